@@ -1,0 +1,7 @@
+#!/bin/sh
+# Bootstrap the autotools build: ./autogen.sh && ./configure && make
+set -e
+srcdir=$(dirname "$0")
+cd "$srcdir"
+mkdir -p m4
+autoreconf --force --install --verbose

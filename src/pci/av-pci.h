@@ -1,0 +1,150 @@
+/* accelvirt: host discovery from sysfs (PCI, USB, NUMA).
+ *
+ * Everything is read under an AvRoot, so a fake tree or a tree copied from a
+ * real host reads like the host itself.  Names come from the system's pci.ids
+ * through libpciaccess (pci_get_strings(), which reads only pci.ids); every
+ * other fact comes from the tree's own files, "config" included.
+ *
+ * Kernel interfaces: Documentation/ABI/testing/sysfs-bus-pci,
+ * sysfs-bus-usb, sysfs-devices-system-node (sysfs-devices-node),
+ * sysfs-kernel-iommu_groups, sysfs-bus-vfio-mdev. */
+#pragma once
+
+#include <glib.h>
+
+#include "util/av-root.h"
+
+G_BEGIN_DECLS
+
+/* One supported mdev type of a parent device (mdev_supported_types/TYPE). */
+typedef struct {
+    char *id;            /* directory name, such as "nvidia-35" or "mtty-2" */
+    char *name;          /* "name" attribute, or NULL */
+    char *device_api;    /* "device_api", such as "vfio-pci" */
+    char *description;   /* "description", or NULL */
+    guint available;     /* "available_instances" */
+} AvMdevType;
+
+void av_mdev_type_free(AvMdevType *type);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(AvMdevType, av_mdev_type_free)
+
+/* One mediated device that exists now (/sys/bus/mdev/devices/UUID). */
+typedef struct {
+    char *uuid;
+    char *parent;        /* PCI address of the parent */
+    char *type_id;       /* mdev_type link name, such as "nvidia-35" */
+} AvMdev;
+
+void av_mdev_free(AvMdev *mdev);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(AvMdev, av_mdev_free)
+
+typedef struct {
+    char *address;               /* "0000:3b:00.0" (domain:bus:slot.function) */
+    char *sysfs_path;            /* canonical root-relative "/sys/devices/pci0000:3a/..." */
+    guint16 vendor_id;
+    guint16 device_id;
+    guint16 subsystem_vendor_id;
+    guint16 subsystem_device_id;
+    guint32 class_code;          /* 24 bits: base, sub, prog-if, such as 0x030200 */
+    guint8 revision;
+    char *vendor_name;           /* from pci.ids, or NULL */
+    char *device_name;           /* from pci.ids, or NULL */
+    int numa_node;               /* -1 when the kernel does not know */
+    char *local_cpulist;         /* "0-15,32-47", or NULL */
+    int iommu_group;             /* -1 when the device has none */
+    GPtrArray *iommu_group_members; /* char*: addresses of every device in the group, this one included, sorted */
+    char *driver;                /* bound driver, or NULL */
+    char *driver_override;       /* NULL when unset ("(null)") */
+    char *physical_slot;         /* slot name from /sys/bus/pci/slots/N/address, or NULL */
+    gboolean has_dsn;
+    guint64 dsn;                 /* PCIe Device Serial Number (extended capability 0x0003) */
+    /* SR-IOV */
+    gboolean sriov_capable;      /* sriov_totalvfs exists */
+    guint sriov_totalvfs;
+    guint sriov_numvfs;
+    char *physfn;                /* address of the PF when this is a VF, else NULL */
+    int vf_index;                /* index N of the PF's virtfnN link when this is a VF, else -1 */
+    GPtrArray *virtfns;          /* char*: VF addresses in virtfn index order (empty if none) */
+    /* mdev parent */
+    GPtrArray *mdev_types;       /* AvMdevType*, sorted by id (empty if not a parent) */
+    GPtrArray *mdevs;            /* AvMdev*: existing mdevs on this parent, sorted by uuid */
+    /* reset */
+    char **reset_methods;        /* from "reset_method", NULL-terminated; NULL when the file is absent */
+    gboolean has_reset;          /* the "reset" attribute exists */
+    /* topology */
+    char *parent_bridge;         /* address of the upstream bridge/port, or NULL on a root bus */
+    gboolean is_bridge;          /* class 0x0604 */
+} AvPciDevice;
+
+void av_pci_device_free(AvPciDevice *dev);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(AvPciDevice, av_pci_device_free)
+
+typedef struct {
+    char *bus_path;              /* sysfs name such as "1-1.2" */
+    char *sysfs_path;            /* canonical root-relative path */
+    guint16 vendor_id;           /* idVendor */
+    guint16 product_id;          /* idProduct */
+    char *manufacturer;          /* or NULL */
+    char *product;               /* or NULL */
+    char *serial;                /* or NULL */
+    guint busnum;
+    guint devnum;
+    char *speed;                 /* "480", or NULL */
+    char *pci_controller;        /* address of the host controller it hangs off, or NULL */
+    int numa_node;               /* the controller's node, or -1 */
+} AvUsbDevice;
+
+void av_usb_device_free(AvUsbDevice *dev);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(AvUsbDevice, av_usb_device_free)
+
+typedef struct {
+    int id;
+    char *cpulist;               /* "0-15,32-47" as the kernel prints it */
+    GArray *cpus;                /* guint: the CPUs of cpulist, ascending */
+    guint64 memory_kib;          /* MemTotal of nodeN/meminfo, 0 if unknown */
+} AvNumaNode;
+
+void av_numa_node_free(AvNumaNode *node);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(AvNumaNode, av_numa_node_free)
+
+typedef struct {
+    GPtrArray *pci;              /* AvPciDevice*, sorted by address */
+    GPtrArray *usb;              /* AvUsbDevice*, sorted by bus_path; interfaces ("1-1:1.0") and root hubs excluded */
+    GPtrArray *numa_nodes;       /* AvNumaNode*, sorted by id; one node 0 holding every online CPU when the tree has no node directory */
+    gboolean iommu_enabled;      /* /sys/kernel/iommu_groups has at least one group */
+} AvHost;
+
+void av_host_free(AvHost *host);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(AvHost, av_host_free)
+
+/* Scans the PCI devices, USB devices and NUMA nodes under @root.
+ * A host without /sys/bus/usb or without NUMA directories is fine; a tree
+ * without /sys/bus/pci/devices is an error (AV_ERROR_NOT_FOUND, naming the
+ * path, saying that --root must point at a tree holding sys/).
+ * Returns a new AvHost (caller frees) or NULL with @error set. */
+AvHost *av_host_scan(const AvRoot *root, GError **error);
+
+/* Scans one PCI device by address.  Same facts as av_host_scan(). */
+AvPciDevice *av_pci_device_scan(const AvRoot *root, const char *address, GError **error);
+
+/* The device at @address in @host, or NULL.  Borrowed from @host. */
+AvPciDevice *av_host_find_pci(const AvHost *host, const char *address);
+
+/* TRUE when @address is a canonical PCI address "DDDD:BB:SS.F" (lower-case
+ * hex, slot <= 0x1f, function <= 7).  The only form accepted from users and
+ * domain XML before it reaches a path. */
+gboolean av_pci_address_is_valid(const char *address);
+
+/* Parses a kernel cpulist ("0-3,8,10-11") into ascending CPU numbers.
+ * Returns FALSE with AV_ERROR_INVALID_INPUT on malformed input. */
+gboolean av_cpulist_parse(const char *cpulist, GArray **ret_cpus, GError **error);
+
+/* Finds the PCIe Device Serial Number in the extended configuration space
+ * @config (@len bytes as read from the "config" attribute; only root reads
+ * past 64 bytes, so short buffers simply have none).  PCIe Base Spec 7.9.3:
+ * extended capability ID 0x0003, serial as two dwords at +4 (low) and +8 (high).
+ * Returns TRUE and sets *ret_dsn when found.  Walks at most 1024 capabilities
+ * and never outside @len. */
+gboolean av_pci_config_find_dsn(const guint8 *config, gsize len, guint64 *ret_dsn);
+
+G_END_DECLS

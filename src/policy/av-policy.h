@@ -1,0 +1,138 @@
+/* accelvirt: policies, the profiles an operator writes in the policy dir.
+ *
+ * *.json files read in name order; each holds {"profiles": [...]}.  The format
+ * is documented in accelvirt-policy(5).  This layer never touches sysfs or
+ * libvirt: it matches devices already scanned. */
+#pragma once
+
+#include <glib.h>
+#include <jansson.h>
+
+#include "pci/av-pci.h"
+
+G_BEGIN_DECLS
+
+typedef enum {
+    AV_ATTACH_VFIO_PCI,
+    AV_ATTACH_MDEV,
+    AV_ATTACH_SRIOV_VF,
+    AV_ATTACH_USB,
+} AvAttach;
+
+typedef enum {
+    AV_NUMA_NONE,
+    AV_NUMA_PREFERRED,
+    AV_NUMA_STRICT,
+} AvNumaPolicy;
+
+typedef enum {
+    AV_ALLOCATION_PACK,
+    AV_ALLOCATION_SPREAD,
+} AvAllocation;
+
+typedef enum {
+    AV_GRANULARITY_FUNCTION,
+    AV_GRANULARITY_REGION,
+    AV_GRANULARITY_CARD,
+} AvGranularity;
+
+typedef enum {
+    AV_RESTORE_ON_RELEASE,
+    AV_RESTORE_KEEP_VFIO,
+} AvRestoreDriver;
+
+typedef enum {
+    AV_SCRUB_METHOD_NONE,
+    AV_SCRUB_METHOD_COMMAND,
+    AV_SCRUB_METHOD_VFIO_ZERO,
+    AV_SCRUB_METHOD_RESET,
+    AV_SCRUB_METHOD_ROM_CHECK,
+    AV_SCRUB_METHOD_VM,
+} AvScrubMethod;
+
+/* One scrub step: the method and its options as written (validated). */
+typedef struct {
+    AvScrubMethod method;
+    json_t *options;             /* the whole step object, a reference owned by the step */
+    guint timeout_s;             /* "timeout" option, 0 when the method has none */
+} AvScrubStep;
+
+typedef struct {
+    char *name;                  /* unique across all files: [a-z0-9][a-z0-9._-]{0,62} */
+    char *source_file;           /* the file it came from */
+    int source_line;             /* line of the profile object in that file */
+
+    /* match: every given key must match */
+    gboolean match_vendor_set;
+    guint16 match_vendor;        /* PCI vendor, or USB idVendor for attach "usb" */
+    GArray *match_devices;       /* guint16: device ids (USB idProduct for "usb"); empty = any */
+    gboolean match_class_set;
+    guint32 match_class;         /* compared under match_class_mask */
+    guint32 match_class_mask;    /* "0x0302" matches base+sub (mask 0xffff00), "0x030200" all 24 bits */
+    gboolean match_subsystem_vendor_set;
+    guint16 match_subsystem_vendor;
+    gboolean match_subsystem_device_set;
+    guint16 match_subsystem_device;
+    GPtrArray *match_addresses;  /* char*: PCI addresses or USB bus paths; empty = any */
+
+    AvAttach attach;
+    char *mdev_type;             /* attach "mdev": the type id to create, else NULL */
+    AvNumaPolicy numa;
+    AvAllocation allocation;
+    AvGranularity granularity;
+    GPtrArray *scrub;            /* AvScrubStep*, in order; empty means no step (like "none") */
+    AvRestoreDriver restore_driver;
+    gboolean hide_hypervisor;
+    char *resource_class;        /* Nova resource class such as "CUSTOM_GPU_A100", or NULL */
+    GPtrArray *traits;           /* char*: Nova traits */
+} AvProfile;
+
+void av_profile_free(AvProfile *profile);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(AvProfile, av_profile_free)
+
+typedef struct {
+    char *dir;                   /* the directory read, or NULL */
+    GPtrArray *files;            /* char*: files read, in order */
+    GPtrArray *profiles;         /* AvProfile*, in file-name order then array order */
+} AvPolicy;
+
+void av_policy_free(AvPolicy *policy);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(AvPolicy, av_policy_free)
+
+/* Reads every *.json file of @dir in name order (strcmp; other names and
+ * hidden files are ignored).  A missing directory is an empty policy (nothing
+ * is managed).  The first bad file fails the whole load: the error
+ * (AV_ERROR_POLICY) reads "FILE:LINE:COLUMN: what is wrong", pointing at the
+ * offending value.  Returns a new AvPolicy or NULL. */
+AvPolicy *av_policy_load_dir(const char *dir, GError **error);
+
+/* Parses one policy document @data of @len bytes, reporting errors against
+ * @filename.  Appends its profiles to @policy (checking names are unique
+ * across the policy).  Returns FALSE with @error set, and @policy unchanged,
+ * on a bad document. */
+gboolean av_policy_add_data(AvPolicy *policy, const char *filename, const char *data, gsize len, GError **error);
+
+AvPolicy *av_policy_new(void);
+
+/* The first profile matching the PCI device @dev, or NULL.  A VF matches a
+ * profile with attach "sriov-vf" by its own ids.  Borrowed from @policy. */
+const AvProfile *av_policy_match_pci(const AvPolicy *policy, const AvPciDevice *dev);
+
+/* The first "usb" profile matching the USB device @dev, or NULL. */
+const AvProfile *av_policy_match_usb(const AvPolicy *policy, const AvUsbDevice *dev);
+
+/* The profile named @name, or NULL.  Borrowed. */
+const AvProfile *av_policy_find(const AvPolicy *policy, const char *name);
+
+/* Lower-case names for output and for the policy files. */
+const char *av_attach_to_string(AvAttach attach);
+const char *av_numa_policy_to_string(AvNumaPolicy numa);
+const char *av_allocation_to_string(AvAllocation allocation);
+const char *av_granularity_to_string(AvGranularity granularity);
+const char *av_restore_driver_to_string(AvRestoreDriver restore);
+const char *av_scrub_method_to_string(AvScrubMethod method);
+
+/* The profile as JSON (the normalised form, for `accelvirt policy show`). */
+json_t *av_profile_to_json(const AvProfile *profile);
+
+G_END_DECLS

@@ -1,0 +1,166 @@
+/* accelvirt: the pool of managed devices, its lock and its journal.
+ *
+ * The state dir holds:
+ *   pool.json      the pool, replaced atomically (temp file, fsync, rename,
+ *                  fsync of the directory) on every save;
+ *   pool.lock      the flock(2) lock every reader (shared) and writer
+ *                  (exclusive) takes;
+ *   journal.jsonl  append-only JSON lines, one per transition, fsynced, each
+ *                  carrying a sequence number and the SHA-256 of the previous
+ *                  line so that the chain can be verified.
+ *
+ * A pool.json that does not parse is never overwritten: opening fails with
+ * AV_ERROR_CORRUPT_STATE and the file is left for the operator.  Leftover
+ * "pool.json.tmp.*" files of a writer killed mid-write are ignored (and
+ * removed by the next writer).
+ *
+ * Lifecycle (DESIGN.md):
+ *   free -> claimed -> in-use -> dirty -> scrubbing -> free
+ *                                              \-> quarantined -> free (operator)
+ *   any state -> missing (not found at a scan; owner kept) -> previous state
+ *   claimed -> free (claim dropped or expired); in-use -> dirty (release) */
+#pragma once
+
+#include <glib.h>
+#include <jansson.h>
+
+#include "pci/av-pci.h"
+#include "policy/av-policy.h"
+
+G_BEGIN_DECLS
+
+typedef enum {
+    AV_DEVICE_STATE_FREE,
+    AV_DEVICE_STATE_CLAIMED,
+    AV_DEVICE_STATE_IN_USE,
+    AV_DEVICE_STATE_DIRTY,
+    AV_DEVICE_STATE_SCRUBBING,
+    AV_DEVICE_STATE_QUARANTINED,
+    AV_DEVICE_STATE_MISSING,
+} AvDeviceState;
+
+typedef enum {
+    AV_DEVICE_KIND_PCI,
+    AV_DEVICE_KIND_USB,
+} AvDeviceKind;
+
+/* Who holds a device. */
+typedef struct {
+    char *domain_uuid;           /* libvirt domain UUID, or NULL */
+    char *domain_name;           /* or NULL */
+    char *nova_instance;         /* Nova instance UUID, or NULL */
+    char *nova_project;          /* or NULL */
+    char *nova_user;             /* or NULL */
+} AvOwner;
+
+AvOwner *av_owner_new(const char *domain_uuid, const char *domain_name);
+AvOwner *av_owner_copy(const AvOwner *owner);
+void av_owner_free(AvOwner *owner);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(AvOwner, av_owner_free)
+
+typedef struct {
+    char *identity;              /* stable identity, see av_pool_identity_pci() */
+    AvDeviceKind kind;
+    char *address;               /* last seen PCI address or USB bus path */
+    char *profile;               /* profile name */
+    AvDeviceState state;
+    AvDeviceState state_before_missing; /* meaningful when state is MISSING */
+    AvOwner *owner;              /* NULL when nobody holds it */
+    gint64 state_since;          /* Unix seconds of the last transition */
+    gint64 first_seen;           /* Unix seconds */
+    gint64 last_seen;            /* Unix seconds of the last scan that found it */
+    gint64 claim_expires;        /* Unix seconds; 0 = no expiry (claimed only) */
+    char *reason;                /* why it is quarantined or missing, or NULL */
+    char *original_driver;       /* driver to restore on release, or NULL */
+    int numa_node;               /* -1 unknown */
+    int iommu_group;             /* -1 none */
+} AvPoolDevice;
+
+void av_pool_device_free(AvPoolDevice *dev);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(AvPoolDevice, av_pool_device_free)
+
+typedef struct AvPool AvPool;
+
+typedef enum {
+    AV_POOL_READ,                /* shared lock; av_pool_save() is refused */
+    AV_POOL_WRITE,               /* exclusive lock */
+} AvPoolMode;
+
+/* Opens the pool in @state_dir (created with mode 0700 for AV_POOL_WRITE if
+ * missing), taking the lock for @mode, waiting at most @timeout_ms.  A
+ * missing pool.json is an empty pool.  Returns NULL with AV_ERROR_BUSY (lock),
+ * AV_ERROR_CORRUPT_STATE (pool.json does not parse or has an unknown
+ * version; the message names the file, the line and column, and says to move
+ * the file away or repair it), or AV_ERROR_IO. */
+AvPool *av_pool_open(const char *state_dir, AvPoolMode mode, int timeout_ms, GError **error);
+
+/* Releases the lock and frees the pool, without saving. */
+void av_pool_free(AvPool *pool);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(AvPool, av_pool_free)
+
+/* Writes pool.json atomically.  Requires AV_POOL_WRITE. */
+gboolean av_pool_save(AvPool *pool, GError **error);
+
+const char *av_pool_state_dir(const AvPool *pool);
+
+/* The devices, sorted by identity.  Borrowed. */
+GPtrArray *av_pool_devices(const AvPool *pool);
+
+/* Lookups; borrowed results or NULL. */
+AvPoolDevice *av_pool_find(const AvPool *pool, const char *identity);
+AvPoolDevice *av_pool_find_address(const AvPool *pool, AvDeviceKind kind, const char *address);
+
+/* Moves @dev to @to, checking the transition against the lifecycle above
+ * (AV_ERROR_STATE naming the device, both states and the owner otherwise),
+ * setting the owner (a copy of @owner; NULL keeps the current owner for
+ * claimed->in-use and in-use->dirty, and clears it on ->free), @reason
+ * (quarantined, missing), state_since, and appending a "transition" journal
+ * entry.  The journal entry is written before the caller saves the pool. */
+gboolean av_pool_transition(AvPool *pool, AvPoolDevice *dev, AvDeviceState to,
+                            const AvOwner *owner, const char *reason, GError **error);
+
+/* Reconciles the pool with a fresh scan: every device of @host that a profile
+ * of @policy matches is added as free (journal "added") or, when its identity
+ * is known, has its address, profile and last_seen updated (journal
+ * "readdressed" when the address changed: BDF re-enumeration).  A pooled
+ * device no longer found becomes missing (claims and owner kept); a missing
+ * device found again returns to its previous state.  A pooled device no
+ * profile matches any more stays in the pool, with reason "unmanaged", if it
+ * is held; a free one is removed (journal "removed").  Sets *ret_changed (may
+ * be NULL) when anything changed.  Requires AV_POOL_WRITE. */
+gboolean av_pool_reconcile(AvPool *pool, const AvHost *host, const AvPolicy *policy,
+                           gboolean *ret_changed, GError **error);
+
+/* The stable identity of a PCI device, which survives re-enumeration
+ * (never the bus address alone):
+ *   "dsn:0123456789abcdef.fN"             when the device has a DSN (N = function);
+ *   "pci:VVVV:DDDD:SVVV:SDDD@slot:NAME.fN"   else, with a physical slot;
+ *   "pci:VVVV:DDDD:SVVV:SDDD@path:DDDD:RR/DD.F/DD.F"  else, the chain of
+ *        device.function numbers from the root bus (bus numbers left out,
+ *        since they are what re-enumeration changes);
+ *   "<PF identity>/vfN"                    for a VF.
+ * @host is needed to look up the PF and upstream bridges.  Caller frees. */
+char *av_pool_identity_pci(const AvHost *host, const AvPciDevice *dev);
+
+/* The identity of a USB device: "usb:VVVV:PPPP:serial:SERIAL" when it has a
+ * serial, else "usb:VVVV:PPPP@port:BUSPATH".  Caller frees. */
+char *av_pool_identity_usb(const AvUsbDevice *dev);
+
+const char *av_device_state_to_string(AvDeviceState state);
+gboolean av_device_state_from_string(const char *s, AvDeviceState *ret_state);
+const char *av_device_kind_to_string(AvDeviceKind kind);
+
+/* The pool and each device as JSON (the form of pool.json's "devices"). */
+json_t *av_pool_device_to_json(const AvPoolDevice *dev);
+json_t *av_pool_to_json(const AvPool *pool);
+
+/* Appends an entry to the journal of @pool: @event plus the members of
+ * @fields (borrowed), with "seq", "time" (ISO 8601 UTC) and "prev" (hex
+ * SHA-256 of the previous line, "" for the first) added. */
+gboolean av_pool_journal_append(AvPool *pool, const char *event, json_t *fields, GError **error);
+
+/* Checks the hash chain and sequence of the journal in @state_dir.  Returns
+ * FALSE with an error naming the first bad line. */
+gboolean av_journal_verify(const char *state_dir, guint64 *ret_entries, GError **error);
+
+G_END_DECLS

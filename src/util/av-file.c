@@ -1,0 +1,163 @@
+/* accelvirt: crash-safe files and locks. */
+#include "config.h"
+
+#include "av-file.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "av-error.h"
+
+struct AvLock {
+    int fd;
+    char *path;
+};
+
+static int
+av_fsync_dir_of(const char *path)
+{
+    g_autofree char *dir = g_path_get_dirname(path);
+    int fd, r = 0;
+
+    fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    if (fsync(fd) < 0)
+        r = -errno;
+    close(fd);
+    return r;
+}
+
+static int
+av_write_all(int fd, const char *data, gsize len)
+{
+    while (len > 0) {
+        ssize_t n = write(fd, data, len);
+
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            return -errno;
+        }
+        data += n;
+        len -= (gsize)n;
+    }
+    return 0;
+}
+
+gboolean
+av_file_write_atomic(const char *path, const char *data, gsize len, mode_t mode, GError **error)
+{
+    g_autofree char *tmp = g_strconcat(path, ".tmp.XXXXXX", NULL);
+    int fd, r;
+
+    fd = g_mkstemp_full(tmp, O_WRONLY | O_CLOEXEC, mode);
+    if (fd < 0)
+        return av_error_errno(error, -errno, "cannot create '%s'", tmp);
+    r = av_write_all(fd, data, len);
+    if (r == 0 && fchmod(fd, mode) < 0)
+        r = -errno;
+    if (r == 0 && fsync(fd) < 0)
+        r = -errno;
+    if (close(fd) < 0 && r == 0)
+        r = -errno;
+    if (r == 0 && rename(tmp, path) < 0)
+        r = -errno;
+    if (r < 0) {
+        unlink(tmp);
+        return av_error_errno(error, r, "cannot write '%s'", path);
+    }
+    r = av_fsync_dir_of(path);
+    if (r < 0)
+        return av_error_errno(error, r, "cannot sync the directory of '%s'", path);
+    return TRUE;
+}
+
+gboolean
+av_file_append_line(const char *path, const char *line, mode_t mode, GError **error)
+{
+    g_autofree char *buf = NULL;
+    gboolean created;
+    int fd, r;
+
+    if (strchr(line, '\n')) {
+        g_set_error(error, AV_ERROR, AV_ERROR_INVALID_INPUT,
+                    "cannot append to '%s': the line holds a newline", path);
+        return FALSE;
+    }
+    created = access(path, F_OK) < 0;
+    fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, mode);
+    if (fd < 0)
+        return av_error_errno(error, -errno, "cannot open '%s'", path);
+    buf = g_strconcat(line, "\n", NULL);
+    r = av_write_all(fd, buf, strlen(buf));
+    if (r == 0 && fsync(fd) < 0)
+        r = -errno;
+    if (close(fd) < 0 && r == 0)
+        r = -errno;
+    if (r == 0 && created)
+        r = av_fsync_dir_of(path);
+    if (r < 0)
+        return av_error_errno(error, r, "cannot append to '%s'", path);
+    return TRUE;
+}
+
+gboolean
+av_file_ensure_dir(const char *dir, mode_t mode, GError **error)
+{
+    if (g_mkdir_with_parents(dir, (int)mode) < 0)
+        return av_error_errno(error, -errno, "cannot create the directory '%s'", dir);
+    return TRUE;
+}
+
+AvLock *
+av_lock_take(const char *path, AvLockMode mode, int timeout_ms, GError **error)
+{
+    gint64 deadline = timeout_ms < 0 ? -1 : g_get_monotonic_time() + (gint64)timeout_ms * 1000;
+    int op = mode == AV_LOCK_EXCLUSIVE ? LOCK_EX : LOCK_SH;
+    AvLock *lock;
+    int fd;
+
+    fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (fd < 0 && errno == EACCES && mode == AV_LOCK_SHARED)
+        fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return av_error_errno(error, -errno, "cannot open the lock '%s'", path), NULL;
+    for (;;) {
+        if (flock(fd, op | (timeout_ms < 0 ? 0 : LOCK_NB)) == 0)
+            break;
+        if (errno == EINTR)
+            continue;
+        if (errno != EWOULDBLOCK) {
+            int e = errno;
+            close(fd);
+            return av_error_errno(error, -e, "cannot lock '%s'", path), NULL;
+        }
+        if (g_get_monotonic_time() >= deadline) {
+            close(fd);
+            g_set_error(error, AV_ERROR, AV_ERROR_BUSY,
+                        "the lock '%s' is held by another accelvirt process; try again when it is done", path);
+            return NULL;
+        }
+        g_usleep(10 * 1000);
+    }
+    lock = g_new0(AvLock, 1);
+    lock->fd = fd;
+    lock->path = g_strdup(path);
+    return lock;
+}
+
+void
+av_lock_release(AvLock *lock)
+{
+    if (!lock)
+        return;
+    flock(lock->fd, LOCK_UN);
+    close(lock->fd);
+    g_free(lock->path);
+    g_free(lock);
+}

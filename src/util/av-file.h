@@ -1,0 +1,44 @@
+/* accelvirt: crash-safe files and locks for the state directory.
+ *
+ * These act on ordinary host paths (the state dir), never under the root
+ * prefix. */
+#pragma once
+
+#include <glib.h>
+#include <sys/types.h>
+
+G_BEGIN_DECLS
+
+/* Replaces @path with @len bytes of @data so that a reader sees either the old
+ * or the new contents, never a mix, even across a crash or power loss: write
+ * to a temporary file "PATH.tmp.XXXXXX" in the same directory, fsync it,
+ * rename it over @path, fsync the directory.  The temporary file is removed
+ * on failure.  Returns FALSE and sets @error on failure; @path is then as it
+ * was. */
+gboolean av_file_write_atomic(const char *path, const char *data, gsize len, mode_t mode, GError **error);
+
+/* Appends @line and a newline to @path (created with @mode) in one write(2) on
+ * an O_APPEND descriptor, then fsyncs it.  @line must not contain a newline. */
+gboolean av_file_append_line(const char *path, const char *line, mode_t mode, GError **error);
+
+/* Creates @dir (and its parents) with @mode if it does not exist. */
+gboolean av_file_ensure_dir(const char *dir, mode_t mode, GError **error);
+
+typedef struct AvLock AvLock;
+
+typedef enum {
+    AV_LOCK_SHARED,
+    AV_LOCK_EXCLUSIVE,
+} AvLockMode;
+
+/* Takes an flock(2) lock on @path (created if missing), waiting at most
+ * @timeout_ms milliseconds (0: do not wait, -1: wait forever).  Returns NULL
+ * with AV_ERROR_BUSY when the lock could not be had in time.  The lock is
+ * held until av_lock_release(); a process that dies drops it. */
+AvLock *av_lock_take(const char *path, AvLockMode mode, int timeout_ms, GError **error);
+
+/* Releases and frees the lock.  NULL is a no-op. */
+void av_lock_release(AvLock *lock);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(AvLock, av_lock_release)
+
+G_END_DECLS

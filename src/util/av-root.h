@@ -1,0 +1,98 @@
+/* accelvirt: the root prefix.
+ *
+ * Every /sys, /dev and /proc access goes through an AvRoot.  Paths handed to
+ * these functions are "root-relative absolute" paths such as
+ * "/sys/bus/pci/devices/0000:3b:00.0": they begin with '/', and the AvRoot
+ * places them under its prefix ("/" in production, a fake tree in tests).
+ *
+ * Symlinks are resolved inside the root, never outside it (as
+ * libnvidia-container's path_resolve and systemd's chase() do): an absolute
+ * link target is taken relative to the prefix, and ".." never climbs above
+ * the prefix.  A tree copied from a real host, with the kernel's relative
+ * links, therefore reads the same as the host itself.
+ *
+ * This is the only place that spells out "/sys", "/dev" and "/proc": the
+ * layers above build paths with av_sys_path(), av_dev_path() and
+ * av_proc_path(). */
+#pragma once
+
+#include <glib.h>
+#include <sys/types.h>
+
+G_BEGIN_DECLS
+
+typedef struct AvRoot AvRoot;
+
+/* Creates a root context for the directory @prefix.  NULL, "" and "/" mean
+ * the real root.  The prefix must exist and be a directory; it is made
+ * absolute and canonical.  Returns NULL and sets @error otherwise. */
+AvRoot *av_root_new(const char *prefix, GError **error);
+
+/* Like av_root_new() with the prefix taken from @option if it is not NULL,
+ * else from $ACCELVIRT_ROOT, else "/". */
+AvRoot *av_root_new_default(const char *option, GError **error);
+
+void av_root_free(AvRoot *root);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(AvRoot, av_root_free)
+
+/* The canonical prefix ("/" for the real root).  Owned by @root. */
+const char *av_root_prefix(const AvRoot *root);
+
+/* TRUE when the prefix is "/": the code acts on this very host. */
+gboolean av_root_is_host(const AvRoot *root);
+
+/* Root-relative paths of kernel interfaces: av_sys_path("bus/pci/devices/%s",
+ * addr) gives "/sys/bus/pci/devices/0000:3b:00.0".  The caller frees. */
+char *av_sys_path(const char *fmt, ...) G_GNUC_PRINTF(1, 2);
+char *av_dev_path(const char *fmt, ...) G_GNUC_PRINTF(1, 2);
+char *av_proc_path(const char *fmt, ...) G_GNUC_PRINTF(1, 2);
+
+/* The host path of the root-relative @path, without resolving links:
+ * prefix + path.  The caller frees.  Use only for paths already resolved
+ * with av_root_resolve() or for files that are not links. */
+char *av_root_host_path(const AvRoot *root, const char *path);
+
+/* Resolves every symlink of the root-relative @path inside the root.
+ * On success stores the canonical root-relative path (beginning with '/') in
+ * *ret_resolved (caller frees) and returns 0.  Returns -ENOENT when a
+ * component does not exist, -ELOOP after 40 links, -errno otherwise;
+ * *ret_resolved is untouched on failure. */
+int av_root_resolve(const AvRoot *root, const char *path, char **ret_resolved);
+
+/* Reads the whole file at the root-relative @path (links resolved inside the
+ * root) into a NUL-terminated buffer.  *ret_len (may be NULL) gets the byte
+ * count.  Reads at most 16 MiB.  Returns 0 or -errno. */
+int av_root_read_file(const AvRoot *root, const char *path, char **ret_contents, gsize *ret_len);
+
+/* Reads a sysfs attribute: the contents with trailing white space removed.
+ * Returns 0 or -errno. */
+int av_root_read_attr(const AvRoot *root, const char *path, char **ret_value);
+
+/* Reads an attribute holding an unsigned number ("0x10de", "42", "-1" is an
+ * error: -ERANGE).  @base as for g_ascii_string_to_unsigned(), 0 accepts a 0x
+ * prefix.  Returns 0, -errno, or -EINVAL when the contents are not a number. */
+int av_root_read_uint(const AvRoot *root, const char *path, guint base, guint64 *ret_value);
+
+/* Reads an attribute holding a signed decimal number (numa_node may be -1). */
+int av_root_read_int(const AvRoot *root, const char *path, gint64 *ret_value);
+
+/* The last component of the resolved target of the link at @path, such as
+ * "nvidia" for a device's "driver" link or "42" for "iommu_group".
+ * Returns 0, -ENOENT when the link (or its target) does not exist, -errno. */
+int av_root_link_name(const AvRoot *root, const char *path, char **ret_name);
+
+/* The names in the directory @path (links resolved inside the root), without
+ * "." and "..", sorted with strcmp.  Returns 0 and a NULL-terminated vector
+ * (caller frees with g_strfreev), or -errno. */
+int av_root_list_dir(const AvRoot *root, const char *path, char ***ret_names);
+
+/* TRUE when @path exists inside the root (links followed inside the root). */
+gboolean av_root_exists(const AvRoot *root, const char *path);
+
+/* Writes @value to the kernel attribute at @path (links resolved inside the
+ * root), as one write(2), like `echo -n VALUE > PATH`.  Returns 0 or -errno
+ * (the kernel's answer, such as -EBUSY or -ENODEV).  This is the primitive
+ * under the kernel operation tables of src/vfio; nothing else should call it. */
+int av_root_write_attr(const AvRoot *root, const char *path, const char *value);
+
+G_END_DECLS

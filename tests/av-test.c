@@ -1,0 +1,109 @@
+/* accelvirt tests: shared helpers. */
+#include "config.h"
+
+#include "av-test.h"
+
+#include <errno.h>
+#include <string.h>
+#include <unistd.h>
+
+static const char *
+av_test_env(const char *name)
+{
+    const char *v = g_getenv(name);
+
+    if (!v || !*v)
+        g_error("%s is not set: run the tests with 'make check'", name);
+    return v;
+}
+
+void
+av_test_init(int *argc, char ***argv)
+{
+    g_test_init(argc, argv, NULL);
+    av_test_env("AV_TEST_SRCDIR");
+    av_test_env("AV_TEST_HOSTS");
+}
+
+char *
+av_test_srcdir_path(const char *rel)
+{
+    return g_build_filename(av_test_env("AV_TEST_SRCDIR"), rel, NULL);
+}
+
+char *
+av_test_host_path(const char *name)
+{
+    char *p = g_build_filename(av_test_env("AV_TEST_HOSTS"), name, NULL);
+
+    if (!g_file_test(p, G_FILE_TEST_IS_DIR))
+        g_error("fake host '%s' was not generated (run 'make check', which runs tests/data/mkhosts.py)", p);
+    return p;
+}
+
+char *
+av_test_tmpdir(void)
+{
+    g_autoptr(GError) err = NULL;
+    char *dir = g_dir_make_tmp("accelvirt-test-XXXXXX", &err);
+
+    g_assert_no_error(err);
+    return dir;
+}
+
+static void
+av_test_run(const char *const *argv)
+{
+    g_autoptr(GError) err = NULL;
+    int status = 0;
+
+    g_spawn_sync(NULL, (char **)argv, NULL, G_SPAWN_SEARCH_PATH, NULL, NULL, NULL, NULL, &status, &err);
+    g_assert_no_error(err);
+    g_spawn_check_wait_status(status, &err);
+    g_assert_no_error(err);
+}
+
+void
+av_test_tmpdir_remove(const char *dir)
+{
+    const char *argv[] = { "rm", "-rf", "--", dir, NULL };
+
+    if (!dir || !g_str_has_prefix(dir, g_get_tmp_dir()))
+        return;
+    av_test_run(argv);
+}
+
+char *
+av_test_host_copy(const char *name)
+{
+    g_autofree char *src = av_test_host_path(name);
+    g_autofree char *dot = g_build_filename(src, ".", NULL);
+    char *dir = av_test_tmpdir();
+    const char *argv[] = { "cp", "-a", "--", dot, dir, NULL };
+
+    av_test_run(argv);
+    return dir;
+}
+
+void
+av_test_write(const char *dir, const char *rel, const char *contents)
+{
+    g_autofree char *path = g_build_filename(dir, rel, NULL);
+    g_autofree char *parent = g_path_get_dirname(path);
+    g_autoptr(GError) err = NULL;
+
+    g_assert_cmpint(g_mkdir_with_parents(parent, 0755), ==, 0);
+    g_file_set_contents(path, contents, -1, &err);
+    g_assert_no_error(err);
+}
+
+void
+av_test_symlink(const char *dir, const char *rel, const char *target)
+{
+    g_autofree char *path = g_build_filename(dir, rel, NULL);
+    g_autofree char *parent = g_path_get_dirname(path);
+
+    g_assert_cmpint(g_mkdir_with_parents(parent, 0755), ==, 0);
+    if (symlink(target, path) < 0)
+        g_error("symlink %s -> %s: %s", path, target, g_strerror(errno));
+}
