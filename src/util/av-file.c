@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
@@ -73,7 +74,7 @@ av_file_write_atomic(const char *path, const char *data, gsize len, mode_t mode,
     }
     r = av_fsync_dir_of(path);
     if (r < 0)
-        return av_error_errno(error, r, "cannot sync the directory of '%s'", path);
+        return av_error_errno(error, r, "'%s' was replaced, but syncing its directory failed", path);
     return TRUE;
 }
 

@@ -13,8 +13,10 @@ G_BEGIN_DECLS
  * or the new contents, never a mix, even across a crash or power loss: write
  * to a temporary file "PATH.tmp.XXXXXX" in the same directory, fsync it,
  * rename it over @path, fsync the directory.  The temporary file is removed
- * on failure.  Returns FALSE and sets @error on failure; @path is then as it
- * was. */
+ * on failure.  Returns FALSE and sets @error on failure: @path is then as it
+ * was, except when only the final fsync of the directory failed (the error
+ * says so), where the new contents are in place but may not survive a power
+ * loss. */
 gboolean av_file_write_atomic(const char *path, const char *data, gsize len, mode_t mode, GError **error);
 
 /* Appends @line and a newline to @path (created with @mode) in one write(2) on
