@@ -40,7 +40,7 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(AvMdev, av_mdev_free)
 
 typedef struct {
     char *address;               /* "0000:3b:00.0" (domain:bus:slot.function) */
-    char *sysfs_path;            /* canonical root-relative "/sys/devices/pci0000:3a/..." */
+    char *sysfs_path;            /* canonical root-relative path: /sys/devices/pci0000:3a/... */
     guint16 vendor_id;
     guint16 device_id;
     guint16 subsystem_vendor_id;

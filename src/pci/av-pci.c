@@ -1,0 +1,883 @@
+/* accelvirt: PCI discovery from sysfs.
+ *
+ * Every fact is read under an AvRoot (see util/av-root.h); the kernel
+ * interfaces are those of Documentation/ABI/testing/sysfs-bus-pci,
+ * sysfs-kernel-iommu_groups and sysfs-bus-vfio-mdev. */
+#include "config.h"
+
+#include "av-pci.h"
+#include "av-pci-private.h"
+
+#include <errno.h>
+#include <string.h>
+
+#include <pciaccess.h>
+
+#include "util/av-error.h"
+
+/* --- ownership ---
+ *
+ * Each *_free() releases the object and everything it owns (strings, arrays
+ * and the objects in them); NULL is a no-op. */
+
+void
+av_mdev_type_free(AvMdevType *type)
+{
+    if (!type)
+        return;
+    g_free(type->id);
+    g_free(type->name);
+    g_free(type->device_api);
+    g_free(type->description);
+    g_free(type);
+}
+
+void
+av_mdev_free(AvMdev *mdev)
+{
+    if (!mdev)
+        return;
+    g_free(mdev->uuid);
+    g_free(mdev->parent);
+    g_free(mdev->type_id);
+    g_free(mdev);
+}
+
+void
+av_pci_device_free(AvPciDevice *dev)
+{
+    if (!dev)
+        return;
+    g_free(dev->address);
+    g_free(dev->sysfs_path);
+    g_free(dev->vendor_name);
+    g_free(dev->device_name);
+    g_free(dev->local_cpulist);
+    if (dev->iommu_group_members)
+        g_ptr_array_unref(dev->iommu_group_members);
+    g_free(dev->driver);
+    g_free(dev->driver_override);
+    g_free(dev->physical_slot);
+    g_free(dev->physfn);
+    if (dev->virtfns)
+        g_ptr_array_unref(dev->virtfns);
+    if (dev->mdev_types)
+        g_ptr_array_unref(dev->mdev_types);
+    if (dev->mdevs)
+        g_ptr_array_unref(dev->mdevs);
+    g_strfreev(dev->reset_methods);
+    g_free(dev->parent_bridge);
+    g_free(dev);
+}
+
+void
+av_usb_device_free(AvUsbDevice *dev)
+{
+    if (!dev)
+        return;
+    g_free(dev->bus_path);
+    g_free(dev->sysfs_path);
+    g_free(dev->manufacturer);
+    g_free(dev->product);
+    g_free(dev->serial);
+    g_free(dev->speed);
+    g_free(dev->pci_controller);
+    g_free(dev);
+}
+
+void
+av_numa_node_free(AvNumaNode *node)
+{
+    if (!node)
+        return;
+    g_free(node->cpulist);
+    if (node->cpus)
+        g_array_unref(node->cpus);
+    g_free(node);
+}
+
+void
+av_host_free(AvHost *host)
+{
+    if (!host)
+        return;
+    if (host->pci)
+        g_ptr_array_unref(host->pci);
+    if (host->usb)
+        g_ptr_array_unref(host->usb);
+    if (host->numa_nodes)
+        g_ptr_array_unref(host->numa_nodes);
+    g_free(host);
+}
+
+/* --- small parsers --- */
+
+static gint
+av_guint_cmp(gconstpointer a, gconstpointer b)
+{
+    guint x = *(const guint *)a, y = *(const guint *)b;
+
+    return x < y ? -1 : x > y;
+}
+
+/* The largest CPU number accepted in a cpulist: far above any real host,
+ * low enough that a hostile "0-4000000000" cannot exhaust memory. */
+#define AV_CPULIST_MAX_CPU 65535u
+/* And the most numbers a list may expand to, duplicates included. */
+#define AV_CPULIST_MAX_ENTRIES (1u << 20)
+
+/* Parses one decimal CPU number of a cpulist; FALSE when malformed. */
+static gboolean
+av_cpulist_number(const char *s, guint *ret)
+{
+    guint64 v;
+
+    if (!*s || !g_ascii_isdigit(*s))
+        return FALSE;
+    if (!g_ascii_string_to_unsigned(s, 10, 0, AV_CPULIST_MAX_CPU, &v, NULL))
+        return FALSE;
+    *ret = (guint)v;
+    return TRUE;
+}
+
+/* Parses a kernel cpulist, as printed by bitmap_print_to_pagebuf() for
+ * Documentation/ABI/stable/sysfs-devices-node "cpulist": comma-separated
+ * numbers and ranges "A-B" (A <= B).  An empty list (a memory-only node)
+ * gives an empty array.  Duplicates are merged.  The caller owns *ret_cpus,
+ * which is untouched on failure. */
+gboolean
+av_cpulist_parse(const char *cpulist, GArray **ret_cpus, GError **error)
+{
+    g_autoptr(GArray) cpus = g_array_new(FALSE, FALSE, sizeof(guint));
+    g_auto(GStrv) parts = NULL;
+    g_autofree char *copy = NULL;
+
+    if (!cpulist) {
+        g_set_error(error, AV_ERROR, AV_ERROR_INVALID_INPUT, "missing CPU list");
+        return FALSE;
+    }
+    copy = g_strstrip(g_strdup(cpulist));
+    if (*copy) {
+        parts = g_strsplit(copy, ",", -1);
+        for (guint i = 0; parts[i]; i++) {
+            char *dash = strchr(parts[i], '-');
+            guint lo, hi;
+
+            if (dash) {
+                *dash = '\0';
+                if (!av_cpulist_number(parts[i], &lo) || !av_cpulist_number(dash + 1, &hi) || lo > hi)
+                    goto bad;
+            } else {
+                if (!av_cpulist_number(parts[i], &lo))
+                    goto bad;
+                hi = lo;
+            }
+            if (cpus->len + (hi - lo) > AV_CPULIST_MAX_ENTRIES)
+                goto bad;
+            for (guint c = lo; c <= hi; c++)
+                g_array_append_val(cpus, c);
+        }
+        g_array_sort(cpus, av_guint_cmp);
+        if (cpus->len > 1) {
+            guint n = 1;
+
+            for (guint i = 1; i < cpus->len; i++)
+                if (g_array_index(cpus, guint, i) != g_array_index(cpus, guint, n - 1))
+                    g_array_index(cpus, guint, n++) = g_array_index(cpus, guint, i);
+            g_array_set_size(cpus, n);
+        }
+    }
+    *ret_cpus = g_steal_pointer(&cpus);
+    return TRUE;
+
+bad:
+    g_set_error(error, AV_ERROR, AV_ERROR_INVALID_INPUT,
+                "malformed CPU list '%s': expected numbers and ranges such as '0-3,8,10-11'", cpulist);
+    return FALSE;
+}
+
+/* TRUE when the first @n characters of @s are lower-case hex digits. */
+static gboolean
+av_is_hex_field(const char *s, guint n)
+{
+    for (guint i = 0; i < n; i++)
+        if (!g_ascii_isxdigit(s[i]) || g_ascii_isupper(s[i]))
+            return FALSE;
+    return TRUE;
+}
+
+/* Accepts exactly "dddd:bb:ss.f" as the kernel names PCI functions
+ * (pci_name(): "%04x:%02x:%02x.%d").  Domains above 0xffff (VMD) have more
+ * digits in the kernel's names; they are not accepted here, as elsewhere in
+ * accelvirt. */
+gboolean
+av_pci_address_is_valid(const char *address)
+{
+    guint slot;
+
+    if (!address || strlen(address) != 12)
+        return FALSE;
+    if (!av_is_hex_field(address, 4) || address[4] != ':' ||
+        !av_is_hex_field(address + 5, 2) || address[7] != ':' ||
+        !av_is_hex_field(address + 8, 2) || address[10] != '.')
+        return FALSE;
+    slot = (guint)g_ascii_xdigit_value(address[8]) * 16 + (guint)g_ascii_xdigit_value(address[9]);
+    if (slot > 0x1f)
+        return FALSE;
+    return address[11] >= '0' && address[11] <= '7';
+}
+
+/* Little-endian dword of config space at @off; the caller checks bounds. */
+static guint32
+av_config_dword(const guint8 *config, gsize off)
+{
+    return (guint32)config[off] | (guint32)config[off + 1] << 8 |
+           (guint32)config[off + 2] << 16 | (guint32)config[off + 3] << 24;
+}
+
+static guint16
+av_config_word(const guint8 *config, gsize off)
+{
+    return (guint16)(config[off] | config[off + 1] << 8);
+}
+
+#define AV_PCI_EXT_CAP_START 0x100
+#define AV_PCI_EXT_CAP_ID_DSN 0x0003
+#define AV_PCI_EXT_CAP_MAX_WALK 1024
+
+/* PCIe Base Spec 7.6.3 (extended capability header: ID bits 15:0, version
+ * 19:16, next offset 31:20, the low two bits of the offset reserved) and
+ * 7.9.3 (Device Serial Number). */
+gboolean
+av_pci_config_find_dsn(const guint8 *config, gsize len, guint64 *ret_dsn)
+{
+    gsize off = AV_PCI_EXT_CAP_START;
+
+    if (!config)
+        return FALSE;
+    for (guint walked = 0; walked < AV_PCI_EXT_CAP_MAX_WALK; walked++) {
+        guint32 header;
+
+        if (off < AV_PCI_EXT_CAP_START || off + 4 > len)
+            return FALSE;
+        header = av_config_dword(config, off);
+        /* No extended capabilities at all: 0, or all ones from an absent device. */
+        if (header == 0 || header == 0xffffffffu)
+            return FALSE;
+        if ((header & 0xffff) == AV_PCI_EXT_CAP_ID_DSN) {
+            if (off + 12 > len)
+                return FALSE;
+            if (ret_dsn)
+                *ret_dsn = (guint64)av_config_dword(config, off + 4) |
+                           (guint64)av_config_dword(config, off + 8) << 32;
+            return TRUE;
+        }
+        off = (header >> 20) & 0xffc;
+        if (off == 0)
+            return FALSE;
+    }
+    return FALSE;
+}
+
+/* --- scanning --- */
+
+/* What a host scan reads once and every device needs. */
+typedef struct {
+    const AvRoot *root;
+    GHashTable *slots;    /* "dddd:bb:ss" -> slot name, from /sys/bus/pci/slots */
+} AvPciScan;
+
+static void
+av_pci_scan_clear(AvPciScan *scan)
+{
+    g_clear_pointer(&scan->slots, g_hash_table_unref);
+}
+
+/* Documentation/ABI/testing/sysfs-bus-pci: /sys/bus/pci/slots/N/address
+ * holds "dddd:bb:ss" of the slot (no function).  Missing slots are fine. */
+static void
+av_pci_scan_load_slots(AvPciScan *scan)
+{
+    g_autofree char *dir = av_sys_path("bus/pci/slots");
+    g_auto(GStrv) names = NULL;
+
+    scan->slots = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
+    if (av_root_list_dir(scan->root, dir, &names) < 0)
+        return;
+    for (guint i = 0; names[i]; i++) {
+        g_autofree char *path = av_sys_path("bus/pci/slots/%s/address", names[i]);
+        g_autofree char *addr = NULL;
+        g_autofree char *probe = NULL;
+
+        if (av_root_read_attr(scan->root, path, &addr) < 0)
+            continue;
+        /* Validate through a full address with function 0. */
+        probe = g_strconcat(addr, ".0", NULL);
+        if (!av_pci_address_is_valid(probe)) {
+            g_debug("ignoring slot '%s' with malformed address '%s'", names[i], addr);
+            continue;
+        }
+        /* Two slots at one address (never on real hosts): the first wins. */
+        if (!g_hash_table_contains(scan->slots, addr))
+            g_hash_table_insert(scan->slots, g_steal_pointer(&addr), g_strdup(names[i]));
+    }
+}
+
+/* Reads a hex id attribute ("0x10de") into *ret; returns 0 or -errno. */
+static int
+av_read_hex(const AvRoot *root, const char *dir, const char *attr, guint64 max, guint64 *ret)
+{
+    g_autofree char *path = g_strconcat(dir, "/", attr, NULL);
+    guint64 v;
+    int r;
+
+    r = av_root_read_uint(root, path, 16, &v);
+    if (r < 0)
+        return r;
+    if (v > max)
+        return -ERANGE;
+    *ret = v;
+    return 0;
+}
+
+/* Reads an optional text attribute of @dir: NULL when absent or unreadable. */
+static char *
+av_read_optional(const AvRoot *root, const char *dir, const char *attr)
+{
+    g_autofree char *path = g_strconcat(dir, "/", attr, NULL);
+    char *value = NULL;
+
+    if (av_root_read_attr(root, path, &value) < 0)
+        return NULL;
+    return value;
+}
+
+/* TRUE when @s is a non-empty decimal number that fits in an int. */
+static gboolean
+av_parse_index(const char *s, int *ret)
+{
+    guint64 v;
+
+    /* Digits only, and no leading zero: the kernel prints "%d". */
+    if (!s || !g_ascii_isdigit(*s) || (s[0] == '0' && s[1] != '\0'))
+        return FALSE;
+    if (!g_ascii_string_to_unsigned(s, 10, 0, G_MAXINT, &v, NULL))
+        return FALSE;
+    *ret = (int)v;
+    return TRUE;
+}
+
+/* TRUE for a canonical lower-case UUID, the only name an mdev may have. */
+static gboolean
+av_mdev_uuid_is_valid(const char *s)
+{
+    if (!s || strlen(s) != 36)
+        return FALSE;
+    for (guint i = 0; i < 36; i++) {
+        if (i == 8 || i == 13 || i == 18 || i == 23) {
+            if (s[i] != '-')
+                return FALSE;
+        } else if (!g_ascii_isxdigit(s[i]) || g_ascii_isupper(s[i])) {
+            return FALSE;
+        }
+    }
+    return TRUE;
+}
+
+/* TRUE for a directory name taken from the tree that is safe in a path. */
+static gboolean
+av_name_is_safe(const char *s)
+{
+    return s && *s && !strchr(s, '/') && !g_str_equal(s, ".") && !g_str_equal(s, "..");
+}
+
+static gint
+av_int_cmp(gconstpointer a, gconstpointer b)
+{
+    int x = *(const int *)a, y = *(const int *)b;
+
+    return x < y ? -1 : x > y;
+}
+
+static gint
+av_strcmp_ptr(gconstpointer a, gconstpointer b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Vendor and device names from the system's pci.ids.  pci_get_strings()
+ * reads only pci.ids (it needs no pci_system_init(), which would scan the
+ * real /sys); the strings belong to libpciaccess and are copied. */
+static void
+av_pci_device_lookup_names(AvPciDevice *dev)
+{
+    struct pci_id_match m = {
+        .vendor_id = dev->vendor_id,
+        .device_id = dev->device_id,
+        .subvendor_id = PCI_MATCH_ANY,
+        .subdevice_id = PCI_MATCH_ANY,
+        .device_class = 0,
+        .device_class_mask = 0,
+        .match_data = 0,
+    };
+    const char *device_name = NULL;
+    const char *vendor_name = NULL;
+
+    pci_get_strings(&m, &device_name, &vendor_name, NULL, NULL);
+    dev->vendor_name = g_strdup(vendor_name);
+    dev->device_name = g_strdup(device_name);
+}
+
+/* The ids: Documentation/ABI/testing/sysfs-bus-pci (vendor, device,
+ * subsystem_vendor, subsystem_device, class, revision).  Only "vendor" is
+ * required; the others fall back to the config header (PCI Local Bus Spec
+ * 6.1: device 0x02, revision 0x08, class 0x09, subsystem 0x2c/0x2e), which
+ * non-root reads for its first 64 bytes. */
+static gboolean
+av_pci_device_read_ids(const AvRoot *root, AvPciDevice *dev, const guint8 *config, gsize config_len,
+                       GError **error)
+{
+    guint64 v;
+    int r;
+
+    r = av_read_hex(root, dev->sysfs_path, "vendor", 0xffff, &v);
+    if (r < 0)
+        return av_error_errno(error, r, "cannot read the vendor id of PCI device '%s' ('%s/vendor')",
+                              dev->address, dev->sysfs_path);
+    dev->vendor_id = (guint16)v;
+
+    if (av_read_hex(root, dev->sysfs_path, "device", 0xffff, &v) == 0)
+        dev->device_id = (guint16)v;
+    else if (config_len >= 4)
+        dev->device_id = av_config_word(config, 0x02);
+
+    if (av_read_hex(root, dev->sysfs_path, "class", 0xffffff, &v) == 0)
+        dev->class_code = (guint32)v;
+    else if (config_len >= 12)
+        dev->class_code = av_config_dword(config, 0x08) >> 8;
+
+    if (av_read_hex(root, dev->sysfs_path, "revision", 0xff, &v) == 0)
+        dev->revision = (guint8)v;
+    else if (config_len >= 9)
+        dev->revision = config[0x08];
+
+    if (av_read_hex(root, dev->sysfs_path, "subsystem_vendor", 0xffff, &v) == 0)
+        dev->subsystem_vendor_id = (guint16)v;
+    else if (config_len >= 0x30)
+        dev->subsystem_vendor_id = av_config_word(config, 0x2c);
+
+    if (av_read_hex(root, dev->sysfs_path, "subsystem_device", 0xffff, &v) == 0)
+        dev->subsystem_device_id = (guint16)v;
+    else if (config_len >= 0x30)
+        dev->subsystem_device_id = av_config_word(config, 0x2e);
+    return TRUE;
+}
+
+/* Documentation/ABI/testing/sysfs-kernel-iommu_groups: the device's
+ * "iommu_group" link names /sys/kernel/iommu_groups/N, whose devices/
+ * directory links every member. */
+static void
+av_pci_device_read_iommu_group(const AvRoot *root, AvPciDevice *dev)
+{
+    g_autofree char *link = g_strconcat(dev->sysfs_path, "/iommu_group", NULL);
+    g_autofree char *group = NULL;
+    g_autofree char *dir = NULL;
+    g_auto(GStrv) names = NULL;
+    gboolean self = FALSE;
+    int n;
+
+    if (av_root_link_name(root, link, &group) < 0)
+        return;
+    if (!av_parse_index(group, &n)) {
+        g_debug("ignoring the malformed IOMMU group '%s' of '%s'", group, dev->address);
+        return;
+    }
+    dev->iommu_group = n;
+    dir = av_sys_path("kernel/iommu_groups/%d/devices", n);
+    if (av_root_list_dir(root, dir, &names) == 0) {
+        for (guint i = 0; names[i]; i++) {
+            if (!av_pci_address_is_valid(names[i])) {
+                g_debug("ignoring '%s' in IOMMU group %d: not a PCI address", names[i], n);
+                continue;
+            }
+            if (g_str_equal(names[i], dev->address))
+                self = TRUE;
+            g_ptr_array_add(dev->iommu_group_members, g_strdup(names[i]));
+        }
+    }
+    if (!self)
+        g_ptr_array_add(dev->iommu_group_members, g_strdup(dev->address));
+    g_ptr_array_sort(dev->iommu_group_members, av_strcmp_ptr);
+}
+
+/* Documentation/ABI/testing/sysfs-bus-pci: sriov_totalvfs, sriov_numvfs,
+ * and the physfn / virtfnN links between a PF and its VFs. */
+static void
+av_pci_device_read_sriov(const AvRoot *root, AvPciDevice *dev, char **entries)
+{
+    g_autofree char *physfn_link = g_strconcat(dev->sysfs_path, "/physfn", NULL);
+    g_autofree char *physfn = NULL;
+    g_autoptr(GArray) indexes = g_array_new(FALSE, FALSE, sizeof(int));
+    guint64 v;
+
+    {
+        g_autofree char *total = g_strconcat(dev->sysfs_path, "/sriov_totalvfs", NULL);
+        g_autofree char *num = g_strconcat(dev->sysfs_path, "/sriov_numvfs", NULL);
+
+        if (av_root_read_uint(root, total, 10, &v) == 0 && v <= G_MAXUINT) {
+            dev->sriov_capable = TRUE;
+            dev->sriov_totalvfs = (guint)v;
+            if (av_root_read_uint(root, num, 10, &v) == 0 && v <= G_MAXUINT)
+                dev->sriov_numvfs = (guint)v;
+        }
+    }
+
+    /* virtfnN links, in index order. */
+    for (guint i = 0; entries && entries[i]; i++) {
+        int idx;
+
+        if (!g_str_has_prefix(entries[i], "virtfn") || !av_parse_index(entries[i] + 6, &idx))
+            continue;
+        g_array_append_val(indexes, idx);
+    }
+    g_array_sort(indexes, av_int_cmp);
+    for (guint i = 0; i < indexes->len; i++) {
+        g_autofree char *link = g_strdup_printf("%s/virtfn%d", dev->sysfs_path, g_array_index(indexes, int, i));
+        g_autofree char *vf = NULL;
+
+        if (av_root_link_name(root, link, &vf) < 0)
+            continue;
+        if (!av_pci_address_is_valid(vf)) {
+            g_debug("ignoring the virtfn link '%s' of '%s' to '%s'", link, dev->address, vf);
+            continue;
+        }
+        g_ptr_array_add(dev->virtfns, g_steal_pointer(&vf));
+    }
+
+    /* A VF: its PF, and its index among the PF's virtfnN links. */
+    if (av_root_link_name(root, physfn_link, &physfn) < 0)
+        return;
+    if (!av_pci_address_is_valid(physfn)) {
+        g_debug("ignoring the physfn link of '%s' to '%s'", dev->address, physfn);
+        return;
+    }
+    {
+        g_autofree char *pf_dir = av_sys_path("bus/pci/devices/%s", physfn);
+        g_auto(GStrv) pf_entries = NULL;
+
+        if (av_root_list_dir(root, pf_dir, &pf_entries) == 0) {
+            for (guint i = 0; pf_entries[i]; i++) {
+                g_autofree char *link = NULL;
+                g_autofree char *vf = NULL;
+                int idx;
+
+                if (!g_str_has_prefix(pf_entries[i], "virtfn") || !av_parse_index(pf_entries[i] + 6, &idx))
+                    continue;
+                link = g_strconcat(pf_dir, "/", pf_entries[i], NULL);
+                if (av_root_link_name(root, link, &vf) == 0 && g_str_equal(vf, dev->address)) {
+                    dev->vf_index = idx;
+                    break;
+                }
+            }
+        }
+    }
+    dev->physfn = g_steal_pointer(&physfn);
+}
+
+static gint
+av_mdev_type_cmp(gconstpointer a, gconstpointer b)
+{
+    const AvMdevType *x = *(AvMdevType *const *)a, *y = *(AvMdevType *const *)b;
+
+    return strcmp(x->id, y->id);
+}
+
+/* Documentation/ABI/testing/sysfs-bus-vfio-mdev: a parent lists its types
+ * in mdev_supported_types/TYPE/{name,device_api,description,
+ * available_instances}; each mdev is a directory UUID under its parent with
+ * an "mdev_type" link to its type. */
+static void
+av_pci_device_read_mdev(const AvRoot *root, AvPciDevice *dev, char **entries)
+{
+    g_autofree char *types_dir = g_strconcat(dev->sysfs_path, "/mdev_supported_types", NULL);
+    g_auto(GStrv) types = NULL;
+
+    if (av_root_list_dir(root, types_dir, &types) == 0) {
+        for (guint i = 0; types[i]; i++) {
+            g_autofree char *dir = NULL;
+            g_autofree char *avail = NULL;
+            AvMdevType *type;
+            guint64 v = 0;
+
+            if (!av_name_is_safe(types[i]))
+                continue;
+            dir = g_strconcat(types_dir, "/", types[i], NULL);
+            avail = g_strconcat(dir, "/available_instances", NULL);
+            if (av_root_read_uint(root, avail, 10, &v) < 0 || v > G_MAXUINT) {
+                g_debug("ignoring mdev type '%s' of '%s': no readable available_instances",
+                        types[i], dev->address);
+                continue;
+            }
+            type = g_new0(AvMdevType, 1);
+            type->id = g_strdup(types[i]);
+            type->name = av_read_optional(root, dir, "name");
+            type->device_api = av_read_optional(root, dir, "device_api");
+            type->description = av_read_optional(root, dir, "description");
+            type->available = (guint)v;
+            g_ptr_array_add(dev->mdev_types, type);
+        }
+        g_ptr_array_sort(dev->mdev_types, av_mdev_type_cmp);
+    }
+
+    /* Existing mdevs: children named by a UUID (entries is sorted). */
+    for (guint i = 0; entries && entries[i]; i++) {
+        g_autofree char *link = NULL;
+        g_autofree char *type_id = NULL;
+        AvMdev *mdev;
+
+        if (!av_mdev_uuid_is_valid(entries[i]))
+            continue;
+        link = g_strconcat(dev->sysfs_path, "/", entries[i], "/mdev_type", NULL);
+        if (av_root_link_name(root, link, &type_id) < 0) {
+            g_debug("ignoring '%s' under '%s': no mdev_type link", entries[i], dev->address);
+            continue;
+        }
+        mdev = g_new0(AvMdev, 1);
+        mdev->uuid = g_strdup(entries[i]);
+        mdev->parent = g_strdup(dev->address);
+        mdev->type_id = g_steal_pointer(&type_id);
+        g_ptr_array_add(dev->mdevs, mdev);
+    }
+}
+
+/* Documentation/ABI/testing/sysfs-bus-pci: "reset_method" lists the
+ * methods the kernel will try, space separated ("flr bus"); absent before
+ * Linux 5.15.  "reset" exists when the device can be reset at all. */
+static void
+av_pci_device_read_reset(const AvRoot *root, AvPciDevice *dev)
+{
+    g_autofree char *methods = av_read_optional(root, dev->sysfs_path, "reset_method");
+    g_autofree char *reset = g_strconcat(dev->sysfs_path, "/reset", NULL);
+
+    if (methods) {
+        g_auto(GStrv) parts = g_strsplit_set(methods, " \t\n", -1);
+        g_autoptr(GPtrArray) list = g_ptr_array_new();
+
+        for (guint i = 0; parts[i]; i++)
+            if (*parts[i])
+                g_ptr_array_add(list, g_strdup(parts[i]));
+        g_ptr_array_add(list, NULL);
+        dev->reset_methods = (char **)g_ptr_array_free(g_steal_pointer(&list), FALSE);
+    }
+    dev->has_reset = av_root_exists(root, reset);
+}
+
+/* Scans the device whose canonical sysfs directory is @sysfs_path. */
+static AvPciDevice *
+av_pci_device_scan_one(const AvPciScan *scan, const char *address, const char *sysfs_path, GError **error)
+{
+    const AvRoot *root = scan->root;
+    g_autoptr(AvPciDevice) dev = g_new0(AvPciDevice, 1);
+    g_autofree char *config = NULL;
+    g_autofree char *config_path = NULL;
+    g_autofree char *parent = NULL;
+    g_autofree char *override = NULL;
+    g_autofree char *driver_link = NULL;
+    g_autofree char *slot_key = NULL;
+    g_auto(GStrv) entries = NULL;
+    gsize config_len = 0;
+    const char *slot;
+    gint64 node;
+
+    dev->address = g_strdup(address);
+    dev->sysfs_path = g_strdup(sysfs_path);
+    dev->numa_node = -1;
+    dev->iommu_group = -1;
+    dev->vf_index = -1;
+    dev->iommu_group_members = g_ptr_array_new_with_free_func(g_free);
+    dev->virtfns = g_ptr_array_new_with_free_func(g_free);
+    dev->mdev_types = g_ptr_array_new_with_free_func((GDestroyNotify)av_mdev_type_free);
+    dev->mdevs = g_ptr_array_new_with_free_func((GDestroyNotify)av_mdev_free);
+
+    /* "config": 64 bytes for users, 256 or 4096 for root. */
+    config_path = g_strconcat(sysfs_path, "/config", NULL);
+    if (av_root_read_file(root, config_path, &config, &config_len) < 0)
+        config_len = 0;
+
+    if (!av_pci_device_read_ids(root, dev, (const guint8 *)config, config_len, error))
+        return NULL;
+    av_pci_device_lookup_names(dev);
+    dev->is_bridge = (dev->class_code >> 8) == 0x0604;
+    dev->has_dsn = av_pci_config_find_dsn((const guint8 *)config, config_len, &dev->dsn);
+
+    /* numa_node: "-1" when unknown; local_cpulist. */
+    {
+        g_autofree char *p = g_strconcat(sysfs_path, "/numa_node", NULL);
+
+        if (av_root_read_int(root, p, &node) == 0 && node >= 0 && node <= G_MAXINT)
+            dev->numa_node = (int)node;
+    }
+    dev->local_cpulist = av_read_optional(root, sysfs_path, "local_cpulist");
+
+    av_pci_device_read_iommu_group(root, dev);
+
+    /* "driver" link; "driver_override" prints "(null)" when unset. */
+    driver_link = g_strconcat(sysfs_path, "/driver", NULL);
+    if (av_root_link_name(root, driver_link, &dev->driver) < 0)
+        dev->driver = NULL;
+    override = av_read_optional(root, sysfs_path, "driver_override");
+    if (override && *override && !g_str_equal(override, "(null)"))
+        dev->driver_override = g_steal_pointer(&override);
+
+    slot_key = g_strndup(address, 10);
+    slot = scan->slots ? g_hash_table_lookup(scan->slots, slot_key) : NULL;
+    dev->physical_slot = g_strdup(slot);
+
+    if (av_root_list_dir(root, sysfs_path, &entries) < 0)
+        entries = NULL;
+    av_pci_device_read_sriov(root, dev, entries);
+    av_pci_device_read_mdev(root, dev, entries);
+    av_pci_device_read_reset(root, dev);
+
+    /* The upstream bridge is the parent directory when it is a function. */
+    parent = g_path_get_dirname(sysfs_path);
+    {
+        g_autofree char *base = g_path_get_basename(parent);
+
+        if (av_pci_address_is_valid(base))
+            dev->parent_bridge = g_steal_pointer(&base);
+    }
+    return g_steal_pointer(&dev);
+}
+
+/* Resolves /sys/bus/pci/devices/@address inside the root.  Returns 0 or
+ * -errno (-ENOENT: no such device). */
+static int
+av_pci_device_resolve(const AvRoot *root, const char *address, char **ret_path)
+{
+    g_autofree char *link = av_sys_path("bus/pci/devices/%s", address);
+
+    return av_root_resolve(root, link, ret_path);
+}
+
+/* Scans one device: see av-pci.h.  The caller owns the result. */
+AvPciDevice *
+av_pci_device_scan(const AvRoot *root, const char *address, GError **error)
+{
+    AvPciScan scan = { .root = root };
+    g_autofree char *path = NULL;
+    AvPciDevice *dev;
+    int r;
+
+    if (!av_pci_address_is_valid(address)) {
+        g_set_error(error, AV_ERROR, AV_ERROR_INVALID_INPUT,
+                    "'%s' is not a PCI address: expected the form 0000:3b:00.0", address ? address : "");
+        return NULL;
+    }
+    r = av_pci_device_resolve(root, address, &path);
+    if (r < 0) {
+        av_error_errno(error, r, "cannot find the PCI device '%s' under '%s'", address, av_root_prefix(root));
+        return NULL;
+    }
+    av_pci_scan_load_slots(&scan);
+    dev = av_pci_device_scan_one(&scan, address, path, error);
+    av_pci_scan_clear(&scan);
+    return dev;
+}
+
+static gint
+av_pci_device_cmp(gconstpointer a, gconstpointer b)
+{
+    const AvPciDevice *x = *(AvPciDevice *const *)a, *y = *(AvPciDevice *const *)b;
+
+    return strcmp(x->address, y->address);
+}
+
+/* TRUE when /sys/kernel/iommu_groups holds at least one numbered group. */
+static gboolean
+av_host_iommu_enabled(const AvRoot *root)
+{
+    g_autofree char *dir = av_sys_path("kernel/iommu_groups");
+    g_auto(GStrv) names = NULL;
+    int n;
+
+    if (av_root_list_dir(root, dir, &names) < 0)
+        return FALSE;
+    for (guint i = 0; names[i]; i++)
+        if (av_parse_index(names[i], &n))
+            return TRUE;
+    return FALSE;
+}
+
+/* Scans the whole host: see av-pci.h.  The caller owns the result. */
+AvHost *
+av_host_scan(const AvRoot *root, GError **error)
+{
+    g_autoptr(AvHost) host = g_new0(AvHost, 1);
+    g_autofree char *dir = av_sys_path("bus/pci/devices");
+    g_auto(GStrv) names = NULL;
+    AvPciScan scan = { .root = root };
+    int r;
+
+    host->pci = g_ptr_array_new_with_free_func((GDestroyNotify)av_pci_device_free);
+    host->usb = g_ptr_array_new_with_free_func((GDestroyNotify)av_usb_device_free);
+    host->numa_nodes = g_ptr_array_new_with_free_func((GDestroyNotify)av_numa_node_free);
+
+    r = av_root_list_dir(root, dir, &names);
+    if (r < 0) {
+        g_autofree char *where = av_root_host_path(root, dir);
+
+        g_set_error(error, AV_ERROR, AV_ERROR_NOT_FOUND,
+                    "cannot list the PCI devices in '%s': %s; --root (or ACCELVIRT_ROOT) must point at "
+                    "a directory holding sys/, such as '/' or a tree captured from a host",
+                    where, g_strerror(-r));
+        return NULL;
+    }
+
+    av_pci_scan_load_slots(&scan);
+    for (guint i = 0; names[i]; i++) {
+        g_autofree char *path = NULL;
+        AvPciDevice *dev;
+
+        if (!av_pci_address_is_valid(names[i])) {
+            g_debug("ignoring '%s' in %s: not a PCI address", names[i], dir);
+            continue;
+        }
+        r = av_pci_device_resolve(root, names[i], &path);
+        if (r < 0) {
+            /* Unplugged since the listing, or a dangling link. */
+            g_debug("ignoring the PCI device '%s': %s", names[i], g_strerror(-r));
+            continue;
+        }
+        dev = av_pci_device_scan_one(&scan, names[i], path, error);
+        if (!dev) {
+            av_pci_scan_clear(&scan);
+            return NULL;
+        }
+        g_ptr_array_add(host->pci, dev);
+    }
+    av_pci_scan_clear(&scan);
+    g_ptr_array_sort(host->pci, av_pci_device_cmp);
+
+    host->iommu_enabled = av_host_iommu_enabled(root);
+    if (!av_usb_scan(root, host->usb, error))
+        return NULL;
+    if (!av_numa_scan(root, host->numa_nodes, error))
+        return NULL;
+    return g_steal_pointer(&host);
+}
+
+/* Linear search: a host has a few hundred functions at most. */
+AvPciDevice *
+av_host_find_pci(const AvHost *host, const char *address)
+{
+    if (!host || !address)
+        return NULL;
+    for (guint i = 0; i < host->pci->len; i++) {
+        AvPciDevice *dev = g_ptr_array_index(host->pci, i);
+
+        if (g_str_equal(dev->address, address))
+            return dev;
+    }
+    return NULL;
+}

@@ -1,0 +1,632 @@
+#!/usr/bin/env python3
+"""Generate the fake hosts of the accelvirt tests: whole sysfs trees.
+
+    mkhosts.py --out DIR [NAME...]
+
+writes DIR/NAME/sys/... for every host below (or only the NAMEs given), in the
+kernel's own layout: devices under /sys/devices/pci0000:00/..., with
+/sys/bus/pci/devices, driver, iommu_group, physfn/virtfnN, subsystem and mdev
+links as relative symlinks exactly like the kernel makes them, binary
+"config" files, and attributes printed as the kernel prints them.  The same
+input always gives the same tree.
+
+Each host is a small declarative description (HOSTS at the bottom); the
+helpers in Tree turn it into files.  Kernel references:
+Documentation/ABI/testing/sysfs-bus-pci, sysfs-kernel-iommu_groups,
+sysfs-bus-vfio-mdev, sysfs-bus-usb, stable/sysfs-devices-node.
+"""
+
+import argparse
+import os
+import shutil
+import struct
+import sys
+
+# --- PCI ids (as in /usr/share/misc/pci.ids) -----------------------------------
+
+NVIDIA = 0x10DE
+INTEL = 0x8086
+XILINX = 0x10EE
+SAMSUNG = 0x144D
+
+CLASS_HOST_BRIDGE = 0x060000
+CLASS_PCI_BRIDGE = 0x060400
+CLASS_3D = 0x030200
+CLASS_VGA = 0x030000
+CLASS_AUDIO = 0x040300
+CLASS_ETHERNET = 0x020000
+CLASS_NVME = 0x010802
+CLASS_XHCI = 0x0C0330
+CLASS_ACCEL = 0x120000
+CLASS_CRYPTO = 0x0B4000
+
+# PCI Express capability register "device/port type" (PCIe Base Spec 7.5.3.2).
+PCIE_ENDPOINT = 0x0
+PCIE_ROOT_PORT = 0x4
+PCIE_UPSTREAM = 0x5
+PCIE_DOWNSTREAM = 0x6
+PCIE_RCIEP = 0x9
+
+
+class Pci:
+    """One PCI function.  @parent is the address of the bridge above it, or
+    the root complex name ("pci0000:00") for a device on a root bus."""
+
+    def __init__(self, addr, parent, vendor, device, cls, rev=0x00,
+                 subsys=(0, 0), driver=None, group=None, dsn=None, slot=None,
+                 reset=None, override=None, port=PCIE_ENDPOINT, flr=False,
+                 sriov=None, physfn=None, mdev_types=None, mdevs=None,
+                 multifunction=False):
+        self.addr = addr
+        self.parent = parent
+        self.vendor = vendor
+        self.device = device
+        self.cls = cls
+        self.rev = rev
+        self.subsys = subsys
+        self.driver = driver
+        self.group = group            # IOMMU group number; None: own group, numbered automatically
+        self.dsn = dsn                # Device Serial Number, or None
+        self.slot = slot              # name of the physical slot holding this card (all its functions), or None
+        self.reset = reset            # reset_method contents ("flr bus"), or None: no reset
+        self.override = override      # driver_override, or None: "(null)"
+        self.port = port
+        self.flr = flr
+        self.sriov = sriov            # (totalvfs, numvfs, vf_device) for a PF
+        self.physfn = physfn          # (pf address, index) for a VF
+        self.mdev_types = mdev_types or []
+        self.mdevs = mdevs or []
+        self.multifunction = multifunction
+
+    @property
+    def is_bridge(self):
+        return (self.cls >> 8) == 0x0604
+
+
+class MdevType:
+    def __init__(self, tid, name, max_instances, description, device_api="vfio-pci"):
+        self.id = tid
+        self.name = name
+        self.max = max_instances
+        self.description = description
+        self.device_api = device_api
+
+
+class Mdev:
+    def __init__(self, uuid, type_id, group):
+        self.uuid = uuid
+        self.type_id = type_id
+        self.group = group
+
+
+class Usb:
+    """A USB device or hub; @path is its bus path ("1-1.2"), @controller the
+    PCI address of the host controller."""
+
+    def __init__(self, path, controller, vendor, product, manufacturer=None,
+                 name=None, serial=None, speed="480", devnum=1, dev_class=0x00,
+                 interfaces=((0xFF, 0xFF, 0xFF),)):
+        self.path = path
+        self.controller = controller
+        self.vendor = vendor
+        self.product = product
+        self.manufacturer = manufacturer
+        self.name = name
+        self.serial = serial
+        self.speed = speed
+        self.devnum = devnum
+        self.dev_class = dev_class
+        self.interfaces = interfaces
+
+
+class Node:
+    def __init__(self, nid, cpulist, mem_kib):
+        self.id = nid
+        self.cpulist = cpulist
+        self.mem_kib = mem_kib
+
+
+class Host:
+    def __init__(self, nodes, cpus_online, devices, usb=(), node_of=None):
+        self.nodes = nodes
+        self.cpus_online = cpus_online
+        self.devices = devices
+        self.usb = list(usb)
+        # root complex name -> NUMA node (-1: the firmware says nothing)
+        self.node_of = node_of or {}
+
+
+# Write-only attributes (bind, reset, create...) are 0200 in sysfs; here the
+# owner may read them too, so that tests can copy a tree with cp -a.
+WRITE_ONLY = 0o600
+
+
+# --- the tree writer ------------------------------------------------------------
+
+class Tree:
+    """Writes a sysfs tree under OUT/sys.  Paths given to its methods are
+    root-relative ("/sys/bus/pci/devices"); links are made relative with
+    os.path.relpath, as the kernel's sysfs links are."""
+
+    def __init__(self, out):
+        self.out = out
+
+    def host(self, path):
+        assert path.startswith("/")
+        return os.path.join(self.out, path.lstrip("/"))
+
+    def mkdir(self, path):
+        os.makedirs(self.host(path), exist_ok=True)
+
+    def write(self, path, data, mode=0o644):
+        self.mkdir(os.path.dirname(path))
+        if isinstance(data, str):
+            data = data.encode()
+        with open(self.host(path), "wb") as f:
+            f.write(data)
+        os.chmod(self.host(path), mode)
+
+    def attr(self, path, value):
+        """A sysfs attribute: the value and the kernel's trailing newline."""
+        self.write(path, "%s\n" % value)
+
+    def link(self, path, target):
+        """The relative symlink @path -> @target, both root-relative."""
+        self.mkdir(os.path.dirname(path))
+        rel = os.path.relpath(target, os.path.dirname(path))
+        os.symlink(rel, self.host(path))
+
+
+# --- config space ---------------------------------------------------------------
+
+def config_space(dev):
+    """The binary "config" attribute: a type 0 or type 1 header (PCI Local Bus
+    Spec 6.1), a capability list ending in a PCI Express capability, and,
+    when the device has a DSN, 4 KiB of extended space with the Device Serial
+    Number capability (PCIe Base Spec 7.9.3) at 0x100."""
+    size = 4096 if dev.dsn is not None else 256
+    c = bytearray(size)
+    struct.pack_into("<HH", c, 0x00, dev.vendor, dev.device)
+    struct.pack_into("<HH", c, 0x04, 0x0406, 0x0010)   # command: mem, master; status: cap list
+    c[0x08] = dev.rev
+    c[0x09] = dev.cls & 0xFF
+    c[0x0A] = (dev.cls >> 8) & 0xFF
+    c[0x0B] = (dev.cls >> 16) & 0xFF
+    header_type = 0x01 if dev.is_bridge else 0x00
+    if dev.multifunction:
+        header_type |= 0x80
+    c[0x0E] = header_type
+    if not dev.is_bridge:
+        struct.pack_into("<HH", c, 0x2C, dev.subsys[0], dev.subsys[1])
+    c[0x34] = 0x40                                      # capabilities pointer
+    # 0x40: power management, next 0x60
+    c[0x40:0x44] = bytes([0x01, 0x60, 0x03, 0x00])
+    # 0x60: MSI, next 0x78
+    c[0x60:0x64] = bytes([0x05, 0x78, 0x80, 0x00])
+    # 0x78: PCI Express, last
+    c[0x78] = 0x10
+    c[0x79] = 0x00
+    struct.pack_into("<H", c, 0x7A, 0x0002 | (dev.port << 4))      # version 2
+    devcap = 0x00008FC2 | ((1 << 28) if dev.flr else 0)            # FLR capable: bit 28
+    struct.pack_into("<I", c, 0x7C, devcap)
+    if dev.dsn is not None:
+        struct.pack_into("<I", c, 0x100, 0x0003 | (1 << 16))         # DSN, version 1, last
+        struct.pack_into("<II", c, 0x104, dev.dsn & 0xFFFFFFFF, dev.dsn >> 32)
+    return bytes(c)
+
+
+# --- building a host ----------------------------------------------------------
+
+def device_dirs(host):
+    """Root-relative directory of every PCI function, parents first."""
+    by_addr = {d.addr: d for d in host.devices}
+    if len(by_addr) != len(host.devices):
+        seen = [d.addr for d in host.devices]
+        raise ValueError("two devices at %s" % [a for a in by_addr if seen.count(a) > 1])
+    dirs = {}
+
+    def dir_of(addr):
+        if addr in dirs:
+            return dirs[addr]
+        d = by_addr[addr]
+        if d.parent.startswith("pci"):
+            parent_dir = "/sys/devices/" + d.parent
+        else:
+            parent_dir = dir_of(d.parent)
+        dirs[addr] = parent_dir + "/" + addr
+        return dirs[addr]
+
+    for d in host.devices:
+        dir_of(d.addr)
+    return dirs
+
+
+def root_complex(dirs, addr):
+    return dirs[addr].split("/")[3]
+
+
+def build_pci(t, host):
+    dirs = device_dirs(host)
+    cpulists = {n.id: n.cpulist for n in host.nodes}
+    used = {d.group for d in host.devices if d.group is not None}
+    used |= {m.group for d in host.devices for m in d.mdevs}
+    next_group = max(used) + 1 if used else 0
+    groups = {}
+
+    t.mkdir("/sys/bus/pci/devices")
+    t.mkdir("/sys/bus/pci/slots")
+    t.mkdir("/sys/kernel/iommu_groups")
+    for name in ("drivers_probe", "rescan"):
+        t.write("/sys/bus/pci/" + name, "", WRITE_ONLY)
+    t.attr("/sys/bus/pci/drivers_autoprobe", "1")
+    drivers = {d.driver for d in host.devices if d.driver} | {"vfio-pci", "pcieport"}
+    for drv in sorted(drivers):
+        base = "/sys/bus/pci/drivers/" + drv
+        for name in ("bind", "unbind", "new_id", "remove_id"):
+            t.write(base + "/" + name, "", WRITE_ONLY)
+
+    for d in sorted(host.devices, key=lambda x: x.addr):
+        path = dirs[d.addr]
+        rc = root_complex(dirs, d.addr)
+        node = host.node_of.get(rc, -1)
+        t.mkdir(path)
+        t.attr(path + "/vendor", "0x%04x" % d.vendor)
+        t.attr(path + "/device", "0x%04x" % d.device)
+        t.attr(path + "/subsystem_vendor", "0x%04x" % d.subsys[0])
+        t.attr(path + "/subsystem_device", "0x%04x" % d.subsys[1])
+        t.attr(path + "/class", "0x%06x" % d.cls)
+        t.attr(path + "/revision", "0x%02x" % d.rev)
+        t.attr(path + "/numa_node", str(node))
+        all_cpus = host.cpus_online
+        t.attr(path + "/local_cpulist", cpulists.get(node, all_cpus))
+        t.attr(path + "/enable", "1" if d.driver else "0")
+        t.attr(path + "/driver_override", d.override if d.override else "(null)")
+        t.write(path + "/config", config_space(d))
+        t.link(path + "/subsystem", "/sys/bus/pci")
+        t.link("/sys/bus/pci/devices/" + d.addr, path)
+        if d.is_bridge:
+            bus = int(d.addr[5:7], 16)
+            children = [x for x in host.devices if x.parent == d.addr]
+            sec = min((int(x.addr[5:7], 16) for x in children), default=bus + 1)
+            t.attr(path + "/secondary_bus_number", str(sec))
+            t.attr(path + "/subordinate_bus_number", str(sec))
+        if d.reset is not None:
+            t.attr(path + "/reset_method", d.reset)
+            t.write(path + "/reset", "", WRITE_ONLY)
+        if d.driver:
+            drv = "/sys/bus/pci/drivers/" + d.driver
+            t.link(path + "/driver", drv)
+            t.link(drv + "/" + d.addr, path)
+        if d.slot is not None:
+            t.attr("/sys/bus/pci/slots/%s/address" % d.slot, d.addr[:10])
+        group = d.group
+        if group is None:
+            group = next_group
+            next_group += 1
+        groups.setdefault(group, []).append(d.addr)
+        gdir = "/sys/kernel/iommu_groups/%d" % group
+        t.link(path + "/iommu_group", gdir)
+        t.link(gdir + "/devices/" + d.addr, path)
+        t.attr(gdir + "/type", "DMA-FQ")
+        t.attr(gdir + "/reserved_regions", "0x00000000fee00000 0x00000000feefffff msi")
+        if d.sriov:
+            total, num, vf_device = d.sriov
+            t.attr(path + "/sriov_totalvfs", str(total))
+            t.attr(path + "/sriov_numvfs", str(num))
+            t.attr(path + "/sriov_offset", "1")
+            t.attr(path + "/sriov_stride", "1")
+            t.attr(path + "/sriov_vf_device", "%04x" % vf_device)
+            t.attr(path + "/sriov_drivers_autoprobe", "1")
+        if d.physfn:
+            pf, index = d.physfn
+            t.link(path + "/physfn", dirs[pf])
+            t.link(dirs[pf] + "/virtfn%d" % index, path)
+        build_mdev(t, d, path)
+
+
+def build_mdev(t, d, path):
+    """Documentation/ABI/testing/sysfs-bus-vfio-mdev: the parent's
+    mdev_supported_types, and each mdev as a child directory of its parent."""
+    used = {}
+    for m in d.mdevs:
+        used[m.type_id] = used.get(m.type_id, 0) + 1
+    for ty in d.mdev_types:
+        tdir = path + "/mdev_supported_types/" + ty.id
+        # NVIDIA time-sliced vGPU: one type per GPU at a time, so once an
+        # mdev exists every other type has no instance left.
+        if used:
+            avail = ty.max - used[ty.id] if ty.id in used else 0
+        else:
+            avail = ty.max
+        t.attr(tdir + "/name", ty.name)
+        t.attr(tdir + "/available_instances", str(avail))
+        t.attr(tdir + "/device_api", ty.device_api)
+        t.attr(tdir + "/description", ty.description)
+        t.write(tdir + "/create", "", WRITE_ONLY)
+        t.mkdir(tdir + "/devices")
+    for m in d.mdevs:
+        mdir = path + "/" + m.uuid
+        tdir = path + "/mdev_supported_types/" + m.type_id
+        t.mkdir(mdir)
+        t.link(mdir + "/mdev_type", tdir)
+        t.link(tdir + "/devices/" + m.uuid, mdir)
+        t.link(mdir + "/subsystem", "/sys/bus/mdev")
+        t.write(mdir + "/remove", "", WRITE_ONLY)
+        t.link("/sys/bus/mdev/devices/" + m.uuid, mdir)
+        gdir = "/sys/kernel/iommu_groups/%d" % m.group
+        t.link(mdir + "/iommu_group", gdir)
+        t.link(gdir + "/devices/" + m.uuid, mdir)
+        t.attr(gdir + "/type", "blocked")
+
+
+def build_usb(t, host):
+    """USB devices below their controller: CTRL/usbN (root hub),
+    CTRL/usbN/N-P (device), .../N-P.Q, and the interfaces N-P.Q:C.I."""
+    if not host.usb:
+        return
+    dirs = device_dirs(host)
+    t.mkdir("/sys/bus/usb/devices")
+    for u in sorted(host.usb, key=lambda x: x.path):
+        bus = u.path.split("-")[0]
+        ports = u.path.split("-")[1] if "-" in u.path else ""
+        ctrl = dirs[u.controller]
+        if u.path.startswith("usb"):
+            bus = u.path[3:]
+            path = ctrl + "/" + u.path
+            if_prefix = bus + "-0"
+        else:
+            chain = ports.split(".")
+            path = ctrl + "/usb" + bus
+            for i in range(1, len(chain) + 1):
+                path += "/" + bus + "-" + ".".join(chain[:i])
+            if_prefix = u.path
+        t.attr(path + "/idVendor", "%04x" % u.vendor)
+        t.attr(path + "/idProduct", "%04x" % u.product)
+        t.attr(path + "/bDeviceClass", "%02x" % u.dev_class)
+        t.attr(path + "/bNumInterfaces", "%2d" % len(u.interfaces))
+        t.attr(path + "/busnum", bus)
+        t.attr(path + "/devnum", str(u.devnum))
+        t.attr(path + "/speed", u.speed)
+        for name, value in (("manufacturer", u.manufacturer), ("product", u.name), ("serial", u.serial)):
+            if value is not None:
+                t.attr(path + "/" + name, value)
+        t.link(path + "/subsystem", "/sys/bus/usb")
+        t.link("/sys/bus/usb/devices/" + os.path.basename(path), path)
+        for i, (cls, sub, proto) in enumerate(u.interfaces):
+            iname = "%s:1.%d" % (if_prefix, i)
+            ipath = path + "/" + iname
+            t.attr(ipath + "/bInterfaceClass", "%02x" % cls)
+            t.attr(ipath + "/bInterfaceSubClass", "%02x" % sub)
+            t.attr(ipath + "/bInterfaceProtocol", "%02x" % proto)
+            t.link(ipath + "/subsystem", "/sys/bus/usb")
+            t.link("/sys/bus/usb/devices/" + iname, ipath)
+
+
+def build_nodes(t, host):
+    """stable/sysfs-devices-node and sysfs-devices-system-cpu."""
+    ids = [n.id for n in host.nodes]
+    t.attr("/sys/devices/system/cpu/online", host.cpus_online)
+    t.attr("/sys/devices/system/cpu/possible", host.cpus_online)
+    if not host.nodes:
+        return
+    span = "%d" % ids[0] if len(ids) == 1 else "%d-%d" % (ids[0], ids[-1])
+    for name in ("online", "possible", "has_cpu", "has_memory", "has_normal_memory"):
+        t.attr("/sys/devices/system/node/" + name, span)
+    for n in host.nodes:
+        ndir = "/sys/devices/system/node/node%d" % n.id
+        t.attr(ndir + "/cpulist", n.cpulist)
+        free = n.mem_kib * 9 // 10
+        t.write(ndir + "/meminfo",
+                "Node %d MemTotal:       %d kB\n"
+                "Node %d MemFree:        %d kB\n"
+                "Node %d MemUsed:        %d kB\n" % (n.id, n.mem_kib, n.id, free, n.id, n.mem_kib - free))
+
+
+def build(out, host):
+    t = Tree(out)
+    t.mkdir("/sys")
+    build_pci(t, host)
+    build_usb(t, host)
+    build_nodes(t, host)
+
+
+# --- the hosts -----------------------------------------------------------------
+
+def host_bridge(rc, **kw):
+    """The host bridge function at bus:00.0 of root complex @rc."""
+    bus = rc[len("pci"):]
+    return Pci(bus + ":00.0", "pci" + bus, INTEL, 0x09A2, CLASS_HOST_BRIDGE, rev=0x04, **kw)
+
+
+def root_port(addr, rc, device=0x347A, **kw):
+    return Pci(addr, rc, INTEL, device, CLASS_PCI_BRIDGE, rev=0x04, driver="pcieport",
+               port=PCIE_ROOT_PORT, **kw)
+
+
+def a100(addr, parent, index, slot, group=None):
+    return Pci(addr, parent, NVIDIA, 0x20F1, CLASS_3D, rev=0xA1, subsys=(NVIDIA, 0x145F),
+               driver="nvidia", dsn=0x48B02D1A00000000 | (0x1C0 + index), slot=slot,
+               reset="flr bus", flr=True, group=group)
+
+
+def a6000(addr, parent, slot, vfio, group):
+    fn0 = Pci(addr, parent, NVIDIA, 0x2230, CLASS_VGA, rev=0xA1, subsys=(NVIDIA, 0x1459),
+              driver="vfio-pci" if vfio else "nvidia", override="vfio-pci" if vfio else None,
+              group=group, slot=slot, reset="pm", multifunction=True)
+    fn1 = Pci(addr[:-1] + "1", parent, NVIDIA, 0x1AEF, CLASS_AUDIO, rev=0xA1, subsys=(NVIDIA, 0x1459),
+              driver="snd_hda_intel", group=group, reset="pm", multifunction=True)
+    return [fn0, fn1]
+
+
+def x710(addr, parent, group=None):
+    return [Pci(addr[:-1] + str(f), parent, INTEL, 0x1572, CLASS_ETHERNET, rev=0x02,
+                subsys=(INTEL, 0x0007), driver="i40e", group=group, reset="flr",
+                flr=True, multifunction=True)
+            for f in (0, 1)]
+
+
+def two_socket_8gpu():
+    node0_rcs = ["pci0000:16", "pci0000:30", "pci0000:4a", "pci0000:64"]
+    node1_rcs = ["pci0000:97", "pci0000:b0", "pci0000:c9", "pci0000:e2"]
+    devs = [
+        host_bridge("pci0000:00"),
+        # USB controller of the chipset, holding the Movidius stick
+        Pci("0000:00:14.0", "pci0000:00", INTEL, 0xA36D, CLASS_XHCI, rev=0x10,
+            subsys=(0x1028, 0x0922), driver="xhci_hcd", reset="flr", flr=True),
+        # the host's own NIC and boot disk
+        root_port("0000:00:1c.0", "pci0000:00", device=0xA33C),
+        *x710("0000:02:00.0", "0000:00:1c.0"),
+        root_port("0000:00:1d.0", "pci0000:00", device=0xA330),
+        Pci("0000:01:00.0", "0000:00:1d.0", SAMSUNG, 0xA808, CLASS_NVME,
+            subsys=(SAMSUNG, 0xA801), driver="nvme", reset="flr bus", flr=True),
+        host_bridge("pci0000:80"),
+    ]
+    gpus = [
+        ("pci0000:16", "0000:17:00.0", "A100"),
+        ("pci0000:30", "0000:31:00.0", "A100"),
+        ("pci0000:4a", "0000:4b:00.0", "A100"),
+        ("pci0000:64", "0000:65:00.0", "A100"),
+        ("pci0000:97", "0000:98:00.0", "A6000"),
+        ("pci0000:b0", "0000:b1:00.0", "A6000-vfio"),
+        ("pci0000:c9", "0000:ca:00.0", "A100"),
+        ("pci0000:e2", "0000:e3:00.0", "A100"),
+    ]
+    for i, (rc, addr, model) in enumerate(gpus):
+        bus = rc[len("pci"):]
+        port = bus + ":02.0"
+        devs.append(host_bridge(rc))
+        devs.append(root_port(port, rc))
+        slot = str(i + 1)
+        if model == "A100":
+            devs.append(a100(addr, port, i, slot, group=40 + i))
+        else:
+            devs.extend(a6000(addr, port, slot, model.endswith("vfio"), group=40 + i))
+    node_of = {rc: 0 for rc in ["pci0000:00"] + node0_rcs}
+    node_of.update({rc: 1 for rc in ["pci0000:80"] + node1_rcs})
+    usb = [
+        Usb("usb1", "0000:00:14.0", 0x1D6B, 0x0002, "Linux 6.8.0-45-generic xhci-hcd",
+            "xHCI Host Controller", "0000:00:14.0", dev_class=0x09, interfaces=((0x09, 0x00, 0x00),)),
+        Usb("usb2", "0000:00:14.0", 0x1D6B, 0x0003, "Linux 6.8.0-45-generic xhci-hcd",
+            "xHCI Host Controller", "0000:00:14.0", speed="10000", dev_class=0x09,
+            interfaces=((0x09, 0x00, 0x00),)),
+        Usb("1-1", "0000:00:14.0", 0x05E3, 0x0610, "GenesysLogic", "USB2.1 Hub", None,
+            devnum=2, dev_class=0x09, interfaces=((0x09, 0x00, 0x02),)),
+        Usb("1-1.2", "0000:00:14.0", 0x03E7, 0x2485, "Movidius Ltd.", "Movidius MyriadX",
+            "03e72485", devnum=3),
+    ]
+    return Host(
+        nodes=[Node(0, "0-15,32-47", 263921276), Node(1, "16-31,48-63", 264195264)],
+        cpus_online="0-63", devices=devs, usb=usb, node_of=node_of)
+
+
+def sriov_fpga_qat():
+    dsn = 0x000A35002C1D0F0E
+    devs = [
+        host_bridge("pci0000:00"),
+        host_bridge("pci0000:3a"),
+        root_port("0000:3a:02.0", "pci0000:3a"),
+        Pci("0000:3b:00.0", "0000:3a:02.0", XILINX, 0x5004, CLASS_ACCEL, subsys=(XILINX, 0x000E),
+            driver="xclmgmt", group=30, dsn=dsn, slot="2", reset="flr", flr=True, multifunction=True),
+        Pci("0000:3b:00.1", "0000:3a:02.0", XILINX, 0x5005, CLASS_ACCEL, subsys=(XILINX, 0x000E),
+            driver="xocl", group=30, dsn=dsn, reset="flr", flr=True, multifunction=True),
+        # QAT 4xxx: a root complex integrated endpoint with SR-IOV
+        Pci("0000:6b:00.0", "pci0000:6b", INTEL, 0x4940, CLASS_CRYPTO, rev=0x40,
+            subsys=(INTEL, 0x0000), driver="4xxx", port=PCIE_RCIEP, sriov=(16, 4, 0x4941),
+            reset="flr", flr=True, multifunction=True),
+    ]
+    for i in range(4):
+        vfio = i == 1
+        devs.append(Pci("0000:6b:00.%d" % (i + 1), "pci0000:6b", INTEL, 0x4941, CLASS_CRYPTO,
+                        rev=0x40, subsys=(INTEL, 0x0000), driver="vfio-pci" if vfio else "4xxxvf",
+                        override="vfio-pci" if vfio else None, port=PCIE_RCIEP,
+                        physfn=("0000:6b:00.0", i), group=150 + i, reset="flr", flr=True))
+    node_of = {rc: 0 for rc in ("pci0000:00", "pci0000:3a", "pci0000:6b")}
+    return Host(nodes=[Node(0, "0-31", 131595968)], cpus_online="0-31", devices=devs, node_of=node_of)
+
+
+A10_TYPES = [
+    # id, name, instances, framebuffer MiB
+    ("nvidia-588", "NVIDIA A10-1Q", 24, 1024),
+    ("nvidia-589", "NVIDIA A10-2Q", 12, 2048),
+    ("nvidia-590", "NVIDIA A10-4Q", 6, 4096),
+    ("nvidia-591", "NVIDIA A10-8Q", 3, 8192),
+    ("nvidia-592", "NVIDIA A10-12Q", 2, 12288),
+    ("nvidia-593", "NVIDIA A10-24Q", 1, 24576),
+]
+
+
+def a10(addr, parent, slot, mdevs=()):
+    types = [MdevType(tid, name, n,
+                      "num_heads=4, frl_config=60, framebuffer=%dM, max_resolution=7680x4320, "
+                      "max_instance=%d" % (fb, n))
+             for tid, name, n, fb in A10_TYPES]
+    return Pci(addr, parent, NVIDIA, 0x2236, CLASS_3D, rev=0xA1, subsys=(NVIDIA, 0x1482),
+               driver="nvidia", slot=slot, reset="flr bus", flr=True, mdev_types=types,
+               mdevs=list(mdevs))
+
+
+def vgpu_mdev():
+    devs = [
+        host_bridge("pci0000:00"),
+        host_bridge("pci0000:16"),
+        root_port("0000:16:02.0", "pci0000:16"),
+        a10("0000:17:00.0", "0000:16:02.0", "1",
+            [Mdev("4b20d080-1b54-4048-85b3-a6a62d165c01", "nvidia-590", group=200)]),
+        host_bridge("pci0000:80"),
+        host_bridge("pci0000:97"),
+        root_port("0000:97:02.0", "pci0000:97"),
+        a10("0000:98:00.0", "0000:97:02.0", "5"),
+    ]
+    node_of = {"pci0000:00": 0, "pci0000:16": 0, "pci0000:80": 1, "pci0000:97": 1}
+    return Host(nodes=[Node(0, "0-23,48-71", 197880176), Node(1, "24-47,72-95", 198163004)],
+                cpus_online="0-95", devices=devs, node_of=node_of)
+
+
+def trap_shared_group():
+    # A root port and a PCIe switch without ACS: everything below the switch
+    # lands in IOMMU group 12, the GPU together with the host's own NIC.
+    devs = [
+        host_bridge("pci0000:00", group=0),
+        root_port("0000:00:1c.0", "pci0000:00", device=0xA33C, group=11),
+        Pci("0000:02:00.0", "0000:00:1c.0", 0x10B5, 0x8747, CLASS_PCI_BRIDGE, rev=0xCA,
+            driver="pcieport", port=PCIE_UPSTREAM, group=12),
+        Pci("0000:03:08.0", "0000:02:00.0", 0x10B5, 0x8747, CLASS_PCI_BRIDGE, rev=0xCA,
+            driver="pcieport", port=PCIE_DOWNSTREAM, group=12),
+        Pci("0000:03:10.0", "0000:02:00.0", 0x10B5, 0x8747, CLASS_PCI_BRIDGE, rev=0xCA,
+            driver="pcieport", port=PCIE_DOWNSTREAM, group=12),
+        a100("0000:04:00.0", "0000:03:08.0", 0, "3", group=12),
+        *x710("0000:05:00.0", "0000:03:10.0", group=12),
+    ]
+    return Host(nodes=[Node(0, "0-7", 32657996)], cpus_online="0-7", devices=devs,
+                node_of={"pci0000:00": -1})
+
+
+HOSTS = {
+    "two-socket-8gpu": two_socket_8gpu,
+    "sriov-fpga-qat": sriov_fpga_qat,
+    "vgpu-mdev": vgpu_mdev,
+    "trap-shared-group": trap_shared_group,
+}
+
+
+def main(argv):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", required=True, help="directory that receives one tree per host")
+    parser.add_argument("names", nargs="*", help="hosts to generate (default: all)")
+    args = parser.parse_args(argv)
+    names = args.names or sorted(HOSTS)
+    for name in names:
+        if name not in HOSTS:
+            parser.error("unknown host '%s' (known: %s)" % (name, ", ".join(sorted(HOSTS))))
+    os.makedirs(args.out, exist_ok=True)
+    for name in names:
+        out = os.path.join(args.out, name)
+        if os.path.lexists(out):
+            shutil.rmtree(out)
+        os.makedirs(out)
+        build(out, HOSTS[name]())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
