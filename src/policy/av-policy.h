@@ -50,11 +50,13 @@ typedef enum {
     AV_SCRUB_METHOD_VM,
 } AvScrubMethod;
 
-/* One scrub step: the method and its options as written (validated). */
+/* One scrub step: the method and its options (validated, as written plus the
+ * defaults of accelvirt-policy(5)). */
 typedef struct {
     AvScrubMethod method;
-    json_t *options;             /* the whole step object, a reference owned by the step */
-    guint timeout_s;             /* "timeout" option, 0 when the method has none */
+    json_t *options;             /* the whole step object, validated, with the defaults of
+                                  * "timeout" and "verify" filled in; owned by the step */
+    guint timeout_s;             /* "timeout" option (or its default), 0 when the method has none */
 } AvScrubStep;
 
 typedef struct {
@@ -85,6 +87,7 @@ typedef struct {
     gboolean hide_hypervisor;
     char *resource_class;        /* Nova resource class such as "CUSTOM_GPU_A100", or NULL */
     GPtrArray *traits;           /* char*: Nova traits */
+    char *description;           /* "description", or NULL */
 } AvProfile;
 
 void av_profile_free(AvProfile *profile);
@@ -112,10 +115,16 @@ AvPolicy *av_policy_load_dir(const char *dir, GError **error);
  * on a bad document. */
 gboolean av_policy_add_data(AvPolicy *policy, const char *filename, const char *data, gsize len, GError **error);
 
+/* A new empty policy (no directory, no file, no profile). */
 AvPolicy *av_policy_new(void);
 
 /* The first profile matching the PCI device @dev, or NULL.  A VF matches a
- * profile with attach "sriov-vf" by its own ids.  Borrowed from @policy. */
+ * profile with attach "sriov-vf" by its own ids.  Borrowed from @policy.
+ * Which functions each attach can match (accelvirt-policy(5), MATCHING):
+ * "vfio-pci" only functions that are not VFs (dev->physfn == NULL);
+ * "sriov-vf" only VFs; "mdev" only mdev parents offering the profile's
+ * mdev_type (in dev->mdev_types), PF or VF alike; "usb" never a PCI device.
+ * Bridges (base class 0x06) never match. */
 const AvProfile *av_policy_match_pci(const AvPolicy *policy, const AvPciDevice *dev);
 
 /* The first "usb" profile matching the USB device @dev, or NULL. */

@@ -1,0 +1,1477 @@
+/* accelvirt: policies, the profiles an operator writes in the policy dir.
+ *
+ * The format is accelvirt-policy(5); keep the two in step.  Every mistake is
+ * an error that points at the offending value ("FILE:LINE:COLUMN: ..."): a
+ * typo must never silently drop a safety setting, so unknown keys are errors
+ * too.  A load is all or nothing. */
+#include "config.h"
+
+#include "av-policy.h"
+
+#include <errno.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "util/av-error.h"
+#include "util/av-json.h"
+
+#define AV_POLICY_MAX_FILE_SIZE (4u * 1024u * 1024u)
+#define AV_POLICY_MAX_TIMEOUT 86400
+#define AV_POLICY_NAME_MAX 63
+#define AV_POLICY_NOVA_NAME_MAX 255
+
+#define AV_SCRUB_COMMAND_TIMEOUT_DEFAULT 300
+#define AV_SCRUB_VM_TIMEOUT_DEFAULT 600
+
+/* ---- names ---- */
+
+static const char *const attach_names[] = { "vfio-pci", "mdev", "sriov-vf", "usb", NULL };
+static const int attach_values[] = { AV_ATTACH_VFIO_PCI, AV_ATTACH_MDEV, AV_ATTACH_SRIOV_VF, AV_ATTACH_USB };
+
+static const char *const numa_names[] = { "strict", "preferred", "none", NULL };
+static const int numa_values[] = { AV_NUMA_STRICT, AV_NUMA_PREFERRED, AV_NUMA_NONE };
+
+static const char *const allocation_names[] = { "pack", "spread", NULL };
+static const int allocation_values[] = { AV_ALLOCATION_PACK, AV_ALLOCATION_SPREAD };
+
+static const char *const granularity_names[] = { "card", "region", "function", NULL };
+static const int granularity_values[] = { AV_GRANULARITY_CARD, AV_GRANULARITY_REGION, AV_GRANULARITY_FUNCTION };
+
+static const char *const restore_names[] = { "on-release", "keep-vfio", NULL };
+static const int restore_values[] = { AV_RESTORE_ON_RELEASE, AV_RESTORE_KEEP_VFIO };
+
+static const char *const scrub_names[] = { "none", "command", "vfio-zero", "reset", "rom-check", "vm", NULL };
+static const int scrub_values[] = {
+    AV_SCRUB_METHOD_NONE, AV_SCRUB_METHOD_COMMAND, AV_SCRUB_METHOD_VFIO_ZERO,
+    AV_SCRUB_METHOD_RESET, AV_SCRUB_METHOD_ROM_CHECK, AV_SCRUB_METHOD_VM,
+};
+
+static const char *const verify_names[] = { "full", "sample", NULL };
+static const char *const reset_method_names[] = { "flr", "pm", "bus", "device_specific", "acpi", NULL };
+
+static const char *const top_keys[] = { "profiles", "description", NULL };
+static const char *const profile_keys[] = {
+    "name", "description", "match", "attach", "mdev_type", "numa", "allocation", "granularity",
+    "scrub", "restore_driver", "hide_hypervisor", "resource_class", "traits", NULL,
+};
+static const char *const match_keys[] = {
+    "vendor", "device", "class", "subsystem_vendor", "subsystem_device", "address", NULL,
+};
+
+/* Nova's standard resource classes that can stand for a device (os-resource-classes). */
+static const char *const nova_standard_classes[] = {
+    "PCI_DEVICE", "SRIOV_NET_VF", "VGPU", "VGPU_DISPLAY_HEAD", "PGPU", "FPGA", NULL,
+};
+
+static const char *
+enum_name(const char *const *names, const int *values, int value)
+{
+    for (gsize i = 0; names[i]; i++) {
+        if (values[i] == value)
+            return names[i];
+    }
+    return "unknown";
+}
+
+/* Static lower-case names of the enums, as written in policy files. */
+const char *
+av_attach_to_string(AvAttach attach)
+{
+    return enum_name(attach_names, attach_values, attach);
+}
+
+const char *
+av_numa_policy_to_string(AvNumaPolicy numa)
+{
+    return enum_name(numa_names, numa_values, numa);
+}
+
+const char *
+av_allocation_to_string(AvAllocation allocation)
+{
+    return enum_name(allocation_names, allocation_values, allocation);
+}
+
+const char *
+av_granularity_to_string(AvGranularity granularity)
+{
+    return enum_name(granularity_names, granularity_values, granularity);
+}
+
+const char *
+av_restore_driver_to_string(AvRestoreDriver restore)
+{
+    return enum_name(restore_names, restore_values, restore);
+}
+
+const char *
+av_scrub_method_to_string(AvScrubMethod method)
+{
+    return enum_name(scrub_names, scrub_values, method);
+}
+
+/* ---- ownership ---- */
+
+static void
+av_scrub_step_free(AvScrubStep *step)
+{
+    if (!step)
+        return;
+    json_decref(step->options);
+    g_free(step);
+}
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(AvScrubStep, av_scrub_step_free)
+
+static AvProfile *
+av_profile_new(void)
+{
+    AvProfile *p = g_new0(AvProfile, 1);
+
+    p->match_devices = g_array_new(FALSE, FALSE, sizeof(guint16));
+    p->match_addresses = g_ptr_array_new_with_free_func(g_free);
+    p->scrub = g_ptr_array_new_with_free_func((GDestroyNotify)av_scrub_step_free);
+    p->traits = g_ptr_array_new_with_free_func(g_free);
+    return p;
+}
+
+/* Frees @profile and everything it owns; NULL is a no-op. */
+void
+av_profile_free(AvProfile *profile)
+{
+    if (!profile)
+        return;
+    g_free(profile->name);
+    g_free(profile->source_file);
+    if (profile->match_devices)
+        g_array_unref(profile->match_devices);
+    if (profile->match_addresses)
+        g_ptr_array_unref(profile->match_addresses);
+    g_free(profile->mdev_type);
+    if (profile->scrub)
+        g_ptr_array_unref(profile->scrub);
+    g_free(profile->resource_class);
+    if (profile->traits)
+        g_ptr_array_unref(profile->traits);
+    g_free(profile->description);
+    g_free(profile);
+}
+
+/* A new empty policy (caller frees with av_policy_free()). */
+AvPolicy *
+av_policy_new(void)
+{
+    AvPolicy *policy = g_new0(AvPolicy, 1);
+
+    policy->files = g_ptr_array_new_with_free_func(g_free);
+    policy->profiles = g_ptr_array_new_with_free_func((GDestroyNotify)av_profile_free);
+    return policy;
+}
+
+/* Frees @policy, its profiles and file names; NULL is a no-op. */
+void
+av_policy_free(AvPolicy *policy)
+{
+    if (!policy)
+        return;
+    g_free(policy->dir);
+    if (policy->files)
+        g_ptr_array_unref(policy->files);
+    if (policy->profiles)
+        g_ptr_array_unref(policy->profiles);
+    g_free(policy);
+}
+
+/* ---- error reporting ---- */
+
+typedef struct {
+    const char *filename;
+    const char *data;
+    gsize len;
+    const char *label;        /* "profile 'gpu'" or "profiles[3]", or NULL at the top level */
+} PolicyParse;
+
+/* Sets an AV_ERROR_POLICY error "FILE:LINE:COLUMN: LABEL: message" at the
+ * value at @path (at its key when @at_key).  A path that cannot be found
+ * (it always can, on text that jansson accepted) falls back on its parents.
+ * Returns FALSE. */
+static gboolean G_GNUC_PRINTF(5, 6)
+policy_fail(const PolicyParse *pp, const char *path, gboolean at_key, GError **error, const char *fmt, ...)
+{
+    g_autofree char *msg = NULL;
+    g_autofree char *p = g_strdup(path ? path : "");
+    int line = 1, column = 1;
+    va_list ap;
+
+    va_start(ap, fmt);
+    msg = g_strdup_vprintf(fmt, ap);
+    va_end(ap);
+
+    if (!(at_key && av_json_locate_key(pp->data, pp->len, p, &line, &column))) {
+        for (;;) {
+            char *slash;
+
+            if (av_json_locate(pp->data, pp->len, p, &line, &column))
+                break;
+            if (!*p)
+                break;
+            slash = strrchr(p, '/');
+            if (slash)
+                *slash = '\0';
+            else
+                *p = '\0';
+        }
+    }
+    g_set_error(error, AV_ERROR, AV_ERROR_POLICY, "%s:%d:%d: %s%s%s", pp->filename, line, column,
+                pp->label ? pp->label : "", pp->label ? ": " : "", msg);
+    return FALSE;
+}
+
+/* A value as quoted in messages: "the string 'text'", "the number 5", "a
+ * list", "true"... */
+static char *
+describe_value(const json_t *v)
+{
+    g_autofree char *text = NULL;
+
+    switch (json_typeof(v)) {
+    case JSON_OBJECT:
+        return g_strdup("an object");
+    case JSON_ARRAY:
+        return g_strdup("a list");
+    case JSON_STRING: {
+        const char *s = json_string_value(v);
+        gboolean plain = g_utf8_strlen(s, -1) <= 80;
+
+        for (const char *c = s; *c && plain; c++) {
+            if ((unsigned char)*c < 0x20 || *c == '\'' || *c == 0x7f)
+                plain = FALSE;
+        }
+        if (plain)
+            return g_strdup_printf("the string '%s'", s);
+        break;
+    }
+    default:
+        break;
+    }
+    text = av_json_dump_compact(v);
+    if (g_utf8_strlen(text, -1) > 80)
+        strcpy(g_utf8_offset_to_pointer(text, 77), "...");
+    if (json_is_string(v))
+        return g_strdup_printf("the string %s", text);
+    if (json_is_number(v))
+        return g_strdup_printf("the number %s", text);
+    return g_steal_pointer(&text);
+}
+
+static char *
+names_join(const char *const *names)
+{
+    return g_strjoinv(", ", (char **)names);
+}
+
+static gboolean
+name_in(const char *const *names, const char *name)
+{
+    return g_strv_contains(names, name);
+}
+
+static char *
+path_join(const char *base, const char *key)
+{
+    g_autofree char *esc = av_json_path_escape(key);
+
+    return *base ? g_strdup_printf("%s/%s", base, esc) : g_strdup(esc);
+}
+
+/* ---- typed getters: each returns FALSE with @error set on a bad value ---- */
+
+static gboolean
+check_keys(const PolicyParse *pp, json_t *obj, const char *path, const char *where,
+           const char *const *allowed, GError **error)
+{
+    const char *key;
+    json_t *v;
+
+    json_object_foreach(obj, key, v) {
+        if (!name_in(allowed, key)) {
+            g_autofree char *kp = path_join(path, key);
+            g_autofree char *list = names_join(allowed);
+
+            return policy_fail(pp, kp, TRUE, error, "unknown key '%s'%s; expected one of %s",
+                               key, where, list);
+        }
+    }
+    return TRUE;
+}
+
+static gboolean
+type_fail(const PolicyParse *pp, const char *path, const char *display, const char *expected,
+          json_t *v, GError **error)
+{
+    g_autofree char *got = describe_value(v);
+
+    return policy_fail(pp, path, FALSE, error, "'%s' must be %s, not %s", display, expected, got);
+}
+
+/* The string at @key of @obj: *ret NULL when absent. */
+static gboolean
+get_string(const PolicyParse *pp, json_t *obj, const char *key, const char *base, const char *display,
+           const char **ret, GError **error)
+{
+    json_t *v = json_object_get(obj, key);
+    g_autofree char *path = path_join(base, key);
+
+    *ret = NULL;
+    if (!v)
+        return TRUE;
+    if (!json_is_string(v))
+        return type_fail(pp, path, display, "a string", v, error);
+    *ret = json_string_value(v);
+    return TRUE;
+}
+
+static gboolean
+get_enum(const PolicyParse *pp, json_t *obj, const char *key, const char *base,
+         const char *const *names, const int *values, int *ret, GError **error)
+{
+    json_t *v = json_object_get(obj, key);
+    g_autofree char *path = path_join(base, key);
+    g_autofree char *list = names_join(names);
+
+    if (!v)
+        return TRUE;
+    if (!json_is_string(v)) {
+        g_autofree char *expected = g_strdup_printf("a string, one of %s", list);
+        return type_fail(pp, path, key, expected, v, error);
+    }
+    for (gsize i = 0; names[i]; i++) {
+        if (g_str_equal(names[i], json_string_value(v))) {
+            *ret = values[i];
+            return TRUE;
+        }
+    }
+    return policy_fail(pp, path, FALSE, error, "unknown %s '%s'; expected one of %s",
+                       key, json_string_value(v), list);
+}
+
+/* Parses "0x" and hex digits: *ret_digits counts them all, leading zeros
+ * included; a value of more than 8 significant digits reads as G_MAXUINT64
+ * (out of every range). */
+static gboolean
+parse_hex(const char *s, guint64 *ret_value, gsize *ret_digits)
+{
+    guint64 v = 0;
+    gsize n;
+
+    if (!g_str_has_prefix(s, "0x"))
+        return FALSE;
+    s += 2;
+    n = strlen(s);
+    if (n == 0 || strspn(s, "0123456789abcdefABCDEF") != n)
+        return FALSE;
+    while (*s == '0' && s[1])
+        s++;                      /* leading zeros do not count towards the range */
+    for (const char *c = s; *c && strlen(s) <= 8; c++)
+        v = (v << 4) | (guint64)g_ascii_xdigit_value(*c);
+    *ret_value = strlen(s) <= 8 ? v : G_MAXUINT64;
+    *ret_digits = n;
+    return TRUE;
+}
+
+static gboolean
+get_hex16_value(const PolicyParse *pp, json_t *v, const char *path, const char *display,
+                guint16 *ret, GError **error)
+{
+    guint64 value;
+    gsize digits;
+
+    if (!json_is_string(v))
+        return type_fail(pp, path, display, "a string of hex digits such as '0x10de'", v, error);
+    if (!parse_hex(json_string_value(v), &value, &digits))
+        return policy_fail(pp, path, FALSE, error,
+                           "'%s' is not a hex id: '%s'; expected '0x' and up to 4 hex digits, such as '0x10de'",
+                           display, json_string_value(v));
+    if (value > 0xffff)
+        return policy_fail(pp, path, FALSE, error, "'%s' is out of range: '%s'; expected 0x0000 to 0xffff",
+                           display, json_string_value(v));
+    if (digits > 4)
+        return policy_fail(pp, path, FALSE, error,
+                           "'%s' is not a hex id: '%s'; expected '0x' and up to 4 hex digits, such as '0x10de'",
+                           display, json_string_value(v));
+    *ret = (guint16)value;
+    return TRUE;
+}
+
+/* ---- addresses and names ---- */
+
+/* "DDDD:BB:SS.F": hex, slot <= 0x1f, function <= 7 (either case; stored
+ * lower-case). */
+static gboolean
+pci_address_valid(const char *s)
+{
+    static const char form[] = "xxxx:xx:xx.x";
+
+    if (strlen(s) != sizeof(form) - 1)
+        return FALSE;
+    for (gsize i = 0; form[i]; i++) {
+        if (form[i] == 'x' ? !g_ascii_isxdigit(s[i]) : s[i] != form[i])
+            return FALSE;
+    }
+    if (g_ascii_xdigit_value(s[8]) * 16 + g_ascii_xdigit_value(s[9]) > 0x1f)
+        return FALSE;
+    return s[11] >= '0' && s[11] <= '7';
+}
+
+/* A USB device name in sysfs: "BUS-PORT[.PORT]...", such as "1-1.2". */
+static gboolean
+usb_bus_path_valid(const char *s)
+{
+    const char *c = s;
+    gboolean digits = FALSE;
+
+    while (g_ascii_isdigit(*c)) {
+        c++;
+        digits = TRUE;
+    }
+    if (!digits || *c != '-')
+        return FALSE;
+    for (;;) {
+        c++;
+        digits = FALSE;
+        while (g_ascii_isdigit(*c)) {
+            c++;
+            digits = TRUE;
+        }
+        if (!digits)
+            return FALSE;
+        if (*c == '\0')
+            return c - s < 64;
+        if (*c != '.')
+            return FALSE;
+    }
+}
+
+static gboolean
+profile_name_valid(const char *s)
+{
+    gsize n = strlen(s);
+
+    if (n == 0 || n > AV_POLICY_NAME_MAX)
+        return FALSE;
+    if (!(g_ascii_islower(s[0]) || g_ascii_isdigit(s[0])))
+        return FALSE;
+    for (const char *c = s; *c; c++) {
+        if (!(g_ascii_islower(*c) || g_ascii_isdigit(*c) || *c == '.' || *c == '_' || *c == '-'))
+            return FALSE;
+    }
+    return TRUE;
+}
+
+static gboolean
+nova_name_valid(const char *s)
+{
+    gsize n = strlen(s);
+
+    if (n == 0 || n > AV_POLICY_NOVA_NAME_MAX)
+        return FALSE;
+    for (const char *c = s; *c; c++) {
+        if (!(g_ascii_isupper(*c) || g_ascii_isdigit(*c) || *c == '_'))
+            return FALSE;
+    }
+    return TRUE;
+}
+
+/* An mdev type id is a directory name under mdev_supported_types. */
+static gboolean
+mdev_type_valid(const char *s)
+{
+    gsize n = strlen(s);
+
+    if (n == 0 || n > 255 || g_str_equal(s, ".") || g_str_equal(s, ".."))
+        return FALSE;
+    for (const char *c = s; *c; c++) {
+        if (!(g_ascii_isalnum(*c) || *c == '.' || *c == '_' || *c == '-' || *c == ':'))
+            return FALSE;
+    }
+    return TRUE;
+}
+
+/* ---- match ---- */
+
+/* A string or a non-empty list of strings, each passed to @each. */
+typedef gboolean (*StringItemFunc)(const PolicyParse *pp, AvProfile *profile, json_t *item,
+                                   const char *path, const char *display, GError **error);
+
+static gboolean
+get_string_or_list(const PolicyParse *pp, AvProfile *profile, json_t *v, const char *path,
+                   const char *display, const char *item_expected, const char *empty_hint,
+                   StringItemFunc each, GError **error)
+{
+    gsize i;
+    json_t *item;
+
+    if (json_is_string(v))
+        return each(pp, profile, v, path, display, error);
+    if (!json_is_array(v)) {
+        g_autofree char *expected = g_strdup_printf("%s or a list of them", item_expected);
+        return type_fail(pp, path, display, expected, v, error);
+    }
+    if (json_array_size(v) == 0)
+        return policy_fail(pp, path, FALSE, error, "'%s' is an empty list; %s", display, empty_hint);
+    json_array_foreach(v, i, item) {
+        g_autofree char *ip = g_strdup_printf("%s/%zu", path, i);
+        g_autofree char *id = g_strdup_printf("%s[%zu]", display, i);
+
+        if (!json_is_string(item))
+            return type_fail(pp, ip, id, item_expected, item, error);
+        if (!each(pp, profile, item, ip, id, error))
+            return FALSE;
+    }
+    return TRUE;
+}
+
+static gboolean
+add_device_id(const PolicyParse *pp, AvProfile *profile, json_t *item, const char *path,
+              const char *display, GError **error)
+{
+    guint16 id;
+
+    if (!get_hex16_value(pp, item, path, display, &id, error))
+        return FALSE;
+    g_array_append_val(profile->match_devices, id);
+    return TRUE;
+}
+
+static gboolean
+add_address(const PolicyParse *pp, AvProfile *profile, json_t *item, const char *path,
+            const char *display, GError **error)
+{
+    const char *s = json_string_value(item);
+
+    if (profile->attach == AV_ATTACH_USB) {
+        if (!usb_bus_path_valid(s))
+            return policy_fail(pp, path, FALSE, error,
+                               "'%s' is not a USB bus path: '%s'; expected the form 1-1.2 (bus-port.port...), as in /sys/bus/usb/devices",
+                               display, s);
+        g_ptr_array_add(profile->match_addresses, g_strdup(s));
+    } else {
+        if (!pci_address_valid(s))
+            return policy_fail(pp, path, FALSE, error,
+                               "'%s' is not a PCI address: '%s'; expected the form 0000:3b:00.0 (domain:bus:slot.function)",
+                               display, s);
+        g_ptr_array_add(profile->match_addresses, g_ascii_strdown(s, -1));
+    }
+    return TRUE;
+}
+
+static gboolean
+parse_match(const PolicyParse *pp, AvProfile *profile, json_t *match, const char *base, GError **error)
+{
+    g_autofree char *path = path_join(base, "match");
+    json_t *v;
+
+    if (!json_is_object(match))
+        return type_fail(pp, path, "match", "an object", match, error);
+    if (!check_keys(pp, match, path, " in 'match'", match_keys, error))
+        return FALSE;
+
+    v = json_object_get(match, "vendor");
+    if (!v)
+        return policy_fail(pp, path, FALSE, error, "'match' has no 'vendor'; it is required (such as \"vendor\": \"0x10de\")");
+    {
+        g_autofree char *vp = path_join(path, "vendor");
+        if (!get_hex16_value(pp, v, vp, "match.vendor", &profile->match_vendor, error))
+            return FALSE;
+        profile->match_vendor_set = TRUE;
+    }
+
+    v = json_object_get(match, "device");
+    if (v) {
+        g_autofree char *dp = path_join(path, "device");
+        if (!get_string_or_list(pp, profile, v, dp, "match.device", "a string of hex digits such as '0x20b5'",
+                                "list at least one device id, or leave 'device' out to match every device of the vendor",
+                                add_device_id, error))
+            return FALSE;
+    }
+
+    if (profile->attach == AV_ATTACH_USB) {
+        static const char *const pci_only[] = { "class", "subsystem_vendor", "subsystem_device", NULL };
+
+        for (gsize i = 0; pci_only[i]; i++) {
+            if (json_object_get(match, pci_only[i])) {
+                g_autofree char *kp = path_join(path, pci_only[i]);
+                return policy_fail(pp, kp, TRUE, error,
+                                   "'match.%s' applies to PCI devices only, not to attach 'usb'; a USB profile matches vendor, device and address",
+                                   pci_only[i]);
+            }
+        }
+    }
+
+    v = json_object_get(match, "class");
+    if (v) {
+        g_autofree char *cp = path_join(path, "class");
+        guint64 value;
+        gsize digits = 0;
+
+        if (!json_is_string(v))
+            return type_fail(pp, cp, "match.class", "a string of hex digits such as '0x0302'", v, error);
+        if (!parse_hex(json_string_value(v), &value, &digits) || (digits != 4 && digits != 6))
+            return policy_fail(pp, cp, FALSE, error,
+                               "'match.class' is not a class code: '%s'; expected '0x' and 4 hex digits (base class and subclass, such as '0x0302') or 6 (with the programming interface, such as '0x030200')",
+                               json_string_value(v));
+        profile->match_class_set = TRUE;
+        if (digits == 4) {
+            profile->match_class = (guint32)value << 8;
+            profile->match_class_mask = 0xffff00;
+        } else {
+            profile->match_class = (guint32)value;
+            profile->match_class_mask = 0xffffff;
+        }
+    }
+
+    v = json_object_get(match, "subsystem_vendor");
+    if (v) {
+        g_autofree char *sp = path_join(path, "subsystem_vendor");
+        if (!get_hex16_value(pp, v, sp, "match.subsystem_vendor", &profile->match_subsystem_vendor, error))
+            return FALSE;
+        profile->match_subsystem_vendor_set = TRUE;
+    }
+    v = json_object_get(match, "subsystem_device");
+    if (v) {
+        g_autofree char *sp = path_join(path, "subsystem_device");
+        if (!get_hex16_value(pp, v, sp, "match.subsystem_device", &profile->match_subsystem_device, error))
+            return FALSE;
+        profile->match_subsystem_device_set = TRUE;
+    }
+
+    v = json_object_get(match, "address");
+    if (v) {
+        g_autofree char *ap = path_join(path, "address");
+        const char *expected = profile->attach == AV_ATTACH_USB
+            ? "a string such as '1-1.2' (a USB bus path)"
+            : "a string such as '0000:3b:00.0' (a PCI address)";
+
+        if (!get_string_or_list(pp, profile, v, ap, "match.address", expected,
+                                "list at least one address, or leave 'address' out to match at every address",
+                                add_address, error))
+            return FALSE;
+    }
+    return TRUE;
+}
+
+/* ---- scrub ---- */
+
+static gboolean
+get_timeout(const PolicyParse *pp, json_t *step, const char *base, const char *display,
+            guint def, guint *ret, GError **error)
+{
+    json_t *v = json_object_get(step, "timeout");
+    g_autofree char *path = path_join(base, "timeout");
+    g_autofree char *disp = g_strdup_printf("%s.timeout", display);
+    json_int_t t;
+
+    *ret = def;
+    if (!v)
+        return TRUE;
+    if (!json_is_integer(v))
+        return type_fail(pp, path, disp, "a whole number of seconds", v, error);
+    t = json_integer_value(v);
+    if (t < 1 || t > AV_POLICY_MAX_TIMEOUT)
+        return policy_fail(pp, path, FALSE, error, "'%s' is out of range: %" JSON_INTEGER_FORMAT "; expected 1 to %d seconds",
+                           disp, t, AV_POLICY_MAX_TIMEOUT);
+    *ret = (guint)t;
+    return TRUE;
+}
+
+static gboolean
+check_absolute_path(const PolicyParse *pp, json_t *v, const char *path, const char *display, GError **error)
+{
+    const char *s;
+
+    if (!json_is_string(v))
+        return type_fail(pp, path, display, "a string (an absolute path)", v, error);
+    s = json_string_value(v);
+    if (s[0] != '/')
+        return policy_fail(pp, path, FALSE, error, "'%s' is not an absolute path: '%s'; expected a path that starts with '/'",
+                           display, s);
+    return TRUE;
+}
+
+/* One step of "scrub": stores a new step in *ret_step, or returns FALSE
+ * with @error set. */
+static gboolean
+parse_scrub_step(const PolicyParse *pp, AvProfile *profile, json_t *step, const char *path,
+                 const char *display, gsize count, AvScrubStep **ret_step, GError **error)
+{
+    g_autoptr(AvScrubStep) s = g_new0(AvScrubStep, 1);
+    g_autofree char *mpath = path_join(path, "method");
+    json_t *mv;
+    int method = -1;
+    const char *const *allowed;
+    static const char *const none_keys[] = { "method", NULL };
+    static const char *const command_keys[] = { "method", "argv", "timeout", NULL };
+    static const char *const zero_keys[] = { "method", "bars", "verify", NULL };
+    static const char *const reset_keys[] = { "method", "methods", NULL };
+    static const char *const vm_keys[] = { "method", "template", "timeout", NULL };
+    const char *method_name;
+
+    if (!json_is_object(step))
+        return type_fail(pp, path, display, "an object such as {\"method\": \"reset\"}", step, error);
+    mv = json_object_get(step, "method");
+    if (!mv) {
+        g_autofree char *list = names_join(scrub_names);
+        return policy_fail(pp, path, FALSE, error, "'%s' has no 'method'; expected one of %s", display, list);
+    }
+    if (!json_is_string(mv)) {
+        g_autofree char *list = names_join(scrub_names);
+        g_autofree char *expected = g_strdup_printf("a string, one of %s", list);
+        g_autofree char *disp = g_strdup_printf("%s.method", display);
+        return type_fail(pp, mpath, disp, expected, mv, error);
+    }
+    method_name = json_string_value(mv);
+    for (gsize i = 0; scrub_names[i]; i++) {
+        if (g_str_equal(scrub_names[i], method_name))
+            method = scrub_values[i];
+    }
+    if (method < 0) {
+        g_autofree char *list = names_join(scrub_names);
+        return policy_fail(pp, mpath, FALSE, error, "unknown scrub method '%s'; expected one of %s", method_name, list);
+    }
+    s->method = (AvScrubMethod)method;
+
+    switch (s->method) {
+    case AV_SCRUB_METHOD_COMMAND: allowed = command_keys; break;
+    case AV_SCRUB_METHOD_VFIO_ZERO: allowed = zero_keys; break;
+    case AV_SCRUB_METHOD_RESET: allowed = reset_keys; break;
+    case AV_SCRUB_METHOD_VM: allowed = vm_keys; break;
+    default: allowed = none_keys; break;
+    }
+    {
+        const char *key;
+        json_t *v;
+
+        json_object_foreach(step, key, v) {
+            if (!name_in(allowed, key)) {
+                g_autofree char *kp = path_join(path, key);
+
+                if (allowed == none_keys)
+                    return policy_fail(pp, kp, TRUE, error, "unknown key '%s' in '%s'; scrub method '%s' takes no options",
+                                       key, display, method_name);
+                {
+                    g_autofree char *list = g_strjoinv(", ", (char **)allowed + 1);
+                    return policy_fail(pp, kp, TRUE, error, "unknown key '%s' in '%s'; the options of scrub method '%s' are %s",
+                                       key, display, method_name, list);
+                }
+            }
+        }
+    }
+
+    if (s->method == AV_SCRUB_METHOD_NONE && count > 1)
+        return policy_fail(pp, mpath, FALSE, error,
+                           "scrub method 'none' must be the only step; remove it, or remove the other steps");
+    if ((profile->attach == AV_ATTACH_USB || profile->attach == AV_ATTACH_MDEV) &&
+        (s->method == AV_SCRUB_METHOD_VFIO_ZERO || s->method == AV_SCRUB_METHOD_RESET ||
+         s->method == AV_SCRUB_METHOD_ROM_CHECK))
+        return policy_fail(pp, mpath, FALSE, error,
+                           "scrub method '%s' acts on a whole PCI function and cannot be used with attach '%s'; expected one of none, command, vm",
+                           method_name, av_attach_to_string(profile->attach));
+
+    s->options = json_deep_copy(step);
+
+    switch (s->method) {
+    case AV_SCRUB_METHOD_COMMAND: {
+        json_t *argv = json_object_get(step, "argv");
+        g_autofree char *ap = path_join(path, "argv");
+        g_autofree char *ad = g_strdup_printf("%s.argv", display);
+        gsize i;
+        json_t *item;
+
+        if (!argv)
+            return policy_fail(pp, path, FALSE, error,
+                               "scrub method 'command' requires 'argv', a list of strings whose first is an absolute path");
+        if (!json_is_array(argv))
+            return type_fail(pp, ap, ad, "a list of strings", argv, error);
+        if (json_array_size(argv) == 0)
+            return policy_fail(pp, ap, FALSE, error, "'%s' is an empty list; expected the program (an absolute path) and its arguments", ad);
+        json_array_foreach(argv, i, item) {
+            g_autofree char *ip = g_strdup_printf("%s/%zu", ap, i);
+            g_autofree char *id = g_strdup_printf("%s[%zu]", ad, i);
+
+            if (i == 0) {
+                if (!check_absolute_path(pp, item, ip, id, error))
+                    return FALSE;
+            } else if (!json_is_string(item)) {
+                return type_fail(pp, ip, id, "a string", item, error);
+            }
+        }
+        if (!get_timeout(pp, step, path, display, AV_SCRUB_COMMAND_TIMEOUT_DEFAULT, &s->timeout_s, error))
+            return FALSE;
+        json_object_set_new(s->options, "timeout", json_integer(s->timeout_s));
+        break;
+    }
+    case AV_SCRUB_METHOD_VFIO_ZERO: {
+        json_t *bars = json_object_get(step, "bars");
+        json_t *verify = json_object_get(step, "verify");
+
+        if (bars) {
+            g_autofree char *bp = path_join(path, "bars");
+            g_autofree char *bd = g_strdup_printf("%s.bars", display);
+            guint seen = 0;
+            gsize i;
+            json_t *item;
+
+            if (!json_is_array(bars))
+                return type_fail(pp, bp, bd, "a list of BAR numbers 0 to 5", bars, error);
+            if (json_array_size(bars) == 0)
+                return policy_fail(pp, bp, FALSE, error,
+                                   "'%s' is an empty list; list BAR numbers 0 to 5, or leave 'bars' out to zero every memory BAR", bd);
+            json_array_foreach(bars, i, item) {
+                g_autofree char *ip = g_strdup_printf("%s/%zu", bp, i);
+                g_autofree char *id = g_strdup_printf("%s[%zu]", bd, i);
+                json_int_t b;
+
+                if (!json_is_integer(item))
+                    return type_fail(pp, ip, id, "a BAR number 0 to 5", item, error);
+                b = json_integer_value(item);
+                if (b < 0 || b > 5)
+                    return policy_fail(pp, ip, FALSE, error, "'%s' is out of range: %" JSON_INTEGER_FORMAT "; expected a BAR number 0 to 5", id, b);
+                if (seen & (1u << b))
+                    return policy_fail(pp, ip, FALSE, error, "'%s' repeats BAR %" JSON_INTEGER_FORMAT, id, b);
+                seen |= 1u << b;
+            }
+        }
+        if (verify) {
+            g_autofree char *vp = path_join(path, "verify");
+            g_autofree char *vd = g_strdup_printf("%s.verify", display);
+
+            if (!json_is_string(verify))
+                return type_fail(pp, vp, vd, "a string, one of full, sample", verify, error);
+            if (!name_in(verify_names, json_string_value(verify)))
+                return policy_fail(pp, vp, FALSE, error, "unknown verify '%s'; expected one of full, sample",
+                                   json_string_value(verify));
+        } else {
+            json_object_set_new(s->options, "verify", json_string("full"));
+        }
+        break;
+    }
+    case AV_SCRUB_METHOD_RESET: {
+        json_t *methods = json_object_get(step, "methods");
+
+        if (methods) {
+            g_autofree char *mp = path_join(path, "methods");
+            g_autofree char *md = g_strdup_printf("%s.methods", display);
+            g_autofree char *list = names_join(reset_method_names);
+            g_autoptr(GHashTable) seen = g_hash_table_new(g_str_hash, g_str_equal);
+            gsize i;
+            json_t *item;
+
+            if (!json_is_array(methods)) {
+                g_autofree char *expected = g_strdup_printf("a list of reset methods (%s)", list);
+                return type_fail(pp, mp, md, expected, methods, error);
+            }
+            if (json_array_size(methods) == 0)
+                return policy_fail(pp, mp, FALSE, error,
+                                   "'%s' is an empty list; list reset methods (%s), or leave 'methods' out to use the kernel's", md, list);
+            json_array_foreach(methods, i, item) {
+                g_autofree char *ip = g_strdup_printf("%s/%zu", mp, i);
+                g_autofree char *id = g_strdup_printf("%s[%zu]", md, i);
+                const char *m;
+
+                if (!json_is_string(item)) {
+                    g_autofree char *expected = g_strdup_printf("a string, one of %s", list);
+                    return type_fail(pp, ip, id, expected, item, error);
+                }
+                m = json_string_value(item);
+                if (!name_in(reset_method_names, m))
+                    return policy_fail(pp, ip, FALSE, error, "unknown reset method '%s'; expected one of %s", m, list);
+                if (!g_hash_table_add(seen, (gpointer)m))
+                    return policy_fail(pp, ip, FALSE, error, "'%s' repeats reset method '%s'", id, m);
+            }
+        }
+        break;
+    }
+    case AV_SCRUB_METHOD_VM: {
+        json_t *tmpl = json_object_get(step, "template");
+        g_autofree char *tp = path_join(path, "template");
+        g_autofree char *td = g_strdup_printf("%s.template", display);
+
+        if (!tmpl)
+            return policy_fail(pp, path, FALSE, error,
+                               "scrub method 'vm' requires 'template', the absolute path of the scrub VM's domain XML template");
+        if (!check_absolute_path(pp, tmpl, tp, td, error))
+            return FALSE;
+        if (!get_timeout(pp, step, path, display, AV_SCRUB_VM_TIMEOUT_DEFAULT, &s->timeout_s, error))
+            return FALSE;
+        json_object_set_new(s->options, "timeout", json_integer(s->timeout_s));
+        break;
+    }
+    default:
+        break;
+    }
+    *ret_step = g_steal_pointer(&s);
+    return TRUE;
+}
+
+static gboolean
+parse_scrub(const PolicyParse *pp, AvProfile *profile, json_t *obj, const char *base, GError **error)
+{
+    json_t *scrub = json_object_get(obj, "scrub");
+    g_autofree char *path = path_join(base, "scrub");
+    gsize i;
+    json_t *step;
+
+    if (!scrub) {
+        /* the default: a PCI function is reset; an mdev is destroyed by its
+         * parent's driver and a USB device has nothing to reset here */
+        if (profile->attach == AV_ATTACH_VFIO_PCI || profile->attach == AV_ATTACH_SRIOV_VF) {
+            AvScrubStep *s = g_new0(AvScrubStep, 1);
+
+            s->method = AV_SCRUB_METHOD_RESET;
+            s->options = json_pack("{s:s}", "method", "reset");
+            g_ptr_array_add(profile->scrub, s);
+        }
+        return TRUE;
+    }
+    if (!json_is_array(scrub))
+        return type_fail(pp, path, "scrub", "a list of steps such as [{\"method\": \"reset\"}]", scrub, error);
+    if (json_array_size(scrub) == 0)
+        return policy_fail(pp, path, FALSE, error,
+                           "'scrub' is an empty list; write [{\"method\": \"none\"}] to scrub nothing, or leave 'scrub' out for the default");
+    json_array_foreach(scrub, i, step) {
+        g_autofree char *sp = g_strdup_printf("%s/%zu", path, i);
+        g_autofree char *sd = g_strdup_printf("scrub[%zu]", i);
+        AvScrubStep *s = NULL;
+
+        if (!parse_scrub_step(pp, profile, step, sp, sd, json_array_size(scrub), &s, error) || !s)
+            return FALSE;
+        if (s->method == AV_SCRUB_METHOD_NONE)
+            av_scrub_step_free(s);
+        else
+            g_ptr_array_add(profile->scrub, s);
+    }
+    return TRUE;
+}
+
+/* ---- profile ---- */
+
+static const AvProfile *
+find_profile(GPtrArray *profiles, const char *name)
+{
+    for (guint i = 0; profiles && i < profiles->len; i++) {
+        const AvProfile *p = g_ptr_array_index(profiles, i);
+        if (g_str_equal(p->name, name))
+            return p;
+    }
+    return NULL;
+}
+
+static gboolean
+parse_profile(PolicyParse *pp, AvPolicy *policy, GPtrArray *added, json_t *obj, gsize index,
+              AvProfile **ret_profile, GError **error)
+{
+    g_autoptr(AvProfile) profile = av_profile_new();
+    g_autofree char *base = g_strdup_printf("profiles/%zu", index);
+    g_autofree char *index_label = g_strdup_printf("profiles[%zu]", index);
+    g_autofree char *name_label = NULL;
+    g_autofree char *name_path = path_join(base, "name");
+    const AvProfile *dup;
+    const char *name = NULL;
+    const char *s = NULL;
+    int e;
+    json_t *v;
+
+    pp->label = NULL;
+    if (!json_is_object(obj))
+        return type_fail(pp, base, index_label, "an object (a profile)", obj, error);
+    pp->label = index_label;
+    if (!av_json_locate(pp->data, pp->len, base, &profile->source_line, &e))
+        profile->source_line = 1;
+    profile->source_file = g_strdup(pp->filename);
+
+    v = json_object_get(obj, "name");
+    if (!v)
+        return policy_fail(pp, base, FALSE, error, "missing required key 'name'");
+    if (!json_is_string(v))
+        return type_fail(pp, name_path, "name", "a string", v, error);
+    name = json_string_value(v);
+    if (!profile_name_valid(name))
+        return policy_fail(pp, name_path, FALSE, error,
+                           "invalid profile name '%s'; expected 1 to 63 characters of a-z, 0-9, '.', '_' and '-', the first a letter or digit",
+                           name);
+    dup = find_profile(policy->profiles, name);
+    if (!dup)
+        dup = find_profile(added, name);
+    if (dup) {
+        if (g_str_equal(dup->source_file, pp->filename))
+            return policy_fail(pp, name_path, FALSE, error, "duplicate profile name '%s'; first defined at line %d",
+                               name, dup->source_line);
+        return policy_fail(pp, name_path, FALSE, error, "duplicate profile name '%s'; first defined in %s at line %d",
+                           name, dup->source_file, dup->source_line);
+    }
+    profile->name = g_strdup(name);
+    name_label = g_strdup_printf("profile '%s'", name);
+    pp->label = name_label;
+
+    if (!check_keys(pp, obj, base, "", profile_keys, error))
+        return FALSE;
+
+    if (!get_string(pp, obj, "description", base, "description", &s, error))
+        return FALSE;
+    profile->description = g_strdup(s);
+
+    {
+        int attach = AV_ATTACH_VFIO_PCI;
+        if (!get_enum(pp, obj, "attach", base, attach_names, attach_values, &attach, error))
+            return FALSE;
+        profile->attach = (AvAttach)attach;
+    }
+
+    v = json_object_get(obj, "match");
+    if (!v)
+        return policy_fail(pp, base, FALSE, error, "missing required key 'match'");
+    if (!parse_match(pp, profile, v, base, error))
+        return FALSE;
+
+    v = json_object_get(obj, "mdev_type");
+    if (v) {
+        g_autofree char *mp = path_join(base, "mdev_type");
+
+        if (profile->attach != AV_ATTACH_MDEV)
+            return policy_fail(pp, mp, TRUE, error, "'mdev_type' is only allowed with attach 'mdev', not with attach '%s'",
+                               av_attach_to_string(profile->attach));
+        if (!json_is_string(v))
+            return type_fail(pp, mp, "mdev_type", "a string such as 'nvidia-588'", v, error);
+        if (!mdev_type_valid(json_string_value(v)))
+            return policy_fail(pp, mp, FALSE, error,
+                               "invalid mdev_type '%s'; expected a type id as listed in mdev_supported_types, such as 'nvidia-588'",
+                               json_string_value(v));
+        profile->mdev_type = g_strdup(json_string_value(v));
+    } else if (profile->attach == AV_ATTACH_MDEV) {
+        g_autofree char *ap = path_join(base, "attach");
+        return policy_fail(pp, ap, FALSE, error, "attach 'mdev' requires 'mdev_type', the type to create (such as 'nvidia-588')");
+    }
+
+    {
+        int numa = AV_NUMA_PREFERRED, allocation = AV_ALLOCATION_PACK, restore = AV_RESTORE_ON_RELEASE;
+        int granularity = profile->attach == AV_ATTACH_VFIO_PCI ? AV_GRANULARITY_CARD : AV_GRANULARITY_FUNCTION;
+
+        if (!get_enum(pp, obj, "numa", base, numa_names, numa_values, &numa, error) ||
+            !get_enum(pp, obj, "allocation", base, allocation_names, allocation_values, &allocation, error) ||
+            !get_enum(pp, obj, "granularity", base, granularity_names, granularity_values, &granularity, error))
+            return FALSE;
+        profile->numa = (AvNumaPolicy)numa;
+        profile->allocation = (AvAllocation)allocation;
+        profile->granularity = (AvGranularity)granularity;
+        if ((profile->attach == AV_ATTACH_SRIOV_VF || profile->attach == AV_ATTACH_USB) &&
+            profile->granularity != AV_GRANULARITY_FUNCTION) {
+            g_autofree char *gp = path_join(base, "granularity");
+            return policy_fail(pp, gp, FALSE, error, "granularity '%s' cannot be used with attach '%s'; expected function",
+                               av_granularity_to_string(profile->granularity), av_attach_to_string(profile->attach));
+        }
+        if (profile->attach == AV_ATTACH_MDEV && profile->granularity == AV_GRANULARITY_CARD) {
+            g_autofree char *gp = path_join(base, "granularity");
+            return policy_fail(pp, gp, FALSE, error, "granularity 'card' cannot be used with attach 'mdev'; expected one of function, region");
+        }
+
+        if (!parse_scrub(pp, profile, obj, base, error))
+            return FALSE;
+
+        if (!get_enum(pp, obj, "restore_driver", base, restore_names, restore_values, &restore, error))
+            return FALSE;
+        profile->restore_driver = (AvRestoreDriver)restore;
+        if (restore == AV_RESTORE_KEEP_VFIO && (profile->attach == AV_ATTACH_USB || profile->attach == AV_ATTACH_MDEV)) {
+            g_autofree char *rp = path_join(base, "restore_driver");
+            return policy_fail(pp, rp, FALSE, error, "restore_driver 'keep-vfio' cannot be used with attach '%s'; expected on-release",
+                               av_attach_to_string(profile->attach));
+        }
+    }
+
+    v = json_object_get(obj, "hide_hypervisor");
+    if (v) {
+        g_autofree char *hp = path_join(base, "hide_hypervisor");
+        if (!json_is_boolean(v))
+            return type_fail(pp, hp, "hide_hypervisor", "true or false", v, error);
+        profile->hide_hypervisor = json_is_true(v);
+    }
+
+    if (!get_string(pp, obj, "resource_class", base, "resource_class", &s, error))
+        return FALSE;
+    if (s) {
+        g_autofree char *rp = path_join(base, "resource_class");
+        g_autofree char *std = names_join(nova_standard_classes);
+
+        if (!nova_name_valid(s) || !(g_str_has_prefix(s, "CUSTOM_") ? strlen(s) > 7 : name_in(nova_standard_classes, s)))
+            return policy_fail(pp, rp, FALSE, error,
+                               "invalid resource_class '%s'; expected CUSTOM_ followed by A-Z, 0-9 and '_' (such as CUSTOM_GPU_A100), or one of %s",
+                               s, std);
+        profile->resource_class = g_strdup(s);
+    }
+
+    v = json_object_get(obj, "traits");
+    if (v) {
+        g_autofree char *tp = path_join(base, "traits");
+        gsize i;
+        json_t *item;
+
+        if (!json_is_array(v))
+            return type_fail(pp, tp, "traits", "a list of strings such as [\"CUSTOM_GPU_A100\"]", v, error);
+        json_array_foreach(v, i, item) {
+            g_autofree char *ip = g_strdup_printf("%s/%zu", tp, i);
+            g_autofree char *id = g_strdup_printf("traits[%zu]", i);
+
+            if (!json_is_string(item))
+                return type_fail(pp, ip, id, "a string", item, error);
+            if (!nova_name_valid(json_string_value(item)))
+                return policy_fail(pp, ip, FALSE, error,
+                                   "invalid trait '%s'; expected 1 to 255 characters of A-Z, 0-9 and '_' (custom traits start with CUSTOM_)",
+                                   json_string_value(item));
+            g_ptr_array_add(profile->traits, g_strdup(json_string_value(item)));
+        }
+    }
+
+    *ret_profile = g_steal_pointer(&profile);
+    return TRUE;
+}
+
+/* Parses one document; all of its profiles are appended, or none (FALSE,
+ * AV_ERROR_POLICY "FILE:LINE:COLUMN: ..."). */
+gboolean
+av_policy_add_data(AvPolicy *policy, const char *filename, const char *data, gsize len, GError **error)
+{
+    PolicyParse pp = { .filename = filename, .data = data, .len = len, .label = NULL };
+    g_autoptr(GPtrArray) added = g_ptr_array_new_with_free_func((GDestroyNotify)av_profile_free);
+    g_autoptr(json_t) root = NULL;
+    json_error_t jerr;
+    json_t *profiles;
+    gsize i;
+    json_t *obj;
+
+    g_return_val_if_fail(policy != NULL, FALSE);
+    g_return_val_if_fail(filename != NULL, FALSE);
+    g_return_val_if_fail(data != NULL || len == 0, FALSE);
+
+    root = json_loadb(data ? data : "", len, JSON_REJECT_DUPLICATES, &jerr);
+    if (!root) {
+        g_set_error(error, AV_ERROR, AV_ERROR_POLICY, "%s:%d:%d: invalid JSON: %s", filename,
+                    MAX(jerr.line, 1), MAX(jerr.column, 1), jerr.text);
+        return FALSE;
+    }
+    if (!json_is_object(root)) {
+        g_autofree char *got = describe_value(root);
+        return policy_fail(&pp, "", FALSE, error, "the file must hold an object such as {\"profiles\": [...]}, not %s", got);
+    }
+    if (!check_keys(&pp, root, "", " at the top level", top_keys, error))
+        return FALSE;
+    obj = json_object_get(root, "description");
+    if (obj && !json_is_string(obj))
+        return type_fail(&pp, "description", "description", "a string", obj, error);
+    profiles = json_object_get(root, "profiles");
+    if (!profiles)
+        return policy_fail(&pp, "", FALSE, error, "missing required key 'profiles' (a list of profiles)");
+    if (!json_is_array(profiles))
+        return type_fail(&pp, "profiles", "profiles", "a list of profiles", profiles, error);
+
+    json_array_foreach(profiles, i, obj) {
+        AvProfile *profile = NULL;
+
+        if (!parse_profile(&pp, policy, added, obj, i, &profile, error))
+            return FALSE;
+        g_ptr_array_add(added, profile);
+    }
+
+    for (i = 0; i < added->len; i++)
+        g_ptr_array_add(policy->profiles, g_steal_pointer(&g_ptr_array_index(added, i)));
+    g_ptr_array_set_size(added, 0);
+    g_ptr_array_add(policy->files, g_strdup(filename));
+    return TRUE;
+}
+
+/* ---- the directory ---- */
+
+static int
+compare_names(gconstpointer a, gconstpointer b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+static gboolean
+check_not_world_writable(const char *path, const struct stat *st, const char *what, GError **error)
+{
+    if (st->st_mode & S_IWOTH) {
+        g_set_error(error, AV_ERROR, AV_ERROR_UNSAFE,
+                    "the policy %s '%s' is writable by every user (mode %04o): refusing it, since policies name commands run as root; run 'chmod o-w %s'",
+                    what, path, (unsigned)(st->st_mode & 07777), path);
+        return FALSE;
+    }
+    return TRUE;
+}
+
+/* Reads the *.json files of @dir in strcmp() order into a new policy
+ * (caller frees); a missing @dir is an empty policy.  NULL with @error set
+ * on the first bad file (AV_ERROR_POLICY), an unreadable one (AV_ERROR_IO)
+ * or one writable by every user (AV_ERROR_UNSAFE). */
+AvPolicy *
+av_policy_load_dir(const char *dir, GError **error)
+{
+    g_autoptr(AvPolicy) policy = av_policy_new();
+    g_autoptr(GPtrArray) names = g_ptr_array_new_with_free_func(g_free);
+    g_autoptr(GDir) d = NULL;
+    GError *err = NULL;
+    struct stat st;
+    const char *name;
+
+    g_return_val_if_fail(dir != NULL, NULL);
+    policy->dir = g_strdup(dir);
+
+    if (stat(dir, &st) < 0) {
+        int e = errno;
+
+        if (e == ENOENT)
+            return g_steal_pointer(&policy);
+        av_error_errno(error, -e, "cannot read the policy directory '%s'", dir);
+        return NULL;
+    }
+    if (!S_ISDIR(st.st_mode)) {
+        g_set_error(error, AV_ERROR, AV_ERROR_POLICY, "the policy directory '%s' is not a directory", dir);
+        return NULL;
+    }
+    if (!check_not_world_writable(dir, &st, "directory", error))
+        return NULL;
+
+    d = g_dir_open(dir, 0, &err);
+    if (!d) {
+        g_set_error(error, AV_ERROR, AV_ERROR_IO, "cannot read the policy directory '%s': %s", dir, err->message);
+        g_error_free(err);
+        return NULL;
+    }
+    while ((name = g_dir_read_name(d))) {
+        if (name[0] == '.' || !g_str_has_suffix(name, ".json"))
+            continue;
+        g_ptr_array_add(names, g_strdup(name));
+    }
+    g_ptr_array_sort(names, compare_names);
+
+    for (guint i = 0; i < names->len; i++) {
+        g_autofree char *path = g_build_filename(dir, g_ptr_array_index(names, i), NULL);
+        g_autofree char *data = NULL;
+        gsize len = 0;
+
+        /* follows symbolic links: linking an example from
+         * /usr/share/accelvirt/policies is how one activates it */
+        if (stat(path, &st) < 0) {
+            av_error_errno(error, -errno, "cannot read the policy file '%s'", path);
+            return NULL;
+        }
+        if (!S_ISREG(st.st_mode)) {
+            g_set_error(error, AV_ERROR, AV_ERROR_POLICY, "the policy file '%s' is not a regular file", path);
+            return NULL;
+        }
+        if (!check_not_world_writable(path, &st, "file", error))
+            return NULL;
+        if (st.st_size > AV_POLICY_MAX_FILE_SIZE) {
+            g_set_error(error, AV_ERROR, AV_ERROR_POLICY, "the policy file '%s' is too large (%lld bytes; at most %u)",
+                        path, (long long)st.st_size, AV_POLICY_MAX_FILE_SIZE);
+            return NULL;
+        }
+        if (!g_file_get_contents(path, &data, &len, &err)) {
+            g_set_error(error, AV_ERROR, AV_ERROR_IO, "cannot read the policy file '%s': %s", path, err->message);
+            g_error_free(err);
+            return NULL;
+        }
+        if (!av_policy_add_data(policy, path, data, len, error))
+            return NULL;
+    }
+    return g_steal_pointer(&policy);
+}
+
+/* ---- matching ---- */
+
+static gboolean
+profile_match_ids(const AvProfile *p, guint16 vendor, guint16 device)
+{
+    gboolean found;
+
+    if (p->match_vendor_set && p->match_vendor != vendor)
+        return FALSE;
+    if (p->match_devices->len == 0)
+        return TRUE;
+    found = FALSE;
+    for (guint i = 0; i < p->match_devices->len && !found; i++)
+        found = g_array_index(p->match_devices, guint16, i) == device;
+    return found;
+}
+
+static gboolean
+profile_match_address(const AvProfile *p, const char *address)
+{
+    if (p->match_addresses->len == 0)
+        return TRUE;
+    if (!address)
+        return FALSE;
+    for (guint i = 0; i < p->match_addresses->len; i++) {
+        if (g_str_equal(g_ptr_array_index(p->match_addresses, i), address))
+            return TRUE;
+    }
+    return FALSE;
+}
+
+static gboolean
+pci_offers_mdev_type(const AvPciDevice *dev, const char *type)
+{
+    for (guint i = 0; dev->mdev_types && i < dev->mdev_types->len; i++) {
+        const AvMdevType *t = g_ptr_array_index(dev->mdev_types, i);
+        if (t->id && type && g_str_equal(t->id, type))
+            return TRUE;
+    }
+    return FALSE;
+}
+
+/* The first profile that takes the PCI function @dev (accelvirt-policy(5),
+ * MATCHING), or NULL.  Borrowed from @policy. */
+const AvProfile *
+av_policy_match_pci(const AvPolicy *policy, const AvPciDevice *dev)
+{
+    if (!policy || !dev)
+        return NULL;
+    /* bridges, host bridges included, are the host's own plumbing */
+    if ((dev->class_code >> 16) == 0x06 || dev->is_bridge)
+        return NULL;
+    for (guint i = 0; i < policy->profiles->len; i++) {
+        const AvProfile *p = g_ptr_array_index(policy->profiles, i);
+
+        switch (p->attach) {
+        case AV_ATTACH_USB:
+            continue;
+        case AV_ATTACH_VFIO_PCI:
+            if (dev->physfn)
+                continue;
+            break;
+        case AV_ATTACH_SRIOV_VF:
+            if (!dev->physfn)
+                continue;
+            break;
+        case AV_ATTACH_MDEV:
+            if (!pci_offers_mdev_type(dev, p->mdev_type))
+                continue;
+            break;
+        }
+        if (!profile_match_ids(p, dev->vendor_id, dev->device_id))
+            continue;
+        if (p->match_class_set && (dev->class_code & p->match_class_mask) != p->match_class)
+            continue;
+        if (p->match_subsystem_vendor_set && dev->subsystem_vendor_id != p->match_subsystem_vendor)
+            continue;
+        if (p->match_subsystem_device_set && dev->subsystem_device_id != p->match_subsystem_device)
+            continue;
+        if (!profile_match_address(p, dev->address))
+            continue;
+        return p;
+    }
+    return NULL;
+}
+
+/* The first "usb" profile that takes the USB device @dev, or NULL.
+ * Borrowed from @policy. */
+const AvProfile *
+av_policy_match_usb(const AvPolicy *policy, const AvUsbDevice *dev)
+{
+    if (!policy || !dev)
+        return NULL;
+    for (guint i = 0; i < policy->profiles->len; i++) {
+        const AvProfile *p = g_ptr_array_index(policy->profiles, i);
+
+        if (p->attach != AV_ATTACH_USB)
+            continue;
+        if (!profile_match_ids(p, dev->vendor_id, dev->product_id))
+            continue;
+        if (!profile_match_address(p, dev->bus_path))
+            continue;
+        return p;
+    }
+    return NULL;
+}
+
+/* The profile named @name, or NULL.  Borrowed from @policy. */
+const AvProfile *
+av_policy_find(const AvPolicy *policy, const char *name)
+{
+    if (!policy || !name)
+        return NULL;
+    return find_profile(policy->profiles, name);
+}
+
+/* ---- output ---- */
+
+static json_t *
+hex16(guint16 v)
+{
+    g_autofree char *s = g_strdup_printf("0x%04x", v);
+    return json_string(s);
+}
+
+static json_t *
+strings_to_json(GPtrArray *strings)
+{
+    json_t *a = json_array();
+
+    for (guint i = 0; i < strings->len; i++)
+        json_array_append_new(a, json_string(g_ptr_array_index(strings, i)));
+    return a;
+}
+
+/* The normalised profile, defaults included, as a new JSON object that
+ * loads back to the same profile (caller owns the reference). */
+json_t *
+av_profile_to_json(const AvProfile *profile)
+{
+    json_t *o = json_object();
+    json_t *match = json_object();
+    json_t *scrub = json_array();
+
+    json_object_set_new(o, "name", json_string(profile->name));
+    if (profile->description)
+        json_object_set_new(o, "description", json_string(profile->description));
+
+    if (profile->match_vendor_set)
+        json_object_set_new(match, "vendor", hex16(profile->match_vendor));
+    if (profile->match_devices->len > 0) {
+        json_t *a = json_array();
+
+        for (guint i = 0; i < profile->match_devices->len; i++)
+            json_array_append_new(a, hex16(g_array_index(profile->match_devices, guint16, i)));
+        json_object_set_new(match, "device", a);
+    }
+    if (profile->match_class_set) {
+        g_autofree char *c = profile->match_class_mask == 0xffffff
+            ? g_strdup_printf("0x%06x", profile->match_class)
+            : g_strdup_printf("0x%04x", profile->match_class >> 8);
+        json_object_set_new(match, "class", json_string(c));
+    }
+    if (profile->match_subsystem_vendor_set)
+        json_object_set_new(match, "subsystem_vendor", hex16(profile->match_subsystem_vendor));
+    if (profile->match_subsystem_device_set)
+        json_object_set_new(match, "subsystem_device", hex16(profile->match_subsystem_device));
+    if (profile->match_addresses->len > 0)
+        json_object_set_new(match, "address", strings_to_json(profile->match_addresses));
+    json_object_set_new(o, "match", match);
+
+    json_object_set_new(o, "attach", json_string(av_attach_to_string(profile->attach)));
+    if (profile->mdev_type)
+        json_object_set_new(o, "mdev_type", json_string(profile->mdev_type));
+    json_object_set_new(o, "numa", json_string(av_numa_policy_to_string(profile->numa)));
+    json_object_set_new(o, "allocation", json_string(av_allocation_to_string(profile->allocation)));
+    json_object_set_new(o, "granularity", json_string(av_granularity_to_string(profile->granularity)));
+    for (guint i = 0; i < profile->scrub->len; i++) {
+        const AvScrubStep *s = g_ptr_array_index(profile->scrub, i);
+        json_array_append_new(scrub, json_deep_copy(s->options));
+    }
+    if (profile->scrub->len == 0)
+        json_array_append_new(scrub, json_pack("{s:s}", "method", "none"));
+    json_object_set_new(o, "scrub", scrub);
+    json_object_set_new(o, "restore_driver", json_string(av_restore_driver_to_string(profile->restore_driver)));
+    json_object_set_new(o, "hide_hypervisor", json_boolean(profile->hide_hypervisor));
+    if (profile->resource_class)
+        json_object_set_new(o, "resource_class", json_string(profile->resource_class));
+    json_object_set_new(o, "traits", strings_to_json(profile->traits));
+    return o;
+}

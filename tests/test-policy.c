@@ -1,0 +1,802 @@
+/* accelvirt tests: policies (src/policy) and the JSON locator (src/util/av-json.c).
+ *
+ * tests/data/policies/bad/NAME.json must fail to load with the one line of
+ * tests/data/policies/bad/NAME.err, "NAME.json:LINE:COLUMN: message", the file
+ * name relative to the policy directory.  AV_TEST_REGENERATE=1 rewrites the
+ * .err files from what the loader says: read the diff. */
+#include "config.h"
+
+#include <errno.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "av-test.h"
+#include "policy/av-policy.h"
+#include "util/av-error.h"
+#include "util/av-json.h"
+
+/* ---- av_json ---- */
+
+typedef struct {
+    const char *path;
+    int line;
+    int column;
+} LocateCase;
+
+static void
+test_json_locate(void)
+{
+    static const char text[] =
+        "{\n"
+        "  \"profiles\": [\n"
+        "    {\"name\": \"a\", \"match\": {\"vendor\": \"0x10de\"}},\n"
+        "    {\"name\": \"b\\\"\\u00e9\\ud83d\\ude00\", \"x\": [1, -2.5e+3, true, false, null, {}, []],\n"
+        "     \"caf\\u00e9\": \"\xc3\xa9t\xc3\xa9\", \"n\": \"é\", \"v\": 7,\n"
+        "     \"a/b\": 1, \"t~\": 2, \"match\": {\"vendor\": \"0x1002\", \"device\": [\"0x1\", \"0x2\"]}}\n"
+        "  ],\n"
+        "  \"z\": \"\\\\\"\n"
+        "}\n";
+    static const LocateCase cases[] = {
+        { "", 1, 1 },
+        { "profiles", 2, 15 },
+        { "profiles/0", 3, 5 },
+        { "profiles/0/name", 3, 14 },
+        { "profiles/0/match/vendor", 3, 39 },
+        { "profiles/1", 4, 5 },
+        { "profiles/1/x", 4, 44 },
+        { "profiles/1/x/1", 4, 48 },
+        { "profiles/1/x/2", 4, 57 },
+        { "profiles/1/x/4", 4, 70 },
+        { "profiles/1/x/5", 4, 76 },
+        { "profiles/1/x/6", 4, 80 },
+        { "profiles/1/caf\xc3\xa9", 5, 19 },
+        { "profiles/1/n", 5, 31 },
+        { "profiles/1/v", 5, 41 },
+        { "profiles/1/a~1b", 6, 13 },
+        { "profiles/1/t~0", 6, 22 },
+        { "profiles/1/match/device/1", 6, 73 },
+        { "z", 8, 8 },
+    };
+    static const char *const missing[] = {
+        "nope", "profiles/2", "profiles/x", "profiles/-1", "profiles/0/name/x",
+        "profiles/1/x/7", "profiles/0/match/device", "z/0", "profiles/99999999999999999999",
+    };
+    int line = -1, column = -1;
+
+    for (gsize i = 0; i < G_N_ELEMENTS(cases); i++) {
+        line = column = -1;
+        if (!av_json_locate(text, strlen(text), cases[i].path, &line, &column))
+            g_error("path '%s' not found", cases[i].path);
+        if (line != cases[i].line || column != cases[i].column)
+            g_error("path '%s': got %d:%d, expected %d:%d", cases[i].path, line, column,
+                    cases[i].line, cases[i].column);
+    }
+    for (gsize i = 0; i < G_N_ELEMENTS(missing); i++) {
+        line = column = -7;
+        g_assert_false(av_json_locate(text, strlen(text), missing[i], &line, &column));
+        g_assert_cmpint(line, ==, -7);
+        g_assert_cmpint(column, ==, -7);
+    }
+
+    /* keys */
+    g_assert_true(av_json_locate_key(text, strlen(text), "profiles/1/match", &line, &column));
+    g_assert_cmpint(line, ==, 6);
+    g_assert_cmpint(column, ==, 25);
+    g_assert_false(av_json_locate_key(text, strlen(text), "profiles/1", &line, &column));
+    g_assert_false(av_json_locate_key(text, strlen(text), "", &line, &column));
+
+    /* every prefix of the text: never a read past the length (valgrind and
+     * ASan watch), and no value found past the end */
+    for (gsize n = 0; n < strlen(text); n++) {
+        g_autofree char *copy = g_memdup2(text, n);   /* exactly n bytes, no NUL */
+        int l, c;
+
+        if (av_json_locate(copy, n, "z", &l, &c))
+            g_assert_cmpuint(n, >, strlen(text) - 7);
+        (void)av_json_locate(copy, n, "profiles/1/match/device/1", &l, &c);
+        (void)av_json_locate_key(copy, n, "profiles/1/t~0", &l, &c);
+    }
+}
+
+static void
+test_json_locate_invalid(void)
+{
+    static const char *const texts[] = {
+        "{\"a\" 1, \"b\": 2}", "{\"a\": 1 \"b\": 2}", "[1, 2,, 3]", "{\"a\": tru, \"b\": 1}",
+        "{\"a\": \"\\x\", \"b\": 1}", "{\"a\": \"\\ud800\", \"b\": 1}", "{\"a\": \"\\udc00\", \"b\": 1}",
+        "{\"a\": \"line\nbreak\", \"b\": 1}", "{\"a\": 01, \"b\": 1}", "{\"a\": 1., \"b\": 1}",
+        "{\"a\": -, \"b\": 1}", "{\"a\": 1e, \"b\": 1}", "{\"a\": [1}, \"b\": 1}", "",
+    };
+    int line, column;
+
+    for (gsize i = 0; i < G_N_ELEMENTS(texts); i++) {
+        if (av_json_locate(texts[i], strlen(texts[i]), "b", &line, &column))
+            g_error("found 'b' in invalid JSON %s", texts[i]);
+    }
+    g_assert_false(av_json_locate(NULL, 0, "", &line, &column));
+
+    /* deep nesting: bounded, no stack overflow */
+    {
+        GString *deep = g_string_new("{\"a\": ");
+        for (int i = 0; i < 100000; i++)
+            g_string_append_c(deep, '[');
+        g_string_append(deep, ", \"b\": 1}");
+        g_assert_false(av_json_locate(deep->str, deep->len, "b", &line, &column));
+        g_string_free(deep, TRUE);
+    }
+}
+
+static void
+test_json_dump(void)
+{
+    g_autoptr(json_t) v = json_pack("{s:s, s:[i, i], s:{}}", "z", "x", "a", 1, 2, "m");
+    g_autoptr(json_t) null = av_json_string_or_null(NULL);
+    g_autoptr(json_t) str = av_json_string_or_null("q");
+    g_autofree char *pretty = av_json_dump_pretty(v);
+    g_autofree char *compact = av_json_dump_compact(v);
+    g_autofree char *scalar = av_json_dump_compact(str);
+    g_autofree char *path = av_json_path_escape("a/b~c");
+
+    g_assert_cmpstr(pretty, ==, "{\n  \"z\": \"x\",\n  \"a\": [\n    1,\n    2\n  ],\n  \"m\": {}\n}\n");
+    g_assert_cmpstr(compact, ==, "{\"z\":\"x\",\"a\":[1,2],\"m\":{}}");
+    g_assert_cmpstr(scalar, ==, "\"q\"");
+    g_assert_true(json_is_null(null));
+    g_assert_cmpstr(json_string_value(str), ==, "q");
+    g_assert_cmpstr(path, ==, "a~1b~0c");
+}
+
+/* ---- hand-built devices ---- */
+
+static AvPciDevice *
+pci_new(const char *address, guint16 vendor, guint16 device, guint32 class_code)
+{
+    AvPciDevice *dev = g_new0(AvPciDevice, 1);
+
+    dev->address = g_strdup(address);
+    dev->vendor_id = vendor;
+    dev->device_id = device;
+    dev->class_code = class_code;
+    dev->numa_node = -1;
+    dev->iommu_group = -1;
+    dev->vf_index = -1;
+    dev->mdev_types = g_ptr_array_new();
+    return dev;
+}
+
+static void
+pci_add_mdev_type(AvPciDevice *dev, const char *id)
+{
+    AvMdevType *t = g_new0(AvMdevType, 1);
+
+    t->id = g_strdup(id);
+    g_ptr_array_add(dev->mdev_types, t);
+}
+
+/* Frees what pci_new() and pci_add_mdev_type() set, without the scanner's
+ * av_pci_device_free(), so that this test links without src/pci. */
+static void
+pci_free(AvPciDevice *dev)
+{
+    if (!dev)
+        return;
+    for (guint i = 0; i < dev->mdev_types->len; i++) {
+        AvMdevType *t = g_ptr_array_index(dev->mdev_types, i);
+        g_free(t->id);
+        g_free(t);
+    }
+    g_ptr_array_unref(dev->mdev_types);
+    g_free(dev->address);
+    g_free(dev->physfn);
+    g_free(dev);
+}
+/* a type of its own, so that its cleanup is pci_free(), not av_pci_device_free() */
+typedef AvPciDevice AvPciDevice_test;
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(AvPciDevice_test, pci_free)
+
+static AvUsbDevice *
+usb_new(const char *bus_path, guint16 vendor, guint16 product)
+{
+    AvUsbDevice *dev = g_new0(AvUsbDevice, 1);
+
+    dev->bus_path = g_strdup(bus_path);
+    dev->vendor_id = vendor;
+    dev->product_id = product;
+    dev->numa_node = -1;
+    return dev;
+}
+
+static void
+usb_free(AvUsbDevice *dev)
+{
+    if (!dev)
+        return;
+    g_free(dev->bus_path);
+    g_free(dev);
+}
+typedef AvUsbDevice AvUsbDevice_test;
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(AvUsbDevice_test, usb_free)
+
+static AvPolicy *
+policy_from_text(const char *text)
+{
+    g_autoptr(AvPolicy) policy = av_policy_new();
+    g_autoptr(GError) err = NULL;
+
+    if (!av_policy_add_data(policy, "test.json", text, strlen(text), &err))
+        g_error("%s", err->message);
+    return g_steal_pointer(&policy);
+}
+
+static const char *
+match_name(const AvPolicy *policy, const AvPciDevice *dev)
+{
+    const AvProfile *p = av_policy_match_pci(policy, dev);
+
+    return p ? p->name : NULL;
+}
+
+/* ---- loading ---- */
+
+static char *
+read_err_file(const char *path)
+{
+    g_autofree char *text = NULL;
+    g_autoptr(GError) err = NULL;
+
+    if (!g_file_get_contents(path, &text, NULL, &err))
+        g_error("%s (set AV_TEST_REGENERATE=1 to write it)", err->message);
+    g_strchomp(text);
+    return g_steal_pointer(&text);
+}
+
+static void
+test_bad_file(gconstpointer data)
+{
+    const char *json_path = data;
+    g_autofree char *base = g_path_get_basename(json_path);
+    g_autofree char *err_path = g_strdup_printf("%.*s.err", (int)(strlen(json_path) - 5), json_path);
+    g_autofree char *tmp = av_test_tmpdir();
+    g_autofree char *text = NULL;
+    g_autofree char *got = NULL;
+    g_autoptr(GError) err = NULL;
+    g_autoptr(AvPolicy) policy = NULL;
+    gsize len;
+
+    g_assert_true(g_file_get_contents(json_path, &text, &len, NULL));
+    av_test_write(tmp, base, text);
+    policy = av_policy_load_dir(tmp, &err);
+    g_assert_null(policy);
+    g_assert_error(err, AV_ERROR, AV_ERROR_POLICY);
+    g_assert_true(g_str_has_prefix(err->message, tmp));
+    g_assert_cmpint(err->message[strlen(tmp)], ==, '/');
+    got = g_strdup(err->message + strlen(tmp) + 1);
+
+    if (g_strcmp0(g_getenv("AV_TEST_REGENERATE"), "1") == 0) {
+        g_autofree char *line = g_strconcat(got, "\n", NULL);
+        g_assert_true(g_file_set_contents(err_path, line, -1, NULL));
+    } else {
+        g_autofree char *expected = read_err_file(err_path);
+        g_assert_cmpstr(got, ==, expected);
+    }
+
+    /* the same through av_policy_add_data(): all or nothing */
+    {
+        g_autoptr(AvPolicy) p = policy_from_text("{\"profiles\": [{\"name\": \"zz-keep\", \"match\": {\"vendor\": \"0x1234\"}}]}");
+        g_autoptr(GError) err2 = NULL;
+        g_autofree char *expected2 = g_strdup_printf("%s", got);
+
+        g_assert_false(av_policy_add_data(p, base, text, len, &err2));
+        g_assert_error(err2, AV_ERROR, AV_ERROR_POLICY);
+        g_assert_cmpstr(err2->message, ==, expected2);
+        g_assert_cmpuint(p->profiles->len, ==, 1);
+        g_assert_cmpuint(p->files->len, ==, 1);
+    }
+    av_test_tmpdir_remove(tmp);
+}
+
+static void
+test_good_dir(void)
+{
+    g_autofree char *dir = av_test_srcdir_path("data/policies/good");
+    g_autoptr(GError) err = NULL;
+    g_autoptr(AvPolicy) policy = av_policy_load_dir(dir, &err);
+    const AvProfile *p;
+    const AvScrubStep *s;
+    static const char *const names[] = { "gpu-a100", "gpu-any-3d", "vgpu", "qat-vf", "stick", "stick-anywhere" };
+
+    g_assert_no_error(err);
+    g_assert_nonnull(policy);
+    g_assert_cmpstr(policy->dir, ==, dir);
+    g_assert_cmpuint(policy->files->len, ==, 2);
+    g_assert_true(g_str_has_suffix(g_ptr_array_index(policy->files, 0), "/10-gpu.json"));
+    g_assert_true(g_str_has_suffix(g_ptr_array_index(policy->files, 1), "/20-vf-usb.json"));
+    g_assert_cmpuint(policy->profiles->len, ==, G_N_ELEMENTS(names));
+    for (guint i = 0; i < G_N_ELEMENTS(names); i++)
+        g_assert_cmpstr(((AvProfile *)g_ptr_array_index(policy->profiles, i))->name, ==, names[i]);
+
+    /* every key */
+    p = av_policy_find(policy, "gpu-a100");
+    g_assert_nonnull(p);
+    g_assert_cmpstr(p->description, ==, "A100s in two slots only");
+    g_assert_cmpstr(p->source_file, ==, g_ptr_array_index(policy->files, 0));
+    g_assert_cmpint(p->source_line, ==, 4);
+    g_assert_true(p->match_vendor_set);
+    g_assert_cmpuint(p->match_vendor, ==, 0x10de);
+    g_assert_cmpuint(p->match_devices->len, ==, 2);
+    g_assert_cmpuint(g_array_index(p->match_devices, guint16, 0), ==, 0x20b5);
+    g_assert_cmpuint(g_array_index(p->match_devices, guint16, 1), ==, 0x20f1);
+    g_assert_true(p->match_class_set);
+    g_assert_cmphex(p->match_class, ==, 0x030200);
+    g_assert_cmphex(p->match_class_mask, ==, 0xffff00);
+    g_assert_true(p->match_subsystem_vendor_set);
+    g_assert_cmphex(p->match_subsystem_vendor, ==, 0x10de);
+    g_assert_true(p->match_subsystem_device_set);
+    g_assert_cmphex(p->match_subsystem_device, ==, 0x1533);
+    g_assert_cmpuint(p->match_addresses->len, ==, 2);
+    g_assert_cmpstr(g_ptr_array_index(p->match_addresses, 0), ==, "0000:3b:00.0");
+    g_assert_cmpstr(g_ptr_array_index(p->match_addresses, 1), ==, "0000:af:00.0");
+    g_assert_cmpint(p->attach, ==, AV_ATTACH_VFIO_PCI);
+    g_assert_null(p->mdev_type);
+    g_assert_cmpint(p->numa, ==, AV_NUMA_STRICT);
+    g_assert_cmpint(p->allocation, ==, AV_ALLOCATION_SPREAD);
+    g_assert_cmpint(p->granularity, ==, AV_GRANULARITY_CARD);
+    g_assert_cmpint(p->restore_driver, ==, AV_RESTORE_KEEP_VFIO);
+    g_assert_true(p->hide_hypervisor);
+    g_assert_cmpstr(p->resource_class, ==, "CUSTOM_GPU_A100");
+    g_assert_cmpuint(p->traits->len, ==, 2);
+    g_assert_cmpstr(g_ptr_array_index(p->traits, 1), ==, "HW_GPU_API_CUDA_V11_0");
+    g_assert_cmpuint(p->scrub->len, ==, 5);
+    s = g_ptr_array_index(p->scrub, 0);
+    g_assert_cmpint(s->method, ==, AV_SCRUB_METHOD_COMMAND);
+    g_assert_cmpuint(s->timeout_s, ==, 120);
+    g_assert_cmpstr(json_string_value(json_array_get(json_object_get(s->options, "argv"), 0)), ==, "/usr/libexec/gpu-scrub");
+    s = g_ptr_array_index(p->scrub, 1);
+    g_assert_cmpint(s->method, ==, AV_SCRUB_METHOD_VFIO_ZERO);
+    g_assert_cmpuint(s->timeout_s, ==, 0);
+    g_assert_cmpstr(json_string_value(json_object_get(s->options, "verify")), ==, "sample");
+    g_assert_cmpint(json_integer_value(json_array_get(json_object_get(s->options, "bars"), 1)), ==, 3);
+    s = g_ptr_array_index(p->scrub, 2);
+    g_assert_cmpint(s->method, ==, AV_SCRUB_METHOD_RESET);
+    g_assert_cmpuint(json_array_size(json_object_get(s->options, "methods")), ==, 2);
+    s = g_ptr_array_index(p->scrub, 3);
+    g_assert_cmpint(s->method, ==, AV_SCRUB_METHOD_ROM_CHECK);
+    s = g_ptr_array_index(p->scrub, 4);
+    g_assert_cmpint(s->method, ==, AV_SCRUB_METHOD_VM);
+    g_assert_cmpuint(s->timeout_s, ==, 600);
+    g_assert_cmpint(json_integer_value(json_object_get(s->options, "timeout")), ==, 600);
+
+    /* defaults */
+    p = av_policy_find(policy, "gpu-any-3d");
+    g_assert_nonnull(p);
+    g_assert_null(p->description);
+    g_assert_cmpuint(p->match_devices->len, ==, 0);
+    g_assert_cmphex(p->match_class, ==, 0x030200);
+    g_assert_cmphex(p->match_class_mask, ==, 0xffffff);
+    g_assert_false(p->match_subsystem_vendor_set);
+    g_assert_cmpuint(p->match_addresses->len, ==, 0);
+    g_assert_cmpint(p->attach, ==, AV_ATTACH_VFIO_PCI);
+    g_assert_cmpint(p->numa, ==, AV_NUMA_PREFERRED);
+    g_assert_cmpint(p->allocation, ==, AV_ALLOCATION_PACK);
+    g_assert_cmpint(p->granularity, ==, AV_GRANULARITY_CARD);
+    g_assert_cmpint(p->restore_driver, ==, AV_RESTORE_ON_RELEASE);
+    g_assert_false(p->hide_hypervisor);
+    g_assert_null(p->resource_class);
+    g_assert_cmpuint(p->traits->len, ==, 0);
+    g_assert_cmpuint(p->scrub->len, ==, 1);     /* default: reset */
+    g_assert_cmpint(((AvScrubStep *)g_ptr_array_index(p->scrub, 0))->method, ==, AV_SCRUB_METHOD_RESET);
+
+    p = av_policy_find(policy, "vgpu");
+    g_assert_cmpint(p->attach, ==, AV_ATTACH_MDEV);
+    g_assert_cmpstr(p->mdev_type, ==, "nvidia-588");
+    g_assert_cmpint(p->granularity, ==, AV_GRANULARITY_FUNCTION);
+    g_assert_cmpuint(p->scrub->len, ==, 0);     /* default for mdev: none */
+    g_assert_cmpstr(p->resource_class, ==, "VGPU");
+
+    p = av_policy_find(policy, "qat-vf");
+    g_assert_cmpint(p->attach, ==, AV_ATTACH_SRIOV_VF);
+    g_assert_cmpint(p->granularity, ==, AV_GRANULARITY_FUNCTION);
+
+    p = av_policy_find(policy, "stick");
+    g_assert_cmpint(p->attach, ==, AV_ATTACH_USB);
+    g_assert_cmpint(p->granularity, ==, AV_GRANULARITY_FUNCTION);
+    g_assert_cmpint(p->numa, ==, AV_NUMA_NONE);
+    g_assert_cmpuint(p->scrub->len, ==, 0);
+    g_assert_cmpstr(g_ptr_array_index(p->match_addresses, 0), ==, "1-1.2");
+
+    p = av_policy_find(policy, "stick-anywhere");
+    s = g_ptr_array_index(p->scrub, 0);
+    g_assert_cmpuint(s->timeout_s, ==, 300);
+
+    g_assert_null(av_policy_find(policy, "nope"));
+    g_assert_null(av_policy_find(policy, NULL));
+    g_assert_null(av_policy_find(NULL, "stick"));
+}
+
+static void
+test_load_order(void)
+{
+    g_autofree char *tmp = av_test_tmpdir();
+    g_autoptr(GError) err = NULL;
+    g_autoptr(AvPolicy) policy = NULL;
+
+    av_test_write(tmp, "b.json", "{\"profiles\": [{\"name\": \"b1\", \"match\": {\"vendor\": \"0x0002\"}}]}");
+    av_test_write(tmp, "10-z.json", "{\"profiles\": [{\"name\": \"z1\", \"match\": {\"vendor\": \"0x0003\"}},"
+                                    " {\"name\": \"z0\", \"match\": {\"vendor\": \"0x0003\"}}]}");
+    av_test_write(tmp, "B.json", "{\"profiles\": []}");
+    av_test_write(tmp, "a.json", "{\"description\": \"only a description\", \"profiles\": []}");
+    /* ignored: hidden files, other names, backups, directories without .json */
+    av_test_write(tmp, ".hidden.json", "{ not json");
+    av_test_write(tmp, "notes.txt", "{ not json");
+    av_test_write(tmp, "c.json~", "{ not json");
+    av_test_write(tmp, "c.json.rpmsave", "{ not json");
+    av_test_write(tmp, "sub/d.json", "{ not json");
+
+    policy = av_policy_load_dir(tmp, &err);
+    g_assert_no_error(err);
+    g_assert_cmpuint(policy->files->len, ==, 4);
+    g_assert_true(g_str_has_suffix(g_ptr_array_index(policy->files, 0), "/10-z.json"));
+    g_assert_true(g_str_has_suffix(g_ptr_array_index(policy->files, 1), "/B.json"));
+    g_assert_true(g_str_has_suffix(g_ptr_array_index(policy->files, 2), "/a.json"));
+    g_assert_true(g_str_has_suffix(g_ptr_array_index(policy->files, 3), "/b.json"));
+    g_assert_cmpuint(policy->profiles->len, ==, 3);
+    g_assert_cmpstr(((AvProfile *)g_ptr_array_index(policy->profiles, 0))->name, ==, "z1");
+    g_assert_cmpstr(((AvProfile *)g_ptr_array_index(policy->profiles, 1))->name, ==, "z0");
+    g_assert_cmpstr(((AvProfile *)g_ptr_array_index(policy->profiles, 2))->name, ==, "b1");
+
+    /* a directory named *.json is an error, not skipped */
+    av_test_write(tmp, "e.json/x", "");
+    g_clear_pointer(&policy, av_policy_free);
+    policy = av_policy_load_dir(tmp, &err);
+    g_assert_null(policy);
+    g_assert_error(err, AV_ERROR, AV_ERROR_POLICY);
+    g_assert_true(g_str_has_suffix(err->message, "/e.json' is not a regular file"));
+    av_test_tmpdir_remove(tmp);
+}
+
+static void
+test_duplicate_across_files(void)
+{
+    g_autofree char *tmp = av_test_tmpdir();
+    g_autoptr(GError) err = NULL;
+    g_autoptr(AvPolicy) policy = NULL;
+    g_autofree char *expected = NULL;
+
+    av_test_write(tmp, "10-a.json", "{\n  \"profiles\": [\n    {\"name\": \"gpu\", \"match\": {\"vendor\": \"0x10de\"}}\n  ]\n}\n");
+    av_test_write(tmp, "20-b.json", "{\n  \"profiles\": [\n    {\"name\": \"other\", \"match\": {\"vendor\": \"0x10de\"}},\n"
+                                    "    {\"name\": \"gpu\", \"match\": {\"vendor\": \"0x1002\"}}\n  ]\n}\n");
+    policy = av_policy_load_dir(tmp, &err);
+    g_assert_null(policy);
+    g_assert_error(err, AV_ERROR, AV_ERROR_POLICY);
+    expected = g_strdup_printf("%s/20-b.json:4:14: profiles[1]: duplicate profile name 'gpu'; first defined in %s/10-a.json at line 3",
+                               tmp, tmp);
+    g_assert_cmpstr(err->message, ==, expected);
+    av_test_tmpdir_remove(tmp);
+}
+
+static void
+test_missing_dir(void)
+{
+    g_autofree char *tmp = av_test_tmpdir();
+    g_autofree char *dir = g_build_filename(tmp, "policies", NULL);
+    g_autoptr(GError) err = NULL;
+    g_autoptr(AvPolicy) policy = av_policy_load_dir(dir, &err);
+    g_autoptr(AvPciDevice_test) gpu = pci_new("0000:3b:00.0", 0x10de, 0x20b5, 0x030200);
+
+    g_assert_no_error(err);
+    g_assert_nonnull(policy);
+    g_assert_cmpstr(policy->dir, ==, dir);
+    g_assert_cmpuint(policy->files->len, ==, 0);
+    g_assert_cmpuint(policy->profiles->len, ==, 0);
+    g_assert_null(av_policy_match_pci(policy, gpu));
+
+    /* an empty directory too */
+    g_clear_pointer(&policy, av_policy_free);
+    policy = av_policy_load_dir(tmp, &err);
+    g_assert_no_error(err);
+    g_assert_cmpuint(policy->profiles->len, ==, 0);
+
+    /* a file where the directory should be is an error */
+    av_test_write(tmp, "file", "");
+    g_clear_pointer(&dir, g_free);
+    dir = g_build_filename(tmp, "file", NULL);
+    g_clear_pointer(&policy, av_policy_free);
+    policy = av_policy_load_dir(dir, &err);
+    g_assert_null(policy);
+    g_assert_error(err, AV_ERROR, AV_ERROR_POLICY);
+    av_test_tmpdir_remove(tmp);
+}
+
+static void
+test_world_writable(void)
+{
+    g_autofree char *tmp = av_test_tmpdir();
+    g_autofree char *file = g_build_filename(tmp, "a.json", NULL);
+    g_autoptr(GError) err = NULL;
+    g_autoptr(AvPolicy) policy = NULL;
+
+    av_test_write(tmp, "a.json", "{\"profiles\": []}");
+    g_assert_cmpint(chmod(file, 0666), ==, 0);
+    policy = av_policy_load_dir(tmp, &err);
+    g_assert_null(policy);
+    g_assert_error(err, AV_ERROR, AV_ERROR_UNSAFE);
+    g_clear_error(&err);
+
+    g_assert_cmpint(chmod(file, 0644), ==, 0);
+    g_assert_cmpint(chmod(tmp, 0777), ==, 0);
+    policy = av_policy_load_dir(tmp, &err);
+    g_assert_null(policy);
+    g_assert_error(err, AV_ERROR, AV_ERROR_UNSAFE);
+    g_clear_error(&err);
+
+    g_assert_cmpint(chmod(tmp, 0755), ==, 0);
+    policy = av_policy_load_dir(tmp, &err);
+    g_assert_no_error(err);
+    g_assert_nonnull(policy);
+    av_test_tmpdir_remove(tmp);
+}
+
+/* ---- matching ---- */
+
+static void
+test_match_pci(void)
+{
+    g_autoptr(AvPolicy) policy = policy_from_text(
+        "{\"profiles\": ["
+        " {\"name\": \"one-slot\", \"match\": {\"vendor\": \"0x10de\", \"address\": [\"0000:AF:00.0\"]}},"
+        " {\"name\": \"subsys\", \"match\": {\"vendor\": \"0x10de\", \"device\": \"0x20b5\","
+        "   \"subsystem_vendor\": \"0x10de\", \"subsystem_device\": \"0x1533\"}},"
+        " {\"name\": \"a100\", \"match\": {\"vendor\": \"0x10de\", \"device\": [\"0x20f1\", \"0x20b5\"]}},"
+        " {\"name\": \"vga-exact\", \"match\": {\"vendor\": \"0x1002\", \"class\": \"0x030000\"}},"
+        " {\"name\": \"display\", \"match\": {\"vendor\": \"0x1002\", \"class\": \"0x0300\"}},"
+        " {\"name\": \"vgpu\", \"match\": {\"vendor\": \"0x10de\", \"device\": \"0x2236\"},"
+        "   \"attach\": \"mdev\", \"mdev_type\": \"nvidia-588\"},"
+        " {\"name\": \"a10-whole\", \"match\": {\"vendor\": \"0x10de\", \"device\": \"0x2236\"}},"
+        " {\"name\": \"qat-vf\", \"match\": {\"vendor\": \"0x8086\", \"device\": \"0x4941\"}, \"attach\": \"sriov-vf\"},"
+        " {\"name\": \"qat-pf\", \"match\": {\"vendor\": \"0x8086\", \"device\": [\"0x4940\", \"0x4941\"]}},"
+        " {\"name\": \"intel-anything\", \"match\": {\"vendor\": \"0x8086\"}},"
+        " {\"name\": \"usb-intel\", \"match\": {\"vendor\": \"0x8086\"}, \"attach\": \"usb\"}"
+        "]}");
+    g_autoptr(AvPciDevice_test) a100 = pci_new("0000:3b:00.0", 0x10de, 0x20b5, 0x030200);
+    g_autoptr(AvPciDevice_test) a100_slot = pci_new("0000:af:00.0", 0x10de, 0x20b5, 0x030200);
+    g_autoptr(AvPciDevice_test) a100_oem = pci_new("0000:3c:00.0", 0x10de, 0x20b5, 0x030200);
+    g_autoptr(AvPciDevice_test) l40 = pci_new("0000:3d:00.0", 0x10de, 0x26b5, 0x030200);
+    g_autoptr(AvPciDevice_test) vga = pci_new("0000:05:00.0", 0x1002, 0x740f, 0x030000);
+    g_autoptr(AvPciDevice_test) vga_progif = pci_new("0000:06:00.0", 0x1002, 0x740f, 0x030001);
+    g_autoptr(AvPciDevice_test) amd_3d = pci_new("0000:07:00.0", 0x1002, 0x740f, 0x030200);
+    g_autoptr(AvPciDevice_test) a10_pf = pci_new("0000:41:00.0", 0x10de, 0x2236, 0x030200);
+    g_autoptr(AvPciDevice_test) a10_vf = pci_new("0000:41:00.4", 0x10de, 0x2236, 0x030200);
+    g_autoptr(AvPciDevice_test) a10_vf_other = pci_new("0000:41:00.5", 0x10de, 0x2236, 0x030200);
+    g_autoptr(AvPciDevice_test) qat_pf = pci_new("0000:6b:00.0", 0x8086, 0x4940, 0x0b4000);
+    g_autoptr(AvPciDevice_test) qat_vf = pci_new("0000:6b:00.1", 0x8086, 0x4941, 0x0b4000);
+    g_autoptr(AvPciDevice_test) bridge = pci_new("0000:00:01.0", 0x8086, 0x1901, 0x060400);
+    g_autoptr(AvPciDevice_test) host_bridge = pci_new("0000:00:00.0", 0x8086, 0x1900, 0x060000);
+    g_autoptr(AvPciDevice_test) nic = pci_new("0000:00:1f.6", 0x8086, 0x15bb, 0x020000);
+
+    a100_oem->subsystem_vendor_id = 0x10de;
+    a100_oem->subsystem_device_id = 0x1533;
+    a10_vf->physfn = g_strdup("0000:41:00.0");
+    pci_add_mdev_type(a10_vf, "nvidia-587");
+    pci_add_mdev_type(a10_vf, "nvidia-588");
+    a10_vf_other->physfn = g_strdup("0000:41:00.0");
+    pci_add_mdev_type(a10_vf_other, "nvidia-587");
+    qat_vf->physfn = g_strdup("0000:6b:00.0");
+    bridge->is_bridge = TRUE;
+
+    /* first match wins; address, device lists, subsystem ids */
+    g_assert_cmpstr(match_name(policy, a100_slot), ==, "one-slot");
+    g_assert_cmpstr(match_name(policy, a100_oem), ==, "subsys");
+    g_assert_cmpstr(match_name(policy, a100), ==, "a100");
+    g_assert_null(match_name(policy, l40));
+    /* class: 24 bits, then base class and subclass */
+    g_assert_cmpstr(match_name(policy, vga), ==, "vga-exact");
+    g_assert_cmpstr(match_name(policy, vga_progif), ==, "display");
+    g_assert_null(match_name(policy, amd_3d));
+    /* mdev: only parents that offer the type, VFs included; the PF falls
+     * through to the vfio-pci profile; a VF never matches vfio-pci */
+    g_assert_cmpstr(match_name(policy, a10_vf), ==, "vgpu");
+    g_assert_cmpstr(match_name(policy, a10_pf), ==, "a10-whole");
+    g_assert_null(match_name(policy, a10_vf_other));
+    /* sriov-vf only VFs, vfio-pci never VFs */
+    g_assert_cmpstr(match_name(policy, qat_vf), ==, "qat-vf");
+    g_assert_cmpstr(match_name(policy, qat_pf), ==, "qat-pf");
+    qat_vf->device_id = 0x4942;
+    g_assert_null(match_name(policy, qat_vf));
+    /* a vendor-wide profile never takes bridges */
+    g_assert_cmpstr(match_name(policy, nic), ==, "intel-anything");
+    g_assert_null(match_name(policy, bridge));
+    g_assert_null(match_name(policy, host_bridge));
+
+    g_assert_null(av_policy_match_pci(NULL, a100));
+    g_assert_null(av_policy_match_pci(policy, NULL));
+}
+
+static void
+test_match_usb(void)
+{
+    g_autoptr(AvPolicy) policy = policy_from_text(
+        "{\"profiles\": ["
+        " {\"name\": \"pci-movidius\", \"match\": {\"vendor\": \"0x03e7\"}},"
+        " {\"name\": \"ncs2-port\", \"match\": {\"vendor\": \"0x03e7\", \"address\": [\"1-1.2\", \"3-4\"]}, \"attach\": \"usb\"},"
+        " {\"name\": \"ncs2\", \"match\": {\"vendor\": \"0x03e7\", \"device\": [\"0x2485\", \"0xf63b\"]}, \"attach\": \"usb\"},"
+        " {\"name\": \"coral\", \"match\": {\"vendor\": \"0x1a6e\", \"device\": \"0x089a\"}, \"attach\": \"usb\"}"
+        "]}");
+    g_autoptr(AvUsbDevice_test) ncs2 = usb_new("1-4", 0x03e7, 0x2485);
+    g_autoptr(AvUsbDevice_test) ncs2_booted = usb_new("1-4", 0x03e7, 0xf63b);
+    g_autoptr(AvUsbDevice_test) ncs2_port = usb_new("1-1.2", 0x03e7, 0x1234);
+    g_autoptr(AvUsbDevice_test) other = usb_new("1-5", 0x03e7, 0x1234);
+    g_autoptr(AvUsbDevice_test) coral = usb_new("2-1", 0x1a6e, 0x089a);
+    g_autoptr(AvUsbDevice_test) coral_ready = usb_new("2-1", 0x18d1, 0x9302);
+    g_autoptr(AvPciDevice_test) pci = pci_new("0000:01:00.0", 0x1a6e, 0x089a, 0x120000);
+
+    g_assert_cmpstr(av_policy_match_usb(policy, ncs2)->name, ==, "ncs2");
+    g_assert_cmpstr(av_policy_match_usb(policy, ncs2_booted)->name, ==, "ncs2");
+    g_assert_cmpstr(av_policy_match_usb(policy, ncs2_port)->name, ==, "ncs2-port");
+    g_assert_null(av_policy_match_usb(policy, other));
+    g_assert_cmpstr(av_policy_match_usb(policy, coral)->name, ==, "coral");
+    g_assert_null(av_policy_match_usb(policy, coral_ready));
+    /* usb profiles never match PCI devices */
+    g_assert_null(av_policy_match_pci(policy, pci));
+    g_assert_null(av_policy_match_usb(NULL, ncs2));
+}
+
+/* ---- output and the shipped examples ---- */
+
+static void
+test_to_string(void)
+{
+    g_assert_cmpstr(av_attach_to_string(AV_ATTACH_SRIOV_VF), ==, "sriov-vf");
+    g_assert_cmpstr(av_attach_to_string(AV_ATTACH_VFIO_PCI), ==, "vfio-pci");
+    g_assert_cmpstr(av_numa_policy_to_string(AV_NUMA_STRICT), ==, "strict");
+    g_assert_cmpstr(av_allocation_to_string(AV_ALLOCATION_SPREAD), ==, "spread");
+    g_assert_cmpstr(av_granularity_to_string(AV_GRANULARITY_REGION), ==, "region");
+    g_assert_cmpstr(av_restore_driver_to_string(AV_RESTORE_KEEP_VFIO), ==, "keep-vfio");
+    g_assert_cmpstr(av_scrub_method_to_string(AV_SCRUB_METHOD_VFIO_ZERO), ==, "vfio-zero");
+    g_assert_cmpstr(av_scrub_method_to_string(AV_SCRUB_METHOD_ROM_CHECK), ==, "rom-check");
+}
+
+/* av_profile_to_json() of every profile of @policy, wrapped as a document,
+ * must load again to the same JSON. */
+static void
+check_round_trip(const AvPolicy *policy)
+{
+    g_autoptr(json_t) doc = json_pack("{s:[]}", "profiles");
+    g_autoptr(AvPolicy) again = av_policy_new();
+    g_autoptr(GError) err = NULL;
+    g_autofree char *text = NULL;
+
+    for (guint i = 0; i < policy->profiles->len; i++)
+        json_array_append_new(json_object_get(doc, "profiles"), av_profile_to_json(g_ptr_array_index(policy->profiles, i)));
+    text = av_json_dump_pretty(doc);
+    if (!av_policy_add_data(again, "round-trip.json", text, strlen(text), &err))
+        g_error("%s\n%s", err->message, text);
+    g_assert_cmpuint(again->profiles->len, ==, policy->profiles->len);
+    for (guint i = 0; i < policy->profiles->len; i++) {
+        g_autoptr(json_t) a = av_profile_to_json(g_ptr_array_index(policy->profiles, i));
+        g_autoptr(json_t) b = av_profile_to_json(g_ptr_array_index(again->profiles, i));
+        g_autofree char *ta = av_json_dump_pretty(a);
+        g_autofree char *tb = av_json_dump_pretty(b);
+
+        g_assert_cmpstr(ta, ==, tb);
+    }
+}
+
+static void
+test_round_trip(void)
+{
+    g_autofree char *dir = av_test_srcdir_path("data/policies/good");
+    g_autoptr(GError) err = NULL;
+    g_autoptr(AvPolicy) policy = av_policy_load_dir(dir, &err);
+    g_autoptr(json_t) j = NULL;
+    g_autofree char *text = NULL;
+
+    g_assert_no_error(err);
+    check_round_trip(policy);
+
+    /* the normalised form of one profile, for `accelvirt policy show` */
+    j = av_profile_to_json(av_policy_find(policy, "gpu-any-3d"));
+    text = av_json_dump_compact(j);
+    g_assert_cmpstr(text, ==,
+                    "{\"name\":\"gpu-any-3d\",\"match\":{\"vendor\":\"0x10de\",\"class\":\"0x030200\"},"
+                    "\"attach\":\"vfio-pci\",\"numa\":\"preferred\",\"allocation\":\"pack\",\"granularity\":\"card\","
+                    "\"scrub\":[{\"method\":\"reset\"}],\"restore_driver\":\"on-release\",\"hide_hypervisor\":false,"
+                    "\"traits\":[]}");
+}
+
+static void
+test_shipped(void)
+{
+    g_autofree char *dir = av_test_srcdir_path("../policies");
+    static const char *const files[] = {
+        "amd-instinct.json", "fpga-alveo.json", "intel-qat-vf.json", "nvidia-datacenter.json", "usb-ai-stick.json",
+    };
+    g_autoptr(GError) err = NULL;
+    g_autoptr(AvPolicy) all = av_policy_load_dir(dir, &err);
+    g_autoptr(AvPciDevice_test) a100 = pci_new("0000:3b:00.0", 0x10de, 0x20b5, 0x030200);
+    g_autoptr(AvPciDevice_test) u250_mgmt = pci_new("0000:5e:00.0", 0x10ee, 0x5004, 0x120000);
+    g_autoptr(AvPciDevice_test) u250_user = pci_new("0000:5e:00.1", 0x10ee, 0x5005, 0x120000);
+    g_autoptr(AvPciDevice_test) qat_vf = pci_new("0000:6b:00.1", 0x8086, 0x4941, 0x0b4000);
+    g_autoptr(AvUsbDevice_test) coral = usb_new("2-1", 0x18d1, 0x9302);
+
+    /* all of them together: names are unique across the files */
+    g_assert_no_error(err);
+    g_assert_cmpuint(all->files->len, ==, G_N_ELEMENTS(files));
+    for (guint i = 0; i < G_N_ELEMENTS(files); i++) {
+        g_autofree char *path = g_build_filename(dir, files[i], NULL);
+        g_autofree char *text = NULL;
+        g_autoptr(AvPolicy) one = av_policy_new();
+        gsize len;
+
+        g_assert_cmpstr(g_ptr_array_index(all->files, i), ==, path);
+        g_assert_true(g_file_get_contents(path, &text, &len, NULL));
+        if (!av_policy_add_data(one, path, text, len, &err))
+            g_error("%s", err->message);
+        g_assert_cmpuint(one->profiles->len, >, 0);
+    }
+    check_round_trip(all);
+
+    g_assert_cmpstr(match_name(all, a100), ==, "gpu-passthrough");
+    g_assert_cmpstr(match_name(all, u250_mgmt), ==, "fpga-alveo-u250");
+    g_assert_cmpstr(match_name(all, u250_user), ==, "fpga-alveo-u250");
+    g_assert_null(match_name(all, qat_vf));
+    qat_vf->physfn = g_strdup("0000:6b:00.0");
+    g_assert_cmpstr(match_name(all, qat_vf), ==, "qat-vf");
+    g_assert_cmpstr(av_policy_match_usb(all, coral)->name, ==, "usb-ai-stick-coral-ready");
+    g_assert_cmpint(av_policy_find(all, "gpu-passthrough")->numa, ==, AV_NUMA_STRICT);
+    g_assert_cmpuint(av_policy_find(all, "gpu-passthrough")->scrub->len, ==, 3);
+    g_assert_cmpint(av_policy_find(all, "qat-vf")->allocation, ==, AV_ALLOCATION_PACK);
+    g_assert_cmpint(av_policy_find(all, "usb-ai-stick")->attach, ==, AV_ATTACH_USB);
+    g_assert_cmpuint(av_policy_find(all, "usb-ai-stick")->scrub->len, ==, 0);
+}
+
+static int
+compare_names(gconstpointer a, gconstpointer b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* One test a file of tests/data/policies/bad, in name order. */
+static void
+add_bad_tests(void)
+{
+    g_autofree char *dir = av_test_srcdir_path("data/policies/bad");
+    g_autoptr(GDir) d = g_dir_open(dir, 0, NULL);
+    g_autoptr(GPtrArray) names = g_ptr_array_new_with_free_func(g_free);
+    const char *name;
+
+    g_assert_nonnull(d);
+    while ((name = g_dir_read_name(d))) {
+        if (g_str_has_suffix(name, ".json"))
+            g_ptr_array_add(names, g_strdup(name));
+    }
+    g_assert_cmpuint(names->len, >, 0);
+    g_ptr_array_sort(names, compare_names);
+    for (guint i = 0; i < names->len; i++) {
+        const char *n = g_ptr_array_index(names, i);
+        g_autofree char *test = g_strdup_printf("/policy/bad/%.*s", (int)(strlen(n) - 5), n);
+        char *path = g_build_filename(dir, n, NULL);
+
+        g_test_add_data_func_full(test, path, test_bad_file, g_free);
+    }
+}
+
+int
+main(int argc, char **argv)
+{
+    av_test_init(&argc, &argv);
+
+    g_test_add_func("/json/locate", test_json_locate);
+    g_test_add_func("/json/locate-invalid", test_json_locate_invalid);
+    g_test_add_func("/json/dump", test_json_dump);
+    g_test_add_func("/policy/good-dir", test_good_dir);
+    g_test_add_func("/policy/load-order", test_load_order);
+    g_test_add_func("/policy/duplicate-across-files", test_duplicate_across_files);
+    g_test_add_func("/policy/missing-dir", test_missing_dir);
+    g_test_add_func("/policy/world-writable", test_world_writable);
+    g_test_add_func("/policy/match-pci", test_match_pci);
+    g_test_add_func("/policy/match-usb", test_match_usb);
+    g_test_add_func("/policy/to-string", test_to_string);
+    g_test_add_func("/policy/round-trip", test_round_trip);
+    g_test_add_func("/policy/shipped", test_shipped);
+    add_bad_tests();
+    return g_test_run();
+}
