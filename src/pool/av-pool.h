@@ -14,6 +14,14 @@
  * "pool.json.tmp.*" files of a writer killed mid-write are ignored (and
  * removed by the next writer).
  *
+ * A journal line left torn by a writer killed mid-append is never deleted
+ * (it is evidence): the next writer ends it with a newline and, when it is
+ * not a whole entry, appends a "torn-line" entry naming its line number, its
+ * length and its SHA-256 (the "prev" of that entry is the hash of the torn
+ * bytes, so the chain covers them).  av_journal_verify() reports a torn last
+ * line (no newline at its end) and a bad line not followed by its
+ * "torn-line" entry as errors, and accepts acknowledged torn lines.
+ *
  * Lifecycle (DESIGN.md):
  *   free -> claimed -> in-use -> dirty -> scrubbing -> free
  *                                              \-> quarantined -> free (operator)
@@ -71,6 +79,7 @@ typedef struct {
     gint64 last_seen;            /* Unix seconds of the last scan that found it */
     gint64 claim_expires;        /* Unix seconds; 0 = no expiry (claimed only) */
     char *reason;                /* why it is quarantined or missing, or NULL */
+    char *reason_before_missing; /* reason to restore when a missing device is found, or NULL */
     char *original_driver;       /* driver to restore on release, or NULL */
     int numa_node;               /* -1 unknown */
     int iommu_group;             /* -1 none */
@@ -88,8 +97,10 @@ typedef enum {
 
 /* Opens the pool in @state_dir (created with mode 0700 for AV_POOL_WRITE if
  * missing), taking the lock for @mode, waiting at most @timeout_ms.  A
- * missing pool.json is an empty pool.  Returns NULL with AV_ERROR_BUSY (lock),
- * AV_ERROR_CORRUPT_STATE (pool.json does not parse or has an unknown
+ * missing pool.json is an empty pool; AV_POOL_READ of a missing state dir is
+ * an empty pool too, and creates nothing.  A writer removes the
+ * "pool.json.tmp.*" files left by killed writers.  Returns NULL with
+ * AV_ERROR_BUSY (lock), AV_ERROR_CORRUPT_STATE (pool.json does not parse or has an unknown
  * version; the message names the file, the line and column, and says to move
  * the file away or repair it), or AV_ERROR_IO. */
 AvPool *av_pool_open(const char *state_dir, AvPoolMode mode, int timeout_ms, GError **error);
@@ -115,7 +126,11 @@ AvPoolDevice *av_pool_find_address(const AvPool *pool, AvDeviceKind kind, const 
  * setting the owner (a copy of @owner; NULL keeps the current owner for
  * claimed->in-use and in-use->dirty, and clears it on ->free), @reason
  * (quarantined, missing), state_since, and appending a "transition" journal
- * entry.  The journal entry is written before the caller saves the pool. */
+ * entry.  The journal entry is written before the caller saves the pool.
+ * free->claimed needs an @owner (AV_ERROR_INVALID_INPUT); an @owner that
+ * names another holder than the current one (domain UUID, Nova instance) is
+ * refused with AV_ERROR_BUSY.  claim_expires is cleared on leaving claimed
+ * (kept through claimed->missing->claimed).  On failure @dev is unchanged. */
 gboolean av_pool_transition(AvPool *pool, AvPoolDevice *dev, AvDeviceState to,
                             const AvOwner *owner, const char *reason, GError **error);
 

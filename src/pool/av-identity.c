@@ -1,0 +1,110 @@
+/* accelvirt: stable identities of pooled devices.
+ *
+ * A bus address is not an identity: adding a card or a firmware update can
+ * renumber every bus below a root port.  What survives is the device's own
+ * serial number (PCIe DSN, PCIe Base Spec 7.9.3), the physical slot the
+ * platform names, or the chain of device.function numbers from the root bus,
+ * which does not depend on the numbers given to the buses in between. */
+#include "config.h"
+
+#include "av-pool-private.h"
+
+#include <stdio.h>
+
+/* The PCI address parsed into its parts.  FALSE for anything else. */
+static gboolean
+av_identity_parse_address(const char *address, guint *ret_domain, guint *ret_bus,
+                          guint *ret_slot, guint *ret_function)
+{
+    guint domain, bus, slot, function;
+    int end = 0;
+
+    if (!address ||
+        sscanf(address, "%x:%x:%x.%x%n", &domain, &bus, &slot, &function, &end) != 4 ||
+        address[end] != '\0' || bus > 0xff || slot > 0x1f || function > 7)
+        return FALSE;
+    *ret_domain = domain;
+    *ret_bus = bus;
+    *ret_slot = slot;
+    *ret_function = function;
+    return TRUE;
+}
+
+/* "@path:DDDD:RR/DD.F/.../DD.F": @dev and its upstream bridges, from the
+ * device on the root bus down, with the root bus number and no other. */
+static char *
+av_identity_path(const AvHost *host, const AvPciDevice *dev)
+{
+    g_autoptr(GPtrArray) chain = g_ptr_array_new_with_free_func(g_free);
+    g_autoptr(GString) out = g_string_new("@path:");
+    const char *address = dev->address;
+    const char *parent = dev->parent_bridge;
+    guint domain = 0, bus = 0, slot = 0, function = 0;
+
+    /* At most 256 levels: a loop in a broken tree must not hang us. */
+    for (guint depth = 0; depth < 256; depth++) {
+        const AvPciDevice *up;
+
+        if (!av_identity_parse_address(address, &domain, &bus, &slot, &function))
+            break;
+        g_ptr_array_add(chain, g_strdup_printf("%02x.%x", slot, function));
+        if (!parent)
+            break;
+        up = av_host_find_pci(host, parent);
+        address = parent;
+        parent = up ? up->parent_bridge : NULL;
+        if (!up) {
+            /* The bridge is not in the scan: it is the top we know. */
+            if (av_identity_parse_address(address, &domain, &bus, &slot, &function))
+                g_ptr_array_add(chain, g_strdup_printf("%02x.%x", slot, function));
+            break;
+        }
+    }
+    g_string_append_printf(out, "%04x:%02x", domain, bus);
+    for (guint i = chain->len; i > 0; i--)
+        g_string_append_printf(out, "/%s", (const char *)g_ptr_array_index(chain, i - 1));
+    return g_string_free(g_steal_pointer(&out), FALSE);
+}
+
+static char *
+av_identity_pci_own(const AvHost *host, const AvPciDevice *dev)
+{
+    guint domain = 0, bus = 0, slot = 0, function = 0;
+    g_autofree char *where = NULL;
+
+    av_identity_parse_address(dev->address, &domain, &bus, &slot, &function);
+    if (dev->has_dsn)
+        return g_strdup_printf("dsn:%016" G_GINT64_MODIFIER "x.f%u", dev->dsn, function);
+    if (dev->physical_slot && *dev->physical_slot)
+        where = g_strdup_printf("@slot:%s.f%u", dev->physical_slot, function);
+    else
+        where = av_identity_path(host, dev);
+    return g_strdup_printf("pci:%04x:%04x:%04x:%04x%s", dev->vendor_id, dev->device_id,
+                           dev->subsystem_vendor_id, dev->subsystem_device_id, where);
+}
+
+/* See av-pool.h.  A VF whose PF is not in @host falls back to its own
+ * identity.  Caller frees. */
+char *
+av_pool_identity_pci(const AvHost *host, const AvPciDevice *dev)
+{
+    if (dev->physfn && dev->vf_index >= 0) {
+        const AvPciDevice *pf = av_host_find_pci(host, dev->physfn);
+
+        if (pf && !pf->physfn) {
+            g_autofree char *pf_identity = av_identity_pci_own(host, pf);
+
+            return g_strdup_printf("%s/vf%d", pf_identity, dev->vf_index);
+        }
+    }
+    return av_identity_pci_own(host, dev);
+}
+
+/* See av-pool.h.  Caller frees. */
+char *
+av_pool_identity_usb(const AvUsbDevice *dev)
+{
+    if (dev->serial && *dev->serial)
+        return g_strdup_printf("usb:%04x:%04x:serial:%s", dev->vendor_id, dev->product_id, dev->serial);
+    return g_strdup_printf("usb:%04x:%04x@port:%s", dev->vendor_id, dev->product_id, dev->bus_path);
+}

@@ -1,0 +1,306 @@
+/* accelvirt: the journal, append-only JSON lines chained by SHA-256.
+ *
+ * Each line is one compact JSON object:
+ *   {"seq": N, "time": "2026-11-22T01:02:03Z", "prev": "<hex>", "event": ...}
+ * "seq" counts the entries from 1; "prev" is the SHA-256 of the previous
+ * line's bytes (without its newline), "" on the first line.  Torn lines are
+ * handled as av-pool.h describes: terminated and acknowledged by a
+ * "torn-line" entry, never deleted. */
+#include "config.h"
+
+#include "av-pool-private.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "util/av-error.h"
+#include "util/av-json.h"
+
+/* See av-pool-private.h.  Caller frees. */
+char *
+av_journal_hash(const char *data, gsize len)
+{
+    g_autoptr(GChecksum) sum = g_checksum_new(G_CHECKSUM_SHA256);
+
+    g_checksum_update(sum, (const guchar *)data, (gssize)len);
+    return g_strdup(g_checksum_get_string(sum));
+}
+
+/* The seq of the journal entry @line (@len bytes), or FALSE when the line is
+ * not a whole entry (a torn line). */
+static gboolean
+av_journal_parse_line(const char *line, gsize len, json_t **ret_entry, guint64 *ret_seq)
+{
+    g_autoptr(json_t) entry = NULL;
+    json_t *seq;
+
+    entry = json_loadb(line, len, JSON_REJECT_DUPLICATES, NULL);
+    if (!json_is_object(entry))
+        return FALSE;
+    seq = json_object_get(entry, "seq");
+    if (!json_is_integer(seq) || json_integer_value(seq) < 1 ||
+        !json_is_string(json_object_get(entry, "time")) ||
+        !json_is_string(json_object_get(entry, "prev")) ||
+        !json_is_string(json_object_get(entry, "event")))
+        return FALSE;
+    *ret_seq = (guint64)json_integer_value(seq);
+    if (ret_entry)
+        *ret_entry = g_steal_pointer(&entry);
+    return TRUE;
+}
+
+/* Splits @data into lines; the last element holds what follows the last
+ * newline ("" when the data ends with one). */
+static char **
+av_journal_split(const char *data)
+{
+    return g_strsplit(data, "\n", -1);
+}
+
+static gboolean
+av_journal_write_entry(AvPool *pool, json_t *entry, GError **error)
+{
+    g_autofree char *line = av_json_dump_compact(entry);
+
+    if (!line) {
+        g_set_error(error, AV_ERROR, AV_ERROR_FAILED, "cannot serialise a journal entry for '%s'",
+                    pool->journal_path);
+        return FALSE;
+    }
+    if (!av_file_append_line(pool->journal_path, line, 0600, error))
+        return FALSE;
+    pool->journal_seq = (guint64)json_integer_value(json_object_get(entry, "seq"));
+    g_free(pool->journal_prev);
+    pool->journal_prev = av_journal_hash(line, strlen(line));
+    return TRUE;
+}
+
+static json_t *
+av_journal_entry_new(AvPool *pool, const char *event)
+{
+    g_autoptr(GDateTime) now = g_date_time_new_now_utc();
+    g_autofree char *time = g_date_time_format(now, "%Y-%m-%dT%H:%M:%SZ");
+    json_t *entry = json_object();
+
+    json_object_set_new(entry, "seq", json_integer((json_int_t)(pool->journal_seq + 1)));
+    json_object_set_new(entry, "time", json_string(time));
+    json_object_set_new(entry, "prev", json_string(pool->journal_prev));
+    json_object_set_new(entry, "event", json_string(event));
+    return entry;
+}
+
+/* Reads the tail of the journal once per pool: the last seq and the hash of
+ * the last line.  A last line without a newline is ended with one; a last
+ * line that is not a whole entry is acknowledged with a "torn-line" entry. */
+static gboolean
+av_journal_prepare(AvPool *pool, GError **error)
+{
+    g_autoptr(GError) read_err = NULL;
+    g_autofree char *data = NULL;
+    g_auto(GStrv) lines = NULL;
+    guint n, last, torn_line = 0;
+    gsize len = 0;
+    guint64 seq = 0;
+
+    if (pool->journal_ready)
+        return TRUE;
+    if (!g_file_get_contents(pool->journal_path, &data, &len, &read_err)) {
+        if (!g_error_matches(read_err, G_FILE_ERROR, G_FILE_ERROR_NOENT)) {
+            g_set_error(error, AV_ERROR, AV_ERROR_IO, "cannot read the journal '%s': %s",
+                        pool->journal_path, read_err->message);
+            return FALSE;
+        }
+        pool->journal_ready = TRUE;
+        return TRUE;
+    }
+    if (len == 0) {
+        pool->journal_ready = TRUE;
+        return TRUE;
+    }
+    if (memchr(data, '\0', len)) {
+        g_set_error(error, AV_ERROR, AV_ERROR_CORRUPT_STATE,
+                    "the journal '%s' holds NUL bytes; move it away or repair it", pool->journal_path);
+        return FALSE;
+    }
+    if (data[len - 1] != '\n') {
+        /* A writer was killed mid-append: end its line, keep its bytes. */
+        if (!av_file_append_line(pool->journal_path, "", 0600, error)) {
+            g_prefix_error(error, "cannot end the torn last line of the journal: ");
+            return FALSE;
+        }
+        g_info("the journal '%s' ended in a line without a newline (a writer was killed "
+                  "mid-append); ended it", pool->journal_path);
+    }
+    lines = av_journal_split(data);
+    n = g_strv_length(lines);
+    /* Without a final newline the last piece is the torn line; else it is "". */
+    last = data[len - 1] == '\n' ? n - 2 : n - 1;
+
+    g_free(pool->journal_prev);
+    pool->journal_prev = av_journal_hash(lines[last], strlen(lines[last]));
+    if (av_journal_parse_line(lines[last], strlen(lines[last]), NULL, &seq)) {
+        pool->journal_seq = seq;
+        pool->journal_ready = TRUE;
+        return TRUE;
+    }
+
+    /* The last line is torn: continue the seq of the last whole entry. */
+    torn_line = last + 1;
+    for (guint i = last; i > 0; i--) {
+        if (av_journal_parse_line(lines[i - 1], strlen(lines[i - 1]), NULL, &seq))
+            break;
+        seq = 0;
+    }
+    pool->journal_seq = seq;
+    pool->journal_ready = TRUE;
+    {
+        g_autoptr(json_t) entry = av_journal_entry_new(pool, "torn-line");
+
+        json_object_set_new(entry, "line", json_integer(torn_line));
+        json_object_set_new(entry, "length", json_integer((json_int_t)strlen(lines[last])));
+        json_object_set_new(entry, "sha256", json_string(pool->journal_prev));
+        if (!av_journal_write_entry(pool, entry, error)) {
+            pool->journal_ready = FALSE;
+            return FALSE;
+        }
+    }
+    g_info("the journal '%s' line %u is not a whole entry; recorded it with a torn-line entry",
+              pool->journal_path, torn_line);
+    return TRUE;
+}
+
+/* See av-pool.h.  Requires AV_POOL_WRITE: the chain is only safe under the
+ * exclusive lock.  @fields may not carry "seq", "time", "prev" or "event".
+ * The line is fsynced before this returns. */
+gboolean
+av_pool_journal_append(AvPool *pool, const char *event, json_t *fields, GError **error)
+{
+    g_autoptr(json_t) entry = NULL;
+    const char *key;
+    json_t *value;
+
+    if (pool->mode != AV_POOL_WRITE || !pool->lock) {
+        g_set_error(error, AV_ERROR, AV_ERROR_FAILED,
+                    "cannot write the journal in '%s': the pool was opened for reading only",
+                    pool->state_dir);
+        return FALSE;
+    }
+    if (fields && !json_is_object(fields)) {
+        g_set_error(error, AV_ERROR, AV_ERROR_INVALID_INPUT, "journal fields must be a JSON object");
+        return FALSE;
+    }
+    if (!av_journal_prepare(pool, error))
+        return FALSE;
+    entry = av_journal_entry_new(pool, event);
+    if (fields) {
+        json_object_foreach(fields, key, value) {
+            if (json_object_get(entry, key)) {
+                g_set_error(error, AV_ERROR, AV_ERROR_INVALID_INPUT,
+                            "the journal field '%s' is reserved", key);
+                return FALSE;
+            }
+            json_object_set(entry, key, value);
+        }
+    }
+    return av_journal_write_entry(pool, entry, error);
+}
+
+static gboolean G_GNUC_PRINTF(4, 5)
+av_journal_bad(GError **error, const char *path, guint line, const char *fmt, ...)
+{
+    g_autofree char *msg = NULL;
+    va_list ap;
+
+    va_start(ap, fmt);
+    msg = g_strdup_vprintf(fmt, ap);
+    va_end(ap);
+    g_set_error(error, AV_ERROR, AV_ERROR_CORRUPT_STATE, "the journal '%s' is broken at line %u: %s",
+                path, line, msg);
+    return FALSE;
+}
+
+/* See av-pool.h.  A missing journal has 0 entries.  *ret_entries (may be
+ * NULL) gets the number of whole entries ("torn-line" ones included).
+ * Errors are AV_ERROR_CORRUPT_STATE naming the line, or AV_ERROR_IO. */
+gboolean
+av_journal_verify(const char *state_dir, guint64 *ret_entries, GError **error)
+{
+    g_autofree char *path = g_build_filename(state_dir, AV_POOL_JOURNAL_FILE, NULL);
+    g_autoptr(GError) read_err = NULL;
+    g_autofree char *data = NULL;
+    g_autofree char *prev = g_strdup("");
+    g_auto(GStrv) lines = NULL;
+    gsize len = 0;
+    guint64 expected = 1, entries = 0;
+    guint n, torn = 0;
+
+    if (!g_file_get_contents(path, &data, &len, &read_err)) {
+        if (g_error_matches(read_err, G_FILE_ERROR, G_FILE_ERROR_NOENT)) {
+            if (ret_entries)
+                *ret_entries = 0;
+            return TRUE;
+        }
+        g_set_error(error, AV_ERROR, AV_ERROR_IO, "cannot read the journal '%s': %s", path, read_err->message);
+        return FALSE;
+    }
+    if (memchr(data, '\0', len)) {
+        const char *nul = memchr(data, '\0', len);
+        guint lineno = 1;
+
+        for (const char *p = data; p < nul; p++)
+            lineno += *p == '\n';
+        return av_journal_bad(error, path, lineno, "the line holds a NUL byte");
+    }
+    lines = av_journal_split(data);
+    n = g_strv_length(lines);
+    for (guint i = 0; i < n; i++) {
+        const char *line = lines[i];
+        guint lineno = i + 1;
+        g_autoptr(json_t) entry = NULL;
+        guint64 seq = 0;
+        const char *event, *want;
+
+        if (i == n - 1) {
+            if (*line == '\0')
+                break;
+            return av_journal_bad(error, path, lineno, "the last line is torn (no newline at its end: "
+                                  "a writer was killed mid-append); the next writer will end it");
+        }
+        if (!av_journal_parse_line(line, strlen(line), &entry, &seq)) {
+            if (torn)
+                return av_journal_bad(error, path, lineno, "not a journal entry, after the torn line %u", torn);
+            torn = lineno;
+            g_free(prev);
+            prev = av_journal_hash(line, strlen(line));
+            continue;
+        }
+        event = json_string_value(json_object_get(entry, "event"));
+        if (torn) {
+            json_t *at = json_object_get(entry, "line");
+
+            if (strcmp(event, "torn-line") != 0 || !json_is_integer(at) || json_integer_value(at) != torn)
+                return av_journal_bad(error, path, torn, "not a journal entry, and no torn-line entry "
+                                      "follows it");
+            torn = 0;
+        }
+        if (seq != expected)
+            return av_journal_bad(error, path, lineno, "seq is %" G_GUINT64_FORMAT ", expected %"
+                                  G_GUINT64_FORMAT, seq, expected);
+        want = json_string_value(json_object_get(entry, "prev"));
+        if (strcmp(want, prev) != 0)
+            return av_journal_bad(error, path, lineno, "prev is '%s' but the previous line hashes to '%s' "
+                                  "(a line was changed, removed or inserted)", want, prev);
+        g_free(prev);
+        prev = av_journal_hash(line, strlen(line));
+        expected++;
+        entries++;
+    }
+    if (torn)
+        return av_journal_bad(error, path, torn, "not a journal entry (a torn line that no writer has "
+                              "recorded yet)");
+    if (ret_entries)
+        *ret_entries = entries;
+    return TRUE;
+}

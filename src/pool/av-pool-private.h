@@ -1,0 +1,45 @@
+/* accelvirt: internals shared by the files of src/pool. */
+#pragma once
+
+#include "av-pool.h"
+#include "util/av-file.h"
+
+G_BEGIN_DECLS
+
+#define AV_POOL_FILE "pool.json"
+#define AV_POOL_LOCK_FILE "pool.lock"
+#define AV_POOL_JOURNAL_FILE "journal.jsonl"
+#define AV_POOL_VERSION 1
+
+struct AvPool {
+    char *state_dir;
+    char *pool_path;             /* state_dir/pool.json */
+    char *lock_path;             /* state_dir/pool.lock */
+    char *journal_path;          /* state_dir/journal.jsonl */
+    AvPoolMode mode;
+    AvLock *lock;                /* NULL only for a read of a missing state dir */
+    GPtrArray *devices;          /* AvPoolDevice*, owned, sorted by identity */
+
+    /* The journal's tail, read at the first append (av-journal.c). */
+    gboolean journal_ready;
+    guint64 journal_seq;         /* seq of the last entry, 0 for none */
+    char *journal_prev;          /* hex SHA-256 of the last line, "" for none */
+};
+
+/* A new device with every field empty: state free, numa_node and iommu_group
+ * -1.  Caller frees. */
+AvPoolDevice *av_pool_device_new(void);
+
+/* Takes over @dev, keeping the devices sorted by identity. */
+void av_pool_add_device(AvPool *pool, AvPoolDevice *dev);
+
+/* Removes (and frees) @dev. */
+void av_pool_remove_device(AvPool *pool, AvPoolDevice *dev);
+
+/* Unix seconds now. */
+gint64 av_pool_now(void);
+
+/* The hex SHA-256 of @len bytes at @data.  Caller frees. */
+char *av_journal_hash(const char *data, gsize len);
+
+G_END_DECLS

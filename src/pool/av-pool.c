@@ -1,0 +1,1065 @@
+/* accelvirt: the pool of managed devices: its file, its lock, the lifecycle
+ * transitions and the reconciliation with a scan. */
+#include "config.h"
+
+#include "av-pool-private.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "util/av-error.h"
+#include "util/av-json.h"
+
+/* --- owners --------------------------------------------------------------- */
+
+/* A new owner holding copies of @domain_uuid and @domain_name (either may be
+ * NULL).  Caller frees with av_owner_free(). */
+AvOwner *
+av_owner_new(const char *domain_uuid, const char *domain_name)
+{
+    AvOwner *owner = g_new0(AvOwner, 1);
+
+    owner->domain_uuid = g_strdup(domain_uuid);
+    owner->domain_name = g_strdup(domain_name);
+    return owner;
+}
+
+/* A deep copy of @owner, or NULL when @owner is NULL.  Caller frees. */
+AvOwner *
+av_owner_copy(const AvOwner *owner)
+{
+    AvOwner *copy;
+
+    if (!owner)
+        return NULL;
+    copy = av_owner_new(owner->domain_uuid, owner->domain_name);
+    copy->nova_instance = g_strdup(owner->nova_instance);
+    copy->nova_project = g_strdup(owner->nova_project);
+    copy->nova_user = g_strdup(owner->nova_user);
+    return copy;
+}
+
+/* Frees @owner and its strings.  NULL is a no-op. */
+void
+av_owner_free(AvOwner *owner)
+{
+    if (!owner)
+        return;
+    g_free(owner->domain_uuid);
+    g_free(owner->domain_name);
+    g_free(owner->nova_instance);
+    g_free(owner->nova_project);
+    g_free(owner->nova_user);
+    g_free(owner);
+}
+
+/* "domain 'vm1' (UUID)", "domain UUID", "Nova instance UUID" or "nobody". */
+static char *
+av_owner_describe(const AvOwner *owner)
+{
+    if (!owner)
+        return g_strdup("nobody");
+    if (owner->domain_name && owner->domain_uuid)
+        return g_strdup_printf("domain '%s' (%s)", owner->domain_name, owner->domain_uuid);
+    if (owner->domain_name)
+        return g_strdup_printf("domain '%s'", owner->domain_name);
+    if (owner->domain_uuid)
+        return g_strdup_printf("domain %s", owner->domain_uuid);
+    if (owner->nova_instance)
+        return g_strdup_printf("Nova instance %s", owner->nova_instance);
+    return g_strdup("an unnamed owner");
+}
+
+/* TRUE when @a and @b can be the same holder: no identifier that both carry
+ * differs. */
+static gboolean
+av_owner_compatible(const AvOwner *a, const AvOwner *b)
+{
+    if (a->domain_uuid && b->domain_uuid && strcmp(a->domain_uuid, b->domain_uuid) != 0)
+        return FALSE;
+    if (a->nova_instance && b->nova_instance && strcmp(a->nova_instance, b->nova_instance) != 0)
+        return FALSE;
+    if (!a->domain_uuid || !b->domain_uuid) {
+        if (a->domain_name && b->domain_name && strcmp(a->domain_name, b->domain_name) != 0)
+            return FALSE;
+    }
+    return TRUE;
+}
+
+static json_t *
+av_owner_to_json(const AvOwner *owner)
+{
+    json_t *obj;
+
+    if (!owner)
+        return json_null();
+    obj = json_object();
+    json_object_set_new(obj, "domain_uuid", av_json_string_or_null(owner->domain_uuid));
+    json_object_set_new(obj, "domain_name", av_json_string_or_null(owner->domain_name));
+    json_object_set_new(obj, "nova_instance", av_json_string_or_null(owner->nova_instance));
+    json_object_set_new(obj, "nova_project", av_json_string_or_null(owner->nova_project));
+    json_object_set_new(obj, "nova_user", av_json_string_or_null(owner->nova_user));
+    return obj;
+}
+
+/* --- devices, states, kinds ---------------------------------------------- */
+
+static const char *const av_state_names[] = {
+    [AV_DEVICE_STATE_FREE] = "free",
+    [AV_DEVICE_STATE_CLAIMED] = "claimed",
+    [AV_DEVICE_STATE_IN_USE] = "in-use",
+    [AV_DEVICE_STATE_DIRTY] = "dirty",
+    [AV_DEVICE_STATE_SCRUBBING] = "scrubbing",
+    [AV_DEVICE_STATE_QUARANTINED] = "quarantined",
+    [AV_DEVICE_STATE_MISSING] = "missing",
+};
+
+/* The lower-case name of @state ("in-use"); a static string. */
+const char *
+av_device_state_to_string(AvDeviceState state)
+{
+    if ((guint)state >= G_N_ELEMENTS(av_state_names))
+        return "unknown";
+    return av_state_names[state];
+}
+
+/* Parses a state name as written by av_device_state_to_string().  Returns
+ * FALSE, leaving *ret_state untouched, for anything else. */
+gboolean
+av_device_state_from_string(const char *s, AvDeviceState *ret_state)
+{
+    if (!s)
+        return FALSE;
+    for (guint i = 0; i < G_N_ELEMENTS(av_state_names); i++) {
+        if (strcmp(s, av_state_names[i]) == 0) {
+            *ret_state = (AvDeviceState)i;
+            return TRUE;
+        }
+    }
+    return FALSE;
+}
+
+/* "pci" or "usb"; a static string. */
+const char *
+av_device_kind_to_string(AvDeviceKind kind)
+{
+    return kind == AV_DEVICE_KIND_USB ? "usb" : "pci";
+}
+
+/* See av-pool-private.h. */
+AvPoolDevice *
+av_pool_device_new(void)
+{
+    AvPoolDevice *dev = g_new0(AvPoolDevice, 1);
+
+    dev->state = AV_DEVICE_STATE_FREE;
+    dev->state_before_missing = AV_DEVICE_STATE_FREE;
+    dev->numa_node = -1;
+    dev->iommu_group = -1;
+    return dev;
+}
+
+/* Frees @dev and everything it holds.  NULL is a no-op. */
+void
+av_pool_device_free(AvPoolDevice *dev)
+{
+    if (!dev)
+        return;
+    g_free(dev->identity);
+    g_free(dev->address);
+    g_free(dev->profile);
+    av_owner_free(dev->owner);
+    g_free(dev->reason);
+    g_free(dev->reason_before_missing);
+    g_free(dev->original_driver);
+    g_free(dev);
+}
+
+/* @dev as the JSON object stored in pool.json's "devices": every field, in a
+ * fixed order.  Caller owns the reference. */
+json_t *
+av_pool_device_to_json(const AvPoolDevice *dev)
+{
+    json_t *obj = json_object();
+    gboolean missing = dev->state == AV_DEVICE_STATE_MISSING;
+
+    json_object_set_new(obj, "identity", json_string(dev->identity));
+    json_object_set_new(obj, "kind", json_string(av_device_kind_to_string(dev->kind)));
+    json_object_set_new(obj, "address", av_json_string_or_null(dev->address));
+    json_object_set_new(obj, "profile", av_json_string_or_null(dev->profile));
+    json_object_set_new(obj, "state", json_string(av_device_state_to_string(dev->state)));
+    json_object_set_new(obj, "state_before_missing",
+                        missing ? json_string(av_device_state_to_string(dev->state_before_missing)) : json_null());
+    json_object_set_new(obj, "owner", av_owner_to_json(dev->owner));
+    json_object_set_new(obj, "state_since", json_integer(dev->state_since));
+    json_object_set_new(obj, "first_seen", json_integer(dev->first_seen));
+    json_object_set_new(obj, "last_seen", json_integer(dev->last_seen));
+    json_object_set_new(obj, "claim_expires", json_integer(dev->claim_expires));
+    json_object_set_new(obj, "reason", av_json_string_or_null(dev->reason));
+    json_object_set_new(obj, "reason_before_missing",
+                        av_json_string_or_null(missing ? dev->reason_before_missing : NULL));
+    json_object_set_new(obj, "original_driver", av_json_string_or_null(dev->original_driver));
+    json_object_set_new(obj, "numa_node", json_integer(dev->numa_node));
+    json_object_set_new(obj, "iommu_group", json_integer(dev->iommu_group));
+    return obj;
+}
+
+/* The whole pool as written to pool.json: {"version": 1, "devices": [...]},
+ * devices sorted by identity.  Caller owns the reference. */
+json_t *
+av_pool_to_json(const AvPool *pool)
+{
+    json_t *obj = json_object();
+    json_t *devices = json_array();
+
+    for (guint i = 0; i < pool->devices->len; i++)
+        json_array_append_new(devices, av_pool_device_to_json(g_ptr_array_index(pool->devices, i)));
+    json_object_set_new(obj, "version", json_integer(AV_POOL_VERSION));
+    json_object_set_new(obj, "devices", devices);
+    return obj;
+}
+
+/* See av-pool-private.h. */
+gint64
+av_pool_now(void)
+{
+    return g_get_real_time() / G_USEC_PER_SEC;
+}
+
+/* --- loading pool.json ----------------------------------------------------- */
+
+typedef struct {
+    const char *path;
+    const char *data;
+    gsize len;
+} AvPoolLoad;
+
+static const char av_corrupt_advice[] = "move it away or repair it; accelvirt will not overwrite it";
+
+/* Sets an AV_ERROR_CORRUPT_STATE error about the value at @jpath. */
+static gboolean G_GNUC_PRINTF(4, 5)
+av_pool_load_fail(const AvPoolLoad *ld, GError **error, const char *jpath, const char *fmt, ...)
+{
+    g_autofree char *msg = NULL;
+    int line = 1, column = 1;
+    va_list ap;
+
+    va_start(ap, fmt);
+    msg = g_strdup_vprintf(fmt, ap);
+    va_end(ap);
+    if (!av_json_locate(ld->data, ld->len, jpath, &line, &column)) {
+        line = 1;
+        column = 1;
+    }
+    g_set_error(error, AV_ERROR, AV_ERROR_CORRUPT_STATE,
+                "the pool file '%s' is corrupt at line %d, column %d: %s: %s; %s",
+                ld->path, line, column, *jpath ? jpath : "(top level)", msg, av_corrupt_advice);
+    return FALSE;
+}
+
+/* Checks that @obj has exactly the keys @keys (NULL-terminated). */
+static gboolean
+av_pool_load_keys(const AvPoolLoad *ld, json_t *obj, const char *jpath,
+                  const char *const *keys, GError **error)
+{
+    const char *key;
+    json_t *value;
+
+    json_object_foreach(obj, key, value) {
+        if (!g_strv_contains(keys, key)) {
+            g_autofree char *sub = *jpath ? g_strdup_printf("%s/%s", jpath, key) : g_strdup(key);
+            return av_pool_load_fail(ld, error, sub, "unknown member '%s'", key);
+        }
+    }
+    for (guint i = 0; keys[i]; i++) {
+        if (!json_object_get(obj, keys[i]))
+            return av_pool_load_fail(ld, error, jpath, "the member '%s' is missing", keys[i]);
+    }
+    return TRUE;
+}
+
+/* TRUE for a USB port path as sysfs names it: "BUS-PORT[.PORT]...", such
+ * as "1-1.2" (decimal numbers). */
+static gboolean
+av_usb_bus_path_is_valid(const char *s)
+{
+    const char *p = s;
+    gboolean digits = FALSE;
+
+    while (g_ascii_isdigit(*p)) {
+        p++;
+        digits = TRUE;
+    }
+    if (!digits || *p++ != '-')
+        return FALSE;
+    for (;;) {
+        digits = FALSE;
+        while (g_ascii_isdigit(*p)) {
+            p++;
+            digits = TRUE;
+        }
+        if (!digits)
+            return FALSE;
+        if (*p == '\0')
+            return p - s < 64;
+        if (*p++ != '.')
+            return FALSE;
+    }
+}
+
+/* Reads the string (or, with @nullable, null) member @key of @obj. */
+static gboolean
+av_pool_load_string(const AvPoolLoad *ld, json_t *obj, const char *jpath, const char *key,
+                    gboolean nullable, char **ret_value, GError **error)
+{
+    json_t *v = json_object_get(obj, key);
+    g_autofree char *sub = g_strdup_printf("%s/%s", jpath, key);
+
+    if (json_is_null(v) && nullable) {
+        *ret_value = NULL;
+        return TRUE;
+    }
+    if (!json_is_string(v))
+        return av_pool_load_fail(ld, error, sub, "expected a string%s", nullable ? " or null" : "");
+    if (json_string_length(v) == 0 || strlen(json_string_value(v)) != json_string_length(v))
+        return av_pool_load_fail(ld, error, sub, "expected a non-empty string without NUL");
+    *ret_value = g_strdup(json_string_value(v));
+    return TRUE;
+}
+
+static gboolean
+av_pool_load_int(const AvPoolLoad *ld, json_t *obj, const char *jpath, const char *key,
+                 gint64 min, gint64 max, gint64 *ret_value, GError **error)
+{
+    json_t *v = json_object_get(obj, key);
+    g_autofree char *sub = g_strdup_printf("%s/%s", jpath, key);
+
+    if (!json_is_integer(v) || json_integer_value(v) < min || json_integer_value(v) > max)
+        return av_pool_load_fail(ld, error, sub, "expected an integer from %" G_GINT64_FORMAT
+                                 " to %" G_GINT64_FORMAT, min, max);
+    *ret_value = json_integer_value(v);
+    return TRUE;
+}
+
+static gboolean
+av_pool_load_state(const AvPoolLoad *ld, json_t *obj, const char *jpath, const char *key,
+                   AvDeviceState *ret_state, GError **error)
+{
+    json_t *v = json_object_get(obj, key);
+    g_autofree char *sub = g_strdup_printf("%s/%s", jpath, key);
+
+    if (!json_is_string(v) || !av_device_state_from_string(json_string_value(v), ret_state))
+        return av_pool_load_fail(ld, error, sub, "expected a state (free, claimed, in-use, dirty, "
+                                 "scrubbing, quarantined, missing)");
+    return TRUE;
+}
+
+static gboolean
+av_pool_load_owner(const AvPoolLoad *ld, json_t *v, const char *jpath, AvOwner **ret_owner, GError **error)
+{
+    static const char *const keys[] = {
+        "domain_uuid", "domain_name", "nova_instance", "nova_project", "nova_user", NULL
+    };
+    g_autoptr(AvOwner) owner = NULL;
+
+    if (json_is_null(v)) {
+        *ret_owner = NULL;
+        return TRUE;
+    }
+    if (!json_is_object(v))
+        return av_pool_load_fail(ld, error, jpath, "expected an object or null");
+    if (!av_pool_load_keys(ld, v, jpath, keys, error))
+        return FALSE;
+    owner = g_new0(AvOwner, 1);
+    if (!av_pool_load_string(ld, v, jpath, "domain_uuid", TRUE, &owner->domain_uuid, error) ||
+        !av_pool_load_string(ld, v, jpath, "domain_name", TRUE, &owner->domain_name, error) ||
+        !av_pool_load_string(ld, v, jpath, "nova_instance", TRUE, &owner->nova_instance, error) ||
+        !av_pool_load_string(ld, v, jpath, "nova_project", TRUE, &owner->nova_project, error) ||
+        !av_pool_load_string(ld, v, jpath, "nova_user", TRUE, &owner->nova_user, error))
+        return FALSE;
+    *ret_owner = g_steal_pointer(&owner);
+    return TRUE;
+}
+
+static AvPoolDevice *
+av_pool_load_device(const AvPoolLoad *ld, json_t *obj, guint index, GError **error)
+{
+    static const char *const keys[] = {
+        "identity", "kind", "address", "profile", "state", "state_before_missing", "owner",
+        "state_since", "first_seen", "last_seen", "claim_expires", "reason",
+        "reason_before_missing", "original_driver", "numa_node", "iommu_group", NULL
+    };
+    g_autofree char *jpath = g_strdup_printf("devices/%u", index);
+    g_autofree char *owner_path = g_strdup_printf("devices/%u/owner", index);
+    g_autofree char *kind = NULL;
+    g_autoptr(AvPoolDevice) dev = av_pool_device_new();
+    gint64 numa = -1, group = -1;
+    json_t *before;
+
+    if (!json_is_object(obj))
+        return av_pool_load_fail(ld, error, jpath, "expected a device object"), NULL;
+    if (!av_pool_load_keys(ld, obj, jpath, keys, error))
+        return NULL;
+    if (!av_pool_load_string(ld, obj, jpath, "identity", FALSE, &dev->identity, error) ||
+        !av_pool_load_string(ld, obj, jpath, "kind", FALSE, &kind, error))
+        return NULL;
+    if (strcmp(kind, "pci") == 0) {
+        dev->kind = AV_DEVICE_KIND_PCI;
+    } else if (strcmp(kind, "usb") == 0) {
+        dev->kind = AV_DEVICE_KIND_USB;
+    } else {
+        g_autofree char *sub = g_strdup_printf("%s/kind", jpath);
+        return av_pool_load_fail(ld, error, sub, "unknown kind '%s' (pci or usb)", kind), NULL;
+    }
+    if (!av_pool_load_string(ld, obj, jpath, "address", TRUE, &dev->address, error))
+        return NULL;
+    if (dev->address && !(dev->kind == AV_DEVICE_KIND_PCI ? av_pci_address_is_valid(dev->address)
+                                                           : av_usb_bus_path_is_valid(dev->address))) {
+        g_autofree char *sub = g_strdup_printf("%s/address", jpath);
+        return av_pool_load_fail(ld, error, sub, "'%s' is not a %s address", dev->address,
+                                 dev->kind == AV_DEVICE_KIND_PCI ? "PCI (DDDD:BB:SS.F)" : "USB port (1-1.2)"), NULL;
+    }
+    if (
+        !av_pool_load_string(ld, obj, jpath, "profile", TRUE, &dev->profile, error) ||
+        !av_pool_load_state(ld, obj, jpath, "state", &dev->state, error) ||
+        !av_pool_load_owner(ld, json_object_get(obj, "owner"), owner_path, &dev->owner, error))
+        return NULL;
+    before = json_object_get(obj, "state_before_missing");
+    if (dev->state == AV_DEVICE_STATE_MISSING) {
+        if (!av_pool_load_state(ld, obj, jpath, "state_before_missing", &dev->state_before_missing, error))
+            return NULL;
+        if (dev->state_before_missing == AV_DEVICE_STATE_MISSING) {
+            g_autofree char *sub = g_strdup_printf("%s/state_before_missing", jpath);
+            return av_pool_load_fail(ld, error, sub, "a missing device cannot have been missing before"), NULL;
+        }
+    } else if (!json_is_null(before)) {
+        g_autofree char *sub = g_strdup_printf("%s/state_before_missing", jpath);
+        return av_pool_load_fail(ld, error, sub, "must be null unless the state is missing"), NULL;
+    }
+    if (!av_pool_load_int(ld, obj, jpath, "state_since", 0, G_MAXINT64, &dev->state_since, error) ||
+        !av_pool_load_int(ld, obj, jpath, "first_seen", 0, G_MAXINT64, &dev->first_seen, error) ||
+        !av_pool_load_int(ld, obj, jpath, "last_seen", 0, G_MAXINT64, &dev->last_seen, error) ||
+        !av_pool_load_int(ld, obj, jpath, "claim_expires", 0, G_MAXINT64, &dev->claim_expires, error) ||
+        !av_pool_load_string(ld, obj, jpath, "reason", TRUE, &dev->reason, error) ||
+        !av_pool_load_string(ld, obj, jpath, "reason_before_missing", TRUE, &dev->reason_before_missing, error) ||
+        !av_pool_load_string(ld, obj, jpath, "original_driver", TRUE, &dev->original_driver, error) ||
+        !av_pool_load_int(ld, obj, jpath, "numa_node", -1, G_MAXINT, &numa, error) ||
+        !av_pool_load_int(ld, obj, jpath, "iommu_group", -1, G_MAXINT, &group, error))
+        return NULL;
+    dev->numa_node = (int)numa;
+    dev->iommu_group = (int)group;
+    if (dev->state != AV_DEVICE_STATE_MISSING && dev->reason_before_missing) {
+        g_autofree char *sub = g_strdup_printf("%s/reason_before_missing", jpath);
+        return av_pool_load_fail(ld, error, sub, "must be null unless the state is missing"), NULL;
+    }
+    if (dev->claim_expires != 0 && dev->state != AV_DEVICE_STATE_CLAIMED &&
+        !(dev->state == AV_DEVICE_STATE_MISSING && dev->state_before_missing == AV_DEVICE_STATE_CLAIMED)) {
+        g_autofree char *sub = g_strdup_printf("%s/claim_expires", jpath);
+        return av_pool_load_fail(ld, error, sub, "must be 0 unless the device is claimed"), NULL;
+    }
+    if (!dev->owner && (dev->state == AV_DEVICE_STATE_CLAIMED || dev->state == AV_DEVICE_STATE_IN_USE)) {
+        g_autofree char *sub = g_strdup_printf("%s/owner", jpath);
+        return av_pool_load_fail(ld, error, sub, "a %s device must have an owner",
+                                 av_device_state_to_string(dev->state)), NULL;
+    }
+    return g_steal_pointer(&dev);
+}
+
+/* Parses the contents of pool.json into @ret_devices (a new array). */
+static gboolean
+av_pool_load_data(const char *path, const char *data, gsize len, GPtrArray **ret_devices, GError **error)
+{
+    static const char *const keys[] = { "version", "devices", NULL };
+    AvPoolLoad ld = { path, data, len };
+    g_autoptr(GPtrArray) devices = g_ptr_array_new_with_free_func((GDestroyNotify)av_pool_device_free);
+    g_autoptr(GHashTable) identities = g_hash_table_new(g_str_hash, g_str_equal);
+    g_autoptr(json_t) root = NULL;
+    json_error_t jerr;
+    json_t *version, *array;
+
+    root = json_loadb(data, len, JSON_REJECT_DUPLICATES, &jerr);
+    if (!root) {
+        g_set_error(error, AV_ERROR, AV_ERROR_CORRUPT_STATE,
+                    "the pool file '%s' is corrupt at line %d, column %d: %s; %s",
+                    path, jerr.line, jerr.column, jerr.text, av_corrupt_advice);
+        return FALSE;
+    }
+    if (!json_is_object(root))
+        return av_pool_load_fail(&ld, error, "", "expected an object");
+    version = json_object_get(root, "version");
+    if (!json_is_integer(version))
+        return av_pool_load_fail(&ld, error, json_object_get(root, "version") ? "version" : "",
+                                 "expected an integer member \"version\"");
+    if (json_integer_value(version) != AV_POOL_VERSION)
+        return av_pool_load_fail(&ld, error, "version", "unknown version %" JSON_INTEGER_FORMAT
+                                 " (this accelvirt reads version %d)",
+                                 json_integer_value(version), AV_POOL_VERSION);
+    if (!av_pool_load_keys(&ld, root, "", keys, error))
+        return FALSE;
+    array = json_object_get(root, "devices");
+    if (!json_is_array(array))
+        return av_pool_load_fail(&ld, error, "devices", "expected an array");
+    for (guint i = 0; i < json_array_size(array); i++) {
+        AvPoolDevice *dev = av_pool_load_device(&ld, json_array_get(array, i), i, error);
+
+        if (!dev)
+            return FALSE;
+        g_ptr_array_add(devices, dev);
+        if (!g_hash_table_add(identities, dev->identity)) {
+            g_autofree char *sub = g_strdup_printf("devices/%u/identity", i);
+            return av_pool_load_fail(&ld, error, sub, "the identity '%s' appears twice", dev->identity);
+        }
+    }
+    *ret_devices = g_steal_pointer(&devices);
+    return TRUE;
+}
+
+/* --- the pool ------------------------------------------------------------- */
+
+static int
+av_pool_device_cmp(gconstpointer a, gconstpointer b)
+{
+    const AvPoolDevice *da = *(AvPoolDevice *const *)a;
+    const AvPoolDevice *db = *(AvPoolDevice *const *)b;
+
+    return strcmp(da->identity, db->identity);
+}
+
+/* See av-pool-private.h: takes over @dev. */
+void
+av_pool_add_device(AvPool *pool, AvPoolDevice *dev)
+{
+    g_ptr_array_add(pool->devices, dev);
+    g_ptr_array_sort(pool->devices, av_pool_device_cmp);
+}
+
+/* See av-pool-private.h: frees @dev. */
+void
+av_pool_remove_device(AvPool *pool, AvPoolDevice *dev)
+{
+    g_ptr_array_remove(pool->devices, dev);
+}
+
+/* Removes the "pool.json.tmp.*" files a writer killed mid-write left.  Only
+ * called with the exclusive lock held, so no live writer owns one. */
+static void
+av_pool_remove_stale_temps(AvPool *pool)
+{
+    g_autoptr(GDir) dir = g_dir_open(pool->state_dir, 0, NULL);
+    const char *name;
+
+    if (!dir)
+        return;
+    while ((name = g_dir_read_name(dir))) {
+        g_autofree char *path = NULL;
+
+        if (!g_str_has_prefix(name, AV_POOL_FILE ".tmp."))
+            continue;
+        path = g_build_filename(pool->state_dir, name, NULL);
+        if (unlink(path) == 0)
+            g_debug("removed '%s', left by a writer that did not finish", path);
+    }
+}
+
+static AvPool *
+av_pool_new(const char *state_dir, AvPoolMode mode)
+{
+    AvPool *pool = g_new0(AvPool, 1);
+
+    pool->state_dir = g_strdup(state_dir);
+    pool->pool_path = g_build_filename(state_dir, AV_POOL_FILE, NULL);
+    pool->lock_path = g_build_filename(state_dir, AV_POOL_LOCK_FILE, NULL);
+    pool->journal_path = g_build_filename(state_dir, AV_POOL_JOURNAL_FILE, NULL);
+    pool->mode = mode;
+    pool->devices = g_ptr_array_new_with_free_func((GDestroyNotify)av_pool_device_free);
+    pool->journal_prev = g_strdup("");
+    return pool;
+}
+
+/* See av-pool.h.  A read of a state dir that does not exist gives an empty
+ * pool and creates nothing (no lock is then held: there is nothing to
+ * protect).  A writer creates the dir (0700), takes the exclusive lock and
+ * removes stale temporary files.  Caller frees the pool with av_pool_free(). */
+AvPool *
+av_pool_open(const char *state_dir, AvPoolMode mode, int timeout_ms, GError **error)
+{
+    g_autoptr(AvPool) pool = NULL;
+    g_autoptr(GPtrArray) devices = NULL;
+    g_autoptr(GError) read_err = NULL;
+    g_autofree char *data = NULL;
+    gsize len = 0;
+
+    g_return_val_if_fail(state_dir && *state_dir, NULL);
+    pool = av_pool_new(state_dir, mode);
+    if (mode == AV_POOL_READ) {
+        if (!g_file_test(state_dir, G_FILE_TEST_EXISTS))
+            return g_steal_pointer(&pool);
+        pool->lock = av_lock_take(pool->lock_path, AV_LOCK_SHARED, timeout_ms, error);
+    } else {
+        if (!av_file_ensure_dir(state_dir, 0700, error))
+            return NULL;
+        pool->lock = av_lock_take(pool->lock_path, AV_LOCK_EXCLUSIVE, timeout_ms, error);
+    }
+    if (!pool->lock)
+        return NULL;
+    if (mode == AV_POOL_WRITE)
+        av_pool_remove_stale_temps(pool);
+
+    if (!g_file_get_contents(pool->pool_path, &data, &len, &read_err)) {
+        if (g_error_matches(read_err, G_FILE_ERROR, G_FILE_ERROR_NOENT))
+            return g_steal_pointer(&pool);
+        g_set_error(error, AV_ERROR, AV_ERROR_IO, "cannot read the pool file '%s': %s",
+                    pool->pool_path, read_err->message);
+        return NULL;
+    }
+    if (!av_pool_load_data(pool->pool_path, data, len, &devices, error))
+        return NULL;
+    g_ptr_array_extend_and_steal(pool->devices, g_steal_pointer(&devices));
+    g_ptr_array_sort(pool->devices, av_pool_device_cmp);
+    return g_steal_pointer(&pool);
+}
+
+/* Releases the lock and frees @pool without saving.  NULL is a no-op. */
+void
+av_pool_free(AvPool *pool)
+{
+    if (!pool)
+        return;
+    av_lock_release(pool->lock);
+    g_ptr_array_unref(pool->devices);
+    g_free(pool->state_dir);
+    g_free(pool->pool_path);
+    g_free(pool->lock_path);
+    g_free(pool->journal_path);
+    g_free(pool->journal_prev);
+    g_free(pool);
+}
+
+/* See av-pool.h: pool.json (mode 0600) via av_file_write_atomic().  Refused
+ * with AV_ERROR_FAILED for a pool opened with AV_POOL_READ. */
+gboolean
+av_pool_save(AvPool *pool, GError **error)
+{
+    g_autoptr(json_t) json = NULL;
+    g_autofree char *text = NULL;
+
+    if (pool->mode != AV_POOL_WRITE || !pool->lock) {
+        g_set_error(error, AV_ERROR, AV_ERROR_FAILED,
+                    "cannot save the pool in '%s': it was opened for reading only", pool->state_dir);
+        return FALSE;
+    }
+    json = av_pool_to_json(pool);
+    text = av_json_dump_pretty(json);
+    if (!text) {
+        g_set_error(error, AV_ERROR, AV_ERROR_FAILED, "cannot serialise the pool of '%s'", pool->state_dir);
+        return FALSE;
+    }
+    return av_file_write_atomic(pool->pool_path, text, strlen(text), 0600, error);
+}
+
+/* The state dir the pool was opened in.  Owned by @pool. */
+const char *
+av_pool_state_dir(const AvPool *pool)
+{
+    return pool->state_dir;
+}
+
+/* See av-pool.h.  Borrowed: owned by @pool, valid until the next change. */
+GPtrArray *
+av_pool_devices(const AvPool *pool)
+{
+    return pool->devices;
+}
+
+/* The device whose identity is @identity, or NULL.  Borrowed. */
+AvPoolDevice *
+av_pool_find(const AvPool *pool, const char *identity)
+{
+    for (guint i = 0; i < pool->devices->len; i++) {
+        AvPoolDevice *dev = g_ptr_array_index(pool->devices, i);
+
+        if (strcmp(dev->identity, identity) == 0)
+            return dev;
+    }
+    return NULL;
+}
+
+/* The device of @kind last seen at @address, or NULL.  Borrowed.  A missing
+ * device still answers to its last address, unless a present device of the
+ * pool holds that address now. */
+AvPoolDevice *
+av_pool_find_address(const AvPool *pool, AvDeviceKind kind, const char *address)
+{
+    AvPoolDevice *missing = NULL;
+
+    for (guint i = 0; i < pool->devices->len; i++) {
+        AvPoolDevice *dev = g_ptr_array_index(pool->devices, i);
+
+        if (dev->kind != kind || g_strcmp0(dev->address, address) != 0)
+            continue;
+        if (dev->state != AV_DEVICE_STATE_MISSING)
+            return dev;
+        if (!missing)
+            missing = dev;
+    }
+    return missing;
+}
+
+/* --- transitions ------------------------------------------------------------ */
+
+#define AV_BIT(s) (1u << (s))
+
+/* The lifecycle of av-pool.h: allowed[from] is the set of states @from may
+ * move to.  MISSING is reachable from everywhere; leaving MISSING is only
+ * allowed to state_before_missing, checked apart. */
+static const guint av_transitions[] = {
+    [AV_DEVICE_STATE_FREE] = AV_BIT(AV_DEVICE_STATE_CLAIMED) | AV_BIT(AV_DEVICE_STATE_MISSING),
+    [AV_DEVICE_STATE_CLAIMED] = AV_BIT(AV_DEVICE_STATE_IN_USE) | AV_BIT(AV_DEVICE_STATE_FREE) |
+                                AV_BIT(AV_DEVICE_STATE_MISSING),
+    [AV_DEVICE_STATE_IN_USE] = AV_BIT(AV_DEVICE_STATE_DIRTY) | AV_BIT(AV_DEVICE_STATE_MISSING),
+    [AV_DEVICE_STATE_DIRTY] = AV_BIT(AV_DEVICE_STATE_SCRUBBING) | AV_BIT(AV_DEVICE_STATE_MISSING),
+    [AV_DEVICE_STATE_SCRUBBING] = AV_BIT(AV_DEVICE_STATE_FREE) | AV_BIT(AV_DEVICE_STATE_QUARANTINED) |
+                                  AV_BIT(AV_DEVICE_STATE_MISSING),
+    [AV_DEVICE_STATE_QUARANTINED] = AV_BIT(AV_DEVICE_STATE_FREE) | AV_BIT(AV_DEVICE_STATE_MISSING),
+    [AV_DEVICE_STATE_MISSING] = 0,
+};
+
+static gboolean
+av_transition_allowed(const AvPoolDevice *dev, AvDeviceState to)
+{
+    if ((guint)to >= G_N_ELEMENTS(av_transitions))
+        return FALSE;
+    if (dev->state == AV_DEVICE_STATE_MISSING)
+        return to == dev->state_before_missing;
+    return (av_transitions[dev->state] & AV_BIT(to)) != 0;
+}
+
+static gboolean
+av_transition_fail(const AvPoolDevice *dev, AvDeviceState to, GError **error)
+{
+    g_autofree char *who = av_owner_describe(dev->owner);
+    g_autofree char *held = dev->owner ? g_strdup_printf(" by %s", who) : g_strdup("");
+    const char *addr = dev->address ? dev->address : "no address";
+
+    if (dev->state == AV_DEVICE_STATE_MISSING) {
+        g_set_error(error, AV_ERROR, AV_ERROR_STATE,
+                    "device '%s' (%s) is missing (it was %s%s before); cannot move it to %s: "
+                    "it can only return to %s when a scan finds it",
+                    dev->identity, addr, av_device_state_to_string(dev->state_before_missing), held,
+                    av_device_state_to_string(to), av_device_state_to_string(dev->state_before_missing));
+        return FALSE;
+    }
+    g_set_error(error, AV_ERROR, AV_ERROR_STATE, "device '%s' (%s) is %s%s; cannot move it to %s",
+                dev->identity, addr, av_device_state_to_string(dev->state), held,
+                av_device_state_to_string(to));
+    return FALSE;
+}
+
+/* The transition behind av_pool_transition() and reconciliation: checks,
+ * journals @event (with the members of @extra, borrowed, if not NULL), then
+ * changes @dev. */
+static gboolean
+av_pool_transition_event(AvPool *pool, AvPoolDevice *dev, AvDeviceState to, const AvOwner *owner,
+                         const char *reason, const char *event, json_t *extra, GError **error)
+{
+    g_autoptr(AvOwner) new_owner = NULL;
+    g_autoptr(json_t) fields = NULL;
+    g_autofree char *new_reason = NULL;
+    g_autofree char *new_reason_before = NULL;
+    AvDeviceState from = dev->state;
+
+    if (!av_transition_allowed(dev, to))
+        return av_transition_fail(dev, to, error);
+
+    /* The owner after the move. */
+    if (to == AV_DEVICE_STATE_FREE) {
+        new_owner = NULL;
+    } else if (from == AV_DEVICE_STATE_MISSING || to == AV_DEVICE_STATE_MISSING || !owner) {
+        new_owner = av_owner_copy(dev->owner);
+    } else {
+        if (dev->owner && !av_owner_compatible(dev->owner, owner)) {
+            g_autofree char *held = av_owner_describe(dev->owner);
+            g_autofree char *want = av_owner_describe(owner);
+
+            g_set_error(error, AV_ERROR, AV_ERROR_BUSY,
+                        "device '%s' (%s) is %s by %s; cannot hand it to %s",
+                        dev->identity, dev->address ? dev->address : "no address",
+                        av_device_state_to_string(from), held, want);
+            return FALSE;
+        }
+        new_owner = av_owner_copy(owner);
+    }
+    if (to == AV_DEVICE_STATE_CLAIMED && from == AV_DEVICE_STATE_FREE && !new_owner) {
+        g_set_error(error, AV_ERROR, AV_ERROR_INVALID_INPUT,
+                    "cannot claim device '%s' (%s) without an owner",
+                    dev->identity, dev->address ? dev->address : "no address");
+        return FALSE;
+    }
+
+    /* The reason after the move. */
+    if (to == AV_DEVICE_STATE_MISSING) {
+        new_reason = g_strdup(reason ? reason : "not found at the last scan");
+        new_reason_before = g_strdup(dev->reason);
+    } else if (from == AV_DEVICE_STATE_MISSING) {
+        new_reason = g_strdup(reason ? reason : dev->reason_before_missing);
+    } else {
+        new_reason = g_strdup(reason);
+    }
+
+    fields = extra ? json_deep_copy(extra) : json_object();
+    json_object_set_new(fields, "identity", json_string(dev->identity));
+    json_object_set_new(fields, "address", av_json_string_or_null(dev->address));
+    json_object_set_new(fields, "from", json_string(av_device_state_to_string(from)));
+    json_object_set_new(fields, "to", json_string(av_device_state_to_string(to)));
+    json_object_set_new(fields, "owner", av_owner_to_json(new_owner));
+    json_object_set_new(fields, "reason", av_json_string_or_null(new_reason));
+    if (!av_pool_journal_append(pool, event, fields, error))
+        return FALSE;
+
+    /* claim_expires survives only while the claim does (through missing). */
+    if (!(to == AV_DEVICE_STATE_CLAIMED ||
+          (to == AV_DEVICE_STATE_MISSING && from == AV_DEVICE_STATE_CLAIMED)))
+        dev->claim_expires = 0;
+    if (to == AV_DEVICE_STATE_MISSING)
+        dev->state_before_missing = from;
+    else
+        dev->state_before_missing = AV_DEVICE_STATE_FREE;
+    dev->state = to;
+    av_owner_free(dev->owner);
+    dev->owner = g_steal_pointer(&new_owner);
+    g_free(dev->reason);
+    dev->reason = g_steal_pointer(&new_reason);
+    g_free(dev->reason_before_missing);
+    dev->reason_before_missing = g_steal_pointer(&new_reason_before);
+    dev->state_since = av_pool_now();
+    return TRUE;
+}
+
+/* See av-pool.h.  The owner rules: ->free clears the owner; free->claimed
+ * needs an @owner (AV_ERROR_INVALID_INPUT without one); otherwise a NULL
+ * @owner keeps the current one, and a non-NULL one replaces it only if it
+ * names the same holder (same domain UUID, Nova instance or, lacking UUIDs,
+ * domain name), else AV_ERROR_BUSY: a device claimed by one domain is never
+ * handed to another.  Moves to and from missing keep the owner (and a claim's
+ * expiry).  Requires AV_POOL_WRITE (the journal refuses otherwise). */
+gboolean
+av_pool_transition(AvPool *pool, AvPoolDevice *dev, AvDeviceState to,
+                   const AvOwner *owner, const char *reason, GError **error)
+{
+    return av_pool_transition_event(pool, dev, to, owner, reason, "transition", NULL, error);
+}
+
+/* --- reconciliation --------------------------------------------------------- */
+
+static gboolean
+av_pool_journal_device(AvPool *pool, const char *event, const AvPoolDevice *dev,
+                       json_t *extra, GError **error)
+{
+    g_autoptr(json_t) fields = extra ? json_deep_copy(extra) : json_object();
+
+    json_object_set_new(fields, "identity", json_string(dev->identity));
+    json_object_set_new(fields, "kind", json_string(av_device_kind_to_string(dev->kind)));
+    json_object_set_new(fields, "address", av_json_string_or_null(dev->address));
+    json_object_set_new(fields, "profile", av_json_string_or_null(dev->profile));
+    json_object_set_new(fields, "state", json_string(av_device_state_to_string(dev->state)));
+    return av_pool_journal_append(pool, event, fields, error);
+}
+
+/* One device of the scan, matched or not. */
+typedef struct {
+    char *identity;
+    AvDeviceKind kind;
+    const char *address;         /* borrowed from the host */
+    const AvProfile *profile;    /* NULL: no profile matches */
+    int numa_node;
+    int iommu_group;
+    const char *driver;          /* borrowed, or NULL */
+} AvScanned;
+
+static void
+av_scanned_free(AvScanned *s)
+{
+    g_free(s->identity);
+    g_free(s);
+}
+
+static gboolean
+av_string_set(char **field, const char *value)
+{
+    if (g_strcmp0(*field, value) == 0)
+        return FALSE;
+    g_free(*field);
+    *field = g_strdup(value);
+    return TRUE;
+}
+
+/* Applies one scanned device to the pool. */
+static gboolean
+av_pool_reconcile_one(AvPool *pool, const AvScanned *s, gint64 now, gboolean *changed, GError **error)
+{
+    AvPoolDevice *dev = av_pool_find(pool, s->identity);
+
+    if (!dev) {
+        g_autoptr(AvPoolDevice) added = NULL;
+
+        if (!s->profile)
+            return TRUE;
+        added = av_pool_device_new();
+        added->identity = g_strdup(s->identity);
+        added->kind = s->kind;
+        added->address = g_strdup(s->address);
+        added->profile = g_strdup(s->profile->name);
+        added->state_since = added->first_seen = added->last_seen = now;
+        added->numa_node = s->numa_node;
+        added->iommu_group = s->iommu_group;
+        if (s->driver && strcmp(s->driver, "vfio-pci") != 0)
+            added->original_driver = g_strdup(s->driver);
+        if (!av_pool_journal_device(pool, "added", added, NULL, error))
+            return FALSE;
+        av_pool_add_device(pool, g_steal_pointer(&added));
+        *changed = TRUE;
+        return TRUE;
+    }
+
+    if (dev->state == AV_DEVICE_STATE_MISSING) {
+        g_autoptr(json_t) extra = json_object();
+
+        json_object_set_new(extra, "found_at", json_string(s->address));
+        if (!av_pool_transition_event(pool, dev, dev->state_before_missing, NULL, NULL, "found", extra, error))
+            return FALSE;
+        *changed = TRUE;
+    }
+    if (g_strcmp0(dev->address, s->address) != 0) {
+        g_autoptr(json_t) extra = json_object();
+
+        json_object_set_new(extra, "old_address", av_json_string_or_null(dev->address));
+        json_object_set_new(extra, "address", json_string(s->address));
+        if (!av_pool_journal_device(pool, "readdressed", dev, extra, error))
+            return FALSE;
+        av_string_set(&dev->address, s->address);
+        *changed = TRUE;
+    }
+    if (!s->profile) {
+        if (dev->state == AV_DEVICE_STATE_FREE) {
+            if (!av_pool_journal_device(pool, "removed", dev, NULL, error))
+                return FALSE;
+            av_pool_remove_device(pool, dev);
+            *changed = TRUE;
+            return TRUE;
+        }
+        *changed |= av_string_set(&dev->reason, "unmanaged");
+    } else {
+        if (g_strcmp0(dev->profile, s->profile->name) != 0) {
+            g_autoptr(json_t) extra = json_object();
+
+            json_object_set_new(extra, "old_profile", av_json_string_or_null(dev->profile));
+            av_string_set(&dev->profile, s->profile->name);
+            if (!av_pool_journal_device(pool, "reprofiled", dev, extra, error))
+                return FALSE;
+            *changed = TRUE;
+        }
+        if (g_strcmp0(dev->reason, "unmanaged") == 0) {
+            g_clear_pointer(&dev->reason, g_free);
+            *changed = TRUE;
+        }
+        if (!dev->original_driver && s->driver && strcmp(s->driver, "vfio-pci") != 0 &&
+            dev->state == AV_DEVICE_STATE_FREE) {
+            dev->original_driver = g_strdup(s->driver);
+            *changed = TRUE;
+        }
+    }
+    if (dev->numa_node != s->numa_node || dev->iommu_group != s->iommu_group || dev->last_seen != now) {
+        dev->numa_node = s->numa_node;
+        dev->iommu_group = s->iommu_group;
+        dev->last_seen = now;
+        *changed = TRUE;
+    }
+    return TRUE;
+}
+
+/* See av-pool.h.  Only devices a profile matches join the pool: a VF only
+ * through an "sriov-vf" profile, and a PF never through one (its VFs are
+ * what such a profile pools).  Journal events: "added", "readdressed",
+ * "reprofiled" (the matching profile changed), "missing", "found" and
+ * "removed".  On failure (a journal write) the pool may be partly
+ * reconciled; the caller must not save it. */
+gboolean
+av_pool_reconcile(AvPool *pool, const AvHost *host, const AvPolicy *policy,
+                  gboolean *ret_changed, GError **error)
+{
+    g_autoptr(GPtrArray) scanned = g_ptr_array_new_with_free_func((GDestroyNotify)av_scanned_free);
+    g_autoptr(GHashTable) seen = g_hash_table_new(g_str_hash, g_str_equal);
+    g_autoptr(GPtrArray) gone = g_ptr_array_new();
+    gboolean changed = FALSE;
+    gint64 now = av_pool_now();
+
+    if (pool->mode != AV_POOL_WRITE) {
+        g_set_error(error, AV_ERROR, AV_ERROR_FAILED,
+                    "cannot reconcile the pool in '%s': it was opened for reading only", pool->state_dir);
+        return FALSE;
+    }
+
+    for (guint i = 0; host->pci && i < host->pci->len; i++) {
+        const AvPciDevice *pci = g_ptr_array_index(host->pci, i);
+        const AvProfile *profile = av_policy_match_pci(policy, pci);
+        AvScanned *s;
+
+        if (profile && (pci->physfn != NULL) != (profile->attach == AV_ATTACH_SRIOV_VF))
+            profile = NULL;
+        if (profile && profile->attach == AV_ATTACH_USB)
+            profile = NULL;
+        s = g_new0(AvScanned, 1);
+        s->identity = av_pool_identity_pci(host, pci);
+        s->kind = AV_DEVICE_KIND_PCI;
+        s->address = pci->address;
+        s->profile = profile;
+        s->numa_node = pci->numa_node;
+        s->iommu_group = pci->iommu_group;
+        s->driver = pci->driver;
+        g_ptr_array_add(scanned, s);
+    }
+    for (guint i = 0; host->usb && i < host->usb->len; i++) {
+        const AvUsbDevice *usb = g_ptr_array_index(host->usb, i);
+        AvScanned *s = g_new0(AvScanned, 1);
+
+        s->identity = av_pool_identity_usb(usb);
+        s->kind = AV_DEVICE_KIND_USB;
+        s->address = usb->bus_path;
+        s->profile = av_policy_match_usb(policy, usb);
+        s->numa_node = usb->numa_node;
+        s->iommu_group = -1;
+        g_ptr_array_add(scanned, s);
+    }
+
+    for (guint i = 0; i < scanned->len; i++) {
+        AvScanned *s = g_ptr_array_index(scanned, i);
+
+        if (g_hash_table_contains(seen, s->identity)) {
+            /* Two devices with one identity (a DSN shared by mistake): the
+             * first, in address order, is the one pooled. */
+            g_debug("identity '%s' of %s is also another device's; ignoring it", s->identity, s->address);
+            continue;
+        }
+        g_hash_table_add(seen, s->identity);
+        if (!av_pool_reconcile_one(pool, s, now, &changed, error))
+            return FALSE;
+    }
+
+    for (guint i = 0; i < pool->devices->len; i++) {
+        AvPoolDevice *dev = g_ptr_array_index(pool->devices, i);
+
+        if (!g_hash_table_contains(seen, dev->identity) && dev->state != AV_DEVICE_STATE_MISSING)
+            g_ptr_array_add(gone, dev);
+    }
+    for (guint i = 0; i < gone->len; i++) {
+        if (!av_pool_transition_event(pool, g_ptr_array_index(gone, i), AV_DEVICE_STATE_MISSING,
+                                      NULL, "not found at the last scan", "missing", NULL, error))
+            return FALSE;
+        changed = TRUE;
+    }
+    if (ret_changed)
+        *ret_changed = changed;
+    return TRUE;
+}

@@ -1,0 +1,426 @@
+/* accelvirt tests: crash-safe files and locks (src/util/av-file.c). */
+#include "config.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "av-test.h"
+#include "util/av-error.h"
+#include "util/av-file.h"
+
+static guint
+test_count_entries(const char *dir)
+{
+    g_autoptr(GDir) d = g_dir_open(dir, 0, NULL);
+    guint n = 0;
+
+    while (d && g_dir_read_name(d))
+        n++;
+    return n;
+}
+
+static char *
+test_read(const char *path, gsize *ret_len)
+{
+    g_autoptr(GError) err = NULL;
+    char *data = NULL;
+
+    g_file_get_contents(path, &data, ret_len, &err);
+    g_assert_no_error(err);
+    return data;
+}
+
+static void
+test_write_atomic_replaces(void)
+{
+    g_autofree char *dir = av_test_tmpdir();
+    g_autofree char *path = g_build_filename(dir, "state.json", NULL);
+    g_autofree char *first = NULL, *second = NULL;
+    g_autoptr(GError) err = NULL;
+    struct stat st;
+    gsize len = 0;
+    mode_t old_umask;
+
+    g_assert_true(av_file_write_atomic(path, "one\n", 4, 0600, &err));
+    g_assert_no_error(err);
+    first = test_read(path, NULL);
+    g_assert_cmpstr(first, ==, "one\n");
+    g_assert_cmpint(stat(path, &st), ==, 0);
+    g_assert_cmpint(st.st_mode & 07777, ==, 0600);
+
+    /* Replaced, shorter, with embedded NUL, and the mode honoured despite
+     * the umask. */
+    old_umask = umask(0077);
+    g_assert_true(av_file_write_atomic(path, "t\0o", 3, 0644, &err));
+    umask(old_umask);
+    g_assert_no_error(err);
+    second = test_read(path, &len);
+    g_assert_cmpmem(second, len, "t\0o", 3);
+    g_assert_cmpint(stat(path, &st), ==, 0);
+    g_assert_cmpint(st.st_mode & 07777, ==, 0644);
+
+    /* Empty contents are fine. */
+    g_assert_true(av_file_write_atomic(path, "", 0, 0600, &err));
+    g_assert_no_error(err);
+    g_assert_cmpint(stat(path, &st), ==, 0);
+    g_assert_cmpint(st.st_size, ==, 0);
+
+    /* No temporary file is left. */
+    g_assert_cmpuint(test_count_entries(dir), ==, 1);
+    av_test_tmpdir_remove(dir);
+}
+
+static void
+test_write_atomic_failure(void)
+{
+    g_autofree char *dir = av_test_tmpdir();
+    g_autofree char *sub = g_build_filename(dir, "ro", NULL);
+    g_autofree char *path = g_build_filename(sub, "state.json", NULL);
+    g_autofree char *missing = g_build_filename(dir, "no", "such", "file", NULL);
+    g_autofree char *after = NULL;
+    g_autoptr(GError) err = NULL;
+
+    /* A directory that does not exist. */
+    g_assert_false(av_file_write_atomic(missing, "x", 1, 0600, &err));
+    g_assert_error(err, AV_ERROR, AV_ERROR_NOT_FOUND);
+    g_assert_nonnull(strstr(err->message, missing));
+    g_clear_error(&err);
+
+    /* An unwritable directory leaves the original as it was. */
+    g_assert_cmpint(mkdir(sub, 0700), ==, 0);
+    g_assert_true(av_file_write_atomic(path, "original", 8, 0600, &err));
+    g_assert_cmpint(chmod(sub, 0500), ==, 0);
+    if (access(sub, W_OK) == 0) {
+        /* root writes anyway: the write failure below covers root */
+        g_test_message("running as root: skipping the unwritable directory case");
+    } else {
+        g_assert_false(av_file_write_atomic(path, "new", 3, 0600, &err));
+        g_assert_error(err, AV_ERROR, AV_ERROR_IO);
+        g_assert_nonnull(strstr(err->message, "state.json.tmp."));
+        g_clear_error(&err);
+        after = test_read(path, NULL);
+        g_assert_cmpstr(after, ==, "original");
+        g_assert_cmpuint(test_count_entries(sub), ==, 1);
+    }
+    g_assert_cmpint(chmod(sub, 0700), ==, 0);
+
+    /* A write that fails half-way (EFBIG past RLIMIT_FSIZE, in a child)
+     * leaves the original and no temporary file. */
+    {
+        int status = 0;
+        pid_t pid = fork();
+
+        g_assert_cmpint(pid, >=, 0);
+        if (pid == 0) {
+            struct rlimit lim = { 1024, 1024 };
+            g_autofree char *big = g_strnfill(8192, 'x');
+            GError *child_err = NULL;
+
+            signal(SIGXFSZ, SIG_IGN);
+            setrlimit(RLIMIT_FSIZE, &lim);
+            if (av_file_write_atomic(path, big, 8192, 0600, &child_err))
+                _exit(1);
+            _exit(g_error_matches(child_err, AV_ERROR, AV_ERROR_IO) ? 0 : 2);
+        }
+        g_assert_cmpint(waitpid(pid, &status, 0), ==, pid);
+        g_assert_true(WIFEXITED(status));
+        g_assert_cmpint(WEXITSTATUS(status), ==, 0);
+        g_clear_pointer(&after, g_free);
+        after = test_read(path, NULL);
+        g_assert_cmpstr(after, ==, "original");
+        g_assert_cmpuint(test_count_entries(sub), ==, 1);
+    }
+
+    /* A path that is a directory: rename fails, the temp file is removed. */
+    {
+        g_autofree char *asdir = g_build_filename(dir, "adir", NULL);
+
+        g_assert_cmpint(mkdir(asdir, 0700), ==, 0);
+        av_test_write(asdir, "inside", "x");
+        g_assert_false(av_file_write_atomic(asdir, "new", 3, 0600, &err));
+        g_assert_error(err, AV_ERROR, AV_ERROR_IO);
+        g_clear_error(&err);
+        /* ro, adir: nothing else */
+        g_assert_cmpuint(test_count_entries(dir), ==, 2);
+    }
+    av_test_tmpdir_remove(dir);
+}
+
+static void
+test_append_line(void)
+{
+    g_autofree char *dir = av_test_tmpdir();
+    g_autofree char *path = g_build_filename(dir, "journal.jsonl", NULL);
+    g_autofree char *data = NULL, *after = NULL;
+    g_autoptr(GError) err = NULL;
+    struct stat st;
+
+    g_assert_true(av_file_append_line(path, "{\"a\": 1}", 0600, &err));
+    g_assert_no_error(err);
+    g_assert_cmpint(stat(path, &st), ==, 0);
+    g_assert_cmpint(st.st_mode & 07777, ==, 0600);
+    g_assert_true(av_file_append_line(path, "second", 0644, &err));
+    g_assert_true(av_file_append_line(path, "", 0600, &err));
+    g_assert_no_error(err);
+    data = test_read(path, NULL);
+    g_assert_cmpstr(data, ==, "{\"a\": 1}\nsecond\n\n");
+
+    /* A newline inside the line is refused and nothing is written. */
+    g_assert_false(av_file_append_line(path, "two\nlines", 0600, &err));
+    g_assert_error(err, AV_ERROR, AV_ERROR_INVALID_INPUT);
+    g_clear_error(&err);
+    g_assert_false(av_file_append_line(path, "trailing\n", 0600, &err));
+    g_assert_error(err, AV_ERROR, AV_ERROR_INVALID_INPUT);
+    g_clear_error(&err);
+    after = test_read(path, NULL);
+    g_assert_cmpstr(after, ==, data);
+
+    /* Into a directory that does not exist. */
+    {
+        g_autofree char *bad = g_build_filename(dir, "no", "j", NULL);
+
+        g_assert_false(av_file_append_line(bad, "x", 0600, &err));
+        g_assert_error(err, AV_ERROR, AV_ERROR_NOT_FOUND);
+        g_clear_error(&err);
+    }
+    av_test_tmpdir_remove(dir);
+}
+
+/* Appends from several processes at once interleave whole lines only. */
+static void
+test_append_concurrent(void)
+{
+    g_autofree char *dir = av_test_tmpdir();
+    g_autofree char *path = g_build_filename(dir, "journal.jsonl", NULL);
+    g_autofree char *data = NULL;
+    g_auto(GStrv) lines = NULL;
+    pid_t pids[4];
+    guint n;
+
+    for (guint p = 0; p < G_N_ELEMENTS(pids); p++) {
+        pids[p] = fork();
+        g_assert_cmpint(pids[p], >=, 0);
+        if (pids[p] == 0) {
+            g_autofree char *line = g_strnfill(200, (char)('a' + p));
+
+            for (guint i = 0; i < 50; i++) {
+                if (!av_file_append_line(path, line, 0600, NULL))
+                    _exit(1);
+            }
+            _exit(0);
+        }
+    }
+    for (guint p = 0; p < G_N_ELEMENTS(pids); p++) {
+        int status = 0;
+
+        g_assert_cmpint(waitpid(pids[p], &status, 0), ==, pids[p]);
+        g_assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    }
+    data = test_read(path, NULL);
+    lines = g_strsplit(data, "\n", -1);
+    n = g_strv_length(lines);
+    g_assert_cmpuint(n, ==, 201);
+    for (guint i = 0; i < 200; i++) {
+        g_assert_cmpuint(strlen(lines[i]), ==, 200);
+        g_assert_cmpuint(strspn(lines[i], lines[i] + 199), ==, 200);
+    }
+    av_test_tmpdir_remove(dir);
+}
+
+static void
+test_ensure_dir(void)
+{
+    g_autofree char *dir = av_test_tmpdir();
+    g_autofree char *deep = g_build_filename(dir, "a", "b", "c", NULL);
+    g_autofree char *file = g_build_filename(dir, "file", NULL);
+    g_autoptr(GError) err = NULL;
+    struct stat st;
+
+    g_assert_true(av_file_ensure_dir(deep, 0700, &err));
+    g_assert_no_error(err);
+    g_assert_cmpint(stat(deep, &st), ==, 0);
+    g_assert_true(S_ISDIR(st.st_mode));
+    g_assert_cmpint(st.st_mode & 07777, ==, 0700);
+    g_assert_true(av_file_ensure_dir(deep, 0700, &err));
+    g_assert_no_error(err);
+    av_test_write(dir, "file", "x");
+    g_assert_false(av_file_ensure_dir(file, 0700, &err));
+    g_assert_error(err, AV_ERROR, AV_ERROR_IO);
+    av_test_tmpdir_remove(dir);
+}
+
+/* A child takes the lock @mode on @path and holds it until the parent writes
+ * to the returned pipe. */
+static pid_t
+test_hold_lock(const char *path, AvLockMode mode, int *ret_fd)
+{
+    int ready[2], go[2];
+    char c = 0;
+    pid_t pid;
+
+    g_assert_cmpint(pipe(ready), ==, 0);
+    g_assert_cmpint(pipe(go), ==, 0);
+    pid = fork();
+    g_assert_cmpint(pid, >=, 0);
+    if (pid == 0) {
+        AvLock *lock = av_lock_take(path, mode, -1, NULL);
+
+        close(ready[0]);
+        close(go[1]);
+        if (!lock)
+            _exit(2);
+        if (write(ready[1], "r", 1) != 1)
+            _exit(3);
+        if (read(go[0], &c, 1) < 0)
+            _exit(4);
+        av_lock_release(lock);
+        _exit(0);
+    }
+    close(ready[1]);
+    close(go[0]);
+    g_assert_cmpint(read(ready[0], &c, 1), ==, 1);
+    close(ready[0]);
+    *ret_fd = go[1];
+    return pid;
+}
+
+static void
+test_release_child(pid_t pid, int fd)
+{
+    int status = 0;
+
+    g_assert_cmpint(write(fd, "g", 1), ==, 1);
+    close(fd);
+    g_assert_cmpint(waitpid(pid, &status, 0), ==, pid);
+    g_assert_true(WIFEXITED(status));
+    g_assert_cmpint(WEXITSTATUS(status), ==, 0);
+}
+
+static void
+test_lock(void)
+{
+    g_autofree char *dir = av_test_tmpdir();
+    g_autofree char *path = g_build_filename(dir, "pool.lock", NULL);
+    g_autoptr(GError) err = NULL;
+    struct stat st;
+    gint64 start;
+    int fd = -1;
+    pid_t pid;
+
+    /* Created if missing, 0600; released and taken again in one process. */
+    {
+        g_autoptr(AvLock) lock = av_lock_take(path, AV_LOCK_EXCLUSIVE, 0, &err);
+
+        g_assert_no_error(err);
+        g_assert_nonnull(lock);
+        g_assert_cmpint(stat(path, &st), ==, 0);
+        g_assert_cmpint(st.st_mode & 07777, ==, 0600);
+    }
+    av_lock_release(NULL);
+
+    /* Exclusive in another process: both modes are busy, at once or after
+     * the timeout. */
+    pid = test_hold_lock(path, AV_LOCK_EXCLUSIVE, &fd);
+    {
+        g_autoptr(AvLock) ex = av_lock_take(path, AV_LOCK_EXCLUSIVE, 0, &err);
+
+        g_assert_null(ex);
+        g_assert_error(err, AV_ERROR, AV_ERROR_BUSY);
+        g_assert_nonnull(strstr(err->message, path));
+        g_clear_error(&err);
+    }
+    {
+        g_autoptr(AvLock) sh = av_lock_take(path, AV_LOCK_SHARED, 0, &err);
+
+        g_assert_null(sh);
+        g_assert_error(err, AV_ERROR, AV_ERROR_BUSY);
+        g_clear_error(&err);
+    }
+    start = g_get_monotonic_time();
+    {
+        g_autoptr(AvLock) ex = av_lock_take(path, AV_LOCK_EXCLUSIVE, 100, &err);
+
+        g_assert_null(ex);
+        g_assert_error(err, AV_ERROR, AV_ERROR_BUSY);
+        g_clear_error(&err);
+    }
+    g_assert_cmpint(g_get_monotonic_time() - start, >=, 100 * 1000);
+    test_release_child(pid, fd);
+    {
+        g_autoptr(AvLock) ex = av_lock_take(path, AV_LOCK_EXCLUSIVE, 0, &err);
+
+        g_assert_no_error(err);
+        g_assert_nonnull(ex);
+    }
+
+    /* Shared locks coexist; an exclusive one waits for them. */
+    pid = test_hold_lock(path, AV_LOCK_SHARED, &fd);
+    {
+        g_autoptr(AvLock) sh = av_lock_take(path, AV_LOCK_SHARED, 0, &err);
+        g_autoptr(AvLock) ex = NULL;
+
+        g_assert_no_error(err);
+        g_assert_nonnull(sh);
+        ex = av_lock_take(path, AV_LOCK_EXCLUSIVE, 0, &err);
+        g_assert_null(ex);
+        g_assert_error(err, AV_ERROR, AV_ERROR_BUSY);
+        g_clear_error(&err);
+    }
+    test_release_child(pid, fd);
+
+    /* A waiting taker gets the lock once the holder lets go. */
+    pid = test_hold_lock(path, AV_LOCK_EXCLUSIVE, &fd);
+    {
+        g_autoptr(AvLock) ex = NULL;
+        int status = 0;
+
+        g_assert_cmpint(write(fd, "g", 1), ==, 1);
+        close(fd);
+        ex = av_lock_take(path, AV_LOCK_EXCLUSIVE, 5000, &err);
+        g_assert_no_error(err);
+        g_assert_nonnull(ex);
+        g_assert_cmpint(waitpid(pid, &status, 0), ==, pid);
+    }
+
+    /* A holder that dies drops the lock. */
+    pid = test_hold_lock(path, AV_LOCK_EXCLUSIVE, &fd);
+    kill(pid, SIGKILL);
+    g_assert_cmpint(waitpid(pid, NULL, 0), ==, pid);
+    close(fd);
+    {
+        g_autoptr(AvLock) ex = av_lock_take(path, AV_LOCK_EXCLUSIVE, 0, &err);
+
+        g_assert_no_error(err);
+        g_assert_nonnull(ex);
+    }
+
+    /* A lock in a directory that does not exist. */
+    {
+        g_autofree char *bad = g_build_filename(dir, "no", "pool.lock", NULL);
+        g_autoptr(AvLock) lock = av_lock_take(bad, AV_LOCK_SHARED, 0, &err);
+
+        g_assert_null(lock);
+        g_assert_error(err, AV_ERROR, AV_ERROR_NOT_FOUND);
+        g_clear_error(&err);
+    }
+    av_test_tmpdir_remove(dir);
+}
+
+int
+main(int argc, char **argv)
+{
+    av_test_init(&argc, &argv);
+
+    g_test_add_func("/file/write-atomic/replaces", test_write_atomic_replaces);
+    g_test_add_func("/file/write-atomic/failure", test_write_atomic_failure);
+    g_test_add_func("/file/append-line", test_append_line);
+    g_test_add_func("/file/append-line/concurrent", test_append_concurrent);
+    g_test_add_func("/file/ensure-dir", test_ensure_dir);
+    g_test_add_func("/file/lock", test_lock);
+    return g_test_run();
+}

@@ -1,0 +1,1518 @@
+/* accelvirt tests: the pool (state file, lock, lifecycle, journal, identity,
+ * reconciliation). */
+#include "config.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "av-test.h"
+#include "pool/av-pool-private.h"
+#include "util/av-error.h"
+#include "util/av-file.h"
+#include "util/av-json.h"
+#include "util/av-root.h"
+
+/* --- helpers ----------------------------------------------------------------- */
+
+static AvPoolDevice *
+test_device(const char *identity, const char *address)
+{
+    AvPoolDevice *dev = av_pool_device_new();
+
+    dev->identity = g_strdup(identity);
+    dev->address = g_strdup(address);
+    dev->profile = g_strdup("gpu");
+    dev->first_seen = dev->last_seen = dev->state_since = 1700000000;
+    return dev;
+}
+
+static char *
+test_read(const char *dir, const char *name, gsize *ret_len)
+{
+    g_autofree char *path = g_build_filename(dir, name, NULL);
+    g_autoptr(GError) err = NULL;
+    char *data = NULL;
+
+    g_file_get_contents(path, &data, ret_len, &err);
+    g_assert_no_error(err);
+    return data;
+}
+
+static gboolean
+test_exists(const char *dir, const char *name)
+{
+    g_autofree char *path = g_build_filename(dir, name, NULL);
+
+    return g_file_test(path, G_FILE_TEST_EXISTS);
+}
+
+static guint
+test_count_temps(const char *dir)
+{
+    g_autoptr(GDir) d = g_dir_open(dir, 0, NULL);
+    const char *name;
+    guint n = 0;
+
+    while (d && (name = g_dir_read_name(d)))
+        n += g_str_has_prefix(name, "pool.json.tmp.");
+    return n;
+}
+
+/* A pool in a new state dir holding @n free devices, saved. */
+static char *
+test_make_pool(guint n)
+{
+    g_autofree char *tmp = av_test_tmpdir();
+    char *state = g_build_filename(tmp, "state", NULL);
+    g_autoptr(AvPool) pool = NULL;
+    g_autoptr(GError) err = NULL;
+
+    pool = av_pool_open(state, AV_POOL_WRITE, 0, &err);
+    g_assert_no_error(err);
+    for (guint i = 0; i < n; i++) {
+        g_autofree char *id = g_strdup_printf("dsn:%016x.f0", i);
+        g_autofree char *addr = g_strdup_printf("0000:%02x:00.0", i % 256);
+
+        av_pool_add_device(pool, test_device(id, addr));
+    }
+    av_pool_save(pool, &err);
+    g_assert_no_error(err);
+    return state;
+}
+
+static void
+test_remove_state(const char *state)
+{
+    g_autofree char *tmp = g_path_get_dirname(state);
+
+    av_test_tmpdir_remove(tmp);
+}
+
+/* --- states ----------------------------------------------------------------- */
+
+static void
+test_state_strings(void)
+{
+    AvDeviceState s = AV_DEVICE_STATE_FREE;
+    static const char *const names[] = {
+        "free", "claimed", "in-use", "dirty", "scrubbing", "quarantined", "missing"
+    };
+
+    for (guint i = 0; i < G_N_ELEMENTS(names); i++) {
+        g_assert_cmpstr(av_device_state_to_string((AvDeviceState)i), ==, names[i]);
+        g_assert_true(av_device_state_from_string(names[i], &s));
+        g_assert_cmpint(s, ==, i);
+    }
+    s = AV_DEVICE_STATE_DIRTY;
+    g_assert_false(av_device_state_from_string("in_use", &s));
+    g_assert_false(av_device_state_from_string("FREE", &s));
+    g_assert_false(av_device_state_from_string(NULL, &s));
+    g_assert_cmpint(s, ==, AV_DEVICE_STATE_DIRTY);
+    g_assert_cmpstr(av_device_kind_to_string(AV_DEVICE_KIND_PCI), ==, "pci");
+    g_assert_cmpstr(av_device_kind_to_string(AV_DEVICE_KIND_USB), ==, "usb");
+}
+
+/* --- open, save, load ------------------------------------------------------ */
+
+static void
+test_open_read_missing(void)
+{
+    g_autofree char *tmp = av_test_tmpdir();
+    g_autofree char *state = g_build_filename(tmp, "no", "such", NULL);
+    g_autoptr(AvPool) pool = NULL;
+    g_autoptr(GError) err = NULL;
+
+    pool = av_pool_open(state, AV_POOL_READ, 0, &err);
+    g_assert_no_error(err);
+    g_assert_cmpuint(av_pool_devices(pool)->len, ==, 0);
+    g_assert_cmpstr(av_pool_state_dir(pool), ==, state);
+    g_assert_false(g_file_test(state, G_FILE_TEST_EXISTS));
+    g_assert_false(av_pool_save(pool, &err));
+    g_assert_error(err, AV_ERROR, AV_ERROR_FAILED);
+    g_assert_false(g_file_test(state, G_FILE_TEST_EXISTS));
+    av_test_tmpdir_remove(tmp);
+}
+
+static void
+test_open_write_creates(void)
+{
+    g_autofree char *tmp = av_test_tmpdir();
+    g_autofree char *state = g_build_filename(tmp, "state", NULL);
+    g_autofree char *file = g_build_filename(state, "pool.json", NULL);
+    g_autofree char *data = NULL;
+    g_autoptr(AvPool) pool = NULL;
+    g_autoptr(GError) err = NULL;
+    struct stat st;
+
+    pool = av_pool_open(state, AV_POOL_WRITE, 0, &err);
+    g_assert_no_error(err);
+    g_assert_cmpint(stat(state, &st), ==, 0);
+    g_assert_cmpint(st.st_mode & 07777, ==, 0700);
+    g_assert_true(test_exists(state, "pool.lock"));
+    g_assert_false(test_exists(state, "pool.json"));
+    g_assert_true(av_pool_save(pool, &err));
+    g_assert_no_error(err);
+    g_assert_cmpint(stat(file, &st), ==, 0);
+    g_assert_cmpint(st.st_mode & 07777, ==, 0600);
+    data = test_read(state, "pool.json", NULL);
+    g_assert_cmpstr(data, ==, "{\n  \"version\": 1,\n  \"devices\": []\n}\n");
+    av_test_tmpdir_remove(tmp);
+}
+
+static void
+test_save_load_roundtrip(void)
+{
+    g_autofree char *state = test_make_pool(0);
+    g_autofree char *first = NULL, *second = NULL, *dumped = NULL, *reloaded = NULL;
+    g_autoptr(GError) err = NULL;
+    AvPoolDevice *a, *b, *c;
+
+    {
+        g_autoptr(AvPool) pool = av_pool_open(state, AV_POOL_WRITE, 0, &err);
+        g_autoptr(json_t) json = NULL;
+
+        g_assert_no_error(err);
+        c = test_device("pci:10de:20b0:10de:134f@path:0000:00/01.0/00.0", "0000:3b:00.0");
+        a = test_device("dsn:00000000000000ab.f0", "0000:5e:00.0");
+        b = test_device("usb:03e7:2485:serial:0123", "1-1.2");
+        b->kind = AV_DEVICE_KIND_USB;
+        b->profile = (g_free(b->profile), NULL);
+        av_pool_add_device(pool, c);
+        av_pool_add_device(pool, a);
+        av_pool_add_device(pool, b);
+        a->state = AV_DEVICE_STATE_CLAIMED;
+        a->owner = av_owner_new("8f1c8a3c-58c7-4d5e-9a0b-6c2a1f0e9d11", "vm1");
+        a->owner->nova_instance = g_strdup("inst-1");
+        a->claim_expires = 1700000600;
+        a->original_driver = g_strdup("nvidia");
+        a->numa_node = 1;
+        a->iommu_group = 42;
+        b->state = AV_DEVICE_STATE_MISSING;
+        b->state_before_missing = AV_DEVICE_STATE_QUARANTINED;
+        b->reason = g_strdup("not found");
+        b->reason_before_missing = g_strdup("scrub failed: é");
+        c->state = AV_DEVICE_STATE_IN_USE;
+        c->owner = av_owner_new(NULL, "vm2");
+        g_assert_true(g_ptr_array_index(av_pool_devices(pool), 0) == a);
+        g_assert_true(g_ptr_array_index(av_pool_devices(pool), 1) == c);
+        g_assert_true(g_ptr_array_index(av_pool_devices(pool), 2) == b);
+        g_assert_true(av_pool_find(pool, "dsn:00000000000000ab.f0") == a);
+        g_assert_null(av_pool_find(pool, "dsn:00000000000000ac.f0"));
+        g_assert_true(av_pool_find_address(pool, AV_DEVICE_KIND_PCI, "0000:3b:00.0") == c);
+        g_assert_true(av_pool_find_address(pool, AV_DEVICE_KIND_USB, "1-1.2") == b);
+        g_assert_null(av_pool_find_address(pool, AV_DEVICE_KIND_PCI, "1-1.2"));
+        g_assert_true(av_pool_save(pool, &err));
+        g_assert_no_error(err);
+        json = av_pool_to_json(pool);
+        dumped = av_json_dump_pretty(json);
+    }
+    first = test_read(state, "pool.json", NULL);
+    g_assert_cmpstr(first, ==, dumped);
+    g_assert_nonnull(strstr(first, "\"state\": \"in-use\""));
+    g_assert_nonnull(strstr(first, "\"state_before_missing\": \"quarantined\""));
+    g_assert_nonnull(strstr(first, "\"claim_expires\": 1700000600"));
+    g_assert_nonnull(strstr(first, "\"owner\": null"));
+    {
+        g_autoptr(AvPool) pool = av_pool_open(state, AV_POOL_WRITE, 0, &err);
+        g_autoptr(json_t) json = NULL;
+        AvPoolDevice *x;
+
+        g_assert_no_error(err);
+        g_assert_cmpuint(av_pool_devices(pool)->len, ==, 3);
+        x = av_pool_find(pool, "dsn:00000000000000ab.f0");
+        g_assert_cmpint(x->state, ==, AV_DEVICE_STATE_CLAIMED);
+        g_assert_cmpstr(x->owner->domain_name, ==, "vm1");
+        g_assert_cmpstr(x->owner->nova_instance, ==, "inst-1");
+        g_assert_null(x->owner->nova_user);
+        g_assert_cmpint(x->numa_node, ==, 1);
+        g_assert_cmpint(x->iommu_group, ==, 42);
+        x = av_pool_find(pool, "usb:03e7:2485:serial:0123");
+        g_assert_cmpint(x->kind, ==, AV_DEVICE_KIND_USB);
+        g_assert_cmpint(x->state_before_missing, ==, AV_DEVICE_STATE_QUARANTINED);
+        g_assert_cmpstr(x->reason_before_missing, ==, "scrub failed: é");
+        g_assert_null(x->profile);
+        json = av_pool_to_json(pool);
+        reloaded = av_json_dump_pretty(json);
+        g_assert_cmpstr(reloaded, ==, dumped);
+        g_assert_true(av_pool_save(pool, &err));
+    }
+    /* Deterministic: saving what was loaded gives the same bytes. */
+    second = test_read(state, "pool.json", NULL);
+    g_assert_cmpstr(first, ==, second);
+    g_assert_cmpuint(test_count_temps(state), ==, 0);
+    test_remove_state(state);
+}
+
+static const char test_good_device[] =
+    "{\"identity\": \"dsn:00000000000000ab.f0\", \"kind\": \"pci\", \"address\": \"0000:3b:00.0\","
+    " \"profile\": \"gpu\", \"state\": \"%s\", \"state_before_missing\": %s, \"owner\": %s,"
+    " \"state_since\": 1, \"first_seen\": 1, \"last_seen\": %s, \"claim_expires\": 0,"
+    " \"reason\": null, \"reason_before_missing\": null, \"original_driver\": null,"
+    " \"numa_node\": -1, \"iommu_group\": -1%s}";
+
+static char *
+test_pool_text(const char *state, const char *before, const char *owner, const char *last_seen,
+               const char *extra)
+{
+    g_autofree char *dev = g_strdup_printf(test_good_device, state, before, owner, last_seen, extra);
+
+    return g_strdup_printf("{\"version\": 1,\n \"devices\": [\n  %s\n ]\n}\n", dev);
+}
+
+static char *
+test_replace(const char *s, const char *from, const char *to)
+{
+    g_auto(GStrv) parts = g_strsplit(s, from, -1);
+
+    return g_strjoinv(to, parts);
+}
+
+static void
+test_corrupt_one(const char *contents, int line, int column, const char *what)
+{
+    g_autofree char *tmp = av_test_tmpdir();
+    g_autofree char *file = g_build_filename(tmp, "pool.json", NULL);
+    g_autofree char *where = column > 0 ? g_strdup_printf("is corrupt at line %d, column %d: ", line, column)
+                                        : g_strdup_printf("is corrupt at line %d, column ", line);
+    g_autofree char *after = NULL;
+    g_autoptr(GError) err = NULL;
+    gsize len = 0;
+
+    av_test_write(tmp, "pool.json", contents);
+    for (int mode = AV_POOL_READ; mode <= AV_POOL_WRITE; mode++) {
+        g_autoptr(AvPool) pool = av_pool_open(tmp, (AvPoolMode)mode, 0, &err);
+
+        g_assert_null(pool);
+        g_assert_error(err, AV_ERROR, AV_ERROR_CORRUPT_STATE);
+        if (g_test_verbose())
+            g_test_message("%s", err->message);
+        g_assert_nonnull(strstr(err->message, file));
+        if (!g_regex_match_simple("is corrupt at line \\d+, column \\d+: ", err->message, 0, 0))
+            g_error("no line and column in '%s'", err->message);
+        if (line > 0 && !strstr(err->message, where))
+            g_error("expected '%s' in '%s'", where, err->message);
+        if (what && !strstr(err->message, what))
+            g_error("expected '%s' in '%s'", what, err->message);
+        g_assert_nonnull(strstr(err->message, "move it away or repair it; accelvirt will not overwrite it"));
+        g_clear_error(&err);
+    }
+    after = test_read(tmp, "pool.json", &len);
+    g_assert_cmpuint(len, ==, strlen(contents));
+    g_assert_cmpmem(after, len, contents, strlen(contents));
+    g_assert_cmpuint(test_count_temps(tmp), ==, 0);
+    av_test_tmpdir_remove(tmp);
+}
+
+static void
+test_corrupt(void)
+{
+    g_autofree char *good = test_pool_text("free", "null", "null", "1", "");
+
+    /* The template is good. */
+    {
+        g_autofree char *tmp = av_test_tmpdir();
+        g_autoptr(AvPool) pool = NULL;
+        g_autoptr(GError) err = NULL;
+
+        av_test_write(tmp, "pool.json", good);
+        pool = av_pool_open(tmp, AV_POOL_READ, 0, &err);
+        g_assert_no_error(err);
+        g_assert_cmpuint(av_pool_devices(pool)->len, ==, 1);
+        av_test_tmpdir_remove(tmp);
+    }
+    test_corrupt_one("", 1, 0, NULL);
+    test_corrupt_one("{\"version\": 1,\n \"devices\": [\n", 3, 0, NULL);
+    test_corrupt_one("{\"version\": 2, \"devices\": []}", 1, 13, "unknown version 2");
+    test_corrupt_one("{\"devices\": []}", 1, 1, "version");
+    test_corrupt_one("[]", 1, 1, "expected an object");
+    test_corrupt_one("{\"version\": 1, \"devices\": {}}", 1, 27, "expected an array");
+    test_corrupt_one("{\"version\": 1, \"devices\": [], \"extra\": 1}", 1, 40, "unknown member 'extra'");
+    {
+        g_autofree char *t = test_pool_text("bogus", "null", "null", "1", "");
+        test_corrupt_one(t, 3, 0, "devices/0/state: expected a state");
+    }
+    {
+        g_autofree char *t = test_pool_text("free", "null", "null", "\"1\"", "");
+        test_corrupt_one(t, 3, 0, "devices/0/last_seen: expected an integer");
+    }
+    {
+        g_autofree char *t = test_pool_text("free", "null", "null", "1.5", "");
+        test_corrupt_one(t, 3, 0, "devices/0/last_seen");
+    }
+    {
+        g_autofree char *t = test_pool_text("free", "null", "{\"domain_uuid\": 5, \"domain_name\": null,"
+                                            " \"nova_instance\": null, \"nova_project\": null,"
+                                            " \"nova_user\": null}", "1", "");
+        test_corrupt_one(t, 3, 0, "devices/0/owner/domain_uuid");
+    }
+    {
+        g_autofree char *t = test_pool_text("free", "null", "{\"domain_uuid\": \"u\"}", "1", "");
+        test_corrupt_one(t, 3, 0, "the member 'domain_name' is missing");
+    }
+    {
+        g_autofree char *t = test_pool_text("free", "\"free\"", "null", "1", "");
+        test_corrupt_one(t, 3, 0, "must be null unless the state is missing");
+    }
+    {
+        g_autofree char *t = test_pool_text("missing", "\"missing\"", "null", "1", "");
+        test_corrupt_one(t, 3, 0, "state_before_missing");
+    }
+    {
+        g_autofree char *t = test_pool_text("claimed", "null", "null", "1", "");
+        test_corrupt_one(t, 3, 0, "devices/0/owner: a claimed device must have an owner");
+    }
+    {
+        g_autofree char *t = test_pool_text("free", "null", "null", "1", "");
+        g_autofree char *u = test_replace(t, "\"claim_expires\": 0", "\"claim_expires\": 5");
+        test_corrupt_one(u, 3, 0, "devices/0/claim_expires: must be 0 unless");
+    }
+    {
+        g_autofree char *t = test_pool_text("free", "null", "null", "1", ", \"colour\": \"red\"");
+        test_corrupt_one(t, 3, 0, "unknown member 'colour'");
+    }
+    {
+        g_autofree char *dev = g_strdup_printf(test_good_device, "free", "null", "null", "1", "");
+        g_autofree char *t = g_strdup_printf("{\"version\": 1, \"devices\": [%s,\n%s]}", dev, dev);
+        test_corrupt_one(t, 2, 0, "appears twice");
+    }
+    test_corrupt_one("{\"version\": 1, \"version\": 1, \"devices\": []}", 1, 0, "duplicate");
+    {
+        g_autofree char *dev = g_strdup_printf(test_good_device, "free", "null", "null", "1", "");
+        g_autofree char *bad = NULL;
+
+        g_assert_nonnull(strstr(dev, "0000:3b:00.0"));
+        bad = test_replace(dev, "0000:3b:00.0", "../../../etc");
+        {
+            g_autofree char *t = g_strdup_printf("{\"version\": 1, \"devices\": [\n%s]}", bad);
+            test_corrupt_one(t, 2, 0, "devices/0/address: '../../../etc' is not a PCI");
+        }
+        g_free(bad);
+        bad = test_replace(dev, "\"kind\": \"pci\"", "\"kind\": \"usb\"");
+        {
+            g_autofree char *t = g_strdup_printf("{\"version\": 1, \"devices\": [\n%s]}", bad);
+            test_corrupt_one(t, 2, 0, "is not a USB port");
+        }
+    }
+}
+
+/* A pool.json cut short (a copy that was not atomic, a full disk) is
+ * corrupt, said with its position, and left byte for byte. */
+static void
+test_truncated(void)
+{
+    g_autofree char *state = test_make_pool(20);
+    g_autofree char *data = NULL;
+    gsize len = 0;
+
+    data = test_read(state, "pool.json", &len);
+    data[len / 2] = '\0';
+    test_corrupt_one(data, 0, 0, "premature end of input");
+    test_remove_state(state);
+}
+
+/* --- transitions ------------------------------------------------------------ */
+
+static AvPool *
+test_open_write(const char *state)
+{
+    g_autoptr(GError) err = NULL;
+    AvPool *pool = av_pool_open(state, AV_POOL_WRITE, 0, &err);
+
+    g_assert_no_error(err);
+    return pool;
+}
+
+static void
+test_move(AvPool *pool, AvPoolDevice *dev, AvDeviceState to, const AvOwner *owner, const char *reason)
+{
+    g_autoptr(GError) err = NULL;
+
+    av_pool_transition(pool, dev, to, owner, reason, &err);
+    g_assert_no_error(err);
+    g_assert_cmpint(dev->state, ==, to);
+}
+
+/* Puts @dev into @state by allowed moves from free. */
+static void
+test_reach(AvPool *pool, AvPoolDevice *dev, AvDeviceState state)
+{
+    g_autoptr(AvOwner) owner = av_owner_new("uuid-1", "vm1");
+    static const AvDeviceState path[] = {
+        AV_DEVICE_STATE_CLAIMED, AV_DEVICE_STATE_IN_USE, AV_DEVICE_STATE_DIRTY,
+        AV_DEVICE_STATE_SCRUBBING, AV_DEVICE_STATE_QUARANTINED,
+    };
+
+    if (state == AV_DEVICE_STATE_MISSING) {
+        test_move(pool, dev, AV_DEVICE_STATE_MISSING, NULL, NULL);
+        return;
+    }
+    for (guint i = 0; i < G_N_ELEMENTS(path) && dev->state != state; i++)
+        test_move(pool, dev, path[i], i == 0 ? owner : NULL, NULL);
+    g_assert_cmpint(dev->state, ==, state);
+}
+
+static void
+test_transition_table(void)
+{
+    /* allowed[from][to], the lifecycle of av-pool.h; leaving missing is
+     * checked apart (test_missing). */
+    static const gboolean allowed[7][7] = {
+        /*              free claimed in-use dirty scrub quar missing */
+        /* free */     { 0, 1, 0, 0, 0, 0, 1 },
+        /* claimed */  { 1, 0, 1, 0, 0, 0, 1 },
+        /* in-use */   { 0, 0, 0, 1, 0, 0, 1 },
+        /* dirty */    { 0, 0, 0, 0, 1, 0, 1 },
+        /* scrubbing */{ 1, 0, 0, 0, 0, 1, 1 },
+        /* quarant. */ { 1, 0, 0, 0, 0, 0, 1 },
+        /* missing */  { 1, 0, 0, 0, 0, 0, 0 }, /* before_missing = free */
+    };
+    g_autofree char *state = test_make_pool(0);
+    g_autoptr(AvOwner) owner = av_owner_new("uuid-1", "vm1");
+    guint64 entries = 0;
+    guint moves = 0;
+
+    for (guint from = 0; from < 7; from++) {
+        for (guint to = 0; to < 7; to++) {
+            g_autoptr(AvPool) pool = test_open_write(state);
+            g_autoptr(GError) err = NULL;
+            AvPoolDevice *dev = test_device("dsn:0000000000000001.f0", "0000:3b:00.0");
+            gboolean ok;
+
+            av_pool_add_device(pool, dev);
+            test_reach(pool, dev, (AvDeviceState)from);
+            ok = av_pool_transition(pool, dev, (AvDeviceState)to,
+                                    to == AV_DEVICE_STATE_CLAIMED ? owner : NULL, NULL, &err);
+            if (ok != allowed[from][to])
+                g_error("%s -> %s: expected %s, got %s", av_device_state_to_string(from),
+                        av_device_state_to_string(to), allowed[from][to] ? "allowed" : "refused",
+                        err ? err->message : "allowed");
+            if (ok) {
+                g_assert_no_error(err);
+                g_assert_cmpint(dev->state, ==, to);
+            } else {
+                g_assert_error(err, AV_ERROR, AV_ERROR_STATE);
+                g_assert_cmpint(dev->state, ==, from);
+                g_assert_nonnull(strstr(err->message, "cannot move it to"));
+                g_assert_nonnull(strstr(err->message, av_device_state_to_string(to)));
+            }
+            moves += ok;
+        }
+    }
+    g_assert_cmpuint(moves, ==, 15);
+    g_assert_true(av_journal_verify(state, &entries, NULL));
+    g_assert_cmpuint(entries, >, 49);
+    test_remove_state(state);
+}
+
+static void
+test_transition_lifecycle(void)
+{
+    g_autofree char *state = test_make_pool(0);
+    g_autoptr(AvPool) pool = test_open_write(state);
+    g_autoptr(AvOwner) vm1 = av_owner_new("8f1c8a3c-58c7-4d5e-9a0b-6c2a1f0e9d11", "vm1");
+    g_autoptr(AvOwner) vm2 = av_owner_new("11111111-2222-3333-4444-555555555555", "vm2");
+    g_autoptr(GError) err = NULL;
+    g_autofree char *journal = NULL;
+    g_auto(GStrv) lines = NULL;
+    AvPoolDevice *dev = test_device("dsn:0123456789abcdef.f0", "0000:3b:00.0");
+    guint64 entries = 0;
+
+    av_pool_add_device(pool, dev);
+
+    /* free -> claimed needs an owner. */
+    g_assert_false(av_pool_transition(pool, dev, AV_DEVICE_STATE_CLAIMED, NULL, NULL, &err));
+    g_assert_error(err, AV_ERROR, AV_ERROR_INVALID_INPUT);
+    g_clear_error(&err);
+    g_assert_cmpint(dev->state, ==, AV_DEVICE_STATE_FREE);
+
+    test_move(pool, dev, AV_DEVICE_STATE_CLAIMED, vm1, NULL);
+    g_assert_cmpstr(dev->owner->domain_name, ==, "vm1");
+    g_assert_true(dev->owner != vm1);
+    g_assert_cmpint(dev->state_since, >=, av_pool_now() - 5);
+    dev->claim_expires = av_pool_now() + 600;
+
+    /* Another domain cannot take it. */
+    g_assert_false(av_pool_transition(pool, dev, AV_DEVICE_STATE_IN_USE, vm2, NULL, &err));
+    g_assert_error(err, AV_ERROR, AV_ERROR_BUSY);
+    g_assert_nonnull(strstr(err->message, "domain 'vm1' (8f1c8a3c-58c7-4d5e-9a0b-6c2a1f0e9d11)"));
+    g_assert_nonnull(strstr(err->message, "vm2"));
+    g_clear_error(&err);
+    g_assert_cmpint(dev->state, ==, AV_DEVICE_STATE_CLAIMED);
+
+    /* NULL keeps the owner; leaving claimed drops the expiry. */
+    test_move(pool, dev, AV_DEVICE_STATE_IN_USE, NULL, NULL);
+    g_assert_cmpstr(dev->owner->domain_uuid, ==, vm1->domain_uuid);
+    g_assert_cmpint(dev->claim_expires, ==, 0);
+
+    g_assert_false(av_pool_transition(pool, dev, AV_DEVICE_STATE_CLAIMED, vm1, NULL, &err));
+    g_assert_error(err, AV_ERROR, AV_ERROR_STATE);
+    g_assert_cmpstr(err->message, ==,
+                    "device 'dsn:0123456789abcdef.f0' (0000:3b:00.0) is in-use by domain 'vm1' "
+                    "(8f1c8a3c-58c7-4d5e-9a0b-6c2a1f0e9d11); cannot move it to claimed");
+    g_clear_error(&err);
+    g_assert_false(av_pool_transition(pool, dev, AV_DEVICE_STATE_FREE, NULL, NULL, &err));
+    g_assert_error(err, AV_ERROR, AV_ERROR_STATE);
+    g_clear_error(&err);
+
+    test_move(pool, dev, AV_DEVICE_STATE_DIRTY, NULL, NULL);
+    g_assert_nonnull(dev->owner);
+    test_move(pool, dev, AV_DEVICE_STATE_SCRUBBING, NULL, NULL);
+    test_move(pool, dev, AV_DEVICE_STATE_QUARANTINED, NULL, "scrub step 'vfio-zero' failed");
+    g_assert_cmpstr(dev->reason, ==, "scrub step 'vfio-zero' failed");
+    g_assert_false(av_pool_transition(pool, dev, AV_DEVICE_STATE_CLAIMED, vm2, NULL, &err));
+    g_assert_error(err, AV_ERROR, AV_ERROR_STATE);
+    g_clear_error(&err);
+    test_move(pool, dev, AV_DEVICE_STATE_FREE, NULL, NULL);
+    g_assert_null(dev->owner);
+    g_assert_null(dev->reason);
+
+    /* The claim check happened before the journal: refused moves left no line. */
+    g_assert_true(av_journal_verify(state, &entries, &err));
+    g_assert_no_error(err);
+    g_assert_cmpuint(entries, ==, 6);
+    journal = test_read(state, "journal.jsonl", NULL);
+    lines = g_strsplit(journal, "\n", -1);
+    g_assert_cmpuint(g_strv_length(lines), ==, 7);
+    g_assert_true(g_str_has_prefix(lines[0], "{\"seq\": 1, \"time\": \"") ||
+                  g_str_has_prefix(lines[0], "{\"seq\":1,\"time\":\""));
+    g_assert_nonnull(strstr(lines[0], "\"prev\": \"\"") ? lines[0] : strstr(lines[0], "\"prev\":\"\""));
+    g_assert_nonnull(strstr(lines[0], "\"event\"") ? strstr(lines[0], "transition") : NULL);
+    g_assert_nonnull(strstr(lines[5], "quarantined"));
+    {
+        g_autoptr(json_t) e = json_loads(lines[1], 0, NULL);
+        g_autofree char *hash = av_journal_hash(lines[0], strlen(lines[0]));
+        g_autoptr(GRegex) re = g_regex_new("^\\d{4}-\\d\\d-\\d\\dT\\d\\d:\\d\\d:\\d\\dZ$", 0, 0, NULL);
+
+        g_assert_nonnull(e);
+        g_assert_cmpint(json_integer_value(json_object_get(e, "seq")), ==, 2);
+        g_assert_cmpstr(json_string_value(json_object_get(e, "prev")), ==, hash);
+        g_assert_cmpstr(json_string_value(json_object_get(e, "from")), ==, "claimed");
+        g_assert_cmpstr(json_string_value(json_object_get(e, "to")), ==, "in-use");
+        g_assert_cmpstr(json_string_value(json_object_get(e, "identity")), ==, "dsn:0123456789abcdef.f0");
+        g_assert_cmpstr(json_string_value(json_object_get(json_object_get(e, "owner"), "domain_name")), ==, "vm1");
+        g_assert_true(g_regex_match(re, json_string_value(json_object_get(e, "time")), 0, NULL));
+    }
+    test_remove_state(state);
+}
+
+static void
+test_missing(void)
+{
+    g_autofree char *state = test_make_pool(0);
+    g_autoptr(AvPool) pool = test_open_write(state);
+    g_autoptr(AvOwner) vm1 = av_owner_new("uuid-1", "vm1");
+    g_autoptr(GError) err = NULL;
+    AvPoolDevice *dev = test_device("dsn:0123456789abcdef.f0", "0000:3b:00.0");
+    gint64 expires;
+
+    av_pool_add_device(pool, dev);
+    test_move(pool, dev, AV_DEVICE_STATE_CLAIMED, vm1, NULL);
+    expires = dev->claim_expires = av_pool_now() + 600;
+    test_move(pool, dev, AV_DEVICE_STATE_MISSING, NULL, NULL);
+    g_assert_cmpint(dev->state_before_missing, ==, AV_DEVICE_STATE_CLAIMED);
+    g_assert_cmpstr(dev->reason, ==, "not found at the last scan");
+    g_assert_cmpstr(dev->owner->domain_name, ==, "vm1");
+    g_assert_cmpint(dev->claim_expires, ==, expires);
+    for (guint to = 0; to < 7; to++) {
+        if (to == AV_DEVICE_STATE_CLAIMED)
+            continue;
+        g_assert_false(av_pool_transition(pool, dev, (AvDeviceState)to, NULL, NULL, &err));
+        g_assert_error(err, AV_ERROR, AV_ERROR_STATE);
+        g_assert_nonnull(strstr(err->message, "is missing (it was claimed by domain 'vm1' (uuid-1) before)"));
+        g_clear_error(&err);
+    }
+    /* Saved and loaded, a missing device keeps what it needs to come back. */
+    g_assert_true(av_pool_save(pool, &err));
+    g_clear_pointer(&pool, av_pool_free);
+    pool = test_open_write(state);
+    dev = av_pool_find(pool, "dsn:0123456789abcdef.f0");
+    g_assert_cmpint(dev->state, ==, AV_DEVICE_STATE_MISSING);
+    test_move(pool, dev, AV_DEVICE_STATE_CLAIMED, NULL, NULL);
+    g_assert_cmpint(dev->claim_expires, ==, expires);
+    g_assert_null(dev->reason);
+    g_assert_cmpstr(dev->owner->domain_uuid, ==, "uuid-1");
+
+    /* quarantined -> missing -> quarantined keeps the quarantine reason. */
+    test_move(pool, dev, AV_DEVICE_STATE_IN_USE, NULL, NULL);
+    test_move(pool, dev, AV_DEVICE_STATE_DIRTY, NULL, NULL);
+    test_move(pool, dev, AV_DEVICE_STATE_SCRUBBING, NULL, NULL);
+    test_move(pool, dev, AV_DEVICE_STATE_QUARANTINED, NULL, "reset failed");
+    test_move(pool, dev, AV_DEVICE_STATE_MISSING, NULL, "gone");
+    g_assert_cmpstr(dev->reason, ==, "gone");
+    test_move(pool, dev, AV_DEVICE_STATE_QUARANTINED, NULL, NULL);
+    g_assert_cmpstr(dev->reason, ==, "reset failed");
+    g_assert_null(dev->reason_before_missing);
+    g_assert_true(av_journal_verify(state, NULL, &err));
+    g_assert_no_error(err);
+    test_remove_state(state);
+}
+
+static void
+test_read_mode_refuses(void)
+{
+    g_autofree char *state = test_make_pool(1);
+    g_autoptr(AvPool) pool = NULL;
+    g_autoptr(GError) err = NULL;
+    g_autoptr(AvOwner) vm1 = av_owner_new("uuid-1", "vm1");
+    AvPoolDevice *dev;
+
+    pool = av_pool_open(state, AV_POOL_READ, 0, &err);
+    g_assert_no_error(err);
+    dev = g_ptr_array_index(av_pool_devices(pool), 0);
+    g_assert_false(av_pool_transition(pool, dev, AV_DEVICE_STATE_CLAIMED, vm1, NULL, &err));
+    g_assert_error(err, AV_ERROR, AV_ERROR_FAILED);
+    g_clear_error(&err);
+    g_assert_cmpint(dev->state, ==, AV_DEVICE_STATE_FREE);
+    g_assert_false(av_pool_save(pool, &err));
+    g_assert_error(err, AV_ERROR, AV_ERROR_FAILED);
+    g_assert_false(test_exists(state, "journal.jsonl"));
+    test_remove_state(state);
+}
+
+/* --- journal ---------------------------------------------------------------- */
+
+static void
+test_journal_append(AvPool *pool, const char *event)
+{
+    g_autoptr(GError) err = NULL;
+    g_autoptr(json_t) fields = json_pack("{s:s}", "note", event);
+
+    av_pool_journal_append(pool, event, fields, &err);
+    g_assert_no_error(err);
+}
+
+static void
+test_journal_chain(void)
+{
+    g_autofree char *state = test_make_pool(0);
+    g_autofree char *path = g_build_filename(state, "journal.jsonl", NULL);
+    g_autoptr(GError) err = NULL;
+    g_autofree char *data = NULL;
+    guint64 entries = 0;
+
+    g_assert_true(av_journal_verify(state, &entries, &err));
+    g_assert_cmpuint(entries, ==, 0);
+    for (guint round = 0; round < 3; round++) {
+        g_autoptr(AvPool) pool = test_open_write(state);
+
+        test_journal_append(pool, "a");
+        test_journal_append(pool, "b");
+    }
+    g_assert_true(av_journal_verify(state, &entries, &err));
+    g_assert_no_error(err);
+    g_assert_cmpuint(entries, ==, 6);
+
+    /* Reserved members are refused. */
+    {
+        g_autoptr(AvPool) pool = test_open_write(state);
+        g_autoptr(json_t) fields = json_pack("{s:i}", "seq", 99);
+
+        g_assert_false(av_pool_journal_append(pool, "x", fields, &err));
+        g_assert_error(err, AV_ERROR, AV_ERROR_INVALID_INPUT);
+        g_clear_error(&err);
+    }
+
+    data = test_read(state, "journal.jsonl", NULL);
+    /* Changing one byte of line 3 (still a valid entry) breaks the chain at
+     * line 4; of line 2, at line 3. */
+    for (guint target = 2; target <= 3; target++) {
+        g_auto(GStrv) lines = g_strsplit(data, "\n", -1);
+        g_autofree char *joined = NULL;
+        g_autofree char *want = g_strdup_printf("at line %u: prev", target + 1);
+        char *note = strstr(lines[target - 1], "\"note\":\"");
+
+        g_assert_nonnull(note);
+        note[strlen("\"note\":\"")] = 'z';
+        joined = g_strjoinv("\n", lines);
+        av_test_write(state, "journal.jsonl", joined);
+        g_assert_false(av_journal_verify(state, NULL, &err));
+        g_assert_error(err, AV_ERROR, AV_ERROR_CORRUPT_STATE);
+        if (!strstr(err->message, want))
+            g_error("expected '%s' in '%s'", want, err->message);
+        g_clear_error(&err);
+    }
+    /* Removing line 2 breaks the seq at the new line 2. */
+    {
+        g_auto(GStrv) lines = g_strsplit(data, "\n", -1);
+        g_autofree char *joined = NULL;
+
+        g_free(lines[1]);
+        memmove(&lines[1], &lines[2], (g_strv_length(&lines[2]) + 1) * sizeof(char *));
+        joined = g_strjoinv("\n", lines);
+        av_test_write(state, "journal.jsonl", joined);
+        g_assert_false(av_journal_verify(state, NULL, &err));
+        g_assert_error(err, AV_ERROR, AV_ERROR_CORRUPT_STATE);
+        g_assert_nonnull(strstr(err->message, "at line 2: seq is 3, expected 2"));
+        g_clear_error(&err);
+    }
+    test_remove_state(state);
+}
+
+static void
+test_journal_torn(void)
+{
+    g_autofree char *state = test_make_pool(0);
+    g_autofree char *path = g_build_filename(state, "journal.jsonl", NULL);
+    g_autoptr(GError) err = NULL;
+    g_autofree char *good = NULL, *torn = NULL, *after = NULL;
+    guint64 entries = 0;
+    gsize good_len;
+
+    {
+        g_autoptr(AvPool) pool = test_open_write(state);
+
+        for (guint i = 0; i < 3; i++)
+            test_journal_append(pool, "a");
+    }
+    good = test_read(state, "journal.jsonl", &good_len);
+    /* A writer killed mid-append: half a line, no newline. */
+    torn = g_strconcat(good, "{\"seq\": 4, \"time\": \"2026-", NULL);
+    av_test_write(state, "journal.jsonl", torn);
+    g_assert_false(av_journal_verify(state, NULL, &err));
+    g_assert_error(err, AV_ERROR, AV_ERROR_CORRUPT_STATE);
+    g_assert_nonnull(strstr(err->message, "line 4"));
+    g_assert_nonnull(strstr(err->message, "torn"));
+    g_clear_error(&err);
+
+    /* The next writer keeps the torn bytes, ends them, records them. */
+    {
+        g_autoptr(AvPool) pool = test_open_write(state);
+
+        test_journal_append(pool, "b");
+    }
+    after = test_read(state, "journal.jsonl", NULL);
+    g_assert_true(g_str_has_prefix(after, torn));
+    g_assert_cmpint(after[strlen(torn)], ==, '\n');
+    g_assert_true(av_journal_verify(state, &entries, &err));
+    g_assert_no_error(err);
+    g_assert_cmpuint(entries, ==, 5);
+    {
+        g_auto(GStrv) lines = g_strsplit(after, "\n", -1);
+        g_autoptr(json_t) ack = json_loads(lines[4], 0, NULL);
+        g_autoptr(json_t) next = json_loads(lines[5], 0, NULL);
+        g_autofree char *hash = av_journal_hash(lines[3], strlen(lines[3]));
+
+        g_assert_cmpuint(g_strv_length(lines), ==, 7);
+        g_assert_cmpstr(json_string_value(json_object_get(ack, "event")), ==, "torn-line");
+        g_assert_cmpint(json_integer_value(json_object_get(ack, "line")), ==, 4);
+        g_assert_cmpint(json_integer_value(json_object_get(ack, "seq")), ==, 4);
+        g_assert_cmpstr(json_string_value(json_object_get(ack, "prev")), ==, hash);
+        g_assert_cmpint(json_integer_value(json_object_get(next, "seq")), ==, 5);
+        g_assert_cmpstr(json_string_value(json_object_get(next, "event")), ==, "b");
+    }
+
+    /* A whole entry that only lost its newline: ended, no torn-line entry. */
+    {
+        g_autofree char *nonl = g_strndup(good, good_len - 1);
+        g_autofree char *final = NULL;
+
+        av_test_write(state, "journal.jsonl", nonl);
+        g_assert_false(av_journal_verify(state, NULL, &err));
+        g_assert_nonnull(strstr(err->message, "line 3"));
+        g_clear_error(&err);
+        {
+            g_autoptr(AvPool) pool = test_open_write(state);
+
+            test_journal_append(pool, "c");
+        }
+        g_assert_true(av_journal_verify(state, &entries, &err));
+        g_assert_no_error(err);
+        g_assert_cmpuint(entries, ==, 4);
+        final = test_read(state, "journal.jsonl", NULL);
+        g_assert_null(strstr(final, "torn-line"));
+    }
+
+    /* A bad line with no torn-line entry after it is an error. */
+    {
+        g_autofree char *bad = g_strconcat(good, "garbage\n", NULL);
+
+        av_test_write(state, "journal.jsonl", bad);
+        g_assert_false(av_journal_verify(state, NULL, &err));
+        g_assert_nonnull(strstr(err->message, "line 4"));
+        g_clear_error(&err);
+    }
+    test_remove_state(state);
+}
+
+/* --- identity --------------------------------------------------------------- */
+
+static AvPciDevice *
+test_pci(const char *address, const char *parent, guint16 vendor, guint16 device)
+{
+    AvPciDevice *dev = g_new0(AvPciDevice, 1);
+
+    dev->address = g_strdup(address);
+    dev->parent_bridge = g_strdup(parent);
+    dev->vendor_id = vendor;
+    dev->device_id = device;
+    dev->subsystem_vendor_id = vendor;
+    dev->subsystem_device_id = 0x134f;
+    dev->numa_node = -1;
+    dev->iommu_group = -1;
+    dev->vf_index = -1;
+    return dev;
+}
+
+/* A host: root port 00:01.0 (root bus @root) > switch upstream port
+ * @b1:00.0 > downstream ports @b2:08.0 and @b2:10.0 > two identical GPUs
+ * (@g1:00.0 with an audio function @g1:00.1, and @g2:00.0). */
+static AvHost *
+test_host(guint root, guint b1, guint b2, guint g1, guint g2)
+{
+    AvHost *host = g_new0(AvHost, 1);
+    g_autofree char *rp = g_strdup_printf("0000:%02x:01.0", root);
+    g_autofree char *up = g_strdup_printf("0000:%02x:00.0", b1);
+    g_autofree char *dp1 = g_strdup_printf("0000:%02x:08.0", b2);
+    g_autofree char *dp2 = g_strdup_printf("0000:%02x:10.0", b2);
+    g_autofree char *gpu1 = g_strdup_printf("0000:%02x:00.0", g1);
+    g_autofree char *aud1 = g_strdup_printf("0000:%02x:00.1", g1);
+    g_autofree char *gpu2 = g_strdup_printf("0000:%02x:00.0", g2);
+
+    host->pci = g_ptr_array_new_with_free_func((GDestroyNotify)av_pci_device_free);
+    host->usb = g_ptr_array_new_with_free_func((GDestroyNotify)av_usb_device_free);
+    host->numa_nodes = g_ptr_array_new_with_free_func((GDestroyNotify)av_numa_node_free);
+    g_ptr_array_add(host->pci, test_pci(rp, NULL, 0x8086, 0x2030));
+    g_ptr_array_add(host->pci, test_pci(up, rp, 0x10b5, 0x8747));
+    g_ptr_array_add(host->pci, test_pci(dp1, up, 0x10b5, 0x8747));
+    g_ptr_array_add(host->pci, test_pci(dp2, up, 0x10b5, 0x8747));
+    g_ptr_array_add(host->pci, test_pci(gpu1, dp1, 0x10de, 0x20b0));
+    g_ptr_array_add(host->pci, test_pci(aud1, dp1, 0x10de, 0x1aef));
+    g_ptr_array_add(host->pci, test_pci(gpu2, dp2, 0x10de, 0x20b0));
+    return host;
+}
+
+static GPtrArray *
+test_identities(const AvHost *host)
+{
+    GPtrArray *ids = g_ptr_array_new_with_free_func(g_free);
+
+    for (guint i = 0; i < host->pci->len; i++)
+        g_ptr_array_add(ids, av_pool_identity_pci(host, g_ptr_array_index(host->pci, i)));
+    return ids;
+}
+
+static void
+test_identity_renumbering(void)
+{
+    g_autoptr(AvHost) before = test_host(0x00, 0x01, 0x02, 0x03, 0x04);
+    g_autoptr(AvHost) after = test_host(0x00, 0x05, 0x06, 0x07, 0x09);
+    g_autoptr(GPtrArray) a = test_identities(before);
+    g_autoptr(GPtrArray) b = test_identities(after);
+
+    g_assert_cmpuint(a->len, ==, b->len);
+    for (guint i = 0; i < a->len; i++) {
+        g_assert_cmpstr(g_ptr_array_index(a, i), ==, g_ptr_array_index(b, i));
+        for (guint j = 0; j < i; j++)
+            g_assert_cmpstr(g_ptr_array_index(a, i), !=, g_ptr_array_index(a, j));
+    }
+    g_assert_cmpstr(g_ptr_array_index(a, 0), ==, "pci:8086:2030:8086:134f@path:0000:00/01.0");
+    g_assert_cmpstr(g_ptr_array_index(a, 4), ==, "pci:10de:20b0:10de:134f@path:0000:00/01.0/00.0/08.0/00.0");
+    g_assert_cmpstr(g_ptr_array_index(a, 5), ==, "pci:10de:1aef:10de:134f@path:0000:00/01.0/00.0/08.0/00.1");
+    /* Two identical cards in different slots are two devices. */
+    g_assert_cmpstr(g_ptr_array_index(a, 6), ==, "pci:10de:20b0:10de:134f@path:0000:00/01.0/00.0/10.0/00.0");
+}
+
+static void
+test_identity_forms(void)
+{
+    g_autoptr(AvHost) host = test_host(0x3a, 0x3b, 0x3c, 0x3d, 0x3e);
+    AvPciDevice *gpu1 = av_host_find_pci(host, "0000:3d:00.0");
+    AvPciDevice *aud1 = av_host_find_pci(host, "0000:3d:00.1");
+    AvPciDevice *gpu2 = av_host_find_pci(host, "0000:3e:00.0");
+    AvPciDevice *vf;
+    g_autofree char *id1 = NULL, *id2 = NULL, *id3 = NULL, *id4 = NULL, *id5 = NULL, *id6 = NULL;
+
+    /* DSN: every function of the card shares it; the function tells apart. */
+    gpu1->has_dsn = aud1->has_dsn = TRUE;
+    gpu1->dsn = aud1->dsn = G_GUINT64_CONSTANT(0x0123456789ABCDEF);
+    id1 = av_pool_identity_pci(host, gpu1);
+    id2 = av_pool_identity_pci(host, aud1);
+    g_assert_cmpstr(id1, ==, "dsn:0123456789abcdef.f0");
+    g_assert_cmpstr(id2, ==, "dsn:0123456789abcdef.f1");
+
+    /* A physical slot beats the path. */
+    gpu2->physical_slot = g_strdup("7");
+    id3 = av_pool_identity_pci(host, gpu2);
+    g_assert_cmpstr(id3, ==, "pci:10de:20b0:10de:134f@slot:7.f0");
+
+    /* A VF is its PF's identity and its index. */
+    vf = test_pci("0000:3e:00.4", "0000:3c:10.0", 0x10de, 0x20b1);
+    vf->physfn = g_strdup("0000:3e:00.0");
+    vf->vf_index = 3;
+    g_ptr_array_add(host->pci, vf);
+    id4 = av_pool_identity_pci(host, vf);
+    g_assert_cmpstr(id4, ==, "pci:10de:20b0:10de:134f@slot:7.f0/vf3");
+    /* Not the VF's own DSN, if it has one. */
+    vf->has_dsn = TRUE;
+    vf->dsn = 5;
+    id5 = av_pool_identity_pci(host, vf);
+    g_assert_cmpstr(id5, ==, id4);
+
+    /* A parent bridge that the scan does not hold ends the path there. */
+    g_free(gpu2->physical_slot);
+    gpu2->physical_slot = NULL;
+    g_free(gpu2->parent_bridge);
+    gpu2->parent_bridge = g_strdup("0000:77:02.0");
+    id6 = av_pool_identity_pci(host, gpu2);
+    g_assert_cmpstr(id6, ==, "pci:10de:20b0:10de:134f@path:0000:77/02.0/00.0");
+}
+
+static void
+test_identity_usb(void)
+{
+    AvUsbDevice dev = { 0 };
+    g_autofree char *a = NULL, *b = NULL;
+
+    dev.bus_path = (char *)"1-1.2";
+    dev.vendor_id = 0x03e7;
+    dev.product_id = 0x2485;
+    a = av_pool_identity_usb(&dev);
+    g_assert_cmpstr(a, ==, "usb:03e7:2485@port:1-1.2");
+    dev.serial = (char *)"03E72485";
+    b = av_pool_identity_usb(&dev);
+    g_assert_cmpstr(b, ==, "usb:03e7:2485:serial:03E72485");
+}
+
+/* --- crash safety and locks -------------------------------------------------- */
+
+/* A writer killed in the middle of writing the temporary file (here by
+ * SIGXFSZ, when the file outgrows RLIMIT_FSIZE: deterministic) leaves the
+ * previous pool.json whole; the next writer removes its temporary file. */
+static void
+test_crash_mid_write(void)
+{
+    g_autofree char *state = test_make_pool(3);
+    g_autofree char *before = NULL, *after = NULL;
+    g_autoptr(GError) err = NULL;
+    int status = 0;
+    pid_t pid;
+
+    before = test_read(state, "pool.json", NULL);
+    pid = fork();
+    g_assert_cmpint(pid, >=, 0);
+    if (pid == 0) {
+        struct rlimit lim = { 4096, 4096 };
+        AvPool *pool = av_pool_open(state, AV_POOL_WRITE, 1000, NULL);
+
+        if (!pool)
+            _exit(2);
+        for (guint i = 0; i < 1000; i++) {
+            g_autofree char *id = g_strdup_printf("dsn:%016x.f1", i);
+
+            av_pool_add_device(pool, test_device(id, "0000:3b:00.0"));
+        }
+        signal(SIGXFSZ, SIG_DFL);
+        setrlimit(RLIMIT_FSIZE, &lim);
+        av_pool_save(pool, NULL);
+        _exit(3);
+    }
+    g_assert_cmpint(waitpid(pid, &status, 0), ==, pid);
+    g_assert_true(WIFSIGNALED(status));
+    g_assert_cmpint(WTERMSIG(status), ==, SIGXFSZ);
+    g_assert_cmpuint(test_count_temps(state), ==, 1);
+
+    after = test_read(state, "pool.json", NULL);
+    g_assert_cmpstr(after, ==, before);
+    {
+        g_autoptr(AvPool) pool = av_pool_open(state, AV_POOL_READ, 0, &err);
+
+        g_assert_no_error(err);
+        g_assert_cmpuint(av_pool_devices(pool)->len, ==, 3);
+        g_assert_cmpuint(test_count_temps(state), ==, 1);
+    }
+    {
+        g_autoptr(AvPool) pool = av_pool_open(state, AV_POOL_WRITE, 0, &err);
+
+        g_assert_no_error(err);
+        g_assert_cmpuint(av_pool_devices(pool)->len, ==, 3);
+        g_assert_cmpuint(test_count_temps(state), ==, 0);
+    }
+    test_remove_state(state);
+}
+
+/* The same with SIGKILL at an arbitrary moment of a loop of saves: whatever
+ * the moment, pool.json is one whole version, old or new. */
+static void
+test_crash_sigkill(void)
+{
+    g_autofree char *state = test_make_pool(3);
+    g_autoptr(GError) err = NULL;
+    int status = 0;
+    pid_t pid;
+
+    pid = fork();
+    g_assert_cmpint(pid, >=, 0);
+    if (pid == 0) {
+        AvPool *pool = av_pool_open(state, AV_POOL_WRITE, 1000, NULL);
+
+        if (!pool)
+            _exit(2);
+        for (guint i = 0; i < 20000; i++) {
+            g_autofree char *id = g_strdup_printf("dsn:%016x.f1", i);
+
+            av_pool_add_device(pool, test_device(id, "0000:3b:00.0"));
+        }
+        for (;;)
+            av_pool_save(pool, NULL);
+    }
+    /* Kill it once a temporary file is there. */
+    for (guint i = 0; i < 3000 && test_count_temps(state) == 0; i++)
+        g_usleep(1000);
+    kill(pid, SIGKILL);
+    g_assert_cmpint(waitpid(pid, &status, 0), ==, pid);
+    g_assert_true(WIFSIGNALED(status));
+    {
+        g_autoptr(AvPool) pool = av_pool_open(state, AV_POOL_WRITE, 0, &err);
+        guint n;
+
+        g_assert_no_error(err);
+        n = av_pool_devices(pool)->len;
+        g_assert_true(n == 3 || n == 20003);
+        g_assert_cmpuint(test_count_temps(state), ==, 0);
+    }
+    test_remove_state(state);
+}
+
+static void
+test_stale_temps(void)
+{
+    g_autofree char *state = test_make_pool(1);
+
+    av_test_write(state, "pool.json.tmp.AbC123", "{\"version\": 1, \"dev");
+    av_test_write(state, "other.tmp.x", "keep");
+    {
+        g_autoptr(AvPool) pool = av_pool_open(state, AV_POOL_READ, 0, NULL);
+
+        g_assert_nonnull(pool);
+        g_assert_cmpuint(test_count_temps(state), ==, 1);
+    }
+    {
+        g_autoptr(AvPool) pool = av_pool_open(state, AV_POOL_WRITE, 0, NULL);
+
+        g_assert_nonnull(pool);
+        g_assert_cmpuint(av_pool_devices(pool)->len, ==, 1);
+        g_assert_cmpuint(test_count_temps(state), ==, 0);
+        g_assert_true(test_exists(state, "other.tmp.x"));
+    }
+    test_remove_state(state);
+}
+
+/* A child holds the pool (@mode) until the parent writes to its pipe. */
+static pid_t
+test_hold(const char *state, AvPoolMode mode, int *ret_fd)
+{
+    int ready[2], go[2];
+    char c = 0;
+    pid_t pid;
+
+    g_assert_cmpint(pipe(ready), ==, 0);
+    g_assert_cmpint(pipe(go), ==, 0);
+    pid = fork();
+    g_assert_cmpint(pid, >=, 0);
+    if (pid == 0) {
+        AvPool *pool = av_pool_open(state, mode, 1000, NULL);
+
+        close(ready[0]);
+        close(go[1]);
+        if (!pool)
+            _exit(2);
+        if (write(ready[1], "r", 1) != 1)
+            _exit(3);
+        if (read(go[0], &c, 1) < 0)
+            _exit(4);
+        av_pool_free(pool);
+        _exit(0);
+    }
+    close(ready[1]);
+    close(go[0]);
+    g_assert_cmpint(read(ready[0], &c, 1), ==, 1);
+    close(ready[0]);
+    *ret_fd = go[1];
+    return pid;
+}
+
+static void
+test_release(pid_t pid, int fd)
+{
+    int status = 0;
+
+    g_assert_cmpint(write(fd, "g", 1), ==, 1);
+    close(fd);
+    g_assert_cmpint(waitpid(pid, &status, 0), ==, pid);
+    g_assert_true(WIFEXITED(status));
+    g_assert_cmpint(WEXITSTATUS(status), ==, 0);
+}
+
+static void
+test_lock_contention(void)
+{
+    g_autofree char *state = test_make_pool(1);
+    g_autoptr(GError) err = NULL;
+    gint64 start;
+    int fd = -1;
+    pid_t pid;
+
+    /* A writer excludes everyone. */
+    pid = test_hold(state, AV_POOL_WRITE, &fd);
+    {
+        g_autoptr(AvPool) w = av_pool_open(state, AV_POOL_WRITE, 0, &err);
+
+        g_assert_null(w);
+        g_assert_error(err, AV_ERROR, AV_ERROR_BUSY);
+        g_assert_nonnull(strstr(err->message, "pool.lock"));
+        g_clear_error(&err);
+    }
+    {
+        g_autoptr(AvPool) r = av_pool_open(state, AV_POOL_READ, 0, &err);
+
+        g_assert_null(r);
+        g_assert_error(err, AV_ERROR, AV_ERROR_BUSY);
+        g_clear_error(&err);
+    }
+    start = g_get_monotonic_time();
+    {
+        g_autoptr(AvPool) w = av_pool_open(state, AV_POOL_WRITE, 150, &err);
+
+        g_assert_null(w);
+        g_assert_error(err, AV_ERROR, AV_ERROR_BUSY);
+        g_clear_error(&err);
+    }
+    g_assert_cmpint(g_get_monotonic_time() - start, >=, 150 * 1000);
+    test_release(pid, fd);
+    {
+        g_autoptr(AvPool) w = av_pool_open(state, AV_POOL_WRITE, 0, &err);
+
+        g_assert_no_error(err);
+        g_assert_nonnull(w);
+    }
+
+    /* Readers share. */
+    pid = test_hold(state, AV_POOL_READ, &fd);
+    {
+        g_autoptr(AvPool) r = av_pool_open(state, AV_POOL_READ, 0, &err);
+        g_autoptr(AvPool) w = NULL;
+
+        g_assert_no_error(err);
+        g_assert_cmpuint(av_pool_devices(r)->len, ==, 1);
+        w = av_pool_open(state, AV_POOL_WRITE, 0, &err);
+        g_assert_null(w);
+        g_assert_error(err, AV_ERROR, AV_ERROR_BUSY);
+        g_clear_error(&err);
+    }
+    test_release(pid, fd);
+
+    /* A holder that dies drops the lock. */
+    pid = test_hold(state, AV_POOL_WRITE, &fd);
+    kill(pid, SIGKILL);
+    g_assert_cmpint(waitpid(pid, NULL, 0), ==, pid);
+    close(fd);
+    {
+        g_autoptr(AvPool) w = av_pool_open(state, AV_POOL_WRITE, 0, &err);
+
+        g_assert_no_error(err);
+    }
+    test_remove_state(state);
+}
+
+/* --- reconciliation ----------------------------------------------------------- */
+
+static const char test_policy[] =
+    "{\"profiles\": [\n"
+    " {\"name\": \"gpu\", \"match\": {\"vendor\": \"0x10de\", \"device\": [\"0x20b0\"]},"
+    " \"attach\": \"vfio-pci\"},\n"
+    " {\"name\": \"qat-vf\", \"match\": {\"vendor\": \"0x8086\", \"device\": [\"0x37c9\"]},"
+    " \"attach\": \"sriov-vf\"},\n"
+    " {\"name\": \"stick\", \"match\": {\"vendor\": \"0x03e7\", \"device\": [\"0x2485\"]},"
+    " \"attach\": \"usb\"}\n"
+    "]}\n";
+
+static AvPolicy *
+test_load_policy(const char *text)
+{
+    g_autoptr(AvPolicy) policy = av_policy_new();
+    g_autoptr(GError) err = NULL;
+
+    av_policy_add_data(policy, "test.json", text, strlen(text), &err);
+    g_assert_no_error(err);
+    return g_steal_pointer(&policy);
+}
+
+static AvUsbDevice *
+test_usb(const char *bus_path, const char *serial)
+{
+    AvUsbDevice *dev = g_new0(AvUsbDevice, 1);
+
+    dev->bus_path = g_strdup(bus_path);
+    dev->serial = g_strdup(serial);
+    dev->vendor_id = 0x03e7;
+    dev->product_id = 0x2485;
+    dev->numa_node = 0;
+    return dev;
+}
+
+static void
+test_reconcile_host(AvPool *pool, const AvHost *host, const AvPolicy *policy, gboolean want_changed)
+{
+    g_autoptr(GError) err = NULL;
+    gboolean changed = !want_changed;
+
+    av_pool_reconcile(pool, host, policy, &changed, &err);
+    g_assert_no_error(err);
+    if (want_changed)
+        g_assert_true(changed);
+}
+
+static guint
+test_count_events(const char *state, const char *event)
+{
+    g_autofree char *data = test_read(state, "journal.jsonl", NULL);
+    g_auto(GStrv) lines = g_strsplit(data, "\n", -1);
+    guint n = 0;
+
+    for (guint i = 0; lines[i]; i++) {
+        g_autoptr(json_t) e = json_loads(lines[i], 0, NULL);
+
+        n += e && g_strcmp0(json_string_value(json_object_get(e, "event")), event) == 0;
+    }
+    return n;
+}
+
+static void
+test_reconcile(void)
+{
+    g_autofree char *state = test_make_pool(0);
+    g_autoptr(AvPolicy) policy = test_load_policy(test_policy);
+    g_autoptr(AvHost) host = test_host(0x00, 0x01, 0x02, 0x03, 0x04);
+    g_autoptr(AvHost) renumbered = test_host(0x00, 0x05, 0x06, 0x07, 0x09);
+    g_autoptr(AvHost) one_gone = test_host(0x00, 0x05, 0x06, 0x07, 0x09);
+    g_autoptr(AvOwner) vm1 = av_owner_new("uuid-1", "vm1");
+    g_autoptr(AvPool) pool = test_open_write(state);
+    g_autoptr(GError) err = NULL;
+    AvPciDevice *gpu = av_host_find_pci(host, "0000:03:00.0");
+    AvPciDevice *pf, *vf;
+    AvPoolDevice *a, *b, *u;
+    guint64 entries = 0;
+
+    gpu->numa_node = 1;
+    gpu->iommu_group = 17;
+    gpu->driver = g_strdup("nvidia");
+    /* A QAT PF (not pooled by the sriov-vf profile) and one VF (pooled). */
+    pf = test_pci("0000:00:05.0", NULL, 0x8086, 0x37c8);
+    pf->sriov_capable = TRUE;
+    vf = test_pci("0000:00:05.1", NULL, 0x8086, 0x37c9);
+    vf->physfn = g_strdup("0000:00:05.0");
+    vf->vf_index = 0;
+    g_ptr_array_add(host->pci, pf);
+    g_ptr_array_add(host->pci, vf);
+    g_ptr_array_add(host->usb, test_usb("1-1.2", "S1"));
+
+    test_reconcile_host(pool, host, policy, TRUE);
+    g_assert_cmpuint(av_pool_devices(pool)->len, ==, 4);
+    a = av_pool_find(pool, "pci:10de:20b0:10de:134f@path:0000:00/01.0/00.0/08.0/00.0");
+    b = av_pool_find(pool, "pci:10de:20b0:10de:134f@path:0000:00/01.0/00.0/10.0/00.0");
+    u = av_pool_find(pool, "usb:03e7:2485:serial:S1");
+    g_assert_nonnull(a);
+    g_assert_nonnull(b);
+    g_assert_nonnull(u);
+    g_assert_nonnull(av_pool_find(pool, "pci:8086:37c8:8086:134f@path:0000:00/05.0/vf0"));
+    g_assert_cmpstr(a->address, ==, "0000:03:00.0");
+    g_assert_cmpstr(a->profile, ==, "gpu");
+    g_assert_cmpint(a->state, ==, AV_DEVICE_STATE_FREE);
+    g_assert_cmpint(a->numa_node, ==, 1);
+    g_assert_cmpint(a->iommu_group, ==, 17);
+    g_assert_cmpstr(a->original_driver, ==, "nvidia");
+    g_assert_cmpint(a->last_seen, >=, av_pool_now() - 5);
+    g_assert_cmpint(u->kind, ==, AV_DEVICE_KIND_USB);
+    g_assert_cmpstr(u->address, ==, "1-1.2");
+    g_assert_cmpstr(u->profile, ==, "stick");
+    g_assert_cmpuint(test_count_events(state, "added"), ==, 4);
+
+    /* Nothing new: no journal line. */
+    av_journal_verify(state, &entries, NULL);
+    test_reconcile_host(pool, host, policy, FALSE);
+    {
+        guint64 again = 0;
+
+        av_journal_verify(state, &again, NULL);
+        g_assert_cmpuint(again, ==, entries);
+    }
+
+    /* Claim one, then the buses are renumbered: same devices, new addresses. */
+    test_move(pool, a, AV_DEVICE_STATE_CLAIMED, vm1, NULL);
+    test_move(pool, a, AV_DEVICE_STATE_IN_USE, NULL, NULL);
+    test_reconcile_host(pool, renumbered, policy, TRUE);
+    g_assert_cmpuint(av_pool_devices(pool)->len, ==, 4);
+    g_assert_cmpstr(a->address, ==, "0000:07:00.0");
+    g_assert_cmpstr(b->address, ==, "0000:09:00.0");
+    g_assert_cmpint(a->state, ==, AV_DEVICE_STATE_IN_USE);
+    g_assert_cmpuint(test_count_events(state, "readdressed"), ==, 2);
+    /* The VF and the stick are not on the renumbered host: missing. */
+    g_assert_cmpint(u->state, ==, AV_DEVICE_STATE_MISSING);
+    g_assert_cmpuint(test_count_events(state, "missing"), ==, 2);
+
+    /* The in-use card disappears: missing, owner kept; then it returns. */
+    g_ptr_array_remove_index(one_gone->pci, 4);
+    g_ptr_array_remove_index(one_gone->pci, 4);
+    test_reconcile_host(pool, one_gone, policy, TRUE);
+    g_assert_cmpint(a->state, ==, AV_DEVICE_STATE_MISSING);
+    g_assert_cmpint(a->state_before_missing, ==, AV_DEVICE_STATE_IN_USE);
+    g_assert_cmpstr(a->owner->domain_name, ==, "vm1");
+    test_reconcile_host(pool, renumbered, policy, TRUE);
+    g_assert_cmpint(a->state, ==, AV_DEVICE_STATE_IN_USE);
+    g_assert_cmpstr(a->owner->domain_name, ==, "vm1");
+    g_assert_cmpuint(test_count_events(state, "found"), ==, 1);
+
+    /* The profile goes away: the held card stays as unmanaged, the free one
+     * leaves the pool. */
+    {
+        g_autoptr(AvPolicy) other = test_load_policy("{\"profiles\": [{\"name\": \"stick\", \"match\": "
+                                                     "{\"vendor\": \"0x03e7\"}, \"attach\": \"usb\"}]}");
+
+        test_reconcile_host(pool, renumbered, other, TRUE);
+        g_assert_true(av_pool_find(pool, a->identity) == a);
+        g_assert_cmpstr(a->reason, ==, "unmanaged");
+        g_assert_null(av_pool_find(pool, "pci:10de:20b0:10de:134f@path:0000:00/01.0/00.0/10.0/00.0"));
+        g_assert_cmpuint(test_count_events(state, "removed"), ==, 1);
+    }
+    test_reconcile_host(pool, renumbered, policy, TRUE);
+    g_assert_null(a->reason);
+
+    g_assert_true(av_journal_verify(state, NULL, &err));
+    g_assert_no_error(err);
+    g_assert_true(av_pool_save(pool, &err));
+    g_assert_no_error(err);
+    test_remove_state(state);
+}
+
+static AvHost *
+test_scan(const char *name)
+{
+    g_autofree char *path = av_test_host_path(name);
+    g_autoptr(AvRoot) root = NULL;
+    g_autoptr(GError) err = NULL;
+    AvHost *host;
+
+    root = av_root_new(path, &err);
+    g_assert_no_error(err);
+    host = av_host_scan(root, &err);
+    g_assert_no_error(err);
+    return host;
+}
+
+static const char test_fake_policy[] =
+    "{\"profiles\": [\n"
+    " {\"name\": \"fpga\", \"match\": {\"vendor\": \"0x10ee\", \"device\": [\"0x5004\"]}},\n"
+    " {\"name\": \"qat-vf\", \"match\": {\"vendor\": \"0x8086\", \"device\": [\"0x4940\", \"0x4941\"]},"
+    " \"attach\": \"sriov-vf\"},\n"
+    " {\"name\": \"a100\", \"match\": {\"vendor\": \"0x10de\", \"device\": [\"0x20f1\"]}},\n"
+    " {\"name\": \"stick\", \"match\": {\"vendor\": \"0x03e7\"}, \"attach\": \"usb\"}\n"
+    "]}\n";
+
+/* The fake hosts of tests/data, scanned: DSN identities, VFs under their PF
+ * (the PF itself, matched by the sriov-vf profile's ids, is not pooled),
+ * USB by serial. */
+static void
+test_reconcile_fake_hosts(void)
+{
+    g_autofree char *state = test_make_pool(0);
+    g_autoptr(AvPolicy) policy = test_load_policy(test_fake_policy);
+    g_autoptr(AvHost) qat = test_scan("sriov-fpga-qat");
+    g_autoptr(AvHost) gpus = test_scan("two-socket-8gpu");
+    g_autoptr(AvPool) pool = test_open_write(state);
+    g_autoptr(GError) err = NULL;
+    guint64 entries = 0, again = 0;
+    AvPoolDevice *dev;
+
+    test_reconcile_host(pool, qat, policy, TRUE);
+    if (g_test_verbose()) {
+        for (guint i = 0; i < av_pool_devices(pool)->len; i++) {
+            AvPoolDevice *d = g_ptr_array_index(av_pool_devices(pool), i);
+            g_test_message("%s %s %s", d->identity, d->address, d->profile);
+        }
+    }
+    g_assert_cmpuint(av_pool_devices(pool)->len, ==, 5);
+    dev = av_pool_find(pool, "dsn:000a35002c1d0f0e.f0");
+    g_assert_nonnull(dev);
+    g_assert_cmpstr(dev->address, ==, "0000:3b:00.0");
+    g_assert_cmpstr(dev->profile, ==, "fpga");
+    g_assert_cmpint(dev->iommu_group, ==, 30);
+    g_assert_cmpint(dev->numa_node, ==, 0);
+    g_assert_cmpstr(dev->original_driver, ==, "xclmgmt");
+    for (guint i = 0; i < 4; i++) {
+        g_autofree char *id = g_strdup_printf("pci:8086:4940:8086:0000@path:0000:6b/00.0/vf%u", i);
+        g_autofree char *addr = g_strdup_printf("0000:6b:00.%u", i + 1);
+
+        dev = av_pool_find(pool, id);
+        if (!dev)
+            g_error("'%s' is not in the pool", id);
+        g_assert_cmpstr(dev->address, ==, addr);
+        g_assert_cmpstr(dev->profile, ==, "qat-vf");
+        g_assert_cmpint(dev->iommu_group, ==, 150 + (int)i);
+        /* a VF already on vfio-pci has no driver to go back to */
+        if (i == 1)
+            g_assert_null(dev->original_driver);
+        else
+            g_assert_cmpstr(dev->original_driver, ==, "4xxxvf");
+    }
+    g_assert_true(av_journal_verify(state, &entries, &err));
+    test_reconcile_host(pool, qat, policy, FALSE);
+    g_assert_true(av_journal_verify(state, &again, &err));
+    g_assert_cmpuint(again, ==, entries);
+
+    /* Another host in the same state dir: the first host's devices go missing. */
+    test_reconcile_host(pool, gpus, policy, TRUE);
+    g_assert_cmpuint(av_pool_devices(pool)->len, ==, 5 + 6 + 1);
+    dev = av_pool_find(pool, "dsn:48b02d1a000001c0.f0");
+    g_assert_nonnull(dev);
+    g_assert_cmpstr(dev->address, ==, "0000:17:00.0");
+    g_assert_cmpint(dev->numa_node, ==, 0);
+    dev = av_pool_find(pool, "dsn:48b02d1a000001c7.f0");
+    g_assert_nonnull(dev);
+    g_assert_cmpint(dev->numa_node, ==, 1);
+    dev = av_pool_find(pool, "usb:03e7:2485:serial:03e72485");
+    g_assert_nonnull(dev);
+    g_assert_cmpstr(dev->address, ==, "1-1.2");
+    g_assert_cmpint(dev->kind, ==, AV_DEVICE_KIND_USB);
+    dev = av_pool_find(pool, "dsn:000a35002c1d0f0e.f0");
+    g_assert_cmpint(dev->state, ==, AV_DEVICE_STATE_MISSING);
+    g_assert_cmpint(dev->state_before_missing, ==, AV_DEVICE_STATE_FREE);
+    g_assert_true(av_pool_save(pool, &err));
+    g_assert_no_error(err);
+    g_assert_true(av_journal_verify(state, NULL, &err));
+    g_assert_no_error(err);
+    test_remove_state(state);
+}
+
+int
+main(int argc, char **argv)
+{
+    av_test_init(&argc, &argv);
+
+    g_test_add_func("/pool/state-strings", test_state_strings);
+    g_test_add_func("/pool/open/read-missing", test_open_read_missing);
+    g_test_add_func("/pool/open/write-creates", test_open_write_creates);
+    g_test_add_func("/pool/save-load", test_save_load_roundtrip);
+    g_test_add_func("/pool/corrupt", test_corrupt);
+    g_test_add_func("/pool/corrupt/truncated", test_truncated);
+    g_test_add_func("/pool/transition/table", test_transition_table);
+    g_test_add_func("/pool/transition/lifecycle", test_transition_lifecycle);
+    g_test_add_func("/pool/transition/missing", test_missing);
+    g_test_add_func("/pool/transition/read-mode", test_read_mode_refuses);
+    g_test_add_func("/pool/journal/chain", test_journal_chain);
+    g_test_add_func("/pool/journal/torn", test_journal_torn);
+    g_test_add_func("/pool/identity/renumbering", test_identity_renumbering);
+    g_test_add_func("/pool/identity/forms", test_identity_forms);
+    g_test_add_func("/pool/identity/usb", test_identity_usb);
+    g_test_add_func("/pool/crash/mid-write", test_crash_mid_write);
+    g_test_add_func("/pool/crash/sigkill", test_crash_sigkill);
+    g_test_add_func("/pool/stale-temps", test_stale_temps);
+    g_test_add_func("/pool/lock", test_lock_contention);
+    g_test_add_func("/pool/reconcile", test_reconcile);
+    g_test_add_func("/pool/reconcile/fake-hosts", test_reconcile_fake_hosts);
+    return g_test_run();
+}
