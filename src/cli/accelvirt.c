@@ -1,2 +1,97 @@
-/* placeholder, replaced by the CLI */
-int main(void) { return 0; }
+/* accelvirt: the command.
+ *
+ *   accelvirt [GLOBAL OPTIONS] COMMAND [OPTIONS] [ARGS]
+ *
+ * See accelvirt(1). */
+#include "config.h"
+
+#include <locale.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+
+typedef struct {
+    const char *name;
+    int (*run)(AvCli *cli, int argc, char **argv);
+    const char *summary;
+} AvCommand;
+
+static const AvCommand commands[] = {
+    { "list", av_cli_cmd_list, "Show the host's PCI and USB devices, NUMA nodes and matching profiles" },
+    { "status", av_cli_cmd_status, "Reconcile the pool with the host and show every managed device" },
+    { "policy", av_cli_cmd_policy, "Check or show the policy profiles (policy check | policy show [NAME])" },
+    { "journal", av_cli_cmd_journal, "Verify the journal's hash chain (journal verify)" },
+};
+
+static void
+av_print_help(FILE *out)
+{
+    fprintf(out,
+            "Usage: accelvirt [OPTIONS] COMMAND [ARGS]\n"
+            "\n"
+            "Accelerators as safe, shared resources on KVM hosts.\n"
+            "\n"
+            "Commands:\n");
+    for (gsize i = 0; i < G_N_ELEMENTS(commands); i++)
+        fprintf(out, "  %-9s %s\n", commands[i].name, commands[i].summary);
+    fprintf(out,
+            "\n"
+            "Options (also accepted after the command):\n"
+            "  --root DIR          read /sys, /dev and /proc under DIR ($ACCELVIRT_ROOT)\n"
+            "  --state-dir DIR     pool, lock and journal ($ACCELVIRT_STATE_DIR, " AV_STATE_DIR ")\n"
+            "  --policy-dir DIR    policy files ($ACCELVIRT_POLICY_DIR, " AV_POLICY_DIR ")\n"
+            "  -c, --connect URI   libvirt URI ($ACCELVIRT_CONNECT, qemu:///system)\n"
+            "  --json              machine-readable output\n"
+            "  -v, --verbose       debug messages\n"
+            "  --version           print the version\n"
+            "\n"
+            "'accelvirt COMMAND --help' shows a command's options; see accelvirt(1).\n");
+}
+
+int
+main(int argc, char **argv)
+{
+    AvCli cli = { 0 };
+    gboolean version = FALSE;
+    gboolean help = FALSE;
+    g_autoptr(GOptionContext) ctx = NULL;
+    g_autoptr(GError) err = NULL;
+    GOptionEntry extra[] = {
+        { "version", 0, 0, G_OPTION_ARG_NONE, &version, "Print the version", NULL },
+        { "help", 'h', 0, G_OPTION_ARG_NONE, &help, "Show help", NULL },
+        { NULL },
+    };
+    int status;
+
+    setlocale(LC_ALL, "");
+
+    /* First the global options before the command; parsing stops at the
+     * command name so that its own options reach it untouched. */
+    ctx = g_option_context_new(NULL);
+    g_option_context_set_help_enabled(ctx, FALSE);
+    g_option_context_set_strict_posix(ctx, TRUE);
+    g_option_context_add_main_entries(ctx, av_cli_global_entries(&cli), NULL);
+    g_option_context_add_main_entries(ctx, extra, NULL);
+    if (!g_option_context_parse(ctx, &argc, &argv, &err))
+        return av_cli_usage_error("%s; see 'accelvirt --help'", err->message);
+    if (version) {
+        printf("accelvirt %s\n", PACKAGE_VERSION);
+        return AV_EXIT_OK;
+    }
+    if (help || argc < 2) {
+        av_print_help(help ? stdout : stderr);
+        return help ? AV_EXIT_OK : AV_EXIT_USAGE;
+    }
+    for (gsize i = 0; i < G_N_ELEMENTS(commands); i++) {
+        if (g_str_equal(argv[1], commands[i].name)) {
+            status = commands[i].run(&cli, argc - 1, argv + 1);
+            g_free(cli.root);
+            g_free(cli.state_dir);
+            g_free(cli.policy_dir);
+            g_free(cli.connect);
+            return status;
+        }
+    }
+    return av_cli_usage_error("unknown command '%s'; see 'accelvirt --help' for the commands", argv[1]);
+}

@@ -1,0 +1,134 @@
+/* accelvirt: options, errors and output shared by the commands. */
+#include "config.h"
+
+#include "cli.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "util/av-error.h"
+#include "util/av-json.h"
+
+const GOptionEntry *
+av_cli_global_entries(AvCli *cli)
+{
+    static GOptionEntry entries[7];
+    const GOptionEntry e[] = {
+        { "root", 0, 0, G_OPTION_ARG_FILENAME, &cli->root,
+          "Read /sys, /dev and /proc under DIR (default $ACCELVIRT_ROOT or /)", "DIR" },
+        { "state-dir", 0, 0, G_OPTION_ARG_FILENAME, &cli->state_dir,
+          "Pool, lock and journal directory (default $ACCELVIRT_STATE_DIR or " AV_STATE_DIR ")", "DIR" },
+        { "policy-dir", 0, 0, G_OPTION_ARG_FILENAME, &cli->policy_dir,
+          "Policy directory (default $ACCELVIRT_POLICY_DIR or " AV_POLICY_DIR ")", "DIR" },
+        { "connect", 'c', 0, G_OPTION_ARG_STRING, &cli->connect,
+          "libvirt URI (default $ACCELVIRT_CONNECT or qemu:///system)", "URI" },
+        { "json", 0, 0, G_OPTION_ARG_NONE, &cli->json, "Machine-readable output", NULL },
+        { "verbose", 'v', 0, G_OPTION_ARG_NONE, &cli->verbose, "Print debug messages", NULL },
+        { NULL },
+    };
+
+    G_STATIC_ASSERT(G_N_ELEMENTS(e) == G_N_ELEMENTS(entries));
+    memcpy(entries, e, sizeof(e));
+    return entries;
+}
+
+static void
+av_cli_default(char **opt, const char *env, const char *fallback)
+{
+    const char *v;
+
+    if (*opt)
+        return;
+    v = g_getenv(env);
+    *opt = g_strdup(v && *v ? v : fallback);
+}
+
+void
+av_cli_resolve_defaults(AvCli *cli)
+{
+    av_cli_default(&cli->state_dir, "ACCELVIRT_STATE_DIR", AV_STATE_DIR);
+    av_cli_default(&cli->policy_dir, "ACCELVIRT_POLICY_DIR", AV_POLICY_DIR);
+    av_cli_default(&cli->connect, "ACCELVIRT_CONNECT", "qemu:///system");
+    /* --root falls back to $ACCELVIRT_ROOT in av_root_new_default(). */
+}
+
+int
+av_cli_fail(const GError *error)
+{
+    int status = AV_EXIT_FAILURE;
+
+    fprintf(stderr, "accelvirt: %s\n", error->message);
+    if (error->domain == AV_ERROR) {
+        switch ((AvErrorCode)error->code) {
+        case AV_ERROR_INVALID_INPUT:
+        case AV_ERROR_POLICY:
+            status = AV_EXIT_USAGE;
+            break;
+        case AV_ERROR_BUSY:
+            status = AV_EXIT_BUSY;
+            break;
+        case AV_ERROR_CORRUPT_STATE:
+            status = AV_EXIT_CORRUPT;
+            break;
+        default:
+            break;
+        }
+    }
+    return status;
+}
+
+int
+av_cli_usage_error(const char *fmt, ...)
+{
+    g_autofree char *msg = NULL;
+    va_list ap;
+
+    va_start(ap, fmt);
+    msg = g_strdup_vprintf(fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "accelvirt: %s\n", msg);
+    return AV_EXIT_USAGE;
+}
+
+void
+av_cli_print_json(json_t *value)
+{
+    g_autofree char *text = av_json_dump_pretty(value);
+
+    fputs(text, stdout);
+    json_decref(value);
+}
+
+AvRoot *
+av_cli_open_root(const AvCli *cli, GError **error)
+{
+    return av_root_new_default(cli->root, error);
+}
+
+AvPolicy *
+av_cli_load_policy(const AvCli *cli, GError **error)
+{
+    return av_policy_load_dir(cli->policy_dir, error);
+}
+
+gboolean
+av_cli_parse(AvCli *cli, const char *command, const char *params, const char *summary,
+             const GOptionEntry *entries, int *argc, char ***argv)
+{
+    g_autofree char *synopsis = g_strdup_printf("%s%s%s", command, params ? " " : "", params ? params : "");
+    g_autoptr(GOptionContext) ctx = g_option_context_new(synopsis);
+    g_autoptr(GError) err = NULL;
+
+    g_option_context_set_summary(ctx, summary);
+    if (entries)
+        g_option_context_add_main_entries(ctx, entries, NULL);
+    g_option_context_add_main_entries(ctx, av_cli_global_entries(cli), NULL);
+    if (!g_option_context_parse(ctx, argc, argv, &err)) {
+        av_cli_usage_error("%s; see 'accelvirt %s --help'", err->message, command);
+        return FALSE;
+    }
+    av_cli_resolve_defaults(cli);
+    if (cli->verbose)
+        g_setenv("G_MESSAGES_DEBUG", "accelvirt", TRUE);
+    return TRUE;
+}

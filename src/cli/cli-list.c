@@ -1,0 +1,321 @@
+/* accelvirt list: host discovery. */
+#include "config.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+#include "pci/av-pci.h"
+#include "util/av-json.h"
+
+static json_t *
+av_hex_json(guint64 value, int digits)
+{
+    g_autofree char *s = g_strdup_printf("0x%0*" G_GINT64_MODIFIER "x", digits, value);
+
+    return json_string(s);
+}
+
+static json_t *
+av_strv_json(GPtrArray *strings)
+{
+    json_t *arr = json_array();
+
+    for (guint i = 0; strings && i < strings->len; i++)
+        json_array_append_new(arr, json_string(g_ptr_array_index(strings, i)));
+    return arr;
+}
+
+/* "01-23-45-67-89-ab-cd-ef", most significant byte first, as lspci prints a
+ * Device Serial Number. */
+static char *
+av_dsn_format(guint64 dsn)
+{
+    GString *s = g_string_new(NULL);
+
+    for (int i = 7; i >= 0; i--)
+        g_string_append_printf(s, "%s%02x", i == 7 ? "" : "-", (guint)((dsn >> (i * 8)) & 0xff));
+    return g_string_free(s, FALSE);
+}
+
+static json_t *
+av_pci_json(const AvPciDevice *dev, const AvProfile *profile)
+{
+    json_t *o = json_object();
+    json_t *sriov = json_null();
+    json_t *mdev = json_null();
+    json_t *group = json_null();
+    json_t *resets = json_null();
+
+    json_object_set_new(o, "address", json_string(dev->address));
+    json_object_set_new(o, "vendor_id", av_hex_json(dev->vendor_id, 4));
+    json_object_set_new(o, "device_id", av_hex_json(dev->device_id, 4));
+    json_object_set_new(o, "subsystem_vendor_id", av_hex_json(dev->subsystem_vendor_id, 4));
+    json_object_set_new(o, "subsystem_device_id", av_hex_json(dev->subsystem_device_id, 4));
+    json_object_set_new(o, "class", av_hex_json(dev->class_code, 6));
+    json_object_set_new(o, "revision", av_hex_json(dev->revision, 2));
+    json_object_set_new(o, "vendor_name", av_json_string_or_null(dev->vendor_name));
+    json_object_set_new(o, "device_name", av_json_string_or_null(dev->device_name));
+    json_object_set_new(o, "numa_node", json_integer(dev->numa_node));
+    json_object_set_new(o, "local_cpulist", av_json_string_or_null(dev->local_cpulist));
+    if (dev->iommu_group >= 0) {
+        group = json_object();
+        json_object_set_new(group, "id", json_integer(dev->iommu_group));
+        json_object_set_new(group, "members", av_strv_json(dev->iommu_group_members));
+    }
+    json_object_set_new(o, "iommu_group", group);
+    json_object_set_new(o, "driver", av_json_string_or_null(dev->driver));
+    json_object_set_new(o, "driver_override", av_json_string_or_null(dev->driver_override));
+    json_object_set_new(o, "physical_slot", av_json_string_or_null(dev->physical_slot));
+    if (dev->has_dsn) {
+        g_autofree char *dsn = av_dsn_format(dev->dsn);
+        json_object_set_new(o, "dsn", json_string(dsn));
+    } else {
+        json_object_set_new(o, "dsn", json_null());
+    }
+    if (dev->sriov_capable) {
+        sriov = json_object();
+        json_object_set_new(sriov, "total_vfs", json_integer(dev->sriov_totalvfs));
+        json_object_set_new(sriov, "num_vfs", json_integer(dev->sriov_numvfs));
+        json_object_set_new(sriov, "vfs", av_strv_json(dev->virtfns));
+    }
+    json_object_set_new(o, "sriov", sriov);
+    json_object_set_new(o, "physfn", av_json_string_or_null(dev->physfn));
+    json_object_set_new(o, "vf_index", dev->physfn ? json_integer(dev->vf_index) : json_null());
+    if (dev->mdev_types && dev->mdev_types->len > 0) {
+        json_t *types = json_array();
+        json_t *devices = json_array();
+
+        for (guint i = 0; i < dev->mdev_types->len; i++) {
+            const AvMdevType *t = g_ptr_array_index(dev->mdev_types, i);
+            json_t *jt = json_object();
+
+            json_object_set_new(jt, "id", json_string(t->id));
+            json_object_set_new(jt, "name", av_json_string_or_null(t->name));
+            json_object_set_new(jt, "device_api", av_json_string_or_null(t->device_api));
+            json_object_set_new(jt, "available_instances", json_integer(t->available));
+            json_object_set_new(jt, "description", av_json_string_or_null(t->description));
+            json_array_append_new(types, jt);
+        }
+        for (guint i = 0; dev->mdevs && i < dev->mdevs->len; i++) {
+            const AvMdev *m = g_ptr_array_index(dev->mdevs, i);
+            json_t *jm = json_object();
+
+            json_object_set_new(jm, "uuid", json_string(m->uuid));
+            json_object_set_new(jm, "type", av_json_string_or_null(m->type_id));
+            json_array_append_new(devices, jm);
+        }
+        mdev = json_object();
+        json_object_set_new(mdev, "types", types);
+        json_object_set_new(mdev, "devices", devices);
+    }
+    json_object_set_new(o, "mdev", mdev);
+    if (dev->reset_methods) {
+        resets = json_array();
+        for (char **m = dev->reset_methods; *m; m++)
+            json_array_append_new(resets, json_string(*m));
+    }
+    json_object_set_new(o, "reset_methods", resets);
+    json_object_set_new(o, "reset", json_boolean(dev->has_reset));
+    json_object_set_new(o, "parent_bridge", av_json_string_or_null(dev->parent_bridge));
+    json_object_set_new(o, "sysfs_path", json_string(dev->sysfs_path));
+    json_object_set_new(o, "profile", profile ? json_string(profile->name) : json_null());
+    return o;
+}
+
+static json_t *
+av_usb_json(const AvUsbDevice *dev, const AvProfile *profile)
+{
+    json_t *o = json_object();
+
+    json_object_set_new(o, "bus_path", json_string(dev->bus_path));
+    json_object_set_new(o, "vendor_id", av_hex_json(dev->vendor_id, 4));
+    json_object_set_new(o, "product_id", av_hex_json(dev->product_id, 4));
+    json_object_set_new(o, "manufacturer", av_json_string_or_null(dev->manufacturer));
+    json_object_set_new(o, "product", av_json_string_or_null(dev->product));
+    json_object_set_new(o, "serial", av_json_string_or_null(dev->serial));
+    json_object_set_new(o, "busnum", json_integer(dev->busnum));
+    json_object_set_new(o, "devnum", json_integer(dev->devnum));
+    json_object_set_new(o, "speed", av_json_string_or_null(dev->speed));
+    json_object_set_new(o, "pci_controller", av_json_string_or_null(dev->pci_controller));
+    json_object_set_new(o, "numa_node", json_integer(dev->numa_node));
+    json_object_set_new(o, "sysfs_path", json_string(dev->sysfs_path));
+    json_object_set_new(o, "profile", profile ? json_string(profile->name) : json_null());
+    return o;
+}
+
+static json_t *
+av_numa_json(const AvNumaNode *node)
+{
+    json_t *o = json_object();
+    json_t *cpus = json_array();
+
+    for (guint i = 0; i < node->cpus->len; i++)
+        json_array_append_new(cpus, json_integer(g_array_index(node->cpus, guint, i)));
+    json_object_set_new(o, "id", json_integer(node->id));
+    json_object_set_new(o, "cpulist", json_string(node->cpulist));
+    json_object_set_new(o, "cpus", cpus);
+    json_object_set_new(o, "memory_kib", json_integer((json_int_t)node->memory_kib));
+    return o;
+}
+
+static const char *
+av_or_dash(const char *s)
+{
+    return s && *s ? s : "-";
+}
+
+static char *
+av_node_str(int node)
+{
+    return node < 0 ? g_strdup("-") : g_strdup_printf("%d", node);
+}
+
+static void
+av_list_print_table(const AvHost *host, const AvPolicy *policy, gboolean managed_only, gboolean lng)
+{
+    printf("NUMA nodes\n");
+    printf("  %-4s  %-24s  %s\n", "NODE", "CPUS", "MEMORY");
+    for (guint i = 0; i < host->numa_nodes->len; i++) {
+        const AvNumaNode *n = g_ptr_array_index(host->numa_nodes, i);
+        g_autofree char *mem = n->memory_kib ? g_format_size_full(n->memory_kib * 1024, G_FORMAT_SIZE_IEC_UNITS) : g_strdup("-");
+
+        printf("  %-4d  %-24s  %s\n", n->id, n->cpulist, mem);
+    }
+
+    printf("\nPCI devices%s\n", host->iommu_enabled ? "" : " (no IOMMU groups: the IOMMU is off; vfio passthrough is impossible)");
+    printf("  %-12s  %-9s  %-6s  %-4s  %-5s  %-14s  %-18s  %s\n",
+           "ADDRESS", "ID", "CLASS", "NODE", "GROUP", "DRIVER", "PROFILE", "NAME");
+    for (guint i = 0; i < host->pci->len; i++) {
+        const AvPciDevice *d = g_ptr_array_index(host->pci, i);
+        const AvProfile *p = av_policy_match_pci(policy, d);
+        g_autofree char *node = av_node_str(d->numa_node);
+        g_autofree char *group = d->iommu_group < 0 ? g_strdup("-") : g_strdup_printf("%d", d->iommu_group);
+        g_autofree char *id = g_strdup_printf("%04x:%04x", d->vendor_id, d->device_id);
+        g_autofree char *cls = g_strdup_printf("%06x", d->class_code);
+        g_autofree char *name = NULL;
+
+        if (managed_only && !p)
+            continue;
+        name = g_strdup_printf("%s%s%s", av_or_dash(d->vendor_name), d->device_name ? " " : "",
+                               d->device_name ? d->device_name : "");
+        printf("  %-12s  %-9s  %-6s  %-4s  %-5s  %-14s  %-18s  %s\n",
+               d->address, id, cls, node, group, av_or_dash(d->driver), p ? p->name : "-", name);
+        if (!lng)
+            continue;
+        if (d->driver_override)
+            printf("      driver_override: %s\n", d->driver_override);
+        if (d->iommu_group_members && d->iommu_group_members->len > 1) {
+            g_autoptr(GString) others = g_string_new(NULL);
+
+            for (guint j = 0; j < d->iommu_group_members->len; j++) {
+                const char *m = g_ptr_array_index(d->iommu_group_members, j);
+                if (!g_str_equal(m, d->address))
+                    g_string_append_printf(others, " %s", m);
+            }
+            printf("      iommu group %d shared with:%s\n", d->iommu_group, others->str);
+        }
+        if (d->physical_slot)
+            printf("      slot: %s\n", d->physical_slot);
+        if (d->has_dsn) {
+            g_autofree char *dsn = av_dsn_format(d->dsn);
+            printf("      serial number: %s\n", dsn);
+        }
+        if (d->sriov_capable)
+            printf("      sr-iov: %u of %u VFs enabled\n", d->sriov_numvfs, d->sriov_totalvfs);
+        if (d->physfn)
+            printf("      vf %d of %s\n", d->vf_index, d->physfn);
+        for (guint j = 0; d->mdev_types && j < d->mdev_types->len; j++) {
+            const AvMdevType *t = g_ptr_array_index(d->mdev_types, j);
+            printf("      mdev type %s (%s, %s): %u available\n", t->id, av_or_dash(t->name),
+                   av_or_dash(t->device_api), t->available);
+        }
+        for (guint j = 0; d->mdevs && j < d->mdevs->len; j++) {
+            const AvMdev *m = g_ptr_array_index(d->mdevs, j);
+            printf("      mdev %s (%s)\n", m->uuid, av_or_dash(m->type_id));
+        }
+        if (d->reset_methods) {
+            g_autofree char *methods = g_strjoinv(" ", d->reset_methods);
+            printf("      reset methods: %s\n", *methods ? methods : "(none)");
+        }
+    }
+
+    printf("\nUSB devices\n");
+    printf("  %-12s  %-9s  %-4s  %-18s  %s\n", "BUS PATH", "ID", "NODE", "PROFILE", "NAME");
+    for (guint i = 0; i < host->usb->len; i++) {
+        const AvUsbDevice *u = g_ptr_array_index(host->usb, i);
+        const AvProfile *p = av_policy_match_usb(policy, u);
+        g_autofree char *node = av_node_str(u->numa_node);
+        g_autofree char *id = g_strdup_printf("%04x:%04x", u->vendor_id, u->product_id);
+
+        if (managed_only && !p)
+            continue;
+        printf("  %-12s  %-9s  %-4s  %-18s  %s%s%s\n", u->bus_path, id, node, p ? p->name : "-",
+               av_or_dash(u->manufacturer), u->product ? " " : "", u->product ? u->product : "");
+    }
+}
+
+int
+av_cli_cmd_list(AvCli *cli, int argc, char **argv)
+{
+    gboolean managed_only = FALSE;
+    gboolean lng = FALSE;
+    const GOptionEntry entries[] = {
+        { "managed", 'm', 0, G_OPTION_ARG_NONE, &managed_only, "Only devices that a profile matches", NULL },
+        { "long", 'l', 0, G_OPTION_ARG_NONE, &lng, "Details under each PCI device", NULL },
+        { NULL },
+    };
+    g_autoptr(AvRoot) root = NULL;
+    g_autoptr(AvPolicy) policy = NULL;
+    g_autoptr(AvHost) host = NULL;
+    g_autoptr(GError) err = NULL;
+
+    if (!av_cli_parse(cli, "list", NULL,
+                      "Show the PCI and USB devices and NUMA nodes of the host, with the profile that matches each.",
+                      entries, &argc, &argv))
+        return AV_EXIT_USAGE;
+    if (argc > 1)
+        return av_cli_usage_error("'list' takes no arguments, got '%s'", argv[1]);
+
+    root = av_cli_open_root(cli, &err);
+    if (!root)
+        return av_cli_fail(err);
+    policy = av_cli_load_policy(cli, &err);
+    if (!policy)
+        return av_cli_fail(err);
+    host = av_host_scan(root, &err);
+    if (!host)
+        return av_cli_fail(err);
+
+    if (cli->json) {
+        json_t *o = json_object();
+        json_t *numa = json_array();
+        json_t *pci = json_array();
+        json_t *usb = json_array();
+
+        for (guint i = 0; i < host->numa_nodes->len; i++)
+            json_array_append_new(numa, av_numa_json(g_ptr_array_index(host->numa_nodes, i)));
+        for (guint i = 0; i < host->pci->len; i++) {
+            const AvPciDevice *d = g_ptr_array_index(host->pci, i);
+            const AvProfile *p = av_policy_match_pci(policy, d);
+
+            if (!managed_only || p)
+                json_array_append_new(pci, av_pci_json(d, p));
+        }
+        for (guint i = 0; i < host->usb->len; i++) {
+            const AvUsbDevice *u = g_ptr_array_index(host->usb, i);
+            const AvProfile *p = av_policy_match_usb(policy, u);
+
+            if (!managed_only || p)
+                json_array_append_new(usb, av_usb_json(u, p));
+        }
+        json_object_set_new(o, "iommu_enabled", json_boolean(host->iommu_enabled));
+        json_object_set_new(o, "numa_nodes", numa);
+        json_object_set_new(o, "pci", pci);
+        json_object_set_new(o, "usb", usb);
+        av_cli_print_json(o);
+    } else {
+        av_list_print_table(host, policy, managed_only, lng);
+    }
+    return AV_EXIT_OK;
+}

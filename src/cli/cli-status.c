@@ -1,0 +1,125 @@
+/* accelvirt status: the pool, reconciled with the host. */
+#include "config.h"
+
+#include <stdio.h>
+
+#include "cli.h"
+#include "pci/av-pci.h"
+#include "pool/av-pool.h"
+#include "util/av-json.h"
+
+/* How long a command waits for the pool lock before giving up. */
+#define AV_CLI_LOCK_TIMEOUT_MS 30000
+
+static char *
+av_time_str(gint64 t)
+{
+    g_autoptr(GDateTime) dt = NULL;
+
+    if (t <= 0)
+        return g_strdup("-");
+    dt = g_date_time_new_from_unix_utc(t);
+    return dt ? g_date_time_format(dt, "%Y-%m-%d %H:%M:%SZ") : g_strdup("-");
+}
+
+static char *
+av_owner_str(const AvOwner *owner)
+{
+    if (!owner)
+        return g_strdup("-");
+    if (owner->domain_name)
+        return g_strdup(owner->domain_name);
+    if (owner->domain_uuid)
+        return g_strdup(owner->domain_uuid);
+    if (owner->nova_instance)
+        return g_strdup_printf("nova:%s", owner->nova_instance);
+    return g_strdup("-");
+}
+
+static void
+av_status_print_table(const AvPool *pool, gboolean synced)
+{
+    GPtrArray *devices = av_pool_devices(pool);
+
+    if (devices->len == 0) {
+        printf("The pool is empty: no device of this host matches a profile in the policy dir.\n"
+               "Write profiles there (see accelvirt-policy(5) and the examples in " AV_EXAMPLE_POLICY_DIR ").\n");
+        return;
+    }
+    printf("%-12s  %-18s  %-11s  %-4s  %-16s  %-20s  %s\n",
+           "ADDRESS", "PROFILE", "STATE", "NODE", "OWNER", "SINCE", "IDENTITY");
+    for (guint i = 0; i < devices->len; i++) {
+        const AvPoolDevice *d = g_ptr_array_index(devices, i);
+        g_autofree char *owner = av_owner_str(d->owner);
+        g_autofree char *since = av_time_str(d->state_since);
+        g_autofree char *node = d->numa_node < 0 ? g_strdup("-") : g_strdup_printf("%d", d->numa_node);
+
+        printf("%-12s  %-18s  %-11s  %-4s  %-16s  %-20s  %s\n", d->address, d->profile,
+               av_device_state_to_string(d->state), node, owner, since, d->identity);
+        if (d->reason)
+            printf("    reason: %s\n", d->reason);
+    }
+    if (!synced)
+        printf("\n(as recorded; not compared with the host: --no-sync)\n");
+}
+
+int
+av_cli_cmd_status(AvCli *cli, int argc, char **argv)
+{
+    gboolean no_sync = FALSE;
+    const GOptionEntry entries[] = {
+        { "no-sync", 0, 0, G_OPTION_ARG_NONE, &no_sync,
+          "Show the pool as recorded, without scanning the host (takes only a shared lock)", NULL },
+        { NULL },
+    };
+    g_autoptr(AvPool) pool = NULL;
+    g_autoptr(GError) err = NULL;
+
+    if (!av_cli_parse(cli, "status", NULL,
+                      "Scan the host, reconcile the pool with it (new managed devices become free, vanished ones "
+                      "missing) and show every managed device with its state and owner.",
+                      entries, &argc, &argv))
+        return AV_EXIT_USAGE;
+    if (argc > 1)
+        return av_cli_usage_error("'status' takes no arguments, got '%s'", argv[1]);
+
+    if (no_sync) {
+        pool = av_pool_open(cli->state_dir, AV_POOL_READ, AV_CLI_LOCK_TIMEOUT_MS, &err);
+        if (!pool)
+            return av_cli_fail(err);
+    } else {
+        g_autoptr(AvRoot) root = NULL;
+        g_autoptr(AvPolicy) policy = NULL;
+        g_autoptr(AvHost) host = NULL;
+        gboolean changed = FALSE;
+
+        /* Everything that can fail on input comes before the pool is touched. */
+        root = av_cli_open_root(cli, &err);
+        if (!root)
+            return av_cli_fail(err);
+        policy = av_cli_load_policy(cli, &err);
+        if (!policy)
+            return av_cli_fail(err);
+        host = av_host_scan(root, &err);
+        if (!host)
+            return av_cli_fail(err);
+        pool = av_pool_open(cli->state_dir, AV_POOL_WRITE, AV_CLI_LOCK_TIMEOUT_MS, &err);
+        if (!pool)
+            return av_cli_fail(err);
+        if (!av_pool_reconcile(pool, host, policy, &changed, &err))
+            return av_cli_fail(err);
+        if (changed && !av_pool_save(pool, &err))
+            return av_cli_fail(err);
+    }
+
+    if (cli->json) {
+        json_t *o = av_pool_to_json(pool);
+
+        json_object_set_new(o, "state_dir", json_string(cli->state_dir));
+        json_object_set_new(o, "synced", json_boolean(!no_sync));
+        av_cli_print_json(o);
+    } else {
+        av_status_print_table(pool, !no_sync);
+    }
+    return AV_EXIT_OK;
+}

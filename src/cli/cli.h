@@ -1,0 +1,66 @@
+/* accelvirt: the command-line program.  Only this layer (and the hook)
+ * decides what to print and how to exit; the layers below return errors. */
+#pragma once
+
+#include <glib.h>
+#include <jansson.h>
+
+#include "util/av-root.h"
+#include "policy/av-policy.h"
+
+G_BEGIN_DECLS
+
+/* Exit statuses, documented in accelvirt(1). */
+enum {
+    AV_EXIT_OK = 0,
+    AV_EXIT_FAILURE = 1,     /* the operation failed */
+    AV_EXIT_USAGE = 2,       /* bad command line, bad input or a bad policy file */
+    AV_EXIT_BUSY = 3,        /* the pool is locked by another accelvirt */
+    AV_EXIT_CORRUPT = 4,     /* the state file does not parse; nothing was changed */
+};
+
+/* The global options, shared by every command. */
+typedef struct {
+    char *root;
+    char *state_dir;
+    char *policy_dir;
+    char *connect;
+    gboolean json;
+    gboolean verbose;
+} AvCli;
+
+/* The global option entries, storing into @cli (static storage). */
+const GOptionEntry *av_cli_global_entries(AvCli *cli);
+
+/* Fills the defaults of the options not given: environment, then the
+ * compiled-in paths. */
+void av_cli_resolve_defaults(AvCli *cli);
+
+/* Prints "accelvirt: MESSAGE" on stderr and returns the exit status for
+ * @error (see the enum above). */
+int av_cli_fail(const GError *error);
+
+/* Prints "accelvirt: MESSAGE" on stderr and returns AV_EXIT_USAGE. */
+int av_cli_usage_error(const char *fmt, ...) G_GNUC_PRINTF(1, 2);
+
+/* Prints @value as indented JSON on stdout and takes over the reference. */
+void av_cli_print_json(json_t *value);
+
+/* The root, policy, each opened from the options; NULL with @error set. */
+AvRoot *av_cli_open_root(const AvCli *cli, GError **error);
+AvPolicy *av_cli_load_policy(const AvCli *cli, GError **error);
+
+/* Parses the options of a command: @entries (may be NULL) plus the global
+ * ones, so that global options may also stand after the command name.
+ * @params is the usage synopsis after the command ("[DEVICE]").  Returns
+ * FALSE after printing the error. */
+gboolean av_cli_parse(AvCli *cli, const char *command, const char *params, const char *summary,
+                      const GOptionEntry *entries, int *argc, char ***argv);
+
+/* The commands: argv[0] is the command name. */
+int av_cli_cmd_list(AvCli *cli, int argc, char **argv);
+int av_cli_cmd_status(AvCli *cli, int argc, char **argv);
+int av_cli_cmd_policy(AvCli *cli, int argc, char **argv);
+int av_cli_cmd_journal(AvCli *cli, int argc, char **argv);
+
+G_END_DECLS

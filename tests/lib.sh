@@ -1,0 +1,71 @@
+# accelvirt tests: TAP helpers for the shell tests (sourced).
+#
+#   check NAME CMD... run CMD; "ok" when it exits 0, else "not ok" with its output
+#   finish            print the plan (TAP allows it last); fail when any test failed
+
+: "${ACCELVIRT:?ACCELVIRT is not set: run the tests with make check}"
+: "${AV_TEST_SRCDIR:?AV_TEST_SRCDIR is not set: run the tests with make check}"
+: "${AV_TEST_HOSTS:?AV_TEST_HOSTS is not set: run the tests with make check}"
+
+av_n=0
+av_failed=0
+AV_TMP=$(mktemp -d "${TMPDIR:-/tmp}/accelvirt-test.XXXXXX")
+trap 'rm -rf "$AV_TMP"' EXIT
+
+check() {
+    name=$1; shift
+    av_n=$((av_n + 1))
+    if out=$("$@" 2>&1); then
+        echo "ok $av_n - $name"
+    else
+        echo "not ok $av_n - $name"
+        printf '%s\n' "$out" | sed 's/^/# /'
+        av_failed=$((av_failed + 1))
+    fi
+}
+
+finish() {
+    echo "1..$av_n"
+    [ "$av_failed" -eq 0 ]
+}
+
+# expect_exit STATUS CMD...: CMD must exit with STATUS.
+expect_exit() {
+    want=$1; shift
+    "$@" >"$AV_TMP/out" 2>"$AV_TMP/err"
+    got=$?
+    if [ "$got" -ne "$want" ]; then
+        echo "exit status $got, expected $want: $*"
+        cat "$AV_TMP/out" "$AV_TMP/err"
+        return 1
+    fi
+}
+
+# golden NAME FILE: FILE must equal tests/data/expected/NAME byte for byte;
+# AV_TEST_REGENERATE=1 rewrites the expected file instead (read the diff).
+golden() {
+    exp="$AV_TEST_SRCDIR/data/expected/$1"
+    if [ "${AV_TEST_REGENERATE:-0}" = 1 ]; then
+        mkdir -p "$(dirname "$exp")"
+        cp "$2" "$exp"
+        return 0
+    fi
+    if [ ! -f "$exp" ]; then
+        echo "missing $exp; run with AV_TEST_REGENERATE=1 and read the result"
+        return 1
+    fi
+    diff -u "$exp" "$2"
+}
+
+# json FILE PYTHON-EXPR: evaluates EXPR with `d` bound to the parsed FILE;
+# fails (printing EXPR) when it is false.
+json() {
+    python3 - "$1" "$2" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+ok = eval(sys.argv[2])
+if not ok:
+    print("false: " + sys.argv[2])
+    sys.exit(1)
+PY
+}

@@ -1,0 +1,96 @@
+#!/bin/sh
+# accelvirt tests: what users see from the accelvirt command on the fake hosts.
+. "$AV_TEST_SRCDIR/lib.sh"
+
+AV=$ACCELVIRT
+POL="$AV_TEST_SRCDIR/../policies"
+H2="$AV_TEST_HOSTS/two-socket-8gpu"
+STATE="$AV_TMP/state"
+
+# --- list: golden output for every fake host ---
+for h in two-socket-8gpu sriov-fpga-qat vgpu-mdev trap-shared-group; do
+    check "list --json on $h matches tests/data/expected/$h.list.json" \
+        eval "'$AV' --root '$AV_TEST_HOSTS/$h' --policy-dir '$POL' list --json >'$AV_TMP/$h.json' && golden '$h.list.json' '$AV_TMP/$h.json'"
+done
+check "list table on two-socket-8gpu matches its golden file" \
+    eval "'$AV' --root '$H2' --policy-dir '$POL' list --long >'$AV_TMP/t.txt' && golden two-socket-8gpu.list.txt '$AV_TMP/t.txt'"
+
+# --- list: the facts of the 2-socket host ---
+"$AV" --root "$H2" --policy-dir "$POL" list --json >"$AV_TMP/h2.json"
+check "8 A100/A6000 GPUs, 4 on each NUMA node" json "$AV_TMP/h2.json" \
+    "sorted(p['numa_node'] for p in d['pci'] if p['class'] in ('0x030200','0x030000')) == [0,0,0,0,1,1,1,1]"
+check "every GPU has an IOMMU group of its own (the A6000s share theirs with their audio function only)" json "$AV_TMP/h2.json" \
+    "all((len(p['iommu_group']['members']) == 1) if p['device_id'] == '0x20f1' else (len(p['iommu_group']['members']) == 2 and p['iommu_group']['members'][1].endswith('.1')) for p in d['pci'] if p['class'] in ('0x030200','0x030000')) and len(set(p['iommu_group']['id'] for p in d['pci'] if p['class'] in ('0x030200','0x030000'))) == 8"
+check "A100s match the shipped gpu-passthrough profile, A6000s gpu-rtx-a6000, the NIC, disk and audio none" json "$AV_TMP/h2.json" \
+    "all(p['profile'] == {'0x20f1': 'gpu-passthrough', '0x2230': 'gpu-rtx-a6000'}.get(p['device_id']) for p in d['pci'] if p['vendor_id'] == '0x10de') and all(p['profile'] is None for p in d['pci'] if p['class'] in ('0x020000','0x010802'))"
+check "two NUMA nodes with their CPU lists" json "$AV_TMP/h2.json" \
+    "[(n['id'], n['cpulist']) for n in d['numa_nodes']] == [(0,'0-15,32-47'), (1,'16-31,48-63')]"
+check "the USB AI stick is listed with its profile and NUMA node" json "$AV_TMP/h2.json" \
+    "[(u['vendor_id'], u['product_id'], u['profile'], u['numa_node']) for u in d['usb'] if u['profile']] == [('0x03e7','0x2485','usb-ai-stick', 0)]"
+check "ACCELVIRT_ROOT works like --root" \
+    eval "ACCELVIRT_ROOT='$H2' '$AV' --policy-dir '$POL' list --json | cmp - '$AV_TMP/h2.json'"
+check "global options are accepted after the command too" \
+    eval "'$AV' list --json --root '$H2' --policy-dir '$POL' | cmp - '$AV_TMP/h2.json'"
+"$AV" --root "$H2" --policy-dir "$POL" list --managed --json >"$AV_TMP/m.json"
+check "list --managed shows only the 8 GPUs and the stick" json "$AV_TMP/m.json" \
+    "len(d['pci']) == 8 and len(d['usb']) == 1"
+
+# --- bad input: one line, a non-zero status, nothing changed ---
+one_line_error() {
+    # one_line_error STATUS PATTERN CMD...
+    st=$1 pat=$2; shift 2
+    expect_exit "$st" "$@" || return 1
+    [ "$(wc -l <"$AV_TMP/err")" -eq 1 ] || { echo "not one line:"; cat "$AV_TMP/err"; return 1; }
+    grep -q "^accelvirt: .*$pat" "$AV_TMP/err" || { echo "no '$pat' in:"; cat "$AV_TMP/err"; return 1; }
+}
+check "an unknown command is a usage error" one_line_error 2 "unknown command 'lst'" "$AV" lst
+check "an unknown option is a usage error" one_line_error 2 "Unknown option" "$AV" list --frobnicate
+check "a root that does not exist is refused" one_line_error 1 "/nonexistent" "$AV" --root /nonexistent --policy-dir "$POL" list
+check "a root without sys/ says where to point --root" one_line_error 1 "sys" "$AV" --root "$AV_TMP" --policy-dir "$POL" list
+mkdir -p "$AV_TMP/badpol"
+printf '{"profiles": [\n  {"name": "gpu", "match": {"vendor": "0x10de"}, "attach": "vfio"}\n]}\n' >"$AV_TMP/badpol/10-gpu.json"
+check "a bad policy names file, line and column" one_line_error 2 "10-gpu.json:2:[0-9]*: .*'vfio'" "$AV" --root "$H2" --policy-dir "$AV_TMP/badpol" list
+
+# --- status: the pool, reconciled with the host ---
+check "status on a new state dir adds the managed devices as free" \
+    eval "'$AV' --root '$H2' --policy-dir '$POL' --state-dir '$STATE' status --json >'$AV_TMP/s1.json'"
+check "  ... 9 devices (8 GPUs and the stick), all free" json "$AV_TMP/s1.json" \
+    "len(d['devices']) == 9 and all(x['state'] == 'free' for x in d['devices'])"
+check "  ... journalled as 9 'added' entries" \
+    eval "[ \$(grep -c '\"event\": *\"added\"' '$STATE/journal.jsonl') -eq 9 ]"
+lines=$(wc -l <"$STATE/journal.jsonl")
+check "a second status journals nothing and reports the same states" \
+    eval "'$AV' --root '$H2' --policy-dir '$POL' --state-dir '$STATE' status --json >'$AV_TMP/s1b.json' && [ \$(wc -l <'$STATE/journal.jsonl') -eq $lines ] && python3 -c 'import json,sys; f=lambda p: [(x[\"identity\"], x[\"address\"], x[\"state\"]) for x in json.load(open(p))[\"devices\"]]; sys.exit(0 if f(sys.argv[1]) == f(sys.argv[2]) else 1)' '$AV_TMP/s1.json' '$AV_TMP/s1b.json'"
+
+# A GPU vanishes (pulled card, dead link): it becomes missing, then comes back free.
+cp -a "$H2" "$AV_TMP/h2copy"
+gone=$(python3 -c "import json;print([p['address'] for p in json.load(open('$AV_TMP/h2.json'))['pci'] if p['profile']][0])")
+mv "$AV_TMP/h2copy/sys/bus/pci/devices/$gone" "$AV_TMP/gone-link"
+check "a GPU that disappears becomes missing" \
+    eval "'$AV' --root '$AV_TMP/h2copy' --policy-dir '$POL' --state-dir '$STATE' status --json >'$AV_TMP/s2.json'"
+check "  ... with its address, the others stay free" json "$AV_TMP/s2.json" \
+    "[x['state'] for x in d['devices'] if x['address'] == '$gone'] == ['missing'] and sum(x['state'] == 'free' for x in d['devices']) == 8"
+mv "$AV_TMP/gone-link" "$AV_TMP/h2copy/sys/bus/pci/devices/$gone"
+check "  ... and returns to free when it is back" \
+    eval "'$AV' --root '$AV_TMP/h2copy' --policy-dir '$POL' --state-dir '$STATE' status --json | python3 -c 'import json,sys; d=json.load(sys.stdin); sys.exit(0 if all(x[\"state\"]==\"free\" for x in d[\"devices\"]) else 1)'"
+
+check "journal verify accepts the chain" "$AV" --state-dir "$STATE" journal verify
+cp "$STATE/pool.json" "$AV_TMP/pool.before"
+cp "$STATE/journal.jsonl" "$AV_TMP/journal.before"
+check "a bad policy leaves the pool and journal untouched" \
+    eval "! '$AV' --root '$H2' --policy-dir '$AV_TMP/badpol' --state-dir '$STATE' status 2>/dev/null && cmp '$STATE/pool.json' '$AV_TMP/pool.before' && cmp '$STATE/journal.jsonl' '$AV_TMP/journal.before'"
+
+printf '{"version": 1, "devices": [ {"identity": "dsn:' >"$STATE/pool.json"
+cp "$STATE/pool.json" "$AV_TMP/corrupt"
+check "a pool.json that does not parse stops status (exit 4) and is left as it is" \
+    eval "'$AV' --root '$H2' --policy-dir '$POL' --state-dir '$STATE' status >/dev/null 2>'$AV_TMP/cerr'; [ \$? -eq 4 ] && grep -q 'pool.json' '$AV_TMP/cerr' && cmp '$STATE/pool.json' '$AV_TMP/corrupt'"
+
+check "status --no-sync on a missing state dir shows an empty pool and creates nothing" \
+    eval "'$AV' --state-dir '$AV_TMP/nostate' status --no-sync --json | python3 -c 'import json,sys; sys.exit(0 if json.load(sys.stdin)[\"devices\"] == [] else 1)' && [ ! -e '$AV_TMP/nostate' ]"
+
+# --- policy ---
+check "policy check accepts the shipped example policies" "$AV" --policy-dir "$POL" policy check
+check "policy show NAME prints the normalised profile; an unknown NAME is refused" \
+    eval "'$AV' --policy-dir '$POL' policy show gpu-passthrough | python3 -c 'import json,sys; d=json.load(sys.stdin); sys.exit(0 if d[0][\"name\"]==\"gpu-passthrough\" else 1)' && ! '$AV' --policy-dir '$POL' policy show no-such 2>/dev/null"
+
+finish

@@ -1,0 +1,262 @@
+/* accelvirt tests: the root prefix and link resolution inside it. */
+#include "config.h"
+
+#include <errno.h>
+#include <string.h>
+
+#include "av-test.h"
+#include "util/av-error.h"
+#include "util/av-root.h"
+
+static AvRoot *
+new_root(const char *dir)
+{
+    g_autoptr(GError) err = NULL;
+    AvRoot *root = av_root_new(dir, &err);
+
+    g_assert_no_error(err);
+    g_assert_nonnull(root);
+    return root;
+}
+
+static void
+test_kernel_paths(void)
+{
+    g_autofree char *a = av_sys_path("bus/pci/devices/%s/driver", "0000:3b:00.0");
+    g_autofree char *b = av_sys_path("/kernel/iommu_groups");
+    g_autofree char *c = av_dev_path("vfio/%d", 12);
+    g_autofree char *d = av_proc_path("self/mountinfo");
+    g_autofree char *e = av_sys_path("%s", "");
+
+    g_assert_cmpstr(a, ==, "/sys/bus/pci/devices/0000:3b:00.0/driver");
+    g_assert_cmpstr(b, ==, "/sys/kernel/iommu_groups");
+    g_assert_cmpstr(c, ==, "/dev/vfio/12");
+    g_assert_cmpstr(d, ==, "/proc/self/mountinfo");
+    g_assert_cmpstr(e, ==, "/sys");
+}
+
+static void
+test_prefix(void)
+{
+    g_autofree char *dir = av_test_tmpdir();
+    g_autofree char *sub = g_build_filename(dir, "x", NULL);
+    g_autofree char *file = g_build_filename(dir, "f", NULL);
+    g_autoptr(AvRoot) host = new_root(NULL);
+    g_autoptr(AvRoot) slash = new_root("/");
+    g_autoptr(AvRoot) fake = NULL;
+    g_autoptr(AvRoot) none = NULL;
+    g_autoptr(AvRoot) notdir = NULL;
+    g_autoptr(GError) err = NULL;
+    g_autofree char *hp = NULL;
+
+    g_assert_true(av_root_is_host(host));
+    g_assert_true(av_root_is_host(slash));
+    g_assert_cmpstr(av_root_prefix(host), ==, "/");
+
+    g_assert_cmpint(g_mkdir_with_parents(sub, 0755), ==, 0);
+    fake = new_root(sub);
+    g_assert_false(av_root_is_host(fake));
+    g_assert_cmpstr(av_root_prefix(fake), ==, sub);
+    hp = av_root_host_path(fake, "/sys/x");
+    g_assert_true(g_str_has_prefix(hp, sub));
+    g_assert_true(g_str_has_suffix(hp, "/x/sys/x"));
+
+    none = av_root_new("/nonexistent/accelvirt-root", &err);
+    g_assert_null(none);
+    g_assert_error(err, AV_ERROR, AV_ERROR_NOT_FOUND);
+    g_assert_nonnull(strstr(err->message, "/nonexistent/accelvirt-root"));
+    g_clear_error(&err);
+
+    av_test_write(dir, "f", "x");
+    notdir = av_root_new(file, &err);
+    g_assert_null(notdir);
+    g_assert_error(err, AV_ERROR, AV_ERROR_INVALID_INPUT);
+
+    av_test_tmpdir_remove(dir);
+}
+
+static void
+test_env_default(void)
+{
+    g_autofree char *dir = av_test_tmpdir();
+    g_autoptr(AvRoot) a = NULL;
+    g_autoptr(AvRoot) b = NULL;
+    g_autoptr(GError) err = NULL;
+
+    g_setenv("ACCELVIRT_ROOT", dir, TRUE);
+    a = av_root_new_default(NULL, &err);
+    g_assert_no_error(err);
+    g_assert_false(av_root_is_host(a));
+    /* the option wins over the environment */
+    b = av_root_new_default("/", &err);
+    g_assert_no_error(err);
+    g_assert_true(av_root_is_host(b));
+    g_unsetenv("ACCELVIRT_ROOT");
+    av_test_tmpdir_remove(dir);
+}
+
+/* A tree whose links point everywhere: relative like the kernel's, absolute,
+ * and climbing above the root.  Every one must resolve inside the root. */
+static void
+test_resolve_inside(void)
+{
+    g_autofree char *outside = av_test_tmpdir();
+    g_autofree char *dir = av_test_tmpdir();
+    g_autofree char *secret = g_build_filename(outside, "secret", NULL);
+    g_autoptr(AvRoot) root = NULL;
+    g_autofree char *r1 = NULL, *r2 = NULL, *r3 = NULL, *r4 = NULL, *r5 = NULL;
+    g_autofree char *v = NULL;
+    g_autofree char *name = NULL;
+    g_autofree char *escape = NULL;
+    char **names = NULL;
+
+    av_test_write(outside, "secret", "outside\n");
+    av_test_write(dir, "sys/devices/pci0000:00/0000:00:01.0/0000:01:00.0/vendor", "0x10de\n");
+    av_test_write(dir, "sys/bus/pci/drivers/nvidia/bind", "");
+    av_test_write(dir, "etc/secret", "inside\n");
+    /* kernel-style relative links */
+    av_test_symlink(dir, "sys/bus/pci/devices/0000:01:00.0", "../../../devices/pci0000:00/0000:00:01.0/0000:01:00.0");
+    av_test_symlink(dir, "sys/devices/pci0000:00/0000:00:01.0/0000:01:00.0/driver", "../../../../bus/pci/drivers/nvidia");
+    /* absolute link: taken relative to the root */
+    av_test_symlink(dir, "sys/abs", "/etc/secret");
+    /* climbing above the root: stops at the root */
+    escape = g_strdup_printf("../../../../../../../../..%s", secret);
+    av_test_symlink(dir, "sys/climb", escape);
+    av_test_symlink(dir, "sys/climb2", "../../../../../../../../../etc/secret");
+    /* link to a host path outside */
+    av_test_symlink(dir, "sys/hostabs", secret);
+    /* loops */
+    av_test_symlink(dir, "sys/loop1", "loop2");
+    av_test_symlink(dir, "sys/loop2", "loop1");
+
+    root = new_root(dir);
+
+    g_assert_cmpint(av_root_resolve(root, "/sys/bus/pci/devices/0000:01:00.0/vendor", &r1), ==, 0);
+    g_assert_cmpstr(r1, ==, "/sys/devices/pci0000:00/0000:00:01.0/0000:01:00.0/vendor");
+    g_assert_cmpint(av_root_resolve(root, "/sys/bus/pci/devices/0000:01:00.0/driver", &r2), ==, 0);
+    g_assert_cmpstr(r2, ==, "/sys/bus/pci/drivers/nvidia");
+    g_assert_cmpint(av_root_link_name(root, "/sys/bus/pci/devices/0000:01:00.0/driver", &name), ==, 0);
+    g_assert_cmpstr(name, ==, "nvidia");
+
+    g_assert_cmpint(av_root_resolve(root, "/sys/abs", &r3), ==, 0);
+    g_assert_cmpstr(r3, ==, "/etc/secret");
+    g_assert_cmpint(av_root_read_attr(root, "/sys/abs", &v), ==, 0);
+    g_assert_cmpstr(v, ==, "inside");
+    g_clear_pointer(&v, g_free);
+
+    /* the climbing link lands on <root>/<path of secret>, which does not exist */
+    g_assert_cmpint(av_root_resolve(root, "/sys/climb", &r4), ==, -ENOENT);
+    g_assert_null(r4);
+    g_assert_cmpint(av_root_read_attr(root, "/sys/climb", &v), ==, -ENOENT);
+    g_assert_cmpint(av_root_read_attr(root, "/sys/hostabs", &v), ==, -ENOENT);
+    g_assert_null(v);
+    g_assert_cmpint(av_root_read_attr(root, "/sys/climb2", &v), ==, 0);
+    g_assert_cmpstr(v, ==, "inside");
+    g_clear_pointer(&v, g_free);
+    g_assert_cmpint(av_root_read_attr(root, "/../../sys/../etc/secret", &v), ==, 0);
+    g_assert_cmpstr(v, ==, "inside");
+    g_clear_pointer(&v, g_free);
+
+    g_assert_cmpint(av_root_resolve(root, "/sys/loop1", &r5), ==, -ELOOP);
+    g_assert_cmpint(av_root_resolve(root, "/sys/bus/pci/drivers/nvidia/bind/x", &r5), ==, -ENOTDIR);
+    g_assert_null(r5);
+
+    g_assert_cmpint(av_root_list_dir(root, "/sys/bus/pci/devices/0000:01:00.0", &names), ==, 0);
+    g_assert_cmpuint(g_strv_length(names), ==, 2);
+    g_assert_cmpstr(names[0], ==, "driver");
+    g_assert_cmpstr(names[1], ==, "vendor");
+    g_strfreev(names);
+
+    g_assert_true(av_root_exists(root, "/sys/bus/pci/devices/0000:01:00.0"));
+    g_assert_false(av_root_exists(root, "/sys/bus/pci/devices/0000:02:00.0"));
+
+    av_test_tmpdir_remove(dir);
+    av_test_tmpdir_remove(outside);
+}
+
+static void
+test_read_numbers(void)
+{
+    g_autofree char *dir = av_test_tmpdir();
+    g_autoptr(AvRoot) root = NULL;
+    guint64 u = 0;
+    gint64 i = 0;
+
+    av_test_write(dir, "sys/hex", "0x10de\n");
+    av_test_write(dir, "sys/dec", "42\n");
+    av_test_write(dir, "sys/neg", "-1\n");
+    av_test_write(dir, "sys/junk", "12ab\n");
+    av_test_write(dir, "sys/empty", "");
+    root = new_root(dir);
+
+    g_assert_cmpint(av_root_read_uint(root, "/sys/hex", 0, &u), ==, 0);
+    g_assert_cmpuint(u, ==, 0x10de);
+    g_assert_cmpint(av_root_read_uint(root, "/sys/hex", 16, &u), ==, 0);
+    g_assert_cmpuint(u, ==, 0x10de);
+    g_assert_cmpint(av_root_read_uint(root, "/sys/dec", 0, &u), ==, 0);
+    g_assert_cmpuint(u, ==, 42);
+    g_assert_cmpint(av_root_read_uint(root, "/sys/neg", 0, &u), ==, -ERANGE);
+    g_assert_cmpint(av_root_read_uint(root, "/sys/junk", 10, &u), ==, -EINVAL);
+    g_assert_cmpint(av_root_read_uint(root, "/sys/empty", 10, &u), ==, -EINVAL);
+    g_assert_cmpint(av_root_read_uint(root, "/sys/missing", 10, &u), ==, -ENOENT);
+    g_assert_cmpuint(u, ==, 42);
+    g_assert_cmpint(av_root_read_int(root, "/sys/neg", &i), ==, 0);
+    g_assert_cmpint(i, ==, -1);
+    g_assert_cmpint(av_root_read_int(root, "/sys/junk", &i), ==, -EINVAL);
+    av_test_tmpdir_remove(dir);
+}
+
+static void
+test_binary_file(void)
+{
+    g_autofree char *dir = av_test_tmpdir();
+    g_autofree char *path = g_build_filename(dir, "sys", "config", NULL);
+    g_autoptr(AvRoot) root = NULL;
+    g_autoptr(GError) err = NULL;
+    g_autofree char *data = NULL;
+    guint8 bytes[4096];
+    gsize len = 0;
+
+    for (gsize k = 0; k < sizeof(bytes); k++)
+        bytes[k] = (guint8)(k * 7);
+    bytes[5] = 0;
+    av_test_write(dir, "sys/.keep", "");
+    g_file_set_contents(path, (const char *)bytes, sizeof(bytes), &err);
+    g_assert_no_error(err);
+    root = new_root(dir);
+    g_assert_cmpint(av_root_read_file(root, "/sys/config", &data, &len), ==, 0);
+    g_assert_cmpuint(len, ==, sizeof(bytes));
+    g_assert_cmpmem(data, len, bytes, sizeof(bytes));
+    av_test_tmpdir_remove(dir);
+}
+
+static void
+test_write_attr(void)
+{
+    g_autofree char *dir = av_test_tmpdir();
+    g_autoptr(AvRoot) root = NULL;
+    g_autofree char *v = NULL;
+
+    av_test_write(dir, "sys/devices/d/driver_override", "(null)\n");
+    av_test_symlink(dir, "sys/bus/d", "../devices/d");
+    root = new_root(dir);
+    g_assert_cmpint(av_root_write_attr(root, "/sys/bus/d/driver_override", "vfio-pci"), ==, 0);
+    g_assert_cmpint(av_root_read_attr(root, "/sys/devices/d/driver_override", &v), ==, 0);
+    g_assert_cmpstr(v, ==, "vfio-pci");
+    g_assert_cmpint(av_root_write_attr(root, "/sys/bus/d/missing", "x"), ==, -ENOENT);
+    av_test_tmpdir_remove(dir);
+}
+
+int
+main(int argc, char **argv)
+{
+    av_test_init(&argc, &argv);
+    g_test_add_func("/root/kernel-paths", test_kernel_paths);
+    g_test_add_func("/root/prefix", test_prefix);
+    g_test_add_func("/root/env-default", test_env_default);
+    g_test_add_func("/root/resolve-inside", test_resolve_inside);
+    g_test_add_func("/root/read-numbers", test_read_numbers);
+    g_test_add_func("/root/binary-file", test_binary_file);
+    g_test_add_func("/root/write-attr", test_write_attr);
+    return g_test_run();
+}
