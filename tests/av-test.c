@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static const char *
@@ -106,4 +107,49 @@ av_test_symlink(const char *dir, const char *rel, const char *target)
     g_assert_cmpint(g_mkdir_with_parents(parent, 0755), ==, 0);
     if (symlink(target, path) < 0)
         g_error("symlink %s -> %s: %s", path, target, g_strerror(errno));
+}
+
+pid_t
+av_test_hold(AvTestTakeFunc take, GDestroyNotify release, gconstpointer data, int *ret_fd)
+{
+    int ready[2], go[2];
+    char c = 0;
+    pid_t pid;
+
+    g_assert_cmpint(pipe(ready), ==, 0);
+    g_assert_cmpint(pipe(go), ==, 0);
+    pid = fork();
+    g_assert_cmpint(pid, >=, 0);
+    if (pid == 0) {
+        gpointer held = take(data);
+
+        close(ready[0]);
+        close(go[1]);
+        if (!held)
+            _exit(2);
+        if (write(ready[1], "r", 1) != 1)
+            _exit(3);
+        if (read(go[0], &c, 1) < 0)
+            _exit(4);
+        release(held);
+        _exit(0);
+    }
+    close(ready[1]);
+    close(go[0]);
+    g_assert_cmpint(read(ready[0], &c, 1), ==, 1);
+    close(ready[0]);
+    *ret_fd = go[1];
+    return pid;
+}
+
+void
+av_test_hold_release(pid_t pid, int fd)
+{
+    int status = 0;
+
+    g_assert_cmpint(write(fd, "g", 1), ==, 1);
+    close(fd);
+    g_assert_cmpint(waitpid(pid, &status, 0), ==, pid);
+    g_assert_true(WIFEXITED(status));
+    g_assert_cmpint(WEXITSTATUS(status), ==, 0);
 }

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <glib.h>
+#include <sys/types.h>
 
 G_BEGIN_DECLS
 
@@ -30,5 +31,19 @@ void av_test_write(const char *dir, const char *rel, const char *contents);
 
 /* Creates the symlink @dir/@rel -> @target, creating parent directories. */
 void av_test_symlink(const char *dir, const char *rel, const char *target);
+
+/* Takes a lock (or whatever holds one) described by @data; returns the
+ * handle that the matching GDestroyNotify releases, or NULL on failure. */
+typedef gpointer (*AvTestTakeFunc)(gconstpointer data);
+
+/* Forks a child that calls @take(@data), tells the parent it holds what it
+ * took, waits for the parent's word, calls @release on the handle and exits
+ * 0 (2 when @take failed).  Returns once the child holds it: the child's
+ * pid, and in *ret_fd the pipe to give the word on (av_test_hold_release(),
+ * or write to it and close it yourself).  @data is only read by the child. */
+pid_t av_test_hold(AvTestTakeFunc take, GDestroyNotify release, gconstpointer data, int *ret_fd);
+
+/* Lets the child of av_test_hold() go and asserts that it exits 0. */
+void av_test_hold_release(pid_t pid, int fd);
 
 G_END_DECLS

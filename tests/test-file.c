@@ -254,51 +254,27 @@ test_ensure_dir(void)
     av_test_tmpdir_remove(dir);
 }
 
+typedef struct {
+    const char *path;
+    AvLockMode mode;
+} TestLockArgs;
+
+static gpointer
+test_take_lock(gconstpointer data)
+{
+    const TestLockArgs *args = data;
+
+    return av_lock_take(args->path, args->mode, -1, NULL);
+}
+
 /* A child takes the lock @mode on @path and holds it until the parent writes
  * to the returned pipe. */
 static pid_t
 test_hold_lock(const char *path, AvLockMode mode, int *ret_fd)
 {
-    int ready[2], go[2];
-    char c = 0;
-    pid_t pid;
+    const TestLockArgs args = { path, mode };
 
-    g_assert_cmpint(pipe(ready), ==, 0);
-    g_assert_cmpint(pipe(go), ==, 0);
-    pid = fork();
-    g_assert_cmpint(pid, >=, 0);
-    if (pid == 0) {
-        AvLock *lock = av_lock_take(path, mode, -1, NULL);
-
-        close(ready[0]);
-        close(go[1]);
-        if (!lock)
-            _exit(2);
-        if (write(ready[1], "r", 1) != 1)
-            _exit(3);
-        if (read(go[0], &c, 1) < 0)
-            _exit(4);
-        av_lock_release(lock);
-        _exit(0);
-    }
-    close(ready[1]);
-    close(go[0]);
-    g_assert_cmpint(read(ready[0], &c, 1), ==, 1);
-    close(ready[0]);
-    *ret_fd = go[1];
-    return pid;
-}
-
-static void
-test_release_child(pid_t pid, int fd)
-{
-    int status = 0;
-
-    g_assert_cmpint(write(fd, "g", 1), ==, 1);
-    close(fd);
-    g_assert_cmpint(waitpid(pid, &status, 0), ==, pid);
-    g_assert_true(WIFEXITED(status));
-    g_assert_cmpint(WEXITSTATUS(status), ==, 0);
+    return av_test_hold(test_take_lock, (GDestroyNotify)av_lock_release, &args, ret_fd);
 }
 
 static void
@@ -350,7 +326,7 @@ test_lock(void)
         g_clear_error(&err);
     }
     g_assert_cmpint(g_get_monotonic_time() - start, >=, 100 * 1000);
-    test_release_child(pid, fd);
+    av_test_hold_release(pid, fd);
     {
         g_autoptr(AvLock) ex = av_lock_take(path, AV_LOCK_EXCLUSIVE, 0, &err);
 
@@ -371,7 +347,7 @@ test_lock(void)
         g_assert_error(err, AV_ERROR, AV_ERROR_BUSY);
         g_clear_error(&err);
     }
-    test_release_child(pid, fd);
+    av_test_hold_release(pid, fd);
 
     /* A waiting taker gets the lock once the holder lets go. */
     pid = test_hold_lock(path, AV_LOCK_EXCLUSIVE, &fd);

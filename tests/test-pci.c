@@ -168,6 +168,29 @@ test_address_is_valid(void)
             g_error("'%s' was accepted", bad[i]);
     }
     g_assert_false(av_pci_address_is_valid(NULL));
+
+    /* USB device names: "BUS-PORT[.PORT]...", shorter than 64 characters. */
+    {
+        static const char *const usb_good[] = { "1-1", "1-1.2", "3-4", "10-1.2.3.4.5", "2-11.14", NULL };
+        static const char *const usb_bad[] = {
+            "", "usb1", "1-1.2:1.0", "1-", "-1", "1", "1-1.", "1-.2", "1--1", "1-1..2",
+            "a-1", "1-1 ", " 1-1", "1-1/..", "../1-1", NULL,
+        };
+        g_autofree char *ports61 = g_strnfill(61, '1');
+        g_autofree char *ports62 = g_strnfill(62, '1');
+        g_autofree char *longest = g_strconcat("1-", ports61, NULL);
+        g_autofree char *too_long = g_strconcat("1-", ports62, NULL);
+
+        for (guint i = 0; usb_good[i]; i++)
+            g_assert_true(av_usb_bus_path_is_valid(usb_good[i]));
+        for (guint i = 0; usb_bad[i]; i++) {
+            if (av_usb_bus_path_is_valid(usb_bad[i]))
+                g_error("'%s' was accepted", usb_bad[i]);
+        }
+        g_assert_true(av_usb_bus_path_is_valid(longest));
+        g_assert_false(av_usb_bus_path_is_valid(too_long));
+        g_assert_false(av_usb_bus_path_is_valid(NULL));
+    }
 }
 
 /* --- av_pci_config_find_dsn on crafted buffers --- */

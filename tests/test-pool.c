@@ -1102,50 +1102,26 @@ test_stale_temps(void)
     test_remove_state(state);
 }
 
+typedef struct {
+    const char *state;
+    AvPoolMode mode;
+} TestHoldArgs;
+
+static gpointer
+test_take_pool(gconstpointer data)
+{
+    const TestHoldArgs *args = data;
+
+    return av_pool_open(args->state, args->mode, 1000, NULL);
+}
+
 /* A child holds the pool (@mode) until the parent writes to its pipe. */
 static pid_t
 test_hold(const char *state, AvPoolMode mode, int *ret_fd)
 {
-    int ready[2], go[2];
-    char c = 0;
-    pid_t pid;
+    const TestHoldArgs args = { state, mode };
 
-    g_assert_cmpint(pipe(ready), ==, 0);
-    g_assert_cmpint(pipe(go), ==, 0);
-    pid = fork();
-    g_assert_cmpint(pid, >=, 0);
-    if (pid == 0) {
-        AvPool *pool = av_pool_open(state, mode, 1000, NULL);
-
-        close(ready[0]);
-        close(go[1]);
-        if (!pool)
-            _exit(2);
-        if (write(ready[1], "r", 1) != 1)
-            _exit(3);
-        if (read(go[0], &c, 1) < 0)
-            _exit(4);
-        av_pool_free(pool);
-        _exit(0);
-    }
-    close(ready[1]);
-    close(go[0]);
-    g_assert_cmpint(read(ready[0], &c, 1), ==, 1);
-    close(ready[0]);
-    *ret_fd = go[1];
-    return pid;
-}
-
-static void
-test_release(pid_t pid, int fd)
-{
-    int status = 0;
-
-    g_assert_cmpint(write(fd, "g", 1), ==, 1);
-    close(fd);
-    g_assert_cmpint(waitpid(pid, &status, 0), ==, pid);
-    g_assert_true(WIFEXITED(status));
-    g_assert_cmpint(WEXITSTATUS(status), ==, 0);
+    return av_test_hold(test_take_pool, (GDestroyNotify)av_pool_free, &args, ret_fd);
 }
 
 static void
@@ -1183,7 +1159,7 @@ test_lock_contention(void)
         g_clear_error(&err);
     }
     g_assert_cmpint(g_get_monotonic_time() - start, >=, 150 * 1000);
-    test_release(pid, fd);
+    av_test_hold_release(pid, fd);
     {
         g_autoptr(AvPool) w = av_pool_open(state, AV_POOL_WRITE, 0, &err);
 
@@ -1204,7 +1180,7 @@ test_lock_contention(void)
         g_assert_error(err, AV_ERROR, AV_ERROR_BUSY);
         g_clear_error(&err);
     }
-    test_release(pid, fd);
+    av_test_hold_release(pid, fd);
 
     /* A holder that dies drops the lock. */
     pid = test_hold(state, AV_POOL_WRITE, &fd);

@@ -323,9 +323,10 @@ av_pci_scan_load_slots(AvPciScan *scan)
     }
 }
 
-/* Reads a hex id attribute ("0x10de") into *ret; returns 0 or -errno. */
-static int
-av_read_hex(const AvRoot *root, const char *dir, const char *attr, guint64 max, guint64 *ret)
+/* --- attribute readers, shared with av-usb.c (see av-pci-private.h) --- */
+
+int
+av_attr_read_hex(const AvRoot *root, const char *dir, const char *attr, guint64 max, guint64 *ret)
 {
     g_autofree char *path = g_strconcat(dir, "/", attr, NULL);
     guint64 v;
@@ -340,9 +341,24 @@ av_read_hex(const AvRoot *root, const char *dir, const char *attr, guint64 max, 
     return 0;
 }
 
-/* Reads an optional text attribute of @dir: NULL when absent or unreadable. */
-static char *
-av_read_optional(const AvRoot *root, const char *dir, const char *attr)
+int
+av_attr_read_uint(const AvRoot *root, const char *dir, const char *attr, guint *ret)
+{
+    g_autofree char *path = g_strconcat(dir, "/", attr, NULL);
+    guint64 v;
+    int r;
+
+    r = av_root_read_uint(root, path, 10, &v);
+    if (r < 0)
+        return r;
+    if (v > G_MAXUINT)
+        return -ERANGE;
+    *ret = (guint)v;
+    return 0;
+}
+
+char *
+av_attr_read_optional(const AvRoot *root, const char *dir, const char *attr)
 {
     g_autofree char *path = g_strconcat(dir, "/", attr, NULL);
     char *value = NULL;
@@ -350,6 +366,17 @@ av_read_optional(const AvRoot *root, const char *dir, const char *attr)
     if (av_root_read_attr(root, path, &value) < 0)
         return NULL;
     return value;
+}
+
+int
+av_attr_read_numa_node(const AvRoot *root, const char *dir)
+{
+    g_autofree char *path = g_strconcat(dir, "/numa_node", NULL);
+    gint64 node;
+
+    if (av_root_read_int(root, path, &node) == 0 && node >= 0 && node <= G_MAXINT)
+        return (int)node;
+    return -1;
 }
 
 /* TRUE when @s is a non-empty decimal number that fits in an int. */
@@ -440,33 +467,33 @@ av_pci_device_read_ids(const AvRoot *root, AvPciDevice *dev, const guint8 *confi
     guint64 v;
     int r;
 
-    r = av_read_hex(root, dev->sysfs_path, "vendor", 0xffff, &v);
+    r = av_attr_read_hex(root, dev->sysfs_path, "vendor", 0xffff, &v);
     if (r < 0)
         return av_error_errno(error, r, "cannot read the vendor id of PCI device '%s' ('%s/vendor')",
                               dev->address, dev->sysfs_path);
     dev->vendor_id = (guint16)v;
 
-    if (av_read_hex(root, dev->sysfs_path, "device", 0xffff, &v) == 0)
+    if (av_attr_read_hex(root, dev->sysfs_path, "device", 0xffff, &v) == 0)
         dev->device_id = (guint16)v;
     else if (config_len >= 4)
         dev->device_id = av_config_word(config, 0x02);
 
-    if (av_read_hex(root, dev->sysfs_path, "class", 0xffffff, &v) == 0)
+    if (av_attr_read_hex(root, dev->sysfs_path, "class", 0xffffff, &v) == 0)
         dev->class_code = (guint32)v;
     else if (config_len >= 12)
         dev->class_code = av_config_dword(config, 0x08) >> 8;
 
-    if (av_read_hex(root, dev->sysfs_path, "revision", 0xff, &v) == 0)
+    if (av_attr_read_hex(root, dev->sysfs_path, "revision", 0xff, &v) == 0)
         dev->revision = (guint8)v;
     else if (config_len >= 9)
         dev->revision = config[0x08];
 
-    if (av_read_hex(root, dev->sysfs_path, "subsystem_vendor", 0xffff, &v) == 0)
+    if (av_attr_read_hex(root, dev->sysfs_path, "subsystem_vendor", 0xffff, &v) == 0)
         dev->subsystem_vendor_id = (guint16)v;
     else if (config_len >= 0x30)
         dev->subsystem_vendor_id = av_config_word(config, 0x2c);
 
-    if (av_read_hex(root, dev->sysfs_path, "subsystem_device", 0xffff, &v) == 0)
+    if (av_attr_read_hex(root, dev->sysfs_path, "subsystem_device", 0xffff, &v) == 0)
         dev->subsystem_device_id = (guint16)v;
     else if (config_len >= 0x30)
         dev->subsystem_device_id = av_config_word(config, 0x2e);
@@ -518,18 +545,10 @@ av_pci_device_read_sriov(const AvRoot *root, AvPciDevice *dev, char **entries)
     g_autofree char *physfn_link = g_strconcat(dev->sysfs_path, "/physfn", NULL);
     g_autofree char *physfn = NULL;
     g_autoptr(GArray) indexes = g_array_new(FALSE, FALSE, sizeof(int));
-    guint64 v;
 
-    {
-        g_autofree char *total = g_strconcat(dev->sysfs_path, "/sriov_totalvfs", NULL);
-        g_autofree char *num = g_strconcat(dev->sysfs_path, "/sriov_numvfs", NULL);
-
-        if (av_root_read_uint(root, total, 10, &v) == 0 && v <= G_MAXUINT) {
-            dev->sriov_capable = TRUE;
-            dev->sriov_totalvfs = (guint)v;
-            if (av_root_read_uint(root, num, 10, &v) == 0 && v <= G_MAXUINT)
-                dev->sriov_numvfs = (guint)v;
-        }
+    if (av_attr_read_uint(root, dev->sysfs_path, "sriov_totalvfs", &dev->sriov_totalvfs) == 0) {
+        dev->sriov_capable = TRUE;
+        (void)av_attr_read_uint(root, dev->sysfs_path, "sriov_numvfs", &dev->sriov_numvfs);
     }
 
     /* virtfnN links, in index order. */
@@ -605,25 +624,23 @@ av_pci_device_read_mdev(const AvRoot *root, AvPciDevice *dev, char **entries)
     if (av_root_list_dir(root, types_dir, &types) == 0) {
         for (guint i = 0; types[i]; i++) {
             g_autofree char *dir = NULL;
-            g_autofree char *avail = NULL;
             AvMdevType *type;
-            guint64 v = 0;
+            guint avail = 0;
 
             if (!av_name_is_safe(types[i]))
                 continue;
             dir = g_strconcat(types_dir, "/", types[i], NULL);
-            avail = g_strconcat(dir, "/available_instances", NULL);
-            if (av_root_read_uint(root, avail, 10, &v) < 0 || v > G_MAXUINT) {
+            if (av_attr_read_uint(root, dir, "available_instances", &avail) < 0) {
                 g_debug("ignoring mdev type '%s' of '%s': no readable available_instances",
                         types[i], dev->address);
                 continue;
             }
             type = g_new0(AvMdevType, 1);
             type->id = g_strdup(types[i]);
-            type->name = av_read_optional(root, dir, "name");
-            type->device_api = av_read_optional(root, dir, "device_api");
-            type->description = av_read_optional(root, dir, "description");
-            type->available = (guint)v;
+            type->name = av_attr_read_optional(root, dir, "name");
+            type->device_api = av_attr_read_optional(root, dir, "device_api");
+            type->description = av_attr_read_optional(root, dir, "description");
+            type->available = avail;
             g_ptr_array_add(dev->mdev_types, type);
         }
         g_ptr_array_sort(dev->mdev_types, av_mdev_type_cmp);
@@ -656,7 +673,7 @@ av_pci_device_read_mdev(const AvRoot *root, AvPciDevice *dev, char **entries)
 static void
 av_pci_device_read_reset(const AvRoot *root, AvPciDevice *dev)
 {
-    g_autofree char *methods = av_read_optional(root, dev->sysfs_path, "reset_method");
+    g_autofree char *methods = av_attr_read_optional(root, dev->sysfs_path, "reset_method");
     g_autofree char *reset = g_strconcat(dev->sysfs_path, "/reset", NULL);
 
     if (methods) {
@@ -687,7 +704,6 @@ av_pci_device_scan_one(const AvPciScan *scan, const char *address, const char *s
     g_auto(GStrv) entries = NULL;
     gsize config_len = 0;
     const char *slot;
-    gint64 node;
 
     dev->address = g_strdup(address);
     dev->sysfs_path = g_strdup(sysfs_path);
@@ -711,13 +727,8 @@ av_pci_device_scan_one(const AvPciScan *scan, const char *address, const char *s
     dev->has_dsn = av_pci_config_find_dsn((const guint8 *)config, config_len, &dev->dsn);
 
     /* numa_node: "-1" when unknown; local_cpulist. */
-    {
-        g_autofree char *p = g_strconcat(sysfs_path, "/numa_node", NULL);
-
-        if (av_root_read_int(root, p, &node) == 0 && node >= 0 && node <= G_MAXINT)
-            dev->numa_node = (int)node;
-    }
-    dev->local_cpulist = av_read_optional(root, sysfs_path, "local_cpulist");
+    dev->numa_node = av_attr_read_numa_node(root, sysfs_path);
+    dev->local_cpulist = av_attr_read_optional(root, sysfs_path, "local_cpulist");
 
     av_pci_device_read_iommu_group(root, dev);
 
@@ -725,7 +736,7 @@ av_pci_device_scan_one(const AvPciScan *scan, const char *address, const char *s
     driver_link = g_strconcat(sysfs_path, "/driver", NULL);
     if (av_root_link_name(root, driver_link, &dev->driver) < 0)
         dev->driver = NULL;
-    override = av_read_optional(root, sysfs_path, "driver_override");
+    override = av_attr_read_optional(root, sysfs_path, "driver_override");
     if (override && *override && !g_str_equal(override, "(null)"))
         dev->driver_override = g_steal_pointer(&override);
 

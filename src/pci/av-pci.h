@@ -135,6 +135,14 @@ AvPciDevice *av_host_find_pci(const AvHost *host, const char *address);
  * domain XML before it reaches a path. */
 gboolean av_pci_address_is_valid(const char *address);
 
+/* TRUE when @path is a USB device name as sysfs gives it under
+ * /sys/bus/usb/devices: "BUS-PORT[.PORT]..." in decimal, such as "1-1.2",
+ * shorter than 64 characters (dev_set_name() in usb_alloc_dev(); the
+ * kernel's devpath holds at most 15 characters).  Root hubs ("usb1") and
+ * interfaces ("1-1.2:1.0") are not device names.  The only form accepted
+ * from users, policies and the pool before it reaches a path. */
+gboolean av_usb_bus_path_is_valid(const char *path);
+
 /* Parses a kernel cpulist ("0-3,8,10-11") into ascending CPU numbers.
  * Returns FALSE with AV_ERROR_INVALID_INPUT on malformed input. */
 gboolean av_cpulist_parse(const char *cpulist, GArray **ret_cpus, GError **error);

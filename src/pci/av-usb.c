@@ -13,22 +13,21 @@
 
 #include "util/av-error.h"
 
-/* TRUE for the name of a USB device (not a root hub "usbN", not an
- * interface "1-1.2:1.0"): "BUS-PORT[.PORT]...", as dev_set_name() names
- * them in usb_alloc_dev(). */
-static gboolean
-av_usb_name_is_device(const char *name)
+/* See av-pci.h. */
+gboolean
+av_usb_bus_path_is_valid(const char *path)
 {
-    const char *p = name;
+    const char *p = path;
     gboolean digits = FALSE;
 
+    if (!path)
+        return FALSE;
     while (g_ascii_isdigit(*p)) {
         p++;
         digits = TRUE;
     }
-    if (!digits || *p != '-')
+    if (!digits || *p++ != '-')
         return FALSE;
-    p++;
     for (;;) {
         digits = FALSE;
         while (g_ascii_isdigit(*p)) {
@@ -38,50 +37,10 @@ av_usb_name_is_device(const char *name)
         if (!digits)
             return FALSE;
         if (*p == '\0')
-            return TRUE;
-        if (*p != '.')
+            return p - path < 64;
+        if (*p++ != '.')
             return FALSE;
-        p++;
     }
-}
-
-/* Reads a hex attribute without "0x" (idVendor "03e7") into *ret. */
-static int
-av_usb_read_hex16(const AvRoot *root, const char *dir, const char *attr, guint16 *ret)
-{
-    g_autofree char *path = g_strconcat(dir, "/", attr, NULL);
-    guint64 v;
-    int r;
-
-    r = av_root_read_uint(root, path, 16, &v);
-    if (r < 0)
-        return r;
-    if (v > 0xffff)
-        return -ERANGE;
-    *ret = (guint16)v;
-    return 0;
-}
-
-static char *
-av_usb_read_optional(const AvRoot *root, const char *dir, const char *attr)
-{
-    g_autofree char *path = g_strconcat(dir, "/", attr, NULL);
-    char *value = NULL;
-
-    if (av_root_read_attr(root, path, &value) < 0)
-        return NULL;
-    return value;
-}
-
-static guint
-av_usb_read_uint(const AvRoot *root, const char *dir, const char *attr)
-{
-    g_autofree char *path = g_strconcat(dir, "/", attr, NULL);
-    guint64 v = 0;
-
-    if (av_root_read_uint(root, path, 10, &v) < 0 || v > G_MAXUINT)
-        return 0;
-    return (guint)v;
 }
 
 /* The host controller: the last PCI function on the resolved path
@@ -135,9 +94,10 @@ av_usb_scan(const AvRoot *root, GPtrArray *ret_usb, GError **error)
         g_autofree char *path = NULL;
         g_autofree char *ctrl_dir = NULL;
         g_autoptr(AvUsbDevice) dev = NULL;
+        guint64 vendor, product;
 
         /* Root hubs (usbN) and interfaces (1-1.2:1.0) are not devices to hand out. */
-        if (!av_usb_name_is_device(names[i])) {
+        if (!av_usb_bus_path_is_valid(names[i])) {
             if (!g_str_has_prefix(names[i], "usb") && !strchr(names[i], ':'))
                 g_debug("ignoring '%s' in %s: not a USB device name", names[i], dir);
             continue;
@@ -152,24 +112,23 @@ av_usb_scan(const AvRoot *root, GPtrArray *ret_usb, GError **error)
         dev->bus_path = g_strdup(names[i]);
         dev->sysfs_path = g_steal_pointer(&path);
         dev->numa_node = -1;
-        if (av_usb_read_hex16(root, dev->sysfs_path, "idVendor", &dev->vendor_id) < 0 ||
-            av_usb_read_hex16(root, dev->sysfs_path, "idProduct", &dev->product_id) < 0) {
+        /* idVendor and idProduct print "%04x", without "0x". */
+        if (av_attr_read_hex(root, dev->sysfs_path, "idVendor", 0xffff, &vendor) < 0 ||
+            av_attr_read_hex(root, dev->sysfs_path, "idProduct", 0xffff, &product) < 0) {
             g_debug("ignoring the USB device '%s': no readable idVendor/idProduct", names[i]);
             continue;
         }
-        dev->manufacturer = av_usb_read_optional(root, dev->sysfs_path, "manufacturer");
-        dev->product = av_usb_read_optional(root, dev->sysfs_path, "product");
-        dev->serial = av_usb_read_optional(root, dev->sysfs_path, "serial");
-        dev->speed = av_usb_read_optional(root, dev->sysfs_path, "speed");
-        dev->busnum = av_usb_read_uint(root, dev->sysfs_path, "busnum");
-        dev->devnum = av_usb_read_uint(root, dev->sysfs_path, "devnum");
-        if (av_usb_find_controller(dev->sysfs_path, &dev->pci_controller, &ctrl_dir)) {
-            g_autofree char *node_path = g_strconcat(ctrl_dir, "/numa_node", NULL);
-            gint64 node;
-
-            if (av_root_read_int(root, node_path, &node) == 0 && node >= 0 && node <= G_MAXINT)
-                dev->numa_node = (int)node;
-        }
+        dev->vendor_id = (guint16)vendor;
+        dev->product_id = (guint16)product;
+        dev->manufacturer = av_attr_read_optional(root, dev->sysfs_path, "manufacturer");
+        dev->product = av_attr_read_optional(root, dev->sysfs_path, "product");
+        dev->serial = av_attr_read_optional(root, dev->sysfs_path, "serial");
+        dev->speed = av_attr_read_optional(root, dev->sysfs_path, "speed");
+        /* 0 when unreadable, as g_new0() left them. */
+        (void)av_attr_read_uint(root, dev->sysfs_path, "busnum", &dev->busnum);
+        (void)av_attr_read_uint(root, dev->sysfs_path, "devnum", &dev->devnum);
+        if (av_usb_find_controller(dev->sysfs_path, &dev->pci_controller, &ctrl_dir))
+            dev->numa_node = av_attr_read_numa_node(root, ctrl_dir);
         g_ptr_array_add(ret_usb, g_steal_pointer(&dev));
     }
     g_ptr_array_sort(ret_usb, av_usb_device_cmp);

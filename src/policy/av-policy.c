@@ -404,53 +404,6 @@ get_hex16_value(const PolicyParse *pp, json_t *v, const char *path, const char *
 
 /* ---- addresses and names ---- */
 
-/* "DDDD:BB:SS.F": hex, slot <= 0x1f, function <= 7 (either case; stored
- * lower-case). */
-static gboolean
-pci_address_valid(const char *s)
-{
-    static const char form[] = "xxxx:xx:xx.x";
-
-    if (strlen(s) != sizeof(form) - 1)
-        return FALSE;
-    for (gsize i = 0; form[i]; i++) {
-        if (form[i] == 'x' ? !g_ascii_isxdigit(s[i]) : s[i] != form[i])
-            return FALSE;
-    }
-    if (g_ascii_xdigit_value(s[8]) * 16 + g_ascii_xdigit_value(s[9]) > 0x1f)
-        return FALSE;
-    return s[11] >= '0' && s[11] <= '7';
-}
-
-/* A USB device name in sysfs: "BUS-PORT[.PORT]...", such as "1-1.2". */
-static gboolean
-usb_bus_path_valid(const char *s)
-{
-    const char *c = s;
-    gboolean digits = FALSE;
-
-    while (g_ascii_isdigit(*c)) {
-        c++;
-        digits = TRUE;
-    }
-    if (!digits || *c != '-')
-        return FALSE;
-    for (;;) {
-        c++;
-        digits = FALSE;
-        while (g_ascii_isdigit(*c)) {
-            c++;
-            digits = TRUE;
-        }
-        if (!digits)
-            return FALSE;
-        if (*c == '\0')
-            return c - s < 64;
-        if (*c != '.')
-            return FALSE;
-    }
-}
-
 static gboolean
 profile_name_valid(const char *s)
 {
@@ -549,17 +502,20 @@ add_address(const PolicyParse *pp, AvProfile *profile, json_t *item, const char 
     const char *s = json_string_value(item);
 
     if (profile->attach == AV_ATTACH_USB) {
-        if (!usb_bus_path_valid(s))
+        if (!av_usb_bus_path_is_valid(s))
             return policy_fail(pp, path, FALSE, error,
                                "'%s' is not a USB bus path: '%s'; expected the form 1-1.2 (bus-port.port...), as in /sys/bus/usb/devices",
                                display, s);
         g_ptr_array_add(profile->match_addresses, g_strdup(s));
     } else {
-        if (!pci_address_valid(s))
+        /* Either case is accepted; stored lower-case, the kernel's form. */
+        g_autofree char *lower = g_ascii_strdown(s, -1);
+
+        if (!av_pci_address_is_valid(lower))
             return policy_fail(pp, path, FALSE, error,
                                "'%s' is not a PCI address: '%s'; expected the form 0000:3b:00.0 (domain:bus:slot.function)",
                                display, s);
-        g_ptr_array_add(profile->match_addresses, g_ascii_strdown(s, -1));
+        g_ptr_array_add(profile->match_addresses, g_steal_pointer(&lower));
     }
     return TRUE;
 }

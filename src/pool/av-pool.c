@@ -280,35 +280,6 @@ av_pool_load_keys(const AvPoolLoad *ld, json_t *obj, const char *jpath,
     return TRUE;
 }
 
-/* TRUE for a USB port path as sysfs names it: "BUS-PORT[.PORT]...", such
- * as "1-1.2" (decimal numbers). */
-static gboolean
-av_usb_bus_path_is_valid(const char *s)
-{
-    const char *p = s;
-    gboolean digits = FALSE;
-
-    while (g_ascii_isdigit(*p)) {
-        p++;
-        digits = TRUE;
-    }
-    if (!digits || *p++ != '-')
-        return FALSE;
-    for (;;) {
-        digits = FALSE;
-        while (g_ascii_isdigit(*p)) {
-            p++;
-            digits = TRUE;
-        }
-        if (!digits)
-            return FALSE;
-        if (*p == '\0')
-            return p - s < 64;
-        if (*p++ != '.')
-            return FALSE;
-    }
-}
-
 /* Reads the string (or, with @nullable, null) member @key of @obj. */
 static gboolean
 av_pool_load_string(const AvPoolLoad *ld, json_t *obj, const char *jpath, const char *key,
