@@ -99,16 +99,31 @@ av_cli_print_json(json_t *value)
     json_decref(value);
 }
 
-AvRoot *
-av_cli_open_root(const AvCli *cli, GError **error)
-{
-    return av_root_new_default(cli->root, error);
-}
-
 AvPolicy *
 av_cli_load_policy(const AvCli *cli, GError **error)
 {
     return av_policy_load_dir(cli->policy_dir, error);
+}
+
+gboolean
+av_cli_scan(const AvCli *cli, AvPolicy **ret_policy, AvHost **ret_host, GError **error)
+{
+    g_autoptr(AvRoot) root = NULL;
+    g_autoptr(AvPolicy) policy = NULL;
+    g_autoptr(AvHost) host = NULL;
+
+    root = av_root_new_default(cli->root, error);
+    if (!root)
+        return FALSE;
+    policy = av_cli_load_policy(cli, error);
+    if (!policy)
+        return FALSE;
+    host = av_host_scan(root, error);
+    if (!host)
+        return FALSE;
+    *ret_policy = g_steal_pointer(&policy);
+    *ret_host = g_steal_pointer(&host);
+    return TRUE;
 }
 
 gboolean

@@ -265,7 +265,6 @@ av_cli_cmd_list(AvCli *cli, int argc, char **argv)
         { "long", 'l', 0, G_OPTION_ARG_NONE, &lng, "Details under each PCI device", NULL },
         { NULL },
     };
-    g_autoptr(AvRoot) root = NULL;
     g_autoptr(AvPolicy) policy = NULL;
     g_autoptr(AvHost) host = NULL;
     g_autoptr(GError) err = NULL;
@@ -277,14 +276,7 @@ av_cli_cmd_list(AvCli *cli, int argc, char **argv)
     if (argc > 1)
         return av_cli_usage_error("'list' takes no arguments, got '%s'", argv[1]);
 
-    root = av_cli_open_root(cli, &err);
-    if (!root)
-        return av_cli_fail(err);
-    policy = av_cli_load_policy(cli, &err);
-    if (!policy)
-        return av_cli_fail(err);
-    host = av_host_scan(root, &err);
-    if (!host)
+    if (!av_cli_scan(cli, &policy, &host, &err))
         return av_cli_fail(err);
 
     if (cli->json) {

@@ -88,20 +88,12 @@ av_cli_cmd_status(AvCli *cli, int argc, char **argv)
         if (!pool)
             return av_cli_fail(err);
     } else {
-        g_autoptr(AvRoot) root = NULL;
         g_autoptr(AvPolicy) policy = NULL;
         g_autoptr(AvHost) host = NULL;
         gboolean changed = FALSE;
 
         /* Everything that can fail on input comes before the pool is touched. */
-        root = av_cli_open_root(cli, &err);
-        if (!root)
-            return av_cli_fail(err);
-        policy = av_cli_load_policy(cli, &err);
-        if (!policy)
-            return av_cli_fail(err);
-        host = av_host_scan(root, &err);
-        if (!host)
+        if (!av_cli_scan(cli, &policy, &host, &err))
             return av_cli_fail(err);
         pool = av_pool_open(cli->state_dir, AV_POOL_WRITE, AV_CLI_LOCK_TIMEOUT_MS, &err);
         if (!pool)

@@ -6,6 +6,7 @@
 #include <jansson.h>
 
 #include "util/av-root.h"
+#include "pci/av-pci.h"
 #include "policy/av-policy.h"
 
 G_BEGIN_DECLS
@@ -46,9 +47,13 @@ int av_cli_usage_error(const char *fmt, ...) G_GNUC_PRINTF(1, 2);
 /* Prints @value as indented JSON on stdout and takes over the reference. */
 void av_cli_print_json(json_t *value);
 
-/* The root, policy, each opened from the options; NULL with @error set. */
-AvRoot *av_cli_open_root(const AvCli *cli, GError **error);
+/* The policy, loaded from the options; NULL with @error set. */
 AvPolicy *av_cli_load_policy(const AvCli *cli, GError **error);
+
+/* Opens the root, loads the policy and scans the host, in that order, so
+ * that bad input is found before anything else happens.  On success stores
+ * the three (caller frees) and returns TRUE; on failure touches none. */
+gboolean av_cli_scan(const AvCli *cli, AvPolicy **ret_policy, AvHost **ret_host, GError **error);
 
 /* Parses the options of a command: @entries (may be NULL) plus the global
  * ones, so that global options may also stand after the command name.
