@@ -1,0 +1,33 @@
+# check-libvirt: the host libvirt tier (tests/libvirt)
+#
+# A real libvirtd 9.0 (Debian 12), private to a mount namespace, calls a
+# recording qemu hook; the tests assert libvirt's exact hook sequences. Needs
+# root; installs its packages (tests/libvirt/install-deps.sh) when missing.
+# Not part of `make check`: run `make check-libvirt`. The scripts run through
+# the same tap-driver as the other tests; results go to tests/libvirt/*.log
+# and tests/libvirt/test-suite.log.
+
+AV_LIBVIRT_TESTS = tests/libvirt/test-sequence.sh
+AV_LIBVIRT_SUITE_LOG = tests/libvirt/test-suite.log
+
+EXTRA_DIST += \
+	$(AV_LIBVIRT_TESTS) \
+	tests/libvirt/harness.sh \
+	tests/libvirt/record-hook \
+	tests/libvirt/install-deps.sh \
+	tests/libvirt/README.md
+
+check-libvirt:
+	@rm -f $(AV_LIBVIRT_SUITE_LOG) $(AV_LIBVIRT_TESTS:.sh=.log) $(AV_LIBVIRT_TESTS:.sh=.trs)
+	@$(MAKE) $(AM_MAKEFLAGS) $(AV_LIBVIRT_SUITE_LOG) VERBOSE=yes \
+	  TESTS='$(AV_LIBVIRT_TESTS)' \
+	  TEST_LOGS='$(AV_LIBVIRT_TESTS:.sh=.log)' \
+	  TEST_SUITE_LOG='$(AV_LIBVIRT_SUITE_LOG)'
+
+# The tier's results. automake allows one clean-local recipe (in Makefile.am);
+# this only adds a prerequisite to it.
+clean-local: clean-libvirt
+clean-libvirt:
+	-rm -f $(AV_LIBVIRT_SUITE_LOG) $(AV_LIBVIRT_TESTS:.sh=.log) $(AV_LIBVIRT_TESTS:.sh=.trs)
+
+.PHONY: check-libvirt clean-libvirt
