@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <signal.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -387,6 +388,147 @@ test_lock(void)
     av_test_tmpdir_remove(dir);
 }
 
+/* --- a lock file replaced under a waiting taker ------------------------------ */
+
+typedef struct {
+    const char *path;
+    AvLock *lock;
+    GError *error;
+    gint done;
+} TestTaker;
+
+static gpointer
+test_taker_run(gpointer data)
+{
+    TestTaker *t = data;
+
+    t->lock = av_lock_take(t->path, AV_LOCK_EXCLUSIVE, 10000, &t->error);
+    g_atomic_int_set(&t->done, 1);
+    return NULL;
+}
+
+/* How many descriptors of this process are open on @path (by name, as
+ * /proc/self/fd shows it). */
+static guint
+test_fds_on(const char *path)
+{
+    g_autoptr(GDir) dir = g_dir_open("/proc/self/fd", 0, NULL);
+    const char *name;
+    guint n = 0;
+
+    g_assert_nonnull(dir);
+    while ((name = g_dir_read_name(dir))) {
+        g_autofree char *link = g_build_filename("/proc/self/fd", name, NULL);
+        g_autofree char *target = g_file_read_link(link, NULL);
+
+        n += g_strcmp0(target, path) == 0;
+    }
+    return n;
+}
+
+/* Starts a thread taking @path exclusively and returns once it has opened
+ * the file (our @holder being the first descriptor on it): it then waits
+ * in flock(). */
+static GThread *
+test_taker_start(TestTaker *t, const char *path)
+{
+    GThread *thread;
+    gint64 deadline = g_get_monotonic_time() + 10 * G_USEC_PER_SEC;
+
+    t->path = path;
+    thread = g_thread_new("taker", test_taker_run, t);
+    while (test_fds_on(path) < 2) {
+        g_assert_cmpint(g_get_monotonic_time(), <, deadline);
+        g_assert_false(g_atomic_int_get(&t->done));
+        g_usleep(1000);
+    }
+    return thread;
+}
+
+/* flock() locks the open file, not the name.  A taker that opened the lock
+ * file and waits while the holder unlinks it (or a new file is renamed over
+ * it) must not come back holding the old, nameless file: it must notice,
+ * and lock the file at the path, so that two takers never both hold the
+ * exclusive lock.  Old code: the taker returned at once with the old file,
+ * while the path was gone or another process held the new file. */
+static void
+test_lock_replaced(void)
+{
+    g_autofree char *dir = av_test_tmpdir();
+    g_autofree char *path = g_build_filename(dir, "pool.lock", NULL);
+    g_autofree char *other = g_build_filename(dir, "pool.lock.new", NULL);
+    g_autoptr(GError) err = NULL;
+
+    if (!g_file_test("/proc/self/fd", G_FILE_TEST_IS_DIR)) {
+        g_test_skip("needs /proc/self/fd to see the taker open the lock file");
+        return;
+    }
+
+    /* The holder unlinks the file (or it is replaced by rename), then lets go. */
+    for (guint how = 0; how < 2; how++) {
+        TestTaker t = { 0 };
+        AvLock *holder = av_lock_take(path, AV_LOCK_EXCLUSIVE, 0, &err);
+        GThread *thread;
+
+        g_assert_no_error(err);
+        thread = test_taker_start(&t, path);
+        if (how == 0) {
+            g_assert_cmpint(unlink(path), ==, 0);
+        } else {
+            av_test_write(dir, "pool.lock.new", "");
+            g_assert_cmpint(rename(other, path), ==, 0);
+        }
+        av_lock_release(holder);
+        g_thread_join(thread);
+        g_assert_no_error(t.error);
+        g_assert_nonnull(t.lock);
+        /* It holds the file the path names now: nobody else gets it. */
+        g_assert_true(g_file_test(path, G_FILE_TEST_EXISTS));
+        {
+            g_autoptr(AvLock) again = av_lock_take(path, AV_LOCK_EXCLUSIVE, 0, &err);
+
+            g_assert_null(again);
+            g_assert_error(err, AV_ERROR, AV_ERROR_BUSY);
+            g_clear_error(&err);
+        }
+        av_lock_release(t.lock);
+    }
+
+    /* Worse: once the file is unlinked, a third taker creates and locks a
+     * new one.  When the first holder lets go, the waiting taker must keep
+     * waiting, for the third, not return with the old file. */
+    {
+        TestTaker t = { 0 };
+        AvLock *holder = av_lock_take(path, AV_LOCK_EXCLUSIVE, 0, &err);
+        AvLock *third;
+        GThread *thread;
+
+        g_assert_no_error(err);
+        thread = test_taker_start(&t, path);
+        g_assert_cmpint(unlink(path), ==, 0);
+        third = av_lock_take(path, AV_LOCK_EXCLUSIVE, 0, &err);
+        g_assert_no_error(err);
+        g_assert_nonnull(third);
+        av_lock_release(holder);
+        /* The old code returned within one 10 ms poll. */
+        g_usleep(300 * 1000);
+        g_assert_false(g_atomic_int_get(&t.done));
+        av_lock_release(third);
+        g_thread_join(thread);
+        g_assert_no_error(t.error);
+        g_assert_nonnull(t.lock);
+        {
+            g_autoptr(AvLock) again = av_lock_take(path, AV_LOCK_EXCLUSIVE, 0, &err);
+
+            g_assert_null(again);
+            g_assert_error(err, AV_ERROR, AV_ERROR_BUSY);
+            g_clear_error(&err);
+        }
+        av_lock_release(t.lock);
+    }
+    av_test_tmpdir_remove(dir);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -398,5 +540,6 @@ main(int argc, char **argv)
     g_test_add_func("/file/append-line/concurrent", test_append_concurrent);
     g_test_add_func("/file/ensure-dir", test_ensure_dir);
     g_test_add_func("/file/lock", test_lock);
+    g_test_add_func("/file/lock/replaced", test_lock_replaced);
     return g_test_run();
 }

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "av-test.h"
 #include "util/av-error.h"
@@ -230,6 +231,33 @@ test_binary_file(void)
     av_test_tmpdir_remove(dir);
 }
 
+/* A hostile tree cannot hang or flood a reader with a FIFO or a device node. */
+static void
+test_special_files(void)
+{
+    g_autofree char *dir = av_test_tmpdir();
+    g_autofree char *fifo = g_build_filename(dir, "sys", "fifo", NULL);
+    g_autoptr(AvRoot) root = NULL;
+    g_autofree char *v = NULL;
+
+    av_test_write(dir, "sys/.keep", "");
+    g_assert_cmpint(mkfifo(fifo, 0600), ==, 0);
+    av_test_symlink(dir, "sys/zero", "/dev/zero");
+    av_test_symlink(dir, "sys/loopzero", "../dev/zero");
+    av_test_symlink(dir, "dev/zero", "../../../../../dev/zero");
+    root = new_root(dir);
+    /* a FIFO with no writer would block a plain open() forever */
+    g_assert_cmpint(av_root_read_attr(root, "/sys/fifo", &v), ==, -EINVAL);
+    g_assert_cmpint(av_root_write_attr(root, "/sys/fifo", "x"), <, 0);
+    /* links to the host's /dev/zero resolve inside the root: a link that
+     * tries to climb back out lands on itself */
+    g_assert_cmpint(av_root_read_attr(root, "/sys/zero", &v), ==, -ELOOP);
+    g_assert_cmpint(av_root_read_attr(root, "/sys/loopzero", &v), ==, -ELOOP);
+    g_assert_cmpint(av_root_read_attr(root, "/sys", &v), ==, -EISDIR);
+    g_assert_null(v);
+    av_test_tmpdir_remove(dir);
+}
+
 static void
 test_write_attr(void)
 {
@@ -257,6 +285,7 @@ main(int argc, char **argv)
     g_test_add_func("/root/resolve-inside", test_resolve_inside);
     g_test_add_func("/root/read-numbers", test_read_numbers);
     g_test_add_func("/root/binary-file", test_binary_file);
+    g_test_add_func("/root/special-files", test_special_files);
     g_test_add_func("/root/write-attr", test_write_attr);
     return g_test_run();
 }

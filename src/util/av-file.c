@@ -115,36 +115,72 @@ av_file_ensure_dir(const char *dir, mode_t mode, GError **error)
     return TRUE;
 }
 
+/* The most times av_lock_take() reopens a lock file that was replaced
+ * under it before giving up: each one means another process removed or
+ * replaced the file between our open() and flock(). */
+#define AV_LOCK_MAX_REOPEN 100
+
+/* The lock is on the open file, not on the name: a lock file unlinked (or
+ * renamed over) while we waited leaves us holding a lock nobody else will
+ * ever see, and the next process locks the new file.  So after flock()
+ * the fd must still be the file at @path (same st_dev and st_ino); if not,
+ * start again on the new one. */
 AvLock *
 av_lock_take(const char *path, AvLockMode mode, int timeout_ms, GError **error)
 {
     gint64 deadline = timeout_ms < 0 ? -1 : g_get_monotonic_time() + (gint64)timeout_ms * 1000;
     int op = mode == AV_LOCK_EXCLUSIVE ? LOCK_EX : LOCK_SH;
     AvLock *lock;
-    int fd;
+    int fd = -1;
 
-    fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-    if (fd < 0 && errno == EACCES && mode == AV_LOCK_SHARED)
-        fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return av_error_errno(error, -errno, "cannot open the lock '%s'", path), NULL;
-    for (;;) {
-        if (flock(fd, op | (timeout_ms < 0 ? 0 : LOCK_NB)) == 0)
-            break;
-        if (errno == EINTR)
-            continue;
-        if (errno != EWOULDBLOCK) {
-            int e = errno;
-            close(fd);
-            return av_error_errno(error, -e, "cannot lock '%s'", path), NULL;
-        }
-        if (g_get_monotonic_time() >= deadline) {
-            close(fd);
+    for (guint reopen = 0;; reopen++) {
+        struct stat fd_st, path_st;
+
+        if (reopen > AV_LOCK_MAX_REOPEN) {
             g_set_error(error, AV_ERROR, AV_ERROR_BUSY,
-                        "the lock '%s' is held by another accelvirt process; try again when it is done", path);
+                        "the lock '%s' was replaced %u times while we took it; another program "
+                        "keeps removing it", path, AV_LOCK_MAX_REOPEN);
             return NULL;
         }
-        g_usleep(10 * 1000);
+        fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+        if (fd < 0 && errno == EACCES && mode == AV_LOCK_SHARED)
+            fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+            return av_error_errno(error, -errno, "cannot open the lock '%s'", path), NULL;
+        for (;;) {
+            if (flock(fd, op | (timeout_ms < 0 ? 0 : LOCK_NB)) == 0)
+                break;
+            if (errno == EINTR)
+                continue;
+            if (errno != EWOULDBLOCK) {
+                int e = errno;
+                close(fd);
+                return av_error_errno(error, -e, "cannot lock '%s'", path), NULL;
+            }
+            if (g_get_monotonic_time() >= deadline) {
+                close(fd);
+                g_set_error(error, AV_ERROR, AV_ERROR_BUSY,
+                            "the lock '%s' is held by another accelvirt process; try again when it is done", path);
+                return NULL;
+            }
+            g_usleep(10 * 1000);
+        }
+        if (fstat(fd, &fd_st) < 0) {
+            int e = errno;
+            close(fd);
+            return av_error_errno(error, -e, "cannot examine the lock '%s'", path), NULL;
+        }
+        if (stat(path, &path_st) == 0) {
+            if (fd_st.st_dev == path_st.st_dev && fd_st.st_ino == path_st.st_ino)
+                break;
+        } else if (errno != ENOENT) {
+            int e = errno;
+            close(fd);
+            return av_error_errno(error, -e, "cannot examine the lock '%s'", path), NULL;
+        }
+        /* Unlinked or replaced while we waited: what we hold locks nothing. */
+        close(fd);
+        fd = -1;
     }
     lock = g_new0(AvLock, 1);
     lock->fd = fd;

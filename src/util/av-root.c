@@ -233,14 +233,34 @@ av_root_open(const AvRoot *root, const char *path, int flags)
 {
     g_autofree char *resolved = NULL;
     g_autofree char *host = NULL;
+    struct stat st;
     int r, fd;
 
     r = av_root_resolve(root, path, &resolved);
     if (r < 0)
         return r;
     host = av_root_host_path(root, resolved);
-    fd = open(host, flags | O_NOFOLLOW | O_CLOEXEC);
-    return fd < 0 ? -errno : fd;
+    /* O_NONBLOCK so that a FIFO planted in a tree cannot hang us; then only
+     * regular files are accepted, as every sysfs attribute is one. */
+    fd = open(host, flags | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+    if (fd < 0)
+        return -errno;
+    if (fstat(fd, &st) < 0) {
+        r = -errno;
+        close(fd);
+        return r;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        close(fd);
+        return S_ISDIR(st.st_mode) ? -EISDIR : -EINVAL;
+    }
+    /* Back to blocking reads and writes: sysfs attributes may block briefly. */
+    if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) < 0) {
+        r = -errno;
+        close(fd);
+        return r;
+    }
+    return fd;
 }
 
 int

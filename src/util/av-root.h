@@ -61,7 +61,9 @@ int av_root_resolve(const AvRoot *root, const char *path, char **ret_resolved);
 
 /* Reads the whole file at the root-relative @path (links resolved inside the
  * root) into a NUL-terminated buffer.  *ret_len (may be NULL) gets the byte
- * count.  Reads at most 16 MiB.  Returns 0 or -errno. */
+ * count.  Reads at most 16 MiB.  Only regular files are read (every sysfs
+ * attribute is one): a FIFO or device node planted in a tree gives -EINVAL,
+ * a directory -EISDIR, without blocking.  Returns 0 or -errno. */
 int av_root_read_file(const AvRoot *root, const char *path, char **ret_contents, gsize *ret_len);
 
 /* Reads a sysfs attribute: the contents with trailing white space removed.
