@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "av-test.h"
 #include "pci/av-pci.h"
@@ -153,13 +154,24 @@ static void
 test_address_is_valid(void)
 {
     static const char *const good[] = {
-        "0000:00:00.0", "0000:3b:00.0", "0000:ff:1f.7", "ffff:00:00.0", "0001:17:00.1", NULL,
+        "0000:00:00.0", "0000:3b:00.0", "0000:ff:1f.7", "ffff:00:00.0", "0001:17:00.1",
+        /* Intel VMD domains, above 0xffff; 32 bits at most */
+        "10000:e1:00.0", "10001:00:1f.7", "ffffffff:00:00.0", "1234abcd:01:02.3", NULL,
     };
     static const char *const bad[] = {
         "", "0000:3B:00.0", "0000:3b:00.8", "0000:3b:20.0", "0000:3b:00", "3b:00.0",
         "0000:3b:00.0 ", " 0000:3b:00.0", "0000-3b-00.0", "0000:3b:00.00", "00000:3b:00.0",
-        "0000:3b:0g.0", "../../00:0.0", "0000:3b/00.0", "0000:3b:00.-", NULL,
+        "0000:3b:0g.0", "../../00:0.0", "0000:3b/00.0", "0000:3b:00.-",
+        "000:3b:00.0", "100000000:00:00.0", "010000:e1:00.0", "0ffff:00:00.0", "1000G:e1:00.0",
+        "10000:E1:00.0", "10000:e1:00.8", "10000:e1:20.0", "10000:e1:00", "10000:e1:00.0x", NULL,
     };
+    /* Numeric order, which strcmp() is not once domains differ in width. */
+    static const char *const sorted[] = {
+        "0000:00:00.0", "0000:00:00.1", "0000:00:1f.0", "0000:3b:00.0", "0001:00:00.0",
+        "ffff:00:00.0", "10000:00:00.0", "10000:e1:00.0", "ffffffff:00:00.0", NULL,
+    };
+    guint32 domain = 0;
+    guint8 bus = 0, slot = 0, function = 0;
 
     for (guint i = 0; good[i]; i++)
         g_assert_true(av_pci_address_is_valid(good[i]));
@@ -168,6 +180,21 @@ test_address_is_valid(void)
             g_error("'%s' was accepted", bad[i]);
     }
     g_assert_false(av_pci_address_is_valid(NULL));
+    for (guint i = 0; sorted[i]; i++) {
+        for (guint j = 0; sorted[j]; j++) {
+            int c = av_pci_address_compare(sorted[i], sorted[j]);
+
+            if ((i < j && c >= 0) || (i == j && c != 0) || (i > j && c <= 0))
+                g_error("'%s' and '%s' compare as %d", sorted[i], sorted[j], c);
+        }
+    }
+    g_assert_true(av_pci_address_parse("10000:e1:1c.5", &domain, &bus, &slot, &function));
+    g_assert_cmphex(domain, ==, 0x10000);
+    g_assert_cmphex(bus, ==, 0xe1);
+    g_assert_cmphex(slot, ==, 0x1c);
+    g_assert_cmphex(function, ==, 5);
+    g_assert_false(av_pci_address_parse("10000:e1:1c.8", &domain, &bus, &slot, &function));
+    g_assert_cmphex(domain, ==, 0x10000);
 
     /* USB device names: "BUS-PORT[.PORT]...", shorter than 64 characters. */
     {
@@ -735,17 +762,124 @@ static void
 test_unreadable_vendor(void)
 {
     g_autofree char *dir = av_test_tmpdir();
+    g_autofree char *vendor = NULL;
     g_autoptr(GError) err = NULL;
     g_autoptr(AvHost) host = NULL;
+    g_autoptr(AvRoot) root = NULL;
+    g_autoptr(AvPciDevice) dev = NULL;
 
+    /* 00:03.0 lost its "vendor" after its link resolved (unplugged
+     * mid-scan); 00:06.0's link dangles; 00:04.0 is whole. */
     av_test_write(dir, "sys/devices/pci0000:00/0000:00:03.0/device", "0x1000\n");
     av_test_symlink(dir, "sys/bus/pci/devices/0000:00:03.0", "../../../devices/pci0000:00/0000:00:03.0");
+    av_test_write(dir, "sys/devices/pci0000:00/0000:00:04.0/vendor", "0x8086\n");
+    av_test_symlink(dir, "sys/bus/pci/devices/0000:00:04.0", "../../../devices/pci0000:00/0000:00:04.0");
+    av_test_symlink(dir, "sys/bus/pci/devices/0000:00:06.0", "../../../devices/pci0000:00/0000:00:06.0");
+    host = scan_dir(dir, &err);
+    g_assert_no_error(err);
+    g_assert_cmpuint(host->pci->len, ==, 1);
+    g_assert_cmpstr(((AvPciDevice *)g_ptr_array_index(host->pci, 0))->address, ==, "0000:00:04.0");
+    g_clear_pointer(&host, av_host_free);
+
+    /* Asked for by address, the vanished device is not found. */
+    root = av_root_new(dir, &err);
+    g_assert_no_error(err);
+    dev = av_pci_device_scan(root, "0000:00:03.0", &err);
+    g_assert_null(dev);
+    g_assert_error(err, AV_ERROR, AV_ERROR_NOT_FOUND);
+    g_assert_nonnull(strstr(err->message, "0000:00:03.0"));
+    g_clear_error(&err);
+
+    /* Any other failure to read "vendor" (here -EISDIR) fails the scan,
+     * naming the device. */
+    vendor = g_build_filename(dir, "sys/devices/pci0000:00/0000:00:03.0/vendor", NULL);
+    g_assert_cmpint(mkdir(vendor, 0755), ==, 0);
     host = scan_dir(dir, &err);
     g_assert_null(host);
-    g_assert_nonnull(err);
+    g_assert_error(err, AV_ERROR, AV_ERROR_IO);
     g_test_message("%s", err->message);
-    g_assert_true(strstr(err->message, "0000:00:03.0") != NULL);
-    g_assert_true(strstr(err->message, "vendor") != NULL);
+    g_assert_nonnull(strstr(err->message, "0000:00:03.0"));
+    g_assert_nonnull(strstr(err->message, "vendor"));
+    av_test_tmpdir_remove(dir);
+}
+
+/* Intel VMD: the NVMe drives behind the controller live in a PCI domain
+ * above 0xffff ("10000:e1:00.0"), under /sys/devices/pci0000:00/
+ * 0000:00:0e.0/pci10000:e0/.  Their addresses are valid, sorted by number,
+ * their slots and parents found. */
+static void
+test_vmd_domain(void)
+{
+    static const char *const order[] = {
+        "0000:00:0e.0", "ffff:00:02.0", "10000:e0:1a.0", "10000:e1:00.0", NULL,
+    };
+    g_autofree char *dir = av_test_tmpdir();
+    g_autoptr(GError) err = NULL;
+    g_autoptr(AvHost) host = NULL;
+    g_autoptr(AvRoot) root = NULL;
+    g_autoptr(AvPciDevice) one = NULL;
+    const char *vmd = "sys/devices/pci0000:00/0000:00:0e.0";
+    const char *port = "sys/devices/pci0000:00/0000:00:0e.0/pci10000:e0/10000:e0:1a.0";
+    const char *nvme = "sys/devices/pci0000:00/0000:00:0e.0/pci10000:e0/10000:e0:1a.0/10000:e1:00.0";
+    const char *other = "sys/devices/pciffff:00/ffff:00:02.0";
+    const char *const devs[][4] = {
+        { "0000:00:0e.0", NULL, "0x8086", "0x010400" },
+        { "10000:e0:1a.0", NULL, "0x8086", "0x060400" },
+        { "10000:e1:00.0", NULL, "0x144d", "0x010802" },
+        { "ffff:00:02.0", NULL, "0x1af4", "0x020000" },
+    };
+    const char *paths[] = { vmd, port, nvme, other };
+    AvPciDevice *dev;
+
+    for (guint i = 0; i < G_N_ELEMENTS(devs); i++) {
+        g_autofree char *v = g_strconcat(paths[i], "/vendor", NULL);
+        g_autofree char *c = g_strconcat(paths[i], "/class", NULL);
+        g_autofree char *link = g_strconcat("sys/bus/pci/devices/", devs[i][0], NULL);
+        g_autofree char *target = g_strconcat("../../../", paths[i] + strlen("sys/"), NULL);
+        g_autofree char *vline = g_strconcat(devs[i][2], "\n", NULL);
+        g_autofree char *cline = g_strconcat(devs[i][3], "\n", NULL);
+
+        av_test_write(dir, v, vline);
+        av_test_write(dir, c, cline);
+        av_test_symlink(dir, link, target);
+    }
+    av_test_write(dir, "sys/bus/pci/slots/3/address", "10000:e1:00\n");
+    av_test_write(dir, "sys/kernel/iommu_groups/7/devices/.keep", "");
+    av_test_symlink(dir, "sys/kernel/iommu_groups/7/devices/10000:e1:00.0", "../../../../devices/x");
+    av_test_symlink(dir, "sys/kernel/iommu_groups/7/devices/0000:00:0e.0", "../../../../devices/x");
+    av_test_symlink(dir, "sys/kernel/iommu_groups/7/devices/ffff:00:02.0", "../../../../devices/x");
+    {
+        g_autofree char *group = g_strconcat(nvme, "/iommu_group", NULL);
+
+        av_test_symlink(dir, group, "../../../../../../kernel/iommu_groups/7");
+    }
+
+    host = scan_dir(dir, &err);
+    g_assert_no_error(err);
+    g_assert_cmpuint(host->pci->len, ==, 4);
+    for (guint i = 0; order[i]; i++)
+        g_assert_cmpstr(((AvPciDevice *)g_ptr_array_index(host->pci, i))->address, ==, order[i]);
+    dev = get_pci(host, "10000:e1:00.0");
+    g_assert_cmphex(dev->vendor_id, ==, 0x144d);
+    g_assert_cmpstr(dev->parent_bridge, ==, "10000:e0:1a.0");
+    g_assert_cmpstr(dev->physical_slot, ==, "3");
+    g_assert_cmpint(dev->iommu_group, ==, 7);
+    {
+        g_autofree char *members = join_ptr_array(dev->iommu_group_members);
+
+        g_assert_cmpstr(members, ==, "0000:00:0e.0 ffff:00:02.0 10000:e1:00.0");
+    }
+    dev = get_pci(host, "10000:e0:1a.0");
+    g_assert_null(dev->parent_bridge);
+    g_assert_true(dev->is_bridge);
+    g_assert_null(get_pci(host, "0000:00:0e.0")->parent_bridge);
+
+    root = av_root_new(dir, &err);
+    g_assert_no_error(err);
+    one = av_pci_device_scan(root, "10000:e1:00.0", &err);
+    g_assert_no_error(err);
+    g_assert_cmpstr(one->sysfs_path, ==, "/sys/devices/pci0000:00/0000:00:0e.0/pci10000:e0/10000:e0:1a.0/10000:e1:00.0");
+    g_assert_cmpstr(one->physical_slot, ==, "3");
     av_test_tmpdir_remove(dir);
 }
 
@@ -970,6 +1104,7 @@ main(int argc, char **argv)
     g_test_add_func("/pci/tree/numa-fallback", test_numa_fallback);
     g_test_add_func("/pci/tree/unreadable-vendor", test_unreadable_vendor);
     g_test_add_func("/pci/tree/short-config", test_short_config);
+    g_test_add_func("/pci/tree/vmd-domain", test_vmd_domain);
     g_test_add_func("/pci/tree/root-containment", test_root_containment);
     g_test_add_func("/pci/tree/hostile", test_hostile_tree);
     g_test_add_func("/pci/tree/bad-node-cpulist", test_bad_node_cpulist);

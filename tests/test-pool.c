@@ -839,6 +839,209 @@ test_journal_torn(void)
     test_remove_state(state);
 }
 
+/* The bytes this process has read so far (rchar of /proc/self/io), or -1
+ * when the kernel does not count them. */
+static gint64
+test_bytes_read(void)
+{
+    g_autofree char *io = NULL;
+    const char *p;
+
+    if (!g_file_get_contents("/proc/self/io", &io, NULL, NULL) || !(p = strstr(io, "rchar: ")))
+        return -1;
+    return g_ascii_strtoll(p + strlen("rchar: "), NULL, 10);
+}
+
+/* A valid journal of @n entries (the last one padded past several read
+ * chunks), built here rather than by @n fsynced appends. */
+static char *
+test_journal_text(guint n)
+{
+    GString *text = g_string_new(NULL);
+    g_autofree char *prev = g_strdup("");
+    g_autofree char *pad = g_strnfill(10000, 'p');
+
+    for (guint i = 1; i <= n; i++) {
+        gsize start = text->len;
+
+        g_string_append_printf(text, "{\"seq\":%u,\"time\":\"2026-01-01T00:00:00Z\",\"prev\":\"%s\","
+                               "\"event\":\"bulk\"%s%s%s}", i, prev, i == n ? ",\"pad\":\"" : "",
+                               i == n ? pad : "", i == n ? "\"" : "");
+        g_free(prev);
+        prev = av_journal_hash(text->str + start, text->len - start);
+        g_string_append_c(text, '\n');
+    }
+    return g_string_free(text, FALSE);
+}
+
+/* A writer reads only the tail of a long journal: appending to 50,000
+ * lines reads a few chunks, not the whole file, and the chain still holds,
+ * also across a torn last line (whose number it must still give). */
+static void
+test_journal_long(void)
+{
+    g_autofree char *state = test_make_pool(0);
+    g_autofree char *text = test_journal_text(50000);
+    g_autofree char *torn = NULL;
+    g_autoptr(GError) err = NULL;
+    guint64 entries = 0;
+    gsize size = strlen(text);
+    gint64 before, after;
+
+    av_test_write(state, "journal.jsonl", text);
+    g_assert_true(av_journal_verify(state, &entries, &err));
+    g_assert_no_error(err);
+    g_assert_cmpuint(entries, ==, 50000);
+    {
+        g_autoptr(AvPool) pool = test_open_write(state);
+
+        before = test_bytes_read();
+        test_journal_append(pool, "after-50000");
+        after = test_bytes_read();
+    }
+    if (before < 0)
+        g_test_message("no /proc/self/io: not measuring what the append read");
+    else
+        g_assert_cmpint(after - before, <, 64 * 1024);
+    g_assert_cmpuint(size, >, 5 * 1024 * 1024);
+    g_assert_true(av_journal_verify(state, &entries, &err));
+    g_assert_no_error(err);
+    g_assert_cmpuint(entries, ==, 50001);
+
+    /* A torn tail: acknowledged with its line number, 50,002. */
+    {
+        g_autofree char *now = test_read(state, "journal.jsonl", NULL);
+
+        torn = g_strconcat(now, "{\"seq\": 50002, \"ti", NULL);
+        av_test_write(state, "journal.jsonl", torn);
+    }
+    {
+        g_autoptr(AvPool) pool = test_open_write(state);
+
+        test_journal_append(pool, "after-torn");
+    }
+    g_assert_true(av_journal_verify(state, &entries, &err));
+    g_assert_no_error(err);
+    g_assert_cmpuint(entries, ==, 50003);
+    {
+        g_autofree char *all = test_read(state, "journal.jsonl", NULL);
+        g_auto(GStrv) lines = g_strsplit(all + size, "\n", -1);
+        g_autoptr(json_t) ack = NULL;
+
+        /* after-50000, the torn line, its acknowledgement, after-torn, "" */
+        g_assert_cmpuint(g_strv_length(lines), ==, 5);
+        ack = json_loads(lines[2], 0, NULL);
+        g_assert_cmpstr(json_string_value(json_object_get(ack, "event")), ==, "torn-line");
+        g_assert_cmpint(json_integer_value(json_object_get(ack, "line")), ==, 50002);
+        g_assert_cmpint(json_integer_value(json_object_get(ack, "seq")), ==, 50002);
+    }
+    test_remove_state(state);
+}
+
+/* --- state dir safety ------------------------------------------------------- */
+
+static void
+test_open_unsafe_one(const char *state, const char *want)
+{
+    g_autoptr(GError) err = NULL;
+    g_autoptr(AvPool) pool = av_pool_open(state, AV_POOL_WRITE, 0, &err);
+
+    g_assert_null(pool);
+    g_assert_error(err, AV_ERROR, AV_ERROR_UNSAFE);
+    if (!strstr(err->message, want))
+        g_error("expected '%s' in '%s'", want, err->message);
+}
+
+/* A writer refuses a state dir or pool.json that others may write. */
+static void
+test_open_unsafe_mode(void)
+{
+    g_autofree char *state = test_make_pool(1);
+    g_autofree char *file = g_build_filename(state, "pool.json", NULL);
+    static const mode_t dir_modes[] = { 0770, 0707, 0720, 0777 };
+    static const mode_t file_modes[] = { 0620, 0602, 0666 };
+
+    for (guint i = 0; i < G_N_ELEMENTS(dir_modes); i++) {
+        g_assert_cmpint(chmod(state, dir_modes[i]), ==, 0);
+        test_open_unsafe_one(state, "chmod go-w");
+        test_open_unsafe_one(state, "state dir");
+    }
+    g_assert_cmpint(chmod(state, 0755), ==, 0);
+    for (guint i = 0; i < G_N_ELEMENTS(file_modes); i++) {
+        g_assert_cmpint(chmod(file, file_modes[i]), ==, 0);
+        test_open_unsafe_one(state, "chmod go-w");
+        test_open_unsafe_one(state, "pool.json");
+    }
+    /* Readers are not writers: they may look. */
+    {
+        g_autoptr(GError) err = NULL;
+        g_autoptr(AvPool) pool = av_pool_open(state, AV_POOL_READ, 0, &err);
+
+        g_assert_no_error(err);
+        g_assert_cmpuint(av_pool_devices(pool)->len, ==, 1);
+    }
+    g_assert_cmpint(chmod(file, 0644), ==, 0);
+    {
+        g_autoptr(GError) err = NULL;
+        g_autoptr(AvPool) pool = av_pool_open(state, AV_POOL_WRITE, 0, &err);
+
+        g_assert_no_error(err);
+        g_assert_cmpuint(av_pool_devices(pool)->len, ==, 1);
+    }
+    test_remove_state(state);
+}
+
+/* A writer refuses a pool.json that is a symbolic link, even to a good
+ * pool file. */
+static void
+test_open_unsafe_symlink(void)
+{
+    g_autofree char *state = test_make_pool(1);
+    g_autofree char *file = g_build_filename(state, "pool.json", NULL);
+    g_autofree char *real = g_build_filename(state, "real.json", NULL);
+
+    g_assert_cmpint(rename(file, real), ==, 0);
+    g_assert_cmpint(symlink("real.json", file), ==, 0);
+    test_open_unsafe_one(state, "symbolic link");
+    /* Dangling, too: the writer would create the file it points at. */
+    g_assert_cmpint(unlink(real), ==, 0);
+    test_open_unsafe_one(state, "symbolic link");
+    test_remove_state(state);
+}
+
+/* A writer refuses a state dir or pool.json owned by another user.  Making
+ * one takes root (chown). */
+static void
+test_open_unsafe_owner(void)
+{
+    g_autofree char *state = NULL;
+    g_autofree char *file = NULL;
+    g_autofree char *want = NULL;
+
+    if (geteuid() != 0) {
+        g_test_skip("needs root to chown a state dir to another user");
+        return;
+    }
+    state = test_make_pool(1);
+    file = g_build_filename(state, "pool.json", NULL);
+    want = g_strdup_printf("chown it to uid %u", (guint)geteuid());
+    g_assert_cmpint(chown(state, 65534, 65534), ==, 0);
+    test_open_unsafe_one(state, want);
+    test_open_unsafe_one(state, "owned by uid 65534");
+    g_assert_cmpint(chown(state, 0, 0), ==, 0);
+    g_assert_cmpint(chown(file, 65534, 0), ==, 0);
+    test_open_unsafe_one(state, want);
+    test_open_unsafe_one(state, "pool file");
+    g_assert_cmpint(chown(file, 0, 0), ==, 0);
+    {
+        g_autoptr(GError) err = NULL;
+        g_autoptr(AvPool) pool = av_pool_open(state, AV_POOL_WRITE, 0, &err);
+
+        g_assert_no_error(err);
+    }
+    test_remove_state(state);
+}
+
 /* --- identity --------------------------------------------------------------- */
 
 static AvPciDevice *
@@ -932,8 +1135,8 @@ test_identity_forms(void)
     gpu1->dsn = aud1->dsn = G_GUINT64_CONSTANT(0x0123456789ABCDEF);
     id1 = av_pool_identity_pci(host, gpu1);
     id2 = av_pool_identity_pci(host, aud1);
-    g_assert_cmpstr(id1, ==, "dsn:0123456789abcdef.f0");
-    g_assert_cmpstr(id2, ==, "dsn:0123456789abcdef.f1");
+    g_assert_cmpstr(id1, ==, "dsn:10de:20b0:0123456789abcdef.f0");
+    g_assert_cmpstr(id2, ==, "dsn:10de:1aef:0123456789abcdef.f1");
 
     /* A physical slot beats the path. */
     gpu2->physical_slot = g_strdup("7");
@@ -1365,6 +1568,239 @@ test_reconcile(void)
     test_remove_state(state);
 }
 
+/* A host without devices; tests add theirs. */
+static AvHost *
+test_host_empty(void)
+{
+    AvHost *host = g_new0(AvHost, 1);
+
+    host->pci = g_ptr_array_new_with_free_func((GDestroyNotify)av_pci_device_free);
+    host->usb = g_ptr_array_new_with_free_func((GDestroyNotify)av_usb_device_free);
+    host->numa_nodes = g_ptr_array_new_with_free_func((GDestroyNotify)av_numa_node_free);
+    return host;
+}
+
+static AvPciDevice *
+test_pci_dsn(AvHost *host, const char *address, guint16 device, guint64 dsn)
+{
+    AvPciDevice *dev = test_pci(address, NULL, 0x10de, device);
+
+    dev->has_dsn = TRUE;
+    dev->dsn = dsn;
+    g_ptr_array_add(host->pci, dev);
+    return dev;
+}
+
+static const char test_collide_policy[] =
+    "{\"profiles\": [\n"
+    " {\"name\": \"a100\", \"match\": {\"vendor\": \"0x10de\", \"device\": [\"0x20b0\", \"0x20b5\"]}},\n"
+    " {\"name\": \"stick\", \"match\": {\"vendor\": \"0x03e7\", \"device\": [\"0x2485\"]},"
+    " \"attach\": \"usb\"}\n"
+    "]}\n";
+
+/* Two identical USB sticks with one serial: both pooled, each by its port,
+ * with a warning naming them. */
+static void
+test_collide_usb(void)
+{
+    g_autofree char *state = test_make_pool(0);
+    g_autoptr(AvPolicy) policy = test_load_policy(test_collide_policy);
+    g_autoptr(AvHost) host = test_host_empty();
+    g_autoptr(AvPool) pool = test_open_write(state);
+    AvPoolDevice *a, *b;
+
+    g_ptr_array_add(host->usb, test_usb("1-1.2", "SAME"));
+    g_ptr_array_add(host->usb, test_usb("1-1.3", "SAME"));
+    g_test_expect_message(G_LOG_DOMAIN, G_LOG_LEVEL_WARNING,
+                          "*share an identity*usb:03e7:2485:serial:SAME*1-1.2 as 'usb:03e7:2485@port:1-1.2'*"
+                          "1-1.3 as 'usb:03e7:2485@port:1-1.3'*");
+    test_reconcile_host(pool, host, policy, TRUE);
+    g_test_assert_expected_messages();
+    g_assert_cmpuint(av_pool_devices(pool)->len, ==, 2);
+    a = av_pool_find(pool, "usb:03e7:2485@port:1-1.2");
+    b = av_pool_find(pool, "usb:03e7:2485@port:1-1.3");
+    g_assert_nonnull(a);
+    g_assert_nonnull(b);
+    g_assert_cmpstr(a->address, ==, "1-1.2");
+    g_assert_cmpstr(b->address, ==, "1-1.3");
+    g_assert_null(av_pool_find(pool, "usb:03e7:2485:serial:SAME"));
+    g_assert_cmpuint(test_count_events(state, "added"), ==, 2);
+    test_remove_state(state);
+}
+
+/* DSNs that tell nothing apart: 0 and all ones are no DSN; a DSN two
+ * kinds of card share is told apart by the ids; two identical cards with
+ * one DSN fall back to their paths. */
+static void
+test_collide_dsn(void)
+{
+    g_autofree char *state = test_make_pool(0);
+    g_autoptr(AvPolicy) policy = test_load_policy(test_collide_policy);
+    g_autoptr(AvHost) host = test_host_empty();
+    g_autoptr(AvHost) twins = test_host_empty();
+    g_autoptr(AvPool) pool = test_open_write(state);
+    g_autoptr(GError) err = NULL;
+    g_autofree char *id = NULL;
+    AvPciDevice *vf0, *vf1;
+
+    /* Two A100s with DSN 0, one with all ones: their paths. */
+    test_pci_dsn(host, "0000:17:00.0", 0x20b0, 0);
+    test_pci_dsn(host, "0000:31:00.0", 0x20b0, 0);
+    test_pci_dsn(host, "0000:4b:00.0", 0x20b0, G_MAXUINT64);
+    /* One DSN on two cards of different device ids. */
+    test_pci_dsn(host, "0000:ca:00.0", 0x20b0, G_GUINT64_CONSTANT(0x48b02d1a000001c0));
+    test_pci_dsn(host, "0000:e3:00.0", 0x20b5, G_GUINT64_CONSTANT(0x48b02d1a000001c0));
+    test_reconcile_host(pool, host, policy, TRUE);
+    g_assert_cmpuint(av_pool_devices(pool)->len, ==, 5);
+    g_assert_nonnull(av_pool_find(pool, "pci:10de:20b0:10de:134f@path:0000:17/00.0"));
+    g_assert_nonnull(av_pool_find(pool, "pci:10de:20b0:10de:134f@path:0000:31/00.0"));
+    g_assert_nonnull(av_pool_find(pool, "pci:10de:20b0:10de:134f@path:0000:4b/00.0"));
+    g_assert_cmpstr(av_pool_find(pool, "dsn:10de:20b0:48b02d1a000001c0.f0")->address, ==, "0000:ca:00.0");
+    g_assert_cmpstr(av_pool_find(pool, "dsn:10de:20b5:48b02d1a000001c0.f0")->address, ==, "0000:e3:00.0");
+
+    /* Two identical PFs with one DSN, each with a VF: every one of the four
+     * falls back to its path (the VFs to their PF's path), one warning. */
+    test_pci_dsn(twins, "0000:17:00.0", 0x20b0, 42);
+    test_pci_dsn(twins, "0000:31:00.0", 0x20b0, 42);
+    vf0 = test_pci_dsn(twins, "0000:17:00.4", 0x20b5, 42);
+    vf0->physfn = g_strdup("0000:17:00.0");
+    vf0->vf_index = 0;
+    vf1 = test_pci_dsn(twins, "0000:31:00.4", 0x20b5, 42);
+    vf1->physfn = g_strdup("0000:31:00.0");
+    vf1->vf_index = 0;
+    id = av_pool_identity_pci(twins, vf1);
+    g_assert_cmpstr(id, ==, "dsn:10de:20b0:000000000000002a.f0/vf0");
+    {
+        g_autoptr(AvPolicy) vfs = test_load_policy(
+            "{\"profiles\": [{\"name\": \"a100\", \"match\": {\"vendor\": \"0x10de\", \"device\": [\"0x20b0\"]}},"
+            " {\"name\": \"a100-vf\", \"match\": {\"vendor\": \"0x10de\", \"device\": [\"0x20b5\"]},"
+            " \"attach\": \"sriov-vf\"}]}");
+        g_autofree char *state2 = test_make_pool(0);
+        g_autoptr(AvPool) pool2 = test_open_write(state2);
+
+        g_test_expect_message(G_LOG_DOMAIN, G_LOG_LEVEL_WARNING,
+                              "*'dsn:10de:20b0:000000000000002a.f0' (0000:17:00.0 as "
+                              "'pci:10de:20b0:10de:134f@path:0000:17/00.0', 0000:31:00.0 as "
+                              "'pci:10de:20b0:10de:134f@path:0000:31/00.0')*"
+                              "'dsn:10de:20b0:000000000000002a.f0/vf0' (0000:17:00.4 as "
+                              "'pci:10de:20b0:10de:134f@path:0000:17/00.0/vf0', 0000:31:00.4*");
+        test_reconcile_host(pool2, twins, vfs, TRUE);
+        g_test_assert_expected_messages();
+        g_assert_cmpuint(av_pool_devices(pool2)->len, ==, 4);
+        g_assert_cmpstr(av_pool_find(pool2, "pci:10de:20b0:10de:134f@path:0000:17/00.0")->address, ==,
+                        "0000:17:00.0");
+        g_assert_cmpstr(av_pool_find(pool2, "pci:10de:20b0:10de:134f@path:0000:31/00.0/vf0")->address, ==,
+                        "0000:31:00.4");
+        g_assert_true(av_journal_verify(state2, NULL, &err));
+        g_assert_no_error(err);
+        test_remove_state(state2);
+    }
+    test_remove_state(state);
+}
+
+/* Devices sharing even their fallback identity (two sticks without a
+ * serial on one port: a broken tree) are both kept out, not merged; the
+ * device pooled under that identity goes missing, saying why. */
+static void
+test_collide_fallback(void)
+{
+    g_autofree char *state = test_make_pool(0);
+    g_autoptr(AvPolicy) policy = test_load_policy(test_collide_policy);
+    g_autoptr(AvHost) one = test_host_empty();
+    g_autoptr(AvHost) two = test_host_empty();
+    g_autoptr(AvPool) pool = test_open_write(state);
+    g_autoptr(GError) err = NULL;
+    AvPoolDevice *dev;
+
+    g_ptr_array_add(one->usb, test_usb("1-1.2", NULL));
+    test_reconcile_host(pool, one, policy, TRUE);
+    dev = av_pool_find(pool, "usb:03e7:2485@port:1-1.2");
+    g_assert_nonnull(dev);
+
+    g_ptr_array_add(two->usb, test_usb("1-1.2", NULL));
+    g_ptr_array_add(two->usb, test_usb("1-1.2", NULL));
+    g_ptr_array_add(two->usb, test_usb("1-1.3", NULL));
+    g_test_expect_message(G_LOG_DOMAIN, G_LOG_LEVEL_WARNING, "*share an identity*");
+    g_test_expect_message(G_LOG_DOMAIN, G_LOG_LEVEL_WARNING,
+                          "*keeping them out of the pool: 'usb:03e7:2485@port:1-1.2' (1-1.2, 1-1.2)*");
+    test_reconcile_host(pool, two, policy, TRUE);
+    g_test_assert_expected_messages();
+    g_assert_cmpuint(av_pool_devices(pool)->len, ==, 2);
+    g_assert_true(av_pool_find(pool, "usb:03e7:2485@port:1-1.2") == dev);
+    g_assert_cmpint(dev->state, ==, AV_DEVICE_STATE_MISSING);
+    g_assert_nonnull(strstr(dev->reason, "shared by the devices at 1-1.2, 1-1.2"));
+    g_assert_nonnull(av_pool_find(pool, "usb:03e7:2485@port:1-1.3"));
+    g_assert_true(av_journal_verify(state, NULL, &err));
+    g_assert_no_error(err);
+    test_remove_state(state);
+}
+
+/* An "mdev" profile whose type the VFs offer (NVIDIA Ampere: A10 and A100
+ * expose their vGPU types on their SR-IOV VFs) pools the VFs: what
+ * av_policy_match_pci() matches is what the pool manages. */
+static void
+test_reconcile_mdev_vf(void)
+{
+    g_autofree char *state = test_make_pool(0);
+    g_autoptr(AvPolicy) policy = test_load_policy(
+        "{\"profiles\": [{\"name\": \"a10-vgpu\", \"match\": {\"vendor\": \"0x10de\", \"device\": [\"0x2236\"]},"
+        " \"attach\": \"mdev\", \"mdev_type\": \"nvidia-592\"}]}");
+    g_autoptr(AvHost) host = test_host_empty();
+    g_autoptr(AvPool) pool = test_open_write(state);
+    AvPciDevice *pf, *vf;
+    AvMdevType *type;
+    const AvProfile *profile;
+    AvPoolDevice *dev;
+
+    pf = test_pci("0000:ca:00.0", NULL, 0x10de, 0x2236);
+    pf->sriov_capable = TRUE;
+    pf->sriov_totalvfs = pf->sriov_numvfs = 1;
+    pf->physical_slot = g_strdup("4");
+    pf->mdev_types = g_ptr_array_new_with_free_func((GDestroyNotify)av_mdev_type_free);
+    vf = test_pci("0000:ca:00.4", NULL, 0x10de, 0x2236);
+    vf->physfn = g_strdup("0000:ca:00.0");
+    vf->vf_index = 0;
+    vf->iommu_group = 91;
+    vf->driver = g_strdup("nvidia");
+    vf->mdev_types = g_ptr_array_new_with_free_func((GDestroyNotify)av_mdev_type_free);
+    type = g_new0(AvMdevType, 1);
+    type->id = g_strdup("nvidia-592");
+    type->device_api = g_strdup("vfio-pci");
+    type->available = 1;
+    g_ptr_array_add(vf->mdev_types, type);
+    g_ptr_array_add(host->pci, pf);
+    g_ptr_array_add(host->pci, vf);
+
+    /* What `accelvirt list` shows... */
+    profile = av_policy_match_pci(policy, vf);
+    g_assert_nonnull(profile);
+    g_assert_null(av_policy_match_pci(policy, pf));
+    /* ...is what the pool holds. */
+    test_reconcile_host(pool, host, policy, TRUE);
+    g_assert_cmpuint(av_pool_devices(pool)->len, ==, 1);
+    dev = av_pool_find(pool, "pci:10de:2236:10de:134f@slot:4.f0/vf0");
+    g_assert_nonnull(dev);
+    g_assert_cmpstr(dev->address, ==, "0000:ca:00.4");
+    g_assert_cmpstr(dev->profile, ==, "a10-vgpu");
+    g_assert_cmpint(dev->iommu_group, ==, 91);
+    test_remove_state(state);
+}
+
+/* Intel VMD: a domain of 5 digits in the path identity. */
+static void
+test_identity_vmd(void)
+{
+    g_autoptr(AvHost) host = test_host_empty();
+    g_autofree char *port = NULL, *nvme = NULL;
+
+    g_ptr_array_add(host->pci, test_pci("10000:e0:1a.0", NULL, 0x8086, 0xa0bc));
+    g_ptr_array_add(host->pci, test_pci("10000:e1:00.0", "10000:e0:1a.0", 0x144d, 0xa80a));
+    port = av_pool_identity_pci(host, g_ptr_array_index(host->pci, 0));
+    nvme = av_pool_identity_pci(host, g_ptr_array_index(host->pci, 1));
+    g_assert_cmpstr(port, ==, "pci:8086:a0bc:8086:134f@path:10000:e0/1a.0");
+    g_assert_cmpstr(nvme, ==, "pci:144d:a80a:144d:134f@path:10000:e0/1a.0/00.0");
+}
+
 static AvHost *
 test_scan(const char *name)
 {
@@ -1412,7 +1848,7 @@ test_reconcile_fake_hosts(void)
         }
     }
     g_assert_cmpuint(av_pool_devices(pool)->len, ==, 5);
-    dev = av_pool_find(pool, "dsn:000a35002c1d0f0e.f0");
+    dev = av_pool_find(pool, "dsn:10ee:5004:000a35002c1d0f0e.f0");
     g_assert_nonnull(dev);
     g_assert_cmpstr(dev->address, ==, "0000:3b:00.0");
     g_assert_cmpstr(dev->profile, ==, "fpga");
@@ -1443,18 +1879,18 @@ test_reconcile_fake_hosts(void)
     /* Another host in the same state dir: the first host's devices go missing. */
     test_reconcile_host(pool, gpus, policy, TRUE);
     g_assert_cmpuint(av_pool_devices(pool)->len, ==, 5 + 6 + 1);
-    dev = av_pool_find(pool, "dsn:48b02d1a000001c0.f0");
+    dev = av_pool_find(pool, "dsn:10de:20f1:48b02d1a000001c0.f0");
     g_assert_nonnull(dev);
     g_assert_cmpstr(dev->address, ==, "0000:17:00.0");
     g_assert_cmpint(dev->numa_node, ==, 0);
-    dev = av_pool_find(pool, "dsn:48b02d1a000001c7.f0");
+    dev = av_pool_find(pool, "dsn:10de:20f1:48b02d1a000001c7.f0");
     g_assert_nonnull(dev);
     g_assert_cmpint(dev->numa_node, ==, 1);
     dev = av_pool_find(pool, "usb:03e7:2485:serial:03e72485");
     g_assert_nonnull(dev);
     g_assert_cmpstr(dev->address, ==, "1-1.2");
     g_assert_cmpint(dev->kind, ==, AV_DEVICE_KIND_USB);
-    dev = av_pool_find(pool, "dsn:000a35002c1d0f0e.f0");
+    dev = av_pool_find(pool, "dsn:10ee:5004:000a35002c1d0f0e.f0");
     g_assert_cmpint(dev->state, ==, AV_DEVICE_STATE_MISSING);
     g_assert_cmpint(dev->state_before_missing, ==, AV_DEVICE_STATE_FREE);
     g_assert_true(av_pool_save(pool, &err));
@@ -1481,6 +1917,10 @@ main(int argc, char **argv)
     g_test_add_func("/pool/transition/read-mode", test_read_mode_refuses);
     g_test_add_func("/pool/journal/chain", test_journal_chain);
     g_test_add_func("/pool/journal/torn", test_journal_torn);
+    g_test_add_func("/pool/journal/long", test_journal_long);
+    g_test_add_func("/pool/open/unsafe/mode", test_open_unsafe_mode);
+    g_test_add_func("/pool/open/unsafe/symlink", test_open_unsafe_symlink);
+    g_test_add_func("/pool/open/unsafe/owner", test_open_unsafe_owner);
     g_test_add_func("/pool/identity/renumbering", test_identity_renumbering);
     g_test_add_func("/pool/identity/forms", test_identity_forms);
     g_test_add_func("/pool/identity/usb", test_identity_usb);
@@ -1490,5 +1930,10 @@ main(int argc, char **argv)
     g_test_add_func("/pool/lock", test_lock_contention);
     g_test_add_func("/pool/reconcile", test_reconcile);
     g_test_add_func("/pool/reconcile/fake-hosts", test_reconcile_fake_hosts);
+    g_test_add_func("/pool/reconcile/collide/usb", test_collide_usb);
+    g_test_add_func("/pool/reconcile/collide/dsn", test_collide_dsn);
+    g_test_add_func("/pool/reconcile/collide/fallback", test_collide_fallback);
+    g_test_add_func("/pool/reconcile/mdev-vf", test_reconcile_mdev_vf);
+    g_test_add_func("/pool/identity/vmd", test_identity_vmd);
     return g_test_run();
 }

@@ -206,25 +206,77 @@ av_is_hex_field(const char *s, guint n)
     return TRUE;
 }
 
-/* Accepts exactly "dddd:bb:ss.f" as the kernel names PCI functions
- * (pci_name(): "%04x:%02x:%02x.%d").  Domains above 0xffff (VMD) have more
- * digits in the kernel's names; they are not accepted here, as elsewhere in
- * accelvirt. */
+/* Accepts "dddd:bb:ss.f" as the kernel names PCI functions (pci_name():
+ * "%04x:%02x:%02x.%d"): the domain has at least 4 digits, and more when it
+ * is above 0xffff, as the domains Intel VMD creates for the devices behind
+ * it ("10000:e1:00.0"); PCI domains are 32 bits, so at most 8. */
 gboolean
 av_pci_address_is_valid(const char *address)
 {
+    const char *colon;
+    gsize domain_len;
     guint slot;
 
-    if (!address || strlen(address) != 12)
+    if (!address || !(colon = strchr(address, ':')))
         return FALSE;
-    if (!av_is_hex_field(address, 4) || address[4] != ':' ||
-        !av_is_hex_field(address + 5, 2) || address[7] != ':' ||
-        !av_is_hex_field(address + 8, 2) || address[10] != '.')
+    domain_len = (gsize)(colon - address);
+    if (domain_len < 4 || domain_len > 8 || strlen(address) != domain_len + 8)
         return FALSE;
-    slot = (guint)g_ascii_xdigit_value(address[8]) * 16 + (guint)g_ascii_xdigit_value(address[9]);
+    if (!av_is_hex_field(address, (guint)domain_len))
+        return FALSE;
+    /* "%04x" pads to 4 digits only: "0ffff" or "00000" is no kernel name. */
+    if (domain_len > 4 && address[0] == '0')
+        return FALSE;
+    address = colon;
+    if (address[0] != ':' || !av_is_hex_field(address + 1, 2) || address[3] != ':' ||
+        !av_is_hex_field(address + 4, 2) || address[6] != '.')
+        return FALSE;
+    slot = (guint)g_ascii_xdigit_value(address[4]) * 16 + (guint)g_ascii_xdigit_value(address[5]);
     if (slot > 0x1f)
         return FALSE;
-    return address[11] >= '0' && address[11] <= '7';
+    return address[7] >= '0' && address[7] <= '7';
+}
+
+/* See av-pci.h. */
+gboolean
+av_pci_address_parse(const char *address, guint32 *ret_domain, guint8 *ret_bus, guint8 *ret_slot,
+                     guint8 *ret_function)
+{
+    const char *colon;
+    guint64 domain;
+
+    if (!av_pci_address_is_valid(address))
+        return FALSE;
+    colon = strchr(address, ':');
+    domain = g_ascii_strtoull(address, NULL, 16);
+    *ret_domain = (guint32)domain;
+    *ret_bus = (guint8)(g_ascii_xdigit_value(colon[1]) * 16 + g_ascii_xdigit_value(colon[2]));
+    *ret_slot = (guint8)(g_ascii_xdigit_value(colon[4]) * 16 + g_ascii_xdigit_value(colon[5]));
+    *ret_function = (guint8)g_ascii_xdigit_value(colon[7]);
+    return TRUE;
+}
+
+/* See av-pci.h. */
+int
+av_pci_address_compare(const char *a, const char *b)
+{
+    guint32 da, db;
+    guint8 ba, bb, sa, sb, fa, fb;
+    gboolean va = av_pci_address_parse(a, &da, &ba, &sa, &fa);
+    gboolean vb = av_pci_address_parse(b, &db, &bb, &sb, &fb);
+
+    if (!va || !vb) {
+        if (va != vb)
+            return va ? -1 : 1;
+        return g_strcmp0(a, b);
+    }
+    if (da != db)
+        return da < db ? -1 : 1;
+    if (ba != bb)
+        return ba < bb ? -1 : 1;
+    if (sa != sb)
+        return sa < sb ? -1 : 1;
+    return fa < fb ? -1 : fa > fb;
 }
 
 /* Little-endian dword of config space at @off; the caller checks bounds. */
@@ -426,10 +478,11 @@ av_int_cmp(gconstpointer a, gconstpointer b)
     return x < y ? -1 : x > y;
 }
 
+/* Orders an array of PCI addresses (char*) numerically. */
 static gint
-av_strcmp_ptr(gconstpointer a, gconstpointer b)
+av_pci_address_cmp_ptr(gconstpointer a, gconstpointer b)
 {
-    return strcmp(*(char *const *)a, *(char *const *)b);
+    return av_pci_address_compare(*(char *const *)a, *(char *const *)b);
 }
 
 /* Vendor and device names from the system's pci.ids.  pci_get_strings()
@@ -468,6 +521,13 @@ av_pci_device_read_ids(const AvRoot *root, AvPciDevice *dev, const guint8 *confi
     int r;
 
     r = av_attr_read_hex(root, dev->sysfs_path, "vendor", 0xffff, &v);
+    if (r == -ENOENT) {
+        /* Its link resolved a moment ago: the device was removed since. */
+        g_set_error(error, AV_ERROR, AV_ERROR_NOT_FOUND,
+                    "the PCI device '%s' disappeared during the scan ('%s/vendor' is gone)",
+                    dev->address, dev->sysfs_path);
+        return FALSE;
+    }
     if (r < 0)
         return av_error_errno(error, r, "cannot read the vendor id of PCI device '%s' ('%s/vendor')",
                               dev->address, dev->sysfs_path);
@@ -534,7 +594,7 @@ av_pci_device_read_iommu_group(const AvRoot *root, AvPciDevice *dev)
     }
     if (!self)
         g_ptr_array_add(dev->iommu_group_members, g_strdup(dev->address));
-    g_ptr_array_sort(dev->iommu_group_members, av_strcmp_ptr);
+    g_ptr_array_sort(dev->iommu_group_members, av_pci_address_cmp_ptr);
 }
 
 /* Documentation/ABI/testing/sysfs-bus-pci: sriov_totalvfs, sriov_numvfs,
@@ -740,7 +800,8 @@ av_pci_device_scan_one(const AvPciScan *scan, const char *address, const char *s
     if (override && *override && !g_str_equal(override, "(null)"))
         dev->driver_override = g_steal_pointer(&override);
 
-    slot_key = g_strndup(address, 10);
+    /* "dddd:bb:ss": the address without ".f", whatever the domain's width. */
+    slot_key = g_strndup(address, strlen(address) - 2);
     slot = scan->slots ? g_hash_table_lookup(scan->slots, slot_key) : NULL;
     dev->physical_slot = g_strdup(slot);
 
@@ -801,7 +862,7 @@ av_pci_device_cmp(gconstpointer a, gconstpointer b)
 {
     const AvPciDevice *x = *(AvPciDevice *const *)a, *y = *(AvPciDevice *const *)b;
 
-    return strcmp(x->address, y->address);
+    return av_pci_address_compare(x->address, y->address);
 }
 
 /* TRUE when /sys/kernel/iommu_groups holds at least one numbered group. */
@@ -847,6 +908,7 @@ av_host_scan(const AvRoot *root, GError **error)
 
     av_pci_scan_load_slots(&scan);
     for (guint i = 0; names[i]; i++) {
+        g_autoptr(GError) local = NULL;
         g_autofree char *path = NULL;
         AvPciDevice *dev;
 
@@ -860,8 +922,14 @@ av_host_scan(const AvRoot *root, GError **error)
             g_debug("ignoring the PCI device '%s': %s", names[i], g_strerror(-r));
             continue;
         }
-        dev = av_pci_device_scan_one(&scan, names[i], path, error);
+        dev = av_pci_device_scan_one(&scan, names[i], path, &local);
+        if (!dev && g_error_matches(local, AV_ERROR, AV_ERROR_NOT_FOUND)) {
+            /* Hot-unplugged (or its VF removed) between the listing and now. */
+            g_debug("ignoring the PCI device '%s': %s", names[i], local->message);
+            continue;
+        }
         if (!dev) {
+            g_propagate_error(error, g_steal_pointer(&local));
             av_pci_scan_clear(&scan);
             return NULL;
         }

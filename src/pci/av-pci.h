@@ -52,7 +52,8 @@ typedef struct {
     int numa_node;               /* -1 when the kernel does not know */
     char *local_cpulist;         /* "0-15,32-47", or NULL */
     int iommu_group;             /* -1 when the device has none */
-    GPtrArray *iommu_group_members; /* char*: addresses of every device in the group, this one included, sorted */
+    GPtrArray *iommu_group_members; /* char*: addresses of every device in the group, this one included,
+                                     * sorted by av_pci_address_compare() */
     char *driver;                /* bound driver, or NULL */
     char *driver_override;       /* NULL when unset ("(null)") */
     char *physical_slot;         /* slot name from /sys/bus/pci/slots/N/address, or NULL */
@@ -108,7 +109,7 @@ void av_numa_node_free(AvNumaNode *node);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(AvNumaNode, av_numa_node_free)
 
 typedef struct {
-    GPtrArray *pci;              /* AvPciDevice*, sorted by address */
+    GPtrArray *pci;              /* AvPciDevice*, sorted by address (av_pci_address_compare()) */
     GPtrArray *usb;              /* AvUsbDevice*, sorted by bus_path; interfaces ("1-1:1.0") and root hubs excluded */
     GPtrArray *numa_nodes;       /* AvNumaNode*, sorted by id; one node 0 holding every online CPU when the tree has no node directory */
     gboolean iommu_enabled;      /* /sys/kernel/iommu_groups has at least one group */
@@ -118,6 +119,10 @@ void av_host_free(AvHost *host);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(AvHost, av_host_free)
 
 /* Scans the PCI devices, USB devices and NUMA nodes under @root.
+ * A PCI device that disappears during the scan (its link dangles, or its
+ * "vendor" is gone once the link resolved: hot unplug, VFs removed) is left
+ * out with a debug message; any other failure to read its "vendor" fails
+ * the scan, naming the device.
  * A host without /sys/bus/usb or without NUMA directories is fine; a tree
  * without /sys/bus/pci/devices is an error (AV_ERROR_NOT_FOUND, naming the
  * path, saying that --root must point at a tree holding sys/).
@@ -130,10 +135,23 @@ AvPciDevice *av_pci_device_scan(const AvRoot *root, const char *address, GError 
 /* The device at @address in @host, or NULL.  Borrowed from @host. */
 AvPciDevice *av_host_find_pci(const AvHost *host, const char *address);
 
-/* TRUE when @address is a canonical PCI address "DDDD:BB:SS.F" (lower-case
- * hex, slot <= 0x1f, function <= 7).  The only form accepted from users and
- * domain XML before it reaches a path. */
+/* TRUE when @address is a canonical PCI address "DDDD:BB:SS.F": lower-case
+ * hex, a domain of 4 to 8 digits as the kernel prints it ("%04x": domains
+ * above 0xffff, such as those of Intel VMD, "10000:e1:00.0", print wider,
+ * without a leading zero), bus 2 digits, slot 2 digits
+ * <= 0x1f, function 0 to 7.  The only form accepted from users and domain
+ * XML before it reaches a path. */
 gboolean av_pci_address_is_valid(const char *address);
+
+/* Splits a valid PCI address (av_pci_address_is_valid()) into its numbers.
+ * Returns FALSE, leaving the outputs untouched, for anything else. */
+gboolean av_pci_address_parse(const char *address, guint32 *ret_domain, guint8 *ret_bus,
+                              guint8 *ret_slot, guint8 *ret_function);
+
+/* Orders PCI addresses by domain, bus, slot and function as numbers (a plain
+ * strcmp() would put "10000:00:00.0" before "ffff:00:00.0"); invalid ones
+ * come after the valid ones, by strcmp().  Returns <0, 0 or >0. */
+int av_pci_address_compare(const char *a, const char *b);
 
 /* TRUE when @path is a USB device name as sysfs gives it under
  * /sys/bus/usb/devices: "BUS-PORT[.PORT]..." in decimal, such as "1-1.2",

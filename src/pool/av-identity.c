@@ -4,14 +4,22 @@
  * renumber every bus below a root port.  What survives is the device's own
  * serial number (PCIe DSN, PCIe Base Spec 7.9.3), the physical slot the
  * platform names, or the chain of device.function numbers from the root bus,
- * which does not depend on the numbers given to the buses in between. */
+ * which does not depend on the numbers given to the buses in between.
+ *
+ * A DSN is only as good as the vendor programmed it: boards leave it 0 or
+ * all ones, and some ship many cards with one serial.  The first two count as
+ * no DSN; the DSN form carries the vendor and device ids; and two devices of
+ * one scan with one identity are told apart by reconciliation (av-pool.c),
+ * which falls back to their slot, path or port identities. */
 #include "config.h"
 
 #include "av-pool-private.h"
 
 #include <stdio.h>
 
-/* The PCI address parsed into its parts.  FALSE for anything else. */
+/* The PCI address parsed into its parts.  FALSE for anything else.  The
+ * domain may have 4 to 8 digits (Intel VMD puts its children in domains
+ * above 0xffff: "10000:e1:00.0"). */
 static gboolean
 av_identity_parse_address(const char *address, guint *ret_domain, guint *ret_bus,
                           guint *ret_slot, guint *ret_function)
@@ -19,9 +27,9 @@ av_identity_parse_address(const char *address, guint *ret_domain, guint *ret_bus
     guint domain, bus, slot, function;
     int end = 0;
 
-    if (!address ||
+    if (!av_pci_address_is_valid(address) ||
         sscanf(address, "%x:%x:%x.%x%n", &domain, &bus, &slot, &function, &end) != 4 ||
-        address[end] != '\0' || bus > 0xff || slot > 0x1f || function > 7)
+        address[end] != '\0')
         return FALSE;
     *ret_domain = domain;
     *ret_bus = bus;
@@ -66,15 +74,27 @@ av_identity_path(const AvHost *host, const AvPciDevice *dev)
     return g_string_free(g_steal_pointer(&out), FALSE);
 }
 
+/* TRUE when @dev has a DSN that can tell it apart: 0 and all ones are what
+ * boards without a programmed serial (and absent devices) report, so they
+ * count as no DSN at all. */
+static gboolean
+av_identity_has_dsn(const AvPciDevice *dev)
+{
+    return dev->has_dsn && dev->dsn != 0 && dev->dsn != G_MAXUINT64;
+}
+
+/* The identity of @dev by itself (not through its PF); with @use_dsn FALSE
+ * the slot or path form even when the device has a DSN. */
 static char *
-av_identity_pci_own(const AvHost *host, const AvPciDevice *dev)
+av_identity_pci_own(const AvHost *host, const AvPciDevice *dev, gboolean use_dsn)
 {
     guint domain = 0, bus = 0, slot = 0, function = 0;
     g_autofree char *where = NULL;
 
     av_identity_parse_address(dev->address, &domain, &bus, &slot, &function);
-    if (dev->has_dsn)
-        return g_strdup_printf("dsn:%016" G_GINT64_MODIFIER "x.f%u", dev->dsn, function);
+    if (use_dsn && av_identity_has_dsn(dev))
+        return g_strdup_printf("dsn:%04x:%04x:%016" G_GINT64_MODIFIER "x.f%u", dev->vendor_id,
+                               dev->device_id, dev->dsn, function);
     if (dev->physical_slot && *dev->physical_slot)
         where = g_strdup_printf("@slot:%s.f%u", dev->physical_slot, function);
     else
@@ -83,21 +103,34 @@ av_identity_pci_own(const AvHost *host, const AvPciDevice *dev)
                            dev->subsystem_vendor_id, dev->subsystem_device_id, where);
 }
 
-/* See av-pool.h.  A VF whose PF is not in @host falls back to its own
- * identity.  Caller frees. */
-char *
-av_pool_identity_pci(const AvHost *host, const AvPciDevice *dev)
+static char *
+av_identity_pci(const AvHost *host, const AvPciDevice *dev, gboolean use_dsn)
 {
     if (dev->physfn && dev->vf_index >= 0) {
         const AvPciDevice *pf = av_host_find_pci(host, dev->physfn);
 
         if (pf && !pf->physfn) {
-            g_autofree char *pf_identity = av_identity_pci_own(host, pf);
+            g_autofree char *pf_identity = av_identity_pci_own(host, pf, use_dsn);
 
             return g_strdup_printf("%s/vf%d", pf_identity, dev->vf_index);
         }
     }
-    return av_identity_pci_own(host, dev);
+    return av_identity_pci_own(host, dev, use_dsn);
+}
+
+/* See av-pool.h.  A VF whose PF is not in @host falls back to its own
+ * identity.  Caller frees. */
+char *
+av_pool_identity_pci(const AvHost *host, const AvPciDevice *dev)
+{
+    return av_identity_pci(host, dev, TRUE);
+}
+
+/* See av-pool-private.h.  Caller frees. */
+char *
+av_pool_identity_pci_fallback(const AvHost *host, const AvPciDevice *dev)
+{
+    return av_identity_pci(host, dev, FALSE);
 }
 
 /* See av-pool.h.  Caller frees. */
@@ -106,5 +139,12 @@ av_pool_identity_usb(const AvUsbDevice *dev)
 {
     if (dev->serial && *dev->serial)
         return g_strdup_printf("usb:%04x:%04x:serial:%s", dev->vendor_id, dev->product_id, dev->serial);
+    return av_pool_identity_usb_fallback(dev);
+}
+
+/* See av-pool-private.h.  Caller frees. */
+char *
+av_pool_identity_usb_fallback(const AvUsbDevice *dev)
+{
     return g_strdup_printf("usb:%04x:%04x@port:%s", dev->vendor_id, dev->product_id, dev->bus_path);
 }

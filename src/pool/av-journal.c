@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "util/av-error.h"
@@ -91,83 +92,221 @@ av_journal_entry_new(AvPool *pool, const char *event)
     return entry;
 }
 
+/* The journal is read backwards in chunks of this size, and a line longer
+ * than AV_JOURNAL_MAX_LINE (entries are a few hundred bytes) is refused. */
+#define AV_JOURNAL_CHUNK 4096
+#define AV_JOURNAL_MAX_LINE (16 * 1024 * 1024)
+
+/* Reads @len bytes at @offset of @fd.  Returns 0, or -errno (-EIO when the
+ * file ends early: it shrank under us). */
+static int
+av_journal_pread(int fd, guint8 *buf, gsize len, goffset offset)
+{
+    while (len > 0) {
+        ssize_t n = pread(fd, buf, len, offset);
+
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return -errno;
+        if (n == 0)
+            return -EIO;
+        buf += n;
+        len -= (gsize)n;
+        offset += n;
+    }
+    return 0;
+}
+
+/* Reads the line of @fd that ends at @end (the offset of its newline, or
+ * the size of the file for a last line without one): reads backwards from
+ * @end, a chunk at a time, to the previous newline or the start of the file.
+ * Sets *ret_start to the offset of the line's first byte and *ret_line to
+ * its bytes, NUL-terminated (caller frees), *ret_len to their number.
+ * Returns 0 or -errno (-EFBIG above AV_JOURNAL_MAX_LINE). */
+static int
+av_journal_read_line_before(int fd, goffset end, goffset *ret_start, char **ret_line, gsize *ret_len)
+{
+    g_autoptr(GByteArray) line = g_byte_array_new();
+    goffset pos = end;
+
+    while (pos > 0) {
+        guint8 buf[AV_JOURNAL_CHUNK];
+        gsize want = (gsize)MIN((goffset)sizeof(buf), pos);
+        const guint8 *nl;
+        int r;
+
+        r = av_journal_pread(fd, buf, want, pos - (goffset)want);
+        if (r < 0)
+            return r;
+        nl = memrchr(buf, '\n', want);
+        if (nl) {
+            gsize keep = want - (gsize)(nl + 1 - buf);
+
+            g_byte_array_prepend(line, nl + 1, (guint)keep);
+            pos -= (goffset)keep;
+            break;
+        }
+        g_byte_array_prepend(line, buf, (guint)want);
+        pos -= (goffset)want;
+        if (line->len > AV_JOURNAL_MAX_LINE)
+            return -EFBIG;
+    }
+    *ret_start = pos;
+    *ret_len = line->len;
+    g_byte_array_append(line, (const guint8 *)"", 1);
+    *ret_line = (char *)g_byte_array_free(g_steal_pointer(&line), FALSE);
+    return 0;
+}
+
+/* The number of the line starting at @start: 1 + the newlines before it.
+ * Reads everything before @start (in chunks), so only used for a torn
+ * line, which needs its number.  Returns 0 or -errno. */
+static int
+av_journal_line_number(int fd, goffset start, guint64 *ret_lineno)
+{
+    guint64 lineno = 1;
+    goffset pos = 0;
+
+    while (pos < start) {
+        guint8 buf[65536];
+        gsize want = (gsize)MIN((goffset)sizeof(buf), start - pos);
+        const guint8 *p = buf, *stop = buf + want;
+        int r;
+
+        r = av_journal_pread(fd, buf, want, pos);
+        if (r < 0)
+            return r;
+        while ((p = memchr(p, '\n', (gsize)(stop - p)))) {
+            lineno++;
+            p++;
+        }
+        pos += (goffset)want;
+    }
+    *ret_lineno = lineno;
+    return 0;
+}
+
+static gboolean
+av_journal_tail_fail(AvPool *pool, int r, GError **error)
+{
+    if (r == -EFBIG) {
+        g_set_error(error, AV_ERROR, AV_ERROR_CORRUPT_STATE,
+                    "the journal '%s' ends in a line longer than %d bytes; move it away or repair it",
+                    pool->journal_path, AV_JOURNAL_MAX_LINE);
+        return FALSE;
+    }
+    return av_error_errno(error, r, "cannot read the journal '%s'", pool->journal_path);
+}
+
+static gboolean
+av_journal_nul_fail(AvPool *pool, GError **error)
+{
+    g_set_error(error, AV_ERROR, AV_ERROR_CORRUPT_STATE,
+                "the journal '%s' holds NUL bytes; move it away or repair it", pool->journal_path);
+    return FALSE;
+}
+
 /* Reads the tail of the journal once per pool: the last seq and the hash of
- * the last line.  A last line without a newline is ended with one; a last
- * line that is not a whole entry is acknowledged with a "torn-line" entry. */
+ * the last line.  Only the last line is read (backwards from the end, in
+ * bounded chunks), however long the journal.  A last line without a newline
+ * is ended with one; a last line that is not a whole entry is acknowledged
+ * with a "torn-line" entry, whose seq continues the last whole entry before
+ * it (the lines before it are read back until one is) and whose line number
+ * is found by counting the newlines before it (the only case that reads the
+ * whole file, once). */
 static gboolean
 av_journal_prepare(AvPool *pool, GError **error)
 {
-    g_autoptr(GError) read_err = NULL;
-    g_autofree char *data = NULL;
-    g_auto(GStrv) lines = NULL;
-    guint n, last, torn_line = 0;
-    gsize len = 0;
-    guint64 seq = 0;
+    g_autofree char *last = NULL;
+    struct stat st;
+    goffset start = 0;
+    gsize last_len = 0;
+    guint64 seq = 0, torn_line = 0;
+    gboolean ended;
+    guint8 c = 0;
+    int fd, r;
 
     if (pool->journal_ready)
         return TRUE;
-    if (!g_file_get_contents(pool->journal_path, &data, &len, &read_err)) {
-        if (!g_error_matches(read_err, G_FILE_ERROR, G_FILE_ERROR_NOENT)) {
-            g_set_error(error, AV_ERROR, AV_ERROR_IO, "cannot read the journal '%s': %s",
-                        pool->journal_path, read_err->message);
-            return FALSE;
-        }
+    fd = open(pool->journal_path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+    if (fd < 0) {
+        if (errno != ENOENT)
+            return av_error_errno(error, -errno, "cannot read the journal '%s'", pool->journal_path);
         pool->journal_ready = TRUE;
         return TRUE;
     }
-    if (len == 0) {
+    if (fstat(fd, &st) < 0) {
+        r = -errno;
+        close(fd);
+        return av_error_errno(error, r, "cannot read the journal '%s'", pool->journal_path);
+    }
+    if (st.st_size == 0) {
+        close(fd);
         pool->journal_ready = TRUE;
         return TRUE;
     }
-    if (memchr(data, '\0', len)) {
-        g_set_error(error, AV_ERROR, AV_ERROR_CORRUPT_STATE,
-                    "the journal '%s' holds NUL bytes; move it away or repair it", pool->journal_path);
-        return FALSE;
+    r = av_journal_pread(fd, &c, 1, st.st_size - 1);
+    ended = c == '\n';
+    if (r == 0)
+        r = av_journal_read_line_before(fd, ended ? st.st_size - 1 : st.st_size, &start, &last, &last_len);
+    if (r < 0) {
+        close(fd);
+        return av_journal_tail_fail(pool, r, error);
     }
-    if (data[len - 1] != '\n') {
+    if (memchr(last, '\0', last_len)) {
+        close(fd);
+        return av_journal_nul_fail(pool, error);
+    }
+    if (!ended) {
         /* A writer was killed mid-append: end its line, keep its bytes. */
         if (!av_file_append_line(pool->journal_path, "", 0600, error)) {
+            close(fd);
             g_prefix_error(error, "cannot end the torn last line of the journal: ");
             return FALSE;
         }
         g_info("the journal '%s' ended in a line without a newline (a writer was killed "
                   "mid-append); ended it", pool->journal_path);
     }
-    lines = av_journal_split(data);
-    n = g_strv_length(lines);
-    /* Without a final newline the last piece is the torn line; else it is "". */
-    last = data[len - 1] == '\n' ? n - 2 : n - 1;
 
     g_free(pool->journal_prev);
-    pool->journal_prev = av_journal_hash(lines[last], strlen(lines[last]));
-    if (av_journal_parse_line(lines[last], strlen(lines[last]), NULL, &seq)) {
+    pool->journal_prev = av_journal_hash(last, last_len);
+    if (av_journal_parse_line(last, last_len, NULL, &seq)) {
+        close(fd);
         pool->journal_seq = seq;
         pool->journal_ready = TRUE;
         return TRUE;
     }
 
     /* The last line is torn: continue the seq of the last whole entry. */
-    torn_line = last + 1;
-    for (guint i = last; i > 0; i--) {
-        if (av_journal_parse_line(lines[i - 1], strlen(lines[i - 1]), NULL, &seq))
+    r = av_journal_line_number(fd, start, &torn_line);
+    for (goffset pos = start; r == 0 && pos > 0;) {
+        g_autofree char *line = NULL;
+        gsize len = 0;
+
+        r = av_journal_read_line_before(fd, pos - 1, &pos, &line, &len);
+        if (r == 0 && av_journal_parse_line(line, len, NULL, &seq))
             break;
         seq = 0;
     }
+    close(fd);
+    if (r < 0)
+        return av_journal_tail_fail(pool, r, error);
     pool->journal_seq = seq;
     pool->journal_ready = TRUE;
     {
         g_autoptr(json_t) entry = av_journal_entry_new(pool, "torn-line");
 
-        json_object_set_new(entry, "line", json_integer(torn_line));
-        json_object_set_new(entry, "length", json_integer((json_int_t)strlen(lines[last])));
+        json_object_set_new(entry, "line", json_integer((json_int_t)torn_line));
+        json_object_set_new(entry, "length", json_integer((json_int_t)last_len));
         json_object_set_new(entry, "sha256", json_string(pool->journal_prev));
         if (!av_journal_write_entry(pool, entry, error)) {
             pool->journal_ready = FALSE;
             return FALSE;
         }
     }
-    g_info("the journal '%s' line %u is not a whole entry; recorded it with a torn-line entry",
-              pool->journal_path, torn_line);
+    g_info("the journal '%s' line %" G_GUINT64_FORMAT " is not a whole entry; recorded it with a "
+           "torn-line entry", pool->journal_path, torn_line);
     return TRUE;
 }
 

@@ -5,8 +5,10 @@
 #include "av-pool-private.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "util/av-error.h"
@@ -549,18 +551,114 @@ av_pool_new(const char *state_dir, AvPoolMode mode)
     return pool;
 }
 
+/* A writer trusts what it finds in the state dir (it replays claims from
+ * pool.json and hands devices out by them), so the dir and pool.json must be
+ * the caller's own and writable by nobody else.  @path was stat()ed (the dir)
+ * or fstat()ed (pool.json, opened without following a symlink) into @st. */
+static gboolean
+av_pool_check_owner(const char *what, const char *path, const struct stat *st, GError **error)
+{
+    uid_t me = geteuid();
+
+    if (st->st_uid != me) {
+        g_set_error(error, AV_ERROR, AV_ERROR_UNSAFE,
+                    "refusing to use the %s '%s': it is owned by uid %u, not by uid %u that runs "
+                    "accelvirt; chown it to uid %u (or move it away)",
+                    what, path, (guint)st->st_uid, (guint)me, (guint)me);
+        return FALSE;
+    }
+    if (st->st_mode & (S_IWGRP | S_IWOTH)) {
+        g_set_error(error, AV_ERROR, AV_ERROR_UNSAFE,
+                    "refusing to use the %s '%s': it is writable by %s (mode %04o); "
+                    "chmod go-w it (or move it away)",
+                    what, path, (st->st_mode & S_IWOTH) ? "everyone" : "its group",
+                    (guint)(st->st_mode & 07777));
+        return FALSE;
+    }
+    return TRUE;
+}
+
+/* Reads pool.json into *ret_data.  A writer opens it without following a
+ * symlink and checks its owner and mode (av_pool_check_owner()).  Returns
+ * 0 with *ret_data set, -ENOENT when there is none, or -1 with @error set. */
+static int
+av_pool_read_file(AvPool *pool, char **ret_data, gsize *ret_len, GError **error)
+{
+    g_autoptr(GByteArray) buf = g_byte_array_new();
+    struct stat st;
+    int flags = O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK;
+    int fd;
+
+    if (pool->mode == AV_POOL_WRITE)
+        flags |= O_NOFOLLOW;
+    fd = open(pool->pool_path, flags);
+    if (fd < 0) {
+        int e = errno;
+
+        if (e == ENOENT)
+            return -ENOENT;
+        if (e == ELOOP && pool->mode == AV_POOL_WRITE) {
+            g_set_error(error, AV_ERROR, AV_ERROR_UNSAFE,
+                        "refusing to use the pool file '%s': it is a symbolic link; replace it "
+                        "with the file itself (owned by uid %u, chmod 0600)",
+                        pool->pool_path, (guint)geteuid());
+            return -1;
+        }
+        av_error_errno(error, -e, "cannot read the pool file '%s'", pool->pool_path);
+        return -1;
+    }
+    if (fstat(fd, &st) < 0) {
+        av_error_errno(error, -errno, "cannot read the pool file '%s'", pool->pool_path);
+        close(fd);
+        return -1;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        g_set_error(error, AV_ERROR, pool->mode == AV_POOL_WRITE ? AV_ERROR_UNSAFE : AV_ERROR_IO,
+                    "refusing to read the pool file '%s': it is not a regular file", pool->pool_path);
+        close(fd);
+        return -1;
+    }
+    if (pool->mode == AV_POOL_WRITE && !av_pool_check_owner("pool file", pool->pool_path, &st, error)) {
+        close(fd);
+        return -1;
+    }
+    for (;;) {
+        guint8 chunk[65536];
+        ssize_t n = read(fd, chunk, sizeof(chunk));
+
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            av_error_errno(error, -errno, "cannot read the pool file '%s'", pool->pool_path);
+            close(fd);
+            return -1;
+        }
+        if (n == 0)
+            break;
+        g_byte_array_append(buf, chunk, (guint)n);
+    }
+    close(fd);
+    *ret_len = buf->len;
+    g_byte_array_append(buf, (const guint8 *)"", 1);
+    *ret_data = (char *)g_byte_array_free(g_steal_pointer(&buf), FALSE);
+    return 0;
+}
+
 /* See av-pool.h.  A read of a state dir that does not exist gives an empty
  * pool and creates nothing (no lock is then held: there is nothing to
- * protect).  A writer creates the dir (0700), takes the exclusive lock and
- * removes stale temporary files.  Caller frees the pool with av_pool_free(). */
+ * protect).  A writer creates the dir (0700), refuses (AV_ERROR_UNSAFE) a
+ * dir or pool.json that another user owns or that its group or everyone may
+ * write, and a pool.json that is a symbolic link; then it takes the
+ * exclusive lock and removes stale temporary files.  Caller frees the pool
+ * with av_pool_free(). */
 AvPool *
 av_pool_open(const char *state_dir, AvPoolMode mode, int timeout_ms, GError **error)
 {
     g_autoptr(AvPool) pool = NULL;
     g_autoptr(GPtrArray) devices = NULL;
-    g_autoptr(GError) read_err = NULL;
     g_autofree char *data = NULL;
     gsize len = 0;
+    int r;
 
     g_return_val_if_fail(state_dir && *state_dir, NULL);
     pool = av_pool_new(state_dir, mode);
@@ -569,7 +667,21 @@ av_pool_open(const char *state_dir, AvPoolMode mode, int timeout_ms, GError **er
             return g_steal_pointer(&pool);
         pool->lock = av_lock_take(pool->lock_path, AV_LOCK_SHARED, timeout_ms, error);
     } else {
+        struct stat st;
+
         if (!av_file_ensure_dir(state_dir, 0700, error))
+            return NULL;
+        /* Checked before the lock file is made in it. */
+        if (stat(state_dir, &st) < 0) {
+            av_error_errno(error, -errno, "cannot examine the state dir '%s'", state_dir);
+            return NULL;
+        }
+        if (!S_ISDIR(st.st_mode)) {
+            g_set_error(error, AV_ERROR, AV_ERROR_UNSAFE,
+                        "refusing to use the state dir '%s': it is not a directory", state_dir);
+            return NULL;
+        }
+        if (!av_pool_check_owner("state dir", state_dir, &st, error))
             return NULL;
         pool->lock = av_lock_take(pool->lock_path, AV_LOCK_EXCLUSIVE, timeout_ms, error);
     }
@@ -578,13 +690,11 @@ av_pool_open(const char *state_dir, AvPoolMode mode, int timeout_ms, GError **er
     if (mode == AV_POOL_WRITE)
         av_pool_remove_stale_temps(pool);
 
-    if (!g_file_get_contents(pool->pool_path, &data, &len, &read_err)) {
-        if (g_error_matches(read_err, G_FILE_ERROR, G_FILE_ERROR_NOENT))
-            return g_steal_pointer(&pool);
-        g_set_error(error, AV_ERROR, AV_ERROR_IO, "cannot read the pool file '%s': %s",
-                    pool->pool_path, read_err->message);
+    r = av_pool_read_file(pool, &data, &len, error);
+    if (r == -ENOENT)
+        return g_steal_pointer(&pool);
+    if (r < 0)
         return NULL;
-    }
     if (!av_pool_load_data(pool->pool_path, data, len, &devices, error))
         return NULL;
     g_ptr_array_extend_and_steal(pool->devices, g_steal_pointer(&devices));
@@ -841,6 +951,7 @@ av_pool_journal_device(AvPool *pool, const char *event, const AvPoolDevice *dev,
 /* One device of the scan, matched or not. */
 typedef struct {
     char *identity;
+    char *fallback;              /* the identity to use when @identity is shared */
     AvDeviceKind kind;
     const char *address;         /* borrowed from the host */
     const AvProfile *profile;    /* NULL: no profile matches */
@@ -853,7 +964,110 @@ static void
 av_scanned_free(AvScanned *s)
 {
     g_free(s->identity);
+    g_free(s->fallback);
     g_free(s);
+}
+
+/* The devices of @scanned grouped by identity: identity (borrowed) ->
+ * GPtrArray of AvScanned* (borrowed, in scan order), only for identities
+ * held by more than one device; @ret_order gets those identities (borrowed)
+ * in the order of their first holders.  Caller frees the table. */
+static GHashTable *
+av_scanned_collisions(GPtrArray *scanned, GPtrArray *ret_order)
+{
+    g_autoptr(GHashTable) groups = g_hash_table_new_full(g_str_hash, g_str_equal, NULL,
+                                                         (GDestroyNotify)g_ptr_array_unref);
+    GHashTableIter iter;
+    gpointer key, value;
+
+    for (guint i = 0; i < scanned->len; i++) {
+        AvScanned *s = g_ptr_array_index(scanned, i);
+        GPtrArray *group = g_hash_table_lookup(groups, s->identity);
+
+        if (!group) {
+            group = g_ptr_array_new();
+            g_hash_table_insert(groups, s->identity, group);
+        }
+        g_ptr_array_add(group, s);
+        if (group->len == 2)
+            g_ptr_array_add(ret_order, s->identity);
+    }
+    g_hash_table_iter_init(&iter, groups);
+    while (g_hash_table_iter_next(&iter, &key, &value)) {
+        if (((GPtrArray *)value)->len < 2)
+            g_hash_table_iter_remove(&iter);
+    }
+    return g_steal_pointer(&groups);
+}
+
+/* Gives every device whose identity another device of the scan shares its
+ * fallback identity (one warning names them all); devices that share even
+ * their fallback are removed from @scanned (another warning), and their
+ * identities added to @ret_ambiguous (identity -> reason, both owned), so
+ * that neither is pooled nor merged with the other. */
+static void
+av_scanned_resolve_collisions(GPtrArray *scanned, GHashTable *ret_ambiguous)
+{
+    g_autoptr(GPtrArray) order = g_ptr_array_new();
+    g_autoptr(GHashTable) groups = av_scanned_collisions(scanned, order);
+    g_autoptr(GHashTable) shared = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+    g_autoptr(GString) msg = NULL;
+
+    if (order->len == 0)
+        return;
+    msg = g_string_new(NULL);
+    for (guint i = 0; i < order->len; i++) {
+        GPtrArray *group = g_hash_table_lookup(groups, g_ptr_array_index(order, i));
+
+        g_string_append_printf(msg, "%s'%s' (", i ? "; " : "", (const char *)g_ptr_array_index(order, i));
+        for (guint j = 0; j < group->len; j++) {
+            AvScanned *s = g_ptr_array_index(group, j);
+
+            g_string_append_printf(msg, "%s%s as '%s'", j ? ", " : "", s->address, s->fallback);
+        }
+        g_string_append_c(msg, ')');
+    }
+    /* @groups and @order borrow the identities: note them before the swap. */
+    for (guint i = 0; i < order->len; i++)
+        g_hash_table_add(shared, g_strdup(g_ptr_array_index(order, i)));
+    g_clear_pointer(&groups, g_hash_table_unref);
+    g_ptr_array_set_size(order, 0);
+    for (guint i = 0; i < scanned->len; i++) {
+        AvScanned *s = g_ptr_array_index(scanned, i);
+
+        if (g_hash_table_contains(shared, s->identity)) {
+            g_free(s->identity);
+            s->identity = g_strdup(s->fallback);
+        }
+    }
+    g_warning("devices share an identity (a serial number given to more than one device); "
+              "using their slot, path or port identities instead: %s", msg->str);
+
+    /* Even the fallbacks collide: keep all of them out. */
+    groups = av_scanned_collisions(scanned, order);
+    if (order->len == 0)
+        return;
+    g_string_truncate(msg, 0);
+    for (guint i = 0; i < order->len; i++) {
+        const char *identity = g_ptr_array_index(order, i);
+        GPtrArray *group = g_hash_table_lookup(groups, identity);
+        g_autoptr(GString) where = g_string_new(NULL);
+
+        for (guint j = 0; j < group->len; j++)
+            g_string_append_printf(where, "%s%s", j ? ", " : "", ((AvScanned *)g_ptr_array_index(group, j))->address);
+        g_string_append_printf(msg, "%s'%s' (%s)", i ? "; " : "", identity, where->str);
+        g_hash_table_insert(ret_ambiguous, g_strdup(identity),
+                            g_strdup_printf("its identity is shared by the devices at %s", where->str));
+    }
+    g_warning("devices share even their slot, path or port identity; keeping them out of the pool: %s",
+              msg->str);
+    g_clear_pointer(&groups, g_hash_table_unref);
+    for (guint i = scanned->len; i > 0; i--) {
+        AvScanned *s = g_ptr_array_index(scanned, i - 1);
+
+        if (g_hash_table_contains(ret_ambiguous, s->identity))
+            g_ptr_array_remove_index(scanned, i - 1);
+    }
 }
 
 static gboolean
@@ -950,18 +1164,23 @@ av_pool_reconcile_one(AvPool *pool, const AvScanned *s, gint64 now, gboolean *ch
     return TRUE;
 }
 
-/* See av-pool.h.  Only devices a profile matches join the pool: a VF only
- * through an "sriov-vf" profile, and a PF never through one (its VFs are
- * what such a profile pools).  Journal events: "added", "readdressed",
- * "reprofiled" (the matching profile changed), "missing", "found" and
- * "removed".  On failure (a journal write) the pool may be partly
- * reconciled; the caller must not save it. */
+/* See av-pool.h.  Only devices a profile matches join the pool, and
+ * av_policy_match_pci() alone says which: a VF through an "sriov-vf" profile
+ * or an "mdev" profile whose type it offers (NVIDIA Ampere cards offer their
+ * vGPU types on their VFs), a PF never through an "sriov-vf" one.  Devices
+ * sharing an identity get their fallback identities, or stay out of the pool
+ * (see av_scanned_resolve_collisions()); a pooled device whose identity is
+ * thus ambiguous becomes missing, with a reason saying so.  Journal events:
+ * "added", "readdressed", "reprofiled" (the matching profile changed),
+ * "missing", "found" and "removed".  On failure (a journal write) the pool
+ * may be partly reconciled; the caller must not save it. */
 gboolean
 av_pool_reconcile(AvPool *pool, const AvHost *host, const AvPolicy *policy,
                   gboolean *ret_changed, GError **error)
 {
     g_autoptr(GPtrArray) scanned = g_ptr_array_new_with_free_func((GDestroyNotify)av_scanned_free);
     g_autoptr(GHashTable) seen = g_hash_table_new(g_str_hash, g_str_equal);
+    g_autoptr(GHashTable) ambiguous = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
     g_autoptr(GPtrArray) gone = g_ptr_array_new();
     gboolean changed = FALSE;
     gint64 now = av_pool_now();
@@ -974,18 +1193,13 @@ av_pool_reconcile(AvPool *pool, const AvHost *host, const AvPolicy *policy,
 
     for (guint i = 0; host->pci && i < host->pci->len; i++) {
         const AvPciDevice *pci = g_ptr_array_index(host->pci, i);
-        const AvProfile *profile = av_policy_match_pci(policy, pci);
-        AvScanned *s;
+        AvScanned *s = g_new0(AvScanned, 1);
 
-        if (profile && (pci->physfn != NULL) != (profile->attach == AV_ATTACH_SRIOV_VF))
-            profile = NULL;
-        if (profile && profile->attach == AV_ATTACH_USB)
-            profile = NULL;
-        s = g_new0(AvScanned, 1);
         s->identity = av_pool_identity_pci(host, pci);
+        s->fallback = av_pool_identity_pci_fallback(host, pci);
         s->kind = AV_DEVICE_KIND_PCI;
         s->address = pci->address;
-        s->profile = profile;
+        s->profile = av_policy_match_pci(policy, pci);
         s->numa_node = pci->numa_node;
         s->iommu_group = pci->iommu_group;
         s->driver = pci->driver;
@@ -996,6 +1210,7 @@ av_pool_reconcile(AvPool *pool, const AvHost *host, const AvPolicy *policy,
         AvScanned *s = g_new0(AvScanned, 1);
 
         s->identity = av_pool_identity_usb(usb);
+        s->fallback = av_pool_identity_usb_fallback(usb);
         s->kind = AV_DEVICE_KIND_USB;
         s->address = usb->bus_path;
         s->profile = av_policy_match_usb(policy, usb);
@@ -1003,16 +1218,11 @@ av_pool_reconcile(AvPool *pool, const AvHost *host, const AvPolicy *policy,
         s->iommu_group = -1;
         g_ptr_array_add(scanned, s);
     }
+    av_scanned_resolve_collisions(scanned, ambiguous);
 
     for (guint i = 0; i < scanned->len; i++) {
         AvScanned *s = g_ptr_array_index(scanned, i);
 
-        if (g_hash_table_contains(seen, s->identity)) {
-            /* Two devices with one identity (a DSN shared by mistake): the
-             * first, in address order, is the one pooled. */
-            g_debug("identity '%s' of %s is also another device's; ignoring it", s->identity, s->address);
-            continue;
-        }
         g_hash_table_add(seen, s->identity);
         if (!av_pool_reconcile_one(pool, s, now, &changed, error))
             return FALSE;
@@ -1025,8 +1235,11 @@ av_pool_reconcile(AvPool *pool, const AvHost *host, const AvPolicy *policy,
             g_ptr_array_add(gone, dev);
     }
     for (guint i = 0; i < gone->len; i++) {
-        if (!av_pool_transition_event(pool, g_ptr_array_index(gone, i), AV_DEVICE_STATE_MISSING,
-                                      NULL, "not found at the last scan", "missing", NULL, error))
+        AvPoolDevice *dev = g_ptr_array_index(gone, i);
+        const char *reason = g_hash_table_lookup(ambiguous, dev->identity);
+
+        if (!av_pool_transition_event(pool, dev, AV_DEVICE_STATE_MISSING, NULL,
+                                      reason ? reason : "not found at the last scan", "missing", NULL, error))
             return FALSE;
         changed = TRUE;
     }

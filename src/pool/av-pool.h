@@ -50,6 +50,8 @@ typedef enum {
 typedef enum {
     AV_DEVICE_KIND_PCI,
     AV_DEVICE_KIND_USB,
+    AV_DEVICE_KIND_MDEV,         /* a mediated device: identity "mdev:UUID", address = its parent's
+                                  * PCI address; in the pool from prepare until its release is done */
 } AvDeviceKind;
 
 /* Who holds a device. */
@@ -99,10 +101,15 @@ typedef enum {
  * missing), taking the lock for @mode, waiting at most @timeout_ms.  A
  * missing pool.json is an empty pool; AV_POOL_READ of a missing state dir is
  * an empty pool too, and creates nothing.  A writer removes the
- * "pool.json.tmp.*" files left by killed writers.  Returns NULL with
- * AV_ERROR_BUSY (lock), AV_ERROR_CORRUPT_STATE (pool.json does not parse or has an unknown
- * version; the message names the file, the line and column, and says to move
- * the file away or repair it), or AV_ERROR_IO. */
+ * "pool.json.tmp.*" files left by killed writers.  A writer trusts the
+ * claims it reads, so for AV_POOL_WRITE the state dir and pool.json must be
+ * owned by the caller (geteuid()) and not writable by group or others, and
+ * pool.json must not be a symbolic link.  Returns NULL with
+ * AV_ERROR_BUSY (lock), AV_ERROR_UNSAFE (ownership, mode or symlink above;
+ * the message says what to chmod or chown), AV_ERROR_CORRUPT_STATE (pool.json
+ * does not parse or has an unknown version; the message names the file, the
+ * line and column, and says to move the file away or repair it), or
+ * AV_ERROR_IO. */
 AvPool *av_pool_open(const char *state_dir, AvPoolMode mode, int timeout_ms, GError **error);
 
 /* Releases the lock and frees the pool, without saving. */
@@ -141,25 +148,52 @@ gboolean av_pool_transition(AvPool *pool, AvPoolDevice *dev, AvDeviceState to,
  * device no longer found becomes missing (claims and owner kept); a missing
  * device found again returns to its previous state.  A pooled device no
  * profile matches any more stays in the pool, with reason "unmanaged", if it
- * is held; a free one is removed (journal "removed").  Sets *ret_changed (may
+ * is held; a free one is removed (journal "removed").  What a profile
+ * matches is av_policy_match_pci() / av_policy_match_usb() and nothing else.
+ * Devices of the scan that share an identity each get their fallback (slot,
+ * path or port) identity, with one warning naming them; devices sharing even
+ * that are kept out of the pool with a warning (a pooled device of that
+ * identity becomes missing), never merged.  Sets *ret_changed (may
  * be NULL) when anything changed.  Requires AV_POOL_WRITE. */
 gboolean av_pool_reconcile(AvPool *pool, const AvHost *host, const AvPolicy *policy,
                            gboolean *ret_changed, GError **error);
 
 /* The stable identity of a PCI device, which survives re-enumeration
  * (never the bus address alone):
- *   "dsn:0123456789abcdef.fN"             when the device has a DSN (N = function);
+ *   "dsn:VVVV:DDDD:0123456789abcdef.fN"  when the device has a DSN (N = function;
+ *        a DSN of 0 or 0xffffffffffffffff counts as none);
  *   "pci:VVVV:DDDD:SVVV:SDDD@slot:NAME.fN"   else, with a physical slot;
  *   "pci:VVVV:DDDD:SVVV:SDDD@path:DDDD:RR/DD.F/DD.F"  else, the chain of
  *        device.function numbers from the root bus (bus numbers left out,
  *        since they are what re-enumeration changes);
  *   "<PF identity>/vfN"                    for a VF.
- * @host is needed to look up the PF and upstream bridges.  Caller frees. */
+ * The path form starts with the PCI domain, 4 to 8 hex digits (Intel VMD
+ * domains are wider than 4: "@path:10000:e0/1a.0/00.0").
+ * Two devices of one scan may still share an identity (a DSN or a USB serial
+ * given to many devices): av_pool_reconcile() then uses their slot, path or
+ * port identities instead.  @host is needed to look up the PF and upstream
+ * bridges.  Caller frees. */
 char *av_pool_identity_pci(const AvHost *host, const AvPciDevice *dev);
 
 /* The identity of a USB device: "usb:VVVV:PPPP:serial:SERIAL" when it has a
  * serial, else "usb:VVVV:PPPP@port:BUSPATH".  Caller frees. */
 char *av_pool_identity_usb(const AvUsbDevice *dev);
+
+/* Adds a device that no scan finds by itself (an mdev created at prepare)
+ * in state @state with a copy of @owner, journalling "added".  Fails with
+ * AV_ERROR_STATE when @identity is already in the pool.  Returns the new
+ * device (borrowed from the pool) or NULL. */
+AvPoolDevice *av_pool_add(AvPool *pool, AvDeviceKind kind, const char *identity, const char *address,
+                          const char *profile, AvDeviceState state, const AvOwner *owner,
+                          GError **error);
+
+/* Removes the device @identity from the pool, journalling "removed" with
+ * @reason.  Frees the device: pointers to it are invalid afterwards. */
+gboolean av_pool_remove(AvPool *pool, const char *identity, const char *reason, GError **error);
+
+/* The devices held by the domain @domain_uuid (any state with that owner),
+ * sorted by identity.  The array is the caller's; the devices are borrowed. */
+GPtrArray *av_pool_find_owned(const AvPool *pool, const char *domain_uuid);
 
 const char *av_device_state_to_string(AvDeviceState state);
 gboolean av_device_state_from_string(const char *s, AvDeviceState *ret_state);
