@@ -3,11 +3,18 @@
 
 #include "cli.h"
 
+#include <errno.h>
 #include <stdio.h>
+#include <unistd.h>
 #include <string.h>
 
 #include "util/av-error.h"
 #include "util/av-json.h"
+#include "pool/av-pool.h"
+
+/* How long a command waits for the pool lock: quietly, then saying so. */
+#define AV_CLI_LOCK_NOTICE_MS 1000
+#define AV_CLI_LOCK_TIMEOUT_MS 30000
 
 const GOptionEntry *
 av_cli_global_entries(AvCli *cli)
@@ -32,22 +39,25 @@ av_cli_global_entries(AvCli *cli)
     return entries;
 }
 
-static void
+/* Fills *opt from $env or @fallback; returns TRUE when the value was given
+ * (option or environment) rather than the compiled-in default. */
+static gboolean
 av_cli_default(char **opt, const char *env, const char *fallback)
 {
     const char *v;
 
     if (*opt)
-        return;
+        return TRUE;
     v = g_getenv(env);
     *opt = g_strdup(v && *v ? v : fallback);
+    return v && *v;
 }
 
 void
 av_cli_resolve_defaults(AvCli *cli)
 {
-    av_cli_default(&cli->state_dir, "ACCELVIRT_STATE_DIR", AV_STATE_DIR);
-    av_cli_default(&cli->policy_dir, "ACCELVIRT_POLICY_DIR", AV_POLICY_DIR);
+    cli->state_dir_explicit = av_cli_default(&cli->state_dir, "ACCELVIRT_STATE_DIR", AV_STATE_DIR);
+    cli->policy_dir_explicit = av_cli_default(&cli->policy_dir, "ACCELVIRT_POLICY_DIR", AV_POLICY_DIR);
     av_cli_default(&cli->connect, "ACCELVIRT_CONNECT", "qemu:///system");
     /* --root falls back to $ACCELVIRT_ROOT in av_root_new_default(). */
 }
@@ -102,15 +112,20 @@ av_cli_print_json(json_t *value)
 AvPolicy *
 av_cli_load_policy(const AvCli *cli, GError **error)
 {
+    if (cli->policy_dir_explicit && !g_file_test(cli->policy_dir, G_FILE_TEST_IS_DIR)) {
+        g_set_error(error, AV_ERROR, AV_ERROR_NOT_FOUND,
+                    "the policy directory '%s' does not exist; create it or point --policy-dir at your policies",
+                    cli->policy_dir);
+        return NULL;
+    }
     return av_policy_load_dir(cli->policy_dir, error);
 }
 
 gboolean
-av_cli_scan(const AvCli *cli, AvPolicy **ret_policy, AvHost **ret_host, GError **error)
+av_cli_open(const AvCli *cli, AvRoot **ret_root, AvPolicy **ret_policy, GError **error)
 {
     g_autoptr(AvRoot) root = NULL;
     g_autoptr(AvPolicy) policy = NULL;
-    g_autoptr(AvHost) host = NULL;
 
     root = av_root_new_default(cli->root, error);
     if (!root)
@@ -118,12 +133,36 @@ av_cli_scan(const AvCli *cli, AvPolicy **ret_policy, AvHost **ret_host, GError *
     policy = av_cli_load_policy(cli, error);
     if (!policy)
         return FALSE;
-    host = av_host_scan(root, error);
-    if (!host)
-        return FALSE;
+    *ret_root = g_steal_pointer(&root);
     *ret_policy = g_steal_pointer(&policy);
-    *ret_host = g_steal_pointer(&host);
     return TRUE;
+}
+
+AvPool *
+av_cli_open_pool(const AvCli *cli, const AvRoot *root, int mode, GError **error)
+{
+    g_autoptr(GError) err = NULL;
+    AvPool *pool;
+
+    if (mode == AV_POOL_WRITE && root && !av_root_is_host(root) && !cli->state_dir_explicit) {
+        g_set_error(error, AV_ERROR, AV_ERROR_INVALID_INPUT,
+                    "refusing to record the devices of '%s' in this host's pool %s; "
+                    "give a --state-dir of its own", av_root_prefix(root), cli->state_dir);
+        return NULL;
+    }
+    pool = av_pool_open(cli->state_dir, (AvPoolMode)mode, AV_CLI_LOCK_NOTICE_MS, &err);
+    if (!pool && g_error_matches(err, AV_ERROR, AV_ERROR_BUSY)) {
+        fprintf(stderr, "accelvirt: waiting for another accelvirt to release the pool lock...\n");
+        g_clear_error(&err);
+        pool = av_pool_open(cli->state_dir, (AvPoolMode)mode, AV_CLI_LOCK_TIMEOUT_MS, &err);
+    }
+    if (!pool) {
+        if (g_error_matches(err, AV_ERROR, AV_ERROR_IO) && geteuid() != 0 &&
+            strstr(err->message, g_strerror(EACCES)))
+            g_prefix_error(&err, "run as root or choose another --state-dir: ");
+        g_propagate_error(error, g_steal_pointer(&err));
+    }
+    return pool;
 }
 
 gboolean

@@ -265,6 +265,7 @@ av_cli_cmd_list(AvCli *cli, int argc, char **argv)
         { "long", 'l', 0, G_OPTION_ARG_NONE, &lng, "Details under each PCI device", NULL },
         { NULL },
     };
+    g_autoptr(AvRoot) root = NULL;
     g_autoptr(AvPolicy) policy = NULL;
     g_autoptr(AvHost) host = NULL;
     g_autoptr(GError) err = NULL;
@@ -276,7 +277,10 @@ av_cli_cmd_list(AvCli *cli, int argc, char **argv)
     if (argc > 1)
         return av_cli_usage_error("'list' takes no arguments, got '%s'", argv[1]);
 
-    if (!av_cli_scan(cli, &policy, &host, &err))
+    if (!av_cli_open(cli, &root, &policy, &err))
+        return av_cli_fail(err);
+    host = av_host_scan(root, &err);
+    if (!host)
         return av_cli_fail(err);
 
     if (cli->json) {

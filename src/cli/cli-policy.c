@@ -86,6 +86,7 @@ int
 av_cli_cmd_journal(AvCli *cli, int argc, char **argv)
 {
     g_autoptr(GError) err = NULL;
+    g_autoptr(AvPool) pool = NULL;
     guint64 entries = 0;
 
     if (!av_cli_parse(cli, "journal", "verify",
@@ -95,6 +96,10 @@ av_cli_cmd_journal(AvCli *cli, int argc, char **argv)
         return AV_EXIT_USAGE;
     if (argc != 2 || !g_str_equal(argv[1], "verify"))
         return av_cli_usage_error("'journal' needs 'verify'");
+    /* Under the shared lock, so that no line is read while a writer appends it. */
+    pool = av_cli_open_pool(cli, NULL, AV_POOL_READ, &err);
+    if (!pool)
+        return av_cli_fail(err);
     if (!av_journal_verify(cli->state_dir, &entries, &err))
         return av_cli_fail(err);
     if (cli->json) {

@@ -8,9 +8,6 @@
 #include "pool/av-pool.h"
 #include "util/av-json.h"
 
-/* How long a command waits for the pool lock before giving up. */
-#define AV_CLI_LOCK_TIMEOUT_MS 30000
-
 static char *
 av_time_str(gint64 t)
 {
@@ -84,19 +81,24 @@ av_cli_cmd_status(AvCli *cli, int argc, char **argv)
         return av_cli_usage_error("'status' takes no arguments, got '%s'", argv[1]);
 
     if (no_sync) {
-        pool = av_pool_open(cli->state_dir, AV_POOL_READ, AV_CLI_LOCK_TIMEOUT_MS, &err);
+        pool = av_cli_open_pool(cli, NULL, AV_POOL_READ, &err);
         if (!pool)
             return av_cli_fail(err);
     } else {
+        g_autoptr(AvRoot) root = NULL;
         g_autoptr(AvPolicy) policy = NULL;
         g_autoptr(AvHost) host = NULL;
         gboolean changed = FALSE;
 
-        /* Everything that can fail on input comes before the pool is touched. */
-        if (!av_cli_scan(cli, &policy, &host, &err))
+        /* Bad input is found before the pool is touched; the host is scanned
+         * under the lock, so that what is recorded is what the host has now. */
+        if (!av_cli_open(cli, &root, &policy, &err))
             return av_cli_fail(err);
-        pool = av_pool_open(cli->state_dir, AV_POOL_WRITE, AV_CLI_LOCK_TIMEOUT_MS, &err);
+        pool = av_cli_open_pool(cli, root, AV_POOL_WRITE, &err);
         if (!pool)
+            return av_cli_fail(err);
+        host = av_host_scan(root, &err);
+        if (!host)
             return av_cli_fail(err);
         if (!av_pool_reconcile(pool, host, policy, &changed, &err))
             return av_cli_fail(err);

@@ -8,6 +8,7 @@
 #include "util/av-root.h"
 #include "pci/av-pci.h"
 #include "policy/av-policy.h"
+#include "pool/av-pool.h"
 
 G_BEGIN_DECLS
 
@@ -28,6 +29,8 @@ typedef struct {
     char *connect;
     gboolean json;
     gboolean verbose;
+    gboolean state_dir_explicit;  /* given by option or environment, not the default */
+    gboolean policy_dir_explicit;
 } AvCli;
 
 /* The global option entries, storing into @cli (static storage). */
@@ -47,13 +50,20 @@ int av_cli_usage_error(const char *fmt, ...) G_GNUC_PRINTF(1, 2);
 /* Prints @value as indented JSON on stdout and takes over the reference. */
 void av_cli_print_json(json_t *value);
 
-/* The policy, loaded from the options; NULL with @error set. */
+/* The policy, loaded from the options.  The default policy dir may be
+ * missing (nothing is managed); one the user named must exist.  NULL with
+ * @error set. */
 AvPolicy *av_cli_load_policy(const AvCli *cli, GError **error);
 
-/* Opens the root, loads the policy and scans the host, in that order, so
- * that bad input is found before anything else happens.  On success stores
- * the three (caller frees) and returns TRUE; on failure touches none. */
-gboolean av_cli_scan(const AvCli *cli, AvPolicy **ret_policy, AvHost **ret_host, GError **error);
+/* Opens the root and loads the policy, so that bad input is found before
+ * anything else happens.  On success stores both (caller frees) and returns
+ * TRUE; on failure touches neither. */
+gboolean av_cli_open(const AvCli *cli, AvRoot **ret_root, AvPolicy **ret_policy, GError **error);
+
+/* Opens the pool for @mode, saying on stderr when it waits for another
+ * accelvirt's lock (up to 30 s).  For AV_POOL_WRITE with a fake root, refuses
+ * the default state dir: a fake host must not be recorded in the real pool. */
+AvPool *av_cli_open_pool(const AvCli *cli, const AvRoot *root, int mode, GError **error);
 
 /* Parses the options of a command: @entries (may be NULL) plus the global
  * ones, so that global options may also stand after the command name.
