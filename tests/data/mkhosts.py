@@ -422,10 +422,22 @@ def build_nodes(t, host):
                 "Node %d MemUsed:        %d kB\n" % (n.id, n.mem_kib, n.id, free, n.id, n.mem_kib - free))
 
 
+def build_dev_vfio(t, host):
+    """Documentation/driver-api/vfio.rst: the container node /dev/vfio/vfio
+    (vfio-pci is loaded on every fake host), and /dev/vfio/GROUP for each
+    group with a device bound to vfio-pci.  Plain empty files: the fake
+    kernel of src/vfio keeps them in step with the bindings."""
+    t.write("/dev/vfio/vfio", "")
+    for g in sorted({d.group for d in host.devices if d.driver == "vfio-pci"}):
+        assert g is not None, "give a vfio-pci device an explicit IOMMU group"
+        t.write("/dev/vfio/%d" % g, "")
+
+
 def build(out, host):
     t = Tree(out)
     t.mkdir("/sys")
     build_pci(t, host)
+    build_dev_vfio(t, host)
     build_usb(t, host)
     build_nodes(t, host)
 

@@ -1,0 +1,642 @@
+/* accelvirt: the kernel operations table, real and emulated.
+ *
+ * The real table hands every write to av_root_write_attr(): the kernel does
+ * the rest.  The fake table, for trees under any other root prefix, does to
+ * the tree what the kernel would do (see av-kernel.h for the list), the way
+ * libvirt's tests/virpcimock.c does.  It works on root-relative paths that
+ * av_root_resolve() has canonicalised, so a write through
+ * /sys/bus/pci/devices/ADDR/... and one through /sys/devices/... are the
+ * same write. */
+#include "config.h"
+
+#include "av-kernel.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "pci/av-pci.h"
+
+/* --- the real kernel -------------------------------------------------------- */
+
+static int
+av_kernel_real_write(const AvRoot *root, const char *path, const char *value)
+{
+    return av_root_write_attr(root, path, value);
+}
+
+const AvKernelOps av_kernel_ops_real = {
+    .name = "real",
+    .write = av_kernel_real_write,
+};
+
+/* --- the emulated kernel ---------------------------------------------------- */
+
+/* The write's argument as the kernel's sysfs_streq() sees it: without one
+ * trailing newline.  Caller frees. */
+static char *
+av_fake_arg(const char *value)
+{
+    gsize len = strlen(value);
+
+    if (len > 0 && value[len - 1] == '\n')
+        len--;
+    return g_strndup(value, len);
+}
+
+/* The errno of a "fail PATH ERRNO" line of sys/.accelvirt-fake-kernel that
+ * names @path or @resolved (PATH may be a g_pattern_match_simple() glob),
+ * or 0. */
+static int
+av_fake_injected_failure(const AvRoot *root, const char *path, const char *resolved)
+{
+    g_autofree char *control = av_sys_path(".accelvirt-fake-kernel");
+    g_autofree char *contents = NULL;
+    g_auto(GStrv) lines = NULL;
+
+    if (av_root_read_file(root, control, &contents, NULL) < 0)
+        return 0;
+    lines = g_strsplit(contents, "\n", -1);
+    for (guint i = 0; lines[i]; i++) {
+        g_auto(GStrv) words = g_strsplit_set(g_strstrip(lines[i]), " \t", -1);
+        g_autoptr(GPtrArray) w = g_ptr_array_new();
+        guint64 e;
+
+        for (guint j = 0; words[j]; j++)
+            if (*words[j])
+                g_ptr_array_add(w, words[j]);
+        if (w->len != 3 || !g_str_equal(g_ptr_array_index(w, 0), "fail"))
+            continue;
+        if (!g_ascii_string_to_unsigned(g_ptr_array_index(w, 2), 10, 1, 4095, &e, NULL))
+            continue;
+        if (g_pattern_match_simple(g_ptr_array_index(w, 1), path) ||
+            (resolved && g_pattern_match_simple(g_ptr_array_index(w, 1), resolved)))
+            return -(int)e;
+    }
+    return 0;
+}
+
+/* Writes @contents to the root-relative file @path (no links in it),
+ * creating it with @mode when absent.  Returns 0 or -errno. */
+static int
+av_fake_put(const AvRoot *root, const char *path, const char *contents, mode_t mode)
+{
+    g_autofree char *host = av_root_host_path(root, path);
+    size_t len = strlen(contents);
+    ssize_t n;
+    int fd, r = 0;
+
+    fd = open(host, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode);
+    if (fd < 0)
+        return -errno;
+    n = write(fd, contents, len);
+    if (n < 0)
+        r = -errno;
+    else if ((size_t)n != len)
+        r = -EIO;
+    if (close(fd) < 0 && r == 0)
+        r = -errno;
+    return r;
+}
+
+static int
+av_fake_mkdir_p(const AvRoot *root, const char *path)
+{
+    g_autofree char *host = av_root_host_path(root, path);
+
+    return g_mkdir_with_parents(host, 0755) < 0 ? -errno : 0;
+}
+
+/* The relative link target from the directory @from_dir to @to, both
+ * canonical root-relative paths, as the kernel's sysfs links are. */
+static char *
+av_fake_relative(const char *from_dir, const char *to)
+{
+    g_auto(GStrv) a = g_strsplit(from_dir + 1, "/", -1);
+    g_auto(GStrv) b = g_strsplit(to + 1, "/", -1);
+    GString *s = g_string_new(NULL);
+    guint i = 0;
+
+    while (a[i] && b[i] && *a[i] && g_str_equal(a[i], b[i]))
+        i++;
+    for (guint j = i; a[j]; j++)
+        if (*a[j])
+            g_string_append(s, "../");
+    for (guint j = i; b[j]; j++) {
+        g_string_append(s, b[j]);
+        if (b[j + 1])
+            g_string_append_c(s, '/');
+    }
+    return g_string_free(s, FALSE);
+}
+
+/* Creates the link @path -> @target (root-relative; relative link),
+ * creating the parent directory.  Returns 0 or -errno. */
+static int
+av_fake_link(const AvRoot *root, const char *path, const char *target)
+{
+    g_autofree char *dir = g_path_get_dirname(path);
+    g_autofree char *rel = av_fake_relative(dir, target);
+    g_autofree char *host = av_root_host_path(root, path);
+    int r;
+
+    r = av_fake_mkdir_p(root, dir);
+    if (r < 0)
+        return r;
+    if (symlink(rel, host) < 0)
+        return -errno;
+    return 0;
+}
+
+/* Removes the file or link @path; a missing one is fine. */
+static int
+av_fake_unlink(const AvRoot *root, const char *path)
+{
+    g_autofree char *host = av_root_host_path(root, path);
+
+    if (unlink(host) < 0 && errno != ENOENT)
+        return -errno;
+    return 0;
+}
+
+/* Removes the directory @path and everything in it, without following links. */
+static int
+av_fake_remove_tree(const AvRoot *root, const char *path)
+{
+    g_autofree char *host = av_root_host_path(root, path);
+    struct stat st;
+    GDir *dir;
+    const char *name;
+    int r = 0;
+
+    if (lstat(host, &st) < 0)
+        return errno == ENOENT ? 0 : -errno;
+    if (!S_ISDIR(st.st_mode))
+        return unlink(host) < 0 ? -errno : 0;
+    dir = g_dir_open(host, 0, NULL);
+    if (!dir)
+        return -EIO;
+    while ((name = g_dir_read_name(dir)) && r == 0) {
+        g_autofree char *child = g_strconcat(path, "/", name, NULL);
+
+        r = av_fake_remove_tree(root, child);
+    }
+    g_dir_close(dir);
+    if (r == 0 && rmdir(host) < 0)
+        r = -errno;
+    return r;
+}
+
+/* The canonical directory of the PCI device @address, or NULL. */
+static char *
+av_fake_device_dir(const AvRoot *root, const char *address)
+{
+    g_autofree char *link = NULL;
+    char *resolved = NULL;
+
+    if (!av_pci_address_is_valid(address))
+        return NULL;
+    link = av_sys_path("bus/pci/devices/%s", address);
+    if (av_root_resolve(root, link, &resolved) < 0)
+        return NULL;
+    return resolved;
+}
+
+/* The name of the link @dir/@name's target, or NULL. */
+static char *
+av_fake_link_name(const AvRoot *root, const char *dir, const char *name)
+{
+    g_autofree char *path = g_strconcat(dir, "/", name, NULL);
+    char *ret = NULL;
+
+    if (av_root_link_name(root, path, &ret) < 0)
+        return NULL;
+    return ret;
+}
+
+/* Keeps /dev/vfio/GROUP in step with the devices of the IOMMU group of the
+ * device at @devdir: present exactly while one of them is on vfio-pci. */
+static int
+av_fake_sync_group_node(const AvRoot *root, const char *devdir)
+{
+    g_autofree char *group = av_fake_link_name(root, devdir, "iommu_group");
+    g_autofree char *members_dir = NULL;
+    g_autofree char *node = NULL;
+    g_autofree char *node_dir = NULL;
+    g_auto(GStrv) members = NULL;
+    gboolean on_vfio = FALSE;
+    int r;
+
+    if (!group)
+        return 0;
+    members_dir = av_sys_path("kernel/iommu_groups/%s/devices", group);
+    if (av_root_list_dir(root, members_dir, &members) == 0) {
+        for (guint i = 0; members[i] && !on_vfio; i++) {
+            g_autofree char *member = g_strconcat(members_dir, "/", members[i], NULL);
+            g_autofree char *drv = av_fake_link_name(root, member, "driver");
+
+            on_vfio = drv && g_str_equal(drv, "vfio-pci");
+        }
+    }
+    node_dir = av_dev_path("vfio");
+    node = av_dev_path("vfio/%s", group);
+    if (!on_vfio)
+        return av_fake_unlink(root, node);
+    r = av_fake_mkdir_p(root, node_dir);
+    if (r < 0)
+        return r;
+    if (av_root_exists(root, node))
+        return 0;
+    return av_fake_put(root, node, "", 0600);
+}
+
+/* The driver_override of @devdir, NULL when unset. */
+static char *
+av_fake_override(const AvRoot *root, const char *devdir)
+{
+    g_autofree char *path = g_strconcat(devdir, "/driver_override", NULL);
+    char *value = NULL;
+
+    if (av_root_read_attr(root, path, &value) < 0)
+        return NULL;
+    if (!*value || g_str_equal(value, "(null)")) {
+        g_free(value);
+        return NULL;
+    }
+    return value;
+}
+
+/* Links the device @address at @devdir to the driver @drv. */
+static int
+av_fake_attach(const AvRoot *root, const char *address, const char *devdir, const char *drv)
+{
+    g_autofree char *drv_dir = av_sys_path("bus/pci/drivers/%s", drv);
+    g_autofree char *link = g_strconcat(devdir, "/driver", NULL);
+    g_autofree char *back = g_strconcat(drv_dir, "/", address, NULL);
+    int r;
+
+    r = av_fake_link(root, link, drv_dir);
+    if (r == 0)
+        r = av_fake_link(root, back, devdir);
+    if (r == 0)
+        r = av_fake_sync_group_node(root, devdir);
+    return r;
+}
+
+/* drivers/DRV/bind: Documentation/ABI/testing/sysfs-bus-pci. */
+static int
+av_fake_bind(const AvRoot *root, const char *drv, const char *value)
+{
+    g_autofree char *address = av_fake_arg(value);
+    g_autofree char *devdir = av_fake_device_dir(root, address);
+    g_autofree char *current = NULL;
+    g_autofree char *override = NULL;
+
+    if (!devdir)
+        return -ENODEV;
+    current = av_fake_link_name(root, devdir, "driver");
+    if (current)
+        return -EBUSY;
+    /* A device with an override matches no other driver (pci_match_device). */
+    override = av_fake_override(root, devdir);
+    if (override && !g_str_equal(override, drv))
+        return -ENODEV;
+    return av_fake_attach(root, address, devdir, drv);
+}
+
+/* drivers/DRV/unbind. */
+static int
+av_fake_unbind(const AvRoot *root, const char *drv, const char *value)
+{
+    g_autofree char *address = av_fake_arg(value);
+    g_autofree char *devdir = av_fake_device_dir(root, address);
+    g_autofree char *current = NULL;
+    g_autofree char *link = NULL;
+    g_autofree char *back = NULL;
+    int r;
+
+    if (!devdir)
+        return -ENODEV;
+    current = av_fake_link_name(root, devdir, "driver");
+    if (!current || !g_str_equal(current, drv))
+        return -ENODEV;
+    link = g_strconcat(devdir, "/driver", NULL);
+    back = av_sys_path("bus/pci/drivers/%s/%s", drv, address);
+    r = av_fake_unlink(root, link);
+    if (r == 0)
+        r = av_fake_unlink(root, back);
+    if (r == 0)
+        r = av_fake_sync_group_node(root, devdir);
+    return r;
+}
+
+/* drivers_probe: binds the device to its driver_override.  As the kernel,
+ * a device already bound, or an override naming a driver that is not
+ * loaded, is left as it is and the write succeeds. */
+static int
+av_fake_probe(const AvRoot *root, const char *value)
+{
+    g_autofree char *address = av_fake_arg(value);
+    g_autofree char *devdir = av_fake_device_dir(root, address);
+    g_autofree char *current = NULL;
+    g_autofree char *override = NULL;
+    g_autofree char *drv_dir = NULL;
+
+    if (!devdir)
+        return -ENODEV;
+    current = av_fake_link_name(root, devdir, "driver");
+    if (current)
+        return 0;
+    override = av_fake_override(root, devdir);
+    if (!override)
+        return -ENODEV;
+    if (strchr(override, '/') || g_str_equal(override, ".") || g_str_equal(override, ".."))
+        return 0;
+    drv_dir = av_sys_path("bus/pci/drivers/%s", override);
+    if (!av_root_exists(root, drv_dir))
+        return 0;
+    return av_fake_attach(root, address, devdir, override);
+}
+
+/* driver_override: stores the value; an empty one ("\n") clears it. */
+static int
+av_fake_set_override(const AvRoot *root, const char *resolved, const char *value)
+{
+    g_autofree char *arg = av_fake_arg(value);
+    g_autofree char *contents = NULL;
+
+    if (strlen(arg) >= 4096)
+        return -EINVAL;
+    contents = g_strconcat(*arg ? arg : "(null)", "\n", NULL);
+    return av_fake_put(root, resolved, contents, 0644);
+}
+
+static gboolean
+av_fake_uuid_ok(const char *s)
+{
+    if (strlen(s) != 36)
+        return FALSE;
+    for (guint i = 0; i < 36; i++) {
+        if (i == 8 || i == 13 || i == 18 || i == 23) {
+            if (s[i] != '-')
+                return FALSE;
+        } else if (!g_ascii_isxdigit(s[i])) {
+            return FALSE;
+        }
+    }
+    return TRUE;
+}
+
+/* Adds @delta to the available_instances of the type directory @type_dir. */
+static int
+av_fake_adjust_available(const AvRoot *root, const char *type_dir, int delta)
+{
+    g_autofree char *path = g_strconcat(type_dir, "/available_instances", NULL);
+    g_autofree char *contents = NULL;
+    guint64 n;
+    int r;
+
+    r = av_root_read_uint(root, path, 10, &n);
+    if (r < 0)
+        return r;
+    if (delta < 0 && n == 0)
+        return -EUSERS;
+    contents = g_strdup_printf("%" G_GUINT64_FORMAT "\n", (guint64)((gint64)n + delta));
+    return av_fake_put(root, path, contents, 0644);
+}
+
+/* The next free IOMMU group number. */
+static int
+av_fake_new_group(const AvRoot *root)
+{
+    g_autofree char *dir = av_sys_path("kernel/iommu_groups");
+    g_auto(GStrv) names = NULL;
+    guint64 max = 0, n;
+    gboolean any = FALSE;
+
+    if (av_root_list_dir(root, dir, &names) == 0) {
+        for (guint i = 0; names[i]; i++) {
+            if (g_ascii_string_to_unsigned(names[i], 10, 0, G_MAXINT - 1, &n, NULL)) {
+                if (!any || n > max)
+                    max = n;
+                any = TRUE;
+            }
+        }
+    }
+    return any ? (int)max + 1 : 0;
+}
+
+/* mdev_supported_types/TYPE/create: Documentation/driver-api/vfio-mediated-device.rst. */
+static int
+av_fake_mdev_create(const AvRoot *root, const char *create, const char *value)
+{
+    g_autofree char *arg = av_fake_arg(value);
+    g_autofree char *uuid = NULL;
+    g_autofree char *type_dir = g_path_get_dirname(create);
+    g_autofree char *types_dir = g_path_get_dirname(type_dir);
+    g_autofree char *parent_dir = g_path_get_dirname(types_dir);
+    g_autofree char *bus_link = NULL;
+    g_autofree char *mdir = NULL;
+    g_autofree char *group_dir = NULL;
+    g_autofree char *path = NULL;
+    guint64 avail;
+    int r, group;
+
+    if (!av_fake_uuid_ok(arg))
+        return -EINVAL;
+    uuid = g_ascii_strdown(arg, -1);
+    bus_link = av_sys_path("bus/mdev/devices/%s", uuid);
+    mdir = g_strconcat(parent_dir, "/", uuid, NULL);
+    if (av_root_exists(root, bus_link) || av_root_exists(root, mdir))
+        return -EEXIST;
+    path = g_strconcat(type_dir, "/available_instances", NULL);
+    r = av_root_read_uint(root, path, 10, &avail);
+    if (r < 0)
+        return r;
+    if (avail == 0)
+        return -EUSERS;
+    g_clear_pointer(&path, g_free);
+
+    r = av_fake_mkdir_p(root, mdir);
+    if (r < 0)
+        return r;
+    path = g_strconcat(mdir, "/mdev_type", NULL);
+    if ((r = av_fake_link(root, path, type_dir)) < 0)
+        return r;
+    g_clear_pointer(&path, g_free);
+    path = g_strconcat(type_dir, "/devices/", uuid, NULL);
+    if ((r = av_fake_link(root, path, mdir)) < 0)
+        return r;
+    g_clear_pointer(&path, g_free);
+    {
+        g_autofree char *bus = av_sys_path("bus/mdev");
+
+        path = g_strconcat(mdir, "/subsystem", NULL);
+        if ((r = av_fake_mkdir_p(root, bus)) < 0 || (r = av_fake_link(root, path, bus)) < 0)
+            return r;
+    }
+    g_clear_pointer(&path, g_free);
+    path = g_strconcat(mdir, "/remove", NULL);
+    if ((r = av_fake_put(root, path, "", 0600)) < 0)
+        return r;
+    if ((r = av_fake_link(root, bus_link, mdir)) < 0)
+        return r;
+    group = av_fake_new_group(root);
+    group_dir = av_sys_path("kernel/iommu_groups/%d", group);
+    g_clear_pointer(&path, g_free);
+    path = g_strconcat(group_dir, "/devices/", uuid, NULL);
+    if ((r = av_fake_link(root, path, mdir)) < 0)
+        return r;
+    g_clear_pointer(&path, g_free);
+    path = g_strconcat(group_dir, "/type", NULL);
+    if ((r = av_fake_put(root, path, "blocked\n", 0644)) < 0)
+        return r;
+    g_clear_pointer(&path, g_free);
+    path = g_strconcat(mdir, "/iommu_group", NULL);
+    if ((r = av_fake_link(root, path, group_dir)) < 0)
+        return r;
+    return av_fake_adjust_available(root, type_dir, -1);
+}
+
+/* UUID/remove "1": the mdev goes away, its instance is free again. */
+static int
+av_fake_mdev_remove(const AvRoot *root, const char *remove, const char *value)
+{
+    g_autofree char *arg = av_fake_arg(value);
+    g_autofree char *mdir = g_path_get_dirname(remove);
+    g_autofree char *uuid = g_path_get_basename(mdir);
+    g_autofree char *type_link = g_strconcat(mdir, "/mdev_type", NULL);
+    g_autofree char *type_dir = NULL;
+    g_autofree char *group = av_fake_link_name(root, mdir, "iommu_group");
+    g_autofree char *bus_link = av_sys_path("bus/mdev/devices/%s", uuid);
+    g_autofree char *path = NULL;
+    int r;
+
+    if (!g_str_equal(arg, "1") && !g_str_equal(arg, "y") && !g_str_equal(arg, "Y"))
+        return g_str_equal(arg, "0") ? 0 : -EINVAL;
+    r = av_root_resolve(root, type_link, &type_dir);
+    if (r < 0)
+        return r;
+    path = g_strconcat(type_dir, "/devices/", uuid, NULL);
+    if ((r = av_fake_unlink(root, path)) < 0)
+        return r;
+    if ((r = av_fake_adjust_available(root, type_dir, +1)) < 0)
+        return r;
+    if (group && !strchr(group, '/')) {
+        g_autofree char *group_dir = av_sys_path("kernel/iommu_groups/%s", group);
+        g_autofree char *members = g_strconcat(group_dir, "/devices", NULL);
+        g_auto(GStrv) left = NULL;
+
+        g_clear_pointer(&path, g_free);
+        path = g_strconcat(members, "/", uuid, NULL);
+        if ((r = av_fake_unlink(root, path)) < 0)
+            return r;
+        if (av_root_list_dir(root, members, &left) == 0 && !left[0])
+            if ((r = av_fake_remove_tree(root, group_dir)) < 0)
+                return r;
+    }
+    if ((r = av_fake_unlink(root, bus_link)) < 0)
+        return r;
+    return av_fake_remove_tree(root, mdir);
+}
+
+/* Any other attribute: the value is simply stored. */
+static int
+av_fake_store(const AvRoot *root, const char *resolved, const char *value)
+{
+    g_autofree char *host = av_root_host_path(root, resolved);
+    struct stat st;
+
+    if (lstat(host, &st) < 0)
+        return -errno;
+    if (!S_ISREG(st.st_mode))
+        return S_ISDIR(st.st_mode) ? -EISDIR : -EINVAL;
+    return av_fake_put(root, resolved, value, 0644);
+}
+
+/* TRUE when @path is /sys/bus/pci/drivers/DRV/@attr; stores DRV. */
+static gboolean
+av_fake_driver_attr(const char *path, const char *attr, char **ret_drv)
+{
+    g_autofree char *drivers = av_sys_path("bus/pci/drivers/");
+    g_autofree char *suffix = g_strconcat("/", attr, NULL);
+    const char *rest;
+    gsize len;
+
+    if (!g_str_has_prefix(path, drivers) || !g_str_has_suffix(path, suffix))
+        return FALSE;
+    rest = path + strlen(drivers);
+    len = strlen(rest) - strlen(suffix);
+    if (len == 0 || memchr(rest, '/', len))
+        return FALSE;
+    *ret_drv = g_strndup(rest, len);
+    return TRUE;
+}
+
+static int
+av_kernel_fake_write(const AvRoot *root, const char *path, const char *value)
+{
+    g_autofree char *resolved = NULL;
+    g_autofree char *base = NULL;
+    g_autofree char *dir = NULL;
+    g_autofree char *dir_base = NULL;
+    g_autofree char *probe = av_sys_path("bus/pci/drivers_probe");
+    g_autofree char *drv = NULL;
+    int r;
+
+    g_return_val_if_fail(path && path[0] == '/' && value, -EINVAL);
+
+    r = av_root_resolve(root, path, &resolved);
+    if (r < 0) {
+        int injected = av_fake_injected_failure(root, path, NULL);
+
+        if (injected < 0)
+            return injected;
+        /* Writing to the bind file of a driver that is not loaded. */
+        if (r == -ENOENT && av_fake_driver_attr(path, "bind", &drv))
+            return -ENODEV;
+        return r;
+    }
+    r = av_fake_injected_failure(root, path, resolved);
+    if (r < 0)
+        return r;
+
+    base = g_path_get_basename(resolved);
+    dir = g_path_get_dirname(resolved);
+    dir_base = g_path_get_basename(dir);
+    if (g_str_equal(resolved, probe))
+        return av_fake_probe(root, value);
+    if (av_fake_driver_attr(resolved, "bind", &drv))
+        return av_fake_bind(root, drv, value);
+    if (av_fake_driver_attr(resolved, "unbind", &drv))
+        return av_fake_unbind(root, drv, value);
+    if (g_str_equal(base, "driver_override"))
+        return av_fake_set_override(root, resolved, value);
+    if (g_str_equal(base, "create")) {
+        g_autofree char *types = g_path_get_dirname(dir);
+        g_autofree char *types_base = g_path_get_basename(types);
+
+        if (g_str_equal(types_base, "mdev_supported_types"))
+            return av_fake_mdev_create(root, resolved, value);
+    }
+    if (g_str_equal(base, "remove")) {
+        g_autofree char *type_link = g_strconcat(dir, "/mdev_type", NULL);
+
+        if (av_root_exists(root, type_link))
+            return av_fake_mdev_remove(root, resolved, value);
+    }
+    return av_fake_store(root, resolved, value);
+}
+
+const AvKernelOps av_kernel_ops_fake = {
+    .name = "fake",
+    .write = av_kernel_fake_write,
+};
+
+const AvKernelOps *
+av_kernel_ops_for(const AvRoot *root)
+{
+    return av_root_is_host(root) ? &av_kernel_ops_real : &av_kernel_ops_fake;
+}

@@ -1,0 +1,48 @@
+/* accelvirt: the writes the kernel acts on, as a table of operations.
+ *
+ * Driver binding, mdev create/remove and friends are writes to sysfs
+ * attributes.  They all go through an AvKernelOps (QEMU's io_ops idea): on the
+ * real root ("/") the real table writes the files and the kernel acts; on a
+ * fake tree (any other root prefix) there is no kernel behind the files, so
+ * the fake table emulates what the kernel would do to the tree, as libvirt's
+ * virpcimock does:
+ *
+ *   /sys/bus/pci/devices/ADDR/driver_override   stores the value ("\n" clears: "(null)")
+ *   /sys/bus/pci/drivers/DRV/unbind  ADDR       removes ADDR's driver link and DRV/ADDR
+ *   /sys/bus/pci/drivers/DRV/bind    ADDR       links ADDR to DRV (-ENODEV if DRV/ is absent)
+ *   /sys/bus/pci/drivers_probe       ADDR       binds ADDR to its driver_override
+ *                                               (no override: -ENODEV)
+ *   .../mdev_supported_types/TYPE/create UUID   creates the mdev (directory under the parent,
+ *                                               mdev_type and iommu_group links, the
+ *                                               /sys/bus/mdev/devices link, one instance less)
+ *   /sys/bus/mdev/devices/UUID/remove "1"       removes it again
+ *
+ * and keeps /dev/vfio/GROUP present exactly while a device of GROUP is bound
+ * to vfio-pci.  A fake tree may hold a file "sys/.accelvirt-fake-kernel"
+ * with lines "fail PATH ERRNO" (such as "fail /sys/bus/pci/drivers_probe 5")
+ * to make the emulated kernel fail a write, for rollback tests.
+ *
+ * Kernel interfaces: Documentation/ABI/testing/sysfs-bus-pci (driver_override,
+ * bind, unbind, drivers_probe), Documentation/driver-api/vfio-mediated-device.rst. */
+#pragma once
+
+#include <glib.h>
+
+#include "util/av-root.h"
+
+G_BEGIN_DECLS
+
+typedef struct {
+    const char *name;            /* "real" or "fake" */
+    /* Writes @value to the root-relative attribute @path as one write(2).
+     * Returns 0 or -errno (the kernel's answer). */
+    int (*write)(const AvRoot *root, const char *path, const char *value);
+} AvKernelOps;
+
+/* The table for @root: the real one when the root is "/", else the fake. */
+const AvKernelOps *av_kernel_ops_for(const AvRoot *root);
+
+extern const AvKernelOps av_kernel_ops_real;
+extern const AvKernelOps av_kernel_ops_fake;
+
+G_END_DECLS

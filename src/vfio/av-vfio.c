@@ -1,0 +1,704 @@
+/* accelvirt: vfio-pci binding, IOMMU group safety, mediated devices.
+ *
+ * The sequences follow libvirt's virPCIDeviceBindToStub/UnbindFromStub and
+ * Documentation/ABI/testing/sysfs-bus-pci: driver_override, unbind,
+ * drivers_probe; and back: unbind, clear driver_override, DRV/bind.  Every
+ * write goes through an AvKernelOps; every result is checked by reading the
+ * tree again, never by trusting the write. */
+#include "config.h"
+
+#include "av-vfio.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <string.h>
+
+#include "util/av-error.h"
+
+#define AV_VFIO_DRIVER "vfio-pci"
+
+/* --- names ------------------------------------------------------------------ */
+
+gboolean
+av_uuid_is_valid(const char *uuid)
+{
+    if (!uuid || strlen(uuid) != 36)
+        return FALSE;
+    for (guint i = 0; i < 36; i++) {
+        if (i == 8 || i == 13 || i == 18 || i == 23) {
+            if (uuid[i] != '-')
+                return FALSE;
+        } else if (!g_ascii_isxdigit(uuid[i]) || g_ascii_isupper(uuid[i])) {
+            return FALSE;
+        }
+    }
+    return TRUE;
+}
+
+/* [A-Za-z0-9_.-]{1,64}, and neither "." nor "..". */
+static gboolean
+av_vfio_name_is_valid(const char *name)
+{
+    gsize len;
+
+    if (!name)
+        return FALSE;
+    len = strlen(name);
+    if (len == 0 || len > 64 || g_str_equal(name, ".") || g_str_equal(name, ".."))
+        return FALSE;
+    for (gsize i = 0; i < len; i++)
+        if (!g_ascii_isalnum(name[i]) && name[i] != '_' && name[i] != '.' && name[i] != '-')
+            return FALSE;
+    return TRUE;
+}
+
+gboolean
+av_mdev_type_id_is_valid(const char *type)
+{
+    return av_vfio_name_is_valid(type);
+}
+
+gboolean
+av_driver_name_is_valid(const char *driver)
+{
+    return av_vfio_name_is_valid(driver);
+}
+
+static gboolean
+av_vfio_check_address(const char *address, GError **error)
+{
+    if (av_pci_address_is_valid(address))
+        return TRUE;
+    g_set_error(error, AV_ERROR, AV_ERROR_INVALID_INPUT,
+                "'%s' is not a PCI address: expected the form 0000:3b:00.0", address ? address : "");
+    return FALSE;
+}
+
+static gboolean
+av_vfio_check_driver_name(const char *driver, GError **error)
+{
+    if (av_driver_name_is_valid(driver))
+        return TRUE;
+    g_set_error(error, AV_ERROR, AV_ERROR_INVALID_INPUT,
+                "'%s' is not a driver name: expected letters, digits, '_', '.' and '-'",
+                driver ? driver : "");
+    return FALSE;
+}
+
+static gboolean
+av_vfio_check_uuid(const char *uuid, GError **error)
+{
+    if (av_uuid_is_valid(uuid))
+        return TRUE;
+    g_set_error(error, AV_ERROR, AV_ERROR_INVALID_INPUT,
+                "'%s' is not an mdev UUID: expected the lower-case form "
+                "4b20d080-1b54-4048-85b3-a6a62d165c01", uuid ? uuid : "");
+    return FALSE;
+}
+
+/* --- reading the tree --------------------------------------------------------- */
+
+/* The driver @address is bound to now: 0 and *ret_driver (NULL when
+ * unbound), or -errno. */
+static int
+av_vfio_read_driver(const AvRoot *root, const char *address, char **ret_driver)
+{
+    g_autofree char *link = av_sys_path("bus/pci/devices/%s/driver", address);
+    char *name = NULL;
+    int r;
+
+    r = av_root_link_name(root, link, &name);
+    if (r == -ENOENT) {
+        *ret_driver = NULL;
+        return 0;
+    }
+    if (r < 0)
+        return r;
+    *ret_driver = name;
+    return 0;
+}
+
+/* The driver_override of @address: NULL when unset ("(null)") or unreadable. */
+static char *
+av_vfio_read_override(const AvRoot *root, const char *address)
+{
+    g_autofree char *path = av_sys_path("bus/pci/devices/%s/driver_override", address);
+    char *value = NULL;
+
+    if (av_root_read_attr(root, path, &value) < 0)
+        return NULL;
+    if (!*value || g_str_equal(value, "(null)")) {
+        g_free(value);
+        return NULL;
+    }
+    return value;
+}
+
+static gboolean
+av_vfio_device_exists(const AvRoot *root, const char *address, GError **error)
+{
+    g_autofree char *dir = av_sys_path("bus/pci/devices/%s", address);
+
+    if (av_root_exists(root, dir))
+        return TRUE;
+    g_set_error(error, AV_ERROR, AV_ERROR_NOT_FOUND,
+                "there is no PCI device '%s' under the root '%s'", address, av_root_prefix(root));
+    return FALSE;
+}
+
+static gboolean
+av_vfio_driver_loaded(const AvRoot *root, const char *driver)
+{
+    g_autofree char *dir = av_sys_path("bus/pci/drivers/%s", driver);
+
+    return av_root_exists(root, dir);
+}
+
+/* --- the writes ------------------------------------------------------------- */
+
+static int
+av_vfio_write_override(const AvRoot *root, const AvKernelOps *ops, const char *address, const char *value)
+{
+    g_autofree char *path = av_sys_path("bus/pci/devices/%s/driver_override", address);
+
+    return ops->write(root, path, value);
+}
+
+/* Writes @address to /sys/bus/pci/drivers/@driver/@attr (bind, unbind). */
+static int
+av_vfio_write_driver(const AvRoot *root, const AvKernelOps *ops, const char *driver, const char *attr,
+                     const char *address)
+{
+    g_autofree char *path = av_sys_path("bus/pci/drivers/%s/%s", driver, attr);
+
+    return ops->write(root, path, address);
+}
+
+static int
+av_vfio_write_probe(const AvRoot *root, const AvKernelOps *ops, const char *address)
+{
+    g_autofree char *path = av_sys_path("bus/pci/drivers_probe");
+
+    return ops->write(root, path, address);
+}
+
+/* Puts @address back on @original (NULL: unbound) with @old_override after a
+ * failed bind.  Appends what went wrong to @problems (nothing when all went
+ * well). */
+static void
+av_vfio_rollback(const AvRoot *root, const AvKernelOps *ops, const char *address, const char *original,
+                 const char *old_override, GString *problems)
+{
+    g_autofree char *current = NULL;
+    g_autofree char *after = NULL;
+    int r;
+
+    r = av_vfio_read_driver(root, address, &current);
+    if (r < 0) {
+        g_string_append_printf(problems, "; cannot read its driver link: %s", g_strerror(-r));
+        return;
+    }
+    if (current && g_strcmp0(current, original) != 0) {
+        if (!av_driver_name_is_valid(current)) {
+            g_string_append_printf(problems, "; it is bound to '%s', which is not a driver name", current);
+            return;
+        }
+        r = av_vfio_write_driver(root, ops, current, "unbind", address);
+        if (r < 0)
+            g_string_append_printf(problems, "; cannot unbind it from %s: %s", current, g_strerror(-r));
+    }
+    r = av_vfio_write_override(root, ops, address, old_override ? old_override : "\n");
+    if (r < 0)
+        g_string_append_printf(problems, "; cannot reset its driver_override: %s", g_strerror(-r));
+    if (original && g_strcmp0(current, original) != 0) {
+        if (!av_vfio_driver_loaded(root, original)) {
+            g_string_append_printf(problems, "; driver %s is not loaded", original);
+        } else {
+            r = av_vfio_write_driver(root, ops, original, "bind", address);
+            if (r < 0)
+                g_string_append_printf(problems, "; cannot bind it to %s again: %s", original, g_strerror(-r));
+        }
+    }
+    r = av_vfio_read_driver(root, address, &after);
+    if (r < 0)
+        g_string_append_printf(problems, "; cannot read its driver link: %s", g_strerror(-r));
+    else if (g_strcmp0(after, original) != 0)
+        g_string_append_printf(problems, "; it is left on %s instead of %s",
+                               after ? after : "no driver", original ? original : "no driver");
+}
+
+/* Sets the bind error "cannot bind '%s' to vfio-pci: WHAT" after rolling
+ * back, with any rollback problem appended. */
+static gboolean G_GNUC_PRINTF(7, 8)
+av_vfio_bind_fail(const AvRoot *root, const AvKernelOps *ops, const char *address, const char *original,
+                  const char *old_override, GError **error, const char *fmt, ...)
+{
+    g_autoptr(GString) problems = g_string_new(NULL);
+    g_autofree char *what = NULL;
+    va_list ap;
+
+    va_start(ap, fmt);
+    what = g_strdup_vprintf(fmt, ap);
+    va_end(ap);
+    av_vfio_rollback(root, ops, address, original, old_override, problems);
+    if (problems->len == 0)
+        g_set_error(error, AV_ERROR, AV_ERROR_FAILED,
+                    "cannot bind '%s' to vfio-pci: %s; it is back on %s", address, what,
+                    original ? original : "no driver");
+    else
+        g_set_error(error, AV_ERROR, AV_ERROR_FAILED,
+                    "cannot bind '%s' to vfio-pci: %s; putting it back failed too%s", address, what,
+                    problems->str);
+    return FALSE;
+}
+
+gboolean
+av_vfio_bind(const AvRoot *root, const AvKernelOps *ops, const char *address,
+             char **ret_original_driver, GError **error)
+{
+    g_autofree char *original = NULL;
+    g_autofree char *old_override = NULL;
+    g_autofree char *now = NULL;
+    int r;
+
+    if (!av_vfio_check_address(address, error) || !av_vfio_device_exists(root, address, error))
+        return FALSE;
+    if (!av_vfio_driver_loaded(root, AV_VFIO_DRIVER)) {
+        g_set_error(error, AV_ERROR, AV_ERROR_FAILED,
+                    "cannot bind '%s' to vfio-pci: the vfio-pci module is not loaded; run 'modprobe vfio-pci'",
+                    address);
+        return FALSE;
+    }
+    r = av_vfio_read_driver(root, address, &original);
+    if (r < 0)
+        return av_error_errno(error, r, "cannot read the driver of '%s'", address);
+    if (original && g_str_equal(original, AV_VFIO_DRIVER)) {
+        *ret_original_driver = NULL;
+        return TRUE;
+    }
+    if (original && !av_driver_name_is_valid(original)) {
+        g_set_error(error, AV_ERROR, AV_ERROR_FAILED,
+                    "cannot bind '%s' to vfio-pci: its driver link names '%s', which is not a driver name",
+                    address, original);
+        return FALSE;
+    }
+    old_override = av_vfio_read_override(root, address);
+
+    /* Documentation/ABI/testing/sysfs-bus-pci: driver_override. */
+    r = av_vfio_write_override(root, ops, address, AV_VFIO_DRIVER);
+    if (r < 0)
+        return av_vfio_bind_fail(root, ops, address, original, old_override, error,
+                                 "writing driver_override failed: %s", g_strerror(-r));
+    if (original) {
+        r = av_vfio_write_driver(root, ops, original, "unbind", address);
+        if (r < 0)
+            return av_vfio_bind_fail(root, ops, address, original, old_override, error,
+                                     "unbinding it from %s failed: %s", original, g_strerror(-r));
+    }
+    r = av_vfio_write_probe(root, ops, address);
+    if (r < 0)
+        return av_vfio_bind_fail(root, ops, address, original, old_override, error,
+                                 "drivers_probe failed: %s", g_strerror(-r));
+    r = av_vfio_read_driver(root, address, &now);
+    if (r < 0)
+        return av_vfio_bind_fail(root, ops, address, original, old_override, error,
+                                 "cannot read its driver link: %s", g_strerror(-r));
+    if (!now || !g_str_equal(now, AV_VFIO_DRIVER))
+        return av_vfio_bind_fail(root, ops, address, original, old_override, error,
+                                 "after drivers_probe it is on %s, not vfio-pci (does vfio-pci accept it?)",
+                                 now ? now : "no driver");
+    *ret_original_driver = g_steal_pointer(&original);
+    return TRUE;
+}
+
+gboolean
+av_vfio_restore(const AvRoot *root, const AvKernelOps *ops, const char *address,
+                const char *original_driver, GError **error)
+{
+    g_autofree char *current = NULL;
+    g_autofree char *override = NULL;
+    g_autofree char *now = NULL;
+    int r;
+
+    if (!av_vfio_check_address(address, error))
+        return FALSE;
+    if (original_driver && !av_vfio_check_driver_name(original_driver, error))
+        return FALSE;
+    if (!av_vfio_device_exists(root, address, error))
+        return FALSE;
+    r = av_vfio_read_driver(root, address, &current);
+    if (r < 0)
+        return av_error_errno(error, r, "cannot read the driver of '%s'", address);
+
+    if (current && g_str_equal(current, AV_VFIO_DRIVER)) {
+        if (g_strcmp0(original_driver, AV_VFIO_DRIVER) == 0)
+            return TRUE;
+        r = av_vfio_write_driver(root, ops, AV_VFIO_DRIVER, "unbind", address);
+        if (r < 0)
+            return av_error_errno(error, r, "cannot unbind '%s' from vfio-pci", address);
+    } else if (current && g_strcmp0(current, original_driver) != 0) {
+        g_set_error(error, AV_ERROR, AV_ERROR_STATE,
+                    "cannot give '%s' back to %s: it is bound to %s, not vfio-pci; leaving it alone",
+                    address, original_driver ? original_driver : "no driver", current);
+        return FALSE;
+    }
+
+    /* "\n" clears driver_override (the kernel strips the newline). */
+    override = av_vfio_read_override(root, address);
+    if (override) {
+        r = av_vfio_write_override(root, ops, address, "\n");
+        if (r < 0)
+            return av_error_errno(error, r, "cannot clear the driver_override of '%s'", address);
+        g_clear_pointer(&override, g_free);
+        override = av_vfio_read_override(root, address);
+        if (override) {
+            g_set_error(error, AV_ERROR, AV_ERROR_FAILED,
+                        "cannot clear the driver_override of '%s': it still reads '%s'", address, override);
+            return FALSE;
+        }
+    }
+    if (current && g_strcmp0(current, original_driver) == 0)
+        return TRUE;    /* already on its driver, e.g. after libvirt's managed='yes' */
+    if (!original_driver)
+        return TRUE;
+
+    if (!av_vfio_driver_loaded(root, original_driver)) {
+        g_set_error(error, AV_ERROR, AV_ERROR_FAILED,
+                    "cannot give '%s' back to %s: driver %s is not loaded; load its module and bind the device to it",
+                    address, original_driver, original_driver);
+        return FALSE;
+    }
+    r = av_vfio_write_driver(root, ops, original_driver, "bind", address);
+    if (r < 0)
+        return av_error_errno(error, r, "cannot bind '%s' to %s", address, original_driver);
+    r = av_vfio_read_driver(root, address, &now);
+    if (r < 0)
+        return av_error_errno(error, r, "cannot read the driver of '%s'", address);
+    if (g_strcmp0(now, original_driver) != 0) {
+        g_set_error(error, AV_ERROR, AV_ERROR_FAILED,
+                    "cannot give '%s' back to %s: after the bind it is on %s", address, original_driver,
+                    now ? now : "no driver");
+        return FALSE;
+    }
+    return TRUE;
+}
+
+gboolean
+av_vfio_wait_group_node(const AvRoot *root, int group, int timeout_ms, GError **error)
+{
+    g_autofree char *node = NULL;
+    gint64 deadline;
+
+    if (group < 0) {
+        g_set_error(error, AV_ERROR, AV_ERROR_INVALID_INPUT, "'%d' is not an IOMMU group number", group);
+        return FALSE;
+    }
+    node = av_dev_path("vfio/%d", group);
+    deadline = g_get_monotonic_time() + (gint64)MAX(timeout_ms, 0) * 1000;
+    for (;;) {
+        if (av_root_exists(root, node))
+            return TRUE;
+        if (g_get_monotonic_time() >= deadline)
+            break;
+        g_usleep(10 * 1000);
+    }
+    {
+        g_autofree char *host = av_root_host_path(root, node);
+
+        g_set_error(error, AV_ERROR, AV_ERROR_FAILED,
+                    "'%s' did not appear within %d ms; is udev running and the device on vfio-pci?", host,
+                    timeout_ms);
+    }
+    return FALSE;
+}
+
+/* --- IOMMU groups ------------------------------------------------------------- */
+
+static gint
+av_vfio_strcmp_ptr(gconstpointer a, gconstpointer b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* "0000:98:00" of "0000:98:00.1": the card (domain:bus:slot). */
+static gboolean
+av_vfio_same_card(const char *a, const char *b)
+{
+    return strncmp(a, b, 10) == 0;
+}
+
+/* "'ADDR' (NAME, driver DRV)" for messages.  Caller frees. */
+static char *
+av_vfio_describe(const AvPciDevice *dev)
+{
+    GString *s = g_string_new(NULL);
+
+    g_string_append_printf(s, "'%s' (", dev->address);
+    if (dev->device_name)
+        g_string_append_printf(s, "%s%s%s, ", dev->vendor_name ? dev->vendor_name : "",
+                               dev->vendor_name ? " " : "", dev->device_name);
+    else
+        g_string_append_printf(s, "%04x:%04x, ", dev->vendor_id, dev->device_id);
+    if (dev->driver)
+        g_string_append_printf(s, "driver %s)", dev->driver);
+    else
+        g_string_append(s, "no driver)");
+    return g_string_free(s, FALSE);
+}
+
+/* TRUE when the group member @m may go to the guest with @dev (see
+ * av_vfio_group_check()). */
+static gboolean
+av_vfio_member_is_free(const AvPolicy *policy, const AvPciDevice *dev, const AvProfile *dev_profile,
+                       const AvPciDevice *m)
+{
+    if (!m->driver || g_str_equal(m->driver, AV_VFIO_DRIVER) || g_str_equal(m->driver, "pci-stub"))
+        return TRUE;
+    if (policy && av_policy_match_pci(policy, m))
+        return TRUE;
+    return dev_profile && dev_profile->granularity == AV_GRANULARITY_CARD && av_vfio_same_card(dev->address, m->address);
+}
+
+gboolean
+av_vfio_group_check(const AvHost *host, const AvPolicy *policy, const AvPciDevice *dev,
+                    GPtrArray **ret_members, GError **error)
+{
+    g_autoptr(GPtrArray) members = g_ptr_array_new_with_free_func(g_free);
+    g_autoptr(GPtrArray) used = g_ptr_array_new();
+    const AvPciDevice *bridge = NULL;
+    const AvProfile *dev_profile = policy ? av_policy_match_pci(policy, dev) : NULL;
+    g_autofree char *what = NULL;
+
+    if (dev->iommu_group < 0) {
+        g_set_error(error, AV_ERROR, AV_ERROR_UNSAFE,
+                    "cannot hand '%s' to a guest: it has no IOMMU group, so the IOMMU is off; "
+                    "enable intel_iommu=on or amd_iommu=on on the kernel command line and reboot",
+                    dev->address);
+        return FALSE;
+    }
+    if (dev->is_bridge)
+        bridge = dev;
+    for (guint i = 0; i < dev->iommu_group_members->len; i++) {
+        const char *addr = g_ptr_array_index(dev->iommu_group_members, i);
+        const AvPciDevice *m;
+
+        if (g_str_equal(addr, dev->address)) {
+            g_ptr_array_add(members, g_strdup(addr));
+            continue;
+        }
+        m = av_host_find_pci(host, addr);
+        if (!m) {
+            g_set_error(error, AV_ERROR, AV_ERROR_UNSAFE,
+                        "cannot hand '%s' to a guest: its IOMMU group %d holds '%s', which the host scan "
+                        "did not find; scan again ('accelvirt list') and retry",
+                        dev->address, dev->iommu_group, addr);
+            return FALSE;
+        }
+        if (m->is_bridge) {
+            if (!bridge)
+                bridge = m;
+            continue;
+        }
+        if (!av_vfio_member_is_free(policy, dev, dev_profile, m))
+            g_ptr_array_add(used, (gpointer)m);
+        g_ptr_array_add(members, g_strdup(addr));
+    }
+    /* A device the host uses is the more useful thing to name (the NIC behind
+     * the same switch), so it comes before the bridge. */
+    if (used->len > 0) {
+        g_autofree char *more = used->len > 1 ? g_strdup_printf(" (and %u more)", used->len - 1) : g_strdup("");
+
+        what = av_vfio_describe(g_ptr_array_index(used, 0));
+        g_set_error(error, AV_ERROR, AV_ERROR_UNSAFE,
+                    "cannot hand '%s' to a guest: its IOMMU group %d also holds %s, a device the host "
+                    "uses that no profile names%s; move the card to a slot with its own IOMMU group, "
+                    "or name that device in a profile so that it goes to the guest too",
+                    dev->address, dev->iommu_group, what, more);
+        return FALSE;
+    }
+    if (bridge) {
+        what = av_vfio_describe(bridge);
+        g_set_error(error, AV_ERROR, AV_ERROR_UNSAFE,
+                    "cannot hand '%s' to a guest: its IOMMU group %d holds the PCI bridge %s, which "
+                    "does not isolate the devices behind it, so the group is not viable; move the card "
+                    "to a slot below a PCIe root port or a switch port with ACS",
+                    dev->address, dev->iommu_group, what);
+        return FALSE;
+    }
+    g_ptr_array_sort(members, av_vfio_strcmp_ptr);
+    *ret_members = g_steal_pointer(&members);
+    return TRUE;
+}
+
+/* --- mediated devices ----------------------------------------------------------- */
+
+/* The type @type_id of the parent @dev, or NULL.  Borrowed. */
+static const AvMdevType *
+av_mdev_find_type(const AvPciDevice *dev, const char *type_id)
+{
+    for (guint i = 0; i < dev->mdev_types->len; i++) {
+        const AvMdevType *t = g_ptr_array_index(dev->mdev_types, i);
+
+        if (g_str_equal(t->id, type_id))
+            return t;
+    }
+    return NULL;
+}
+
+static gboolean
+av_mdev_runs_type(const AvPciDevice *dev, const char *type_id)
+{
+    for (guint i = 0; i < dev->mdevs->len; i++) {
+        const AvMdev *m = g_ptr_array_index(dev->mdevs, i);
+
+        if (g_strcmp0(m->type_id, type_id) == 0)
+            return TRUE;
+    }
+    return FALSE;
+}
+
+gboolean
+av_mdev_choose_parent(const AvHost *host, const AvProfile *profile, int numa_node,
+                      char **ret_parent, GError **error)
+{
+    const AvPciDevice *best = NULL;
+    gboolean best_runs = FALSE;
+    guint best_avail = 0;
+    const char *type_id = profile->mdev_type;
+
+    if (!type_id || !av_mdev_type_id_is_valid(type_id)) {
+        g_set_error(error, AV_ERROR, AV_ERROR_POLICY,
+                    "profile '%s' names no valid mdev type ('mdev_type')", profile->name);
+        return FALSE;
+    }
+    /* host->pci is sorted by address: a strictly better candidate only
+     * replaces the best, so ties go to the lowest address. */
+    for (guint i = 0; i < host->pci->len; i++) {
+        const AvPciDevice *dev = g_ptr_array_index(host->pci, i);
+        const AvMdevType *t = av_mdev_find_type(dev, type_id);
+        gboolean runs;
+
+        if (!t || t->available == 0)
+            continue;
+        if (numa_node >= 0 && dev->numa_node != numa_node)
+            continue;
+        runs = av_mdev_runs_type(dev, type_id);
+        if (best) {
+            if (best_runs && !runs)
+                continue;
+            if (runs == best_runs) {
+                if (profile->allocation == AV_ALLOCATION_SPREAD ? t->available <= best_avail
+                                                                : t->available >= best_avail)
+                    continue;
+            }
+        }
+        best = dev;
+        best_runs = runs;
+        best_avail = t->available;
+    }
+    if (!best) {
+        if (numa_node >= 0)
+            g_set_error(error, AV_ERROR, AV_ERROR_BUSY,
+                        "no mdev parent has a free instance of type '%s' on NUMA node %d", type_id, numa_node);
+        else
+            g_set_error(error, AV_ERROR, AV_ERROR_BUSY,
+                        "no mdev parent has a free instance of type '%s' on any NUMA node", type_id);
+        return FALSE;
+    }
+    *ret_parent = g_strdup(best->address);
+    return TRUE;
+}
+
+gboolean
+av_mdev_create(const AvRoot *root, const AvKernelOps *ops, const char *parent,
+               const char *type, const char *uuid, GError **error)
+{
+    g_autofree char *type_dir = NULL;
+    g_autofree char *create = NULL;
+    g_autofree char *mdev = NULL;
+    g_autofree char *mdev_type = NULL;
+    g_autofree char *resolved = NULL;
+    g_autofree char *owner = NULL;
+    g_autofree char *now_type = NULL;
+    int r;
+
+    if (!av_vfio_check_address(parent, error) || !av_vfio_check_uuid(uuid, error))
+        return FALSE;
+    if (!av_mdev_type_id_is_valid(type)) {
+        g_set_error(error, AV_ERROR, AV_ERROR_INVALID_INPUT,
+                    "'%s' is not an mdev type: expected letters, digits, '_', '.' and '-'", type ? type : "");
+        return FALSE;
+    }
+    if (!av_vfio_device_exists(root, parent, error))
+        return FALSE;
+    type_dir = av_sys_path("bus/pci/devices/%s/mdev_supported_types/%s", parent, type);
+    if (!av_root_exists(root, type_dir)) {
+        g_set_error(error, AV_ERROR, AV_ERROR_NOT_FOUND,
+                    "cannot create mdev '%s': '%s' offers no mdev type '%s' (is its vendor driver loaded?)",
+                    uuid, parent, type);
+        return FALSE;
+    }
+    mdev = av_sys_path("bus/mdev/devices/%s", uuid);
+    if (av_root_exists(root, mdev)) {
+        g_set_error(error, AV_ERROR, AV_ERROR_BUSY,
+                    "cannot create mdev '%s': an mdev with this UUID exists already", uuid);
+        return FALSE;
+    }
+    /* Documentation/driver-api/vfio-mediated-device.rst: "create". */
+    create = g_strconcat(type_dir, "/create", NULL);
+    r = ops->write(root, create, uuid);
+    if (r == -EUSERS || r == -ENOSPC) {
+        g_set_error(error, AV_ERROR, AV_ERROR_BUSY,
+                    "cannot create mdev '%s': '%s' has no instance of type '%s' left", uuid, parent, type);
+        return FALSE;
+    }
+    if (r < 0)
+        return av_error_errno(error, r, "cannot create mdev '%s' of type '%s' on '%s'", uuid, type, parent);
+
+    mdev_type = g_strconcat(mdev, "/mdev_type", NULL);
+    if (av_root_resolve(root, mdev, &resolved) < 0 || av_root_link_name(root, mdev_type, &now_type) < 0) {
+        g_set_error(error, AV_ERROR, AV_ERROR_FAILED,
+                    "created mdev '%s' of type '%s' on '%s', but it did not appear", uuid, type, parent);
+        return FALSE;
+    }
+    {
+        g_autofree char *dir = g_path_get_dirname(resolved);
+
+        owner = g_path_get_basename(dir);
+    }
+    if (!g_str_equal(owner, parent) || !g_str_equal(now_type, type)) {
+        g_set_error(error, AV_ERROR, AV_ERROR_FAILED,
+                    "created mdev '%s' of type '%s' on '%s', but it appeared as type '%s' on '%s'",
+                    uuid, type, parent, now_type, owner);
+        return FALSE;
+    }
+    return TRUE;
+}
+
+gboolean
+av_mdev_remove(const AvRoot *root, const AvKernelOps *ops, const char *uuid, GError **error)
+{
+    g_autofree char *mdev = NULL;
+    g_autofree char *remove = NULL;
+    int r;
+
+    if (!av_vfio_check_uuid(uuid, error))
+        return FALSE;
+    mdev = av_sys_path("bus/mdev/devices/%s", uuid);
+    if (!av_root_exists(root, mdev))
+        return TRUE;
+    remove = g_strconcat(mdev, "/remove", NULL);
+    r = ops->write(root, remove, "1");
+    if (r == -EBUSY) {
+        g_set_error(error, AV_ERROR, AV_ERROR_BUSY,
+                    "cannot remove mdev '%s': it is busy (does a guest still use it?)", uuid);
+        return FALSE;
+    }
+    if (r < 0 && r != -ENOENT && r != -ENODEV)
+        return av_error_errno(error, r, "cannot remove mdev '%s'", uuid);
+    if (av_root_exists(root, mdev)) {
+        g_set_error(error, AV_ERROR, AV_ERROR_FAILED, "removed mdev '%s', but it is still there", uuid);
+        return FALSE;
+    }
+    return TRUE;
+}

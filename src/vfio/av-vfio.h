@@ -1,0 +1,88 @@
+/* accelvirt: handing PCI devices to vfio-pci and back, IOMMU group safety,
+ * mediated devices.
+ *
+ * Kernel interfaces: Documentation/driver-api/vfio.rst (groups, viability,
+ * /dev/vfio/GROUP), Documentation/ABI/testing/sysfs-bus-pci,
+ * Documentation/driver-api/vfio-mediated-device.rst.  All writes go through
+ * an AvKernelOps (see av-kernel.h). */
+#pragma once
+
+#include <glib.h>
+
+#include "pci/av-pci.h"
+#include "policy/av-policy.h"
+#include "util/av-root.h"
+#include "vfio/av-kernel.h"
+
+G_BEGIN_DECLS
+
+/* Checks that the IOMMU group of @dev can be handed to a guest, and lists the
+ * devices that must move to vfio-pci with it.  Refuses (AV_ERROR_UNSAFE, one
+ * sentence naming the device, the group and the offending member, and what to
+ * do) when:
+ *   - @dev has no IOMMU group (the IOMMU is off: "enable intel_iommu=on or
+ *     amd_iommu=on");
+ *   - the group holds a PCI bridge (@dev sits behind a bridge that does not
+ *     isolate it, such as a PCIe-to-PCI bridge: the group is not viable);
+ *   - the group holds a device the host uses: an endpoint bound to a driver
+ *     other than vfio-pci or pci-stub that no profile of @policy matches and
+ *     that is not another function of @dev's own card (same domain:bus:slot)
+ *     under a card-granularity profile — such as the host's NIC or disk.
+ * On success stores in *ret_members the addresses (char*, sorted, @dev
+ * included) of every endpoint of the group. */
+gboolean av_vfio_group_check(const AvHost *host, const AvPolicy *policy, const AvPciDevice *dev,
+                             GPtrArray **ret_members, GError **error);
+
+/* Binds the PCI device @address to vfio-pci: driver_override = "vfio-pci",
+ * unbind from the current driver (if any), drivers_probe, then checks that
+ * the driver link now names vfio-pci.  A device already on vfio-pci is left
+ * alone.  Stores the driver it was bound to before (NULL when unbound or
+ * already on vfio-pci) in *ret_original_driver.  On failure the device is put
+ * back as it was, as far as possible, and the error says what failed. */
+gboolean av_vfio_bind(const AvRoot *root, const AvKernelOps *ops, const char *address,
+                      char **ret_original_driver, GError **error);
+
+/* Gives @address back to the host: unbind from vfio-pci, clear
+ * driver_override, then bind to @original_driver exactly (its
+ * /sys/bus/pci/drivers/DRV/bind), or leave it unbound when
+ * @original_driver is NULL. */
+gboolean av_vfio_restore(const AvRoot *root, const AvKernelOps *ops, const char *address,
+                         const char *original_driver, GError **error);
+
+/* Waits up to @timeout_ms for /dev/vfio/@group to appear (udev may be slow).
+ * AV_ERROR_FAILED naming the path on timeout. */
+gboolean av_vfio_wait_group_node(const AvRoot *root, int group, int timeout_ms, GError **error);
+
+/* TRUE when @uuid is a canonical lower-case UUID
+ * (8-4-4-4-12 hex digits); the only form accepted before a path is built. */
+gboolean av_uuid_is_valid(const char *uuid);
+
+/* TRUE when @type is an mdev type id such as "nvidia-35" or "mtty-2":
+ * [A-Za-z0-9_.-], 1 to 64 characters, neither "." nor "..".  The only form
+ * accepted before a path is built. */
+gboolean av_mdev_type_id_is_valid(const char *type);
+
+/* TRUE when @driver is a PCI driver name such as "nvidia" or
+ * "snd_hda_intel" (same rule as av_mdev_type_id_is_valid()). */
+gboolean av_driver_name_is_valid(const char *driver);
+
+/* Chooses the parent for a new mdev of @profile (its mdev_type) on @host:
+ * parents whose mdev_types list the type with at least one available
+ * instance; only those on @numa_node when it is >= 0; preferring parents that
+ * already run mdevs of this very type (a vGPU parent runs one type at a
+ * time), then by allocation: pack (the parent with the fewest instances
+ * left) or spread (the most); ties by address.  Stores the address (caller
+ * frees).  AV_ERROR_BUSY when no parent has room, naming the type and node. */
+gboolean av_mdev_choose_parent(const AvHost *host, const AvProfile *profile, int numa_node,
+                               char **ret_parent, GError **error);
+
+/* Creates the mdev @uuid of @type on @parent (write the UUID to
+ * mdev_supported_types/TYPE/create) and checks that it appeared. */
+gboolean av_mdev_create(const AvRoot *root, const AvKernelOps *ops, const char *parent,
+                        const char *type, const char *uuid, GError **error);
+
+/* Removes the mdev @uuid (write "1" to its remove attribute).  Removing an
+ * mdev that does not exist succeeds. */
+gboolean av_mdev_remove(const AvRoot *root, const AvKernelOps *ops, const char *uuid, GError **error);
+
+G_END_DECLS

@@ -1,0 +1,994 @@
+/* accelvirt tests: vfio binding, IOMMU group safety and mdevs (src/vfio),
+ * on private copies of the fake hosts of tests/data/mkhosts.py with the
+ * emulated kernel of av-kernel.c behind the operations table, and on small
+ * trees built here. */
+#include "config.h"
+
+#include <errno.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "av-test.h"
+#include "pci/av-pci.h"
+#include "policy/av-policy.h"
+#include "util/av-error.h"
+#include "vfio/av-kernel.h"
+#include "vfio/av-vfio.h"
+
+#define A100 "0000:17:00.0"             /* two-socket-8gpu, group 40, nvidia */
+#define A6000 "0000:98:00.0"            /* two-socket-8gpu, group 44, with its audio .1 */
+#define A6000_AUDIO "0000:98:00.1"
+#define A6000_VFIO "0000:b1:00.0"       /* two-socket-8gpu, group 45, already on vfio-pci */
+#define TRAP_GPU "0000:04:00.0"         /* trap-shared-group, group 12 with the NIC */
+#define A10_NODE0 "0000:17:00.0"        /* vgpu-mdev, runs one nvidia-590 */
+#define A10_NODE1 "0000:98:00.0"        /* vgpu-mdev, no mdev */
+#define EXISTING_MDEV "4b20d080-1b54-4048-85b3-a6a62d165c01"
+#define NEW_MDEV "0b6a5a8e-7c1d-4f6e-9a53-2f1c3d4e5f60"
+
+#define POLICY_A100 \
+    "{\"profiles\": [{\"name\": \"gpu-a100\", \"match\": {\"vendor\": \"0x10de\", \"device\": \"0x20f1\"}," \
+    " \"attach\": \"vfio-pci\", \"granularity\": \"card\"}]}"
+#define POLICY_A6000_CARD \
+    "{\"profiles\": [{\"name\": \"gpu-a6000\", \"match\": {\"vendor\": \"0x10de\", \"device\": \"0x2230\"}," \
+    " \"attach\": \"vfio-pci\", \"granularity\": \"card\"}]}"
+#define POLICY_A6000_FUNCTION \
+    "{\"profiles\": [{\"name\": \"gpu-a6000\", \"match\": {\"vendor\": \"0x10de\", \"device\": \"0x2230\"}," \
+    " \"attach\": \"vfio-pci\", \"granularity\": \"function\"}]}"
+
+/* --- helpers ---------------------------------------------------------------- */
+
+/* A private copy of a fake host with its root and a scan. */
+typedef struct {
+    char *dir;
+    AvRoot *root;
+    const AvKernelOps *ops;
+} Fixture;
+
+static void
+fixture_open(Fixture *f, const char *host)
+{
+    g_autoptr(GError) err = NULL;
+
+    f->dir = av_test_host_copy(host);
+    f->root = av_root_new(f->dir, &err);
+    g_assert_no_error(err);
+    f->ops = av_kernel_ops_for(f->root);
+    g_assert_true(f->ops == &av_kernel_ops_fake);
+}
+
+static void
+fixture_close(Fixture *f)
+{
+    av_root_free(f->root);
+    av_test_tmpdir_remove(f->dir);
+    g_free(f->dir);
+}
+
+static AvHost *
+scan(const AvRoot *root)
+{
+    g_autoptr(GError) err = NULL;
+    AvHost *host = av_host_scan(root, &err);
+
+    g_assert_no_error(err);
+    g_assert_nonnull(host);
+    return host;
+}
+
+static AvPolicy *
+policy_of(const char *json)
+{
+    g_autoptr(GError) err = NULL;
+    AvPolicy *policy = av_policy_new();
+
+    av_policy_add_data(policy, "test.json", json, strlen(json), &err);
+    g_assert_no_error(err);
+    return policy;
+}
+
+static AvPciDevice *
+get_pci(const AvHost *host, const char *address)
+{
+    AvPciDevice *dev = av_host_find_pci(host, address);
+
+    if (!dev)
+        g_error("no PCI device %s in the scan", address);
+    return dev;
+}
+
+/* The driver of @address as the tree says now, or NULL. */
+static char *
+driver_of(const AvRoot *root, const char *address)
+{
+    g_autofree char *link = av_sys_path("bus/pci/devices/%s/driver", address);
+    char *name = NULL;
+
+    if (av_root_link_name(root, link, &name) < 0)
+        return NULL;
+    return name;
+}
+
+static char *
+attr(const AvRoot *root, const char *address, const char *name)
+{
+    g_autofree char *path = av_sys_path("bus/pci/devices/%s/%s", address, name);
+    char *value = NULL;
+
+    g_assert_cmpint(av_root_read_attr(root, path, &value), ==, 0);
+    return value;
+}
+
+static char *
+override_of(const AvRoot *root, const char *address)
+{
+    return attr(root, address, "driver_override");
+}
+
+static gboolean
+sys_exists(const AvRoot *root, const char *rel)
+{
+    g_autofree char *path = av_sys_path("%s", rel);
+
+    return av_root_exists(root, path);
+}
+
+static gboolean
+group_node_exists(const AvRoot *root, int group)
+{
+    g_autofree char *path = av_dev_path("vfio/%d", group);
+
+    return av_root_exists(root, path);
+}
+
+static guint64
+available(const AvRoot *root, const char *parent, const char *type)
+{
+    g_autofree char *path = av_sys_path("bus/pci/devices/%s/mdev_supported_types/%s/available_instances",
+                                        parent, type);
+    guint64 n = 0;
+
+    g_assert_cmpint(av_root_read_uint(root, path, 10, &n), ==, 0);
+    return n;
+}
+
+static char *
+join_ptr_array(GPtrArray *arr)
+{
+    GString *s = g_string_new(NULL);
+
+    for (guint i = 0; i < arr->len; i++) {
+        if (i)
+            g_string_append_c(s, ' ');
+        g_string_append(s, g_ptr_array_index(arr, i));
+    }
+    return g_string_free(s, FALSE);
+}
+
+static void
+assert_message_has(const GError *err, const char *needle)
+{
+    g_assert_nonnull(err);
+    if (!strstr(err->message, needle))
+        g_error("the message \"%s\" does not contain \"%s\"", err->message, needle);
+}
+
+/* An operations table that records writes and performs none: proof that
+ * bad input is refused before any path is built or written. */
+static GPtrArray *recorded_writes;
+
+static int
+record_write(const AvRoot *root, const char *path, const char *value)
+{
+    g_ptr_array_add(recorded_writes, g_strdup_printf("%s=%s", path, value));
+    return -EPERM;
+}
+
+static const AvKernelOps record_ops = { .name = "record", .write = record_write };
+
+/* --- names ------------------------------------------------------------------ */
+
+static void
+test_uuid_valid(void)
+{
+    g_assert_true(av_uuid_is_valid(EXISTING_MDEV));
+    g_assert_true(av_uuid_is_valid("00000000-0000-0000-0000-000000000000"));
+    g_assert_false(av_uuid_is_valid(NULL));
+    g_assert_false(av_uuid_is_valid(""));
+    g_assert_false(av_uuid_is_valid("4B20D080-1B54-4048-85B3-A6A62D165C01"));
+    g_assert_false(av_uuid_is_valid("4b20d080-1b54-4048-85b3-a6a62d165c0"));
+    g_assert_false(av_uuid_is_valid("4b20d080-1b54-4048-85b3-a6a62d165c011"));
+    g_assert_false(av_uuid_is_valid("4b20d0801b544048-85b3-a6a62d165c01xx"));
+    g_assert_false(av_uuid_is_valid("4b20d080-1b54-4048-85b3-a6a62d165c0g"));
+    g_assert_false(av_uuid_is_valid("../../../../../../../../../etc/passw"));
+    g_assert_false(av_uuid_is_valid("{4b20d080-1b54-4048-85b3-a6a62d165c}"));
+
+    g_assert_true(av_mdev_type_id_is_valid("nvidia-35"));
+    g_assert_true(av_mdev_type_id_is_valid("i915-GVTg_V5_4"));
+    g_assert_true(av_mdev_type_id_is_valid("mtty-2"));
+    g_assert_false(av_mdev_type_id_is_valid(NULL));
+    g_assert_false(av_mdev_type_id_is_valid(""));
+    g_assert_false(av_mdev_type_id_is_valid("."));
+    g_assert_false(av_mdev_type_id_is_valid(".."));
+    g_assert_false(av_mdev_type_id_is_valid("a/b"));
+    g_assert_false(av_mdev_type_id_is_valid("mtty 2"));
+    g_assert_false(av_mdev_type_id_is_valid("mtty-2\n"));
+    g_assert_true(av_driver_name_is_valid("snd_hda_intel"));
+    g_assert_false(av_driver_name_is_valid("../vfio-pci"));
+}
+
+static void
+test_invalid_input(void)
+{
+    g_autofree char *dir = av_test_tmpdir();
+    g_autoptr(GError) err = NULL;
+    g_autoptr(AvRoot) root = av_root_new(dir, &err);
+    g_autofree char *orig = NULL;
+    g_autofree char *parent = NULL;
+    const char *bad_addresses[] = {
+        "", "../../../etc", "0000:17:00.0/../../x", "0000:17:00.8", "0000:17:20.0",
+        "0000:17:00.0\n", "0000:1G:00.0", "0000:17:00.A", "17:00.0", NULL,
+    };
+    const char *bad_uuids[] = { "", "..", "4B20D080-1B54-4048-85B3-A6A62D165C01",
+                                "4b20d080-1b54-4048-85b3-a6a62d165c01/..", NULL };
+
+    g_assert_no_error(err);
+    recorded_writes = g_ptr_array_new_with_free_func(g_free);
+    /* The tree is empty: any path built would give NOT_FOUND, not INVALID_INPUT. */
+    for (guint i = 0; bad_addresses[i]; i++) {
+        g_assert_false(av_vfio_bind(root, &record_ops, bad_addresses[i], &orig, &err));
+        g_assert_error(err, AV_ERROR, AV_ERROR_INVALID_INPUT);
+        g_clear_error(&err);
+        g_assert_false(av_vfio_restore(root, &record_ops, bad_addresses[i], "nvidia", &err));
+        g_assert_error(err, AV_ERROR, AV_ERROR_INVALID_INPUT);
+        g_clear_error(&err);
+        g_assert_false(av_mdev_create(root, &record_ops, bad_addresses[i], "nvidia-35", NEW_MDEV, &err));
+        g_assert_error(err, AV_ERROR, AV_ERROR_INVALID_INPUT);
+        g_clear_error(&err);
+    }
+    g_assert_false(av_vfio_restore(root, &record_ops, A100, "../../../../tmp/x", &err));
+    g_assert_error(err, AV_ERROR, AV_ERROR_INVALID_INPUT);
+    g_clear_error(&err);
+    g_assert_false(av_vfio_restore(root, &record_ops, A100, "", &err));
+    g_assert_error(err, AV_ERROR, AV_ERROR_INVALID_INPUT);
+    g_clear_error(&err);
+    for (guint i = 0; bad_uuids[i]; i++) {
+        g_assert_false(av_mdev_create(root, &record_ops, A10_NODE0, "nvidia-590", bad_uuids[i], &err));
+        g_assert_error(err, AV_ERROR, AV_ERROR_INVALID_INPUT);
+        g_clear_error(&err);
+        g_assert_false(av_mdev_remove(root, &record_ops, bad_uuids[i], &err));
+        g_assert_error(err, AV_ERROR, AV_ERROR_INVALID_INPUT);
+        g_clear_error(&err);
+    }
+    g_assert_false(av_mdev_remove(root, &record_ops, NULL, &err));
+    g_assert_error(err, AV_ERROR, AV_ERROR_INVALID_INPUT);
+    g_clear_error(&err);
+    g_assert_false(av_mdev_create(root, &record_ops, A10_NODE0, "../nvidia-590", NEW_MDEV, &err));
+    g_assert_error(err, AV_ERROR, AV_ERROR_INVALID_INPUT);
+    g_clear_error(&err);
+    g_assert_false(av_mdev_create(root, &record_ops, A10_NODE0, "..", NEW_MDEV, &err));
+    g_assert_error(err, AV_ERROR, AV_ERROR_INVALID_INPUT);
+    g_clear_error(&err);
+    g_assert_false(av_vfio_wait_group_node(root, -1, 0, &err));
+    g_assert_error(err, AV_ERROR, AV_ERROR_INVALID_INPUT);
+    g_clear_error(&err);
+    g_assert_cmpuint(recorded_writes->len, ==, 0);
+
+    /* A valid address on an empty tree: not found, still nothing written. */
+    g_assert_false(av_vfio_bind(root, &record_ops, A100, &orig, &err));
+    g_assert_error(err, AV_ERROR, AV_ERROR_NOT_FOUND);
+    g_clear_error(&err);
+    g_assert_cmpuint(recorded_writes->len, ==, 0);
+    g_assert_null(orig);
+    g_assert_null(parent);
+
+    g_clear_pointer(&recorded_writes, g_ptr_array_unref);
+    av_test_tmpdir_remove(dir);
+}
+
+static void
+test_ops_for(void)
+{
+    g_autoptr(GError) err = NULL;
+    g_autoptr(AvRoot) real = av_root_new("/", &err);
+    g_autofree char *dir = av_test_tmpdir();
+    g_autoptr(AvRoot) fake = av_root_new(dir, &err);
+
+    g_assert_no_error(err);
+    /* Only compared: nothing is ever written on this machine's /sys. */
+    g_assert_true(av_kernel_ops_for(real) == &av_kernel_ops_real);
+    g_assert_cmpstr(av_kernel_ops_for(real)->name, ==, "real");
+    g_assert_true(av_kernel_ops_for(fake) == &av_kernel_ops_fake);
+    g_assert_cmpstr(av_kernel_ops_for(fake)->name, ==, "fake");
+    av_test_tmpdir_remove(dir);
+}
+
+/* --- binding ---------------------------------------------------------------- */
+
+static void
+test_bind_restore_a100(void)
+{
+    Fixture f;
+    g_autoptr(GError) err = NULL;
+    g_autofree char *orig = NULL;
+    g_autofree char *drv = NULL;
+    g_autofree char *ovr = NULL;
+    g_autoptr(AvPciDevice) dev = NULL;
+
+    fixture_open(&f, "two-socket-8gpu");
+    drv = driver_of(f.root, A100);
+    g_assert_cmpstr(drv, ==, "nvidia");
+    g_clear_pointer(&drv, g_free);
+    g_assert_false(group_node_exists(f.root, 40));
+
+    g_assert_true(av_vfio_bind(f.root, f.ops, A100, &orig, &err));
+    g_assert_no_error(err);
+    g_assert_cmpstr(orig, ==, "nvidia");
+    drv = driver_of(f.root, A100);
+    g_assert_cmpstr(drv, ==, "vfio-pci");
+    ovr = override_of(f.root, A100);
+    g_assert_cmpstr(ovr, ==, "vfio-pci");
+    g_assert_true(sys_exists(f.root, "bus/pci/drivers/vfio-pci/" A100));
+    g_assert_false(sys_exists(f.root, "bus/pci/drivers/nvidia/" A100));
+    g_assert_true(sys_exists(f.root, "bus/pci/drivers/nvidia/0000:31:00.0"));
+    g_assert_true(group_node_exists(f.root, 40));
+    g_assert_true(av_vfio_wait_group_node(f.root, 40, 1000, &err));
+    g_assert_no_error(err);
+    dev = av_pci_device_scan(f.root, A100, &err);
+    g_assert_no_error(err);
+    g_assert_cmpstr(dev->driver, ==, "vfio-pci");
+    g_assert_cmpstr(dev->driver_override, ==, "vfio-pci");
+
+    g_assert_true(av_vfio_restore(f.root, f.ops, A100, orig, &err));
+    g_assert_no_error(err);
+    g_clear_pointer(&drv, g_free);
+    drv = driver_of(f.root, A100);
+    g_assert_cmpstr(drv, ==, "nvidia");
+    g_clear_pointer(&ovr, g_free);
+    ovr = override_of(f.root, A100);
+    g_assert_cmpstr(ovr, ==, "(null)");
+    g_assert_true(sys_exists(f.root, "bus/pci/drivers/nvidia/" A100));
+    g_assert_false(sys_exists(f.root, "bus/pci/drivers/vfio-pci/" A100));
+    g_assert_false(group_node_exists(f.root, 40));
+    g_assert_false(av_vfio_wait_group_node(f.root, 40, 20, &err));
+    g_assert_error(err, AV_ERROR, AV_ERROR_FAILED);
+    assert_message_has(err, "vfio/40");
+    g_clear_error(&err);
+
+    /* Restoring again is harmless: it is on its driver already. */
+    g_assert_true(av_vfio_restore(f.root, f.ops, A100, "nvidia", &err));
+    g_assert_no_error(err);
+    fixture_close(&f);
+}
+
+static void
+test_bind_already_vfio(void)
+{
+    Fixture f;
+    g_autoptr(GError) err = NULL;
+    char *orig = (char *)"untouched";
+    g_autofree char *drv = NULL;
+
+    fixture_open(&f, "two-socket-8gpu");
+    g_assert_true(group_node_exists(f.root, 45));
+    g_assert_true(av_vfio_bind(f.root, f.ops, A6000_VFIO, &orig, &err));
+    g_assert_no_error(err);
+    g_assert_null(orig);
+    drv = driver_of(f.root, A6000_VFIO);
+    g_assert_cmpstr(drv, ==, "vfio-pci");
+    g_assert_true(group_node_exists(f.root, 45));
+    g_assert_true(av_vfio_wait_group_node(f.root, 45, 0, &err));
+    g_assert_no_error(err);
+
+    /* Back to no driver at all: unbound, override cleared, node gone. */
+    g_assert_true(av_vfio_restore(f.root, f.ops, A6000_VFIO, NULL, &err));
+    g_assert_no_error(err);
+    g_clear_pointer(&drv, g_free);
+    drv = driver_of(f.root, A6000_VFIO);
+    g_assert_null(drv);
+    drv = override_of(f.root, A6000_VFIO);
+    g_assert_cmpstr(drv, ==, "(null)");
+    g_assert_false(group_node_exists(f.root, 45));
+
+    /* An unbound device binds with no original driver. */
+    g_assert_true(av_vfio_bind(f.root, f.ops, A6000_VFIO, &orig, &err));
+    g_assert_no_error(err);
+    g_assert_null(orig);
+    g_clear_pointer(&drv, g_free);
+    drv = driver_of(f.root, A6000_VFIO);
+    g_assert_cmpstr(drv, ==, "vfio-pci");
+    g_assert_true(group_node_exists(f.root, 45));
+    fixture_close(&f);
+}
+
+/* The hook's sequence for a card: every endpoint of the group goes to
+ * vfio-pci, each comes back to its own driver. */
+static void
+test_bind_a6000_group(void)
+{
+    Fixture f;
+    g_autoptr(GError) err = NULL;
+    g_autoptr(AvHost) host = NULL;
+    g_autoptr(AvPolicy) policy = policy_of(POLICY_A6000_CARD);
+    g_autoptr(GPtrArray) members = NULL;
+    g_autoptr(GPtrArray) originals = g_ptr_array_new_with_free_func(g_free);
+
+    fixture_open(&f, "two-socket-8gpu");
+    host = scan(f.root);
+    g_assert_true(av_vfio_group_check(host, policy, get_pci(host, A6000), &members, &err));
+    g_assert_no_error(err);
+    for (guint i = 0; i < members->len; i++) {
+        char *orig = NULL;
+
+        g_assert_true(av_vfio_bind(f.root, f.ops, g_ptr_array_index(members, i), &orig, &err));
+        g_assert_no_error(err);
+        g_ptr_array_add(originals, orig);
+    }
+    g_assert_cmpstr(g_ptr_array_index(originals, 0), ==, "nvidia");
+    g_assert_cmpstr(g_ptr_array_index(originals, 1), ==, "snd_hda_intel");
+    g_assert_true(group_node_exists(f.root, 44));
+    /* The node stays while any member is on vfio-pci. */
+    g_assert_true(av_vfio_restore(f.root, f.ops, A6000_AUDIO, g_ptr_array_index(originals, 1), &err));
+    g_assert_no_error(err);
+    g_assert_true(group_node_exists(f.root, 44));
+    g_assert_true(av_vfio_restore(f.root, f.ops, A6000, g_ptr_array_index(originals, 0), &err));
+    g_assert_no_error(err);
+    g_assert_false(group_node_exists(f.root, 44));
+    {
+        g_autofree char *a = driver_of(f.root, A6000);
+        g_autofree char *b = driver_of(f.root, A6000_AUDIO);
+
+        g_assert_cmpstr(a, ==, "nvidia");
+        g_assert_cmpstr(b, ==, "snd_hda_intel");
+    }
+    fixture_close(&f);
+}
+
+static void
+test_bind_no_vfio_module(void)
+{
+    Fixture f;
+    g_autoptr(GError) err = NULL;
+    g_autofree char *orig = NULL;
+    g_autofree char *drv = NULL;
+    g_autofree char *vfio = NULL;
+
+    fixture_open(&f, "two-socket-8gpu");
+    vfio = g_build_filename(f.dir, "sys/bus/pci/drivers/vfio-pci", NULL);
+    av_test_tmpdir_remove(vfio);
+    g_assert_false(g_file_test(vfio, G_FILE_TEST_EXISTS));
+    g_assert_false(av_vfio_bind(f.root, f.ops, A100, &orig, &err));
+    g_assert_error(err, AV_ERROR, AV_ERROR_FAILED);
+    assert_message_has(err, "the vfio-pci module is not loaded; run 'modprobe vfio-pci'");
+    g_assert_null(orig);
+    drv = driver_of(f.root, A100);
+    g_assert_cmpstr(drv, ==, "nvidia");
+    fixture_close(&f);
+}
+
+static void
+test_restore_driver_not_loaded(void)
+{
+    Fixture f;
+    g_autoptr(GError) err = NULL;
+    g_autofree char *orig = NULL;
+    g_autofree char *drv = NULL;
+    g_autofree char *ovr = NULL;
+    g_autofree char *nvidia = NULL;
+
+    fixture_open(&f, "two-socket-8gpu");
+    g_assert_true(av_vfio_bind(f.root, f.ops, A100, &orig, &err));
+    g_assert_no_error(err);
+    nvidia = g_build_filename(f.dir, "sys/bus/pci/drivers/nvidia", NULL);
+    av_test_tmpdir_remove(nvidia);
+    g_assert_false(av_vfio_restore(f.root, f.ops, A100, orig, &err));
+    g_assert_error(err, AV_ERROR, AV_ERROR_FAILED);
+    assert_message_has(err, "driver nvidia is not loaded");
+    /* It is off vfio-pci, its override cleared, waiting for the driver. */
+    drv = driver_of(f.root, A100);
+    g_assert_null(drv);
+    ovr = override_of(f.root, A100);
+    g_assert_cmpstr(ovr, ==, "(null)");
+    g_assert_false(group_node_exists(f.root, 40));
+    fixture_close(&f);
+}
+
+static void
+test_restore_other_driver(void)
+{
+    Fixture f;
+    g_autoptr(GError) err = NULL;
+    g_autofree char *drv = NULL;
+
+    fixture_open(&f, "two-socket-8gpu");
+    /* The A100 is on nvidia; giving it "back" to xhci_hcd must not touch it. */
+    g_assert_false(av_vfio_restore(f.root, f.ops, A100, "xhci_hcd", &err));
+    g_assert_error(err, AV_ERROR, AV_ERROR_STATE);
+    assert_message_has(err, "nvidia");
+    drv = driver_of(f.root, A100);
+    g_assert_cmpstr(drv, ==, "nvidia");
+    fixture_close(&f);
+}
+
+static void
+test_bind_fail_probe_rolls_back(void)
+{
+    Fixture f;
+    g_autoptr(GError) err = NULL;
+    g_autofree char *orig = NULL;
+    g_autofree char *drv = NULL;
+    g_autofree char *ovr = NULL;
+
+    fixture_open(&f, "two-socket-8gpu");
+    av_test_write(f.dir, "sys/.accelvirt-fake-kernel", "# rollback test\nfail /sys/bus/pci/drivers_probe 5\n");
+    g_assert_false(av_vfio_bind(f.root, f.ops, A100, &orig, &err));
+    g_assert_error(err, AV_ERROR, AV_ERROR_FAILED);
+    assert_message_has(err, A100);
+    assert_message_has(err, "drivers_probe");
+    assert_message_has(err, g_strerror(EIO));
+    assert_message_has(err, "back on nvidia");
+    g_assert_null(orig);
+    drv = driver_of(f.root, A100);
+    g_assert_cmpstr(drv, ==, "nvidia");
+    ovr = override_of(f.root, A100);
+    g_assert_cmpstr(ovr, ==, "(null)");
+    g_assert_true(sys_exists(f.root, "bus/pci/drivers/nvidia/" A100));
+    g_assert_false(sys_exists(f.root, "bus/pci/drivers/vfio-pci/" A100));
+    g_assert_false(group_node_exists(f.root, 40));
+    fixture_close(&f);
+}
+
+static void
+test_bind_fail_unbind_rolls_back(void)
+{
+    Fixture f;
+    g_autoptr(GError) err = NULL;
+    g_autofree char *orig = NULL;
+    g_autofree char *drv = NULL;
+    g_autofree char *ovr = NULL;
+
+    fixture_open(&f, "two-socket-8gpu");
+    av_test_write(f.dir, "sys/.accelvirt-fake-kernel", "fail /sys/bus/pci/drivers/nvidia/unbind 16\n");
+    g_assert_false(av_vfio_bind(f.root, f.ops, A100, &orig, &err));
+    assert_message_has(err, "unbinding it from nvidia failed");
+    drv = driver_of(f.root, A100);
+    g_assert_cmpstr(drv, ==, "nvidia");
+    ovr = override_of(f.root, A100);
+    g_assert_cmpstr(ovr, ==, "(null)");
+    fixture_close(&f);
+}
+
+/* --- the emulated kernel itself ----------------------------------------------- */
+
+static void
+test_fake_kernel(void)
+{
+    Fixture f;
+    g_autofree char *probe = av_sys_path("bus/pci/drivers_probe");
+    g_autofree char *nvidia_bind = av_sys_path("bus/pci/drivers/nvidia/bind");
+    g_autofree char *nvidia_unbind = av_sys_path("bus/pci/drivers/nvidia/unbind");
+    g_autofree char *vfio_unbind = av_sys_path("bus/pci/drivers/vfio-pci/unbind");
+    g_autofree char *absent_bind = av_sys_path("bus/pci/drivers/nouveau/bind");
+    g_autofree char *override = av_sys_path("bus/pci/devices/%s/driver_override", A100);
+    g_autofree char *ovr = NULL;
+
+    fixture_open(&f, "two-socket-8gpu");
+    g_assert_cmpint(f.ops->write(f.root, nvidia_bind, A100), ==, -EBUSY);
+    g_assert_cmpint(f.ops->write(f.root, vfio_unbind, A100), ==, -ENODEV);
+    g_assert_cmpint(f.ops->write(f.root, nvidia_unbind, "0000:99:00.0"), ==, -ENODEV);
+    g_assert_cmpint(f.ops->write(f.root, absent_bind, A100), ==, -ENODEV);
+    g_assert_cmpint(f.ops->write(f.root, nvidia_unbind, A100 "\n"), ==, 0);
+    /* No override: drivers_probe has nothing to bind. */
+    g_assert_cmpint(f.ops->write(f.root, probe, A100), ==, -ENODEV);
+    /* An override for another driver keeps DRV/bind from matching. */
+    g_assert_cmpint(f.ops->write(f.root, override, "vfio-pci\n"), ==, 0);
+    ovr = attr(f.root, A100, "driver_override");
+    g_assert_cmpstr(ovr, ==, "vfio-pci");
+    g_assert_cmpint(f.ops->write(f.root, nvidia_bind, A100), ==, -ENODEV);
+    g_assert_cmpint(f.ops->write(f.root, probe, A100), ==, 0);
+    g_assert_true(group_node_exists(f.root, 40));
+    g_assert_cmpint(f.ops->write(f.root, vfio_unbind, A100), ==, 0);
+    g_assert_false(group_node_exists(f.root, 40));
+    g_assert_cmpint(f.ops->write(f.root, override, "\n"), ==, 0);
+    g_clear_pointer(&ovr, g_free);
+    ovr = attr(f.root, A100, "driver_override");
+    g_assert_cmpstr(ovr, ==, "(null)");
+    g_assert_cmpint(f.ops->write(f.root, nvidia_bind, A100), ==, 0);
+    /* Failure lines match globs and the canonical path too. */
+    av_test_write(f.dir, "sys/.accelvirt-fake-kernel", "fail /sys/devices/*/driver_override 22\n");
+    g_assert_cmpint(f.ops->write(f.root, override, "vfio-pci"), ==, -EINVAL);
+    fixture_close(&f);
+}
+
+/* --- IOMMU groups --------------------------------------------------------------- */
+
+static void
+test_group_a6000(void)
+{
+    g_autofree char *dir = av_test_host_path("two-socket-8gpu");
+    g_autoptr(GError) err = NULL;
+    g_autoptr(AvRoot) root = av_root_new(dir, &err);
+    g_autoptr(AvHost) host = scan(root);
+    g_autoptr(AvPolicy) card = policy_of(POLICY_A6000_CARD);
+    g_autoptr(AvPolicy) function = policy_of(POLICY_A6000_FUNCTION);
+    g_autoptr(AvPolicy) empty = av_policy_new();
+    g_autoptr(GPtrArray) members = NULL;
+    g_autofree char *joined = NULL;
+
+    g_assert_true(av_vfio_group_check(host, card, get_pci(host, A6000), &members, &err));
+    g_assert_no_error(err);
+    joined = join_ptr_array(members);
+    g_assert_cmpstr(joined, ==, A6000 " " A6000_AUDIO);
+
+    /* Per function, the audio function is the host's: refused by name. */
+    g_assert_false(av_vfio_group_check(host, function, get_pci(host, A6000), &members, &err));
+    g_assert_error(err, AV_ERROR, AV_ERROR_UNSAFE);
+    assert_message_has(err, A6000_AUDIO);
+    assert_message_has(err, "snd_hda_intel");
+    assert_message_has(err, "group 44");
+    g_clear_error(&err);
+    g_assert_false(av_vfio_group_check(host, empty, get_pci(host, A6000), &members, &err));
+    g_assert_error(err, AV_ERROR, AV_ERROR_UNSAFE);
+    g_clear_error(&err);
+
+    /* A single-device group; the A6000 on vfio-pci has its audio on snd_hda_intel. */
+    g_clear_pointer(&members, g_ptr_array_unref);
+    g_assert_true(av_vfio_group_check(host, empty, get_pci(host, A100), &members, &err));
+    g_assert_no_error(err);
+    g_clear_pointer(&joined, g_free);
+    joined = join_ptr_array(members);
+    g_assert_cmpstr(joined, ==, A100);
+    g_clear_pointer(&members, g_ptr_array_unref);
+    g_assert_true(av_vfio_group_check(host, card, get_pci(host, A6000_VFIO), &members, &err));
+    g_assert_no_error(err);
+    g_clear_pointer(&joined, g_free);
+    joined = join_ptr_array(members);
+    g_assert_cmpstr(joined, ==, A6000_VFIO " 0000:b1:00.1");
+}
+
+static void
+test_group_trap(void)
+{
+    g_autofree char *dir = av_test_host_path("trap-shared-group");
+    g_autoptr(GError) err = NULL;
+    g_autoptr(AvRoot) root = av_root_new(dir, &err);
+    g_autoptr(AvHost) host = scan(root);
+    g_autoptr(AvPolicy) policy = policy_of(POLICY_A100);
+    GPtrArray *members = NULL;
+
+    g_assert_false(av_vfio_group_check(host, policy, get_pci(host, TRAP_GPU), &members, &err));
+    g_assert_null(members);
+    g_assert_error(err, AV_ERROR, AV_ERROR_UNSAFE);
+    assert_message_has(err, TRAP_GPU);
+    assert_message_has(err, "group 12");
+    assert_message_has(err, "'0000:05:00.0'");
+    assert_message_has(err, "driver i40e");
+    g_test_message("%s", err->message);
+}
+
+static void
+test_group_none(void)
+{
+    Fixture f;
+    g_autoptr(GError) err = NULL;
+    g_autoptr(AvHost) host = NULL;
+    g_autoptr(AvPolicy) policy = policy_of(POLICY_A100);
+    g_autofree char *link = NULL;
+    g_autofree char *resolved = NULL;
+    g_autofree char *dev_link = av_sys_path("bus/pci/devices/%s/iommu_group", A100);
+    GPtrArray *members = NULL;
+
+    fixture_open(&f, "two-socket-8gpu");
+    g_assert_cmpint(av_root_resolve(f.root, dev_link, &resolved), ==, 0);
+    g_free(resolved);
+    resolved = NULL;
+    {
+        g_autofree char *devdir_link = av_sys_path("bus/pci/devices/%s", A100);
+
+        g_assert_cmpint(av_root_resolve(f.root, devdir_link, &resolved), ==, 0);
+    }
+    link = g_strconcat(f.dir, resolved, "/iommu_group", NULL);
+    g_assert_cmpint(unlink(link), ==, 0);
+    host = scan(f.root);
+    g_assert_cmpint(get_pci(host, A100)->iommu_group, ==, -1);
+    g_assert_false(av_vfio_group_check(host, policy, get_pci(host, A100), &members, &err));
+    g_assert_error(err, AV_ERROR, AV_ERROR_UNSAFE);
+    assert_message_has(err, A100);
+    assert_message_has(err, "no IOMMU group");
+    assert_message_has(err, "intel_iommu=on or amd_iommu=on");
+    g_assert_null(members);
+    fixture_close(&f);
+}
+
+static void
+put_attr(const char *dir, const char *devdir, const char *name, const char *value)
+{
+    g_autofree char *rel = g_strconcat(devdir, "/", name, NULL);
+    g_autofree char *contents = g_strconcat(value, "\n", NULL);
+
+    av_test_write(dir, rel, contents);
+}
+
+/* A PCIe-to-PCI bridge (class 0x0604) and the GPU behind it share group 7,
+ * as they do on real hardware: the kernel cannot tell their DMA apart. */
+static void
+test_group_bridge(void)
+{
+    g_autofree char *dir = av_test_tmpdir();
+    g_autoptr(GError) err = NULL;
+    g_autoptr(AvRoot) root = NULL;
+    g_autoptr(AvHost) host = NULL;
+    g_autoptr(AvPolicy) policy = policy_of(POLICY_A100);
+    const char *bridge = "sys/devices/pci0000:00/0000:00:1e.0";
+    g_autofree char *gpu = g_strconcat(bridge, "/0000:05:00.0", NULL);
+    GPtrArray *members = NULL;
+    struct {
+        const char *dir, *addr, *vendor, *device, *cls, *driver;
+    } devs[] = {
+        { bridge, "0000:00:1e.0", "0x8086", "0x244e", "0x060401", NULL },
+        { gpu, "0000:05:00.0", "0x10de", "0x20f1", "0x030200", "nvidia" },
+    };
+
+    av_test_write(dir, "sys/bus/pci/drivers/nvidia/bind", "");
+    av_test_write(dir, "sys/bus/pci/drivers/vfio-pci/bind", "");
+    for (guint i = 0; i < G_N_ELEMENTS(devs); i++) {
+        g_autofree char *p = NULL;
+        g_autofree char *target = g_strconcat("/", devs[i].dir, NULL);
+
+        put_attr(dir, devs[i].dir, "vendor", devs[i].vendor);
+        put_attr(dir, devs[i].dir, "device", devs[i].device);
+        put_attr(dir, devs[i].dir, "class", devs[i].cls);
+        put_attr(dir, devs[i].dir, "numa_node", "-1");
+        put_attr(dir, devs[i].dir, "driver_override", "(null)");
+        g_free(p);
+        p = g_strconcat(devs[i].dir, "/iommu_group", NULL);
+        av_test_symlink(dir, p, "/sys/kernel/iommu_groups/7");
+        g_free(p);
+        p = g_strconcat("sys/kernel/iommu_groups/7/devices/", devs[i].addr, NULL);
+        av_test_symlink(dir, p, target);
+        g_free(p);
+        p = g_strconcat("sys/bus/pci/devices/", devs[i].addr, NULL);
+        av_test_symlink(dir, p, target);
+        if (devs[i].driver) {
+            g_free(p);
+            p = g_strconcat(devs[i].dir, "/driver", NULL);
+            av_test_symlink(dir, p, "/sys/bus/pci/drivers/nvidia");
+        }
+    }
+    root = av_root_new(dir, &err);
+    g_assert_no_error(err);
+    host = scan(root);
+    g_assert_true(get_pci(host, "0000:00:1e.0")->is_bridge);
+    g_assert_cmpint(get_pci(host, "0000:05:00.0")->iommu_group, ==, 7);
+    g_assert_false(av_vfio_group_check(host, policy, get_pci(host, "0000:05:00.0"), &members, &err));
+    g_assert_error(err, AV_ERROR, AV_ERROR_UNSAFE);
+    assert_message_has(err, "'0000:05:00.0'");
+    assert_message_has(err, "group 7");
+    assert_message_has(err, "'0000:00:1e.0'");
+    assert_message_has(err, "not viable");
+    g_assert_null(members);
+    av_test_tmpdir_remove(dir);
+}
+
+/* --- mdevs ---------------------------------------------------------------------- */
+
+static AvMdevType *
+mdev_type_of(const AvHost *host, const char *parent, const char *type)
+{
+    AvPciDevice *dev = get_pci(host, parent);
+
+    for (guint i = 0; i < dev->mdev_types->len; i++) {
+        AvMdevType *t = g_ptr_array_index(dev->mdev_types, i);
+
+        if (g_str_equal(t->id, type))
+            return t;
+    }
+    g_error("%s offers no type %s", parent, type);
+}
+
+static void
+assert_choice(const AvHost *host, const char *type, AvAllocation allocation, int node, const char *expected)
+{
+    AvProfile profile = { .name = (char *)"vgpu", .mdev_type = (char *)type, .allocation = allocation };
+    g_autoptr(GError) err = NULL;
+    g_autofree char *parent = NULL;
+
+    g_assert_true(av_mdev_choose_parent(host, &profile, node, &parent, &err));
+    g_assert_no_error(err);
+    g_assert_cmpstr(parent, ==, expected);
+}
+
+static void
+test_mdev_choose(void)
+{
+    g_autofree char *dir = av_test_host_path("vgpu-mdev");
+    g_autoptr(GError) err = NULL;
+    g_autoptr(AvRoot) root = av_root_new(dir, &err);
+    g_autoptr(AvHost) host = scan(root);
+    AvProfile profile = { .name = (char *)"vgpu", .mdev_type = (char *)"nvidia-588" };
+    char *parent = NULL;
+
+    /* nvidia-590 runs on the node-0 card (5 left); the node-1 card has 6:
+     * the parent already running the type wins, pack or spread. */
+    g_assert_cmpuint(mdev_type_of(host, A10_NODE0, "nvidia-590")->available, ==, 5);
+    g_assert_cmpuint(mdev_type_of(host, A10_NODE1, "nvidia-590")->available, ==, 6);
+    assert_choice(host, "nvidia-590", AV_ALLOCATION_PACK, -1, A10_NODE0);
+    assert_choice(host, "nvidia-590", AV_ALLOCATION_SPREAD, -1, A10_NODE0);
+    /* The NUMA node filter comes first. */
+    assert_choice(host, "nvidia-590", AV_ALLOCATION_PACK, 1, A10_NODE1);
+    assert_choice(host, "nvidia-590", AV_ALLOCATION_PACK, 0, A10_NODE0);
+    /* nvidia-588: the node-0 card runs another type, so none left there. */
+    assert_choice(host, "nvidia-588", AV_ALLOCATION_PACK, -1, A10_NODE1);
+    g_assert_false(av_mdev_choose_parent(host, &profile, 0, &parent, &err));
+    g_assert_error(err, AV_ERROR, AV_ERROR_BUSY);
+    assert_message_has(err, "'nvidia-588'");
+    assert_message_has(err, "NUMA node 0");
+    g_assert_null(parent);
+    g_clear_error(&err);
+    profile.mdev_type = (char *)"nvidia-999";
+    g_assert_false(av_mdev_choose_parent(host, &profile, -1, &parent, &err));
+    g_assert_error(err, AV_ERROR, AV_ERROR_BUSY);
+    assert_message_has(err, "'nvidia-999'");
+    g_clear_error(&err);
+    profile.mdev_type = NULL;
+    g_assert_false(av_mdev_choose_parent(host, &profile, -1, &parent, &err));
+    g_assert_error(err, AV_ERROR, AV_ERROR_POLICY);
+    g_clear_error(&err);
+
+    /* Neither runs nvidia-589: pack takes the fuller card, spread the emptier;
+     * a tie goes to the lower address. */
+    mdev_type_of(host, A10_NODE0, "nvidia-589")->available = 3;
+    mdev_type_of(host, A10_NODE1, "nvidia-589")->available = 12;
+    assert_choice(host, "nvidia-589", AV_ALLOCATION_PACK, -1, A10_NODE0);
+    assert_choice(host, "nvidia-589", AV_ALLOCATION_SPREAD, -1, A10_NODE1);
+    mdev_type_of(host, A10_NODE0, "nvidia-589")->available = 12;
+    assert_choice(host, "nvidia-589", AV_ALLOCATION_PACK, -1, A10_NODE0);
+    assert_choice(host, "nvidia-589", AV_ALLOCATION_SPREAD, -1, A10_NODE0);
+    mdev_type_of(host, A10_NODE1, "nvidia-589")->available = 1;
+    assert_choice(host, "nvidia-589", AV_ALLOCATION_PACK, -1, A10_NODE1);
+    assert_choice(host, "nvidia-589", AV_ALLOCATION_SPREAD, -1, A10_NODE0);
+}
+
+static void
+test_mdev_create_remove(void)
+{
+    Fixture f;
+    g_autoptr(GError) err = NULL;
+    g_autoptr(AvHost) host = NULL;
+    g_autofree char *resolved = NULL;
+    g_autofree char *type = NULL;
+    g_autofree char *group = NULL;
+    g_autofree char *bus_link = av_sys_path("bus/mdev/devices/%s", NEW_MDEV);
+    g_autofree char *type_link = g_strconcat(bus_link, "/mdev_type", NULL);
+    g_autofree char *group_link = g_strconcat(bus_link, "/iommu_group", NULL);
+    g_autofree char *group_member = NULL;
+    AvPciDevice *dev;
+    AvMdev *mdev;
+
+    fixture_open(&f, "vgpu-mdev");
+    g_assert_cmpuint(available(f.root, A10_NODE1, "nvidia-588"), ==, 24);
+    g_assert_true(av_mdev_create(f.root, f.ops, A10_NODE1, "nvidia-588", NEW_MDEV, &err));
+    g_assert_no_error(err);
+    g_assert_cmpint(av_root_resolve(f.root, bus_link, &resolved), ==, 0);
+    g_assert_true(g_str_has_suffix(resolved, "/" A10_NODE1 "/" NEW_MDEV));
+    g_assert_cmpint(av_root_link_name(f.root, type_link, &type), ==, 0);
+    g_assert_cmpstr(type, ==, "nvidia-588");
+    g_assert_cmpint(av_root_link_name(f.root, group_link, &group), ==, 0);
+    g_assert_cmpstr(group, !=, "200");
+    group_member = g_strdup_printf("kernel/iommu_groups/%s/devices/%s", group, NEW_MDEV);
+    g_assert_true(sys_exists(f.root, group_member));
+    g_assert_true(sys_exists(f.root, "bus/pci/devices/" A10_NODE1 "/mdev_supported_types/nvidia-588/devices/" NEW_MDEV));
+    g_assert_true(sys_exists(f.root, "bus/mdev/devices/" NEW_MDEV "/remove"));
+    g_assert_cmpuint(available(f.root, A10_NODE1, "nvidia-588"), ==, 23);
+    /* The scan sees it as the kernel's own. */
+    host = scan(f.root);
+    dev = get_pci(host, A10_NODE1);
+    g_assert_cmpuint(dev->mdevs->len, ==, 1);
+    mdev = g_ptr_array_index(dev->mdevs, 0);
+    g_assert_cmpstr(mdev->uuid, ==, NEW_MDEV);
+    g_assert_cmpstr(mdev->type_id, ==, "nvidia-588");
+
+    /* The same UUID twice, or a type with no instance left: busy. */
+    g_assert_false(av_mdev_create(f.root, f.ops, A10_NODE1, "nvidia-588", NEW_MDEV, &err));
+    g_assert_error(err, AV_ERROR, AV_ERROR_BUSY);
+    g_clear_error(&err);
+    g_assert_false(av_mdev_create(f.root, f.ops, A10_NODE0, "nvidia-588",
+                                  "11111111-2222-4333-8444-555555555555", &err));
+    g_assert_error(err, AV_ERROR, AV_ERROR_BUSY);
+    assert_message_has(err, "nvidia-588");
+    g_clear_error(&err);
+    g_assert_false(av_mdev_create(f.root, f.ops, A10_NODE1, "nvidia-999",
+                                  "11111111-2222-4333-8444-555555555555", &err));
+    g_assert_error(err, AV_ERROR, AV_ERROR_NOT_FOUND);
+    g_clear_error(&err);
+    g_assert_false(av_mdev_create(f.root, f.ops, "0000:99:00.0", "nvidia-588",
+                                  "11111111-2222-4333-8444-555555555555", &err));
+    g_assert_error(err, AV_ERROR, AV_ERROR_NOT_FOUND);
+    g_clear_error(&err);
+
+    g_assert_true(av_mdev_remove(f.root, f.ops, NEW_MDEV, &err));
+    g_assert_no_error(err);
+    g_assert_false(av_root_exists(f.root, bus_link));
+    g_assert_false(sys_exists(f.root, "bus/pci/devices/" A10_NODE1 "/" NEW_MDEV));
+    g_assert_false(sys_exists(f.root, "bus/pci/devices/" A10_NODE1 "/mdev_supported_types/nvidia-588/devices/" NEW_MDEV));
+    g_free(group_member);
+    group_member = g_strdup_printf("kernel/iommu_groups/%s", group);
+    g_assert_false(sys_exists(f.root, group_member));
+    g_assert_cmpuint(available(f.root, A10_NODE1, "nvidia-588"), ==, 24);
+    /* Removing it again, or any mdev that does not exist, succeeds. */
+    g_assert_true(av_mdev_remove(f.root, f.ops, NEW_MDEV, &err));
+    g_assert_no_error(err);
+
+    /* The mdev the tree came with. */
+    g_assert_cmpuint(available(f.root, A10_NODE0, "nvidia-590"), ==, 5);
+    g_assert_true(av_mdev_remove(f.root, f.ops, EXISTING_MDEV, &err));
+    g_assert_no_error(err);
+    g_assert_false(sys_exists(f.root, "bus/mdev/devices/" EXISTING_MDEV));
+    g_assert_false(sys_exists(f.root, "kernel/iommu_groups/200"));
+    g_assert_cmpuint(available(f.root, A10_NODE0, "nvidia-590"), ==, 6);
+    fixture_close(&f);
+}
+
+/* The first mdev of a host without /sys/bus/mdev (the module just loaded). */
+static void
+test_mdev_first_on_host(void)
+{
+    Fixture f;
+    g_autoptr(GError) err = NULL;
+    g_autofree char *mdev_bus = NULL;
+
+    fixture_open(&f, "vgpu-mdev");
+    mdev_bus = g_build_filename(f.dir, "sys/bus/mdev", NULL);
+    av_test_tmpdir_remove(mdev_bus);
+    g_assert_true(av_mdev_create(f.root, f.ops, A10_NODE1, "nvidia-593", NEW_MDEV, &err));
+    g_assert_no_error(err);
+    g_assert_true(sys_exists(f.root, "bus/mdev/devices/" NEW_MDEV));
+    g_assert_cmpuint(available(f.root, A10_NODE1, "nvidia-593"), ==, 0);
+    g_assert_true(av_mdev_remove(f.root, f.ops, NEW_MDEV, &err));
+    g_assert_no_error(err);
+    g_assert_cmpuint(available(f.root, A10_NODE1, "nvidia-593"), ==, 1);
+    fixture_close(&f);
+}
+
+static void
+test_mdev_fail_create(void)
+{
+    Fixture f;
+    g_autoptr(GError) err = NULL;
+
+    fixture_open(&f, "vgpu-mdev");
+    av_test_write(f.dir, "sys/.accelvirt-fake-kernel", "fail /sys/bus/pci/devices/*/create 5\n"
+                                                      "fail /sys/devices/*/create 5\n");
+    g_assert_false(av_mdev_create(f.root, f.ops, A10_NODE1, "nvidia-588", NEW_MDEV, &err));
+    g_assert_error(err, AV_ERROR, AV_ERROR_IO);
+    assert_message_has(err, NEW_MDEV);
+    g_assert_false(sys_exists(f.root, "bus/mdev/devices/" NEW_MDEV));
+    g_assert_cmpuint(available(f.root, A10_NODE1, "nvidia-588"), ==, 24);
+    fixture_close(&f);
+}
+
+int
+main(int argc, char **argv)
+{
+    av_test_init(&argc, &argv);
+    g_test_add_func("/vfio/names", test_uuid_valid);
+    g_test_add_func("/vfio/invalid-input", test_invalid_input);
+    g_test_add_func("/vfio/ops-for", test_ops_for);
+    g_test_add_func("/vfio/fake-kernel", test_fake_kernel);
+    g_test_add_func("/vfio/bind/a100-and-back", test_bind_restore_a100);
+    g_test_add_func("/vfio/bind/already-vfio", test_bind_already_vfio);
+    g_test_add_func("/vfio/bind/a6000-group", test_bind_a6000_group);
+    g_test_add_func("/vfio/bind/no-vfio-module", test_bind_no_vfio_module);
+    g_test_add_func("/vfio/bind/fail-probe-rolls-back", test_bind_fail_probe_rolls_back);
+    g_test_add_func("/vfio/bind/fail-unbind-rolls-back", test_bind_fail_unbind_rolls_back);
+    g_test_add_func("/vfio/restore/driver-not-loaded", test_restore_driver_not_loaded);
+    g_test_add_func("/vfio/restore/other-driver", test_restore_other_driver);
+    g_test_add_func("/vfio/group/a6000", test_group_a6000);
+    g_test_add_func("/vfio/group/trap-shared", test_group_trap);
+    g_test_add_func("/vfio/group/no-iommu", test_group_none);
+    g_test_add_func("/vfio/group/bridge", test_group_bridge);
+    g_test_add_func("/vfio/mdev/choose-parent", test_mdev_choose);
+    g_test_add_func("/vfio/mdev/create-remove", test_mdev_create_remove);
+    g_test_add_func("/vfio/mdev/first-on-host", test_mdev_first_on_host);
+    g_test_add_func("/vfio/mdev/fail-create", test_mdev_fail_create);
+    return g_test_run();
+}
