@@ -1,0 +1,126 @@
+/* accelvirt: what the hook and the CLI need to know of a libvirt domain XML.
+ *
+ * Domain XML in, facts out: no sysfs, no libvirt calls.  Every byte is
+ * treated as hostile: the document is bounded in size, parsed with no network
+ * access, no DTD loading and no entity expansion, and every value that may
+ * later reach a path (PCI addresses, mdev UUIDs, USB ids) is checked against
+ * a strict format here; anything else is AV_ERROR_INVALID_INPUT naming the
+ * element and value.
+ *
+ * Formats: https://libvirt.org/formatdomain.html (hostdev, cputune, numatune),
+ * Nova's metadata namespace http://openstack.org/xmlns/libvirt/nova/1.1. */
+#pragma once
+
+#include <glib.h>
+
+G_BEGIN_DECLS
+
+/* The largest domain XML accepted: 8 MiB. */
+#define AV_DOMAIN_XML_MAX (8u * 1024u * 1024u)
+
+/* CPU numbers in a cpuset are below this (libvirt's VIR_DOMAIN_CPUMASK_LEN);
+ * NUMA node numbers (nodeset, av:placement node) below AV_DOMAIN_NODE_MAX. */
+#define AV_DOMAIN_CPU_MAX 8192u
+#define AV_DOMAIN_NODE_MAX 1024u
+/* The largest <vcpu> count accepted (bounds the vcpupins array). */
+#define AV_DOMAIN_VCPU_MAX 16384u
+
+typedef enum {
+    AV_HOSTDEV_PCI,
+    AV_HOSTDEV_MDEV,
+    AV_HOSTDEV_USB,
+} AvHostdevType;
+
+typedef struct {
+    AvHostdevType type;
+    gboolean managed;            /* managed='yes': libvirt itself binds and unbinds it (Nova's default); absent means 'no' */
+    char *pci_address;           /* PCI: "0000:3b:00.0", canonical, from <source><address domain= bus= slot= function=/> */
+    char *mdev_uuid;             /* mdev: <source><address uuid=/>, canonical lower case */
+    char *mdev_model;            /* mdev: model attribute ("vfio-pci", "vfio-ccw", ...) */
+    guint16 usb_vendor;          /* USB: <source><vendor id=/>, 0 if absent */
+    guint16 usb_product;         /* USB: <source><product id=/>, 0 if absent */
+    int usb_bus;                 /* USB: <source><address bus= device=/>, -1 if absent */
+    int usb_device;
+    char *alias;                 /* <alias name=/>, or NULL */
+    gboolean is_interface;       /* PCI from <interface type='hostdev'> (an SR-IOV VF handed over as a NIC),
+                                  * not from <hostdev>: libvirt passes it through all the same */
+} AvHostdev;
+
+void av_hostdev_free(AvHostdev *hostdev);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(AvHostdev, av_hostdev_free)
+
+/* A device accelvirt placed (issue 5 writes these; the hook reads them to
+ * know an mdev's profile before the mdev exists):
+ *   <av:accelerators xmlns:av="urn:accelvirt:domain:1">
+ *     <av:placement node="0">
+ *       <av:device profile="gpu-passthrough" address="0000:17:00.0" alias="ua-accelvirt-0"/>
+ *       <av:mdev profile="vgpu-a10" uuid="..." alias="ua-accelvirt-1"/>
+ *     </av:placement>
+ *   </av:accelerators> */
+typedef struct {
+    char *profile;
+    char *pci_address;           /* or NULL */
+    char *mdev_uuid;             /* or NULL */
+    char *alias;                 /* or NULL */
+} AvPlacedDevice;
+
+void av_placed_device_free(AvPlacedDevice *placed);
+
+typedef struct {
+    char *name;                  /* <name> */
+    char *uuid;                  /* <uuid>, canonical lower case; NULL when absent (a new domain) */
+    GPtrArray *hostdevs;         /* AvHostdev*, in document order (devices/hostdev) */
+    /* OpenStack Nova (<metadata><nova:instance>) */
+    gboolean is_nova;
+    char *nova_name;             /* nova:name */
+    char *nova_user;             /* nova:owner/nova:user@uuid */
+    char *nova_project;          /* nova:owner/nova:project@uuid */
+    /* CPU and memory placement */
+    guint vcpus;                 /* <vcpu> count (current= ignored), 0 when absent */
+    char *vcpu_cpuset;           /* <vcpu cpuset=>, or NULL */
+    char *vcpu_placement;        /* <vcpu placement=>: "static", "auto", or NULL */
+    GPtrArray *vcpupins;         /* char*: index = vCPU id, value = cpuset or NULL (from <cputune><vcpupin>);
+                                  * always max(vcpus, 1) entries: without <vcpu> libvirt runs one vCPU */
+    char *emulatorpin;           /* <cputune><emulatorpin cpuset=>, or NULL */
+    char *numatune_memory_mode;  /* <numatune><memory mode=>, or NULL */
+    char *numatune_memory_nodeset;
+    char *numatune_memory_placement; /* "static", "auto", or NULL */
+    /* accelvirt's own metadata */
+    int placement_node;          /* <av:placement node=>, -1 when absent */
+    GPtrArray *placed;           /* AvPlacedDevice* */
+} AvDomain;
+
+void av_domain_free(AvDomain *domain);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(AvDomain, av_domain_free)
+
+/* Parses the domain XML @xml of @len bytes (not NUL-terminated necessarily).
+ * Refuses documents over AV_DOMAIN_XML_MAX, with a DOCTYPE, that are not a
+ * <domain>, or that hold a malformed value in an element accelvirt reads.
+ * Returns a new AvDomain or NULL with @error set (AV_ERROR_INVALID_INPUT). */
+AvDomain *av_domain_parse(const char *xml, gsize len, GError **error);
+
+/* Reads all of @fd (stdin for the hook) up to AV_DOMAIN_XML_MAX bytes;
+ * AV_ERROR_INVALID_INPUT when it is larger.  Caller frees *ret_xml. */
+gboolean av_domain_read_fd(int fd, char **ret_xml, gsize *ret_len, GError **error);
+
+/* The CPUs the vCPUs of @domain may run on: the union of every vcpupin's
+ * cpuset, and <vcpu cpuset=> for vCPUs without a vcpupin.  Sets
+ * *ret_all_pinned to FALSE when some vCPU may run anywhere (no pin, no
+ * cpuset).  Returns FALSE with AV_ERROR_INVALID_INPUT on a malformed
+ * cpuset ("0-3,^2" syntax of libvirt is accepted). */
+gboolean av_domain_vcpu_cpus(const AvDomain *domain, GArray **ret_cpus, gboolean *ret_all_pinned,
+                             GError **error);
+
+/* Parses a libvirt cpuset ("0-3,8,^2": items applied left to right, '^'
+ * removes one number) whose numbers are below @limit (AV_DOMAIN_CPU_MAX for
+ * CPUs, AV_DOMAIN_NODE_MAX for NUMA nodes).  Sets *ret_set to a new GArray of
+ * guint, ascending, never empty.  FALSE with AV_ERROR_INVALID_INPUT
+ * ("cpuset '...' ...") on a malformed or empty set. */
+gboolean av_domain_cpuset_parse(const char *cpuset, guint limit, GArray **ret_set, GError **error);
+
+/* A copy of @value fit to quote in a message: at most 64 characters (then
+ * "..."), control and bidirectional-override characters replaced by '?'.
+ * NULL gives "(null)".  Caller frees. */
+char *av_domain_quote(const char *value);
+
+G_END_DECLS
