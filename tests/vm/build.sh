@@ -1,0 +1,162 @@
+#!/bin/sh
+# Build the VM rig's guest into a cache dir, reusing what is there when its inputs
+# are unchanged:
+#   vmlinux          uncompressed from /boot/vmlinuz-KVER (TCG boots it ~6 s faster)
+#   mtty.ko          the kernel's mdev sample, built out of tree for KVER
+#   zero-bar         a static helper that mmaps a PCI BAR (resourceN) and zeroes/reads it
+#   initramfs.cpio.gz  busybox-static, the modules below and tests/vm/init.sh as /init
+#
+# Usage: build.sh [CACHE_DIR]   (default $AV_VM_CACHE, else ./tests/vm/cache)
+# Env:   AV_VM_KVER   the guest kernel version (default: what linux-image-amd64 depends on)
+# Prints the cache dir on its last line. Exits non-zero, naming install-deps.sh, when a
+# requirement is missing.
+set -eu
+
+here=$(cd "$(dirname "$0")" && pwd)
+cache=${1:-${AV_VM_CACHE:-tests/vm/cache}}
+mkdir -p "$cache"
+cache=$(cd "$cache" && pwd)
+
+die() { echo "build.sh: $*" >&2; exit 1; }
+need() { echo "build.sh: missing $1: run tests/vm/install-deps.sh (as root)" >&2; exit 1; }
+log() { echo "build.sh: $*" >&2; }
+
+# --- the guest kernel version ---
+if test -z "${AV_VM_KVER:-}"; then
+    AV_VM_KVER=$(dpkg-query -W -f='${Depends}' linux-image-amd64 2>/dev/null |
+                 tr ',' '\n' | sed -n 's/^ *linux-image-\([^ ]*\).*/\1/p' | head -n1)
+    test -n "$AV_VM_KVER" || need "linux-image-amd64"
+fi
+KVER=$AV_VM_KVER
+vmlinuz=/boot/vmlinuz-$KVER
+moddir=/lib/modules/$KVER
+kbuild=/usr/src/linux-headers-$KVER
+srctar=$(ls /usr/src/linux-source-*.tar.* 2>/dev/null | head -n1 || true)
+
+test -r "$vmlinuz" || need "$vmlinuz (linux-image-amd64)"
+test -d "$moddir/kernel" || need "$moddir (linux-image-amd64)"
+test -f "$kbuild/Makefile" || need "$kbuild (linux-headers-amd64)"
+test -n "$srctar" || need "/usr/src/linux-source-*.tar.xz (linux-source)"
+test -x /bin/busybox || need "/bin/busybox (busybox-static)"
+for t in gcc make modprobe cpio gzip xz qemu-system-x86_64 timeout; do
+    command -v $t >/dev/null 2>&1 || need "$t"
+done
+# the end-to-end boot runs the host's libvirtd, virtlogd and virsh inside the guest
+for t in /usr/sbin/libvirtd /usr/sbin/virtlogd /usr/bin/virsh; do
+    test -x "$t" || need "$t (libvirt-daemon-system, libvirt-clients)"
+done
+command -v python3 >/dev/null 2>&1 || need "python3"
+# busybox must be static: it is the whole userland of the initramfs.
+if command -v ldd >/dev/null 2>&1 && ldd /bin/busybox >/dev/null 2>&1; then
+    need "a static /bin/busybox (busybox-static)"
+fi
+
+# key FILE...: a string that changes when any input changes (size, mtime, path)
+key() { for f in "$@"; do stat -L -c '%n %s %Y' "$f"; done | cksum | cut -d' ' -f1; }
+fresh() { test -f "$cache/$1" && test -f "$cache/$1.key" && test "$(cat "$cache/$1.key")" = "$2"; }
+stamp() { echo "$2" > "$cache/$1.key"; }
+
+# --- vmlinux: find the compression magic in the bzImage and decompress from there ---
+k=$(echo "$KVER $(key "$vmlinuz" "$here/build.sh")")
+if ! fresh vmlinux "$k"; then
+    log "extracting vmlinux from $vmlinuz"
+    rm -f "$cache/vmlinux" "$cache/vmlinux.key"
+    tmp="$cache/vmlinux.tmp"
+    is_elf() { test "$(od -A n -N 4 -t x1 "$1" 2>/dev/null | tr -d ' ')" = 7f454c46; }
+    try() {  # try MAGIC(as grep -P \x escapes) DECOMPRESSOR...: the extract-vmlinux trick
+        magic=$1; shift
+        for pos in $(LC_ALL=C grep -obUaP "$magic" "$vmlinuz" 2>/dev/null | cut -d: -f1); do
+            tail -c +$((pos + 1)) "$vmlinuz" | "$@" > "$tmp" 2>/dev/null || true
+            if is_elf "$tmp"; then return 0; fi
+        done
+        return 1
+    }
+    if try '\xfd\x37\x7a\x58\x5a\x00' xz -dc ||
+       try '\x28\xb5\x2f\xfd' zstd -dc ||
+       try '\x1f\x8b\x08' gzip -dc ||
+       try '\x02\x21\x4c\x18' lz4 -dc ||
+       try '\x42\x5a\x68' bzip2 -dc ||
+       try '\x5d\x00\x00\x00' xz --format=lzma -dc; then
+        mv "$tmp" "$cache/vmlinux"
+        stamp vmlinux "$k"
+    else
+        rm -f "$tmp"
+        die "could not extract an ELF vmlinux from $vmlinuz (need xz-utils/zstd/gzip)"
+    fi
+fi
+
+# --- mtty.ko: samples/vfio-mdev/mtty.c from linux-source, Kbuild against the headers ---
+k=$(echo "$KVER $(key "$srctar" "$kbuild/Makefile" "$moddir/modules.dep" "$here/build.sh")")
+if ! fresh mtty.ko "$k"; then
+    log "building mtty.ko for $KVER"
+    rm -rf "$cache/mtty" "$cache/mtty.ko" "$cache/mtty.ko.key"
+    mkdir -p "$cache/mtty"
+    top=$(basename "$srctar" | sed 's/\.tar\..*//')
+    case "$srctar" in
+        *.xz) dec="xz -dc" ;; *.bz2) dec="bzip2 -dc" ;; *.gz) dec="gzip -dc" ;; *.zst) dec="zstd -dc" ;;
+        *) die "unknown compression: $srctar" ;;
+    esac
+    $dec "$srctar" | tar -x -f - -C "$cache/mtty" --occurrence=1 --strip-components=3 \
+        "$top/samples/vfio-mdev/mtty.c" || die "no samples/vfio-mdev/mtty.c in $srctar"
+    echo 'obj-m := mtty.o' > "$cache/mtty/Kbuild"
+    make -s -C "$kbuild" M="$cache/mtty" modules >"$cache/mtty/build.log" 2>&1 ||
+        { cat "$cache/mtty/build.log" >&2; die "mtty.ko build failed"; }
+    cp "$cache/mtty/mtty.ko" "$cache/mtty.ko"
+    stamp mtty.ko "$k"
+fi
+
+# --- zero-bar: static helper (the real scrubber comes later) ---
+k=$(key "$here/zero-bar.c" "$(command -v gcc)")
+if ! fresh zero-bar "$k"; then
+    log "building zero-bar"
+    gcc -static -O2 -Wall -Werror -o "$cache/zero-bar" "$here/zero-bar.c" ||
+        need "a static libc (libc6-dev, build-essential)"
+    stamp zero-bar "$k"
+fi
+
+# --- initramfs ---
+MODULES="irqbypass vfio vfio_iommu_type1 vfio_virqfd vfio-pci-core vfio-pci mdev
+virtio_pci 9pnet_virtio 9p netfs fscache overlay"
+k=$(echo "$KVER $MODULES $(key "$cache/vmlinux" "$cache/mtty.ko" "$cache/zero-bar" \
+        /bin/busybox "$moddir/modules.dep" "$here/init.sh" "$here/build.sh")")
+if ! fresh initramfs.cpio.gz "$k"; then
+    log "building initramfs"
+    root="$cache/initramfs"
+    rm -rf "$root" "$cache/initramfs.cpio.gz" "$cache/initramfs.cpio.gz.key"
+    mkdir -p "$root/bin" "$root/sbin" "$root/dev" "$root/proc" "$root/sys" "$root/tmp" \
+        "$root/run" "$root/host" "$root/results" "$root/newroot" "$root/lib/modules" \
+        "$root/usr/bin" "$root/usr/sbin" "$root/etc"
+    cp /bin/busybox "$root/bin/busybox"
+    for app in $(/bin/busybox --list); do
+        test "$app" = busybox || ln -sf busybox "$root/bin/$app"
+    done
+    cp "$here/init.sh" "$root/init"
+    chmod 755 "$root/init"
+    cp "$cache/zero-bar" "$root/bin/zero-bar"
+    # modules in load order (dependencies first), decompressed; builtins skipped
+    : > "$root/lib/modules/load.list"
+    for m in $MODULES; do
+        modprobe --show-depends -S "$KVER" "$m" >"$cache/dep.tmp" 2>&1 ||
+            die "modprobe --show-depends $m for $KVER: $(cat "$cache/dep.tmp")"
+        while read -r verb path _; do
+            test "$verb" = insmod || continue
+            name=$(basename "$path"); name=${name%.xz}; name=${name%.zst}; name=${name%.gz}
+            grep -qx "$name" "$root/lib/modules/load.list" && continue
+            case "$path" in
+                *.ko.xz) xz -dc "$path" > "$root/lib/modules/$name" ;;
+                *.ko.zst) zstd -qdc "$path" > "$root/lib/modules/$name" ;;
+                *.ko.gz) gzip -dc "$path" > "$root/lib/modules/$name" ;;
+                *) cp "$path" "$root/lib/modules/$name" ;;
+            esac
+            echo "$name" >> "$root/lib/modules/load.list"
+        done < "$cache/dep.tmp"
+    done
+    rm -f "$cache/dep.tmp"
+    cp "$cache/mtty.ko" "$root/lib/modules/mtty.ko"   # loaded by scenarios, not at boot
+    echo "$KVER" > "$root/etc/kver"
+    (cd "$root" && find . | LC_ALL=C sort | cpio -o -H newc --quiet -R 0:0) |
+        gzip -1 > "$cache/initramfs.cpio.gz"
+    stamp initramfs.cpio.gz "$k"
+fi
+
+echo "$cache"

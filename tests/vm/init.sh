@@ -1,0 +1,148 @@
+#!/bin/sh
+# /init of the VM rig's initramfs (tests/vm). Prints markers on ttyS0, loads the
+# modules, mounts the host root (9p, read-only, tag hostroot) on /host and the
+# writable results share (tag results) on /results, runs the scenario
+# (results/scenario.sh) and powers off. Markers (the host reads the console log):
+#   AVVM-BOOT            init started
+#   AVVM-READY           modules loaded, shares mounted
+#   AVVM-SWITCH-ROOT     (avvm.root=overlay) switching to the overlay root
+#   AVVM-LIBVIRTD-UP     (avvm.root=overlay) libvirtd answers
+#   AVVM-SCENARIO-RC=N   the scenario's exit status
+#   AVVM-POWEROFF        about to power off
+#
+# With avvm.root=overlay on the kernel command line (the end-to-end tier), the host
+# root under a tmpfs upper layer becomes / (switch_root), busybox init is PID 1 (it
+# reaps zombies: without that each `virsh destroy` waits ~86 s), and its sysinit,
+# "init stage2", mounts cgroup2, /run, /tmp, /dev/pts, installs the hook in
+# results/hooks-qemu (if any), restores libvirt's capabilities cache from
+# results/libvirt-caps, starts virtlogd and libvirtd, then runs the scenario.
+# In that root the results share is /avvm/results.
+
+uptime() { cut -d' ' -f1 /proc/uptime; }
+
+finish() {  # finish RESULTS_DIR RC
+    echo "AVVM-SCENARIO-RC=$2"
+    echo "$2" > "$1/scenario.rc"
+    sync
+    echo "AVVM-POWEROFF uptime=$(uptime)"
+    if test -x /avvm/busybox; then /avvm/busybox poweroff -f; else poweroff -f; fi
+}
+
+run_scenario() {  # run_scenario RESULTS_DIR
+    rc=0
+    if test -f "$1/scenario.sh"; then
+        AVVM_RESULTS=$1 sh "$1/scenario.sh" > "$1/scenario.log" 2>&1
+        rc=$?
+        cat "$1/scenario.log"
+    else
+        echo "AVVM-WARN no scenario.sh in the results share"
+        rc=1
+    fi
+    return $rc
+}
+
+stage2() {
+    export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+    R=/avvm/results
+    mount -t proc proc /proc
+    mount -t sysfs sysfs /sys
+    mount -t devtmpfs devtmpfs /dev
+    exec </dev/console >/dev/console 2>&1
+    mkdir -p /dev/pts /dev/shm
+    mount -t devpts devpts /dev/pts
+    mount -t tmpfs tmpfs /dev/shm
+    mount -t cgroup2 cgroup2 /sys/fs/cgroup
+    mount -t tmpfs tmpfs /run
+    mount -t tmpfs tmpfs /tmp
+    echo "AVVM-STAGE2 uptime=$(uptime)"
+    hostname avvm
+    # No services of the host's configuration: no autostarted networks or domains.
+    # Nor the host's domains or hooks (the overlay hides them; the host is untouched).
+    rm -f /etc/libvirt/qemu/networks/autostart/* /etc/libvirt/qemu/autostart/* \
+        /etc/libvirt/qemu/*.xml 2>/dev/null
+    rm -rf /etc/libvirt/hooks /var/lib/libvirt/qemu/* /var/cache/libvirt/qemu/* 2>/dev/null
+    cat >> /etc/libvirt/qemu.conf <<'EOF'
+# tests/vm: a guest with no security modules, no systemd, TCG only
+security_driver = "none"
+namespaces = [ ]
+user = "root"
+group = "root"
+EOF
+    if test -d "$R/hooks"; then
+        mkdir -p /etc/libvirt/hooks
+        cp -a "$R/hooks/." /etc/libvirt/hooks/
+    fi
+    if test -d "$R/libvirt-caps"; then
+        mkdir -p /var/cache/libvirt/qemu/capabilities
+        cp -a "$R/libvirt-caps/." /var/cache/libvirt/qemu/capabilities/
+    fi
+    mkdir -p /var/log/libvirt /run/libvirt /var/lib/libvirt
+    virtlogd -d || echo "AVVM-WARN virtlogd failed"
+    libvirtd -d || echo "AVVM-WARN libvirtd failed"
+    i=0
+    while test $i -lt 120; do
+        if virsh -c qemu:///system version >/dev/null 2>&1; then
+            echo "AVVM-LIBVIRTD-UP uptime=$(uptime)"
+            break
+        fi
+        sleep 1; i=$((i + 1))
+    done
+    run_scenario "$R"
+    rc=$?
+    mkdir -p "$R/libvirt-caps.out"
+    cp -a /var/cache/libvirt/qemu/capabilities/. "$R/libvirt-caps.out/" 2>/dev/null
+    cp -a /var/log/libvirt "$R/libvirt-logs" 2>/dev/null
+    finish "$R" "$rc"
+}
+
+if test "${1:-}" = stage2; then
+    stage2
+    exit 1
+fi
+
+export PATH=/bin:/sbin:/usr/bin:/usr/sbin
+mount -t devtmpfs devtmpfs /dev 2>/dev/null
+exec </dev/console >/dev/console 2>&1
+mount -t proc proc /proc
+mount -t sysfs sysfs /sys
+mount -t tmpfs tmpfs /tmp
+mount -t tmpfs tmpfs /run
+echo "AVVM-BOOT uptime=$(uptime)"
+
+die() {
+    echo "AVVM-FAIL $*"
+    echo "AVVM-POWEROFF"
+    poweroff -f
+}
+
+while read -r m; do
+    insmod "/lib/modules/$m" || echo "AVVM-WARN insmod $m failed"
+done < /lib/modules/load.list
+
+mount -t 9p -o trans=virtio,version=9p2000.L,msize=262144,cache=none results /results ||
+    die "cannot mount the results share"
+mount -t 9p -o trans=virtio,version=9p2000.L,msize=262144,ro,cache=loose hostroot /host ||
+    echo "AVVM-WARN cannot mount the host root share"
+echo "AVVM-READY uptime=$(uptime)"
+
+case " $(cat /proc/cmdline) " in
+*" avvm.root=overlay "*)
+    mkdir -p /overlay
+    mount -t tmpfs -o size=75% tmpfs /overlay
+    mkdir -p /overlay/upper /overlay/work
+    mount -t overlay overlay -o lowerdir=/host,upperdir=/overlay/upper,workdir=/overlay/work \
+        /newroot || die "cannot mount the overlay root"
+    mkdir -p /newroot/avvm/results
+    cp /bin/busybox /bin/zero-bar /init /lib/modules/mtty.ko /newroot/avvm/
+    mount --move /results /newroot/avvm/results
+    printf '%s\n' '::sysinit:/bin/sh /avvm/init stage2' \
+        '::ctrlaltdel:/avvm/busybox poweroff -f' > /newroot/etc/inittab
+    for m in proc sys tmp run; do umount /$m 2>/dev/null; done
+    echo "AVVM-SWITCH-ROOT uptime=$(cut -d' ' -f1 /proc/uptime 2>/dev/null)"
+    exec switch_root /newroot /avvm/busybox init
+    ;;
+esac
+
+run_scenario /results
+rc=$?
+finish /results "$rc"

@@ -1,0 +1,41 @@
+# check-vm: the VM rig (tests/vm). Not part of `make check`: it boots a QEMU guest
+# (TCG, ~1 min) with a real Linux kernel: emulated Intel IOMMU, 2 NUMA nodes, pxb-pcie,
+# ivshmem, edu, a pcie-pci-bridge and the mtty mdev sample. Needs the Debian packages
+# that tests/vm/install-deps.sh installs (as root); a missing one fails, naming it.
+#   make check-vm                    build the guest (cached) and run tests/vm/test-vm.sh
+#   AV_VM_CACHE=DIR make check-vm    keep the cache elsewhere (default tests/vm/cache)
+VM_CACHE = $(abs_top_builddir)/tests/vm/cache
+VM_RUN = $(abs_top_builddir)/tests/vm/run
+VM_RIG_FILES = \
+	tests/vm/install-deps.sh \
+	tests/vm/build.sh \
+	tests/vm/run-vm.sh \
+	tests/vm/test-vm.sh \
+	tests/vm/init.sh \
+	tests/vm/scenario-basic.sh \
+	tests/vm/scenario-e2e.sh \
+	tests/vm/zero-bar.c \
+	tests/vm/README.md
+
+EXTRA_DIST += $(VM_RIG_FILES)
+
+# test-vm.sh runs through the same tap-driver as `make check`, so its results
+# land in tests/vm/test-vm.{log,trs} and are counted with the others.
+AV_VM_TESTS = tests/vm/test-vm.sh
+AV_VM_SUITE_LOG = tests/vm/test-suite.log
+check-vm: accelvirt$(EXEEXT)
+	@cache="$${AV_VM_CACHE:-$(VM_CACHE)}"; \
+	$(MKDIR_P) "$$cache" tests/vm && \
+	AV_VM_CACHE="$$cache" $(SHELL) $(srcdir)/tests/vm/build.sh "$$cache" >/dev/null && \
+	rm -f $(AV_VM_SUITE_LOG) $(AV_VM_TESTS:.sh=.log) $(AV_VM_TESTS:.sh=.trs) && \
+	AV_VM_CACHE="$$cache" AV_VM_RUN='$(VM_RUN)' \
+	  $(MAKE) $(AM_MAKEFLAGS) $(AV_VM_SUITE_LOG) VERBOSE=yes \
+	  TESTS='$(AV_VM_TESTS)' TEST_LOGS='$(AV_VM_TESTS:.sh=.log)' TEST_SUITE_LOG='$(AV_VM_SUITE_LOG)'
+.PHONY: check-vm
+
+# The cache and the last run dir (automake allows one clean-local recipe, in
+# Makefile.am; this only adds a prerequisite to it).
+clean-local: clean-vm
+clean-vm:
+	-rm -rf tests/vm/cache tests/vm/run $(AV_VM_SUITE_LOG) $(AV_VM_TESTS:.sh=.log) $(AV_VM_TESTS:.sh=.trs)
+.PHONY: clean-vm

@@ -1,0 +1,107 @@
+#!/bin/sh
+# Boot the VM rig's guest once (QEMU, TCG) and wait for it to power off.
+#
+# Usage: run-vm.sh RUN_DIR
+#   RUN_DIR/results/        the writable share (9p tag "results"); put scenario.sh here:
+#                           the guest's /init runs it and leaves scenario.log/.rc here
+#   RUN_DIR/ivshmem{0,1,2}  the ivshmem backing files (created, zero-filled, when
+#                           missing; a test may fill them before the boot)
+#   RUN_DIR/console.log     the guest's serial console (ttyS0)
+# Env:
+#   AV_VM_CACHE    what build.sh built (default ./tests/vm/cache)
+#   AV_VM_TIMEOUT  seconds before QEMU is killed (default 300)
+#   AV_VM_MEM_MB   memory of each of the two NUMA nodes (default 512)
+#   AV_VM_SHM_MB   size of each ivshmem (default 1, a power of two)
+#   AV_VM_APPEND   extra kernel command line
+#   AV_VM_ROOT=overlay  the end-to-end mode: the guest switches to the host root under
+#                  a tmpfs overlay, busybox init as PID 1, virtlogd + libvirtd (init.sh)
+#   AV_VM_QUIET=1  do not copy the console to stdout
+#
+# The machine (q35, emulated Intel IOMMU, 2 NUMA nodes):
+#   pcie.0 ── pxb-pcie  pxb0 (numa_node=0, bus 0x40) ── pcie-root-port rp0 ── ivshmem-plain (ivshmem0)
+#          │                                          └─ pcie-root-port rp2 ── edu
+#          ├─ pxb-pcie  pxb1 (numa_node=1, bus 0x80) ── pcie-root-port rp1 ── ivshmem-plain (ivshmem1)
+#          ├─ pcie-root-port rp3 ── pcie-pci-bridge br0 ── ivshmem-plain (ivshmem2), edu  [one group: non-viable]
+#          ├─ virtio-9p-pci hostroot  (host / read-only; 9p cannot sit on a pxb)
+#          └─ virtio-9p-pci results   (RUN_DIR/results, writable)
+# Exit status: QEMU's (124 on timeout); 0 when the guest powered off by itself.
+set -eu
+
+die() { echo "run-vm.sh: $*" >&2; exit 1; }
+test $# -ge 1 || die "usage: run-vm.sh RUN_DIR"
+run=$1
+mkdir -p "$run/results"
+run=$(cd "$run" && pwd)
+cache=${AV_VM_CACHE:-tests/vm/cache}
+timeout=${AV_VM_TIMEOUT:-300}
+mem=${AV_VM_MEM_MB:-512}
+shm=${AV_VM_SHM_MB:-1}
+mode=
+if test "${AV_VM_ROOT:-}" = overlay; then
+    mode=avvm.root=overlay
+    mem=${AV_VM_MEM_MB:-1024}
+fi
+
+qemu=$(command -v qemu-system-x86_64 || true)
+test -n "$qemu" || die "missing qemu-system-x86_64: run tests/vm/install-deps.sh (as root)"
+for f in vmlinux initramfs.cpio.gz; do
+    test -f "$cache/$f" || die "missing $cache/$f: run tests/vm/build.sh first"
+done
+
+for i in 0 1 2; do
+    f="$run/ivshmem$i"
+    if ! test -f "$f" || test "$(stat -c %s "$f")" -ne $((shm * 1024 * 1024)); then
+        rm -f "$f"
+        dd if=/dev/zero of="$f" bs=1M count="$shm" status=none
+    fi
+done
+
+set -- \
+    -machine q35 -accel tcg -cpu qemu64 \
+    -nodefaults -no-user-config -display none -no-reboot \
+    -serial stdio -monitor none \
+    -smp 2,sockets=2,cores=1,threads=1 -m $((2 * mem))M \
+    -object memory-backend-ram,id=mem0,size=${mem}M \
+    -object memory-backend-ram,id=mem1,size=${mem}M \
+    -numa node,nodeid=0,cpus=0,memdev=mem0 \
+    -numa node,nodeid=1,cpus=1,memdev=mem1 \
+    -device intel-iommu,intremap=on \
+    -device pxb-pcie,id=pxb0,bus_nr=0x40,numa_node=0,bus=pcie.0 \
+    -device pcie-root-port,id=rp0,bus=pxb0,chassis=10,slot=0 \
+    -device pcie-root-port,id=rp2,bus=pxb0,chassis=12,slot=0 \
+    -device pxb-pcie,id=pxb1,bus_nr=0x80,numa_node=1,bus=pcie.0 \
+    -device pcie-root-port,id=rp1,bus=pxb1,chassis=11,slot=0 \
+    -device pcie-root-port,id=rp3,bus=pcie.0,chassis=13,slot=0 \
+    -device pcie-pci-bridge,id=br0,bus=rp3 \
+    -object memory-backend-file,id=shm0,mem-path="$run/ivshmem0",size=${shm}M,share=on \
+    -object memory-backend-file,id=shm1,mem-path="$run/ivshmem1",size=${shm}M,share=on \
+    -object memory-backend-file,id=shm2,mem-path="$run/ivshmem2",size=${shm}M,share=on \
+    -device ivshmem-plain,id=ivshmem0,memdev=shm0,bus=rp0 \
+    -device ivshmem-plain,id=ivshmem1,memdev=shm1,bus=rp1 \
+    -device edu,id=edu0,bus=rp2 \
+    -device ivshmem-plain,id=ivshmem2,memdev=shm2,bus=br0,addr=1 \
+    -device edu,id=edu1,bus=br0,addr=2 \
+    -fsdev local,id=fshost,path=/,security_model=none,readonly=on,multidevs=remap \
+    -device virtio-9p-pci,fsdev=fshost,mount_tag=hostroot,bus=pcie.0 \
+    -fsdev local,id=fsres,path="$run/results",security_model=none,multidevs=remap \
+    -device virtio-9p-pci,fsdev=fsres,mount_tag=results,bus=pcie.0 \
+    -kernel "$cache/vmlinux" -initrd "$cache/initramfs.cpio.gz" \
+    -append "console=ttyS0 intel_iommu=on panic=-1 loglevel=4 $mode ${AV_VM_APPEND:-}"
+
+start=$(date +%s)
+rc=0
+if test "${AV_VM_QUIET:-0}" = 1; then
+    timeout -k 10 "$timeout" "$qemu" "$@" </dev/null >"$run/console.log" 2>&1 || rc=$?
+else
+    { timeout -k 10 "$timeout" "$qemu" "$@" </dev/null 2>&1 || echo "AVVM-QEMU-RC=$?"; } |
+        tee "$run/console.log"
+    rc=$(sed -n 's/^AVVM-QEMU-RC=//p' "$run/console.log" | tail -n1)
+    rc=${rc:-0}
+fi
+end=$(date +%s)
+echo "$((end - start))" > "$run/boot-seconds"
+echo "run-vm.sh: QEMU exited $rc after $((end - start)) s (console: $run/console.log)" >&2
+if test "$rc" = 124 || test "$rc" = 137; then
+    echo "run-vm.sh: timeout after $timeout s" >&2
+fi
+exit "$rc"

@@ -1,0 +1,74 @@
+/* zero-bar: map a PCI BAR through its sysfs resourceN file and zero it, or print
+ * what it holds. A stand-in for the real scrubber, used by the VM rig (tests/vm) to
+ * prove that bytes written through the BAR in the guest reach the host's backing file.
+ *
+ *   zero-bar zero FILE       write zeros over the whole BAR
+ *   zero-bar head FILE N     print the first N bytes (N <= 64) as text, '.' for others
+ *   zero-bar sum FILE        print the number of non-zero bytes in the BAR
+ *
+ * Static (gcc -static): it runs on the guest's busybox initramfs. */
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+int main(int argc, char **argv)
+{
+    if (argc < 3) {
+        fprintf(stderr, "usage: zero-bar zero|head|sum FILE [N]\n");
+        return 2;
+    }
+    int write_it = strcmp(argv[1], "zero") == 0;
+    int fd = open(argv[2], (write_it ? O_RDWR : O_RDONLY) | O_SYNC);
+    if (fd < 0) {
+        perror(argv[2]);
+        return 1;
+    }
+    struct stat st;
+    if (fstat(fd, &st) < 0 || st.st_size <= 0) {
+        fprintf(stderr, "zero-bar: %s: no size\n", argv[2]);
+        return 1;
+    }
+    size_t len = (size_t)st.st_size;
+    volatile uint8_t *p = mmap(NULL, len, write_it ? PROT_READ | PROT_WRITE : PROT_READ,
+                               MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED) {
+        perror("zero-bar: mmap");
+        return 1;
+    }
+    if (write_it) {
+        volatile uint64_t *q = (volatile uint64_t *)p;
+        for (size_t i = 0; i < len / 8; i++)
+            q[i] = 0;
+        for (size_t i = 0; i < len; i++)
+            if (p[i] != 0) {
+                fprintf(stderr, "zero-bar: byte %zu still non-zero\n", i);
+                return 1;
+            }
+        if (msync((void *)p, len, MS_SYNC) < 0)
+            perror("zero-bar: msync");
+        printf("zeroed %zu bytes\n", len);
+    } else if (strcmp(argv[1], "head") == 0) {
+        size_t n = argc > 3 ? strtoul(argv[3], NULL, 0) : 16;
+        if (n > 64 || n > len)
+            n = len < 64 ? len : 64;
+        for (size_t i = 0; i < n; i++)
+            putchar(p[i] >= 0x20 && p[i] < 0x7f ? p[i] : '.');
+        putchar('\n');
+    } else if (strcmp(argv[1], "sum") == 0) {
+        size_t nz = 0;
+        for (size_t i = 0; i < len; i++)
+            nz += p[i] != 0;
+        printf("%zu\n", nz);
+    } else {
+        fprintf(stderr, "zero-bar: unknown command %s\n", argv[1]);
+        return 2;
+    }
+    munmap((void *)p, len);
+    close(fd);
+    return 0;
+}
