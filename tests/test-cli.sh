@@ -36,6 +36,15 @@ check "global options are accepted after the command too" \
 check "list --managed shows only the 8 GPUs and the stick" json "$AV_TMP/m.json" \
     "len(d['pci']) == 8 and len(d['usb']) == 1"
 
+# --- the trap host: a GPU sharing its IOMMU group with the host's NIC ---
+"$AV" --root "$AV_TEST_HOSTS/trap-shared-group" --policy-dir "$POL" list --json >"$AV_TMP/trap.json"
+check "the trap host's GPU is managed but cannot be passed through, naming the NIC and its driver" json "$AV_TMP/trap.json" \
+    "[(p['passthrough']['possible'], '0000:05:00.0' in p['passthrough']['reason'] and 'i40e' in p['passthrough']['reason']) for p in d['pci'] if p['profile']] == [(False, True)]"
+check "the 2-socket host's GPUs can all be passed through (the A6000 audio functions go with their cards)" json "$AV_TMP/h2.json" \
+    "all(p['passthrough']['possible'] for p in d['pci'] if p['profile']) and all(p['passthrough'] is None for p in d['pci'] if not p['profile'])"
+check "the list table marks the trap host's GPU and says why" \
+    eval "'$AV' --root '$AV_TEST_HOSTS/trap-shared-group' --policy-dir '$POL' list | grep -q 'gpu-passthrough (!)' && '$AV' --root '$AV_TEST_HOSTS/trap-shared-group' --policy-dir '$POL' list | grep -q \"IOMMU group 12 also holds '0000:05:00.0'\""
+
 # --- bad input: one line, a non-zero status, nothing changed ---
 one_line_error() {
     # one_line_error STATUS PATTERN CMD...

@@ -6,6 +6,7 @@
 
 #include "cli.h"
 #include "pci/av-pci.h"
+#include "vfio/av-vfio.h"
 #include "util/av-json.h"
 
 static json_t *
@@ -38,8 +39,26 @@ av_dsn_format(guint64 dsn)
     return g_string_free(s, FALSE);
 }
 
+/* Whether a managed device could be handed to a guest as things stand (its
+ * IOMMU group is viable and holds nothing the host uses).  NULL when the
+ * device is not managed or not passed through whole (mdev parents); else a
+ * newly allocated reason ("" when it can).  Caller frees. */
+static char *
+av_list_passthrough_problem(const AvHost *host, const AvPolicy *policy, const AvPciDevice *dev,
+                            const AvProfile *profile)
+{
+    g_autoptr(GPtrArray) members = NULL;
+    g_autoptr(GError) err = NULL;
+
+    if (!profile || profile->attach == AV_ATTACH_MDEV || profile->attach == AV_ATTACH_USB)
+        return NULL;
+    if (!av_vfio_group_check(host, policy, dev, &members, &err))
+        return g_strdup(err->message);
+    return g_strdup("");
+}
+
 static json_t *
-av_pci_json(const AvPciDevice *dev, const AvProfile *profile)
+av_pci_json(const AvPciDevice *dev, const AvProfile *profile, const char *problem)
 {
     json_t *o = json_object();
     json_t *sriov = json_null();
@@ -120,6 +139,15 @@ av_pci_json(const AvPciDevice *dev, const AvProfile *profile)
     json_object_set_new(o, "parent_bridge", av_json_string_or_null(dev->parent_bridge));
     json_object_set_new(o, "sysfs_path", json_string(dev->sysfs_path));
     json_object_set_new(o, "profile", profile ? json_string(profile->name) : json_null());
+    if (problem) {
+        json_t *pt = json_object();
+
+        json_object_set_new(pt, "possible", json_boolean(*problem == '\0'));
+        json_object_set_new(pt, "reason", *problem ? json_string(problem) : json_null());
+        json_object_set_new(o, "passthrough", pt);
+    } else {
+        json_object_set_new(o, "passthrough", json_null());
+    }
     return o;
 }
 
@@ -174,6 +202,8 @@ av_node_str(int node)
 static void
 av_list_print_table(const AvHost *host, const AvPolicy *policy, gboolean managed_only, gboolean lng)
 {
+    g_autoptr(GPtrArray) problems = g_ptr_array_new_with_free_func(g_free);
+
     printf("NUMA nodes\n");
     printf("  %-4s  %-24s  %s\n", "NODE", "CPUS", "MEMORY");
     for (guint i = 0; i < host->numa_nodes->len; i++) {
@@ -194,13 +224,20 @@ av_list_print_table(const AvHost *host, const AvPolicy *policy, gboolean managed
         g_autofree char *id = g_strdup_printf("%04x:%04x", d->vendor_id, d->device_id);
         g_autofree char *cls = g_strdup_printf("%06x", d->class_code);
         g_autofree char *name = NULL;
+        g_autofree char *problem = NULL;
+        g_autofree char *pcol = NULL;
 
         if (managed_only && !p)
             continue;
+        problem = av_list_passthrough_problem(host, policy, d, p);
+        if (problem && *problem)
+            g_ptr_array_add(problems, g_strdup(problem));
+        pcol = !p ? g_strdup("-") : problem && *problem ? g_strconcat(p->name, " (!)", NULL) : g_strdup(p->name);
         name = g_strdup_printf("%s%s%s", av_or_dash(d->vendor_name), d->device_name ? " " : "",
                                d->device_name ? d->device_name : "");
         printf("  %-12s  %-9s  %-6s  %-4s  %-5s  %-14s  %-18s  %s\n",
-               d->address, id, cls, node, group, av_or_dash(d->driver), p ? p->name : "-", name);
+               d->address, id, cls, node, group, av_or_dash(d->driver),
+               pcol, name);
         if (!lng)
             continue;
         if (d->driver_override)
@@ -238,6 +275,12 @@ av_list_print_table(const AvHost *host, const AvPolicy *policy, gboolean managed
             g_autofree char *methods = g_strjoinv(" ", d->reset_methods);
             printf("      reset methods: %s\n", *methods ? methods : "(none)");
         }
+    }
+
+    if (problems->len > 0) {
+        printf("\n(!) Managed devices that cannot be given to a guest as the host stands:\n");
+        for (guint i = 0; i < problems->len; i++)
+            printf("  %s\n", (const char *)g_ptr_array_index(problems, i));
     }
 
     printf("\nUSB devices\n");
@@ -295,8 +338,11 @@ av_cli_cmd_list(AvCli *cli, int argc, char **argv)
             const AvPciDevice *d = g_ptr_array_index(host->pci, i);
             const AvProfile *p = av_policy_match_pci(policy, d);
 
-            if (!managed_only || p)
-                json_array_append_new(pci, av_pci_json(d, p));
+            if (!managed_only || p) {
+                g_autofree char *problem = av_list_passthrough_problem(host, policy, d, p);
+
+                json_array_append_new(pci, av_pci_json(d, p, problem));
+            }
         }
         for (guint i = 0; i < host->usb->len; i++) {
             const AvUsbDevice *u = g_ptr_array_index(host->usb, i);
