@@ -14,6 +14,9 @@ VM_RIG_FILES = \
 	tests/vm/init.sh \
 	tests/vm/scenario-basic.sh \
 	tests/vm/scenario-e2e.sh \
+	tests/vm/scenario-demo.sh \
+	tests/vm/demo-policies \
+	tests/vm/make-fixture.sh \
 	tests/vm/zero-bar.c \
 	tests/vm/README.md
 
@@ -32,6 +35,16 @@ check-vm: accelvirt$(EXEEXT)
 	  $(MAKE) $(AM_MAKEFLAGS) $(AV_VM_SUITE_LOG) VERBOSE=yes \
 	  TESTS='$(AV_VM_TESTS)' TEST_LOGS='$(AV_VM_TESTS:.sh=.log)' TEST_SUITE_LOG='$(AV_VM_SUITE_LOG)'
 .PHONY: check-vm
+
+# The committed fixture tests/data/captured/qemu-q35-viommu.tar.xz, made again from one
+# boot of the guest (tests/vm/make-fixture.sh); then regenerate its golden file:
+#   AV_TEST_REGENERATE=1 make check TESTS=tests/test-real-host.sh   (and read the diff)
+capture-vm-fixture:
+	@cache="$${AV_VM_CACHE:-$(VM_CACHE)}"; \
+	$(MKDIR_P) "$$cache" && \
+	AV_VM_CACHE="$$cache" $(SHELL) $(srcdir)/tests/vm/make-fixture.sh \
+	  $(srcdir)/tests/data/captured/qemu-q35-viommu.tar.xz
+.PHONY: capture-vm-fixture
 
 # The cache and the last run dir (automake allows one clean-local recipe, in
 # Makefile.am; this only adds a prerequisite to it).

@@ -3,7 +3,8 @@
 # scenario.sh by test-vm.sh. It only acts and records: every line of $R/facts is
 # "KEY VALUE...", and test-vm.sh makes the checks from outside.
 # Needs: the machine of run-vm.sh (ivshmem0 on pxb0/node 0, ivshmem1 on pxb1/node 1,
-# ivshmem2 and edu1 behind a pcie-pci-bridge), /lib/modules/mtty.ko, /bin/zero-bar.
+# ivshmem2 and edu1 behind a pcie-pci-bridge), /lib/modules/mtty.ko, /bin/zero-bar,
+# and in the results share env (ACCELVIRT=...) and capture-host.sh.
 R=${AVVM_RESULTS:-/results}
 F=$R/facts
 : > "$F"
@@ -104,6 +105,23 @@ else
     chroot /host env ACCELVIRT_STATE_DIR=/run/av-state ACCELVIRT_POLICY_DIR=/run/av-policies \
         "$A" list --json > "$R/accelvirt-list.json" 2> "$R/accelvirt-list.err"
     fact accelvirt ran rc=$?
+    # --- d. a copy of this sysfs reads the same: capture-host.sh (test-vm.sh puts it in
+    # the results share) run as on a real server, with the host's sh and find, into the
+    # tmpfs, then `accelvirt --root COPY list --json`; nothing changed since the list above
+    if test -f "$R/capture-host.sh"; then
+        cp "$R/capture-host.sh" /host/run/capture-host.sh
+        chroot /host sh /run/capture-host.sh / /run/av-capture > "$R/capture.err" 2>&1
+        rc=$?
+        fact capture rc=$rc entries=$(find /host/run/av-capture | wc -l)
+        chroot /host env ACCELVIRT_STATE_DIR=/run/av-state ACCELVIRT_POLICY_DIR=/run/av-policies \
+            "$A" --root /run/av-capture list --json \
+            > "$R/accelvirt-list-capture.json" 2> "$R/accelvirt-list-capture.err"
+        fact accelvirt_capture ran rc=$?
+        # the copy itself, for a look from outside when the two differ
+        (cd /host/run/av-capture && tar -cf "$R/capture.tar" .)
+    else
+        fact capture missing
+    fi
     umount /host/run /host/dev /host/sys /host/proc
 fi
 exit 0

@@ -1,9 +1,9 @@
 #!/bin/sh
 # The VM rig's tests (TAP). Two boots of the guest (run-vm.sh), on a real Linux kernel
 # (emulated Intel IOMMU, 2 NUMA nodes, pxb-pcie, ivshmem, edu, pcie-pci-bridge, mtty):
-#   1. scenario-basic.sh on the busybox initramfs (~5 s): tests 1-22
+#   1. scenario-basic.sh on the busybox initramfs (~10 s): tests 1-23
 #   2. scenario-e2e.sh on the host's userland under an overlay, busybox init, virtlogd
-#      and libvirtd, a nested TCG domain with a vfio hostdev (~40 s): tests 23-29
+#      and libvirtd, a nested TCG domain with a vfio hostdev (~25 s): tests 24-30
 # Every check is made here, from outside, on what the guest recorded in the results
 # share and on the ivshmem backing files.
 #
@@ -30,7 +30,7 @@ check() {  # check DESCRIPTION COMMAND...
 fact() { sed -n "s/^$1 //p" "$run/results/facts" 2>/dev/null | head -n1; }
 bail() { echo "Bail out! $*"; exit 1; }
 
-echo "1..29"
+echo "1..30"
 command -v python3 >/dev/null 2>&1 || bail "missing python3: run tests/vm/install-deps.sh (as root)"
 
 # --- build (cached) and boot once ---
@@ -54,6 +54,7 @@ for i in 0 1; do
     yes "$pattern" | tr -d '\n' | head -c "$size" > "$run/ivshmem$i"
 done
 cp "$here/scenario-basic.sh" "$run/results/scenario.sh"
+cp "$here/../data/capture-host.sh" "$run/results/capture-host.sh"
 echo "ACCELVIRT=$accelvirt" > "$run/results/env"
 
 AV_VM_QUIET=1 sh "$here/run-vm.sh" "$run" 2>"$run/run-vm.err"
@@ -179,6 +180,34 @@ for what in "$s0 the node-0 ivshmem" "$s1 the node-1 ivshmem" "$sb the ivshmem b
         notok "$d" "$(cat "$run/json.err")" "see $run/results/accelvirt-list.json"
     fi
 done
+
+# --- c2. a sysfs tree copied from a real kernel reads the same way --------------
+# In the guest, tests/data/capture-host.sh copied the live /sys (and /proc/meminfo)
+# into a tmpfs, run with the host's sh as on a real server, and accelvirt read the copy
+# with --root, right after the live `list --json` (nothing changed in between).
+lj=$run/results/accelvirt-list.json
+cj=$run/results/accelvirt-list-capture.json
+capture_same() {
+    test "$(fact capture | cut -d' ' -f1)" = rc=0 ||
+        { echo "capture-host.sh: $(fact capture)"; cat "$run/results/capture.err"; return 1; }
+    test "$(fact accelvirt_capture)" = "ran rc=0" ||
+        { echo "accelvirt --root COPY: $(fact accelvirt_capture)"; cat "$run/results/accelvirt-list-capture.err"; return 1; }
+    python3 - "$lj" "$cj" <<'EOF' || return 1
+import json, sys
+live, copy = (json.load(open(p)) for p in sys.argv[1:3])
+if not live.get("pci") or len(live.get("numa_nodes", [])) != 2:
+    sys.exit("the live list is too thin to compare: %d PCI devices, %d NUMA nodes"
+             % (len(live.get("pci", [])), len(live.get("numa_nodes", []))))
+EOF
+    diff -u "$lj" "$cj"
+}
+npci=$(python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))["pci"]))' "$lj" 2>/dev/null)
+d="a tree copied from the guest's real sysfs by capture-host.sh reads the same: accelvirt --root COPY list --json equals the live list --json (${npci:-?} PCI devices; $(fact capture))"
+if capture_same > "$run/capture-diff.txt" 2>&1; then
+    ok "$d"
+else
+    notok "$d" "$(head -n 40 "$run/capture-diff.txt")" "the copy: $run/results/capture.tar"
+fi
 
 # --- d. end to end: libvirtd in the guest, a nested domain with a vfio hostdev ---
 e2e=$run/e2e
