@@ -1900,6 +1900,214 @@ test_reconcile_fake_hosts(void)
     test_remove_state(state);
 }
 
+/* --- devices the scan does not bring: mdevs ---------------------------------- */
+
+#define TEST_MDEV "mdev:6f2a0b1c-9d8e-4f7a-8b6c-5d4e3f2a1b0c"
+
+static void
+test_add_remove(void)
+{
+    g_autofree char *state = test_make_pool(2);
+    g_autoptr(AvPool) pool = NULL;
+    g_autoptr(GError) err = NULL;
+    g_autoptr(AvOwner) owner = av_owner_new("11111111-1111-4111-8111-111111111111", "vm1");
+    g_autoptr(GPtrArray) owned = NULL;
+    g_autofree char *journal = NULL;
+    AvPoolDevice *dev;
+    guint64 entries = 0;
+
+    pool = av_pool_open(state, AV_POOL_WRITE, 0, &err);
+    g_assert_no_error(err);
+    dev = av_pool_add(pool, AV_DEVICE_KIND_MDEV, TEST_MDEV, "0000:17:00.0", "vgpu",
+                      AV_DEVICE_STATE_IN_USE, owner, &err);
+    g_assert_no_error(err);
+    g_assert_nonnull(dev);
+    g_assert_true(av_pool_find(pool, TEST_MDEV) == dev);
+    g_assert_cmpint(dev->kind, ==, AV_DEVICE_KIND_MDEV);
+    g_assert_cmpint(dev->state, ==, AV_DEVICE_STATE_IN_USE);
+    g_assert_cmpstr(dev->owner->domain_name, ==, "vm1");
+    g_assert_true(av_pool_find_address(pool, AV_DEVICE_KIND_MDEV, "0000:17:00.0") == dev);
+    dev->created = TRUE;
+    dev->numa_node = 1;
+
+    /* Refusals leave the pool as it was. */
+    g_assert_null(av_pool_add(pool, AV_DEVICE_KIND_MDEV, TEST_MDEV, "0000:17:00.0", "vgpu",
+                              AV_DEVICE_STATE_IN_USE, owner, &err));
+    g_assert_error(err, AV_ERROR, AV_ERROR_STATE);
+    g_clear_error(&err);
+    g_assert_null(av_pool_add(pool, AV_DEVICE_KIND_MDEV, "mdev:../../x", "0000:17:00.0", "vgpu",
+                              AV_DEVICE_STATE_IN_USE, owner, &err));
+    g_assert_error(err, AV_ERROR, AV_ERROR_INVALID_INPUT);
+    g_clear_error(&err);
+    g_assert_null(av_pool_add(pool, AV_DEVICE_KIND_MDEV, "mdev:6F2A0B1C-9D8E-4F7A-8B6C-5D4E3F2A1B0C",
+                              "0000:17:00.0", "vgpu", AV_DEVICE_STATE_IN_USE, owner, &err));
+    g_assert_error(err, AV_ERROR, AV_ERROR_INVALID_INPUT);
+    g_clear_error(&err);
+    g_assert_null(av_pool_add(pool, AV_DEVICE_KIND_MDEV, "mdev:7f2a0b1c-9d8e-4f7a-8b6c-5d4e3f2a1b0c",
+                              "0000:17:00.0", "vgpu", AV_DEVICE_STATE_IN_USE, NULL, &err));
+    g_assert_error(err, AV_ERROR, AV_ERROR_INVALID_INPUT);
+    g_clear_error(&err);
+    g_assert_null(av_pool_add(pool, AV_DEVICE_KIND_MDEV, "mdev:7f2a0b1c-9d8e-4f7a-8b6c-5d4e3f2a1b0c",
+                              "../17:00.0", "vgpu", AV_DEVICE_STATE_FREE, NULL, &err));
+    g_assert_error(err, AV_ERROR, AV_ERROR_INVALID_INPUT);
+    g_clear_error(&err);
+    g_assert_cmpuint(av_pool_devices(pool)->len, ==, 3);
+
+    /* Companions of a PCI device. */
+    dev = av_pool_find(pool, "dsn:0000000000000000.f0");
+    g_assert_nonnull(dev);
+    g_ptr_array_add(dev->companions, av_companion_new("0000:00:00.1", "snd_hda_intel"));
+    g_ptr_array_add(dev->companions, av_companion_new("0000:00:00.2", NULL));
+    av_pool_save(pool, &err);
+    g_assert_no_error(err);
+    g_clear_pointer(&pool, av_pool_free);
+
+    /* What was saved reads back. */
+    pool = av_pool_open(state, AV_POOL_WRITE, 0, &err);
+    g_assert_no_error(err);
+    dev = av_pool_find(pool, TEST_MDEV);
+    g_assert_nonnull(dev);
+    g_assert_cmpint(dev->kind, ==, AV_DEVICE_KIND_MDEV);
+    g_assert_cmpstr(dev->address, ==, "0000:17:00.0");
+    g_assert_true(dev->created);
+    g_assert_cmpint(dev->numa_node, ==, 1);
+    g_assert_cmpstr(av_device_kind_to_string(dev->kind), ==, "mdev");
+    dev = av_pool_find(pool, "dsn:0000000000000000.f0");
+    g_assert_cmpuint(dev->companions->len, ==, 2);
+    g_assert_cmpstr(((AvCompanion *)g_ptr_array_index(dev->companions, 0))->original_driver, ==, "snd_hda_intel");
+    g_assert_null(((AvCompanion *)g_ptr_array_index(dev->companions, 1))->original_driver);
+    g_assert_false(av_pool_find(pool, "dsn:0000000000000001.f0")->created);
+
+    owned = av_pool_find_owned(pool, "11111111-1111-4111-8111-111111111111");
+    g_assert_cmpuint(owned->len, ==, 1);
+    g_assert_cmpstr(((AvPoolDevice *)g_ptr_array_index(owned, 0))->identity, ==, TEST_MDEV);
+    g_clear_pointer(&owned, g_ptr_array_unref);
+    owned = av_pool_find_owned(pool, "22222222-2222-4222-8222-222222222222");
+    g_assert_cmpuint(owned->len, ==, 0);
+    g_clear_pointer(&owned, g_ptr_array_unref);
+
+    g_assert_true(av_pool_remove(pool, TEST_MDEV, "scrubbed", &err));
+    g_assert_no_error(err);
+    g_assert_null(av_pool_find(pool, TEST_MDEV));
+    g_assert_false(av_pool_remove(pool, TEST_MDEV, "again", &err));
+    g_assert_error(err, AV_ERROR, AV_ERROR_NOT_FOUND);
+    g_clear_error(&err);
+    av_pool_save(pool, &err);
+    g_assert_no_error(err);
+    g_clear_pointer(&pool, av_pool_free);
+
+    journal = test_read(state, "journal.jsonl", NULL);
+    g_assert_nonnull(strstr(journal, "\"event\":\"added\""));
+    g_assert_nonnull(strstr(journal, "\"event\":\"removed\""));
+    g_assert_nonnull(strstr(journal, "\"reason\":\"scrubbed\""));
+    g_assert_true(av_journal_verify(state, &entries, &err));
+    g_assert_no_error(err);
+    g_assert_cmpuint(entries, ==, 2);
+    test_remove_state(state);
+}
+
+static void
+test_add_read_only(void)
+{
+    g_autofree char *state = test_make_pool(1);
+    g_autoptr(AvPool) pool = av_pool_open(state, AV_POOL_READ, 0, NULL);
+    g_autoptr(GError) err = NULL;
+
+    g_assert_nonnull(pool);
+    g_assert_null(av_pool_add(pool, AV_DEVICE_KIND_MDEV, TEST_MDEV, "0000:17:00.0", "vgpu",
+                              AV_DEVICE_STATE_FREE, NULL, &err));
+    g_assert_error(err, AV_ERROR, AV_ERROR_FAILED);
+    g_clear_error(&err);
+    g_assert_false(av_pool_remove(pool, "dsn:0000000000000000.f0", NULL, &err));
+    g_assert_error(err, AV_ERROR, AV_ERROR_FAILED);
+    g_clear_pointer(&pool, av_pool_free);
+    test_remove_state(state);
+}
+
+/* A pool.json with one device whose members are @extra (appended). */
+static void
+test_load_device_one(const char *kind, const char *identity, const char *address, const char *extra,
+                     gboolean ok)
+{
+    g_autofree char *tmp = av_test_tmpdir();
+    g_autofree char *state = g_build_filename(tmp, "state", NULL);
+    g_autofree char *path = g_build_filename(state, "pool.json", NULL);
+    g_autofree char *text = g_strdup_printf(
+        "{\"version\": 1, \"devices\": [{\"identity\": \"%s\", \"kind\": \"%s\", \"address\": \"%s\", "
+        "\"profile\": \"p\", \"state\": \"free\", \"state_before_missing\": null, \"owner\": null, "
+        "\"state_since\": 1, \"first_seen\": 1, \"last_seen\": 1, \"claim_expires\": 0, \"reason\": null, "
+        "\"reason_before_missing\": null, \"original_driver\": null, \"numa_node\": -1, "
+        "\"iommu_group\": -1%s}]}\n", identity, kind, address, extra);
+    g_autoptr(AvPool) pool = NULL;
+    g_autoptr(GError) err = NULL;
+
+    g_assert_true(av_file_ensure_dir(state, 0700, NULL));
+    g_assert_true(g_file_set_contents(path, text, -1, NULL));
+    g_assert_cmpint(chmod(path, 0600), ==, 0);
+    pool = av_pool_open(state, AV_POOL_WRITE, 0, &err);
+    if (ok) {
+        g_assert_no_error(err);
+        g_assert_nonnull(pool);
+    } else {
+        g_assert_error(err, AV_ERROR, AV_ERROR_CORRUPT_STATE);
+    }
+    g_clear_pointer(&pool, av_pool_free);
+    av_test_tmpdir_remove(tmp);
+}
+
+static void
+test_load_mdev(void)
+{
+    test_load_device_one("mdev", TEST_MDEV, "0000:17:00.0", ", \"created\": true", TRUE);
+    test_load_device_one("mdev", TEST_MDEV, "0000:17:00.0", "", TRUE);
+    test_load_device_one("mdev", "mdev:nope", "0000:17:00.0", "", FALSE);
+    test_load_device_one("mdev", "dsn:0000000000000000.f0", "0000:17:00.0", "", FALSE);
+    test_load_device_one("mdev", TEST_MDEV, "1-1.2", "", FALSE);
+    test_load_device_one("mdev", TEST_MDEV, "0000:17:00.0", ", \"created\": 1", FALSE);
+    test_load_device_one("pci", "dsn:0000000000000000.f0", "0000:17:00.0", ", \"created\": false", FALSE);
+    test_load_device_one("pci", "dsn:0000000000000000.f0", "0000:17:00.0",
+                         ", \"companions\": [{\"address\": \"0000:17:00.1\", \"original_driver\": null}]", TRUE);
+    test_load_device_one("pci", "dsn:0000000000000000.f0", "0000:17:00.0",
+                         ", \"companions\": [{\"address\": \"../x\", \"original_driver\": null}]", FALSE);
+    test_load_device_one("pci", "dsn:0000000000000000.f0", "0000:17:00.0",
+                         ", \"companions\": [{\"address\": \"0000:17:00.1\"}]", FALSE);
+    test_load_device_one("pci", "dsn:0000000000000000.f0", "0000:17:00.0", ", \"companions\": {}", FALSE);
+    test_load_device_one("vfio", "dsn:0000000000000000.f0", "0000:17:00.0", "", FALSE);
+}
+
+/* A scan never makes an mdev entry missing: it follows the hook's
+ * lifecycle (its mdev is removed at release, before the scrub). */
+static void
+test_reconcile_keeps_mdev(void)
+{
+    g_autofree char *state = test_make_pool(0);
+    g_autoptr(AvPool) pool = NULL;
+    g_autoptr(GError) err = NULL;
+    g_autoptr(AvOwner) owner = av_owner_new("11111111-1111-4111-8111-111111111111", "vm1");
+    g_autoptr(AvPolicy) policy = av_policy_new();
+    g_autoptr(AvHost) host = g_new0(AvHost, 1);
+    AvPoolDevice *dev;
+
+    host->pci = g_ptr_array_new_with_free_func((GDestroyNotify)av_pci_device_free);
+    host->usb = g_ptr_array_new_with_free_func((GDestroyNotify)av_usb_device_free);
+    host->numa_nodes = g_ptr_array_new_with_free_func((GDestroyNotify)av_numa_node_free);
+    pool = av_pool_open(state, AV_POOL_WRITE, 0, &err);
+    g_assert_no_error(err);
+    dev = av_pool_add(pool, AV_DEVICE_KIND_MDEV, TEST_MDEV, "0000:17:00.0", "vgpu",
+                      AV_DEVICE_STATE_IN_USE, owner, &err);
+    g_assert_no_error(err);
+    g_assert_true(av_pool_reconcile(pool, host, policy, NULL, &err));
+    g_assert_no_error(err);
+    g_assert_cmpint(dev->state, ==, AV_DEVICE_STATE_IN_USE);
+    g_assert_true(av_pool_transition(pool, dev, AV_DEVICE_STATE_DIRTY, NULL, NULL, &err));
+    g_assert_true(av_pool_reconcile(pool, host, policy, NULL, &err));
+    g_assert_no_error(err);
+    g_assert_cmpint(dev->state, ==, AV_DEVICE_STATE_DIRTY);
+    g_assert_cmpstr(dev->owner->domain_name, ==, "vm1");
+    g_clear_pointer(&pool, av_pool_free);
+    test_remove_state(state);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -1935,5 +2143,9 @@ main(int argc, char **argv)
     g_test_add_func("/pool/reconcile/collide/fallback", test_collide_fallback);
     g_test_add_func("/pool/reconcile/mdev-vf", test_reconcile_mdev_vf);
     g_test_add_func("/pool/identity/vmd", test_identity_vmd);
+    g_test_add_func("/pool/mdev/add-remove", test_add_remove);
+    g_test_add_func("/pool/mdev/read-only", test_add_read_only);
+    g_test_add_func("/pool/mdev/load", test_load_mdev);
+    g_test_add_func("/pool/mdev/reconcile", test_reconcile_keeps_mdev);
     return g_test_run();
 }

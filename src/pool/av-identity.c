@@ -148,3 +148,10 @@ av_pool_identity_usb_fallback(const AvUsbDevice *dev)
 {
     return g_strdup_printf("usb:%04x:%04x@port:%s", dev->vendor_id, dev->product_id, dev->bus_path);
 }
+
+/* See av-pool.h.  Caller frees. */
+char *
+av_pool_identity_mdev(const char *uuid)
+{
+    return g_strdup_printf("mdev:%s", uuid);
+}

@@ -143,11 +143,64 @@ av_device_state_from_string(const char *s, AvDeviceState *ret_state)
     return FALSE;
 }
 
-/* "pci" or "usb"; a static string. */
+/* "pci", "usb" or "mdev"; a static string. */
 const char *
 av_device_kind_to_string(AvDeviceKind kind)
 {
-    return kind == AV_DEVICE_KIND_USB ? "usb" : "pci";
+    switch (kind) {
+    case AV_DEVICE_KIND_USB:
+        return "usb";
+    case AV_DEVICE_KIND_MDEV:
+        return "mdev";
+    case AV_DEVICE_KIND_PCI:
+    default:
+        return "pci";
+    }
+}
+
+/* A new companion holding copies of @address and @original_driver (may be
+ * NULL).  Caller frees with av_companion_free(). */
+AvCompanion *
+av_companion_new(const char *address, const char *original_driver)
+{
+    AvCompanion *companion = g_new0(AvCompanion, 1);
+
+    companion->address = g_strdup(address);
+    companion->original_driver = g_strdup(original_driver);
+    return companion;
+}
+
+/* Frees @companion.  NULL is a no-op. */
+void
+av_companion_free(AvCompanion *companion)
+{
+    if (!companion)
+        return;
+    g_free(companion->address);
+    g_free(companion->original_driver);
+    g_free(companion);
+}
+
+/* TRUE when @identity is "mdev:" and a canonical lower-case UUID. */
+static gboolean
+av_identity_is_mdev(const char *identity)
+{
+    const char *uuid;
+
+    if (!identity || !g_str_has_prefix(identity, "mdev:"))
+        return FALSE;
+    uuid = identity + 5;
+    if (strlen(uuid) != 36)
+        return FALSE;
+    for (guint i = 0; i < 36; i++) {
+        if (i == 8 || i == 13 || i == 18 || i == 23) {
+            if (uuid[i] != '-')
+                return FALSE;
+        } else if (!g_ascii_isxdigit(uuid[i]) || g_ascii_isupper(uuid[i])) {
+            return FALSE;
+        }
+    }
+    return TRUE;
 }
 
 /* See av-pool-private.h. */
@@ -160,6 +213,7 @@ av_pool_device_new(void)
     dev->state_before_missing = AV_DEVICE_STATE_FREE;
     dev->numa_node = -1;
     dev->iommu_group = -1;
+    dev->companions = g_ptr_array_new_with_free_func((GDestroyNotify)av_companion_free);
     return dev;
 }
 
@@ -176,6 +230,8 @@ av_pool_device_free(AvPoolDevice *dev)
     g_free(dev->reason);
     g_free(dev->reason_before_missing);
     g_free(dev->original_driver);
+    if (dev->companions)
+        g_ptr_array_unref(dev->companions);
     g_free(dev);
 }
 
@@ -205,6 +261,23 @@ av_pool_device_to_json(const AvPoolDevice *dev)
     json_object_set_new(obj, "original_driver", av_json_string_or_null(dev->original_driver));
     json_object_set_new(obj, "numa_node", json_integer(dev->numa_node));
     json_object_set_new(obj, "iommu_group", json_integer(dev->iommu_group));
+    /* Written only when they say something, so that the pool files of
+     * PCI and USB devices without companions keep their form. */
+    if (dev->companions && dev->companions->len > 0) {
+        json_t *array = json_array();
+
+        for (guint i = 0; i < dev->companions->len; i++) {
+            const AvCompanion *c = g_ptr_array_index(dev->companions, i);
+            json_t *item = json_object();
+
+            json_object_set_new(item, "address", json_string(c->address));
+            json_object_set_new(item, "original_driver", av_json_string_or_null(c->original_driver));
+            json_array_append_new(array, item);
+        }
+        json_object_set_new(obj, "companions", array);
+    }
+    if (dev->kind == AV_DEVICE_KIND_MDEV)
+        json_object_set_new(obj, "created", json_boolean(dev->created));
     return obj;
 }
 
@@ -261,16 +334,17 @@ av_pool_load_fail(const AvPoolLoad *ld, GError **error, const char *jpath, const
     return FALSE;
 }
 
-/* Checks that @obj has exactly the keys @keys (NULL-terminated). */
+/* Checks that @obj has exactly the keys @keys (NULL-terminated), plus any
+ * of @optional (NULL-terminated, or NULL for none). */
 static gboolean
-av_pool_load_keys(const AvPoolLoad *ld, json_t *obj, const char *jpath,
-                  const char *const *keys, GError **error)
+av_pool_load_keys_opt(const AvPoolLoad *ld, json_t *obj, const char *jpath,
+                      const char *const *keys, const char *const *optional, GError **error)
 {
     const char *key;
     json_t *value;
 
     json_object_foreach(obj, key, value) {
-        if (!g_strv_contains(keys, key)) {
+        if (!g_strv_contains(keys, key) && !(optional && g_strv_contains(optional, key))) {
             g_autofree char *sub = *jpath ? g_strdup_printf("%s/%s", jpath, key) : g_strdup(key);
             return av_pool_load_fail(ld, error, sub, "unknown member '%s'", key);
         }
@@ -280,6 +354,14 @@ av_pool_load_keys(const AvPoolLoad *ld, json_t *obj, const char *jpath,
             return av_pool_load_fail(ld, error, jpath, "the member '%s' is missing", keys[i]);
     }
     return TRUE;
+}
+
+/* Checks that @obj has exactly the keys @keys (NULL-terminated). */
+static gboolean
+av_pool_load_keys(const AvPoolLoad *ld, json_t *obj, const char *jpath,
+                  const char *const *keys, GError **error)
+{
+    return av_pool_load_keys_opt(ld, obj, jpath, keys, NULL, error);
 }
 
 /* Reads the string (or, with @nullable, null) member @key of @obj. */
@@ -356,6 +438,51 @@ av_pool_load_owner(const AvPoolLoad *ld, json_t *v, const char *jpath, AvOwner *
     return TRUE;
 }
 
+/* The optional members of a device: "companions" (a list of {"address",
+ * "original_driver"}) and "created" (a boolean, mdevs only). */
+static gboolean
+av_pool_load_extras(const AvPoolLoad *ld, json_t *obj, const char *jpath, AvPoolDevice *dev,
+                    GError **error)
+{
+    static const char *const keys[] = { "address", "original_driver", NULL };
+    json_t *companions = json_object_get(obj, "companions");
+    json_t *created = json_object_get(obj, "created");
+
+    if (created) {
+        g_autofree char *sub = g_strdup_printf("%s/created", jpath);
+
+        if (dev->kind != AV_DEVICE_KIND_MDEV)
+            return av_pool_load_fail(ld, error, sub, "only an mdev has 'created'");
+        if (!json_is_boolean(created))
+            return av_pool_load_fail(ld, error, sub, "expected true or false");
+        dev->created = json_is_true(created);
+    }
+    if (!companions)
+        return TRUE;
+    if (!json_is_array(companions)) {
+        g_autofree char *sub = g_strdup_printf("%s/companions", jpath);
+        return av_pool_load_fail(ld, error, sub, "expected an array");
+    }
+    for (guint i = 0; i < json_array_size(companions); i++) {
+        json_t *item = json_array_get(companions, i);
+        g_autofree char *sub = g_strdup_printf("%s/companions/%u", jpath, i);
+        g_autoptr(AvCompanion) c = g_new0(AvCompanion, 1);
+
+        if (!json_is_object(item))
+            return av_pool_load_fail(ld, error, sub, "expected an object");
+        if (!av_pool_load_keys(ld, item, sub, keys, error) ||
+            !av_pool_load_string(ld, item, sub, "address", FALSE, &c->address, error) ||
+            !av_pool_load_string(ld, item, sub, "original_driver", TRUE, &c->original_driver, error))
+            return FALSE;
+        if (!av_pci_address_is_valid(c->address)) {
+            g_autofree char *asub = g_strdup_printf("%s/address", sub);
+            return av_pool_load_fail(ld, error, asub, "'%s' is not a PCI address (DDDD:BB:SS.F)", c->address);
+        }
+        g_ptr_array_add(dev->companions, g_steal_pointer(&c));
+    }
+    return TRUE;
+}
+
 static AvPoolDevice *
 av_pool_load_device(const AvPoolLoad *ld, json_t *obj, guint index, GError **error)
 {
@@ -364,6 +491,7 @@ av_pool_load_device(const AvPoolLoad *ld, json_t *obj, guint index, GError **err
         "state_since", "first_seen", "last_seen", "claim_expires", "reason",
         "reason_before_missing", "original_driver", "numa_node", "iommu_group", NULL
     };
+    static const char *const optional[] = { "companions", "created", NULL };
     g_autofree char *jpath = g_strdup_printf("devices/%u", index);
     g_autofree char *owner_path = g_strdup_printf("devices/%u/owner", index);
     g_autofree char *kind = NULL;
@@ -373,7 +501,7 @@ av_pool_load_device(const AvPoolLoad *ld, json_t *obj, guint index, GError **err
 
     if (!json_is_object(obj))
         return av_pool_load_fail(ld, error, jpath, "expected a device object"), NULL;
-    if (!av_pool_load_keys(ld, obj, jpath, keys, error))
+    if (!av_pool_load_keys_opt(ld, obj, jpath, keys, optional, error))
         return NULL;
     if (!av_pool_load_string(ld, obj, jpath, "identity", FALSE, &dev->identity, error) ||
         !av_pool_load_string(ld, obj, jpath, "kind", FALSE, &kind, error))
@@ -382,18 +510,28 @@ av_pool_load_device(const AvPoolLoad *ld, json_t *obj, guint index, GError **err
         dev->kind = AV_DEVICE_KIND_PCI;
     } else if (strcmp(kind, "usb") == 0) {
         dev->kind = AV_DEVICE_KIND_USB;
+    } else if (strcmp(kind, "mdev") == 0) {
+        dev->kind = AV_DEVICE_KIND_MDEV;
     } else {
         g_autofree char *sub = g_strdup_printf("%s/kind", jpath);
-        return av_pool_load_fail(ld, error, sub, "unknown kind '%s' (pci or usb)", kind), NULL;
+        return av_pool_load_fail(ld, error, sub, "unknown kind '%s' (pci, usb or mdev)", kind), NULL;
+    }
+    if (dev->kind == AV_DEVICE_KIND_MDEV && !av_identity_is_mdev(dev->identity)) {
+        g_autofree char *sub = g_strdup_printf("%s/identity", jpath);
+        return av_pool_load_fail(ld, error, sub, "the identity of an mdev must be 'mdev:' and a "
+                                 "lower-case UUID, not '%s'", dev->identity), NULL;
     }
     if (!av_pool_load_string(ld, obj, jpath, "address", TRUE, &dev->address, error))
         return NULL;
-    if (dev->address && !(dev->kind == AV_DEVICE_KIND_PCI ? av_pci_address_is_valid(dev->address)
+    /* An mdev's address is its parent's PCI address. */
+    if (dev->address && !(dev->kind != AV_DEVICE_KIND_USB ? av_pci_address_is_valid(dev->address)
                                                            : av_usb_bus_path_is_valid(dev->address))) {
         g_autofree char *sub = g_strdup_printf("%s/address", jpath);
         return av_pool_load_fail(ld, error, sub, "'%s' is not a %s address", dev->address,
-                                 dev->kind == AV_DEVICE_KIND_PCI ? "PCI (DDDD:BB:SS.F)" : "USB port (1-1.2)"), NULL;
+                                 dev->kind != AV_DEVICE_KIND_USB ? "PCI (DDDD:BB:SS.F)" : "USB port (1-1.2)"), NULL;
     }
+    if (!av_pool_load_extras(ld, obj, jpath, dev, error))
+        return NULL;
     if (
         !av_pool_load_string(ld, obj, jpath, "profile", TRUE, &dev->profile, error) ||
         !av_pool_load_state(ld, obj, jpath, "state", &dev->state, error) ||
@@ -1164,6 +1302,35 @@ av_pool_reconcile_one(AvPool *pool, const AvScanned *s, gint64 now, gboolean *ch
     return TRUE;
 }
 
+/* An mdev entry follows the hook's lifecycle, not the scan: it joins the
+ * pool at prepare (av_pool_add()) and leaves it when its scrub is done,
+ * though the mdev itself is removed at release already.  A scan only
+ * updates where it lives (its parent, that parent's NUMA node and group)
+ * when it exists; it never becomes missing. */
+static void
+av_pool_reconcile_mdev(const AvHost *host, AvPoolDevice *dev, gint64 now, gboolean *changed)
+{
+    const char *uuid = dev->identity + strlen("mdev:");
+
+    for (guint i = 0; host->pci && i < host->pci->len; i++) {
+        const AvPciDevice *pci = g_ptr_array_index(host->pci, i);
+
+        for (guint j = 0; pci->mdevs && j < pci->mdevs->len; j++) {
+            const AvMdev *mdev = g_ptr_array_index(pci->mdevs, j);
+
+            if (strcmp(mdev->uuid, uuid) != 0)
+                continue;
+            *changed |= av_string_set(&dev->address, pci->address);
+            if (dev->numa_node != pci->numa_node || dev->last_seen != now) {
+                dev->numa_node = pci->numa_node;
+                dev->last_seen = now;
+                *changed = TRUE;
+            }
+            return;
+        }
+    }
+}
+
 /* See av-pool.h.  Only devices a profile matches join the pool, and
  * av_policy_match_pci() alone says which: a VF through an "sriov-vf" profile
  * or an "mdev" profile whose type it offers (NVIDIA Ampere cards offer their
@@ -1231,6 +1398,10 @@ av_pool_reconcile(AvPool *pool, const AvHost *host, const AvPolicy *policy,
     for (guint i = 0; i < pool->devices->len; i++) {
         AvPoolDevice *dev = g_ptr_array_index(pool->devices, i);
 
+        if (dev->kind == AV_DEVICE_KIND_MDEV) {
+            av_pool_reconcile_mdev(host, dev, now, &changed);
+            continue;
+        }
         if (!g_hash_table_contains(seen, dev->identity) && dev->state != AV_DEVICE_STATE_MISSING)
             g_ptr_array_add(gone, dev);
     }
@@ -1246,4 +1417,106 @@ av_pool_reconcile(AvPool *pool, const AvHost *host, const AvPolicy *policy,
     if (ret_changed)
         *ret_changed = changed;
     return TRUE;
+}
+
+/* --- devices the scan does not bring: mdevs ---------------------------------- */
+
+/* See av-pool.h.  The device gets numa_node and iommu_group -1 (the caller
+ * sets them), first_seen, last_seen and state_since now.  The "added" entry
+ * is journalled before the device joins the pool; on failure the pool is
+ * unchanged. */
+AvPoolDevice *
+av_pool_add(AvPool *pool, AvDeviceKind kind, const char *identity, const char *address,
+            const char *profile, AvDeviceState state, const AvOwner *owner, GError **error)
+{
+    g_autoptr(AvPoolDevice) dev = NULL;
+    g_autoptr(json_t) extra = json_object();
+    AvPoolDevice *borrowed;
+
+    g_return_val_if_fail(identity && *identity, NULL);
+    if (pool->mode != AV_POOL_WRITE) {
+        g_set_error(error, AV_ERROR, AV_ERROR_FAILED,
+                    "cannot add to the pool in '%s': it was opened for reading only", pool->state_dir);
+        return NULL;
+    }
+    if (av_pool_find(pool, identity)) {
+        g_set_error(error, AV_ERROR, AV_ERROR_STATE, "device '%s' is already in the pool", identity);
+        return NULL;
+    }
+    if (kind == AV_DEVICE_KIND_MDEV && !av_identity_is_mdev(identity)) {
+        g_set_error(error, AV_ERROR, AV_ERROR_INVALID_INPUT,
+                    "'%s' is not an mdev identity ('mdev:' and a lower-case UUID)", identity);
+        return NULL;
+    }
+    if (address && !(kind != AV_DEVICE_KIND_USB ? av_pci_address_is_valid(address)
+                                                : av_usb_bus_path_is_valid(address))) {
+        g_set_error(error, AV_ERROR, AV_ERROR_INVALID_INPUT, "'%s' is not a %s address", address,
+                    kind != AV_DEVICE_KIND_USB ? "PCI" : "USB");
+        return NULL;
+    }
+    if (!owner && (state == AV_DEVICE_STATE_CLAIMED || state == AV_DEVICE_STATE_IN_USE)) {
+        g_set_error(error, AV_ERROR, AV_ERROR_INVALID_INPUT,
+                    "cannot add device '%s' as %s without an owner", identity,
+                    av_device_state_to_string(state));
+        return NULL;
+    }
+    if (state == AV_DEVICE_STATE_MISSING) {
+        g_set_error(error, AV_ERROR, AV_ERROR_STATE, "cannot add device '%s' as missing", identity);
+        return NULL;
+    }
+    dev = av_pool_device_new();
+    dev->identity = g_strdup(identity);
+    dev->kind = kind;
+    dev->address = g_strdup(address);
+    dev->profile = g_strdup(profile);
+    dev->state = state;
+    dev->owner = av_owner_copy(owner);
+    dev->state_since = dev->first_seen = dev->last_seen = av_pool_now();
+    json_object_set_new(extra, "owner", av_owner_to_json(dev->owner));
+    if (!av_pool_journal_device(pool, "added", dev, extra, error))
+        return NULL;
+    borrowed = dev;
+    av_pool_add_device(pool, g_steal_pointer(&dev));
+    return borrowed;
+}
+
+/* See av-pool.h. */
+gboolean
+av_pool_remove(AvPool *pool, const char *identity, const char *reason, GError **error)
+{
+    g_autoptr(json_t) extra = json_object();
+    AvPoolDevice *dev;
+
+    if (pool->mode != AV_POOL_WRITE) {
+        g_set_error(error, AV_ERROR, AV_ERROR_FAILED,
+                    "cannot remove from the pool in '%s': it was opened for reading only", pool->state_dir);
+        return FALSE;
+    }
+    dev = av_pool_find(pool, identity);
+    if (!dev) {
+        g_set_error(error, AV_ERROR, AV_ERROR_NOT_FOUND, "device '%s' is not in the pool", identity);
+        return FALSE;
+    }
+    json_object_set_new(extra, "reason", av_json_string_or_null(reason));
+    if (!av_pool_journal_device(pool, "removed", dev, extra, error))
+        return FALSE;
+    av_pool_remove_device(pool, dev);
+    return TRUE;
+}
+
+/* See av-pool.h. */
+GPtrArray *
+av_pool_find_owned(const AvPool *pool, const char *domain_uuid)
+{
+    GPtrArray *owned = g_ptr_array_new();
+
+    if (!domain_uuid)
+        return owned;
+    for (guint i = 0; i < pool->devices->len; i++) {
+        AvPoolDevice *dev = g_ptr_array_index(pool->devices, i);
+
+        if (dev->owner && g_strcmp0(dev->owner->domain_uuid, domain_uuid) == 0)
+            g_ptr_array_add(owned, dev);
+    }
+    return owned;
 }

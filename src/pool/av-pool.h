@@ -68,6 +68,17 @@ AvOwner *av_owner_copy(const AvOwner *owner);
 void av_owner_free(AvOwner *owner);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(AvOwner, av_owner_free)
 
+/* An endpoint that moves to vfio-pci with a pool device (same IOMMU group)
+ * without being a pool device itself, and the driver to give it back. */
+typedef struct {
+    char *address;               /* PCI address */
+    char *original_driver;       /* or NULL (it was unbound) */
+} AvCompanion;
+
+AvCompanion *av_companion_new(const char *address, const char *original_driver);
+void av_companion_free(AvCompanion *companion);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(AvCompanion, av_companion_free)
+
 typedef struct {
     char *identity;              /* stable identity, see av_pool_identity_pci() */
     AvDeviceKind kind;
@@ -85,6 +96,12 @@ typedef struct {
     char *original_driver;       /* driver to restore on release, or NULL */
     int numa_node;               /* -1 unknown */
     int iommu_group;             /* -1 none */
+    GPtrArray *companions;       /* AvCompanion*: the other endpoints of its IOMMU group that no
+                                  * profile pools (a GPU's audio function), bound to vfio-pci with
+                                  * it at prepare and restored with it after the scrub; never NULL.
+                                  * In pool.json ("companions") only when not empty. */
+    gboolean created;            /* mdev: accelvirt created it at prepare (removed at release);
+                                  * in pool.json ("created") for mdevs only */
 } AvPoolDevice;
 
 void av_pool_device_free(AvPoolDevice *dev);
@@ -178,6 +195,10 @@ char *av_pool_identity_pci(const AvHost *host, const AvPciDevice *dev);
 /* The identity of a USB device: "usb:VVVV:PPPP:serial:SERIAL" when it has a
  * serial, else "usb:VVVV:PPPP@port:BUSPATH".  Caller frees. */
 char *av_pool_identity_usb(const AvUsbDevice *dev);
+
+/* The identity of a mediated device: "mdev:UUID" (@uuid canonical, see
+ * av_uuid_is_valid()).  Caller frees. */
+char *av_pool_identity_mdev(const char *uuid);
 
 /* Adds a device that no scan finds by itself (an mdev created at prepare)
  * in state @state with a copy of @owner, journalling "added".  Fails with
