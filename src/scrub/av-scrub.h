@@ -1,0 +1,35 @@
+/* accelvirt: scrubbing a released device before anyone else may have it.
+ *
+ * A profile's "scrub" steps run in order; the first that fails stops the
+ * pipeline and the device is quarantined with the step and its message.
+ * Methods here: "none" and "command" (an external program given the device's
+ * address and IOMMU group, killed at its timeout; its exit status decides).
+ * "vfio-zero", "reset", "rom-check" and "vm" come with the scrub issue: until
+ * then a step of theirs fails with a message saying so, so a device whose
+ * profile asks for them is quarantined, never handed out unscrubbed. */
+#pragma once
+
+#include <glib.h>
+#include <jansson.h>
+
+#include "policy/av-policy.h"
+#include "util/av-root.h"
+#include "vfio/av-kernel.h"
+
+G_BEGIN_DECLS
+
+typedef struct {
+    const char *identity;        /* pool identity */
+    const char *address;         /* PCI address, USB bus path, or an mdev's parent */
+    int iommu_group;             /* -1 when none */
+    const char *mdev_uuid;       /* for an mdev, else NULL */
+} AvScrubTarget;
+
+/* Runs every scrub step of @profile on @target.  Fills *ret_report (caller
+ * frees; may be NULL) with {"steps": [{"method", "ok", "seconds", "message"}]}
+ * for every step run, the failing one included.  Returns FALSE at the first
+ * failing step, with an error "scrub step N (METHOD) failed: ...". */
+gboolean av_scrub_run(const AvRoot *root, const AvKernelOps *ops, const AvProfile *profile,
+                      const AvScrubTarget *target, json_t **ret_report, GError **error);
+
+G_END_DECLS
