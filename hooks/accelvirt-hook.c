@@ -1,0 +1,137 @@
+/* accelvirt: the libvirt QEMU hook, installed as
+ * /etc/libvirt/hooks/qemu.d/accelvirt.  See hook.h for libvirt's rules
+ * (docs/hooks.rst) and accelvirt(1). */
+#include "config.h"
+
+#include "hook.h"
+
+#include <errno.h>
+#include <string.h>
+#include <syslog.h>
+#include <unistd.h>
+
+#include "util/av-error.h"
+
+/* "migrate begin" and "restore begin" may hand libvirt a rewritten XML on
+ * stdout (docs/hooks.rst); for now it goes back unchanged.  Copies stdin to
+ * stdout, bounded like every domain XML. */
+static int
+av_hook_pass_through(void)
+{
+    g_autoptr(GError) error = NULL;
+    g_autofree char *xml = NULL;
+    gsize len = 0, done = 0;
+
+    if (!av_domain_read_fd(STDIN_FILENO, &xml, &len, &error))
+        return av_hook_refuse(error->message);
+    while (done < len) {
+        ssize_t n = write(STDOUT_FILENO, xml + done, len - done);
+
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return av_hook_refusef("cannot write the domain XML back to libvirt: %s", g_strerror(errno));
+        done += (gsize)n;
+    }
+    return 0;
+}
+
+/* TRUE when @domain has a hostdev accelvirt may manage (PCI or mdev). */
+static gboolean
+av_hook_has_hostdevs(const AvDomain *domain)
+{
+    for (guint i = 0; i < domain->hostdevs->len; i++) {
+        const AvHostdev *h = g_ptr_array_index(domain->hostdevs, i);
+
+        if (h->type == AV_HOSTDEV_PCI || h->type == AV_HOSTDEV_MDEV)
+            return TRUE;
+    }
+    return FALSE;
+}
+
+/* TRUE when the pool file of @state_dir may name @uuid: a cheap look, without
+ * the lock, so that "release end" of a domain without hostdevs costs
+ * nothing unless the pool holds something of it (a device detached while it
+ * ran). */
+static gboolean
+av_hook_pool_mentions(const char *state_dir, const char *uuid)
+{
+    g_autofree char *path = g_build_filename(state_dir, "pool.json", NULL);
+    g_autofree char *data = NULL;
+
+    if (!uuid || !g_file_get_contents(path, &data, NULL, NULL))
+        return FALSE;
+    return strstr(data, uuid) != NULL;
+}
+
+int
+main(int argc, char **argv)
+{
+    g_autoptr(GError) error = NULL;
+    g_autoptr(AvHookConfig) config = NULL;
+    g_autoptr(AvDomain) domain = NULL;
+    g_autofree char *xml = NULL;
+    const char *name, *op, *sub;
+    gboolean prepare, start, release, reconnect;
+    gsize len = 0;
+
+    av_hook_log_init();
+    if (argc < 4)
+        return av_hook_refuse("usage: accelvirt DOMAIN OPERATION SUB-OPERATION EXTRA, with the domain "
+                              "XML on stdin; libvirt runs this program from /etc/libvirt/hooks/qemu.d");
+    name = argv[1];
+    op = argv[2];
+    sub = argv[3];
+    av_hook_log_set_domain(name);
+
+    if ((g_str_equal(op, "migrate") || g_str_equal(op, "restore")) && g_str_equal(sub, "begin"))
+        return av_hook_pass_through();
+    prepare = g_str_equal(op, "prepare") && g_str_equal(sub, "begin");
+    start = (g_str_equal(op, "start") || g_str_equal(op, "started")) && g_str_equal(sub, "begin");
+    release = g_str_equal(op, "release") && g_str_equal(sub, "end");
+    reconnect = g_str_equal(op, "reconnect") && g_str_equal(sub, "begin");
+    if (!prepare && !start && !release && !reconnect) {
+        /* Read what libvirt writes all the same, so that it never meets a
+         * closed pipe. */
+        if (av_domain_read_fd(STDIN_FILENO, &xml, &len, NULL))
+            g_clear_pointer(&xml, g_free);
+        return 0;
+    }
+
+    if (!av_domain_read_fd(STDIN_FILENO, &xml, &len, &error) ||
+        !(domain = av_domain_parse(xml, len, &error))) {
+        g_autofree char *quoted = av_domain_quote(name);
+        return av_hook_refusef("refusing the domain XML of '%s' given to '%s %s': %s", quoted, op, sub,
+                               error->message);
+    }
+    if (g_strcmp0(domain->name, name) != 0) {
+        g_autofree char *a = av_domain_quote(name);
+        g_autofree char *b = av_domain_quote(domain->name);
+        return av_hook_refusef("the hook was called for domain '%s' but the XML on its stdin is of "
+                               "domain '%s'; libvirt passes the domain's own XML: check how the hook is run",
+                               a, b);
+    }
+    if (!av_hook_has_hostdevs(domain)) {
+        const char *state;
+
+        if (!release)
+            return 0;
+        state = g_getenv("ACCELVIRT_STATE_DIR");
+        if (!av_hook_pool_mentions(state && *state ? state : AV_STATE_DIR, domain->uuid))
+            return 0;
+    }
+    if (!domain->uuid)
+        return av_hook_refusef("the XML of domain '%s' has no <uuid>; libvirt always gives one: "
+                               "check how the hook is run", domain->name);
+
+    config = av_hook_config_new(&error);
+    if (!config)
+        return av_hook_refuse(error->message);
+    if (prepare)
+        return av_hook_prepare(config, domain);
+    if (start)
+        return av_hook_start(config, domain);
+    if (release)
+        return av_hook_release(config, domain);
+    return av_hook_reconnect(config, domain);
+}

@@ -1,0 +1,207 @@
+/* accelvirt: what the hook and the worker share: configuration, logging,
+ * refusals, owners. */
+#include "config.h"
+
+#include "hook.h"
+
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <syslog.h>
+#include <unistd.h>
+
+#include "util/av-error.h"
+
+#ifndef AV_WORKER_PATH
+#define AV_WORKER_PATH "/usr/libexec/accelvirt/accelvirt-worker"
+#endif
+
+/* Frees @config.  NULL is a no-op. */
+void
+av_hook_config_free(AvHookConfig *config)
+{
+    if (!config)
+        return;
+    av_root_free(config->root);
+    g_free(config->state_dir);
+    g_free(config->policy_dir);
+    g_free(config->worker_path);
+    g_free(config);
+}
+
+/* The value of the environment variable @name, or NULL when it is unset or
+ * empty.  Borrowed from the environment. */
+static const char *
+av_hook_getenv(const char *name)
+{
+    const char *value = g_getenv(name);
+
+    return value && *value ? value : NULL;
+}
+
+/* See hook.h.  Caller frees. */
+AvHookConfig *
+av_hook_config_new(GError **error)
+{
+    g_autoptr(AvHookConfig) config = g_new0(AvHookConfig, 1);
+    const char *state = av_hook_getenv("ACCELVIRT_STATE_DIR");
+    const char *policy = av_hook_getenv("ACCELVIRT_POLICY_DIR");
+    const char *worker = av_hook_getenv("ACCELVIRT_WORKER");
+
+    config->root = av_root_new_default(NULL, error);
+    if (!config->root)
+        return NULL;
+    if (!av_root_is_host(config->root) && !state) {
+        g_set_error(error, AV_ERROR, AV_ERROR_INVALID_INPUT,
+                    "ACCELVIRT_ROOT is '%s' but ACCELVIRT_STATE_DIR is not set; a fake root is never "
+                    "recorded in the host's state dir: give it a state dir of its own",
+                    av_root_prefix(config->root));
+        return NULL;
+    }
+    config->ops = av_kernel_ops_for(config->root);
+    config->state_dir = g_strdup(state ? state : AV_STATE_DIR);
+    config->policy_dir = g_strdup(policy ? policy : AV_POLICY_DIR);
+    config->worker_path = g_strdup(worker ? worker : AV_WORKER_PATH);
+    return g_steal_pointer(&config);
+}
+
+/* --- logging ------------------------------------------------------------------ */
+
+static char *av_hook_log_domain;
+
+/* Appends @line to $ACCELVIRT_LOG_FILE when it is set (tests read it). */
+static void
+av_hook_log_file(int priority, const char *line)
+{
+    const char *path = av_hook_getenv("ACCELVIRT_LOG_FILE");
+    g_autofree char *text = NULL;
+    const char *level;
+    int fd;
+
+    if (!path)
+        return;
+    level = priority <= LOG_ERR ? "error" : priority == LOG_WARNING ? "warning"
+          : priority == LOG_DEBUG ? "debug" : "info";
+    text = g_strdup_printf("accelvirt[%d]: %s: %s\n", (int)getpid(), level, line);
+    fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY, 0600);
+    if (fd < 0)
+        return;
+    if (write(fd, text, strlen(text)) < 0) {
+        /* Nowhere left to say it. */
+    }
+    close(fd);
+}
+
+/* Logs @message at @priority, prefixed by the domain's name. */
+static void
+av_hook_log_message(int priority, const char *message)
+{
+    g_autofree char *line = NULL;
+
+    if (av_hook_log_domain)
+        line = g_strdup_printf("domain '%s': %s", av_hook_log_domain, message);
+    else
+        line = g_strdup(message);
+    syslog(priority, "%s", line);
+    av_hook_log_file(priority, line);
+}
+
+/* GLib's messages (g_warning() of the layers below) go to syslog, never to
+ * stderr: libvirt would put them into its error (docs/hooks.rst). */
+static GLogWriterOutput
+av_hook_log_writer(GLogLevelFlags level, const GLogField *fields, gsize n_fields, gpointer data G_GNUC_UNUSED)
+{
+    const char *message = NULL;
+    int priority;
+
+    for (gsize i = 0; i < n_fields; i++) {
+        if (g_str_equal(fields[i].key, "MESSAGE")) {
+            message = fields[i].value;
+            break;
+        }
+    }
+    if (!message)
+        return G_LOG_WRITER_HANDLED;
+    if (level & (G_LOG_LEVEL_ERROR | G_LOG_LEVEL_CRITICAL))
+        priority = LOG_ERR;
+    else if (level & G_LOG_LEVEL_WARNING)
+        priority = LOG_WARNING;
+    else if (level & G_LOG_LEVEL_DEBUG)
+        return G_LOG_WRITER_HANDLED;
+    else
+        priority = LOG_INFO;
+    av_hook_log_message(priority, message);
+    return G_LOG_WRITER_HANDLED;
+}
+
+/* See hook.h. */
+void
+av_hook_log_init(void)
+{
+    openlog("accelvirt", LOG_PID, LOG_DAEMON);
+    g_log_set_writer_func(av_hook_log_writer, NULL, NULL);
+}
+
+/* See hook.h. */
+void
+av_hook_log_set_domain(const char *domain_name)
+{
+    g_free(av_hook_log_domain);
+    av_hook_log_domain = domain_name ? av_domain_quote(domain_name) : NULL;
+}
+
+/* See hook.h. */
+void
+av_hook_log(int priority, const char *fmt, ...)
+{
+    g_autofree char *message = NULL;
+    va_list ap;
+
+    va_start(ap, fmt);
+    message = g_strdup_vprintf(fmt, ap);
+    va_end(ap);
+    av_hook_log_message(priority, message);
+}
+
+/* See hook.h. */
+int
+av_hook_refuse(const char *message)
+{
+    g_autofree char *line = g_strdup(message);
+
+    for (char *p = line; *p; p++)
+        if ((guchar)*p < 0x20 || *p == 0x7f)
+            *p = ' ';
+    av_hook_log_message(LOG_ERR, line);
+    fprintf(stderr, "accelvirt: %s\n", line);
+    fflush(stderr);
+    return 1;
+}
+
+/* See hook.h. */
+int
+av_hook_refusef(const char *fmt, ...)
+{
+    g_autofree char *message = NULL;
+    va_list ap;
+
+    va_start(ap, fmt);
+    message = g_strdup_vprintf(fmt, ap);
+    va_end(ap);
+    return av_hook_refuse(message);
+}
+
+/* See hook.h. */
+AvOwner *
+av_hook_owner_new(const AvDomain *domain)
+{
+    AvOwner *owner = av_owner_new(domain->uuid, domain->name);
+
+    if (domain->is_nova) {
+        owner->nova_instance = g_strdup(domain->uuid);
+        owner->nova_project = g_strdup(domain->nova_project);
+        owner->nova_user = g_strdup(domain->nova_user);
+    }
+    return owner;
+}

@@ -1,0 +1,935 @@
+/* accelvirt: the hook's operations: prepare, start/started, release,
+ * reconnect.
+ *
+ * libvirt's docs/hooks.rst: "prepare begin" runs before libvirt allocates
+ * the domain's resources (a refusal stops the start), "start begin" and
+ * "started begin" before and after QEMU starts, "release end" after the
+ * domain stopped and its resources were released (always called, also after
+ * a failed prepare), "reconnect begin" when libvirtd restarts and finds the
+ * domain running (a failure there kills the domain: never fail it). */
+#include "config.h"
+
+#include "hook.h"
+
+#include <signal.h>
+#include <string.h>
+#include <syslog.h>
+
+#include "pci/av-pci.h"
+#include "util/av-error.h"
+#include "util/av-json.h"
+#include "vfio/av-vfio.h"
+
+#define AV_VFIO_PCI "vfio-pci"
+
+/* One hostdev of the domain that accelvirt manages. */
+typedef struct {
+    const AvHostdev *hostdev;
+    const AvProfile *profile;    /* borrowed from the policy */
+    AvPoolDevice *pooldev;       /* borrowed from the pool; NULL for an mdev not pooled yet */
+    const AvPciDevice *pci;      /* PCI: the device; mdev: its parent when it exists; borrowed from the host */
+    char *identity;              /* mdev: "mdev:UUID" */
+    gboolean mdev_exists;
+    char *mdev_parent;           /* mdev: the parent it lives on, or the one chosen at prepare */
+    gboolean mdev_created;       /* mdev: created by this prepare */
+} AvManaged;
+
+static void
+av_managed_free(AvManaged *m)
+{
+    if (!m)
+        return;
+    g_free(m->identity);
+    g_free(m->mdev_parent);
+    g_free(m);
+}
+
+/* --- describing things to the user ------------------------------------------- */
+
+/* "domain 'vm1' (UUID), Nova project P, user U" or "nobody".  Caller frees. */
+static char *
+av_hook_describe_owner(const AvOwner *owner)
+{
+    GString *s;
+
+    if (!owner)
+        return g_strdup("nobody");
+    s = g_string_new(NULL);
+    if (owner->domain_name)
+        g_string_append_printf(s, "domain '%s'", owner->domain_name);
+    if (owner->domain_uuid)
+        g_string_append_printf(s, s->len ? " (%s)" : "domain %s", owner->domain_uuid);
+    if (owner->nova_project)
+        g_string_append_printf(s, "%sNova project %s", s->len ? ", " : "", owner->nova_project);
+    if (owner->nova_user)
+        g_string_append_printf(s, "%sNova user %s", s->len ? ", " : "", owner->nova_user);
+    if (s->len == 0)
+        g_string_append(s, "an unnamed owner");
+    return g_string_free(s, FALSE);
+}
+
+/* "0000:17:00.0" or "mdev 6f2a... on 0000:17:00.0".  Caller frees. */
+static char *
+av_hook_describe_device(const AvPoolDevice *dev)
+{
+    if (dev->kind == AV_DEVICE_KIND_MDEV)
+        return g_strdup_printf("mdev %s on %s", dev->identity + strlen("mdev:"),
+                               dev->address ? dev->address : "no parent");
+    return g_strdup_printf("%s (%s)", dev->address ? dev->address : "no address", dev->identity);
+}
+
+/* TRUE when @dev may go to @domain: free, or claimed for this very domain.
+ * Otherwise sets @error to one sentence naming the device, its state and its
+ * owner, and what to do. */
+static gboolean
+av_hook_check_available(const AvPoolDevice *dev, const AvDomain *domain, GError **error)
+{
+    g_autofree char *what = NULL;
+    g_autofree char *who = NULL;
+    const char *advice;
+
+    if (dev->state == AV_DEVICE_STATE_FREE)
+        return TRUE;
+    if (dev->state == AV_DEVICE_STATE_CLAIMED && dev->owner &&
+        g_strcmp0(dev->owner->domain_uuid, domain->uuid) == 0)
+        return TRUE;
+    what = av_hook_describe_device(dev);
+    who = av_hook_describe_owner(dev->owner);
+    switch (dev->state) {
+    case AV_DEVICE_STATE_CLAIMED:
+    case AV_DEVICE_STATE_IN_USE:
+        advice = dev->owner && g_strcmp0(dev->owner->domain_uuid, domain->uuid) == 0
+                 ? "is the domain already running? stop it first"
+                 : "give this domain another device, or stop that domain first";
+        break;
+    case AV_DEVICE_STATE_DIRTY:
+    case AV_DEVICE_STATE_SCRUBBING:
+        advice = "it is being scrubbed after its last use; try again when 'accelvirt status' shows it free";
+        break;
+    case AV_DEVICE_STATE_QUARANTINED:
+        advice = "its scrub failed; an operator must check the device and free it";
+        break;
+    case AV_DEVICE_STATE_MISSING:
+        advice = "it was not found on the host at the last scan; check the hardware";
+        break;
+    default:
+        advice = "check 'accelvirt status'";
+        break;
+    }
+    g_set_error(error, AV_ERROR, AV_ERROR_BUSY, "device %s is %s, owner %s%s%s%s; %s",
+                what, av_device_state_to_string(dev->state), who,
+                dev->reason ? " (" : "", dev->reason ? dev->reason : "", dev->reason ? ")" : "", advice);
+    return FALSE;
+}
+
+/* --- which hostdevs are managed ---------------------------------------------- */
+
+/* The existing mdev @uuid on @host: its parent (borrowed), or NULL. */
+static const AvPciDevice *
+av_hook_find_mdev(const AvHost *host, const char *uuid)
+{
+    for (guint i = 0; i < host->pci->len; i++) {
+        const AvPciDevice *pci = g_ptr_array_index(host->pci, i);
+
+        for (guint j = 0; pci->mdevs && j < pci->mdevs->len; j++) {
+            const AvMdev *mdev = g_ptr_array_index(pci->mdevs, j);
+
+            if (g_strcmp0(mdev->uuid, uuid) == 0)
+                return pci;
+        }
+    }
+    return NULL;
+}
+
+/* The av:placement entry of the mdev @uuid, or NULL.  Borrowed. */
+static const AvPlacedDevice *
+av_hook_find_placed_mdev(const AvDomain *domain, const char *uuid)
+{
+    for (guint i = 0; domain->placed && i < domain->placed->len; i++) {
+        const AvPlacedDevice *p = g_ptr_array_index(domain->placed, i);
+
+        if (p->mdev_uuid && g_str_equal(p->mdev_uuid, uuid))
+            return p;
+    }
+    return NULL;
+}
+
+/* Finds the hostdevs of @domain accelvirt manages, against a reconciled
+ * @pool: PCI hostdevs that the pool holds (a profile matches them, or they
+ * are still held), and mdev hostdevs that the pool holds, that exist on a
+ * parent an mdev profile matches, or that av:placement names with a
+ * profile.  Everything else is never touched.  Fails on a hostdev accelvirt
+ * cannot hand over safely (a PCI hostdev of an mdev parent, a placement
+ * naming an unknown profile). */
+static gboolean
+av_hook_resolve(const AvHost *host, const AvPolicy *policy, AvPool *pool, const AvDomain *domain,
+                GPtrArray **ret_managed, GError **error)
+{
+    g_autoptr(GPtrArray) managed = g_ptr_array_new_with_free_func((GDestroyNotify)av_managed_free);
+
+    for (guint i = 0; i < domain->hostdevs->len; i++) {
+        const AvHostdev *h = g_ptr_array_index(domain->hostdevs, i);
+        AvManaged *m;
+
+        if (h->type == AV_HOSTDEV_PCI) {
+            AvPoolDevice *dev = av_pool_find_address(pool, AV_DEVICE_KIND_PCI, h->pci_address);
+            const AvProfile *profile;
+
+            if (!dev)
+                continue;
+            profile = dev->profile ? av_policy_find(policy, dev->profile) : NULL;
+            if (!profile || g_strcmp0(dev->reason, "unmanaged") == 0) {
+                if (!av_hook_check_available(dev, domain, error))
+                    return FALSE;
+                continue;
+            }
+            if (profile->attach == AV_ATTACH_MDEV) {
+                g_set_error(error, AV_ERROR, AV_ERROR_INVALID_INPUT,
+                            "device %s is an mdev parent (profile '%s', type '%s'): give the domain an "
+                            "mdev <hostdev> of it, not the device itself",
+                            h->pci_address, profile->name, profile->mdev_type);
+                return FALSE;
+            }
+            m = g_new0(AvManaged, 1);
+            m->hostdev = h;
+            m->profile = profile;
+            m->pooldev = dev;
+            m->pci = av_host_find_pci(host, h->pci_address);
+            g_ptr_array_add(managed, m);
+        } else if (h->type == AV_HOSTDEV_MDEV) {
+            g_autofree char *identity = av_pool_identity_mdev(h->mdev_uuid);
+            AvPoolDevice *dev = av_pool_find(pool, identity);
+            const AvPciDevice *parent = av_hook_find_mdev(host, h->mdev_uuid);
+            const AvPlacedDevice *placed = av_hook_find_placed_mdev(domain, h->mdev_uuid);
+            const AvProfile *profile = NULL;
+
+            if (dev && dev->profile)
+                profile = av_policy_find(policy, dev->profile);
+            if (!profile && parent) {
+                const AvProfile *p = av_policy_match_pci(policy, parent);
+
+                if (p && p->attach == AV_ATTACH_MDEV)
+                    profile = p;
+            }
+            if (!profile && placed) {
+                profile = av_policy_find(policy, placed->profile);
+                if (!profile) {
+                    g_set_error(error, AV_ERROR, AV_ERROR_POLICY,
+                                "the av:placement of mdev %s names the profile '%s', which no policy "
+                                "defines; add it to the policies or place the domain again",
+                                h->mdev_uuid, placed->profile);
+                    return FALSE;
+                }
+            }
+            if (!profile) {
+                if (dev && !av_hook_check_available(dev, domain, error))
+                    return FALSE;
+                continue;
+            }
+            if (profile->attach != AV_ATTACH_MDEV || !profile->mdev_type) {
+                g_set_error(error, AV_ERROR, AV_ERROR_POLICY,
+                            "mdev %s is placed with the profile '%s', which does not attach mdevs "
+                            "(attach is '%s'); place the domain again",
+                            h->mdev_uuid, profile->name, av_attach_to_string(profile->attach));
+                return FALSE;
+            }
+            m = g_new0(AvManaged, 1);
+            m->hostdev = h;
+            m->profile = profile;
+            m->pooldev = dev;
+            m->pci = parent;
+            m->identity = g_steal_pointer(&identity);
+            m->mdev_exists = parent != NULL;
+            m->mdev_parent = parent ? g_strdup(parent->address) : NULL;
+            g_ptr_array_add(managed, m);
+        }
+    }
+    *ret_managed = g_steal_pointer(&managed);
+    return TRUE;
+}
+
+/* --- prepare -------------------------------------------------------------------- */
+
+/* One IOMMU group the prepare hands over. */
+typedef struct {
+    int group;
+    GPtrArray *members;          /* char*: endpoint addresses */
+    gboolean bind;               /* some hostdev of it is managed='no': accelvirt binds */
+    AvPoolDevice *first;         /* the first pool device of the group (companions go there) */
+} AvPrepareGroup;
+
+static void
+av_prepare_group_free(AvPrepareGroup *g)
+{
+    if (!g)
+        return;
+    g_ptr_array_unref(g->members);
+    g_free(g);
+}
+
+/* A device this prepare bound to vfio-pci, to undo on failure. */
+typedef struct {
+    char *address;
+    char *original_driver;       /* or NULL: it was unbound */
+    AvPrepareGroup *group;       /* borrowed */
+} AvBound;
+
+static void
+av_bound_free(AvBound *b)
+{
+    if (!b)
+        return;
+    g_free(b->address);
+    g_free(b->original_driver);
+    g_free(b);
+}
+
+/* What a prepare did to the host, to undo on failure. */
+typedef struct {
+    const AvHookConfig *config;
+    GPtrArray *bound;            /* AvBound*, in the order bound */
+    GPtrArray *created;          /* char*: mdev UUIDs created */
+} AvPrepareUndo;
+
+/* Undoes what @undo records, newest first: removes the mdevs created and
+ * gives the bound devices back to their original drivers.  Returns FALSE
+ * with the first failure in @error, after trying everything. */
+static gboolean
+av_prepare_undo(AvPrepareUndo *undo, GError **error)
+{
+    gboolean ok = TRUE;
+
+    for (guint i = undo->created->len; i > 0; i--) {
+        const char *uuid = g_ptr_array_index(undo->created, i - 1);
+        g_autoptr(GError) local = NULL;
+
+        if (!av_mdev_remove(undo->config->root, undo->config->ops, uuid, &local)) {
+            av_hook_log(LOG_ERR, "rollback: cannot remove the mdev %s created by this prepare: %s",
+                        uuid, local->message);
+            if (ok)
+                g_propagate_prefixed_error(error, g_steal_pointer(&local), "cannot remove mdev %s: ", uuid);
+            ok = FALSE;
+        } else {
+            av_hook_log(LOG_INFO, "rollback: removed the mdev %s", uuid);
+        }
+    }
+    for (guint i = undo->bound->len; i > 0; i--) {
+        const AvBound *b = g_ptr_array_index(undo->bound, i - 1);
+        g_autoptr(GError) local = NULL;
+
+        if (!av_vfio_restore(undo->config->root, undo->config->ops, b->address, b->original_driver, &local)) {
+            av_hook_log(LOG_ERR, "rollback: cannot give %s back to %s: %s", b->address,
+                        b->original_driver ? b->original_driver : "no driver", local->message);
+            if (ok)
+                g_propagate_prefixed_error(error, g_steal_pointer(&local), "cannot give %s back to %s: ",
+                                           b->address, b->original_driver ? b->original_driver : "no driver");
+            ok = FALSE;
+        } else {
+            av_hook_log(LOG_INFO, "rollback: gave %s back to %s", b->address,
+                        b->original_driver ? b->original_driver : "no driver");
+        }
+    }
+    return ok;
+}
+
+/* Rolls back and refuses with @message (taken over), saying when the
+ * rollback itself failed. */
+static int
+av_prepare_fail(AvPrepareUndo *undo, char *message)
+{
+    g_autofree char *owned = message;
+    g_autoptr(GError) error = NULL;
+
+    if (!av_prepare_undo(undo, &error))
+        return av_hook_refusef("%s (and undoing what this prepare did failed too: %s; see the system log)",
+                               owned, error->message);
+    return av_hook_refuse(owned);
+}
+
+/* The NUMA node an mdev should be created on: av:placement's node, else the
+ * single node of <numatune><memory nodeset=>, else -1 (any). */
+static int
+av_hook_mdev_node(const AvDomain *domain)
+{
+    g_autoptr(GArray) nodes = NULL;
+
+    if (domain->placement_node >= 0)
+        return domain->placement_node;
+    if (domain->numatune_memory_nodeset &&
+        av_domain_cpuset_parse(domain->numatune_memory_nodeset, AV_DOMAIN_NODE_MAX, &nodes, NULL) &&
+        nodes->len == 1)
+        return (int)g_array_index(nodes, guint, 0);
+    return -1;
+}
+
+/* After creating an mdev of @type on @parent, the scan of @host says one
+ * instance less and one mdev more, so that the next choice sees it. */
+static void
+av_hook_note_mdev(AvHost *host, const char *parent, const char *type, const char *uuid)
+{
+    AvPciDevice *pci = av_host_find_pci(host, parent);
+    AvMdev *mdev;
+
+    if (!pci)
+        return;
+    for (guint i = 0; pci->mdev_types && i < pci->mdev_types->len; i++) {
+        AvMdevType *t = g_ptr_array_index(pci->mdev_types, i);
+
+        if (g_str_equal(t->id, type) && t->available > 0)
+            t->available--;
+    }
+    if (!pci->mdevs)
+        return;
+    mdev = g_new0(AvMdev, 1);
+    mdev->uuid = g_strdup(uuid);
+    mdev->parent = g_strdup(parent);
+    mdev->type_id = g_strdup(type);
+    g_ptr_array_add(pci->mdevs, mdev);
+}
+
+/* Adds (or refreshes) the companion @address of @dev. */
+static void
+av_hook_add_companion(AvPoolDevice *dev, const char *address, const char *original_driver)
+{
+    for (guint i = 0; i < dev->companions->len; i++) {
+        AvCompanion *c = g_ptr_array_index(dev->companions, i);
+
+        if (g_str_equal(c->address, address)) {
+            if (original_driver) {
+                g_free(c->original_driver);
+                c->original_driver = g_strdup(original_driver);
+            }
+            return;
+        }
+    }
+    g_ptr_array_add(dev->companions, av_companion_new(address, original_driver));
+}
+
+/* Moves @dev to in-use for @owner: free -> claimed -> in-use, or claimed ->
+ * in-use. */
+static gboolean
+av_hook_take(AvPool *pool, AvPoolDevice *dev, const AvOwner *owner, GError **error)
+{
+    if (dev->state == AV_DEVICE_STATE_FREE &&
+        !av_pool_transition(pool, dev, AV_DEVICE_STATE_CLAIMED, owner, NULL, error))
+        return FALSE;
+    return av_pool_transition(pool, dev, AV_DEVICE_STATE_IN_USE, owner, NULL, error);
+}
+
+/* Test hook: with a fake root and ACCELVIRT_TEST_STOP=NAME, the hook stops
+ * itself (SIGSTOP) at the point NAME, holding the pool lock, so that a test
+ * can kill it there.  Never on the real root. */
+static void
+av_hook_test_stop(const AvHookConfig *config, const char *point)
+{
+    const char *want = g_getenv("ACCELVIRT_TEST_STOP");
+
+    if (want && !av_root_is_host(config->root) && g_str_equal(want, point))
+        raise(SIGSTOP);
+}
+
+/* "prepare begin": claims every managed device under the pool's exclusive
+ * lock (held throughout, so that racing hooks serialise), binds PCI devices
+ * of managed='no' hostdevs and their IOMMU groups to vfio-pci, creates the
+ * mdevs the XML names, then records the devices in-use.  The pool and the
+ * journal change only once everything on the host succeeded; any failure
+ * before that undoes the host changes and leaves the pool as it was. */
+int
+av_hook_prepare(const AvHookConfig *config, AvDomain *domain)
+{
+    g_autoptr(GError) error = NULL;
+    g_autoptr(AvPolicy) policy = NULL;
+    g_autoptr(AvPool) pool = NULL;
+    g_autoptr(AvHost) host = NULL;
+    g_autoptr(AvOwner) owner = NULL;
+    g_autoptr(GPtrArray) managed = NULL;
+    g_autoptr(GPtrArray) claims = g_ptr_array_new();
+    g_autoptr(GPtrArray) groups = g_ptr_array_new_with_free_func((GDestroyNotify)av_prepare_group_free);
+    g_autoptr(GPtrArray) bound = g_ptr_array_new_with_free_func((GDestroyNotify)av_bound_free);
+    g_autoptr(GPtrArray) created = g_ptr_array_new_with_free_func(g_free);
+    g_autoptr(GString) summary = g_string_new(NULL);
+    AvPrepareUndo undo = { config, bound, created };
+    gboolean changed = FALSE;
+
+    policy = av_policy_load_dir(config->policy_dir, &error);
+    if (!policy)
+        return av_hook_refusef("cannot read the policies: %s", error->message);
+    pool = av_pool_open(config->state_dir, AV_POOL_WRITE, AV_HOOK_LOCK_TIMEOUT_MS, &error);
+    if (!pool)
+        return av_hook_refusef("cannot open the pool: %s", error->message);
+    host = av_host_scan(config->root, &error);
+    if (!host)
+        return av_hook_refusef("cannot scan the host: %s", error->message);
+    /* The scan's news are bookkeeping of their own, saved whatever this
+     * prepare decides (the journal has them already). */
+    if (!av_pool_reconcile(pool, host, policy, &changed, &error) ||
+        (changed && !av_pool_save(pool, &error)))
+        return av_hook_refusef("cannot bring the pool up to date with the host: %s", error->message);
+
+    if (!av_hook_resolve(host, policy, pool, domain, &managed, &error))
+        return av_hook_refusef("cannot start domain '%s': %s", domain->name, error->message);
+    if (managed->len == 0) {
+        av_hook_log(LOG_INFO, "prepare: no device of this domain is managed by accelvirt");
+        return 0;
+    }
+    owner = av_hook_owner_new(domain);
+
+    /* Check everything before touching anything. */
+    for (guint i = 0; i < managed->len; i++) {
+        AvManaged *m = g_ptr_array_index(managed, i);
+        g_autoptr(GPtrArray) members = NULL;
+        AvPrepareGroup *group = NULL;
+
+        if (m->pooldev && !av_hook_check_available(m->pooldev, domain, &error))
+            return av_hook_refusef("cannot start domain '%s': %s", domain->name, error->message);
+        if (m->hostdev->type != AV_HOSTDEV_PCI)
+            continue;
+        if (!m->pci)
+            return av_hook_refusef("cannot start domain '%s': device %s is not on this host",
+                                   domain->name, m->hostdev->pci_address);
+        for (guint j = 0; j < groups->len && !group; j++) {
+            AvPrepareGroup *g = g_ptr_array_index(groups, j);
+
+            if (g->group == m->pci->iommu_group && m->pci->iommu_group >= 0)
+                group = g;
+        }
+        if (!group) {
+            if (!av_vfio_group_check(host, policy, m->pci, &members, &error))
+                return av_hook_refusef("cannot start domain '%s': %s", domain->name, error->message);
+            group = g_new0(AvPrepareGroup, 1);
+            group->group = m->pci->iommu_group;
+            group->members = g_steal_pointer(&members);
+            g_ptr_array_add(groups, group);
+            /* Card granularity: every pooled device of the group goes with
+             * it, so two functions of one card never go to two domains. */
+            for (guint j = 0; j < group->members->len; j++) {
+                AvPoolDevice *mate = av_pool_find_address(pool, AV_DEVICE_KIND_PCI,
+                                                          g_ptr_array_index(group->members, j));
+
+                if (!mate)
+                    continue;
+                if (!av_hook_check_available(mate, domain, &error))
+                    return av_hook_refusef("cannot start domain '%s': %s (it shares IOMMU group %d with %s)",
+                                           domain->name, error->message, group->group,
+                                           m->hostdev->pci_address);
+                if (!group->first)
+                    group->first = mate;
+                if (!g_ptr_array_find(claims, mate, NULL))
+                    g_ptr_array_add(claims, mate);
+            }
+        }
+        if (!m->hostdev->managed)
+            group->bind = TRUE;
+    }
+
+    /* The host: bind the groups, wait for their nodes, create the mdevs. */
+    for (guint i = 0; i < groups->len; i++) {
+        AvPrepareGroup *g = g_ptr_array_index(groups, i);
+
+        /* managed='yes': libvirt binds and unbinds it itself. */
+        if (!g->bind)
+            continue;
+        for (guint j = 0; j < g->members->len; j++) {
+            const char *address = g_ptr_array_index(g->members, j);
+            const AvPciDevice *pci = av_host_find_pci(host, address);
+            g_autofree char *original = NULL;
+            AvBound *b;
+
+            if (pci && g_strcmp0(pci->driver, AV_VFIO_PCI) == 0)
+                continue;
+            if (!av_vfio_bind(config->root, config->ops, address, &original, &error))
+                return av_prepare_fail(&undo, g_strdup_printf("cannot start domain '%s': cannot bind %s to "
+                                                              "vfio-pci: %s", domain->name, address,
+                                                              error->message));
+            b = g_new0(AvBound, 1);
+            b->address = g_strdup(address);
+            b->original_driver = g_steal_pointer(&original);
+            b->group = g;
+            g_ptr_array_add(bound, b);
+            av_hook_log(LOG_INFO, "bound %s to vfio-pci (it was on %s)", address,
+                        b->original_driver ? b->original_driver : "no driver");
+        }
+        if (!av_vfio_wait_group_node(config->root, g->group, AV_HOOK_VFIO_NODE_TIMEOUT_MS, &error))
+            return av_prepare_fail(&undo, g_strdup_printf("cannot start domain '%s': %s", domain->name,
+                                                          error->message));
+    }
+    for (guint i = 0; i < managed->len; i++) {
+        AvManaged *m = g_ptr_array_index(managed, i);
+        int node;
+
+        if (m->hostdev->type != AV_HOSTDEV_MDEV || m->mdev_exists)
+            continue;
+        node = av_hook_mdev_node(domain);
+        if (!av_mdev_choose_parent(host, m->profile, node, &m->mdev_parent, &error) ||
+            !av_mdev_create(config->root, config->ops, m->mdev_parent, m->profile->mdev_type,
+                            m->hostdev->mdev_uuid, &error))
+            return av_prepare_fail(&undo, g_strdup_printf("cannot start domain '%s': cannot create mdev %s "
+                                                          "(profile '%s'): %s", domain->name,
+                                                          m->hostdev->mdev_uuid, m->profile->name,
+                                                          error->message));
+        g_ptr_array_add(created, g_strdup(m->hostdev->mdev_uuid));
+        m->mdev_created = TRUE;
+        m->pci = av_host_find_pci(host, m->mdev_parent);
+        av_hook_note_mdev(host, m->mdev_parent, m->profile->mdev_type, m->hostdev->mdev_uuid);
+        av_hook_log(LOG_INFO, "created mdev %s of type %s on %s", m->hostdev->mdev_uuid,
+                    m->profile->mdev_type, m->mdev_parent);
+    }
+
+    av_hook_test_stop(config, "prepare-commit");
+
+    /* The pool: everything on the host succeeded. */
+    for (guint i = 0; i < bound->len; i++) {
+        AvBound *b = g_ptr_array_index(bound, i);
+        AvPoolDevice *dev = av_pool_find_address(pool, AV_DEVICE_KIND_PCI, b->address);
+
+        if (dev) {
+            if (b->original_driver) {
+                g_free(dev->original_driver);
+                dev->original_driver = g_strdup(b->original_driver);
+            }
+        } else if (b->group->first) {
+            av_hook_add_companion(b->group->first, b->address, b->original_driver);
+        }
+    }
+    for (guint i = 0; i < claims->len; i++) {
+        AvPoolDevice *dev = g_ptr_array_index(claims, i);
+
+        if (!av_hook_take(pool, dev, owner, &error))
+            goto commit_failed;
+        g_string_append_printf(summary, "%s%s", summary->len ? ", " : "", dev->address);
+    }
+    for (guint i = 0; i < managed->len; i++) {
+        AvManaged *m = g_ptr_array_index(managed, i);
+        AvPoolDevice *dev = m->pooldev;
+
+        if (m->hostdev->type != AV_HOSTDEV_MDEV)
+            continue;
+        if (dev) {
+            if (!av_hook_take(pool, dev, owner, &error))
+                goto commit_failed;
+            g_free(dev->address);
+            dev->address = g_strdup(m->mdev_parent);
+        } else {
+            dev = av_pool_add(pool, AV_DEVICE_KIND_MDEV, m->identity, m->mdev_parent, m->profile->name,
+                              AV_DEVICE_STATE_IN_USE, owner, &error);
+            if (!dev)
+                goto commit_failed;
+        }
+        dev->created = dev->created || m->mdev_created;
+        dev->numa_node = m->pci ? m->pci->numa_node : -1;
+        g_string_append_printf(summary, "%smdev %s on %s", summary->len ? ", " : "", m->hostdev->mdev_uuid,
+                               m->mdev_parent);
+    }
+    if (!av_pool_save(pool, &error))
+        goto commit_failed;
+    av_hook_log(LOG_INFO, "prepare: in use by this domain: %s", summary->str);
+    return 0;
+
+commit_failed: {
+        /* Some transitions are in the journal but the pool was not saved:
+         * say so in the journal, so that it tells the truth. */
+        g_autoptr(json_t) fields = json_object();
+        g_autoptr(GError) journal_error = NULL;
+        g_autofree char *message = g_strdup_printf("cannot start domain '%s': cannot record its devices "
+                                                   "in the pool: %s", domain->name, error->message);
+
+        json_object_set_new(fields, "domain_uuid", json_string(domain->uuid));
+        json_object_set_new(fields, "reason", json_string(error->message));
+        json_object_set_new(fields, "note", json_string("the transitions of this prepare since the last "
+                                                        "save were not saved; the pool is as before it"));
+        if (!av_pool_journal_append(pool, "rolled-back", fields, &journal_error))
+            av_hook_log(LOG_ERR, "cannot journal the rollback: %s", journal_error->message);
+        return av_prepare_fail(&undo, g_steal_pointer(&message));
+    }
+}
+
+/* --- start / started: NUMA ------------------------------------------------------- */
+
+/* @cpus (guint, ascending) as a kernel cpulist "0-3,8".  Caller frees. */
+static char *
+av_hook_cpulist(const GArray *cpus)
+{
+    GString *s = g_string_new(NULL);
+
+    for (guint i = 0; i < cpus->len;) {
+        guint first = g_array_index(cpus, guint, i), last = first;
+
+        while (i + 1 < cpus->len && g_array_index(cpus, guint, i + 1) == last + 1) {
+            last++;
+            i++;
+        }
+        i++;
+        if (s->len)
+            g_string_append_c(s, ',');
+        if (first == last)
+            g_string_append_printf(s, "%u", first);
+        else
+            g_string_append_printf(s, "%u-%u", first, last);
+    }
+    return g_string_free(s, FALSE);
+}
+
+/* The CPUs of @cpus that @node does not hold (caller frees). */
+static GArray *
+av_hook_cpus_outside(const GArray *cpus, const AvNumaNode *node)
+{
+    GArray *outside = g_array_new(FALSE, FALSE, sizeof(guint));
+
+    for (guint i = 0; i < cpus->len; i++) {
+        guint cpu = g_array_index(cpus, guint, i);
+        gboolean in = FALSE;
+
+        for (guint j = 0; j < node->cpus->len && !in; j++)
+            in = g_array_index(node->cpus, guint, j) == cpu;
+        if (!in)
+            g_array_append_val(outside, cpu);
+    }
+    return outside;
+}
+
+/* "start begin" and "started begin": the NUMA placement of the domain
+ * against each managed device's profile.  strict: every vCPU pinned within
+ * the device's node, else refuse; preferred: a warning; none: nothing.  A
+ * device whose node the kernel does not know (-1) is not checked. */
+int
+av_hook_start(const AvHookConfig *config, const AvDomain *domain)
+{
+    g_autoptr(GError) error = NULL;
+    g_autoptr(AvPolicy) policy = NULL;
+    g_autoptr(AvPool) pool = NULL;
+    g_autoptr(AvHost) host = NULL;
+    g_autoptr(GArray) cpus = NULL;
+    gboolean all_pinned = FALSE;
+
+    policy = av_policy_load_dir(config->policy_dir, &error);
+    if (!policy)
+        return av_hook_refusef("cannot read the policies: %s", error->message);
+    pool = av_pool_open(config->state_dir, AV_POOL_READ, AV_HOOK_LOCK_TIMEOUT_MS, &error);
+    if (!pool)
+        return av_hook_refusef("cannot open the pool: %s", error->message);
+
+    for (guint i = 0; i < domain->hostdevs->len; i++) {
+        const AvHostdev *h = g_ptr_array_index(domain->hostdevs, i);
+        const AvPoolDevice *dev = NULL;
+        const AvProfile *profile;
+        const AvNumaNode *node = NULL;
+        g_autoptr(GArray) outside = NULL;
+        g_autofree char *what = NULL;
+        g_autofree char *node_cpus = NULL;
+        g_autofree char *problem = NULL;
+
+        if (h->type == AV_HOSTDEV_PCI) {
+            dev = av_pool_find_address(pool, AV_DEVICE_KIND_PCI, h->pci_address);
+        } else if (h->type == AV_HOSTDEV_MDEV) {
+            g_autofree char *identity = av_pool_identity_mdev(h->mdev_uuid);
+            dev = av_pool_find(pool, identity);
+        }
+        if (!dev || !dev->profile || dev->numa_node < 0)
+            continue;
+        profile = av_policy_find(policy, dev->profile);
+        if (!profile || profile->numa == AV_NUMA_NONE)
+            continue;
+        if (!host) {
+            host = av_host_scan(config->root, &error);
+            if (!host)
+                return av_hook_refusef("cannot scan the host: %s", error->message);
+            if (!av_domain_vcpu_cpus(domain, &cpus, &all_pinned, &error))
+                return av_hook_refusef("cannot start domain '%s': %s", domain->name, error->message);
+        }
+        for (guint j = 0; j < host->numa_nodes->len; j++) {
+            const AvNumaNode *n = g_ptr_array_index(host->numa_nodes, j);
+
+            if (n->id == dev->numa_node)
+                node = n;
+        }
+        if (!node)
+            continue;
+        outside = av_hook_cpus_outside(cpus, node);
+        if (all_pinned && outside->len == 0)
+            continue;
+        what = av_hook_describe_device(dev);
+        node_cpus = av_hook_cpulist(node->cpus);
+        if (!all_pinned) {
+            problem = g_strdup("some of its vCPUs are not pinned");
+        } else {
+            g_autofree char *list = av_hook_cpulist(outside);
+            problem = g_strdup_printf("its vCPUs may run on CPUs %s, outside the node", list);
+        }
+        if (profile->numa == AV_NUMA_STRICT)
+            return av_hook_refusef("cannot start domain '%s': device %s is on NUMA node %d (CPUs %s) and its "
+                                   "profile '%s' has numa strict, but %s; pin every vCPU to CPUs of node %d "
+                                   "with <vcpupin> or <vcpu cpuset='%s'>",
+                                   domain->name, what, node->id, node_cpus, profile->name, problem, node->id,
+                                   node_cpus);
+        av_hook_log(LOG_WARNING, "device %s is on NUMA node %d (CPUs %s), preferred by its profile '%s', "
+                    "but %s; pin the vCPUs to that node for full speed",
+                    what, node->id, node_cpus, profile->name, problem);
+    }
+    return 0;
+}
+
+/* --- release ------------------------------------------------------------------------ */
+
+/* "release end": every in-use device this domain owns becomes dirty, the
+ * mdevs accelvirt created for it are removed, and the scrub worker is
+ * started, detached; the hook returns at once.  Devices the domain only
+ * claimed stay claimed; devices it does not own are not touched (release is
+ * also called after a refused prepare, with devices the domain never got). */
+int
+av_hook_release(const AvHookConfig *config, const AvDomain *domain)
+{
+    g_autoptr(GError) error = NULL;
+    g_autoptr(AvPool) pool = NULL;
+    g_autoptr(GPtrArray) owned = NULL;
+    g_autoptr(GString) summary = g_string_new(NULL);
+    g_autofree char *pool_path = g_build_filename(config->state_dir, "pool.json", NULL);
+    gboolean dirty = FALSE;
+
+    /* No pool: the domain owns nothing, and no state is created for it. */
+    if (!g_file_test(pool_path, G_FILE_TEST_EXISTS))
+        return 0;
+    pool = av_pool_open(config->state_dir, AV_POOL_WRITE, AV_HOOK_LOCK_TIMEOUT_MS, &error);
+    if (!pool)
+        return av_hook_refusef("cannot release the devices of domain '%s': cannot open the pool: %s",
+                               domain->name, error->message);
+    owned = av_pool_find_owned(pool, domain->uuid);
+    for (guint i = 0; i < owned->len; i++) {
+        AvPoolDevice *dev = g_ptr_array_index(owned, i);
+        g_autofree char *what = NULL;
+
+        if (dev->state != AV_DEVICE_STATE_IN_USE)
+            continue;
+        if (!av_pool_transition(pool, dev, AV_DEVICE_STATE_DIRTY, NULL, NULL, &error))
+            return av_hook_refusef("cannot release the devices of domain '%s': %s", domain->name, error->message);
+        what = av_hook_describe_device(dev);
+        g_string_append_printf(summary, "%s%s", summary->len ? ", " : "", what);
+        if (dev->kind == AV_DEVICE_KIND_MDEV && dev->created) {
+            g_autoptr(GError) local = NULL;
+            const char *uuid = dev->identity + strlen("mdev:");
+
+            /* The worker tries again, and quarantines it if it still cannot. */
+            if (!av_mdev_remove(config->root, config->ops, uuid, &local))
+                av_hook_log(LOG_ERR, "cannot remove mdev %s: %s", uuid, local->message);
+            else
+                av_hook_log(LOG_INFO, "removed mdev %s", uuid);
+        }
+    }
+    if (summary->len > 0) {
+        if (!av_pool_save(pool, &error))
+            return av_hook_refusef("cannot release the devices of domain '%s': %s", domain->name, error->message);
+        av_hook_log(LOG_INFO, "release: dirty, waiting for their scrub: %s", summary->str);
+    }
+    for (guint i = 0; i < av_pool_devices(pool)->len; i++) {
+        const AvPoolDevice *dev = g_ptr_array_index(av_pool_devices(pool), i);
+
+        if (dev->state == AV_DEVICE_STATE_DIRTY || dev->state == AV_DEVICE_STATE_SCRUBBING)
+            dirty = TRUE;
+    }
+    /* The worker needs the lock. */
+    g_clear_pointer(&pool, av_pool_free);
+    if (dirty && !av_hook_spawn_worker(config, &error))
+        av_hook_log(LOG_ERR, "cannot start the scrub worker '%s': %s; the devices stay dirty until a "
+                    "worker runs", config->worker_path, error->message);
+    return 0;
+}
+
+/* --- reconnect ----------------------------------------------------------------------- */
+
+/* "reconnect begin": libvirtd restarted and found the domain running.  The
+ * pool's claims are reconciled with what the domain holds; a difference is
+ * logged, never fatal (a failure would make libvirt kill the domain). */
+int
+av_hook_reconnect(const AvHookConfig *config, const AvDomain *domain)
+{
+    g_autoptr(GError) error = NULL;
+    g_autoptr(AvPolicy) policy = NULL;
+    g_autoptr(AvPool) pool = NULL;
+    g_autoptr(AvHost) host = NULL;
+    g_autoptr(AvOwner) owner = av_hook_owner_new(domain);
+    g_autoptr(GPtrArray) managed = NULL;
+    g_autoptr(GPtrArray) owned = NULL;
+    gboolean changed = FALSE;
+
+    policy = av_policy_load_dir(config->policy_dir, &error);
+    if (policy)
+        pool = av_pool_open(config->state_dir, AV_POOL_WRITE, AV_HOOK_LOCK_TIMEOUT_MS, &error);
+    if (pool)
+        host = av_host_scan(config->root, &error);
+    if (!host || !av_pool_reconcile(pool, host, policy, &changed, &error)) {
+        av_hook_log(LOG_ERR, "reconnect: cannot check the pool against the domain: %s", error->message);
+        return 0;
+    }
+    if (!av_hook_resolve(host, policy, pool, domain, &managed, &error)) {
+        av_hook_log(LOG_ERR, "reconnect: %s", error->message);
+        g_clear_error(&error);
+        managed = g_ptr_array_new();
+    }
+    for (guint i = 0; i < managed->len; i++) {
+        AvManaged *m = g_ptr_array_index(managed, i);
+        AvPoolDevice *dev = m->pooldev;
+        g_autofree char *what = NULL;
+        g_autofree char *who = NULL;
+
+        if (!dev) {
+            /* An mdev the pool does not know: the domain runs with it. */
+            if (!m->mdev_exists)
+                continue;
+            dev = av_pool_add(pool, AV_DEVICE_KIND_MDEV, m->identity, m->mdev_parent, m->profile->name,
+                              AV_DEVICE_STATE_IN_USE, owner, &error);
+            if (!dev) {
+                av_hook_log(LOG_ERR, "reconnect: %s", error->message);
+                g_clear_error(&error);
+                continue;
+            }
+            dev->numa_node = m->pci ? m->pci->numa_node : -1;
+            av_hook_log(LOG_WARNING, "reconnect: mdev %s was not in the pool; recorded in use by this domain",
+                        m->hostdev->mdev_uuid);
+            changed = TRUE;
+            continue;
+        }
+        what = av_hook_describe_device(dev);
+        who = av_hook_describe_owner(dev->owner);
+        if (dev->owner && g_strcmp0(dev->owner->domain_uuid, domain->uuid) != 0) {
+            av_hook_log(LOG_ERR, "reconnect: the running domain uses device %s, which the pool says is %s, "
+                        "owner %s; check both domains", what, av_device_state_to_string(dev->state), who);
+            continue;
+        }
+        if (dev->state == AV_DEVICE_STATE_IN_USE)
+            continue;
+        if (dev->state == AV_DEVICE_STATE_FREE || dev->state == AV_DEVICE_STATE_CLAIMED) {
+            if (!av_hook_take(pool, dev, owner, &error)) {
+                av_hook_log(LOG_ERR, "reconnect: %s", error->message);
+                g_clear_error(&error);
+                continue;
+            }
+            av_hook_log(LOG_WARNING, "reconnect: device %s was %s in the pool though this domain runs with it; "
+                        "recorded in use", what, dev->owner ? "claimed" : "free");
+            changed = TRUE;
+        } else {
+            av_hook_log(LOG_ERR, "reconnect: the running domain uses device %s, which the pool says is %s; "
+                        "left as it is", what, av_device_state_to_string(dev->state));
+        }
+    }
+    owned = av_pool_find_owned(pool, domain->uuid);
+    for (guint i = 0; i < owned->len; i++) {
+        const AvPoolDevice *dev = g_ptr_array_index(owned, i);
+        gboolean in_xml = FALSE;
+
+        /* Named by the XML, or taken with a device it names (its IOMMU group). */
+        for (guint j = 0; j < managed->len && !in_xml; j++) {
+            const AvManaged *m = g_ptr_array_index(managed, j);
+
+            in_xml = m->pooldev == dev || g_strcmp0(m->identity, dev->identity) == 0 ||
+                     (m->pooldev && m->pooldev->kind == AV_DEVICE_KIND_PCI && dev->kind == AV_DEVICE_KIND_PCI &&
+                      m->pooldev->iommu_group >= 0 && m->pooldev->iommu_group == dev->iommu_group);
+        }
+        if (!in_xml) {
+            g_autofree char *what = av_hook_describe_device(dev);
+            av_hook_log(LOG_WARNING, "reconnect: the pool says this domain holds device %s (%s), which its "
+                        "XML does not name", what, av_device_state_to_string(dev->state));
+        }
+    }
+    if (changed && !av_pool_save(pool, &error))
+        av_hook_log(LOG_ERR, "reconnect: cannot save the pool: %s", error->message);
+    return 0;
+}

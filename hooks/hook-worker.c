@@ -1,0 +1,319 @@
+/* accelvirt: the scrub worker, and how the hook starts it.
+ *
+ * The hook must return at once (libvirtd waits for it, docs/hooks.rst), and
+ * a scrub may take minutes: "release end" marks the devices dirty and starts
+ * accelvirt-worker detached from libvirtd.  The worker scrubs one device at
+ * a time without holding the pool lock during the scrub, so that hooks of
+ * other domains keep going; a per-device lock keeps two workers off one
+ * device. */
+#include "config.h"
+
+#include "hook.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <syslog.h>
+#include <unistd.h>
+
+#include "scrub/av-scrub.h"
+#include "util/av-error.h"
+#include "util/av-file.h"
+#include "util/av-json.h"
+#include "vfio/av-vfio.h"
+
+/* --- starting the worker ------------------------------------------------------------ */
+
+/* Closes every descriptor from 3 up. */
+static void
+av_worker_close_fds(void)
+{
+    long max = sysconf(_SC_OPEN_MAX);
+
+    if (max < 0 || max > 65536)
+        max = 65536;
+    for (int fd = 3; fd < max; fd++)
+        close(fd);
+}
+
+/* See hook.h.  The classic daemon start: the first child calls setsid() (no
+ * controlling terminal, a session of its own) and forks the worker, then
+ * exits, so that the worker is reparented to init and libvirtd never waits
+ * for it.  The hook reaps the first child. */
+gboolean
+av_hook_spawn_worker(const AvHookConfig *config, GError **error)
+{
+    g_autoptr(AvRoot) host_root = NULL;
+    g_autofree char *devnull = NULL;
+    char *null_path;
+    pid_t pid;
+    int status;
+
+    /* The host's own /dev/null, whatever root prefix the devices live under. */
+    host_root = av_root_new(NULL, error);
+    if (!host_root)
+        return FALSE;
+    null_path = av_dev_path("null");
+    devnull = av_root_host_path(host_root, null_path);
+    /* Freed before the fork: the children leave by _exit(). */
+    g_free(null_path);
+    g_clear_pointer(&host_root, av_root_free);
+    if (access(config->worker_path, X_OK) < 0)
+        return av_error_errno(error, -errno, "cannot run '%s'", config->worker_path);
+
+    pid = fork();
+    if (pid < 0)
+        return av_error_errno(error, -errno, "cannot fork");
+    if (pid == 0) {
+        pid_t worker;
+
+        if (setsid() < 0)
+            _exit(1);
+        worker = fork();
+        if (worker < 0)
+            _exit(1);
+        if (worker == 0) {
+            char *argv[] = { config->worker_path, NULL };
+            int fd;
+
+            if (chdir("/") < 0)
+                _exit(1);
+            fd = open(devnull, O_RDWR);
+            if (fd < 0)
+                _exit(1);
+            if (dup2(fd, STDIN_FILENO) < 0 || dup2(fd, STDOUT_FILENO) < 0 || dup2(fd, STDERR_FILENO) < 0)
+                _exit(1);
+            av_worker_close_fds();
+            umask(077);
+            execv(config->worker_path, argv);
+            _exit(127);
+        }
+        g_free(devnull);    /* (for valgrind: _exit() runs no cleanup) */
+        _exit(0);
+    }
+    while (waitpid(pid, &status, 0) < 0) {
+        if (errno != EINTR)
+            return av_error_errno(error, -errno, "cannot wait for the worker's parent");
+    }
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        g_set_error(error, AV_ERROR, AV_ERROR_FAILED, "cannot start a detached process for '%s'",
+                    config->worker_path);
+        return FALSE;
+    }
+    return TRUE;
+}
+
+/* --- the worker ---------------------------------------------------------------------- */
+
+/* What the worker needs of a device while the pool is unlocked (copies). */
+typedef struct {
+    char *identity;
+    AvDeviceKind kind;
+    char *address;
+    char *profile;
+    int iommu_group;
+} AvScrubJob;
+
+static void
+av_scrub_job_free(AvScrubJob *job)
+{
+    if (!job)
+        return;
+    g_free(job->identity);
+    g_free(job->address);
+    g_free(job->profile);
+    g_free(job);
+}
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(AvScrubJob, av_scrub_job_free)
+
+/* The per-device lock: state_dir/scrub-<SHA-256 of the identity>.lock. */
+static char *
+av_worker_lock_path(const char *state_dir, const char *identity)
+{
+    g_autofree char *hash = g_compute_checksum_for_string(G_CHECKSUM_SHA256, identity, -1);
+    g_autofree char *name = g_strdup_printf("scrub-%s.lock", hash);
+
+    return g_build_filename(state_dir, name, NULL);
+}
+
+/* Under the pool lock: picks the next device to scrub (dirty, or scrubbing
+ * with its per-device lock free: its worker died) that @done does not hold,
+ * takes its per-device lock, moves it to scrubbing and saves.  Returns the
+ * job and the lock, or NULL when there is nothing left. */
+static AvScrubJob *
+av_worker_pick(const AvHookConfig *config, GHashTable *done, AvLock **ret_lock, GError **error)
+{
+    g_autoptr(AvPool) pool = NULL;
+
+    pool = av_pool_open(config->state_dir, AV_POOL_WRITE, AV_HOOK_LOCK_TIMEOUT_MS, error);
+    if (!pool)
+        return NULL;
+    for (guint i = 0; i < av_pool_devices(pool)->len; i++) {
+        AvPoolDevice *dev = g_ptr_array_index(av_pool_devices(pool), i);
+        g_autofree char *lock_path = NULL;
+        g_autoptr(AvLock) lock = NULL;
+        g_autoptr(AvScrubJob) job = NULL;
+
+        if (dev->state != AV_DEVICE_STATE_DIRTY && dev->state != AV_DEVICE_STATE_SCRUBBING)
+            continue;
+        if (g_hash_table_contains(done, dev->identity))
+            continue;
+        lock_path = av_worker_lock_path(config->state_dir, dev->identity);
+        lock = av_lock_take(lock_path, AV_LOCK_EXCLUSIVE, 0, NULL);
+        if (!lock)
+            continue;    /* another worker scrubs it */
+        if (dev->state == AV_DEVICE_STATE_DIRTY) {
+            if (!av_pool_transition(pool, dev, AV_DEVICE_STATE_SCRUBBING, NULL, NULL, error) ||
+                !av_pool_save(pool, error))
+                return NULL;
+        } else {
+            av_hook_log(LOG_WARNING, "device %s was left scrubbing by a worker that is gone; scrubbing it again",
+                        dev->identity);
+        }
+        job = g_new0(AvScrubJob, 1);
+        job->identity = g_strdup(dev->identity);
+        job->kind = dev->kind;
+        job->address = g_strdup(dev->address);
+        job->profile = g_strdup(dev->profile);
+        job->iommu_group = dev->iommu_group;
+        *ret_lock = g_steal_pointer(&lock);
+        return g_steal_pointer(&job);
+    }
+    return NULL;
+}
+
+/* Gives @dev and its companions back to their drivers, as the profile's
+ * restore_driver says. */
+static gboolean
+av_worker_restore(const AvHookConfig *config, const AvProfile *profile, const AvPoolDevice *dev,
+                  GError **error)
+{
+    if (dev->kind != AV_DEVICE_KIND_PCI || profile->restore_driver != AV_RESTORE_ON_RELEASE)
+        return TRUE;
+    if (dev->original_driver &&
+        !av_vfio_restore(config->root, config->ops, dev->address, dev->original_driver, error)) {
+        g_prefix_error(error, "restoring the driver '%s' of %s failed: ", dev->original_driver, dev->address);
+        return FALSE;
+    }
+    for (guint i = 0; i < dev->companions->len; i++) {
+        const AvCompanion *c = g_ptr_array_index(dev->companions, i);
+
+        if (!av_vfio_restore(config->root, config->ops, c->address, c->original_driver, error)) {
+            g_prefix_error(error, "restoring the driver '%s' of %s (in the IOMMU group of %s) failed: ",
+                           c->original_driver ? c->original_driver : "none", c->address, dev->address);
+            return FALSE;
+        }
+    }
+    return TRUE;
+}
+
+/* Scrubs one device: the profile's steps without the pool lock, then under
+ * it the driver restore and the move to free or quarantined. */
+static void
+av_worker_scrub(const AvHookConfig *config, const AvPolicy *policy, const AvScrubJob *job)
+{
+    g_autoptr(GError) error = NULL;
+    g_autoptr(GError) failure = NULL;
+    g_autoptr(json_t) report = NULL;
+    g_autoptr(AvPool) pool = NULL;
+    g_autoptr(json_t) fields = json_object();
+    g_autofree char *mdev_uuid = NULL;
+    const AvProfile *profile = job->profile ? av_policy_find(policy, job->profile) : NULL;
+    AvScrubTarget target = { job->identity, job->address, job->iommu_group, NULL };
+    AvPoolDevice *dev;
+    gboolean ok;
+
+    if (job->kind == AV_DEVICE_KIND_MDEV)
+        mdev_uuid = g_strdup(job->identity + strlen("mdev:"));
+    target.mdev_uuid = mdev_uuid;
+    if (!profile) {
+        g_set_error(&failure, AV_ERROR, AV_ERROR_POLICY,
+                    "its profile '%s' is not in the policies any more, so its scrub steps are unknown",
+                    job->profile ? job->profile : "(none)");
+    } else if (!av_scrub_run(config->root, config->ops, profile, &target, &report, &failure)) {
+        /* failure set */
+    }
+
+    pool = av_pool_open(config->state_dir, AV_POOL_WRITE, AV_HOOK_LOCK_TIMEOUT_MS, &error);
+    if (!pool) {
+        av_hook_log(LOG_ERR, "cannot record the scrub of %s: %s", job->identity, error->message);
+        return;
+    }
+    dev = av_pool_find(pool, job->identity);
+    if (!dev || dev->state != AV_DEVICE_STATE_SCRUBBING) {
+        av_hook_log(LOG_ERR, "device %s is no longer scrubbing in the pool (%s); its scrub is not recorded",
+                    job->identity, dev ? av_device_state_to_string(dev->state) : "gone");
+        return;
+    }
+    if (!failure && profile)
+        av_worker_restore(config, profile, dev, &failure);
+    if (!failure && dev->kind == AV_DEVICE_KIND_MDEV && dev->created &&
+        !av_mdev_remove(config->root, config->ops, mdev_uuid, &failure))
+        g_prefix_error(&failure, "removing the mdev failed: ");
+    ok = failure == NULL;
+
+    json_object_set_new(fields, "identity", json_string(job->identity));
+    json_object_set_new(fields, "address", av_json_string_or_null(job->address));
+    json_object_set_new(fields, "ok", json_boolean(ok));
+    json_object_set_new(fields, "report", report ? json_incref(report) : json_null());
+    json_object_set_new(fields, "reason", ok ? json_null() : json_string(failure->message));
+    if (ok) {
+        gboolean remove = dev->kind == AV_DEVICE_KIND_MDEV && dev->created;
+
+        if (!av_pool_transition(pool, dev, AV_DEVICE_STATE_FREE, NULL, NULL, &error))
+            goto fail;
+        if (profile && profile->restore_driver == AV_RESTORE_ON_RELEASE)
+            g_ptr_array_set_size(dev->companions, 0);
+        if (remove && !av_pool_remove(pool, job->identity, "its mdev was removed and scrubbed", &error))
+            goto fail;
+        av_hook_log(LOG_INFO, "scrubbed %s (%s): free", job->identity, job->address ? job->address : "");
+    } else {
+        if (!av_pool_transition(pool, dev, AV_DEVICE_STATE_QUARANTINED, NULL, failure->message, &error))
+            goto fail;
+        av_hook_log(LOG_ERR, "device %s (%s) quarantined: %s", job->identity,
+                    job->address ? job->address : "", failure->message);
+    }
+    if (!av_pool_save(pool, &error))
+        goto fail;
+    if (!av_pool_journal_append(pool, "scrubbed", fields, &error))
+        av_hook_log(LOG_ERR, "cannot journal the scrub of %s: %s", job->identity, error->message);
+    return;
+
+fail:
+    av_hook_log(LOG_ERR, "cannot record the scrub of %s: %s; it stays scrubbing and the next worker "
+                "scrubs it again", job->identity, error->message);
+}
+
+/* See hook.h. */
+int
+av_worker_run(const AvHookConfig *config)
+{
+    g_autoptr(GError) error = NULL;
+    g_autoptr(AvPolicy) policy = NULL;
+    g_autoptr(GHashTable) done = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+
+    policy = av_policy_load_dir(config->policy_dir, &error);
+    if (!policy) {
+        /* Without the policies no scrub step is known: leave every device
+         * dirty (never handed out) for the next worker. */
+        av_hook_log(LOG_ERR, "worker: cannot read the policies: %s; the devices stay dirty", error->message);
+        return 1;
+    }
+    for (;;) {
+        g_autoptr(AvLock) lock = NULL;
+        g_autoptr(AvScrubJob) job = av_worker_pick(config, done, &lock, &error);
+
+        if (!job) {
+            if (error) {
+                av_hook_log(LOG_ERR, "worker: %s", error->message);
+                return 1;
+            }
+            return 0;
+        }
+        g_hash_table_add(done, g_strdup(job->identity));
+        av_worker_scrub(config, policy, job);
+    }
+}

@@ -1,0 +1,94 @@
+/* accelvirt: the libvirt QEMU hook and its scrub worker.
+ *
+ * libvirt runs /etc/libvirt/hooks/qemu.d/accelvirt as
+ *     accelvirt DOMAIN OPERATION SUB-OPERATION EXTRA
+ * with the domain XML on stdin, and waits for it (libvirt's docs/hooks.rst).
+ * The rules that shape this program, from that page:
+ *   - a non-zero exit of "prepare begin", "start begin" or "started begin"
+ *     stops the domain from starting, and libvirt puts the hook's stderr in
+ *     its error: so a refusal is exactly one line on stderr, beginning
+ *     "accelvirt: ", that says what to do, and nothing else is ever written
+ *     to stderr;
+ *   - "release end" is always called, also after a failed prepare;
+ *   - only "migrate begin" and "restore begin" may print an XML on stdout;
+ *   - the hook must not call back into libvirt (libvirtd waits for it and
+ *     would deadlock): long work (scrubbing) goes to a detached worker.
+ * libvirtd does not pass the environment the tests need: the root prefix,
+ * state dir and policy dir come from ACCELVIRT_ROOT, ACCELVIRT_STATE_DIR and
+ * ACCELVIRT_POLICY_DIR when set (tests run the hook through a wrapper that
+ * sets them), else from the compiled defaults. */
+#pragma once
+
+#include <glib.h>
+
+#include "domain/av-domain.h"
+#include "policy/av-policy.h"
+#include "pool/av-pool.h"
+#include "util/av-root.h"
+#include "vfio/av-kernel.h"
+
+G_BEGIN_DECLS
+
+/* How long a hook waits for the pool lock: hooks of other domains hold it
+ * through their prepare, which binds devices and waits for udev. */
+#define AV_HOOK_LOCK_TIMEOUT_MS 60000
+/* How long prepare waits for /dev/vfio/GROUP after a bind. */
+#define AV_HOOK_VFIO_NODE_TIMEOUT_MS 10000
+
+/* Where the programs act, from the environment and the compiled defaults. */
+typedef struct {
+    AvRoot *root;
+    const AvKernelOps *ops;      /* the real kernel on "/", the fake one on a tree */
+    char *state_dir;
+    char *policy_dir;
+    char *worker_path;
+} AvHookConfig;
+
+void av_hook_config_free(AvHookConfig *config);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(AvHookConfig, av_hook_config_free)
+
+/* Reads the configuration: ACCELVIRT_ROOT (default "/"), ACCELVIRT_STATE_DIR
+ * (default AV_STATE_DIR; required with a root other than "/", so that a fake
+ * tree is never recorded in the host's state), ACCELVIRT_POLICY_DIR (default
+ * AV_POLICY_DIR), ACCELVIRT_WORKER (default AV_WORKER_PATH). */
+AvHookConfig *av_hook_config_new(GError **error);
+
+/* Opens syslog ("accelvirt", LOG_PID, LOG_DAEMON) and routes every GLib
+ * message there instead of stderr.  @domain_name (copied) prefixes the
+ * messages once set with av_hook_log_set_domain().  When ACCELVIRT_LOG_FILE
+ * is set, every message is also appended to that file (for tests). */
+void av_hook_log_init(void);
+void av_hook_log_set_domain(const char *domain_name);
+
+/* Logs at the syslog @priority (LOG_ERR, LOG_WARNING, LOG_INFO). */
+void av_hook_log(int priority, const char *fmt, ...) G_GNUC_PRINTF(2, 3);
+
+/* A refusal: logs @message at LOG_ERR and writes "accelvirt: MESSAGE" as
+ * one line to stderr (line breaks and control characters become spaces).
+ * Returns the exit status 1. */
+int av_hook_refuse(const char *message);
+int av_hook_refusef(const char *fmt, ...) G_GNUC_PRINTF(1, 2);
+
+/* The owner a domain's devices get: its UUID and name, and when Nova wrote
+ * it, the instance (the domain UUID), project and user.  Caller frees. */
+AvOwner *av_hook_owner_new(const AvDomain *domain);
+
+/* The operations.  Each returns the exit status; refusals through
+ * av_hook_refuse(). */
+int av_hook_prepare(const AvHookConfig *config, AvDomain *domain);
+int av_hook_start(const AvHookConfig *config, const AvDomain *domain);
+int av_hook_release(const AvHookConfig *config, const AvDomain *domain);
+int av_hook_reconnect(const AvHookConfig *config, const AvDomain *domain);
+
+/* Starts the scrub worker at config->worker_path, detached: double fork,
+ * setsid, chdir /, every descriptor closed, stdin/stdout/stderr on
+ * /dev/null, the environment passed through.  Returns once the middle
+ * process has exited (at once). */
+gboolean av_hook_spawn_worker(const AvHookConfig *config, GError **error);
+
+/* The worker: scrubs every dirty device of the pool (and every device left
+ * "scrubbing" by a worker that died), one at a time, until none is left.
+ * Returns the exit status. */
+int av_worker_run(const AvHookConfig *config);
+
+G_END_DECLS

@@ -1,0 +1,401 @@
+#!/bin/sh
+# accelvirt tests: the libvirt hook and its scrub worker on private copies of
+# the fake hosts, with the emulated kernel behind them (the hook picks it for
+# any root other than "/").  libvirtd does not pass ACCELVIRT_*: the hook is
+# run here as a wrapper would run it, with the variables set.
+. "$AV_TEST_SRCDIR/lib.sh"
+
+: "${ACCELVIRT_HOOK:?ACCELVIRT_HOOK is not set: run the tests with make check}"
+: "${ACCELVIRT_WORKER:?ACCELVIRT_WORKER is not set: run the tests with make check}"
+AV=$ACCELVIRT
+HOOK=$ACCELVIRT_HOOK
+SCRUB="$AV_TEST_SRCDIR/data/hook-scrub.sh"
+
+# The test policies, with the scrub command's absolute path filled in.
+POL="$AV_TMP/policies"
+mkdir -p "$POL"
+for f in "$AV_TEST_SRCDIR"/data/hook-policies/*.json; do
+    sed "s|@SCRUB@|$SCRUB|g" "$f" >"$POL/$(basename "$f")"
+done
+# Policies name commands run as root: writable by nobody else, or refused.
+chmod 0755 "$POL" && chmod 0644 "$POL"/*.json
+
+# world NAME HOST: a fresh world $W: a private copy of the fake HOST, its
+# state dir (not created), its log.
+world() {
+    W="$AV_TMP/$1"
+    rm -rf "$W"
+    mkdir -p "$W"
+    cp -a "$AV_TEST_HOSTS/$2" "$W/host"
+}
+
+# hook XML ARGS...: runs the hook of world $W with XML on stdin.
+hook() {
+    xml=$1; shift
+    ACCELVIRT_ROOT="$W/host" ACCELVIRT_STATE_DIR="$W/state" ACCELVIRT_POLICY_DIR="$POL" \
+    ACCELVIRT_WORKER="$ACCELVIRT_WORKER" ACCELVIRT_LOG_FILE="$W/log" \
+    AV_SCRUB_LOG="$W/scrub.log" AV_SCRUB_FAIL="$W/scrub-fail" \
+        "$HOOK" "$@" <"$xml"
+}
+
+# mkdom FILE NAME UUID [DEVICE...] [-- EXTRA-XML]: a domain XML with one
+# hostdev per DEVICE: "ADDRESS" (managed='no'), "ADDRESS:yes" (managed='yes'),
+# "mdev:UUID" (with an av:placement entry naming the profile test-vgpu, as
+# accelvirt's CLI writes it).  EXTRA-XML goes into <domain> (vcpu, cputune, numatune).
+mkdom() {
+    python3 - "$@" <<'PY'
+import sys
+out, name, uuid = sys.argv[1:4]
+devs, extra = [], ""
+rest = sys.argv[4:]
+if "--" in rest:
+    i = rest.index("--")
+    devs, extra = rest[:i], " ".join(rest[i + 1:])
+else:
+    devs = rest
+hd, placed = [], []
+for d in devs:
+    if d.startswith("mdev:"):
+        placed.append("<av:mdev profile='test-vgpu' uuid='%s'/>" % d[5:])
+        hd.append("<hostdev mode='subsystem' type='mdev' model='vfio-pci'><source><address uuid='%s'/></source></hostdev>" % d[5:])
+        continue
+    managed = "no"
+    if d.endswith(":yes"):
+        d, managed = d[:-4], "yes"
+    dom, bus, sf = d.split(":")
+    slot, fn = sf.split(".")
+    hd.append("<hostdev mode='subsystem' type='pci' managed='%s'><source><address domain='0x%s' bus='0x%s' slot='0x%s' function='0x%s'/></source></hostdev>" % (managed, dom, bus, slot, fn))
+if placed:
+    extra += "<metadata><av:accelerators xmlns:av='urn:accelvirt:domain:1'><av:placement>%s</av:placement></av:accelerators></metadata>" % "".join(placed)
+if "<vcpu" not in extra:
+    extra = "<vcpu placement='static'>2</vcpu>" + extra
+open(out, "w").write("<domain type='kvm'>\n  <name>%s</name>\n  <uuid>%s</uuid>\n  <memory unit='GiB'>4</memory>\n  %s\n  <devices>\n    %s\n  </devices>\n</domain>\n" % (name, uuid, extra, "\n    ".join(hd)))
+PY
+}
+
+# uuid N: a distinct domain UUID for the number N.
+uuid() { printf '%08x-0000-4000-8000-%012x' "$1" "$1"; }
+
+# status: the pool of $W as JSON in $W/st.json.
+status() { "$AV" --state-dir "$W/state" status --no-sync --json >"$W/st.json"; }
+
+# driver ADDRESS: the driver ADDRESS is bound to in $W, or "none".
+driver() {
+    l="$W/host/sys/bus/pci/devices/$1/driver"
+    if [ -L "$l" ]; then basename "$(readlink "$l")"; else echo none; fi
+}
+
+# drivers: every device's driver in $W, one line each (to compare states).
+drivers() {
+    for d in "$W"/host/sys/bus/pci/devices/*; do echo "$(basename "$d") $(driver "$(basename "$d")")"; done
+}
+
+# refused PATTERN ARGS...: the hook exits 1 with exactly one stderr line
+# "accelvirt: ...PATTERN..." and nothing on stdout.
+refused() {
+    pat=$1; shift
+    expect_exit 1 hook "$@" || return 1
+    [ "$(wc -l <"$AV_TMP/err")" -eq 1 ] || { echo "not one line:"; cat "$AV_TMP/err"; return 1; }
+    grep -q "^accelvirt: .*$pat" "$AV_TMP/err" || { echo "no '$pat' in:"; cat "$AV_TMP/err"; return 1; }
+    [ ! -s "$AV_TMP/out" ] || { echo "stdout not empty:"; cat "$AV_TMP/out"; return 1; }
+}
+
+# accepted ARGS...: the hook exits 0 and writes nothing on stderr.
+accepted() {
+    expect_exit 0 hook "$@" || return 1
+    [ ! -s "$AV_TMP/err" ] || { echo "stderr not empty:"; cat "$AV_TMP/err"; return 1; }
+}
+
+# wait_state ADDRESS STATE: polls the pool until ADDRESS is in STATE (20 s).
+wait_state() {
+    i=0
+    while [ $i -lt 200 ]; do
+        status
+        if python3 -c "import json,sys; d=json.load(open(sys.argv[1])); sys.exit(0 if [x['state'] for x in d['devices'] if x['address']==sys.argv[2] and x['kind']=='pci'] == [sys.argv[3]] else 1)" "$W/st.json" "$1" "$2"; then
+            return 0
+        fi
+        sleep 0.1
+        i=$((i + 1))
+    done
+    echo "$1 is not $2 after 20 s:"; cat "$W/st.json"; cat "$W/log" 2>/dev/null
+    return 1
+}
+
+# wait_gone IDENTITY: polls until IDENTITY is not in the pool (20 s).
+wait_gone() {
+    i=0
+    while [ $i -lt 200 ]; do
+        status
+        if python3 -c "import json,sys; d=json.load(open(sys.argv[1])); sys.exit(1 if [x for x in d['devices'] if x['identity']==sys.argv[2]] else 0)" "$W/st.json" "$1"; then
+            return 0
+        fi
+        sleep 0.1
+        i=$((i + 1))
+    done
+    echo "$1 still in the pool after 20 s:"; cat "$W/st.json"; cat "$W/log" 2>/dev/null
+    return 1
+}
+
+# verify: the journal of $W keeps its chain.
+verify() { "$AV" --state-dir "$W/state" journal verify >/dev/null; }
+
+U1=$(uuid 1); U2=$(uuid 2); U3=$(uuid 3)
+
+# --- a whole life: prepare, refusal of a second domain, release, scrub ---
+world life two-socket-8gpu
+mkdom "$W/vm1.xml" vm1 "$U1" 0000:17:00.0 -- "<vcpu placement='static' cpuset='0-3'>2</vcpu>"
+mkdom "$W/vm2.xml" vm2 "$U2" 0000:17:00.0
+check "prepare binds an A100 of a managed='no' hostdev" accepted "$W/vm1.xml" vm1 prepare begin -
+check "  ... to vfio-pci, with /dev/vfio/40" eval "[ \"\$(driver 0000:17:00.0)\" = vfio-pci ] && [ -e '$W/host/dev/vfio/40' ]"
+status
+check "  ... in-use in the pool, owned by vm1, its original driver nvidia" json "$W/st.json" \
+    "[(x['state'], x['owner']['domain_name'], x['owner']['domain_uuid'], x['original_driver']) for x in d['devices'] if x['address'] == '0000:17:00.0'] == [('in-use', 'vm1', '$U1', 'nvidia')]"
+check "  ... and the other GPUs stay free and bound to their drivers" eval "[ \"\$(driver 0000:31:00.0)\" = nvidia ] && python3 -c \"import json; d=json.load(open('$W/st.json')); assert sum(x['state']=='free' for x in d['devices']) == 7\""
+check "a second domain wanting it is refused with one line naming its state and owner" \
+    refused "device 0000:17:00.0 .* is in-use, owner domain 'vm1' ($U1)" "$W/vm2.xml" vm2 prepare begin -
+check "start begin accepts vm1, pinned to node 0 (strict NUMA)" accepted "$W/vm1.xml" vm1 start begin -
+check "release end of vm2 (refused, owns nothing) is a no-op" \
+    eval "cp '$W/state/pool.json' '$W/p0' && cp '$W/state/journal.jsonl' '$W/j0' && accepted '$W/vm2.xml' vm2 release end - && cmp '$W/state/pool.json' '$W/p0' && cmp '$W/state/journal.jsonl' '$W/j0'"
+check "release end of vm1 returns at once with the device dirty or already being scrubbed" \
+    eval "accepted '$W/vm1.xml' vm1 release end - && status && python3 -c \"import json; d=json.load(open('$W/state/pool.json')); assert [x['state'] for x in d['devices'] if x['address']=='0000:17:00.0'][0] in ('dirty','scrubbing','free')\""
+check "  ... the worker scrubs it and frees it" wait_state 0000:17:00.0 free
+check "  ... with its driver back to nvidia" eval "[ \"\$(driver 0000:17:00.0)\" = nvidia ]"
+check "  ... the scrub command got the address and the IOMMU group" grep -qx -- "--test 0000:17:00.0 40" "$W/scrub.log"
+check "  ... and the journal has its transitions and the scrub, chain intact" \
+    eval "verify && grep -q '\"event\": *\"scrubbed\"' '$W/state/journal.jsonl' && grep -q '\"to\": *\"dirty\"' '$W/state/journal.jsonl'"
+check "vm2 gets it now" accepted "$W/vm2.xml" vm2 prepare begin -
+
+# --- the RTX A6000: its audio function goes with it ---
+world a6000 two-socket-8gpu
+mkdom "$W/vm.xml" vm "$U1" 0000:98:00.0
+check "prepare of an A6000 binds both functions of its IOMMU group" \
+    eval "accepted '$W/vm.xml' vm prepare begin - && [ \"\$(driver 0000:98:00.0)\" = vfio-pci ] && [ \"\$(driver 0000:98:00.1)\" = vfio-pci ] && [ -e '$W/host/dev/vfio/44' ]"
+check "  ... remembering the audio function's driver" json "$W/state/pool.json" \
+    "[x.get('companions') for x in d['devices'] if x['address'] == '0000:98:00.0'] == [[{'address': '0000:98:00.1', 'original_driver': 'snd_hda_intel'}]]"
+check "  ... start begin only warns for a preferred NUMA profile" \
+    eval "accepted '$W/vm.xml' vm start begin - && grep -q 'warning: .*NUMA node 1' '$W/log'"
+check "  ... release and scrub restore both" \
+    eval "accepted '$W/vm.xml' vm release end - && wait_state 0000:98:00.0 free && [ \"\$(driver 0000:98:00.0)\" = nvidia ] && [ \"\$(driver 0000:98:00.1)\" = snd_hda_intel ]"
+
+# --- the trap: a GPU whose IOMMU group holds the host's NIC ---
+world trap trap-shared-group
+mkdom "$W/vm.xml" vm "$U1" 0000:04:00.0
+drivers >"$W/drivers.before"
+check "the trap host's GPU is refused, naming the NIC of its group" refused "0000:05:00.0" "$W/vm.xml" vm prepare begin -
+check "  ... nothing was bound" eval "drivers | cmp - '$W/drivers.before'"
+check "  ... and nothing claimed" json "$W/state/pool.json" "all(x['state'] == 'free' for x in d['devices'])"
+check "  ... its release end changes nothing" \
+    eval "cp '$W/state/pool.json' '$W/p0' && accepted '$W/vm.xml' vm release end - && cmp '$W/state/pool.json' '$W/p0'"
+
+# --- what accelvirt does not manage ---
+world plain two-socket-8gpu
+mkdom "$W/none.xml" plain "$U1"
+check "a domain without hostdevs passes every operation and creates no state" \
+    eval "accepted '$W/none.xml' plain prepare begin - && accepted '$W/none.xml' plain start begin - && accepted '$W/none.xml' plain release end - && [ ! -e '$W/state' ] && [ ! -e '$W/log' ]"
+mkdom "$W/nic.xml" nicvm "$U1" 0000:02:00.0
+check "a hostdev no profile names (the NIC) is never touched" \
+    eval "accepted '$W/nic.xml' nicvm prepare begin - && [ \"\$(driver 0000:02:00.0)\" = i40e ] && status && python3 -c \"import json; d=json.load(open('$W/st.json')); assert all(x['state']=='free' for x in d['devices']) and not [x for x in d['devices'] if x['address']=='0000:02:00.0']\""
+check "unknown operations exit 0" accepted "$W/nic.xml" nicvm frobnicate begin -
+check "migrate begin gives the XML back unchanged" \
+    eval "hook '$W/nic.xml' nicvm migrate begin - >'$W/mig.out' && cmp '$W/mig.out' '$W/nic.xml'"
+check "restore begin gives the XML back unchanged" \
+    eval "hook '$W/nic.xml' nicvm restore begin - >'$W/res.out' && cmp '$W/res.out' '$W/nic.xml'"
+
+# --- bad input: one line, no state change ---
+world bad two-socket-8gpu
+printf '<?xml version="1.0"?>\n<!DOCTYPE domain [<!ENTITY x "y">]>\n<domain><name>evil</name><uuid>%s</uuid><devices/></domain>\n' "$U1" >"$W/doctype.xml"
+check "a DOCTYPE is refused with one line, and no state is created" \
+    eval "refused 'DOCTYPE' '$W/doctype.xml' evil prepare begin - && [ ! -e '$W/state' ]"
+sed "s/bus='0x17'/bus='..\/..'/" >"$W/badaddr.xml" <<EOF
+$(mkdom /dev/stdout evil "$U1" 0000:17:00.0)
+EOF
+check "a bad PCI address is refused with one line, and no state is created" \
+    eval "refused 'bus' '$W/badaddr.xml' evil prepare begin - && [ ! -e '$W/state' ]"
+mkdom "$W/vm1.xml" vm1 "$U1" 0000:17:00.0
+check "a DOMAIN argument that is not the XML's name is refused" \
+    eval "refused \"called for domain 'other'\" '$W/vm1.xml' other prepare begin - && [ ! -e '$W/state' ]"
+check "too few arguments are refused with one line" \
+    eval "expect_exit 1 hook '$W/vm1.xml' vm1 prepare && [ \$(wc -l <'$AV_TMP/err') -eq 1 ] && grep -q '^accelvirt: usage' '$AV_TMP/err'"
+
+# --- Nova: managed='yes' hostdevs, owner from its metadata ---
+world nova two-socket-8gpu
+NOVA="$AV_TEST_SRCDIR/data/domains/nova-instance.xml"
+check "a Nova domain (managed='yes' A100) is prepared" accepted "$NOVA" instance-0000002a prepare begin -
+check "  ... libvirt binds managed='yes' devices itself: accelvirt leaves the driver" eval "[ \"\$(driver 0000:17:00.0)\" = nvidia ]"
+check "  ... the owner is the Nova instance, project and user" json "$W/state/pool.json" \
+    "[x['owner'] for x in d['devices'] if x['address'] == '0000:17:00.0'] == [{'domain_uuid': 'a1f6e0f4-2c9b-4a57-8d3e-6b1f0c2d9e77', 'domain_name': 'instance-0000002a', 'nova_instance': 'a1f6e0f4-2c9b-4a57-8d3e-6b1f0c2d9e77', 'nova_project': '9f8e7d6c5b4a49382716050403020100', 'nova_user': '4c5a1d2e8f9b4e3a9d7c6b5a4f3e2d1c'}]"
+check "  ... its strict NUMA check passes (vCPUs pinned to 4-7, node 0)" accepted "$NOVA" instance-0000002a start begin -
+check "  ... released, scrubbed and free again, still on nvidia" \
+    eval "accepted '$NOVA' instance-0000002a release end - && wait_state 0000:17:00.0 free && [ \"\$(driver 0000:17:00.0)\" = nvidia ]"
+
+# --- strict NUMA ---
+world numa two-socket-8gpu
+mkdom "$W/free.xml" vm "$U1" 0000:17:00.0
+mkdom "$W/wrong.xml" vm "$U1" 0000:17:00.0 -- "<vcpu placement='static'>2</vcpu><cputune><vcpupin vcpu='0' cpuset='16'/><vcpupin vcpu='1' cpuset='17'/></cputune>"
+mkdom "$W/right.xml" vm "$U1" 0000:17:00.0 -- "<vcpu placement='static'>2</vcpu><cputune><vcpupin vcpu='0' cpuset='2'/><vcpupin vcpu='1' cpuset='33'/></cputune>"
+hook "$W/free.xml" vm prepare begin - >/dev/null 2>&1
+check "strict NUMA: unpinned vCPUs are refused, naming the node, its CPUs and what to add" \
+    refused "NUMA node 0 (CPUs 0-15,32-47).*not pinned.*<vcpupin> or <vcpu cpuset='0-15,32-47'>" "$W/free.xml" vm start begin -
+check "strict NUMA: vCPUs pinned to the other node are refused at started too" \
+    refused "may run on CPUs 16-17, outside the node" "$W/wrong.xml" vm started begin -
+check "strict NUMA: vCPUs pinned on the device's node are accepted" accepted "$W/right.xml" vm start begin -
+
+# --- mdevs on the vGPU host ---
+world vgpu vgpu-mdev
+M1=6f2a0b1c-9d8e-4f7a-8b6c-5d4e3f2a1b0c
+M2=7f2a0b1c-9d8e-4f7a-8b6c-5d4e3f2a1b0d
+mkdom "$W/vm.xml" vgpu "$U1" "mdev:$M1"
+check "prepare creates the mdev the XML names" \
+    eval "accepted '$W/vm.xml' vgpu prepare begin - && [ -e '$W/host/sys/bus/mdev/devices/$M1' ]"
+check "  ... on the parent already running its type, recorded in-use as kind mdev" json "$W/state/pool.json" \
+    "[(x['kind'], x['address'], x['state'], x['owner']['domain_uuid'], x['created']) for x in d['devices'] if x['identity'] == 'mdev:$M1'] == [('mdev', '0000:17:00.0', 'in-use', '$U1', True)]"
+check "  ... release removes it, and the worker drops it from the pool" \
+    eval "accepted '$W/vm.xml' vgpu release end - && [ ! -e '$W/host/sys/bus/mdev/devices/$M1' ] && wait_gone 'mdev:$M1' && verify"
+mkdom "$W/node1.xml" vgpu1 "$U2" "mdev:$M2" -- "<numatune><memory mode='strict' nodeset='1'/></numatune>"
+check "an mdev of a domain bound to node 1 is created on node 1's A10" \
+    eval "accepted '$W/node1.xml' vgpu1 prepare begin - && [ -e '$W/host/sys/bus/mdev/devices/$M2' ] && python3 -c \"import json; d=json.load(open('$W/state/pool.json')); assert [x['address'] for x in d['devices'] if x['identity']=='mdev:$M2'] == ['0000:98:00.0']\""
+
+# --- rollback: the emulated kernel fails a write ---
+world rollback two-socket-8gpu
+mkdom "$W/vm.xml" vm "$U1" 0000:98:00.0
+hook "$W/vm.xml" vm release end - >/dev/null 2>&1
+drivers >"$W/drivers.before"
+echo "fail /sys/bus/pci/drivers/snd_hda_intel/unbind 16" >"$W/host/sys/.accelvirt-fake-kernel"
+check "a kernel failure at the second function of a group refuses prepare with one line" \
+    refused "cannot bind 0000:98:00.1 to vfio-pci" "$W/vm.xml" vm prepare begin -
+check "  ... the first function is back on nvidia: every driver as before" eval "drivers | cmp - '$W/drivers.before'"
+check "  ... and the pool holds no claim, the journal no transition" \
+    eval "python3 -c \"import json; d=json.load(open('$W/state/pool.json')); assert all(x['state']=='free' and x['owner'] is None for x in d['devices'])\" && ! grep -q '\"event\": *\"transition\"' '$W/state/journal.jsonl' && verify"
+rm -f "$W/host/sys/.accelvirt-fake-kernel"
+check "  ... and the next prepare succeeds" accepted "$W/vm.xml" vm prepare begin -
+
+world mrollback vgpu-mdev
+echo 1 >"$W/host/sys/bus/pci/devices/0000:17:00.0/mdev_supported_types/nvidia-590/available_instances"
+echo "fail *0000:98:00.0/mdev_supported_types/nvidia-590/create 28" >"$W/host/sys/.accelvirt-fake-kernel"
+mkdom "$W/vm.xml" vm "$U1" "mdev:$M1" "mdev:$M2"
+check "a failed second mdev creation refuses prepare" refused "cannot create mdev $M2" "$W/vm.xml" vm prepare begin -
+check "  ... and removes the first mdev again, the pool without mdevs" \
+    eval "[ ! -e '$W/host/sys/bus/mdev/devices/$M1' ] && python3 -c \"import json; d=json.load(open('$W/state/pool.json')); assert not [x for x in d['devices'] if x['kind']=='mdev']\""
+
+# --- a failing scrub quarantines ---
+world quarantine two-socket-8gpu
+mkdom "$W/vm1.xml" vm1 "$U1" 0000:31:00.0
+mkdom "$W/vm2.xml" vm2 "$U2" 0000:31:00.0
+touch "$W/scrub-fail"
+hook "$W/vm1.xml" vm1 prepare begin - >/dev/null 2>&1
+hook "$W/vm1.xml" vm1 release end - >/dev/null 2>&1
+check "a failing scrub command quarantines the device" wait_state 0000:31:00.0 quarantined
+check "  ... with the step, its method and the command's output as the reason" json "$W/st.json" \
+    "[x['reason'] for x in d['devices'] if x['address'] == '0000:31:00.0'][0].startswith(\"scrub step 1 (command) failed: '$SCRUB' exited with status 3: simulated failure scrubbing --test 0000:31:00.0 41\")"
+check "  ... it stays on vfio-pci (never back to the host unscrubbed)" eval "[ \"\$(driver 0000:31:00.0)\" = vfio-pci ]"
+check "  ... and the next prepare is refused, naming the state" refused "0000:31:00.0 .* is quarantined" "$W/vm2.xml" vm2 prepare begin -
+
+# --- scrub steps that cannot run quarantine too ---
+world hang two-socket-8gpu
+mkdom "$W/vm.xml" vm "$U1" 0000:e3:00.0 -- "<vcpu placement='static' cpuset='16'>1</vcpu>"
+mkdom "$W/a6.xml" a6 "$U2" 0000:98:00.0
+touch "$W/hang"
+hang() {
+    AV_SCRUB_HANG="$W/hang" hook "$W/a6.xml" a6 prepare begin - >/dev/null 2>&1 || return 1
+    AV_SCRUB_HANG="$W/hang" hook "$W/a6.xml" a6 release end - >/dev/null 2>&1 || return 1
+    wait_state 0000:98:00.0 quarantined
+}
+check "a scrub command that outlives its timeout is killed and the device quarantined" hang
+check "  ... the reason names the timeout" json "$W/st.json" \
+    "'killed after its timeout of 2 s' in [x['reason'] for x in d['devices'] if x['address'] == '0000:98:00.0'][0]"
+check "  ... and nothing of it is left running" eval "! ps -eo args | grep -q '[h]ook-scrub.sh 0000:98:00.0'"
+world qat sriov-fpga-qat
+mkdom "$W/vm.xml" vm "$U1" 0000:6b:00.1
+check "a QAT VF is prepared, released" \
+    eval "accepted '$W/vm.xml' vm prepare begin - && [ \"\$(driver 0000:6b:00.1)\" = vfio-pci ] && accepted '$W/vm.xml' vm release end -"
+check "  ... and quarantined: its profile's 'reset' step is not available yet" wait_state 0000:6b:00.1 quarantined
+check "  ... with a reason saying so" json "$W/st.json" \
+    "[x['reason'] for x in d['devices'] if x['address'] == '0000:6b:00.1'] == [\"scrub step 1 (reset) failed: scrub method 'reset' is not available yet; the device stays quarantined until it is\"]"
+
+# --- reconnect: the running domain's claims are recorded, never fatal ---
+world reconnect two-socket-8gpu
+mkdom "$W/vm1.xml" vm1 "$U1" 0000:4b:00.0
+mkdom "$W/vm2.xml" vm2 "$U2" 0000:4b:00.0
+hook "$W/vm2.xml" vm2 prepare begin - >/dev/null 2>&1
+hook "$W/vm1.xml" vm1 release end - >/dev/null 2>&1
+check "reconnect of a domain using a device another domain holds logs an error and exits 0" \
+    eval "accepted '$W/vm1.xml' vm1 reconnect begin - && grep -q 'error: .*reconnect: .*0000:4b:00.0.*vm2' '$W/log'"
+mkdom "$W/vm3.xml" vm3 "$U3" 0000:65:00.0
+check "reconnect of a domain using a free device records it in-use" \
+    eval "accepted '$W/vm3.xml' vm3 reconnect begin - && python3 -c \"import json; d=json.load(open('$W/state/pool.json')); assert [(x['state'], x['owner']['domain_uuid']) for x in d['devices'] if x['address']=='0000:65:00.0'] == [('in-use', '$U3')]\" && verify"
+
+# --- concurrency: 32 hooks for 32 domains racing for 8 GPUs ---
+world race two-socket-8gpu
+GPUS="0000:17:00.0 0000:31:00.0 0000:4b:00.0 0000:65:00.0 0000:98:00.0 0000:b1:00.0 0000:ca:00.0 0000:e3:00.0"
+n=0
+for g in $GPUS; do
+    for k in 1 2 3 4; do
+        n=$((n + 1))
+        mkdom "$W/race$n.xml" "race$n" "$(uuid $((100 + n)))" "$g"
+    done
+done
+race() {
+    for i in $(seq 1 32); do
+        (hook "$W/race$i.xml" "race$i" prepare begin - >"$W/race$i.out" 2>"$W/race$i.err"; echo $? >"$W/race$i.rc") &
+    done
+    wait
+    ok=$(cat "$W"/race*.rc | grep -cx 0)
+    [ "$ok" -eq 8 ] || { echo "$ok prepares succeeded, not 8"; cat "$W"/race*.err; return 1; }
+    for i in $(seq 1 32); do
+        if [ "$(cat "$W/race$i.rc")" -ne 0 ]; then
+            [ "$(wc -l <"$W/race$i.err")" -eq 1 ] && grep -q '^accelvirt: .*is in-use, owner' "$W/race$i.err" || { echo "race$i:"; cat "$W/race$i.err"; return 1; }
+        fi
+    done
+    python3 - "$W" <<'PY' || return 1
+import json, sys
+w = sys.argv[1]
+d = json.load(open(w + "/state/pool.json"))
+gpus = [x for x in d["devices"] if x["kind"] == "pci"]
+assert len(gpus) == 8, gpus
+assert all(x["state"] == "in-use" for x in gpus), [x["state"] for x in gpus]
+owners = [x["owner"]["domain_name"] for x in gpus]
+assert len(set(owners)) == 8, owners
+winners = [i for i in range(1, 33) if open("%s/race%d.rc" % (w, i)).read().strip() == "0"]
+assert sorted(owners) == sorted("race%d" % i for i in winners), (owners, winners)
+for x in gpus:
+    n = int(x["owner"]["domain_name"][4:])
+    assert (n - 1) // 4 == ["0000:17:00.0", "0000:31:00.0", "0000:4b:00.0", "0000:65:00.0", "0000:98:00.0", "0000:b1:00.0", "0000:ca:00.0", "0000:e3:00.0"].index(x["address"]), x
+j = [json.loads(l) for l in open(w + "/state/journal.jsonl")]
+inuse = [e for e in j if e.get("event") == "transition" and e.get("to") == "in-use"]
+assert len(inuse) == 8, len(inuse)
+PY
+    verify
+}
+check "32 racing prepares: exactly 8 succeed, each GPU owned once, the others refused with one line, journal intact" race
+
+# --- a hook killed mid-prepare, holding the lock ---
+world kill two-socket-8gpu
+mkdom "$W/vm1.xml" vm1 "$U1" 0000:ca:00.0
+mkdom "$W/vm2.xml" vm2 "$U2" 0000:ca:00.0
+killed() {
+    (
+        export ACCELVIRT_ROOT="$W/host" ACCELVIRT_STATE_DIR="$W/state" ACCELVIRT_POLICY_DIR="$POL" \
+               ACCELVIRT_WORKER="$ACCELVIRT_WORKER" ACCELVIRT_TEST_STOP=prepare-commit
+        exec "$HOOK" vm1 prepare begin - <"$W/vm1.xml" >/dev/null 2>&1
+    ) &
+    pid=$!
+    i=0
+    # Stopped (SIGSTOP) after binding, before recording anything, holding the lock.
+    while [ "$(awk '{print $3}' /proc/$pid/stat 2>/dev/null)" != T ]; do
+        i=$((i + 1)); [ $i -lt 200 ] || { echo "the hook never stopped"; kill -9 $pid; return 1; }
+        sleep 0.05
+    done
+    [ "$(driver 0000:ca:00.0)" = vfio-pci ] || { echo "not bound when stopped"; return 1; }
+    kill -9 $pid
+    wait $pid 2>/dev/null
+    return 0
+}
+check "a hook killed with SIGKILL mid-prepare, holding the pool lock" killed
+check "  ... left the pool whole: the device still free, the journal intact" \
+    eval "python3 -c \"import json; d=json.load(open('$W/state/pool.json')); assert [x['state'] for x in d['devices'] if x['address']=='0000:ca:00.0'] == ['free']\" && verify && ! ls '$W/state/' | grep -q tmp"
+check "  ... the next prepare gets the lock its death released, and the device" \
+    accepted "$W/vm2.xml" vm2 prepare begin -
+check "  ... whose release gives it back to nvidia, the driver it had before the killed hook" \
+    eval "accepted '$W/vm2.xml' vm2 release end - && wait_state 0000:ca:00.0 free && [ \"\$(driver 0000:ca:00.0)\" = nvidia ]"
+
+finish
