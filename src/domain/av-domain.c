@@ -33,6 +33,7 @@
 #include <libxml/tree.h>
 #include <libxml/xmlerror.h>
 
+#include "policy/av-policy.h"
 #include "util/av-error.h"
 
 #define AV_NS_NOVA "http://openstack.org/xmlns/libvirt/nova/1.1"
@@ -43,7 +44,6 @@
 #define AV_NOVA_NAME_MAX 255
 #define AV_NOVA_ID_MAX 64
 #define AV_ALIAS_MAX 128
-#define AV_PROFILE_MAX 63
 
 /* ---- frees ---- */
 
@@ -258,21 +258,6 @@ alias_valid(const char *s)
         return FALSE;
     for (const char *c = s; *c; c++) {
         if (!(g_ascii_isalnum(*c) || *c == '_' || *c == '.' || *c == '-'))
-            return FALSE;
-    }
-    return TRUE;
-}
-
-/* The policy loader's rule for profile names. */
-static gboolean
-profile_valid(const char *s)
-{
-    gsize n = strlen(s);
-
-    if (n == 0 || n > AV_PROFILE_MAX || !(g_ascii_islower(s[0]) || g_ascii_isdigit(s[0])))
-        return FALSE;
-    for (const char *c = s; *c; c++) {
-        if (!(g_ascii_islower(*c) || g_ascii_isdigit(*c) || *c == '.' || *c == '_' || *c == '-'))
             return FALSE;
     }
     return TRUE;
@@ -1194,7 +1179,7 @@ placed_parse(const xmlNode *node, gboolean is_mdev, AvDomain *dom, GError **erro
     g_autofree char *alias = prop(node, "alias");
     g_autofree char *value = prop(node, is_mdev ? "uuid" : "address");
 
-    if (!profile || !profile_valid(profile)) {
+    if (!profile || !av_profile_name_is_valid(profile)) {
         g_autofree char *q = av_domain_quote(profile);
 
         return invalid_at(error, node, "%s profile '%s' is not a profile name (lower case letters, digits, '.', '_', '-')",

@@ -14,6 +14,7 @@
 
 #include "util/av-error.h"
 #include "util/av-json.h"
+#include "vfio/av-vfio.h"
 
 #define AV_POLICY_MAX_FILE_SIZE (4u * 1024u * 1024u)
 #define AV_POLICY_MAX_TIMEOUT 86400
@@ -404,10 +405,14 @@ get_hex16_value(const PolicyParse *pp, json_t *v, const char *path, const char *
 
 /* ---- addresses and names ---- */
 
-static gboolean
-profile_name_valid(const char *s)
+gboolean
+av_profile_name_is_valid(const char *s)
 {
-    gsize n = strlen(s);
+    gsize n;
+
+    if (!s)
+        return FALSE;
+    n = strlen(s);
 
     if (n == 0 || n > AV_POLICY_NAME_MAX)
         return FALSE;
@@ -429,21 +434,6 @@ nova_name_valid(const char *s)
         return FALSE;
     for (const char *c = s; *c; c++) {
         if (!(g_ascii_isupper(*c) || g_ascii_isdigit(*c) || *c == '_'))
-            return FALSE;
-    }
-    return TRUE;
-}
-
-/* An mdev type id is a directory name under mdev_supported_types. */
-static gboolean
-mdev_type_valid(const char *s)
-{
-    gsize n = strlen(s);
-
-    if (n == 0 || n > 255 || g_str_equal(s, ".") || g_str_equal(s, ".."))
-        return FALSE;
-    for (const char *c = s; *c; c++) {
-        if (!(g_ascii_isalnum(*c) || *c == '.' || *c == '_' || *c == '-' || *c == ':'))
             return FALSE;
     }
     return TRUE;
@@ -950,7 +940,7 @@ parse_profile(PolicyParse *pp, AvPolicy *policy, GPtrArray *added, json_t *obj, 
     if (!json_is_string(v))
         return type_fail(pp, name_path, "name", "a string", v, error);
     name = json_string_value(v);
-    if (!profile_name_valid(name))
+    if (!av_profile_name_is_valid(name))
         return policy_fail(pp, name_path, FALSE, error,
                            "invalid profile name '%s'; expected 1 to 63 characters of a-z, 0-9, '.', '_' and '-', the first a letter or digit",
                            name);
@@ -997,7 +987,7 @@ parse_profile(PolicyParse *pp, AvPolicy *policy, GPtrArray *added, json_t *obj, 
                                av_attach_to_string(profile->attach));
         if (!json_is_string(v))
             return type_fail(pp, mp, "mdev_type", "a string such as 'nvidia-588'", v, error);
-        if (!mdev_type_valid(json_string_value(v)))
+        if (!av_mdev_type_id_is_valid(json_string_value(v)))
             return policy_fail(pp, mp, FALSE, error,
                                "invalid mdev_type '%s'; expected a type id as listed in mdev_supported_types, such as 'nvidia-588'",
                                json_string_value(v));

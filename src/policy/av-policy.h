@@ -130,6 +130,9 @@ const AvProfile *av_policy_match_pci(const AvPolicy *policy, const AvPciDevice *
 /* The first "usb" profile matching the USB device @dev, or NULL. */
 const AvProfile *av_policy_match_usb(const AvPolicy *policy, const AvUsbDevice *dev);
 
+/* TRUE when @name is a valid profile name: [a-z0-9][a-z0-9._-]{0,62}. */
+gboolean av_profile_name_is_valid(const char *name);
+
 /* The profile named @name, or NULL.  Borrowed. */
 const AvProfile *av_policy_find(const AvPolicy *policy, const char *name);
 

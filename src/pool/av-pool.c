@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "util/av-error.h"
+#include "util/av-names.h"
 #include "util/av-json.h"
 
 /* --- owners --------------------------------------------------------------- */
@@ -190,17 +191,7 @@ av_identity_is_mdev(const char *identity)
     if (!identity || !g_str_has_prefix(identity, "mdev:"))
         return FALSE;
     uuid = identity + 5;
-    if (strlen(uuid) != 36)
-        return FALSE;
-    for (guint i = 0; i < 36; i++) {
-        if (i == 8 || i == 13 || i == 18 || i == 23) {
-            if (uuid[i] != '-')
-                return FALSE;
-        } else if (!g_ascii_isxdigit(uuid[i]) || g_ascii_isupper(uuid[i])) {
-            return FALSE;
-        }
-    }
-    return TRUE;
+    return av_uuid_is_valid(uuid);
 }
 
 /* See av-pool-private.h. */

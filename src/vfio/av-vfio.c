@@ -19,22 +19,6 @@
 
 /* --- names ------------------------------------------------------------------ */
 
-gboolean
-av_uuid_is_valid(const char *uuid)
-{
-    if (!uuid || strlen(uuid) != 36)
-        return FALSE;
-    for (guint i = 0; i < 36; i++) {
-        if (i == 8 || i == 13 || i == 18 || i == 23) {
-            if (uuid[i] != '-')
-                return FALSE;
-        } else if (!g_ascii_isxdigit(uuid[i]) || g_ascii_isupper(uuid[i])) {
-            return FALSE;
-        }
-    }
-    return TRUE;
-}
-
 /* [A-Za-z0-9_.-]{1,64}, and neither "." nor "..". */
 static gboolean
 av_vfio_name_is_valid(const char *name)

@@ -11,6 +11,7 @@
 
 #include "pci/av-pci.h"
 #include "policy/av-policy.h"
+#include "util/av-names.h"
 #include "util/av-root.h"
 #include "vfio/av-kernel.h"
 
@@ -53,9 +54,6 @@ gboolean av_vfio_restore(const AvRoot *root, const AvKernelOps *ops, const char 
  * AV_ERROR_FAILED naming the path on timeout. */
 gboolean av_vfio_wait_group_node(const AvRoot *root, int group, int timeout_ms, GError **error);
 
-/* TRUE when @uuid is a canonical lower-case UUID
- * (8-4-4-4-12 hex digits); the only form accepted before a path is built. */
-gboolean av_uuid_is_valid(const char *uuid);
 
 /* TRUE when @type is an mdev type id such as "nvidia-35" or "mtty-2":
  * [A-Za-z0-9_.-], 1 to 64 characters, neither "." nor "..".  The only form
