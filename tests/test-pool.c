@@ -1828,6 +1828,61 @@ static const char test_fake_policy[] =
 /* The fake hosts of tests/data, scanned: DSN identities, VFs under their PF
  * (the PF itself, matched by the sriov-vf profile's ids, is not pooled),
  * USB by serial. */
+/* A domain defined but never started does not hold a device forever. */
+static void
+test_claim_expiry(void)
+{
+    g_autofree char *state = test_make_pool(0);
+    g_autoptr(AvPolicy) policy = test_load_policy(test_fake_policy);
+    g_autoptr(AvHost) gpus = test_scan("two-socket-8gpu");
+    g_autoptr(AvPool) pool = test_open_write(state);
+    g_autoptr(AvOwner) vm1 = av_owner_new("11111111-1111-1111-1111-111111111111", "vm1");
+    g_autoptr(AvOwner) vm2 = av_owner_new("22222222-2222-2222-2222-222222222222", "vm2");
+    g_autoptr(GError) err = NULL;
+    gint64 now = g_get_real_time() / G_USEC_PER_SEC;
+    AvPoolDevice *a, *b;
+    guint64 entries = 0;
+    gboolean changed = FALSE;
+
+    test_reconcile_host(pool, gpus, policy, TRUE);
+    a = av_pool_find(pool, "dsn:10de:20f1:48b02d1a000001c0.f0");
+    b = av_pool_find(pool, "dsn:10de:20f1:48b02d1a000001c1.f0");
+    g_assert_nonnull(a);
+    g_assert_nonnull(b);
+
+    /* a claim needs an owner */
+    g_assert_false(av_pool_claim(pool, a, NULL, now + 3600, &err));
+    g_assert_error(err, AV_ERROR, AV_ERROR_INVALID_INPUT);
+    g_clear_error(&err);
+    g_assert_cmpint(a->state, ==, AV_DEVICE_STATE_FREE);
+
+    g_assert_true(av_pool_claim(pool, a, vm1, now - 1, &err));
+    g_assert_no_error(err);
+    g_assert_true(av_pool_claim(pool, b, vm1, now + 3600, &err));
+    g_assert_cmpint(b->claim_expires, ==, now + 3600);
+    /* the same domain renews its claim; another domain cannot take it */
+    g_assert_true(av_pool_claim(pool, b, vm1, now + 7200, &err));
+    g_assert_no_error(err);
+    g_assert_cmpint(b->claim_expires, ==, now + 7200);
+    g_assert_false(av_pool_claim(pool, b, vm2, now + 3600, &err));
+    g_assert_nonnull(err);
+    g_clear_error(&err);
+    g_assert_cmpstr(b->owner->domain_uuid, ==, vm1->domain_uuid);
+
+    /* the next reconcile frees the expired claim only */
+    g_assert_true(av_pool_reconcile(pool, gpus, policy, &changed, &err));
+    g_assert_no_error(err);
+    g_assert_true(changed);
+    g_assert_cmpint(a->state, ==, AV_DEVICE_STATE_FREE);
+    g_assert_null(a->owner);
+    g_assert_cmpint(a->claim_expires, ==, 0);
+    g_assert_cmpint(b->state, ==, AV_DEVICE_STATE_CLAIMED);
+    g_assert_true(av_pool_save(pool, &err));
+    g_assert_true(av_journal_verify(state, &entries, &err));
+    g_assert_no_error(err);
+    test_remove_state(state);
+}
+
 static void
 test_reconcile_fake_hosts(void)
 {
@@ -2143,6 +2198,7 @@ main(int argc, char **argv)
     g_test_add_func("/pool/reconcile/collide/fallback", test_collide_fallback);
     g_test_add_func("/pool/reconcile/mdev-vf", test_reconcile_mdev_vf);
     g_test_add_func("/pool/identity/vmd", test_identity_vmd);
+    g_test_add_func("/pool/claim/expiry", test_claim_expiry);
     g_test_add_func("/pool/mdev/add-remove", test_add_remove);
     g_test_add_func("/pool/mdev/read-only", test_add_read_only);
     g_test_add_func("/pool/mdev/load", test_load_mdev);

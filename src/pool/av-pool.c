@@ -1061,6 +1061,51 @@ av_pool_transition(AvPool *pool, AvPoolDevice *dev, AvDeviceState to,
     return av_pool_transition_event(pool, dev, to, owner, reason, "transition", NULL, error);
 }
 
+/* See av-pool.h. */
+gboolean
+av_pool_claim(AvPool *pool, AvPoolDevice *dev, const AvOwner *owner, gint64 expires, GError **error)
+{
+    g_autoptr(json_t) extra = json_object();
+
+    if (!owner || (!owner->domain_uuid && !owner->nova_instance)) {
+        g_set_error(error, AV_ERROR, AV_ERROR_INVALID_INPUT,
+                    "cannot claim '%s' for nobody: the claim needs the domain's UUID", dev->identity);
+        return FALSE;
+    }
+    json_object_set_new(extra, "expires", json_integer(expires));
+    if (dev->state == AV_DEVICE_STATE_CLAIMED && dev->owner &&
+        g_strcmp0(dev->owner->domain_uuid, owner->domain_uuid) == 0 &&
+        g_strcmp0(dev->owner->nova_instance, owner->nova_instance) == 0) {
+        /* The same domain claims again (define twice, start re-placing): renew. */
+        json_object_set_new(extra, "identity", json_string(dev->identity));
+        json_object_set_new(extra, "address", av_json_string_or_null(dev->address));
+        if (!av_pool_journal_append(pool, "claim-renewed", extra, error))
+            return FALSE;
+    } else if (!av_pool_transition_event(pool, dev, AV_DEVICE_STATE_CLAIMED, owner, NULL, "claimed", extra, error)) {
+        return FALSE;
+    }
+    dev->claim_expires = expires;
+    return TRUE;
+}
+
+/* Claims whose expiry has passed go back to free ("claim-expired"): a domain
+ * defined but never started does not hold a GPU forever (seed 004). */
+static gboolean
+av_pool_expire_claims(AvPool *pool, gint64 now, gboolean *changed, GError **error)
+{
+    for (guint i = 0; i < pool->devices->len; i++) {
+        AvPoolDevice *dev = g_ptr_array_index(pool->devices, i);
+
+        if (dev->state != AV_DEVICE_STATE_CLAIMED || dev->claim_expires == 0 || dev->claim_expires > now)
+            continue;
+        if (!av_pool_transition_event(pool, dev, AV_DEVICE_STATE_FREE, NULL, "the claim expired",
+                                      "claim-expired", NULL, error))
+            return FALSE;
+        *changed = TRUE;
+    }
+    return TRUE;
+}
+
 /* --- reconciliation --------------------------------------------------------- */
 
 static gboolean
@@ -1330,7 +1375,7 @@ av_pool_reconcile_mdev(const AvHost *host, AvPoolDevice *dev, gint64 now, gboole
  * (see av_scanned_resolve_collisions()); a pooled device whose identity is
  * thus ambiguous becomes missing, with a reason saying so.  Journal events:
  * "added", "readdressed", "reprofiled" (the matching profile changed),
- * "missing", "found" and "removed".  On failure (a journal write) the pool
+ * "missing", "found", "removed" and "claim-expired".  On failure (a journal write) the pool
  * may be partly reconciled; the caller must not save it. */
 gboolean
 av_pool_reconcile(AvPool *pool, const AvHost *host, const AvPolicy *policy,
@@ -1405,6 +1450,8 @@ av_pool_reconcile(AvPool *pool, const AvHost *host, const AvPolicy *policy,
             return FALSE;
         changed = TRUE;
     }
+    if (!av_pool_expire_claims(pool, now, &changed, error))
+        return FALSE;
     if (ret_changed)
         *ret_changed = changed;
     return TRUE;

@@ -158,6 +158,12 @@ AvPoolDevice *av_pool_find_address(const AvPool *pool, AvDeviceKind kind, const 
 gboolean av_pool_transition(AvPool *pool, AvPoolDevice *dev, AvDeviceState to,
                             const AvOwner *owner, const char *reason, GError **error);
 
+/* Reserves @dev (free, or already claimed by the same owner) for @owner until
+ * @expires (Unix seconds; 0: no expiry), journalling "claimed".  A claim
+ * that expires before the domain starts goes back to free at the next
+ * reconcile ("claim-expired"). */
+gboolean av_pool_claim(AvPool *pool, AvPoolDevice *dev, const AvOwner *owner, gint64 expires, GError **error);
+
 /* Reconciles the pool with a fresh scan: every device of @host that a profile
  * of @policy matches is added as free (journal "added") or, when its identity
  * is known, has its address, profile and last_seen updated (journal
@@ -165,7 +171,8 @@ gboolean av_pool_transition(AvPool *pool, AvPoolDevice *dev, AvDeviceState to,
  * device no longer found becomes missing (claims and owner kept); a missing
  * device found again returns to its previous state.  A pooled device no
  * profile matches any more stays in the pool, with reason "unmanaged", if it
- * is held; a free one is removed (journal "removed").  What a profile
+ * is held; a free one is removed (journal "removed").  Claims whose expiry
+ * has passed go back to free (journal "claim-expired").  What a profile
  * matches is av_policy_match_pci() / av_policy_match_usb() and nothing else.
  * Devices of the scan that share an identity each get their fallback (slot,
  * path or port) identity, with one warning naming them; devices sharing even
