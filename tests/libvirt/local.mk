@@ -1,23 +1,27 @@
 # check-libvirt: the host libvirt tier (tests/libvirt)
 #
 # A real libvirtd 9.0 (Debian 12), private to a mount namespace, calls a
-# recording qemu hook; the tests assert libvirt's exact hook sequences. Needs
+# recording qemu hook; the tests assert libvirt's exact hook sequences
+# (test-sequence.sh), then run the build tree's accelvirt-hook beside it on
+# private copies of the fake hosts (test-hook.sh: needs the hook, the worker,
+# the CLI and the fake hosts, built first). Needs
 # root; installs its packages (tests/libvirt/install-deps.sh) when missing.
 # Not part of `make check`: run `make check-libvirt`. The scripts run through
 # the same tap-driver as the other tests; results go to tests/libvirt/*.log
 # and tests/libvirt/test-suite.log.
 
-AV_LIBVIRT_TESTS = tests/libvirt/test-sequence.sh
+AV_LIBVIRT_TESTS = tests/libvirt/test-sequence.sh tests/libvirt/test-hook.sh
 AV_LIBVIRT_SUITE_LOG = tests/libvirt/test-suite.log
 
 EXTRA_DIST += \
 	$(AV_LIBVIRT_TESTS) \
 	tests/libvirt/harness.sh \
 	tests/libvirt/record-hook \
+	tests/libvirt/av-hook-wrapper \
 	tests/libvirt/install-deps.sh \
 	tests/libvirt/README.md
 
-check-libvirt:
+check-libvirt: accelvirt-hook$(EXEEXT) accelvirt-worker$(EXEEXT) accelvirt$(EXEEXT) $(FAKE_HOSTS_STAMP)
 	@rm -f $(AV_LIBVIRT_SUITE_LOG) $(AV_LIBVIRT_TESTS:.sh=.log) $(AV_LIBVIRT_TESTS:.sh=.trs)
 	@$(MAKE) $(AM_MAKEFLAGS) $(AV_LIBVIRT_SUITE_LOG) VERBOSE=yes \
 	  TESTS='$(AV_LIBVIRT_TESTS)' \
