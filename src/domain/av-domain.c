@@ -21,6 +21,7 @@
 #include "config.h"
 
 #include "av-domain.h"
+#include "av-domain-private.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -37,7 +38,6 @@
 #include "util/av-error.h"
 
 #define AV_NS_NOVA "http://openstack.org/xmlns/libvirt/nova/1.1"
-#define AV_NS_DOMAIN "urn:accelvirt:domain:1"
 
 #define AV_QUOTE_MAX 64
 #define AV_NAME_MAX 1024
@@ -637,6 +637,40 @@ xml_read(const char *xml, gsize len, GError **error)
         return NULL;
     }
     return doc;
+}
+
+xmlDocPtr
+av_domain_xml_read(const char *xml, gsize len, GError **error)
+{
+    if (len > AV_DOMAIN_XML_MAX) {
+        g_set_error(error, AV_ERROR, AV_ERROR_INVALID_INPUT,
+                    "the domain XML is %" G_GSIZE_FORMAT " bytes, more than the %u accelvirt accepts", len,
+                    AV_DOMAIN_XML_MAX);
+        return NULL;
+    }
+    if (len == 0 || !xml) {
+        g_set_error_literal(error, AV_ERROR, AV_ERROR_INVALID_INPUT, "the domain XML is empty");
+        return NULL;
+    }
+    return xml_read(xml, len, error);
+}
+
+gboolean
+av_domain_pci_address_canonical(const char *s, char **ret)
+{
+    return s && pci_address_canonical(s, ret);
+}
+
+gboolean
+av_domain_uuid_canonical(const char *s, char **ret)
+{
+    return s && uuid_canonical(s, ret);
+}
+
+gboolean
+av_domain_alias_valid(const char *s)
+{
+    return s && alias_valid(s);
 }
 
 /* ---- tree access ---- */
@@ -1303,17 +1337,7 @@ av_domain_parse(const char *xml, gsize len, GError **error)
     gboolean ok;
 
     g_return_val_if_fail(xml != NULL || len == 0, NULL);
-    if (len > AV_DOMAIN_XML_MAX) {
-        g_set_error(error, AV_ERROR, AV_ERROR_INVALID_INPUT,
-                    "the domain XML is %" G_GSIZE_FORMAT " bytes, more than the %u accelvirt accepts", len,
-                    AV_DOMAIN_XML_MAX);
-        return NULL;
-    }
-    if (len == 0) {
-        g_set_error_literal(error, AV_ERROR, AV_ERROR_INVALID_INPUT, "the domain XML is empty");
-        return NULL;
-    }
-    doc = xml_read(xml, len, error);
+    doc = av_domain_xml_read(xml, len, error);
     if (!doc)
         return NULL;
 

@@ -1,0 +1,1297 @@
+/* accelvirt: the domain rewrite (see av-rewrite.h).
+ *
+ * The document is parsed once with the hostile-input rules of av-domain.c
+ * (av_domain_xml_read) and changed as a tree, so that everything accelvirt
+ * did not write keeps its place, its comments and its indentation.  Each
+ * element accelvirt adds goes in as a pair: a whitespace text node ("\n" and
+ * the indentation of its siblings) and the element, right after the sibling
+ * libvirt would format before it.  Removing an element removes it with the
+ * whitespace before it, so removing what was added gives back the tree it
+ * was added to: a rewrite is undone by av_domain_unplace() and redone
+ * identically, byte for byte.
+ *
+ * libxml2 writes attributes in double quotes and empty elements as <x/>: a
+ * rewritten document is in that form; a document accelvirt has nothing to
+ * do with (no request, nothing placed) is returned as it came.
+ *
+ * Formats: https://libvirt.org/formatdomain.html (#host-device-assignment,
+ * #cpu-tuning, #numa-node-tuning, #hypervisor-features: <kvm><hidden>,
+ * <hyperv><vendor_id state='on' value='...'/> of up to 12 characters,
+ * libvirt's domaincommon.rng pattern [^,]{0,12}). */
+#include "config.h"
+
+#include "av-rewrite.h"
+#include "av-domain-private.h"
+
+#include <string.h>
+
+#include <libxml/relaxng.h>
+#include <libxml/tree.h>
+#include <libxml/xmlerror.h>
+#include <libxml/xmlsave.h>
+
+#include "util/av-error.h"
+
+#define AV_INDENT_DEFAULT "  "
+
+/* libvirt's order of the children of <domain> (virDomainDefFormatInternal),
+ * of <features> (virDomainFeature), of <cputune> and of <hyperv>: a new
+ * element goes after the last sibling that libvirt formats before it. */
+static const char *const domain_order[] = {
+    "name", "uuid", "genid", "title", "description", "metadata", "maxMemory", "memory", "currentMemory",
+    "blkiotune", "memtune", "memoryBacking", "vcpu", "vcpus", "iothreads", "iothreadids", "defaultiothread",
+    "cputune", "numatune", "resource", "sysinfo", "bootloader", "bootloader_args", "os", "idmap", "features",
+    "cpu", "clock", "on_poweroff", "on_reboot", "on_crash", "on_lockfailure", "pm", "perf", "devices", NULL,
+};
+static const char *const features_order[] = {
+    "acpi", "apic", "pae", "hap", "viridian", "privnet", "hyperv", "kvm", "pvspinlock", "capabilities", "pmu",
+    "vmport", "gic", "smm", "ioapic", "hpt", "vmcoreinfo", "htm", "nested-hv", "msrs", "ccf-assist", "xen",
+    "cfpc", "sbbc", "ibs", "tcg", "async-teardown", NULL,
+};
+static const char *const cputune_order[] = {
+    "shares", "period", "quota", "global_period", "global_quota", "emulator_period", "emulator_quota",
+    "iothread_period", "iothread_quota", "vcpupin", "emulatorpin", "iothreadpin", "vcpusched",
+    "iothreadsched", "emulatorsched", "cachetune", "memorytune", NULL,
+};
+static const char *const hyperv_order[] = {
+    "relaxed", "vapic", "spinlocks", "vpindex", "runtime", "synic", "stimer", "reset", "vendor_id",
+    "frequencies", "reenlightenment", "tlbflush", "ipi", "evmcs", "avic", NULL,
+};
+static const char *const kvm_order[] = { "hidden", "hint-dedicated", "poll-control", "pv-ipi", "dirty-ring", NULL };
+static const char *const numatune_order[] = { "memory", "memnode", NULL };
+
+/* ---- small tree helpers ---- */
+
+static gboolean G_GNUC_PRINTF(3, 4)
+invalid_at(GError **error, const xmlNode *node, const char *fmt, ...)
+{
+    va_list ap;
+    g_autofree char *msg = NULL;
+    long line = node ? xmlGetLineNo(node) : -1;
+
+    va_start(ap, fmt);
+    msg = g_strdup_vprintf(fmt, ap);
+    va_end(ap);
+    if (line > 0)
+        g_set_error(error, AV_ERROR, AV_ERROR_INVALID_INPUT, "%s (domain XML line %ld)", msg, line);
+    else
+        g_set_error_literal(error, AV_ERROR, AV_ERROR_INVALID_INPUT, msg);
+    return FALSE;
+}
+
+/* @node is the element @name in namespace @ns (NULL: no namespace). */
+static gboolean
+is_elem(const xmlNode *node, const char *name, const char *ns)
+{
+    if (!node || node->type != XML_ELEMENT_NODE || strcmp((const char *)node->name, name) != 0)
+        return FALSE;
+    if (!ns)
+        return node->ns == NULL;
+    return node->ns && node->ns->href && strcmp((const char *)node->ns->href, ns) == 0;
+}
+
+static xmlNode *
+child_first(const xmlNode *parent, const char *name, const char *ns)
+{
+    if (!parent)
+        return NULL;
+    for (xmlNode *c = parent->children; c; c = c->next) {
+        if (is_elem(c, name, ns))
+            return c;
+    }
+    return NULL;
+}
+
+/* An attribute by local name, as libvirt's virXMLPropString (xmlGetProp). */
+static char *
+prop(const xmlNode *node, const char *name)
+{
+    xmlChar *v = xmlGetProp(node, (const xmlChar *)name);
+    char *r = v ? g_strdup((const char *)v) : NULL;
+
+    xmlFree(v);
+    return r;
+}
+
+static void
+set_prop(xmlNode *node, const char *name, const char *value)
+{
+    xmlNewProp(node, (const xmlChar *)name, (const xmlChar *)value);
+}
+
+static xmlNode *
+new_elem(xmlDoc *doc, xmlNs *ns, const char *name)
+{
+    return xmlNewDocNode(doc, ns, (const xmlChar *)name, NULL);
+}
+
+static xmlNode *
+add_elem(xmlNode *parent, const char *name)
+{
+    xmlNode *child = new_elem(parent->doc, NULL, name);
+
+    xmlAddChild(parent, child);
+    return child;
+}
+
+/* ---- whitespace ---- */
+
+static gboolean
+is_blank_text(const xmlNode *node)
+{
+    if (!node || node->type != XML_TEXT_NODE)
+        return FALSE;
+    for (const xmlChar *p = node->content; p && *p; p++) {
+        if (*p != ' ' && *p != '\t' && *p != '\n' && *p != '\r')
+            return FALSE;
+    }
+    return TRUE;
+}
+
+/* The indentation of a line that @text (blank) ends: what follows its last
+ * newline, or NULL when it has none. */
+static char *
+text_indent(const xmlNode *text)
+{
+    const char *s, *nl;
+
+    if (!is_blank_text(text) || !text->content)
+        return NULL;
+    s = (const char *)text->content;
+    nl = strrchr(s, '\n');
+    return nl ? g_strdup(nl + 1) : NULL;
+}
+
+/* The indentation of @node: that of its line, else its depth times @unit. */
+static char *
+node_indent(const xmlNode *node, const char *unit)
+{
+    char *indent = text_indent(node->prev);
+    GString *s;
+
+    if (indent)
+        return indent;
+    s = g_string_new(NULL);
+    for (const xmlNode *p = node->parent; p && p->type == XML_ELEMENT_NODE; p = p->parent)
+        g_string_append(s, unit);
+    return g_string_free(s, FALSE);
+}
+
+/* The indentation for a new child of @parent: that of its element children
+ * already on their own line, else one @unit more than @parent. */
+static char *
+child_indent(const xmlNode *parent, const char *unit)
+{
+    g_autofree char *pi = NULL;
+
+    for (xmlNode *c = parent->children; c; c = c->next) {
+        char *indent;
+
+        if (c->type != XML_ELEMENT_NODE)
+            continue;
+        indent = text_indent(c->prev);
+        if (indent)
+            return indent;
+    }
+    pi = node_indent(parent, unit);
+    return g_strconcat(pi, unit, NULL);
+}
+
+/* The document's indentation step: that of the first child of the root,
+ * two spaces when it has none. */
+static char *
+doc_unit(const xmlNode *root)
+{
+    for (xmlNode *c = root->children; c; c = c->next) {
+        if (c->type == XML_ELEMENT_NODE) {
+            char *indent = text_indent(c->prev);
+
+            if (indent && *indent)
+                return indent;
+            g_free(indent);
+            break;
+        }
+    }
+    return g_strdup(AV_INDENT_DEFAULT);
+}
+
+static xmlNode *
+new_text(xmlDoc *doc, const char *a, const char *b)
+{
+    g_autofree char *s = g_strconcat(a, b, NULL);
+
+    return xmlNewDocText(doc, (const xmlChar *)s);
+}
+
+/* Indents the element children of @node, a subtree built without text, for
+ * @node on a line indented by @indent. */
+static void
+indent_subtree(xmlNode *node, const char *indent, const char *unit)
+{
+    g_autofree char *inner = g_strconcat(indent, unit, NULL);
+    gboolean any = FALSE;
+
+    for (xmlNode *c = node->children; c; c = c->next) {
+        if (c->type != XML_ELEMENT_NODE)
+            continue;
+        indent_subtree(c, inner, unit);
+        /* before an element: never merged into another text node */
+        xmlAddPrevSibling(c, new_text(node->doc, "\n", inner));
+        any = TRUE;
+    }
+    if (any)
+        xmlAddChild(node, new_text(node->doc, "\n", indent));
+}
+
+/* Inserts @node (a new subtree, taken over) into @parent right after @prev
+ * (an element child of @parent), or first when @prev is NULL, with a
+ * newline and the indentation of its siblings before it. */
+static void
+insert_after(xmlNode *parent, xmlNode *prev, xmlNode *node, const char *unit)
+{
+    g_autofree char *ci = child_indent(parent, unit);
+    xmlNode *ws = new_text(parent->doc, "\n", ci);
+
+    indent_subtree(node, ci, unit);
+    if (prev) {
+        xmlAddNextSibling(prev, node);
+        xmlAddPrevSibling(node, ws);
+    } else if (parent->children) {
+        xmlAddPrevSibling(parent->children, node);
+        xmlAddPrevSibling(node, ws);
+    } else {
+        g_autofree char *pi = node_indent(parent, unit);
+
+        xmlAddChild(parent, ws);
+        xmlAddChild(parent, node);
+        xmlAddChild(parent, new_text(parent->doc, "\n", pi));
+    }
+}
+
+static int
+order_index(const char *name, const char *const *order)
+{
+    for (int i = 0; order[i]; i++) {
+        if (strcmp(order[i], name) == 0)
+            return i;
+    }
+    return -1;
+}
+
+/* Inserts @node into @parent after the last child that @order puts at or
+ * before it (libvirt's formatting order), else first. */
+static void
+insert_ordered(xmlNode *parent, xmlNode *node, const char *const *order, const char *unit)
+{
+    int target = order_index((const char *)node->name, order);
+    xmlNode *prev = NULL;
+
+    for (xmlNode *c = parent->children; c; c = c->next) {
+        int i;
+
+        if (c->type != XML_ELEMENT_NODE || c->ns)
+            continue;
+        i = order_index((const char *)c->name, order);
+        if (i >= 0 && i <= target)
+            prev = c;
+    }
+    insert_after(parent, prev, node, unit);
+}
+
+/* Appends @node after the last element child of @parent. */
+static void
+insert_last(xmlNode *parent, xmlNode *node, const char *unit)
+{
+    xmlNode *prev = NULL;
+
+    for (xmlNode *c = parent->children; c; c = c->next) {
+        if (c->type == XML_ELEMENT_NODE)
+            prev = c;
+    }
+    insert_after(parent, prev, node, unit);
+}
+
+/* The first child @name of @parent (no namespace), created in libvirt's
+ * order when absent. */
+static xmlNode *
+ensure_child(xmlNode *parent, const char *name, const char *const *order, const char *unit)
+{
+    xmlNode *c = child_first(parent, name, NULL);
+
+    if (c)
+        return c;
+    c = new_elem(parent->doc, NULL, name);
+    insert_ordered(parent, c, order, unit);
+    return c;
+}
+
+/* Removes @node with the whitespace before it (what insert_after() added). */
+static void
+remove_node(xmlNode *node)
+{
+    xmlNode *prev = node->prev;
+
+    if (is_blank_text(prev)) {
+        xmlUnlinkNode(prev);
+        xmlFreeNode(prev);
+    }
+    xmlUnlinkNode(node);
+    xmlFreeNode(node);
+}
+
+/* After accelvirt removed children of @node: an element left with nothing
+ * but whitespace goes too when it has no attribute and not @keep (accelvirt
+ * made it, or it says nothing), else it stays as <x/>. */
+static void
+remove_if_emptied(xmlNode *node, gboolean keep)
+{
+    xmlNode *c, *next;
+
+    if (!node)
+        return;
+    for (c = node->children; c; c = c->next) {
+        if (!is_blank_text(c))
+            return;
+    }
+    if (!node->properties && !keep) {
+        remove_node(node);
+        return;
+    }
+    for (c = node->children; c; c = next) {
+        next = c->next;
+        xmlUnlinkNode(c);
+        xmlFreeNode(c);
+    }
+}
+
+/* ---- requests ---- */
+
+static gboolean
+word_index(const char *s, const char *const *words, int *ret)
+{
+    for (int i = 0; words[i]; i++) {
+        if (strcmp(s, words[i]) == 0) {
+            *ret = i;
+            return TRUE;
+        }
+    }
+    return FALSE;
+}
+
+/* A decimal without sign, blank or leading zero, at most @max. */
+static gboolean
+decimal_parse(const char *s, guint max, guint *ret)
+{
+    guint64 v = 0;
+
+    if (!s || !*s || (s[0] == '0' && s[1]))
+        return FALSE;
+    for (const char *p = s; *p; p++) {
+        if (!g_ascii_isdigit(*p))
+            return FALSE;
+        v = v * 10 + (guint64)(*p - '0');
+        if (v > max)
+            return FALSE;
+    }
+    *ret = (guint)v;
+    return TRUE;
+}
+
+static gboolean
+request_parse(const xmlNode *node, AvRequest **ret, GError **error)
+{
+    static const char *const known[] = { "profile", "count", "granularity", "numa", NULL };
+    static const char *const granularities[] = { "function", "region", "card", NULL };
+    static const AvGranularity granularity_values[] = { AV_GRANULARITY_FUNCTION, AV_GRANULARITY_REGION,
+                                                         AV_GRANULARITY_CARD };
+    static const char *const numas[] = { "same", "any", NULL };
+    g_autofree char *profile = prop(node, "profile");
+    g_autofree char *count = prop(node, "count");
+    g_autofree char *granularity = prop(node, "granularity");
+    g_autofree char *numa = prop(node, "numa");
+    g_autoptr(AvRequest) request = NULL;
+    guint n = 1;
+    int i = 0;
+
+    for (xmlAttr *a = node->properties; a; a = a->next) {
+        if (a->ns || !word_index((const char *)a->name, known, &i)) {
+            g_autofree char *q = av_domain_quote((const char *)a->name);
+
+            return invalid_at(error, node,
+                              "av:request has an unknown attribute '%s' (it takes profile, count, granularity and numa)",
+                              q);
+        }
+    }
+    if (!profile)
+        return invalid_at(error, node, "av:request has no profile: say which profile of the policy it asks for");
+    if (!av_profile_name_is_valid(profile)) {
+        g_autofree char *q = av_domain_quote(profile);
+
+        return invalid_at(error, node,
+                          "av:request profile '%s' is not a profile name (1 to 63 of a-z, 0-9, '.', '_' and '-', "
+                          "the first a letter or digit)",
+                          q);
+    }
+    if (count && !(decimal_parse(count, G_MAXUINT32, &n) && n >= 1 && n <= AV_REQUEST_COUNT_MAX)) {
+        g_autofree char *q = av_domain_quote(count);
+
+        return invalid_at(error, node, "av:request count '%s' for profile '%s' is not a number between 1 and %u", q,
+                          profile, AV_REQUEST_COUNT_MAX);
+    }
+    request = av_request_new(profile, n);
+    if (granularity) {
+        if (!word_index(granularity, granularities, &i)) {
+            g_autofree char *q = av_domain_quote(granularity);
+
+            return invalid_at(error, node, "av:request granularity '%s' is not 'card', 'region' or 'function'", q);
+        }
+        request->granularity_set = TRUE;
+        request->granularity = granularity_values[i];
+    }
+    if (numa) {
+        if (!word_index(numa, numas, &i)) {
+            g_autofree char *q = av_domain_quote(numa);
+
+            return invalid_at(error, node, "av:request numa '%s' is neither 'same' nor 'any'", q);
+        }
+        request->numa_any = i == 1;
+    }
+    *ret = g_steal_pointer(&request);
+    return TRUE;
+}
+
+/* The <av:accelerators> of the first <metadata> (libvirt keeps one element
+ * per namespace), or NULL. */
+static xmlNode *
+accelerators_find(const xmlNode *root)
+{
+    return child_first(child_first(root, "metadata", NULL), "accelerators", AV_NS_DOMAIN);
+}
+
+static gboolean
+requests_parse(const xmlNode *accelerators, GPtrArray **ret, GError **error)
+{
+    g_autoptr(GPtrArray) requests = g_ptr_array_new_with_free_func((GDestroyNotify)av_request_free);
+
+    for (xmlNode *c = accelerators ? accelerators->children : NULL; c; c = c->next) {
+        AvRequest *request = NULL;
+
+        if (c->type != XML_ELEMENT_NODE)
+            continue;
+        if (is_elem(c, "placement", AV_NS_DOMAIN))
+            continue;
+        if (!is_elem(c, "request", AV_NS_DOMAIN)) {
+            g_autofree char *q = av_domain_quote((const char *)c->name);
+
+            return invalid_at(error, c, "<av:accelerators> holds an unknown element <%s> (it takes av:request and av:placement)",
+                              q);
+        }
+        if (requests->len == AV_REQUESTS_MAX)
+            return invalid_at(error, c, "<av:accelerators> has more than %u requests", AV_REQUESTS_MAX);
+        if (!request_parse(c, &request, error))
+            return FALSE;
+        g_ptr_array_add(requests, request);
+    }
+    *ret = g_steal_pointer(&requests);
+    return TRUE;
+}
+
+/* The document's root, checked to be <domain>. */
+static xmlNode *
+domain_root(xmlDoc *doc, GError **error)
+{
+    xmlNode *root = xmlDocGetRootElement(doc);
+
+    if (!root || !is_elem(root, "domain", NULL)) {
+        g_autofree char *q = av_domain_quote(root ? (const char *)root->name : NULL);
+
+        invalid_at(error, root, "the root element is <%s>%s, not <domain>", q, root && root->ns ? " in a namespace" : "");
+        return NULL;
+    }
+    return root;
+}
+
+GPtrArray *
+av_domain_requests(const char *xml, gsize len, GError **error)
+{
+    xmlDoc *doc = av_domain_xml_read(xml, len, error);
+    xmlNode *root;
+    GPtrArray *requests = NULL;
+
+    if (!doc)
+        return NULL;
+    root = domain_root(doc, error);
+    if (root && !requests_parse(accelerators_find(root), &requests, error))
+        requests = NULL;
+    xmlFreeDoc(doc);
+    return requests;
+}
+
+/* ---- serializing ---- */
+
+/* Whether @xml begins with an XML declaration (kept when it does). */
+static gboolean
+has_declaration(const char *xml, gsize len)
+{
+    gsize i = 0;
+
+    if (len >= 3 && memcmp(xml, "\xef\xbb\xbf", 3) == 0)
+        i = 3;
+    return len - i >= 5 && memcmp(xml + i, "<?xml", 5) == 0;
+}
+
+static char *
+doc_serialize(xmlDoc *doc, gboolean declaration, GError **error)
+{
+    xmlBufferPtr buf = xmlBufferCreate();
+    xmlSaveCtxtPtr save;
+    char *out = NULL;
+
+    save = xmlSaveToBuffer(buf, "UTF-8", declaration ? 0 : XML_SAVE_NO_DECL);
+    if (!save || xmlSaveDoc(save, doc) < 0) {
+        if (save)
+            xmlSaveClose(save);
+        xmlBufferFree(buf);
+        g_set_error_literal(error, AV_ERROR, AV_ERROR_FAILED, "cannot write the domain XML");
+        return NULL;
+    }
+    xmlSaveClose(save);
+    out = g_strndup((const char *)xmlBufferContent(buf), (gsize)xmlBufferLength(buf));
+    xmlBufferFree(buf);
+    return out;
+}
+
+/* ---- removing what accelvirt wrote ---- */
+
+typedef struct {
+    gboolean pinned;
+    gboolean numatune;
+    gboolean hidden;
+    gboolean vendor_id;
+} AvWrote;
+
+static gboolean
+yes_no(const xmlNode *node, const char *name, gboolean *ret, GError **error)
+{
+    g_autofree char *v = prop(node, name);
+
+    if (!v)
+        return TRUE;
+    if (strcmp(v, "yes") == 0) {
+        *ret = TRUE;
+        return TRUE;
+    }
+    if (strcmp(v, "no") == 0)
+        return TRUE;
+    {
+        g_autofree char *q = av_domain_quote(v);
+
+        return invalid_at(error, node, "av:placement %s '%s' is neither 'yes' nor 'no'", name, q);
+    }
+}
+
+static gboolean
+alias_is_ours(const xmlNode *hostdev)
+{
+    xmlNode *alias = child_first(hostdev, "alias", NULL);
+    g_autofree char *name = alias ? prop(alias, "name") : NULL;
+
+    return name && g_str_has_prefix(name, AV_REWRITE_ALIAS_PREFIX);
+}
+
+/* Removes the children @name of @parent; TRUE when there was one. */
+static gboolean
+remove_children(xmlNode *parent, const char *name)
+{
+    gboolean removed = FALSE;
+    xmlNode *next;
+
+    if (!parent)
+        return FALSE;
+    for (xmlNode *c = parent->children; c; c = next) {
+        next = c->next;
+        if (is_elem(c, name, NULL)) {
+            remove_node(c);
+            removed = TRUE;
+        }
+    }
+    return removed;
+}
+
+/* Removes what an earlier placement wrote.  Sets *ret_changed when it
+ * removed anything. */
+static gboolean
+strip(xmlNode *root, gboolean *ret_changed, GError **error)
+{
+    xmlNode *accelerators = accelerators_find(root);
+    AvWrote wrote = { 0 };
+    gboolean changed = FALSE;
+    xmlNode *next;
+
+    for (xmlNode *c = accelerators ? accelerators->children : NULL; c; c = c->next) {
+        if (!is_elem(c, "placement", AV_NS_DOMAIN))
+            continue;
+        if (!yes_no(c, "pinned", &wrote.pinned, error) || !yes_no(c, "numatune", &wrote.numatune, error) ||
+            !yes_no(c, "hidden", &wrote.hidden, error) || !yes_no(c, "vendor-id", &wrote.vendor_id, error))
+            return FALSE;
+    }
+    for (xmlNode *c = accelerators ? accelerators->children : NULL; c; c = next) {
+        next = c->next;
+        if (is_elem(c, "placement", AV_NS_DOMAIN)) {
+            remove_node(c);
+            changed = TRUE;
+        }
+    }
+
+    for (xmlNode *devices = root->children; devices; devices = next) {
+        gboolean removed = FALSE;
+        xmlNode *next_dev;
+
+        next = devices->next;
+        if (!is_elem(devices, "devices", NULL))
+            continue;
+        for (xmlNode *c = devices->children; c; c = next_dev) {
+            next_dev = c->next;
+            if (is_elem(c, "hostdev", NULL) && alias_is_ours(c)) {
+                remove_node(c);
+                removed = TRUE;
+            }
+        }
+        if (removed) {
+            changed = TRUE;
+            /* libvirt always writes a <devices>: an empty one is the user's */
+            remove_if_emptied(devices, TRUE);
+        }
+    }
+    for (xmlNode *c = root->children; c; c = next) {
+        next = c->next;
+        if (wrote.pinned && is_elem(c, "cputune", NULL)) {
+            gboolean removed = remove_children(c, "vcpupin");
+
+            removed = remove_children(c, "emulatorpin") || removed;
+            if (removed) {
+                changed = TRUE;
+                remove_if_emptied(c, FALSE);
+            }
+        } else if (wrote.numatune && is_elem(c, "numatune", NULL)) {
+            if (remove_children(c, "memory")) {
+                changed = TRUE;
+                remove_if_emptied(c, FALSE);
+            }
+        } else if ((wrote.hidden || wrote.vendor_id) && is_elem(c, "features", NULL)) {
+            xmlNode *kvm = child_first(c, "kvm", NULL);
+            xmlNode *hyperv = child_first(c, "hyperv", NULL);
+            gboolean removed = FALSE;
+
+            if (wrote.hidden && kvm && remove_children(kvm, "hidden")) {
+                removed = TRUE;
+                remove_if_emptied(kvm, FALSE);
+            }
+            if (wrote.vendor_id && hyperv && remove_children(hyperv, "vendor_id")) {
+                removed = TRUE;
+                remove_if_emptied(hyperv, FALSE);
+            }
+            if (removed) {
+                changed = TRUE;
+                remove_if_emptied(c, FALSE);
+            }
+        }
+    }
+    *ret_changed = changed;
+    return TRUE;
+}
+
+/* ---- checking the placement ---- */
+
+/* A USB device's sysfs name: "BUS-PORT[.PORT]...", as "1-1.2". */
+static gboolean
+usb_bus_path_valid(const char *s)
+{
+    g_auto(GStrv) parts = NULL;
+    g_auto(GStrv) ports = NULL;
+    guint v = 0;
+
+    if (!s || strlen(s) > 32)
+        return FALSE;
+    parts = g_strsplit(s, "-", -1);
+    if (g_strv_length(parts) != 2 || !decimal_parse(parts[0], 999, &v) || v == 0)
+        return FALSE;
+    ports = g_strsplit(parts[1], ".", -1);
+    if (g_strv_length(ports) > 7)
+        return FALSE;
+    for (char **p = ports; *p; p++) {
+        if (!decimal_parse(*p, 255, &v) || v == 0)
+            return FALSE;
+    }
+    return TRUE;
+}
+
+static gboolean G_GNUC_PRINTF(2, 3)
+placement_invalid(GError **error, const char *fmt, ...)
+{
+    va_list ap;
+    g_autofree char *msg = NULL;
+
+    va_start(ap, fmt);
+    msg = g_strdup_vprintf(fmt, ap);
+    va_end(ap);
+    g_set_error(error, AV_ERROR, AV_ERROR_INVALID_INPUT, "the placement cannot be written: %s", msg);
+    return FALSE;
+}
+
+static gboolean
+requested(GPtrArray *requests, const char *profile)
+{
+    for (guint i = 0; i < requests->len; i++) {
+        const AvRequest *r = g_ptr_array_index(requests, i);
+
+        if (strcmp(r->profile, profile) == 0)
+            return TRUE;
+    }
+    return FALSE;
+}
+
+/* Checks every value of @placement that reaches the XML; sets
+ * *ret_hide when a placed profile says hide_hypervisor. */
+static gboolean
+placement_check(const AvPlacement *placement, const AvPolicy *policy, GPtrArray *requests, gboolean *ret_hide,
+                GError **error)
+{
+    gboolean hide = FALSE;
+
+    if (placement->numa_node < -1 || placement->numa_node >= (int)AV_DOMAIN_NODE_MAX)
+        return placement_invalid(error, "NUMA node %d is not between 0 and %u", placement->numa_node,
+                                 AV_DOMAIN_NODE_MAX - 1);
+    if (placement->numa_node >= 0) {
+        if (!placement->cpus || placement->cpus->len == 0)
+            return placement_invalid(error, "node %d has no CPU to pin the vCPUs on", placement->numa_node);
+        for (guint i = 0; i < placement->cpus->len; i++) {
+            guint cpu = g_array_index(placement->cpus, guint, i);
+
+            if (cpu >= AV_DOMAIN_CPU_MAX)
+                return placement_invalid(error, "CPU %u is not below %u", cpu, AV_DOMAIN_CPU_MAX);
+        }
+    }
+    for (guint i = 0; placement->items && i < placement->items->len; i++) {
+        const AvPlacedItem *item = g_ptr_array_index(placement->items, i);
+        g_autofree char *canonical = NULL;
+        const AvProfile *profile;
+
+        if (!item->profile || !av_profile_name_is_valid(item->profile)) {
+            g_autofree char *q = av_domain_quote(item->profile);
+
+            return placement_invalid(error, "device %u has the profile name '%s'", i, q);
+        }
+        if (!requested(requests, item->profile))
+            return placement_invalid(error, "device %u is of profile '%s', which no av:request of the domain asks for", i,
+                                     item->profile);
+        profile = policy ? av_policy_find(policy, item->profile) : NULL;
+        if (policy && !profile)
+            return placement_invalid(error, "profile '%s' is not in the policy", item->profile);
+        if (profile && profile->hide_hypervisor)
+            hide = TRUE;
+        switch (item->attach) {
+        case AV_ATTACH_VFIO_PCI:
+        case AV_ATTACH_SRIOV_VF:
+            if (!av_domain_pci_address_canonical(item->pci_address, &canonical)) {
+                g_autofree char *q = av_domain_quote(item->pci_address);
+
+                return placement_invalid(error, "device %u of profile '%s' has the PCI address '%s'", i, item->profile, q);
+            }
+            break;
+        case AV_ATTACH_MDEV:
+            if (!av_domain_uuid_canonical(item->mdev_uuid, &canonical)) {
+                g_autofree char *q = av_domain_quote(item->mdev_uuid);
+
+                return placement_invalid(error, "mdev %u of profile '%s' has the UUID '%s'", i, item->profile, q);
+            }
+            break;
+        case AV_ATTACH_USB:
+            if (!usb_bus_path_valid(item->usb_bus_path)) {
+                g_autofree char *q = av_domain_quote(item->usb_bus_path);
+
+                return placement_invalid(error, "USB device %u of profile '%s' has the bus path '%s'", i, item->profile,
+                                         q);
+            }
+            break;
+        default:
+            return placement_invalid(error, "device %u of profile '%s' has an unknown attach %d", i, item->profile,
+                                     (int)item->attach);
+        }
+    }
+    *ret_hide = hide;
+    return TRUE;
+}
+
+/* ---- writing ---- */
+
+static gint
+compare_uint(gconstpointer a, gconstpointer b)
+{
+    guint x = *(const guint *)a, y = *(const guint *)b;
+
+    return x < y ? -1 : x > y;
+}
+
+/* "0-3,8,10-11" from CPU numbers in any order. */
+static char *
+cpuset_format(GArray *cpus)
+{
+    g_autoptr(GArray) sorted = g_array_copy(cpus);
+    GString *s = g_string_new(NULL);
+    guint i = 0;
+
+    g_array_sort(sorted, compare_uint);
+    while (i < sorted->len) {
+        guint first = g_array_index(sorted, guint, i), last = first;
+
+        while (i + 1 < sorted->len && g_array_index(sorted, guint, i + 1) <= last + 1) {
+            last = g_array_index(sorted, guint, i + 1);
+            i++;
+        }
+        i++;
+        if (s->len)
+            g_string_append_c(s, ',');
+        if (last == first)
+            g_string_append_printf(s, "%u", first);
+        else
+            g_string_append_printf(s, "%u-%u", first, last);
+    }
+    return g_string_free(s, FALSE);
+}
+
+static xmlNode *
+hostdev_new(xmlDoc *doc, const AvPlacedItem *item, const char *alias)
+{
+    xmlNode *hostdev = new_elem(doc, NULL, "hostdev");
+    xmlNode *source, *address;
+    g_autofree char *canonical = NULL;
+
+    set_prop(hostdev, "mode", "subsystem");
+    switch (item->attach) {
+    case AV_ATTACH_MDEV:
+        set_prop(hostdev, "type", "mdev");
+        set_prop(hostdev, "model", "vfio-pci");
+        source = add_elem(hostdev, "source");
+        address = add_elem(source, "address");
+        av_domain_uuid_canonical(item->mdev_uuid, &canonical);
+        set_prop(address, "uuid", canonical);
+        break;
+    case AV_ATTACH_USB: {
+        g_autofree char *vendor = g_strdup_printf("0x%04x", item->usb_vendor);
+        g_autofree char *product = g_strdup_printf("0x%04x", item->usb_product);
+
+        set_prop(hostdev, "type", "usb");
+        set_prop(hostdev, "managed", "no");
+        source = add_elem(hostdev, "source");
+        set_prop(add_elem(source, "vendor"), "id", vendor);
+        set_prop(add_elem(source, "product"), "id", product);
+        break;
+    }
+    default: {
+        g_autofree char *domain = NULL, *bus = NULL, *slot = NULL, *function = NULL;
+
+        av_domain_pci_address_canonical(item->pci_address, &canonical);
+        /* "dddd:bb:ss.f" */
+        domain = g_strdup_printf("0x%.4s", canonical);
+        bus = g_strdup_printf("0x%.2s", canonical + 5);
+        slot = g_strdup_printf("0x%.2s", canonical + 8);
+        function = g_strdup_printf("0x%.1s", canonical + 11);
+        set_prop(hostdev, "type", "pci");
+        set_prop(hostdev, "managed", "no");
+        source = add_elem(hostdev, "source");
+        address = add_elem(source, "address");
+        set_prop(address, "domain", domain);
+        set_prop(address, "bus", bus);
+        set_prop(address, "slot", slot);
+        set_prop(address, "function", function);
+        break;
+    }
+    }
+    set_prop(add_elem(hostdev, "alias"), "name", alias);
+    return hostdev;
+}
+
+static xmlNode *
+placed_new(xmlDoc *doc, xmlNs *ns, const AvPlacedItem *item, const char *alias)
+{
+    xmlNode *node;
+    g_autofree char *canonical = NULL;
+
+    switch (item->attach) {
+    case AV_ATTACH_MDEV:
+        node = new_elem(doc, ns, "mdev");
+        set_prop(node, "profile", item->profile);
+        av_domain_uuid_canonical(item->mdev_uuid, &canonical);
+        set_prop(node, "uuid", canonical);
+        break;
+    case AV_ATTACH_USB: {
+        g_autofree char *vendor = g_strdup_printf("0x%04x", item->usb_vendor);
+        g_autofree char *product = g_strdup_printf("0x%04x", item->usb_product);
+
+        node = new_elem(doc, ns, "usb");
+        set_prop(node, "profile", item->profile);
+        set_prop(node, "bus-path", item->usb_bus_path);
+        set_prop(node, "vendor", vendor);
+        set_prop(node, "product", product);
+        break;
+    }
+    default:
+        node = new_elem(doc, ns, "device");
+        set_prop(node, "profile", item->profile);
+        av_domain_pci_address_canonical(item->pci_address, &canonical);
+        set_prop(node, "address", canonical);
+        break;
+    }
+    set_prop(node, "alias", alias);
+    return node;
+}
+
+/* Whether the user placed the vCPUs themselves: a <vcpupin> or an
+ * <emulatorpin> (accelvirt's own are gone by now), a <vcpu cpuset=>, or
+ * placement='auto' (numad decides). */
+static gboolean
+user_pinned(const xmlNode *root)
+{
+    xmlNode *vcpu = child_first(root, "vcpu", NULL);
+
+    if (vcpu) {
+        g_autofree char *cpuset = prop(vcpu, "cpuset");
+        g_autofree char *placement = prop(vcpu, "placement");
+
+        if (cpuset || (placement && strcmp(placement, "auto") == 0))
+            return TRUE;
+    }
+    for (xmlNode *c = root->children; c; c = c->next) {
+        if (is_elem(c, "cputune", NULL) &&
+            (child_first(c, "vcpupin", NULL) || child_first(c, "emulatorpin", NULL)))
+            return TRUE;
+    }
+    return FALSE;
+}
+
+/* Whether the user set the memory placement: a <numatune><memory>, or
+ * <vcpu placement='auto'> (libvirt then places memory with numad). */
+static gboolean
+user_numatune(const xmlNode *root)
+{
+    xmlNode *vcpu = child_first(root, "vcpu", NULL);
+
+    if (vcpu) {
+        g_autofree char *placement = prop(vcpu, "placement");
+
+        if (placement && strcmp(placement, "auto") == 0)
+            return TRUE;
+    }
+    for (xmlNode *c = root->children; c; c = c->next) {
+        if (is_elem(c, "numatune", NULL) && child_first(c, "memory", NULL))
+            return TRUE;
+    }
+    return FALSE;
+}
+
+static void
+write_pinning(xmlNode *root, const AvPlacement *placement, guint vcpus, const char *unit)
+{
+    xmlNode *cputune = ensure_child(root, "cputune", domain_order, unit);
+    g_autofree char *cpuset = cpuset_format(placement->cpus);
+
+    for (guint i = 0; i < vcpus; i++) {
+        xmlNode *pin = new_elem(root->doc, NULL, "vcpupin");
+        g_autofree char *id = g_strdup_printf("%u", i);
+
+        set_prop(pin, "vcpu", id);
+        set_prop(pin, "cpuset", cpuset);
+        insert_ordered(cputune, pin, cputune_order, unit);
+    }
+    {
+        xmlNode *pin = new_elem(root->doc, NULL, "emulatorpin");
+
+        set_prop(pin, "cpuset", cpuset);
+        insert_ordered(cputune, pin, cputune_order, unit);
+    }
+}
+
+static void
+write_numatune(xmlNode *root, const AvPlacement *placement, const char *unit)
+{
+    xmlNode *numatune = ensure_child(root, "numatune", domain_order, unit);
+    xmlNode *memory = new_elem(root->doc, NULL, "memory");
+    g_autofree char *node = g_strdup_printf("%d", placement->numa_node);
+
+    set_prop(memory, "mode", "strict");
+    set_prop(memory, "nodeset", node);
+    insert_ordered(numatune, memory, numatune_order, unit);
+}
+
+/* <features><kvm><hidden state='on'/></kvm> and <hyperv><vendor_id
+ * state='on' value='accelvirt'/></hyperv>, each unless the user wrote it
+ * (in any state: theirs wins), vendor_id also not in hyperv
+ * mode='passthrough' (which takes no child). */
+static void
+write_hidden(xmlNode *root, AvWrote *wrote, const char *unit)
+{
+    xmlNode *features = child_first(root, "features", NULL);
+    xmlNode *kvm = features ? child_first(features, "kvm", NULL) : NULL;
+    xmlNode *hyperv = features ? child_first(features, "hyperv", NULL) : NULL;
+    g_autofree char *mode = hyperv ? prop(hyperv, "mode") : NULL;
+    gboolean want_hidden = !kvm || !child_first(kvm, "hidden", NULL);
+    gboolean want_vendor =
+        !(mode && strcmp(mode, "passthrough") == 0) && (!hyperv || !child_first(hyperv, "vendor_id", NULL));
+
+    if (!want_hidden && !want_vendor)
+        return;
+    features = ensure_child(root, "features", domain_order, unit);
+    if (want_vendor) {
+        xmlNode *vendor = new_elem(root->doc, NULL, "vendor_id");
+
+        hyperv = ensure_child(features, "hyperv", features_order, unit);
+        set_prop(vendor, "state", "on");
+        set_prop(vendor, "value", AV_REWRITE_VENDOR_ID);
+        insert_ordered(hyperv, vendor, hyperv_order, unit);
+        wrote->vendor_id = TRUE;
+    }
+    if (want_hidden) {
+        xmlNode *hidden = new_elem(root->doc, NULL, "hidden");
+
+        kvm = ensure_child(features, "kvm", features_order, unit);
+        set_prop(hidden, "state", "on");
+        insert_ordered(kvm, hidden, kvm_order, unit);
+        wrote->hidden = TRUE;
+    }
+}
+
+char *
+av_domain_rewrite(const char *xml, gsize len, const AvPlacement *placement, const AvPolicy *policy, GError **error)
+{
+    g_autoptr(AvDomain) dom = NULL;
+    g_autoptr(GPtrArray) requests = NULL;
+    g_autofree char *unit = NULL;
+    xmlDoc *doc = NULL;
+    xmlNode *root, *accelerators, *devices = NULL, *placed;
+    AvWrote wrote = { 0 };
+    gboolean hide = FALSE, changed = FALSE;
+    char *out = NULL;
+
+    g_return_val_if_fail(placement != NULL, NULL);
+    /* the reader's checks first: a domain it refuses is never written */
+    dom = av_domain_parse(xml, len, error);
+    if (!dom)
+        return NULL;
+    doc = av_domain_xml_read(xml, len, error);
+    if (!doc)
+        return NULL;
+    root = domain_root(doc, error);
+    if (!root)
+        goto out;
+    accelerators = accelerators_find(root);
+    if (!requests_parse(accelerators, &requests, error))
+        goto out;
+    if (requests->len == 0) {
+        /* nothing asked of accelvirt (a domain Nova wrote, say): as it came */
+        out = g_strndup(xml, len);
+        goto out;
+    }
+    if (!placement_check(placement, policy, requests, &hide, error) || !strip(root, &changed, error))
+        goto out;
+
+    unit = doc_unit(root);
+    for (guint i = 0; placement->items && i < placement->items->len; i++) {
+        const AvPlacedItem *item = g_ptr_array_index(placement->items, i);
+        g_autofree char *alias = g_strdup_printf(AV_REWRITE_ALIAS_PREFIX "%u", i);
+
+        if (!devices)
+            devices = ensure_child(root, "devices", domain_order, unit);
+        insert_last(devices, hostdev_new(doc, item, alias), unit);
+    }
+    if (placement->numa_node >= 0) {
+        if (!user_pinned(root)) {
+            write_pinning(root, placement, MAX(dom->vcpus, 1), unit);
+            wrote.pinned = TRUE;
+        }
+        if (!user_numatune(root)) {
+            write_numatune(root, placement, unit);
+            wrote.numatune = TRUE;
+        }
+    }
+    if (hide)
+        write_hidden(root, &wrote, unit);
+
+    placed = new_elem(doc, accelerators->ns, "placement");
+    if (placement->numa_node >= 0) {
+        g_autofree char *node = g_strdup_printf("%d", placement->numa_node);
+
+        set_prop(placed, "node", node);
+    }
+    set_prop(placed, "pinned", wrote.pinned ? "yes" : "no");
+    set_prop(placed, "numatune", wrote.numatune ? "yes" : "no");
+    set_prop(placed, "hidden", wrote.hidden ? "yes" : "no");
+    set_prop(placed, "vendor-id", wrote.vendor_id ? "yes" : "no");
+    for (guint i = 0; placement->items && i < placement->items->len; i++) {
+        g_autofree char *alias = g_strdup_printf(AV_REWRITE_ALIAS_PREFIX "%u", i);
+
+        xmlAddChild(placed, placed_new(doc, accelerators->ns, g_ptr_array_index(placement->items, i), alias));
+    }
+    insert_last(accelerators, placed, unit);
+    out = doc_serialize(doc, has_declaration(xml, len), error);
+out:
+    xmlFreeDoc(doc);
+    return out;
+}
+
+char *
+av_domain_ensure_uuid(const char *xml, gsize len, char **ret_uuid, GError **error)
+{
+    g_autoptr(AvDomain) dom = NULL;
+    g_autofree char *uuid = NULL;
+    g_autofree char *unit = NULL;
+    xmlDoc *doc = NULL;
+    xmlNode *root, *node;
+    char *out = NULL;
+
+    dom = av_domain_parse(xml, len, error);
+    if (!dom)
+        return NULL;
+    if (dom->uuid) {
+        *ret_uuid = g_strdup(dom->uuid);
+        return g_strndup(xml, len);
+    }
+    doc = av_domain_xml_read(xml, len, error);
+    if (!doc)
+        return NULL;
+    root = domain_root(doc, error);
+    if (root) {
+        uuid = g_uuid_string_random();
+        unit = doc_unit(root);
+        node = new_elem(doc, NULL, "uuid");
+        xmlNodeAddContent(node, (const xmlChar *)uuid);
+        insert_ordered(root, node, domain_order, unit);
+        out = doc_serialize(doc, has_declaration(xml, len), error);
+        if (out)
+            *ret_uuid = g_steal_pointer(&uuid);
+    }
+    xmlFreeDoc(doc);
+    return out;
+}
+
+char *
+av_domain_unplace(const char *xml, gsize len, GError **error)
+{
+    xmlDoc *doc = av_domain_xml_read(xml, len, error);
+    xmlNode *root;
+    gboolean changed = FALSE;
+    char *out = NULL;
+
+    if (!doc)
+        return NULL;
+    root = domain_root(doc, error);
+    if (root && strip(root, &changed, error))
+        out = changed ? doc_serialize(doc, has_declaration(xml, len), error) : g_strndup(xml, len);
+    xmlFreeDoc(doc);
+    return out;
+}
+
+/* ---- RelaxNG ---- */
+
+typedef struct {
+    char *first;
+    int line;
+    char *element;               /* the element the first error is about, or NULL */
+} RngErrors;
+
+static void
+rng_error(void *data, xmlErrorPtr err)
+{
+    RngErrors *st = data;
+    g_autofree char *msg = NULL;
+
+    if (!st || !err || st->first)
+        return;
+    msg = g_strstrip(g_strndup(err->message ? err->message : "unknown error", 200));
+    for (char *p = msg; *p; p++) {
+        if ((guchar)*p < 0x20 || (guchar)*p == 0x7f)
+            *p = '?';
+    }
+    st->first = g_steal_pointer(&msg);
+    st->line = err->node ? (int)xmlGetLineNo(err->node) : err->line;
+    if (err->node && ((xmlNode *)err->node)->type == XML_ELEMENT_NODE)
+        st->element = av_domain_quote((const char *)((xmlNode *)err->node)->name);
+}
+
+static void
+rng_silent(void *data, xmlErrorPtr err)
+{
+}
+
+gboolean
+av_domain_validate_metadata(const char *xml, gsize len, const char *schema_path, GError **error)
+{
+    xmlStructuredErrorFunc old_serror = xmlStructuredError;
+    void *old_serror_ctx = xmlStructuredErrorContext;
+    g_autofree char *schema_text = NULL;
+    gsize schema_len = 0;
+    xmlRelaxNGParserCtxtPtr pctxt = NULL;
+    xmlRelaxNGPtr schema = NULL;
+    xmlRelaxNGValidCtxtPtr vctxt = NULL;
+    xmlDoc *doc, *sub = NULL;
+    xmlNode *root, *accelerators;
+    RngErrors st = { 0 };
+    gboolean ok = FALSE;
+    g_autoptr(GError) io = NULL;
+
+    doc = av_domain_xml_read(xml, len, error);
+    if (!doc)
+        return FALSE;
+    root = domain_root(doc, error);
+    if (!root)
+        goto out;
+    accelerators = accelerators_find(root);
+    if (!accelerators) {
+        ok = TRUE;
+        goto out;
+    }
+    if (!g_file_get_contents(schema_path, &schema_text, &schema_len, &io)) {
+        g_set_error(error, AV_ERROR, AV_ERROR_IO, "cannot read the schema '%s': %s", schema_path, io->message);
+        goto out;
+    }
+    xmlSetStructuredErrorFunc(NULL, rng_silent);
+    pctxt = xmlRelaxNGNewMemParserCtxt(schema_text, (int)schema_len);
+    if (pctxt) {
+        xmlRelaxNGSetParserStructuredErrors(pctxt, rng_error, &st);
+        schema = xmlRelaxNGParse(pctxt);
+    }
+    if (!schema) {
+        g_set_error(error, AV_ERROR, AV_ERROR_FAILED, "the schema '%s' does not load: %s", schema_path,
+                    st.first ? st.first : "unknown error");
+        goto restore;
+    }
+    /* the metadata alone, as its own document (line numbers are kept) */
+    sub = xmlNewDoc((const xmlChar *)"1.0");
+    xmlDocSetRootElement(sub, xmlDocCopyNode(accelerators, sub, 1));
+    vctxt = xmlRelaxNGNewValidCtxt(schema);
+    xmlRelaxNGSetValidStructuredErrors(vctxt, rng_error, &st);
+    if (xmlRelaxNGValidateDoc(vctxt, sub) == 0) {
+        ok = TRUE;
+    } else if (st.line > 0) {
+        g_set_error(error, AV_ERROR, AV_ERROR_INVALID_INPUT,
+                    "the accelvirt metadata does not follow the schema %s: <av:%s> at domain XML line %d: %s",
+                    schema_path, st.element ? st.element : "accelerators", st.line, st.first ? st.first : "invalid");
+    } else {
+        g_set_error(error, AV_ERROR, AV_ERROR_INVALID_INPUT, "the accelvirt metadata does not follow the schema %s: %s",
+                    schema_path, st.first ? st.first : "invalid");
+    }
+restore:
+    xmlSetStructuredErrorFunc(old_serror_ctx, old_serror);
+out:
+    if (vctxt)
+        xmlRelaxNGFreeValidCtxt(vctxt);
+    if (schema)
+        xmlRelaxNGFree(schema);
+    if (pctxt)
+        xmlRelaxNGFreeParserCtxt(pctxt);
+    xmlFreeDoc(sub);
+    xmlFreeDoc(doc);
+    g_free(st.first);
+    g_free(st.element);
+    return ok;
+}

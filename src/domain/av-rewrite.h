@@ -1,0 +1,82 @@
+/* accelvirt: the domain rewrite.  XML in, XML out: no sysfs, no libvirt.
+ *
+ * From a placement (src/pool/av-place.h) it writes into the domain:
+ *   - for each PCI device: <hostdev mode='subsystem' type='pci' managed='no'>
+ *     with its source address and <alias name='ua-accelvirt-N'/> (accelvirt
+ *     binds, not libvirt);
+ *   - for each mdev: <hostdev mode='subsystem' type='mdev' model='vfio-pci'>
+ *     with the placement's UUID (the hook picks the parent at prepare);
+ *   - for each USB stick: <hostdev mode='subsystem' type='usb'> with vendor
+ *     and product ids and its bus address;
+ *   - when the placement has a node: <vcpupin> for every vCPU and
+ *     <emulatorpin> on the node's CPUs, <numatune><memory mode='strict'
+ *     nodeset='N'/>;
+ *   - when a profile says hide_hypervisor: <features><kvm><hidden
+ *     state='on'/></kvm><hyperv><vendor_id state='on' value='...'/></hyperv>
+ *     (seed 004: drivers that refuse to run in a VM);
+ *   - the placement itself, in the accelvirt metadata:
+ *       <av:accelerators xmlns:av="urn:accelvirt:domain:1">
+ *         <av:request .../>                       (kept as the user wrote them)
+ *         <av:placement node="0" pinned="yes" numatune="yes" hidden="no">
+ *           <av:device profile=".." address="0000:17:00.0" alias="ua-accelvirt-0"/>
+ *           <av:mdev profile=".." uuid="..." alias="ua-accelvirt-1"/>
+ *           <av:usb profile=".." bus-path="1-1.2" vendor="0x03e7" product="0x2485" alias="ua-accelvirt-2"/>
+ *         </av:placement>
+ *       </av:accelerators>
+ *     (and vendor-id="yes|no": hidden is about <kvm><hidden>, vendor-id
+ *     about <hyperv><vendor_id>, since the user may have written one of them)
+ *     whose pinned/numatune/hidden/vendor-id attributes say which elements
+ *     accelvirt wrote, so that a later rewrite (or av_domain_unplace())
+ *     removes exactly what accelvirt wrote and never what the user wrote.
+ * Elements the user wrote stay: if the user pinned vCPUs or wrote a numatune
+ * already, accelvirt leaves them (and the placement says pinned="no").
+ * Rewriting twice with the same placement gives the same document, byte for
+ * byte.  Domains without <av:accelerators> requests (such as those Nova
+ * writes) are returned unchanged.  The schema is xml/accelvirt-domain.rng. */
+#pragma once
+
+#include <glib.h>
+
+#include "domain/av-domain.h"
+#include "pool/av-place.h"
+
+G_BEGIN_DECLS
+
+/* The aliases of the hostdevs accelvirt writes: "ua-accelvirt-0", "-1", ...
+ * in placement order.  Any <hostdev> whose alias starts so is accelvirt's. */
+#define AV_REWRITE_ALIAS_PREFIX "ua-accelvirt-"
+/* <hyperv><vendor_id value=>: at most 12 characters, no ',' (libvirt). */
+#define AV_REWRITE_VENDOR_ID "accelvirt"
+/* An <av:request count=> is 1 to this; a domain has at most AV_REQUESTS_MAX
+ * requests. */
+#define AV_REQUEST_COUNT_MAX 64u
+#define AV_REQUESTS_MAX 64u
+
+/* The requests of the domain XML @xml (its <av:request> elements), parsed
+ * with the same hostile-input rules as av_domain_parse().  An empty array
+ * when there are none.  NULL with AV_ERROR_INVALID_INPUT on a malformed
+ * request (unknown attribute value, count out of 1..64, bad profile name). */
+GPtrArray *av_domain_requests(const char *xml, gsize len, GError **error);
+
+/* Writes @placement into @xml as described above, first removing whatever an
+ * earlier placement wrote.  @policy gives each profile's hide_hypervisor.
+ * Returns the new document (caller frees) or NULL with @error set. */
+char *av_domain_rewrite(const char *xml, gsize len, const AvPlacement *placement,
+                        const AvPolicy *policy, GError **error);
+
+/* Removes everything an earlier placement wrote (hostdevs with ua-accelvirt
+ * aliases, the pinning and numatune it wrote, the hidden features it wrote,
+ * <av:placement>), keeping the requests.  Caller frees. */
+char *av_domain_unplace(const char *xml, gsize len, GError **error);
+
+/* The domain XML @xml with a <uuid> (a new random one after <name> when it
+ * has none, so that devices can be claimed for it before libvirt sees it).
+ * Stores the UUID in *ret_uuid.  Both caller frees. */
+char *av_domain_ensure_uuid(const char *xml, gsize len, char **ret_uuid, GError **error);
+
+/* Validates the accelvirt metadata of @xml against xml/accelvirt-domain.rng
+ * (at @schema_path) with libxml2's RelaxNG.  FALSE with a sentence naming
+ * the line on a violation. */
+gboolean av_domain_validate_metadata(const char *xml, gsize len, const char *schema_path, GError **error);
+
+G_END_DECLS

@@ -1,0 +1,109 @@
+/* accelvirt: placement, the allocator.  Turns a domain's accelerator
+ * requests into devices of this host and a NUMA node for its vCPUs.
+ *
+ * The topology is a tree: host > NUMA node > card > region > function.
+ *   card      the devices of one physical card: the functions sharing
+ *             domain:bus:slot, with the VFs of those functions;
+ *   region    one function of a card that has VFs or mdevs (a PF), with them;
+ *   function  what a domain finally gets: a PCI function, a VF, an mdev
+ *             instance, a USB device.
+ * The IOMMU group is the unit of passthrough: a device is only placed when
+ * its group is viable (av_vfio_group_check) and every pooled device of the
+ * group is free.
+ *
+ * Rules (issue 5, seed 003):
+ *   - a card-granularity request takes a whole card, every pooled device of
+ *     it free; region takes a whole region;
+ *   - function requests pack (fill the partly used card or region first, so
+ *     that whole cards stay free for whole-card requests) or spread (the
+ *     emptiest first), per the profile's allocation;
+ *   - NUMA strict: all devices on one node, with the vCPUs and memory there;
+ *     preferred: that node when possible, else another with a warning; none:
+ *     anywhere.  The domain's vCPU count must fit the chosen node's CPUs;
+ *   - mdev: parents already running the profile's type first (a vGPU parent
+ *     runs one type at a time), then the allocation order;
+ *   - deterministic: the same pool, host and requests give the same answer
+ *     (ties broken by NUMA node, then address).
+ * Placement reads the pool and changes nothing; the caller claims. */
+#pragma once
+
+#include <glib.h>
+#include <jansson.h>
+
+#include "pci/av-pci.h"
+#include "policy/av-policy.h"
+#include "pool/av-pool.h"
+
+G_BEGIN_DECLS
+
+/* One <av:request profile= count= granularity= numa=/>. */
+typedef struct {
+    char *profile;
+    guint count;                 /* >= 1 */
+    gboolean granularity_set;
+    AvGranularity granularity;   /* when set, overrides the profile's */
+    gboolean numa_any;           /* numa="any": may sit off the domain's node (default "same") */
+} AvRequest;
+
+AvRequest *av_request_new(const char *profile, guint count);
+void av_request_free(AvRequest *request);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(AvRequest, av_request_free)
+
+/* One device given to the domain. */
+typedef struct {
+    char *profile;
+    AvAttach attach;
+    char *identity;              /* pool identity (PCI, USB); NULL for an mdev */
+    char *pci_address;           /* vfio-pci, sriov-vf: the device; mdev: the parent foreseen (a hint:
+                                  * the hook chooses at prepare) */
+    char *mdev_type;             /* mdev, else NULL */
+    char *mdev_uuid;             /* mdev: a fresh UUID, else NULL */
+    char *usb_bus_path;          /* usb, else NULL */
+    guint16 usb_vendor;          /* usb */
+    guint16 usb_product;         /* usb */
+    int numa_node;               /* -1 unknown */
+} AvPlacedItem;
+
+void av_placed_item_free(AvPlacedItem *item);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(AvPlacedItem, av_placed_item_free)
+
+typedef struct {
+    int numa_node;               /* the domain's node; -1 when nothing ties it to one */
+    GArray *cpus;                /* guint: the CPUs of that node (the pinning set); empty when -1 */
+    GPtrArray *items;            /* AvPlacedItem*, in request order, each request's in address order */
+    GPtrArray *warnings;         /* char*: sentences, such as a preferred profile placed off its node */
+} AvPlacement;
+
+void av_placement_free(AvPlacement *placement);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(AvPlacement, av_placement_free)
+
+typedef struct {
+    const char *domain_uuid;     /* devices claimed by this domain count as free; may be NULL */
+    guint vcpus;                 /* the domain's vCPU count (must fit the node) */
+    /* Makes the UUIDs of new mdevs; NULL: g_uuid_string_random().  Tests pass
+     * a counter so that golden files are stable. */
+    char *(*new_uuid)(gpointer data);
+    gpointer new_uuid_data;
+} AvPlaceOptions;
+
+/* Places @requests (AvRequest*) on @host given @pool's states.  Errors
+ * (AV_ERROR_INVALID_INPUT or AV_ERROR_BUSY), each one sentence saying what to
+ * do: unknown profile; count larger than what the host has of that profile
+ * at all ("count 9 is more than the 8 devices of profile 'x' on this host");
+ * not enough free devices (naming how many are free, and which states hold
+ * the rest); not enough CPUs on the node ("12 vCPUs do not fit node 1's 8
+ * CPUs"); a strict request that no single node can hold.  Returns a new
+ * placement or NULL. */
+AvPlacement *av_place(const AvHost *host, const AvPolicy *policy, const AvPool *pool,
+                      GPtrArray *requests, const AvPlaceOptions *options, GError **error);
+
+/* How fragmented the pool is, for `accelvirt plan --defrag`:
+ *   {"profiles": [{"profile", "granularity", "cards": N, "cards_free": N,
+ *     "cards_partly_used": N, "fragmentation": 0.0-1.0}],
+ *    "moves": [{"domain": UUID or name, "device": identity, "from": address,
+ *               "to": address, "frees_card": address}]}
+ * where a move is a held function that, placed on another partly used card
+ * of the same profile, would leave its card wholly free.  Deterministic. */
+json_t *av_place_defrag_report(const AvHost *host, const AvPolicy *policy, const AvPool *pool);
+
+G_END_DECLS

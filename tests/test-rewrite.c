@@ -1,0 +1,844 @@
+/* accelvirt tests: the domain rewrite (src/domain/av-rewrite.c).
+ *
+ * Golden files, libvirt's qemuxml2xml way: tests/xml/in/NAME.xml with the
+ * placement that cases[] builds by hand for NAME must give
+ * tests/xml/out/NAME.xml byte for byte; AV_TEST_REGENERATE=1 rewrites the
+ * out files instead (read the diff before committing them).  Each golden
+ * case also checks that a second rewrite changes nothing, that unplace gives
+ * the input back, and that the metadata written follows
+ * xml/accelvirt-domain.rng (and libvirt's own schema when it is installed).
+ * Then the requests, malformed and hostile input. */
+#include "config.h"
+
+#include <string.h>
+
+#include <libxml/parser.h>
+#include <libxml/relaxng.h>
+#include <libxml/xmlsave.h>
+
+#include "av-test.h"
+#include "domain/av-rewrite.h"
+#include "util/av-error.h"
+
+#define LIBVIRT_DOMAIN_RNG "/usr/share/libvirt/schemas/domain.rng"
+
+static const char policy_json[] =
+    "{\"profiles\": ["
+    " {\"name\": \"gpu-passthrough\", \"match\": {\"vendor\": \"0x10de\", \"class\": \"0x0302\"},"
+    "  \"attach\": \"vfio-pci\", \"numa\": \"strict\", \"scrub\": [{\"method\": \"none\"}]},"
+    " {\"name\": \"gpu-consumer\", \"match\": {\"vendor\": \"0x10de\", \"class\": \"0x0300\"},"
+    "  \"attach\": \"vfio-pci\", \"numa\": \"preferred\", \"hide_hypervisor\": true, \"scrub\": [{\"method\": \"none\"}]},"
+    " {\"name\": \"vgpu-a10\", \"match\": {\"vendor\": \"0x10de\", \"device\": \"0x2236\"},"
+    "  \"attach\": \"mdev\", \"mdev_type\": \"nvidia-588\", \"scrub\": [{\"method\": \"none\"}]},"
+    " {\"name\": \"fpga-function\", \"match\": {\"vendor\": \"0x8086\", \"device\": \"0x0d90\"},"
+    "  \"attach\": \"sriov-vf\", \"scrub\": [{\"method\": \"none\"}]},"
+    " {\"name\": \"usb-ai-stick\", \"match\": {\"vendor\": \"0x03e7\", \"device\": \"0x2485\"},"
+    "  \"attach\": \"usb\", \"numa\": \"none\", \"scrub\": [{\"method\": \"none\"}]}"
+    "]}";
+
+static AvPolicy *test_policy;
+
+/* ---- building placements by hand ---- */
+
+static AvPlacement *
+placement_new(int node, const guint *cpus, guint ncpus)
+{
+    AvPlacement *p = g_new0(AvPlacement, 1);
+
+    p->numa_node = node;
+    p->cpus = g_array_new(FALSE, FALSE, sizeof(guint));
+    if (ncpus)
+        g_array_append_vals(p->cpus, cpus, ncpus);
+    p->items = g_ptr_array_new_with_free_func((GDestroyNotify)av_placed_item_free);
+    p->warnings = g_ptr_array_new_with_free_func(g_free);
+    return p;
+}
+
+static void
+add_pci(AvPlacement *p, const char *profile, AvAttach attach, const char *address, int node)
+{
+    AvPlacedItem *item = g_new0(AvPlacedItem, 1);
+
+    item->profile = g_strdup(profile);
+    item->attach = attach;
+    item->identity = g_strdup_printf("pci-%s", address);
+    item->pci_address = g_strdup(address);
+    item->numa_node = node;
+    g_ptr_array_add(p->items, item);
+}
+
+static void
+add_mdev(AvPlacement *p, const char *profile, const char *parent, const char *uuid, int node)
+{
+    AvPlacedItem *item = g_new0(AvPlacedItem, 1);
+
+    item->profile = g_strdup(profile);
+    item->attach = AV_ATTACH_MDEV;
+    item->pci_address = g_strdup(parent);
+    item->mdev_type = g_strdup("nvidia-588");
+    item->mdev_uuid = g_strdup(uuid);
+    item->numa_node = node;
+    g_ptr_array_add(p->items, item);
+}
+
+static void
+add_usb(AvPlacement *p, const char *profile, const char *bus_path, guint16 vendor, guint16 product)
+{
+    AvPlacedItem *item = g_new0(AvPlacedItem, 1);
+
+    item->profile = g_strdup(profile);
+    item->attach = AV_ATTACH_USB;
+    item->identity = g_strdup_printf("usb-%s", bus_path);
+    item->usb_bus_path = g_strdup(bus_path);
+    item->usb_vendor = vendor;
+    item->usb_product = product;
+    item->numa_node = -1;
+    g_ptr_array_add(p->items, item);
+}
+
+static const guint cpus_node0[] = { 0, 1, 2, 3 };
+static const guint cpus_node1[] = { 11, 8, 9, 10, 40, 41, 42, 43 };
+
+/* 1 GPU on node 1 of a 2-socket host (CPUs given out of order, the address
+ * in upper case: both written canonical). */
+static AvPlacement *
+case_gpu_pinned(void)
+{
+    AvPlacement *p = placement_new(1, cpus_node1, G_N_ELEMENTS(cpus_node1));
+
+    add_pci(p, "gpu-passthrough", AV_ATTACH_VFIO_PCI, "0000:AF:00.0", 1);
+    return p;
+}
+
+/* 2 GPUs on node 0, into a <cputune> the user wrote (<shares>). */
+static AvPlacement *
+case_two_gpus(void)
+{
+    AvPlacement *p = placement_new(0, cpus_node0, G_N_ELEMENTS(cpus_node0));
+
+    add_pci(p, "gpu-passthrough", AV_ATTACH_VFIO_PCI, "0000:17:00.0", 0);
+    add_pci(p, "gpu-passthrough", AV_ATTACH_VFIO_PCI, "0000:18:00.0", 0);
+    return p;
+}
+
+static AvPlacement *
+case_mdev(void)
+{
+    AvPlacement *p = placement_new(1, cpus_node1, G_N_ELEMENTS(cpus_node1));
+
+    add_mdev(p, "vgpu-a10", "0000:af:00.0", "6F2A0B1C-9D8E-4F7A-8B6C-5D4E3F2A1B0C", 1);
+    add_mdev(p, "vgpu-a10", "0000:af:00.0", "00000000000000000000000000000002", 1);
+    return p;
+}
+
+/* A USB stick: no NUMA node, so no pinning. */
+static AvPlacement *
+case_usb_stick(void)
+{
+    AvPlacement *p = placement_new(-1, NULL, 0);
+
+    add_usb(p, "usb-ai-stick", "1-1.2", 0x03e7, 0x2485);
+    return p;
+}
+
+/* hide_hypervisor into the user's <features> and <hyperv>. */
+static AvPlacement *
+case_hide_features(void)
+{
+    AvPlacement *p = placement_new(0, cpus_node0, G_N_ELEMENTS(cpus_node0));
+
+    add_pci(p, "gpu-consumer", AV_ATTACH_VFIO_PCI, "0000:65:00.0", 0);
+    return p;
+}
+
+/* hide_hypervisor into a domain without <features>, no NUMA node. */
+static AvPlacement *
+case_hide_new(void)
+{
+    AvPlacement *p = placement_new(-1, NULL, 0);
+
+    add_pci(p, "gpu-consumer", AV_ATTACH_VFIO_PCI, "0000:65:00.0", -1);
+    return p;
+}
+
+/* The user pinned vCPUs and set a numatune: both kept. */
+static AvPlacement *
+case_user_pinned(void)
+{
+    AvPlacement *p = placement_new(0, cpus_node0, G_N_ELEMENTS(cpus_node0));
+
+    add_pci(p, "gpu-passthrough", AV_ATTACH_VFIO_PCI, "0000:17:00.0", 0);
+    return p;
+}
+
+/* A domain Nova wrote: no request, returned byte for byte. */
+static AvPlacement *
+case_nova(void)
+{
+    AvPlacement *p = placement_new(0, cpus_node0, G_N_ELEMENTS(cpus_node0));
+
+    add_pci(p, "gpu-passthrough", AV_ATTACH_VFIO_PCI, "0000:17:00.0", 0);
+    return p;
+}
+
+/* A placed domain re-placed on node 1's GPUs: the user's own hostdev stays. */
+static AvPlacement *
+case_replace(void)
+{
+    AvPlacement *p = placement_new(1, cpus_node1, G_N_ELEMENTS(cpus_node1));
+
+    add_pci(p, "gpu-passthrough", AV_ATTACH_VFIO_PCI, "0000:af:00.0", 1);
+    add_pci(p, "gpu-passthrough", AV_ATTACH_VFIO_PCI, "0000:b0:00.0", 1);
+    return p;
+}
+
+/* 2 GPUs and an FPGA VF. */
+static AvPlacement *
+case_gpu_fpga(void)
+{
+    static const guint cpus[] = { 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 32, 33 };
+    AvPlacement *p = placement_new(0, cpus, G_N_ELEMENTS(cpus));
+
+    add_pci(p, "gpu-passthrough", AV_ATTACH_VFIO_PCI, "0000:17:00.0", 0);
+    add_pci(p, "gpu-passthrough", AV_ATTACH_VFIO_PCI, "0000:18:00.0", 0);
+    add_pci(p, "fpga-function", AV_ATTACH_SRIOV_VF, "0000:3d:00.1", 0);
+    return p;
+}
+
+typedef struct {
+    const char *name;
+    AvPlacement *(*placement)(void);
+    gboolean unchanged;          /* out is in, byte for byte */
+    gboolean restores;           /* unplace(out) is in (as libxml2 writes it) */
+} Case;
+
+static const Case cases[] = {
+    { "gpu-pinned", case_gpu_pinned, FALSE, TRUE },
+    { "two-gpus", case_two_gpus, FALSE, TRUE },
+    { "mdev", case_mdev, FALSE, TRUE },
+    { "usb-stick", case_usb_stick, FALSE, TRUE },
+    { "hide-features", case_hide_features, FALSE, TRUE },
+    { "hide-new", case_hide_new, FALSE, TRUE },
+    { "user-pinned", case_user_pinned, FALSE, TRUE },
+    { "nova", case_nova, TRUE, TRUE },
+    { "replace", case_replace, FALSE, FALSE },
+    { "gpu-fpga", case_gpu_fpga, FALSE, TRUE },
+};
+
+/* ---- helpers ---- */
+
+static char *
+read_src(const char *rel, gsize *ret_len)
+{
+    g_autofree char *path = av_test_srcdir_path(rel);
+    g_autoptr(GError) err = NULL;
+    char *data = NULL;
+
+    g_file_get_contents(path, &data, ret_len, &err);
+    g_assert_no_error(err);
+    return data;
+}
+
+static char *
+schema_path(void)
+{
+    return av_test_srcdir_path("../xml/accelvirt-domain.rng");
+}
+
+/* @xml as libxml2 writes it back (double quotes, <x/>): what an unplace of a
+ * rewrite gives. */
+static char *
+roundtrip(const char *xml)
+{
+    xmlDocPtr doc = xmlReadMemory(xml, (int)strlen(xml), NULL, NULL, XML_PARSE_NONET);
+    xmlBufferPtr buf = xmlBufferCreate();
+    xmlSaveCtxtPtr save = xmlSaveToBuffer(buf, "UTF-8", g_str_has_prefix(xml, "<?xml") ? 0 : XML_SAVE_NO_DECL);
+    char *out;
+
+    g_assert_nonnull(doc);
+    xmlSaveDoc(save, doc);
+    xmlSaveClose(save);
+    out = g_strndup((const char *)xmlBufferContent(buf), (gsize)xmlBufferLength(buf));
+    xmlBufferFree(buf);
+    xmlFreeDoc(doc);
+    return out;
+}
+
+static void
+assert_same(const char *what, const char *expected, const char *actual)
+{
+    if (strcmp(expected, actual) != 0)
+        g_error("%s differs:\n--- expected\n%s\n--- actual\n%s", what, expected, actual);
+}
+
+/* Validates @xml against libvirt's installed domain schema; FALSE (and a
+ * message) when libvirt's schemas are not installed. */
+static gboolean
+libvirt_validate(const char *name, const char *xml)
+{
+    xmlRelaxNGParserCtxtPtr pctxt;
+    xmlRelaxNGPtr schema;
+    xmlRelaxNGValidCtxtPtr vctxt;
+    xmlDocPtr doc;
+    int rc;
+
+    if (!g_file_test(LIBVIRT_DOMAIN_RNG, G_FILE_TEST_EXISTS))
+        return FALSE;
+    pctxt = xmlRelaxNGNewParserCtxt(LIBVIRT_DOMAIN_RNG);
+    schema = xmlRelaxNGParse(pctxt);
+    g_assert_nonnull(schema);
+    doc = xmlReadMemory(xml, (int)strlen(xml), NULL, NULL, XML_PARSE_NONET);
+    g_assert_nonnull(doc);
+    vctxt = xmlRelaxNGNewValidCtxt(schema);
+    rc = xmlRelaxNGValidateDoc(vctxt, doc);
+    if (rc != 0)
+        g_error("%s: libvirt's %s refuses the rewritten domain", name, LIBVIRT_DOMAIN_RNG);
+    xmlRelaxNGFreeValidCtxt(vctxt);
+    xmlFreeDoc(doc);
+    xmlRelaxNGFree(schema);
+    xmlRelaxNGFreeParserCtxt(pctxt);
+    return TRUE;
+}
+
+/* ---- golden cases ---- */
+
+static void
+test_golden(gconstpointer data)
+{
+    const Case *c = data;
+    g_autofree char *in_rel = g_strdup_printf("xml/in/%s.xml", c->name);
+    g_autofree char *out_rel = g_strdup_printf("xml/out/%s.xml", c->name);
+    g_autofree char *in = NULL, *expected = NULL, *out = NULL, *again = NULL, *unplaced = NULL;
+    g_autofree char *schema = schema_path();
+    g_autoptr(AvPlacement) placement = c->placement();
+    g_autoptr(GError) err = NULL;
+    gsize in_len = 0, expected_len = 0;
+
+    in = read_src(in_rel, &in_len);
+    out = av_domain_rewrite(in, in_len, placement, test_policy, &err);
+    g_assert_no_error(err);
+    g_assert_nonnull(out);
+
+    if (g_strcmp0(g_getenv("AV_TEST_REGENERATE"), "1") == 0) {
+        g_autofree char *path = av_test_srcdir_path(out_rel);
+
+        g_file_set_contents(path, out, -1, &err);
+        g_assert_no_error(err);
+        g_test_message("regenerated %s", path);
+    }
+    expected = read_src(out_rel, &expected_len);
+    assert_same(out_rel, expected, out);
+    if (c->unchanged)
+        assert_same("the domain accelvirt has nothing to do with", in, out);
+
+    /* idempotent */
+    again = av_domain_rewrite(out, strlen(out), placement, test_policy, &err);
+    g_assert_no_error(err);
+    assert_same("a second rewrite", out, again);
+
+    /* unplace gives the input back */
+    unplaced = av_domain_unplace(out, strlen(out), &err);
+    g_assert_no_error(err);
+    if (c->unchanged) {
+        assert_same("unplace", in, unplaced);
+    } else if (c->restores) {
+        g_autofree char *normal = roundtrip(in);
+
+        assert_same("unplace of the rewrite", normal, unplaced);
+    } else {
+        g_assert_null(strstr(unplaced, "ua-accelvirt-"));
+        g_assert_null(strstr(unplaced, "av:placement"));
+        g_assert_null(strstr(unplaced, "vcpupin"));
+        g_assert_nonnull(strstr(unplaced, "ua-users-nic"));
+        g_assert_nonnull(strstr(unplaced, "<shares>1024</shares>"));
+    }
+    /* unplace twice is unplace once */
+    {
+        g_autofree char *twice = av_domain_unplace(unplaced, strlen(unplaced), &err);
+
+        g_assert_no_error(err);
+        assert_same("a second unplace", unplaced, twice);
+    }
+
+    /* the schemas */
+    g_assert_true(av_domain_validate_metadata(out, strlen(out), schema, &err));
+    g_assert_no_error(err);
+    if (!libvirt_validate(c->name, out))
+        g_test_message("libvirt's schemas are not installed: not checked against them");
+}
+
+/* Specific facts of some golden outputs, so that a regenerated file that
+ * lost them fails. */
+static void
+test_golden_facts(void)
+{
+    struct {
+        const char *name;
+        const char *present[6];
+        const char *absent[3];
+    } facts[] = {
+        { "gpu-pinned",
+          { "managed=\"no\"", "bus=\"0xaf\"", "cpuset=\"8-11,40-43\"", "nodeset=\"1\"", "pinned=\"yes\"",
+            "<vcpupin vcpu=\"3\"" },
+          { "vcpu=\"4\"", "<kvm>", NULL } },
+        { "user-pinned",
+          { "pinned=\"no\"", "numatune=\"no\"", "cpuset=\"2\"", "mode=\"preferred\"", NULL },
+          { "0-3", NULL } },
+        { "hide-features",
+          { "<hidden state=\"on\"/>", "<vendor_id state=\"on\" value=\"accelvirt\"/>", "hidden=\"yes\"",
+            "vendor-id=\"yes\"", "<relaxed state=\"on\"/>", NULL },
+          { NULL } },
+        { "usb-stick",
+          { "type=\"usb\"", "<vendor id=\"0x03e7\"/>", "<product id=\"0x2485\"/>", "bus-path=\"1-1.2\"",
+            "pinned=\"no\"", NULL },
+          { "cputune", "numatune>", NULL } },
+        { "mdev",
+          { "type=\"mdev\"", "model=\"vfio-pci\"", "uuid=\"6f2a0b1c-9d8e-4f7a-8b6c-5d4e3f2a1b0c\"",
+            "uuid=\"00000000-0000-0000-0000-000000000002\"", "ua-accelvirt-1", NULL },
+          { NULL } },
+        { "replace",
+          { "bus=\"0xaf\"", "bus=\"0xb0\"", "ua-users-nic", "node=\"1\"", NULL },
+          { "bus=\"0x17\"", "bus=\"0x18\"", NULL } },
+    };
+
+    for (gsize i = 0; i < G_N_ELEMENTS(facts); i++) {
+        g_autofree char *rel = g_strdup_printf("xml/out/%s.xml", facts[i].name);
+        g_autofree char *out = read_src(rel, NULL);
+
+        for (gsize j = 0; j < G_N_ELEMENTS(facts[i].present) && facts[i].present[j]; j++) {
+            if (!strstr(out, facts[i].present[j]))
+                g_error("%s lacks '%s'", rel, facts[i].present[j]);
+        }
+        for (gsize j = 0; j < G_N_ELEMENTS(facts[i].absent) && facts[i].absent[j]; j++) {
+            if (strstr(out, facts[i].absent[j]))
+                g_error("%s holds '%s'", rel, facts[i].absent[j]);
+        }
+    }
+}
+
+/* The user's own <kvm><hidden state='off'/>: kept, not duplicated, and the
+ * placement says accelvirt wrote neither. */
+static void
+test_hide_user_choice(void)
+{
+    static const char xml[] =
+        "<domain type='kvm'>\n  <name>d</name>\n  <metadata>\n"
+        "    <av:accelerators xmlns:av=\"urn:accelvirt:domain:1\">\n"
+        "      <av:request profile=\"gpu-consumer\"/>\n    </av:accelerators>\n  </metadata>\n"
+        "  <features>\n    <hyperv mode='passthrough'/>\n    <kvm>\n      <hidden state='off'/>\n    </kvm>\n"
+        "  </features>\n  <devices/>\n</domain>\n";
+    g_autoptr(AvPlacement) p = case_hide_new();
+    g_autoptr(GError) err = NULL;
+    g_autofree char *out = av_domain_rewrite(xml, strlen(xml), p, test_policy, &err);
+    g_autofree char *unplaced = NULL, *normal = roundtrip(xml);
+
+    g_assert_no_error(err);
+    g_assert_nonnull(strstr(out, "<hidden state=\"off\"/>"));
+    g_assert_null(strstr(out, "state=\"on\""));
+    g_assert_null(strstr(out, "vendor_id"));
+    g_assert_nonnull(strstr(out, "hidden=\"no\" vendor-id=\"no\""));
+    g_assert_nonnull(strstr(out, "<devices>\n    <hostdev"));
+    unplaced = av_domain_unplace(out, strlen(out), &err);
+    g_assert_no_error(err);
+    assert_same("unplace", normal, unplaced);
+}
+
+/* A domain with requests but nothing placed: only the placement element. */
+static void
+test_empty_placement(void)
+{
+    g_autofree char *in = read_src("xml/in/two-gpus.xml", NULL);
+    g_autoptr(AvPlacement) p = placement_new(-1, NULL, 0);
+    g_autoptr(GError) err = NULL;
+    g_autofree char *out = av_domain_rewrite(in, strlen(in), p, test_policy, &err);
+
+    g_assert_no_error(err);
+    g_assert_nonnull(strstr(out, "<av:placement pinned=\"no\" numatune=\"no\" hidden=\"no\" vendor-id=\"no\"/>"));
+    g_assert_null(strstr(out, "hostdev"));
+}
+
+/* ---- requests ---- */
+
+static void
+test_requests(void)
+{
+    g_autofree char *xml = read_src("xml/in/gpu-fpga.xml", NULL);
+    g_autoptr(GError) err = NULL;
+    g_autoptr(GPtrArray) requests = av_domain_requests(xml, strlen(xml), &err);
+    const AvRequest *r;
+
+    g_assert_no_error(err);
+    g_assert_cmpuint(requests->len, ==, 2);
+    r = g_ptr_array_index(requests, 0);
+    g_assert_cmpstr(r->profile, ==, "gpu-passthrough");
+    g_assert_cmpuint(r->count, ==, 2);
+    g_assert_false(r->granularity_set);
+    g_assert_false(r->numa_any);
+    r = g_ptr_array_index(requests, 1);
+    g_assert_cmpstr(r->profile, ==, "fpga-function");
+    g_assert_cmpuint(r->count, ==, 1);
+
+    {
+        static const char more[] =
+            "<domain><name>d</name><metadata><av:accelerators xmlns:av='urn:accelvirt:domain:1'>"
+            "<av:request profile='fpga-region' granularity='region' numa='any'/>"
+            "<av:request profile='gpu' count='64' granularity='card'/>"
+            "</av:accelerators></metadata></domain>";
+        g_autoptr(GPtrArray) rs = av_domain_requests(more, strlen(more), &err);
+
+        g_assert_no_error(err);
+        g_assert_cmpuint(rs->len, ==, 2);
+        r = g_ptr_array_index(rs, 0);
+        g_assert_cmpuint(r->count, ==, 1);
+        g_assert_true(r->granularity_set);
+        g_assert_cmpint(r->granularity, ==, AV_GRANULARITY_REGION);
+        g_assert_true(r->numa_any);
+        r = g_ptr_array_index(rs, 1);
+        g_assert_cmpuint(r->count, ==, 64);
+        g_assert_cmpint(r->granularity, ==, AV_GRANULARITY_CARD);
+    }
+    {
+        g_autofree char *nova = read_src("xml/in/nova.xml", NULL);
+        g_autoptr(GPtrArray) none = av_domain_requests(nova, strlen(nova), &err);
+
+        g_assert_no_error(err);
+        g_assert_cmpuint(none->len, ==, 0);
+    }
+}
+
+static void
+expect_words(const GError *err, const char *const *words)
+{
+    for (const char *p = err->message; *p; p++)
+        g_assert_cmpint((guchar)*p, >=, 0x20);
+    g_assert_cmpuint(strlen(err->message), <, 600);
+    for (; *words; words++) {
+        if (!strstr(err->message, *words))
+            g_error("'%s' is not in the message '%s'", *words, err->message);
+    }
+}
+
+static void
+test_requests_malformed(void)
+{
+    static const struct {
+        const char *request;
+        const char *words[4];
+    } bad[] = {
+        { "<av:request profile='gpu' count='0'/>", { "count '0'", "between 1 and 64", "line 3", NULL } },
+        { "<av:request profile='gpu' count='65'/>", { "count '65'", "between 1 and 64", NULL } },
+        { "<av:request profile='gpu' count='010'/>", { "count '010'", NULL } },
+        { "<av:request profile='gpu' count='-1'/>", { "count '-1'", NULL } },
+        { "<av:request profile='gpu' numa='near'/>", { "numa 'near'", "'same'", "'any'", NULL } },
+        { "<av:request profile='gpu' granularity='rack'/>", { "granularity 'rack'", "'card'", NULL } },
+        { "<av:request profile='Bad Profile!'/>", { "profile 'Bad Profile!'", "not a profile name", NULL } },
+        { "<av:request count='1'/>", { "has no profile", NULL } },
+        { "<av:request profile='gpu' cuont='2'/>", { "unknown attribute 'cuont'", NULL } },
+        { "<av:requets profile='gpu'/>", { "unknown element <requets>", NULL } },
+    };
+    g_autoptr(AvPlacement) p = placement_new(-1, NULL, 0);
+
+    for (gsize i = 0; i < G_N_ELEMENTS(bad); i++) {
+        g_autofree char *xml = g_strdup_printf(
+            "<domain type='kvm'>\n<name>d</name><metadata><av:accelerators xmlns:av='urn:accelvirt:domain:1'>\n"
+            "%s</av:accelerators></metadata></domain>\n",
+            bad[i].request);
+        g_autoptr(GError) err = NULL;
+        g_autoptr(GError) err2 = NULL;
+        g_autoptr(GPtrArray) rs = av_domain_requests(xml, strlen(xml), &err);
+        g_autofree char *out = av_domain_rewrite(xml, strlen(xml), p, test_policy, &err2);
+
+        g_assert_null(rs);
+        g_assert_error(err, AV_ERROR, AV_ERROR_INVALID_INPUT);
+        g_test_message("refused: %s", err->message);
+        expect_words(err, bad[i].words);
+        g_assert_null(out);
+        g_assert_error(err2, AV_ERROR, AV_ERROR_INVALID_INPUT);
+    }
+    {
+        GString *many = g_string_new("<domain><name>d</name><metadata><av:accelerators xmlns:av='urn:accelvirt:domain:1'>");
+        g_autofree char *xml = NULL;
+        g_autoptr(GError) err = NULL;
+        g_autoptr(GPtrArray) rs = NULL;
+
+        for (guint i = 0; i <= AV_REQUESTS_MAX; i++)
+            g_string_append(many, "<av:request profile='gpu'/>");
+        g_string_append(many, "</av:accelerators></metadata></domain>");
+        xml = g_string_free(many, FALSE);
+        rs = av_domain_requests(xml, strlen(xml), &err);
+        g_assert_null(rs);
+        g_assert_error(err, AV_ERROR, AV_ERROR_INVALID_INPUT);
+        g_assert_nonnull(strstr(err->message, "more than 64 requests"));
+    }
+}
+
+/* ---- hostile input ---- */
+
+static void
+expect_all_refuse(const char *xml, gsize len, const char *word)
+{
+    g_autoptr(AvPlacement) p = case_two_gpus();
+    g_autofree char *schema = schema_path();
+    GError *err = NULL;
+    gpointer r;
+
+    r = av_domain_requests(xml, len, &err);
+    g_assert_null(r);
+    g_assert_error(err, AV_ERROR, AV_ERROR_INVALID_INPUT);
+    g_assert_nonnull(strstr(err->message, word));
+    g_clear_error(&err);
+    r = av_domain_rewrite(xml, len, p, test_policy, &err);
+    g_assert_null(r);
+    g_assert_error(err, AV_ERROR, AV_ERROR_INVALID_INPUT);
+    g_assert_nonnull(strstr(err->message, word));
+    g_clear_error(&err);
+    r = av_domain_unplace(xml, len, &err);
+    g_assert_null(r);
+    g_assert_error(err, AV_ERROR, AV_ERROR_INVALID_INPUT);
+    g_assert_nonnull(strstr(err->message, word));
+    g_clear_error(&err);
+    g_assert_false(av_domain_validate_metadata(xml, len, schema, &err));
+    g_assert_error(err, AV_ERROR, AV_ERROR_INVALID_INPUT);
+    g_assert_nonnull(strstr(err->message, word));
+    g_clear_error(&err);
+}
+
+static void
+test_hostile(void)
+{
+    static const char laughs[] =
+        "<?xml version='1.0'?>\n<!DOCTYPE domain [\n <!ENTITY a 'aaaaaaaaaa'>\n <!ENTITY b '&a;&a;&a;&a;&a;&a;'>\n]>\n"
+        "<domain><name>&b;</name><metadata><av:accelerators xmlns:av='urn:accelvirt:domain:1'>"
+        "<av:request profile='gpu-passthrough'/></av:accelerators></metadata></domain>\n";
+    static const char xxe[] =
+        "<!DOCTYPE domain SYSTEM 'file:///etc/shadow'><domain><name>d</name></domain>";
+    static const char broken[] = "<domain><name>d</name>";
+    static const char other[] = "<network><name>d</name></network>";
+    gsize big_len = AV_DOMAIN_XML_MAX + 1;
+    g_autofree char *big = g_malloc(big_len);
+
+    expect_all_refuse(laughs, strlen(laughs), "DOCTYPE");
+    expect_all_refuse(xxe, strlen(xxe), "DOCTYPE");
+    expect_all_refuse(broken, strlen(broken), "does not parse");
+    expect_all_refuse(other, strlen(other), "not <domain>");
+    expect_all_refuse("", 0, "empty");
+    /* refused on its size, before libxml2 reads a byte of it */
+    memset(big, ' ', big_len);
+    memcpy(big, "<domain>", 8);
+    expect_all_refuse(big, big_len, "more than");
+}
+
+/* ---- placements the rewrite refuses ---- */
+
+static void
+test_placement_invalid(void)
+{
+    g_autofree char *in = read_src("xml/in/two-gpus.xml", NULL);
+    struct {
+        const char *profile;
+        AvAttach attach;
+        const char *address;
+        const char *word;
+    } bad[] = {
+        { "gpu-passthrough", AV_ATTACH_VFIO_PCI, "0000:17:00.0/../../x", "PCI address" },
+        { "gpu-passthrough", AV_ATTACH_VFIO_PCI, NULL, "PCI address" },
+        { "fpga-function", AV_ATTACH_SRIOV_VF, "0000:3d:00.1", "no av:request" },
+        { "gpu-passthrough", AV_ATTACH_MDEV, NULL, "UUID" },
+        { "gpu-passthrough", AV_ATTACH_USB, NULL, "bus path" },
+    };
+
+    for (gsize i = 0; i < G_N_ELEMENTS(bad); i++) {
+        g_autoptr(AvPlacement) p = placement_new(-1, NULL, 0);
+        g_autoptr(GError) err = NULL;
+        g_autofree char *out = NULL;
+
+        add_pci(p, bad[i].profile, bad[i].attach, bad[i].address, -1);
+        out = av_domain_rewrite(in, strlen(in), p, test_policy, &err);
+        g_assert_null(out);
+        g_assert_error(err, AV_ERROR, AV_ERROR_INVALID_INPUT);
+        g_test_message("refused: %s", err->message);
+        g_assert_nonnull(strstr(err->message, bad[i].word));
+    }
+    {
+        /* a profile the policy does not have */
+        g_autoptr(AvPolicy) empty = av_policy_new();
+        g_autoptr(AvPlacement) p = case_two_gpus();
+        g_autoptr(GError) err = NULL;
+        g_autofree char *out = av_domain_rewrite(in, strlen(in), p, empty, &err);
+
+        g_assert_null(out);
+        g_assert_error(err, AV_ERROR, AV_ERROR_INVALID_INPUT);
+        g_assert_nonnull(strstr(err->message, "not in the policy"));
+    }
+    {
+        /* a node without CPUs */
+        g_autoptr(AvPlacement) p = placement_new(0, NULL, 0);
+        g_autoptr(GError) err = NULL;
+        g_autofree char *out = av_domain_rewrite(in, strlen(in), p, test_policy, &err);
+
+        g_assert_null(out);
+        g_assert_error(err, AV_ERROR, AV_ERROR_INVALID_INPUT);
+        g_assert_nonnull(strstr(err->message, "no CPU"));
+    }
+    {
+        /* an earlier placement with a flag accelvirt never writes */
+        static const char xml[] =
+            "<domain><name>d</name><metadata><av:accelerators xmlns:av='urn:accelvirt:domain:1'>"
+            "<av:request profile='gpu-passthrough'/><av:placement pinned='maybe'/>"
+            "</av:accelerators></metadata></domain>";
+        g_autoptr(GError) err = NULL;
+        g_autofree char *out = av_domain_unplace(xml, strlen(xml), &err);
+
+        g_assert_null(out);
+        g_assert_error(err, AV_ERROR, AV_ERROR_INVALID_INPUT);
+        g_assert_nonnull(strstr(err->message, "pinned 'maybe'"));
+    }
+}
+
+/* ---- the schema ---- */
+
+static void
+test_schema_examples(void)
+{
+    static const char *const examples[] = { "gpu-passthrough.xml", "vgpu-mdev.xml", "usb-stick.xml", "gpu-fpga.xml" };
+    g_autofree char *schema = schema_path();
+
+    for (gsize i = 0; i < G_N_ELEMENTS(examples); i++) {
+        g_autofree char *rel = g_strdup_printf("../xml/examples/%s", examples[i]);
+        g_autofree char *xml = read_src(rel, NULL);
+        g_autoptr(GError) err = NULL;
+        g_autoptr(GPtrArray) requests = NULL;
+
+        if (!av_domain_validate_metadata(xml, strlen(xml), schema, &err))
+            g_error("%s: %s", examples[i], err->message);
+        requests = av_domain_requests(xml, strlen(xml), &err);
+        g_assert_no_error(err);
+        g_assert_cmpuint(requests->len, >=, 1);
+        if (!libvirt_validate(examples[i], xml))
+            g_test_message("libvirt's schemas are not installed: not checked against them");
+    }
+}
+
+static void
+test_schema_invalid(void)
+{
+    static const struct {
+        const char *inner;
+        const char *word;
+    } bad[] = {
+        { "<av:request profile='gpu' count='65'/>", "line 4" },
+        { "<av:request profile='gpu' count='0'/>", "request" },
+        { "<av:request profile='gpu' numa='near'/>", "request" },
+        { "<av:request profile='GPU'/>", "request" },
+        { "<av:request/>", "request" },
+        { "<av:placement node='0'><av:device profile='gpu' address='0000:17:00.0' alias='my-gpu'/></av:placement>",
+          "device" },
+        { "<av:placement><av:device profile='gpu' address='17:00.0'/></av:placement>", "device" },
+        { "<av:placement><av:mdev profile='gpu' uuid='not-a-uuid'/></av:placement>", "mdev" },
+        { "<av:placement pinned='maybe'/>", "placement" },
+        { "<av:placement node='1024'/>", "placement" },
+        { "<av:placement><av:usb profile='s' bus-path='1-1.2' vendor='0x3e7' product='0x2485'/></av:placement>",
+          "usb" },
+        { "<av:frobnicate/>", "frobnicate" },
+    };
+    g_autofree char *schema = schema_path();
+
+    for (gsize i = 0; i < G_N_ELEMENTS(bad); i++) {
+        g_autofree char *xml = g_strdup_printf(
+            "<domain type='kvm'>\n  <name>d</name>\n  <metadata><av:accelerators xmlns:av='urn:accelvirt:domain:1'>\n"
+            "%s\n</av:accelerators></metadata>\n</domain>\n",
+            bad[i].inner);
+        g_autoptr(GError) err = NULL;
+
+        g_assert_false(av_domain_validate_metadata(xml, strlen(xml), schema, &err));
+        g_assert_error(err, AV_ERROR, AV_ERROR_INVALID_INPUT);
+        g_test_message("refused: %s", err->message);
+        if (!strstr(err->message, bad[i].word))
+            g_error("'%s' is not in the message '%s'", bad[i].word, err->message);
+        g_assert_nonnull(strstr(err->message, "line"));
+    }
+    {
+        /* no metadata: nothing to check */
+        static const char none[] = "<domain><name>d</name></domain>";
+        g_autoptr(GError) err = NULL;
+
+        g_assert_true(av_domain_validate_metadata(none, strlen(none), schema, &err));
+        g_assert_no_error(err);
+    }
+    {
+        static const char some[] =
+            "<domain><name>d</name><metadata><av:accelerators xmlns:av='urn:accelvirt:domain:1'>"
+            "<av:request profile='gpu'/></av:accelerators></metadata></domain>";
+        g_autoptr(GError) err = NULL;
+
+        g_assert_false(av_domain_validate_metadata(some, strlen(some), "/nonexistent/accelvirt-domain.rng", &err));
+        g_assert_error(err, AV_ERROR, AV_ERROR_IO);
+    }
+}
+
+/* A domain without <uuid> gets one after <name> (claims need it before
+ * libvirt sees the domain); one that has it comes back unchanged. */
+static void
+test_ensure_uuid(void)
+{
+    const char *bare = "<domain type='qemu'>\n  <name>vm</name>\n  <memory>65536</memory>\n</domain>\n";
+    const char *with = "<domain type='qemu'>\n  <name>vm</name>\n  <uuid>4B20D080-1B54-4048-85B3-A6A62D165C01</uuid>\n</domain>\n";
+    g_autoptr(GError) err = NULL;
+    g_autofree char *uuid = NULL;
+    g_autofree char *uuid2 = NULL;
+    g_autofree char *out = NULL;
+    g_autofree char *same = NULL;
+    g_autofree char *expect = NULL;
+    g_autoptr(AvDomain) dom = NULL;
+
+    out = av_domain_ensure_uuid(bare, strlen(bare), &uuid, &err);
+    g_assert_no_error(err);
+    g_assert_nonnull(uuid);
+    g_assert_true(g_uuid_string_is_valid(uuid));
+    expect = g_strdup_printf("<domain type=\"qemu\">\n  <name>vm</name>\n  <uuid>%s</uuid>\n  <memory>65536</memory>\n</domain>\n", uuid);
+    g_assert_cmpstr(out, ==, expect);
+    dom = av_domain_parse(out, strlen(out), &err);
+    g_assert_no_error(err);
+    g_assert_cmpstr(dom->uuid, ==, uuid);
+
+    same = av_domain_ensure_uuid(with, strlen(with), &uuid2, &err);
+    g_assert_no_error(err);
+    g_assert_cmpstr(same, ==, with);
+    g_assert_cmpstr(uuid2, ==, "4b20d080-1b54-4048-85b3-a6a62d165c01");
+
+    g_assert_null(av_domain_ensure_uuid("<domain>", 8, &uuid2, &err));
+    g_assert_error(err, AV_ERROR, AV_ERROR_INVALID_INPUT);
+}
+
+int
+main(int argc, char **argv)
+{
+    g_autoptr(GError) err = NULL;
+
+    av_test_init(&argc, &argv);
+    test_policy = av_policy_new();
+    if (!av_policy_add_data(test_policy, "test.json", policy_json, strlen(policy_json), &err))
+        g_error("test policy: %s", err->message);
+
+    for (gsize i = 0; i < G_N_ELEMENTS(cases); i++) {
+        g_autofree char *path = g_strdup_printf("/rewrite/golden/%s", cases[i].name);
+
+        g_test_add_data_func(path, &cases[i], test_golden);
+    }
+    g_test_add_func("/rewrite/golden-facts", test_golden_facts);
+    g_test_add_func("/rewrite/hide-user-choice", test_hide_user_choice);
+    g_test_add_func("/rewrite/empty-placement", test_empty_placement);
+    g_test_add_func("/rewrite/requests", test_requests);
+    g_test_add_func("/rewrite/requests-malformed", test_requests_malformed);
+    g_test_add_func("/rewrite/hostile", test_hostile);
+    g_test_add_func("/rewrite/placement-invalid", test_placement_invalid);
+    g_test_add_func("/rewrite/schema-examples", test_schema_examples);
+    g_test_add_func("/rewrite/schema-invalid", test_schema_invalid);
+    g_test_add_func("/rewrite/ensure-uuid", test_ensure_uuid);
+    {
+        int rc = g_test_run();
+
+        av_policy_free(test_policy);
+        return rc;
+    }
+}
