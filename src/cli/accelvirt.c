@@ -21,6 +21,11 @@ static const AvCommand commands[] = {
     { "list", av_cli_cmd_list, "Show the host's PCI and USB devices, NUMA nodes and matching profiles" },
     { "status", av_cli_cmd_status, "Reconcile the pool with the host and show every managed device" },
     { "policy", av_cli_cmd_policy, "Check or show the policy profiles (policy check | policy show [NAME])" },
+    { "rewrite", av_cli_cmd_rewrite, "Place a domain's accelerator requests and print the placed XML" },
+    { "define", av_cli_cmd_define, "Place, reserve the devices and define the domain in libvirt" },
+    { "start", av_cli_cmd_start, "Start a defined domain, placing it again if its devices are gone" },
+    { "undefine", av_cli_cmd_undefine, "Undefine a domain and give back its reserved devices" },
+    { "plan", av_cli_cmd_plan, "Report fragmentation and the moves that free whole cards (plan --defrag)" },
     { "journal", av_cli_cmd_journal, "Verify the journal's hash chain (journal verify)" },
 };
 

@@ -77,5 +77,10 @@ int av_cli_cmd_list(AvCli *cli, int argc, char **argv);
 int av_cli_cmd_status(AvCli *cli, int argc, char **argv);
 int av_cli_cmd_policy(AvCli *cli, int argc, char **argv);
 int av_cli_cmd_journal(AvCli *cli, int argc, char **argv);
+int av_cli_cmd_rewrite(AvCli *cli, int argc, char **argv);
+int av_cli_cmd_define(AvCli *cli, int argc, char **argv);
+int av_cli_cmd_start(AvCli *cli, int argc, char **argv);
+int av_cli_cmd_undefine(AvCli *cli, int argc, char **argv);
+int av_cli_cmd_plan(AvCli *cli, int argc, char **argv);
 
 G_END_DECLS

@@ -613,11 +613,38 @@ def trap_shared_group():
                 node_of={"pci0000:00": -1})
 
 
+def fpga_regions():
+    # Multi-region accelerator cards (seed 003: a card holds regions, a
+    # region holds functions).  Each card is one slot with three PFs (the
+    # regions), each PF with four VFs (the functions) on the card's bus, every
+    # function in its own IOMMU group.  Two cards on node 0, one on node 1.
+    # Made-up device ids 0x5050 (PF) and 0x5051 (VF) under Xilinx.
+    devs = [host_bridge("pci0000:00")]
+    cards = [("pci0000:3a", "3b", 0x1001), ("pci0000:5d", "5e", 0x1002), ("pci0000:ae", "af", 0x1003)]
+    for i, (rc, bus, serial) in enumerate(cards):
+        port = rc[len("pci"):] + ":02.0"
+        devs.append(host_bridge(rc))
+        devs.append(root_port(port, rc))
+        for pf in range(3):
+            pf_addr = "0000:%s:00.%d" % (bus, pf)
+            devs.append(Pci(pf_addr, port, XILINX, 0x5050, CLASS_ACCEL, subsys=(XILINX, 0x0010),
+                            driver="xclmgmt", dsn=0x000A350000000000 | (serial << 8), slot=str(i + 1),
+                            sriov=(4, 4, 0x5051), reset="flr", flr=True, multifunction=True))
+            for vf in range(4):
+                devs.append(Pci("0000:%s:%02x.%d" % (bus, pf + 1, vf), port, XILINX, 0x5051, CLASS_ACCEL,
+                                subsys=(XILINX, 0x0010), driver="xocl", physfn=(pf_addr, vf),
+                                reset="flr", flr=True))
+    node_of = {"pci0000:00": 0, "pci0000:3a": 0, "pci0000:5d": 0, "pci0000:ae": 1}
+    return Host(nodes=[Node(0, "0-7", 65797984), Node(1, "8-15", 66060128)], cpus_online="0-15",
+                devices=devs, node_of=node_of)
+
+
 HOSTS = {
     "two-socket-8gpu": two_socket_8gpu,
     "sriov-fpga-qat": sriov_fpga_qat,
     "vgpu-mdev": vgpu_mdev,
     "trap-shared-group": trap_shared_group,
+    "fpga-regions": fpga_regions,
 }
 
 

@@ -1,0 +1,608 @@
+/* accelvirt rewrite, define, start, undefine and plan: from accelerator
+ * requests to a placed domain.
+ *
+ * The pool lock is never held while libvirt may run the hook (virDomainCreate
+ * runs "prepare", which takes the lock): claims are recorded and saved, the
+ * lock released, and only then is the domain started.  Defining and
+ * undefining run no hook (libvirt's docs/hooks.rst), so they may happen under
+ * the lock. */
+#include "config.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <libvirt/libvirt.h>
+#include <libvirt/virterror.h>
+
+#include "cli.h"
+#include "domain/av-domain.h"
+#include "domain/av-rewrite.h"
+#include "pool/av-place.h"
+#include "util/av-error.h"
+#include "util/av-json.h"
+
+/* How long a reservation made by define or rewrite lasts by default: a
+ * domain defined but never started does not hold a GPU forever (seed 004). */
+#define AV_CLI_CLAIM_TTL_S 3600
+
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(virConnect, virConnectClose)
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(virDomain, virDomainFree)
+
+/* --- input ------------------------------------------------------------------ */
+
+/* Reads the domain XML from @path ("-" for stdin), bounded like the hook's. */
+static gboolean
+av_cli_read_xml(const char *path, char **ret_xml, gsize *ret_len, GError **error)
+{
+    g_autofree char *data = NULL;
+    gsize len = 0;
+
+    if (g_str_equal(path, "-"))
+        return av_domain_read_fd(STDIN_FILENO, ret_xml, ret_len, error);
+    if (!g_file_get_contents(path, &data, &len, error)) {
+        g_prefix_error(error, "cannot read the domain XML: ");
+        return FALSE;
+    }
+    if (len > AV_DOMAIN_XML_MAX) {
+        g_set_error(error, AV_ERROR, AV_ERROR_INVALID_INPUT,
+                    "'%s' is larger than %u bytes, the most a domain XML may be", path, AV_DOMAIN_XML_MAX);
+        return FALSE;
+    }
+    *ret_xml = g_steal_pointer(&data);
+    *ret_len = len;
+    return TRUE;
+}
+
+/* --- libvirt ---------------------------------------------------------------- */
+
+/* Sets @error from libvirt's last error, prefixed by @what. */
+static gboolean
+av_cli_virt_error(GError **error, const char *what)
+{
+    const virError *e = virGetLastError();
+
+    g_set_error(error, AV_ERROR, AV_ERROR_FAILED, "%s: %s", what,
+                e && e->message ? e->message : "libvirt gave no reason");
+    return FALSE;
+}
+
+static void
+av_cli_virt_silence(void *data, virErrorPtr e)
+{
+    (void)data;
+    (void)e;
+}
+
+static virConnect *
+av_cli_connect(const AvCli *cli, GError **error)
+{
+    virConnect *conn;
+
+    /* libvirt prints its errors itself unless told otherwise; accelvirt says
+     * them once, in its own words. */
+    virSetErrorFunc(NULL, av_cli_virt_silence);
+    conn = virConnectOpen(cli->connect);
+    if (!conn) {
+        g_autofree char *what = g_strdup_printf("cannot connect to libvirt at '%s' (is libvirtd running? "
+                                                "see --connect)", cli->connect);
+        av_cli_virt_error(error, what);
+        return NULL;
+    }
+    return conn;
+}
+
+/* The domain named @name, or whose UUID is @name. */
+static virDomain *
+av_cli_lookup(virConnect *conn, const char *name, GError **error)
+{
+    virDomain *dom = virDomainLookupByName(conn, name);
+
+    if (!dom)
+        dom = virDomainLookupByUUIDString(conn, name);
+    if (!dom) {
+        g_set_error(error, AV_ERROR, AV_ERROR_NOT_FOUND,
+                    "no domain '%s' on %s; 'virsh list --all' shows the defined ones", name,
+                    virConnectGetURI(conn) ? virConnectGetURI(conn) : "this connection");
+        return NULL;
+    }
+    return dom;
+}
+
+/* --- placing ---------------------------------------------------------------- */
+
+/* The placed XML of a domain: requests placed on this host, devices claimed
+ * for it (with @ttl_s seconds of expiry unless @dry_run, 0: none).  @pool must
+ * be open for writing unless @dry_run.  Stores the new XML and the domain's
+ * UUID (both caller frees). */
+static gboolean
+av_cli_place(const AvCli *cli, AvRoot *root, AvPolicy *policy, AvPool *pool, const char *xml, gsize len,
+             gboolean dry_run, gint64 ttl_s, char **ret_xml, char **ret_uuid, AvPlacement **ret_placement,
+             GError **error)
+{
+    g_autoptr(AvDomain) domain = NULL;
+    g_autoptr(GPtrArray) requests = NULL;
+    g_autoptr(AvHost) host = NULL;
+    g_autoptr(AvPlacement) placement = NULL;
+    g_autoptr(AvOwner) owner = NULL;
+    g_autofree char *with_uuid = NULL;
+    g_autofree char *uuid = NULL;
+    g_autofree char *placed = NULL;
+    AvPlaceOptions options = { 0 };
+    gint64 expires;
+
+    domain = av_domain_parse(xml, len, error);
+    if (!domain)
+        return FALSE;
+    requests = av_domain_requests(xml, len, error);
+    if (!requests)
+        return FALSE;
+    if (requests->len == 0) {
+        g_set_error(error, AV_ERROR, AV_ERROR_INVALID_INPUT,
+                    "domain '%s' has no <av:request> in its <av:accelerators> metadata: nothing to place "
+                    "(see xml/examples/ and accelvirt(1))", domain->name);
+        return FALSE;
+    }
+    /* The claims need the domain's UUID before libvirt sees the domain. */
+    with_uuid = av_domain_ensure_uuid(xml, len, &uuid, error);
+    if (!with_uuid)
+        return FALSE;
+
+    host = av_host_scan(root, error);
+    if (!host)
+        return FALSE;
+    if (!dry_run) {
+        gboolean changed = FALSE;
+
+        if (!av_pool_reconcile(pool, host, policy, &changed, error))
+            return FALSE;
+    }
+    options.domain_uuid = uuid;
+    options.vcpus = domain->vcpus ? domain->vcpus : 1;
+    placement = av_place(host, policy, pool, requests, &options, error);
+    if (!placement)
+        return FALSE;
+    placed = av_domain_rewrite(with_uuid, strlen(with_uuid), placement, policy, error);
+    if (!placed)
+        return FALSE;
+
+    if (!dry_run) {
+        owner = av_owner_new(uuid, domain->name);
+        expires = ttl_s > 0 ? g_get_real_time() / G_USEC_PER_SEC + ttl_s : 0;
+        for (guint i = 0; i < placement->items->len; i++) {
+            const AvPlacedItem *item = g_ptr_array_index(placement->items, i);
+            AvPoolDevice *dev;
+
+            if (!item->identity)
+                continue; /* an mdev: created, and pooled, by the hook at prepare */
+            dev = av_pool_find(pool, item->identity);
+            if (!dev) {
+                g_set_error(error, AV_ERROR, AV_ERROR_FAILED,
+                            "placed device '%s' is not in the pool; run 'accelvirt status' and retry",
+                            item->identity);
+                return FALSE;
+            }
+            if (!av_pool_claim(pool, dev, owner, expires, error))
+                return FALSE;
+        }
+    }
+    *ret_xml = g_steal_pointer(&placed);
+    if (ret_uuid)
+        *ret_uuid = g_steal_pointer(&uuid);
+    if (ret_placement)
+        *ret_placement = g_steal_pointer(&placement);
+    return TRUE;
+}
+
+/* Gives back every claim (not in-use devices) of the domain @uuid. */
+static gboolean
+av_cli_drop_claims(AvPool *pool, const char *uuid, guint *ret_dropped, GError **error)
+{
+    g_autoptr(GPtrArray) owned = av_pool_find_owned(pool, uuid);
+    guint dropped = 0;
+
+    for (guint i = 0; i < owned->len; i++) {
+        AvPoolDevice *dev = g_ptr_array_index(owned, i);
+
+        if (dev->state != AV_DEVICE_STATE_CLAIMED)
+            continue;
+        if (!av_pool_transition(pool, dev, AV_DEVICE_STATE_FREE, NULL, NULL, error))
+            return FALSE;
+        dropped++;
+    }
+    if (ret_dropped)
+        *ret_dropped = dropped;
+    return TRUE;
+}
+
+static void
+av_cli_print_placement(const char *verb, const char *name, const char *uuid, const AvPlacement *placement)
+{
+    printf("%s domain '%s' (%s)", verb, name, uuid);
+    if (placement->numa_node >= 0)
+        printf(" on NUMA node %d", placement->numa_node);
+    printf(":\n");
+    for (guint i = 0; i < placement->items->len; i++) {
+        const AvPlacedItem *item = g_ptr_array_index(placement->items, i);
+
+        if (item->mdev_uuid)
+            printf("  %-20s mdev %s (%s)\n", item->profile, item->mdev_uuid, item->mdev_type);
+        else if (item->usb_bus_path)
+            printf("  %-20s usb %s\n", item->profile, item->usb_bus_path);
+        else
+            printf("  %-20s %s\n", item->profile, item->pci_address);
+    }
+    for (guint i = 0; i < placement->warnings->len; i++)
+        printf("  warning: %s\n", (const char *)g_ptr_array_index(placement->warnings, i));
+}
+
+static json_t *
+av_cli_placement_json(const char *name, const char *uuid, const AvPlacement *placement)
+{
+    json_t *o = json_object();
+    json_t *items = json_array();
+    json_t *warnings = json_array();
+
+    for (guint i = 0; i < placement->items->len; i++) {
+        const AvPlacedItem *item = g_ptr_array_index(placement->items, i);
+        json_t *j = json_object();
+
+        json_object_set_new(j, "profile", json_string(item->profile));
+        json_object_set_new(j, "attach", json_string(av_attach_to_string(item->attach)));
+        json_object_set_new(j, "identity", av_json_string_or_null(item->identity));
+        json_object_set_new(j, "address", av_json_string_or_null(item->pci_address));
+        json_object_set_new(j, "mdev_uuid", av_json_string_or_null(item->mdev_uuid));
+        json_object_set_new(j, "usb_bus_path", av_json_string_or_null(item->usb_bus_path));
+        json_object_set_new(j, "numa_node", json_integer(item->numa_node));
+        json_array_append_new(items, j);
+    }
+    for (guint i = 0; i < placement->warnings->len; i++)
+        json_array_append_new(warnings, json_string(g_ptr_array_index(placement->warnings, i)));
+    json_object_set_new(o, "domain", json_string(name));
+    json_object_set_new(o, "uuid", json_string(uuid));
+    json_object_set_new(o, "numa_node", json_integer(placement->numa_node));
+    json_object_set_new(o, "devices", items);
+    json_object_set_new(o, "warnings", warnings);
+    return o;
+}
+
+/* --- commands --------------------------------------------------------------- */
+
+int
+av_cli_cmd_rewrite(AvCli *cli, int argc, char **argv)
+{
+    gboolean dry_run = FALSE;
+    gint ttl = AV_CLI_CLAIM_TTL_S;
+    const GOptionEntry entries[] = {
+        { "dry-run", 'n', 0, G_OPTION_ARG_NONE, &dry_run, "Reserve nothing: only print the placed XML", NULL },
+        { "claim-ttl", 0, 0, G_OPTION_ARG_INT, &ttl, "Seconds the reservation lasts (0: until undefined)", "S" },
+        { NULL },
+    };
+    g_autoptr(AvRoot) root = NULL;
+    g_autoptr(AvPolicy) policy = NULL;
+    g_autoptr(AvPool) pool = NULL;
+    g_autoptr(GError) err = NULL;
+    g_autofree char *xml = NULL;
+    g_autofree char *placed = NULL;
+    gsize len = 0;
+
+    if (!av_cli_parse(cli, "rewrite", "[FILE|-]",
+                      "Place the domain's accelerator requests on this host and print the domain XML with "
+                      "its <hostdev>s, vCPU and memory pinning.  Without --dry-run the devices are reserved "
+                      "for the domain (see 'accelvirt define').",
+                      entries, &argc, &argv))
+        return AV_EXIT_USAGE;
+    if (argc > 2)
+        return av_cli_usage_error("'rewrite' takes one FILE (or - for stdin)");
+    if (ttl < 0)
+        return av_cli_usage_error("--claim-ttl must be 0 or more seconds");
+    if (!av_cli_read_xml(argc > 1 ? argv[1] : "-", &xml, &len, &err) ||
+        !av_cli_open(cli, &root, &policy, &err))
+        return av_cli_fail(err);
+    pool = av_cli_open_pool(cli, root, dry_run ? AV_POOL_READ : AV_POOL_WRITE, &err);
+    if (!pool)
+        return av_cli_fail(err);
+    if (!av_cli_place(cli, root, policy, pool, xml, len, dry_run, ttl, &placed, NULL, NULL, &err))
+        return av_cli_fail(err);
+    if (!dry_run && !av_pool_save(pool, &err))
+        return av_cli_fail(err);
+    fputs(placed, stdout);
+    return AV_EXIT_OK;
+}
+
+int
+av_cli_cmd_define(AvCli *cli, int argc, char **argv)
+{
+    gint ttl = AV_CLI_CLAIM_TTL_S;
+    const GOptionEntry entries[] = {
+        { "claim-ttl", 0, 0, G_OPTION_ARG_INT, &ttl,
+          "Seconds the devices stay reserved if the domain is not started (0: until undefined)", "S" },
+        { NULL },
+    };
+    g_autoptr(AvRoot) root = NULL;
+    g_autoptr(AvPolicy) policy = NULL;
+    g_autoptr(AvPool) pool = NULL;
+    g_autoptr(AvPlacement) placement = NULL;
+    g_autoptr(AvDomain) parsed = NULL;
+    g_autoptr(virConnect) conn = NULL;
+    g_autoptr(virDomain) dom = NULL;
+    g_autoptr(GError) err = NULL;
+    g_autofree char *xml = NULL;
+    g_autofree char *placed = NULL;
+    g_autofree char *uuid = NULL;
+    gsize len = 0;
+
+    if (!av_cli_parse(cli, "define", "FILE",
+                      "Place the domain's accelerator requests on this host, reserve the devices and define "
+                      "the placed domain in libvirt.",
+                      entries, &argc, &argv))
+        return AV_EXIT_USAGE;
+    if (argc != 2)
+        return av_cli_usage_error("'define' takes one FILE (or - for stdin)");
+    if (ttl < 0)
+        return av_cli_usage_error("--claim-ttl must be 0 or more seconds");
+    if (!av_cli_read_xml(argv[1], &xml, &len, &err) || !av_cli_open(cli, &root, &policy, &err))
+        return av_cli_fail(err);
+    conn = av_cli_connect(cli, &err);
+    if (!conn)
+        return av_cli_fail(err);
+    pool = av_cli_open_pool(cli, root, AV_POOL_WRITE, &err);
+    if (!pool)
+        return av_cli_fail(err);
+    if (!av_cli_place(cli, root, policy, pool, xml, len, FALSE, ttl, &placed, &uuid, &placement, &err))
+        return av_cli_fail(err);
+    /* libvirt runs no hook at define: defining under the pool lock is safe.
+     * The pool is saved only once libvirt has the domain. */
+    dom = virDomainDefineXML(conn, placed);
+    if (!dom) {
+        av_cli_virt_error(&err, "libvirt refused the placed domain");
+        return av_cli_fail(err);
+    }
+    if (!av_pool_save(pool, &err))
+        return av_cli_fail(err);
+    parsed = av_domain_parse(placed, strlen(placed), NULL);
+    if (cli->json)
+        av_cli_print_json(av_cli_placement_json(parsed ? parsed->name : "?", uuid, placement));
+    else
+        av_cli_print_placement("defined", parsed ? parsed->name : "?", uuid, placement);
+    return AV_EXIT_OK;
+}
+
+/* TRUE when every device the placement of @domain names is still free or
+ * claimed by it, at the same address. */
+static gboolean
+av_cli_placement_holds(const AvPool *pool, const AvDomain *domain)
+{
+    if (!domain->placed || domain->placed->len == 0)
+        return FALSE;
+    for (guint i = 0; i < domain->placed->len; i++) {
+        const AvPlacedDevice *p = g_ptr_array_index(domain->placed, i);
+        AvPoolDevice *dev;
+
+        if (!p->pci_address)
+            continue; /* mdevs and USB sticks are checked by the hook at prepare */
+        dev = av_pool_find_address(pool, AV_DEVICE_KIND_PCI, p->pci_address);
+        if (!dev || g_strcmp0(dev->profile, p->profile) != 0)
+            return FALSE;
+        if (dev->state == AV_DEVICE_STATE_FREE)
+            continue;
+        if (dev->state == AV_DEVICE_STATE_CLAIMED && dev->owner &&
+            g_strcmp0(dev->owner->domain_uuid, domain->uuid) == 0)
+            continue;
+        return FALSE;
+    }
+    return TRUE;
+}
+
+int
+av_cli_cmd_start(AvCli *cli, int argc, char **argv)
+{
+    g_autoptr(AvRoot) root = NULL;
+    g_autoptr(AvPolicy) policy = NULL;
+    g_autoptr(virConnect) conn = NULL;
+    g_autoptr(virDomain) dom = NULL;
+    g_autoptr(GError) err = NULL;
+    g_autofree char *xml = NULL;
+    g_autoptr(AvDomain) domain = NULL;
+    g_autoptr(GPtrArray) requests = NULL;
+    gboolean replaced = FALSE;
+    gboolean replace = FALSE;
+    const GOptionEntry entries[] = {
+        { "replace", 0, 0, G_OPTION_ARG_NONE, &replace,
+          "Place the domain again even if its devices are free (after 'accelvirt plan --defrag')", NULL },
+        { NULL },
+    };
+
+    if (!av_cli_parse(cli, "start", "DOMAIN",
+                      "Start a defined domain.  When the devices it was placed on are taken or gone, place it "
+                      "again on free ones, redefine it, then start it.",
+                      entries, &argc, &argv))
+        return AV_EXIT_USAGE;
+    if (argc != 2)
+        return av_cli_usage_error("'start' takes one DOMAIN (name or UUID)");
+    if (!av_cli_open(cli, &root, &policy, &err))
+        return av_cli_fail(err);
+    conn = av_cli_connect(cli, &err);
+    if (!conn)
+        return av_cli_fail(err);
+    dom = av_cli_lookup(conn, argv[1], &err);
+    if (!dom)
+        return av_cli_fail(err);
+    xml = virDomainGetXMLDesc(dom, VIR_DOMAIN_XML_INACTIVE | VIR_DOMAIN_XML_SECURE);
+    if (!xml) {
+        av_cli_virt_error(&err, "cannot read the domain's XML");
+        return av_cli_fail(err);
+    }
+    domain = av_domain_parse(xml, strlen(xml), &err);
+    if (!domain)
+        return av_cli_fail(err);
+    requests = av_domain_requests(xml, strlen(xml), &err);
+    if (!requests)
+        return av_cli_fail(err);
+
+    if (requests->len > 0) {
+        g_autoptr(AvPool) pool = av_cli_open_pool(cli, root, AV_POOL_WRITE, &err);
+        g_autoptr(AvHost) host = NULL;
+        gboolean changed = FALSE;
+
+        if (!pool)
+            return av_cli_fail(err);
+        host = av_host_scan(root, &err);
+        if (!host || !av_pool_reconcile(pool, host, policy, &changed, &err))
+            return av_cli_fail(err);
+        if (replace || !av_cli_placement_holds(pool, domain)) {
+            g_autofree char *placed = NULL;
+            g_autoptr(AvPlacement) placement = NULL;
+            g_autoptr(virDomain) redefined = NULL;
+
+            if (!av_cli_drop_claims(pool, domain->uuid, NULL, &err) ||
+                !av_cli_place(cli, root, policy, pool, xml, strlen(xml), FALSE, AV_CLI_CLAIM_TTL_S,
+                              &placed, NULL, &placement, &err))
+                return av_cli_fail(err);
+            redefined = virDomainDefineXML(conn, placed);
+            if (!redefined) {
+                av_cli_virt_error(&err, "libvirt refused the re-placed domain");
+                return av_cli_fail(err);
+            }
+            if (!cli->json)
+                av_cli_print_placement("re-placed", domain->name, domain->uuid, placement);
+            replaced = TRUE;
+        }
+        if (!av_pool_save(pool, &err))
+            return av_cli_fail(err);
+        /* The pool lock goes before the start: the hook's prepare takes it. */
+    }
+    if (virDomainCreate(dom) < 0) {
+        av_cli_virt_error(&err, "libvirt could not start the domain");
+        return av_cli_fail(err);
+    }
+    if (cli->json) {
+        json_t *o = json_object();
+
+        json_object_set_new(o, "domain", json_string(domain->name));
+        json_object_set_new(o, "uuid", av_json_string_or_null(domain->uuid));
+        json_object_set_new(o, "replaced", json_boolean(replaced));
+        av_cli_print_json(o);
+    } else {
+        printf("started domain '%s'\n", domain->name);
+    }
+    return AV_EXIT_OK;
+}
+
+int
+av_cli_cmd_undefine(AvCli *cli, int argc, char **argv)
+{
+    g_autoptr(AvPool) pool = NULL;
+    g_autoptr(virConnect) conn = NULL;
+    g_autoptr(virDomain) dom = NULL;
+    g_autoptr(GError) err = NULL;
+    char uuid[VIR_UUID_STRING_BUFLEN];
+    const char *name;
+    guint dropped = 0;
+
+    if (!av_cli_parse(cli, "undefine", "DOMAIN",
+                      "Undefine the domain in libvirt and give back the devices reserved for it.",
+                      NULL, &argc, &argv))
+        return AV_EXIT_USAGE;
+    if (argc != 2)
+        return av_cli_usage_error("'undefine' takes one DOMAIN (name or UUID)");
+    conn = av_cli_connect(cli, &err);
+    if (!conn)
+        return av_cli_fail(err);
+    dom = av_cli_lookup(conn, argv[1], &err);
+    if (!dom)
+        return av_cli_fail(err);
+    if (virDomainGetUUIDString(dom, uuid) < 0) {
+        av_cli_virt_error(&err, "cannot read the domain's UUID");
+        return av_cli_fail(err);
+    }
+    name = virDomainGetName(dom);
+    pool = av_cli_open_pool(cli, NULL, AV_POOL_WRITE, &err);
+    if (!pool)
+        return av_cli_fail(err);
+    if (virDomainUndefineFlags(dom, VIR_DOMAIN_UNDEFINE_MANAGED_SAVE | VIR_DOMAIN_UNDEFINE_SNAPSHOTS_METADATA |
+                                        VIR_DOMAIN_UNDEFINE_CHECKPOINTS_METADATA) < 0) {
+        av_cli_virt_error(&err, "libvirt could not undefine the domain");
+        return av_cli_fail(err);
+    }
+    if (!av_cli_drop_claims(pool, uuid, &dropped, &err) || !av_pool_save(pool, &err))
+        return av_cli_fail(err);
+    if (cli->json) {
+        json_t *o = json_object();
+
+        json_object_set_new(o, "domain", json_string(name));
+        json_object_set_new(o, "uuid", json_string(uuid));
+        json_object_set_new(o, "released", json_integer(dropped));
+        av_cli_print_json(o);
+    } else {
+        printf("undefined domain '%s'; %u reserved device%s given back\n", name, dropped, dropped == 1 ? "" : "s");
+    }
+    return AV_EXIT_OK;
+}
+
+int
+av_cli_cmd_plan(AvCli *cli, int argc, char **argv)
+{
+    gboolean defrag = FALSE;
+    const GOptionEntry entries[] = {
+        { "defrag", 0, 0, G_OPTION_ARG_NONE, &defrag,
+          "Report how fragmented the pool is and which moves would free whole cards", NULL },
+        { NULL },
+    };
+    g_autoptr(AvRoot) root = NULL;
+    g_autoptr(AvPolicy) policy = NULL;
+    g_autoptr(AvPool) pool = NULL;
+    g_autoptr(AvHost) host = NULL;
+    g_autoptr(GError) err = NULL;
+    json_t *report;
+    json_t *profiles, *moves;
+
+    if (!av_cli_parse(cli, "plan", "--defrag",
+                      "Report how fragmented the pool is: per profile, how many cards are wholly free and how "
+                      "many partly used, and which moves of held functions would free whole cards.",
+                      entries, &argc, &argv))
+        return AV_EXIT_USAGE;
+    if (!defrag || argc > 1)
+        return av_cli_usage_error("'plan' needs --defrag");
+    if (!av_cli_open(cli, &root, &policy, &err))
+        return av_cli_fail(err);
+    pool = av_cli_open_pool(cli, root, AV_POOL_READ, &err);
+    if (!pool)
+        return av_cli_fail(err);
+    host = av_host_scan(root, &err);
+    if (!host)
+        return av_cli_fail(err);
+    report = av_place_defrag_report(host, policy, pool);
+    if (cli->json) {
+        av_cli_print_json(report);
+        return AV_EXIT_OK;
+    }
+    profiles = json_object_get(report, "profiles");
+    moves = json_object_get(report, "moves");
+    printf("%-24s  %-11s  %5s  %5s  %6s  %s\n", "PROFILE", "GRANULARITY", "CARDS", "FREE", "PARTLY", "FRAGMENTATION");
+    for (gsize i = 0; i < json_array_size(profiles); i++) {
+        json_t *p = json_array_get(profiles, i);
+
+        printf("%-24s  %-11s  %5" JSON_INTEGER_FORMAT "  %5" JSON_INTEGER_FORMAT "  %6" JSON_INTEGER_FORMAT "  %.0f%%\n",
+               json_string_value(json_object_get(p, "profile")),
+               json_string_value(json_object_get(p, "granularity")),
+               json_integer_value(json_object_get(p, "cards")),
+               json_integer_value(json_object_get(p, "cards_free")),
+               json_integer_value(json_object_get(p, "cards_partly_used")),
+               100.0 * json_number_value(json_object_get(p, "fragmentation")));
+    }
+    if (json_array_size(moves) == 0) {
+        printf("\nNo move would free a whole card.\n");
+    } else {
+        printf("\nMoves that would free whole cards (stop the domain, then 'accelvirt start --replace DOMAIN'):\n");
+        for (gsize i = 0; i < json_array_size(moves); i++) {
+            json_t *m = json_array_get(moves, i);
+
+            printf("  %s: %s -> %s frees card %s\n", json_string_value(json_object_get(m, "domain")),
+                   json_string_value(json_object_get(m, "from")), json_string_value(json_object_get(m, "to")),
+                   json_string_value(json_object_get(m, "frees_card")));
+        }
+    }
+    json_decref(report);
+    return AV_EXIT_OK;
+}

@@ -1,0 +1,1549 @@
+/* accelvirt: placement, the allocator (see av-place.h for the rules).
+ *
+ * One call indexes the host and the pool once (O(n): hash tables keyed by
+ * address, cards and regions built in one pass over the address-sorted
+ * scan), then serves each request from per-profile card lists: cards are
+ * kept in a GSequence ordered by the allocation's key, so a pick costs
+ * O(log c) and a whole placement O(n + k log c) for k devices, whatever the
+ * size of the pool.  IOMMU viability (av_vfio_group_check()) is checked
+ * lazily, only for the functions actually picked, and cached.
+ *
+ * A placement is a trial: the functions it takes are marked and undone when
+ * the trial fails, so that several NUMA nodes can be tried in turn.  Every
+ * order is a total order on integers given by the address order of the scan
+ * (never a hash table's order), so the answer is deterministic. */
+#include "config.h"
+
+#include <string.h>
+
+#include "av-place.h"
+#include "av-pool-private.h"
+#include "util/av-error.h"
+#include "vfio/av-vfio.h"
+
+/* The small types' constructors and frees are in av-place-types.c. */
+
+/* --- the index --------------------------------------------------------------------- */
+
+typedef struct AvPlaceUnit AvPlaceUnit;
+
+/* One pooled device present in the scan. */
+typedef struct {
+    const AvPciDevice *pci;      /* or NULL for USB */
+    const AvUsbDevice *usb;      /* or NULL for PCI */
+    AvPoolDevice *pool;          /* borrowed from the pool */
+    AvPlaceUnit *card;           /* NULL for USB */
+    AvPlaceUnit *region;         /* NULL when not part of a region */
+    int node;                    /* -1 unknown */
+    guint index;                 /* address order */
+    gboolean available;          /* free, or claimed by the placing domain */
+    gboolean taken;              /* taken by the current trial */
+    gint8 viable;                /* -1 not checked yet, 0 no, 1 yes */
+    char *viable_error;          /* why not, when viable == 0 */
+} AvPlaceFn;
+
+/* A card or a region: its pooled functions. */
+struct AvPlaceUnit {
+    guint index;                 /* address order of its first device */
+    char *address;               /* card: "DDDD:BB:SS"; region: the PF's address */
+    int node;
+    GPtrArray *fns;              /* AvPlaceFn*, address order */
+    GPtrArray *regions;          /* cards: AvPlaceUnit* regions, address order; regions: NULL */
+    AvPlaceUnit *card;           /* regions: their card */
+    guint n_available;
+    guint n_taken;
+};
+
+/* A device of another request already picked for an mdev in this trial. */
+typedef struct {
+    const char *parent;          /* borrowed from the host */
+    const char *type;            /* borrowed from the policy */
+} AvPlaceMdevPick;
+
+typedef struct {
+    const AvHost *host;
+    const AvPolicy *policy;
+    const AvPool *pool;
+    const AvPlaceOptions *options;
+    GPtrArray *fns;              /* AvPlaceFn*, owned: PCI in address order, then USB */
+    GPtrArray *cards;            /* AvPlaceUnit*, owned, address order */
+    GPtrArray *regions;          /* AvPlaceUnit*, owned, address order */
+    GHashTable *by_profile;      /* profile name (borrowed from the pool) -> GPtrArray of AvPlaceFn* */
+    GHashTable *shared_groups;   /* PCI address -> AvPlaceFn*, for functions in groups of several devices */
+    GPtrArray *trial_taken;      /* AvPlaceFn* taken by the current trial */
+    GArray *trial_mdevs;         /* AvPlaceMdevPick of the current trial */
+} AvPlaceCtx;
+
+static void
+av_place_fn_free(AvPlaceFn *fn)
+{
+    g_free(fn->viable_error);
+    g_free(fn);
+}
+
+static void
+av_place_unit_free(AvPlaceUnit *unit)
+{
+    g_free(unit->address);
+    g_ptr_array_unref(unit->fns);
+    if (unit->regions)
+        g_ptr_array_unref(unit->regions);
+    g_free(unit);
+}
+
+static void
+av_place_ctx_clear(AvPlaceCtx *ctx)
+{
+    g_clear_pointer(&ctx->by_profile, g_hash_table_unref);
+    g_clear_pointer(&ctx->shared_groups, g_hash_table_unref);
+    g_clear_pointer(&ctx->fns, g_ptr_array_unref);
+    g_clear_pointer(&ctx->cards, g_ptr_array_unref);
+    g_clear_pointer(&ctx->regions, g_ptr_array_unref);
+    g_clear_pointer(&ctx->trial_taken, g_ptr_array_unref);
+    g_clear_pointer(&ctx->trial_mdevs, g_array_unref);
+}
+
+/* TRUE when @dev may be given to the placing domain. */
+static gboolean
+av_place_pool_available(const AvPoolDevice *dev, const char *domain_uuid)
+{
+    if (dev->state == AV_DEVICE_STATE_FREE)
+        return TRUE;
+    return dev->state == AV_DEVICE_STATE_CLAIMED && domain_uuid && dev->owner &&
+           g_strcmp0(dev->owner->domain_uuid, domain_uuid) == 0;
+}
+
+/* Length of "DDDD:BB:SS" in "DDDD:BB:SS.F" (0 when there is no '.'). */
+static gsize
+av_place_card_len(const char *address)
+{
+    const char *dot = strrchr(address, '.');
+
+    return dot ? (gsize)(dot - address) : 0;
+}
+
+static AvPlaceUnit *
+av_place_unit_new(GPtrArray *list, char *address, int node, gboolean is_card)
+{
+    AvPlaceUnit *unit = g_new0(AvPlaceUnit, 1);
+
+    unit->index = list->len;
+    unit->address = address;
+    unit->node = node;
+    unit->fns = g_ptr_array_new();
+    if (is_card)
+        unit->regions = g_ptr_array_new();
+    g_ptr_array_add(list, unit);
+    return unit;
+}
+
+/* The node a device counts on: its own, or the only node of a host that has
+ * one (the kernel says -1 on hosts without NUMA). */
+static int
+av_place_node_of(const AvHost *host, int node)
+{
+    if (node < 0 && host->numa_nodes && host->numa_nodes->len == 1)
+        return ((AvNumaNode *)g_ptr_array_index(host->numa_nodes, 0))->id;
+    return node;
+}
+
+static void
+av_place_add_to_profile(AvPlaceCtx *ctx, AvPlaceFn *fn, const char **last_name, GPtrArray **last_list)
+{
+    const char *name = fn->pool->profile;
+
+    if (!name)
+        return;
+    if (!*last_name || strcmp(*last_name, name) != 0) {
+        *last_list = g_hash_table_lookup(ctx->by_profile, name);
+        if (!*last_list) {
+            *last_list = g_ptr_array_new();
+            g_hash_table_insert(ctx->by_profile, (gpointer)name, *last_list);
+        }
+        *last_name = name;
+    }
+    g_ptr_array_add(*last_list, fn);
+}
+
+/* Indexes @host and @pool: one pass over the pool (addresses), one over the
+ * non-VF functions (cards and regions: the functions of one card are
+ * contiguous in address order), one over the VFs and USB devices. */
+static void
+av_place_ctx_init(AvPlaceCtx *ctx, const AvHost *host, const AvPolicy *policy, const AvPool *pool,
+                  const AvPlaceOptions *options)
+{
+    GPtrArray *devices = av_pool_devices(pool);
+    g_autoptr(GHashTable) pci_pool = g_hash_table_new(g_str_hash, g_str_equal);
+    g_autoptr(GHashTable) usb_pool = g_hash_table_new(g_str_hash, g_str_equal);
+    g_autoptr(GHashTable) region_of = g_hash_table_new(g_str_hash, g_str_equal);
+    const char *domain_uuid = options ? options->domain_uuid : NULL;
+    const char *last_name = NULL;
+    GPtrArray *last_list = NULL;
+    AvPlaceUnit *card = NULL;
+    const char *card_address = NULL;
+    gsize card_len = 0;
+
+    memset(ctx, 0, sizeof(*ctx));
+    ctx->host = host;
+    ctx->policy = policy;
+    ctx->pool = pool;
+    ctx->options = options;
+    ctx->fns = g_ptr_array_new_with_free_func((GDestroyNotify)av_place_fn_free);
+    ctx->cards = g_ptr_array_new_with_free_func((GDestroyNotify)av_place_unit_free);
+    ctx->regions = g_ptr_array_new_with_free_func((GDestroyNotify)av_place_unit_free);
+    ctx->by_profile = g_hash_table_new_full(g_str_hash, g_str_equal, NULL, (GDestroyNotify)g_ptr_array_unref);
+    ctx->shared_groups = g_hash_table_new(g_str_hash, g_str_equal);
+    ctx->trial_taken = g_ptr_array_new();
+    ctx->trial_mdevs = g_array_new(FALSE, FALSE, sizeof(AvPlaceMdevPick));
+
+    for (guint i = 0; i < devices->len; i++) {
+        AvPoolDevice *dev = g_ptr_array_index(devices, i);
+
+        if (dev->state == AV_DEVICE_STATE_MISSING || !dev->address)
+            continue;
+        if (dev->kind == AV_DEVICE_KIND_PCI)
+            g_hash_table_insert(pci_pool, dev->address, dev);
+        else if (dev->kind == AV_DEVICE_KIND_USB)
+            g_hash_table_insert(usb_pool, dev->address, dev);
+    }
+
+    /* One pass in address order.  Cards by domain:bus:slot (the functions of
+     * a card that are not VFs are contiguous among those), a region for every
+     * function with VFs or mdev types; a VF joins its PF's region, which comes
+     * before it (a VF's routing ID is its PF's plus a positive offset: PCIe
+     * SR-IOV 1.1, 3.3.9). */
+    for (guint i = 0; i < host->pci->len; i++) {
+        const AvPciDevice *pci = g_ptr_array_index(host->pci, i);
+        AvPoolDevice *pooled = g_hash_table_lookup(pci_pool, pci->address);
+        AvPlaceUnit *region = NULL;
+        AvPlaceUnit *fn_card;
+        AvPlaceFn *fn;
+
+        if (pci->is_bridge)
+            continue;
+        if (pci->physfn) {
+            if (!pooled)
+                continue;
+            region = g_hash_table_lookup(region_of, pci->physfn);
+            /* A VF whose PF the scan lacks: a card of its own. */
+            fn_card = region ? region->card
+                             : av_place_unit_new(ctx->cards, g_strdup(pci->address),
+                                                 av_place_node_of(host, pci->numa_node), TRUE);
+        } else {
+            gboolean is_region = (pci->virtfns && pci->virtfns->len > 0) ||
+                                 (pci->mdev_types && pci->mdev_types->len > 0);
+            gsize len;
+
+            if (!pooled && !is_region)
+                continue;
+            len = av_place_card_len(pci->address);
+            if (!card || len != card_len || strncmp(card_address, pci->address, len) != 0) {
+                card = av_place_unit_new(ctx->cards, g_strndup(pci->address, len),
+                                         av_place_node_of(host, pci->numa_node), TRUE);
+                card_address = pci->address;
+                card_len = len;
+            }
+            fn_card = card;
+            if (is_region) {
+                region = av_place_unit_new(ctx->regions, g_strdup(pci->address),
+                                           av_place_node_of(host, pci->numa_node), FALSE);
+                region->card = card;
+                g_ptr_array_add(card->regions, region);
+                g_hash_table_insert(region_of, pci->address, region);
+            }
+            if (!pooled)
+                continue;
+        }
+        fn = g_new0(AvPlaceFn, 1);
+        fn->pci = pci;
+        fn->pool = pooled;
+        fn->card = fn_card;
+        fn->region = region;
+        fn->node = av_place_node_of(host, pci->numa_node);
+        fn->viable = -1;
+        fn->index = ctx->fns->len;
+        fn->available = av_place_pool_available(pooled, domain_uuid);
+        g_ptr_array_add(ctx->fns, fn);
+        g_ptr_array_add(fn_card->fns, fn);
+        fn_card->n_available += fn->available;
+        if (region) {
+            g_ptr_array_add(region->fns, fn);
+            region->n_available += fn->available;
+        }
+        if (pci->iommu_group_members && pci->iommu_group_members->len > 1)
+            g_hash_table_insert(ctx->shared_groups, pci->address, fn);
+        av_place_add_to_profile(ctx, fn, &last_name, &last_list);
+    }
+    for (guint i = 0; i < host->usb->len; i++) {
+        const AvUsbDevice *usb = g_ptr_array_index(host->usb, i);
+        AvPoolDevice *pooled = g_hash_table_lookup(usb_pool, usb->bus_path);
+        AvPlaceFn *fn;
+
+        if (!pooled)
+            continue;
+        fn = g_new0(AvPlaceFn, 1);
+        fn->usb = usb;
+        fn->pool = pooled;
+        fn->node = av_place_node_of(host, usb->numa_node);
+        fn->index = ctx->fns->len;
+        fn->available = av_place_pool_available(pooled, domain_uuid);
+        fn->viable = 1;
+        g_ptr_array_add(ctx->fns, fn);
+        av_place_add_to_profile(ctx, fn, &last_name, &last_list);
+    }
+}
+
+/* --- picking ------------------------------------------------------------------------ */
+
+/* One request being placed. */
+typedef struct {
+    const AvRequest *req;
+    const AvProfile *profile;    /* borrowed from the policy */
+    AvGranularity granularity;   /* effective: function for mdev and usb */
+    gboolean tie;                /* bound to the domain's node (numa strict or preferred, not numa="any") */
+    GPtrArray *list;             /* AvPlaceFn* of the profile, borrowed from the context; may be NULL */
+    GPtrArray *picked;           /* AvPlaceFn* given to the domain by the current trial */
+    GPtrArray *mdev_parents;     /* const char*: the parent foreseen for each mdev of the current trial */
+    char *why;                   /* why a free device could not be used (the last one met), or NULL */
+} AvPlaceReq;
+
+static void
+av_place_req_clear(AvPlaceReq *r)
+{
+    g_clear_pointer(&r->picked, g_ptr_array_unref);
+    g_clear_pointer(&r->mdev_parents, g_ptr_array_unref);
+    g_clear_pointer(&r->why, g_free);
+}
+
+typedef struct {
+    AvAllocation allocation;
+    int prefer;                  /* node whose units come first, or -1 */
+} AvPlaceOrder;
+
+static guint
+av_place_unit_free_count(const AvPlaceUnit *unit)
+{
+    return unit->n_available - unit->n_taken;
+}
+
+/* The order in which cards (or regions) are used: the preferred node first;
+ * pack: partly used before untouched, then the fewest free (best fit);
+ * spread: the least used, then the most free; then address. */
+static int
+av_place_unit_cmp(const AvPlaceUnit *a, const AvPlaceUnit *b, const AvPlaceOrder *order)
+{
+    guint fa = av_place_unit_free_count(a), fb = av_place_unit_free_count(b);
+    guint ua = a->fns->len - fa, ub = b->fns->len - fb;
+
+    if (order->prefer >= 0 && (a->node == order->prefer) != (b->node == order->prefer))
+        return a->node == order->prefer ? -1 : 1;
+    if (order->allocation == AV_ALLOCATION_PACK) {
+        if ((ua > 0) != (ub > 0))
+            return ua > 0 ? -1 : 1;
+        if (fa != fb)
+            return fa < fb ? -1 : 1;
+    } else {
+        if (ua != ub)
+            return ua < ub ? -1 : 1;
+        if (fa != fb)
+            return fa > fb ? -1 : 1;
+    }
+    return a->index < b->index ? -1 : a->index > b->index;
+}
+
+static int
+av_place_unit_seq_cmp(gconstpointer a, gconstpointer b, gpointer order)
+{
+    return av_place_unit_cmp(a, b, order);
+}
+
+/* Functions of one card: by region (same order as cards; functions outside
+ * any region last), then address. */
+static int
+av_place_fn_cmp(const AvPlaceFn *a, const AvPlaceFn *b, const AvPlaceOrder *order)
+{
+    if (a->region != b->region) {
+        if (!a->region || !b->region)
+            return a->region ? -1 : 1;
+        return av_place_unit_cmp(a->region, b->region, order);
+    }
+    return a->index < b->index ? -1 : a->index > b->index;
+}
+
+/* TRUE when the IOMMU group of @fn can go to a guest; checked once. */
+static gboolean
+av_place_fn_viable(AvPlaceCtx *ctx, AvPlaceFn *fn)
+{
+    if (fn->viable < 0) {
+        g_autoptr(GPtrArray) members = NULL;
+        g_autoptr(GError) error = NULL;
+
+        fn->viable = av_vfio_group_check(ctx->host, ctx->policy, fn->pci, &members, &error) ? 1 : 0;
+        if (!fn->viable)
+            fn->viable_error = g_strdup(error->message);
+    }
+    return fn->viable == 1;
+}
+
+/* The other pooled devices of @fn's IOMMU group, which go with it. */
+static void
+av_place_fn_mates(AvPlaceCtx *ctx, const AvPlaceFn *fn, GPtrArray *ret_mates)
+{
+    if (!fn->pci || !fn->pci->iommu_group_members || fn->pci->iommu_group_members->len < 2)
+        return;
+    for (guint i = 0; i < fn->pci->iommu_group_members->len; i++) {
+        const char *address = g_ptr_array_index(fn->pci->iommu_group_members, i);
+        AvPlaceFn *mate;
+
+        if (strcmp(address, fn->pci->address) == 0)
+            continue;
+        mate = g_hash_table_lookup(ctx->shared_groups, address);
+        if (mate)
+            g_ptr_array_add(ret_mates, mate);
+    }
+}
+
+/* TRUE when @fn can be taken now: free for this domain, not taken, its group
+ * viable and the other pooled devices of its group free too.  Otherwise
+ * keeps the reason in @r->why when it is worth telling. */
+static gboolean
+av_place_fn_usable(AvPlaceCtx *ctx, AvPlaceReq *r, AvPlaceFn *fn)
+{
+    g_autoptr(GPtrArray) mates = g_ptr_array_new();
+
+    if (!fn->available || fn->taken)
+        return FALSE;
+    if (fn->pci && !av_place_fn_viable(ctx, fn)) {
+        g_free(r->why);
+        r->why = g_strdup(fn->viable_error);
+        return FALSE;
+    }
+    av_place_fn_mates(ctx, fn, mates);
+    for (guint i = 0; i < mates->len; i++) {
+        AvPlaceFn *mate = g_ptr_array_index(mates, i);
+
+        if (!mate->available || mate->taken) {
+            g_free(r->why);
+            r->why = g_strdup_printf("'%s' shares IOMMU group %d with '%s', which is %s",
+                                     fn->pci->address, fn->pci->iommu_group, mate->pci->address,
+                                     mate->taken ? "taken by another request of this domain"
+                                                 : av_device_state_to_string(mate->pool->state));
+            return FALSE;
+        }
+    }
+    return TRUE;
+}
+
+static void
+av_place_take_one(AvPlaceCtx *ctx, AvPlaceFn *fn)
+{
+    fn->taken = TRUE;
+    if (fn->card)
+        fn->card->n_taken++;
+    if (fn->region)
+        fn->region->n_taken++;
+    g_ptr_array_add(ctx->trial_taken, fn);
+}
+
+/* Takes @fn (usable) for @r, with the other pooled devices of its group. */
+static void
+av_place_take(AvPlaceCtx *ctx, AvPlaceReq *r, AvPlaceFn *fn)
+{
+    g_autoptr(GPtrArray) mates = g_ptr_array_new();
+
+    av_place_take_one(ctx, fn);
+    g_ptr_array_add(r->picked, fn);
+    av_place_fn_mates(ctx, fn, mates);
+    for (guint i = 0; i < mates->len; i++)
+        av_place_take_one(ctx, g_ptr_array_index(mates, i));
+}
+
+/* Undoes everything the current trial took. */
+static void
+av_place_trial_undo(AvPlaceCtx *ctx, AvPlaceReq *reqs, guint n_reqs)
+{
+    for (guint i = 0; i < ctx->trial_taken->len; i++) {
+        AvPlaceFn *fn = g_ptr_array_index(ctx->trial_taken, i);
+
+        fn->taken = FALSE;
+        if (fn->card)
+            fn->card->n_taken--;
+        if (fn->region)
+            fn->region->n_taken--;
+    }
+    g_ptr_array_set_size(ctx->trial_taken, 0);
+    g_array_set_size(ctx->trial_mdevs, 0);
+    for (guint i = 0; i < n_reqs; i++) {
+        g_ptr_array_set_size(reqs[i].picked, 0);
+        g_ptr_array_set_size(reqs[i].mdev_parents, 0);
+    }
+}
+
+static gboolean
+av_place_node_ok(int node_filter, int node)
+{
+    return node_filter < 0 || node == node_filter;
+}
+
+/* Function granularity, PCI: the best card first (see av_place_unit_cmp()),
+ * and in it the best region; pack takes from a card until it is full,
+ * spread takes one function and puts the card back in order. */
+static gboolean
+av_place_pick_functions(AvPlaceCtx *ctx, AvPlaceReq *r, int node_filter, int prefer)
+{
+    AvPlaceOrder order = { r->profile->allocation, prefer };
+    g_autoptr(GSequence) seq = g_sequence_new(NULL);
+    g_autoptr(GHashTable) seen = g_hash_table_new(NULL, NULL);
+    guint wanted = r->req->count;
+
+    for (guint i = 0; i < r->list->len; i++) {
+        AvPlaceFn *fn = g_ptr_array_index(r->list, i);
+
+        if (!fn->pci || !fn->available || fn->taken || !av_place_node_ok(node_filter, fn->node))
+            continue;
+        if (g_hash_table_add(seen, fn->card))
+            g_sequence_insert_sorted(seq, fn->card, av_place_unit_seq_cmp, &order);
+    }
+    while (r->picked->len < wanted) {
+        GSequenceIter *it = g_sequence_get_begin_iter(seq);
+        AvPlaceUnit *card;
+        AvPlaceFn *best = NULL;
+
+        if (g_sequence_iter_is_end(it))
+            return FALSE;
+        card = g_sequence_get(it);
+        for (guint i = 0; i < card->fns->len; i++) {
+            AvPlaceFn *fn = g_ptr_array_index(card->fns, i);
+
+            if (!fn->available || fn->taken || strcmp(fn->pool->profile, r->profile->name) != 0 ||
+                !av_place_node_ok(node_filter, fn->node))
+                continue;
+            if (best && av_place_fn_cmp(fn, best, &order) >= 0)
+                continue;
+            if (!av_place_fn_usable(ctx, r, fn))
+                continue;
+            best = fn;
+        }
+        if (!best) {
+            g_sequence_remove(it);
+            continue;
+        }
+        av_place_take(ctx, r, best);
+        g_sequence_sort_changed(it, av_place_unit_seq_cmp, &order);
+    }
+    return TRUE;
+}
+
+/* Whole units: the preferred node first, then by their card's order
+ * (av_place_unit_cmp()), then address. */
+static int
+av_place_whole_cmp(gconstpointer a, gconstpointer b, gpointer order)
+{
+    const AvPlaceUnit *x = *(AvPlaceUnit *const *)a, *y = *(AvPlaceUnit *const *)b;
+    const AvPlaceUnit *cx = x->card ? x->card : x, *cy = y->card ? y->card : y;
+    int c = cx == cy ? 0 : av_place_unit_cmp(cx, cy, order);
+
+    if (c != 0)
+        return c;
+    return x->index < y->index ? -1 : x->index > y->index;
+}
+
+/* Card or region granularity: whole units, every pooled device of them
+ * free; the preferred node first, then address. */
+static gboolean
+av_place_pick_units(AvPlaceCtx *ctx, AvPlaceReq *r, int node_filter, int prefer)
+{
+    g_autoptr(GPtrArray) units = g_ptr_array_new();
+    g_autoptr(GHashTable) seen = g_hash_table_new(NULL, NULL);
+    AvPlaceOrder order = { r->profile->allocation, prefer };
+    guint got = 0;
+
+    for (guint i = 0; i < r->list->len; i++) {
+        AvPlaceFn *fn = g_ptr_array_index(r->list, i);
+        AvPlaceUnit *unit;
+
+        if (!fn->pci)
+            continue;
+        unit = r->granularity == AV_GRANULARITY_REGION && fn->region ? fn->region : fn->card;
+        if (!g_hash_table_add(seen, unit))
+            continue;
+        if (unit->n_taken > 0 || unit->n_available < unit->fns->len || !av_place_node_ok(node_filter, unit->node))
+            continue;
+        g_ptr_array_add(units, unit);
+    }
+    /* The preferred node's units first; regions of partly used cards
+     * before those of untouched cards (pack), cards best fit first. */
+    g_ptr_array_sort_with_data(units, av_place_whole_cmp, &order);
+    for (guint i = 0; i < units->len && got < r->req->count; i++) {
+        AvPlaceUnit *unit = g_ptr_array_index(units, i);
+        gboolean ok = TRUE;
+
+        for (guint j = 0; j < unit->fns->len && ok; j++)
+            ok = av_place_fn_usable(ctx, r, g_ptr_array_index(unit->fns, j));
+        if (!ok)
+            continue;
+        for (guint j = 0; j < unit->fns->len; j++) {
+            AvPlaceFn *fn = g_ptr_array_index(unit->fns, j);
+
+            /* A group mate taken with an earlier function of the unit. */
+            if (fn->taken)
+                g_ptr_array_add(r->picked, fn);
+            else
+                av_place_take(ctx, r, fn);
+        }
+        got++;
+    }
+    return got == r->req->count;
+}
+
+/* USB devices: the preferred node first, then bus path. */
+static gboolean
+av_place_pick_usb(AvPlaceCtx *ctx, AvPlaceReq *r, int node_filter, int prefer)
+{
+    for (guint pass = 0; pass < 2; pass++) {
+        for (guint i = 0; i < r->list->len && r->picked->len < r->req->count; i++) {
+            AvPlaceFn *fn = g_ptr_array_index(r->list, i);
+
+            if (!fn->usb || !av_place_node_ok(node_filter, fn->node))
+                continue;
+            if (prefer >= 0 && (fn->node == prefer) != (pass == 0))
+                continue;
+            if (prefer < 0 && pass == 1)
+                continue;
+            if (av_place_fn_usable(ctx, r, fn))
+                av_place_take(ctx, r, fn);
+        }
+    }
+    return r->picked->len == r->req->count;
+}
+
+static const AvMdevType *
+av_place_mdev_type(const AvPciDevice *dev, const char *type)
+{
+    for (guint i = 0; dev->mdev_types && i < dev->mdev_types->len; i++) {
+        const AvMdevType *t = g_ptr_array_index(dev->mdev_types, i);
+
+        if (strcmp(t->id, type) == 0)
+            return t;
+    }
+    return NULL;
+}
+
+/* A parent as av_mdev_choose_parent() should see it during this trial: a
+ * shallow copy of the scanned device whose type shows the instances this
+ * placement already used, and whose mdevs include the ones foreseen. */
+static void
+av_place_view_parent_free(AvPciDevice *copy)
+{
+    g_ptr_array_unref(copy->mdev_types);
+    g_ptr_array_unref(copy->mdevs);
+    g_free(copy);
+}
+
+/* mdevs: the parent that av_mdev_choose_parent() (the hook's own choice at
+ * prepare, so the hint and the hook agree) picks on a view of the pooled,
+ * free parents, one instance at a time. */
+static gboolean
+av_place_pick_mdevs(AvPlaceCtx *ctx, AvPlaceReq *r, int node_filter, int prefer, GError **error)
+{
+    const char *type = r->profile->mdev_type;
+    g_autoptr(GPtrArray) parents = g_ptr_array_new_with_free_func((GDestroyNotify)av_place_view_parent_free);
+    AvMdev foreseen = { NULL, NULL, (char *)type };
+    AvHost view = *ctx->host;
+
+    if (!type) {
+        g_set_error(error, AV_ERROR, AV_ERROR_POLICY, "profile '%s' has attach 'mdev' but names no mdev_type; "
+                    "add one to the profile", r->profile->name);
+        return FALSE;
+    }
+    for (guint i = 0; i < r->list->len; i++) {
+        AvPlaceFn *fn = g_ptr_array_index(r->list, i);
+        const AvMdevType *t;
+        AvMdevType *tc;
+        AvPciDevice *copy;
+
+        if (!fn->pci || !fn->available || fn->taken || !(t = av_place_mdev_type(fn->pci, type)))
+            continue;
+        copy = g_memdup2(fn->pci, sizeof(*copy));
+        copy->numa_node = fn->node;
+        copy->mdev_types = g_ptr_array_new_with_free_func(g_free);
+        tc = g_memdup2(t, sizeof(*tc));
+        g_ptr_array_add(copy->mdev_types, tc);
+        copy->mdevs = g_ptr_array_new();
+        for (guint j = 0; fn->pci->mdevs && j < fn->pci->mdevs->len; j++)
+            g_ptr_array_add(copy->mdevs, g_ptr_array_index(fn->pci->mdevs, j));
+        for (guint j = 0; j < ctx->trial_mdevs->len; j++) {
+            AvPlaceMdevPick *pick = &g_array_index(ctx->trial_mdevs, AvPlaceMdevPick, j);
+
+            if (strcmp(pick->parent, copy->address) != 0)
+                continue;
+            if (strcmp(pick->type, type) == 0) {
+                tc->available = tc->available > 0 ? tc->available - 1 : 0;
+                g_ptr_array_add(copy->mdevs, &foreseen);
+            } else {
+                tc->available = 0;   /* one type per parent at a time */
+            }
+        }
+        g_ptr_array_add(parents, copy);
+    }
+    view.pci = parents;
+    for (guint n = 0; n < r->req->count; n++) {
+        g_autofree char *parent = NULL;
+        g_autoptr(GError) local = NULL;
+        AvPlaceMdevPick pick;
+
+        if (!av_mdev_choose_parent(&view, r->profile, node_filter >= 0 ? node_filter : prefer, &parent, &local)) {
+            if (node_filter >= 0 || prefer < 0 || !g_error_matches(local, AV_ERROR, AV_ERROR_BUSY)) {
+                g_propagate_error(error, g_steal_pointer(&local));
+                return FALSE;
+            }
+            g_clear_error(&local);
+            if (!av_mdev_choose_parent(&view, r->profile, -1, &parent, &local)) {
+                g_propagate_error(error, g_steal_pointer(&local));
+                return FALSE;
+            }
+        }
+        for (guint i = 0; i < parents->len; i++) {
+            AvPciDevice *copy = g_ptr_array_index(parents, i);
+            AvMdevType *tc = g_ptr_array_index(copy->mdev_types, 0);
+
+            if (strcmp(copy->address, parent) != 0)
+                continue;
+            tc->available--;
+            g_ptr_array_add(copy->mdevs, &foreseen);
+            pick.parent = copy->address;     /* the scan's string: the copy is shallow */
+            pick.type = type;
+            g_array_append_val(ctx->trial_mdevs, pick);
+            g_ptr_array_add(r->mdev_parents, (gpointer)copy->address);
+            break;
+        }
+    }
+    return TRUE;
+}
+
+/* Places @r in the current trial.  FALSE when it does not fit (with @error
+ * set only for a fault that no other node can cure, such as a profile
+ * without mdev type). */
+static gboolean
+av_place_pick(AvPlaceCtx *ctx, AvPlaceReq *r, int node_filter, int prefer, GError **error)
+{
+    if (!r->list)
+        return FALSE;
+    if (r->profile->attach == AV_ATTACH_MDEV) {
+        g_autoptr(GError) local = NULL;
+
+        if (av_place_pick_mdevs(ctx, r, node_filter, prefer, &local))
+            return TRUE;
+        if (g_error_matches(local, AV_ERROR, AV_ERROR_BUSY)) {
+            g_free(r->why);
+            r->why = g_strdup(local->message);
+            return FALSE;
+        }
+        g_propagate_error(error, g_steal_pointer(&local));
+        return FALSE;
+    }
+    if (r->profile->attach == AV_ATTACH_USB)
+        return av_place_pick_usb(ctx, r, node_filter, prefer);
+    if (r->granularity != AV_GRANULARITY_FUNCTION)
+        return av_place_pick_units(ctx, r, node_filter, prefer);
+    return av_place_pick_functions(ctx, r, node_filter, prefer);
+}
+
+/* --- the checks before placing ------------------------------------------------------------ */
+
+/* "unknown profile 'x'; the policy defines 'a', 'b' (and N more): ..." */
+static void
+av_place_error_unknown(const AvPolicy *policy, const char *name, GError **error)
+{
+    g_autoptr(GString) known = g_string_new(NULL);
+    guint n = policy->profiles->len;
+
+    if (n == 0) {
+        g_set_error(error, AV_ERROR, AV_ERROR_INVALID_INPUT,
+                    "unknown profile '%s': the policy defines no profile; add one to a file of the policy "
+                    "directory", name);
+        return;
+    }
+    for (guint i = 0; i < n && i < 5; i++)
+        g_string_append_printf(known, "%s'%s'", i ? ", " : "",
+                               ((const AvProfile *)g_ptr_array_index(policy->profiles, i))->name);
+    if (n > 5)
+        g_string_append_printf(known, " (and %u more)", n - 5);
+    g_set_error(error, AV_ERROR, AV_ERROR_INVALID_INPUT,
+                "unknown profile '%s': use one the policy defines, %s, or add it to a file of the policy "
+                "directory", name, known->str);
+}
+
+static const char *
+av_place_unit_word(const AvPlaceReq *r, gboolean plural)
+{
+    if (r->profile->attach == AV_ATTACH_MDEV)
+        return plural ? "mdev instances" : "mdev instance";
+    if (r->granularity == AV_GRANULARITY_CARD)
+        return plural ? "cards" : "card";
+    if (r->granularity == AV_GRANULARITY_REGION)
+        return plural ? "regions" : "region";
+    return plural ? "devices" : "device";
+}
+
+/* Counts what the host has of @r's profile (*ret_total) and what is free
+ * for this domain (*ret_free), in @r's units; tallies in @states (indexed
+ * by AvDeviceState) the states of the pooled devices that are not free.
+ * @node_filter >= 0 counts that node only. */
+static void
+av_place_count(AvPlaceCtx *ctx, AvPlaceReq *r, int node_filter, guint *ret_total, guint *ret_free,
+               guint states[AV_DEVICE_STATE_MISSING + 1])
+{
+    g_autoptr(GHashTable) seen = g_hash_table_new(NULL, NULL);
+    guint total = 0, free_ = 0;
+
+    for (guint i = 0; r->list && i < r->list->len; i++) {
+        AvPlaceFn *fn = g_ptr_array_index(r->list, i);
+
+        if (!av_place_node_ok(node_filter, fn->node))
+            continue;
+        if (r->profile->attach == AV_ATTACH_MDEV) {
+            const AvMdevType *t = fn->pci && r->profile->mdev_type
+                                  ? av_place_mdev_type(fn->pci, r->profile->mdev_type) : NULL;
+            guint running = 0;
+
+            if (!t)
+                continue;
+            for (guint j = 0; fn->pci->mdevs && j < fn->pci->mdevs->len; j++)
+                running += g_strcmp0(((AvMdev *)g_ptr_array_index(fn->pci->mdevs, j))->type_id, t->id) == 0;
+            total += t->available + running;
+            if (fn->available)
+                free_ += t->available;
+            else if (states)
+                states[fn->pool->state] += t->available;
+        } else if (r->granularity != AV_GRANULARITY_FUNCTION && fn->pci) {
+            AvPlaceUnit *unit = r->granularity == AV_GRANULARITY_REGION && fn->region ? fn->region : fn->card;
+
+            if (!g_hash_table_add(seen, unit))
+                continue;
+            total++;
+            if (unit->n_available == unit->fns->len) {
+                free_++;
+            } else if (states) {
+                for (guint j = 0; j < unit->fns->len; j++) {
+                    AvPlaceFn *f = g_ptr_array_index(unit->fns, j);
+
+                    if (!f->available)
+                        states[f->pool->state]++;
+                }
+            }
+        } else {
+            total++;
+            if (fn->available)
+                free_++;
+            else if (states)
+                states[fn->pool->state]++;
+        }
+    }
+    *ret_total = total;
+    *ret_free = free_;
+}
+
+/* Count too large, or not enough free: the whole host, before any node. */
+static gboolean
+av_place_check_counts(AvPlaceCtx *ctx, AvPlaceReq *reqs, guint n_reqs, GError **error)
+{
+    for (guint i = 0; i < n_reqs; i++) {
+        AvPlaceReq *r = &reqs[i];
+        guint states[AV_DEVICE_STATE_MISSING + 1] = { 0 };
+        guint total = 0, free_ = 0, wanted = 0;
+        gboolean first = TRUE;
+
+        /* Requests of one profile and granularity draw from one supply. */
+        for (guint j = 0; j < n_reqs; j++) {
+            if (reqs[j].profile != r->profile || reqs[j].granularity != r->granularity)
+                continue;
+            if (j < i)
+                first = FALSE;
+            wanted += reqs[j].req->count;
+        }
+        if (!first)
+            continue;
+        av_place_count(ctx, r, -1, &total, &free_, states);
+        if (total == 0) {
+            g_set_error(error, AV_ERROR, AV_ERROR_INVALID_INPUT,
+                        "count %u is more than the 0 %s of profile '%s' on this host: no device matches it; "
+                        "check its match rules against 'accelvirt list', or ask for another profile",
+                        wanted, av_place_unit_word(r, TRUE), r->profile->name);
+            return FALSE;
+        }
+        if (wanted > total) {
+            g_set_error(error, AV_ERROR, AV_ERROR_INVALID_INPUT,
+                        "count %u is more than the %u %s of profile '%s' on this host; ask for at most %u",
+                        wanted, total, av_place_unit_word(r, total != 1), r->profile->name, total);
+            return FALSE;
+        }
+        if (wanted > free_) {
+            g_autoptr(GString) held = g_string_new(NULL);
+
+            for (guint s = 0; s <= AV_DEVICE_STATE_MISSING; s++) {
+                if (states[s])
+                    g_string_append_printf(held, "%s%u %s", held->len ? ", " : "", states[s],
+                                           av_device_state_to_string(s));
+            }
+            g_set_error(error, AV_ERROR, AV_ERROR_BUSY,
+                        "not enough free %s of profile '%s': %u of %u free, %u wanted (devices not free: %s); "
+                        "wait until their domains release them and their scrub finishes ('accelvirt status' "
+                        "shows who holds them)",
+                        av_place_unit_word(r, TRUE), r->profile->name, free_, total, wanted,
+                        held->len ? held->str : "none");
+            return FALSE;
+        }
+    }
+    return TRUE;
+}
+
+/* --- trials ------------------------------------------------------------------------- */
+
+typedef enum {
+    AV_PLACE_TIE_FILTER,         /* tied requests only on the node */
+    AV_PLACE_TIE_STRICT_ONLY,    /* strict ones on the node, preferred ones there first */
+    AV_PLACE_TIE_PREFER,         /* every tied request there first */
+} AvPlaceTieMode;
+
+/* One trial with @node as the domain's node (-1: none).  Leaves the picks
+ * in the requests on success; undoes them on failure. */
+static gboolean
+av_place_trial(AvPlaceCtx *ctx, AvPlaceReq *reqs, guint n_reqs, int node, AvPlaceTieMode mode, GError **error)
+{
+    for (guint i = 0; i < n_reqs; i++) {
+        AvPlaceReq *r = &reqs[i];
+        int filter = -1, prefer = -1;
+
+        if (r->tie && node >= 0) {
+            if (mode == AV_PLACE_TIE_FILTER ||
+                (mode == AV_PLACE_TIE_STRICT_ONLY && r->profile->numa == AV_NUMA_STRICT))
+                filter = node;
+            else
+                prefer = node;
+        }
+        if (!av_place_pick(ctx, r, filter, prefer, error)) {
+            av_place_trial_undo(ctx, reqs, n_reqs);
+            return FALSE;
+        }
+    }
+    return TRUE;
+}
+
+static gboolean
+av_place_vcpus_fit(const AvPlaceOptions *options, const AvNumaNode *node)
+{
+    return !options || options->vcpus == 0 || options->vcpus <= node->cpus->len;
+}
+
+typedef struct {
+    const AvNumaNode *node;
+    guint free_;                 /* free devices of the tied profiles on it */
+} AvPlaceNodeRank;
+
+static int
+av_place_node_rank_cmp(gconstpointer a, gconstpointer b, gpointer allocation)
+{
+    const AvPlaceNodeRank *x = a, *y = b;
+
+    if (x->free_ != y->free_) {
+        if (GPOINTER_TO_INT(allocation) == AV_ALLOCATION_PACK)
+            return x->free_ < y->free_ ? -1 : 1;
+        return x->free_ > y->free_ ? -1 : 1;
+    }
+    return x->node->id < y->node->id ? -1 : x->node->id > y->node->id;
+}
+
+/* "no single NUMA node can hold ...: node 0 has 1 free of 'gpu', node 1 ..." */
+static void
+av_place_error_strict(AvPlaceCtx *ctx, AvPlaceReq *reqs, guint n_reqs, GError **error)
+{
+    g_autoptr(GString) wanted = g_string_new(NULL);
+    g_autoptr(GString) nodes = g_string_new(NULL);
+    const char *why = NULL;
+
+    for (guint i = 0; i < n_reqs; i++) {
+        if (!reqs[i].tie)
+            continue;
+        g_string_append_printf(wanted, "%s%u of '%s'", wanted->len ? ", " : "", reqs[i].req->count,
+                               reqs[i].profile->name);
+        if (reqs[i].why)
+            why = reqs[i].why;
+    }
+    for (guint n = 0; n < ctx->host->numa_nodes->len; n++) {
+        const AvNumaNode *node = g_ptr_array_index(ctx->host->numa_nodes, n);
+        g_autoptr(GString) counts = g_string_new(NULL);
+
+        for (guint i = 0; i < n_reqs; i++) {
+            guint total = 0, free_ = 0;
+
+            if (!reqs[i].tie)
+                continue;
+            av_place_count(ctx, &reqs[i], node->id, &total, &free_, NULL);
+            g_string_append_printf(counts, "%s%u", counts->len ? " and " : "", free_);
+        }
+        g_string_append_printf(nodes, "%snode %d has %s free", nodes->len ? ", " : "", node->id, counts->str);
+    }
+    g_set_error(error, AV_ERROR, AV_ERROR_BUSY,
+                "no single NUMA node can hold every device this domain needs there (%s; numa strict): %s%s%s; "
+                "free devices on one node, or set the profile's numa to 'preferred' or the request's numa "
+                "to 'any'", wanted->str, nodes->str, why ? "; " : "", why ? why : "");
+}
+
+static void
+av_place_error_vcpus(const AvPlaceOptions *options, const AvNumaNode *node, GError **error)
+{
+    g_set_error(error, AV_ERROR, AV_ERROR_INVALID_INPUT,
+                "%u vCPUs do not fit node %d's %u CPUs; give the domain at most %u vCPUs",
+                options->vcpus, node->id, node->cpus->len, node->cpus->len);
+}
+
+/* Why a trial with no node to choose failed: the first reason met. */
+static void
+av_place_error_trial(AvPlaceReq *reqs, guint n_reqs, GError **error)
+{
+    for (guint i = 0; i < n_reqs; i++) {
+        if (reqs[i].why) {
+            g_set_error(error, AV_ERROR, AV_ERROR_BUSY,
+                        "cannot place %u %s of profile '%s': %s", reqs[i].req->count,
+                        av_place_unit_word(&reqs[i], reqs[i].req->count != 1), reqs[i].profile->name,
+                        reqs[i].why);
+            return;
+        }
+    }
+    g_set_error(error, AV_ERROR, AV_ERROR_BUSY,
+                "not enough free devices to place every request of this domain together; free some "
+                "('accelvirt status' shows who holds them)");
+}
+
+/* Chooses the domain's node and places every request (see av-place.h).
+ * Sets *ret_node (-1 when no request ties the domain to a node). */
+static gboolean
+av_place_choose(AvPlaceCtx *ctx, AvPlaceReq *reqs, guint n_reqs, int *ret_node, GError **error)
+{
+    const AvPlaceOptions *options = ctx->options;
+    GPtrArray *numa = ctx->host->numa_nodes;
+    g_autoptr(GArray) ranks = NULL;
+    gboolean any_tie = FALSE, any_strict = FALSE;
+    AvAllocation allocation = AV_ALLOCATION_PACK;
+    const AvNumaNode *vcpu_short = NULL;
+    g_autoptr(GError) hard = NULL;
+
+    for (guint i = 0; i < n_reqs; i++) {
+        if (!reqs[i].tie)
+            continue;
+        if (!any_tie)
+            allocation = reqs[i].profile->allocation;
+        any_tie = TRUE;
+        any_strict |= reqs[i].profile->numa == AV_NUMA_STRICT;
+    }
+    if (!any_tie || !numa || numa->len == 0) {
+        *ret_node = -1;
+        if (av_place_trial(ctx, reqs, n_reqs, -1, AV_PLACE_TIE_PREFER, &hard))
+            return TRUE;
+        if (hard)
+            g_propagate_error(error, g_steal_pointer(&hard));
+        else
+            av_place_error_trial(reqs, n_reqs, error);
+        return FALSE;
+    }
+
+    /* The nodes in the allocation's order of their free tied devices. */
+    ranks = g_array_sized_new(FALSE, TRUE, sizeof(AvPlaceNodeRank), numa->len);
+    for (guint n = 0; n < numa->len; n++) {
+        AvPlaceNodeRank rank = { g_ptr_array_index(numa, n), 0 };
+
+        for (guint i = 0; i < n_reqs; i++) {
+            guint total = 0, free_ = 0;
+
+            if (!reqs[i].tie)
+                continue;
+            av_place_count(ctx, &reqs[i], rank.node->id, &total, &free_, NULL);
+            rank.free_ += free_;
+        }
+        g_array_append_val(ranks, rank);
+    }
+    g_array_sort_with_data(ranks, av_place_node_rank_cmp, GINT_TO_POINTER(allocation));
+
+    /* Everything tied on one node; then the strict ones on one node with
+     * the preferred ones there when they fit. */
+    for (guint pass = 0; pass < (any_strict ? 2 : 1); pass++) {
+        AvPlaceTieMode mode = pass == 0 ? AV_PLACE_TIE_FILTER : AV_PLACE_TIE_STRICT_ONLY;
+
+        for (guint n = 0; n < ranks->len; n++) {
+            const AvNumaNode *node = g_array_index(ranks, AvPlaceNodeRank, n).node;
+
+            if (!av_place_trial(ctx, reqs, n_reqs, node->id, mode, &hard)) {
+                if (hard) {
+                    g_propagate_error(error, g_steal_pointer(&hard));
+                    return FALSE;
+                }
+                continue;
+            }
+            if (av_place_vcpus_fit(options, node)) {
+                *ret_node = node->id;
+                return TRUE;
+            }
+            if (!vcpu_short || node->cpus->len > vcpu_short->cpus->len)
+                vcpu_short = node;
+            av_place_trial_undo(ctx, reqs, n_reqs);
+        }
+    }
+    if (any_strict) {
+        if (vcpu_short)
+            av_place_error_vcpus(options, vcpu_short, error);
+        else
+            av_place_error_strict(ctx, reqs, n_reqs, error);
+        return FALSE;
+    }
+
+    /* Preferred only: the node (with room for the vCPUs) that gets the most
+     * of the tied devices; the rest elsewhere, with a warning. */
+    {
+        int best = -1;
+        guint best_on = 0;
+        const AvNumaNode *largest = NULL;
+
+        for (guint n = 0; n < ranks->len; n++) {
+            const AvNumaNode *node = g_array_index(ranks, AvPlaceNodeRank, n).node;
+            guint on = 0;
+
+            if (!largest || node->cpus->len > largest->cpus->len)
+                largest = node;
+            if (!av_place_vcpus_fit(options, node))
+                continue;
+            if (!av_place_trial(ctx, reqs, n_reqs, node->id, AV_PLACE_TIE_PREFER, &hard)) {
+                if (hard) {
+                    g_propagate_error(error, g_steal_pointer(&hard));
+                    return FALSE;
+                }
+                continue;
+            }
+            for (guint i = 0; i < n_reqs; i++) {
+                for (guint j = 0; reqs[i].tie && j < reqs[i].picked->len; j++)
+                    on += ((AvPlaceFn *)g_ptr_array_index(reqs[i].picked, j))->node == node->id;
+                for (guint j = 0; reqs[i].tie && j < reqs[i].mdev_parents->len; j++) {
+                    const AvPciDevice *p = av_host_find_pci(ctx->host, g_ptr_array_index(reqs[i].mdev_parents, j));
+
+                    on += p && av_place_node_of(ctx->host, p->numa_node) == node->id;
+                }
+            }
+            av_place_trial_undo(ctx, reqs, n_reqs);
+            if (best < 0 || on > best_on) {
+                best = node->id;
+                best_on = on;
+            }
+        }
+        if (best < 0) {
+            if (largest && !av_place_vcpus_fit(options, largest))
+                av_place_error_vcpus(options, largest, error);
+            else
+                av_place_error_trial(reqs, n_reqs, error);
+            return FALSE;
+        }
+        if (!av_place_trial(ctx, reqs, n_reqs, best, AV_PLACE_TIE_PREFER, &hard)) {
+            /* Cannot happen: the same trial succeeded above. */
+            if (hard)
+                g_propagate_error(error, g_steal_pointer(&hard));
+            else
+                av_place_error_trial(reqs, n_reqs, error);
+            return FALSE;
+        }
+        *ret_node = best;
+        return TRUE;
+    }
+}
+
+/* --- the placement ------------------------------------------------------------------------ */
+
+/* TRUE when the pooled device @fn is still the device the scan shows at its
+ * address (the pool was reconciled with this scan): a BDF that moved since
+ * (seed 003) must not hand the domain another card. */
+static gboolean
+av_place_fn_check_identity(const AvPlaceCtx *ctx, const AvPlaceFn *fn, GError **error)
+{
+    g_autofree char *identity = NULL;
+    g_autofree char *fallback = NULL;
+
+    if (fn->pci) {
+        identity = av_pool_identity_pci(ctx->host, fn->pci);
+        if (strcmp(identity, fn->pool->identity) == 0)
+            return TRUE;
+        fallback = av_pool_identity_pci_fallback(ctx->host, fn->pci);
+    } else {
+        identity = av_pool_identity_usb(fn->usb);
+        if (strcmp(identity, fn->pool->identity) == 0)
+            return TRUE;
+        fallback = av_pool_identity_usb_fallback(fn->usb);
+    }
+    if (strcmp(fallback, fn->pool->identity) == 0)
+        return TRUE;
+    g_set_error(error, AV_ERROR, AV_ERROR_BUSY,
+                "the pool is out of date: '%s' is now %s, not the pooled device %s; run 'accelvirt list' "
+                "to reconcile the pool with the host, then place again", fn->pool->address, identity,
+                fn->pool->identity);
+    return FALSE;
+}
+
+static int
+av_place_fn_index_cmp(gconstpointer a, gconstpointer b)
+{
+    const AvPlaceFn *x = *(AvPlaceFn *const *)a, *y = *(AvPlaceFn *const *)b;
+
+    return x->index < y->index ? -1 : x->index > y->index;
+}
+
+static int
+av_place_address_cmp(gconstpointer a, gconstpointer b)
+{
+    return av_pci_address_compare(*(const char *const *)a, *(const char *const *)b);
+}
+
+static AvPlacedItem *
+av_place_item_from_fn(const AvPlaceCtx *ctx, const AvPlaceFn *fn)
+{
+    AvPlacedItem *item = g_new0(AvPlacedItem, 1);
+    const AvProfile *profile = av_policy_find(ctx->policy, fn->pool->profile);
+
+    item->profile = g_strdup(fn->pool->profile);
+    item->identity = g_strdup(fn->pool->identity);
+    item->numa_node = fn->node;
+    if (fn->usb) {
+        item->attach = AV_ATTACH_USB;
+        item->usb_bus_path = g_strdup(fn->usb->bus_path);
+        item->usb_vendor = fn->usb->vendor_id;
+        item->usb_product = fn->usb->product_id;
+    } else {
+        /* A device of another profile in a whole card: as its profile says,
+         * or plain passthrough when that profile is gone. */
+        item->attach = profile && profile->attach == AV_ATTACH_SRIOV_VF ? AV_ATTACH_SRIOV_VF : AV_ATTACH_VFIO_PCI;
+        item->pci_address = g_strdup(fn->pci->address);
+    }
+    return item;
+}
+
+static char *
+av_place_random_uuid(gpointer data)
+{
+    return g_uuid_string_random();
+}
+
+/* Warnings for the tied requests placed off @node. */
+static void
+av_place_warn(AvPlaceCtx *ctx, AvPlaceReq *r, GPtrArray *items, guint first, int node, GPtrArray *warnings)
+{
+    guint off = 0, n = items->len - first;
+    int where = -1;
+
+    if (!r->tie || node < 0)
+        return;
+    for (guint i = first; i < items->len; i++) {
+        AvPlacedItem *item = g_ptr_array_index(items, i);
+
+        if (item->numa_node != node) {
+            off++;
+            if (where < 0 || item->numa_node < where)
+                where = item->numa_node;
+        }
+    }
+    if (off == 0)
+        return;
+    g_ptr_array_add(warnings,
+                    g_strdup_printf("profile '%s' has numa preferred but %u of its %u %s %s on NUMA node %d, "
+                                    "not on the domain's node %d, which has no more free: expect slower "
+                                    "device access until devices are freed there and the domain is placed "
+                                    "again", r->profile->name, off, n, n == 1 ? "device" : "devices",
+                                    off == 1 ? "is" : "are", where, node));
+}
+
+AvPlacement *
+av_place(const AvHost *host, const AvPolicy *policy, const AvPool *pool, GPtrArray *requests,
+         const AvPlaceOptions *options, GError **error)
+{
+    static const AvPlaceOptions no_options = { 0 };
+    g_autoptr(AvPlacement) placement = NULL;
+    g_autofree AvPlaceReq *reqs = NULL;
+    AvPlaceCtx ctx;
+    guint n_reqs;
+    int node = -1;
+    gboolean ok = FALSE;
+
+    g_return_val_if_fail(host && policy && pool && requests, NULL);
+    if (!options)
+        options = &no_options;
+    n_reqs = requests->len;
+    reqs = g_new0(AvPlaceReq, n_reqs ? n_reqs : 1);
+    for (guint i = 0; i < n_reqs; i++) {
+        const AvRequest *req = g_ptr_array_index(requests, i);
+        const AvProfile *profile = req->profile ? av_policy_find(policy, req->profile) : NULL;
+
+        if (!profile) {
+            av_place_error_unknown(policy, req->profile ? req->profile : "", error);
+            return NULL;
+        }
+        if (req->count == 0) {
+            g_set_error(error, AV_ERROR, AV_ERROR_INVALID_INPUT,
+                        "count 0 of profile '%s' asks for nothing; give a count of at least 1", profile->name);
+            return NULL;
+        }
+        reqs[i].req = req;
+        reqs[i].profile = profile;
+        reqs[i].granularity = req->granularity_set ? req->granularity : profile->granularity;
+        if (profile->attach == AV_ATTACH_MDEV || profile->attach == AV_ATTACH_USB)
+            reqs[i].granularity = AV_GRANULARITY_FUNCTION;
+        reqs[i].tie = profile->numa != AV_NUMA_NONE && !req->numa_any;
+        reqs[i].picked = g_ptr_array_new();
+        reqs[i].mdev_parents = g_ptr_array_new();
+    }
+
+    av_place_ctx_init(&ctx, host, policy, pool, options);
+    for (guint i = 0; i < n_reqs; i++)
+        reqs[i].list = g_hash_table_lookup(ctx.by_profile, reqs[i].profile->name);
+
+    if (!av_place_check_counts(&ctx, reqs, n_reqs, error) ||
+        !av_place_choose(&ctx, reqs, n_reqs, &node, error))
+        goto out;
+
+    placement = g_new0(AvPlacement, 1);
+    placement->numa_node = node;
+    placement->cpus = g_array_new(FALSE, FALSE, sizeof(guint));
+    placement->items = g_ptr_array_new_with_free_func((GDestroyNotify)av_placed_item_free);
+    placement->warnings = g_ptr_array_new_with_free_func(g_free);
+    for (guint n = 0; node >= 0 && n < host->numa_nodes->len; n++) {
+        const AvNumaNode *numa = g_ptr_array_index(host->numa_nodes, n);
+
+        if (numa->id == node && numa->cpus)
+            g_array_append_vals(placement->cpus, numa->cpus->data, numa->cpus->len);
+    }
+    for (guint i = 0; i < n_reqs; i++) {
+        AvPlaceReq *r = &reqs[i];
+        guint first = placement->items->len;
+
+        g_ptr_array_sort(r->picked, av_place_fn_index_cmp);
+        for (guint j = 0; j < r->picked->len; j++) {
+            AvPlaceFn *fn = g_ptr_array_index(r->picked, j);
+
+            if (!av_place_fn_check_identity(&ctx, fn, error))
+                goto out;
+            g_ptr_array_add(placement->items, av_place_item_from_fn(&ctx, fn));
+        }
+        g_ptr_array_sort(r->mdev_parents, av_place_address_cmp);
+        for (guint j = 0; j < r->mdev_parents->len; j++) {
+            const char *parent = g_ptr_array_index(r->mdev_parents, j);
+            const AvPciDevice *pci = av_host_find_pci(host, parent);
+            AvPlacedItem *item = g_new0(AvPlacedItem, 1);
+
+            item->profile = g_strdup(r->profile->name);
+            item->attach = AV_ATTACH_MDEV;
+            item->pci_address = g_strdup(parent);
+            item->mdev_type = g_strdup(r->profile->mdev_type);
+            item->mdev_uuid = options->new_uuid ? options->new_uuid(options->new_uuid_data)
+                                                : av_place_random_uuid(NULL);
+            item->numa_node = pci ? av_place_node_of(host, pci->numa_node) : -1;
+            g_ptr_array_add(placement->items, item);
+        }
+        av_place_warn(&ctx, r, placement->items, first, node, placement->warnings);
+    }
+    ok = TRUE;
+
+out:
+    for (guint i = 0; i < n_reqs; i++)
+        av_place_req_clear(&reqs[i]);
+    av_place_ctx_clear(&ctx);
+    return ok ? g_steal_pointer(&placement) : NULL;
+}
+
+/* --- fragmentation ------------------------------------------------------------------------ */
+
+static const char *
+av_place_owner_name(const AvOwner *owner)
+{
+    if (!owner)
+        return NULL;
+    if (owner->domain_uuid)
+        return owner->domain_uuid;
+    if (owner->domain_name)
+        return owner->domain_name;
+    return owner->nova_instance;
+}
+
+/* A device a move could take away from its card: held by a domain. */
+static gboolean
+av_place_fn_movable(const AvPlaceFn *fn)
+{
+    return (fn->pool->state == AV_DEVICE_STATE_CLAIMED || fn->pool->state == AV_DEVICE_STATE_IN_USE) &&
+           av_place_owner_name(fn->pool->owner) != NULL;
+}
+
+/* The free functions of @profile left on @card for moves (not yet a target). */
+static guint
+av_place_card_targets(const AvPlaceUnit *card, const char *profile, GHashTable *targeted)
+{
+    guint n = 0;
+
+    for (guint i = 0; i < card->fns->len; i++) {
+        const AvPlaceFn *fn = g_ptr_array_index(card->fns, i);
+
+        n += fn->available && strcmp(fn->pool->profile, profile) == 0 && !g_hash_table_contains(targeted, fn);
+    }
+    return n;
+}
+
+static void
+av_place_defrag_profile(AvPlaceCtx *ctx, const AvProfile *profile, json_t *profiles, json_t *moves)
+{
+    GPtrArray *list = g_hash_table_lookup(ctx->by_profile, profile->name);
+    g_autoptr(GPtrArray) cards = g_ptr_array_new();
+    g_autoptr(GPtrArray) partly = g_ptr_array_new();
+    g_autoptr(GHashTable) seen = g_hash_table_new(NULL, NULL);
+    g_autoptr(GHashTable) targeted = g_hash_table_new(NULL, NULL);
+    g_autoptr(GHashTable) freed = g_hash_table_new(NULL, NULL);
+    guint n_free_cards = 0, free_fns = 0, free_on_partly = 0;
+    json_t *entry;
+
+    for (guint i = 0; list && i < list->len; i++) {
+        AvPlaceFn *fn = g_ptr_array_index(list, i);
+
+        if (fn->card && g_hash_table_add(seen, fn->card))
+            g_ptr_array_add(cards, fn->card);
+    }
+    if (cards->len == 0)
+        return;
+    for (guint i = 0; i < cards->len; i++) {
+        AvPlaceUnit *card = g_ptr_array_index(cards, i);
+
+        free_fns += card->n_available;
+        if (card->n_available == card->fns->len) {
+            n_free_cards++;
+        } else if (card->n_available > 0) {
+            g_ptr_array_add(partly, card);
+            free_on_partly += card->n_available;
+        }
+    }
+    entry = json_object();
+    json_object_set_new(entry, "profile", json_string(profile->name));
+    json_object_set_new(entry, "granularity", json_string(av_granularity_to_string(profile->granularity)));
+    json_object_set_new(entry, "cards", json_integer(cards->len));
+    json_object_set_new(entry, "cards_free", json_integer(n_free_cards));
+    json_object_set_new(entry, "cards_partly_used", json_integer(partly->len));
+    /* The share of the free functions that sit on partly used cards: 0 when
+     * every free function is on a wholly free card. */
+    json_object_set_new(entry, "fragmentation", json_real(free_fns ? (double)free_on_partly / free_fns : 0.0));
+    json_array_append_new(profiles, entry);
+
+    /* Moves: empty the partly used cards that hold the fewest movable
+     * functions first, onto the other partly used cards, fullest first. */
+    {
+        g_autoptr(GPtrArray) order = g_ptr_array_copy(partly, NULL, NULL);
+
+        for (guint i = 0; i < order->len; i++) {
+            AvPlaceUnit *card = g_ptr_array_index(order, i);
+            guint held = card->fns->len - card->n_available;
+
+            card->n_taken = held;   /* reused as the sort key below; reset after */
+        }
+        /* Insertion sort by (held, index): partly used cards are few. */
+        for (guint i = 1; i < order->len; i++) {
+            for (guint j = i; j > 0; j--) {
+                AvPlaceUnit *a = g_ptr_array_index(order, j - 1), *b = g_ptr_array_index(order, j);
+
+                if (a->n_taken < b->n_taken || (a->n_taken == b->n_taken && a->index < b->index))
+                    break;
+                order->pdata[j - 1] = b;
+                order->pdata[j] = a;
+            }
+        }
+        for (guint i = 0; i < order->len; i++)
+            ((AvPlaceUnit *)g_ptr_array_index(order, i))->n_taken = 0;
+
+        for (guint i = 0; i < order->len; i++) {
+            AvPlaceUnit *card = g_ptr_array_index(order, i);
+            g_autoptr(GPtrArray) held = g_ptr_array_new();
+            g_autoptr(GPtrArray) targets = g_ptr_array_new();
+            g_autoptr(GPtrArray) dests = g_ptr_array_new();
+            gboolean ok = TRUE;
+
+            for (guint j = 0; j < card->fns->len && ok; j++) {
+                AvPlaceFn *fn = g_ptr_array_index(card->fns, j);
+
+                if (fn->available)
+                    continue;
+                /* Only functions of this profile held by a domain can move. */
+                ok = av_place_fn_movable(fn) && strcmp(fn->pool->profile, profile->name) == 0;
+                g_ptr_array_add(held, fn);
+            }
+            if (!ok || held->len == 0)
+                continue;
+            /* Destinations: other partly used cards not freed by a move, the
+             * fewest free targets first (pack), then address. */
+            for (guint j = 0; j < partly->len; j++) {
+                AvPlaceUnit *other = g_ptr_array_index(partly, j);
+
+                if (other != card && !g_hash_table_contains(freed, other) &&
+                    av_place_card_targets(other, profile->name, targeted) > 0)
+                    g_ptr_array_add(dests, other);
+            }
+            for (guint j = 1; j < dests->len; j++) {
+                for (guint k = j; k > 0; k--) {
+                    AvPlaceUnit *a = g_ptr_array_index(dests, k - 1), *b = g_ptr_array_index(dests, k);
+                    guint ta = av_place_card_targets(a, profile->name, targeted);
+                    guint tb = av_place_card_targets(b, profile->name, targeted);
+
+                    if (ta < tb || (ta == tb && a->index < b->index))
+                        break;
+                    dests->pdata[k - 1] = b;
+                    dests->pdata[k] = a;
+                }
+            }
+            for (guint d = 0; d < dests->len && targets->len < held->len; d++) {
+                AvPlaceUnit *other = g_ptr_array_index(dests, d);
+
+                for (guint j = 0; j < other->fns->len && targets->len < held->len; j++) {
+                    AvPlaceFn *fn = g_ptr_array_index(other->fns, j);
+
+                    if (fn->available && strcmp(fn->pool->profile, profile->name) == 0 &&
+                        !g_hash_table_contains(targeted, fn) && !g_ptr_array_find(targets, fn, NULL))
+                        g_ptr_array_add(targets, fn);
+                }
+            }
+            if (targets->len < held->len)
+                continue;
+            g_hash_table_add(freed, card);
+            for (guint j = 0; j < held->len; j++) {
+                AvPlaceFn *from = g_ptr_array_index(held, j);
+                AvPlaceFn *to = g_ptr_array_index(targets, j);
+                json_t *move = json_object();
+
+                g_hash_table_add(targeted, to);
+                json_object_set_new(move, "domain", json_string(av_place_owner_name(from->pool->owner)));
+                json_object_set_new(move, "device", json_string(from->pool->identity));
+                json_object_set_new(move, "from", json_string(from->pci->address));
+                json_object_set_new(move, "to", json_string(to->pci->address));
+                json_object_set_new(move, "frees_card", json_string(card->address));
+                json_array_append_new(moves, move);
+            }
+        }
+    }
+}
+
+json_t *
+av_place_defrag_report(const AvHost *host, const AvPolicy *policy, const AvPool *pool)
+{
+    json_t *report = json_object();
+    json_t *profiles = json_array();
+    json_t *moves = json_array();
+    AvPlaceCtx ctx;
+
+    g_return_val_if_fail(host && policy && pool, NULL);
+    av_place_ctx_init(&ctx, host, policy, pool, NULL);
+    for (guint i = 0; i < policy->profiles->len; i++) {
+        const AvProfile *profile = g_ptr_array_index(policy->profiles, i);
+
+        if (profile->attach == AV_ATTACH_VFIO_PCI || profile->attach == AV_ATTACH_SRIOV_VF)
+            av_place_defrag_profile(&ctx, profile, profiles, moves);
+    }
+    av_place_ctx_clear(&ctx);
+    json_object_set_new(report, "profiles", profiles);
+    json_object_set_new(report, "moves", moves);
+    return report;
+}

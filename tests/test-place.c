@@ -1,0 +1,576 @@
+/* accelvirt tests: placement (src/pool/av-place.c) on the fake hosts of
+ * tests/data/mkhosts.py, with pools built by av_pool_reconcile() in a
+ * temporary state dir and partly held through av_pool_transition(). */
+#include "config.h"
+
+#include <string.h>
+
+#include "av-test.h"
+#include "pool/av-place.h"
+#include "util/av-error.h"
+
+/* --- fixture ------------------------------------------------------------------- */
+
+typedef struct {
+    char *tmp;
+    AvHost *host;
+    AvPolicy *policy;
+    AvPool *pool;
+    guint uuids;
+} Fix;
+
+static void
+fix_open(Fix *f, const char *host_name, const char *policy_text)
+{
+    g_autofree char *path = av_test_host_path(host_name);
+    g_autofree char *state = NULL;
+    g_autoptr(AvRoot) root = NULL;
+    g_autoptr(GError) err = NULL;
+
+    memset(f, 0, sizeof(*f));
+    f->tmp = av_test_tmpdir();
+    state = g_build_filename(f->tmp, "state", NULL);
+    root = av_root_new(path, &err);
+    g_assert_no_error(err);
+    f->host = av_host_scan(root, &err);
+    g_assert_no_error(err);
+    f->policy = av_policy_new();
+    av_policy_add_data(f->policy, "test.json", policy_text, strlen(policy_text), &err);
+    g_assert_no_error(err);
+    f->pool = av_pool_open(state, AV_POOL_WRITE, 0, &err);
+    g_assert_no_error(err);
+    av_pool_reconcile(f->pool, f->host, f->policy, NULL, &err);
+    g_assert_no_error(err);
+}
+
+static void
+fix_close(Fix *f)
+{
+    av_pool_free(f->pool);
+    av_policy_free(f->policy);
+    av_host_free(f->host);
+    av_test_tmpdir_remove(f->tmp);
+    g_free(f->tmp);
+}
+
+/* Moves the pooled device at @address to @state for the domain @owner. */
+static void
+fix_hold(Fix *f, const char *address, AvDeviceState state, const char *owner)
+{
+    AvPoolDevice *dev = av_pool_find_address(f->pool, AV_DEVICE_KIND_PCI, address);
+    g_autoptr(AvOwner) o = av_owner_new(owner, NULL);
+    g_autoptr(GError) err = NULL;
+    static const AvDeviceState path[] = {
+        AV_DEVICE_STATE_CLAIMED, AV_DEVICE_STATE_IN_USE, AV_DEVICE_STATE_DIRTY,
+    };
+
+    if (!dev)
+        g_error("'%s' is not in the pool", address);
+    for (guint i = 0; i < G_N_ELEMENTS(path) && dev->state != state; i++) {
+        av_pool_transition(f->pool, dev, path[i], o, NULL, &err);
+        g_assert_no_error(err);
+    }
+    g_assert_cmpint(dev->state, ==, state);
+}
+
+static char *
+fix_uuid(gpointer data)
+{
+    Fix *f = data;
+
+    return g_strdup_printf("00000000-0000-4000-8000-%012x", ++f->uuids);
+}
+
+/* Places "profile:count[:card|region][:any]" requests, given as a
+ * space-separated list. */
+static AvPlacement *
+fix_place_full(Fix *f, const char *spec, guint vcpus, const char *domain, GError **error)
+{
+    g_autoptr(GPtrArray) requests = g_ptr_array_new_with_free_func((GDestroyNotify)av_request_free);
+    g_auto(GStrv) words = g_strsplit(spec, " ", -1);
+    AvPlaceOptions options = { domain, vcpus, fix_uuid, f };
+
+    for (guint i = 0; words[i]; i++) {
+        g_auto(GStrv) parts = g_strsplit(words[i], ":", -1);
+        AvRequest *r = av_request_new(parts[0], parts[1] ? (guint)atoi(parts[1]) : 1);
+
+        for (guint j = 2; parts[1] && parts[j]; j++) {
+            if (g_str_equal(parts[j], "card") || g_str_equal(parts[j], "region")) {
+                r->granularity_set = TRUE;
+                r->granularity = g_str_equal(parts[j], "card") ? AV_GRANULARITY_CARD : AV_GRANULARITY_REGION;
+            } else if (g_str_equal(parts[j], "any")) {
+                r->numa_any = TRUE;
+            }
+        }
+        g_ptr_array_add(requests, r);
+    }
+    return av_place(f->host, f->policy, f->pool, requests, &options, error);
+}
+
+static AvPlacement *
+fix_place(Fix *f, const char *spec, guint vcpus)
+{
+    g_autoptr(GError) err = NULL;
+    AvPlacement *p = fix_place_full(f, spec, vcpus, NULL, &err);
+
+    g_assert_no_error(err);
+    g_assert_nonnull(p);
+    return p;
+}
+
+/* The placed addresses (or bus paths, or "mdev@PARENT"), space-separated. */
+static char *
+placed(const AvPlacement *p)
+{
+    GString *s = g_string_new(NULL);
+
+    for (guint i = 0; i < p->items->len; i++) {
+        const AvPlacedItem *item = g_ptr_array_index(p->items, i);
+
+        if (s->len)
+            g_string_append_c(s, ' ');
+        if (item->attach == AV_ATTACH_MDEV)
+            g_string_append_printf(s, "mdev@%s", item->pci_address);
+        else if (item->attach == AV_ATTACH_USB)
+            g_string_append(s, item->usb_bus_path);
+        else
+            g_string_append(s, item->pci_address);
+    }
+    return g_string_free(s, FALSE);
+}
+
+static void
+assert_placed(Fix *f, const char *spec, guint vcpus, int node, const char *want)
+{
+    g_autoptr(AvPlacement) p = fix_place(f, spec, vcpus);
+    g_autofree char *got = placed(p);
+
+    g_assert_cmpstr(got, ==, want);
+    g_assert_cmpint(p->numa_node, ==, node);
+}
+
+static void
+assert_error(Fix *f, const char *spec, guint vcpus, gint code, const char *want)
+{
+    g_autoptr(GError) err = NULL;
+    g_autoptr(AvPlacement) p = fix_place_full(f, spec, vcpus, NULL, &err);
+
+    g_assert_null(p);
+    g_assert_error(err, AV_ERROR, code);
+    if (!strstr(err->message, want))
+        g_error("error '%s' does not say '%s'", err->message, want);
+    /* One sentence: one line, no trailing period (GLib style). */
+    g_assert_null(strchr(err->message, '\n'));
+    g_assert_false(g_str_has_suffix(err->message, "."));
+}
+
+/* --- two sockets, eight GPUs ------------------------------------------------------------ */
+
+/* A100s: 17, 31, 4b, 65 on node 0; ca, e3 on node 1 (32 CPUs each). */
+#define GPU_POLICY(numa, alloc)                                                                  \
+    "{\"profiles\": [\n"                                                                         \
+    " {\"name\": \"gpu\", \"match\": {\"vendor\": \"0x10de\", \"device\": [\"0x20f1\"]},"         \
+    "  \"numa\": \"" numa "\", \"allocation\": \"" alloc "\"},\n"                                \
+    " {\"name\": \"stick\", \"match\": {\"vendor\": \"0x03e7\"}, \"attach\": \"usb\", \"numa\": \"none\"}\n" \
+    "]}\n"
+
+static void
+test_gpu_strict(void)
+{
+    Fix f;
+
+    fix_open(&f, "two-socket-8gpu", GPU_POLICY("strict", "pack"));
+    /* Pack: the node with the fewest free GPUs, keeping node 0's four together. */
+    assert_placed(&f, "gpu:1", 8, 1, "0000:ca:00.0");
+    assert_placed(&f, "gpu:2", 8, 1, "0000:ca:00.0 0000:e3:00.0");
+    assert_placed(&f, "gpu:3", 8, 0, "0000:17:00.0 0000:31:00.0 0000:4b:00.0");
+    {
+        g_autoptr(AvPlacement) p = fix_place(&f, "gpu:2", 16);
+        g_autofree char *cpus = NULL;
+        GString *s = g_string_new(NULL);
+
+        g_assert_cmpuint(p->cpus->len, ==, 32);
+        g_assert_cmpuint(g_array_index(p->cpus, guint, 0), ==, 16);
+        g_assert_cmpuint(g_array_index(p->cpus, guint, 16), ==, 48);
+        g_assert_cmpuint(p->warnings->len, ==, 0);
+        for (guint i = 0; i < p->items->len; i++) {
+            AvPlacedItem *item = g_ptr_array_index(p->items, i);
+
+            g_assert_cmpint(item->numa_node, ==, 1);
+            g_assert_cmpint(item->attach, ==, AV_ATTACH_VFIO_PCI);
+            g_assert_true(g_str_has_prefix(item->identity, "dsn:10de:20f1:"));
+            g_string_append_printf(s, "%s ", item->identity);
+        }
+        cpus = g_string_free(s, FALSE);
+        g_assert_cmpstr(cpus, ==, "dsn:10de:20f1:48b02d1a000001c6.f0 dsn:10de:20f1:48b02d1a000001c7.f0 ");
+    }
+    /* Node 1 half used: one more still goes there (pack), two go to node 0. */
+    fix_hold(&f, "0000:ca:00.0", AV_DEVICE_STATE_IN_USE, "11111111-1111-4111-8111-111111111111");
+    assert_placed(&f, "gpu:1", 8, 1, "0000:e3:00.0");
+    assert_placed(&f, "gpu:2", 8, 0, "0000:17:00.0 0000:31:00.0");
+    /* Node 1 full: the other node holds everything. */
+    fix_hold(&f, "0000:e3:00.0", AV_DEVICE_STATE_CLAIMED, "11111111-1111-4111-8111-111111111111");
+    assert_placed(&f, "gpu:1", 8, 0, "0000:17:00.0");
+    assert_placed(&f, "gpu:2", 8, 0, "0000:17:00.0 0000:31:00.0");
+    assert_placed(&f, "gpu:4", 8, 0, "0000:17:00.0 0000:31:00.0 0000:4b:00.0 0000:65:00.0");
+    /* Strict: no node holds three once node 0 has two taken and node 1 one. */
+    fix_hold(&f, "0000:17:00.0", AV_DEVICE_STATE_IN_USE, "22222222-2222-4222-8222-222222222222");
+    fix_hold(&f, "0000:31:00.0", AV_DEVICE_STATE_DIRTY, "22222222-2222-4222-8222-222222222222");
+    {
+        AvPoolDevice *e3 = av_pool_find_address(f.pool, AV_DEVICE_KIND_PCI, "0000:e3:00.0");
+        g_autoptr(GError) err = NULL;
+
+        av_pool_transition(f.pool, e3, AV_DEVICE_STATE_FREE, NULL, NULL, &err);
+        g_assert_no_error(err);
+    }
+    assert_error(&f, "gpu:3", 8, AV_ERROR_BUSY, "no single NUMA node can hold every device this domain needs");
+    assert_error(&f, "gpu:3", 8, AV_ERROR_BUSY, "node 0 has 2 free, node 1 has 1 free");
+    assert_placed(&f, "gpu:2", 8, 0, "0000:4b:00.0 0000:65:00.0");
+    /* The domain's own claim counts as free. */
+    {
+        g_autoptr(GError) err = NULL;
+        g_autoptr(AvPlacement) p = fix_place_full(&f, "gpu:1", 8, "11111111-1111-4111-8111-111111111111", &err);
+
+        g_assert_no_error(err);
+        g_assert_cmpint(p->numa_node, ==, 1);
+    }
+    fix_close(&f);
+}
+
+static void
+test_gpu_preferred(void)
+{
+    Fix f;
+
+    fix_open(&f, "two-socket-8gpu", GPU_POLICY("preferred", "pack"));
+    assert_placed(&f, "gpu:1", 8, 1, "0000:ca:00.0");
+    assert_placed(&f, "gpu:2", 8, 1, "0000:ca:00.0 0000:e3:00.0");
+    fix_hold(&f, "0000:ca:00.0", AV_DEVICE_STATE_IN_USE, "11111111-1111-4111-8111-111111111111");
+    fix_hold(&f, "0000:17:00.0", AV_DEVICE_STATE_IN_USE, "11111111-1111-4111-8111-111111111111");
+    fix_hold(&f, "0000:31:00.0", AV_DEVICE_STATE_IN_USE, "11111111-1111-4111-8111-111111111111");
+    /* 4b, 65 free on node 0, e3 on node 1: three fit no node, so the node
+     * that gets most, with a warning for the other. */
+    {
+        g_autoptr(AvPlacement) p = fix_place(&f, "gpu:3", 8);
+        g_autofree char *got = placed(p);
+        const char *w;
+
+        g_assert_cmpstr(got, ==, "0000:4b:00.0 0000:65:00.0 0000:e3:00.0");
+        g_assert_cmpint(p->numa_node, ==, 0);
+        g_assert_cmpuint(p->warnings->len, ==, 1);
+        w = g_ptr_array_index(p->warnings, 0);
+        g_assert_nonnull(strstr(w, "1 of its 3 devices is on NUMA node 1, not on the domain's node 0"));
+    }
+    fix_close(&f);
+}
+
+static void
+test_gpu_spread(void)
+{
+    Fix f;
+
+    fix_open(&f, "two-socket-8gpu", GPU_POLICY("strict", "spread"));
+    /* Spread: the node with the most free. */
+    assert_placed(&f, "gpu:1", 8, 0, "0000:17:00.0");
+    assert_placed(&f, "gpu:2", 8, 0, "0000:17:00.0 0000:31:00.0");
+    fix_close(&f);
+}
+
+static void
+test_vcpus(void)
+{
+    Fix f;
+
+    fix_open(&f, "two-socket-8gpu", GPU_POLICY("strict", "pack"));
+    assert_placed(&f, "gpu:1", 32, 1, "0000:ca:00.0");
+    assert_error(&f, "gpu:1", 33, AV_ERROR_INVALID_INPUT, "33 vCPUs do not fit node 1's 32 CPUs");
+    fix_close(&f);
+
+    /* Preferred: a node with room for the vCPUs, the devices elsewhere. */
+    fix_open(&f, "two-socket-8gpu", GPU_POLICY("preferred", "pack"));
+    assert_error(&f, "gpu:1", 64, AV_ERROR_INVALID_INPUT, "64 vCPUs do not fit node 1's 32 CPUs");
+    fix_close(&f);
+}
+
+static void
+test_usb(void)
+{
+    Fix f;
+
+    fix_open(&f, "two-socket-8gpu", GPU_POLICY("strict", "pack"));
+    {
+        g_autoptr(AvPlacement) p = fix_place(&f, "stick:1", 0);
+        AvPlacedItem *item;
+
+        g_assert_cmpuint(p->items->len, ==, 1);
+        item = g_ptr_array_index(p->items, 0);
+        g_assert_cmpint(item->attach, ==, AV_ATTACH_USB);
+        g_assert_cmpstr(item->usb_bus_path, ==, "1-1.2");
+        g_assert_cmpuint(item->usb_vendor, ==, 0x03e7);
+        g_assert_cmpuint(item->usb_product, ==, 0x2485);
+        g_assert_cmpstr(item->identity, ==, "usb:03e7:2485:serial:03e72485");
+        g_assert_null(item->pci_address);
+        /* numa none: nothing ties the domain to a node. */
+        g_assert_cmpint(p->numa_node, ==, -1);
+        g_assert_cmpuint(p->cpus->len, ==, 0);
+    }
+    /* With a strict GPU: the GPU decides the node, the stick goes along. */
+    assert_placed(&f, "gpu:1 stick:1", 8, 1, "0000:ca:00.0 1-1.2");
+    assert_error(&f, "stick:2", 0, AV_ERROR_INVALID_INPUT, "count 2 is more than the 1 device of profile 'stick'");
+    fix_close(&f);
+}
+
+static void
+test_errors(void)
+{
+    Fix f;
+
+    fix_open(&f, "two-socket-8gpu", GPU_POLICY("strict", "pack"));
+    assert_error(&f, "tpu:1", 0, AV_ERROR_INVALID_INPUT,
+                 "unknown profile 'tpu': use one the policy defines, 'gpu', 'stick', or add it");
+    assert_error(&f, "gpu:7", 0, AV_ERROR_INVALID_INPUT,
+                 "count 7 is more than the 6 cards of profile 'gpu' on this host; ask for at most 6");
+    assert_error(&f, "gpu:4 gpu:3", 0, AV_ERROR_INVALID_INPUT, "count 7 is more than the 6 cards");
+    fix_hold(&f, "0000:17:00.0", AV_DEVICE_STATE_IN_USE, "11111111-1111-4111-8111-111111111111");
+    fix_hold(&f, "0000:31:00.0", AV_DEVICE_STATE_DIRTY, "11111111-1111-4111-8111-111111111111");
+    fix_hold(&f, "0000:4b:00.0", AV_DEVICE_STATE_CLAIMED, "22222222-2222-4222-8222-222222222222");
+    assert_error(&f, "gpu:4", 0, AV_ERROR_BUSY,
+                 "not enough free cards of profile 'gpu': 3 of 6 free, 4 wanted (devices not free: "
+                 "1 claimed, 1 in-use, 1 dirty)");
+    fix_close(&f);
+
+    /* Unknown profile with more than five known: five named, the rest counted. */
+    fix_open(&f, "two-socket-8gpu",
+             "{\"profiles\": [{\"name\": \"a\", \"match\": {\"vendor\": \"0x1\"}},"
+             "{\"name\": \"b\", \"match\": {\"vendor\": \"0x2\"}}, {\"name\": \"c\", \"match\": {\"vendor\": \"0x3\"}},"
+             "{\"name\": \"d\", \"match\": {\"vendor\": \"0x4\"}}, {\"name\": \"e\", \"match\": {\"vendor\": \"0x5\"}},"
+             "{\"name\": \"f\", \"match\": {\"vendor\": \"0x6\"}}, {\"name\": \"g\", \"match\": {\"vendor\": \"0x7\"}}]}");
+    assert_error(&f, "x:1", 0, AV_ERROR_INVALID_INPUT, "'a', 'b', 'c', 'd', 'e' (and 2 more)");
+    assert_error(&f, "a:1", 0, AV_ERROR_INVALID_INPUT, "count 1 is more than the 0 cards of profile 'a'");
+    fix_close(&f);
+}
+
+/* A GPU sharing its IOMMU group with the host's NIC is never placed. */
+static void
+test_not_viable(void)
+{
+    Fix f;
+
+    fix_open(&f, "trap-shared-group",
+             "{\"profiles\": [{\"name\": \"gpu\", \"match\": {\"vendor\": \"0x10de\"}, \"numa\": \"strict\"}]}");
+    assert_error(&f, "gpu:1", 0, AV_ERROR_BUSY, "IOMMU group 12 also holds '0000:05:00.0'");
+    fix_close(&f);
+}
+
+static void
+test_determinism(void)
+{
+    static const char reversed[] =
+        "{\"profiles\": [\n"
+        " {\"name\": \"stick\", \"match\": {\"vendor\": \"0x03e7\"}, \"attach\": \"usb\", \"numa\": \"none\"},\n"
+        " {\"name\": \"aaa\", \"match\": {\"vendor\": \"0x10de\", \"device\": [\"0x2230\"]}},\n"
+        " {\"name\": \"gpu\", \"match\": {\"vendor\": \"0x10de\", \"device\": [\"0x20f1\"]},"
+        "  \"numa\": \"preferred\", \"allocation\": \"pack\"}\n"
+        "]}\n";
+    Fix f, g;
+    g_autofree char *first = NULL;
+    g_autofree char *second = NULL;
+    g_autofree char *third = NULL;
+
+    fix_open(&f, "two-socket-8gpu", GPU_POLICY("preferred", "pack"));
+    fix_hold(&f, "0000:e3:00.0", AV_DEVICE_STATE_IN_USE, "11111111-1111-4111-8111-111111111111");
+    {
+        g_autoptr(AvPlacement) p1 = fix_place(&f, "gpu:3 stick:1", 8);
+        g_autoptr(AvPlacement) p2 = fix_place(&f, "gpu:3 stick:1", 8);
+
+        first = placed(p1);
+        second = placed(p2);
+    }
+    g_assert_cmpstr(first, ==, second);
+    /* Another pool and policy order (other hash tables, other insertion
+     * orders): the same answer. */
+    fix_open(&g, "two-socket-8gpu", reversed);
+    fix_hold(&g, "0000:e3:00.0", AV_DEVICE_STATE_IN_USE, "11111111-1111-4111-8111-111111111111");
+    {
+        g_autoptr(AvPlacement) p3 = fix_place(&g, "gpu:3 stick:1", 8);
+
+        third = placed(p3);
+    }
+    g_assert_cmpstr(first, ==, third);
+    g_assert_cmpstr(first, ==, "0000:17:00.0 0000:31:00.0 0000:4b:00.0 1-1.2");
+    fix_close(&g);
+    fix_close(&f);
+}
+
+/* --- cards, regions, functions (seed 003) ------------------------------------------------ */
+
+/* fpga-regions: cards 3b and 5e on node 0, af on node 1; each card three
+ * PFs (regions 00.0, 00.1, 00.2) of four VFs (01.x, 02.x, 03.x). */
+#define FPGA_POLICY(numa, alloc)                                                                 \
+    "{\"profiles\": [{\"name\": \"fvf\", \"match\": {\"vendor\": \"0x10ee\", \"device\": [\"0x5051\"]}," \
+    " \"attach\": \"sriov-vf\", \"numa\": \"" numa "\", \"allocation\": \"" alloc "\"}]}\n"
+
+static void
+test_pack_region(void)
+{
+    Fix f;
+
+    fix_open(&f, "fpga-regions", FPGA_POLICY("none", "pack"));
+    /* User 1 holds one function of region 1 of card 3b. */
+    fix_hold(&f, "0000:3b:01.0", AV_DEVICE_STATE_IN_USE, "11111111-1111-4111-8111-111111111111");
+    /* User 2 wants two more: from region 1, not from regions 2 or 3. */
+    assert_placed(&f, "fvf:2", 0, -1, "0000:3b:01.1 0000:3b:01.2");
+    fix_hold(&f, "0000:3b:01.1", AV_DEVICE_STATE_CLAIMED, "22222222-2222-4222-8222-222222222222");
+    fix_hold(&f, "0000:3b:01.2", AV_DEVICE_STATE_CLAIMED, "22222222-2222-4222-8222-222222222222");
+    /* User 3 wants one more: region 1 again. */
+    assert_placed(&f, "fvf:1", 0, -1, "0000:3b:01.3");
+    fix_hold(&f, "0000:3b:01.3", AV_DEVICE_STATE_CLAIMED, "33333333-3333-4333-8333-333333333333");
+    /* Region 1 full: the next region of the same card, before any other card. */
+    assert_placed(&f, "fvf:2", 0, -1, "0000:3b:02.0 0000:3b:02.1");
+    /* A request larger than what is left on the card overflows to the next
+     * card only when the partly used one is full. */
+    assert_placed(&f, "fvf:9", 0, -1,
+                  "0000:3b:02.0 0000:3b:02.1 0000:3b:02.2 0000:3b:02.3 0000:3b:03.0 0000:3b:03.1 "
+                  "0000:3b:03.2 0000:3b:03.3 0000:5e:01.0");
+    /* User 4: the whole free cards stayed whole. */
+    assert_placed(&f, "fvf:2:card", 0, -1,
+                  "0000:5e:01.0 0000:5e:01.1 0000:5e:01.2 0000:5e:01.3 0000:5e:02.0 0000:5e:02.1 "
+                  "0000:5e:02.2 0000:5e:02.3 0000:5e:03.0 0000:5e:03.1 0000:5e:03.2 0000:5e:03.3 "
+                  "0000:af:01.0 0000:af:01.1 0000:af:01.2 0000:af:01.3 0000:af:02.0 0000:af:02.1 "
+                  "0000:af:02.2 0000:af:02.3 0000:af:03.0 0000:af:03.1 0000:af:03.2 0000:af:03.3");
+    /* A region: one of the partly used card first. */
+    assert_placed(&f, "fvf:1:region", 0, -1, "0000:3b:02.0 0000:3b:02.1 0000:3b:02.2 0000:3b:02.3");
+    fix_close(&f);
+}
+
+static void
+test_whole_card(void)
+{
+    Fix f;
+
+    fix_open(&f, "fpga-regions", FPGA_POLICY("strict", "pack"));
+    /* Cards: 3b, 5e on node 0, af on node 1; pack fills node 1 first. */
+    assert_placed(&f, "fvf:1:card", 0, 1,
+                  "0000:af:01.0 0000:af:01.1 0000:af:01.2 0000:af:01.3 0000:af:02.0 0000:af:02.1 "
+                  "0000:af:02.2 0000:af:02.3 0000:af:03.0 0000:af:03.1 0000:af:03.2 0000:af:03.3");
+    /* One function of af in use: af is no longer whole, node 0 it is. */
+    fix_hold(&f, "0000:af:03.3", AV_DEVICE_STATE_IN_USE, "11111111-1111-4111-8111-111111111111");
+    fix_hold(&f, "0000:3b:02.2", AV_DEVICE_STATE_DIRTY, "11111111-1111-4111-8111-111111111111");
+    assert_placed(&f, "fvf:1:card", 0, 0,
+                  "0000:5e:01.0 0000:5e:01.1 0000:5e:01.2 0000:5e:01.3 0000:5e:02.0 0000:5e:02.1 "
+                  "0000:5e:02.2 0000:5e:02.3 0000:5e:03.0 0000:5e:03.1 0000:5e:03.2 0000:5e:03.3");
+    assert_error(&f, "fvf:2:card", 0, AV_ERROR_BUSY,
+                 "not enough free cards of profile 'fvf': 1 of 3 free, 2 wanted");
+    assert_error(&f, "fvf:4:card", 0, AV_ERROR_INVALID_INPUT,
+                 "count 4 is more than the 3 cards of profile 'fvf' on this host");
+    /* A function request packs into the partly used card of node 1. */
+    assert_placed(&f, "fvf:1", 0, 1, "0000:af:03.0");
+    fix_close(&f);
+}
+
+static void
+test_spread(void)
+{
+    Fix f;
+
+    fix_open(&f, "fpga-regions", FPGA_POLICY("none", "spread"));
+    fix_hold(&f, "0000:3b:01.0", AV_DEVICE_STATE_IN_USE, "11111111-1111-4111-8111-111111111111");
+    /* The emptiest cards first, one function each. */
+    assert_placed(&f, "fvf:3", 0, -1, "0000:3b:02.0 0000:5e:01.0 0000:af:01.0");
+    assert_placed(&f, "fvf:2", 0, -1, "0000:5e:01.0 0000:af:01.0");
+    fix_close(&f);
+}
+
+static void
+test_defrag(void)
+{
+    Fix f;
+    json_t *report, *profile, *moves, *move;
+    const char *s;
+
+    fix_open(&f, "fpga-regions", FPGA_POLICY("none", "pack"));
+    fix_hold(&f, "0000:3b:01.0", AV_DEVICE_STATE_IN_USE, "11111111-1111-4111-8111-111111111111");
+    fix_hold(&f, "0000:5e:01.0", AV_DEVICE_STATE_IN_USE, "22222222-2222-4222-8222-222222222222");
+    fix_hold(&f, "0000:5e:01.1", AV_DEVICE_STATE_IN_USE, "22222222-2222-4222-8222-222222222222");
+    report = av_place_defrag_report(f.host, f.policy, f.pool);
+    profile = json_array_get(json_object_get(report, "profiles"), 0);
+    g_assert_cmpstr(json_string_value(json_object_get(profile, "profile")), ==, "fvf");
+    g_assert_cmpint(json_integer_value(json_object_get(profile, "cards")), ==, 3);
+    g_assert_cmpint(json_integer_value(json_object_get(profile, "cards_free")), ==, 1);
+    g_assert_cmpint(json_integer_value(json_object_get(profile, "cards_partly_used")), ==, 2);
+    /* 21 free functions on partly used cards of 33 free. */
+    g_assert_cmpfloat_with_epsilon(json_real_value(json_object_get(profile, "fragmentation")), 21.0 / 33.0, 1e-9);
+    moves = json_object_get(report, "moves");
+    g_assert_cmpuint(json_array_size(moves), ==, 1);
+    move = json_array_get(moves, 0);
+    g_assert_cmpstr(json_string_value(json_object_get(move, "domain")), ==, "11111111-1111-4111-8111-111111111111");
+    g_assert_cmpstr(json_string_value(json_object_get(move, "from")), ==, "0000:3b:01.0");
+    g_assert_cmpstr(json_string_value(json_object_get(move, "to")), ==, "0000:5e:01.2");
+    g_assert_cmpstr(json_string_value(json_object_get(move, "frees_card")), ==, "0000:3b:00");
+    s = json_string_value(json_object_get(move, "device"));
+    g_assert_true(g_str_has_suffix(s, "/vf0"));
+    json_decref(report);
+    fix_close(&f);
+}
+
+/* --- mdev ------------------------------------------------------------------------------ */
+
+/* vgpu-mdev: A10s at 17 (node 0, runs one nvidia-590) and 98 (node 1). */
+#define VGPU_POLICY(type, alloc)                                                                  \
+    "{\"profiles\": [{\"name\": \"vgpu\", \"match\": {\"vendor\": \"0x10de\", \"device\": [\"0x2236\"]}," \
+    " \"attach\": \"mdev\", \"mdev_type\": \"" type "\", \"numa\": \"none\", \"allocation\": \"" alloc "\"}]}\n"
+
+static void
+test_mdev(void)
+{
+    Fix f;
+
+    /* Spread would pick the emptier parent, but the one running the type comes first. */
+    fix_open(&f, "vgpu-mdev", VGPU_POLICY("nvidia-590", "spread"));
+    {
+        g_autoptr(AvPlacement) p = fix_place(&f, "vgpu:2", 0);
+        g_autofree char *got = placed(p);
+        AvPlacedItem *item = g_ptr_array_index(p->items, 0);
+
+        g_assert_cmpstr(got, ==, "mdev@0000:17:00.0 mdev@0000:17:00.0");
+        g_assert_cmpint(item->attach, ==, AV_ATTACH_MDEV);
+        g_assert_cmpstr(item->mdev_type, ==, "nvidia-590");
+        g_assert_cmpstr(item->mdev_uuid, ==, "00000000-0000-4000-8000-000000000001");
+        g_assert_null(item->identity);
+        g_assert_cmpint(item->numa_node, ==, 0);
+    }
+    /* 5 left on 17, 6 on 98: the seventh goes to 98. */
+    assert_placed(&f, "vgpu:7", 0, -1,
+                  "mdev@0000:17:00.0 mdev@0000:17:00.0 mdev@0000:17:00.0 mdev@0000:17:00.0 "
+                  "mdev@0000:17:00.0 mdev@0000:98:00.0 mdev@0000:98:00.0");
+    assert_error(&f, "vgpu:13", 0, AV_ERROR_INVALID_INPUT,
+                 "count 13 is more than the 12 mdev instances of profile 'vgpu'");
+    fix_close(&f);
+
+    /* Another type: 17 runs nvidia-590, so only 98 has room. */
+    fix_open(&f, "vgpu-mdev", VGPU_POLICY("nvidia-588", "pack"));
+    assert_placed(&f, "vgpu:1", 0, -1, "mdev@0000:98:00.0");
+    fix_hold(&f, "0000:98:00.0", AV_DEVICE_STATE_IN_USE, "11111111-1111-4111-8111-111111111111");
+    assert_error(&f, "vgpu:1", 0, AV_ERROR_BUSY, "not enough free mdev instances of profile 'vgpu'");
+    fix_close(&f);
+}
+
+int
+main(int argc, char **argv)
+{
+    av_test_init(&argc, &argv);
+    g_test_add_func("/place/gpu/strict", test_gpu_strict);
+    g_test_add_func("/place/gpu/preferred", test_gpu_preferred);
+    g_test_add_func("/place/gpu/spread", test_gpu_spread);
+    g_test_add_func("/place/vcpus", test_vcpus);
+    g_test_add_func("/place/usb", test_usb);
+    g_test_add_func("/place/errors", test_errors);
+    g_test_add_func("/place/not-viable", test_not_viable);
+    g_test_add_func("/place/determinism", test_determinism);
+    g_test_add_func("/place/fpga/pack-region", test_pack_region);
+    g_test_add_func("/place/fpga/whole-card", test_whole_card);
+    g_test_add_func("/place/fpga/spread", test_spread);
+    g_test_add_func("/place/fpga/defrag", test_defrag);
+    g_test_add_func("/place/mdev", test_mdev);
+    return g_test_run();
+}
