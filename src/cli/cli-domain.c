@@ -138,10 +138,20 @@ av_cli_place(const AvCli *cli, AvRoot *root, AvPolicy *policy, AvPool *pool, con
     if (!requests)
         return FALSE;
     if (requests->len == 0) {
-        g_set_error(error, AV_ERROR, AV_ERROR_INVALID_INPUT,
-                    "domain '%s' has no <av:request> in its <av:accelerators> metadata: nothing to place "
-                    "(see xml/examples/ and accelvirt(1))", domain->name);
-        return FALSE;
+        /* Nothing asked of accelvirt (a domain Nova wrote, say): left alone. */
+        if (ret_uuid)
+            *ret_uuid = g_strdup(domain->uuid);
+        if (ret_placement) {
+            AvPlacement *empty = g_new0(AvPlacement, 1);
+
+            empty->numa_node = -1;
+            empty->cpus = g_array_new(FALSE, FALSE, sizeof(guint));
+            empty->items = g_ptr_array_new_with_free_func((GDestroyNotify)av_placed_item_free);
+            empty->warnings = g_ptr_array_new_with_free_func(g_free);
+            *ret_placement = empty;
+        }
+        *ret_xml = g_strndup(xml, len);
+        return TRUE;
     }
     /* The claims need the domain's UUID before libvirt sees the domain. */
     with_uuid = av_domain_ensure_uuid(xml, len, &uuid, error);
@@ -218,7 +228,11 @@ av_cli_drop_claims(AvPool *pool, const char *uuid, guint *ret_dropped, GError **
 static void
 av_cli_print_placement(const char *verb, const char *name, const char *uuid, const AvPlacement *placement)
 {
-    printf("%s domain '%s' (%s)", verb, name, uuid);
+    printf("%s domain '%s' (%s)", verb, name, uuid ? uuid : "UUID chosen by libvirt");
+    if (placement->items->len == 0) {
+        printf(": no accelerator requests, left as written\n");
+        return;
+    }
     if (placement->numa_node >= 0)
         printf(" on NUMA node %d", placement->numa_node);
     printf(":\n");
@@ -259,7 +273,7 @@ av_cli_placement_json(const char *name, const char *uuid, const AvPlacement *pla
     for (guint i = 0; i < placement->warnings->len; i++)
         json_array_append_new(warnings, json_string(g_ptr_array_index(placement->warnings, i)));
     json_object_set_new(o, "domain", json_string(name));
-    json_object_set_new(o, "uuid", json_string(uuid));
+    json_object_set_new(o, "uuid", av_json_string_or_null(uuid));
     json_object_set_new(o, "numa_node", json_integer(placement->numa_node));
     json_object_set_new(o, "devices", items);
     json_object_set_new(o, "warnings", warnings);
