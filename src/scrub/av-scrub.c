@@ -5,7 +5,7 @@
  * asks for them is quarantined rather than handed out unscrubbed. */
 #include "config.h"
 
-#include "av-scrub.h"
+#include "av-scrub-private.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -206,32 +206,31 @@ av_scrub_command(const AvScrubStep *step, const AvScrubTarget *target, char **re
     return TRUE;
 }
 
-/* Runs one step; *ret_message gets what the report says of it (caller
- * frees), on success and on failure. */
 static gboolean
-av_scrub_step(const AvScrubStep *step, const AvScrubTarget *target, char **ret_message, GError **error)
+av_scrub_method_none(AvScrubContext *ctx, char **ret_message, GError **error)
 {
-    switch (step->method) {
-    case AV_SCRUB_METHOD_NONE:
-        *ret_message = g_strdup("nothing to do");
-        return TRUE;
-    case AV_SCRUB_METHOD_COMMAND: {
-        g_autofree char *output = NULL;
-        gboolean ok = av_scrub_command(step, target, &output, error);
-
-        *ret_message = g_steal_pointer(&output);
-        if (!*ret_message)
-            *ret_message = g_strdup("");
-        return ok;
-    }
-    default:
-        g_set_error(error, AV_ERROR, AV_ERROR_FAILED,
-                    "scrub method '%s' is not available yet; the device stays quarantined until it is",
-                    av_scrub_method_to_string(step->method));
-        *ret_message = g_strdup((*error)->message);
-        return FALSE;
-    }
+    *ret_message = g_strdup("nothing to do");
+    return TRUE;
 }
+
+static gboolean
+av_scrub_method_command(AvScrubContext *ctx, char **ret_message, GError **error)
+{
+    g_autofree char *output = NULL;
+    gboolean ok = av_scrub_command(ctx->step, ctx->target, &output, error);
+
+    *ret_message = output ? g_steal_pointer(&output) : g_strdup("");
+    return ok;
+}
+
+static const AvScrubMethodFunc av_scrub_methods[] = {
+    [AV_SCRUB_METHOD_NONE] = av_scrub_method_none,
+    [AV_SCRUB_METHOD_COMMAND] = av_scrub_method_command,
+    [AV_SCRUB_METHOD_VFIO_ZERO] = av_scrub_method_vfio_zero,
+    [AV_SCRUB_METHOD_RESET] = av_scrub_method_reset,
+    [AV_SCRUB_METHOD_ROM_CHECK] = av_scrub_method_rom_check,
+    [AV_SCRUB_METHOD_VM] = av_scrub_method_vm,
+};
 
 /* See av-scrub.h.  @root and @ops are for the methods that touch the device
  * (none of "none" and "command" does).  A profile without steps succeeds
@@ -243,8 +242,6 @@ av_scrub_run(const AvRoot *root, const AvKernelOps *ops, const AvProfile *profil
     g_autoptr(json_t) report = json_object();
     json_t *steps = json_array();
 
-    (void)root;
-    (void)ops;
     json_object_set_new(report, "steps", steps);
     for (guint i = 0; profile->scrub && i < profile->scrub->len; i++) {
         const AvScrubStep *step = g_ptr_array_index(profile->scrub, i);
@@ -252,9 +249,12 @@ av_scrub_run(const AvRoot *root, const AvKernelOps *ops, const AvProfile *profil
         g_autofree char *message = NULL;
         json_t *entry = json_object();
         gint64 start = g_get_monotonic_time();
-        gboolean ok = av_scrub_step(step, target, &message, &local);
+        AvScrubContext ctx = { root, ops, profile, target, step, entry };
+        gboolean ok;
 
         json_object_set_new(entry, "method", json_string(av_scrub_method_to_string(step->method)));
+        g_assert((guint)step->method < G_N_ELEMENTS(av_scrub_methods) && av_scrub_methods[step->method]);
+        ok = av_scrub_methods[step->method](&ctx, &message, &local);
         json_object_set_new(entry, "ok", json_boolean(ok));
         json_object_set_new(entry, "seconds", json_real((double)(g_get_monotonic_time() - start) / G_USEC_PER_SEC));
         json_object_set_new(entry, "message", json_string(message ? message : ""));

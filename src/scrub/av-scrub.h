@@ -18,16 +18,24 @@
 
 G_BEGIN_DECLS
 
+/* Progress of a long step (bytes zeroed so far, of @total), for
+ * `accelvirt scrub`; called at most a few times a second. */
+typedef void (*AvScrubProgressFunc)(gpointer data, const char *method, guint64 done, guint64 total);
+
 typedef struct {
     const char *identity;        /* pool identity */
     const char *address;         /* PCI address, USB bus path, or an mdev's parent */
     int iommu_group;             /* -1 when none */
     const char *mdev_uuid;       /* for an mdev, else NULL */
+    const char *rom_sha256;      /* the option ROM's hash enrolled for the device, or NULL */
+    AvScrubProgressFunc progress; /* or NULL */
+    gpointer progress_data;
 } AvScrubTarget;
 
 /* Runs every scrub step of @profile on @target.  Fills *ret_report (caller
- * frees; may be NULL) with {"steps": [{"method", "ok", "seconds", "message"}]}
- * for every step run, the failing one included.  Returns FALSE at the first
+ * frees; may be NULL) with {"steps": [{"method", "ok", "seconds", "message",
+ * ...facts of the method such as "bytes"}]} for every step run, the failing
+ * one included.  Returns FALSE at the first
  * failing step, with an error "scrub step N (METHOD) failed: ...". */
 gboolean av_scrub_run(const AvRoot *root, const AvKernelOps *ops, const AvProfile *profile,
                       const AvScrubTarget *target, json_t **ret_report, GError **error);

@@ -32,11 +32,37 @@
 
 G_BEGIN_DECLS
 
+/* A device opened for its memory and its reset: on the real kernel through
+ * VFIO (Documentation/driver-api/vfio.rst: a container, the device's group,
+ * VFIO_GROUP_GET_DEVICE_FD); on a fake tree, the tree's resourceN files
+ * stand for the BARs. */
+typedef struct AvDeviceHandle AvDeviceHandle;
+
+/* One region (BAR) of an opened device, as VFIO_DEVICE_GET_REGION_INFO says. */
+typedef struct {
+    int fd;                      /* where to pread/pwrite/mmap it (owned by the handle) */
+    guint64 offset;              /* of the region in @fd */
+    guint64 size;                /* 0: the BAR is not implemented */
+    gboolean mmap_ok;            /* the region may be mmapped (VFIO_REGION_INFO_FLAG_MMAP) */
+    gboolean is_memory;          /* a memory BAR, not an I/O port BAR */
+} AvRegion;
+
 typedef struct {
     const char *name;            /* "real" or "fake" */
     /* Writes @value to the root-relative attribute @path as one write(2).
      * Returns 0 or -errno (the kernel's answer). */
     int (*write)(const AvRoot *root, const char *path, const char *value);
+    /* Opens the PCI device @address, which must be bound to vfio-pci, for
+     * scrubbing.  Returns 0 and a handle, or -errno. */
+    int (*device_open)(const AvRoot *root, const char *address, AvDeviceHandle **ret_handle);
+    /* Describes region @index (0-5: the BARs) of an opened device.  Returns 0
+     * (a region of size 0 when the BAR is absent) or -errno. */
+    int (*device_region)(AvDeviceHandle *handle, guint index, AvRegion *ret_region);
+    /* Resets the opened device through VFIO (VFIO_DEVICE_RESET).  Returns 0,
+     * -ENOTTY when the device has no reset VFIO can do, or -errno. */
+    int (*device_reset)(AvDeviceHandle *handle);
+    /* Closes the device, its group and container.  NULL is a no-op. */
+    void (*device_close)(AvDeviceHandle *handle);
 } AvKernelOps;
 
 /* The table for @root: the real one when the root is "/", else the fake. */
