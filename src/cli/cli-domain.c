@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <glib/gstdio.h>
 #include <libvirt/libvirt.h>
 #include <libvirt/virterror.h>
 
@@ -111,6 +112,66 @@ av_cli_lookup(virConnect *conn, const char *name, GError **error)
 
 /* --- placing ---------------------------------------------------------------- */
 
+/* A scratch copy of the pool of @state_dir in a new temporary directory
+ * (stored in *ret_dir, caller removes it), open for writing: a dry run
+ * reconciles and places there, and the real pool and journal see nothing. */
+static AvPool *
+av_cli_scratch_pool(const char *state_dir, char **ret_dir, GError **error)
+{
+    g_autofree char *dir = g_dir_make_tmp("accelvirt-dry-run-XXXXXX", error);
+    g_autofree char *src = g_build_filename(state_dir, "pool.json", NULL);
+    g_autofree char *dst = NULL;
+    g_autofree char *data = NULL;
+    gsize len = 0;
+    AvPool *pool;
+
+    if (!dir)
+        return NULL;
+    *ret_dir = g_strdup(dir);
+    if (g_file_get_contents(src, &data, &len, NULL)) {
+        dst = g_build_filename(dir, "pool.json", NULL);
+        if (!g_file_set_contents_full(dst, data, (gssize)len, G_FILE_SET_CONTENTS_CONSISTENT, 0600, error))
+            return NULL;
+    }
+    pool = av_pool_open(dir, AV_POOL_WRITE, 0, error);
+    return pool;
+}
+
+static void
+av_cli_remove_dir(const char *dir)
+{
+    g_autoptr(GDir) d = NULL;
+    const char *name;
+
+    if (!dir)
+        return;
+    d = g_dir_open(dir, 0, NULL);
+    while (d && (name = g_dir_read_name(d))) {
+        g_autofree char *p = g_build_filename(dir, name, NULL);
+
+        g_unlink(p);
+    }
+    g_rmdir(dir);
+}
+
+/* The UUIDs of the mdevs a previous placement gave the domain, handed out
+ * again in order, so that placing a placed domain again keeps them; then
+ * fresh ones. */
+typedef struct {
+    GPtrArray *uuids;
+    guint next;
+} AvUuidReuse;
+
+static char *
+av_cli_next_uuid(gpointer data)
+{
+    AvUuidReuse *reuse = data;
+
+    if (reuse->next < reuse->uuids->len)
+        return g_strdup(g_ptr_array_index(reuse->uuids, reuse->next++));
+    return g_uuid_string_random();
+}
+
 /* The placed XML of a domain: requests placed on this host, devices claimed
  * for it (with @ttl_s seconds of expiry unless @dry_run, 0: none).  @pool must
  * be open for writing unless @dry_run.  Stores the new XML and the domain's
@@ -128,7 +189,13 @@ av_cli_place(const AvCli *cli, AvRoot *root, AvPolicy *policy, AvPool *pool, con
     g_autofree char *with_uuid = NULL;
     g_autofree char *uuid = NULL;
     g_autofree char *placed = NULL;
+    g_autofree char *scratch_dir = NULL;
+    g_autoptr(AvPool) scratch = NULL;
+    g_autoptr(GPtrArray) old_uuids = g_ptr_array_new();
+    AvUuidReuse reuse = { old_uuids, 0 };
     AvPlaceOptions options = { 0 };
+    gboolean changed = FALSE;
+    gboolean ok = FALSE;
     gint64 expires;
 
     domain = av_domain_parse(xml, len, error);
@@ -161,20 +228,33 @@ av_cli_place(const AvCli *cli, AvRoot *root, AvPolicy *policy, AvPool *pool, con
     host = av_host_scan(root, error);
     if (!host)
         return FALSE;
-    if (!dry_run) {
-        gboolean changed = FALSE;
+    if (dry_run) {
+        /* Reconciled in a scratch copy: what a real run would see. */
+        scratch = av_cli_scratch_pool(av_pool_state_dir(pool), &scratch_dir, error);
+        if (!scratch)
+            goto out;
+        pool = scratch;
+    }
+    if (!av_pool_reconcile(pool, host, policy, &changed, error))
+        goto out;
+    for (guint i = 0; domain->placed && i < domain->placed->len; i++) {
+        const AvPlacedDevice *p = g_ptr_array_index(domain->placed, i);
 
-        if (!av_pool_reconcile(pool, host, policy, &changed, error))
-            return FALSE;
+        if (p->mdev_uuid)
+            g_ptr_array_add(old_uuids, p->mdev_uuid);
     }
     options.domain_uuid = uuid;
     options.vcpus = domain->vcpus ? domain->vcpus : 1;
+    options.new_uuid = av_cli_next_uuid;
+    options.new_uuid_data = &reuse;
     placement = av_place(host, policy, pool, requests, &options, error);
     if (!placement)
-        return FALSE;
+        goto out;
+    for (guint i = 0; i < placement->warnings->len; i++)
+        fprintf(stderr, "accelvirt: warning: %s\n", (const char *)g_ptr_array_index(placement->warnings, i));
     placed = av_domain_rewrite(with_uuid, strlen(with_uuid), placement, policy, error);
     if (!placed)
-        return FALSE;
+        goto out;
 
     if (!dry_run) {
         owner = av_owner_new(uuid, domain->name);
@@ -190,10 +270,10 @@ av_cli_place(const AvCli *cli, AvRoot *root, AvPolicy *policy, AvPool *pool, con
                 g_set_error(error, AV_ERROR, AV_ERROR_FAILED,
                             "placed device '%s' is not in the pool; run 'accelvirt status' and retry",
                             item->identity);
-                return FALSE;
+                goto out;
             }
             if (!av_pool_claim(pool, dev, owner, expires, error))
-                return FALSE;
+                goto out;
         }
     }
     *ret_xml = g_steal_pointer(&placed);
@@ -201,7 +281,11 @@ av_cli_place(const AvCli *cli, AvRoot *root, AvPolicy *policy, AvPool *pool, con
         *ret_uuid = g_steal_pointer(&uuid);
     if (ret_placement)
         *ret_placement = g_steal_pointer(&placement);
-    return TRUE;
+    ok = TRUE;
+out:
+    g_clear_pointer(&scratch, av_pool_free);
+    av_cli_remove_dir(scratch_dir);
+    return ok;
 }
 
 /* Gives back every claim (not in-use devices) of the domain @uuid. */

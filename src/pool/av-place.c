@@ -1179,7 +1179,7 @@ av_place_fn_check_identity(const AvPlaceCtx *ctx, const AvPlaceFn *fn, GError **
     if (strcmp(fallback, fn->pool->identity) == 0)
         return TRUE;
     g_set_error(error, AV_ERROR, AV_ERROR_BUSY,
-                "the pool is out of date: '%s' is now %s, not the pooled device %s; run 'accelvirt list' "
+                "the pool is out of date: '%s' is now %s, not the pooled device %s; run 'accelvirt status' "
                 "to reconcile the pool with the host, then place again", fn->pool->address, identity,
                 fn->pool->identity);
     return FALSE;

@@ -1,0 +1,326 @@
+#!/bin/sh
+# accelvirt tests: `accelvirt rewrite` and `accelvirt plan --defrag` on the
+# fake hosts, the golden cases of issue 5.  Each case is an input domain
+# tests/place/NAME.in.xml placed with the test policies tests/place/policies
+# (A100s numa strict) or tests/place/policies-preferred (A100s numa
+# preferred) and compared byte for byte with tests/place/NAME.out.xml;
+# AV_TEST_REGENERATE=1 rewrites those instead (read every diff).
+. "$AV_TEST_SRCDIR/lib.sh"
+
+AV=$ACCELVIRT
+PL="$AV_TEST_SRCDIR/place"
+STRICT="$PL/policies"
+PREF="$PL/policies-preferred"
+H2="$AV_TEST_HOSTS/two-socket-8gpu"
+FPGA="$AV_TEST_HOSTS/fpga-regions"
+VGPU="$AV_TEST_HOSTS/vgpu-mdev"
+UUID=5eed0000-0000-4000-8000-0000000000
+
+# pgolden NAME FILE: FILE must equal tests/place/NAME byte for byte.
+pgolden() {
+    exp="$PL/$1"
+    if [ "${AV_TEST_REGENERATE:-0}" = 1 ]; then
+        cp "$2" "$exp"
+        return 0
+    fi
+    [ -f "$exp" ] || { echo "missing $exp; run with AV_TEST_REGENERATE=1 and read the result"; return 1; }
+    diff -u "$exp" "$2"
+}
+
+# av HOST POLICY-DIR STATE-DIR ARGS...
+av() {
+    h=$1 p=$2 s=$3; shift 3
+    "$AV" --root "$h" --policy-dir "$p" --state-dir "$s" "$@"
+}
+
+# place OUT HOST POLICY-DIR STATE-DIR [rewrite options] NAME: rewrites
+# tests/place/NAME.in.xml; stdout in $AV_TMP/OUT.xml, stderr in $AV_TMP/OUT.err,
+# the status in $AV_TMP/OUT.rc.  Always returns 0 (assert the status).
+place() {
+    o=$1 h=$2 p=$3 s=$4; shift 4
+    n=$# i=0
+    for a in "$@"; do
+        i=$((i + 1))
+        if [ "$i" -eq "$n" ]; then name=$a; else set -- "$@" "$a"; fi
+    done
+    shift "$n"
+    av "$h" "$p" "$s" rewrite "$@" "$PL/$name.in.xml" >"$AV_TMP/$o.xml" 2>"$AV_TMP/$o.err"
+    echo $? >"$AV_TMP/$o.rc"
+    return 0
+}
+
+# ok OUT: the rewrite OUT succeeded and printed nothing on stderr.
+ok() {
+    [ "$(cat "$AV_TMP/$1.rc")" = 0 ] || { echo "exit $(cat "$AV_TMP/$1.rc")"; cat "$AV_TMP/$1.err"; return 1; }
+    [ ! -s "$AV_TMP/$1.err" ] || { echo "stderr:"; cat "$AV_TMP/$1.err"; return 1; }
+}
+
+# failed OUT STATUS PATTERN: the rewrite OUT exited STATUS with one line on
+# stderr, "accelvirt: ...PATTERN", and nothing on stdout.
+failed() {
+    [ "$(cat "$AV_TMP/$1.rc")" = "$2" ] || { echo "exit $(cat "$AV_TMP/$1.rc"), expected $2"; cat "$AV_TMP/$1.err"; return 1; }
+    [ "$(wc -l <"$AV_TMP/$1.err")" -eq 1 ] || { echo "not one line:"; cat "$AV_TMP/$1.err"; return 1; }
+    grep -q "^accelvirt: .*$3" "$AV_TMP/$1.err" || { echo "no '$3' in:"; cat "$AV_TMP/$1.err"; return 1; }
+    [ ! -s "$AV_TMP/$1.xml" ] || { echo "stdout not empty"; return 1; }
+}
+
+# xq FILE PYTHON-EXPR: EXPR over the domain XML FILE, with helpers:
+#   r             the root element
+#   A(xpath, at)  the values of attribute @at of the elements at xpath
+#   pl()          the <av:placement> element
+#   devs()        the addresses of its <av:device>s
+#   hostdevs()    (type, managed, address or uuid, alias) of each <hostdev>
+xq() {
+    python3 - "$1" "$2" <<'PY'
+import sys, xml.etree.ElementTree as ET
+NS = "{urn:accelvirt:domain:1}"
+r = ET.parse(sys.argv[1]).getroot()
+def A(xp, at):
+    return [e.get(at) for e in r.findall(xp)]
+def pl():
+    return r.find("metadata/%saccelerators/%splacement" % (NS, NS))
+def devs():
+    return [d.get("address") for d in pl().findall(NS + "device")]
+def hostdevs():
+    out = []
+    for h in r.findall("devices/hostdev"):
+        a = h.find("source/address")
+        if h.get("type") == "pci":
+            where = "%s:%s:%s.%s" % (a.get("domain")[2:], a.get("bus")[2:], a.get("slot")[2:], a.get("function")[2:])
+        elif h.get("type") == "mdev":
+            where = a.get("uuid")
+        else:
+            where = (h.find("source/vendor").get("id"), h.find("source/product").get("id"))
+        al = h.find("alias")
+        out.append((h.get("type"), h.get("managed"), where, al.get("name") if al is not None else None))
+    return out
+ok = eval(sys.argv[2])
+if not ok:
+    print("false: " + sys.argv[2])
+    sys.exit(1)
+PY
+}
+
+# pinned FILE NODE CPUSET VCPUS: every vCPU and the emulator pinned on
+# CPUSET, memory strict on NODE, the placement saying it wrote them.
+pinned() {
+    xq "$1" "A('cputune/vcpupin', 'vcpu') == [str(i) for i in range($4)] and set(A('cputune/vcpupin', 'cpuset')) == {'$3'} and A('cputune/emulatorpin', 'cpuset') == ['$3'] and A('numatune/memory', 'nodeset') == ['$2'] and A('numatune/memory', 'mode') == ['strict'] and pl().get('node') == '$2' and pl().get('pinned') == 'yes' and pl().get('numatune') == 'yes'"
+}
+
+# claims STATE: "address owner-uuid" of the claimed devices, sorted.
+claims() {
+    "$AV" --state-dir "$1" status --no-sync --json |
+        python3 -c 'import json,sys; print("\n".join(sorted("%s %s" % (x["address"], x["owner"]["domain_uuid"]) for x in json.load(sys.stdin)["devices"] if x["state"] == "claimed")))'
+}
+
+# same_claims STATE EXPECTED: the claims of STATE are EXPECTED ("addr uuid-tail; ...").
+same_claims() {
+    got=$(claims "$1" | sed "s/ $UUID/ /" | tr '\n' ';' | sed 's/;$//; s/;/; /g')
+    [ "$got" = "$2" ] || { echo "claims: '$got', expected '$2'"; return 1; }
+}
+
+N0=0-15,32-47
+N1=16-31,48-63
+
+# === the 2-socket host, pool all free: 1 and 2 GPUs, strict and preferred ===
+FREE="$AV_TMP/free"
+av "$H2" "$STRICT" "$FREE" status >/dev/null
+cp "$FREE/pool.json" "$AV_TMP/free.pool"
+for c in gpu1 gpu2; do
+    place "$c-strict" "$H2" "$STRICT" "$FREE" --dry-run "$c"
+    check "$c strict: placed, nothing on stderr" ok "$c-strict"
+    check "$c strict: matches tests/place/$c-strict.out.xml" pgolden "$c-strict.out.xml" "$AV_TMP/$c-strict.xml"
+    place "$c-pref" "$H2" "$PREF" "$FREE" --dry-run "$c"
+    check "$c preferred: placed, nothing on stderr" ok "$c-pref"
+    check "$c preferred: matches tests/place/$c-preferred.out.xml" pgolden "$c-preferred.out.xml" "$AV_TMP/$c-pref.xml"
+done
+check "gpu1: best fit, node 1 (2 A100s) before node 0 (4): 0000:ca:00.0, managed='no', alias ua-accelvirt-0" \
+    xq "$AV_TMP/gpu1-strict.xml" "devs() == ['0000:ca:00.0'] and hostdevs() == [('pci', 'no', '0000:ca:00.0', 'ua-accelvirt-0')]"
+check "gpu1: 8 vCPUs and the emulator pinned on node 1's CPUs, memory strict on node 1" pinned "$AV_TMP/gpu1-strict.xml" 1 "$N1" 8
+check "gpu2: both node 1 A100s, aliases -0 and -1" \
+    xq "$AV_TMP/gpu2-strict.xml" "devs() == ['0000:ca:00.0', '0000:e3:00.0'] and [h[2:] for h in hostdevs()] == [('0000:ca:00.0', 'ua-accelvirt-0'), ('0000:e3:00.0', 'ua-accelvirt-1')]"
+check "gpu2: pinned on node 1" pinned "$AV_TMP/gpu2-strict.xml" 1 "$N1" 8
+check "with room on one node, preferred places like strict" \
+    eval "cmp '$AV_TMP/gpu1-strict.xml' '$AV_TMP/gpu1-pref.xml' && cmp '$AV_TMP/gpu2-strict.xml' '$AV_TMP/gpu2-pref.xml'"
+check "--dry-run reserved nothing" cmp "$FREE/pool.json" "$AV_TMP/free.pool"
+
+# 5 GPUs: no node has 5 A100s.
+place gpu5-strict "$H2" "$STRICT" "$FREE" gpu5
+check "gpu5 strict: refused, no single NUMA node can hold them (exit 3, one line)" \
+    failed gpu5-strict 3 "no single NUMA node can hold every device.*node 0 has 4 free, node 1 has 2 free"
+check "  ... nothing reserved" cmp "$FREE/pool.json" "$AV_TMP/free.pool"
+place gpu5-pref "$H2" "$PREF" "$FREE" --dry-run gpu5
+check "gpu5 preferred: placed on node 0, its 4 A100s and one of node 1" \
+    xq "$AV_TMP/gpu5-pref.xml" "devs() == ['0000:17:00.0', '0000:31:00.0', '0000:4b:00.0', '0000:65:00.0', '0000:ca:00.0'] and pl().get('node') == '0'"
+check "gpu5 preferred: matches tests/place/gpu5-preferred.out.xml" pgolden gpu5-preferred.out.xml "$AV_TMP/gpu5-pref.xml"
+check "gpu5 preferred: the off-node device is warned about on stderr" \
+    eval "[ \$(cat '$AV_TMP/gpu5-pref.rc') = 0 ] && grep -q \"warning: profile 'gpu-passthrough' has numa preferred but 1 of its 5 devices is on NUMA node 1\" '$AV_TMP/gpu5-pref.err'"
+
+# --dry-run on a state dir that no command has reconciled yet.
+place fresh "$H2" "$STRICT" "$AV_TMP/fresh" --dry-run gpu1
+check "--dry-run on a new state dir places like on a reconciled one" \
+    eval "ok fresh && cmp '$AV_TMP/fresh.xml' '$AV_TMP/gpu1-strict.xml'"
+
+# === errors: one line, a clear message, a non-zero status, nothing reserved ===
+cp "$FREE/journal.jsonl" "$AV_TMP/free.journal"
+place e-unknown "$H2" "$STRICT" "$FREE" unknown-profile
+check "unknown profile: exit 2, names it and the profiles there are" \
+    failed e-unknown 2 "unknown profile 'gpu-h200': use one the policy defines, 'gpu-passthrough', 'gpu-consumer'"
+place e-count "$H2" "$STRICT" "$FREE" count-too-large
+check "count too large: exit 2, 'count 7 is more than the 6 cards'" \
+    failed e-count 2 "count 7 is more than the 6 cards of profile 'gpu-passthrough' on this host; ask for at most 6"
+place e-vcpus "$H2" "$STRICT" "$FREE" vcpus-too-many
+check "40 vCPUs on a node of 32 CPUs: exit 2, says how many fit" \
+    failed e-vcpus 2 "40 vCPUs do not fit node [01]'s 32 CPUs; give the domain at most 32 vCPUs"
+place e-vcpus-pref "$H2" "$PREF" "$FREE" vcpus-too-many
+check "  ... preferred too" failed e-vcpus-pref 2 "40 vCPUs do not fit node [01]'s 32 CPUs"
+check "the failed rewrites reserved nothing and journalled nothing" \
+    eval "cmp '$FREE/pool.json' '$AV_TMP/free.pool' && cmp '$FREE/journal.jsonl' '$AV_TMP/free.journal'"
+
+# === reserving: claimed for the domain's UUID, with an expiry ===
+RES="$AV_TMP/res"
+before=$(date +%s)
+place res1 "$H2" "$STRICT" "$RES" gpu1
+check "rewrite without --dry-run prints the same document as --dry-run" \
+    eval "ok res1 && cmp '$AV_TMP/res1.xml' '$AV_TMP/gpu1-strict.xml'"
+"$AV" --state-dir "$RES" status --no-sync --json >"$AV_TMP/res1.json"
+check "  ... and claims 0000:ca:00.0 for the domain's UUID and name, expiring in an hour" json "$AV_TMP/res1.json" \
+    "[(x['address'], x['owner']['domain_uuid'], x['owner']['domain_name'], $before + 3600 <= x['claim_expires'] <= $before + 3600 + 60) for x in d['devices'] if x['state'] != 'free'] == [('0000:ca:00.0', '${UUID}01', 'gpu1', True)]"
+place res2 "$H2" "$STRICT" "$RES" gpu1
+cp "$RES/pool.json" "$AV_TMP/res.pool"
+check "the same rewrite again: the same document (its own claim counts as free)" \
+    eval "ok res2 && cmp '$AV_TMP/res1.xml' '$AV_TMP/res2.xml'"
+check "  ... and still one claim" same_claims "$RES" "0000:ca:00.0 01"
+place res3 "$H2" "$STRICT" "$RES" --dry-run gpu1
+check "--dry-run with the domain's own claim: the same document, pool untouched" \
+    eval "ok res3 && cmp '$AV_TMP/res1.xml' '$AV_TMP/res3.xml' && cmp '$RES/pool.json' '$AV_TMP/res.pool'"
+av "$H2" "$STRICT" "$RES" rewrite --dry-run "$AV_TMP/res1.xml" >"$AV_TMP/res4.xml" 2>"$AV_TMP/res4.err"
+check "rewriting the placed document gives it back byte for byte (idempotent)" \
+    eval "[ ! -s '$AV_TMP/res4.err' ] && cmp '$AV_TMP/res1.xml' '$AV_TMP/res4.xml'"
+av "$H2" "$STRICT" "$RES" rewrite --claim-ttl 0 - <"$PL/hold-a.in.xml" >"$AV_TMP/res5.xml" 2>&1
+"$AV" --state-dir "$RES" status --no-sync --json >"$AV_TMP/res5.json"
+check "rewrite - reads stdin; --claim-ttl 0 claims with no expiry" json "$AV_TMP/res5.json" \
+    "[(x['address'], x['owner']['domain_uuid'], x['claim_expires'] in (0, None)) for x in d['devices'] if x['state'] == 'claimed' and x['owner']['domain_name'] == 'hold-a'] == [('0000:e3:00.0', '${UUID}10', True)]"
+
+# === a full node forcing the other node ===
+FULL="$AV_TMP/full"
+place full-a "$H2" "$STRICT" "$FULL" hold-a
+place full-c "$H2" "$STRICT" "$FULL" hold-c
+check "two domains reserve node 1's A100s, one each" \
+    eval "ok full-a && ok full-c && same_claims '$FULL' '0000:ca:00.0 10; 0000:e3:00.0 12'"
+cp "$FULL/pool.json" "$AV_TMP/full.pool"
+for c in gpu1 gpu2; do
+    place "$c-full-strict" "$H2" "$STRICT" "$FULL" --dry-run "$c"
+    check "$c strict with node 1 full: placed on node 0" ok "$c-full-strict"
+    check "  ... matches tests/place/$c-node1-full.out.xml" pgolden "$c-node1-full.out.xml" "$AV_TMP/$c-full-strict.xml"
+    place "$c-full-pref" "$H2" "$PREF" "$FULL" --dry-run "$c"
+    check "$c preferred with node 1 full: the same, no warning (all on node 0)" \
+        eval "ok $c-full-pref && cmp '$AV_TMP/$c-full-strict.xml' '$AV_TMP/$c-full-pref.xml'"
+done
+check "gpu1 with node 1 full: 0000:17:00.0, pinned on node 0" \
+    eval "xq '$AV_TMP/gpu1-full-strict.xml' \"devs() == ['0000:17:00.0']\" && pinned '$AV_TMP/gpu1-full-strict.xml' 0 '$N0' 8"
+check "gpu2 with node 1 full: 0000:17 and 0000:31, pinned on node 0" \
+    eval "xq '$AV_TMP/gpu2-full-strict.xml' \"devs() == ['0000:17:00.0', '0000:31:00.0']\" && pinned '$AV_TMP/gpu2-full-strict.xml' 0 '$N0' 8"
+
+# Re-placing a placed domain whose device is taken: only what accelvirt
+# wrote moves; the user's NIC hostdev and <shares> stay.
+place replace "$H2" "$STRICT" "$FULL" --dry-run replace
+check "re-placing a domain placed on a now taken GPU: placed, nothing on stderr" ok replace
+check "  ... matches tests/place/replace.out.xml" pgolden replace.out.xml "$AV_TMP/replace.xml"
+check "  ... the accelvirt hostdev moved to 0000:17:00.0, the user's NIC hostdev kept, managed='yes'" \
+    xq "$AV_TMP/replace.xml" "hostdevs() == [('pci', 'yes', '0000:02:00.1', 'ua-user-nic'), ('pci', 'no', '0000:17:00.0', 'ua-accelvirt-0')] and devs() == ['0000:17:00.0']"
+check "  ... re-pinned on node 0, the user's <shares> kept" \
+    eval "pinned '$AV_TMP/replace.xml' 0 '$N0' 8 && xq '$AV_TMP/replace.xml' \"r.findtext('cputune/shares') == '2048'\""
+av "$H2" "$STRICT" "$FULL" rewrite --dry-run "$AV_TMP/replace.xml" >"$AV_TMP/replace2.xml" 2>&1
+check "  ... and rewriting that again changes nothing" cmp "$AV_TMP/replace.xml" "$AV_TMP/replace2.xml"
+check "  ... the dry runs reserved nothing" cmp "$FULL/pool.json" "$AV_TMP/full.pool"
+
+# Node 1 with one A100 held, node 0 with three: one free on each node.
+SPLIT="$AV_TMP/split"
+place split-a "$H2" "$STRICT" "$SPLIT" hold-a
+place split-b "$H2" "$STRICT" "$SPLIT" hold-b
+check "hold-a takes 0000:ca, hold-b's 3 A100s go to node 0 (node 1 cannot hold them)" \
+    eval "ok split-a && ok split-b && same_claims '$SPLIT' '0000:17:00.0 11; 0000:31:00.0 11; 0000:4b:00.0 11; 0000:ca:00.0 10'"
+cp "$SPLIT/pool.json" "$AV_TMP/split.pool"
+place split-strict "$H2" "$STRICT" "$SPLIT" gpu2
+check "gpu2 strict with one free A100 on each node: refused, 'no single NUMA node' (exit 3)" \
+    failed split-strict 3 "no single NUMA node can hold every device this domain needs there (2 of 'gpu-passthrough'; numa strict): node 0 has 1 free, node 1 has 1 free"
+check "  ... nothing reserved" cmp "$SPLIT/pool.json" "$AV_TMP/split.pool"
+place split-pref "$H2" "$PREF" "$SPLIT" --dry-run gpu2
+check "gpu2 preferred: both free A100s, one off the domain's node" \
+    xq "$AV_TMP/split-pref.xml" "devs() == ['0000:65:00.0', '0000:e3:00.0'] and pl().get('node') in ('0', '1')"
+check "  ... matches tests/place/gpu2-split-preferred.out.xml" pgolden gpu2-split-preferred.out.xml "$AV_TMP/split-pref.xml"
+check "  ... with a warning on stderr naming the off-node device" \
+    eval "[ \$(cat '$AV_TMP/split-pref.rc') = 0 ] && grep -q \"warning: profile 'gpu-passthrough' has numa preferred but 1 of its 2 devices is on NUMA node\" '$AV_TMP/split-pref.err'"
+
+# === hide_hypervisor, USB stick, a domain Nova wrote ===
+place hide "$H2" "$STRICT" "$FREE" --dry-run hide
+check "hide_hypervisor: placed, matches tests/place/hide.out.xml" \
+    eval "ok hide && pgolden hide.out.xml '$AV_TMP/hide.xml'"
+check "  ... <kvm><hidden state='on'/>, hyperv vendor_id 'accelvirt', the user's features kept, placement says it wrote both" \
+    xq "$AV_TMP/hide.xml" "A('features/kvm/hidden', 'state') == ['on'] and A('features/hyperv/vendor_id', 'state') == ['on'] and A('features/hyperv/vendor_id', 'value') == ['accelvirt'] and r.find('features/acpi') is not None and r.find('features/apic') is not None and pl().get('hidden') == 'yes' and pl().get('vendor-id') == 'yes' and devs() == ['0000:98:00.0']"
+place usb "$H2" "$STRICT" "$FREE" --dry-run usb-stick
+check "USB stick: placed, matches tests/place/usb-stick.out.xml" \
+    eval "ok usb && pgolden usb-stick.out.xml '$AV_TMP/usb.xml'"
+check "  ... a USB hostdev with the stick's ids, no pinning (numa none)" \
+    xq "$AV_TMP/usb.xml" "hostdevs() == [('usb', 'no', ('0x03e7', '0x2485'), 'ua-accelvirt-0')] and [e.get('bus-path') for e in pl().findall(NS + 'usb')] == ['1-1.2'] and r.find('cputune') is None and r.find('numatune') is None and pl().get('pinned') == 'no' and pl().get('node') is None"
+place nova "$H2" "$STRICT" "$FREE" nova
+check "a domain Nova wrote comes back byte for byte, reserving nothing" \
+    eval "ok nova && cmp '$AV_TMP/nova.xml' '$AV_TEST_SRCDIR/data/domains/nova-instance.xml' && cmp '$PL/nova.in.xml' '$AV_TEST_SRCDIR/data/domains/nova-instance.xml' && cmp '$FREE/pool.json' '$AV_TMP/free.pool'"
+
+# === mdev on the vGPU host ===
+MDEV="$AV_TMP/mdev"
+av "$VGPU" "$STRICT" "$MDEV" status >/dev/null
+cp "$MDEV/pool.json" "$AV_TMP/mdev.pool"
+place vgpu "$VGPU" "$STRICT" "$MDEV" vgpu
+check "vGPU: placed, nothing on stderr" ok vgpu
+check "  ... an mdev hostdev (model vfio-pci) whose fresh UUID is the placement's <av:mdev>" \
+    xq "$AV_TMP/vgpu.xml" "len(hostdevs()) == 1 and hostdevs()[0][0] == 'mdev' and A('devices/hostdev', 'model') == ['vfio-pci'] and [e.get('uuid') for e in pl().findall('{urn:accelvirt:domain:1}mdev')] == [hostdevs()[0][2]] and __import__('re').fullmatch('[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}', hostdevs()[0][2]) is not None and [e.get('profile') for e in pl().findall('{urn:accelvirt:domain:1}mdev')] == ['vgpu-a10-4q']"
+check "  ... on node 0, whose A10 already runs nvidia-590 (the profile's type), pinned there" \
+    pinned "$AV_TMP/vgpu.xml" 0 0-23,48-71 4
+sed 's/uuid="[0-9a-f]\{8\}-[0-9a-f]\{4\}-[0-9a-f]\{4\}-[0-9a-f]\{4\}-[0-9a-f]\{12\}"/uuid="MDEV-UUID"/g' \
+    "$AV_TMP/vgpu.xml" >"$AV_TMP/vgpu.masked.xml"
+check "  ... matches tests/place/vgpu.out.xml (mdev UUIDs masked)" pgolden vgpu.out.xml "$AV_TMP/vgpu.masked.xml"
+check "  ... the mdev is not claimed at rewrite (the hook creates and pools it at prepare)" \
+    json "$MDEV/pool.json" "all(x['state'] == 'free' and x['owner'] is None for x in d['devices']) and not any(x['kind'] == 'mdev' for x in d['devices'])"
+av "$VGPU" "$STRICT" "$MDEV" rewrite --dry-run "$AV_TMP/vgpu.xml" >"$AV_TMP/vgpu2.xml" 2>&1
+check "  ... rewriting the placed vGPU domain keeps its mdev UUID (idempotent)" cmp "$AV_TMP/vgpu.xml" "$AV_TMP/vgpu2.xml"
+
+# === FPGA functions: packing, whole cards, defragmentation ===
+# 3 cards x 3 regions (PFs) x 4 functions (VFs): 3b and 5e on node 0, af on
+# node 1.  fpga-lone (numa="any": no node) lands on the first card, 3b;
+# fpga-hold (numa strict) on node 1, the node with fewer free functions.
+FS="$AV_TMP/fpga"
+av "$FPGA" "$STRICT" "$FS" status >/dev/null
+place f-card "$FPGA" "$STRICT" "$FS" --dry-run fpga-card
+check "a whole-card request on a free pool takes the 12 functions of card af (node 1), every alias distinct" \
+    eval "ok f-card && xq '$AV_TMP/f-card.xml' \"devs() == ['0000:af:%02x.%d' % (s, f) for s in (1, 2, 3) for f in range(4)] and len(set(h[3] for h in hostdevs())) == 12 and pl().get('node') == '1'\""
+place f-lone "$FPGA" "$STRICT" "$FS" fpga-lone
+check "one function with numa='any': the first card, 0000:3b:01.0, no node, no pinning" \
+    eval "ok f-lone && xq '$AV_TMP/f-lone.xml' \"devs() == ['0000:3b:01.0'] and pl().get('node') is None and pl().get('pinned') == 'no' and r.find('cputune') is None\""
+place f-hold "$FPGA" "$STRICT" "$FS" fpga-hold
+check "two functions, numa strict: node 1 (fewer free), af's first region" \
+    eval "ok f-hold && xq '$AV_TMP/f-hold.xml' \"devs() == ['0000:af:01.0', '0000:af:01.1'] and pl().get('node') == '1'\" && same_claims '$FS' '0000:3b:01.0 53; 0000:af:01.0 50; 0000:af:01.1 50'"
+cp "$FS/pool.json" "$AV_TMP/fpga.pool"
+place f-fn "$FPGA" "$STRICT" "$FS" --dry-run fpga-function
+check "3 functions: the partly used region af:01 filled first, then the next region of the same card" \
+    eval "ok f-fn && xq '$AV_TMP/f-fn.xml' \"devs() == ['0000:af:01.2', '0000:af:01.3', '0000:af:02.0'] and pl().get('node') == '1'\" && pinned '$AV_TMP/f-fn.xml' 1 8-15 4"
+check "  ... matches tests/place/fpga-function.out.xml" pgolden fpga-function.out.xml "$AV_TMP/f-fn.xml"
+check "  ... the VFs as managed='no' PCI hostdevs" \
+    xq "$AV_TMP/f-fn.xml" "[h[:2] for h in hostdevs()] == [('pci', 'no')] * 3"
+place f-card2 "$FPGA" "$STRICT" "$FS" --dry-run fpga-card
+check "a whole card now: 5e, skipping 3b (one function held) and af (two held)" \
+    eval "ok f-card2 && xq '$AV_TMP/f-card2.xml' \"devs() == ['0000:5e:%02x.%d' % (s, f) for s in (1, 2, 3) for f in range(4)] and pl().get('node') == '0'\" && pinned '$AV_TMP/f-card2.xml' 0 0-7 4"
+check "  ... matches tests/place/fpga-card.out.xml" pgolden fpga-card.out.xml "$AV_TMP/f-card2.xml"
+check "  ... the dry runs reserved nothing" cmp "$FS/pool.json" "$AV_TMP/fpga.pool"
+
+av "$FPGA" "$STRICT" "$FS" plan --defrag >"$AV_TMP/defrag.txt" 2>&1
+check "plan --defrag table matches tests/place/defrag.out.txt" pgolden defrag.out.txt "$AV_TMP/defrag.txt"
+av "$FPGA" "$STRICT" "$FS" --json plan --defrag >"$AV_TMP/defrag.json" 2>&1
+check "plan --defrag --json: 3 cards of fpga-function, 1 free, 2 partly used" json "$AV_TMP/defrag.json" \
+    "[(p['profile'], p['granularity'], p['cards'], p['cards_free'], p['cards_partly_used'], 0 < p['fragmentation'] < 1) for p in d['profiles']] == [('fpga-function', 'function', 3, 1, 2, True)]"
+check "  ... one move: fpga-lone's 3b:01.0 into af's region, freeing card 3b" json "$AV_TMP/defrag.json" \
+    "[(m['domain'], m['from'], m['to'], m['frees_card']) for m in d['moves']] == [('${UUID}53', '0000:3b:01.0', '0000:af:01.2', '0000:3b:00')] and d['moves'][0]['device'].endswith('/vf0')"
+check "  ... plan reserved nothing" cmp "$FS/pool.json" "$AV_TMP/fpga.pool"
+
+finish
