@@ -4,7 +4,8 @@
 #   vmlinux          uncompressed from /boot/vmlinuz-KVER (TCG boots it ~6 s faster)
 #   mtty.ko          the kernel's mdev sample, built out of tree for KVER
 #   zero-bar         a static helper that mmaps a PCI BAR (resourceN) and zeroes/reads it
-#   initramfs.cpio.gz  busybox-static, the modules below and tests/vm/init.sh as /init
+#   initramfs.cpio.gz  busybox-static, the modules below (vfio, mdev, 9p, overlay,
+#                      uio_pci_generic) and tests/vm/init.sh as /init
 #
 # Usage: build.sh [CACHE_DIR]   (default $AV_VM_CACHE, else ./tests/vm/cache)
 # Env:   AV_VM_KVER   the guest kernel version (default: what linux-image-amd64 depends on)
@@ -34,6 +35,9 @@ kbuild=/usr/src/linux-headers-$KVER
 srctar=$(ls /usr/src/linux-source-*.tar.* 2>/dev/null | head -n1 || true)
 
 test -r "$vmlinuz" || need "$vmlinuz (linux-image-amd64)"
+# AV_VM_ONLY=vmlinux: only the vmlinux below, then exit (tests/libvirt/build-scrub-image.sh);
+# the requirements of the rest are not checked
+if test "${AV_VM_ONLY:-}" != vmlinux; then
 test -d "$moddir/kernel" || need "$moddir (linux-image-amd64)"
 test -f "$kbuild/Makefile" || need "$kbuild (linux-headers-amd64)"
 test -n "$srctar" || need "/usr/src/linux-source-*.tar.xz (linux-source)"
@@ -50,6 +54,7 @@ command -v python3 >/dev/null 2>&1 || need "python3"
 if command -v ldd >/dev/null 2>&1 && ldd /bin/busybox >/dev/null 2>&1; then
     need "a static /bin/busybox (busybox-static)"
 fi
+fi  # AV_VM_ONLY
 
 # key FILE...: a string that changes when any input changes (size, mtime, path)
 key() { for f in "$@"; do stat -L -c '%n %s %Y' "$f"; done | cksum | cut -d' ' -f1; }
@@ -84,6 +89,7 @@ if ! fresh vmlinux "$k"; then
         die "could not extract an ELF vmlinux from $vmlinuz (need xz-utils/zstd/gzip)"
     fi
 fi
+if test "${AV_VM_ONLY:-}" = vmlinux; then echo "$cache"; exit 0; fi
 
 # --- mtty.ko: samples/vfio-mdev/mtty.c from linux-source, Kbuild against the headers ---
 k=$(echo "$KVER $(key "$srctar" "$kbuild/Makefile" "$moddir/modules.dep" "$here/build.sh")")
@@ -115,8 +121,10 @@ if ! fresh zero-bar "$k"; then
 fi
 
 # --- initramfs ---
+# (uio_pci_generic: a host driver for ivshmem, so that the hook's exact driver restore
+# can be seen; it binds nothing until a scenario gives it an id)
 MODULES="irqbypass vfio vfio_iommu_type1 vfio_virqfd vfio-pci-core vfio-pci mdev
-virtio_pci 9pnet_virtio 9p netfs fscache overlay"
+virtio_pci 9pnet_virtio 9p netfs fscache overlay uio_pci_generic"
 k=$(echo "$KVER $MODULES $(key "$cache/vmlinux" "$cache/mtty.ko" "$cache/zero-bar" \
         /bin/busybox "$moddir/modules.dep" "$here/init.sh" "$here/build.sh")")
 if ! fresh initramfs.cpio.gz "$k"; then

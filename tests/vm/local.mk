@@ -16,6 +16,8 @@ VM_RIG_FILES = \
 	tests/vm/scenario-e2e.sh \
 	tests/vm/scenario-demo.sh \
 	tests/vm/demo-policies \
+	tests/vm/hook-policies \
+	tests/vm/scrub-sleep.sh \
 	tests/vm/make-fixture.sh \
 	tests/vm/zero-bar.c \
 	tests/vm/README.md
@@ -26,7 +28,7 @@ EXTRA_DIST += $(VM_RIG_FILES)
 # land in tests/vm/test-vm.{log,trs} and are counted with the others.
 AV_VM_TESTS = tests/vm/test-vm.sh
 AV_VM_SUITE_LOG = tests/vm/test-suite.log
-check-vm: accelvirt$(EXEEXT)
+check-vm: accelvirt$(EXEEXT) accelvirt-hook$(EXEEXT) accelvirt-worker$(EXEEXT)
 	@cache="$${AV_VM_CACHE:-$(VM_CACHE)}"; \
 	$(MKDIR_P) "$$cache" tests/vm && \
 	AV_VM_CACHE="$$cache" $(SHELL) $(srcdir)/tests/vm/build.sh "$$cache" >/dev/null && \

@@ -4,13 +4,152 @@
 # "KEY VALUE...", and test-vm.sh makes the checks from outside.
 # Needs: the machine of run-vm.sh (ivshmem0 on pxb0/node 0, ivshmem1 on pxb1/node 1,
 # ivshmem2 and edu1 behind a pcie-pci-bridge), /lib/modules/mtty.ko, /bin/zero-bar,
-# and in the results share env (ACCELVIRT=...) and capture-host.sh.
+# and in the results share env (ACCELVIRT=..., ACCELVIRT_HOOK=..., ACCELVIRT_WORKER=...),
+# capture-host.sh, and for the hook's part (hook-tests.sh, sourced at the end) the
+# policies in hook-policies/ and scrub-sleep.sh.
 R=${AVVM_RESULTS:-/results}
 F=$R/facts
 : > "$F"
 fact() { echo "$*" >> "$F"; echo "FACT $*"; }
 sysrd() { cat "$1" 2>/dev/null || echo "?"; }
 grp_of() { basename "$(readlink "/sys/bus/pci/devices/$1/iommu_group" 2>/dev/null)" 2>/dev/null; }
+
+# --- e. the hook, run as libvirt runs it (DOMAIN OP SUBOP -, the XML on stdin), chrooted
+# into the host's root with ACCELVIRT_* set as its qemu.d wrapper sets them. Its log
+# (ACCELVIRT_LOG_FILE) and everything it prints go to the results share (hook-*).
+# Facts: hook_* lines. The pool as `accelvirt status --json` shows it: status-*.json.
+HS=/run/av-hook            # in the chroot: state, policies, scrub command, domain XMLs
+hook_drv() { basename "$(readlink "/sys/bus/pci/devices/$1/driver" 2>/dev/null)" 2>/dev/null; }
+hook_devnode() {  # hook_devnode ADDR: /dev/vfio/GROUP when present, else "none"
+    g=$(grp_of "$1"); test -n "$g" && test -c "/dev/vfio/$g" && echo "/dev/vfio/$g" || echo none
+}
+hook_run() {  # hook_run TAG XML DOMAIN OP SUBOP: the hook; rc in $hrc, output in $R/hook-TAG.{out,err}
+    t=$1 x=$2; shift 2
+    chroot /host env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin ACCELVIRT_STATE_DIR=$HS/state \
+        ACCELVIRT_POLICY_DIR=$HS/policies ACCELVIRT_WORKER="$HW" \
+        ACCELVIRT_LOG_FILE=/run/results/hook-basic.log "$HK" "$@" - \
+        < "/host$HS/$x" > "$R/hook-$t.out" 2> "$R/hook-$t.err"
+    hrc=$?
+}
+av_status() {  # av_status [--no-sync]: accelvirt status --json of the hook's state dir
+    chroot /host env ACCELVIRT_STATE_DIR=$HS/state ACCELVIRT_POLICY_DIR=$HS/policies \
+        "$A" status --json "$@" 2>&1
+}
+hook_wait_settled() {  # hook_wait_settled LOG: polls status --no-sync (<= 40 s) until no
+    # device is claimed, in-use, dirty or scrubbing; every sample goes to $R/LOG
+    i=0
+    while test $i -lt 200; do
+        s=$(av_status --no-sync)
+        printf '=== %s\n%s\n' "$(cut -d' ' -f1 /proc/uptime)" "$s" >> "$R/$1"
+        echo "$s" | grep -Eq '"state": *"(claimed|in-use|dirty|scrubbing)"' || return 0
+        sleep 0.2; i=$((i + 1))
+    done
+    return 1
+}
+hook_xml() {  # hook_xml FILE NAME UUID HOSTDEV-XML [METADATA-XML]
+    cat > "/host$HS/$1" <<EOF
+<domain type='kvm'>
+  <name>$2</name>
+  <uuid>$3</uuid>
+  <memory unit='MiB'>64</memory>
+  <vcpu placement='static'>1</vcpu>
+  ${5:-}
+  <devices>
+    $4
+  </devices>
+</domain>
+EOF
+}
+pci_hostdev() {  # pci_hostdev BUS SLOT: a managed='no' PCI hostdev of 0000:BUS:SLOT.0
+    echo "<hostdev mode='subsystem' type='pci' managed='no'><source><address domain='0x0000' bus='0x$1' slot='0x$2' function='0x0'/></source></hostdev>"
+}
+
+hook_tests() {
+    HK=$(sed -n 's/^ACCELVIRT_HOOK=//p' "$R/env")
+    HW=$(sed -n 's/^ACCELVIRT_WORKER=//p' "$R/env")
+    if ! test -x "/host$HK" || ! test -x "/host$HW"; then
+        fact hook missing hook="$HK" worker="$HW"
+        return
+    fi
+    mkdir -p "/host$HS/state" "/host$HS/policies" /host/run/results
+    mount --bind "$R" /host/run/results
+    cp "$R/scrub-sleep.sh" "/host$HS/scrub.sh"
+    chmod 755 "/host$HS" "/host$HS/scrub.sh" "/host$HS/policies"
+    for p in "$R"/hook-policies/*.json; do
+        sed "s|@SCRUB@|$HS/scrub.sh|g" "$p" > "/host$HS/policies/$(basename "$p")"
+    done
+    chmod 644 "/host$HS"/policies/*.json
+    IV=0000:81:00.0 ED=0000:42:00.0 BR=0000:01:00.0 NV=0000:02:01.0
+
+    # The node-1 ivshmem gets an original driver, uio_pci_generic (loaded at boot), to
+    # prove that the hook gives back exactly that; new_id also takes the other unbound
+    # ivshmems, which go back to no driver (as before).
+    echo "1af4 1110" > /sys/bus/pci/drivers/uio_pci_generic/new_id
+    for a in 0000:41:00.0 $NV; do
+        test "$(hook_drv $a)" = uio_pci_generic && echo "$a" > /sys/bus/pci/drivers/uio_pci_generic/unbind
+    done
+    fact hook_before "$IV=$(hook_drv $IV)" "$ED=$(hook_drv $ED)" "$NV=$(hook_drv $NV)" \
+        vfio="$(ls /dev/vfio | tr '\n' ' ')"
+    av_status > "$R/status-0-before.json"
+
+    # 1. prepare begin of a domain with the node-1 ivshmem and the edu, then release end
+    hook_xml vm1.xml avvm-hook 6b1d0c4e-0000-4000-8000-000000000001 \
+        "$(pci_hostdev 81 00) $(pci_hostdev 42 00)"
+    hook_run prepare vm1.xml avvm-hook prepare begin
+    fact hook_prepare rc=$hrc "$IV=$(hook_drv $IV)" "$ED=$(hook_drv $ED)" \
+        "$IV-dev=$(hook_devnode $IV)" "$ED-dev=$(hook_devnode $ED)" \
+        out="$(wc -c < "$R/hook-prepare.out")" err="$(wc -c < "$R/hook-prepare.err")"
+    av_status > "$R/status-1-prepared.json"
+    hook_run release vm1.xml avvm-hook release end
+    fact hook_release rc=$hrc err="$(wc -c < "$R/hook-release.err")"
+    av_status --no-sync > "$R/status-2-released.json"
+    if hook_wait_settled status-poll-basic.log; then w=settled; else w=timeout; fi
+    fact hook_after_worker "$w" "$IV=$(hook_drv $IV)" "$ED=$(hook_drv $ED)" \
+        "$IV-override=$(sysrd /sys/bus/pci/devices/$IV/driver_override)" \
+        "$ED-override=$(sysrd /sys/bus/pci/devices/$ED/driver_override)" \
+        "$IV-dev=$(hook_devnode $IV)" "$ED-dev=$(hook_devnode $ED)"
+    av_status > "$R/status-3-free.json"
+
+    # 2. the non-viable group: the ivshmem behind the pcie-pci-bridge
+    before="$(for a in $(ls "/sys/kernel/iommu_groups/$(grp_of $NV)/devices"); do echo "$a=$(hook_drv $a)"; done)"
+    hook_xml bad.xml avvm-nonviable 6b1d0c4e-0000-4000-8000-000000000002 "$(pci_hostdev 02 01)"
+    hook_run nonviable bad.xml avvm-nonviable prepare begin
+    after="$(for a in $(ls "/sys/kernel/iommu_groups/$(grp_of $NV)/devices"); do echo "$a=$(hook_drv $a)"; done)"
+    fact hook_nonviable rc=$hrc lines="$(wc -l < "$R/hook-nonviable.err")" \
+        unchanged="$(test "$before" = "$after" && echo yes || echo no)" $after
+    hook_run nonviable-release bad.xml avvm-nonviable release end
+    fact hook_nonviable_release rc=$hrc
+    av_status --no-sync > "$R/status-4-nonviable.json"
+
+    # 3. an mtty mdev named by the XML, placed with the mdev profile; what sysfs shows
+    # of mtty's parent first (a virtual device, not a PCI one)
+    {
+        echo "# ls -l /sys/class/mdev_bus"; ls -l /sys/class/mdev_bus
+        echo "# readlink -f /sys/class/mdev_bus/mtty"; readlink -f /sys/class/mdev_bus/mtty
+        echo "# ls -l /sys/devices/virtual/mtty/mtty"; ls -l /sys/devices/virtual/mtty/mtty
+        echo "# ls -l /sys/devices/virtual/mtty/mtty/mdev_supported_types/mtty-2"
+        ls -l /sys/devices/virtual/mtty/mtty/mdev_supported_types/mtty-2
+        echo "# ls /sys/bus/pci/devices/*/mdev_supported_types"
+        ls -d /sys/bus/pci/devices/*/mdev_supported_types 2>&1
+    } > "$R/mtty-sysfs.txt" 2>&1
+    fact mtty_parent "$(readlink -f /sys/class/mdev_bus/mtty)"
+    MU=83b8f4f2-509f-382f-3c1e-e6bfe0fa1001
+    hook_xml mdev.xml avvm-mdev 6b1d0c4e-0000-4000-8000-000000000003 \
+        "<hostdev mode='subsystem' type='mdev' model='vfio-pci'><source><address uuid='$MU'/></source></hostdev>" \
+        "<metadata><av:accelerators xmlns:av='urn:accelvirt:domain:1'><av:placement><av:mdev profile='rig-mtty' uuid='$MU'/></av:placement></av:accelerators></metadata>"
+    hook_run mdev-prepare mdev.xml avvm-mdev prepare begin
+    fact hook_mdev_prepare rc=$hrc "$(test -d /sys/bus/mdev/devices/$MU && echo present || echo absent)" \
+        parent="$(basename "$(dirname "$(readlink -f /sys/bus/mdev/devices/$MU 2>/dev/null)")" 2>/dev/null)"
+    hook_run mdev-release mdev.xml avvm-mdev release end
+    hook_wait_settled status-poll-mdev.log
+    fact hook_mdev_release rc=$hrc "$(test -d /sys/bus/mdev/devices/$MU && echo present || echo gone)"
+    test -d /sys/bus/mdev/devices/$MU && echo 1 > /sys/bus/mdev/devices/$MU/remove
+
+    chroot /host env ACCELVIRT_STATE_DIR=$HS/state "$A" journal verify > "$R/journal-verify-basic.txt" 2>&1
+    fact hook_journal_verify rc=$?
+    cp "/host$HS/state/journal.jsonl" "$R/journal-basic.jsonl" 2>/dev/null
+    umount /host/run/results
+}
 
 # --- a. IOMMU groups, NUMA nodes, the pcie-pci-bridge group ---
 fact iommu_groups "$(ls /sys/kernel/iommu_groups | wc -l)"
@@ -122,6 +261,8 @@ else
     else
         fact capture missing
     fi
+    # --- e. the hook itself (accelvirt-hook of the host tree) on this kernel ---
+    hook_tests
     umount /host/run /host/dev /host/sys /host/proc
 fi
 exit 0

@@ -2,9 +2,18 @@
 # Runs INSIDE the VM rig's guest in the end-to-end mode (AV_VM_ROOT=overlay: the host's
 # userland under an overlay, busybox init as PID 1, virtlogd and libvirtd started by
 # init.sh stage2). Copied to the results share as scenario.sh by test-vm.sh.
-# Defines and starts a nested TCG domain with the node-1 ivshmem (0000:81:00.0) as a
-# managed vfio hostdev, records what it sees in $R/facts ("KEY VALUE..."), destroys the
-# domain. test-vm.sh makes the checks from outside.
+# Two qemu hooks were installed before libvirtd started: a logging one
+# (/etc/libvirt/hooks/qemu -> $R/hook.log) and accelvirt's (qemu.d/accelvirt, a wrapper
+# that sets ACCELVIRT_* and execs the build tree's accelvirt-hook; state in
+# /var/lib/accelvirt, policies in /etc/accelvirt/policies, installed here from
+# $R/hook-policies before any domain starts).
+#   A. avvm-nested: the node-1 ivshmem (0000:81:00.0) as a managed='yes' hostdev (libvirt
+#      binds it; accelvirt claims it, and scrubs it after release)
+#   B. the ivshmem gets a host driver (uio_pci_generic); avvm-acc: the same device as a
+#      managed='no' hostdev (accelvirt binds it); avvm-acc2 wants it too and is refused;
+#      destroy of avvm-acc -> release -> the worker -> free, back on uio_pci_generic
+# `accelvirt status --no-sync --json` is sampled all along into $R/status-e2e.log.
+# Records what it sees in $R/facts ("KEY VALUE..."); test-vm.sh checks from outside.
 R=${AVVM_RESULTS:-/avvm/results}
 F=$R/facts
 : > "$F"
@@ -14,56 +23,156 @@ V="virsh -c qemu:///system"
 ADDR=0000:81:00.0
 D=/sys/bus/pci/devices/$ADDR
 drv() { basename "$(readlink "$D/driver" 2>/dev/null)" 2>/dev/null; }
-
-fact pid1 "$(cat /proc/1/comm)"
-fact libvirtd_up "$($V version >/dev/null 2>&1 && echo yes || echo no)" uptime="$(now)"
-fact libvirt_version "$($V version 2>/dev/null | sed -n 's/^Using library: //p')"
-fact hook_installed "$(test -x /etc/libvirt/hooks/qemu && echo yes || echo no)"
-fact device "$ADDR" "$(cat "$D/vendor"):$(cat "$D/device")" driver="$(drv)" \
-    group="$(basename "$(readlink "$D/iommu_group")")"
-
-cat > /tmp/nested.xml <<EOF
+A=$(sed -n 's/^ACCELVIRT=//p' "$R/env" 2>/dev/null)
+export ACCELVIRT_STATE_DIR=/var/lib/accelvirt ACCELVIRT_POLICY_DIR=/etc/accelvirt/policies
+st() { "$A" status --json "$@" 2>&1; }
+# state_of: the pool state of $ADDR in the latest status --no-sync, or "none"
+state_of() {
+    st --no-sync | python3 -c 'import json,sys
+try: d=json.load(sys.stdin)
+except Exception: print("none"); sys.exit()
+s=[x["state"] for x in d.get("devices", []) if x.get("address")==sys.argv[1] and x.get("kind")=="pci"]
+print(s[0] if s else "none")' "$ADDR"
+}
+wait_free() {  # wait_free: until $ADDR is free in the pool (<= 30 s); prints the seconds
+    t0=$(now)
+    while test "$(state_of)" != free; do
+        test "$(echo "$(now) $t0" | awk '{print ($1 - $2 > 30)}')" = 1 && break
+        sleep 0.2
+    done
+    echo "$(now) $t0" | awk '{printf "%.1f", $1 - $2}'
+}
+elapsed() { echo "$(now) $1" | awk '{printf "%.1f", $1 - $2}'; }
+domxml() {  # domxml NAME MANAGED
+    cat <<EOF
 <domain type='qemu'>
-  <name>avvm-nested</name>
+  <name>$1</name>
   <memory unit='MiB'>64</memory>
   <vcpu>1</vcpu>
   <os><type arch='x86_64' machine='pc'>hvm</type></os>
   <cpu mode='custom' match='exact'><model fallback='allow'>qemu64</model></cpu>
   <devices>
     <emulator>/usr/bin/qemu-system-x86_64</emulator>
-    <hostdev mode='subsystem' type='pci' managed='yes'>
+    <hostdev mode='subsystem' type='pci' managed='$2'>
       <source><address domain='0x0000' bus='0x81' slot='0x00' function='0x0'/></source>
     </hostdev>
     <memballoon model='none'/>
   </devices>
 </domain>
 EOF
+}
+qemu_holds() {  # qemu_holds DOMAIN: "N pid=PID": N fds of QEMU on /dev/vfio/GROUP
+    qpid=$(cat "/run/libvirt/qemu/$1.pid" 2>/dev/null)
+    g=$(basename "$(readlink "$D/iommu_group")")
+    echo "$(ls -l "/proc/$qpid/fd" 2>/dev/null | grep -c "/dev/vfio/$g\$") pid=${qpid:-none}"
+}
+
+fact pid1 "$(cat /proc/1/comm)"
+fact libvirtd_up "$($V version >/dev/null 2>&1 && echo yes || echo no)" uptime="$(now)"
+fact libvirt_version "$($V version 2>/dev/null | sed -n 's/^Using library: //p')"
+fact hook_installed "$(test -x /etc/libvirt/hooks/qemu && echo yes || echo no)" \
+    accelvirt="$(test -x /etc/libvirt/hooks/qemu.d/accelvirt && echo yes || echo no)"
+if ! test -x "$A"; then fact accelvirt missing "$A"; exit 1; fi
+fact device "$ADDR" "$(cat "$D/vendor"):$(cat "$D/device")" driver="$(drv)" \
+    group="$(basename "$(readlink "$D/iommu_group")")"
+
+# accelvirt's policies (root-owned, not world-writable) and its scrub command; the
+# host's own /var/lib/accelvirt and /etc/accelvirt (if any) are hidden (the overlay
+# keeps the host untouched): the pool starts empty
+fact host_state_dir "$(test -e /var/lib/accelvirt/pool.json && echo present || echo absent)"
+rm -rf /var/lib/accelvirt /etc/accelvirt
+mkdir -p /etc/accelvirt/policies
+cp "$R/scrub-sleep.sh" /etc/accelvirt/scrub-sleep.sh
+chmod 755 /etc/accelvirt /etc/accelvirt/policies /etc/accelvirt/scrub-sleep.sh
+for p in "$R"/hook-policies/*.json; do
+    sed "s|@SCRUB@|/etc/accelvirt/scrub-sleep.sh|g" "$p" > "/etc/accelvirt/policies/$(basename "$p")"
+done
+chmod 644 /etc/accelvirt/policies/*.json
+st > "$R/status-e2e-0.json"
+fact av_status_first rc=$? "$(state_of)"
+
+# the sampler: status --no-sync every 0.2 s until /tmp/stop-sampler exists
+(
+    while ! test -e /tmp/stop-sampler; do
+        printf '=== %s\n' "$(now)"
+        st --no-sync
+        sleep 0.2
+    done
+) > "$R/status-e2e.log" 2>&1 &
+sampler=$!
+
+# --- A. managed='yes': libvirt binds; accelvirt claims, scrubs after release ---
+echo "=== phase A" >> "$R/hook.log"
+domxml avvm-nested yes > /tmp/nested.xml
 $V define /tmp/nested.xml > "$R/define.out" 2>&1
 fact define rc=$?
-
 t0=$(now)
 $V start avvm-nested > "$R/start.out" 2>&1
 rc=$?
-t1=$(now)
-fact start rc=$rc seconds="$(echo "$t1 $t0" | awk '{printf "%.1f", $1 - $2}')"
+fact start rc=$rc seconds="$(elapsed "$t0")"
 sed 's/^/start: /' "$R/start.out"
 fact state_after_start "$($V domstate avvm-nested 2>/dev/null | head -n1)"
 fact driver_after_start "$(drv)"
-qpid=$(cat /run/libvirt/qemu/avvm-nested.pid 2>/dev/null)
-g=$(basename "$(readlink "$D/iommu_group")")
-fact qemu_has_vfio_group "$(ls -l "/proc/$qpid/fd" 2>/dev/null | grep -c "/dev/vfio/$g\$")" pid="${qpid:-none}"
+fact pool_after_start "$(state_of)"
+fact qemu_has_vfio_group "$(qemu_holds avvm-nested)"
 fact dumpxml_hostdev "$($V dumpxml avvm-nested 2>/dev/null | grep -c "<hostdev")"
 sleep 2
 fact state_later "$($V domstate avvm-nested 2>/dev/null | head -n1)"
-
 t0=$(now)
 $V destroy avvm-nested > "$R/destroy.out" 2>&1
 rc=$?
-t1=$(now)
-fact destroy rc=$rc seconds="$(echo "$t1 $t0" | awk '{printf "%.1f", $1 - $2}')"
+fact destroy rc=$rc seconds="$(elapsed "$t0")"
 fact state_after_destroy "$($V domstate avvm-nested 2>/dev/null | head -n1)"
+fact pool_after_destroy "$(state_of)"
+fact free_after_destroy seconds="$(wait_free)" pool="$(state_of)"
 fact driver_after_destroy "$(drv)"
 $V undefine avvm-nested >/dev/null 2>&1
-fact hook_calls $(awk '{print $2 "/" $3}' "$R/hook.log" 2>/dev/null)
 cp /var/log/libvirt/qemu/avvm-nested.log "$R/nested-qemu.log" 2>/dev/null
+
+# --- B. managed='no': accelvirt binds, refuses a second domain, restores the driver ---
+echo "=== phase B" >> "$R/hook.log"
+modprobe uio_pci_generic
+echo "1af4 1110" > /sys/bus/pci/drivers/uio_pci_generic/new_id
+for a in 0000:41:00.0 0000:02:01.0; do   # only the node-1 ivshmem keeps it
+    test "$(basename "$(readlink /sys/bus/pci/devices/$a/driver 2>/dev/null)")" = uio_pci_generic &&
+        echo "$a" > /sys/bus/pci/drivers/uio_pci_generic/unbind
+done
+fact acc_driver_before "$(drv)" pool="$(state_of)"
+domxml avvm-acc no > /tmp/acc.xml
+domxml avvm-acc2 no > /tmp/acc2.xml
+$V define /tmp/acc.xml > "$R/acc-define.out" 2>&1 && $V define /tmp/acc2.xml >> "$R/acc-define.out" 2>&1
+fact acc_define rc=$?
+t0=$(now)
+$V start avvm-acc > "$R/acc-start.out" 2>&1
+rc=$?
+fact acc_start rc=$rc seconds="$(elapsed "$t0")"
+fact acc_state_after_start "$($V domstate avvm-acc 2>/dev/null | head -n1)"
+fact acc_driver_after_start "$(drv)" override="$(cat "$D/driver_override" 2>/dev/null)"
+fact acc_pool_after_start "$(state_of)"
+fact acc_qemu_has_vfio_group "$(qemu_holds avvm-acc)"
+st > "$R/status-e2e-1-running.json"
+$V start avvm-acc2 > "$R/acc2-start.out" 2>&1
+rc=$?
+fact acc2_start rc=$rc state="$($V domstate avvm-acc2 2>/dev/null | head -n1)"
+fact acc_after_refusal "$($V domstate avvm-acc 2>/dev/null | head -n1)" driver="$(drv)" pool="$(state_of)"
+t0=$(now)
+$V destroy avvm-acc > "$R/acc-destroy.out" 2>&1
+rc=$?
+fact acc_destroy rc=$rc seconds="$(elapsed "$t0")"
+fact acc_pool_after_destroy "$(state_of)" driver="$(drv)"
+fact acc_free_after_destroy seconds="$(wait_free)" pool="$(state_of)"
+fact acc_driver_after_destroy "$(drv)" override="$(cat "$D/driver_override" 2>/dev/null)"
+touch /tmp/stop-sampler
+wait "$sampler"
+st > "$R/status-e2e-2-end.json"
+fact av_status_end rc=$? "$(state_of)"
+"$A" journal verify > "$R/journal-verify-e2e.txt" 2>&1
+fact journal_verify rc=$?
+cp /var/lib/accelvirt/journal.jsonl "$R/journal-e2e.jsonl" 2>/dev/null
+$V undefine avvm-acc >/dev/null 2>&1
+$V undefine avvm-acc2 >/dev/null 2>&1
+cp /var/log/libvirt/qemu/avvm-acc.log "$R/acc-qemu.log" 2>/dev/null
+fact hook_calls $(awk '$1 == "avvm-nested" {print $2 "/" $3}' "$R/hook.log" 2>/dev/null)
+fact acc_hook_calls $(awk '$1 == "avvm-acc" {print $2 "/" $3}' "$R/hook.log" 2>/dev/null)
+fact acc2_hook_calls $(awk '$1 == "avvm-acc2" {print $2 "/" $3}' "$R/hook.log" 2>/dev/null)
 exit 0

@@ -1,9 +1,14 @@
 #!/bin/sh
 # The VM rig's tests (TAP). Two boots of the guest (run-vm.sh), on a real Linux kernel
 # (emulated Intel IOMMU, 2 NUMA nodes, pxb-pcie, ivshmem, edu, pcie-pci-bridge, mtty):
-#   1. scenario-basic.sh on the busybox initramfs (~10 s): tests 1-23
+#   1. scenario-basic.sh on the busybox initramfs (~15 s): tests 1-23, then the hook
+#      itself (accelvirt-hook, ACCELVIRT_HOOK/ACCELVIRT_WORKER, default ./accelvirt-hook
+#      and ./accelvirt-worker) on the real kernel: tests 24-33 (33, mtty mdevs, is a
+#      TODO: accelvirt considers PCI mdev parents only)
 #   2. scenario-e2e.sh on the host's userland under an overlay, busybox init, virtlogd
-#      and libvirtd, a nested TCG domain with a vfio hostdev (~25 s): tests 24-30
+#      and libvirtd with accelvirt's hook in qemu.d: a managed='yes' domain, a
+#      managed='no' one (the hook binds), a second one refused, destroy, scrub, driver
+#      restore (~50 s): tests 34-48
 # Every check is made here, from outside, on what the guest recorded in the results
 # share and on the ivshmem backing files.
 #
@@ -18,7 +23,11 @@ here=$(cd "$(dirname "$0")" && pwd)
 AV_VM_CACHE=${AV_VM_CACHE:-tests/vm/cache}; export AV_VM_CACHE
 run=${AV_VM_RUN:-tests/vm/run}
 accelvirt=${ACCELVIRT:-$(pwd)/accelvirt}
+hook=${ACCELVIRT_HOOK:-$(pwd)/accelvirt-hook}
+worker=${ACCELVIRT_WORKER:-$(pwd)/accelvirt-worker}
 case "$accelvirt" in /*) ;; *) accelvirt=$(pwd)/$accelvirt ;; esac
+case "$hook" in /*) ;; *) hook=$(pwd)/$hook ;; esac
+case "$worker" in /*) ;; *) worker=$(pwd)/$worker ;; esac
 
 n=0 failed=0
 ok() { n=$((n + 1)); echo "ok $n - $1"; }
@@ -30,7 +39,7 @@ check() {  # check DESCRIPTION COMMAND...
 fact() { sed -n "s/^$1 //p" "$run/results/facts" 2>/dev/null | head -n1; }
 bail() { echo "Bail out! $*"; exit 1; }
 
-echo "1..30"
+echo "1..48"
 command -v python3 >/dev/null 2>&1 || bail "missing python3: run tests/vm/install-deps.sh (as root)"
 
 # --- build (cached) and boot once ---
@@ -55,7 +64,9 @@ for i in 0 1; do
 done
 cp "$here/scenario-basic.sh" "$run/results/scenario.sh"
 cp "$here/../data/capture-host.sh" "$run/results/capture-host.sh"
-echo "ACCELVIRT=$accelvirt" > "$run/results/env"
+printf '%s\n' "ACCELVIRT=$accelvirt" "ACCELVIRT_HOOK=$hook" "ACCELVIRT_WORKER=$worker" > "$run/results/env"
+cp -r "$here/hook-policies" "$run/results/hook-policies"
+cp "$here/scrub-sleep.sh" "$run/results/scrub-sleep.sh"
 
 AV_VM_QUIET=1 sh "$here/run-vm.sh" "$run" 2>"$run/run-vm.err"
 qrc=$?
@@ -209,14 +220,115 @@ else
     notok "$d" "$(head -n 40 "$run/capture-diff.txt")" "the copy: $run/results/capture.tar"
 fi
 
+# --- e. the hook itself on the real kernel (scenario-basic.sh's hook_tests) ---------
+# accelvirt-hook of the build tree, run as libvirt runs it, chrooted into the host root
+# with ACCELVIRT_* as its wrapper sets them, policies tests/vm/hook-policies.
+pool_json() {  # pool_json FILE PYTHON-EXPR: EXPR over dev (address -> device of FILE) holds
+    python3 - "$1" "$2" <<'EOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+dev = {x["address"]: x for x in d.get("devices", []) if x.get("kind") == "pci"}
+ok = eval(sys.argv[2])
+if not ok:
+    print("%s: %r" % (sys.argv[1], [(a, x["state"], (x.get("owner") or {}).get("domain_name"), x.get("original_driver")) for a, x in sorted(dev.items())]))
+sys.exit(0 if ok else 1)
+EOF
+}
+journal_chain() {  # journal_chain JOURNAL DOMAIN ADDR...: each ADDR went free->...->free for DOMAIN
+    python3 - "$@" <<'EOF'
+import json, sys
+j = [json.loads(l) for l in open(sys.argv[1])]
+for a in sys.argv[3:]:
+    t = [(e["from"], e["to"]) for e in j if e.get("event") == "transition" and e.get("address") == a]
+    want = [("free", "claimed"), ("claimed", "in-use"), ("in-use", "dirty"), ("dirty", "scrubbing"), ("scrubbing", "free")]
+    if t[-5:] != want:
+        sys.exit("%s: %r" % (a, t))
+EOF
+}
+B=$run/results
+hf() { fact "$1"; }
+hp=$(hf hook_prepare)
+d="hook: prepare begin of a domain with the node-1 ivshmem (on uio_pci_generic: $(hf hook_before)) and the edu, both managed='no', binds both to vfio-pci with their /dev/vfio/GROUP, silently ($hp)"
+if echo "$hp" | grep -Eq '^rc=0 0000:81:00.0=vfio-pci 0000:42:00.0=vfio-pci 0000:81:00.0-dev=/dev/vfio/[0-9]+ 0000:42:00.0-dev=/dev/vfio/[0-9]+ out=0 err=0$' &&
+   echo "$(hf hook_before)" | grep -q '^0000:81:00.0=uio_pci_generic 0000:42:00.0= '; then
+    ok "$d"
+else
+    notok "$d" "stderr: $(cat "$B/hook-prepare.err" 2>/dev/null)" "log: $(tail -n 5 "$B/hook-basic.log" 2>/dev/null | tr '\n' '|')"
+fi
+h_status_prepared() {
+    pool_json "$B/status-0-before.json" "dev['0000:81:00.0']['state'] == 'free' and dev['0000:42:00.0']['state'] == 'free'" &&
+    pool_json "$B/status-1-prepared.json" "[(dev[a]['state'], dev[a]['owner']['domain_name']) for a in ('0000:81:00.0', '0000:42:00.0')] == [('in-use', 'avvm-hook')] * 2 and dev['0000:81:00.0']['original_driver'] == 'uio_pci_generic' and dev['0000:42:00.0']['original_driver'] is None"
+}
+check "hook: accelvirt status shows both free before, in-use by avvm-hook after prepare, the ivshmem's original driver uio_pci_generic" h_status_prepared
+h_released() {
+    test "$(hf hook_release)" = "rc=0 err=0" &&
+    pool_json "$B/status-2-released.json" "dev['0000:81:00.0']['state'] in ('dirty', 'scrubbing') and dev['0000:42:00.0']['state'] in ('dirty', 'scrubbing', 'free')"
+}
+check "hook: release end returns at once ($(hf hook_release)): the ivshmem (a 2 s scrub) dirty or scrubbing in accelvirt status (the edu, scrub none, may be free already)" h_released
+ha=$(hf hook_after_worker)
+h_freed() {
+    test "$(echo "$ha" | cut -d' ' -f1)" = settled &&
+    pool_json "$B/status-3-free.json" "all(dev[a]['state'] == 'free' and dev[a]['owner'] is None for a in ('0000:81:00.0', '0000:42:00.0'))"
+}
+check "hook: the scrub worker frees both (status --no-sync polled, 40 s at most: $(echo "$ha" | cut -d' ' -f1))" h_freed
+check "hook: after the worker the ivshmem is back on exactly uio_pci_generic, driver_override cleared, its /dev/vfio node gone ($ha)" \
+    sh -c "echo '$ha' | grep -q ' 0000:81:00.0=uio_pci_generic .*0000:81:00.0-override=(null) .*0000:81:00.0-dev=none'"
+check "hook: after the worker the edu is back on no driver (as before), driver_override cleared, its /dev/vfio node gone ($ha)" \
+    sh -c "echo '$ha' | grep -q ' 0000:42:00.0= .*0000:42:00.0-override=(null) .*0000:42:00.0-dev=none'"
+hn=$(hf hook_nonviable)
+h_nonviable() {
+    echo "$hn" | grep -q '^rc=[1-9][0-9]* lines=1 unchanged=yes 0000:01:00.0= 0000:02:01.0= 0000:02:02.0=$' &&
+    grep -q "^accelvirt: .*0000:02:01.0.*bridge '*0000:01:00.0" "$B/hook-nonviable.err" &&
+    test ! -s "$B/hook-nonviable.out"
+}
+check "hook: prepare of the ivshmem behind the pcie-pci-bridge is refused: non-zero, one stderr line 'accelvirt: ...' naming the bridge 0000:01:00.0, nothing bound ($hn; $(cat "$B/hook-nonviable.err" 2>/dev/null))" h_nonviable
+h_nonviable_pool() {
+    test "$(hf hook_nonviable_release)" = rc=0 &&
+    pool_json "$B/status-4-nonviable.json" "dev['0000:02:01.0']['state'] == 'free' and dev['0000:02:01.0']['owner'] is None"
+}
+check "hook: ... nothing claimed (0000:02:01.0 free, no owner), and its release end exits 0 ($(hf hook_nonviable_release))" h_nonviable_pool
+# mtty registers its parent as a virtual device (/sys/devices/virtual/mtty/mtty, see
+# results/mtty-sysfs.txt), not a PCI one; accelvirt's scan and av_mdev_choose_parent
+# consider PCI parents only, so the hook cannot create mtty mdevs yet: a TODO (reported
+# to the lead). When it passes (XPASS fails the run), drop the TODO.
+hm=$(hf hook_mdev_prepare)
+d="hook: an mtty-2 mdev named by the XML (av:placement, profile rig-mtty) is created at prepare on mtty's parent and removed at release ($hm; $(hf hook_mdev_release); parent $(hf mtty_parent))"
+if echo "$hm" | grep -q '^rc=0 present ' && test "$(hf hook_mdev_release)" = "rc=0 gone"; then
+    ok "$d # TODO accelvirt considers PCI mdev parents only"
+else
+    n=$((n + 1))   # a TODO failure is expected: not counted as failed
+    echo "not ok $n - $d # TODO accelvirt considers PCI mdev parents only"
+    echo "#   $(cat "$B/hook-mdev-prepare.err" 2>/dev/null)"
+fi
+h_journal() {
+    test "$(hf hook_journal_verify)" = rc=0 || { cat "$B/journal-verify-basic.txt"; return 1; }
+    journal_chain "$B/journal-basic.jsonl" avvm-hook 0000:81:00.0 0000:42:00.0
+}
+check "hook: the journal keeps its chain (journal verify: $(hf hook_journal_verify)) and has free->claimed->in-use->dirty->scrubbing->free for both" h_journal
+
 # --- d. end to end: libvirtd in the guest, a nested domain with a vfio hostdev ---
 e2e=$run/e2e
 mkdir -p "$e2e/results/hooks"
 cp "$here/scenario-e2e.sh" "$e2e/results/scenario.sh"
-# The qemu hook, installed before libvirtd starts (accelvirt's hook goes here later).
+# Two qemu hooks, installed before libvirtd starts: a logging one (hooks/qemu, libvirt
+# runs it first) and accelvirt's, as `make install` puts it in qemu.d, behind a wrapper
+# that sets ACCELVIRT_* (libvirtd strips the environment).
+mkdir -p "$e2e/results/hooks/qemu.d"
 printf '%s\n' '#!/bin/sh' 'echo "$*" >> /avvm/results/hook.log' 'cat > /dev/null' \
     > "$e2e/results/hooks/qemu"
-chmod 755 "$e2e/results/hooks/qemu"
+cat > "$e2e/results/hooks/qemu.d/accelvirt" <<EOF
+#!/bin/sh
+# accelvirt's qemu hook in the VM rig (tests/vm/test-vm.sh): the build tree's hook
+export ACCELVIRT_STATE_DIR=/var/lib/accelvirt
+export ACCELVIRT_POLICY_DIR=/etc/accelvirt/policies
+export ACCELVIRT_WORKER=$worker
+export ACCELVIRT_LOG_FILE=/avvm/results/hook-e2e.log
+exec $hook "\$@"
+EOF
+chmod 755 "$e2e/results/hooks/qemu" "$e2e/results/hooks/qemu.d/accelvirt"
+echo "ACCELVIRT=$accelvirt" > "$e2e/results/env"
+cp -r "$here/hook-policies" "$e2e/results/hook-policies"
+cp "$here/scrub-sleep.sh" "$e2e/results/scrub-sleep.sh"
 # libvirt's QEMU capabilities, kept in the cache between runs (libvirtd answers
 # ~20 s after start cold, a few seconds with them)
 if test -d "$AV_VM_CACHE/libvirt-caps"; then
@@ -242,17 +354,71 @@ else
 fi
 check "end to end: libvirtd answers inside the guest (stage2 at $(up_at STAGE2) s, up at $(up_at LIBVIRTD-UP) s uptime)" \
     test "$(efact libvirtd_up | cut -d' ' -f1)" = yes
-check "end to end: virsh start of a nested TCG domain with the node-1 ivshmem as a vfio hostdev ($(efact start))" \
+E=$e2e/results
+check "end to end: both qemu hooks were in place before libvirtd started: the logging one and accelvirt's qemu.d/accelvirt wrapper ($(efact hook_installed))" \
+    test "$(efact hook_installed)" = "yes accelvirt=yes"
+# A. managed='yes' (what Nova writes): libvirt binds; accelvirt lets it through, claims it
+check "end to end: virsh start of a nested TCG domain with the node-1 ivshmem as a managed='yes' vfio hostdev, accelvirt's hook installed ($(efact start))" \
     sh -c "echo '$(efact start)' | grep -q '^rc=0 ' && test '$(efact state_after_start)' = running && test '$(efact state_later)' = running"
-check "end to end: while it runs, the device is on vfio-pci and the nested QEMU holds its /dev/vfio group ($(efact driver_after_start); $(efact qemu_has_vfio_group))" \
-    sh -c "test '$(efact driver_after_start)' = vfio-pci && echo '$(efact qemu_has_vfio_group)' | grep -q '^1 pid=[0-9]'"
+check "end to end: while it runs, the device is on vfio-pci, the nested QEMU holds its /dev/vfio group, accelvirt has it in-use ($(efact driver_after_start); $(efact qemu_has_vfio_group); $(efact pool_after_start))" \
+    sh -c "test '$(efact driver_after_start)' = vfio-pci && echo '$(efact qemu_has_vfio_group)' | grep -q '^1 pid=[0-9]' && test '$(efact pool_after_start)' = in-use"
 dsecs=$(efact destroy | sed -n 's/.*seconds=\([0-9]*\).*/\1/p')
 check "end to end: virsh destroy returns promptly (PID 1 reaps; $(efact destroy)) and the domain is shut off" \
     sh -c "echo '$(efact destroy)' | grep -q '^rc=0 ' && test '${dsecs:-999}' -lt 30 && test '$(efact state_after_destroy)' = 'shut off'"
-check "end to end: after destroy, the managed device is back on its host driver (none for ivshmem: '$(efact driver_after_destroy)')" \
-    test -z "$(efact driver_after_destroy)" -a "$(efact device | cut -d' ' -f1)" = 0000:81:00.0
-check "end to end: the qemu hook installed before libvirtd started saw the lifecycle ($(efact hook_calls))" \
+check "end to end: after destroy and accelvirt's scrub ($(efact pool_after_destroy), then $(efact free_after_destroy)), the managed='yes' device is back on its host driver (none for ivshmem: '$(efact driver_after_destroy)')" \
+    sh -c "test -z '$(efact driver_after_destroy)' && test '$(efact device | cut -d' ' -f1)' = 0000:81:00.0 && echo '$(efact free_after_destroy)' | grep -q ' pool=free$'"
+check "end to end: the logging qemu hook saw the lifecycle ($(efact hook_calls))" \
     test "$(efact hook_calls)" = "prepare/begin start/begin started/begin stopped/end release/end"
+# B. managed='no' (what accelvirt writes): the hook binds, refuses, restores
+e_acc_bound() {
+    test "$(efact acc_driver_before)" = "uio_pci_generic pool=free" &&
+    echo "$(efact acc_start)" | grep -q '^rc=0 ' && test "$(efact acc_state_after_start)" = running &&
+    test "$(efact acc_driver_after_start)" = "vfio-pci override=vfio-pci" &&
+    echo "$(efact acc_qemu_has_vfio_group)" | grep -q '^1 pid=[0-9]' &&
+    grep -q "domain 'avvm-acc': bound 0000:81:00.0 to vfio-pci (it was on uio_pci_generic)" "$E/hook-e2e.log"
+}
+check "end to end: a domain with the ivshmem (on uio_pci_generic) as a managed='no' hostdev starts: accelvirt's hook binds it to vfio-pci and the nested QEMU holds its /dev/vfio group ($(efact acc_start); $(efact acc_driver_after_start); $(efact acc_qemu_has_vfio_group))" e_acc_bound
+check "end to end: ... accelvirt status --json shows it in-use by avvm-acc ($(efact acc_pool_after_start))" \
+    pool_json "$E/status-e2e-1-running.json" "dev['0000:81:00.0']['state'] == 'in-use' and dev['0000:81:00.0']['owner']['domain_name'] == 'avvm-acc' and dev['0000:81:00.0']['original_driver'] == 'uio_pci_generic'"
+e_refused() {
+    echo "$(efact acc2_start)" | grep -q '^rc=[1-9][0-9]* state=shut off$' &&
+    grep -q "accelvirt: cannot start domain 'avvm-acc2': device 0000:81:00.0 .* is in-use, owner domain 'avvm-acc'" "$E/acc2-start.out" &&
+    test "$(efact acc_after_refusal)" = "running driver=vfio-pci pool=in-use"
+}
+check "end to end: a second domain wanting the same device is refused: virsh start fails with accelvirt's line in its error, the first runs on ($(efact acc2_start); $(grep -o 'accelvirt: [^(]*' "$E/acc2-start.out" 2>/dev/null | head -n1))" e_refused
+check "end to end: ... the refused domain's release end changed nothing in the pool ($(efact acc2_hook_calls))" \
+    sh -c "test '$(efact acc2_hook_calls)' = 'prepare/begin stopped/end release/end' && ! grep -q '\"domain_name\": *\"avvm-acc2\"' '$E/journal-e2e.jsonl'"
+check "end to end: destroy -> release end -> the worker -> free again ($(efact acc_pool_after_destroy); $(efact acc_free_after_destroy)), back on exactly uio_pci_generic, driver_override cleared ($(efact acc_driver_after_destroy))" \
+    sh -c "echo '$(efact acc_destroy)' | grep -q '^rc=0 ' && echo '$(efact acc_free_after_destroy)' | grep -q ' pool=free$' && test '$(efact acc_driver_after_destroy)' = 'uio_pci_generic override=(null)'"
+e_states() {  # the states of 0000:81:00.0 in status --no-sync sampled every 0.2 s
+    python3 - "$E/status-e2e.log" > "$e2e/states.txt" <<'EOF'
+import json, re, sys
+parts = re.split(r"^=== (\S+)\n", open(sys.argv[1]).read(), flags=re.M)
+seq = []
+for body in parts[2::2]:
+    try:
+        d = json.loads(body)
+    except ValueError:
+        continue
+    s = [x["state"] for x in d.get("devices", []) if x.get("address") == "0000:81:00.0" and x.get("kind") == "pci"]
+    if s and (not seq or seq[-1] != s[0]):
+        seq.append(s[0])
+print(" ".join(seq))
+# twice (managed='yes', then managed='no'): free in-use [dirty] scrubbing free
+want = re.compile(r"^free (claimed )?in-use (dirty )?scrubbing free (claimed )?in-use (dirty )?scrubbing free$")
+sys.exit(0 if want.match(" ".join(seq)) else 1)
+EOF
+}
+e_states
+check "end to end: accelvirt status --json sampled along the way shows the device go free, in-use, scrubbing, free, twice ($(cat "$e2e/states.txt" 2>/dev/null))" e_states
+check "end to end: the journal is intact (journal verify: $(efact journal_verify)) and has free->claimed->in-use->dirty->scrubbing->free for avvm-acc" \
+    sh -c "test '$(efact journal_verify)' = rc=0 && python3 - '$E/journal-e2e.jsonl' <<'EOF'
+import json, sys
+j = [json.loads(l) for l in open(sys.argv[1])]
+t = [(e['from'], e['to']) for e in j if e.get('event') == 'transition' and e.get('address') == '0000:81:00.0']
+want = [('free', 'claimed'), ('claimed', 'in-use'), ('in-use', 'dirty'), ('dirty', 'scrubbing'), ('scrubbing', 'free')]
+sys.exit(0 if t == want * 2 else 'transitions: %r' % t)
+EOF"
 
 t2=$(date +%s)
 echo "# total: $((t2 - t0)) s; run dir $run"
