@@ -25,4 +25,67 @@ gboolean av_scrub_method_reset(AvScrubContext *ctx, char **ret_message, GError *
 gboolean av_scrub_method_rom_check(AvScrubContext *ctx, char **ret_message, GError **error);
 gboolean av_scrub_method_vm(AvScrubContext *ctx, char **ret_message, GError **error);
 
+/* --- the core of "vfio-zero" (av-scrub-zero.c), for tests and bench --- */
+
+/* The bytes mapped at a time: a window. */
+#define AV_ZERO_WINDOW (64u * 1024 * 1024)
+/* The bytes of one pwrite()/pread() when a window is not mapped. */
+#define AV_ZERO_CHUNK (1024u * 1024)
+/* The page of the sampled verification. */
+#define AV_ZERO_PAGE 4096u
+/* Verify "sample" reads one page in this many. */
+#define AV_ZERO_SAMPLE_STRIDE 64u
+/* The least time between two progress calls (200 ms: 5 a second). */
+#define AV_ZERO_PROGRESS_INTERVAL_US (200 * 1000)
+
+typedef enum {
+    AV_ZERO_VERIFY_NONE,         /* zero only (the benchmark's baseline) */
+    AV_ZERO_VERIFY_SAMPLE,
+    AV_ZERO_VERIFY_FULL,
+} AvZeroVerify;
+
+/* Progress: @done of @total bytes of work, where the work of a region is its
+ * bytes written plus the bytes the verification reads back. */
+typedef void (*AvZeroProgressFunc)(gpointer data, guint64 done, guint64 total);
+
+/* A test seam: called after the bytes [@offset, @offset + @len) of @fd (an
+ * offset in the fd, not in the region) were written with zeros and before
+ * they are read back, so that a test can leave a byte non-zero the way a
+ * write that did not stick would.  Never set outside tests. */
+typedef void (*AvZeroWriteHook)(gpointer data, int fd, guint64 offset, guint64 len);
+
+typedef struct {
+    AvZeroVerify verify;
+    guint64 window;              /* bytes per mmap window; 0: AV_ZERO_WINDOW; rounded up to pages */
+    AvZeroProgressFunc progress; /* or NULL; at most every AV_ZERO_PROGRESS_INTERVAL_US, and at the end */
+    gpointer progress_data;
+    AvZeroWriteHook after_write; /* tests only, else NULL */
+    gpointer after_write_data;
+} AvZeroOptions;
+
+typedef struct {
+    guint64 zeroed;              /* bytes written (the region's size on success) */
+    guint64 mmap_bytes;          /* of them, through a mapping */
+    guint64 pwrite_bytes;        /* of them, with pwrite() */
+    guint64 verified;            /* bytes read back */
+} AvZeroResult;
+
+/* Zeroes the region of @size bytes at @offset of @fd and verifies it as
+ * @options says (NULL: verify full, default window, no progress), through
+ * windows of mmap when @mmap_ok and @offset is page-aligned, else (and for a
+ * window whose mmap fails) with pwrite().  Borrows @fd.  Stores the facts in
+ * *ret_result (may be NULL; filled in on failure too, with what was done).
+ * Returns FALSE with AV_ERROR_IO when a write or read fails, AV_ERROR_FAILED
+ * "non-zero byte 0xXX at offset 0xOFF of the region" when the verification
+ * finds one. */
+gboolean av_scrub_zero_region(int fd, guint64 offset, guint64 size, gboolean mmap_ok,
+                              const AvZeroOptions *options, AvZeroResult *ret_result, GError **error);
+
+/* The bytes that @verify reads back of a region of @size bytes. */
+guint64 av_scrub_zero_verify_bytes(guint64 size, AvZeroVerify verify);
+
+/* TRUE when verify "sample" reads page @page (0-based) of a region of
+ * @n_pages pages (the last one possibly partial). */
+gboolean av_scrub_zero_page_sampled(guint64 page, guint64 n_pages);
+
 G_END_DECLS

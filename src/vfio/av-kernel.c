@@ -14,10 +14,106 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <linux/vfio.h>
+
 #include "pci/av-pci.h"
+
+/* Flags of the sysfs "resource" file (include/linux/ioport.h). */
+#define AV_IORESOURCE_IO 0x00000100
+#define AV_IORESOURCE_MEM 0x00000200
+#define AV_IORESOURCE_PREFETCH 0x00002000
+
+/* An opened device (av-kernel.h).  The real kernel's fds are the VFIO
+ * container, group and device; the fake's are the resourceN files of the
+ * tree, opened on first use. */
+struct AvDeviceHandle {
+    AvRoot *root;                /* a copy of the caller's root */
+    char *address;
+    gboolean fake;
+    int container;               /* real: /dev/vfio/vfio */
+    int group;                   /* real: /dev/vfio/GROUP */
+    int device;                  /* real: VFIO_GROUP_GET_DEVICE_FD */
+    guint32 flags;               /* real: VFIO_DEVICE_GET_INFO flags */
+    guint32 num_regions;         /* real: VFIO_DEVICE_GET_INFO num_regions */
+    char *devdir;                /* fake: canonical device directory */
+    int bar_fd[AV_PCI_BAR_COUNT]; /* fake: resourceN, -1 until opened */
+};
+
+static AvDeviceHandle *
+av_device_handle_new(const AvRoot *root, const char *address, gboolean fake)
+{
+    AvDeviceHandle *h = g_new0(AvDeviceHandle, 1);
+
+    h->root = av_root_new(av_root_prefix(root), NULL);
+    h->address = g_strdup(address);
+    h->fake = fake;
+    h->container = h->group = h->device = -1;
+    for (guint i = 0; i < AV_PCI_BAR_COUNT; i++)
+        h->bar_fd[i] = -1;
+    return h;
+}
+
+static void
+av_device_handle_free(AvDeviceHandle *h)
+{
+    if (!h)
+        return;
+    /* Device first, then the group (which leaves the container), then the
+     * container: the order of Documentation/driver-api/vfio.rst in reverse. */
+    if (h->device >= 0)
+        close(h->device);
+    if (h->group >= 0)
+        close(h->group);
+    if (h->container >= 0)
+        close(h->container);
+    for (guint i = 0; i < AV_PCI_BAR_COUNT; i++)
+        if (h->bar_fd[i] >= 0)
+            close(h->bar_fd[i]);
+    av_root_free(h->root);
+    g_free(h->address);
+    g_free(h->devdir);
+    g_free(h);
+}
+
+/* The flags of BAR @index in the device's sysfs "resource" file: one line
+ * "START END FLAGS" (hex) per resource, BARs 0 to 5 first
+ * (drivers/pci/pci-sysfs.c: resource_show).  Returns 0 or -errno
+ * (-ENOENT without the file or the line).
+ *
+ * Why this file, not the BAR's type bit in config space: it is the kernel's
+ * own decoding of the BARs (IORESOURCE_IO, IORESOURCE_MEM), so there is no
+ * raw dword to interpret (the upper half of a 64-bit BAR, vfio-pci's
+ * virtualised BAR registers); and it lives under the root prefix, so a fake
+ * tree can say the same.  Config space is the fallback of the real ops. */
+static int
+av_kernel_bar_flags(const AvRoot *root, const char *address, guint index, guint64 *ret_flags)
+{
+    g_autofree char *path = av_sys_path("bus/pci/devices/%s/resource", address);
+    g_autofree char *contents = NULL;
+    g_auto(GStrv) lines = NULL;
+    g_auto(GStrv) words = NULL;
+    guint64 flags;
+    int r;
+
+    r = av_root_read_file(root, path, &contents, NULL);
+    if (r < 0)
+        return r;
+    lines = g_strsplit(contents, "\n", -1);
+    if (g_strv_length(lines) <= index)
+        return -ENOENT;
+    words = g_strsplit_set(g_strstrip(lines[index]), " \t", -1);
+    if (g_strv_length(words) != 3)
+        return -EINVAL;
+    if (!g_str_has_prefix(words[2], "0x") ||
+        !g_ascii_string_to_unsigned(words[2] + 2, 16, 0, G_MAXUINT64, &flags, NULL))
+        return -EINVAL;
+    *ret_flags = flags;
+    return 0;
+}
 
 /* --- the real kernel -------------------------------------------------------- */
 
@@ -27,9 +123,155 @@ av_kernel_real_write(const AvRoot *root, const char *path, const char *value)
     return av_root_write_attr(root, path, value);
 }
 
+/* Opens the root-relative device node @path read-write.  Returns an fd or
+ * -errno. */
+static int
+av_kernel_open_node(const AvRoot *root, const char *path)
+{
+    g_autofree char *host = av_root_host_path(root, path);
+    int fd = open(host, O_RDWR | O_CLOEXEC);
+
+    return fd < 0 ? -errno : fd;
+}
+
+/* Documentation/driver-api/vfio.rst, "Groups, Devices, and IOMMUs": a new
+ * container, its API version and Type1 IOMMU checked; the device's group,
+ * viable, added to the container; the container's IOMMU set; the device fd.
+ * The kernel lets one process at a time open a group: a group held by a
+ * domain's QEMU gives -EBUSY here (vfio_group_fops_open). */
+static int
+av_kernel_real_device_open(const AvRoot *root, const char *address, AvDeviceHandle **ret_handle)
+{
+    g_autofree char *group_link = NULL;
+    g_autofree char *group_name = NULL;
+    g_autofree char *container_path = av_dev_path("vfio/vfio");
+    g_autofree char *group_path = NULL;
+    struct vfio_group_status status = { .argsz = sizeof(status) };
+    struct vfio_device_info info = { .argsz = sizeof(info) };
+    AvDeviceHandle *h;
+    guint64 n;
+    int r;
+
+    if (!av_pci_address_is_valid(address))
+        return -EINVAL;
+    group_link = av_sys_path("bus/pci/devices/%s/iommu_group", address);
+    r = av_root_link_name(root, group_link, &group_name);
+    if (r < 0)
+        return r == -ENOENT ? -ENODEV : r;
+    if (!g_ascii_string_to_unsigned(group_name, 10, 0, G_MAXINT, &n, NULL))
+        return -ENODEV;
+    group_path = av_dev_path("vfio/%s", group_name);
+
+    h = av_device_handle_new(root, address, FALSE);
+    r = av_kernel_open_node(root, container_path);
+    if (r < 0)
+        goto fail;
+    h->container = r;
+    if (ioctl(h->container, VFIO_GET_API_VERSION) != VFIO_API_VERSION ||
+        ioctl(h->container, VFIO_CHECK_EXTENSION, VFIO_TYPE1_IOMMU) <= 0) {
+        r = -EPROTONOSUPPORT;
+        goto fail;
+    }
+    r = av_kernel_open_node(root, group_path);
+    if (r < 0)
+        goto fail;
+    h->group = r;
+    if (ioctl(h->group, VFIO_GROUP_GET_STATUS, &status) < 0) {
+        r = -errno;
+        goto fail;
+    }
+    if (!(status.flags & VFIO_GROUP_FLAGS_VIABLE)) {
+        r = -EPERM;
+        goto fail;
+    }
+    if (ioctl(h->group, VFIO_GROUP_SET_CONTAINER, &h->container) < 0 ||
+        ioctl(h->container, VFIO_SET_IOMMU, VFIO_TYPE1_IOMMU) < 0) {
+        r = -errno;
+        goto fail;
+    }
+    r = ioctl(h->group, VFIO_GROUP_GET_DEVICE_FD, address);
+    if (r < 0) {
+        r = -errno;
+        goto fail;
+    }
+    h->device = r;
+    if (ioctl(h->device, VFIO_DEVICE_GET_INFO, &info) < 0) {
+        r = -errno;
+        goto fail;
+    }
+    h->flags = info.flags;
+    h->num_regions = info.num_regions;
+    *ret_handle = h;
+    return 0;
+
+fail:
+    av_device_handle_free(h);
+    return r;
+}
+
+/* The BAR type bit (PCI_BASE_ADDRESS_SPACE_IO, bit 0) of BAR @index, read
+ * through the device's config region: the fallback when sysfs has no
+ * "resource" file.  TRUE for a memory BAR (and when unreadable). */
+static gboolean
+av_kernel_real_bar_is_memory_config(AvDeviceHandle *h, guint index)
+{
+    struct vfio_region_info cfg = { .argsz = sizeof(cfg), .index = VFIO_PCI_CONFIG_REGION_INDEX };
+    guint8 bar[4];
+
+    if (ioctl(h->device, VFIO_DEVICE_GET_REGION_INFO, &cfg) < 0)
+        return TRUE;
+    if (pread(h->device, bar, sizeof(bar), (off_t)(cfg.offset + 0x10 + 4 * index)) != sizeof(bar))
+        return TRUE;
+    return !(bar[0] & 0x1);
+}
+
+static int
+av_kernel_real_device_region(AvDeviceHandle *h, guint index, AvRegion *ret_region)
+{
+    struct vfio_region_info info = { .argsz = sizeof(info), .index = index };
+    AvRegion region = { .fd = h->device };
+    guint64 flags;
+
+    if (index >= AV_PCI_BAR_COUNT || index >= h->num_regions)
+        return -EINVAL;
+    if (ioctl(h->device, VFIO_DEVICE_GET_REGION_INFO, &info) < 0)
+        return -errno;
+    region.offset = info.offset;
+    region.size = info.size;
+    region.mmap_ok = (info.flags & VFIO_REGION_INFO_FLAG_MMAP) != 0;
+    region.readable = (info.flags & VFIO_REGION_INFO_FLAG_READ) != 0;
+    region.writable = (info.flags & VFIO_REGION_INFO_FLAG_WRITE) != 0;
+    if (av_kernel_bar_flags(h->root, h->address, index, &flags) == 0 &&
+        (flags & (AV_IORESOURCE_IO | AV_IORESOURCE_MEM))) {
+        region.is_memory = !(flags & AV_IORESOURCE_IO);
+        region.prefetchable = region.is_memory && (flags & AV_IORESOURCE_PREFETCH);
+    } else
+        region.is_memory = region.size == 0 || av_kernel_real_bar_is_memory_config(h, index);
+    *ret_region = region;
+    return 0;
+}
+
+static int
+av_kernel_real_device_reset(AvDeviceHandle *h)
+{
+    if (!(h->flags & VFIO_DEVICE_FLAGS_RESET))
+        return -ENOTTY;
+    return ioctl(h->device, VFIO_DEVICE_RESET) < 0 ? -errno : 0;
+}
+
+static void
+av_kernel_real_device_close(AvDeviceHandle *h)
+{
+    av_device_handle_free(h);
+}
+
 const AvKernelOps av_kernel_ops_real = {
     .name = "real",
     .write = av_kernel_real_write,
+    .device_open = av_kernel_real_device_open,
+    .device_region = av_kernel_real_device_region,
+    .device_reset = av_kernel_real_device_reset,
+    .device_close = av_kernel_real_device_close,
 };
 
 /* --- the emulated kernel ---------------------------------------------------- */
@@ -630,9 +872,168 @@ av_kernel_fake_write(const AvRoot *root, const char *path, const char *value)
     return av_fake_store(root, resolved, value);
 }
 
+/* Appends @line and a newline to the fake kernel's log (AV_KERNEL_FAKE_LOG
+ * under /sys).  Returns 0 or -errno. */
+static int
+av_fake_log(const AvRoot *root, const char *line)
+{
+    g_autofree char *path = av_sys_path("%s", AV_KERNEL_FAKE_LOG);
+    g_autofree char *host = av_root_host_path(root, path);
+    g_autofree char *text = g_strconcat(line, "\n", NULL);
+    size_t len = strlen(text);
+    ssize_t n;
+    int fd, r = 0;
+
+    fd = open(host, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+    if (fd < 0)
+        return -errno;
+    n = write(fd, text, len);
+    if (n < 0)
+        r = -errno;
+    else if ((size_t)n != len)
+        r = -EIO;
+    if (close(fd) < 0 && r == 0)
+        r = -errno;
+    return r;
+}
+
+/* TRUE when the IOMMU group @group is viable, as the kernel decides
+ * (Documentation/driver-api/vfio.rst): every member is unbound or bound to
+ * vfio-pci, pci-stub or pcieport (a bridge's port driver). */
+static gboolean
+av_fake_group_viable(const AvRoot *root, const char *group)
+{
+    g_autofree char *members_dir = av_sys_path("kernel/iommu_groups/%s/devices", group);
+    g_auto(GStrv) members = NULL;
+
+    if (av_root_list_dir(root, members_dir, &members) < 0)
+        return TRUE;
+    for (guint i = 0; members[i]; i++) {
+        g_autofree char *member = g_strconcat(members_dir, "/", members[i], NULL);
+        g_autofree char *drv = av_fake_link_name(root, member, "driver");
+
+        if (drv && !g_str_equal(drv, "vfio-pci") && !g_str_equal(drv, "pci-stub") &&
+            !g_str_equal(drv, "pcieport"))
+            return FALSE;
+    }
+    return TRUE;
+}
+
+static int
+av_kernel_fake_device_open(const AvRoot *root, const char *address, AvDeviceHandle **ret_handle)
+{
+    g_autofree char *devdir = NULL;
+    g_autofree char *group = NULL;
+    g_autofree char *node = NULL;
+    g_autofree char *drv = NULL;
+    g_autofree char *line = NULL;
+    AvDeviceHandle *h;
+    int r;
+
+    if (!av_pci_address_is_valid(address))
+        return -EINVAL;
+    devdir = av_fake_device_dir(root, address);
+    if (!devdir)
+        return -ENODEV;
+    group = av_fake_link_name(root, devdir, "iommu_group");
+    if (!group)
+        return -ENODEV;
+    node = av_dev_path("vfio/%s", group);
+    r = av_fake_injected_failure(root, node, NULL);
+    if (r < 0)
+        return r;
+    if (!av_root_exists(root, node))
+        return -ENOENT;
+    if (!av_fake_group_viable(root, group))
+        return -EPERM;
+    drv = av_fake_link_name(root, devdir, "driver");
+    if (!drv || !g_str_equal(drv, "vfio-pci"))
+        return -ENODEV;
+    line = g_strconcat("VFIO_GROUP_GET_DEVICE_FD ", address, NULL);
+    r = av_fake_log(root, line);
+    if (r < 0)
+        return r;
+    h = av_device_handle_new(root, address, TRUE);
+    h->devdir = g_steal_pointer(&devdir);
+    *ret_handle = h;
+    return 0;
+}
+
+static int
+av_kernel_fake_device_region(AvDeviceHandle *h, guint index, AvRegion *ret_region)
+{
+    AvRegion region = { .fd = -1, .mmap_ok = TRUE, .is_memory = TRUE, .readable = TRUE, .writable = TRUE };
+    guint64 flags;
+    struct stat st;
+
+    if (index >= AV_PCI_BAR_COUNT)
+        return -EINVAL;
+    if (h->bar_fd[index] < 0) {
+        g_autofree char *path = g_strdup_printf("%s/resource%u", h->devdir, index);
+        g_autofree char *host = av_root_host_path(h->root, path);
+        int fd;
+
+        if (lstat(host, &st) < 0) {
+            if (errno != ENOENT)
+                return -errno;
+            /* No resourceN: the BAR is not implemented. */
+            region.mmap_ok = region.readable = region.writable = FALSE;
+            *ret_region = region;
+            return 0;
+        }
+        if (!S_ISREG(st.st_mode))
+            return -EINVAL;
+        fd = open(host, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+        if (fd < 0)
+            return -errno;
+        h->bar_fd[index] = fd;
+    }
+    if (fstat(h->bar_fd[index], &st) < 0)
+        return -errno;
+    region.fd = h->bar_fd[index];
+    region.size = (guint64)st.st_size;
+    if (av_kernel_bar_flags(h->root, h->address, index, &flags) == 0) {
+        if (flags & AV_IORESOURCE_IO) {
+            region.is_memory = FALSE;
+            region.mmap_ok = FALSE;
+        }
+        region.prefetchable = region.is_memory && (flags & AV_IORESOURCE_PREFETCH);
+    }
+    *ret_region = region;
+    return 0;
+}
+
+static int
+av_kernel_fake_device_reset(AvDeviceHandle *h)
+{
+    g_autofree char *what = g_strconcat("VFIO_DEVICE_RESET:", h->address, NULL);
+    g_autofree char *line = g_strconcat("VFIO_DEVICE_RESET ", h->address, NULL);
+    int r = av_fake_injected_failure(h->root, what, NULL);
+
+    if (r < 0)
+        return r;
+    return av_fake_log(h->root, line);
+}
+
+static void
+av_kernel_fake_device_close(AvDeviceHandle *h)
+{
+    g_autofree char *line = NULL;
+
+    if (!h)
+        return;
+    line = g_strconcat("close ", h->address, NULL);
+    av_fake_log(h->root, line);
+    av_device_handle_free(h);
+}
+
 const AvKernelOps av_kernel_ops_fake = {
     .name = "fake",
     .write = av_kernel_fake_write,
+    .device_open = av_kernel_fake_device_open,
+    .device_region = av_kernel_fake_device_region,
+    .device_reset = av_kernel_fake_device_reset,
+    .device_close = av_kernel_fake_device_close,
 };
 
 const AvKernelOps *

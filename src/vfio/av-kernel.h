@@ -22,6 +22,26 @@
  * with lines "fail PATH ERRNO" (such as "fail /sys/bus/pci/drivers_probe 5")
  * to make the emulated kernel fail a write, for rollback tests.
  *
+ * Opening a device for scrubbing (device_open and friends) is emulated too:
+ *
+ *   device_open      the device must exist (else -ENODEV), have an IOMMU group
+ *                    (else -ENODEV) and be bound to vfio-pci (else -ENODEV, as
+ *                    VFIO_GROUP_GET_DEVICE_FD answers for a device vfio does
+ *                    not hold); /dev/vfio/GROUP must exist (else -ENOENT).
+ *                    "fail /dev/vfio/GROUP ERRNO" fails it as opening the group
+ *                    would ("fail /dev/vfio/40 16": a QEMU holds group 40).
+ *   device_region    BAR N is the tree's regular file
+ *                    /sys/bus/pci/devices/ADDR/resourceN, as sysfs has one per
+ *                    BAR: size = the file's size (no file: size 0), offset 0,
+ *                    mmap_ok, readable and writable; memory unless the tree's
+ *                    "resource" file flags the BAR as I/O (IORESOURCE_IO).
+ *   device_reset     appends "VFIO_DEVICE_RESET ADDR" to the tree's file
+ *                    "sys/.accelvirt-fake-kernel.log" (created when absent),
+ *                    unless "fail VFIO_DEVICE_RESET:ADDR ERRNO" (a glob, as
+ *                    "VFIO_DEVICE_RESET:*") fails it ("... 25": -ENOTTY, no
+ *                    reset).  device_open appends "VFIO_GROUP_GET_DEVICE_FD
+ *                    ADDR" and device_close "close ADDR" to the same log.
+ *
  * Kernel interfaces: Documentation/ABI/testing/sysfs-bus-pci (driver_override,
  * bind, unbind, drivers_probe), Documentation/driver-api/vfio-mediated-device.rst. */
 #pragma once
@@ -45,7 +65,18 @@ typedef struct {
     guint64 size;                /* 0: the BAR is not implemented */
     gboolean mmap_ok;            /* the region may be mmapped (VFIO_REGION_INFO_FLAG_MMAP) */
     gboolean is_memory;          /* a memory BAR, not an I/O port BAR */
+    gboolean prefetchable;       /* a prefetchable memory BAR: memory, not registers (IORESOURCE_PREFETCH) */
+    gboolean readable;           /* VFIO_REGION_INFO_FLAG_READ: pread works */
+    gboolean writable;           /* VFIO_REGION_INFO_FLAG_WRITE: pwrite works */
 } AvRegion;
+
+/* The file of the fake kernel's log of device operations, root-relative
+ * (see above); tests read it. */
+#define AV_KERNEL_FAKE_LOG ".accelvirt-fake-kernel.log"
+
+/* The BAR count of a PCI function: regions 0 to 5 (VFIO_PCI_BAR0_REGION_INDEX
+ * to VFIO_PCI_BAR5_REGION_INDEX). */
+#define AV_PCI_BAR_COUNT 6
 
 typedef struct {
     const char *name;            /* "real" or "fake" */
@@ -53,10 +84,17 @@ typedef struct {
      * Returns 0 or -errno (the kernel's answer). */
     int (*write)(const AvRoot *root, const char *path, const char *value);
     /* Opens the PCI device @address, which must be bound to vfio-pci, for
-     * scrubbing.  Returns 0 and a handle, or -errno. */
+     * scrubbing.  Returns 0 and a handle, or -errno: -ENOENT (no
+     * /dev/vfio/vfio or /dev/vfio/GROUP: vfio not loaded, or no device of the
+     * group on vfio-pci), -ENODEV (no such device, no IOMMU group, or not
+     * bound to vfio-pci), -EBUSY (another process, such as a domain's QEMU,
+     * holds the group), -EPERM (the group is not viable: a member is bound to
+     * a host driver), -EPROTONOSUPPORT (the VFIO API version is not
+     * VFIO_API_VERSION, or there is no Type1 IOMMU), -EACCES. */
     int (*device_open)(const AvRoot *root, const char *address, AvDeviceHandle **ret_handle);
     /* Describes region @index (0-5: the BARs) of an opened device.  Returns 0
-     * (a region of size 0 when the BAR is absent) or -errno. */
+     * (a region of size 0 when the BAR is absent) or -errno (-EINVAL for an
+     * index above 5).  The region's fd stays owned by the handle. */
     int (*device_region)(AvDeviceHandle *handle, guint index, AvRegion *ret_region);
     /* Resets the opened device through VFIO (VFIO_DEVICE_RESET).  Returns 0,
      * -ENOTTY when the device has no reset VFIO can do, or -errno. */

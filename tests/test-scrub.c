@@ -1,0 +1,713 @@
+/* accelvirt tests: the scrub method "vfio-zero" (src/scrub/av-scrub-zero.c)
+ * and the device operations of the emulated kernel under it (av-kernel.c).
+ *
+ * The core routine runs on memfds standing in for BARs; the method runs end
+ * to end on a private copy of the fake host two-socket-8gpu, whose A100 gets
+ * resourceN files (sysfs has one per BAR) that the fake kernel's
+ * device_region hands out as the BARs. */
+#include "config.h"
+
+#include <errno.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "av-test.h"
+#include "policy/av-policy.h"
+#include "scrub/av-scrub.h"
+#include "util/av-error.h"
+#include "util/av-json.h"
+#include "vfio/av-kernel.h"
+#include "vfio/av-vfio.h"
+
+/* The core routine's declarations, from the one place they are written. */
+#include "scrub/av-scrub-private.h"
+
+#define A100 "0000:17:00.0"             /* two-socket-8gpu, group 40, nvidia */
+#define A100_DIR "sys/bus/pci/devices/" A100
+#define PAGE AV_ZERO_PAGE
+
+#define POLICY_A100(steps) \
+    "{\"profiles\": [{\"name\": \"gpu-a100\", \"match\": {\"vendor\": \"0x10de\", \"device\": \"0x20f1\"}," \
+    " \"attach\": \"vfio-pci\", \"scrub\": " steps "}]}"
+
+/* --- the core routine on memfds ----------------------------------------------- */
+
+/* A memfd of @size bytes, every byte @fill. */
+static int
+memfd_filled(guint64 size, guint8 fill)
+{
+    int fd = memfd_create("bar", MFD_CLOEXEC);
+    guint8 buf[4096];
+
+    g_assert_cmpint(fd, >=, 0);
+    g_assert_cmpint(ftruncate(fd, (off_t)size), ==, 0);
+    memset(buf, fill, sizeof(buf));
+    for (guint64 at = 0; at < size; at += sizeof(buf)) {
+        gsize n = (gsize)MIN((guint64)sizeof(buf), size - at);
+
+        g_assert_cmpint(pwrite(fd, buf, n, (off_t)at), ==, (gssize)n);
+    }
+    return fd;
+}
+
+/* Asserts that [@from, @to) of @fd, read with pread (not the routine's own
+ * reads), is all @value. */
+static void
+assert_bytes(int fd, guint64 from, guint64 to, guint8 value)
+{
+    guint8 buf[4096];
+
+    for (guint64 at = from; at < to; at += sizeof(buf)) {
+        gsize n = (gsize)MIN((guint64)sizeof(buf), to - at);
+
+        g_assert_cmpint(pread(fd, buf, n, (off_t)at), ==, (gssize)n);
+        for (gsize i = 0; i < n; i++)
+            if (buf[i] != value)
+                g_error("byte at %" G_GUINT64_FORMAT " is 0x%02x, not 0x%02x", at + i, buf[i], value);
+    }
+}
+
+static void
+zero_and_check(guint64 size, guint64 window, gboolean mmap_ok, AvZeroVerify verify)
+{
+    int fd = memfd_filled(size, 0xa5);
+    AvZeroOptions o = { .verify = verify, .window = window };
+    AvZeroResult res;
+    g_autoptr(GError) err = NULL;
+
+    g_assert_true(av_scrub_zero_region(fd, 0, size, mmap_ok, &o, &res, &err));
+    g_assert_no_error(err);
+    assert_bytes(fd, 0, size, 0);
+    g_assert_cmpuint(res.zeroed, ==, size);
+    g_assert_cmpuint(res.mmap_bytes, ==, mmap_ok ? size : 0);
+    g_assert_cmpuint(res.pwrite_bytes, ==, mmap_ok ? 0 : size);
+    g_assert_cmpuint(res.verified, ==, av_scrub_zero_verify_bytes(size, verify));
+    close(fd);
+}
+
+static void
+test_zero_mmap(void)
+{
+    /* Windows of 3 pages over 10 pages and 100 bytes: the last window
+     * crosses the region's end, and the size is no multiple of anything. */
+    zero_and_check(10 * PAGE + 100, 3 * PAGE, TRUE, AV_ZERO_VERIFY_FULL);
+    zero_and_check(10 * PAGE + 100, 3 * PAGE, TRUE, AV_ZERO_VERIFY_SAMPLE);
+    zero_and_check(10 * PAGE + 100, 3 * PAGE, TRUE, AV_ZERO_VERIFY_NONE);
+    /* A window that is not a whole number of pages is rounded up. */
+    zero_and_check(5 * PAGE, PAGE + 1, TRUE, AV_ZERO_VERIFY_FULL);
+    /* Smaller than one page; and the default window of 64 MiB over 3 MiB. */
+    zero_and_check(100, 0, TRUE, AV_ZERO_VERIFY_FULL);
+    zero_and_check(3 * 1024 * 1024 + 17, 0, TRUE, AV_ZERO_VERIFY_SAMPLE);
+}
+
+static void
+test_zero_pwrite(void)
+{
+    /* Chunks of 1 MiB within windows of 2 MiB, over 5 MiB and 7 bytes. */
+    zero_and_check(5 * 1024 * 1024 + 7, 2 * 1024 * 1024, FALSE, AV_ZERO_VERIFY_FULL);
+    zero_and_check(5 * 1024 * 1024 + 7, 2 * 1024 * 1024, FALSE, AV_ZERO_VERIFY_SAMPLE);
+    zero_and_check(10 * PAGE + 100, 3 * PAGE, FALSE, AV_ZERO_VERIFY_FULL);
+    zero_and_check(1, 0, FALSE, AV_ZERO_VERIFY_FULL);
+}
+
+/* A region inside a larger file: nothing outside it is touched, whether it
+ * is mapped (page-aligned offset) or written (an unaligned offset falls back
+ * to pwrite, since mmap needs a page-aligned offset). */
+static void
+test_zero_bounds(void)
+{
+    struct { guint64 offset; gboolean mmap_ok; guint64 want_mmap; } cases[] = {
+        { 2 * PAGE, TRUE, 7 * PAGE + 3 },
+        { 2 * PAGE, FALSE, 0 },
+        { 2 * PAGE + 100, TRUE, 0 },
+    };
+
+    for (guint i = 0; i < G_N_ELEMENTS(cases); i++) {
+        guint64 size = 7 * PAGE + 3, file = 12 * PAGE;
+        int fd = memfd_filled(file, 0x3c);
+        AvZeroOptions o = { .verify = AV_ZERO_VERIFY_FULL, .window = 2 * PAGE };
+        AvZeroResult res;
+        g_autoptr(GError) err = NULL;
+
+        g_assert_true(av_scrub_zero_region(fd, cases[i].offset, size, cases[i].mmap_ok, &o, &res, &err));
+        g_assert_no_error(err);
+        assert_bytes(fd, 0, cases[i].offset, 0x3c);
+        assert_bytes(fd, cases[i].offset, cases[i].offset + size, 0);
+        assert_bytes(fd, cases[i].offset + size, file, 0x3c);
+        g_assert_cmpuint(res.mmap_bytes, ==, cases[i].want_mmap);
+        g_assert_cmpuint(res.mmap_bytes + res.pwrite_bytes, ==, size);
+        close(fd);
+    }
+}
+
+static void
+test_zero_empty(void)
+{
+    int fd = memfd_filled(PAGE, 0x11);
+    AvZeroResult res;
+    g_autoptr(GError) err = NULL;
+
+    g_assert_true(av_scrub_zero_region(fd, 0, 0, TRUE, NULL, &res, &err));
+    g_assert_no_error(err);
+    g_assert_cmpuint(res.zeroed, ==, 0);
+    assert_bytes(fd, 0, PAGE, 0x11);
+    close(fd);
+}
+
+/* The faulty writer: after the routine zeroed a window, the byte at @at (of
+ * the fd) is written non-zero again, as if the zero did not stick. */
+typedef struct {
+    guint64 at;
+    guint calls;
+} Fault;
+
+static void
+fault_hook(gpointer data, int fd, guint64 offset, guint64 len)
+{
+    Fault *f = data;
+    guint8 b = 0x5a;
+
+    f->calls++;
+    if (f->at >= offset && f->at < offset + len)
+        g_assert_cmpint(pwrite(fd, &b, 1, (off_t)f->at), ==, 1);
+}
+
+/* Runs the routine with a fault at region offset @at; returns whether it
+ * succeeded, and the error message in *ret_message. */
+static gboolean
+zero_with_fault(guint64 size, guint64 at, gboolean mmap_ok, AvZeroVerify verify, AvZeroResult *res,
+                char **ret_message)
+{
+    int fd = memfd_filled(size + 2 * PAGE, 0xa5);
+    Fault f = { PAGE + at, 0 };
+    AvZeroOptions o = { .verify = verify, .window = 4 * PAGE, .after_write = fault_hook, .after_write_data = &f };
+    g_autoptr(GError) err = NULL;
+    gboolean ok;
+
+    /* The region sits at a page offset, so fd and region offsets differ. */
+    ok = av_scrub_zero_region(fd, PAGE, size, mmap_ok, &o, res, &err);
+    g_assert_cmpuint(f.calls, ==, (size + 4 * PAGE - 1) / (4 * PAGE));
+    *ret_message = err ? g_strdup(err->message) : NULL;
+    if (!ok)
+        g_assert_error(err, AV_ERROR, AV_ERROR_FAILED);
+    close(fd);
+    return ok;
+}
+
+static void
+test_zero_fault(void)
+{
+    guint64 size = 200 * PAGE + 123;   /* 201 pages, the last partial */
+    guint64 last = size - 1;
+    AvZeroResult res;
+
+    for (int m = 0; m < 2; m++) {
+        gboolean mmap_ok = m == 0;
+        guint64 mid_unsampled = 1 * PAGE + 7; /* page 1 is not sampled */
+        char *msg = NULL;
+
+        /* Full: any byte anywhere, named by its offset in the region. */
+        g_assert_false(zero_with_fault(size, 150 * PAGE + 9, mmap_ok, AV_ZERO_VERIFY_FULL, &res, &msg));
+        g_assert_nonnull(strstr(msg, "non-zero byte 0x5a at offset 0x96009 of the region"));
+        g_clear_pointer(&msg, g_free);
+        g_assert_false(zero_with_fault(size, last, mmap_ok, AV_ZERO_VERIFY_FULL, &res, &msg));
+        g_clear_pointer(&msg, g_free);
+
+        /* Sample: the first and the last page are always read. */
+        g_assert_false(zero_with_fault(size, 0, mmap_ok, AV_ZERO_VERIFY_SAMPLE, &res, &msg));
+        g_assert_nonnull(strstr(msg, "offset 0x0 "));
+        g_clear_pointer(&msg, g_free);
+        g_assert_false(zero_with_fault(size, last, mmap_ok, AV_ZERO_VERIFY_SAMPLE, &res, &msg));
+        g_clear_pointer(&msg, g_free);
+
+        /* A page the sample skips: by design the sample misses it, the full
+         * verification does not. */
+        g_assert_false(av_scrub_zero_page_sampled(1, 201));
+        g_assert_true(zero_with_fault(size, mid_unsampled, mmap_ok, AV_ZERO_VERIFY_SAMPLE, &res, &msg));
+        g_assert_null(msg);
+        g_assert_cmpuint(res.verified, <, size);
+        g_assert_false(zero_with_fault(size, mid_unsampled, mmap_ok, AV_ZERO_VERIFY_FULL, &res, &msg));
+        g_clear_pointer(&msg, g_free);
+
+        /* Zero only reads nothing back. */
+        g_assert_true(zero_with_fault(size, 0, mmap_ok, AV_ZERO_VERIFY_NONE, &res, &msg));
+        g_assert_cmpuint(res.verified, ==, 0);
+    }
+}
+
+/* The sample plan: first and last page, then one page in every run of 64. */
+static void
+test_zero_sample_plan(void)
+{
+    guint64 n_pages = 64 * 100 + 5;
+    guint64 count = 0;
+
+    g_assert_true(av_scrub_zero_page_sampled(0, n_pages));
+    g_assert_true(av_scrub_zero_page_sampled(n_pages - 1, n_pages));
+    for (guint64 run = 0; run < 100; run++) {
+        guint in_run = 0;
+
+        for (guint64 p = run * 64; p < run * 64 + 64; p++)
+            in_run += av_scrub_zero_page_sampled(p, n_pages) && p != 0;
+        g_assert_cmpuint(in_run, <=, 1 + (run == 0));
+        count += in_run;
+    }
+    /* Not always the same page of a run. */
+    {
+        gboolean differ = FALSE;
+        guint64 first = 0;
+
+        for (guint64 p = 64; p < 128; p++)
+            if (av_scrub_zero_page_sampled(p, n_pages))
+                first = p % 64;
+        for (guint64 run = 2; run < 100 && !differ; run++)
+            for (guint64 p = run * 64; p < run * 64 + 64; p++)
+                if (av_scrub_zero_page_sampled(p, n_pages) && p % 64 != first)
+                    differ = TRUE;
+        g_assert_true(differ);
+    }
+    g_assert_cmpuint(count, >=, 99);
+    g_assert_cmpuint(av_scrub_zero_verify_bytes(n_pages * PAGE, AV_ZERO_VERIFY_SAMPLE), <=,
+                     (n_pages / 64 + 3) * PAGE);
+    g_assert_cmpuint(av_scrub_zero_verify_bytes(PAGE + 1, AV_ZERO_VERIFY_SAMPLE), ==, PAGE + 1);
+    g_assert_cmpuint(av_scrub_zero_verify_bytes(12345, AV_ZERO_VERIFY_FULL), ==, 12345);
+    g_assert_cmpuint(av_scrub_zero_verify_bytes(12345, AV_ZERO_VERIFY_NONE), ==, 0);
+}
+
+typedef struct {
+    guint calls;
+    guint64 last_done;
+    guint64 total;
+} Progress;
+
+static void
+progress_cb(gpointer data, guint64 done, guint64 total)
+{
+    Progress *p = data;
+
+    g_assert_cmpuint(done, >=, p->last_done);
+    g_assert_cmpuint(done, <=, total);
+    p->calls++;
+    p->last_done = done;
+    p->total = total;
+}
+
+static void
+test_zero_progress(void)
+{
+    guint64 size = 8 * 1024 * 1024 + 3;
+    int fd = memfd_filled(size, 0xee);
+    Progress p = { 0 };
+    AvZeroOptions o = { .verify = AV_ZERO_VERIFY_FULL, .window = 16 * PAGE, .progress = progress_cb,
+                        .progress_data = &p };
+    g_autoptr(GError) err = NULL;
+
+    g_assert_true(av_scrub_zero_region(fd, 0, size, TRUE, &o, NULL, &err));
+    g_assert_no_error(err);
+    /* Work is bytes written plus bytes read back; the last call says done.
+     * 256 windows on a fast memfd: far fewer calls than windows. */
+    g_assert_cmpuint(p.total, ==, 2 * size);
+    g_assert_cmpuint(p.last_done, ==, p.total);
+    g_assert_cmpuint(p.calls, >=, 1);
+    g_assert_cmpuint(p.calls, <, 100);
+    close(fd);
+}
+
+/* --- the method on a fake host ------------------------------------------------- */
+
+typedef struct {
+    char *dir;
+    AvRoot *root;
+    const AvKernelOps *ops;
+    AvPolicy *policy;
+    guint64 flags[6];            /* the sysfs "resource" flags of each BAR (0: absent) */
+} Fixture;
+
+/* IORESOURCE flags as the kernel prints them in "resource". */
+#define FLAGS_MEM_PREFETCH 0x14220cu   /* memory, 64-bit, prefetchable: device memory */
+#define FLAGS_MEM_REGS 0x40200u        /* memory, not prefetchable: registers */
+
+/* Rewrites the device's "resource" file from f->flags (addresses made up). */
+static void
+write_resource(Fixture *f)
+{
+    g_autoptr(GString) s = g_string_new(NULL);
+
+    for (guint i = 0; i < 6; i++) {
+        if (f->flags[i])
+            g_string_append_printf(s, "0x%016x 0x%016x 0x%016" G_GINT64_MODIFIER "x\n", 0xe0000000u + i * 0x1000000u,
+                                   0xe0000fffu + i * 0x1000000u, f->flags[i]);
+        else
+            g_string_append_printf(s, "0x%016x 0x%016x 0x%016x\n", 0, 0, 0);
+    }
+    av_test_write(f->dir, A100_DIR "/resource", s->str);
+}
+
+static void
+fixture_open(Fixture *f, const char *policy_json, gboolean bind)
+{
+    g_autoptr(GError) err = NULL;
+
+    f->dir = av_test_host_copy("two-socket-8gpu");
+    f->root = av_root_new(f->dir, &err);
+    g_assert_no_error(err);
+    f->ops = av_kernel_ops_for(f->root);
+    g_assert_true(f->ops == &av_kernel_ops_fake);
+    f->policy = av_policy_new();
+    g_assert_true(av_policy_add_data(f->policy, "test.json", policy_json, strlen(policy_json), &err));
+    g_assert_no_error(err);
+    if (bind) {
+        g_autofree char *orig = NULL;
+
+        g_assert_true(av_vfio_bind(f->root, f->ops, A100, &orig, &err));
+        g_assert_no_error(err);
+        g_assert_cmpstr(orig, ==, "nvidia");
+    }
+}
+
+static void
+fixture_close(Fixture *f)
+{
+    av_policy_free(f->policy);
+    av_root_free(f->root);
+    av_test_tmpdir_remove(f->dir);
+    g_free(f->dir);
+}
+
+/* Creates the BAR file @dir/A100_DIR/resource@bar of @size bytes of @fill. */
+/* A BAR of @size bytes filled with @fill, of the kind @flags says. */
+static void
+make_bar_flags(Fixture *f, guint bar, guint64 size, guint8 fill, guint64 flags)
+{
+    g_autofree char *path = g_strdup_printf("%s/" A100_DIR "/resource%u", f->dir, bar);
+    int fd = memfd_filled(size, fill);
+    g_autofree char *data = g_malloc(size);
+
+    g_assert_cmpint(pread(fd, data, size, 0), ==, (gssize)size);
+    close(fd);
+    g_assert_true(g_file_set_contents(path, data, (gssize)size, NULL));
+    f->flags[bar] = flags;
+    write_resource(f);
+}
+
+/* A BAR of device memory (prefetchable), what vfio-zero zeroes by default. */
+static void
+make_bar(Fixture *f, guint bar, guint64 size, guint8 fill)
+{
+    make_bar_flags(f, bar, size, fill, FLAGS_MEM_PREFETCH);
+}
+
+static void
+assert_bar(Fixture *f, guint bar, guint64 size, guint8 value)
+{
+    g_autofree char *path = g_strdup_printf("%s/" A100_DIR "/resource%u", f->dir, bar);
+    g_autofree char *data = NULL;
+    gsize len = 0;
+
+    g_assert_true(g_file_get_contents(path, &data, &len, NULL));
+    g_assert_cmpuint(len, ==, size);
+    for (gsize i = 0; i < len; i++)
+        if ((guint8)data[i] != value)
+            g_error("resource%u: byte %" G_GSIZE_FORMAT " is 0x%02x, not 0x%02x", bar, i, (guint8)data[i], value);
+}
+
+static char *
+fake_log(Fixture *f)
+{
+    g_autofree char *path = g_strdup_printf("%s/sys/" AV_KERNEL_FAKE_LOG, f->dir);
+    char *contents = NULL;
+
+    if (!g_file_get_contents(path, &contents, NULL, NULL))
+        return g_strdup("");
+    return contents;
+}
+
+static gboolean
+run(Fixture *f, const AvScrubTarget *target, json_t **ret_report, GError **error)
+{
+    const AvProfile *profile = av_policy_find(f->policy, "gpu-a100");
+
+    g_assert_nonnull(profile);
+    return av_scrub_run(f->root, f->ops, profile, target, ret_report, error);
+}
+
+typedef struct {
+    guint calls;
+    guint64 done, total;
+} MethodProgress;
+
+static void
+method_progress(gpointer data, const char *method, guint64 done, guint64 total)
+{
+    MethodProgress *p = data;
+
+    g_assert_cmpstr(method, ==, "vfio-zero");
+    g_assert_cmpuint(done, >=, p->done);
+    p->calls++;
+    p->done = done;
+    p->total = total;
+}
+
+static void
+test_method_default_bars(void)
+{
+    Fixture f;
+    MethodProgress mp = { 0 };
+    AvScrubTarget target = { .identity = "pci-" A100, .address = A100, .iommu_group = 40,
+                             .progress = method_progress, .progress_data = &mp };
+    g_autoptr(json_t) report = NULL;
+    g_autoptr(GError) err = NULL;
+    g_autofree char *log = NULL;
+    json_t *step, *bars;
+
+    fixture_open(&f, POLICY_A100("[{\"method\": \"vfio-zero\"}]"), TRUE);
+    make_bar(&f, 0, 1024 * 1024, 0xa5);          /* BAR0, 1 MiB */
+    make_bar(&f, 2, 3 * 1024 * 1024 + 512, 0x5a); /* BAR2: not a page multiple */
+    make_bar_flags(&f, 3, 4096, 0x3c, FLAGS_MEM_REGS); /* registers: never zeroed by default */
+    g_assert_true(run(&f, &target, &report, &err));
+    g_assert_no_error(err);
+    assert_bar(&f, 0, 1024 * 1024, 0);
+    assert_bar(&f, 2, 3 * 1024 * 1024 + 512, 0);
+    assert_bar(&f, 3, 4096, 0x3c);
+
+    step = json_array_get(json_object_get(report, "steps"), 0);
+    g_assert_true(json_is_true(json_object_get(step, "ok")));
+    g_assert_cmpstr(json_string_value(json_object_get(step, "method")), ==, "vfio-zero");
+    g_assert_cmpint(json_integer_value(json_object_get(step, "bytes")), ==, 4 * 1024 * 1024 + 512);
+    g_assert_cmpstr(json_string_value(json_object_get(step, "verify")), ==, "full");
+    g_assert_true(json_is_real(json_object_get(step, "mb_per_s")));
+    g_assert_true(json_is_real(json_object_get(step, "seconds")));
+    g_assert_nonnull(strstr(json_string_value(json_object_get(step, "message")), "zeroed 2 BARs of " A100));
+    bars = json_object_get(step, "bars");
+    g_assert_cmpuint(json_array_size(bars), ==, 2);
+    g_assert_cmpint(json_integer_value(json_object_get(json_array_get(bars, 0), "bar")), ==, 0);
+    g_assert_cmpint(json_integer_value(json_object_get(json_array_get(bars, 0), "size")), ==, 1024 * 1024);
+    g_assert_cmpstr(json_string_value(json_object_get(json_array_get(bars, 0), "method")), ==, "mmap");
+    g_assert_cmpint(json_integer_value(json_object_get(json_array_get(bars, 0), "verified_bytes")), ==,
+                    1024 * 1024);
+    g_assert_cmpint(json_integer_value(json_object_get(json_array_get(bars, 1), "bar")), ==, 2);
+    g_assert_cmpint(json_integer_value(json_object_get(json_array_get(bars, 1), "verified_bytes")), ==,
+                    3 * 1024 * 1024 + 512);
+
+    /* Progress in bytes of work: written plus read back, ending at the total. */
+    g_assert_cmpuint(mp.calls, >=, 2);
+    g_assert_cmpuint(mp.total, ==, 2 * (4 * 1024 * 1024 + 512));
+    g_assert_cmpuint(mp.done, ==, mp.total);
+
+    log = fake_log(&f);
+    g_assert_cmpstr(log, ==, "VFIO_GROUP_GET_DEVICE_FD " A100 "\nclose " A100 "\n");
+    fixture_close(&f);
+}
+
+static void
+test_method_named_bars_sample(void)
+{
+    Fixture f;
+    AvScrubTarget target = { .identity = "pci-" A100, .address = A100, .iommu_group = 40 };
+    g_autoptr(json_t) report = NULL;
+    g_autoptr(GError) err = NULL;
+    json_t *step, *bar;
+    guint64 size = 2 * 1024 * 1024;
+
+    fixture_open(&f, POLICY_A100("[{\"method\": \"vfio-zero\", \"bars\": [2], \"verify\": \"sample\"}]"), TRUE);
+    make_bar(&f, 0, 65536, 0xa5);
+    make_bar(&f, 2, size, 0x5a);
+    g_assert_true(run(&f, &target, &report, &err));
+    g_assert_no_error(err);
+    assert_bar(&f, 0, 65536, 0xa5);   /* not named: untouched */
+    assert_bar(&f, 2, size, 0);
+    step = json_array_get(json_object_get(report, "steps"), 0);
+    g_assert_cmpstr(json_string_value(json_object_get(step, "verify")), ==, "sample");
+    g_assert_cmpuint(json_array_size(json_object_get(step, "bars")), ==, 1);
+    bar = json_array_get(json_object_get(step, "bars"), 0);
+    g_assert_cmpint(json_integer_value(json_object_get(bar, "bar")), ==, 2);
+    g_assert_cmpint(json_integer_value(json_object_get(bar, "verified_bytes")), ==,
+                    (json_int_t)av_scrub_zero_verify_bytes(size, AV_ZERO_VERIFY_SAMPLE));
+    g_assert_cmpint(json_integer_value(json_object_get(bar, "verified_bytes")), <, (json_int_t)size / 16);
+    fixture_close(&f);
+}
+
+/* A profile naming a BAR the device lacks, or an I/O BAR, is a mistake. */
+static void
+test_method_bad_bars(void)
+{
+    Fixture f;
+    AvScrubTarget target = { .identity = "pci-" A100, .address = A100, .iommu_group = 40 };
+    g_autoptr(json_t) report = NULL;
+    g_autoptr(GError) err = NULL;
+    g_autofree char *resource = NULL;
+
+    fixture_open(&f, POLICY_A100("[{\"method\": \"vfio-zero\", \"bars\": [0, 4]}]"), TRUE);
+    make_bar(&f, 0, 65536, 0xa5);
+    g_assert_false(run(&f, &target, &report, &err));
+    g_assert_error(err, AV_ERROR, AV_ERROR_POLICY);
+    g_assert_nonnull(strstr(err->message, "BAR 4 of " A100 " is not implemented"));
+    g_clear_error(&err);
+    g_clear_pointer(&report, json_decref);
+
+    /* BAR 4 an I/O BAR, as the sysfs "resource" file says (IORESOURCE_IO). */
+    make_bar(&f, 4, 128, 0x77);
+    resource = g_strdup_printf("0x%016x 0x%016x 0x%016x\n"   /* BAR0: memory, 64 KiB */
+                               "0x%016x 0x%016x 0x%016x\n"
+                               "0x%016x 0x%016x 0x%016x\n"
+                               "0x%016x 0x%016x 0x%016x\n"
+                               "0x%016x 0x%016x 0x%016x\n",  /* BAR4: I/O ports */
+                               0xe0000000, 0xe000ffff, FLAGS_MEM_PREFETCH, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+                               0x1000, 0x107f, 0x40101);
+    av_test_write(f.dir, A100_DIR "/resource", resource);
+    g_assert_false(run(&f, &target, &report, &err));
+    g_assert_error(err, AV_ERROR, AV_ERROR_POLICY);
+    g_assert_nonnull(strstr(err->message, "BAR 4 of " A100 " is an I/O port BAR"));
+    assert_bar(&f, 4, 128, 0x77);
+    g_clear_error(&err);
+    fixture_close(&f);
+
+    /* By default the I/O BAR is skipped, the memory BAR zeroed. */
+    fixture_open(&f, POLICY_A100("[{\"method\": \"vfio-zero\"}]"), TRUE);
+    make_bar(&f, 0, 65536, 0xa5);
+    make_bar(&f, 4, 128, 0x77);
+    av_test_write(f.dir, A100_DIR "/resource", resource);
+    g_assert_true(run(&f, &target, NULL, &err));
+    g_assert_no_error(err);
+    assert_bar(&f, 0, 65536, 0);
+    assert_bar(&f, 4, 128, 0x77);
+    fixture_close(&f);
+}
+
+static void
+test_method_no_memory_bar(void)
+{
+    Fixture f;
+    AvScrubTarget target = { .identity = "pci-" A100, .address = A100, .iommu_group = 40 };
+    g_autoptr(json_t) report = NULL;
+    g_autoptr(GError) err = NULL;
+    json_t *step;
+
+    fixture_open(&f, POLICY_A100("[{\"method\": \"vfio-zero\"}]"), TRUE);
+    g_assert_false(run(&f, &target, &report, &err));
+    g_assert_error(err, AV_ERROR, AV_ERROR_POLICY);
+    g_assert_nonnull(strstr(err->message, "scrub step 1 (vfio-zero) failed: " A100 " has no prefetchable memory BAR to zero; "
+                                          "name its BARs in 'bars' or remove the vfio-zero step from profile 'gpu-a100'"));
+    step = json_array_get(json_object_get(report, "steps"), 0);
+    g_assert_true(json_is_false(json_object_get(step, "ok")));
+    g_assert_cmpint(json_integer_value(json_object_get(step, "bytes")), ==, 0);
+    fixture_close(&f);
+}
+
+static void
+test_method_not_vfio(void)
+{
+    Fixture f;
+    AvScrubTarget target = { .identity = "pci-" A100, .address = A100, .iommu_group = 40 };
+    g_autoptr(GError) err = NULL;
+
+    fixture_open(&f, POLICY_A100("[{\"method\": \"vfio-zero\"}]"), FALSE);
+    make_bar(&f, 0, 65536, 0xa5);
+    g_assert_false(run(&f, &target, NULL, &err));
+    g_assert_nonnull(strstr(err->message, "cannot open " A100 " through VFIO: it is not bound to vfio-pci"));
+    assert_bar(&f, 0, 65536, 0xa5);
+    fixture_close(&f);
+}
+
+static void
+test_method_group_busy(void)
+{
+    Fixture f;
+    AvScrubTarget target = { .identity = "pci-" A100, .address = A100, .iommu_group = 40 };
+    g_autoptr(GError) err = NULL;
+
+    fixture_open(&f, POLICY_A100("[{\"method\": \"vfio-zero\"}]"), TRUE);
+    make_bar(&f, 0, 65536, 0xa5);
+    av_test_write(f.dir, "sys/.accelvirt-fake-kernel", "fail /dev/vfio/40 16\n");
+    g_assert_false(run(&f, &target, NULL, &err));
+    g_assert_error(err, AV_ERROR, AV_ERROR_BUSY);
+    g_assert_nonnull(strstr(err->message, "its IOMMU group 40 is held by another process"));
+    assert_bar(&f, 0, 65536, 0xa5);
+    fixture_close(&f);
+}
+
+/* An mdev shares its parent with other tenants: never zeroed whole. */
+static void
+test_method_mdev_refused(void)
+{
+    Fixture f;
+    AvScrubTarget target = { .identity = "mdev-x", .address = A100, .iommu_group = 40,
+                             .mdev_uuid = "4b20d080-1b54-4048-85b3-a6a62d165c01" };
+    g_autoptr(GError) err = NULL;
+
+    fixture_open(&f, POLICY_A100("[{\"method\": \"vfio-zero\"}]"), TRUE);
+    g_assert_false(run(&f, &target, NULL, &err));
+    g_assert_error(err, AV_ERROR, AV_ERROR_POLICY);
+    g_assert_nonnull(strstr(err->message, "needs a whole PCI function"));
+    fixture_close(&f);
+}
+
+/* --- the fake kernel's device operations --------------------------------------- */
+
+static void
+test_fake_device_ops(void)
+{
+    Fixture f;
+    AvDeviceHandle *h = NULL;
+    AvRegion region;
+    g_autofree char *log = NULL;
+
+    fixture_open(&f, POLICY_A100("[{\"method\": \"none\"}]"), FALSE);
+    /* On nvidia: no /dev/vfio/40 yet. */
+    g_assert_cmpint(f.ops->device_open(f.root, A100, &h), ==, -ENOENT);
+    g_assert_cmpint(f.ops->device_open(f.root, "0000:ff:1f.7", &h), ==, -ENODEV);
+    g_assert_cmpint(f.ops->device_open(f.root, "not-an-address", &h), ==, -EINVAL);
+    g_assert_null(h);
+    fixture_close(&f);
+
+    fixture_open(&f, POLICY_A100("[{\"method\": \"none\"}]"), TRUE);
+    make_bar(&f, 1, 8192, 0x01);
+    g_assert_cmpint(f.ops->device_open(f.root, A100, &h), ==, 0);
+    g_assert_nonnull(h);
+    g_assert_cmpint(f.ops->device_region(h, 1, &region), ==, 0);
+    g_assert_cmpuint(region.size, ==, 8192);
+    g_assert_cmpuint(region.offset, ==, 0);
+    g_assert_true(region.mmap_ok && region.is_memory && region.readable && region.writable);
+    g_assert_cmpint(region.fd, >=, 0);
+    g_assert_cmpint(f.ops->device_region(h, 0, &region), ==, 0);
+    g_assert_cmpuint(region.size, ==, 0);
+    g_assert_cmpint(f.ops->device_region(h, 6, &region), ==, -EINVAL);
+    g_assert_cmpint(f.ops->device_reset(h), ==, 0);
+    av_test_write(f.dir, "sys/.accelvirt-fake-kernel", "fail VFIO_DEVICE_RESET:* 25\n");
+    g_assert_cmpint(f.ops->device_reset(h), ==, -ENOTTY);
+    f.ops->device_close(h);
+    f.ops->device_close(NULL);
+    log = fake_log(&f);
+    g_assert_cmpstr(log, ==, "VFIO_GROUP_GET_DEVICE_FD " A100 "\nVFIO_DEVICE_RESET " A100 "\nclose " A100 "\n");
+
+    /* A group another member makes unviable: a host driver in it. */
+    av_test_symlink(f.dir, "sys/kernel/iommu_groups/40/devices/0000:02:00.0", "../../../../bus/pci/devices/0000:02:00.0");
+    h = NULL;
+    g_assert_cmpint(f.ops->device_open(f.root, A100, &h), ==, -EPERM);
+    g_assert_null(h);
+    fixture_close(&f);
+}
+
+int
+main(int argc, char **argv)
+{
+    av_test_init(&argc, &argv);
+    g_test_add_func("/scrub/zero/mmap", test_zero_mmap);
+    g_test_add_func("/scrub/zero/pwrite", test_zero_pwrite);
+    g_test_add_func("/scrub/zero/bounds", test_zero_bounds);
+    g_test_add_func("/scrub/zero/empty", test_zero_empty);
+    g_test_add_func("/scrub/zero/fault", test_zero_fault);
+    g_test_add_func("/scrub/zero/sample-plan", test_zero_sample_plan);
+    g_test_add_func("/scrub/zero/progress", test_zero_progress);
+    g_test_add_func("/scrub/vfio-zero/default-bars", test_method_default_bars);
+    g_test_add_func("/scrub/vfio-zero/named-bars-sample", test_method_named_bars_sample);
+    g_test_add_func("/scrub/vfio-zero/bad-bars", test_method_bad_bars);
+    g_test_add_func("/scrub/vfio-zero/no-memory-bar", test_method_no_memory_bar);
+    g_test_add_func("/scrub/vfio-zero/not-vfio", test_method_not_vfio);
+    g_test_add_func("/scrub/vfio-zero/group-busy", test_method_group_busy);
+    g_test_add_func("/scrub/vfio-zero/mdev-refused", test_method_mdev_refused);
+    g_test_add_func("/scrub/kernel/fake-device-ops", test_fake_device_ops);
+    return g_test_run();
+}
