@@ -115,6 +115,9 @@ typedef struct {
     char *address;
     char *profile;
     int iommu_group;
+    char *rom_sha256;            /* enrolled ROM hash, or NULL */
+    AvOwner *owner;              /* the domain that had it before its release, or NULL */
+    char *since;                 /* when the scrub began (ISO 8601 UTC) */
 } AvScrubJob;
 
 static void
@@ -125,9 +128,21 @@ av_scrub_job_free(AvScrubJob *job)
     g_free(job->identity);
     g_free(job->address);
     g_free(job->profile);
+    g_free(job->rom_sha256);
+    av_owner_free(job->owner);
+    g_free(job->since);
     g_free(job);
 }
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(AvScrubJob, av_scrub_job_free)
+
+/* Now as ISO 8601 UTC, to the second.  Caller frees. */
+static char *
+av_worker_now_iso(void)
+{
+    g_autoptr(GDateTime) now = g_date_time_new_now_utc();
+
+    return g_date_time_format(now, "%Y-%m-%dT%H:%M:%SZ");
+}
 
 /* The per-device lock: state_dir/scrub-<SHA-256 of the identity>.lock. */
 static char *
@@ -179,6 +194,11 @@ av_worker_pick(const AvHookConfig *config, GHashTable *done, AvLock **ret_lock, 
         job->address = g_strdup(dev->address);
         job->profile = g_strdup(dev->profile);
         job->iommu_group = dev->iommu_group;
+        job->rom_sha256 = g_strdup(dev->rom_sha256);
+        /* The owner is kept through in-use -> dirty -> scrubbing, and
+         * cleared only when the device is free: the certificate names it. */
+        job->owner = av_owner_copy(dev->owner);
+        job->since = av_worker_now_iso();
         *ret_lock = g_steal_pointer(&lock);
         return g_steal_pointer(&job);
     }
@@ -193,9 +213,10 @@ av_worker_restore(const AvHookConfig *config, const AvProfile *profile, const Av
 {
     if (dev->kind != AV_DEVICE_KIND_PCI || profile->restore_driver != AV_RESTORE_ON_RELEASE)
         return TRUE;
-    if (dev->original_driver &&
-        !av_vfio_restore(config->root, config->ops, dev->address, dev->original_driver, error)) {
-        g_prefix_error(error, "restoring the driver '%s' of %s failed: ", dev->original_driver, dev->address);
+    /* NULL: it had no driver, and goes back to none. */
+    if (!av_vfio_restore(config->root, config->ops, dev->address, dev->original_driver, error)) {
+        g_prefix_error(error, "restoring the driver '%s' of %s failed: ",
+                       dev->original_driver ? dev->original_driver : "none", dev->address);
         return FALSE;
     }
     for (guint i = 0; i < dev->companions->len; i++) {
@@ -210,8 +231,42 @@ av_worker_restore(const AvHookConfig *config, const AvProfile *profile, const Av
     return TRUE;
 }
 
+/* TRUE when a step of @profile needs the device on vfio-pci: "vfio-zero"
+ * opens it through VFIO, "reset" must not pull a device from under a host
+ * driver, "vm" hands it to a scrub domain.  "rom-check" reads sysfs and
+ * "command" may want the vendor's driver: neither moves it. */
+static gboolean
+av_worker_needs_vfio(const AvProfile *profile)
+{
+    for (guint i = 0; profile->scrub && i < profile->scrub->len; i++) {
+        const AvScrubStep *step = g_ptr_array_index(profile->scrub, i);
+
+        if (step->method == AV_SCRUB_METHOD_VFIO_ZERO || step->method == AV_SCRUB_METHOD_RESET ||
+            step->method == AV_SCRUB_METHOD_VM)
+            return TRUE;
+    }
+    return FALSE;
+}
+
+/* The driver @address is bound to under @root, or NULL.  Caller frees. */
+static char *
+av_worker_driver(const AvRoot *root, const char *address)
+{
+    g_autofree char *link = av_sys_path("bus/pci/devices/%s/driver", address);
+    char *name = NULL;
+
+    if (av_root_link_name(root, link, &name) < 0)
+        return NULL;
+    return name;
+}
+
 /* Scrubs one device: the profile's steps without the pool lock, then under
- * it the driver restore and the move to free or quarantined. */
+ * it the driver restore and the move to free or quarantined, and the scrub
+ * certificate in the journal.  A PCI device that is not on vfio-pci when a
+ * step needs it there (a managed='yes' hostdev: libvirt gave it back to its
+ * host driver at release, DESIGN.md) is bound to vfio-pci first; it goes
+ * back to its driver after a scrub that succeeded as the profile's
+ * restore_driver says, and stays on vfio-pci when the scrub failed. */
 static void
 av_worker_scrub(const AvHookConfig *config, const AvPolicy *policy, const AvScrubJob *job)
 {
@@ -222,7 +277,10 @@ av_worker_scrub(const AvHookConfig *config, const AvPolicy *policy, const AvScru
     g_autoptr(json_t) fields = json_object();
     g_autofree char *mdev_uuid = NULL;
     const AvProfile *profile = job->profile ? av_policy_find(policy, job->profile) : NULL;
-    AvScrubTarget target = { job->identity, job->address, job->iommu_group, NULL };
+    AvScrubTarget target = { job->identity, job->address, job->iommu_group, NULL, job->rom_sha256, NULL, NULL };
+    g_autofree char *rebound_from = NULL;
+    g_autofree char *driver_now = NULL;
+    gboolean rebound = FALSE;
     AvPoolDevice *dev;
     gboolean ok;
 
@@ -233,9 +291,22 @@ av_worker_scrub(const AvHookConfig *config, const AvPolicy *policy, const AvScru
         g_set_error(&failure, AV_ERROR, AV_ERROR_POLICY,
                     "its profile '%s' is not in the policies any more, so its scrub steps are unknown",
                     job->profile ? job->profile : "(none)");
-    } else if (!av_scrub_run(config->root, config->ops, profile, &target, &report, &failure)) {
-        /* failure set */
+    } else if (job->kind == AV_DEVICE_KIND_PCI && job->address && av_worker_needs_vfio(profile) &&
+               g_strcmp0((rebound_from = av_worker_driver(config->root, job->address)), "vfio-pci") != 0) {
+        g_autofree char *before = NULL;
+
+        if (!av_vfio_bind(config->root, config->ops, job->address, &before, &failure)) {
+            g_prefix_error(&failure, "cannot bind %s to vfio-pci for its scrub: ", job->address);
+        } else {
+            rebound = TRUE;
+            av_hook_log(LOG_INFO, "bound %s to vfio-pci for its scrub (it was on %s)", job->address,
+                        rebound_from ? rebound_from : "no driver");
+        }
     }
+    if (!rebound)
+        g_clear_pointer(&rebound_from, g_free);
+    if (profile && !failure)
+        av_scrub_run(config->root, config->ops, profile, &target, &report, &failure);
 
     pool = av_pool_open(config->state_dir, AV_POOL_WRITE, AV_HOOK_LOCK_TIMEOUT_MS, &error);
     if (!pool) {
@@ -250,16 +321,24 @@ av_worker_scrub(const AvHookConfig *config, const AvPolicy *policy, const AvScru
     }
     if (!failure && profile)
         av_worker_restore(config, profile, dev, &failure);
+    /* Rebound for the scrub and not restored above (the pool knew no
+     * driver for it): back to the driver it had, as the profile says. */
+    if (rebound)
+        driver_now = av_worker_driver(config->root, job->address);
+    if (!failure && profile && rebound && profile->restore_driver == AV_RESTORE_ON_RELEASE &&
+        g_strcmp0(driver_now, "vfio-pci") == 0 &&
+        !av_vfio_restore(config->root, config->ops, job->address, rebound_from, &failure))
+        g_prefix_error(&failure, "restoring the driver '%s' of %s after its scrub failed: ",
+                       rebound_from ? rebound_from : "none", job->address);
     if (!failure && dev->kind == AV_DEVICE_KIND_MDEV && dev->created &&
         !av_mdev_remove(config->root, config->ops, mdev_uuid, &failure))
         g_prefix_error(&failure, "removing the mdev failed: ");
     ok = failure == NULL;
 
-    json_object_set_new(fields, "identity", json_string(job->identity));
-    json_object_set_new(fields, "address", av_json_string_or_null(job->address));
-    json_object_set_new(fields, "ok", json_boolean(ok));
-    json_object_set_new(fields, "report", report ? json_incref(report) : json_null());
-    json_object_set_new(fields, "reason", ok ? json_null() : json_string(failure->message));
+    json_object_set_new(fields, "kind", json_string(av_device_kind_to_string(job->kind)));
+    json_object_set_new(fields, "scrubbed_by", json_string("worker"));
+    json_object_set_new(fields, "rebound_from", rebound ? av_json_string_or_null(rebound_from) : json_null());
+    json_object_set_new(fields, "rom_sha256", av_json_string_or_null(job->rom_sha256));
     if (ok) {
         gboolean remove = dev->kind == AV_DEVICE_KIND_MDEV && dev->created;
 
@@ -278,7 +357,9 @@ av_worker_scrub(const AvHookConfig *config, const AvPolicy *policy, const AvScru
     }
     if (!av_pool_save(pool, &error))
         goto fail;
-    if (!av_pool_journal_append(pool, "scrubbed", fields, &error))
+    if (!av_pool_journal_certificate(pool, job->identity, job->address, job->profile, job->owner, report,
+                                     job->since, ok ? "free" : "quarantined", ok ? NULL : failure->message,
+                                     fields, &error))
         av_hook_log(LOG_ERR, "cannot journal the scrub of %s: %s", job->identity, error->message);
     return;
 

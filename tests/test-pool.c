@@ -1920,9 +1920,9 @@ test_reconcile_fake_hosts(void)
         g_assert_cmpstr(dev->address, ==, addr);
         g_assert_cmpstr(dev->profile, ==, "qat-vf");
         g_assert_cmpint(dev->iommu_group, ==, 150 + (int)i);
-        /* a VF already on vfio-pci has no driver to go back to */
+        /* a VF already on vfio-pci goes back to vfio-pci */
         if (i == 1)
-            g_assert_null(dev->original_driver);
+            g_assert_cmpstr(dev->original_driver, ==, "vfio-pci");
         else
             g_assert_cmpstr(dev->original_driver, ==, "4xxxvf");
     }

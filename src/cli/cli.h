@@ -82,5 +82,8 @@ int av_cli_cmd_define(AvCli *cli, int argc, char **argv);
 int av_cli_cmd_start(AvCli *cli, int argc, char **argv);
 int av_cli_cmd_undefine(AvCli *cli, int argc, char **argv);
 int av_cli_cmd_plan(AvCli *cli, int argc, char **argv);
+int av_cli_cmd_enroll(AvCli *cli, int argc, char **argv);
+int av_cli_cmd_scrub(AvCli *cli, int argc, char **argv);
+int av_cli_cmd_quarantine(AvCli *cli, int argc, char **argv);
 
 G_END_DECLS

@@ -91,7 +91,8 @@ av_owner_compatible(const AvOwner *a, const AvOwner *b)
     return TRUE;
 }
 
-static json_t *
+/* See av-pool.h. */
+json_t *
 av_owner_to_json(const AvOwner *owner)
 {
     json_t *obj;
@@ -221,6 +222,7 @@ av_pool_device_free(AvPoolDevice *dev)
     g_free(dev->reason);
     g_free(dev->reason_before_missing);
     g_free(dev->original_driver);
+    g_free(dev->rom_sha256);
     if (dev->companions)
         g_ptr_array_unref(dev->companions);
     g_free(dev);
@@ -269,6 +271,8 @@ av_pool_device_to_json(const AvPoolDevice *dev)
     }
     if (dev->kind == AV_DEVICE_KIND_MDEV)
         json_object_set_new(obj, "created", json_boolean(dev->created));
+    if (dev->rom_sha256)
+        json_object_set_new(obj, "rom_sha256", json_string(dev->rom_sha256));
     return obj;
 }
 
@@ -429,8 +433,25 @@ av_pool_load_owner(const AvPoolLoad *ld, json_t *v, const char *jpath, AvOwner *
     return TRUE;
 }
 
+/* See av-pool.h. */
+gboolean
+av_rom_sha256_is_valid(const char *hash)
+{
+    if (!hash)
+        return FALSE;
+    if (g_str_equal(hash, AV_ROM_NONE))
+        return TRUE;
+    if (strlen(hash) != 64)
+        return FALSE;
+    for (const char *p = hash; *p; p++)
+        if (!g_ascii_isdigit(*p) && !(*p >= 'a' && *p <= 'f'))
+            return FALSE;
+    return TRUE;
+}
+
 /* The optional members of a device: "companions" (a list of {"address",
- * "original_driver"}) and "created" (a boolean, mdevs only). */
+ * "original_driver"}), "created" (a boolean, mdevs only) and "rom_sha256"
+ * (PCI only: "none" or 64 lower-case hex digits). */
 static gboolean
 av_pool_load_extras(const AvPoolLoad *ld, json_t *obj, const char *jpath, AvPoolDevice *dev,
                     GError **error)
@@ -438,7 +459,17 @@ av_pool_load_extras(const AvPoolLoad *ld, json_t *obj, const char *jpath, AvPool
     static const char *const keys[] = { "address", "original_driver", NULL };
     json_t *companions = json_object_get(obj, "companions");
     json_t *created = json_object_get(obj, "created");
+    json_t *rom = json_object_get(obj, "rom_sha256");
 
+    if (rom) {
+        g_autofree char *sub = g_strdup_printf("%s/rom_sha256", jpath);
+
+        if (dev->kind != AV_DEVICE_KIND_PCI)
+            return av_pool_load_fail(ld, error, sub, "only a PCI device has 'rom_sha256'");
+        if (!json_is_string(rom) || !av_rom_sha256_is_valid(json_string_value(rom)))
+            return av_pool_load_fail(ld, error, sub, "expected \"none\" or 64 lower-case hex digits");
+        dev->rom_sha256 = g_strdup(json_string_value(rom));
+    }
     if (created) {
         g_autofree char *sub = g_strdup_printf("%s/created", jpath);
 
@@ -482,7 +513,7 @@ av_pool_load_device(const AvPoolLoad *ld, json_t *obj, guint index, GError **err
         "state_since", "first_seen", "last_seen", "claim_expires", "reason",
         "reason_before_missing", "original_driver", "numa_node", "iommu_group", NULL
     };
-    static const char *const optional[] = { "companions", "created", NULL };
+    static const char *const optional[] = { "companions", "created", "rom_sha256", NULL };
     g_autofree char *jpath = g_strdup_printf("devices/%u", index);
     g_autofree char *owner_path = g_strdup_printf("devices/%u/owner", index);
     g_autofree char *kind = NULL;
@@ -971,8 +1002,23 @@ av_transition_fail(const AvPoolDevice *dev, AvDeviceState to, GError **error)
  * journals @event (with the members of @extra, borrowed, if not NULL), then
  * changes @dev. */
 static gboolean
+av_pool_transition_do(AvPool *pool, AvPoolDevice *dev, AvDeviceState to, const AvOwner *owner,
+                      const char *reason, const char *event, json_t *extra, gboolean checked,
+                      GError **error);
+
+static gboolean
 av_pool_transition_event(AvPool *pool, AvPoolDevice *dev, AvDeviceState to, const AvOwner *owner,
                          const char *reason, const char *event, json_t *extra, GError **error)
+{
+    return av_pool_transition_do(pool, dev, to, owner, reason, event, extra, FALSE, error);
+}
+
+/* av_pool_transition_event(), where @checked says that the caller has
+ * allowed the move itself (the operator's moves outside the table). */
+static gboolean
+av_pool_transition_do(AvPool *pool, AvPoolDevice *dev, AvDeviceState to, const AvOwner *owner,
+                      const char *reason, const char *event, json_t *extra, gboolean checked,
+                      GError **error)
 {
     g_autoptr(AvOwner) new_owner = NULL;
     g_autoptr(json_t) fields = NULL;
@@ -980,7 +1026,7 @@ av_pool_transition_event(AvPool *pool, AvPoolDevice *dev, AvDeviceState to, cons
     g_autofree char *new_reason_before = NULL;
     AvDeviceState from = dev->state;
 
-    if (!av_transition_allowed(dev, to))
+    if (!checked && !av_transition_allowed(dev, to))
         return av_transition_fail(dev, to, error);
 
     /* The owner after the move. */
@@ -1086,6 +1132,107 @@ av_pool_claim(AvPool *pool, AvPoolDevice *dev, const AvOwner *owner, gint64 expi
     }
     dev->claim_expires = expires;
     return TRUE;
+}
+
+/* See av-pool.h. */
+gboolean
+av_pool_enroll(AvPool *pool, AvPoolDevice *dev, const char *sha256, GError **error)
+{
+    g_autoptr(json_t) fields = json_object();
+
+    if (dev->kind != AV_DEVICE_KIND_PCI) {
+        g_set_error(error, AV_ERROR, AV_ERROR_INVALID_INPUT,
+                    "device '%s' is a %s device: only PCI devices have an option ROM to enroll",
+                    dev->identity, av_device_kind_to_string(dev->kind));
+        return FALSE;
+    }
+    if (dev->state != AV_DEVICE_STATE_FREE) {
+        g_autofree char *who = av_owner_describe(dev->owner);
+
+        g_set_error(error, AV_ERROR, AV_ERROR_STATE,
+                    "device '%s' (%s) is %s%s%s; enroll a device only when it is free and known good",
+                    dev->identity, dev->address ? dev->address : "no address",
+                    av_device_state_to_string(dev->state), dev->owner ? " by " : "", dev->owner ? who : "");
+        return FALSE;
+    }
+    if (!av_rom_sha256_is_valid(sha256)) {
+        g_set_error(error, AV_ERROR, AV_ERROR_INVALID_INPUT,
+                    "'%s' is not a ROM hash (\"none\" or 64 lower-case hex digits)", sha256 ? sha256 : "(null)");
+        return FALSE;
+    }
+    json_object_set_new(fields, "identity", json_string(dev->identity));
+    json_object_set_new(fields, "address", av_json_string_or_null(dev->address));
+    json_object_set_new(fields, "rom_sha256", json_string(sha256));
+    json_object_set_new(fields, "previous", av_json_string_or_null(dev->rom_sha256));
+    if (!av_pool_journal_append(pool, "enrolled", fields, error))
+        return FALSE;
+    g_free(dev->rom_sha256);
+    dev->rom_sha256 = g_strdup(sha256);
+    return TRUE;
+}
+
+/* See av-pool.h. */
+gboolean
+av_pool_scrub_begin(AvPool *pool, AvPoolDevice *dev, const char *operator_name, GError **error)
+{
+    g_autoptr(json_t) extra = json_object();
+
+    if (dev->state != AV_DEVICE_STATE_FREE && dev->state != AV_DEVICE_STATE_DIRTY)
+        return av_transition_fail(dev, AV_DEVICE_STATE_SCRUBBING, error);
+    json_object_set_new(extra, "operator", av_json_string_or_null(operator_name));
+    return av_pool_transition_do(pool, dev, AV_DEVICE_STATE_SCRUBBING, NULL, NULL, "transition", extra,
+                                 TRUE, error);
+}
+
+/* See av-pool.h. */
+gboolean
+av_pool_clear_quarantine(AvPool *pool, AvPoolDevice *dev, const char *operator_name, GError **error)
+{
+    g_autoptr(json_t) extra = json_object();
+
+    if (dev->state != AV_DEVICE_STATE_QUARANTINED)
+        return av_transition_fail(dev, AV_DEVICE_STATE_FREE, error);
+    json_object_set_new(extra, "operator", av_json_string_or_null(operator_name));
+    json_object_set_new(extra, "quarantined_for", av_json_string_or_null(dev->reason));
+    return av_pool_transition_event(pool, dev, AV_DEVICE_STATE_FREE, NULL, NULL, "cleared", extra, error);
+}
+
+/* See av-pool.h. */
+gboolean
+av_pool_journal_certificate(AvPool *pool, const char *identity, const char *address,
+                            const char *profile, const AvOwner *previous_owner, json_t *report,
+                            const char *started, const char *result, const char *reason,
+                            json_t *extra, GError **error)
+{
+    g_autoptr(json_t) fields = extra ? json_deep_copy(extra) : json_object();
+    json_t *steps = report ? json_object_get(report, "steps") : NULL;
+    json_int_t bytes = 0;
+    double seconds = 0;
+    size_t i;
+    json_t *step;
+
+    steps = json_is_array(steps) ? json_deep_copy(steps) : json_array();
+    json_array_foreach(steps, i, step) {
+        json_t *b = json_object_get(step, "bytes");
+        json_t *t = json_object_get(step, "seconds");
+
+        if (json_is_integer(b))
+            bytes += json_integer_value(b);
+        if (json_is_number(t))
+            seconds += json_number_value(t);
+    }
+    json_object_set_new(fields, "identity", json_string(identity));
+    json_object_set_new(fields, "address", av_json_string_or_null(address));
+    json_object_set_new(fields, "profile", av_json_string_or_null(profile));
+    json_object_set_new(fields, "previous_owner", av_owner_to_json(previous_owner));
+    json_object_set_new(fields, "started", av_json_string_or_null(started));
+    json_object_set_new(fields, "steps", steps);
+    json_object_set_new(fields, "bytes_zeroed", json_integer(bytes));
+    json_object_set_new(fields, "seconds", json_real(seconds));
+    json_object_set_new(fields, "ok", json_boolean(reason == NULL));
+    json_object_set_new(fields, "result", json_string(result));
+    json_object_set_new(fields, "reason", av_json_string_or_null(reason));
+    return av_pool_journal_append(pool, "scrub-certificate", fields, error);
 }
 
 /* Claims whose expiry has passed go back to free ("claim-expired"): a domain
@@ -1273,8 +1420,7 @@ av_pool_reconcile_one(AvPool *pool, const AvScanned *s, gint64 now, gboolean *ch
         added->state_since = added->first_seen = added->last_seen = now;
         added->numa_node = s->numa_node;
         added->iommu_group = s->iommu_group;
-        if (s->driver && strcmp(s->driver, "vfio-pci") != 0)
-            added->original_driver = g_strdup(s->driver);
+        added->original_driver = g_strdup(s->driver);
         if (!av_pool_journal_device(pool, "added", added, NULL, error))
             return FALSE;
         av_pool_add_device(pool, g_steal_pointer(&added));
@@ -1323,9 +1469,12 @@ av_pool_reconcile_one(AvPool *pool, const AvScanned *s, gint64 now, gboolean *ch
             g_clear_pointer(&dev->reason, g_free);
             *changed = TRUE;
         }
-        if (!dev->original_driver && s->driver && strcmp(s->driver, "vfio-pci") != 0 &&
-            dev->state == AV_DEVICE_STATE_FREE) {
-            dev->original_driver = g_strdup(s->driver);
+        /* A free device found on another host driver was moved there by the
+         * operator: that is the one to give it back to.  Found on vfio-pci or
+         * on none, the record stays (a hook killed mid-prepare leaves that). */
+        if (dev->state == AV_DEVICE_STATE_FREE && s->driver && strcmp(s->driver, "vfio-pci") != 0 &&
+            g_strcmp0(dev->original_driver, s->driver) != 0) {
+            av_string_set(&dev->original_driver, s->driver);
             *changed = TRUE;
         }
     }

@@ -68,6 +68,10 @@ AvOwner *av_owner_copy(const AvOwner *owner);
 void av_owner_free(AvOwner *owner);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(AvOwner, av_owner_free)
 
+/* @owner as pool.json writes it ({"domain_uuid", ...}), or JSON null for
+ * NULL.  Caller owns the reference. */
+json_t *av_owner_to_json(const AvOwner *owner);
+
 /* An endpoint that moves to vfio-pci with a pool device (same IOMMU group)
  * without being a pool device itself, and the driver to give it back. */
 typedef struct {
@@ -102,7 +106,17 @@ typedef struct {
                                   * In pool.json ("companions") only when not empty. */
     gboolean created;            /* mdev: accelvirt created it at prepare (removed at release);
                                   * in pool.json ("created") for mdevs only */
+    char *rom_sha256;            /* PCI: hex SHA-256 of the option ROM enrolled when the device was
+                                  * known good (`accelvirt enroll`), AV_ROM_NONE for a device
+                                  * without a ROM, or NULL (not enrolled); in pool.json
+                                  * ("rom_sha256") only when set */
 } AvPoolDevice;
+
+/* The enrolled "hash" of a device that has no option ROM. */
+#define AV_ROM_NONE "none"
+
+/* TRUE when @hash is AV_ROM_NONE or 64 lower-case hex digits. */
+gboolean av_rom_sha256_is_valid(const char *hash);
 
 void av_pool_device_free(AvPoolDevice *dev);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(AvPoolDevice, av_pool_device_free)
@@ -157,6 +171,25 @@ AvPoolDevice *av_pool_find_address(const AvPool *pool, AvDeviceKind kind, const 
  * (kept through claimed->missing->claimed).  On failure @dev is unchanged. */
 gboolean av_pool_transition(AvPool *pool, AvPoolDevice *dev, AvDeviceState to,
                             const AvOwner *owner, const char *reason, GError **error);
+
+/* Records @sha256 (av_rom_sha256_is_valid()) as the option ROM hash of the
+ * free PCI device @dev, journalling "enrolled" with the hash and the one it
+ * replaces.  AV_ERROR_STATE when @dev is not free (only a device nobody
+ * holds can be vouched for), AV_ERROR_INVALID_INPUT for another kind or a
+ * bad hash.  Requires AV_POOL_WRITE. */
+gboolean av_pool_enroll(AvPool *pool, AvPoolDevice *dev, const char *sha256, GError **error);
+
+/* An operator's scrub by hand (`accelvirt scrub`): moves a free or dirty
+ * @dev to scrubbing, so that nothing claims it meanwhile, journalling a
+ * "transition" entry that names @operator.  The scrub then ends as the
+ * worker's does (scrubbing -> free or quarantined).  AV_ERROR_STATE for any
+ * other state. */
+gboolean av_pool_scrub_begin(AvPool *pool, AvPoolDevice *dev, const char *operator_name, GError **error);
+
+/* The operator's release of a quarantined @dev: quarantined -> free,
+ * journalling "cleared" with @operator and the reason it was quarantined.
+ * AV_ERROR_STATE when @dev is not quarantined. */
+gboolean av_pool_clear_quarantine(AvPool *pool, AvPoolDevice *dev, const char *operator_name, GError **error);
 
 /* Reserves @dev (free, or already claimed by the same owner) for @owner until
  * @expires (Unix seconds; 0: no expiry), journalling "claimed".  A claim
@@ -235,6 +268,20 @@ json_t *av_pool_to_json(const AvPool *pool);
  * @fields (borrowed), with "seq", "time" (ISO 8601 UTC) and "prev" (hex
  * SHA-256 of the previous line, "" for the first) added. */
 gboolean av_pool_journal_append(AvPool *pool, const char *event, json_t *fields, GError **error);
+
+/* Appends a "scrub-certificate" entry: what was done to the device
+ * @identity (@address, @profile) after @previous_owner (may be NULL) had it:
+ * "steps" (those of @report, av_scrub_run()'s, each with its method,
+ * result, duration and facts), "bytes_zeroed" (the sum of their "bytes"),
+ * "seconds" (the sum of their durations), "started" (@started), "ok",
+ * "result" (@result: "free" or "quarantined") and "reason" (NULL when ok),
+ * plus the members of @extra (borrowed, may be NULL).  Like every entry it
+ * carries "prev", the SHA-256 of the previous line, which makes the
+ * journal a chain that av_journal_verify() checks. */
+gboolean av_pool_journal_certificate(AvPool *pool, const char *identity, const char *address,
+                                     const char *profile, const AvOwner *previous_owner, json_t *report,
+                                     const char *started, const char *result, const char *reason,
+                                     json_t *extra, GError **error);
 
 /* Checks the hash chain and sequence of the journal in @state_dir.  Returns
  * FALSE with an error naming the first bad line. */

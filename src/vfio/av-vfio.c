@@ -257,7 +257,8 @@ av_vfio_bind(const AvRoot *root, const AvKernelOps *ops, const char *address,
     if (r < 0)
         return av_error_errno(error, r, "cannot read the driver of '%s'", address);
     if (original && g_str_equal(original, AV_VFIO_DRIVER)) {
-        *ret_original_driver = NULL;
+        /* Already there: giving it back means leaving it on vfio-pci. */
+        *ret_original_driver = g_steal_pointer(&original);
         return TRUE;
     }
     if (original && !av_driver_name_is_valid(original)) {

@@ -37,8 +37,9 @@ gboolean av_vfio_group_check(const AvHost *host, const AvPolicy *policy, const A
 /* Binds the PCI device @address to vfio-pci: driver_override = "vfio-pci",
  * unbind from the current driver (if any), drivers_probe, then checks that
  * the driver link now names vfio-pci.  A device already on vfio-pci is left
- * alone.  Stores the driver it was bound to before (NULL when unbound or
- * already on vfio-pci) in *ret_original_driver.  On failure the device is put
+ * alone.  Stores the driver it was bound to before ("vfio-pci" when it was
+ * already there, NULL when it had none) in *ret_original_driver, so that
+ * av_vfio_restore() with it gives the device back exactly as it was.  On failure the device is put
  * back as it was, as far as possible, and the error says what failed. */
 gboolean av_vfio_bind(const AvRoot *root, const AvKernelOps *ops, const char *address,
                       char **ret_original_driver, GError **error);

@@ -1,0 +1,526 @@
+/* accelvirt enroll, scrub and quarantine: the operator's side of scrubbing.
+ *
+ *   enroll [DEVICE...|--all]     record the option ROM hash of free devices
+ *   scrub DEVICE                 run the profile's scrub steps by hand
+ *   quarantine list              the quarantined devices and why
+ *   quarantine clear DEVICE      quarantined -> free
+ *
+ * DEVICE is a PCI address or a pool identity. */
+#include "config.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "scrub/av-scrub.h"
+#include "util/av-error.h"
+#include "util/av-file.h"
+#include "util/av-json.h"
+#include "vfio/av-kernel.h"
+#include "vfio/av-vfio.h"
+
+/* The pool device named @name (an identity, or an address), or NULL with
+ * an error that says what to do.  Borrowed from @pool. */
+static AvPoolDevice *
+av_cli_find_device(AvPool *pool, const char *name, GError **error)
+{
+    AvPoolDevice *dev = av_pool_find(pool, name);
+
+    if (!dev && av_pci_address_is_valid(name))
+        dev = av_pool_find_address(pool, AV_DEVICE_KIND_PCI, name);
+    if (!dev && av_usb_bus_path_is_valid(name))
+        dev = av_pool_find_address(pool, AV_DEVICE_KIND_USB, name);
+    if (!dev)
+        g_set_error(error, AV_ERROR, AV_ERROR_NOT_FOUND,
+                    "'%s' is not a device of the pool; 'accelvirt status' lists them (address or identity)", name);
+    return dev;
+}
+
+/* Who runs the command: $SUDO_USER, else "uid N". */
+static char *
+av_cli_operator(void)
+{
+    const char *sudo = g_getenv("SUDO_USER");
+
+    if (sudo && *sudo)
+        return g_strdup(sudo);
+    return g_strdup_printf("uid %u", (unsigned)getuid());
+}
+
+/* A profile of one "rom-check" step, to measure a ROM. */
+static AvProfile *
+av_cli_rom_profile(void)
+{
+    AvProfile *p = g_new0(AvProfile, 1);
+    AvScrubStep *step = g_new0(AvScrubStep, 1);
+
+    p->name = g_strdup("enroll");
+    p->scrub = g_ptr_array_new();
+    step->method = AV_SCRUB_METHOD_ROM_CHECK;
+    step->options = json_pack("{s:s}", "method", "rom-check");
+    g_ptr_array_add(p->scrub, step);
+    return p;
+}
+
+static void
+av_cli_rom_profile_free(AvProfile *p)
+{
+    AvScrubStep *step = g_ptr_array_index(p->scrub, 0);
+
+    json_decref(step->options);
+    g_free(step);
+    g_ptr_array_unref(p->scrub);
+    g_free(p->name);
+    g_free(p);
+}
+
+/* Measures the option ROM of @dev: what "rom-check" hashes.  Caller frees. */
+static char *
+av_cli_rom_measure(const AvRoot *root, const AvPoolDevice *dev, GError **error)
+{
+    AvProfile *profile = av_cli_rom_profile();
+    AvScrubTarget target = { dev->identity, dev->address, dev->iommu_group, NULL, NULL, NULL, NULL };
+    g_autoptr(json_t) report = NULL;
+    g_autoptr(GError) local = NULL;
+    json_t *hash;
+    char *ret = NULL;
+
+    /* Not enrolled yet, so the step fails; its report holds the hash. */
+    av_scrub_run(root, av_kernel_ops_for(root), profile, &target, &report, &local);
+    av_cli_rom_profile_free(profile);
+    hash = report ? json_object_get(json_array_get(json_object_get(report, "steps"), 0), "sha256") : NULL;
+    if (json_is_string(hash))
+        ret = g_strdup(json_string_value(hash));
+    else
+        g_set_error(error, AV_ERROR, AV_ERROR_FAILED, "cannot enroll %s: %s", dev->identity,
+                    local ? local->message : "no ROM hash");
+    return ret;
+}
+
+int
+av_cli_cmd_enroll(AvCli *cli, int argc, char **argv)
+{
+    gboolean all = FALSE;
+    const GOptionEntry entries[] = {
+        { "all", 0, 0, G_OPTION_ARG_NONE, &all, "Enroll every free PCI device of the pool", NULL },
+        { NULL },
+    };
+    g_autoptr(AvRoot) root = NULL;
+    g_autoptr(AvPolicy) policy = NULL;
+    g_autoptr(AvPool) pool = NULL;
+    g_autoptr(AvHost) host = NULL;
+    g_autoptr(GError) err = NULL;
+    g_autoptr(GPtrArray) chosen = g_ptr_array_new();
+    json_t *enrolled = json_array();
+    json_t *skipped = json_array();
+    g_autoptr(json_t) out = json_pack("{s:o,s:o}", "enrolled", enrolled, "skipped", skipped);
+    gboolean changed = FALSE;
+
+    if (!av_cli_parse(cli, "enroll", "[DEVICE...|--all]",
+                      "Record the SHA-256 of the option ROM of free devices, known good, for the scrub step "
+                      "'rom-check'.  DEVICE is a PCI address or a pool identity.",
+                      entries, &argc, &argv))
+        return AV_EXIT_USAGE;
+    if (all == (argc > 1))
+        return av_cli_usage_error("'enroll' needs devices or --all (not both); see 'accelvirt enroll --help'");
+    if (!av_cli_open(cli, &root, &policy, &err))
+        return av_cli_fail(err);
+    pool = av_cli_open_pool(cli, root, AV_POOL_WRITE, &err);
+    if (!pool)
+        return av_cli_fail(err);
+    host = av_host_scan(root, &err);
+    if (!host || !av_pool_reconcile(pool, host, policy, &changed, &err))
+        return av_cli_fail(err);
+
+    if (all) {
+        for (guint i = 0; i < av_pool_devices(pool)->len; i++) {
+            AvPoolDevice *dev = g_ptr_array_index(av_pool_devices(pool), i);
+
+            if (dev->kind != AV_DEVICE_KIND_PCI)
+                continue;
+            if (dev->state == AV_DEVICE_STATE_FREE)
+                g_ptr_array_add(chosen, dev);
+            else
+                json_array_append_new(skipped, json_pack("{s:s,s:s?,s:s}", "identity", dev->identity, "address",
+                                                         dev->address, "state", av_device_state_to_string(dev->state)));
+        }
+    } else {
+        for (int i = 1; i < argc; i++) {
+            AvPoolDevice *dev = av_cli_find_device(pool, argv[i], &err);
+
+            if (!dev)
+                return av_cli_fail(err);
+            if (dev->kind != AV_DEVICE_KIND_PCI) {
+                g_set_error(&err, AV_ERROR, AV_ERROR_INVALID_INPUT,
+                            "%s is a %s device: only PCI devices have an option ROM to enroll", argv[i],
+                            av_device_kind_to_string(dev->kind));
+                return av_cli_fail(err);
+            }
+            if (dev->state != AV_DEVICE_STATE_FREE) {
+                g_set_error(&err, AV_ERROR, AV_ERROR_STATE,
+                            "device %s (%s) is %s: enroll a device only when it is free and known good "
+                            "(after its scrub, or 'accelvirt quarantine clear' once checked)",
+                            dev->address ? dev->address : "-", dev->identity, av_device_state_to_string(dev->state));
+                return av_cli_fail(err);
+            }
+            if (!g_ptr_array_find(chosen, dev, NULL))
+                g_ptr_array_add(chosen, dev);
+        }
+    }
+    /* Measure every device before recording any. */
+    {
+        g_autoptr(GPtrArray) hashes = g_ptr_array_new_with_free_func(g_free);
+
+        for (guint i = 0; i < chosen->len; i++) {
+            AvPoolDevice *dev = g_ptr_array_index(chosen, i);
+            char *hash = av_cli_rom_measure(root, dev, &err);
+
+            if (!hash)
+                return av_cli_fail(err);
+            g_ptr_array_add(hashes, hash);
+        }
+        for (guint i = 0; i < chosen->len; i++) {
+            AvPoolDevice *dev = g_ptr_array_index(chosen, i);
+            const char *hash = g_ptr_array_index(hashes, i);
+
+            json_array_append_new(enrolled, json_pack("{s:s,s:s?,s:s,s:o}", "identity", dev->identity, "address",
+                                                      dev->address, "rom_sha256", hash, "previous",
+                                                      av_json_string_or_null(dev->rom_sha256)));
+            if (!av_pool_enroll(pool, dev, hash, &err))
+                return av_cli_fail(err);
+            changed = TRUE;
+        }
+    }
+    if (changed && !av_pool_save(pool, &err))
+        return av_cli_fail(err);
+
+    if (cli->json) {
+        av_cli_print_json(json_incref(out));
+    } else {
+        size_t i;
+        json_t *e;
+
+        json_array_foreach(enrolled, i, e)
+            printf("enrolled %-12s  %s  %s\n", json_string_value(json_object_get(e, "address")),
+                   json_string_value(json_object_get(e, "rom_sha256")),
+                   json_string_value(json_object_get(e, "identity")));
+        json_array_foreach(skipped, i, e)
+            printf("skipped  %-12s  %s (not free)\n", json_string_value(json_object_get(e, "address")),
+                   json_string_value(json_object_get(e, "state")));
+        if (json_array_size(enrolled) == 0)
+            printf("Nothing enrolled: no free PCI device.\n");
+    }
+    return AV_EXIT_OK;
+}
+
+/* --- scrub ---------------------------------------------------------------------- */
+
+typedef struct {
+    gint64 start;
+    gint64 last;
+    gboolean printed;
+} AvProgress;
+
+static void
+av_cli_progress(gpointer data, const char *method, guint64 done, guint64 total)
+{
+    AvProgress *p = data;
+    gint64 now = g_get_monotonic_time();
+    double secs = (double)(now - p->start) / G_USEC_PER_SEC;
+    g_autofree char *d = g_format_size(done);
+    g_autofree char *t = g_format_size(total);
+    g_autofree char *rate = g_format_size(secs > 0 ? (guint64)((double)done / secs) : 0);
+
+    if (now - p->last < G_USEC_PER_SEC / 4 && done < total)
+        return;
+    p->last = now;
+    p->printed = TRUE;
+    fprintf(stderr, "\r%s: %s of %s (%s/s)   ", method, d, t, rate);
+    fflush(stderr);
+}
+
+/* TRUE when a step of @profile needs the device on vfio-pci (as the
+ * worker decides: vfio-zero, reset, vm). */
+static gboolean
+av_cli_needs_vfio(const AvProfile *profile)
+{
+    for (guint i = 0; profile->scrub && i < profile->scrub->len; i++) {
+        const AvScrubStep *step = g_ptr_array_index(profile->scrub, i);
+
+        if (step->method == AV_SCRUB_METHOD_VFIO_ZERO || step->method == AV_SCRUB_METHOD_RESET ||
+            step->method == AV_SCRUB_METHOD_VM)
+            return TRUE;
+    }
+    return FALSE;
+}
+
+static char *
+av_cli_driver(const AvRoot *root, const char *address)
+{
+    g_autofree char *link = av_sys_path("bus/pci/devices/%s/driver", address);
+    char *name = NULL;
+
+    if (av_root_link_name(root, link, &name) < 0)
+        return NULL;
+    return name;
+}
+
+int
+av_cli_cmd_scrub(AvCli *cli, int argc, char **argv)
+{
+    g_autoptr(AvRoot) root = NULL;
+    g_autoptr(AvPolicy) policy = NULL;
+    g_autoptr(AvPool) pool = NULL;
+    g_autoptr(GError) err = NULL;
+    g_autoptr(GError) failure = NULL;
+    g_autoptr(AvLock) lock = NULL;
+    g_autoptr(json_t) report = NULL;
+    g_autoptr(json_t) extra = json_object();
+    g_autoptr(AvOwner) owner = NULL;
+    g_autofree char *operator_name = av_cli_operator();
+    g_autofree char *identity = NULL, *address = NULL, *profile_name = NULL, *rom = NULL;
+    g_autofree char *lock_path = NULL, *hash = NULL, *lock_name = NULL;
+    g_autofree char *rebound_from = NULL, *started = NULL;
+    g_autoptr(GDateTime) now = g_date_time_new_now_utc();
+    const AvProfile *profile;
+    AvPoolDevice *dev;
+    AvDeviceState from;
+    AvDeviceKind kind;
+    int group;
+    gboolean rebound = FALSE;
+    AvProgress progress = { g_get_monotonic_time(), 0, FALSE };
+    AvScrubTarget target = { 0 };
+    const char *result;
+
+    if (!av_cli_parse(cli, "scrub", "DEVICE",
+                      "Run the scrub steps of the device's profile by hand, on a free, dirty or quarantined "
+                      "device.  A free or dirty device is scrubbing meanwhile and ends free or quarantined, as "
+                      "after the worker's scrub; a quarantined device stays quarantined (clear it with "
+                      "'accelvirt quarantine clear' once the steps pass).",
+                      NULL, &argc, &argv))
+        return AV_EXIT_USAGE;
+    if (argc != 2)
+        return av_cli_usage_error("'scrub' needs one DEVICE (a PCI address or a pool identity)");
+    if (!av_cli_open(cli, &root, &policy, &err))
+        return av_cli_fail(err);
+
+    /* Under the pool lock: check, take the device's scrub lock, and move it
+     * to scrubbing; the steps run without the pool lock, as the worker's. */
+    pool = av_cli_open_pool(cli, root, AV_POOL_WRITE, &err);
+    if (!pool)
+        return av_cli_fail(err);
+    dev = av_cli_find_device(pool, argv[1], &err);
+    if (!dev)
+        return av_cli_fail(err);
+    from = dev->state;
+    if (from != AV_DEVICE_STATE_FREE && from != AV_DEVICE_STATE_DIRTY && from != AV_DEVICE_STATE_QUARANTINED) {
+        g_set_error(&err, AV_ERROR, AV_ERROR_STATE,
+                    "device %s (%s) is %s: only a free, dirty or quarantined device can be scrubbed by hand%s",
+                    dev->address ? dev->address : "-", dev->identity, av_device_state_to_string(from),
+                    from == AV_DEVICE_STATE_SCRUBBING ? "; the worker is scrubbing it, wait for it"
+                                                      : "; wait until its domain releases it");
+        return av_cli_fail(err);
+    }
+    profile = dev->profile ? av_policy_find(policy, dev->profile) : NULL;
+    if (!profile) {
+        g_set_error(&err, AV_ERROR, AV_ERROR_POLICY,
+                    "the profile '%s' of %s is not in the policies; its scrub steps are unknown",
+                    dev->profile ? dev->profile : "(none)", dev->identity);
+        return av_cli_fail(err);
+    }
+    hash = g_compute_checksum_for_string(G_CHECKSUM_SHA256, dev->identity, -1);
+    lock_name = g_strdup_printf("scrub-%s.lock", hash);
+    lock_path = g_build_filename(cli->state_dir, lock_name, NULL);
+    lock = av_lock_take(lock_path, AV_LOCK_EXCLUSIVE, 0, NULL);
+    if (!lock) {
+        g_set_error(&err, AV_ERROR, AV_ERROR_BUSY,
+                    "device %s is being scrubbed by another accelvirt; wait for it", dev->identity);
+        return av_cli_fail(err);
+    }
+    if (from != AV_DEVICE_STATE_QUARANTINED &&
+        (!av_pool_scrub_begin(pool, dev, operator_name, &err) || !av_pool_save(pool, &err)))
+        return av_cli_fail(err);
+    identity = g_strdup(dev->identity);
+    address = g_strdup(dev->address);
+    profile_name = g_strdup(dev->profile);
+    rom = g_strdup(dev->rom_sha256);
+    owner = av_owner_copy(dev->owner);
+    kind = dev->kind;
+    group = dev->iommu_group;
+    started = g_date_time_format(now, "%Y-%m-%dT%H:%M:%SZ");
+    g_clear_pointer(&pool, av_pool_free);
+
+    /* The steps. */
+    if (kind == AV_DEVICE_KIND_PCI && address && av_cli_needs_vfio(profile) &&
+        g_strcmp0((rebound_from = av_cli_driver(root, address)), "vfio-pci") != 0) {
+        g_autofree char *before = NULL;
+
+        if (!av_vfio_bind(root, av_kernel_ops_for(root), address, &before, &failure))
+            g_prefix_error(&failure, "cannot bind %s to vfio-pci for its scrub: ", address);
+        else
+            rebound = TRUE;
+    }
+    if (!rebound)
+        g_clear_pointer(&rebound_from, g_free);
+    target.identity = identity;
+    target.address = address;
+    target.iommu_group = group;
+    target.mdev_uuid = kind == AV_DEVICE_KIND_MDEV ? identity + strlen("mdev:") : NULL;
+    target.rom_sha256 = rom;
+    if (isatty(STDERR_FILENO) && !cli->json) {
+        target.progress = av_cli_progress;
+        target.progress_data = &progress;
+    }
+    if (!failure)
+        av_scrub_run(root, av_kernel_ops_for(root), profile, &target, &report, &failure);
+    if (progress.printed)
+        fputc('\n', stderr);
+    /* Given back as found, after steps that passed, as the profile says. */
+    if (!failure && rebound && profile->restore_driver == AV_RESTORE_ON_RELEASE &&
+        !av_vfio_restore(root, av_kernel_ops_for(root), address, rebound_from, &failure))
+        g_prefix_error(&failure, "restoring the driver '%s' of %s after its scrub failed: ",
+                       rebound_from ? rebound_from : "none", address);
+
+    /* The outcome, under the pool lock again. */
+    pool = av_cli_open_pool(cli, root, AV_POOL_WRITE, &err);
+    if (!pool)
+        return av_cli_fail(err);
+    dev = av_pool_find(pool, identity);
+    if (!dev) {
+        g_set_error(&err, AV_ERROR, AV_ERROR_NOT_FOUND, "device %s left the pool during its scrub", identity);
+        return av_cli_fail(err);
+    }
+    if (from == AV_DEVICE_STATE_QUARANTINED) {
+        result = "quarantined";
+    } else if (dev->state != AV_DEVICE_STATE_SCRUBBING) {
+        g_set_error(&err, AV_ERROR, AV_ERROR_STATE, "device %s is %s, no longer scrubbing; its scrub is not recorded",
+                    identity, av_device_state_to_string(dev->state));
+        return av_cli_fail(err);
+    } else if (!failure) {
+        result = "free";
+        if (!av_pool_transition(pool, dev, AV_DEVICE_STATE_FREE, NULL, NULL, &err))
+            return av_cli_fail(err);
+    } else {
+        result = "quarantined";
+        if (!av_pool_transition(pool, dev, AV_DEVICE_STATE_QUARANTINED, NULL, failure->message, &err))
+            return av_cli_fail(err);
+    }
+    json_object_set_new(extra, "kind", json_string(av_device_kind_to_string(kind)));
+    json_object_set_new(extra, "scrubbed_by", json_string("operator"));
+    json_object_set_new(extra, "operator", json_string(operator_name));
+    json_object_set_new(extra, "state_before", json_string(av_device_state_to_string(from)));
+    json_object_set_new(extra, "rebound_from", av_json_string_or_null(rebound_from));
+    json_object_set_new(extra, "rom_sha256", av_json_string_or_null(rom));
+    if (!av_pool_save(pool, &err) ||
+        !av_pool_journal_certificate(pool, identity, address, profile_name,
+                                     from == AV_DEVICE_STATE_DIRTY ? owner : NULL, report, started, result,
+                                     failure ? failure->message : NULL, extra, &err))
+        return av_cli_fail(err);
+
+    if (cli->json) {
+        json_t *o = json_pack("{s:s,s:s?,s:s?,s:s,s:s,s:b,s:o,s:O}", "identity", identity, "address", address,
+                              "profile", profile_name, "state_before", av_device_state_to_string(from),
+                              "result", result, "ok", failure == NULL, "reason",
+                              av_json_string_or_null(failure ? failure->message : NULL), "steps",
+                              report ? json_object_get(report, "steps") : json_array());
+        av_cli_print_json(o);
+    } else {
+        json_t *steps = report ? json_object_get(report, "steps") : NULL;
+        size_t i;
+        json_t *s;
+
+        printf("scrub of %s (%s), profile %s:\n", address ? address : "-", identity, profile_name);
+        json_array_foreach(steps, i, s)
+            printf("  %zu. %-10s %-4s %7.2f s  %s\n", i + 1, json_string_value(json_object_get(s, "method")),
+                   json_is_true(json_object_get(s, "ok")) ? "ok" : "FAIL",
+                   json_number_value(json_object_get(s, "seconds")),
+                   json_string_value(json_object_get(s, json_object_get(s, "error") ? "error" : "message")));
+        if (from == AV_DEVICE_STATE_QUARANTINED)
+            printf("%s; the device stays quarantined%s\n", failure ? "a step failed" : "every step passed",
+                   failure ? "" : ": 'accelvirt quarantine clear' gives it back to the pool");
+        else
+            printf("%s: %s\n", result, failure ? failure->message : "every step passed");
+    }
+    return failure ? AV_EXIT_FAILURE : AV_EXIT_OK;
+}
+
+/* --- quarantine ------------------------------------------------------------------- */
+
+int
+av_cli_cmd_quarantine(AvCli *cli, int argc, char **argv)
+{
+    g_autoptr(AvPool) pool = NULL;
+    g_autoptr(GError) err = NULL;
+
+    if (!av_cli_parse(cli, "quarantine", "[list | clear DEVICE]",
+                      "List the quarantined devices with their reasons, or give one back to the pool once "
+                      "you have checked it (quarantined -> free, journalled with your name).",
+                      NULL, &argc, &argv))
+        return AV_EXIT_USAGE;
+    if (argc == 1 || (argc == 2 && g_str_equal(argv[1], "list"))) {
+        json_t *list = json_array();
+
+        pool = av_cli_open_pool(cli, NULL, AV_POOL_READ, &err);
+        if (!pool) {
+            json_decref(list);
+            return av_cli_fail(err);
+        }
+        for (guint i = 0; i < av_pool_devices(pool)->len; i++) {
+            const AvPoolDevice *d = g_ptr_array_index(av_pool_devices(pool), i);
+            g_autoptr(GDateTime) dt = NULL;
+            g_autofree char *since = NULL;
+
+            if (d->state != AV_DEVICE_STATE_QUARANTINED)
+                continue;
+            dt = g_date_time_new_from_unix_utc(d->state_since);
+            since = dt ? g_date_time_format(dt, "%Y-%m-%dT%H:%M:%SZ") : g_strdup("-");
+            json_array_append_new(list, json_pack("{s:s,s:s?,s:s?,s:s,s:s?}", "identity", d->identity, "address",
+                                                  d->address, "profile", d->profile, "since", since, "reason",
+                                                  d->reason));
+        }
+        if (cli->json) {
+            av_cli_print_json(json_pack("{s:o}", "devices", list));
+        } else {
+            size_t i;
+            json_t *e;
+
+            if (json_array_size(list) == 0)
+                printf("No device is quarantined.\n");
+            json_array_foreach(list, i, e)
+                printf("%-12s  %-20s  %s\n    reason: %s\n", json_string_value(json_object_get(e, "address")),
+                       json_string_value(json_object_get(e, "since")),
+                       json_string_value(json_object_get(e, "identity")),
+                       json_string_value(json_object_get(e, "reason")));
+            json_decref(list);
+        }
+        return AV_EXIT_OK;
+    }
+    if (argc == 3 && g_str_equal(argv[1], "clear")) {
+        g_autofree char *operator_name = av_cli_operator();
+        g_autofree char *reason = NULL;
+        AvPoolDevice *dev;
+
+        pool = av_cli_open_pool(cli, NULL, AV_POOL_WRITE, &err);
+        if (!pool)
+            return av_cli_fail(err);
+        dev = av_cli_find_device(pool, argv[2], &err);
+        if (!dev)
+            return av_cli_fail(err);
+        if (dev->state != AV_DEVICE_STATE_QUARANTINED) {
+            g_set_error(&err, AV_ERROR, AV_ERROR_STATE, "device %s (%s) is %s, not quarantined: nothing to clear",
+                        dev->address ? dev->address : "-", dev->identity, av_device_state_to_string(dev->state));
+            return av_cli_fail(err);
+        }
+        reason = g_strdup(dev->reason);
+        if (!av_pool_clear_quarantine(pool, dev, operator_name, &err) || !av_pool_save(pool, &err))
+            return av_cli_fail(err);
+        if (cli->json)
+            av_cli_print_json(json_pack("{s:s,s:s?,s:s,s:s,s:s?}", "identity", dev->identity, "address", dev->address,
+                                        "state", "free", "operator", operator_name, "quarantined_for", reason));
+        else
+            printf("cleared %s (%s): free, by %s\n", dev->address ? dev->address : "-", dev->identity, operator_name);
+        return AV_EXIT_OK;
+    }
+    return av_cli_usage_error("'quarantine' takes 'list' or 'clear DEVICE'; see 'accelvirt quarantine --help'");
+}
