@@ -10,30 +10,23 @@
 #include <syslog.h>
 #include <unistd.h>
 
+#include "domain/av-rewrite.h"
 #include "util/av-error.h"
 
-/* "migrate begin" and "restore begin" may hand libvirt a rewritten XML on
- * stdout (docs/hooks.rst); for now it goes back unchanged.  Copies stdin to
- * stdout, bounded like every domain XML. */
-static int
-av_hook_pass_through(void)
+/* TRUE when @domain carries a placement accelvirt wrote: an <av:placement>
+ * entry with a ua-accelvirt alias.  Anything else (no metadata, a placement
+ * written by hand without aliases) goes through "migrate begin" and
+ * "restore begin" untouched. */
+static gboolean
+av_hook_is_placed(const AvDomain *domain)
 {
-    g_autoptr(GError) error = NULL;
-    g_autofree char *xml = NULL;
-    gsize len = 0, done = 0;
+    for (guint i = 0; domain->placed && i < domain->placed->len; i++) {
+        const AvPlacedDevice *p = g_ptr_array_index(domain->placed, i);
 
-    if (!av_domain_read_fd(STDIN_FILENO, &xml, &len, &error))
-        return av_hook_refuse(error->message);
-    while (done < len) {
-        ssize_t n = write(STDOUT_FILENO, xml + done, len - done);
-
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return av_hook_refusef("cannot write the domain XML back to libvirt: %s", g_strerror(errno));
-        done += (gsize)n;
+        if (p->alias && g_str_has_prefix(p->alias, AV_REWRITE_ALIAS_PREFIX))
+            return TRUE;
     }
-    return 0;
+    return FALSE;
 }
 
 /* TRUE when @domain has a hostdev accelvirt may manage (PCI or mdev). */
@@ -72,7 +65,7 @@ main(int argc, char **argv)
     g_autoptr(AvDomain) domain = NULL;
     g_autofree char *xml = NULL;
     const char *name, *op, *sub;
-    gboolean prepare, start, release, reconnect;
+    gboolean prepare, start, release, reconnect, remap;
     gsize len = 0;
 
     av_hook_log_init();
@@ -84,13 +77,14 @@ main(int argc, char **argv)
     sub = argv[3];
     av_hook_log_set_domain(name);
 
-    if ((g_str_equal(op, "migrate") || g_str_equal(op, "restore")) && g_str_equal(sub, "begin"))
-        return av_hook_pass_through();
+    /* "migrate begin" and "restore begin" may hand libvirt a rewritten XML
+     * on stdout (docs/hooks.rst): what they print is the domain's XML. */
+    remap = (g_str_equal(op, "migrate") || g_str_equal(op, "restore")) && g_str_equal(sub, "begin");
     prepare = g_str_equal(op, "prepare") && g_str_equal(sub, "begin");
     start = (g_str_equal(op, "start") || g_str_equal(op, "started")) && g_str_equal(sub, "begin");
     release = g_str_equal(op, "release") && g_str_equal(sub, "end");
     reconnect = g_str_equal(op, "reconnect") && g_str_equal(sub, "begin");
-    if (!prepare && !start && !release && !reconnect) {
+    if (!prepare && !start && !release && !reconnect && !remap) {
         /* Read what libvirt writes all the same, so that it never meets a
          * closed pipe. */
         if (av_domain_read_fd(STDIN_FILENO, &xml, &len, NULL))
@@ -110,6 +104,18 @@ main(int argc, char **argv)
         return av_hook_refusef("the hook was called for domain '%s' but the XML on its stdin is of "
                                "domain '%s'; libvirt passes the domain's own XML: check how the hook is run",
                                a, b);
+    }
+    if (remap) {
+        /* Without a placement of accelvirt's: back byte for byte. */
+        if (!av_hook_is_placed(domain))
+            return av_hook_write_stdout(xml, len, &error) ? 0 : av_hook_refuse(error->message);
+        if (!domain->uuid)
+            return av_hook_refusef("the XML of domain '%s' has no <uuid>; libvirt always gives one: "
+                                   "check how the hook is run", domain->name);
+        config = av_hook_config_new(&error);
+        if (!config)
+            return av_hook_refuse(error->message);
+        return av_hook_remap(config, domain, xml, len, op);
     }
     if (!av_hook_has_hostdevs(domain)) {
         const char *state;

@@ -4,6 +4,7 @@
 
 #include "hook.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -204,4 +205,24 @@ av_hook_owner_new(const AvDomain *domain)
         owner->nova_user = g_strdup(domain->nova_user);
     }
     return owner;
+}
+
+gboolean
+av_hook_write_stdout(const char *data, gsize len, GError **error)
+{
+    gsize done = 0;
+
+    while (done < len) {
+        ssize_t n = write(STDOUT_FILENO, data + done, len - done);
+
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            g_set_error(error, AV_ERROR, AV_ERROR_IO, "cannot write the domain XML back to libvirt: %s",
+                        g_strerror(n < 0 ? errno : EIO));
+            return FALSE;
+        }
+        done += (gsize)n;
+    }
+    return TRUE;
 }

@@ -12,10 +12,14 @@
 #include "hook.h"
 
 #include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <syslog.h>
 
+#include "domain/av-rewrite.h"
 #include "pci/av-pci.h"
+#include "pool/av-place.h"
 #include "util/av-error.h"
 #include "util/av-json.h"
 #include "vfio/av-vfio.h"
@@ -583,7 +587,12 @@ av_hook_prepare(const AvHookConfig *config, AvDomain *domain)
         AvPoolDevice *dev = av_pool_find_address(pool, AV_DEVICE_KIND_PCI, b->address);
 
         if (dev) {
-            if (b->original_driver) {
+            /* A host driver it was on is what it goes back to.  Found on
+             * vfio-pci or on no driver, the pool's record (made while it was
+             * free) is trusted instead: a hook killed mid-prepare may have
+             * left it so. */
+            if (b->original_driver && strcmp(b->original_driver, AV_VFIO_PCI) != 0)
+            {
                 g_free(dev->original_driver);
                 dev->original_driver = g_strdup(b->original_driver);
             }
@@ -932,4 +941,253 @@ av_hook_reconnect(const AvHookConfig *config, const AvDomain *domain)
     if (changed && !av_pool_save(pool, &error))
         av_hook_log(LOG_ERR, "reconnect: cannot save the pool: %s", error->message);
     return 0;
+}
+
+/* --- restore / migrate: remap ------------------------------------------------------ */
+
+/* The operation as libvirt names it, for messages: "restore" or "migrate". */
+static const char *
+av_hook_remap_verb(const char *op)
+{
+    return g_str_equal(op, "migrate") ? "migrate" : "restore";
+}
+
+/* The identity of the card the journal of @state_dir last saw leave
+ * @address ("readdressed" with old_address @address), or NULL.  Read a line
+ * at a time (the journal only grows); only the lines naming that event and
+ * address are parsed. */
+static char *
+av_hook_journal_moved(const char *state_dir, const char *address)
+{
+    g_autofree char *path = g_build_filename(state_dir, "journal.jsonl", NULL);
+    g_autofree char *needle = g_strdup_printf("\"old_address\":\"%s\"", address);
+    char *identity = NULL;
+    char *line = NULL;
+    size_t cap = 0;
+    FILE *f = fopen(path, "re");
+
+    if (!f)
+        return NULL;
+    while (getline(&line, &cap, f) > 0) {
+        g_autoptr(json_t) entry = NULL;
+        const char *event, *old, *id;
+
+        if (!strstr(line, "\"readdressed\"") || !strstr(line, needle))
+            continue;
+        entry = json_loads(line, 0, NULL);
+        event = json_string_value(json_object_get(entry, "event"));
+        old = json_string_value(json_object_get(entry, "old_address"));
+        id = json_string_value(json_object_get(entry, "identity"));
+        if (g_strcmp0(event, "readdressed") == 0 && g_strcmp0(old, address) == 0 && id) {
+            g_free(identity);
+            identity = g_strdup(id);
+        }
+    }
+    free(line);
+    fclose(f);
+    return identity;
+}
+
+/* Why the placed PCI device @item (whose pool identity before this scan was
+ * @identity, or NULL) cannot go back to @domain as it is: NULL when it can,
+ * with *ret_address set to where it is now (borrowed from the pool). */
+static char *
+av_hook_remap_problem(const AvHost *host, const AvPolicy *policy, AvPool *pool, const AvDomain *domain,
+                      const AvPlacement *current, const AvPlacedItem *item, const char *identity,
+                      const char **ret_address)
+{
+    AvPoolDevice *dev = identity ? av_pool_find(pool, identity) : NULL;
+    const AvPciDevice *pci;
+    const AvProfile *profile;
+    g_autoptr(GError) error = NULL;
+
+    if (!dev)
+        dev = av_pool_find_address(pool, AV_DEVICE_KIND_PCI, item->pci_address);
+    if (!dev || dev->state == AV_DEVICE_STATE_MISSING || g_strcmp0(dev->profile, item->profile) != 0) {
+        /* Nothing of the profile at the address: the card may have moved
+         * away before this scan (the pool learnt it from another hook). */
+        g_autofree char *moved = av_hook_journal_moved(av_pool_state_dir(pool), item->pci_address);
+        AvPoolDevice *card = moved ? av_pool_find(pool, moved) : NULL;
+
+        if (card)
+            dev = card;
+    }
+    if (!dev || dev->state == AV_DEVICE_STATE_MISSING || !dev->address ||
+        !(pci = av_host_find_pci(host, dev->address)))
+        return g_strdup_printf("device %s (profile '%s') is not on this host", item->pci_address, item->profile);
+    if (g_strcmp0(dev->profile, item->profile) != 0)
+        return g_strdup_printf("device %s is of profile '%s' on this host, not '%s'", dev->address,
+                               dev->profile ? dev->profile : "none", item->profile);
+    if (!av_hook_check_available(dev, domain, &error))
+        return g_strdup(error->message);
+    profile = av_policy_find(policy, item->profile);
+    if (current->numa_node >= 0 && pci->numa_node >= 0 && pci->numa_node != current->numa_node &&
+        profile && profile->numa != AV_NUMA_NONE)
+        return g_strdup_printf("device %s is on NUMA node %d, not on the domain's node %d", dev->address,
+                               pci->numa_node, current->numa_node);
+    *ret_address = dev->address;
+    return NULL;
+}
+
+/* The CPUs of NUMA node @id of @host (a new array), or NULL. */
+static GArray *
+av_hook_node_cpus(const AvHost *host, int id)
+{
+    for (guint i = 0; i < host->numa_nodes->len; i++) {
+        const AvNumaNode *n = g_ptr_array_index(host->numa_nodes, i);
+
+        if (n->id == id && n->cpus && n->cpus->len > 0)
+            return g_array_copy(n->cpus);
+    }
+    return NULL;
+}
+
+/* "restore begin" and "migrate begin" of a domain accelvirt placed: the
+ * devices of its <av:placement> checked against this host.  The identity
+ * follows the card when its bus address changed (seed 003): the pool's
+ * identity at the placed address before this scan reconciles it, else,
+ * when nothing of the profile is at that address any more, the card the
+ * journal last saw leave it ("readdressed").  The XML goes back
+ * unchanged when every device is there and free for it, else remapped
+ * (av_domain_remap()) to the same cards at their new addresses, or to a new
+ * placement of its requests.  Nothing is claimed: prepare claims right
+ * after.  The pool is opened for writing only to reconcile it with the scan
+ * (as prepare does), which placement needs. */
+int
+av_hook_remap(const AvHookConfig *config, const AvDomain *domain, const char *xml, gsize len, const char *op)
+{
+    const char *verb = av_hook_remap_verb(op);
+    g_autoptr(GError) error = NULL;
+    g_autoptr(AvPolicy) policy = NULL;
+    g_autoptr(AvPool) pool = NULL;
+    g_autoptr(AvHost) host = NULL;
+    g_autoptr(AvPlacement) current = NULL;
+    g_autoptr(AvPlacement) placement = NULL;
+    g_autoptr(GPtrArray) requests = NULL;
+    g_autoptr(GPtrArray) identities = NULL;
+    g_autoptr(GPtrArray) addresses = NULL;
+    g_autofree char *problem = NULL;
+    g_autofree char *out = NULL;
+    gboolean changed = FALSE, moved = FALSE;
+
+    current = av_domain_placement(xml, len, &error);
+    if (current)
+        requests = av_domain_requests(xml, len, &error);
+    if (!current || !requests)
+        return av_hook_refusef("cannot %s domain '%s': %s", verb, domain->name, error->message);
+    policy = av_policy_load_dir(config->policy_dir, &error);
+    if (!policy)
+        return av_hook_refusef("cannot read the policies: %s", error->message);
+    pool = av_pool_open(config->state_dir, AV_POOL_WRITE, AV_HOOK_LOCK_TIMEOUT_MS, &error);
+    if (!pool)
+        return av_hook_refusef("cannot open the pool: %s", error->message);
+
+    /* Which cards the placed addresses were before this scan: after a BDF
+     * re-enumeration (seed 003) the card is followed to its new address. */
+    identities = g_ptr_array_new_with_free_func(g_free);
+    for (guint i = 0; i < current->items->len; i++) {
+        const AvPlacedItem *item = g_ptr_array_index(current->items, i);
+        const AvPoolDevice *dev = item->attach == AV_ATTACH_VFIO_PCI
+                                  ? av_pool_find_address(pool, AV_DEVICE_KIND_PCI, item->pci_address) : NULL;
+
+        g_ptr_array_add(identities, dev ? g_strdup(dev->identity) : NULL);
+    }
+    host = av_host_scan(config->root, &error);
+    if (!host)
+        return av_hook_refusef("cannot scan the host: %s", error->message);
+    if (!av_pool_reconcile(pool, host, policy, &changed, &error) || (changed && !av_pool_save(pool, &error)))
+        return av_hook_refusef("cannot bring the pool up to date with the host: %s", error->message);
+
+    addresses = g_ptr_array_new_with_free_func(g_free);
+    for (guint i = 0; i < current->items->len; i++) {
+        const AvPlacedItem *item = g_ptr_array_index(current->items, i);
+        const char *address = NULL;
+        char *why;
+
+        g_ptr_array_add(addresses, NULL);
+        if (item->attach != AV_ATTACH_VFIO_PCI)
+            continue;
+        why = av_hook_remap_problem(host, policy, pool, domain, current, item, g_ptr_array_index(identities, i),
+                                    &address);
+        if (why) {
+            av_hook_log(LOG_INFO, "%s: %s%s", verb, why, problem ? "" : "; placing the domain again");
+            if (!problem)
+                problem = why;
+            else
+                g_free(why);
+            continue;
+        }
+        g_ptr_array_index(addresses, i) = g_strdup(address);
+        moved = moved || strcmp(address, item->pci_address) != 0;
+    }
+    if (!problem && !moved) {
+        /* Unchanged, but only a placement that lines up with the domain's
+         * hostdevs (the same checks as a remap; its output is not used). */
+        AvPlacement check = *current;
+        g_autofree char *checked = NULL;
+
+        check.numa_node = -1;
+        checked = av_domain_remap(xml, len, &check, &error);
+        if (!checked)
+            return av_hook_refusef("cannot %s domain '%s': %s", verb, domain->name, error->message);
+        av_hook_log(LOG_INFO, "%s: every device of the placement is on this host and free for the domain", verb);
+        return av_hook_write_stdout(xml, len, &error) ? 0 : av_hook_refuse(error->message);
+    }
+
+    if (!problem) {
+        /* the same cards, readdressed */
+        g_autoptr(GArray) cpus = current->numa_node >= 0 ? av_hook_node_cpus(host, current->numa_node) : NULL;
+
+        if (current->numa_node < 0 || cpus) {
+            placement = g_new0(AvPlacement, 1);
+            placement->numa_node = current->numa_node;
+            placement->cpus = cpus ? g_steal_pointer(&cpus) : g_array_new(FALSE, FALSE, sizeof(guint));
+            placement->warnings = g_ptr_array_new_with_free_func(g_free);
+            placement->items = g_ptr_array_new_with_free_func((GDestroyNotify)av_placed_item_free);
+            for (guint i = 0; i < current->items->len; i++) {
+                const AvPlacedItem *c = g_ptr_array_index(current->items, i);
+                AvPlacedItem *item = g_new0(AvPlacedItem, 1);
+                const char *address = g_ptr_array_index(addresses, i);
+
+                item->profile = g_strdup(c->profile);
+                item->attach = c->attach;
+                item->pci_address = g_strdup(address ? address : c->pci_address);
+                item->mdev_uuid = g_strdup(c->mdev_uuid);
+                item->usb_bus_path = g_strdup(c->usb_bus_path);
+                item->usb_vendor = c->usb_vendor;
+                item->usb_product = c->usb_product;
+                item->numa_node = c->numa_node;
+                g_ptr_array_add(placement->items, item);
+            }
+        } else {
+            problem = g_strdup_printf("NUMA node %d of the placement is not on this host", current->numa_node);
+        }
+    }
+    if (!placement) {
+        AvPlaceOptions options = { 0 };
+
+        options.domain_uuid = domain->uuid;
+        options.vcpus = MAX(domain->vcpus, 1);
+        placement = av_place(host, policy, pool, requests, &options, &error);
+        if (!placement)
+            return av_hook_refusef("cannot %s domain '%s' on this host: %s, and its requests cannot be placed "
+                                   "again: %s", verb, domain->name, problem, error->message);
+        for (guint i = 0; placement->warnings && i < placement->warnings->len; i++)
+            av_hook_log(LOG_WARNING, "%s: %s", verb, (const char *)g_ptr_array_index(placement->warnings, i));
+    }
+    out = av_domain_remap(xml, len, placement, &error);
+    if (!out)
+        return av_hook_refusef("cannot %s domain '%s': %s", verb, domain->name, error->message);
+    for (guint i = 0; i < current->items->len && i < placement->items->len; i++) {
+        const AvPlacedItem *a = g_ptr_array_index(current->items, i);
+        const AvPlacedItem *b = g_ptr_array_index(placement->items, i);
+
+        if (a->attach == AV_ATTACH_VFIO_PCI && g_strcmp0(a->pci_address, b->pci_address) != 0)
+            av_hook_log(LOG_INFO, "%s: " AV_REWRITE_ALIAS_PREFIX "%u (profile '%s') moved from %s to %s", verb, i,
+                        a->profile, a->pci_address, b->pci_address);
+    }
+    if (current->numa_node != placement->numa_node)
+        av_hook_log(LOG_INFO, "%s: the domain moved from NUMA node %d to node %d", verb, current->numa_node,
+                    placement->numa_node);
+    return av_hook_write_stdout(out, strlen(out), &error) ? 0 : av_hook_refuse(error->message);
 }

@@ -80,6 +80,17 @@ int av_hook_start(const AvHookConfig *config, const AvDomain *domain);
 int av_hook_release(const AvHookConfig *config, const AvDomain *domain);
 int av_hook_reconnect(const AvHookConfig *config, const AvDomain *domain);
 
+/* "restore begin" and "migrate begin" of a domain accelvirt placed (@xml,
+ * @len: its XML as libvirt gave it, @op: "restore" or "migrate"): prints
+ * on stdout the XML unchanged when every placed device is on this host and
+ * free for it, else remapped to the same cards at their new bus addresses
+ * or to a new placement of its requests (host-side facts only); refuses
+ * when the requests cannot be placed. */
+int av_hook_remap(const AvHookConfig *config, const AvDomain *domain, const char *xml, gsize len, const char *op);
+
+/* Writes @len bytes of @data to stdout (libvirt reads the XML there). */
+gboolean av_hook_write_stdout(const char *data, gsize len, GError **error);
+
 /* Starts the scrub worker at config->worker_path, detached: double fork,
  * setsid, chdir /, every descriptor closed, stdin/stdout/stderr on
  * /dev/null, the environment passed through.  Returns once the middle

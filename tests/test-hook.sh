@@ -162,7 +162,7 @@ check "  ... the worker scrubs it and frees it" wait_state 0000:17:00.0 free
 check "  ... with its driver back to nvidia" eval "[ \"\$(driver 0000:17:00.0)\" = nvidia ]"
 check "  ... the scrub command got the address and the IOMMU group" grep -qx -- "--test 0000:17:00.0 40" "$W/scrub.log"
 check "  ... and the journal has its transitions and the scrub, chain intact" \
-    eval "verify && grep -q '\"event\": *\"scrubbed\"' '$W/state/journal.jsonl' && grep -q '\"to\": *\"dirty\"' '$W/state/journal.jsonl'"
+    eval "verify && grep -q '\"event\": *\"scrub-certificate\"' '$W/state/journal.jsonl' && grep -q '\"to\": *\"dirty\"' '$W/state/journal.jsonl'"
 check "vm2 gets it now" accepted "$W/vm2.xml" vm2 prepare begin -
 
 # --- the RTX A6000: its audio function goes with it ---
@@ -308,9 +308,9 @@ world qat sriov-fpga-qat
 mkdom "$W/vm.xml" vm "$U1" 0000:6b:00.1
 check "a QAT VF is prepared, released" \
     eval "accepted '$W/vm.xml' vm prepare begin - && [ \"\$(driver 0000:6b:00.1)\" = vfio-pci ] && accepted '$W/vm.xml' vm release end -"
-check "  ... and quarantined: its profile's 'reset' step is not available yet" wait_state 0000:6b:00.1 quarantined
-check "  ... with a reason saying so" json "$W/st.json" \
-    "[x['reason'] for x in d['devices'] if x['address'] == '0000:6b:00.1'] == [\"scrub step 1 (reset) failed: scrub method 'reset' is not available yet; the device stays quarantined until it is\"]"
+check "  ... and scrubbed by its profile's 'reset' step: free again" wait_state 0000:6b:00.1 free
+check "  ... its certificate names the reset that worked" \
+    eval "grep '\"event\": *\"scrub-certificate\"' '$W/state/journal.jsonl' | grep '0000:6b:00.1' | grep -q '\"reset_method\": *\"flr\"'"
 
 # --- reconnect: the running domain's claims are recorded, never fatal ---
 world reconnect two-socket-8gpu
@@ -397,5 +397,224 @@ check "  ... the next prepare gets the lock its death released, and the device" 
     accepted "$W/vm2.xml" vm2 prepare begin -
 check "  ... whose release gives it back to nvidia, the driver it had before the killed hook" \
     eval "accepted '$W/vm2.xml' vm2 release end - && wait_state 0000:ca:00.0 free && [ \"\$(driver 0000:ca:00.0)\" = nvidia ]"
+
+# --- restore and migrate: the placement is checked, and remapped when needed ---
+
+# mkplaced FILE NAME UUID ADDRESS: a domain accelvirt placed on the A100 at
+# ADDRESS (node 0), as libvirt hands it to "restore begin" after a save:
+# single quotes, a guest PCI address and <driver name='vfio'/> on the
+# hostdev, the pinning and numatune accelvirt wrote.
+mkplaced() {
+    python3 - "$@" <<'PY'
+import sys
+out, name, uuid, addr = sys.argv[1:5]
+dom, bus, sf = addr.split(":")
+slot, fn = sf.split(".")
+open(out, "w").write("""<domain type='kvm'>
+  <name>%(name)s</name>
+  <uuid>%(uuid)s</uuid>
+  <metadata>
+    <av:accelerators xmlns:av="urn:accelvirt:domain:1">
+      <av:request profile="test-a100" count="1"/>
+      <av:placement node="0" pinned="yes" numatune="yes" hidden="no" vendor-id="no">
+        <av:device profile="test-a100" address="%(addr)s" alias="ua-accelvirt-0"/>
+      </av:placement>
+    </av:accelerators>
+  </metadata>
+  <memory unit='KiB'>4194304</memory>
+  <currentMemory unit='KiB'>4194304</currentMemory>
+  <vcpu placement='static'>2</vcpu>
+  <cputune>
+    <vcpupin vcpu='0' cpuset='0-15,32-47'/>
+    <vcpupin vcpu='1' cpuset='0-15,32-47'/>
+    <emulatorpin cpuset='0-15,32-47'/>
+  </cputune>
+  <numatune>
+    <memory mode='strict' nodeset='0'/>
+  </numatune>
+  <os>
+    <type arch='x86_64' machine='pc-q35-8.2'>hvm</type>
+  </os>
+  <devices>
+    <emulator>/usr/bin/qemu-system-x86_64</emulator>
+    <hostdev mode='subsystem' type='pci' managed='no'>
+      <driver name='vfio'/>
+      <source>
+        <address domain='0x%(dom)s' bus='0x%(bus)s' slot='0x%(slot)s' function='0x%(fn)s'/>
+      </source>
+      <alias name='ua-accelvirt-0'/>
+      <address type='pci' domain='0x0000' bus='0x06' slot='0x00' function='0x0'/>
+    </hostdev>
+  </devices>
+</domain>
+""" % dict(name=name, uuid=uuid, addr=addr, dom=dom, bus=bus, slot=slot, fn=fn))
+PY
+}
+
+# readdress OLD NEW: the card at OLD in world $W now enumerates at NEW (BDF
+# re-enumeration after a hardware change, seed 003): its sysfs directory,
+# every link naming it, and its bridge's bus numbers move; the card keeps
+# its identity (its DSN).
+readdress() {
+    python3 - "$W/host" "$1" "$2" <<'PY'
+import os, sys
+root, old, new = sys.argv[1:4]
+links = []
+for dirpath, dirnames, filenames in os.walk(root):
+    for n in dirnames + filenames:
+        p = os.path.join(dirpath, n)
+        if os.path.islink(p) and n == old:
+            links.append(p)
+real = os.path.realpath(os.path.join(root, "sys/bus/pci/devices", old))
+os.rename(real, os.path.join(os.path.dirname(real), new))
+for p in links:
+    target = os.readlink(p).replace(old, new)
+    os.unlink(p)
+    os.symlink(target, os.path.join(os.path.dirname(p), new))
+bridge = os.path.dirname(real)
+bus = str(int(new.split(":")[1], 16))
+for f in ("secondary_bus_number", "subordinate_bus_number"):
+    if os.path.exists(os.path.join(bridge, f)):
+        open(os.path.join(bridge, f), "w").write(bus + "\n")
+PY
+}
+
+# host_side_only A B: the domain XMLs A and B are the same document but for
+# host-side facts (quotes aside): the PCI hostdevs' <source><address>, the
+# av:device addresses, the av:placement node, the pinning cpusets and the
+# numatune nodeset.
+host_side_only() {
+    python3 - "$1" "$2" <<'PY'
+import sys, xml.etree.ElementTree as ET
+def norm(path):
+    d = ET.parse(path).getroot()
+    for h in d.iter("hostdev"):
+        a = h.find("source/address")
+        if a is not None and h.get("type") == "pci":
+            for k in ("domain", "bus", "slot", "function"):
+                a.set(k, "*")
+    for e in d.iter("{urn:accelvirt:domain:1}device"):
+        e.set("address", "*")
+    for e in d.iter("{urn:accelvirt:domain:1}placement"):
+        e.set("node", "*")
+    for e in list(d.iter("vcpupin")) + list(d.iter("emulatorpin")):
+        e.set("cpuset", "*")
+    for e in d.iter("numatune"):
+        for m in e.iter("memory"):
+            m.set("nodeset", "*")
+    return ET.tostring(d)
+a, b = norm(sys.argv[1]), norm(sys.argv[2])
+if a != b:
+    print("more than the host side differs:"); print(a.decode()); print(b.decode()); sys.exit(1)
+PY
+}
+
+# srcaddr FILE: the source address of ua-accelvirt-0 and its guest bus and slot.
+srcaddr() { python3 -c "
+import sys, xml.etree.ElementTree as ET
+d = ET.parse(sys.argv[1]).getroot()
+for h in d.iter('hostdev'):
+    if h.find('alias').get('name') == 'ua-accelvirt-0':
+        a = h.find('source/address'); g = h.find('address')
+        print('%s:%s:%s.%s guest=%s:%s' % (a.get('domain')[2:], a.get('bus')[2:], a.get('slot')[2:], a.get('function')[2:], g.get('bus'), g.get('slot')))
+" "$1"; }
+
+world remap two-socket-8gpu
+U4=$(uuid 4)
+mkplaced "$W/placed.xml" placed "$U4" 0000:17:00.0
+check "restore begin of a placed domain whose device is free prints the XML unchanged" \
+    eval "accepted '$W/placed.xml' placed restore begin - && cmp '$AV_TMP/out' '$W/placed.xml'"
+check "  ... and so does migrate begin" \
+    eval "accepted '$W/placed.xml' placed migrate begin - && cmp '$AV_TMP/out' '$W/placed.xml'"
+check "  ... claiming nothing" json "$W/state/pool.json" "all(x['state'] == 'free' for x in d['devices'])"
+mkdom "$W/vm2.xml" vm2 "$U2" 0000:17:00.0
+check "another domain takes its A100" accepted "$W/vm2.xml" vm2 prepare begin -
+check "restore begin then remaps the domain to a free A100, guest address kept (pack: node 1, the fuller)" \
+    eval "accepted '$W/placed.xml' placed restore begin - && cp '$AV_TMP/out' '$W/restored.xml' && \
+          [ \"\$(srcaddr '$W/restored.xml')\" = '0000:ca:00.0 guest=0x06:0x00' ]"
+check "  ... only host-side facts changed" host_side_only "$W/placed.xml" "$W/restored.xml"
+check "  ... the vCPUs re-pinned and the memory bound to node 1, their count and size as they were" \
+    eval "grep -q '<vcpu placement=\"static\">2</vcpu>' '$W/restored.xml' && grep -q '<memory unit=\"KiB\">4194304</memory>' '$W/restored.xml' && \
+          [ \"\$(grep -c 'cpuset=\"16-31,48-63\"' '$W/restored.xml')\" = 3 ] && grep -q 'nodeset=\"1\"' '$W/restored.xml' && \
+          grep -q 'node=\"1\" pinned=\"yes\" numatune=\"yes\"' '$W/restored.xml' && grep -q 'address=\"0000:ca:00.0\" alias=\"ua-accelvirt-0\"' '$W/restored.xml'"
+check "  ... logging which device moved where" grep -q "ua-accelvirt-0 (profile 'test-a100') moved from 0000:17:00.0 to 0000:ca:00.0" "$W/log"
+check "  ... claiming nothing (prepare claims)" json "$W/state/pool.json" \
+    "[x['address'] for x in d['devices'] if x['state'] != 'free'] == ['0000:17:00.0']"
+check "migrate begin remaps it the same way" \
+    eval "accepted '$W/placed.xml' placed migrate begin - && cmp '$AV_TMP/out' '$W/restored.xml'"
+check "the remapped XML restores unchanged, and prepare takes its device" \
+    eval "accepted '$W/restored.xml' placed restore begin - && cmp '$AV_TMP/out' '$W/restored.xml' && \
+          accepted '$W/restored.xml' placed prepare begin - && [ \"\$(driver 0000:ca:00.0)\" = vfio-pci ]"
+mkdom "$W/vm3.xml" vm3 "$U3" 0000:31:00.0 0000:4b:00.0 0000:65:00.0
+mkdom "$W/vm5.xml" vm5 "$(uuid 5)" 0000:e3:00.0
+check "with every A100 taken, restore is refused with one line naming the device and what is missing" \
+    eval "accepted '$W/vm3.xml' vm3 prepare begin - && accepted '$W/vm5.xml' vm5 prepare begin - && \
+          refused \"cannot restore domain 'placed' on this host: device 0000:17:00.0 .* is in-use.*cannot be placed again\" '$W/placed.xml' placed restore begin -"
+check "  ... and migrate begin too" refused "cannot migrate domain 'placed' on this host" "$W/placed.xml" placed migrate begin -
+
+world readdr two-socket-8gpu
+mkplaced "$W/placed.xml" placed "$U4" 0000:17:00.0
+check "a placed domain restores unchanged before the hardware change" \
+    eval "accepted '$W/placed.xml' placed restore begin - && cmp '$AV_TMP/out' '$W/placed.xml'"
+readdress 0000:17:00.0 0000:70:00.0
+check "after its A100 re-enumerated at 0000:70:00.0, restore follows the card there, guest address kept" \
+    eval "accepted '$W/placed.xml' placed restore begin - && cp '$AV_TMP/out' '$W/restored.xml' && \
+          [ \"\$(srcaddr '$W/restored.xml')\" = '0000:70:00.0 guest=0x06:0x00' ] && \
+          grep -q 'address=\"0000:70:00.0\" alias=\"ua-accelvirt-0\"' '$W/restored.xml'"
+check "  ... the pool journalled the readdressing, and the log the move" \
+    eval "grep -q readdressed '$W/state/journal.jsonl' 2>/dev/null || grep -rq readdressed '$W/state'; \
+          grep -q 'moved from 0000:17:00.0 to 0000:70:00.0' '$W/log'"
+check "  ... and migrate begin follows it the same way" \
+    eval "accepted '$W/placed.xml' placed migrate begin - && cmp '$AV_TMP/out' '$W/restored.xml'"
+check "  ... and prepare of the remapped domain binds the card at its new address" \
+    eval "accepted '$W/restored.xml' placed prepare begin - && [ \"\$(driver 0000:70:00.0)\" = vfio-pci ]"
+
+world hand two-socket-8gpu
+mkdom "$W/vgpu.xml" vgpuvm "$U1" mdev:6f2a0b1c-9d8e-4f7a-8b6c-5d4e3f2a1b0c
+check "a placement written without accelvirt's aliases goes through restore begin byte for byte" \
+    eval "hook '$W/vgpu.xml' vgpuvm restore begin - >'$W/res.out' && cmp '$W/res.out' '$W/vgpu.xml' && [ ! -e '$W/state' ]"
+printf '<?xml version="1.0"?>\n<!DOCTYPE domain [<!ENTITY x "y">]>\n<domain><name>evil</name><uuid>%s</uuid><devices/></domain>\n' "$U1" >"$W/doctype.xml"
+check "a DOCTYPE at restore begin is refused with one line and nothing on stdout, as everywhere" \
+    eval "refused 'DOCTYPE' '$W/doctype.xml' evil restore begin - && [ ! -e '$W/state' ]"
+mkplaced "$W/placed.xml" placed "$U4" 0000:17:00.0
+sed 's/alias="ua-accelvirt-0"\/>/alias="ua-accelvirt-0"\/><av:device profile="test-a100" address="0000:31:00.0" alias="ua-accelvirt-1"\/>/' \
+    "$W/placed.xml" >"$W/unaligned.xml"
+check "a placement whose entries do not line up with its hostdevs is refused at migrate begin" \
+    refused "no <hostdev> with the alias 'ua-accelvirt-1'" "$W/unaligned.xml" placed migrate begin -
+
+# --- scrub certificates, ROM integrity and managed='yes' rebinding (reset, rom-check) ---
+POL_ROM="$AV_TMP/policies-rom"
+mkdir -p "$POL_ROM"
+cat >"$POL_ROM/10-rom.json" <<'JSON'
+{"profiles": [{"name": "rom-a100", "match": {"vendor": "0x10de", "device": "0x20f1"}, "attach": "vfio-pci",
+  "numa": "none", "scrub": [{"method": "reset"}, {"method": "rom-check"}], "restore_driver": "on-release"}]}
+JSON
+chmod 0755 "$POL_ROM" && chmod 0644 "$POL_ROM"/*.json
+world rom two-socket-8gpu
+POL_SAVED=$POL; POL=$POL_ROM
+printf 'A100 ROM v1' >"$W/host/sys/bus/pci/devices/0000:17:00.0/rom"
+"$AV" --root "$W/host" --policy-dir "$POL" --state-dir "$W/state" enroll --all >/dev/null
+rom_life() {
+    accepted "$NOVA" instance-0000002a prepare begin - || return 1
+    accepted "$NOVA" instance-0000002a release end - || return 1
+    wait_state 0000:17:00.0 free
+}
+check "a Nova (managed='yes') A100 with an enrolled ROM is scrubbed (reset, rom-check) and freed" rom_life
+check "  ... it was bound to vfio-pci for the scrub (VFIO reset) and given back to nvidia" \
+    eval "grep -qx 'VFIO_DEVICE_RESET 0000:17:00.0' '$W/host/sys/.accelvirt-fake-kernel.log' && [ \"\$(driver 0000:17:00.0)\" = nvidia ]"
+check "  ... its scrub certificate names the device, profile, previous owner, steps and result" \
+    eval "grep '\"event\": *\"scrub-certificate\"' '$W/state/journal.jsonl' | tail -n1 | python3 -c \"import json,sys; e=json.loads(sys.stdin.read()); assert e['address']=='0000:17:00.0' and e['profile']=='rom-a100' and e['previous_owner']['nova_instance']=='a1f6e0f4-2c9b-4a57-8d3e-6b1f0c2d9e77' and [(s['method'], s['ok']) for s in e['steps']]==[('reset', True), ('rom-check', True)] and e['result']=='free' and e['rebound_from']=='nvidia' and e['bytes_zeroed']==0 and len(e['prev'])==64 and e['started']\" && verify"
+printf 'A100 ROM tampered' >"$W/host/sys/bus/pci/devices/0000:17:00.0/rom"
+rom_tamper() {
+    accepted "$NOVA" instance-0000002a prepare begin - || return 1
+    accepted "$NOVA" instance-0000002a release end - || return 1
+    wait_state 0000:17:00.0 quarantined
+}
+check "a ROM changed while a tenant had the device quarantines it through release and the worker" rom_tamper
+check "  ... the reason names both hashes, and the device stays on vfio-pci" \
+    eval "status && python3 -c \"import json; d=json.load(open('$W/st.json')); r=[x['reason'] for x in d['devices'] if x['address']=='0000:17:00.0'][0]; assert 'changed since enrollment' in r and 'tampered' in r, r\" && [ \"\$(driver 0000:17:00.0)\" = vfio-pci ]"
+check "  ... prepare then refuses it" refused "0000:17:00.0 .* is quarantined" "$NOVA" instance-0000002a prepare begin -
+check "  ... and the journal's chain holds" verify
+POL=$POL_SAVED
 
 finish

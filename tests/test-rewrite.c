@@ -810,6 +810,265 @@ test_ensure_uuid(void)
     g_assert_error(err, AV_ERROR, AV_ERROR_INVALID_INPUT);
 }
 
+/* ---- remap (restore, migrate) ---- */
+
+static const char remap_mdev_uuid[] = "6f2a0b1c-9d8e-4f7a-8b6c-5d4e3f2a1b0c";
+
+/* The domain of xml/in/remap-saved.xml moved to node 1's GPUs.  The mdev
+ * item carries another UUID (av_place makes fresh ones): the domain's stays. */
+static AvPlacement *
+remap_to_node1(void)
+{
+    AvPlacement *p = placement_new(1, cpus_node1, G_N_ELEMENTS(cpus_node1));
+
+    add_pci(p, "gpu-passthrough", AV_ATTACH_VFIO_PCI, "0000:af:00.0", 1);
+    add_pci(p, "gpu-passthrough", AV_ATTACH_VFIO_PCI, "0000:B0:00.0", 1);
+    add_mdev(p, "vgpu-a10", "0000:d8:00.0", "00000000-0000-4000-8000-000000000009", 1);
+    return p;
+}
+
+/* The placement xml/in/remap-saved.xml already has. */
+static AvPlacement *
+remap_as_saved(void)
+{
+    AvPlacement *p = placement_new(0, cpus_node0, G_N_ELEMENTS(cpus_node0));
+
+    add_pci(p, "gpu-passthrough", AV_ATTACH_VFIO_PCI, "0000:17:00.0", 0);
+    add_pci(p, "gpu-passthrough", AV_ATTACH_VFIO_PCI, "0000:18:00.0", 0);
+    add_mdev(p, "vgpu-a10", "0000:af:00.0", remap_mdev_uuid, 0);
+    return p;
+}
+
+static void
+assert_contains(const char *what, const char *doc, const char *const *present, const char *const *absent)
+{
+    for (gsize j = 0; present && present[j]; j++) {
+        if (!strstr(doc, present[j]))
+            g_error("%s lacks '%s':\n%s", what, present[j], doc);
+    }
+    for (gsize j = 0; absent && absent[j]; j++) {
+        if (strstr(doc, absent[j]))
+            g_error("%s holds '%s':\n%s", what, absent[j], doc);
+    }
+}
+
+/* A placed domain as libvirt hands it to the restore hook (guest PCI
+ * addresses on the hostdevs, <driver name='vfio'/>, aliases) moved to other
+ * devices on another node: golden, host-side facts only. */
+static void
+test_remap_golden(void)
+{
+    static const char *const present[] = {
+        /* the new host side */
+        "bus=\"0xaf\"", "bus=\"0xb0\"", "cpuset=\"8-11,40-43\"", "nodeset=\"1\"", "node=\"1\"",
+        "address=\"0000:af:00.0\" alias=\"ua-accelvirt-0\"", "address=\"0000:b0:00.0\" alias=\"ua-accelvirt-1\"",
+        /* the guest side, the user's hostdev, the mdev's UUID: as they were */
+        "<address type=\"pci\" domain=\"0x0000\" bus=\"0x06\" slot=\"0x00\" function=\"0x0\"/>",
+        "<address type=\"pci\" domain=\"0x0000\" bus=\"0x07\" slot=\"0x00\" function=\"0x0\"/>",
+        "<address type=\"pci\" domain=\"0x0000\" bus=\"0x08\" slot=\"0x00\" function=\"0x0\"/>",
+        "<address domain=\"0x0000\" bus=\"0x5e\" slot=\"0x00\" function=\"0x0\"/>",
+        "uuid=\"6f2a0b1c-9d8e-4f7a-8b6c-5d4e3f2a1b0c\"", "<vcpu placement=\"static\">4</vcpu>",
+        "<memory unit=\"KiB\">67108864</memory>", "<vcpupin vcpu=\"3\" cpuset=\"8-11,40-43\"/>",
+        "<driver name=\"vfio\"/>", "pinned=\"yes\" numatune=\"yes\"", NULL,
+    };
+    static const char *const absent[] = {
+        "bus=\"0x17\"", "bus=\"0x18\"", "0-3", "nodeset=\"0\"", "vcpu=\"4\"", "000000000009", NULL,
+    };
+    g_autofree char *in = NULL, *expected = NULL, *out = NULL, *again = NULL, *schema = schema_path();
+    g_autoptr(AvPlacement) p = remap_to_node1();
+    g_autoptr(AvPlacement) back = NULL;
+    g_autoptr(AvDomain) before = NULL, after = NULL;
+    g_autoptr(GError) err = NULL;
+    gsize in_len = 0;
+
+    in = read_src("xml/in/remap-saved.xml", &in_len);
+    out = av_domain_remap(in, in_len, p, &err);
+    g_assert_no_error(err);
+    g_assert_nonnull(out);
+    if (g_strcmp0(g_getenv("AV_TEST_REGENERATE"), "1") == 0) {
+        g_autofree char *path = av_test_srcdir_path("xml/out/remap-saved.xml");
+
+        g_file_set_contents(path, out, -1, &err);
+        g_assert_no_error(err);
+        g_test_message("regenerated %s", path);
+    }
+    expected = read_src("xml/out/remap-saved.xml", NULL);
+    assert_same("xml/out/remap-saved.xml", expected, out);
+    assert_contains("the remapped domain", out, present, absent);
+
+    /* the guest ABI: same vCPUs, memory, hostdevs in the same order with the same aliases */
+    before = av_domain_parse(in, in_len, &err);
+    g_assert_no_error(err);
+    after = av_domain_parse(out, strlen(out), &err);
+    g_assert_no_error(err);
+    g_assert_cmpuint(before->vcpus, ==, after->vcpus);
+    g_assert_cmpstr(before->uuid, ==, after->uuid);
+    g_assert_cmpuint(before->hostdevs->len, ==, after->hostdevs->len);
+    for (guint i = 0; i < before->hostdevs->len; i++) {
+        const AvHostdev *a = g_ptr_array_index(before->hostdevs, i);
+        const AvHostdev *b = g_ptr_array_index(after->hostdevs, i);
+
+        g_assert_cmpstr(a->alias, ==, b->alias);
+        g_assert_cmpint(a->type, ==, b->type);
+        g_assert_cmpint(a->managed, ==, b->managed);
+    }
+
+    /* again with the same placement: nothing more changes */
+    again = av_domain_remap(out, strlen(out), p, &err);
+    g_assert_no_error(err);
+    assert_same("a second remap", out, again);
+
+    /* what av_domain_placement reads back */
+    back = av_domain_placement(out, strlen(out), &err);
+    g_assert_no_error(err);
+    g_assert_cmpint(back->numa_node, ==, 1);
+    g_assert_cmpuint(back->items->len, ==, 3);
+    g_assert_cmpstr(((AvPlacedItem *)g_ptr_array_index(back->items, 1))->pci_address, ==, "0000:b0:00.0");
+    g_assert_cmpint(((AvPlacedItem *)g_ptr_array_index(back->items, 2))->attach, ==, AV_ATTACH_MDEV);
+    g_assert_cmpstr(((AvPlacedItem *)g_ptr_array_index(back->items, 2))->mdev_uuid, ==, remap_mdev_uuid);
+
+    g_assert_true(av_domain_validate_metadata(out, strlen(out), schema, &err));
+    g_assert_no_error(err);
+    if (!libvirt_validate("remap-saved", out))
+        g_test_message("libvirt's schemas are not installed: not checked against them");
+}
+
+/* The placement the domain has already: the document comes back byte for
+ * byte (libvirt's single quotes and all). */
+static void
+test_remap_same(void)
+{
+    g_autoptr(AvPlacement) p = remap_as_saved();
+    g_autoptr(AvPlacement) read = NULL;
+    g_autoptr(GError) err = NULL;
+    gsize len = 0;
+    g_autofree char *in = read_src("xml/in/remap-saved.xml", &len);
+    g_autofree char *out = av_domain_remap(in, len, p, &err);
+    g_autofree char *out2 = NULL;
+
+    g_assert_no_error(err);
+    g_assert_cmpuint(strlen(out), ==, len);
+    assert_same("a remap to the same placement", in, out);
+
+    /* and the placement read back from the domain, with its node's CPUs */
+    read = av_domain_placement(in, len, &err);
+    g_assert_no_error(err);
+    g_assert_cmpint(read->numa_node, ==, 0);
+    g_array_append_vals(read->cpus, cpus_node0, G_N_ELEMENTS(cpus_node0));
+    out2 = av_domain_remap(in, len, read, &err);
+    g_assert_no_error(err);
+    assert_same("a remap to the placement read back", in, out2);
+}
+
+/* The user pinned the vCPUs and set a numatune: a remap to node 1 moves the
+ * device and the placement's node, and leaves the user's choices alone. */
+static void
+test_remap_user_pinned(void)
+{
+    static const char *const present[] = {
+        "<vcpupin vcpu=\"0\" cpuset=\"2\"/>", "<vcpupin vcpu=\"1\" cpuset=\"3\"/>", "<emulatorpin cpuset=\"1\"/>",
+        "<memory mode=\"preferred\" nodeset=\"0\"/>", "node=\"1\" pinned=\"no\" numatune=\"no\"", "bus=\"0xaf\"",
+        NULL,
+    };
+    static const char *const absent[] = { "8-11", "nodeset=\"1\"", "bus=\"0x17\"", NULL };
+    g_autoptr(AvPlacement) p = placement_new(1, cpus_node1, G_N_ELEMENTS(cpus_node1));
+    g_autoptr(GError) err = NULL;
+    gsize len = 0;
+    g_autofree char *in = read_src("xml/out/user-pinned.xml", &len);
+    g_autofree char *out = NULL;
+
+    add_pci(p, "gpu-passthrough", AV_ATTACH_VFIO_PCI, "0000:af:00.0", 1);
+    out = av_domain_remap(in, len, p, &err);
+    g_assert_no_error(err);
+    assert_contains("the remapped user-pinned domain", out, present, absent);
+}
+
+/* A placement without a node: the pinning and numatune accelvirt wrote go,
+ * and the placement says so; a second remap changes nothing. */
+static void
+test_remap_no_node(void)
+{
+    static const char *const present[] = { "pinned=\"no\" numatune=\"no\"", "<shares>2048</shares>", NULL };
+    static const char *const absent[] = { "vcpupin", "emulatorpin", "numatune>", "node=", NULL };
+    g_autoptr(AvPlacement) p = placement_new(-1, NULL, 0);
+    g_autoptr(GError) err = NULL;
+    gsize len = 0;
+    g_autofree char *in = read_src("xml/in/remap-saved.xml", &len);
+    g_autofree char *out = NULL, *again = NULL;
+
+    add_pci(p, "gpu-passthrough", AV_ATTACH_VFIO_PCI, "0000:17:00.0", -1);
+    add_pci(p, "gpu-passthrough", AV_ATTACH_VFIO_PCI, "0000:18:00.0", -1);
+    add_mdev(p, "vgpu-a10", "0000:af:00.0", remap_mdev_uuid, -1);
+    out = av_domain_remap(in, len, p, &err);
+    g_assert_no_error(err);
+    assert_contains("the domain remapped without a node", out, present, absent);
+    again = av_domain_remap(out, strlen(out), p, &err);
+    g_assert_no_error(err);
+    assert_same("a second remap without a node", out, again);
+}
+
+/* Placements that do not line up with the domain's aliases, and domains
+ * with nothing to remap: refused with a sentence, nothing written. */
+static void
+test_remap_refused(void)
+{
+    gsize len = 0;
+    g_autofree char *in = read_src("xml/in/remap-saved.xml", &len);
+    g_autofree char *unplaced = read_src("xml/in/two-gpus.xml", NULL);
+    g_autofree char *nova = read_src("xml/in/nova.xml", NULL);
+    struct {
+        const char *what;
+        const char *doc;
+        int shape;
+        const char *word;
+    } bad[] = {
+        { "profiles in another order", in, 0, "profile 'vgpu-a10' but ua-accelvirt-0" },
+        { "one device too few", in, 1, "has 2 devices but domain 'remap-saved' was placed with 3" },
+        { "an mdev where a PCI device was", in, 2, "is an mdev but ua-accelvirt-1" },
+        { "a profile the domain does not request", in, 3, "no av:request" },
+        { "a domain never placed", unplaced, 4, "no accelvirt placement" },
+        { "a domain Nova wrote", nova, 4, "no accelvirt placement" },
+    };
+
+    for (gsize i = 0; i < G_N_ELEMENTS(bad); i++) {
+        g_autoptr(AvPlacement) p = placement_new(1, cpus_node1, G_N_ELEMENTS(cpus_node1));
+        g_autoptr(GError) err = NULL;
+        g_autofree char *out = NULL;
+
+        switch (bad[i].shape) {
+        case 0:
+            add_mdev(p, "vgpu-a10", "0000:af:00.0", remap_mdev_uuid, 1);
+            add_pci(p, "gpu-passthrough", AV_ATTACH_VFIO_PCI, "0000:af:00.0", 1);
+            add_pci(p, "gpu-passthrough", AV_ATTACH_VFIO_PCI, "0000:b0:00.0", 1);
+            break;
+        case 1:
+            add_pci(p, "gpu-passthrough", AV_ATTACH_VFIO_PCI, "0000:af:00.0", 1);
+            add_pci(p, "gpu-passthrough", AV_ATTACH_VFIO_PCI, "0000:b0:00.0", 1);
+            break;
+        case 2:
+            add_pci(p, "gpu-passthrough", AV_ATTACH_VFIO_PCI, "0000:af:00.0", 1);
+            add_mdev(p, "gpu-passthrough", "0000:af:00.0", remap_mdev_uuid, 1);
+            add_mdev(p, "vgpu-a10", "0000:af:00.0", remap_mdev_uuid, 1);
+            break;
+        case 3:
+            add_pci(p, "gpu-passthrough", AV_ATTACH_VFIO_PCI, "0000:af:00.0", 1);
+            add_pci(p, "fpga-function", AV_ATTACH_SRIOV_VF, "0000:3d:00.1", 1);
+            add_mdev(p, "vgpu-a10", "0000:af:00.0", remap_mdev_uuid, 1);
+            break;
+        default:
+            add_pci(p, "gpu-passthrough", AV_ATTACH_VFIO_PCI, "0000:af:00.0", 1);
+            break;
+        }
+        out = av_domain_remap(bad[i].doc, strlen(bad[i].doc), p, &err);
+        if (out)
+            g_error("%s: not refused:\n%s", bad[i].what, out);
+        g_assert_error(err, AV_ERROR, AV_ERROR_INVALID_INPUT);
+        g_test_message("%s: %s", bad[i].what, err->message);
+        if (!strstr(err->message, bad[i].word))
+            g_error("%s: '%s' lacks '%s'", bad[i].what, err->message, bad[i].word);
+    }
+}
+
 int
 main(int argc, char **argv)
 {
@@ -835,6 +1094,11 @@ main(int argc, char **argv)
     g_test_add_func("/rewrite/schema-examples", test_schema_examples);
     g_test_add_func("/rewrite/schema-invalid", test_schema_invalid);
     g_test_add_func("/rewrite/ensure-uuid", test_ensure_uuid);
+    g_test_add_func("/rewrite/remap/golden", test_remap_golden);
+    g_test_add_func("/rewrite/remap/same", test_remap_same);
+    g_test_add_func("/rewrite/remap/user-pinned", test_remap_user_pinned);
+    g_test_add_func("/rewrite/remap/no-node", test_remap_no_node);
+    g_test_add_func("/rewrite/remap/refused", test_remap_refused);
     {
         int rc = g_test_run();
 

@@ -1191,6 +1191,425 @@ av_domain_unplace(const char *xml, gsize len, GError **error)
     return out;
 }
 
+/* ---- remapping a placed domain (restore, migrate) ---- */
+
+/* Sets @name of @node to @value (removes it when @value is NULL), noting in
+ * *changed when that changes the document. */
+static void
+update_prop(xmlNode *node, const char *name, const char *value, gboolean *changed)
+{
+    g_autofree char *old = prop(node, name);
+
+    if (g_strcmp0(old, value) == 0)
+        return;
+    if (value)
+        xmlSetProp(node, (const xmlChar *)name, (const xmlChar *)value);
+    else
+        xmlUnsetProp(node, (const xmlChar *)name);
+    *changed = TRUE;
+}
+
+/* The <av:placement> of @accelerators, or NULL. */
+static xmlNode *
+placement_find(const xmlNode *accelerators)
+{
+    return child_first(accelerators, "placement", AV_NS_DOMAIN);
+}
+
+/* The kind of an <av:placement> entry: "device", "mdev" or "usb". */
+static const char *
+placed_kind_of(AvAttach attach)
+{
+    switch (attach) {
+    case AV_ATTACH_MDEV:
+        return "mdev";
+    case AV_ATTACH_USB:
+        return "usb";
+    default:
+        return "device";
+    }
+}
+
+/* The entries of <av:placement> in document order, each checked to carry
+ * the alias ua-accelvirt-N of its position N. */
+static gboolean
+placed_entries(xmlNode *placed, GPtrArray **ret, GError **error)
+{
+    g_autoptr(GPtrArray) entries = g_ptr_array_new();
+
+    for (xmlNode *c = placed->children; c; c = c->next) {
+        g_autofree char *alias = NULL;
+        g_autofree char *want = NULL;
+
+        if (c->type != XML_ELEMENT_NODE)
+            continue;
+        if (!is_elem(c, "device", AV_NS_DOMAIN) && !is_elem(c, "mdev", AV_NS_DOMAIN) &&
+            !is_elem(c, "usb", AV_NS_DOMAIN)) {
+            g_autofree char *q = av_domain_quote((const char *)c->name);
+
+            return invalid_at(error, c, "<av:placement> holds an unknown element <%s> (it takes av:device, av:mdev "
+                              "and av:usb)", q);
+        }
+        if (entries->len == AV_REQUESTS_MAX * AV_REQUEST_COUNT_MAX)
+            return invalid_at(error, c, "<av:placement> has more than %u devices",
+                              AV_REQUESTS_MAX * AV_REQUEST_COUNT_MAX);
+        alias = prop(c, "alias");
+        want = g_strdup_printf(AV_REWRITE_ALIAS_PREFIX "%u", entries->len);
+        if (g_strcmp0(alias, want) != 0) {
+            g_autofree char *q = av_domain_quote(alias);
+
+            return invalid_at(error, c, "av:placement entry %u has the alias '%s', not '%s': accelvirt did not "
+                              "write this placement; place the domain again with 'accelvirt define'",
+                              entries->len, q, want);
+        }
+        g_ptr_array_add(entries, c);
+    }
+    *ret = g_steal_pointer(&entries);
+    return TRUE;
+}
+
+/* The <hostdev> of <devices> whose alias is @alias, or NULL; refuses a
+ * second one. */
+static gboolean
+hostdev_find(xmlNode *root, const char *alias, xmlNode **ret, GError **error)
+{
+    xmlNode *found = NULL;
+
+    for (xmlNode *devices = root->children; devices; devices = devices->next) {
+        if (!is_elem(devices, "devices", NULL))
+            continue;
+        for (xmlNode *c = devices->children; c; c = c->next) {
+            xmlNode *a;
+            g_autofree char *name = NULL;
+
+            if (!is_elem(c, "hostdev", NULL) || !(a = child_first(c, "alias", NULL)))
+                continue;
+            name = prop(a, "name");
+            if (g_strcmp0(name, alias) != 0)
+                continue;
+            if (found)
+                return invalid_at(error, c, "two <hostdev>s have the alias '%s'", alias);
+            found = c;
+        }
+    }
+    *ret = found;
+    return TRUE;
+}
+
+/* The canonical source address of the PCI hostdev @alias of @dom. */
+static const char *
+hostdev_address(const AvDomain *dom, const char *alias)
+{
+    for (guint i = 0; i < dom->hostdevs->len; i++) {
+        const AvHostdev *h = g_ptr_array_index(dom->hostdevs, i);
+
+        if (h->type == AV_HOSTDEV_PCI && !h->is_interface && g_strcmp0(h->alias, alias) == 0)
+            return h->pci_address;
+    }
+    return NULL;
+}
+
+/* Moves the PCI hostdev @hostdev (alias @alias) and its entry @entry to the
+ * address of @item: <source><address domain= bus= slot= function=/> only;
+ * the guest-side <address type='pci'/>, the alias, the driver stay. */
+static gboolean
+remap_pci(const AvDomain *dom, xmlNode *hostdev, xmlNode *entry, const AvPlacedItem *item, const char *alias,
+          gboolean *changed, GError **error)
+{
+    xmlNode *address = child_first(child_first(hostdev, "source", NULL), "address", NULL);
+    const char *old = hostdev_address(dom, alias);
+    g_autofree char *canonical = NULL;
+
+    av_domain_pci_address_canonical(item->pci_address, &canonical);
+    if (!address || !old)
+        return invalid_at(error, hostdev, "the <hostdev> '%s' has no <source><address>", alias);
+    if (strcmp(old, canonical) != 0) {
+        g_autofree char *domain = g_strdup_printf("0x%.4s", canonical);
+        g_autofree char *bus = g_strdup_printf("0x%.2s", canonical + 5);
+        g_autofree char *slot = g_strdup_printf("0x%.2s", canonical + 8);
+        g_autofree char *function = g_strdup_printf("0x%.1s", canonical + 11);
+
+        update_prop(address, "domain", domain, changed);
+        update_prop(address, "bus", bus, changed);
+        update_prop(address, "slot", slot, changed);
+        update_prop(address, "function", function, changed);
+    }
+    update_prop(entry, "address", canonical, changed);
+    return TRUE;
+}
+
+/* Moves the USB hostdev @hostdev and its entry @entry to @item: vendor and
+ * product ids, and the bus path in the entry.  libvirt's <source><address
+ * bus= device=/> of the old stick goes when the stick changed: libvirt looks
+ * the new one up by its ids. */
+static void
+remap_usb(xmlNode *hostdev, xmlNode *entry, const AvPlacedItem *item, gboolean *changed)
+{
+    xmlNode *source = child_first(hostdev, "source", NULL);
+    xmlNode *vendor = child_first(source, "vendor", NULL);
+    xmlNode *product = child_first(source, "product", NULL);
+    xmlNode *address = child_first(source, "address", NULL);
+    g_autofree char *vendor_id = g_strdup_printf("0x%04x", item->usb_vendor);
+    g_autofree char *product_id = g_strdup_printf("0x%04x", item->usb_product);
+    g_autofree char *old_path = prop(entry, "bus-path");
+
+    if (address && g_strcmp0(old_path, item->usb_bus_path) != 0) {
+        remove_node(address);
+        *changed = TRUE;
+    }
+    if (vendor)
+        update_prop(vendor, "id", vendor_id, changed);
+    if (product)
+        update_prop(product, "id", product_id, changed);
+    update_prop(entry, "bus-path", item->usb_bus_path, changed);
+    update_prop(entry, "vendor", vendor_id, changed);
+    update_prop(entry, "product", product_id, changed);
+}
+
+/* The pinning and numatune accelvirt wrote (as @wrote says), moved to the
+ * node of @placement; removed when it has none. */
+static void
+remap_numa(xmlNode *root, xmlNode *placed, const AvPlacement *placement, const AvWrote *wrote, gboolean *changed)
+{
+    g_autofree char *cpuset = placement->numa_node >= 0 ? cpuset_format(placement->cpus) : NULL;
+    g_autofree char *node = placement->numa_node >= 0 ? g_strdup_printf("%d", placement->numa_node) : NULL;
+    xmlNode *next;
+
+    update_prop(placed, "node", node, changed);
+    for (xmlNode *c = root->children; c; c = next) {
+        next = c->next;
+        if (wrote->pinned && is_elem(c, "cputune", NULL)) {
+            if (!cpuset) {
+                gboolean removed = remove_children(c, "vcpupin");
+
+                removed = remove_children(c, "emulatorpin") || removed;
+                if (removed) {
+                    *changed = TRUE;
+                    remove_if_emptied(c, FALSE);
+                }
+                continue;
+            }
+            for (xmlNode *pin = c->children; pin; pin = pin->next) {
+                if (is_elem(pin, "vcpupin", NULL) || is_elem(pin, "emulatorpin", NULL))
+                    update_prop(pin, "cpuset", cpuset, changed);
+            }
+        } else if (wrote->numatune && is_elem(c, "numatune", NULL)) {
+            if (!node) {
+                if (remove_children(c, "memory")) {
+                    *changed = TRUE;
+                    remove_if_emptied(c, FALSE);
+                }
+                continue;
+            }
+            for (xmlNode *memory = c->children; memory; memory = memory->next) {
+                if (is_elem(memory, "memory", NULL))
+                    update_prop(memory, "nodeset", node, changed);
+            }
+        }
+    }
+    if (!node) {
+        if (wrote->pinned)
+            update_prop(placed, "pinned", "no", changed);
+        if (wrote->numatune)
+            update_prop(placed, "numatune", "no", changed);
+    }
+}
+
+char *
+av_domain_remap(const char *xml, gsize len, const AvPlacement *placement, GError **error)
+{
+    g_autoptr(AvDomain) dom = NULL;
+    g_autoptr(GPtrArray) requests = NULL;
+    g_autoptr(GPtrArray) entries = NULL;
+    xmlDoc *doc = NULL;
+    xmlNode *root, *accelerators, *placed;
+    AvWrote wrote = { 0 };
+    gboolean hide = FALSE, changed = FALSE;
+    char *out = NULL;
+
+    g_return_val_if_fail(placement != NULL, NULL);
+    dom = av_domain_parse(xml, len, error);
+    if (!dom)
+        return NULL;
+    doc = av_domain_xml_read(xml, len, error);
+    if (!doc)
+        return NULL;
+    root = domain_root(doc, error);
+    if (!root)
+        goto out;
+    accelerators = accelerators_find(root);
+    if (!requests_parse(accelerators, &requests, error))
+        goto out;
+    placed = accelerators ? placement_find(accelerators) : NULL;
+    if (requests->len == 0 || !placed) {
+        g_set_error(error, AV_ERROR, AV_ERROR_INVALID_INPUT,
+                    "domain '%s' has no accelvirt placement to remap (no <av:request> or no <av:placement> in its "
+                    "<av:accelerators>); place it with 'accelvirt define'", dom->name ? dom->name : "(unnamed)");
+        goto out;
+    }
+    if (!yes_no(placed, "pinned", &wrote.pinned, error) || !yes_no(placed, "numatune", &wrote.numatune, error) ||
+        !placed_entries(placed, &entries, error) || !placement_check(placement, NULL, requests, &hide, error))
+        goto out;
+    if (!placement->items || placement->items->len != entries->len) {
+        g_set_error(error, AV_ERROR, AV_ERROR_INVALID_INPUT,
+                    "the new placement has %u devices but domain '%s' was placed with %u (%s0 to %s%u); place "
+                    "the domain again with 'accelvirt define'",
+                    placement->items ? placement->items->len : 0, dom->name ? dom->name : "(unnamed)",
+                    entries->len, AV_REWRITE_ALIAS_PREFIX, AV_REWRITE_ALIAS_PREFIX,
+                    entries->len ? entries->len - 1 : 0);
+        goto out;
+    }
+    for (guint i = 0; i < entries->len; i++) {
+        const AvPlacedItem *item = g_ptr_array_index(placement->items, i);
+        xmlNode *entry = g_ptr_array_index(entries, i);
+        g_autofree char *alias = g_strdup_printf(AV_REWRITE_ALIAS_PREFIX "%u", i);
+        g_autofree char *profile = prop(entry, "profile");
+        g_autofree char *type = NULL;
+        const char *kind = placed_kind_of(item->attach);
+        const char *want_type = item->attach == AV_ATTACH_MDEV ? "mdev"
+                                : item->attach == AV_ATTACH_USB ? "usb" : "pci";
+        xmlNode *hostdev = NULL;
+
+        if (g_strcmp0(profile, item->profile) != 0) {
+            g_autofree char *q = av_domain_quote(profile);
+
+            invalid_at(error, entry, "the new placement's device %u is of profile '%s' but %s of the domain is of "
+                       "profile '%s': the placement is not for these requests", i, item->profile, alias, q);
+            goto out;
+        }
+        if (strcmp((const char *)entry->name, kind) != 0) {
+            invalid_at(error, entry, "the new placement's device %u is an %s but %s of the domain is an "
+                       "av:%s: the placement is not for these requests", i, kind, alias,
+                       (const char *)entry->name);
+            goto out;
+        }
+        if (!hostdev_find(root, alias, &hostdev, error))
+            goto out;
+        if (!hostdev) {
+            invalid_at(error, entry, "the domain has no <hostdev> with the alias '%s' that its av:placement names; "
+                       "place the domain again with 'accelvirt define'", alias);
+            goto out;
+        }
+        type = prop(hostdev, "type");
+        if (g_strcmp0(type, want_type) != 0) {
+            g_autofree char *q = av_domain_quote(type);
+
+            invalid_at(error, hostdev, "the <hostdev> '%s' is of type '%s', not '%s' as its av:placement entry "
+                       "says", alias, q, want_type);
+            goto out;
+        }
+        if (item->attach == AV_ATTACH_USB)
+            remap_usb(hostdev, entry, item, &changed);
+        else if (item->attach != AV_ATTACH_MDEV && !remap_pci(dom, hostdev, entry, item, alias, &changed, error))
+            goto out;
+        /* an mdev keeps its UUID: the hook creates it at prepare */
+    }
+    remap_numa(root, placed, placement, &wrote, &changed);
+    out = changed ? doc_serialize(doc, has_declaration(xml, len), error) : g_strndup(xml, len);
+out:
+    xmlFreeDoc(doc);
+    return out;
+}
+
+/* See av-rewrite.h. */
+AvPlacement *
+av_domain_placement(const char *xml, gsize len, GError **error)
+{
+    g_autoptr(AvPlacement) placement = g_new0(AvPlacement, 1);
+    g_autoptr(GPtrArray) entries = NULL;
+    xmlDoc *doc;
+    xmlNode *root, *accelerators, *placed = NULL;
+    gboolean ok = FALSE;
+
+    placement->numa_node = -1;
+    placement->cpus = g_array_new(FALSE, FALSE, sizeof(guint));
+    placement->items = g_ptr_array_new_with_free_func((GDestroyNotify)av_placed_item_free);
+    placement->warnings = g_ptr_array_new_with_free_func(g_free);
+    doc = av_domain_xml_read(xml, len, error);
+    if (!doc)
+        return NULL;
+    root = domain_root(doc, error);
+    if (!root)
+        goto out;
+    accelerators = accelerators_find(root);
+    placed = accelerators ? placement_find(accelerators) : NULL;
+    if (!placed) {
+        ok = TRUE;
+        goto out;
+    }
+    {
+        g_autofree char *node = prop(placed, "node");
+        guint v = 0;
+
+        if (node) {
+            if (!decimal_parse(node, AV_DOMAIN_NODE_MAX - 1, &v)) {
+                g_autofree char *q = av_domain_quote(node);
+
+                invalid_at(error, placed, "av:placement node '%s' is not a NUMA node number between 0 and %u", q,
+                           AV_DOMAIN_NODE_MAX - 1);
+                goto out;
+            }
+            placement->numa_node = (int)v;
+        }
+    }
+    if (!placed_entries(placed, &entries, error))
+        goto out;
+    for (guint i = 0; i < entries->len; i++) {
+        xmlNode *entry = g_ptr_array_index(entries, i);
+        g_autoptr(AvPlacedItem) item = g_new0(AvPlacedItem, 1);
+        g_autofree char *value = NULL;
+
+        item->numa_node = -1;
+        item->profile = prop(entry, "profile");
+        if (!item->profile || !av_profile_name_is_valid(item->profile)) {
+            g_autofree char *q = av_domain_quote(item->profile);
+
+            invalid_at(error, entry, "av:placement entry %u has the profile name '%s'", i, q);
+            goto out;
+        }
+        if (is_elem(entry, "device", AV_NS_DOMAIN)) {
+            item->attach = AV_ATTACH_VFIO_PCI;
+            value = prop(entry, "address");
+            if (!av_domain_pci_address_canonical(value, &item->pci_address)) {
+                g_autofree char *q = av_domain_quote(value);
+
+                invalid_at(error, entry, "av:device address '%s' is not a PCI address such as '0000:3b:00.0'", q);
+                goto out;
+            }
+        } else if (is_elem(entry, "mdev", AV_NS_DOMAIN)) {
+            item->attach = AV_ATTACH_MDEV;
+            value = prop(entry, "uuid");
+            if (!av_domain_uuid_canonical(value, &item->mdev_uuid)) {
+                g_autofree char *q = av_domain_quote(value);
+
+                invalid_at(error, entry, "av:mdev uuid '%s' is not a UUID", q);
+                goto out;
+            }
+        } else {
+            g_autofree char *vendor = prop(entry, "vendor");
+            g_autofree char *product = prop(entry, "product");
+            guint64 v = 0, p = 0;
+
+            item->attach = AV_ATTACH_USB;
+            item->usb_bus_path = prop(entry, "bus-path");
+            if (!usb_bus_path_valid(item->usb_bus_path) || !vendor || !product ||
+                !g_str_has_prefix(vendor, "0x") || !g_str_has_prefix(product, "0x") ||
+                !g_ascii_string_to_unsigned(vendor + 2, 16, 0, G_MAXUINT16, &v, NULL) ||
+                !g_ascii_string_to_unsigned(product + 2, 16, 0, G_MAXUINT16, &p, NULL)) {
+                invalid_at(error, entry, "av:usb entry %u is malformed (bus-path, vendor, product)", i);
+                goto out;
+            }
+            item->usb_vendor = (guint16)v;
+            item->usb_product = (guint16)p;
+        }
+        g_ptr_array_add(placement->items, g_steal_pointer(&item));
+    }
+    ok = TRUE;
+out:
+    xmlFreeDoc(doc);
+    return ok ? g_steal_pointer(&placement) : NULL;
+}
+
 /* ---- RelaxNG ---- */
 
 typedef struct {

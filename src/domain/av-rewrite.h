@@ -74,6 +74,31 @@ char *av_domain_unplace(const char *xml, gsize len, GError **error);
  * Stores the UUID in *ret_uuid.  Both caller frees. */
 char *av_domain_ensure_uuid(const char *xml, gsize len, char **ret_uuid, GError **error);
 
+/* Moves a domain accelvirt placed (it has <av:placement> and ua-accelvirt-N
+ * hostdevs) to @placement, a new placement of the same requests: item i is
+ * for alias ua-accelvirt-i, of the same profile and kind.  For restore and
+ * migration, it changes host-side facts only, in place: each PCI hostdev's
+ * <source><address> (its guest-side <address type='pci'/>, alias, driver
+ * and everything else stay), USB hostdevs' vendor and product ids, the
+ * <av:placement> node and entries, and, only where <av:placement> says
+ * accelvirt wrote them (pinned="yes", numatune="yes"), the cpusets of the
+ * <vcpupin>s and <emulatorpin> and the <numatune><memory nodeset=> (removed,
+ * with the flag set to "no", when @placement has no node).  mdev hostdevs
+ * keep their UUID: the hook creates the mdev at prepare.  The vCPU count,
+ * memory, guest addresses and the rest of the guest ABI never change (libvirt
+ * refuses such changes at restore and migration).  When nothing changes the
+ * document comes back byte for byte.  AV_ERROR_INVALID_INPUT when the domain
+ * has no placement or @placement does not line up with its aliases (count,
+ * profile, kind).  Caller frees. */
+char *av_domain_remap(const char *xml, gsize len, const AvPlacement *placement, GError **error);
+
+/* The placement <av:placement> of @xml records, read back: its node (-1
+ * when none; cpus left empty), and one item per entry in alias order with
+ * its profile and kind (av:device as vfio-pci), PCI address, mdev UUID or USB
+ * bus path and ids.  An empty placement (no items) when there is none.
+ * AV_ERROR_INVALID_INPUT on a malformed entry.  Caller frees. */
+AvPlacement *av_domain_placement(const char *xml, gsize len, GError **error);
+
 /* Validates the accelvirt metadata of @xml against xml/accelvirt-domain.rng
  * (at @schema_path) with libxml2's RelaxNG.  FALSE with a sentence naming
  * the line on a violation. */

@@ -1439,11 +1439,15 @@ av_pool_reconcile_one(AvPool *pool, const AvScanned *s, gint64 now, gboolean *ch
     if (g_strcmp0(dev->address, s->address) != 0) {
         g_autoptr(json_t) extra = json_object();
 
-        json_object_set_new(extra, "old_address", av_json_string_or_null(dev->address));
-        json_object_set_new(extra, "address", json_string(s->address));
-        if (!av_pool_journal_device(pool, "readdressed", dev, extra, error))
-            return FALSE;
+        g_autofree char *old = g_strdup(dev->address);
+
+        json_object_set_new(extra, "old_address", av_json_string_or_null(old));
+        /* the entry's "address" is the device's: the new one */
         av_string_set(&dev->address, s->address);
+        if (!av_pool_journal_device(pool, "readdressed", dev, extra, error)) {
+            av_string_set(&dev->address, old);
+            return FALSE;
+        }
         *changed = TRUE;
     }
     if (!s->profile) {
