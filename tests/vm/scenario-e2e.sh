@@ -175,4 +175,110 @@ cp /var/log/libvirt/qemu/avvm-acc.log "$R/acc-qemu.log" 2>/dev/null
 fact hook_calls $(awk '$1 == "avvm-nested" {print $2 "/" $3}' "$R/hook.log" 2>/dev/null)
 fact acc_hook_calls $(awk '$1 == "avvm-acc" {print $2 "/" $3}' "$R/hook.log" 2>/dev/null)
 fact acc2_hook_calls $(awk '$1 == "avvm-acc2" {print $2 "/" $3}' "$R/hook.log" 2>/dev/null)
+
+# --- C. accelvirt define / start / undefine: placed from <av:request>, pinned to its node ---
+# The rig's policy is made numa strict for rig-ivshmem here only (phases A and B, and
+# scenario-basic.sh's hook tests, start domains with unpinned vCPUs, which strict
+# refuses); both ivshmems that can be given alone (0000:41:00.0 node 0, 0000:81:00.0
+# node 1) are free now. avvm-placed asks for one (numa="same", 1 vCPU: the rig's nodes
+# have one CPU each) through `accelvirt define` (the CLI of the build tree, libvirt at
+# qemu:///system, the hook wrapper's state and policy dirs), then `accelvirt start`;
+# avvm-placed2 is defined too (it gets the other ivshmem) and given back by
+# `accelvirt undefine` before it starts.
+echo "=== phase C" >> "$R/hook.log"
+tC=$(now)
+python3 - /etc/accelvirt/policies/50-rig.json <<'PYEOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+for p in d["profiles"]:
+    if p["name"] == "rig-ivshmem":
+        p["numa"] = "strict"
+json.dump(d, open(sys.argv[1], "w"), indent=2)
+PYEOF
+fact placed_policy "$(python3 -c 'import json,sys; print([p["numa"] for p in json.load(open(sys.argv[1]))["profiles"] if p["name"] == "rig-ivshmem"][0])' /etc/accelvirt/policies/50-rig.json 2>&1)"
+AVC="$A --connect qemu:///system --state-dir /var/lib/accelvirt --policy-dir /etc/accelvirt/policies"
+placedxml() {  # placedxml NAME: a domain that asks accelvirt for one rig-ivshmem
+    cat <<EOF
+<domain type='qemu'>
+  <name>$1</name>
+  <metadata>
+    <av:accelerators xmlns:av="urn:accelvirt:domain:1">
+      <av:request profile="rig-ivshmem" count="1" numa="same"/>
+    </av:accelerators>
+  </metadata>
+  <memory unit='MiB'>64</memory>
+  <vcpu>1</vcpu>
+  <os><type arch='x86_64' machine='pc'>hvm</type></os>
+  <cpu mode='custom' match='exact'><model fallback='allow'>qemu64</model></cpu>
+  <devices>
+    <emulator>/usr/bin/qemu-system-x86_64</emulator>
+    <memballoon model='none'/>
+  </devices>
+</domain>
+EOF
+}
+placed_of() {  # placed_of JSON: "ADDRESS NODE" of define --json's one device
+    python3 -c 'import json,sys
+d=json.load(open(sys.argv[1])); x=d["devices"]
+print(x[0]["address"] if len(x) == 1 else "none", d["numa_node"])' "$1" 2>/dev/null || echo "none -"
+}
+placedxml avvm-placed > "$R/placed.xml"
+placedxml avvm-placed2 > "$R/placed2.xml"
+$AVC define --json "$R/placed.xml" > "$R/placed-define.json" 2> "$R/placed-define.err"
+fact placed_define rc=$? "$(placed_of "$R/placed-define.json")"
+set -- $(placed_of "$R/placed-define.json")
+ADDR=$1 PNODE=$2
+D=/sys/bus/pci/devices/$ADDR
+fact placed_node_cpus "$(cat "/sys/devices/system/node/node$PNODE/cpulist" 2>/dev/null)"
+fact placed_driver_before "$(drv)"
+$V dumpxml --inactive avvm-placed > "$R/placed-inactive.xml" 2>&1
+st > "$R/status-placed-1-defined.json"
+$AVC define --json "$R/placed2.xml" > "$R/placed2-define.json" 2> "$R/placed2-define.err"
+fact placed2_define rc=$? "$(placed_of "$R/placed2-define.json")"
+st > "$R/status-placed-2-two.json"
+$AVC undefine avvm-placed2 > "$R/placed2-undefine.out" 2>&1
+fact placed2_undefine rc=$? "$(cat "$R/placed2-undefine.out")"
+fact placed2_after_undefine "$($V domstate avvm-placed2 >/dev/null 2>&1 && echo defined || echo gone)"
+st > "$R/status-placed-3-undefined.json"
+t0=$(now)
+$AVC start avvm-placed > "$R/placed-start.out" 2>&1
+rc=$?
+fact placed_start rc=$rc seconds="$(elapsed "$t0")" "$(tr '\n' ' ' < "$R/placed-start.out")"
+fact placed_state_after_start "$($V domstate avvm-placed 2>/dev/null | head -n1)"
+fact placed_driver_after_start "$(drv)"
+fact placed_pool_after_start "$(state_of)"
+fact placed_qemu_has_vfio_group "$(qemu_holds avvm-placed)"
+st > "$R/status-placed-4-running.json"
+$V dumpxml avvm-placed > "$R/placed-live.xml" 2>&1
+$V vcpupin avvm-placed > "$R/placed-vcpupin.txt" 2>&1
+$V vcpuinfo avvm-placed > "$R/placed-vcpuinfo.txt" 2>&1
+$V emulatorpin avvm-placed > "$R/placed-emulatorpin.txt" 2>&1
+$V numatune avvm-placed > "$R/placed-numatune.txt" 2>&1
+fact placed_vcpupin "$(awk '$1 == "0" {print $2}' "$R/placed-vcpupin.txt")"
+fact placed_vcpuinfo cpu="$(awk '/^CPU:/ {print $2}' "$R/placed-vcpuinfo.txt")" affinity="$(awk '/^CPU Affinity:/ {print $3}' "$R/placed-vcpuinfo.txt")"
+# the vCPU thread's affinity as the kernel has it
+qpid=$(cat /run/libvirt/qemu/avvm-placed.pid 2>/dev/null)
+vt=none
+for t in /proc/${qpid:-none}/task/*; do
+    case "$(cat "$t/comm" 2>/dev/null)" in
+        "CPU 0/"*) vt=$(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' "$t/status") ;;
+    esac
+done
+fact placed_vcpu0_thread "$vt" pid="${qpid:-none}"
+t0=$(now)
+$V destroy avvm-placed > "$R/placed-destroy.out" 2>&1
+rc=$?
+fact placed_destroy rc=$rc seconds="$(elapsed "$t0")"
+fact placed_pool_after_destroy "$(state_of)"
+fact placed_free_after_destroy seconds="$(wait_free)" pool="$(state_of)"
+fact placed_driver_after_destroy "$(drv)" override="$(cat "$D/driver_override" 2>/dev/null)"
+st > "$R/status-placed-5-end.json"
+$AVC undefine avvm-placed > "$R/placed-undefine.out" 2>&1
+fact placed_undefine rc=$? "$(cat "$R/placed-undefine.out")"
+"$A" journal verify > "$R/journal-verify-placed.txt" 2>&1
+fact placed_journal_verify rc=$?
+cp /var/lib/accelvirt/journal.jsonl "$R/journal-placed.jsonl" 2>/dev/null
+cp /var/log/libvirt/qemu/avvm-placed.log "$R/placed-qemu.log" 2>/dev/null
+fact placed_hook_calls $(awk '$1 == "avvm-placed" {print $2 "/" $3}' "$R/hook.log" 2>/dev/null)
+fact placed_phase seconds="$(elapsed "$tC")"
 exit 0

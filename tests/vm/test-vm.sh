@@ -8,7 +8,9 @@
 #   2. scenario-e2e.sh on the host's userland under an overlay, busybox init, virtlogd
 #      and libvirtd with accelvirt's hook in qemu.d: a managed='yes' domain, a
 #      managed='no' one (the hook binds), a second one refused, destroy, scrub, driver
-#      restore (~50 s): tests 34-48
+#      restore (~50 s): tests 34-48; then `accelvirt define` of an <av:request> domain
+#      (placed, pinned to its device's node), `accelvirt undefine` of a second one,
+#      `accelvirt start`, destroy: tests 49-55
 # Every check is made here, from outside, on what the guest recorded in the results
 # share and on the ivshmem backing files.
 #
@@ -39,7 +41,7 @@ check() {  # check DESCRIPTION COMMAND...
 fact() { sed -n "s/^$1 //p" "$run/results/facts" 2>/dev/null | head -n1; }
 bail() { echo "Bail out! $*"; exit 1; }
 
-echo "1..48"
+echo "1..55"
 command -v python3 >/dev/null 2>&1 || bail "missing python3: run tests/vm/install-deps.sh (as root)"
 
 # --- build (cached) and boot once ---
@@ -419,6 +421,103 @@ t = [(e['from'], e['to']) for e in j if e.get('event') == 'transition' and e.get
 want = [('free', 'claimed'), ('claimed', 'in-use'), ('in-use', 'dirty'), ('dirty', 'scrubbing'), ('scrubbing', 'free')]
 sys.exit(0 if t == want * 2 else 'transitions: %r' % t)
 EOF"
+
+# C. accelvirt define / start / undefine (scenario-e2e.sh phase C): <av:request
+# profile="rig-ivshmem" count="1"/> placed by accelvirt (rig-ivshmem made numa strict in
+# the guest for this phase), 1 vCPU pinned to the CPU of the chosen device's node
+set -- $(efact placed_define)
+p_rc=${1:-} p_addr=${2:-none} p_node=${3:--}
+p_cpu=$(efact placed_node_cpus)
+p_other=$(echo "$(efact placed2_define)" | cut -d' ' -f2)
+p_status() {  # p_status FILE EXPR: pool_json with a (the chosen device) and o (the other)
+    pool_json "$1" "(lambda a, o: $2)(dev.get('$p_addr', {}), dev.get('$p_other', {}))"
+}
+e_placed_defined() {
+    test "$p_rc" = rc=0 && test "$(efact placed_policy)" = strict || return 1
+    case "$p_addr" in 0000:41:00.0|0000:81:00.0) ;; *) return 1 ;; esac
+    pci_line "$p_addr" | grep -q " 0x1af4:0x1110 .* numa=$p_node " || return 1
+    python3 - "$E/placed-inactive.xml" "$p_addr" <<'EOF'
+import sys, xml.etree.ElementTree as ET
+d = ET.parse(sys.argv[1]).getroot()
+dom, bus, slot, fn = sys.argv[2].replace(".", ":").split(":")
+hs = d.findall("./devices/hostdev")
+if len(hs) != 1:
+    sys.exit("%d hostdevs" % len(hs))
+h = hs[0]
+a = h.find("./source/address")
+got = (h.get("mode"), h.get("type"), h.get("managed"), int(a.get("domain"), 16), int(a.get("bus"), 16),
+       int(a.get("slot"), 16), int(a.get("function"), 16), h.find("./alias").get("name"))
+want = ("subsystem", "pci", "no", int(dom, 16), int(bus, 16), int(slot, 16), int(fn, 16), "ua-accelvirt-0")
+sys.exit(0 if got == want else "hostdev %r, want %r" % (got, want))
+EOF
+}
+check "accelvirt define: <av:request profile='rig-ivshmem' count='1'/> (numa strict) placed on an ivshmem of its node ($(efact placed_define)), the defined domain (dumpxml --inactive) has it as a managed='no' hostdev, alias ua-accelvirt-0" e_placed_defined
+e_placed_pinned() {
+    test -n "$p_cpu" && test "$p_cpu" = "$p_node" || return 1   # the rig: node N has CPU N
+    python3 - "$E/placed-inactive.xml" "$p_cpu" "$p_node" <<'EOF'
+import sys, xml.etree.ElementTree as ET
+d = ET.parse(sys.argv[1]).getroot()
+cpu, node = sys.argv[2], sys.argv[3]
+pins = [(p.get("vcpu"), p.get("cpuset")) for p in d.findall("./cputune/vcpupin")]
+emu = [p.get("cpuset") for p in d.findall("./cputune/emulatorpin")]
+mem = [(m.get("mode"), m.get("nodeset")) for m in d.findall("./numatune/memory")]
+got = (pins, emu, mem)
+want = ([("0", cpu)], [cpu], [("strict", node)])
+sys.exit(0 if got == want else "vcpupin, emulatorpin, numatune %r, want %r" % (got, want))
+EOF
+}
+check "accelvirt define: ... <vcpupin vcpu='0' cpuset='$p_cpu'/>, <emulatorpin cpuset='$p_cpu'/> (node $p_node's CPU) and <numatune><memory mode='strict' nodeset='$p_node'/>" e_placed_pinned
+check "accelvirt define: ... accelvirt status --json shows $p_addr claimed by avvm-placed, with an expiry" \
+    p_status "$E/status-placed-1-defined.json" "a['state'] == 'claimed' and a['owner']['domain_name'] == 'avvm-placed' and a['claim_expires'] > 0"
+e_placed_undefine() {
+    test "$(efact placed2_define | cut -d' ' -f1)" = rc=0 && test "$p_other" != "$p_addr" &&
+    p_status "$E/status-placed-2-two.json" "a['state'] == 'claimed' and o['state'] == 'claimed' and o['owner']['domain_name'] == 'avvm-placed2'" &&
+    echo "$(efact placed2_undefine)" | grep -q "^rc=0 undefined domain 'avvm-placed2'; 1 reserved device given back$" &&
+    test "$(efact placed2_after_undefine)" = gone &&
+    p_status "$E/status-placed-3-undefined.json" "o['state'] == 'free' and o['owner'] is None and a['state'] == 'claimed'"
+}
+check "accelvirt undefine: a second domain defined but not started ($(efact placed2_define)) gives its reservation back: free, no owner; the first keeps its claim ($(efact placed2_undefine))" e_placed_undefine
+e_placed_started() {
+    echo "$(efact placed_start)" | grep -q "^rc=0 .* started domain 'avvm-placed'" &&
+    test "$(efact placed_state_after_start)" = running &&
+    test "$(efact placed_driver_after_start)" = vfio-pci &&
+    echo "$(efact placed_qemu_has_vfio_group)" | grep -q '^1 pid=[0-9]' &&
+    test "$(efact placed_pool_after_start)" = in-use &&
+    p_status "$E/status-placed-4-running.json" "a['state'] == 'in-use' and a['owner']['domain_name'] == 'avvm-placed'"
+}
+check "accelvirt start: the hook moves $p_addr to in-use for avvm-placed, binds it to vfio-pci and the nested QEMU holds its /dev/vfio group ($(efact placed_start); $(efact placed_driver_after_start); $(efact placed_qemu_has_vfio_group); $(efact placed_pool_after_start))" e_placed_started
+e_placed_running_pinned() {
+    aff=$(python3 -c 'import sys; print("".join("y" if i == int(sys.argv[1]) else "-" for i in range(2)))' "$p_cpu")
+    test "$(efact placed_vcpupin)" = "$p_cpu" &&
+    test "$(efact placed_vcpuinfo)" = "cpu=$p_cpu affinity=$aff" &&
+    test "$(efact placed_vcpu0_thread | cut -d' ' -f1)" = "$p_cpu" &&
+    grep -Eq "^ *\*: +$p_cpu *\$" "$E/placed-emulatorpin.txt"
+}
+check "accelvirt start: ... virsh vcpupin/vcpuinfo show vCPU 0 on CPU $p_cpu (node $p_node), and so does the kernel for QEMU's vCPU thread (vcpupin $(efact placed_vcpupin); vcpuinfo $(efact placed_vcpuinfo); thread $(efact placed_vcpu0_thread); emulatorpin $(grep -o '\*: *[0-9,-]*' "$E/placed-emulatorpin.txt" 2>/dev/null))" e_placed_running_pinned
+e_placed_freed() {
+    echo "$(efact placed_destroy)" | grep -q '^rc=0 ' &&
+    echo "$(efact placed_free_after_destroy)" | grep -q ' pool=free$' &&
+    test "$(efact placed_driver_after_destroy)" = "$(efact placed_driver_before) override=(null)" &&
+    p_status "$E/status-placed-5-end.json" "a['state'] == 'free' and a['owner'] is None and o['state'] == 'free'" &&
+    test "$(efact placed_hook_calls)" = "prepare/begin start/begin started/begin stopped/end release/end" &&
+    echo "$(efact placed_undefine)" | grep -q "^rc=0 undefined domain 'avvm-placed'; 0 reserved devices given back$" &&
+    test "$(efact placed_journal_verify)" = rc=0 &&
+    python3 - "$E/journal-placed.jsonl" "$p_addr" "$p_other" <<'EOF'
+import json, sys
+j = [json.loads(l) for l in open(sys.argv[1])]
+def chain(a):  # define's reservation is journaled as event "claimed" (with its expiry)
+    return [(e["event"], e["from"], e["to"], (e.get("owner") or {}).get("domain_name"))
+            for e in j if e.get("event") in ("transition", "claimed") and e.get("address") == a]
+a, o = chain(sys.argv[2]), chain(sys.argv[3])
+want_a = [("claimed", "free", "claimed", "avvm-placed"), ("transition", "claimed", "in-use", "avvm-placed"),
+          ("transition", "in-use", "dirty", "avvm-placed"), ("transition", "dirty", "scrubbing", "avvm-placed"),
+          ("transition", "scrubbing", "free", None)]
+want_o = [("claimed", "free", "claimed", "avvm-placed2"), ("transition", "claimed", "free", None)]
+if a[-5:] != want_a or o[-2:] != want_o:
+    sys.exit("%s: %r; %s: %r" % (sys.argv[2], a[-5:], sys.argv[3], o[-2:]))
+EOF
+}
+check "accelvirt start: ... destroy -> release -> scrub -> free ($(efact placed_pool_after_destroy); $(efact placed_free_after_destroy)), back on its driver ('$(efact placed_driver_before)': $(efact placed_driver_after_destroy)), journal intact ($(efact placed_journal_verify)) with free->claimed (define)->in-use->dirty->scrubbing->free, and free->claimed->free for avvm-placed2" e_placed_freed
 
 t2=$(date +%s)
 echo "# total: $((t2 - t0)) s; run dir $run"
