@@ -1,16 +1,441 @@
-/* accelvirt: the scrub method "vm". */
+/* accelvirt: the scrub method "vm", seed 000's "cleaning image".
+ *
+ * Boots a short-lived scrub VM as a transient libvirt domain from the step's
+ * template, with the released PCI function attached (managed='no': it is on
+ * vfio-pci already), and waits for it to power off within the step's
+ * timeout.  The image contract (accelvirt-policy(5)): the image powers the
+ * VM off only when its scrub succeeded; on any failure it panics (or
+ * reboots, or hangs).  So:
+ *
+ *   stopped, reason "shutdown", no reboot seen   success
+ *   a reboot (on_reboot must be "restart")        failure: destroyed at once
+ *   stopped, reason "crashed" (pvpanic)           failure
+ *   destroyed by someone else, failed, ...        failure
+ *   still running at the timeout                  failure: destroyed
+ *
+ * libvirt 9.0 reports a guest reset under on_reboot "destroy" exactly like a
+ * guest power-off (stopped, "shutdown"), so the template must keep libvirt's
+ * default on_reboot "restart": the reboot event is then seen and the domain
+ * destroyed.  The method refuses a template that says otherwise.
+ *
+ * This runs in the detached worker (or `accelvirt scrub`), never in the hook:
+ * the hook must not call libvirt.  The domain is started with
+ * VIR_DOMAIN_START_AUTODESTROY, so that it dies with our connection if the
+ * worker does. */
 #include "config.h"
 
 #include "av-scrub-private.h"
 
+#include <stdio.h>
+#include <string.h>
+
+#include <libvirt/libvirt.h>
+#include <libvirt/virterror.h>
+#include <libxml/parser.h>
+#include <libxml/tree.h>
+
 #include "util/av-error.h"
+
+#define AV_SCRUB_VM_CONNECT_DEFAULT "qemu:///system"
+/* The event loop wakes at least this often to check the domain and the clock. */
+#define AV_SCRUB_VM_TICK_MS 200
+/* After the domain is gone from libvirt, how long to wait for its stop event
+ * (events and replies travel separately). */
+#define AV_SCRUB_VM_GRACE_US (3 * G_USEC_PER_SEC)
+/* A template larger than this is not a domain template. */
+#define AV_SCRUB_VM_TEMPLATE_MAX (1024 * 1024)
+
+/* What the event callbacks saw of our domain. */
+typedef struct {
+    const char *name;
+    gboolean stopped;
+    int stop_detail;             /* virDomainEventStoppedDetailType */
+    gboolean rebooted;
+    gboolean crashed;            /* a VIR_DOMAIN_EVENT_CRASHED (panicked) */
+} AvScrubVmWatch;
+
+static void
+av_scrub_vm_silence(void *data, virErrorPtr e)
+{
+    (void)data;
+    (void)e;
+}
+
+static gpointer
+av_scrub_vm_event_init(gpointer data)
+{
+    (void)data;
+    /* Before any connection is opened, or the remote driver has no events. */
+    virSetErrorFunc(NULL, av_scrub_vm_silence);
+    return GINT_TO_POINTER(virEventRegisterDefaultImpl() == 0);
+}
+
+static void
+av_scrub_vm_tick(int timer, void *opaque)
+{
+    (void)timer;
+    (void)opaque;
+}
+
+static gboolean
+av_scrub_vm_is_ours(virDomainPtr dom, const AvScrubVmWatch *watch)
+{
+    const char *name = virDomainGetName(dom);
+
+    return name && strcmp(name, watch->name) == 0;
+}
+
+static int
+av_scrub_vm_on_lifecycle(virConnectPtr conn, virDomainPtr dom, int event, int detail, void *opaque)
+{
+    AvScrubVmWatch *watch = opaque;
+
+    (void)conn;
+    if (!av_scrub_vm_is_ours(dom, watch))
+        return 0;
+    if (event == VIR_DOMAIN_EVENT_CRASHED)
+        watch->crashed = TRUE;
+    if (event == VIR_DOMAIN_EVENT_STOPPED && !watch->stopped) {
+        watch->stopped = TRUE;
+        watch->stop_detail = detail;
+    }
+    return 0;
+}
+
+static void
+av_scrub_vm_on_reboot(virConnectPtr conn, virDomainPtr dom, void *opaque)
+{
+    AvScrubVmWatch *watch = opaque;
+
+    (void)conn;
+    if (av_scrub_vm_is_ours(dom, watch))
+        watch->rebooted = TRUE;
+}
+
+/* libvirt's last error as a sentence, or a default. */
+static const char *
+av_scrub_vm_virt_message(void)
+{
+    const virError *e = virGetLastError();
+
+    return e && e->message ? e->message : "libvirt gave no reason";
+}
+
+static const char *
+av_scrub_vm_stop_reason(int detail)
+{
+    switch (detail) {
+    case VIR_DOMAIN_EVENT_STOPPED_SHUTDOWN: return "shutdown";
+    case VIR_DOMAIN_EVENT_STOPPED_DESTROYED: return "destroyed";
+    case VIR_DOMAIN_EVENT_STOPPED_CRASHED: return "crashed";
+    case VIR_DOMAIN_EVENT_STOPPED_MIGRATED: return "migrated";
+    case VIR_DOMAIN_EVENT_STOPPED_SAVED: return "saved";
+    case VIR_DOMAIN_EVENT_STOPPED_FAILED: return "failed";
+    case VIR_DOMAIN_EVENT_STOPPED_FROM_SNAPSHOT: return "from-snapshot";
+    default: return "unknown";
+    }
+}
+
+/* The <hostdev> of the PCI function @address ("DDDD:BB:SS.F"), or NULL when
+ * @address is not one. */
+static char *
+av_scrub_vm_hostdev(const char *address)
+{
+    unsigned int dom, bus, slot, fn;
+    int end = 0;
+
+    if (!address || sscanf(address, "%4x:%2x:%2x.%1x%n", &dom, &bus, &slot, &fn, &end) != 4 ||
+        address[end] != '\0' || strlen(address) != 12)
+        return NULL;
+    return g_strdup_printf("<hostdev mode='subsystem' type='pci' managed='no'><source>"
+                           "<address domain='0x%04x' bus='0x%02x' slot='0x%02x' function='0x%x'/>"
+                           "</source></hostdev>",
+                           dom, bus, slot, fn);
+}
+
+/* Replaces every @key in @text with @value (already escaped).  Caller frees. */
+static char *
+av_scrub_vm_replace(const char *text, const char *key, const char *value)
+{
+    g_auto(GStrv) parts = g_strsplit(text, key, -1);
+
+    return g_strjoinv(value, parts);
+}
+
+/* The text of the child element @name of @root, or NULL when absent (caller
+ * frees with xmlFree). */
+static xmlChar *
+av_scrub_vm_child_text(xmlNodePtr root, const char *name)
+{
+    for (xmlNodePtr n = root->children; n; n = n->next)
+        if (n->type == XML_ELEMENT_NODE && xmlStrcmp(n->name, BAD_CAST name) == 0)
+            return xmlNodeGetContent(n);
+    return NULL;
+}
+
+/* Checks that @xml is a <domain> whose lifecycle actions keep the image
+ * contract observable: on_poweroff destroy, on_reboot restart (a reboot is
+ * then an event, not a look-alike of a power-off), on_crash destroy or
+ * coredump-destroy.  Absent elements take libvirt's defaults, which are
+ * exactly these. */
+static gboolean
+av_scrub_vm_check(const char *xml, const char *template_path, GError **error)
+{
+    static const struct {
+        const char *element;
+        const char *allowed[3];
+    } rules[] = {
+        { "on_poweroff", { "destroy", NULL } },
+        { "on_reboot", { "restart", NULL } },
+        { "on_crash", { "destroy", "coredump-destroy", NULL } },
+    };
+    xmlDocPtr doc;
+    xmlNodePtr root;
+    gboolean ok = TRUE;
+
+    doc = xmlReadMemory(xml, (int)strlen(xml), template_path, NULL,
+                        XML_PARSE_NONET | XML_PARSE_NOERROR | XML_PARSE_NOWARNING);
+    if (!doc) {
+        g_set_error(error, AV_ERROR, AV_ERROR_POLICY, "the scrub VM template '%s' is not well-formed XML",
+                    template_path);
+        return FALSE;
+    }
+    root = xmlDocGetRootElement(doc);
+    if (!root || xmlStrcmp(root->name, BAD_CAST "domain") != 0) {
+        g_set_error(error, AV_ERROR, AV_ERROR_POLICY, "the scrub VM template '%s' is not a <domain>",
+                    template_path);
+        xmlFreeDoc(doc);
+        return FALSE;
+    }
+    for (guint i = 0; ok && i < G_N_ELEMENTS(rules); i++) {
+        xmlChar *value = av_scrub_vm_child_text(root, rules[i].element);
+        g_autofree char *v = value ? g_strstrip(g_strdup((const char *)value)) : NULL;
+        gboolean allowed = v == NULL;
+
+        for (guint j = 0; !allowed && rules[i].allowed[j]; j++)
+            allowed = strcmp(v, rules[i].allowed[j]) == 0;
+        if (!allowed) {
+            g_set_error(error, AV_ERROR, AV_ERROR_POLICY,
+                        "the scrub VM template '%s' says <%s>%s</%s>; the image contract needs <%s>%s</%s> "
+                        "(see accelvirt-policy(5), method vm)",
+                        template_path, rules[i].element, v, rules[i].element, rules[i].element,
+                        rules[i].allowed[0], rules[i].element);
+            ok = FALSE;
+        }
+        xmlFree(value);
+    }
+    xmlFreeDoc(doc);
+    return ok;
+}
+
+/* The domain XML: the template with its placeholders filled in, every value
+ * escaped for XML.  *ret_hostdev tells whether the device was attached. */
+static char *
+av_scrub_vm_xml(const char *template_text, const AvScrubTarget *target, const char *name, const char *uuid,
+                gboolean *ret_hostdev)
+{
+    g_autofree char *hostdev = NULL;
+    g_autofree char *e_name = g_markup_escape_text(name, -1);
+    g_autofree char *e_uuid = g_markup_escape_text(uuid, -1);
+    g_autofree char *e_identity = g_markup_escape_text(target->identity ? target->identity : "", -1);
+    g_autofree char *xml = g_strdup(template_text);
+    char *next;
+
+    /* A PCI function only: an mdev's parent or a USB device is not handed to
+     * the scrub VM (accelvirt-policy(5)). */
+    if (!target->mdev_uuid)
+        hostdev = av_scrub_vm_hostdev(target->address);
+    *ret_hostdev = hostdev != NULL && strstr(template_text, "@HOSTDEV@") != NULL;
+
+    next = av_scrub_vm_replace(xml, "@NAME@", e_name);
+    g_free(xml);
+    xml = next;
+    next = av_scrub_vm_replace(xml, "@UUID@", e_uuid);
+    g_free(xml);
+    xml = next;
+    next = av_scrub_vm_replace(xml, "@IDENTITY@", e_identity);
+    g_free(xml);
+    xml = next;
+    next = av_scrub_vm_replace(xml, "@HOSTDEV@", hostdev ? hostdev : "");
+    g_free(xml);
+    xml = next;
+    return g_steal_pointer(&xml);
+}
 
 gboolean
 av_scrub_method_vm(AvScrubContext *ctx, char **ret_message, GError **error)
 {
-    g_set_error(error, AV_ERROR, AV_ERROR_FAILED,
-                "scrub method '%s' is not available yet; the device stays quarantined until it is",
-                av_scrub_method_to_string(ctx->step->method));
-    *ret_message = g_strdup((*error)->message);
-    return FALSE;
+    static GOnce event_once = G_ONCE_INIT;
+    const AvScrubTarget *target = ctx->target;
+    const char *template_path = json_string_value(json_object_get(ctx->step->options, "template"));
+    const char *uri = g_getenv("ACCELVIRT_CONNECT");
+    guint timeout_s = ctx->step->timeout_s;
+    g_autofree char *template_text = NULL;
+    g_autofree char *hash = NULL;
+    g_autofree char *name = NULL;
+    g_autofree char *uuid = g_uuid_string_random();
+    g_autofree char *xml = NULL;
+    g_autoptr(GError) local = NULL;
+    AvScrubVmWatch watch = { 0 };
+    virConnectPtr conn = NULL;
+    virDomainPtr dom = NULL;
+    int cb_lifecycle = -1, cb_reboot = -1, timer = -1;
+    gboolean hostdev = FALSE, ok = FALSE, running = FALSE;
+    const char *reason = NULL;
+    gint64 start, deadline, gone_at = 0;
+    gsize len = 0;
+    double seconds = 0;
+
+    if (!uri || !*uri)
+        uri = AV_SCRUB_VM_CONNECT_DEFAULT;
+    if (!template_path || !g_path_is_absolute(template_path)) {
+        g_set_error(&local, AV_ERROR, AV_ERROR_POLICY, "the step has no absolute 'template'");
+        goto out;
+    }
+    if (!g_file_get_contents(template_path, &template_text, &len, &local)) {
+        g_prefix_error(&local, "cannot read the scrub VM template: ");
+        goto out;
+    }
+    if (len > AV_SCRUB_VM_TEMPLATE_MAX || strlen(template_text) != len ||
+        !g_utf8_validate(template_text, (gssize)len, NULL)) {
+        g_set_error(&local, AV_ERROR, AV_ERROR_POLICY,
+                    "the scrub VM template '%s' is not a domain XML (over 1 MiB, NUL bytes or not UTF-8)",
+                    template_path);
+        goto out;
+    }
+    hash = g_compute_checksum_for_string(G_CHECKSUM_SHA256, target->identity ? target->identity : "", -1);
+    name = g_strdup_printf("accelvirt-scrub-%.12s", hash);
+    watch.name = name;
+    xml = av_scrub_vm_xml(template_text, target, name, uuid, &hostdev);
+    if (!av_scrub_vm_check(xml, template_path, &local))
+        goto out;
+    json_object_set_new(ctx->entry, "domain", json_string(name));
+    json_object_set_new(ctx->entry, "uri", json_string(uri));
+    json_object_set_new(ctx->entry, "hostdev", hostdev ? json_string(target->address) : json_null());
+
+    if (!GPOINTER_TO_INT(g_once(&event_once, av_scrub_vm_event_init, NULL))) {
+        g_set_error(&local, AV_ERROR, AV_ERROR_FAILED, "cannot start libvirt's event loop: %s",
+                    av_scrub_vm_virt_message());
+        goto out;
+    }
+    conn = virConnectOpen(uri);
+    if (!conn) {
+        g_set_error(&local, AV_ERROR, AV_ERROR_FAILED, "cannot connect to libvirt at '%s' (is libvirtd running? "
+                    "ACCELVIRT_CONNECT names another URI): %s", uri, av_scrub_vm_virt_message());
+        goto out;
+    }
+    /* Registered before the domain exists: no early event is missed. */
+    cb_lifecycle = virConnectDomainEventRegisterAny(conn, NULL, VIR_DOMAIN_EVENT_ID_LIFECYCLE,
+                                                    VIR_DOMAIN_EVENT_CALLBACK(av_scrub_vm_on_lifecycle),
+                                                    &watch, NULL);
+    cb_reboot = virConnectDomainEventRegisterAny(conn, NULL, VIR_DOMAIN_EVENT_ID_REBOOT,
+                                                 VIR_DOMAIN_EVENT_CALLBACK(av_scrub_vm_on_reboot), &watch, NULL);
+    timer = virEventAddTimeout(AV_SCRUB_VM_TICK_MS, av_scrub_vm_tick, NULL, NULL);
+    if (cb_lifecycle < 0 || cb_reboot < 0 || timer < 0) {
+        g_set_error(&local, AV_ERROR, AV_ERROR_FAILED, "cannot watch the scrub VM's events on '%s': %s", uri,
+                    av_scrub_vm_virt_message());
+        goto out;
+    }
+
+    start = g_get_monotonic_time();
+    deadline = start + (gint64)timeout_s * G_USEC_PER_SEC;
+    dom = virDomainCreateXML(conn, xml, VIR_DOMAIN_START_AUTODESTROY);
+    if (!dom) {
+        g_set_error(&local, AV_ERROR, AV_ERROR_FAILED, "cannot start the scrub VM '%s' from '%s' on '%s': %s", name,
+                    template_path, uri, av_scrub_vm_virt_message());
+        goto out;
+    }
+    running = TRUE;
+
+    for (;;) {
+        gint64 now;
+        int state = 0, st_reason = 0;
+
+        if (virEventRunDefaultImpl() < 0) {
+            g_set_error(&local, AV_ERROR, AV_ERROR_FAILED, "libvirt's event loop failed: %s",
+                        av_scrub_vm_virt_message());
+            break;
+        }
+        now = g_get_monotonic_time();
+        seconds = (double)(now - start) / G_USEC_PER_SEC;
+        if (watch.rebooted) {
+            virDomainDestroy(dom);
+            running = FALSE;
+            reason = "rebooted";
+            g_set_error(&local, AV_ERROR, AV_ERROR_FAILED,
+                        "the scrub VM '%s' rebooted after %.1f s instead of powering off (the image reports a failed "
+                        "scrub so); destroyed", name, seconds);
+            break;
+        }
+        if (watch.stopped) {
+            running = FALSE;
+            reason = watch.crashed ? "crashed" : av_scrub_vm_stop_reason(watch.stop_detail);
+            if (watch.stop_detail == VIR_DOMAIN_EVENT_STOPPED_SHUTDOWN && !watch.crashed) {
+                ok = TRUE;
+            } else if (watch.crashed || watch.stop_detail == VIR_DOMAIN_EVENT_STOPPED_CRASHED) {
+                g_set_error(&local, AV_ERROR, AV_ERROR_FAILED,
+                            "the scrub VM '%s' crashed after %.1f s (the image panicked: a failed scrub)", name,
+                            seconds);
+            } else {
+                g_set_error(&local, AV_ERROR, AV_ERROR_FAILED,
+                            "the scrub VM '%s' stopped after %.1f s without powering off (reason: %s)", name,
+                            seconds, reason);
+            }
+            break;
+        }
+        if (!virConnectIsAlive(conn)) {
+            g_set_error(&local, AV_ERROR, AV_ERROR_FAILED,
+                        "lost the connection to libvirt at '%s' while the scrub VM '%s' ran (it is destroyed "
+                        "with the connection)", uri, name);
+            running = FALSE;
+            break;
+        }
+        if (!gone_at && virDomainGetState(dom, &state, &st_reason, 0) < 0) {
+            const virError *e = virGetLastError();
+
+            if (e && e->code == VIR_ERR_NO_DOMAIN)
+                gone_at = now;    /* its stop event may still be on its way */
+        }
+        if (gone_at && now - gone_at > AV_SCRUB_VM_GRACE_US) {
+            running = FALSE;
+            reason = "unknown";
+            g_set_error(&local, AV_ERROR, AV_ERROR_FAILED,
+                        "the scrub VM '%s' is gone after %.1f s and libvirt gave no stop event: not a proven "
+                        "power-off", name, seconds);
+            break;
+        }
+        if (now >= deadline) {
+            if (virDomainDestroy(dom) == 0)
+                running = FALSE;
+            reason = "timeout";
+            g_set_error(&local, AV_ERROR, AV_ERROR_FAILED,
+                        "the scrub VM '%s' did not power off within %u s; destroyed", name, timeout_s);
+            break;
+        }
+    }
+
+out:
+    if (dom && running)
+        virDomainDestroy(dom);
+    if (reason)
+        json_object_set_new(ctx->entry, "reason", json_string(reason));
+    if (timer >= 0)
+        virEventRemoveTimeout(timer);
+    if (conn && cb_lifecycle >= 0)
+        virConnectDomainEventDeregisterAny(conn, cb_lifecycle);
+    if (conn && cb_reboot >= 0)
+        virConnectDomainEventDeregisterAny(conn, cb_reboot);
+    if (dom)
+        virDomainFree(dom);
+    if (conn)
+        virConnectClose(conn);
+    if (!ok) {
+        *ret_message = g_strdup(local->message);
+        g_propagate_error(error, g_steal_pointer(&local));
+        return FALSE;
+    }
+    *ret_message = g_strdup_printf("the scrub VM '%s' powered off after %.1f s%s", name, seconds,
+                                   hostdev ? "" : " (no device attached: the template has no @HOSTDEV@ or the "
+                                                  "device is not a PCI function)");
+    return TRUE;
 }

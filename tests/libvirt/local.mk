@@ -10,7 +10,8 @@
 # the same tap-driver as the other tests; results go to tests/libvirt/*.log
 # and tests/libvirt/test-suite.log.
 
-AV_LIBVIRT_TESTS = tests/libvirt/test-sequence.sh tests/libvirt/test-hook.sh
+AV_LIBVIRT_TESTS = tests/libvirt/test-sequence.sh tests/libvirt/test-hook.sh \
+	tests/libvirt/test-scrub-vm.sh
 AV_LIBVIRT_SUITE_LOG = tests/libvirt/test-suite.log
 
 EXTRA_DIST += \
@@ -19,6 +20,7 @@ EXTRA_DIST += \
 	tests/libvirt/record-hook \
 	tests/libvirt/av-hook-wrapper \
 	tests/libvirt/install-deps.sh \
+	tests/libvirt/build-scrub-image.sh \
 	tests/libvirt/README.md
 
 check-libvirt: accelvirt-hook$(EXEEXT) accelvirt-worker$(EXEEXT) accelvirt$(EXEEXT) $(FAKE_HOSTS_STAMP)
@@ -33,5 +35,6 @@ check-libvirt: accelvirt-hook$(EXEEXT) accelvirt-worker$(EXEEXT) accelvirt$(EXEE
 clean-local: clean-libvirt
 clean-libvirt:
 	-rm -f $(AV_LIBVIRT_SUITE_LOG) $(AV_LIBVIRT_TESTS:.sh=.log) $(AV_LIBVIRT_TESTS:.sh=.trs)
+	-rm -rf tests/libvirt/cache
 
 .PHONY: check-libvirt clean-libvirt
