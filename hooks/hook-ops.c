@@ -31,10 +31,13 @@ typedef struct {
     const AvHostdev *hostdev;
     const AvProfile *profile;    /* borrowed from the policy */
     AvPoolDevice *pooldev;       /* borrowed from the pool; NULL for an mdev not pooled yet */
-    const AvPciDevice *pci;      /* PCI: the device; mdev: its parent when it exists; borrowed from the host */
+    const AvPciDevice *pci;      /* PCI: the device; mdev: its parent when it exists and is a PCI
+                                  * device; borrowed from the host */
     char *identity;              /* mdev: "mdev:UUID" */
     gboolean mdev_exists;
-    char *mdev_parent;           /* mdev: the parent it lives on, or the one chosen at prepare */
+    char *mdev_parent;           /* mdev: the name (/sys/class/mdev_bus) of the parent it lives on, or
+                                  * of the one chosen at prepare: a PCI address, or such as "mtty" */
+    int mdev_node;               /* mdev: that parent's NUMA node, -1 unknown */
     gboolean mdev_created;       /* mdev: created by this prepare */
 } AvManaged;
 
@@ -128,23 +131,6 @@ av_hook_check_available(const AvPoolDevice *dev, const AvDomain *domain, GError 
 
 /* --- which hostdevs are managed ---------------------------------------------- */
 
-/* The existing mdev @uuid on @host: its parent (borrowed), or NULL. */
-static const AvPciDevice *
-av_hook_find_mdev(const AvHost *host, const char *uuid)
-{
-    for (guint i = 0; i < host->pci->len; i++) {
-        const AvPciDevice *pci = g_ptr_array_index(host->pci, i);
-
-        for (guint j = 0; pci->mdevs && j < pci->mdevs->len; j++) {
-            const AvMdev *mdev = g_ptr_array_index(pci->mdevs, j);
-
-            if (g_strcmp0(mdev->uuid, uuid) == 0)
-                return pci;
-        }
-    }
-    return NULL;
-}
-
 /* The av:placement entry of the mdev @uuid, or NULL.  Borrowed. */
 static const AvPlacedDevice *
 av_hook_find_placed_mdev(const AvDomain *domain, const char *uuid)
@@ -203,18 +189,14 @@ av_hook_resolve(const AvHost *host, const AvPolicy *policy, AvPool *pool, const 
         } else if (h->type == AV_HOSTDEV_MDEV) {
             g_autofree char *identity = av_pool_identity_mdev(h->mdev_uuid);
             AvPoolDevice *dev = av_pool_find(pool, identity);
-            const AvPciDevice *parent = av_hook_find_mdev(host, h->mdev_uuid);
+            const AvMdevParent *parent = av_host_find_mdev(host, h->mdev_uuid);
             const AvPlacedDevice *placed = av_hook_find_placed_mdev(domain, h->mdev_uuid);
             const AvProfile *profile = NULL;
 
             if (dev && dev->profile)
                 profile = av_policy_find(policy, dev->profile);
-            if (!profile && parent) {
-                const AvProfile *p = av_policy_match_pci(policy, parent);
-
-                if (p && p->attach == AV_ATTACH_MDEV)
-                    profile = p;
-            }
+            if (!profile && parent)
+                profile = av_policy_match_mdev_parent(policy, parent);
             if (!profile && placed) {
                 profile = av_policy_find(policy, placed->profile);
                 if (!profile) {
@@ -241,10 +223,11 @@ av_hook_resolve(const AvHost *host, const AvPolicy *policy, AvPool *pool, const 
             m->hostdev = h;
             m->profile = profile;
             m->pooldev = dev;
-            m->pci = parent;
+            m->pci = parent ? parent->pci : NULL;
             m->identity = g_steal_pointer(&identity);
             m->mdev_exists = parent != NULL;
-            m->mdev_parent = parent ? g_strdup(parent->address) : NULL;
+            m->mdev_parent = parent ? g_strdup(parent->name) : NULL;
+            m->mdev_node = parent ? parent->numa_node : -1;
             g_ptr_array_add(managed, m);
         }
     }
@@ -371,24 +354,25 @@ av_hook_mdev_node(const AvDomain *domain)
 static void
 av_hook_note_mdev(AvHost *host, const char *parent, const char *type, const char *uuid)
 {
-    AvPciDevice *pci = av_host_find_pci(host, parent);
+    AvMdevParent *mp = av_host_find_mdev_parent(host, parent);
     AvMdev *mdev;
 
-    if (!pci)
+    /* A PCI parent shares its arrays with its AvPciDevice: both see it. */
+    if (!mp)
         return;
-    for (guint i = 0; pci->mdev_types && i < pci->mdev_types->len; i++) {
-        AvMdevType *t = g_ptr_array_index(pci->mdev_types, i);
+    for (guint i = 0; mp->types && i < mp->types->len; i++) {
+        AvMdevType *t = g_ptr_array_index(mp->types, i);
 
         if (g_str_equal(t->id, type) && t->available > 0)
             t->available--;
     }
-    if (!pci->mdevs)
+    if (!mp->mdevs)
         return;
     mdev = g_new0(AvMdev, 1);
     mdev->uuid = g_strdup(uuid);
     mdev->parent = g_strdup(parent);
     mdev->type_id = g_strdup(type);
-    g_ptr_array_add(pci->mdevs, mdev);
+    g_ptr_array_add(mp->mdevs, mdev);
 }
 
 /* Adds (or refreshes) the companion @address of @dev. */
@@ -573,7 +557,12 @@ av_hook_prepare(const AvHookConfig *config, AvDomain *domain)
                                                           error->message));
         g_ptr_array_add(created, g_strdup(m->hostdev->mdev_uuid));
         m->mdev_created = TRUE;
-        m->pci = av_host_find_pci(host, m->mdev_parent);
+        {
+            const AvMdevParent *mp = av_host_find_mdev_parent(host, m->mdev_parent);
+
+            m->pci = mp ? mp->pci : NULL;
+            m->mdev_node = mp ? mp->numa_node : -1;
+        }
         av_hook_note_mdev(host, m->mdev_parent, m->profile->mdev_type, m->hostdev->mdev_uuid);
         av_hook_log(LOG_INFO, "created mdev %s of type %s on %s", m->hostdev->mdev_uuid,
                     m->profile->mdev_type, m->mdev_parent);
@@ -625,7 +614,7 @@ av_hook_prepare(const AvHookConfig *config, AvDomain *domain)
                 goto commit_failed;
         }
         dev->created = dev->created || m->mdev_created;
-        dev->numa_node = m->pci ? m->pci->numa_node : -1;
+        dev->numa_node = m->mdev_node;
         g_string_append_printf(summary, "%smdev %s on %s", summary->len ? ", " : "", m->hostdev->mdev_uuid,
                                m->mdev_parent);
     }
@@ -890,7 +879,7 @@ av_hook_reconnect(const AvHookConfig *config, const AvDomain *domain)
                 g_clear_error(&error);
                 continue;
             }
-            dev->numa_node = m->pci ? m->pci->numa_node : -1;
+            dev->numa_node = m->mdev_node;
             av_hook_log(LOG_WARNING, "reconnect: mdev %s was not in the pool; recorded in use by this domain",
                         m->hostdev->mdev_uuid);
             changed = TRUE;

@@ -617,4 +617,21 @@ check "  ... prepare then refuses it" refused "0000:17:00.0 .* is quarantined" "
 check "  ... and the journal's chain holds" verify
 POL=$POL_SAVED
 
+# --- an mdev on a parent that is no PCI device: the kernel's mtty sample ---
+world mtty vgpu-mdev
+MT=7c3e5a10-2b4d-4e6f-8a1b-3c5d7e9f0a12
+mkdom "$W/mtty.xml" serial "$U3" "mdev:$MT"
+sed -i "s/profile='test-vgpu'/profile='test-mtty'/" "$W/mtty.xml"
+MTTY_AVAIL="$W/host/sys/class/mdev_bus/mtty/mdev_supported_types/mtty-2/available_instances"
+ls "$W/host/sys/bus/mdev/devices" | wc -l >"$W/mdevs.before"
+check "prepare creates an mtty-2 mdev on the virtual parent mtty, through /sys/class/mdev_bus" \
+    eval "accepted '$W/mtty.xml' serial prepare begin - && [ -d '$W/host/sys/devices/virtual/mtty/mtty/$MT' ] && [ -e '$W/host/sys/bus/mdev/devices/$MT' ] && [ \"\$(cat '$MTTY_AVAIL')\" = 11 ]"
+check "  ... recorded in-use as kind mdev, address 'mtty', created by accelvirt" json "$W/state/pool.json" \
+    "[(x['kind'], x['address'], x['state'], x['owner']['domain_uuid'], x['created'], x['profile']) for x in d['devices'] if x['identity'] == 'mdev:$MT'] == [('mdev', 'mtty', 'in-use', '$U3', True, 'test-mtty')]"
+python3 -c "import json; print(len(json.load(open('$W/state/pool.json'))['devices']) - 1)" >"$W/count.before"
+check "  ... release removes it, and the worker's scrub takes it out of the pool" \
+    eval "accepted '$W/mtty.xml' serial release end - && [ ! -e '$W/host/sys/bus/mdev/devices/$MT' ] && [ ! -e '$W/host/sys/devices/virtual/mtty/mtty/$MT' ] && wait_gone 'mdev:$MT' && verify"
+check "  ... the instance is free again and the pool and mdev counts are back" \
+    eval "[ \"\$(cat '$MTTY_AVAIL')\" = 12 ] && status && [ \"\$(python3 -c \"import json; print(len(json.load(open('$W/st.json'))['devices']))\")\" = \"\$(cat '$W/count.before')\" ] && [ \"\$(ls '$W/host/sys/bus/mdev/devices' | wc -l)\" = \"\$(cat '$W/mdevs.before')\" ]"
+
 finish

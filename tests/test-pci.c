@@ -1084,6 +1084,106 @@ test_bad_node_cpulist(void)
     av_test_tmpdir_remove(dir);
 }
 
+/* /sys/class/mdev_bus: the PCI parents (the A10s, sharing their types and
+ * mdevs with their AvPciDevice) and the virtual mtty, sorted by name. */
+static void
+test_mdev_parents(void)
+{
+    g_autoptr(AvHost) host = scan_host("vgpu-mdev");
+    static const char *const names[] = { "0000:17:00.0", "0000:98:00.0", "mtty" };
+    AvMdevParent *busy, *mtty;
+    AvMdevType *t;
+
+    g_assert_cmpuint(host->mdev_parents->len, ==, 3);
+    for (guint i = 0; i < 3; i++)
+        g_assert_cmpstr(((AvMdevParent *)g_ptr_array_index(host->mdev_parents, i))->name, ==, names[i]);
+
+    busy = av_host_find_mdev_parent(host, "0000:17:00.0");
+    g_assert_nonnull(busy);
+    g_assert_cmpstr(busy->pci_address, ==, "0000:17:00.0");
+    g_assert_true(busy->pci == get_pci(host, "0000:17:00.0"));
+    g_assert_true(busy->types == busy->pci->mdev_types);
+    g_assert_true(busy->mdevs == busy->pci->mdevs);
+    g_assert_cmpstr(busy->sysfs_path, ==, busy->pci->sysfs_path);
+    g_assert_cmpint(busy->numa_node, ==, 0);
+    g_assert_cmpint(av_host_find_mdev_parent(host, "0000:98:00.0")->numa_node, ==, 1);
+    g_assert_true(av_host_find_mdev(host, "4b20d080-1b54-4048-85b3-a6a62d165c01") == busy);
+    g_assert_null(av_host_find_mdev(host, "00000000-0000-4000-8000-000000000000"));
+
+    mtty = av_host_find_mdev_parent(host, "mtty");
+    g_assert_nonnull(mtty);
+    g_assert_null(mtty->pci);
+    g_assert_null(mtty->pci_address);
+    g_assert_cmpstr(mtty->sysfs_path, ==, "/sys/devices/virtual/mtty/mtty");
+    g_assert_cmpint(mtty->numa_node, ==, -1);
+    g_assert_cmpuint(mtty->types->len, ==, 2);
+    t = g_ptr_array_index(mtty->types, 0);
+    g_assert_cmpstr(t->id, ==, "mtty-1");
+    g_assert_cmpstr(t->name, ==, "Single port serial");
+    g_assert_cmpstr(t->device_api, ==, "vfio-pci");
+    g_assert_null(t->description);
+    g_assert_cmpuint(t->available, ==, 24);
+    t = g_ptr_array_index(mtty->types, 1);
+    g_assert_cmpstr(t->id, ==, "mtty-2");
+    g_assert_cmpuint(t->available, ==, 12);
+    g_assert_cmpuint(mtty->mdevs->len, ==, 0);
+    /* The virtual parent is no PCI device; the PCI devices keep their facts. */
+    g_assert_null(av_host_find_pci(host, "mtty"));
+    g_assert_cmpuint(get_pci(host, "0000:98:00.0")->mdev_types->len, ==, 6);
+
+    /* Hosts without any parent have an empty list. */
+    {
+        g_autoptr(AvHost) none = scan_host("two-socket-8gpu");
+
+        g_assert_cmpuint(none->mdev_parents->len, ==, 0);
+    }
+}
+
+/* Entries of /sys/class/mdev_bus that are no safe name or dangle are left
+ * out; a virtual parent with a numa_node attribute has that node; an mdev
+ * under a virtual parent is read with the parent's name. */
+static void
+test_mdev_parents_hostile(void)
+{
+    g_autofree char *dir = av_test_host_copy("vgpu-mdev");
+    g_autoptr(GError) err = NULL;
+    g_autoptr(AvRoot) root = av_root_new(dir, &err);
+    g_autoptr(AvHost) host = NULL;
+    AvMdevParent *mtty;
+    AvMdev *mdev;
+
+    av_test_symlink(dir, "sys/class/mdev_bus/bad name", "../../devices/virtual/mtty/mtty");
+    av_test_symlink(dir, "sys/class/mdev_bus/gone", "../../devices/virtual/gone/gone");
+    av_test_symlink(dir, "sys/class/mdev_bus/escape", "../../../../../../../../etc");
+    av_test_write(dir, "sys/devices/virtual/mtty/mtty/numa_node", "1\n");
+    av_test_symlink(dir, "sys/devices/virtual/mtty/mtty/5b5e1c2e-8f3a-4d6b-9c1e-2a3b4c5d6e7f/mdev_type",
+                    "../mdev_supported_types/mtty-1");
+    g_assert_no_error(err);
+    host = av_host_scan(root, &err);
+    g_assert_no_error(err);
+    for (guint i = 0; i < host->mdev_parents->len; i++) {
+        const char *name = ((AvMdevParent *)g_ptr_array_index(host->mdev_parents, i))->name;
+
+        g_assert_cmpstr(name, !=, "bad name");
+        g_assert_cmpstr(name, !=, "gone");
+    }
+    mtty = av_host_find_mdev_parent(host, "mtty");
+    g_assert_nonnull(mtty);
+    g_assert_cmpint(mtty->numa_node, ==, 1);
+    g_assert_cmpuint(mtty->mdevs->len, ==, 1);
+    mdev = g_ptr_array_index(mtty->mdevs, 0);
+    g_assert_cmpstr(mdev->parent, ==, "mtty");
+    g_assert_cmpstr(mdev->type_id, ==, "mtty-1");
+    /* A link that leaves the root resolves inside it (or not at all): no
+     * parent reads outside the tree. */
+    {
+        AvMdevParent *escape = av_host_find_mdev_parent(host, "escape");
+
+        g_assert_true(!escape || g_str_has_prefix(escape->sysfs_path, "/"));
+    }
+    av_test_tmpdir_remove(dir);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -1099,6 +1199,8 @@ main(int argc, char **argv)
     g_test_add_func("/pci/host/two-socket-8gpu/device-scan", test_device_scan);
     g_test_add_func("/pci/host/sriov-fpga-qat", test_sriov_fpga_qat);
     g_test_add_func("/pci/host/vgpu-mdev", test_vgpu_mdev);
+    g_test_add_func("/pci/host/vgpu-mdev/mdev-parents", test_mdev_parents);
+    g_test_add_func("/pci/tree/mdev-parents-hostile", test_mdev_parents_hostile);
     g_test_add_func("/pci/host/trap-shared-group", test_trap_shared_group);
     g_test_add_func("/pci/tree/not-sysfs", test_not_a_sys_tree);
     g_test_add_func("/pci/tree/numa-fallback", test_numa_fallback);

@@ -779,6 +779,81 @@ add_bad_tests(void)
     }
 }
 
+/* "match": {"mdev_parent": ...}: an mdev profile that takes parents by
+ * their name in /sys/class/mdev_bus, PCI or not. */
+static void
+test_match_mdev_parent(void)
+{
+    g_autoptr(AvPolicy) policy = policy_from_text(
+        "{\"profiles\": ["
+        " {\"name\": \"serial\", \"match\": {\"mdev_parent\": \"mtty\"}, \"attach\": \"mdev\", \"mdev_type\": \"mtty-2\"},"
+        " {\"name\": \"serial1\", \"match\": {\"mdev_parent\": [\"mtty\", \"matrix\"]}, \"attach\": \"mdev\", \"mdev_type\": \"mtty-1\"},"
+        " {\"name\": \"one-a10\", \"match\": {\"mdev_parent\": [\"0000:98:00.0\"]}, \"attach\": \"mdev\", \"mdev_type\": \"nvidia-590\"},"
+        " {\"name\": \"a10\", \"match\": {\"vendor\": \"0x10de\"}, \"attach\": \"mdev\", \"mdev_type\": \"nvidia-590\"}"
+        "]}");
+    g_autoptr(AvPciDevice_test) a10_0 = pci_new("0000:17:00.0", 0x10de, 0x2236, 0x030200);
+    g_autoptr(AvPciDevice_test) a10_1 = pci_new("0000:98:00.0", 0x10de, 0x2236, 0x030200);
+    g_autoptr(GPtrArray) mtty_types = g_ptr_array_new();
+    AvMdevType mtty1 = { .id = (char *)"mtty-1" }, mtty2 = { .id = (char *)"mtty-2" };
+    AvMdevParent mtty = { .name = (char *)"mtty", .numa_node = -1 };
+    AvMdevParent other = { .name = (char *)"other", .numa_node = -1 };
+    AvMdevParent pci0 = { .name = (char *)"0000:17:00.0", .numa_node = -1 };
+    AvMdevParent pci1 = { .name = (char *)"0000:98:00.0", .numa_node = -1 };
+    const AvProfile *p;
+    g_autoptr(json_t) j = NULL;
+
+    pci_add_mdev_type(a10_0, "nvidia-590");
+    pci_add_mdev_type(a10_1, "nvidia-590");
+    g_ptr_array_add(mtty_types, &mtty2);
+    mtty.types = mtty_types;
+    other.types = mtty_types;
+    pci0.pci = a10_0;
+    pci0.types = a10_0->mdev_types;
+    pci1.pci = a10_1;
+    pci1.types = a10_1->mdev_types;
+
+    /* No vendor needed; the first profile naming the parent and whose type it offers. */
+    p = av_policy_find(policy, "serial");
+    g_assert_cmpuint(p->match_mdev_parents->len, ==, 1);
+    g_assert_false(p->match_vendor_set);
+    g_assert_true(av_policy_match_mdev_parent(policy, &mtty) == p);
+    g_assert_null(av_policy_match_mdev_parent(policy, &other));
+    /* A parent offering only mtty-1 goes to the profile of that type. */
+    g_ptr_array_set_size(mtty_types, 0);
+    g_ptr_array_add(mtty_types, &mtty1);
+    g_assert_true(av_policy_match_mdev_parent(policy, &mtty) == av_policy_find(policy, "serial1"));
+    g_ptr_array_set_size(mtty_types, 0);
+    g_assert_null(av_policy_match_mdev_parent(policy, &mtty));
+
+    /* PCI parents through av_policy_match_pci(): named by address, or by ids. */
+    g_assert_true(av_policy_match_pci(policy, a10_1) == av_policy_find(policy, "one-a10"));
+    g_assert_true(av_policy_match_mdev_parent(policy, &pci1) == av_policy_find(policy, "one-a10"));
+    g_assert_true(av_policy_match_pci(policy, a10_0) == av_policy_find(policy, "a10"));
+    g_assert_true(av_policy_match_mdev_parent(policy, &pci0) == av_policy_find(policy, "a10"));
+    g_assert_null(av_policy_match_mdev_parent(policy, NULL));
+    g_assert_null(av_policy_match_mdev_parent(NULL, &mtty));
+
+    /* A vfio-pci profile matching a PCI parent is no mdev profile for it. */
+    {
+        g_autoptr(AvPolicy) vfio = policy_from_text(
+            "{\"profiles\": [{\"name\": \"pass\", \"match\": {\"vendor\": \"0x10de\"}}]}");
+
+        g_assert_nonnull(av_policy_match_pci(vfio, a10_0));
+        g_assert_null(av_policy_match_mdev_parent(vfio, &pci0));
+    }
+
+    /* Normalised for policy show; a PCI address in upper case is stored lower. */
+    j = av_profile_to_json(av_policy_find(policy, "serial1"));
+    g_assert_cmpuint(json_array_size(json_object_get(json_object_get(j, "match"), "mdev_parent")), ==, 2);
+    {
+        g_autoptr(AvPolicy) upper = policy_from_text(
+            "{\"profiles\": [{\"name\": \"u\", \"match\": {\"mdev_parent\": \"0000:AB:00.0\"}, "
+            "\"attach\": \"mdev\", \"mdev_type\": \"nvidia-590\"}]}");
+
+        g_assert_cmpstr(g_ptr_array_index(av_policy_find(upper, "u")->match_mdev_parents, 0), ==, "0000:ab:00.0");
+    }
+}
+
 int
 main(int argc, char **argv)
 {
@@ -795,6 +870,7 @@ main(int argc, char **argv)
     g_test_add_func("/policy/match-pci", test_match_pci);
     g_test_add_func("/policy/match-usb", test_match_usb);
     g_test_add_func("/policy/to-string", test_to_string);
+    g_test_add_func("/policy/match/mdev-parent", test_match_mdev_parent);
     g_test_add_func("/policy/round-trip", test_round_trip);
     g_test_add_func("/policy/shipped", test_shipped);
     add_bad_tests();

@@ -2117,7 +2117,12 @@ test_load_mdev(void)
     test_load_device_one("mdev", TEST_MDEV, "0000:17:00.0", "", TRUE);
     test_load_device_one("mdev", "mdev:nope", "0000:17:00.0", "", FALSE);
     test_load_device_one("mdev", "dsn:0000000000000000.f0", "0000:17:00.0", "", FALSE);
-    test_load_device_one("mdev", TEST_MDEV, "1-1.2", "", FALSE);
+    /* An mdev's address is its parent's name: a PCI address or such as "mtty". */
+    test_load_device_one("mdev", TEST_MDEV, "mtty", ", \"created\": true", TRUE);
+    test_load_device_one("mdev", TEST_MDEV, "../mtty", "", FALSE);
+    test_load_device_one("mdev", TEST_MDEV, "..", "", FALSE);
+    test_load_device_one("mdev", TEST_MDEV, "mtty/x", "", FALSE);
+    test_load_device_one("pci", "dsn:0000000000000000.f0", "mtty", "", FALSE);
     test_load_device_one("mdev", TEST_MDEV, "0000:17:00.0", ", \"created\": 1", FALSE);
     test_load_device_one("pci", "dsn:0000000000000000.f0", "0000:17:00.0", ", \"created\": false", FALSE);
     test_load_device_one("pci", "dsn:0000000000000000.f0", "0000:17:00.0",

@@ -241,10 +241,34 @@ test_invalid_input(void)
         g_assert_false(av_vfio_restore(root, &record_ops, bad_addresses[i], "nvidia", &err));
         g_assert_error(err, AV_ERROR, AV_ERROR_INVALID_INPUT);
         g_clear_error(&err);
+        /* An mdev parent is a name of /sys/class/mdev_bus, not only a PCI
+         * address: names that are safe in a path ("0000:17:00.8") are looked
+         * up and not found, the others refused before any path is built. */
         g_assert_false(av_mdev_create(root, &record_ops, bad_addresses[i], "nvidia-35", NEW_MDEV, &err));
-        g_assert_error(err, AV_ERROR, AV_ERROR_INVALID_INPUT);
+        if (av_mdev_parent_name_is_valid(bad_addresses[i]))
+            g_assert_error(err, AV_ERROR, AV_ERROR_NOT_FOUND);
+        else
+            g_assert_error(err, AV_ERROR, AV_ERROR_INVALID_INPUT);
         g_clear_error(&err);
     }
+    {
+        const char *bad_parents[] = { "", ".", "..", "mtty/..", "../mtty", "mtty\n", "m tty", NULL };
+        g_autofree char *long_name = g_strnfill(65, 'm');
+
+        for (guint i = 0; bad_parents[i]; i++) {
+            g_assert_false(av_mdev_parent_name_is_valid(bad_parents[i]));
+            g_assert_false(av_mdev_create(root, &record_ops, bad_parents[i], "mtty-2", NEW_MDEV, &err));
+            g_assert_error(err, AV_ERROR, AV_ERROR_INVALID_INPUT);
+            g_clear_error(&err);
+        }
+        g_assert_false(av_mdev_parent_name_is_valid(long_name));
+        g_assert_false(av_mdev_parent_name_is_valid(NULL));
+        g_assert_true(av_mdev_parent_name_is_valid("mtty"));
+        g_assert_true(av_mdev_parent_name_is_valid("matrix"));
+        g_assert_true(av_mdev_parent_name_is_valid("0.0.0313"));
+        g_assert_true(av_mdev_parent_name_is_valid("0000:17:00.0"));
+    }
+    g_assert_cmpuint(recorded_writes->len, ==, 0);
     g_assert_false(av_vfio_restore(root, &record_ops, A100, "../../../../tmp/x", &err));
     g_assert_error(err, AV_ERROR, AV_ERROR_INVALID_INPUT);
     g_clear_error(&err);
@@ -968,6 +992,144 @@ test_mdev_fail_create(void)
     fixture_close(&f);
 }
 
+/* The kernel's mtty sample: a parent that is no PCI device
+ * (/sys/devices/virtual/mtty/mtty), found through /sys/class/mdev_bus. */
+#define MTTY_MDEV "5b5e1c2e-8f3a-4d6b-9c1e-2a3b4c5d6e7f"
+
+static guint
+class_available(const AvRoot *root, const char *parent, const char *type)
+{
+    g_autofree char *path = av_sys_path("class/mdev_bus/%s/mdev_supported_types/%s/available_instances",
+                                        parent, type);
+    guint64 n = 0;
+
+    g_assert_cmpint(av_root_read_uint(root, path, 10, &n), ==, 0);
+    return n;
+}
+
+static void
+test_mdev_virtual_parent(void)
+{
+    Fixture f;
+    g_autoptr(GError) err = NULL;
+    g_autoptr(AvHost) host = NULL;
+    g_autoptr(AvHost) after = NULL;
+    g_autoptr(GPtrArray) names = g_ptr_array_new();
+    g_autofree char *parent = NULL;
+    g_autofree char *resolved = NULL;
+    g_autofree char *type = NULL;
+    g_autofree char *bus_link = av_sys_path("bus/mdev/devices/%s", MTTY_MDEV);
+    g_autofree char *type_link = g_strconcat(bus_link, "/mdev_type", NULL);
+    AvProfile profile = { .name = (char *)"serial", .mdev_type = (char *)"mtty-2",
+                          .allocation = AV_ALLOCATION_PACK };
+    AvMdevParent *mp;
+    AvMdev *mdev;
+
+    fixture_open(&f, "vgpu-mdev");
+    host = scan(f.root);
+
+    /* Only mtty offers mtty-2; it has no NUMA node, so a node filter misses it. */
+    g_assert_true(av_mdev_choose_parent(host, &profile, -1, &parent, &err));
+    g_assert_no_error(err);
+    g_assert_cmpstr(parent, ==, "mtty");
+    g_clear_pointer(&parent, g_free);
+    g_assert_false(av_mdev_choose_parent(host, &profile, 0, &parent, &err));
+    g_assert_error(err, AV_ERROR, AV_ERROR_BUSY);
+    g_clear_error(&err);
+    /* A profile naming its parents takes only those. */
+    g_ptr_array_add(names, (gpointer)"0000:98:00.0");
+    profile.match_mdev_parents = names;
+    g_assert_false(av_mdev_choose_parent(host, &profile, -1, &parent, &err));
+    g_assert_error(err, AV_ERROR, AV_ERROR_BUSY);
+    g_clear_error(&err);
+    profile.mdev_type = (char *)"nvidia-590";
+    g_assert_true(av_mdev_choose_parent(host, &profile, -1, &parent, &err));
+    g_assert_cmpstr(parent, ==, "0000:98:00.0");     /* not 0000:17:00.0, which runs the type */
+    g_clear_pointer(&parent, g_free);
+    g_ptr_array_set_size(names, 0);
+    g_ptr_array_add(names, (gpointer)"mtty");
+    profile.mdev_type = (char *)"mtty-2";
+    g_assert_true(av_mdev_choose_parent(host, &profile, -1, &parent, &err));
+    g_assert_cmpstr(parent, ==, "mtty");
+
+    /* Created through /sys/class/mdev_bus/mtty, under the virtual device. */
+    g_assert_cmpuint(class_available(f.root, "mtty", "mtty-2"), ==, 12);
+    g_assert_true(av_mdev_create(f.root, f.ops, parent, "mtty-2", MTTY_MDEV, &err));
+    g_assert_no_error(err);
+    g_assert_cmpint(av_root_resolve(f.root, bus_link, &resolved), ==, 0);
+    g_assert_cmpstr(resolved, ==, "/sys/devices/virtual/mtty/mtty/" MTTY_MDEV);
+    g_assert_cmpint(av_root_link_name(f.root, type_link, &type), ==, 0);
+    g_assert_cmpstr(type, ==, "mtty-2");
+    g_assert_true(sys_exists(f.root, "devices/virtual/mtty/mtty/mdev_supported_types/mtty-2/devices/" MTTY_MDEV));
+    g_assert_cmpuint(class_available(f.root, "mtty", "mtty-2"), ==, 11);
+    g_assert_cmpuint(class_available(f.root, "mtty", "mtty-1"), ==, 24);
+
+    /* The scan sees it on its parent, by name. */
+    after = scan(f.root);
+    mp = av_host_find_mdev_parent(after, "mtty");
+    g_assert_nonnull(mp);
+    g_assert_null(mp->pci);
+    g_assert_cmpuint(mp->mdevs->len, ==, 1);
+    g_assert_true(av_host_find_mdev(after, MTTY_MDEV) == mp);
+    mdev = g_ptr_array_index(mp->mdevs, 0);
+    g_assert_cmpstr(mdev->parent, ==, "mtty");
+    g_assert_cmpstr(mdev->type_id, ==, "mtty-2");
+
+    /* The UUID again: busy; a parent or type that is not there: not found. */
+    g_assert_false(av_mdev_create(f.root, f.ops, "mtty", "mtty-2", MTTY_MDEV, &err));
+    g_assert_error(err, AV_ERROR, AV_ERROR_BUSY);
+    g_clear_error(&err);
+    g_assert_false(av_mdev_create(f.root, f.ops, "matrix", "mtty-2", "11111111-2222-4333-8444-555555555555", &err));
+    g_assert_error(err, AV_ERROR, AV_ERROR_NOT_FOUND);
+    assert_message_has(err, "matrix");
+    g_clear_error(&err);
+    g_assert_false(av_mdev_create(f.root, f.ops, "mtty", "nvidia-590", "11111111-2222-4333-8444-555555555555", &err));
+    g_assert_error(err, AV_ERROR, AV_ERROR_NOT_FOUND);
+    g_clear_error(&err);
+
+    /* Removed through its remove attribute: the instance is free again. */
+    g_assert_true(av_mdev_remove(f.root, f.ops, MTTY_MDEV, &err));
+    g_assert_no_error(err);
+    g_assert_false(av_root_exists(f.root, bus_link));
+    g_assert_false(sys_exists(f.root, "devices/virtual/mtty/mtty/" MTTY_MDEV));
+    g_assert_cmpuint(class_available(f.root, "mtty", "mtty-2"), ==, 12);
+
+    /* A failing create leaves nothing behind. */
+    av_test_write(f.dir, "sys/.accelvirt-fake-kernel", "fail /sys/devices/virtual/*/create 5\n");
+    g_assert_false(av_mdev_create(f.root, f.ops, "mtty", "mtty-1", MTTY_MDEV, &err));
+    g_assert_error(err, AV_ERROR, AV_ERROR_IO);
+    g_clear_error(&err);
+    g_assert_false(av_root_exists(f.root, bus_link));
+    g_assert_cmpuint(class_available(f.root, "mtty", "mtty-1"), ==, 24);
+    fixture_close(&f);
+}
+
+/* A PCI parent goes through /sys/class/mdev_bus too, and through
+ * /sys/bus/pci/devices when a tree lacks the class. */
+static void
+test_mdev_pci_parent_without_class(void)
+{
+    Fixture f;
+    g_autoptr(GError) err = NULL;
+    g_autoptr(AvHost) host = NULL;
+    g_autofree char *class_dir = NULL;
+
+    fixture_open(&f, "vgpu-mdev");
+    class_dir = g_build_filename(f.dir, "sys/class/mdev_bus", NULL);
+    av_test_tmpdir_remove(class_dir);
+    host = scan(f.root);
+    /* No class: the PCI functions offering types are the parents. */
+    g_assert_cmpuint(host->mdev_parents->len, ==, 2);
+    g_assert_nonnull(av_host_find_mdev_parent(host, A10_NODE0));
+    g_assert_null(av_host_find_mdev_parent(host, "mtty"));
+    g_assert_true(av_mdev_create(f.root, f.ops, A10_NODE1, "nvidia-588", NEW_MDEV, &err));
+    g_assert_no_error(err);
+    g_assert_cmpuint(available(f.root, A10_NODE1, "nvidia-588"), ==, 23);
+    g_assert_true(av_mdev_remove(f.root, f.ops, NEW_MDEV, &err));
+    g_assert_no_error(err);
+    fixture_close(&f);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -992,5 +1154,7 @@ main(int argc, char **argv)
     g_test_add_func("/vfio/mdev/create-remove", test_mdev_create_remove);
     g_test_add_func("/vfio/mdev/first-on-host", test_mdev_first_on_host);
     g_test_add_func("/vfio/mdev/fail-create", test_mdev_fail_create);
+    g_test_add_func("/vfio/mdev/virtual-parent", test_mdev_virtual_parent);
+    g_test_add_func("/vfio/mdev/pci-parent-without-class", test_mdev_pci_parent_without_class);
     return g_test_run();
 }

@@ -348,7 +348,8 @@ av_cli_placement_json(const char *name, const char *uuid, const AvPlacement *pla
         json_object_set_new(j, "profile", json_string(item->profile));
         json_object_set_new(j, "attach", json_string(av_attach_to_string(item->attach)));
         json_object_set_new(j, "identity", av_json_string_or_null(item->identity));
-        json_object_set_new(j, "address", av_json_string_or_null(item->pci_address));
+        json_object_set_new(j, "address", av_json_string_or_null(item->pci_address ? item->pci_address
+                                                                                  : item->mdev_parent));
         json_object_set_new(j, "mdev_uuid", av_json_string_or_null(item->mdev_uuid));
         json_object_set_new(j, "usb_bus_path", av_json_string_or_null(item->usb_bus_path));
         json_object_set_new(j, "numa_node", json_integer(item->numa_node));

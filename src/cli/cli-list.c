@@ -57,6 +57,60 @@ av_list_passthrough_problem(const AvHost *host, const AvPolicy *policy, const Av
     return g_strdup("");
 }
 
+/* AvMdevType* as "types" of list --json: [{"id", "name", "device_api",
+ * "available_instances", "description"}]. */
+static json_t *
+av_mdev_types_json(const GPtrArray *types)
+{
+    json_t *a = json_array();
+
+    for (guint i = 0; types && i < types->len; i++) {
+        const AvMdevType *t = g_ptr_array_index(types, i);
+        json_t *jt = json_object();
+
+        json_object_set_new(jt, "id", json_string(t->id));
+        json_object_set_new(jt, "name", av_json_string_or_null(t->name));
+        json_object_set_new(jt, "device_api", av_json_string_or_null(t->device_api));
+        json_object_set_new(jt, "available_instances", json_integer(t->available));
+        json_object_set_new(jt, "description", av_json_string_or_null(t->description));
+        json_array_append_new(a, jt);
+    }
+    return a;
+}
+
+/* AvMdev* as "devices": [{"uuid", "type"}]. */
+static json_t *
+av_mdevs_json(const GPtrArray *mdevs)
+{
+    json_t *a = json_array();
+
+    for (guint i = 0; mdevs && i < mdevs->len; i++) {
+        const AvMdev *m = g_ptr_array_index(mdevs, i);
+        json_t *jm = json_object();
+
+        json_object_set_new(jm, "uuid", json_string(m->uuid));
+        json_object_set_new(jm, "type", av_json_string_or_null(m->type_id));
+        json_array_append_new(a, jm);
+    }
+    return a;
+}
+
+/* One entry of "mdev_parents": {"name", "pci_address", "numa_node",
+ * "types", "devices", "profile"}. */
+static json_t *
+av_mdev_parent_json(const AvMdevParent *parent, const AvProfile *profile)
+{
+    json_t *o = json_object();
+
+    json_object_set_new(o, "name", json_string(parent->name));
+    json_object_set_new(o, "pci_address", av_json_string_or_null(parent->pci_address));
+    json_object_set_new(o, "numa_node", json_integer(parent->numa_node));
+    json_object_set_new(o, "types", av_mdev_types_json(parent->types));
+    json_object_set_new(o, "devices", av_mdevs_json(parent->mdevs));
+    json_object_set_new(o, "profile", profile ? json_string(profile->name) : json_null());
+    return o;
+}
+
 static json_t *
 av_pci_json(const AvPciDevice *dev, const AvProfile *profile, const char *problem)
 {
@@ -102,31 +156,9 @@ av_pci_json(const AvPciDevice *dev, const AvProfile *profile, const char *proble
     json_object_set_new(o, "physfn", av_json_string_or_null(dev->physfn));
     json_object_set_new(o, "vf_index", dev->physfn ? json_integer(dev->vf_index) : json_null());
     if (dev->mdev_types && dev->mdev_types->len > 0) {
-        json_t *types = json_array();
-        json_t *devices = json_array();
-
-        for (guint i = 0; i < dev->mdev_types->len; i++) {
-            const AvMdevType *t = g_ptr_array_index(dev->mdev_types, i);
-            json_t *jt = json_object();
-
-            json_object_set_new(jt, "id", json_string(t->id));
-            json_object_set_new(jt, "name", av_json_string_or_null(t->name));
-            json_object_set_new(jt, "device_api", av_json_string_or_null(t->device_api));
-            json_object_set_new(jt, "available_instances", json_integer(t->available));
-            json_object_set_new(jt, "description", av_json_string_or_null(t->description));
-            json_array_append_new(types, jt);
-        }
-        for (guint i = 0; dev->mdevs && i < dev->mdevs->len; i++) {
-            const AvMdev *m = g_ptr_array_index(dev->mdevs, i);
-            json_t *jm = json_object();
-
-            json_object_set_new(jm, "uuid", json_string(m->uuid));
-            json_object_set_new(jm, "type", av_json_string_or_null(m->type_id));
-            json_array_append_new(devices, jm);
-        }
         mdev = json_object();
-        json_object_set_new(mdev, "types", types);
-        json_object_set_new(mdev, "devices", devices);
+        json_object_set_new(mdev, "types", av_mdev_types_json(dev->mdev_types));
+        json_object_set_new(mdev, "devices", av_mdevs_json(dev->mdevs));
     }
     json_object_set_new(o, "mdev", mdev);
     if (dev->reset_methods) {
@@ -283,6 +315,46 @@ av_list_print_table(const AvHost *host, const AvPolicy *policy, gboolean managed
             printf("  %s\n", (const char *)g_ptr_array_index(problems, i));
     }
 
+    if (host->mdev_parents && host->mdev_parents->len > 0) {
+        gboolean header = FALSE;
+
+        for (guint i = 0; i < host->mdev_parents->len; i++) {
+            const AvMdevParent *mp = g_ptr_array_index(host->mdev_parents, i);
+            const AvProfile *p = av_policy_match_mdev_parent(policy, mp);
+            g_autofree char *node = av_node_str(mp->numa_node);
+            g_autoptr(GString) types = g_string_new(NULL);
+
+            if (managed_only && !p)
+                continue;
+            if (!header) {
+                printf("\nMediated device parents\n");
+                printf("  %-12s  %-12s  %-4s  %-5s  %-18s  %s\n", "NAME", "PCI", "NODE", "MDEVS", "PROFILE",
+                       "TYPES (AVAILABLE)");
+                header = TRUE;
+            }
+            for (guint j = 0; j < mp->types->len; j++) {
+                const AvMdevType *t = g_ptr_array_index(mp->types, j);
+
+                g_string_append_printf(types, "%s%s (%u)", j ? ", " : "", t->id, t->available);
+            }
+            printf("  %-12s  %-12s  %-4s  %-5u  %-18s  %s\n", mp->name, av_or_dash(mp->pci_address), node,
+                   mp->mdevs->len, p ? p->name : "-", types->len ? types->str : "-");
+            if (!lng || mp->pci)
+                continue;
+            /* A PCI parent's details are under its PCI device above. */
+            for (guint j = 0; j < mp->types->len; j++) {
+                const AvMdevType *t = g_ptr_array_index(mp->types, j);
+                printf("      mdev type %s (%s, %s): %u available\n", t->id, av_or_dash(t->name),
+                       av_or_dash(t->device_api), t->available);
+            }
+            for (guint j = 0; j < mp->mdevs->len; j++) {
+                const AvMdev *m = g_ptr_array_index(mp->mdevs, j);
+                printf("      mdev %s (%s)\n", m->uuid, av_or_dash(m->type_id));
+            }
+            printf("      sysfs: %s\n", mp->sysfs_path);
+        }
+    }
+
     printf("\nUSB devices\n");
     printf("  %-12s  %-9s  %-4s  %-18s  %s\n", "BUS PATH", "ID", "NODE", "PROFILE", "NAME");
     for (guint i = 0; i < host->usb->len; i++) {
@@ -331,6 +403,7 @@ av_cli_cmd_list(AvCli *cli, int argc, char **argv)
         json_t *numa = json_array();
         json_t *pci = json_array();
         json_t *usb = json_array();
+        json_t *parents = json_array();
 
         for (guint i = 0; i < host->numa_nodes->len; i++)
             json_array_append_new(numa, av_numa_json(g_ptr_array_index(host->numa_nodes, i)));
@@ -354,7 +427,15 @@ av_cli_cmd_list(AvCli *cli, int argc, char **argv)
         json_object_set_new(o, "iommu_enabled", json_boolean(host->iommu_enabled));
         json_object_set_new(o, "numa_nodes", numa);
         json_object_set_new(o, "pci", pci);
+        for (guint i = 0; host->mdev_parents && i < host->mdev_parents->len; i++) {
+            const AvMdevParent *mp = g_ptr_array_index(host->mdev_parents, i);
+            const AvProfile *p = av_policy_match_mdev_parent(policy, mp);
+
+            if (!managed_only || p)
+                json_array_append_new(parents, av_mdev_parent_json(mp, p));
+        }
         json_object_set_new(o, "usb", usb);
+        json_object_set_new(o, "mdev_parents", parents);
         av_cli_print_json(o);
     } else {
         av_list_print_table(host, policy, managed_only, lng);

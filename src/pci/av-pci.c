@@ -44,6 +44,21 @@ av_mdev_free(AvMdev *mdev)
 }
 
 void
+av_mdev_parent_free(AvMdevParent *parent)
+{
+    if (!parent)
+        return;
+    g_free(parent->name);
+    g_free(parent->sysfs_path);
+    g_free(parent->pci_address);
+    if (parent->types)
+        g_ptr_array_unref(parent->types);
+    if (parent->mdevs)
+        g_ptr_array_unref(parent->mdevs);
+    g_free(parent);
+}
+
+void
 av_pci_device_free(AvPciDevice *dev)
 {
     if (!dev)
@@ -107,6 +122,8 @@ av_host_free(AvHost *host)
         g_ptr_array_unref(host->usb);
     if (host->numa_nodes)
         g_ptr_array_unref(host->numa_nodes);
+    if (host->mdev_parents)
+        g_ptr_array_unref(host->mdev_parents);
     g_free(host);
 }
 
@@ -674,36 +691,39 @@ av_mdev_type_cmp(gconstpointer a, gconstpointer b)
 /* Documentation/ABI/testing/sysfs-bus-vfio-mdev: a parent lists its types
  * in mdev_supported_types/TYPE/{name,device_api,description,
  * available_instances}; each mdev is a directory UUID under its parent with
- * an "mdev_type" link to its type. */
+ * an "mdev_type" link to its type.  Reads those of the parent @name whose
+ * directory is @dir (its entries, sorted, in @entries) into @types and
+ * @mdevs. */
 static void
-av_pci_device_read_mdev(const AvRoot *root, AvPciDevice *dev, char **entries)
+av_mdev_parent_read(const AvRoot *root, const char *name, const char *dir, char **entries,
+                    GPtrArray *types_out, GPtrArray *mdevs_out)
 {
-    g_autofree char *types_dir = g_strconcat(dev->sysfs_path, "/mdev_supported_types", NULL);
+    g_autofree char *types_dir = g_strconcat(dir, "/mdev_supported_types", NULL);
     g_auto(GStrv) types = NULL;
 
     if (av_root_list_dir(root, types_dir, &types) == 0) {
         for (guint i = 0; types[i]; i++) {
-            g_autofree char *dir = NULL;
+            g_autofree char *tdir = NULL;
             AvMdevType *type;
             guint avail = 0;
 
             if (!av_name_is_safe(types[i]))
                 continue;
-            dir = g_strconcat(types_dir, "/", types[i], NULL);
-            if (av_attr_read_uint(root, dir, "available_instances", &avail) < 0) {
+            tdir = g_strconcat(types_dir, "/", types[i], NULL);
+            if (av_attr_read_uint(root, tdir, "available_instances", &avail) < 0) {
                 g_debug("ignoring mdev type '%s' of '%s': no readable available_instances",
-                        types[i], dev->address);
+                        types[i], name);
                 continue;
             }
             type = g_new0(AvMdevType, 1);
             type->id = g_strdup(types[i]);
-            type->name = av_attr_read_optional(root, dir, "name");
-            type->device_api = av_attr_read_optional(root, dir, "device_api");
-            type->description = av_attr_read_optional(root, dir, "description");
+            type->name = av_attr_read_optional(root, tdir, "name");
+            type->device_api = av_attr_read_optional(root, tdir, "device_api");
+            type->description = av_attr_read_optional(root, tdir, "description");
             type->available = avail;
-            g_ptr_array_add(dev->mdev_types, type);
+            g_ptr_array_add(types_out, type);
         }
-        g_ptr_array_sort(dev->mdev_types, av_mdev_type_cmp);
+        g_ptr_array_sort(types_out, av_mdev_type_cmp);
     }
 
     /* Existing mdevs: children named by a UUID (entries is sorted). */
@@ -714,17 +734,23 @@ av_pci_device_read_mdev(const AvRoot *root, AvPciDevice *dev, char **entries)
 
         if (!av_mdev_uuid_is_valid(entries[i]))
             continue;
-        link = g_strconcat(dev->sysfs_path, "/", entries[i], "/mdev_type", NULL);
+        link = g_strconcat(dir, "/", entries[i], "/mdev_type", NULL);
         if (av_root_link_name(root, link, &type_id) < 0) {
-            g_debug("ignoring '%s' under '%s': no mdev_type link", entries[i], dev->address);
+            g_debug("ignoring '%s' under '%s': no mdev_type link", entries[i], name);
             continue;
         }
         mdev = g_new0(AvMdev, 1);
         mdev->uuid = g_strdup(entries[i]);
-        mdev->parent = g_strdup(dev->address);
+        mdev->parent = g_strdup(name);
         mdev->type_id = g_steal_pointer(&type_id);
-        g_ptr_array_add(dev->mdevs, mdev);
+        g_ptr_array_add(mdevs_out, mdev);
     }
+}
+
+static void
+av_pci_device_read_mdev(const AvRoot *root, AvPciDevice *dev, char **entries)
+{
+    av_mdev_parent_read(root, dev->address, dev->sysfs_path, entries, dev->mdev_types, dev->mdevs);
 }
 
 /* Documentation/ABI/testing/sysfs-bus-pci: "reset_method" lists the
@@ -881,6 +907,154 @@ av_host_iommu_enabled(const AvRoot *root)
     return FALSE;
 }
 
+/* See av-pci.h: dev_set_name() names are free text, so accelvirt takes only
+ * a safe subset before one reaches a path. */
+gboolean
+av_mdev_parent_name_is_valid(const char *name)
+{
+    gsize len;
+
+    if (!name)
+        return FALSE;
+    len = strlen(name);
+    if (len == 0 || len > 64 || g_str_equal(name, ".") || g_str_equal(name, ".."))
+        return FALSE;
+    for (gsize i = 0; i < len; i++)
+        if (!g_ascii_isalnum(name[i]) && name[i] != '_' && name[i] != '.' && name[i] != ':' && name[i] != '-')
+            return FALSE;
+    return TRUE;
+}
+
+static gint
+av_mdev_parent_cmp(gconstpointer a, gconstpointer b)
+{
+    const AvMdevParent *x = *(AvMdevParent *const *)a, *y = *(AvMdevParent *const *)b;
+
+    return strcmp(x->name, y->name);
+}
+
+/* The PCI function of @host whose canonical directory is @sysfs_path, or NULL. */
+static const AvPciDevice *
+av_host_find_pci_by_path(const AvHost *host, const char *sysfs_path)
+{
+    for (guint i = 0; i < host->pci->len; i++) {
+        const AvPciDevice *dev = g_ptr_array_index(host->pci, i);
+
+        if (g_str_equal(dev->sysfs_path, sysfs_path))
+            return dev;
+    }
+    return NULL;
+}
+
+/* A parent that is the PCI function @dev, sharing its types and mdevs. */
+static AvMdevParent *
+av_mdev_parent_new_pci(const char *name, const AvPciDevice *dev)
+{
+    AvMdevParent *parent = g_new0(AvMdevParent, 1);
+
+    parent->name = g_strdup(name);
+    parent->sysfs_path = g_strdup(dev->sysfs_path);
+    parent->pci_address = g_strdup(dev->address);
+    parent->pci = dev;
+    parent->numa_node = dev->numa_node;
+    parent->types = g_ptr_array_ref(dev->mdev_types);
+    parent->mdevs = g_ptr_array_ref(dev->mdevs);
+    return parent;
+}
+
+/* Documentation/driver-api/vfio-mediated-device.rst: mdev_register_parent()
+ * links every parent into /sys/class/mdev_bus by its device name.  Reads
+ * them into host->mdev_parents after the PCI scan (a PCI parent is the very
+ * AvPciDevice found there).  A tree without the class (one captured before
+ * it was looked at) still gives its PCI functions that offer
+ * mdev_supported_types.  Entries with unsafe names or dangling links are
+ * left out with a debug message. */
+static void
+av_host_scan_mdev_parents(const AvRoot *root, AvHost *host)
+{
+    g_autofree char *dir = av_sys_path("class/mdev_bus");
+    g_auto(GStrv) names = NULL;
+
+    if (av_root_list_dir(root, dir, &names) < 0)
+        names = NULL;
+    for (guint i = 0; names && names[i]; i++) {
+        g_autofree char *link = NULL;
+        g_autofree char *path = NULL;
+        g_auto(GStrv) entries = NULL;
+        const AvPciDevice *dev;
+        AvMdevParent *parent;
+        int r;
+
+        if (!av_mdev_parent_name_is_valid(names[i])) {
+            g_debug("ignoring the mdev parent '%s' in %s: not a safe name", names[i], dir);
+            continue;
+        }
+        link = g_strconcat(dir, "/", names[i], NULL);
+        r = av_root_resolve(root, link, &path);
+        if (r < 0) {
+            g_debug("ignoring the mdev parent '%s': %s", names[i], g_strerror(-r));
+            continue;
+        }
+        dev = av_host_find_pci_by_path(host, path);
+        if (dev) {
+            g_ptr_array_add(host->mdev_parents, av_mdev_parent_new_pci(names[i], dev));
+            continue;
+        }
+        parent = g_new0(AvMdevParent, 1);
+        parent->name = g_strdup(names[i]);
+        parent->sysfs_path = g_steal_pointer(&path);
+        parent->numa_node = av_attr_read_numa_node(root, parent->sysfs_path);
+        parent->types = g_ptr_array_new_with_free_func((GDestroyNotify)av_mdev_type_free);
+        parent->mdevs = g_ptr_array_new_with_free_func((GDestroyNotify)av_mdev_free);
+        if (av_root_list_dir(root, parent->sysfs_path, &entries) < 0)
+            entries = NULL;
+        av_mdev_parent_read(root, parent->name, parent->sysfs_path, entries, parent->types, parent->mdevs);
+        g_ptr_array_add(host->mdev_parents, parent);
+    }
+    for (guint i = 0; i < host->pci->len; i++) {
+        const AvPciDevice *dev = g_ptr_array_index(host->pci, i);
+        gboolean listed = FALSE;
+
+        if (dev->mdev_types->len == 0)
+            continue;
+        for (guint j = 0; j < host->mdev_parents->len && !listed; j++)
+            listed = ((AvMdevParent *)g_ptr_array_index(host->mdev_parents, j))->pci == dev;
+        if (!listed)
+            g_ptr_array_add(host->mdev_parents, av_mdev_parent_new_pci(dev->address, dev));
+    }
+    g_ptr_array_sort(host->mdev_parents, av_mdev_parent_cmp);
+}
+
+/* Linear searches: a host has a handful of parents. */
+AvMdevParent *
+av_host_find_mdev_parent(const AvHost *host, const char *name)
+{
+    if (!host || !name || !host->mdev_parents)
+        return NULL;
+    for (guint i = 0; i < host->mdev_parents->len; i++) {
+        AvMdevParent *parent = g_ptr_array_index(host->mdev_parents, i);
+
+        if (g_str_equal(parent->name, name))
+            return parent;
+    }
+    return NULL;
+}
+
+AvMdevParent *
+av_host_find_mdev(const AvHost *host, const char *uuid)
+{
+    if (!host || !uuid || !host->mdev_parents)
+        return NULL;
+    for (guint i = 0; i < host->mdev_parents->len; i++) {
+        AvMdevParent *parent = g_ptr_array_index(host->mdev_parents, i);
+
+        for (guint j = 0; j < parent->mdevs->len; j++)
+            if (g_strcmp0(((AvMdev *)g_ptr_array_index(parent->mdevs, j))->uuid, uuid) == 0)
+                return parent;
+    }
+    return NULL;
+}
+
 /* Scans the whole host: see av-pci.h.  The caller owns the result. */
 AvHost *
 av_host_scan(const AvRoot *root, GError **error)
@@ -894,6 +1068,7 @@ av_host_scan(const AvRoot *root, GError **error)
     host->pci = g_ptr_array_new_with_free_func((GDestroyNotify)av_pci_device_free);
     host->usb = g_ptr_array_new_with_free_func((GDestroyNotify)av_usb_device_free);
     host->numa_nodes = g_ptr_array_new_with_free_func((GDestroyNotify)av_numa_node_free);
+    host->mdev_parents = g_ptr_array_new_with_free_func((GDestroyNotify)av_mdev_parent_free);
 
     r = av_root_list_dir(root, dir, &names);
     if (r < 0) {
@@ -937,6 +1112,7 @@ av_host_scan(const AvRoot *root, GError **error)
     }
     av_pci_scan_clear(&scan);
     g_ptr_array_sort(host->pci, av_pci_device_cmp);
+    av_host_scan_mdev_parents(root, host);
 
     host->iommu_enabled = av_host_iommu_enabled(root);
     if (!av_usb_scan(root, host->usb, error))

@@ -31,7 +31,8 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(AvMdevType, av_mdev_type_free)
 /* One mediated device that exists now (/sys/bus/mdev/devices/UUID). */
 typedef struct {
     char *uuid;
-    char *parent;        /* PCI address of the parent */
+    char *parent;        /* name of the parent as in /sys/class/mdev_bus: the PCI address
+                          * for a PCI parent, such as "mtty" for others */
     char *type_id;       /* mdev_type link name, such as "nvidia-35" */
 } AvMdev;
 
@@ -98,6 +99,28 @@ typedef struct {
 void av_usb_device_free(AvUsbDevice *dev);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(AvUsbDevice, av_usb_device_free)
 
+/* One mdev parent, a device that registered with the mdev core
+ * (mdev_register_parent()): the kernel links every one, PCI or not, into
+ * /sys/class/mdev_bus (Documentation/driver-api/vfio-mediated-device.rst):
+ * NVIDIA vGPU and Intel GVT-g are PCI functions, while the mtty sample
+ * (/sys/devices/virtual/mtty/mtty), s390's vfio_ap ("matrix") and vfio_ccw
+ * are not. */
+typedef struct {
+    char *name;                  /* the entry of /sys/class/mdev_bus: the PCI address, or "mtty" */
+    char *sysfs_path;            /* canonical root-relative path: /sys/devices/virtual/mtty/mtty */
+    char *pci_address;           /* the PCI function it is, or NULL */
+    const AvPciDevice *pci;      /* that function, borrowed from the same AvHost, or NULL */
+    int numa_node;               /* the PCI function's node, else the parent's own "numa_node"
+                                  * attribute if any, else -1 */
+    GPtrArray *types;            /* AvMdevType*, sorted by id; for a PCI parent the very array
+                                  * of the AvPciDevice (mdev_types), shared */
+    GPtrArray *mdevs;            /* AvMdev*, sorted by uuid; for a PCI parent the AvPciDevice's
+                                  * mdevs, shared */
+} AvMdevParent;
+
+void av_mdev_parent_free(AvMdevParent *parent);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(AvMdevParent, av_mdev_parent_free)
+
 typedef struct {
     int id;
     char *cpulist;               /* "0-15,32-47" as the kernel prints it */
@@ -113,6 +136,10 @@ typedef struct {
     GPtrArray *usb;              /* AvUsbDevice*, sorted by bus_path; interfaces ("1-1:1.0") and root hubs excluded */
     GPtrArray *numa_nodes;       /* AvNumaNode*, sorted by id; one node 0 holding every online CPU when the tree has no node directory */
     gboolean iommu_enabled;      /* /sys/kernel/iommu_groups has at least one group */
+    GPtrArray *mdev_parents;     /* AvMdevParent*, sorted by name (strcmp): the entries of
+                                  * /sys/class/mdev_bus, plus any PCI function offering
+                                  * mdev_supported_types that a tree without that class lists
+                                  * nowhere else */
 } AvHost;
 
 void av_host_free(AvHost *host);
@@ -131,6 +158,19 @@ AvHost *av_host_scan(const AvRoot *root, GError **error);
 
 /* Scans one PCI device by address.  Same facts as av_host_scan(). */
 AvPciDevice *av_pci_device_scan(const AvRoot *root, const char *address, GError **error);
+
+/* The mdev parent named @name in @host, or NULL.  Borrowed from @host. */
+AvMdevParent *av_host_find_mdev_parent(const AvHost *host, const char *name);
+
+/* The parent in @host on which the mdev @uuid exists, or NULL.  Borrowed. */
+AvMdevParent *av_host_find_mdev(const AvHost *host, const char *uuid);
+
+/* TRUE when @name may name an mdev parent (an entry of /sys/class/mdev_bus):
+ * [A-Za-z0-9_.:-], 1 to 64 characters, neither "." nor "..".  PCI addresses
+ * ("0000:17:00.0"), "mtty", "matrix" and ccw subchannels ("0.0.0313") pass.
+ * The only form accepted from the pool, users or the tree before it reaches
+ * a path. */
+gboolean av_mdev_parent_name_is_valid(const char *name);
 
 /* The device at @address in @host, or NULL.  Borrowed from @host. */
 AvPciDevice *av_host_find_pci(const AvHost *host, const char *address);

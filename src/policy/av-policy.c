@@ -56,7 +56,7 @@ static const char *const profile_keys[] = {
     "scrub", "restore_driver", "hide_hypervisor", "resource_class", "traits", NULL,
 };
 static const char *const match_keys[] = {
-    "vendor", "device", "class", "subsystem_vendor", "subsystem_device", "address", NULL,
+    "vendor", "device", "class", "subsystem_vendor", "subsystem_device", "address", "mdev_parent", NULL,
 };
 
 /* Nova's standard resource classes that can stand for a device (os-resource-classes). */
@@ -130,6 +130,7 @@ av_profile_new(void)
 
     p->match_devices = g_array_new(FALSE, FALSE, sizeof(guint16));
     p->match_addresses = g_ptr_array_new_with_free_func(g_free);
+    p->match_mdev_parents = g_ptr_array_new_with_free_func(g_free);
     p->scrub = g_ptr_array_new_with_free_func((GDestroyNotify)av_scrub_step_free);
     p->traits = g_ptr_array_new_with_free_func(g_free);
     return p;
@@ -147,6 +148,8 @@ av_profile_free(AvProfile *profile)
         g_array_unref(profile->match_devices);
     if (profile->match_addresses)
         g_ptr_array_unref(profile->match_addresses);
+    if (profile->match_mdev_parents)
+        g_ptr_array_unref(profile->match_mdev_parents);
     g_free(profile->mdev_type);
     if (profile->scrub)
         g_ptr_array_unref(profile->scrub);
@@ -511,6 +514,53 @@ add_address(const PolicyParse *pp, AvProfile *profile, json_t *item, const char 
 }
 
 static gboolean
+add_mdev_parent(const PolicyParse *pp, AvProfile *profile, json_t *item, const char *path,
+                const char *display, GError **error)
+{
+    const char *s = json_string_value(item);
+    g_autofree char *lower = g_ascii_strdown(s, -1);
+
+    if (!av_mdev_parent_name_is_valid(s))
+        return policy_fail(pp, path, FALSE, error,
+                           "'%s' is not an mdev parent name: '%s'; expected a name listed in /sys/class/mdev_bus, such as 'mtty' or '0000:17:00.0' (letters, digits, '_', '.', ':' and '-', at most 64)",
+                           display, s);
+    /* A PCI address in either case is stored in the kernel's lower case. */
+    g_ptr_array_add(profile->match_mdev_parents, g_strdup(av_pci_address_is_valid(lower) ? lower : s));
+    return TRUE;
+}
+
+/* "match": {"mdev_parent": NAME or [NAMES]}: an "mdev" profile that takes
+ * parents by their name in /sys/class/mdev_bus, PCI or not, instead of by
+ * PCI ids (so without "vendor", and with no PCI key beside it). */
+static gboolean
+parse_match_mdev_parent(const PolicyParse *pp, AvProfile *profile, json_t *match, const char *path,
+                        json_t *v, GError **error)
+{
+    static const char *const pci_keys[] = { "vendor", "device", "class", "subsystem_vendor",
+                                            "subsystem_device", "address", NULL };
+    g_autofree char *mp = path_join(path, "mdev_parent");
+
+    if (profile->attach != AV_ATTACH_MDEV)
+        return policy_fail(pp, mp, TRUE, error,
+                           "'match.mdev_parent' is only allowed with attach 'mdev', not with attach '%s'; "
+                           "other profiles match devices by their ids",
+                           av_attach_to_string(profile->attach));
+    for (gsize i = 0; pci_keys[i]; i++) {
+        if (json_object_get(match, pci_keys[i])) {
+            g_autofree char *kp = path_join(path, pci_keys[i]);
+            return policy_fail(pp, kp, TRUE, error,
+                               "'match.%s' cannot be combined with 'match.mdev_parent'; a profile takes mdev "
+                               "parents either by name or by PCI ids, so write two profiles",
+                               pci_keys[i]);
+        }
+    }
+    return get_string_or_list(pp, profile, v, mp, "match.mdev_parent",
+                              "a string such as 'mtty' (an mdev parent name)",
+                              "list at least one mdev parent name, such as \"mtty\"",
+                              add_mdev_parent, error);
+}
+
+static gboolean
 parse_match(const PolicyParse *pp, AvProfile *profile, json_t *match, const char *base, GError **error)
 {
     g_autofree char *path = path_join(base, "match");
@@ -520,6 +570,10 @@ parse_match(const PolicyParse *pp, AvProfile *profile, json_t *match, const char
         return type_fail(pp, path, "match", "an object", match, error);
     if (!check_keys(pp, match, path, " in 'match'", match_keys, error))
         return FALSE;
+
+    v = json_object_get(match, "mdev_parent");
+    if (v)
+        return parse_match_mdev_parent(pp, profile, match, path, v, error);
 
     v = json_object_get(match, "vendor");
     if (!v)
@@ -1272,6 +1326,40 @@ pci_offers_mdev_type(const AvPciDevice *dev, const char *type)
     return FALSE;
 }
 
+static gboolean
+profile_names_parent(const AvProfile *p, const char *name)
+{
+    for (guint i = 0; p->match_mdev_parents && i < p->match_mdev_parents->len; i++)
+        if (g_str_equal(g_ptr_array_index(p->match_mdev_parents, i), name))
+            return TRUE;
+    return FALSE;
+}
+
+/* See av-policy.h. */
+const AvProfile *
+av_policy_match_mdev_parent(const AvPolicy *policy, const AvMdevParent *parent)
+{
+    if (!policy || !parent)
+        return NULL;
+    if (parent->pci) {
+        const AvProfile *p = av_policy_match_pci(policy, parent->pci);
+
+        return p && p->attach == AV_ATTACH_MDEV ? p : NULL;
+    }
+    for (guint i = 0; i < policy->profiles->len; i++) {
+        const AvProfile *p = g_ptr_array_index(policy->profiles, i);
+        gboolean offers = FALSE;
+
+        if (p->attach != AV_ATTACH_MDEV || !p->mdev_type || !profile_names_parent(p, parent->name))
+            continue;
+        for (guint j = 0; parent->types && j < parent->types->len && !offers; j++)
+            offers = g_strcmp0(((const AvMdevType *)g_ptr_array_index(parent->types, j))->id, p->mdev_type) == 0;
+        if (offers)
+            return p;
+    }
+    return NULL;
+}
+
 /* The first profile that takes the PCI function @dev (accelvirt-policy(5),
  * MATCHING), or NULL.  Borrowed from @policy. */
 const AvProfile *
@@ -1299,6 +1387,12 @@ av_policy_match_pci(const AvPolicy *policy, const AvPciDevice *dev)
         case AV_ATTACH_MDEV:
             if (!pci_offers_mdev_type(dev, p->mdev_type))
                 continue;
+            /* A profile naming its parents takes these and no other. */
+            if (p->match_mdev_parents && p->match_mdev_parents->len > 0) {
+                if (!profile_names_parent(p, dev->address))
+                    continue;
+                return p;
+            }
             break;
         }
         if (!profile_match_ids(p, dev->vendor_id, dev->device_id))
@@ -1399,6 +1493,8 @@ av_profile_to_json(const AvProfile *profile)
         json_object_set_new(match, "subsystem_device", hex16(profile->match_subsystem_device));
     if (profile->match_addresses->len > 0)
         json_object_set_new(match, "address", strings_to_json(profile->match_addresses));
+    if (profile->match_mdev_parents->len > 0)
+        json_object_set_new(match, "mdev_parent", strings_to_json(profile->match_mdev_parents));
     json_object_set_new(o, "match", match);
 
     json_object_set_new(o, "attach", json_string(av_attach_to_string(profile->attach)));

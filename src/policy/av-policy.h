@@ -76,6 +76,9 @@ typedef struct {
     gboolean match_subsystem_device_set;
     guint16 match_subsystem_device;
     GPtrArray *match_addresses;  /* char*: PCI addresses or USB bus paths; empty = any */
+    GPtrArray *match_mdev_parents; /* char*: attach "mdev" only: names of /sys/class/mdev_bus
+                                    * ("mtty", "0000:17:00.0") the profile takes, instead of
+                                    * PCI ids; empty = match by PCI ids */
 
     AvAttach attach;
     char *mdev_type;             /* attach "mdev": the type id to create, else NULL */
@@ -123,9 +126,19 @@ AvPolicy *av_policy_new(void);
  * Which functions each attach can match (accelvirt-policy(5), MATCHING):
  * "vfio-pci" only functions that are not VFs (dev->physfn == NULL);
  * "sriov-vf" only VFs; "mdev" only mdev parents offering the profile's
- * mdev_type (in dev->mdev_types), PF or VF alike; "usb" never a PCI device.
+ * mdev_type (in dev->mdev_types), PF or VF alike, and when the profile
+ * names its parents ("mdev_parent") only those named; "usb" never a PCI
+ * device.
  * Bridges (base class 0x06) never match. */
 const AvProfile *av_policy_match_pci(const AvPolicy *policy, const AvPciDevice *dev);
+
+/* The first "mdev" profile that takes the mdev parent @parent, or NULL.
+ * A PCI parent (parent->pci set) goes through av_policy_match_pci(), whose
+ * answer counts only when its attach is "mdev"; any other parent (such as
+ * the virtual "mtty") is taken by the first "mdev" profile that names it in
+ * "match": {"mdev_parent": [...]} and whose mdev_type it offers.  Borrowed
+ * from @policy. */
+const AvProfile *av_policy_match_mdev_parent(const AvPolicy *policy, const AvMdevParent *parent);
 
 /* The first "usb" profile matching the USB device @dev, or NULL. */
 const AvProfile *av_policy_match_usb(const AvPolicy *policy, const AvUsbDevice *dev);

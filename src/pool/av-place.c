@@ -147,6 +147,20 @@ av_place_node_of(const AvHost *host, int node)
     return node;
 }
 
+/* The NUMA node of the mdev parent @name of @host, as placement counts
+ * nodes: the scan's parent, else (a host built without mdev_parents) the
+ * PCI function of that address; -1 when neither is known. */
+static int
+av_place_mdev_parent_node(const AvHost *host, const char *name)
+{
+    const AvMdevParent *parent = av_host_find_mdev_parent(host, name);
+    const AvPciDevice *pci = parent ? NULL : av_host_find_pci(host, name);
+
+    if (!parent && !pci)
+        return -1;
+    return av_place_node_of(host, parent ? parent->numa_node : pci->numa_node);
+}
+
 static void
 av_place_add_to_profile(AvPlaceCtx *ctx, AvPlaceFn *fn, const char **last_name, GPtrArray **last_list)
 {
@@ -304,6 +318,9 @@ typedef struct {
     GPtrArray *list;             /* AvPlaceFn* of the profile, borrowed from the context; may be NULL */
     GPtrArray *picked;           /* AvPlaceFn* given to the domain by the current trial */
     GPtrArray *mdev_parents;     /* const char*: the parent foreseen for each mdev of the current trial */
+    GPtrArray *virtual_parents;  /* const AvMdevParent*: mdev parents that are no PCI device (mtty)
+                                  * the profile takes (av_policy_match_mdev_parent()); they are not
+                                  * pooled, only their instances count; borrowed from the host */
     char *why;                   /* why a free device could not be used (the last one met), or NULL */
 } AvPlaceReq;
 
@@ -312,6 +329,7 @@ av_place_req_clear(AvPlaceReq *r)
 {
     g_clear_pointer(&r->picked, g_ptr_array_unref);
     g_clear_pointer(&r->mdev_parents, g_ptr_array_unref);
+    g_clear_pointer(&r->virtual_parents, g_ptr_array_unref);
     g_clear_pointer(&r->why, g_free);
 }
 
@@ -618,10 +636,10 @@ av_place_pick_usb(AvPlaceCtx *ctx, AvPlaceReq *r, int node_filter, int prefer)
 }
 
 static const AvMdevType *
-av_place_mdev_type(const AvPciDevice *dev, const char *type)
+av_place_mdev_type_in(const GPtrArray *types, const char *type)
 {
-    for (guint i = 0; dev->mdev_types && i < dev->mdev_types->len; i++) {
-        const AvMdevType *t = g_ptr_array_index(dev->mdev_types, i);
+    for (guint i = 0; types && i < types->len; i++) {
+        const AvMdevType *t = g_ptr_array_index(types, i);
 
         if (strcmp(t->id, type) == 0)
             return t;
@@ -629,20 +647,58 @@ av_place_mdev_type(const AvPciDevice *dev, const char *type)
     return NULL;
 }
 
-/* A parent as av_mdev_choose_parent() should see it during this trial: a
- * shallow copy of the scanned device whose type shows the instances this
- * placement already used, and whose mdevs include the ones foreseen. */
-static void
-av_place_view_parent_free(AvPciDevice *copy)
+static const AvMdevType *
+av_place_mdev_type(const AvPciDevice *dev, const char *type)
 {
-    g_ptr_array_unref(copy->mdev_types);
+    return av_place_mdev_type_in(dev->mdev_types, type);
+}
+
+/* A parent as av_mdev_choose_parent() should see it during this trial: a
+ * shallow copy (name borrowed from the host) whose only type shows the
+ * instances this placement already used, and whose mdevs include the ones
+ * foreseen. */
+static void
+av_place_view_parent_free(AvMdevParent *copy)
+{
+    g_ptr_array_unref(copy->types);
     g_ptr_array_unref(copy->mdevs);
     g_free(copy);
 }
 
+static void
+av_place_view_parent_add(AvPlaceCtx *ctx, GPtrArray *parents, const char *name, int node,
+                         const AvMdevType *t, const GPtrArray *mdevs, const char *type, AvMdev *foreseen)
+{
+    AvMdevParent *copy = g_new0(AvMdevParent, 1);
+    AvMdevType *tc;
+
+    copy->name = (char *)name;
+    copy->numa_node = node;
+    copy->types = g_ptr_array_new_with_free_func(g_free);
+    tc = g_memdup2(t, sizeof(*tc));
+    g_ptr_array_add(copy->types, tc);
+    copy->mdevs = g_ptr_array_new();
+    for (guint j = 0; mdevs && j < mdevs->len; j++)
+        g_ptr_array_add(copy->mdevs, g_ptr_array_index(mdevs, j));
+    for (guint j = 0; j < ctx->trial_mdevs->len; j++) {
+        AvPlaceMdevPick *pick = &g_array_index(ctx->trial_mdevs, AvPlaceMdevPick, j);
+
+        if (strcmp(pick->parent, name) != 0)
+            continue;
+        if (strcmp(pick->type, type) == 0) {
+            tc->available = tc->available > 0 ? tc->available - 1 : 0;
+            g_ptr_array_add(copy->mdevs, foreseen);
+        } else {
+            tc->available = 0;   /* one type per parent at a time */
+        }
+    }
+    g_ptr_array_add(parents, copy);
+}
+
 /* mdevs: the parent that av_mdev_choose_parent() (the hook's own choice at
  * prepare, so the hint and the hook agree) picks on a view of the pooled,
- * free parents, one instance at a time. */
+ * free PCI parents and of the parents that are no PCI device, one instance
+ * at a time. */
 static gboolean
 av_place_pick_mdevs(AvPlaceCtx *ctx, AvPlaceReq *r, int node_filter, int prefer, GError **error)
 {
@@ -656,37 +712,23 @@ av_place_pick_mdevs(AvPlaceCtx *ctx, AvPlaceReq *r, int node_filter, int prefer,
                     "add one to the profile", r->profile->name);
         return FALSE;
     }
-    for (guint i = 0; i < r->list->len; i++) {
+    for (guint i = 0; r->list && i < r->list->len; i++) {
         AvPlaceFn *fn = g_ptr_array_index(r->list, i);
         const AvMdevType *t;
-        AvMdevType *tc;
-        AvPciDevice *copy;
 
         if (!fn->pci || !fn->available || fn->taken || !(t = av_place_mdev_type(fn->pci, type)))
             continue;
-        copy = g_memdup2(fn->pci, sizeof(*copy));
-        copy->numa_node = fn->node;
-        copy->mdev_types = g_ptr_array_new_with_free_func(g_free);
-        tc = g_memdup2(t, sizeof(*tc));
-        g_ptr_array_add(copy->mdev_types, tc);
-        copy->mdevs = g_ptr_array_new();
-        for (guint j = 0; fn->pci->mdevs && j < fn->pci->mdevs->len; j++)
-            g_ptr_array_add(copy->mdevs, g_ptr_array_index(fn->pci->mdevs, j));
-        for (guint j = 0; j < ctx->trial_mdevs->len; j++) {
-            AvPlaceMdevPick *pick = &g_array_index(ctx->trial_mdevs, AvPlaceMdevPick, j);
-
-            if (strcmp(pick->parent, copy->address) != 0)
-                continue;
-            if (strcmp(pick->type, type) == 0) {
-                tc->available = tc->available > 0 ? tc->available - 1 : 0;
-                g_ptr_array_add(copy->mdevs, &foreseen);
-            } else {
-                tc->available = 0;   /* one type per parent at a time */
-            }
-        }
-        g_ptr_array_add(parents, copy);
+        av_place_view_parent_add(ctx, parents, fn->pci->address, fn->node, t, fn->pci->mdevs, type, &foreseen);
     }
-    view.pci = parents;
+    for (guint i = 0; r->virtual_parents && i < r->virtual_parents->len; i++) {
+        const AvMdevParent *vp = g_ptr_array_index(r->virtual_parents, i);
+        const AvMdevType *t = av_place_mdev_type_in(vp->types, type);
+
+        if (t)
+            av_place_view_parent_add(ctx, parents, vp->name, av_place_node_of(ctx->host, vp->numa_node), t,
+                                     vp->mdevs, type, &foreseen);
+    }
+    view.mdev_parents = parents;
     for (guint n = 0; n < r->req->count; n++) {
         g_autofree char *parent = NULL;
         g_autoptr(GError) local = NULL;
@@ -704,17 +746,17 @@ av_place_pick_mdevs(AvPlaceCtx *ctx, AvPlaceReq *r, int node_filter, int prefer,
             }
         }
         for (guint i = 0; i < parents->len; i++) {
-            AvPciDevice *copy = g_ptr_array_index(parents, i);
-            AvMdevType *tc = g_ptr_array_index(copy->mdev_types, 0);
+            AvMdevParent *copy = g_ptr_array_index(parents, i);
+            AvMdevType *tc = g_ptr_array_index(copy->types, 0);
 
-            if (strcmp(copy->address, parent) != 0)
+            if (strcmp(copy->name, parent) != 0)
                 continue;
             tc->available--;
             g_ptr_array_add(copy->mdevs, &foreseen);
-            pick.parent = copy->address;     /* the scan's string: the copy is shallow */
+            pick.parent = copy->name;     /* the host's string: the copy is shallow */
             pick.type = type;
             g_array_append_val(ctx->trial_mdevs, pick);
-            g_ptr_array_add(r->mdev_parents, (gpointer)copy->address);
+            g_ptr_array_add(r->mdev_parents, (gpointer)copy->name);
             break;
         }
     }
@@ -727,7 +769,7 @@ av_place_pick_mdevs(AvPlaceCtx *ctx, AvPlaceReq *r, int node_filter, int prefer,
 static gboolean
 av_place_pick(AvPlaceCtx *ctx, AvPlaceReq *r, int node_filter, int prefer, GError **error)
 {
-    if (!r->list)
+    if (!r->list && !(r->virtual_parents && r->virtual_parents->len > 0))
         return FALSE;
     if (r->profile->attach == AV_ATTACH_MDEV) {
         g_autoptr(GError) local = NULL;
@@ -839,6 +881,18 @@ av_place_count(AvPlaceCtx *ctx, AvPlaceReq *r, int node_filter, guint *ret_total
             else if (states)
                 states[fn->pool->state]++;
         }
+    }
+    for (guint i = 0; r->virtual_parents && r->profile->mdev_type && i < r->virtual_parents->len; i++) {
+        const AvMdevParent *vp = g_ptr_array_index(r->virtual_parents, i);
+        const AvMdevType *t = av_place_mdev_type_in(vp->types, r->profile->mdev_type);
+        guint running = 0;
+
+        if (!t || !av_place_node_ok(node_filter, av_place_node_of(ctx->host, vp->numa_node)))
+            continue;
+        for (guint j = 0; vp->mdevs && j < vp->mdevs->len; j++)
+            running += g_strcmp0(((AvMdev *)g_ptr_array_index(vp->mdevs, j))->type_id, t->id) == 0;
+        total += t->available + running;
+        free_ += t->available;
     }
     *ret_total = total;
     *ret_free = free_;
@@ -1123,9 +1177,7 @@ av_place_choose(AvPlaceCtx *ctx, AvPlaceReq *reqs, guint n_reqs, int *ret_node, 
                 for (guint j = 0; reqs[i].tie && j < reqs[i].picked->len; j++)
                     on += ((AvPlaceFn *)g_ptr_array_index(reqs[i].picked, j))->node == node->id;
                 for (guint j = 0; reqs[i].tie && j < reqs[i].mdev_parents->len; j++) {
-                    const AvPciDevice *p = av_host_find_pci(ctx->host, g_ptr_array_index(reqs[i].mdev_parents, j));
-
-                    on += p && av_place_node_of(ctx->host, p->numa_node) == node->id;
+                    on += av_place_mdev_parent_node(ctx->host, g_ptr_array_index(reqs[i].mdev_parents, j)) == node->id;
                 }
             }
             av_place_trial_undo(ctx, reqs, n_reqs);
@@ -1297,8 +1349,18 @@ av_place(const AvHost *host, const AvPolicy *policy, const AvPool *pool, GPtrArr
     }
 
     av_place_ctx_init(&ctx, host, policy, pool, options);
-    for (guint i = 0; i < n_reqs; i++)
+    for (guint i = 0; i < n_reqs; i++) {
         reqs[i].list = g_hash_table_lookup(ctx.by_profile, reqs[i].profile->name);
+        if (reqs[i].profile->attach != AV_ATTACH_MDEV)
+            continue;
+        reqs[i].virtual_parents = g_ptr_array_new();
+        for (guint j = 0; host->mdev_parents && j < host->mdev_parents->len; j++) {
+            const AvMdevParent *mp = g_ptr_array_index(host->mdev_parents, j);
+
+            if (!mp->pci && av_policy_match_mdev_parent(policy, mp) == reqs[i].profile)
+                g_ptr_array_add(reqs[i].virtual_parents, (gpointer)mp);
+        }
+    }
 
     if (!av_place_check_counts(&ctx, reqs, n_reqs, error) ||
         !av_place_choose(&ctx, reqs, n_reqs, &node, error))
@@ -1330,16 +1392,18 @@ av_place(const AvHost *host, const AvPolicy *policy, const AvPool *pool, GPtrArr
         g_ptr_array_sort(r->mdev_parents, av_place_address_cmp);
         for (guint j = 0; j < r->mdev_parents->len; j++) {
             const char *parent = g_ptr_array_index(r->mdev_parents, j);
-            const AvPciDevice *pci = av_host_find_pci(host, parent);
             AvPlacedItem *item = g_new0(AvPlacedItem, 1);
 
             item->profile = g_strdup(r->profile->name);
             item->attach = AV_ATTACH_MDEV;
-            item->pci_address = g_strdup(parent);
+            if (av_pci_address_is_valid(parent))
+                item->pci_address = g_strdup(parent);
+            else
+                item->mdev_parent = g_strdup(parent);
             item->mdev_type = g_strdup(r->profile->mdev_type);
             item->mdev_uuid = options->new_uuid ? options->new_uuid(options->new_uuid_data)
                                                 : av_place_random_uuid(NULL);
-            item->numa_node = pci ? av_place_node_of(host, pci->numa_node) : -1;
+            item->numa_node = av_place_mdev_parent_node(host, parent);
             g_ptr_array_add(placement->items, item);
         }
         av_place_warn(&ctx, r, placement->items, first, node, placement->warnings);

@@ -54,8 +54,10 @@ typedef struct {
     char *profile;
     AvAttach attach;
     char *identity;              /* pool identity (PCI, USB); NULL for an mdev */
-    char *pci_address;           /* vfio-pci, sriov-vf: the device; mdev: the parent foreseen (a hint:
-                                  * the hook chooses at prepare) */
+    char *pci_address;           /* vfio-pci, sriov-vf: the device; mdev: the parent foreseen when it
+                                  * is a PCI device (a hint: the hook chooses at prepare) */
+    char *mdev_parent;           /* mdev: the parent foreseen when it is no PCI device (its name in
+                                  * /sys/class/mdev_bus, such as "mtty"), else NULL */
     char *mdev_type;             /* mdev, else NULL */
     char *mdev_uuid;             /* mdev: a fresh UUID, else NULL */
     char *usb_bus_path;          /* usb, else NULL */

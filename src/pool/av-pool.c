@@ -183,6 +183,38 @@ av_companion_free(AvCompanion *companion)
     g_free(companion);
 }
 
+/* TRUE when @address is what a device of @kind records: a PCI address, a
+ * USB bus path, or for an mdev its parent's name (av_mdev_parent_name_is_valid():
+ * a PCI address or a name such as "mtty"). */
+static gboolean
+av_pool_address_is_valid(AvDeviceKind kind, const char *address)
+{
+    switch (kind) {
+    case AV_DEVICE_KIND_PCI:
+        return av_pci_address_is_valid(address);
+    case AV_DEVICE_KIND_USB:
+        return av_usb_bus_path_is_valid(address);
+    case AV_DEVICE_KIND_MDEV:
+        return av_mdev_parent_name_is_valid(address);
+    }
+    return FALSE;
+}
+
+/* The form av_pool_address_is_valid() expects, for messages. */
+static const char *
+av_pool_address_form(AvDeviceKind kind)
+{
+    switch (kind) {
+    case AV_DEVICE_KIND_PCI:
+        return "PCI address (DDDD:BB:SS.F)";
+    case AV_DEVICE_KIND_USB:
+        return "USB port address (1-1.2)";
+    case AV_DEVICE_KIND_MDEV:
+        return "mdev parent name (a PCI address DDDD:BB:SS.F, or a name of /sys/class/mdev_bus such as mtty)";
+    }
+    return "address";
+}
+
 /* TRUE when @identity is "mdev:" and a canonical lower-case UUID. */
 static gboolean
 av_identity_is_mdev(const char *identity)
@@ -545,12 +577,12 @@ av_pool_load_device(const AvPoolLoad *ld, json_t *obj, guint index, GError **err
     }
     if (!av_pool_load_string(ld, obj, jpath, "address", TRUE, &dev->address, error))
         return NULL;
-    /* An mdev's address is its parent's PCI address. */
-    if (dev->address && !(dev->kind != AV_DEVICE_KIND_USB ? av_pci_address_is_valid(dev->address)
-                                                           : av_usb_bus_path_is_valid(dev->address))) {
+    /* An mdev's address is its parent's name in /sys/class/mdev_bus: the
+     * PCI address of a PCI parent, or a name such as "mtty". */
+    if (dev->address && !av_pool_address_is_valid(dev->kind, dev->address)) {
         g_autofree char *sub = g_strdup_printf("%s/address", jpath);
-        return av_pool_load_fail(ld, error, sub, "'%s' is not a %s address", dev->address,
-                                 dev->kind != AV_DEVICE_KIND_USB ? "PCI (DDDD:BB:SS.F)" : "USB port (1-1.2)"), NULL;
+        return av_pool_load_fail(ld, error, sub, "'%s' is not a %s", dev->address,
+                                 av_pool_address_form(dev->kind)), NULL;
     }
     if (!av_pool_load_extras(ld, obj, jpath, dev, error))
         return NULL;
@@ -1499,24 +1531,15 @@ av_pool_reconcile_one(AvPool *pool, const AvScanned *s, gint64 now, gboolean *ch
 static void
 av_pool_reconcile_mdev(const AvHost *host, AvPoolDevice *dev, gint64 now, gboolean *changed)
 {
-    const char *uuid = dev->identity + strlen("mdev:");
+    const AvMdevParent *parent = av_host_find_mdev(host, dev->identity + strlen("mdev:"));
 
-    for (guint i = 0; host->pci && i < host->pci->len; i++) {
-        const AvPciDevice *pci = g_ptr_array_index(host->pci, i);
-
-        for (guint j = 0; pci->mdevs && j < pci->mdevs->len; j++) {
-            const AvMdev *mdev = g_ptr_array_index(pci->mdevs, j);
-
-            if (strcmp(mdev->uuid, uuid) != 0)
-                continue;
-            *changed |= av_string_set(&dev->address, pci->address);
-            if (dev->numa_node != pci->numa_node || dev->last_seen != now) {
-                dev->numa_node = pci->numa_node;
-                dev->last_seen = now;
-                *changed = TRUE;
-            }
-            return;
-        }
+    if (!parent)
+        return;
+    *changed |= av_string_set(&dev->address, parent->name);
+    if (dev->numa_node != parent->numa_node || dev->last_seen != now) {
+        dev->numa_node = parent->numa_node;
+        dev->last_seen = now;
+        *changed = TRUE;
     }
 }
 
@@ -1639,10 +1662,9 @@ av_pool_add(AvPool *pool, AvDeviceKind kind, const char *identity, const char *a
                     "'%s' is not an mdev identity ('mdev:' and a lower-case UUID)", identity);
         return NULL;
     }
-    if (address && !(kind != AV_DEVICE_KIND_USB ? av_pci_address_is_valid(address)
-                                                : av_usb_bus_path_is_valid(address))) {
-        g_set_error(error, AV_ERROR, AV_ERROR_INVALID_INPUT, "'%s' is not a %s address", address,
-                    kind != AV_DEVICE_KIND_USB ? "PCI" : "USB");
+    if (address && !av_pool_address_is_valid(kind, address)) {
+        g_set_error(error, AV_ERROR, AV_ERROR_INVALID_INPUT, "'%s' is not a %s", address,
+                    av_pool_address_form(kind));
         return NULL;
     }
     if (!owner && (state == AV_DEVICE_STATE_CLAIMED || state == AV_DEVICE_STATE_IN_USE)) {

@@ -51,7 +51,9 @@ typedef enum {
     AV_DEVICE_KIND_PCI,
     AV_DEVICE_KIND_USB,
     AV_DEVICE_KIND_MDEV,         /* a mediated device: identity "mdev:UUID", address = its parent's
-                                  * PCI address; in the pool from prepare until its release is done */
+                                  * name in /sys/class/mdev_bus (the PCI address of a PCI parent,
+                                  * "mtty" for the mtty sample); in the pool from prepare until
+                                  * its release is done */
 } AvDeviceKind;
 
 /* Who holds a device. */
@@ -86,7 +88,7 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(AvCompanion, av_companion_free)
 typedef struct {
     char *identity;              /* stable identity, see av_pool_identity_pci() */
     AvDeviceKind kind;
-    char *address;               /* last seen PCI address or USB bus path */
+    char *address;               /* last seen PCI address or USB bus path; an mdev's parent name */
     char *profile;               /* profile name */
     AvDeviceState state;
     AvDeviceState state_before_missing; /* meaningful when state is MISSING */

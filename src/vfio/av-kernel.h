@@ -13,6 +13,9 @@
  *   /sys/bus/pci/drivers_probe       ADDR       binds ADDR to its driver_override
  *                                               (no override: -ENODEV)
  *   .../mdev_supported_types/TYPE/create UUID   creates the mdev (directory under the parent,
+ *                                               reached through /sys/class/mdev_bus/NAME or
+ *                                               /sys/bus/pci/devices/ADDR: a PCI parent or a
+ *                                               virtual one such as mtty alike;
  *                                               mdev_type and iommu_group links, the
  *                                               /sys/bus/mdev/devices link, one instance less)
  *   /sys/bus/mdev/devices/UUID/remove "1"       removes it again

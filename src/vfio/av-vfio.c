@@ -517,12 +517,12 @@ av_vfio_group_check(const AvHost *host, const AvPolicy *policy, const AvPciDevic
 
 /* --- mediated devices ----------------------------------------------------------- */
 
-/* The type @type_id of the parent @dev, or NULL.  Borrowed. */
+/* The type @type_id of @parent, or NULL.  Borrowed. */
 static const AvMdevType *
-av_mdev_find_type(const AvPciDevice *dev, const char *type_id)
+av_mdev_find_type(const AvMdevParent *parent, const char *type_id)
 {
-    for (guint i = 0; i < dev->mdev_types->len; i++) {
-        const AvMdevType *t = g_ptr_array_index(dev->mdev_types, i);
+    for (guint i = 0; parent->types && i < parent->types->len; i++) {
+        const AvMdevType *t = g_ptr_array_index(parent->types, i);
 
         if (g_str_equal(t->id, type_id))
             return t;
@@ -531,10 +531,10 @@ av_mdev_find_type(const AvPciDevice *dev, const char *type_id)
 }
 
 static gboolean
-av_mdev_runs_type(const AvPciDevice *dev, const char *type_id)
+av_mdev_runs_type(const AvMdevParent *parent, const char *type_id)
 {
-    for (guint i = 0; i < dev->mdevs->len; i++) {
-        const AvMdev *m = g_ptr_array_index(dev->mdevs, i);
+    for (guint i = 0; parent->mdevs && i < parent->mdevs->len; i++) {
+        const AvMdev *m = g_ptr_array_index(parent->mdevs, i);
 
         if (g_strcmp0(m->type_id, type_id) == 0)
             return TRUE;
@@ -542,11 +542,24 @@ av_mdev_runs_type(const AvPciDevice *dev, const char *type_id)
     return FALSE;
 }
 
+/* TRUE unless @profile names its parents ("match": {"mdev_parent": [...]})
+ * and @parent is not one of them. */
+static gboolean
+av_mdev_parent_listed(const AvProfile *profile, const AvMdevParent *parent)
+{
+    if (!profile->match_mdev_parents || profile->match_mdev_parents->len == 0)
+        return TRUE;
+    for (guint i = 0; i < profile->match_mdev_parents->len; i++)
+        if (g_str_equal(g_ptr_array_index(profile->match_mdev_parents, i), parent->name))
+            return TRUE;
+    return FALSE;
+}
+
 gboolean
 av_mdev_choose_parent(const AvHost *host, const AvProfile *profile, int numa_node,
                       char **ret_parent, GError **error)
 {
-    const AvPciDevice *best = NULL;
+    const AvMdevParent *best = NULL;
     gboolean best_runs = FALSE;
     guint best_avail = 0;
     const char *type_id = profile->mdev_type;
@@ -556,18 +569,20 @@ av_mdev_choose_parent(const AvHost *host, const AvProfile *profile, int numa_nod
                     "profile '%s' names no valid mdev type ('mdev_type')", profile->name);
         return FALSE;
     }
-    /* host->pci is sorted by address: a strictly better candidate only
-     * replaces the best, so ties go to the lowest address. */
-    for (guint i = 0; i < host->pci->len; i++) {
-        const AvPciDevice *dev = g_ptr_array_index(host->pci, i);
-        const AvMdevType *t = av_mdev_find_type(dev, type_id);
+    /* host->mdev_parents is sorted by name: a strictly better candidate only
+     * replaces the best, so ties go to the first name. */
+    for (guint i = 0; host->mdev_parents && i < host->mdev_parents->len; i++) {
+        const AvMdevParent *parent = g_ptr_array_index(host->mdev_parents, i);
+        const AvMdevType *t = av_mdev_find_type(parent, type_id);
         gboolean runs;
 
         if (!t || t->available == 0)
             continue;
-        if (numa_node >= 0 && dev->numa_node != numa_node)
+        if (numa_node >= 0 && parent->numa_node != numa_node)
             continue;
-        runs = av_mdev_runs_type(dev, type_id);
+        if (!av_mdev_parent_listed(profile, parent))
+            continue;
+        runs = av_mdev_runs_type(parent, type_id);
         if (best) {
             if (best_runs && !runs)
                 continue;
@@ -577,7 +592,7 @@ av_mdev_choose_parent(const AvHost *host, const AvProfile *profile, int numa_nod
                     continue;
             }
         }
-        best = dev;
+        best = parent;
         best_runs = runs;
         best_avail = t->available;
     }
@@ -590,14 +605,39 @@ av_mdev_choose_parent(const AvHost *host, const AvProfile *profile, int numa_nod
                         "no mdev parent has a free instance of type '%s' on any NUMA node", type_id);
         return FALSE;
     }
-    *ret_parent = g_strdup(best->address);
+    *ret_parent = g_strdup(best->name);
     return TRUE;
+}
+
+/* The root-relative directory of the mdev parent @name:
+ * /sys/class/mdev_bus/NAME, where the kernel lists every parent; for a PCI
+ * address that the class lacks (a tree captured without it),
+ * /sys/bus/pci/devices/NAME.  AV_ERROR_NOT_FOUND when neither exists. */
+static char *
+av_mdev_parent_dir(const AvRoot *root, const char *name, GError **error)
+{
+    g_autofree char *dir = av_sys_path("class/mdev_bus/%s", name);
+
+    if (av_root_exists(root, dir))
+        return g_steal_pointer(&dir);
+    if (av_pci_address_is_valid(name)) {
+        g_autofree char *pci = av_sys_path("bus/pci/devices/%s", name);
+
+        if (av_root_exists(root, pci))
+            return g_steal_pointer(&pci);
+    }
+    g_set_error(error, AV_ERROR, AV_ERROR_NOT_FOUND,
+                "there is no mdev parent '%s' under the root '%s' (no %s: is its driver loaded?)",
+                name, av_root_prefix(root), dir);
+    return NULL;
 }
 
 gboolean
 av_mdev_create(const AvRoot *root, const AvKernelOps *ops, const char *parent,
                const char *type, const char *uuid, GError **error)
 {
+    g_autofree char *parent_dir = NULL;
+    g_autofree char *parent_real = NULL;
     g_autofree char *type_dir = NULL;
     g_autofree char *create = NULL;
     g_autofree char *mdev = NULL;
@@ -607,16 +647,26 @@ av_mdev_create(const AvRoot *root, const AvKernelOps *ops, const char *parent,
     g_autofree char *now_type = NULL;
     int r;
 
-    if (!av_vfio_check_address(parent, error) || !av_vfio_check_uuid(uuid, error))
+    if (!av_mdev_parent_name_is_valid(parent)) {
+        g_set_error(error, AV_ERROR, AV_ERROR_INVALID_INPUT,
+                    "'%s' is not an mdev parent name: expected a name of /sys/class/mdev_bus such as "
+                    "0000:17:00.0 or mtty", parent ? parent : "");
+        return FALSE;
+    }
+    if (!av_vfio_check_uuid(uuid, error))
         return FALSE;
     if (!av_mdev_type_id_is_valid(type)) {
         g_set_error(error, AV_ERROR, AV_ERROR_INVALID_INPUT,
                     "'%s' is not an mdev type: expected letters, digits, '_', '.' and '-'", type ? type : "");
         return FALSE;
     }
-    if (!av_vfio_device_exists(root, parent, error))
+    parent_dir = av_mdev_parent_dir(root, parent, error);
+    if (!parent_dir)
         return FALSE;
-    type_dir = av_sys_path("bus/pci/devices/%s/mdev_supported_types/%s", parent, type);
+    r = av_root_resolve(root, parent_dir, &parent_real);
+    if (r < 0)
+        return av_error_errno(error, r, "cannot resolve the mdev parent '%s'", parent);
+    type_dir = g_strdup_printf("%s/mdev_supported_types/%s", parent_dir, type);
     if (!av_root_exists(root, type_dir)) {
         g_set_error(error, AV_ERROR, AV_ERROR_NOT_FOUND,
                     "cannot create mdev '%s': '%s' offers no mdev type '%s' (is its vendor driver loaded?)",
@@ -646,15 +696,14 @@ av_mdev_create(const AvRoot *root, const AvKernelOps *ops, const char *parent,
                     "created mdev '%s' of type '%s' on '%s', but it did not appear", uuid, type, parent);
         return FALSE;
     }
-    {
-        g_autofree char *dir = g_path_get_dirname(resolved);
+    /* The mdev is a child of its parent's directory. */
+    owner = g_path_get_dirname(resolved);
+    if (!g_str_equal(owner, parent_real) || !g_str_equal(now_type, type)) {
+        g_autofree char *owner_name = g_path_get_basename(owner);
 
-        owner = g_path_get_basename(dir);
-    }
-    if (!g_str_equal(owner, parent) || !g_str_equal(now_type, type)) {
         g_set_error(error, AV_ERROR, AV_ERROR_FAILED,
                     "created mdev '%s' of type '%s' on '%s', but it appeared as type '%s' on '%s'",
-                    uuid, type, parent, now_type, owner);
+                    uuid, type, parent, now_type, owner_name);
         return FALSE;
     }
     return TRUE;

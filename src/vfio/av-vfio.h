@@ -65,18 +65,28 @@ gboolean av_mdev_type_id_is_valid(const char *type);
  * "snd_hda_intel" (same rule as av_mdev_type_id_is_valid()). */
 gboolean av_driver_name_is_valid(const char *driver);
 
-/* Chooses the parent for a new mdev of @profile (its mdev_type) on @host:
- * parents whose mdev_types list the type with at least one available
- * instance; only those on @numa_node when it is >= 0; preferring parents that
- * already run mdevs of this very type (a vGPU parent runs one type at a
- * time), then by allocation: pack (the parent with the fewest instances
- * left) or spread (the most); ties by address.  Stores the address (caller
- * frees).  AV_ERROR_BUSY when no parent has room, naming the type and node. */
+/* Chooses the parent for a new mdev of @profile (its mdev_type) among
+ * @host's mdev parents (host->mdev_parents: /sys/class/mdev_bus, PCI or
+ * not): parents whose types list the type with at least one available
+ * instance, and that the profile names when it matches parents by name
+ * ("mdev_parent"); only those on @numa_node when it is >= 0; preferring
+ * parents that already run mdevs of this very type (a vGPU parent runs one
+ * type at a time), then by allocation: pack (the parent with the fewest
+ * instances left) or spread (the most); ties by name.  Stores the parent's
+ * name (caller frees).  AV_ERROR_BUSY when no parent has room, naming the
+ * type and node. */
 gboolean av_mdev_choose_parent(const AvHost *host, const AvProfile *profile, int numa_node,
                                char **ret_parent, GError **error);
 
-/* Creates the mdev @uuid of @type on @parent (write the UUID to
- * mdev_supported_types/TYPE/create) and checks that it appeared. */
+/* Creates the mdev @uuid of @type on the parent named @parent (a name of
+ * /sys/class/mdev_bus, av_mdev_parent_name_is_valid(): "0000:17:00.0",
+ * "mtty"): writes the UUID to
+ * /sys/class/mdev_bus/PARENT/mdev_supported_types/TYPE/create (through
+ * /sys/bus/pci/devices/PARENT for a PCI parent a tree without the class
+ * holds) and checks that it appeared under that parent.
+ * AV_ERROR_INVALID_INPUT for a bad name, type or UUID, AV_ERROR_NOT_FOUND
+ * for an unknown parent or type, AV_ERROR_BUSY when no instance is left or
+ * the UUID exists. */
 gboolean av_mdev_create(const AvRoot *root, const AvKernelOps *ops, const char *parent,
                         const char *type, const char *uuid, GError **error);
 

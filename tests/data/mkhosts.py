@@ -126,12 +126,25 @@ class Node:
         self.mem_kib = mem_kib
 
 
+class VirtualParent:
+    """An mdev parent that is no PCI device, such as the kernel's mtty
+    sample (samples/vfio-mdev/mtty.c): /sys/devices/virtual/CLASS/NAME, a
+    device of class CLASS, with its mdev_supported_types."""
+
+    def __init__(self, name, cls, mdev_types, mdevs=()):
+        self.name = name
+        self.cls = cls
+        self.mdev_types = mdev_types
+        self.mdevs = list(mdevs)
+
+
 class Host:
-    def __init__(self, nodes, cpus_online, devices, usb=(), node_of=None):
+    def __init__(self, nodes, cpus_online, devices, usb=(), node_of=None, virtual_parents=()):
         self.nodes = nodes
         self.cpus_online = cpus_online
         self.devices = devices
         self.usb = list(usb)
+        self.virtual_parents = list(virtual_parents)
         # root complex name -> NUMA node (-1: the firmware says nothing)
         self.node_of = node_of or {}
 
@@ -322,6 +335,25 @@ def build_pci(t, host):
             t.link(path + "/physfn", dirs[pf])
             t.link(dirs[pf] + "/virtfn%d" % index, path)
         build_mdev(t, d, path)
+        if d.mdev_types:
+            # mdev_register_parent() links every parent into the class.
+            t.link("/sys/class/mdev_bus/" + d.addr, path)
+
+
+def build_virtual_parents(t, host):
+    """Documentation/driver-api/vfio-mediated-device.rst: a parent that is
+    no PCI device, as the mtty sample registers it on a real 6.1 kernel:
+    /sys/devices/virtual/mtty/mtty with power/, subsystem -> class/mtty,
+    uevent and mdev_supported_types, linked from /sys/class/mtty and
+    /sys/class/mdev_bus."""
+    for vp in host.virtual_parents:
+        path = "/sys/devices/virtual/%s/%s" % (vp.cls, vp.name)
+        t.mkdir(path + "/power")
+        t.attr(path + "/uevent", "")
+        t.link(path + "/subsystem", "/sys/class/" + vp.cls)
+        t.link("/sys/class/%s/%s" % (vp.cls, vp.name), path)
+        t.link("/sys/class/mdev_bus/" + vp.name, path)
+        build_mdev(t, vp, path)
 
 
 def build_mdev(t, d, path):
@@ -341,7 +373,8 @@ def build_mdev(t, d, path):
         t.attr(tdir + "/name", ty.name)
         t.attr(tdir + "/available_instances", str(avail))
         t.attr(tdir + "/device_api", ty.device_api)
-        t.attr(tdir + "/description", ty.description)
+        if ty.description is not None:
+            t.attr(tdir + "/description", ty.description)
         t.write(tdir + "/create", "", WRITE_ONLY)
         t.mkdir(tdir + "/devices")
     for m in d.mdevs:
@@ -437,6 +470,7 @@ def build(out, host):
     t = Tree(out)
     t.mkdir("/sys")
     build_pci(t, host)
+    build_virtual_parents(t, host)
     build_dev_vfio(t, host)
     build_usb(t, host)
     build_nodes(t, host)
@@ -590,8 +624,15 @@ def vgpu_mdev():
         a10("0000:98:00.0", "0000:97:02.0", "5"),
     ]
     node_of = {"pci0000:00": 0, "pci0000:16": 0, "pci0000:80": 1, "pci0000:97": 1}
+    # The kernel's mdev sample, as a VM rig loads it: a virtual parent with
+    # no numa_node (samples/vfio-mdev/mtty.c: MAX_MTTYS 24 ports, so 24
+    # single-port or 12 dual-port instances).
+    mtty = VirtualParent("mtty", "mtty", [
+        MdevType("mtty-1", "Single port serial", 24, None),
+        MdevType("mtty-2", "Dual port serial", 12, None),
+    ])
     return Host(nodes=[Node(0, "0-23,48-71", 197880176), Node(1, "24-47,72-95", 198163004)],
-                cpus_online="0-95", devices=devs, node_of=node_of)
+                cpus_online="0-95", devices=devs, node_of=node_of, virtual_parents=[mtty])
 
 
 def trap_shared_group():
