@@ -144,16 +144,6 @@ av_worker_now_iso(void)
     return g_date_time_format(now, "%Y-%m-%dT%H:%M:%SZ");
 }
 
-/* The per-device lock: state_dir/scrub-<SHA-256 of the identity>.lock. */
-static char *
-av_worker_lock_path(const char *state_dir, const char *identity)
-{
-    g_autofree char *hash = g_compute_checksum_for_string(G_CHECKSUM_SHA256, identity, -1);
-    g_autofree char *name = g_strdup_printf("scrub-%s.lock", hash);
-
-    return g_build_filename(state_dir, name, NULL);
-}
-
 /* Under the pool lock: picks the next device to scrub (dirty, or scrubbing
  * with its per-device lock free: its worker died) that @done does not hold,
  * takes its per-device lock, moves it to scrubbing and saves.  Returns the
@@ -168,7 +158,6 @@ av_worker_pick(const AvHookConfig *config, GHashTable *done, AvLock **ret_lock, 
         return NULL;
     for (guint i = 0; i < av_pool_devices(pool)->len; i++) {
         AvPoolDevice *dev = g_ptr_array_index(av_pool_devices(pool), i);
-        g_autofree char *lock_path = NULL;
         g_autoptr(AvLock) lock = NULL;
         g_autoptr(AvScrubJob) job = NULL;
 
@@ -176,8 +165,7 @@ av_worker_pick(const AvHookConfig *config, GHashTable *done, AvLock **ret_lock, 
             continue;
         if (g_hash_table_contains(done, dev->identity))
             continue;
-        lock_path = av_worker_lock_path(config->state_dir, dev->identity);
-        lock = av_lock_take(lock_path, AV_LOCK_EXCLUSIVE, 0, NULL);
+        lock = av_scrub_lock_take(config->state_dir, dev->identity);
         if (!lock)
             continue;    /* another worker scrubs it */
         if (dev->state == AV_DEVICE_STATE_DIRTY) {
@@ -231,35 +219,6 @@ av_worker_restore(const AvHookConfig *config, const AvProfile *profile, const Av
     return TRUE;
 }
 
-/* TRUE when a step of @profile needs the device on vfio-pci: "vfio-zero"
- * opens it through VFIO, "reset" must not pull a device from under a host
- * driver, "vm" hands it to a scrub domain.  "rom-check" reads sysfs and
- * "command" may want the vendor's driver: neither moves it. */
-static gboolean
-av_worker_needs_vfio(const AvProfile *profile)
-{
-    for (guint i = 0; profile->scrub && i < profile->scrub->len; i++) {
-        const AvScrubStep *step = g_ptr_array_index(profile->scrub, i);
-
-        if (step->method == AV_SCRUB_METHOD_VFIO_ZERO || step->method == AV_SCRUB_METHOD_RESET ||
-            step->method == AV_SCRUB_METHOD_VM)
-            return TRUE;
-    }
-    return FALSE;
-}
-
-/* The driver @address is bound to under @root, or NULL.  Caller frees. */
-static char *
-av_worker_driver(const AvRoot *root, const char *address)
-{
-    g_autofree char *link = av_sys_path("bus/pci/devices/%s/driver", address);
-    char *name = NULL;
-
-    if (av_root_link_name(root, link, &name) < 0)
-        return NULL;
-    return name;
-}
-
 /* Scrubs one device: the profile's steps without the pool lock, then under
  * it the driver restore and the move to free or quarantined, and the scrub
  * certificate in the journal.  A PCI device that is not on vfio-pci when a
@@ -291,20 +250,13 @@ av_worker_scrub(const AvHookConfig *config, const AvPolicy *policy, const AvScru
         g_set_error(&failure, AV_ERROR, AV_ERROR_POLICY,
                     "its profile '%s' is not in the policies any more, so its scrub steps are unknown",
                     job->profile ? job->profile : "(none)");
-    } else if (job->kind == AV_DEVICE_KIND_PCI && job->address && av_worker_needs_vfio(profile) &&
-               g_strcmp0((rebound_from = av_worker_driver(config->root, job->address)), "vfio-pci") != 0) {
-        g_autofree char *before = NULL;
-
-        if (!av_vfio_bind(config->root, config->ops, job->address, &before, &failure)) {
-            g_prefix_error(&failure, "cannot bind %s to vfio-pci for its scrub: ", job->address);
-        } else {
-            rebound = TRUE;
-            av_hook_log(LOG_INFO, "bound %s to vfio-pci for its scrub (it was on %s)", job->address,
-                        rebound_from ? rebound_from : "no driver");
-        }
+    } else if (job->kind == AV_DEVICE_KIND_PCI && job->address &&
+               av_scrub_bind_vfio(config->root, config->ops, profile, job->address, &rebound, &rebound_from,
+                                  &failure) &&
+               rebound) {
+        av_hook_log(LOG_INFO, "bound %s to vfio-pci for its scrub (it was on %s)", job->address,
+                    rebound_from ? rebound_from : "no driver");
     }
-    if (!rebound)
-        g_clear_pointer(&rebound_from, g_free);
     if (profile && !failure)
         av_scrub_run(config->root, config->ops, profile, &target, &report, &failure);
 
@@ -324,12 +276,10 @@ av_worker_scrub(const AvHookConfig *config, const AvPolicy *policy, const AvScru
     /* Rebound for the scrub and not restored above (the pool knew no
      * driver for it): back to the driver it had, as the profile says. */
     if (rebound)
-        driver_now = av_worker_driver(config->root, job->address);
+        driver_now = av_vfio_current_driver(config->root, job->address);
     if (!failure && profile && rebound && profile->restore_driver == AV_RESTORE_ON_RELEASE &&
-        g_strcmp0(driver_now, "vfio-pci") == 0 &&
-        !av_vfio_restore(config->root, config->ops, job->address, rebound_from, &failure))
-        g_prefix_error(&failure, "restoring the driver '%s' of %s after its scrub failed: ",
-                       rebound_from ? rebound_from : "none", job->address);
+        g_strcmp0(driver_now, "vfio-pci") == 0)
+        av_scrub_restore_rebound(config->root, config->ops, job->address, rebound_from, &failure);
     if (!failure && dev->kind == AV_DEVICE_KIND_MDEV && dev->created &&
         !av_mdev_remove(config->root, config->ops, mdev_uuid, &failure))
         g_prefix_error(&failure, "removing the mdev failed: ");

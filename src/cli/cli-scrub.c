@@ -240,32 +240,6 @@ av_cli_progress(gpointer data, const char *method, guint64 done, guint64 total)
     fflush(stderr);
 }
 
-/* TRUE when a step of @profile needs the device on vfio-pci (as the
- * worker decides: vfio-zero, reset, vm). */
-static gboolean
-av_cli_needs_vfio(const AvProfile *profile)
-{
-    for (guint i = 0; profile->scrub && i < profile->scrub->len; i++) {
-        const AvScrubStep *step = g_ptr_array_index(profile->scrub, i);
-
-        if (step->method == AV_SCRUB_METHOD_VFIO_ZERO || step->method == AV_SCRUB_METHOD_RESET ||
-            step->method == AV_SCRUB_METHOD_VM)
-            return TRUE;
-    }
-    return FALSE;
-}
-
-static char *
-av_cli_driver(const AvRoot *root, const char *address)
-{
-    g_autofree char *link = av_sys_path("bus/pci/devices/%s/driver", address);
-    char *name = NULL;
-
-    if (av_root_link_name(root, link, &name) < 0)
-        return NULL;
-    return name;
-}
-
 int
 av_cli_cmd_scrub(AvCli *cli, int argc, char **argv)
 {
@@ -280,7 +254,6 @@ av_cli_cmd_scrub(AvCli *cli, int argc, char **argv)
     g_autoptr(AvOwner) owner = NULL;
     g_autofree char *operator_name = av_cli_operator();
     g_autofree char *identity = NULL, *address = NULL, *profile_name = NULL, *rom = NULL;
-    g_autofree char *lock_path = NULL, *hash = NULL, *lock_name = NULL;
     g_autofree char *rebound_from = NULL, *started = NULL;
     g_autoptr(GDateTime) now = g_date_time_new_now_utc();
     const AvProfile *profile;
@@ -329,10 +302,7 @@ av_cli_cmd_scrub(AvCli *cli, int argc, char **argv)
                     dev->profile ? dev->profile : "(none)", dev->identity);
         return av_cli_fail(err);
     }
-    hash = g_compute_checksum_for_string(G_CHECKSUM_SHA256, dev->identity, -1);
-    lock_name = g_strdup_printf("scrub-%s.lock", hash);
-    lock_path = g_build_filename(cli->state_dir, lock_name, NULL);
-    lock = av_lock_take(lock_path, AV_LOCK_EXCLUSIVE, 0, NULL);
+    lock = av_scrub_lock_take(cli->state_dir, dev->identity);
     if (!lock) {
         g_set_error(&err, AV_ERROR, AV_ERROR_BUSY,
                     "device %s is being scrubbed by another accelvirt; wait for it", dev->identity);
@@ -352,17 +322,8 @@ av_cli_cmd_scrub(AvCli *cli, int argc, char **argv)
     g_clear_pointer(&pool, av_pool_free);
 
     /* The steps. */
-    if (kind == AV_DEVICE_KIND_PCI && address && av_cli_needs_vfio(profile) &&
-        g_strcmp0((rebound_from = av_cli_driver(root, address)), "vfio-pci") != 0) {
-        g_autofree char *before = NULL;
-
-        if (!av_vfio_bind(root, av_kernel_ops_for(root), address, &before, &failure))
-            g_prefix_error(&failure, "cannot bind %s to vfio-pci for its scrub: ", address);
-        else
-            rebound = TRUE;
-    }
-    if (!rebound)
-        g_clear_pointer(&rebound_from, g_free);
+    if (kind == AV_DEVICE_KIND_PCI && address)
+        av_scrub_bind_vfio(root, av_kernel_ops_for(root), profile, address, &rebound, &rebound_from, &failure);
     target.identity = identity;
     target.address = address;
     target.iommu_group = group;
@@ -377,10 +338,8 @@ av_cli_cmd_scrub(AvCli *cli, int argc, char **argv)
     if (progress.printed)
         fputc('\n', stderr);
     /* Given back as found, after steps that passed, as the profile says. */
-    if (!failure && rebound && profile->restore_driver == AV_RESTORE_ON_RELEASE &&
-        !av_vfio_restore(root, av_kernel_ops_for(root), address, rebound_from, &failure))
-        g_prefix_error(&failure, "restoring the driver '%s' of %s after its scrub failed: ",
-                       rebound_from ? rebound_from : "none", address);
+    if (!failure && rebound && profile->restore_driver == AV_RESTORE_ON_RELEASE)
+        av_scrub_restore_rebound(root, av_kernel_ops_for(root), address, rebound_from, &failure);
 
     /* The outcome, under the pool lock again. */
     pool = av_cli_open_pool(cli, root, AV_POOL_WRITE, &err);

@@ -1,6 +1,6 @@
 /* accelvirt: what av-domain.c shares with the rest of src/domain (the
  * rewrite), and nothing outside it: the one hostile-safe libxml2 parse and
- * the strict value formats.  Not installed, not for other layers. */
+ * the strict value formats, the small tree helpers.  Not installed, not for other layers. */
 #pragma once
 
 #include <glib.h>
@@ -29,5 +29,21 @@ gboolean av_domain_uuid_canonical(const char *s, char **ret);
 /* A libvirt alias / QEMU id: [A-Za-z0-9_.-], 1 to 128, not starting with '.'
  * or '-'. */
 gboolean av_domain_alias_valid(const char *s);
+
+/* Sets AV_ERROR_INVALID_INPUT: the message, then the line of @node (when
+ * it has one).  Returns FALSE, for "return av_domain_invalid_at(...)". */
+gboolean av_domain_invalid_at(GError **error, const xmlNode *node, const char *fmt, ...) G_GNUC_PRINTF(3, 4);
+
+/* @node is the element @name in namespace @ns (NULL: no namespace).  A NULL
+ * @node is FALSE. */
+gboolean av_domain_is_elem(const xmlNode *node, const char *name, const char *ns);
+
+/* The first child @name of @parent in @ns (libvirt's "./name[1]"), or NULL
+ * (a NULL @parent included).  Borrowed from @parent's document. */
+xmlNode *av_domain_child_first(const xmlNode *parent, const char *name, const char *ns);
+
+/* An attribute by local name, as libvirt's virXMLPropString (xmlGetProp):
+ * a copy (caller frees), or NULL when absent. */
+char *av_domain_prop(const xmlNode *node, const char *name);
 
 G_END_DECLS

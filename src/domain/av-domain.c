@@ -146,9 +146,9 @@ av_domain_quote(const char *value)
     return sanitize(value, AV_QUOTE_MAX);
 }
 
-/* Sets AV_ERROR_INVALID_INPUT: the message, then the line of @node. */
-static gboolean G_GNUC_PRINTF(3, 4)
-invalid_at(GError **error, const xmlNode *node, const char *fmt, ...)
+/* See av-domain-private.h. */
+gboolean
+av_domain_invalid_at(GError **error, const xmlNode *node, const char *fmt, ...)
 {
     va_list ap;
     g_autofree char *msg = NULL;
@@ -455,7 +455,7 @@ av_domain_vcpu_cpus(const AvDomain *domain, GArray **ret_cpus, gboolean *ret_all
         if (!cpuset_bits(set, AV_DOMAIN_CPU_MAX, one, &why)) {
             g_autofree char *q = av_domain_quote(set);
 
-            return invalid_at(error, NULL, "the cpuset '%s' of vCPU %u %s", q, i, why);
+            return av_domain_invalid_at(error, NULL, "the cpuset '%s' of vCPU %u %s", q, i, why);
         }
         for (guint b = 0; b < sizeof(all); b++)
             all[b] |= one[b];
@@ -675,23 +675,25 @@ av_domain_alias_valid(const char *s)
 
 /* ---- tree access ---- */
 
-/* @node is the element @name in namespace @ns (NULL: no namespace). */
-static gboolean
-is_elem(const xmlNode *node, const char *name, const char *ns)
+/* See av-domain-private.h. */
+gboolean
+av_domain_is_elem(const xmlNode *node, const char *name, const char *ns)
 {
-    if (node->type != XML_ELEMENT_NODE || strcmp((const char *)node->name, name) != 0)
+    if (!node || node->type != XML_ELEMENT_NODE || strcmp((const char *)node->name, name) != 0)
         return FALSE;
     if (!ns)
         return node->ns == NULL;
     return node->ns && node->ns->href && strcmp((const char *)node->ns->href, ns) == 0;
 }
 
-/* The first child @name in @ns (libvirt's "./name[1]"). */
-static xmlNode *
-child_first(const xmlNode *parent, const char *name, const char *ns)
+/* See av-domain-private.h. */
+xmlNode *
+av_domain_child_first(const xmlNode *parent, const char *name, const char *ns)
 {
+    if (!parent)
+        return NULL;
     for (xmlNode *c = parent->children; c; c = c->next) {
-        if (is_elem(c, name, ns))
+        if (av_domain_is_elem(c, name, ns))
             return c;
     }
     return NULL;
@@ -708,18 +710,19 @@ child_unique(const xmlNode *parent, const char *name, const char *what, xmlNode 
         if (c->type != XML_ELEMENT_NODE || strcmp((const char *)c->name, name) != 0)
             continue;
         if (found)
-            return invalid_at(error, c, "%s has more than one <%s>, where libvirt reads one", what, name);
+            return av_domain_invalid_at(error, c, "%s has more than one <%s>, where libvirt reads one", what, name);
         found = c;
     }
     if (found && found->ns)
-        return invalid_at(error, found, "%s has its <%s> in a namespace, where libvirt expects none", what, name);
+        return av_domain_invalid_at(error, found, "%s has its <%s> in a namespace, where libvirt expects none", what,
+                                    name);
     *ret = found;
     return TRUE;
 }
 
-/* An attribute by local name, as libvirt's virXMLPropString (xmlGetProp). */
-static char *
-prop(const xmlNode *node, const char *name)
+/* See av-domain-private.h. */
+char *
+av_domain_prop(const xmlNode *node, const char *name)
 {
     xmlChar *v = xmlGetProp(node, (const xmlChar *)name);
     char *r = v ? g_strdup((const char *)v) : NULL;
@@ -760,15 +763,16 @@ pci_source_parse(const xmlNode *address, const char *what, char **ret, GError **
     guint64 v[G_N_ELEMENTS(fields)];
 
     for (gsize i = 0; i < G_N_ELEMENTS(fields); i++) {
-        g_autofree char *s = prop(address, fields[i].attr);
+        g_autofree char *s = av_domain_prop(address, fields[i].attr);
 
         v[i] = 0;
         if (s && !number_parse(s, TRUE, fields[i].max, &v[i])) {
             g_autofree char *q = av_domain_quote(s);
 
-            return invalid_at(error, address, "%s: PCI address %s '%s' is not a number between 0 and %s "
-                              "('0x' hex, or decimal without a leading zero)", what,
-                              fields[i].attr, q, fields[i].max_text);
+            return av_domain_invalid_at(error, address,
+                                        "%s: PCI address %s '%s' is not a number between 0 and %s "
+                                        "('0x' hex, or decimal without a leading zero)",
+                                        what, fields[i].attr, q, fields[i].max_text);
         }
     }
     *ret = g_strdup_printf("%04x:%02x:%02x.%x", (guint)v[0], (guint)v[1], (guint)v[2], (guint)v[3]);
@@ -778,7 +782,7 @@ pci_source_parse(const xmlNode *address, const char *what, char **ret, GError **
 static gboolean
 hostdev_managed(const xmlNode *node, const char *what, gboolean *ret, GError **error)
 {
-    g_autofree char *managed = prop(node, "managed");
+    g_autofree char *managed = av_domain_prop(node, "managed");
 
     if (!managed || strcmp(managed, "no") == 0) {
         *ret = FALSE;
@@ -787,7 +791,7 @@ hostdev_managed(const xmlNode *node, const char *what, gboolean *ret, GError **e
     } else {
         g_autofree char *q = av_domain_quote(managed);
 
-        return invalid_at(error, node, "%s: managed '%s' is neither 'yes' nor 'no'", what, q);
+        return av_domain_invalid_at(error, node, "%s: managed '%s' is neither 'yes' nor 'no'", what, q);
     }
     return TRUE;
 }
@@ -802,12 +806,12 @@ hostdev_alias(const xmlNode *node, const char *what, AvHostdev *dev, GError **er
         return FALSE;
     if (!alias)
         return TRUE;
-    name = prop(alias, "name");
+    name = av_domain_prop(alias, "name");
     if (!name || !alias_valid(name)) {
         g_autofree char *q = av_domain_quote(name);
 
-        return invalid_at(error, alias, "%s: alias name '%s' is not 1 to %d letters, digits, '_', '.' or '-'", what,
-                          q, AV_ALIAS_MAX);
+        return av_domain_invalid_at(error, alias, "%s: alias name '%s' is not 1 to %d letters, digits, '_', '.' or '-'",
+                                    what, q, AV_ALIAS_MAX);
     }
     dev->alias = g_steal_pointer(&name);
     return TRUE;
@@ -825,11 +829,12 @@ usb_id_parse(const xmlNode *source, const char *elem, const char *what, guint16 
     *ret = 0;
     if (!node)
         return TRUE;
-    id = prop(node, "id");
+    id = av_domain_prop(node, "id");
     if (!id || !number_parse(id, TRUE, 0xffff, &v) || v == 0) {
         g_autofree char *q = av_domain_quote(id);
 
-        return invalid_at(error, node, "%s: USB %s id '%s' is not a number between 0x0001 and 0xffff", what, elem, q);
+        return av_domain_invalid_at(error, node, "%s: USB %s id '%s' is not a number between 0x0001 and 0xffff", what,
+                                    elem, q);
     }
     *ret = (guint16)v;
     return TRUE;
@@ -845,28 +850,31 @@ usb_source_parse(const xmlNode *source, const char *what, AvHostdev *dev, GError
         !child_unique(source, "address", what, &address, error))
         return FALSE;
     if ((dev->usb_vendor != 0) != (dev->usb_product != 0))
-        return invalid_at(error, source, "%s: a USB source needs both <vendor> and <product>, or neither", what);
+        return av_domain_invalid_at(error, source, "%s: a USB source needs both <vendor> and <product>, or neither",
+                                    what);
     if (address) {
-        g_autofree char *bus = prop(address, "bus");
-        g_autofree char *device = prop(address, "device");
+        g_autofree char *bus = av_domain_prop(address, "bus");
+        g_autofree char *device = av_domain_prop(address, "device");
         guint64 b = 0, d = 0;
 
         if (!bus || !number_parse(bus, TRUE, 0xffff, &b)) {
             g_autofree char *q = av_domain_quote(bus);
 
-            return invalid_at(error, address, "%s: USB address bus '%s' is not a number between 0 and 65535", what, q);
+            return av_domain_invalid_at(error, address, "%s: USB address bus '%s' is not a number between 0 and 65535",
+                                        what, q);
         }
         if (!device || !number_parse(device, TRUE, 127, &d)) {
             g_autofree char *q = av_domain_quote(device);
 
-            return invalid_at(error, address, "%s: USB address device '%s' is not a number between 0 and 127", what,
-                              q);
+            return av_domain_invalid_at(error, address, "%s: USB address device '%s' is not a number between 0 and 127",
+                                        what, q);
         }
         dev->usb_bus = (int)b;
         dev->usb_device = (int)d;
     }
     if (dev->usb_vendor == 0 && !address)
-        return invalid_at(error, source, "%s: a USB source needs <vendor> and <product>, or an <address>", what);
+        return av_domain_invalid_at(error, source, "%s: a USB source needs <vendor> and <product>, or an <address>",
+                                    what);
     return TRUE;
 }
 
@@ -876,7 +884,7 @@ hostdev_source(const xmlNode *node, const char *what, const char *kind, xmlNode 
     if (!child_unique(node, "source", what, ret, error))
         return FALSE;
     if (!*ret)
-        return invalid_at(error, node, "%s: a %s needs a <source>", what, kind);
+        return av_domain_invalid_at(error, node, "%s: a %s needs a <source>", what, kind);
     return TRUE;
 }
 
@@ -888,7 +896,7 @@ hostdev_parse(const xmlNode *node, guint index, GPtrArray *list, GError **error)
     static const char *const ignored[] = { "scsi", "scsi_host", NULL };
     static const char *const mdev_models[] = { "vfio-pci", "vfio-ccw", "vfio-ap", NULL };
     g_autofree char *what = g_strdup_printf("hostdev %u", index);
-    g_autofree char *mode = prop(node, "mode");
+    g_autofree char *mode = av_domain_prop(node, "mode");
     g_autofree char *type = NULL;
     g_autofree char *kind = NULL;
     g_autoptr(AvHostdev) dev = NULL;
@@ -900,11 +908,12 @@ hostdev_parse(const xmlNode *node, guint index, GPtrArray *list, GError **error)
     if (mode && strcmp(mode, "subsystem") != 0) {
         g_autofree char *q = av_domain_quote(mode);
 
-        return invalid_at(error, node, "%s: mode '%s' is neither 'subsystem' nor 'capabilities'", what, q);
+        return av_domain_invalid_at(error, node, "%s: mode '%s' is neither 'subsystem' nor 'capabilities'", what, q);
     }
-    type = prop(node, "type");
+    type = av_domain_prop(node, "type");
     if (!type)
-        return invalid_at(error, node, "%s: a subsystem hostdev needs a type ('pci', 'mdev', 'usb', ...)", what);
+        return av_domain_invalid_at(error, node, "%s: a subsystem hostdev needs a type ('pci', 'mdev', 'usb', ...)",
+                                    what);
     if (word_in(type, ignored))
         return TRUE;
 
@@ -918,29 +927,30 @@ hostdev_parse(const xmlNode *node, guint index, GPtrArray *list, GError **error)
             !child_unique(source, "address", what, &address, error))
             return FALSE;
         if (!address)
-            return invalid_at(error, source, "%s: a pci hostdev needs a <source><address>", what);
+            return av_domain_invalid_at(error, source, "%s: a pci hostdev needs a <source><address>", what);
         if (!pci_source_parse(address, what, &dev->pci_address, error))
             return FALSE;
     } else if (strcmp(type, "mdev") == 0) {
-        g_autofree char *model = prop(node, "model");
+        g_autofree char *model = av_domain_prop(node, "model");
         g_autofree char *uuid = NULL;
 
         dev->type = AV_HOSTDEV_MDEV;
         if (!model || !word_in(model, mdev_models)) {
             g_autofree char *q = av_domain_quote(model);
 
-            return invalid_at(error, node, "%s: mdev model '%s' is not 'vfio-pci', 'vfio-ccw' or 'vfio-ap'", what, q);
+            return av_domain_invalid_at(error, node, "%s: mdev model '%s' is not 'vfio-pci', 'vfio-ccw' or 'vfio-ap'",
+                                        what, q);
         }
         if (!hostdev_source(node, what, kind, &source, error) || !child_unique(source, "address", what, &address, error))
             return FALSE;
         if (address)
-            uuid = prop(address, "uuid");
+            uuid = av_domain_prop(address, "uuid");
         if (!uuid || !uuid_canonical(uuid, &dev->mdev_uuid)) {
             g_autofree char *q = av_domain_quote(uuid);
 
-            return invalid_at(error, address ? address : source,
-                              "%s: mdev address uuid '%s' is not a UUID such as '4b20d080-1b54-4048-85b3-a6a62d165c01'",
-                              what, q);
+            return av_domain_invalid_at(
+                error, address ? address : source,
+                "%s: mdev address uuid '%s' is not a UUID such as '4b20d080-1b54-4048-85b3-a6a62d165c01'", what, q);
         }
         dev->mdev_model = g_steal_pointer(&model);
     } else if (strcmp(type, "usb") == 0) {
@@ -964,7 +974,7 @@ static gboolean
 interface_parse(const xmlNode *node, guint index, GPtrArray *list, GError **error)
 {
     g_autofree char *what = g_strdup_printf("interface %u", index);
-    g_autofree char *type = prop(node, "type");
+    g_autofree char *type = av_domain_prop(node, "type");
     g_autofree char *addr_type = NULL;
     const char *kind = "hostdev interface";
     g_autoptr(AvHostdev) dev = NULL;
@@ -982,12 +992,12 @@ interface_parse(const xmlNode *node, guint index, GPtrArray *list, GError **erro
         !child_unique(source, "address", what, &address, error))
         return FALSE;
     if (!address)
-        return invalid_at(error, source, "%s: a hostdev interface needs a <source><address>", what);
-    addr_type = prop(address, "type");
+        return av_domain_invalid_at(error, source, "%s: a hostdev interface needs a <source><address>", what);
+    addr_type = av_domain_prop(address, "type");
     if (addr_type && strcmp(addr_type, "pci") != 0) {
         g_autofree char *q = av_domain_quote(addr_type);
 
-        return invalid_at(error, address, "%s: source address type '%s' is not 'pci'", what, q);
+        return av_domain_invalid_at(error, address, "%s: source address type '%s' is not 'pci'", what, q);
     }
     if (!pci_source_parse(address, what, &dev->pci_address, error) || !hostdev_alias(node, what, dev, error))
         return FALSE;
@@ -1002,13 +1012,13 @@ devices_parse(const xmlNode *root, AvDomain *dom, GError **error)
     guint nhostdev = 0, ninterface = 0;
 
     for (xmlNode *devices = root->children; devices; devices = devices->next) {
-        if (!is_elem(devices, "devices", NULL))
+        if (!av_domain_is_elem(devices, "devices", NULL))
             continue;
         for (xmlNode *c = devices->children; c; c = c->next) {
-            if (is_elem(c, "hostdev", NULL)) {
+            if (av_domain_is_elem(c, "hostdev", NULL)) {
                 if (!hostdev_parse(c, ++nhostdev, dom->hostdevs, error))
                     return FALSE;
-            } else if (is_elem(c, "interface", NULL)) {
+            } else if (av_domain_is_elem(c, "interface", NULL)) {
                 if (!interface_parse(c, ++ninterface, dom->hostdevs, error))
                     return FALSE;
             }
@@ -1028,7 +1038,7 @@ cpuset_check(const xmlNode *node, const char *what, const char *set, guint limit
     if (!cpuset_bits(set, limit, bits, &why)) {
         g_autofree char *q = av_domain_quote(set);
 
-        return invalid_at(error, node, "%s '%s' %s", what, q, why);
+        return av_domain_invalid_at(error, node, "%s '%s' %s", what, q, why);
     }
     return TRUE;
 }
@@ -1037,12 +1047,12 @@ static gboolean
 placement_word(const xmlNode *node, const char *what, char **ret, GError **error)
 {
     static const char *const words[] = { "static", "auto", NULL };
-    g_autofree char *placement = prop(node, "placement");
+    g_autofree char *placement = av_domain_prop(node, "placement");
 
     if (placement && !word_in(placement, words)) {
         g_autofree char *q = av_domain_quote(placement);
 
-        return invalid_at(error, node, "%s placement '%s' is neither 'static' nor 'auto'", what, q);
+        return av_domain_invalid_at(error, node, "%s placement '%s' is neither 'static' nor 'auto'", what, q);
     }
     *ret = g_steal_pointer(&placement);
     return TRUE;
@@ -1052,7 +1062,7 @@ placement_word(const xmlNode *node, const char *what, char **ret, GError **error
 static gboolean
 vcpu_parse(const xmlNode *root, AvDomain *dom, GError **error)
 {
-    xmlNode *vcpu = child_first(root, "vcpu", NULL);
+    xmlNode *vcpu = av_domain_child_first(root, "vcpu", NULL);
     guint n = 1;
 
     if (vcpu) {
@@ -1062,12 +1072,12 @@ vcpu_parse(const xmlNode *root, AvDomain *dom, GError **error)
         if (!number_parse(g_strstrip(count), FALSE, AV_DOMAIN_VCPU_MAX, &v) || v == 0) {
             g_autofree char *q = av_domain_quote(count);
 
-            return invalid_at(error, vcpu, "<vcpu> '%s' is not a number of vCPUs between 1 and %u", q,
-                              AV_DOMAIN_VCPU_MAX);
+            return av_domain_invalid_at(error, vcpu, "<vcpu> '%s' is not a number of vCPUs between 1 and %u", q,
+                                        AV_DOMAIN_VCPU_MAX);
         }
         dom->vcpus = (guint)v;
         n = dom->vcpus;
-        dom->vcpu_cpuset = prop(vcpu, "cpuset");
+        dom->vcpu_cpuset = av_domain_prop(vcpu, "cpuset");
         if (dom->vcpu_cpuset && !cpuset_check(vcpu, "<vcpu> cpuset", dom->vcpu_cpuset, AV_DOMAIN_CPU_MAX, error))
             return FALSE;
         if (!placement_word(vcpu, "<vcpu>", &dom->vcpu_placement, error))
@@ -1085,38 +1095,38 @@ cputune_parse(const xmlNode *root, AvDomain *dom, GError **error)
     xmlNode *emulatorpin = NULL;
 
     for (xmlNode *cputune = root->children; cputune; cputune = cputune->next) {
-        if (!is_elem(cputune, "cputune", NULL))
+        if (!av_domain_is_elem(cputune, "cputune", NULL))
             continue;
         for (xmlNode *c = cputune->children; c; c = c->next) {
-            if (is_elem(c, "vcpupin", NULL)) {
-                g_autofree char *vcpu = prop(c, "vcpu");
-                g_autofree char *cpuset = prop(c, "cpuset");
+            if (av_domain_is_elem(c, "vcpupin", NULL)) {
+                g_autofree char *vcpu = av_domain_prop(c, "vcpu");
+                g_autofree char *cpuset = av_domain_prop(c, "cpuset");
                 g_autofree char *what = NULL;
                 guint64 id = 0;
 
                 if (!vcpu || !number_parse(vcpu, FALSE, G_MAXUINT32, &id) || id >= dom->vcpupins->len) {
                     g_autofree char *q = av_domain_quote(vcpu);
 
-                    return invalid_at(error, c, "vcpupin vcpu '%s' is not a vCPU number between 0 and %u", q,
-                                      dom->vcpupins->len - 1);
+                    return av_domain_invalid_at(error, c, "vcpupin vcpu '%s' is not a vCPU number between 0 and %u", q,
+                                                dom->vcpupins->len - 1);
                 }
                 if (g_ptr_array_index(dom->vcpupins, id))
-                    return invalid_at(error, c, "vcpupin for vCPU %u appears twice", (guint)id);
+                    return av_domain_invalid_at(error, c, "vcpupin for vCPU %u appears twice", (guint)id);
                 what = g_strdup_printf("vcpupin for vCPU %u: cpuset", (guint)id);
                 if (!cpuset || !cpuset_check(c, what, cpuset, AV_DOMAIN_CPU_MAX, error)) {
                     if (!cpuset)
-                        return invalid_at(error, c, "vcpupin for vCPU %u has no cpuset", (guint)id);
+                        return av_domain_invalid_at(error, c, "vcpupin for vCPU %u has no cpuset", (guint)id);
                     return FALSE;
                 }
                 g_ptr_array_index(dom->vcpupins, id) = g_steal_pointer(&cpuset);
-            } else if (is_elem(c, "emulatorpin", NULL)) {
-                g_autofree char *cpuset = prop(c, "cpuset");
+            } else if (av_domain_is_elem(c, "emulatorpin", NULL)) {
+                g_autofree char *cpuset = av_domain_prop(c, "cpuset");
 
                 if (emulatorpin)
-                    return invalid_at(error, c, "<cputune> has more than one <emulatorpin>");
+                    return av_domain_invalid_at(error, c, "<cputune> has more than one <emulatorpin>");
                 emulatorpin = c;
                 if (!cpuset)
-                    return invalid_at(error, c, "<emulatorpin> has no cpuset");
+                    return av_domain_invalid_at(error, c, "<emulatorpin> has no cpuset");
                 if (!cpuset_check(c, "emulatorpin cpuset", cpuset, AV_DOMAIN_CPU_MAX, error))
                     return FALSE;
                 dom->emulatorpin = g_steal_pointer(&cpuset);
@@ -1135,32 +1145,32 @@ numatune_parse(const xmlNode *root, AvDomain *dom, GError **error)
     g_autofree char *mode = NULL;
 
     for (xmlNode *c = root->children; c; c = c->next) {
-        if (!is_elem(c, "numatune", NULL))
+        if (!av_domain_is_elem(c, "numatune", NULL))
             continue;
         if (numatune)
-            return invalid_at(error, c, "the domain has more than one <numatune>");
+            return av_domain_invalid_at(error, c, "the domain has more than one <numatune>");
         numatune = c;
     }
     if (!numatune)
         return TRUE;
     for (xmlNode *c = numatune->children; c; c = c->next) {
-        if (!is_elem(c, "memory", NULL))
+        if (!av_domain_is_elem(c, "memory", NULL))
             continue;
         if (memory)
-            return invalid_at(error, c, "<numatune> has more than one <memory>");
+            return av_domain_invalid_at(error, c, "<numatune> has more than one <memory>");
         memory = c;
     }
     if (!memory)
         return TRUE;
-    mode = prop(memory, "mode");
+    mode = av_domain_prop(memory, "mode");
     if (mode && !word_in(mode, modes)) {
         g_autofree char *q = av_domain_quote(mode);
 
-        return invalid_at(error, memory,
-                          "numatune memory mode '%s' is not 'strict', 'preferred', 'interleave' or 'restrictive'", q);
+        return av_domain_invalid_at(
+            error, memory, "numatune memory mode '%s' is not 'strict', 'preferred', 'interleave' or 'restrictive'", q);
     }
     dom->numatune_memory_mode = g_steal_pointer(&mode);
-    dom->numatune_memory_nodeset = prop(memory, "nodeset");
+    dom->numatune_memory_nodeset = av_domain_prop(memory, "nodeset");
     if (dom->numatune_memory_nodeset &&
         !cpuset_check(memory, "numatune memory nodeset", dom->numatune_memory_nodeset, AV_DOMAIN_NODE_MAX, error))
         return FALSE;
@@ -1173,8 +1183,8 @@ numatune_parse(const xmlNode *root, AvDomain *dom, GError **error)
 static gboolean
 nova_parse(const xmlNode *instance, AvDomain *dom, GError **error)
 {
-    xmlNode *name = child_first(instance, "name", AV_NS_NOVA);
-    xmlNode *owner = child_first(instance, "owner", AV_NS_NOVA);
+    xmlNode *name = av_domain_child_first(instance, "name", AV_NS_NOVA);
+    xmlNode *owner = av_domain_child_first(instance, "owner", AV_NS_NOVA);
     static const char *const roles[] = { "user", "project" };
     char **targets[] = { &dom->nova_user, &dom->nova_project };
 
@@ -1187,17 +1197,18 @@ nova_parse(const xmlNode *instance, AvDomain *dom, GError **error)
     if (!owner)
         return TRUE;
     for (gsize i = 0; i < G_N_ELEMENTS(roles); i++) {
-        xmlNode *node = child_first(owner, roles[i], AV_NS_NOVA);
+        xmlNode *node = av_domain_child_first(owner, roles[i], AV_NS_NOVA);
         g_autofree char *uuid = NULL;
 
         if (!node)
             continue;
-        uuid = prop(node, "uuid");
+        uuid = av_domain_prop(node, "uuid");
         if (!uuid || !nova_id_valid(uuid)) {
             g_autofree char *q = av_domain_quote(uuid);
 
-            return invalid_at(error, node, "nova:%s uuid '%s' is not an OpenStack id (1 to %d letters, digits, '_', '.', '@' or '-')",
-                              roles[i], q, AV_NOVA_ID_MAX);
+            return av_domain_invalid_at(
+                error, node, "nova:%s uuid '%s' is not an OpenStack id (1 to %d letters, digits, '_', '.', '@' or '-')",
+                roles[i], q, AV_NOVA_ID_MAX);
         }
         *targets[i] = g_steal_pointer(&uuid);
     }
@@ -1209,31 +1220,33 @@ placed_parse(const xmlNode *node, gboolean is_mdev, AvDomain *dom, GError **erro
 {
     const char *what = is_mdev ? "av:mdev" : "av:device";
     g_autoptr(AvPlacedDevice) placed = g_new0(AvPlacedDevice, 1);
-    g_autofree char *profile = prop(node, "profile");
-    g_autofree char *alias = prop(node, "alias");
-    g_autofree char *value = prop(node, is_mdev ? "uuid" : "address");
+    g_autofree char *profile = av_domain_prop(node, "profile");
+    g_autofree char *alias = av_domain_prop(node, "alias");
+    g_autofree char *value = av_domain_prop(node, is_mdev ? "uuid" : "address");
 
     if (!profile || !av_profile_name_is_valid(profile)) {
         g_autofree char *q = av_domain_quote(profile);
 
-        return invalid_at(error, node, "%s profile '%s' is not a profile name (lower case letters, digits, '.', '_', '-')",
-                          what, q);
+        return av_domain_invalid_at(
+            error, node, "%s profile '%s' is not a profile name (lower case letters, digits, '.', '_', '-')", what, q);
     }
     placed->profile = g_steal_pointer(&profile);
     if (alias && !alias_valid(alias)) {
         g_autofree char *q = av_domain_quote(alias);
 
-        return invalid_at(error, node, "%s alias '%s' is not 1 to %d letters, digits, '_', '.' or '-'", what, q,
-                          AV_ALIAS_MAX);
+        return av_domain_invalid_at(error, node, "%s alias '%s' is not 1 to %d letters, digits, '_', '.' or '-'", what,
+                                    q, AV_ALIAS_MAX);
     }
     placed->alias = g_steal_pointer(&alias);
     if (is_mdev ? !value || !uuid_canonical(value, &placed->mdev_uuid)
                 : !value || !pci_address_canonical(value, &placed->pci_address)) {
         g_autofree char *q = av_domain_quote(value);
 
-        return invalid_at(error, node, is_mdev ? "%s uuid '%s' is not a UUID such as '4b20d080-1b54-4048-85b3-a6a62d165c01'"
-                                               : "%s address '%s' is not a PCI address such as '0000:3b:00.0'",
-                          what, q);
+        return av_domain_invalid_at(error, node,
+                                    is_mdev
+                                        ? "%s uuid '%s' is not a UUID such as '4b20d080-1b54-4048-85b3-a6a62d165c01'"
+                                        : "%s address '%s' is not a PCI address such as '0000:3b:00.0'",
+                                    what, q);
     }
     g_ptr_array_add(dom->placed, g_steal_pointer(&placed));
     return TRUE;
@@ -1247,31 +1260,32 @@ accelerators_parse(const xmlNode *accelerators, AvDomain *dom, GError **error)
     g_autofree char *node = NULL;
 
     for (xmlNode *c = accelerators->children; c; c = c->next) {
-        if (!is_elem(c, "placement", AV_NS_DOMAIN))
+        if (!av_domain_is_elem(c, "placement", AV_NS_DOMAIN))
             continue;
         if (placement)
-            return invalid_at(error, c, "<av:accelerators> has more than one <av:placement>");
+            return av_domain_invalid_at(error, c, "<av:accelerators> has more than one <av:placement>");
         placement = c;
     }
     if (!placement)
         return TRUE;
-    node = prop(placement, "node");
+    node = av_domain_prop(placement, "node");
     if (node) {
         guint64 v = 0;
 
         if (!number_parse(node, FALSE, AV_DOMAIN_NODE_MAX - 1, &v)) {
             g_autofree char *q = av_domain_quote(node);
 
-            return invalid_at(error, placement, "av:placement node '%s' is not a NUMA node number between 0 and %u", q,
-                              AV_DOMAIN_NODE_MAX - 1);
+            return av_domain_invalid_at(error, placement,
+                                        "av:placement node '%s' is not a NUMA node number between 0 and %u", q,
+                                        AV_DOMAIN_NODE_MAX - 1);
         }
         dom->placement_node = (int)v;
     }
     for (xmlNode *c = placement->children; c; c = c->next) {
-        if (is_elem(c, "device", AV_NS_DOMAIN)) {
+        if (av_domain_is_elem(c, "device", AV_NS_DOMAIN)) {
             if (!placed_parse(c, FALSE, dom, error))
                 return FALSE;
-        } else if (is_elem(c, "mdev", AV_NS_DOMAIN)) {
+        } else if (av_domain_is_elem(c, "mdev", AV_NS_DOMAIN)) {
             if (!placed_parse(c, TRUE, dom, error))
                 return FALSE;
         }
@@ -1283,15 +1297,15 @@ accelerators_parse(const xmlNode *accelerators, AvDomain *dom, GError **error)
 static gboolean
 metadata_parse(const xmlNode *root, AvDomain *dom, GError **error)
 {
-    xmlNode *metadata = child_first(root, "metadata", NULL);
+    xmlNode *metadata = av_domain_child_first(root, "metadata", NULL);
     xmlNode *instance, *accelerators;
 
     if (!metadata)
         return TRUE;
-    instance = child_first(metadata, "instance", AV_NS_NOVA);
+    instance = av_domain_child_first(metadata, "instance", AV_NS_NOVA);
     if (instance && !nova_parse(instance, dom, error))
         return FALSE;
-    accelerators = child_first(metadata, "accelerators", AV_NS_DOMAIN);
+    accelerators = av_domain_child_first(metadata, "accelerators", AV_NS_DOMAIN);
     if (accelerators && !accelerators_parse(accelerators, dom, error))
         return FALSE;
     return TRUE;
@@ -1302,18 +1316,18 @@ metadata_parse(const xmlNode *root, AvDomain *dom, GError **error)
 static gboolean
 identity_parse(const xmlNode *root, AvDomain *dom, GError **error)
 {
-    xmlNode *name = child_first(root, "name", NULL);
-    xmlNode *uuid = child_first(root, "uuid", NULL);
+    xmlNode *name = av_domain_child_first(root, "name", NULL);
+    xmlNode *uuid = av_domain_child_first(root, "uuid", NULL);
 
     if (!name)
-        return invalid_at(error, root, "the domain has no <name>");
+        return av_domain_invalid_at(error, root, "the domain has no <name>");
     dom->name = text(name);
     if (!domain_name_valid(dom->name)) {
         g_autofree char *q = av_domain_quote(dom->name);
 
-        return invalid_at(error, name,
-                          "the domain name '%s' is not 1 to %d characters without '/' or control characters", q,
-                          AV_NAME_MAX);
+        return av_domain_invalid_at(error, name,
+                                    "the domain name '%s' is not 1 to %d characters without '/' or control characters",
+                                    q, AV_NAME_MAX);
     }
     if (uuid) {
         g_autofree char *s = text(uuid);
@@ -1321,8 +1335,8 @@ identity_parse(const xmlNode *root, AvDomain *dom, GError **error)
         if (!uuid_canonical(g_strstrip(s), &dom->uuid)) {
             g_autofree char *q = av_domain_quote(s);
 
-            return invalid_at(error, uuid, "the domain <uuid> '%s' is not a UUID such as '4b20d080-1b54-4048-85b3-a6a62d165c01'",
-                              q);
+            return av_domain_invalid_at(
+                error, uuid, "the domain <uuid> '%s' is not a UUID such as '4b20d080-1b54-4048-85b3-a6a62d165c01'", q);
         }
     }
     return TRUE;
@@ -1347,11 +1361,11 @@ av_domain_parse(const char *xml, gsize len, GError **error)
     dom->placement_node = -1;
 
     root = xmlDocGetRootElement(doc);
-    if (!root || !is_elem(root, "domain", NULL)) {
+    if (!root || !av_domain_is_elem(root, "domain", NULL)) {
         g_autofree char *q = av_domain_quote(root ? (const char *)root->name : NULL);
 
-        ok = invalid_at(error, root, "the root element is <%s>%s, not <domain>", q,
-                        root && root->ns ? " in a namespace" : "");
+        ok = av_domain_invalid_at(error, root, "the root element is <%s>%s, not <domain>", q,
+                                  root && root->ns ? " in a namespace" : "");
     } else {
         ok = identity_parse(root, dom, error) && vcpu_parse(root, dom, error) && cputune_parse(root, dom, error) &&
              numatune_parse(root, dom, error) && devices_parse(root, dom, error) && metadata_parse(root, dom, error);

@@ -62,57 +62,6 @@ static const char *const numatune_order[] = { "memory", "memnode", NULL };
 
 /* ---- small tree helpers ---- */
 
-static gboolean G_GNUC_PRINTF(3, 4)
-invalid_at(GError **error, const xmlNode *node, const char *fmt, ...)
-{
-    va_list ap;
-    g_autofree char *msg = NULL;
-    long line = node ? xmlGetLineNo(node) : -1;
-
-    va_start(ap, fmt);
-    msg = g_strdup_vprintf(fmt, ap);
-    va_end(ap);
-    if (line > 0)
-        g_set_error(error, AV_ERROR, AV_ERROR_INVALID_INPUT, "%s (domain XML line %ld)", msg, line);
-    else
-        g_set_error_literal(error, AV_ERROR, AV_ERROR_INVALID_INPUT, msg);
-    return FALSE;
-}
-
-/* @node is the element @name in namespace @ns (NULL: no namespace). */
-static gboolean
-is_elem(const xmlNode *node, const char *name, const char *ns)
-{
-    if (!node || node->type != XML_ELEMENT_NODE || strcmp((const char *)node->name, name) != 0)
-        return FALSE;
-    if (!ns)
-        return node->ns == NULL;
-    return node->ns && node->ns->href && strcmp((const char *)node->ns->href, ns) == 0;
-}
-
-static xmlNode *
-child_first(const xmlNode *parent, const char *name, const char *ns)
-{
-    if (!parent)
-        return NULL;
-    for (xmlNode *c = parent->children; c; c = c->next) {
-        if (is_elem(c, name, ns))
-            return c;
-    }
-    return NULL;
-}
-
-/* An attribute by local name, as libvirt's virXMLPropString (xmlGetProp). */
-static char *
-prop(const xmlNode *node, const char *name)
-{
-    xmlChar *v = xmlGetProp(node, (const xmlChar *)name);
-    char *r = v ? g_strdup((const char *)v) : NULL;
-
-    xmlFree(v);
-    return r;
-}
-
 static void
 set_prop(xmlNode *node, const char *name, const char *value)
 {
@@ -316,7 +265,7 @@ insert_last(xmlNode *parent, xmlNode *node, const char *unit)
 static xmlNode *
 ensure_child(xmlNode *parent, const char *name, const char *const *order, const char *unit)
 {
-    xmlNode *c = child_first(parent, name, NULL);
+    xmlNode *c = av_domain_child_first(parent, name, NULL);
 
     if (c)
         return c;
@@ -405,10 +354,10 @@ request_parse(const xmlNode *node, AvRequest **ret, GError **error)
     static const AvGranularity granularity_values[] = { AV_GRANULARITY_FUNCTION, AV_GRANULARITY_REGION,
                                                          AV_GRANULARITY_CARD };
     static const char *const numas[] = { "same", "any", NULL };
-    g_autofree char *profile = prop(node, "profile");
-    g_autofree char *count = prop(node, "count");
-    g_autofree char *granularity = prop(node, "granularity");
-    g_autofree char *numa = prop(node, "numa");
+    g_autofree char *profile = av_domain_prop(node, "profile");
+    g_autofree char *count = av_domain_prop(node, "count");
+    g_autofree char *granularity = av_domain_prop(node, "granularity");
+    g_autofree char *numa = av_domain_prop(node, "numa");
     g_autoptr(AvRequest) request = NULL;
     guint n = 1;
     int i = 0;
@@ -417,33 +366,37 @@ request_parse(const xmlNode *node, AvRequest **ret, GError **error)
         if (a->ns || !word_index((const char *)a->name, known, &i)) {
             g_autofree char *q = av_domain_quote((const char *)a->name);
 
-            return invalid_at(error, node,
-                              "av:request has an unknown attribute '%s' (it takes profile, count, granularity and numa)",
-                              q);
+            return av_domain_invalid_at(
+                error, node, "av:request has an unknown attribute '%s' (it takes profile, count, granularity and numa)",
+                q);
         }
     }
     if (!profile)
-        return invalid_at(error, node, "av:request has no profile: say which profile of the policy it asks for");
+        return av_domain_invalid_at(error, node,
+                                    "av:request has no profile: say which profile of the policy it asks for");
     if (!av_profile_name_is_valid(profile)) {
         g_autofree char *q = av_domain_quote(profile);
 
-        return invalid_at(error, node,
-                          "av:request profile '%s' is not a profile name (1 to 63 of a-z, 0-9, '.', '_' and '-', "
-                          "the first a letter or digit)",
-                          q);
+        return av_domain_invalid_at(
+            error, node,
+            "av:request profile '%s' is not a profile name (1 to 63 of a-z, 0-9, '.', '_' and '-', "
+            "the first a letter or digit)",
+            q);
     }
     if (count && !(decimal_parse(count, G_MAXUINT32, &n) && n >= 1 && n <= AV_REQUEST_COUNT_MAX)) {
         g_autofree char *q = av_domain_quote(count);
 
-        return invalid_at(error, node, "av:request count '%s' for profile '%s' is not a number between 1 and %u", q,
-                          profile, AV_REQUEST_COUNT_MAX);
+        return av_domain_invalid_at(error, node,
+                                    "av:request count '%s' for profile '%s' is not a number between 1 and %u", q,
+                                    profile, AV_REQUEST_COUNT_MAX);
     }
     request = av_request_new(profile, n);
     if (granularity) {
         if (!word_index(granularity, granularities, &i)) {
             g_autofree char *q = av_domain_quote(granularity);
 
-            return invalid_at(error, node, "av:request granularity '%s' is not 'card', 'region' or 'function'", q);
+            return av_domain_invalid_at(error, node,
+                                        "av:request granularity '%s' is not 'card', 'region' or 'function'", q);
         }
         request->granularity_set = TRUE;
         request->granularity = granularity_values[i];
@@ -452,7 +405,7 @@ request_parse(const xmlNode *node, AvRequest **ret, GError **error)
         if (!word_index(numa, numas, &i)) {
             g_autofree char *q = av_domain_quote(numa);
 
-            return invalid_at(error, node, "av:request numa '%s' is neither 'same' nor 'any'", q);
+            return av_domain_invalid_at(error, node, "av:request numa '%s' is neither 'same' nor 'any'", q);
         }
         request->numa_any = i == 1;
     }
@@ -465,7 +418,7 @@ request_parse(const xmlNode *node, AvRequest **ret, GError **error)
 static xmlNode *
 accelerators_find(const xmlNode *root)
 {
-    return child_first(child_first(root, "metadata", NULL), "accelerators", AV_NS_DOMAIN);
+    return av_domain_child_first(av_domain_child_first(root, "metadata", NULL), "accelerators", AV_NS_DOMAIN);
 }
 
 static gboolean
@@ -478,16 +431,16 @@ requests_parse(const xmlNode *accelerators, GPtrArray **ret, GError **error)
 
         if (c->type != XML_ELEMENT_NODE)
             continue;
-        if (is_elem(c, "placement", AV_NS_DOMAIN))
+        if (av_domain_is_elem(c, "placement", AV_NS_DOMAIN))
             continue;
-        if (!is_elem(c, "request", AV_NS_DOMAIN)) {
+        if (!av_domain_is_elem(c, "request", AV_NS_DOMAIN)) {
             g_autofree char *q = av_domain_quote((const char *)c->name);
 
-            return invalid_at(error, c, "<av:accelerators> holds an unknown element <%s> (it takes av:request and av:placement)",
-                              q);
+            return av_domain_invalid_at(
+                error, c, "<av:accelerators> holds an unknown element <%s> (it takes av:request and av:placement)", q);
         }
         if (requests->len == AV_REQUESTS_MAX)
-            return invalid_at(error, c, "<av:accelerators> has more than %u requests", AV_REQUESTS_MAX);
+            return av_domain_invalid_at(error, c, "<av:accelerators> has more than %u requests", AV_REQUESTS_MAX);
         if (!request_parse(c, &request, error))
             return FALSE;
         g_ptr_array_add(requests, request);
@@ -502,10 +455,11 @@ domain_root(xmlDoc *doc, GError **error)
 {
     xmlNode *root = xmlDocGetRootElement(doc);
 
-    if (!root || !is_elem(root, "domain", NULL)) {
+    if (!root || !av_domain_is_elem(root, "domain", NULL)) {
         g_autofree char *q = av_domain_quote(root ? (const char *)root->name : NULL);
 
-        invalid_at(error, root, "the root element is <%s>%s, not <domain>", q, root && root->ns ? " in a namespace" : "");
+        av_domain_invalid_at(error, root, "the root element is <%s>%s, not <domain>", q,
+                             root && root->ns ? " in a namespace" : "");
         return NULL;
     }
     return root;
@@ -573,7 +527,7 @@ typedef struct {
 static gboolean
 yes_no(const xmlNode *node, const char *name, gboolean *ret, GError **error)
 {
-    g_autofree char *v = prop(node, name);
+    g_autofree char *v = av_domain_prop(node, name);
 
     if (!v)
         return TRUE;
@@ -586,15 +540,15 @@ yes_no(const xmlNode *node, const char *name, gboolean *ret, GError **error)
     {
         g_autofree char *q = av_domain_quote(v);
 
-        return invalid_at(error, node, "av:placement %s '%s' is neither 'yes' nor 'no'", name, q);
+        return av_domain_invalid_at(error, node, "av:placement %s '%s' is neither 'yes' nor 'no'", name, q);
     }
 }
 
 static gboolean
 alias_is_ours(const xmlNode *hostdev)
 {
-    xmlNode *alias = child_first(hostdev, "alias", NULL);
-    g_autofree char *name = alias ? prop(alias, "name") : NULL;
+    xmlNode *alias = av_domain_child_first(hostdev, "alias", NULL);
+    g_autofree char *name = alias ? av_domain_prop(alias, "name") : NULL;
 
     return name && g_str_has_prefix(name, AV_REWRITE_ALIAS_PREFIX);
 }
@@ -610,7 +564,7 @@ remove_children(xmlNode *parent, const char *name)
         return FALSE;
     for (xmlNode *c = parent->children; c; c = next) {
         next = c->next;
-        if (is_elem(c, name, NULL)) {
+        if (av_domain_is_elem(c, name, NULL)) {
             remove_node(c);
             removed = TRUE;
         }
@@ -629,7 +583,7 @@ strip(xmlNode *root, gboolean *ret_changed, GError **error)
     xmlNode *next;
 
     for (xmlNode *c = accelerators ? accelerators->children : NULL; c; c = c->next) {
-        if (!is_elem(c, "placement", AV_NS_DOMAIN))
+        if (!av_domain_is_elem(c, "placement", AV_NS_DOMAIN))
             continue;
         if (!yes_no(c, "pinned", &wrote.pinned, error) || !yes_no(c, "numatune", &wrote.numatune, error) ||
             !yes_no(c, "hidden", &wrote.hidden, error) || !yes_no(c, "vendor-id", &wrote.vendor_id, error))
@@ -637,7 +591,7 @@ strip(xmlNode *root, gboolean *ret_changed, GError **error)
     }
     for (xmlNode *c = accelerators ? accelerators->children : NULL; c; c = next) {
         next = c->next;
-        if (is_elem(c, "placement", AV_NS_DOMAIN)) {
+        if (av_domain_is_elem(c, "placement", AV_NS_DOMAIN)) {
             remove_node(c);
             changed = TRUE;
         }
@@ -648,11 +602,11 @@ strip(xmlNode *root, gboolean *ret_changed, GError **error)
         xmlNode *next_dev;
 
         next = devices->next;
-        if (!is_elem(devices, "devices", NULL))
+        if (!av_domain_is_elem(devices, "devices", NULL))
             continue;
         for (xmlNode *c = devices->children; c; c = next_dev) {
             next_dev = c->next;
-            if (is_elem(c, "hostdev", NULL) && alias_is_ours(c)) {
+            if (av_domain_is_elem(c, "hostdev", NULL) && alias_is_ours(c)) {
                 remove_node(c);
                 removed = TRUE;
             }
@@ -665,7 +619,7 @@ strip(xmlNode *root, gboolean *ret_changed, GError **error)
     }
     for (xmlNode *c = root->children; c; c = next) {
         next = c->next;
-        if (wrote.pinned && is_elem(c, "cputune", NULL)) {
+        if (wrote.pinned && av_domain_is_elem(c, "cputune", NULL)) {
             gboolean removed = remove_children(c, "vcpupin");
 
             removed = remove_children(c, "emulatorpin") || removed;
@@ -673,14 +627,14 @@ strip(xmlNode *root, gboolean *ret_changed, GError **error)
                 changed = TRUE;
                 remove_if_emptied(c, FALSE);
             }
-        } else if (wrote.numatune && is_elem(c, "numatune", NULL)) {
+        } else if (wrote.numatune && av_domain_is_elem(c, "numatune", NULL)) {
             if (remove_children(c, "memory")) {
                 changed = TRUE;
                 remove_if_emptied(c, FALSE);
             }
-        } else if ((wrote.hidden || wrote.vendor_id) && is_elem(c, "features", NULL)) {
-            xmlNode *kvm = child_first(c, "kvm", NULL);
-            xmlNode *hyperv = child_first(c, "hyperv", NULL);
+        } else if ((wrote.hidden || wrote.vendor_id) && av_domain_is_elem(c, "features", NULL)) {
+            xmlNode *kvm = av_domain_child_first(c, "kvm", NULL);
+            xmlNode *hyperv = av_domain_child_first(c, "hyperv", NULL);
             gboolean removed = FALSE;
 
             if (wrote.hidden && kvm && remove_children(kvm, "hidden")) {
@@ -953,18 +907,18 @@ placed_new(xmlDoc *doc, xmlNs *ns, const AvPlacedItem *item, const char *alias)
 static gboolean
 user_pinned(const xmlNode *root)
 {
-    xmlNode *vcpu = child_first(root, "vcpu", NULL);
+    xmlNode *vcpu = av_domain_child_first(root, "vcpu", NULL);
 
     if (vcpu) {
-        g_autofree char *cpuset = prop(vcpu, "cpuset");
-        g_autofree char *placement = prop(vcpu, "placement");
+        g_autofree char *cpuset = av_domain_prop(vcpu, "cpuset");
+        g_autofree char *placement = av_domain_prop(vcpu, "placement");
 
         if (cpuset || (placement && strcmp(placement, "auto") == 0))
             return TRUE;
     }
     for (xmlNode *c = root->children; c; c = c->next) {
-        if (is_elem(c, "cputune", NULL) &&
-            (child_first(c, "vcpupin", NULL) || child_first(c, "emulatorpin", NULL)))
+        if (av_domain_is_elem(c, "cputune", NULL) &&
+            (av_domain_child_first(c, "vcpupin", NULL) || av_domain_child_first(c, "emulatorpin", NULL)))
             return TRUE;
     }
     return FALSE;
@@ -975,16 +929,16 @@ user_pinned(const xmlNode *root)
 static gboolean
 user_numatune(const xmlNode *root)
 {
-    xmlNode *vcpu = child_first(root, "vcpu", NULL);
+    xmlNode *vcpu = av_domain_child_first(root, "vcpu", NULL);
 
     if (vcpu) {
-        g_autofree char *placement = prop(vcpu, "placement");
+        g_autofree char *placement = av_domain_prop(vcpu, "placement");
 
         if (placement && strcmp(placement, "auto") == 0)
             return TRUE;
     }
     for (xmlNode *c = root->children; c; c = c->next) {
-        if (is_elem(c, "numatune", NULL) && child_first(c, "memory", NULL))
+        if (av_domain_is_elem(c, "numatune", NULL) && av_domain_child_first(c, "memory", NULL))
             return TRUE;
     }
     return FALSE;
@@ -1031,13 +985,13 @@ write_numatune(xmlNode *root, const AvPlacement *placement, const char *unit)
 static void
 write_hidden(xmlNode *root, AvWrote *wrote, const char *unit)
 {
-    xmlNode *features = child_first(root, "features", NULL);
-    xmlNode *kvm = features ? child_first(features, "kvm", NULL) : NULL;
-    xmlNode *hyperv = features ? child_first(features, "hyperv", NULL) : NULL;
-    g_autofree char *mode = hyperv ? prop(hyperv, "mode") : NULL;
-    gboolean want_hidden = !kvm || !child_first(kvm, "hidden", NULL);
+    xmlNode *features = av_domain_child_first(root, "features", NULL);
+    xmlNode *kvm = features ? av_domain_child_first(features, "kvm", NULL) : NULL;
+    xmlNode *hyperv = features ? av_domain_child_first(features, "hyperv", NULL) : NULL;
+    g_autofree char *mode = hyperv ? av_domain_prop(hyperv, "mode") : NULL;
+    gboolean want_hidden = !kvm || !av_domain_child_first(kvm, "hidden", NULL);
     gboolean want_vendor =
-        !(mode && strcmp(mode, "passthrough") == 0) && (!hyperv || !child_first(hyperv, "vendor_id", NULL));
+        !(mode && strcmp(mode, "passthrough") == 0) && (!hyperv || !av_domain_child_first(hyperv, "vendor_id", NULL));
 
     if (!want_hidden && !want_vendor)
         return;
@@ -1198,7 +1152,7 @@ av_domain_unplace(const char *xml, gsize len, GError **error)
 static void
 update_prop(xmlNode *node, const char *name, const char *value, gboolean *changed)
 {
-    g_autofree char *old = prop(node, name);
+    g_autofree char *old = av_domain_prop(node, name);
 
     if (g_strcmp0(old, value) == 0)
         return;
@@ -1213,7 +1167,7 @@ update_prop(xmlNode *node, const char *name, const char *value, gboolean *change
 static xmlNode *
 placement_find(const xmlNode *accelerators)
 {
-    return child_first(accelerators, "placement", AV_NS_DOMAIN);
+    return av_domain_child_first(accelerators, "placement", AV_NS_DOMAIN);
 }
 
 /* The kind of an <av:placement> entry: "device", "mdev" or "usb". */
@@ -1243,24 +1197,27 @@ placed_entries(xmlNode *placed, GPtrArray **ret, GError **error)
 
         if (c->type != XML_ELEMENT_NODE)
             continue;
-        if (!is_elem(c, "device", AV_NS_DOMAIN) && !is_elem(c, "mdev", AV_NS_DOMAIN) &&
-            !is_elem(c, "usb", AV_NS_DOMAIN)) {
+        if (!av_domain_is_elem(c, "device", AV_NS_DOMAIN) && !av_domain_is_elem(c, "mdev", AV_NS_DOMAIN) &&
+            !av_domain_is_elem(c, "usb", AV_NS_DOMAIN)) {
             g_autofree char *q = av_domain_quote((const char *)c->name);
 
-            return invalid_at(error, c, "<av:placement> holds an unknown element <%s> (it takes av:device, av:mdev "
-                              "and av:usb)", q);
+            return av_domain_invalid_at(error, c,
+                                        "<av:placement> holds an unknown element <%s> (it takes av:device, av:mdev "
+                                        "and av:usb)",
+                                        q);
         }
         if (entries->len == AV_REQUESTS_MAX * AV_REQUEST_COUNT_MAX)
-            return invalid_at(error, c, "<av:placement> has more than %u devices",
-                              AV_REQUESTS_MAX * AV_REQUEST_COUNT_MAX);
-        alias = prop(c, "alias");
+            return av_domain_invalid_at(error, c, "<av:placement> has more than %u devices",
+                                        AV_REQUESTS_MAX * AV_REQUEST_COUNT_MAX);
+        alias = av_domain_prop(c, "alias");
         want = g_strdup_printf(AV_REWRITE_ALIAS_PREFIX "%u", entries->len);
         if (g_strcmp0(alias, want) != 0) {
             g_autofree char *q = av_domain_quote(alias);
 
-            return invalid_at(error, c, "av:placement entry %u has the alias '%s', not '%s': accelvirt did not "
-                              "write this placement; place the domain again with 'accelvirt define'",
-                              entries->len, q, want);
+            return av_domain_invalid_at(error, c,
+                                        "av:placement entry %u has the alias '%s', not '%s': accelvirt did not "
+                                        "write this placement; place the domain again with 'accelvirt define'",
+                                        entries->len, q, want);
         }
         g_ptr_array_add(entries, c);
     }
@@ -1276,19 +1233,19 @@ hostdev_find(xmlNode *root, const char *alias, xmlNode **ret, GError **error)
     xmlNode *found = NULL;
 
     for (xmlNode *devices = root->children; devices; devices = devices->next) {
-        if (!is_elem(devices, "devices", NULL))
+        if (!av_domain_is_elem(devices, "devices", NULL))
             continue;
         for (xmlNode *c = devices->children; c; c = c->next) {
             xmlNode *a;
             g_autofree char *name = NULL;
 
-            if (!is_elem(c, "hostdev", NULL) || !(a = child_first(c, "alias", NULL)))
+            if (!av_domain_is_elem(c, "hostdev", NULL) || !(a = av_domain_child_first(c, "alias", NULL)))
                 continue;
-            name = prop(a, "name");
+            name = av_domain_prop(a, "name");
             if (g_strcmp0(name, alias) != 0)
                 continue;
             if (found)
-                return invalid_at(error, c, "two <hostdev>s have the alias '%s'", alias);
+                return av_domain_invalid_at(error, c, "two <hostdev>s have the alias '%s'", alias);
             found = c;
         }
     }
@@ -1316,13 +1273,13 @@ static gboolean
 remap_pci(const AvDomain *dom, xmlNode *hostdev, xmlNode *entry, const AvPlacedItem *item, const char *alias,
           gboolean *changed, GError **error)
 {
-    xmlNode *address = child_first(child_first(hostdev, "source", NULL), "address", NULL);
+    xmlNode *address = av_domain_child_first(av_domain_child_first(hostdev, "source", NULL), "address", NULL);
     const char *old = hostdev_address(dom, alias);
     g_autofree char *canonical = NULL;
 
     av_domain_pci_address_canonical(item->pci_address, &canonical);
     if (!address || !old)
-        return invalid_at(error, hostdev, "the <hostdev> '%s' has no <source><address>", alias);
+        return av_domain_invalid_at(error, hostdev, "the <hostdev> '%s' has no <source><address>", alias);
     if (strcmp(old, canonical) != 0) {
         g_autofree char *domain = g_strdup_printf("0x%.4s", canonical);
         g_autofree char *bus = g_strdup_printf("0x%.2s", canonical + 5);
@@ -1345,13 +1302,13 @@ remap_pci(const AvDomain *dom, xmlNode *hostdev, xmlNode *entry, const AvPlacedI
 static void
 remap_usb(xmlNode *hostdev, xmlNode *entry, const AvPlacedItem *item, gboolean *changed)
 {
-    xmlNode *source = child_first(hostdev, "source", NULL);
-    xmlNode *vendor = child_first(source, "vendor", NULL);
-    xmlNode *product = child_first(source, "product", NULL);
-    xmlNode *address = child_first(source, "address", NULL);
+    xmlNode *source = av_domain_child_first(hostdev, "source", NULL);
+    xmlNode *vendor = av_domain_child_first(source, "vendor", NULL);
+    xmlNode *product = av_domain_child_first(source, "product", NULL);
+    xmlNode *address = av_domain_child_first(source, "address", NULL);
     g_autofree char *vendor_id = g_strdup_printf("0x%04x", item->usb_vendor);
     g_autofree char *product_id = g_strdup_printf("0x%04x", item->usb_product);
-    g_autofree char *old_path = prop(entry, "bus-path");
+    g_autofree char *old_path = av_domain_prop(entry, "bus-path");
 
     if (address && g_strcmp0(old_path, item->usb_bus_path) != 0) {
         remove_node(address);
@@ -1378,7 +1335,7 @@ remap_numa(xmlNode *root, xmlNode *placed, const AvPlacement *placement, const A
     update_prop(placed, "node", node, changed);
     for (xmlNode *c = root->children; c; c = next) {
         next = c->next;
-        if (wrote->pinned && is_elem(c, "cputune", NULL)) {
+        if (wrote->pinned && av_domain_is_elem(c, "cputune", NULL)) {
             if (!cpuset) {
                 gboolean removed = remove_children(c, "vcpupin");
 
@@ -1390,10 +1347,10 @@ remap_numa(xmlNode *root, xmlNode *placed, const AvPlacement *placement, const A
                 continue;
             }
             for (xmlNode *pin = c->children; pin; pin = pin->next) {
-                if (is_elem(pin, "vcpupin", NULL) || is_elem(pin, "emulatorpin", NULL))
+                if (av_domain_is_elem(pin, "vcpupin", NULL) || av_domain_is_elem(pin, "emulatorpin", NULL))
                     update_prop(pin, "cpuset", cpuset, changed);
             }
-        } else if (wrote->numatune && is_elem(c, "numatune", NULL)) {
+        } else if (wrote->numatune && av_domain_is_elem(c, "numatune", NULL)) {
             if (!node) {
                 if (remove_children(c, "memory")) {
                     *changed = TRUE;
@@ -1402,7 +1359,7 @@ remap_numa(xmlNode *root, xmlNode *placed, const AvPlacement *placement, const A
                 continue;
             }
             for (xmlNode *memory = c->children; memory; memory = memory->next) {
-                if (is_elem(memory, "memory", NULL))
+                if (av_domain_is_elem(memory, "memory", NULL))
                     update_prop(memory, "nodeset", node, changed);
             }
         }
@@ -1463,7 +1420,7 @@ av_domain_remap(const char *xml, gsize len, const AvPlacement *placement, GError
         const AvPlacedItem *item = g_ptr_array_index(placement->items, i);
         xmlNode *entry = g_ptr_array_index(entries, i);
         g_autofree char *alias = g_strdup_printf(AV_REWRITE_ALIAS_PREFIX "%u", i);
-        g_autofree char *profile = prop(entry, "profile");
+        g_autofree char *profile = av_domain_prop(entry, "profile");
         g_autofree char *type = NULL;
         const char *kind = placed_kind_of(item->attach);
         const char *want_type = item->attach == AV_ATTACH_MDEV ? "mdev"
@@ -1473,29 +1430,36 @@ av_domain_remap(const char *xml, gsize len, const AvPlacement *placement, GError
         if (g_strcmp0(profile, item->profile) != 0) {
             g_autofree char *q = av_domain_quote(profile);
 
-            invalid_at(error, entry, "the new placement's device %u is of profile '%s' but %s of the domain is of "
-                       "profile '%s': the placement is not for these requests", i, item->profile, alias, q);
+            av_domain_invalid_at(error, entry,
+                                 "the new placement's device %u is of profile '%s' but %s of the domain is of "
+                                 "profile '%s': the placement is not for these requests",
+                                 i, item->profile, alias, q);
             goto out;
         }
         if (strcmp((const char *)entry->name, kind) != 0) {
-            invalid_at(error, entry, "the new placement's device %u is an %s but %s of the domain is an "
-                       "av:%s: the placement is not for these requests", i, kind, alias,
-                       (const char *)entry->name);
+            av_domain_invalid_at(error, entry,
+                                 "the new placement's device %u is an %s but %s of the domain is an "
+                                 "av:%s: the placement is not for these requests",
+                                 i, kind, alias, (const char *)entry->name);
             goto out;
         }
         if (!hostdev_find(root, alias, &hostdev, error))
             goto out;
         if (!hostdev) {
-            invalid_at(error, entry, "the domain has no <hostdev> with the alias '%s' that its av:placement names; "
-                       "place the domain again with 'accelvirt define'", alias);
+            av_domain_invalid_at(error, entry,
+                                 "the domain has no <hostdev> with the alias '%s' that its av:placement names; "
+                                 "place the domain again with 'accelvirt define'",
+                                 alias);
             goto out;
         }
-        type = prop(hostdev, "type");
+        type = av_domain_prop(hostdev, "type");
         if (g_strcmp0(type, want_type) != 0) {
             g_autofree char *q = av_domain_quote(type);
 
-            invalid_at(error, hostdev, "the <hostdev> '%s' is of type '%s', not '%s' as its av:placement entry "
-                       "says", alias, q, want_type);
+            av_domain_invalid_at(error, hostdev,
+                                 "the <hostdev> '%s' is of type '%s', not '%s' as its av:placement entry "
+                                 "says",
+                                 alias, q, want_type);
             goto out;
         }
         if (item->attach == AV_ATTACH_USB)
@@ -1538,15 +1502,15 @@ av_domain_placement(const char *xml, gsize len, GError **error)
         goto out;
     }
     {
-        g_autofree char *node = prop(placed, "node");
+        g_autofree char *node = av_domain_prop(placed, "node");
         guint v = 0;
 
         if (node) {
             if (!decimal_parse(node, AV_DOMAIN_NODE_MAX - 1, &v)) {
                 g_autofree char *q = av_domain_quote(node);
 
-                invalid_at(error, placed, "av:placement node '%s' is not a NUMA node number between 0 and %u", q,
-                           AV_DOMAIN_NODE_MAX - 1);
+                av_domain_invalid_at(error, placed, "av:placement node '%s' is not a NUMA node number between 0 and %u",
+                                     q, AV_DOMAIN_NODE_MAX - 1);
                 goto out;
             }
             placement->numa_node = (int)v;
@@ -1560,43 +1524,44 @@ av_domain_placement(const char *xml, gsize len, GError **error)
         g_autofree char *value = NULL;
 
         item->numa_node = -1;
-        item->profile = prop(entry, "profile");
+        item->profile = av_domain_prop(entry, "profile");
         if (!item->profile || !av_profile_name_is_valid(item->profile)) {
             g_autofree char *q = av_domain_quote(item->profile);
 
-            invalid_at(error, entry, "av:placement entry %u has the profile name '%s'", i, q);
+            av_domain_invalid_at(error, entry, "av:placement entry %u has the profile name '%s'", i, q);
             goto out;
         }
-        if (is_elem(entry, "device", AV_NS_DOMAIN)) {
+        if (av_domain_is_elem(entry, "device", AV_NS_DOMAIN)) {
             item->attach = AV_ATTACH_VFIO_PCI;
-            value = prop(entry, "address");
+            value = av_domain_prop(entry, "address");
             if (!av_domain_pci_address_canonical(value, &item->pci_address)) {
                 g_autofree char *q = av_domain_quote(value);
 
-                invalid_at(error, entry, "av:device address '%s' is not a PCI address such as '0000:3b:00.0'", q);
+                av_domain_invalid_at(error, entry, "av:device address '%s' is not a PCI address such as '0000:3b:00.0'",
+                                     q);
                 goto out;
             }
-        } else if (is_elem(entry, "mdev", AV_NS_DOMAIN)) {
+        } else if (av_domain_is_elem(entry, "mdev", AV_NS_DOMAIN)) {
             item->attach = AV_ATTACH_MDEV;
-            value = prop(entry, "uuid");
+            value = av_domain_prop(entry, "uuid");
             if (!av_domain_uuid_canonical(value, &item->mdev_uuid)) {
                 g_autofree char *q = av_domain_quote(value);
 
-                invalid_at(error, entry, "av:mdev uuid '%s' is not a UUID", q);
+                av_domain_invalid_at(error, entry, "av:mdev uuid '%s' is not a UUID", q);
                 goto out;
             }
         } else {
-            g_autofree char *vendor = prop(entry, "vendor");
-            g_autofree char *product = prop(entry, "product");
+            g_autofree char *vendor = av_domain_prop(entry, "vendor");
+            g_autofree char *product = av_domain_prop(entry, "product");
             guint64 v = 0, p = 0;
 
             item->attach = AV_ATTACH_USB;
-            item->usb_bus_path = prop(entry, "bus-path");
+            item->usb_bus_path = av_domain_prop(entry, "bus-path");
             if (!usb_bus_path_valid(item->usb_bus_path) || !vendor || !product ||
                 !g_str_has_prefix(vendor, "0x") || !g_str_has_prefix(product, "0x") ||
                 !g_ascii_string_to_unsigned(vendor + 2, 16, 0, G_MAXUINT16, &v, NULL) ||
                 !g_ascii_string_to_unsigned(product + 2, 16, 0, G_MAXUINT16, &p, NULL)) {
-                invalid_at(error, entry, "av:usb entry %u is malformed (bus-path, vendor, product)", i);
+                av_domain_invalid_at(error, entry, "av:usb entry %u is malformed (bus-path, vendor, product)", i);
                 goto out;
             }
             item->usb_vendor = (guint16)v;

@@ -14,6 +14,7 @@
 #include <pciaccess.h>
 
 #include "util/av-error.h"
+#include "util/av-names.h"
 
 /* --- ownership ---
  *
@@ -912,17 +913,7 @@ av_host_iommu_enabled(const AvRoot *root)
 gboolean
 av_mdev_parent_name_is_valid(const char *name)
 {
-    gsize len;
-
-    if (!name)
-        return FALSE;
-    len = strlen(name);
-    if (len == 0 || len > 64 || g_str_equal(name, ".") || g_str_equal(name, ".."))
-        return FALSE;
-    for (gsize i = 0; i < len; i++)
-        if (!g_ascii_isalnum(name[i]) && name[i] != '_' && name[i] != '.' && name[i] != ':' && name[i] != '-')
-            return FALSE;
-    return TRUE;
+    return av_name_is_strict(name, ":");
 }
 
 static gint

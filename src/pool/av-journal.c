@@ -97,27 +97,6 @@ av_journal_entry_new(AvPool *pool, const char *event)
 #define AV_JOURNAL_CHUNK 4096
 #define AV_JOURNAL_MAX_LINE (16 * 1024 * 1024)
 
-/* Reads @len bytes at @offset of @fd.  Returns 0, or -errno (-EIO when the
- * file ends early: it shrank under us). */
-static int
-av_journal_pread(int fd, guint8 *buf, gsize len, goffset offset)
-{
-    while (len > 0) {
-        ssize_t n = pread(fd, buf, len, offset);
-
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0)
-            return -errno;
-        if (n == 0)
-            return -EIO;
-        buf += n;
-        len -= (gsize)n;
-        offset += n;
-    }
-    return 0;
-}
-
 /* Reads the line of @fd that ends at @end (the offset of its newline, or
  * the size of the file for a last line without one): reads backwards from
  * @end, a chunk at a time, to the previous newline or the start of the file.
@@ -136,7 +115,7 @@ av_journal_read_line_before(int fd, goffset end, goffset *ret_start, char **ret_
         const guint8 *nl;
         int r;
 
-        r = av_journal_pread(fd, buf, want, pos - (goffset)want);
+        r = av_file_pread_all(fd, buf, want, pos - (goffset)want);
         if (r < 0)
             return r;
         nl = memrchr(buf, '\n', want);
@@ -174,7 +153,7 @@ av_journal_line_number(int fd, goffset start, guint64 *ret_lineno)
         const guint8 *p = buf, *stop = buf + want;
         int r;
 
-        r = av_journal_pread(fd, buf, want, pos);
+        r = av_file_pread_all(fd, buf, want, pos);
         if (r < 0)
             return r;
         while ((p = memchr(p, '\n', (gsize)(stop - p)))) {
@@ -246,7 +225,7 @@ av_journal_prepare(AvPool *pool, GError **error)
         pool->journal_ready = TRUE;
         return TRUE;
     }
-    r = av_journal_pread(fd, &c, 1, st.st_size - 1);
+    r = av_file_pread_all(fd, &c, 1, st.st_size - 1);
     ended = c == '\n';
     if (r == 0)
         r = av_journal_read_line_before(fd, ended ? st.st_size - 1 : st.st_size, &start, &last, &last_len);

@@ -43,6 +43,7 @@
 #include <unistd.h>
 
 #include "util/av-error.h"
+#include "util/av-file.h"
 
 typedef guint64 __attribute__((may_alias)) AvZeroWord;
 
@@ -114,47 +115,6 @@ av_zero_progress(AvZeroProgress *p, guint64 bytes, gboolean final)
     p->o->progress(p->o->progress_data, p->done, p->total);
 }
 
-/* pwrite() of the whole @len bytes of @buf at @off.  Returns 0 or -errno. */
-static int
-av_zero_pwrite_all(int fd, const guint8 *buf, gsize len, guint64 off)
-{
-    while (len > 0) {
-        ssize_t n = pwrite(fd, buf, len, (off_t)off);
-
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0)
-            return -errno;
-        if (n == 0)
-            return -EIO;
-        buf += n;
-        len -= (gsize)n;
-        off += (guint64)n;
-    }
-    return 0;
-}
-
-/* pread() of the whole @len bytes at @off.  Returns 0 or -errno (-EIO at
- * the end of the file: a region shorter than it said). */
-static int
-av_zero_pread_all(int fd, guint8 *buf, gsize len, guint64 off)
-{
-    while (len > 0) {
-        ssize_t n = pread(fd, buf, len, (off_t)off);
-
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0)
-            return -errno;
-        if (n == 0)
-            return -EIO;
-        buf += n;
-        len -= (gsize)n;
-        off += (guint64)n;
-    }
-    return 0;
-}
-
 static gboolean
 av_zero_nonzero_error(GError **error, const guint8 *p, gssize at, guint64 region_pos)
 {
@@ -186,7 +146,7 @@ av_zero_verify_window(int fd, guint64 offset, guint64 size, guint64 pos, guint64
         if (map) {
             p = map + at;
         } else {
-            r = av_zero_pread_all(fd, buf, n, offset + pos + at);
+            r = av_file_pread_all(fd, buf, n, (goffset)(offset + pos + at));
             if (r < 0)
                 return av_error_errno(error, r, "cannot read back offset 0x%" G_GINT64_MODIFIER "x of the region",
                                       pos + at);
@@ -208,7 +168,7 @@ av_zero_pwrite_window(int fd, guint64 offset, guint64 pos, guint64 len, const gu
 {
     for (guint64 at = 0; at < len; at += AV_ZERO_CHUNK) {
         guint64 n = MIN((guint64)AV_ZERO_CHUNK, len - at);
-        int r = av_zero_pwrite_all(fd, zeros, n, offset + pos + at);
+        int r = av_file_pwrite_all(fd, zeros, n, (goffset)(offset + pos + at));
 
         if (r < 0)
             return av_error_errno(error, r, "cannot write zeros at offset 0x%" G_GINT64_MODIFIER "x of the region",

@@ -20,6 +20,7 @@
 
 #include "util/av-error.h"
 #include "util/av-json.h"
+#include "vfio/av-vfio.h"
 
 /* What a command leaves in the report: the last 4 KiB of its stdout and
  * stderr together. */
@@ -273,4 +274,68 @@ av_scrub_run(const AvRoot *root, const AvKernelOps *ops, const AvProfile *profil
     if (ret_report)
         *ret_report = g_steal_pointer(&report);
     return TRUE;
+}
+
+/* --- around the steps: the per-device lock, vfio-pci ------------------------ */
+
+/* See av-scrub.h. */
+AvLock *
+av_scrub_lock_take(const char *state_dir, const char *identity)
+{
+    g_autofree char *hash = g_compute_checksum_for_string(G_CHECKSUM_SHA256, identity, -1);
+    g_autofree char *name = g_strdup_printf("scrub-%s.lock", hash);
+    g_autofree char *path = g_build_filename(state_dir, name, NULL);
+
+    return av_lock_take(path, AV_LOCK_EXCLUSIVE, 0, NULL);
+}
+
+/* TRUE when a step of @profile needs the device on vfio-pci. */
+static gboolean
+av_scrub_needs_vfio(const AvProfile *profile)
+{
+    for (guint i = 0; profile->scrub && i < profile->scrub->len; i++) {
+        const AvScrubStep *step = g_ptr_array_index(profile->scrub, i);
+
+        if (step->method == AV_SCRUB_METHOD_VFIO_ZERO || step->method == AV_SCRUB_METHOD_RESET ||
+            step->method == AV_SCRUB_METHOD_VM)
+            return TRUE;
+    }
+    return FALSE;
+}
+
+/* See av-scrub.h. */
+gboolean
+av_scrub_bind_vfio(const AvRoot *root, const AvKernelOps *ops, const AvProfile *profile, const char *address,
+                   gboolean *ret_rebound, char **ret_rebound_from, GError **error)
+{
+    g_autofree char *driver = NULL;
+    g_autofree char *before = NULL;
+
+    if (av_scrub_needs_vfio(profile)) {
+        driver = av_vfio_current_driver(root, address);
+        if (g_strcmp0(driver, "vfio-pci") != 0) {
+            if (!av_vfio_bind(root, ops, address, &before, error)) {
+                g_prefix_error(error, "cannot bind %s to vfio-pci for its scrub: ", address);
+                return FALSE;
+            }
+            *ret_rebound = TRUE;
+            *ret_rebound_from = g_steal_pointer(&driver);
+            return TRUE;
+        }
+    }
+    *ret_rebound = FALSE;
+    *ret_rebound_from = NULL;
+    return TRUE;
+}
+
+/* See av-scrub.h. */
+gboolean
+av_scrub_restore_rebound(const AvRoot *root, const AvKernelOps *ops, const char *address,
+                         const char *rebound_from, GError **error)
+{
+    if (av_vfio_restore(root, ops, address, rebound_from, error))
+        return TRUE;
+    g_prefix_error(error, "restoring the driver '%s' of %s after its scrub failed: ",
+                   rebound_from ? rebound_from : "none", address);
+    return FALSE;
 }

@@ -13,6 +13,7 @@
 #include <jansson.h>
 
 #include "policy/av-policy.h"
+#include "util/av-file.h"
 #include "util/av-root.h"
 #include "vfio/av-kernel.h"
 
@@ -39,5 +40,28 @@ typedef struct {
  * failing step, with an error "scrub step N (METHOD) failed: ...". */
 gboolean av_scrub_run(const AvRoot *root, const AvKernelOps *ops, const AvProfile *profile,
                       const AvScrubTarget *target, json_t **ret_report, GError **error);
+
+/* Takes, without waiting, the per-device scrub lock of the pool device
+ * @identity (a file "scrub-SHA256(IDENTITY).lock" in @state_dir), which the
+ * worker and `accelvirt scrub` hold while a device's steps run.  Returns
+ * the lock (caller releases), or NULL when another process holds it. */
+AvLock *av_scrub_lock_take(const char *state_dir, const char *identity);
+
+/* Before the steps of @profile run on the PCI device @address: when a step
+ * needs the device on vfio-pci ("vfio-zero" opens it through VFIO, "reset"
+ * must not pull a device from under a host driver, "vm" hands it to a scrub
+ * domain; "rom-check" and "command" do not move it) and it is on another
+ * driver or none, binds it to vfio-pci.  On success *ret_rebound is TRUE
+ * when it was bound, and *ret_rebound_from (caller frees) names the driver
+ * it was on then (NULL: none); FALSE and NULL when it did not move.
+ * Returns FALSE with @error set when the bind fails, the outputs untouched. */
+gboolean av_scrub_bind_vfio(const AvRoot *root, const AvKernelOps *ops, const AvProfile *profile,
+                            const char *address, gboolean *ret_rebound, char **ret_rebound_from,
+                            GError **error);
+
+/* After a scrub that passed: gives @address, bound to vfio-pci by
+ * av_scrub_bind_vfio(), back to @rebound_from (NULL: no driver). */
+gboolean av_scrub_restore_rebound(const AvRoot *root, const AvKernelOps *ops, const char *address,
+                                  const char *rebound_from, GError **error);
 
 G_END_DECLS

@@ -198,3 +198,47 @@ av_lock_release(AvLock *lock)
     g_free(lock->path);
     g_free(lock);
 }
+
+/* See av-file.h. */
+int
+av_file_pread_all(int fd, void *buf, gsize len, goffset offset)
+{
+    guint8 *p = buf;
+
+    while (len > 0) {
+        ssize_t n = pread(fd, p, len, (off_t)offset);
+
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return -errno;
+        if (n == 0)
+            return -EIO;
+        p += n;
+        len -= (gsize)n;
+        offset += n;
+    }
+    return 0;
+}
+
+/* See av-file.h. */
+int
+av_file_pwrite_all(int fd, const void *buf, gsize len, goffset offset)
+{
+    const guint8 *p = buf;
+
+    while (len > 0) {
+        ssize_t n = pwrite(fd, p, len, (off_t)offset);
+
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return -errno;
+        if (n == 0)
+            return -EIO;
+        p += n;
+        len -= (gsize)n;
+        offset += n;
+    }
+    return 0;
+}

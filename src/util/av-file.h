@@ -26,6 +26,15 @@ gboolean av_file_append_line(const char *path, const char *line, mode_t mode, GE
 /* Creates @dir (and its parents) with @mode if it does not exist. */
 gboolean av_file_ensure_dir(const char *dir, mode_t mode, GError **error);
 
+/* pread() of the whole @len bytes at @offset of @fd, again after EINTR and
+ * short reads.  Returns 0, or -errno (-EIO when the file ends early). */
+int av_file_pread_all(int fd, void *buf, gsize len, goffset offset);
+
+/* pwrite() of the whole @len bytes of @buf at @offset of @fd, again after
+ * EINTR and short writes.  Returns 0, or -errno (-EIO when nothing more
+ * can be written). */
+int av_file_pwrite_all(int fd, const void *buf, gsize len, goffset offset);
+
 typedef struct AvLock AvLock;
 
 typedef enum {

@@ -20,3 +20,20 @@ av_uuid_is_valid(const char *uuid)
     }
     return TRUE;
 }
+
+gboolean
+av_name_is_strict(const char *name, const char *extra)
+{
+    gsize len;
+
+    if (!name)
+        return FALSE;
+    len = strlen(name);
+    if (len == 0 || len > 64 || g_str_equal(name, ".") || g_str_equal(name, ".."))
+        return FALSE;
+    for (gsize i = 0; i < len; i++)
+        if (!g_ascii_isalnum(name[i]) && name[i] != '_' && name[i] != '.' && name[i] != '-' &&
+            !(extra && strchr(extra, name[i])))
+            return FALSE;
+    return TRUE;
+}

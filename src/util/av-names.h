@@ -9,4 +9,9 @@ G_BEGIN_DECLS
  * only form accepted before a path is built from it.  NULL is FALSE. */
 gboolean av_uuid_is_valid(const char *uuid);
 
+/* TRUE when @name is 1 to 64 characters of [A-Za-z0-9_.-] and of @extra
+ * (such as ":"; NULL or "" for none), and neither "." nor "..": a name
+ * that may become one path component.  NULL is FALSE. */
+gboolean av_name_is_strict(const char *name, const char *extra);
+
 G_END_DECLS

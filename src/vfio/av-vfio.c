@@ -19,33 +19,16 @@
 
 /* --- names ------------------------------------------------------------------ */
 
-/* [A-Za-z0-9_.-]{1,64}, and neither "." nor "..". */
-static gboolean
-av_vfio_name_is_valid(const char *name)
-{
-    gsize len;
-
-    if (!name)
-        return FALSE;
-    len = strlen(name);
-    if (len == 0 || len > 64 || g_str_equal(name, ".") || g_str_equal(name, ".."))
-        return FALSE;
-    for (gsize i = 0; i < len; i++)
-        if (!g_ascii_isalnum(name[i]) && name[i] != '_' && name[i] != '.' && name[i] != '-')
-            return FALSE;
-    return TRUE;
-}
-
 gboolean
 av_mdev_type_id_is_valid(const char *type)
 {
-    return av_vfio_name_is_valid(type);
+    return av_name_is_strict(type, NULL);
 }
 
 gboolean
 av_driver_name_is_valid(const char *driver)
 {
-    return av_vfio_name_is_valid(driver);
+    return av_name_is_strict(driver, NULL);
 }
 
 static gboolean
@@ -100,6 +83,17 @@ av_vfio_read_driver(const AvRoot *root, const char *address, char **ret_driver)
         return r;
     *ret_driver = name;
     return 0;
+}
+
+/* See av-vfio.h. */
+char *
+av_vfio_current_driver(const AvRoot *root, const char *address)
+{
+    char *driver = NULL;
+
+    if (av_vfio_read_driver(root, address, &driver) < 0)
+        return NULL;
+    return driver;
 }
 
 /* The driver_override of @address: NULL when unset ("(null)") or unreadable. */

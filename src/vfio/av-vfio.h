@@ -44,6 +44,11 @@ gboolean av_vfio_group_check(const AvHost *host, const AvPolicy *policy, const A
 gboolean av_vfio_bind(const AvRoot *root, const AvKernelOps *ops, const char *address,
                       char **ret_original_driver, GError **error);
 
+/* The driver the PCI device @address is bound to now (the name of its
+ * driver link under @root), or NULL when it has none or the link cannot be
+ * read.  Caller frees. */
+char *av_vfio_current_driver(const AvRoot *root, const char *address);
+
 /* Gives @address back to the host: unbind from vfio-pci, clear
  * driver_override, then bind to @original_driver exactly (its
  * /sys/bus/pci/drivers/DRV/bind), or leave it unbound when
