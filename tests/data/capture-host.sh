@@ -15,6 +15,8 @@
 #   sys/devices/system/node/         online, nodeN/cpulist, nodeN/meminfo
 #   sys/devices/system/cpu/online
 #   sys/bus/usb/devices/*, sys/bus/mdev/devices/*   links
+#   sys/class/mdev_bus/*             links to every mdev parent, with the
+#                                    non-PCI ones' device directories
 #   proc/meminfo                     (the memory of node 0 without NUMA)
 #
 # Symlinks are recreated exactly as they are (the kernel's are relative) and
@@ -105,9 +107,10 @@ is_uuid() {
 }
 
 # --- the device tree: PCI functions, USB devices, mdevs ---
-for top in "$SRC"/sys/devices/pci*; do
-    [ -d "$top" ] || continue
-    [ -L "$top" ] && continue
+copy_device_tree() {
+    top=$1
+    [ -d "$top" ] || return 0
+    [ -L "$top" ] && return 0
     copy_dir "$top"
     # Only names the scan reads; find lists links without following them.
     find "$top" \( -type f -o -type l \) \( \
@@ -157,7 +160,23 @@ for top in "$SRC"/sys/devices/pci*; do
             esac
         fi
     done
+}
+for top in "$SRC"/sys/devices/pci*; do
+    copy_device_tree "$top"
 done
+# mdev parents that are not PCI devices (the mtty sample, s390's vfio_ap):
+# their devices under sys/devices/virtual, found through class/mdev_bus.
+src_abs=$(cd "$SRC" && pwd -P)
+src_abs=${src_abs%/}
+for l in "$SRC"/sys/class/mdev_bus/*; do
+    [ -L "$l" ] || continue
+    t=$(readlink -f "$l") || continue
+    case $t in
+        "$src_abs"/sys/devices/pci*) ;;
+        "$src_abs"/sys/devices/*) copy_device_tree "$SRC${t#"$src_abs"}" ;;
+    esac
+done
+copy_links "$SRC/sys/class/mdev_bus"
 
 # --- bus/pci ---
 copy_links "$SRC/sys/bus/pci/devices"
