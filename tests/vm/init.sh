@@ -17,6 +17,15 @@
 # results/hooks-qemu (if any), restores libvirt's capabilities cache from
 # results/libvirt-caps, starts virtlogd and libvirtd, then runs the scenario.
 # In that root the results share is /avvm/results.
+#
+# Nested (scenario-e2e.sh boots this kernel and initramfs as a libvirt domain inside
+# the guest; no shares there), by the kernel command line, on every ivshmem's BAR2:
+#   avvm.tenant=TEXT  a tenant: writes TEXT over BAR2 (zero-bar fill), prints
+#                     AVVM-TENANT-WROTE ADDR COUNT, AVVM-TENANT-WAIT, and waits to be
+#                     destroyed
+#   avvm.scrub=1      the scrub image of accelvirt's "vm" method (xml/scrub-vm.xml):
+#                     zeroes BAR2, prints AVVM-SCRUB-ZEROED ADDR NONZERO, and powers off
+#                     (power-off is success; on a failure it reboots, which fails the step)
 
 uptime() { cut -d' ' -f1 /proc/uptime; }
 
@@ -108,6 +117,33 @@ mount -t sysfs sysfs /sys
 mount -t tmpfs tmpfs /tmp
 mount -t tmpfs tmpfs /run
 echo "AVVM-BOOT uptime=$(uptime)"
+
+nested() {  # nested tenant TEXT | nested scrub
+    for d in /sys/bus/pci/devices/*; do
+        test "$(cat "$d/vendor"):$(cat "$d/device")" = 0x1af4:0x1110 || continue
+        echo 1 > "$d/enable"
+        a=$(basename "$d")
+        if test "$1" = tenant; then
+            zero-bar fill "$d/resource2" "$2" || echo "AVVM-TENANT-FAILED $a"
+            echo "AVVM-TENANT-WROTE $a $(zero-bar count "$d/resource2" "$2")"
+        else
+            zero-bar zero "$d/resource2" || { echo "AVVM-SCRUB-FAILED $a"; sleep 1; reboot -f; }
+            echo "AVVM-SCRUB-ZEROED $a $(zero-bar sum "$d/resource2")"
+        fi
+    done
+    if test "$1" = tenant; then
+        echo "AVVM-TENANT-WAIT uptime=$(uptime)"
+        while :; do sleep 60; done
+    fi
+    echo "AVVM-POWEROFF uptime=$(uptime)"
+    poweroff -f
+}
+for a in $(cat /proc/cmdline); do
+    case "$a" in
+        avvm.tenant=*) nested tenant "${a#avvm.tenant=}" ;;
+        avvm.scrub=1) nested scrub ;;
+    esac
+done
 
 die() {
     echo "AVVM-FAIL $*"

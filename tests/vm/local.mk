@@ -17,6 +17,7 @@ VM_RIG_FILES = \
 	tests/vm/scenario-demo.sh \
 	tests/vm/demo-policies \
 	tests/vm/hook-policies \
+	tests/vm/scrub-policies \
 	tests/vm/scrub-sleep.sh \
 	tests/vm/make-fixture.sh \
 	tests/vm/zero-bar.c \

@@ -13,6 +13,8 @@
 #   AV_VM_MEM_MB   memory of each of the two NUMA nodes (default 512)
 #   AV_VM_SHM_MB   size of each ivshmem (default 1, a power of two)
 #   AV_VM_APPEND   extra kernel command line
+#   AV_VM_IVSHMEM0_OPTS  extra ",key=value" options of ivshmem0's -device, such as
+#                  ",romfile=PATH" (an option ROM: test-vm.sh's rom-check tests)
 #   AV_VM_ROOT=overlay  the end-to-end mode: the guest switches to the host root under
 #                  a tmpfs overlay, busybox init as PID 1, virtlogd + libvirtd (init.sh)
 #   AV_VM_QUIET=1  do not copy the console to stdout
@@ -76,7 +78,7 @@ set -- \
     -object memory-backend-file,id=shm0,mem-path="$run/ivshmem0",size=${shm}M,share=on \
     -object memory-backend-file,id=shm1,mem-path="$run/ivshmem1",size=${shm}M,share=on \
     -object memory-backend-file,id=shm2,mem-path="$run/ivshmem2",size=${shm}M,share=on \
-    -device ivshmem-plain,id=ivshmem0,memdev=shm0,bus=rp0 \
+    -device ivshmem-plain,id=ivshmem0,memdev=shm0,bus=rp0${AV_VM_IVSHMEM0_OPTS:-} \
     -device ivshmem-plain,id=ivshmem1,memdev=shm1,bus=rp1 \
     -device edu,id=edu0,bus=rp2 \
     -device ivshmem-plain,id=ivshmem2,memdev=shm2,bus=br0,addr=1 \

@@ -25,15 +25,19 @@ hook_devnode() {  # hook_devnode ADDR: /dev/vfio/GROUP when present, else "none"
 }
 hook_run() {  # hook_run TAG XML DOMAIN OP SUBOP: the hook; rc in $hrc, output in $R/hook-TAG.{out,err}
     t=$1 x=$2; shift 2
-    chroot /host env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin ACCELVIRT_STATE_DIR=$HS/state \
-        ACCELVIRT_POLICY_DIR=$HS/policies ACCELVIRT_WORKER="$HW" \
+    chroot /host env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin ACCELVIRT_STATE_DIR=${HSD:-$HS}/state \
+        ACCELVIRT_POLICY_DIR=${HSD:-$HS}/policies ACCELVIRT_WORKER="$HW" \
         ACCELVIRT_LOG_FILE=/run/results/hook-basic.log "$HK" "$@" - \
         < "/host$HS/$x" > "$R/hook-$t.out" 2> "$R/hook-$t.err"
     hrc=$?
 }
 av_status() {  # av_status [--no-sync]: accelvirt status --json of the hook's state dir
-    chroot /host env ACCELVIRT_STATE_DIR=$HS/state ACCELVIRT_POLICY_DIR=$HS/policies \
+    chroot /host env ACCELVIRT_STATE_DIR=${HSD:-$HS}/state ACCELVIRT_POLICY_DIR=${HSD:-$HS}/policies \
         "$A" status --json "$@" 2>&1
+}
+av_cli() {  # av_cli ARGS...: accelvirt with the hook's state and policy dirs
+    chroot /host env ACCELVIRT_STATE_DIR=${HSD:-$HS}/state ACCELVIRT_POLICY_DIR=${HSD:-$HS}/policies \
+        "$A" "$@"
 }
 hook_wait_settled() {  # hook_wait_settled LOG: polls status --no-sync (<= 40 s) until no
     # device is claimed, in-use, dirty or scrubbing; every sample goes to $R/LOG
@@ -148,7 +152,61 @@ hook_tests() {
     chroot /host env ACCELVIRT_STATE_DIR=$HS/state "$A" journal verify > "$R/journal-verify-basic.txt" 2>&1
     fact hook_journal_verify rc=$?
     cp "/host$HS/state/journal.jsonl" "$R/journal-basic.jsonl" 2>/dev/null
+    scrub_tests
     umount /host/run/results
+}
+
+# --- f. the scrub steps on the real kernel, in a state dir of their own (HSD) with the
+# policies of scrub-policies/ (40-scrub.json: scrub-zero = vfio-zero + reset for the
+# node-1 ivshmem, scrub-rom = rom-check for the node-0 ivshmem, which has an option ROM
+# (test-vm.sh: romfile=), scrub-fail = a failing command for the node-0 edu) before
+# 50-rig.json. Facts: scrub_*; the state and policies go to the results share
+# (rom-state/, rom-policies/) for boot 2, which has another ROM on the node-0 ivshmem.
+scrub_tests() {
+    HSD=/run/av-scrub
+    mkdir -p "/host$HSD/state" "/host$HSD/policies"
+    cp "/host$HS/policies/50-rig.json" "$R/scrub-policies/40-scrub.json" "/host$HSD/policies/"
+    chmod 755 "/host$HSD" "/host$HSD/policies"
+    chmod 644 "/host$HSD"/policies/*.json
+    RM=0000:41:00.0
+    r2=/sys/bus/pci/devices/$IV/resource2
+    # what the host wrote into the node-1 ivshmem, still there after the command scrub
+    fact scrub_bar2_before "$IV" drv="$(hook_drv $IV)" nonzero="$(zero-bar sum $r2)" \
+        head="$(zero-bar head $r2 16)"
+    # the node-0 ivshmem's option ROM as the kernel reads it
+    rom=/sys/bus/pci/devices/$RM/rom
+    echo 1 > "$rom" 2>/dev/null
+    fact scrub_rom_guest "$RM" bytes="$(wc -c < "$rom" 2>/dev/null)" \
+        sha256="$(sha256sum < "$rom" 2>/dev/null | cut -d' ' -f1)"
+    echo 0 > "$rom" 2>/dev/null
+    av_cli enroll $RM > "$R/scrub-enroll.out" 2>&1
+    fact scrub_enroll rc=$? "$(tr '\n' ' ' < "$R/scrub-enroll.out")"
+    av_status > "$R/status-scrub-0-enrolled.json"
+    hook_xml scrub.xml avvm-scrub 6b1d0c4e-0000-4000-8000-000000000004 \
+        "$(pci_hostdev 81 00) $(pci_hostdev 41 00) $(pci_hostdev 42 00)"
+    hook_run scrub-prepare scrub.xml avvm-scrub prepare begin
+    fact scrub_prepare rc=$hrc "$IV=$(hook_drv $IV)" "$RM=$(hook_drv $RM)" "$ED=$(hook_drv $ED)"
+    hook_run scrub-release scrub.xml avvm-scrub release end
+    fact scrub_release rc=$hrc
+    if hook_wait_settled status-poll-scrub.log; then w=settled; else w=timeout; fi
+    av_status > "$R/status-scrub-1-after.json"
+    fact scrub_after_worker "$w" "$IV=$(hook_drv $IV)" "$RM=$(hook_drv $RM)" "$ED=$(hook_drv $ED)"
+    fact scrub_bar2_after "$IV" nonzero="$(zero-bar sum $r2)"
+    av_cli quarantine list > "$R/scrub-quarantine-list.out" 2>&1
+    fact scrub_quarantine_list rc=$?
+    # a quarantined device is refused by the next prepare
+    hook_xml scrub2.xml avvm-scrub2 6b1d0c4e-0000-4000-8000-000000000005 "$(pci_hostdev 42 00)"
+    hook_run scrub2-prepare scrub2.xml avvm-scrub2 prepare begin
+    fact scrub_refused rc=$hrc lines="$(wc -l < "$R/hook-scrub2-prepare.err")" "$ED=$(hook_drv $ED)"
+    hook_run scrub2-release scrub2.xml avvm-scrub2 release end
+    av_cli journal verify > "$R/journal-verify-scrub.txt" 2>&1
+    fact scrub_journal_verify rc=$?
+    cp "/host$HSD/state/journal.jsonl" "$R/journal-scrub.jsonl" 2>/dev/null
+    # for boot 2 (rom swap): this pool, and its policies
+    mkdir -p "$R/rom-state" "$R/rom-policies"
+    cp -a "/host$HSD/state/." "$R/rom-state/"
+    cp "/host$HSD/policies/"*.json "$R/rom-policies/"
+    HSD=
 }
 
 # --- a. IOMMU groups, NUMA nodes, the pcie-pci-bridge group ---

@@ -12,6 +12,19 @@
 #   B. the ivshmem gets a host driver (uio_pci_generic); avvm-acc: the same device as a
 #      managed='no' hostdev (accelvirt binds it); avvm-acc2 wants it too and is refused;
 #      destroy of avvm-acc -> release -> the worker -> free, back on uio_pci_generic
+#   C. accelvirt define / start / undefine (below)
+#   D. a tenant's secret: rig-ivshmem's scrub becomes vfio-zero; the nested domain
+#      avvm-tenant boots this kernel and initramfs with avvm.tenant=SECRET (init.sh)
+#      and writes SECRET over BAR2 of the node-1 ivshmem; destroy -> release -> the
+#      worker's vfio-zero; then this guest reads BAR2 (none of SECRET) and test-vm.sh
+#      the backing file
+#   V. the vm method: rig-ivshmem's scrub becomes [vm] (xml/scrub-vm.xml with this
+#      kernel and initramfs, avvm.scrub=1); a firmware-only domain with the ivshmem is
+#      started and destroyed; the worker boots the scrub domain with the device
+#   R. the ROM swap: boot 1's scrub pool (results/rom-state, rom-policies: the node-0
+#      ivshmem enrolled with ROM A; test-vm.sh gives it ROM B in this boot), the hook
+#      run directly: prepare/release of avvm-rom -> the worker's rom-check fails ->
+#      quarantined; prepare of avvm-rom2 is refused
 # `accelvirt status --no-sync --json` is sampled all along into $R/status-e2e.log.
 # Records what it sees in $R/facts ("KEY VALUE..."); test-vm.sh checks from outside.
 R=${AVVM_RESULTS:-/avvm/results}
@@ -281,4 +294,169 @@ cp /var/lib/accelvirt/journal.jsonl "$R/journal-placed.jsonl" 2>/dev/null
 cp /var/log/libvirt/qemu/avvm-placed.log "$R/placed-qemu.log" 2>/dev/null
 fact placed_hook_calls $(awk '$1 == "avvm-placed" {print $2 "/" $3}' "$R/hook.log" 2>/dev/null)
 fact placed_phase seconds="$(elapsed "$tC")"
+
+# --- D. a tenant's secret, vfio-zero, the scrub domain ---
+echo "=== phase D" >> "$R/hook.log"
+ADDR=0000:81:00.0
+D=/sys/bus/pci/devices/$ADDR
+C=$(sed -n 's/^CACHE=//p' "$R/env")
+SECRET=$(sed -n 's/^SECRET=//p' "$R/env")
+wait_settled() {  # wait_settled SECS: until $ADDR is free or quarantined (<= SECS s); the seconds
+    t0=$(now)
+    while state_of | grep -Eq '^(claimed|in-use|dirty|scrubbing)$'; do
+        test "$(echo "$(now) $t0 $1" | awk '{print ($1 - $2 > $3)}')" = 1 && break
+        sleep 0.5
+    done
+    echo "$(now) $t0" | awk '{printf "%.1f", $1 - $2}'
+}
+sed -e "s|<domain type='kvm'>|<domain type='qemu'>|" \
+    -e "s|/var/lib/libvirt/boot/accelvirt-scrub-vmlinuz|$C/vmlinux|" \
+    -e "s|/var/lib/libvirt/boot/accelvirt-scrub-initrd.img|$C/initramfs.cpio.gz|" \
+    -e "s|<cmdline>console=ttyS0 loglevel=4</cmdline>|<cmdline>console=ttyS0 loglevel=4 panic=-1 avvm.scrub=1</cmdline>|" \
+    -e "s|<memory unit='MiB'>512</memory>|<memory unit='MiB'>192</memory>|" \
+    "$R/scrub-vm.xml" > /etc/accelvirt/scrub-vm.xml
+chmod 644 /etc/accelvirt/scrub-vm.xml
+cp /etc/accelvirt/scrub-vm.xml "$R/scrub-vm-rig.xml"
+python3 - /etc/accelvirt/policies/50-rig.json <<'PYEOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+for p in d["profiles"]:
+    if p["name"] == "rig-ivshmem":
+        p["numa"] = "preferred"
+        p["scrub"] = [{"method": "vfio-zero"}]
+json.dump(d, open(sys.argv[1], "w"), indent=2)
+PYEOF
+cp /etc/accelvirt/policies/50-rig.json "$R/policy-phase-d.json"
+fact tenant_before "$(state_of)" driver="$(drv)"
+cat > /tmp/tenant.xml <<XMLEOF
+<domain type='qemu'>
+  <name>avvm-tenant</name>
+  <memory unit='MiB'>192</memory>
+  <vcpu>1</vcpu>
+  <os>
+    <type arch='x86_64' machine='pc'>hvm</type>
+    <kernel>$C/vmlinux</kernel>
+    <initrd>$C/initramfs.cpio.gz</initrd>
+    <cmdline>console=ttyS0 loglevel=4 panic=-1 avvm.tenant=$SECRET</cmdline>
+  </os>
+  <cpu mode='custom' match='exact'><model fallback='allow'>qemu64</model></cpu>
+  <on_reboot>destroy</on_reboot>
+  <devices>
+    <emulator>/usr/bin/qemu-system-x86_64</emulator>
+    <hostdev mode='subsystem' type='pci' managed='no'>
+      <source><address domain='0x0000' bus='0x81' slot='0x00' function='0x0'/></source>
+    </hostdev>
+    <serial type='file'><source path='/tmp/tenant-console.log'/></serial>
+    <memballoon model='none'/>
+  </devices>
+</domain>
+XMLEOF
+tD=$(now)
+$V create /tmp/tenant.xml > "$R/tenant-start.out" 2>&1
+fact tenant_start rc=$? "$(state_of)" driver="$(drv)"
+while ! grep -q '^AVVM-TENANT-WAIT' /tmp/tenant-console.log 2>/dev/null; do
+    test "$(echo "$(now) $tD" | awk '{print ($1 - $2 > 200)}')" = 1 && break
+    $V domstate avvm-tenant 2>/dev/null | grep -q running || break
+    sleep 1
+done
+fact tenant_boot seconds="$(elapsed "$tD")" "$(grep -a '^AVVM-TENANT-' /tmp/tenant-console.log 2>/dev/null | tr -d '\r' | tr '\n' ' ')"
+cp /tmp/tenant-console.log "$R/tenant-console.log" 2>/dev/null
+$V destroy avvm-tenant > "$R/tenant-destroy.out" 2>&1
+fact tenant_destroy rc=$? "$(state_of)"
+fact tenant_free_after_destroy seconds="$(wait_settled 60)" pool="$(state_of)" driver="$(drv)"
+# a next claimant's view: this guest reads BAR2 of the released device
+echo 1 > "$D/enable" 2>/dev/null
+fact tenant_bar2_after secret="$(/avvm/zero-bar count "$D/resource2" "$SECRET" 2>&1)" nonzero="$(/avvm/zero-bar sum "$D/resource2" 2>&1)"
+echo 0 > "$D/enable" 2>/dev/null
+"$A" journal verify > "$R/journal-verify-tenant.txt" 2>&1
+fact tenant_journal_verify rc=$?
+cp /var/lib/accelvirt/journal.jsonl "$R/journal-tenant.jsonl" 2>/dev/null
+fact tenant_phase seconds="$(elapsed "$tD")"
+
+# --- V. the vm method: the worker boots the scrub domain under this libvirtd ---
+# rig-ivshmem's scrub becomes [vm] (the template above); a firmware-only domain
+# (managed='no') takes the node-1 ivshmem and is destroyed: release -> the worker
+# starts accelvirt-scrub-* with the device through vfio and waits for its power-off
+echo "=== phase V" >> "$R/hook.log"
+python3 - /etc/accelvirt/policies/50-rig.json <<'PYEOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+for p in d["profiles"]:
+    if p["name"] == "rig-ivshmem":
+        p["scrub"] = [{"method": "vm", "template": "/etc/accelvirt/scrub-vm.xml", "timeout": 200}]
+json.dump(d, open(sys.argv[1], "w"), indent=2)
+PYEOF
+tV=$(now)
+domxml avvm-vmscrub no > /tmp/vmscrub.xml
+$V create /tmp/vmscrub.xml > "$R/vmscrub-start.out" 2>&1
+fact vmscrub_start rc=$? "$(state_of)"
+$V destroy avvm-vmscrub > "$R/vmscrub-destroy.out" 2>&1
+fact vmscrub_destroy rc=$? "$(state_of)"
+fact vmscrub_after seconds="$(wait_settled 230)" pool="$(state_of)" driver="$(drv)"
+"$A" journal verify > "$R/journal-verify-vmscrub.txt" 2>&1
+fact vmscrub_journal_verify rc=$?
+cp /var/lib/accelvirt/journal.jsonl "$R/journal-vmscrub.jsonl" 2>/dev/null
+cp /var/log/libvirt/qemu/accelvirt-scrub-* "$R/" 2>/dev/null
+fact vmscrub_phase seconds="$(elapsed "$tV")"
+
+# --- R. the ROM swap: boot 1's scrub pool, the other ROM ---
+echo "=== phase R" >> "$R/hook.log"
+HK=$(sed -n 's/^ACCELVIRT_HOOK=//p' "$R/env")
+HW=$(sed -n 's/^ACCELVIRT_WORKER=//p' "$R/env")
+RS=/var/lib/accelvirt-rom RP=/etc/accelvirt/rom-policies RM=0000:41:00.0
+rom_st() { ACCELVIRT_STATE_DIR=$RS ACCELVIRT_POLICY_DIR=$RP "$A" status --json "$@" 2>&1; }
+rom_state() {
+    rom_st --no-sync | python3 -c 'import json,sys
+try: d=json.load(sys.stdin)
+except Exception: print("none"); sys.exit()
+s=[x["state"] for x in d.get("devices", []) if x.get("address")==sys.argv[1] and x.get("kind")=="pci"]
+print(s[0] if s else "none")' "$RM"
+}
+rom_hook() {  # rom_hook TAG XML DOMAIN OP SUBOP: the hook on boot 1's scrub pool
+    t=$1 x=$2; shift 2
+    env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin ACCELVIRT_STATE_DIR=$RS ACCELVIRT_POLICY_DIR=$RP \
+        ACCELVIRT_WORKER="$HW" ACCELVIRT_LOG_FILE=$R/hook-rom.log "$HK" "$@" - \
+        < "$x" > "$R/hook-$t.out" 2> "$R/hook-$t.err"
+    hrc=$?
+}
+romxml() {  # romxml NAME N: a domain with the node-0 ivshmem
+    cat <<XMLEOF
+<domain type='kvm'><name>$1</name><uuid>6b1d0c4e-0000-4000-8000-00000000010$2</uuid>
+<memory unit='MiB'>64</memory><vcpu>1</vcpu><devices>
+<hostdev mode='subsystem' type='pci' managed='no'><source><address domain='0x0000' bus='0x41' slot='0x00' function='0x0'/></source></hostdev>
+</devices></domain>
+XMLEOF
+}
+if test -d "$R/rom-state" && test -x "$HK"; then
+    mkdir -p $RS $RP
+    cp -a "$R/rom-state/." $RS/
+    cp "$R/rom-policies/"*.json $RP/
+    chmod 755 $RP; chmod 644 $RP/*.json
+    rom=/sys/bus/pci/devices/$RM/rom
+    echo 1 > "$rom" 2>/dev/null
+    fact rom_guest "$RM" bytes="$(wc -c < "$rom" 2>/dev/null)" sha256="$(sha256sum < "$rom" 2>/dev/null | cut -d' ' -f1)"
+    echo 0 > "$rom" 2>/dev/null
+    rom_st > "$R/status-rom-0.json"
+    fact rom_before "$(rom_state)"
+    romxml avvm-rom 1 > /tmp/avvm-rom.xml
+    romxml avvm-rom2 2 > /tmp/avvm-rom2.xml
+    rom_hook rom-prepare /tmp/avvm-rom.xml avvm-rom prepare begin
+    fact rom_prepare rc=$hrc "$(rom_state)"
+    rom_hook rom-release /tmp/avvm-rom.xml avvm-rom release end
+    fact rom_release rc=$hrc
+    i=0
+    while test $i -lt 100 && rom_state | grep -Eq '^(claimed|in-use|dirty|scrubbing)$'; do
+        sleep 0.2; i=$((i + 1))
+    done
+    fact rom_after_worker "$(rom_state)"
+    rom_st > "$R/status-rom-1.json"
+    rom_hook rom2-prepare /tmp/avvm-rom2.xml avvm-rom2 prepare begin
+    fact rom_refused rc=$hrc lines="$(wc -l < "$R/hook-rom2-prepare.err")"
+    rom_hook rom2-release /tmp/avvm-rom2.xml avvm-rom2 release end
+    ACCELVIRT_STATE_DIR=$RS "$A" journal verify > "$R/journal-verify-rom.txt" 2>&1
+    fact rom_journal_verify rc=$?
+    cp $RS/journal.jsonl "$R/journal-rom.jsonl" 2>/dev/null
+else
+    fact rom_before missing state="$(test -d "$R/rom-state" && echo yes || echo no)" hook="$HK"
+fi
 exit 0

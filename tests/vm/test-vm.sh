@@ -3,14 +3,21 @@
 # (emulated Intel IOMMU, 2 NUMA nodes, pxb-pcie, ivshmem, edu, pcie-pci-bridge, mtty):
 #   1. scenario-basic.sh on the busybox initramfs (~15 s): tests 1-23, then the hook
 #      itself (accelvirt-hook, ACCELVIRT_HOOK/ACCELVIRT_WORKER, default ./accelvirt-hook
-#      and ./accelvirt-worker) on the real kernel: tests 24-33 (33, mtty mdevs, is a
-#      TODO: accelvirt considers PCI mdev parents only)
+#      and ./accelvirt-worker) on the real kernel: tests 24-33 (33: an mtty mdev on
+#      mtty's virtual parent)
 #   2. scenario-e2e.sh on the host's userland under an overlay, busybox init, virtlogd
 #      and libvirtd with accelvirt's hook in qemu.d: a managed='yes' domain, a
 #      managed='no' one (the hook binds), a second one refused, destroy, scrub, driver
 #      restore (~50 s): tests 34-48; then `accelvirt define` of an <av:request> domain
 #      (placed, pinned to its device's node), `accelvirt undefine` of a second one,
 #      `accelvirt start`, destroy: tests 49-55
+#   Scrub (issue 6), boot 1 (scenario-basic.sh scrub_tests, a pool of its own with
+#   scrub-policies/): vfio-zero + reset of the node-1 ivshmem checked on its backing file,
+#   a failing command step quarantines the edu and prepare refuses it, rom-check with
+#   ROM A enrolled (QEMU romfile= on ivshmem0); boot 2: a nested tenant (the rig's kernel,
+#   avvm.tenant=SECRET in init.sh) writes a secret into BAR2, vfio-zero leaves none of it
+#   (backing file, a read of BAR2); the vm method's scrub domain (# TODO while accelvirt's
+#   hook refuses it); boot 1's pool with ROM B: rom-check quarantines, prepare refuses
 # Every check is made here, from outside, on what the guest recorded in the results
 # share and on the ivshmem backing files.
 #
@@ -41,7 +48,7 @@ check() {  # check DESCRIPTION COMMAND...
 fact() { sed -n "s/^$1 //p" "$run/results/facts" 2>/dev/null | head -n1; }
 bail() { echo "Bail out! $*"; exit 1; }
 
-echo "1..55"
+echo "1..76"
 command -v python3 >/dev/null 2>&1 || bail "missing python3: run tests/vm/install-deps.sh (as root)"
 
 # --- build (cached) and boot once ---
@@ -68,9 +75,31 @@ cp "$here/scenario-basic.sh" "$run/results/scenario.sh"
 cp "$here/../data/capture-host.sh" "$run/results/capture-host.sh"
 printf '%s\n' "ACCELVIRT=$accelvirt" "ACCELVIRT_HOOK=$hook" "ACCELVIRT_WORKER=$worker" > "$run/results/env"
 cp -r "$here/hook-policies" "$run/results/hook-policies"
+cp -r "$here/scrub-policies" "$run/results/scrub-policies"
 cp "$here/scrub-sleep.sh" "$run/results/scrub-sleep.sh"
+# Two option ROMs for the node-0 ivshmem (romfile=): A in boot 1 (enrolled, known good),
+# B in boot 2 (a tenant's firmware). 4 KiB each: 0x55AA, a PCIR structure for
+# 1af4:1110 (last image, 8 x 512 bytes: the kernel's pci_get_rom_size() needs it),
+# a retf at the init entry (SeaBIOS calls it), a text that differs, a zero checksum.
+mkrom() {  # mkrom FILE TEXT
+    python3 - "$1" "$2" <<'EOF'
+import struct, sys
+b = bytearray(4096)
+b[0:4] = b"\x55\xaa\x08\xcb"
+b[0x18:0x1a] = struct.pack("<H", 0x20)
+b[0x20:0x38] = b"PCIR" + struct.pack("<HHHHB3sHHBB2s", 0x1af4, 0x1110, 0, 0x18, 0, b"\x00\x00\x05", 8, 0, 0, 0x80, b"\0\0")
+t = sys.argv[2].encode()
+b[0x40:0x40 + len(t)] = t
+b[-1] = (-sum(b[:-1])) & 0xff
+open(sys.argv[1], "wb").write(b)
+EOF
+}
+mkrom "$run/rom-a.bin" "accelvirt VM rig: option ROM A, known good"
+mkrom "$run/rom-b.bin" "accelvirt VM rig: option ROM B, left by a tenant"
+rom_a=$(sha256sum "$run/rom-a.bin" | cut -d' ' -f1)
+rom_b=$(sha256sum "$run/rom-b.bin" | cut -d' ' -f1)
 
-AV_VM_QUIET=1 sh "$here/run-vm.sh" "$run" 2>"$run/run-vm.err"
+AV_VM_IVSHMEM0_OPTS=",romfile=$run/rom-a.bin" AV_VM_QUIET=1 sh "$here/run-vm.sh" "$run" 2>"$run/run-vm.err"
 qrc=$?
 secs=$(cat "$run/boot-seconds" 2>/dev/null || echo '?')
 echo "# boot to poweroff: $secs s (QEMU exit $qrc)"
@@ -143,8 +172,9 @@ check "the guest zeroes BAR2 through sysfs resource2 ($(fact bar2_zero); non-zer
 nz=$(tr -d '\0' < "$run/ivshmem0" | wc -c)
 check "from the host, the node-0 ivshmem's backing file is all zero ($nz non-zero bytes of $size)" \
     test "$nz" = 0 -a "$(stat -c %s "$run/ivshmem0")" = "$size"
-check "from the host, the node-1 ivshmem's backing file (not scrubbed) still holds the pattern" \
-    sh -c "head -c ${#pattern} '$run/ivshmem1' | grep -qx -- '$pattern' && test \$(tr -d '\\0' < '$run/ivshmem1' | wc -c) = $size"
+sb1=$(fact scrub_bar2_before)
+check "the node-1 ivshmem (not zeroed by b, command-scrubbed by the hook tests) still holds the host's pattern before the scrub tests (guest read of BAR2: $sb1)" \
+    sh -c "echo '$sb1' | grep -q ' nonzero=$size head=AVPATTERN-'"
 
 # --- c. accelvirt list --json on the real kernel --------------------------------
 # $ACCELVIRT (default ./accelvirt; check-vm builds it) runs in the guest, chrooted into
@@ -290,23 +320,84 @@ h_nonviable_pool() {
 }
 check "hook: ... nothing claimed (0000:02:01.0 free, no owner), and its release end exits 0 ($(hf hook_nonviable_release))" h_nonviable_pool
 # mtty registers its parent as a virtual device (/sys/devices/virtual/mtty/mtty, see
-# results/mtty-sysfs.txt), not a PCI one; accelvirt's scan and av_mdev_choose_parent
-# consider PCI parents only, so the hook cannot create mtty mdevs yet: a TODO (reported
-# to the lead). When it passes (XPASS fails the run), drop the TODO.
+# results/mtty-sysfs.txt), found through /sys/class/mdev_bus like every mdev parent.
 hm=$(hf hook_mdev_prepare)
-d="hook: an mtty-2 mdev named by the XML (av:placement, profile rig-mtty) is created at prepare on mtty's parent and removed at release ($hm; $(hf hook_mdev_release); parent $(hf mtty_parent))"
-if echo "$hm" | grep -q '^rc=0 present ' && test "$(hf hook_mdev_release)" = "rc=0 gone"; then
-    ok "$d # TODO accelvirt considers PCI mdev parents only"
-else
-    n=$((n + 1))   # a TODO failure is expected: not counted as failed
-    echo "not ok $n - $d # TODO accelvirt considers PCI mdev parents only"
-    echo "#   $(cat "$B/hook-mdev-prepare.err" 2>/dev/null)"
-fi
+h_mdev() {
+    echo "$hm" | grep -q '^rc=0 present ' && test "$(hf hook_mdev_release)" = "rc=0 gone" ||
+        { cat "$B/hook-mdev-prepare.err" 2>/dev/null; return 1; }
+}
+check "hook: an mtty-2 mdev named by the XML (av:placement, profile rig-mtty) is created at prepare on mtty's parent and removed at release ($hm; $(hf hook_mdev_release); parent $(hf mtty_parent))" h_mdev
 h_journal() {
     test "$(hf hook_journal_verify)" = rc=0 || { cat "$B/journal-verify-basic.txt"; return 1; }
     journal_chain "$B/journal-basic.jsonl" avvm-hook 0000:81:00.0 0000:42:00.0
 }
 check "hook: the journal keeps its chain (journal verify: $(hf hook_journal_verify)) and has free->claimed->in-use->dirty->scrubbing->free for both" h_journal
+
+# --- f. the scrub steps on the real kernel (scenario-basic.sh scrub_tests: a pool of
+# its own with scrub-policies/40-scrub.json; one domain avvm-scrub with the node-1
+# ivshmem (vfio-zero + reset), the node-0 ivshmem (ROM A, enrolled; rom-check) and the
+# node-0 edu (a command that exits 1); prepare, release end, the worker)
+cert() {  # cert JOURNAL ADDR PYTHON-EXPR: EXPR over c (ADDR's last scrub-certificate)
+    # and st (its steps by method) holds
+    python3 - "$@" <<'EOF'
+import json, sys
+j = [json.loads(l) for l in open(sys.argv[1])]
+cs = [e for e in j if e.get("event") == "scrub-certificate" and e.get("address") == sys.argv[2]]
+if not cs:
+    sys.exit("%s: no scrub-certificate for %s" % (sys.argv[1], sys.argv[2]))
+c = cs[-1]
+st = {x["method"]: x for x in c.get("steps", [])}
+if not eval(sys.argv[3]):
+    sys.exit("%s: %s" % (sys.argv[2], json.dumps(c)))
+EOF
+}
+J=$B/journal-scrub.jsonl
+s_flow() {
+    echo "$(hf scrub_prepare)" | grep -q '^rc=0 0000:81:00.0=vfio-pci 0000:41:00.0=vfio-pci 0000:42:00.0=vfio-pci$' &&
+    test "$(hf scrub_release)" = rc=0 && echo "$(hf scrub_after_worker)" | grep -q '^settled '
+}
+check "scrub: prepare binds the three devices of avvm-scrub to vfio-pci, release end runs the worker and it settles ($(hf scrub_prepare); $(hf scrub_release); $(hf scrub_after_worker))" s_flow
+nz1=$(tr -d '\0' < "$run/ivshmem1" | wc -c)
+s_zero_host() {
+    test "$nz1" = 0 && test "$(stat -c %s "$run/ivshmem1")" = "$size" &&
+    test "$(hf scrub_bar2_after)" = "0000:81:00.0 nonzero=0"
+}
+check "scrub: after the worker's vfio-zero (real VFIO: container, group, device fd, mmap of BAR2), the node-1 ivshmem's backing file is all zero on the host ($nz1 non-zero bytes of $size; guest read: $(hf scrub_bar2_after))" s_zero_host
+zc=$(python3 -c 'import json,sys
+for l in open(sys.argv[1]):
+    e=json.loads(l)
+    if e.get("event")=="scrub-certificate" and e.get("address")=="0000:81:00.0":
+        z=[x for x in e["steps"] if x["method"]=="vfio-zero"]; r=[x for x in e["steps"] if x["method"]=="reset"]
+        print("result=%s vfio-zero ok=%s bytes=%s bars=%s %.1f MB/s; reset ok=%s method=%s via=%s" % (e.get("result"), z and z[0].get("ok"), z and z[0].get("bytes"), z and z[0].get("bars"), (z and z[0].get("mb_per_s")) or 0, r and r[0].get("ok"), r and r[0].get("reset_method"), r and r[0].get("via")))' "$J" 2>/dev/null | tail -n1)
+check "scrub: ... its scrub-certificate says free, vfio-zero ok with bytes = BAR2's size ($size), bytes_zeroed too ($zc)" \
+    cert "$J" 0000:81:00.0 "c['result'] == 'free' and c['ok'] and st['vfio-zero']['ok'] and st['vfio-zero']['bytes'] == $size and c['bytes_zeroed'] == $size"
+check "scrub: ... the reset step worked and names the reset method and the way (reset_method, via: $zc)" \
+    cert "$J" 0000:81:00.0 "st['reset']['ok'] and st['reset'].get('reset_method') and st['reset'].get('via')"
+s_fail() {
+    cert "$J" 0000:42:00.0 "c['result'] == 'quarantined' and not st['command']['ok'] and 'did not come clean' in (c['reason'] or '')" &&
+    pool_json "$B/status-scrub-1-after.json" "dev['0000:42:00.0']['state'] == 'quarantined'" &&
+    grep -q '0000:42:00.0' "$B/scrub-quarantine-list.out"
+}
+check "scrub: a failing scrub step (a command exiting 1) quarantines the edu: certificate 'quarantined' with the scrubber's words, status quarantined, quarantine list names it" s_fail
+s_refused() {
+    echo "$(hf scrub_refused)" | grep -q '^rc=[1-9][0-9]* lines=1 ' &&
+    grep -q '^accelvirt: .*0000:42:00.0.*quarantined' "$B/hook-scrub2-prepare.err" &&
+    echo "$(hf scrub_refused)" | grep -q ' 0000:42:00.0=vfio-pci$'
+}
+check "scrub: prepare then refuses the quarantined edu with one line naming 'quarantined'; it stays on vfio-pci, where a failed scrub leaves it ($(hf scrub_refused): $(head -c 300 "$B/hook-scrub2-prepare.err" 2>/dev/null))" s_refused
+set -- $(hf scrub_rom_guest)
+rg_bytes=${2#bytes=} rg_sha=${3#sha256=}
+check "rom: the node-0 ivshmem has QEMU's romfile ROM A: the guest reads 4096 bytes through sysfs rom with ROM A's SHA-256 ($(hf scrub_rom_guest); rom-a.bin $rom_a)" \
+    test "$rg_bytes" = 4096 -a "$rg_sha" = "$rom_a"
+check "rom: accelvirt enroll 0000:41:00.0 records ROM A's hash ($(hf scrub_enroll))" \
+    sh -c "echo '$(hf scrub_enroll)' | grep -q '^rc=0 ' && python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); x=[v for v in d[\"devices\"] if v.get(\"address\")==\"0000:41:00.0\"][0]; sys.exit(x.get(\"rom_sha256\") != sys.argv[2])' '$B/status-scrub-0-enrolled.json' '$rom_a'"
+s_rom_ok() {
+    cert "$J" 0000:41:00.0 "c['result'] == 'free' and st['rom-check']['ok'] and st['rom-check']['sha256'] == st['rom-check']['enrolled'] == '$rom_a'" &&
+    pool_json "$B/status-scrub-1-after.json" "dev['0000:41:00.0']['state'] == 'free'"
+}
+check "rom: after the release, rom-check passes (same ROM): certificate free, sha256 = enrolled = ROM A's; the device is free" s_rom_ok
+check "scrub: the scrub pool's journal is intact (journal verify: $(hf scrub_journal_verify))" \
+    test "$(hf scrub_journal_verify)" = rc=0
 
 # --- d. end to end: libvirtd in the guest, a nested domain with a vfio hostdev ---
 e2e=$run/e2e
@@ -328,15 +419,22 @@ export ACCELVIRT_LOG_FILE=/avvm/results/hook-e2e.log
 exec $hook "\$@"
 EOF
 chmod 755 "$e2e/results/hooks/qemu" "$e2e/results/hooks/qemu.d/accelvirt"
-echo "ACCELVIRT=$accelvirt" > "$e2e/results/env"
+secret="AVSECRET-$$-$(date +%s)-"
+printf '%s\n' "ACCELVIRT=$accelvirt" "ACCELVIRT_HOOK=$hook" "ACCELVIRT_WORKER=$worker" \
+    "CACHE=$AV_VM_CACHE" "SECRET=$secret" > "$e2e/results/env"
 cp -r "$here/hook-policies" "$e2e/results/hook-policies"
 cp "$here/scrub-sleep.sh" "$e2e/results/scrub-sleep.sh"
+cp "$here/../../xml/scrub-vm.xml" "$e2e/results/scrub-vm.xml"
+# boot 1's scrub pool (ROM A enrolled) for phase R, which runs with ROM B
+cp -a "$run/results/rom-state" "$e2e/results/rom-state" 2>/dev/null
+cp -a "$run/results/rom-policies" "$e2e/results/rom-policies" 2>/dev/null
 # libvirt's QEMU capabilities, kept in the cache between runs (libvirtd answers
 # ~20 s after start cold, a few seconds with them)
 if test -d "$AV_VM_CACHE/libvirt-caps"; then
     cp -a "$AV_VM_CACHE/libvirt-caps" "$e2e/results/libvirt-caps"
 fi
-AV_VM_ROOT=overlay AV_VM_QUIET=1 sh "$here/run-vm.sh" "$e2e" 2>"$e2e/run-vm.err"
+AV_VM_TIMEOUT=${AV_VM_TIMEOUT:-480} AV_VM_IVSHMEM0_OPTS=",romfile=$run/rom-b.bin" AV_VM_ROOT=overlay AV_VM_QUIET=1 \
+    sh "$here/run-vm.sh" "$e2e" 2>"$e2e/run-vm.err"
 qrc=$?
 secs=$(cat "$e2e/boot-seconds" 2>/dev/null || echo '?')
 echo "# end-to-end boot to poweroff: $secs s (QEMU exit $qrc)"
@@ -518,6 +616,69 @@ if a[-5:] != want_a or o[-2:] != want_o:
 EOF
 }
 check "accelvirt start: ... destroy -> release -> scrub -> free ($(efact placed_pool_after_destroy); $(efact placed_free_after_destroy)), back on its driver ('$(efact placed_driver_before)': $(efact placed_driver_after_destroy)), journal intact ($(efact placed_journal_verify)) with free->claimed (define)->in-use->dirty->scrubbing->free, and free->claimed->free for avvm-placed2" e_placed_freed
+
+# D. a tenant's secret (scenario-e2e.sh phase D): rig-ivshmem scrubs with vfio-zero
+TJ=$E/journal-tenant.jsonl
+tb=$(efact tenant_boot)
+tsecs=$(echo "$tb" | sed -n 's/^seconds=\([0-9.]*\).*/\1/p')
+echo "# end to end: the nested tenant domain (the rig's kernel + initramfs under TCG in TCG) booted and wrote its secret in ${tsecs:-?} s"
+check "end to end: a nested domain (avvm-tenant: the rig's kernel and initramfs) gets the node-1 ivshmem through vfio and its guest writes a secret over BAR2 ($(efact tenant_start); $tb)" \
+    sh -c "echo '$(efact tenant_start)' | grep -q '^rc=0 in-use driver=vfio-pci' && echo '$tb' | grep -Eq 'AVVM-TENANT-WROTE 0000:00:[0-9a-f.]+ [1-9][0-9]* AVVM-TENANT-WAIT'"
+check "end to end: ... destroy -> release end -> the worker's vfio-zero -> free ($(efact tenant_destroy); $(efact tenant_free_after_destroy))" \
+    sh -c "echo '$(efact tenant_destroy)' | grep -q '^rc=0 ' && echo '$(efact tenant_free_after_destroy)' | grep -q ' pool=free '"
+sc=$(grep -c -- "$secret" "$e2e/ivshmem1" 2>/dev/null)
+nze=$(tr -d '\0' < "$e2e/ivshmem1" | wc -c)
+check "end to end: ... the host's backing file of the ivshmem holds none of the tenant's secret ($sc lines with it; $nze non-zero bytes of $size)" \
+    test "$sc" = 0 -a "$nze" = 0
+check "end to end: ... the next claimant (the rig guest, reading BAR2 of the released device) finds none of it ($(efact tenant_bar2_after))" \
+    test "$(efact tenant_bar2_after)" = "secret=0 nonzero=0"
+check "end to end: ... the scrub-certificate: vfio-zero ok with bytes = $size, result free; previous owner avvm-tenant" \
+    cert "$TJ" 0000:81:00.0 "c['result'] == 'free' and st['vfio-zero']['ok'] and st['vfio-zero']['bytes'] == $size and (c.get('previous_owner') or {}).get('domain_name') == 'avvm-tenant'"
+
+# V. the vm method (phase V): the worker boots accelvirt-scrub-* under the rig's libvirtd
+VJ=$E/journal-vmscrub.jsonl
+vms=$(python3 -c 'import json,sys
+c=[json.loads(l) for l in open(sys.argv[1])]
+c=[e for e in c if e.get("event")=="scrub-certificate" and e.get("address")=="0000:81:00.0"][-1]
+v=[x for x in c["steps"] if x["method"]=="vm"][0]
+print("%.1f s (domain %s, ok=%s: %s)" % (v["seconds"], v.get("domain"), v["ok"], " ".join((v.get("message") or v.get("error") or "").split())[:300]))' "$VJ" 2>&1 | tail -n1)
+echo "# end to end: the vm method's nested scrub boot (TCG in TCG, 192 MiB, start to power-off, the vm step's seconds): $vms"
+scon=$(cat "$E"/accelvirt-scrub-*.console.log 2>/dev/null | tr -d '\r' | grep -a '^AVVM-SCRUB-' | tr '\n' ' ')
+v_ok() {
+    echo "$(efact vmscrub_start)" | grep -q '^rc=0 in-use' &&
+    echo "$(efact vmscrub_after)" | grep -q ' pool=free ' &&
+    cert "$VJ" 0000:81:00.0 "c['result'] == 'free' and st['vm']['ok'] and st['vm'].get('hostdev') == '0000:81:00.0'" &&
+    echo "$scon" | grep -Eq 'AVVM-SCRUB-ZEROED 0000:[0-9a-f:.]+ 0'
+}
+# accelvirt's own qemu hook (installed in qemu.d, as in production) refuses the scrub
+# domain the worker starts, because the device is "scrubbing" (results/e2e/results/
+# hook-e2e.log): a TODO for the lead (hooks / src/scrub/av-scrub-vm.c). When it passes
+# (XPASS fails the run), drop the TODO.
+d="end to end: the vm method: the worker boots the scrub domain (xml/scrub-vm.xml, the rig's kernel with avvm.scrub=1) under the rig's libvirtd with the device through vfio; it powers off, certificate ok, free ($(efact vmscrub_after); $vms; console: $scon)"
+if v_ok >/dev/null 2>&1; then
+    ok "$d # TODO accelvirt's qemu hook refuses the worker's scrub domain (device is scrubbing)"
+else
+    n=$((n + 1))   # a TODO failure is expected: not counted as failed
+    echo "not ok $n - $d # TODO accelvirt's qemu hook refuses the worker's scrub domain (device is scrubbing)"
+    echo "#   $(grep -a 'accelvirt-scrub-' "$E/hook-e2e.log" 2>/dev/null | tail -n1 | cut -c1-600)"
+fi
+check "end to end: ... the journal stays intact (journal verify: $(efact vmscrub_journal_verify))" \
+    test "$(efact vmscrub_journal_verify)" = rc=0
+
+# R. the ROM swap (phase R): boot 1's scrub pool, ROM B in this boot
+RJ=$E/journal-rom.jsonl
+set -- $(efact rom_guest)
+check "rom: boot 2 has ROM B on the node-0 ivshmem (romfile= swapped): the guest reads its SHA-256 ($(efact rom_guest); rom-b.bin $rom_b); boot 1's pool came along (free: $(efact rom_before))" \
+    test "${3#sha256=}" = "$rom_b" -a "$(efact rom_before)" = free
+r_quar() {
+    test "$(efact rom_after_worker)" = quarantined &&
+    cert "$RJ" 0000:41:00.0 "c['result'] == 'quarantined' and not st['rom-check']['ok'] and '$rom_a' in c['reason'] and '$rom_b' in c['reason']"
+}
+check "rom: release -> the worker's rom-check fails and quarantines the device; certificate and reason name both hashes ($(efact rom_prepare); $(efact rom_after_worker))" r_quar
+check "rom: prepare then refuses it with one line naming 'quarantined' ($(efact rom_refused): $(head -c 400 "$E/hook-rom2-prepare.err" 2>/dev/null))" \
+    sh -c "echo '$(efact rom_refused)' | grep -q '^rc=[1-9][0-9]* lines=1$' && grep -q '^accelvirt: .*0000:41:00.0.*quarantined' '$E/hook-rom2-prepare.err'"
+check "rom: the carried journal is intact (journal verify: $(efact rom_journal_verify))" \
+    test "$(efact rom_journal_verify)" = rc=0
 
 t2=$(date +%s)
 echo "# total: $((t2 - t0)) s; run dir $run"

@@ -5,6 +5,9 @@
  *   zero-bar zero FILE       write zeros over the whole BAR
  *   zero-bar head FILE N     print the first N bytes (N <= 64) as text, '.' for others
  *   zero-bar sum FILE        print the number of non-zero bytes in the BAR
+ *   zero-bar fill FILE TEXT  write TEXT over the whole BAR, again and again (a
+ *                            tenant's secret), and read it back
+ *   zero-bar count FILE TEXT print how many times TEXT occurs in the BAR
  *
  * Static (gcc -static): it runs on the guest's busybox initramfs. */
 #include <fcntl.h>
@@ -19,10 +22,15 @@
 int main(int argc, char **argv)
 {
     if (argc < 3) {
-        fprintf(stderr, "usage: zero-bar zero|head|sum FILE [N]\n");
+        fprintf(stderr, "usage: zero-bar zero|head|sum|fill|count FILE [N|TEXT]\n");
         return 2;
     }
-    int write_it = strcmp(argv[1], "zero") == 0;
+    int write_it = strcmp(argv[1], "zero") == 0 || strcmp(argv[1], "fill") == 0;
+    if ((strcmp(argv[1], "fill") == 0 || strcmp(argv[1], "count") == 0) &&
+        (argc < 4 || argv[3][0] == '\0')) {
+        fprintf(stderr, "zero-bar: %s needs a non-empty TEXT\n", argv[1]);
+        return 2;
+    }
     int fd = open(argv[2], (write_it ? O_RDWR : O_RDONLY) | O_SYNC);
     if (fd < 0) {
         perror(argv[2]);
@@ -40,7 +48,35 @@ int main(int argc, char **argv)
         perror("zero-bar: mmap");
         return 1;
     }
-    if (write_it) {
+    if (strcmp(argv[1], "fill") == 0) {
+        size_t tl = strlen(argv[3]);
+        for (size_t i = 0; i < len; i++)
+            p[i] = (uint8_t)argv[3][i % tl];
+        for (size_t i = 0; i < len; i++)
+            if (p[i] != (uint8_t)argv[3][i % tl]) {
+                fprintf(stderr, "zero-bar: byte %zu does not read back\n", i);
+                return 1;
+            }
+        if (msync((void *)p, len, MS_SYNC) < 0)
+            perror("zero-bar: msync");
+        printf("filled %zu bytes\n", len);
+    } else if (strcmp(argv[1], "count") == 0) {
+        size_t tl = strlen(argv[3]), found = 0;
+        uint8_t *copy = malloc(len);
+        if (!copy) {
+            perror("zero-bar: malloc");
+            return 1;
+        }
+        for (size_t i = 0; i < len; i++)
+            copy[i] = p[i];
+        for (size_t i = 0; i + tl <= len; i++)
+            if (memcmp(copy + i, argv[3], tl) == 0) {
+                found++;
+                i += tl - 1;
+            }
+        printf("%zu\n", found);
+        free(copy);
+    } else if (write_it) {
         volatile uint64_t *q = (volatile uint64_t *)p;
         for (size_t i = 0; i < len / 8; i++)
             q[i] = 0;
