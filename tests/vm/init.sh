@@ -13,7 +13,7 @@
 # With avvm.root=overlay on the kernel command line (the end-to-end tier), the host
 # root under a tmpfs upper layer becomes / (switch_root), busybox init is PID 1 (it
 # reaps zombies: without that each `virsh destroy` waits ~86 s), and its sysinit,
-# "init stage2", mounts cgroup2, /run, /tmp, /dev/pts, installs the hook in
+# "init stage2", mounts cgroup2, /run, /dev/pts (/tmp is the overlay's), installs the hook in
 # results/hooks-qemu (if any), restores libvirt's capabilities cache from
 # results/libvirt-caps, starts virtlogd and libvirtd, then runs the scenario.
 # In that root the results share is /avvm/results.
@@ -62,7 +62,8 @@ stage2() {
     mount -t tmpfs tmpfs /dev/shm
     mount -t cgroup2 cgroup2 /sys/fs/cgroup
     mount -t tmpfs tmpfs /run
-    mount -t tmpfs tmpfs /tmp
+    # /tmp stays the overlay's (writable, in its tmpfs upper layer): a tmpfs over
+    # it would hide a build tree under the host's /tmp (CI may clone there).
     echo "AVVM-STAGE2 uptime=$(uptime)"
     hostname avvm
     # No services of the host's configuration: no autostarted networks or domains.
