@@ -42,7 +42,7 @@ av_print_help(FILE *out)
             "\n"
             "Commands:\n");
     for (gsize i = 0; i < G_N_ELEMENTS(commands); i++)
-        fprintf(out, "  %-9s %s\n", commands[i].name, commands[i].summary);
+        fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].summary);
     fprintf(out,
             "\n"
             "Options (also accepted after the command):\n"
