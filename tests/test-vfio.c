@@ -140,6 +140,21 @@ group_node_exists(const AvRoot *root, int group)
     return av_root_exists(root, path);
 }
 
+/* The A100 as the host had it: on nvidia, no driver_override, linked from
+ * nvidia's directory and not from vfio-pci's, and no /dev/vfio/40. */
+static void
+assert_a100_home(const AvRoot *root)
+{
+    g_autofree char *drv = driver_of(root, A100);
+    g_autofree char *ovr = override_of(root, A100);
+
+    g_assert_cmpstr(drv, ==, "nvidia");
+    g_assert_cmpstr(ovr, ==, "(null)");
+    g_assert_true(sys_exists(root, "bus/pci/drivers/nvidia/" A100));
+    g_assert_false(sys_exists(root, "bus/pci/drivers/vfio-pci/" A100));
+    g_assert_false(group_node_exists(root, 40));
+}
+
 static guint64
 available(const AvRoot *root, const char *parent, const char *type)
 {
@@ -364,15 +379,7 @@ test_bind_restore_a100(void)
 
     g_assert_true(av_vfio_restore(f.root, f.ops, A100, orig, &err));
     g_assert_no_error(err);
-    g_clear_pointer(&drv, g_free);
-    drv = driver_of(f.root, A100);
-    g_assert_cmpstr(drv, ==, "nvidia");
-    g_clear_pointer(&ovr, g_free);
-    ovr = override_of(f.root, A100);
-    g_assert_cmpstr(ovr, ==, "(null)");
-    g_assert_true(sys_exists(f.root, "bus/pci/drivers/nvidia/" A100));
-    g_assert_false(sys_exists(f.root, "bus/pci/drivers/vfio-pci/" A100));
-    g_assert_false(group_node_exists(f.root, 40));
+    assert_a100_home(f.root);
     g_assert_false(av_vfio_wait_group_node(f.root, 40, 20, &err));
     g_assert_error(err, AV_ERROR, AV_ERROR_FAILED);
     assert_message_has(err, "vfio/40");
@@ -541,8 +548,6 @@ test_bind_fail_probe_rolls_back(void)
     Fixture f;
     g_autoptr(GError) err = NULL;
     g_autofree char *orig = NULL;
-    g_autofree char *drv = NULL;
-    g_autofree char *ovr = NULL;
 
     fixture_open(&f, "two-socket-8gpu");
     av_test_write(f.dir, "sys/.accelvirt-fake-kernel", "# rollback test\nfail /sys/bus/pci/drivers_probe 5\n");
@@ -553,13 +558,7 @@ test_bind_fail_probe_rolls_back(void)
     assert_message_has(err, g_strerror(EIO));
     assert_message_has(err, "back on nvidia");
     g_assert_null(orig);
-    drv = driver_of(f.root, A100);
-    g_assert_cmpstr(drv, ==, "nvidia");
-    ovr = override_of(f.root, A100);
-    g_assert_cmpstr(ovr, ==, "(null)");
-    g_assert_true(sys_exists(f.root, "bus/pci/drivers/nvidia/" A100));
-    g_assert_false(sys_exists(f.root, "bus/pci/drivers/vfio-pci/" A100));
-    g_assert_false(group_node_exists(f.root, 40));
+    assert_a100_home(f.root);
     fixture_close(&f);
 }
 
@@ -569,17 +568,12 @@ test_bind_fail_unbind_rolls_back(void)
     Fixture f;
     g_autoptr(GError) err = NULL;
     g_autofree char *orig = NULL;
-    g_autofree char *drv = NULL;
-    g_autofree char *ovr = NULL;
 
     fixture_open(&f, "two-socket-8gpu");
     av_test_write(f.dir, "sys/.accelvirt-fake-kernel", "fail /sys/bus/pci/drivers/nvidia/unbind 16\n");
     g_assert_false(av_vfio_bind(f.root, f.ops, A100, &orig, &err));
     assert_message_has(err, "unbinding it from nvidia failed");
-    drv = driver_of(f.root, A100);
-    g_assert_cmpstr(drv, ==, "nvidia");
-    ovr = override_of(f.root, A100);
-    g_assert_cmpstr(ovr, ==, "(null)");
+    assert_a100_home(f.root);
     fixture_close(&f);
 }
 
