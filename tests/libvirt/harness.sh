@@ -385,3 +385,26 @@ lv_hook_wait() {
 	done
 	return 1
 }
+
+# The accelvirt hooks and workers ($HOOK_BIN, $WORKER_BIN) still running in our
+# mount namespace, one PID a line.
+lv_accelvirt_procs() {
+	local p myns
+	myns=$(readlink /proc/self/ns/mnt)
+	for p in /proc/[0-9]*; do
+		[ "$(readlink "$p/ns/mnt" 2>/dev/null)" = "$myns" ] || continue
+		case "$(readlink "$p/exe" 2>/dev/null)" in "$WORKER_BIN" | "$HOOK_BIN") echo "${p#/proc/}" ;; esac
+	done
+}
+
+# Succeeds when no accelvirt hook or worker is left, waiting up to 10 s: a
+# worker may still be exiting after it marked its device free.
+lv_no_accelvirt_procs() {
+	local i
+	for ((i = 0; i < 100; i++)); do
+		[ -z "$(lv_accelvirt_procs)" ] && return 0
+		sleep 0.1
+	done
+	echo "still running: $(lv_accelvirt_procs)"
+	return 1
+}

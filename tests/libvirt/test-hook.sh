@@ -571,25 +571,7 @@ no_errors() {
 	[ "$got" = "${want%$'\n'}" ] || { echo "logged:"; echo "$got"; echo "refusals:"; echo "$want"; return 1; }
 }
 check "accelvirt's only errors in its log are its two refusals, as the user saw them" no_errors
-workers() { # accelvirt workers still running in our namespace
-	local p myns
-	myns=$(readlink /proc/self/ns/mnt)
-	for p in /proc/[0-9]*; do
-		[ "$(readlink "$p/ns/mnt" 2>/dev/null)" = "$myns" ] || continue
-		case "$(readlink "$p/exe" 2>/dev/null)" in "$WORKER_BIN" | "$HOOK_BIN") echo "${p#/proc/}" ;; esac
-	done
-}
-# bounded: a worker may still be exiting after it marked its device free
-no_workers() {
-	local i
-	for ((i = 0; i < 100; i++)); do
-		[ -z "$(workers)" ] && return 0
-		sleep 0.1
-	done
-	echo "still running: $(workers)"
-	return 1
-}
-check "no accelvirt hook or worker left running" no_workers
+check "no accelvirt hook or worker left running" lv_no_accelvirt_procs
 lv_stop_all
 check "teardown: libvirtd, virtlogd and every QEMU stopped by PID, no orphan left" lv_all_stopped
 

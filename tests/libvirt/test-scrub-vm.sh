@@ -301,24 +301,7 @@ check "failures: the quarantined devices stay on vfio-pci; the journal verifies"
 
 # --- 15-17: nothing left ---
 check "no scrub domain left (virsh list --all)" no_domains
-workers() {
-	local p myns
-	myns=$(readlink /proc/self/ns/mnt)
-	for p in /proc/[0-9]*; do
-		[ "$(readlink "$p/ns/mnt" 2>/dev/null)" = "$myns" ] || continue
-		case "$(readlink "$p/exe" 2>/dev/null)" in "$WORKER_BIN" | "$HOOK_BIN") echo "${p#/proc/}" ;; esac
-	done
-}
-no_workers() {
-	local i
-	for ((i = 0; i < 100; i++)); do
-		[ -z "$(workers)" ] && return 0
-		sleep 0.1
-	done
-	echo "still running: $(workers)"
-	return 1
-}
-check "no accelvirt worker left running" no_workers
+check "no accelvirt worker left running" lv_no_accelvirt_procs
 lv_stop_all
 check "teardown: libvirtd, virtlogd and every QEMU stopped by PID, no orphan left" lv_all_stopped
 
