@@ -1,6 +1,8 @@
 #!/bin/sh
-# accelvirt tests: enroll, scrub by hand, quarantine list/clear, and the
-# scrub methods "reset" and "rom-check" on private copies of the fake hosts.
+# accelvirt tests: enroll (re-enrollment after a firmware update included),
+# scrub by hand, quarantine list/clear (the drivers given back, a failing
+# restore), and the scrub methods "reset" and "rom-check" on private copies
+# of the fake hosts.
 . "$AV_TEST_SRCDIR/lib.sh"
 
 AV=$ACCELVIRT
@@ -22,6 +24,34 @@ cp -a "$AV_TEST_HOSTS/two-socket-8gpu" "$W/host"
 D="$W/host/sys/bus/pci/devices/0000:17:00.0"
 av() { "$AV" --root "$W/host" --policy-dir "$POL" --state-dir "$W/state" "$@"; }
 dev_state() { av status --no-sync --json | python3 -c "import json,sys; print([x['state'] for x in json.load(sys.stdin)['devices'] if x['address']==sys.argv[1]][0])" "$1"; }
+# driver [ROOT] ADDRESS: the driver ADDRESS is bound to under ROOT ($W/host), or "none".
+driver() {
+    if [ $# -eq 2 ]; then r=$1; shift; else r="$W/host"; fi
+    l="$r/sys/bus/pci/devices/$1/driver"
+    if [ -L "$l" ]; then basename "$(readlink "$l")"; else echo none; fi
+}
+# last_entry PYTHON-EXPR: EXPR holds for the journal's last entry `e`.
+last_entry() { tail -n1 "$W/state/journal.jsonl" | python3 -c "import json,sys; e=json.loads(sys.stdin.read()); assert $1, e"; }
+# same_pool A B: the pool files A and B hold the same devices, but for the
+# time of the last scan (commands that scan the host record it).
+same_pool() {
+    python3 - "$1" "$2" <<'PY2'
+import json, sys
+a, b = (json.load(open(f)) for f in sys.argv[1:3])
+for d in (a, b):
+    for dev in d["devices"]:
+        dev.pop("last_seen", None)
+if a != b:
+    print("the pools differ:", sys.argv[1], sys.argv[2])
+    sys.exit(1)
+PY2
+}
+# unchanged CMD...: CMD leaves the pool (same_pool) and the journal as they were.
+unchanged() {
+    cp "$W/state/pool.json" "$AV_TMP/p0" && cp "$W/state/journal.jsonl" "$AV_TMP/j0" || return 1
+    "$@" || return 1
+    same_pool "$W/state/pool.json" "$AV_TMP/p0" && cmp "$W/state/journal.jsonl" "$AV_TMP/j0"
+}
 one_line() {
     st=$1 pat=$2; shift 2
     expect_exit "$st" "$@" || return 1
@@ -42,16 +72,37 @@ check "  ... and the device was bound to vfio-pci for it, and stays there" \
 av quarantine list --json >"$W/q.json"
 check "quarantine list shows it with its reason and since" json "$W/q.json" \
     "[(x['address'], 'not enrolled' in x['reason'], x['since'].endswith('Z')) for x in d['devices']] == [('0000:17:00.0', True, True)]"
-check "enroll of a quarantined device is refused with one line" one_line 1 "is quarantined: enroll a device only when it is free" av enroll 0000:17:00.0
-check "quarantine clear gives it back, journalled with the operator" \
-    eval "SUDO_USER=alice av quarantine clear 0000:17:00.0 >/dev/null && [ \"\$(dev_state 0000:17:00.0)\" = free ] && grep '\"event\": *\"cleared\"' '$W/state/journal.jsonl' | grep -q '\"operator\": *\"alice\"'"
-check "quarantine clear of a free device is refused with one line" one_line 1 "not quarantined" av quarantine clear 0000:17:00.0
 
-# --- enroll, then a ROM that changes ---
+# --- quarantine clear gives the device back as the worker would ---
 printf 'ROM image v1' >"$D/rom"
 H1=$(printf 'ROM image v1' | sha256sum | cut -d' ' -f1)
-check "enroll records the ROM's SHA-256, journalled" \
-    eval "av enroll 0000:17:00.0 --json >'$W/e.json' && grep '\"event\": *\"enrolled\"' '$W/state/journal.jsonl' | grep -q '$H1'"
+echo "fail /sys/bus/pci/drivers/nvidia/bind 5" >"$W/host/sys/.accelvirt-fake-kernel"
+cp "$W/state/pool.json" "$W/p-before-clear"
+check "quarantine clear whose restore fails: one line, still quarantined, the pool unchanged" \
+    eval "one_line 1 \"cannot clear the quarantine of device 0000:17:00.0 .*restoring the driver 'nvidia' of 0000:17:00.0 failed: .*it stays quarantined\" av quarantine clear 0000:17:00.0 && same_pool '$W/state/pool.json' '$W/p-before-clear' && [ \"\$(dev_state 0000:17:00.0)\" = quarantined ]"
+check "  ... journalled as clear-failed with the error and the operator" \
+    last_entry "e['event'] == 'clear-failed' and 'nvidia' in e['error'] and e['driver'] == 'nvidia' and e['restore_driver'] == 'on-release' and e['operator'].startswith('uid ') and 'not enrolled' in e['quarantined_for']"
+rm -f "$W/host/sys/.accelvirt-fake-kernel"
+check "enroll of the quarantined device (what its reason says to do) records the ROM's SHA-256" \
+    eval "SUDO_USER=bob av enroll 0000:17:00.0 >'$W/e0.txt' && grep -q '^enrolled 0000:17:00.0  $H1 ' '$W/e0.txt' && grep -q 'still quarantined' '$W/e0.txt'"
+check "  ... it stays quarantined, never claimable meanwhile" eval "[ \"\$(dev_state 0000:17:00.0)\" = quarantined ]"
+check "  ... journalled with its state, no previous hash and the operator" \
+    last_entry "e['event'] == 'enrolled' and e['rom_sha256'] == '$H1' and e['previous'] is None and e['state'] == 'quarantined' and e['operator'] == 'bob'"
+check "quarantine clear gives it back to its driver (nvidia) after the failed try, and frees it" \
+    eval "SUDO_USER=alice av quarantine clear 0000:17:00.0 >'$W/c0.txt' && [ \"\$(dev_state 0000:17:00.0)\" = free ] && [ \"\$(driver 0000:17:00.0)\" = nvidia ] && grep -q '^cleared 0000:17:00.0 (dsn:.*): free, given back to nvidia, by alice\$' '$W/c0.txt'"
+check "  ... driver_override cleared" eval "[ \"\$(cat '$D/driver_override')\" = '(null)' ]"
+check "  ... journalled as cleared with the operator, the reason and the driver" \
+    eval "grep '\"event\": *\"cleared\"' '$W/state/journal.jsonl' | tail -n1 | python3 -c \"import json,sys; e=json.loads(sys.stdin.read()); assert e['operator']=='alice' and e['driver']=='nvidia' and e['companions']==[] and 'not enrolled' in e['quarantined_for'] and e['from']=='quarantined' and e['to']=='free', e\""
+check "quarantine clear of a free device is refused with one line, nothing changed" \
+    unchanged one_line 1 "0000:17:00.0 (dsn:.*) is free, not quarantined: nothing to clear" av quarantine clear 0000:17:00.0
+check "quarantine clear of an unknown device says where to look, nothing changed" \
+    unchanged one_line 1 "'0000:99:00.0' is not a device of the pool; 'accelvirt status' lists them" av quarantine clear 0000:99:00.0
+check "quarantine clear without a device is a usage error" unchanged one_line 2 "takes 'list' or 'clear DEVICE'" av quarantine clear
+check "quarantine with an unknown subcommand is a usage error" unchanged one_line 2 "takes 'list' or 'clear DEVICE'" av quarantine frob 0000:17:00.0
+
+# --- enroll, then a ROM that changes ---
+check "enroll of a device enrolled with the same hash changes nothing" \
+    unchanged eval "av enroll 0000:17:00.0 >'$W/e1.txt' && grep -q '^skipped  0000:17:00.0  free (this hash is enrolled already)' '$W/e1.txt'"
 check "  ... shown by status --json" \
     eval "av status --json | python3 -c \"import json,sys; assert [x['rom_sha256'] for x in json.load(sys.stdin)['devices'] if x['address']=='0000:17:00.0'] == ['$H1']\""
 check "scrub by hand of the enrolled device passes: free" \
@@ -62,19 +113,195 @@ check "  ... and the journal has its certificate" \
 D31="$W/host/sys/bus/pci/devices/0000:31:00.0"
 check "a device on its host driver (nvidia) is bound to vfio-pci for the scrub and given back" \
     eval "av enroll 0000:31:00.0 >/dev/null && av scrub 0000:31:00.0 >/dev/null && [ \"\$(basename \$(readlink '$D31/driver'))\" = nvidia ] && grep -qx 'VFIO_DEVICE_RESET 0000:31:00.0' '$W/host/sys/.accelvirt-fake-kernel.log' && tail -n1 '$W/state/journal.jsonl' | grep -q '\"rebound_from\": *\"nvidia\"'"
-printf 'ROM image EVIL' >"$D/rom"
+printf 'ROM image v2' >"$D/rom"
+H2=$(printf 'ROM image v2' | sha256sum | cut -d' ' -f1)
 check "a changed ROM fails the scrub and quarantines the device, naming both hashes" \
     eval "! av scrub 0000:17:00.0 >'$W/s2.txt' 2>&1 && [ \"\$(dev_state 0000:17:00.0)\" = quarantined ] && grep -q 'changed since enrollment (enrolled $H1, now ' '$W/s2.txt'"
 check "scrub of a quarantined device re-runs the steps and leaves it quarantined" \
     eval "! av scrub 0000:17:00.0 >/dev/null 2>&1 && [ \"\$(dev_state 0000:17:00.0)\" = quarantined ]"
-check "enroll --all enrolls the free devices, 'none' for those without a ROM" \
+check "enroll of two devices, one needing --replace, enrolls neither" \
+    unchanged one_line 1 "0000:17:00.0 .* has the ROM hash $H1 enrolled and its ROM now hashes to $H2" av enroll 0000:4b:00.0 0000:17:00.0
+check "enroll --all enrolls the free devices not enrolled yet, 'none' for those without a ROM" \
     eval "av enroll --all --json >'$W/all.json'"
-check "  ... the 5 free A100s enrolled as 'none', the quarantined one skipped" json "$W/all.json" \
-    "len(d['enrolled']) == 5 and all(x['rom_sha256'] == 'none' for x in d['enrolled']) and [x['address'] for x in d['skipped']] == ['0000:17:00.0']"
+check "  ... the 4 new A100s as 'none'; skipped: the quarantined one, the one enrolled already" json "$W/all.json" \
+    "len(d['enrolled']) == 4 and all(x['rom_sha256'] == 'none' and x['previous'] is None and x['state'] == 'free' for x in d['enrolled']) and [(x['address'], x['reason']) for x in d['skipped']] == [('0000:17:00.0', 'not free'), ('0000:31:00.0', 'already enrolled')]"
+check "enroll --all again enrolls nothing" \
+    unchanged eval "av enroll --all >'$W/all2.txt' && grep -qx 'Nothing enrolled.' '$W/all2.txt'"
 check "scrub of an enrolled device without a ROM passes" eval "av scrub 0000:31:00.0 >/dev/null"
-check "enroll without devices nor --all is a usage error" one_line 2 "needs devices or --all" av enroll
+
+# --- a firmware update: quarantined by rom-check, re-enrolled, cleared ---
+check "enroll of the new ROM without --replace is refused with one line naming both hashes, nothing changed" \
+    unchanged one_line 1 "0000:17:00.0 (dsn:.*) has the ROM hash $H1 enrolled and its ROM now hashes to $H2: .*'accelvirt enroll --replace 0000:17:00.0'" av enroll 0000:17:00.0
+check "enroll --replace records the new hash; the device stays quarantined" \
+    eval "SUDO_USER=carol av enroll --replace 0000:17:00.0 --json >'$W/e2.json' && [ \"\$(dev_state 0000:17:00.0)\" = quarantined ]"
+check "  ... its output names both hashes" json "$W/e2.json" \
+    "[(x['address'], x['rom_sha256'], x['previous'], x['state']) for x in d['enrolled']] == [('0000:17:00.0', '$H2', '$H1', 'quarantined')] and d['skipped'] == []"
+check "  ... journalled with the previous and the new hash, the state and the operator" \
+    last_entry "e['event'] == 'enrolled' and e['rom_sha256'] == '$H2' and e['previous'] == '$H1' and e['state'] == 'quarantined' and e['operator'] == 'carol'"
+check "quarantine list still shows it, with the rom-check reason" \
+    eval "av quarantine list --json | python3 -c \"import json,sys; d=json.load(sys.stdin); assert [(x['address'], 'changed since enrollment' in x['reason']) for x in d['devices']] == [('0000:17:00.0', True)]\""
+check "quarantine clear --json: free, given back to nvidia" \
+    eval "av quarantine clear 0000:17:00.0 --json >'$W/c1.json' && [ \"\$(driver 0000:17:00.0)\" = nvidia ]"
+check "  ... its output" json "$W/c1.json" \
+    "d['state'] == 'free' and d['driver'] == 'nvidia' and d['restore_driver'] == 'on-release' and d['companions'] == [] and not d['removed_from_pool'] and 'changed since enrollment' in d['quarantined_for']"
+check "a scrub with rom-check then passes: free, the new hash" \
+    eval "av scrub 0000:17:00.0 --json >'$W/s3.json' && [ \"\$(dev_state 0000:17:00.0)\" = free ]"
+check "  ... its report names the new hash" json "$W/s3.json" "d['ok'] and d['steps'][1]['sha256'] == '$H2'"
+
+# --- bad input to enroll: one line, nothing changed ---
+check "enroll without devices nor --all is a usage error" unchanged one_line 2 "needs devices or --all" av enroll
+check "enroll of devices and --all is a usage error" unchanged one_line 2 "needs devices or --all (not both)" av enroll --all 0000:17:00.0
+check "enroll --all --replace is a usage error: --replace names its devices" \
+    unchanged one_line 2 "'enroll --replace' takes the devices to re-enroll by name, not --all" av enroll --all --replace
+check "enroll of an unknown device says where to look" unchanged one_line 1 "accelvirt status" av enroll 0000:99:00.0
+check "enroll of a good and an unknown device enrolls neither" \
+    unchanged one_line 1 "'0000:99:00.0' is not a device of the pool" av enroll --replace 0000:4b:00.0 0000:99:00.0
+check "enroll with an unknown option is a usage error" unchanged one_line 2 "Unknown option --force" av enroll --force 0000:17:00.0
 check "scrub of an unknown device says where to look" one_line 1 "accelvirt status" av scrub 0000:99:00.0
-check "the journal's chain is intact" av journal verify
+
+# --- a scrub by hand holds the device: enroll and clear wait for it ---
+printf 'ROM image EVIL' >"$D/rom"
+av scrub 0000:17:00.0 >/dev/null 2>&1
+ID17=$(av status --no-sync --json | python3 -c "import json,sys; print([x['identity'] for x in json.load(sys.stdin)['devices'] if x['address']=='0000:17:00.0'][0])")
+LOCK17="$W/state/scrub-$(printf '%s' "$ID17" | sha256sum | cut -d' ' -f1).lock"
+python3 -c 'import fcntl, sys, time
+f = open(sys.argv[1], "a")
+fcntl.flock(f, fcntl.LOCK_EX)
+open(sys.argv[2], "w").close()
+time.sleep(60)' "$LOCK17" "$W/locked" &
+HOLDER=$!
+i=0; while [ ! -e "$W/locked" ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
+check "while a scrub by hand holds the quarantined device, clear is refused with one line, nothing changed" \
+    unchanged one_line 3 "0000:17:00.0 (dsn:.*) is being scrubbed by hand by another accelvirt; clear it when that is done" av quarantine clear 0000:17:00.0
+check "  ... and so is enroll" \
+    unchanged one_line 3 "is being scrubbed by hand by another accelvirt; enroll it when that is done" av enroll --replace 0000:17:00.0
+kill "$HOLDER" 2>/dev/null; wait "$HOLDER" 2>/dev/null
+check "  ... and clear works once it is done" eval "av quarantine clear 0000:17:00.0 >/dev/null && [ \"\$(dev_state 0000:17:00.0)\" = free ]"
+
+# --- keep-vfio: a cleared device stays on vfio-pci ---
+K="$AV_TMP/k"
+mkdir -p "$K/pol"
+sed 's/"restore_driver": "on-release"/"restore_driver": "keep-vfio"/' "$POL/10-test.json" >"$K/pol/10-test.json"
+chmod 0755 "$K/pol" && chmod 0644 "$K/pol"/*.json
+cp -a "$AV_TEST_HOSTS/two-socket-8gpu" "$K/host"
+kv() { "$AV" --root "$K/host" --policy-dir "$K/pol" --state-dir "$K/state" "$@"; }
+kv status >/dev/null
+check "keep-vfio: a scrub that fails leaves the device quarantined on vfio-pci" \
+    eval "! kv scrub 0000:17:00.0 >/dev/null 2>&1 && [ \"\$(driver '$K/host' 0000:17:00.0)\" = vfio-pci ]"
+check "  ... quarantine clear frees it and leaves it on vfio-pci" \
+    eval "kv quarantine clear 0000:17:00.0 >'$K/c.txt' && grep -q ': free, left on vfio-pci, by ' '$K/c.txt' && [ \"\$(driver '$K/host' 0000:17:00.0)\" = vfio-pci ]"
+check "  ... journalled so" eval "tail -n1 '$K/state/journal.jsonl' | python3 -c \"import json,sys; e=json.loads(sys.stdin.read()); assert e['event']=='cleared' and e['restore_driver']=='keep-vfio' and e['driver']=='vfio-pci', e\""
+
+# --- the profile gone from the policies: how to give it back is unknown ---
+check "keep-vfio: a device quarantined again" eval "! kv scrub 0000:31:00.0 >/dev/null 2>&1"
+mkdir -p "$K/nopol"
+cat >"$K/nopol/10-other.json" <<'JSON'
+{"profiles": [{"name": "other", "match": {"vendor": "0x8086", "device": "0x4941"}, "attach": "sriov-vf", "scrub": [{"method": "none"}]}]}
+JSON
+chmod 0755 "$K/nopol" && chmod 0644 "$K/nopol"/*.json
+kv status >/dev/null
+cp "$K/state/pool.json" "$K/p0"
+check "quarantine clear of a device whose profile left the policies: one line, still quarantined" \
+    eval "! \"\$AV\" --root '$K/host' --policy-dir '$K/nopol' --state-dir '$K/state' quarantine clear 0000:31:00.0 2>'$K/err' && [ \"\$(wc -l <'$K/err')\" -eq 1 ] && grep -q \"^accelvirt: the profile 'a100' of device 0000:31:00.0 .* is not in the policies.*it stays quarantined\" '$K/err' && [ \"\$(driver '$K/host' 0000:31:00.0)\" = vfio-pci ] && kv status --no-sync --json | python3 -c \"import json,sys; assert [x['state'] for x in json.load(sys.stdin)['devices'] if x['address']=='0000:31:00.0'] == ['quarantined']\""
+
+# --- the worker's quarantine: companions and mdevs (the hook and its worker) ---
+: "${ACCELVIRT_HOOK:?ACCELVIRT_HOOK is not set: run the tests with make check}"
+: "${ACCELVIRT_WORKER:?ACCELVIRT_WORKER is not set: run the tests with make check}"
+# A scrub command that always fails (a name of its own: tests/test-hook.sh
+# looks for its hook-scrub.sh among the running processes).
+SCRUB="$AV_TMP/failing-scrub.sh"
+printf '#!/bin/sh\necho "simulated failure scrubbing $*"\nexit 3\n' >"$SCRUB"
+chmod 0755 "$SCRUB"
+HP="$AV_TMP/hook-policies"
+mkdir -p "$HP"
+cat >"$HP/10-test.json" <<JSON
+{"profiles": [
+  {"name": "a6000", "match": {"vendor": "0x10de", "device": "0x2230"}, "attach": "vfio-pci",
+   "granularity": "card", "numa": "preferred", "restore_driver": "on-release",
+   "scrub": [{"method": "command", "argv": ["$SCRUB"], "timeout": 5}]},
+  {"name": "vgpu", "match": {"vendor": "0x10de", "device": "0x2236"}, "attach": "mdev", "mdev_type": "nvidia-590",
+   "numa": "preferred", "scrub": [{"method": "command", "argv": ["$SCRUB"], "timeout": 5}]}
+]}
+JSON
+chmod 0755 "$HP" && chmod 0644 "$HP"/*.json
+# hook WORLD XML ARGS...: the hook of world WORLD (host, state, log) with XML on stdin.
+hook() {
+    hw=$1 xml=$2; shift 2
+    ACCELVIRT_ROOT="$hw/host" ACCELVIRT_STATE_DIR="$hw/state" ACCELVIRT_POLICY_DIR="$HP" \
+    ACCELVIRT_WORKER="$ACCELVIRT_WORKER" ACCELVIRT_LOG_FILE="$hw/log" \
+        "$ACCELVIRT_HOOK" "$@" <"$xml"
+}
+hv() { hw=$1; shift; "$AV" --root "$hw/host" --policy-dir "$HP" --state-dir "$hw/state" "$@"; }
+# wait_quarantined WORLD IDENTITY-OR-ADDRESS: until the worker has quarantined it (20 s).
+wait_quarantined() {
+    i=0
+    while [ $i -lt 200 ]; do
+        if hv "$1" status --no-sync --json | python3 -c "import json,sys; sys.exit(0 if [x for x in json.load(sys.stdin)['devices'] if sys.argv[1] in (x['identity'], x['address']) and x['state']=='quarantined'] else 1)" "$2"; then
+            return 0
+        fi
+        sleep 0.1
+        i=$((i + 1))
+    done
+    echo "$2 is not quarantined after 20 s"; cat "$1/log" 2>/dev/null
+    return 1
+}
+U1=00000001-0000-4000-8000-000000000001
+# world NAME HOST: a private copy of the fake HOST in $AV_TMP/NAME.
+world() {
+    mkdir -p "$AV_TMP/$1"
+    cp -a "$AV_TEST_HOSTS/$2" "$AV_TMP/$1/host"
+}
+# mkdom FILE NAME HOSTDEV [METADATA]: a domain NAME ($U1) with one hostdev.
+mkdom() {
+    cat >"$1" <<XML
+<domain type='kvm'>
+  <name>$2</name>
+  <uuid>$U1</uuid>
+  <memory unit='GiB'>4</memory>
+  <vcpu placement='static'>2</vcpu>
+  ${4:-}
+  <devices>
+    $3
+  </devices>
+</domain>
+XML
+}
+
+G="$AV_TMP/g"
+world g two-socket-8gpu
+mkdom "$G/vm.xml" a6 "<hostdev mode='subsystem' type='pci' managed='no'><source><address domain='0x0000' bus='0x98' slot='0x00' function='0x0'/></source></hostdev>"
+hook "$G" "$G/vm.xml" a6 prepare begin - >/dev/null 2>&1
+W=$G    # for unchanged()
+check "enroll of a device in use is refused with one line naming its domain, nothing changed" \
+    unchanged one_line 1 "device 0000:98:00.0 (.*) is in-use by domain 'a6' .*: enroll a device only when nobody holds it, free or quarantined" hv "$G" enroll 0000:98:00.0
+check "quarantine clear of a device in use is refused with one line, nothing changed" \
+    unchanged one_line 1 "device 0000:98:00.0 (.*) is in-use, not quarantined: nothing to clear" hv "$G" quarantine clear 0000:98:00.0
+check "an A6000 and its audio function, quarantined by the worker's failed scrub, both on vfio-pci" \
+    eval "hook '$G' '$G/vm.xml' a6 release end - >/dev/null 2>&1 && wait_quarantined '$G' 0000:98:00.0 && [ \"\$(driver '$G/host' 0000:98:00.0)\" = vfio-pci ] && [ \"\$(driver '$G/host' 0000:98:00.1)\" = vfio-pci ]"
+echo "fail /sys/bus/pci/drivers/snd_hda_intel/bind 5" >"$G/host/sys/.accelvirt-fake-kernel"
+cp "$G/state/pool.json" "$G/p0"
+check "quarantine clear whose companion's restore fails: one line naming it, still quarantined, the pool unchanged" \
+    eval "! hv '$G' quarantine clear 0000:98:00.0 2>'$G/err' && [ \"\$(wc -l <'$G/err')\" -eq 1 ] && grep -q \"^accelvirt: cannot clear the quarantine of device 0000:98:00.0 .*restoring the driver 'snd_hda_intel' of 0000:98:00.1 (in the IOMMU group of 0000:98:00.0) failed: .*it stays quarantined\" '$G/err' && same_pool '$G/state/pool.json' '$G/p0'"
+rm -f "$G/host/sys/.accelvirt-fake-kernel"
+check "quarantine clear then gives both back (nvidia, snd_hda_intel) and frees it" \
+    eval "hv '$G' quarantine clear 0000:98:00.0 >'$G/c.txt' && [ \"\$(driver '$G/host' 0000:98:00.0)\" = nvidia ] && [ \"\$(driver '$G/host' 0000:98:00.1)\" = snd_hda_intel ] && grep -q '^    0000:98:00.1 (same IOMMU group): given back to snd_hda_intel\$' '$G/c.txt'"
+check "  ... the companion forgotten, journalled with both drivers" \
+    eval "python3 -c \"import json; d=json.load(open('$G/state/pool.json')); assert [(x['state'], x.get('companions')) for x in d['devices'] if x['address']=='0000:98:00.0'] == [('free', None)]\" && tail -n1 '$G/state/journal.jsonl' | python3 -c \"import json,sys; e=json.loads(sys.stdin.read()); assert e['event']=='cleared' and e['driver']=='nvidia' and e['companions']==[{'address': '0000:98:00.1', 'driver': 'snd_hda_intel'}], e\""
+
+V="$AV_TMP/v"
+world v vgpu-mdev
+MU=6f2a0b1c-9d8e-4f7a-8b6c-5d4e3f2a1b0c
+mkdom "$V/vm.xml" vg "<hostdev mode='subsystem' type='mdev' model='vfio-pci'><source><address uuid='$MU'/></source></hostdev>" \
+    "<metadata><av:accelerators xmlns:av='urn:accelvirt:domain:1'><av:placement><av:mdev profile='vgpu' uuid='$MU'/></av:placement></av:accelerators></metadata>"
+check "an mdev accelvirt created, quarantined by the worker's failed scrub" \
+    eval "hook '$V' '$V/vm.xml' vg prepare begin - >/dev/null 2>&1 && hook '$V' '$V/vm.xml' vg release end - >/dev/null 2>&1 && wait_quarantined '$V' 'mdev:$MU'"
+W=$V    # for unchanged()
+check "enroll of an mdev is refused with one line, nothing changed" \
+    unchanged one_line 2 "device 0000:17:00.0 (mdev:$MU) is a mdev device: only PCI devices have an option ROM to enroll" hv "$V" enroll "mdev:$MU"
+check "quarantine clear removes it: no mdev, out of the pool, journalled cleared then removed" \
+    eval "hv '$V' quarantine clear 'mdev:$MU' >'$V/c.txt' && grep -q '^cleared mdev:$MU: its mdev removed, out of the pool, by ' '$V/c.txt' && [ ! -e '$V/host/sys/bus/mdev/devices/$MU' ] && ! grep -q '$MU' '$V/state/pool.json' && tail -n2 '$V/state/journal.jsonl' | python3 -c \"import json,sys; a,b=[json.loads(l) for l in sys.stdin]; assert (a['event'], a['mdev_removed'], b['event']) == ('cleared', True, 'removed'), (a, b)\""
+W="$AV_TMP/w"
+check "the journals' chains are intact" eval "av journal verify && kv journal verify && hv '$G' journal verify && hv '$V' journal verify"
 
 # --- the reset ladder: bus resets that would hit a device in use are refused ---
 Q="$AV_TMP/q"

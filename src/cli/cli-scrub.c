@@ -1,9 +1,10 @@
 /* accelvirt enroll, scrub and quarantine: the operator's side of scrubbing.
  *
- *   enroll [DEVICE...|--all]     record the option ROM hash of free devices
+ *   enroll [--replace] DEVICE... record the option ROM hash of free or quarantined devices
+ *   enroll --all                 ... of every free PCI device not enrolled yet
  *   scrub DEVICE                 run the profile's scrub steps by hand
  *   quarantine list              the quarantined devices and why
- *   quarantine clear DEVICE      quarantined -> free
+ *   quarantine clear DEVICE      give it back to its drivers, then quarantined -> free
  *
  * DEVICE is a PCI address or a pool identity. */
 #include "config.h"
@@ -98,99 +99,144 @@ av_cli_rom_measure(const AvRoot *root, const AvPoolDevice *dev, GError **error)
     return ret;
 }
 
+/* Reconciles @pool with a fresh scan of @root, as `status` does, and saves
+ * it when that changed anything, so that what the scan journalled is kept
+ * whatever the command does next. */
+static gboolean
+av_cli_sync(const AvRoot *root, const AvPolicy *policy, AvPool *pool, GError **error)
+{
+    g_autoptr(AvHost) host = av_host_scan(root, error);
+    gboolean changed = FALSE;
+
+    if (!host || !av_pool_reconcile(pool, host, policy, &changed, error))
+        return FALSE;
+    return !changed || av_pool_save(pool, error);
+}
+
+/* Takes the scrub lock of the quarantined @dev, which `accelvirt scrub`
+ * holds while it runs the steps on a quarantined device without the pool
+ * lock, and adds it to @locks; AV_ERROR_BUSY naming @what when another
+ * accelvirt holds it.  Any other state needs no lock: the pool lock the
+ * caller holds keeps scrubs off a free device. */
+static gboolean
+av_cli_lock_quarantined(const AvCli *cli, const AvPoolDevice *dev, const char *what, GPtrArray *locks,
+                        GError **error)
+{
+    AvLock *lock;
+
+    if (dev->state != AV_DEVICE_STATE_QUARANTINED)
+        return TRUE;
+    lock = av_scrub_lock_take(cli->state_dir, dev->identity);
+    if (!lock) {
+        g_set_error(error, AV_ERROR, AV_ERROR_BUSY,
+                    "device %s (%s) is being scrubbed by hand by another accelvirt; %s it when that is done",
+                    dev->address ? dev->address : "-", dev->identity, what);
+        return FALSE;
+    }
+    g_ptr_array_add(locks, lock);
+    return TRUE;
+}
+
 int
 av_cli_cmd_enroll(AvCli *cli, int argc, char **argv)
 {
     gboolean all = FALSE;
+    gboolean replace = FALSE;
     const GOptionEntry entries[] = {
-        { "all", 0, 0, G_OPTION_ARG_NONE, &all, "Enroll every free PCI device of the pool", NULL },
+        { "all", 0, 0, G_OPTION_ARG_NONE, &all, "Enroll every free PCI device of the pool not enrolled yet", NULL },
+        { "replace", 0, 0, G_OPTION_ARG_NONE, &replace,
+          "Replace the hash enrolled for the named devices (a firmware update you have checked)", NULL },
         { NULL },
     };
     g_autoptr(AvRoot) root = NULL;
     g_autoptr(AvPolicy) policy = NULL;
     g_autoptr(AvPool) pool = NULL;
-    g_autoptr(AvHost) host = NULL;
     g_autoptr(GError) err = NULL;
     g_autoptr(GPtrArray) chosen = g_ptr_array_new();
+    g_autoptr(GPtrArray) locks = g_ptr_array_new_with_free_func((GDestroyNotify)av_lock_release);
+    g_autoptr(GPtrArray) hashes = g_ptr_array_new_with_free_func(g_free);
+    g_autofree char *operator_name = av_cli_operator();
     json_t *enrolled = json_array();
     json_t *skipped = json_array();
     g_autoptr(json_t) out = json_pack("{s:o,s:o}", "enrolled", enrolled, "skipped", skipped);
     gboolean changed = FALSE;
 
-    if (!av_cli_parse(cli, "enroll", "[DEVICE...|--all]",
-                      "Record the SHA-256 of the option ROM of free devices, known good, for the scrub step "
-                      "'rom-check'.  DEVICE is a PCI address or a pool identity.",
+    if (!av_cli_parse(cli, "enroll", "[--replace] DEVICE... | --all",
+                      "Record the SHA-256 of the option ROM of PCI devices, known good, for the scrub step "
+                      "'rom-check'.  DEVICE is a PCI address or a pool identity, free or quarantined (a "
+                      "quarantined device stays quarantined until 'accelvirt quarantine clear').  A device "
+                      "that has a hash already gets a new one only with --replace; --all enrolls the free "
+                      "devices that have none.",
                       entries, &argc, &argv))
         return AV_EXIT_USAGE;
     if (all == (argc > 1))
         return av_cli_usage_error("'enroll' needs devices or --all (not both); see 'accelvirt enroll --help'");
+    if (all && replace)
+        return av_cli_usage_error("'enroll --replace' takes the devices to re-enroll by name, not --all; "
+                                  "see 'accelvirt enroll --help'");
     if (!av_cli_open(cli, &root, &policy, &err))
         return av_cli_fail(err);
     pool = av_cli_open_pool(cli, root, AV_POOL_WRITE, &err);
     if (!pool)
         return av_cli_fail(err);
-    host = av_host_scan(root, &err);
-    if (!host || !av_pool_reconcile(pool, host, policy, &changed, &err))
+    if (!av_cli_sync(root, policy, pool, &err))
         return av_cli_fail(err);
 
     if (all) {
         for (guint i = 0; i < av_pool_devices(pool)->len; i++) {
             AvPoolDevice *dev = g_ptr_array_index(av_pool_devices(pool), i);
+            const char *why;
 
             if (dev->kind != AV_DEVICE_KIND_PCI)
                 continue;
-            if (dev->state == AV_DEVICE_STATE_FREE)
+            if (dev->state == AV_DEVICE_STATE_FREE && !dev->rom_sha256) {
                 g_ptr_array_add(chosen, dev);
-            else
-                json_array_append_new(skipped, json_pack("{s:s,s:s?,s:s}", "identity", dev->identity, "address",
-                                                         dev->address, "state", av_device_state_to_string(dev->state)));
+                continue;
+            }
+            why = dev->state != AV_DEVICE_STATE_FREE ? "not free" : "already enrolled";
+            json_array_append_new(skipped, json_pack("{s:s,s:s?,s:s,s:s}", "identity", dev->identity, "address",
+                                                     dev->address, "state", av_device_state_to_string(dev->state),
+                                                     "reason", why));
         }
     } else {
         for (int i = 1; i < argc; i++) {
             AvPoolDevice *dev = av_cli_find_device(pool, argv[i], &err);
 
-            if (!dev)
+            if (!dev || !av_pool_enroll_check(dev, NULL, replace, &err) ||
+                !av_cli_lock_quarantined(cli, dev, "enroll", locks, &err))
                 return av_cli_fail(err);
-            if (dev->kind != AV_DEVICE_KIND_PCI) {
-                g_set_error(&err, AV_ERROR, AV_ERROR_INVALID_INPUT,
-                            "%s is a %s device: only PCI devices have an option ROM to enroll", argv[i],
-                            av_device_kind_to_string(dev->kind));
-                return av_cli_fail(err);
-            }
-            if (dev->state != AV_DEVICE_STATE_FREE) {
-                g_set_error(&err, AV_ERROR, AV_ERROR_STATE,
-                            "device %s (%s) is %s: enroll a device only when it is free and known good "
-                            "(after its scrub, or 'accelvirt quarantine clear' once checked)",
-                            dev->address ? dev->address : "-", dev->identity, av_device_state_to_string(dev->state));
-                return av_cli_fail(err);
-            }
             if (!g_ptr_array_find(chosen, dev, NULL))
                 g_ptr_array_add(chosen, dev);
         }
     }
-    /* Measure every device before recording any. */
-    {
-        g_autoptr(GPtrArray) hashes = g_ptr_array_new_with_free_func(g_free);
+    /* Measure and check every device before recording any. */
+    for (guint i = 0; i < chosen->len; i++) {
+        AvPoolDevice *dev = g_ptr_array_index(chosen, i);
+        char *hash = av_cli_rom_measure(root, dev, &err);
 
-        for (guint i = 0; i < chosen->len; i++) {
-            AvPoolDevice *dev = g_ptr_array_index(chosen, i);
-            char *hash = av_cli_rom_measure(root, dev, &err);
+        if (!hash)
+            return av_cli_fail(err);
+        g_ptr_array_add(hashes, hash);
+        if (!av_pool_enroll_check(dev, hash, replace, &err))
+            return av_cli_fail(err);
+    }
+    for (guint i = 0; i < chosen->len; i++) {
+        AvPoolDevice *dev = g_ptr_array_index(chosen, i);
+        const char *hash = g_ptr_array_index(hashes, i);
 
-            if (!hash)
-                return av_cli_fail(err);
-            g_ptr_array_add(hashes, hash);
+        if (g_strcmp0(dev->rom_sha256, hash) == 0) {
+            json_array_append_new(skipped, json_pack("{s:s,s:s?,s:s,s:s}", "identity", dev->identity, "address",
+                                                     dev->address, "state", av_device_state_to_string(dev->state),
+                                                     "reason", "unchanged"));
+            continue;
         }
-        for (guint i = 0; i < chosen->len; i++) {
-            AvPoolDevice *dev = g_ptr_array_index(chosen, i);
-            const char *hash = g_ptr_array_index(hashes, i);
-
-            json_array_append_new(enrolled, json_pack("{s:s,s:s?,s:s,s:o}", "identity", dev->identity, "address",
-                                                      dev->address, "rom_sha256", hash, "previous",
-                                                      av_json_string_or_null(dev->rom_sha256)));
-            if (!av_pool_enroll(pool, dev, hash, &err))
-                return av_cli_fail(err);
-            changed = TRUE;
-        }
+        json_array_append_new(enrolled, json_pack("{s:s,s:s?,s:s,s:s,s:o}", "identity", dev->identity, "address",
+                                                  dev->address, "state", av_device_state_to_string(dev->state),
+                                                  "rom_sha256", hash, "previous",
+                                                  av_json_string_or_null(dev->rom_sha256)));
+        if (!av_pool_enroll(pool, dev, hash, replace, operator_name, &err))
+            return av_cli_fail(err);
+        changed = TRUE;
     }
     if (changed && !av_pool_save(pool, &err))
         return av_cli_fail(err);
@@ -201,15 +247,30 @@ av_cli_cmd_enroll(AvCli *cli, int argc, char **argv)
         size_t i;
         json_t *e;
 
-        json_array_foreach(enrolled, i, e)
-            printf("enrolled %-12s  %s  %s\n", json_string_value(json_object_get(e, "address")),
-                   json_string_value(json_object_get(e, "rom_sha256")),
+        json_array_foreach(enrolled, i, e) {
+            const char *address = json_string_value(json_object_get(e, "address"));
+            const char *previous = json_string_value(json_object_get(e, "previous"));
+
+            printf("enrolled %-12s  %s  %s\n", address, json_string_value(json_object_get(e, "rom_sha256")),
                    json_string_value(json_object_get(e, "identity")));
-        json_array_foreach(skipped, i, e)
-            printf("skipped  %-12s  %s (not free)\n", json_string_value(json_object_get(e, "address")),
-                   json_string_value(json_object_get(e, "state")));
+            if (previous)
+                printf("    replaced %s\n", previous);
+            if (g_str_equal(json_string_value(json_object_get(e, "state")), "quarantined"))
+                printf("    still quarantined: 'accelvirt quarantine clear %s' gives it back once checked\n",
+                       address);
+        }
+        json_array_foreach(skipped, i, e) {
+            const char *why = json_string_value(json_object_get(e, "reason"));
+
+            printf("skipped  %-12s  %s (%s)\n", json_string_value(json_object_get(e, "address")),
+                   json_string_value(json_object_get(e, "state")),
+                   g_str_equal(why, "already enrolled") ? "already enrolled; 'accelvirt enroll --replace DEVICE' "
+                                                          "re-enrolls it"
+                   : g_str_equal(why, "unchanged")      ? "this hash is enrolled already"
+                                                        : why);
+        }
         if (json_array_size(enrolled) == 0)
-            printf("Nothing enrolled: no free PCI device.\n");
+            printf("Nothing enrolled%s\n", json_array_size(skipped) ? "." : ": no free PCI device.");
     }
     return AV_EXIT_OK;
 }
@@ -413,8 +474,10 @@ av_cli_cmd_quarantine(AvCli *cli, int argc, char **argv)
     g_autoptr(GError) err = NULL;
 
     if (!av_cli_parse(cli, "quarantine", "[list | clear DEVICE]",
-                      "List the quarantined devices with their reasons, or give one back to the pool once "
-                      "you have checked it (quarantined -> free, journalled with your name).",
+                      "List the quarantined devices with their reasons, or give one back once you have "
+                      "checked it: back to its drivers (and its IOMMU group's) as its profile's restore_driver "
+                      "says, an mdev accelvirt created removed, then quarantined -> free, journalled with your "
+                      "name.  When the restore fails it stays quarantined.",
                       NULL, &argc, &argv))
         return AV_EXIT_USAGE;
     if (argc == 1 || (argc == 2 && g_str_equal(argv[1], "list"))) {
@@ -456,12 +519,21 @@ av_cli_cmd_quarantine(AvCli *cli, int argc, char **argv)
         return AV_EXIT_OK;
     }
     if (argc == 3 && g_str_equal(argv[1], "clear")) {
+        g_autoptr(AvRoot) root = NULL;
+        g_autoptr(AvPolicy) policy = NULL;
+        g_autoptr(GPtrArray) locks = g_ptr_array_new_with_free_func((GDestroyNotify)av_lock_release);
+        g_autoptr(json_t) cleared = NULL;
         g_autofree char *operator_name = av_cli_operator();
-        g_autofree char *reason = NULL;
+        const char *address, *identity;
         AvPoolDevice *dev;
 
-        pool = av_cli_open_pool(cli, NULL, AV_POOL_WRITE, &err);
+        if (!av_cli_open(cli, &root, &policy, &err))
+            return av_cli_fail(err);
+        pool = av_cli_open_pool(cli, root, AV_POOL_WRITE, &err);
         if (!pool)
+            return av_cli_fail(err);
+        /* Its address as the host has it now: the restore writes there. */
+        if (!av_cli_sync(root, policy, pool, &err))
             return av_cli_fail(err);
         dev = av_cli_find_device(pool, argv[2], &err);
         if (!dev)
@@ -471,14 +543,39 @@ av_cli_cmd_quarantine(AvCli *cli, int argc, char **argv)
                         dev->address ? dev->address : "-", dev->identity, av_device_state_to_string(dev->state));
             return av_cli_fail(err);
         }
-        reason = g_strdup(dev->reason);
-        if (!av_pool_clear_quarantine(pool, dev, operator_name, &err) || !av_pool_save(pool, &err))
+        /* Given back to its drivers (or its mdev removed), then free; a
+         * failed restore leaves it quarantined and the pool unsaved. */
+        if (!av_cli_lock_quarantined(cli, dev, "clear", locks, &err) ||
+            !av_pool_clear_quarantine(pool, dev, root, av_kernel_ops_for(root), policy, operator_name, &cleared,
+                                      &err) ||
+            !av_pool_save(pool, &err))
             return av_cli_fail(err);
-        if (cli->json)
-            av_cli_print_json(json_pack("{s:s,s:s?,s:s,s:s,s:s?}", "identity", dev->identity, "address", dev->address,
-                                        "state", "free", "operator", operator_name, "quarantined_for", reason));
-        else
-            printf("cleared %s (%s): free, by %s\n", dev->address ? dev->address : "-", dev->identity, operator_name);
+        address = json_string_value(json_object_get(cleared, "address"));
+        identity = json_string_value(json_object_get(cleared, "identity"));
+        if (cli->json) {
+            json_object_set_new(cleared, "state", json_string("free"));
+            av_cli_print_json(g_steal_pointer(&cleared));
+        } else if (json_is_true(json_object_get(cleared, "removed_from_pool"))) {
+            printf("cleared %s: its mdev removed, out of the pool, by %s\n", identity, operator_name);
+        } else if (json_object_get(cleared, "driver")) {
+            const char *driver = json_string_value(json_object_get(cleared, "driver"));
+            const char *how = g_str_equal(json_string_value(json_object_get(cleared, "restore_driver")), "on-release")
+                                  ? "given back to" : "left on";
+            json_t *companions = json_object_get(cleared, "companions");
+            size_t i;
+            json_t *c;
+
+            printf("cleared %s (%s): free, %s %s, by %s\n", address ? address : "-", identity, how,
+                   driver ? driver : "no driver", operator_name);
+            json_array_foreach(companions, i, c) {
+                const char *cd = json_string_value(json_object_get(c, "driver"));
+
+                printf("    %s (same IOMMU group): %s %s\n", json_string_value(json_object_get(c, "address")), how,
+                       cd ? cd : "no driver");
+            }
+        } else {
+            printf("cleared %s (%s): free, by %s\n", address ? address : "-", identity, operator_name);
+        }
         return AV_EXIT_OK;
     }
     return av_cli_usage_error("'quarantine' takes 'list' or 'clear DEVICE'; see 'accelvirt quarantine --help'");

@@ -14,6 +14,7 @@
 #include "util/av-error.h"
 #include "util/av-names.h"
 #include "util/av-json.h"
+#include "vfio/av-vfio.h"
 
 /* --- owners --------------------------------------------------------------- */
 
@@ -1168,34 +1169,64 @@ av_pool_claim(AvPool *pool, AvPoolDevice *dev, const AvOwner *owner, gint64 expi
 
 /* See av-pool.h. */
 gboolean
-av_pool_enroll(AvPool *pool, AvPoolDevice *dev, const char *sha256, GError **error)
+av_pool_enroll_check(const AvPoolDevice *dev, const char *sha256, gboolean replace, GError **error)
 {
-    g_autoptr(json_t) fields = json_object();
+    const char *address = dev->address ? dev->address : "-";
 
     if (dev->kind != AV_DEVICE_KIND_PCI) {
         g_set_error(error, AV_ERROR, AV_ERROR_INVALID_INPUT,
-                    "device '%s' is a %s device: only PCI devices have an option ROM to enroll",
+                    "device %s (%s) is a %s device: only PCI devices have an option ROM to enroll", address,
                     dev->identity, av_device_kind_to_string(dev->kind));
         return FALSE;
     }
-    if (dev->state != AV_DEVICE_STATE_FREE) {
+    if (dev->state != AV_DEVICE_STATE_FREE && dev->state != AV_DEVICE_STATE_QUARANTINED) {
         g_autofree char *who = av_owner_describe(dev->owner);
 
         g_set_error(error, AV_ERROR, AV_ERROR_STATE,
-                    "device '%s' (%s) is %s%s%s; enroll a device only when it is free and known good",
-                    dev->identity, dev->address ? dev->address : "no address",
-                    av_device_state_to_string(dev->state), dev->owner ? " by " : "", dev->owner ? who : "");
+                    "device %s (%s) is %s%s%s: enroll a device only when nobody holds it, free or quarantined "
+                    "(after its scrub, or once you have checked it)",
+                    address, dev->identity, av_device_state_to_string(dev->state), dev->owner ? " by " : "",
+                    dev->owner ? who : "");
         return FALSE;
     }
+    if (!sha256)
+        return TRUE;
     if (!av_rom_sha256_is_valid(sha256)) {
         g_set_error(error, AV_ERROR, AV_ERROR_INVALID_INPUT,
-                    "'%s' is not a ROM hash (\"none\" or 64 lower-case hex digits)", sha256 ? sha256 : "(null)");
+                    "'%s' is not a ROM hash (\"none\" or 64 lower-case hex digits)", sha256);
         return FALSE;
     }
+    if (dev->rom_sha256 && !g_str_equal(dev->rom_sha256, sha256) && !replace) {
+        g_set_error(error, AV_ERROR, AV_ERROR_STATE,
+                    "device %s (%s) has the ROM hash %s enrolled and its ROM now hashes to %s: once you have "
+                    "checked the new firmware, replace the hash deliberately ('accelvirt enroll --replace %s')",
+                    address, dev->identity, dev->rom_sha256, sha256, dev->address ? dev->address : dev->identity);
+        return FALSE;
+    }
+    return TRUE;
+}
+
+/* See av-pool.h. */
+gboolean
+av_pool_enroll(AvPool *pool, AvPoolDevice *dev, const char *sha256, gboolean replace, const char *operator_name,
+               GError **error)
+{
+    g_autoptr(json_t) fields = json_object();
+
+    if (!sha256) {
+        g_set_error_literal(error, AV_ERROR, AV_ERROR_INVALID_INPUT, "no ROM hash to enroll");
+        return FALSE;
+    }
+    if (!av_pool_enroll_check(dev, sha256, replace, error))
+        return FALSE;
+    if (g_strcmp0(dev->rom_sha256, sha256) == 0)
+        return TRUE;    /* enrolled already: nothing to record */
     json_object_set_new(fields, "identity", json_string(dev->identity));
     json_object_set_new(fields, "address", av_json_string_or_null(dev->address));
+    json_object_set_new(fields, "state", json_string(av_device_state_to_string(dev->state)));
     json_object_set_new(fields, "rom_sha256", json_string(sha256));
     json_object_set_new(fields, "previous", av_json_string_or_null(dev->rom_sha256));
+    json_object_set_new(fields, "operator", av_json_string_or_null(operator_name));
     if (!av_pool_journal_append(pool, "enrolled", fields, error))
         return FALSE;
     g_free(dev->rom_sha256);
@@ -1218,15 +1249,132 @@ av_pool_scrub_begin(AvPool *pool, AvPoolDevice *dev, const char *operator_name, 
 
 /* See av-pool.h. */
 gboolean
-av_pool_clear_quarantine(AvPool *pool, AvPoolDevice *dev, const char *operator_name, GError **error)
+av_pool_device_restore(const AvRoot *root, const AvKernelOps *ops, const AvProfile *profile,
+                       const AvPoolDevice *dev, GError **error)
 {
-    g_autoptr(json_t) extra = json_object();
+    if (dev->kind == AV_DEVICE_KIND_MDEV && dev->created) {
+        if (!av_mdev_remove(root, ops, dev->identity + strlen("mdev:"), error)) {
+            g_prefix_error(error, "removing the mdev failed: ");
+            return FALSE;
+        }
+        return TRUE;
+    }
+    if (dev->kind != AV_DEVICE_KIND_PCI || profile->restore_driver != AV_RESTORE_ON_RELEASE)
+        return TRUE;
+    /* NULL: it had no driver, and goes back to none. */
+    if (!av_vfio_restore(root, ops, dev->address, dev->original_driver, error)) {
+        g_prefix_error(error, "restoring the driver '%s' of %s failed: ",
+                       dev->original_driver ? dev->original_driver : "none", dev->address);
+        return FALSE;
+    }
+    for (guint i = 0; i < dev->companions->len; i++) {
+        const AvCompanion *c = g_ptr_array_index(dev->companions, i);
+
+        if (!av_vfio_restore(root, ops, c->address, c->original_driver, error)) {
+            g_prefix_error(error, "restoring the driver '%s' of %s (in the IOMMU group of %s) failed: ",
+                           c->original_driver ? c->original_driver : "none", c->address, dev->address);
+            return FALSE;
+        }
+    }
+    return TRUE;
+}
+
+/* The driver that clearing the quarantine of @address leaves it on: its
+ * @original driver under on-release, where it is now under keep-vfio. */
+static json_t *
+av_pool_clear_driver(const AvRoot *root, const AvProfile *profile, const char *address, const char *original)
+{
+    g_autofree char *now = NULL;
+
+    if (profile->restore_driver == AV_RESTORE_ON_RELEASE)
+        return av_json_string_or_null(original);
+    now = av_vfio_current_driver(root, address);
+    return av_json_string_or_null(now);
+}
+
+/* What clearing the quarantine of @dev gives back to the host, as the
+ * "cleared" entry records it: the driver of the PCI device and of its
+ * companions after the clear (JSON null: none), or whether its mdev is
+ * removed. */
+static json_t *
+av_pool_clear_facts(const AvRoot *root, const AvPoolDevice *dev, const AvProfile *profile,
+                    const char *operator_name)
+{
+    json_t *facts = json_object();
+
+    json_object_set_new(facts, "identity", json_string(dev->identity));
+    json_object_set_new(facts, "address", av_json_string_or_null(dev->address));
+    json_object_set_new(facts, "operator", av_json_string_or_null(operator_name));
+    json_object_set_new(facts, "quarantined_for", av_json_string_or_null(dev->reason));
+    json_object_set_new(facts, "restore_driver", json_string(av_restore_driver_to_string(profile->restore_driver)));
+    if (dev->kind == AV_DEVICE_KIND_PCI) {
+        json_t *companions = json_array();
+
+        json_object_set_new(facts, "driver", av_pool_clear_driver(root, profile, dev->address, dev->original_driver));
+        for (guint i = 0; i < dev->companions->len; i++) {
+            const AvCompanion *c = g_ptr_array_index(dev->companions, i);
+
+            json_array_append_new(companions, json_pack("{s:s,s:o}", "address", c->address, "driver",
+                                                        av_pool_clear_driver(root, profile, c->address,
+                                                                             c->original_driver)));
+        }
+        json_object_set_new(facts, "companions", companions);
+    } else if (dev->kind == AV_DEVICE_KIND_MDEV) {
+        json_object_set_new(facts, "mdev_removed", json_boolean(dev->created));
+    }
+    return facts;
+}
+
+/* See av-pool.h. */
+gboolean
+av_pool_clear_quarantine(AvPool *pool, AvPoolDevice *dev, const AvRoot *root, const AvKernelOps *ops,
+                         const AvPolicy *policy, const char *operator_name, json_t **ret_cleared,
+                         GError **error)
+{
+    g_autoptr(json_t) facts = NULL;
+    g_autoptr(GError) local = NULL;
+    g_autofree char *identity = NULL;
+    const char *address = dev->address ? dev->address : "-";
+    const AvProfile *profile;
+    gboolean remove;
 
     if (dev->state != AV_DEVICE_STATE_QUARANTINED)
         return av_transition_fail(dev, AV_DEVICE_STATE_FREE, error);
-    json_object_set_new(extra, "operator", av_json_string_or_null(operator_name));
-    json_object_set_new(extra, "quarantined_for", av_json_string_or_null(dev->reason));
-    return av_pool_transition_event(pool, dev, AV_DEVICE_STATE_FREE, NULL, NULL, "cleared", extra, error);
+    profile = dev->profile ? av_policy_find(policy, dev->profile) : NULL;
+    if (!profile) {
+        g_set_error(error, AV_ERROR, AV_ERROR_POLICY,
+                    "the profile '%s' of device %s (%s) is not in the policies, so how to give the device back "
+                    "(restore_driver) is unknown; it stays quarantined until its profile is back",
+                    dev->profile ? dev->profile : "(none)", address, dev->identity);
+        return FALSE;
+    }
+    facts = av_pool_clear_facts(root, dev, profile, operator_name);
+
+    /* The host first: when it fails, the pool is left as it was. */
+    if (!av_pool_device_restore(root, ops, profile, dev, &local)) {
+        g_autoptr(json_t) failed = json_deep_copy(facts);
+
+        json_object_set_new(failed, "error", json_string(local->message));
+        if (!av_pool_journal_append(pool, "clear-failed", failed, error))
+            return FALSE;
+        g_set_error(error, local->domain, local->code,
+                    "cannot clear the quarantine of device %s (%s): %s; it stays quarantined (fix that, then clear "
+                    "it again)", address, dev->identity, local->message);
+        return FALSE;
+    }
+    remove = dev->kind == AV_DEVICE_KIND_MDEV && dev->created;
+    if (!av_pool_transition_event(pool, dev, AV_DEVICE_STATE_FREE, NULL, NULL, "cleared", facts, error))
+        return FALSE;
+    /* Back on their drivers: nothing left to restore with the device. */
+    if (dev->kind == AV_DEVICE_KIND_PCI && profile->restore_driver == AV_RESTORE_ON_RELEASE)
+        g_ptr_array_set_size(dev->companions, 0);
+    identity = g_strdup(dev->identity);
+    if (remove && !av_pool_remove(pool, identity, "its mdev was removed when its quarantine was cleared", error))
+        return FALSE;
+    json_object_set_new(facts, "removed_from_pool", json_boolean(remove));
+    if (ret_cleared)
+        *ret_cleared = g_steal_pointer(&facts);
+    return TRUE;
 }
 
 /* See av-pool.h. */

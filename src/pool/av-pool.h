@@ -34,6 +34,8 @@
 
 #include "pci/av-pci.h"
 #include "policy/av-policy.h"
+#include "util/av-root.h"
+#include "vfio/av-kernel.h"
 
 G_BEGIN_DECLS
 
@@ -174,12 +176,24 @@ AvPoolDevice *av_pool_find_address(const AvPool *pool, AvDeviceKind kind, const 
 gboolean av_pool_transition(AvPool *pool, AvPoolDevice *dev, AvDeviceState to,
                             const AvOwner *owner, const char *reason, GError **error);
 
-/* Records @sha256 (av_rom_sha256_is_valid()) as the option ROM hash of the
- * free PCI device @dev, journalling "enrolled" with the hash and the one it
- * replaces.  AV_ERROR_STATE when @dev is not free (only a device nobody
- * holds can be vouched for), AV_ERROR_INVALID_INPUT for another kind or a
- * bad hash.  Requires AV_POOL_WRITE. */
-gboolean av_pool_enroll(AvPool *pool, AvPoolDevice *dev, const char *sha256, GError **error);
+/* Whether @sha256 may be enrolled as the option ROM hash of @dev, without
+ * changing anything: @dev must be a PCI device (else AV_ERROR_INVALID_INPUT)
+ * that nobody holds, free or quarantined (else AV_ERROR_STATE: only such a
+ * device can be vouched for; a quarantined one stays quarantined, so a
+ * firmware update goes quarantined -> enrolled -> cleared without the device
+ * ever being claimable), and @sha256 must pass av_rom_sha256_is_valid()
+ * (else AV_ERROR_INVALID_INPUT).  A hash that differs from the one already
+ * enrolled replaces it only with @replace (else AV_ERROR_STATE, naming both
+ * hashes): re-enrollment is deliberate.  With @sha256 NULL, checks @dev
+ * alone (before its ROM is measured). */
+gboolean av_pool_enroll_check(const AvPoolDevice *dev, const char *sha256, gboolean replace, GError **error);
+
+/* Records @sha256 as the option ROM hash of @dev after av_pool_enroll_check(),
+ * journalling "enrolled" with the hash, the one it replaces ("previous",
+ * null when none), the device's state and @operator_name.  The hash already
+ * enrolled is no change: nothing is journalled.  Requires AV_POOL_WRITE. */
+gboolean av_pool_enroll(AvPool *pool, AvPoolDevice *dev, const char *sha256, gboolean replace,
+                        const char *operator_name, GError **error);
 
 /* An operator's scrub by hand (`accelvirt scrub`): moves a free or dirty
  * @dev to scrubbing, so that nothing claims it meanwhile, journalling a
@@ -188,10 +202,42 @@ gboolean av_pool_enroll(AvPool *pool, AvPoolDevice *dev, const char *sha256, GEr
  * other state. */
 gboolean av_pool_scrub_begin(AvPool *pool, AvPoolDevice *dev, const char *operator_name, GError **error);
 
-/* The operator's release of a quarantined @dev: quarantined -> free,
- * journalling "cleared" with @operator and the reason it was quarantined.
- * AV_ERROR_STATE when @dev is not quarantined. */
-gboolean av_pool_clear_quarantine(AvPool *pool, AvPoolDevice *dev, const char *operator_name, GError **error);
+/* Gives the pool device @dev back to the host as its profile @profile
+ * says, once it is clean: the worker after a scrub that passed, the
+ * operator's quarantine clear.  A PCI device whose restore_driver is
+ * on-release goes back to dev->original_driver (NULL: no driver; "vfio-pci":
+ * it stays), then each of its companions to its own original driver;
+ * under keep-vfio everything stays on vfio-pci.  An mdev accelvirt created
+ * (dev->created) is removed from the host.  Other devices are left alone.
+ * Changes nothing in the pool: the caller moves @dev to free and, after an
+ * on-release restore, empties dev->companions; a created mdev leaves the
+ * pool (av_pool_remove()).  Stops at the first failure, with an error naming
+ * the driver and the address ("restoring the driver 'nvidia' of
+ * 0000:17:00.0 failed: ..."); what was restored before stays restored, and
+ * a second call does the rest. */
+gboolean av_pool_device_restore(const AvRoot *root, const AvKernelOps *ops, const AvProfile *profile,
+                                const AvPoolDevice *dev, GError **error);
+
+/* The operator's release of a quarantined @dev once checked: gives it back
+ * to the host with av_pool_device_restore() (its profile is looked up in
+ * @policy), then moves it to free, journalling "cleared" with @operator_name,
+ * the reason it was quarantined ("quarantined_for"), the profile's
+ * "restore_driver" and where the device is left: "driver" and "companions"
+ * ([{address, driver}]) of a PCI device (on-release: the original drivers;
+ * keep-vfio: the ones they are on, left alone; null: no driver),
+ * "mdev_removed" of an mdev.
+ * After an on-release restore dev->companions is emptied; a created mdev
+ * then leaves the pool ("removed"), and @dev is freed.  On success
+ * *ret_cleared (may be NULL; caller owns it) gets the facts of the "cleared"
+ * entry plus "removed_from_pool".  AV_ERROR_STATE when @dev is not
+ * quarantined, AV_ERROR_POLICY when its profile is not in @policy.  When the
+ * restore fails, @dev stays quarantined and the pool unchanged; a
+ * "clear-failed" entry journals the same facts and the "error", and the
+ * error (with the restore's code) says that the device stays quarantined.
+ * The caller saves the pool.  Requires AV_POOL_WRITE. */
+gboolean av_pool_clear_quarantine(AvPool *pool, AvPoolDevice *dev, const AvRoot *root, const AvKernelOps *ops,
+                                  const AvPolicy *policy, const char *operator_name, json_t **ret_cleared,
+                                  GError **error);
 
 /* Reserves @dev (free, or already claimed by the same owner) for @owner until
  * @expires (Unix seconds; 0: no expiry), journalling "claimed".  A claim
