@@ -20,6 +20,7 @@
 #include "domain/av-rewrite.h"
 #include "pci/av-pci.h"
 #include "pool/av-place.h"
+#include "scrub/av-scrub.h"
 #include "util/av-error.h"
 #include "util/av-json.h"
 #include "vfio/av-vfio.h"
@@ -416,6 +417,79 @@ av_hook_test_stop(const AvHookConfig *config, const char *point)
         raise(SIGSTOP);
 }
 
+/* "prepare begin" of a scrub VM: a domain carrying <av:scrub token=>,
+ * which accelvirt's worker (or `accelvirt scrub`) starts for a "vm" scrub
+ * step.  It may have the devices being scrubbed with that very token and
+ * nothing else accelvirt manages; it gets them without a claim, a bind or a
+ * pool change: each stays scrubbing (or quarantined, scrubbed by hand),
+ * owned by its last tenant, and the scrubber, which holds the device's
+ * scrub lock and watches the domain, decides what comes next.  Its release
+ * then finds nothing it owns.  Anything else is refused. */
+static int
+av_hook_prepare_scrub(const AvHookConfig *config, const AvHost *host, const AvPolicy *policy, AvPool *pool,
+                      const AvDomain *domain, GPtrArray *managed)
+{
+    g_autoptr(GString) summary = g_string_new(NULL);
+
+    for (guint i = 0; i < managed->len; i++) {
+        const AvManaged *m = g_ptr_array_index(managed, i);
+        const AvPoolDevice *dev = m->pooldev;
+        g_autoptr(GPtrArray) members = NULL;
+        g_autoptr(GError) error = NULL;
+        g_autoptr(AvLock) lock = NULL;
+
+        if (m->hostdev->type != AV_HOSTDEV_PCI || !dev)
+            return av_hook_refusef("cannot start scrub domain '%s': it has %s %s, which is not a PCI function "
+                                   "being scrubbed; a scrub domain may have only the device it scrubs",
+                                   domain->name, m->hostdev->type == AV_HOSTDEV_MDEV ? "mdev" : "device",
+                                   m->hostdev->type == AV_HOSTDEV_MDEV ? m->hostdev->mdev_uuid
+                                                                       : m->hostdev->pci_address);
+        if ((dev->state != AV_DEVICE_STATE_SCRUBBING && dev->state != AV_DEVICE_STATE_QUARANTINED) ||
+            !av_pool_scrub_token_matches(dev, domain->scrub_token))
+            return av_hook_refusef("cannot start domain '%s': it carries an accelvirt scrub token (av:scrub), "
+                                   "but device %s (%s) is %s and not being scrubbed with that token; only "
+                                   "accelvirt's scrubber starts scrub domains", domain->name, dev->address,
+                                   dev->identity, av_device_state_to_string(dev->state));
+        /* A token outlives a scrubber killed mid-step; the lock does not. */
+        lock = av_scrub_lock_take(config->state_dir, dev->identity);
+        if (lock)
+            return av_hook_refusef("cannot start domain '%s': no scrub of device %s (%s) is running (its scrub "
+                                   "lock is free), so its av:scrub token is stale; the next worker scrubs it "
+                                   "again", domain->name, dev->address, dev->identity);
+        if (m->hostdev->managed)
+            return av_hook_refusef("cannot start scrub domain '%s': its <hostdev> of %s is managed='yes'; the "
+                                   "scrubber has bound the device to vfio-pci already, so the template must say "
+                                   "managed='no'", domain->name, dev->address);
+        if (!m->pci)
+            return av_hook_refusef("cannot start scrub domain '%s': device %s is not on this host", domain->name,
+                                   dev->address);
+        if (g_strcmp0(m->pci->driver, AV_VFIO_PCI) != 0)
+            return av_hook_refusef("cannot start scrub domain '%s': device %s is on %s, not vfio-pci; the "
+                                   "scrubber binds it before it starts the domain", domain->name, dev->address,
+                                   m->pci->driver ? m->pci->driver : "no driver");
+        if (!av_vfio_group_check(host, policy, m->pci, &members, &error))
+            return av_hook_refusef("cannot start scrub domain '%s': %s", domain->name, error->message);
+        for (guint j = 0; j < members->len; j++) {
+            const AvPoolDevice *mate = av_pool_find_address(pool, AV_DEVICE_KIND_PCI,
+                                                            g_ptr_array_index(members, j));
+            g_autofree char *who = NULL;
+
+            if (!mate || mate == dev ||
+                (mate->state != AV_DEVICE_STATE_CLAIMED && mate->state != AV_DEVICE_STATE_IN_USE))
+                continue;
+            who = av_hook_describe_owner(mate->owner);
+            return av_hook_refusef("cannot start scrub domain '%s': device %s shares IOMMU group %d with %s, "
+                                   "which is %s by %s", domain->name, dev->address, m->pci->iommu_group,
+                                   mate->address, av_device_state_to_string(mate->state), who);
+        }
+        g_string_append_printf(summary, "%s%s (%s, %s)", summary->len ? ", " : "", dev->address, dev->identity,
+                               av_device_state_to_string(dev->state));
+    }
+    av_hook_log(LOG_INFO, "prepare: scrub domain '%s' (av:scrub token matches) takes %s; the pool is not changed",
+                domain->name, summary->len ? summary->str : "no device");
+    return 0;
+}
+
 /* "prepare begin": claims every managed device under the pool's exclusive
  * lock (held throughout, so that racing hooks serialise), binds PCI devices
  * of managed='no' hostdevs and their IOMMU groups to vfio-pci, creates the
@@ -456,6 +530,8 @@ av_hook_prepare(const AvHookConfig *config, AvDomain *domain)
 
     if (!av_hook_resolve(host, policy, pool, domain, &managed, &error))
         return av_hook_refusef("cannot start domain '%s': %s", domain->name, error->message);
+    if (domain->scrub_token)
+        return av_hook_prepare_scrub(config, host, policy, pool, domain, managed);
     if (managed->len == 0) {
         av_hook_log(LOG_INFO, "prepare: no device of this domain is managed by accelvirt");
         return 0;

@@ -116,6 +116,7 @@ typedef struct {
     char *profile;
     int iommu_group;
     char *rom_sha256;            /* enrolled ROM hash, or NULL */
+    char *scrub_token;           /* the pool's token for this scrub (av:scrub of a scrub domain) */
     AvOwner *owner;              /* the domain that had it before its release, or NULL */
     char *since;                 /* when the scrub began (ISO 8601 UTC) */
 } AvScrubJob;
@@ -129,6 +130,7 @@ av_scrub_job_free(AvScrubJob *job)
     g_free(job->address);
     g_free(job->profile);
     g_free(job->rom_sha256);
+    g_free(job->scrub_token);
     av_owner_free(job->owner);
     g_free(job->since);
     g_free(job);
@@ -169,13 +171,16 @@ av_worker_pick(const AvHookConfig *config, GHashTable *done, AvLock **ret_lock, 
         if (!lock)
             continue;    /* another worker scrubs it */
         if (dev->state == AV_DEVICE_STATE_DIRTY) {
-            if (!av_pool_transition(pool, dev, AV_DEVICE_STATE_SCRUBBING, NULL, NULL, error) ||
-                !av_pool_save(pool, error))
+            if (!av_pool_transition(pool, dev, AV_DEVICE_STATE_SCRUBBING, NULL, NULL, error))
                 return NULL;
         } else {
             av_hook_log(LOG_WARNING, "device %s was left scrubbing by a worker that is gone; scrubbing it again",
                         dev->identity);
         }
+        /* A fresh token for this scrub: a "vm" step's scrub domain carries
+         * it, and the hook hands the device to that domain only. */
+        if (!av_pool_scrub_token_new(dev, error) || !av_pool_save(pool, error))
+            return NULL;
         job = g_new0(AvScrubJob, 1);
         job->identity = g_strdup(dev->identity);
         job->kind = dev->kind;
@@ -183,6 +188,7 @@ av_worker_pick(const AvHookConfig *config, GHashTable *done, AvLock **ret_lock, 
         job->profile = g_strdup(dev->profile);
         job->iommu_group = dev->iommu_group;
         job->rom_sha256 = g_strdup(dev->rom_sha256);
+        job->scrub_token = g_strdup(dev->scrub_token);
         /* The owner is kept through in-use -> dirty -> scrubbing, and
          * cleared only when the device is free: the certificate names it. */
         job->owner = av_owner_copy(dev->owner);
@@ -191,32 +197,6 @@ av_worker_pick(const AvHookConfig *config, GHashTable *done, AvLock **ret_lock, 
         return g_steal_pointer(&job);
     }
     return NULL;
-}
-
-/* Gives @dev and its companions back to their drivers, as the profile's
- * restore_driver says. */
-static gboolean
-av_worker_restore(const AvHookConfig *config, const AvProfile *profile, const AvPoolDevice *dev,
-                  GError **error)
-{
-    if (dev->kind != AV_DEVICE_KIND_PCI || profile->restore_driver != AV_RESTORE_ON_RELEASE)
-        return TRUE;
-    /* NULL: it had no driver, and goes back to none. */
-    if (!av_vfio_restore(config->root, config->ops, dev->address, dev->original_driver, error)) {
-        g_prefix_error(error, "restoring the driver '%s' of %s failed: ",
-                       dev->original_driver ? dev->original_driver : "none", dev->address);
-        return FALSE;
-    }
-    for (guint i = 0; i < dev->companions->len; i++) {
-        const AvCompanion *c = g_ptr_array_index(dev->companions, i);
-
-        if (!av_vfio_restore(config->root, config->ops, c->address, c->original_driver, error)) {
-            g_prefix_error(error, "restoring the driver '%s' of %s (in the IOMMU group of %s) failed: ",
-                           c->original_driver ? c->original_driver : "none", c->address, dev->address);
-            return FALSE;
-        }
-    }
-    return TRUE;
 }
 
 /* Scrubs one device: the profile's steps without the pool lock, then under
@@ -236,7 +216,8 @@ av_worker_scrub(const AvHookConfig *config, const AvPolicy *policy, const AvScru
     g_autoptr(json_t) fields = json_object();
     g_autofree char *mdev_uuid = NULL;
     const AvProfile *profile = job->profile ? av_policy_find(policy, job->profile) : NULL;
-    AvScrubTarget target = { job->identity, job->address, job->iommu_group, NULL, job->rom_sha256, NULL, NULL };
+    AvScrubTarget target = { .identity = job->identity, .address = job->address, .iommu_group = job->iommu_group,
+                             .rom_sha256 = job->rom_sha256, .scrub_token = job->scrub_token };
     g_autofree char *rebound_from = NULL;
     g_autofree char *driver_now = NULL;
     gboolean rebound = FALSE;
@@ -271,8 +252,9 @@ av_worker_scrub(const AvHookConfig *config, const AvPolicy *policy, const AvScru
                     job->identity, dev ? av_device_state_to_string(dev->state) : "gone");
         return;
     }
+    /* Back to its drivers (a created mdev removed), as the profile says. */
     if (!failure && profile)
-        av_worker_restore(config, profile, dev, &failure);
+        av_pool_device_restore(config->root, config->ops, profile, dev, &failure);
     /* Rebound for the scrub and not restored above (the pool knew no
      * driver for it): back to the driver it had, as the profile says. */
     if (rebound)
@@ -280,9 +262,6 @@ av_worker_scrub(const AvHookConfig *config, const AvPolicy *policy, const AvScru
     if (!failure && profile && rebound && profile->restore_driver == AV_RESTORE_ON_RELEASE &&
         g_strcmp0(driver_now, "vfio-pci") == 0)
         av_scrub_restore_rebound(config->root, config->ops, job->address, rebound_from, &failure);
-    if (!failure && dev->kind == AV_DEVICE_KIND_MDEV && dev->created &&
-        !av_mdev_remove(config->root, config->ops, mdev_uuid, &failure))
-        g_prefix_error(&failure, "removing the mdev failed: ");
     ok = failure == NULL;
 
     json_object_set_new(fields, "kind", json_string(av_device_kind_to_string(job->kind)));

@@ -663,6 +663,26 @@ test_metadata(void)
     expect_invalid(AV("<av:placement><av:device profile='../gpu' address='0000:17:00.0'/></av:placement>"),
                    "profile '../gpu'", NULL);
     expect_invalid(AV("<av:placement><av:mdev profile='v' uuid='x/y'/></av:placement>"), "av:mdev uuid 'x/y'", NULL);
+    expect_invalid(AV("<av:scrub/>"), "av:scrub has no token", NULL);
+    expect_invalid(AV("<av:scrub token='0123456789abcdef0123456789abcdeg'/>"), "is not 32 lower-case hex digits", NULL);
+    expect_invalid(AV("<av:scrub token='0123456789abcdef0123456789abcdef0'/>"), "is not 32 lower-case hex", NULL);
+    expect_invalid(AV("<av:scrub token='0123456789abcdef0123456789abcdef'/><av:scrub token='0123456789abcdef0123456789abcdef'/>"),
+                   "more than one <av:scrub>", NULL);
+    {
+        /* the mark of accelvirt's scrub VM; its identity is informative text, made safe */
+        g_autoptr(AvDomain) dom = parse_ok(AV("<av:scrub token='0123456789abcdef0123456789abcdef' identity='dsn:x&#10;y'/>"));
+
+        g_assert_cmpstr(dom->scrub_token, ==, "0123456789abcdef0123456789abcdef");
+        g_assert_cmpstr(dom->scrub_identity, ==, "dsn:x?y");
+    }
+    {
+        /* in another namespace it is not accelvirt's */
+        g_autoptr(AvDomain) dom = parse_ok("<domain><name>a</name><metadata><av:accelerators xmlns:av='urn:other'>"
+                                           "<av:scrub token='0123456789abcdef0123456789abcdef'/></av:accelerators>"
+                                           "</metadata></domain>");
+
+        g_assert_null(dom->scrub_token);
+    }
     expect_invalid(AV("<av:placement><av:mdev profile='v' uuid='6f2a0b1c-9d8e-4f7a-8b6c-5d4e3f2a1b0c' "
                       "alias='a b'/></av:placement>"),
                    "alias 'a b'", NULL);

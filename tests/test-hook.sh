@@ -617,6 +617,80 @@ check "  ... prepare then refuses it" refused "0000:17:00.0 .* is quarantined" "
 check "  ... and the journal's chain holds" verify
 POL=$POL_SAVED
 
+# --- scrub domains: the worker's "vm" step boots a domain that must get a device being scrubbed ---
+world scrubdom two-socket-8gpu
+U5=$(uuid 5); U6=$(uuid 6)
+TOK=0123456789abcdef0123456789abcdef
+mkdom "$W/tenant.xml" tenant "$U1" 0000:17:00.0
+hook "$W/tenant.xml" tenant prepare begin - >/dev/null 2>&1
+# As the worker leaves it while its vm step runs: scrubbing, a token, the
+# device's scrub lock held (here by flock(1)).
+python3 - "$W/state/pool.json" "$TOK" <<'PY'
+import json, sys
+p = json.load(open(sys.argv[1]))
+for d in p["devices"]:
+    if d["address"] == "0000:17:00.0":
+        d["state"] = "scrubbing"
+        d["scrub_token"] = sys.argv[2]
+        ident = d["identity"]
+json.dump(p, open(sys.argv[1], "w"), indent=2)
+open(sys.argv[1] + ".identity", "w").write(ident)
+PY
+IDENT=$(cat "$W/state/pool.json.identity"); rm -f "$W/state/pool.json.identity"
+SLOCK="$W/state/scrub-$(printf %s "$IDENT" | sha256sum | cut -d' ' -f1).lock"
+scrubdom() {    # FILE NAME UUID TOKEN DEVICE...: a scrub domain as the worker writes it
+    f=$1; n=$2; u=$3; t=$4; shift 4
+    mkdom "$f" "$n" "$u" "$@" -- "<metadata><av:accelerators xmlns:av='urn:accelvirt:domain:1'><av:scrub token='$t' identity='$IDENT'/></av:accelerators></metadata>"
+}
+scrubdom "$W/scrub.xml" accelvirt-scrub-1 "$U5" "$TOK" 0000:17:00.0
+scrubdom "$W/wrongtok.xml" accelvirt-scrub-1 "$U5" fedcba9876543210fedcba9876543210 0000:17:00.0
+scrubdom "$W/managed.xml" accelvirt-scrub-1 "$U5" "$TOK" 0000:17:00.0:yes
+scrubdom "$W/other.xml" accelvirt-scrub-1 "$U5" "$TOK" 0000:31:00.0
+scrubdom "$W/badtok.xml" accelvirt-scrub-1 "$U5" "0123456789ABCDEF0123456789ABCDEF" 0000:17:00.0
+sed "s|<av:scrub |<av:scrub token='$TOK'/><av:scrub |" "$W/scrub.xml" >"$W/twotok.xml"
+mkdom "$W/plain.xml" plain "$U6" 0000:17:00.0
+cp "$W/state/pool.json" "$W/pool.before"
+flock -o "$SLOCK" sleep 120 &
+FLOCK_PID=$!
+# samepool: the pool of $W is what it was (the scans' last_seen aside).
+samepool() {
+    python3 - "$W/state/pool.json" "$W/pool.before" <<'PY' || { diff "$W/state/pool.json" "$W/pool.before"; return 1; }
+import json, sys
+def load(f):
+    p = json.load(open(f))
+    for d in p["devices"]:
+        d.pop("last_seen", None)
+    return p
+sys.exit(0 if load(sys.argv[1]) == load(sys.argv[2]) else 1)
+PY
+}
+i=0; while [ ! -e "$SLOCK" ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
+sleep 0.2
+check "a scrub domain with the device's scrub token gets the scrubbing device while its scrub runs" \
+    eval "accepted '$W/scrub.xml' accelvirt-scrub-1 prepare begin - && grep -q \"scrub domain 'accelvirt-scrub-1' (av:scrub token matches) takes 0000:17:00.0\" '$W/log'"
+check "  ... without a claim, a bind or any pool change: still scrubbing, owned by the tenant, on vfio-pci" \
+    eval "samepool && [ \"\$(driver 0000:17:00.0)\" = vfio-pci ]"
+check "  ... its release end changes nothing in the pool" \
+    eval "accepted '$W/scrub.xml' accelvirt-scrub-1 release end - && sleep 0.5 && samepool"
+check "a domain without the token is refused: the device is scrubbing" \
+    refused "0000:17:00.0 .* is scrubbing" "$W/plain.xml" plain prepare begin -
+check "a scrub domain with another token is refused" \
+    refused "carries an accelvirt scrub token (av:scrub), but device 0000:17:00.0 .* is scrubbing and not being scrubbed with that token" \
+    "$W/wrongtok.xml" accelvirt-scrub-1 prepare begin -
+check "a scrub domain naming a free device is refused" \
+    refused "device 0000:31:00.0 .* is free and not being scrubbed with that token" "$W/other.xml" accelvirt-scrub-1 prepare begin -
+check "a scrub domain whose hostdev is managed='yes' is refused (libvirt would rebind it)" \
+    refused "is managed='yes'.*must say managed='no'" "$W/managed.xml" accelvirt-scrub-1 prepare begin -
+check "a token that is not 32 lower-case hex digits is refused as bad input" \
+    refused "av:scrub token '0123456789ABCDEF0123456789ABCDEF' is not 32 lower-case hex digits" "$W/badtok.xml" accelvirt-scrub-1 prepare begin -
+check "two av:scrub elements are refused" \
+    refused "more than one <av:scrub>" "$W/twotok.xml" accelvirt-scrub-1 prepare begin -
+pkill -P "$FLOCK_PID" sleep 2>/dev/null; kill "$FLOCK_PID" 2>/dev/null; wait "$FLOCK_PID" 2>/dev/null
+check "with no scrub running (its scrub lock free), the right token is stale and refused" \
+    refused "no scrub of device 0000:17:00.0 .* is running .* stale" "$W/scrub.xml" accelvirt-scrub-1 prepare begin -
+check "  ... and none of the refusals changed the pool or the drivers" \
+    eval "samepool && [ \"\$(driver 0000:17:00.0)\" = vfio-pci ] && [ \"\$(driver 0000:31:00.0)\" = nvidia ]"
+
 # --- an mdev on a parent that is no PCI device: the kernel's mtty sample ---
 world mtty vgpu-mdev
 MT=7c3e5a10-2b4d-4e6f-8a1b-3c5d7e9f0a12

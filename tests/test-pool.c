@@ -12,6 +12,7 @@
 
 #include "av-test.h"
 #include "pool/av-pool-private.h"
+#include "util/av-names.h"
 #include "util/av-error.h"
 #include "util/av-file.h"
 #include "util/av-json.h"
@@ -2079,20 +2080,20 @@ test_add_read_only(void)
     test_remove_state(state);
 }
 
-/* A pool.json with one device whose members are @extra (appended). */
+/* A pool.json with one device in @state whose members are @extra (appended). */
 static void
-test_load_device_one(const char *kind, const char *identity, const char *address, const char *extra,
-                     gboolean ok)
+test_load_device_state(const char *kind, const char *identity, const char *address, const char *state_name,
+                       const char *extra, gboolean ok)
 {
     g_autofree char *tmp = av_test_tmpdir();
     g_autofree char *state = g_build_filename(tmp, "state", NULL);
     g_autofree char *path = g_build_filename(state, "pool.json", NULL);
     g_autofree char *text = g_strdup_printf(
         "{\"version\": 1, \"devices\": [{\"identity\": \"%s\", \"kind\": \"%s\", \"address\": \"%s\", "
-        "\"profile\": \"p\", \"state\": \"free\", \"state_before_missing\": null, \"owner\": null, "
+        "\"profile\": \"p\", \"state\": \"%s\", \"state_before_missing\": null, \"owner\": null, "
         "\"state_since\": 1, \"first_seen\": 1, \"last_seen\": 1, \"claim_expires\": 0, \"reason\": null, "
         "\"reason_before_missing\": null, \"original_driver\": null, \"numa_node\": -1, "
-        "\"iommu_group\": -1%s}]}\n", identity, kind, address, extra);
+        "\"iommu_group\": -1%s}]}\n", identity, kind, address, state_name, extra);
     g_autoptr(AvPool) pool = NULL;
     g_autoptr(GError) err = NULL;
 
@@ -2108,6 +2109,95 @@ test_load_device_one(const char *kind, const char *identity, const char *address
     }
     g_clear_pointer(&pool, av_pool_free);
     av_test_tmpdir_remove(tmp);
+}
+
+/* A pool.json with one free device whose members are @extra (appended). */
+static void
+test_load_device_one(const char *kind, const char *identity, const char *address, const char *extra,
+                     gboolean ok)
+{
+    test_load_device_state(kind, identity, address, "free", extra, ok);
+}
+
+/* The scrub token: 32 lower-case hex digits, while a scrub runs only. */
+static void
+test_load_scrub_token(void)
+{
+    static const char *const dsn = "dsn:0000000000000000.f0";
+    static const char *const tok = ", \"scrub_token\": \"0123456789abcdef0123456789abcdef\"";
+
+    test_load_device_state("pci", dsn, "0000:17:00.0", "scrubbing", tok, TRUE);
+    test_load_device_state("pci", dsn, "0000:17:00.0", "quarantined", tok, TRUE);
+    test_load_device_state("pci", dsn, "0000:17:00.0", "scrubbing", "", TRUE);
+    test_load_device_state("pci", dsn, "0000:17:00.0", "free", tok, FALSE);
+    test_load_device_state("pci", dsn, "0000:17:00.0", "dirty", tok, FALSE);
+    test_load_device_state("pci", dsn, "0000:17:00.0", "scrubbing",
+                           ", \"scrub_token\": \"0123456789ABCDEF0123456789abcdef\"", FALSE);
+    test_load_device_state("pci", dsn, "0000:17:00.0", "scrubbing",
+                           ", \"scrub_token\": \"0123456789abcdef0123456789abcde\"", FALSE);
+    test_load_device_state("pci", dsn, "0000:17:00.0", "scrubbing", ", \"scrub_token\": null", FALSE);
+    test_load_device_state("pci", dsn, "0000:17:00.0", "scrubbing", ", \"scrub_token\": 1", FALSE);
+}
+
+/* A token is made for a scrub, matches only itself, survives a save, and
+ * goes with the next transition. */
+static void
+test_scrub_token_life(void)
+{
+    g_autofree char *state = test_make_pool(0);
+    g_autoptr(AvPool) pool = NULL;
+    g_autoptr(GError) err = NULL;
+    g_autoptr(AvOwner) owner = av_owner_new("11111111-1111-4111-8111-111111111111", "vm1");
+    g_autofree char *token = NULL;
+    AvPoolDevice *dev;
+
+    pool = av_pool_open(state, AV_POOL_WRITE, 0, &err);
+    g_assert_no_error(err);
+    dev = av_pool_add(pool, AV_DEVICE_KIND_PCI, "dsn:0000000000000000.f0", "0000:17:00.0", "p",
+                      AV_DEVICE_STATE_IN_USE, owner, &err);
+    g_assert_no_error(err);
+    g_assert_null(av_pool_scrub_token_new(dev, &err));
+    g_assert_error(err, AV_ERROR, AV_ERROR_STATE);
+    g_clear_error(&err);
+    g_assert_true(av_pool_transition(pool, dev, AV_DEVICE_STATE_DIRTY, NULL, NULL, &err));
+    g_assert_true(av_pool_transition(pool, dev, AV_DEVICE_STATE_SCRUBBING, NULL, NULL, &err));
+    g_assert_null(dev->scrub_token);
+    token = g_strdup(av_pool_scrub_token_new(dev, &err));
+    g_assert_no_error(err);
+    g_assert_true(av_scrub_token_is_valid(token));
+    g_assert_true(av_pool_scrub_token_matches(dev, token));
+    g_assert_false(av_pool_scrub_token_matches(dev, NULL));
+    g_assert_false(av_pool_scrub_token_matches(dev, "0123456789abcdef0123456789abcdef"));
+    {
+        g_autofree char *shorter = g_strndup(token, AV_SCRUB_TOKEN_LEN - 1);
+
+        g_assert_false(av_pool_scrub_token_matches(dev, shorter));
+    }
+    /* A new one replaces it. */
+    g_assert_nonnull(av_pool_scrub_token_new(dev, &err));
+    g_assert_false(av_pool_scrub_token_matches(dev, token));
+    g_free(token);
+    token = g_strdup(dev->scrub_token);
+    g_assert_true(av_pool_save(pool, &err));
+    g_clear_pointer(&pool, av_pool_free);
+
+    pool = av_pool_open(state, AV_POOL_WRITE, 0, &err);
+    g_assert_no_error(err);
+    dev = av_pool_find(pool, "dsn:0000000000000000.f0");
+    g_assert_true(av_pool_scrub_token_matches(dev, token));
+    /* Missing keeps it (the scrub may still run); anything else drops it. */
+    g_assert_true(av_pool_transition(pool, dev, AV_DEVICE_STATE_MISSING, NULL, NULL, &err));
+    g_assert_true(av_pool_scrub_token_matches(dev, token));
+    g_assert_true(av_pool_transition(pool, dev, AV_DEVICE_STATE_SCRUBBING, NULL, NULL, &err));
+    g_assert_no_error(err);
+    g_assert_null(dev->scrub_token);
+    g_assert_nonnull(av_pool_scrub_token_new(dev, &err));
+    g_assert_true(av_pool_transition(pool, dev, AV_DEVICE_STATE_FREE, NULL, NULL, &err));
+    g_assert_no_error(err);
+    g_assert_null(dev->scrub_token);
+    g_assert_false(av_pool_scrub_token_matches(dev, token));
+    g_clear_pointer(&pool, av_pool_free);
+    test_remove_state(state);
 }
 
 static void
@@ -2207,6 +2297,8 @@ main(int argc, char **argv)
     g_test_add_func("/pool/mdev/add-remove", test_add_remove);
     g_test_add_func("/pool/mdev/read-only", test_add_read_only);
     g_test_add_func("/pool/mdev/load", test_load_mdev);
+    g_test_add_func("/pool/scrub-token/load", test_load_scrub_token);
+    g_test_add_func("/pool/scrub-token/life", test_scrub_token_life);
     g_test_add_func("/pool/mdev/reconcile", test_reconcile_keeps_mdev);
     return g_test_run();
 }

@@ -81,7 +81,7 @@ static char *
 av_cli_rom_measure(const AvRoot *root, const AvPoolDevice *dev, GError **error)
 {
     AvProfile *profile = av_cli_rom_profile();
-    AvScrubTarget target = { dev->identity, dev->address, dev->iommu_group, NULL, NULL, NULL, NULL };
+    AvScrubTarget target = { .identity = dev->identity, .address = dev->address, .iommu_group = dev->iommu_group };
     g_autoptr(json_t) report = NULL;
     g_autoptr(GError) local = NULL;
     json_t *hash;
@@ -315,7 +315,7 @@ av_cli_cmd_scrub(AvCli *cli, int argc, char **argv)
     g_autoptr(AvOwner) owner = NULL;
     g_autofree char *operator_name = av_cli_operator();
     g_autofree char *identity = NULL, *address = NULL, *profile_name = NULL, *rom = NULL;
-    g_autofree char *rebound_from = NULL, *started = NULL;
+    g_autofree char *rebound_from = NULL, *started = NULL, *token = NULL;
     g_autoptr(GDateTime) now = g_date_time_new_now_utc();
     const AvProfile *profile;
     AvPoolDevice *dev;
@@ -369,9 +369,12 @@ av_cli_cmd_scrub(AvCli *cli, int argc, char **argv)
                     "device %s is being scrubbed by another accelvirt; wait for it", dev->identity);
         return av_cli_fail(err);
     }
-    if (from != AV_DEVICE_STATE_QUARANTINED &&
-        (!av_pool_scrub_begin(pool, dev, operator_name, &err) || !av_pool_save(pool, &err)))
+    if (from != AV_DEVICE_STATE_QUARANTINED && !av_pool_scrub_begin(pool, dev, operator_name, &err))
         return av_cli_fail(err);
+    /* The scrub VM of a "vm" step shows it to the hook (av:scrub). */
+    if (!av_pool_scrub_token_new(dev, &err) || !av_pool_save(pool, &err))
+        return av_cli_fail(err);
+    token = g_strdup(dev->scrub_token);
     identity = g_strdup(dev->identity);
     address = g_strdup(dev->address);
     profile_name = g_strdup(dev->profile);
@@ -390,6 +393,7 @@ av_cli_cmd_scrub(AvCli *cli, int argc, char **argv)
     target.iommu_group = group;
     target.mdev_uuid = kind == AV_DEVICE_KIND_MDEV ? identity + strlen("mdev:") : NULL;
     target.rom_sha256 = rom;
+    target.scrub_token = token;
     if (isatty(STDERR_FILENO) && !cli->json) {
         target.progress = av_cli_progress;
         target.progress_data = &progress;
@@ -413,6 +417,7 @@ av_cli_cmd_scrub(AvCli *cli, int argc, char **argv)
     }
     if (from == AV_DEVICE_STATE_QUARANTINED) {
         result = "quarantined";
+        g_clear_pointer(&dev->scrub_token, g_free);    /* no transition clears it */
     } else if (dev->state != AV_DEVICE_STATE_SCRUBBING) {
         g_set_error(&err, AV_ERROR, AV_ERROR_STATE, "device %s is %s, no longer scrubbing; its scrub is not recorded",
                     identity, av_device_state_to_string(dev->state));

@@ -36,6 +36,7 @@
 
 #include "policy/av-policy.h"
 #include "util/av-error.h"
+#include "util/av-names.h"
 
 #define AV_NS_NOVA "http://openstack.org/xmlns/libvirt/nova/1.1"
 
@@ -91,6 +92,8 @@ av_domain_free(AvDomain *domain)
     g_free(domain->numatune_memory_mode);
     g_free(domain->numatune_memory_nodeset);
     g_free(domain->numatune_memory_placement);
+    g_free(domain->scrub_token);
+    g_free(domain->scrub_identity);
     if (domain->placed)
         g_ptr_array_unref(domain->placed);
     g_free(domain);
@@ -1252,20 +1255,50 @@ placed_parse(const xmlNode *node, gboolean is_mdev, AvDomain *dom, GError **erro
     return TRUE;
 }
 
-/* <av:accelerators><av:placement node=> with av:device and av:mdev. */
+/* <av:scrub token= identity=/>: the mark of a scrub VM (see the hook). */
+static gboolean
+scrub_parse(const xmlNode *scrub, AvDomain *dom, GError **error)
+{
+    g_autofree char *token = av_domain_prop(scrub, "token");
+    g_autofree char *identity = av_domain_prop(scrub, "identity");
+
+    if (!token)
+        return av_domain_invalid_at(error, scrub, "av:scrub has no token");
+    if (!av_scrub_token_is_valid(token)) {
+        g_autofree char *q = av_domain_quote(token);
+
+        return av_domain_invalid_at(error, scrub, "av:scrub token '%s' is not %d lower-case hex digits", q,
+                                    AV_SCRUB_TOKEN_LEN);
+    }
+    dom->scrub_token = g_steal_pointer(&token);
+    if (identity)
+        dom->scrub_identity = sanitize(identity, AV_NAME_MAX);
+    return TRUE;
+}
+
+/* <av:accelerators>: <av:placement node=> with av:device and av:mdev, and
+ * <av:scrub>, at most one of each. */
 static gboolean
 accelerators_parse(const xmlNode *accelerators, AvDomain *dom, GError **error)
 {
-    xmlNode *placement = NULL;
+    xmlNode *placement = NULL, *scrub = NULL;
     g_autofree char *node = NULL;
 
     for (xmlNode *c = accelerators->children; c; c = c->next) {
+        if (av_domain_is_elem(c, "scrub", AV_NS_DOMAIN)) {
+            if (scrub)
+                return av_domain_invalid_at(error, c, "<av:accelerators> has more than one <av:scrub>");
+            scrub = c;
+            continue;
+        }
         if (!av_domain_is_elem(c, "placement", AV_NS_DOMAIN))
             continue;
         if (placement)
             return av_domain_invalid_at(error, c, "<av:accelerators> has more than one <av:placement>");
         placement = c;
     }
+    if (scrub && !scrub_parse(scrub, dom, error))
+        return FALSE;
     if (!placement)
         return TRUE;
     node = av_domain_prop(placement, "node");

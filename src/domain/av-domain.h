@@ -88,6 +88,9 @@ typedef struct {
     /* accelvirt's own metadata */
     int placement_node;          /* <av:placement node=>, -1 when absent */
     GPtrArray *placed;           /* AvPlacedDevice* */
+    char *scrub_token;           /* <av:scrub token=>: the domain is a scrub VM that accelvirt's worker
+                                  * started (av_scrub_token_is_valid()), or NULL */
+    char *scrub_identity;        /* <av:scrub identity=>: the pool identity it scrubs (informative), or NULL */
 } AvDomain;
 
 void av_domain_free(AvDomain *domain);

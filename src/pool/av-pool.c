@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <stdarg.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -256,6 +257,7 @@ av_pool_device_free(AvPoolDevice *dev)
     g_free(dev->reason_before_missing);
     g_free(dev->original_driver);
     g_free(dev->rom_sha256);
+    g_free(dev->scrub_token);
     if (dev->companions)
         g_ptr_array_unref(dev->companions);
     g_free(dev);
@@ -306,6 +308,8 @@ av_pool_device_to_json(const AvPoolDevice *dev)
         json_object_set_new(obj, "created", json_boolean(dev->created));
     if (dev->rom_sha256)
         json_object_set_new(obj, "rom_sha256", json_string(dev->rom_sha256));
+    if (dev->scrub_token)
+        json_object_set_new(obj, "scrub_token", json_string(dev->scrub_token));
     return obj;
 }
 
@@ -538,6 +542,28 @@ av_pool_load_extras(const AvPoolLoad *ld, json_t *obj, const char *jpath, AvPool
     return TRUE;
 }
 
+/* The optional "scrub_token": AV_SCRUB_TOKEN_LEN lower-case hex digits, on
+ * a device a scrub runs on (scrubbing or quarantined, or missing from
+ * either). */
+static gboolean
+av_pool_load_scrub_token(const AvPoolLoad *ld, json_t *token, const char *jpath, AvPoolDevice *dev,
+                         GError **error)
+{
+    g_autofree char *sub = NULL;
+    AvDeviceState state = dev->state == AV_DEVICE_STATE_MISSING ? dev->state_before_missing : dev->state;
+
+    if (!token)
+        return TRUE;
+    sub = g_strdup_printf("%s/scrub_token", jpath);
+    if (!json_is_string(token) || !av_scrub_token_is_valid(json_string_value(token)))
+        return av_pool_load_fail(ld, error, sub, "expected %d lower-case hex digits", AV_SCRUB_TOKEN_LEN);
+    if (state != AV_DEVICE_STATE_SCRUBBING && state != AV_DEVICE_STATE_QUARANTINED)
+        return av_pool_load_fail(ld, error, sub, "only a device being scrubbed (scrubbing or quarantined) "
+                                 "has a scrub token");
+    dev->scrub_token = g_strdup(json_string_value(token));
+    return TRUE;
+}
+
 static AvPoolDevice *
 av_pool_load_device(const AvPoolLoad *ld, json_t *obj, guint index, GError **error)
 {
@@ -546,7 +572,7 @@ av_pool_load_device(const AvPoolLoad *ld, json_t *obj, guint index, GError **err
         "state_since", "first_seen", "last_seen", "claim_expires", "reason",
         "reason_before_missing", "original_driver", "numa_node", "iommu_group", NULL
     };
-    static const char *const optional[] = { "companions", "created", "rom_sha256", NULL };
+    static const char *const optional[] = { "companions", "created", "rom_sha256", "scrub_token", NULL };
     g_autofree char *jpath = g_strdup_printf("devices/%u", index);
     g_autofree char *owner_path = g_strdup_printf("devices/%u/owner", index);
     g_autofree char *kind = NULL;
@@ -630,6 +656,8 @@ av_pool_load_device(const AvPoolLoad *ld, json_t *obj, guint index, GError **err
         return av_pool_load_fail(ld, error, sub, "a %s device must have an owner",
                                  av_device_state_to_string(dev->state)), NULL;
     }
+    if (!av_pool_load_scrub_token(ld, json_object_get(obj, "scrub_token"), jpath, dev, error))
+        return NULL;
     return g_steal_pointer(&dev);
 }
 
@@ -1115,6 +1143,9 @@ av_pool_transition_do(AvPool *pool, AvPoolDevice *dev, AvDeviceState to, const A
         dev->state_before_missing = from;
     else
         dev->state_before_missing = AV_DEVICE_STATE_FREE;
+    /* A scrub token lives as long as the scrub it was made for. */
+    if (to != AV_DEVICE_STATE_MISSING)
+        g_clear_pointer(&dev->scrub_token, g_free);
     dev->state = to;
     av_owner_free(dev->owner);
     dev->owner = g_steal_pointer(&new_owner);
@@ -1245,6 +1276,56 @@ av_pool_scrub_begin(AvPool *pool, AvPoolDevice *dev, const char *operator_name, 
     json_object_set_new(extra, "operator", av_json_string_or_null(operator_name));
     return av_pool_transition_do(pool, dev, AV_DEVICE_STATE_SCRUBBING, NULL, NULL, "transition", extra,
                                  TRUE, error);
+}
+
+/* See av-pool.h. */
+const char *
+av_pool_scrub_token_new(AvPoolDevice *dev, GError **error)
+{
+    guint8 bytes[AV_SCRUB_TOKEN_LEN / 2];
+    GString *hex;
+    gsize got = 0;
+
+    if (dev->state != AV_DEVICE_STATE_SCRUBBING && dev->state != AV_DEVICE_STATE_QUARANTINED) {
+        g_set_error(error, AV_ERROR, AV_ERROR_STATE,
+                    "device '%s' is %s: only a device being scrubbed gets a scrub token", dev->identity,
+                    av_device_state_to_string(dev->state));
+        return NULL;
+    }
+    while (got < sizeof(bytes)) {
+        ssize_t n = getrandom(bytes + got, sizeof(bytes) - got, 0);
+
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            int saved = errno;
+
+            g_set_error(error, AV_ERROR, AV_ERROR_IO, "cannot get random bytes for a scrub token: %s",
+                        g_strerror(saved));
+            return NULL;
+        }
+        got += (gsize)n;
+    }
+    hex = g_string_sized_new(AV_SCRUB_TOKEN_LEN + 1);
+    for (gsize i = 0; i < sizeof(bytes); i++)
+        g_string_append_printf(hex, "%02x", bytes[i]);
+    g_free(dev->scrub_token);
+    dev->scrub_token = g_string_free(hex, FALSE);
+    return dev->scrub_token;
+}
+
+/* See av-pool.h. */
+gboolean
+av_pool_scrub_token_matches(const AvPoolDevice *dev, const char *token)
+{
+    unsigned char diff = 0;
+
+    if (!dev->scrub_token || !token || strlen(token) != AV_SCRUB_TOKEN_LEN ||
+        strlen(dev->scrub_token) != AV_SCRUB_TOKEN_LEN)
+        return FALSE;
+    for (gsize i = 0; i < AV_SCRUB_TOKEN_LEN; i++)
+        diff |= (unsigned char)(dev->scrub_token[i] ^ token[i]);
+    return diff == 0;
 }
 
 /* See av-pool.h. */

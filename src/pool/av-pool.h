@@ -114,6 +114,12 @@ typedef struct {
                                   * known good (`accelvirt enroll`), AV_ROM_NONE for a device
                                   * without a ROM, or NULL (not enrolled); in pool.json
                                   * ("rom_sha256") only when set */
+    char *scrub_token;           /* while a scrub of the device runs (scrubbing, or quarantined and
+                                  * scrubbed by hand): AV_SCRUB_TOKEN_LEN random lower-case hex
+                                  * digits that the scrub VM's domain carries (av:scrub), so that
+                                  * the hook lets that domain, and no other, have the device; NULL
+                                  * otherwise.  Cleared by every transition but to missing.  In
+                                  * pool.json ("scrub_token") only when set */
 } AvPoolDevice;
 
 /* The enrolled "hash" of a device that has no option ROM. */
@@ -201,6 +207,17 @@ gboolean av_pool_enroll(AvPool *pool, AvPoolDevice *dev, const char *sha256, gbo
  * worker's does (scrubbing -> free or quarantined).  AV_ERROR_STATE for any
  * other state. */
 gboolean av_pool_scrub_begin(AvPool *pool, AvPoolDevice *dev, const char *operator_name, GError **error);
+
+/* Gives @dev, which a scrub is about to run on (scrubbing, or quarantined
+ * and scrubbed by hand), a fresh scrub token from the kernel's random
+ * source, replacing any earlier one; the caller saves the pool.  Returns the
+ * token (borrowed from @dev), or NULL with AV_ERROR_STATE for another state,
+ * AV_ERROR_IO when no random bytes could be had. */
+const char *av_pool_scrub_token_new(AvPoolDevice *dev, GError **error);
+
+/* TRUE when @dev carries a scrub token and @token is that token (compared
+ * in constant time). */
+gboolean av_pool_scrub_token_matches(const AvPoolDevice *dev, const char *token);
 
 /* Gives the pool device @dev back to the host as its profile @profile
  * says, once it is clean: the worker after a scrub that passed, the

@@ -18,6 +18,11 @@
  * default on_reboot "restart": the reboot event is then seen and the domain
  * destroyed.  The method refuses a template that says otherwise.
  *
+ * The device is scrubbing while this runs, which accelvirt's own hook would
+ * refuse to any domain: the scrub domain's metadata carries the device's
+ * scrub token (<av:accelerators><av:scrub token=/>, from the pool), and the
+ * hook lets that domain, and only it, have the device (hooks/hook-ops.c).
+ *
  * This runs in the detached worker (or `accelvirt scrub`), never in the hook:
  * the hook must not call libvirt.  The domain is started with
  * VIR_DOMAIN_START_AUTODESTROY, so that it dies with our connection if the
@@ -173,13 +178,53 @@ av_scrub_vm_child_text(xmlNodePtr root, const char *name)
     return NULL;
 }
 
+/* The accelvirt namespace of domain metadata (av:accelerators). */
+#define AV_SCRUB_VM_NS "urn:accelvirt:domain:1"
+
+/* Adds <av:accelerators><av:scrub token= identity=/></av:accelerators> to
+ * the first <metadata> of @root (made when absent): what the hook checks
+ * before it lets this domain have a device that is being scrubbed.  libvirt
+ * keeps one top-level element per namespace, so a template that has
+ * metadata of accelvirt's own namespace is refused. */
+static gboolean
+av_scrub_vm_add_token(xmlNodePtr root, const char *token, const char *identity, const char *template_path,
+                      GError **error)
+{
+    xmlNodePtr metadata = NULL, accelerators, scrub;
+    xmlNsPtr ns;
+
+    for (xmlNodePtr n = root->children; n && !metadata; n = n->next)
+        if (n->type == XML_ELEMENT_NODE && !n->ns && xmlStrcmp(n->name, BAD_CAST "metadata") == 0)
+            metadata = n;
+    if (!metadata)
+        metadata = xmlNewChild(root, NULL, BAD_CAST "metadata", NULL);
+    for (xmlNodePtr n = metadata->children; n; n = n->next) {
+        if (n->type == XML_ELEMENT_NODE && n->ns && n->ns->href &&
+            xmlStrcmp(n->ns->href, BAD_CAST AV_SCRUB_VM_NS) == 0) {
+            g_set_error(error, AV_ERROR, AV_ERROR_POLICY,
+                        "the scrub VM template '%s' has metadata in accelvirt's namespace (%s); remove it, "
+                        "accelvirt writes its own", template_path, AV_SCRUB_VM_NS);
+            return FALSE;
+        }
+    }
+    accelerators = xmlNewChild(metadata, NULL, BAD_CAST "accelerators", NULL);
+    ns = xmlNewNs(accelerators, BAD_CAST AV_SCRUB_VM_NS, BAD_CAST "av");
+    xmlSetNs(accelerators, ns);
+    scrub = xmlNewChild(accelerators, ns, BAD_CAST "scrub", NULL);
+    xmlNewProp(scrub, BAD_CAST "token", BAD_CAST token);
+    xmlNewProp(scrub, BAD_CAST "identity", BAD_CAST (identity ? identity : ""));
+    return TRUE;
+}
+
 /* Checks that @xml is a <domain> whose lifecycle actions keep the image
  * contract observable: on_poweroff destroy, on_reboot restart (a reboot is
  * then an event, not a look-alike of a power-off), on_crash destroy or
  * coredump-destroy.  Absent elements take libvirt's defaults, which are
- * exactly these. */
-static gboolean
-av_scrub_vm_check(const char *xml, const char *template_path, GError **error)
+ * exactly these.  With a @token, adds it (av_scrub_vm_add_token()).
+ * Returns the domain XML to start (caller frees), or NULL with @error. */
+static char *
+av_scrub_vm_finish(const char *xml, const char *template_path, const char *token, const char *identity,
+                   GError **error)
 {
     static const struct {
         const char *element;
@@ -192,20 +237,21 @@ av_scrub_vm_check(const char *xml, const char *template_path, GError **error)
     xmlDocPtr doc;
     xmlNodePtr root;
     gboolean ok = TRUE;
+    char *ret = NULL;
 
     doc = xmlReadMemory(xml, (int)strlen(xml), template_path, NULL,
                         XML_PARSE_NONET | XML_PARSE_NOERROR | XML_PARSE_NOWARNING);
     if (!doc) {
         g_set_error(error, AV_ERROR, AV_ERROR_POLICY, "the scrub VM template '%s' is not well-formed XML",
                     template_path);
-        return FALSE;
+        return NULL;
     }
     root = xmlDocGetRootElement(doc);
     if (!root || xmlStrcmp(root->name, BAD_CAST "domain") != 0) {
         g_set_error(error, AV_ERROR, AV_ERROR_POLICY, "the scrub VM template '%s' is not a <domain>",
                     template_path);
         xmlFreeDoc(doc);
-        return FALSE;
+        return NULL;
     }
     for (guint i = 0; ok && i < G_N_ELEMENTS(rules); i++) {
         xmlChar *value = av_scrub_vm_child_text(root, rules[i].element);
@@ -224,8 +270,21 @@ av_scrub_vm_check(const char *xml, const char *template_path, GError **error)
         }
         xmlFree(value);
     }
+    if (ok && token)
+        ok = av_scrub_vm_add_token(root, token, identity, template_path, error);
+    if (ok) {
+        xmlChar *out = NULL;
+        int len = 0;
+
+        xmlDocDumpMemory(doc, &out, &len);
+        if (out)
+            ret = g_strndup((const char *)out, (gsize)len);
+        else
+            g_set_error(error, AV_ERROR, AV_ERROR_FAILED, "cannot write the scrub VM's domain XML");
+        xmlFree(out);
+    }
     xmlFreeDoc(doc);
-    return ok;
+    return ret;
 }
 
 /* The domain XML: the template with its placeholders filled in, every value
@@ -274,6 +333,7 @@ av_scrub_method_vm(AvScrubContext *ctx, char **ret_message, GError **error)
     g_autofree char *hash = NULL;
     g_autofree char *name = NULL;
     g_autofree char *uuid = g_uuid_string_random();
+    g_autofree char *filled = NULL;
     g_autofree char *xml = NULL;
     g_autoptr(GError) local = NULL;
     AvScrubVmWatch watch = { 0 };
@@ -306,8 +366,9 @@ av_scrub_method_vm(AvScrubContext *ctx, char **ret_message, GError **error)
     hash = g_compute_checksum_for_string(G_CHECKSUM_SHA256, target->identity ? target->identity : "", -1);
     name = g_strdup_printf("accelvirt-scrub-%.12s", hash);
     watch.name = name;
-    xml = av_scrub_vm_xml(template_text, target, name, uuid, &hostdev);
-    if (!av_scrub_vm_check(xml, template_path, &local))
+    filled = av_scrub_vm_xml(template_text, target, name, uuid, &hostdev);
+    xml = av_scrub_vm_finish(filled, template_path, target->scrub_token, target->identity, &local);
+    if (!xml)
         goto out;
     json_object_set_new(ctx->entry, "domain", json_string(name));
     json_object_set_new(ctx->entry, "uri", json_string(uri));

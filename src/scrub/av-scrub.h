@@ -31,6 +31,8 @@ typedef struct {
     const char *rom_sha256;      /* the option ROM's hash enrolled for the device, or NULL */
     AvScrubProgressFunc progress; /* or NULL */
     gpointer progress_data;
+    const char *scrub_token;     /* the pool's scrub token of the device (method "vm" puts it in the
+                                  * scrub domain's av:scrub, see hooks), or NULL */
 } AvScrubTarget;
 
 /* Runs every scrub step of @profile on @target.  Fills *ret_report (caller

@@ -37,3 +37,15 @@ av_name_is_strict(const char *name, const char *extra)
             return FALSE;
     return TRUE;
 }
+
+/* See av-names.h. */
+gboolean
+av_scrub_token_is_valid(const char *token)
+{
+    if (!token || strlen(token) != AV_SCRUB_TOKEN_LEN)
+        return FALSE;
+    for (const char *p = token; *p; p++)
+        if (!g_ascii_isdigit(*p) && !(*p >= 'a' && *p <= 'f'))
+            return FALSE;
+    return TRUE;
+}

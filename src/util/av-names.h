@@ -14,4 +14,11 @@ gboolean av_uuid_is_valid(const char *uuid);
  * that may become one path component.  NULL is FALSE. */
 gboolean av_name_is_strict(const char *name, const char *extra);
 
+/* The length of a scrub token (see av-pool.h): 128 random bits as hex. */
+#define AV_SCRUB_TOKEN_LEN 32
+
+/* TRUE when @token is AV_SCRUB_TOKEN_LEN lower-case hex digits.  NULL is
+ * FALSE. */
+gboolean av_scrub_token_is_valid(const char *token);
+
 G_END_DECLS

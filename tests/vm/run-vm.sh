@@ -88,7 +88,7 @@ set -- \
     -fsdev local,id=fsres,path="$run/results",security_model=none,multidevs=remap \
     -device virtio-9p-pci,fsdev=fsres,mount_tag=results,bus=pcie.0 \
     -kernel "$cache/vmlinux" -initrd "$cache/initramfs.cpio.gz" \
-    -append "console=ttyS0 intel_iommu=on panic=-1 loglevel=4 $mode ${AV_VM_APPEND:-}"
+    -append "console=ttyS0 intel_iommu=on panic=-1 loglevel=4 no_timer_check $mode ${AV_VM_APPEND:-}"
 
 start=$(date +%s)
 rc=0

@@ -16,8 +16,9 @@
 #   a failing command step quarantines the edu and prepare refuses it, rom-check with
 #   ROM A enrolled (QEMU romfile= on ivshmem0); boot 2: a nested tenant (the rig's kernel,
 #   avvm.tenant=SECRET in init.sh) writes a secret into BAR2, vfio-zero leaves none of it
-#   (backing file, a read of BAR2); the vm method's scrub domain (# TODO while accelvirt's
-#   hook refuses it); boot 1's pool with ROM B: rom-check quarantines, prepare refuses
+#   (backing file, a read of BAR2); the vm method: the worker's scrub domain gets the
+#   device through vfio past accelvirt's own hook (av:scrub token), zeroes BAR2 in its
+#   guest and powers off; boot 1's pool with ROM B: rom-check quarantines, prepare refuses
 # Every check is made here, from outside, on what the guest recorded in the results
 # share and on the ivshmem backing files.
 #
@@ -48,7 +49,7 @@ check() {  # check DESCRIPTION COMMAND...
 fact() { sed -n "s/^$1 //p" "$run/results/facts" 2>/dev/null | head -n1; }
 bail() { echo "Bail out! $*"; exit 1; }
 
-echo "1..76"
+echo "1..77"
 command -v python3 >/dev/null 2>&1 || bail "missing python3: run tests/vm/install-deps.sh (as root)"
 
 # --- build (cached) and boot once ---
@@ -433,7 +434,7 @@ cp -a "$run/results/rom-policies" "$e2e/results/rom-policies" 2>/dev/null
 if test -d "$AV_VM_CACHE/libvirt-caps"; then
     cp -a "$AV_VM_CACHE/libvirt-caps" "$e2e/results/libvirt-caps"
 fi
-AV_VM_TIMEOUT=${AV_VM_TIMEOUT:-480} AV_VM_IVSHMEM0_OPTS=",romfile=$run/rom-b.bin" AV_VM_ROOT=overlay AV_VM_QUIET=1 \
+AV_VM_TIMEOUT=${AV_VM_TIMEOUT:-720} AV_VM_IVSHMEM0_OPTS=",romfile=$run/rom-b.bin" AV_VM_ROOT=overlay AV_VM_QUIET=1 \
     sh "$here/run-vm.sh" "$e2e" 2>"$e2e/run-vm.err"
 qrc=$?
 secs=$(cat "$e2e/boot-seconds" 2>/dev/null || echo '?')
@@ -650,18 +651,10 @@ v_ok() {
     cert "$VJ" 0000:81:00.0 "c['result'] == 'free' and st['vm']['ok'] and st['vm'].get('hostdev') == '0000:81:00.0'" &&
     echo "$scon" | grep -Eq 'AVVM-SCRUB-ZEROED 0000:[0-9a-f:.]+ 0'
 }
-# accelvirt's own qemu hook (installed in qemu.d, as in production) refuses the scrub
-# domain the worker starts, because the device is "scrubbing" (results/e2e/results/
-# hook-e2e.log): a TODO for the lead (hooks / src/scrub/av-scrub-vm.c). When it passes
-# (XPASS fails the run), drop the TODO.
-d="end to end: the vm method: the worker boots the scrub domain (xml/scrub-vm.xml, the rig's kernel with avvm.scrub=1) under the rig's libvirtd with the device through vfio; it powers off, certificate ok, free ($(efact vmscrub_after); $vms; console: $scon)"
-if v_ok >/dev/null 2>&1; then
-    ok "$d # TODO accelvirt's qemu hook refuses the worker's scrub domain (device is scrubbing)"
-else
-    n=$((n + 1))   # a TODO failure is expected: not counted as failed
-    echo "not ok $n - $d # TODO accelvirt's qemu hook refuses the worker's scrub domain (device is scrubbing)"
-    echo "#   $(grep -a 'accelvirt-scrub-' "$E/hook-e2e.log" 2>/dev/null | tail -n1 | cut -c1-600)"
-fi
+check "end to end: the vm method: while the worker's scrub domain runs, accelvirt's own qemu hook has let it in by its av:scrub token: its QEMU holds the device's vfio group and the pool still says scrubbing ($(efact vmscrub_running))" \
+    sh -c "echo '$(efact vmscrub_running)' | grep -Eq 'domain=accelvirt-scrub-[0-9a-f]+ pool=scrubbing driver=vfio-pci holds=[1-9][0-9]* pid=[0-9]+ token=1' && grep -aq \"scrub domain 'accelvirt-scrub-[0-9a-f]*' (av:scrub token matches) takes 0000:81:00.0\" '$E/hook-e2e.log'"
+check "end to end: the vm method: the worker boots the scrub domain (xml/scrub-vm.xml, the rig's kernel with avvm.scrub=1) under the rig's libvirtd with the device through vfio; its guest zeroes BAR2 and powers off; certificate ok, free ($(efact vmscrub_after); $vms; console: $scon)" \
+    v_ok
 check "end to end: ... the journal stays intact (journal verify: $(efact vmscrub_journal_verify))" \
     test "$(efact vmscrub_journal_verify)" = rc=0
 
