@@ -92,12 +92,21 @@ main(int argc, char **argv)
         return 0;
     }
 
+    /* Release and reconnect find the domain's devices by its UUID: what its
+     * own metadata says (which a running domain may change) must not stop
+     * them, or the devices would never be scrubbed. */
     if (!av_domain_read_fd(STDIN_FILENO, &xml, &len, &error) ||
-        !(domain = av_domain_parse(xml, len, &error))) {
+        !(domain = av_domain_parse_flags(xml, len,
+                                         release || reconnect ? AV_DOMAIN_PARSE_METADATA_BEST_EFFORT
+                                                              : AV_DOMAIN_PARSE_DEFAULT,
+                                         &error))) {
         g_autofree char *quoted = av_domain_quote(name);
         return av_hook_refusef("refusing the domain XML of '%s' given to '%s %s': %s", quoted, op, sub,
                                error->message);
     }
+    if (domain->metadata_problem)
+        av_hook_log(LOG_WARNING, "%s %s of domain '%s': its metadata is left out: %s", op, sub, domain->name,
+                    domain->metadata_problem);
     if (g_strcmp0(domain->name, name) != 0) {
         g_autofree char *a = av_domain_quote(name);
         g_autofree char *b = av_domain_quote(domain->name);

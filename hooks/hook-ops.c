@@ -419,12 +419,13 @@ av_hook_test_stop(const AvHookConfig *config, const char *point)
 
 /* "prepare begin" of a scrub VM: a domain carrying <av:scrub token=>,
  * which accelvirt's worker (or `accelvirt scrub`) starts for a "vm" scrub
- * step.  It may have the devices being scrubbed with that very token and
- * nothing else accelvirt manages; it gets them without a claim, a bind or a
- * pool change: each stays scrubbing (or quarantined, scrubbed by hand),
- * owned by its last tenant, and the scrubber, which holds the device's
- * scrub lock and watches the domain, decides what comes next.  Its release
- * then finds nothing it owns.  Anything else is refused. */
+ * step.  It may have the devices being scrubbed with that very token, when
+ * its UUID is the one the pool made with the token, and nothing else
+ * accelvirt manages; it gets them without a claim or a bind: each stays
+ * scrubbing (or quarantined, scrubbed by hand), owned by its last tenant,
+ * and the scrubber, which holds the device's scrub lock and watches the
+ * domain, decides what comes next.  The token is used up.  Its release then
+ * finds nothing it owns.  Anything else is refused. */
 static int
 av_hook_prepare_scrub(const AvHookConfig *config, const AvHost *host, const AvPolicy *policy, AvPool *pool,
                       const AvDomain *domain, GPtrArray *managed)
@@ -445,17 +446,23 @@ av_hook_prepare_scrub(const AvHookConfig *config, const AvHost *host, const AvPo
                                    m->hostdev->type == AV_HOSTDEV_MDEV ? m->hostdev->mdev_uuid
                                                                        : m->hostdev->pci_address);
         if ((dev->state != AV_DEVICE_STATE_SCRUBBING && dev->state != AV_DEVICE_STATE_QUARANTINED) ||
-            !av_pool_scrub_token_matches(dev, domain->scrub_token))
+            !av_pool_scrub_token_matches(dev, domain->scrub_token, domain->uuid))
             return av_hook_refusef("cannot start domain '%s': it carries an accelvirt scrub token (av:scrub), "
-                                   "but device %s (%s) is %s and not being scrubbed with that token; only "
-                                   "accelvirt's scrubber starts scrub domains", domain->name, dev->address,
-                                   dev->identity, av_device_state_to_string(dev->state));
-        /* A token outlives a scrubber killed mid-step; the lock does not. */
-        lock = av_scrub_lock_take(config->state_dir, dev->identity);
+                                   "but device %s (%s) is %s and not being scrubbed with that token by a domain "
+                                   "of this UUID, or the token was used already; only accelvirt's scrubber starts "
+                                   "scrub domains", domain->name, dev->address, dev->identity,
+                                   av_device_state_to_string(dev->state));
+        /* A token outlives a scrubber killed mid-step; the lock does not.
+         * Only "another process holds it" lets the domain in. */
+        lock = av_scrub_lock_take(config->state_dir, dev->identity, &error);
         if (lock)
             return av_hook_refusef("cannot start domain '%s': no scrub of device %s (%s) is running (its scrub "
                                    "lock is free), so its av:scrub token is stale; the next worker scrubs it "
                                    "again", domain->name, dev->address, dev->identity);
+        if (!g_error_matches(error, AV_ERROR, AV_ERROR_BUSY))
+            return av_hook_refusef("cannot start domain '%s': cannot tell whether a scrub of device %s runs: %s",
+                                   domain->name, dev->address, error ? error->message : "no reason given");
+        g_clear_error(&error);
         if (m->hostdev->managed)
             return av_hook_refusef("cannot start scrub domain '%s': its <hostdev> of %s is managed='yes'; the "
                                    "scrubber has bound the device to vfio-pci already, so the template must say "
@@ -485,8 +492,22 @@ av_hook_prepare_scrub(const AvHookConfig *config, const AvHost *host, const AvPo
         g_string_append_printf(summary, "%s%s (%s, %s)", summary->len ? ", " : "", dev->address, dev->identity,
                                av_device_state_to_string(dev->state));
     }
-    av_hook_log(LOG_INFO, "prepare: scrub domain '%s' (av:scrub token matches) takes %s; the pool is not changed",
-                domain->name, summary->len ? summary->str : "no device");
+    /* Once: a copy of the token is worth nothing after this. */
+    for (guint i = 0; i < managed->len; i++) {
+        const AvManaged *m = g_ptr_array_index(managed, i);
+
+        av_pool_scrub_token_consume(m->pooldev);
+    }
+    if (managed->len > 0) {
+        g_autoptr(GError) error = NULL;
+
+        if (!av_pool_save(pool, &error))
+            return av_hook_refusef("cannot start scrub domain '%s': cannot record that its token is used: %s",
+                                   domain->name, error->message);
+    }
+    av_hook_log(LOG_INFO, "prepare: scrub domain '%s' (av:scrub token and UUID match) takes %s; the token is "
+                "used up, the device stays as the pool has it", domain->name,
+                summary->len ? summary->str : "no device");
     return 0;
 }
 
@@ -800,6 +821,9 @@ av_hook_start(const AvHookConfig *config, const AvDomain *domain)
         }
         if (!dev || !dev->profile || dev->numa_node < 0)
             continue;
+        /* The scrub VM of the device: its placement is not a tenant's. */
+        if (dev->scrub_domain && g_strcmp0(dev->scrub_domain, domain->uuid) == 0)
+            continue;
         profile = av_policy_find(policy, dev->profile);
         if (!profile || profile->numa == AV_NUMA_NONE)
             continue;
@@ -963,6 +987,11 @@ av_hook_reconnect(const AvHookConfig *config, const AvDomain *domain)
         }
         what = av_hook_describe_device(dev);
         who = av_hook_describe_owner(dev->owner);
+        if (dev->scrub_domain && g_strcmp0(dev->scrub_domain, domain->uuid) == 0) {
+            av_hook_log(LOG_INFO, "reconnect: scrub domain '%s' runs with device %s, which is %s", domain->name,
+                        what, av_device_state_to_string(dev->state));
+            continue;
+        }
         if (dev->owner && g_strcmp0(dev->owner->domain_uuid, domain->uuid) != 0) {
             av_hook_log(LOG_ERR, "reconnect: the running domain uses device %s, which the pool says is %s, "
                         "owner %s; check both domains", what, av_device_state_to_string(dev->state), who);

@@ -23,6 +23,7 @@
 #include "util/av-error.h"
 #include "util/av-file.h"
 #include "util/av-json.h"
+#include "util/av-names.h"
 #include "vfio/av-vfio.h"
 
 /* --- starting the worker ------------------------------------------------------------ */
@@ -117,6 +118,7 @@ typedef struct {
     int iommu_group;
     char *rom_sha256;            /* enrolled ROM hash, or NULL */
     char *scrub_token;           /* the pool's token for this scrub (av:scrub of a scrub domain) */
+    char *scrub_domain;          /* and the UUID its scrub domain must have */
     AvOwner *owner;              /* the domain that had it before its release, or NULL */
     char *since;                 /* when the scrub began (ISO 8601 UTC) */
 } AvScrubJob;
@@ -131,6 +133,7 @@ av_scrub_job_free(AvScrubJob *job)
     g_free(job->profile);
     g_free(job->rom_sha256);
     g_free(job->scrub_token);
+    g_free(job->scrub_domain);
     av_owner_free(job->owner);
     g_free(job->since);
     g_free(job);
@@ -162,14 +165,21 @@ av_worker_pick(const AvHookConfig *config, GHashTable *done, AvLock **ret_lock, 
         AvPoolDevice *dev = g_ptr_array_index(av_pool_devices(pool), i);
         g_autoptr(AvLock) lock = NULL;
         g_autoptr(AvScrubJob) job = NULL;
+        g_autofree char *token = NULL;
 
         if (dev->state != AV_DEVICE_STATE_DIRTY && dev->state != AV_DEVICE_STATE_SCRUBBING)
             continue;
         if (g_hash_table_contains(done, dev->identity))
             continue;
-        lock = av_scrub_lock_take(config->state_dir, dev->identity);
+        lock = av_scrub_lock_take(config->state_dir, dev->identity, NULL);
         if (!lock)
             continue;    /* another worker scrubs it */
+        /* A fresh token for this scrub: a "vm" step's scrub domain carries
+         * it, and the hook hands the device to that domain only.  Made
+         * before the move, which is journalled at once. */
+        token = av_scrub_token_random(error);
+        if (!token)
+            return NULL;
         if (dev->state == AV_DEVICE_STATE_DIRTY) {
             if (!av_pool_transition(pool, dev, AV_DEVICE_STATE_SCRUBBING, NULL, NULL, error))
                 return NULL;
@@ -177,9 +187,7 @@ av_worker_pick(const AvHookConfig *config, GHashTable *done, AvLock **ret_lock, 
             av_hook_log(LOG_WARNING, "device %s was left scrubbing by a worker that is gone; scrubbing it again",
                         dev->identity);
         }
-        /* A fresh token for this scrub: a "vm" step's scrub domain carries
-         * it, and the hook hands the device to that domain only. */
-        if (!av_pool_scrub_token_new(dev, error) || !av_pool_save(pool, error))
+        if (!av_pool_scrub_token_set(dev, token, error) || !av_pool_save(pool, error))
             return NULL;
         job = g_new0(AvScrubJob, 1);
         job->identity = g_strdup(dev->identity);
@@ -189,6 +197,7 @@ av_worker_pick(const AvHookConfig *config, GHashTable *done, AvLock **ret_lock, 
         job->iommu_group = dev->iommu_group;
         job->rom_sha256 = g_strdup(dev->rom_sha256);
         job->scrub_token = g_strdup(dev->scrub_token);
+        job->scrub_domain = g_strdup(dev->scrub_domain);
         /* The owner is kept through in-use -> dirty -> scrubbing, and
          * cleared only when the device is free: the certificate names it. */
         job->owner = av_owner_copy(dev->owner);
@@ -217,7 +226,8 @@ av_worker_scrub(const AvHookConfig *config, const AvPolicy *policy, const AvScru
     g_autofree char *mdev_uuid = NULL;
     const AvProfile *profile = job->profile ? av_policy_find(policy, job->profile) : NULL;
     AvScrubTarget target = { .identity = job->identity, .address = job->address, .iommu_group = job->iommu_group,
-                             .rom_sha256 = job->rom_sha256, .scrub_token = job->scrub_token };
+                             .rom_sha256 = job->rom_sha256, .scrub_token = job->scrub_token,
+                             .scrub_domain_uuid = job->scrub_domain };
     g_autofree char *rebound_from = NULL;
     g_autofree char *driver_now = NULL;
     gboolean rebound = FALSE;

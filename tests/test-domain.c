@@ -676,6 +676,21 @@ test_metadata(void)
         g_assert_cmpstr(dom->scrub_identity, ==, "dsn:x?y");
     }
     {
+        /* release and reconnect: a bad metadata is left out, the rest read */
+        static const char *const xml =
+            "<domain><name>a</name><uuid>6f2a0b1c-9d8e-4f7a-8b6c-5d4e3f2a1b0c</uuid><metadata>"
+            "<av:accelerators xmlns:av='urn:accelvirt:domain:1'><av:placement node='1'/><av:scrub token='x'/>"
+            "</av:accelerators></metadata></domain>";
+        g_autoptr(GError) err = NULL;
+        g_autoptr(AvDomain) dom = av_domain_parse_flags(xml, strlen(xml), AV_DOMAIN_PARSE_METADATA_BEST_EFFORT, &err);
+
+        g_assert_no_error(err);
+        g_assert_cmpstr(dom->uuid, ==, "6f2a0b1c-9d8e-4f7a-8b6c-5d4e3f2a1b0c");
+        g_assert_cmpint(dom->placement_node, ==, -1);
+        g_assert_null(dom->scrub_token);
+        g_assert_nonnull(strstr(dom->metadata_problem, "av:scrub token 'x'"));
+    }
+    {
         /* in another namespace it is not accelvirt's */
         g_autoptr(AvDomain) dom = parse_ok("<domain><name>a</name><metadata><av:accelerators xmlns:av='urn:other'>"
                                            "<av:scrub token='0123456789abcdef0123456789abcdef'/></av:accelerators>"

@@ -623,15 +623,16 @@ U5=$(uuid 5); U6=$(uuid 6)
 TOK=0123456789abcdef0123456789abcdef
 mkdom "$W/tenant.xml" tenant "$U1" 0000:17:00.0
 hook "$W/tenant.xml" tenant prepare begin - >/dev/null 2>&1
-# As the worker leaves it while its vm step runs: scrubbing, a token, the
-# device's scrub lock held (here by flock(1)).
-python3 - "$W/state/pool.json" "$TOK" <<'PY'
+# As the worker leaves it while its vm step runs: scrubbing, a token and the
+# scrub domain's UUID, the device's scrub lock held (here by flock(1)).
+python3 - "$W/state/pool.json" "$TOK" "$U5" <<'PY'
 import json, sys
 p = json.load(open(sys.argv[1]))
 for d in p["devices"]:
     if d["address"] == "0000:17:00.0":
         d["state"] = "scrubbing"
         d["scrub_token"] = sys.argv[2]
+        d["scrub_domain"] = sys.argv[3]
         ident = d["identity"]
 json.dump(p, open(sys.argv[1], "w"), indent=2)
 open(sys.argv[1] + ".identity", "w").write(ident)
@@ -643,18 +644,17 @@ scrubdom() {    # FILE NAME UUID TOKEN DEVICE...: a scrub domain as the worker w
     mkdom "$f" "$n" "$u" "$@" -- "<metadata><av:accelerators xmlns:av='urn:accelvirt:domain:1'><av:scrub token='$t' identity='$IDENT'/></av:accelerators></metadata>"
 }
 scrubdom "$W/scrub.xml" accelvirt-scrub-1 "$U5" "$TOK" 0000:17:00.0
+scrubdom "$W/copied.xml" evil "$U6" "$TOK" 0000:17:00.0
 scrubdom "$W/wrongtok.xml" accelvirt-scrub-1 "$U5" fedcba9876543210fedcba9876543210 0000:17:00.0
 scrubdom "$W/managed.xml" accelvirt-scrub-1 "$U5" "$TOK" 0000:17:00.0:yes
 scrubdom "$W/other.xml" accelvirt-scrub-1 "$U5" "$TOK" 0000:31:00.0
 scrubdom "$W/badtok.xml" accelvirt-scrub-1 "$U5" "0123456789ABCDEF0123456789ABCDEF" 0000:17:00.0
 sed "s|<av:scrub |<av:scrub token='$TOK'/><av:scrub |" "$W/scrub.xml" >"$W/twotok.xml"
 mkdom "$W/plain.xml" plain "$U6" 0000:17:00.0
-cp "$W/state/pool.json" "$W/pool.before"
-flock -o "$SLOCK" sleep 120 &
-FLOCK_PID=$!
-# samepool: the pool of $W is what it was (the scans' last_seen aside).
+cp "$W/state/pool.json" "$W/pool.token"
+# samepool [FILE]: the pool of $W is FILE's ($W/pool.before), the scans' last_seen aside.
 samepool() {
-    python3 - "$W/state/pool.json" "$W/pool.before" <<'PY' || { diff "$W/state/pool.json" "$W/pool.before"; return 1; }
+    python3 - "$W/state/pool.json" "${1:-$W/pool.before}" <<'PY' || { diff "$W/state/pool.json" "${1:-$W/pool.before}"; return 1; }
 import json, sys
 def load(f):
     p = json.load(open(f))
@@ -664,14 +664,38 @@ def load(f):
 sys.exit(0 if load(sys.argv[1]) == load(sys.argv[2]) else 1)
 PY
 }
+# the pool as the token's use leaves it: the token gone, all else as before
+python3 - "$W/pool.token" "$W/pool.before" <<'PY'
+import json, sys
+p = json.load(open(sys.argv[1]))
+for d in p["devices"]:
+    d.pop("scrub_token", None)
+json.dump(p, open(sys.argv[2], "w"))
+PY
+flock -o "$SLOCK" sleep 120 &
+FLOCK_PID=$!
 i=0; while [ ! -e "$SLOCK" ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
 sleep 0.2
-check "a scrub domain with the device's scrub token gets the scrubbing device while its scrub runs" \
-    eval "accepted '$W/scrub.xml' accelvirt-scrub-1 prepare begin - && grep -q \"scrub domain 'accelvirt-scrub-1' (av:scrub token matches) takes 0000:17:00.0\" '$W/log'"
-check "  ... without a claim, a bind or any pool change: still scrubbing, owned by the tenant, on vfio-pci" \
-    eval "samepool && [ \"\$(driver 0000:17:00.0)\" = vfio-pci ]"
+check "a domain with the token but another UUID (a copy of the scrub VM's XML) is refused" \
+    refused "but device 0000:17:00.0 .* is scrubbing and not being scrubbed with that token by a domain of this UUID" \
+    "$W/copied.xml" evil prepare begin -
+check "  ... and changed nothing: the token is still there for the scrub domain" samepool "$W/pool.token"
+check "the scrub domain (the device's token and the UUID made with it) gets the scrubbing device while its scrub runs" \
+    eval "accepted '$W/scrub.xml' accelvirt-scrub-1 prepare begin - && grep -q \"scrub domain 'accelvirt-scrub-1' (av:scrub token and UUID match) takes 0000:17:00.0\" '$W/log'"
+check "  ... without a claim or a bind: still scrubbing, owned by the tenant, on vfio-pci; only the token is used up" \
+    eval "samepool && [ \"\$(driver 0000:17:00.0)\" = vfio-pci ] && ! grep -q scrub_token '$W/state/pool.json'"
+check "  ... the token never reaches the log or the journal" \
+    eval "! grep -rq '$TOK' '$W/log' '$W/state/journal.jsonl'"
+check "  ... a second prepare with the same token is refused: it is used up" \
+    refused "or the token was used already" "$W/scrub.xml" accelvirt-scrub-1 prepare begin -
+check "  ... its start passes on a strict-NUMA profile with unpinned vCPUs: its placement is not a tenant's" \
+    accepted "$W/scrub.xml" accelvirt-scrub-1 start begin -
+check "  ... reconnect logs it as the scrub domain, not as a conflict, and changes nothing" \
+    eval "accepted '$W/scrub.xml' accelvirt-scrub-1 reconnect begin - && grep -q \"reconnect: scrub domain 'accelvirt-scrub-1' runs with device 0000:17:00.0\" '$W/log' && ! grep -q 'check both domains' '$W/log' && samepool"
 check "  ... its release end changes nothing in the pool" \
     eval "accepted '$W/scrub.xml' accelvirt-scrub-1 release end - && sleep 0.5 && samepool"
+cp "$W/pool.token" "$W/state/pool.json"
+cp "$W/pool.token" "$W/pool.before"
 check "a domain without the token is refused: the device is scrubbing" \
     refused "0000:17:00.0 .* is scrubbing" "$W/plain.xml" plain prepare begin -
 check "a scrub domain with another token is refused" \
@@ -690,6 +714,19 @@ check "with no scrub running (its scrub lock free), the right token is stale and
     refused "no scrub of device 0000:17:00.0 .* is running .* stale" "$W/scrub.xml" accelvirt-scrub-1 prepare begin -
 check "  ... and none of the refusals changed the pool or the drivers" \
     eval "samepool && [ \"\$(driver 0000:17:00.0)\" = vfio-pci ] && [ \"\$(driver 0000:31:00.0)\" = nvidia ]"
+
+# A running domain may change its own metadata (virDomainSetMetadata): a bad
+# av:scrub (or av:placement) must not keep its devices from release and scrub.
+world badmeta two-socket-8gpu
+mkdom "$W/t.xml" tenant "$U1" 0000:31:00.0
+mkdom "$W/bad.xml" tenant "$U1" 0000:31:00.0 -- "<metadata><av:accelerators xmlns:av='urn:accelvirt:domain:1'><av:scrub token='nope'/></av:accelerators></metadata>"
+hook "$W/t.xml" tenant prepare begin - >/dev/null 2>&1
+check "reconnect of a running domain whose metadata turned malformed passes, logging what was left out" \
+    eval "accepted '$W/bad.xml' tenant reconnect begin - && grep -q \"reconnect begin of domain 'tenant': its metadata is left out: av:scrub token 'nope'\" '$W/log'"
+check "  ... and its release still makes the device dirty, scrubbed and free" \
+    eval "accepted '$W/bad.xml' tenant release end - && wait_state 0000:31:00.0 free"
+check "  ... while prepare still refuses such a domain as bad input" \
+    refused "av:scrub token 'nope'" "$W/bad.xml" tenant prepare begin -
 
 # --- an mdev on a parent that is no PCI device: the kernel's mtty sample ---
 world mtty vgpu-mdev

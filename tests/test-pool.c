@@ -2124,22 +2124,32 @@ static void
 test_load_scrub_token(void)
 {
     static const char *const dsn = "dsn:0000000000000000.f0";
-    static const char *const tok = ", \"scrub_token\": \"0123456789abcdef0123456789abcdef\"";
+#define DOM ", \"scrub_domain\": \"6f2a0b1c-9d8e-4f7a-8b6c-5d4e3f2a1b0c\""
+    static const char *const dom = DOM;
+    static const char *const tok = ", \"scrub_token\": \"0123456789abcdef0123456789abcdef\"" DOM;
 
     test_load_device_state("pci", dsn, "0000:17:00.0", "scrubbing", tok, TRUE);
     test_load_device_state("pci", dsn, "0000:17:00.0", "quarantined", tok, TRUE);
     test_load_device_state("pci", dsn, "0000:17:00.0", "scrubbing", "", TRUE);
+    test_load_device_state("pci", dsn, "0000:17:00.0", "scrubbing", dom, TRUE);
+    test_load_device_state("pci", dsn, "0000:17:00.0", "free", dom, FALSE);
+    test_load_device_state("pci", dsn, "0000:17:00.0", "scrubbing",
+                           ", \"scrub_token\": \"0123456789abcdef0123456789abcdef\"", FALSE);
+    test_load_device_state("pci", dsn, "0000:17:00.0", "scrubbing",
+                           ", \"scrub_domain\": \"6F2A0B1C-9D8E-4F7A-8B6C-5D4E3F2A1B0C\"", FALSE);
     test_load_device_state("pci", dsn, "0000:17:00.0", "free", tok, FALSE);
     test_load_device_state("pci", dsn, "0000:17:00.0", "dirty", tok, FALSE);
     test_load_device_state("pci", dsn, "0000:17:00.0", "scrubbing",
-                           ", \"scrub_token\": \"0123456789ABCDEF0123456789abcdef\"", FALSE);
+                           ", \"scrub_token\": \"0123456789ABCDEF0123456789abcdef\"" DOM, FALSE);
     test_load_device_state("pci", dsn, "0000:17:00.0", "scrubbing",
-                           ", \"scrub_token\": \"0123456789abcdef0123456789abcde\"", FALSE);
-    test_load_device_state("pci", dsn, "0000:17:00.0", "scrubbing", ", \"scrub_token\": null", FALSE);
-    test_load_device_state("pci", dsn, "0000:17:00.0", "scrubbing", ", \"scrub_token\": 1", FALSE);
+                           ", \"scrub_token\": \"0123456789abcdef0123456789abcde\"" DOM, FALSE);
+    test_load_device_state("pci", dsn, "0000:17:00.0", "scrubbing", ", \"scrub_token\": null" DOM, FALSE);
+    test_load_device_state("pci", dsn, "0000:17:00.0", "scrubbing", ", \"scrub_token\": 1" DOM, FALSE);
+#undef DOM
 }
 
-/* A token is made for a scrub, matches only itself, survives a save, and
+/* A token is made for a scrub with its domain's UUID, matches only itself
+ * with that UUID, is used once, survives a save and a spell of missing, and
  * goes with the next transition. */
 static void
 test_scrub_token_life(void)
@@ -2148,54 +2158,67 @@ test_scrub_token_life(void)
     g_autoptr(AvPool) pool = NULL;
     g_autoptr(GError) err = NULL;
     g_autoptr(AvOwner) owner = av_owner_new("11111111-1111-4111-8111-111111111111", "vm1");
-    g_autofree char *token = NULL;
+    g_autofree char *token = av_scrub_token_random(&err);
+    g_autofree char *other = av_scrub_token_random(&err);
+    g_autofree char *uuid = NULL;
     AvPoolDevice *dev;
 
+    g_assert_no_error(err);
+    g_assert_true(av_scrub_token_is_valid(token));
+    g_assert_cmpstr(token, !=, other);
     pool = av_pool_open(state, AV_POOL_WRITE, 0, &err);
     g_assert_no_error(err);
     dev = av_pool_add(pool, AV_DEVICE_KIND_PCI, "dsn:0000000000000000.f0", "0000:17:00.0", "p",
                       AV_DEVICE_STATE_IN_USE, owner, &err);
     g_assert_no_error(err);
-    g_assert_null(av_pool_scrub_token_new(dev, &err));
+    g_assert_false(av_pool_scrub_token_set(dev, token, &err));
     g_assert_error(err, AV_ERROR, AV_ERROR_STATE);
     g_clear_error(&err);
     g_assert_true(av_pool_transition(pool, dev, AV_DEVICE_STATE_DIRTY, NULL, NULL, &err));
     g_assert_true(av_pool_transition(pool, dev, AV_DEVICE_STATE_SCRUBBING, NULL, NULL, &err));
     g_assert_null(dev->scrub_token);
-    token = g_strdup(av_pool_scrub_token_new(dev, &err));
+    g_assert_true(av_pool_scrub_token_set(dev, token, &err));
     g_assert_no_error(err);
-    g_assert_true(av_scrub_token_is_valid(token));
-    g_assert_true(av_pool_scrub_token_matches(dev, token));
-    g_assert_false(av_pool_scrub_token_matches(dev, NULL));
-    g_assert_false(av_pool_scrub_token_matches(dev, "0123456789abcdef0123456789abcdef"));
+    g_assert_true(av_uuid_is_valid(dev->scrub_domain));
+    uuid = g_strdup(dev->scrub_domain);
+    g_assert_true(av_pool_scrub_token_matches(dev, token, uuid));
+    g_assert_false(av_pool_scrub_token_matches(dev, token, "11111111-1111-4111-8111-111111111111"));
+    g_assert_false(av_pool_scrub_token_matches(dev, token, NULL));
+    g_assert_false(av_pool_scrub_token_matches(dev, NULL, uuid));
+    g_assert_false(av_pool_scrub_token_matches(dev, other, uuid));
     {
         g_autofree char *shorter = g_strndup(token, AV_SCRUB_TOKEN_LEN - 1);
 
-        g_assert_false(av_pool_scrub_token_matches(dev, shorter));
+        g_assert_false(av_pool_scrub_token_matches(dev, shorter, uuid));
     }
-    /* A new one replaces it. */
-    g_assert_nonnull(av_pool_scrub_token_new(dev, &err));
-    g_assert_false(av_pool_scrub_token_matches(dev, token));
-    g_free(token);
-    token = g_strdup(dev->scrub_token);
     g_assert_true(av_pool_save(pool, &err));
     g_clear_pointer(&pool, av_pool_free);
 
     pool = av_pool_open(state, AV_POOL_WRITE, 0, &err);
     g_assert_no_error(err);
     dev = av_pool_find(pool, "dsn:0000000000000000.f0");
-    g_assert_true(av_pool_scrub_token_matches(dev, token));
-    /* Missing keeps it (the scrub may still run); anything else drops it. */
+    g_assert_true(av_pool_scrub_token_matches(dev, token, uuid));
+    /* A rescan that loses the device for a while does not end its scrub. */
     g_assert_true(av_pool_transition(pool, dev, AV_DEVICE_STATE_MISSING, NULL, NULL, &err));
-    g_assert_true(av_pool_scrub_token_matches(dev, token));
     g_assert_true(av_pool_transition(pool, dev, AV_DEVICE_STATE_SCRUBBING, NULL, NULL, &err));
     g_assert_no_error(err);
+    g_assert_true(av_pool_scrub_token_matches(dev, token, uuid));
+    /* Used once; the scrub domain's UUID stays. */
+    av_pool_scrub_token_consume(dev);
+    g_assert_false(av_pool_scrub_token_matches(dev, token, uuid));
+    g_assert_cmpstr(dev->scrub_domain, ==, uuid);
+    g_assert_true(av_pool_save(pool, &err));
+    g_clear_pointer(&pool, av_pool_free);
+    pool = av_pool_open(state, AV_POOL_WRITE, 0, &err);
+    g_assert_no_error(err);
+    dev = av_pool_find(pool, "dsn:0000000000000000.f0");
     g_assert_null(dev->scrub_token);
-    g_assert_nonnull(av_pool_scrub_token_new(dev, &err));
+    g_assert_cmpstr(dev->scrub_domain, ==, uuid);
+    /* The scrub ends: both go. */
     g_assert_true(av_pool_transition(pool, dev, AV_DEVICE_STATE_FREE, NULL, NULL, &err));
     g_assert_no_error(err);
     g_assert_null(dev->scrub_token);
-    g_assert_false(av_pool_scrub_token_matches(dev, token));
+    g_assert_null(dev->scrub_domain);
     g_clear_pointer(&pool, av_pool_free);
     test_remove_state(state);
 }

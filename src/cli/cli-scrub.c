@@ -18,6 +18,7 @@
 #include "util/av-error.h"
 #include "util/av-file.h"
 #include "util/av-json.h"
+#include "util/av-names.h"
 #include "vfio/av-kernel.h"
 #include "vfio/av-vfio.h"
 
@@ -126,7 +127,7 @@ av_cli_lock_quarantined(const AvCli *cli, const AvPoolDevice *dev, const char *w
 
     if (dev->state != AV_DEVICE_STATE_QUARANTINED)
         return TRUE;
-    lock = av_scrub_lock_take(cli->state_dir, dev->identity);
+    lock = av_scrub_lock_take(cli->state_dir, dev->identity, NULL);
     if (!lock) {
         g_set_error(error, AV_ERROR, AV_ERROR_BUSY,
                     "device %s (%s) is being scrubbed by hand by another accelvirt; %s it when that is done",
@@ -315,7 +316,7 @@ av_cli_cmd_scrub(AvCli *cli, int argc, char **argv)
     g_autoptr(AvOwner) owner = NULL;
     g_autofree char *operator_name = av_cli_operator();
     g_autofree char *identity = NULL, *address = NULL, *profile_name = NULL, *rom = NULL;
-    g_autofree char *rebound_from = NULL, *started = NULL, *token = NULL;
+    g_autofree char *rebound_from = NULL, *started = NULL, *token = NULL, *scrub_domain = NULL;
     g_autoptr(GDateTime) now = g_date_time_new_now_utc();
     const AvProfile *profile;
     AvPoolDevice *dev;
@@ -363,18 +364,21 @@ av_cli_cmd_scrub(AvCli *cli, int argc, char **argv)
                     dev->profile ? dev->profile : "(none)", dev->identity);
         return av_cli_fail(err);
     }
-    lock = av_scrub_lock_take(cli->state_dir, dev->identity);
+    lock = av_scrub_lock_take(cli->state_dir, dev->identity, NULL);
     if (!lock) {
         g_set_error(&err, AV_ERROR, AV_ERROR_BUSY,
                     "device %s is being scrubbed by another accelvirt; wait for it", dev->identity);
         return av_cli_fail(err);
     }
+    /* The scrub VM of a "vm" step shows it to the hook (av:scrub). */
+    token = av_scrub_token_random(&err);
+    if (!token)
+        return av_cli_fail(err);
     if (from != AV_DEVICE_STATE_QUARANTINED && !av_pool_scrub_begin(pool, dev, operator_name, &err))
         return av_cli_fail(err);
-    /* The scrub VM of a "vm" step shows it to the hook (av:scrub). */
-    if (!av_pool_scrub_token_new(dev, &err) || !av_pool_save(pool, &err))
+    if (!av_pool_scrub_token_set(dev, token, &err) || !av_pool_save(pool, &err))
         return av_cli_fail(err);
-    token = g_strdup(dev->scrub_token);
+    scrub_domain = g_strdup(dev->scrub_domain);
     identity = g_strdup(dev->identity);
     address = g_strdup(dev->address);
     profile_name = g_strdup(dev->profile);
@@ -394,6 +398,7 @@ av_cli_cmd_scrub(AvCli *cli, int argc, char **argv)
     target.mdev_uuid = kind == AV_DEVICE_KIND_MDEV ? identity + strlen("mdev:") : NULL;
     target.rom_sha256 = rom;
     target.scrub_token = token;
+    target.scrub_domain_uuid = scrub_domain;
     if (isatty(STDERR_FILENO) && !cli->json) {
         target.progress = av_cli_progress;
         target.progress_data = &progress;
@@ -417,7 +422,9 @@ av_cli_cmd_scrub(AvCli *cli, int argc, char **argv)
     }
     if (from == AV_DEVICE_STATE_QUARANTINED) {
         result = "quarantined";
-        g_clear_pointer(&dev->scrub_token, g_free);    /* no transition clears it */
+        /* No transition clears them. */
+        g_clear_pointer(&dev->scrub_token, g_free);
+        g_clear_pointer(&dev->scrub_domain, g_free);
     } else if (dev->state != AV_DEVICE_STATE_SCRUBBING) {
         g_set_error(&err, AV_ERROR, AV_ERROR_STATE, "device %s is %s, no longer scrubbing; its scrub is not recorded",
                     identity, av_device_state_to_string(dev->state));

@@ -94,6 +94,7 @@ av_domain_free(AvDomain *domain)
     g_free(domain->numatune_memory_placement);
     g_free(domain->scrub_token);
     g_free(domain->scrub_identity);
+    g_free(domain->metadata_problem);
     if (domain->placed)
         g_ptr_array_unref(domain->placed);
     g_free(domain);
@@ -1375,8 +1376,28 @@ identity_parse(const xmlNode *root, AvDomain *dom, GError **error)
     return TRUE;
 }
 
+/* Forgets everything metadata_parse() may have set. */
+static void
+metadata_forget(AvDomain *dom)
+{
+    dom->is_nova = FALSE;
+    g_clear_pointer(&dom->nova_name, g_free);
+    g_clear_pointer(&dom->nova_user, g_free);
+    g_clear_pointer(&dom->nova_project, g_free);
+    dom->placement_node = -1;
+    g_ptr_array_set_size(dom->placed, 0);
+    g_clear_pointer(&dom->scrub_token, g_free);
+    g_clear_pointer(&dom->scrub_identity, g_free);
+}
+
 AvDomain *
 av_domain_parse(const char *xml, gsize len, GError **error)
+{
+    return av_domain_parse_flags(xml, len, AV_DOMAIN_PARSE_DEFAULT, error);
+}
+
+AvDomain *
+av_domain_parse_flags(const char *xml, gsize len, AvDomainParseFlags flags, GError **error)
 {
     g_autoptr(AvDomain) dom = NULL;
     xmlDocPtr doc;
@@ -1400,8 +1421,19 @@ av_domain_parse(const char *xml, gsize len, GError **error)
         ok = av_domain_invalid_at(error, root, "the root element is <%s>%s, not <domain>", q,
                                   root && root->ns ? " in a namespace" : "");
     } else {
+        g_autoptr(GError) meta_error = NULL;
+
         ok = identity_parse(root, dom, error) && vcpu_parse(root, dom, error) && cputune_parse(root, dom, error) &&
-             numatune_parse(root, dom, error) && devices_parse(root, dom, error) && metadata_parse(root, dom, error);
+             numatune_parse(root, dom, error) && devices_parse(root, dom, error);
+        if (ok && !metadata_parse(root, dom, &meta_error)) {
+            if (flags & AV_DOMAIN_PARSE_METADATA_BEST_EFFORT) {
+                metadata_forget(dom);
+                dom->metadata_problem = g_strdup(meta_error->message);
+            } else {
+                g_propagate_error(error, g_steal_pointer(&meta_error));
+                ok = FALSE;
+            }
+        }
     }
     xmlFreeDoc(doc);
     if (!ok)

@@ -91,6 +91,7 @@ typedef struct {
     char *scrub_token;           /* <av:scrub token=>: the domain is a scrub VM that accelvirt's worker
                                   * started (av_scrub_token_is_valid()), or NULL */
     char *scrub_identity;        /* <av:scrub identity=>: the pool identity it scrubs (informative), or NULL */
+    char *metadata_problem;      /* AV_DOMAIN_PARSE_METADATA_BEST_EFFORT: why the metadata was left out, or NULL */
 } AvDomain;
 
 void av_domain_free(AvDomain *domain);
@@ -101,6 +102,18 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(AvDomain, av_domain_free)
  * <domain>, or that hold a malformed value in an element accelvirt reads.
  * Returns a new AvDomain or NULL with @error set (AV_ERROR_INVALID_INPUT). */
 AvDomain *av_domain_parse(const char *xml, gsize len, GError **error);
+
+typedef enum {
+    AV_DOMAIN_PARSE_DEFAULT = 0,
+    /* A bad <metadata> (Nova's or accelvirt's) is not fatal: the domain is
+     * returned without any of it, and metadata_problem says what was wrong.
+     * For the hook's release and reconnect, which find a domain's devices by
+     * its UUID and must not fail on what a domain's own metadata says. */
+    AV_DOMAIN_PARSE_METADATA_BEST_EFFORT = 1 << 0,
+} AvDomainParseFlags;
+
+/* av_domain_parse() with @flags. */
+AvDomain *av_domain_parse_flags(const char *xml, gsize len, AvDomainParseFlags flags, GError **error);
 
 /* Reads all of @fd (stdin for the hook) up to AV_DOMAIN_XML_MAX bytes;
  * AV_ERROR_INVALID_INPUT when it is larger.  Caller frees *ret_xml. */

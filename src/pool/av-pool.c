@@ -8,7 +8,6 @@
 #include <fcntl.h>
 #include <stdarg.h>
 #include <string.h>
-#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -258,6 +257,7 @@ av_pool_device_free(AvPoolDevice *dev)
     g_free(dev->original_driver);
     g_free(dev->rom_sha256);
     g_free(dev->scrub_token);
+    g_free(dev->scrub_domain);
     if (dev->companions)
         g_ptr_array_unref(dev->companions);
     g_free(dev);
@@ -310,6 +310,8 @@ av_pool_device_to_json(const AvPoolDevice *dev)
         json_object_set_new(obj, "rom_sha256", json_string(dev->rom_sha256));
     if (dev->scrub_token)
         json_object_set_new(obj, "scrub_token", json_string(dev->scrub_token));
+    if (dev->scrub_domain)
+        json_object_set_new(obj, "scrub_domain", json_string(dev->scrub_domain));
     return obj;
 }
 
@@ -542,25 +544,38 @@ av_pool_load_extras(const AvPoolLoad *ld, json_t *obj, const char *jpath, AvPool
     return TRUE;
 }
 
-/* The optional "scrub_token": AV_SCRUB_TOKEN_LEN lower-case hex digits, on
- * a device a scrub runs on (scrubbing or quarantined, or missing from
- * either). */
+/* The optional "scrub_token" (AV_SCRUB_TOKEN_LEN lower-case hex digits)
+ * and "scrub_domain" (a lower-case UUID), on a device a scrub runs on
+ * (scrubbing or quarantined, or missing from either); a token only with
+ * its domain. */
 static gboolean
-av_pool_load_scrub_token(const AvPoolLoad *ld, json_t *token, const char *jpath, AvPoolDevice *dev,
-                         GError **error)
+av_pool_load_scrub(const AvPoolLoad *ld, json_t *obj, const char *jpath, AvPoolDevice *dev, GError **error)
 {
-    g_autofree char *sub = NULL;
+    json_t *token = json_object_get(obj, "scrub_token");
+    json_t *domain = json_object_get(obj, "scrub_domain");
     AvDeviceState state = dev->state == AV_DEVICE_STATE_MISSING ? dev->state_before_missing : dev->state;
 
-    if (!token)
+    if (token) {
+        g_autofree char *sub = g_strdup_printf("%s/scrub_token", jpath);
+
+        if (!json_is_string(token) || !av_scrub_token_is_valid(json_string_value(token)))
+            return av_pool_load_fail(ld, error, sub, "expected %d lower-case hex digits", AV_SCRUB_TOKEN_LEN);
+        if (!domain)
+            return av_pool_load_fail(ld, error, sub, "a scrub token needs its 'scrub_domain'");
+        dev->scrub_token = g_strdup(json_string_value(token));
+    }
+    if (!domain)
         return TRUE;
-    sub = g_strdup_printf("%s/scrub_token", jpath);
-    if (!json_is_string(token) || !av_scrub_token_is_valid(json_string_value(token)))
-        return av_pool_load_fail(ld, error, sub, "expected %d lower-case hex digits", AV_SCRUB_TOKEN_LEN);
-    if (state != AV_DEVICE_STATE_SCRUBBING && state != AV_DEVICE_STATE_QUARANTINED)
-        return av_pool_load_fail(ld, error, sub, "only a device being scrubbed (scrubbing or quarantined) "
-                                 "has a scrub token");
-    dev->scrub_token = g_strdup(json_string_value(token));
+    {
+        g_autofree char *sub = g_strdup_printf("%s/scrub_domain", jpath);
+
+        if (!json_is_string(domain) || !av_uuid_is_valid(json_string_value(domain)))
+            return av_pool_load_fail(ld, error, sub, "expected a lower-case UUID");
+        if (state != AV_DEVICE_STATE_SCRUBBING && state != AV_DEVICE_STATE_QUARANTINED)
+            return av_pool_load_fail(ld, error, sub, "only a device being scrubbed (scrubbing or quarantined) "
+                                     "has a scrub domain");
+        dev->scrub_domain = g_strdup(json_string_value(domain));
+    }
     return TRUE;
 }
 
@@ -572,7 +587,8 @@ av_pool_load_device(const AvPoolLoad *ld, json_t *obj, guint index, GError **err
         "state_since", "first_seen", "last_seen", "claim_expires", "reason",
         "reason_before_missing", "original_driver", "numa_node", "iommu_group", NULL
     };
-    static const char *const optional[] = { "companions", "created", "rom_sha256", "scrub_token", NULL };
+    static const char *const optional[] = { "companions", "created", "rom_sha256", "scrub_token", "scrub_domain",
+                                            NULL };
     g_autofree char *jpath = g_strdup_printf("devices/%u", index);
     g_autofree char *owner_path = g_strdup_printf("devices/%u/owner", index);
     g_autofree char *kind = NULL;
@@ -656,7 +672,7 @@ av_pool_load_device(const AvPoolLoad *ld, json_t *obj, guint index, GError **err
         return av_pool_load_fail(ld, error, sub, "a %s device must have an owner",
                                  av_device_state_to_string(dev->state)), NULL;
     }
-    if (!av_pool_load_scrub_token(ld, json_object_get(obj, "scrub_token"), jpath, dev, error))
+    if (!av_pool_load_scrub(ld, obj, jpath, dev, error))
         return NULL;
     return g_steal_pointer(&dev);
 }
@@ -1139,13 +1155,17 @@ av_pool_transition_do(AvPool *pool, AvPoolDevice *dev, AvDeviceState to, const A
     if (!(to == AV_DEVICE_STATE_CLAIMED ||
           (to == AV_DEVICE_STATE_MISSING && from == AV_DEVICE_STATE_CLAIMED)))
         dev->claim_expires = 0;
+    /* A scrub token lives as long as the scrub it was made for, which a
+     * rescan that lost the device for a while does not end. */
+    if (to != AV_DEVICE_STATE_MISSING &&
+        !(from == AV_DEVICE_STATE_MISSING && to == dev->state_before_missing)) {
+        g_clear_pointer(&dev->scrub_token, g_free);
+        g_clear_pointer(&dev->scrub_domain, g_free);
+    }
     if (to == AV_DEVICE_STATE_MISSING)
         dev->state_before_missing = from;
     else
         dev->state_before_missing = AV_DEVICE_STATE_FREE;
-    /* A scrub token lives as long as the scrub it was made for. */
-    if (to != AV_DEVICE_STATE_MISSING)
-        g_clear_pointer(&dev->scrub_token, g_free);
     dev->state = to;
     av_owner_free(dev->owner);
     dev->owner = g_steal_pointer(&new_owner);
@@ -1279,53 +1299,42 @@ av_pool_scrub_begin(AvPool *pool, AvPoolDevice *dev, const char *operator_name, 
 }
 
 /* See av-pool.h. */
-const char *
-av_pool_scrub_token_new(AvPoolDevice *dev, GError **error)
+gboolean
+av_pool_scrub_token_set(AvPoolDevice *dev, const char *token, GError **error)
 {
-    guint8 bytes[AV_SCRUB_TOKEN_LEN / 2];
-    GString *hex;
-    gsize got = 0;
-
     if (dev->state != AV_DEVICE_STATE_SCRUBBING && dev->state != AV_DEVICE_STATE_QUARANTINED) {
         g_set_error(error, AV_ERROR, AV_ERROR_STATE,
                     "device '%s' is %s: only a device being scrubbed gets a scrub token", dev->identity,
                     av_device_state_to_string(dev->state));
-        return NULL;
+        return FALSE;
     }
-    while (got < sizeof(bytes)) {
-        ssize_t n = getrandom(bytes + got, sizeof(bytes) - got, 0);
-
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0) {
-            int saved = errno;
-
-            g_set_error(error, AV_ERROR, AV_ERROR_IO, "cannot get random bytes for a scrub token: %s",
-                        g_strerror(saved));
-            return NULL;
-        }
-        got += (gsize)n;
-    }
-    hex = g_string_sized_new(AV_SCRUB_TOKEN_LEN + 1);
-    for (gsize i = 0; i < sizeof(bytes); i++)
-        g_string_append_printf(hex, "%02x", bytes[i]);
+    g_return_val_if_fail(av_scrub_token_is_valid(token), FALSE);
     g_free(dev->scrub_token);
-    dev->scrub_token = g_string_free(hex, FALSE);
-    return dev->scrub_token;
+    dev->scrub_token = g_strdup(token);
+    g_free(dev->scrub_domain);
+    dev->scrub_domain = g_uuid_string_random();
+    return TRUE;
 }
 
 /* See av-pool.h. */
 gboolean
-av_pool_scrub_token_matches(const AvPoolDevice *dev, const char *token)
+av_pool_scrub_token_matches(const AvPoolDevice *dev, const char *token, const char *domain_uuid)
 {
     unsigned char diff = 0;
 
-    if (!dev->scrub_token || !token || strlen(token) != AV_SCRUB_TOKEN_LEN ||
-        strlen(dev->scrub_token) != AV_SCRUB_TOKEN_LEN)
+    if (!dev->scrub_token || !dev->scrub_domain || !token || !domain_uuid ||
+        strlen(token) != AV_SCRUB_TOKEN_LEN || strlen(dev->scrub_token) != AV_SCRUB_TOKEN_LEN)
         return FALSE;
     for (gsize i = 0; i < AV_SCRUB_TOKEN_LEN; i++)
         diff |= (unsigned char)(dev->scrub_token[i] ^ token[i]);
-    return diff == 0;
+    return diff == 0 && strcmp(dev->scrub_domain, domain_uuid) == 0;
+}
+
+/* See av-pool.h. */
+void
+av_pool_scrub_token_consume(AvPoolDevice *dev)
+{
+    g_clear_pointer(&dev->scrub_token, g_free);
 }
 
 /* See av-pool.h. */

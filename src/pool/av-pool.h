@@ -117,9 +117,12 @@ typedef struct {
     char *scrub_token;           /* while a scrub of the device runs (scrubbing, or quarantined and
                                   * scrubbed by hand): AV_SCRUB_TOKEN_LEN random lower-case hex
                                   * digits that the scrub VM's domain carries (av:scrub), so that
-                                  * the hook lets that domain, and no other, have the device; NULL
-                                  * otherwise.  Cleared by every transition but to missing.  In
-                                  * pool.json ("scrub_token") only when set */
+                                  * the hook lets that domain, and no other, have the device, once:
+                                  * the hook consumes it (NULL again).  In pool.json ("scrub_token")
+                                  * only when set */
+    char *scrub_domain;          /* with the token: the UUID the scrub VM's domain must have; kept
+                                  * after the token is consumed, while the scrub runs ("scrub_domain").
+                                  * Both are cleared by every transition but to missing and back */
 } AvPoolDevice;
 
 /* The enrolled "hash" of a device that has no option ROM. */
@@ -209,15 +212,19 @@ gboolean av_pool_enroll(AvPool *pool, AvPoolDevice *dev, const char *sha256, gbo
 gboolean av_pool_scrub_begin(AvPool *pool, AvPoolDevice *dev, const char *operator_name, GError **error);
 
 /* Gives @dev, which a scrub is about to run on (scrubbing, or quarantined
- * and scrubbed by hand), a fresh scrub token from the kernel's random
- * source, replacing any earlier one; the caller saves the pool.  Returns the
- * token (borrowed from @dev), or NULL with AV_ERROR_STATE for another state,
- * AV_ERROR_IO when no random bytes could be had. */
-const char *av_pool_scrub_token_new(AvPoolDevice *dev, GError **error);
+ * and scrubbed by hand), the scrub token @token (av_scrub_token_random())
+ * and a fresh random UUID for its scrub VM's domain, replacing earlier
+ * ones; the caller saves the pool.  AV_ERROR_STATE for another state. */
+gboolean av_pool_scrub_token_set(AvPoolDevice *dev, const char *token, GError **error);
 
-/* TRUE when @dev carries a scrub token and @token is that token (compared
- * in constant time). */
-gboolean av_pool_scrub_token_matches(const AvPoolDevice *dev, const char *token);
+/* TRUE when @dev carries a scrub token not consumed yet, @token is that
+ * token (compared in constant time) and @domain_uuid is the UUID made with
+ * it. */
+gboolean av_pool_scrub_token_matches(const AvPoolDevice *dev, const char *token, const char *domain_uuid);
+
+/* The scrub VM got @dev: its token may not be used again (its scrub
+ * domain's UUID stays, for the hook's later calls). */
+void av_pool_scrub_token_consume(AvPoolDevice *dev);
 
 /* Gives the pool device @dev back to the host as its profile @profile
  * says, once it is clean: the worker after a scrub that passed, the

@@ -276,7 +276,7 @@ av_scrub_vm_finish(const char *xml, const char *template_path, const char *token
         xmlChar *out = NULL;
         int len = 0;
 
-        xmlDocDumpMemory(doc, &out, &len);
+        xmlDocDumpMemoryEnc(doc, &out, &len, "UTF-8");
         if (out)
             ret = g_strndup((const char *)out, (gsize)len);
         else
@@ -332,7 +332,7 @@ av_scrub_method_vm(AvScrubContext *ctx, char **ret_message, GError **error)
     g_autofree char *template_text = NULL;
     g_autofree char *hash = NULL;
     g_autofree char *name = NULL;
-    g_autofree char *uuid = g_uuid_string_random();
+    g_autofree char *uuid = target->scrub_domain_uuid ? g_strdup(target->scrub_domain_uuid) : g_uuid_string_random();
     g_autofree char *filled = NULL;
     g_autofree char *xml = NULL;
     g_autoptr(GError) local = NULL;

@@ -33,6 +33,7 @@ typedef struct {
     gpointer progress_data;
     const char *scrub_token;     /* the pool's scrub token of the device (method "vm" puts it in the
                                   * scrub domain's av:scrub, see hooks), or NULL */
+    const char *scrub_domain_uuid; /* the UUID the pool made with it for the scrub domain, or NULL */
 } AvScrubTarget;
 
 /* Runs every scrub step of @profile on @target.  Fills *ret_report (caller
@@ -46,8 +47,9 @@ gboolean av_scrub_run(const AvRoot *root, const AvKernelOps *ops, const AvProfil
 /* Takes, without waiting, the per-device scrub lock of the pool device
  * @identity (a file "scrub-SHA256(IDENTITY).lock" in @state_dir), which the
  * worker and `accelvirt scrub` hold while a device's steps run.  Returns
- * the lock (caller releases), or NULL when another process holds it. */
-AvLock *av_scrub_lock_take(const char *state_dir, const char *identity);
+ * the lock (caller releases), or NULL with AV_ERROR_BUSY when another
+ * process holds it (another error when it cannot be taken at all). */
+AvLock *av_scrub_lock_take(const char *state_dir, const char *identity, GError **error);
 
 /* Before the steps of @profile run on the PCI device @address: when a step
  * needs the device on vfio-pci ("vfio-zero" opens it through VFIO, "reset"

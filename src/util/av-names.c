@@ -3,7 +3,11 @@
 
 #include "av-names.h"
 
+#include <errno.h>
 #include <string.h>
+#include <sys/random.h>
+
+#include "av-error.h"
 
 gboolean
 av_uuid_is_valid(const char *uuid)
@@ -48,4 +52,32 @@ av_scrub_token_is_valid(const char *token)
         if (!g_ascii_isdigit(*p) && !(*p >= 'a' && *p <= 'f'))
             return FALSE;
     return TRUE;
+}
+
+/* See av-names.h. */
+char *
+av_scrub_token_random(GError **error)
+{
+    guint8 bytes[AV_SCRUB_TOKEN_LEN / 2];
+    GString *hex;
+    gsize got = 0;
+
+    while (got < sizeof(bytes)) {
+        ssize_t n = getrandom(bytes + got, sizeof(bytes) - got, 0);
+
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            int saved = n < 0 ? errno : EIO;
+
+            g_set_error(error, AV_ERROR, AV_ERROR_IO, "cannot get random bytes for a scrub token: %s",
+                        g_strerror(saved));
+            return NULL;
+        }
+        got += (gsize)n;
+    }
+    hex = g_string_sized_new(AV_SCRUB_TOKEN_LEN + 1);
+    for (gsize i = 0; i < sizeof(bytes); i++)
+        g_string_append_printf(hex, "%02x", bytes[i]);
+    return g_string_free(hex, FALSE);
 }

@@ -21,4 +21,9 @@ gboolean av_name_is_strict(const char *name, const char *extra);
  * FALSE. */
 gboolean av_scrub_token_is_valid(const char *token);
 
+/* A new scrub token: AV_SCRUB_TOKEN_LEN lower-case hex digits from the
+ * kernel's random source (getrandom(2)).  Caller frees.  NULL with AV_ERROR_IO
+ * when no random bytes could be had. */
+char *av_scrub_token_random(GError **error);
+
 G_END_DECLS

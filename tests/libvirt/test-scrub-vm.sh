@@ -290,16 +290,18 @@ token_in_xml() {
 		sleep 0.1
 	done
 	[ -n "$xml" ] || { echo "no running $name"; return 1; }
-	tok=$(python3 - "$W/state/pool.json" "$GPU_HANG" <<'PY'
+	read -r tok uuid <<<"$(python3 - "$W/state/pool.json" "$GPU_HANG" <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))
-print([x.get("scrub_token") for x in d["devices"] if x.get("address") == sys.argv[2]][0])
+x = [x for x in d["devices"] if x.get("address") == sys.argv[2]][0]
+print(x.get("scrub_token"), x.get("scrub_domain"))
 PY
-)
+)"
 	printf '%s\n' "$tok" | grep -Eqx '[0-9a-f]{32}' || { echo "pool token: $tok"; return 1; }
 	printf '%s\n' "$xml" | grep -Eq "<av:scrub token=.$tok. identity=" || { echo "no av:scrub token=$tok in:"; printf '%s\n' "$xml" | grep -A3 '<metadata'; return 1; }
+	printf '%s\n' "$xml" | grep -q "<uuid>$uuid</uuid>" || { echo "the domain's UUID is not the pool's scrub_domain $uuid"; return 1; }
 }
-check "hang: while it runs, the scrub VM's metadata carries the pool's scrub token of $GPU_HANG (av:scrub)" token_in_xml
+check "hang: while it runs, the scrub VM's metadata carries the pool's scrub token of $GPU_HANG (av:scrub), and its UUID is the pool's scrub_domain" token_in_xml
 check "panic: quarantined" wait_dev "$GPU_PANIC" quarantined 120
 check "panic: the reason says the scrub VM crashed" \
 	reason_is "$GPU_PANIC" "^scrub step 1 \\(vm\\) failed: the scrub VM '$(vm_name "$GPU_PANIC")' crashed after"
@@ -317,8 +319,8 @@ check "hang: the reason says it did not power off within $HANG_TIMEOUT s; destro
 	 [ "$(scrub_fact "$GPU_HANG" reason)" != null ] &&
 	 python3 -c "import sys; assert float(sys.argv[1]) >= $HANG_TIMEOUT" "$(echo "$t_hang - $t_rel" | bc)"'
 lv_log "failure cases: $(echo "$t_hang - $t_rel" | bc) s from the releases to the last quarantine"
-check "hang: quarantined, $GPU_HANG keeps no scrub token" eval \
-	'! grep -q scrub_token "$W/state/pool.json"'
+check "hang: quarantined, $GPU_HANG keeps no scrub token or scrub domain" eval \
+	'! grep -Eq "scrub_token|scrub_domain" "$W/state/pool.json"'
 check "failures: the quarantined devices stay on vfio-pci; the journal verifies" eval \
 	'for a in $GPU_HANG $GPU_PANIC $GPU_REBOOT $GPU_BAD; do
 	   [ "$(basename "$(readlink "$W/host/sys/bus/pci/devices/$a/driver")")" = vfio-pci ] || { echo "$a"; exit 1; }
