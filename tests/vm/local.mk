@@ -29,7 +29,8 @@ EXTRA_DIST += $(VM_RIG_FILES)
 # land in tests/vm/test-vm.{log,trs} and are counted with the others.
 AV_VM_TESTS = tests/vm/test-vm.sh
 AV_VM_SUITE_LOG = tests/vm/test-suite.log
-check-vm: accelvirt$(EXEEXT) accelvirt-hook$(EXEEXT) accelvirt-worker$(EXEEXT)
+# bench-zero (an EXTRA_PROGRAM) runs in boot 1 on a real vfio-pci BAR (scenario-basic.sh).
+check-vm: accelvirt$(EXEEXT) accelvirt-hook$(EXEEXT) accelvirt-worker$(EXEEXT) bench/bench-zero$(EXEEXT)
 	@cache="$${AV_VM_CACHE:-$(VM_CACHE)}"; \
 	$(MKDIR_P) "$$cache" tests/vm && \
 	AV_VM_CACHE="$$cache" $(SHELL) $(srcdir)/tests/vm/build.sh "$$cache" >/dev/null && \

@@ -6,7 +6,7 @@
 # ivshmem2 and edu1 behind a pcie-pci-bridge), /lib/modules/mtty.ko, /bin/zero-bar,
 # and in the results share env (ACCELVIRT=..., ACCELVIRT_HOOK=..., ACCELVIRT_WORKER=...),
 # capture-host.sh, and for the hook's part (hook-tests.sh, sourced at the end) the
-# policies in hook-policies/ and scrub-sleep.sh.
+# policies in hook-policies/ and scrub-sleep.sh; bench/bench-zero beside $ACCELVIRT.
 R=${AVVM_RESULTS:-/results}
 F=$R/facts
 : > "$F"
@@ -209,6 +209,48 @@ scrub_tests() {
     HSD=
 }
 
+# --- g. bench-zero --device on a real vfio-pci BAR: BAR2 of the node-1 ivshmem (QEMU
+# RAM, AV_VM_SHM_MB), bound to vfio-pci as in a. (driver_override, drivers_probe), then
+# unbound with driver_override cleared, as in a. bench-zero, the build tree's (next to
+# $A; check-vm builds it), runs chrooted into the host root like $A, and leaves BAR2 all
+# zero: the host's pattern (test-vm.sh's AVPATTERN-PID-, read back from BAR2 first) is
+# written back with zero-bar, so that the hook and scrub tests after it find the device
+# as before. Output: results/bench-zero.txt. Facts: bench_zero*.
+bench_tests() {
+    BZ=$(dirname "$A")/bench/bench-zero
+    if test -z "$shm1" || ! test -x "/host$BZ"; then
+        fact bench_zero missing bench="$BZ" device="${shm1:-none}"
+        return
+    fi
+    d=/sys/bus/pci/devices/$shm1
+    r2=$d/resource2
+    pat=$(zero-bar head "$r2" 64 | sed -n 's/^\(AVPATTERN-[0-9]*-\).*/\1/p')
+    if test -z "$pat"; then
+        fact bench_zero nopattern device="$shm1" head="$(zero-bar head "$r2" 32)"
+        return
+    fi
+    n0=$(zero-bar count "$r2" "$pat")
+    drv0=$(hook_drv "$shm1") ovr0=$(sysrd "$d/driver_override")
+    echo vfio-pci > "$d/driver_override"
+    echo "$shm1" > /sys/bus/pci/drivers_probe
+    drv=$(hook_drv "$shm1")
+    t0=$(cut -d' ' -f1 /proc/uptime)
+    # (its rounds take ~8 s; 60 s at most, should TCG crawl)
+    chroot /host timeout 60 "$BZ" --device "$shm1" --region 2 > "$R/bench-zero.txt" 2>&1
+    rc=$?
+    secs=$(awk -v a="$t0" -v b="$(cut -d' ' -f1 /proc/uptime)" 'BEGIN { printf "%.1f", b - a }')
+    echo "$shm1" > "$d/driver/unbind"
+    echo > "$d/driver_override"
+    nz=$(zero-bar sum "$r2")
+    zero-bar fill "$r2" "$pat" > /dev/null
+    fact bench_zero rc=$rc device="$shm1" driver="$drv" seconds="$secs"
+    # driver and driver_override before -> after; BAR2's non-zero bytes as the bench left
+    # it; the pattern's count before -> after it was written back; non-zero bytes now
+    fact bench_zero_restored driver="$drv0->$(hook_drv "$shm1")" \
+        override="$ovr0->$(sysrd "$d/driver_override")" bench_left="$nz" \
+        pattern="$n0->$(zero-bar count "$r2" "$pat")" nonzero="$(zero-bar sum "$r2")"
+}
+
 # --- a. IOMMU groups, NUMA nodes, the pcie-pci-bridge group ---
 fact iommu_groups "$(ls /sys/kernel/iommu_groups | wc -l)"
 fact numa_nodes "$(ls -d /sys/devices/system/node/node[0-9]* | wc -l)"
@@ -319,6 +361,8 @@ else
     else
         fact capture missing
     fi
+    # --- g. bench-zero on BAR2 of the node-1 ivshmem through vfio-pci ---
+    bench_tests
     # --- e. the hook itself (accelvirt-hook of the host tree) on this kernel ---
     hook_tests
     umount /host/run /host/dev /host/sys /host/proc
