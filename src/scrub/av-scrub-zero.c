@@ -242,7 +242,9 @@ av_scrub_zero_region(int fd, guint64 offset, guint64 size, gboolean mmap_ok,
     guint64 window = o->window ? o->window : AV_ZERO_WINDOW;
     AvZeroProgress progress = { o, size + av_scrub_zero_verify_bytes(size, o->verify), 0, 0 };
     AvZeroResult res = { 0 };
-    g_autofree guint8 *buf = g_malloc0(AV_ZERO_CHUNK);
+    /* The bounce buffer of pwrite()/pread(), made the first time one runs:
+     * a 1 MiB calloc is most of the time of a small mapped BAR. */
+    g_autofree guint8 *buf = NULL;
     gboolean ok = TRUE;
 
     window = (window + page - 1) / page * page;
@@ -264,6 +266,8 @@ av_scrub_zero_region(int fd, guint64 offset, guint64 size, gboolean mmap_ok,
             res.mmap_bytes += len;
             av_zero_progress(&progress, len, FALSE);
         } else {
+            if (!buf)
+                buf = g_malloc0(AV_ZERO_CHUNK);
             ok = av_zero_pwrite_window(fd, offset, pos, len, buf, &progress, &res, error);
         }
         if (ok && o->after_write)
@@ -276,6 +280,8 @@ av_scrub_zero_region(int fd, guint64 offset, guint64 size, gboolean mmap_ok,
         gboolean sample = o->verify == AV_ZERO_VERIFY_SAMPLE;
         guint8 *map = mmap_ok ? av_zero_map(fd, offset, pos, len, !sample) : NULL;
 
+        if (!buf && !map)
+            buf = g_malloc0(AV_ZERO_CHUNK);
         ok = av_zero_verify_window(fd, offset, size, pos, len, map, sample, buf, &progress, &res, error);
         if (map)
             munmap(map, len);
