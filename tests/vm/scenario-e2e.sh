@@ -387,7 +387,7 @@ import json, sys
 d = json.load(open(sys.argv[1]))
 for p in d["profiles"]:
     if p["name"] == "rig-ivshmem":
-        p["scrub"] = [{"method": "vm", "template": "/etc/accelvirt/scrub-vm.xml", "timeout": 200}]
+        p["scrub"] = [{"method": "vm", "template": "/etc/accelvirt/scrub-vm.xml", "timeout": 360}]
 json.dump(d, open(sys.argv[1], "w"), indent=2)
 PYEOF
 tV=$(now)
@@ -411,7 +411,7 @@ if test -n "$sd"; then
 else
     fact vmscrub_running domain=none pool="$(state_of)"
 fi
-fact vmscrub_after seconds="$(wait_settled 230)" pool="$(state_of)" driver="$(drv)"
+fact vmscrub_after seconds="$(wait_settled 390)" pool="$(state_of)" driver="$(drv)"
 "$A" journal verify > "$R/journal-verify-vmscrub.txt" 2>&1
 fact vmscrub_journal_verify rc=$?
 cp /var/lib/accelvirt/journal.jsonl "$R/journal-vmscrub.jsonl" 2>/dev/null
@@ -457,6 +457,7 @@ if test -d "$R/rom-state" && test -x "$HK"; then
     echo 0 > "$rom" 2>/dev/null
     rom_st > "$R/status-rom-0.json"
     fact rom_before "$(rom_state)"
+    fact rom_driver_first "$(basename "$(readlink /sys/bus/pci/devices/$RM/driver 2>/dev/null)" 2>/dev/null)"
     romxml avvm-rom 1 > /tmp/avvm-rom.xml
     romxml avvm-rom2 2 > /tmp/avvm-rom2.xml
     rom_hook rom-prepare /tmp/avvm-rom.xml avvm-rom prepare begin
@@ -472,9 +473,33 @@ if test -d "$R/rom-state" && test -x "$HK"; then
     rom_hook rom2-prepare /tmp/avvm-rom2.xml avvm-rom2 prepare begin
     fact rom_refused rc=$hrc lines="$(wc -l < "$R/hook-rom2-prepare.err")"
     rom_hook rom2-release /tmp/avvm-rom2.xml avvm-rom2 release end
+    cp $RS/journal.jsonl "$R/journal-rom.jsonl" 2>/dev/null
+    # the operator's way out after a firmware update they checked: enroll the new ROM
+    # (deliberately: --replace), clear the quarantine (the device back on the driver it
+    # had before the first prepare), and the next tenant's scrub passes rom-check
+    rom_av() { ACCELVIRT_STATE_DIR=$RS ACCELVIRT_POLICY_DIR=$RP "$A" "$@"; }
+    rom_av enroll "$RM" > "$R/rom-enroll-plain.out" 2> "$R/rom-enroll-plain.err"
+    fact rom_enroll_plain rc=$? lines="$(wc -l < "$R/rom-enroll-plain.err")" "$(rom_state)"
+    rom_av enroll --replace "$RM" > "$R/rom-enroll-replace.out" 2>&1
+    fact rom_enroll_replace rc=$? "$(rom_state)" sha256="$(rom_st --no-sync | python3 -c 'import json,sys
+d=json.load(sys.stdin)
+print([x.get("rom_sha256") for x in d["devices"] if x.get("address")==sys.argv[1]][0])' "$RM" 2>/dev/null)"
+    rom_av quarantine clear "$RM" > "$R/rom-clear.out" 2>&1
+    fact rom_clear rc=$? "$(rom_state)" driver="$(basename "$(readlink /sys/bus/pci/devices/$RM/driver 2>/dev/null)" 2>/dev/null)" \
+        original="$(rom_st --no-sync | python3 -c 'import json,sys
+d=json.load(sys.stdin)
+print([x.get("original_driver") for x in d["devices"] if x.get("address")==sys.argv[1]][0])' "$RM" 2>/dev/null)"
+    rom_hook rom3-prepare /tmp/avvm-rom2.xml avvm-rom2 prepare begin
+    fact rom_next_prepare rc=$hrc "$(rom_state)"
+    rom_hook rom3-release /tmp/avvm-rom2.xml avvm-rom2 release end
+    i=0
+    while test $i -lt 100 && rom_state | grep -Eq '^(claimed|in-use|dirty|scrubbing)$'; do
+        sleep 0.2; i=$((i + 1))
+    done
+    fact rom_next_after_worker "$(rom_state)"
     ACCELVIRT_STATE_DIR=$RS "$A" journal verify > "$R/journal-verify-rom.txt" 2>&1
     fact rom_journal_verify rc=$?
-    cp $RS/journal.jsonl "$R/journal-rom.jsonl" 2>/dev/null
+    cp $RS/journal.jsonl "$R/journal-rom-update.jsonl" 2>/dev/null
 else
     fact rom_before missing state="$(test -d "$R/rom-state" && echo yes || echo no)" hook="$HK"
 fi

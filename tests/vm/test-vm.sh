@@ -49,7 +49,7 @@ check() {  # check DESCRIPTION COMMAND...
 fact() { sed -n "s/^$1 //p" "$run/results/facts" 2>/dev/null | head -n1; }
 bail() { echo "Bail out! $*"; exit 1; }
 
-echo "1..78"
+echo "1..82"
 command -v python3 >/dev/null 2>&1 || bail "missing python3: run tests/vm/install-deps.sh (as root)"
 
 # --- build (cached) and boot once ---
@@ -453,7 +453,7 @@ cp -a "$run/results/rom-policies" "$e2e/results/rom-policies" 2>/dev/null
 if test -d "$AV_VM_CACHE/libvirt-caps"; then
     cp -a "$AV_VM_CACHE/libvirt-caps" "$e2e/results/libvirt-caps"
 fi
-AV_VM_TIMEOUT=${AV_VM_TIMEOUT:-720} AV_VM_IVSHMEM0_OPTS=",romfile=$run/rom-b.bin" AV_VM_ROOT=overlay AV_VM_QUIET=1 \
+AV_VM_TIMEOUT=${AV_VM_TIMEOUT:-900} AV_VM_IVSHMEM0_OPTS=",romfile=$run/rom-b.bin" AV_VM_ROOT=overlay AV_VM_QUIET=1 \
     sh "$here/run-vm.sh" "$e2e" 2>"$e2e/run-vm.err"
 qrc=$?
 secs=$(cat "$e2e/boot-seconds" 2>/dev/null || echo '?')
@@ -671,7 +671,7 @@ v_ok() {
     echo "$scon" | grep -Eq 'AVVM-SCRUB-ZEROED 0000:[0-9a-f:.]+ 0'
 }
 check "end to end: the vm method: while the worker's scrub domain runs, accelvirt's own qemu hook has let it in by its av:scrub token: its QEMU holds the device's vfio group and the pool still says scrubbing ($(efact vmscrub_running))" \
-    sh -c "echo '$(efact vmscrub_running)' | grep -Eq 'domain=accelvirt-scrub-[0-9a-f]+ pool=scrubbing driver=vfio-pci holds=[1-9][0-9]* pid=[0-9]+ token=1' && grep -aq \"scrub domain 'accelvirt-scrub-[0-9a-f]*' (av:scrub token matches) takes 0000:81:00.0\" '$E/hook-e2e.log'"
+    sh -c "echo '$(efact vmscrub_running)' | grep -Eq 'domain=accelvirt-scrub-[0-9a-f]+ pool=scrubbing driver=vfio-pci holds=[1-9][0-9]* pid=[0-9]+ token=1' && grep -aq \"scrub domain 'accelvirt-scrub-[0-9a-f]*' (av:scrub token and UUID match) takes 0000:81:00.0\" '$E/hook-e2e.log'"
 check "end to end: the vm method: the worker boots the scrub domain (xml/scrub-vm.xml, the rig's kernel with avvm.scrub=1) under the rig's libvirtd with the device through vfio; its guest zeroes BAR2 and powers off; certificate ok, free ($(efact vmscrub_after); $vms; console: $scon)" \
     v_ok
 check "end to end: ... the journal stays intact (journal verify: $(efact vmscrub_journal_verify))" \
@@ -689,6 +689,19 @@ r_quar() {
 check "rom: release -> the worker's rom-check fails and quarantines the device; certificate and reason name both hashes ($(efact rom_prepare); $(efact rom_after_worker))" r_quar
 check "rom: prepare then refuses it with one line naming 'quarantined' ($(efact rom_refused): $(head -c 400 "$E/hook-rom2-prepare.err" 2>/dev/null))" \
     sh -c "echo '$(efact rom_refused)' | grep -q '^rc=[1-9][0-9]* lines=1$' && grep -q '^accelvirt: .*0000:41:00.0.*quarantined' '$E/hook-rom2-prepare.err'"
+# the operator's way out after a firmware update they checked (scenario-e2e.sh phase R)
+check "rom: the firmware update: enroll without --replace is refused with one line, the device still quarantined ($(efact rom_enroll_plain): $(head -c 300 "$E/rom-enroll-plain.err" 2>/dev/null))" \
+    sh -c "echo '$(efact rom_enroll_plain)' | grep -Eq '^rc=[1-9][0-9]* lines=1 quarantined$'"
+check "rom: ... enroll --replace records ROM B's hash; the device stays quarantined ($(efact rom_enroll_replace))" \
+    test "$(efact rom_enroll_replace)" = "rc=0 quarantined sha256=$rom_b"
+check "rom: ... quarantine clear on the real kernel frees it on the driver it had before its first prepare ($(efact rom_clear); before: '$(efact rom_driver_first)')" \
+    sh -c "echo '$(efact rom_clear)' | grep -q '^rc=0 free driver=$(efact rom_driver_first) '"
+r_next() {
+    echo "$(efact rom_next_prepare)" | grep -q '^rc=0 in-use' &&
+    test "$(efact rom_next_after_worker)" = free &&
+    cert "$E/journal-rom-update.jsonl" 0000:41:00.0 "c['result'] == 'free' and st['rom-check']['ok']"
+}
+check "rom: ... the next tenant gets it, and its release scrub passes rom-check against ROM B: free ($(efact rom_next_prepare); $(efact rom_next_after_worker))" r_next
 check "rom: the carried journal is intact (journal verify: $(efact rom_journal_verify))" \
     test "$(efact rom_journal_verify)" = rc=0
 
