@@ -672,6 +672,8 @@ for d in p["devices"]:
     d.pop("scrub_token", None)
 json.dump(p, open(sys.argv[2], "w"))
 PY
+check "status --json shows the scrub domain of a device being scrubbed, never its token" \
+    eval "status && grep -q '\"scrub_domain\": \"$U5\"' '$W/st.json' && ! grep -q '$TOK' '$W/st.json'"
 flock -o "$SLOCK" sleep 120 &
 FLOCK_PID=$!
 i=0; while [ ! -e "$SLOCK" ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
@@ -684,7 +686,7 @@ check "the scrub domain (the device's token and the UUID made with it) gets the 
     eval "accepted '$W/scrub.xml' accelvirt-scrub-1 prepare begin - && grep -q \"scrub domain 'accelvirt-scrub-1' (av:scrub token and UUID match) takes 0000:17:00.0\" '$W/log'"
 check "  ... without a claim or a bind: still scrubbing, owned by the tenant, on vfio-pci; only the token is used up" \
     eval "samepool && [ \"\$(driver 0000:17:00.0)\" = vfio-pci ] && ! grep -q scrub_token '$W/state/pool.json'"
-check "  ... the token never reaches the log or the journal" \
+check "  ... the token never reaches the log, the journal or status --json" \
     eval "! grep -rq '$TOK' '$W/log' '$W/state/journal.jsonl'"
 check "  ... a second prepare with the same token is refused: it is used up" \
     refused "or the token was used already" "$W/scrub.xml" accelvirt-scrub-1 prepare begin -

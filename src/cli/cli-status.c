@@ -108,7 +108,14 @@ av_cli_cmd_status(AvCli *cli, int argc, char **argv)
 
     if (cli->json) {
         json_t *o = av_pool_to_json(pool);
+        json_t *devices = json_object_get(o, "devices");
+        json_t *d;
+        size_t i;
 
+        /* A scrub token is for the scrub domain alone, not for what
+         * collects this output. */
+        json_array_foreach(devices, i, d)
+            json_object_del(d, "scrub_token");
         json_object_set_new(o, "state_dir", json_string(cli->state_dir));
         json_object_set_new(o, "synced", json_boolean(!no_sync));
         av_cli_print_json(o);
