@@ -250,6 +250,8 @@ av_worker_scrub(const AvHookConfig *config, const AvPolicy *policy, const AvScru
     }
     if (profile && !failure)
         av_scrub_run(config->root, config->ops, profile, &target, &report, &failure);
+    if (!failure && job->kind == AV_DEVICE_KIND_PCI)
+        av_scrub_group_released(config->root, job->iommu_group, job->address, &failure);
 
     pool = av_pool_open(config->state_dir, AV_POOL_WRITE, AV_HOOK_LOCK_TIMEOUT_MS, &error);
     if (!pool) {

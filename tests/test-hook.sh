@@ -717,6 +717,16 @@ check "with no scrub running (its scrub lock free), the right token is stale and
 check "  ... and none of the refusals changed the pool or the drivers" \
     eval "samepool && [ \"\$(driver 0000:17:00.0)\" = vfio-pci ] && [ \"\$(driver 0000:31:00.0)\" = nvidia ]"
 
+# --- a device whose IOMMU group a process still holds after its scrub is not freed ---
+world held two-socket-8gpu
+mkdom "$W/h.xml" held "$U1" 0000:31:00.0
+hook "$W/h.xml" held prepare begin - >/dev/null 2>&1
+HG=$(basename "$(readlink "$W/host/sys/bus/pci/devices/0000:31:00.0/iommu_group")")
+mkdir -p "$W/host/proc/4242/fd" && ln -s "/dev/vfio/$HG" "$W/host/proc/4242/fd/9"
+check "a device whose IOMMU group a process (a QEMU: /proc/4242/fd) still holds after its scrub is quarantined, not freed" \
+    eval "accepted '$W/h.xml' held release end - && wait_state 0000:31:00.0 quarantined && status && python3 -c \"import json; d=json.load(open('$W/st.json')); r=[x['reason'] for x in d['devices'] if x['address']=='0000:31:00.0'][0]; assert 'IOMMU group $HG of 0000:31:00.0 is still held open by process 4242' in r, r\""
+rm -rf "$W/host/proc"
+
 # A running domain may change its own metadata (virDomainSetMetadata): a bad
 # av:scrub (or av:placement) must not keep its devices from release and scrub.
 world badmeta two-socket-8gpu

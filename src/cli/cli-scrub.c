@@ -405,6 +405,8 @@ av_cli_cmd_scrub(AvCli *cli, int argc, char **argv)
     }
     if (!failure)
         av_scrub_run(root, av_kernel_ops_for(root), profile, &target, &report, &failure);
+    if (!failure && kind == AV_DEVICE_KIND_PCI)
+        av_scrub_group_released(root, group, address, &failure);
     if (progress.printed)
         fputc('\n', stderr);
     /* Given back as found, after steps that passed, as the profile says. */

@@ -21,40 +21,9 @@
 
 #include "pci/av-pci.h"
 #include "util/av-error.h"
+#include "vfio/av-vfio.h"
 
 #define AV_RESET_DEFAULT "default"
-
-/* The PID of a process under @root holding /dev/vfio/@group open (its
- * /proc/PID/fd links), or NULL.  Caller frees. */
-static char *
-av_reset_group_holder(const AvRoot *root, int group)
-{
-    g_autofree char *proc = av_proc_path("%s", "");
-    g_autofree char *node = av_dev_path("vfio/%d", group);
-    g_auto(GStrv) pids = NULL;
-
-    if (av_root_list_dir(root, proc, &pids) < 0)
-        return NULL;
-    for (guint i = 0; pids[i]; i++) {
-        g_autofree char *fd_dir = NULL;
-        g_auto(GStrv) fds = NULL;
-        guint64 pid;
-
-        if (!g_ascii_string_to_unsigned(pids[i], 10, 1, G_MAXINT, &pid, NULL))
-            continue;
-        fd_dir = av_proc_path("%s/fd", pids[i]);
-        if (av_root_list_dir(root, fd_dir, &fds) < 0)
-            continue;
-        for (guint j = 0; fds[j]; j++) {
-            g_autofree char *link = g_strdup_printf("%s/%s", fd_dir, fds[j]);
-            g_autofree char *target = NULL;
-
-            if (av_root_resolve(root, link, &target) == 0 && g_str_equal(target, node))
-                return g_strdup(pids[i]);
-        }
-    }
-    return NULL;
-}
 
 /* TRUE when @dev's IOMMU group holds @address. */
 static gboolean
@@ -134,7 +103,7 @@ av_reset_bus_safe(const AvRoot *root, const AvHost *host, const AvPciDevice *dev
                         o->address, o->driver);
             return FALSE;
         }
-        if (o->iommu_group >= 0 && (holder = av_reset_group_holder(root, o->iommu_group))) {
+        if (o->iommu_group >= 0 && (holder = av_vfio_group_holder(root, o->iommu_group))) {
             g_set_error(error, AV_ERROR, AV_ERROR_UNSAFE,
                         "a bus reset would also reset %s, whose IOMMU group %d process %s holds open "
                         "(a running domain)", o->address, o->iommu_group, holder);

@@ -339,3 +339,27 @@ av_scrub_restore_rebound(const AvRoot *root, const AvKernelOps *ops, const char 
                    rebound_from ? rebound_from : "none", address);
     return FALSE;
 }
+
+/* See av-scrub.h. */
+gboolean
+av_scrub_group_released(const AvRoot *root, int group, const char *address, GError **error)
+{
+    gint64 deadline = g_get_monotonic_time() + AV_SCRUB_GROUP_GRACE_US;
+    g_autofree char *holder = NULL;
+
+    if (group < 0)
+        return TRUE;
+    for (;;) {
+        g_free(holder);
+        holder = av_vfio_group_holder(root, group);
+        if (!holder || g_get_monotonic_time() >= deadline)
+            break;
+        g_usleep(200 * 1000);
+    }
+    if (!holder)
+        return TRUE;
+    g_set_error(error, AV_ERROR, AV_ERROR_UNSAFE,
+                "after its scrub, IOMMU group %d of %s is still held open by process %s (a domain still has "
+                "the device?); not freed", group, address ? address : "-", holder);
+    return FALSE;
+}

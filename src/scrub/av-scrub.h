@@ -63,6 +63,15 @@ gboolean av_scrub_bind_vfio(const AvRoot *root, const AvKernelOps *ops, const Av
                             const char *address, gboolean *ret_rebound, char **ret_rebound_from,
                             GError **error);
 
+/* After steps that passed, before a PCI device may be freed: no process may
+ * still hold its IOMMU group @group open (a domain's QEMU that has it yet is
+ * no device to hand to the next tenant).  Waits up to
+ * AV_SCRUB_GROUP_GRACE_US for the process of a domain that just stopped to
+ * go.  Returns FALSE with AV_ERROR_UNSAFE naming the process when one still
+ * holds it; TRUE for @group -1. */
+#define AV_SCRUB_GROUP_GRACE_US (5 * G_USEC_PER_SEC)
+gboolean av_scrub_group_released(const AvRoot *root, int group, const char *address, GError **error);
+
 /* After a scrub that passed: gives @address, bound to vfio-pci by
  * av_scrub_bind_vfio(), back to @rebound_from (NULL: no driver). */
 gboolean av_scrub_restore_rebound(const AvRoot *root, const AvKernelOps *ops, const char *address,

@@ -730,3 +730,34 @@ av_mdev_remove(const AvRoot *root, const AvKernelOps *ops, const char *uuid, GEr
     }
     return TRUE;
 }
+
+/* See av-vfio.h. */
+char *
+av_vfio_group_holder(const AvRoot *root, int group)
+{
+    g_autofree char *proc = av_proc_path("%s", "");
+    g_autofree char *node = av_dev_path("vfio/%d", group);
+    g_auto(GStrv) pids = NULL;
+
+    if (av_root_list_dir(root, proc, &pids) < 0)
+        return NULL;
+    for (guint i = 0; pids[i]; i++) {
+        g_autofree char *fd_dir = NULL;
+        g_auto(GStrv) fds = NULL;
+        guint64 pid;
+
+        if (!g_ascii_string_to_unsigned(pids[i], 10, 1, G_MAXINT, &pid, NULL))
+            continue;
+        fd_dir = av_proc_path("%s/fd", pids[i]);
+        if (av_root_list_dir(root, fd_dir, &fds) < 0)
+            continue;
+        for (guint j = 0; fds[j]; j++) {
+            g_autofree char *link = g_strdup_printf("%s/%s", fd_dir, fds[j]);
+            g_autofree char *target = NULL;
+
+            if (av_root_resolve(root, link, &target) == 0 && g_str_equal(target, node))
+                return g_strdup(pids[i]);
+        }
+    }
+    return NULL;
+}

@@ -49,6 +49,11 @@ gboolean av_vfio_bind(const AvRoot *root, const AvKernelOps *ops, const char *ad
  * read.  Caller frees. */
 char *av_vfio_current_driver(const AvRoot *root, const char *address);
 
+/* The PID (as text) of a process under @root that holds /dev/vfio/@group
+ * open (a domain's QEMU), found through /proc/PID/fd; NULL when none does
+ * or /proc cannot be read.  Caller frees. */
+char *av_vfio_group_holder(const AvRoot *root, int group);
+
 /* Gives @address back to the host: unbind from vfio-pci, clear
  * driver_override, then bind to @original_driver exactly (its
  * /sys/bus/pci/drivers/DRV/bind), or leave it unbound when
