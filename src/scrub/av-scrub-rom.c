@@ -89,8 +89,9 @@ av_scrub_method_rom_check(AvScrubContext *ctx, char **ret_message, GError **erro
     if (!g_str_equal(enrolled, hash)) {
         g_set_error(error, AV_ERROR, AV_ERROR_UNSAFE,
                     "the option ROM of %s changed since enrollment (enrolled %s, now %s): firmware "
-                    "tampered with by a tenant?  Check or reflash it, enroll it again, then clear the quarantine",
-                    address, enrolled, hash);
+                    "tampered with by a tenant?  Check or reflash it, then 'accelvirt enroll --replace %s' "
+                    "and 'accelvirt quarantine clear %s'",
+                    address, enrolled, hash, address, address);
         *ret_message = g_strdup((*error)->message);
         return FALSE;
     }
