@@ -387,7 +387,7 @@ import json, sys
 d = json.load(open(sys.argv[1]))
 for p in d["profiles"]:
     if p["name"] == "rig-ivshmem":
-        p["scrub"] = [{"method": "vm", "template": "/etc/accelvirt/scrub-vm.xml", "timeout": 360}]
+        p["scrub"] = [{"method": "vm", "template": "/etc/accelvirt/scrub-vm.xml", "timeout": 480}]
 json.dump(d, open(sys.argv[1], "w"), indent=2)
 PYEOF
 tV=$(now)
@@ -411,7 +411,7 @@ if test -n "$sd"; then
 else
     fact vmscrub_running domain=none pool="$(state_of)"
 fi
-fact vmscrub_after seconds="$(wait_settled 390)" pool="$(state_of)" driver="$(drv)"
+fact vmscrub_after seconds="$(wait_settled 510)" pool="$(state_of)" driver="$(drv)"
 "$A" journal verify > "$R/journal-verify-vmscrub.txt" 2>&1
 fact vmscrub_journal_verify rc=$?
 cp /var/lib/accelvirt/journal.jsonl "$R/journal-vmscrub.jsonl" 2>/dev/null

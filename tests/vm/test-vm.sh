@@ -453,7 +453,7 @@ cp -a "$run/results/rom-policies" "$e2e/results/rom-policies" 2>/dev/null
 if test -d "$AV_VM_CACHE/libvirt-caps"; then
     cp -a "$AV_VM_CACHE/libvirt-caps" "$e2e/results/libvirt-caps"
 fi
-AV_VM_TIMEOUT=${AV_VM_TIMEOUT:-900} AV_VM_IVSHMEM0_OPTS=",romfile=$run/rom-b.bin" AV_VM_ROOT=overlay AV_VM_QUIET=1 \
+AV_VM_TIMEOUT=${AV_VM_TIMEOUT:-1080} AV_VM_IVSHMEM0_OPTS=",romfile=$run/rom-b.bin" AV_VM_ROOT=overlay AV_VM_QUIET=1 \
     sh "$here/run-vm.sh" "$e2e" 2>"$e2e/run-vm.err"
 qrc=$?
 secs=$(cat "$e2e/boot-seconds" 2>/dev/null || echo '?')
