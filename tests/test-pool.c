@@ -1562,6 +1562,22 @@ test_reconcile(void)
     test_reconcile_host(pool, renumbered, policy, TRUE);
     g_assert_null(a->reason);
 
+    /* A quarantined device keeps why through a profile going and coming back. */
+    test_move(pool, a, AV_DEVICE_STATE_DIRTY, NULL, NULL);
+    test_move(pool, a, AV_DEVICE_STATE_SCRUBBING, NULL, NULL);
+    test_move(pool, a, AV_DEVICE_STATE_QUARANTINED, NULL, "the option ROM changed");
+    {
+        g_autoptr(AvPolicy) other = test_load_policy("{\"profiles\": [{\"name\": \"stick\", \"match\": "
+                                                     "{\"vendor\": \"0x03e7\"}, \"attach\": \"usb\"}]}");
+
+        test_reconcile_host(pool, renumbered, other, FALSE);
+        g_assert_cmpint(a->state, ==, AV_DEVICE_STATE_QUARANTINED);
+        g_assert_cmpstr(a->reason, ==, "the option ROM changed");
+    }
+    test_reconcile_host(pool, renumbered, policy, FALSE);
+    g_assert_cmpint(a->state, ==, AV_DEVICE_STATE_QUARANTINED);
+    g_assert_cmpstr(a->reason, ==, "the option ROM changed");
+
     g_assert_true(av_journal_verify(state, NULL, &err));
     g_assert_no_error(err);
     g_assert_true(av_pool_save(pool, &err));

@@ -1728,7 +1728,10 @@ av_pool_reconcile_one(AvPool *pool, const AvScanned *s, gint64 now, gboolean *ch
             *changed = TRUE;
             return TRUE;
         }
-        *changed |= av_string_set(&dev->reason, "unmanaged");
+        /* A quarantined device keeps why it is: it is never handed out
+         * either way, and the operator needs the reason. */
+        if (dev->state != AV_DEVICE_STATE_QUARANTINED)
+            *changed |= av_string_set(&dev->reason, "unmanaged");
     } else {
         if (g_strcmp0(dev->profile, s->profile->name) != 0) {
             g_autoptr(json_t) extra = json_object();
