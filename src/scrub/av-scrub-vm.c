@@ -182,20 +182,31 @@ av_scrub_vm_child_text(xmlNodePtr root, const char *name)
 #define AV_SCRUB_VM_NS "urn:accelvirt:domain:1"
 
 /* Adds <av:accelerators><av:scrub token= identity=/></av:accelerators> to
- * the first <metadata> of @root (made when absent): what the hook checks
- * before it lets this domain have a device that is being scrubbed.  libvirt
- * keeps one top-level element per namespace, so a template that has
- * metadata of accelvirt's own namespace is refused. */
+ * the first <metadata> of @root (made when absent), and makes the domain's
+ * <uuid> @uuid: what the hook checks before it lets this domain have a
+ * device that is being scrubbed.  libvirt keeps one top-level element per
+ * namespace, so a template that has metadata of accelvirt's own namespace
+ * is refused. */
 static gboolean
-av_scrub_vm_add_token(xmlNodePtr root, const char *token, const char *identity, const char *template_path,
-                      GError **error)
+av_scrub_vm_add_token(xmlNodePtr root, const char *token, const char *uuid, const char *identity,
+                      const char *template_path, GError **error)
 {
-    xmlNodePtr metadata = NULL, accelerators, scrub;
+    xmlNodePtr metadata = NULL, uuid_node = NULL, accelerators, scrub;
     xmlNsPtr ns;
 
-    for (xmlNodePtr n = root->children; n && !metadata; n = n->next)
-        if (n->type == XML_ELEMENT_NODE && !n->ns && xmlStrcmp(n->name, BAD_CAST "metadata") == 0)
+    for (xmlNodePtr n = root->children; n; n = n->next) {
+        if (n->type != XML_ELEMENT_NODE || n->ns)
+            continue;
+        if (!metadata && xmlStrcmp(n->name, BAD_CAST "metadata") == 0)
             metadata = n;
+        if (!uuid_node && xmlStrcmp(n->name, BAD_CAST "uuid") == 0)
+            uuid_node = n;
+    }
+    /* The hook wants the UUID the pool made with the token, whatever the
+     * template says (or does not say) there. */
+    if (!uuid_node)
+        uuid_node = xmlNewChild(root, NULL, BAD_CAST "uuid", NULL);
+    xmlNodeSetContent(uuid_node, BAD_CAST uuid);
     if (!metadata)
         metadata = xmlNewChild(root, NULL, BAD_CAST "metadata", NULL);
     for (xmlNodePtr n = metadata->children; n; n = n->next) {
@@ -220,11 +231,11 @@ av_scrub_vm_add_token(xmlNodePtr root, const char *token, const char *identity, 
  * contract observable: on_poweroff destroy, on_reboot restart (a reboot is
  * then an event, not a look-alike of a power-off), on_crash destroy or
  * coredump-destroy.  Absent elements take libvirt's defaults, which are
- * exactly these.  With a @token, adds it (av_scrub_vm_add_token()).
+ * exactly these.  With a @token, adds it and @uuid (av_scrub_vm_add_token()).
  * Returns the domain XML to start (caller frees), or NULL with @error. */
 static char *
-av_scrub_vm_finish(const char *xml, const char *template_path, const char *token, const char *identity,
-                   GError **error)
+av_scrub_vm_finish(const char *xml, const char *template_path, const char *token, const char *uuid,
+                   const char *identity, GError **error)
 {
     static const struct {
         const char *element;
@@ -271,7 +282,7 @@ av_scrub_vm_finish(const char *xml, const char *template_path, const char *token
         xmlFree(value);
     }
     if (ok && token)
-        ok = av_scrub_vm_add_token(root, token, identity, template_path, error);
+        ok = av_scrub_vm_add_token(root, token, uuid, identity, template_path, error);
     if (ok) {
         xmlChar *out = NULL;
         int len = 0;
@@ -367,7 +378,7 @@ av_scrub_method_vm(AvScrubContext *ctx, char **ret_message, GError **error)
     name = g_strdup_printf("accelvirt-scrub-%.12s", hash);
     watch.name = name;
     filled = av_scrub_vm_xml(template_text, target, name, uuid, &hostdev);
-    xml = av_scrub_vm_finish(filled, template_path, target->scrub_token, target->identity, &local);
+    xml = av_scrub_vm_finish(filled, template_path, target->scrub_token, uuid, target->identity, &local);
     if (!xml)
         goto out;
     json_object_set_new(ctx->entry, "domain", json_string(name));
