@@ -822,7 +822,7 @@ av_hook_start(const AvHookConfig *config, const AvDomain *domain)
         if (!dev || !dev->profile || dev->numa_node < 0)
             continue;
         /* The scrub VM of the device: its placement is not a tenant's. */
-        if (dev->scrub_domain && g_strcmp0(dev->scrub_domain, domain->uuid) == 0)
+        if (av_pool_is_scrub_domain(dev, domain->uuid))
             continue;
         profile = av_policy_find(policy, dev->profile);
         if (!profile || profile->numa == AV_NUMA_NONE)
@@ -987,7 +987,7 @@ av_hook_reconnect(const AvHookConfig *config, const AvDomain *domain)
         }
         what = av_hook_describe_device(dev);
         who = av_hook_describe_owner(dev->owner);
-        if (dev->scrub_domain && g_strcmp0(dev->scrub_domain, domain->uuid) == 0) {
+        if (av_pool_is_scrub_domain(dev, domain->uuid)) {
             av_hook_log(LOG_INFO, "reconnect: scrub domain '%s' runs with device %s, which is %s", domain->name,
                         what, av_device_state_to_string(dev->state));
             continue;

@@ -2230,6 +2230,9 @@ test_scrub_token_life(void)
     dev = av_pool_find(pool, "dsn:0000000000000000.f0");
     g_assert_null(dev->scrub_token);
     g_assert_cmpstr(dev->scrub_domain, ==, uuid);
+    g_assert_true(av_pool_is_scrub_domain(dev, uuid));
+    g_assert_false(av_pool_is_scrub_domain(dev, "11111111-1111-4111-8111-111111111111"));
+    g_assert_false(av_pool_is_scrub_domain(dev, NULL));
     /* The scrub ends: both go. */
     g_assert_true(av_pool_transition(pool, dev, AV_DEVICE_STATE_FREE, NULL, NULL, &err));
     g_assert_no_error(err);

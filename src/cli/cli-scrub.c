@@ -425,8 +425,7 @@ av_cli_cmd_scrub(AvCli *cli, int argc, char **argv)
     if (from == AV_DEVICE_STATE_QUARANTINED) {
         result = "quarantined";
         /* No transition clears them. */
-        g_clear_pointer(&dev->scrub_token, g_free);
-        g_clear_pointer(&dev->scrub_domain, g_free);
+        av_pool_scrub_token_clear(dev);
     } else if (dev->state != AV_DEVICE_STATE_SCRUBBING) {
         g_set_error(&err, AV_ERROR, AV_ERROR_STATE, "device %s is %s, no longer scrubbing; its scrub is not recorded",
                     identity, av_device_state_to_string(dev->state));

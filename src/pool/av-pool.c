@@ -1158,10 +1158,8 @@ av_pool_transition_do(AvPool *pool, AvPoolDevice *dev, AvDeviceState to, const A
     /* A scrub token lives as long as the scrub it was made for, which a
      * rescan that lost the device for a while does not end. */
     if (to != AV_DEVICE_STATE_MISSING &&
-        !(from == AV_DEVICE_STATE_MISSING && to == dev->state_before_missing)) {
-        g_clear_pointer(&dev->scrub_token, g_free);
-        g_clear_pointer(&dev->scrub_domain, g_free);
-    }
+        !(from == AV_DEVICE_STATE_MISSING && to == dev->state_before_missing))
+        av_pool_scrub_token_clear(dev);
     if (to == AV_DEVICE_STATE_MISSING)
         dev->state_before_missing = from;
     else
@@ -1335,6 +1333,21 @@ void
 av_pool_scrub_token_consume(AvPoolDevice *dev)
 {
     g_clear_pointer(&dev->scrub_token, g_free);
+}
+
+/* See av-pool.h. */
+void
+av_pool_scrub_token_clear(AvPoolDevice *dev)
+{
+    g_clear_pointer(&dev->scrub_token, g_free);
+    g_clear_pointer(&dev->scrub_domain, g_free);
+}
+
+/* See av-pool.h. */
+gboolean
+av_pool_is_scrub_domain(const AvPoolDevice *dev, const char *domain_uuid)
+{
+    return dev->scrub_domain && domain_uuid && strcmp(dev->scrub_domain, domain_uuid) == 0;
 }
 
 /* See av-pool.h. */

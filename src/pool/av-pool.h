@@ -226,6 +226,14 @@ gboolean av_pool_scrub_token_matches(const AvPoolDevice *dev, const char *token,
  * domain's UUID stays, for the hook's later calls). */
 void av_pool_scrub_token_consume(AvPoolDevice *dev);
 
+/* The scrub of @dev is over without a transition (a quarantined device
+ * scrubbed by hand stays quarantined): its token and scrub domain go. */
+void av_pool_scrub_token_clear(AvPoolDevice *dev);
+
+/* TRUE when @domain_uuid is the scrub domain made for the scrub running on
+ * @dev (the token may be used up already). */
+gboolean av_pool_is_scrub_domain(const AvPoolDevice *dev, const char *domain_uuid);
+
 /* Gives the pool device @dev back to the host as its profile @profile
  * says, once it is clean: the worker after a scrub that passed, the
  * operator's quarantine clear.  A PCI device whose restore_driver is
