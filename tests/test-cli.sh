@@ -39,7 +39,9 @@ check "list --managed shows only the 8 GPUs and the stick" json "$AV_TMP/m.json"
 # --- the trap host: a GPU sharing its IOMMU group with the host's NIC ---
 "$AV" --root "$AV_TEST_HOSTS/trap-shared-group" --policy-dir "$POL" list --json >"$AV_TMP/trap.json"
 check "the trap host's GPU is managed but cannot be passed through, naming the NIC and its driver" json "$AV_TMP/trap.json" \
-    "[(p['passthrough']['possible'], '0000:05:00.0' in p['passthrough']['reason'] and 'i40e' in p['passthrough']['reason']) for p in d['pci'] if p['profile']] == [(False, True)]"
+    "[(p['passthrough']['possible'], '0000:05:00.0' in p['passthrough']['reason'] and 'i40e' in p['passthrough']['reason']) for p in d['pci'] if p['profile'] and p['address'] == '0000:04:00.0'] == [(False, True)]"
+check "the trap host's A6000 whose own slot's function 1 is the host's NIC (ice) cannot be passed through, naming it, though its audio is a companion" json "$AV_TMP/trap.json" \
+    "[(p['passthrough']['possible'], \"'0000:06:00.1'\" in p['passthrough']['reason'] and 'driver ice' in p['passthrough']['reason']) for p in d['pci'] if p['profile'] and p['address'] == '0000:06:00.0'] == [(False, True)]"
 check "the 2-socket host's GPUs can all be passed through (the A6000 audio functions go with their cards)" json "$AV_TMP/h2.json" \
     "all(p['passthrough']['possible'] for p in d['pci'] if p['profile']) and all(p['passthrough'] is None for p in d['pci'] if not p['profile'])"
 check "the list table marks the trap host's GPU and says why" \

@@ -187,6 +187,16 @@ check "  ... and nothing claimed" json "$W/state/pool.json" "all(x['state'] == '
 check "  ... its release end changes nothing" \
     eval "cp '$W/state/pool.json' '$W/p0' && accepted '$W/vm.xml' vm release end - && cmp '$W/state/pool.json' '$W/p0'"
 
+# --- the host's NIC as function 1 of the GPU's own slot (issue 10, hole 1) ---
+world trapslot trap-shared-group
+mkdom "$W/vm.xml" vm "$U1" 0000:06:00.0
+drivers >"$W/drivers.before"
+check "a GPU whose own slot's second function is the host's NIC (ice) is refused with one line naming it" \
+    refused "IOMMU group 14 also holds '0000:06:00.1' .*driver ice" "$W/vm.xml" vm prepare begin -
+check "  ... no driver changed: the NIC stays on ice, the audio on snd_hda_intel, the GPU on nvidia" \
+    eval "drivers | cmp - '$W/drivers.before' && [ \"\$(driver 0000:06:00.1)\" = ice ]"
+check "  ... and nothing was claimed" json "$W/state/pool.json" "all(x['state'] == 'free' and x['owner'] is None for x in d['devices'])"
+
 # --- what accelvirt does not manage ---
 world plain two-socket-8gpu
 mkdom "$W/none.xml" plain "$U1"

@@ -357,8 +357,15 @@ test_not_viable(void)
     Fix f;
 
     fix_open(&f, "trap-shared-group",
-             "{\"profiles\": [{\"name\": \"gpu\", \"match\": {\"vendor\": \"0x10de\"}, \"numa\": \"strict\"}]}");
+             "{\"profiles\": [{\"name\": \"gpu\", \"match\": {\"vendor\": \"0x10de\", \"device\": \"0x20f1\"}, \"numa\": \"strict\"}]}");
     assert_error(&f, "gpu:1", 0, AV_ERROR_BUSY, "IOMMU group 12 also holds '0000:05:00.0'");
+    fix_close(&f);
+    /* The host's NIC as the second function of the GPU's own slot: never
+     * placed, even with the GPU's audio named as a companion. */
+    fix_open(&f, "trap-shared-group",
+             "{\"profiles\": [{\"name\": \"gpu\", \"match\": {\"vendor\": \"0x10de\", \"device\": \"0x2230\"},"
+             " \"companions\": [{\"class\": \"0x0403\"}], \"numa\": \"none\"}]}");
+    assert_error(&f, "gpu:1", 0, AV_ERROR_BUSY, "IOMMU group 14 also holds '0000:06:00.1'");
     fix_close(&f);
 }
 

@@ -216,7 +216,7 @@ HP="$AV_TMP/hook-policies"
 mkdir -p "$HP"
 cat >"$HP/10-test.json" <<JSON
 {"profiles": [
-  {"name": "a6000", "match": {"vendor": "0x10de", "device": "0x2230"}, "attach": "vfio-pci",
+  {"name": "a6000", "match": {"vendor": "0x10de", "device": "0x2230"}, "attach": "vfio-pci", "companions": [{"class": "0x0403"}],
    "granularity": "card", "numa": "preferred", "restore_driver": "on-release",
    "scrub": [{"method": "command", "argv": ["$SCRUB"], "timeout": 5}]},
   {"name": "vgpu", "match": {"vendor": "0x10de", "device": "0x2236"}, "attach": "mdev", "mdev_type": "nvidia-590",

@@ -30,7 +30,24 @@
     " \"attach\": \"vfio-pci\", \"granularity\": \"card\"}]}"
 #define POLICY_A6000_CARD \
     "{\"profiles\": [{\"name\": \"gpu-a6000\", \"match\": {\"vendor\": \"0x10de\", \"device\": \"0x2230\"}," \
+    " \"companions\": [{\"class\": \"0x0403\"}], \"attach\": \"vfio-pci\", \"granularity\": \"card\"}]}"
+/* Card granularity alone does not make the card's other functions the guest's. */
+#define POLICY_A6000_NO_COMPANIONS \
+    "{\"profiles\": [{\"name\": \"gpu-a6000\", \"match\": {\"vendor\": \"0x10de\", \"device\": \"0x2230\"}," \
     " \"attach\": \"vfio-pci\", \"granularity\": \"card\"}]}"
+/* Companions named by ids, and a class that is not the audio's. */
+#define POLICY_A6000_BY_IDS \
+    "{\"profiles\": [{\"name\": \"gpu-a6000\", \"match\": {\"vendor\": \"0x10de\", \"device\": \"0x2230\"}," \
+    " \"companions\": [{\"vendor\": \"0x10de\", \"device\": [\"0x1aef\"]}, {\"class\": \"0x0c03\"}]}]}"
+#define POLICY_A6000_OTHER_CLASS \
+    "{\"profiles\": [{\"name\": \"gpu-a6000\", \"match\": {\"vendor\": \"0x10de\", \"device\": \"0x2230\"}," \
+    " \"companions\": [{\"class\": \"0x0c03\"}, {\"vendor\": \"0x10de\", \"device\": \"0x1aee\"}]}]}"
+/* A profile naming even the NIC's class among the companions. */
+#define POLICY_A6000_GREEDY \
+    "{\"profiles\": [{\"name\": \"gpu-a6000\", \"match\": {\"vendor\": \"0x10de\", \"device\": \"0x2230\"}," \
+    " \"companions\": [{\"class\": \"0x0403\"}, {\"class\": \"0x0200\"}]}]}"
+#define SAME_SLOT_GPU "0000:06:00.0"      /* trap-shared-group: .1 is the host's E810 (ice), .2 the GPU's audio */
+#define SAME_SLOT_NIC "0000:06:00.1"
 #define POLICY_A6000_FUNCTION \
     "{\"profiles\": [{\"name\": \"gpu-a6000\", \"match\": {\"vendor\": \"0x10de\", \"device\": \"0x2230\"}," \
     " \"attach\": \"vfio-pci\", \"granularity\": \"function\"}]}"
@@ -639,6 +656,27 @@ test_group_a6000(void)
     joined = join_ptr_array(members);
     g_assert_cmpstr(joined, ==, A6000 " " A6000_AUDIO);
 
+    /* Card granularity without companions: the audio function, on its host
+     * driver, is not the guest's (it used to be taken for being on the card). */
+    {
+        g_autoptr(AvPolicy) bare = policy_of(POLICY_A6000_NO_COMPANIONS);
+        g_autoptr(AvPolicy) by_ids = policy_of(POLICY_A6000_BY_IDS);
+        g_autoptr(AvPolicy) other = policy_of(POLICY_A6000_OTHER_CLASS);
+        g_autoptr(GPtrArray) m2 = NULL;
+
+        g_assert_false(av_vfio_group_check(host, bare, get_pci(host, A6000), &m2, &err));
+        g_assert_error(err, AV_ERROR, AV_ERROR_UNSAFE);
+        assert_message_has(err, A6000_AUDIO);
+        assert_message_has(err, "companions");
+        g_clear_error(&err);
+        g_assert_false(av_vfio_group_check(host, other, get_pci(host, A6000), &m2, &err));
+        g_assert_error(err, AV_ERROR, AV_ERROR_UNSAFE);
+        g_clear_error(&err);
+        g_assert_true(av_vfio_group_check(host, by_ids, get_pci(host, A6000), &m2, &err));
+        g_assert_no_error(err);
+        g_assert_cmpuint(m2->len, ==, 2);
+    }
+
     /* Per function, the audio function is the host's: refused by name. */
     g_assert_false(av_vfio_group_check(host, function, get_pci(host, A6000), &members, &err));
     g_assert_error(err, AV_ERROR, AV_ERROR_UNSAFE);
@@ -683,6 +721,45 @@ test_group_trap(void)
     assert_message_has(err, "'0000:05:00.0'");
     assert_message_has(err, "driver i40e");
     g_test_message("%s", err->message);
+}
+
+/* Issue 10, hole 1: the host's NIC as the second function of the GPU's own
+ * slot makes the group non-viable, whatever the profile's granularity or
+ * companions, unless the profile names the NIC itself as a companion. */
+static void
+test_group_same_slot_nic(void)
+{
+    g_autofree char *dir = av_test_host_path("trap-shared-group");
+    g_autoptr(GError) err = NULL;
+    g_autoptr(AvRoot) root = av_root_new(dir, &err);
+    g_autoptr(AvHost) host = scan(root);
+    const char *policies[] = { POLICY_A6000_CARD, POLICY_A6000_FUNCTION, POLICY_A6000_NO_COMPANIONS,
+                               POLICY_A6000_BY_IDS };
+
+    for (guint i = 0; i < G_N_ELEMENTS(policies); i++) {
+        g_autoptr(AvPolicy) policy = policy_of(policies[i]);
+        GPtrArray *members = NULL;
+
+        g_assert_false(av_vfio_group_check(host, policy, get_pci(host, SAME_SLOT_GPU), &members, &err));
+        g_assert_null(members);
+        g_assert_error(err, AV_ERROR, AV_ERROR_UNSAFE);
+        assert_message_has(err, "'" SAME_SLOT_NIC "'");
+        assert_message_has(err, "driver ice");
+        assert_message_has(err, "group 14");
+        g_clear_error(&err);
+    }
+    /* Naming the NIC's class as a companion is the operator's explicit word
+     * that it belongs to the card: accepted, NIC and audio go along. */
+    {
+        g_autoptr(AvPolicy) policy = policy_of(POLICY_A6000_GREEDY);
+        g_autoptr(GPtrArray) members = NULL;
+        g_autofree char *joined = NULL;
+
+        g_assert_true(av_vfio_group_check(host, policy, get_pci(host, SAME_SLOT_GPU), &members, &err));
+        g_assert_no_error(err);
+        joined = join_ptr_array(members);
+        g_assert_cmpstr(joined, ==, SAME_SLOT_GPU " " SAME_SLOT_NIC " 0000:06:00.2");
+    }
 }
 
 static void
@@ -1142,6 +1219,7 @@ main(int argc, char **argv)
     g_test_add_func("/vfio/restore/other-driver", test_restore_other_driver);
     g_test_add_func("/vfio/group/a6000", test_group_a6000);
     g_test_add_func("/vfio/group/trap-shared", test_group_trap);
+    g_test_add_func("/vfio/group/same-slot-nic", test_group_same_slot_nic);
     g_test_add_func("/vfio/group/no-iommu", test_group_none);
     g_test_add_func("/vfio/group/bridge", test_group_bridge);
     g_test_add_func("/vfio/mdev/choose-parent", test_mdev_choose);

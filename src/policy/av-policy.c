@@ -53,11 +53,12 @@ static const char *const reset_method_names[] = { "flr", "pm", "bus", "device_sp
 static const char *const top_keys[] = { "profiles", "description", NULL };
 static const char *const profile_keys[] = {
     "name", "description", "match", "attach", "mdev_type", "numa", "allocation", "granularity",
-    "scrub", "restore_driver", "hide_hypervisor", "resource_class", "traits", NULL,
+    "scrub", "restore_driver", "hide_hypervisor", "resource_class", "traits", "companions", NULL,
 };
 static const char *const match_keys[] = {
     "vendor", "device", "class", "subsystem_vendor", "subsystem_device", "address", "mdev_parent", NULL,
 };
+static const char *const companion_keys[] = { "vendor", "device", "class", NULL };
 
 /* Nova's standard resource classes that can stand for a device (os-resource-classes). */
 static const char *const nova_standard_classes[] = {
@@ -123,11 +124,23 @@ av_scrub_step_free(AvScrubStep *step)
 }
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(AvScrubStep, av_scrub_step_free)
 
+static void
+av_companion_match_free(AvCompanionMatch *c)
+{
+    if (!c)
+        return;
+    if (c->devices)
+        g_array_unref(c->devices);
+    g_free(c);
+}
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(AvCompanionMatch, av_companion_match_free)
+
 static AvProfile *
 av_profile_new(void)
 {
     AvProfile *p = g_new0(AvProfile, 1);
 
+    p->companions = g_ptr_array_new_with_free_func((GDestroyNotify)av_companion_match_free);
     p->match_devices = g_array_new(FALSE, FALSE, sizeof(guint16));
     p->match_addresses = g_ptr_array_new_with_free_func(g_free);
     p->match_mdev_parents = g_ptr_array_new_with_free_func(g_free);
@@ -150,6 +163,8 @@ av_profile_free(AvProfile *profile)
         g_ptr_array_unref(profile->match_addresses);
     if (profile->match_mdev_parents)
         g_ptr_array_unref(profile->match_mdev_parents);
+    if (profile->companions)
+        g_ptr_array_unref(profile->companions);
     g_free(profile->mdev_type);
     if (profile->scrub)
         g_ptr_array_unref(profile->scrub);
@@ -406,6 +421,31 @@ get_hex16_value(const PolicyParse *pp, json_t *v, const char *path, const char *
     return TRUE;
 }
 
+/* A class code "0x0302" (base class and subclass: mask 0xffff00) or
+ * "0x030200" (all 24 bits). */
+static gboolean
+get_class_value(const PolicyParse *pp, json_t *v, const char *path, const char *display, guint32 *ret_class,
+                guint32 *ret_mask, GError **error)
+{
+    guint64 value;
+    gsize digits = 0;
+
+    if (!json_is_string(v))
+        return type_fail(pp, path, display, "a string of hex digits such as '0x0302'", v, error);
+    if (!parse_hex(json_string_value(v), &value, &digits) || (digits != 4 && digits != 6))
+        return policy_fail(pp, path, FALSE, error,
+                           "'%s' is not a class code: '%s'; expected '0x' and 4 hex digits (base class and subclass, such as '0x0302') or 6 (with the programming interface, such as '0x030200')",
+                           display, json_string_value(v));
+    if (digits == 4) {
+        *ret_class = (guint32)value << 8;
+        *ret_mask = 0xffff00;
+    } else {
+        *ret_class = (guint32)value;
+        *ret_mask = 0xffffff;
+    }
+    return TRUE;
+}
+
 /* ---- addresses and names ---- */
 
 gboolean
@@ -610,23 +650,10 @@ parse_match(const PolicyParse *pp, AvProfile *profile, json_t *match, const char
     v = json_object_get(match, "class");
     if (v) {
         g_autofree char *cp = path_join(path, "class");
-        guint64 value;
-        gsize digits = 0;
 
-        if (!json_is_string(v))
-            return type_fail(pp, cp, "match.class", "a string of hex digits such as '0x0302'", v, error);
-        if (!parse_hex(json_string_value(v), &value, &digits) || (digits != 4 && digits != 6))
-            return policy_fail(pp, cp, FALSE, error,
-                               "'match.class' is not a class code: '%s'; expected '0x' and 4 hex digits (base class and subclass, such as '0x0302') or 6 (with the programming interface, such as '0x030200')",
-                               json_string_value(v));
+        if (!get_class_value(pp, v, cp, "match.class", &profile->match_class, &profile->match_class_mask, error))
+            return FALSE;
         profile->match_class_set = TRUE;
-        if (digits == 4) {
-            profile->match_class = (guint32)value << 8;
-            profile->match_class_mask = 0xffff00;
-        } else {
-            profile->match_class = (guint32)value;
-            profile->match_class_mask = 0xffffff;
-        }
     }
 
     v = json_object_get(match, "subsystem_vendor");
@@ -655,6 +682,89 @@ parse_match(const PolicyParse *pp, AvProfile *profile, json_t *match, const char
                                 "list at least one address, or leave 'address' out to match at every address",
                                 add_address, error))
             return FALSE;
+    }
+    return TRUE;
+}
+
+/* ---- companions ---- */
+
+/* "companions": [{"class": "0x0403"}, {"vendor": "0x10de", "device": ["0x1aef"]}]:
+ * the functions of the card, other than the pooled ones, that belong to the
+ * accelerator and go to the guest with it (av_vfio_group_check()).  Only for
+ * attach "vfio-pci": a VF, an mdev parent or a USB device takes no other
+ * function with it. */
+static gboolean
+parse_companions(const PolicyParse *pp, AvProfile *profile, json_t *obj, const char *base, GError **error)
+{
+    json_t *v = json_object_get(obj, "companions");
+    g_autofree char *path = path_join(base, "companions");
+    gsize i;
+    json_t *item;
+
+    if (!v)
+        return TRUE;
+    if (profile->attach != AV_ATTACH_VFIO_PCI)
+        return policy_fail(pp, path, TRUE, error,
+                           "'companions' is only allowed with attach 'vfio-pci', not with attach '%s'; only a whole "
+                           "card takes its other functions with it",
+                           av_attach_to_string(profile->attach));
+    if (!json_is_array(v))
+        return type_fail(pp, path, "companions", "a list of objects such as [{\"class\": \"0x0403\"}]", v, error);
+    json_array_foreach(v, i, item) {
+        g_autofree char *ip = g_strdup_printf("%s/%zu", path, i);
+        g_autofree char *id = g_strdup_printf("companions[%zu]", i);
+        g_autoptr(AvCompanionMatch) c = g_new0(AvCompanionMatch, 1);
+        json_t *f;
+
+        c->devices = g_array_new(FALSE, FALSE, sizeof(guint16));
+        if (!json_is_object(item))
+            return type_fail(pp, ip, id, "an object such as {\"class\": \"0x0403\"}", item, error);
+        if (!check_keys(pp, item, ip, " in a companion", companion_keys, error))
+            return FALSE;
+        if (json_object_size(item) == 0)
+            return policy_fail(pp, ip, FALSE, error,
+                               "'%s' is empty and would take every function of the card, the host's too; "
+                               "name its class (such as \"0x0403\" for HDMI audio) or its vendor and device ids", id);
+        if ((f = json_object_get(item, "vendor"))) {
+            g_autofree char *fp = path_join(ip, "vendor");
+            g_autofree char *fd = g_strdup_printf("%s.vendor", id);
+
+            if (!get_hex16_value(pp, f, fp, fd, &c->vendor, error))
+                return FALSE;
+            c->vendor_set = TRUE;
+        }
+        if ((f = json_object_get(item, "device"))) {
+            g_autofree char *fp = path_join(ip, "device");
+            g_autofree char *fd = g_strdup_printf("%s.device", id);
+            json_t *one = json_is_array(f) ? NULL : f;
+            gsize n = one ? 1 : json_array_size(f);
+
+            if (!json_is_string(f) && !json_is_array(f))
+                return type_fail(pp, fp, fd, "a string of hex digits such as '0x1aef' or a list of them", f, error);
+            if (n == 0)
+                return policy_fail(pp, fp, FALSE, error, "'%s' is an empty list; list at least one device id", fd);
+            if (!c->vendor_set)
+                return policy_fail(pp, fp, TRUE, error, "'%s' needs the 'vendor' of the device ids", fd);
+            for (gsize j = 0; j < n; j++) {
+                json_t *d = one ? one : json_array_get(f, j);
+                g_autofree char *dp = one ? g_strdup(fp) : g_strdup_printf("%s/%zu", fp, j);
+                g_autofree char *dd = one ? g_strdup(fd) : g_strdup_printf("%s[%zu]", fd, j);
+                guint16 dev_id;
+
+                if (!get_hex16_value(pp, d, dp, dd, &dev_id, error))
+                    return FALSE;
+                g_array_append_val(c->devices, dev_id);
+            }
+        }
+        if ((f = json_object_get(item, "class"))) {
+            g_autofree char *fp = path_join(ip, "class");
+            g_autofree char *fd = g_strdup_printf("%s.class", id);
+
+            if (!get_class_value(pp, f, fp, fd, &c->class_code, &c->class_mask, error))
+                return FALSE;
+            c->class_set = TRUE;
+        }
+        g_ptr_array_add(profile->companions, g_steal_pointer(&c));
     }
     return TRUE;
 }
@@ -1030,6 +1140,9 @@ parse_profile(PolicyParse *pp, AvPolicy *policy, GPtrArray *added, json_t *obj, 
     if (!v)
         return policy_fail(pp, base, FALSE, error, "missing required key 'match'");
     if (!parse_match(pp, profile, v, base, error))
+        return FALSE;
+
+    if (!parse_companions(pp, profile, obj, base, error))
         return FALSE;
 
     v = json_object_get(obj, "mdev_type");
@@ -1410,6 +1523,31 @@ av_policy_match_pci(const AvPolicy *policy, const AvPciDevice *dev)
     return NULL;
 }
 
+/* See av-policy.h. */
+gboolean
+av_profile_names_companion(const AvProfile *profile, const AvPciDevice *dev)
+{
+    for (guint i = 0; profile && dev && i < profile->companions->len; i++) {
+        const AvCompanionMatch *c = g_ptr_array_index(profile->companions, i);
+        gboolean ok = TRUE;
+
+        if (c->vendor_set && dev->vendor_id != c->vendor)
+            ok = FALSE;
+        if (ok && c->devices->len > 0) {
+            gboolean found = FALSE;
+
+            for (guint j = 0; j < c->devices->len && !found; j++)
+                found = g_array_index(c->devices, guint16, j) == dev->device_id;
+            ok = found;
+        }
+        if (ok && c->class_set && (dev->class_code & c->class_mask) != c->class_code)
+            ok = FALSE;
+        if (ok)
+            return TRUE;
+    }
+    return FALSE;
+}
+
 /* The first "usb" profile that takes the USB device @dev, or NULL.
  * Borrowed from @policy. */
 const AvProfile *
@@ -1459,6 +1597,28 @@ strings_to_json(GPtrArray *strings)
     return a;
 }
 
+/* Sets "vendor", "device" (a list) and "class" (4 or 6 digits, as
+ * written) of a match or a companion in @obj, those that are set. */
+static void
+ids_to_json(json_t *obj, gboolean vendor_set, guint16 vendor, const GArray *devices, gboolean class_set,
+            guint32 class_code, guint32 class_mask)
+{
+    if (vendor_set)
+        json_object_set_new(obj, "vendor", hex16(vendor));
+    if (devices->len > 0) {
+        json_t *a = json_array();
+
+        for (guint i = 0; i < devices->len; i++)
+            json_array_append_new(a, hex16(g_array_index(devices, guint16, i)));
+        json_object_set_new(obj, "device", a);
+    }
+    if (class_set) {
+        g_autofree char *c = class_mask == 0xffffff ? g_strdup_printf("0x%06x", class_code)
+                                                    : g_strdup_printf("0x%04x", class_code >> 8);
+        json_object_set_new(obj, "class", json_string(c));
+    }
+}
+
 /* The normalised profile, defaults included, as a new JSON object that
  * loads back to the same profile (caller owns the reference). */
 json_t *
@@ -1472,21 +1632,8 @@ av_profile_to_json(const AvProfile *profile)
     if (profile->description)
         json_object_set_new(o, "description", json_string(profile->description));
 
-    if (profile->match_vendor_set)
-        json_object_set_new(match, "vendor", hex16(profile->match_vendor));
-    if (profile->match_devices->len > 0) {
-        json_t *a = json_array();
-
-        for (guint i = 0; i < profile->match_devices->len; i++)
-            json_array_append_new(a, hex16(g_array_index(profile->match_devices, guint16, i)));
-        json_object_set_new(match, "device", a);
-    }
-    if (profile->match_class_set) {
-        g_autofree char *c = profile->match_class_mask == 0xffffff
-            ? g_strdup_printf("0x%06x", profile->match_class)
-            : g_strdup_printf("0x%04x", profile->match_class >> 8);
-        json_object_set_new(match, "class", json_string(c));
-    }
+    ids_to_json(match, profile->match_vendor_set, profile->match_vendor, profile->match_devices,
+                profile->match_class_set, profile->match_class, profile->match_class_mask);
     if (profile->match_subsystem_vendor_set)
         json_object_set_new(match, "subsystem_vendor", hex16(profile->match_subsystem_vendor));
     if (profile->match_subsystem_device_set)
@@ -1496,6 +1643,18 @@ av_profile_to_json(const AvProfile *profile)
     if (profile->match_mdev_parents->len > 0)
         json_object_set_new(match, "mdev_parent", strings_to_json(profile->match_mdev_parents));
     json_object_set_new(o, "match", match);
+    if (profile->companions->len > 0) {
+        json_t *companions = json_array();
+
+        for (guint i = 0; i < profile->companions->len; i++) {
+            const AvCompanionMatch *c = g_ptr_array_index(profile->companions, i);
+            json_t *item = json_object();
+
+            ids_to_json(item, c->vendor_set, c->vendor, c->devices, c->class_set, c->class_code, c->class_mask);
+            json_array_append_new(companions, item);
+        }
+        json_object_set_new(o, "companions", companions);
+    }
 
     json_object_set_new(o, "attach", json_string(av_attach_to_string(profile->attach)));
     if (profile->mdev_type)

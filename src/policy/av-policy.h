@@ -59,6 +59,19 @@ typedef struct {
     guint timeout_s;             /* "timeout" option (or its default), 0 when the method has none */
 } AvScrubStep;
 
+/* One entry of a profile's "companions": the other functions of the card
+ * that belong to the accelerator (a GPU's HDMI audio, USB-C and UCSI
+ * functions) and may go to the guest with it, unbound from their host
+ * driver.  Every given key must match. */
+typedef struct {
+    gboolean vendor_set;
+    guint16 vendor;
+    GArray *devices;             /* guint16 device ids; empty = any */
+    gboolean class_set;
+    guint32 class_code;          /* compared under class_mask, as match.class */
+    guint32 class_mask;
+} AvCompanionMatch;
+
 typedef struct {
     char *name;                  /* unique across all files: [a-z0-9][a-z0-9._-]{0,62} */
     char *source_file;           /* the file it came from */
@@ -79,6 +92,8 @@ typedef struct {
     GPtrArray *match_mdev_parents; /* char*: attach "mdev" only: names of /sys/class/mdev_bus
                                     * ("mtty", "0000:17:00.0") the profile takes, instead of
                                     * PCI ids; empty = match by PCI ids */
+
+    GPtrArray *companions;       /* AvCompanionMatch*: attach "vfio-pci" only; empty = none */
 
     AvAttach attach;
     char *mdev_type;             /* attach "mdev": the type id to create, else NULL */
@@ -139,6 +154,11 @@ const AvProfile *av_policy_match_pci(const AvPolicy *policy, const AvPciDevice *
  * "match": {"mdev_parent": [...]} and whose mdev_type it offers.  Borrowed
  * from @policy. */
 const AvProfile *av_policy_match_mdev_parent(const AvPolicy *policy, const AvMdevParent *parent);
+
+/* TRUE when @dev is a function that @profile's "companions" name (by class
+ * or ids).  Says nothing of where @dev sits: av_vfio_group_check() also
+ * wants it on the card of the profile's device. */
+gboolean av_profile_names_companion(const AvProfile *profile, const AvPciDevice *dev);
 
 /* The first "usb" profile matching the USB device @dev, or NULL. */
 const AvProfile *av_policy_match_usb(const AvPolicy *policy, const AvUsbDevice *dev);

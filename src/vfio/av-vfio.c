@@ -426,16 +426,26 @@ av_vfio_describe(const AvPciDevice *dev)
 }
 
 /* TRUE when the group member @m may go to the guest with @dev (see
- * av_vfio_group_check()). */
+ * av_vfio_group_check()): no host driver holds it (none, vfio-pci,
+ * pci-stub); or it is a pool device itself, handed out whole (a profile
+ * with attach vfio-pci or sriov-vf takes it: prepare claims it with @dev);
+ * or it is a function of @dev's own card (domain:bus:slot) that the
+ * profile of @dev names among its "companions" (the GPU's HDMI audio).
+ * Nothing else: a function no profile names and that a host driver holds
+ * is the host's (a NIC on the card's second function, a disk controller),
+ * whatever its slot. */
 static gboolean
 av_vfio_member_is_free(const AvPolicy *policy, const AvPciDevice *dev, const AvProfile *dev_profile,
                        const AvPciDevice *m)
 {
+    const AvProfile *mp;
+
     if (!m->driver || g_str_equal(m->driver, AV_VFIO_DRIVER) || g_str_equal(m->driver, "pci-stub"))
         return TRUE;
-    if (policy && av_policy_match_pci(policy, m))
+    mp = policy ? av_policy_match_pci(policy, m) : NULL;
+    if (mp && (mp->attach == AV_ATTACH_VFIO_PCI || mp->attach == AV_ATTACH_SRIOV_VF))
         return TRUE;
-    return dev_profile && dev_profile->granularity == AV_GRANULARITY_CARD && av_vfio_same_card(dev->address, m->address);
+    return dev_profile && av_vfio_same_card(dev->address, m->address) && av_profile_names_companion(dev_profile, m);
 }
 
 gboolean
@@ -490,8 +500,9 @@ av_vfio_group_check(const AvHost *host, const AvPolicy *policy, const AvPciDevic
         what = av_vfio_describe(g_ptr_array_index(used, 0));
         g_set_error(error, AV_ERROR, AV_ERROR_UNSAFE,
                     "cannot hand '%s' to a guest: its IOMMU group %d also holds %s, a device the host "
-                    "uses that no profile names%s; move the card to a slot with its own IOMMU group, "
-                    "or name that device in a profile so that it goes to the guest too",
+                    "uses that no profile names%s; move the card to a slot with its own IOMMU group, or, "
+                    "if that function belongs to the card (its HDMI audio), name its class in the "
+                    "profile's \"companions\" so that it goes to the guest too",
                     dev->address, dev->iommu_group, what, more);
         return FALSE;
     }

@@ -26,9 +26,11 @@ G_BEGIN_DECLS
  *   - the group holds a PCI bridge (@dev sits behind a bridge that does not
  *     isolate it, such as a PCIe-to-PCI bridge: the group is not viable);
  *   - the group holds a device the host uses: an endpoint bound to a driver
- *     other than vfio-pci or pci-stub that no profile of @policy matches and
- *     that is not another function of @dev's own card (same domain:bus:slot)
- *     under a card-granularity profile — such as the host's NIC or disk.
+ *     other than vfio-pci or pci-stub that is neither a pool device handed
+ *     out whole (a profile with attach vfio-pci or sriov-vf matches it) nor
+ *     a function of @dev's own card (same domain:bus:slot) that the
+ *     profile of @dev names in its "companions" — such as the host's NIC,
+ *     even as the second function of the GPU's own slot, or its disk.
  * On success stores in *ret_members the addresses (char*, sorted, @dev
  * included) of every endpoint of the group. */
 gboolean av_vfio_group_check(const AvHost *host, const AvPolicy *policy, const AvPciDevice *dev,

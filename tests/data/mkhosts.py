@@ -649,6 +649,18 @@ def trap_shared_group():
             driver="pcieport", port=PCIE_DOWNSTREAM, group=12),
         a100("0000:04:00.0", "0000:03:08.0", 0, "3", group=12),
         *x710("0000:05:00.0", "0000:03:10.0", group=12),
+        # Behind a root port of its own, a multi-function card whose first
+        # function is an A6000, its second the host's E810 NIC (on ice) and
+        # its third the A6000's HDMI audio: one slot, one IOMMU group 14.
+        # The audio goes with the GPU when the profile names it among its
+        # companions; the NIC never does, whatever its function number.
+        root_port("0000:00:1d.0", "pci0000:00", device=0xA330, group=13),
+        Pci("0000:06:00.0", "0000:00:1d.0", NVIDIA, 0x2230, CLASS_VGA, rev=0xA1, subsys=(NVIDIA, 0x1459),
+            driver="nvidia", group=14, slot="4", reset="pm", multifunction=True),
+        Pci("0000:06:00.1", "0000:00:1d.0", INTEL, 0x1593, CLASS_ETHERNET, rev=0x02, subsys=(INTEL, 0x0005),
+            driver="ice", group=14, reset="flr", flr=True, multifunction=True),
+        Pci("0000:06:00.2", "0000:00:1d.0", NVIDIA, 0x1AEF, CLASS_AUDIO, rev=0xA1, subsys=(NVIDIA, 0x1459),
+            driver="snd_hda_intel", group=14, reset="pm", multifunction=True),
     ]
     return Host(nodes=[Node(0, "0-7", 32657996)], cpus_online="0-7", devices=devs,
                 node_of={"pci0000:00": -1})
