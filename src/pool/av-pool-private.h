@@ -47,6 +47,33 @@ char *av_pool_identity_usb_fallback(const AvUsbDevice *dev);
 /* Unix seconds now. */
 gint64 av_pool_now(void);
 
+/* "domain 'vm1' (UUID)", "domain UUID", "Nova instance UUID" or "nobody".
+ * Caller frees. */
+char *av_owner_describe(const AvOwner *owner);
+
+/* TRUE when @a and @b can be the same holder: no identifier that both carry
+ * differs. */
+gboolean av_owner_compatible(const AvOwner *a, const AvOwner *b);
+
+/* Journals @event about @dev: its identity, kind, address, profile and
+ * state, plus the members of @extra (borrowed, may be NULL). */
+gboolean av_pool_journal_device(AvPool *pool, const char *event, const AvPoolDevice *dev, json_t *extra,
+                                GError **error);
+
+/* The transition behind av_pool_transition() and reconciliation: checks
+ * the move against the lifecycle, journals @event (with the members of
+ * @extra, borrowed, if not NULL), then changes @dev (av-pool-lifecycle.c). */
+gboolean av_pool_transition_event(AvPool *pool, AvPoolDevice *dev, AvDeviceState to, const AvOwner *owner,
+                                  const char *reason, const char *event, json_t *extra, GError **error);
+
+/* Sets the AV_ERROR_STATE error "device ... is STATE; cannot move it to
+ * TO".  Returns FALSE. */
+gboolean av_transition_fail(const AvPoolDevice *dev, AvDeviceState to, GError **error);
+
+/* Claims whose expiry (Unix seconds) is before @now go back to free
+ * ("claim-expired"), setting *changed. */
+gboolean av_pool_expire_claims(AvPool *pool, gint64 now, gboolean *changed, GError **error);
+
 /* The hex SHA-256 of @len bytes at @data.  Caller frees. */
 char *av_journal_hash(const char *data, gsize len);
 

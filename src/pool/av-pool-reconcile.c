@@ -1,0 +1,345 @@
+/* accelvirt: reconciling the pool with a scan of the host: devices added,
+ * found, readdressed, reprofiled, missing; identities that collide. */
+#include "config.h"
+
+#include "av-pool-private.h"
+
+#include <string.h>
+
+#include "util/av-error.h"
+#include "util/av-json.h"
+
+/* One device of the scan, matched or not. */
+typedef struct {
+    char *identity;
+    char *fallback;              /* the identity to use when @identity is shared */
+    AvDeviceKind kind;
+    const char *address;         /* borrowed from the host */
+    const AvProfile *profile;    /* NULL: no profile matches */
+    int numa_node;
+    int iommu_group;
+    const char *driver;          /* borrowed, or NULL */
+} AvScanned;
+
+static void
+av_scanned_free(AvScanned *s)
+{
+    g_free(s->identity);
+    g_free(s->fallback);
+    g_free(s);
+}
+
+/* The devices of @scanned grouped by identity: identity (borrowed) ->
+ * GPtrArray of AvScanned* (borrowed, in scan order), only for identities
+ * held by more than one device; @ret_order gets those identities (borrowed)
+ * in the order of their first holders.  Caller frees the table. */
+static GHashTable *
+av_scanned_collisions(GPtrArray *scanned, GPtrArray *ret_order)
+{
+    g_autoptr(GHashTable) groups = g_hash_table_new_full(g_str_hash, g_str_equal, NULL,
+                                                         (GDestroyNotify)g_ptr_array_unref);
+    GHashTableIter iter;
+    gpointer key, value;
+
+    for (guint i = 0; i < scanned->len; i++) {
+        AvScanned *s = g_ptr_array_index(scanned, i);
+        GPtrArray *group = g_hash_table_lookup(groups, s->identity);
+
+        if (!group) {
+            group = g_ptr_array_new();
+            g_hash_table_insert(groups, s->identity, group);
+        }
+        g_ptr_array_add(group, s);
+        if (group->len == 2)
+            g_ptr_array_add(ret_order, s->identity);
+    }
+    g_hash_table_iter_init(&iter, groups);
+    while (g_hash_table_iter_next(&iter, &key, &value)) {
+        if (((GPtrArray *)value)->len < 2)
+            g_hash_table_iter_remove(&iter);
+    }
+    return g_steal_pointer(&groups);
+}
+
+/* Gives every device whose identity another device of the scan shares its
+ * fallback identity (one warning names them all); devices that share even
+ * their fallback are removed from @scanned (another warning), and their
+ * identities added to @ret_ambiguous (identity -> reason, both owned), so
+ * that neither is pooled nor merged with the other. */
+static void
+av_scanned_resolve_collisions(GPtrArray *scanned, GHashTable *ret_ambiguous)
+{
+    g_autoptr(GPtrArray) order = g_ptr_array_new();
+    g_autoptr(GHashTable) groups = av_scanned_collisions(scanned, order);
+    g_autoptr(GHashTable) shared = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+    g_autoptr(GString) msg = NULL;
+
+    if (order->len == 0)
+        return;
+    msg = g_string_new(NULL);
+    for (guint i = 0; i < order->len; i++) {
+        GPtrArray *group = g_hash_table_lookup(groups, g_ptr_array_index(order, i));
+
+        g_string_append_printf(msg, "%s'%s' (", i ? "; " : "", (const char *)g_ptr_array_index(order, i));
+        for (guint j = 0; j < group->len; j++) {
+            AvScanned *s = g_ptr_array_index(group, j);
+
+            g_string_append_printf(msg, "%s%s as '%s'", j ? ", " : "", s->address, s->fallback);
+        }
+        g_string_append_c(msg, ')');
+    }
+    /* @groups and @order borrow the identities: note them before the swap. */
+    for (guint i = 0; i < order->len; i++)
+        g_hash_table_add(shared, g_strdup(g_ptr_array_index(order, i)));
+    g_clear_pointer(&groups, g_hash_table_unref);
+    g_ptr_array_set_size(order, 0);
+    for (guint i = 0; i < scanned->len; i++) {
+        AvScanned *s = g_ptr_array_index(scanned, i);
+
+        if (g_hash_table_contains(shared, s->identity)) {
+            g_free(s->identity);
+            s->identity = g_strdup(s->fallback);
+        }
+    }
+    g_warning("devices share an identity (a serial number given to more than one device); "
+              "using their slot, path or port identities instead: %s", msg->str);
+
+    /* Even the fallbacks collide: keep all of them out. */
+    groups = av_scanned_collisions(scanned, order);
+    if (order->len == 0)
+        return;
+    g_string_truncate(msg, 0);
+    for (guint i = 0; i < order->len; i++) {
+        const char *identity = g_ptr_array_index(order, i);
+        GPtrArray *group = g_hash_table_lookup(groups, identity);
+        g_autoptr(GString) where = g_string_new(NULL);
+
+        for (guint j = 0; j < group->len; j++)
+            g_string_append_printf(where, "%s%s", j ? ", " : "", ((AvScanned *)g_ptr_array_index(group, j))->address);
+        g_string_append_printf(msg, "%s'%s' (%s)", i ? "; " : "", identity, where->str);
+        g_hash_table_insert(ret_ambiguous, g_strdup(identity),
+                            g_strdup_printf("its identity is shared by the devices at %s", where->str));
+    }
+    g_warning("devices share even their slot, path or port identity; keeping them out of the pool: %s",
+              msg->str);
+    g_clear_pointer(&groups, g_hash_table_unref);
+    for (guint i = scanned->len; i > 0; i--) {
+        AvScanned *s = g_ptr_array_index(scanned, i - 1);
+
+        if (g_hash_table_contains(ret_ambiguous, s->identity))
+            g_ptr_array_remove_index(scanned, i - 1);
+    }
+}
+
+static gboolean
+av_string_set(char **field, const char *value)
+{
+    if (g_strcmp0(*field, value) == 0)
+        return FALSE;
+    g_free(*field);
+    *field = g_strdup(value);
+    return TRUE;
+}
+
+/* Applies one scanned device to the pool. */
+static gboolean
+av_pool_reconcile_one(AvPool *pool, const AvScanned *s, gint64 now, gboolean *changed, GError **error)
+{
+    AvPoolDevice *dev = av_pool_find(pool, s->identity);
+
+    if (!dev) {
+        g_autoptr(AvPoolDevice) added = NULL;
+
+        if (!s->profile)
+            return TRUE;
+        added = av_pool_device_new();
+        added->identity = g_strdup(s->identity);
+        added->kind = s->kind;
+        added->address = g_strdup(s->address);
+        added->profile = g_strdup(s->profile->name);
+        added->state_since = added->first_seen = added->last_seen = now;
+        added->numa_node = s->numa_node;
+        added->iommu_group = s->iommu_group;
+        added->original_driver = g_strdup(s->driver);
+        if (!av_pool_journal_device(pool, "added", added, NULL, error))
+            return FALSE;
+        av_pool_add_device(pool, g_steal_pointer(&added));
+        *changed = TRUE;
+        return TRUE;
+    }
+
+    if (dev->state == AV_DEVICE_STATE_MISSING) {
+        g_autoptr(json_t) extra = json_object();
+
+        json_object_set_new(extra, "found_at", json_string(s->address));
+        if (!av_pool_transition_event(pool, dev, dev->state_before_missing, NULL, NULL, "found", extra, error))
+            return FALSE;
+        *changed = TRUE;
+    }
+    if (g_strcmp0(dev->address, s->address) != 0) {
+        g_autoptr(json_t) extra = json_object();
+
+        g_autofree char *old = g_strdup(dev->address);
+
+        json_object_set_new(extra, "old_address", av_json_string_or_null(old));
+        /* the entry's "address" is the device's: the new one */
+        av_string_set(&dev->address, s->address);
+        if (!av_pool_journal_device(pool, "readdressed", dev, extra, error)) {
+            av_string_set(&dev->address, old);
+            return FALSE;
+        }
+        *changed = TRUE;
+    }
+    if (!s->profile) {
+        if (dev->state == AV_DEVICE_STATE_FREE) {
+            if (!av_pool_journal_device(pool, "removed", dev, NULL, error))
+                return FALSE;
+            av_pool_remove_device(pool, dev);
+            *changed = TRUE;
+            return TRUE;
+        }
+        /* A quarantined device keeps why it is: it is never handed out
+         * either way, and the operator needs the reason. */
+        if (dev->state != AV_DEVICE_STATE_QUARANTINED)
+            *changed |= av_string_set(&dev->reason, "unmanaged");
+    } else {
+        if (g_strcmp0(dev->profile, s->profile->name) != 0) {
+            g_autoptr(json_t) extra = json_object();
+
+            json_object_set_new(extra, "old_profile", av_json_string_or_null(dev->profile));
+            av_string_set(&dev->profile, s->profile->name);
+            if (!av_pool_journal_device(pool, "reprofiled", dev, extra, error))
+                return FALSE;
+            *changed = TRUE;
+        }
+        if (g_strcmp0(dev->reason, "unmanaged") == 0) {
+            g_clear_pointer(&dev->reason, g_free);
+            *changed = TRUE;
+        }
+        /* A free device found on another host driver was moved there by the
+         * operator: that is the one to give it back to.  Found on vfio-pci or
+         * on none, the record stays (a hook killed mid-prepare leaves that). */
+        if (dev->state == AV_DEVICE_STATE_FREE && s->driver && strcmp(s->driver, "vfio-pci") != 0 &&
+            g_strcmp0(dev->original_driver, s->driver) != 0) {
+            av_string_set(&dev->original_driver, s->driver);
+            *changed = TRUE;
+        }
+    }
+    if (dev->numa_node != s->numa_node || dev->iommu_group != s->iommu_group || dev->last_seen != now) {
+        dev->numa_node = s->numa_node;
+        dev->iommu_group = s->iommu_group;
+        dev->last_seen = now;
+        *changed = TRUE;
+    }
+    return TRUE;
+}
+
+/* An mdev entry follows the hook's lifecycle, not the scan: it joins the
+ * pool at prepare (av_pool_add()) and leaves it when its scrub is done,
+ * though the mdev itself is removed at release already.  A scan only
+ * updates where it lives (its parent, that parent's NUMA node and group)
+ * when it exists; it never becomes missing. */
+static void
+av_pool_reconcile_mdev(const AvHost *host, AvPoolDevice *dev, gint64 now, gboolean *changed)
+{
+    const AvMdevParent *parent = av_host_find_mdev(host, dev->identity + strlen("mdev:"));
+
+    if (!parent)
+        return;
+    *changed |= av_string_set(&dev->address, parent->name);
+    if (dev->numa_node != parent->numa_node || dev->last_seen != now) {
+        dev->numa_node = parent->numa_node;
+        dev->last_seen = now;
+        *changed = TRUE;
+    }
+}
+
+/* See av-pool.h.  Only devices a profile matches join the pool, and
+ * av_policy_match_pci() alone says which: a VF through an "sriov-vf" profile
+ * or an "mdev" profile whose type it offers (NVIDIA Ampere cards offer their
+ * vGPU types on their VFs), a PF never through an "sriov-vf" one.  Devices
+ * sharing an identity get their fallback identities, or stay out of the pool
+ * (see av_scanned_resolve_collisions()); a pooled device whose identity is
+ * thus ambiguous becomes missing, with a reason saying so.  Journal events:
+ * "added", "readdressed", "reprofiled" (the matching profile changed),
+ * "missing", "found", "removed" and "claim-expired".  On failure (a journal write) the pool
+ * may be partly reconciled; the caller must not save it. */
+gboolean
+av_pool_reconcile(AvPool *pool, const AvHost *host, const AvPolicy *policy,
+                  gboolean *ret_changed, GError **error)
+{
+    g_autoptr(GPtrArray) scanned = g_ptr_array_new_with_free_func((GDestroyNotify)av_scanned_free);
+    g_autoptr(GHashTable) seen = g_hash_table_new(g_str_hash, g_str_equal);
+    g_autoptr(GHashTable) ambiguous = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
+    g_autoptr(GPtrArray) gone = g_ptr_array_new();
+    gboolean changed = FALSE;
+    gint64 now = av_pool_now();
+
+    if (pool->mode != AV_POOL_WRITE) {
+        g_set_error(error, AV_ERROR, AV_ERROR_FAILED,
+                    "cannot reconcile the pool in '%s': it was opened for reading only", pool->state_dir);
+        return FALSE;
+    }
+
+    for (guint i = 0; host->pci && i < host->pci->len; i++) {
+        const AvPciDevice *pci = g_ptr_array_index(host->pci, i);
+        AvScanned *s = g_new0(AvScanned, 1);
+
+        s->identity = av_pool_identity_pci(host, pci);
+        s->fallback = av_pool_identity_pci_fallback(host, pci);
+        s->kind = AV_DEVICE_KIND_PCI;
+        s->address = pci->address;
+        s->profile = av_policy_match_pci(policy, pci);
+        s->numa_node = pci->numa_node;
+        s->iommu_group = pci->iommu_group;
+        s->driver = pci->driver;
+        g_ptr_array_add(scanned, s);
+    }
+    for (guint i = 0; host->usb && i < host->usb->len; i++) {
+        const AvUsbDevice *usb = g_ptr_array_index(host->usb, i);
+        AvScanned *s = g_new0(AvScanned, 1);
+
+        s->identity = av_pool_identity_usb(usb);
+        s->fallback = av_pool_identity_usb_fallback(usb);
+        s->kind = AV_DEVICE_KIND_USB;
+        s->address = usb->bus_path;
+        s->profile = av_policy_match_usb(policy, usb);
+        s->numa_node = usb->numa_node;
+        s->iommu_group = -1;
+        g_ptr_array_add(scanned, s);
+    }
+    av_scanned_resolve_collisions(scanned, ambiguous);
+
+    for (guint i = 0; i < scanned->len; i++) {
+        AvScanned *s = g_ptr_array_index(scanned, i);
+
+        g_hash_table_add(seen, s->identity);
+        if (!av_pool_reconcile_one(pool, s, now, &changed, error))
+            return FALSE;
+    }
+
+    for (guint i = 0; i < pool->devices->len; i++) {
+        AvPoolDevice *dev = g_ptr_array_index(pool->devices, i);
+
+        if (dev->kind == AV_DEVICE_KIND_MDEV) {
+            av_pool_reconcile_mdev(host, dev, now, &changed);
+            continue;
+        }
+        if (!g_hash_table_contains(seen, dev->identity) && dev->state != AV_DEVICE_STATE_MISSING)
+            g_ptr_array_add(gone, dev);
+    }
+    for (guint i = 0; i < gone->len; i++) {
+        AvPoolDevice *dev = g_ptr_array_index(gone, i);
+        const char *reason = g_hash_table_lookup(ambiguous, dev->identity);
+
+        if (!av_pool_transition_event(pool, dev, AV_DEVICE_STATE_MISSING, NULL,
+                                      reason ? reason : "not found at the last scan", "missing", NULL, error))
+            return FALSE;
+        changed = TRUE;
+    }
+    if (!av_pool_expire_claims(pool, now, &changed, error))
+        return FALSE;
+    if (ret_changed)
+        *ret_changed = changed;
+    return TRUE;
+}
