@@ -194,6 +194,30 @@ av_hook_refusef(const char *fmt, ...)
 }
 
 /* See hook.h. */
+AvPool *
+av_hook_pool_open(const AvHookConfig *config, GError **error)
+{
+    g_autoptr(AvPool) pool = av_pool_open(config->state_dir, AV_POOL_WRITE, AV_HOOK_LOCK_TIMEOUT_MS, error);
+    g_autoptr(GError) local = NULL;
+    gboolean changed = FALSE;
+
+    if (!pool) {
+        g_prefix_error(error, "cannot open the pool: ");
+        return NULL;
+    }
+    if (!av_pool_intents_undo(pool, config->root, config->ops, &changed, &local))
+        av_hook_log(LOG_ERR, "%s", local->message);
+    else if (changed)
+        av_hook_log(LOG_WARNING, "undid what a prepare that died had done to the host (see the journal's "
+                    "\"rolled-back\" entries)");
+    if (changed && !av_pool_save(pool, error)) {
+        g_prefix_error(error, "cannot save the pool: ");
+        return NULL;
+    }
+    return g_steal_pointer(&pool);
+}
+
+/* See hook.h. */
 AvOwner *
 av_hook_owner_new(const AvDomain *domain)
 {

@@ -40,6 +40,9 @@ typedef struct {
                                   * of the one chosen at prepare: a PCI address, or such as "mtty" */
     int mdev_node;               /* mdev: that parent's NUMA node, -1 unknown */
     gboolean mdev_created;       /* mdev: created by this prepare */
+    gboolean through_group;      /* PCI: the hostdev names a function no profile pools, which
+                                  * shares its IOMMU group with @pooldev: the domain gets the
+                                  * group as a whole, or nothing; @pci is @pooldev's function */
 } AvManaged;
 
 static void
@@ -145,13 +148,46 @@ av_hook_find_placed_mdev(const AvDomain *domain, const char *uuid)
     return NULL;
 }
 
+/* The pool device that owns the IOMMU group of the PCI function
+ * @address, which the pool does not hold itself: a pool device of its
+ * group (in the scan of @host), or one whose companions name it (what the
+ * pool recorded when it bound them).  NULL when none: the function is
+ * nobody's business but libvirt's.  Borrowed from @pool. */
+static AvPoolDevice *
+av_hook_group_owner(const AvHost *host, const AvPool *pool, const char *address)
+{
+    const AvPciDevice *pci = av_host_find_pci(host, address);
+    GPtrArray *devices = av_pool_devices(pool);
+
+    for (guint i = 0; pci && pci->iommu_group >= 0 && pci->iommu_group_members &&
+                      i < pci->iommu_group_members->len; i++) {
+        const char *member = g_ptr_array_index(pci->iommu_group_members, i);
+        AvPoolDevice *dev = g_str_equal(member, address) ? NULL
+                            : av_pool_find_address(pool, AV_DEVICE_KIND_PCI, member);
+
+        if (dev)
+            return dev;
+    }
+    for (guint i = 0; i < devices->len; i++) {
+        AvPoolDevice *dev = g_ptr_array_index(devices, i);
+
+        for (guint j = 0; dev->kind == AV_DEVICE_KIND_PCI && j < dev->companions->len; j++)
+            if (g_str_equal(((const AvCompanion *)g_ptr_array_index(dev->companions, j))->address, address))
+                return dev;
+    }
+    return NULL;
+}
+
 /* Finds the hostdevs of @domain accelvirt manages, against a reconciled
  * @pool: PCI hostdevs that the pool holds (a profile matches them, or they
- * are still held), and mdev hostdevs that the pool holds, that exist on a
- * parent an mdev profile matches, or that av:placement names with a
- * profile.  Everything else is never touched.  Fails on a hostdev accelvirt
- * cannot hand over safely (a PCI hostdev of an mdev parent, a placement
- * naming an unknown profile). */
+ * are still held), PCI hostdevs of a function the pool does not hold but
+ * whose IOMMU group it does (issue 10, hole 6: the group is owned as a
+ * whole, so the domain claims its pool devices, or is refused), and mdev
+ * hostdevs that the pool holds, that exist on a parent an mdev profile
+ * matches, or that av:placement names with a profile.  Everything else is
+ * never touched.  Fails on a hostdev accelvirt cannot hand over safely (a
+ * PCI hostdev of an mdev parent or of its group, a placement naming an
+ * unknown profile). */
 static gboolean
 av_hook_resolve(const AvHost *host, const AvPolicy *policy, AvPool *pool, const AvDomain *domain,
                 GPtrArray **ret_managed, GError **error)
@@ -164,28 +200,45 @@ av_hook_resolve(const AvHost *host, const AvPolicy *policy, AvPool *pool, const 
 
         if (h->type == AV_HOSTDEV_PCI) {
             AvPoolDevice *dev = av_pool_find_address(pool, AV_DEVICE_KIND_PCI, h->pci_address);
+            gboolean through_group = FALSE;
             const AvProfile *profile;
 
-            if (!dev)
-                continue;
+            if (!dev) {
+                dev = av_hook_group_owner(host, pool, h->pci_address);
+                if (!dev)
+                    continue;
+                through_group = TRUE;
+            }
             profile = dev->profile ? av_policy_find(policy, dev->profile) : NULL;
             if (!profile || g_strcmp0(dev->reason, "unmanaged") == 0) {
-                if (!av_hook_check_available(dev, domain, error))
+                if (!av_hook_check_available(dev, domain, error)) {
+                    if (through_group)
+                        g_prefix_error(error, "%s shares its IOMMU group with device %s, which accelvirt holds: ",
+                                       h->pci_address, dev->address);
                     return FALSE;
+                }
                 continue;
             }
             if (profile->attach == AV_ATTACH_MDEV) {
-                g_set_error(error, AV_ERROR, AV_ERROR_INVALID_INPUT,
-                            "device %s is an mdev parent (profile '%s', type '%s'): give the domain an "
-                            "mdev <hostdev> of it, not the device itself",
-                            h->pci_address, profile->name, profile->mdev_type);
+                if (through_group)
+                    g_set_error(error, AV_ERROR, AV_ERROR_UNSAFE,
+                                "%s shares its IOMMU group with %s, an mdev parent (profile '%s') whose mdevs "
+                                "other domains may use; it cannot be passed through without taking the parent "
+                                "from its driver",
+                                h->pci_address, dev->address, profile->name);
+                else
+                    g_set_error(error, AV_ERROR, AV_ERROR_INVALID_INPUT,
+                                "device %s is an mdev parent (profile '%s', type '%s'): give the domain an "
+                                "mdev <hostdev> of it, not the device itself",
+                                h->pci_address, profile->name, profile->mdev_type);
                 return FALSE;
             }
             m = g_new0(AvManaged, 1);
             m->hostdev = h;
             m->profile = profile;
             m->pooldev = dev;
-            m->pci = av_host_find_pci(host, h->pci_address);
+            m->pci = av_host_find_pci(host, dev->address);
+            m->through_group = through_group;
             g_ptr_array_add(managed, m);
         } else if (h->type == AV_HOSTDEV_MDEV) {
             g_autofree char *identity = av_pool_identity_mdev(h->mdev_uuid);
@@ -255,15 +308,17 @@ av_prepare_group_free(AvPrepareGroup *g)
     g_free(g);
 }
 
-/* A device this prepare bound to vfio-pci, to undo on failure. */
+/* An endpoint the prepare binds to vfio-pci: planned with the driver the
+ * scan found it on, then bound (the driver av_vfio_bind() saw). */
 typedef struct {
     char *address;
-    char *original_driver;       /* or NULL: it was unbound */
+    char *original_driver;       /* or NULL: it had none */
     AvPrepareGroup *group;       /* borrowed */
-} AvBound;
+    gboolean bound;
+} AvBind;
 
 static void
-av_bound_free(AvBound *b)
+av_bind_free(AvBind *b)
 {
     if (!b)
         return;
@@ -272,67 +327,34 @@ av_bound_free(AvBound *b)
     g_free(b);
 }
 
-/* What a prepare did to the host, to undo on failure. */
+/* Everything one prepare knows, phase after phase (av_hook_prepare()). */
 typedef struct {
     const AvHookConfig *config;
-    GPtrArray *bound;            /* AvBound*, in the order bound */
-    GPtrArray *created;          /* char*: mdev UUIDs created */
-} AvPrepareUndo;
+    AvDomain *domain;
+    AvPolicy *policy;
+    AvPool *pool;
+    AvHost *host;
+    AvOwner *owner;
+    GPtrArray *managed;          /* AvManaged*: the hostdevs accelvirt manages */
+    GPtrArray *groups;           /* AvPrepareGroup*: their IOMMU groups */
+    GPtrArray *claims;           /* AvPoolDevice*, borrowed: every pool device of those groups */
+    GPtrArray *binds;            /* AvBind*: the endpoints to bind, in order */
+    AvIntent *intent;            /* the write-ahead record, borrowed from the pool once saved */
+} AvPrepare;
 
-/* Undoes what @undo records, newest first: removes the mdevs created and
- * gives the bound devices back to their original drivers.  Returns FALSE
- * with the first failure in @error, after trying everything. */
-static gboolean
-av_prepare_undo(AvPrepareUndo *undo, GError **error)
+static void
+av_prepare_clear(AvPrepare *p)
 {
-    gboolean ok = TRUE;
-
-    for (guint i = undo->created->len; i > 0; i--) {
-        const char *uuid = g_ptr_array_index(undo->created, i - 1);
-        g_autoptr(GError) local = NULL;
-
-        if (!av_mdev_remove(undo->config->root, undo->config->ops, uuid, &local)) {
-            av_hook_log(LOG_ERR, "rollback: cannot remove the mdev %s created by this prepare: %s",
-                        uuid, local->message);
-            if (ok)
-                g_propagate_prefixed_error(error, g_steal_pointer(&local), "cannot remove mdev %s: ", uuid);
-            ok = FALSE;
-        } else {
-            av_hook_log(LOG_INFO, "rollback: removed the mdev %s", uuid);
-        }
-    }
-    for (guint i = undo->bound->len; i > 0; i--) {
-        const AvBound *b = g_ptr_array_index(undo->bound, i - 1);
-        g_autoptr(GError) local = NULL;
-
-        if (!av_vfio_restore(undo->config->root, undo->config->ops, b->address, b->original_driver, &local)) {
-            av_hook_log(LOG_ERR, "rollback: cannot give %s back to %s: %s", b->address,
-                        b->original_driver ? b->original_driver : "no driver", local->message);
-            if (ok)
-                g_propagate_prefixed_error(error, g_steal_pointer(&local), "cannot give %s back to %s: ",
-                                           b->address, b->original_driver ? b->original_driver : "no driver");
-            ok = FALSE;
-        } else {
-            av_hook_log(LOG_INFO, "rollback: gave %s back to %s", b->address,
-                        b->original_driver ? b->original_driver : "no driver");
-        }
-    }
-    return ok;
+    g_clear_pointer(&p->policy, av_policy_free);
+    g_clear_pointer(&p->pool, av_pool_free);
+    g_clear_pointer(&p->host, av_host_free);
+    g_clear_pointer(&p->owner, av_owner_free);
+    g_clear_pointer(&p->managed, g_ptr_array_unref);
+    g_clear_pointer(&p->groups, g_ptr_array_unref);
+    g_clear_pointer(&p->claims, g_ptr_array_unref);
+    g_clear_pointer(&p->binds, g_ptr_array_unref);
 }
-
-/* Rolls back and refuses with @message (taken over), saying when the
- * rollback itself failed. */
-static int
-av_prepare_fail(AvPrepareUndo *undo, char *message)
-{
-    g_autofree char *owned = message;
-    g_autoptr(GError) error = NULL;
-
-    if (!av_prepare_undo(undo, &error))
-        return av_hook_refusef("%s (and undoing what this prepare did failed too: %s; see the system log)",
-                               owned, error->message);
-    return av_hook_refuse(owned);
-}
+G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC(AvPrepare, av_prepare_clear)
 
 /* The NUMA node an mdev should be created on: av:placement's node, else the
  * single node of <numatune><memory nodeset=>, else -1 (any). */
@@ -439,7 +461,7 @@ av_hook_prepare_scrub(const AvHookConfig *config, const AvHost *host, const AvPo
         g_autoptr(GError) error = NULL;
         g_autoptr(AvLock) lock = NULL;
 
-        if (m->hostdev->type != AV_HOSTDEV_PCI || !dev)
+        if (m->hostdev->type != AV_HOSTDEV_PCI || !dev || m->through_group)
             return av_hook_refusef("cannot start scrub domain '%s': it has %s %s, which is not a PCI function "
                                    "being scrubbed; a scrub domain may have only the device it scrubs",
                                    domain->name, m->hostdev->type == AV_HOSTDEV_MDEV ? "mdev" : "device",
@@ -511,174 +533,259 @@ av_hook_prepare_scrub(const AvHookConfig *config, const AvHost *host, const AvPo
     return 0;
 }
 
-/* "prepare begin": claims every managed device under the pool's exclusive
- * lock (held throughout, so that racing hooks serialise), binds PCI devices
- * of managed='no' hostdevs and their IOMMU groups to vfio-pci, creates the
- * mdevs the XML names, then records the devices in-use.  The pool and the
- * journal change only once everything on the host succeeded; any failure
- * before that undoes the host changes and leaves the pool as it was. */
-int
-av_hook_prepare(const AvHookConfig *config, AvDomain *domain)
+/* Phase "open": the policies, the pool (what dead processes left put
+ * right, see av_hook_pool_open()), a scan of the host, and the pool
+ * reconciled with it.  The scan's news are bookkeeping of their own, saved
+ * whatever this prepare decides (the journal has them already). */
+static gboolean
+av_prepare_open(AvPrepare *p, GError **error)
 {
-    g_autoptr(GError) error = NULL;
-    g_autoptr(AvPolicy) policy = NULL;
-    g_autoptr(AvPool) pool = NULL;
-    g_autoptr(AvHost) host = NULL;
-    g_autoptr(AvOwner) owner = NULL;
-    g_autoptr(GPtrArray) managed = NULL;
-    g_autoptr(GPtrArray) claims = g_ptr_array_new();
-    g_autoptr(GPtrArray) groups = g_ptr_array_new_with_free_func((GDestroyNotify)av_prepare_group_free);
-    g_autoptr(GPtrArray) bound = g_ptr_array_new_with_free_func((GDestroyNotify)av_bound_free);
-    g_autoptr(GPtrArray) created = g_ptr_array_new_with_free_func(g_free);
-    g_autoptr(GString) summary = g_string_new(NULL);
-    AvPrepareUndo undo = { config, bound, created };
     gboolean changed = FALSE;
 
-    policy = av_policy_load_dir(config->policy_dir, &error);
-    if (!policy)
-        return av_hook_refusef("cannot read the policies: %s", error->message);
-    pool = av_pool_open(config->state_dir, AV_POOL_WRITE, AV_HOOK_LOCK_TIMEOUT_MS, &error);
-    if (!pool)
-        return av_hook_refusef("cannot open the pool: %s", error->message);
-    host = av_host_scan(config->root, &error);
-    if (!host)
-        return av_hook_refusef("cannot scan the host: %s", error->message);
-    /* The scan's news are bookkeeping of their own, saved whatever this
-     * prepare decides (the journal has them already). */
-    if (!av_pool_reconcile(pool, host, policy, &changed, &error) ||
-        (changed && !av_pool_save(pool, &error)))
-        return av_hook_refusef("cannot bring the pool up to date with the host: %s", error->message);
-
-    if (!av_hook_resolve(host, policy, pool, domain, &managed, &error))
-        return av_hook_refusef("cannot start domain '%s': %s", domain->name, error->message);
-    if (domain->scrub_token)
-        return av_hook_prepare_scrub(config, host, policy, pool, domain, managed);
-    if (managed->len == 0) {
-        av_hook_log(LOG_INFO, "prepare: no device of this domain is managed by accelvirt");
-        return 0;
+    p->policy = av_policy_load_dir(p->config->policy_dir, error);
+    if (!p->policy) {
+        g_prefix_error(error, "cannot read the policies: ");
+        return FALSE;
     }
-    owner = av_hook_owner_new(domain);
+    p->pool = av_hook_pool_open(p->config, error);
+    if (!p->pool)
+        return FALSE;
+    p->host = av_host_scan(p->config->root, error);
+    if (!p->host) {
+        g_prefix_error(error, "cannot scan the host: ");
+        return FALSE;
+    }
+    if (!av_pool_reconcile(p->pool, p->host, p->policy, &changed, error) ||
+        (changed && !av_pool_save(p->pool, error))) {
+        g_prefix_error(error, "cannot bring the pool up to date with the host: ");
+        return FALSE;
+    }
+    return TRUE;
+}
 
-    /* Check everything before touching anything. */
-    for (guint i = 0; i < managed->len; i++) {
-        AvManaged *m = g_ptr_array_index(managed, i);
+/* Phase "check", before anything is touched: every managed device is free
+ * or claimed for this domain; every IOMMU group of a PCI device is viable
+ * (av_vfio_group_check()), and every pool device in it is available too
+ * (card granularity: two functions of one group never go to two domains). */
+static gboolean
+av_prepare_check(AvPrepare *p, GError **error)
+{
+    for (guint i = 0; i < p->managed->len; i++) {
+        AvManaged *m = g_ptr_array_index(p->managed, i);
         g_autoptr(GPtrArray) members = NULL;
         AvPrepareGroup *group = NULL;
 
-        if (m->pooldev && !av_hook_check_available(m->pooldev, domain, &error))
-            return av_hook_refusef("cannot start domain '%s': %s", domain->name, error->message);
+        if (m->pooldev && !av_hook_check_available(m->pooldev, p->domain, error)) {
+            if (m->through_group)
+                g_prefix_error(error, "%s shares its IOMMU group with device %s, which accelvirt holds: ",
+                               m->hostdev->pci_address, m->pooldev->address);
+            return FALSE;
+        }
         if (m->hostdev->type != AV_HOSTDEV_PCI)
             continue;
-        if (!m->pci)
-            return av_hook_refusef("cannot start domain '%s': device %s is not on this host",
-                                   domain->name, m->hostdev->pci_address);
-        for (guint j = 0; j < groups->len && !group; j++) {
-            AvPrepareGroup *g = g_ptr_array_index(groups, j);
+        if (!m->pci) {
+            g_set_error(error, AV_ERROR, AV_ERROR_NOT_FOUND, "device %s is not on this host",
+                        m->hostdev->pci_address);
+            return FALSE;
+        }
+        for (guint j = 0; j < p->groups->len && !group; j++) {
+            AvPrepareGroup *g = g_ptr_array_index(p->groups, j);
 
             if (g->group == m->pci->iommu_group && m->pci->iommu_group >= 0)
                 group = g;
         }
         if (!group) {
-            if (!av_vfio_group_check(host, policy, m->pci, &members, &error))
-                return av_hook_refusef("cannot start domain '%s': %s", domain->name, error->message);
+            if (!av_vfio_group_check(p->host, p->policy, m->pci, &members, error))
+                return FALSE;
             group = g_new0(AvPrepareGroup, 1);
             group->group = m->pci->iommu_group;
             group->members = g_steal_pointer(&members);
-            g_ptr_array_add(groups, group);
-            /* Card granularity: every pooled device of the group goes with
-             * it, so two functions of one card never go to two domains. */
+            g_ptr_array_add(p->groups, group);
             for (guint j = 0; j < group->members->len; j++) {
-                AvPoolDevice *mate = av_pool_find_address(pool, AV_DEVICE_KIND_PCI,
+                AvPoolDevice *mate = av_pool_find_address(p->pool, AV_DEVICE_KIND_PCI,
                                                           g_ptr_array_index(group->members, j));
 
                 if (!mate)
                     continue;
-                if (!av_hook_check_available(mate, domain, &error))
-                    return av_hook_refusef("cannot start domain '%s': %s (it shares IOMMU group %d with %s)",
-                                           domain->name, error->message, group->group,
-                                           m->hostdev->pci_address);
+                if (!av_hook_check_available(mate, p->domain, error)) {
+                    g_prefix_error(error, "%s shares IOMMU group %d with it: ", m->hostdev->pci_address,
+                                   group->group);
+                    return FALSE;
+                }
                 if (!group->first)
                     group->first = mate;
-                if (!g_ptr_array_find(claims, mate, NULL))
-                    g_ptr_array_add(claims, mate);
+                if (!g_ptr_array_find(p->claims, mate, NULL))
+                    g_ptr_array_add(p->claims, mate);
             }
         }
         if (!m->hostdev->managed)
             group->bind = TRUE;
     }
+    return TRUE;
+}
 
-    /* The host: bind the groups, wait for their nodes, create the mdevs. */
-    for (guint i = 0; i < groups->len; i++) {
-        AvPrepareGroup *g = g_ptr_array_index(groups, i);
+/* Phase "plan": what the host will see, recorded in the pool and saved
+ * before anything is touched (issue 10, hole 7): every endpoint of a group
+ * accelvirt binds (managed='no'; libvirt binds managed='yes' ones itself)
+ * that is not on vfio-pci yet, with the driver it is on, and every mdev to
+ * create, on the parent chosen now. */
+static gboolean
+av_prepare_plan(AvPrepare *p, GError **error)
+{
+    g_autoptr(AvIntent) intent = av_intent_new(p->domain->uuid, p->domain->name);
 
-        /* managed='yes': libvirt binds and unbinds it itself. */
-        if (!g->bind)
-            continue;
-        for (guint j = 0; j < g->members->len; j++) {
+    for (guint i = 0; i < p->groups->len; i++) {
+        AvPrepareGroup *g = g_ptr_array_index(p->groups, i);
+
+        for (guint j = 0; g->bind && j < g->members->len; j++) {
             const char *address = g_ptr_array_index(g->members, j);
-            const AvPciDevice *pci = av_host_find_pci(host, address);
-            g_autofree char *original = NULL;
-            AvBound *b;
+            const AvPciDevice *pci = av_host_find_pci(p->host, address);
+            AvBind *b;
 
             if (pci && g_strcmp0(pci->driver, AV_VFIO_PCI) == 0)
                 continue;
-            if (!av_vfio_bind(config->root, config->ops, address, &original, &error))
-                return av_prepare_fail(&undo, g_strdup_printf("cannot start domain '%s': cannot bind %s to "
-                                                              "vfio-pci: %s", domain->name, address,
-                                                              error->message));
-            b = g_new0(AvBound, 1);
+            b = g_new0(AvBind, 1);
             b->address = g_strdup(address);
-            b->original_driver = g_steal_pointer(&original);
+            b->original_driver = g_strdup(pci ? pci->driver : NULL);
             b->group = g;
-            g_ptr_array_add(bound, b);
-            av_hook_log(LOG_INFO, "bound %s to vfio-pci (it was on %s)", address,
-                        b->original_driver ? b->original_driver : "no driver");
+            g_ptr_array_add(p->binds, b);
+            av_intent_add_bind(intent, b->address, b->original_driver);
         }
-        if (!av_vfio_wait_group_node(config->root, g->group, AV_HOOK_VFIO_NODE_TIMEOUT_MS, &error))
-            return av_prepare_fail(&undo, g_strdup_printf("cannot start domain '%s': %s", domain->name,
-                                                          error->message));
     }
-    for (guint i = 0; i < managed->len; i++) {
-        AvManaged *m = g_ptr_array_index(managed, i);
-        int node;
+    for (guint i = 0; i < p->managed->len; i++) {
+        AvManaged *m = g_ptr_array_index(p->managed, i);
 
         if (m->hostdev->type != AV_HOSTDEV_MDEV || m->mdev_exists)
             continue;
-        node = av_hook_mdev_node(domain);
-        if (!av_mdev_choose_parent(host, m->profile, node, &m->mdev_parent, &error) ||
-            !av_mdev_create(config->root, config->ops, m->mdev_parent, m->profile->mdev_type,
-                            m->hostdev->mdev_uuid, &error))
-            return av_prepare_fail(&undo, g_strdup_printf("cannot start domain '%s': cannot create mdev %s "
-                                                          "(profile '%s'): %s", domain->name,
-                                                          m->hostdev->mdev_uuid, m->profile->name,
-                                                          error->message));
-        g_ptr_array_add(created, g_strdup(m->hostdev->mdev_uuid));
-        m->mdev_created = TRUE;
-        {
-            const AvMdevParent *mp = av_host_find_mdev_parent(host, m->mdev_parent);
-
-            m->pci = mp ? mp->pci : NULL;
-            m->mdev_node = mp ? mp->numa_node : -1;
+        if (!av_mdev_choose_parent(p->host, m->profile, av_hook_mdev_node(p->domain), &m->mdev_parent, error)) {
+            g_prefix_error(error, "cannot create mdev %s (profile '%s'): ", m->hostdev->mdev_uuid, m->profile->name);
+            return FALSE;
         }
-        av_hook_note_mdev(host, m->mdev_parent, m->profile->mdev_type, m->hostdev->mdev_uuid);
-        av_hook_log(LOG_INFO, "created mdev %s of type %s on %s", m->hostdev->mdev_uuid,
-                    m->profile->mdev_type, m->mdev_parent);
+        av_hook_note_mdev(p->host, m->mdev_parent, m->profile->mdev_type, m->hostdev->mdev_uuid);
+        av_intent_add_mdev(intent, m->hostdev->mdev_uuid, m->mdev_parent, m->profile->mdev_type);
     }
+    if (intent->binds->len == 0 && intent->mdevs->len == 0)
+        return TRUE;
+    p->intent = av_pool_intent_add(p->pool, g_steal_pointer(&intent));
+    if (!av_pool_save(p->pool, error)) {
+        av_pool_intent_remove(p->pool, p->intent);
+        p->intent = NULL;
+        g_prefix_error(error, "cannot record what this prepare will do: ");
+        return FALSE;
+    }
+    return TRUE;
+}
 
-    av_hook_test_stop(config, "prepare-commit");
+/* Phase "apply": binds the planned endpoints, waits for the nodes of their
+ * groups, creates the planned mdevs. */
+static gboolean
+av_prepare_apply(AvPrepare *p, GError **error)
+{
+    av_hook_test_stop(p->config, "prepare-planned");
+    for (guint i = 0; i < p->binds->len; i++) {
+        AvBind *b = g_ptr_array_index(p->binds, i);
+        g_autofree char *original = NULL;
 
-    /* The pool: everything on the host succeeded. */
-    for (guint i = 0; i < bound->len; i++) {
-        AvBound *b = g_ptr_array_index(bound, i);
-        AvPoolDevice *dev = av_pool_find_address(pool, AV_DEVICE_KIND_PCI, b->address);
+        if (!av_vfio_bind(p->config->root, p->config->ops, b->address, &original, error)) {
+            g_prefix_error(error, "cannot bind %s to vfio-pci: ", b->address);
+            return FALSE;
+        }
+        g_free(b->original_driver);
+        b->original_driver = g_steal_pointer(&original);
+        b->bound = TRUE;
+        av_hook_log(LOG_INFO, "bound %s to vfio-pci (it was on %s)", b->address,
+                    b->original_driver ? b->original_driver : "no driver");
+        if (i == 0)
+            av_hook_test_stop(p->config, "prepare-bound-first");
+    }
+    for (guint i = 0; i < p->groups->len; i++) {
+        const AvPrepareGroup *g = g_ptr_array_index(p->groups, i);
+
+        if (g->bind && !av_vfio_wait_group_node(p->config->root, g->group, AV_HOOK_VFIO_NODE_TIMEOUT_MS, error))
+            return FALSE;
+    }
+    for (guint i = 0; i < p->managed->len; i++) {
+        AvManaged *m = g_ptr_array_index(p->managed, i);
+        const AvMdevParent *mp;
+
+        if (m->hostdev->type != AV_HOSTDEV_MDEV || m->mdev_exists)
+            continue;
+        if (!av_mdev_create(p->config->root, p->config->ops, m->mdev_parent, m->profile->mdev_type,
+                            m->hostdev->mdev_uuid, error)) {
+            g_prefix_error(error, "cannot create mdev %s (profile '%s'): ", m->hostdev->mdev_uuid, m->profile->name);
+            return FALSE;
+        }
+        m->mdev_created = TRUE;
+        mp = av_host_find_mdev_parent(p->host, m->mdev_parent);
+        m->pci = mp ? mp->pci : NULL;
+        m->mdev_node = mp ? mp->numa_node : -1;
+        av_hook_log(LOG_INFO, "created mdev %s of type %s on %s", m->hostdev->mdev_uuid, m->profile->mdev_type,
+                    m->mdev_parent);
+    }
+    return TRUE;
+}
+
+/* Undoes what "apply" did, newest first: removes the mdevs it created and
+ * gives the endpoints it bound back to their drivers.  Tries everything;
+ * FALSE with the first failure. */
+static gboolean
+av_prepare_undo(AvPrepare *p, GError **error)
+{
+    gboolean ok = TRUE;
+
+    for (guint i = p->managed->len; i > 0; i--) {
+        const AvManaged *m = g_ptr_array_index(p->managed, i - 1);
+        g_autoptr(GError) local = NULL;
+
+        if (!m->mdev_created)
+            continue;
+        if (!av_mdev_remove(p->config->root, p->config->ops, m->hostdev->mdev_uuid, &local)) {
+            av_hook_log(LOG_ERR, "rollback: cannot remove the mdev %s created by this prepare: %s",
+                        m->hostdev->mdev_uuid, local->message);
+            if (ok)
+                g_propagate_prefixed_error(error, g_steal_pointer(&local), "cannot remove mdev %s: ",
+                                           m->hostdev->mdev_uuid);
+            ok = FALSE;
+        } else {
+            av_hook_log(LOG_INFO, "rollback: removed the mdev %s", m->hostdev->mdev_uuid);
+        }
+    }
+    for (guint i = p->binds->len; i > 0; i--) {
+        const AvBind *b = g_ptr_array_index(p->binds, i - 1);
+        const char *drv = b->original_driver ? b->original_driver : "no driver";
+        g_autoptr(GError) local = NULL;
+
+        if (!b->bound)
+            continue;
+        if (!av_vfio_restore(p->config->root, p->config->ops, b->address, b->original_driver, &local)) {
+            av_hook_log(LOG_ERR, "rollback: cannot give %s back to %s: %s", b->address, drv, local->message);
+            if (ok)
+                g_propagate_prefixed_error(error, g_steal_pointer(&local), "cannot give %s back to %s: ",
+                                           b->address, drv);
+            ok = FALSE;
+        } else {
+            av_hook_log(LOG_INFO, "rollback: gave %s back to %s", b->address, drv);
+        }
+    }
+    return ok;
+}
+
+/* Phase "commit": everything on the host succeeded.  Records where the
+ * endpoints go back (a pool device's original driver, a companion's), moves
+ * the claims and the mdevs in use, drops the write-ahead record, and saves:
+ * one atomic write. */
+static gboolean
+av_prepare_commit(AvPrepare *p, GString *summary, GError **error)
+{
+    for (guint i = 0; i < p->binds->len; i++) {
+        const AvBind *b = g_ptr_array_index(p->binds, i);
+        AvPoolDevice *dev = av_pool_find_address(p->pool, AV_DEVICE_KIND_PCI, b->address);
 
         if (dev) {
             /* A host driver it was on is what it goes back to.  Found on
              * vfio-pci or on no driver, the pool's record (made while it was
-             * free) is trusted instead: a hook killed mid-prepare may have
-             * left it so. */
-            if (b->original_driver && strcmp(b->original_driver, AV_VFIO_PCI) != 0)
-            {
+             * free) is trusted instead. */
+            if (b->original_driver && strcmp(b->original_driver, AV_VFIO_PCI) != 0) {
                 g_free(dev->original_driver);
                 dev->original_driver = g_strdup(b->original_driver);
             }
@@ -686,56 +793,122 @@ av_hook_prepare(const AvHookConfig *config, AvDomain *domain)
             av_hook_add_companion(b->group->first, b->address, b->original_driver);
         }
     }
-    for (guint i = 0; i < claims->len; i++) {
-        AvPoolDevice *dev = g_ptr_array_index(claims, i);
+    for (guint i = 0; i < p->claims->len; i++) {
+        AvPoolDevice *dev = g_ptr_array_index(p->claims, i);
 
-        if (!av_hook_take(pool, dev, owner, &error))
-            goto commit_failed;
+        if (!av_hook_take(p->pool, dev, p->owner, error))
+            return FALSE;
         g_string_append_printf(summary, "%s%s", summary->len ? ", " : "", dev->address);
     }
-    for (guint i = 0; i < managed->len; i++) {
-        AvManaged *m = g_ptr_array_index(managed, i);
+    for (guint i = 0; i < p->managed->len; i++) {
+        AvManaged *m = g_ptr_array_index(p->managed, i);
         AvPoolDevice *dev = m->pooldev;
 
         if (m->hostdev->type != AV_HOSTDEV_MDEV)
             continue;
         if (dev) {
-            if (!av_hook_take(pool, dev, owner, &error))
-                goto commit_failed;
+            if (!av_hook_take(p->pool, dev, p->owner, error))
+                return FALSE;
             g_free(dev->address);
             dev->address = g_strdup(m->mdev_parent);
         } else {
-            dev = av_pool_add(pool, AV_DEVICE_KIND_MDEV, m->identity, m->mdev_parent, m->profile->name,
-                              AV_DEVICE_STATE_IN_USE, owner, &error);
+            dev = av_pool_add(p->pool, AV_DEVICE_KIND_MDEV, m->identity, m->mdev_parent, m->profile->name,
+                              AV_DEVICE_STATE_IN_USE, p->owner, error);
             if (!dev)
-                goto commit_failed;
+                return FALSE;
         }
         dev->created = dev->created || m->mdev_created;
         dev->numa_node = m->mdev_node;
         g_string_append_printf(summary, "%smdev %s on %s", summary->len ? ", " : "", m->hostdev->mdev_uuid,
                                m->mdev_parent);
     }
-    if (!av_pool_save(pool, &error))
-        goto commit_failed;
-    av_hook_log(LOG_INFO, "prepare: in use by this domain: %s", summary->str);
-    return 0;
+    if (p->intent) {
+        av_pool_intent_remove(p->pool, p->intent);
+        p->intent = NULL;
+    }
+    return av_pool_save(p->pool, error);
+}
 
-commit_failed: {
-        /* Some transitions are in the journal but the pool was not saved:
-         * say so in the journal, so that it tells the truth. */
+/* A prepare that failed after its plan was recorded: undoes what "apply"
+ * did, drops the record and saves, then refuses with @error's message.
+ * When @committing, the pool in memory holds transitions that were not
+ * saved (their journal entries are written): it is not saved, a
+ * "rolled-back" entry says so, and the record on disk is left for the next
+ * holder of the lock to drop (av_pool_intents_undo(): nothing left to do). */
+static int
+av_prepare_fail(AvPrepare *p, const GError *failure, gboolean committing)
+{
+    g_autoptr(GError) undo_error = NULL;
+    g_autoptr(GError) save_error = NULL;
+    g_autofree char *message = g_strdup_printf("cannot start domain '%s': %s%s", p->domain->name,
+                                               committing ? "cannot record its devices in the pool: " : "",
+                                               failure->message);
+    gboolean undone = av_prepare_undo(p, &undo_error);
+
+    if (committing) {
         g_autoptr(json_t) fields = json_object();
         g_autoptr(GError) journal_error = NULL;
-        g_autofree char *message = g_strdup_printf("cannot start domain '%s': cannot record its devices "
-                                                   "in the pool: %s", domain->name, error->message);
 
-        json_object_set_new(fields, "domain_uuid", json_string(domain->uuid));
-        json_object_set_new(fields, "reason", json_string(error->message));
+        json_object_set_new(fields, "domain_uuid", json_string(p->domain->uuid));
+        json_object_set_new(fields, "reason", json_string(failure->message));
         json_object_set_new(fields, "note", json_string("the transitions of this prepare since the last "
                                                         "save were not saved; the pool is as before it"));
-        if (!av_pool_journal_append(pool, "rolled-back", fields, &journal_error))
+        if (!av_pool_journal_append(p->pool, "rolled-back", fields, &journal_error))
             av_hook_log(LOG_ERR, "cannot journal the rollback: %s", journal_error->message);
-        return av_prepare_fail(&undo, g_steal_pointer(&message));
+    } else if (p->intent && undone) {
+        av_pool_intent_remove(p->pool, p->intent);
+        p->intent = NULL;
+        if (!av_pool_save(p->pool, &save_error))
+            av_hook_log(LOG_ERR, "cannot drop the record of this prepare (the next call does): %s",
+                        save_error->message);
     }
+    if (!undone)
+        return av_hook_refusef("%s (and undoing what this prepare did failed too: %s; see the system log; the "
+                               "next accelvirt call tries again from its record)", message, undo_error->message);
+    return av_hook_refuse(message);
+}
+
+/* "prepare begin": claims every managed device under the pool's exclusive
+ * lock (held throughout, so that racing hooks serialise), binds PCI devices
+ * of managed='no' hostdevs and their IOMMU groups to vfio-pci, creates the
+ * mdevs the XML names, then records the devices in-use.  The pool and the
+ * journal change only once everything on the host succeeded; any failure
+ * before that undoes the host changes and leaves the pool as it was.  What
+ * the host will see is saved in the pool before it is touched, so that a
+ * prepare killed at any point is undone by the next call. */
+int
+av_hook_prepare(const AvHookConfig *config, AvDomain *domain)
+{
+    g_auto(AvPrepare) p = { 0 };
+    g_autoptr(GError) error = NULL;
+    g_autoptr(GString) summary = g_string_new(NULL);
+
+    p.config = config;
+    p.domain = domain;
+    p.groups = g_ptr_array_new_with_free_func((GDestroyNotify)av_prepare_group_free);
+    p.claims = g_ptr_array_new();
+    p.binds = g_ptr_array_new_with_free_func((GDestroyNotify)av_bind_free);
+
+    if (!av_prepare_open(&p, &error))
+        return av_hook_refuse(error->message);
+    if (!av_hook_resolve(p.host, p.policy, p.pool, domain, &p.managed, &error))
+        return av_hook_refusef("cannot start domain '%s': %s", domain->name, error->message);
+    if (domain->scrub_token)
+        return av_hook_prepare_scrub(config, p.host, p.policy, p.pool, domain, p.managed);
+    if (p.managed->len == 0) {
+        av_hook_log(LOG_INFO, "prepare: no device of this domain is managed by accelvirt");
+        return 0;
+    }
+    p.owner = av_hook_owner_new(domain);
+    if (!av_prepare_check(&p, &error) || !av_prepare_plan(&p, &error))
+        return av_hook_refusef("cannot start domain '%s': %s", domain->name, error->message);
+    if (!av_prepare_apply(&p, &error))
+        return av_prepare_fail(&p, error, FALSE);
+    av_hook_test_stop(config, "prepare-commit");
+    if (!av_prepare_commit(&p, summary, &error))
+        return av_prepare_fail(&p, error, TRUE);
+    av_hook_log(LOG_INFO, "prepare: in use by this domain: %s", summary->str);
+    return 0;
 }
 
 /* --- start / started: NUMA ------------------------------------------------------- */
@@ -801,7 +974,7 @@ av_hook_start(const AvHookConfig *config, const AvDomain *domain)
         return av_hook_refusef("cannot read the policies: %s", error->message);
     pool = av_pool_open(config->state_dir, AV_POOL_READ, AV_HOOK_LOCK_TIMEOUT_MS, &error);
     if (!pool)
-        return av_hook_refusef("cannot open the pool: %s", error->message);
+        return av_hook_refuse(error->message);
 
     for (guint i = 0; i < domain->hostdevs->len; i++) {
         const AvHostdev *h = g_ptr_array_index(domain->hostdevs, i);
@@ -886,9 +1059,9 @@ av_hook_release(const AvHookConfig *config, const AvDomain *domain)
     /* No pool: the domain owns nothing, and no state is created for it. */
     if (!g_file_test(pool_path, G_FILE_TEST_EXISTS))
         return 0;
-    pool = av_pool_open(config->state_dir, AV_POOL_WRITE, AV_HOOK_LOCK_TIMEOUT_MS, &error);
+    pool = av_hook_pool_open(config, &error);
     if (!pool)
-        return av_hook_refusef("cannot release the devices of domain '%s': cannot open the pool: %s",
+        return av_hook_refusef("cannot release the devices of domain '%s': %s",
                                domain->name, error->message);
     owned = av_pool_find_owned(pool, domain->uuid);
     for (guint i = 0; i < owned->len; i++) {
@@ -950,7 +1123,7 @@ av_hook_reconnect(const AvHookConfig *config, const AvDomain *domain)
 
     policy = av_policy_load_dir(config->policy_dir, &error);
     if (policy)
-        pool = av_pool_open(config->state_dir, AV_POOL_WRITE, AV_HOOK_LOCK_TIMEOUT_MS, &error);
+        pool = av_hook_pool_open(config, &error);
     if (pool)
         host = av_host_scan(config->root, &error);
     if (!host || !av_pool_reconcile(pool, host, policy, &changed, &error)) {
@@ -1172,9 +1345,9 @@ av_hook_remap(const AvHookConfig *config, const AvDomain *domain, const char *xm
     policy = av_policy_load_dir(config->policy_dir, &error);
     if (!policy)
         return av_hook_refusef("cannot read the policies: %s", error->message);
-    pool = av_pool_open(config->state_dir, AV_POOL_WRITE, AV_HOOK_LOCK_TIMEOUT_MS, &error);
+    pool = av_hook_pool_open(config, &error);
     if (!pool)
-        return av_hook_refusef("cannot open the pool: %s", error->message);
+        return av_hook_refuse(error->message);
 
     /* Which cards the placed addresses were before this scan: after a BDF
      * re-enumeration (seed 003) the card is followed to its new address. */

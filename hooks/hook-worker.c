@@ -158,7 +158,7 @@ av_worker_pick(const AvHookConfig *config, GHashTable *done, AvLock **ret_lock, 
 {
     g_autoptr(AvPool) pool = NULL;
 
-    pool = av_pool_open(config->state_dir, AV_POOL_WRITE, AV_HOOK_LOCK_TIMEOUT_MS, error);
+    pool = av_hook_pool_open(config, error);
     if (!pool)
         return NULL;
     for (guint i = 0; i < av_pool_devices(pool)->len; i++) {
@@ -253,7 +253,7 @@ av_worker_scrub(const AvHookConfig *config, const AvPolicy *policy, const AvScru
     if (!failure && job->kind == AV_DEVICE_KIND_PCI)
         av_scrub_group_released(config->root, job->iommu_group, job->address, &failure);
 
-    pool = av_pool_open(config->state_dir, AV_POOL_WRITE, AV_HOOK_LOCK_TIMEOUT_MS, &error);
+    pool = av_hook_pool_open(config, &error);
     if (!pool) {
         av_hook_log(LOG_ERR, "cannot record the scrub of %s: %s", job->identity, error->message);
         return;

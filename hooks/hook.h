@@ -69,6 +69,15 @@ void av_hook_log(int priority, const char *fmt, ...) G_GNUC_PRINTF(2, 3);
 int av_hook_refuse(const char *message);
 int av_hook_refusef(const char *fmt, ...) G_GNUC_PRINTF(1, 2);
 
+/* Opens the pool of @config for writing (waiting up to
+ * AV_HOOK_LOCK_TIMEOUT_MS for the lock), then puts right what processes
+ * that died left in it: the write-ahead records of prepares killed mid-way
+ * are undone (av_pool_intents_undo(); a failure there is logged, and tried
+ * again by the next call).  Saves when that changed the pool.  Caller
+ * frees (which releases the lock).  NULL with @error ("cannot open the
+ * pool: ..."). */
+AvPool *av_hook_pool_open(const AvHookConfig *config, GError **error);
+
 /* The owner a domain's devices get: its UUID and name, and when Nova wrote
  * it, the instance (the domain UUID), project and user.  Caller frees. */
 AvOwner *av_hook_owner_new(const AvDomain *domain);

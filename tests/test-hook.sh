@@ -382,23 +382,28 @@ check "32 racing prepares: exactly 8 succeed, each GPU owned once, the others re
 world kill two-socket-8gpu
 mkdom "$W/vm1.xml" vm1 "$U1" 0000:ca:00.0
 mkdom "$W/vm2.xml" vm2 "$U2" 0000:ca:00.0
-killed() {
+# killed_at POINT XML NAME: the hook's prepare of NAME stops itself (SIGSTOP)
+# at the test point POINT, holding the pool lock, and is killed there (SIGKILL).
+killed_at() {
     (
         export ACCELVIRT_ROOT="$W/host" ACCELVIRT_STATE_DIR="$W/state" ACCELVIRT_POLICY_DIR="$POL" \
-               ACCELVIRT_WORKER="$ACCELVIRT_WORKER" ACCELVIRT_TEST_STOP=prepare-commit
-        exec "$HOOK" vm1 prepare begin - <"$W/vm1.xml" >/dev/null 2>&1
+               ACCELVIRT_WORKER="$ACCELVIRT_WORKER" ACCELVIRT_TEST_STOP="$1" ACCELVIRT_LOG_FILE="$W/log"
+        exec "$HOOK" "$3" prepare begin - <"$2" >/dev/null 2>&1
     ) &
     pid=$!
     i=0
-    # Stopped (SIGSTOP) after binding, before recording anything, holding the lock.
     while [ "$(awk '{print $3}' /proc/$pid/stat 2>/dev/null)" != T ]; do
-        i=$((i + 1)); [ $i -lt 200 ] || { echo "the hook never stopped"; kill -9 $pid; return 1; }
+        i=$((i + 1)); [ $i -lt 200 ] || { echo "the hook never stopped at $1"; kill -9 $pid; return 1; }
         sleep 0.05
     done
-    [ "$(driver 0000:ca:00.0)" = vfio-pci ] || { echo "not bound when stopped"; return 1; }
     kill -9 $pid
     wait $pid 2>/dev/null
     return 0
+}
+killed() {
+    # Stopped after binding, before recording anything, holding the lock.
+    killed_at prepare-commit "$W/vm1.xml" vm1 || return 1
+    [ "$(driver 0000:ca:00.0)" = vfio-pci ] || { echo "not bound when killed"; return 1; }
 }
 check "a hook killed with SIGKILL mid-prepare, holding the pool lock" killed
 check "  ... left the pool whole: the device still free, the journal intact" \
@@ -407,6 +412,63 @@ check "  ... the next prepare gets the lock its death released, and the device" 
     accepted "$W/vm2.xml" vm2 prepare begin -
 check "  ... whose release gives it back to nvidia, the driver it had before the killed hook" \
     eval "accepted '$W/vm2.xml' vm2 release end - && wait_state 0000:ca:00.0 free && [ \"\$(driver 0000:ca:00.0)\" = nvidia ]"
+
+# --- a prepare killed after it bound a companion or created an mdev (issue 10, hole 7) ---
+world killcomp two-socket-8gpu
+mkdom "$W/vm1.xml" vm1 "$U1" 0000:98:00.0
+mkdom "$W/vm2.xml" vm2 "$U2" 0000:17:00.0
+check "an A6000's prepare killed after binding the card and its audio function" \
+    eval "killed_at prepare-commit '$W/vm1.xml' vm1 && [ \"\$(driver 0000:98:00.0)\" = vfio-pci ] && [ \"\$(driver 0000:98:00.1)\" = vfio-pci ]"
+check "  ... left its write-ahead record in the pool: both functions and the drivers they had" json "$W/state/pool.json" \
+    "[b for i in d['intents'] for b in i['binds']] == [{'address': '0000:98:00.0', 'original_driver': 'nvidia'}, {'address': '0000:98:00.1', 'original_driver': 'snd_hda_intel'}] and d['intents'][0]['domain_uuid'] == '$U1'"
+check "  ... the next hook call (another domain's prepare) gives both back to their drivers from that record" \
+    eval "accepted '$W/vm2.xml' vm2 prepare begin - && [ \"\$(driver 0000:98:00.0)\" = nvidia ] && [ \"\$(driver 0000:98:00.1)\" = snd_hda_intel ]"
+check "  ... drops the record, journals 'rolled-back' with what it restored, and the chain holds" \
+    eval "python3 -c \"import json; d=json.load(open('$W/state/pool.json')); assert 'intents' not in d\" && grep '\"event\": *\"rolled-back\"' '$W/state/journal.jsonl' | grep -q '0000:98:00.1' && verify"
+check "  ... the card's next prepare records snd_hda_intel as the audio's driver, not vfio-pci" \
+    eval "accepted '$W/vm1.xml' vm1 prepare begin - && python3 -c \"import json; d=json.load(open('$W/state/pool.json')); assert [x['companions'] for x in d['devices'] if x['address']=='0000:98:00.0'] == [[{'address': '0000:98:00.1', 'original_driver': 'snd_hda_intel'}]]\""
+check "  ... so its release and scrub give the audio back to snd_hda_intel" \
+    eval "accepted '$W/vm1.xml' vm1 release end - && wait_state 0000:98:00.0 free && [ \"\$(driver 0000:98:00.1)\" = snd_hda_intel ]"
+world killfirst two-socket-8gpu
+mkdom "$W/vm1.xml" vm1 "$U1" 0000:98:00.0
+drivers >"$W/drivers.before"
+check "a prepare killed after binding the first function only (the second has not moved)" \
+    eval "killed_at prepare-bound-first '$W/vm1.xml' vm1 && [ \"\$(driver 0000:98:00.0)\" = vfio-pci ] && [ \"\$(driver 0000:98:00.1)\" = snd_hda_intel ]"
+check "  ... is undone by the next call (accelvirt-hook's release of an unrelated domain): every driver as before" \
+    eval "mkdom '$W/x.xml' x '$U3' 0000:31:00.0 && accepted '$W/x.xml' x release end - && drivers | cmp - '$W/drivers.before'"
+world killmdev vgpu-mdev
+KM=5e2a0b1c-9d8e-4f7a-8b6c-5d4e3f2a1b0e
+mkdom "$W/vm.xml" vgpu "$U1" "mdev:$KM"
+mkdom "$W/vm2.xml" other "$U2" 0000:17:00.0
+check "a prepare killed after creating its mdev leaves the mdev and its record" \
+    eval "killed_at prepare-commit '$W/vm.xml' vgpu && [ -e '$W/host/sys/bus/mdev/devices/$KM' ] && python3 -c \"import json; d=json.load(open('$W/state/pool.json')); assert [m['uuid'] for i in d['intents'] for m in i['mdevs']] == ['$KM']\""
+check "  ... the next hook call removes the mdev, and the pool knows none of it" \
+    eval "hook '$W/vm2.xml' other prepare begin - >/dev/null 2>&1; [ ! -e '$W/host/sys/bus/mdev/devices/$KM' ] && python3 -c \"import json; d=json.load(open('$W/state/pool.json')); assert 'intents' not in d and not [x for x in d['devices'] if x['kind']=='mdev']\" && verify"
+
+# --- a function the pool does not hold, of an IOMMU group it does (issue 10, hole 6) ---
+world groupown two-socket-8gpu
+mkdom "$W/gpu.xml" gpuvm "$U1" 0000:98:00.0
+mkdom "$W/audio.xml" audiovm "$U2" 0000:98:00.1
+mkdom "$W/audioy.xml" audioy "$U2" 0000:98:00.1:yes
+mkdom "$W/audio3.xml" audio3 "$U3" 0000:98:00.1
+hook "$W/gpu.xml" gpuvm prepare begin - >/dev/null 2>&1
+cp "$W/state/pool.json" "$W/p0"; drivers >"$W/drivers.before"
+check "a hostdev of the A6000's audio function (no pool device) while another domain holds the card is refused, naming both" \
+    refused "0000:98:00.1 shares its IOMMU group with device 0000:98:00.0, which accelvirt holds: device 0000:98:00.0 .* is in-use, owner domain 'gpuvm'" "$W/audio.xml" audiovm prepare begin -
+check "  ... also as managed='yes' (libvirt would bind it), and nothing changed" \
+    eval "refused 'in-use, owner domain .gpuvm.' '$W/audioy.xml' audioy prepare begin - && cmp '$W/state/pool.json' '$W/p0' && drivers | cmp - '$W/drivers.before'"
+check "with the card free again, a domain naming only its audio function gets the whole group" \
+    eval "accepted '$W/gpu.xml' gpuvm release end - && wait_state 0000:98:00.0 free && accepted '$W/audio3.xml' audio3 prepare begin - && [ \"\$(driver 0000:98:00.0)\" = vfio-pci ] && [ \"\$(driver 0000:98:00.1)\" = vfio-pci ]"
+check "  ... the card in use by that domain, so nobody else can have it" \
+    eval "status && python3 -c \"import json; d=json.load(open('$W/st.json')); assert [(x['state'], x['owner']['domain_name']) for x in d['devices'] if x['address']=='0000:98:00.0'] == [('in-use', 'audio3')]\" && refused \"0000:98:00.0 .* is in-use, owner domain 'audio3'\" '$W/gpu.xml' gpuvm prepare begin -"
+check "  ... and its release scrubs the card and gives both functions back" \
+    eval "accepted '$W/audio3.xml' audio3 release end - && wait_state 0000:98:00.0 free && [ \"\$(driver 0000:98:00.0)\" = nvidia ] && [ \"\$(driver 0000:98:00.1)\" = snd_hda_intel ]"
+touch "$W/scrub-fail"
+hook "$W/gpu.xml" gpuvm prepare begin - >/dev/null 2>&1; hook "$W/gpu.xml" gpuvm release end - >/dev/null 2>&1
+wait_state 0000:98:00.0 quarantined >/dev/null
+check "a quarantined card's audio function is refused to every domain" \
+    refused "0000:98:00.1 shares its IOMMU group with device 0000:98:00.0, which accelvirt holds: .* is quarantined" "$W/audio.xml" audiovm prepare begin -
+rm -f "$W/scrub-fail"
 
 # --- restore and migrate: the placement is checked, and remapped when needed ---
 

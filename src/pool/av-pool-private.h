@@ -19,6 +19,8 @@ struct AvPool {
     AvPoolMode mode;
     AvLock *lock;                /* NULL only for a read of a missing state dir */
     GPtrArray *devices;          /* AvPoolDevice*, owned, sorted by identity */
+    GPtrArray *intents;          /* AvIntent*, owned: write-ahead records of prepares
+                                  * (av-pool-intent.c); "intents" in pool.json when not empty */
 
     /* The journal's tail, read at the first append (av-journal.c). */
     gboolean journal_ready;
@@ -76,5 +78,49 @@ gboolean av_pool_expire_claims(AvPool *pool, gint64 now, gboolean *changed, GErr
 
 /* The hex SHA-256 of @len bytes at @data.  Caller frees. */
 char *av_journal_hash(const char *data, gsize len);
+
+/* --- loading pool.json (av-pool.c), for the files that load a part of it --- */
+
+typedef struct {
+    const char *path;
+    const char *data;
+    gsize len;
+} AvPoolLoad;
+
+/* Sets an AV_ERROR_CORRUPT_STATE error about the value at the JSON path
+ * @jpath ("devices/3/owner"), naming the file, line and column.  Returns
+ * FALSE. */
+gboolean av_pool_load_fail(const AvPoolLoad *ld, GError **error, const char *jpath, const char *fmt, ...)
+    G_GNUC_PRINTF(4, 5);
+
+/* Checks that @obj has exactly the keys @keys (NULL-terminated), plus any
+ * of @optional (NULL-terminated, or NULL for none). */
+gboolean av_pool_load_keys_opt(const AvPoolLoad *ld, json_t *obj, const char *jpath, const char *const *keys,
+                               const char *const *optional, GError **error);
+gboolean av_pool_load_keys(const AvPoolLoad *ld, json_t *obj, const char *jpath, const char *const *keys,
+                           GError **error);
+
+/* Reads the non-empty string without NUL (or, with @nullable, null)
+ * member @key of @obj into *ret_value (caller frees). */
+gboolean av_pool_load_string(const AvPoolLoad *ld, json_t *obj, const char *jpath, const char *key,
+                             gboolean nullable, char **ret_value, GError **error);
+
+/* Reads the integer member @key of @obj, from @min to @max. */
+gboolean av_pool_load_int(const AvPoolLoad *ld, json_t *obj, const char *jpath, const char *key, gint64 min,
+                          gint64 max, gint64 *ret_value, GError **error);
+
+/* Reads an owner object or null at @v. */
+gboolean av_pool_load_owner(const AvPoolLoad *ld, json_t *v, const char *jpath, AvOwner **ret_owner,
+                            GError **error);
+
+/* --- intents (av-pool-intent.c) --- */
+
+/* The "intents" member of pool.json (@v, may be NULL: none) into
+ * @intents (AvIntent*), strictly. */
+gboolean av_pool_load_intents(const AvPoolLoad *ld, json_t *v, GPtrArray *intents, GError **error);
+
+/* The intents as pool.json's "intents" array. */
+json_t *av_pool_intents_to_json(const GPtrArray *intents);
+
 
 G_END_DECLS

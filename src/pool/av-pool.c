@@ -316,8 +316,8 @@ av_pool_device_to_json(const AvPoolDevice *dev)
     return obj;
 }
 
-/* The whole pool as written to pool.json: {"version": 1, "devices": [...]},
- * devices sorted by identity.  Caller owns the reference. */
+/* The whole pool as written to pool.json: {"version": 1, "devices": [...],
+ * "intents": [...] (only when there are)}, devices sorted by identity.  Caller owns the reference. */
 json_t *
 av_pool_to_json(const AvPool *pool)
 {
@@ -328,6 +328,9 @@ av_pool_to_json(const AvPool *pool)
         json_array_append_new(devices, av_pool_device_to_json(g_ptr_array_index(pool->devices, i)));
     json_object_set_new(obj, "version", json_integer(AV_POOL_VERSION));
     json_object_set_new(obj, "devices", devices);
+    /* Written only while a prepare runs (or died): a pool at rest keeps its form. */
+    if (pool->intents->len > 0)
+        json_object_set_new(obj, "intents", av_pool_intents_to_json(pool->intents));
     return obj;
 }
 
@@ -340,16 +343,10 @@ av_pool_now(void)
 
 /* --- loading pool.json ----------------------------------------------------- */
 
-typedef struct {
-    const char *path;
-    const char *data;
-    gsize len;
-} AvPoolLoad;
-
 static const char av_corrupt_advice[] = "move it away or repair it; accelvirt will not overwrite it";
 
-/* Sets an AV_ERROR_CORRUPT_STATE error about the value at @jpath. */
-static gboolean G_GNUC_PRINTF(4, 5)
+/* See av-pool-private.h. */
+gboolean
 av_pool_load_fail(const AvPoolLoad *ld, GError **error, const char *jpath, const char *fmt, ...)
 {
     g_autofree char *msg = NULL;
@@ -369,9 +366,8 @@ av_pool_load_fail(const AvPoolLoad *ld, GError **error, const char *jpath, const
     return FALSE;
 }
 
-/* Checks that @obj has exactly the keys @keys (NULL-terminated), plus any
- * of @optional (NULL-terminated, or NULL for none). */
-static gboolean
+/* See av-pool-private.h. */
+gboolean
 av_pool_load_keys_opt(const AvPoolLoad *ld, json_t *obj, const char *jpath,
                       const char *const *keys, const char *const *optional, GError **error)
 {
@@ -391,16 +387,16 @@ av_pool_load_keys_opt(const AvPoolLoad *ld, json_t *obj, const char *jpath,
     return TRUE;
 }
 
-/* Checks that @obj has exactly the keys @keys (NULL-terminated). */
-static gboolean
+/* See av-pool-private.h. */
+gboolean
 av_pool_load_keys(const AvPoolLoad *ld, json_t *obj, const char *jpath,
                   const char *const *keys, GError **error)
 {
     return av_pool_load_keys_opt(ld, obj, jpath, keys, NULL, error);
 }
 
-/* Reads the string (or, with @nullable, null) member @key of @obj. */
-static gboolean
+/* See av-pool-private.h. */
+gboolean
 av_pool_load_string(const AvPoolLoad *ld, json_t *obj, const char *jpath, const char *key,
                     gboolean nullable, char **ret_value, GError **error)
 {
@@ -419,7 +415,8 @@ av_pool_load_string(const AvPoolLoad *ld, json_t *obj, const char *jpath, const 
     return TRUE;
 }
 
-static gboolean
+/* See av-pool-private.h. */
+gboolean
 av_pool_load_int(const AvPoolLoad *ld, json_t *obj, const char *jpath, const char *key,
                  gint64 min, gint64 max, gint64 *ret_value, GError **error)
 {
@@ -446,7 +443,8 @@ av_pool_load_state(const AvPoolLoad *ld, json_t *obj, const char *jpath, const c
     return TRUE;
 }
 
-static gboolean
+/* See av-pool-private.h. */
+gboolean
 av_pool_load_owner(const AvPoolLoad *ld, json_t *v, const char *jpath, AvOwner **ret_owner, GError **error)
 {
     static const char *const keys[] = {
@@ -678,12 +676,16 @@ av_pool_load_device(const AvPoolLoad *ld, json_t *obj, guint index, GError **err
     return g_steal_pointer(&dev);
 }
 
-/* Parses the contents of pool.json into @ret_devices (a new array). */
+/* Parses the contents of pool.json into @ret_devices and @ret_intents (new
+ * arrays). */
 static gboolean
-av_pool_load_data(const char *path, const char *data, gsize len, GPtrArray **ret_devices, GError **error)
+av_pool_load_data(const char *path, const char *data, gsize len, GPtrArray **ret_devices, GPtrArray **ret_intents,
+                  GError **error)
 {
     static const char *const keys[] = { "version", "devices", NULL };
+    static const char *const optional[] = { "intents", NULL };
     AvPoolLoad ld = { path, data, len };
+    g_autoptr(GPtrArray) intents = g_ptr_array_new_with_free_func((GDestroyNotify)av_intent_free);
     g_autoptr(GPtrArray) devices = g_ptr_array_new_with_free_func((GDestroyNotify)av_pool_device_free);
     g_autoptr(GHashTable) identities = g_hash_table_new(g_str_hash, g_str_equal);
     g_autoptr(json_t) root = NULL;
@@ -707,7 +709,7 @@ av_pool_load_data(const char *path, const char *data, gsize len, GPtrArray **ret
         return av_pool_load_fail(&ld, error, "version", "unknown version %" JSON_INTEGER_FORMAT
                                  " (this accelvirt reads version %d)",
                                  json_integer_value(version), AV_POOL_VERSION);
-    if (!av_pool_load_keys(&ld, root, "", keys, error))
+    if (!av_pool_load_keys_opt(&ld, root, "", keys, optional, error))
         return FALSE;
     array = json_object_get(root, "devices");
     if (!json_is_array(array))
@@ -723,7 +725,10 @@ av_pool_load_data(const char *path, const char *data, gsize len, GPtrArray **ret
             return av_pool_load_fail(&ld, error, sub, "the identity '%s' appears twice", dev->identity);
         }
     }
+    if (!av_pool_load_intents(&ld, json_object_get(root, "intents"), intents, error))
+        return FALSE;
     *ret_devices = g_steal_pointer(&devices);
+    *ret_intents = g_steal_pointer(&intents);
     return TRUE;
 }
 
@@ -785,6 +790,7 @@ av_pool_new(const char *state_dir, AvPoolMode mode)
     pool->journal_path = g_build_filename(state_dir, AV_POOL_JOURNAL_FILE, NULL);
     pool->mode = mode;
     pool->devices = g_ptr_array_new_with_free_func((GDestroyNotify)av_pool_device_free);
+    pool->intents = g_ptr_array_new_with_free_func((GDestroyNotify)av_intent_free);
     pool->journal_prev = g_strdup("");
     return pool;
 }
@@ -894,6 +900,7 @@ av_pool_open(const char *state_dir, AvPoolMode mode, int timeout_ms, GError **er
 {
     g_autoptr(AvPool) pool = NULL;
     g_autoptr(GPtrArray) devices = NULL;
+    g_autoptr(GPtrArray) intents = NULL;
     g_autofree char *data = NULL;
     gsize len = 0;
     int r;
@@ -933,9 +940,10 @@ av_pool_open(const char *state_dir, AvPoolMode mode, int timeout_ms, GError **er
         return g_steal_pointer(&pool);
     if (r < 0)
         return NULL;
-    if (!av_pool_load_data(pool->pool_path, data, len, &devices, error))
+    if (!av_pool_load_data(pool->pool_path, data, len, &devices, &intents, error))
         return NULL;
     g_ptr_array_extend_and_steal(pool->devices, g_steal_pointer(&devices));
+    g_ptr_array_extend_and_steal(pool->intents, g_steal_pointer(&intents));
     g_ptr_array_sort(pool->devices, av_pool_device_cmp);
     return g_steal_pointer(&pool);
 }
@@ -948,6 +956,7 @@ av_pool_free(AvPool *pool)
         return;
     av_lock_release(pool->lock);
     g_ptr_array_unref(pool->devices);
+    g_ptr_array_unref(pool->intents);
     g_free(pool->state_dir);
     g_free(pool->pool_path);
     g_free(pool->lock_path);

@@ -344,6 +344,64 @@ const char *av_device_kind_to_string(AvDeviceKind kind);
 json_t *av_pool_device_to_json(const AvPoolDevice *dev);
 json_t *av_pool_to_json(const AvPool *pool);
 
+/* --- write-ahead records of a prepare (issue 10, hole 7) ---
+ *
+ * Before the hook touches the kernel at prepare it records in the pool, and
+ * saves, the driver of every endpoint it is about to bind and every mdev it
+ * is about to create.  The record goes away with the commit that records
+ * the devices in use (one save), or with the undo of a failed prepare.  The
+ * hook holds the pool lock from the record to the commit, so a record that
+ * another holder of the lock finds was left by a process that died mid-way:
+ * av_pool_intents_undo() gives each endpoint back to its recorded driver
+ * and removes each mdev, whatever point the process reached. */
+typedef struct {
+    char *uuid;
+    char *parent;                /* the mdev parent's name (av_mdev_parent_name_is_valid()) */
+    char *type;
+} AvIntentMdev;
+
+typedef struct {
+    char *id;                    /* 32 random lower-case hex digits */
+    char *domain_uuid;
+    char *domain_name;           /* or NULL */
+    gint64 since;                /* Unix seconds */
+    GPtrArray *binds;            /* AvCompanion*: each endpoint and the driver it had (NULL: none) */
+    GPtrArray *mdevs;            /* AvIntentMdev* */
+    char *undo_error;            /* why the last undo failed, or NULL (journalled once) */
+} AvIntent;
+
+/* A new record of a prepare of the domain @domain_uuid (@domain_name may be
+ * NULL), with a random id.  Caller frees, or gives it to
+ * av_pool_intent_add(). */
+AvIntent *av_intent_new(const char *domain_uuid, const char *domain_name);
+void av_intent_free(AvIntent *intent);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(AvIntent, av_intent_free)
+void av_intent_add_bind(AvIntent *intent, const char *address, const char *original_driver);
+void av_intent_add_mdev(AvIntent *intent, const char *uuid, const char *parent, const char *type);
+
+/* Adds @intent (taken over) to the pool; returns it, borrowed.  The caller
+ * saves the pool before it touches the kernel. */
+AvIntent *av_pool_intent_add(AvPool *pool, AvIntent *intent);
+
+/* Drops @intent from the pool (frees it); the caller saves. */
+void av_pool_intent_remove(AvPool *pool, AvIntent *intent);
+
+/* The records in the pool (AvIntent*, borrowed). */
+GPtrArray *av_pool_intents(const AvPool *pool);
+
+/* Undoes every record of @pool left by a process that died (see above):
+ * each endpoint whose recorded driver is not vfio-pci goes back to it with
+ * av_vfio_restore() (from vfio-pci, from no driver, or with only its
+ * driver_override left behind), each mdev is removed.  A record fully
+ * undone is journalled ("rolled-back", with what was done) and dropped; one
+ * that fails keeps its place, with the error journalled once
+ * ("rollback-failed"), and is tried again by the next call.  Sets
+ * *ret_changed when the pool changed (the caller saves).  Returns FALSE
+ * with the first failure in @error after trying every record; the pool is
+ * consistent either way.  Requires AV_POOL_WRITE. */
+gboolean av_pool_intents_undo(AvPool *pool, const AvRoot *root, const AvKernelOps *ops, gboolean *ret_changed,
+                              GError **error);
+
 /* Appends an entry to the journal of @pool: @event plus the members of
  * @fields (borrowed), with "seq", "time" (ISO 8601 UTC) and "prev" (hex
  * SHA-256 of the previous line, "" for the first) added. */

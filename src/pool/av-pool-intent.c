@@ -1,0 +1,342 @@
+/* accelvirt: write-ahead records of a prepare (av-pool.h, "intents").
+ *
+ * A prepare binds endpoints to vfio-pci and creates mdevs before it may
+ * record the devices in use.  Killed in between, it used to leave an
+ * endpoint on vfio-pci whose host driver nobody remembered (the next
+ * prepare found it there and took vfio-pci for its original driver) and an
+ * mdev nobody would remove.  So the plan is saved first; see
+ * av_pool_intents_undo() for what the next holder of the lock does with a
+ * plan whose author died. */
+#include "config.h"
+
+#include "av-pool-private.h"
+
+#include <string.h>
+
+#include "util/av-error.h"
+#include "util/av-json.h"
+#include "util/av-names.h"
+#include "vfio/av-vfio.h"
+
+#define AV_VFIO_PCI "vfio-pci"
+
+static void
+av_intent_mdev_free(AvIntentMdev *m)
+{
+    if (!m)
+        return;
+    g_free(m->uuid);
+    g_free(m->parent);
+    g_free(m->type);
+    g_free(m);
+}
+
+/* See av-pool.h.  Caller frees. */
+AvIntent *
+av_intent_new(const char *domain_uuid, const char *domain_name)
+{
+    AvIntent *intent = g_new0(AvIntent, 1);
+
+    intent->id = g_uuid_string_random();
+    intent->domain_uuid = g_strdup(domain_uuid);
+    intent->domain_name = g_strdup(domain_name);
+    intent->since = av_pool_now();
+    intent->binds = g_ptr_array_new_with_free_func((GDestroyNotify)av_companion_free);
+    intent->mdevs = g_ptr_array_new_with_free_func((GDestroyNotify)av_intent_mdev_free);
+    return intent;
+}
+
+/* Frees @intent.  NULL is a no-op. */
+void
+av_intent_free(AvIntent *intent)
+{
+    if (!intent)
+        return;
+    g_free(intent->id);
+    g_free(intent->domain_uuid);
+    g_free(intent->domain_name);
+    g_ptr_array_unref(intent->binds);
+    g_ptr_array_unref(intent->mdevs);
+    g_free(intent->undo_error);
+    g_free(intent);
+}
+
+/* See av-pool.h: copies @address and @original_driver. */
+void
+av_intent_add_bind(AvIntent *intent, const char *address, const char *original_driver)
+{
+    g_ptr_array_add(intent->binds, av_companion_new(address, original_driver));
+}
+
+/* See av-pool.h: copies its arguments. */
+void
+av_intent_add_mdev(AvIntent *intent, const char *uuid, const char *parent, const char *type)
+{
+    AvIntentMdev *m = g_new0(AvIntentMdev, 1);
+
+    m->uuid = g_strdup(uuid);
+    m->parent = g_strdup(parent);
+    m->type = g_strdup(type);
+    g_ptr_array_add(intent->mdevs, m);
+}
+
+/* See av-pool.h. */
+AvIntent *
+av_pool_intent_add(AvPool *pool, AvIntent *intent)
+{
+    g_ptr_array_add(pool->intents, intent);
+    return intent;
+}
+
+/* See av-pool.h. */
+void
+av_pool_intent_remove(AvPool *pool, AvIntent *intent)
+{
+    g_ptr_array_remove(pool->intents, intent);
+}
+
+/* See av-pool.h.  Borrowed. */
+GPtrArray *
+av_pool_intents(const AvPool *pool)
+{
+    return pool->intents;
+}
+
+/* --- pool.json ---------------------------------------------------------------- */
+
+/* See av-pool-private.h.  Caller owns the reference. */
+json_t *
+av_pool_intents_to_json(const GPtrArray *intents)
+{
+    json_t *array = json_array();
+
+    for (guint i = 0; i < intents->len; i++) {
+        const AvIntent *intent = g_ptr_array_index(intents, i);
+        json_t *obj = json_object();
+        json_t *binds = json_array();
+        json_t *mdevs = json_array();
+
+        for (guint j = 0; j < intent->binds->len; j++) {
+            const AvCompanion *b = g_ptr_array_index(intent->binds, j);
+
+            json_array_append_new(binds, json_pack("{s:s,s:o}", "address", b->address, "original_driver",
+                                                   av_json_string_or_null(b->original_driver)));
+        }
+        for (guint j = 0; j < intent->mdevs->len; j++) {
+            const AvIntentMdev *m = g_ptr_array_index(intent->mdevs, j);
+
+            json_array_append_new(mdevs, json_pack("{s:s,s:s,s:s}", "uuid", m->uuid, "parent", m->parent,
+                                                   "type", m->type));
+        }
+        json_object_set_new(obj, "id", json_string(intent->id));
+        json_object_set_new(obj, "op", json_string("prepare"));
+        json_object_set_new(obj, "domain_uuid", json_string(intent->domain_uuid));
+        json_object_set_new(obj, "domain_name", av_json_string_or_null(intent->domain_name));
+        json_object_set_new(obj, "since", json_integer(intent->since));
+        json_object_set_new(obj, "binds", binds);
+        json_object_set_new(obj, "mdevs", mdevs);
+        json_object_set_new(obj, "undo_error", av_json_string_or_null(intent->undo_error));
+        json_array_append_new(array, obj);
+    }
+    return array;
+}
+
+static gboolean
+av_pool_load_intent(const AvPoolLoad *ld, json_t *obj, const char *jpath, AvIntent **ret_intent, GError **error)
+{
+    static const char *const keys[] = { "id", "op", "domain_uuid", "domain_name", "since", "binds", "mdevs",
+                                        "undo_error", NULL };
+    static const char *const bind_keys[] = { "address", "original_driver", NULL };
+    static const char *const mdev_keys[] = { "uuid", "parent", "type", NULL };
+    g_autoptr(AvIntent) intent = NULL;
+    g_autofree char *id = NULL;
+    g_autofree char *op = NULL;
+    g_autofree char *uuid = NULL;
+    g_autofree char *name = NULL;
+    json_t *binds, *mdevs;
+    gint64 since = 0;
+
+    if (!json_is_object(obj))
+        return av_pool_load_fail(ld, error, jpath, "expected an object");
+    if (!av_pool_load_keys(ld, obj, jpath, keys, error) ||
+        !av_pool_load_string(ld, obj, jpath, "id", FALSE, &id, error) ||
+        !av_pool_load_string(ld, obj, jpath, "op", FALSE, &op, error) ||
+        !av_pool_load_string(ld, obj, jpath, "domain_uuid", FALSE, &uuid, error) ||
+        !av_pool_load_string(ld, obj, jpath, "domain_name", TRUE, &name, error) ||
+        !av_pool_load_int(ld, obj, jpath, "since", 0, G_MAXINT64, &since, error))
+        return FALSE;
+    if (!av_uuid_is_valid(id) || !g_str_equal(op, "prepare")) {
+        g_autofree char *sub = g_strdup_printf("%s/%s", jpath, av_uuid_is_valid(id) ? "op" : "id");
+        return av_pool_load_fail(ld, error, sub, av_uuid_is_valid(id) ? "expected \"prepare\"" : "expected a UUID");
+    }
+    intent = av_intent_new(uuid, name);
+    g_free(intent->id);
+    intent->id = g_steal_pointer(&id);
+    intent->since = since;
+    if (!av_pool_load_string(ld, obj, jpath, "undo_error", TRUE, &intent->undo_error, error))
+        return FALSE;
+    binds = json_object_get(obj, "binds");
+    mdevs = json_object_get(obj, "mdevs");
+    if (!json_is_array(binds) || !json_is_array(mdevs)) {
+        g_autofree char *sub = g_strdup_printf("%s/%s", jpath, json_is_array(binds) ? "mdevs" : "binds");
+        return av_pool_load_fail(ld, error, sub, "expected an array");
+    }
+    for (guint i = 0; i < json_array_size(binds); i++) {
+        g_autofree char *sub = g_strdup_printf("%s/binds/%u", jpath, i);
+        g_autofree char *address = NULL;
+        g_autofree char *driver = NULL;
+        json_t *b = json_array_get(binds, i);
+
+        if (!json_is_object(b))
+            return av_pool_load_fail(ld, error, sub, "expected an object");
+        if (!av_pool_load_keys(ld, b, sub, bind_keys, error) ||
+            !av_pool_load_string(ld, b, sub, "address", FALSE, &address, error) ||
+            !av_pool_load_string(ld, b, sub, "original_driver", TRUE, &driver, error))
+            return FALSE;
+        if (!av_pci_address_is_valid(address) || (driver && !av_driver_name_is_valid(driver))) {
+            g_autofree char *at = g_strdup_printf("%s/%s", sub, av_pci_address_is_valid(address) ? "original_driver"
+                                                                                                  : "address");
+            return av_pool_load_fail(ld, error, at, av_pci_address_is_valid(address) ? "expected a driver name"
+                                                                                     : "expected a PCI address");
+        }
+        av_intent_add_bind(intent, address, driver);
+    }
+    for (guint i = 0; i < json_array_size(mdevs); i++) {
+        g_autofree char *sub = g_strdup_printf("%s/mdevs/%u", jpath, i);
+        g_autofree char *muuid = NULL;
+        g_autofree char *parent = NULL;
+        g_autofree char *type = NULL;
+        json_t *m = json_array_get(mdevs, i);
+
+        if (!json_is_object(m))
+            return av_pool_load_fail(ld, error, sub, "expected an object");
+        if (!av_pool_load_keys(ld, m, sub, mdev_keys, error) ||
+            !av_pool_load_string(ld, m, sub, "uuid", FALSE, &muuid, error) ||
+            !av_pool_load_string(ld, m, sub, "parent", FALSE, &parent, error) ||
+            !av_pool_load_string(ld, m, sub, "type", FALSE, &type, error))
+            return FALSE;
+        if (!av_uuid_is_valid(muuid) || !av_mdev_parent_name_is_valid(parent) || !av_mdev_type_id_is_valid(type)) {
+            g_autofree char *at = g_strdup_printf("%s/%s", sub, !av_uuid_is_valid(muuid) ? "uuid"
+                                                  : !av_mdev_parent_name_is_valid(parent) ? "parent" : "type");
+            return av_pool_load_fail(ld, error, at, "expected an mdev UUID, parent name and type id");
+        }
+        av_intent_add_mdev(intent, muuid, parent, type);
+    }
+    if (!av_uuid_is_valid(intent->domain_uuid)) {
+        g_autofree char *sub = g_strdup_printf("%s/domain_uuid", jpath);
+        return av_pool_load_fail(ld, error, sub, "expected a lower-case UUID");
+    }
+    *ret_intent = g_steal_pointer(&intent);
+    return TRUE;
+}
+
+/* See av-pool-private.h. */
+gboolean
+av_pool_load_intents(const AvPoolLoad *ld, json_t *v, GPtrArray *intents, GError **error)
+{
+    if (!v)
+        return TRUE;
+    if (!json_is_array(v))
+        return av_pool_load_fail(ld, error, "intents", "expected an array");
+    for (guint i = 0; i < json_array_size(v); i++) {
+        g_autofree char *jpath = g_strdup_printf("intents/%u", i);
+        AvIntent *intent = NULL;
+
+        if (!av_pool_load_intent(ld, json_array_get(v, i), jpath, &intent, error))
+            return FALSE;
+        g_ptr_array_add(intents, intent);
+    }
+    return TRUE;
+}
+
+/* --- undo --------------------------------------------------------------------- */
+
+/* Undoes @intent on the host: the mdevs first (a created mdev keeps its
+ * parent busy), then every endpoint back to its recorded driver, newest
+ * first.  Fills @done with what was done ({"restored": [{address, driver}],
+ * "mdevs_removed": [uuid]}).  Tries everything; FALSE with the first
+ * failure. */
+static gboolean
+av_intent_undo(const AvIntent *intent, const AvRoot *root, const AvKernelOps *ops, json_t *done, GError **error)
+{
+    json_t *restored = json_array();
+    json_t *removed = json_array();
+    gboolean ok = TRUE;
+
+    json_object_set_new(done, "restored", restored);
+    json_object_set_new(done, "mdevs_removed", removed);
+    for (guint i = intent->mdevs->len; i > 0; i--) {
+        const AvIntentMdev *m = g_ptr_array_index(intent->mdevs, i - 1);
+        g_autoptr(GError) local = NULL;
+
+        if (av_mdev_remove(root, ops, m->uuid, &local)) {
+            json_array_append_new(removed, json_string(m->uuid));
+        } else if (ok) {
+            g_propagate_prefixed_error(error, g_steal_pointer(&local), "cannot remove the mdev %s: ", m->uuid);
+            ok = FALSE;
+        }
+    }
+    for (guint i = intent->binds->len; i > 0; i--) {
+        const AvCompanion *b = g_ptr_array_index(intent->binds, i - 1);
+        g_autoptr(GError) local = NULL;
+
+        /* Recorded on vfio-pci already: that is where it stays. */
+        if (g_strcmp0(b->original_driver, AV_VFIO_PCI) == 0)
+            continue;
+        if (av_vfio_restore(root, ops, b->address, b->original_driver, &local)) {
+            json_array_append_new(restored, json_pack("{s:s,s:o}", "address", b->address, "driver",
+                                                      av_json_string_or_null(b->original_driver)));
+        } else if (ok) {
+            g_propagate_prefixed_error(error, g_steal_pointer(&local), "cannot give %s back to %s: ", b->address,
+                                       b->original_driver ? b->original_driver : "no driver");
+            ok = FALSE;
+        }
+    }
+    return ok;
+}
+
+/* See av-pool.h. */
+gboolean
+av_pool_intents_undo(AvPool *pool, const AvRoot *root, const AvKernelOps *ops, gboolean *ret_changed,
+                     GError **error)
+{
+    g_autoptr(GError) first = NULL;
+    gboolean changed = FALSE;
+
+    for (guint i = pool->intents->len; i > 0; i--) {
+        AvIntent *intent = g_ptr_array_index(pool->intents, i - 1);
+        g_autoptr(json_t) fields = json_object();
+        g_autoptr(GError) local = NULL;
+
+        json_object_set_new(fields, "intent", json_string(intent->id));
+        json_object_set_new(fields, "domain_uuid", json_string(intent->domain_uuid));
+        json_object_set_new(fields, "domain_name", av_json_string_or_null(intent->domain_name));
+        json_object_set_new(fields, "reason", json_string("a prepare died before it recorded its devices "
+                                                          "(or undid what it did): undone from its record"));
+        if (av_intent_undo(intent, root, ops, fields, &local)) {
+            if (!av_pool_journal_append(pool, "rolled-back", fields, error))
+                return FALSE;
+            av_pool_intent_remove(pool, intent);
+            changed = TRUE;
+            continue;
+        }
+        if (g_strcmp0(intent->undo_error, local->message) != 0) {
+            json_object_set_new(fields, "error", json_string(local->message));
+            if (!av_pool_journal_append(pool, "rollback-failed", fields, error))
+                return FALSE;
+            g_free(intent->undo_error);
+            intent->undo_error = g_strdup(local->message);
+            changed = TRUE;
+        }
+        if (!first)
+            first = g_steal_pointer(&local);
+    }
+    if (ret_changed)
+        *ret_changed = *ret_changed || changed;
+    if (first) {
+        g_propagate_prefixed_error(error, g_steal_pointer(&first),
+                                   "a prepare that died left devices this call could not give back: ");
+        return FALSE;
+    }
+    return TRUE;
+}
