@@ -264,6 +264,10 @@ av_worker_scrub(const AvHookConfig *config, const AvPolicy *policy, const AvScru
                     job->identity, dev ? av_device_state_to_string(dev->state) : "gone");
         return;
     }
+    /* An identity problem (hole 2) outlives any scrub: quarantined, and left
+     * on vfio-pci, away from the host's drivers. */
+    if (!failure)
+        av_pool_device_may_be_freed(dev, &failure);
     /* Back to its drivers (a created mdev removed), as the profile says. */
     if (!failure && profile)
         av_pool_device_restore(config->root, config->ops, profile, dev, &failure);

@@ -445,6 +445,50 @@ check "a prepare killed after creating its mdev leaves the mdev and its record" 
 check "  ... the next hook call removes the mdev, and the pool knows none of it" \
     eval "hook '$W/vm2.xml' other prepare begin - >/dev/null 2>&1; [ ! -e '$W/host/sys/bus/mdev/devices/$KM' ] && python3 -c \"import json; d=json.load(open('$W/state/pool.json')); assert 'intents' not in d and not [x for x in d['devices'] if x['kind']=='mdev']\" && verify"
 
+# --- a card whose identity changes while a domain holds it (issue 10, hole 2) ---
+# set_dsn ADDRESS HEX: the card's firmware now reports another Device Serial
+# Number (config space 0x104, where the fake trees keep it).
+set_dsn() {
+    python3 - "$W/host/sys/bus/pci/devices/$1/config" "$2" <<'PY'
+import struct, sys
+p, v = sys.argv[1], int(sys.argv[2], 16)
+c = bytearray(open(p, "rb").read())
+assert struct.unpack_from("<I", c, 0x100)[0] & 0xFFFF == 0x0003, "no DSN capability at 0x100"
+struct.pack_into("<II", c, 0x104, v & 0xFFFFFFFF, v >> 32)
+open(p, "wb").write(bytes(c))
+PY
+}
+world idchange two-socket-8gpu
+mkdom "$W/vm1.xml" vm1 "$U1" 0000:17:00.0
+mkdom "$W/vm2.xml" vm2 "$U2" 0000:17:00.0
+mkdom "$W/vm3.xml" vm3 "$U3" 0000:31:00.0
+hook "$W/vm1.xml" vm1 prepare begin - >/dev/null 2>&1
+set_dsn 0000:17:00.0 48b02d1a0000f00d
+check "a card whose DSN changed while vm1 holds it stays in-use by vm1 under its new identity (the next scan: vm3's prepare)" \
+    eval "accepted '$W/vm3.xml' vm3 prepare begin - && status && python3 -c \"import json; d=json.load(open('$W/st.json')); x=[x for x in d['devices'] if x['address']=='0000:17:00.0']; assert [(y['state'], y['owner']['domain_name'], y['identity']) for y in x] == [('in-use', 'vm1', 'dsn:10de:20f1:48b02d1a0000f00d.f0')], x; assert 'identity changed from' in x[0]['identity_problem'] and \\\"while it was in-use by domain 'vm1'\\\" in x[0]['identity_problem']\""
+check "  ... its address is never re-added as a free device: vm2 is refused it" \
+    refused "device 0000:17:00.0 .* is in-use, owner domain 'vm1'" "$W/vm2.xml" vm2 prepare begin -
+check "  ... journalled: identity-changed (old and new identity) and identity-problem" \
+    eval "grep '\"event\": *\"identity-changed\"' '$W/state/journal.jsonl' | grep -q 'dsn:10de:20f1:48b02d1a000001c0.f0' && grep -q '\"event\": *\"identity-problem\"' '$W/state/journal.jsonl' && verify"
+check "  ... vm1's release dirties it and the worker scrubs it, then quarantines it: never freed" \
+    eval "accepted '$W/vm1.xml' vm1 release end - && wait_state 0000:17:00.0 quarantined && grep -qx -- '--test 0000:17:00.0 40' '$W/scrub.log'"
+check "  ... the certificate says quarantined for its identity, and it stays on vfio-pci, away from the host's driver" \
+    eval "grep '\"event\": *\"scrub-certificate\"' '$W/state/journal.jsonl' | tail -n1 | grep -q '\"result\": *\"quarantined\".*identity changed' && [ \"\$(driver 0000:17:00.0)\" = vfio-pci ]"
+check "  ... prepare refuses it, saying why" refused "0000:17:00.0 .* is quarantined.*identity changed from" "$W/vm2.xml" vm2 prepare begin -
+check "  ... until the operator's quarantine clear: back on nvidia, free, the problem gone for good" \
+    eval "'$AV' --root '$W/host' --policy-dir '$POL' --state-dir '$W/state' quarantine clear 0000:17:00.0 >/dev/null && [ \"\$(driver 0000:17:00.0)\" = nvidia ] && accepted '$W/vm2.xml' vm2 prepare begin - && status && python3 -c \"import json; d=json.load(open('$W/st.json')); assert [(x['state'], x.get('identity_problem')) for x in d['devices'] if x['address']=='0000:17:00.0'] == [('in-use', None)]\""
+world idcopy two-socket-8gpu
+mkdom "$W/vm1.xml" vm1 "$U1" 0000:17:00.0
+mkdom "$W/vm2.xml" vm2 "$U2" 0000:31:00.0
+mkdom "$W/vm3.xml" vm3 "$U3" 0000:4b:00.0
+hook "$W/vm1.xml" vm1 prepare begin - >/dev/null 2>&1
+hook "$W/vm2.xml" vm2 prepare begin - >/dev/null 2>&1
+set_dsn 0000:31:00.0 48b02d1a000001c0
+check "vm2's card copying vm1's card's DSN: the next scan leaves both in use by their domains, both with an identity problem" \
+    eval "accepted '$W/vm3.xml' vm3 prepare begin - && status && python3 -c \"import json; d=json.load(open('$W/st.json')); x=[(y['address'], y['state'], y['owner']['domain_name'], 'is now presented by the devices at 0000:17:00.0 and 0000:31:00.0' in (y.get('identity_problem') or '')) for y in d['devices'] if y['address'] in ('0000:17:00.0', '0000:31:00.0')]; assert x == [('0000:17:00.0', 'in-use', 'vm1', True), ('0000:31:00.0', 'in-use', 'vm2', True)], x\""
+check "  ... neither address shows a free device, and both releases end in quarantine" \
+    eval "status && python3 -c \"import json; d=json.load(open('$W/st.json')); assert len([y for y in d['devices'] if y['address'] in ('0000:17:00.0', '0000:31:00.0')]) == 2\" && accepted '$W/vm1.xml' vm1 release end - && accepted '$W/vm2.xml' vm2 release end - && wait_state 0000:17:00.0 quarantined && wait_state 0000:31:00.0 quarantined"
+
 # --- a function the pool does not hold, of an IOMMU group it does (issue 10, hole 6) ---
 world groupown two-socket-8gpu
 mkdom "$W/gpu.xml" gpuvm "$U1" 0000:98:00.0

@@ -1771,6 +1771,178 @@ test_collide_dsn(void)
     test_remove_state(state);
 }
 
+/* The pool device at @address, and checks that it is the only one there. */
+static AvPoolDevice *
+test_only_at(AvPool *pool, const char *address)
+{
+    AvPoolDevice *found = NULL;
+
+    for (guint i = 0; i < av_pool_devices(pool)->len; i++) {
+        AvPoolDevice *dev = g_ptr_array_index(av_pool_devices(pool), i);
+
+        if (g_strcmp0(dev->address, address) != 0)
+            continue;
+        if (found)
+            g_error("two pool devices at %s: '%s' and '%s'", address, found->identity, dev->identity);
+        found = dev;
+    }
+    g_assert_nonnull(found);
+    return found;
+}
+
+/* Issue 10, hole 2: a card whose identity (its DSN: the card's firmware)
+ * changes while it is out of the pool's hands keeps its entry, state and
+ * owner under the new identity, gets an identity problem, and never comes
+ * back as a new free device; a free card's change is the old story. */
+static void
+test_identity_changed(void)
+{
+    g_autofree char *state = test_make_pool(0);
+    g_autoptr(AvPolicy) policy = test_load_policy(test_collide_policy);
+    g_autoptr(AvHost) before = test_host_empty();
+    g_autoptr(AvHost) after = test_host_empty();
+    g_autoptr(AvPool) pool = test_open_write(state);
+    g_autoptr(AvOwner) t1 = av_owner_new("8f1c8a3c-58c7-4d5e-9a0b-6c2a1f0e9d11", "tenant1");
+    g_autoptr(AvOwner) t2 = av_owner_new("9f1c8a3c-58c7-4d5e-9a0b-6c2a1f0e9d12", "tenant2");
+    g_autoptr(GError) err = NULL;
+    AvPoolDevice *a, *b, *d;
+
+    test_pci_dsn(before, "0000:17:00.0", 0x20b0, 0x100);
+    test_pci_dsn(before, "0000:31:00.0", 0x20b0, 0x200);
+    test_pci_dsn(before, "0000:4b:00.0", 0x20b0, 0x300);
+    test_pci_dsn(before, "0000:65:00.0", 0x20b0, 0x400);
+    test_reconcile_host(pool, before, policy, TRUE);
+    a = av_pool_find(pool, "dsn:10de:20b0:0000000000000100.f0");
+    test_move(pool, a, AV_DEVICE_STATE_CLAIMED, t1, NULL);
+    test_move(pool, a, AV_DEVICE_STATE_IN_USE, t1, NULL);
+    test_move(pool, av_pool_find(pool, "dsn:10de:20b0:0000000000000200.f0"), AV_DEVICE_STATE_CLAIMED, t2, NULL);
+    d = av_pool_find(pool, "dsn:10de:20b0:0000000000000400.f0");
+    test_move(pool, d, AV_DEVICE_STATE_CLAIMED, t2, NULL);
+    test_move(pool, d, AV_DEVICE_STATE_IN_USE, t2, NULL);
+    test_move(pool, d, AV_DEVICE_STATE_DIRTY, NULL, NULL);
+
+    /* Each card's firmware now reports another serial number. */
+    test_pci_dsn(after, "0000:17:00.0", 0x20b0, 0x111);
+    test_pci_dsn(after, "0000:31:00.0", 0x20b0, 0x222);
+    test_pci_dsn(after, "0000:4b:00.0", 0x20b0, 0x333);
+    test_pci_dsn(after, "0000:65:00.0", 0x20b0, 0x444);
+    test_reconcile_host(pool, after, policy, TRUE);
+
+    /* In use: the same entry, state and owner, under the new identity. */
+    a = test_only_at(pool, "0000:17:00.0");
+    g_assert_cmpstr(a->identity, ==, "dsn:10de:20b0:0000000000000111.f0");
+    g_assert_cmpint(a->state, ==, AV_DEVICE_STATE_IN_USE);
+    g_assert_cmpstr(a->owner->domain_name, ==, "tenant1");
+    g_assert_nonnull(a->identity_problem);
+    g_assert_nonnull(strstr(a->identity_problem, "its identity changed from 'dsn:10de:20b0:0000000000000100.f0' to "
+                                                 "'dsn:10de:20b0:0000000000000111.f0' while it was in-use by "
+                                                 "domain 'tenant1'"));
+    g_assert_nonnull(strstr(a->identity_problem, "firmware may have been altered"));
+    /* Claimed: nobody has it yet, so quarantined at once. */
+    b = test_only_at(pool, "0000:31:00.0");
+    g_assert_cmpint(b->state, ==, AV_DEVICE_STATE_QUARANTINED);
+    g_assert_cmpstr(b->reason, ==, b->identity_problem);
+    g_assert_cmpint(b->claim_expires, ==, 0);
+    /* Free: the old identity is missing, the card is a new free device. */
+    g_assert_cmpint(av_pool_find(pool, "dsn:10de:20b0:0000000000000300.f0")->state, ==, AV_DEVICE_STATE_MISSING);
+    g_assert_cmpint(av_pool_find(pool, "dsn:10de:20b0:0000000000000333.f0")->state, ==, AV_DEVICE_STATE_FREE);
+    g_assert_null(av_pool_find(pool, "dsn:10de:20b0:0000000000000333.f0")->identity_problem);
+    /* Dirty: stays dirty, with the problem. */
+    d = test_only_at(pool, "0000:65:00.0");
+    g_assert_cmpint(d->state, ==, AV_DEVICE_STATE_DIRTY);
+    g_assert_nonnull(d->identity_problem);
+    g_assert_cmpuint(test_count_events(state, "identity-changed"), ==, 3);
+
+    /* Its release and scrub go on; it is never freed, claimed or used. */
+    test_move(pool, a, AV_DEVICE_STATE_DIRTY, NULL, NULL);
+    test_move(pool, a, AV_DEVICE_STATE_SCRUBBING, NULL, NULL);
+    g_assert_false(av_pool_device_may_be_freed(a, &err));
+    g_assert_error(err, AV_ERROR, AV_ERROR_UNSAFE);
+    g_clear_error(&err);
+    g_assert_false(av_pool_transition(pool, a, AV_DEVICE_STATE_FREE, NULL, NULL, &err));
+    g_assert_error(err, AV_ERROR, AV_ERROR_UNSAFE);
+    g_clear_error(&err);
+    test_move(pool, a, AV_DEVICE_STATE_QUARANTINED, NULL, a->identity_problem);
+
+    /* The same scan again: nothing new to say. */
+    test_reconcile_host(pool, after, policy, FALSE);
+    g_assert_cmpuint(test_count_events(state, "identity-changed"), ==, 3);
+    g_assert_cmpuint(test_count_events(state, "identity-problem"), ==, 3);
+    g_assert_true(av_pool_save(pool, &err));
+    g_assert_no_error(err);
+    g_assert_true(av_journal_verify(state, NULL, &err));
+    g_assert_no_error(err);
+    test_remove_state(state);
+}
+
+/* Issue 10, hole 2: a DSN copied onto another card.  The card that had it
+ * and the copy are both refused until an operator decides: in use, each
+ * keeps its tenant and ends quarantined; free, each is quarantined at once;
+ * neither ever shows as a new free device.  The next scan says nothing new. */
+static void
+test_identity_copied(void)
+{
+    g_autofree char *state = test_make_pool(0);
+    g_autoptr(AvPolicy) policy = test_load_policy(test_collide_policy);
+    g_autoptr(AvHost) before = test_host_empty();
+    g_autoptr(AvHost) after = test_host_empty();
+    g_autoptr(AvPool) pool = test_open_write(state);
+    g_autoptr(AvOwner) t1 = av_owner_new("8f1c8a3c-58c7-4d5e-9a0b-6c2a1f0e9d11", "tenant1");
+    g_autoptr(AvOwner) t2 = av_owner_new("9f1c8a3c-58c7-4d5e-9a0b-6c2a1f0e9d12", "tenant2");
+    const char *addrs[] = { "0000:17:00.0", "0000:31:00.0", "0000:4b:00.0", "0000:65:00.0" };
+    g_autoptr(GError) err = NULL;
+    AvPoolDevice *dev;
+    guint problems;
+
+    test_pci_dsn(before, addrs[0], 0x20b0, 0x100);
+    test_pci_dsn(before, addrs[1], 0x20b0, 0x300);
+    test_pci_dsn(before, addrs[2], 0x20b0, 0x500);
+    test_pci_dsn(before, addrs[3], 0x20b0, 0x600);
+    test_reconcile_host(pool, before, policy, TRUE);
+    dev = av_pool_find(pool, "dsn:10de:20b0:0000000000000100.f0");
+    test_move(pool, dev, AV_DEVICE_STATE_CLAIMED, t1, NULL);
+    test_move(pool, dev, AV_DEVICE_STATE_IN_USE, t1, NULL);
+    dev = av_pool_find(pool, "dsn:10de:20b0:0000000000000300.f0");
+    test_move(pool, dev, AV_DEVICE_STATE_CLAIMED, t2, NULL);
+    test_move(pool, dev, AV_DEVICE_STATE_IN_USE, t2, NULL);
+
+    /* tenant2's card copies tenant1's serial; a free card copies another's. */
+    test_pci_dsn(after, addrs[0], 0x20b0, 0x100);
+    test_pci_dsn(after, addrs[1], 0x20b0, 0x100);
+    test_pci_dsn(after, addrs[2], 0x20b0, 0x500);
+    test_pci_dsn(after, addrs[3], 0x20b0, 0x500);
+    g_test_expect_message(G_LOG_DOMAIN, G_LOG_LEVEL_WARNING, "*devices share an identity*");
+    test_reconcile_host(pool, after, policy, TRUE);
+    g_test_assert_expected_messages();
+    for (guint i = 0; i < G_N_ELEMENTS(addrs); i++) {
+        dev = test_only_at(pool, addrs[i]);
+        g_assert_nonnull(dev->identity_problem);
+        g_assert_nonnull(strstr(dev->identity_problem, "is now presented by the devices at"));
+        g_assert_cmpint(dev->state, ==, i < 2 ? AV_DEVICE_STATE_IN_USE : AV_DEVICE_STATE_QUARANTINED);
+        g_assert_true(g_str_has_prefix(dev->identity, "pci:10de:20b0:"));
+    }
+    g_assert_cmpstr(test_only_at(pool, addrs[0])->owner->domain_name, ==, "tenant1");
+    g_assert_cmpstr(test_only_at(pool, addrs[1])->owner->domain_name, ==, "tenant2");
+    g_assert_nonnull(strstr(test_only_at(pool, addrs[1])->identity_problem,
+                            "'dsn:10de:20b0:0000000000000100.f0', which was 0000:17:00.0's alone, is now presented "
+                            "by the devices at 0000:17:00.0 and 0000:31:00.0"));
+    problems = test_count_events(state, "identity-problem");
+    g_assert_cmpuint(problems, ==, 4);
+
+    /* The next scan: the shared serial is nobody's in the pool any more;
+     * the devices are found by their slots, nothing new is journalled. */
+    g_test_expect_message(G_LOG_DOMAIN, G_LOG_LEVEL_WARNING, "*devices share an identity*");
+    test_reconcile_host(pool, after, policy, FALSE);
+    g_test_assert_expected_messages();
+    g_assert_cmpuint(test_count_events(state, "identity-problem"), ==, problems);
+    for (guint i = 0; i < G_N_ELEMENTS(addrs); i++)
+        g_assert_cmpint(test_only_at(pool, addrs[i])->state, ==,
+                        i < 2 ? AV_DEVICE_STATE_IN_USE : AV_DEVICE_STATE_QUARANTINED);
+    g_assert_true(av_journal_verify(state, NULL, &err));
+    g_assert_no_error(err);
+    test_remove_state(state);
+}
+
 /* Devices sharing even their fallback identity (two sticks without a
  * serial on one port: a broken tree) are both kept out, not merged; the
  * device pooled under that identity goes missing, saying why. */
@@ -2390,6 +2562,8 @@ main(int argc, char **argv)
     g_test_add_func("/pool/reconcile/collide/usb", test_collide_usb);
     g_test_add_func("/pool/reconcile/collide/dsn", test_collide_dsn);
     g_test_add_func("/pool/reconcile/collide/fallback", test_collide_fallback);
+    g_test_add_func("/pool/reconcile/identity-changed", test_identity_changed);
+    g_test_add_func("/pool/reconcile/identity-copied", test_identity_copied);
     g_test_add_func("/pool/reconcile/mdev-vf", test_reconcile_mdev_vf);
     g_test_add_func("/pool/identity/vmd", test_identity_vmd);
     g_test_add_func("/pool/claim/expiry", test_claim_expiry);

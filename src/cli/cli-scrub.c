@@ -316,7 +316,7 @@ av_cli_cmd_scrub(AvCli *cli, int argc, char **argv)
     g_autoptr(AvOwner) owner = NULL;
     g_autofree char *operator_name = av_cli_operator();
     g_autofree char *identity = NULL, *address = NULL, *profile_name = NULL, *rom = NULL;
-    g_autofree char *rebound_from = NULL, *started = NULL, *token = NULL, *scrub_domain = NULL;
+    g_autofree char *rebound_from = NULL, *started = NULL, *token = NULL, *scrub_domain = NULL, *problem = NULL;
     g_autoptr(GDateTime) now = g_date_time_new_now_utc();
     const AvProfile *profile;
     AvPoolDevice *dev;
@@ -384,6 +384,7 @@ av_cli_cmd_scrub(AvCli *cli, int argc, char **argv)
     profile_name = g_strdup(dev->profile);
     rom = g_strdup(dev->rom_sha256);
     owner = av_owner_copy(dev->owner);
+    problem = g_strdup(dev->identity_problem);
     kind = dev->kind;
     group = dev->iommu_group;
     started = g_date_time_format(now, "%Y-%m-%dT%H:%M:%SZ");
@@ -409,6 +410,9 @@ av_cli_cmd_scrub(AvCli *cli, int argc, char **argv)
         av_scrub_group_released(root, group, address, &failure);
     if (progress.printed)
         fputc('\n', stderr);
+    /* An identity problem outlives any scrub: quarantined, on vfio-pci. */
+    if (!failure && problem)
+        g_set_error(&failure, AV_ERROR, AV_ERROR_UNSAFE, "%s", problem);
     /* Given back as found, after steps that passed, as the profile says. */
     if (!failure && rebound && profile->restore_driver == AV_RESTORE_ON_RELEASE)
         av_scrub_restore_rebound(root, av_kernel_ops_for(root), address, rebound_from, &failure);
@@ -430,7 +434,7 @@ av_cli_cmd_scrub(AvCli *cli, int argc, char **argv)
         g_set_error(&err, AV_ERROR, AV_ERROR_STATE, "device %s is %s, no longer scrubbing; its scrub is not recorded",
                     identity, av_device_state_to_string(dev->state));
         return av_cli_fail(err);
-    } else if (!failure) {
+    } else if (!failure && av_pool_device_may_be_freed(dev, &failure)) {
         result = "free";
         if (!av_pool_transition(pool, dev, AV_DEVICE_STATE_FREE, NULL, NULL, &err))
             return av_cli_fail(err);

@@ -55,6 +55,8 @@ av_status_print_table(const AvPool *pool, gboolean synced)
                av_device_state_to_string(d->state), node, owner, since, d->identity);
         if (d->reason)
             printf("    reason: %s\n", d->reason);
+        if (d->identity_problem && g_strcmp0(d->identity_problem, d->reason) != 0)
+            printf("    identity problem (quarantined when its scrub ends): %s\n", d->identity_problem);
     }
     if (!synced)
         printf("\n(as recorded; not compared with the host: --no-sync)\n");

@@ -90,6 +90,16 @@ av_pool_transition_do(AvPool *pool, AvPoolDevice *dev, AvDeviceState to, const A
 
     if (!checked && !av_transition_allowed(dev, to))
         return av_transition_fail(dev, to, error);
+    /* A device whose identity changed while it was out of the pool's hands
+     * is never handed out or freed: only the operator's clear drops that. */
+    if (dev->identity_problem &&
+        (to == AV_DEVICE_STATE_FREE || to == AV_DEVICE_STATE_CLAIMED || to == AV_DEVICE_STATE_IN_USE) &&
+        !(dev->state == AV_DEVICE_STATE_MISSING && to == dev->state_before_missing)) {
+        g_set_error(error, AV_ERROR, AV_ERROR_UNSAFE, "device '%s' (%s) cannot become %s: %s", dev->identity,
+                    dev->address ? dev->address : "no address", av_device_state_to_string(to),
+                    dev->identity_problem);
+        return FALSE;
+    }
 
     /* The owner after the move. */
     if (to == AV_DEVICE_STATE_FREE) {
@@ -172,6 +182,41 @@ av_pool_transition(AvPool *pool, AvPoolDevice *dev, AvDeviceState to,
                    const AvOwner *owner, const char *reason, GError **error)
 {
     return av_pool_transition_event(pool, dev, to, owner, reason, "transition", NULL, error);
+}
+
+/* See av-pool.h. */
+gboolean
+av_pool_device_may_be_freed(const AvPoolDevice *dev, GError **error)
+{
+    if (!dev->identity_problem)
+        return TRUE;
+    g_set_error(error, AV_ERROR, AV_ERROR_UNSAFE, "%s", dev->identity_problem);
+    return FALSE;
+}
+
+/* See av-pool-private.h. */
+gboolean
+av_pool_set_identity_problem(AvPool *pool, AvPoolDevice *dev, const char *problem, GError **error)
+{
+    AvDeviceState state = dev->state == AV_DEVICE_STATE_MISSING ? dev->state_before_missing : dev->state;
+    g_autoptr(json_t) extra = json_object();
+
+    if (!dev->identity_problem) {
+        g_autoptr(json_t) fields = json_object();
+
+        json_object_set_new(fields, "problem", json_string(problem));
+        json_object_set_new(fields, "state", json_string(av_device_state_to_string(state)));
+        json_object_set_new(fields, "owner", av_owner_to_json(dev->owner));
+        if (!av_pool_journal_device(pool, "identity-problem", dev, fields, error))
+            return FALSE;
+        dev->identity_problem = g_strdup(problem);
+    }
+    if (dev->state != AV_DEVICE_STATE_FREE && dev->state != AV_DEVICE_STATE_CLAIMED)
+        return TRUE;
+    /* Nobody holds it now: quarantined at once, a claim forgotten. */
+    json_object_set_new(extra, "identity_problem", json_true());
+    return av_pool_transition_do(pool, dev, AV_DEVICE_STATE_QUARANTINED, NULL, dev->identity_problem,
+                                 "transition", extra, TRUE, error);
 }
 
 /* See av-pool.h. */
@@ -340,6 +385,7 @@ av_pool_clear_facts(const AvRoot *root, const AvPoolDevice *dev, const AvProfile
     json_object_set_new(facts, "address", av_json_string_or_null(dev->address));
     json_object_set_new(facts, "operator", av_json_string_or_null(operator_name));
     json_object_set_new(facts, "quarantined_for", av_json_string_or_null(dev->reason));
+    json_object_set_new(facts, "identity_problem", av_json_string_or_null(dev->identity_problem));
     json_object_set_new(facts, "restore_driver", json_string(av_restore_driver_to_string(profile->restore_driver)));
     if (dev->kind == AV_DEVICE_KIND_PCI) {
         json_t *companions = json_array();
@@ -368,6 +414,7 @@ av_pool_clear_quarantine(AvPool *pool, AvPoolDevice *dev, const AvRoot *root, co
     g_autoptr(json_t) facts = NULL;
     g_autoptr(GError) local = NULL;
     g_autofree char *identity = NULL;
+    g_autofree char *problem = NULL;
     const char *address = dev->address ? dev->address : "-";
     const AvProfile *profile;
     gboolean remove;
@@ -397,8 +444,12 @@ av_pool_clear_quarantine(AvPool *pool, AvPoolDevice *dev, const AvRoot *root, co
         return FALSE;
     }
     remove = dev->kind == AV_DEVICE_KIND_MDEV && dev->created;
-    if (!av_pool_transition_event(pool, dev, AV_DEVICE_STATE_FREE, NULL, NULL, "cleared", facts, error))
+    /* The operator's word is what drops an identity problem. */
+    problem = g_steal_pointer(&dev->identity_problem);
+    if (!av_pool_transition_event(pool, dev, AV_DEVICE_STATE_FREE, NULL, NULL, "cleared", facts, error)) {
+        dev->identity_problem = g_steal_pointer(&problem);
         return FALSE;
+    }
     /* Back on their drivers: nothing left to restore with the device. */
     if (dev->kind == AV_DEVICE_KIND_PCI && profile->restore_driver == AV_RESTORE_ON_RELEASE)
         g_ptr_array_set_size(dev->companions, 0);

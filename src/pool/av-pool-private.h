@@ -35,6 +35,9 @@ AvPoolDevice *av_pool_device_new(void);
 /* Takes over @dev, keeping the devices sorted by identity. */
 void av_pool_add_device(AvPool *pool, AvPoolDevice *dev);
 
+/* Gives @dev the identity @identity (copied), keeping the devices sorted. */
+void av_pool_rekey_device(AvPool *pool, AvPoolDevice *dev, const char *identity);
+
 /* Removes (and frees) @dev. */
 void av_pool_remove_device(AvPool *pool, AvPoolDevice *dev);
 
@@ -71,6 +74,13 @@ gboolean av_pool_transition_event(AvPool *pool, AvPoolDevice *dev, AvDeviceState
 /* Sets the AV_ERROR_STATE error "device ... is STATE; cannot move it to
  * TO".  Returns FALSE. */
 gboolean av_transition_fail(const AvPoolDevice *dev, AvDeviceState to, GError **error);
+
+/* Gives @dev the identity problem @problem (copied; a problem it has
+ * already stays, journalled "identity-problem" once), and when nobody holds
+ * it (free, claimed) quarantines it at once with that reason.  A device in
+ * use, dirty or scrubbing keeps its state: its scrub ends in quarantine
+ * (av_pool_device_may_be_freed()). */
+gboolean av_pool_set_identity_problem(AvPool *pool, AvPoolDevice *dev, const char *problem, GError **error);
 
 /* Claims whose expiry (Unix seconds) is before @now go back to free
  * ("claim-expired"), setting *changed. */

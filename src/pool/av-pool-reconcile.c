@@ -19,6 +19,8 @@ typedef struct {
     int numa_node;
     int iommu_group;
     const char *driver;          /* borrowed, or NULL */
+    char *suspect;               /* an identity problem: its own identity is one the pool knew for one
+                                  * device, which another device of this scan presents too; or NULL */
 } AvScanned;
 
 static void
@@ -26,6 +28,7 @@ av_scanned_free(AvScanned *s)
 {
     g_free(s->identity);
     g_free(s->fallback);
+    g_free(s->suspect);
     g_free(s);
 }
 
@@ -61,13 +64,46 @@ av_scanned_collisions(GPtrArray *scanned, GPtrArray *ret_order)
     return g_steal_pointer(&groups);
 }
 
-/* Gives every device whose identity another device of the scan shares its
- * fallback identity (one warning names them all); devices that share even
- * their fallback are removed from @scanned (another warning), and their
- * identities added to @ret_ambiguous (identity -> reason, both owned), so
- * that neither is pooled nor merged with the other. */
+/* Marks the devices of every group of @groups (av_scanned_collisions())
+ * whose shared identity @pool holds for a device it saw at its last scan:
+ * that identity was one device's until now, so the sharing is news, such
+ * as a DSN copied onto another card by a tenant's firmware.  Each of them
+ * gets an identity problem (AvScanned.suspect). */
 static void
-av_scanned_resolve_collisions(GPtrArray *scanned, GHashTable *ret_ambiguous)
+av_scanned_mark_suspects(const AvPool *pool, GHashTable *groups, GPtrArray *order)
+{
+    for (guint i = 0; i < order->len; i++) {
+        const char *identity = g_ptr_array_index(order, i);
+        GPtrArray *group = g_hash_table_lookup(groups, identity);
+        const AvPoolDevice *known = av_pool_find(pool, identity);
+        g_autoptr(GString) where = g_string_new(NULL);
+
+        if (!known || known->state == AV_DEVICE_STATE_MISSING)
+            continue;
+        for (guint j = 0; j < group->len; j++)
+            g_string_append_printf(where, "%s%s", j ? " and " : "", ((AvScanned *)g_ptr_array_index(group, j))->address);
+        for (guint j = 0; j < group->len; j++) {
+            AvScanned *s = g_ptr_array_index(group, j);
+
+            g_free(s->suspect);
+            s->suspect = g_strdup_printf("the identity '%s', which was %s's alone, is now presented by the devices "
+                                         "at %s at once: a serial number copied onto another card (firmware may "
+                                         "have been altered)? Each of them is refused until an operator has checked "
+                                         "them and clears it ('accelvirt quarantine clear ADDRESS')",
+                                         identity, known->address ? known->address : "one device", where->str);
+        }
+    }
+}
+
+/* Gives every device whose identity another device of the scan shares its
+ * fallback identity (one warning names them all), marking them suspect
+ * when that identity was one pooled device's until now
+ * (av_scanned_mark_suspects()); devices that share even their fallback are
+ * removed from @scanned (another warning), and their identities added to
+ * @ret_ambiguous (identity -> reason, both owned), so that neither is
+ * pooled nor merged with the other. */
+static void
+av_scanned_resolve_collisions(const AvPool *pool, GPtrArray *scanned, GHashTable *ret_ambiguous)
 {
     g_autoptr(GPtrArray) order = g_ptr_array_new();
     g_autoptr(GHashTable) groups = av_scanned_collisions(scanned, order);
@@ -88,6 +124,7 @@ av_scanned_resolve_collisions(GPtrArray *scanned, GHashTable *ret_ambiguous)
         }
         g_string_append_c(msg, ')');
     }
+    av_scanned_mark_suspects(pool, groups, order);
     /* @groups and @order borrow the identities: note them before the swap. */
     for (guint i = 0; i < order->len; i++)
         g_hash_table_add(shared, g_strdup(g_ptr_array_index(order, i)));
@@ -234,6 +271,88 @@ av_pool_reconcile_one(AvPool *pool, const AvScanned *s, gint64 now, gboolean *ch
     return TRUE;
 }
 
+/* The device of @kind at @address in @scanned, or NULL.  Borrowed. */
+static AvScanned *
+av_scanned_at(GPtrArray *scanned, AvDeviceKind kind, const char *address)
+{
+    for (guint i = 0; i < scanned->len; i++) {
+        AvScanned *s = g_ptr_array_index(scanned, i);
+
+        if (s->kind == kind && g_strcmp0(s->address, address) == 0)
+            return s;
+    }
+    return NULL;
+}
+
+/* TRUE when nobody but the pool's own lifecycle may touch a device in
+ * @state: it is reserved, with a tenant, unscrubbed, being scrubbed, or
+ * set aside by a failed scrub. */
+static gboolean
+av_state_out_of_hand(AvDeviceState state)
+{
+    return state == AV_DEVICE_STATE_CLAIMED || state == AV_DEVICE_STATE_IN_USE || state == AV_DEVICE_STATE_DIRTY ||
+           state == AV_DEVICE_STATE_SCRUBBING || state == AV_DEVICE_STATE_QUARANTINED;
+}
+
+/* Identities that change under the pool (issue 10, hole 2).  A pooled PCI
+ * or USB device not found under its identity, whose address now holds a
+ * device of an identity the pool does not know, is that device with a new
+ * identity when it was out of the pool's hands (av_state_out_of_hand()) or
+ * when that identity is suspect (a collision, av_scanned_mark_suspects()):
+ * its entry takes the new identity ("identity-changed"), keeping its state,
+ * owner and claims, so that the address is never re-added as free and its
+ * release still finds it, and it gets an identity problem.  Runs before the
+ * scan's devices are applied, which then find it under its new identity. */
+static gboolean
+av_pool_reconcile_anchor(AvPool *pool, GPtrArray *scanned, gboolean *changed, GError **error)
+{
+    g_autoptr(GHashTable) ids = g_hash_table_new(g_str_hash, g_str_equal);
+    /* Borrowed: re-keying re-sorts the pool's own array. */
+    g_autoptr(GPtrArray) devices = g_ptr_array_sized_new(pool->devices->len);
+
+    for (guint i = 0; i < pool->devices->len; i++)
+        g_ptr_array_add(devices, g_ptr_array_index(pool->devices, i));
+    for (guint i = 0; i < scanned->len; i++)
+        g_hash_table_add(ids, ((AvScanned *)g_ptr_array_index(scanned, i))->identity);
+    for (guint i = 0; i < devices->len; i++) {
+        AvPoolDevice *dev = g_ptr_array_index(devices, i);
+        AvDeviceState state = dev->state == AV_DEVICE_STATE_MISSING ? dev->state_before_missing : dev->state;
+        g_autoptr(json_t) extra = NULL;
+        g_autofree char *old = NULL;
+        g_autofree char *problem = NULL;
+        g_autofree char *who = NULL;
+        AvScanned *s;
+
+        if (dev->kind == AV_DEVICE_KIND_MDEV || !dev->address || g_hash_table_contains(ids, dev->identity))
+            continue;
+        s = av_scanned_at(scanned, dev->kind, dev->address);
+        if (!s || av_pool_find(pool, s->identity) || (!av_state_out_of_hand(state) && !s->suspect))
+            continue;
+        who = dev->owner ? av_owner_describe(dev->owner) : NULL;
+        if (s->suspect)
+            problem = g_strdup(s->suspect);
+        else
+            problem = g_strdup_printf("its identity changed from '%s' to '%s' while it was %s%s%s: its firmware "
+                                      "may have been altered; check the card, then clear its quarantine "
+                                      "('accelvirt quarantine clear %s')", dev->identity, s->identity,
+                                      av_device_state_to_string(state), who ? " by " : "", who ? who : "",
+                                      dev->address);
+        old = g_strdup(dev->identity);
+        extra = json_object();
+        json_object_set_new(extra, "old_identity", json_string(old));
+        json_object_set_new(extra, "owner", av_owner_to_json(dev->owner));
+        av_pool_rekey_device(pool, dev, s->identity);
+        if (!av_pool_journal_device(pool, "identity-changed", dev, extra, error)) {
+            av_pool_rekey_device(pool, dev, old);
+            return FALSE;
+        }
+        if (!av_pool_set_identity_problem(pool, dev, problem, error))
+            return FALSE;
+        *changed = TRUE;
+    }
+    return TRUE;
+}
+
 /* An mdev entry follows the hook's lifecycle, not the scan: it joins the
  * pool at prepare (av_pool_add()) and leaves it when its scrub is done,
  * though the mdev itself is removed at release already.  A scan only
@@ -308,14 +427,23 @@ av_pool_reconcile(AvPool *pool, const AvHost *host, const AvPolicy *policy,
         s->iommu_group = -1;
         g_ptr_array_add(scanned, s);
     }
-    av_scanned_resolve_collisions(scanned, ambiguous);
+    av_scanned_resolve_collisions(pool, scanned, ambiguous);
 
+    if (!av_pool_reconcile_anchor(pool, scanned, &changed, error))
+        return FALSE;
     for (guint i = 0; i < scanned->len; i++) {
         AvScanned *s = g_ptr_array_index(scanned, i);
+        AvPoolDevice *dev;
 
         g_hash_table_add(seen, s->identity);
         if (!av_pool_reconcile_one(pool, s, now, &changed, error))
             return FALSE;
+        dev = s->suspect ? av_pool_find(pool, s->identity) : NULL;
+        if (dev && !dev->identity_problem) {
+            if (!av_pool_set_identity_problem(pool, dev, s->suspect, error))
+                return FALSE;
+            changed = TRUE;
+        }
     }
 
     for (guint i = 0; i < pool->devices->len; i++) {
@@ -336,6 +464,17 @@ av_pool_reconcile(AvPool *pool, const AvHost *host, const AvPolicy *policy,
                                       reason ? reason : "not found at the last scan", "missing", NULL, error))
             return FALSE;
         changed = TRUE;
+    }
+    /* Back from missing as claimed, say: nobody holds it, so quarantined now. */
+    for (guint i = 0; i < pool->devices->len; i++) {
+        AvPoolDevice *dev = g_ptr_array_index(pool->devices, i);
+
+        if (dev->identity_problem &&
+            (dev->state == AV_DEVICE_STATE_FREE || dev->state == AV_DEVICE_STATE_CLAIMED)) {
+            if (!av_pool_set_identity_problem(pool, dev, dev->identity_problem, error))
+                return FALSE;
+            changed = TRUE;
+        }
     }
     if (!av_pool_expire_claims(pool, now, &changed, error))
         return FALSE;

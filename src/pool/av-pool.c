@@ -259,6 +259,7 @@ av_pool_device_free(AvPoolDevice *dev)
     g_free(dev->rom_sha256);
     g_free(dev->scrub_token);
     g_free(dev->scrub_domain);
+    g_free(dev->identity_problem);
     if (dev->companions)
         g_ptr_array_unref(dev->companions);
     g_free(dev);
@@ -313,6 +314,8 @@ av_pool_device_to_json(const AvPoolDevice *dev)
         json_object_set_new(obj, "scrub_token", json_string(dev->scrub_token));
     if (dev->scrub_domain)
         json_object_set_new(obj, "scrub_domain", json_string(dev->scrub_domain));
+    if (dev->identity_problem)
+        json_object_set_new(obj, "identity_problem", json_string(dev->identity_problem));
     return obj;
 }
 
@@ -587,7 +590,7 @@ av_pool_load_device(const AvPoolLoad *ld, json_t *obj, guint index, GError **err
         "reason_before_missing", "original_driver", "numa_node", "iommu_group", NULL
     };
     static const char *const optional[] = { "companions", "created", "rom_sha256", "scrub_token", "scrub_domain",
-                                            NULL };
+                                            "identity_problem", NULL };
     g_autofree char *jpath = g_strdup_printf("devices/%u", index);
     g_autofree char *owner_path = g_strdup_printf("devices/%u/owner", index);
     g_autofree char *kind = NULL;
@@ -673,6 +676,17 @@ av_pool_load_device(const AvPoolLoad *ld, json_t *obj, guint index, GError **err
     }
     if (!av_pool_load_scrub(ld, obj, jpath, dev, error))
         return NULL;
+    if (json_object_get(obj, "identity_problem")) {
+        AvDeviceState state = dev->state == AV_DEVICE_STATE_MISSING ? dev->state_before_missing : dev->state;
+
+        if (!av_pool_load_string(ld, obj, jpath, "identity_problem", FALSE, &dev->identity_problem, error))
+            return NULL;
+        if (state == AV_DEVICE_STATE_FREE) {
+            g_autofree char *sub = g_strdup_printf("%s/identity_problem", jpath);
+            return av_pool_load_fail(ld, error, sub, "a free device cannot have an identity problem (only the "
+                                     "operator's quarantine clear drops it)"), NULL;
+        }
+    }
     return g_steal_pointer(&dev);
 }
 
@@ -748,6 +762,15 @@ void
 av_pool_add_device(AvPool *pool, AvPoolDevice *dev)
 {
     g_ptr_array_add(pool->devices, dev);
+    g_ptr_array_sort(pool->devices, av_pool_device_cmp);
+}
+
+/* See av-pool-private.h: copies @identity. */
+void
+av_pool_rekey_device(AvPool *pool, AvPoolDevice *dev, const char *identity)
+{
+    g_free(dev->identity);
+    dev->identity = g_strdup(identity);
     g_ptr_array_sort(pool->devices, av_pool_device_cmp);
 }
 

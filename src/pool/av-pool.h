@@ -120,6 +120,13 @@ typedef struct {
                                   * the hook lets that domain, and no other, have the device, once:
                                   * the hook consumes it (NULL again).  In pool.json ("scrub_token")
                                   * only when set */
+    char *identity_problem;      /* why the device may have been tampered with (issue 10, hole 2): its
+                                  * identity changed while it was out of the pool's hands (claimed,
+                                  * in use, dirty, being scrubbed, quarantined), or another device
+                                  * suddenly presented it too; NULL when none.  Such a device is never
+                                  * freed, claimed or used: it ends quarantined with this reason, and
+                                  * only the operator's quarantine clear drops it.  In pool.json
+                                  * ("identity_problem") only when set */
     char *scrub_domain;          /* with the token: the UUID the scrub VM's domain must have; kept
                                   * after the token is consumed, while the scrub runs ("scrub_domain").
                                   * Both are cleared by every transition but to missing and back */
@@ -271,6 +278,11 @@ gboolean av_pool_clear_quarantine(AvPool *pool, AvPoolDevice *dev, const AvRoot 
                                   const AvPolicy *policy, const char *operator_name, json_t **ret_cleared,
                                   GError **error);
 
+/* FALSE with AV_ERROR_UNSAFE (the reason, and what the operator does)
+ * when @dev carries an identity problem: it may not be freed after its
+ * scrub, whatever the scrub said.  TRUE otherwise. */
+gboolean av_pool_device_may_be_freed(const AvPoolDevice *dev, GError **error);
+
 /* Reserves @dev (free, or already claimed by the same owner) for @owner until
  * @expires (Unix seconds; 0: no expiry), journalling "claimed".  A claim
  * that expires before the domain starts goes back to free at the next
@@ -290,8 +302,20 @@ gboolean av_pool_claim(AvPool *pool, AvPoolDevice *dev, const AvOwner *owner, gi
  * Devices of the scan that share an identity each get their fallback (slot,
  * path or port) identity, with one warning naming them; devices sharing even
  * that are kept out of the pool with a warning (a pooled device of that
- * identity becomes missing), never merged.  Sets *ret_changed (may
- * be NULL) when anything changed.  Requires AV_POOL_WRITE. */
+ * identity becomes missing), never merged.
+ * Identities under attack (issue 10, hole 2; a tenant controls its card's
+ * firmware, hence its DSN and subsystem ids): a pooled device not found
+ * under its identity whose address now holds a device of an identity the
+ * pool does not know follows that device ("identity-changed": its entry
+ * takes the new identity, so the address is never re-added as free) when
+ * it was out of the pool's hands (claimed, in use, dirty, scrubbing,
+ * quarantined), and gets an identity problem; so do all the devices of a
+ * scan that suddenly share an identity the pool had for one device (a DSN
+ * copied onto another card: the copy and the original are both refused).
+ * A device with an identity problem that is free or claimed goes to
+ * quarantined at once; one in use, dirty or scrubbing when its scrub ends.
+ * Sets *ret_changed (may be NULL) when anything changed.  Requires
+ * AV_POOL_WRITE. */
 gboolean av_pool_reconcile(AvPool *pool, const AvHost *host, const AvPolicy *policy,
                            gboolean *ret_changed, GError **error);
 
