@@ -57,6 +57,44 @@ av_hook_pool_mentions(const char *state_dir, const char *uuid)
     return strstr(data, uuid) != NULL;
 }
 
+/* Reads and drops what is left on stdin, so that libvirt, still writing
+ * the XML, never meets a closed pipe. */
+static void
+av_hook_drain_stdin(void)
+{
+    char buf[65536];
+
+    for (;;) {
+        ssize_t n = read(STDIN_FILENO, buf, sizeof(buf));
+
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return;
+    }
+}
+
+/* "release end" of a domain whose XML does not parse (too large, too
+ * deep...): libvirt calls it once, so it must not be refused (issue 10,
+ * hole 3).  The devices are found by the name libvirt gives as argv[1],
+ * which the pool recorded with their owner. */
+static int
+av_hook_release_unparsed(const char *name, const GError *problem)
+{
+    g_autoptr(AvHookConfig) config = NULL;
+    g_autoptr(GError) error = NULL;
+    int status;
+
+    av_hook_log(LOG_WARNING, "release end: the domain XML cannot be read (%s); releasing by the name libvirt "
+                "gives", problem->message);
+    config = av_hook_config_new(&error);
+    if (!config)
+        return av_hook_refuse(error->message);
+    status = av_hook_release(config, NULL, name);
+    av_hook_spawn_pending_worker(config);
+    return status;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -66,6 +104,7 @@ main(int argc, char **argv)
     g_autofree char *xml = NULL;
     const char *name, *op, *sub;
     gboolean prepare, start, release, reconnect, remap;
+    int status;
     gsize len = 0;
 
     av_hook_log_init();
@@ -101,6 +140,11 @@ main(int argc, char **argv)
                                                               : AV_DOMAIN_PARSE_DEFAULT,
                                          &error))) {
         g_autofree char *quoted = av_domain_quote(name);
+
+        /* What libvirt wrote past the limit must not meet a closed pipe. */
+        av_hook_drain_stdin();
+        if (release)
+            return av_hook_release_unparsed(name, error);
         return av_hook_refusef("refusing the domain XML of '%s' given to '%s %s': %s", quoted, op, sub,
                                error->message);
     }
@@ -135,7 +179,7 @@ main(int argc, char **argv)
         if (!av_hook_pool_mentions(state && *state ? state : AV_STATE_DIR, domain->uuid))
             return 0;
     }
-    if (!domain->uuid)
+    if (!domain->uuid && !release)
         return av_hook_refusef("the XML of domain '%s' has no <uuid>; libvirt always gives one: "
                                "check how the hook is run", domain->name);
 
@@ -143,10 +187,14 @@ main(int argc, char **argv)
     if (!config)
         return av_hook_refuse(error->message);
     if (prepare)
-        return av_hook_prepare(config, domain);
-    if (start)
-        return av_hook_start(config, domain);
-    if (release)
-        return av_hook_release(config, domain);
-    return av_hook_reconnect(config, domain);
+        status = av_hook_prepare(config, domain);
+    else if (start)
+        status = av_hook_start(config, domain);
+    else if (release)
+        status = av_hook_release(config, domain->uuid, domain->name);
+    else
+        status = av_hook_reconnect(config, domain);
+    /* The pool is let go: the worker may have it now. */
+    av_hook_spawn_pending_worker(config);
+    return status;
 }

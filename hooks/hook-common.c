@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -64,6 +65,13 @@ av_hook_config_new(GError **error)
     config->state_dir = g_strdup(state ? state : AV_STATE_DIR);
     config->policy_dir = g_strdup(policy ? policy : AV_POLICY_DIR);
     config->worker_path = g_strdup(worker ? worker : AV_WORKER_PATH);
+    config->lock_timeout_ms = AV_HOOK_LOCK_TIMEOUT_MS;
+    if (!av_root_is_host(config->root) && av_hook_getenv("ACCELVIRT_TEST_LOCK_TIMEOUT_MS")) {
+        guint64 ms = 0;
+
+        if (g_ascii_string_to_unsigned(av_hook_getenv("ACCELVIRT_TEST_LOCK_TIMEOUT_MS"), 10, 0, G_MAXINT, &ms, NULL))
+            config->lock_timeout_ms = (int)ms;
+    }
     return g_steal_pointer(&config);
 }
 
@@ -193,27 +201,68 @@ av_hook_refusef(const char *fmt, ...)
     return av_hook_refuse(message);
 }
 
+static gboolean av_hook_worker_wanted;
+
+/* See hook.h. */
+void
+av_hook_want_worker(void)
+{
+    av_hook_worker_wanted = TRUE;
+}
+
+/* See hook.h. */
+void
+av_hook_spawn_pending_worker(const AvHookConfig *config)
+{
+    g_autoptr(GError) error = NULL;
+
+    if (!av_hook_worker_wanted)
+        return;
+    av_hook_worker_wanted = FALSE;
+    if (!av_hook_spawn_worker(config, &error))
+        av_hook_log(LOG_ERR, "cannot start the scrub worker '%s': %s; the devices stay dirty until a worker runs",
+                    config->worker_path, error->message);
+}
+
+/* Test hook: with a fake root and ACCELVIRT_TEST_STOP=POINT, stops the
+ * process (SIGSTOP) at POINT so that a test can kill it there. */
+void
+av_hook_test_stop(const AvHookConfig *config, const char *point)
+{
+    const char *want = g_getenv("ACCELVIRT_TEST_STOP");
+
+    if (want && !av_root_is_host(config->root) && g_str_equal(want, point))
+        raise(SIGSTOP);
+}
+
 /* See hook.h. */
 AvPool *
 av_hook_pool_open(const AvHookConfig *config, GError **error)
 {
-    g_autoptr(AvPool) pool = av_pool_open(config->state_dir, AV_POOL_WRITE, AV_HOOK_LOCK_TIMEOUT_MS, error);
-    g_autoptr(GError) local = NULL;
-    gboolean changed = FALSE;
+    g_autoptr(AvPool) pool = av_pool_open(config->state_dir, AV_POOL_WRITE, config->lock_timeout_ms, error);
+    g_autoptr(AvPoolUpkeep) upkeep = NULL;
 
     if (!pool) {
         g_prefix_error(error, "cannot open the pool: ");
         return NULL;
     }
-    if (!av_pool_intents_undo(pool, config->root, config->ops, &changed, &local))
-        av_hook_log(LOG_ERR, "%s", local->message);
-    else if (changed)
-        av_hook_log(LOG_WARNING, "undid what a prepare that died had done to the host (see the journal's "
-                    "\"rolled-back\" entries)");
-    if (changed && !av_pool_save(pool, error)) {
+    upkeep = av_pool_upkeep(pool, config->root, config->ops, error);
+    if (!upkeep) {
+        g_prefix_error(error, "cannot put right what processes that died left in the pool: ");
+        return NULL;
+    }
+    for (guint i = 0; i < upkeep->notes->len; i++)
+        av_hook_log(LOG_WARNING, "%s", (const char *)g_ptr_array_index(upkeep->notes, i));
+    for (guint i = 0; i < upkeep->problems->len; i++)
+        av_hook_log(LOG_ERR, "%s", (const char *)g_ptr_array_index(upkeep->problems, i));
+    av_hook_test_stop(config, "upkeep-journalled");
+    if (upkeep->changed && !av_pool_save(pool, error)) {
         g_prefix_error(error, "cannot save the pool: ");
         return NULL;
     }
+    av_pool_upkeep_finish(upkeep);
+    if (upkeep->dirtied)
+        av_hook_want_worker();
     return g_steal_pointer(&pool);
 }
 

@@ -427,18 +427,6 @@ av_hook_take(AvPool *pool, AvPoolDevice *dev, const AvOwner *owner, GError **err
     return av_pool_transition(pool, dev, AV_DEVICE_STATE_IN_USE, owner, NULL, error);
 }
 
-/* Test hook: with a fake root and ACCELVIRT_TEST_STOP=NAME, the hook stops
- * itself (SIGSTOP) at the point NAME, holding the pool lock, so that a test
- * can kill it there.  Never on the real root. */
-static void
-av_hook_test_stop(const AvHookConfig *config, const char *point)
-{
-    const char *want = g_getenv("ACCELVIRT_TEST_STOP");
-
-    if (want && !av_root_is_host(config->root) && g_str_equal(want, point))
-        raise(SIGSTOP);
-}
-
 /* "prepare begin" of a scrub VM: a domain carrying <av:scrub token=>,
  * which accelvirt's worker (or `accelvirt scrub`) starts for a "vm" scrub
  * step.  It may have the devices being scrubbed with that very token, when
@@ -1045,33 +1033,47 @@ av_hook_start(const AvHookConfig *config, const AvDomain *domain)
  * mdevs accelvirt created for it are removed, and the scrub worker is
  * started, detached; the hook returns at once.  Devices the domain only
  * claimed stay claimed; devices it does not own are not touched (release is
- * also called after a refused prepare, with devices the domain never got). */
+ * also called after a refused prepare, with devices the domain never got).
+ * libvirt calls it once, so nothing may make it lose a release (issue 10,
+ * hole 3): a marker is left before the lock is waited for, and whichever
+ * accelvirt holds the lock next carries it out if this one cannot (a lock
+ * wait that times out, a kill); with @domain_uuid NULL (the XML did not
+ * parse) the domain is found by the name libvirt gives. */
 int
-av_hook_release(const AvHookConfig *config, const AvDomain *domain)
+av_hook_release(const AvHookConfig *config, const char *domain_uuid, const char *domain_name)
 {
     g_autoptr(GError) error = NULL;
     g_autoptr(AvPool) pool = NULL;
-    g_autoptr(GPtrArray) owned = NULL;
+    g_autoptr(GPtrArray) released = g_ptr_array_new();
     g_autoptr(GString) summary = g_string_new(NULL);
     g_autofree char *pool_path = g_build_filename(config->state_dir, "pool.json", NULL);
-    gboolean dirty = FALSE;
+    g_autofree char *quoted = av_domain_quote(domain_name);
 
     /* No pool: the domain owns nothing, and no state is created for it. */
     if (!g_file_test(pool_path, G_FILE_TEST_EXISTS))
         return 0;
+    if (!av_pool_release_mark(config->state_dir, domain_uuid, domain_name, &error)) {
+        av_hook_log(LOG_ERR, "%s", error->message);
+        g_clear_error(&error);
+    }
+    av_hook_test_stop(config, "release-marked");
+    /* Opening it carries the marker out (av_pool_upkeep()). */
     pool = av_hook_pool_open(config, &error);
     if (!pool)
-        return av_hook_refusef("cannot release the devices of domain '%s': %s",
-                               domain->name, error->message);
-    owned = av_pool_find_owned(pool, domain->uuid);
-    for (guint i = 0; i < owned->len; i++) {
-        AvPoolDevice *dev = g_ptr_array_index(owned, i);
+        return av_hook_refusef("cannot release the devices of domain '%s' now: %s; the release is left for the next "
+                               "accelvirt call (a release marker in the state dir)", quoted, error->message);
+    /* Without a marker (it could not be written), here. */
+    if (!av_pool_release_owner(pool, domain_uuid, domain_name, "hook", released, &error) ||
+        (released->len > 0 && !av_pool_save(pool, &error)))
+        return av_hook_refusef("cannot release the devices of domain '%s': %s", quoted, error->message);
+    for (guint i = 0; i < av_pool_devices(pool)->len; i++) {
+        AvPoolDevice *dev = g_ptr_array_index(av_pool_devices(pool), i);
         g_autofree char *what = NULL;
 
-        if (dev->state != AV_DEVICE_STATE_IN_USE)
+        if (dev->state != AV_DEVICE_STATE_DIRTY || !dev->owner ||
+            (domain_uuid ? g_strcmp0(dev->owner->domain_uuid, domain_uuid)
+                         : g_strcmp0(dev->owner->domain_name, domain_name)) != 0)
             continue;
-        if (!av_pool_transition(pool, dev, AV_DEVICE_STATE_DIRTY, NULL, NULL, &error))
-            return av_hook_refusef("cannot release the devices of domain '%s': %s", domain->name, error->message);
         what = av_hook_describe_device(dev);
         g_string_append_printf(summary, "%s%s", summary->len ? ", " : "", what);
         if (dev->kind == AV_DEVICE_KIND_MDEV && dev->created) {
@@ -1085,22 +1087,14 @@ av_hook_release(const AvHookConfig *config, const AvDomain *domain)
                 av_hook_log(LOG_INFO, "removed mdev %s", uuid);
         }
     }
-    if (summary->len > 0) {
-        if (!av_pool_save(pool, &error))
-            return av_hook_refusef("cannot release the devices of domain '%s': %s", domain->name, error->message);
+    if (summary->len > 0)
         av_hook_log(LOG_INFO, "release: dirty, waiting for their scrub: %s", summary->str);
-    }
     for (guint i = 0; i < av_pool_devices(pool)->len; i++) {
         const AvPoolDevice *dev = g_ptr_array_index(av_pool_devices(pool), i);
 
         if (dev->state == AV_DEVICE_STATE_DIRTY || dev->state == AV_DEVICE_STATE_SCRUBBING)
-            dirty = TRUE;
+            av_hook_want_worker();
     }
-    /* The worker needs the lock. */
-    g_clear_pointer(&pool, av_pool_free);
-    if (dirty && !av_hook_spawn_worker(config, &error))
-        av_hook_log(LOG_ERR, "cannot start the scrub worker '%s': %s; the devices stay dirty until a "
-                    "worker runs", config->worker_path, error->message);
     return 0;
 }
 

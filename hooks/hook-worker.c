@@ -24,87 +24,16 @@
 #include "util/av-file.h"
 #include "util/av-json.h"
 #include "util/av-names.h"
+#include "util/av-spawn.h"
 #include "vfio/av-vfio.h"
 
 /* --- starting the worker ------------------------------------------------------------ */
 
-/* Closes every descriptor from 3 up. */
-static void
-av_worker_close_fds(void)
-{
-    long max = sysconf(_SC_OPEN_MAX);
-
-    if (max < 0 || max > 65536)
-        max = 65536;
-    for (int fd = 3; fd < max; fd++)
-        close(fd);
-}
-
-/* See hook.h.  The classic daemon start: the first child calls setsid() (no
- * controlling terminal, a session of its own) and forks the worker, then
- * exits, so that the worker is reparented to init and libvirtd never waits
- * for it.  The hook reaps the first child. */
+/* See hook.h. */
 gboolean
 av_hook_spawn_worker(const AvHookConfig *config, GError **error)
 {
-    g_autoptr(AvRoot) host_root = NULL;
-    g_autofree char *devnull = NULL;
-    char *null_path;
-    pid_t pid;
-    int status;
-
-    /* The host's own /dev/null, whatever root prefix the devices live under. */
-    host_root = av_root_new(NULL, error);
-    if (!host_root)
-        return FALSE;
-    null_path = av_dev_path("null");
-    devnull = av_root_host_path(host_root, null_path);
-    /* Freed before the fork: the children leave by _exit(). */
-    g_free(null_path);
-    g_clear_pointer(&host_root, av_root_free);
-    if (access(config->worker_path, X_OK) < 0)
-        return av_error_errno(error, -errno, "cannot run '%s'", config->worker_path);
-
-    pid = fork();
-    if (pid < 0)
-        return av_error_errno(error, -errno, "cannot fork");
-    if (pid == 0) {
-        pid_t worker;
-
-        if (setsid() < 0)
-            _exit(1);
-        worker = fork();
-        if (worker < 0)
-            _exit(1);
-        if (worker == 0) {
-            char *argv[] = { config->worker_path, NULL };
-            int fd;
-
-            if (chdir("/") < 0)
-                _exit(1);
-            fd = open(devnull, O_RDWR);
-            if (fd < 0)
-                _exit(1);
-            if (dup2(fd, STDIN_FILENO) < 0 || dup2(fd, STDOUT_FILENO) < 0 || dup2(fd, STDERR_FILENO) < 0)
-                _exit(1);
-            av_worker_close_fds();
-            umask(077);
-            execv(config->worker_path, argv);
-            _exit(127);
-        }
-        g_free(devnull);    /* (for valgrind: _exit() runs no cleanup) */
-        _exit(0);
-    }
-    while (waitpid(pid, &status, 0) < 0) {
-        if (errno != EINTR)
-            return av_error_errno(error, -errno, "cannot wait for the worker's parent");
-    }
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-        g_set_error(error, AV_ERROR, AV_ERROR_FAILED, "cannot start a detached process for '%s'",
-                    config->worker_path);
-        return FALSE;
-    }
-    return TRUE;
+    return av_spawn_detached(config->worker_path, error);
 }
 
 /* --- the worker ---------------------------------------------------------------------- */

@@ -42,6 +42,8 @@ typedef struct {
     char *state_dir;
     char *policy_dir;
     char *worker_path;
+    int lock_timeout_ms;         /* AV_HOOK_LOCK_TIMEOUT_MS; on a fake root, tests may set
+                                  * ACCELVIRT_TEST_LOCK_TIMEOUT_MS */
 } AvHookConfig;
 
 void av_hook_config_free(AvHookConfig *config);
@@ -70,13 +72,28 @@ int av_hook_refuse(const char *message);
 int av_hook_refusef(const char *fmt, ...) G_GNUC_PRINTF(1, 2);
 
 /* Opens the pool of @config for writing (waiting up to
- * AV_HOOK_LOCK_TIMEOUT_MS for the lock), then puts right what processes
- * that died left in it: the write-ahead records of prepares killed mid-way
- * are undone (av_pool_intents_undo(); a failure there is logged, and tried
- * again by the next call).  Saves when that changed the pool.  Caller
- * frees (which releases the lock).  NULL with @error ("cannot open the
- * pool: ..."). */
+ * config->lock_timeout_ms for the lock), then puts right what processes
+ * that died left in it (av_pool_upkeep(): prepares killed mid-way undone,
+ * releases left for later carried out, devices of domains whose QEMU is
+ * gone released), logging what it did; what cannot be done now is logged
+ * and tried again by the next call.  Saves when that changed the pool;
+ * when devices became dirty, the worker is started as the program ends
+ * (av_hook_want_worker()).  Caller frees (which releases the lock).  NULL
+ * with @error ("cannot open the pool: ..."). */
 AvPool *av_hook_pool_open(const AvHookConfig *config, GError **error);
+
+/* Test hook: with a fake root and ACCELVIRT_TEST_STOP=POINT, the program
+ * stops itself (SIGSTOP) at POINT, holding what it holds (the pool lock),
+ * so that a test can kill it there.  Never on the real root. */
+void av_hook_test_stop(const AvHookConfig *config, const char *point);
+
+/* The worker should run once this program has let the pool go: the hook's
+ * main() starts it before it exits (av_hook_spawn_pending_worker()). */
+void av_hook_want_worker(void);
+
+/* Starts the worker when av_hook_want_worker() was called, logging a
+ * failure.  For main(), after the operation. */
+void av_hook_spawn_pending_worker(const AvHookConfig *config);
 
 /* The owner a domain's devices get: its UUID and name, and when Nova wrote
  * it, the instance (the domain UUID), project and user.  Caller frees. */
@@ -86,7 +103,9 @@ AvOwner *av_hook_owner_new(const AvDomain *domain);
  * av_hook_refuse(). */
 int av_hook_prepare(const AvHookConfig *config, AvDomain *domain);
 int av_hook_start(const AvHookConfig *config, const AvDomain *domain);
-int av_hook_release(const AvHookConfig *config, const AvDomain *domain);
+/* "release end" of the domain @domain_uuid named @domain_name; with
+ * @domain_uuid NULL (its XML did not parse), by the name libvirt gives. */
+int av_hook_release(const AvHookConfig *config, const char *domain_uuid, const char *domain_name);
 int av_hook_reconnect(const AvHookConfig *config, const AvDomain *domain);
 
 /* "restore begin" and "migrate begin" of a domain accelvirt placed (@xml,

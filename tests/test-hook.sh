@@ -136,6 +136,19 @@ wait_gone() {
     return 1
 }
 
+# same_pool FILE: the pool of $W is FILE's, the scans' last_seen aside.
+same_pool() {
+    python3 - "$W/state/pool.json" "$1" <<'PY' || { diff "$W/state/pool.json" "$1"; return 1; }
+import json, sys
+def load(f):
+    p = json.load(open(f))
+    for d in p["devices"]:
+        d.pop("last_seen", None)
+    return p
+sys.exit(0 if load(sys.argv[1]) == load(sys.argv[2]) else 1)
+PY
+}
+
 # verify: the journal of $W keeps its chain.
 verify() { "$AV" --state-dir "$W/state" journal verify >/dev/null; }
 
@@ -382,13 +395,14 @@ check "32 racing prepares: exactly 8 succeed, each GPU owned once, the others re
 world kill two-socket-8gpu
 mkdom "$W/vm1.xml" vm1 "$U1" 0000:ca:00.0
 mkdom "$W/vm2.xml" vm2 "$U2" 0000:ca:00.0
-# killed_at POINT XML NAME: the hook's prepare of NAME stops itself (SIGSTOP)
-# at the test point POINT, holding the pool lock, and is killed there (SIGKILL).
+# killed_at POINT XML NAME [OP SUB]: the hook's prepare (or OP SUB) of NAME
+# stops itself (SIGSTOP) at the test point POINT, holding the pool lock, and
+# is killed there (SIGKILL).
 killed_at() {
     (
         export ACCELVIRT_ROOT="$W/host" ACCELVIRT_STATE_DIR="$W/state" ACCELVIRT_POLICY_DIR="$POL" \
                ACCELVIRT_WORKER="$ACCELVIRT_WORKER" ACCELVIRT_TEST_STOP="$1" ACCELVIRT_LOG_FILE="$W/log"
-        exec "$HOOK" "$3" prepare begin - <"$2" >/dev/null 2>&1
+        exec "$HOOK" "$3" "${4:-prepare}" "${5:-begin}" - <"$2" >/dev/null 2>&1
     ) &
     pid=$!
     i=0
@@ -445,6 +459,117 @@ check "a prepare killed after creating its mdev leaves the mdev and its record" 
 check "  ... the next hook call removes the mdev, and the pool knows none of it" \
     eval "hook '$W/vm2.xml' other prepare begin - >/dev/null 2>&1; [ ! -e '$W/host/sys/bus/mdev/devices/$KM' ] && python3 -c \"import json; d=json.load(open('$W/state/pool.json')); assert 'intents' not in d and not [x for x in d['devices'] if x['kind']=='mdev']\" && verify"
 
+# --- a release that cannot be refused (issue 10, hole 3) ---
+# deep/big XML FILE NAME UUID ADDRESS: a domain whose metadata is nested too
+# deep (300 levels) or too large (9 MiB) for the hook's parser.
+mkdeep() {
+    python3 - "$@" <<'PY'
+import sys
+out, kind, name, uuid, addr = sys.argv[1:6]
+dom, bus, sf = addr.split(":"); slot, fn = sf.split(".")
+meta = ("<x:a xmlns:x='urn:x'>" + "<x:a>" * 300 + "</x:a>" * 300 + "</x:a>") if kind == "deep" \
+       else "<x:a xmlns:x='urn:x'>" + "y" * (9 * 1024 * 1024) + "</x:a>"
+open(out, "w").write("<domain type='kvm'><name>%s</name><uuid>%s</uuid><metadata>%s</metadata><devices><hostdev mode='subsystem' type='pci' managed='no'><source><address domain='0x%s' bus='0x%s' slot='0x%s' function='0x%s'/></source></hostdev></devices></domain>" % (name, uuid, meta, dom, bus, slot, fn))
+PY
+}
+world unparsed two-socket-8gpu
+mkdom "$W/vm1.xml" vm1 "$U1" 0000:31:00.0
+mkdeep "$W/deep.xml" deep vm1 "$U1" 0000:31:00.0
+mkdeep "$W/big.xml" big vm1 "$U1" 0000:31:00.0
+mkdom "$W/vm2.xml" vm2 "$U2" 0000:4b:00.0
+check "a domain's XML nested too deep for the hook is refused at prepare, with one line" \
+    refused "refusing the domain XML of 'vm1'" "$W/deep.xml" vm1 prepare begin -
+hook "$W/vm1.xml" vm1 prepare begin - >/dev/null 2>&1
+check "release end of a running domain whose XML turned too deep to parse still releases its devices, by the name libvirt gives" \
+    eval "accepted '$W/deep.xml' vm1 release end - && wait_state 0000:31:00.0 free && grep -q 'release end: the domain XML cannot be read' '$W/log'"
+hook "$W/vm1.xml" vm1 prepare begin - >/dev/null 2>&1
+check "  ... and so does one too large (9 MiB), all of it read from libvirt's pipe" \
+    eval "accepted '$W/big.xml' vm1 release end - && wait_state 0000:31:00.0 free"
+check "  ... journalled released_by, the chain intact, no marker left" \
+    eval "grep '\"to\": *\"dirty\"' '$W/state/journal.jsonl' | grep -q released_by && verify && [ -z \"\$(ls '$W/state/release-pending')\" ]"
+
+world lockheld two-socket-8gpu
+mkdom "$W/vm1.xml" vm1 "$U1" 0000:4b:00.0
+mkdom "$W/vm2.xml" vm2 "$U2" 0000:65:00.0
+hook "$W/vm1.xml" vm1 prepare begin - >/dev/null 2>&1
+flock -o "$W/state/pool.lock" sh -c "touch '$W/locked'; exec sleep 60" &
+LOCK_PID=$!
+i=0; while [ ! -e "$W/locked" ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
+check "release end while the pool lock is held past the wait: one line, the release left for later in a marker" \
+    eval "ACCELVIRT_TEST_LOCK_TIMEOUT_MS=300 hook '$W/vm1.xml' vm1 release end - >'$AV_TMP/out' 2>'$AV_TMP/err'; [ \$? -eq 1 ] && [ \$(wc -l <'$AV_TMP/err') -eq 1 ] && grep -q 'left for the next accelvirt call' '$AV_TMP/err' && ls '$W/state/release-pending/'*.json >/dev/null && python3 -c \"import json; d=json.load(open('$W/state/pool.json')); assert [x['state'] for x in d['devices'] if x['address']=='0000:4b:00.0'] == ['in-use']\""
+pkill -P "$LOCK_PID" sleep 2>/dev/null; kill "$LOCK_PID" 2>/dev/null; wait "$LOCK_PID" 2>/dev/null
+check "  ... the next accelvirt call (another domain's prepare) carries it out: dirty, scrubbed, free, the marker gone" \
+    eval "accepted '$W/vm2.xml' vm2 prepare begin - && wait_state 0000:4b:00.0 free && [ -z \"\$(ls '$W/state/release-pending')\" ] && grep -q 'released_by\": *\"release-marker' '$W/state/journal.jsonl'"
+
+world relkill two-socket-8gpu
+mkdom "$W/vm1.xml" vm1 "$U1" 0000:65:00.0
+mkdom "$W/vm2.xml" vm2 "$U2" 0000:98:00.0
+hook "$W/vm1.xml" vm1 prepare begin - >/dev/null 2>&1
+check "a release killed after journalling the move to dirty, before saving the pool" \
+    eval "killed_at upkeep-journalled '$W/vm1.xml' vm1 release end && grep -q '\"to\": *\"dirty\"' '$W/state/journal.jsonl' && python3 -c \"import json; d=json.load(open('$W/state/pool.json')); assert [x['state'] for x in d['devices'] if x['address']=='0000:65:00.0'] == ['in-use']\""
+check "  ... is carried out by the next call from its marker: scrubbed and free, the journal's chain intact" \
+    eval "accepted '$W/vm2.xml' vm2 prepare begin - && wait_state 0000:65:00.0 free && verify"
+mkdom "$W/vm3.xml" vm3 "$U3" 0000:ca:00.0
+hook "$W/vm3.xml" vm3 prepare begin - >/dev/null 2>&1
+check "a release killed before it took the lock (its marker written)" \
+    eval "killed_at release-marked '$W/vm3.xml' vm3 release end && ls '$W/state/release-pending/'*.json >/dev/null"
+check "  ... is carried out by the next call too" \
+    eval "accepted '$W/vm2.xml' vm2 release end - && wait_state 0000:ca:00.0 free"
+
+# set_since ADDRESS SECONDS: the pool says ADDRESS has been in its state since then.
+set_since() {
+    python3 - "$W/state/pool.json" "$1" "$2" <<'PY'
+import json, sys
+p = json.load(open(sys.argv[1]))
+for d in p["devices"]:
+    if d["address"] == sys.argv[2]:
+        d["state_since"] = int(sys.argv[3])
+json.dump(p, open(sys.argv[1], "w"), indent=2)
+PY
+}
+world dead two-socket-8gpu
+mkdom "$W/vm1.xml" vm1 "$U1" 0000:b1:00.0
+mkdom "$W/vm2.xml" vm2 "$U2" 0000:17:00.0
+mkdom "$W/vm3.xml" vm3 "$U3" 0000:31:00.0
+hook "$W/vm1.xml" vm1 prepare begin - >/dev/null 2>&1
+hook "$W/vm3.xml" vm3 prepare begin - >/dev/null 2>&1
+G31=$(basename "$(readlink "$W/host/sys/bus/pci/devices/0000:31:00.0/iommu_group")")
+mkdir -p "$W/host/run/libvirt/qemu" "$W/host/proc/4343/fd"
+echo 4242 >"$W/host/run/libvirt/qemu/vm1.pid"
+ln -s "/dev/vfio/$G31" "$W/host/proc/4343/fd/7"
+set_since 0000:b1:00.0 1000; set_since 0000:31:00.0 1000
+check "devices in use long past prepare whose domain still runs (libvirt's pid file; a process holding the group) stay in use" \
+    eval "accepted '$W/vm2.xml' vm2 prepare begin - && status && python3 -c \"import json; d=json.load(open('$W/st.json')); assert [x['state'] for x in d['devices'] if x['address'] in ('0000:b1:00.0', '0000:31:00.0')] == ['in-use', 'in-use']\""
+rm -f "$W/host/run/libvirt/qemu/vm1.pid"
+check "  ... once vm1's QEMU is gone (no pid file, nothing on its group), the next call releases its device: scrubbed, free" \
+    eval "accepted '$W/vm2.xml' vm2 release end - && wait_state 0000:b1:00.0 free && grep -q 'released_by\": *\"dead-domain' '$W/state/journal.jsonl' && grep -q \"domain 'vm1' is gone\" '$W/log'"
+rm -rf "$W/host/proc/4343"
+hook "$W/vm1.xml" vm1 prepare begin - >/dev/null 2>&1
+check "  ... but not a device that went in use a moment ago (its QEMU may not have started yet)" \
+    eval "accepted '$W/vm2.xml' vm2 prepare begin - && status && python3 -c \"import json; d=json.load(open('$W/st.json')); assert [x['state'] for x in d['devices'] if x['address'] == '0000:b1:00.0'] == ['in-use']\""
+
+# --- the operator's release and reconcile ---
+world oprel two-socket-8gpu
+mkdom "$W/vm1.xml" vm1 "$U1" 0000:e3:00.0
+mkdom "$W/vm2.xml" vm2 "$U2" 0000:17:00.0
+hook "$W/vm1.xml" vm1 prepare begin - >/dev/null 2>&1
+hook "$W/vm2.xml" vm2 prepare begin - >/dev/null 2>&1
+mkdir -p "$W/host/run/libvirt/qemu"; echo 1 >"$W/host/run/libvirt/qemu/vm1.pid"
+avw() { ACCELVIRT_WORKER="$ACCELVIRT_WORKER" ACCELVIRT_LOG_FILE="$W/log" "$AV" --root "$W/host" --policy-dir "$POL" --state-dir "$W/state" "$@"; }
+check "accelvirt release of a domain whose pid file says it runs is refused with one line, nothing changed" \
+    eval "cp '$W/state/pool.json' '$W/p0' && expect_exit 3 avw release vm1 && [ \$(wc -l <'$AV_TMP/err') -eq 1 ] && grep -q \"^accelvirt: domain 'vm1' may still run\" '$AV_TMP/err' && same_pool '$W/p0'"
+rm -f "$W/host/run/libvirt/qemu/vm1.pid"
+check "accelvirt release vm1 (its QEMU gone): dirty, journalled with the operator, then scrubbed by the worker and free" \
+    eval "avw release vm1 | grep -q \"released 0000:e3:00.0 .* of domain 'vm1': dirty, the worker scrubs it\" && wait_state 0000:e3:00.0 free && grep -q 'released_by\": *\"operator ' '$W/state/journal.jsonl'"
+check "accelvirt release --force DEVICE (by address) of a domain that looks alive" \
+    eval "echo 1 >'$W/host/run/libvirt/qemu/vm2.pid' && avw release --force 0000:17:00.0 >/dev/null && wait_state 0000:17:00.0 free"
+check "accelvirt release of something that holds nothing: one line, exit 1" \
+    eval "expect_exit 1 avw release vm1 && [ \$(wc -l <'$AV_TMP/err') -eq 1 ]"
+hook "$W/vm1.xml" vm1 prepare begin - >/dev/null 2>&1
+set_since 0000:e3:00.0 1000
+check "accelvirt reconcile releases the device of a domain whose QEMU is gone, says so, and its worker frees it" \
+    eval "avw reconcile >'$W/rc.out' 2>'$W/rc.err' && grep -q 'reconciled' '$W/rc.out' && grep -q \"note: domain 'vm1' is gone\" '$W/rc.err' && wait_state 0000:e3:00.0 free && verify"
+
 # --- a card whose identity changes while a domain holds it (issue 10, hole 2) ---
 # set_dsn ADDRESS HEX: the card's firmware now reports another Device Serial
 # Number (config space 0x104, where the fake trees keep it).
@@ -500,7 +625,7 @@ cp "$W/state/pool.json" "$W/p0"; drivers >"$W/drivers.before"
 check "a hostdev of the A6000's audio function (no pool device) while another domain holds the card is refused, naming both" \
     refused "0000:98:00.1 shares its IOMMU group with device 0000:98:00.0, which accelvirt holds: device 0000:98:00.0 .* is in-use, owner domain 'gpuvm'" "$W/audio.xml" audiovm prepare begin -
 check "  ... also as managed='yes' (libvirt would bind it), and nothing changed" \
-    eval "refused 'in-use, owner domain .gpuvm.' '$W/audioy.xml' audioy prepare begin - && cmp '$W/state/pool.json' '$W/p0' && drivers | cmp - '$W/drivers.before'"
+    eval "refused 'in-use, owner domain .gpuvm.' '$W/audioy.xml' audioy prepare begin - && same_pool '$W/p0' && drivers | cmp - '$W/drivers.before'"
 check "with the card free again, a domain naming only its audio function gets the whole group" \
     eval "accepted '$W/gpu.xml' gpuvm release end - && wait_state 0000:98:00.0 free && accepted '$W/audio3.xml' audio3 prepare begin - && [ \"\$(driver 0000:98:00.0)\" = vfio-pci ] && [ \"\$(driver 0000:98:00.1)\" = vfio-pci ]"
 check "  ... the card in use by that domain, so nobody else can have it" \
@@ -769,17 +894,7 @@ sed "s|<av:scrub |<av:scrub token='$TOK'/><av:scrub |" "$W/scrub.xml" >"$W/twoto
 mkdom "$W/plain.xml" plain "$U6" 0000:17:00.0
 cp "$W/state/pool.json" "$W/pool.token"
 # samepool [FILE]: the pool of $W is FILE's ($W/pool.before), the scans' last_seen aside.
-samepool() {
-    python3 - "$W/state/pool.json" "${1:-$W/pool.before}" <<'PY' || { diff "$W/state/pool.json" "${1:-$W/pool.before}"; return 1; }
-import json, sys
-def load(f):
-    p = json.load(open(f))
-    for d in p["devices"]:
-        d.pop("last_seen", None)
-    return p
-sys.exit(0 if load(sys.argv[1]) == load(sys.argv[2]) else 1)
-PY
-}
+samepool() { same_pool "${1:-$W/pool.before}"; }
 # the pool as the token's use leaves it: the token gone, all else as before
 python3 - "$W/pool.token" "$W/pool.before" <<'PY'
 import json, sys

@@ -30,6 +30,8 @@ static const AvCommand commands[] = {
     { "enroll", av_cli_cmd_enroll, "Record the option ROM hash of free or quarantined devices (enroll [--replace] DEVICE... | --all)" },
     { "scrub", av_cli_cmd_scrub, "Run a device's scrub steps by hand (scrub DEVICE)" },
     { "quarantine", av_cli_cmd_quarantine, "List quarantined devices or clear one (quarantine [list|clear DEVICE])" },
+    { "release", av_cli_cmd_release, "Release a gone domain's devices: in-use -> dirty, scrubbed (release DOMAIN|DEVICE)" },
+    { "reconcile", av_cli_cmd_reconcile, "Put the pool right with the host and start the scrubs it owes" },
 };
 
 static void
@@ -94,6 +96,8 @@ main(int argc, char **argv)
     for (gsize i = 0; i < G_N_ELEMENTS(commands); i++) {
         if (g_str_equal(argv[1], commands[i].name)) {
             status = commands[i].run(&cli, argc - 1, argv + 1);
+            /* The pool is let go: dirty devices may have their worker now. */
+            av_cli_spawn_pending_worker(&cli);
             g_free(cli.root);
             g_free(cli.state_dir);
             g_free(cli.policy_dir);

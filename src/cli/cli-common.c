@@ -9,6 +9,8 @@
 #include <string.h>
 
 #include "util/av-error.h"
+#include "util/av-spawn.h"
+#include "vfio/av-kernel.h"
 #include "util/av-json.h"
 #include "pool/av-pool.h"
 
@@ -138,6 +140,29 @@ av_cli_open(const AvCli *cli, AvRoot **ret_root, AvPolicy **ret_policy, GError *
     return TRUE;
 }
 
+/* What a holder of the pool's lock does first (av_pool_upkeep()): says
+ * what it did and could not do on stderr, saves, starts the worker when
+ * devices became dirty. */
+static gboolean
+av_cli_pool_upkeep(const AvRoot *root, AvPool *pool, GError **error)
+{
+    g_autoptr(AvPoolUpkeep) upkeep = av_pool_upkeep(pool, root, av_kernel_ops_for(root), error);
+
+    if (!upkeep)
+        return FALSE;
+    for (guint i = 0; i < upkeep->notes->len; i++)
+        fprintf(stderr, "accelvirt: note: %s\n", (const char *)g_ptr_array_index(upkeep->notes, i));
+    for (guint i = 0; i < upkeep->problems->len; i++)
+        fprintf(stderr, "accelvirt: warning: %s\n", (const char *)g_ptr_array_index(upkeep->problems, i));
+    if (upkeep->changed && !av_pool_save(pool, error))
+        return FALSE;
+    av_pool_upkeep_finish(upkeep);
+    if (upkeep->dirtied)
+        av_cli_want_worker();
+    return TRUE;
+}
+
+/* See cli.h. */
 AvPool *
 av_cli_open_pool(const AvCli *cli, const AvRoot *root, int mode, GError **error)
 {
@@ -161,6 +186,11 @@ av_cli_open_pool(const AvCli *cli, const AvRoot *root, int mode, GError **error)
             strstr(err->message, g_strerror(EACCES)))
             g_prefix_error(&err, "run as root or choose another --state-dir: ");
         g_propagate_error(error, g_steal_pointer(&err));
+        return NULL;
+    }
+    if (mode == AV_POOL_WRITE && root && !av_cli_pool_upkeep(root, pool, error)) {
+        av_pool_free(pool);
+        return NULL;
     }
     return pool;
 }
@@ -185,4 +215,68 @@ av_cli_parse(AvCli *cli, const char *command, const char *params, const char *su
     if (cli->verbose)
         g_setenv("G_MESSAGES_DEBUG", "accelvirt", TRUE);
     return TRUE;
+}
+
+/* See cli.h.  Borrowed from @pool. */
+AvPoolDevice *
+av_cli_find_device(AvPool *pool, const char *name, GError **error)
+{
+    AvPoolDevice *dev = av_pool_find(pool, name);
+
+    if (!dev && av_pci_address_is_valid(name))
+        dev = av_pool_find_address(pool, AV_DEVICE_KIND_PCI, name);
+    if (!dev && av_usb_bus_path_is_valid(name))
+        dev = av_pool_find_address(pool, AV_DEVICE_KIND_USB, name);
+    if (!dev)
+        g_set_error(error, AV_ERROR, AV_ERROR_NOT_FOUND,
+                    "'%s' is not a device of the pool; 'accelvirt status' lists them (address or identity)", name);
+    return dev;
+}
+
+/* See cli.h.  Caller frees. */
+char *
+av_cli_operator(void)
+{
+    const char *sudo = g_getenv("SUDO_USER");
+
+    if (sudo && *sudo)
+        return g_strdup(sudo);
+    return g_strdup_printf("uid %u", (unsigned)getuid());
+}
+
+#ifndef AV_WORKER_PATH
+#define AV_WORKER_PATH "/usr/libexec/accelvirt/accelvirt-worker"
+#endif
+
+static gboolean av_cli_worker_wanted;
+
+/* See cli.h. */
+void
+av_cli_want_worker(void)
+{
+    av_cli_worker_wanted = TRUE;
+}
+
+/* See cli.h. */
+void
+av_cli_spawn_pending_worker(const AvCli *cli)
+{
+    const char *worker = g_getenv("ACCELVIRT_WORKER");
+    g_autoptr(GError) error = NULL;
+
+    if (!av_cli_worker_wanted)
+        return;
+    av_cli_worker_wanted = FALSE;
+    /* The worker reads where to act from its environment, as the hook's. */
+    if (cli->root)
+        g_setenv("ACCELVIRT_ROOT", cli->root, TRUE);
+    if (cli->state_dir)
+        g_setenv("ACCELVIRT_STATE_DIR", cli->state_dir, TRUE);
+    if (cli->policy_dir)
+        g_setenv("ACCELVIRT_POLICY_DIR", cli->policy_dir, TRUE);
+    if (!worker || !*worker)
+        worker = AV_WORKER_PATH;
+    if (!av_spawn_detached(worker, &error))
+        fprintf(stderr, "accelvirt: warning: cannot start the scrub worker '%s': %s; the dirty devices wait for "
+                "the next one\n", worker, error->message);
 }

@@ -22,34 +22,6 @@
 #include "vfio/av-kernel.h"
 #include "vfio/av-vfio.h"
 
-/* The pool device named @name (an identity, or an address), or NULL with
- * an error that says what to do.  Borrowed from @pool. */
-static AvPoolDevice *
-av_cli_find_device(AvPool *pool, const char *name, GError **error)
-{
-    AvPoolDevice *dev = av_pool_find(pool, name);
-
-    if (!dev && av_pci_address_is_valid(name))
-        dev = av_pool_find_address(pool, AV_DEVICE_KIND_PCI, name);
-    if (!dev && av_usb_bus_path_is_valid(name))
-        dev = av_pool_find_address(pool, AV_DEVICE_KIND_USB, name);
-    if (!dev)
-        g_set_error(error, AV_ERROR, AV_ERROR_NOT_FOUND,
-                    "'%s' is not a device of the pool; 'accelvirt status' lists them (address or identity)", name);
-    return dev;
-}
-
-/* Who runs the command: $SUDO_USER, else "uid N". */
-static char *
-av_cli_operator(void)
-{
-    const char *sudo = g_getenv("SUDO_USER");
-
-    if (sudo && *sudo)
-        return g_strdup(sudo);
-    return g_strdup_printf("uid %u", (unsigned)getuid());
-}
-
 /* A profile of one "rom-check" step, to measure a ROM. */
 static AvProfile *
 av_cli_rom_profile(void)

@@ -62,8 +62,27 @@ gboolean av_cli_open(const AvCli *cli, AvRoot **ret_root, AvPolicy **ret_policy,
 
 /* Opens the pool for @mode, saying on stderr when it waits for another
  * accelvirt's lock (up to 30 s).  For AV_POOL_WRITE with a fake root, refuses
- * the default state dir: a fake host must not be recorded in the real pool. */
+ * the default state dir: a fake host must not be recorded in the real pool.
+ * A writer with a @root first puts right what processes that died left
+ * (av_pool_upkeep(): notes on stderr, saved, the worker started at the end
+ * when devices became dirty). */
 AvPool *av_cli_open_pool(const AvCli *cli, const AvRoot *root, int mode, GError **error);
+
+/* The pool device named @name: its identity, else its PCI address or USB
+ * bus path.  NULL with AV_ERROR_NOT_FOUND (one sentence, what to run). */
+AvPoolDevice *av_cli_find_device(AvPool *pool, const char *name, GError **error);
+
+/* Who runs the command: $SUDO_USER, else "uid N".  Caller frees. */
+char *av_cli_operator(void);
+
+/* Asks for the scrub worker to be started when the command ends
+ * (av_cli_spawn_pending_worker(), from main()): dirty devices wait for it. */
+void av_cli_want_worker(void);
+
+/* Starts the worker ($ACCELVIRT_WORKER, else the installed one) detached
+ * when av_cli_want_worker() was called, with @cli's root, state dir and
+ * policy dir in its environment; a failure is a warning. */
+void av_cli_spawn_pending_worker(const AvCli *cli);
 
 /* Parses the options of a command: @entries (may be NULL) plus the global
  * ones, so that global options may also stand after the command name.
@@ -85,5 +104,7 @@ int av_cli_cmd_plan(AvCli *cli, int argc, char **argv);
 int av_cli_cmd_enroll(AvCli *cli, int argc, char **argv);
 int av_cli_cmd_scrub(AvCli *cli, int argc, char **argv);
 int av_cli_cmd_quarantine(AvCli *cli, int argc, char **argv);
+int av_cli_cmd_release(AvCli *cli, int argc, char **argv);
+int av_cli_cmd_reconcile(AvCli *cli, int argc, char **argv);
 
 G_END_DECLS

@@ -426,6 +426,71 @@ GPtrArray *av_pool_intents(const AvPool *pool);
 gboolean av_pool_intents_undo(AvPool *pool, const AvRoot *root, const AvKernelOps *ops, gboolean *ret_changed,
                               GError **error);
 
+/* --- what processes that died left (issue 10, hole 3) --- */
+
+/* How long a device may be in use by a domain without a QEMU before the
+ * pool takes the domain for gone: libvirt starts QEMU (and writes its pid
+ * file) only after "prepare begin" and "start begin" returned. */
+#define AV_POOL_DEAD_GRACE_S 120
+
+/* Moves what the domain @domain_uuid holds (or, when @domain_uuid is NULL,
+ * the domain named @domain_name: a release whose XML did not parse) from
+ * in-use to dirty, journalling "transition" with "released_by"
+ * (@released_by: "hook", "release-marker", "dead-domain", "operator"); a
+ * device missing while in use will come back dirty ("released-while-
+ * missing").  Never straight to free.  Adds the devices it released to
+ * @ret_released (borrowed; may be NULL).  The caller saves. */
+gboolean av_pool_release_owner(AvPool *pool, const char *domain_uuid, const char *domain_name,
+                               const char *released_by, GPtrArray *ret_released, GError **error);
+
+/* The same for one device: in-use to dirty (or, missing while in use, to
+ * come back dirty); *ret_released says whether it moved (any other state:
+ * nothing to release, TRUE and FALSE). */
+gboolean av_pool_release_device(AvPool *pool, AvPoolDevice *dev, const char *released_by, gboolean *ret_released,
+                                GError **error);
+
+/* Leaves a release marker in @state_dir (its directory release-pending,
+ * mode 0700; the marker written atomically), without the pool lock: the
+ * hook does it before it waits for the lock, so that a release that cannot
+ * be done now (a lock wait that times out, a hook killed) is done by the
+ * next holder of the lock (av_pool_upkeep()).  @domain_uuid may be NULL
+ * (the XML did not parse: released by @domain_name). */
+gboolean av_pool_release_mark(const char *state_dir, const char *domain_uuid, const char *domain_name,
+                              GError **error);
+
+/* TRUE when the QEMU of the domain that owns @dev is gone: libvirt's pid
+ * file /run/libvirt/qemu/NAME.pid does not exist (under @root) and no
+ * process holds the device's IOMMU group (av_vfio_group_holder(); for an
+ * mdev, the mdev's own group); *ret_why (may be NULL; caller frees) then
+ * says so.  FALSE when it may be running, or cannot be told (no owner, a
+ * name that cannot be a file name). */
+gboolean av_pool_owner_is_gone(const AvRoot *root, const AvPoolDevice *dev, char **ret_why);
+
+/* What av_pool_upkeep() did. */
+typedef struct {
+    gboolean changed;            /* the pool changed: the caller saves it */
+    gboolean dirtied;            /* devices became dirty: the caller starts the worker */
+    GPtrArray *notes;            /* char*: what was done, one sentence each, for the log */
+    GPtrArray *problems;         /* char*: what could not be done now (tried again next time) */
+    GPtrArray *markers;          /* char*: release markers done with (see av_pool_upkeep_finish()) */
+} AvPoolUpkeep;
+
+void av_pool_upkeep_free(AvPoolUpkeep *upkeep);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(AvPoolUpkeep, av_pool_upkeep_free)
+
+/* What every holder of the pool's exclusive lock does first: undoes the
+ * write-ahead records of prepares that died (av_pool_intents_undo()),
+ * carries out the release markers of the state dir
+ * (av_pool_release_mark()), and releases the devices in use, for longer
+ * than AV_POOL_DEAD_GRACE_S, by domains whose QEMU is gone
+ * (av_pool_owner_is_gone()).  The caller saves the pool when it changed,
+ * then calls av_pool_upkeep_finish().  NULL with @error when the journal
+ * cannot be written (the caller must not save).  Caller frees. */
+AvPoolUpkeep *av_pool_upkeep(AvPool *pool, const AvRoot *root, const AvKernelOps *ops, GError **error);
+
+/* After the pool is saved: removes the release markers carried out. */
+void av_pool_upkeep_finish(AvPoolUpkeep *upkeep);
+
 /* Appends an entry to the journal of @pool: @event plus the members of
  * @fields (borrowed), with "seq", "time" (ISO 8601 UTC) and "prev" (hex
  * SHA-256 of the previous line, "" for the first) added. */

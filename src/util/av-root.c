@@ -129,6 +129,18 @@ av_proc_path(const char *fmt, ...)
 }
 
 char *
+av_run_path(const char *fmt, ...)
+{
+    va_list ap;
+    char *ret;
+
+    va_start(ap, fmt);
+    ret = av_kernel_path("run", fmt, ap);
+    va_end(ap);
+    return ret;
+}
+
+char *
 av_root_host_path(const AvRoot *root, const char *path)
 {
     while (*path == '/')

@@ -46,6 +46,9 @@ gboolean av_root_is_host(const AvRoot *root);
 char *av_sys_path(const char *fmt, ...) G_GNUC_PRINTF(1, 2);
 char *av_dev_path(const char *fmt, ...) G_GNUC_PRINTF(1, 2);
 char *av_proc_path(const char *fmt, ...) G_GNUC_PRINTF(1, 2);
+/* "/run/..." (runtime state of the host's daemons, such as libvirt's
+ * /run/libvirt/qemu/NAME.pid), also resolved under the root prefix. */
+char *av_run_path(const char *fmt, ...) G_GNUC_PRINTF(1, 2);
 
 /* The host path of the root-relative @path, without resolving links:
  * prefix + path.  The caller frees.  Use only for paths already resolved

@@ -1,0 +1,201 @@
+/* accelvirt: the operator's release of a domain's devices, and the
+ * reconciliation of the pool with the host (issue 10, hole 3).
+ *
+ * libvirt calls the hook's "release end" once.  When that release could
+ * not be done (the hook was killed, the machine went down with domains
+ * running, a QEMU died under a libvirtd that was not running), the devices
+ * stay in use in the pool: `accelvirt reconcile` and every later accelvirt
+ * call that takes the pool's lock catch what they can tell (release
+ * markers, domains whose QEMU is gone, av_pool_upkeep()); `accelvirt
+ * release` is the operator's word for the rest.  Released always means
+ * dirty, then scrubbed by the worker: never straight to free. */
+#include "config.h"
+
+#include "cli.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "util/av-error.h"
+#include "util/av-json.h"
+#include "util/av-names.h"
+#include "vfio/av-kernel.h"
+
+/* --- accelvirt release ------------------------------------------------------------ */
+
+/* The pool devices in use that @target names: a device (identity, PCI
+ * address, USB bus path) or a domain (UUID or name).  Borrowed. */
+static GPtrArray *
+av_cli_release_targets(AvPool *pool, const char *target, const char **ret_kind)
+{
+    GPtrArray *found = g_ptr_array_new();
+    AvPoolDevice *dev = av_cli_find_device(pool, target, NULL);
+    gboolean by_uuid = av_uuid_is_valid(target);
+
+    if (dev) {
+        g_ptr_array_add(found, dev);
+        *ret_kind = "device";
+        return found;
+    }
+    *ret_kind = "domain";
+    for (guint i = 0; i < av_pool_devices(pool)->len; i++) {
+        AvPoolDevice *d = g_ptr_array_index(av_pool_devices(pool), i);
+
+        if (d->owner && (by_uuid ? g_strcmp0(d->owner->domain_uuid, target) == 0
+                                 : g_strcmp0(d->owner->domain_name, target) == 0))
+            g_ptr_array_add(found, d);
+    }
+    return found;
+}
+
+int
+av_cli_cmd_release(AvCli *cli, int argc, char **argv)
+{
+    gboolean force = FALSE;
+    const GOptionEntry entries[] = {
+        { "force", 0, 0, G_OPTION_ARG_NONE, &force,
+          "Release even a device whose domain may still run (its scrub then fails and quarantines it)", NULL },
+        { NULL }
+    };
+    g_autoptr(AvRoot) root = NULL;
+    g_autoptr(AvPolicy) policy = NULL;
+    g_autoptr(AvPool) pool = NULL;
+    g_autoptr(GPtrArray) targets = NULL;
+    g_autoptr(GError) err = NULL;
+    g_autofree char *operator_name = av_cli_operator();
+    json_t *released = json_array();
+    g_autoptr(json_t) out = json_object();
+    const char *kind = NULL;
+    guint in_use = 0;
+
+    json_object_set_new(out, "released", released);
+    if (!av_cli_parse(cli, "release", "[--force] DOMAIN | DEVICE",
+                      "Release what a domain (name or UUID) or one device (address or identity) holds in use "
+                      "when its domain is gone and libvirt's release never reached accelvirt: in-use -> dirty, "
+                      "journalled with your name, then the scrub worker; never straight to free.  Refused while "
+                      "the domain may still run (libvirt's pid file, or a process holding the device's IOMMU "
+                      "group), unless --force.",
+                      entries, &argc, &argv))
+        return AV_EXIT_USAGE;
+    if (argc != 2)
+        return av_cli_usage_error("release needs one DOMAIN or DEVICE; see 'accelvirt release --help'");
+    if (!av_cli_open(cli, &root, &policy, &err))
+        return av_cli_fail(err);
+    pool = av_cli_open_pool(cli, root, AV_POOL_WRITE, &err);
+    if (!pool)
+        return av_cli_fail(err);
+    targets = av_cli_release_targets(pool, argv[1], &kind);
+    for (guint i = 0; i < targets->len; i++) {
+        const AvPoolDevice *dev = g_ptr_array_index(targets, i);
+
+        if (dev->state != AV_DEVICE_STATE_IN_USE &&
+            !(dev->state == AV_DEVICE_STATE_MISSING && dev->state_before_missing == AV_DEVICE_STATE_IN_USE))
+            continue;
+        in_use++;
+        if (!force && !av_pool_owner_is_gone(root, dev, NULL)) {
+            g_set_error(&err, AV_ERROR, AV_ERROR_BUSY,
+                        "domain '%s' may still run with device %s (libvirt's pid file for it exists, or a process "
+                        "holds its IOMMU group): stop it first ('virsh destroy %s'), or release with --force, "
+                        "whose scrub then quarantines a device still held",
+                        dev->owner && dev->owner->domain_name ? dev->owner->domain_name : "?",
+                        dev->address ? dev->address : dev->identity,
+                        dev->owner && dev->owner->domain_name ? dev->owner->domain_name : "DOMAIN");
+            return av_cli_fail(err);
+        }
+    }
+    if (in_use == 0) {
+        g_set_error(&err, AV_ERROR, AV_ERROR_NOT_FOUND,
+                    targets->len > 0 ? "%s '%s' holds no device in use; nothing to release ('accelvirt status' "
+                                       "shows the pool)"
+                                     : "no device of the pool is '%s' and no domain '%s' holds one; 'accelvirt "
+                                       "status' shows the pool",
+                    targets->len > 0 ? kind : argv[1], argv[1]);
+        return av_cli_fail(err);
+    }
+    for (guint i = 0; i < targets->len; i++) {
+        AvPoolDevice *dev = g_ptr_array_index(targets, i);
+        g_autofree char *by = g_strdup_printf("operator %s", operator_name);
+        gboolean moved = FALSE;
+
+        if (!av_pool_release_device(pool, dev, by, &moved, &err))
+            return av_cli_fail(err);
+        if (!moved)
+            continue;
+        json_array_append_new(released, json_pack("{s:s,s:s?,s:s?,s:s}", "identity", dev->identity, "address",
+                                                  dev->address, "domain", dev->owner ? dev->owner->domain_name : NULL,
+                                                  "state", av_device_state_to_string(dev->state)));
+    }
+    if (!av_pool_save(pool, &err))
+        return av_cli_fail(err);
+    av_cli_want_worker();
+    if (cli->json) {
+        av_cli_print_json(json_incref(out));
+    } else {
+        size_t i;
+        json_t *e;
+
+        json_array_foreach(released, i, e)
+            printf("released %s (%s) of domain '%s': %s, the worker scrubs it\n",
+                   json_string_value(json_object_get(e, "address")) ?: "-",
+                   json_string_value(json_object_get(e, "identity")),
+                   json_string_value(json_object_get(e, "domain")) ?: "?",
+                   json_string_value(json_object_get(e, "state")));
+    }
+    return AV_EXIT_OK;
+}
+
+/* --- accelvirt reconcile ------------------------------------------------------------ */
+
+int
+av_cli_cmd_reconcile(AvCli *cli, int argc, char **argv)
+{
+    g_autoptr(AvRoot) root = NULL;
+    g_autoptr(AvPolicy) policy = NULL;
+    g_autoptr(AvPool) pool = NULL;
+    g_autoptr(AvHost) host = NULL;
+    g_autoptr(GError) err = NULL;
+    g_autoptr(json_t) out = json_object();
+    guint counts[AV_DEVICE_STATE_MISSING + 1] = { 0 };
+    gboolean changed = FALSE;
+
+    if (!av_cli_parse(cli, "reconcile", "",
+                      "Put the pool right with the host, as every accelvirt call that takes the pool's lock "
+                      "does first: undo what prepares that died did, carry out releases left for later, release "
+                      "the devices of domains whose QEMU is gone (dirty, to be scrubbed), scan the host, expire "
+                      "claims, and start the scrub worker for every dirty device.  Safe to run at any time.",
+                      NULL, &argc, &argv))
+        return AV_EXIT_USAGE;
+    if (argc != 1)
+        return av_cli_usage_error("reconcile takes no arguments");
+    if (!av_cli_open(cli, &root, &policy, &err))
+        return av_cli_fail(err);
+    pool = av_cli_open_pool(cli, root, AV_POOL_WRITE, &err);
+    if (!pool)
+        return av_cli_fail(err);
+    host = av_host_scan(root, &err);
+    if (!host)
+        return av_cli_fail(err);
+    if (!av_pool_reconcile(pool, host, policy, &changed, &err) || (changed && !av_pool_save(pool, &err)))
+        return av_cli_fail(err);
+    for (guint i = 0; i < av_pool_devices(pool)->len; i++) {
+        const AvPoolDevice *dev = g_ptr_array_index(av_pool_devices(pool), i);
+
+        if ((guint)dev->state < G_N_ELEMENTS(counts))
+            counts[dev->state]++;
+        /* Dirty, or left scrubbing by a worker that died: the worker sees. */
+        if (dev->state == AV_DEVICE_STATE_DIRTY || dev->state == AV_DEVICE_STATE_SCRUBBING)
+            av_cli_want_worker();
+    }
+    for (guint i = 0; i < G_N_ELEMENTS(counts); i++)
+        json_object_set_new(out, av_device_state_to_string((AvDeviceState)i), json_integer(counts[i]));
+    if (cli->json) {
+        av_cli_print_json(json_pack("{s:O}", "states", out));
+    } else {
+        printf("reconciled %u devices:", av_pool_devices(pool)->len);
+        for (guint i = 0; i < G_N_ELEMENTS(counts); i++)
+            if (counts[i])
+                printf(" %u %s", counts[i], av_device_state_to_string((AvDeviceState)i));
+        printf("\n");
+    }
+    return AV_EXIT_OK;
+}

@@ -1,0 +1,316 @@
+/* accelvirt: putting right what processes that died left in the pool
+ * (issue 10, hole 3), before anything else is done under the lock.
+ *
+ * A release that could not be done when its domain stopped used to strand
+ * the domain's devices in use forever: its XML did not parse, the lock wait
+ * timed out, or the hook was killed between its journal entries and its
+ * save.  libvirt calls "release end" once.  So:
+ *   - the hook leaves a release marker in the state dir before it waits for
+ *     the lock (release-pending/SHA256.json: the domain's UUID, when the
+ *     XML gave one, and its name, which libvirt passes as argv[1]); every
+ *     holder of the lock carries out the markers it finds, and removes them
+ *     once the pool is saved;
+ *   - a device in use by a domain whose QEMU is gone (libvirt's pid file
+ *     /run/libvirt/qemu/NAME.pid gone and no process holding the device's
+ *     IOMMU group), for longer than a prepare takes to reach QEMU's start,
+ *     is released too.
+ * Released means dirty: the worker scrubs it; never straight to free. */
+#include "config.h"
+
+#include "av-pool-private.h"
+
+#include <errno.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "util/av-error.h"
+#include "util/av-json.h"
+#include "util/av-names.h"
+#include "vfio/av-vfio.h"
+
+#define AV_POOL_RELEASE_DIR "release-pending"
+/* What a marker may weigh: it holds a UUID and a name. */
+#define AV_POOL_MARKER_MAX 8192
+
+/* See av-pool.h. */
+gboolean
+av_pool_release_device(AvPool *pool, AvPoolDevice *dev, const char *released_by, gboolean *ret_released,
+                       GError **error)
+{
+    g_autoptr(json_t) extra = json_object();
+
+    *ret_released = FALSE;
+    json_object_set_new(extra, "released_by", json_string(released_by));
+    if (dev->state == AV_DEVICE_STATE_IN_USE) {
+        if (!av_pool_transition_event(pool, dev, AV_DEVICE_STATE_DIRTY, NULL, NULL, "transition", extra, error))
+            return FALSE;
+    } else if (dev->state == AV_DEVICE_STATE_MISSING && dev->state_before_missing == AV_DEVICE_STATE_IN_USE) {
+        /* Gone from the host: when it comes back, it comes back dirty. */
+        if (!av_pool_journal_device(pool, "released-while-missing", dev, extra, error))
+            return FALSE;
+        dev->state_before_missing = AV_DEVICE_STATE_DIRTY;
+    } else {
+        return TRUE;
+    }
+    *ret_released = TRUE;
+    return TRUE;
+}
+
+/* See av-pool.h. */
+gboolean
+av_pool_release_owner(AvPool *pool, const char *domain_uuid, const char *domain_name, const char *released_by,
+                      GPtrArray *ret_released, GError **error)
+{
+    g_return_val_if_fail(domain_uuid || domain_name, FALSE);
+    for (guint i = 0; i < pool->devices->len; i++) {
+        AvPoolDevice *dev = g_ptr_array_index(pool->devices, i);
+        gboolean released = FALSE;
+
+        if (!dev->owner)
+            continue;
+        if (domain_uuid ? g_strcmp0(dev->owner->domain_uuid, domain_uuid) != 0
+                        : g_strcmp0(dev->owner->domain_name, domain_name) != 0)
+            continue;
+        if (!av_pool_release_device(pool, dev, released_by, &released, error))
+            return FALSE;
+        if (released && ret_released)
+            g_ptr_array_add(ret_released, dev);
+    }
+    return TRUE;
+}
+
+/* --- release markers -------------------------------------------------------------- */
+
+static char *
+av_pool_marker_dir(const char *state_dir)
+{
+    return g_build_filename(state_dir, AV_POOL_RELEASE_DIR, NULL);
+}
+
+/* See av-pool.h. */
+gboolean
+av_pool_release_mark(const char *state_dir, const char *domain_uuid, const char *domain_name, GError **error)
+{
+    g_autofree char *dir = av_pool_marker_dir(state_dir);
+    g_autofree char *key = g_strdup_printf("%s\n%s", domain_uuid ? domain_uuid : "", domain_name);
+    g_autofree char *hash = g_compute_checksum_for_string(G_CHECKSUM_SHA256, key, -1);
+    g_autofree char *name = g_strdup_printf("%s.json", hash);
+    g_autofree char *path = g_build_filename(dir, name, NULL);
+    g_autoptr(json_t) marker = json_object();
+    g_autofree char *text = NULL;
+
+    g_return_val_if_fail(domain_name, FALSE);
+    json_object_set_new(marker, "domain_uuid", av_json_string_or_null(domain_uuid));
+    json_object_set_new(marker, "domain_name", json_string(domain_name));
+    json_object_set_new(marker, "since", json_integer(av_pool_now()));
+    text = av_json_dump_compact(marker);
+    if (!av_file_ensure_dir(dir, 0700, error) ||
+        !av_file_write_atomic(path, text, strlen(text), 0600, error)) {
+        g_prefix_error(error, "cannot leave the release of domain '%s' for later: ", domain_name);
+        return FALSE;
+    }
+    return TRUE;
+}
+
+/* Reads the marker @path: its UUID (NULL when the XML gave none) and name.
+ * FALSE when it is not a marker. */
+static gboolean
+av_pool_marker_read(const char *path, char **ret_uuid, char **ret_name)
+{
+    g_autofree char *data = NULL;
+    g_autoptr(json_t) marker = NULL;
+    gsize len = 0;
+    json_t *uuid, *name;
+
+    if (!g_file_get_contents(path, &data, &len, NULL) || len > AV_POOL_MARKER_MAX)
+        return FALSE;
+    marker = json_loadb(data, len, JSON_REJECT_DUPLICATES, NULL);
+    uuid = json_object_get(marker, "domain_uuid");
+    name = json_object_get(marker, "domain_name");
+    if (!json_is_object(marker) || json_object_size(marker) != 3 || !json_is_integer(json_object_get(marker, "since")) ||
+        !(json_is_null(uuid) || (json_is_string(uuid) && av_uuid_is_valid(json_string_value(uuid)))) ||
+        !json_is_string(name) || json_string_length(name) == 0 ||
+        strlen(json_string_value(name)) != json_string_length(name))
+        return FALSE;
+    *ret_uuid = json_is_string(uuid) ? g_strdup(json_string_value(uuid)) : NULL;
+    *ret_name = g_strdup(json_string_value(name));
+    return TRUE;
+}
+
+/* Carries out the release markers of the state dir (see above). */
+static gboolean
+av_pool_upkeep_markers(AvPool *pool, AvPoolUpkeep *upkeep, GError **error)
+{
+    g_autofree char *dir = av_pool_marker_dir(pool->state_dir);
+    g_autoptr(GDir) d = g_dir_open(dir, 0, NULL);
+    const char *entry;
+
+    while (d && (entry = g_dir_read_name(d))) {
+        g_autofree char *path = g_build_filename(dir, entry, NULL);
+        g_autofree char *uuid = NULL;
+        g_autofree char *name = NULL;
+        g_autoptr(GPtrArray) released = g_ptr_array_new();
+
+        if (!g_str_has_suffix(entry, ".json"))
+            continue;    /* a temporary file of a writer, or not ours */
+        if (!av_pool_marker_read(path, &uuid, &name)) {
+            g_ptr_array_add(upkeep->problems, g_strdup_printf("removed '%s', which is not a release marker", path));
+            g_ptr_array_add(upkeep->markers, g_steal_pointer(&path));
+            continue;
+        }
+        if (!av_pool_release_owner(pool, uuid, name, "release-marker", released, error))
+            return FALSE;
+        for (guint i = 0; i < released->len; i++) {
+            const AvPoolDevice *dev = g_ptr_array_index(released, i);
+
+            g_ptr_array_add(upkeep->notes, g_strdup_printf("released %s (%s) of domain '%s', whose release was "
+                                                           "left for later: dirty, to be scrubbed",
+                                                           dev->address ? dev->address : "-", dev->identity, name));
+        }
+        upkeep->changed = upkeep->changed || released->len > 0;
+        upkeep->dirtied = upkeep->dirtied || released->len > 0;
+        g_ptr_array_add(upkeep->markers, g_steal_pointer(&path));
+    }
+    return TRUE;
+}
+
+/* --- domains whose QEMU is gone ---------------------------------------------------- */
+
+/* TRUE when @name can be the name of libvirt's pid file: not empty, no '/',
+ * not "." or "..", at most NAME_MAX - 4 bytes. */
+static gboolean
+av_pool_pidfile_name_ok(const char *name)
+{
+    return name && *name && !strchr(name, '/') && strcmp(name, ".") != 0 && strcmp(name, "..") != 0 &&
+           strlen(name) <= 251;
+}
+
+/* The IOMMU group of the mdev @uuid (its iommu_group link), or -1. */
+static int
+av_pool_mdev_group(const AvRoot *root, const char *uuid)
+{
+    g_autofree char *link = av_sys_path("bus/mdev/devices/%s/iommu_group", uuid);
+    g_autofree char *name = NULL;
+    guint64 group = 0;
+
+    if (!av_uuid_is_valid(uuid) || av_root_link_name(root, link, &name) < 0 ||
+        !g_ascii_string_to_unsigned(name, 10, 0, G_MAXINT, &group, NULL))
+        return -1;
+    return (int)group;
+}
+
+/* See av-pool.h. */
+gboolean
+av_pool_owner_is_gone(const AvRoot *root, const AvPoolDevice *dev, char **ret_why)
+{
+    g_autofree char *pidfile = NULL;
+    g_autofree char *holder = NULL;
+    int group = dev->iommu_group;
+
+    if (!dev->owner || !av_pool_pidfile_name_ok(dev->owner->domain_name))
+        return FALSE;
+    pidfile = av_run_path("libvirt/qemu/%s.pid", dev->owner->domain_name);
+    if (av_root_exists(root, pidfile))
+        return FALSE;
+    if (dev->kind == AV_DEVICE_KIND_MDEV)
+        group = av_pool_mdev_group(root, dev->identity + strlen("mdev:"));
+    if (group >= 0 && (holder = av_vfio_group_holder(root, group)))
+        return FALSE;
+    if (ret_why)
+        *ret_why = g_strdup_printf("libvirt has no pid file %s for domain '%s'%s", pidfile, dev->owner->domain_name,
+                                   group >= 0 ? " and no process holds the device's IOMMU group" : "");
+    return TRUE;
+}
+
+/* Releases the devices in use, for longer than AV_POOL_DEAD_GRACE_S, by
+ * domains whose QEMU is gone (av_pool_owner_is_gone()). */
+static gboolean
+av_pool_upkeep_dead(AvPool *pool, const AvRoot *root, AvPoolUpkeep *upkeep, GError **error)
+{
+    gint64 now = av_pool_now();
+    g_autoptr(GPtrArray) dead = g_ptr_array_new_with_free_func((GDestroyNotify)av_owner_free);
+
+    for (guint i = 0; i < pool->devices->len; i++) {
+        const AvPoolDevice *dev = g_ptr_array_index(pool->devices, i);
+        g_autofree char *why = NULL;
+        gboolean known = FALSE;
+
+        if (dev->state != AV_DEVICE_STATE_IN_USE || now - dev->state_since < AV_POOL_DEAD_GRACE_S ||
+            !av_pool_owner_is_gone(root, dev, &why))
+            continue;
+        for (guint j = 0; j < dead->len && !known; j++)
+            known = av_owner_compatible(g_ptr_array_index(dead, j), dev->owner);
+        if (!known) {
+            g_ptr_array_add(dead, av_owner_copy(dev->owner));
+            g_ptr_array_add(upkeep->notes, g_strdup_printf("domain '%s' is gone (%s): releasing its devices",
+                                                           dev->owner->domain_name, why));
+        }
+    }
+    for (guint i = 0; i < dead->len; i++) {
+        const AvOwner *owner = g_ptr_array_index(dead, i);
+        g_autoptr(GPtrArray) released = g_ptr_array_new();
+
+        if (!av_pool_release_owner(pool, owner->domain_uuid, owner->domain_name, "dead-domain", released, error))
+            return FALSE;
+        for (guint j = 0; j < released->len; j++) {
+            const AvPoolDevice *dev = g_ptr_array_index(released, j);
+
+            g_ptr_array_add(upkeep->notes, g_strdup_printf("released %s (%s): dirty, to be scrubbed",
+                                                           dev->address ? dev->address : "-", dev->identity));
+        }
+        upkeep->changed = upkeep->changed || released->len > 0;
+        upkeep->dirtied = upkeep->dirtied || released->len > 0;
+    }
+    return TRUE;
+}
+
+/* --- all of it --------------------------------------------------------------------- */
+
+/* See av-pool.h. */
+void
+av_pool_upkeep_free(AvPoolUpkeep *upkeep)
+{
+    if (!upkeep)
+        return;
+    g_ptr_array_unref(upkeep->notes);
+    g_ptr_array_unref(upkeep->problems);
+    g_ptr_array_unref(upkeep->markers);
+    g_free(upkeep);
+}
+
+/* See av-pool.h.  Caller frees. */
+AvPoolUpkeep *
+av_pool_upkeep(AvPool *pool, const AvRoot *root, const AvKernelOps *ops, GError **error)
+{
+    g_autoptr(AvPoolUpkeep) upkeep = g_new0(AvPoolUpkeep, 1);
+    g_autoptr(GError) local = NULL;
+    gboolean changed = FALSE;
+
+    upkeep->notes = g_ptr_array_new_with_free_func(g_free);
+    upkeep->problems = g_ptr_array_new_with_free_func(g_free);
+    upkeep->markers = g_ptr_array_new_with_free_func(g_free);
+    if (pool->mode != AV_POOL_WRITE) {
+        g_set_error(error, AV_ERROR, AV_ERROR_FAILED, "cannot put the pool in '%s' right: it was opened for reading "
+                    "only", pool->state_dir);
+        return NULL;
+    }
+    /* A record that cannot be undone now is tried again by the next call;
+     * nothing below depends on it. */
+    if (!av_pool_intents_undo(pool, root, ops, &changed, &local))
+        g_ptr_array_add(upkeep->problems, g_strdup(local->message));
+    else if (changed)
+        g_ptr_array_add(upkeep->notes, g_strdup("undid what a prepare that died had done to the host (see the "
+                                                "journal's \"rolled-back\" entries)"));
+    upkeep->changed = changed;
+    if (!av_pool_upkeep_markers(pool, upkeep, error) || !av_pool_upkeep_dead(pool, root, upkeep, error))
+        return NULL;
+    return g_steal_pointer(&upkeep);
+}
+
+/* See av-pool.h. */
+void
+av_pool_upkeep_finish(AvPoolUpkeep *upkeep)
+{
+    for (guint i = 0; upkeep && i < upkeep->markers->len; i++)
+        unlink(g_ptr_array_index(upkeep->markers, i));
+}
