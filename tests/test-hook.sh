@@ -949,13 +949,54 @@ check "  ... and none of the refusals changed the pool or the drivers" \
     eval "samepool && [ \"\$(driver 0000:17:00.0)\" = vfio-pci ] && [ \"\$(driver 0000:31:00.0)\" = nvidia ]"
 
 # --- a device whose IOMMU group a process still holds after its scrub is not freed ---
+# Each way a process holds a device, one GPU each, released together (one
+# worker each, so that their grace periods overlap): an fd on the group, on
+# the vfio cdev, an anonymous vfio device fd that its fdinfo ties to the
+# GPU, the GPU's BAR mapped through sysfs and through the cdev.  A process
+# that maps another device's BAR and has /dev/iommu open holds none of them.
 world held two-socket-8gpu
-mkdom "$W/h.xml" held "$U1" 0000:31:00.0
-hook "$W/h.xml" held prepare begin - >/dev/null 2>&1
+# sysdir ADDRESS: the device's real sysfs directory, as the kernel names it.
+sysdir() { r=$(realpath "$W/host/sys/bus/pci/devices/$1") && h=$(realpath "$W/host") && echo "${r#"$h"}"; }
+# held_reason ADDRESS TEXT: ADDRESS is quarantined with TEXT in its reason.
+held_reason() {
+    wait_state "$1" quarantined && status && python3 -c "import json,sys; d=json.load(open(sys.argv[1])); r=[x['reason'] for x in d['devices'] if x['address']==sys.argv[2]][0]; assert sys.argv[3] in r, r" "$W/st.json" "$1" "$2"
+}
+MAPS="7f2a10000000-7f2a11000000 rw-s 00000000 00:15 4711                       "
+n=1
+for a in 0000:31:00.0 0000:4b:00.0 0000:65:00.0 0000:ca:00.0 0000:e3:00.0 0000:17:00.0; do
+    n=$((n + 1))
+    mkdom "$W/h$n.xml" "held$n" "$(uuid $((700 + n)))" "$a"
+    hook "$W/h$n.xml" "held$n" prepare begin - >/dev/null 2>&1
+done
 HG=$(basename "$(readlink "$W/host/sys/bus/pci/devices/0000:31:00.0/iommu_group")")
-mkdir -p "$W/host/proc/4242/fd" && ln -s "/dev/vfio/$HG" "$W/host/proc/4242/fd/9"
-check "a device whose IOMMU group a process (a QEMU: /proc/4242/fd) still holds after its scrub is quarantined, not freed" \
-    eval "accepted '$W/h.xml' held release end - && wait_state 0000:31:00.0 quarantined && status && python3 -c \"import json; d=json.load(open('$W/st.json')); r=[x['reason'] for x in d['devices'] if x['address']=='0000:31:00.0'][0]; assert 'IOMMU group $HG of 0000:31:00.0 is still held open by process 4242' in r, r\""
+mkdir -p "$W/host/proc/4242/fd" "$W/host/proc/4243/fd" "$W/host/proc/4244/fd" "$W/host/proc/4244/fdinfo" \
+    "$W/host/proc/4245" "$W/host/proc/4246" "$W/host/proc/4247/fd" \
+    "$W/host$(sysdir 0000:4b:00.0)/vfio-dev/vfio3" "$W/host$(sysdir 0000:e3:00.0)/vfio-dev/vfio5"
+ln -s "/dev/vfio/$HG" "$W/host/proc/4242/fd/9"
+ln -s /dev/vfio/devices/vfio3 "$W/host/proc/4243/fd/10"
+ln -s "anon_inode:[vfio-device]" "$W/host/proc/4244/fd/11"
+printf 'pos:\t0\nflags:\t02000002\nmnt_id:\t15\nino:\t1057\nvfio-device-syspath: %s\n' "$(sysdir 0000:65:00.0)" >"$W/host/proc/4244/fdinfo/11"
+printf '%s/usr/bin/qemu-system-x86_64\n%s%s/resource1\n' "$MAPS" "$MAPS" "$(sysdir 0000:ca:00.0)" >"$W/host/proc/4245/maps"
+printf '%s/dev/vfio/devices/vfio5\n' "$MAPS" >"$W/host/proc/4246/maps"
+ln -s /dev/iommu "$W/host/proc/4247/fd/3"
+printf '%s%s/resource1\n' "$MAPS" "$(sysdir 0000:98:00.0)" >"$W/host/proc/4247/maps"
+n=1
+for a in 0000:31:00.0 0000:4b:00.0 0000:65:00.0 0000:ca:00.0 0000:e3:00.0 0000:17:00.0; do
+    n=$((n + 1))
+    hook "$W/h$n.xml" "held$n" release end - >/dev/null 2>&1
+done
+check "a device whose IOMMU group a process (a QEMU) holds open after its scrub (/proc/4242/fd -> /dev/vfio/$HG) is quarantined, not freed" \
+    held_reason 0000:31:00.0 "IOMMU group $HG of 0000:31:00.0 is still held by process 4242 (/dev/vfio/$HG)"
+check "  ... and so is one whose vfio cdev a process holds (/dev/vfio/devices/vfio3, iommufd's way)" \
+    held_reason 0000:4b:00.0 "of 0000:4b:00.0 is still held by process 4243 (/dev/vfio/devices/vfio3)"
+check "  ... one whose device fd (anon_inode:[vfio-device]) its fdinfo names" \
+    held_reason 0000:65:00.0 "of 0000:65:00.0 is still held by process 4244 (anon_inode:[vfio-device] of 0000:65:00.0)"
+check "  ... one whose BAR a process maps through sysfs (/proc/PID/maps: resource1)" \
+    held_reason 0000:ca:00.0 "of 0000:ca:00.0 is still held by process 4245 (a mapping of $(sysdir 0000:ca:00.0)/resource1)"
+check "  ... one whose BAR a process maps through its vfio cdev" \
+    held_reason 0000:e3:00.0 "of 0000:e3:00.0 is still held by process 4246 (a mapping of /dev/vfio/devices/vfio5)"
+check "  ... while a process with another device's BAR mapped and /dev/iommu open holds none: that GPU is freed" \
+    wait_state 0000:17:00.0 free
 rm -rf "$W/host/proc"
 
 # A running domain may change its own metadata (virDomainSetMetadata): a bad

@@ -175,6 +175,49 @@ test_resolve_inside(void)
     av_test_tmpdir_remove(outside);
 }
 
+/* av_root_read_link(): the link's own text, never followed; the directories
+ * above it resolved inside the root. */
+static void
+test_read_link(void)
+{
+    g_autofree char *outside = av_test_tmpdir();
+    g_autofree char *dir = av_test_tmpdir();
+    g_autofree char *secret = g_build_filename(outside, "secret", NULL);
+    g_autoptr(AvRoot) root = NULL;
+    g_autofree char *t1 = NULL, *t2 = NULL, *t3 = NULL, *t4 = NULL, *t5 = NULL;
+
+    av_test_write(outside, "secret", "outside\n");
+    av_test_symlink(outside, "fd/9", "/dev/vfio/12");
+    av_test_symlink(dir, "proc-real/42/fd/3", "anon_inode:[vfio-device]");
+    av_test_symlink(dir, "proc-real/42/fd/4", "/dev/vfio/12");
+    av_test_symlink(dir, "proc-real/42/fd/5", secret);
+    av_test_write(dir, "proc-real/42/fd/6", "a file\n");
+    /* the directory above the links is a link inside the root */
+    av_test_symlink(dir, "proc/42", "../proc-real/42");
+    /* and one whose text names the directory outside: taken inside */
+    av_test_symlink(dir, "proc/43", outside);
+    root = new_root(dir);
+
+    g_assert_cmpint(av_root_read_link(root, "/proc/42/fd/3", &t1), ==, 0);
+    g_assert_cmpstr(t1, ==, "anon_inode:[vfio-device]");
+    /* Not followed: there is no /dev/vfio/12 in this root. */
+    g_assert_cmpint(av_root_read_link(root, "/proc/42/fd/4", &t2), ==, 0);
+    g_assert_cmpstr(t2, ==, "/dev/vfio/12");
+    g_assert_cmpint(av_root_read_link(root, "/proc/42/fd/5", &t3), ==, 0);
+    g_assert_cmpstr(t3, ==, secret);
+    g_assert_cmpint(av_root_read_link(root, "/proc/42/fd/6", &t4), ==, -EINVAL);
+    g_assert_null(t4);
+    g_assert_cmpint(av_root_read_link(root, "/proc/42/fd/7", &t4), ==, -ENOENT);
+    g_assert_cmpint(av_root_read_link(root, "/proc/43/fd/9", &t5), ==, -ENOENT);
+    g_assert_null(t5);
+    g_assert_cmpint(av_root_read_link(root, "/", &t5), ==, -EINVAL);
+    g_assert_cmpint(av_root_read_link(root, "/proc/42/fd/..", &t5), ==, -EINVAL);
+    g_assert_null(t5);
+
+    av_test_tmpdir_remove(dir);
+    av_test_tmpdir_remove(outside);
+}
+
 static void
 test_read_numbers(void)
 {
@@ -283,6 +326,7 @@ main(int argc, char **argv)
     g_test_add_func("/root/prefix", test_prefix);
     g_test_add_func("/root/env-default", test_env_default);
     g_test_add_func("/root/resolve-inside", test_resolve_inside);
+    g_test_add_func("/root/read-link", test_read_link);
     g_test_add_func("/root/read-numbers", test_read_numbers);
     g_test_add_func("/root/binary-file", test_binary_file);
     g_test_add_func("/root/special-files", test_special_files);

@@ -321,4 +321,59 @@ check "a device with no sysfs reset and no VFIO reset fails clearly and is quara
     eval "! qv scrub '$VF' >'$Q/n.txt' 2>&1 && grep -q \"no reset method worked for $VF: default: the device has no sysfs 'reset'\" '$Q/n.txt'"
 rm -f "$Q/host/sys/.accelvirt-fake-kernel"
 
+# A bus reset is refused when a device it would hit, in another IOMMU group,
+# is held by a process, whichever way (/proc/PID: fd, fdinfo, maps).  The
+# QAT PF and two VFs are left without a driver here, so that the bus reset of
+# the first VF would hit only them and the VF 0000:6b:00.2 (vfio-pci, group 151).
+B="$AV_TMP/b"
+mkdir -p "$B"
+cp -a "$AV_TEST_HOSTS/sriov-fpga-qat" "$B/host"
+bv() { "$AV" --root "$B/host" --policy-dir "$POL" --state-dir "$B/state" "$@"; }
+for a in 0000:6b:00.0 0000:6b:00.3 0000:6b:00.4; do
+    rm -f "$B/host/sys/bus/pci/devices/$a/driver" "$B/host/sys/bus/pci/drivers/"*"/$a"
+done
+bv status >/dev/null
+BF=$(bv status --json | python3 -c "import json,sys; print([x['address'] for x in json.load(sys.stdin)['devices'] if x['profile']=='qat-vf'][0])")
+echo "flr bus" >"$B/host/sys/bus/pci/devices/$BF/reset_method"
+# bsys ADDRESS: the device's real sysfs directory, as the kernel names it.
+bsys() { r=$(realpath "$B/host/sys/bus/pci/devices/$1") && h=$(realpath "$B/host") && echo "${r#"$h"}"; }
+mkdir -p "$B/host$(bsys 0000:6b:00.2)/vfio-dev/vfio4"
+BMAPS="7f2a10000000-7f2a11000000 rw-s 00000000 00:15 4711                       "
+# bus_reset WHO: the scrub of $BF resets it by bus (WHO empty), or refuses
+# the bus reset naming WHO and resets it by flr.  Clears the fake /proc.
+bus_reset() {
+    bv scrub "$BF" --json >"$B/r.json" || return 1
+    rm -rf "$B/host/proc"
+    if [ -z "$1" ]; then
+        json "$B/r.json" "d['steps'][0]['reset_method'] == 'bus'"
+    else
+        WHO=$1 json "$B/r.json" "d['steps'][0]['reset_method'] == 'flr' and d['steps'][0]['attempts'][0]['error'].startswith('refused: a bus reset would also reset ') and __import__('os').environ['WHO'] in d['steps'][0]['attempts'][0]['error']"
+    fi
+}
+check "the bus reset of a QAT VF whose bus mates are unbound or on vfio-pci and held by nobody is done" \
+    bus_reset ""
+mkdir -p "$B/host/proc/4242/fd" && ln -s /dev/vfio/151 "$B/host/proc/4242/fd/9"
+check "  ... refused when a process holds the group of a bus mate (/dev/vfio/151)" \
+    bus_reset "0000:6b:00.2, whose IOMMU group 151 process 4242 (/dev/vfio/151) holds"
+mkdir -p "$B/host/proc/4242/fd" && ln -s /dev/vfio/devices/vfio4 "$B/host/proc/4242/fd/9"
+check "  ... or its vfio cdev (/dev/vfio/devices/vfio4)" \
+    bus_reset "0000:6b:00.2, whose IOMMU group 151 process 4242 (/dev/vfio/devices/vfio4) holds"
+mkdir -p "$B/host/proc/4242/fd" "$B/host/proc/4242/fdinfo" && ln -s "anon_inode:[vfio-device]" "$B/host/proc/4242/fd/9"
+printf 'pos:\t0\nflags:\t02000002\nmnt_id:\t15\nino:\t1057\nvfio-device-syspath: %s\n' "$(bsys 0000:6b:00.2)" >"$B/host/proc/4242/fdinfo/9"
+check "  ... or a vfio device fd its fdinfo ties to it" \
+    bus_reset "process 4242 (anon_inode:[vfio-device] of 0000:6b:00.2) holds"
+mkdir -p "$B/host/proc/4242" && printf '%s%s/resource2\n' "$BMAPS" "$(bsys 0000:6b:00.2)" >"$B/host/proc/4242/maps"
+check "  ... or maps its BAR through sysfs" \
+    bus_reset "process 4242 (a mapping of $(bsys 0000:6b:00.2)/resource2) holds"
+mkdir -p "$B/host/proc/4242" && printf '%s/dev/vfio/devices/vfio4\n' "$BMAPS" >"$B/host/proc/4242/maps"
+check "  ... or through its vfio cdev" \
+    bus_reset "process 4242 (a mapping of /dev/vfio/devices/vfio4) holds"
+mkdir -p "$B/host/proc/4242" && printf '%s%s/resource0_wc\n' "$BMAPS" "$(bsys 0000:6b:00.3)" >"$B/host/proc/4242/maps"
+check "  ... and a BAR mapped is in use on an unbound bus mate too" \
+    bus_reset "0000:6b:00.3, whose IOMMU group 152 process 4242 (a mapping of $(bsys 0000:6b:00.3)/resource0_wc) holds"
+mkdir -p "$B/host/proc/4242/fd" && ln -s /dev/iommu "$B/host/proc/4242/fd/3"
+printf '%s%s/resource0\n' "$BMAPS" "$(bsys 0000:3b:00.0)" >"$B/host/proc/4242/maps"
+check "  ... while a process with /dev/iommu open and another device's BAR mapped holds none of them" \
+    bus_reset ""
+
 finish

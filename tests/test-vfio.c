@@ -1201,6 +1201,188 @@ test_mdev_pci_parent_without_class(void)
     fixture_close(&f);
 }
 
+/* --- holders of IOMMU groups ------------------------------------------------------ */
+
+#define GPU41 "0000:31:00.0"                                    /* two-socket-8gpu, group 41 */
+#define GPU41_DIR "/sys/devices/pci0000:30/0000:30:02.0/" GPU41
+#define GPU40_DIR "/sys/devices/pci0000:16/0000:16:02.0/" A100  /* group 40 */
+#define MAPS_LINE "7f2a10000000-7f2a11000000 rw-s 00000000 00:15 4711                       "
+
+/* Removes the fake /proc of @f: no processes. */
+static void
+proc_clear(Fixture *f)
+{
+    g_autofree char *proc = g_build_filename(f->dir, "proc", NULL);
+
+    av_test_tmpdir_remove(proc);
+}
+
+/* The link /proc/@pid/fd/@fd -> @target in @f's tree. */
+static void
+proc_fd(Fixture *f, const char *pid, const char *fd, const char *target)
+{
+    g_autofree char *rel = g_strdup_printf("proc/%s/fd/%s", pid, fd);
+
+    av_test_symlink(f->dir, rel, target);
+}
+
+/* /proc/@pid/@name (maps, fdinfo/N) with @contents in @f's tree. */
+static void
+proc_file(Fixture *f, const char *pid, const char *name, const char *contents)
+{
+    g_autofree char *rel = g_strdup_printf("proc/%s/%s", pid, name);
+
+    av_test_write(f->dir, rel, contents);
+}
+
+/* Asserts that av_vfio_group_holder() of @group says @expected (NULL: none),
+ * then clears /proc. */
+static void
+assert_holder(Fixture *f, int group, const char *expected)
+{
+    g_autofree char *holder = av_vfio_group_holder(f->root, group);
+
+    g_assert_cmpstr(holder, ==, expected);
+    proc_clear(f);
+}
+
+/* Each way of holding a group that the kernel shows in /proc, and the
+ * look-alikes that hold nothing of it. */
+static void
+test_holder_kinds(void)
+{
+    Fixture f;
+
+    fixture_open(&f, "two-socket-8gpu");
+    /* The vfio cdevs of the kernel's vfio-dev directory
+     * (Documentation/ABI/testing/sysfs-devices-vfio-dev). */
+    av_test_write(f.dir, "sys/devices/pci0000:30/0000:30:02.0/" GPU41 "/vfio-dev/vfio3/dev", "511:3\n");
+    av_test_write(f.dir, "sys/devices/pci0000:16/0000:16:02.0/" A100 "/vfio-dev/vfio7/dev", "511:7\n");
+
+    /* Nobody: no /proc at all, then processes with other files. */
+    assert_holder(&f, 41, NULL);
+    proc_fd(&f, "1", "0", "/dev/null");
+    proc_fd(&f, "1", "1", "socket:[4711]");
+    proc_file(&f, "1", "maps", MAPS_LINE "/usr/bin/qemu-system-x86_64\n" MAPS_LINE "\n");
+    proc_fd(&f, "self", "3", "/dev/vfio/41");        /* not a PID */
+    assert_holder(&f, 41, NULL);
+
+    /* The group node, open or unlinked while open. */
+    proc_fd(&f, "4242", "9", "/dev/vfio/41");
+    assert_holder(&f, 41, "4242 (/dev/vfio/41)");
+    proc_fd(&f, "4242", "9", "/dev/vfio/41 (deleted)");
+    assert_holder(&f, 41, "4242 (/dev/vfio/41 (deleted))");
+
+    /* The vfio cdev of a member (iommufd's way); another group's cdev and
+     * /dev/iommu alone hold nothing of group 41. */
+    proc_fd(&f, "4242", "10", "/dev/vfio/devices/vfio3");
+    assert_holder(&f, 41, "4242 (/dev/vfio/devices/vfio3)");
+    proc_fd(&f, "4242", "10", "/dev/vfio/devices/vfio7");
+    proc_fd(&f, "4242", "11", "/dev/iommu");
+    assert_holder(&f, 41, NULL);
+    proc_fd(&f, "4242", "10", "/dev/vfio/devices/vfio7");
+    assert_holder(&f, 40, "4242 (/dev/vfio/devices/vfio7)");
+
+    /* A device fd from VFIO_GROUP_GET_DEVICE_FD: an anonymous inode, tied to
+     * a device by its fdinfo only (kernel 6.18). */
+    proc_fd(&f, "4242", "12", "anon_inode:[vfio-device]");
+    proc_file(&f, "4242", "fdinfo/12", "pos:\t0\nflags:\t02000002\nmnt_id:\t15\nino:\t1057\n"
+              "vfio-device-syspath: " GPU41_DIR "\n");
+    assert_holder(&f, 41, "4242 (anon_inode:[vfio-device] of " GPU41 ")");
+    proc_fd(&f, "4242", "12", "anon_inode:[vfio-device]");
+    proc_file(&f, "4242", "fdinfo/12", "pos:\t0\nflags:\t02000002\nmnt_id:\t15\nino:\t1057\n"
+              "vfio-device-syspath: " GPU40_DIR "\n");
+    assert_holder(&f, 41, NULL);
+    /* Before 6.18 nothing ties it to a device: not seen. */
+    proc_fd(&f, "4242", "12", "anon_inode:[vfio-device]");
+    proc_file(&f, "4242", "fdinfo/12", "pos:\t0\nflags:\t02000002\nmnt_id:\t15\nino:\t1057\n");
+    assert_holder(&f, 41, NULL);
+
+    /* A member's BAR mapped: its sysfs resource files, its cdev's regions,
+     * its /proc/bus/pci file; an fd on a BAR file may map it any time. */
+    proc_file(&f, "77", "maps", MAPS_LINE "/usr/bin/bash\n" MAPS_LINE GPU41_DIR "/resource1\n");
+    assert_holder(&f, 41, "77 (a mapping of " GPU41_DIR "/resource1)");
+    proc_file(&f, "77", "maps", MAPS_LINE GPU41_DIR "/resource3_wc (deleted)\n");
+    assert_holder(&f, 41, "77 (a mapping of " GPU41_DIR "/resource3_wc (deleted))");
+    proc_file(&f, "77", "maps", MAPS_LINE "/dev/vfio/devices/vfio3\n");
+    assert_holder(&f, 41, "77 (a mapping of /dev/vfio/devices/vfio3)");
+    proc_file(&f, "77", "maps", MAPS_LINE "/proc/bus/pci/31/00.0\n");
+    assert_holder(&f, 41, "77 (a mapping of /proc/bus/pci/31/00.0)");
+    proc_fd(&f, "77", "5", GPU41_DIR "/resource0");
+    assert_holder(&f, 41, "77 (" GPU41_DIR "/resource0)");
+
+    /* Look-alikes: another device's BAR, files of the member that are no
+     * BAR, a path that merely begins like one. */
+    proc_file(&f, "77", "maps", MAPS_LINE GPU40_DIR "/resource1\n" MAPS_LINE GPU41_DIR "/config\n"
+              MAPS_LINE GPU41_DIR "/resource\n" MAPS_LINE GPU41_DIR "/resource1x\n"
+              MAPS_LINE GPU41_DIR "0/resource1\n" MAPS_LINE "/proc/bus/pci/31/00.1\n" MAPS_LINE "\n");
+    proc_fd(&f, "77", "5", GPU41_DIR "/config");
+    assert_holder(&f, 41, NULL);
+
+    fixture_close(&f);
+}
+
+/* Several groups in one scan; what cannot be read makes the answer "cannot
+ * tell" unless a holder is found; a tree without /proc has no processes. */
+static void
+test_holder_groups_unreadable(void)
+{
+    Fixture f;
+    g_autoptr(GError) err = NULL;
+    g_autoptr(AvVfioHolder) holder = NULL;
+    g_autofree char *text = NULL;
+    g_autofree char *maps_dir = NULL;
+    g_autofree char *gone = NULL;
+    const int groups[] = { 40, 41, -1 };
+
+    fixture_open(&f, "two-socket-8gpu");
+    g_assert_true(av_vfio_groups_find_holder(f.root, groups, 3, &holder, &err));
+    g_assert_no_error(err);
+    g_assert_null(holder);
+
+    proc_fd(&f, "4242", "9", "/dev/vfio/41");
+    g_assert_true(av_vfio_groups_find_holder(f.root, groups, 3, &holder, &err));
+    g_assert_no_error(err);
+    g_assert_nonnull(holder);
+    g_assert_cmpint(holder->group, ==, 41);
+    g_assert_cmpstr(holder->pid, ==, "4242");
+    g_assert_cmpstr(holder->through, ==, "/dev/vfio/41");
+    g_clear_pointer(&holder, av_vfio_holder_free);
+
+    /* A maps that cannot be read (a directory here: the tests may run as
+     * root, whom modes do not stop), with the holder found elsewhere. */
+    maps_dir = g_build_filename(f.dir, "proc/100/maps", NULL);
+    g_assert_cmpint(g_mkdir_with_parents(maps_dir, 0755), ==, 0);
+    g_assert_true(av_vfio_groups_find_holder(f.root, groups, 3, &holder, &err));
+    g_assert_no_error(err);
+    g_assert_cmpstr(holder->pid, ==, "4242");
+    g_clear_pointer(&holder, av_vfio_holder_free);
+    /* ... and without it: cannot tell. */
+    gone = g_build_filename(f.dir, "proc/4242", NULL);
+    av_test_tmpdir_remove(gone);
+    g_assert_false(av_vfio_groups_find_holder(f.root, groups, 3, &holder, &err));
+    g_assert_error(err, AV_ERROR, AV_ERROR_FAILED);
+    assert_message_has(err, "cannot tell whether a process holds IOMMU groups 40, 41: cannot read "
+                       "'/proc/100/maps': Is a directory");
+    g_assert_null(holder);
+    g_clear_error(&err);
+    text = av_vfio_group_holder(f.root, 41);
+    g_assert_nonnull(text);
+    g_assert_true(g_str_has_prefix(text, "unknown (cannot tell whether a process holds IOMMU group 41: "));
+
+    /* A process that vanished: its entries are gone, nothing to tell. */
+    proc_clear(&f);
+    g_clear_pointer(&gone, g_free);
+    gone = g_build_filename(f.dir, "proc/101/fd", NULL);
+    proc_file(&f, "100", "status", "Name:\tbash\n");
+    proc_fd(&f, "101", "3", "/dev/vfio/41");
+    av_test_tmpdir_remove(gone);
+    g_assert_true(av_vfio_groups_find_holder(f.root, groups, 3, &holder, &err));
+    g_assert_no_error(err);
+    g_assert_null(holder);
+    fixture_close(&f);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -1228,5 +1410,7 @@ main(int argc, char **argv)
     g_test_add_func("/vfio/mdev/fail-create", test_mdev_fail_create);
     g_test_add_func("/vfio/mdev/virtual-parent", test_mdev_virtual_parent);
     g_test_add_func("/vfio/mdev/pci-parent-without-class", test_mdev_pci_parent_without_class);
+    g_test_add_func("/vfio/holder/kinds", test_holder_kinds);
+    g_test_add_func("/vfio/holder/groups-unreadable", test_holder_groups_unreadable);
     return g_test_run();
 }

@@ -83,34 +83,55 @@ av_reset_bus_victims(const AvHost *host, const AvPciDevice *dev)
 }
 
 /* libvirt's rule for a bus reset of @dev: every other device it would hit
- * must be in @dev's own IOMMU group, or a bridge, or unbound, or on vfio-pci
- * (or pci-stub) with its group held by no process (no domain's QEMU).
- * Returns FALSE with an error naming the first device in use. */
+ * must be in @dev's own IOMMU group, or a bridge, or unbound or on vfio-pci
+ * (or pci-stub), with its group held by no process (no domain's QEMU, no
+ * BAR mapped: av_vfio_groups_find_holder()).  Returns FALSE with an error
+ * naming the first device on a host driver, else the device held and by
+ * whom, or why the holders cannot be told. */
 static gboolean
 av_reset_bus_safe(const AvRoot *root, const AvHost *host, const AvPciDevice *dev, GError **error)
 {
     g_autoptr(GPtrArray) victims = av_reset_bus_victims(host, dev);
+    g_autoptr(GArray) groups = g_array_new(FALSE, FALSE, sizeof(int));
+    g_autoptr(AvVfioHolder) holder = NULL;
+    g_autofree char *who = NULL;
 
     for (guint i = 0; i < victims->len; i++) {
         const AvPciDevice *o = g_ptr_array_index(victims, i);
-        g_autofree char *holder = NULL;
 
-        if (av_reset_same_group(dev, o->address) || o->is_bridge || !o->driver)
+        if (av_reset_same_group(dev, o->address) || o->is_bridge)
             continue;
-        if (!g_str_equal(o->driver, "vfio-pci") && !g_str_equal(o->driver, "pci-stub")) {
+        if (o->driver && !g_str_equal(o->driver, "vfio-pci") && !g_str_equal(o->driver, "pci-stub")) {
             g_set_error(error, AV_ERROR, AV_ERROR_UNSAFE,
                         "a bus reset would also reset %s, which the host uses (driver '%s')",
                         o->address, o->driver);
             return FALSE;
         }
-        if (o->iommu_group >= 0 && (holder = av_vfio_group_holder(root, o->iommu_group))) {
+        if (o->iommu_group >= 0)
+            g_array_append_val(groups, o->iommu_group);
+    }
+    if (groups->len == 0)
+        return TRUE;
+    if (!av_vfio_groups_find_holder(root, &g_array_index(groups, int, 0), groups->len, &holder, error)) {
+        g_prefix_error(error, "a bus reset would also reset devices of other IOMMU groups, and ");
+        return FALSE;
+    }
+    if (!holder)
+        return TRUE;
+    who = av_vfio_holder_describe(holder);
+    for (guint i = 0; i < victims->len; i++) {
+        const AvPciDevice *o = g_ptr_array_index(victims, i);
+
+        if (o->iommu_group == holder->group && !av_reset_same_group(dev, o->address) && !o->is_bridge) {
             g_set_error(error, AV_ERROR, AV_ERROR_UNSAFE,
-                        "a bus reset would also reset %s, whose IOMMU group %d process %s holds open "
-                        "(a running domain)", o->address, o->iommu_group, holder);
+                        "a bus reset would also reset %s, whose IOMMU group %d process %s holds "
+                        "(a running domain?)", o->address, o->iommu_group, who);
             return FALSE;
         }
     }
-    return TRUE;
+    g_set_error(error, AV_ERROR, AV_ERROR_UNSAFE,
+                "a bus reset would also reset IOMMU group %d, which process %s holds", holder->group, who);
+    return FALSE;
 }
 
 /* Resets @dev through VFIO.  Returns 0, or -errno (-ENOSYS when the kernel

@@ -345,21 +345,29 @@ gboolean
 av_scrub_group_released(const AvRoot *root, int group, const char *address, GError **error)
 {
     gint64 deadline = g_get_monotonic_time() + AV_SCRUB_GROUP_GRACE_US;
-    g_autofree char *holder = NULL;
+    g_autoptr(AvVfioHolder) holder = NULL;
+    g_autoptr(GError) unknown = NULL;
+    g_autofree char *who = NULL;
 
     if (group < 0)
         return TRUE;
     for (;;) {
-        g_free(holder);
-        holder = av_vfio_group_holder(root, group);
-        if (!holder || g_get_monotonic_time() >= deadline)
+        g_clear_pointer(&holder, av_vfio_holder_free);
+        g_clear_error(&unknown);
+        if (av_vfio_groups_find_holder(root, &group, 1, &holder, &unknown) && !holder)
+            return TRUE;
+        if (g_get_monotonic_time() >= deadline)
             break;
         g_usleep(200 * 1000);
     }
-    if (!holder)
-        return TRUE;
+    if (!holder) {
+        g_set_error(error, AV_ERROR, AV_ERROR_UNSAFE, "after its scrub, %s; %s is not freed", unknown->message,
+                    address ? address : "the device");
+        return FALSE;
+    }
+    who = av_vfio_holder_describe(holder);
     g_set_error(error, AV_ERROR, AV_ERROR_UNSAFE,
-                "after its scrub, IOMMU group %d of %s is still held open by process %s (a domain still has "
-                "the device?); not freed", group, address ? address : "-", holder);
+                "after its scrub, IOMMU group %d of %s is still held by process %s, a domain's QEMU or "
+                "another user of the device; not freed", group, address ? address : "-", who);
     return FALSE;
 }

@@ -64,11 +64,13 @@ gboolean av_scrub_bind_vfio(const AvRoot *root, const AvKernelOps *ops, const Av
                             GError **error);
 
 /* After steps that passed, before a PCI device may be freed: no process may
- * still hold its IOMMU group @group open (a domain's QEMU that has it yet is
- * no device to hand to the next tenant).  Waits up to
- * AV_SCRUB_GROUP_GRACE_US for the process of a domain that just stopped to
- * go.  Returns FALSE with AV_ERROR_UNSAFE naming the process when one still
- * holds it; TRUE for @group -1. */
+ * still hold its IOMMU group @group (a domain's QEMU that has it yet is no
+ * device to hand to the next tenant): an fd on the group, on a member's vfio
+ * cdev or device fd, or a member's BAR mapped (av_vfio_groups_find_holder()).
+ * Waits up to AV_SCRUB_GROUP_GRACE_US for the process of a domain that just
+ * stopped to go.  Returns FALSE with AV_ERROR_UNSAFE naming the process and
+ * how it holds the group ("process 4242 (/dev/vfio/devices/vfio3)"), or
+ * saying why it cannot tell; TRUE for @group -1. */
 #define AV_SCRUB_GROUP_GRACE_US (5 * G_USEC_PER_SEC)
 gboolean av_scrub_group_released(const AvRoot *root, int group, const char *address, GError **error);
 

@@ -385,6 +385,39 @@ av_root_link_name(const AvRoot *root, const char *path, char **ret_name)
     return 0;
 }
 
+int
+av_root_read_link(const AvRoot *root, const char *path, char **ret_target)
+{
+    g_autofree char *dir = NULL;
+    g_autofree char *base = NULL;
+    g_autofree char *resolved = NULL;
+    g_autofree char *link = NULL;
+    g_autofree char *host = NULL;
+    char target[PATH_MAX];
+    ssize_t n;
+    int r;
+
+    g_return_val_if_fail(path && path[0] == '/', -EINVAL);
+
+    base = g_path_get_basename(path);
+    if (g_str_equal(base, "/") || g_str_equal(base, ".") || g_str_equal(base, ".."))
+        return -EINVAL;
+    dir = g_path_get_dirname(path);
+    r = av_root_resolve(root, dir, &resolved);
+    if (r < 0)
+        return r;
+    link = g_build_filename(resolved, base, NULL);
+    host = av_root_host_path(root, link);
+    n = readlink(host, target, sizeof(target));
+    if (n < 0)
+        return -errno;
+    if ((size_t)n >= sizeof(target))
+        return -ENAMETOOLONG;
+    target[n] = '\0';
+    *ret_target = g_strdup(target);
+    return 0;
+}
+
 static gint
 av_strcmp_ptr(gconstpointer a, gconstpointer b)
 {

@@ -86,6 +86,14 @@ int av_root_read_int(const AvRoot *root, const char *path, gint64 *ret_value);
  * Returns 0, -ENOENT when the link (or its target) does not exist, -errno. */
 int av_root_link_name(const AvRoot *root, const char *path, char **ret_name);
 
+/* The text of the symlink @path itself, as readlink(2) gives it, without
+ * following it: the directories above it are resolved inside the root, the
+ * link is not.  For links whose text names no file here, such as
+ * /proc/PID/fd/N of an anonymous inode ("anon_inode:[vfio-device]", proc(5))
+ * or a path in another mount namespace.  Returns 0 and the text in
+ * *ret_target (caller frees), -EINVAL when @path is not a link, -errno. */
+int av_root_read_link(const AvRoot *root, const char *path, char **ret_target);
+
 /* The names in the directory @path (links resolved inside the root), without
  * "." and "..", sorted with strcmp.  Returns 0 and a NULL-terminated vector
  * (caller frees with g_strfreev), or -errno. */

@@ -742,33 +742,389 @@ av_mdev_remove(const AvRoot *root, const AvKernelOps *ops, const char *uuid, GEr
     return TRUE;
 }
 
+/* --- holders of IOMMU groups --------------------------------------------------- */
+
+/* The text of the /proc/PID/fd link of a device fd that
+ * VFIO_GROUP_GET_DEVICE_FD returned (Documentation/driver-api/vfio.rst): an
+ * anonymous inode, which names no file (proc(5): "anon_inode:[TYPE]"). */
+#define AV_VFIO_ANON_DEVICE "anon_inode:[vfio-device]"
+/* The line of /proc/PID/fdinfo/FD that names the device of a vfio device fd
+ * (Documentation/filesystems/proc.rst, "VFIO Device files"; kernel 6.18). */
+#define AV_VFIO_FDINFO_SYSPATH "vfio-device-syspath:"
+/* What the kernel appends to the path of a file unlinked while open, in
+ * /proc/PID/fd links and /proc/PID/maps (proc(5)). */
+#define AV_VFIO_DELETED " (deleted)"
+
+typedef enum {
+    AV_VFIO_WATCH_GROUP,        /* /dev/vfio/N */
+    AV_VFIO_WATCH_CDEV,         /* /dev/vfio/devices/vfioX of a member */
+    AV_VFIO_WATCH_PROC_BAR,     /* /proc/bus/pci/BB/SS.F of a PCI member */
+    AV_VFIO_WATCH_SYSDIR,       /* a member's sysfs directory (/sys/devices/...) */
+} AvVfioWatchKind;
+
+/* One path that ties a process to a group. */
+typedef struct {
+    AvVfioWatchKind kind;
+    int group;
+    char *member;               /* "0000:31:00.0" (or an mdev UUID); NULL for the group node */
+} AvVfioWatch;
+
+static void
+av_vfio_watch_free(gpointer data)
+{
+    AvVfioWatch *w = data;
+
+    g_free(w->member);
+    g_free(w);
+}
+
+/* One scan of /proc: what it looks for (root-relative path -> AvVfioWatch),
+ * and the first /proc entry that could not be read, if any. */
+typedef struct {
+    GHashTable *watch;
+    char *unreadable;
+} AvVfioScan;
+
+void
+av_vfio_holder_free(AvVfioHolder *holder)
+{
+    if (!holder)
+        return;
+    g_free(holder->pid);
+    g_free(holder->through);
+    g_free(holder);
+}
+
 /* See av-vfio.h. */
 char *
-av_vfio_group_holder(const AvRoot *root, int group)
+av_vfio_holder_describe(const AvVfioHolder *holder)
 {
-    g_autofree char *proc = av_proc_path("%s", "");
-    g_autofree char *node = av_dev_path("vfio/%d", group);
-    g_auto(GStrv) pids = NULL;
+    return g_strdup_printf("%s (%s)", holder->pid, holder->through);
+}
 
-    if (av_root_list_dir(root, proc, &pids) < 0)
+static void
+av_vfio_watch_add(AvVfioScan *scan, char *path, AvVfioWatchKind kind, int group, const char *member)
+{
+    AvVfioWatch *w = g_new0(AvVfioWatch, 1);
+
+    w->kind = kind;
+    w->group = group;
+    w->member = g_strdup(member);
+    g_hash_table_replace(scan->watch, path, w);
+}
+
+/* TRUE for "vfio" and digits: a name of /sys/.../vfio-dev
+ * (Documentation/ABI/testing/sysfs-devices-vfio-dev: vfioX). */
+static gboolean
+av_vfio_is_cdev_name(const char *name)
+{
+    return g_str_has_prefix(name, "vfio") && name[4] && strspn(name + 4, "0123456789") == strlen(name + 4);
+}
+
+/* TRUE for "resourceN" and "resourceN_wc": the sysfs files that map BAR N
+ * (Documentation/ABI/testing/sysfs-bus-pci, Documentation/PCI/sysfs-pci.rst). */
+static gboolean
+av_vfio_is_bar_name(const char *name)
+{
+    size_t digits;
+
+    if (!g_str_has_prefix(name, "resource"))
+        return FALSE;
+    name += strlen("resource");
+    digits = strspn(name, "0123456789");
+    return digits > 0 && (name[digits] == '\0' || g_str_equal(name + digits, "_wc"));
+}
+
+/* Adds what ties a process to group @group: its node, and for each member
+ * (the names in /sys/kernel/iommu_groups/N/devices) its sysfs directory,
+ * its vfio cdevs and, for a PCI function, its /proc/bus/pci file. */
+static void
+av_vfio_watch_group(const AvRoot *root, AvVfioScan *scan, int group)
+{
+    g_autofree char *members_dir = av_sys_path("kernel/iommu_groups/%d/devices", group);
+    g_auto(GStrv) members = NULL;
+
+    /* /dev/iommu is not watched: an iommufd holds no particular device.  A
+     * device joins one through its own cdev fd (VFIO_DEVICE_BIND_IOMMUFD,
+     * Documentation/userspace-api/iommufd.rst), which is watched. */
+    av_vfio_watch_add(scan, av_dev_path("vfio/%d", group), AV_VFIO_WATCH_GROUP, group, NULL);
+    if (av_root_list_dir(root, members_dir, &members) < 0)
+        return;
+    for (guint i = 0; members[i]; i++) {
+        g_autofree char *entry = g_strconcat(members_dir, "/", members[i], NULL);
+        g_autofree char *sysdir = NULL;
+        g_autofree char *cdev_dir = NULL;
+        g_auto(GStrv) cdevs = NULL;
+        guint32 domain;
+        guint8 bus, slot, function;
+
+        if (av_root_resolve(root, entry, &sysdir) < 0)
+            continue;
+        cdev_dir = g_strconcat(sysdir, "/vfio-dev", NULL);
+        if (av_root_list_dir(root, cdev_dir, &cdevs) == 0) {
+            for (guint j = 0; cdevs[j]; j++)
+                if (av_vfio_is_cdev_name(cdevs[j]))
+                    av_vfio_watch_add(scan, av_dev_path("vfio/devices/%s", cdevs[j]), AV_VFIO_WATCH_CDEV,
+                                      group, members[i]);
+        }
+        /* drivers/pci/proc.c names a bus "BB" in domain 0, else "DDDD:BB". */
+        if (av_pci_address_parse(members[i], &domain, &bus, &slot, &function))
+            av_vfio_watch_add(scan,
+                              domain ? av_proc_path("bus/pci/%04x:%02x/%02x.%x", domain, bus, slot, function)
+                                     : av_proc_path("bus/pci/%02x/%02x.%x", bus, slot, function),
+                              AV_VFIO_WATCH_PROC_BAR, group, members[i]);
+        av_vfio_watch_add(scan, g_steal_pointer(&sysdir), AV_VFIO_WATCH_SYSDIR, group, members[i]);
+    }
+}
+
+/* The watch that the path @path (as the kernel prints it, " (deleted)"
+ * removed) ties to a group: the group node, a member's cdev or
+ * /proc/bus/pci file, or a BAR file in a member's sysfs directory; NULL for
+ * anything else.  Borrowed. */
+static const AvVfioWatch *
+av_vfio_watch_match(const AvVfioScan *scan, const char *path)
+{
+    const AvVfioWatch *w;
+    g_autofree char *dir = NULL;
+    g_autofree char *base = NULL;
+
+    if (path[0] != '/')
         return NULL;
-    for (guint i = 0; pids[i]; i++) {
-        g_autofree char *fd_dir = NULL;
-        g_auto(GStrv) fds = NULL;
+    w = g_hash_table_lookup(scan->watch, path);
+    if (w)
+        return w->kind == AV_VFIO_WATCH_SYSDIR ? NULL : w;
+    dir = g_path_get_dirname(path);
+    base = g_path_get_basename(path);
+    w = g_hash_table_lookup(scan->watch, dir);
+    if (w && w->kind == AV_VFIO_WATCH_SYSDIR && av_vfio_is_bar_name(base))
+        return w;
+    return NULL;
+}
+
+/* @text without a trailing " (deleted)": a file unlinked while open is
+ * held all the same.  Caller frees. */
+static char *
+av_vfio_undeleted(const char *text)
+{
+    if (g_str_has_suffix(text, AV_VFIO_DELETED))
+        return g_strndup(text, strlen(text) - strlen(AV_VFIO_DELETED));
+    return g_strdup(text);
+}
+
+/* Notes that the /proc entry @path gave -errno @r.  A process that exited
+ * meanwhile (-ENOENT, -ESRCH) is no holder; anything else means the scan
+ * cannot tell, unless it finds a holder elsewhere. */
+static void
+av_vfio_scan_failed(AvVfioScan *scan, const char *path, int r)
+{
+    if (r == -ENOENT || r == -ESRCH || scan->unreadable)
+        return;
+    scan->unreadable = g_strdup_printf("cannot read '%s': %s", path, g_strerror(-r));
+}
+
+/* The lines of the /proc file @path, or NULL (noted in @scan) when it
+ * cannot be read. */
+static char **
+av_vfio_scan_read_lines(const AvRoot *root, AvVfioScan *scan, const char *path)
+{
+    g_autofree char *contents = NULL;
+    int r;
+
+    r = av_root_read_file(root, path, &contents, NULL);
+    if (r < 0) {
+        av_vfio_scan_failed(scan, path, r);
+        return NULL;
+    }
+    return g_strsplit(contents, "\n", -1);
+}
+
+static AvVfioHolder *
+av_vfio_holder_new(const char *pid, int group, char *through)
+{
+    AvVfioHolder *h = g_new0(AvVfioHolder, 1);
+
+    h->pid = g_strdup(pid);
+    h->group = group;
+    h->through = through;
+    return h;
+}
+
+/* The member that the anonymous vfio device fd @fd of @pid is open on, by
+ * its fdinfo; NULL when the kernel does not say (before 6.18 it prints
+ * nothing that ties the fd to a device: such an fd is not seen, see
+ * av_vfio_groups_find_holder()). */
+static AvVfioHolder *
+av_vfio_scan_anon_device(const AvRoot *root, AvVfioScan *scan, const char *pid, const char *fd)
+{
+    g_autofree char *path = av_proc_path("%s/fdinfo/%s", pid, fd);
+    g_auto(GStrv) lines = av_vfio_scan_read_lines(root, scan, path);
+
+    for (guint i = 0; lines && lines[i]; i++) {
+        const AvVfioWatch *w;
+
+        if (!g_str_has_prefix(lines[i], AV_VFIO_FDINFO_SYSPATH))
+            continue;
+        w = g_hash_table_lookup(scan->watch, g_strstrip(lines[i] + strlen(AV_VFIO_FDINFO_SYSPATH)));
+        if (w && w->kind == AV_VFIO_WATCH_SYSDIR)
+            return av_vfio_holder_new(pid, w->group, g_strdup_printf(AV_VFIO_ANON_DEVICE " of %s", w->member));
+        return NULL;
+    }
+    return NULL;
+}
+
+/* The first fd of @pid that holds a watched group, or NULL. */
+static AvVfioHolder *
+av_vfio_scan_fds(const AvRoot *root, AvVfioScan *scan, const char *pid)
+{
+    g_autofree char *fd_dir = av_proc_path("%s/fd", pid);
+    g_auto(GStrv) fds = NULL;
+    int r;
+
+    r = av_root_list_dir(root, fd_dir, &fds);
+    if (r < 0) {
+        av_vfio_scan_failed(scan, fd_dir, r);
+        return NULL;
+    }
+    for (guint i = 0; fds[i]; i++) {
+        g_autofree char *link = g_strconcat(fd_dir, "/", fds[i], NULL);
+        g_autofree char *text = NULL;
+        g_autofree char *path = NULL;
+        const AvVfioWatch *w;
+
+        /* The link's text, never followed: an anonymous inode names no file,
+         * and a path is the one the process opened (proc(5)). */
+        r = av_root_read_link(root, link, &text);
+        if (r < 0) {
+            av_vfio_scan_failed(scan, link, r);
+            continue;
+        }
+        if (g_str_equal(text, AV_VFIO_ANON_DEVICE)) {
+            AvVfioHolder *h = av_vfio_scan_anon_device(root, scan, pid, fds[i]);
+
+            if (h)
+                return h;
+            continue;
+        }
+        path = av_vfio_undeleted(text);
+        w = av_vfio_watch_match(scan, path);
+        if (w)
+            return av_vfio_holder_new(pid, w->group, g_steal_pointer(&text));
+    }
+    return NULL;
+}
+
+/* The pathname of a /proc/PID/maps line (proc(5): address, perms, offset,
+ * dev, inode, then the pathname after blanks; empty for anonymous memory).
+ * Borrowed from @line. */
+static const char *
+av_vfio_maps_pathname(const char *line)
+{
+    const char *p = line;
+
+    for (guint field = 0; field < 5; field++) {
+        p += strcspn(p, " \t");
+        p += strspn(p, " \t");
+    }
+    return p;
+}
+
+/* The first mapping of @pid of a watched device (a BAR file, a cdev's
+ * regions), or NULL. */
+static AvVfioHolder *
+av_vfio_scan_maps(const AvRoot *root, AvVfioScan *scan, const char *pid)
+{
+    g_autofree char *maps = av_proc_path("%s/maps", pid);
+    g_auto(GStrv) lines = av_vfio_scan_read_lines(root, scan, maps);
+
+    for (guint i = 0; lines && lines[i]; i++) {
+        const char *name = av_vfio_maps_pathname(lines[i]);
+        g_autofree char *path = NULL;
+        const AvVfioWatch *w;
+
+        if (name[0] != '/')
+            continue;
+        path = av_vfio_undeleted(name);
+        w = av_vfio_watch_match(scan, path);
+        if (w)
+            return av_vfio_holder_new(pid, w->group, g_strdup_printf("a mapping of %s", name));
+    }
+    return NULL;
+}
+
+/* "IOMMU group 40" or "IOMMU groups 40, 41" (those of @groups that are
+ * groups).  Caller frees. */
+static char *
+av_vfio_groups_text(const int *groups, guint n_groups)
+{
+    g_autoptr(GString) list = g_string_new(NULL);
+    guint n = 0;
+
+    for (guint i = 0; i < n_groups; i++)
+        if (groups[i] >= 0)
+            g_string_append_printf(list, "%s%d", n++ ? ", " : "", groups[i]);
+    return g_strdup_printf("IOMMU group%s %s", n == 1 ? "" : "s", list->str);
+}
+
+/* See av-vfio.h. */
+gboolean
+av_vfio_groups_find_holder(const AvRoot *root, const int *groups, guint n_groups,
+                           AvVfioHolder **ret_holder, GError **error)
+{
+    g_autoptr(GHashTable) watch = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, av_vfio_watch_free);
+    g_autofree char *proc = av_proc_path("%s", "");
+    g_autofree char *unreadable = NULL;
+    g_autofree char *what = NULL;
+    g_auto(GStrv) pids = NULL;
+    AvVfioScan scan = { .watch = watch };
+    AvVfioHolder *holder = NULL;
+    int r;
+
+    for (guint i = 0; i < n_groups; i++)
+        if (groups[i] >= 0)
+            av_vfio_watch_group(root, &scan, groups[i]);
+    if (g_hash_table_size(watch) == 0) {
+        *ret_holder = NULL;
+        return TRUE;
+    }
+    r = av_root_list_dir(root, proc, &pids);
+    if (r == -ENOENT && !av_root_is_host(root)) {
+        /* A fake host without /proc: no processes. */
+        *ret_holder = NULL;
+        return TRUE;
+    }
+    if (r == -ENOENT)
+        scan.unreadable = g_strdup_printf("there is no '%s' (is procfs mounted?)", proc);
+    else if (r < 0)
+        av_vfio_scan_failed(&scan, proc, r);
+    for (guint i = 0; pids && pids[i] && !holder; i++) {
         guint64 pid;
 
         if (!g_ascii_string_to_unsigned(pids[i], 10, 1, G_MAXINT, &pid, NULL))
             continue;
-        fd_dir = av_proc_path("%s/fd", pids[i]);
-        if (av_root_list_dir(root, fd_dir, &fds) < 0)
-            continue;
-        for (guint j = 0; fds[j]; j++) {
-            g_autofree char *link = g_strdup_printf("%s/%s", fd_dir, fds[j]);
-            g_autofree char *target = NULL;
-
-            if (av_root_resolve(root, link, &target) == 0 && g_str_equal(target, node))
-                return g_strdup(pids[i]);
-        }
+        holder = av_vfio_scan_fds(root, &scan, pids[i]);
+        if (!holder)
+            holder = av_vfio_scan_maps(root, &scan, pids[i]);
     }
-    return NULL;
+    unreadable = g_steal_pointer(&scan.unreadable);
+    if (!holder && unreadable) {
+        what = av_vfio_groups_text(groups, n_groups);
+        g_set_error(error, AV_ERROR, AV_ERROR_FAILED,
+                    "cannot tell whether a process holds %s: %s (is accelvirt running as root?)", what,
+                    unreadable);
+        return FALSE;
+    }
+    *ret_holder = holder;
+    return TRUE;
+}
+
+/* See av-vfio.h. */
+char *
+av_vfio_group_holder(const AvRoot *root, int group)
+{
+    g_autoptr(AvVfioHolder) holder = NULL;
+    g_autoptr(GError) error = NULL;
+
+    if (!av_vfio_groups_find_holder(root, &group, 1, &holder, &error))
+        return g_strdup_printf("unknown (%s)", error->message);
+    return holder ? av_vfio_holder_describe(holder) : NULL;
 }

@@ -51,9 +51,58 @@ gboolean av_vfio_bind(const AvRoot *root, const AvKernelOps *ops, const char *ad
  * read.  Caller frees. */
 char *av_vfio_current_driver(const AvRoot *root, const char *address);
 
-/* The PID (as text) of a process under @root that holds /dev/vfio/@group
- * open (a domain's QEMU), found through /proc/PID/fd; NULL when none does
- * or /proc cannot be read.  Caller frees. */
+/* A process that holds a device of an IOMMU group: see
+ * av_vfio_groups_find_holder(). */
+typedef struct {
+    int group;          /* the IOMMU group it holds */
+    char *pid;          /* "4242" */
+    char *through;      /* how: the path of its fd (/dev/vfio/40,
+                         * /dev/vfio/devices/vfio3), "anon_inode:[vfio-device]
+                         * of 0000:31:00.0", "a mapping of
+                         * /sys/devices/.../0000:31:00.0/resource1" */
+} AvVfioHolder;
+
+void av_vfio_holder_free(AvVfioHolder *holder);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(AvVfioHolder, av_vfio_holder_free)
+
+/* "PID (THROUGH)" of @holder, such as "4242 (/dev/vfio/devices/vfio3)", for
+ * messages.  Caller frees. */
+char *av_vfio_holder_describe(const AvVfioHolder *holder);
+
+/* Looks through every process under @root (/proc/PID) for one that holds a
+ * device of one of the @n_groups IOMMU groups @groups (a domain's QEMU, a
+ * DPDK program, a scrubber).  A process holds group N when it has
+ *   - an fd on /dev/vfio/N (Documentation/driver-api/vfio.rst: the group);
+ *   - an fd on /dev/vfio/devices/vfioX, the vfio cdev of a member of N (the
+ *     kernel names it in /sys/.../MEMBER/vfio-dev/vfioX,
+ *     Documentation/ABI/testing/sysfs-devices-vfio-dev; the device interface
+ *     that iommufd uses, Documentation/userspace-api/iommufd.rst);
+ *   - an "anon_inode:[vfio-device]" fd (VFIO_GROUP_GET_DEVICE_FD) whose
+ *     /proc/PID/fdinfo/FD names a member ("vfio-device-syspath:",
+ *     Documentation/filesystems/proc.rst, kernel 6.18 and later);
+ *   - an fd on, or a mapping in /proc/PID/maps (proc(5)) of, a member's BAR:
+ *     its sysfs resourceN or resourceN_wc file, its /proc/bus/pci/BB/SS.F
+ *     file, or its /dev/vfio/devices/vfioX (the cdev's regions).
+ * The members of N are the names in /sys/kernel/iommu_groups/N/devices.
+ * An fd on /dev/iommu alone holds no particular device (a device is bound
+ * to an iommufd through its own vfio cdev fd, which is what counts).
+ * A process that vanishes during the scan is skipped.
+ *
+ * Returns TRUE and the first holder found in *ret_holder (caller frees),
+ * or NULL when no process holds any of the groups.  Returns FALSE with
+ * AV_ERROR_FAILED when it cannot tell: no holder was found but a process's
+ * fd, fdinfo or maps could not be read (not root?), or /proc is missing
+ * under the host's own root.  A tree without /proc (a fake host) has no
+ * processes.  Matches the texts the kernel prints, as seen from this mount
+ * namespace: see README.md for what this cannot see. */
+gboolean av_vfio_groups_find_holder(const AvRoot *root, const int *groups, guint n_groups,
+                                    AvVfioHolder **ret_holder, GError **error);
+
+/* The holder of IOMMU group @group as text, "PID (THROUGH)" (see
+ * av_vfio_holder_describe()), such as "4242 (/dev/vfio/40)"; NULL when no
+ * process holds it.  When av_vfio_groups_find_holder() cannot tell, the
+ * text "unknown (WHY)", so that a caller that only asks "is it held?"
+ * errs on the safe side.  Caller frees. */
 char *av_vfio_group_holder(const AvRoot *root, int group);
 
 /* Gives @address back to the host: unbind from vfio-pci, clear
