@@ -275,6 +275,8 @@ av_cli_place(const AvCli *cli, AvRoot *root, AvPolicy *policy, AvPool *pool, con
             if (!av_pool_claim(pool, dev, owner, expires, error))
                 goto out;
         }
+        /* What restore and migrate go by, whatever the metadata says later. */
+        av_pool_placement_record(pool, uuid, domain->name, requests, placement);
     }
     *ret_xml = g_steal_pointer(&placed);
     if (ret_uuid)
@@ -624,6 +626,7 @@ av_cli_cmd_undefine(AvCli *cli, int argc, char **argv)
         av_cli_virt_error(&err, "libvirt could not undefine the domain");
         return av_cli_fail(err);
     }
+    av_pool_placement_forget(pool, uuid);
     if (!av_cli_drop_claims(pool, uuid, &dropped, &err) || !av_pool_save(pool, &err))
         return av_cli_fail(err);
     if (cli->json) {

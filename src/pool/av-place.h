@@ -88,6 +88,33 @@ typedef struct {
     gpointer new_uuid_data;
 } AvPlaceOptions;
 
+/* What the pool recorded when accelvirt placed a domain and claimed its
+ * devices (issue 10, hole 4): its requests and, in alias order
+ * (ua-accelvirt-N), each device's profile, attach, identity and address.
+ * At restore and migrate this decides, not the domain's own metadata. */
+typedef struct {
+    char *domain_uuid;
+    char *domain_name;           /* or NULL */
+    int numa_node;               /* -1 none */
+    GPtrArray *requests;         /* AvRequest* */
+    GPtrArray *items;            /* AvPlacedItem*, in alias order */
+} AvPoolPlacement;
+
+void av_pool_placement_free(AvPoolPlacement *record);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(AvPoolPlacement, av_pool_placement_free)
+
+/* Records (replacing an earlier record of @domain_uuid) that @requests were
+ * placed as @placement for the domain @domain_uuid named @domain_name;
+ * copies everything.  The caller saves the pool. */
+void av_pool_placement_record(AvPool *pool, const char *domain_uuid, const char *domain_name,
+                              const GPtrArray *requests, const AvPlacement *placement);
+
+/* The record of @domain_uuid, or NULL.  Borrowed from @pool. */
+const AvPoolPlacement *av_pool_placement_find(const AvPool *pool, const char *domain_uuid);
+
+/* Drops the record of @domain_uuid, if any.  The caller saves. */
+void av_pool_placement_forget(AvPool *pool, const char *domain_uuid);
+
 /* Places @requests (AvRequest*) on @host given @pool's states.  Errors
  * (AV_ERROR_INVALID_INPUT or AV_ERROR_BUSY), each one sentence saying what to
  * do: unknown profile; count larger than what the host has of that profile

@@ -21,6 +21,8 @@ struct AvPool {
     GPtrArray *devices;          /* AvPoolDevice*, owned, sorted by identity */
     GPtrArray *intents;          /* AvIntent*, owned: write-ahead records of prepares
                                   * (av-pool-intent.c); "intents" in pool.json when not empty */
+    GPtrArray *placements;       /* AvPoolPlacement*, owned: what accelvirt placed for each domain
+                                  * (av-pool-placement.c); "placements" in pool.json when not empty */
 
     /* The journal's tail, read at the first append (av-journal.c). */
     gboolean journal_ready;
@@ -128,6 +130,15 @@ gboolean av_pool_load_owner(const AvPoolLoad *ld, json_t *v, const char *jpath, 
 /* The "intents" member of pool.json (@v, may be NULL: none) into
  * @intents (AvIntent*), strictly. */
 gboolean av_pool_load_intents(const AvPoolLoad *ld, json_t *v, GPtrArray *intents, GError **error);
+
+/* --- placements (av-pool-placement.c) --- */
+
+/* The "placements" member of pool.json (@v, may be NULL: none) into
+ * @placements (AvPoolPlacement*), strictly. */
+gboolean av_pool_load_placements(const AvPoolLoad *ld, json_t *v, GPtrArray *placements, GError **error);
+
+/* The records as pool.json's "placements" array. */
+json_t *av_pool_placements_to_json(const GPtrArray *placements);
 
 /* The intents as pool.json's "intents" array. */
 json_t *av_pool_intents_to_json(const GPtrArray *intents);

@@ -6,6 +6,7 @@
 #include "config.h"
 
 #include "av-pool-private.h"
+#include "av-place.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -334,6 +335,8 @@ av_pool_to_json(const AvPool *pool)
     /* Written only while a prepare runs (or died): a pool at rest keeps its form. */
     if (pool->intents->len > 0)
         json_object_set_new(obj, "intents", av_pool_intents_to_json(pool->intents));
+    if (pool->placements->len > 0)
+        json_object_set_new(obj, "placements", av_pool_placements_to_json(pool->placements));
     return obj;
 }
 
@@ -690,16 +693,17 @@ av_pool_load_device(const AvPoolLoad *ld, json_t *obj, guint index, GError **err
     return g_steal_pointer(&dev);
 }
 
-/* Parses the contents of pool.json into @ret_devices and @ret_intents (new
- * arrays). */
+/* Parses the contents of pool.json into @ret_devices, @ret_intents and
+ * @ret_placements (new arrays). */
 static gboolean
 av_pool_load_data(const char *path, const char *data, gsize len, GPtrArray **ret_devices, GPtrArray **ret_intents,
-                  GError **error)
+                  GPtrArray **ret_placements, GError **error)
 {
     static const char *const keys[] = { "version", "devices", NULL };
-    static const char *const optional[] = { "intents", NULL };
+    static const char *const optional[] = { "intents", "placements", NULL };
     AvPoolLoad ld = { path, data, len };
     g_autoptr(GPtrArray) intents = g_ptr_array_new_with_free_func((GDestroyNotify)av_intent_free);
+    g_autoptr(GPtrArray) placements = g_ptr_array_new_with_free_func((GDestroyNotify)av_pool_placement_free);
     g_autoptr(GPtrArray) devices = g_ptr_array_new_with_free_func((GDestroyNotify)av_pool_device_free);
     g_autoptr(GHashTable) identities = g_hash_table_new(g_str_hash, g_str_equal);
     g_autoptr(json_t) root = NULL;
@@ -739,10 +743,12 @@ av_pool_load_data(const char *path, const char *data, gsize len, GPtrArray **ret
             return av_pool_load_fail(&ld, error, sub, "the identity '%s' appears twice", dev->identity);
         }
     }
-    if (!av_pool_load_intents(&ld, json_object_get(root, "intents"), intents, error))
+    if (!av_pool_load_intents(&ld, json_object_get(root, "intents"), intents, error) ||
+        !av_pool_load_placements(&ld, json_object_get(root, "placements"), placements, error))
         return FALSE;
     *ret_devices = g_steal_pointer(&devices);
     *ret_intents = g_steal_pointer(&intents);
+    *ret_placements = g_steal_pointer(&placements);
     return TRUE;
 }
 
@@ -814,6 +820,7 @@ av_pool_new(const char *state_dir, AvPoolMode mode)
     pool->mode = mode;
     pool->devices = g_ptr_array_new_with_free_func((GDestroyNotify)av_pool_device_free);
     pool->intents = g_ptr_array_new_with_free_func((GDestroyNotify)av_intent_free);
+    pool->placements = g_ptr_array_new_with_free_func((GDestroyNotify)av_pool_placement_free);
     pool->journal_prev = g_strdup("");
     return pool;
 }
@@ -924,6 +931,7 @@ av_pool_open(const char *state_dir, AvPoolMode mode, int timeout_ms, GError **er
     g_autoptr(AvPool) pool = NULL;
     g_autoptr(GPtrArray) devices = NULL;
     g_autoptr(GPtrArray) intents = NULL;
+    g_autoptr(GPtrArray) placements = NULL;
     g_autofree char *data = NULL;
     gsize len = 0;
     int r;
@@ -963,10 +971,11 @@ av_pool_open(const char *state_dir, AvPoolMode mode, int timeout_ms, GError **er
         return g_steal_pointer(&pool);
     if (r < 0)
         return NULL;
-    if (!av_pool_load_data(pool->pool_path, data, len, &devices, &intents, error))
+    if (!av_pool_load_data(pool->pool_path, data, len, &devices, &intents, &placements, error))
         return NULL;
     g_ptr_array_extend_and_steal(pool->devices, g_steal_pointer(&devices));
     g_ptr_array_extend_and_steal(pool->intents, g_steal_pointer(&intents));
+    g_ptr_array_extend_and_steal(pool->placements, g_steal_pointer(&placements));
     g_ptr_array_sort(pool->devices, av_pool_device_cmp);
     return g_steal_pointer(&pool);
 }
@@ -980,6 +989,7 @@ av_pool_free(AvPool *pool)
     av_lock_release(pool->lock);
     g_ptr_array_unref(pool->devices);
     g_ptr_array_unref(pool->intents);
+    g_ptr_array_unref(pool->placements);
     g_free(pool->state_dir);
     g_free(pool->pool_path);
     g_free(pool->lock_path);
