@@ -671,6 +671,127 @@ test_method_mdev_refused(void)
     fixture_close(&f);
 }
 
+/* --- files that steps run or read, checked again right before use ------------- */
+
+/* A scrub program @dir/bin/scrub that records its run in @dir/ran, and a
+ * scrub VM template @dir/scrub-vm.xml, both root's and writable by nobody
+ * else, as the policy load wants them. */
+static void
+write_scrub_files(const char *dir)
+{
+    g_autofree char *bin = g_build_filename(dir, "bin", NULL);
+    g_autofree char *prog = g_build_filename(bin, "scrub", NULL);
+    g_autofree char *ran = g_build_filename(dir, "ran", NULL);
+    g_autofree char *script = g_strdup_printf("#!/bin/sh\necho \"$@\" >'%s'\n", ran);
+    g_autofree char *tmpl = g_build_filename(dir, "scrub-vm.xml", NULL);
+
+    av_test_write(bin, "scrub", script);
+    av_test_write(dir, "scrub-vm.xml", "<domain type='test'><name>@NAME@</name><uuid>@UUID@</uuid>"
+                                      "<memory>1024</memory><os><type>hvm</type></os>"
+                                      "<devices>@HOSTDEV@</devices></domain>\n");
+    g_assert_cmpint(chmod(bin, 0755), ==, 0);
+    g_assert_cmpint(chmod(prog, 0755), ==, 0);
+    g_assert_cmpint(chmod(tmpl, 0644), ==, 0);
+}
+
+/* The program of a "command" step that someone else could change after the
+ * policy was loaded is not run: the step fails (the worker quarantines). */
+static void
+test_command_checked_at_run(void)
+{
+    Fixture f;
+    AvScrubTarget target = { .identity = "pci-" A100, .address = A100, .iommu_group = 40 };
+    g_autofree char *tmp = av_test_tmpdir();
+    g_autofree char *prog = g_build_filename(tmp, "bin", "scrub", NULL);
+    g_autofree char *bin = g_build_filename(tmp, "bin", NULL);
+    g_autofree char *ran = g_build_filename(tmp, "ran", NULL);
+    g_autofree char *steps = g_strdup_printf("[{\"method\": \"command\", \"argv\": [\"%s\"]}]", prog);
+    g_autofree char *policy = g_strdup_printf(POLICY_A100("%s"), steps);
+    g_autoptr(GError) err = NULL;
+    g_autoptr(json_t) report = NULL;
+    json_t *entry;
+
+    write_scrub_files(tmp);
+    fixture_open(&f, policy, FALSE);
+    g_assert_true(run(&f, &target, NULL, &err));
+    g_assert_no_error(err);
+    g_assert_true(g_file_test(ran, G_FILE_TEST_EXISTS));
+    g_assert_cmpint(unlink(ran), ==, 0);
+
+    /* the program turned group-writable */
+    g_assert_cmpint(chmod(prog, 0775), ==, 0);
+    g_assert_false(run(&f, &target, &report, &err));
+    g_assert_error(err, AV_ERROR, AV_ERROR_UNSAFE);
+    g_assert_true(g_str_has_prefix(err->message, "scrub step 1 (command) failed: refusing the scrub program '"));
+    g_assert_nonnull(strstr(err->message, "it is writable by its group"));
+    g_assert_false(g_file_test(ran, G_FILE_TEST_EXISTS));
+    entry = json_array_get(json_object_get(report, "steps"), 0);
+    g_assert_false(json_is_true(json_object_get(entry, "ok")));
+    g_clear_error(&err);
+    g_clear_pointer(&report, json_decref);
+    g_assert_cmpint(chmod(prog, 0755), ==, 0);
+
+    /* its directory turned world-writable */
+    g_assert_cmpint(chmod(bin, 0777), ==, 0);
+    g_assert_false(run(&f, &target, NULL, &err));
+    g_assert_error(err, AV_ERROR, AV_ERROR_UNSAFE);
+    g_assert_nonnull(strstr(err->message, "the directory '"));
+    g_assert_false(g_file_test(ran, G_FILE_TEST_EXISTS));
+    g_clear_error(&err);
+    g_assert_cmpint(chmod(bin, 0755), ==, 0);
+
+    /* it went away */
+    g_assert_cmpint(unlink(prog), ==, 0);
+    g_assert_false(run(&f, &target, NULL, &err));
+    g_assert_error(err, AV_ERROR, AV_ERROR_NOT_FOUND);
+    g_assert_nonnull(strstr(err->message, "does not exist"));
+    fixture_close(&f);
+    av_test_tmpdir_remove(tmp);
+}
+
+/* The template of a "vm" step that someone else could change after the
+ * policy was loaded, or that lost its @HOSTDEV@, fails the step before
+ * libvirt is asked for anything. */
+static void
+test_vm_template_checked_at_run(void)
+{
+    Fixture f;
+    AvScrubTarget target = { .identity = "pci-" A100, .address = A100, .iommu_group = 40 };
+    g_autofree char *tmp = av_test_tmpdir();
+    g_autofree char *tmpl = g_build_filename(tmp, "scrub-vm.xml", NULL);
+    g_autofree char *steps = g_strdup_printf("[{\"method\": \"vm\", \"template\": \"%s\", \"timeout\": 5}]", tmpl);
+    g_autofree char *policy = g_strdup_printf(POLICY_A100("%s"), steps);
+    g_autoptr(GError) err = NULL;
+
+    write_scrub_files(tmp);
+    /* a libvirt that would fail loudly if it were reached */
+    g_setenv("ACCELVIRT_CONNECT", "test:///nonexistent/accelvirt-unreached.xml", TRUE);
+    fixture_open(&f, policy, TRUE);
+    {
+        g_assert_cmpint(lchown(tmpl, 65534, (gid_t)-1), ==, 0);
+        g_assert_false(run(&f, &target, NULL, &err));
+        g_assert_error(err, AV_ERROR, AV_ERROR_UNSAFE);
+        g_assert_true(g_str_has_prefix(err->message, "scrub step 1 (vm) failed: refusing the scrub VM template '"));
+        g_assert_nonnull(strstr(err->message, "is owned by uid 65534"));
+        g_clear_error(&err);
+        g_assert_cmpint(lchown(tmpl, 0, 0), ==, 0);
+    }
+    g_assert_cmpint(chmod(tmp, 0757), ==, 0);
+    g_assert_false(run(&f, &target, NULL, &err));
+    g_assert_error(err, AV_ERROR, AV_ERROR_UNSAFE);
+    g_assert_nonnull(strstr(err->message, "is writable by every user"));
+    g_clear_error(&err);
+    g_assert_cmpint(chmod(tmp, 0700), ==, 0);
+
+    av_test_write(tmp, "scrub-vm.xml", "<domain type='test'><name>@NAME@</name><devices/></domain>\n");
+    g_assert_false(run(&f, &target, NULL, &err));
+    g_assert_error(err, AV_ERROR, AV_ERROR_POLICY);
+    g_assert_nonnull(strstr(err->message, "has no @HOSTDEV@"));
+    g_unsetenv("ACCELVIRT_CONNECT");
+    fixture_close(&f);
+    av_test_tmpdir_remove(tmp);
+}
+
 /* --- the fake kernel's device operations --------------------------------------- */
 
 static void
@@ -736,6 +857,8 @@ main(int argc, char **argv)
     g_test_add_func("/scrub/vfio-zero/not-vfio", test_method_not_vfio);
     g_test_add_func("/scrub/vfio-zero/group-busy", test_method_group_busy);
     g_test_add_func("/scrub/vfio-zero/mdev-refused", test_method_mdev_refused);
+    g_test_add_func("/scrub/command/checked-at-run", test_command_checked_at_run);
+    g_test_add_func("/scrub/vm/template-checked-at-run", test_vm_template_checked_at_run);
     g_test_add_func("/scrub/kernel/fake-device-ops", test_fake_device_ops);
     return g_test_run();
 }

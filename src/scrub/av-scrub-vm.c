@@ -47,8 +47,6 @@
 /* After the domain is gone from libvirt, how long to wait for its stop event
  * (events and replies travel separately). */
 #define AV_SCRUB_VM_GRACE_US (3 * G_USEC_PER_SEC)
-/* A template larger than this is not a domain template. */
-#define AV_SCRUB_VM_TEMPLATE_MAX (1024 * 1024)
 
 /* What the event callbacks saw of our domain. */
 typedef struct {
@@ -354,7 +352,6 @@ av_scrub_method_vm(AvScrubContext *ctx, char **ret_message, GError **error)
     gboolean hostdev = FALSE, ok = FALSE, running = FALSE;
     const char *reason = NULL;
     gint64 start, deadline, gone_at = 0;
-    gsize len = 0;
     double seconds = 0;
 
     if (!uri || !*uri)
@@ -363,17 +360,11 @@ av_scrub_method_vm(AvScrubContext *ctx, char **ret_message, GError **error)
         g_set_error(&local, AV_ERROR, AV_ERROR_POLICY, "the step has no absolute 'template'");
         goto out;
     }
-    if (!g_file_get_contents(template_path, &template_text, &len, &local)) {
-        g_prefix_error(&local, "cannot read the scrub VM template: ");
+    /* Checked at policy load, and again now: the template, or a directory
+     * above it, may have changed since. */
+    template_text = av_policy_read_scrub_template(template_path, &local);
+    if (!template_text)
         goto out;
-    }
-    if (len > AV_SCRUB_VM_TEMPLATE_MAX || strlen(template_text) != len ||
-        !g_utf8_validate(template_text, (gssize)len, NULL)) {
-        g_set_error(&local, AV_ERROR, AV_ERROR_POLICY,
-                    "the scrub VM template '%s' is not a domain XML (over 1 MiB, NUL bytes or not UTF-8)",
-                    template_path);
-        goto out;
-    }
     hash = g_compute_checksum_for_string(G_CHECKSUM_SHA256, target->identity ? target->identity : "", -1);
     name = g_strdup_printf("accelvirt-scrub-%.12s", hash);
     watch.name = name;
