@@ -832,7 +832,15 @@ test_trust_scrub_files(void)
     g_free(load_refused(pol, AV_ERROR_POLICY, "'scrub[0].template': the scrub VM template '", "does not exist", NULL));
     av_test_write(tmp, "scrub-vm.xml", "<domain type='kvm'><name>@NAME@</name><devices/></domain>");
     write_step_policy(pol, vm, tmpl);
-    g_free(load_refused(pol, AV_ERROR_POLICY, "has no @HOSTDEV@, so its scrub VM would boot without the device", NULL));
+    g_free(load_refused(pol, AV_ERROR_POLICY, "has no @HOSTDEV@ (outside comments), so its scrub VM would boot "
+                        "without the device", NULL));
+    /* named in a comment only, as the shipped template's header does */
+    av_test_write(tmp, "scrub-vm.xml", "<!-- @HOSTDEV@: the device --><domain type='kvm'><devices><!--\n"
+                                       "@HOSTDEV@ --></devices></domain><!-- @HOSTDEV@");
+    g_free(load_refused(pol, AV_ERROR_POLICY, "has no @HOSTDEV@ (outside comments)", NULL));
+    av_test_write(tmp, "scrub-vm.xml", "<!-- @HOSTDEV@ --><domain type='kvm'><devices><!-- x -->@HOSTDEV@"
+                                       "</devices></domain>");
+    load_ok(pol);
     av_test_tmpdir_remove(tmp);
 }
 

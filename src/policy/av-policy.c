@@ -731,6 +731,26 @@ av_policy_check_scrub_program(const char *path, GError **error)
     return TRUE;
 }
 
+/* TRUE when @needle occurs in @text outside its XML comments. */
+static gboolean
+text_has_outside_comments(const char *text, const char *needle)
+{
+    const char *p = text;
+
+    for (;;) {
+        const char *open = strstr(p, "<!--");
+
+        if (g_strstr_len(p, open ? open - p : -1, needle))
+            return TRUE;
+        if (!open)
+            return FALSE;
+        p = strstr(open + 4, "-->");
+        if (!p)
+            return FALSE;
+        p += 3;
+    }
+}
+
 /* See av-policy.h. */
 char *
 av_policy_read_scrub_template(const char *path, GError **error)
@@ -746,10 +766,11 @@ av_policy_read_scrub_template(const char *path, GError **error)
                     "the scrub VM template '%s' is not a domain XML (it has NUL bytes or is not UTF-8)", path);
         return NULL;
     }
-    if (!strstr(text, AV_POLICY_HOSTDEV_PLACEHOLDER)) {
+    if (!text_has_outside_comments(text, AV_POLICY_HOSTDEV_PLACEHOLDER)) {
         g_set_error(error, AV_ERROR, AV_ERROR_POLICY,
-                    "the scrub VM template '%s' has no %s, so its scrub VM would boot without the device; put "
-                    "%s inside its <devices>", path, AV_POLICY_HOSTDEV_PLACEHOLDER, AV_POLICY_HOSTDEV_PLACEHOLDER);
+                    "the scrub VM template '%s' has no %s (outside comments), so its scrub VM would boot without "
+                    "the device; put %s inside its <devices>", path, AV_POLICY_HOSTDEV_PLACEHOLDER,
+                    AV_POLICY_HOSTDEV_PLACEHOLDER);
         return NULL;
     }
     return g_steal_pointer(&text);

@@ -142,7 +142,9 @@ gboolean av_policy_check_scrub_program(const char *path, GError **error);
 /* Reads the template @path of a "vm" step, which root hands to libvirt:
  * trusted (av_file_check_trusted()), a regular file of at most
  * AV_POLICY_TEMPLATE_MAX bytes, UTF-8 without NUL, holding
- * AV_POLICY_HOSTDEV_PLACEHOLDER.  Called at policy load and again right
+ * AV_POLICY_HOSTDEV_PLACEHOLDER outside its XML comments (the shipped
+ * template names it in its own; where else it is, only the running scrub
+ * domain's live XML tells: see src/scrub/av-scrub-vm.c).  Called at policy load and again right
  * before the scrub VM is made from it.  Returns its text (caller frees), or
  * NULL with AV_ERROR_UNSAFE, AV_ERROR_NOT_FOUND, AV_ERROR_POLICY or
  * AV_ERROR_IO.  Borrows @path. */
