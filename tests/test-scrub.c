@@ -799,7 +799,8 @@ test_vm_template_checked_at_run(void)
  *
  * test:///default is libvirt's in-process mock hypervisor: it keeps the
  * domains it is given (hostdevs and all) and reports their lifecycle
- * events, but runs nothing.  The method connects to it through
+ * events (not a guest reboot: that case is left to a real libvirt), but
+ * runs nothing.  The method connects to it through
  * ACCELVIRT_CONNECT; an operator thread, on a connection of its own, finds
  * the scrub domain by the UUID the pool made and plays the image's part
  * (power off, crash) or someone else's (destroy, another domain's events).
@@ -883,11 +884,11 @@ typedef struct {
     AvScrubTarget target;
 } VmFixture;
 
-/* A fixture whose A100 profile has one vm step on the template
- * @template_text (the usual one when NULL), ACCELVIRT_CONNECT the test
- * driver. */
+/* A fixture whose A100 profile has one vm step of @timeout_s seconds on the
+ * template @template_text (the usual one when NULL), ACCELVIRT_CONNECT the
+ * test driver. */
 static void
-vm_fixture_open(VmFixture *v, const char *template_text)
+vm_fixture_open_timeout(VmFixture *v, const char *template_text, guint timeout_s)
 {
     g_autofree char *tmpl = NULL;
     g_autofree char *steps = NULL;
@@ -898,7 +899,7 @@ vm_fixture_open(VmFixture *v, const char *template_text)
     tmpl = g_build_filename(v->tmp, "scrub-vm.xml", NULL);
     if (template_text)
         av_test_write(v->tmp, "scrub-vm.xml", template_text);
-    steps = g_strdup_printf("[{\"method\": \"vm\", \"template\": \"%s\", \"timeout\": 20}]", tmpl);
+    steps = g_strdup_printf("[{\"method\": \"vm\", \"template\": \"%s\", \"timeout\": %u}]", tmpl, timeout_s);
     policy = g_strdup_printf(POLICY_A100("%s"), steps);
     fixture_open(&v->f, policy, TRUE);
     virSetErrorFunc(NULL, vm_silence);
@@ -907,6 +908,12 @@ vm_fixture_open(VmFixture *v, const char *template_text)
     g_assert_nonnull(v->conn);
     v->target = (AvScrubTarget){ .identity = VM_IDENTITY, .address = A100, .iommu_group = 40,
                                  .scrub_token = VM_TOKEN, .scrub_domain_uuid = VM_UUID };
+}
+
+static void
+vm_fixture_open(VmFixture *v, const char *template_text)
+{
+    vm_fixture_open_timeout(v, template_text, 20);
 }
 
 static void
@@ -1025,6 +1032,26 @@ test_vm_no_device(void)
         g_assert_false(json_is_true(json_object_get(entry, "ok")));
         vm_fixture_close(&v);
     }
+}
+
+/* An image that never powers off (a hang): destroyed at the step's
+ * timeout, failed. */
+static void
+test_vm_hang(void)
+{
+    VmFixture v;
+    g_autoptr(json_t) entry = NULL;
+    g_autoptr(GError) err = NULL;
+    gint64 start = g_get_monotonic_time();
+
+    vm_fixture_open_timeout(&v, NULL, 2);
+    g_assert_false(vm_run(&v, NULL, &entry, &err));
+    g_assert_error(err, AV_ERROR, AV_ERROR_FAILED);
+    g_assert_true(g_regex_match_simple("^scrub step 1 \\(vm\\) failed: the scrub VM 'accelvirt-scrub-[0-9a-f]{16}' "
+                                       "did not power off within 2 s; destroyed$", err->message, 0, 0));
+    g_assert_cmpint(g_get_monotonic_time() - start, >=, 2 * G_USEC_PER_SEC);
+    g_assert_cmpstr(json_string_value(json_object_get(entry, "reason")), ==, "timeout");
+    vm_fixture_close(&v);
 }
 
 /* The vm method takes a whole PCI function: an mdev (or no PCI address)
@@ -1202,6 +1229,7 @@ main(int argc, char **argv)
     g_test_add_func("/scrub/vm/template-checked-at-run", test_vm_template_checked_at_run);
     g_test_add_func("/scrub/vm/pass", test_vm_pass);
     g_test_add_func("/scrub/vm/no-device", test_vm_no_device);
+    g_test_add_func("/scrub/vm/hang", test_vm_hang);
     g_test_add_func("/scrub/vm/not-pci", test_vm_not_pci);
     g_test_add_func("/scrub/vm/names", test_vm_names);
     g_test_add_func("/scrub/vm/other-events", test_vm_other_events);
