@@ -122,4 +122,33 @@ check "policy check accepts the shipped example policies" "$AV" --policy-dir "$P
 check "policy show NAME prints the normalised profile; an unknown NAME is refused" \
     eval "'$AV' --policy-dir '$POL' policy show gpu-passthrough | python3 -c 'import json,sys; d=json.load(sys.stdin); sys.exit(0 if d[0][\"name\"]==\"gpu-passthrough\" else 1)' && ! '$AV' --policy-dir '$POL' policy show no-such 2>/dev/null"
 
+# Policies, and the programs and templates they name, run or are read as
+# root: what another user could change is refused, one line, exit 2.
+TP="$AV_TMP/trust"
+mkdir -p "$TP/pol" "$TP/bin"
+printf '#!/bin/sh\nexit 0\n' >"$TP/bin/scrub"
+printf '<domain><name>@NAME@</name><devices/></domain>\n' >"$TP/nohostdev.xml"
+printf '{"profiles": [{"name": "gpu", "match": {"vendor": "0x10de"},\n  "scrub": [{"method": "command", "argv": ["%s"]}]}]}\n' \
+    "$TP/bin/scrub" >"$TP/pol/10-gpu.json"
+chmod 0755 "$TP" "$TP/pol" "$TP/bin" "$TP/bin/scrub" && chmod 0644 "$TP/pol/10-gpu.json" "$TP/nohostdev.xml"
+check "policy check accepts a policy whose scrub program only root can change" "$AV" --policy-dir "$TP/pol" policy check
+chmod 0664 "$TP/pol/10-gpu.json"
+check "policy check refuses a group-writable policy file: one line, exit 2" \
+    one_line_error 2 "refusing the policy file '$TP/pol/10-gpu.json': it is writable by its group .*run 'chmod go-w $TP/pol/10-gpu.json'" \
+    "$AV" --policy-dir "$TP/pol" policy check
+chmod 0644 "$TP/pol/10-gpu.json"
+chmod 0777 "$TP/bin"
+check "policy check refuses a scrub program in a world-writable directory: one line, exit 2" \
+    one_line_error 2 "10-gpu.json:2:[0-9]*: profile 'gpu': 'scrub\[0\].argv\[0\]': refusing the scrub program '$TP/bin/scrub': the directory '$TP/bin' is writable by its group and every user" \
+    "$AV" --policy-dir "$TP/pol" policy check
+chmod 0755 "$TP/bin"
+rm -f "$TP/bin/scrub"
+check "policy check refuses a scrub program that does not exist: one line, exit 2" \
+    one_line_error 2 "the scrub program '$TP/bin/scrub' does not exist" "$AV" --policy-dir "$TP/pol" policy check
+printf '{"profiles": [{"name": "gpu", "match": {"vendor": "0x10de"},\n  "scrub": [{"method": "vm", "template": "%s"}]}]}\n' \
+    "$TP/nohostdev.xml" >"$TP/pol/10-gpu.json"
+check "policy check refuses a vm step whose template has no @HOSTDEV@: one line, exit 2" \
+    one_line_error 2 "'scrub\[0\].template': the scrub VM template '$TP/nohostdev.xml' has no @HOSTDEV@" \
+    "$AV" --policy-dir "$TP/pol" policy check
+
 finish

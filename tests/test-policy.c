@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "av-test.h"
 #include "policy/av-policy.h"
@@ -294,10 +295,48 @@ test_bad_file(gconstpointer data)
     av_test_tmpdir_remove(tmp);
 }
 
+/* The absolute path of the shipped scrub VM template, xml/scrub-vm.xml.
+ * Caller frees. */
+static char *
+shipped_template(void)
+{
+    g_autofree char *rel = av_test_srcdir_path("../xml/scrub-vm.xml");
+
+    return g_canonicalize_filename(rel, NULL);
+}
+
+/* A copy of tests/data/policies/good in a new temporary directory, with
+ * @TEMPLATE@ the shipped template: the template of a vm step must exist
+ * when the policy loads.  Caller removes it (av_test_tmpdir_remove()). */
+static char *
+good_dir_copy(void)
+{
+    g_autofree char *src = av_test_srcdir_path("data/policies/good");
+    g_autofree char *template = shipped_template();
+    g_autoptr(GDir) d = g_dir_open(src, 0, NULL);
+    char *tmp = av_test_tmpdir();
+    const char *name;
+
+    g_assert_nonnull(d);
+    while ((name = g_dir_read_name(d))) {
+        g_autofree char *path = g_build_filename(src, name, NULL);
+        g_autofree char *text = NULL;
+        g_auto(GStrv) parts = NULL;
+        g_autofree char *filled = NULL;
+
+        g_assert_true(g_file_get_contents(path, &text, NULL, NULL));
+        parts = g_strsplit(text, "@TEMPLATE@", -1);
+        filled = g_strjoinv(template, parts);
+        av_test_write(tmp, name, filled);
+    }
+    return tmp;
+}
+
 static void
 test_good_dir(void)
 {
-    g_autofree char *dir = av_test_srcdir_path("data/policies/good");
+    g_autofree char *dir = good_dir_copy();
+    g_autofree char *template = shipped_template();
     g_autoptr(GError) err = NULL;
     g_autoptr(AvPolicy) policy = av_policy_load_dir(dir, &err);
     const AvProfile *p;
@@ -349,7 +388,7 @@ test_good_dir(void)
     s = g_ptr_array_index(p->scrub, 0);
     g_assert_cmpint(s->method, ==, AV_SCRUB_METHOD_COMMAND);
     g_assert_cmpuint(s->timeout_s, ==, 120);
-    g_assert_cmpstr(json_string_value(json_array_get(json_object_get(s->options, "argv"), 0)), ==, "/usr/libexec/gpu-scrub");
+    g_assert_cmpstr(json_string_value(json_array_get(json_object_get(s->options, "argv"), 0)), ==, "/usr/bin/true");
     s = g_ptr_array_index(p->scrub, 1);
     g_assert_cmpint(s->method, ==, AV_SCRUB_METHOD_VFIO_ZERO);
     g_assert_cmpuint(s->timeout_s, ==, 0);
@@ -364,6 +403,7 @@ test_good_dir(void)
     g_assert_cmpint(s->method, ==, AV_SCRUB_METHOD_VM);
     g_assert_cmpuint(s->timeout_s, ==, 600);
     g_assert_cmpint(json_integer_value(json_object_get(s->options, "timeout")), ==, 600);
+    g_assert_cmpstr(json_string_value(json_object_get(s->options, "template")), ==, template);
 
     /* defaults */
     p = av_policy_find(policy, "gpu-any-3d");
@@ -410,6 +450,7 @@ test_good_dir(void)
     g_assert_null(av_policy_find(policy, "nope"));
     g_assert_null(av_policy_find(policy, NULL));
     g_assert_null(av_policy_find(NULL, "stick"));
+    av_test_tmpdir_remove(dir);
 }
 
 static void
@@ -532,6 +573,274 @@ test_world_writable(void)
     policy = av_policy_load_dir(tmp, &err);
     g_assert_no_error(err);
     g_assert_nonnull(policy);
+    av_test_tmpdir_remove(tmp);
+}
+
+/* ---- trust: who could change what runs or is read as root ---- */
+
+/* The uid that owns nothing trusted: nobody's. */
+#define UNTRUSTED_UID 65534
+
+/* chown(2) of @path (lchown of a link) to UNTRUSTED_UID; these tests run
+ * as root, as make check does here. */
+static void
+give_away(const char *path)
+{
+    if (lchown(path, UNTRUSTED_UID, (gid_t)-1) < 0)
+        g_error("cannot chown '%s' to uid %d (%s): the trust tests run as root", path, UNTRUSTED_UID,
+                g_strerror(errno));
+}
+
+/* Loads @dir, which must fail with @code and a message holding each of
+ * the NULL-terminated strings after @code, and be one line.  Returns the
+ * message (caller frees). */
+static char *
+load_refused(const char *dir, int code, ...)
+{
+    g_autoptr(GError) err = NULL;
+    g_autoptr(AvPolicy) policy = av_policy_load_dir(dir, &err);
+    const char *want;
+    va_list ap;
+
+    g_assert_null(policy);
+    g_assert_nonnull(err);
+    if (!g_error_matches(err, AV_ERROR, code))
+        g_error("expected error code %d, got %d: %s", code, err->code, err->message);
+    g_assert_null(strchr(err->message, '\n'));
+    va_start(ap, code);
+    while ((want = va_arg(ap, const char *)))
+        if (!strstr(err->message, want))
+            g_error("no '%s' in: %s", want, err->message);
+    va_end(ap);
+    return g_strdup(err->message);
+}
+
+static void
+load_ok(const char *dir)
+{
+    g_autoptr(GError) err = NULL;
+    g_autoptr(AvPolicy) policy = av_policy_load_dir(dir, &err);
+
+    g_assert_no_error(err);
+    g_assert_nonnull(policy);
+}
+
+#define EMPTY_POLICY "{\"profiles\": []}"
+
+/* The policy dir and its files: owner root (or this process's user), not
+ * group- or world-writable, nor in a directory that is, up to "/". */
+static void
+test_trust_dir(void)
+{
+    g_autofree char *tmp = av_test_tmpdir();
+    g_autofree char *base = g_build_filename(tmp, "base", NULL);
+    g_autofree char *pol = g_build_filename(base, "policies", NULL);
+    g_autofree char *file = g_build_filename(pol, "10-a.json", NULL);
+    g_autofree char *msg = NULL;
+    g_autofree char *want = NULL;
+
+    av_test_write(pol, "10-a.json", EMPTY_POLICY);
+    g_assert_cmpint(chmod(base, 0755), ==, 0);
+    g_assert_cmpint(chmod(pol, 0755), ==, 0);
+    g_assert_cmpint(chmod(file, 0644), ==, 0);
+    load_ok(pol);
+
+    /* A file owned by another user: the whole message, once. */
+    give_away(file);
+    msg = load_refused(pol, AV_ERROR_UNSAFE, NULL);
+    want = g_strdup_printf("refusing the policy file '%s': it is owned by uid 65534 (nobody), not by root "
+                           "(mode 0644), so another user could change what accelvirt runs or reads as root; run "
+                           "'chown root %s'", file, file);
+    g_assert_cmpstr(msg, ==, want);
+    g_assert_cmpint(chown(file, 0, 0), ==, 0);
+
+    /* The directory owned by another user. */
+    give_away(pol);
+    g_free(load_refused(pol, AV_ERROR_UNSAFE, "the policy directory", "owned by uid 65534", "chown root", NULL));
+    g_assert_cmpint(chown(pol, 0, 0), ==, 0);
+    load_ok(pol);
+
+    /* A group-writable file. */
+    g_assert_cmpint(chmod(file, 0664), ==, 0);
+    g_free(load_refused(pol, AV_ERROR_UNSAFE, file, "is writable by its group", "mode 0664",
+                        "chmod go-w", NULL));
+    g_assert_cmpint(chmod(file, 0644), ==, 0);
+
+    /* A group-writable parent of the policy dir: the dir itself is fine,
+     * but someone else could rename it away and put another in its place. */
+    g_assert_cmpint(chmod(base, 0775), ==, 0);
+    g_clear_pointer(&msg, g_free);
+    msg = load_refused(pol, AV_ERROR_UNSAFE, "the directory '", "is writable by its group", "mode 0775", NULL);
+    g_clear_pointer(&want, g_free);
+    want = g_strdup_printf("run 'chmod go-w %s'", base);
+    g_assert_true(g_str_has_suffix(msg, want));
+
+    /* A world-writable parent without the sticky bit. */
+    g_assert_cmpint(chmod(base, 0777), ==, 0);
+    g_free(load_refused(pol, AV_ERROR_UNSAFE, "is writable by its group and every user", "mode 0777", NULL));
+    g_assert_cmpint(chmod(base, 0757), ==, 0);
+    g_free(load_refused(pol, AV_ERROR_UNSAFE, "is writable by every user", "mode 0757", NULL));
+
+    /* With the sticky bit (/tmp, 1777) it is fine: nobody else can rename
+     * or remove the policy dir, root's, out of it... */
+    g_assert_cmpint(chmod(base, 01777), ==, 0);
+    load_ok(pol);
+    /* ...unless that entry is someone else's. */
+    give_away(pol);
+    g_free(load_refused(pol, AV_ERROR_UNSAFE, "the policy directory", "owned by uid 65534", NULL));
+    g_assert_cmpint(chown(pol, 0, 0), ==, 0);
+    /* The sticky bit does not make the policy dir itself writable by others. */
+    g_assert_cmpint(chmod(pol, 01777), ==, 0);
+    g_free(load_refused(pol, AV_ERROR_UNSAFE, "is writable by its group and every user", "mode 1777", NULL));
+    g_assert_cmpint(chmod(pol, 0755), ==, 0);
+    load_ok(pol);
+
+    /* A relative policy dir: its chain is the current directory's. */
+    {
+        g_autofree char *cwd = g_get_current_dir();
+
+        g_assert_cmpint(chdir(base), ==, 0);
+        load_ok("policies");
+        g_assert_cmpint(chmod(pol, 0775), ==, 0);
+        g_free(load_refused("policies", AV_ERROR_UNSAFE, "refusing the policy directory 'policies': it is writable",
+                            NULL));
+        g_assert_cmpint(chmod(pol, 0755), ==, 0);
+        g_assert_cmpint(chdir(cwd), ==, 0);
+    }
+    av_test_tmpdir_remove(tmp);
+}
+
+/* A policy file may be a link to an example (how one activates it): the
+ * chain of the link's own directory and the chain of its target are
+ * checked. */
+static void
+test_trust_symlink(void)
+{
+    g_autofree char *tmp = av_test_tmpdir();
+    g_autofree char *share = g_build_filename(tmp, "share", NULL);
+    g_autofree char *example = g_build_filename(share, "example.json", NULL);
+    g_autofree char *pol = g_build_filename(tmp, "policies", NULL);
+    g_autofree char *link = g_build_filename(pol, "50-example.json", NULL);
+
+    av_test_write(share, "example.json", "{\"profiles\": [{\"name\": \"ex\", \"match\": {\"vendor\": \"0x10de\"}}]}");
+    av_test_symlink(pol, "50-example.json", example);
+    av_test_symlink(pol, "60-relative.json", "../share/example2.json");
+    av_test_write(share, "example2.json", EMPTY_POLICY);
+    g_assert_cmpint(chmod(share, 0755), ==, 0);
+    g_assert_cmpint(chmod(pol, 0755), ==, 0);
+    load_ok(pol);
+
+    /* the target's directory is writable by others: refused, named */
+    g_assert_cmpint(chmod(share, 0775), ==, 0);
+    g_free(load_refused(pol, AV_ERROR_UNSAFE, "refusing the policy file '", "50-example.json': the directory '",
+                        share, "is writable by its group", NULL));
+    g_assert_cmpint(chmod(share, 0755), ==, 0);
+    /* the target is someone else's */
+    give_away(example);
+    g_free(load_refused(pol, AV_ERROR_UNSAFE, "the file '", example, "owned by uid 65534", NULL));
+    g_assert_cmpint(chown(example, 0, 0), ==, 0);
+    /* the link itself is someone else's (in a sticky dir they could swap it) */
+    give_away(link);
+    g_free(load_refused(pol, AV_ERROR_UNSAFE, "the link '", "50-example.json' is owned by uid 65534",
+                        "run 'chown -h root", NULL));
+    g_assert_cmpint(lchown(link, 0, 0), ==, 0);
+    /* the link's own directory is writable by others */
+    g_assert_cmpint(chmod(pol, 0757), ==, 0);
+    g_free(load_refused(pol, AV_ERROR_UNSAFE, "is writable by every user", NULL));
+    g_assert_cmpint(chmod(pol, 0755), ==, 0);
+    load_ok(pol);
+    /* a dangling link named *.json */
+    av_test_symlink(pol, "70-gone.json", "/nonexistent/accelvirt/x.json");
+    g_free(load_refused(pol, AV_ERROR_NOT_FOUND, "70-gone.json' does not exist", NULL));
+    av_test_tmpdir_remove(tmp);
+}
+
+/* A policy whose one profile has the scrub step @step (a JSON object with
+ * @PATH@ standing for @path), written as @dir/10-scrub.json. */
+static void
+write_step_policy(const char *dir, const char *step, const char *path)
+{
+    g_auto(GStrv) parts = g_strsplit(step, "@PATH@", -1);
+    g_autofree char *filled = g_strjoinv(path, parts);
+    g_autofree char *text = g_strdup_printf(
+        "{\"profiles\": [{\"name\": \"gpu\", \"match\": {\"vendor\": \"0x10de\"},\n"
+        "  \"scrub\": [%s]}]}\n", filled);
+    g_autofree char *file = g_build_filename(dir, "10-scrub.json", NULL);
+
+    av_test_write(dir, "10-scrub.json", text);
+    g_assert_cmpint(chmod(file, 0644), ==, 0);
+}
+
+/* The program of a "command" step and the template of a "vm" step run or
+ * are read as root: refused at load when someone else could change them,
+ * when they do not exist, and (a template) without @HOSTDEV@. */
+static void
+test_trust_scrub_files(void)
+{
+    g_autofree char *tmp = av_test_tmpdir();
+    g_autofree char *pol = g_build_filename(tmp, "policies", NULL);
+    g_autofree char *bin = g_build_filename(tmp, "bin", NULL);
+    g_autofree char *prog = g_build_filename(bin, "scrub", NULL);
+    g_autofree char *tmpl = g_build_filename(tmp, "scrub-vm.xml", NULL);
+    g_autofree char *missing = g_build_filename(bin, "missing", NULL);
+    static const char command[] = "{\"method\": \"command\", \"argv\": [\"@PATH@\", \"--all\"]}";
+    static const char vm[] = "{\"method\": \"vm\", \"template\": \"@PATH@\"}";
+
+    av_test_write(bin, "scrub", "#!/bin/sh\nexit 0\n");
+    g_assert_cmpint(chmod(prog, 0755), ==, 0);
+    g_assert_cmpint(chmod(bin, 0755), ==, 0);
+    av_test_write(tmp, "scrub-vm.xml", "<domain type='kvm'><name>@NAME@</name><devices>@HOSTDEV@</devices></domain>");
+    g_assert_cmpint(chmod(tmpl, 0644), ==, 0);
+    g_assert_cmpint(g_mkdir_with_parents(pol, 0755), ==, 0);
+
+    /* command */
+    write_step_policy(pol, command, prog);
+    load_ok(pol);
+    g_assert_cmpint(chmod(prog, 0775), ==, 0);
+    g_free(load_refused(pol, AV_ERROR_UNSAFE, "10-scrub.json:2:44: profile 'gpu': 'scrub[0].argv[0]': refusing "
+                        "the scrub program '", "it is writable by its group", NULL));
+    g_assert_cmpint(chmod(prog, 0755), ==, 0);
+    give_away(prog);
+    g_free(load_refused(pol, AV_ERROR_UNSAFE, "'scrub[0].argv[0]'", "owned by uid 65534", NULL));
+    g_assert_cmpint(chown(prog, 0, 0), ==, 0);
+    g_assert_cmpint(chmod(bin, 0777), ==, 0);
+    g_free(load_refused(pol, AV_ERROR_UNSAFE, "the directory '", bin, NULL));
+    g_assert_cmpint(chmod(bin, 0755), ==, 0);
+    g_assert_cmpint(chmod(prog, 0644), ==, 0);
+    g_free(load_refused(pol, AV_ERROR_POLICY, "is not executable (mode 0644)", NULL));
+    g_assert_cmpint(chmod(prog, 0755), ==, 0);
+    write_step_policy(pol, command, missing);
+    g_free(load_refused(pol, AV_ERROR_POLICY, "'scrub[0].argv[0]': the scrub program '", "/bin/missing' does not exist",
+                        NULL));
+    write_step_policy(pol, command, bin);
+    g_free(load_refused(pol, AV_ERROR_POLICY, "is not a regular file", NULL));
+    /* a program behind a link to a trusted place */
+    write_step_policy(pol, command, "/bin/sh");
+    load_ok(pol);
+
+    /* vm */
+    write_step_policy(pol, vm, tmpl);
+    load_ok(pol);
+    g_assert_cmpint(chmod(tmpl, 0646), ==, 0);
+    g_free(load_refused(pol, AV_ERROR_UNSAFE, "'scrub[0].template': refusing the scrub VM template '",
+                        "it is writable by every user", NULL));
+    g_assert_cmpint(chmod(tmpl, 0644), ==, 0);
+    give_away(tmpl);
+    g_free(load_refused(pol, AV_ERROR_UNSAFE, "owned by uid 65534", NULL));
+    g_assert_cmpint(chown(tmpl, 0, 0), ==, 0);
+    write_step_policy(pol, vm, missing);
+    g_free(load_refused(pol, AV_ERROR_POLICY, "'scrub[0].template': the scrub VM template '", "does not exist", NULL));
+    av_test_write(tmp, "scrub-vm.xml", "<domain type='kvm'><name>@NAME@</name><devices/></domain>");
+    write_step_policy(pol, vm, tmpl);
+    g_free(load_refused(pol, AV_ERROR_POLICY, "has no @HOSTDEV@ (outside comments), so its scrub VM would boot "
+                        "without the device", NULL));
+    /* named in a comment only, as the shipped template's header does */
+    av_test_write(tmp, "scrub-vm.xml", "<!-- @HOSTDEV@: the device --><domain type='kvm'><devices><!--\n"
+                                       "@HOSTDEV@ --></devices></domain><!-- @HOSTDEV@");
+    g_free(load_refused(pol, AV_ERROR_POLICY, "has no @HOSTDEV@ (outside comments)", NULL));
+    av_test_write(tmp, "scrub-vm.xml", "<!-- @HOSTDEV@ --><domain type='kvm'><devices><!-- x -->@HOSTDEV@"
+                                       "</devices></domain>");
+    load_ok(pol);
     av_test_tmpdir_remove(tmp);
 }
 
@@ -683,7 +992,7 @@ check_round_trip(const AvPolicy *policy)
 static void
 test_round_trip(void)
 {
-    g_autofree char *dir = av_test_srcdir_path("data/policies/good");
+    g_autofree char *dir = good_dir_copy();
     g_autoptr(GError) err = NULL;
     g_autoptr(AvPolicy) policy = av_policy_load_dir(dir, &err);
     g_autoptr(json_t) j = NULL;
@@ -700,6 +1009,7 @@ test_round_trip(void)
                     "\"attach\":\"vfio-pci\",\"numa\":\"preferred\",\"allocation\":\"pack\",\"granularity\":\"card\","
                     "\"scrub\":[{\"method\":\"reset\"}],\"restore_driver\":\"on-release\",\"hide_hypervisor\":false,"
                     "\"traits\":[]}");
+    av_test_tmpdir_remove(dir);
 }
 
 static void
@@ -867,6 +1177,9 @@ main(int argc, char **argv)
     g_test_add_func("/policy/duplicate-across-files", test_duplicate_across_files);
     g_test_add_func("/policy/missing-dir", test_missing_dir);
     g_test_add_func("/policy/world-writable", test_world_writable);
+    g_test_add_func("/policy/trust/dir", test_trust_dir);
+    g_test_add_func("/policy/trust/symlink", test_trust_symlink);
+    g_test_add_func("/policy/trust/scrub-files", test_trust_scrub_files);
     g_test_add_func("/policy/match-pci", test_match_pci);
     g_test_add_func("/policy/match-usb", test_match_usb);
     g_test_add_func("/policy/to-string", test_to_string);

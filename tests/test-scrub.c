@@ -14,6 +14,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <libvirt/libvirt.h>
+#include <libvirt/virterror.h>
+
 #include "av-test.h"
 #include "policy/av-policy.h"
 #include "scrub/av-scrub.h"
@@ -671,6 +674,492 @@ test_method_mdev_refused(void)
     fixture_close(&f);
 }
 
+/* --- files that steps run or read, checked again right before use ------------- */
+
+/* A scrub program @dir/bin/scrub that records its run in @dir/ran, and a
+ * scrub VM template @dir/scrub-vm.xml, both root's and writable by nobody
+ * else, as the policy load wants them. */
+static void
+write_scrub_files(const char *dir)
+{
+    g_autofree char *bin = g_build_filename(dir, "bin", NULL);
+    g_autofree char *prog = g_build_filename(bin, "scrub", NULL);
+    g_autofree char *ran = g_build_filename(dir, "ran", NULL);
+    g_autofree char *script = g_strdup_printf("#!/bin/sh\necho \"$@\" >'%s'\n", ran);
+    g_autofree char *tmpl = g_build_filename(dir, "scrub-vm.xml", NULL);
+
+    av_test_write(bin, "scrub", script);
+    av_test_write(dir, "scrub-vm.xml", "<domain type='test'><name>@NAME@</name><uuid>@UUID@</uuid>"
+                                      "<memory>1024</memory><os><type>hvm</type></os>"
+                                      "<devices>@HOSTDEV@</devices></domain>\n");
+    g_assert_cmpint(chmod(bin, 0755), ==, 0);
+    g_assert_cmpint(chmod(prog, 0755), ==, 0);
+    g_assert_cmpint(chmod(tmpl, 0644), ==, 0);
+}
+
+/* The program of a "command" step that someone else could change after the
+ * policy was loaded is not run: the step fails (the worker quarantines). */
+static void
+test_command_checked_at_run(void)
+{
+    Fixture f;
+    AvScrubTarget target = { .identity = "pci-" A100, .address = A100, .iommu_group = 40 };
+    g_autofree char *tmp = av_test_tmpdir();
+    g_autofree char *prog = g_build_filename(tmp, "bin", "scrub", NULL);
+    g_autofree char *bin = g_build_filename(tmp, "bin", NULL);
+    g_autofree char *ran = g_build_filename(tmp, "ran", NULL);
+    g_autofree char *steps = g_strdup_printf("[{\"method\": \"command\", \"argv\": [\"%s\"]}]", prog);
+    g_autofree char *policy = g_strdup_printf(POLICY_A100("%s"), steps);
+    g_autoptr(GError) err = NULL;
+    g_autoptr(json_t) report = NULL;
+    json_t *entry;
+
+    write_scrub_files(tmp);
+    fixture_open(&f, policy, FALSE);
+    g_assert_true(run(&f, &target, NULL, &err));
+    g_assert_no_error(err);
+    g_assert_true(g_file_test(ran, G_FILE_TEST_EXISTS));
+    g_assert_cmpint(unlink(ran), ==, 0);
+
+    /* the program turned group-writable */
+    g_assert_cmpint(chmod(prog, 0775), ==, 0);
+    g_assert_false(run(&f, &target, &report, &err));
+    g_assert_error(err, AV_ERROR, AV_ERROR_UNSAFE);
+    g_assert_true(g_str_has_prefix(err->message, "scrub step 1 (command) failed: refusing the scrub program '"));
+    g_assert_nonnull(strstr(err->message, "it is writable by its group"));
+    g_assert_false(g_file_test(ran, G_FILE_TEST_EXISTS));
+    entry = json_array_get(json_object_get(report, "steps"), 0);
+    g_assert_false(json_is_true(json_object_get(entry, "ok")));
+    g_clear_error(&err);
+    g_clear_pointer(&report, json_decref);
+    g_assert_cmpint(chmod(prog, 0755), ==, 0);
+
+    /* its directory turned world-writable */
+    g_assert_cmpint(chmod(bin, 0777), ==, 0);
+    g_assert_false(run(&f, &target, NULL, &err));
+    g_assert_error(err, AV_ERROR, AV_ERROR_UNSAFE);
+    g_assert_nonnull(strstr(err->message, "the directory '"));
+    g_assert_false(g_file_test(ran, G_FILE_TEST_EXISTS));
+    g_clear_error(&err);
+    g_assert_cmpint(chmod(bin, 0755), ==, 0);
+
+    /* it went away */
+    g_assert_cmpint(unlink(prog), ==, 0);
+    g_assert_false(run(&f, &target, NULL, &err));
+    g_assert_error(err, AV_ERROR, AV_ERROR_NOT_FOUND);
+    g_assert_nonnull(strstr(err->message, "does not exist"));
+    fixture_close(&f);
+    av_test_tmpdir_remove(tmp);
+}
+
+/* The template of a "vm" step that someone else could change after the
+ * policy was loaded, or that lost its @HOSTDEV@, fails the step before
+ * libvirt is asked for anything. */
+static void
+test_vm_template_checked_at_run(void)
+{
+    Fixture f;
+    AvScrubTarget target = { .identity = "pci-" A100, .address = A100, .iommu_group = 40 };
+    g_autofree char *tmp = av_test_tmpdir();
+    g_autofree char *tmpl = g_build_filename(tmp, "scrub-vm.xml", NULL);
+    g_autofree char *steps = g_strdup_printf("[{\"method\": \"vm\", \"template\": \"%s\", \"timeout\": 5}]", tmpl);
+    g_autofree char *policy = g_strdup_printf(POLICY_A100("%s"), steps);
+    g_autoptr(GError) err = NULL;
+
+    write_scrub_files(tmp);
+    /* a libvirt that would fail loudly if it were reached */
+    g_setenv("ACCELVIRT_CONNECT", "test:///nonexistent/accelvirt-unreached.xml", TRUE);
+    fixture_open(&f, policy, TRUE);
+    {
+        g_assert_cmpint(lchown(tmpl, 65534, (gid_t)-1), ==, 0);
+        g_assert_false(run(&f, &target, NULL, &err));
+        g_assert_error(err, AV_ERROR, AV_ERROR_UNSAFE);
+        g_assert_true(g_str_has_prefix(err->message, "scrub step 1 (vm) failed: refusing the scrub VM template '"));
+        g_assert_nonnull(strstr(err->message, "is owned by uid 65534"));
+        g_clear_error(&err);
+        g_assert_cmpint(lchown(tmpl, 0, 0), ==, 0);
+    }
+    g_assert_cmpint(chmod(tmp, 0757), ==, 0);
+    g_assert_false(run(&f, &target, NULL, &err));
+    g_assert_error(err, AV_ERROR, AV_ERROR_UNSAFE);
+    g_assert_nonnull(strstr(err->message, "is writable by every user"));
+    g_clear_error(&err);
+    g_assert_cmpint(chmod(tmp, 0700), ==, 0);
+
+    av_test_write(tmp, "scrub-vm.xml", "<domain type='test'><name>@NAME@</name><devices/></domain>\n");
+    g_assert_false(run(&f, &target, NULL, &err));
+    g_assert_error(err, AV_ERROR, AV_ERROR_POLICY);
+    g_assert_nonnull(strstr(err->message, "has no @HOSTDEV@"));
+    g_unsetenv("ACCELVIRT_CONNECT");
+    fixture_close(&f);
+    av_test_tmpdir_remove(tmp);
+}
+
+/* --- the vm method on libvirt's test driver --------------------------------------
+ *
+ * test:///default is libvirt's in-process mock hypervisor: it keeps the
+ * domains it is given (hostdevs and all) and reports their lifecycle
+ * events (not a guest reboot: that case is left to a real libvirt), but
+ * runs nothing.  The method connects to it through
+ * ACCELVIRT_CONNECT; an operator thread, on a connection of its own, finds
+ * the scrub domain by the UUID the pool made and plays the image's part
+ * (power off, crash) or someone else's (destroy, another domain's events).
+ * The libvirt tier (tests/libvirt/test-scrub-vm.sh) boots real scrub VMs. */
+
+#define VM_UUID "6f0d7b8e-3c1a-4e9b-9d2f-5a4b3c2d1e0f"
+#define VM_TOKEN "0123456789abcdef0123456789abcdef"
+#define VM_IDENTITY "dsn:00-11-22-33-44-55-66-77"
+#define VM_TEST_URI "test:///default"
+
+static void
+vm_silence(void *data, virErrorPtr e)
+{
+    (void)data;
+    (void)e;
+}
+
+typedef enum {
+    OP_SHUTDOWN,                 /* the image powers off: the one success */
+    OP_CRASH,                    /* the image panics */
+    OP_DESTROY,                  /* someone destroys the scrub domain */
+} OpAction;
+
+typedef struct {
+    OpAction action;
+    const char *dump;            /* OP_CRASH: where the test driver writes its core dump */
+    const char *other;           /* the name of a running domain to power off first, or NULL */
+    gboolean found;              /* the scrub domain was seen running */
+    char *xml;                   /* its XML then (free()) */
+} Operator;
+
+static gpointer
+operator_run(gpointer data)
+{
+    Operator *op = data;
+    virConnectPtr conn = virConnectOpen(VM_TEST_URI);
+    virDomainPtr dom = NULL;
+
+    g_assert_nonnull(conn);
+    for (guint i = 0; i < 400 && !dom; i++) {
+        dom = virDomainLookupByUUIDString(conn, VM_UUID);
+        if (!dom)
+            g_usleep(25 * 1000);
+    }
+    if (dom) {
+        op->found = TRUE;
+        /* the method reads the live XML at once after it started it */
+        g_usleep(300 * 1000);
+        op->xml = virDomainGetXMLDesc(dom, 0);
+        if (op->other) {
+            virDomainPtr other = virDomainLookupByName(conn, op->other);
+
+            g_assert_nonnull(other);
+            g_assert_cmpint(virDomainShutdown(other), ==, 0);
+            virDomainFree(other);
+            /* its events reach the method well before ours */
+            g_usleep(600 * 1000);
+        }
+        switch (op->action) {
+        case OP_SHUTDOWN:
+            g_assert_cmpint(virDomainShutdown(dom), ==, 0);
+            break;
+        case OP_CRASH:
+            g_assert_cmpint(virDomainCoreDumpWithFormat(dom, op->dump, VIR_DOMAIN_CORE_DUMP_FORMAT_RAW,
+                                                        VIR_DUMP_CRASH), ==, 0);
+            break;
+        case OP_DESTROY:
+            g_assert_cmpint(virDomainDestroy(dom), ==, 0);
+            break;
+        }
+        virDomainFree(dom);
+    }
+    virConnectClose(conn);
+    return NULL;
+}
+
+typedef struct {
+    Fixture f;
+    char *tmp;                   /* the template and the core dumps */
+    virConnectPtr conn;          /* ours, kept open: the test driver's state lives while one is */
+    AvScrubTarget target;
+} VmFixture;
+
+/* A fixture whose A100 profile has one vm step of @timeout_s seconds on the
+ * template @template_text (the usual one when NULL), ACCELVIRT_CONNECT the
+ * test driver. */
+static void
+vm_fixture_open_timeout(VmFixture *v, const char *template_text, guint timeout_s)
+{
+    g_autofree char *tmpl = NULL;
+    g_autofree char *steps = NULL;
+    g_autofree char *policy = NULL;
+
+    v->tmp = av_test_tmpdir();
+    write_scrub_files(v->tmp);
+    tmpl = g_build_filename(v->tmp, "scrub-vm.xml", NULL);
+    if (template_text)
+        av_test_write(v->tmp, "scrub-vm.xml", template_text);
+    steps = g_strdup_printf("[{\"method\": \"vm\", \"template\": \"%s\", \"timeout\": %u}]", tmpl, timeout_s);
+    policy = g_strdup_printf(POLICY_A100("%s"), steps);
+    fixture_open(&v->f, policy, TRUE);
+    virSetErrorFunc(NULL, vm_silence);
+    g_setenv("ACCELVIRT_CONNECT", VM_TEST_URI, TRUE);
+    v->conn = virConnectOpen(VM_TEST_URI);
+    g_assert_nonnull(v->conn);
+    v->target = (AvScrubTarget){ .identity = VM_IDENTITY, .address = A100, .iommu_group = 40,
+                                 .scrub_token = VM_TOKEN, .scrub_domain_uuid = VM_UUID };
+}
+
+static void
+vm_fixture_open(VmFixture *v, const char *template_text)
+{
+    vm_fixture_open_timeout(v, template_text, 20);
+}
+
+static void
+vm_fixture_close(VmFixture *v)
+{
+    virDomainPtr left = virDomainLookupByUUIDString(v->conn, VM_UUID);
+
+    /* no scrub domain is left behind */
+    g_assert_null(left);
+    virConnectClose(v->conn);
+    g_unsetenv("ACCELVIRT_CONNECT");
+    fixture_close(&v->f);
+    av_test_tmpdir_remove(v->tmp);
+    g_free(v->tmp);
+}
+
+/* Runs the steps with @op (or no operator) playing alongside; the step's
+ * report entry in *ret_entry (a new reference). */
+static gboolean
+vm_run(VmFixture *v, Operator *op, json_t **ret_entry, GError **error)
+{
+    g_autoptr(json_t) report = NULL;
+    GThread *thread = op ? g_thread_new("operator", operator_run, op) : NULL;
+    gboolean ok = run(&v->f, &v->target, &report, error);
+
+    if (thread)
+        g_thread_join(thread);
+    *ret_entry = json_incref(json_array_get(json_object_get(report, "steps"), 0));
+    g_assert_nonnull(*ret_entry);
+    return ok;
+}
+
+/* The name the scrub domain had before it was random: accelvirt-scrub- and
+ * 12 hex digits of the identity's SHA-256, which anyone could work out.
+ * Caller frees. */
+static char *
+vm_old_name(void)
+{
+    g_autofree char *hash = g_compute_checksum_for_string(G_CHECKSUM_SHA256, VM_IDENTITY, -1);
+
+    return g_strdup_printf("accelvirt-scrub-%.12s", hash);
+}
+
+static void
+assert_random_name(const char *name)
+{
+    g_assert_true(g_regex_match_simple("^accelvirt-scrub-[0-9a-f]{16}$", name, 0, 0));
+}
+
+/* The image powers off, the scrub domain had the device: the step passes,
+ * and the report says what libvirt showed. */
+static void
+test_vm_pass(void)
+{
+    VmFixture v;
+    Operator op = { .action = OP_SHUTDOWN };
+    g_autoptr(json_t) entry = NULL;
+    g_autoptr(GError) err = NULL;
+    json_t *live;
+
+    vm_fixture_open(&v, NULL);
+    g_assert_true(vm_run(&v, &op, &entry, &err));
+    g_assert_no_error(err);
+    g_assert_true(op.found);
+    assert_random_name(json_string_value(json_object_get(entry, "domain")));
+    g_assert_cmpstr(json_string_value(json_object_get(entry, "uuid")), ==, VM_UUID);
+    g_assert_cmpstr(json_string_value(json_object_get(entry, "hostdev")), ==, A100);
+    live = json_object_get(entry, "live_hostdevs");
+    g_assert_cmpuint(json_array_size(live), ==, 1);
+    g_assert_cmpstr(json_string_value(json_array_get(live, 0)), ==, A100);
+    g_assert_cmpstr(json_string_value(json_object_get(entry, "reason")), ==, "shutdown");
+    g_assert_nonnull(strstr(json_string_value(json_object_get(entry, "message")), "had device " A100 " and powered off"));
+    /* as it ran: the pool's UUID and scrub token, the device */
+    g_assert_nonnull(op.xml);
+    g_assert_nonnull(strstr(op.xml, "<uuid>" VM_UUID "</uuid>"));
+    g_assert_nonnull(strstr(op.xml, "<av:scrub token=\"" VM_TOKEN "\" identity=\"" VM_IDENTITY "\"/>"));
+    g_assert_nonnull(strstr(op.xml, "bus='0x17'"));
+    free(op.xml);
+    vm_fixture_close(&v);
+}
+
+/* A scrub domain that runs without the device (the placeholder where
+ * libvirt does not take it as a device: in <description>, in <metadata>; or
+ * another device's hostdev beside it) is destroyed at once and the step
+ * fails, whatever the image would do. */
+static void
+test_vm_no_device(void)
+{
+    static const char *const templates[] = {
+        "<domain type='test'><name>@NAME@</name><description>@HOSTDEV@</description><memory>1024</memory>"
+        "<os><type>hvm</type></os><devices/></domain>\n",
+        "<domain type='test'><name>@NAME@</name><metadata><x:m xmlns:x='urn:example:x'>@HOSTDEV@</x:m></metadata>"
+        "<memory>1024</memory><os><type>hvm</type></os><devices/></domain>\n",
+        "<domain type='test'><name>@NAME@</name><description>@HOSTDEV@</description><memory>1024</memory>"
+        "<os><type>hvm</type></os><devices><hostdev mode='subsystem' type='pci' managed='no'><source>"
+        "<address domain='0x0000' bus='0x31' slot='0x00' function='0x0'/></source></hostdev></devices></domain>\n",
+    };
+    static const char *const seen[] = { "[]", "[]", "[\"0000:31:00.0\"]" };
+
+    for (guint i = 0; i < G_N_ELEMENTS(templates); i++) {
+        VmFixture v;
+        g_autoptr(json_t) entry = NULL;
+        g_autoptr(GError) err = NULL;
+        g_autofree char *live = NULL;
+
+        vm_fixture_open(&v, templates[i]);
+        g_assert_false(vm_run(&v, NULL, &entry, &err));
+        g_assert_error(err, AV_ERROR, AV_ERROR_FAILED);
+        g_assert_true(g_regex_match_simple("^scrub step 1 \\(vm\\) failed: the scrub VM 'accelvirt-scrub-[0-9a-f]{16}' "
+                                           "runs without device 0000:17:00.0: its live XML has no <hostdev "
+                                           "type='pci'> of that address \\(PCI hostdevs seen: .*\\); destroyed$",
+                                           err->message, 0, 0));
+        live = av_json_dump_compact(json_object_get(entry, "live_hostdevs"));
+        g_assert_cmpstr(live, ==, seen[i]);
+        g_assert_cmpstr(json_string_value(json_object_get(entry, "reason")), ==, "no-device");
+        g_assert_false(json_is_true(json_object_get(entry, "ok")));
+        vm_fixture_close(&v);
+    }
+}
+
+/* An image that never powers off (a hang): destroyed at the step's
+ * timeout, failed. */
+static void
+test_vm_hang(void)
+{
+    VmFixture v;
+    g_autoptr(json_t) entry = NULL;
+    g_autoptr(GError) err = NULL;
+    gint64 start = g_get_monotonic_time();
+
+    vm_fixture_open_timeout(&v, NULL, 2);
+    g_assert_false(vm_run(&v, NULL, &entry, &err));
+    g_assert_error(err, AV_ERROR, AV_ERROR_FAILED);
+    g_assert_true(g_regex_match_simple("^scrub step 1 \\(vm\\) failed: the scrub VM 'accelvirt-scrub-[0-9a-f]{16}' "
+                                       "did not power off within 2 s; destroyed$", err->message, 0, 0));
+    g_assert_cmpint(g_get_monotonic_time() - start, >=, 2 * G_USEC_PER_SEC);
+    g_assert_cmpstr(json_string_value(json_object_get(entry, "reason")), ==, "timeout");
+    vm_fixture_close(&v);
+}
+
+/* The vm method takes a whole PCI function: an mdev (or no PCI address)
+ * fails the step before libvirt is asked. */
+static void
+test_vm_not_pci(void)
+{
+    VmFixture v;
+    g_autoptr(json_t) entry = NULL;
+    g_autoptr(GError) err = NULL;
+
+    vm_fixture_open(&v, NULL);
+    v.target.mdev_uuid = "4b20d080-1b54-4048-85b3-a6a62d165c01";
+    g_assert_false(vm_run(&v, NULL, &entry, &err));
+    g_assert_error(err, AV_ERROR, AV_ERROR_POLICY);
+    g_assert_nonnull(strstr(err->message, "gives the scrub VM a whole PCI function"));
+    g_assert_null(json_object_get(entry, "domain"));
+    g_clear_error(&err);
+    g_clear_pointer(&entry, json_decref);
+    v.target.mdev_uuid = NULL;
+    v.target.address = "1-1.2";
+    g_assert_false(vm_run(&v, NULL, &entry, &err));
+    g_assert_error(err, AV_ERROR, AV_ERROR_POLICY);
+    vm_fixture_close(&v);
+}
+
+/* A domain defined under the name the scrub domain used to have (anyone
+ * can work it out) no longer stands in its way; two scrubs of one device
+ * use two names. */
+static void
+test_vm_names(void)
+{
+    VmFixture v;
+    g_autofree char *old = vm_old_name();
+    g_autofree char *squat = NULL;
+    g_autofree char *first = NULL;
+    virDomainPtr dom;
+
+    vm_fixture_open(&v, NULL);
+    squat = g_strdup_printf("<domain type='test'><name>%s</name><memory>1024</memory><os><type>hvm</type></os>"
+                            "<devices/></domain>", old);
+    dom = virDomainDefineXML(v.conn, squat);
+    g_assert_nonnull(dom);
+    for (guint i = 0; i < 2; i++) {
+        Operator op = { .action = OP_SHUTDOWN };
+        g_autoptr(json_t) entry = NULL;
+        g_autoptr(GError) err = NULL;
+        const char *name;
+
+        g_assert_true(vm_run(&v, &op, &entry, &err));
+        g_assert_no_error(err);
+        name = json_string_value(json_object_get(entry, "domain"));
+        assert_random_name(name);
+        g_assert_cmpstr(name, !=, old);
+        if (i == 0)
+            first = g_strdup(name);
+        else
+            g_assert_cmpstr(name, !=, first);
+        free(op.xml);
+    }
+    /* the squatter is as it was: defined, not running */
+    g_assert_cmpint(virDomainIsActive(dom), ==, 0);
+    g_assert_cmpint(virDomainUndefine(dom), ==, 0);
+    virDomainFree(dom);
+    vm_fixture_close(&v);
+}
+
+/* Only the scrub domain's own events count, by its UUID: another domain
+ * (here under the name the scrub domain used to have) that powers off
+ * while the scrub runs does not make it pass, and the scrub domain's own
+ * crash or destruction fails it. */
+static void
+test_vm_other_events(void)
+{
+    static const OpAction actions[] = { OP_CRASH, OP_DESTROY };
+    static const char *const messages[] = {
+        "crashed after", "stopped after",
+    };
+    g_autofree char *old = vm_old_name();
+
+    for (guint i = 0; i < G_N_ELEMENTS(actions); i++) {
+        VmFixture v;
+        g_autofree char *dump = NULL;
+        g_autofree char *other = NULL;
+        Operator op = { .action = actions[i], .other = old };
+        g_autoptr(json_t) entry = NULL;
+        g_autoptr(GError) err = NULL;
+        virDomainPtr dom;
+
+        vm_fixture_open(&v, NULL);
+        dump = g_build_filename(v.tmp, "core", NULL);
+        op.dump = dump;
+        other = g_strdup_printf("<domain type='test'><name>%s</name><memory>1024</memory><os><type>hvm</type></os>"
+                                "<devices/></domain>", old);
+        dom = virDomainCreateXML(v.conn, other, 0);
+        g_assert_nonnull(dom);
+        g_assert_false(vm_run(&v, &op, &entry, &err));
+        g_assert_true(op.found);
+        g_assert_nonnull(strstr(err->message, messages[i]));
+        g_assert_cmpstr(json_string_value(json_object_get(entry, "reason")), ==, i == 0 ? "crashed" : "destroyed");
+        /* the other one powered off, and that was not taken for ours */
+        g_assert_cmpint(virDomainIsActive(dom), !=, 1);
+        virDomainFree(dom);
+        free(op.xml);
+        vm_fixture_close(&v);
+    }
+}
+
 /* --- the fake kernel's device operations --------------------------------------- */
 
 static void
@@ -736,6 +1225,14 @@ main(int argc, char **argv)
     g_test_add_func("/scrub/vfio-zero/not-vfio", test_method_not_vfio);
     g_test_add_func("/scrub/vfio-zero/group-busy", test_method_group_busy);
     g_test_add_func("/scrub/vfio-zero/mdev-refused", test_method_mdev_refused);
+    g_test_add_func("/scrub/command/checked-at-run", test_command_checked_at_run);
+    g_test_add_func("/scrub/vm/template-checked-at-run", test_vm_template_checked_at_run);
+    g_test_add_func("/scrub/vm/pass", test_vm_pass);
+    g_test_add_func("/scrub/vm/no-device", test_vm_no_device);
+    g_test_add_func("/scrub/vm/hang", test_vm_hang);
+    g_test_add_func("/scrub/vm/not-pci", test_vm_not_pci);
+    g_test_add_func("/scrub/vm/names", test_vm_names);
+    g_test_add_func("/scrub/vm/other-events", test_vm_other_events);
     g_test_add_func("/scrub/kernel/fake-device-ops", test_fake_device_ops);
     return g_test_run();
 }

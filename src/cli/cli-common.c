@@ -114,13 +114,23 @@ av_cli_print_json(json_t *value)
 AvPolicy *
 av_cli_load_policy(const AvCli *cli, GError **error)
 {
+    g_autoptr(GError) local = NULL;
+    AvPolicy *policy;
+
     if (cli->policy_dir_explicit && !g_file_test(cli->policy_dir, G_FILE_TEST_IS_DIR)) {
         g_set_error(error, AV_ERROR, AV_ERROR_NOT_FOUND,
                     "the policy directory '%s' does not exist; create it or point --policy-dir at your policies",
                     cli->policy_dir);
         return NULL;
     }
-    return av_policy_load_dir(cli->policy_dir, error);
+    policy = av_policy_load_dir(cli->policy_dir, &local);
+    /* A policy that another user could change (it, or a program or template
+     * it names) is a bad policy: exit status 2, as for a mistake in it. */
+    if (!policy && g_error_matches(local, AV_ERROR, AV_ERROR_UNSAFE))
+        local->code = AV_ERROR_POLICY;
+    if (!policy)
+        g_propagate_error(error, g_steal_pointer(&local));
+    return policy;
 }
 
 gboolean

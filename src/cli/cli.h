@@ -52,7 +52,8 @@ void av_cli_print_json(json_t *value);
 
 /* The policy, loaded from the options.  The default policy dir may be
  * missing (nothing is managed); one the user named must exist.  NULL with
- * @error set. */
+ * @error set; an untrusted policy (AV_ERROR_UNSAFE of av_policy_load_dir())
+ * comes back as AV_ERROR_POLICY, a bad policy like any other (exit 2). */
 AvPolicy *av_cli_load_policy(const AvCli *cli, GError **error);
 
 /* Opens the root and loads the policy, so that bad input is found before

@@ -9,10 +9,13 @@
 #include "av-policy.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "util/av-error.h"
+#include "util/av-file.h"
 #include "util/av-json.h"
 #include "vfio/av-vfio.h"
 
@@ -207,6 +210,7 @@ typedef struct {
     const char *data;
     gsize len;
     const char *label;        /* "profile 'gpu'" or "profiles[3]", or NULL at the top level */
+    gboolean check_files;     /* check the programs and templates that scrub steps name */
 } PolicyParse;
 
 /* Sets an AV_ERROR_POLICY error "FILE:LINE:COLUMN: LABEL: message" at the
@@ -769,6 +773,131 @@ parse_companions(const PolicyParse *pp, AvProfile *profile, json_t *obj, const c
     return TRUE;
 }
 
+/* ---- the files that policies name ---- */
+
+/* After av_file_check_trusted(@path, @what): the regular file @path, at
+ * most @max bytes, read whole (caller frees; NUL-terminated, its length in
+ * *ret_len).  NULL with the check's error, or AV_ERROR_POLICY when it is
+ * not a regular file or is larger, AV_ERROR_IO when it cannot be read.
+ * Opened without blocking, so that a FIFO never hangs the reader. */
+static char *
+policy_read_trusted(const char *path, const char *what, gsize max, gsize *ret_len, GError **error)
+{
+    g_autofree char *data = NULL;
+    struct stat st, fst;
+    int fd, r;
+
+    if (!av_file_check_trusted(path, what, &st, error))
+        return NULL;
+    if (!S_ISREG(st.st_mode)) {
+        g_set_error(error, AV_ERROR, AV_ERROR_POLICY, "the %s '%s' is not a regular file", what, path);
+        return NULL;
+    }
+    if ((guint64)st.st_size > max) {
+        g_set_error(error, AV_ERROR, AV_ERROR_POLICY, "the %s '%s' is too large (%lld bytes; at most %" G_GSIZE_FORMAT ")",
+                    what, path, (long long)st.st_size, max);
+        return NULL;
+    }
+    fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    if (fd < 0) {
+        av_error_errno(error, -errno, "cannot read the %s '%s'", what, path);
+        return NULL;
+    }
+    if (fstat(fd, &fst) < 0 || fst.st_dev != st.st_dev || fst.st_ino != st.st_ino) {
+        close(fd);
+        g_set_error(error, AV_ERROR, AV_ERROR_UNSAFE, "the %s '%s' was replaced while it was checked; try again",
+                    what, path);
+        return NULL;
+    }
+    data = g_malloc((gsize)st.st_size + 1);
+    r = av_file_pread_all(fd, data, (gsize)st.st_size, 0);
+    close(fd);
+    if (r < 0) {
+        av_error_errno(error, r, "cannot read the %s '%s'", what, path);
+        return NULL;
+    }
+    data[st.st_size] = '\0';
+    *ret_len = (gsize)st.st_size;
+    return g_steal_pointer(&data);
+}
+
+/* See av-policy.h. */
+gboolean
+av_policy_check_scrub_program(const char *path, GError **error)
+{
+    struct stat st;
+
+    if (!av_file_check_trusted(path, "scrub program", &st, error))
+        return FALSE;
+    if (!S_ISREG(st.st_mode)) {
+        g_set_error(error, AV_ERROR, AV_ERROR_POLICY, "the scrub program '%s' is not a regular file", path);
+        return FALSE;
+    }
+    if (!(st.st_mode & (S_IXUSR | S_IXGRP | S_IXOTH))) {
+        g_set_error(error, AV_ERROR, AV_ERROR_POLICY, "the scrub program '%s' is not executable (mode %04o)", path,
+                    (unsigned)(st.st_mode & 07777));
+        return FALSE;
+    }
+    return TRUE;
+}
+
+/* TRUE when @needle occurs in @text outside its XML comments. */
+static gboolean
+text_has_outside_comments(const char *text, const char *needle)
+{
+    const char *p = text;
+
+    for (;;) {
+        const char *open = strstr(p, "<!--");
+
+        if (g_strstr_len(p, open ? open - p : -1, needle))
+            return TRUE;
+        if (!open)
+            return FALSE;
+        p = strstr(open + 4, "-->");
+        if (!p)
+            return FALSE;
+        p += 3;
+    }
+}
+
+/* See av-policy.h. */
+char *
+av_policy_read_scrub_template(const char *path, GError **error)
+{
+    g_autofree char *text = NULL;
+    gsize len = 0;
+
+    text = policy_read_trusted(path, "scrub VM template", AV_POLICY_TEMPLATE_MAX, &len, error);
+    if (!text)
+        return NULL;
+    if (strlen(text) != len || !g_utf8_validate(text, (gssize)len, NULL)) {
+        g_set_error(error, AV_ERROR, AV_ERROR_POLICY,
+                    "the scrub VM template '%s' is not a domain XML (it has NUL bytes or is not UTF-8)", path);
+        return NULL;
+    }
+    if (!text_has_outside_comments(text, AV_POLICY_HOSTDEV_PLACEHOLDER)) {
+        g_set_error(error, AV_ERROR, AV_ERROR_POLICY,
+                    "the scrub VM template '%s' has no %s (outside comments), so its scrub VM would boot without "
+                    "the device; put %s inside its <devices>", path, AV_POLICY_HOSTDEV_PLACEHOLDER,
+                    AV_POLICY_HOSTDEV_PLACEHOLDER);
+        return NULL;
+    }
+    return g_steal_pointer(&text);
+}
+
+/* Fails the load at @path ("FILE:LINE:COLUMN: ..."), with the error @local
+ * of a check of the file that @display names: AV_ERROR_UNSAFE stays so,
+ * anything else is a policy error. */
+static gboolean
+policy_fail_file(const PolicyParse *pp, const char *path, const char *display, const GError *local, GError **error)
+{
+    policy_fail(pp, path, FALSE, error, "'%s': %s", display, local->message);
+    if (error && *error && g_error_matches(local, AV_ERROR, AV_ERROR_UNSAFE))
+        (*error)->code = AV_ERROR_UNSAFE;
+    return FALSE;
+}
+
 /* ---- scrub ---- */
 
 static gboolean
@@ -883,8 +1012,13 @@ parse_scrub_step(const PolicyParse *pp, AvProfile *profile, json_t *step, const 
         (s->method == AV_SCRUB_METHOD_VFIO_ZERO || s->method == AV_SCRUB_METHOD_RESET ||
          s->method == AV_SCRUB_METHOD_ROM_CHECK))
         return policy_fail(pp, mpath, FALSE, error,
-                           "scrub method '%s' acts on a whole PCI function and cannot be used with attach '%s'; expected one of none, command, vm",
+                           "scrub method '%s' acts on a whole PCI function and cannot be used with attach '%s'; expected one of none, command",
                            method_name, av_attach_to_string(profile->attach));
+    if ((profile->attach == AV_ATTACH_USB || profile->attach == AV_ATTACH_MDEV) && s->method == AV_SCRUB_METHOD_VM)
+        return policy_fail(pp, mpath, FALSE, error,
+                           "scrub method 'vm' cannot be used with attach '%s' (for now): the scrub VM takes its "
+                           "device as a whole PCI function; expected one of none, command",
+                           av_attach_to_string(profile->attach));
 
     s->options = json_deep_copy(step);
 
@@ -917,6 +1051,15 @@ parse_scrub_step(const PolicyParse *pp, AvProfile *profile, json_t *step, const 
         if (!get_timeout(pp, step, path, display, AV_SCRUB_COMMAND_TIMEOUT_DEFAULT, &s->timeout_s, error))
             return FALSE;
         json_object_set_new(s->options, "timeout", json_integer(s->timeout_s));
+        /* The file last: the document's own mistakes come first. */
+        if (pp->check_files) {
+            g_autoptr(GError) local = NULL;
+            g_autofree char *ip = g_strdup_printf("%s/0", ap);
+            g_autofree char *id = g_strdup_printf("%s[0]", ad);
+
+            if (!av_policy_check_scrub_program(json_string_value(json_array_get(argv, 0)), &local))
+                return policy_fail_file(pp, ip, id, local, error);
+        }
         break;
     }
     case AV_SCRUB_METHOD_VFIO_ZERO: {
@@ -1013,6 +1156,13 @@ parse_scrub_step(const PolicyParse *pp, AvProfile *profile, json_t *step, const 
         if (!get_timeout(pp, step, path, display, AV_SCRUB_VM_TIMEOUT_DEFAULT, &s->timeout_s, error))
             return FALSE;
         json_object_set_new(s->options, "timeout", json_integer(s->timeout_s));
+        if (pp->check_files) {
+            g_autoptr(GError) local = NULL;
+            g_autofree char *text = av_policy_read_scrub_template(json_string_value(tmpl), &local);
+
+            if (!text)
+                return policy_fail_file(pp, tp, td, local, error);
+        }
         break;
     }
     default:
@@ -1247,11 +1397,13 @@ parse_profile(PolicyParse *pp, AvPolicy *policy, GPtrArray *added, json_t *obj, 
 }
 
 /* Parses one document; all of its profiles are appended, or none (FALSE,
- * AV_ERROR_POLICY "FILE:LINE:COLUMN: ..."). */
-gboolean
-av_policy_add_data(AvPolicy *policy, const char *filename, const char *data, gsize len, GError **error)
+ * "FILE:LINE:COLUMN: ...").  With @check_files, the programs and templates
+ * that its scrub steps name are checked too. */
+static gboolean
+policy_add_data(AvPolicy *policy, const char *filename, const char *data, gsize len, gboolean check_files,
+                GError **error)
 {
-    PolicyParse pp = { .filename = filename, .data = data, .len = len, .label = NULL };
+    PolicyParse pp = { .filename = filename, .data = data, .len = len, .label = NULL, .check_files = check_files };
     g_autoptr(GPtrArray) added = g_ptr_array_new_with_free_func((GDestroyNotify)av_profile_free);
     g_autoptr(json_t) root = NULL;
     json_error_t jerr;
@@ -1299,6 +1451,13 @@ av_policy_add_data(AvPolicy *policy, const char *filename, const char *data, gsi
     return TRUE;
 }
 
+/* See av-policy.h: the document alone, the files it names unchecked. */
+gboolean
+av_policy_add_data(AvPolicy *policy, const char *filename, const char *data, gsize len, GError **error)
+{
+    return policy_add_data(policy, filename, data, len, FALSE, error);
+}
+
 /* ---- the directory ---- */
 
 static int
@@ -1307,22 +1466,12 @@ compare_names(gconstpointer a, gconstpointer b)
     return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
-static gboolean
-check_not_world_writable(const char *path, const struct stat *st, const char *what, GError **error)
-{
-    if (st->st_mode & S_IWOTH) {
-        g_set_error(error, AV_ERROR, AV_ERROR_UNSAFE,
-                    "the policy %s '%s' is writable by every user (mode %04o): refusing it, since policies name commands run as root; run 'chmod o-w %s'",
-                    what, path, (unsigned)(st->st_mode & 07777), path);
-        return FALSE;
-    }
-    return TRUE;
-}
-
 /* Reads the *.json files of @dir in strcmp() order into a new policy
- * (caller frees); a missing @dir is an empty policy.  NULL with @error set
- * on the first bad file (AV_ERROR_POLICY), an unreadable one (AV_ERROR_IO)
- * or one writable by every user (AV_ERROR_UNSAFE). */
+ * (caller frees); a missing @dir is an empty policy.  The directory, each
+ * file, and the programs and templates their scrub steps name must be
+ * trusted (av_file_check_trusted()).  NULL with @error set on the first bad
+ * file (AV_ERROR_POLICY), an unreadable one (AV_ERROR_IO) or one that
+ * another user than root could change (AV_ERROR_UNSAFE). */
 AvPolicy *
 av_policy_load_dir(const char *dir, GError **error)
 {
@@ -1348,7 +1497,7 @@ av_policy_load_dir(const char *dir, GError **error)
         g_set_error(error, AV_ERROR, AV_ERROR_POLICY, "the policy directory '%s' is not a directory", dir);
         return NULL;
     }
-    if (!check_not_world_writable(dir, &st, "directory", error))
+    if (!av_file_check_trusted(dir, "policy directory", NULL, error))
         return NULL;
 
     d = g_dir_open(dir, 0, &err);
@@ -1369,29 +1518,13 @@ av_policy_load_dir(const char *dir, GError **error)
         g_autofree char *data = NULL;
         gsize len = 0;
 
-        /* follows symbolic links: linking an example from
-         * /usr/share/accelvirt/policies is how one activates it */
-        if (stat(path, &st) < 0) {
-            av_error_errno(error, -errno, "cannot read the policy file '%s'", path);
+        /* Symbolic links are followed (linking an example of
+         * /usr/share/accelvirt/policies is how one activates it), and the
+         * link's directories and its target's are checked alike. */
+        data = policy_read_trusted(path, "policy file", AV_POLICY_MAX_FILE_SIZE, &len, error);
+        if (!data)
             return NULL;
-        }
-        if (!S_ISREG(st.st_mode)) {
-            g_set_error(error, AV_ERROR, AV_ERROR_POLICY, "the policy file '%s' is not a regular file", path);
-            return NULL;
-        }
-        if (!check_not_world_writable(path, &st, "file", error))
-            return NULL;
-        if (st.st_size > AV_POLICY_MAX_FILE_SIZE) {
-            g_set_error(error, AV_ERROR, AV_ERROR_POLICY, "the policy file '%s' is too large (%lld bytes; at most %u)",
-                        path, (long long)st.st_size, AV_POLICY_MAX_FILE_SIZE);
-            return NULL;
-        }
-        if (!g_file_get_contents(path, &data, &len, &err)) {
-            g_set_error(error, AV_ERROR, AV_ERROR_IO, "cannot read the policy file '%s': %s", path, err->message);
-            g_error_free(err);
-            return NULL;
-        }
-        if (!av_policy_add_data(policy, path, data, len, error))
+        if (!policy_add_data(policy, path, data, len, TRUE, error))
             return NULL;
     }
     return g_steal_pointer(&policy);

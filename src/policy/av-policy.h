@@ -124,14 +124,46 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(AvPolicy, av_policy_free)
  * hidden files are ignored).  A missing directory is an empty policy (nothing
  * is managed).  The first bad file fails the whole load: the error
  * (AV_ERROR_POLICY) reads "FILE:LINE:COLUMN: what is wrong", pointing at the
- * offending value.  Returns a new AvPolicy or NULL. */
+ * offending value.  Everything a policy makes accelvirt run or read as root
+ * must be trusted (av_file_check_trusted(): owned by root or the state
+ * dir's owner, writable by nobody else, nor in a directory that is): the
+ * directory, each file (a link's directory and its target alike), each
+ * "command" step's program (av_policy_check_scrub_program()) and each "vm"
+ * step's template (av_policy_read_scrub_template()); AV_ERROR_UNSAFE
+ * otherwise, at "FILE:LINE:COLUMN: " of the step's value for a program or
+ * template.  Returns a new AvPolicy or NULL. */
 AvPolicy *av_policy_load_dir(const char *dir, GError **error);
 
 /* Parses one policy document @data of @len bytes, reporting errors against
  * @filename.  Appends its profiles to @policy (checking names are unique
- * across the policy).  Returns FALSE with @error set, and @policy unchanged,
- * on a bad document. */
+ * across the policy).  The programs and templates that its steps name are
+ * not looked at (av_policy_load_dir() checks them; the scrub checks them
+ * again before it uses them).  Returns FALSE with @error set, and @policy
+ * unchanged, on a bad document. */
 gboolean av_policy_add_data(AvPolicy *policy, const char *filename, const char *data, gsize len, GError **error);
+
+/* The placeholder of a "vm" step's template that becomes the device's
+ * <hostdev>, and the largest template read. */
+#define AV_POLICY_HOSTDEV_PLACEHOLDER "@HOSTDEV@"
+#define AV_POLICY_TEMPLATE_MAX (1024u * 1024u)
+
+/* Checks the program @path of a "command" step, which runs as root: trusted
+ * (av_file_check_trusted()), a regular file, executable.  Called at policy
+ * load and again right before it runs.  FALSE with AV_ERROR_UNSAFE (another
+ * user could change it), AV_ERROR_NOT_FOUND (it does not exist) or
+ * AV_ERROR_POLICY (not an executable regular file).  Borrows @path. */
+gboolean av_policy_check_scrub_program(const char *path, GError **error);
+
+/* Reads the template @path of a "vm" step, which root hands to libvirt:
+ * trusted (av_file_check_trusted()), a regular file of at most
+ * AV_POLICY_TEMPLATE_MAX bytes, UTF-8 without NUL, holding
+ * AV_POLICY_HOSTDEV_PLACEHOLDER outside its XML comments (the shipped
+ * template names it in its own; where else it is, only the running scrub
+ * domain's live XML tells: see src/scrub/av-scrub-vm.c).  Called at policy load and again right
+ * before the scrub VM is made from it.  Returns its text (caller frees), or
+ * NULL with AV_ERROR_UNSAFE, AV_ERROR_NOT_FOUND, AV_ERROR_POLICY or
+ * AV_ERROR_IO.  Borrows @path. */
+char *av_policy_read_scrub_template(const char *path, GError **error);
 
 /* A new empty policy (no directory, no file, no profile). */
 AvPolicy *av_policy_new(void);

@@ -23,14 +23,28 @@
  * scrub token (<av:accelerators><av:scrub token=/>, from the pool), and the
  * hook lets that domain, and only it, have the device (hooks/hook-ops.c).
  *
+ * The step passes only when the scrub VM really had the device: the template
+ * must hold @HOSTDEV@ (checked at policy load and again here), the device
+ * must be a PCI function, and once the domain runs its live XML must show a
+ * <hostdev type='pci'> whose source address is exactly the device's; if not,
+ * it is destroyed and the step fails.  What the live XML showed goes into
+ * the step's report ("live_hostdevs").
+ *
+ * The domain's name is random for each scrub (accelvirt-scrub- and 16 hex
+ * digits from getrandom), so that nobody can take it first by defining a
+ * domain of that name, and events are matched by its UUID (the one the pool
+ * made for this scrub), never by its name.
+ *
  * This runs in the detached worker (or `accelvirt scrub`), never in the hook:
  * the hook must not call libvirt.  The domain is started with
  * VIR_DOMAIN_START_AUTODESTROY, so that it dies with our connection if the
- * worker does. */
+ * worker does (libvirt's test driver, whose domains live in this process
+ * only, has no such flag: tests/test-scrub.c runs the method on it). */
 #include "config.h"
 
 #include "av-scrub-private.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -40,19 +54,23 @@
 #include <libxml/tree.h>
 
 #include "util/av-error.h"
+#include "util/av-json.h"
+#include "util/av-names.h"
 
 #define AV_SCRUB_VM_CONNECT_DEFAULT "qemu:///system"
 /* The event loop wakes at least this often to check the domain and the clock. */
 #define AV_SCRUB_VM_TICK_MS 200
+/* The scrub domain's name: this prefix and AV_SCRUB_VM_NAME_RANDOM random
+ * bytes as hex. */
+#define AV_SCRUB_VM_NAME_PREFIX "accelvirt-scrub-"
+#define AV_SCRUB_VM_NAME_RANDOM 8
 /* After the domain is gone from libvirt, how long to wait for its stop event
  * (events and replies travel separately). */
 #define AV_SCRUB_VM_GRACE_US (3 * G_USEC_PER_SEC)
-/* A template larger than this is not a domain template. */
-#define AV_SCRUB_VM_TEMPLATE_MAX (1024 * 1024)
 
-/* What the event callbacks saw of our domain. */
+/* What the event callbacks saw of our domain, known by its UUID. */
 typedef struct {
-    const char *name;
+    const char *uuid;
     gboolean stopped;
     int stop_detail;             /* virDomainEventStoppedDetailType */
     gboolean rebooted;
@@ -82,12 +100,14 @@ av_scrub_vm_tick(int timer, void *opaque)
     (void)opaque;
 }
 
+/* TRUE when the event's @dom is our scrub domain: by its UUID, which the
+ * pool made for this scrub; a name anyone may give to any domain. */
 static gboolean
 av_scrub_vm_is_ours(virDomainPtr dom, const AvScrubVmWatch *watch)
 {
-    const char *name = virDomainGetName(dom);
+    char uuid[VIR_UUID_STRING_BUFLEN];
 
-    return name && strcmp(name, watch->name) == 0;
+    return virDomainGetUUIDString(dom, uuid) == 0 && g_ascii_strcasecmp(uuid, watch->uuid) == 0;
 }
 
 static int
@@ -167,15 +187,24 @@ av_scrub_vm_replace(const char *text, const char *key, const char *value)
     return g_strjoinv(value, parts);
 }
 
+/* The first element child of @parent named @name, or NULL. */
+static xmlNodePtr
+av_scrub_vm_child(xmlNodePtr parent, const char *name)
+{
+    for (xmlNodePtr n = parent ? parent->children : NULL; n; n = n->next)
+        if (n->type == XML_ELEMENT_NODE && xmlStrcmp(n->name, BAD_CAST name) == 0)
+            return n;
+    return NULL;
+}
+
 /* The text of the child element @name of @root, or NULL when absent (caller
  * frees with xmlFree). */
 static xmlChar *
 av_scrub_vm_child_text(xmlNodePtr root, const char *name)
 {
-    for (xmlNodePtr n = root->children; n; n = n->next)
-        if (n->type == XML_ELEMENT_NODE && xmlStrcmp(n->name, BAD_CAST name) == 0)
-            return xmlNodeGetContent(n);
-    return NULL;
+    xmlNodePtr n = av_scrub_vm_child(root, name);
+
+    return n ? xmlNodeGetContent(n) : NULL;
 }
 
 /* The accelvirt namespace of domain metadata (av:accelerators). */
@@ -299,23 +328,17 @@ av_scrub_vm_finish(const char *xml, const char *template_path, const char *token
 }
 
 /* The domain XML: the template with its placeholders filled in, every value
- * escaped for XML.  *ret_hostdev tells whether the device was attached. */
+ * escaped for XML; @hostdev, the device's <hostdev>, for @HOSTDEV@.  Caller
+ * frees. */
 static char *
 av_scrub_vm_xml(const char *template_text, const AvScrubTarget *target, const char *name, const char *uuid,
-                gboolean *ret_hostdev)
+                const char *hostdev)
 {
-    g_autofree char *hostdev = NULL;
     g_autofree char *e_name = g_markup_escape_text(name, -1);
     g_autofree char *e_uuid = g_markup_escape_text(uuid, -1);
     g_autofree char *e_identity = g_markup_escape_text(target->identity ? target->identity : "", -1);
     g_autofree char *xml = g_strdup(template_text);
     char *next;
-
-    /* A PCI function only: an mdev's parent or a USB device is not handed to
-     * the scrub VM (accelvirt-policy(5)). */
-    if (!target->mdev_uuid)
-        hostdev = av_scrub_vm_hostdev(target->address);
-    *ret_hostdev = hostdev != NULL && strstr(template_text, "@HOSTDEV@") != NULL;
 
     next = av_scrub_vm_replace(xml, "@NAME@", e_name);
     g_free(xml);
@@ -326,10 +349,79 @@ av_scrub_vm_xml(const char *template_text, const AvScrubTarget *target, const ch
     next = av_scrub_vm_replace(xml, "@IDENTITY@", e_identity);
     g_free(xml);
     xml = next;
-    next = av_scrub_vm_replace(xml, "@HOSTDEV@", hostdev ? hostdev : "");
+    next = av_scrub_vm_replace(xml, AV_POLICY_HOSTDEV_PLACEHOLDER, hostdev);
     g_free(xml);
     xml = next;
     return g_steal_pointer(&xml);
+}
+
+/* The value of the attribute @name of @node as a number (libvirt writes
+ * "0x17"), or -1 when absent or not a number. */
+static gint64
+av_scrub_vm_attr_number(xmlNodePtr node, const char *name)
+{
+    xmlChar *v = xmlGetProp(node, BAD_CAST name);
+    gint64 n = -1;
+
+    if (v) {
+        const char *text = (const char *)v;
+        char *end = NULL;
+        guint64 u;
+
+        errno = 0;
+        u = g_ascii_strtoull(text, &end, 0);
+        if (*text && end && *end == '\0' && errno == 0 && u <= G_MAXINT32)
+            n = (gint64)u;
+        xmlFree(v);
+    }
+    return n;
+}
+
+/* Reads the live domain XML @xml of the running scrub domain: appends to
+ * @seen the PCI address ("DDDD:BB:SS.F") of every <hostdev type='pci'> of
+ * its <devices>, and returns TRUE when one is @address (lower case) exactly.
+ * FALSE as well when @xml does not parse. */
+static gboolean
+av_scrub_vm_live_has_device(const char *xml, const char *address, json_t *seen)
+{
+    xmlDocPtr doc = xmlReadMemory(xml, (int)strlen(xml), "live.xml", NULL,
+                                  XML_PARSE_NONET | XML_PARSE_NOERROR | XML_PARSE_NOWARNING);
+    xmlNodePtr root = doc ? xmlDocGetRootElement(doc) : NULL;
+    xmlNodePtr devices = NULL;
+    gboolean found = FALSE;
+
+    if (root && xmlStrcmp(root->name, BAD_CAST "domain") == 0)
+        devices = av_scrub_vm_child(root, "devices");
+    for (xmlNodePtr n = devices ? devices->children : NULL; n; n = n->next) {
+        xmlChar *type, *mode;
+        xmlNodePtr a;
+        gboolean pci;
+        gint64 d, b, sl, f;
+        g_autofree char *seen_address = NULL;
+
+        if (n->type != XML_ELEMENT_NODE || xmlStrcmp(n->name, BAD_CAST "hostdev") != 0)
+            continue;
+        type = xmlGetProp(n, BAD_CAST "type");
+        mode = xmlGetProp(n, BAD_CAST "mode");
+        pci = type && xmlStrcmp(type, BAD_CAST "pci") == 0 && (!mode || xmlStrcmp(mode, BAD_CAST "subsystem") == 0);
+        xmlFree(type);
+        xmlFree(mode);
+        a = av_scrub_vm_child(av_scrub_vm_child(n, "source"), "address");
+        if (!pci || !a)
+            continue;
+        d = av_scrub_vm_attr_number(a, "domain");
+        b = av_scrub_vm_attr_number(a, "bus");
+        sl = av_scrub_vm_attr_number(a, "slot");
+        f = av_scrub_vm_attr_number(a, "function");
+        if (d < 0 || d > 0xffff || b < 0 || b > 0xff || sl < 0 || sl > 0x1f || f < 0 || f > 7)
+            continue;
+        seen_address = g_strdup_printf("%04x:%02x:%02x.%x", (unsigned)d, (unsigned)b, (unsigned)sl, (unsigned)f);
+        json_array_append_new(seen, json_string(seen_address));
+        if (g_str_equal(seen_address, address))
+            found = TRUE;
+    }
+    xmlFreeDoc(doc);
+    return found;
 }
 
 gboolean
@@ -341,7 +433,9 @@ av_scrub_method_vm(AvScrubContext *ctx, char **ret_message, GError **error)
     const char *uri = g_getenv("ACCELVIRT_CONNECT");
     guint timeout_s = ctx->step->timeout_s;
     g_autofree char *template_text = NULL;
-    g_autofree char *hash = NULL;
+    g_autofree char *hostdev = NULL;
+    g_autofree char *address = NULL;
+    g_autofree char *random = NULL;
     g_autofree char *name = NULL;
     g_autofree char *uuid = target->scrub_domain_uuid ? g_strdup(target->scrub_domain_uuid) : g_uuid_string_random();
     g_autofree char *filled = NULL;
@@ -351,10 +445,10 @@ av_scrub_method_vm(AvScrubContext *ctx, char **ret_message, GError **error)
     virConnectPtr conn = NULL;
     virDomainPtr dom = NULL;
     int cb_lifecycle = -1, cb_reboot = -1, timer = -1;
-    gboolean hostdev = FALSE, ok = FALSE, running = FALSE;
+    unsigned int create_flags = VIR_DOMAIN_START_AUTODESTROY;
+    gboolean ok = FALSE, running = FALSE;
     const char *reason = NULL;
     gint64 start, deadline, gone_at = 0;
-    gsize len = 0;
     double seconds = 0;
 
     if (!uri || !*uri)
@@ -363,27 +457,35 @@ av_scrub_method_vm(AvScrubContext *ctx, char **ret_message, GError **error)
         g_set_error(&local, AV_ERROR, AV_ERROR_POLICY, "the step has no absolute 'template'");
         goto out;
     }
-    if (!g_file_get_contents(template_path, &template_text, &len, &local)) {
-        g_prefix_error(&local, "cannot read the scrub VM template: ");
+    /* Checked at policy load, and again now: the template, or a directory
+     * above it, may have changed since. */
+    template_text = av_policy_read_scrub_template(template_path, &local);
+    if (!template_text)
         goto out;
-    }
-    if (len > AV_SCRUB_VM_TEMPLATE_MAX || strlen(template_text) != len ||
-        !g_utf8_validate(template_text, (gssize)len, NULL)) {
+    /* A PCI function only: an mdev's parent or a USB device is never handed
+     * to the scrub VM, and no device, no pass (accelvirt-policy(5)). */
+    if (!target->mdev_uuid)
+        hostdev = av_scrub_vm_hostdev(target->address);
+    if (!hostdev) {
         g_set_error(&local, AV_ERROR, AV_ERROR_POLICY,
-                    "the scrub VM template '%s' is not a domain XML (over 1 MiB, NUL bytes or not UTF-8)",
-                    template_path);
+                    "the vm method gives the scrub VM a whole PCI function, and device %s (%s) is none; not scrubbed",
+                    target->address ? target->address : "-", target->mdev_uuid ? target->mdev_uuid : "not a PCI address");
         goto out;
     }
-    hash = g_compute_checksum_for_string(G_CHECKSUM_SHA256, target->identity ? target->identity : "", -1);
-    name = g_strdup_printf("accelvirt-scrub-%.12s", hash);
-    watch.name = name;
-    filled = av_scrub_vm_xml(template_text, target, name, uuid, &hostdev);
+    address = g_ascii_strdown(target->address, -1);
+    random = av_random_hex(AV_SCRUB_VM_NAME_RANDOM, "the scrub VM's name", &local);
+    if (!random)
+        goto out;
+    name = g_strconcat(AV_SCRUB_VM_NAME_PREFIX, random, NULL);
+    watch.uuid = uuid;
+    filled = av_scrub_vm_xml(template_text, target, name, uuid, hostdev);
     xml = av_scrub_vm_finish(filled, template_path, target->scrub_token, uuid, target->identity, &local);
     if (!xml)
         goto out;
     json_object_set_new(ctx->entry, "domain", json_string(name));
+    json_object_set_new(ctx->entry, "uuid", json_string(uuid));
     json_object_set_new(ctx->entry, "uri", json_string(uri));
-    json_object_set_new(ctx->entry, "hostdev", hostdev ? json_string(target->address) : json_null());
+    json_object_set_new(ctx->entry, "hostdev", json_string(address));
 
     if (!GPOINTER_TO_INT(g_once(&event_once, av_scrub_vm_event_init, NULL))) {
         g_set_error(&local, AV_ERROR, AV_ERROR_FAILED, "cannot start libvirt's event loop: %s",
@@ -409,15 +511,47 @@ av_scrub_method_vm(AvScrubContext *ctx, char **ret_message, GError **error)
         goto out;
     }
 
+    /* The test driver's domains live in this process only, and it has no
+     * autodestroy. */
+    if (g_strcmp0(virConnectGetType(conn), "TEST") == 0)
+        create_flags = 0;
     start = g_get_monotonic_time();
     deadline = start + (gint64)timeout_s * G_USEC_PER_SEC;
-    dom = virDomainCreateXML(conn, xml, VIR_DOMAIN_START_AUTODESTROY);
+    dom = virDomainCreateXML(conn, xml, create_flags);
     if (!dom) {
         g_set_error(&local, AV_ERROR, AV_ERROR_FAILED, "cannot start the scrub VM '%s' from '%s' on '%s': %s", name,
                     template_path, uri, av_scrub_vm_virt_message());
         goto out;
     }
     running = TRUE;
+    /* It passes only if it really has the device: libvirt's live XML of the
+     * running domain must show it. */
+    {
+        char *live = virDomainGetXMLDesc(dom, 0);
+        json_t *seen = json_array();
+        gboolean has = live && av_scrub_vm_live_has_device(live, address, seen);
+
+        json_object_set_new(ctx->entry, "live_hostdevs", seen);
+        if (!has) {
+            g_autofree char *list = av_json_dump_compact(seen);
+
+            reason = "no-device";
+            if (!live)
+                g_set_error(&local, AV_ERROR, AV_ERROR_FAILED,
+                            "cannot read the live XML of the scrub VM '%s' (%s), so it is not known to have had "
+                            "device %s; destroyed", name, av_scrub_vm_virt_message(), address);
+            else
+                g_set_error(&local, AV_ERROR, AV_ERROR_FAILED,
+                            "the scrub VM '%s' runs without device %s: its live XML has no <hostdev type='pci'> "
+                            "of that address (PCI hostdevs seen: %s); destroyed", name, address,
+                            json_array_size(seen) ? list : "none");
+            if (virDomainDestroy(dom) == 0)
+                running = FALSE;
+            free(live);
+            goto out;
+        }
+        free(live);
+    }
 
     for (;;) {
         gint64 now;
@@ -506,8 +640,7 @@ out:
         g_propagate_error(error, g_steal_pointer(&local));
         return FALSE;
     }
-    *ret_message = g_strdup_printf("the scrub VM '%s' powered off after %.1f s%s", name, seconds,
-                                   hostdev ? "" : " (no device attached: the template has no @HOSTDEV@ or the "
-                                                  "device is not a PCI function)");
+    *ret_message = g_strdup_printf("the scrub VM '%s' had device %s and powered off after %.1f s", name, address,
+                                   seconds);
     return TRUE;
 }

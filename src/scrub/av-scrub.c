@@ -84,8 +84,9 @@ av_scrub_child_setup(gpointer data G_GNUC_UNUSED)
     setpgid(0, 0);
 }
 
-/* The method "command": runs the step's argv with the device's address and
- * IOMMU group ("none" without one) appended, stdin from /dev/null, stdout and
+/* The method "command": after the program passed
+ * av_policy_check_scrub_program() once more, runs the step's argv with the
+ * device's address and IOMMU group ("none" without one) appended, stdin from /dev/null, stdout and
  * stderr captured into one bounded buffer, in a process group of its own
  * that is killed with SIGKILL at the step's timeout.  The environment is
  * the worker's plus ACCELVIRT_SCRUB_IDENTITY and, for an mdev,
@@ -112,6 +113,12 @@ av_scrub_command(const AvScrubStep *step, const AvScrubTarget *target, char **re
 
     if (!json_is_array(argv_json) || json_array_size(argv_json) == 0) {
         g_set_error(error, AV_ERROR, AV_ERROR_POLICY, "the step has no 'argv'");
+        return FALSE;
+    }
+    /* Checked at policy load, and again now: the program, or a directory
+     * above it, may have changed since. */
+    if (!av_policy_check_scrub_program(json_string_value(json_array_get(argv_json, 0)), error)) {
+        *ret_output = g_strdup("");
         return FALSE;
     }
     json_array_foreach(argv_json, i, item) g_ptr_array_add(argv, g_strdup(json_string_value(item)));

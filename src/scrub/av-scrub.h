@@ -33,7 +33,9 @@ typedef struct {
     gpointer progress_data;
     const char *scrub_token;     /* the pool's scrub token of the device (method "vm" puts it in the
                                   * scrub domain's av:scrub, see hooks), or NULL */
-    const char *scrub_domain_uuid; /* the UUID the pool made with it for the scrub domain, or NULL */
+    const char *scrub_domain_uuid; /* the UUID the pool made with it for the scrub domain, or NULL (a
+                                    * random one): method "vm" gives the domain this UUID and knows
+                                    * its events by it, its name being random */
 } AvScrubTarget;
 
 /* Runs every scrub step of @profile on @target.  Fills *ret_report (caller

@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pwd.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/file.h>
@@ -112,6 +113,205 @@ av_file_ensure_dir(const char *dir, mode_t mode, GError **error)
 {
     if (g_mkdir_with_parents(dir, (int)mode) < 0)
         return av_error_errno(error, -errno, "cannot create the directory '%s'", dir);
+    return TRUE;
+}
+
+/* --- trust: who could change a file that root runs or reads ---------------- */
+
+/* The most symbolic links av_file_check_trusted() follows (the kernel's
+ * MAXSYMLINKS). */
+#define AV_FILE_MAX_LINKS 40
+
+static gboolean
+av_file_uid_trusted(uid_t uid)
+{
+    return uid == 0 || uid == geteuid();
+}
+
+/* "root", "uid 65534 (nobody)" or "uid 4242".  Caller frees. */
+static char *
+av_file_describe_uid(uid_t uid)
+{
+    struct passwd pw, *found = NULL;
+    char buf[1024];
+
+    if (uid == 0)
+        return g_strdup("root");
+    if (getpwuid_r(uid, &pw, buf, sizeof(buf), &found) == 0 && found && found->pw_name)
+        return g_strdup_printf("uid %u (%s)", (unsigned)uid, found->pw_name);
+    return g_strdup_printf("uid %u", (unsigned)uid);
+}
+
+/* @path as one shell word, quoted only when it needs to be.  Caller frees. */
+static char *
+av_file_shell_word(const char *path)
+{
+    for (const char *c = path; *c; c++)
+        if (!g_ascii_isalnum(*c) && !strchr("/._-+,:@%", *c))
+            return g_shell_quote(path);
+    return g_strdup(path);
+}
+
+/* Sets AV_ERROR_UNSAFE: the @what @path (@abs when made absolute) cannot
+ * be trusted because of @component (with @st), whose problem is the owner
+ * (@owner_problem) or else its mode.  Returns FALSE. */
+static gboolean
+av_file_untrusted(GError **error, const char *what, const char *path, const char *abs, const char *component,
+                  const struct stat *st, gboolean owner_problem)
+{
+    g_autofree char *owner = av_file_describe_uid(st->st_uid);
+    g_autofree char *word = av_file_shell_word(component);
+    g_autofree char *subject = NULL;
+    g_autofree char *problem = NULL;
+    g_autofree char *fix = NULL;
+    gboolean link = S_ISLNK(st->st_mode);
+
+    if (link)
+        subject = g_strdup_printf("the link '%s'", component);
+    else if (g_str_equal(component, abs))
+        subject = g_strdup("it");
+    else
+        subject = g_strdup_printf("%s '%s'", S_ISDIR(st->st_mode) ? "the directory" : "the file", component);
+    if (owner_problem) {
+        g_autofree char *me = geteuid() == 0 ? NULL : av_file_describe_uid(geteuid());
+
+        problem = g_strdup_printf("is owned by %s, not by root%s%s (mode %04o)", owner, me ? " or by " : "",
+                                  me ? me : "", (unsigned)(st->st_mode & 07777));
+        fix = g_strdup_printf("chown %sroot %s", link ? "-h " : "", word);
+    } else {
+        problem = g_strdup_printf("is writable by %s (owner %s, mode %04o)",
+                                  (st->st_mode & S_IWGRP) && (st->st_mode & S_IWOTH) ? "its group and every user"
+                                  : (st->st_mode & S_IWGRP)                          ? "its group"
+                                                                                     : "every user",
+                                  owner, (unsigned)(st->st_mode & 07777));
+        fix = g_strdup_printf("chmod go-w %s", word);
+    }
+    g_set_error(error, AV_ERROR, AV_ERROR_UNSAFE,
+                "refusing the %s '%s': %s %s, so another user could change what accelvirt runs or reads as "
+                "root; run '%s'",
+                what, path, subject, problem, fix);
+    return FALSE;
+}
+
+/* See av-file.h. */
+gboolean
+av_file_check_trusted(const char *path, const char *what, struct stat *ret_st, GError **error)
+{
+    g_autoptr(GString) resolved = g_string_new("");   /* symlink-free, "" standing for "/" */
+    g_autofree char *todo = NULL;                       /* what is left to walk, relative */
+    g_autofree char *abs = NULL;                        /* @path made absolute */
+    g_autofree char *cwd = NULL;
+    const char *real;
+    struct stat st;
+    guint links = 0;
+
+    g_return_val_if_fail(path != NULL && what != NULL, FALSE);
+    if (g_path_is_absolute(path)) {
+        abs = g_strdup(path);
+    } else {
+        cwd = g_get_current_dir();
+        abs = g_build_filename(cwd, path, NULL);
+    }
+    todo = g_strdup(abs);
+    /* "/" is the first directory walked through. */
+    if (lstat("/", &st) < 0)
+        return av_error_errno(error, -errno, "cannot examine '/' for the %s '%s'", what, path);
+    if (!av_file_uid_trusted(st.st_uid))
+        return av_file_untrusted(error, what, path, abs, "/", &st, TRUE);
+    if ((st.st_mode & (S_IWGRP | S_IWOTH)) && !(st.st_mode & S_ISVTX))
+        return av_file_untrusted(error, what, path, abs, "/", &st, FALSE);
+
+    for (;;) {
+        g_autofree char *comp = NULL;
+        g_autofree char *child = NULL;
+        const char *rest;
+        gboolean last;
+
+        rest = todo;
+        while (*rest == '/')
+            rest++;
+        if (!*rest)
+            break;
+        comp = g_strndup(rest, strcspn(rest, "/"));
+        rest += strlen(comp);
+        while (*rest == '/')
+            rest++;
+        last = *rest == '\0';
+        {
+            char *left = g_strdup(rest);
+
+            g_free(todo);
+            todo = left;
+        }
+        if (g_str_equal(comp, "."))
+            continue;
+        if (g_str_equal(comp, "..")) {
+            /* lexical on a path without links: its directories were checked */
+            char *slash = strrchr(resolved->str, '/');
+
+            g_string_truncate(resolved, slash ? (gsize)(slash - resolved->str) : 0);
+            continue;
+        }
+        child = g_strdup_printf("%s/%s", resolved->str, comp);
+        if (lstat(child, &st) < 0) {
+            int e = errno;
+
+            if (e == ENOENT || e == ENOTDIR) {
+                g_set_error(error, AV_ERROR, AV_ERROR_NOT_FOUND, "the %s '%s' does not exist%s%s%s", what, path,
+                            g_str_equal(child, path) ? "" : " ('", g_str_equal(child, path) ? "" : child,
+                            g_str_equal(child, path) ? "" : "' is missing)");
+                return FALSE;
+            }
+            return av_error_errno(error, -e, "cannot examine '%s' for the %s '%s'", child, what, path);
+        }
+        if (!av_file_uid_trusted(st.st_uid))
+            return av_file_untrusted(error, what, path, abs, child, &st, TRUE);
+        if (S_ISLNK(st.st_mode)) {
+            g_autofree char *dest = NULL;
+            GError *local = NULL;
+
+            if (++links > AV_FILE_MAX_LINKS)
+                return av_error_errno(error, -ELOOP, "cannot follow the links to the %s '%s'", what, path);
+            dest = g_file_read_link(child, &local);
+            if (!dest) {
+                g_set_error(error, AV_ERROR, AV_ERROR_IO, "cannot read the link '%s' for the %s '%s': %s", child,
+                            what, path, local->message);
+                g_error_free(local);
+                return FALSE;
+            }
+            {
+                char *next = *todo ? g_strconcat(dest, "/", todo, NULL) : g_strdup(dest);
+
+                g_free(todo);
+                todo = next;
+            }
+            /* An absolute target starts again at "/", checked already. */
+            if (g_path_is_absolute(dest))
+                g_string_truncate(resolved, 0);
+            continue;
+        }
+        g_string_assign(resolved, child);
+        if (!last) {
+            if (!S_ISDIR(st.st_mode)) {
+                g_set_error(error, AV_ERROR, AV_ERROR_NOT_FOUND,
+                            "the %s '%s' does not exist ('%s' is not a directory)", what, path, child);
+                return FALSE;
+            }
+            if ((st.st_mode & (S_IWGRP | S_IWOTH)) && !(st.st_mode & S_ISVTX))
+                return av_file_untrusted(error, what, path, abs, child, &st, FALSE);
+        }
+    }
+    /* The target, a path without links now, may be changed by nobody
+     * else, sticky bit or not. */
+    real = resolved->len ? resolved->str : "/";
+    if (lstat(real, &st) < 0)
+        return av_error_errno(error, -errno, "cannot examine '%s' for the %s '%s'", real, what, path);
+    if (!av_file_uid_trusted(st.st_uid))
+        return av_file_untrusted(error, what, path, abs, real, &st, TRUE);
+    if (st.st_mode & (S_IWGRP | S_IWOTH))
+        return av_file_untrusted(error, what, path, abs, real, &st, FALSE);
+    if (ret_st)
+        *ret_st = st;
     return TRUE;
 }
 

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <glib.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 
 G_BEGIN_DECLS
@@ -34,6 +35,27 @@ int av_file_pread_all(int fd, void *buf, gsize len, goffset offset);
  * EINTR and short writes.  Returns 0, or -errno (-EIO when nothing more
  * can be written). */
 int av_file_pwrite_all(int fd, const void *buf, gsize len, goffset offset);
+
+/* Checks that nobody but root and the user accelvirt runs as (geteuid(),
+ * the owner of the state dir: see av_pool_open()) can change @path, a file
+ * or directory that accelvirt runs or reads as root, as sudo and systemd
+ * check theirs.  @path (made absolute from the current directory when
+ * relative) is walked from "/" component by component, symbolic links
+ * followed as the kernel follows them: the chain of a link's own directory
+ * is checked, then the chain of its target.  Every component met (the
+ * links themselves too) must be owned by uid 0 or geteuid(); every
+ * directory walked through must be neither group- nor world-writable,
+ * except a directory with the sticky bit (such as /tmp, mode 1777), since
+ * there nobody but the owner of an entry (trusted, as just said) can
+ * rename or remove it; the final target must be neither group- nor
+ * world-writable, sticky bit or not.  @what names the file in messages
+ * ("policy file", "scrub program").
+ * Returns TRUE and, when @ret_st is not NULL, the stat(2) of the final
+ * target in *ret_st; else FALSE with @error: AV_ERROR_UNSAFE naming @path,
+ * the offending component, its owner and mode and the command that fixes
+ * it; AV_ERROR_NOT_FOUND when a component does not exist; AV_ERROR_IO when
+ * one cannot be examined (a loop of links included).  Borrows @path. */
+gboolean av_file_check_trusted(const char *path, const char *what, struct stat *ret_st, GError **error);
 
 typedef struct AvLock AvLock;
 

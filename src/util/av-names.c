@@ -56,28 +56,35 @@ av_scrub_token_is_valid(const char *token)
 
 /* See av-names.h. */
 char *
-av_scrub_token_random(GError **error)
+av_random_hex(gsize n_bytes, const char *what, GError **error)
 {
-    guint8 bytes[AV_SCRUB_TOKEN_LEN / 2];
+    g_autofree guint8 *bytes = g_malloc(n_bytes);
     GString *hex;
     gsize got = 0;
 
-    while (got < sizeof(bytes)) {
-        ssize_t n = getrandom(bytes + got, sizeof(bytes) - got, 0);
+    while (got < n_bytes) {
+        ssize_t n = getrandom(bytes + got, n_bytes - got, 0);
 
         if (n < 0 && errno == EINTR)
             continue;
         if (n <= 0) {
             int saved = n < 0 ? errno : EIO;
 
-            g_set_error(error, AV_ERROR, AV_ERROR_IO, "cannot get random bytes for a scrub token: %s",
+            g_set_error(error, AV_ERROR, AV_ERROR_IO, "cannot get random bytes for %s: %s", what,
                         g_strerror(saved));
             return NULL;
         }
         got += (gsize)n;
     }
-    hex = g_string_sized_new(AV_SCRUB_TOKEN_LEN + 1);
-    for (gsize i = 0; i < sizeof(bytes); i++)
+    hex = g_string_sized_new(2 * n_bytes + 1);
+    for (gsize i = 0; i < n_bytes; i++)
         g_string_append_printf(hex, "%02x", bytes[i]);
     return g_string_free(hex, FALSE);
+}
+
+/* See av-names.h. */
+char *
+av_scrub_token_random(GError **error)
+{
+    return av_random_hex(AV_SCRUB_TOKEN_LEN / 2, "a scrub token", error);
 }

@@ -26,4 +26,10 @@ gboolean av_scrub_token_is_valid(const char *token);
  * when no random bytes could be had. */
 char *av_scrub_token_random(GError **error);
 
+/* 2 * @n_bytes lower-case hex digits of @n_bytes random bytes from the
+ * kernel's random source (getrandom(2)), for names nobody may guess (@what
+ * says what for, in the error).  Caller frees.  NULL with AV_ERROR_IO when
+ * no random bytes could be had. */
+char *av_random_hex(gsize n_bytes, const char *what, GError **error);
+
 G_END_DECLS
