@@ -1249,24 +1249,23 @@ av_hook_journal_moved(const char *state_dir, const char *address)
     return identity;
 }
 
-/* Why the placed PCI device @item (whose pool identity before this scan was
- * @identity, or NULL) cannot go back to @domain as it is: NULL when it can,
- * with *ret_address set to where it is now (borrowed from the pool). */
+/* Why the placed PCI device @item of the pool's record (issue 10, hole 4:
+ * its profile and identity are what accelvirt recorded at placement, never
+ * the domain's metadata) cannot go back to @domain as it is: NULL when it
+ * can, with *ret_address set to where it is now (borrowed from the pool).
+ * The identity follows the card when its bus address changed (seed 003):
+ * when the pool has no device of that identity, the card the journal last
+ * saw leave the recorded address ("readdressed"). */
 static char *
 av_hook_remap_problem(const AvHost *host, const AvPolicy *policy, AvPool *pool, const AvDomain *domain,
-                      const AvPlacement *current, const AvPlacedItem *item, const char *identity,
-                      const char **ret_address)
+                      int node, const AvPlacedItem *item, const char **ret_address)
 {
-    AvPoolDevice *dev = identity ? av_pool_find(pool, identity) : NULL;
+    AvPoolDevice *dev = item->identity ? av_pool_find(pool, item->identity) : NULL;
     const AvPciDevice *pci;
     const AvProfile *profile;
     g_autoptr(GError) error = NULL;
 
-    if (!dev)
-        dev = av_pool_find_address(pool, AV_DEVICE_KIND_PCI, item->pci_address);
-    if (!dev || dev->state == AV_DEVICE_STATE_MISSING || g_strcmp0(dev->profile, item->profile) != 0) {
-        /* Nothing of the profile at the address: the card may have moved
-         * away before this scan (the pool learnt it from another hook). */
+    if ((!dev || dev->state == AV_DEVICE_STATE_MISSING) && item->pci_address) {
         g_autofree char *moved = av_hook_journal_moved(av_pool_state_dir(pool), item->pci_address);
         AvPoolDevice *card = moved ? av_pool_find(pool, moved) : NULL;
 
@@ -1275,17 +1274,17 @@ av_hook_remap_problem(const AvHost *host, const AvPolicy *policy, AvPool *pool, 
     }
     if (!dev || dev->state == AV_DEVICE_STATE_MISSING || !dev->address ||
         !(pci = av_host_find_pci(host, dev->address)))
-        return g_strdup_printf("device %s (profile '%s') is not on this host", item->pci_address, item->profile);
+        return g_strdup_printf("device %s (profile '%s') is not on this host",
+                               item->pci_address ? item->pci_address : item->identity, item->profile);
     if (g_strcmp0(dev->profile, item->profile) != 0)
         return g_strdup_printf("device %s is of profile '%s' on this host, not '%s'", dev->address,
                                dev->profile ? dev->profile : "none", item->profile);
     if (!av_hook_check_available(dev, domain, &error))
         return g_strdup(error->message);
     profile = av_policy_find(policy, item->profile);
-    if (current->numa_node >= 0 && pci->numa_node >= 0 && pci->numa_node != current->numa_node &&
-        profile && profile->numa != AV_NUMA_NONE)
+    if (node >= 0 && pci->numa_node >= 0 && pci->numa_node != node && profile && profile->numa != AV_NUMA_NONE)
         return g_strdup_printf("device %s is on NUMA node %d, not on the domain's node %d", dev->address,
-                               pci->numa_node, current->numa_node);
+                               pci->numa_node, node);
     *ret_address = dev->address;
     return NULL;
 }
@@ -1303,17 +1302,70 @@ av_hook_node_cpus(const AvHost *host, int id)
     return NULL;
 }
 
+/* The hostdev of @domain with the alias ua-accelvirt-@index, or NULL. */
+static const AvHostdev *
+av_hook_hostdev_of_alias(const AvDomain *domain, guint index)
+{
+    g_autofree char *alias = g_strdup_printf(AV_REWRITE_ALIAS_PREFIX "%u", index);
+
+    for (guint i = 0; i < domain->hostdevs->len; i++) {
+        const AvHostdev *h = g_ptr_array_index(domain->hostdevs, i);
+
+        if (g_strcmp0(h->alias, alias) == 0)
+            return h;
+    }
+    return NULL;
+}
+
+/* How the accelvirt metadata of the domain (@current, @requests: what its
+ * XML says now) differs from the pool's @record of its placement, in a
+ * sentence; NULL when it does not.  Caller frees. */
+static char *
+av_hook_metadata_disagrees(const AvPoolPlacement *record, const AvPlacement *current, const GPtrArray *requests)
+{
+    if (!requests || requests->len != record->requests->len)
+        return g_strdup_printf("it asks for %u request(s), accelvirt placed %u", requests ? requests->len : 0,
+                               record->requests->len);
+    for (guint i = 0; i < requests->len; i++) {
+        const AvRequest *a = g_ptr_array_index(requests, i);
+        const AvRequest *b = g_ptr_array_index(record->requests, i);
+
+        if (g_strcmp0(a->profile, b->profile) != 0 || a->count != b->count || a->numa_any != b->numa_any ||
+            a->granularity_set != b->granularity_set || (a->granularity_set && a->granularity != b->granularity))
+            return g_strdup_printf("its request %u asks for %u of '%s', accelvirt placed %u of '%s'", i, a->count,
+                                   a->profile, b->count, b->profile);
+    }
+    if (!current || current->items->len != record->items->len)
+        return g_strdup_printf("its placement names %u device(s), accelvirt placed %u",
+                               current ? current->items->len : 0, record->items->len);
+    if (current->numa_node != record->numa_node)
+        return g_strdup_printf("its placement says NUMA node %d, accelvirt placed it on %d", current->numa_node,
+                               record->numa_node);
+    for (guint i = 0; i < current->items->len; i++) {
+        const AvPlacedItem *a = g_ptr_array_index(current->items, i);
+        const AvPlacedItem *b = g_ptr_array_index(record->items, i);
+
+        if (g_strcmp0(a->profile, b->profile) != 0 || a->attach != b->attach ||
+            (b->attach == AV_ATTACH_MDEV && g_strcmp0(a->mdev_uuid, b->mdev_uuid) != 0))
+            return g_strdup_printf(AV_REWRITE_ALIAS_PREFIX "%u is of profile '%s' in its placement, accelvirt "
+                                   "placed '%s'", i, a->profile, b->profile);
+    }
+    return NULL;
+}
+
 /* "restore begin" and "migrate begin" of a domain accelvirt placed: the
- * devices of its <av:placement> checked against this host.  The identity
- * follows the card when its bus address changed (seed 003): the pool's
- * identity at the placed address before this scan reconciles it, else,
- * when nothing of the profile is at that address any more, the card the
- * journal last saw leave it ("readdressed").  The XML goes back
- * unchanged when every device is there and free for it, else remapped
- * (av_domain_remap()) to the same cards at their new addresses, or to a new
- * placement of its requests.  Nothing is claimed: prepare claims right
- * after.  The pool is opened for writing only to reconcile it with the scan
- * (as prepare does), which placement needs. */
+ * devices of its placement checked against this host.  What the devices
+ * must be, and what to place again when they cannot be had, is what the
+ * pool recorded when accelvirt placed the domain (issue 10, hole 4), never
+ * the domain's own metadata, which a running domain may change: metadata
+ * that disagrees with the record is logged and ignored, and a domain the
+ * pool has no record of goes through unchanged (prepare checks its devices
+ * as for any domain).  The XML goes back unchanged when every recorded
+ * device is on this host, free for the domain and at the address its
+ * hostdev names; else remapped (av_domain_remap()) to the same cards at
+ * their new addresses, or to a new placement of the recorded requests
+ * (host-side facts only), which the pool then records.  Nothing is
+ * claimed: prepare claims right after. */
 int
 av_hook_remap(const AvHookConfig *config, const AvDomain *domain, const char *xml, gsize len, const char *op)
 {
@@ -1324,35 +1376,34 @@ av_hook_remap(const AvHookConfig *config, const AvDomain *domain, const char *xm
     g_autoptr(AvHost) host = NULL;
     g_autoptr(AvPlacement) current = NULL;
     g_autoptr(AvPlacement) placement = NULL;
-    g_autoptr(GPtrArray) requests = NULL;
-    g_autoptr(GPtrArray) identities = NULL;
+    g_autoptr(GPtrArray) xml_requests = NULL;
     g_autoptr(GPtrArray) addresses = NULL;
     g_autofree char *problem = NULL;
+    g_autofree char *disagreement = NULL;
     g_autofree char *out = NULL;
+    const AvPoolPlacement *record;
     gboolean changed = FALSE, moved = FALSE;
 
-    current = av_domain_placement(xml, len, &error);
-    if (current)
-        requests = av_domain_requests(xml, len, &error);
-    if (!current || !requests)
-        return av_hook_refusef("cannot %s domain '%s': %s", verb, domain->name, error->message);
+    /* Read for the comparison only: a malformed metadata is a disagreement. */
+    current = av_domain_placement(xml, len, NULL);
+    xml_requests = av_domain_requests(xml, len, NULL);
     policy = av_policy_load_dir(config->policy_dir, &error);
     if (!policy)
         return av_hook_refusef("cannot read the policies: %s", error->message);
     pool = av_hook_pool_open(config, &error);
     if (!pool)
         return av_hook_refuse(error->message);
-
-    /* Which cards the placed addresses were before this scan: after a BDF
-     * re-enumeration (seed 003) the card is followed to its new address. */
-    identities = g_ptr_array_new_with_free_func(g_free);
-    for (guint i = 0; i < current->items->len; i++) {
-        const AvPlacedItem *item = g_ptr_array_index(current->items, i);
-        const AvPoolDevice *dev = item->attach == AV_ATTACH_VFIO_PCI
-                                  ? av_pool_find_address(pool, AV_DEVICE_KIND_PCI, item->pci_address) : NULL;
-
-        g_ptr_array_add(identities, dev ? g_strdup(dev->identity) : NULL);
+    record = av_pool_placement_find(pool, domain->uuid);
+    if (!record) {
+        av_hook_log(LOG_WARNING, "%s: accelvirt recorded no placement of this domain, so its accelvirt metadata "
+                    "does not choose devices: the XML goes through unchanged, and prepare checks its devices", verb);
+        return av_hook_write_stdout(xml, len, &error) ? 0 : av_hook_refuse(error->message);
     }
+    disagreement = av_hook_metadata_disagrees(record, current, xml_requests);
+    if (disagreement)
+        av_hook_log(LOG_WARNING, "%s: the domain's accelvirt metadata disagrees with what accelvirt recorded when it "
+                    "placed it (%s); it is ignored", verb, disagreement);
+
     host = av_host_scan(config->root, &error);
     if (!host)
         return av_hook_refusef("cannot scan the host: %s", error->message);
@@ -1360,16 +1411,20 @@ av_hook_remap(const AvHookConfig *config, const AvDomain *domain, const char *xm
         return av_hook_refusef("cannot bring the pool up to date with the host: %s", error->message);
 
     addresses = g_ptr_array_new_with_free_func(g_free);
-    for (guint i = 0; i < current->items->len; i++) {
-        const AvPlacedItem *item = g_ptr_array_index(current->items, i);
+    for (guint i = 0; i < record->items->len; i++) {
+        const AvPlacedItem *item = g_ptr_array_index(record->items, i);
+        const AvHostdev *h = av_hook_hostdev_of_alias(domain, i);
         const char *address = NULL;
-        char *why;
+        char *why = NULL;
 
         g_ptr_array_add(addresses, NULL);
-        if (item->attach != AV_ATTACH_VFIO_PCI)
+        if (!h)
+            why = g_strdup_printf("it has no <hostdev> with the alias " AV_REWRITE_ALIAS_PREFIX "%u that accelvirt "
+                                  "placed", i);
+        else if (item->attach != AV_ATTACH_VFIO_PCI && item->attach != AV_ATTACH_SRIOV_VF)
             continue;
-        why = av_hook_remap_problem(host, policy, pool, domain, current, item, g_ptr_array_index(identities, i),
-                                    &address);
+        else
+            why = av_hook_remap_problem(host, policy, pool, domain, record->numa_node, item, &address);
         if (why) {
             av_hook_log(LOG_INFO, "%s: %s%s", verb, why, problem ? "" : "; placing the domain again");
             if (!problem)
@@ -1379,39 +1434,32 @@ av_hook_remap(const AvHookConfig *config, const AvDomain *domain, const char *xm
             continue;
         }
         g_ptr_array_index(addresses, i) = g_strdup(address);
-        moved = moved || strcmp(address, item->pci_address) != 0;
+        moved = moved || g_strcmp0(address, h->pci_address) != 0;
     }
     if (!problem && !moved) {
-        /* Unchanged, but only a placement that lines up with the domain's
-         * hostdevs (the same checks as a remap; its output is not used). */
-        AvPlacement check = *current;
-        g_autofree char *checked = NULL;
-
-        check.numa_node = -1;
-        checked = av_domain_remap(xml, len, &check, &error);
-        if (!checked)
-            return av_hook_refusef("cannot %s domain '%s': %s", verb, domain->name, error->message);
-        av_hook_log(LOG_INFO, "%s: every device of the placement is on this host and free for the domain", verb);
+        av_hook_log(LOG_INFO, "%s: every device accelvirt placed is on this host and free for the domain", verb);
         return av_hook_write_stdout(xml, len, &error) ? 0 : av_hook_refuse(error->message);
     }
 
     if (!problem) {
         /* the same cards, readdressed */
-        g_autoptr(GArray) cpus = current->numa_node >= 0 ? av_hook_node_cpus(host, current->numa_node) : NULL;
+        g_autoptr(GArray) cpus = record->numa_node >= 0 ? av_hook_node_cpus(host, record->numa_node) : NULL;
 
-        if (current->numa_node < 0 || cpus) {
+        if (record->numa_node < 0 || cpus) {
             placement = g_new0(AvPlacement, 1);
-            placement->numa_node = current->numa_node;
+            placement->numa_node = record->numa_node;
             placement->cpus = cpus ? g_steal_pointer(&cpus) : g_array_new(FALSE, FALSE, sizeof(guint));
             placement->warnings = g_ptr_array_new_with_free_func(g_free);
             placement->items = g_ptr_array_new_with_free_func((GDestroyNotify)av_placed_item_free);
-            for (guint i = 0; i < current->items->len; i++) {
-                const AvPlacedItem *c = g_ptr_array_index(current->items, i);
+            for (guint i = 0; i < record->items->len; i++) {
+                const AvPlacedItem *c = g_ptr_array_index(record->items, i);
                 AvPlacedItem *item = g_new0(AvPlacedItem, 1);
                 const char *address = g_ptr_array_index(addresses, i);
+                const AvPoolDevice *dev = address ? av_pool_find_address(pool, AV_DEVICE_KIND_PCI, address) : NULL;
 
                 item->profile = g_strdup(c->profile);
                 item->attach = c->attach;
+                item->identity = g_strdup(dev ? dev->identity : c->identity);
                 item->pci_address = g_strdup(address ? address : c->pci_address);
                 item->mdev_uuid = g_strdup(c->mdev_uuid);
                 item->usb_bus_path = g_strdup(c->usb_bus_path);
@@ -1421,7 +1469,7 @@ av_hook_remap(const AvHookConfig *config, const AvDomain *domain, const char *xm
                 g_ptr_array_add(placement->items, item);
             }
         } else {
-            problem = g_strdup_printf("NUMA node %d of the placement is not on this host", current->numa_node);
+            problem = g_strdup_printf("NUMA node %d of the placement is not on this host", record->numa_node);
         }
     }
     if (!placement) {
@@ -1429,26 +1477,37 @@ av_hook_remap(const AvHookConfig *config, const AvDomain *domain, const char *xm
 
         options.domain_uuid = domain->uuid;
         options.vcpus = MAX(domain->vcpus, 1);
-        placement = av_place(host, policy, pool, requests, &options, &error);
+        placement = av_place(host, policy, pool, record->requests, &options, &error);
         if (!placement)
-            return av_hook_refusef("cannot %s domain '%s' on this host: %s, and its requests cannot be placed "
-                                   "again: %s", verb, domain->name, problem, error->message);
+            return av_hook_refusef("cannot %s domain '%s' on this host: %s, and the requests accelvirt placed for it "
+                                   "cannot be placed again: %s", verb, domain->name, problem, error->message);
         for (guint i = 0; placement->warnings && i < placement->warnings->len; i++)
             av_hook_log(LOG_WARNING, "%s: %s", verb, (const char *)g_ptr_array_index(placement->warnings, i));
     }
     out = av_domain_remap(xml, len, placement, &error);
     if (!out)
-        return av_hook_refusef("cannot %s domain '%s': %s", verb, domain->name, error->message);
-    for (guint i = 0; i < current->items->len && i < placement->items->len; i++) {
-        const AvPlacedItem *a = g_ptr_array_index(current->items, i);
+        return av_hook_refusef("cannot %s domain '%s': its devices must be remapped, but %s%s%s", verb, domain->name,
+                               error->message, disagreement ? "; its accelvirt metadata was changed since it was "
+                                                              "placed: " : "", disagreement ? disagreement : "");
+    for (guint i = 0; i < record->items->len && i < placement->items->len; i++) {
+        const AvPlacedItem *a = g_ptr_array_index(record->items, i);
         const AvPlacedItem *b = g_ptr_array_index(placement->items, i);
 
         if (a->attach == AV_ATTACH_VFIO_PCI && g_strcmp0(a->pci_address, b->pci_address) != 0)
             av_hook_log(LOG_INFO, "%s: " AV_REWRITE_ALIAS_PREFIX "%u (profile '%s') moved from %s to %s", verb, i,
                         a->profile, a->pci_address, b->pci_address);
     }
-    if (current->numa_node != placement->numa_node)
-        av_hook_log(LOG_INFO, "%s: the domain moved from NUMA node %d to node %d", verb, current->numa_node,
+    if (record->numa_node != placement->numa_node)
+        av_hook_log(LOG_INFO, "%s: the domain moved from NUMA node %d to node %d", verb, record->numa_node,
                     placement->numa_node);
+    /* What it is placed as now is what the next remap goes by. */
+    {
+        g_autoptr(GPtrArray) requests = g_ptr_array_ref(record->requests);
+
+        av_pool_placement_record(pool, domain->uuid, domain->name, requests, placement);
+        if (!av_pool_save(pool, &error))
+            return av_hook_refusef("cannot %s domain '%s': cannot record its new placement: %s", verb, domain->name,
+                                   error->message);
+    }
     return av_hook_write_stdout(out, strlen(out), &error) ? 0 : av_hook_refuse(error->message);
 }

@@ -750,6 +750,28 @@ if a != b:
 PY
 }
 
+# record_placed UUID NAME IDENTITY ADDRESS [PROFILE]: the pool of $W records
+# what 'accelvirt define' placed for the domain (issue 10, hole 4): one
+# request of PROFILE (test-a100), and ua-accelvirt-0 on that card, node 0.
+record_placed() {
+    python3 - "$W/state" "$@" <<'PY'
+import json, os, sys
+state, uuid, name, identity, address = sys.argv[1:6]
+profile = sys.argv[6] if len(sys.argv) > 6 else "test-a100"
+os.makedirs(state, mode=0o700, exist_ok=True)
+path = os.path.join(state, "pool.json")
+p = json.load(open(path)) if os.path.exists(path) else {"version": 1, "devices": []}
+p["placements"] = [r for r in p.get("placements", []) if r["domain_uuid"] != uuid] + [{
+    "domain_uuid": uuid, "domain_name": name, "numa_node": 0,
+    "requests": [{"profile": profile, "count": 1, "granularity": None, "numa_any": False}],
+    "devices": [{"profile": profile, "attach": "vfio-pci", "identity": identity, "address": address,
+                 "mdev_uuid": None, "usb_bus_path": None, "numa_node": 0}]}]
+json.dump(p, open(path, "w"), indent=2)
+os.chmod(path, 0o600)
+PY
+}
+A100_0=dsn:10de:20f1:48b02d1a000001c0.f0
+
 # srcaddr FILE: the source address of ua-accelvirt-0 and its guest bus and slot.
 srcaddr() { python3 -c "
 import sys, xml.etree.ElementTree as ET
@@ -763,6 +785,7 @@ for h in d.iter('hostdev'):
 world remap two-socket-8gpu
 U4=$(uuid 4)
 mkplaced "$W/placed.xml" placed "$U4" 0000:17:00.0
+record_placed "$U4" placed "$A100_0" 0000:17:00.0
 check "restore begin of a placed domain whose device is free prints the XML unchanged" \
     eval "accepted '$W/placed.xml' placed restore begin - && cmp '$AV_TMP/out' '$W/placed.xml'"
 check "  ... and so does migrate begin" \
@@ -788,13 +811,14 @@ check "the remapped XML restores unchanged, and prepare takes its device" \
           accepted '$W/restored.xml' placed prepare begin - && [ \"\$(driver 0000:ca:00.0)\" = vfio-pci ]"
 mkdom "$W/vm3.xml" vm3 "$U3" 0000:31:00.0 0000:4b:00.0 0000:65:00.0
 mkdom "$W/vm5.xml" vm5 "$(uuid 5)" 0000:e3:00.0
-check "with every A100 taken, restore is refused with one line naming the device and what is missing" \
+check "with every A100 taken, restore is refused with one line naming the recorded device (where the last remap put it) and what is missing" \
     eval "accepted '$W/vm3.xml' vm3 prepare begin - && accepted '$W/vm5.xml' vm5 prepare begin - && \
-          refused \"cannot restore domain 'placed' on this host: device 0000:17:00.0 .* is in-use.*cannot be placed again\" '$W/placed.xml' placed restore begin -"
+          refused \"cannot restore domain 'placed' on this host: device 0000:ca:00.0 .* is in-use.*cannot be placed again\" '$W/placed.xml' placed restore begin -"
 check "  ... and migrate begin too" refused "cannot migrate domain 'placed' on this host" "$W/placed.xml" placed migrate begin -
 
 world readdr two-socket-8gpu
 mkplaced "$W/placed.xml" placed "$U4" 0000:17:00.0
+record_placed "$U4" placed "$A100_0" 0000:17:00.0
 check "a placed domain restores unchanged before the hardware change" \
     eval "accepted '$W/placed.xml' placed restore begin - && cmp '$AV_TMP/out' '$W/placed.xml'"
 readdress 0000:17:00.0 0000:70:00.0
@@ -818,10 +842,37 @@ printf '<?xml version="1.0"?>\n<!DOCTYPE domain [<!ENTITY x "y">]>\n<domain><nam
 check "a DOCTYPE at restore begin is refused with one line and nothing on stdout, as everywhere" \
     eval "refused 'DOCTYPE' '$W/doctype.xml' evil restore begin - && [ ! -e '$W/state' ]"
 mkplaced "$W/placed.xml" placed "$U4" 0000:17:00.0
+record_placed "$U4" placed "$A100_0" 0000:17:00.0
 sed 's/alias="ua-accelvirt-0"\/>/alias="ua-accelvirt-0"\/><av:device profile="test-a100" address="0000:31:00.0" alias="ua-accelvirt-1"\/>/' \
     "$W/placed.xml" >"$W/unaligned.xml"
-check "a placement whose entries do not line up with its hostdevs is refused at migrate begin" \
-    refused "no <hostdev> with the alias 'ua-accelvirt-1'" "$W/unaligned.xml" placed migrate begin -
+check "a placement whose entries disagree with the pool's record goes through migrate begin unchanged while nothing must move" \
+    eval "accepted '$W/unaligned.xml' placed migrate begin - && cmp '$AV_TMP/out' '$W/unaligned.xml' && grep -q 'its placement names 2 device(s), accelvirt placed 1' '$W/log'"
+mkdom "$W/vm2.xml" vm2 "$U2" 0000:17:00.0
+check "  ... and when its device must be remapped, it is refused with one line (the metadata cannot be trusted)" \
+    eval "accepted '$W/vm2.xml' vm2 prepare begin - && refused 'its accelvirt metadata was changed since it was placed' '$W/unaligned.xml' placed migrate begin -"
+
+# --- restore and migrate go by the pool's record, not the tenant's metadata (issue 10, hole 4) ---
+world tamper two-socket-8gpu
+mkplaced "$W/placed.xml" placed "$U4" 0000:17:00.0
+record_placed "$U4" placed "$A100_0" 0000:17:00.0
+# What a running domain can do to itself (virDomainSetMetadata): ask for,
+# and claim to have been placed on, another profile's device.
+sed 's/profile="test-a100"/profile="test-a6000"/g; s/address="0000:17:00.0"/address="0000:98:00.0"/' \
+    "$W/placed.xml" >"$W/tampered.xml"
+check "metadata a tenant changed (another profile and device) is ignored while its recorded device is free: unchanged, logged" \
+    eval "accepted '$W/tampered.xml' placed restore begin - && cmp '$AV_TMP/out' '$W/tampered.xml' && grep -q \"metadata disagrees with what accelvirt recorded.*'test-a6000'\" '$W/log'"
+mkdom "$W/vm2.xml" vm2 "$U2" 0000:17:00.0
+hook "$W/vm2.xml" vm2 prepare begin - >/dev/null 2>&1
+check "  ... with its device taken, the tampered metadata chooses nothing: refused with one line, no A6000 given" \
+    eval "refused \"cannot restore domain 'placed'.*metadata was changed since it was placed\" '$W/tampered.xml' placed restore begin - && [ \"\$(driver 0000:98:00.0)\" = nvidia ]"
+check "  ... while the domain as accelvirt placed it is remapped by the record to another A100" \
+    eval "accepted '$W/placed.xml' placed restore begin - && [ \"\$(srcaddr '$AV_TMP/out')\" = '0000:ca:00.0 guest=0x06:0x00' ]"
+check "  ... and the pool records that placement for the next remap" json "$W/state/pool.json" \
+    "[(r['devices'][0]['address'], r['requests'][0]['profile']) for r in d['placements'] if r['domain_uuid'] == '$U4'] == [('0000:ca:00.0', 'test-a100')]"
+U5=$(uuid 5)
+mkplaced "$W/norecord.xml" norecord "$U5" 0000:17:00.0
+check "a placed domain the pool has no record of goes through unchanged, even with its device taken, and prepare then refuses it" \
+    eval "accepted '$W/norecord.xml' norecord restore begin - && cmp '$AV_TMP/out' '$W/norecord.xml' && grep -q 'recorded no placement of this domain' '$W/log' && refused '0000:17:00.0 .* is in-use' '$W/norecord.xml' norecord prepare begin -"
 
 # --- scrub certificates, ROM integrity and managed='yes' rebinding (reset, rom-check) ---
 POL_ROM="$AV_TMP/policies-rom"
