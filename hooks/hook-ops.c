@@ -652,8 +652,14 @@ av_prepare_plan(AvPrepare *p, GError **error)
         av_hook_note_mdev(p->host, m->mdev_parent, m->profile->mdev_type, m->hostdev->mdev_uuid);
         av_intent_add_mdev(intent, m->hostdev->mdev_uuid, m->mdev_parent, m->profile->mdev_type);
     }
-    if (intent->binds->len == 0 && intent->mdevs->len == 0)
-        return TRUE;
+    for (guint i = 0; i < p->claims->len; i++)
+        av_intent_add_claim(intent, ((const AvPoolDevice *)g_ptr_array_index(p->claims, i))->identity);
+    for (guint i = 0; i < p->managed->len; i++) {
+        const AvManaged *m = g_ptr_array_index(p->managed, i);
+
+        if (m->hostdev->type == AV_HOSTDEV_MDEV)
+            av_intent_add_claim(intent, m->identity);
+    }
     p->intent = av_pool_intent_add(p->pool, g_steal_pointer(&intent));
     if (!av_pool_save(p->pool, error)) {
         av_pool_intent_remove(p->pool, p->intent);

@@ -229,12 +229,14 @@ av_worker_scrub(const AvHookConfig *config, const AvPolicy *policy, const AvScru
         av_hook_log(LOG_ERR, "device %s (%s) quarantined: %s", job->identity,
                     job->address ? job->address : "", failure->message);
     }
-    if (!av_pool_save(pool, &error))
-        goto fail;
+    /* The certificate before the save: killed in between, the device is
+     * still scrubbing in the pool and is scrubbed again; never free
+     * without its certificate in the journal. */
     if (!av_pool_journal_certificate(pool, job->identity, job->address, job->profile, job->owner, report,
                                      job->since, ok ? "free" : "quarantined", ok ? NULL : failure->message,
-                                     fields, &error))
-        av_hook_log(LOG_ERR, "cannot journal the scrub of %s: %s", job->identity, error->message);
+                                     fields, &error) ||
+        !av_pool_save(pool, &error))
+        goto fail;
     return;
 
 fail:

@@ -810,6 +810,63 @@ test_journal_chain(void)
     test_remove_state(state);
 }
 
+/* The kill storm's find: a writer killed while it acknowledged a torn line
+ * leaves its own torn line right after it.  The next writer acknowledges
+ * the run of torn lines with one entry that lists each line's SHA-256, and
+ * the chain verifies; an acknowledgement that leaves one out does not. */
+static void
+test_journal_torn_run(void)
+{
+    g_autofree char *state = test_make_pool(0);
+    g_autoptr(GError) err = NULL;
+    g_autofree char *good = NULL, *torn = NULL, *after = NULL;
+    guint64 entries = 0;
+
+    {
+        g_autoptr(AvPool) pool = test_open_write(state);
+
+        for (guint i = 0; i < 3; i++)
+            test_journal_append(pool, "a");
+    }
+    good = test_read(state, "journal.jsonl", NULL);
+    /* Torn once, ended; its acknowledgement torn half-way again. */
+    torn = g_strconcat(good, "{\"seq\": 4, \"time\": \"2026-\n", "{\"seq\": 4, \"time\": \"2026-11-23T", NULL);
+    av_test_write(state, "journal.jsonl", torn);
+    {
+        g_autoptr(AvPool) pool = test_open_write(state);
+
+        test_journal_append(pool, "b");
+    }
+    after = test_read(state, "journal.jsonl", NULL);
+    g_assert_true(g_str_has_prefix(after, torn));
+    g_assert_true(av_journal_verify(state, &entries, &err));
+    g_assert_no_error(err);
+    g_assert_cmpuint(entries, ==, 5);
+    {
+        g_auto(GStrv) lines = g_strsplit(after, "\n", -1);
+        g_autoptr(json_t) ack = json_loads(lines[5], 0, NULL);
+        g_autofree char *h4 = av_journal_hash(lines[3], strlen(lines[3]));
+        g_autofree char *h5 = av_journal_hash(lines[4], strlen(lines[4]));
+        json_t *all = json_object_get(ack, "sha256s");
+        g_autofree char *bad = NULL;
+
+        g_assert_cmpstr(json_string_value(json_object_get(ack, "event")), ==, "torn-line");
+        g_assert_cmpint(json_integer_value(json_object_get(ack, "line")), ==, 4);
+        g_assert_cmpint(json_integer_value(json_object_get(ack, "lines")), ==, 2);
+        g_assert_cmpstr(json_string_value(json_array_get(all, 0)), ==, h4);
+        g_assert_cmpstr(json_string_value(json_array_get(all, 1)), ==, h5);
+        g_assert_cmpstr(json_string_value(json_object_get(ack, "prev")), ==, h5);
+        /* The first torn line changed afterwards: the chain says so. */
+        bad = g_strdup(after);
+        bad[strlen(good) + 2] = 'X';
+        av_test_write(state, "journal.jsonl", bad);
+        g_assert_false(av_journal_verify(state, NULL, &err));
+        g_assert_error(err, AV_ERROR, AV_ERROR_CORRUPT_STATE);
+        g_assert_nonnull(strstr(err->message, "line 4"));
+    }
+    test_remove_state(state);
+}
+
 static void
 test_journal_torn(void)
 {
@@ -2546,6 +2603,7 @@ main(int argc, char **argv)
     g_test_add_func("/pool/transition/read-mode", test_read_mode_refuses);
     g_test_add_func("/pool/journal/chain", test_journal_chain);
     g_test_add_func("/pool/journal/torn", test_journal_torn);
+    g_test_add_func("/pool/journal/torn-run", test_journal_torn_run);
     g_test_add_func("/pool/journal/long", test_journal_long);
     g_test_add_func("/pool/open/unsafe/mode", test_open_unsafe_mode);
     g_test_add_func("/pool/open/unsafe/symlink", test_open_unsafe_symlink);

@@ -421,10 +421,11 @@ av_cli_cmd_scrub(AvCli *cli, int argc, char **argv)
     json_object_set_new(extra, "state_before", json_string(av_device_state_to_string(from)));
     json_object_set_new(extra, "rebound_from", av_json_string_or_null(rebound_from));
     json_object_set_new(extra, "rom_sha256", av_json_string_or_null(rom));
-    if (!av_pool_save(pool, &err) ||
-        !av_pool_journal_certificate(pool, identity, address, profile_name,
+    /* The certificate before the save (see the worker). */
+    if (!av_pool_journal_certificate(pool, identity, address, profile_name,
                                      from == AV_DEVICE_STATE_DIRTY ? owner : NULL, report, started, result,
-                                     failure ? failure->message : NULL, extra, &err))
+                                     failure ? failure->message : NULL, extra, &err) ||
+        !av_pool_save(pool, &err))
         return av_cli_fail(err);
 
     if (cli->json) {

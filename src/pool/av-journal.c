@@ -202,6 +202,8 @@ av_journal_prepare(AvPool *pool, GError **error)
     goffset start = 0;
     gsize last_len = 0;
     guint64 seq = 0, torn_line = 0;
+    g_autoptr(GPtrArray) hashes = NULL;
+    goffset run_start;
     gboolean ended;
     guint8 c = 0;
     int fd, r;
@@ -257,17 +259,29 @@ av_journal_prepare(AvPool *pool, GError **error)
         return TRUE;
     }
 
-    /* The last line is torn: continue the seq of the last whole entry. */
-    r = av_journal_line_number(fd, start, &torn_line);
+    /* The last line is torn, and maybe the lines before it (a writer killed
+     * while it acknowledged a torn line): the run of them is acknowledged
+     * by one entry, whose seq continues the last whole entry. */
+    hashes = g_ptr_array_new_with_free_func(g_free);
+    g_ptr_array_add(hashes, g_strdup(pool->journal_prev));
+    run_start = start;
     for (goffset pos = start; r == 0 && pos > 0;) {
         g_autofree char *line = NULL;
         gsize len = 0;
+        goffset line_start = 0;
 
-        r = av_journal_read_line_before(fd, pos - 1, &pos, &line, &len);
+        r = av_journal_read_line_before(fd, pos - 1, &line_start, &line, &len);
+        pos = line_start;
         if (r == 0 && av_journal_parse_line(line, len, NULL, &seq))
             break;
         seq = 0;
+        if (r == 0) {
+            g_ptr_array_insert(hashes, 0, av_journal_hash(line, len));
+            run_start = line_start;
+        }
     }
+    if (r == 0)
+        r = av_journal_line_number(fd, run_start, &torn_line);
     close(fd);
     if (r < 0)
         return av_journal_tail_fail(pool, r, error);
@@ -279,6 +293,14 @@ av_journal_prepare(AvPool *pool, GError **error)
         json_object_set_new(entry, "line", json_integer((json_int_t)torn_line));
         json_object_set_new(entry, "length", json_integer((json_int_t)last_len));
         json_object_set_new(entry, "sha256", json_string(pool->journal_prev));
+        if (hashes->len > 1) {
+            json_t *all = json_array();
+
+            for (guint i = 0; i < hashes->len; i++)
+                json_array_append_new(all, json_string(g_ptr_array_index(hashes, i)));
+            json_object_set_new(entry, "lines", json_integer((json_int_t)hashes->len));
+            json_object_set_new(entry, "sha256s", all);
+        }
         if (!av_journal_write_entry(pool, entry, error)) {
             pool->journal_ready = FALSE;
             return FALSE;
@@ -353,6 +375,7 @@ av_journal_verify(const char *state_dir, guint64 *ret_entries, GError **error)
     gsize len = 0;
     guint64 expected = 1, entries = 0;
     guint n, torn = 0;
+    g_autoptr(GPtrArray) torn_hashes = g_ptr_array_new_with_free_func(g_free);
 
     if (!g_file_get_contents(path, &data, &len, &read_err)) {
         if (g_error_matches(read_err, G_FILE_ERROR, G_FILE_ERROR_NOENT)) {
@@ -387,21 +410,36 @@ av_journal_verify(const char *state_dir, guint64 *ret_entries, GError **error)
                                   "a writer was killed mid-append); the next writer will end it");
         }
         if (!av_journal_parse_line(line, strlen(line), &entry, &seq)) {
-            if (torn)
-                return av_journal_bad(error, path, lineno, "not a journal entry, after the torn line %u", torn);
-            torn = lineno;
+            /* A run of torn lines (a writer killed while it acknowledged
+             * one): the entry after the run acknowledges them all. */
+            if (!torn)
+                torn = lineno;
             g_free(prev);
             prev = av_journal_hash(line, strlen(line));
+            g_ptr_array_add(torn_hashes, g_strdup(prev));
             continue;
         }
         event = json_string_value(json_object_get(entry, "event"));
         if (torn) {
             json_t *at = json_object_get(entry, "line");
+            json_t *count = json_object_get(entry, "lines");
+            json_t *all = json_object_get(entry, "sha256s");
+            gboolean ok = strcmp(event, "torn-line") == 0 && json_is_integer(at) && json_integer_value(at) == torn;
 
-            if (strcmp(event, "torn-line") != 0 || !json_is_integer(at) || json_integer_value(at) != torn)
+            if (ok && torn_hashes->len > 1) {
+                ok = json_is_integer(count) && json_integer_value(count) == (json_int_t)torn_hashes->len &&
+                     json_is_array(all) && json_array_size(all) == torn_hashes->len;
+                for (guint k = 0; ok && k < torn_hashes->len; k++)
+                    ok = g_strcmp0(json_string_value(json_array_get(all, k)), g_ptr_array_index(torn_hashes, k)) == 0;
+            } else if (ok) {
+                ok = !count || (json_is_integer(count) && json_integer_value(count) == 1);
+            }
+            if (!ok)
                 return av_journal_bad(error, path, torn, "not a journal entry, and no torn-line entry "
-                                      "follows it");
+                                      "acknowledging %s follows", torn_hashes->len > 1 ? "this run of torn lines"
+                                                                                      : "it");
             torn = 0;
+            g_ptr_array_set_size(torn_hashes, 0);
         }
         if (seq != expected)
             return av_journal_bad(error, path, lineno, "seq is %" G_GUINT64_FORMAT ", expected %"

@@ -43,6 +43,7 @@ av_intent_new(const char *domain_uuid, const char *domain_name)
     intent->since = av_pool_now();
     intent->binds = g_ptr_array_new_with_free_func((GDestroyNotify)av_companion_free);
     intent->mdevs = g_ptr_array_new_with_free_func((GDestroyNotify)av_intent_mdev_free);
+    intent->claims = g_ptr_array_new_with_free_func(g_free);
     return intent;
 }
 
@@ -57,6 +58,7 @@ av_intent_free(AvIntent *intent)
     g_free(intent->domain_name);
     g_ptr_array_unref(intent->binds);
     g_ptr_array_unref(intent->mdevs);
+    g_ptr_array_unref(intent->claims);
     g_free(intent->undo_error);
     g_free(intent);
 }
@@ -78,6 +80,13 @@ av_intent_add_mdev(AvIntent *intent, const char *uuid, const char *parent, const
     m->parent = g_strdup(parent);
     m->type = g_strdup(type);
     g_ptr_array_add(intent->mdevs, m);
+}
+
+/* See av-pool.h: copies @identity. */
+void
+av_intent_add_claim(AvIntent *intent, const char *identity)
+{
+    g_ptr_array_add(intent->claims, g_strdup(identity));
 }
 
 /* See av-pool.h. */
@@ -103,6 +112,16 @@ av_pool_intents(const AvPool *pool)
 }
 
 /* --- pool.json ---------------------------------------------------------------- */
+
+static json_t *
+av_intent_claims_json(const AvIntent *intent)
+{
+    json_t *claims = json_array();
+
+    for (guint i = 0; i < intent->claims->len; i++)
+        json_array_append_new(claims, json_string(g_ptr_array_index(intent->claims, i)));
+    return claims;
+}
 
 /* See av-pool-private.h.  Caller owns the reference. */
 json_t *
@@ -135,6 +154,7 @@ av_pool_intents_to_json(const GPtrArray *intents)
         json_object_set_new(obj, "since", json_integer(intent->since));
         json_object_set_new(obj, "binds", binds);
         json_object_set_new(obj, "mdevs", mdevs);
+        json_object_set_new(obj, "claims", av_intent_claims_json(intent));
         json_object_set_new(obj, "undo_error", av_json_string_or_null(intent->undo_error));
         json_array_append_new(array, obj);
     }
@@ -145,7 +165,7 @@ static gboolean
 av_pool_load_intent(const AvPoolLoad *ld, json_t *obj, const char *jpath, AvIntent **ret_intent, GError **error)
 {
     static const char *const keys[] = { "id", "op", "domain_uuid", "domain_name", "since", "binds", "mdevs",
-                                        "undo_error", NULL };
+                                        "claims", "undo_error", NULL };
     static const char *const bind_keys[] = { "address", "original_driver", NULL };
     static const char *const mdev_keys[] = { "uuid", "parent", "type", NULL };
     g_autoptr(AvIntent) intent = NULL;
@@ -153,7 +173,7 @@ av_pool_load_intent(const AvPoolLoad *ld, json_t *obj, const char *jpath, AvInte
     g_autofree char *op = NULL;
     g_autofree char *uuid = NULL;
     g_autofree char *name = NULL;
-    json_t *binds, *mdevs;
+    json_t *binds, *mdevs, *claims;
     gint64 since = 0;
 
     if (!json_is_object(obj))
@@ -177,9 +197,20 @@ av_pool_load_intent(const AvPoolLoad *ld, json_t *obj, const char *jpath, AvInte
         return FALSE;
     binds = json_object_get(obj, "binds");
     mdevs = json_object_get(obj, "mdevs");
-    if (!json_is_array(binds) || !json_is_array(mdevs)) {
-        g_autofree char *sub = g_strdup_printf("%s/%s", jpath, json_is_array(binds) ? "mdevs" : "binds");
+    claims = json_object_get(obj, "claims");
+    if (!json_is_array(binds) || !json_is_array(mdevs) || !json_is_array(claims)) {
+        g_autofree char *sub = g_strdup_printf("%s/%s", jpath, !json_is_array(binds) ? "binds"
+                                               : !json_is_array(mdevs) ? "mdevs" : "claims");
         return av_pool_load_fail(ld, error, sub, "expected an array");
+    }
+    for (guint i = 0; i < json_array_size(claims); i++) {
+        json_t *c = json_array_get(claims, i);
+
+        if (!json_is_string(c) || json_string_length(c) == 0 || strlen(json_string_value(c)) != json_string_length(c)) {
+            g_autofree char *sub = g_strdup_printf("%s/claims/%u", jpath, i);
+            return av_pool_load_fail(ld, error, sub, "expected a device identity");
+        }
+        av_intent_add_claim(intent, json_string_value(c));
     }
     for (guint i = 0; i < json_array_size(binds); i++) {
         g_autofree char *sub = g_strdup_printf("%s/binds/%u", jpath, i);
@@ -313,6 +344,9 @@ av_pool_intents_undo(AvPool *pool, const AvRoot *root, const AvKernelOps *ops, g
         json_object_set_new(fields, "domain_name", av_json_string_or_null(intent->domain_name));
         json_object_set_new(fields, "reason", json_string("a prepare died before it recorded its devices "
                                                           "(or undid what it did): undone from its record"));
+        /* Their moves to in-use that it journalled were never saved: the
+         * pool holds them as before it, and no tenant had them. */
+        json_object_set_new(fields, "claims", av_intent_claims_json(intent));
         if (av_intent_undo(intent, root, ops, fields, &local)) {
             if (!av_pool_journal_append(pool, "rolled-back", fields, error))
                 return FALSE;

@@ -18,9 +18,12 @@
  * (it is evidence): the next writer ends it with a newline and, when it is
  * not a whole entry, appends a "torn-line" entry naming its line number, its
  * length and its SHA-256 (the "prev" of that entry is the hash of the torn
- * bytes, so the chain covers them).  av_journal_verify() reports a torn last
- * line (no newline at its end) and a bad line not followed by its
- * "torn-line" entry as errors, and accepts acknowledged torn lines.
+ * bytes, so the chain covers them).  A writer killed while it wrote that
+ * entry leaves a second torn line: the run of torn lines is acknowledged by
+ * one entry ("line": the first of the run, "lines": how many, "sha256s":
+ * each one's hash).  av_journal_verify() reports a torn last line (no
+ * newline at its end) and bad lines not followed by the "torn-line" entry
+ * acknowledging exactly them as errors, and accepts acknowledged torn lines.
  *
  * Lifecycle (DESIGN.md):
  *   free -> claimed -> in-use -> dirty -> scrubbing -> free
@@ -391,6 +394,9 @@ typedef struct {
     gint64 since;                /* Unix seconds */
     GPtrArray *binds;            /* AvCompanion*: each endpoint and the driver it had (NULL: none) */
     GPtrArray *mdevs;            /* AvIntentMdev* */
+    GPtrArray *claims;           /* char*: the identities of the pool devices it will take in use; the
+                                  * "rolled-back" entry names them: their moves that the dead prepare
+                                  * journalled were never saved */
     char *undo_error;            /* why the last undo failed, or NULL (journalled once) */
 } AvIntent;
 
@@ -402,6 +408,7 @@ void av_intent_free(AvIntent *intent);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(AvIntent, av_intent_free)
 void av_intent_add_bind(AvIntent *intent, const char *address, const char *original_driver);
 void av_intent_add_mdev(AvIntent *intent, const char *uuid, const char *parent, const char *type);
+void av_intent_add_claim(AvIntent *intent, const char *identity);
 
 /* Adds @intent (taken over) to the pool; returns it, borrowed.  The caller
  * saves the pool before it touches the kernel. */

@@ -4,6 +4,7 @@
 #include "av-file.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <fcntl.h>
 #include <pwd.h>
 #include <stdio.h>
@@ -51,6 +52,50 @@ av_write_all(int fd, const char *data, gsize len)
     return 0;
 }
 
+/* --- test kill points ----------------------------------------------------------- */
+
+static gboolean av_test_kill_enabled;
+static gint64 av_test_kill_left = -2;    /* -2: not read yet; -1: off */
+
+/* See av-file.h. */
+void
+av_test_kill_points_enable(void)
+{
+    av_test_kill_enabled = TRUE;
+}
+
+/* See av-file.h. */
+gboolean
+av_test_kill_due(void)
+{
+    if (av_test_kill_left == -2) {
+        const char *at = g_getenv("ACCELVIRT_TEST_KILL_AT");
+        guint64 n = 0;
+
+        av_test_kill_left = av_test_kill_enabled && at && g_ascii_string_to_unsigned(at, 10, 0, G_MAXINT, &n, NULL)
+                            ? (gint64)n : -1;
+    }
+    if (av_test_kill_left < 0)
+        return FALSE;
+    return av_test_kill_left-- == 0;
+}
+
+/* See av-file.h. */
+void
+av_test_kill_now(void)
+{
+    kill(getpid(), SIGKILL);
+    _exit(137);
+}
+
+/* See av-file.h. */
+void
+av_test_kill_point(void)
+{
+    if (av_test_kill_due())
+        av_test_kill_now();
+}
+
 gboolean
 av_file_write_atomic(const char *path, const char *data, gsize len, mode_t mode, GError **error)
 {
@@ -67,12 +112,14 @@ av_file_write_atomic(const char *path, const char *data, gsize len, mode_t mode,
         r = -errno;
     if (close(fd) < 0 && r == 0)
         r = -errno;
+    av_test_kill_point();
     if (r == 0 && rename(tmp, path) < 0)
         r = -errno;
     if (r < 0) {
         unlink(tmp);
         return av_error_errno(error, r, "cannot write '%s'", path);
     }
+    av_test_kill_point();
     r = av_fsync_dir_of(path);
     if (r < 0)
         return av_error_errno(error, r, "'%s' was replaced, but syncing its directory failed", path);
@@ -96,6 +143,13 @@ av_file_append_line(const char *path, const char *line, mode_t mode, GError **er
     if (fd < 0)
         return av_error_errno(error, -errno, "cannot open '%s'", path);
     buf = g_strconcat(line, "\n", NULL);
+    av_test_kill_point();
+    if (av_test_kill_due()) {
+        /* Killed half-way through the line: a torn line for the next writer. */
+        if (av_write_all(fd, buf, strlen(buf) / 2) == 0)
+            fsync(fd);
+        av_test_kill_now();
+    }
     r = av_write_all(fd, buf, strlen(buf));
     if (r == 0 && fsync(fd) < 0)
         r = -errno;

@@ -24,6 +24,20 @@ gboolean av_file_write_atomic(const char *path, const char *data, gsize len, mod
  * an O_APPEND descriptor, then fsyncs it.  @line must not contain a newline. */
 gboolean av_file_append_line(const char *path, const char *line, mode_t mode, GError **error);
 
+/* Test kill points (the kill storm, tests/storm): a process whose root
+ * prefix is not "/" (av_root_new() enables them) and whose environment sets
+ * ACCELVIRT_TEST_KILL_AT=N kills itself with SIGKILL at its Nth kill point
+ * (counting from 0): before and after every write the fake kernel acts on,
+ * before a crash-safe file replaces the old one and after, before a journal
+ * line is appended and half-way through it.  Never on the real root. */
+void av_test_kill_points_enable(void);
+/* TRUE when this is the kill point at which to die (the caller may leave a
+ * torn write first, then call av_test_kill_now()). */
+gboolean av_test_kill_due(void);
+void av_test_kill_now(void) G_GNUC_NORETURN;
+/* Dies here when this is the kill point. */
+void av_test_kill_point(void);
+
 /* Creates @dir (and its parents) with @mode if it does not exist. */
 gboolean av_file_ensure_dir(const char *dir, mode_t mode, GError **error);
 

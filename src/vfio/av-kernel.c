@@ -16,11 +16,13 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <linux/vfio.h>
 
 #include "pci/av-pci.h"
+#include "util/av-file.h"
 
 /* Flags of the sysfs "resource" file (include/linux/ioport.h). */
 #define AV_IORESOURCE_IO 0x00000100
@@ -818,7 +820,45 @@ av_fake_driver_attr(const char *path, const char *attr, char **ret_drv)
 }
 
 static int
+av_kernel_fake_write_do(const AvRoot *root, const char *path, const char *value);
+static int av_fake_log_to(const AvRoot *root, const char *name, const char *line);
+
+/* The fake table's write: logs "PATH VALUE" to the tree's
+ * AV_KERNEL_FAKE_WRITES (the kill storm checks that no host device was ever
+ * written to), with a test kill point before and after the write
+ * (av_test_kill_point()).  The real kernel completes a write whatever
+ * happens to the writer; the emulation takes many steps (an mdev's
+ * directory, links, counts), so it runs in a child process of its own,
+ * which a SIGKILL of the writer does not stop, and which holds the
+ * writer's descriptors (the pool lock among them) until it is done: nobody
+ * sees a half-made mdev. */
+static int
 av_kernel_fake_write(const AvRoot *root, const char *path, const char *value)
+{
+    g_autofree char *line = NULL;
+    g_autofree char *shown = g_strescape(value, NULL);
+    int status = 0, r;
+    pid_t pid;
+
+    av_test_kill_point();
+    line = g_strdup_printf("%s %s", path, shown);
+    av_fake_log_to(root, AV_KERNEL_FAKE_WRITES, line);
+    pid = fork();
+    if (pid < 0)
+        return -errno;
+    if (pid == 0)
+        _exit(-av_kernel_fake_write_do(root, path, value) & 0xff);
+    while ((r = waitpid(pid, &status, 0)) < 0 && errno == EINTR)
+        ;
+    if (r < 0)
+        return -errno;
+    r = WIFEXITED(status) ? -WEXITSTATUS(status) : -EIO;
+    av_test_kill_point();
+    return r;
+}
+
+static int
+av_kernel_fake_write_do(const AvRoot *root, const char *path, const char *value)
 {
     g_autofree char *resolved = NULL;
     g_autofree char *base = NULL;
@@ -872,12 +912,12 @@ av_kernel_fake_write(const AvRoot *root, const char *path, const char *value)
     return av_fake_store(root, resolved, value);
 }
 
-/* Appends @line and a newline to the fake kernel's log (AV_KERNEL_FAKE_LOG
- * under /sys).  Returns 0 or -errno. */
+/* Appends @line and a newline to the file @name under the fake tree's
+ * /sys.  Returns 0 or -errno. */
 static int
-av_fake_log(const AvRoot *root, const char *line)
+av_fake_log_to(const AvRoot *root, const char *name, const char *line)
 {
-    g_autofree char *path = av_sys_path("%s", AV_KERNEL_FAKE_LOG);
+    g_autofree char *path = av_sys_path("%s", name);
     g_autofree char *host = av_root_host_path(root, path);
     g_autofree char *text = g_strconcat(line, "\n", NULL);
     size_t len = strlen(text);
@@ -895,6 +935,13 @@ av_fake_log(const AvRoot *root, const char *line)
     if (close(fd) < 0 && r == 0)
         r = -errno;
     return r;
+}
+
+/* Appends @line to the fake kernel's log (AV_KERNEL_FAKE_LOG). */
+static int
+av_fake_log(const AvRoot *root, const char *line)
+{
+    return av_fake_log_to(root, AV_KERNEL_FAKE_LOG, line);
 }
 
 /* TRUE when the IOMMU group @group is viable, as the kernel decides

@@ -76,6 +76,9 @@ typedef struct {
 /* The file of the fake kernel's log of device operations, root-relative
  * (see above); tests read it. */
 #define AV_KERNEL_FAKE_LOG ".accelvirt-fake-kernel.log"
+/* The file under the fake tree's /sys where the fake table records every
+ * write, one "PATH VALUE" line each (the value escaped as C does). */
+#define AV_KERNEL_FAKE_WRITES ".accelvirt-fake-kernel.writes"
 
 /* The BAR count of a PCI function: regions 0 to 5 (VFIO_PCI_BAR0_REGION_INDEX
  * to VFIO_PCI_BAR5_REGION_INDEX). */

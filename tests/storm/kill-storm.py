@@ -1,0 +1,512 @@
+#!/usr/bin/env python3
+"""accelvirt's kill storm (issue 10): any process may be killed at any
+instruction, and the promise must hold all the same.
+
+On private copies of fake hosts, with the emulated kernel behind them, it
+runs well over a thousand hook, worker and CLI processes (prepares and
+releases of domains that want the same devices, mdevs created and removed,
+scrub workers, status, reconcile, the operator's release) and kills most of
+them with SIGKILL: at a random one of their test kill points
+(ACCELVIRT_TEST_KILL_AT: before and after every write the fake kernel acts
+on, around every crash-safe save, before and half-way through every journal
+line), or from outside after a random delay.  Releases and scrubs go on in
+between; at the end a reconcile and a worker finish what is left to finish.
+
+Then it checks, and prints TAP:
+  - the journal's hash chain verifies and the pool parses (strictly);
+  - no write-ahead record and no release marker is left over;
+  - no device is free unless a scrub certificate that freed it (or the
+    operator's clear) follows its last move to in-use in the journal;
+  - every free device is on the driver the pool recorded, and its
+    companions on theirs; no device of a managed='no' domain in use is off
+    vfio-pci;
+  - no host device (no profile takes it, no profile names it a companion)
+    was ever written to by the emulated kernel: never unbound, rebound or
+    overridden.
+The counts are printed as TAP comments.
+
+Usage: kill-storm.py (from `make check-storm`; the environment of `make
+check` names the build: ACCELVIRT, ACCELVIRT_HOOK, ACCELVIRT_WORKER,
+AV_TEST_SRCDIR, AV_TEST_HOSTS).  AV_STORM_KILLS (default 1000): how many
+killed processes at least; AV_STORM_SEED: the random seed (printed)."""
+
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+AV = os.environ["ACCELVIRT"]
+HOOK = os.environ["ACCELVIRT_HOOK"]
+WORKER = os.environ["ACCELVIRT_WORKER"]
+SRC = os.environ["AV_TEST_SRCDIR"]
+HOSTS = os.environ["AV_TEST_HOSTS"]
+KILLS = int(os.environ.get("AV_STORM_KILLS", "1000"))
+SEED = int(os.environ.get("AV_STORM_SEED", str(int(time.time()))))
+
+tap = []
+
+
+def check(ok, name, detail=""):
+    tap.append((ok, name, detail))
+
+
+def uuid(n):
+    return "%08x-0000-4000-8000-%012x" % (n, n)
+
+
+def hostdev(addr, managed="no"):
+    dom, bus, sf = addr.split(":")
+    slot, fn = sf.split(".")
+    return ("<hostdev mode='subsystem' type='pci' managed='%s'><source><address domain='0x%s' bus='0x%s' "
+            "slot='0x%s' function='0x%s'/></source></hostdev>" % (managed, dom, bus, slot, fn))
+
+
+def mdev(u):
+    return ("<hostdev mode='subsystem' type='mdev' model='vfio-pci'><source><address uuid='%s'/></source>"
+            "</hostdev>" % u)
+
+
+def domain_xml(name, u, devs, placed=""):
+    meta = ""
+    if placed:
+        meta = ("<metadata><av:accelerators xmlns:av='urn:accelvirt:domain:1'><av:placement>%s</av:placement>"
+                "</av:accelerators></metadata>" % placed)
+    return ("<domain type='kvm'><name>%s</name><uuid>%s</uuid><memory unit='GiB'>4</memory>"
+            "<vcpu placement='static'>2</vcpu>%s<devices>%s</devices></domain>\n" % (name, u, meta, "".join(devs)))
+
+
+class World:
+    """A private copy of a fake host, its state dir, and its domains."""
+
+    def __init__(self, top, host, policies, domains, name=None, source=None):
+        self.dir = os.path.join(top, name or host)
+        self.root = os.path.join(self.dir, "host")
+        self.state = os.path.join(self.dir, "state")
+        self.policies = policies
+        self.host, self.top, self.spec = host, top, domains
+        if source:      # a copy of another world as it stands: tree and state
+            shutil.copytree(source.root, self.root, symlinks=True)
+            if os.path.exists(source.state):
+                shutil.copytree(source.state, self.state, symlinks=True)
+        else:
+            shutil.copytree(os.path.join(HOSTS, host), self.root, symlinks=True)
+        self.domains = []
+        for i, (name, u, xml) in enumerate(domains):
+            path = os.path.join(self.dir, name + ".xml")
+            with open(path, "w") as f:
+                f.write(xml)
+            self.domains.append((name, u, path))
+        self.env = dict(os.environ, ACCELVIRT_ROOT=self.root, ACCELVIRT_STATE_DIR=self.state,
+                        ACCELVIRT_POLICY_DIR=policies, ACCELVIRT_WORKER=WORKER,
+                        ACCELVIRT_LOG_FILE=os.path.join(self.dir, "log"),
+                        AV_SCRUB_LOG=os.path.join(self.dir, "scrub.log"))
+        for k in ("ACCELVIRT_TEST_KILL_AT", "ACCELVIRT_TEST_STOP"):
+            self.env.pop(k, None)
+
+    def clone(self, name):
+        return World(self.top, self.host, self.policies, self.spec, name=name, source=self)
+
+    def remove(self):
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def cli(self, *args, env=None):
+        return [AV, "--root", self.root, "--state-dir", self.state, "--policy-dir", self.policies] + list(args)
+
+
+stats = {"started": 0, "killed_point": 0, "killed_outside": 0, "completed": 0, "survived_kill": 0, "swept": 0}
+kinds = {}
+
+
+def run(world, argv, stdin=None, mode="none"):
+    """Runs one process of the storm; mode: none, point (a kill point), or
+    outside (SIGKILL after a random delay)."""
+    env = dict(world.env)
+    if mode == "point":
+        env["ACCELVIRT_TEST_KILL_AT"] = str(random.randrange(0, 14))
+    stats["started"] += 1
+    kind = os.path.basename(argv[0]) + (" " + argv[1] if argv[0] == HOOK else
+                                        " " + argv[7] if argv[0] == AV else "")
+    kinds[kind] = kinds.get(kind, 0) + 1
+    with open(stdin, "rb") if stdin else open(os.devnull, "rb") as inp:
+        p = subprocess.Popen(argv, stdin=inp, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+        if mode == "outside":
+            time.sleep(random.uniform(0, 0.025))
+            try:
+                p.send_signal(signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        try:
+            rc = p.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+            raise RuntimeError("%s did not end within 120 s" % argv)
+    if rc == -signal.SIGKILL:
+        stats["killed_point" if mode == "point" else "killed_outside"] += 1
+    elif mode == "none":
+        stats["completed"] += 1
+    else:
+        stats["survived_kill"] += 1
+    return rc
+
+
+def hook(world, name, path, op, sub, mode):
+    return run(world, [HOOK, name, op, sub, "-"], stdin=path, mode=mode)
+
+
+def killed():
+    return stats["killed_point"] + stats["killed_outside"]
+
+
+def our_workers(world):
+    """The PIDs of workers running for @world (their environment names its state dir)."""
+    pids = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open("/proc/%s/environ" % pid, "rb") as f:
+                env = f.read()
+            exe = os.readlink("/proc/%s/exe" % pid)
+        except OSError:
+            continue
+        if os.path.basename(exe).startswith("accelvirt-worker") and \
+                ("ACCELVIRT_STATE_DIR=" + world.state).encode() + b"\0" in env:
+            pids.append(int(pid))
+    return pids
+
+
+def quiesce(world):
+    """Waits for the detached workers of @world (60 s), then finishes what is left."""
+    deadline = time.time() + 60
+    while our_workers(world) and time.time() < deadline:
+        time.sleep(0.1)
+    subprocess.run(world.cli("reconcile"), env=world.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    for _ in range(20):
+        while our_workers(world) and time.time() < deadline + 60:
+            time.sleep(0.1)
+        subprocess.run([WORKER], env=world.env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL, timeout=120)
+        pool = load_pool(world)
+        if not [d for d in pool["devices"] if d["state"] in ("dirty", "scrubbing")]:
+            break
+
+
+def load_pool(world):
+    with open(os.path.join(world.state, "pool.json")) as f:
+        return json.load(f)
+
+
+def journal(world):
+    with open(os.path.join(world.state, "journal.jsonl")) as f:
+        out = []
+        for line in f:
+            try:
+                out.append(json.loads(line))
+            except ValueError:
+                pass    # a torn line, acknowledged by its "torn-line" entry (the verifier checks)
+        return out
+
+
+def driver(world, addr):
+    link = os.path.join(world.root, "sys/bus/pci/devices", addr, "driver")
+    return os.path.basename(os.readlink(link)) if os.path.islink(link) else None
+
+
+def storm(worlds):
+    while killed() < KILLS:
+        w = random.choice(worlds)
+        mode = random.choices(["point", "outside", "none"], [45, 35, 20])[0]
+        r = random.random()
+        if r < 0.45:
+            name, _, path = random.choice(w.domains)
+            hook(w, name, path, "prepare", "begin", mode)
+        elif r < 0.80:
+            name, _, path = random.choice(w.domains)
+            hook(w, name, path, "release", "end", mode)
+        elif r < 0.88:
+            run(w, [WORKER], mode=mode)
+        elif r < 0.93:
+            run(w, w.cli("status", "--json"), mode=mode)
+        elif r < 0.97:
+            run(w, w.cli("reconcile"), mode=mode)
+        else:
+            name, _, _ = random.choice(w.domains)
+            run(w, w.cli("release", "--force", name), mode=mode)
+
+
+def run_at(world, argv, stdin, point):
+    """Runs @argv killing it at its kill point @point; TRUE when it was killed."""
+    env = dict(world.env, ACCELVIRT_TEST_KILL_AT=str(point))
+    stats["started"] += 1
+    with open(stdin, "rb") if stdin else open(os.devnull, "rb") as inp:
+        rc = subprocess.run(argv, stdin=inp, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
+                            timeout=120).returncode
+    if rc == -signal.SIGKILL:
+        stats["killed_point"] += 1
+        stats["swept"] += 1
+        return True
+    stats["completed"] += 1
+    return False
+
+
+def sweep(template, label, argv_of, pooled, companions, then):
+    """Kills the process @argv_of(world) at each of its kill points in
+    turn, each time on a fresh copy of @template, until it runs to its end;
+    after each kill the next accelvirt calls put things right (reconcile,
+    the worker), the invariants must hold, and @then(world) (the domain's
+    life carried on to its end, nobody killed) must leave every device
+    free on its drivers.  Records one TAP line for all the points."""
+    problems = []
+    point = 0
+    while point < 200:
+        w = template.clone("%s-at-%d" % (label.replace(" ", "-"), point))
+        argv, stdin = argv_of(w)
+        if not run_at(w, argv, stdin, point):
+            w.remove()
+            break
+        quiesce(w)
+        before = len(tap)
+        verify(w, pooled, companions, quiet=True)
+        for ok, name, detail in tap[before:]:
+            if not ok:
+                problems.append("killed at point %d: %s %s" % (point, name, detail))
+        del tap[before:]
+        then(w)
+        quiesce(w)
+        p = load_pool(w)
+        bad = ["%s %s" % (d["identity"], d["state"]) for d in p["devices"] if d["state"] != "free"]
+        bad += ["%s on %s" % (d["address"], driver(w, d["address"])) for d in p["devices"]
+                if d["kind"] == "pci" and driver(w, d["address"]) != d["original_driver"]]
+        bad += ["companion %s on %s" % (a, driver(w, a)) for a, want in companions.items() if driver(w, a) != want]
+        if bad:
+            problems.append("killed at point %d, then carried on: %s" % (point, "; ".join(bad)))
+        w.remove()
+        point += 1
+    check(not problems and point > 0,
+          "%s: killed at each of its %d kill points in turn, the next calls put it right: the invariants hold, "
+          "and the domain's life carried on to its end leaves every device free on its drivers" % (label, point),
+          "\n".join(problems))
+    return point
+
+
+def verify(world, pooled_ok, companions_ok, quiet=False):
+    label = os.path.basename(world.dir)
+    r = subprocess.run(world.cli("journal", "verify"), env=world.env, capture_output=True, text=True)
+    check(r.returncode == 0, "%s: the journal's hash chain verifies" % label, r.stdout + r.stderr)
+    r = subprocess.run(world.cli("status", "--no-sync", "--json"), env=world.env, capture_output=True, text=True)
+    check(r.returncode == 0, "%s: the pool parses, every device in a state of the lifecycle" % label, r.stderr)
+    pool = load_pool(world)
+    check("intents" not in pool, "%s: no write-ahead record of a prepare is left" % label,
+          json.dumps(pool.get("intents")))
+    markers = os.path.join(world.state, "release-pending")
+    left = [n for n in os.listdir(markers) if n.endswith(".json")] if os.path.isdir(markers) else []
+    check(not left, "%s: no release marker is left" % label, " ".join(left))
+
+    # Free only after a scrub that freed it, since its last use.
+    entries = journal(world)
+    bad = []
+    for dev in pool["devices"]:
+        if dev["state"] != "free":
+            continue
+        last_use = max([e["seq"] for e in entries if e.get("identity") == dev["identity"] and
+                        e.get("event") == "transition" and e.get("to") == "in-use"], default=0)
+        if not last_use:
+            continue
+        # Freed by a scrub or the operator; or never used: the prepare that
+        # journalled the move died before saving it, and its rollback says so.
+        freed = [e for e in entries if e["seq"] > last_use and
+                 ((e.get("identity") == dev["identity"] and
+                   ((e.get("event") == "scrub-certificate" and e.get("result") == "free") or
+                    e.get("event") == "cleared")) or
+                  (e.get("event") == "rolled-back" and dev["identity"] in e.get("claims", [])))]
+        if not freed:
+            bad.append(dev["identity"])
+    check(not bad, "%s: no device is free unless a scrub certificate (or the operator's clear) follows its "
+                   "last use" % label, " ".join(bad))
+
+    # Drivers: free devices and their companions on what the pool recorded.
+    bad = []
+    for dev in pool["devices"]:
+        if dev["kind"] != "pci":
+            continue
+        now = driver(world, dev["address"])
+        if dev["state"] == "free" and now != dev["original_driver"]:
+            bad.append("%s is free on %s, recorded %s" % (dev["address"], now, dev["original_driver"]))
+        if dev["state"] == "free" and dev.get("companions"):
+            bad.append("%s is free with companions still recorded" % dev["address"])
+        for c in dev.get("companions", []):
+            if dev["state"] in ("in-use", "dirty", "scrubbing", "quarantined") and \
+                    driver(world, c["address"]) not in ("vfio-pci", c["original_driver"]):
+                bad.append("companion %s on %s" % (c["address"], driver(world, c["address"])))
+    for addr, want in companions_ok.items():
+        owner = [d for d in pool["devices"] if d["kind"] == "pci" and d["address"] == addr[:-1] + "0"]
+        if owner and owner[0]["state"] == "free" and driver(world, addr) != want:
+            bad.append("companion %s of a free card is on %s, not %s" % (addr, driver(world, addr), want))
+    check(not bad, "%s: every free device and its companions are on the drivers the pool recorded" % label,
+          "; ".join(bad))
+
+    # Host devices: never written to.
+    writes = os.path.join(world.root, "sys/.accelvirt-fake-kernel.writes")
+    touched = set()
+    if os.path.exists(writes):
+        with open(writes) as f:
+            for line in f:
+                path, _, value = line.rstrip("\n").partition(" ")
+                parts = path.split("/")
+                if "devices" in parts and parts[-1] == "driver_override":
+                    touched.add(parts[-2])
+                elif parts[-1] in ("bind", "unbind", "drivers_probe"):
+                    touched.add(value)
+    allowed = set(pooled_ok) | set(companions_ok)
+    check(touched <= allowed,
+          "%s: the kernel was asked to bind or unbind only pooled devices and their named companions, never a "
+          "host device (%d devices written to)" % (label, len(touched)), " ".join(sorted(touched - allowed)))
+    return touched
+
+
+def main():
+    random.seed(SEED)
+    top = tempfile.mkdtemp(prefix="accelvirt-storm.")
+    try:
+        pol = os.path.join(top, "policies")
+        os.mkdir(pol, 0o755)
+        scrub = os.path.join(SRC, "data/hook-scrub.sh")
+        for n in sorted(os.listdir(os.path.join(SRC, "data/hook-policies"))):
+            with open(os.path.join(SRC, "data/hook-policies", n)) as f:
+                text = f.read().replace("@SCRUB@", scrub)
+            with open(os.path.join(pol, n), "w") as f:
+                f.write(text)
+            os.chmod(os.path.join(pol, n), 0o644)
+
+        gpus = ["0000:17:00.0", "0000:31:00.0", "0000:4b:00.0", "0000:65:00.0", "0000:98:00.0", "0000:b1:00.0",
+                "0000:ca:00.0", "0000:e3:00.0"]
+        doms = []
+        n = 0
+        for i, g in enumerate(gpus):
+            for k in range(2):      # two domains want each GPU
+                n += 1
+                doms.append(("g%d" % n, uuid(n), domain_xml("g%d" % n, uuid(n),
+                                                            [hostdev(g, "yes" if (i + k) % 5 == 0 else "no")])))
+        n += 1   # the A6000's audio function alone: its group goes with it
+        doms.append(("audio%d" % n, uuid(n), domain_xml("audio%d" % n, uuid(n), [hostdev("0000:98:00.1")])))
+        n += 1   # two cards at once
+        doms.append(("pair%d" % n, uuid(n), domain_xml("pair%d" % n, uuid(n), [hostdev("0000:17:00.0"),
+                                                                                hostdev("0000:ca:00.0")])))
+        n += 1   # the host's NIC: accelvirt never touches it
+        doms.append(("nic%d" % n, uuid(n), domain_xml("nic%d" % n, uuid(n), [hostdev("0000:02:00.0")])))
+        gpu_world = World(top, "two-socket-8gpu", pol, doms)
+
+        mdoms = []
+        mdevs = ["6f2a0b1c-9d8e-4f7a-8b6c-5d4e3f2a1b%02x" % i for i in range(4)]
+        for i, m in enumerate(mdevs):
+            for k in range(2):
+                n += 1
+                mdoms.append(("v%d" % n, uuid(n), domain_xml("v%d" % n, uuid(n), [mdev(m)],
+                                                             "<av:mdev profile='test-vgpu' uuid='%s'/>" % m)))
+        vgpu_world = World(top, "vgpu-mdev", pol, mdoms)
+
+        print("# kill storm: seed %d, at least %d killed processes" % (SEED, KILLS))
+        sys.stdout.flush()
+        t0 = time.time()
+        companions = {"0000:98:00.1": "snd_hda_intel", "0000:b1:00.1": "snd_hda_intel"}
+
+        # Every kill point of one prepare, one release and one scrub, in turn.
+        a6000 = next(d for d in gpu_world.domains if d[2].endswith("/g9.xml"))    # 0000:98:00.0, managed='no'
+        vg = vgpu_world.domains[0]
+        def release_of(name):
+            return lambda w: hook(w, name, w.dir + "/" + name + ".xml", "release", "end", "none")
+        release_a6000, release_vg = release_of(a6000[0]), release_of(vg[0])
+        sweep(gpu_world, "an A6000's prepare (card and audio bound)",
+              lambda w: ([HOOK, a6000[0], "prepare", "begin", "-"], w.dir + "/" + a6000[0] + ".xml"),
+              gpus, companions,
+              lambda w: (hook(w, a6000[0], w.dir + "/" + a6000[0] + ".xml", "prepare", "begin", "none"),
+                         release_a6000(w)))
+        prepared = gpu_world.clone("prepared")
+        hook(prepared, a6000[0], prepared.dir + "/" + a6000[0] + ".xml", "prepare", "begin", "none")
+        sweep(prepared, "its release", lambda w: ([HOOK, a6000[0], "release", "end", "-"],
+                                                  w.dir + "/" + a6000[0] + ".xml"),
+              gpus, companions, release_a6000)
+        released = prepared.clone("released")
+        env = dict(released.env, ACCELVIRT_WORKER="/bin/true")     # the worker, run by hand below
+        subprocess.run([HOOK, a6000[0], "release", "end", "-"], stdin=open(released.dir + "/" + a6000[0] + ".xml"),
+                       env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        sweep(released, "its scrub by the worker", lambda w: ([WORKER], None), gpus, companions, release_a6000)
+        sweep(vgpu_world, "an mdev's prepare (created)",
+              lambda w: ([HOOK, vg[0], "prepare", "begin", "-"], w.dir + "/" + vg[0] + ".xml"),
+              ["0000:17:00.0", "0000:98:00.0"], {},
+              lambda w: (hook(w, vg[0], w.dir + "/" + vg[0] + ".xml", "prepare", "begin", "none"), release_vg(w)))
+        for w in (prepared, released):
+            w.remove()
+
+        storm([gpu_world, vgpu_world])
+        for w in (gpu_world, vgpu_world):
+            quiesce(w)
+        seconds = time.time() - t0
+
+        check(killed() >= KILLS, "%d hook, worker and CLI processes were killed with SIGKILL (at least %d)"
+              % (killed(), KILLS))
+        touched = verify(gpu_world, gpus, companions)
+        check(len(touched) >= 3, "two-socket-8gpu: the storm bound and unbound GPUs and companions (%d devices)"
+              % len(touched))
+        check(driver(gpu_world, "0000:02:00.0") == "i40e" and driver(gpu_world, "0000:02:00.1") == "i40e",
+              "two-socket-8gpu: the host's NIC is on i40e, as it was")
+        verify(vgpu_world, ["0000:17:00.0", "0000:98:00.0"], {})
+        mdev_dir = os.path.join(vgpu_world.root, "sys/bus/mdev/devices")
+        vp = load_pool(vgpu_world)
+        held = {d["identity"][5:] for d in vp["devices"] if d["kind"] == "mdev"}
+        leaked = [m for m in mdevs if os.path.exists(os.path.join(mdev_dir, m)) and m not in held]
+        check(not leaked, "vgpu-mdev: no mdev accelvirt created is left on the host without a pool entry",
+              " ".join(leaked))
+
+        # Then every domain is released for good, nobody killed: every device
+        # comes back free, scrubbed, on the drivers it had.
+        for w in (gpu_world, vgpu_world):
+            for name, _, path in w.domains:
+                hook(w, name, path, "release", "end", "none")
+            quiesce(w)
+        for w, first in ((gpu_world, "0000:17:00.0"), (vgpu_world, None)):
+            label = os.path.basename(w.dir)
+            p = load_pool(w)
+            bad = ["%s %s" % (d["identity"], d["state"]) for d in p["devices"] if d["state"] != "free"]
+            check(not bad, "%s: once every domain is released, every device is scrubbed and free" % label,
+                  " ".join(bad))
+            bad = ["%s on %s, recorded %s" % (d["address"], driver(w, d["address"]), d["original_driver"])
+                   for d in p["devices"] if d["kind"] == "pci" and driver(w, d["address"]) != d["original_driver"]]
+            bad += ["companion %s on %s" % (a, driver(w, a)) for a, want in (companions if w is gpu_world else {}).items()
+                    if driver(w, a) != want]
+            check(not bad, "%s: ... and every one on the driver it had before the storm" % label, "; ".join(bad))
+        left = [m for m in mdevs if os.path.exists(os.path.join(mdev_dir, m))]
+        check(not left, "vgpu-mdev: ... and no mdev accelvirt created is left", " ".join(left))
+
+        print("# %d processes in %.0f s: %d killed at a kill point (%d of them one point after another), %d "
+              "killed from outside, %d ran to their end, %d outlived their kill"
+              % (stats["started"], seconds, stats["killed_point"], stats["swept"], stats["killed_outside"],
+                 stats["completed"], stats["survived_kill"]))
+        print("# by program: " + ", ".join("%s %d" % (k, v) for k, v in sorted(kinds.items())))
+        states = {}
+        for w in (gpu_world, vgpu_world):
+            for d in load_pool(w)["devices"]:
+                states[d["state"]] = states.get(d["state"], 0) + 1
+        print("# final states: " + ", ".join("%s %d" % kv for kv in sorted(states.items())))
+        for i, (ok, name, detail) in enumerate(tap, 1):
+            print("%s %d - %s" % ("ok" if ok else "not ok", i, name))
+            if not ok and detail:
+                for line in str(detail).splitlines():
+                    print("# " + line)
+        print("1..%d" % len(tap))
+        return 0 if all(ok for ok, _, _ in tap) else 1
+    finally:
+        if os.environ.get("AV_STORM_KEEP") != "1":
+            shutil.rmtree(top, ignore_errors=True)
+        else:
+            print("# kept %s" % top)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
