@@ -383,6 +383,11 @@ av_journal_verify(const char *state_dir, guint64 *ret_entries, GError **error)
         if (i == n - 1) {
             if (*line == '\0')
                 break;
+            /* An earlier bad line is the graver fault: ending the last
+             * line would not make the journal whole. */
+            if (torn)
+                return av_journal_bad(error, path, torn, "not a journal entry, and no torn-line entry "
+                                      "follows it");
             return av_journal_bad(error, path, lineno, "the last line is torn (no newline at its end: "
                                   "a writer was killed mid-append); the next writer will end it");
         }
