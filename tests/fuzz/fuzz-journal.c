@@ -74,14 +74,12 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     av_fuzz_write(dir, "journal.jsonl", data, size);
 
+    /* A writer's open makes the journal ready (av_journal_prepare()): one
+     * that cannot take an entry stops it there, or else at the append. */
     unlink(pool_path);
     pool = av_pool_open(dir, AV_POOL_WRITE, 0, &error);
-    if (!pool) {
-        g_printerr("cannot open the pool: %s\n", error->message);
-        av_fuzz_assert(!"an empty pool opens");
-    }
     fields = json_pack("{s:s}", "identity", "fuzz");
-    if (!av_pool_journal_append(pool, "fuzz", fields, &error)) {
+    if (!pool || !av_pool_journal_append(pool, "fuzz", fields, &error)) {
         av_fuzz_assert(error->domain == AV_ERROR && error->code == AV_ERROR_CORRUPT_STATE);
         av_fuzz_assert(!ok && !expect_ok);
         return 0;

@@ -19,6 +19,18 @@ rm -rf "$dir"
 mkdir -p "$dir" || exit 99
 supp="$AV_TEST_SRCDIR/fuzz/lsan.supp"
 
+# Reports name functions and lines through llvm-symbolizer; Debian's llvm-14
+# has it as llvm-symbolizer-14 only (install-deps --sanitize).
+if [ -z "${ASAN_SYMBOLIZER_PATH:-}" ] && ! command -v llvm-symbolizer >/dev/null 2>&1; then
+    for s in llvm-symbolizer-14 /usr/lib/llvm-14/bin/llvm-symbolizer; do
+        if command -v "$s" >/dev/null 2>&1; then
+            ASAN_SYMBOLIZER_PATH=$(command -v "$s")
+            export ASAN_SYMBOLIZER_PATH
+            break
+        fi
+    done
+fi
+
 # intercept_strstr=0: ASan's strstr() interceptor measures the whole
 # haystack on every call, which makes GLib's g_strsplit() quadratic (the
 # 50,000-line journal of test-pool took minutes in av_journal_verify()).
