@@ -86,8 +86,9 @@ fuzz: $(AV_FUZZERS)
 	  TESTS='$(AV_FUZZ_TESTS)' TEST_LOGS='$(AV_FUZZ_TESTS:.sh=.log)' TEST_SUITE_LOG='$(AV_FUZZ_SUITE_LOG)'
 else
 fuzz:
-	@echo "make fuzz: this build has no fuzzers; configure a build tree of its own with" >&2; \
-	echo "  CC=clang ../configure --enable-fuzzers   (see README.md, Testing)" >&2; exit 1
+	@echo "make fuzz: this build has no fuzzers: run make -C build-sanitize fuzz after" >&2; \
+	echo "  build-aux/quickstart test, or configure a tree of its own with" >&2; \
+	echo "  ./configure CC=clang-14 --enable-fuzzers (README.md, Testing)" >&2; exit 1
 endif
 .PHONY: fuzz
 
