@@ -94,7 +94,7 @@ check "journal verify accepts the chain" "$AV" --state-dir "$STATE" journal veri
 concurrent_status() {
     st="$AV_TMP/conc"
     for i in 1 2 3 4 5 6 7 8; do
-        "$AV" --root "$H2" --policy-dir "$POL" --state-dir "$st" status --json >"$AV_TMP/conc.$i" 2>&1 &
+        "$AV" --root "$H2" --policy-dir "$POL" --state-dir "$st" status --json >"$AV_TMP/conc.$i" 2>"$AV_TMP/conc.$i.err" &
     done
     wait
     for i in 1 2 3 4 5 6 7 8; do

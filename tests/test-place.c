@@ -506,7 +506,9 @@ test_defrag(void)
     g_assert_cmpint(json_integer_value(json_object_get(profile, "cards_free")), ==, 1);
     g_assert_cmpint(json_integer_value(json_object_get(profile, "cards_partly_used")), ==, 2);
     /* 21 free functions on partly used cards of 33 free. */
-    g_assert_cmpfloat_with_epsilon(json_real_value(json_object_get(profile, "fragmentation")), 21.0 / 33.0, 1e-9);
+    /* (Not g_assert_cmpfloat_with_epsilon(): its long double arithmetic is
+     * -Wdouble-promotion to clang.) */
+    g_assert_true(ABS(json_real_value(json_object_get(profile, "fragmentation")) - 21.0 / 33.0) < 1e-9);
     moves = json_object_get(report, "moves");
     g_assert_cmpuint(json_array_size(moves), ==, 1);
     move = json_array_get(moves, 0);

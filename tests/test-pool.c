@@ -747,7 +747,6 @@ static void
 test_journal_chain(void)
 {
     g_autofree char *state = test_make_pool(0);
-    g_autofree char *path = g_build_filename(state, "journal.jsonl", NULL);
     g_autoptr(GError) err = NULL;
     g_autofree char *data = NULL;
     guint64 entries = 0;
@@ -871,7 +870,6 @@ static void
 test_journal_torn(void)
 {
     g_autofree char *state = test_make_pool(0);
-    g_autofree char *path = g_build_filename(state, "journal.jsonl", NULL);
     g_autoptr(GError) err = NULL;
     g_autofree char *good = NULL, *torn = NULL, *after = NULL;
     guint64 entries = 0;
@@ -1152,6 +1150,7 @@ test_open_unsafe_owner(void)
         g_autoptr(AvPool) pool = av_pool_open(state, AV_POOL_WRITE, 0, &err);
 
         g_assert_no_error(err);
+        g_assert_nonnull(pool);
     }
     test_remove_state(state);
 }
@@ -1508,6 +1507,7 @@ test_lock_contention(void)
         g_autoptr(AvPool) w = av_pool_open(state, AV_POOL_WRITE, 0, &err);
 
         g_assert_no_error(err);
+        g_assert_nonnull(w);
     }
     test_remove_state(state);
 }

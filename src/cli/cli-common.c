@@ -64,12 +64,20 @@ av_cli_resolve_defaults(AvCli *cli)
     /* --root falls back to $ACCELVIRT_ROOT in av_root_new_default(). */
 }
 
+/* Prints @error as one line, "accelvirt: MESSAGE", whatever the message
+ * quotes (a policy value, a journal line: control characters, newlines and
+ * terminal escapes become spaces, as in the hook's refusals), and returns the
+ * exit status for it. */
 int
 av_cli_fail(const GError *error)
 {
+    g_autofree char *line = g_strdup(error->message);
     int status = AV_EXIT_FAILURE;
 
-    fprintf(stderr, "accelvirt: %s\n", error->message);
+    for (char *p = line; *p; p++)
+        if ((guchar)*p < 0x20 || *p == 0x7f)
+            *p = ' ';
+    fprintf(stderr, "accelvirt: %s\n", line);
     if (error->domain == AV_ERROR) {
         switch ((AvErrorCode)error->code) {
         case AV_ERROR_INVALID_INPUT:

@@ -193,8 +193,8 @@ av_journal_nul_fail(AvPool *pool, GError **error)
  * with a "torn-line" entry, whose seq continues the last whole entry before
  * it (the lines before it are read back until one is) and whose line number
  * is found by counting the newlines before it (the only case that reads the
- * whole file, once). */
-static gboolean
+ * whole file, once).  See av-pool-private.h. */
+gboolean
 av_journal_prepare(AvPool *pool, GError **error)
 {
     g_autofree char *last = NULL;
@@ -210,7 +210,9 @@ av_journal_prepare(AvPool *pool, GError **error)
 
     if (pool->journal_ready)
         return TRUE;
-    fd = open(pool->journal_path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+    /* O_NONBLOCK: a FIFO in its place must not hang the hook (it is
+     * refused below, as anything but a regular file). */
+    fd = open(pool->journal_path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
     if (fd < 0) {
         if (errno != ENOENT)
             return av_error_errno(error, -errno, "cannot read the journal '%s'", pool->journal_path);
@@ -221,6 +223,12 @@ av_journal_prepare(AvPool *pool, GError **error)
         r = -errno;
         close(fd);
         return av_error_errno(error, r, "cannot read the journal '%s'", pool->journal_path);
+    }
+    if (!S_ISREG(st.st_mode)) {
+        close(fd);
+        g_set_error(error, AV_ERROR, AV_ERROR_CORRUPT_STATE,
+                    "the journal '%s' is not a regular file; move it away", pool->journal_path);
+        return FALSE;
     }
     if (st.st_size == 0) {
         close(fd);
@@ -361,6 +369,45 @@ av_journal_bad(GError **error, const char *path, guint line, const char *fmt, ..
     return FALSE;
 }
 
+/* Reads all of the journal @path into *ret_data (NUL-terminated, caller
+ * frees) and *ret_len.  Only a regular file is read: a FIFO would block and
+ * a device (a link to /dev/zero) would never end.  Returns 0, -ENOENT when
+ * there is none, or -1 with @error set. */
+static int
+av_journal_read_file(const char *path, char **ret_data, gsize *ret_len, GError **error)
+{
+    struct stat st;
+    int fd, e;
+
+    fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+    if (fd < 0) {
+        e = errno;
+        if (e == ENOENT)
+            return -ENOENT;
+        av_error_errno(error, -e, "cannot read the journal '%s'", path);
+        return -1;
+    }
+    if (fstat(fd, &st) < 0) {
+        e = errno;
+        close(fd);
+        av_error_errno(error, -e, "cannot read the journal '%s'", path);
+        return -1;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        close(fd);
+        g_set_error(error, AV_ERROR, AV_ERROR_CORRUPT_STATE,
+                    "the journal '%s' is not a regular file; move it away", path);
+        return -1;
+    }
+    e = -av_file_read_all(fd, ret_data, ret_len);
+    close(fd);
+    if (e) {
+        av_error_errno(error, -e, "cannot read the journal '%s'", path);
+        return -1;
+    }
+    return 0;
+}
+
 /* See av-pool.h.  A missing journal has 0 entries.  *ret_entries (may be
  * NULL) gets the number of whole entries ("torn-line" ones included).
  * Errors are AV_ERROR_CORRUPT_STATE naming the line, or AV_ERROR_IO. */
@@ -368,7 +415,6 @@ gboolean
 av_journal_verify(const char *state_dir, guint64 *ret_entries, GError **error)
 {
     g_autofree char *path = g_build_filename(state_dir, AV_POOL_JOURNAL_FILE, NULL);
-    g_autoptr(GError) read_err = NULL;
     g_autofree char *data = NULL;
     g_autofree char *prev = g_strdup("");
     g_auto(GStrv) lines = NULL;
@@ -376,16 +422,16 @@ av_journal_verify(const char *state_dir, guint64 *ret_entries, GError **error)
     guint64 expected = 1, entries = 0;
     guint n, torn = 0;
     g_autoptr(GPtrArray) torn_hashes = g_ptr_array_new_with_free_func(g_free);
+    int r;
 
-    if (!g_file_get_contents(path, &data, &len, &read_err)) {
-        if (g_error_matches(read_err, G_FILE_ERROR, G_FILE_ERROR_NOENT)) {
-            if (ret_entries)
-                *ret_entries = 0;
-            return TRUE;
-        }
-        g_set_error(error, AV_ERROR, AV_ERROR_IO, "cannot read the journal '%s': %s", path, read_err->message);
-        return FALSE;
+    r = av_journal_read_file(path, &data, &len, error);
+    if (r == -ENOENT) {
+        if (ret_entries)
+            *ret_entries = 0;
+        return TRUE;
     }
+    if (r < 0)
+        return FALSE;
     if (memchr(data, '\0', len)) {
         const char *nul = memchr(data, '\0', len);
         guint lineno = 1;
@@ -406,9 +452,18 @@ av_journal_verify(const char *state_dir, guint64 *ret_entries, GError **error)
         if (i == n - 1) {
             if (*line == '\0')
                 break;
+            /* Torn lines before it are a run the next writer acknowledges
+             * with it (a writer killed while it acknowledged them). */
+            if (torn)
+                return av_journal_bad(error, path, torn, "not a journal entry, nor are the lines after it, the "
+                                      "last one without a newline (writers killed mid-append); the next writer "
+                                      "ends it and acknowledges them");
             return av_journal_bad(error, path, lineno, "the last line is torn (no newline at its end: "
                                   "a writer was killed mid-append); the next writer will end it");
         }
+        if (strlen(line) > AV_JOURNAL_MAX_LINE)
+            return av_journal_bad(error, path, lineno, "the line is longer than %d bytes; no accelvirt "
+                                  "writes such a line", AV_JOURNAL_MAX_LINE);
         if (!av_journal_parse_line(line, strlen(line), &entry, &seq)) {
             /* A run of torn lines (a writer killed while it acknowledged
              * one): the entry after the run acknowledges them all. */

@@ -88,6 +88,14 @@ gboolean av_pool_set_identity_problem(AvPool *pool, AvPoolDevice *dev, const cha
  * ("claim-expired"), setting *changed. */
 gboolean av_pool_expire_claims(AvPool *pool, gint64 now, gboolean *changed, GError **error);
 
+/* Makes the journal of @pool ready for appending, once per pool: reads its
+ * tail (the last seq and the hash of the last line), ends a torn last line
+ * and records it.  AV_ERROR_CORRUPT_STATE when no entry can be appended (not
+ * a regular file, NUL bytes or a line over 16 MiB at its end).  A writer's
+ * av_pool_open() calls it, so that a journal that cannot take an entry stops
+ * a writer before it changes anything (the hook: before it binds a device). */
+gboolean av_journal_prepare(AvPool *pool, GError **error);
+
 /* The hex SHA-256 of @len bytes at @data.  Caller frees. */
 char *av_journal_hash(const char *data, gsize len);
 

@@ -858,10 +858,9 @@ av_pool_check_owner(const char *what, const char *path, const struct stat *st, G
 static int
 av_pool_read_file(AvPool *pool, char **ret_data, gsize *ret_len, GError **error)
 {
-    g_autoptr(GByteArray) buf = g_byte_array_new();
     struct stat st;
     int flags = O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK;
-    int fd;
+    int fd, r;
 
     if (pool->mode == AV_POOL_WRITE)
         flags |= O_NOFOLLOW;
@@ -896,25 +895,12 @@ av_pool_read_file(AvPool *pool, char **ret_data, gsize *ret_len, GError **error)
         close(fd);
         return -1;
     }
-    for (;;) {
-        guint8 chunk[65536];
-        ssize_t n = read(fd, chunk, sizeof(chunk));
-
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0) {
-            av_error_errno(error, -errno, "cannot read the pool file '%s'", pool->pool_path);
-            close(fd);
-            return -1;
-        }
-        if (n == 0)
-            break;
-        g_byte_array_append(buf, chunk, (guint)n);
-    }
+    r = av_file_read_all(fd, ret_data, ret_len);
     close(fd);
-    *ret_len = buf->len;
-    g_byte_array_append(buf, (const guint8 *)"", 1);
-    *ret_data = (char *)g_byte_array_free(g_steal_pointer(&buf), FALSE);
+    if (r < 0) {
+        av_error_errno(error, r, "cannot read the pool file '%s'", pool->pool_path);
+        return -1;
+    }
     return 0;
 }
 
@@ -963,8 +949,11 @@ av_pool_open(const char *state_dir, AvPoolMode mode, int timeout_ms, GError **er
     }
     if (!pool->lock)
         return NULL;
-    if (mode == AV_POOL_WRITE)
+    if (mode == AV_POOL_WRITE) {
         av_pool_remove_stale_temps(pool);
+        if (!av_journal_prepare(pool, error))
+            return NULL;
+    }
 
     r = av_pool_read_file(pool, &data, &len, error);
     if (r == -ENOENT)

@@ -162,8 +162,9 @@ typedef enum {
  * AV_ERROR_BUSY (lock), AV_ERROR_UNSAFE (ownership, mode or symlink above;
  * the message says what to chmod or chown), AV_ERROR_CORRUPT_STATE (pool.json
  * does not parse or has an unknown version; the message names the file, the
- * line and column, and says to move the file away or repair it), or
- * AV_ERROR_IO. */
+ * line and column, and says to move the file away or repair it; for
+ * AV_POOL_WRITE also a journal that cannot take an entry: not a regular
+ * file, NUL bytes or an overlong line at its end), or AV_ERROR_IO. */
 AvPool *av_pool_open(const char *state_dir, AvPoolMode mode, int timeout_ms, GError **error);
 
 /* Releases the lock and frees the pool, without saving. */

@@ -455,6 +455,30 @@ av_lock_release(AvLock *lock)
 
 /* See av-file.h. */
 int
+av_file_read_all(int fd, char **ret_data, gsize *ret_len)
+{
+    g_autoptr(GByteArray) buf = g_byte_array_new();
+
+    for (;;) {
+        guint8 chunk[65536];
+        ssize_t n = read(fd, chunk, sizeof(chunk));
+
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return -errno;
+        if (n == 0)
+            break;
+        g_byte_array_append(buf, chunk, (guint)n);
+    }
+    *ret_len = buf->len;
+    g_byte_array_append(buf, (const guint8 *)"", 1);
+    *ret_data = (char *)g_byte_array_free(g_steal_pointer(&buf), FALSE);
+    return 0;
+}
+
+/* See av-file.h. */
+int
 av_file_pread_all(int fd, void *buf, gsize len, goffset offset)
 {
     guint8 *p = buf;

@@ -71,6 +71,12 @@ int av_file_pwrite_all(int fd, const void *buf, gsize len, goffset offset);
  * one cannot be examined (a loop of links included).  Borrows @path. */
 gboolean av_file_check_trusted(const char *path, const char *what, struct stat *ret_st, GError **error);
 
+/* read() of @fd from where it stands to its end, again after EINTR.  Sets
+ * *ret_data to the bytes, NUL-terminated (caller frees), and *ret_len to
+ * their number.  Returns 0, or -errno with nothing set.  Callers check that
+ * @fd is a regular file first (a FIFO or a device may never end). */
+int av_file_read_all(int fd, char **ret_data, gsize *ret_len);
+
 typedef struct AvLock AvLock;
 
 typedef enum {

@@ -86,7 +86,7 @@ av_root_is_host(const AvRoot *root)
     return root->is_host;
 }
 
-static char *
+static char * G_GNUC_PRINTF(2, 0)
 av_kernel_path(const char *top, const char *fmt, va_list ap)
 {
     g_autofree char *rest = g_strdup_vprintf(fmt, ap);

@@ -1,0 +1,3 @@
+#!/bin/sh
+# A *.json that is a directory.
+mkdir "$1"

@@ -1,0 +1,3 @@
+#!/bin/sh
+# pool.json is a directory.
+mkdir "$1"

@@ -1,0 +1,5 @@
+#!/bin/sh
+# The A100's vendor id is a link to itself.
+# (run in a copy of tests/data/hosts/two-socket-8gpu; $OUTSIDE is a directory beside it)
+D='sys/bus/pci/devices/0000:17:00.0'
+rm "$D/vendor" && ln -s vendor "$D/vendor"

@@ -1,0 +1,5 @@
+#!/bin/sh
+# An entry of /sys/bus/pci/devices is an absolute link to a device outside the root.
+# (run in a copy of tests/data/hosts/two-socket-8gpu; $OUTSIDE is a directory beside it)
+D='sys/bus/pci/devices/0000:17:00.0'
+ln -s "$OUTSIDE/sys/bus/pci/devices/0000:ee:00.0" sys/bus/pci/devices/0000:ee:00.0

@@ -1,0 +1,87 @@
+/* accelvirt fuzzing: the domain XML, as the hook and the CLI read it.
+ *
+ * Every input goes through av_domain_parse_flags() with each flag value,
+ * av_domain_requests(), av_domain_placement() and av_domain_unplace(), and
+ * what parsed through the derived helpers (vCPU cpusets, quoting).
+ * Properties:
+ *   - a document that parses strictly parses in best-effort mode too, with
+ *     the same name, UUID and hostdevs and no metadata problem;
+ *   - best-effort parsing fails only where the strict one fails;
+ *   - av_domain_unplace() of its own output changes nothing. */
+#include "config.h"
+
+#include "fuzz.h"
+
+#include <string.h>
+
+#include "domain/av-domain.h"
+#include "domain/av-rewrite.h"
+#include "pool/av-place.h"
+
+static void
+av_fuzz_domain_facts(const AvDomain *domain)
+{
+    g_autoptr(GArray) cpus = NULL;
+    g_autoptr(GError) error = NULL;
+    g_autofree char *quoted = av_domain_quote(domain->name);
+    gboolean all_pinned = FALSE;
+
+    av_fuzz_assert(quoted != NULL);
+    if (av_domain_vcpu_cpus(domain, &cpus, &all_pinned, &error))
+        av_fuzz_assert(cpus != NULL);
+    else
+        av_fuzz_assert(error != NULL && cpus == NULL);
+    for (const char *const *s = (const char *const[]){ domain->emulatorpin, domain->numatune_memory_nodeset,
+                                                       domain->vcpu_cpuset, NULL };
+         *s; s++) {
+        g_autoptr(GArray) set = NULL;
+        g_autoptr(GError) e = NULL;
+
+        if (av_domain_cpuset_parse(*s, AV_DOMAIN_CPU_MAX, &set, &e))
+            av_fuzz_assert(set->len > 0);
+    }
+}
+
+int
+LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    const char *xml = (const char *)data;
+    g_autoptr(AvDomain) strict = NULL;
+    g_autoptr(AvDomain) lenient = NULL;
+    g_autoptr(GError) strict_err = NULL;
+    g_autoptr(GError) lenient_err = NULL;
+    g_autoptr(GPtrArray) requests = NULL;
+    g_autoptr(AvPlacement) placement = NULL;
+    g_autofree char *unplaced = NULL;
+    g_autoptr(GError) error = NULL;
+
+    strict = av_domain_parse_flags(xml, size, AV_DOMAIN_PARSE_DEFAULT, &strict_err);
+    lenient = av_domain_parse_flags(xml, size, AV_DOMAIN_PARSE_METADATA_BEST_EFFORT, &lenient_err);
+    av_fuzz_assert((strict == NULL) == (strict_err != NULL));
+    av_fuzz_assert((lenient == NULL) == (lenient_err != NULL));
+    if (strict) {
+        av_fuzz_assert(lenient != NULL);
+        av_fuzz_assert(lenient->metadata_problem == NULL);
+        av_fuzz_assert(g_strcmp0(strict->name, lenient->name) == 0);
+        av_fuzz_assert(g_strcmp0(strict->uuid, lenient->uuid) == 0);
+        av_fuzz_assert(strict->hostdevs->len == lenient->hostdevs->len);
+        av_fuzz_domain_facts(strict);
+    }
+    if (lenient)
+        av_fuzz_domain_facts(lenient);
+
+    requests = av_domain_requests(xml, size, &error);
+    av_fuzz_assert(requests != NULL || error != NULL);
+    g_clear_error(&error);
+    placement = av_domain_placement(xml, size, &error);
+    av_fuzz_assert(placement != NULL || error != NULL);
+    g_clear_error(&error);
+
+    unplaced = av_domain_unplace(xml, size, &error);
+    if (unplaced) {
+        g_autofree char *again = av_domain_unplace(unplaced, strlen(unplaced), NULL);
+
+        av_fuzz_assert(again != NULL && strcmp(again, unplaced) == 0);
+    }
+    return 0;
+}
