@@ -841,6 +841,53 @@ test_trust_scrub_files(void)
     av_test_write(tmp, "scrub-vm.xml", "<!-- @HOSTDEV@ --><domain type='kvm'><devices><!-- x -->@HOSTDEV@"
                                        "</devices></domain>");
     load_ok(pol);
+
+    /* The scrub VM's images are the scrubber: trusted as the template. */
+    {
+        g_autofree char *boot = g_build_filename(tmp, "boot", NULL);
+        g_autofree char *kernel = g_build_filename(boot, "vmlinuz", NULL);
+        g_autofree char *disk = g_build_filename(boot, "disk.img", NULL);
+        g_autofree char *text = NULL;
+
+        av_test_write(boot, "vmlinuz", "kernel");
+        av_test_write(boot, "disk.img", "disk");
+        g_assert_cmpint(chmod(boot, 0755), ==, 0);
+        g_assert_cmpint(chmod(kernel, 0644), ==, 0);
+        g_assert_cmpint(chmod(disk, 0644), ==, 0);
+        text = g_strdup_printf("<domain type='kvm'><name>@NAME@</name><os><kernel>%s</kernel></os><devices>"
+                               "<disk type='file'><source file='%s'/></disk>@HOSTDEV@"
+                               "<serial><log file='/var/log/@NAME@.log'/></serial></devices></domain>",
+                               kernel, disk);
+        av_test_write(tmp, "scrub-vm.xml", text);
+        load_ok(pol);
+        g_assert_cmpint(chmod(kernel, 0664), ==, 0);
+        g_free(load_refused(pol, AV_ERROR_UNSAFE, "boots from an image that cannot be trusted", "vmlinuz",
+                            "writable by its group", NULL));
+        g_assert_cmpint(chmod(kernel, 0644), ==, 0);
+        give_away(disk);
+        g_free(load_refused(pol, AV_ERROR_UNSAFE, "boots from an image that cannot be trusted", "disk.img",
+                            "owned by uid 65534", NULL));
+        g_assert_cmpint(chown(disk, 0, 0), ==, 0);
+        g_assert_cmpint(chmod(boot, 0777), ==, 0);
+        g_free(load_refused(pol, AV_ERROR_UNSAFE, "boots from an image that cannot be trusted", boot, NULL));
+        g_assert_cmpint(chmod(boot, 0755), ==, 0);
+        load_ok(pol);
+    }
+
+    /* A script an interpreter runs is a program too. */
+    {
+        static const char interp[] = "{\"method\": \"command\", \"argv\": [\"/bin/sh\", \"@PATH@\", \"/nonexistent/out\"]}";
+        g_autofree char *script = g_build_filename(bin, "scrub.sh", NULL);
+
+        av_test_write(bin, "scrub.sh", "exit 0\n");
+        g_assert_cmpint(chmod(script, 0644), ==, 0);
+        write_step_policy(pol, interp, script);
+        load_ok(pol);
+        g_assert_cmpint(chmod(script, 0666), ==, 0);
+        g_free(load_refused(pol, AV_ERROR_UNSAFE, "'scrub[0].argv[1]'", "scrub program argument", "writable by its group and every user",
+                            NULL));
+        g_assert_cmpint(chmod(script, 0644), ==, 0);
+    }
     av_test_tmpdir_remove(tmp);
 }
 

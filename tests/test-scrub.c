@@ -749,6 +749,30 @@ test_command_checked_at_run(void)
     g_assert_error(err, AV_ERROR, AV_ERROR_NOT_FOUND);
     g_assert_nonnull(strstr(err->message, "does not exist"));
     fixture_close(&f);
+    g_clear_error(&err);
+
+    /* A script that /bin/sh runs, turned writable by everyone after load,
+     * is not run either. */
+    {
+        g_autofree char *script = g_build_filename(bin, "scrub.sh", NULL);
+        g_autofree char *body = g_strdup_printf("touch '%s'\n", ran);
+        g_autofree char *steps2 = g_strdup_printf("[{\"method\": \"command\", \"argv\": [\"/bin/sh\", \"%s\"]}]",
+                                                  script);
+        g_autofree char *policy2 = g_strdup_printf(POLICY_A100("%s"), steps2);
+
+        av_test_write(bin, "scrub.sh", body);
+        g_assert_cmpint(chmod(script, 0644), ==, 0);
+        fixture_open(&f, policy2, FALSE);
+        g_assert_true(run(&f, &target, NULL, &err));
+        g_assert_no_error(err);
+        g_assert_cmpint(unlink(ran), ==, 0);
+        g_assert_cmpint(chmod(script, 0666), ==, 0);
+        g_assert_false(run(&f, &target, NULL, &err));
+        g_assert_error(err, AV_ERROR, AV_ERROR_UNSAFE);
+        g_assert_nonnull(strstr(err->message, "refusing the scrub program argument '"));
+        g_assert_false(g_file_test(ran, G_FILE_TEST_EXISTS));
+        fixture_close(&f);
+    }
     av_test_tmpdir_remove(tmp);
 }
 

@@ -14,6 +14,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <libxml/parser.h>
+#include <libxml/tree.h>
+#include <libxml/xpath.h>
+
 #include "util/av-error.h"
 #include "util/av-file.h"
 #include "util/av-json.h"
@@ -823,6 +827,30 @@ policy_read_trusted(const char *path, const char *what, gsize max, gsize *ret_le
 
 /* See av-policy.h. */
 gboolean
+av_policy_check_scrub_argv(const json_t *argv, guint *ret_bad, GError **error)
+{
+    for (guint i = 0; i < json_array_size(argv); i++) {
+        const char *arg = json_string_value(json_array_get(argv, i));
+        struct stat st;
+
+        *ret_bad = i;
+        if (i == 0) {
+            if (!av_policy_check_scrub_program(arg, error))
+                return FALSE;
+            continue;
+        }
+        /* A script an interpreter runs, a config file: trusted as the
+         * program.  What does not exist (an output path) is not looked at. */
+        if (!arg || arg[0] != '/' || stat(arg, &st) < 0)
+            continue;
+        if (!av_file_check_trusted(arg, "scrub program argument", NULL, error))
+            return FALSE;
+    }
+    return TRUE;
+}
+
+/* See av-policy.h. */
+gboolean
 av_policy_check_scrub_program(const char *path, GError **error)
 {
     struct stat st;
@@ -861,6 +889,58 @@ text_has_outside_comments(const char *text, const char *needle)
     }
 }
 
+/* The files a scrub VM boots from are the scrubber itself: an image that
+ * powers off without scrubbing would pass every scrub.  Each absolute path
+ * that the template @text (of @path) names in <os><kernel>, <initrd> and
+ * <loader>, and in the <source file=> of a <disk> and the <source dir=> of
+ * a <filesystem>, must be trusted as the template is
+ * (av_file_check_trusted()).  Paths with a placeholder ("@NAME@") are the
+ * worker's, not images; an image that does not exist is left (see below).
+ * AV_ERROR_POLICY when the template is no XML. */
+static gboolean
+check_template_images(const char *text, gsize len, const char *path, GError **error)
+{
+    xmlDocPtr doc = xmlReadMemory(text, (int)len, path, NULL, XML_PARSE_NONET | XML_PARSE_NOERROR |
+                                  XML_PARSE_NOWARNING);
+    xmlXPathContextPtr ctx = NULL;
+    xmlXPathObjectPtr found = NULL;
+    gboolean ok = TRUE;
+
+    if (!doc) {
+        g_set_error(error, AV_ERROR, AV_ERROR_POLICY, "the scrub VM template '%s' is not well-formed XML", path);
+        return FALSE;
+    }
+    ctx = xmlXPathNewContext(doc);
+    if (ctx)
+        found = xmlXPathEvalExpression(BAD_CAST "/domain/os/kernel/text() | /domain/os/initrd/text() | "
+                                       "/domain/os/loader/text() | /domain/devices/disk/source/@file | "
+                                       "/domain/devices/filesystem/source/@dir", ctx);
+    if (!found) {
+        g_set_error(error, AV_ERROR, AV_ERROR_FAILED, "cannot read the scrub VM template '%s'", path);
+        ok = FALSE;
+    }
+    for (int i = 0; ok && found->nodesetval && i < found->nodesetval->nodeNr; i++) {
+        xmlChar *value = xmlNodeGetContent(found->nodesetval->nodeTab[i]);
+        g_autofree char *image = value ? g_strstrip(g_strdup((const char *)value)) : NULL;
+
+        xmlFree(value);
+        /* One that does not exist (yet) cannot boot: the scrub VM fails to
+         * start, which quarantines the device.  The template is read again
+         * right before each scrub, where an image put there since is
+         * checked. */
+        if (!image || image[0] != '/' || strchr(image, '@') || !g_file_test(image, G_FILE_TEST_EXISTS))
+            continue;
+        if (!av_file_check_trusted(image, "scrub VM image", NULL, error)) {
+            g_prefix_error(error, "the scrub VM template '%s' boots from an image that cannot be trusted: ", path);
+            ok = FALSE;
+        }
+    }
+    xmlXPathFreeObject(found);
+    xmlXPathFreeContext(ctx);
+    xmlFreeDoc(doc);
+    return ok;
+}
+
 /* See av-policy.h. */
 char *
 av_policy_read_scrub_template(const char *path, GError **error)
@@ -883,6 +963,8 @@ av_policy_read_scrub_template(const char *path, GError **error)
                     AV_POLICY_HOSTDEV_PLACEHOLDER);
         return NULL;
     }
+    if (!check_template_images(text, len, path, error))
+        return NULL;
     return g_steal_pointer(&text);
 }
 
@@ -1057,8 +1139,15 @@ parse_scrub_step(const PolicyParse *pp, AvProfile *profile, json_t *step, const 
             g_autofree char *ip = g_strdup_printf("%s/0", ap);
             g_autofree char *id = g_strdup_printf("%s[0]", ad);
 
-            if (!av_policy_check_scrub_program(json_string_value(json_array_get(argv, 0)), &local))
+            guint bad = 0;
+
+            if (!av_policy_check_scrub_argv(argv, &bad, &local)) {
+                g_free(ip);
+                g_free(id);
+                ip = g_strdup_printf("%s/%u", ap, bad);
+                id = g_strdup_printf("%s[%u]", ad, bad);
                 return policy_fail_file(pp, ip, id, local, error);
+            }
         }
         break;
     }

@@ -154,12 +154,23 @@ gboolean av_policy_add_data(AvPolicy *policy, const char *filename, const char *
  * AV_ERROR_POLICY (not an executable regular file).  Borrows @path. */
 gboolean av_policy_check_scrub_program(const char *path, GError **error);
 
+/* Checks the argv (a JSON array of strings) of a "command" step: its
+ * program as av_policy_check_scrub_program() does, and every later element
+ * that is an absolute path to something that exists (a script an
+ * interpreter runs, "python3 /usr/libexec/scrub.py") as trusted
+ * (av_file_check_trusted()).  Arguments that only contain a path
+ * ("--script=/x") are not looked at.  On failure *ret_bad is the index of
+ * the element at fault. */
+gboolean av_policy_check_scrub_argv(const json_t *argv, guint *ret_bad, GError **error);
+
 /* Reads the template @path of a "vm" step, which root hands to libvirt:
  * trusted (av_file_check_trusted()), a regular file of at most
  * AV_POLICY_TEMPLATE_MAX bytes, UTF-8 without NUL, holding
  * AV_POLICY_HOSTDEV_PLACEHOLDER outside its XML comments (the shipped
  * template names it in its own; where else it is, only the running scrub
- * domain's live XML tells: see src/scrub/av-scrub-vm.c).  Called at policy load and again right
+ * domain's live XML tells: see src/scrub/av-scrub-vm.c), and whose boot
+ * images (<kernel>, <initrd>, <loader>, disk and filesystem sources) are
+ * trusted too: the image is the scrubber.  Called at policy load and again right
  * before the scrub VM is made from it.  Returns its text (caller frees), or
  * NULL with AV_ERROR_UNSAFE, AV_ERROR_NOT_FOUND, AV_ERROR_POLICY or
  * AV_ERROR_IO.  Borrows @path. */

@@ -84,8 +84,8 @@ av_scrub_child_setup(gpointer data G_GNUC_UNUSED)
     setpgid(0, 0);
 }
 
-/* The method "command": after the program passed
- * av_policy_check_scrub_program() once more, runs the step's argv with the
+/* The method "command": after its argv passed av_policy_check_scrub_argv()
+ * once more (the program, and the files it names), runs the step's argv with the
  * device's address and IOMMU group ("none" without one) appended, stdin from /dev/null, stdout and
  * stderr captured into one bounded buffer, in a process group of its own
  * that is killed with SIGKILL at the step's timeout.  The environment is
@@ -117,9 +117,13 @@ av_scrub_command(const AvScrubStep *step, const AvScrubTarget *target, char **re
     }
     /* Checked at policy load, and again now: the program, or a directory
      * above it, may have changed since. */
-    if (!av_policy_check_scrub_program(json_string_value(json_array_get(argv_json, 0)), error)) {
-        *ret_output = g_strdup("");
-        return FALSE;
+    {
+        guint bad = 0;
+
+        if (!av_policy_check_scrub_argv(argv_json, &bad, error)) {
+            *ret_output = g_strdup("");
+            return FALSE;
+        }
     }
     json_array_foreach(argv_json, i, item) g_ptr_array_add(argv, g_strdup(json_string_value(item)));
     g_ptr_array_add(argv, g_strdup(target->address ? target->address : "none"));
