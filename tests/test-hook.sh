@@ -614,6 +614,43 @@ check "vm2's card copying vm1's card's DSN: the next scan leaves both in use by 
 check "  ... neither address shows a free device, and both releases end in quarantine" \
     eval "status && python3 -c \"import json; d=json.load(open('$W/st.json')); assert len([y for y in d['devices'] if y['address'] in ('0000:17:00.0', '0000:31:00.0')]) == 2\" && accepted '$W/vm1.xml' vm1 release end - && accepted '$W/vm2.xml' vm2 release end - && wait_state 0000:17:00.0 quarantined && wait_state 0000:31:00.0 quarantined"
 
+# The review's attacks on the anchoring: identities moved between cards.
+U4=$(uuid 4)
+world idswap two-socket-8gpu
+mkdom "$W/vic.xml" victim "$U1" 0000:17:00.0
+mkdom "$W/att.xml" attacker "$U2" 0000:31:00.0
+mkdom "$W/other.xml" other "$U3" 0000:4b:00.0
+mkdom "$W/att2.xml" attacker2 "$U4" 0000:17:00.0
+hook "$W/vic.xml" victim prepare begin - >/dev/null 2>&1
+hook "$W/att.xml" attacker prepare begin - >/dev/null 2>&1
+# At one moment: an implant left in the victim's card gives it a fresh DSN,
+# and the attacker's own card presents the victim's.
+set_dsn 0000:17:00.0 48b02d1a0000f00d
+set_dsn 0000:31:00.0 48b02d1a000001c0
+check "two cards swapping identities at once: the next scan gives both an identity problem, neither shows as free" \
+    eval "accepted '$W/other.xml' other prepare begin - && status && python3 -c \"import json; d=json.load(open('$W/st.json')); x=[y for y in d['devices'] if y['address'] in ('0000:17:00.0', '0000:31:00.0')]; assert all(y.get('identity_problem') for y in x) and not [y for y in x if y['state'] == 'free'], x\""
+check "  ... after the victim's release, the victim's card goes to nobody: another domain is refused it, and it ends quarantined" \
+    eval "accepted '$W/vic.xml' victim release end - && refused '0000:17:00.0 .* is quarantined' '$W/att2.xml' attacker2 prepare begin - && status && python3 -c \"import json; d=json.load(open('$W/st.json')); assert [y['state'] for y in d['devices'] if y['address']=='0000:17:00.0' and y['state'] != 'missing'] == ['quarantined']\""
+world idback two-socket-8gpu
+mkdom "$W/att.xml" attacker "$U1" 0000:17:00.0
+mkdom "$W/vic.xml" victim "$U2" 0000:17:00.0
+mkdom "$W/other.xml" other "$U3" 0000:31:00.0
+mkdom "$W/att2.xml" attacker2 "$U4" 0000:17:00.0
+hook "$W/att.xml" attacker prepare begin - >/dev/null 2>&1
+hook "$W/att.xml" attacker release end - >/dev/null 2>&1
+wait_state 0000:17:00.0 free >/dev/null
+# The attacker's firmware flips the card's DSN while it is free (its old
+# identity goes missing, the card is a new free device), the victim gets
+# it, then the firmware flips the DSN back while the victim runs.
+set_dsn 0000:17:00.0 48b02d1a0000f00d
+hook "$W/other.xml" other prepare begin - >/dev/null 2>&1; hook "$W/other.xml" other release end - >/dev/null 2>&1
+hook "$W/vic.xml" victim prepare begin - >/dev/null 2>&1
+set_dsn 0000:17:00.0 48b02d1a000001c0
+check "a card taking back the identity the pool keeps for a missing device, under a running victim: never found free" \
+    eval "accepted '$W/other.xml' other prepare begin - && status && python3 -c \"import json; d=json.load(open('$W/st.json')); x=[y for y in d['devices'] if y['address']=='0000:17:00.0']; assert not [y for y in x if y['state'] == 'free'] and all(y.get('identity_problem') for y in x), x\""
+check "  ... and after the victim's release nobody gets it unscrubbed" \
+    eval "accepted '$W/vic.xml' victim release end - && sleep 1 && refused '0000:17:00.0' '$W/att2.xml' attacker2 prepare begin -"
+
 # --- a function the pool does not hold, of an IOMMU group it does (issue 10, hole 6) ---
 world groupown two-socket-8gpu
 mkdom "$W/gpu.xml" gpuvm "$U1" 0000:98:00.0

@@ -21,7 +21,7 @@
 #include "util/av-error.h"
 #include "util/av-file.h"
 #include "util/av-json.h"
-#include "vfio/av-vfio.h"
+#include "util/av-names.h"
 
 #define AV_POLICY_MAX_FILE_SIZE (4u * 1024u * 1024u)
 #define AV_POLICY_MAX_TIMEOUT 86400

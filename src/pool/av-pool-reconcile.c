@@ -294,15 +294,26 @@ av_state_out_of_hand(AvDeviceState state)
            state == AV_DEVICE_STATE_SCRUBBING || state == AV_DEVICE_STATE_QUARANTINED;
 }
 
-/* Identities that change under the pool (issue 10, hole 2).  A pooled PCI
- * or USB device not found under its identity, whose address now holds a
- * device of an identity the pool does not know, is that device with a new
- * identity when it was out of the pool's hands (av_state_out_of_hand()) or
- * when that identity is suspect (a collision, av_scanned_mark_suspects()):
- * its entry takes the new identity ("identity-changed"), keeping its state,
- * owner and claims, so that the address is never re-added as free and its
- * release still finds it, and it gets an identity problem.  Runs before the
- * scan's devices are applied, which then find it under its new identity. */
+/* Identities that change under the pool (issue 10, hole 2; a tenant
+ * controls its card's firmware).  For each pooled PCI or USB device E whose
+ * address now holds a device S of another identity:
+ *   - when E is out of the pool's hands (av_state_out_of_hand()) or S is
+ *     suspect (a collision, av_scanned_mark_suspects()), and S's identity
+ *     is one the pool does not know while E's own identity is nowhere in
+ *     the scan, S is E with a new identity: E's entry takes S's identity
+ *     ("identity-changed"), keeping its state, owner and claims, so that the
+ *     address is never re-added as free and its release still finds it;
+ *   - when E is out of the pool's hands and present, and S's identity is
+ *     one the pool knows, or E's identity shows up elsewhere, identities
+ *     moved between devices (two cards swapping serials, a card taking back
+ *     an identity the pool keeps for a missing device): nothing at that
+ *     address can be trusted to be what it says.  E gets the problem, and
+ *     so does whatever entry S's identity leads to (S is marked suspect).
+ * Either way the devices get an identity problem: never freed or handed out
+ * until the operator clears them.  A free device whose identity changes, or
+ * that moved to another address (re-enumeration after a hardware change),
+ * was in the pool's hands: it is the old story (missing, and a new device).
+ * Runs before the scan's devices are applied. */
 static gboolean
 av_pool_reconcile_anchor(AvPool *pool, GPtrArray *scanned, gboolean *changed, GError **error)
 {
@@ -316,39 +327,62 @@ av_pool_reconcile_anchor(AvPool *pool, GPtrArray *scanned, gboolean *changed, GE
         g_hash_table_add(ids, ((AvScanned *)g_ptr_array_index(scanned, i))->identity);
     for (guint i = 0; i < devices->len; i++) {
         AvPoolDevice *dev = g_ptr_array_index(devices, i);
-        AvDeviceState state = dev->state == AV_DEVICE_STATE_MISSING ? dev->state_before_missing : dev->state;
+        gboolean missing = dev->state == AV_DEVICE_STATE_MISSING;
+        AvDeviceState state = missing ? dev->state_before_missing : dev->state;
+        gboolean elsewhere = g_hash_table_contains(ids, dev->identity);
         g_autoptr(json_t) extra = NULL;
         g_autofree char *old = NULL;
         g_autofree char *problem = NULL;
         g_autofree char *who = NULL;
         AvScanned *s;
 
-        if (dev->kind == AV_DEVICE_KIND_MDEV || !dev->address || g_hash_table_contains(ids, dev->identity))
+        if (dev->kind == AV_DEVICE_KIND_MDEV || !dev->address)
             continue;
         s = av_scanned_at(scanned, dev->kind, dev->address);
-        if (!s || av_pool_find(pool, s->identity) || (!av_state_out_of_hand(state) && !s->suspect))
+        if (!s || g_str_equal(s->identity, dev->identity))
             continue;
         who = dev->owner ? av_owner_describe(dev->owner) : NULL;
-        if (s->suspect)
-            problem = g_strdup(s->suspect);
-        else
-            problem = g_strdup_printf("its identity changed from '%s' to '%s' while it was %s%s%s: its firmware "
-                                      "may have been altered; check the card, then clear its quarantine "
-                                      "('accelvirt quarantine clear %s')", dev->identity, s->identity,
-                                      av_device_state_to_string(state), who ? " by " : "", who ? who : "",
-                                      dev->address);
-        old = g_strdup(dev->identity);
-        extra = json_object();
-        json_object_set_new(extra, "old_identity", json_string(old));
-        json_object_set_new(extra, "owner", av_owner_to_json(dev->owner));
-        av_pool_rekey_device(pool, dev, s->identity);
-        if (!av_pool_journal_device(pool, "identity-changed", dev, extra, error)) {
-            av_pool_rekey_device(pool, dev, old);
-            return FALSE;
+        if (!av_pool_find(pool, s->identity) && !elsewhere && (av_state_out_of_hand(state) || s->suspect)) {
+            /* The same card, another identity: its entry follows it. */
+            if (s->suspect)
+                problem = g_strdup(s->suspect);
+            else
+                problem = g_strdup_printf("its identity changed from '%s' to '%s' while it was %s%s%s: its "
+                                          "firmware may have been altered; check the card, then clear its "
+                                          "quarantine ('accelvirt quarantine clear %s')", dev->identity,
+                                          s->identity, av_device_state_to_string(state), who ? " by " : "",
+                                          who ? who : "", dev->address);
+            old = g_strdup(dev->identity);
+            extra = json_object();
+            json_object_set_new(extra, "old_identity", json_string(old));
+            json_object_set_new(extra, "owner", av_owner_to_json(dev->owner));
+            av_pool_rekey_device(pool, dev, s->identity);
+            if (!av_pool_journal_device(pool, "identity-changed", dev, extra, error)) {
+                av_pool_rekey_device(pool, dev, old);
+                return FALSE;
+            }
+            if (!av_pool_set_identity_problem(pool, dev, problem, error))
+                return FALSE;
+            *changed = TRUE;
+            continue;
         }
-        if (!av_pool_set_identity_problem(pool, dev, problem, error))
-            return FALSE;
-        *changed = TRUE;
+        if (missing || !av_state_out_of_hand(state))
+            continue;
+        /* Identities moved between devices: trust neither side. */
+        problem = g_strdup_printf("its address %s, which it held while it was %s%s%s, now presents '%s'%s: "
+                                  "identities moved between devices, so their firmware may have been altered; "
+                                  "check the cards, then clear their quarantine ('accelvirt quarantine clear "
+                                  "ADDRESS')", dev->address, av_device_state_to_string(state), who ? " by " : "",
+                                  who ? who : "", s->identity,
+                                  elsewhere ? ", and its own identity shows up at another address"
+                                            : ", an identity the pool knows");
+        if (!s->suspect)
+            s->suspect = g_strdup(problem);
+        if (!dev->identity_problem) {
+            if (!av_pool_set_identity_problem(pool, dev, problem, error))
+                return FALSE;
+            *changed = TRUE;
+        }
     }
     return TRUE;
 }

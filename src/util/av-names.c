@@ -88,3 +88,17 @@ av_scrub_token_random(GError **error)
 {
     return av_random_hex(AV_SCRUB_TOKEN_LEN / 2, "a scrub token", error);
 }
+
+/* See av-names.h. */
+gboolean
+av_mdev_type_id_is_valid(const char *type)
+{
+    return av_name_is_strict(type, NULL);
+}
+
+/* See av-names.h. */
+gboolean
+av_driver_name_is_valid(const char *driver)
+{
+    return av_name_is_strict(driver, NULL);
+}

@@ -14,6 +14,15 @@ gboolean av_uuid_is_valid(const char *uuid);
  * that may become one path component.  NULL is FALSE. */
 gboolean av_name_is_strict(const char *name, const char *extra);
 
+/* TRUE when @type is an mdev type id such as "nvidia-35" or "mtty-2":
+ * [A-Za-z0-9_.-], 1 to 64 characters, neither "." nor "..".  The only form
+ * accepted before a path is built. */
+gboolean av_mdev_type_id_is_valid(const char *type);
+
+/* TRUE when @driver is a PCI driver name such as "nvidia" or
+ * "snd_hda_intel" (same rule as av_mdev_type_id_is_valid()). */
+gboolean av_driver_name_is_valid(const char *driver);
+
 /* The length of a scrub token (see av-pool.h): 128 random bits as hex. */
 #define AV_SCRUB_TOKEN_LEN 32
 

@@ -19,17 +19,6 @@
 
 /* --- names ------------------------------------------------------------------ */
 
-gboolean
-av_mdev_type_id_is_valid(const char *type)
-{
-    return av_name_is_strict(type, NULL);
-}
-
-gboolean
-av_driver_name_is_valid(const char *driver)
-{
-    return av_name_is_strict(driver, NULL);
-}
 
 static gboolean
 av_vfio_check_address(const char *address, GError **error)

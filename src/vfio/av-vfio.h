@@ -117,14 +117,6 @@ gboolean av_vfio_restore(const AvRoot *root, const AvKernelOps *ops, const char 
 gboolean av_vfio_wait_group_node(const AvRoot *root, int group, int timeout_ms, GError **error);
 
 
-/* TRUE when @type is an mdev type id such as "nvidia-35" or "mtty-2":
- * [A-Za-z0-9_.-], 1 to 64 characters, neither "." nor "..".  The only form
- * accepted before a path is built. */
-gboolean av_mdev_type_id_is_valid(const char *type);
-
-/* TRUE when @driver is a PCI driver name such as "nvidia" or
- * "snd_hda_intel" (same rule as av_mdev_type_id_is_valid()). */
-gboolean av_driver_name_is_valid(const char *driver);
 
 /* Chooses the parent for a new mdev of @profile (its mdev_type) among
  * @host's mdev parents (host->mdev_parents: /sys/class/mdev_bus, PCI or
