@@ -551,10 +551,53 @@ av_prepare_open(AvPrepare *p, GError **error)
     return TRUE;
 }
 
+/* The write-ahead record of a prepare that died, still in the pool because
+ * undoing it failed, that names the endpoint @address or the pool device
+ * @identity (either may be NULL), or NULL.  Borrowed. */
+static const AvIntent *
+av_prepare_pending_intent(const AvPool *pool, const char *address, const char *identity)
+{
+    GPtrArray *intents = av_pool_intents(pool);
+
+    for (guint i = 0; i < intents->len; i++) {
+        const AvIntent *intent = g_ptr_array_index(intents, i);
+
+        for (guint j = 0; address && j < intent->binds->len; j++)
+            if (g_str_equal(((const AvCompanion *)g_ptr_array_index(intent->binds, j))->address, address))
+                return intent;
+        for (guint j = 0; identity && j < intent->claims->len; j++)
+            if (g_str_equal(g_ptr_array_index(intent->claims, j), identity))
+                return intent;
+    }
+    return NULL;
+}
+
+/* FALSE with an error when a record of a dead prepare that could not be
+ * undone still names @address or @identity: its endpoints are not where
+ * the pool thinks, and the next undo would take them from under whoever
+ * had them. */
+static gboolean
+av_prepare_check_pending(const AvPool *pool, const char *address, const char *identity, GError **error)
+{
+    const AvIntent *intent = av_prepare_pending_intent(pool, address, identity);
+
+    if (!intent)
+        return TRUE;
+    g_set_error(error, AV_ERROR, AV_ERROR_BUSY,
+                "device %s%s%s%s is named by the record of a prepare of domain '%s' that died, which accelvirt "
+                "could not undo yet (%s); fix that (the journal's rollback-failed entry says what), then retry",
+                address ? address : identity, address && identity ? " (" : "", address && identity ? identity : "",
+                address && identity ? ")" : "", intent->domain_name ? intent->domain_name : intent->domain_uuid,
+                intent->undo_error ? intent->undo_error : "see the journal");
+    return FALSE;
+}
+
 /* Phase "check", before anything is touched: every managed device is free
  * or claimed for this domain; every IOMMU group of a PCI device is viable
  * (av_vfio_group_check()), and every pool device in it is available too
- * (card granularity: two functions of one group never go to two domains). */
+ * (card granularity: two functions of one group never go to two domains);
+ * nothing of it is named by the record of a dead prepare that could not be
+ * undone. */
 static gboolean
 av_prepare_check(AvPrepare *p, GError **error)
 {
@@ -563,6 +606,10 @@ av_prepare_check(AvPrepare *p, GError **error)
         g_autoptr(GPtrArray) members = NULL;
         AvPrepareGroup *group = NULL;
 
+        if (m->pooldev && !av_prepare_check_pending(p->pool, m->pooldev->address, m->pooldev->identity, error))
+            return FALSE;
+        if (m->identity && !av_prepare_check_pending(p->pool, NULL, m->identity, error))
+            return FALSE;
         if (m->pooldev && !av_hook_check_available(m->pooldev, p->domain, error)) {
             if (m->through_group)
                 g_prefix_error(error, "%s shares its IOMMU group with device %s, which accelvirt holds: ",
@@ -585,6 +632,9 @@ av_prepare_check(AvPrepare *p, GError **error)
         if (!group) {
             if (!av_vfio_group_check(p->host, p->policy, m->pci, &members, error))
                 return FALSE;
+            for (guint j = 0; j < members->len; j++)
+                if (!av_prepare_check_pending(p->pool, g_ptr_array_index(members, j), NULL, error))
+                    return FALSE;
             group = g_new0(AvPrepareGroup, 1);
             group->group = m->pci->iommu_group;
             group->members = g_steal_pointer(&members);

@@ -651,6 +651,21 @@ check "a card taking back the identity the pool keeps for a missing device, unde
 check "  ... and after the victim's release nobody gets it unscrubbed" \
     eval "accepted '$W/vic.xml' victim release end - && sleep 1 && refused '0000:17:00.0' '$W/att2.xml' attacker2 prepare begin -"
 
+# The review's attack on the records: one whose undo failed must keep its
+# devices out of use, and never be undone from under a domain.
+world stale two-socket-8gpu
+mkdom "$W/vm1.xml" vm1 "$U1" 0000:17:00.0
+mkdom "$W/vm2.xml" vm2 "$U2" 0000:17:00.0
+mkdom "$W/vm3.xml" vm3 "$U3" 0000:31:00.0
+killed_at prepare-commit "$W/vm1.xml" vm1 >/dev/null 2>&1
+echo "fail /sys/bus/pci/drivers/nvidia/bind 16" >"$W/host/sys/.accelvirt-fake-kernel"
+check "a dead prepare's record whose undo fails (nvidia will not take its card back) is kept, and prepare refuses its card, saying why" \
+    eval "refused 'device 0000:17:00.0 .* is named by the record of a prepare of domain .vm1. that died, which accelvirt could not undo yet' '$W/vm2.xml' vm2 prepare begin - && python3 -c \"import json; d=json.load(open('$W/state/pool.json')); assert d['intents'][0]['undo_error']\""
+check "  ... other domains go on meanwhile" accepted "$W/vm3.xml" vm3 prepare begin -
+rm -f "$W/host/sys/.accelvirt-fake-kernel"
+check "  ... once nvidia takes it, the next call undoes the record and the card is given out again" \
+    eval "accepted '$W/vm3.xml' vm3 release end - && [ \"\$(driver 0000:17:00.0)\" = nvidia ] && accepted '$W/vm2.xml' vm2 prepare begin -"
+
 # --- a function the pool does not hold, of an IOMMU group it does (issue 10, hole 6) ---
 world groupown two-socket-8gpu
 mkdom "$W/gpu.xml" gpuvm "$U1" 0000:98:00.0

@@ -282,6 +282,25 @@ av_pool_load_intents(const AvPoolLoad *ld, json_t *v, GPtrArray *intents, GError
 
 /* --- undo --------------------------------------------------------------------- */
 
+/* Who holds the IOMMU group of the PCI function @address on vfio-pci (a
+ * process, or "unknown (...)" when it cannot be told): see
+ * av_vfio_group_holder().  NULL when nobody does, or it is not on vfio-pci
+ * (then nobody can hold it through VFIO).  Caller frees. */
+static char *
+av_intent_endpoint_holder(const AvRoot *root, const char *address)
+{
+    g_autofree char *driver = av_vfio_current_driver(root, address);
+    g_autofree char *link = av_sys_path("bus/pci/devices/%s/iommu_group", address);
+    g_autofree char *group = NULL;
+    guint64 n = 0;
+
+    if (g_strcmp0(driver, AV_VFIO_PCI) != 0)
+        return NULL;
+    if (av_root_link_name(root, link, &group) < 0 || !g_ascii_string_to_unsigned(group, 10, 0, G_MAXINT, &n, NULL))
+        return NULL;
+    return av_vfio_group_holder(root, (int)n);
+}
+
 /* Undoes @intent on the host: the mdevs first (a created mdev keeps its
  * parent busy), then every endpoint back to its recorded driver, newest
  * first.  Fills @done with what was done ({"restored": [{address, driver}],
@@ -293,6 +312,8 @@ av_intent_undo(const AvIntent *intent, const AvRoot *root, const AvKernelOps *op
     json_t *restored = json_array();
     json_t *removed = json_array();
     gboolean ok = TRUE;
+
+    char *holder = NULL;
 
     json_object_set_new(done, "restored", restored);
     json_object_set_new(done, "mdevs_removed", removed);
@@ -314,6 +335,18 @@ av_intent_undo(const AvIntent *intent, const AvRoot *root, const AvKernelOps *op
         /* Recorded on vfio-pci already: that is where it stays. */
         if (g_strcmp0(b->original_driver, AV_VFIO_PCI) == 0)
             continue;
+        /* Never from under a process that holds it (the records of a dead
+         * prepare keep its devices out of every prepare until undone, but
+         * a device may have been given out by hand meanwhile). */
+        if ((holder = av_intent_endpoint_holder(root, b->address))) {
+            if (ok)
+                g_set_error(error, AV_ERROR, AV_ERROR_BUSY, "cannot give %s back to %s: process %s holds its "
+                            "IOMMU group", b->address, b->original_driver ? b->original_driver : "no driver",
+                            holder);
+            ok = FALSE;
+            g_clear_pointer(&holder, g_free);
+            continue;
+        }
         if (av_vfio_restore(root, ops, b->address, b->original_driver, &local)) {
             json_array_append_new(restored, json_pack("{s:s,s:o}", "address", b->address, "driver",
                                                       av_json_string_or_null(b->original_driver)));
