@@ -202,10 +202,14 @@ scrub_tests() {
     av_cli journal verify > "$R/journal-verify-scrub.txt" 2>&1
     fact scrub_journal_verify rc=$?
     cp "/host$HSD/state/journal.jsonl" "$R/journal-scrub.jsonl" 2>/dev/null
-    # for boot 2 (rom swap): this pool, and its policies
+    # for boot 2 (rom swap): this pool, and its policies with the scrub program's path
+    # turned back into @SCRUB@ (this boot's $HS/scrub.sh does not exist in boot 2, and
+    # accelvirt refuses a policy whose scrub program is missing)
     mkdir -p "$R/rom-state" "$R/rom-policies"
     cp -a "/host$HSD/state/." "$R/rom-state/"
-    cp "/host$HSD/policies/"*.json "$R/rom-policies/"
+    for p in "/host$HSD/policies/"*.json; do
+        sed "s|$HS/scrub.sh|@SCRUB@|g" "$p" > "$R/rom-policies/$(basename "$p")"
+    done
     HSD=
 }
 

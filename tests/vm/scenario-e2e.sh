@@ -449,7 +449,10 @@ XMLEOF
 if test -d "$R/rom-state" && test -x "$HK"; then
     mkdir -p $RS $RP
     cp -a "$R/rom-state/." $RS/
-    cp "$R/rom-policies/"*.json $RP/
+    # boot 1's policies, its scrub program (@SCRUB@) where this boot has it
+    for p in "$R/rom-policies/"*.json; do
+        sed "s|@SCRUB@|/etc/accelvirt/scrub-sleep.sh|g" "$p" > "$RP/$(basename "$p")"
+    done
     chmod 755 $RP; chmod 644 $RP/*.json
     rom=/sys/bus/pci/devices/$RM/rom
     echo 1 > "$rom" 2>/dev/null
