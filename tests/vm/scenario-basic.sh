@@ -274,7 +274,12 @@ for d in /sys/bus/pci/devices/*; do
     test "$(sysrd "$d/vendor"):$(sysrd "$d/device")" = 0x1af4:0x1110 || continue
     a=$(basename "$d"); g=$(grp_of "$a")
     n=$(ls "/sys/kernel/iommu_groups/$g/devices" | wc -l)
-    if test "$n" -gt 1; then shmbr=$a
+    # the bridged one shares its group with the pcie-pci-bridge (class 0x0604); the
+    # multi-function slot's ivshmem (0000:43:00.0) shares its own with an e1000e only
+    if test "$n" -gt 1; then
+        for m in $(ls "/sys/kernel/iommu_groups/$g/devices"); do
+            case "$(sysrd "/sys/bus/pci/devices/$m/class")" in 0x0604*) shmbr=$a ;; esac
+        done
     elif test "$(sysrd "$d/numa_node")" = 0; then shm0=$a
     elif test "$(sysrd "$d/numa_node")" = 1; then shm1=$a
     fi
