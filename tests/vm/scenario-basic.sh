@@ -125,6 +125,34 @@ hook_tests() {
     fact hook_nonviable_release rc=$hrc
     av_status --no-sync > "$R/status-4-nonviable.json"
 
+    # 2b. a multi-function device whose second function is on a host driver (issue 10,
+    # hole 1): the ivshmem at 0000:43:00.0 (multifunction=on; rig-ivshmem manages it,
+    # uio_pci_generic took it above) and the e1000e at 0000:43:00.1, function 1 of the
+    # same slot behind its own root port, one IOMMU group, bound to the guest's e1000e
+    # driver; no profile names the e1000e (rig-ivshmem has no "companions")
+    MF=0000:43:00.0 MN=0000:43:00.1
+    mf_state() {
+        for a in $MF $MN; do
+            echo "$a=$(hook_drv $a) $a-override=$(sysrd /sys/bus/pci/devices/$a/driver_override)"
+        done
+        echo "net=$(ls /sys/bus/pci/devices/$MN/net 2>/dev/null | tr '\n' ' ')"
+    }
+    fact mf_group "$(grp_of $MF)" $(ls "/sys/kernel/iommu_groups/$(grp_of $MF)/devices")
+    av_cli list --json > "$R/mf-list.json" 2> "$R/mf-list.err"
+    fact mf_list rc=$?
+    av_cli list > "$R/mf-list.txt" 2>&1
+    before="$(mf_state)"
+    av_status > "$R/status-mf-0-before.json"
+    hook_xml mf.xml avvm-mf 6b1d0c4e-0000-4000-8000-000000000006 "$(pci_hostdev 43 00)"
+    hook_run mf-prepare mf.xml avvm-mf prepare begin
+    after="$(mf_state)"
+    fact mf_prepare rc=$hrc lines="$(wc -l < "$R/hook-mf-prepare.err")" out="$(wc -c < "$R/hook-mf-prepare.out")" \
+        unchanged="$(test "$before" = "$after" && echo yes || echo no)" $after
+    av_status --no-sync > "$R/status-mf-1-refused.json"
+    hook_run mf-release mf.xml avvm-mf release end
+    fact mf_release rc=$hrc "$(mf_state | tr '\n' ' ')"
+    av_status --no-sync > "$R/status-mf-2-released.json"
+
     # 3. an mtty mdev named by the XML, placed with the mdev profile; what sysfs shows
     # of mtty's parent first (a virtual device, not a PCI one)
     {

@@ -49,7 +49,7 @@ check() {  # check DESCRIPTION COMMAND...
 fact() { sed -n "s/^$1 //p" "$run/results/facts" 2>/dev/null | head -n1; }
 bail() { echo "Bail out! $*"; exit 1; }
 
-echo "1..82"
+echo "1..86"
 command -v python3 >/dev/null 2>&1 || bail "missing python3: run tests/vm/install-deps.sh (as root)"
 
 # --- build (cached) and boot once ---
@@ -320,6 +320,43 @@ h_nonviable_pool() {
     pool_json "$B/status-4-nonviable.json" "dev['0000:02:01.0']['state'] == 'free' and dev['0000:02:01.0']['owner'] is None"
 }
 check "hook: ... nothing claimed (0000:02:01.0 free, no owner), and its release end exits 0 ($(hf hook_nonviable_release))" h_nonviable_pool
+# the multi-function slot (issue 10, hole 1): ivshmem at 0000:43:00.0 (function 0,
+# multifunction=on, rig-ivshmem, given uio_pci_generic above) and an e1000e at
+# 0000:43:00.1 (function 1, on the guest's e1000e driver, no profile names it)
+MF=0000:43:00.0 MN=0000:43:00.1
+mf_group() {
+    set -- $(hf mf_group)
+    test $# = 3 && test "$2 $3" = "$MF $MN" &&
+    pci_line "$MF" | grep -q ' 0x1af4:0x1110 ' && pci_line "$MN" | grep -q ' 0x8086:0x10d3 0x020000 '
+}
+check "hook, multi-function: the guest's kernel puts the ivshmem at $MF (function 0) and the e1000e at $MN (function 1 of the same slot, behind its own root port) in one IOMMU group of their own (group $(hf mf_group))" mf_group
+mf_list() {
+    test "$(hf mf_list)" = rc=0 || { cat "$B/mf-list.err"; return 1; }
+    python3 - "$B/mf-list.json" "$MF" "$MN" <<'EOF' || return 1
+import json, sys
+d = {x["address"]: x for x in json.load(open(sys.argv[1]))["pci"]}
+iv, nic = d[sys.argv[2]], d[sys.argv[3]]
+pt = iv.get("passthrough") or {}
+ok = (iv.get("profile") == "rig-ivshmem" and pt.get("possible") is False and sys.argv[3] in (pt.get("reason") or "")
+      and "driver e1000e" in pt["reason"] and nic.get("driver") == "e1000e" and nic.get("profile") is None)
+sys.exit(0 if ok else "%s: profile %r passthrough %r; %s: driver %r profile %r" % (sys.argv[2], iv.get("profile"), pt, sys.argv[3], nic.get("driver"), nic.get("profile")))
+EOF
+    sed -n '/^(!) Managed devices that cannot be given/,$p' "$B/mf-list.txt" | grep -q "$MF.*$MN.*driver e1000e"
+}
+check "hook, multi-function: accelvirt list marks the ivshmem $MF (profile rig-ivshmem) as impossible to pass through, naming $MN and its driver e1000e (--json passthrough.possible false; the table's (!) list): $(python3 -c 'import json,sys; print([x["passthrough"]["reason"] for x in json.load(open(sys.argv[1]))["pci"] if x["address"] == sys.argv[2]][0][:220])' "$B/mf-list.json" "$MF" 2>/dev/null)" mf_list
+mf_refused() {
+    echo "$(hf mf_prepare)" | grep -q '^rc=[1-9][0-9]* lines=1 out=0 ' &&
+    grep -q "^accelvirt: .*$MF.*$MN.*driver e1000e" "$B/hook-mf-prepare.err"
+}
+check "hook, multi-function: prepare begin of a domain with that ivshmem (managed='no') is refused: non-zero, exactly one stderr line 'accelvirt: ...' naming $MN and e1000e, nothing on stdout ($(hf mf_prepare | cut -d' ' -f1-3); $(head -c 300 "$B/hook-mf-prepare.err" 2>/dev/null))" mf_refused
+mf_untouched() {
+    echo "$(hf mf_prepare)" | grep -q " unchanged=yes $MF=uio_pci_generic $MF-override=(null) $MN=e1000e $MN-override=(null) net=[a-z]" &&
+    test "$(hf mf_release | cut -d' ' -f1-5)" = "rc=0 $MF=uio_pci_generic $MF-override=(null) $MN=e1000e $MN-override=(null)" &&
+    pool_json "$B/status-mf-1-refused.json" "dev['$MF']['state'] == 'free' and dev['$MF']['owner'] is None" &&
+    pool_json "$B/status-mf-2-released.json" "dev['$MF']['state'] == 'free' and dev['$MF']['owner'] is None" &&
+    ! grep -q 'avvm-mf' "$B/journal-basic.jsonl"
+}
+check "hook, multi-function: ... afterwards the e1000e is still on e1000e with its network interface, the ivshmem on its original uio_pci_generic, neither has a driver_override, and the pool has no claim ($MF free, no owner; no journal entry of avvm-mf), also after its release end ($(hf mf_prepare | cut -d' ' -f4-))" mf_untouched
 # mtty registers its parent as a virtual device (/sys/devices/virtual/mtty/mtty, see
 # results/mtty-sysfs.txt), found through /sys/class/mdev_bus like every mdev parent.
 hm=$(hf hook_mdev_prepare)
