@@ -12,6 +12,8 @@
 #   B. the ivshmem gets a host driver (uio_pci_generic); avvm-acc: the same device as a
 #      managed='no' hostdev (accelvirt binds it); avvm-acc2 wants it too and is refused;
 #      destroy of avvm-acc -> release -> the worker -> free, back on uio_pci_generic
+#   X. avvm-deep: the ivshmem, its metadata set live too deep for the hook's parser;
+#      destroy -> release end by name -> free; avvm-big: too large, its start refused
 #   C. accelvirt define / start / undefine (below)
 #   D. a tenant's secret: rig-ivshmem's scrub becomes vfio-zero; the nested domain
 #      avvm-tenant boots this kernel and initramfs with avvm.tenant=SECRET (init.sh)
@@ -188,6 +190,75 @@ cp /var/log/libvirt/qemu/avvm-acc.log "$R/acc-qemu.log" 2>/dev/null
 fact hook_calls $(awk '$1 == "avvm-nested" {print $2 "/" $3}' "$R/hook.log" 2>/dev/null)
 fact acc_hook_calls $(awk '$1 == "avvm-acc" {print $2 "/" $3}' "$R/hook.log" 2>/dev/null)
 fact acc2_hook_calls $(awk '$1 == "avvm-acc2" {print $2 "/" $3}' "$R/hook.log" 2>/dev/null)
+
+# --- X. a release whose domain XML the hook cannot parse (issue 10, hole 3) ---
+# avvm-deep (the node-1 ivshmem, managed='no'; the hook binds it) runs; its metadata is
+# changed live (virsh metadata --live) to elements nested 257 deep: libvirt 9.0 takes
+# that (its own parse of the metadata stops past 257), but in the domain XML it sits
+# below <domain><metadata>, deeper than libxml2's default limit of 256 that the hook
+# keeps. virsh destroy: libvirt hands that XML to "release end", once; the hook must
+# release by the name libvirt passes. Then avvm-big: three <metadata> elements of
+# 2,900,000 bytes each (virsh metadata --config --edit: libvirt takes 4 MiB at most in
+# one call) make its XML larger than the hook's 8 MiB limit: its start is refused.
+echo "=== phase X" >> "$R/hook.log"
+tX=$(now)
+ADDR=0000:81:00.0
+D=/sys/bus/pci/devices/$ADDR
+fact deep_driver_before "$(drv)" pool="$(state_of)"
+domxml avvm-deep no > /tmp/deep.xml
+$V define /tmp/deep.xml > "$R/deep-define.out" 2>&1
+$V start avvm-deep > "$R/deep-start.out" 2>&1
+fact deep_start rc=$? "$(state_of)" driver="$(drv)" holds="$(qemu_holds avvm-deep)"
+python3 -c 'print("<a>" * 257 + "deep" + "</a>" * 257)' > /tmp/deep-meta.xml
+$V metadata avvm-deep --live --uri urn:accelvirt:rig:deep --key deep --set "$(cat /tmp/deep-meta.xml)" \
+    > "$R/deep-metadata.out" 2>&1
+fact deep_metadata rc=$?
+$V dumpxml avvm-deep > "$R/deep-live.xml" 2> "$R/deep-dumpxml.err"
+fact deep_live_xml rc=$? "$(python3 -c 'import sys, xml.parsers.expat
+depth = [0, 0]
+def start(name, attrs):
+    depth[0] += 1
+    depth[1] = max(depth[1], depth[0])
+def end(name):
+    depth[0] -= 1
+p = xml.parsers.expat.ParserCreate()
+p.StartElementHandler, p.EndElementHandler = start, end
+p.Parse(open(sys.argv[1], "rb").read(), True)
+print("depth=%d" % depth[1])' "$R/deep-live.xml" 2>&1)" hostdevs="$(grep -c '<hostdev' "$R/deep-live.xml")"
+st > "$R/status-deep-1-running.json"
+t0=$(now)
+$V destroy avvm-deep > "$R/deep-destroy.out" 2>&1
+fact deep_destroy rc=$? seconds="$(elapsed "$t0")" "$(state_of)"
+fact deep_free_after_destroy seconds="$(wait_free)" pool="$(state_of)"
+fact deep_driver_after "$(drv)" override="$(cat "$D/driver_override" 2>/dev/null)" \
+    markers="$(ls /var/lib/accelvirt/release-pending 2>/dev/null | wc -l)"
+st > "$R/status-deep-2-end.json"
+$V undefine avvm-deep >/dev/null 2>&1
+fact deep_hook_calls $(awk '$1 == "avvm-deep" {print $2 "/" $3}' "$R/hook.log" 2>/dev/null)
+# avvm-big: defined small, made large through its persistent metadata, then started
+domxml avvm-big no > /tmp/big.xml
+$V define /tmp/big.xml > "$R/big-define.out" 2>&1
+fact big_define rc=$?
+python3 -c 'print("<b>" + "x" * 2900000 + "</b>")' > /tmp/big-meta.xml
+for k in 1 2 3; do
+    EDITOR="cp /tmp/big-meta.xml" $V metadata avvm-big --config --uri "urn:accelvirt:rig:big$k" --key "big$k" \
+        --edit >> "$R/big-metadata.out" 2>&1 || echo "metadata $k failed: rc=$?" >> "$R/big-metadata.out"
+done
+fact big_metadata "$(grep -c failed "$R/big-metadata.out")" config_bytes="$(wc -c < /etc/libvirt/qemu/avvm-big.xml)"
+fact big_before "$(state_of)" driver="$(drv)"
+t0=$(now)
+$V start avvm-big > "$R/big-start.out" 2>&1
+rc=$?
+fact big_start rc=$rc seconds="$(elapsed "$t0")" state="$($V domstate avvm-big 2>/dev/null | head -n1)" \
+    lines="$(grep -c 'accelvirt:' "$R/big-start.out")"
+fact big_after "$(state_of)" driver="$(drv)" override="$(cat "$D/driver_override" 2>/dev/null)"
+st > "$R/status-big.json"
+$V undefine avvm-big >/dev/null 2>&1
+fact big_hook_calls $(awk '$1 == "avvm-big" {print $2 "/" $3}' "$R/hook.log" 2>/dev/null)
+"$A" journal verify > "$R/journal-verify-deep.txt" 2>&1
+fact deep_journal_verify rc=$?
+cp /var/lib/accelvirt/journal.jsonl "$R/journal-deep.jsonl" 2>/dev/null
+fact deep_phase seconds="$(elapsed "$tX")"
 
 # --- C. accelvirt define / start / undefine: placed from <av:request>, pinned to its node ---
 # The rig's policy is made numa strict for rig-ivshmem here only (phases A and B, and

@@ -49,7 +49,7 @@ check() {  # check DESCRIPTION COMMAND...
 fact() { sed -n "s/^$1 //p" "$run/results/facts" 2>/dev/null | head -n1; }
 bail() { echo "Bail out! $*"; exit 1; }
 
-echo "1..86"
+echo "1..89"
 command -v python3 >/dev/null 2>&1 || bail "missing python3: run tests/vm/install-deps.sh (as root)"
 
 # --- build (cached) and boot once ---
@@ -576,6 +576,42 @@ t = [(e['from'], e['to']) for e in j if e.get('event') == 'transition' and e.get
 want = [('free', 'claimed'), ('claimed', 'in-use'), ('in-use', 'dirty'), ('dirty', 'scrubbing'), ('scrubbing', 'free')]
 sys.exit(0 if t == want * 2 else 'transitions: %r' % t)
 EOF"
+
+# X. a release whose XML the hook cannot parse (scenario-e2e.sh phase X, issue 10, hole 3)
+x_deep() {
+    echo "$(efact deep_start)" | grep -Eq '^rc=0 in-use driver=vfio-pci holds=1 pid=[0-9]+$' &&
+    test "$(efact deep_metadata)" = rc=0 &&
+    test "$(efact deep_live_xml)" = "rc=0 depth=259 hostdevs=1"
+}
+check "unparsable XML: avvm-deep runs with the node-1 ivshmem through vfio ($(efact deep_start)); virsh metadata --live sets elements nested 257 deep, which libvirt 9.0 takes: the live domain XML is 259 elements deep, past libxml2's default limit of 256 ($(efact deep_metadata); $(efact deep_live_xml); $(head -c 200 "$E/deep-metadata.out" 2>/dev/null))" x_deep
+x_released() {
+    echo "$(efact deep_destroy)" | grep -q '^rc=0 ' &&
+    echo "$(efact deep_free_after_destroy)" | grep -q ' pool=free$' &&
+    test "$(efact deep_driver_after)" = "uio_pci_generic override=(null) markers=0" &&
+    test "$(efact deep_hook_calls)" = "prepare/begin start/begin started/begin stopped/end release/end" &&
+    grep -aq "release end: the domain XML cannot be read" "$E/hook-e2e.log" &&
+    python3 - "$E/journal-deep.jsonl" <<'EOF'
+import json, sys
+j = [json.loads(l) for l in open(sys.argv[1])]
+t = [e for e in j if e.get("event") == "transition" and e.get("address") == "0000:81:00.0"][-5:]
+got = [(e["from"], e["to"]) for e in t]
+want = [("free", "claimed"), ("claimed", "in-use"), ("in-use", "dirty"), ("dirty", "scrubbing"), ("scrubbing", "free")]
+rel = t[2] if len(t) == 5 else {}
+ok = got == want and (rel.get("owner") or {}).get("domain_name") == "avvm-deep" and rel.get("released_by")
+sys.exit(0 if ok else "transitions: %r" % t)
+EOF
+}
+check "unparsable XML: ... virsh destroy: the hook's release end cannot parse that XML ($(grep -ao 'release end: the domain XML cannot be read ([^;]*' "$E/hook-e2e.log" 2>/dev/null | head -n1 | head -c 160)) and releases by the name libvirt passes: dirty, the worker, free; back on exactly uio_pci_generic, no driver_override, no release marker left ($(efact deep_destroy); $(efact deep_free_after_destroy); $(efact deep_driver_after))" x_released
+x_big() {
+    echo "$(efact big_metadata)" | grep -Eq '^0 config_bytes=(8[4-9]|9[0-9])[0-9]{5}$' &&
+    echo "$(efact big_start)" | grep -Eq '^rc=[1-9][0-9]* .* state=shut off lines=1$' &&
+    grep -q "accelvirt: refusing the domain XML of 'avvm-big' given to 'prepare begin': the domain XML is larger than the 8388608 bytes accelvirt accepts" "$E/big-start.out" &&
+    test "$(efact big_before)" = "free driver=uio_pci_generic" &&
+    test "$(efact big_after)" = "free driver=uio_pci_generic override=(null)" &&
+    test "$(efact big_hook_calls)" = "prepare/begin stopped/end release/end" &&
+    ! grep -q '"avvm-big"' "$E/journal-deep.jsonl" && test "$(efact deep_journal_verify)" = rc=0
+}
+check "unparsable XML: avvm-big, whose persistent XML three <metadata> elements made larger than the hook's 8 MiB ($(efact big_metadata)), is refused at start by the hook's prepare with one 'accelvirt:' line; the device stays free on uio_pci_generic, nothing journalled for avvm-big, the journal intact ($(efact big_start); $(grep -o 'accelvirt: refusing[^)]*' "$E/big-start.out" 2>/dev/null | head -n1 | head -c 200))" x_big
 
 # C. accelvirt define / start / undefine (scenario-e2e.sh phase C): <av:request
 # profile="rig-ivshmem" count="1"/> placed by accelvirt (rig-ivshmem made numa strict in
