@@ -7,6 +7,9 @@
 # that sets ACCELVIRT_* and execs the build tree's accelvirt-hook; state in
 # /var/lib/accelvirt, policies in /etc/accelvirt/policies, installed here from
 # $R/hook-policies before any domain starts).
+#   I. (first) boot 1's identity pool (results/id-state): its two e1000e in use by
+#      avvm-idchg, with other MACs in this boot: status, a refused prepare, reconcile
+#      within the grace and past it, the worker's quarantine, quarantine clear (below)
 #   A. avvm-nested: the node-1 ivshmem (0000:81:00.0) as a managed='yes' hostdev (libvirt
 #      binds it; accelvirt claims it, and scrubs it after release)
 #   B. the ivshmem gets a host driver (uio_pci_generic); avvm-acc: the same device as a
@@ -103,6 +106,100 @@ for p in "$R"/hook-policies/*.json; do
     sed "s|@SCRUB@|/etc/accelvirt/scrub-sleep.sh|g" "$p" > "/etc/accelvirt/policies/$(basename "$p")"
 done
 chmod 644 /etc/accelvirt/policies/*.json
+
+# --- I. identities changed while a domain held the devices (issue 10, hole 2) ---
+# Boot 1 gave the e1000e at 0000:44:00.0 (profile rig-nic: a command, then a reset,
+# which needs vfio-pci) and the one at 0000:45:00.0 (rig-nic-cmd: the command only) to
+# avvm-idchg (the hook's prepare, in the state dir results/id-state with id-policies)
+# and powered off without a release: a host that went down with the domain running.
+# test-vm.sh set their "state_since" in that pool to the moment this boot began (the
+# grace of 120 s after which a domain without a QEMU counts as gone runs from there) and
+# gave both other MACs, so other PCIe Device Serial Numbers at the same addresses.
+# First, before any other call on that pool: accelvirt status; then a second domain's
+# prepare; reconcile within the grace; reconcile past it (state_since moved back 300 s
+# here); the worker; quarantine clear. Facts: id_*.
+HK=$(sed -n 's/^ACCELVIRT_HOOK=//p' "$R/env")
+HW=$(sed -n 's/^ACCELVIRT_WORKER=//p' "$R/env")
+IS=/var/lib/accelvirt-id IP=/etc/accelvirt/id-policies NICS="0000:44:00.0 0000:45:00.0"
+id_av() { ACCELVIRT_STATE_DIR=$IS ACCELVIRT_POLICY_DIR=$IP ACCELVIRT_WORKER="$HW" ACCELVIRT_LOG_FILE=$R/hook-id.log "$A" "$@"; }
+id_drv() { basename "$(readlink /sys/bus/pci/devices/$1/driver 2>/dev/null)" 2>/dev/null; }
+id_states() {  # id_states: "ADDR=STATE/COUNT/DRIVER" of each of $NICS (status --no-sync)
+    id_av status --json --no-sync 2>/dev/null > /tmp/id-st.json
+    for a in $NICS; do
+        echo "$a=$(python3 -c 'import json,sys
+try: d=json.load(open(sys.argv[1]))
+except Exception: print("none/0"); sys.exit()
+s=[x["state"] for x in d.get("devices", []) if x.get("address")==sys.argv[2] and x.get("kind")=="pci"]
+print("%s/%d" % (s[0] if s else "none", len(s)))' /tmp/id-st.json "$a")/$(id_drv $a)"
+    done | tr '\n' ' ' | sed 's/ $//'
+}
+id_busy() { id_states | grep -Eq '=(in-use|dirty|scrubbing)/'; }
+id_hook() {  # id_hook TAG XML DOMAIN OP SUBOP: the hook on the carried pool
+    t=$1 x=$2; shift 2
+    env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin ACCELVIRT_STATE_DIR=$IS ACCELVIRT_POLICY_DIR=$IP \
+        ACCELVIRT_WORKER="$HW" ACCELVIRT_LOG_FILE=$R/hook-id.log "$HK" "$@" - \
+        < "$x" > "$R/hook-$t.out" 2> "$R/hook-$t.err"
+    hrc=$?
+}
+if test -d "$R/id-state" && test -x "$HK"; then
+    tI=$(now)
+    mkdir -p $IS $IP
+    cp -a "$R/id-state/." $IS/
+    for p in "$R/id-policies-carried/"*.json; do
+        sed "s|@SCRUB@|/etc/accelvirt/scrub-sleep.sh|g" "$p" > "$IP/$(basename "$p")"
+    done
+    chmod 755 $IP; chmod 644 $IP/*.json
+    for a in $NICS; do
+        fact id_boot2 "$a" driver="$(id_drv $a)" since_boot="$(now)" \
+            dsn="$(od -A n -t x1 -j 320 -N 12 /sys/bus/pci/devices/$a/config | tr -s ' ')"
+    done
+    id_av status --json > "$R/status-id-2-first.json" 2> "$R/status-id-2-first.err"
+    fact id_first rc=$? "$(id_states)"
+    cat > /tmp/avvm-idchg2.xml <<XMLEOF
+<domain type='kvm'><name>avvm-idchg2</name><uuid>6b1d0c4e-0000-4000-8000-000000000008</uuid>
+<memory unit='MiB'>64</memory><vcpu>1</vcpu><devices>
+<hostdev mode='subsystem' type='pci' managed='no'><source><address domain='0x0000' bus='0x44' slot='0x00' function='0x0'/></source></hostdev>
+</devices></domain>
+XMLEOF
+    id_hook id2-prepare /tmp/avvm-idchg2.xml avvm-idchg2 prepare begin
+    fact id_refused rc=$hrc lines="$(wc -l < "$R/hook-id2-prepare.err")" "$(id_states)"
+    id_hook id2-release /tmp/avvm-idchg2.xml avvm-idchg2 release end
+    id_av reconcile > "$R/id-reconcile-1.out" 2> "$R/id-reconcile-1.err"
+    fact id_reconcile_grace rc=$? "$(id_states)" since_boot="$(now)"
+    python3 - $IS/pool.json $NICS <<'PYEOF'
+import json, sys, time
+p = json.load(open(sys.argv[1]))
+for d in p["devices"]:
+    if d.get("address") in sys.argv[2:]:
+        d["state_since"] = int(time.time()) - 300
+json.dump(p, open(sys.argv[1], "w"), indent=2)
+PYEOF
+    id_av reconcile > "$R/id-reconcile-2.out" 2> "$R/id-reconcile-2.err"
+    fact id_reconcile_dead rc=$? "$(id_states)"
+    i=0
+    while test $i -lt 150 && id_busy; do
+        sleep 0.2; i=$((i + 1))
+    done
+    fact id_after_worker "$(id_states)"
+    id_av status --json --no-sync > "$R/status-id-4-quarantined.json" 2>&1
+    id_hook id3-prepare /tmp/avvm-idchg2.xml avvm-idchg2 prepare begin
+    fact id_refused_quarantined rc=$hrc lines="$(wc -l < "$R/hook-id3-prepare.err")" "$(id_states)"
+    id_hook id3-release /tmp/avvm-idchg2.xml avvm-idchg2 release end
+    for a in $NICS; do
+        id_av quarantine clear "$a" >> "$R/id-clear.out" 2>&1 || echo "clear $a: rc=$?" >> "$R/id-clear.out"
+    done
+    fact id_clear "$(grep -c rc= "$R/id-clear.out")" "$(id_states)" \
+        override="$(cat /sys/bus/pci/devices/0000:44:00.0/driver_override 2>/dev/null)/$(cat /sys/bus/pci/devices/0000:45:00.0/driver_override 2>/dev/null)" \
+        net="$(ls /sys/bus/pci/devices/0000:44:00.0/net /sys/bus/pci/devices/0000:45:00.0/net 2>/dev/null | grep -c '^eth')"
+    id_av status --json --no-sync > "$R/status-id-5-cleared.json" 2>&1
+    ACCELVIRT_STATE_DIR=$IS "$A" journal verify > "$R/journal-verify-id.txt" 2>&1
+    fact id_journal_verify rc=$?
+    cp $IS/journal.jsonl "$R/journal-id.jsonl" 2>/dev/null
+    fact id_phase seconds="$(elapsed "$tI")"
+else
+    fact id_first missing state="$(test -d "$R/id-state" && echo yes || echo no)" hook="$HK"
+fi
+
 st > "$R/status-e2e-0.json"
 fact av_status_first rc=$? "$(state_of)"
 
@@ -491,8 +588,6 @@ fact vmscrub_phase seconds="$(elapsed "$tV")"
 
 # --- R. the ROM swap: boot 1's scrub pool, the other ROM ---
 echo "=== phase R" >> "$R/hook.log"
-HK=$(sed -n 's/^ACCELVIRT_HOOK=//p' "$R/env")
-HW=$(sed -n 's/^ACCELVIRT_WORKER=//p' "$R/env")
 RS=/var/lib/accelvirt-rom RP=/etc/accelvirt/rom-policies RM=0000:41:00.0
 rom_st() { ACCELVIRT_STATE_DIR=$RS ACCELVIRT_POLICY_DIR=$RP "$A" status --json "$@" 2>&1; }
 rom_state() {
