@@ -19,6 +19,15 @@
 #   (backing file, a read of BAR2); the vm method: the worker's scrub domain gets the
 #   device through vfio past accelvirt's own hook (av:scrub token), zeroes BAR2 in its
 #   guest and powers off; boot 1's pool with ROM B: rom-check quarantines, prepare refuses
+#   Issue 10 on the real kernel, boot 1: a multi-function slot (an ivshmem at function 0,
+#   an e1000e on its driver at function 1, one IOMMU group): list marks the ivshmem,
+#   prepare refuses it, nothing is bound or claimed (hole 1); two e1000e given to
+#   avvm-idchg, and the guest powers off with them in use; boot 2, their MACs (so their
+#   DSNs) changed: kept in use under their new identities, released as a dead domain's
+#   by reconcile, scrubbed, quarantined, cleared (hole 2; one TODO: a device whose steps
+#   need no vfio-pci is left on its host driver); a running domain's metadata made too
+#   deep for the hook, destroy: released by name; a domain made too large for it: its
+#   prepare refuses (hole 3)
 # Every check is made here, from outside, on what the guest recorded in the results
 # share and on the ivshmem backing files.
 #
