@@ -5,7 +5,7 @@
 #   mtty.ko          the kernel's mdev sample, built out of tree for KVER
 #   zero-bar         a static helper that mmaps a PCI BAR (resourceN) and zeroes/reads it
 #   initramfs.cpio.gz  busybox-static, the modules below (vfio, mdev, 9p, overlay,
-#                      uio_pci_generic) and tests/vm/init.sh as /init
+#                      uio_pci_generic, e1000e) and tests/vm/init.sh as /init
 #
 # Usage: build.sh [CACHE_DIR]   (default $AV_VM_CACHE, else ./tests/vm/cache)
 # Env:   AV_VM_KVER   the guest kernel version (default: what linux-image-amd64 depends on)
@@ -122,9 +122,11 @@ fi
 
 # --- initramfs ---
 # (uio_pci_generic: a host driver for ivshmem, so that the hook's exact driver restore
-# can be seen; it binds nothing until a scenario gives it an id)
+# can be seen; it binds nothing until a scenario gives it an id; e1000e: the guest's own
+# NIC driver, bound at boot to the rig's e1000e functions, which the hook must not touch
+# unless a profile hands them out)
 MODULES="irqbypass vfio vfio_iommu_type1 vfio_virqfd vfio-pci-core vfio-pci mdev
-virtio_pci 9pnet_virtio 9p netfs fscache overlay uio_pci_generic"
+virtio_pci 9pnet_virtio 9p netfs fscache overlay uio_pci_generic e1000e"
 k=$(echo "$KVER $MODULES $(key "$cache/vmlinux" "$cache/mtty.ko" "$cache/zero-bar" \
         /bin/busybox "$moddir/modules.dep" "$here/init.sh" "$here/build.sh")")
 if ! fresh initramfs.cpio.gz "$k"; then

@@ -18,6 +18,7 @@ VM_RIG_FILES = \
 	tests/vm/demo-policies \
 	tests/vm/hook-policies \
 	tests/vm/scrub-policies \
+	tests/vm/id-policies \
 	tests/vm/scrub-sleep.sh \
 	tests/vm/make-fixture.sh \
 	tests/vm/zero-bar.c \

@@ -4,7 +4,7 @@
 # Usage: run-vm.sh RUN_DIR
 #   RUN_DIR/results/        the writable share (9p tag "results"); put scenario.sh here:
 #                           the guest's /init runs it and leaves scenario.log/.rc here
-#   RUN_DIR/ivshmem{0,1,2}  the ivshmem backing files (created, zero-filled, when
+#   RUN_DIR/ivshmem{0,1,2,3}  the ivshmem backing files (created, zero-filled, when
 #                           missing; a test may fill them before the boot)
 #   RUN_DIR/console.log     the guest's serial console (ttyS0)
 # Env:
@@ -18,10 +18,20 @@
 #   AV_VM_ROOT=overlay  the end-to-end mode: the guest switches to the host root under
 #                  a tmpfs overlay, busybox init as PID 1, virtlogd + libvirtd (init.sh)
 #   AV_VM_QUIET=1  do not copy the console to stdout
+#   AV_VM_NIC1_MAC, AV_VM_NIC2_MAC  the MACs of nic1 (0000:44:00.0) and nic2
+#                  (0000:45:00.0); QEMU's e1000e derives its PCIe Device Serial Number
+#                  from its MAC, so another MAC is another serial at the same address
+# rp4..rp6 come after rp0 and rp2 on pxb0, so that the older devices keep their bus
+# addresses and physical slot names (the kernel names the root ports' slots 0-1, 0-2...
+# in that order); nics have no netdev (QEMU warns "no peer") and no option ROM.
 #
 # The machine (q35, emulated Intel IOMMU, 2 NUMA nodes):
 #   pcie.0 ── pxb-pcie  pxb0 (numa_node=0, bus 0x40) ── pcie-root-port rp0 ── ivshmem-plain (ivshmem0)
-#          │                                          └─ pcie-root-port rp2 ── edu
+#          │                                          ├─ pcie-root-port rp2 ── edu
+#          │                                          ├─ pcie-root-port rp4 ── ivshmem-plain (ivshmem3, fn 0, multifunction=on)
+#          │                                          │                     └ e1000e nic0 (fn 1; one IOMMU group with ivshmem3)
+#          │                                          ├─ pcie-root-port rp5 ── e1000e nic1 (mac AV_VM_NIC1_MAC)
+#          │                                          └─ pcie-root-port rp6 ── e1000e nic2 (mac AV_VM_NIC2_MAC)
 #          ├─ pxb-pcie  pxb1 (numa_node=1, bus 0x80) ── pcie-root-port rp1 ── ivshmem-plain (ivshmem1)
 #          ├─ pcie-root-port rp3 ── pcie-pci-bridge br0 ── ivshmem-plain (ivshmem2), edu  [one group: non-viable]
 #          ├─ virtio-9p-pci hostroot  (host / read-only; 9p cannot sit on a pxb)
@@ -50,7 +60,7 @@ for f in vmlinux initramfs.cpio.gz; do
     test -f "$cache/$f" || die "missing $cache/$f: run tests/vm/build.sh first"
 done
 
-for i in 0 1 2; do
+for i in 0 1 2 3; do
     f="$run/ivshmem$i"
     if ! test -f "$f" || test "$(stat -c %s "$f")" -ne $((shm * 1024 * 1024)); then
         rm -f "$f"
@@ -87,6 +97,14 @@ set -- \
     -device virtio-9p-pci,fsdev=fshost,mount_tag=hostroot,bus=pcie.0 \
     -fsdev local,id=fsres,path="$run/results",security_model=none,multidevs=remap \
     -device virtio-9p-pci,fsdev=fsres,mount_tag=results,bus=pcie.0 \
+    -device pcie-root-port,id=rp4,bus=pxb0,chassis=14,slot=0 \
+    -object memory-backend-file,id=shm3,mem-path="$run/ivshmem3",size=${shm}M,share=on \
+    -device ivshmem-plain,id=ivshmem3,memdev=shm3,bus=rp4,addr=0.0,multifunction=on \
+    -device e1000e,id=nic0,bus=rp4,addr=0.1,mac=52:54:00:a5:00:01,romfile= \
+    -device pcie-root-port,id=rp5,bus=pxb0,chassis=15,slot=0 \
+    -device e1000e,id=nic1,bus=rp5,mac=${AV_VM_NIC1_MAC:-52:54:00:a5:01:01},romfile= \
+    -device pcie-root-port,id=rp6,bus=pxb0,chassis=16,slot=0 \
+    -device e1000e,id=nic2,bus=rp6,mac=${AV_VM_NIC2_MAC:-52:54:00:a5:02:01},romfile= \
     -kernel "$cache/vmlinux" -initrd "$cache/initramfs.cpio.gz" \
     -append "console=ttyS0 intel_iommu=on panic=-1 loglevel=4 no_timer_check $mode ${AV_VM_APPEND:-}"
 

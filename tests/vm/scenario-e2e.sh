@@ -7,11 +7,16 @@
 # that sets ACCELVIRT_* and execs the build tree's accelvirt-hook; state in
 # /var/lib/accelvirt, policies in /etc/accelvirt/policies, installed here from
 # $R/hook-policies before any domain starts).
+#   I. (first) boot 1's identity pool (results/id-state): its two e1000e in use by
+#      avvm-idchg, with other MACs in this boot: status, a refused prepare, reconcile
+#      within the grace and past it, the worker's quarantine, quarantine clear (below)
 #   A. avvm-nested: the node-1 ivshmem (0000:81:00.0) as a managed='yes' hostdev (libvirt
 #      binds it; accelvirt claims it, and scrubs it after release)
 #   B. the ivshmem gets a host driver (uio_pci_generic); avvm-acc: the same device as a
 #      managed='no' hostdev (accelvirt binds it); avvm-acc2 wants it too and is refused;
 #      destroy of avvm-acc -> release -> the worker -> free, back on uio_pci_generic
+#   X. avvm-deep: the ivshmem, its metadata set live too deep for the hook's parser;
+#      destroy -> release end by name -> free; avvm-big: too large, its start refused
 #   C. accelvirt define / start / undefine (below)
 #   D. a tenant's secret: rig-ivshmem's scrub becomes vfio-zero; the nested domain
 #      avvm-tenant boots this kernel and initramfs with avvm.tenant=SECRET (init.sh)
@@ -101,6 +106,100 @@ for p in "$R"/hook-policies/*.json; do
     sed "s|@SCRUB@|/etc/accelvirt/scrub-sleep.sh|g" "$p" > "/etc/accelvirt/policies/$(basename "$p")"
 done
 chmod 644 /etc/accelvirt/policies/*.json
+
+# --- I. identities changed while a domain held the devices (issue 10, hole 2) ---
+# Boot 1 gave the e1000e at 0000:44:00.0 (profile rig-nic: a command, then a reset,
+# which needs vfio-pci) and the one at 0000:45:00.0 (rig-nic-cmd: the command only) to
+# avvm-idchg (the hook's prepare, in the state dir results/id-state with id-policies)
+# and powered off without a release: a host that went down with the domain running.
+# test-vm.sh set their "state_since" in that pool to the moment this boot began (the
+# grace of 120 s after which a domain without a QEMU counts as gone runs from there) and
+# gave both other MACs, so other PCIe Device Serial Numbers at the same addresses.
+# First, before any other call on that pool: accelvirt status; then a second domain's
+# prepare; reconcile within the grace; reconcile past it (state_since moved back 300 s
+# here); the worker; quarantine clear. Facts: id_*.
+HK=$(sed -n 's/^ACCELVIRT_HOOK=//p' "$R/env")
+HW=$(sed -n 's/^ACCELVIRT_WORKER=//p' "$R/env")
+IS=/var/lib/accelvirt-id IP=/etc/accelvirt/id-policies NICS="0000:44:00.0 0000:45:00.0"
+id_av() { ACCELVIRT_STATE_DIR=$IS ACCELVIRT_POLICY_DIR=$IP ACCELVIRT_WORKER="$HW" ACCELVIRT_LOG_FILE=$R/hook-id.log "$A" "$@"; }
+id_drv() { basename "$(readlink /sys/bus/pci/devices/$1/driver 2>/dev/null)" 2>/dev/null; }
+id_states() {  # id_states: "ADDR=STATE/COUNT/DRIVER" of each of $NICS (status --no-sync)
+    id_av status --json --no-sync 2>/dev/null > /tmp/id-st.json
+    for a in $NICS; do
+        echo "$a=$(python3 -c 'import json,sys
+try: d=json.load(open(sys.argv[1]))
+except Exception: print("none/0"); sys.exit()
+s=[x["state"] for x in d.get("devices", []) if x.get("address")==sys.argv[2] and x.get("kind")=="pci"]
+print("%s/%d" % (s[0] if s else "none", len(s)))' /tmp/id-st.json "$a")/$(id_drv $a)"
+    done | tr '\n' ' ' | sed 's/ $//'
+}
+id_busy() { id_states | grep -Eq '=(in-use|dirty|scrubbing)/'; }
+id_hook() {  # id_hook TAG XML DOMAIN OP SUBOP: the hook on the carried pool
+    t=$1 x=$2; shift 2
+    env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin ACCELVIRT_STATE_DIR=$IS ACCELVIRT_POLICY_DIR=$IP \
+        ACCELVIRT_WORKER="$HW" ACCELVIRT_LOG_FILE=$R/hook-id.log "$HK" "$@" - \
+        < "$x" > "$R/hook-$t.out" 2> "$R/hook-$t.err"
+    hrc=$?
+}
+if test -d "$R/id-state" && test -x "$HK"; then
+    tI=$(now)
+    mkdir -p $IS $IP
+    cp -a "$R/id-state/." $IS/
+    for p in "$R/id-policies-carried/"*.json; do
+        sed "s|@SCRUB@|/etc/accelvirt/scrub-sleep.sh|g" "$p" > "$IP/$(basename "$p")"
+    done
+    chmod 755 $IP; chmod 644 $IP/*.json
+    for a in $NICS; do
+        fact id_boot2 "$a" driver="$(id_drv $a)" since_boot="$(now)" \
+            dsn="$(od -A n -t x1 -j 320 -N 12 /sys/bus/pci/devices/$a/config | tr -s ' ')"
+    done
+    id_av status --json > "$R/status-id-2-first.json" 2> "$R/status-id-2-first.err"
+    fact id_first rc=$? "$(id_states)"
+    cat > /tmp/avvm-idchg2.xml <<XMLEOF
+<domain type='kvm'><name>avvm-idchg2</name><uuid>6b1d0c4e-0000-4000-8000-000000000008</uuid>
+<memory unit='MiB'>64</memory><vcpu>1</vcpu><devices>
+<hostdev mode='subsystem' type='pci' managed='no'><source><address domain='0x0000' bus='0x44' slot='0x00' function='0x0'/></source></hostdev>
+</devices></domain>
+XMLEOF
+    id_hook id2-prepare /tmp/avvm-idchg2.xml avvm-idchg2 prepare begin
+    fact id_refused rc=$hrc lines="$(wc -l < "$R/hook-id2-prepare.err")" "$(id_states)"
+    id_hook id2-release /tmp/avvm-idchg2.xml avvm-idchg2 release end
+    id_av reconcile > "$R/id-reconcile-1.out" 2> "$R/id-reconcile-1.err"
+    fact id_reconcile_grace rc=$? "$(id_states)" since_boot="$(now)"
+    python3 - $IS/pool.json $NICS <<'PYEOF'
+import json, sys, time
+p = json.load(open(sys.argv[1]))
+for d in p["devices"]:
+    if d.get("address") in sys.argv[2:]:
+        d["state_since"] = int(time.time()) - 300
+json.dump(p, open(sys.argv[1], "w"), indent=2)
+PYEOF
+    id_av reconcile > "$R/id-reconcile-2.out" 2> "$R/id-reconcile-2.err"
+    fact id_reconcile_dead rc=$? "$(id_states)"
+    i=0
+    while test $i -lt 150 && id_busy; do
+        sleep 0.2; i=$((i + 1))
+    done
+    fact id_after_worker "$(id_states)"
+    id_av status --json --no-sync > "$R/status-id-4-quarantined.json" 2>&1
+    id_hook id3-prepare /tmp/avvm-idchg2.xml avvm-idchg2 prepare begin
+    fact id_refused_quarantined rc=$hrc lines="$(wc -l < "$R/hook-id3-prepare.err")" "$(id_states)"
+    id_hook id3-release /tmp/avvm-idchg2.xml avvm-idchg2 release end
+    for a in $NICS; do
+        id_av quarantine clear "$a" >> "$R/id-clear.out" 2>&1 || echo "clear $a: rc=$?" >> "$R/id-clear.out"
+    done
+    fact id_clear "$(grep -c rc= "$R/id-clear.out")" "$(id_states)" \
+        override="$(cat /sys/bus/pci/devices/0000:44:00.0/driver_override 2>/dev/null)/$(cat /sys/bus/pci/devices/0000:45:00.0/driver_override 2>/dev/null)" \
+        net="$(ls /sys/bus/pci/devices/0000:44:00.0/net /sys/bus/pci/devices/0000:45:00.0/net 2>/dev/null | grep -c '^eth')"
+    id_av status --json --no-sync > "$R/status-id-5-cleared.json" 2>&1
+    ACCELVIRT_STATE_DIR=$IS "$A" journal verify > "$R/journal-verify-id.txt" 2>&1
+    fact id_journal_verify rc=$?
+    cp $IS/journal.jsonl "$R/journal-id.jsonl" 2>/dev/null
+    fact id_phase seconds="$(elapsed "$tI")"
+else
+    fact id_first missing state="$(test -d "$R/id-state" && echo yes || echo no)" hook="$HK"
+fi
+
 st > "$R/status-e2e-0.json"
 fact av_status_first rc=$? "$(state_of)"
 
@@ -188,6 +287,75 @@ cp /var/log/libvirt/qemu/avvm-acc.log "$R/acc-qemu.log" 2>/dev/null
 fact hook_calls $(awk '$1 == "avvm-nested" {print $2 "/" $3}' "$R/hook.log" 2>/dev/null)
 fact acc_hook_calls $(awk '$1 == "avvm-acc" {print $2 "/" $3}' "$R/hook.log" 2>/dev/null)
 fact acc2_hook_calls $(awk '$1 == "avvm-acc2" {print $2 "/" $3}' "$R/hook.log" 2>/dev/null)
+
+# --- X. a release whose domain XML the hook cannot parse (issue 10, hole 3) ---
+# avvm-deep (the node-1 ivshmem, managed='no'; the hook binds it) runs; its metadata is
+# changed live (virsh metadata --live) to elements nested 257 deep: libvirt 9.0 takes
+# that (its own parse of the metadata stops past 257), but in the domain XML it sits
+# below <domain><metadata>, deeper than libxml2's default limit of 256 that the hook
+# keeps. virsh destroy: libvirt hands that XML to "release end", once; the hook must
+# release by the name libvirt passes. Then avvm-big: three <metadata> elements of
+# 2,900,000 bytes each (virsh metadata --config --edit: libvirt takes 4 MiB at most in
+# one call) make its XML larger than the hook's 8 MiB limit: its start is refused.
+echo "=== phase X" >> "$R/hook.log"
+tX=$(now)
+ADDR=0000:81:00.0
+D=/sys/bus/pci/devices/$ADDR
+fact deep_driver_before "$(drv)" pool="$(state_of)"
+domxml avvm-deep no > /tmp/deep.xml
+$V define /tmp/deep.xml > "$R/deep-define.out" 2>&1
+$V start avvm-deep > "$R/deep-start.out" 2>&1
+fact deep_start rc=$? "$(state_of)" driver="$(drv)" holds="$(qemu_holds avvm-deep)"
+python3 -c 'print("<a>" * 257 + "deep" + "</a>" * 257)' > /tmp/deep-meta.xml
+$V metadata avvm-deep --live --uri urn:accelvirt:rig:deep --key deep --set "$(cat /tmp/deep-meta.xml)" \
+    > "$R/deep-metadata.out" 2>&1
+fact deep_metadata rc=$?
+$V dumpxml avvm-deep > "$R/deep-live.xml" 2> "$R/deep-dumpxml.err"
+fact deep_live_xml rc=$? "$(python3 -c 'import sys, xml.parsers.expat
+depth = [0, 0]
+def start(name, attrs):
+    depth[0] += 1
+    depth[1] = max(depth[1], depth[0])
+def end(name):
+    depth[0] -= 1
+p = xml.parsers.expat.ParserCreate()
+p.StartElementHandler, p.EndElementHandler = start, end
+p.Parse(open(sys.argv[1], "rb").read(), True)
+print("depth=%d" % depth[1])' "$R/deep-live.xml" 2>&1)" hostdevs="$(grep -c '<hostdev' "$R/deep-live.xml")"
+st > "$R/status-deep-1-running.json"
+t0=$(now)
+$V destroy avvm-deep > "$R/deep-destroy.out" 2>&1
+fact deep_destroy rc=$? seconds="$(elapsed "$t0")" "$(state_of)"
+fact deep_free_after_destroy seconds="$(wait_free)" pool="$(state_of)"
+fact deep_driver_after "$(drv)" override="$(cat "$D/driver_override" 2>/dev/null)" \
+    markers="$(ls /var/lib/accelvirt/release-pending 2>/dev/null | wc -l)"
+st > "$R/status-deep-2-end.json"
+$V undefine avvm-deep >/dev/null 2>&1
+fact deep_hook_calls $(awk '$1 == "avvm-deep" {print $2 "/" $3}' "$R/hook.log" 2>/dev/null)
+# avvm-big: defined small, made large through its persistent metadata, then started
+domxml avvm-big no > /tmp/big.xml
+$V define /tmp/big.xml > "$R/big-define.out" 2>&1
+fact big_define rc=$?
+python3 -c 'print("<b>" + "x" * 2900000 + "</b>")' > /tmp/big-meta.xml
+for k in 1 2 3; do
+    EDITOR="cp /tmp/big-meta.xml" $V metadata avvm-big --config --uri "urn:accelvirt:rig:big$k" --key "big$k" \
+        --edit >> "$R/big-metadata.out" 2>&1 || echo "metadata $k failed: rc=$?" >> "$R/big-metadata.out"
+done
+fact big_metadata "$(grep -c failed "$R/big-metadata.out")" config_bytes="$(wc -c < /etc/libvirt/qemu/avvm-big.xml)"
+fact big_before "$(state_of)" driver="$(drv)"
+t0=$(now)
+$V start avvm-big > "$R/big-start.out" 2>&1
+rc=$?
+fact big_start rc=$rc seconds="$(elapsed "$t0")" state="$($V domstate avvm-big 2>/dev/null | head -n1)" \
+    lines="$(grep -c 'accelvirt:' "$R/big-start.out")"
+fact big_after "$(state_of)" driver="$(drv)" override="$(cat "$D/driver_override" 2>/dev/null)"
+st > "$R/status-big.json"
+$V undefine avvm-big >/dev/null 2>&1
+fact big_hook_calls $(awk '$1 == "avvm-big" {print $2 "/" $3}' "$R/hook.log" 2>/dev/null)
+"$A" journal verify > "$R/journal-verify-deep.txt" 2>&1
+fact deep_journal_verify rc=$?
+cp /var/lib/accelvirt/journal.jsonl "$R/journal-deep.jsonl" 2>/dev/null
+fact deep_phase seconds="$(elapsed "$tX")"
 
 # --- C. accelvirt define / start / undefine: placed from <av:request>, pinned to its node ---
 # The rig's policy is made numa strict for rig-ivshmem here only (phases A and B, and
@@ -420,8 +588,6 @@ fact vmscrub_phase seconds="$(elapsed "$tV")"
 
 # --- R. the ROM swap: boot 1's scrub pool, the other ROM ---
 echo "=== phase R" >> "$R/hook.log"
-HK=$(sed -n 's/^ACCELVIRT_HOOK=//p' "$R/env")
-HW=$(sed -n 's/^ACCELVIRT_WORKER=//p' "$R/env")
 RS=/var/lib/accelvirt-rom RP=/etc/accelvirt/rom-policies RM=0000:41:00.0
 rom_st() { ACCELVIRT_STATE_DIR=$RS ACCELVIRT_POLICY_DIR=$RP "$A" status --json "$@" 2>&1; }
 rom_state() {
@@ -449,7 +615,10 @@ XMLEOF
 if test -d "$R/rom-state" && test -x "$HK"; then
     mkdir -p $RS $RP
     cp -a "$R/rom-state/." $RS/
-    cp "$R/rom-policies/"*.json $RP/
+    # boot 1's policies, its scrub program (@SCRUB@) where this boot has it
+    for p in "$R/rom-policies/"*.json; do
+        sed "s|@SCRUB@|/etc/accelvirt/scrub-sleep.sh|g" "$p" > "$RP/$(basename "$p")"
+    done
     chmod 755 $RP; chmod 644 $RP/*.json
     rom=/sys/bus/pci/devices/$RM/rom
     echo 1 > "$rom" 2>/dev/null
