@@ -224,6 +224,15 @@ av_worker_scrub(const AvHookConfig *config, const AvPolicy *policy, const AvScru
             goto fail;
         av_hook_log(LOG_INFO, "scrubbed %s (%s): free", job->identity, job->address ? job->address : "");
     } else {
+        g_autofree char *isolated_from = NULL;
+        g_autoptr(GError) isolate_error = NULL;
+        gboolean isolated = FALSE;
+
+        /* Away from the host's drivers while it is quarantined. */
+        if (job->kind == AV_DEVICE_KIND_PCI && job->address &&
+            !av_scrub_isolate(config->root, config->ops, job->address, &isolated, &isolated_from, &isolate_error))
+            av_hook_log(LOG_ERR, "%s", isolate_error->message);
+        json_object_set_new(fields, "isolated_from", isolated ? av_json_string_or_null(isolated_from) : json_null());
         if (!av_pool_transition(pool, dev, AV_DEVICE_STATE_QUARANTINED, NULL, failure->message, &error))
             goto fail;
         av_hook_log(LOG_ERR, "device %s (%s) quarantined: %s", job->identity,

@@ -312,6 +312,12 @@ check "  ... with the step, its method and the command's output as the reason" j
     "[x['reason'] for x in d['devices'] if x['address'] == '0000:31:00.0'][0].startswith(\"scrub step 1 (command) failed: '$SCRUB' exited with status 3: simulated failure scrubbing --test 0000:31:00.0 41\")"
 check "  ... it stays on vfio-pci (never back to the host unscrubbed)" eval "[ \"\$(driver 0000:31:00.0)\" = vfio-pci ]"
 check "  ... and the next prepare is refused, naming the state" refused "0000:31:00.0 .* is quarantined" "$W/vm2.xml" vm2 prepare begin -
+# A managed='yes' card is back on its host driver after release (libvirt
+# gave it back); a command step does not need vfio-pci: quarantined, it
+# still goes to vfio-pci, away from the host's driver (found in the VM rig).
+hook "$NOVA" instance-0000002a prepare begin - >/dev/null 2>&1
+check "a Nova (managed='yes') A100 whose command-only scrub fails is quarantined on vfio-pci, not on its host driver" \
+    eval "[ \"\$(driver 0000:17:00.0)\" = nvidia ] && accepted '$NOVA' instance-0000002a release end - && wait_state 0000:17:00.0 quarantined && [ \"\$(driver 0000:17:00.0)\" = vfio-pci ] && grep '\"event\": *\"scrub-certificate\"' '$W/state/journal.jsonl' | tail -n1 | grep -q '\"isolated_from\": *\"nvidia\"'"
 
 # --- scrub steps that cannot run quarantine too ---
 world hang two-socket-8gpu
@@ -546,6 +552,14 @@ check "  ... once vm1's QEMU is gone (no pid file, nothing on its group), the ne
 rm -rf "$W/host/proc/4343"
 hook "$W/vm1.xml" vm1 prepare begin - >/dev/null 2>&1
 check "  ... but not a device that went in use a moment ago (its QEMU may not have started yet)" \
+    eval "accepted '$W/vm2.xml' vm2 prepare begin - && status && python3 -c \"import json; d=json.load(open('$W/st.json')); assert [x['state'] for x in d['devices'] if x['address'] == '0000:b1:00.0'] == ['in-use']\""
+
+world nodir two-socket-8gpu
+mkdom "$W/vm1.xml" vm1 "$U1" 0000:b1:00.0
+mkdom "$W/vm2.xml" vm2 "$U2" 0000:17:00.0
+hook "$W/vm1.xml" vm1 prepare begin - >/dev/null 2>&1
+set_since 0000:b1:00.0 1000
+check "without libvirt's state dir (/run/libvirt/qemu) a missing pid file says nothing: the device long in use stays in use" \
     eval "accepted '$W/vm2.xml' vm2 prepare begin - && status && python3 -c \"import json; d=json.load(open('$W/st.json')); assert [x['state'] for x in d['devices'] if x['address'] == '0000:b1:00.0'] == ['in-use']\""
 
 # --- the operator's release and reconcile ---

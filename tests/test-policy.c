@@ -887,6 +887,25 @@ test_trust_scrub_files(void)
         g_free(load_refused(pol, AV_ERROR_UNSAFE, "'scrub[0].argv[1]'", "scrub program argument", "writable by its group and every user",
                             NULL));
         g_assert_cmpint(chmod(script, 0644), ==, 0);
+        /* A script that does not exist yet, where anyone could create it. */
+        {
+            g_autofree char *open_dir = g_build_filename(tmp, "sticky", NULL);
+            g_autofree char *planted = g_build_filename(open_dir, "later.sh", NULL);
+            g_autofree char *text = NULL;
+
+            g_assert_cmpint(g_mkdir_with_parents(open_dir, 0755), ==, 0);
+            g_assert_cmpint(chmod(open_dir, 01777), ==, 0);
+            write_step_policy(pol, interp, planted);
+            g_free(load_refused(pol, AV_ERROR_UNSAFE, "'scrub[0].argv[1]'", "does not exist, and another user could "
+                                "create it", NULL));
+            /* nor an image */
+            text = g_strdup_printf("<domain type='kvm'><os><kernel>%s/vmlinuz</kernel></os><devices>@HOSTDEV@"
+                                   "</devices></domain>", open_dir);
+            av_test_write(tmp, "scrub-vm.xml", text);
+            write_step_policy(pol, vm, tmpl);
+            g_free(load_refused(pol, AV_ERROR_UNSAFE, "names an image that cannot be trusted", "does not exist, and "
+                                "another user could create it", NULL));
+        }
     }
     av_test_tmpdir_remove(tmp);
 }

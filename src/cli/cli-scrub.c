@@ -412,6 +412,13 @@ av_cli_cmd_scrub(AvCli *cli, int argc, char **argv)
             return av_cli_fail(err);
     } else {
         result = "quarantined";
+        gboolean isolated = FALSE;
+        g_autoptr(GError) isolate_error = NULL;
+
+        /* Away from the host's drivers while it is quarantined (see the worker). */
+        if (kind == AV_DEVICE_KIND_PCI && address &&
+            !av_scrub_isolate(root, av_kernel_ops_for(root), address, &isolated, NULL, &isolate_error))
+            fprintf(stderr, "accelvirt: warning: %s\n", isolate_error->message);
         if (!av_pool_transition(pool, dev, AV_DEVICE_STATE_QUARANTINED, NULL, failure->message, &err))
             return av_cli_fail(err);
     }

@@ -825,6 +825,28 @@ policy_read_trusted(const char *path, const char *what, gsize max, gsize *ret_le
     return g_steal_pointer(&data);
 }
 
+/* A path the scrub names that does not exist (yet): whoever can create it
+ * could put a file of theirs there before it is used, so its nearest
+ * existing ancestor must be a directory nobody else can write
+ * (av_file_check_trusted(); a sticky /tmp is refused here, since anyone may
+ * create the missing name in it). */
+static gboolean
+check_missing_path(const char *path, const char *what, GError **error)
+{
+    g_autofree char *dir = g_path_get_dirname(path);
+
+    while (!g_file_test(dir, G_FILE_TEST_EXISTS) && strcmp(dir, "/") != 0) {
+        char *up = g_path_get_dirname(dir);
+
+        g_free(dir);
+        dir = up;
+    }
+    if (av_file_check_trusted(dir, what, NULL, error))
+        return TRUE;
+    g_prefix_error(error, "the %s '%s' does not exist, and another user could create it: ", what, path);
+    return FALSE;
+}
+
 /* See av-policy.h. */
 gboolean
 av_policy_check_scrub_argv(const json_t *argv, guint *ret_bad, GError **error)
@@ -840,9 +862,15 @@ av_policy_check_scrub_argv(const json_t *argv, guint *ret_bad, GError **error)
             continue;
         }
         /* A script an interpreter runs, a config file: trusted as the
-         * program.  What does not exist (an output path) is not looked at. */
-        if (!arg || arg[0] != '/' || stat(arg, &st) < 0)
+         * program; one that does not exist yet (an output path) sits where
+         * nobody else could create it. */
+        if (!arg || arg[0] != '/')
             continue;
+        if (stat(arg, &st) < 0) {
+            if (!check_missing_path(arg, "scrub program argument", error))
+                return FALSE;
+            continue;
+        }
         if (!av_file_check_trusted(arg, "scrub program argument", NULL, error))
             return FALSE;
     }
@@ -895,8 +923,9 @@ text_has_outside_comments(const char *text, const char *needle)
  * <loader>, and in the <source file=> of a <disk> and the <source dir=> of
  * a <filesystem>, must be trusted as the template is
  * (av_file_check_trusted()).  Paths with a placeholder ("@NAME@") are the
- * worker's, not images; an image that does not exist is left (see below).
- * AV_ERROR_POLICY when the template is no XML. */
+ * worker's, not images; an image that does not exist yet must sit in a
+ * directory nobody else can write.  AV_ERROR_POLICY when the template is
+ * no XML. */
 static gboolean
 check_template_images(const char *text, gsize len, const char *path, GError **error)
 {
@@ -924,12 +953,17 @@ check_template_images(const char *text, gsize len, const char *path, GError **er
         g_autofree char *image = value ? g_strstrip(g_strdup((const char *)value)) : NULL;
 
         xmlFree(value);
-        /* One that does not exist (yet) cannot boot: the scrub VM fails to
-         * start, which quarantines the device.  The template is read again
-         * right before each scrub, where an image put there since is
-         * checked. */
-        if (!image || image[0] != '/' || strchr(image, '@') || !g_file_test(image, G_FILE_TEST_EXISTS))
+        if (!image || image[0] != '/' || strchr(image, '@'))
             continue;
+        /* One that does not exist (yet) cannot boot, but must sit where
+         * nobody else could put it before the scrub VM starts. */
+        if (!g_file_test(image, G_FILE_TEST_EXISTS)) {
+            if (!check_missing_path(image, "scrub VM image", error)) {
+                g_prefix_error(error, "the scrub VM template '%s' names an image that cannot be trusted: ", path);
+                ok = FALSE;
+            }
+            continue;
+        }
         if (!av_file_check_trusted(image, "scrub VM image", NULL, error)) {
             g_prefix_error(error, "the scrub VM template '%s' boots from an image that cannot be trusted: ", path);
             ok = FALSE;

@@ -203,11 +203,17 @@ av_pool_mdev_group(const AvRoot *root, const char *uuid)
 gboolean
 av_pool_owner_is_gone(const AvRoot *root, const AvPoolDevice *dev, char **ret_why)
 {
+    g_autofree char *rundir = NULL;
     g_autofree char *pidfile = NULL;
     g_autofree char *holder = NULL;
     int group = dev->iommu_group;
 
     if (!dev->owner || !av_pool_pidfile_name_ok(dev->owner->domain_name))
+        return FALSE;
+    /* No libvirt state dir at all (not started yet, another layout): a
+     * missing pid file says nothing. */
+    rundir = av_run_path("libvirt/qemu");
+    if (!av_root_exists(root, rundir))
         return FALSE;
     pidfile = av_run_path("libvirt/qemu/%s.pid", dev->owner->domain_name);
     if (av_root_exists(root, pidfile))

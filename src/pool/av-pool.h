@@ -466,8 +466,9 @@ gboolean av_pool_release_device(AvPool *pool, AvPoolDevice *dev, const char *rel
 gboolean av_pool_release_mark(const char *state_dir, const char *domain_uuid, const char *domain_name,
                               GError **error);
 
-/* TRUE when the QEMU of the domain that owns @dev is gone: libvirt's pid
- * file /run/libvirt/qemu/NAME.pid does not exist (under @root) and no
+/* TRUE when the QEMU of the domain that owns @dev is gone: libvirt's state
+ * dir /run/libvirt/qemu exists (under @root), its pid file NAME.pid does
+ * not, and no
  * process holds the device's IOMMU group (av_vfio_group_holder(); for an
  * mdev, the mdev's own group); *ret_why (may be NULL; caller frees) then
  * says so.  FALSE when it may be running, or cannot be told (no owner, a

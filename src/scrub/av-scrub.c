@@ -341,6 +341,30 @@ av_scrub_bind_vfio(const AvRoot *root, const AvKernelOps *ops, const AvProfile *
 
 /* See av-scrub.h. */
 gboolean
+av_scrub_isolate(const AvRoot *root, const AvKernelOps *ops, const char *address, gboolean *ret_isolated,
+                 char **ret_from, GError **error)
+{
+    g_autofree char *driver = av_vfio_current_driver(root, address);
+    g_autofree char *before = NULL;
+
+    *ret_isolated = FALSE;
+    if (ret_from)
+        *ret_from = NULL;
+    if (g_strcmp0(driver, "vfio-pci") == 0)
+        return TRUE;
+    if (!av_vfio_bind(root, ops, address, &before, error)) {
+        g_prefix_error(error, "cannot bind %s to vfio-pci to keep it away from the host while quarantined: ",
+                       address);
+        return FALSE;
+    }
+    *ret_isolated = TRUE;
+    if (ret_from)
+        *ret_from = g_steal_pointer(&driver);
+    return TRUE;
+}
+
+/* See av-scrub.h. */
+gboolean
 av_scrub_restore_rebound(const AvRoot *root, const AvKernelOps *ops, const char *address,
                          const char *rebound_from, GError **error)
 {

@@ -76,6 +76,17 @@ gboolean av_scrub_bind_vfio(const AvRoot *root, const AvKernelOps *ops, const Av
 #define AV_SCRUB_GROUP_GRACE_US (5 * G_USEC_PER_SEC)
 gboolean av_scrub_group_released(const AvRoot *root, int group, const char *address, GError **error);
 
+/* A PCI device about to be quarantined (a failed scrub, an identity
+ * problem) goes to vfio-pci, away from the host's drivers, whatever its
+ * steps needed: a managed='yes' device is back on its host driver after
+ * release, a device found after a host reboot too.  Binds @address to
+ * vfio-pci when it is on another driver or none; *ret_from (caller frees;
+ * may be NULL) names the driver it was on (NULL: none or already on
+ * vfio-pci), and *ret_isolated says whether it moved.  FALSE with @error
+ * when the bind failed (the device stays where it is: say so). */
+gboolean av_scrub_isolate(const AvRoot *root, const AvKernelOps *ops, const char *address, gboolean *ret_isolated,
+                          char **ret_from, GError **error);
+
 /* After a scrub that passed: gives @address, bound to vfio-pci by
  * av_scrub_bind_vfio(), back to @rebound_from (NULL: no driver). */
 gboolean av_scrub_restore_rebound(const AvRoot *root, const AvKernelOps *ops, const char *address,

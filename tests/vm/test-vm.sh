@@ -24,8 +24,7 @@
 #   prepare refuses it, nothing is bound or claimed (hole 1); two e1000e given to
 #   avvm-idchg, and the guest powers off with them in use; boot 2, their MACs (so their
 #   DSNs) changed: kept in use under their new identities, released as a dead domain's
-#   by reconcile, scrubbed, quarantined, cleared (hole 2; one TODO: a device whose steps
-#   need no vfio-pci is left on its host driver); a running domain's metadata made too
+#   by reconcile, scrubbed, quarantined on vfio-pci, cleared (hole 2); a running domain's metadata made too
 #   deep for the hook, destroy: released by name; a domain made too large for it: its
 #   prepare refuses (hole 3)
 # Every check is made here, from outside, on what the guest recorded in the results
@@ -57,12 +56,6 @@ check() {  # check DESCRIPTION COMMAND...
 }
 fact() { sed -n "s/^$1 //p" "$run/results/facts" 2>/dev/null | head -n1; }
 bail() { echo "Bail out! $*"; exit 1; }
-check_todo() {  # check_todo WHY DESCRIPTION COMMAND...: a known bug (TAP TODO: XFAIL while it
-    # fails; once it passes, automake counts the XPASS as a failure: drop the TODO then)
-    w=$1 d=$2; shift 2
-    n=$((n + 1))
-    if "$@" >/dev/null 2>&1; then echo "ok $n - $d # TODO $w"; else echo "not ok $n - $d # TODO $w"; fi
-}
 
 echo "1..99"
 command -v python3 >/dev/null 2>&1 || bail "missing python3: run tests/vm/install-deps.sh (as root)"
@@ -888,8 +881,7 @@ EOF
 check "identity, boot 2: ... past the grace (state_since moved 300 s back), accelvirt reconcile finds avvm-idchg gone (no pid file, nothing holds their groups) and releases both (dirty, released_by dead-domain); the worker scrubs them (every step passes) and quarantines both for their changed identity ($(efact id_reconcile_dead); $(efact id_after_worker))" i_dead
 check "identity, boot 2: ... the worker leaves $NIC (rig-nic, whose reset step made it bind the device to vfio-pci for the scrub) quarantined on vfio-pci, away from the host's e1000e driver ($(efact id_after_worker | cut -d' ' -f1))" \
     sh -c "echo '$(efact id_after_worker)' | grep -q '^$NIC=quarantined/1/vfio-pci ' && python3 -c 'import json,sys; c=[json.loads(l) for l in open(sys.argv[1])]; c=[e for e in c if e.get(\"event\")==\"scrub-certificate\" and e.get(\"address\")==sys.argv[2]][-1]; sys.exit(c.get(\"rebound_from\") != \"e1000e\")' '$IJ' $NIC"
-check_todo "accelvirt leaves a quarantined device whose scrub steps need no vfio-pci on the host driver it was found on (hooks/hook-worker.c av_worker_scrub, src/scrub/av-scrub.c av_scrub_bind_vfio)" \
-    "identity, boot 2: ... and $CMD (rig-nic-cmd, a command step only) quarantined on vfio-pci too, away from the host's e1000e driver ($(efact id_after_worker | cut -d' ' -f2))" \
+check "identity, boot 2: ... and $CMD (rig-nic-cmd, a command step only: the worker binds it to vfio-pci as it quarantines it) quarantined on vfio-pci too, away from the host's e1000e driver ($(efact id_after_worker | cut -d' ' -f2))" \
     sh -c "echo '$(efact id_after_worker)' | grep -q ' $CMD=quarantined/1/vfio-pci$'"
 check "identity, boot 2: ... prepare then refuses $NIC with one line naming 'quarantined' and the identity change ($(efact id_refused_quarantined))" \
     sh -c "echo '$(efact id_refused_quarantined)' | grep -q '^rc=[1-9][0-9]* lines=1 $NIC=quarantined/1/' && grep -q \"^accelvirt: .*$NIC.*quarantined.*identity changed from\" '$E/hook-id3-prepare.err'"
