@@ -298,3 +298,28 @@ av_cli_spawn_pending_worker(const AvCli *cli)
         fprintf(stderr, "accelvirt: warning: cannot start the scrub worker '%s': %s; the dirty devices wait for "
                 "the next one\n", worker, error->message);
 }
+
+/* See cli.h. */
+AvPool *
+av_cli_open_synced_pool(const AvCli *cli, GError **error)
+{
+    g_autoptr(AvRoot) root = NULL;
+    g_autoptr(AvPolicy) policy = NULL;
+    g_autoptr(AvHost) host = NULL;
+    g_autoptr(AvPool) pool = NULL;
+    gboolean changed = FALSE;
+
+    /* Bad input is found before the pool is touched; the host is scanned
+     * under the lock, so that what is recorded is what the host has now. */
+    if (!av_cli_open(cli, &root, &policy, error))
+        return NULL;
+    pool = av_cli_open_pool(cli, root, AV_POOL_WRITE, error);
+    if (!pool)
+        return NULL;
+    host = av_host_scan(root, error);
+    if (!host)
+        return NULL;
+    if (!av_pool_reconcile(pool, host, policy, &changed, error) || (changed && !av_pool_save(pool, error)))
+        return NULL;
+    return g_steal_pointer(&pool);
+}

@@ -149,14 +149,10 @@ av_cli_cmd_release(AvCli *cli, int argc, char **argv)
 int
 av_cli_cmd_reconcile(AvCli *cli, int argc, char **argv)
 {
-    g_autoptr(AvRoot) root = NULL;
-    g_autoptr(AvPolicy) policy = NULL;
     g_autoptr(AvPool) pool = NULL;
-    g_autoptr(AvHost) host = NULL;
     g_autoptr(GError) err = NULL;
     g_autoptr(json_t) out = json_object();
     guint counts[AV_DEVICE_STATE_MISSING + 1] = { 0 };
-    gboolean changed = FALSE;
 
     if (!av_cli_parse(cli, "reconcile", "",
                       "Put the pool right with the host, as every accelvirt call that takes the pool's lock "
@@ -167,15 +163,8 @@ av_cli_cmd_reconcile(AvCli *cli, int argc, char **argv)
         return AV_EXIT_USAGE;
     if (argc != 1)
         return av_cli_usage_error("reconcile takes no arguments");
-    if (!av_cli_open(cli, &root, &policy, &err))
-        return av_cli_fail(err);
-    pool = av_cli_open_pool(cli, root, AV_POOL_WRITE, &err);
+    pool = av_cli_open_synced_pool(cli, &err);
     if (!pool)
-        return av_cli_fail(err);
-    host = av_host_scan(root, &err);
-    if (!host)
-        return av_cli_fail(err);
-    if (!av_pool_reconcile(pool, host, policy, &changed, &err) || (changed && !av_pool_save(pool, &err)))
         return av_cli_fail(err);
     for (guint i = 0; i < av_pool_devices(pool)->len; i++) {
         const AvPoolDevice *dev = g_ptr_array_index(av_pool_devices(pool), i);

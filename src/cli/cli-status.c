@@ -87,24 +87,8 @@ av_cli_cmd_status(AvCli *cli, int argc, char **argv)
         if (!pool)
             return av_cli_fail(err);
     } else {
-        g_autoptr(AvRoot) root = NULL;
-        g_autoptr(AvPolicy) policy = NULL;
-        g_autoptr(AvHost) host = NULL;
-        gboolean changed = FALSE;
-
-        /* Bad input is found before the pool is touched; the host is scanned
-         * under the lock, so that what is recorded is what the host has now. */
-        if (!av_cli_open(cli, &root, &policy, &err))
-            return av_cli_fail(err);
-        pool = av_cli_open_pool(cli, root, AV_POOL_WRITE, &err);
+        pool = av_cli_open_synced_pool(cli, &err);
         if (!pool)
-            return av_cli_fail(err);
-        host = av_host_scan(root, &err);
-        if (!host)
-            return av_cli_fail(err);
-        if (!av_pool_reconcile(pool, host, policy, &changed, &err))
-            return av_cli_fail(err);
-        if (changed && !av_pool_save(pool, &err))
             return av_cli_fail(err);
     }
 

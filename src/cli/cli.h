@@ -69,6 +69,11 @@ gboolean av_cli_open(const AvCli *cli, AvRoot **ret_root, AvPolicy **ret_policy,
  * when devices became dirty). */
 AvPool *av_cli_open_pool(const AvCli *cli, const AvRoot *root, int mode, GError **error);
 
+/* The pool, opened for writing (av_cli_open_pool(): put right first) and
+ * reconciled with a scan of the host taken under its lock, saved when that
+ * changed it: what `status` and `reconcile` show.  NULL with @error. */
+AvPool *av_cli_open_synced_pool(const AvCli *cli, GError **error);
+
 /* The pool device named @name: its identity, else its PCI address or USB
  * bus path.  NULL with AV_ERROR_NOT_FOUND (one sentence, what to run). */
 AvPoolDevice *av_cli_find_device(AvPool *pool, const char *name, GError **error);
