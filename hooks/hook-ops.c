@@ -1093,7 +1093,7 @@ av_hook_start(const AvHookConfig *config, const AvDomain *domain)
  * libvirt calls it once, so nothing may make it lose a release (issue 10,
  * hole 3): a marker is left before the lock is waited for, and whichever
  * accelvirt holds the lock next carries it out if this one cannot (a lock
- * wait that times out, a kill); with @domain_uuid NULL (the XML did not
+ * wait that times out, a kill: the marker's lock then gone); with @domain_uuid NULL (the XML did not
  * parse) the domain is found by the name libvirt gives. */
 int
 av_hook_release(const AvHookConfig *config, const char *domain_uuid, const char *domain_name)
@@ -1104,24 +1104,28 @@ av_hook_release(const AvHookConfig *config, const char *domain_uuid, const char 
     g_autoptr(GString) summary = g_string_new(NULL);
     g_autofree char *pool_path = g_build_filename(config->state_dir, "pool.json", NULL);
     g_autofree char *quoted = av_domain_quote(domain_name);
+    g_autoptr(AvPoolReleaseMark) mark = NULL;
 
     /* No pool: the domain owns nothing, and no state is created for it. */
     if (!g_file_test(pool_path, G_FILE_TEST_EXISTS))
         return 0;
-    if (!av_pool_release_mark(config->state_dir, domain_uuid, domain_name, &error)) {
+    mark = av_pool_release_mark(config->state_dir, domain_uuid, domain_name, &error);
+    if (!mark) {
         av_hook_log(LOG_ERR, "%s", error->message);
         g_clear_error(&error);
     }
     av_hook_test_stop(config, "release-marked");
-    /* Opening it carries the marker out (av_pool_upkeep()). */
+    /* While this hook lives, the marker is its own: others leave it be. */
     pool = av_hook_pool_open(config, &error);
     if (!pool)
         return av_hook_refusef("cannot release the devices of domain '%s' now: %s; the release is left for the next "
                                "accelvirt call (a release marker in the state dir)", quoted, error->message);
-    /* Without a marker (it could not be written), here. */
-    if (!av_pool_release_owner(pool, domain_uuid, domain_name, "hook", released, &error) ||
-        (released->len > 0 && !av_pool_save(pool, &error)))
+    if (!av_pool_release_owner(pool, domain_uuid, domain_name, "hook", released, &error))
         return av_hook_refusef("cannot release the devices of domain '%s': %s", quoted, error->message);
+    av_hook_test_stop(config, "release-journalled");
+    if (released->len > 0 && !av_pool_save(pool, &error))
+        return av_hook_refusef("cannot release the devices of domain '%s': %s", quoted, error->message);
+    av_pool_release_mark_done(g_steal_pointer(&mark));
     for (guint i = 0; i < av_pool_devices(pool)->len; i++) {
         AvPoolDevice *dev = g_ptr_array_index(av_pool_devices(pool), i);
         g_autofree char *what = NULL;

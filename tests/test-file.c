@@ -152,6 +152,62 @@ test_write_atomic_failure(void)
     av_test_tmpdir_remove(dir);
 }
 
+/* A file written held stays locked while its writer keeps the descriptor,
+ * in this process and in a child that dies holding it; a reader then gets
+ * the lock. */
+static void
+test_write_atomic_held(void)
+{
+    g_autofree char *dir = av_test_tmpdir();
+    g_autofree char *path = g_build_filename(dir, "marker.json", NULL);
+    g_autofree char *link = g_build_filename(dir, "link.json", NULL);
+    g_autofree char *data = NULL;
+    g_autoptr(GError) err = NULL;
+    gsize len = 0;
+    int fd, rfd = -1, status = 0;
+    pid_t pid;
+
+    fd = av_file_write_atomic_held(path, "{}", 2, 0600, &err);
+    g_assert_no_error(err);
+    g_assert_cmpint(fd, >=, 0);
+    data = test_read(path, &len);
+    g_assert_cmpmem(data, len, "{}", 2);
+    /* Held: another open file description cannot have the lock. */
+    g_assert_cmpint(av_file_open_unheld(path, &rfd), ==, 1);
+    g_assert_cmpint(rfd, ==, -1);
+    close(fd);
+    g_assert_cmpint(av_file_open_unheld(path, &rfd), ==, 0);
+    g_assert_cmpint(rfd, >=, 0);
+    close(rfd);
+
+    /* A writer that dies drops it. */
+    pid = fork();
+    g_assert_cmpint(pid, >=, 0);
+    if (pid == 0) {
+        int cfd = av_file_write_atomic_held(path, "{\"a\":1}", 7, 0600, NULL);
+
+        if (cfd < 0)
+            _exit(1);
+        raise(SIGSTOP);
+        _exit(0);
+    }
+    g_assert_cmpint(waitpid(pid, &status, WUNTRACED), ==, pid);
+    g_assert_true(WIFSTOPPED(status));
+    rfd = -1;
+    g_assert_cmpint(av_file_open_unheld(path, &rfd), ==, 1);
+    kill(pid, SIGKILL);
+    g_assert_cmpint(waitpid(pid, &status, 0), ==, pid);
+    g_assert_cmpint(av_file_open_unheld(path, &rfd), ==, 0);
+    close(rfd);
+
+    /* Not a regular file, or a link: refused. */
+    g_assert_cmpint(av_file_open_unheld(dir, &rfd), ==, -EINVAL);
+    g_assert_cmpint(symlink(path, link), ==, 0);
+    g_assert_cmpint(av_file_open_unheld(link, &rfd), ==, -ELOOP);
+    g_assert_cmpint(av_file_open_unheld("/nonexistent/marker.json", &rfd), ==, -ENOENT);
+    av_test_tmpdir_remove(dir);
+}
+
 static void
 test_append_line(void)
 {
@@ -536,6 +592,7 @@ main(int argc, char **argv)
 
     g_test_add_func("/file/write-atomic/replaces", test_write_atomic_replaces);
     g_test_add_func("/file/write-atomic/failure", test_write_atomic_failure);
+    g_test_add_func("/file/write-atomic/held", test_write_atomic_held);
     g_test_add_func("/file/append-line", test_append_line);
     g_test_add_func("/file/append-line/concurrent", test_append_concurrent);
     g_test_add_func("/file/ensure-dir", test_ensure_dir);

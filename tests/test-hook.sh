@@ -401,23 +401,28 @@ check "32 racing prepares: exactly 8 succeed, each GPU owned once, the others re
 world kill two-socket-8gpu
 mkdom "$W/vm1.xml" vm1 "$U1" 0000:ca:00.0
 mkdom "$W/vm2.xml" vm2 "$U2" 0000:ca:00.0
-# killed_at POINT XML NAME [OP SUB]: the hook's prepare (or OP SUB) of NAME
-# stops itself (SIGSTOP) at the test point POINT, holding the pool lock, and
-# is killed there (SIGKILL).
-killed_at() {
+# stopped_at POINT XML NAME [OP SUB]: the hook's prepare (or OP SUB) of NAME,
+# started in the background, stops itself (SIGSTOP) at the test point POINT
+# (holding the pool lock when POINT comes after it is taken); its PID in
+# STOPPED_PID, its stderr in $W/stopped.err.  killed_at: and it is killed
+# there (SIGKILL).
+stopped_at() {
     (
         export ACCELVIRT_ROOT="$W/host" ACCELVIRT_STATE_DIR="$W/state" ACCELVIRT_POLICY_DIR="$POL" \
                ACCELVIRT_WORKER="$ACCELVIRT_WORKER" ACCELVIRT_TEST_STOP="$1" ACCELVIRT_LOG_FILE="$W/log"
-        exec "$HOOK" "$3" "${4:-prepare}" "${5:-begin}" - <"$2" >/dev/null 2>&1
+        exec "$HOOK" "$3" "${4:-prepare}" "${5:-begin}" - <"$2" >/dev/null 2>"$W/stopped.err"
     ) &
-    pid=$!
+    STOPPED_PID=$!
     i=0
-    while [ "$(awk '{print $3}' /proc/$pid/stat 2>/dev/null)" != T ]; do
-        i=$((i + 1)); [ $i -lt 200 ] || { echo "the hook never stopped at $1"; kill -9 $pid; return 1; }
+    while [ "$(awk '{print $3}' /proc/$STOPPED_PID/stat 2>/dev/null)" != T ]; do
+        i=$((i + 1)); [ $i -lt 200 ] || { echo "the hook never stopped at $1"; kill -9 $STOPPED_PID; return 1; }
         sleep 0.05
     done
-    kill -9 $pid
-    wait $pid 2>/dev/null
+}
+killed_at() {
+    stopped_at "$@" || return 1
+    kill -9 $STOPPED_PID
+    wait $STOPPED_PID 2>/dev/null
     return 0
 }
 killed() {
@@ -512,7 +517,7 @@ mkdom "$W/vm1.xml" vm1 "$U1" 0000:65:00.0
 mkdom "$W/vm2.xml" vm2 "$U2" 0000:98:00.0
 hook "$W/vm1.xml" vm1 prepare begin - >/dev/null 2>&1
 check "a release killed after journalling the move to dirty, before saving the pool" \
-    eval "killed_at upkeep-journalled '$W/vm1.xml' vm1 release end && grep -q '\"to\": *\"dirty\"' '$W/state/journal.jsonl' && python3 -c \"import json; d=json.load(open('$W/state/pool.json')); assert [x['state'] for x in d['devices'] if x['address']=='0000:65:00.0'] == ['in-use']\""
+    eval "killed_at release-journalled '$W/vm1.xml' vm1 release end && grep -q '\"to\": *\"dirty\"' '$W/state/journal.jsonl' && python3 -c \"import json; d=json.load(open('$W/state/pool.json')); assert [x['state'] for x in d['devices'] if x['address']=='0000:65:00.0'] == ['in-use']\""
 check "  ... is carried out by the next call from its marker: scrubbed and free, the journal's chain intact" \
     eval "accepted '$W/vm2.xml' vm2 prepare begin - && wait_state 0000:65:00.0 free && verify"
 mkdom "$W/vm3.xml" vm3 "$U3" 0000:ca:00.0
@@ -521,6 +526,24 @@ check "a release killed before it took the lock (its marker written)" \
     eval "killed_at release-marked '$W/vm3.xml' vm3 release end && ls '$W/state/release-pending/'*.json >/dev/null"
 check "  ... is carried out by the next call too" \
     eval "accepted '$W/vm2.xml' vm2 release end - && wait_state 0000:ca:00.0 free"
+
+check "  ... and a release killed while it carried out another's marker, after journalling, is carried out by the next" \
+    eval "hook '$W/vm3.xml' vm3 prepare begin - >/dev/null 2>&1 && killed_at release-marked '$W/vm3.xml' vm3 release end && killed_at upkeep-journalled '$W/vm2.xml' vm2 prepare begin && python3 -c \"import json; d=json.load(open('$W/state/pool.json')); assert [x['state'] for x in d['devices'] if x['address']=='0000:ca:00.0'] == ['in-use']\" && accepted '$W/vm2.xml' vm2 prepare begin - && wait_state 0000:ca:00.0 free && [ -z \"\$(ls '$W/state/release-pending')\" ] && verify"
+
+# A release still in flight (its hook alive, waiting for the lock) is its
+# own: another call leaves its marker alone, and the hook does the release
+# itself, with no warning that it was "left for later".
+world relinflight two-socket-8gpu
+mkdom "$W/vm1.xml" vm1 "$U1" 0000:65:00.0
+mkdom "$W/vm2.xml" vm2 "$U2" 0000:98:00.0
+hook "$W/vm1.xml" vm1 prepare begin - >/dev/null 2>&1
+hook "$W/vm2.xml" vm2 prepare begin - >/dev/null 2>&1
+stopped_at release-marked "$W/vm1.xml" vm1 release end
+check "while vm1's release waits (its marker written), vm2's release leaves vm1's marker and device alone" \
+    eval "accepted '$W/vm2.xml' vm2 release end - && wait_state 0000:98:00.0 free && ls '$W/state/release-pending/'*.json >/dev/null && python3 -c \"import json; d=json.load(open('$W/state/pool.json')); assert [x['state'] for x in d['devices'] if x['address']=='0000:65:00.0'] == ['in-use']\""
+kill -CONT "$STOPPED_PID"; wait "$STOPPED_PID"; RC=$?
+check "  ... vm1's hook then releases its device itself (released_by hook), removes its marker, and logs no warning" \
+    eval "[ $RC -eq 0 ] && [ ! -s '$W/stopped.err' ] && wait_state 0000:65:00.0 free && [ -z \"\$(ls '$W/state/release-pending')\" ] && ! grep -q 'release-marker' '$W/state/journal.jsonl' && ! grep -qE '(warning|error): ' '$W/log' && verify"
 
 # set_since ADDRESS SECONDS: the pool says ADDRESS has been in its state since then.
 set_since() {

@@ -6,10 +6,12 @@
  * timed out, or the hook was killed between its journal entries and its
  * save.  libvirt calls "release end" once.  So:
  *   - the hook leaves a release marker in the state dir before it waits for
- *     the lock (release-pending/SHA256.json: the domain's UUID, when the
- *     XML gave one, and its name, which libvirt passes as argv[1]); every
- *     holder of the lock carries out the markers it finds, and removes them
- *     once the pool is saved;
+ *     the lock (release-pending/HASH-RANDOM.json: the domain's UUID, when
+ *     the XML gave one, and its name, which libvirt passes as argv[1]),
+ *     holds the marker's flock(2) lock while it lives, and removes the
+ *     marker once it has done the release itself; every holder of the pool's
+ *     lock carries out the markers whose writers are gone (the lock free),
+ *     and removes them once the pool is saved;
  *   - a device in use by a domain whose QEMU is gone (libvirt's pid file
  *     /run/libvirt/qemu/NAME.pid gone and no process holding the device's
  *     IOMMU group), for longer than a prepare takes to reach QEMU's start,
@@ -87,42 +89,74 @@ av_pool_marker_dir(const char *state_dir)
     return g_build_filename(state_dir, AV_POOL_RELEASE_DIR, NULL);
 }
 
+struct AvPoolReleaseMark {
+    int fd;        /* the marker's lock: held while its writer lives */
+    char *path;
+};
+
 /* See av-pool.h. */
-gboolean
+AvPoolReleaseMark *
 av_pool_release_mark(const char *state_dir, const char *domain_uuid, const char *domain_name, GError **error)
 {
     g_autofree char *dir = av_pool_marker_dir(state_dir);
     g_autofree char *key = g_strdup_printf("%s\n%s", domain_uuid ? domain_uuid : "", domain_name);
     g_autofree char *hash = g_compute_checksum_for_string(G_CHECKSUM_SHA256, key, -1);
-    g_autofree char *name = g_strdup_printf("%s.json", hash);
+    /* One marker per release: two never share a file, so that removing one
+     * never removes another. */
+    g_autofree char *name = g_strdup_printf("%.32s-%08x%08x.json", hash, g_random_int(), g_random_int());
     g_autofree char *path = g_build_filename(dir, name, NULL);
     g_autoptr(json_t) marker = json_object();
     g_autofree char *text = NULL;
+    AvPoolReleaseMark *mark;
+    int fd;
 
-    g_return_val_if_fail(domain_name, FALSE);
+    g_return_val_if_fail(domain_name, NULL);
     json_object_set_new(marker, "domain_uuid", av_json_string_or_null(domain_uuid));
     json_object_set_new(marker, "domain_name", json_string(domain_name));
     json_object_set_new(marker, "since", json_integer(av_pool_now()));
     text = av_json_dump_compact(marker);
     if (!av_file_ensure_dir(dir, 0700, error) ||
-        !av_file_write_atomic(path, text, strlen(text), 0600, error)) {
+        (fd = av_file_write_atomic_held(path, text, strlen(text), 0600, error)) < 0) {
         g_prefix_error(error, "cannot leave the release of domain '%s' for later: ", domain_name);
-        return FALSE;
+        return NULL;
     }
-    return TRUE;
+    mark = g_new0(AvPoolReleaseMark, 1);
+    mark->fd = fd;
+    mark->path = g_steal_pointer(&path);
+    return mark;
 }
 
-/* Reads the marker @path: its UUID (NULL when the XML gave none) and name.
- * FALSE when it is not a marker. */
+/* See av-pool.h. */
+void
+av_pool_release_mark_done(AvPoolReleaseMark *mark)
+{
+    if (mark)
+        unlink(mark->path);
+    av_pool_release_mark_free(mark);
+}
+
+/* See av-pool.h. */
+void
+av_pool_release_mark_free(AvPoolReleaseMark *mark)
+{
+    if (!mark)
+        return;
+    close(mark->fd);
+    g_free(mark->path);
+    g_free(mark);
+}
+
+/* Reads the marker open on @fd: its UUID (NULL when the XML gave none) and
+ * name.  FALSE when it is not a marker. */
 static gboolean
-av_pool_marker_read(const char *path, char **ret_uuid, char **ret_name)
+av_pool_marker_read(int fd, char **ret_uuid, char **ret_name)
 {
     g_autofree char *data = NULL;
     g_autoptr(json_t) marker = NULL;
     gsize len = 0;
     json_t *uuid, *name;
 
-    if (!g_file_get_contents(path, &data, &len, NULL) || len > AV_POOL_MARKER_MAX)
+    if (av_file_read_all(fd, &data, &len) < 0 || len > AV_POOL_MARKER_MAX)
         return FALSE;
     marker = json_loadb(data, len, JSON_REJECT_DUPLICATES, NULL);
     uuid = json_object_get(marker, "domain_uuid");
@@ -137,7 +171,9 @@ av_pool_marker_read(const char *path, char **ret_uuid, char **ret_name)
     return TRUE;
 }
 
-/* Carries out the release markers of the state dir (see above). */
+/* Carries out the release markers of the state dir (see above) whose
+ * writers are gone: a hook that still lives (it holds its marker's lock)
+ * is waiting for the pool's lock to do its release itself. */
 static gboolean
 av_pool_upkeep_markers(AvPool *pool, AvPoolUpkeep *upkeep, GError **error)
 {
@@ -150,10 +186,26 @@ av_pool_upkeep_markers(AvPool *pool, AvPoolUpkeep *upkeep, GError **error)
         g_autofree char *uuid = NULL;
         g_autofree char *name = NULL;
         g_autoptr(GPtrArray) released = g_ptr_array_new();
+        gboolean ok;
+        int fd = -1, r;
 
-        if (!g_str_has_suffix(entry, ".json"))
-            continue;    /* a temporary file of a writer, or not ours */
-        if (!av_pool_marker_read(path, &uuid, &name)) {
+        r = av_file_open_unheld(path, &fd);
+        if (r == 1)
+            continue;    /* its writer lives, and is still writing it or will carry it out */
+        if (!g_str_has_suffix(entry, ".json")) {
+            /* The temporary file of a writer that died before its marker
+             * was in place (the domain's devices are then released as the
+             * devices of a domain whose QEMU is gone), or not ours. */
+            if (r == 0 && strstr(entry, ".json.tmp."))
+                g_ptr_array_add(upkeep->markers, g_steal_pointer(&path));
+            if (fd >= 0)
+                close(fd);
+            continue;
+        }
+        ok = r == 0 && av_pool_marker_read(fd, &uuid, &name);
+        if (fd >= 0)
+            close(fd);
+        if (!ok) {
             g_ptr_array_add(upkeep->problems, g_strdup_printf("removed '%s', which is not a release marker", path));
             g_ptr_array_add(upkeep->markers, g_steal_pointer(&path));
             continue;

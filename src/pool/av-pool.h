@@ -458,13 +458,25 @@ gboolean av_pool_release_device(AvPool *pool, AvPoolDevice *dev, const char *rel
                                 GError **error);
 
 /* Leaves a release marker in @state_dir (its directory release-pending,
- * mode 0700; the marker written atomically), without the pool lock: the
- * hook does it before it waits for the lock, so that a release that cannot
- * be done now (a lock wait that times out, a hook killed) is done by the
- * next holder of the lock (av_pool_upkeep()).  @domain_uuid may be NULL
- * (the XML did not parse: released by @domain_name). */
-gboolean av_pool_release_mark(const char *state_dir, const char *domain_uuid, const char *domain_name,
-                              GError **error);
+ * mode 0700; the marker written atomically, one file per call), without
+ * the pool lock: the hook does it before it waits for the lock, so that a
+ * release that cannot be done now (a lock wait that times out, a hook
+ * killed) is done by the next holder of the lock (av_pool_upkeep()).  The
+ * marker's flock(2) lock is held until av_pool_release_mark_done() or
+ * av_pool_release_mark_free() (or the process's death): while it is held,
+ * other holders of the pool's lock leave the marker to its writer.
+ * @domain_uuid may be NULL (the XML did not parse: released by
+ * @domain_name).  NULL with @error when it cannot be written. */
+typedef struct AvPoolReleaseMark AvPoolReleaseMark;
+AvPoolReleaseMark *av_pool_release_mark(const char *state_dir, const char *domain_uuid, const char *domain_name,
+                                        GError **error);
+/* The release was done and the pool saved: removes the marker, frees
+ * @mark.  NULL is a no-op. */
+void av_pool_release_mark_done(AvPoolReleaseMark *mark);
+/* Drops the marker's lock and frees @mark, the marker left for the next
+ * holder of the pool's lock.  NULL is a no-op. */
+void av_pool_release_mark_free(AvPoolReleaseMark *mark);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(AvPoolReleaseMark, av_pool_release_mark_free)
 
 /* TRUE when the QEMU of the domain that owns @dev is gone: libvirt's state
  * dir /run/libvirt/qemu exists (under @root), its pid file NAME.pid does
@@ -489,7 +501,7 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(AvPoolUpkeep, av_pool_upkeep_free)
 
 /* What every holder of the pool's exclusive lock does first: undoes the
  * write-ahead records of prepares that died (av_pool_intents_undo()),
- * carries out the release markers of the state dir
+ * carries out the release markers of the state dir whose writers are gone
  * (av_pool_release_mark()), and releases the devices in use, for longer
  * than AV_POOL_DEAD_GRACE_S, by domains whose QEMU is gone
  * (av_pool_owner_is_gone()).  The caller saves the pool when it changed,
@@ -497,7 +509,8 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(AvPoolUpkeep, av_pool_upkeep_free)
  * cannot be written (the caller must not save).  Caller frees. */
 AvPoolUpkeep *av_pool_upkeep(AvPool *pool, const AvRoot *root, const AvKernelOps *ops, GError **error);
 
-/* After the pool is saved: removes the release markers carried out. */
+/* After the pool is saved: removes the release markers carried out (and
+ * the temporary files of writers that died). */
 void av_pool_upkeep_finish(AvPoolUpkeep *upkeep);
 
 /* Appends an entry to the journal of @pool: @event plus the members of

@@ -96,34 +96,89 @@ av_test_kill_point(void)
         av_test_kill_now();
 }
 
-gboolean
-av_file_write_atomic(const char *path, const char *data, gsize len, mode_t mode, GError **error)
+/* av_file_write_atomic(), and with @hold the file's flock(2) lock, taken
+ * before anything is written and kept: its descriptor is returned (a
+ * reader that gets the lock knows the writer is gone).  Returns the
+ * descriptor with @hold, 0 without, -1 with @error. */
+static int
+av_file_write_atomic_fd(const char *path, const char *data, gsize len, mode_t mode, gboolean hold, GError **error)
 {
     g_autofree char *tmp = g_strconcat(path, ".tmp.XXXXXX", NULL);
     int fd, r;
 
     fd = g_mkstemp_full(tmp, O_WRONLY | O_CLOEXEC, mode);
-    if (fd < 0)
-        return av_error_errno(error, -errno, "cannot create '%s'", tmp);
-    r = av_write_all(fd, data, len);
+    if (fd < 0) {
+        av_error_errno(error, -errno, "cannot create '%s'", tmp);
+        return -1;
+    }
+    r = hold && flock(fd, LOCK_EX | LOCK_NB) < 0 ? -errno : 0;
+    if (r == 0)
+        r = av_write_all(fd, data, len);
     if (r == 0 && fchmod(fd, mode) < 0)
         r = -errno;
     if (r == 0 && fsync(fd) < 0)
         r = -errno;
-    if (close(fd) < 0 && r == 0)
+    if (!hold && close(fd) < 0 && r == 0)
         r = -errno;
     av_test_kill_point();
     if (r == 0 && rename(tmp, path) < 0)
         r = -errno;
     if (r < 0) {
         unlink(tmp);
-        return av_error_errno(error, r, "cannot write '%s'", path);
+        if (hold)
+            close(fd);
+        av_error_errno(error, r, "cannot write '%s'", path);
+        return -1;
     }
     av_test_kill_point();
     r = av_fsync_dir_of(path);
-    if (r < 0)
-        return av_error_errno(error, r, "'%s' was replaced, but syncing its directory failed", path);
-    return TRUE;
+    if (r < 0) {
+        if (hold)
+            close(fd);
+        av_error_errno(error, r, "'%s' was replaced, but syncing its directory failed", path);
+        return -1;
+    }
+    return hold ? fd : 0;
+}
+
+gboolean
+av_file_write_atomic(const char *path, const char *data, gsize len, mode_t mode, GError **error)
+{
+    return av_file_write_atomic_fd(path, data, len, mode, FALSE, error) == 0;
+}
+
+int
+av_file_write_atomic_held(const char *path, const char *data, gsize len, mode_t mode, GError **error)
+{
+    return av_file_write_atomic_fd(path, data, len, mode, TRUE, error);
+}
+
+int
+av_file_open_unheld(const char *path, int *ret_fd)
+{
+    struct stat st;
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+
+    if (fd < 0)
+        return -errno;
+    if (fstat(fd, &st) < 0) {
+        int r = -errno;
+
+        close(fd);
+        return r;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        close(fd);
+        return -EINVAL;
+    }
+    if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+        int r = errno == EWOULDBLOCK ? 1 : -errno;
+
+        close(fd);
+        return r;
+    }
+    *ret_fd = fd;
+    return 0;
 }
 
 gboolean

@@ -20,6 +20,19 @@ G_BEGIN_DECLS
  * loss. */
 gboolean av_file_write_atomic(const char *path, const char *data, gsize len, mode_t mode, GError **error);
 
+/* av_file_write_atomic(), the new file locked (flock(2), exclusive) before
+ * a byte of it is written, the lock kept: returns its descriptor, which the
+ * caller closes to drop the lock (a process that dies drops it), or -1 with
+ * @error.  A reader learns whether the writer still holds it with
+ * av_file_open_unheld(); the temporary file is locked too. */
+int av_file_write_atomic_held(const char *path, const char *data, gsize len, mode_t mode, GError **error);
+
+/* Opens the regular file @path (no symbolic link followed) and takes its
+ * flock(2) lock without waiting.  Returns 0 with *ret_fd open and locked
+ * (caller closes), 1 when another holds the lock (nothing open), or -errno
+ * (-EINVAL: not a regular file). */
+int av_file_open_unheld(const char *path, int *ret_fd);
+
 /* Appends @line and a newline to @path (created with @mode) in one write(2) on
  * an O_APPEND descriptor, then fsyncs it.  @line must not contain a newline. */
 gboolean av_file_append_line(const char *path, const char *line, mode_t mode, GError **error);
