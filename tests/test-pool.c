@@ -2449,6 +2449,33 @@ test_load_scrub_token(void)
 #undef DOM
 }
 
+/* last_scrub: what the last certificate said, every member checked. */
+static void
+test_load_last_scrub(void)
+{
+    static const char *const dsn = "dsn:0000000000000000.f0";
+#define LS(cov) ", \"last_scrub\": {\"time\": 1795467932, \"result\": \"free\", \"coverage\": {" cov "}}"
+#define COV(c, r, m, f, v) "\"cleared\": " c ", \"read_back\": " r ", \"memory\": " m ", \"fraction\": " f \
+                           ", \"verified\": \"" v "\", \"text\": \"cleared\""
+
+    test_load_device_state("pci", dsn, "0000:17:00.0", "free", LS(COV("1024", "1024", "4096", "0.25", "full")), TRUE);
+    test_load_device_state("pci", dsn, "0000:17:00.0", "quarantined", LS(COV("0", "0", "null", "null", "none")), TRUE);
+    /* read back more than cleared; a share without the memory; above 1 */
+    test_load_device_state("pci", dsn, "0000:17:00.0", "free", LS(COV("1", "2", "null", "null", "full")), FALSE);
+    test_load_device_state("pci", dsn, "0000:17:00.0", "free", LS(COV("1", "1", "null", "0.5", "full")), FALSE);
+    test_load_device_state("pci", dsn, "0000:17:00.0", "free", LS(COV("1", "1", "2", "1.5", "full")), FALSE);
+    test_load_device_state("pci", dsn, "0000:17:00.0", "free", LS(COV("1", "1", "0", "null", "full")), FALSE);
+    test_load_device_state("pci", dsn, "0000:17:00.0", "free", LS(COV("1", "1", "null", "null", "all")), FALSE);
+    test_load_device_state("pci", dsn, "0000:17:00.0", "free", LS(COV("1", "1", "null", "null", "full") ", \"x\": 1"),
+                           FALSE);
+    test_load_device_state("pci", dsn, "0000:17:00.0", "free",
+                           ", \"last_scrub\": {\"time\": 1, \"result\": \"ok\", \"coverage\": {"
+                           COV("1", "1", "null", "null", "full") "}}", FALSE);
+    test_load_device_state("pci", dsn, "0000:17:00.0", "free", ", \"last_scrub\": null", FALSE);
+#undef COV
+#undef LS
+}
+
 /* A token is made for a scrub with its domain's UUID, matches only itself
  * with that UUID, is used once, survives a save and a spell of missing, and
  * goes with the next transition. */
@@ -2629,6 +2656,7 @@ main(int argc, char **argv)
     g_test_add_func("/pool/mdev/read-only", test_add_read_only);
     g_test_add_func("/pool/mdev/load", test_load_mdev);
     g_test_add_func("/pool/scrub-token/load", test_load_scrub_token);
+    g_test_add_func("/pool/last-scrub/load", test_load_last_scrub);
     g_test_add_func("/pool/scrub-token/life", test_scrub_token_life);
     g_test_add_func("/pool/mdev/reconcile", test_reconcile_keeps_mdev);
     return g_test_run();

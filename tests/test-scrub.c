@@ -18,6 +18,7 @@
 #include <libvirt/virterror.h>
 
 #include "av-test.h"
+#include "pci/av-pci.h"
 #include "policy/av-policy.h"
 #include "scrub/av-scrub.h"
 #include "util/av-error.h"
@@ -380,14 +381,15 @@ fixture_open(Fixture *f, const char *policy_json, gboolean bind)
 {
     g_autoptr(GError) err = NULL;
 
+    memset(f, 0, sizeof(*f));
     f->dir = av_test_host_copy("two-socket-8gpu");
     f->root = av_root_new(f->dir, &err);
     g_assert_no_error(err);
     f->ops = av_kernel_ops_for(f->root);
     g_assert_true(f->ops == &av_kernel_ops_fake);
     f->policy = av_policy_new();
-    g_assert_true(av_policy_add_data(f->policy, "test.json", policy_json, strlen(policy_json), &err));
-    g_assert_no_error(err);
+    if (!av_policy_add_data(f->policy, "test.json", policy_json, strlen(policy_json), &err))
+        g_error("%s", err->message);
     if (bind) {
         g_autofree char *orig = NULL;
 
@@ -515,10 +517,10 @@ test_method_default_bars(void)
     g_assert_cmpint(json_integer_value(json_object_get(json_array_get(bars, 0), "bar")), ==, 0);
     g_assert_cmpint(json_integer_value(json_object_get(json_array_get(bars, 0), "size")), ==, 1024 * 1024);
     g_assert_cmpstr(json_string_value(json_object_get(json_array_get(bars, 0), "method")), ==, "mmap");
-    g_assert_cmpint(json_integer_value(json_object_get(json_array_get(bars, 0), "verified_bytes")), ==,
+    g_assert_cmpint(json_integer_value(json_object_get(json_array_get(bars, 0), "read_back")), ==,
                     1024 * 1024);
     g_assert_cmpint(json_integer_value(json_object_get(json_array_get(bars, 1), "bar")), ==, 2);
-    g_assert_cmpint(json_integer_value(json_object_get(json_array_get(bars, 1), "verified_bytes")), ==,
+    g_assert_cmpint(json_integer_value(json_object_get(json_array_get(bars, 1), "read_back")), ==,
                     3 * 1024 * 1024 + 512);
 
     /* Progress in bytes of work: written plus read back, ending at the total. */
@@ -553,9 +555,9 @@ test_method_named_bars_sample(void)
     g_assert_cmpuint(json_array_size(json_object_get(step, "bars")), ==, 1);
     bar = json_array_get(json_object_get(step, "bars"), 0);
     g_assert_cmpint(json_integer_value(json_object_get(bar, "bar")), ==, 2);
-    g_assert_cmpint(json_integer_value(json_object_get(bar, "verified_bytes")), ==,
+    g_assert_cmpint(json_integer_value(json_object_get(bar, "read_back")), ==,
                     (json_int_t)av_scrub_zero_verify_bytes(size, AV_ZERO_VERIFY_SAMPLE));
-    g_assert_cmpint(json_integer_value(json_object_get(bar, "verified_bytes")), <, (json_int_t)size / 16);
+    g_assert_cmpint(json_integer_value(json_object_get(bar, "read_back")), <, (json_int_t)size / 16);
     fixture_close(&f);
 }
 
@@ -672,6 +674,338 @@ test_method_mdev_refused(void)
     g_assert_error(err, AV_ERROR, AV_ERROR_POLICY);
     g_assert_nonnull(strstr(err->message, "needs a whole PCI function"));
     fixture_close(&f);
+}
+
+/* --- coverage: what a scrub says it cleared ----------------------------------- */
+
+static void
+assert_driver(Fixture *f, const char *want)
+{
+    g_autofree char *driver = av_vfio_current_driver(f->root, A100);
+
+    g_assert_cmpstr(driver, ==, want);
+}
+
+#define POLICY_A100_WITH(fields, steps) \
+    "{\"profiles\": [{\"name\": \"gpu-a100\", \"match\": {\"vendor\": \"0x10de\", \"device\": \"0x20f1\"}," \
+    " \"attach\": \"vfio-pci\", " fields ", \"scrub\": " steps "}]}"
+
+/* The fake A100 made a card of another vendor, whose BARs map its memory. */
+static void
+set_vendor(Fixture *f, const char *vendor)
+{
+    g_autofree char *text = g_strconcat(vendor, "\n", NULL);
+
+    av_test_write(f->dir, A100_DIR "/vendor", text);
+}
+
+static json_t *
+step_coverage(json_t *report, guint step)
+{
+    return json_object_get(json_array_get(json_object_get(report, "steps"), step), "coverage");
+}
+
+/* A BAR of 1 MiB on a card whose profile says 8 MiB of memory: the
+ * certificate's coverage is 1/8, never "in full"; the register BAR is
+ * listed as skipped with its reason. */
+static void
+test_coverage_bar_smaller_than_memory(void)
+{
+    Fixture f;
+    AvScrubTarget target = { .identity = "pci-" A100, .address = A100, .iommu_group = 40 };
+    g_autoptr(json_t) report = NULL;
+    g_autoptr(GError) err = NULL;
+    json_t *cov, *step, *skipped;
+
+    fixture_open(&f, POLICY_A100_WITH("\"memory\": \"8MiB\"", "[{\"method\": \"vfio-zero\"}, {\"method\": \"reset\"}]"),
+                 TRUE);
+    set_vendor(&f, "0x1002");
+    make_bar(&f, 0, 1024 * 1024, 0xa5);
+    make_bar_flags(&f, 3, 4096, 0x3c, FLAGS_MEM_REGS);
+    g_assert_true(run(&f, &target, &report, &err));
+    g_assert_no_error(err);
+    step = json_array_get(json_object_get(report, "steps"), 0);
+    cov = step_coverage(report, 0);
+    g_assert_cmpint(json_integer_value(json_object_get(cov, "cleared")), ==, 1024 * 1024);
+    g_assert_cmpint(json_integer_value(json_object_get(cov, "read_back")), ==, 1024 * 1024);
+    g_assert_cmpint(json_integer_value(json_object_get(cov, "memory")), ==, 8 * 1024 * 1024);
+    g_assert_cmpstr(json_string_value(json_object_get(cov, "memory_source")), ==, "profile");
+    g_assert_cmpstr(json_string_value(json_object_get(cov, "source")), ==, "measured");
+    skipped = json_object_get(step, "skipped");
+    g_assert_cmpuint(json_array_size(skipped), ==, 1);
+    g_assert_cmpint(json_integer_value(json_object_get(json_array_get(skipped, 0), "bar")), ==, 3);
+    g_assert_cmpint(json_integer_value(json_object_get(json_array_get(skipped, 0), "size")), ==, 4096);
+    g_assert_nonnull(strstr(json_string_value(json_object_get(json_array_get(skipped, 0), "reason")),
+                            "not prefetchable"));
+    g_assert_true(json_is_true(json_object_get(json_array_get(json_object_get(step, "bars"), 0), "prefetchable")));
+    g_assert_cmpint(json_integer_value(json_object_get(json_array_get(json_object_get(step, "bars"), 0), "written")),
+                    ==, 1024 * 1024);
+
+    cov = json_object_get(report, "coverage");
+    g_assert_cmpfloat_with_epsilon(json_real_value(json_object_get(cov, "fraction")), 0.125, 1e-9);
+    g_assert_cmpstr(json_string_value(json_object_get(cov, "verified")), ==, "full");
+    g_assert_cmpint(json_integer_value(json_object_get(cov, "step")), ==, 1);
+    g_assert_cmpstr(json_string_value(json_object_get(cov, "text")), ==,
+                    "cleared 1 MiB of 8 MiB of device memory (12.5%), read back in full");
+    g_assert_nonnull(strstr(json_string_value(json_object_get(step, "message")),
+                            "cleared 1 MiB of 8 MiB of device memory (12.5%)"));
+    fixture_close(&f);
+}
+
+/* Verify "sample" reads back part of what was written: the coverage says
+ * how much, and "partial", never "in full". */
+static void
+test_coverage_partial_read_back(void)
+{
+    Fixture f;
+    AvScrubTarget target = { .identity = "pci-" A100, .address = A100, .iommu_group = 40 };
+    g_autoptr(json_t) report = NULL;
+    g_autoptr(GError) err = NULL;
+    json_t *cov;
+    const char *text;
+
+    fixture_open(&f, POLICY_A100("[{\"method\": \"vfio-zero\", \"verify\": \"sample\"}]"), TRUE);
+    set_vendor(&f, "0x1002");
+    make_bar(&f, 2, 4 * 1024 * 1024, 0x5a);
+    g_assert_true(run(&f, &target, &report, &err));
+    cov = json_object_get(report, "coverage");
+    g_assert_cmpstr(json_string_value(json_object_get(cov, "verified")), ==, "partial");
+    g_assert_true(json_is_null(json_object_get(cov, "memory")));
+    g_assert_true(json_is_null(json_object_get(cov, "fraction")));
+    g_assert_cmpint(json_integer_value(json_object_get(cov, "read_back")), ==,
+                    (json_int_t)av_scrub_zero_verify_bytes(4 * 1024 * 1024, AV_ZERO_VERIFY_SAMPLE));
+    text = json_string_value(json_object_get(cov, "text"));
+    g_assert_true(g_str_has_prefix(text, "cleared 4 MiB of device memory of unknown size, "));
+    g_assert_nonnull(strstr(text, "of it read back"));
+    g_assert_null(strstr(text, "in full"));
+    fixture_close(&f);
+}
+
+/* min_coverage: a scrub whose steps passed but cleared less fails, with
+ * the numbers; unknown memory is below any share. */
+static void
+test_coverage_min(void)
+{
+    Fixture f;
+    AvScrubTarget target = { .identity = "pci-" A100, .address = A100, .iommu_group = 40 };
+    g_autoptr(json_t) report = NULL;
+    g_autoptr(GError) err = NULL;
+
+    fixture_open(&f, POLICY_A100_WITH("\"memory\": 4194304, \"min_coverage\": 1.0", "[{\"method\": \"vfio-zero\"}]"),
+                 TRUE);
+    set_vendor(&f, "0x1002");
+    make_bar(&f, 0, 1024 * 1024, 0xa5);
+    g_assert_false(run(&f, &target, &report, &err));
+    g_assert_error(err, AV_ERROR, AV_ERROR_FAILED);
+    g_assert_cmpstr(err->message, ==, "the scrub cleared less than profile 'gpu-a100' requires (min_coverage 1): "
+                                      "cleared 1 MiB of 4 MiB of device memory (25.0%), read back in full");
+    g_assert_true(json_is_true(json_object_get(json_array_get(json_object_get(report, "steps"), 0), "ok")));
+    assert_bar(&f, 0, 1024 * 1024, 0);
+    fixture_close(&f);
+    g_clear_error(&err);
+    g_clear_pointer(&report, json_decref);
+
+    /* NVIDIA: BAR1 writes count for nothing, whatever the BAR's size */
+    fixture_open(&f, POLICY_A100_WITH("\"memory\": 1048576, \"min_coverage\": 0.5", "[{\"method\": \"vfio-zero\"}]"),
+                 TRUE);
+    make_bar(&f, 1, 1024 * 1024, 0xa5);
+    g_assert_false(run(&f, &target, &report, &err));
+    g_assert_nonnull(strstr(err->message, "cleared 0 bytes of 1 MiB of device memory (0%) (NVIDIA GPUs map BAR1 "
+                                          "through the GPU's own MMU"));
+    g_assert_cmpint(json_integer_value(json_object_get(json_array_get(json_object_get(report, "steps"), 0), "bytes")),
+                    ==, 1024 * 1024);
+    fixture_close(&f);
+    g_clear_error(&err);
+}
+
+/* "resize": a BAR with the Resizable BAR capability grows to cover the
+ * device's memory for the scrub, unbound meanwhile, then goes back. */
+static void
+test_coverage_resize(void)
+{
+    Fixture f;
+    AvScrubTarget target = { .identity = "pci-" A100, .address = A100, .iommu_group = 40 };
+    g_autoptr(json_t) report = NULL;
+    g_autoptr(GError) err = NULL;
+    g_autofree char *writes = NULL;
+    g_autofree char *writes_path = NULL;
+    g_autofree char *resource = NULL;
+    g_autofree char *res_path = NULL;
+    g_autofree char *resource_before = NULL;
+    json_t *cov, *resized;
+
+    fixture_open(&f, POLICY_A100("[{\"method\": \"vfio-zero\", \"resize\": true}]"), TRUE);
+    set_vendor(&f, "0x1002");
+    make_bar(&f, 0, 1024 * 1024, 0xa5);
+    /* 1, 2 and 4 MiB offered: no profile memory, so the device's is 4 MiB */
+    av_test_write(f.dir, A100_DIR "/resource0_resize", "0000000000000007\n");
+    res_path = g_strdup_printf("%s/" A100_DIR "/resource", f.dir);
+    g_assert_true(g_file_get_contents(res_path, &resource_before, NULL, NULL));
+    g_assert_true(run(&f, &target, &report, &err));
+    g_assert_no_error(err);
+    resized = json_object_get(json_array_get(json_object_get(report, "steps"), 0), "resized");
+    g_assert_cmpuint(json_array_size(resized), ==, 1);
+    g_assert_cmpint(json_integer_value(json_object_get(json_array_get(resized, 0), "from")), ==, 1024 * 1024);
+    g_assert_cmpint(json_integer_value(json_object_get(json_array_get(resized, 0), "to")), ==, 4 * 1024 * 1024);
+    cov = json_object_get(report, "coverage");
+    g_assert_cmpint(json_integer_value(json_object_get(cov, "cleared")), ==, 4 * 1024 * 1024);
+    g_assert_cmpstr(json_string_value(json_object_get(cov, "memory_source")), ==, "resizable-bar");
+    g_assert_cmpfloat_with_epsilon(json_real_value(json_object_get(cov, "fraction")), 1.0, 1e-9);
+    /* back to 1 MiB, on vfio-pci, its resource line as before */
+    assert_bar(&f, 0, 1024 * 1024, 0);
+    g_assert_true(g_file_get_contents(res_path, &resource, NULL, NULL));
+    g_assert_true(g_str_has_prefix(resource, "0x00000000e0000000 0x00000000e00fffff 0x000000000014220c\n"));
+    g_assert_cmpstr(strchr(resource, '\n'), ==, strchr(resource_before, '\n'));
+    assert_driver(&f, "vfio-pci");
+    writes_path = g_strdup_printf("%s/sys/" AV_KERNEL_FAKE_WRITES, f.dir);
+    g_assert_true(g_file_get_contents(writes_path, &writes, NULL, NULL));
+    g_assert_nonnull(strstr(writes, "/sys/bus/pci/drivers/vfio-pci/unbind " A100 "\n"
+                                    "/sys/bus/pci/devices/" A100 "/resource0_resize 2\n"
+                                    "/sys/bus/pci/drivers_probe " A100 "\n"));
+    g_assert_nonnull(strstr(writes, "/sys/bus/pci/devices/" A100 "/resource0_resize 0\n"));
+    fixture_close(&f);
+    g_clear_pointer(&report, json_decref);
+
+    /* a profile's memory picks the smallest size that covers it */
+    fixture_open(&f, POLICY_A100_WITH("\"memory\": \"3MiB\", \"min_coverage\": 1",
+                                      "[{\"method\": \"vfio-zero\", \"resize\": true}]"), TRUE);
+    set_vendor(&f, "0x1002");
+    make_bar(&f, 0, 1024 * 1024, 0xa5);
+    av_test_write(f.dir, A100_DIR "/resource0_resize", "000000000000000f\n");
+    g_assert_true(run(&f, &target, &report, &err));
+    g_assert_no_error(err);
+    resized = json_object_get(json_array_get(json_object_get(report, "steps"), 0), "resized");
+    g_assert_cmpint(json_integer_value(json_object_get(json_array_get(resized, 0), "to")), ==, 4 * 1024 * 1024);
+    g_assert_cmpstr(json_string_value(json_object_get(json_object_get(report, "coverage"), "text")), ==,
+                    "cleared 4 MiB of 3 MiB of device memory (100%), read back in full");
+    fixture_close(&f);
+    g_clear_pointer(&report, json_decref);
+
+    /* the kernel refuses (no room in the bridge's window): the step fails,
+     * nothing was zeroed, the device is on vfio-pci at its old size */
+    fixture_open(&f, POLICY_A100("[{\"method\": \"vfio-zero\", \"resize\": true}]"), TRUE);
+    set_vendor(&f, "0x1002");
+    make_bar(&f, 0, 1024 * 1024, 0xa5);
+    av_test_write(f.dir, A100_DIR "/resource0_resize", "0000000000000007\n");
+    av_test_write(f.dir, "sys/.accelvirt-fake-kernel", "fail /sys/bus/pci/devices/" A100 "/resource0_resize 28\n");
+    g_assert_false(run(&f, &target, &report, &err));
+    g_assert_nonnull(strstr(err->message, "the kernel refused to resize BAR 0 of '" A100 "' to 4 MiB"));
+    g_assert_nonnull(strstr(err->message, "the bridge above it has no room"));
+    assert_bar(&f, 0, 1024 * 1024, 0xa5);
+    assert_driver(&f, "vfio-pci");
+    fixture_close(&f);
+    g_clear_error(&err);
+}
+
+/* The fake kernel's resourceN_resize, as the ABI says: no driver bound,
+ * and only a size the bitmap offers. */
+static void
+test_fake_resize_abi(void)
+{
+    Fixture f;
+    g_autoptr(GError) err = NULL;
+    guint64 bitmap = 0;
+
+    fixture_open(&f, POLICY_A100("[{\"method\": \"none\"}]"), TRUE);
+    make_bar(&f, 0, 1024 * 1024, 0xa5);
+    g_assert_cmpint(av_pci_read_rebar_sizes(f.root, A100, 0, &bitmap), ==, -ENOENT);
+    av_test_write(f.dir, A100_DIR "/resource0_resize", "00000000000001c0\n");
+    g_assert_cmpint(av_pci_read_rebar_sizes(f.root, A100, 0, &bitmap), ==, 0);
+    g_assert_cmpuint(bitmap, ==, 0x1c0);
+    /* bound to vfio-pci: busy */
+    g_assert_cmpint(f.ops->write(f.root, "/sys/bus/pci/devices/" A100 "/resource0_resize", "7"), ==, -EBUSY);
+    /* a size not offered */
+    g_assert_false(av_vfio_resize_bar(f.root, f.ops, A100, 0, 3, &err));
+    g_assert_nonnull(strstr(err->message, "Invalid argument"));
+    g_clear_error(&err);
+    g_assert_true(av_vfio_resize_bar(f.root, f.ops, A100, 0, 7, &err));
+    g_assert_no_error(err);
+    {
+        g_autofree char *path = g_strdup_printf("%s/" A100_DIR "/resource0", f.dir);
+        struct stat st;
+
+        /* the window grew; what the device holds stays */
+        g_assert_cmpint(stat(path, &st), ==, 0);
+        g_assert_cmpint(st.st_size, ==, 128 * 1024 * 1024);
+    }
+    assert_driver(&f, "vfio-pci");
+    /* garbage in the file is no bitmap */
+    av_test_write(f.dir, A100_DIR "/resource0_resize", "zz\n");
+    g_assert_cmpint(av_pci_read_rebar_sizes(f.root, A100, 0, &bitmap), ==, -EINVAL);
+    av_test_write(f.dir, A100_DIR "/resource0_resize", "0000000000000000\n");
+    g_assert_cmpint(av_pci_read_rebar_sizes(f.root, A100, 0, &bitmap), ==, -EINVAL);
+    fixture_close(&f);
+}
+
+/* Coverage lines of a scrub program: this device's, or any device's when
+ * the line names none; malformed ones are ignored. */
+static void
+test_coverage_parse(void)
+{
+    g_autoptr(json_t) a = NULL;
+    g_autoptr(json_t) b = NULL;
+    g_autoptr(json_t) c = NULL;
+    g_autoptr(json_t) d = NULL;
+
+    a = av_scrub_coverage_parse("gpu 0: ok\n"
+                                "accelvirt-coverage: device=0000:17:00.0 method=cuda cleared=1000 memory=2000 "
+                                "verified=yes gbps=1.0\n"
+                                "accelvirt-coverage: device=0000:65:00.0 method=cuda cleared=5 memory=5 verified=yes\n",
+                                A100);
+    g_assert_cmpint(json_integer_value(json_object_get(a, "cleared")), ==, 1000);
+    g_assert_cmpint(json_integer_value(json_object_get(a, "read_back")), ==, 1000);
+    g_assert_cmpint(json_integer_value(json_object_get(a, "memory")), ==, 2000);
+    g_assert_cmpstr(json_string_value(json_object_get(a, "source")), ==, "reported");
+    /* a scrub VM's console: guest addresses, all counted; one not verified */
+    b = av_scrub_coverage_parse("[    1.2] accelvirt-coverage: device=0000:01:00.0 method=bars cleared=10 "
+                                "memory=unknown verified=yes\r\n"
+                                "accelvirt-coverage: device=0000:02:00.0 method=bars cleared=20 memory=unknown "
+                                "verified=no\n", NULL);
+    g_assert_cmpint(json_integer_value(json_object_get(b, "cleared")), ==, 30);
+    g_assert_cmpint(json_integer_value(json_object_get(b, "read_back")), ==, 0);
+    g_assert_true(json_is_null(json_object_get(b, "memory")));
+    c = av_scrub_coverage_parse("accelvirt-coverage: cleared=-1 memory=5 verified=yes\n"
+                                "accelvirt-coverage: cleared=1 memory=0 verified=yes\n"
+                                "accelvirt-coverage: cleared=1 memory=5 verified=maybe\n"
+                                "accelvirt-coverage: cleared=99999999999999999999 memory=5 verified=yes\n"
+                                "accelvirt-coverage: cleared=0x10 memory=5 verified=yes\n"
+                                "accelvirt-coverage: memory=5 verified=yes\n", NULL);
+    g_assert_null(c);
+    d = av_scrub_coverage_parse("accelvirt-coverage: device=0000:65:00.0 cleared=5 memory=5 verified=yes\n", A100);
+    g_assert_null(d);
+}
+
+/* A command step's program says what it cleared; the profile's memory
+ * reaches it in ACCELVIRT_SCRUB_MEMORY. */
+static void
+test_coverage_command(void)
+{
+    Fixture f;
+    AvScrubTarget target = { .identity = "pci-" A100, .address = A100, .iommu_group = 40 };
+    g_autofree char *tmp = av_test_tmpdir();
+    g_autofree char *bin = g_build_filename(tmp, "bin", NULL);
+    g_autofree char *prog = g_build_filename(bin, "clear", NULL);
+    g_autofree char *steps = g_strdup_printf("[{\"method\": \"command\", \"argv\": [\"%s\"]}]", prog);
+    g_autofree char *policy = g_strdup_printf(POLICY_A100_WITH("\"memory\": \"2GiB\", \"min_coverage\": 1", "%s"),
+                                              steps);
+    g_autoptr(GError) err = NULL;
+    g_autoptr(json_t) report = NULL;
+    json_t *cov;
+
+    av_test_write(bin, "clear", "#!/bin/sh\necho \"accelvirt-coverage: device=$1 method=test "
+                                "cleared=$ACCELVIRT_SCRUB_MEMORY memory=$ACCELVIRT_SCRUB_MEMORY verified=no\"\n");
+    g_assert_cmpint(chmod(bin, 0755), ==, 0);
+    g_assert_cmpint(chmod(prog, 0755), ==, 0);
+    fixture_open(&f, policy, FALSE);
+    g_assert_true(run(&f, &target, &report, &err));
+    g_assert_no_error(err);
+    cov = json_object_get(report, "coverage");
+    g_assert_cmpint(json_integer_value(json_object_get(cov, "cleared")), ==, 2ll << 30);
+    g_assert_cmpstr(json_string_value(json_object_get(cov, "verified")), ==, "none");
+    g_assert_cmpstr(json_string_value(json_object_get(cov, "text")), ==,
+                    "cleared 2 GiB of 2 GiB of device memory (100%), not read back");
+    fixture_close(&f);
+    av_test_tmpdir_remove(tmp);
 }
 
 /* --- files that steps run or read, checked again right before use ------------- */
@@ -1249,6 +1583,13 @@ main(int argc, char **argv)
     g_test_add_func("/scrub/vfio-zero/not-vfio", test_method_not_vfio);
     g_test_add_func("/scrub/vfio-zero/group-busy", test_method_group_busy);
     g_test_add_func("/scrub/vfio-zero/mdev-refused", test_method_mdev_refused);
+    g_test_add_func("/scrub/coverage/bar-smaller-than-memory", test_coverage_bar_smaller_than_memory);
+    g_test_add_func("/scrub/coverage/partial-read-back", test_coverage_partial_read_back);
+    g_test_add_func("/scrub/coverage/min", test_coverage_min);
+    g_test_add_func("/scrub/coverage/resize", test_coverage_resize);
+    g_test_add_func("/scrub/coverage/fake-resize-abi", test_fake_resize_abi);
+    g_test_add_func("/scrub/coverage/parse", test_coverage_parse);
+    g_test_add_func("/scrub/coverage/command", test_coverage_command);
     g_test_add_func("/scrub/command/checked-at-run", test_command_checked_at_run);
     g_test_add_func("/scrub/vm/template-checked-at-run", test_vm_template_checked_at_run);
     g_test_add_func("/scrub/vm/pass", test_vm_pass);

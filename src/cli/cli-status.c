@@ -57,6 +57,13 @@ av_status_print_table(const AvPool *pool, gboolean synced)
             printf("    reason: %s\n", d->reason);
         if (d->identity_problem && g_strcmp0(d->identity_problem, d->reason) != 0)
             printf("    identity problem (quarantined when its scrub ends): %s\n", d->identity_problem);
+        if (d->last_scrub) {
+            json_t *cov = json_object_get(d->last_scrub, "coverage");
+            g_autofree char *when = av_time_str(json_integer_value(json_object_get(d->last_scrub, "time")));
+
+            printf("    last scrub: %s, %s: %s\n", when, json_string_value(json_object_get(d->last_scrub, "result")),
+                   json_string_value(json_object_get(cov, "text")));
+        }
     }
     if (!synced)
         printf("\n(as recorded; not compared with the host: --no-sync)\n");

@@ -349,6 +349,34 @@ av_pci_config_find_dsn(const guint8 *config, gsize len, guint64 *ret_dsn)
     return FALSE;
 }
 
+/* See av-pci.h. */
+int
+av_pci_read_rebar_sizes(const AvRoot *root, const char *address, guint bar, guint64 *ret_bitmap)
+{
+    g_autofree char *path = NULL;
+    g_autofree char *value = NULL;
+    const char *hex;
+    guint64 bitmap;
+    int r;
+
+    if (bar > 5 || !av_pci_address_is_valid(address))
+        return -EINVAL;
+    path = av_sys_path("bus/pci/devices/%s/resource%u_resize", address, bar);
+    r = av_root_read_attr(root, path, &value);
+    if (r < 0)
+        return r;
+    /* The kernel prints "%016llx"; a 0x prefix is accepted too. */
+    hex = g_str_has_prefix(value, "0x") ? value + 2 : value;
+    if (!*hex || strlen(hex) > 16 || !g_ascii_string_to_unsigned(hex, 16, 0, G_MAXUINT64, &bitmap, NULL))
+        return -EINVAL;
+    /* Sizes past 2^63 bytes cannot be held, nor exist. */
+    bitmap &= ((guint64)1 << (AV_PCI_REBAR_BIT_MAX + 1)) - 1;
+    if (bitmap == 0)
+        return -EINVAL;
+    *ret_bitmap = bitmap;
+    return 0;
+}
+
 /* --- scanning --- */
 
 /* What a host scan reads once and every device needs. */

@@ -213,4 +213,18 @@ gboolean av_cpulist_parse(const char *cpulist, GArray **ret_cpus, GError **error
  * and never outside @len. */
 gboolean av_pci_config_find_dsn(const guint8 *config, gsize len, guint64 *ret_dsn);
 
+/* The sizes BAR @bar (0-5) of the PCI function @address may be resized to,
+ * as the kernel offers them in resourceN_resize
+ * (Documentation/ABI/testing/sysfs-bus-pci): a bitmap where bit B set means
+ * 2^(B + 20) bytes (bit 0: 1 MiB) is supported.  The file exists only for
+ * the BARs of a device with the PCIe Resizable BAR capability, on kernels
+ * that offer the interface.  Returns 0 and the bitmap (never 0), -ENOENT
+ * when the BAR is not resizable (or the kernel has no such file), -EINVAL
+ * when the file does not hold a non-zero hex bitmap, another -errno. */
+#define AV_PCI_REBAR_BIT_MAX 43  /* 2^63 bytes: the largest size a guint64 holds */
+int av_pci_read_rebar_sizes(const AvRoot *root, const char *address, guint bar, guint64 *ret_bitmap);
+
+/* The size in bytes of the Resizable BAR bit @bit (2^(bit + 20)). */
+#define AV_PCI_REBAR_SIZE(bit) ((guint64)1 << ((bit) + 20))
+
 G_END_DECLS

@@ -408,6 +408,39 @@ av_journal_read_file(const char *path, char **ret_data, gsize *ret_len, GError *
     return 0;
 }
 
+/* See av-pool.h. */
+gboolean
+av_journal_read(const char *state_dir, GPtrArray **ret_entries, GError **error)
+{
+    g_autofree char *path = g_build_filename(state_dir, AV_POOL_JOURNAL_FILE, NULL);
+    g_autoptr(GPtrArray) entries = g_ptr_array_new_with_free_func((GDestroyNotify)json_decref);
+    g_autofree char *data = NULL;
+    g_auto(GStrv) lines = NULL;
+    gsize len = 0;
+    int r;
+
+    r = av_journal_read_file(path, &data, &len, error);
+    if (r < 0 && r != -ENOENT)
+        return FALSE;
+    if (r == 0) {
+        if (memchr(data, '\0', len)) {
+            g_set_error(error, AV_ERROR, AV_ERROR_CORRUPT_STATE,
+                        "the journal '%s' holds a NUL byte; 'accelvirt journal verify' says where", path);
+            return FALSE;
+        }
+        lines = av_journal_split(data);
+        for (guint i = 0; lines[i]; i++) {
+            json_t *entry = NULL;
+            guint64 seq;
+
+            if (lines[i][0] && av_journal_parse_line(lines[i], strlen(lines[i]), &entry, &seq))
+                g_ptr_array_add(entries, entry);
+        }
+    }
+    *ret_entries = g_steal_pointer(&entries);
+    return TRUE;
+}
+
 /* See av-pool.h.  A missing journal has 0 entries.  *ret_entries (may be
  * NULL) gets the number of whole entries ("torn-line" ones included).
  * Errors are AV_ERROR_CORRUPT_STATE naming the line, or AV_ERROR_IO. */

@@ -471,6 +471,8 @@ av_pool_journal_certificate(AvPool *pool, const char *identity, const char *addr
 {
     g_autoptr(json_t) fields = extra ? json_deep_copy(extra) : json_object();
     json_t *steps = report ? json_object_get(report, "steps") : NULL;
+    json_t *coverage;
+    AvPoolDevice *dev;
     json_int_t bytes = 0;
     double seconds = 0;
     size_t i;
@@ -497,7 +499,32 @@ av_pool_journal_certificate(AvPool *pool, const char *identity, const char *addr
     json_object_set_new(fields, "ok", json_boolean(reason == NULL));
     json_object_set_new(fields, "result", json_string(result));
     json_object_set_new(fields, "reason", av_json_string_or_null(reason));
-    return av_pool_journal_append(pool, "scrub-certificate", fields, error);
+    coverage = report ? json_object_get(report, "coverage") : NULL;
+    json_object_set_new(fields, "coverage", json_is_object(coverage) ? json_deep_copy(coverage) : json_null());
+    if (!av_pool_journal_append(pool, "scrub-certificate", fields, error))
+        return FALSE;
+    dev = av_pool_find(pool, identity);
+    if (dev) {
+        static const char *const kept[] = { "cleared", "read_back", "memory", "fraction", "verified", "text" };
+        json_t *cov = json_object();
+
+        for (gsize k = 0; k < G_N_ELEMENTS(kept); k++) {
+            json_t *v = json_is_object(coverage) ? json_object_get(coverage, kept[k]) : NULL;
+
+            json_object_set(cov, kept[k], v ? v : json_null());
+        }
+        if (!json_is_object(coverage)) {
+            json_object_set_new(cov, "cleared", json_integer(0));
+            json_object_set_new(cov, "read_back", json_integer(0));
+            json_object_set_new(cov, "verified", json_string("none"));
+            json_object_set_new(cov, "text", json_string("no scrub step ran"));
+        }
+        if (dev->last_scrub)
+            json_decref(dev->last_scrub);
+        dev->last_scrub = json_pack("{s:I, s:s, s:o}", "time", (json_int_t)(g_get_real_time() / G_USEC_PER_SEC),
+                                    "result", g_str_equal(result, "free") ? "free" : "quarantined", "coverage", cov);
+    }
+    return TRUE;
 }
 
 /* Claims whose expiry has passed go back to free ("claim-expired"): a domain

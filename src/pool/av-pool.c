@@ -261,6 +261,8 @@ av_pool_device_free(AvPoolDevice *dev)
     g_free(dev->scrub_token);
     g_free(dev->scrub_domain);
     g_free(dev->identity_problem);
+    if (dev->last_scrub)
+        json_decref(dev->last_scrub);
     if (dev->companions)
         g_ptr_array_unref(dev->companions);
     g_free(dev);
@@ -317,6 +319,8 @@ av_pool_device_to_json(const AvPoolDevice *dev)
         json_object_set_new(obj, "scrub_domain", json_string(dev->scrub_domain));
     if (dev->identity_problem)
         json_object_set_new(obj, "identity_problem", json_string(dev->identity_problem));
+    if (dev->last_scrub)
+        json_object_set(obj, "last_scrub", dev->last_scrub);
     return obj;
 }
 
@@ -584,6 +588,60 @@ av_pool_load_scrub(const AvPoolLoad *ld, json_t *obj, const char *jpath, AvPoolD
     return TRUE;
 }
 
+/* The optional "last_scrub" (AvPoolDevice): {"time", "result", "coverage":
+ * {"cleared", "read_back", "memory", "fraction", "verified", "text"}},
+ * every member checked, nothing else. */
+static gboolean
+av_pool_load_last_scrub(const AvPoolLoad *ld, json_t *obj, const char *jpath, AvPoolDevice *dev, GError **error)
+{
+    static const char *const keys[] = { "time", "result", "coverage", NULL };
+    static const char *const cov_keys[] = { "cleared", "read_back", "memory", "fraction", "verified", "text", NULL };
+    json_t *v = json_object_get(obj, "last_scrub");
+    g_autofree char *sub = g_strdup_printf("%s/last_scrub", jpath);
+    g_autofree char *csub = g_strdup_printf("%s/last_scrub/coverage", jpath);
+    g_autofree char *s = NULL;
+    json_t *cov, *memory, *fraction, *verified, *text;
+    gint64 n, cleared;
+
+    if (!v)
+        return TRUE;
+    if (!json_is_object(v))
+        return av_pool_load_fail(ld, error, sub, "expected an object");
+    if (!av_pool_load_keys(ld, v, sub, keys, error) ||
+        !av_pool_load_int(ld, v, sub, "time", 0, G_MAXINT64, &n, error) ||
+        !av_pool_load_string(ld, v, sub, "result", FALSE, &s, error))
+        return FALSE;
+    if (!g_str_equal(s, "free") && !g_str_equal(s, "quarantined"))
+        return av_pool_load_fail(ld, error, sub, "'result' must be free or quarantined");
+    cov = json_object_get(v, "coverage");
+    if (!json_is_object(cov))
+        return av_pool_load_fail(ld, error, csub, "expected an object");
+    if (!av_pool_load_keys(ld, cov, csub, cov_keys, error) ||
+        !av_pool_load_int(ld, cov, csub, "cleared", 0, G_MAXINT64, &cleared, error) ||
+        !av_pool_load_int(ld, cov, csub, "read_back", 0, cleared, &n, error))
+        return FALSE;
+    memory = json_object_get(cov, "memory");
+    fraction = json_object_get(cov, "fraction");
+    verified = json_object_get(cov, "verified");
+    text = json_object_get(cov, "text");
+    if (!json_is_null(memory) && !(json_is_integer(memory) && json_integer_value(memory) > 0))
+        return av_pool_load_fail(ld, error, csub, "'memory' must be a byte count above 0 or null");
+    if (!(json_is_null(fraction) ? json_is_null(memory)
+                                 : json_is_number(fraction) && !json_is_null(memory) &&
+                                   json_number_value(fraction) >= 0 && json_number_value(fraction) <= 1))
+        return av_pool_load_fail(ld, error, csub, "'fraction' must be a share from 0 to 1 with the memory, or null "
+                                 "without");
+    if (!json_is_string(verified) || (!g_str_equal(json_string_value(verified), "full") &&
+                                      !g_str_equal(json_string_value(verified), "partial") &&
+                                      !g_str_equal(json_string_value(verified), "none")))
+        return av_pool_load_fail(ld, error, csub, "'verified' must be full, partial or none");
+    if (!json_is_string(text) || json_string_length(text) > 4096 ||
+        strlen(json_string_value(text)) != json_string_length(text))
+        return av_pool_load_fail(ld, error, csub, "'text' must be a string of at most 4096 bytes");
+    dev->last_scrub = json_incref(v);
+    return TRUE;
+}
+
 static AvPoolDevice *
 av_pool_load_device(const AvPoolLoad *ld, json_t *obj, guint index, GError **error)
 {
@@ -593,7 +651,7 @@ av_pool_load_device(const AvPoolLoad *ld, json_t *obj, guint index, GError **err
         "reason_before_missing", "original_driver", "numa_node", "iommu_group", NULL
     };
     static const char *const optional[] = { "companions", "created", "rom_sha256", "scrub_token", "scrub_domain",
-                                            "identity_problem", NULL };
+                                            "identity_problem", "last_scrub", NULL };
     g_autofree char *jpath = g_strdup_printf("devices/%u", index);
     g_autofree char *owner_path = g_strdup_printf("devices/%u/owner", index);
     g_autofree char *kind = NULL;
@@ -677,7 +735,7 @@ av_pool_load_device(const AvPoolLoad *ld, json_t *obj, guint index, GError **err
         return av_pool_load_fail(ld, error, sub, "a %s device must have an owner",
                                  av_device_state_to_string(dev->state)), NULL;
     }
-    if (!av_pool_load_scrub(ld, obj, jpath, dev, error))
+    if (!av_pool_load_scrub(ld, obj, jpath, dev, error) || !av_pool_load_last_scrub(ld, obj, jpath, dev, error))
         return NULL;
     if (json_object_get(obj, "identity_problem")) {
         AvDeviceState state = dev->state == AV_DEVICE_STATE_MISSING ? dev->state_before_missing : dev->state;

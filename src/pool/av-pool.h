@@ -133,6 +133,11 @@ typedef struct {
     char *scrub_domain;          /* with the token: the UUID the scrub VM's domain must have; kept
                                   * after the token is consumed, while the scrub runs ("scrub_domain").
                                   * Both are cleared by every transition but to missing and back */
+    json_t *last_scrub;          /* what the last scrub of the device did, as its certificate said:
+                                  * {"time", "result" ("free" or "quarantined"), "coverage": the
+                                  * scrub's coverage (cleared, read_back, memory, fraction,
+                                  * verified, text)}; NULL when never scrubbed.  In pool.json
+                                  * ("last_scrub") only when set; kept by every transition */
 } AvPoolDevice;
 
 /* The enrolled "hash" of a device that has no option ROM. */
@@ -524,13 +529,23 @@ gboolean av_pool_journal_append(AvPool *pool, const char *event, json_t *fields,
  * result, duration and facts), "bytes_zeroed" (the sum of their "bytes"),
  * "seconds" (the sum of their durations), "started" (@started), "ok",
  * "result" (@result: "free" or "quarantined") and "reason" (NULL when ok),
- * plus the members of @extra (borrowed, may be NULL).  Like every entry it
+ * "coverage" (the report's: how much of the device's memory was cleared),
+ * plus the members of @extra (borrowed, may be NULL).  The device's
+ * last_scrub (in @pool, saved by the caller) takes the result and the
+ * coverage.  Like every entry it
  * carries "prev", the SHA-256 of the previous line, which makes the
  * journal a chain that av_journal_verify() checks. */
 gboolean av_pool_journal_certificate(AvPool *pool, const char *identity, const char *address,
                                      const char *profile, const AvOwner *previous_owner, json_t *report,
                                      const char *started, const char *result, const char *reason,
                                      json_t *extra, GError **error);
+
+/* Reads the entries of the journal in @state_dir, oldest first, into
+ * *ret_entries (json_t*, caller frees; empty without a journal); torn lines
+ * are left out.  Does not check the chain (av_journal_verify() does).
+ * FALSE with AV_ERROR_CORRUPT_STATE (not a regular file, a NUL byte) or
+ * AV_ERROR_IO. */
+gboolean av_journal_read(const char *state_dir, GPtrArray **ret_entries, GError **error);
 
 /* Checks the hash chain and sequence of the journal in @state_dir.  Returns
  * FALSE with an error naming the first bad line. */

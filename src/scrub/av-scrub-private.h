@@ -20,6 +20,30 @@ typedef struct {
  * the step failed: the device is then quarantined. */
 typedef gboolean (*AvScrubMethodFunc)(AvScrubContext *ctx, char **ret_message, GError **error);
 
+/* A step's "coverage": how much of the device's memory it cleared.
+ * {"cleared": bytes of the device's memory written with zeros (0 when the
+ * step's writes are known not to reach its memory), "read_back": of them,
+ * bytes read back as zero, "memory": the device's memory in bytes or null
+ * when unknown, "memory_source": "profile", "resizable-bar" (the largest
+ * size its Resizable BAR capability offers), "reported" (by the step's
+ * program) or null, "source": "measured" (by accelvirt) or "reported" (by
+ * the step's program, in AV_SCRUB_COVERAGE_PREFIX lines), "note": why the
+ * writes count for less, or absent}.  New reference. */
+json_t *av_scrub_coverage_new(guint64 cleared, guint64 read_back, guint64 memory, const char *memory_source,
+                              const char *source, const char *note);
+
+/* Reads the AV_SCRUB_COVERAGE_PREFIX lines of @text (a scrub program's
+ * output, a scrub VM's console): "accelvirt-coverage: device=ADDR
+ * method=NAME cleared=BYTES memory=BYTES|unknown verified=yes|no ..." (more
+ * key=value pairs may follow).  Lines whose device is not @address (when
+ * @address is not NULL; a line without "device=" counts for any) and lines
+ * that do not parse are ignored.  The lines counted add up: cleared and
+ * memory summed (memory unknown when one says so), read back all of
+ * cleared only when every line says verified=yes.  Returns a coverage
+ * (av_scrub_coverage_new(), source "reported"), or NULL when no line
+ * counts. */
+json_t *av_scrub_coverage_parse(const char *text, const char *address);
+
 gboolean av_scrub_method_vfio_zero(AvScrubContext *ctx, char **ret_message, GError **error);
 gboolean av_scrub_method_reset(AvScrubContext *ctx, char **ret_message, GError **error);
 gboolean av_scrub_method_rom_check(AvScrubContext *ctx, char **ret_message, GError **error);

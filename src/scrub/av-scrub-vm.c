@@ -45,8 +45,11 @@
 #include "av-scrub-private.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <libvirt/libvirt.h>
 #include <libvirt/virterror.h>
@@ -205,6 +208,77 @@ av_scrub_vm_child_text(xmlNodePtr root, const char *name)
     xmlNodePtr n = av_scrub_vm_child(root, name);
 
     return n ? xmlNodeGetContent(n) : NULL;
+}
+
+/* The most of a scrub VM's console log read for its coverage lines: its
+ * end. */
+#define AV_SCRUB_VM_CONSOLE_TAIL (1024 * 1024)
+
+/* The file the domain @xml logs its first serial console to: a serial's
+ * <log file=> or a file serial's <source path=>; NULL when none (caller
+ * frees). */
+static char *
+av_scrub_vm_console_path(const char *xml)
+{
+    xmlDocPtr doc = xmlReadMemory(xml, (int)strlen(xml), "scrub-vm.xml", NULL, XML_PARSE_NONET | XML_PARSE_NOBLANKS);
+    xmlNodePtr devices;
+    char *path = NULL;
+
+    if (!doc)
+        return NULL;
+    devices = av_scrub_vm_child(xmlDocGetRootElement(doc), "devices");
+    for (xmlNodePtr n = devices ? devices->children : NULL; n && !path; n = n->next) {
+        xmlNodePtr log, source;
+        xmlChar *type, *file = NULL;
+
+        if (n->type != XML_ELEMENT_NODE || xmlStrcmp(n->name, BAD_CAST "serial") != 0)
+            continue;
+        log = av_scrub_vm_child(n, "log");
+        source = av_scrub_vm_child(n, "source");
+        type = xmlGetProp(n, BAD_CAST "type");
+        if (log)
+            file = xmlGetProp(log, BAD_CAST "file");
+        else if (source && type && xmlStrcmp(type, BAD_CAST "file") == 0)
+            file = xmlGetProp(source, BAD_CAST "path");
+        if (file && file[0] == '/')
+            path = g_strdup((const char *)file);
+        xmlFree(file);
+        xmlFree(type);
+    }
+    xmlFreeDoc(doc);
+    return path;
+}
+
+/* The coverage the scrub VM's image printed on its console (its
+ * "accelvirt-coverage:" lines, av_scrub_coverage_parse(), every device the
+ * VM had), or NULL: no log, not a regular file, no such line.  Reads the
+ * last AV_SCRUB_VM_CONSOLE_TAIL bytes only.  What the guest wrote is data:
+ * only well-formed lines count. */
+static json_t *
+av_scrub_vm_console_coverage(const char *path)
+{
+    g_autofree char *data = NULL;
+    struct stat st;
+    off_t from;
+    ssize_t n;
+    int fd;
+
+    fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK | O_NOFOLLOW);
+    if (fd < 0)
+        return NULL;
+    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return NULL;
+    }
+    from = st.st_size > AV_SCRUB_VM_CONSOLE_TAIL ? st.st_size - AV_SCRUB_VM_CONSOLE_TAIL : 0;
+    data = g_malloc0(AV_SCRUB_VM_CONSOLE_TAIL + 1);
+    n = pread(fd, data, AV_SCRUB_VM_CONSOLE_TAIL, from);
+    close(fd);
+    if (n <= 0)
+        return NULL;
+    data[n] = '\0';
+    /* A NUL in the log ends what is read. */
+    return av_scrub_coverage_parse(data, NULL);
 }
 
 /* The accelvirt namespace of domain metadata (av:accelerators). */
@@ -625,6 +699,15 @@ out:
         virDomainDestroy(dom);
     if (reason)
         json_object_set_new(ctx->entry, "reason", json_string(reason));
+    /* What the image said it cleared, from its console log, when it ran. */
+    if (dom) {
+        g_autofree char *console = av_scrub_vm_console_path(xml);
+        json_t *coverage = console ? av_scrub_vm_console_coverage(console) : NULL;
+
+        json_object_set_new(ctx->entry, "console_log", av_json_string_or_null(console));
+        if (coverage)
+            json_object_set_new(ctx->entry, "coverage", coverage);
+    }
     if (timer >= 0)
         virEventRemoveTimeout(timer);
     if (conn && cb_lifecycle >= 0)

@@ -45,6 +45,9 @@
 
 #include "util/av-error.h"
 #include "util/av-file.h"
+#include "util/av-root.h"
+#include "pci/av-pci.h"
+#include "vfio/av-vfio.h"
 
 typedef guint64 __attribute__((may_alias)) AvZeroWord;
 
@@ -295,6 +298,18 @@ av_scrub_zero_region(int fd, guint64 offset, guint64 size, gboolean mmap_ok,
 
 /* --- the method -------------------------------------------------------------- */
 
+/* PCI vendors whose memory BAR is not a linear window onto the device's
+ * memory: NVIDIA maps BAR1 through the GPU's own MMU, which only NVIDIA's
+ * driver sets up, so writing BAR1 without it clears no known part of VRAM.
+ * Zeroing such a BAR is recorded, and counts for nothing in the coverage. */
+static const struct {
+    guint16 vendor;
+    const char *note;
+} av_zero_unmapped_vendors[] = {
+    { 0x10de, "NVIDIA GPUs map BAR1 through the GPU's own MMU: writing it without NVIDIA's driver clears no "
+              "known part of the GPU's memory" },
+};
+
 typedef struct {
     const AvScrubTarget *target;
     guint64 base;                /* work done before this BAR */
@@ -351,60 +366,170 @@ av_zero_how(const AvZeroResult *res)
     return res->mmap_bytes == 0 ? "pwrite" : "mmap+pwrite";
 }
 
-/* The method "vfio-zero" (accelvirt-policy(5)): opens the device through
- * ctx->ops, zeroes the BARs of the step's "bars" (default: every prefetchable memory BAR
- * of a size above 0; I/O port BARs are never written) and verifies them.
- * A device without a memory BAR to zero fails the step: a profile that asks
- * to zero a device with nothing to zero is a mistake to fix, not a scrub that
- * happened.  Adds to ctx->entry: "bytes" (zeroed in all), "verify", "bars"
- * [{"bar", "size", "method": "mmap", "pwrite" or "mmap+pwrite",
- * "verified_bytes", "seconds"}] (the BARs done, the failing one included),
- * "mb_per_s" (bytes zeroed per second of zeroing and verifying, 10^6 bytes).
- * The step's "seconds" is av_scrub_run()'s.  Progress goes to
- * ctx->target->progress in bytes of work (written plus read back). */
-gboolean
-av_scrub_method_vfio_zero(AvScrubContext *ctx, char **ret_message, GError **error)
-{
-    g_autoptr(GError) err = NULL;
-    const AvScrubTarget *target = ctx->target;
-    const char *verify_name = json_string_value(json_object_get(ctx->step->options, "verify"));
-    json_t *bars_opt = json_object_get(ctx->step->options, "bars");
-    AvZeroVerify verify = verify_name && g_str_equal(verify_name, "sample") ? AV_ZERO_VERIFY_SAMPLE
-                                                                            : AV_ZERO_VERIFY_FULL;
+/* What the method knows of one BAR. */
+typedef struct {
+    gboolean chosen;
+    const char *skip;            /* why an implemented BAR is not zeroed, or NULL */
+    guint64 rebar;               /* sizes it may take (resourceN_resize bitmap), 0: not resizable */
+    guint64 size_before;         /* its size before a resize, 0: not resized */
+    guint64 size_after;          /* the size it was resized to */
+    guint restore_bit;           /* the bit that gives it @size_before again */
+} AvZeroBar;
+
+/* The state of one run of the method. */
+typedef struct {
+    AvScrubContext *ctx;
+    const char *address;
+    AvDeviceHandle *handle;
     AvRegion regions[AV_PCI_BAR_COUNT];
-    gboolean chosen[AV_PCI_BAR_COUNT] = { FALSE };
-    AvZeroMethodProgress mp = { target, 0, 0 };
-    AvDeviceHandle *handle = NULL;
-    json_t *bars = json_array();
-    guint64 bytes = 0;
-    guint n_chosen = 0;
-    gint64 start;
-    double seconds;
-    gboolean ok = TRUE;
+    AvZeroBar bars[AV_PCI_BAR_COUNT];
+} AvZeroRun;
+
+static gboolean
+av_zero_open(AvZeroRun *run, GError **error)
+{
     int r;
 
-    json_object_set_new(ctx->entry, "bars", bars);
-    json_object_set_new(ctx->entry, "verify", json_string(verify == AV_ZERO_VERIFY_SAMPLE ? "sample" : "full"));
-    json_object_set_new(ctx->entry, "bytes", json_integer(0));
-
-    if (!target->address || target->mdev_uuid) {
-        g_set_error(&err, AV_ERROR, AV_ERROR_POLICY,
-                    "vfio-zero needs a whole PCI function, and '%s' is not one",
-                    target->identity ? target->identity : "(unnamed)");
-        goto out_fail;
-    }
-    r = ctx->ops->device_open(ctx->root, target->address, &handle);
+    r = run->ctx->ops->device_open(run->ctx->root, run->address, &run->handle);
     if (r < 0) {
-        av_zero_open_error(&err, r, target->address, target->iommu_group);
-        goto out_fail;
+        run->handle = NULL;
+        return av_zero_open_error(error, r, run->address, run->ctx->target->iommu_group);
     }
     for (guint i = 0; i < AV_PCI_BAR_COUNT; i++) {
-        r = ctx->ops->device_region(handle, i, &regions[i]);
-        if (r < 0) {
-            av_error_errno(&err, r, "cannot describe BAR %u of %s", i, target->address);
-            goto out_fail;
+        r = run->ctx->ops->device_region(run->handle, i, &run->regions[i]);
+        if (r < 0)
+            return av_error_errno(error, r, "cannot describe BAR %u of %s", i, run->address);
+    }
+    return TRUE;
+}
+
+static void
+av_zero_close(AvZeroRun *run)
+{
+    if (run->handle)
+        run->ctx->ops->device_close(run->handle);
+    run->handle = NULL;
+}
+
+/* The index of the highest bit set in @v (not 0). */
+static guint
+av_zero_top_bit(guint64 v)
+{
+    return 63 - (guint)__builtin_clzll(v);
+}
+
+/* The device's memory as far as it is known: the profile's "memory", else
+ * the largest size its Resizable BAR capability offers for any BAR (a power
+ * of two: at least the memory, maybe more); 0 and NULL when unknown. */
+static guint64
+av_zero_device_memory(const AvZeroRun *run, const char **ret_source)
+{
+    guint64 largest = 0;
+
+    if (run->ctx->profile->memory) {
+        *ret_source = "profile";
+        return run->ctx->profile->memory;
+    }
+    for (guint i = 0; i < AV_PCI_BAR_COUNT; i++)
+        if (run->bars[i].rebar)
+            largest = MAX(largest, AV_PCI_REBAR_SIZE(av_zero_top_bit(run->bars[i].rebar)));
+    *ret_source = largest ? "resizable-bar" : NULL;
+    return largest;
+}
+
+/* Grows every chosen resizable BAR to the smallest size it offers that
+ * covers @memory (the largest it offers when @memory is 0 or above them
+ * all), the device's handle closed meanwhile (the kernel wants no user of
+ * the BARs and no driver), then opens it again.  Records each resize in
+ * run->bars (for av_zero_resize_back()) and in @resized. */
+static gboolean
+av_zero_resize_up(AvZeroRun *run, guint64 memory, json_t *resized, GError **error)
+{
+    gboolean closed = FALSE;
+
+    for (guint i = 0; i < AV_PCI_BAR_COUNT; i++) {
+        AvZeroBar *b = &run->bars[i];
+        guint64 size = run->regions[i].size;
+        guint want = av_zero_top_bit(b->rebar);
+
+        if (!b->chosen || !b->rebar)
+            continue;
+        for (guint bit = 0; bit <= AV_PCI_REBAR_BIT_MAX && memory; bit++) {
+            if ((b->rebar & ((guint64)1 << bit)) && AV_PCI_REBAR_SIZE(bit) >= memory) {
+                want = bit;
+                break;
+            }
+        }
+        if (AV_PCI_REBAR_SIZE(want) <= size)
+            continue;
+        /* The size to go back to must be one the capability offers. */
+        if ((size & (size - 1)) != 0 || size < AV_PCI_REBAR_SIZE(0) ||
+            !(b->rebar & ((guint64)1 << (av_zero_top_bit(size) - 20)))) {
+            g_set_error(error, AV_ERROR, AV_ERROR_FAILED,
+                        "BAR %u of %s is %" G_GUINT64_FORMAT " bytes, a size its Resizable BAR capability does not "
+                        "offer (0x%" G_GINT64_MODIFIER "x): it could not be put back after a resize",
+                        i, run->address, size, b->rebar);
+            return FALSE;
+        }
+        if (!closed) {
+            av_zero_close(run);
+            closed = TRUE;
+        }
+        if (!av_vfio_resize_bar(run->ctx->root, run->ctx->ops, run->address, i, want, error))
+            return FALSE;
+        b->size_before = size;
+        b->size_after = AV_PCI_REBAR_SIZE(want);
+        b->restore_bit = av_zero_top_bit(size) - 20;
+        json_array_append_new(resized, json_pack("{s:i, s:I, s:I}", "bar", (int)i, "from", (json_int_t)size,
+                                                 "to", (json_int_t)AV_PCI_REBAR_SIZE(want)));
+    }
+    if (!closed)
+        return TRUE;
+    if (!av_zero_open(run, error))
+        return FALSE;
+    for (guint i = 0; i < AV_PCI_BAR_COUNT; i++) {
+        AvZeroBar *b = &run->bars[i];
+
+        if (b->size_before && run->regions[i].size != b->size_after) {
+            g_set_error(error, AV_ERROR, AV_ERROR_FAILED,
+                        "BAR %u of %s is %" G_GUINT64_FORMAT " bytes after its resize to %" G_GUINT64_FORMAT,
+                        i, run->address, run->regions[i].size, b->size_after);
+            return FALSE;
         }
     }
+    return TRUE;
+}
+
+/* Puts every BAR that av_zero_resize_up() grew back to its size (the
+ * handle closed).  Tries them all; FALSE with the first error. */
+static gboolean
+av_zero_resize_back(AvZeroRun *run, GError **error)
+{
+    gboolean ok = TRUE;
+
+    av_zero_close(run);
+    for (guint i = 0; i < AV_PCI_BAR_COUNT; i++) {
+        g_autoptr(GError) local = NULL;
+
+        if (!run->bars[i].size_before)
+            continue;
+        if (!av_vfio_resize_bar(run->ctx->root, run->ctx->ops, run->address, i, run->bars[i].restore_bit, &local)) {
+            if (ok)
+                g_propagate_prefixed_error(error, g_steal_pointer(&local), "cannot put BAR %u back to %" G_GUINT64_FORMAT
+                                           " bytes after its scrub: ", i, run->bars[i].size_before);
+            ok = FALSE;
+        }
+    }
+    return ok;
+}
+
+/* Chooses the BARs to zero: the step's "bars", or every prefetchable memory
+ * BAR; every other implemented BAR gets the reason it is skipped. */
+static gboolean
+av_zero_choose(AvZeroRun *run, GError **error)
+{
+    json_t *bars_opt = json_object_get(run->ctx->step->options, "bars");
+    const AvRegion *regions = run->regions;
 
     if (bars_opt) {
         size_t k;
@@ -414,46 +539,150 @@ av_scrub_method_vfio_zero(AvScrubContext *ctx, char **ret_message, GError **erro
             json_int_t i = json_integer_value(item);
 
             if (i < 0 || i >= AV_PCI_BAR_COUNT) {
-                g_set_error(&err, AV_ERROR, AV_ERROR_POLICY, "BAR %" JSON_INTEGER_FORMAT " does not exist", i);
-                goto out_fail;
+                g_set_error(error, AV_ERROR, AV_ERROR_POLICY, "BAR %" JSON_INTEGER_FORMAT " does not exist", i);
+                return FALSE;
             }
             if (regions[i].size == 0) {
-                g_set_error(&err, AV_ERROR, AV_ERROR_POLICY,
+                g_set_error(error, AV_ERROR, AV_ERROR_POLICY,
                             "BAR %d of %s is not implemented; remove it from 'bars' of profile '%s'",
-                            (int)i, target->address, ctx->profile->name);
-                goto out_fail;
+                            (int)i, run->address, run->ctx->profile->name);
+                return FALSE;
             }
             if (!regions[i].is_memory) {
-                g_set_error(&err, AV_ERROR, AV_ERROR_POLICY,
+                g_set_error(error, AV_ERROR, AV_ERROR_POLICY,
                             "BAR %d of %s is an I/O port BAR, which vfio-zero never writes; "
-                            "remove it from 'bars' of profile '%s'", (int)i, target->address, ctx->profile->name);
-                goto out_fail;
+                            "remove it from 'bars' of profile '%s'", (int)i, run->address, run->ctx->profile->name);
+                return FALSE;
             }
-            chosen[i] = TRUE;
+            run->bars[i].chosen = TRUE;
         }
     } else {
         /* Prefetchable memory BARs are memory (a GPU's framebuffer, ivshmem's
          * shared memory); the others are registers, which zeros could upset
          * and which do not read back as written. */
         for (guint i = 0; i < AV_PCI_BAR_COUNT; i++)
-            chosen[i] = regions[i].is_memory && regions[i].prefetchable && regions[i].size > 0;
+            run->bars[i].chosen = regions[i].is_memory && regions[i].prefetchable && regions[i].size > 0;
     }
     for (guint i = 0; i < AV_PCI_BAR_COUNT; i++) {
-        if (!chosen[i])
+        AvZeroBar *b = &run->bars[i];
+
+        if (b->chosen || regions[i].size == 0)
             continue;
-        if (!regions[i].mmap_ok && !(regions[i].writable && regions[i].readable)) {
-            g_set_error(&err, AV_ERROR, AV_ERROR_FAILED,
-                        "BAR %u of %s can be neither mapped nor read and written through VFIO", i, target->address);
+        if (!regions[i].is_memory)
+            b->skip = "an I/O port BAR, which vfio-zero never writes";
+        else if (bars_opt)
+            b->skip = "not named in the step's 'bars'";
+        else
+            b->skip = "not prefetchable: registers, not memory (name it in 'bars' to zero it)";
+    }
+    for (guint i = 0; i < AV_PCI_BAR_COUNT; i++) {
+        if (run->bars[i].chosen && !regions[i].mmap_ok && !(regions[i].writable && regions[i].readable)) {
+            g_set_error(error, AV_ERROR, AV_ERROR_FAILED,
+                        "BAR %u of %s can be neither mapped nor read and written through VFIO", i, run->address);
+            return FALSE;
+        }
+        if (run->bars[i].chosen)
+            return TRUE;
+    }
+    g_set_error(error, AV_ERROR, AV_ERROR_POLICY,
+                "%s has no prefetchable memory BAR to zero; name its BARs in 'bars' or remove the vfio-zero step from profile '%s'",
+                run->address, run->ctx->profile->name);
+    return FALSE;
+}
+
+/* The note of the vendor of @address whose BARs do not map its memory, or
+ * NULL. */
+static const char *
+av_zero_unmapped_note(const AvRoot *root, const char *address)
+{
+    g_autofree char *path = av_sys_path("bus/pci/devices/%s/vendor", address);
+    guint64 vendor;
+
+    if (av_root_read_uint(root, path, 16, &vendor) < 0)
+        return NULL;
+    for (gsize i = 0; i < G_N_ELEMENTS(av_zero_unmapped_vendors); i++)
+        if (av_zero_unmapped_vendors[i].vendor == vendor)
+            return av_zero_unmapped_vendors[i].note;
+    return NULL;
+}
+
+/* The method "vfio-zero" (accelvirt-policy(5)): opens the device through
+ * ctx->ops, zeroes the BARs of the step's "bars" (default: every prefetchable memory BAR
+ * of a size above 0; I/O port BARs are never written) and verifies them.
+ * With "resize", a BAR with the Resizable BAR capability first grows to the
+ * size that covers the device's memory and goes back afterwards.  A device
+ * without a memory BAR to zero fails the step: a profile that asks to zero
+ * a device with nothing to zero is a mistake to fix, not a scrub that
+ * happened.  Adds to ctx->entry: "bytes" (zeroed in all), "verify", "bars"
+ * [{"bar", "size", "prefetchable", "written", "read_back", "method": "mmap",
+ * "pwrite" or "mmap+pwrite", "seconds"}] (the BARs done, the failing one
+ * included), "skipped" [{"bar", "size", "reason"}], "resized" [{"bar",
+ * "from", "to"}], "mb_per_s" (bytes zeroed per second of zeroing and
+ * verifying, 10^6 bytes) and "coverage" (av_scrub_coverage_new()).  The
+ * step's "seconds" is av_scrub_run()'s.  Progress goes to
+ * ctx->target->progress in bytes of work (written plus read back). */
+gboolean
+av_scrub_method_vfio_zero(AvScrubContext *ctx, char **ret_message, GError **error)
+{
+    g_autoptr(GError) err = NULL;
+    g_autoptr(GError) back_err = NULL;
+    const AvScrubTarget *target = ctx->target;
+    const char *verify_name = json_string_value(json_object_get(ctx->step->options, "verify"));
+    gboolean resize = json_is_true(json_object_get(ctx->step->options, "resize"));
+    AvZeroVerify verify = verify_name && g_str_equal(verify_name, "sample") ? AV_ZERO_VERIFY_SAMPLE
+                                                                            : AV_ZERO_VERIFY_FULL;
+    AvZeroRun run = { .ctx = ctx, .address = target->address };
+    AvZeroMethodProgress mp = { target, 0, 0 };
+    json_t *bars = json_array();
+    json_t *skipped = json_array();
+    json_t *resized = json_array();
+    const char *memory_source = NULL;
+    const char *unmapped = NULL;
+    guint64 bytes = 0, read_back = 0, memory = 0;
+    guint n_chosen = 0;
+    gint64 start;
+    double seconds = 0;
+    gboolean ok = TRUE;
+
+    json_object_set_new(ctx->entry, "bars", bars);
+    json_object_set_new(ctx->entry, "skipped", skipped);
+    json_object_set_new(ctx->entry, "resized", resized);
+    json_object_set_new(ctx->entry, "verify", json_string(verify == AV_ZERO_VERIFY_SAMPLE ? "sample" : "full"));
+    json_object_set_new(ctx->entry, "bytes", json_integer(0));
+
+    if (!target->address || target->mdev_uuid) {
+        g_set_error(&err, AV_ERROR, AV_ERROR_POLICY,
+                    "vfio-zero needs a whole PCI function, and '%s' is not one",
+                    target->identity ? target->identity : "(unnamed)");
+        goto out_fail;
+    }
+    if (!av_zero_open(&run, &err) || !av_zero_choose(&run, &err))
+        goto out_fail;
+    for (guint i = 0; i < AV_PCI_BAR_COUNT; i++) {
+        int r = av_pci_read_rebar_sizes(ctx->root, run.address, i, &run.bars[i].rebar);
+
+        if (r < 0 && r != -ENOENT) {
+            av_error_errno(&err, r, "cannot read the sizes BAR %u of %s may take (resource%u_resize)", i,
+                           run.address, i);
             goto out_fail;
         }
-        n_chosen++;
-        mp.total += regions[i].size + av_scrub_zero_verify_bytes(regions[i].size, verify);
+        if (r < 0)
+            run.bars[i].rebar = 0;
     }
-    if (n_chosen == 0) {
-        g_set_error(&err, AV_ERROR, AV_ERROR_POLICY,
-                    "%s has no prefetchable memory BAR to zero; name its BARs in 'bars' or remove the vfio-zero step from profile '%s'",
-                    target->address, ctx->profile->name);
-        goto out_fail;
+    memory = av_zero_device_memory(&run, &memory_source);
+    unmapped = av_zero_unmapped_note(ctx->root, run.address);
+    if (resize && !av_zero_resize_up(&run, memory, resized, &err))
+        goto out_restore;
+
+    for (guint i = 0; i < AV_PCI_BAR_COUNT; i++) {
+        if (run.bars[i].skip)
+            json_array_append_new(skipped, json_pack("{s:i, s:I, s:s}", "bar", (int)i,
+                                                     "size", (json_int_t)run.regions[i].size,
+                                                     "reason", run.bars[i].skip));
+        if (!run.bars[i].chosen)
+            continue;
+        n_chosen++;
+        mp.total += run.regions[i].size + av_scrub_zero_verify_bytes(run.regions[i].size, verify);
     }
 
     start = g_get_monotonic_time();
@@ -462,50 +691,58 @@ av_scrub_method_vfio_zero(AvScrubContext *ctx, char **ret_message, GError **erro
         AvZeroResult res = { 0 };
         g_autoptr(GError) local = NULL;
         gint64 bar_start = g_get_monotonic_time();
-        json_t *bar;
+        const AvRegion *region = &run.regions[i];
 
-        if (!chosen[i])
+        if (!run.bars[i].chosen)
             continue;
         if (target->progress) {
             o.progress = av_zero_method_progress;
             o.progress_data = &mp;
         }
-        ok = av_scrub_zero_region(regions[i].fd, regions[i].offset, regions[i].size, regions[i].mmap_ok,
-                                  &o, &res, &local);
+        ok = av_scrub_zero_region(region->fd, region->offset, region->size, region->mmap_ok, &o, &res, &local);
         bytes += res.zeroed;
-        mp.base += regions[i].size + av_scrub_zero_verify_bytes(regions[i].size, verify);
-        bar = json_pack("{s:i, s:I, s:s, s:I, s:f}", "bar", (int)i, "size", (json_int_t)regions[i].size,
-                        "method", av_zero_how(&res), "verified_bytes", (json_int_t)res.verified,
-                        "seconds", (double)(g_get_monotonic_time() - bar_start) / G_USEC_PER_SEC);
-        json_array_append_new(bars, bar);
-        if (!ok) {
-            g_set_error(&err, local->domain, local->code, "BAR %u of %s: %s", i, target->address, local->message);
-            break;
-        }
+        read_back += res.verified;
+        mp.base += region->size + av_scrub_zero_verify_bytes(region->size, verify);
+        json_array_append_new(bars, json_pack("{s:i, s:I, s:b, s:I, s:I, s:s, s:f}", "bar", (int)i,
+                                              "size", (json_int_t)region->size, "prefetchable", region->prefetchable,
+                                              "written", (json_int_t)res.zeroed, "read_back", (json_int_t)res.verified,
+                                              "method", av_zero_how(&res),
+                                              "seconds", (double)(g_get_monotonic_time() - bar_start) / G_USEC_PER_SEC));
+        if (!ok)
+            g_set_error(&err, local->domain, local->code, "BAR %u of %s: %s", i, run.address, local->message);
     }
     seconds = (double)(g_get_monotonic_time() - start) / G_USEC_PER_SEC;
+
+out_restore:
+    /* Every BAR goes back to its size, whether the zeroing worked or not. */
+    if (!av_zero_resize_back(&run, &back_err) && !err)
+        err = g_steal_pointer(&back_err);
+    av_zero_close(&run);
     json_object_set_new(ctx->entry, "bytes", json_integer((json_int_t)bytes));
     json_object_set_new(ctx->entry, "mb_per_s", json_real(seconds > 0 ? (double)bytes / 1e6 / seconds : 0.0));
-    ctx->ops->device_close(handle);
-    handle = NULL;
-    if (!ok)
+    json_object_set_new(ctx->entry, "coverage",
+                        av_scrub_coverage_new(unmapped ? 0 : bytes, unmapped ? 0 : read_back, memory, memory_source,
+                                              "measured", unmapped));
+    if (err)
         goto out_fail;
 
     {
         g_autofree char *size = g_format_size_full(bytes, G_FORMAT_SIZE_IEC_UNITS);
+        g_autofree char *cov = av_scrub_coverage_describe(json_object_get(ctx->entry, "coverage"));
 
-        *ret_message = g_strdup_printf("zeroed %u BAR%s of %s (%s) at %.0f MB/s, verified %s", n_chosen,
+        *ret_message = g_strdup_printf("zeroed %u BAR%s of %s (%s) at %.0f MB/s%s; %s", n_chosen,
                                        n_chosen == 1 ? "" : "s", target->address, size,
                                        seconds > 0 ? (double)bytes / 1e6 / seconds : 0.0,
-                                       verify == AV_ZERO_VERIFY_SAMPLE ? "by sample" : "in full");
+                                       json_array_size(resized) ? " (resized for the scrub, and back)" : "", cov);
     }
     return TRUE;
 
 out_fail:
-    if (handle)
-        ctx->ops->device_close(handle);
+    av_zero_close(&run);
+    if (!json_object_get(ctx->entry, "coverage"))
+        json_object_set_new(ctx->entry, "coverage",
+                            av_scrub_coverage_new(0, 0, memory, memory_source, "measured", unmapped));
     *ret_message = g_strdup(err->message);
     g_propagate_error(error, g_steal_pointer(&err));
     return FALSE;
 }
-

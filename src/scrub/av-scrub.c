@@ -89,11 +89,12 @@ av_scrub_child_setup(gpointer data G_GNUC_UNUSED)
  * device's address and IOMMU group ("none" without one) appended, stdin from /dev/null, stdout and
  * stderr captured into one bounded buffer, in a process group of its own
  * that is killed with SIGKILL at the step's timeout.  The environment is
- * the worker's plus ACCELVIRT_SCRUB_IDENTITY and, for an mdev,
- * ACCELVIRT_SCRUB_MDEV_UUID.  Exit status 0 is success.  Stores the
+ * the worker's plus ACCELVIRT_SCRUB_IDENTITY, for an mdev
+ * ACCELVIRT_SCRUB_MDEV_UUID, and when the profile gives the device's
+ * "memory", ACCELVIRT_SCRUB_MEMORY (bytes).  Exit status 0 is success.  Stores the
  * captured output in *ret_output (caller frees) either way. */
 static gboolean
-av_scrub_command(const AvScrubStep *step, const AvScrubTarget *target, char **ret_output,
+av_scrub_command(const AvScrubStep *step, const AvScrubTarget *target, guint64 memory, char **ret_output,
                  GError **error)
 {
     json_t *argv_json = json_object_get(step->options, "argv");
@@ -133,6 +134,13 @@ av_scrub_command(const AvScrubStep *step, const AvScrubTarget *target, char **re
     envp = g_environ_setenv(envp, "ACCELVIRT_SCRUB_IDENTITY", target->identity ? target->identity : "", TRUE);
     if (target->mdev_uuid)
         envp = g_environ_setenv(envp, "ACCELVIRT_SCRUB_MDEV_UUID", target->mdev_uuid, TRUE);
+    if (memory) {
+        g_autofree char *m = g_strdup_printf("%" G_GUINT64_FORMAT, memory);
+
+        envp = g_environ_setenv(envp, "ACCELVIRT_SCRUB_MEMORY", m, TRUE);
+    } else {
+        envp = g_environ_unsetenv(envp, "ACCELVIRT_SCRUB_MEMORY");
+    }
 
     if (!g_unix_open_pipe(pipefd, FD_CLOEXEC, error))
         return FALSE;
@@ -225,14 +233,208 @@ av_scrub_method_none(AvScrubContext *ctx, char **ret_message, GError **error)
     return TRUE;
 }
 
+/* The method "command": what its program printed is the step's message;
+ * its AV_SCRUB_COVERAGE_PREFIX lines for this device, if any, are the
+ * step's coverage, as the program reports it. */
 static gboolean
 av_scrub_method_command(AvScrubContext *ctx, char **ret_message, GError **error)
 {
     g_autofree char *output = NULL;
-    gboolean ok = av_scrub_command(ctx->step, ctx->target, &output, error);
+    gboolean ok = av_scrub_command(ctx->step, ctx->target, ctx->profile->memory, &output, error);
+    json_t *coverage = output && ctx->target->address && !ctx->target->mdev_uuid
+                       ? av_scrub_coverage_parse(output, ctx->target->address) : NULL;
 
+    if (coverage)
+        json_object_set_new(ctx->entry, "coverage", coverage);
     *ret_message = output ? g_steal_pointer(&output) : g_strdup("");
     return ok;
+}
+
+/* --- coverage --------------------------------------------------------------- */
+
+/* See av-scrub-private.h. */
+json_t *
+av_scrub_coverage_new(guint64 cleared, guint64 read_back, guint64 memory, const char *memory_source,
+                      const char *source, const char *note)
+{
+    json_t *o = json_object();
+
+    json_object_set_new(o, "cleared", json_integer((json_int_t)MIN(cleared, (guint64)G_MAXINT64)));
+    json_object_set_new(o, "read_back", json_integer((json_int_t)MIN(read_back, cleared)));
+    json_object_set_new(o, "memory", memory ? json_integer((json_int_t)MIN(memory, (guint64)G_MAXINT64)) : json_null());
+    json_object_set_new(o, "memory_source", memory ? av_json_string_or_null(memory_source) : json_null());
+    json_object_set_new(o, "source", json_string(source));
+    if (note)
+        json_object_set_new(o, "note", json_string(note));
+    return o;
+}
+
+/* A byte count of a coverage line: decimal digits, at most 2^63 - 1. */
+static gboolean
+av_scrub_coverage_bytes(const char *text, guint64 *ret)
+{
+    if (!*text || strlen(text) > 19)
+        return FALSE;
+    for (const char *p = text; *p; p++)
+        if (!g_ascii_isdigit(*p))
+            return FALSE;
+    return g_ascii_string_to_unsigned(text, 10, 0, G_MAXINT64, ret, NULL);
+}
+
+/* See av-scrub-private.h. */
+json_t *
+av_scrub_coverage_parse(const char *text, const char *address)
+{
+    g_auto(GStrv) lines = g_strsplit(text, "\n", -1);
+    guint64 cleared = 0, memory = 0;
+    gboolean memory_known = TRUE, verified = TRUE;
+    guint counted = 0;
+
+    for (guint i = 0; lines[i]; i++) {
+        const char *line = strstr(lines[i], AV_SCRUB_COVERAGE_PREFIX);
+        g_auto(GStrv) words = NULL;
+        const char *device = NULL, *c = NULL, *m = NULL, *v = NULL;
+        guint64 c_bytes = 0, m_bytes = 0;
+
+        /* The prefix starts the line (after a console's timestamp at most). */
+        if (!line || line - lines[i] > 64)
+            continue;
+        words = g_strsplit_set(g_strstrip((char *)line + strlen(AV_SCRUB_COVERAGE_PREFIX)), " \t\r", -1);
+        for (guint k = 0; words[k]; k++) {
+            if (g_str_has_prefix(words[k], "device="))
+                device = words[k] + 7;
+            else if (g_str_has_prefix(words[k], "cleared="))
+                c = words[k] + 8;
+            else if (g_str_has_prefix(words[k], "memory="))
+                m = words[k] + 7;
+            else if (g_str_has_prefix(words[k], "verified="))
+                v = words[k] + 9;
+        }
+        if (!c || !m || !v || !av_scrub_coverage_bytes(c, &c_bytes) ||
+            (!g_str_equal(v, "yes") && !g_str_equal(v, "no")) ||
+            (!g_str_equal(m, "unknown") && (!av_scrub_coverage_bytes(m, &m_bytes) || m_bytes == 0)))
+            continue;
+        if (address && device && g_ascii_strcasecmp(device, address) != 0)
+            continue;
+        if (cleared > G_MAXINT64 - c_bytes || memory > G_MAXINT64 - m_bytes)
+            continue;
+        cleared += c_bytes;
+        if (m_bytes)
+            memory += m_bytes;
+        else
+            memory_known = FALSE;
+        verified = verified && g_str_equal(v, "yes");
+        counted++;
+    }
+    if (counted == 0)
+        return NULL;
+    return av_scrub_coverage_new(cleared, verified ? cleared : 0, memory_known ? memory : 0, "reported",
+                                 "reported", NULL);
+}
+
+/* See av-scrub.h. */
+json_t *
+av_scrub_coverage_summary(const AvProfile *profile, json_t *steps)
+{
+    json_t *best = NULL;
+    json_int_t best_step = 0;
+    guint64 memory = profile->memory, cleared = 0, read_back = 0;
+    const char *memory_source = profile->memory ? "profile" : NULL;
+    json_t *o = json_object();
+    size_t i;
+    json_t *step;
+
+    json_array_foreach(steps, i, step) {
+        json_t *cov = json_object_get(step, "coverage");
+        json_int_t c, r, m;
+
+        if (!json_is_object(cov))
+            continue;
+        c = json_integer_value(json_object_get(cov, "cleared"));
+        r = json_integer_value(json_object_get(cov, "read_back"));
+        m = json_integer_value(json_object_get(cov, "memory"));
+        if (!best || c > (json_int_t)cleared || (c == (json_int_t)cleared && r > (json_int_t)read_back)) {
+            best = cov;
+            best_step = (json_int_t)i + 1;
+            cleared = (guint64)c;
+            read_back = (guint64)r;
+        }
+        if (!profile->memory && m > 0 && (guint64)m > memory) {
+            memory = (guint64)m;
+            memory_source = json_string_value(json_object_get(cov, "memory_source"));
+        }
+    }
+    json_object_set_new(o, "cleared", json_integer((json_int_t)cleared));
+    json_object_set_new(o, "read_back", json_integer((json_int_t)read_back));
+    json_object_set_new(o, "memory", memory ? json_integer((json_int_t)memory) : json_null());
+    json_object_set_new(o, "memory_source", av_json_string_or_null(memory ? memory_source : NULL));
+    json_object_set_new(o, "fraction", memory ? json_real(MIN(1.0, (double)cleared / (double)memory)) : json_null());
+    json_object_set_new(o, "verified", json_string(cleared == 0 ? "none" : read_back >= cleared ? "full"
+                                                   : read_back > 0 ? "partial" : "none"));
+    json_object_set_new(o, "step", best ? json_integer(best_step) : json_null());
+    if (best && json_object_get(best, "note"))
+        json_object_set(o, "note", json_object_get(best, "note"));
+    if (!best)
+        json_object_set_new(o, "note", json_string("no step measured or reported the memory it cleared"));
+    json_object_set_new(o, "text", json_string(""));
+    {
+        g_autofree char *text = av_scrub_coverage_describe(o);
+
+        json_object_set_new(o, "text", json_string(text));
+    }
+    return o;
+}
+
+/* @bytes for people, in plain ASCII: "0 bytes", "512 bytes", "256 MiB",
+ * "1.5 GiB" (powers of 1024, one decimal unless whole).  Caller frees. */
+static char *
+av_scrub_format_size(guint64 bytes)
+{
+    static const char *const units[] = { "KiB", "MiB", "GiB", "TiB", "PiB", "EiB" };
+    double v = (double)bytes;
+    guint u = 0;
+
+    if (bytes < 1024)
+        return g_strdup_printf("%" G_GUINT64_FORMAT " byte%s", bytes, bytes == 1 ? "" : "s");
+    v /= 1024;
+    while (v >= 1024 && u + 1 < G_N_ELEMENTS(units)) {
+        v /= 1024;
+        u++;
+    }
+    if (v == (double)(guint64)v)
+        return g_strdup_printf("%.0f %s", v, units[u]);
+    return g_strdup_printf("%.1f %s", v, units[u]);
+}
+
+/* See av-scrub.h. */
+char *
+av_scrub_coverage_describe(json_t *coverage)
+{
+    json_int_t cleared = json_integer_value(json_object_get(coverage, "cleared"));
+    json_int_t read_back = json_integer_value(json_object_get(coverage, "read_back"));
+    json_int_t memory = json_integer_value(json_object_get(coverage, "memory"));
+    const char *note = json_string_value(json_object_get(coverage, "note"));
+    g_autofree char *c = av_scrub_format_size((guint64)cleared);
+    g_autofree char *m = av_scrub_format_size((guint64)memory);
+    g_autofree char *r = av_scrub_format_size((guint64)read_back);
+    GString *out = g_string_new(NULL);
+
+    if (memory > 0) {
+        double pct = 100.0 * MIN(1.0, (double)cleared / (double)memory);
+
+        g_string_append_printf(out, "cleared %s of %s of device memory (%.*f%%)", c, m,
+                               pct == 0 || pct >= 100 ? 0 : pct < 1 ? 2 : 1, pct);
+    } else {
+        g_string_append_printf(out, "cleared %s of device memory of unknown size", c);
+    }
+    if (cleared > 0)
+        g_string_append(out, read_back >= cleared ? ", read back in full"
+                             : read_back > 0 ? "" : ", not read back");
+    if (cleared > 0 && read_back > 0 && read_back < cleared)
+        g_string_append_printf(out, ", %s of it read back", r);
+    if (note)
+        g_string_append_printf(out, " (%s)", note);
+    return g_string_free(out, FALSE);
 }
 
 static const AvScrubMethodFunc av_scrub_methods[] = {
@@ -253,6 +455,7 @@ av_scrub_run(const AvRoot *root, const AvKernelOps *ops, const AvProfile *profil
 {
     g_autoptr(json_t) report = json_object();
     json_t *steps = json_array();
+    json_t *coverage;
 
     json_object_set_new(report, "steps", steps);
     for (guint i = 0; profile->scrub && i < profile->scrub->len; i++) {
@@ -277,6 +480,21 @@ av_scrub_run(const AvRoot *root, const AvKernelOps *ops, const AvProfile *profil
             g_set_error(error, AV_ERROR, local->domain == AV_ERROR ? local->code : AV_ERROR_FAILED,
                         "scrub step %u (%s) failed: %s", i + 1,
                         av_scrub_method_to_string(step->method), local->message);
+            json_object_set_new(report, "coverage", av_scrub_coverage_summary(profile, steps));
+            if (ret_report)
+                *ret_report = g_steal_pointer(&report);
+            return FALSE;
+        }
+    }
+    coverage = av_scrub_coverage_summary(profile, steps);
+    json_object_set_new(report, "coverage", coverage);
+    if (profile->min_coverage > 0) {
+        json_t *fraction = json_object_get(coverage, "fraction");
+
+        if (!json_is_number(fraction) || json_number_value(fraction) < profile->min_coverage) {
+            g_set_error(error, AV_ERROR, AV_ERROR_FAILED,
+                        "the scrub cleared less than profile '%s' requires (min_coverage %g): %s", profile->name,
+                        profile->min_coverage, json_string_value(json_object_get(coverage, "text")));
             if (ret_report)
                 *ret_report = g_steal_pointer(&report);
             return FALSE;

@@ -38,13 +38,36 @@ typedef struct {
                                     * its events by it, its name being random */
 } AvScrubTarget;
 
+/* What a scrub program prints, one line per device, to say what it cleared
+ * (accelvirt-policy(5), COVERAGE). */
+#define AV_SCRUB_COVERAGE_PREFIX "accelvirt-coverage:"
+
 /* Runs every scrub step of @profile on @target.  Fills *ret_report (caller
  * frees; may be NULL) with {"steps": [{"method", "ok", "seconds", "message",
- * ...facts of the method such as "bytes"}]} for every step run, the failing
- * one included.  Returns FALSE at the first
- * failing step, with an error "scrub step N (METHOD) failed: ...". */
+ * ...facts of the method such as "bytes" and "coverage"}], "coverage"} for
+ * every step run, the failing one included; the report's "coverage" is the
+ * scrub's (av_scrub_coverage_summary()).  Returns FALSE at the first failing
+ * step, with an error "scrub step N (METHOD) failed: ...", or, when every
+ * step passed but the coverage is below the profile's "min_coverage" (or
+ * unknown), with an error "the scrub cleared less than min_coverage ...:
+ * NUMBERS". */
 gboolean av_scrub_run(const AvRoot *root, const AvKernelOps *ops, const AvProfile *profile,
                       const AvScrubTarget *target, json_t **ret_report, GError **error);
+
+/* The coverage of a whole scrub from its @steps (the report's "steps"):
+ * the step that cleared the most of the device's memory counts; the memory
+ * is @profile's "memory" when it has one, else the largest a step knew.
+ * {"cleared", "read_back", "memory" (null: unknown), "memory_source",
+ * "fraction" (cleared / memory, at most 1; null when the memory is
+ * unknown), "verified": "full" (every byte cleared was read back),
+ * "partial", or "none", "step": the 1-based step that counted or null,
+ * "note", "text": av_scrub_coverage_describe()}.  New reference. */
+json_t *av_scrub_coverage_summary(const AvProfile *profile, json_t *steps);
+
+/* One line for people of a coverage object (a step's or a scrub's), such
+ * as "cleared 256 MiB of 48 GiB of device memory (0.5%), read back in full".
+ * Caller frees. */
+char *av_scrub_coverage_describe(json_t *coverage);
 
 /* Takes, without waiting, the per-device scrub lock of the pool device
  * @identity (a file "scrub-SHA256(IDENTITY).lock" in @state_dir), which the

@@ -13,6 +13,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
@@ -786,6 +787,59 @@ av_fake_mdev_remove(const AvRoot *root, const char *remove, const char *value)
     return av_fake_remove_tree(root, mdir);
 }
 
+/* resourceN_resize (Documentation/ABI/testing/sysfs-bus-pci): the file
+ * holds the bitmap of sizes and keeps it; writing a bit number B (as
+ * kstrtoul reads it) with no driver bound resizes BAR N to 2^(B + 20)
+ * bytes: the regular file resourceN takes that size (grown with zeros,
+ * shrunk by truncation), line N of "resource" ends at its start plus the
+ * size.  A driver bound: -EBUSY; B not in the bitmap: -EINVAL (the
+ * kernel's pci_resize_resource()). */
+static int
+av_fake_resize(const AvRoot *root, const char *resolved, const char *devdir, guint bar, const char *value)
+{
+    g_autofree char *arg = av_fake_arg(value);
+    g_autofree char *driver = g_strconcat(devdir, "/driver", NULL);
+    g_autofree char *bitmap_text = NULL;
+    g_autofree char *res_path = g_strdup_printf("%s/resource%u", devdir, bar);
+    g_autofree char *res_host = av_root_host_path(root, res_path);
+    g_autofree char *table_path = g_strconcat(devdir, "/resource", NULL);
+    g_autofree char *table = NULL;
+    g_auto(GStrv) lines = NULL;
+    g_autoptr(GString) out = g_string_new(NULL);
+    guint64 bit, bitmap, size, start, end, flags;
+    int r;
+
+    if (g_str_has_prefix(arg, "0x") ? !g_ascii_string_to_unsigned(arg + 2, 16, 0, 63, &bit, NULL)
+                                    : !g_ascii_string_to_unsigned(arg, 10, 0, 63, &bit, NULL))
+        return -EINVAL;
+    if (av_root_exists(root, driver))
+        return -EBUSY;
+    r = av_root_read_attr(root, resolved, &bitmap_text);
+    if (r < 0)
+        return r;
+    if (!g_ascii_string_to_unsigned(bitmap_text, 16, 0, G_MAXUINT64, &bitmap, NULL) || bit > AV_PCI_REBAR_BIT_MAX ||
+        !(bitmap & ((guint64)1 << bit)))
+        return -EINVAL;
+    size = AV_PCI_REBAR_SIZE(bit);
+    if (truncate(res_host, (off_t)size) < 0)
+        return -errno;
+    r = av_root_read_file(root, table_path, &table, NULL);
+    if (r < 0)
+        return r;
+    lines = g_strsplit(table, "\n", -1);
+    for (guint i = 0; lines[i]; i++) {
+        if (!lines[i][0] && !lines[i + 1])
+            break;
+        if (i == bar && sscanf(lines[i], "0x%" G_GINT64_MODIFIER "x 0x%" G_GINT64_MODIFIER "x 0x%" G_GINT64_MODIFIER "x",
+                               &start, &end, &flags) == 3)
+            g_string_append_printf(out, "0x%016" G_GINT64_MODIFIER "x 0x%016" G_GINT64_MODIFIER "x 0x%016"
+                                   G_GINT64_MODIFIER "x\n", start, start + size - 1, flags);
+        else
+            g_string_append_printf(out, "%s\n", lines[i]);
+    }
+    return av_fake_put(root, table_path, out->str, 0644);
+}
+
 /* Any other attribute: the value is simply stored. */
 static int
 av_fake_store(const AvRoot *root, const char *resolved, const char *value)
@@ -896,6 +950,9 @@ av_kernel_fake_write_do(const AvRoot *root, const char *path, const char *value)
         return av_fake_unbind(root, drv, value);
     if (g_str_equal(base, "driver_override"))
         return av_fake_set_override(root, resolved, value);
+    if (g_str_has_prefix(base, "resource") && g_str_has_suffix(base, "_resize") && strlen(base) == strlen("resource0_resize") &&
+        base[8] >= '0' && base[8] <= '5')
+        return av_fake_resize(root, resolved, dir, (guint)(base[8] - '0'), value);
     if (g_str_equal(base, "create")) {
         g_autofree char *types = g_path_get_dirname(dir);
         g_autofree char *types_base = g_path_get_basename(types);

@@ -19,6 +19,10 @@
  *                                               mdev_type and iommu_group links, the
  *                                               /sys/bus/mdev/devices link, one instance less)
  *   /sys/bus/mdev/devices/UUID/remove "1"       removes it again
+ *   /sys/bus/pci/devices/ADDR/resourceN_resize B  with no driver bound (else -EBUSY) and bit B
+ *                                               in the file's bitmap (else -EINVAL; the file
+ *                                               keeps it): resourceN becomes 2^(B+20) bytes
+ *                                               and line N of "resource" ends there
  *
  * and keeps /dev/vfio/GROUP present exactly while a device of GROUP is bound
  * to vfio-pci.  A fake tree may hold a file "sys/.accelvirt-fake-kernel"

@@ -11,6 +11,7 @@
 
 #include <errno.h>
 #include <stdarg.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "util/av-error.h"
@@ -276,6 +277,82 @@ av_vfio_bind(const AvRoot *root, const AvKernelOps *ops, const char *address,
                                  "after drivers_probe it is on %s, not vfio-pci (does vfio-pci accept it?)",
                                  now ? now : "no driver");
     *ret_original_driver = g_steal_pointer(&original);
+    return TRUE;
+}
+
+/* See av-vfio.h. */
+gboolean
+av_vfio_resize_bar(const AvRoot *root, const AvKernelOps *ops, const char *address, guint bar, guint bit,
+                   GError **error)
+{
+    g_autofree char *driver = NULL;
+    g_autofree char *after = NULL;
+    g_autofree char *path = NULL;
+    g_autofree char *value = NULL;
+    int r, resize_r, probe_r;
+
+    if (!av_vfio_check_address(address, error) || !av_vfio_device_exists(root, address, error))
+        return FALSE;
+    g_return_val_if_fail(bar < 6, FALSE);
+    r = av_vfio_read_driver(root, address, &driver);
+    if (r < 0)
+        return av_error_errno(error, r, "cannot read the driver of '%s'", address);
+    if (g_strcmp0(driver, AV_VFIO_DRIVER) != 0) {
+        g_set_error(error, AV_ERROR, AV_ERROR_FAILED,
+                    "cannot resize BAR %u of '%s': it is on %s, not vfio-pci", bar, address,
+                    driver ? driver : "no driver");
+        return FALSE;
+    }
+    r = av_vfio_write_override(root, ops, address, AV_VFIO_DRIVER);
+    if (r < 0)
+        return av_error_errno(error, r, "cannot resize BAR %u of '%s': writing driver_override failed", bar, address);
+    r = av_vfio_write_driver(root, ops, AV_VFIO_DRIVER, "unbind", address);
+    if (r < 0)
+        return av_error_errno(error, r, "cannot resize BAR %u of '%s': unbinding it from vfio-pci failed", bar,
+                              address);
+    path = av_sys_path("bus/pci/devices/%s/resource%u_resize", address, bar);
+    value = g_strdup_printf("%u", bit);
+    resize_r = ops->write(root, path, value);
+    probe_r = av_vfio_write_probe(root, ops, address);
+    r = av_vfio_read_driver(root, address, &after);
+    if (probe_r < 0 || r < 0 || g_strcmp0(after, AV_VFIO_DRIVER) != 0) {
+        g_set_error(error, AV_ERROR, AV_ERROR_FAILED,
+                    "resizing BAR %u of '%s' to %" G_GUINT64_FORMAT " MiB %s, and it did not go back to vfio-pci "
+                    "(%s); it is on %s", bar, address, ((guint64)1 << bit),
+                    resize_r < 0 ? "failed" : "worked",
+                    probe_r < 0 ? g_strerror(-probe_r) : r < 0 ? g_strerror(-r) : "drivers_probe left it elsewhere",
+                    after ? after : "no driver");
+        return FALSE;
+    }
+    if (resize_r < 0) {
+        g_set_error(error, AV_ERROR, AV_ERROR_FAILED,
+                    "the kernel refused to resize BAR %u of '%s' to %" G_GUINT64_FORMAT " MiB: %s%s", bar, address,
+                    ((guint64)1 << bit), g_strerror(-resize_r),
+                    resize_r == -ENOSPC ? " (the bridge above it has no room for the larger BAR)" : "");
+        return FALSE;
+    }
+    /* The kernel's own account of the BAR now ("resource", line @bar). */
+    {
+        g_autofree char *table_path = av_sys_path("bus/pci/devices/%s/resource", address);
+        g_autofree char *table = NULL;
+        g_auto(GStrv) lines = NULL;
+        guint64 start = 0, end = 0, flags = 0;
+
+        r = av_root_read_file(root, table_path, &table, NULL);
+        if (r < 0)
+            return av_error_errno(error, r, "cannot read the BARs of '%s' after resizing BAR %u", address, bar);
+        lines = g_strsplit(table, "\n", -1);
+        if (g_strv_length(lines) <= bar ||
+            sscanf(lines[bar], "0x%" G_GINT64_MODIFIER "x 0x%" G_GINT64_MODIFIER "x 0x%" G_GINT64_MODIFIER "x",
+                   &start, &end, &flags) != 3 ||
+            end < start || end - start + 1 != ((guint64)1 << (bit + 20))) {
+            g_set_error(error, AV_ERROR, AV_ERROR_FAILED,
+                        "BAR %u of '%s' is not %" G_GUINT64_FORMAT " MiB after the kernel resized it (its resource "
+                        "line reads '%s')", bar, address, ((guint64)1 << bit),
+                        g_strv_length(lines) > bar ? lines[bar] : "");
+            return FALSE;
+        }
+    }
     return TRUE;
 }
 

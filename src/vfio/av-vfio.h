@@ -46,6 +46,20 @@ gboolean av_vfio_group_check(const AvHost *host, const AvPolicy *policy, const A
 gboolean av_vfio_bind(const AvRoot *root, const AvKernelOps *ops, const char *address,
                       char **ret_original_driver, GError **error);
 
+/* Resizes BAR @bar of the PCI device @address, which must be on vfio-pci
+ * with nobody holding it open (close any VFIO handle first), to
+ * 2^(@bit + 20) bytes (Documentation/ABI/testing/sysfs-bus-pci:
+ * resourceN_resize, which requires that no driver is bound): sets
+ * driver_override to vfio-pci (so that no host driver takes the device
+ * while it has none), unbinds it from vfio-pci, writes @bit to
+ * resource@bar_resize, and probes it back onto vfio-pci, whether the
+ * resize worked or not.  Returns FALSE with @error saying what failed: the
+ * resize (the kernel's answer: the bridge's window has no room, the size
+ * is not offered, ...), or the way back to vfio-pci (the device may then be
+ * on no driver: the caller quarantines it). */
+gboolean av_vfio_resize_bar(const AvRoot *root, const AvKernelOps *ops, const char *address, guint bar, guint bit,
+                            GError **error);
+
 /* The driver the PCI device @address is bound to now (the name of its
  * driver link under @root), or NULL when it has none or the link cannot be
  * read.  Caller frees. */
