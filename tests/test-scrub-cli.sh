@@ -110,6 +110,19 @@ check "scrub by hand of the enrolled device passes: free" \
 check "  ... its report names the hash" json "$W/s1.json" "d['ok'] and d['steps'][1]['sha256'] == '$H1'"
 check "  ... and the journal has its certificate" \
     eval "tail -n1 '$W/state/journal.jsonl' | python3 -c \"import json,sys; e=json.loads(sys.stdin.read()); assert e['event']=='scrub-certificate' and e['result']=='free' and e['scrubbed_by']=='operator' and [s['method'] for s in e['steps']]==['reset','rom-check'] and e['prev'] and e['identity'].startswith('dsn:') and e['address']=='0000:17:00.0' and e['profile']=='a100' and e['bytes_zeroed']==0 and e['reason'] is None\""
+check "  ... whose coverage says no step cleared memory (reset and rom-check clear none)" \
+    last_entry "e['coverage']['cleared'] == 0 and e['coverage']['memory'] is None and e['coverage']['verified'] == 'none' and e['coverage']['step'] is None and e['coverage']['text'] == 'cleared 0 bytes of device memory of unknown size (no step measured or reported the memory it cleared)'"
+check "  ... status --json shows the device's last scrub and its coverage" \
+    eval "av status --no-sync --json | python3 -c \"import json,sys; d=[x for x in json.load(sys.stdin)['devices'] if x['address']=='0000:17:00.0'][0]['last_scrub']; assert d['result']=='free' and d['time'] > 0 and d['coverage']['verified']=='none' and d['coverage']['fraction'] is None, d\""
+check "  ... status prints it under the device" \
+    eval "av status --no-sync | grep -A3 '^0000:17:00.0' | grep -q '^    last scrub: .*, free: cleared 0 bytes of device memory of unknown size'"
+check "journal show DEVICE prints its certificate with the result and the coverage" \
+    eval "av journal show 0000:17:00.0 >'$W/js.txt' && grep -q '^ *[0-9]*  [0-9T:Z-]*  scrub-certificate *0000:17:00.0  dsn:' '$W/js.txt' && grep -q '^        free$' '$W/js.txt' && grep -q '^        coverage: cleared 0 bytes of device memory of unknown size' '$W/js.txt'"
+check "journal show --json --event scrub-certificate --last 1: the last certificate only" \
+    eval "av journal show --json --event scrub-certificate --last 1 | python3 -c \"import json,sys; d=json.load(sys.stdin); assert len(d)==1 and d[0]['event']=='scrub-certificate' and d[0]['address']=='0000:17:00.0' and 'coverage' in d[0], d\""
+check "journal show of a device never journalled says so" \
+    eval "av journal show 0000:99:00.0 | grep -qx 'No journal entry of 0000:99:00.0.'"
+check "journal verify --last is a usage error" unchanged one_line 2 "'--event' and '--last' are options of 'journal show'" av journal verify --last 2
 D31="$W/host/sys/bus/pci/devices/0000:31:00.0"
 check "a device on its host driver (nvidia) is bound to vfio-pci for the scrub and given back" \
     eval "av enroll 0000:31:00.0 >/dev/null && av scrub 0000:31:00.0 >/dev/null && [ \"\$(basename \$(readlink '$D31/driver'))\" = nvidia ] && grep -qx 'VFIO_DEVICE_RESET 0000:31:00.0' '$W/host/sys/.accelvirt-fake-kernel.log' && tail -n1 '$W/state/journal.jsonl' | grep -q '\"rebound_from\": *\"nvidia\"'"

@@ -5,11 +5,25 @@
 
 #include "cli.h"
 #include "pool/av-pool.h"
+#include "scrub/av-scrub.h"
 #include "util/av-json.h"
 
 static int
 av_policy_check(AvCli *cli, const AvPolicy *policy)
 {
+    json_t *warnings = json_array();
+    guint n_warnings = 0;
+
+    for (guint i = 0; i < policy->profiles->len; i++) {
+        const AvProfile *p = g_ptr_array_index(policy->profiles, i);
+        g_autoptr(GPtrArray) w = av_profile_scrub_warnings(p);
+
+        for (guint k = 0; k < w->len; k++)
+            json_array_append_new(warnings, json_pack("{s:s, s:s, s:i, s:s}", "profile", p->name,
+                                                      "file", p->source_file, "line", p->source_line,
+                                                      "message", (const char *)g_ptr_array_index(w, k)));
+        n_warnings += w->len;
+    }
     if (cli->json) {
         json_t *o = json_object();
         json_t *files = json_array();
@@ -20,21 +34,34 @@ av_policy_check(AvCli *cli, const AvPolicy *policy)
         json_object_set_new(o, "valid", json_true());
         json_object_set_new(o, "files", files);
         json_object_set_new(o, "profiles", json_integer(policy->profiles->len));
+        json_object_set_new(o, "warnings", warnings);
         av_cli_print_json(o);
         return AV_EXIT_OK;
     }
     if (policy->files->len == 0) {
         printf("%s: no policy files; accelvirt manages no device on this host.\n", cli->policy_dir);
+        json_decref(warnings);
         return AV_EXIT_OK;
     }
-    printf("%s: %u profile%s in %u file%s, all valid.\n", cli->policy_dir, policy->profiles->len,
+    printf("%s: %u profile%s in %u file%s, all valid", cli->policy_dir, policy->profiles->len,
            policy->profiles->len == 1 ? "" : "s", policy->files->len, policy->files->len == 1 ? "" : "s");
+    if (n_warnings)
+        printf("; %u warning%s (on stderr)", n_warnings, n_warnings == 1 ? "" : "s");
+    printf(".\n");
     for (guint i = 0; i < policy->profiles->len; i++) {
         const AvProfile *p = g_ptr_array_index(policy->profiles, i);
         g_autofree char *base = g_path_get_basename(p->source_file);
 
         printf("  %-24s  %-9s  %s:%d\n", p->name, av_attach_to_string(p->attach), base, p->source_line);
     }
+    for (guint i = 0; i < json_array_size(warnings); i++) {
+        json_t *w = json_array_get(warnings, i);
+
+        fprintf(stderr, "%s:%d: warning: profile '%s': %s\n", json_string_value(json_object_get(w, "file")),
+                (int)json_integer_value(json_object_get(w, "line")), json_string_value(json_object_get(w, "profile")),
+                json_string_value(json_object_get(w, "message")));
+    }
+    json_decref(warnings);
     return AV_EXIT_OK;
 }
 
@@ -82,20 +109,131 @@ av_cli_cmd_policy(AvCli *cli, int argc, char **argv)
     return av_policy_show(cli, policy, argc > 2 ? argv[2] : NULL);
 }
 
+/* One line of `journal show` for @e: its number, time, event and device,
+ * then what the event says; a certificate says its result and coverage. */
+static void
+av_journal_print_entry(json_t *e)
+{
+    const char *event = json_string_value(json_object_get(e, "event"));
+    const char *identity = json_string_value(json_object_get(e, "identity"));
+    const char *address = json_string_value(json_object_get(e, "address"));
+    g_autoptr(GString) line = g_string_new(NULL);
+
+    g_string_append_printf(line, "%6" JSON_INTEGER_FORMAT "  %s  %-18s", json_integer_value(json_object_get(e, "seq")),
+                           json_string_value(json_object_get(e, "time")), event);
+    if (address)
+        g_string_append_printf(line, "  %s", address);
+    if (identity)
+        g_string_append_printf(line, "  %s", identity);
+    if (g_str_equal(event, "scrub-certificate")) {
+        json_t *cov = json_object_get(e, "coverage");
+        const char *reason = json_string_value(json_object_get(e, "reason"));
+
+        g_string_append_printf(line, "\n        %s", json_string_value(json_object_get(e, "result")));
+        if (reason)
+            g_string_append_printf(line, ": %s", reason);
+        if (json_is_object(cov)) {
+            g_autofree char *text = av_scrub_coverage_describe(cov);
+
+            g_string_append_printf(line, "\n        coverage: %s", text);
+        } else {
+            g_string_append(line, "\n        coverage: not recorded");
+        }
+    } else {
+        const char *from = json_string_value(json_object_get(e, "from"));
+        const char *to = json_string_value(json_object_get(e, "to"));
+        const char *state = json_string_value(json_object_get(e, "state"));
+        const char *reason = json_string_value(json_object_get(e, "reason"));
+
+        if (from && to)
+            g_string_append_printf(line, "  %s -> %s", from, to);
+        else if (state)
+            g_string_append_printf(line, "  %s", state);
+        if (reason)
+            g_string_append_printf(line, ": %s", reason);
+    }
+    /* The journal is root's, but what it quotes (a domain's name, a
+     * program's output) is not: no control character reaches the terminal. */
+    for (gsize i = 0; i < line->len; i++)
+        if ((guchar)line->str[i] < 0x20 && line->str[i] != '\n')
+            line->str[i] = ' ';
+    printf("%s\n", line->str);
+}
+
+static int
+av_journal_show(AvCli *cli, const char *device, const char *event, gint last)
+{
+    g_autoptr(GError) err = NULL;
+    g_autoptr(AvPool) pool = NULL;
+    g_autoptr(GPtrArray) entries = NULL;
+    g_autoptr(GPtrArray) shown = g_ptr_array_new();
+    json_t *arr;
+
+    pool = av_cli_open_pool(cli, NULL, AV_POOL_READ, &err);
+    if (!pool)
+        return av_cli_fail(err);
+    if (!av_journal_read(cli->state_dir, &entries, &err))
+        return av_cli_fail(err);
+    for (guint i = 0; i < entries->len; i++) {
+        json_t *e = g_ptr_array_index(entries, i);
+
+        if (event && g_strcmp0(json_string_value(json_object_get(e, "event")), event) != 0)
+            continue;
+        if (device && g_strcmp0(json_string_value(json_object_get(e, "identity")), device) != 0 &&
+            g_strcmp0(json_string_value(json_object_get(e, "address")), device) != 0)
+            continue;
+        g_ptr_array_add(shown, e);
+    }
+    if (last > 0 && shown->len > (guint)last)
+        g_ptr_array_remove_range(shown, 0, shown->len - (guint)last);
+    if (cli->json) {
+        arr = json_array();
+        for (guint i = 0; i < shown->len; i++)
+            json_array_append(arr, g_ptr_array_index(shown, i));
+        av_cli_print_json(arr);
+        return AV_EXIT_OK;
+    }
+    for (guint i = 0; i < shown->len; i++)
+        av_journal_print_entry(g_ptr_array_index(shown, i));
+    if (shown->len == 0)
+        printf("No journal entry%s%s%s%s.\n", device ? " of " : "", device ? device : "",
+               event ? " with event " : "", event ? event : "");
+    return AV_EXIT_OK;
+}
+
 int
 av_cli_cmd_journal(AvCli *cli, int argc, char **argv)
 {
     g_autoptr(GError) err = NULL;
     g_autoptr(AvPool) pool = NULL;
+    g_autofree char *event = NULL;
+    gint last = 0;
     guint64 entries = 0;
+    const GOptionEntry show_entries[] = {
+        { "event", 0, 0, G_OPTION_ARG_STRING, &event, "Only entries of this event (such as scrub-certificate)",
+          "EVENT" },
+        { "last", 0, 0, G_OPTION_ARG_INT, &last, "Only the last N entries shown", "N" },
+        { NULL },
+    };
 
-    if (!av_cli_parse(cli, "journal", "verify",
-                      "Check that the journal's entries follow each other (sequence numbers) and that "
-                      "each carries the SHA-256 of the one before (tamper evidence).",
-                      NULL, &argc, &argv))
+    if (!av_cli_parse(cli, "journal", "verify | show [DEVICE]",
+                      "verify: check that the journal's entries follow each other (sequence numbers) and that "
+                      "each carries the SHA-256 of the one before (tamper evidence).  show: print the entries "
+                      "(of one device: its address or identity), a scrub certificate with its result and "
+                      "coverage (how much of the device's memory was cleared).",
+                      show_entries, &argc, &argv))
         return AV_EXIT_USAGE;
+    if (argc >= 2 && g_str_equal(argv[1], "show")) {
+        if (argc > 3)
+            return av_cli_usage_error("'journal show' takes at most one DEVICE, got '%s'", argv[3]);
+        if (last < 0)
+            return av_cli_usage_error("'--last' needs a number of entries above 0, got %d", last);
+        return av_journal_show(cli, argc > 2 ? argv[2] : NULL, event, last);
+    }
     if (argc != 2 || !g_str_equal(argv[1], "verify"))
-        return av_cli_usage_error("'journal' needs 'verify'");
+        return av_cli_usage_error("'journal' needs 'verify' or 'show [DEVICE]'");
+    if (event || last)
+        return av_cli_usage_error("'--event' and '--last' are options of 'journal show'");
     /* Under the shared lock, so that no line is read while a writer appends it. */
     pool = av_cli_open_pool(cli, NULL, AV_POOL_READ, &err);
     if (!pool)

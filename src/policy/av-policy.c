@@ -60,7 +60,7 @@ static const char *const reset_method_names[] = { "flr", "pm", "bus", "device_sp
 static const char *const top_keys[] = { "profiles", "description", NULL };
 static const char *const profile_keys[] = {
     "name", "description", "match", "attach", "mdev_type", "numa", "allocation", "granularity",
-    "scrub", "restore_driver", "hide_hypervisor", "resource_class", "traits", "companions", NULL,
+    "scrub", "restore_driver", "hide_hypervisor", "resource_class", "traits", "companions", "memory", "min_coverage", NULL,
 };
 static const char *const match_keys[] = {
     "vendor", "device", "class", "subsystem_vendor", "subsystem_device", "address", "mdev_parent", NULL,
@@ -1014,6 +1014,90 @@ policy_fail_file(const PolicyParse *pp, const char *path, const char *display, c
     return FALSE;
 }
 
+/* See av-policy.h. */
+GPtrArray *
+av_profile_scrub_warnings(const AvProfile *profile)
+{
+    GPtrArray *out = g_ptr_array_new_with_free_func(g_free);
+    guint base = profile->match_class_set ? (guint)(profile->match_class >> 16) : 0xffff;
+    gboolean nvidia = profile->match_vendor_set && profile->match_vendor == 0x10de;
+    /* A display controller (0x03) or processing accelerator (0x12), or a
+     * card of a GPU or FPGA vendor: a device with memory a tenant fills. */
+    guint16 vendor = profile->match_vendor_set ? profile->match_vendor : 0;
+    /* Xilinx (AMD) and Altera (Intel) FPGA cards hold a tenant's design and
+     * card memory as well. */
+    gboolean gpu = base == 0x03 || base == 0x12 || nvidia ||
+                   (!profile->match_class_set && (vendor == 0x1002 || vendor == 0x10ee || vendor == 0x1172));
+    gboolean zero = FALSE, other_memory_step = FALSE, resize = FALSE;
+
+    if (profile->attach != AV_ATTACH_VFIO_PCI && profile->attach != AV_ATTACH_SRIOV_VF)
+        return out;
+    for (guint i = 0; profile->scrub && i < profile->scrub->len; i++) {
+        const AvScrubStep *step = g_ptr_array_index(profile->scrub, i);
+
+        if (step->method == AV_SCRUB_METHOD_VFIO_ZERO) {
+            zero = TRUE;
+            resize = resize || json_is_true(json_object_get(step->options, "resize"));
+        } else if (step->method == AV_SCRUB_METHOD_COMMAND || step->method == AV_SCRUB_METHOD_VM) {
+            other_memory_step = TRUE;
+        }
+    }
+    if (gpu && !zero && !other_memory_step)
+        g_ptr_array_add(out, g_strdup("no scrub step clears the device's memory (only a vfio-zero, command or vm "
+                                      "step can): the next tenant may read what the last one left"));
+    if (nvidia && zero && !other_memory_step)
+        g_ptr_array_add(out, g_strdup("vfio-zero cannot clear an NVIDIA GPU's memory: BAR1 is mapped through the "
+                                      "GPU's own MMU, which only NVIDIA's driver sets up; add a command step running "
+                                      "NVIDIA's gpu-admin-tools (--reset-with-sbr, then --clear-memory) or a vm "
+                                      "step whose image runs the scrubbing kernel"));
+    else if (gpu && zero && !other_memory_step && !profile->memory && !resize)
+        g_ptr_array_add(out, g_strdup("the coverage of vfio-zero is unknown: without 'memory' (the device's memory "
+                                      "size) certificates can say only how many bytes of its BARs were zeroed, "
+                                      "unless the device has a Resizable BAR capability; a BAR is a window, "
+                                      "often far smaller than the memory (set 'memory', and 'resize': true where "
+                                      "the device's BAR can grow)"));
+    if (profile->min_coverage > 0 && !zero && !other_memory_step)
+        g_ptr_array_add(out, g_strdup("'min_coverage' is set but no step clears memory: every scrub will "
+                                      "quarantine the device"));
+    return out;
+}
+
+/* See av-policy.h. */
+gboolean
+av_policy_parse_size(const char *text, guint64 *ret_bytes)
+{
+    static const struct {
+        const char *unit;
+        guint64 factor;
+    } units[] = {
+        { "", 1 }, { "B", 1 },
+        { "KiB", 1ull << 10 }, { "MiB", 1ull << 20 }, { "GiB", 1ull << 30 }, { "TiB", 1ull << 40 },
+        { "kB", 1000ull }, { "KB", 1000ull }, { "MB", 1000000ull }, { "GB", 1000000000ull },
+        { "TB", 1000000000000ull },
+    };
+    const char *p = text;
+    const char *unit;
+    guint64 n = 0;
+
+    if (!g_ascii_isdigit(*p))
+        return FALSE;
+    for (; g_ascii_isdigit(*p); p++) {
+        if (n > (G_MAXUINT64 - 9) / 10)
+            return FALSE;
+        n = n * 10 + (guint64)(*p - '0');
+    }
+    unit = *p == ' ' ? p + 1 : p;
+    for (gsize i = 0; i < G_N_ELEMENTS(units); i++) {
+        if (!g_str_equal(unit, units[i].unit) || (unit != p && !units[i].unit[0]))
+            continue;
+        if (n == 0 || n > ((guint64)1 << 63) / units[i].factor)
+            return FALSE;
+        *ret_bytes = n * units[i].factor;
+        return TRUE;
+    }
+    return FALSE;
+}
+
 /* ---- scrub ---- */
 
 static gboolean
@@ -1065,7 +1149,7 @@ parse_scrub_step(const PolicyParse *pp, AvProfile *profile, json_t *step, const 
     const char *const *allowed;
     static const char *const none_keys[] = { "method", NULL };
     static const char *const command_keys[] = { "method", "argv", "timeout", NULL };
-    static const char *const zero_keys[] = { "method", "bars", "verify", NULL };
+    static const char *const zero_keys[] = { "method", "bars", "verify", "resize", NULL };
     static const char *const reset_keys[] = { "method", "methods", NULL };
     static const char *const vm_keys[] = { "method", "template", "timeout", NULL };
     const char *method_name;
@@ -1215,6 +1299,18 @@ parse_scrub_step(const PolicyParse *pp, AvProfile *profile, json_t *step, const 
                     return policy_fail(pp, ip, FALSE, error, "'%s' repeats BAR %" JSON_INTEGER_FORMAT, id, b);
                 seen |= 1u << b;
             }
+        }
+        {
+            json_t *resize = json_object_get(step, "resize");
+
+            if (resize && !json_is_boolean(resize)) {
+                g_autofree char *rp = path_join(path, "resize");
+                g_autofree char *rd = g_strdup_printf("%s.resize", display);
+
+                return type_fail(pp, rp, rd, "true or false", resize, error);
+            }
+            if (!resize)
+                json_object_set_new(s->options, "resize", json_false());
         }
         if (verify) {
             g_autofree char *vp = path_join(path, "verify");
@@ -1470,6 +1566,36 @@ parse_profile(PolicyParse *pp, AvPolicy *policy, GPtrArray *added, json_t *obj, 
             return policy_fail(pp, rp, FALSE, error, "restore_driver 'keep-vfio' cannot be used with attach '%s'; expected on-release",
                                av_attach_to_string(profile->attach));
         }
+    }
+
+    v = json_object_get(obj, "memory");
+    if (v) {
+        g_autofree char *mp = path_join(base, "memory");
+        g_autofree char *text = json_is_integer(v) ? g_strdup_printf("%" JSON_INTEGER_FORMAT, json_integer_value(v))
+                                : json_is_string(v) ? g_strdup(json_string_value(v)) : NULL;
+
+        if (!text)
+            return type_fail(pp, mp, "memory", "a size in bytes, or a string such as \"48GiB\"", v, error);
+        if (!av_policy_parse_size(text, &profile->memory))
+            return policy_fail(pp, mp, FALSE, error,
+                               "invalid memory '%s'; expected the device's memory as a number of bytes or a number and a "
+                               "unit (B, KiB, MiB, GiB, TiB, kB, MB, GB, TB), such as \"48GiB\"", text);
+    }
+    v = json_object_get(obj, "min_coverage");
+    if (v) {
+        g_autofree char *cp = path_join(base, "min_coverage");
+
+        if (!json_is_number(v))
+            return type_fail(pp, cp, "min_coverage", "a number above 0 and at most 1", v, error);
+        profile->min_coverage = json_number_value(v);
+        if (!(profile->min_coverage > 0 && profile->min_coverage <= 1))
+            return policy_fail(pp, cp, FALSE, error,
+                               "'min_coverage' is out of range: %g; expected a share above 0 and at most 1 (1 = all of "
+                               "the device's memory)", profile->min_coverage);
+        if (profile->attach == AV_ATTACH_USB || profile->attach == AV_ATTACH_MDEV)
+            return policy_fail(pp, cp, FALSE, error,
+                               "'min_coverage' cannot be used with attach '%s': only a whole PCI function's memory is "
+                               "cleared and counted", av_attach_to_string(profile->attach));
     }
 
     v = json_object_get(obj, "hide_hypervisor");
@@ -1927,6 +2053,11 @@ av_profile_to_json(const AvProfile *profile)
     json_object_set_new(o, "scrub", scrub);
     json_object_set_new(o, "restore_driver", json_string(av_restore_driver_to_string(profile->restore_driver)));
     json_object_set_new(o, "hide_hypervisor", json_boolean(profile->hide_hypervisor));
+    /* Only when given: what policy show prints is a policy that loads. */
+    if (profile->memory)
+        json_object_set_new(o, "memory", json_integer((json_int_t)profile->memory));
+    if (profile->min_coverage > 0)
+        json_object_set_new(o, "min_coverage", json_real(profile->min_coverage));
     if (profile->resource_class)
         json_object_set_new(o, "resource_class", json_string(profile->resource_class));
     json_object_set_new(o, "traits", strings_to_json(profile->traits));

@@ -106,6 +106,9 @@ typedef struct {
     char *resource_class;        /* Nova resource class such as "CUSTOM_GPU_A100", or NULL */
     GPtrArray *traits;           /* char*: Nova traits */
     char *description;           /* "description", or NULL */
+    guint64 memory;              /* "memory": the device's memory in bytes (what a scrub must clear); 0 unknown */
+    double min_coverage;         /* "min_coverage": the least share (0 to 1) of @memory a scrub must clear,
+                                  * or 0 when the profile asks for none */
 } AvProfile;
 
 void av_profile_free(AvProfile *profile);
@@ -211,6 +214,18 @@ gboolean av_profile_name_is_valid(const char *name);
 
 /* The profile named @name, or NULL.  Borrowed. */
 const AvProfile *av_policy_find(const AvPolicy *policy, const char *name);
+
+/* Parses a size as the policy's "memory" takes it: a whole number of bytes,
+ * or a string of a number and a unit ("48GiB", "80 GB", "256 MiB"; B, KiB,
+ * MiB, GiB, TiB as powers of 1024, kB, MB, GB, TB as powers of 1000).
+ * Returns FALSE for anything else, 0, or a size past 2^63 bytes. */
+gboolean av_policy_parse_size(const char *text, guint64 *ret_bytes);
+
+/* What `accelvirt policy check` warns of @profile's scrub: steps that
+ * cannot clear the memory of the device it matches (accelvirt-policy(5),
+ * WHAT CLEARS A DEVICE).  A new array of messages (char*), empty when
+ * there is nothing to say. */
+GPtrArray *av_profile_scrub_warnings(const AvProfile *profile);
 
 /* Lower-case names for output and for the policy files. */
 const char *av_attach_to_string(AvAttach attach);

@@ -427,6 +427,8 @@ for l in open(sys.argv[1]):
         print("result=%s vfio-zero ok=%s bytes=%s bars=%s %.1f MB/s; reset ok=%s method=%s via=%s" % (e.get("result"), z and z[0].get("ok"), z and z[0].get("bytes"), z and z[0].get("bars"), (z and z[0].get("mb_per_s")) or 0, r and r[0].get("ok"), r and r[0].get("reset_method"), r and r[0].get("via")))' "$J" 2>/dev/null | tail -n1)
 check "scrub: ... its scrub-certificate says free, vfio-zero ok with bytes = BAR2's size ($size), bytes_zeroed too ($zc)" \
     cert "$J" 0000:81:00.0 "c['result'] == 'free' and c['ok'] and st['vfio-zero']['ok'] and st['vfio-zero']['bytes'] == $size and c['bytes_zeroed'] == $size"
+check "scrub: ... its coverage: all of the profile's 1 MiB, measured on the real BAR, read back in full (BAR2 prefetchable, the register BAR0 skipped with its reason)" \
+    cert "$J" 0000:81:00.0 "c['coverage']['cleared'] == $size and c['coverage']['fraction'] == 1.0 and c['coverage']['verified'] == 'full' and c['coverage']['text'] == 'cleared 1 MiB of 1 MiB of device memory (100%), read back in full' and st['vfio-zero']['bars'][0]['prefetchable'] and st['vfio-zero']['bars'][0]['read_back'] == $size and [x['bar'] for x in st['vfio-zero']['skipped']] == [0] and 'not prefetchable' in st['vfio-zero']['skipped'][0]['reason']"
 check "scrub: ... the reset step worked and names the reset method and the way (reset_method, via: $zc)" \
     cert "$J" 0000:81:00.0 "st['reset']['ok'] and st['reset'].get('reset_method') and st['reset'].get('via')"
 s_fail() {
