@@ -1353,6 +1353,50 @@ test_vm_pass(void)
     vm_fixture_close(&v);
 }
 
+/* The image's coverage lines on its console (the template's serial log
+ * file) are the step's coverage: every device it had; a console with none
+ * says nothing, a malformed line is not believed. */
+static void
+test_vm_console_coverage(void)
+{
+    static const char *const consoles[] = {
+        "Linux booting\n[    2.1] accelvirt-coverage: device=0000:01:00.0 method=bars cleared=1048576 "
+        "memory=unknown verified=yes bars=2\naccelvirt-scrub: powering off\n",
+        "Linux booting\naccelvirt-scrub: powering off\n",
+        "accelvirt-coverage: device=0000:01:00.0 method=bars cleared=1e9 memory=unknown verified=yes\n",
+    };
+
+    for (guint i = 0; i < G_N_ELEMENTS(consoles); i++) {
+        VmFixture v;
+        Operator op = { .action = OP_SHUTDOWN };
+        g_autoptr(json_t) entry = NULL;
+        g_autoptr(GError) err = NULL;
+        g_autofree char *tmp = av_test_tmpdir();
+        g_autofree char *log = g_build_filename(tmp, "console.log", NULL);
+        g_autofree char *tmpl = g_strdup_printf(
+            "<domain type='test'><name>@NAME@</name><memory>1024</memory><os><type>hvm</type></os>"
+            "<devices>@HOSTDEV@<serial type='pty'><log file='%s' append='off'/></serial></devices></domain>\n", log);
+        json_t *cov;
+
+        av_test_write(tmp, "console.log", consoles[i]);
+        vm_fixture_open(&v, tmpl);
+        g_assert_true(vm_run(&v, &op, &entry, &err));
+        g_assert_no_error(err);
+        g_assert_cmpstr(json_string_value(json_object_get(entry, "console_log")), ==, log);
+        cov = json_object_get(entry, "coverage");
+        if (i == 0) {
+            g_assert_cmpint(json_integer_value(json_object_get(cov, "cleared")), ==, 1048576);
+            g_assert_cmpint(json_integer_value(json_object_get(cov, "read_back")), ==, 1048576);
+            g_assert_cmpstr(json_string_value(json_object_get(cov, "source")), ==, "reported");
+        } else {
+            g_assert_null(cov);
+        }
+        free(op.xml);
+        vm_fixture_close(&v);
+        av_test_tmpdir_remove(tmp);
+    }
+}
+
 /* A scrub domain that runs without the device (the placeholder where
  * libvirt does not take it as a device: in <description>, in <metadata>; or
  * another device's hostdev beside it) is destroyed at once and the step
@@ -1593,6 +1637,7 @@ main(int argc, char **argv)
     g_test_add_func("/scrub/command/checked-at-run", test_command_checked_at_run);
     g_test_add_func("/scrub/vm/template-checked-at-run", test_vm_template_checked_at_run);
     g_test_add_func("/scrub/vm/pass", test_vm_pass);
+    g_test_add_func("/scrub/vm/console-coverage", test_vm_console_coverage);
     g_test_add_func("/scrub/vm/no-device", test_vm_no_device);
     g_test_add_func("/scrub/vm/hang", test_vm_hang);
     g_test_add_func("/scrub/vm/not-pci", test_vm_not_pci);

@@ -1596,6 +1596,14 @@ parse_profile(PolicyParse *pp, AvPolicy *policy, GPtrArray *added, json_t *obj, 
             return policy_fail(pp, cp, FALSE, error,
                                "'min_coverage' cannot be used with attach '%s': only a whole PCI function's memory is "
                                "cleared and counted", av_attach_to_string(profile->attach));
+        /* Counted against the operator's figure only: what the device says
+         * of its memory (its Resizable BAR sizes), or a program reads from it,
+         * is what the last tenant's firmware says. */
+        if (!profile->memory)
+            return policy_fail(pp, cp, FALSE, error,
+                               "'min_coverage' needs the profile's 'memory' (the device's memory size, such as "
+                               "\"48GiB\"): a share of what the device itself reports would be a share of what the "
+                               "last tenant's firmware says");
     }
 
     v = json_object_get(obj, "hide_hypervisor");

@@ -421,8 +421,11 @@ av_scrub_coverage_describe(json_t *coverage)
 
     if (memory > 0) {
         double pct = 100.0 * MIN(1.0, (double)cleared / (double)memory);
+        const char *source = json_string_value(json_object_get(coverage, "memory_source"));
 
-        g_string_append_printf(out, "cleared %s of %s of device memory (%.*f%%)", c, m,
+        g_string_append_printf(out, "cleared %s of %s of device memory%s (%.*f%%)", c, m,
+                               g_strcmp0(source, "resizable-bar") == 0 ? " (as its Resizable BAR capability says)"
+                               : g_strcmp0(source, "reported") == 0 ? " (as the scrub program says)" : "",
                                pct == 0 || pct >= 100 ? 0 : pct < 1 ? 2 : 1, pct);
     } else {
         g_string_append_printf(out, "cleared %s of device memory of unknown size", c);
