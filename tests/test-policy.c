@@ -1123,7 +1123,9 @@ test_shipped(void)
         }
     }
     g_assert_cmpuint(av_policy_find(all, "gpu-rtx-a6000")->memory, ==, 48ull << 30);
-    g_assert_true(av_policy_find(all, "gpu-rtx-a6000")->min_coverage == 1.0);
+    g_assert_true(av_policy_find(all, "gpu-rtx-a6000")->min_coverage == 0);
+    g_assert_cmpuint(av_policy_find(all, "amd-instinct-64g")->memory, ==, 64ull << 30);
+    g_assert_true(av_policy_find(all, "amd-instinct-mi100")->min_coverage == 1.0);
 
     g_assert_cmpstr(match_name(all, a100), ==, "gpu-passthrough");
     g_assert_cmpstr(match_name(all, u250_mgmt), ==, "fpga-alveo-u250");

@@ -389,4 +389,16 @@ printf '%s%s/resource0\n' "$BMAPS" "$(bsys 0000:3b:00.0)" >"$B/host/proc/4242/ma
 check "  ... while a process with /dev/iommu open and another device's BAR mapped holds none of them" \
     bus_reset ""
 
+# --- journal show: what devices and programs wrote stays text ---
+cp -a "$W/state" "$W/state-evil"
+python3 - "$W/state-evil/journal.jsonl" <<'PYEOF'
+import json, sys
+e = {"seq": 99999, "time": "2026-11-23T00:00:00Z", "prev": "", "event": "scrub-certificate",
+     "identity": "usb:03e7:2485:serial:x\n        coverage: cleared 48 GiB of 48 GiB, read back in full\u001b[2J\u202e",
+     "address": "1-1", "result": "free", "reason": "ok\r\u009b31m", "coverage": None}
+open(sys.argv[1], "a").write(json.dumps(e) + "\n")
+PYEOF
+check "journal show: an identity or reason with newlines, escapes and bidi overrides prints as one line of text each" \
+    eval "\"$AV\" --root '$W/host' --policy-dir '$POL' --state-dir '$W/state-evil' journal show 1-1 >'$W/evil.txt' && [ \"\$(wc -l <'$W/evil.txt')\" -eq 3 ] && ! grep -q \"\$(printf '\\033')\" '$W/evil.txt' && ! grep -q \"\$(printf '\\r')\" '$W/evil.txt' && grep -q 'serial:x?        coverage: cleared 48 GiB of 48 GiB, read back in full?\\[2J?\$' '$W/evil.txt' && grep -qx '        coverage: not recorded' '$W/evil.txt'"
+
 finish

@@ -797,7 +797,8 @@ test_coverage_min(void)
     make_bar(&f, 0, 1024 * 1024, 0xa5);
     g_assert_false(run(&f, &target, &report, &err));
     g_assert_error(err, AV_ERROR, AV_ERROR_FAILED);
-    g_assert_cmpstr(err->message, ==, "the scrub cleared less than profile 'gpu-a100' requires (min_coverage 1): "
+    g_assert_cmpstr(err->message, ==, "the scrub cleared less than profile 'gpu-a100' requires (min_coverage 1, of memory "
+                                      "accelvirt measured clearing): "
                                       "cleared 1 MiB of 4 MiB of device memory (25.0%), read back in full");
     g_assert_true(json_is_true(json_object_get(json_array_get(json_object_get(report, "steps"), 0), "ok")));
     assert_bar(&f, 0, 1024 * 1024, 0);
@@ -866,7 +867,8 @@ test_coverage_resize(void)
     fixture_close(&f);
     g_clear_pointer(&report, json_decref);
 
-    /* a profile's memory picks the smallest size that covers it */
+    /* the largest size offered, whatever the profile's memory: the bytes
+     * past it count for no more memory than it has */
     fixture_open(&f, POLICY_A100_WITH("\"memory\": \"3MiB\", \"min_coverage\": 1",
                                       "[{\"method\": \"vfio-zero\", \"resize\": true}]"), TRUE);
     set_vendor(&f, "0x1002");
@@ -875,9 +877,9 @@ test_coverage_resize(void)
     g_assert_true(run(&f, &target, &report, &err));
     g_assert_no_error(err);
     resized = json_object_get(json_array_get(json_object_get(report, "steps"), 0), "resized");
-    g_assert_cmpint(json_integer_value(json_object_get(json_array_get(resized, 0), "to")), ==, 4 * 1024 * 1024);
+    g_assert_cmpint(json_integer_value(json_object_get(json_array_get(resized, 0), "to")), ==, 8 * 1024 * 1024);
     g_assert_cmpstr(json_string_value(json_object_get(json_object_get(report, "coverage"), "text")), ==,
-                    "cleared 4 MiB of 3 MiB of device memory (100%), read back in full");
+                    "cleared 3 MiB of 3 MiB of device memory (100%), read back in full");
     fixture_close(&f);
     g_clear_pointer(&report, json_decref);
 
@@ -976,7 +978,8 @@ test_coverage_parse(void)
 }
 
 /* A command step's program says what it cleared; the profile's memory
- * reaches it in ACCELVIRT_SCRUB_MEMORY. */
+ * reaches it in ACCELVIRT_SCRUB_MEMORY.  Its word is recorded as its word,
+ * and never meets min_coverage, which counts what accelvirt measured. */
 static void
 test_coverage_command(void)
 {
@@ -986,24 +989,37 @@ test_coverage_command(void)
     g_autofree char *bin = g_build_filename(tmp, "bin", NULL);
     g_autofree char *prog = g_build_filename(bin, "clear", NULL);
     g_autofree char *steps = g_strdup_printf("[{\"method\": \"command\", \"argv\": [\"%s\"]}]", prog);
-    g_autofree char *policy = g_strdup_printf(POLICY_A100_WITH("\"memory\": \"2GiB\", \"min_coverage\": 1", "%s"),
+    g_autofree char *policy = g_strdup_printf(POLICY_A100_WITH("\"memory\": \"2GiB\"", "%s"), steps);
+    g_autofree char *strict = g_strdup_printf(POLICY_A100_WITH("\"memory\": \"2GiB\", \"min_coverage\": 0.5", "%s"),
                                               steps);
     g_autoptr(GError) err = NULL;
     g_autoptr(json_t) report = NULL;
     json_t *cov;
 
     av_test_write(bin, "clear", "#!/bin/sh\necho \"accelvirt-coverage: device=$1 method=test "
-                                "cleared=$ACCELVIRT_SCRUB_MEMORY memory=$ACCELVIRT_SCRUB_MEMORY verified=no\"\n");
+                                "cleared=$ACCELVIRT_SCRUB_MEMORY memory=$ACCELVIRT_SCRUB_MEMORY verified=no\"\n"
+                                "echo \"accelvirt-coverage: device=$1 method=test cleared=5 memory=5 verified=no\"\n"
+                                "echo \"accelvirt-coverage: device=$1 method=test cleared=$ACCELVIRT_SCRUB_MEMORY "
+                                "memory=$ACCELVIRT_SCRUB_MEMORY verified=no\"\n");
     g_assert_cmpint(chmod(bin, 0755), ==, 0);
     g_assert_cmpint(chmod(prog, 0755), ==, 0);
     fixture_open(&f, policy, FALSE);
     g_assert_true(run(&f, &target, &report, &err));
     g_assert_no_error(err);
     cov = json_object_get(report, "coverage");
+    /* said three times for one device: counted once, as said last */
     g_assert_cmpint(json_integer_value(json_object_get(cov, "cleared")), ==, 2ll << 30);
     g_assert_cmpstr(json_string_value(json_object_get(cov, "verified")), ==, "none");
+    g_assert_cmpstr(json_string_value(json_object_get(cov, "source")), ==, "reported");
     g_assert_cmpstr(json_string_value(json_object_get(cov, "text")), ==,
-                    "cleared 2 GiB of 2 GiB of device memory (100%), not read back");
+                    "cleared 2 GiB of 2 GiB of device memory (100%), as the command step's program reports it, "
+                    "not read back");
+    fixture_close(&f);
+    g_clear_pointer(&report, json_decref);
+
+    fixture_open(&f, strict, FALSE);
+    g_assert_false(run(&f, &target, &report, &err));
+    g_assert_nonnull(strstr(err->message, "min_coverage 0.5, of memory accelvirt measured clearing"));
     fixture_close(&f);
     av_test_tmpdir_remove(tmp);
 }
@@ -1188,6 +1204,8 @@ typedef struct {
     const char *other;           /* the name of a running domain to power off first, or NULL */
     gboolean found;              /* the scrub domain was seen running */
     char *xml;                   /* its XML then (free()) */
+    const char *console_dir;     /* the image's console: written to CONSOLE_DIR/NAME.log before it stops */
+    const char *console;
 } Operator;
 
 static gpointer
@@ -1208,6 +1226,11 @@ operator_run(gpointer data)
         /* the method reads the live XML at once after it started it */
         g_usleep(300 * 1000);
         op->xml = virDomainGetXMLDesc(dom, 0);
+        if (op->console) {
+            g_autofree char *file = g_strdup_printf("%s.log", virDomainGetName(dom));
+
+            av_test_write(op->console_dir, file, op->console);
+        }
         if (op->other) {
             virDomainPtr other = virDomainLookupByName(conn, op->other);
 
@@ -1354,37 +1377,49 @@ test_vm_pass(void)
 }
 
 /* The image's coverage lines on its console (the template's serial log
- * file) are the step's coverage: every device it had; a console with none
- * says nothing, a malformed line is not believed. */
+ * file, named after the scrub domain) are the step's coverage: every device
+ * it had; a console with none says nothing, a malformed line is not
+ * believed, nor is a log whose name is not the scrub domain's (another
+ * scrub's, or one anyone could prepare). */
 static void
 test_vm_console_coverage(void)
 {
     static const char *const consoles[] = {
-        "Linux booting\n[    2.1] accelvirt-coverage: device=0000:01:00.0 method=bars cleared=1048576 "
+        "Linux booting\n[    2.100000] accelvirt-coverage: device=0000:01:00.0 method=bars cleared=1048576 "
         "memory=unknown verified=yes bars=2\naccelvirt-scrub: powering off\n",
         "Linux booting\naccelvirt-scrub: powering off\n",
         "accelvirt-coverage: device=0000:01:00.0 method=bars cleared=1e9 memory=unknown verified=yes\n",
+        "board name: accelvirt-coverage: device=0000:01:00.0 method=bars cleared=9 memory=unknown verified=yes\n",
+        "accelvirt-coverage: device=0000:01:00.0 method=bars cleared=1048576 memory=unknown verified=yes\n",
     };
 
     for (guint i = 0; i < G_N_ELEMENTS(consoles); i++) {
         VmFixture v;
-        Operator op = { .action = OP_SHUTDOWN };
+        Operator op = { .action = OP_SHUTDOWN, .console = consoles[i] };
         g_autoptr(json_t) entry = NULL;
         g_autoptr(GError) err = NULL;
         g_autofree char *tmp = av_test_tmpdir();
-        g_autofree char *log = g_build_filename(tmp, "console.log", NULL);
+        /* the last case: a fixed name, not the scrub domain's */
         g_autofree char *tmpl = g_strdup_printf(
             "<domain type='test'><name>@NAME@</name><memory>1024</memory><os><type>hvm</type></os>"
-            "<devices>@HOSTDEV@<serial type='pty'><log file='%s' append='off'/></serial></devices></domain>\n", log);
+            "<devices>@HOSTDEV@<serial type='pty'><log file='%s/%s.log' append='off'/></serial></devices></domain>\n",
+            tmp, i == 4 ? "fixed" : "@NAME@");
         json_t *cov;
 
-        av_test_write(tmp, "console.log", consoles[i]);
+        op.console_dir = tmp;
+        if (i == 4) {
+            av_test_write(tmp, "fixed.log", consoles[i]);
+            op.console = NULL;
+        }
         vm_fixture_open(&v, tmpl);
         g_assert_true(vm_run(&v, &op, &entry, &err));
         g_assert_no_error(err);
-        g_assert_cmpstr(json_string_value(json_object_get(entry, "console_log")), ==, log);
         cov = json_object_get(entry, "coverage");
         if (i == 0) {
+            g_autofree char *want = g_strdup_printf("%s/%s.log", tmp,
+                                                    json_string_value(json_object_get(entry, "domain")));
+
+            g_assert_cmpstr(json_string_value(json_object_get(entry, "console_log")), ==, want);
             g_assert_cmpint(json_integer_value(json_object_get(cov, "cleared")), ==, 1048576);
             g_assert_cmpint(json_integer_value(json_object_get(cov, "read_back")), ==, 1048576);
             g_assert_cmpstr(json_string_value(json_object_get(cov, "source")), ==, "reported");

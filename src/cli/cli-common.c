@@ -64,6 +64,29 @@ av_cli_resolve_defaults(AvCli *cli)
     /* --root falls back to $ACCELVIRT_ROOT in av_root_new_default(). */
 }
 
+/* See cli.h. */
+char *
+av_cli_printable(const char *text)
+{
+    g_autofree char *valid = NULL;
+    GString *out;
+
+    if (!text)
+        return NULL;
+    valid = g_utf8_make_valid(text, -1);
+    out = g_string_sized_new(strlen(valid));
+    for (const char *p = valid; *p; p = g_utf8_next_char(p)) {
+        gunichar c = g_utf8_get_char(p);
+
+        if (c < 0x20 || (c >= 0x7f && c <= 0x9f) || (c >= 0x202a && c <= 0x202e) || (c >= 0x2066 && c <= 0x2069) ||
+            c == 0xfffd)
+            g_string_append_c(out, '?');
+        else
+            g_string_append_len(out, p, g_utf8_next_char(p) - p);
+    }
+    return g_string_free(out, FALSE);
+}
+
 /* Prints @error as one line, "accelvirt: MESSAGE", whatever the message
  * quotes (a policy value, a journal line: control characters, newlines and
  * terminal escapes become spaces, as in the hook's refusals), and returns the

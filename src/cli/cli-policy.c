@@ -109,41 +109,54 @@ av_cli_cmd_policy(AvCli *cli, int argc, char **argv)
     return av_policy_show(cli, policy, argc > 2 ? argv[2] : NULL);
 }
 
+/* A member of a journal entry as text fit for the terminal (caller
+ * frees), or NULL when it is no string. */
+static char *
+av_journal_field(json_t *e, const char *key)
+{
+    return av_cli_printable(json_string_value(json_object_get(e, key)));
+}
+
 /* One line of `journal show` for @e: its number, time, event and device,
- * then what the event says; a certificate says its result and coverage. */
+ * then what the event says; a certificate says its result, reason and
+ * coverage on the lines below.  Every member is made printable on its own
+ * (an identity holds a USB device's serial, a reason a program's output):
+ * no member can end a line or draw another. */
 static void
 av_journal_print_entry(json_t *e)
 {
-    const char *event = json_string_value(json_object_get(e, "event"));
-    const char *identity = json_string_value(json_object_get(e, "identity"));
-    const char *address = json_string_value(json_object_get(e, "address"));
+    g_autofree char *event = av_journal_field(e, "event");
+    g_autofree char *identity = av_journal_field(e, "identity");
+    g_autofree char *address = av_journal_field(e, "address");
+    g_autofree char *time = av_journal_field(e, "time");
+    g_autofree char *reason = av_journal_field(e, "reason");
     g_autoptr(GString) line = g_string_new(NULL);
 
     g_string_append_printf(line, "%6" JSON_INTEGER_FORMAT "  %s  %-18s", json_integer_value(json_object_get(e, "seq")),
-                           json_string_value(json_object_get(e, "time")), event);
+                           time ? time : "?", event ? event : "?");
     if (address)
         g_string_append_printf(line, "  %s", address);
     if (identity)
         g_string_append_printf(line, "  %s", identity);
-    if (g_str_equal(event, "scrub-certificate")) {
+    if (g_strcmp0(json_string_value(json_object_get(e, "event")), "scrub-certificate") == 0) {
         json_t *cov = json_object_get(e, "coverage");
-        const char *reason = json_string_value(json_object_get(e, "reason"));
+        g_autofree char *result = av_journal_field(e, "result");
 
-        g_string_append_printf(line, "\n        %s", json_string_value(json_object_get(e, "result")));
+        g_string_append_printf(line, "\n        %s", result ? result : "?");
         if (reason)
             g_string_append_printf(line, ": %s", reason);
         if (json_is_object(cov)) {
             g_autofree char *text = av_scrub_coverage_describe(cov);
+            g_autofree char *shown = av_cli_printable(text);
 
-            g_string_append_printf(line, "\n        coverage: %s", text);
+            g_string_append_printf(line, "\n        coverage: %s", shown);
         } else {
             g_string_append(line, "\n        coverage: not recorded");
         }
     } else {
-        const char *from = json_string_value(json_object_get(e, "from"));
-        const char *to = json_string_value(json_object_get(e, "to"));
-        const char *state = json_string_value(json_object_get(e, "state"));
-        const char *reason = json_string_value(json_object_get(e, "reason"));
+        g_autofree char *from = av_journal_field(e, "from");
+        g_autofree char *to = av_journal_field(e, "to");
+        g_autofree char *state = av_journal_field(e, "state");
 
         if (from && to)
             g_string_append_printf(line, "  %s -> %s", from, to);
@@ -152,11 +165,6 @@ av_journal_print_entry(json_t *e)
         if (reason)
             g_string_append_printf(line, ": %s", reason);
     }
-    /* The journal is root's, but what it quotes (a domain's name, a
-     * program's output) is not: no control character reaches the terminal. */
-    for (gsize i = 0; i < line->len; i++)
-        if ((guchar)line->str[i] < 0x20 && line->str[i] != '\n')
-            line->str[i] = ' ';
     printf("%s\n", line->str);
 }
 

@@ -51,12 +51,19 @@ av_status_print_table(const AvPool *pool, gboolean synced)
         g_autofree char *since = av_time_str(d->state_since);
         g_autofree char *node = d->numa_node < 0 ? g_strdup("-") : g_strdup_printf("%d", d->numa_node);
 
+        /* An identity holds a device's serial, a reason what a program
+         * printed: shown as text, never as terminal controls. */
+        g_autofree char *identity = av_cli_printable(d->identity);
+        g_autofree char *reason = av_cli_printable(d->reason);
+        g_autofree char *problem = av_cli_printable(d->identity_problem);
+        g_autofree char *shown_owner = av_cli_printable(owner);
+
         printf("%-12s  %-18s  %-11s  %-4s  %-16s  %-20s  %s\n", d->address, d->profile,
-               av_device_state_to_string(d->state), node, owner, since, d->identity);
-        if (d->reason)
-            printf("    reason: %s\n", d->reason);
-        if (d->identity_problem && g_strcmp0(d->identity_problem, d->reason) != 0)
-            printf("    identity problem (quarantined when its scrub ends): %s\n", d->identity_problem);
+               av_device_state_to_string(d->state), node, shown_owner, since, identity);
+        if (reason)
+            printf("    reason: %s\n", reason);
+        if (problem && g_strcmp0(d->identity_problem, d->reason) != 0)
+            printf("    identity problem (quarantined when its scrub ends): %s\n", problem);
         if (d->last_scrub) {
             json_t *cov = json_object_get(d->last_scrub, "coverage");
             g_autofree char *when = av_time_str(json_integer_value(json_object_get(d->last_scrub, "time")));

@@ -44,6 +44,12 @@ void av_cli_resolve_defaults(AvCli *cli);
  * @error (see the enum above). */
 int av_cli_fail(const GError *error);
 
+/* @text fit for a terminal, whoever wrote it (a device's serial in an
+ * identity, a domain's name): control characters (C0, DEL and C1) and
+ * Unicode's bidirectional overrides become '?', invalid UTF-8 too.  Caller
+ * frees; NULL gives NULL. */
+char *av_cli_printable(const char *text);
+
 /* Prints "accelvirt: MESSAGE" on stderr and returns AV_EXIT_USAGE. */
 int av_cli_usage_error(const char *fmt, ...) G_GNUC_PRINTF(1, 2);
 

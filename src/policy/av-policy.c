@@ -1090,7 +1090,7 @@ av_policy_parse_size(const char *text, guint64 *ret_bytes)
     for (gsize i = 0; i < G_N_ELEMENTS(units); i++) {
         if (!g_str_equal(unit, units[i].unit) || (unit != p && !units[i].unit[0]))
             continue;
-        if (n == 0 || n > ((guint64)1 << 63) / units[i].factor)
+        if (n == 0 || n > (guint64)G_MAXINT64 / units[i].factor)
             return FALSE;
         *ret_bytes = n * units[i].factor;
         return TRUE;

@@ -218,7 +218,7 @@ const AvProfile *av_policy_find(const AvPolicy *policy, const char *name);
 /* Parses a size as the policy's "memory" takes it: a whole number of bytes,
  * or a string of a number and a unit ("48GiB", "80 GB", "256 MiB"; B, KiB,
  * MiB, GiB, TiB as powers of 1024, kB, MB, GB, TB as powers of 1000).
- * Returns FALSE for anything else, 0, or a size past 2^63 bytes. */
+ * Returns FALSE for anything else, 0, or a size of 2^63 bytes or more. */
 gboolean av_policy_parse_size(const char *text, guint64 *ret_bytes);
 
 /* What `accelvirt policy check` warns of @profile's scrub: steps that

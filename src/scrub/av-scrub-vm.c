@@ -249,36 +249,54 @@ av_scrub_vm_console_path(const char *xml)
     return path;
 }
 
-/* The coverage the scrub VM's image printed on its console (its
+/* The coverage the scrub VM @name's image printed on its console (its
  * "accelvirt-coverage:" lines, av_scrub_coverage_parse(), every device the
- * VM had), or NULL: no log, not a regular file, no such line.  Reads the
- * last AV_SCRUB_VM_CONSOLE_TAIL bytes only.  What the guest wrote is data:
- * only well-formed lines count. */
+ * VM had), or NULL: no log, or one that could be another's (its file name
+ * does not hold the scrub domain's random name, so another scrub or anyone
+ * who made the file first could have written it; not a regular file of
+ * root's with one link), no such line.  Reads the last
+ * AV_SCRUB_VM_CONSOLE_TAIL bytes only; virtlogd may write the image's last
+ * lines a moment after the domain stopped, so a log without a line is read
+ * again for up to a second.  What the guest wrote is data: only well-formed
+ * lines count, and they remain the guest's word (accelvirt-policy(5),
+ * COVERAGE). */
 static json_t *
-av_scrub_vm_console_coverage(const char *path)
+av_scrub_vm_console_coverage(const char *path, const char *name)
 {
-    g_autofree char *data = NULL;
-    struct stat st;
-    off_t from;
-    ssize_t n;
-    int fd;
+    g_autofree char *base = g_path_get_basename(path);
 
-    fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK | O_NOFOLLOW);
-    if (fd < 0)
+    if (!strstr(base, name))
         return NULL;
-    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+    for (guint attempt = 0; attempt < 5; attempt++) {
+        g_autofree char *data = NULL;
+        json_t *coverage;
+        struct stat st;
+        off_t from;
+        ssize_t n;
+        int fd;
+
+        if (attempt)
+            g_usleep(200 * 1000);
+        fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK | O_NOFOLLOW);
+        if (fd < 0)
+            continue;
+        if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid() || st.st_nlink != 1) {
+            close(fd);
+            return NULL;
+        }
+        from = st.st_size > AV_SCRUB_VM_CONSOLE_TAIL ? st.st_size - AV_SCRUB_VM_CONSOLE_TAIL : 0;
+        data = g_malloc0(AV_SCRUB_VM_CONSOLE_TAIL + 1);
+        n = pread(fd, data, AV_SCRUB_VM_CONSOLE_TAIL, from);
         close(fd);
-        return NULL;
+        if (n <= 0)
+            continue;
+        data[n] = '\0';
+        /* A NUL in the log ends what is read. */
+        coverage = av_scrub_coverage_parse(data, NULL);
+        if (coverage)
+            return coverage;
     }
-    from = st.st_size > AV_SCRUB_VM_CONSOLE_TAIL ? st.st_size - AV_SCRUB_VM_CONSOLE_TAIL : 0;
-    data = g_malloc0(AV_SCRUB_VM_CONSOLE_TAIL + 1);
-    n = pread(fd, data, AV_SCRUB_VM_CONSOLE_TAIL, from);
-    close(fd);
-    if (n <= 0)
-        return NULL;
-    data[n] = '\0';
-    /* A NUL in the log ends what is read. */
-    return av_scrub_coverage_parse(data, NULL);
+    return NULL;
 }
 
 /* The accelvirt namespace of domain metadata (av:accelerators). */
@@ -702,7 +720,7 @@ out:
     /* What the image said it cleared, from its console log, when it ran. */
     if (dom) {
         g_autofree char *console = av_scrub_vm_console_path(xml);
-        json_t *coverage = console ? av_scrub_vm_console_coverage(console) : NULL;
+        json_t *coverage = console && name ? av_scrub_vm_console_coverage(console, name) : NULL;
 
         json_object_set_new(ctx->entry, "console_log", av_json_string_or_null(console));
         if (coverage)

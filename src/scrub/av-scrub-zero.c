@@ -437,29 +437,27 @@ av_zero_device_memory(const AvZeroRun *run, const char **ret_source)
     return largest;
 }
 
-/* Grows every chosen resizable BAR to the smallest size it offers that
- * covers @memory (the largest it offers when @memory is 0 or above them
- * all), the device's handle closed meanwhile (the kernel wants no user of
- * the BARs and no driver), then opens it again.  Records each resize in
- * run->bars (for av_zero_resize_back()) and in @resized. */
+/* Grows every chosen resizable BAR to the largest size it offers (what
+ * covers the most of the memory whatever a profile's "memory" says; a
+ * device that offers more than the bridge above has room for fails the
+ * resize, and is quarantined), the device's handle closed meanwhile (the
+ * kernel wants no user of the BARs and no driver), then opens it again.
+ * Records each resize in run->bars (for av_zero_resize_back(), before the
+ * resize is tried: one that took effect and then failed is put back too)
+ * and in @resized. */
 static gboolean
-av_zero_resize_up(AvZeroRun *run, guint64 memory, json_t *resized, GError **error)
+av_zero_resize_up(AvZeroRun *run, json_t *resized, GError **error)
 {
     gboolean closed = FALSE;
 
     for (guint i = 0; i < AV_PCI_BAR_COUNT; i++) {
         AvZeroBar *b = &run->bars[i];
         guint64 size = run->regions[i].size;
-        guint want = av_zero_top_bit(b->rebar);
+        guint want;
 
         if (!b->chosen || !b->rebar)
             continue;
-        for (guint bit = 0; bit <= AV_PCI_REBAR_BIT_MAX && memory; bit++) {
-            if ((b->rebar & ((guint64)1 << bit)) && AV_PCI_REBAR_SIZE(bit) >= memory) {
-                want = bit;
-                break;
-            }
-        }
+        want = av_zero_top_bit(b->rebar);
         if (AV_PCI_REBAR_SIZE(want) <= size)
             continue;
         /* The size to go back to must be one the capability offers. */
@@ -475,11 +473,11 @@ av_zero_resize_up(AvZeroRun *run, guint64 memory, json_t *resized, GError **erro
             av_zero_close(run);
             closed = TRUE;
         }
-        if (!av_vfio_resize_bar(run->ctx->root, run->ctx->ops, run->address, i, want, error))
-            return FALSE;
         b->size_before = size;
         b->size_after = AV_PCI_REBAR_SIZE(want);
         b->restore_bit = av_zero_top_bit(size) - 20;
+        if (!av_vfio_resize_bar(run->ctx->root, run->ctx->ops, run->address, i, want, error))
+            return FALSE;
         json_array_append_new(resized, json_pack("{s:i, s:I, s:I}", "bar", (int)i, "from", (json_int_t)size,
                                                  "to", (json_int_t)AV_PCI_REBAR_SIZE(want)));
     }
@@ -671,7 +669,7 @@ av_scrub_method_vfio_zero(AvScrubContext *ctx, char **ret_message, GError **erro
     }
     memory = av_zero_device_memory(&run, &memory_source);
     unmapped = av_zero_unmapped_note(ctx->root, run.address);
-    if (resize && !av_zero_resize_up(&run, memory, resized, &err))
+    if (resize && !av_zero_resize_up(&run, resized, &err))
         goto out_restore;
 
     for (guint i = 0; i < AV_PCI_BAR_COUNT; i++) {

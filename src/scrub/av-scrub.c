@@ -281,25 +281,56 @@ av_scrub_coverage_bytes(const char *text, guint64 *ret)
     return g_ascii_string_to_unsigned(text, 10, 0, G_MAXINT64, ret, NULL);
 }
 
+/* Where the coverage line @line starts its fields: after the prefix at the
+ * start of the line, or after a kernel console's timestamp ("[   12.345678] ")
+ * and the prefix; NULL when the line is no coverage line. */
+static const char *
+av_scrub_coverage_fields(const char *line)
+{
+    const char *p = line;
+
+    if (*p == '[') {
+        p++;
+        while (*p == ' ')
+            p++;
+        if (!g_ascii_isdigit(*p))
+            return NULL;
+        while (g_ascii_isdigit(*p) || *p == '.')
+            p++;
+        if (p[0] != ']' || p[1] != ' ')
+            return NULL;
+        p += 2;
+    }
+    return g_str_has_prefix(p, AV_SCRUB_COVERAGE_PREFIX) ? p + strlen(AV_SCRUB_COVERAGE_PREFIX) : NULL;
+}
+
+/* One device's line, the last one that parsed. */
+typedef struct {
+    guint64 cleared;
+    guint64 memory;              /* 0: unknown */
+    gboolean verified;
+} AvCoverageLine;
+
 /* See av-scrub-private.h. */
 json_t *
 av_scrub_coverage_parse(const char *text, const char *address)
 {
     g_auto(GStrv) lines = g_strsplit(text, "\n", -1);
+    g_autoptr(GHashTable) devices = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
+    GHashTableIter it;
+    gpointer value;
     guint64 cleared = 0, memory = 0;
     gboolean memory_known = TRUE, verified = TRUE;
-    guint counted = 0;
 
     for (guint i = 0; lines[i]; i++) {
-        const char *line = strstr(lines[i], AV_SCRUB_COVERAGE_PREFIX);
+        const char *fields = av_scrub_coverage_fields(lines[i]);
         g_auto(GStrv) words = NULL;
         const char *device = NULL, *c = NULL, *m = NULL, *v = NULL;
-        guint64 c_bytes = 0, m_bytes = 0;
+        AvCoverageLine *l;
 
-        /* The prefix starts the line (after a console's timestamp at most). */
-        if (!line || line - lines[i] > 64)
+        if (!fields)
             continue;
-        words = g_strsplit_set(g_strstrip((char *)line + strlen(AV_SCRUB_COVERAGE_PREFIX)), " \t\r", -1);
+        words = g_strsplit_set(g_strstrip((char *)fields), " \t\r", -1);
         for (guint k = 0; words[k]; k++) {
             if (g_str_has_prefix(words[k], "device="))
                 device = words[k] + 7;
@@ -310,24 +341,31 @@ av_scrub_coverage_parse(const char *text, const char *address)
             else if (g_str_has_prefix(words[k], "verified="))
                 v = words[k] + 9;
         }
-        if (!c || !m || !v || !av_scrub_coverage_bytes(c, &c_bytes) ||
+        l = g_new0(AvCoverageLine, 1);
+        if (!c || !m || !v || !av_scrub_coverage_bytes(c, &l->cleared) ||
             (!g_str_equal(v, "yes") && !g_str_equal(v, "no")) ||
-            (!g_str_equal(m, "unknown") && (!av_scrub_coverage_bytes(m, &m_bytes) || m_bytes == 0)))
+            (!g_str_equal(m, "unknown") && (!av_scrub_coverage_bytes(m, &l->memory) || l->memory == 0)) ||
+            (address && device && g_ascii_strcasecmp(device, address) != 0)) {
+            g_free(l);
             continue;
-        if (address && device && g_ascii_strcasecmp(device, address) != 0)
-            continue;
-        if (cleared > G_MAXINT64 - c_bytes || memory > G_MAXINT64 - m_bytes)
-            continue;
-        cleared += c_bytes;
-        if (m_bytes)
-            memory += m_bytes;
-        else
-            memory_known = FALSE;
-        verified = verified && g_str_equal(v, "yes");
-        counted++;
+        }
+        l->verified = g_str_equal(v, "yes");
+        /* A device said twice counts once, as it said last. */
+        g_hash_table_replace(devices, g_ascii_strdown(device ? device : "", -1), l);
     }
-    if (counted == 0)
+    if (g_hash_table_size(devices) == 0)
         return NULL;
+    g_hash_table_iter_init(&it, devices);
+    while (g_hash_table_iter_next(&it, NULL, &value)) {
+        const AvCoverageLine *l = value;
+
+        if (cleared > (guint64)G_MAXINT64 - l->cleared || memory > (guint64)G_MAXINT64 - l->memory)
+            return NULL;
+        cleared += l->cleared;
+        memory += l->memory;
+        memory_known = memory_known && l->memory;
+        verified = verified && l->verified;
+    }
     return av_scrub_coverage_new(cleared, verified ? cleared : 0, memory_known ? memory : 0, "reported",
                                  "reported", NULL);
 }
@@ -347,13 +385,20 @@ av_scrub_coverage_summary(const AvProfile *profile, json_t *steps)
     json_array_foreach(steps, i, step) {
         json_t *cov = json_object_get(step, "coverage");
         json_int_t c, r, m;
+        gboolean measured, best_measured;
 
         if (!json_is_object(cov))
             continue;
         c = json_integer_value(json_object_get(cov, "cleared"));
         r = json_integer_value(json_object_get(cov, "read_back"));
         m = json_integer_value(json_object_get(cov, "memory"));
-        if (!best || c > (json_int_t)cleared || (c == (json_int_t)cleared && r > (json_int_t)read_back)) {
+        measured = g_strcmp0(json_string_value(json_object_get(cov, "source")), "measured") == 0;
+        best_measured = best && g_strcmp0(json_string_value(json_object_get(best, "source")), "measured") == 0;
+        /* The most cleared counts; between equals, what accelvirt measured
+         * rather than what a program says. */
+        if (!best || c > (json_int_t)cleared ||
+            (c == (json_int_t)cleared && (r > (json_int_t)read_back || (r == (json_int_t)read_back && measured &&
+                                                                         !best_measured)))) {
             best = cov;
             best_step = (json_int_t)i + 1;
             cleared = (guint64)c;
@@ -364,6 +409,12 @@ av_scrub_coverage_summary(const AvProfile *profile, json_t *steps)
             memory_source = json_string_value(json_object_get(cov, "memory_source"));
         }
     }
+    /* Bytes past the memory (a BAR larger than it, a program's say) are no
+     * more memory cleared. */
+    if (memory && cleared > memory) {
+        cleared = memory;
+        read_back = MIN(read_back, memory);
+    }
     json_object_set_new(o, "cleared", json_integer((json_int_t)cleared));
     json_object_set_new(o, "read_back", json_integer((json_int_t)read_back));
     json_object_set_new(o, "memory", memory ? json_integer((json_int_t)memory) : json_null());
@@ -372,6 +423,10 @@ av_scrub_coverage_summary(const AvProfile *profile, json_t *steps)
     json_object_set_new(o, "verified", json_string(cleared == 0 ? "none" : read_back >= cleared ? "full"
                                                    : read_back > 0 ? "partial" : "none"));
     json_object_set_new(o, "step", best ? json_integer(best_step) : json_null());
+    json_object_set_new(o, "source", best ? json_deep_copy(json_object_get(best, "source")) : json_null());
+    if (best)
+        json_object_set_new(o, "method", json_deep_copy(json_object_get(json_array_get(steps, (size_t)best_step - 1),
+                                                                         "method")));
     if (best && json_object_get(best, "note"))
         json_object_set(o, "note", json_object_get(best, "note"));
     if (!best)
@@ -430,6 +485,9 @@ av_scrub_coverage_describe(json_t *coverage)
     } else {
         g_string_append_printf(out, "cleared %s of device memory of unknown size", c);
     }
+    if (g_strcmp0(json_string_value(json_object_get(coverage, "source")), "reported") == 0)
+        g_string_append_printf(out, ", as the %s step's program reports it",
+                               json_string_value(json_object_get(coverage, "method")) ?: "scrub");
     if (cleared > 0)
         g_string_append(out, read_back >= cleared ? ", read back in full"
                              : read_back > 0 ? "" : ", not read back");
@@ -493,11 +551,16 @@ av_scrub_run(const AvRoot *root, const AvKernelOps *ops, const AvProfile *profil
     json_object_set_new(report, "coverage", coverage);
     if (profile->min_coverage > 0) {
         json_t *fraction = json_object_get(coverage, "fraction");
+        gboolean measured = g_strcmp0(json_string_value(json_object_get(coverage, "source")), "measured") == 0;
 
-        if (!json_is_number(fraction) || json_number_value(fraction) < profile->min_coverage) {
+        /* Only what accelvirt itself wrote and read back counts: a
+         * program's or a scrub VM's figures are their word, which the
+         * device's firmware may have shaped. */
+        if (!json_is_number(fraction) || json_number_value(fraction) < profile->min_coverage || !measured) {
             g_set_error(error, AV_ERROR, AV_ERROR_FAILED,
-                        "the scrub cleared less than profile '%s' requires (min_coverage %g): %s", profile->name,
-                        profile->min_coverage, json_string_value(json_object_get(coverage, "text")));
+                        "the scrub cleared less than profile '%s' requires (min_coverage %g, of memory accelvirt "
+                        "measured clearing): %s", profile->name, profile->min_coverage,
+                        json_string_value(json_object_get(coverage, "text")));
             if (ret_report)
                 *ret_report = g_steal_pointer(&report);
             return FALSE;
