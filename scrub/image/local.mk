@@ -7,4 +7,4 @@ scrub_image_accelvirt_scrub_bars_SOURCES = scrub/image/accelvirt-scrub-bars.c
 # plain C and libc only, as in the image: none of the project's libraries
 scrub_image_accelvirt_scrub_bars_LDADD =
 dist_check_SCRIPTS += tests/test-scrub-bars.sh
-EXTRA_DIST += scrub/image/local.mk
+EXTRA_DIST += scrub/image/build scrub/image/init scrub/image/local.mk
