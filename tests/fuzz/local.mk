@@ -21,7 +21,7 @@ AV_FUZZ_COMMON = tests/fuzz/fuzz.h tests/fuzz/fuzz-common.c
 
 # The replays: tests of `make check` (no argument: the corpus named by the
 # program, tests/fuzz/corpus/NAME).
-check_PROGRAMS += \
+AV_UNIT_TESTS += \
 	tests/fuzz/replay-domain \
 	tests/fuzz/replay-policy \
 	tests/fuzz/replay-pool \

@@ -6,6 +6,9 @@
 #   zero-bar         a static helper that mmaps a PCI BAR (resourceN) and zeroes/reads it
 #   initramfs.cpio.gz  busybox-static, the modules below (vfio, mdev, 9p, overlay,
 #                      uio_pci_generic, e1000e) and tests/vm/init.sh as /init
+#   scrub-image/       accelvirt's scrub image, made by its recipe (scrub/image/build)
+#                      for the same kernel: accelvirt-scrub-vmlinuz and
+#                      accelvirt-scrub-initrd.img (the vm scrub method of phase V)
 #
 # Usage: build.sh [CACHE_DIR]   (default $AV_VM_CACHE, else ./tests/vm/cache)
 # Env:   AV_VM_KVER   the guest kernel version (default: what linux-image-amd64 depends on)
@@ -23,7 +26,9 @@ need() { echo "build.sh: missing $1: run tests/vm/install-deps.sh (as root)" >&2
 log() { echo "build.sh: $*" >&2; }
 
 # --- the guest kernel version ---
+kver_default=no
 if test -z "${AV_VM_KVER:-}"; then
+    kver_default=yes
     AV_VM_KVER=$(dpkg-query -W -f='${Depends}' linux-image-amd64 2>/dev/null |
                  tr ',' '\n' | sed -n 's/^ *linux-image-\([^ ]*\).*/\1/p' | head -n1)
     test -n "$AV_VM_KVER" || need "linux-image-amd64"
@@ -118,6 +123,24 @@ if ! fresh zero-bar "$k"; then
     gcc -static -O2 -Wall -Werror -o "$cache/zero-bar" "$here/zero-bar.c" ||
         need "a static libc (libc6-dev, build-essential)"
     stamp zero-bar "$k"
+fi
+
+# --- the scrub image, by its recipe (scrub/image/build), keyed on the recipe's inputs ---
+# With the default kernel the recipe finds it itself (linux-image-amd64's, as here: its
+# default path is exercised); with AV_VM_KVER it is given that kernel.
+recipe=$(cd "$here/../../scrub/image" && pwd)
+k=$(echo "$KVER $(key "$recipe/build" "$recipe/init" "$recipe/accelvirt-scrub-bars.c" /bin/busybox \
+        "$vmlinuz" "$moddir/modules.dep" "$(command -v gcc)")")
+if ! test -f "$cache/scrub-image/accelvirt-scrub-initrd.img" || ! test -f "$cache/scrub-image/accelvirt-scrub-vmlinuz" ||
+   test "$(cat "$cache/scrub-image.key" 2>/dev/null)" != "$k"; then
+    log "building the scrub image with scrub/image/build"
+    rm -rf "$cache/scrub-image" "$cache/scrub-image.key"
+    if test "$kver_default" = yes; then set --; else set -- --kernel "$vmlinuz" --modules "$moddir"; fi
+    bash "$recipe/build" --out "$cache/scrub-image" "$@" >"$cache/scrub-image.log" 2>&1 ||
+        { cat "$cache/scrub-image.log" >&2; die "scrub/image/build failed"; }
+    grep -q "^scrub/image/build: kernel $KVER," "$cache/scrub-image.log" ||
+        { cat "$cache/scrub-image.log" >&2; die "scrub/image/build did not use kernel $KVER"; }
+    stamp scrub-image "$k"
 fi
 
 # --- initramfs ---

@@ -10,10 +10,12 @@
 #   kmod cpio gzip xz-utils zstd  module lists, decompression, the initramfs
 #   jq python3        checks of the results from the host
 #   libvirt-daemon-system, qemu-utils  the end-to-end tier (libvirtd inside the guest)
+#   busybox-static linux-image-amd64 gcc libc6-dev cpio gzip kmod
+#                     scrub/image/build, the vm method's scrub image (phase V)
 set -eu
 
 PKGS="qemu-system-x86 qemu-utils busybox-static linux-image-amd64 linux-headers-amd64
-linux-source build-essential kmod cpio gzip xz-utils zstd jq python3
+linux-source build-essential gcc libc6-dev kmod cpio gzip xz-utils zstd jq python3
 libvirt-daemon-system libvirt-clients"
 
 missing=

@@ -23,9 +23,10 @@
 #      and writes SECRET over BAR2 of the node-1 ivshmem; destroy -> release -> the
 #      worker's vfio-zero; then this guest reads BAR2 (none of SECRET) and test-vm.sh
 #      the backing file
-#   V. the vm method: rig-ivshmem's scrub becomes [vm] (xml/scrub-vm.xml with this
-#      kernel and initramfs, avvm.scrub=1); a firmware-only domain with the ivshmem is
-#      started and destroyed; the worker boots the scrub domain with the device
+#   V. the vm method: rig-ivshmem's scrub becomes [vm] (xml/scrub-vm.xml with the
+#      scrub image of scrub/image/build); this guest writes a secret over BAR2; a
+#      firmware-only domain with the ivshmem is started and destroyed; the worker
+#      boots the scrub domain with the device, whose image zeroes BAR2 and powers off
 #   R. the ROM swap: boot 1's scrub pool (results/rom-state, rom-policies: the node-0
 #      ivshmem enrolled with ROM A; test-vm.sh gives it ROM B in this boot), the hook
 #      run directly: prepare/release of avvm-rom -> the worker's rom-check fails ->
@@ -477,18 +478,6 @@ wait_settled() {  # wait_settled SECS: until $ADDR is free or quarantined (<= SE
     done
     echo "$(now) $t0" | awk '{printf "%.1f", $1 - $2}'
 }
-# the shipped template for this rig: TCG, the rig's kernel and initramfs (avvm.scrub=1
-# zeroes BAR2 and powers off), 192 MiB, and machine 'pc' like the tenant: a q35 boots
-# markedly slower in TCG inside TCG
-sed -e "s|<domain type='kvm'>|<domain type='qemu'>|" \
-    -e "s|/var/lib/libvirt/boot/accelvirt-scrub-vmlinuz|$C/vmlinux|" \
-    -e "s|/var/lib/libvirt/boot/accelvirt-scrub-initrd.img|$C/initramfs.cpio.gz|" \
-    -e "s|<cmdline>console=ttyS0 loglevel=4</cmdline>|<cmdline>console=ttyS0 loglevel=4 panic=-1 no_timer_check avvm.scrub=1</cmdline>|" \
-    -e "s|<memory unit='MiB'>512</memory>|<memory unit='MiB'>192</memory>|" \
-    -e "s|machine='q35'|machine='pc'|" \
-    "$R/scrub-vm.xml" > /etc/accelvirt/scrub-vm.xml
-chmod 644 /etc/accelvirt/scrub-vm.xml
-cp /etc/accelvirt/scrub-vm.xml "$R/scrub-vm-rig.xml"
 python3 - /etc/accelvirt/policies/50-rig.json <<'PYEOF'
 import json, sys
 d = json.load(open(sys.argv[1]))
@@ -545,11 +534,28 @@ fact tenant_journal_verify rc=$?
 cp /var/lib/accelvirt/journal.jsonl "$R/journal-tenant.jsonl" 2>/dev/null
 fact tenant_phase seconds="$(elapsed "$tD")"
 
-# --- V. the vm method: the worker boots the scrub domain under this libvirtd ---
-# rig-ivshmem's scrub becomes [vm] (the template above); a firmware-only domain
-# (managed='no') takes the node-1 ivshmem and is destroyed: release -> the worker
-# starts accelvirt-scrub-* with the device through vfio and waits for its power-off
+# --- V. the vm method: the worker boots the scrub image under this libvirtd ---
+# rig-ivshmem's scrub becomes [vm]: the shipped template with the scrub image that
+# its recipe made (scrub/image/build; test-vm.sh: SCRUB_INITRD, and SCRUB_KERNEL, the
+# rig's vmlinux, the same kernel uncompressed, unless AV_VM_SCRUB_KERNEL=vmlinuz),
+# TCG, 192 MiB, and machine 'pc' like the tenant (a q35 boots markedly slower in TCG
+# inside TCG). BAR2 gets a secret again (this guest writes it: a tenant's leftovers,
+# without a second nested tenant boot); a firmware-only domain (managed='no') takes
+# the node-1 ivshmem and is destroyed: release -> the worker starts accelvirt-scrub-*
+# with the device through vfio; its image zeroes BAR2 (accelvirt-scrub-bars), prints
+# the coverage line on its console and powers off
 echo "=== phase V" >> "$R/hook.log"
+SK=$(sed -n 's/^SCRUB_KERNEL=//p' "$R/env")
+SI=$(sed -n 's/^SCRUB_INITRD=//p' "$R/env")
+sed -e "s|<domain type='kvm'>|<domain type='qemu'>|" \
+    -e "s|/var/lib/libvirt/boot/accelvirt-scrub-vmlinuz|$SK|" \
+    -e "s|/var/lib/libvirt/boot/accelvirt-scrub-initrd.img|$SI|" \
+    -e "s|<cmdline>console=ttyS0 loglevel=4</cmdline>|<cmdline>console=ttyS0 loglevel=4 panic=-1 no_timer_check</cmdline>|" \
+    -e "s|<memory unit='MiB'>512</memory>|<memory unit='MiB'>192</memory>|" \
+    -e "s|machine='q35'|machine='pc'|" \
+    "$R/scrub-vm.xml" > /etc/accelvirt/scrub-vm.xml
+chmod 644 /etc/accelvirt/scrub-vm.xml
+cp /etc/accelvirt/scrub-vm.xml "$R/scrub-vm-rig.xml"
 python3 - /etc/accelvirt/policies/50-rig.json <<'PYEOF'
 import json, sys
 d = json.load(open(sys.argv[1]))
@@ -559,6 +565,11 @@ for p in d["profiles"]:
 json.dump(d, open(sys.argv[1], "w"), indent=2)
 PYEOF
 tV=$(now)
+SV="${SECRET}vm-"
+echo 1 > "$D/enable" 2>/dev/null
+/avvm/zero-bar fill "$D/resource2" "$SV" > /dev/null 2>&1
+fact vmscrub_secret_before secret="$(/avvm/zero-bar count "$D/resource2" "$SV" 2>&1)" pool="$(state_of)" driver="$(drv)"
+echo 0 > "$D/enable" 2>/dev/null
 domxml avvm-vmscrub no > /tmp/vmscrub.xml
 $V create /tmp/vmscrub.xml > "$R/vmscrub-start.out" 2>&1
 fact vmscrub_start rc=$? "$(state_of)"
@@ -580,6 +591,10 @@ else
     fact vmscrub_running domain=none pool="$(state_of)"
 fi
 fact vmscrub_after seconds="$(wait_settled 510)" pool="$(state_of)" driver="$(drv)"
+# the next claimant's view, as in phase D
+echo 1 > "$D/enable" 2>/dev/null
+fact vmscrub_bar2_after secret="$(/avvm/zero-bar count "$D/resource2" "$SV" 2>&1)" nonzero="$(/avvm/zero-bar sum "$D/resource2" 2>&1)"
+echo 0 > "$D/enable" 2>/dev/null
 "$A" journal verify > "$R/journal-verify-vmscrub.txt" 2>&1
 fact vmscrub_journal_verify rc=$?
 cp /var/lib/accelvirt/journal.jsonl "$R/journal-vmscrub.jsonl" 2>/dev/null

@@ -16,9 +16,13 @@
 #   a failing command step quarantines the edu and prepare refuses it, rom-check with
 #   ROM A enrolled (QEMU romfile= on ivshmem0); boot 2: a nested tenant (the rig's kernel,
 #   avvm.tenant=SECRET in init.sh) writes a secret into BAR2, vfio-zero leaves none of it
-#   (backing file, a read of BAR2); the vm method: the worker's scrub domain gets the
-#   device through vfio past accelvirt's own hook (av:scrub token), zeroes BAR2 in its
-#   guest and powers off; boot 1's pool with ROM B: rom-check quarantines, prepare refuses
+#   (backing file, a read of BAR2); the vm method: the worker's scrub domain (the image
+#   that scrub/image/build made, in build.sh) gets the device through vfio past
+#   accelvirt's own hook (av:scrub token), zeroes the secret left in BAR2, prints its
+#   coverage line and powers off; boot 1's pool with ROM B: rom-check quarantines,
+#   prepare refuses
+#   Last, outside the guest: the recipe's image as built, and booted on a plain QEMU
+#   without a device: FAILED, a panic that pvpanic reports
 #   Issue 10 on the real kernel, boot 1: a multi-function slot (an ivshmem at function 0,
 #   an e1000e on its driver at function 1, one IOMMU group): list marks the ivshmem,
 #   prepare refuses it, nothing is bound or claimed (hole 1); two e1000e given to
@@ -57,7 +61,7 @@ check() {  # check DESCRIPTION COMMAND...
 fact() { sed -n "s/^$1 //p" "$run/results/facts" 2>/dev/null | head -n1; }
 bail() { echo "Bail out! $*"; exit 1; }
 
-echo "1..99"
+echo "1..104"
 command -v python3 >/dev/null 2>&1 || bail "missing python3: run tests/vm/install-deps.sh (as root)"
 
 # --- build (cached) and boot once ---
@@ -70,6 +74,15 @@ fi
 t1=$(date +%s)
 echo "# build (cached when unchanged): $((t1 - t0)) s, cache $cache"
 AV_VM_CACHE=$cache
+# the vm method's scrub image, made by its recipe (scrub/image/build) in build.sh.
+# Phase V boots its initramfs with the rig's vmlinux: the same Debian kernel (checked
+# below), uncompressed. The recipe's own accelvirt-scrub-vmlinuz (xz-compressed) boots
+# as well (AV_VM_SCRUB_KERNEL=vmlinuz; the last test boots it in any case), but
+# decompressing it under TCG inside TCG made the vm step ~60 s longer here (224.6 s
+# against 163.8 s), and under CI's load that step already takes up to ~350 s of its 480.
+scrub_img=$AV_VM_CACHE/scrub-image
+scrub_kernel=$AV_VM_CACHE/vmlinux
+test "${AV_VM_SCRUB_KERNEL:-}" != vmlinuz || scrub_kernel=$scrub_img/accelvirt-scrub-vmlinuz
 
 rm -rf "$run"
 mkdir -p "$run/results"
@@ -514,7 +527,8 @@ EOF
 chmod 755 "$e2e/results/hooks/qemu" "$e2e/results/hooks/qemu.d/accelvirt"
 secret="AVSECRET-$$-$(date +%s)-"
 printf '%s\n' "ACCELVIRT=$accelvirt" "ACCELVIRT_HOOK=$hook" "ACCELVIRT_WORKER=$worker" \
-    "CACHE=$AV_VM_CACHE" "SECRET=$secret" > "$e2e/results/env"
+    "CACHE=$AV_VM_CACHE" "SECRET=$secret" "SCRUB_KERNEL=$scrub_kernel" \
+    "SCRUB_INITRD=$scrub_img/accelvirt-scrub-initrd.img" > "$e2e/results/env"
 cp -r "$here/hook-policies" "$e2e/results/hook-policies"
 cp "$here/scrub-sleep.sh" "$e2e/results/scrub-sleep.sh"
 cp "$here/../../xml/scrub-vm.xml" "$e2e/results/scrub-vm.xml"
@@ -788,17 +802,32 @@ c=[e for e in c if e.get("event")=="scrub-certificate" and e.get("address")=="00
 v=[x for x in c["steps"] if x["method"]=="vm"][0]
 print("%.1f s (domain %s, ok=%s: %s)" % (v["seconds"], v.get("domain"), v["ok"], " ".join((v.get("message") or v.get("error") or "").split())[:300]))' "$VJ" 2>&1 | tail -n1)
 echo "# end to end: the vm method's nested scrub boot (TCG in TCG, 192 MiB, start to power-off, the vm step's seconds): $vms"
-scon=$(cat "$E"/accelvirt-scrub-*.console.log 2>/dev/null | tr -d '\r' | grep -a '^AVVM-SCRUB-' | tr '\n' ' ')
+scon_file=$(ls "$E"/accelvirt-scrub-*.console.log 2>/dev/null | head -n1)
+scon_all=$(tr -d '\r' < "${scon_file:-/dev/null}" 2>/dev/null)
+scon=$(echo "$scon_all" | grep -a '^accelvirt-scrub' | tr '\n' ' ' | cut -c1-600)
+scov=$(echo "$scon_all" | grep -a '^accelvirt-coverage:')
 v_ok() {
     echo "$(efact vmscrub_start)" | grep -q '^rc=0 in-use' &&
     echo "$(efact vmscrub_after)" | grep -q ' pool=free ' &&
     cert "$VJ" 0000:81:00.0 "c['result'] == 'free' and st['vm']['ok'] and st['vm'].get('hostdev') == '0000:81:00.0'" &&
-    echo "$scon" | grep -Eq 'AVVM-SCRUB-ZEROED 0000:[0-9a-f:.]+ 0'
+    grep -q "<kernel>$scrub_kernel</kernel>" "$E/scrub-vm-rig.xml" &&
+    grep -q "<initrd>$scrub_img/accelvirt-scrub-initrd.img</initrd>" "$E/scrub-vm-rig.xml"
 }
 check "end to end: the vm method: while the worker's scrub domain runs, accelvirt's own qemu hook has let it in by its av:scrub token: its QEMU holds the device's vfio group and the pool still says scrubbing ($(efact vmscrub_running))" \
     sh -c "echo '$(efact vmscrub_running)' | grep -Eq 'domain=accelvirt-scrub-[0-9a-f]+ pool=scrubbing driver=vfio-pci holds=[1-9][0-9]* pid=[0-9]+ token=1' && grep -aq \"scrub domain 'accelvirt-scrub-[0-9a-f]*' (av:scrub token and UUID match) takes 0000:81:00.0\" '$E/hook-e2e.log'"
-check "end to end: the vm method: the worker boots the scrub domain (xml/scrub-vm.xml, the rig's kernel with avvm.scrub=1) under the rig's libvirtd with the device through vfio; its guest zeroes BAR2 and powers off; certificate ok, free ($(efact vmscrub_after); $vms; console: $scon)" \
+check "end to end: the vm method: the worker boots the scrub domain (xml/scrub-vm.xml with the scrub image of scrub/image/build: $(basename "$scrub_kernel") and accelvirt-scrub-initrd.img) under the rig's libvirtd with the device through vfio; certificate ok, free ($(efact vmscrub_after); $vms)" \
     v_ok
+v_poweroff() {
+    cert "$VJ" 0000:81:00.0 "st['vm']['ok'] and st['vm'].get('reason') == 'shutdown' and 'powered off after' in (st['vm'].get('message') or '')" &&
+    echo "$scon_all" | grep -q '^accelvirt-scrub: ok: accelvirt-scrub-bars verified every device; powering off' &&
+    ! echo "$scon_all" | grep -q 'FAILED\|Kernel panic'
+}
+check "end to end: ... the scrub image's /init ran accelvirt-scrub-bars and powered the domain off (libvirt's stop reason: shutdown), no failure, no panic (console: $scon)" v_poweroff
+check "end to end: ... its console log holds one coverage line, for the ivshmem as the scrub VM sees it: BAR2's $size bytes cleared and read back, verified=yes ($scov)" \
+    sh -c "test \"\$(echo '$scov' | grep -c .)\" = 1 && echo '$scov' | grep -Eq '^accelvirt-coverage: device=0000:00:[0-9a-f]{2}\.0 method=bars cleared=$size memory=unknown verified=yes bars=2 size=$size\$'"
+sv=$(grep -c -- "${secret}vm-" "$e2e/ivshmem1" 2>/dev/null)
+check "end to end: ... the secret this guest wrote over BAR2 before the domain took the device ($(efact vmscrub_secret_before)) is gone: the host's backing file holds none of it ($sv lines) and is all zero ($nze non-zero bytes of $size), and the next claimant reads none of it ($(efact vmscrub_bar2_after))" \
+    sh -c "echo '$(efact vmscrub_secret_before)' | grep -Eq '^secret=[1-9][0-9]* ' && test '$sv' = 0 -a '$nze' = 0 && test '$(efact vmscrub_bar2_after)' = 'secret=0 nonzero=0'"
 check "end to end: ... the journal stays intact (journal verify: $(efact vmscrub_journal_verify))" \
     test "$(efact vmscrub_journal_verify)" = rc=0
 
@@ -893,6 +922,43 @@ i_clear() {
     test "$(efact id_journal_verify)" = rc=0
 }
 check "identity, boot 2: ... accelvirt quarantine clear frees both under their new identities, the problem gone, back on e1000e with their network interfaces, no driver_override; the journal's chain is intact ($(efact id_clear); journal verify: $(efact id_journal_verify))" i_clear
+
+# --- the scrub image of the vm method, as its recipe made it (build.sh: scrub/image/build) ---
+si=$run/scrub-image
+mkdir -p "$si/root"
+(cd "$si/root" && zcat "$scrub_img/accelvirt-scrub-initrd.img" | cpio -id --quiet 2>/dev/null)
+si_kver=$(sed -n 's/^accelvirt scrub image: kernel \([^;]*\);.*/\1/p' "$si/root/etc/accelvirt-scrub-image" 2>/dev/null)
+si_ok() {
+    cmp -s "$si/root/init" "$here/../../scrub/image/init" &&
+    test -x "$si/root/bin/accelvirt-scrub-bars" && ! readelf -l "$si/root/bin/accelvirt-scrub-bars" | grep -q 'program interpreter' &&
+    test -x "$si/root/bin/busybox" && test "$(readlink "$si/root/bin/poweroff")" = busybox &&
+    test "$(tr '\n' ' ' < "$si/root/lib/modules/load.list")" = "pvpanic.ko pvpanic-mmio.ko pvpanic-pci.ko " &&
+    test "$(LC_ALL=C ls "$si/root/lib/modules")" = "$(printf '%s\n' load.list pvpanic-mmio.ko pvpanic-pci.ko pvpanic.ko)" &&
+    test -n "$si_kver" && cmp -s "$scrub_img/accelvirt-scrub-vmlinuz" "/boot/vmlinuz-$si_kver" &&
+    test "$(cut -d' ' -f1 "$AV_VM_CACHE/vmlinux.key")" = "$si_kver"
+}
+check "the scrub image's recipe made, from Debian packages, Debian's kernel ($si_kver, the rig's: phase V boots it uncompressed) and an initramfs of /init (scrub/image/init), busybox, a static accelvirt-scrub-bars and the pvpanic modules only ($(du -k "$scrub_img/accelvirt-scrub-initrd.img" | cut -f1) KiB)" si_ok
+# the image as the recipe made it (its own kernel) without a device to scrub, on a plain
+# QEMU (TCG, machine pc and 192 MiB as in phase V, an ISA pvpanic as xml/scrub-vm.xml's
+# <panic model='isa'/>): its scrubber
+# finds no passed-through device, /init says FAILED and panics; pvpanic tells QEMU,
+# which exits with status 1 (-action panic=exit-failure), where libvirt would see
+# "crashed"; a power-off (exit 0) or a hang (the timeout) fails this test
+ts=$(date +%s)
+timeout 300 qemu-system-x86_64 -machine pc -accel tcg -m 192 -nodefaults -display none -no-reboot \
+    -kernel "$scrub_img/accelvirt-scrub-vmlinuz" -initrd "$scrub_img/accelvirt-scrub-initrd.img" \
+    -append "console=ttyS0 loglevel=4 panic=-1 no_timer_check" -device pvpanic \
+    -action panic=exit-failure -serial "file:$si/console.log" -monitor none > "$si/qemu.out" 2>&1
+src=$?
+tse=$(( $(date +%s) - ts ))
+echo "# the scrub image without a device, on a plain QEMU (TCG): QEMU exit $src after $tse s"
+si_fail() {
+    test "$src" = 1 &&
+    tr -d '\r' < "$si/console.log" | grep -q '^accelvirt-scrub-bars: no passed-through device found' &&
+    tr -d '\r' < "$si/console.log" | grep -q '^accelvirt-scrub: FAILED accelvirt-scrub-bars exited 1' &&
+    ! tr -d '\r' < "$si/console.log" | grep -q '^accelvirt-coverage:\|powering off'
+}
+check "the scrub image (its own kernel) without its device (a plain QEMU, no passed-through function) fails as the image contract says: no coverage line, 'accelvirt-scrub: FAILED', a kernel panic that pvpanic reports (QEMU exit $src, $tse s; $(tr -d '\r' < "$si/console.log" 2>/dev/null | grep -a '^accelvirt-scrub' | tr '\n' ' ' | cut -c1-300))" si_fail
 
 t2=$(date +%s)
 echo "# total: $((t2 - t0)) s; run dir $run"
