@@ -61,7 +61,7 @@ check() {  # check DESCRIPTION COMMAND...
 fact() { sed -n "s/^$1 //p" "$run/results/facts" 2>/dev/null | head -n1; }
 bail() { echo "Bail out! $*"; exit 1; }
 
-echo "1..104"
+echo "1..106"
 command -v python3 >/dev/null 2>&1 || bail "missing python3: run tests/vm/install-deps.sh (as root)"
 
 # --- build (cached) and boot once ---
@@ -825,6 +825,11 @@ v_poweroff() {
 check "end to end: ... the scrub image's /init ran accelvirt-scrub-bars and powered the domain off (libvirt's stop reason: shutdown), no failure, no panic (console: $scon)" v_poweroff
 check "end to end: ... its console log holds one coverage line, for the ivshmem as the scrub VM sees it: BAR2's $size bytes cleared and read back, verified=yes ($scov)" \
     sh -c "test \"\$(echo '$scov' | grep -c .)\" = 1 && echo '$scov' | grep -Eq '^accelvirt-coverage: device=0000:00:[0-9a-f]{2}\.0 method=bars cleared=$size memory=unknown verified=yes bars=2 size=$size\$'"
+check "end to end: ... the worker read that line from the scrub VM's console log (named after the scrub domain) into the certificate: the vm step's coverage and the scrub's, recorded as the image's word ($(python3 -c 'import json,sys
+c=[json.loads(l) for l in open(sys.argv[1])]
+c=[e for e in c if e.get("event")=="scrub-certificate" and e.get("address")=="0000:81:00.0"][-1]
+print(c.get("coverage", {}).get("text"))' "$VJ" 2>&1 | tail -n1))" \
+    cert "$VJ" 0000:81:00.0 "st['vm']['coverage']['cleared'] == $size and st['vm']['coverage']['read_back'] == $size and st['vm']['coverage']['source'] == 'reported' and st['vm']['console_log'].startswith('/var/log/libvirt/qemu/' + st['vm']['domain']) and c['coverage']['source'] == 'reported' and c['coverage']['method'] == 'vm' and c['coverage']['text'] == 'cleared 1 MiB of device memory of unknown size, as the vm step\\'s program reports it, read back in full'"
 sv=$(grep -c -- "${secret}vm-" "$e2e/ivshmem1" 2>/dev/null)
 check "end to end: ... the secret this guest wrote over BAR2 before the domain took the device ($(efact vmscrub_secret_before)) is gone: the host's backing file holds none of it ($sv lines) and is all zero ($nze non-zero bytes of $size), and the next claimant reads none of it ($(efact vmscrub_bar2_after))" \
     sh -c "echo '$(efact vmscrub_secret_before)' | grep -Eq '^secret=[1-9][0-9]* ' && test '$sv' = 0 -a '$nze' = 0 && test '$(efact vmscrub_bar2_after)' = 'secret=0 nonzero=0'"
