@@ -108,6 +108,7 @@ check "  ... shown by status --json" \
 check "scrub by hand of the enrolled device passes: free" \
     eval "av scrub 0000:17:00.0 --json >'$W/s1.json' && [ \"\$(dev_state 0000:17:00.0)\" = free ]"
 check "  ... its report names the hash" json "$W/s1.json" "d['ok'] and d['steps'][1]['sha256'] == '$H1'"
+check "  ... and its coverage: no step cleared memory" json "$W/s1.json" "d['coverage']['cleared'] == 0 and d['coverage']['verified'] == 'none' and d['coverage']['memory'] is None"
 check "  ... and the journal has its certificate" \
     eval "tail -n1 '$W/state/journal.jsonl' | python3 -c \"import json,sys; e=json.loads(sys.stdin.read()); assert e['event']=='scrub-certificate' and e['result']=='free' and e['scrubbed_by']=='operator' and [s['method'] for s in e['steps']]==['reset','rom-check'] and e['prev'] and e['identity'].startswith('dsn:') and e['address']=='0000:17:00.0' and e['profile']=='a100' and e['bytes_zeroed']==0 and e['reason'] is None\""
 check "  ... whose coverage says no step cleared memory (reset and rom-check clear none)" \
@@ -140,7 +141,8 @@ check "  ... the 4 new A100s as 'none'; skipped: the quarantined one, the one en
     "len(d['enrolled']) == 4 and all(x['rom_sha256'] == 'none' and x['previous'] is None and x['state'] == 'free' for x in d['enrolled']) and [(x['address'], x['reason']) for x in d['skipped']] == [('0000:17:00.0', 'not free'), ('0000:31:00.0', 'already enrolled')]"
 check "enroll --all again enrolls nothing" \
     unchanged eval "av enroll --all >'$W/all2.txt' && grep -qx 'Nothing enrolled.' '$W/all2.txt'"
-check "scrub of an enrolled device without a ROM passes" eval "av scrub 0000:31:00.0 >/dev/null"
+check "scrub of an enrolled device without a ROM passes, and says its coverage" \
+    eval "av scrub 0000:31:00.0 >'$W/s31.txt' && grep -qx 'coverage: cleared 0 bytes of device memory of unknown size (no step measured or reported the memory it cleared)' '$W/s31.txt'"
 
 # --- a firmware update: quarantined by rom-check, re-enrolled, cleared ---
 check "enroll of the new ROM without --replace is refused with one line naming both hashes, nothing changed" \

@@ -436,28 +436,43 @@ av_cli_cmd_scrub(AvCli *cli, int argc, char **argv)
         return av_cli_fail(err);
 
     if (cli->json) {
+        json_t *coverage = report ? json_object_get(report, "coverage") : NULL;
         json_t *o = json_pack("{s:s,s:s?,s:s?,s:s,s:s,s:b,s:o,s:O}", "identity", identity, "address", address,
                               "profile", profile_name, "state_before", av_device_state_to_string(from),
                               "result", result, "ok", failure == NULL, "reason",
                               av_json_string_or_null(failure ? failure->message : NULL), "steps",
                               report ? json_object_get(report, "steps") : json_array());
+
+        json_object_set(o, "coverage", coverage ? coverage : json_null());
         av_cli_print_json(o);
     } else {
         json_t *steps = report ? json_object_get(report, "steps") : NULL;
         size_t i;
         json_t *s;
 
-        printf("scrub of %s (%s), profile %s:\n", address ? address : "-", identity, profile_name);
-        json_array_foreach(steps, i, s)
+        json_t *coverage = report ? json_object_get(report, "coverage") : NULL;
+        g_autofree char *shown_identity = av_cli_printable(identity);
+
+        printf("scrub of %s (%s), profile %s:\n", address ? address : "-", shown_identity, profile_name);
+        json_array_foreach(steps, i, s) {
+            /* a command's message is what its program printed */
+            g_autofree char *text = av_cli_printable(
+                json_string_value(json_object_get(s, json_object_get(s, "error") ? "error" : "message")));
+
             printf("  %zu. %-10s %-4s %7.2f s  %s\n", i + 1, json_string_value(json_object_get(s, "method")),
                    json_is_true(json_object_get(s, "ok")) ? "ok" : "FAIL",
-                   json_number_value(json_object_get(s, "seconds")),
-                   json_string_value(json_object_get(s, json_object_get(s, "error") ? "error" : "message")));
-        if (from == AV_DEVICE_STATE_QUARANTINED)
+                   json_number_value(json_object_get(s, "seconds")), text ? text : "");
+        }
+        if (json_is_object(coverage))
+            printf("coverage: %s\n", json_string_value(json_object_get(coverage, "text")));
+        if (from == AV_DEVICE_STATE_QUARANTINED) {
             printf("%s; the device stays quarantined%s\n", failure ? "a step failed" : "every step passed",
                    failure ? "" : ": 'accelvirt quarantine clear' gives it back to the pool");
-        else
-            printf("%s: %s\n", result, failure ? failure->message : "every step passed");
+        } else {
+            g_autofree char *why = av_cli_printable(failure ? failure->message : "every step passed");
+
+            printf("%s: %s\n", result, why);
+        }
     }
     return failure ? AV_EXIT_FAILURE : AV_EXIT_OK;
 }
