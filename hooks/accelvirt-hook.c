@@ -42,19 +42,35 @@ av_hook_has_hostdevs(const AvDomain *domain)
     return FALSE;
 }
 
-/* TRUE when the pool file of @state_dir may name @uuid: a cheap look, without
- * the lock, so that "release end" of a domain without hostdevs costs
- * nothing unless the pool holds something of it (a device detached while it
- * ran). */
-static gboolean
-av_hook_pool_mentions(const char *state_dir, const char *uuid)
+/* The state dir of the hook's pool, as av_hook_config_new() finds it.
+ * Borrowed from the environment or static. */
+static const char *
+av_hook_state_dir(void)
 {
-    g_autofree char *path = g_build_filename(state_dir, "pool.json", NULL);
-    g_autofree char *data = NULL;
+    const char *state = g_getenv("ACCELVIRT_STATE_DIR");
 
-    if (!uuid || !g_file_get_contents(path, &data, NULL, NULL))
+    return state && *state ? state : AV_STATE_DIR;
+}
+
+/* The fast path (issue 12, item 2): TRUE when the domain of @xml, which
+ * libvirt calls the hook about as @name, has nothing to do with accelvirt:
+ * no hostdev accelvirt may manage, none of accelvirt's metadata (read
+ * leniently: nothing else in the XML is looked at, so nothing else can
+ * refuse it, issue 19), and the pool names nothing of it (the domain
+ * index: a stat(2) or two, no lock, no pool.json read).  Then every
+ * operation is done: no lock, no scan, no policy, no log.  FALSE sends the
+ * call the long way, whose strict parse says what is wrong with an XML
+ * the first look could not read. */
+static gboolean
+av_hook_passes_through(const char *name, const char *xml, gsize len)
+{
+    g_auto(AvDomainPeek) peek = { 0 };
+
+    if (!av_domain_peek(xml, len, &peek, NULL))
         return FALSE;
-    return strstr(data, uuid) != NULL;
+    if (peek.may_manage || !peek.name || !peek.uuid || strcmp(peek.name, name) != 0)
+        return FALSE;
+    return av_pool_index_names(av_hook_state_dir(), peek.uuid) == AV_POOL_NAMES_NO;
 }
 
 /* Reads and drops what is left on stdin, so that libvirt, still writing
@@ -126,15 +142,21 @@ main(int argc, char **argv)
     if (!prepare && !start && !release && !reconnect && !remap) {
         /* Read what libvirt writes all the same, so that it never meets a
          * closed pipe. */
-        if (av_domain_read_fd(STDIN_FILENO, &xml, &len, NULL))
-            g_clear_pointer(&xml, g_free);
+        av_hook_drain_stdin();
+        return 0;
+    }
+
+    if (av_domain_read_fd(STDIN_FILENO, &xml, &len, &error) && av_hook_passes_through(name, xml, len)) {
+        /* "migrate begin" and "restore begin": the XML back byte for byte. */
+        if (remap)
+            return av_hook_write_stdout(xml, len, &error) ? 0 : av_hook_refuse(error->message);
         return 0;
     }
 
     /* Release and reconnect find the domain's devices by its UUID: what its
      * own metadata says (which a running domain may change) must not stop
      * them, or the devices would never be scrubbed. */
-    if (!av_domain_read_fd(STDIN_FILENO, &xml, &len, &error) ||
+    if (error ||
         !(domain = av_domain_parse_flags(xml, len,
                                          release || reconnect ? AV_DOMAIN_PARSE_METADATA_BEST_EFFORT
                                                               : AV_DOMAIN_PARSE_DEFAULT,
@@ -171,12 +193,9 @@ main(int argc, char **argv)
         return av_hook_remap(config, domain, xml, len, op);
     }
     if (!av_hook_has_hostdevs(domain)) {
-        const char *state;
-
-        if (!release)
-            return 0;
-        state = g_getenv("ACCELVIRT_STATE_DIR");
-        if (!av_hook_pool_mentions(state && *state ? state : AV_STATE_DIR, domain->uuid))
+        /* Release: unless the pool surely names nothing of it (a device
+         * detached while it ran, still its own). */
+        if (!release || !domain->uuid || av_pool_index_names(av_hook_state_dir(), domain->uuid) == AV_POOL_NAMES_NO)
             return 0;
     }
     if (!domain->uuid && !release)

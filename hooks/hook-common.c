@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "util/av-error.h"
+#include "util/av-spawn.h"
 
 #ifndef AV_WORKER_PATH
 #define AV_WORKER_PATH "/usr/libexec/accelvirt/accelvirt-worker"
@@ -222,6 +223,13 @@ av_hook_spawn_pending_worker(const AvHookConfig *config)
     if (!av_hook_spawn_worker(config, &error))
         av_hook_log(LOG_ERR, "cannot start the scrub worker '%s': %s; the devices stay dirty until a worker runs",
                     config->worker_path, error->message);
+}
+
+/* See hook.h. */
+gboolean
+av_hook_spawn_worker(const AvHookConfig *config, GError **error)
+{
+    return av_spawn_detached(config->worker_path, error);
 }
 
 /* Test hook: with a fake root and ACCELVIRT_TEST_STOP=POINT, stops the

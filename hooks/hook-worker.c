@@ -1,4 +1,5 @@
-/* accelvirt: the scrub worker, and how the hook starts it.
+/* accelvirt: the scrub worker (accelvirt-worker only: the hook starts it with
+ * av_hook_spawn_worker(), in hook-common.c, and links none of this).
  *
  * The hook must return at once (libvirtd waits for it, docs/hooks.rst), and
  * a scrub may take minutes: "release end" marks the devices dirty and starts
@@ -26,15 +27,6 @@
 #include "util/av-names.h"
 #include "util/av-spawn.h"
 #include "vfio/av-vfio.h"
-
-/* --- starting the worker ------------------------------------------------------------ */
-
-/* See hook.h. */
-gboolean
-av_hook_spawn_worker(const AvHookConfig *config, GError **error)
-{
-    return av_spawn_detached(config->worker_path, error);
-}
 
 /* --- the worker ---------------------------------------------------------------------- */
 

@@ -6,7 +6,13 @@
 #
 #   domain/    domain XML, through the hook at prepare begin, start begin and
 #              migrate begin, and through `accelvirt rewrite` (which would
-#              reserve devices for a good one)
+#              reserve devices for a good one).  A domain without a hostdev
+#              accelvirt may manage and without its metadata passes the
+#              hook untouched whatever else it holds (issue 19; the hook
+#              reads only its name and UUID), so the inputs whose fault is
+#              a value the hook checks only for managed devices (vCPUs,
+#              pinning, NUMA, Nova owner, other hostdevs) hold a managed
+#              A100: what is checked strictly stays checked
 #   domain-requests/  bad <av:request>s: refused by `accelvirt rewrite`, the
 #              only reader of requests; the hook, which never reads them (a
 #              domain it sees was placed already, or never asked), passes

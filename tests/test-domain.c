@@ -871,6 +871,72 @@ test_fuzz(void)
                    (double)(g_get_monotonic_time() - start) / G_USEC_PER_SEC);
 }
 
+/* The first look of the hook (av_domain_peek()): name, UUID, and whether
+ * accelvirt may have anything to do with the domain; nothing else read, so
+ * nothing else refuses it (issue 19); the document's own limits hold. */
+static void
+test_peek(void)
+{
+    static const struct {
+        const char *devices;
+        const char *metadata;
+        gboolean may_manage;
+    } cases[] = {
+        { "", "", FALSE },
+        { "<hostdev mode='subsystem' type='usb'><source><vendor id='0xzzzz'/></source></hostdev>", "", FALSE },
+        { "<hostdev mode='subsystem' type='scsi'/><hostdev type='scsi_host'/>", "", FALSE },
+        { "<hostdev mode='capabilities' type='storage'/>", "", FALSE },
+        { "<interface type='network'/><disk type='file'/>", "", FALSE },
+        { "<hostdev mode='subsystem' type='pci'/>", "", TRUE },
+        { "<hostdev type='pci' managed='yes'/>", "", TRUE },
+        { "<hostdev mode='subsystem' type='mdev' model='vfio-ccw'/>", "", TRUE },
+        { "<hostdev mode='subsystem'/>", "", TRUE },
+        { "<hostdev mode='subsystem' type='frobnicate'/>", "", TRUE },
+        { "<interface type='hostdev'/>", "", TRUE },
+        { "<x:hostdev xmlns:x='urn:x' type='pci'/>", "", FALSE },
+        { "", "<metadata><o:x xmlns:o='urn:other'/></metadata>", FALSE },
+        { "", "<metadata><av:accelerators xmlns:av='urn:accelvirt:domain:1'/></metadata>", TRUE },
+        { "", "<metadata/><metadata><av:accelerators xmlns:av='urn:accelvirt:domain:1'/></metadata>", FALSE },
+    };
+
+    for (gsize i = 0; i < G_N_ELEMENTS(cases); i++) {
+        g_autofree char *xml = g_strdup_printf(
+            "<domain type='kvm'><name> odd\tname </name><uuid> 8F1C8A3C58C74D5E9A0B6C2A1F0E9D11 </uuid>"
+            "<vcpu>02</vcpu><cputune><vcpupin vcpu='9' cpuset='0,16383'/></cputune>"
+            "<numatune><memory nodeset='0-99999'/></numatune>%s<devices>%s</devices></domain>",
+            cases[i].metadata, cases[i].devices);
+        g_auto(AvDomainPeek) peek = { 0 };
+        g_autoptr(GError) err = NULL;
+
+        g_assert_true(av_domain_peek(xml, strlen(xml), &peek, &err));
+        g_assert_no_error(err);
+        g_assert_cmpstr(peek.name, ==, " odd\tname ");
+        g_assert_cmpstr(peek.uuid, ==, "8f1c8a3c-58c7-4d5e-9a0b-6c2a1f0e9d11");
+        if (peek.may_manage != cases[i].may_manage)
+            g_error("case %" G_GSIZE_FORMAT " (%s%s): may_manage %d", i, cases[i].devices, cases[i].metadata,
+                    peek.may_manage);
+    }
+    {
+        static const char *const refused[] = {
+            "", "<domain><name>x</name>", "<!DOCTYPE domain><domain/>", "<vm><name>x</name></vm>",
+        };
+        static const char no_uuid[] = "<domain><name>x</name><uuid>not-a-uuid</uuid></domain>";
+        g_auto(AvDomainPeek) peek = { 0 };
+
+        for (gsize i = 0; i < G_N_ELEMENTS(refused); i++) {
+            g_autoptr(GError) err = NULL;
+
+            g_assert_false(av_domain_peek(refused[i], strlen(refused[i]), &peek, &err));
+            g_assert_error(err, AV_ERROR, AV_ERROR_INVALID_INPUT);
+            g_assert_null(peek.name);
+        }
+        g_assert_true(av_domain_peek(no_uuid, strlen(no_uuid), &peek, NULL));
+        g_assert_cmpstr(peek.name, ==, "x");
+        g_assert_null(peek.uuid);
+        g_assert_false(peek.may_manage);
+    }
+}
+
 int
 main(int argc, char **argv)
 {
@@ -879,6 +945,7 @@ main(int argc, char **argv)
     g_test_add_func("/domain/nova-instance", test_nova_instance);
     g_test_add_func("/domain/accelvirt-placed", test_accelvirt_placed);
     g_test_add_func("/domain/minimal", test_minimal);
+    g_test_add_func("/domain/peek", test_peek);
     g_test_add_func("/domain/partial-pins", test_partial_pins);
     g_test_add_func("/domain/cpuset", test_cpuset);
     g_test_add_func("/domain/quote", test_quote);

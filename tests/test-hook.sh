@@ -224,6 +224,124 @@ check "migrate begin gives the XML back unchanged" \
 check "restore begin gives the XML back unchanged" \
     eval "hook '$W/nic.xml' nicvm restore begin - >'$W/res.out' && cmp '$W/res.out' '$W/nic.xml'"
 
+# --- the fast path (issue 12, item 2; issue 19): a domain accelvirt has
+# nothing to do with (no hostdev it may manage, none of its metadata, the
+# pool names nothing of it) costs no lock, no scan, no policy, no pool read,
+# no log, and nothing else in its XML can refuse it ---
+world fast two-socket-8gpu
+mkdom "$W/gpu.xml" gpu "$U2" 0000:17:00.0
+mkdom "$W/gpu-detached.xml" gpu "$U2"
+hook "$W/gpu.xml" gpu prepare begin - >/dev/null 2>&1
+check "the pool's domain index names the domain that holds a device, and no other" \
+    eval "[ -f '$W/state/domains/$U2' ] && [ \"\$(ls '$W/state/domains')\" = '$U2' ]"
+# Valid libvirt input accelvirt does not act on: issue 19's examples (CPU ids
+# above 8191, a count with a leading zero, NUMA nodes above 1023), hostdevs
+# no profile can manage, foreign metadata, a Nova owner id of another form.
+cat >"$W/odd.xml" <<ODDXML
+<domain type='kvm'>
+  <name>odd vm.1</name>
+  <uuid>$U1</uuid>
+  <memory unit='GiB'>4</memory>
+  <vcpu placement='static' cpuset='0-3,16000-16383'>02</vcpu>
+  <iothreads>1</iothreads>
+  <cputune>
+    <vcpupin vcpu='0' cpuset='0,16383'/>
+    <vcpupin vcpu='1' cpuset='9000'/>
+    <emulatorpin cpuset='0-9000'/>
+    <iothreadpin iothread='1' cpuset='12000'/>
+  </cputune>
+  <numatune>
+    <memory mode='strict' nodeset='0,2048'/>
+    <memnode cellid='0' mode='strict' nodeset='4095'/>
+  </numatune>
+  <metadata>
+    <other:x xmlns:other='urn:example:other:1'><other:y/></other:x>
+    <nova:instance xmlns:nova='http://openstack.org/xmlns/libvirt/nova/1.1'><nova:owner><nova:user uuid='not an id/x'>u</nova:user></nova:owner></nova:instance>
+  </metadata>
+  <devices>
+    <hostdev mode='subsystem' type='usb'><source><vendor id='0x03e7'/><product id='0x2485'/></source></hostdev>
+    <hostdev mode='subsystem' type='scsi'><source><adapter name='scsi_host0'/><address bus='0' target='0' unit='0'/></source></hostdev>
+    <hostdev mode='capabilities' type='storage'><source><block>/dev/sdf1</block></source></hostdev>
+    <interface type='network'><source network='default'/></interface>
+  </devices>
+</domain>
+ODDXML
+# The state such a call must not touch: the pool lock held, pool.json
+# unreadable as JSON, the policies unreadable, no sysfs at all.
+mkdir -p "$W/empty" "$W/badpol" && printf '{' >"$W/badpol/10-bad.json" && chmod 0755 "$W/badpol"
+cp "$W/state/pool.json" "$W/pool.good" && printf '{' >"$W/state/pool.json"
+fast_hook() {
+    xml=$1; shift
+    ACCELVIRT_ROOT="$W/empty" ACCELVIRT_STATE_DIR="$W/state" ACCELVIRT_POLICY_DIR="$W/badpol" \
+    ACCELVIRT_WORKER=/bin/false ACCELVIRT_LOG_FILE="$W/fastlog" ACCELVIRT_TEST_LOCK_TIMEOUT_MS=300 \
+        "$HOOK" "$@" <"$xml"
+}
+flock -o "$W/state/pool.lock" sh -c "touch '$W/locked'; exec sleep 60" &
+LOCK_PID=$!
+i=0; while [ ! -e "$W/locked" ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
+# fast OP SUB: the call passes: exit 0, nothing on stdout or stderr.
+fast() {
+    fast_hook "$W/odd.xml" "odd vm.1" "$1" "$2" - >"$AV_TMP/out" 2>"$AV_TMP/err" || { echo "exit $?"; cat "$AV_TMP/err"; return 1; }
+    [ ! -s "$AV_TMP/out" ] && [ ! -s "$AV_TMP/err" ] || { cat "$AV_TMP/out" "$AV_TMP/err"; return 1; }
+}
+check "with the lock held, the pool and the policies unreadable and no sysfs, a domain the pool does not name passes prepare begin" fast prepare begin
+check "  ... start begin" fast start begin
+check "  ... started begin" fast started begin
+check "  ... release end" fast release end
+check "  ... reconnect begin" fast reconnect begin
+check "  ... migrate begin, the XML back byte for byte" \
+    eval "fast_hook '$W/odd.xml' 'odd vm.1' migrate begin - >'$W/mig.out' 2>'$AV_TMP/err' && cmp '$W/mig.out' '$W/odd.xml' && [ ! -s '$AV_TMP/err' ]"
+check "  ... restore begin, the XML back byte for byte" \
+    eval "fast_hook '$W/odd.xml' 'odd vm.1' restore begin - >'$W/res.out' 2>'$AV_TMP/err' && cmp '$W/res.out' '$W/odd.xml' && [ ! -s '$AV_TMP/err' ]"
+check "  ... and logged nothing" eval "[ ! -e '$W/fastlog' ]"
+check "the same call of the domain the pool names (its device detached while it ran) goes the long way: refused here" \
+    eval "fast_hook '$W/gpu-detached.xml' gpu release end - >'$AV_TMP/out' 2>'$AV_TMP/err'; [ \$? -eq 1 ] && [ \$(wc -l <'$AV_TMP/err') -eq 1 ]"
+check "a domain that names a managed device goes the long way: refused here" \
+    eval "fast_hook '$W/gpu.xml' gpu prepare begin - >'$AV_TMP/out' 2>'$AV_TMP/err'; [ \$? -eq 1 ] && [ \$(wc -l <'$AV_TMP/err') -eq 1 ]"
+sed "s|</metadata>|<av:accelerators xmlns:av='urn:accelvirt:domain:1'/></metadata>|" "$W/odd.xml" >"$W/odd-av.xml"
+check "so does one with accelvirt's metadata (whose strict parse still refuses issue 19's values)" \
+    eval "fast_hook '$W/odd-av.xml' 'odd vm.1' prepare begin - >'$AV_TMP/out' 2>'$AV_TMP/err'; [ \$? -eq 1 ] && grep -q 'accelvirt: refusing the domain XML' '$AV_TMP/err'"
+for t in "type='pci' managed='yes'" "type='mdev' model='vfio-pci'" "type='frobnicate'"; do
+    sed "s|<hostdev mode='subsystem' type='usb'>|<hostdev mode='subsystem' $t>|" "$W/odd.xml" >"$W/odd-hd.xml"
+    check "so does one with a hostdev $t" \
+        eval "fast_hook '$W/odd-hd.xml' 'odd vm.1' start begin - >'$AV_TMP/out' 2>'$AV_TMP/err'; [ \$? -eq 1 ]"
+done
+sed "s|<interface type='network'><source network='default'/>|<interface type='hostdev'><source><address type='pci' domain='0' bus='2' slot='0' function='1'/></source>|" "$W/odd.xml" >"$W/odd-if.xml"
+check "so does one with an interface type='hostdev'" \
+    eval "fast_hook '$W/odd-if.xml' 'odd vm.1' start begin - >'$AV_TMP/out' 2>'$AV_TMP/err'; [ \$? -eq 1 ]"
+mkdom "$W/plain.xml" plain "$U3"
+check "a DOMAIN argument that is not the XML's name goes the long way too (refused)" \
+    eval "fast_hook '$W/plain.xml' other prepare begin - >'$AV_TMP/out' 2>'$AV_TMP/err'; [ \$? -eq 1 ] && grep -q \"called for domain 'other'\" '$AV_TMP/err'"
+pkill -P "$LOCK_PID" sleep 2>/dev/null; kill "$LOCK_PID" 2>/dev/null; wait "$LOCK_PID" 2>/dev/null
+cp "$W/pool.good" "$W/state/pool.json"
+check "the detached device's domain, released the long way, gets its device dirty, scrubbed and free" \
+    eval "accepted '$W/gpu-detached.xml' gpu release end - && wait_state 0000:17:00.0 free"
+check "  ... and the index no longer names it" eval "[ ! -e '$W/state/domains/$U2' ] && [ -z \"\$(ls '$W/state/domains')\" ]"
+
+# A state dir of an older accelvirt: a pool without the index.  What the
+# pool names cannot be told without reading it: the long way, until a save
+# makes the index (with the names of the pool on disk and of the new one).
+world upgrade two-socket-8gpu
+mkdom "$W/vm1.xml" vm1 "$U1" 0000:17:00.0
+mkdom "$W/vm1-detached.xml" vm1 "$U1"
+mkdom "$W/vm2.xml" vm2 "$U2" 0000:31:00.0
+mkdom "$W/plain.xml" plain "$U3"
+hook "$W/vm1.xml" vm1 prepare begin - >/dev/null 2>&1
+rm -r "$W/state/domains"
+check "without the index, a release of a domain whose device was detached still releases it" \
+    eval "accepted '$W/vm1-detached.xml' vm1 release end - && wait_state 0000:17:00.0 free"
+check "  ... a domain without devices passes" accepted "$W/plain.xml" plain release end -
+hook "$W/vm1.xml" vm1 prepare begin - >/dev/null 2>&1
+rm -r "$W/state/domains"
+check "the next save makes the index whole, naming the pool's domains before and after it" \
+    eval "accepted '$W/vm2.xml' vm2 prepare begin - && [ -f '$W/state/domains/$U1' ] && [ -f '$W/state/domains/$U2' ] && [ ! -e '$W/state/domains.new' ] && [ \"\$(ls '$W/state/domains' | wc -l)\" -eq 2 ]"
+rm -r "$W/state/domains" && printf 'not a directory' >"$W/state/domains"
+check "a domain index that is not a directory stops a save, with one line saying to move it away" \
+    refused "the domain index '.*' is not a directory; move it away" "$W/vm1.xml" vm1 release end -
+rm "$W/state/domains" && mkdir "$W/state/domains.new" && printf 'x' >"$W/state/domains.new/left-over"
+check "  ... moved away, the release is carried out and the index made again (a domains.new left over is replaced)" \
+    eval "accepted '$W/vm2.xml' vm2 release end - && wait_state 0000:31:00.0 free && wait_state 0000:17:00.0 free && [ -d '$W/state/domains' ] && [ ! -e '$W/state/domains.new' ]"
+
 # --- bad input: one line, no state change ---
 world bad two-socket-8gpu
 printf '<?xml version="1.0"?>\n<!DOCTYPE domain [<!ENTITY x "y">]>\n<domain><name>evil</name><uuid>%s</uuid><devices/></domain>\n' "$U1" >"$W/doctype.xml"
@@ -683,6 +801,8 @@ set_dsn 0000:17:00.0 48b02d1a0000f00d
 hook "$W/other.xml" other prepare begin - >/dev/null 2>&1; hook "$W/other.xml" other release end - >/dev/null 2>&1
 hook "$W/vic.xml" victim prepare begin - >/dev/null 2>&1
 set_dsn 0000:17:00.0 48b02d1a000001c0
+# other's card is scrubbed before other wants it again below.
+wait_state 0000:31:00.0 free >/dev/null
 check "a card taking back the identity the pool keeps for a missing device, under a running victim: never found free" \
     eval "accepted '$W/other.xml' other prepare begin - && status && python3 -c \"import json; d=json.load(open('$W/st.json')); x=[y for y in d['devices'] if y['address']=='0000:17:00.0']; assert not [y for y in x if y['state'] == 'free'] and all(y.get('identity_problem') for y in x), x\""
 check "  ... and after the victim's release nobody gets it unscrubbed" \

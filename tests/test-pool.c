@@ -2612,6 +2612,85 @@ test_reconcile_keeps_mdev(void)
     test_remove_state(state);
 }
 
+/* The domain index (av-pool-index.c): every save names the domains of the
+ * new pool before pool.json does and drops the others after; a state dir
+ * without one gets it whole at the first save (the names of the pool on disk
+ * included); the lookup says NO only when sure. */
+static void
+test_domain_index(void)
+{
+    g_autofree char *state = test_make_pool(2);
+    g_autofree char *dir = g_build_filename(state, "domains", NULL);
+    g_autofree char *f1 = NULL, *f2 = NULL;
+    g_autoptr(GError) err = NULL;
+    const char *u1 = "8f1c8a3c-58c7-4d5e-9a0b-6c2a1f0e9d11";
+    const char *u2 = "00000002-0000-4000-8000-000000000002";
+    const char *u3 = "00000003-0000-4000-8000-000000000003";
+
+    f1 = g_build_filename(dir, u1, NULL);
+    f2 = g_build_filename(dir, u2, NULL);
+    /* An empty pool was saved: an empty index. */
+    g_assert_true(g_file_test(dir, G_FILE_TEST_IS_DIR));
+    g_assert_cmpint(av_pool_index_names(state, u1), ==, AV_POOL_NAMES_NO);
+    {
+        g_autoptr(AvPool) pool = av_pool_open(state, AV_POOL_WRITE, 0, &err);
+        AvPoolDevice *a = av_pool_find(pool, "dsn:0000000000000000.f0");
+        AvPoolDevice *b = av_pool_find(pool, "dsn:0000000000000001.f0");
+
+        g_assert_no_error(err);
+        a->state = AV_DEVICE_STATE_IN_USE;
+        a->owner = av_owner_new(u1, "vm1");
+        b->state = AV_DEVICE_STATE_QUARANTINED;
+        b->owner = av_owner_new("NOT-A-UUID", "vm9");   /* the pool compares as strings: no lookup finds it */
+        av_pool_intent_add(pool, av_intent_new(u2, "vm2"));
+        g_assert_true(av_pool_save(pool, &err));
+        g_assert_no_error(err);
+    }
+    g_assert_true(g_file_test(f1, G_FILE_TEST_IS_REGULAR));
+    g_assert_true(g_file_test(f2, G_FILE_TEST_IS_REGULAR));
+    g_assert_cmpint(av_pool_index_names(state, u1), ==, AV_POOL_NAMES_YES);
+    g_assert_cmpint(av_pool_index_names(state, u2), ==, AV_POOL_NAMES_YES);
+    g_assert_cmpint(av_pool_index_names(state, u3), ==, AV_POOL_NAMES_NO);
+    g_assert_cmpint(av_pool_index_names(state, "8F1C8A3C-58C7-4D5E-9A0B-6C2A1F0E9D11"), ==, AV_POOL_NAMES_UNKNOWN);
+    g_assert_cmpint(av_pool_index_names(state, "../pool.json"), ==, AV_POOL_NAMES_UNKNOWN);
+
+    /* A state dir of an older accelvirt: unknown until a save makes the
+     * index, which then names what the pool on disk named too. */
+    g_assert_true(unlink(f1) == 0 && unlink(f2) == 0 && rmdir(dir) == 0);
+    g_assert_cmpint(av_pool_index_names(state, u3), ==, AV_POOL_NAMES_UNKNOWN);
+    {
+        g_autoptr(AvPool) pool = av_pool_open(state, AV_POOL_WRITE, 0, &err);
+        AvPoolDevice *a = av_pool_find(pool, "dsn:0000000000000000.f0");
+
+        g_assert_no_error(err);
+        /* Opening changes nothing. */
+        g_assert_false(g_file_test(dir, G_FILE_TEST_EXISTS));
+        av_owner_free(a->owner);
+        a->owner = av_owner_new(u3, "vm3");
+        /* Made whole at the save, then the names the new pool drops go: u1. */
+        g_assert_true(av_pool_save(pool, &err));
+        g_assert_no_error(err);
+        g_assert_cmpint(av_pool_index_names(state, u1), ==, AV_POOL_NAMES_NO);
+        g_assert_cmpint(av_pool_index_names(state, u2), ==, AV_POOL_NAMES_YES);
+        g_assert_cmpint(av_pool_index_names(state, u3), ==, AV_POOL_NAMES_YES);
+        /* Dropped from the pool: dropped from the index after the save. */
+        av_pool_intent_remove(pool, g_ptr_array_index(av_pool_intents(pool), 0));
+        g_assert_true(av_pool_save(pool, &err));
+        g_assert_no_error(err);
+        g_assert_cmpint(av_pool_index_names(state, u2), ==, AV_POOL_NAMES_NO);
+    }
+    g_assert_false(g_file_test(f1, G_FILE_TEST_EXISTS));
+    g_assert_false(g_file_test(f2, G_FILE_TEST_EXISTS));
+
+    /* No state dir at all: nothing is named. */
+    {
+        g_autofree char *none = g_build_filename(state, "nowhere", NULL);
+
+        g_assert_cmpint(av_pool_index_names(none, u1), ==, AV_POOL_NAMES_NO);
+    }
+    test_remove_state(state);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -2621,6 +2700,7 @@ main(int argc, char **argv)
     g_test_add_func("/pool/open/read-missing", test_open_read_missing);
     g_test_add_func("/pool/open/write-creates", test_open_write_creates);
     g_test_add_func("/pool/save-load", test_save_load_roundtrip);
+    g_test_add_func("/pool/domain-index", test_domain_index);
     g_test_add_func("/pool/corrupt", test_corrupt);
     g_test_add_func("/pool/intents", test_intents);
     g_test_add_func("/pool/corrupt/truncated", test_truncated);

@@ -391,6 +391,44 @@ printf '%s%s/resource0\n' "$BMAPS" "$(bsys 0000:3b:00.0)" >"$B/host/proc/4242/ma
 check "  ... while a process with /dev/iommu open and another device's BAR mapped holds none of them" \
     bus_reset ""
 
+# --- the vm method is in accelvirt and accelvirt-worker (issue 12: the hook
+# links no libvirt, so the method is registered by the programs that do) ---
+M="$AV_TMP/vmreg"
+world vmreg two-socket-8gpu
+mkdir -p "$M/pol"
+printf '%s\n' "<domain type='test'><name>@NAME@</name><uuid>@UUID@</uuid><memory>1024</memory><os><type>hvm</type></os><devices>@HOSTDEV@</devices></domain>" >"$M/pol/scrub-vm.xml"
+cat >"$M/pol/10-vm.json" <<JSON
+{"profiles": [{"name": "a100-vm", "match": {"vendor": "0x10de", "device": "0x20f1"}, "attach": "vfio-pci",
+   "scrub": [{"method": "vm", "template": "$M/pol/scrub-vm.xml", "timeout": 5}], "restore_driver": "on-release"}]}
+JSON
+chmod 0755 "$M/pol" && chmod 0644 "$M/pol"/*
+# A libvirt that cannot be reached: the step gets as far as connecting.
+mv_() { ACCELVIRT_CONNECT=test:///nonexistent/accelvirt-unreached.xml "$AV" --root "$M/host" --policy-dir "$M/pol" --state-dir "$M/state" "$@"; }
+mv_ status >/dev/null
+check "accelvirt scrub runs a vm step (it reaches libvirt: the method is registered)" \
+    eval "! mv_ scrub 0000:17:00.0 --json >'$M/s.json' 2>/dev/null && python3 -c \"import json; d=json.load(open('$M/s.json')); r=d['reason']; assert d['result']=='quarantined' and 'cannot connect to libvirt' in r and 'not in this program' not in r, r\""
+mkdom "$M/vm.xml" a1 "<hostdev mode='subsystem' type='pci' managed='no'><source><address domain='0x0000' bus='0x31' slot='0x00' function='0x0'/></source></hostdev>"
+# mhook ARGS...: the hook of that world, with its policies and that libvirt.
+mhook() {
+    ACCELVIRT_ROOT="$M/host" ACCELVIRT_STATE_DIR="$M/state" ACCELVIRT_POLICY_DIR="$M/pol" \
+    ACCELVIRT_WORKER="$ACCELVIRT_WORKER" ACCELVIRT_LOG_FILE="$M/log" \
+    ACCELVIRT_CONNECT=test:///nonexistent/accelvirt-unreached.xml "$ACCELVIRT_HOOK" "$@" <"$M/vm.xml"
+}
+# m_reason ADDRESS: its quarantine reason, once the worker has quarantined it (20 s).
+m_reason() {
+    i=0
+    while [ $i -lt 200 ]; do
+        r=$(mv_ status --no-sync --json | python3 -c "import json,sys; print(''.join(x['reason'] or '' for x in json.load(sys.stdin)['devices'] if x['address']==sys.argv[1] and x['state']=='quarantined'))" "$1")
+        [ -n "$r" ] && { echo "$r"; return 0; }
+        sleep 0.1
+        i=$((i + 1))
+    done
+    echo "$1 is not quarantined after 20 s" >&2; cat "$M/log" >&2
+    return 1
+}
+check "accelvirt-worker runs a vm step (it reaches libvirt: the method is registered)" \
+    eval "mhook a1 prepare begin - >/dev/null 2>&1 && mhook a1 release end - >/dev/null 2>&1 && m_reason 0000:31:00.0 >'$M/r.txt' && grep -q 'cannot connect to libvirt' '$M/r.txt' && ! grep -q 'not in this program' '$M/r.txt'"
+
 # --- journal show: what devices and programs wrote stays text ---
 cp -a "$W/state" "$W/state-evil"
 python3 - "$W/state-evil/journal.jsonl" <<'PYEOF'

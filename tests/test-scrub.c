@@ -742,7 +742,8 @@ test_coverage_bar_smaller_than_memory(void)
                     ==, 1024 * 1024);
 
     cov = json_object_get(report, "coverage");
-    g_assert_cmpfloat_with_epsilon(json_real_value(json_object_get(cov, "fraction")), 0.125, 1e-9);
+    /* (Not g_assert_cmpfloat_with_epsilon(): -Wdouble-promotion to clang.) */
+    g_assert_true(ABS(json_real_value(json_object_get(cov, "fraction")) - 0.125) < 1e-9);
     g_assert_cmpstr(json_string_value(json_object_get(cov, "verified")), ==, "full");
     g_assert_cmpint(json_integer_value(json_object_get(cov, "step")), ==, 1);
     g_assert_cmpstr(json_string_value(json_object_get(cov, "text")), ==,
@@ -851,7 +852,8 @@ test_coverage_resize(void)
     cov = json_object_get(report, "coverage");
     g_assert_cmpint(json_integer_value(json_object_get(cov, "cleared")), ==, 4 * 1024 * 1024);
     g_assert_cmpstr(json_string_value(json_object_get(cov, "memory_source")), ==, "resizable-bar");
-    g_assert_cmpfloat_with_epsilon(json_real_value(json_object_get(cov, "fraction")), 1.0, 1e-9);
+    /* (Not g_assert_cmpfloat_with_epsilon(): -Wdouble-promotion to clang.) */
+    g_assert_true(ABS(json_real_value(json_object_get(cov, "fraction")) - 1.0) < 1e-9);
     /* back to 1 MiB, on vfio-pci, its resource line as before */
     assert_bar(&f, 0, 1024 * 1024, 0);
     g_assert_true(g_file_get_contents(res_path, &resource, NULL, NULL));
@@ -1126,6 +1128,46 @@ test_command_checked_at_run(void)
     av_test_tmpdir_remove(tmp);
 }
 
+/* In a program that did not register the "vm" method (the hook links no
+ * libvirt, so it cannot), a vm step fails, saying why: the device is
+ * quarantined, never passed unscrubbed. */
+static void
+test_vm_unregistered(void)
+{
+    Fixture f;
+    AvScrubTarget target = { .identity = "pci-" A100, .address = A100, .iommu_group = 40 };
+    g_autofree char *tmp = av_test_tmpdir();
+    g_autofree char *tmpl = g_build_filename(tmp, "scrub-vm.xml", NULL);
+    g_autofree char *steps = g_strdup_printf("[{\"method\": \"vm\", \"template\": \"%s\", \"timeout\": 5}]", tmpl);
+    g_autofree char *policy = g_strdup_printf(POLICY_A100("%s"), steps);
+    g_autoptr(GError) err = NULL;
+    g_autoptr(json_t) report = NULL;
+    AvScrubMethodFunc registered;
+    json_t *list;
+
+    write_scrub_files(tmp);
+    g_setenv("ACCELVIRT_CONNECT", "test:///nonexistent/accelvirt-unreached.xml", TRUE);
+    fixture_open(&f, policy, TRUE);
+    registered = av_scrub_method_set(AV_SCRUB_METHOD_VM, NULL);
+    g_assert_nonnull(registered);
+    g_assert_false(run(&f, &target, &report, &err));
+    av_scrub_method_set(AV_SCRUB_METHOD_VM, registered);
+    g_assert_error(err, AV_ERROR, AV_ERROR_FAILED);
+    g_assert_true(g_str_has_prefix(err->message, "scrub step 1 (vm) failed: the scrub method 'vm' is not in this "
+                                                 "program (it calls libvirt"));
+    list = json_object_get(report, "steps");
+    g_assert_cmpuint(json_array_size(list), ==, 1);
+    g_assert_true(json_is_false(json_object_get(json_array_get(list, 0), "ok")));
+    g_clear_error(&err);
+    /* Registered again, the same step reaches libvirt (and fails there). */
+    g_assert_false(run(&f, &target, NULL, &err));
+    g_assert_null(strstr(err->message, "is not in this program"));
+    g_assert_nonnull(strstr(err->message, "cannot connect to libvirt"));
+    g_unsetenv("ACCELVIRT_CONNECT");
+    fixture_close(&f);
+    av_test_tmpdir_remove(tmp);
+}
+
 /* The template of a "vm" step that someone else could change after the
  * policy was loaded, or that lost its @HOSTDEV@, fails the step before
  * libvirt is asked for anything. */
@@ -1385,8 +1427,8 @@ static void
 test_vm_console_coverage(void)
 {
     static const char *const consoles[] = {
-        "Linux booting\n[    2.100000] accelvirt-coverage: device=0000:01:00.0 method=bars cleared=1048576 "
-        "memory=unknown verified=yes bars=2\naccelvirt-scrub: powering off\n",
+        ("Linux booting\n[    2.100000] accelvirt-coverage: device=0000:01:00.0 method=bars cleared=1048576 "
+         "memory=unknown verified=yes bars=2\naccelvirt-scrub: powering off\n"),
         "Linux booting\naccelvirt-scrub: powering off\n",
         "accelvirt-coverage: device=0000:01:00.0 method=bars cleared=1e9 memory=unknown verified=yes\n",
         "board name: accelvirt-coverage: device=0000:01:00.0 method=bars cleared=9 memory=unknown verified=yes\n",
@@ -1647,6 +1689,8 @@ int
 main(int argc, char **argv)
 {
     av_test_init(&argc, &argv);
+    /* This program links libaccelvirt-virt.a, as the worker does. */
+    av_scrub_vm_register();
     g_test_add_func("/scrub/zero/mmap", test_zero_mmap);
     g_test_add_func("/scrub/zero/pwrite", test_zero_pwrite);
     g_test_add_func("/scrub/zero/bounds", test_zero_bounds);
@@ -1670,6 +1714,7 @@ main(int argc, char **argv)
     g_test_add_func("/scrub/coverage/parse", test_coverage_parse);
     g_test_add_func("/scrub/coverage/command", test_coverage_command);
     g_test_add_func("/scrub/command/checked-at-run", test_command_checked_at_run);
+    g_test_add_func("/scrub/vm/unregistered", test_vm_unregistered);
     g_test_add_func("/scrub/vm/template-checked-at-run", test_vm_template_checked_at_run);
     g_test_add_func("/scrub/vm/pass", test_vm_pass);
     g_test_add_func("/scrub/vm/console-coverage", test_vm_console_coverage);

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "scrub/av-scrub.h"
 
 typedef struct {
     const char *name;
@@ -75,6 +76,8 @@ main(int argc, char **argv)
     int status;
 
     setlocale(LC_ALL, "");
+    /* `accelvirt scrub` runs "vm" steps: this program links libvirt. */
+    av_scrub_vm_register();
 
     /* First the global options before the command; parsing stops at the
      * command name so that its own options reach it untouched. */

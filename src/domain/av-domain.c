@@ -1390,6 +1390,89 @@ metadata_forget(AvDomain *dom)
     g_clear_pointer(&dom->scrub_identity, g_free);
 }
 
+/* ---- the first look (av_domain_peek()) ---- */
+
+/* See av-domain.h. */
+void
+av_domain_peek_clear(AvDomainPeek *peek)
+{
+    g_clear_pointer(&peek->name, g_free);
+    g_clear_pointer(&peek->uuid, g_free);
+    peek->may_manage = FALSE;
+}
+
+/* TRUE when the device element @node may be one accelvirt manages (see
+ * AvDomainPeek). */
+static gboolean
+peek_device_may_manage(const xmlNode *node)
+{
+    static const char *const not_managed[] = { "usb", "scsi", "scsi_host", NULL };
+    g_autofree char *mode = NULL;
+    g_autofree char *type = NULL;
+
+    if (av_domain_is_elem(node, "interface", NULL)) {
+        type = av_domain_prop(node, "type");
+        return g_strcmp0(type, "hostdev") == 0;
+    }
+    if (!av_domain_is_elem(node, "hostdev", NULL))
+        return FALSE;
+    mode = av_domain_prop(node, "mode");
+    if (g_strcmp0(mode, "capabilities") == 0)
+        return FALSE;
+    type = av_domain_prop(node, "type");
+    return !type || !word_in(type, not_managed);
+}
+
+/* See av-domain.h. */
+gboolean
+av_domain_peek(const char *xml, gsize len, AvDomainPeek *ret_peek, GError **error)
+{
+    xmlDocPtr doc;
+    xmlNode *root, *node, *metadata;
+    gboolean ok = TRUE;
+
+    g_return_val_if_fail(ret_peek != NULL, FALSE);
+    av_domain_peek_clear(ret_peek);
+    doc = av_domain_xml_read(xml, len, error);
+    if (!doc)
+        return FALSE;
+    root = xmlDocGetRootElement(doc);
+    if (!root || !av_domain_is_elem(root, "domain", NULL)) {
+        g_autofree char *q = av_domain_quote(root ? (const char *)root->name : NULL);
+
+        ok = av_domain_invalid_at(error, root, "the root element is <%s>%s, not <domain>", q,
+                                  root && root->ns ? " in a namespace" : "");
+        goto out;
+    }
+    node = av_domain_child_first(root, "name", NULL);
+    if (node)
+        ret_peek->name = text(node);
+    node = av_domain_child_first(root, "uuid", NULL);
+    if (node) {
+        g_autofree char *s = text(node);
+
+        /* Left NULL when it is not a UUID: the strict parse says so. */
+        (void)uuid_canonical(g_strstrip(s), &ret_peek->uuid);
+    }
+    /* Every <devices>, as libvirt's "./devices/hostdev" selects in all. */
+    for (xmlNode *devices = root->children; devices && !ret_peek->may_manage; devices = devices->next) {
+        if (!av_domain_is_elem(devices, "devices", NULL))
+            continue;
+        for (xmlNode *c = devices->children; c && !ret_peek->may_manage; c = c->next)
+            ret_peek->may_manage = peek_device_may_manage(c);
+    }
+    /* The first <metadata>, as libvirt reads it. */
+    metadata = av_domain_child_first(root, "metadata", NULL);
+    for (xmlNode *c = metadata ? metadata->children : NULL; c && !ret_peek->may_manage; c = c->next)
+        ret_peek->may_manage = c->type == XML_ELEMENT_NODE && c->ns && c->ns->href &&
+                               strcmp((const char *)c->ns->href, AV_NS_DOMAIN) == 0;
+out:
+    xmlFreeDoc(doc);
+    if (!ok)
+        av_domain_peek_clear(ret_peek);
+    return ok;
+}
+
 AvDomain *
 av_domain_parse(const char *xml, gsize len, GError **error)
 {

@@ -115,6 +115,31 @@ typedef enum {
 /* av_domain_parse() with @flags. */
 AvDomain *av_domain_parse_flags(const char *xml, gsize len, AvDomainParseFlags flags, GError **error);
 
+/* What the hook reads of every domain before anything else (issue 12):
+ * enough to tell a domain accelvirt has nothing to do with, leniently, so
+ * that nothing it does not act on can refuse a domain libvirt accepts
+ * (issue 19): vCPUs, pinning, NUMA, other devices and other metadata are
+ * not looked at. */
+typedef struct {
+    char *name;                  /* the text of <name>, as it is, or NULL */
+    char *uuid;                  /* <uuid>, canonical lower case; NULL when absent or not a UUID */
+    gboolean may_manage;         /* a <hostdev> accelvirt may manage: any but mode='capabilities'
+                                  * and type 'usb', 'scsi' or 'scsi_host' (PCI, mdev, and any it
+                                  * cannot tell); an <interface type='hostdev'>; or accelvirt's own
+                                  * metadata (any element of urn:accelvirt:domain:1 in the first
+                                  * <metadata>) */
+} AvDomainPeek;
+
+void av_domain_peek_clear(AvDomainPeek *peek);
+G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC(AvDomainPeek, av_domain_peek_clear)
+
+/* Reads @xml of @len bytes as av_domain_parse() does (the same limits:
+ * size, no DOCTYPE, well-formed, a <domain> root), but only for the facts
+ * of AvDomainPeek, which nothing else in the document can make it refuse.
+ * Fills *ret_peek (cleared first).  FALSE with AV_ERROR_INVALID_INPUT when
+ * the document itself is refused. */
+gboolean av_domain_peek(const char *xml, gsize len, AvDomainPeek *ret_peek, GError **error);
+
 /* Reads all of @fd (stdin for the hook) up to AV_DOMAIN_XML_MAX bytes;
  * AV_ERROR_INVALID_INPUT when it is larger.  Caller frees *ret_xml. */
 gboolean av_domain_read_fd(int fd, char **ret_xml, gsize *ret_len, GError **error);

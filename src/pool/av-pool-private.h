@@ -23,6 +23,8 @@ struct AvPool {
                                   * (av-pool-intent.c); "intents" in pool.json when not empty */
     GPtrArray *placements;       /* AvPoolPlacement*, owned: what accelvirt placed for each domain
                                   * (av-pool-placement.c); "placements" in pool.json when not empty */
+    GHashTable *index_disk;      /* AV_POOL_WRITE: the UUIDs the pool.json on disk names (as loaded,
+                                  * then as last saved), for the domain index (av-pool-index.c) */
 
     /* The journal's tail, read at the first append (av-journal.c). */
     gboolean journal_ready;
@@ -150,6 +152,21 @@ json_t *av_pool_placements_to_json(const GPtrArray *placements);
 
 /* The intents as pool.json's "intents" array. */
 json_t *av_pool_intents_to_json(const GPtrArray *intents);
+
+/* --- the domain index (av-pool-index.c) --- */
+
+/* The domain UUIDs (canonical form only) @pool names: owners of devices,
+ * scrub domains, intents, placement records.  A new set (char*, owned). */
+GHashTable *av_pool_index_names_of(const AvPool *pool);
+
+/* Before pool.json is replaced by a pool naming @names: every one of them
+ * gets its file in the index (made whole first when there is none), synced.
+ * FALSE with @error when that cannot be done: the pool must not be saved. */
+gboolean av_pool_index_before_save(AvPool *pool, GHashTable *names, GError **error);
+
+/* After pool.json was replaced: the files of UUIDs it no longer names go;
+ * @names (a reference is taken) is what the pool on disk names now. */
+void av_pool_index_after_save(AvPool *pool, GHashTable *names);
 
 
 G_END_DECLS

@@ -1024,6 +1024,8 @@ av_pool_open(const char *state_dir, AvPoolMode mode, int timeout_ms, GError **er
     g_ptr_array_extend_and_steal(pool->intents, g_steal_pointer(&intents));
     g_ptr_array_extend_and_steal(pool->placements, g_steal_pointer(&placements));
     g_ptr_array_sort(pool->devices, av_pool_device_cmp);
+    if (mode == AV_POOL_WRITE)
+        pool->index_disk = av_pool_index_names_of(pool);
     return g_steal_pointer(&pool);
 }
 
@@ -1037,6 +1039,8 @@ av_pool_free(AvPool *pool)
     g_ptr_array_unref(pool->devices);
     g_ptr_array_unref(pool->intents);
     g_ptr_array_unref(pool->placements);
+    if (pool->index_disk)
+        g_hash_table_unref(pool->index_disk);
     g_free(pool->state_dir);
     g_free(pool->pool_path);
     g_free(pool->lock_path);
@@ -1052,6 +1056,7 @@ av_pool_save(AvPool *pool, GError **error)
 {
     g_autoptr(json_t) json = NULL;
     g_autofree char *text = NULL;
+    g_autoptr(GHashTable) names = NULL;
 
     if (pool->mode != AV_POOL_WRITE || !pool->lock) {
         g_set_error(error, AV_ERROR, AV_ERROR_FAILED,
@@ -1064,7 +1069,15 @@ av_pool_save(AvPool *pool, GError **error)
         g_set_error(error, AV_ERROR, AV_ERROR_FAILED, "cannot serialise the pool of '%s'", pool->state_dir);
         return FALSE;
     }
-    return av_file_write_atomic(pool->pool_path, text, strlen(text), 0600, error);
+    /* The domain index names every domain of the new pool before the pool
+     * does (av-pool-index.c). */
+    names = av_pool_index_names_of(pool);
+    if (!av_pool_index_before_save(pool, names, error))
+        return FALSE;
+    if (!av_file_write_atomic(pool->pool_path, text, strlen(text), 0600, error))
+        return FALSE;
+    av_pool_index_after_save(pool, names);
+    return TRUE;
 }
 
 /* The state dir the pool was opened in.  Owned by @pool. */

@@ -176,8 +176,25 @@ AvPool *av_pool_open(const char *state_dir, AvPoolMode mode, int timeout_ms, GEr
 void av_pool_free(AvPool *pool);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(AvPool, av_pool_free)
 
-/* Writes pool.json atomically.  Requires AV_POOL_WRITE. */
+/* Writes pool.json atomically.  Requires AV_POOL_WRITE.  Keeps the domain
+ * index of the state dir (av_pool_index_names()) true first. */
 gboolean av_pool_save(AvPool *pool, GError **error);
+
+/* Whether the pool of @state_dir names the domain @domain_uuid (as the
+ * owner of a device, a scrub domain, a prepare's write-ahead record or a
+ * placement record), told by the domain index (STATE/domains/UUID, see
+ * av-pool-index.c) with two or three stat(2)s, without the lock and
+ * without reading pool.json: for the hook's calls about domains that have
+ * nothing to do with accelvirt.  NO is sure: no pool there names it at the
+ * moment of the last stat.  UNKNOWN: a pool saved before the index
+ * existed, a UUID not in canonical form, an error. */
+typedef enum {
+    AV_POOL_NAMES_NO,
+    AV_POOL_NAMES_YES,
+    AV_POOL_NAMES_UNKNOWN,
+} AvPoolNames;
+
+AvPoolNames av_pool_index_names(const char *state_dir, const char *domain_uuid);
 
 const char *av_pool_state_dir(const AvPool *pool);
 

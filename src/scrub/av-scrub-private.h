@@ -49,6 +49,11 @@ gboolean av_scrub_method_reset(AvScrubContext *ctx, char **ret_message, GError *
 gboolean av_scrub_method_rom_check(AvScrubContext *ctx, char **ret_message, GError **error);
 gboolean av_scrub_method_vm(AvScrubContext *ctx, char **ret_message, GError **error);
 
+/* Puts @func (NULL: none) in the method table for @method and returns what
+ * was there.  For av_scrub_vm_register() and tests; a step whose method has
+ * no function fails (AV_ERROR_FAILED). */
+AvScrubMethodFunc av_scrub_method_set(AvScrubMethod method, AvScrubMethodFunc func);
+
 /* --- the core of "vfio-zero" (av-scrub-zero.c), for tests and bench --- */
 
 /* The bytes mapped at a time: a window.  Its size hardly matters to speed

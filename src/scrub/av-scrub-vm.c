@@ -745,3 +745,10 @@ out:
                                    seconds);
     return TRUE;
 }
+
+/* See av-scrub.h. */
+void
+av_scrub_vm_register(void)
+{
+    av_scrub_method_set(AV_SCRUB_METHOD_VM, av_scrub_method_vm);
+}

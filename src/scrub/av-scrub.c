@@ -498,14 +498,44 @@ av_scrub_coverage_describe(json_t *coverage)
     return g_string_free(out, FALSE);
 }
 
-static const AvScrubMethodFunc av_scrub_methods[] = {
+/* The methods.  "vm" calls libvirt: it lives in libaccelvirt-virt.a and is
+ * put here by av_scrub_vm_register(), so that a program that does not link
+ * libvirt (the hook) does not pull it in through this table. */
+static AvScrubMethodFunc av_scrub_methods[] = {
     [AV_SCRUB_METHOD_NONE] = av_scrub_method_none,
     [AV_SCRUB_METHOD_COMMAND] = av_scrub_method_command,
     [AV_SCRUB_METHOD_VFIO_ZERO] = av_scrub_method_vfio_zero,
     [AV_SCRUB_METHOD_RESET] = av_scrub_method_reset,
     [AV_SCRUB_METHOD_ROM_CHECK] = av_scrub_method_rom_check,
-    [AV_SCRUB_METHOD_VM] = av_scrub_method_vm,
+    [AV_SCRUB_METHOD_VM] = NULL,
 };
+
+/* See av-scrub-private.h. */
+AvScrubMethodFunc
+av_scrub_method_set(AvScrubMethod method, AvScrubMethodFunc func)
+{
+    AvScrubMethodFunc old;
+
+    g_return_val_if_fail((guint)method < G_N_ELEMENTS(av_scrub_methods), NULL);
+    old = av_scrub_methods[method];
+    av_scrub_methods[method] = func;
+    return old;
+}
+
+/* A step whose method is not in this program's table: it fails, so that
+ * the device is quarantined rather than handed out unscrubbed. */
+static gboolean
+av_scrub_method_absent(AvScrubContext *ctx, char **ret_message, GError **error)
+{
+    const char *name = av_scrub_method_to_string(ctx->step->method);
+
+    *ret_message = g_strdup_printf("the scrub method '%s' is not in this program", name);
+    g_set_error(error, AV_ERROR, AV_ERROR_FAILED,
+                "the scrub method '%s' is not in this program (it calls libvirt, which only accelvirt and "
+                "accelvirt-worker link): run the scrub with accelvirt-worker or 'accelvirt scrub'",
+                name);
+    return FALSE;
+}
 
 /* See av-scrub.h.  @root and @ops are for the methods that touch the device
  * (none of "none" and "command" does).  A profile without steps succeeds
@@ -529,8 +559,10 @@ av_scrub_run(const AvRoot *root, const AvKernelOps *ops, const AvProfile *profil
         gboolean ok;
 
         json_object_set_new(entry, "method", json_string(av_scrub_method_to_string(step->method)));
-        g_assert((guint)step->method < G_N_ELEMENTS(av_scrub_methods) && av_scrub_methods[step->method]);
-        ok = av_scrub_methods[step->method](&ctx, &message, &local);
+        if ((guint)step->method < G_N_ELEMENTS(av_scrub_methods) && av_scrub_methods[step->method])
+            ok = av_scrub_methods[step->method](&ctx, &message, &local);
+        else
+            ok = av_scrub_method_absent(&ctx, &message, &local);
         json_object_set_new(entry, "ok", json_boolean(ok));
         json_object_set_new(entry, "seconds", json_real((double)(g_get_monotonic_time() - start) / G_USEC_PER_SEC));
         json_object_set_new(entry, "message", json_string(message ? message : ""));

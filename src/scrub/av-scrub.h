@@ -2,11 +2,15 @@
  *
  * A profile's "scrub" steps run in order; the first that fails stops the
  * pipeline and the device is quarantined with the step and its message.
- * Methods here: "none" and "command" (an external program given the device's
- * address and IOMMU group, killed at its timeout; its exit status decides).
- * "vfio-zero", "reset", "rom-check" and "vm" come with the scrub issue: until
- * then a step of theirs fails with a message saying so, so a device whose
- * profile asks for them is quarantined, never handed out unscrubbed. */
+ * Methods: "none", "command" (an external program given the device's address
+ * and IOMMU group, killed at its timeout; its exit status decides),
+ * "vfio-zero", "reset", "rom-check" (libaccelvirt.a) and "vm"
+ * (av-scrub-vm.c, in libaccelvirt-virt.a: it calls libvirt).  The hook must
+ * never link libvirt (DESIGN.md), so "vm" is not in the method table until a
+ * program that links libaccelvirt-virt.a calls av_scrub_vm_register()
+ * (accelvirt and accelvirt-worker do, first thing); until then a "vm" step
+ * fails, saying so, and the device is quarantined, never handed out
+ * unscrubbed. */
 #pragma once
 
 #include <glib.h>
@@ -53,6 +57,11 @@ typedef struct {
  * NUMBERS". */
 gboolean av_scrub_run(const AvRoot *root, const AvKernelOps *ops, const AvProfile *profile,
                       const AvScrubTarget *target, json_t **ret_report, GError **error);
+
+/* Puts the "vm" method (which calls libvirt) into the method table.
+ * Defined in libaccelvirt-virt.a (src/scrub/av-scrub-vm.c): only programs
+ * that link libvirt can call it, which the hook must never do.  Idempotent. */
+void av_scrub_vm_register(void);
 
 /* The coverage of a whole scrub from its @steps (the report's "steps"):
  * the step that cleared the most of the device's memory counts; the memory

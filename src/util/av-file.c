@@ -24,6 +24,14 @@ static int
 av_fsync_dir_of(const char *path)
 {
     g_autofree char *dir = g_path_get_dirname(path);
+
+    return av_file_fsync_dir(dir);
+}
+
+/* See av-file.h. */
+int
+av_file_fsync_dir(const char *dir)
+{
     int fd, r = 0;
 
     fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);

@@ -51,6 +51,10 @@ void av_test_kill_now(void) G_GNUC_NORETURN;
 /* Dies here when this is the kill point. */
 void av_test_kill_point(void);
 
+/* fsync(2) of the directory @dir, so that the entries made or removed in
+ * it last.  0 or -errno. */
+int av_file_fsync_dir(const char *dir);
+
 /* Creates @dir (and its parents) with @mode if it does not exist. */
 gboolean av_file_ensure_dir(const char *dir, mode_t mode, GError **error);
 

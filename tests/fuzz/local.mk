@@ -14,7 +14,7 @@
 # (tests/fuzz/replay-NAME): the inputs that once crashed stay regression tests.
 
 AM_CFLAGS += $(SANITIZER_CFLAGS)
-AM_LDFLAGS = $(SANITIZER_LDFLAGS)
+AM_LDFLAGS += $(SANITIZER_LDFLAGS)
 
 AV_FUZZ_NAMES = domain policy pool journal
 AV_FUZZ_COMMON = tests/fuzz/fuzz.h tests/fuzz/fuzz-common.c
@@ -27,13 +27,13 @@ AV_UNIT_TESTS += \
 	tests/fuzz/replay-pool \
 	tests/fuzz/replay-journal
 tests_fuzz_replay_domain_SOURCES = tests/fuzz/replay.c tests/fuzz/fuzz-domain.c $(AV_FUZZ_COMMON)
-tests_fuzz_replay_domain_LDADD = $(AV_LIBS)
+tests_fuzz_replay_domain_LDADD = $(AV_CORE_LIBS)
 tests_fuzz_replay_policy_SOURCES = tests/fuzz/replay.c tests/fuzz/fuzz-policy.c $(AV_FUZZ_COMMON)
-tests_fuzz_replay_policy_LDADD = $(AV_LIBS)
+tests_fuzz_replay_policy_LDADD = $(AV_CORE_LIBS)
 tests_fuzz_replay_pool_SOURCES = tests/fuzz/replay.c tests/fuzz/fuzz-pool.c $(AV_FUZZ_COMMON)
-tests_fuzz_replay_pool_LDADD = $(AV_LIBS)
+tests_fuzz_replay_pool_LDADD = $(AV_CORE_LIBS)
 tests_fuzz_replay_journal_SOURCES = tests/fuzz/replay.c tests/fuzz/fuzz-journal.c $(AV_FUZZ_COMMON)
-tests_fuzz_replay_journal_LDADD = $(AV_LIBS)
+tests_fuzz_replay_journal_LDADD = $(AV_CORE_LIBS)
 
 # The libFuzzer programs, built by `make fuzz` only.
 AV_FUZZERS = \
@@ -44,16 +44,16 @@ AV_FUZZERS = \
 EXTRA_PROGRAMS += $(AV_FUZZERS)
 CLEANFILES += $(AV_FUZZERS)
 tests_fuzz_fuzz_domain_SOURCES = tests/fuzz/fuzz-domain.c $(AV_FUZZ_COMMON)
-tests_fuzz_fuzz_domain_LDADD = $(AV_LIBS)
+tests_fuzz_fuzz_domain_LDADD = $(AV_CORE_LIBS)
 tests_fuzz_fuzz_domain_LDFLAGS = $(AM_LDFLAGS) $(FUZZER_LDFLAGS)
 tests_fuzz_fuzz_policy_SOURCES = tests/fuzz/fuzz-policy.c $(AV_FUZZ_COMMON)
-tests_fuzz_fuzz_policy_LDADD = $(AV_LIBS)
+tests_fuzz_fuzz_policy_LDADD = $(AV_CORE_LIBS)
 tests_fuzz_fuzz_policy_LDFLAGS = $(AM_LDFLAGS) $(FUZZER_LDFLAGS)
 tests_fuzz_fuzz_pool_SOURCES = tests/fuzz/fuzz-pool.c $(AV_FUZZ_COMMON)
-tests_fuzz_fuzz_pool_LDADD = $(AV_LIBS)
+tests_fuzz_fuzz_pool_LDADD = $(AV_CORE_LIBS)
 tests_fuzz_fuzz_pool_LDFLAGS = $(AM_LDFLAGS) $(FUZZER_LDFLAGS)
 tests_fuzz_fuzz_journal_SOURCES = tests/fuzz/fuzz-journal.c $(AV_FUZZ_COMMON)
-tests_fuzz_fuzz_journal_LDADD = $(AV_LIBS)
+tests_fuzz_fuzz_journal_LDADD = $(AV_CORE_LIBS)
 tests_fuzz_fuzz_journal_LDFLAGS = $(AM_LDFLAGS) $(FUZZER_LDFLAGS)
 
 EXTRA_DIST += \

@@ -202,6 +202,24 @@ def load_pool(world):
         return json.load(f)
 
 
+def index_missing(world):
+    """The domains that pool.json names and its domain index (state/domains,
+    av-pool-index.c) lacks; none when there is no index yet.  Only when no
+    process of @world runs."""
+    d = os.path.join(world.state, "domains")
+    if not os.path.isdir(d) or not os.path.exists(os.path.join(world.state, "pool.json")):
+        return []
+    pool = load_pool(world)
+    names = set()
+    for dev in pool["devices"]:
+        names.add((dev.get("owner") or {}).get("domain_uuid"))
+        names.add(dev.get("scrub_domain"))
+    for rec in pool.get("intents", []) + pool.get("placements", []):
+        names.add(rec.get("domain_uuid"))
+    have = set(os.listdir(d))
+    return sorted(n for n in names if n and n not in have)
+
+
 def journal(world):
     with open(os.path.join(world.state, "journal.jsonl")) as f:
         out = []
@@ -270,6 +288,13 @@ def sweep(template, label, argv_of, pooled, companions, then):
         if not run_at(w, argv, stdin, point):
             w.remove()
             break
+        deadline = time.time() + 60
+        while our_workers(w) and time.time() < deadline:
+            time.sleep(0.1)
+        missing = index_missing(w)
+        if missing:
+            problems.append("killed at point %d: the domain index lacks %s, which pool.json names"
+                            % (point, " ".join(missing)))
         quiesce(w)
         before = len(tap)
         verify(w, pooled, companions, quiet=True)
@@ -304,6 +329,8 @@ def verify(world, pooled_ok, companions_ok, quiet=False):
     pool = load_pool(world)
     check("intents" not in pool, "%s: no write-ahead record of a prepare is left" % label,
           json.dumps(pool.get("intents")))
+    missing = index_missing(world)
+    check(not missing, "%s: the domain index names every domain pool.json names" % label, " ".join(missing))
     markers = os.path.join(world.state, "release-pending")
     left = [n for n in os.listdir(markers) if n.endswith(".json")] if os.path.isdir(markers) else []
     check(not left, "%s: no release marker is left" % label, " ".join(left))
