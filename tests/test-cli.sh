@@ -61,6 +61,21 @@ check "a root that does not exist is refused" one_line_error 1 "/nonexistent" "$
 check "a policy dir given that does not exist is refused" one_line_error 1 "policy directory '/nonexistent/pol' does not exist" "$AV" --root "$H2" --policy-dir /nonexistent/pol list
 check "a fake root is never recorded in the default state dir" one_line_error 2 "give a --state-dir of its own" env -u ACCELVIRT_STATE_DIR "$AV" --root "$H2" --policy-dir "$POL" status
 check "a root without sys/ says where to point --root" one_line_error 1 "sys" "$AV" --root "$AV_TMP" --policy-dir "$POL" list
+# A host without a PCI bus (s390, some Arm boards, containers): its NUMA
+# nodes, USB and mdev parents, and a word that it has no PCI bus; exit 0.
+NOPCI="$AV_TMP/nopci"
+mkdir -p "$NOPCI/sys/bus/platform" "$NOPCI/sys/devices/system/node/node0"
+echo 0-3 >"$NOPCI/sys/devices/system/node/node0/cpulist"
+check "a host without a PCI bus lists its NUMA nodes and says it has no PCI bus, exit 0" \
+    eval "\"$AV\" --root '$NOPCI' --policy-dir '$POL' list >'$AV_TMP/nopci.txt' && grep -qx 'PCI devices: none, this host has no PCI bus' '$AV_TMP/nopci.txt' && grep -q '^  0     0-3' '$AV_TMP/nopci.txt'"
+check "  ... and list --json says pci_bus false, no PCI device, one NUMA node" \
+    eval "\"$AV\" --root '$NOPCI' --policy-dir '$POL' list --json | python3 -c \"import json,sys; d=json.load(sys.stdin); assert d['pci_bus'] is False and d['pci'] == [] and [n['id'] for n in d['numa_nodes']] == [0], d\""
+# A capture that holds a device's driver link but not the driver's directory.
+DANG="$AV_TMP/dangling"
+cp -a "$AV_TEST_HOSTS/two-socket-8gpu" "$DANG"
+rm -rf "$DANG/sys/bus/pci/drivers/nvidia"
+check "a driver link whose target the capture lacks still names the driver (the link's text, as pciutils reads it)" \
+    eval "\"$AV\" --root '$DANG' --policy-dir '$POL' list --json | python3 -c \"import json,sys; d=json.load(sys.stdin); a=[x for x in d['pci'] if x['address']=='0000:17:00.0'][0]; assert a['driver'] == 'nvidia', a\""
 mkdir -p "$AV_TMP/badpol"
 printf '{"profiles": [\n  {"name": "gpu", "match": {"vendor": "0x10de"}, "attach": "vfio"}\n]}\n' >"$AV_TMP/badpol/10-gpu.json"
 check "a bad policy names file, line and column" one_line_error 2 "10-gpu.json:2:[0-9]*: .*'vfio'" "$AV" --root "$H2" --policy-dir "$AV_TMP/badpol" list

@@ -245,9 +245,13 @@ av_list_print_table(const AvHost *host, const AvPolicy *policy, gboolean managed
         printf("  %-4d  %-24s  %s\n", n->id, n->cpulist, mem);
     }
 
-    printf("\nPCI devices%s\n", host->iommu_enabled ? "" : " (no IOMMU groups: the IOMMU is off; vfio passthrough is impossible)");
-    printf("  %-12s  %-9s  %-6s  %-4s  %-5s  %-14s  %-18s  %s\n",
-           "ADDRESS", "ID", "CLASS", "NODE", "GROUP", "DRIVER", "PROFILE", "NAME");
+    if (!host->has_pci_bus) {
+        printf("\nPCI devices: none, this host has no PCI bus\n");
+    } else {
+        printf("\nPCI devices%s\n", host->iommu_enabled ? "" : " (no IOMMU groups: the IOMMU is off; vfio passthrough is impossible)");
+        printf("  %-12s  %-9s  %-6s  %-4s  %-5s  %-14s  %-18s  %s\n",
+               "ADDRESS", "ID", "CLASS", "NODE", "GROUP", "DRIVER", "PROFILE", "NAME");
+    }
     for (guint i = 0; i < host->pci->len; i++) {
         const AvPciDevice *d = g_ptr_array_index(host->pci, i);
         const AvProfile *p = av_policy_match_pci(policy, d);
@@ -424,6 +428,7 @@ av_cli_cmd_list(AvCli *cli, int argc, char **argv)
             if (!managed_only || p)
                 json_array_append_new(usb, av_usb_json(u, p));
         }
+        json_object_set_new(o, "pci_bus", json_boolean(host->has_pci_bus));
         json_object_set_new(o, "iommu_enabled", json_boolean(host->iommu_enabled));
         json_object_set_new(o, "numa_nodes", numa);
         json_object_set_new(o, "pci", pci);

@@ -849,7 +849,9 @@ av_pci_device_scan_one(const AvPciScan *scan, const char *address, const char *s
 
     /* "driver" link; "driver_override" prints "(null)" when unset. */
     driver_link = g_strconcat(sysfs_path, "/driver", NULL);
-    if (av_root_link_name(root, driver_link, &dev->driver) < 0)
+    /* A capture may hold the link and not the driver's directory: the
+     * link's text still names the driver. */
+    if (av_root_link_name_text(root, driver_link, &dev->driver) < 0)
         dev->driver = NULL;
     override = av_attr_read_optional(root, sysfs_path, "driver_override");
     if (override && *override && !g_str_equal(override, "(null)"))
@@ -1090,6 +1092,20 @@ av_host_scan(const AvRoot *root, GError **error)
     host->mdev_parents = g_ptr_array_new_with_free_func((GDestroyNotify)av_mdev_parent_free);
 
     r = av_root_list_dir(root, dir, &names);
+    if (r == -ENOENT) {
+        g_autofree char *sys = av_sys_path("bus");
+        g_autofree char *pci_bus = av_sys_path("bus/pci");
+
+        /* A kernel without a PCI bus still has /sys/bus (platform, usb,
+         * ...): such a host lists its NUMA nodes, USB devices and mdev
+         * parents.  No /sys/bus at all is a --root that points nowhere. */
+        if (av_root_exists(root, sys) && !av_root_exists(root, pci_bus)) {
+            names = g_new0(char *, 1);
+            r = 0;
+        }
+    } else if (r == 0) {
+        host->has_pci_bus = TRUE;
+    }
     if (r < 0) {
         g_autofree char *where = av_root_host_path(root, dir);
 

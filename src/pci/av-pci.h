@@ -136,6 +136,8 @@ typedef struct {
     GPtrArray *usb;              /* AvUsbDevice*, sorted by bus_path; interfaces ("1-1:1.0") and root hubs excluded */
     GPtrArray *numa_nodes;       /* AvNumaNode*, sorted by id; one node 0 holding every online CPU when the tree has no node directory */
     gboolean iommu_enabled;      /* /sys/kernel/iommu_groups has at least one group */
+    gboolean has_pci_bus;        /* /sys/bus/pci exists: FALSE on hosts without PCI (s390, some Arm
+                                  * boards, containers), whose @pci is then empty */
     GPtrArray *mdev_parents;     /* AvMdevParent*, sorted by name (strcmp): the entries of
                                   * /sys/class/mdev_bus, plus any PCI function offering
                                   * mdev_supported_types that a tree without that class lists

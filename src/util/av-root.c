@@ -390,6 +390,26 @@ av_root_link_name(const AvRoot *root, const char *path, char **ret_name)
 }
 
 int
+av_root_link_name_text(const AvRoot *root, const char *path, char **ret_name)
+{
+    g_autofree char *target = NULL;
+    g_autofree char *base = NULL;
+    int r;
+
+    r = av_root_link_name(root, path, ret_name);
+    if (r != -ENOENT)
+        return r;
+    r = av_root_read_link(root, path, &target);
+    if (r < 0)
+        return r;
+    base = g_path_get_basename(target);
+    if (!*base || g_str_equal(base, "/") || g_str_equal(base, ".") || g_str_equal(base, ".."))
+        return -EINVAL;
+    *ret_name = g_steal_pointer(&base);
+    return 0;
+}
+
+int
 av_root_read_link(const AvRoot *root, const char *path, char **ret_target)
 {
     g_autofree char *dir = NULL;

@@ -86,6 +86,12 @@ int av_root_read_int(const AvRoot *root, const char *path, gint64 *ret_value);
  * Returns 0, -ENOENT when the link (or its target) does not exist, -errno. */
 int av_root_link_name(const AvRoot *root, const char *path, char **ret_name);
 
+/* As av_root_link_name(), but a link whose target is missing from the tree
+ * (a capture that holds a device's "driver" link and not the driver's
+ * directory) still gives the last component of its own text, as pciutils
+ * reads a driver link.  -ENOENT only when there is no link at all. */
+int av_root_link_name_text(const AvRoot *root, const char *path, char **ret_name);
+
 /* The text of the symlink @path itself, as readlink(2) gives it, without
  * following it: the directories above it are resolved inside the root, the
  * link is not.  For links whose text names no file here, such as

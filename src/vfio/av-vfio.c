@@ -64,7 +64,7 @@ av_vfio_read_driver(const AvRoot *root, const char *address, char **ret_driver)
     char *name = NULL;
     int r;
 
-    r = av_root_link_name(root, link, &name);
+    r = av_root_link_name_text(root, link, &name);
     if (r == -ENOENT) {
         *ret_driver = NULL;
         return 0;
