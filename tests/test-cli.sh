@@ -76,6 +76,17 @@ cp -a "$AV_TEST_HOSTS/two-socket-8gpu" "$DANG"
 rm -rf "$DANG/sys/bus/pci/drivers/nvidia"
 check "a driver link whose target the capture lacks still names the driver (the link's text, as pciutils reads it)" \
     eval "\"$AV\" --root '$DANG' --policy-dir '$POL' list --json | python3 -c \"import json,sys; d=json.load(sys.stdin); a=[x for x in d['pci'] if x['address']=='0000:17:00.0'][0]; assert a['driver'] == 'nvidia', a\""
+# numa_node -1 from the kernel, local_cpulist within one node: on that node,
+# said to be inferred; a local_cpulist across both nodes says nothing.
+INF="$AV_TMP/infer"
+cp -a "$AV_TEST_HOSTS/two-socket-8gpu" "$INF"
+D17=$(readlink -f "$INF/sys/bus/pci/devices/0000:17:00.0")
+D31=$(readlink -f "$INF/sys/bus/pci/devices/0000:31:00.0")
+case "$D17$D31" in "$INF"/*"$INF"/*) ;; *) D17="$INF/sys/bus/pci/devices/0000:17:00.0"; D31="$INF/sys/bus/pci/devices/0000:31:00.0" ;; esac
+echo -1 >"$D17/numa_node"; echo 16-31,48-63 >"$D17/local_cpulist"
+echo -1 >"$D31/numa_node"; echo 0-63 >"$D31/local_cpulist"
+check "numa_node -1 with a local_cpulist within one node: on that node, numa_node_inferred; across nodes: still -1" \
+    eval "\"$AV\" --root '$INF' --policy-dir '$POL' list --json | python3 -c \"import json,sys; d={x['address']: x for x in json.load(sys.stdin)['pci']}; a, b, c = d['0000:17:00.0'], d['0000:31:00.0'], d['0000:4b:00.0']; assert a['numa_node'] == 1 and a['numa_node_inferred'] is True and b['numa_node'] == -1 and 'numa_node_inferred' not in b and c['numa_node'] == 0 and 'numa_node_inferred' not in c, (a, b, c)\""
 mkdir -p "$AV_TMP/badpol"
 printf '{"profiles": [\n  {"name": "gpu", "match": {"vendor": "0x10de"}, "attach": "vfio"}\n]}\n' >"$AV_TMP/badpol/10-gpu.json"
 check "a bad policy names file, line and column" one_line_error 2 "10-gpu.json:2:[0-9]*: .*'vfio'" "$AV" --root "$H2" --policy-dir "$AV_TMP/badpol" list

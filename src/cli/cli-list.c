@@ -130,6 +130,9 @@ av_pci_json(const AvPciDevice *dev, const AvProfile *profile, const char *proble
     json_object_set_new(o, "vendor_name", av_json_string_or_null(dev->vendor_name));
     json_object_set_new(o, "device_name", av_json_string_or_null(dev->device_name));
     json_object_set_new(o, "numa_node", json_integer(dev->numa_node));
+    /* Only when the node was inferred from local_cpulist (the kernel said -1). */
+    if (dev->numa_inferred)
+        json_object_set_new(o, "numa_node_inferred", json_true());
     json_object_set_new(o, "local_cpulist", av_json_string_or_null(dev->local_cpulist));
     if (dev->iommu_group >= 0) {
         group = json_object();

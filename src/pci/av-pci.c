@@ -1076,6 +1076,61 @@ av_host_find_mdev(const AvHost *host, const char *uuid)
     return NULL;
 }
 
+/* The node every CPU of @cpus (not empty) is in, or -1 when they span nodes
+ * or lie outside them all. */
+static int
+av_host_node_of_cpus(const AvHost *host, GArray *cpus)
+{
+    for (guint i = 0; i < host->numa_nodes->len; i++) {
+        const AvNumaNode *node = g_ptr_array_index(host->numa_nodes, i);
+        gboolean all = node->cpus && node->cpus->len > 0;
+
+        for (guint c = 0; all && c < cpus->len; c++) {
+            guint cpu = g_array_index(cpus, guint, c);
+            gboolean found = FALSE;
+
+            for (guint k = 0; !found && k < node->cpus->len; k++)
+                found = g_array_index(node->cpus, guint, k) == cpu;
+            all = found;
+        }
+        if (all)
+            return node->id;
+    }
+    return -1;
+}
+
+/* A function whose numa_node the kernel reports as -1, and whose
+ * local_cpulist lies within one NUMA node's CPUs, is on that node (hwloc
+ * infers locality the same way), marked as inferred.  Only with two nodes
+ * or more: on one node there is no locality to learn. */
+static void
+av_host_infer_numa(AvHost *host)
+{
+    if (host->numa_nodes->len < 2)
+        return;
+    for (guint i = 0; i < host->pci->len; i++) {
+        AvPciDevice *dev = g_ptr_array_index(host->pci, i);
+        g_autoptr(GArray) cpus = NULL;
+        int node;
+
+        if (dev->numa_node >= 0 || !dev->local_cpulist || !av_cpulist_parse(dev->local_cpulist, &cpus, NULL) ||
+            cpus->len == 0)
+            continue;
+        node = av_host_node_of_cpus(host, cpus);
+        if (node >= 0) {
+            dev->numa_node = node;
+            dev->numa_inferred = TRUE;
+        }
+    }
+    /* An mdev parent that is such a function is on that node too. */
+    for (guint i = 0; host->mdev_parents && i < host->mdev_parents->len; i++) {
+        AvMdevParent *parent = g_ptr_array_index(host->mdev_parents, i);
+
+        if (parent->numa_node < 0 && parent->pci && parent->pci->numa_inferred)
+            parent->numa_node = parent->pci->numa_node;
+    }
+}
+
 /* Scans the whole host: see av-pci.h.  The caller owns the result. */
 AvHost *
 av_host_scan(const AvRoot *root, GError **error)
@@ -1154,6 +1209,7 @@ av_host_scan(const AvRoot *root, GError **error)
         return NULL;
     if (!av_numa_scan(root, host->numa_nodes, error))
         return NULL;
+    av_host_infer_numa(host);
     return g_steal_pointer(&host);
 }
 

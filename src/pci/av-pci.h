@@ -50,7 +50,9 @@ typedef struct {
     guint8 revision;
     char *vendor_name;           /* from pci.ids, or NULL */
     char *device_name;           /* from pci.ids, or NULL */
-    int numa_node;               /* -1 when the kernel does not know */
+    int numa_node;               /* -1 when neither the kernel nor local_cpulist says */
+    gboolean numa_inferred;      /* @numa_node came from local_cpulist (the kernel said -1): every CPU
+                                  * of local_cpulist is in that one node, as hwloc infers locality */
     char *local_cpulist;         /* "0-15,32-47", or NULL */
     int iommu_group;             /* -1 when the device has none */
     GPtrArray *iommu_group_members; /* char*: addresses of every device in the group, this one included,
