@@ -351,6 +351,40 @@ av_pci_config_find_dsn(const guint8 *config, gsize len, guint64 *ret_dsn)
 
 /* See av-pci.h. */
 int
+av_pci_read_resource(const AvRoot *root, const char *address, guint index, guint64 *ret_start, guint64 *ret_end,
+                     guint64 *ret_flags)
+{
+    g_autofree char *path = av_sys_path("bus/pci/devices/%s/resource", address);
+    g_autofree char *contents = NULL;
+    g_auto(GStrv) lines = NULL;
+    g_auto(GStrv) words = NULL;
+    guint64 v[3];
+    int r;
+
+    r = av_root_read_file(root, path, &contents, NULL);
+    if (r < 0)
+        return r;
+    lines = g_strsplit(contents, "\n", -1);
+    if (g_strv_length(lines) <= index)
+        return -ENOENT;
+    words = g_strsplit_set(g_strstrip(lines[index]), " \t", -1);
+    if (g_strv_length(words) != 3)
+        return -EINVAL;
+    for (guint i = 0; i < 3; i++)
+        if (!g_str_has_prefix(words[i], "0x") ||
+            !g_ascii_string_to_unsigned(words[i] + 2, 16, 0, G_MAXUINT64, &v[i], NULL))
+            return -EINVAL;
+    if (ret_start)
+        *ret_start = v[0];
+    if (ret_end)
+        *ret_end = v[1];
+    if (ret_flags)
+        *ret_flags = v[2];
+    return 0;
+}
+
+/* See av-pci.h. */
+int
 av_pci_read_rebar_sizes(const AvRoot *root, const char *address, guint bar, guint64 *ret_bitmap)
 {
     g_autofree char *path = NULL;

@@ -228,6 +228,14 @@ gboolean av_pci_config_find_dsn(const guint8 *config, gsize len, guint64 *ret_ds
 #define AV_PCI_REBAR_BIT_MAX 43  /* 2^63 bytes: the largest size a guint64 holds */
 int av_pci_read_rebar_sizes(const AvRoot *root, const char *address, guint bar, guint64 *ret_bitmap);
 
+/* Line @index (0-5: the BARs) of the PCI function @address's sysfs
+ * "resource" file, "START END FLAGS" in hex as the kernel prints it
+ * (drivers/pci/pci-sysfs.c: resource_show): the kernel's own decoding of
+ * the BAR.  Any output pointer may be NULL.  Returns 0, -ENOENT without the
+ * file or the line, -EINVAL for a line that is not three 0x numbers. */
+int av_pci_read_resource(const AvRoot *root, const char *address, guint index, guint64 *ret_start,
+                         guint64 *ret_end, guint64 *ret_flags);
+
 /* The size in bytes of the Resizable BAR bit @bit (2^(bit + 20)). */
 #define AV_PCI_REBAR_SIZE(bit) ((guint64)1 << ((bit) + 20))
 

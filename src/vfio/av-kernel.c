@@ -95,27 +95,7 @@ av_device_handle_free(AvDeviceHandle *h)
 static int
 av_kernel_bar_flags(const AvRoot *root, const char *address, guint index, guint64 *ret_flags)
 {
-    g_autofree char *path = av_sys_path("bus/pci/devices/%s/resource", address);
-    g_autofree char *contents = NULL;
-    g_auto(GStrv) lines = NULL;
-    g_auto(GStrv) words = NULL;
-    guint64 flags;
-    int r;
-
-    r = av_root_read_file(root, path, &contents, NULL);
-    if (r < 0)
-        return r;
-    lines = g_strsplit(contents, "\n", -1);
-    if (g_strv_length(lines) <= index)
-        return -ENOENT;
-    words = g_strsplit_set(g_strstrip(lines[index]), " \t", -1);
-    if (g_strv_length(words) != 3)
-        return -EINVAL;
-    if (!g_str_has_prefix(words[2], "0x") ||
-        !g_ascii_string_to_unsigned(words[2] + 2, 16, 0, G_MAXUINT64, &flags, NULL))
-        return -EINVAL;
-    *ret_flags = flags;
-    return 0;
+    return av_pci_read_resource(root, address, index, NULL, NULL, ret_flags);
 }
 
 /* --- the real kernel -------------------------------------------------------- */

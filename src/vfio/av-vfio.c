@@ -11,7 +11,6 @@
 
 #include <errno.h>
 #include <stdarg.h>
-#include <stdio.h>
 #include <string.h>
 
 #include "util/av-error.h"
@@ -333,23 +332,14 @@ av_vfio_resize_bar(const AvRoot *root, const AvKernelOps *ops, const char *addre
     }
     /* The kernel's own account of the BAR now ("resource", line @bar). */
     {
-        g_autofree char *table_path = av_sys_path("bus/pci/devices/%s/resource", address);
-        g_autofree char *table = NULL;
-        g_auto(GStrv) lines = NULL;
-        guint64 start = 0, end = 0, flags = 0;
+        guint64 start = 0, end = 0;
 
-        r = av_root_read_file(root, table_path, &table, NULL);
-        if (r < 0)
-            return av_error_errno(error, r, "cannot read the BARs of '%s' after resizing BAR %u", address, bar);
-        lines = g_strsplit(table, "\n", -1);
-        if (g_strv_length(lines) <= bar ||
-            sscanf(lines[bar], "0x%" G_GINT64_MODIFIER "x 0x%" G_GINT64_MODIFIER "x 0x%" G_GINT64_MODIFIER "x",
-                   &start, &end, &flags) != 3 ||
-            end < start || end - start + 1 != ((guint64)1 << (bit + 20))) {
+        r = av_pci_read_resource(root, address, bar, &start, &end, NULL);
+        if (r < 0 || end < start || end - start + 1 != ((guint64)1 << (bit + 20))) {
             g_set_error(error, AV_ERROR, AV_ERROR_FAILED,
-                        "BAR %u of '%s' is not %" G_GUINT64_FORMAT " MiB after the kernel resized it (its resource "
-                        "line reads '%s')", bar, address, ((guint64)1 << bit),
-                        g_strv_length(lines) > bar ? lines[bar] : "");
+                        "BAR %u of '%s' is not %" G_GUINT64_FORMAT " MiB after the kernel resized it (%s)", bar,
+                        address, ((guint64)1 << bit),
+                        r < 0 ? g_strerror(-r) : "its resource line says otherwise");
             return FALSE;
         }
     }
