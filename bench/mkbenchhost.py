@@ -19,6 +19,7 @@ import argparse
 import importlib.util
 import os
 import sys
+import uuid
 
 VFS_PER_CARD = 15
 GPUS_PER_DOMAIN = 60
@@ -83,6 +84,12 @@ def main(argv):
     mk = load_mkhosts(args.mkhosts)
     os.makedirs(args.out, exist_ok=True)
     mk.build(args.out, host(mk, args.gpus, args.others))
+    # Every Linux host has a boot id: with it the hook reads only the
+    # domain's devices once the pool was reconciled in this boot.
+    proc = os.path.join(args.out, "proc", "sys", "kernel", "random")
+    os.makedirs(proc, exist_ok=True)
+    with open(os.path.join(proc, "boot_id"), "w") as f:
+        f.write(str(uuid.uuid4()) + "\n")
     return 0
 
 

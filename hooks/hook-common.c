@@ -307,3 +307,56 @@ av_hook_write_stdout(const char *data, gsize len, GError **error)
     }
     return TRUE;
 }
+
+/* See hook.h (issue 12, item 3).  Only the PCI functions @addresses are
+ * read, with what their identities and IOMMU groups involve, and the mdev
+ * parents with @mdev_parents (av_host_scan_devices()); if the pool agrees
+ * with all of them
+ * (av_pool_confirm(): reconciled with the whole host in this boot, nothing
+ * news), that is all: the whole host is the business of the CLI, the
+ * worker and `accelvirt reconcile`, not of every domain's start.
+ * Otherwise (a function the pool holds is gone, anything the pool does not
+ * agree with) the whole host is scanned and the pool reconciled with it.  News are bookkeeping
+ * of their own, saved whatever the caller decides (the journal has them
+ * already).  Returns a new AvHost or NULL with @error set. */
+AvHost *
+av_hook_scan_devices(const AvHookConfig *config, const AvPolicy *policy, AvPool *pool, const char *const *addresses,
+                     gboolean mdev_parents, GError **error)
+{
+    g_autoptr(AvHost) host = NULL;
+    g_autofree char *why = NULL;
+    gboolean changed = FALSE;
+
+    host = av_host_scan_devices(config->root, addresses, mdev_parents, error);
+    if (!host) {
+        g_prefix_error(error, "cannot scan the devices: ");
+        return NULL;
+    }
+    /* A function not on the host is nothing of accelvirt's, unless the
+     * pool has a device there: gone, which the whole scan records. */
+    for (guint i = 0; addresses[i] && !why; i++) {
+        if (!av_host_find_pci(host, addresses[i]) &&
+            av_pool_find_address(pool, AV_DEVICE_KIND_PCI, addresses[i]))
+            why = g_strdup_printf("%s is not on the host", addresses[i]);
+    }
+    if (!why && av_pool_confirm(pool, host, policy, &why)) {
+        if (!av_pool_expire_claims(pool, g_get_real_time() / G_USEC_PER_SEC, &changed, error) ||
+            (changed && !av_pool_save(pool, error))) {
+            g_prefix_error(error, "cannot bring the pool up to date: ");
+            return NULL;
+        }
+        return g_steal_pointer(&host);
+    }
+    av_hook_log(LOG_DEBUG, "scanning the whole host: %s", why);
+    g_clear_pointer(&host, av_host_free);
+    host = av_host_scan(config->root, error);
+    if (!host) {
+        g_prefix_error(error, "cannot scan the host: ");
+        return NULL;
+    }
+    if (!av_pool_reconcile(pool, host, policy, &changed, error) || (changed && !av_pool_save(pool, error))) {
+        g_prefix_error(error, "cannot bring the pool up to date with the host: ");
+        return NULL;
+    }
+    return g_steal_pointer(&host);
+}

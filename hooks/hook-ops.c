@@ -521,15 +521,34 @@ av_hook_prepare_scrub(const AvHookConfig *config, const AvHost *host, const AvPo
     return 0;
 }
 
+/* The host as far as @domain needs it (its PCI functions, the mdev
+ * parents when it has mdevs), with @pool brought up to date
+ * (av_hook_scan_devices()). */
+static AvHost *
+av_hook_scan_for(const AvHookConfig *config, const AvPolicy *policy, AvPool *pool, const AvDomain *domain,
+                 GError **error)
+{
+    g_autoptr(GPtrArray) addresses = g_ptr_array_new();
+    gboolean mdevs = FALSE;
+
+    for (guint i = 0; i < domain->hostdevs->len; i++) {
+        const AvHostdev *h = g_ptr_array_index(domain->hostdevs, i);
+
+        if (h->type == AV_HOSTDEV_MDEV)
+            mdevs = TRUE;
+        else if (h->type == AV_HOSTDEV_PCI)
+            g_ptr_array_add(addresses, h->pci_address);
+    }
+    g_ptr_array_add(addresses, NULL);
+    return av_hook_scan_devices(config, policy, pool, (const char *const *)addresses->pdata, mdevs, error);
+}
+
 /* Phase "open": the policies, the pool (what dead processes left put
- * right, see av_hook_pool_open()), a scan of the host, and the pool
- * reconciled with it.  The scan's news are bookkeeping of their own, saved
- * whatever this prepare decides (the journal has them already). */
+ * right, see av_hook_pool_open()), and the host as far as the domain needs
+ * it, the pool up to date with it (av_hook_scan_for()). */
 static gboolean
 av_prepare_open(AvPrepare *p, GError **error)
 {
-    gboolean changed = FALSE;
-
     p->policy = av_policy_load_dir(p->config->policy_dir, error);
     if (!p->policy) {
         g_prefix_error(error, "cannot read the policies: ");
@@ -538,17 +557,8 @@ av_prepare_open(AvPrepare *p, GError **error)
     p->pool = av_hook_pool_open(p->config, error);
     if (!p->pool)
         return FALSE;
-    p->host = av_host_scan(p->config->root, error);
-    if (!p->host) {
-        g_prefix_error(error, "cannot scan the host: ");
-        return FALSE;
-    }
-    if (!av_pool_reconcile(p->pool, p->host, p->policy, &changed, error) ||
-        (changed && !av_pool_save(p->pool, error))) {
-        g_prefix_error(error, "cannot bring the pool up to date with the host: ");
-        return FALSE;
-    }
-    return TRUE;
+    p->host = av_hook_scan_for(p->config, p->policy, p->pool, p->domain, error);
+    return p->host != NULL;
 }
 
 /* The write-ahead record of a prepare that died, still in the pool because
@@ -1179,8 +1189,8 @@ av_hook_reconnect(const AvHookConfig *config, const AvDomain *domain)
     if (policy)
         pool = av_hook_pool_open(config, &error);
     if (pool)
-        host = av_host_scan(config->root, &error);
-    if (!host || !av_pool_reconcile(pool, host, policy, &changed, &error)) {
+        host = av_hook_scan_for(config, policy, pool, domain, &error);
+    if (!host) {
         av_hook_log(LOG_ERR, "reconnect: cannot check the pool against the domain: %s", error->message);
         return 0;
     }

@@ -179,7 +179,28 @@ av_worker_scrub(const AvHookConfig *config, const AvPolicy *policy, const AvScru
         av_hook_log(LOG_ERR, "cannot record the scrub of %s: %s", job->identity, error->message);
         return;
     }
+    /* What the device is now, before it may be freed: a tenant's firmware
+     * may change its identity, at once or at the scrub's reset.  The pool
+     * then agrees no more (av_pool_confirm()), the whole host is
+     * reconciled, and the device gets its identity problem (hole 2), under
+     * its new identity if it took one (found by its address). */
+    if (job->kind == AV_DEVICE_KIND_PCI && job->address) {
+        g_autoptr(AvHost) host = av_hook_scan_devices(config, policy, pool,
+                                                      (const char *const[]){ job->address, NULL }, FALSE,
+                                                      &error);
+
+        if (!host && !failure)
+            g_propagate_prefixed_error(&failure, g_steal_pointer(&error),
+                                       "cannot check what the device is after its scrub: ");
+        g_clear_error(&error);
+    }
     dev = av_pool_find(pool, job->identity);
+    if ((!dev || dev->state != AV_DEVICE_STATE_SCRUBBING) && job->kind == AV_DEVICE_KIND_PCI && job->address) {
+        AvPoolDevice *at = av_pool_find_address(pool, AV_DEVICE_KIND_PCI, job->address);
+
+        if (at && at->state == AV_DEVICE_STATE_SCRUBBING && at->identity_problem)
+            dev = at;
+    }
     if (!dev || dev->state != AV_DEVICE_STATE_SCRUBBING) {
         av_hook_log(LOG_ERR, "device %s is no longer scrubbing in the pool (%s); its scrub is not recorded",
                     job->identity, dev ? av_device_state_to_string(dev->state) : "gone");

@@ -1272,6 +1272,42 @@ check "  ... and its release still makes the device dirty, scrubbed and free" \
 check "  ... while prepare still refuses such a domain as bad input" \
     refused "av:scrub token 'nope'" "$W/bad.xml" tenant prepare begin -
 
+# --- work proportional to the domain (issue 12): a host that has a boot id ---
+# boot ID: the host's /proc/sys/kernel/random/boot_id (every Linux host has
+# one; the other fake hosts have none, and every hook call scans them whole).
+boot() { mkdir -p "$W/host/proc/sys/kernel/random" && echo "$1" >"$W/host/proc/sys/kernel/random/boot_id"; }
+BOOT1=11111111-2222-4333-8444-555555555555
+world partial two-socket-8gpu
+boot "$BOOT1"
+mkdom "$W/vm1.xml" vm1 "$U1" 0000:17:00.0
+mkdom "$W/vm2.xml" vm2 "$U2" 0000:31:00.0
+mkdom "$W/vm3.xml" vm3 "$U3" 0000:4b:00.0
+mkdom "$W/vm4.xml" vm4 "$U4" 0000:65:00.0 -- "<vcpu placement='static' cpuset='0-3'>2</vcpu>"
+check "the boot's first prepare reconciles the whole host and records the boot id in the pool" \
+    eval "accepted '$W/vm1.xml' vm1 prepare begin - && json '$W/state/pool.json' \"d['scanned_boot_id'] == '$BOOT1' and len(d['devices']) == 8\""
+# A GPU leaves the host (hot-unplugged): only a whole scan can know.
+rm "$W/host/sys/bus/pci/devices/0000:ca:00.0"
+check "a later prepare reads only its domain's devices: a GPU gone elsewhere is still as the pool had it" \
+    eval "accepted '$W/vm2.xml' vm2 prepare begin - && json '$W/state/pool.json' \"[x['state'] for x in d['devices'] if x['address'] == '0000:ca:00.0'] == ['free'] and [x['state'] for x in d['devices'] if x['address'] == '0000:31:00.0'] == ['in-use']\""
+check "  ... while the CLI, which reconciles the whole host, finds it missing" \
+    eval "avw status >/dev/null && json '$W/state/pool.json' \"[x['state'] for x in d['devices'] if x['address'] == '0000:ca:00.0'] == ['missing']\""
+# The domain's own card presents a new DSN: the pool agrees no more.
+set_dsn 0000:4b:00.0 48b02d1a0000beef
+check "a prepare whose device presents another identity than the pool's reconciles the whole host first" \
+    eval "accepted '$W/vm3.xml' vm3 prepare begin - && json '$W/state/pool.json' \"[x['state'] for x in d['devices'] if x['identity'] == 'dsn:10de:20f1:48b02d1a0000beef.f0'] == ['in-use'] and [x['state'] for x in d['devices'] if x['address'] == '0000:4b:00.0' and x['identity'] != 'dsn:10de:20f1:48b02d1a0000beef.f0'] == ['missing']\""
+# A tenant's firmware changes its card's DSN while it runs: the worker
+# reads the card before freeing it and quarantines it, whoever else runs.
+set_dsn 0000:17:00.0 48b02d1a0000f00d
+check "a card whose DSN changed during its tenancy is quarantined by its scrub, not freed, with no whole scan in between" \
+    eval "accepted '$W/vm1.xml' vm1 release end - && wait_state 0000:17:00.0 quarantined && json '$W/state/pool.json' \"[x['identity'] for x in d['devices'] if x['address'] == '0000:17:00.0' and x['state'] == 'quarantined'] == ['dsn:10de:20f1:48b02d1a0000f00d.f0']\" && grep -q '\"event\": *\"identity-changed\"' '$W/state/journal.jsonl'"
+# A new boot: nothing the pool says is trusted before a whole scan.
+boot 66666666-7777-4888-9999-aaaaaaaaaaaa
+rm "$W/host/sys/bus/pci/devices/0000:e3:00.0"
+check "after a reboot (a new boot id) the first prepare reconciles the whole host again" \
+    eval "accepted '$W/vm4.xml' vm4 prepare begin - && json '$W/state/pool.json' \"d['scanned_boot_id'] == '66666666-7777-4888-9999-aaaaaaaaaaaa' and [x['state'] for x in d['devices'] if x['address'] == '0000:e3:00.0'] == ['missing']\""
+check "  ... and start, which reads only the NUMA nodes (the pool has each device's node), checks its strict pinning" \
+    eval "accepted '$W/vm4.xml' vm4 start begin - && sed 's/0-3/0-3,16383/' '$W/vm4.xml' >'$W/vm4b.xml' && refused 'on NUMA node 0' '$W/vm4b.xml' vm4 start begin -"
+
 # --- an mdev on a parent that is no PCI device: the kernel's mtty sample ---
 world mtty vgpu-mdev
 MT=7c3e5a10-2b4d-4e6f-8a1b-3c5d7e9f0a12

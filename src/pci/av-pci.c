@@ -125,6 +125,7 @@ av_host_free(AvHost *host)
         g_ptr_array_unref(host->numa_nodes);
     if (host->mdev_parents)
         g_ptr_array_unref(host->mdev_parents);
+    g_free(host->boot_id);
     g_free(host);
 }
 
@@ -1165,20 +1166,128 @@ av_host_infer_numa(AvHost *host)
     }
 }
 
-/* Scans the whole host: see av-pci.h.  The caller owns the result. */
-AvHost *
-av_host_scan(const AvRoot *root, GError **error)
+/* The id of the running boot, lower case, or NULL when the tree has none
+ * or it is not a UUID. */
+static char *
+av_host_read_boot_id(const AvRoot *root)
 {
-    g_autoptr(AvHost) host = g_new0(AvHost, 1);
-    g_autofree char *dir = av_sys_path("bus/pci/devices");
-    g_auto(GStrv) names = NULL;
-    AvPciScan scan = { .root = root };
-    int r;
+    g_autofree char *path = av_proc_path("sys/kernel/random/boot_id");
+    g_autofree char *value = NULL;
+
+    if (av_root_read_attr(root, path, &value) < 0 || strlen(value) != 36)
+        return NULL;
+    for (char *p = value; *p; p++) {
+        if (!(g_ascii_isxdigit(*p) || *p == '-'))
+            return NULL;
+        *p = g_ascii_tolower(*p);
+    }
+    return g_steal_pointer(&value);
+}
+
+static AvHost *
+av_host_new(const AvRoot *root)
+{
+    AvHost *host = g_new0(AvHost, 1);
 
     host->pci = g_ptr_array_new_with_free_func((GDestroyNotify)av_pci_device_free);
     host->usb = g_ptr_array_new_with_free_func((GDestroyNotify)av_usb_device_free);
     host->numa_nodes = g_ptr_array_new_with_free_func((GDestroyNotify)av_numa_node_free);
     host->mdev_parents = g_ptr_array_new_with_free_func((GDestroyNotify)av_mdev_parent_free);
+    host->boot_id = av_host_read_boot_id(root);
+    return host;
+}
+
+/* Adds @address to @queue unless it is there (@queued: the set of it). */
+static void
+av_scan_queue_add(GPtrArray *queue, GHashTable *queued, const char *address)
+{
+    char *copy;
+
+    if (!address || g_hash_table_contains(queued, address))
+        return;
+    copy = g_strdup(address);
+    g_ptr_array_add(queue, copy);
+    g_hash_table_add(queued, copy);
+}
+
+/* See av-pci.h.  The caller owns the result. */
+AvHost *
+av_host_scan_devices(const AvRoot *root, const char *const *addresses, gboolean mdev_parents, GError **error)
+{
+    g_autoptr(AvHost) host = av_host_new(root);
+    g_autoptr(GPtrArray) queue = g_ptr_array_new_with_free_func(g_free);
+    g_autoptr(GHashTable) queued = g_hash_table_new(g_str_hash, g_str_equal);
+    g_autofree char *dir = av_sys_path("bus/pci/devices");
+    AvPciScan scan = { .root = root };
+
+    host->partial = TRUE;
+    host->has_pci_bus = av_root_exists(root, dir);
+    for (guint i = 0; host->has_pci_bus && addresses && addresses[i]; i++) {
+        if (av_pci_address_is_valid(addresses[i]))
+            av_scan_queue_add(queue, queued, addresses[i]);
+    }
+    if (host->has_pci_bus && mdev_parents) {
+        g_autofree char *bus = av_sys_path("class/mdev_bus");
+        g_auto(GStrv) names = NULL;
+
+        /* A PCI parent is named by its address (mdev_register_parent()). */
+        if (av_root_list_dir(root, bus, &names) < 0)
+            names = NULL;
+        for (guint i = 0; names && names[i]; i++) {
+            if (av_pci_address_is_valid(names[i]))
+                av_scan_queue_add(queue, queued, names[i]);
+        }
+    }
+    if (queue->len > 0)
+        av_pci_scan_load_slots(&scan);
+    /* The queue grows as devices name others: a breadth-first walk. */
+    for (guint i = 0; i < queue->len; i++) {
+        const char *address = g_ptr_array_index(queue, i);
+        g_autoptr(GError) local = NULL;
+        g_autofree char *path = NULL;
+        AvPciDevice *dev;
+        int r = av_pci_device_resolve(root, address, &path);
+
+        if (r < 0) {
+            g_debug("the PCI device '%s' is not on this host: %s", address, g_strerror(-r));
+            continue;
+        }
+        dev = av_pci_device_scan_one(&scan, address, path, &local);
+        if (!dev && g_error_matches(local, AV_ERROR, AV_ERROR_NOT_FOUND)) {
+            g_debug("ignoring the PCI device '%s': %s", address, local->message);
+            continue;
+        }
+        if (!dev) {
+            g_propagate_error(error, g_steal_pointer(&local));
+            av_pci_scan_clear(&scan);
+            return NULL;
+        }
+        g_ptr_array_add(host->pci, dev);
+        for (guint j = 0; dev->iommu_group_members && j < dev->iommu_group_members->len; j++)
+            av_scan_queue_add(queue, queued, g_ptr_array_index(dev->iommu_group_members, j));
+        av_scan_queue_add(queue, queued, dev->physfn);
+        av_scan_queue_add(queue, queued, dev->parent_bridge);
+    }
+    av_pci_scan_clear(&scan);
+    g_ptr_array_sort(host->pci, av_pci_device_cmp);
+    if (mdev_parents)
+        av_host_scan_mdev_parents(root, host);
+    host->iommu_enabled = av_host_iommu_enabled(root);
+    if (!av_numa_scan(root, host->numa_nodes, error))
+        return NULL;
+    av_host_infer_numa(host);
+    return g_steal_pointer(&host);
+}
+
+/* Scans the whole host: see av-pci.h.  The caller owns the result. */
+AvHost *
+av_host_scan(const AvRoot *root, GError **error)
+{
+    g_autoptr(AvHost) host = av_host_new(root);
+    g_autofree char *dir = av_sys_path("bus/pci/devices");
+    g_auto(GStrv) names = NULL;
+    AvPciScan scan = { .root = root };
+    int r;
 
     r = av_root_list_dir(root, dir, &names);
     if (r == -ENOENT) {

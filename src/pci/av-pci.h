@@ -144,6 +144,10 @@ typedef struct {
                                   * /sys/class/mdev_bus, plus any PCI function offering
                                   * mdev_supported_types that a tree without that class lists
                                   * nowhere else */
+    char *boot_id;               /* /proc/sys/kernel/random/boot_id (lower case), or NULL when the tree
+                                  * has none (a capture, most fake trees) */
+    gboolean partial;            /* av_host_scan_devices(): @pci holds only some functions, @usb and
+                                  * @mdev_parents nothing; what is absent is not known to be absent */
 } AvHost;
 
 void av_host_free(AvHost *host);
@@ -159,6 +163,19 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(AvHost, av_host_free)
  * path, saying that --root must point at a tree holding sys/).
  * Returns a new AvHost (caller frees) or NULL with @error set. */
 AvHost *av_host_scan(const AvRoot *root, GError **error);
+
+/* Scans only the PCI functions @addresses (NULL-terminated, may be empty),
+ * what their identities and IOMMU groups involve (the members of their
+ * groups, the PF of a VF, the bridges above them, transitively), the NUMA
+ * nodes and the boot id: the hook's scan of one domain (issue 12), whose
+ * cost grows with the domain, not the host.  With @mdev_parents, also
+ * every entry of /sys/class/mdev_bus (a PCI parent with its function, as
+ * above): a domain's mdevs may live on any of them.  An address the host
+ * does not have is left out, as av_host_scan() leaves out what it does not
+ * find.  No USB devices.  Returns a new AvHost with @partial set (caller
+ * frees) or NULL with @error set. */
+AvHost *av_host_scan_devices(const AvRoot *root, const char *const *addresses, gboolean mdev_parents,
+                             GError **error);
 
 /* Scans one PCI device by address.  Same facts as av_host_scan(). */
 AvPciDevice *av_pci_device_scan(const AvRoot *root, const char *address, GError **error);

@@ -23,6 +23,10 @@ struct AvPool {
                                   * (av-pool-intent.c); "intents" in pool.json when not empty */
     GPtrArray *placements;       /* AvPoolPlacement*, owned: what accelvirt placed for each domain
                                   * (av-pool-placement.c); "placements" in pool.json when not empty */
+    char *scanned_boot_id;       /* the boot id of the last whole-host reconcile (av_pool_reconcile()),
+                                  * "scanned_boot_id" in pool.json when known, or NULL: until a whole
+                                  * scan of this boot, no hook trusts the pool for devices it did not
+                                  * read (av_pool_confirm()) */
     GHashTable *index_disk;      /* AV_POOL_WRITE: the UUIDs the pool.json on disk names (as loaded,
                                   * then as last saved), for the domain index (av-pool-index.c) */
 
@@ -86,9 +90,6 @@ gboolean av_transition_fail(const AvPoolDevice *dev, AvDeviceState to, GError **
  * (av_pool_device_may_be_freed()). */
 gboolean av_pool_set_identity_problem(AvPool *pool, AvPoolDevice *dev, const char *problem, GError **error);
 
-/* Claims whose expiry (Unix seconds) is before @now go back to free
- * ("claim-expired"), setting *changed. */
-gboolean av_pool_expire_claims(AvPool *pool, gint64 now, gboolean *changed, GError **error);
 
 /* Makes the journal of @pool ready for appending, once per pool: reads its
  * tail (the last seq and the hash of the last line), ends a torn last line

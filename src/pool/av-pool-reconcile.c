@@ -433,6 +433,8 @@ av_pool_reconcile(AvPool *pool, const AvHost *host, const AvPolicy *policy,
                     "cannot reconcile the pool in '%s': it was opened for reading only", pool->state_dir);
         return FALSE;
     }
+    /* What a partial scan leaves out is not gone. */
+    g_return_val_if_fail(!host->partial, FALSE);
 
     for (guint i = 0; host->pci && i < host->pci->len; i++) {
         const AvPciDevice *pci = g_ptr_array_index(host->pci, i);
@@ -512,7 +514,88 @@ av_pool_reconcile(AvPool *pool, const AvHost *host, const AvPolicy *policy,
     }
     if (!av_pool_expire_claims(pool, now, &changed, error))
         return FALSE;
+    /* The pool is the picture of the host in this boot, from now on. */
+    changed |= av_string_set(&pool->scanned_boot_id, host->boot_id);
     if (ret_changed)
         *ret_changed = changed;
+    return TRUE;
+}
+
+/* The reason av_pool_confirm() says no about the function @pci, or NULL
+ * when the pool agrees.  Caller frees. */
+static char *
+av_pool_confirm_one(const AvPool *pool, const AvHost *host, const AvPolicy *policy, const AvPciDevice *pci)
+{
+    g_autofree char *identity = av_pool_identity_pci(host, pci);
+    const AvProfile *profile = av_policy_match_pci(policy, pci);
+    const AvPoolDevice *dev = av_pool_find(pool, identity);
+    const AvPoolDevice *at = av_pool_find_address(pool, AV_DEVICE_KIND_PCI, pci->address);
+
+    if (!dev) {
+        if (profile)
+            return g_strdup_printf("%s (%s) is news to the pool", pci->address, identity);
+        if (at)
+            return g_strdup_printf("%s presents the identity %s, the pool has %s there", pci->address, identity,
+                                   at->identity);
+        return NULL;
+    }
+    if (dev->kind != AV_DEVICE_KIND_PCI || dev->state == AV_DEVICE_STATE_MISSING ||
+        g_strcmp0(dev->address, pci->address) != 0 || at != dev)
+        return g_strdup_printf("%s presents the identity %s, which the pool has %s at %s", pci->address, identity,
+                               dev->state == AV_DEVICE_STATE_MISSING ? "missing" : "present",
+                               dev->address ? dev->address : "no address");
+    if (profile ? g_strcmp0(dev->profile, profile->name) != 0 || g_strcmp0(dev->reason, "unmanaged") == 0
+                : dev->state == AV_DEVICE_STATE_FREE ||
+                      (dev->state != AV_DEVICE_STATE_QUARANTINED && g_strcmp0(dev->reason, "unmanaged") != 0))
+        return g_strdup_printf("the profile of %s changed", pci->address);
+    if (dev->numa_node != pci->numa_node || dev->iommu_group != pci->iommu_group)
+        return g_strdup_printf("the NUMA node or IOMMU group of %s changed", pci->address);
+    if (dev->state == AV_DEVICE_STATE_FREE && pci->driver && strcmp(pci->driver, "vfio-pci") != 0 &&
+        g_strcmp0(dev->original_driver, pci->driver) != 0)
+        return g_strdup_printf("%s is on another host driver", pci->address);
+    if (dev->identity_problem && (dev->state == AV_DEVICE_STATE_FREE || dev->state == AV_DEVICE_STATE_CLAIMED))
+        return g_strdup_printf("%s has an identity problem to act on", pci->address);
+    return NULL;
+}
+
+/* See av-pool.h. */
+gboolean
+av_pool_confirm(const AvPool *pool, const AvHost *host, const AvPolicy *policy, char **ret_why)
+{
+    g_autoptr(GHashTable) identities = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+
+    g_return_val_if_fail(host->partial, FALSE);
+    if (!host->boot_id || g_strcmp0(pool->scanned_boot_id, host->boot_id) != 0) {
+        *ret_why = g_strdup(host->boot_id ? "the pool was not reconciled with the whole host in this boot"
+                                          : "the host gives no boot id");
+        return FALSE;
+    }
+    for (guint i = 0; i < host->pci->len; i++) {
+        const AvPciDevice *pci = g_ptr_array_index(host->pci, i);
+        char *why = av_pool_confirm_one(pool, host, policy, pci);
+
+        if (why) {
+            *ret_why = why;
+            return FALSE;
+        }
+        /* Two of them presenting one identity: the whole scan tells more. */
+        if (!g_hash_table_add(identities, av_pool_identity_pci(host, pci))) {
+            *ret_why = g_strdup_printf("%s shares its identity with another device", pci->address);
+            return FALSE;
+        }
+    }
+    /* The mdevs the scan found where av_pool_reconcile_mdev() would move them. */
+    for (guint i = 0; i < pool->devices->len; i++) {
+        const AvPoolDevice *dev = g_ptr_array_index(pool->devices, i);
+        const AvMdevParent *parent = dev->kind == AV_DEVICE_KIND_MDEV
+                                         ? av_host_find_mdev(host, dev->identity + strlen("mdev:"))
+                                         : NULL;
+
+        if (parent && (g_strcmp0(dev->address, parent->name) != 0 || dev->numa_node != parent->numa_node)) {
+            *ret_why = g_strdup_printf("mdev %s is on another parent", dev->identity + strlen("mdev:"));
+            return FALSE;
+        }
+    }
+    *ret_why = NULL;
     return TRUE;
 }

@@ -341,6 +341,8 @@ av_pool_to_json(const AvPool *pool)
         json_object_set_new(obj, "intents", av_pool_intents_to_json(pool->intents));
     if (pool->placements->len > 0)
         json_object_set_new(obj, "placements", av_pool_placements_to_json(pool->placements));
+    if (pool->scanned_boot_id)
+        json_object_set_new(obj, "scanned_boot_id", json_string(pool->scanned_boot_id));
     return obj;
 }
 
@@ -751,14 +753,28 @@ av_pool_load_device(const AvPoolLoad *ld, json_t *obj, guint index, GError **err
     return g_steal_pointer(&dev);
 }
 
+/* A boot id as the kernel prints it: 8-4-4-4-12 lower-case hex. */
+static gboolean
+av_pool_boot_id_is_valid(const char *s)
+{
+    if (strlen(s) != 36)
+        return FALSE;
+    for (guint i = 0; i < 36; i++) {
+        if (i == 8 || i == 13 || i == 18 || i == 23 ? s[i] != '-' : !(g_ascii_isdigit(s[i]) || (s[i] >= 'a' && s[i] <= 'f')))
+            return FALSE;
+    }
+    return TRUE;
+}
+
 /* Parses the contents of pool.json into @ret_devices, @ret_intents and
- * @ret_placements (new arrays). */
+ * @ret_placements (new arrays) and *ret_boot_id (or NULL). */
 static gboolean
 av_pool_load_data(const char *path, const char *data, gsize len, GPtrArray **ret_devices, GPtrArray **ret_intents,
-                  GPtrArray **ret_placements, GError **error)
+                  GPtrArray **ret_placements, char **ret_boot_id, GError **error)
 {
     static const char *const keys[] = { "version", "devices", NULL };
-    static const char *const optional[] = { "intents", "placements", NULL };
+    static const char *const optional[] = { "intents", "placements", "scanned_boot_id", NULL };
+    json_t *boot;
     AvPoolLoad ld = { path, data, len };
     g_autoptr(GPtrArray) intents = g_ptr_array_new_with_free_func((GDestroyNotify)av_intent_free);
     g_autoptr(GPtrArray) placements = g_ptr_array_new_with_free_func((GDestroyNotify)av_pool_placement_free);
@@ -804,6 +820,11 @@ av_pool_load_data(const char *path, const char *data, gsize len, GPtrArray **ret
     if (!av_pool_load_intents(&ld, json_object_get(root, "intents"), intents, error) ||
         !av_pool_load_placements(&ld, json_object_get(root, "placements"), placements, error))
         return FALSE;
+    boot = json_object_get(root, "scanned_boot_id");
+    if (boot && (!json_is_string(boot) || !av_pool_boot_id_is_valid(json_string_value(boot))))
+        return av_pool_load_fail(&ld, error, "scanned_boot_id", "expected a boot id such as "
+                                 "'3f1e0b9a-6c2d-4e8f-9a1b-2c3d4e5f6a7b'");
+    *ret_boot_id = boot ? g_strdup(json_string_value(boot)) : NULL;
     *ret_devices = g_steal_pointer(&devices);
     *ret_intents = g_steal_pointer(&intents);
     *ret_placements = g_steal_pointer(&placements);
@@ -1018,7 +1039,8 @@ av_pool_open(const char *state_dir, AvPoolMode mode, int timeout_ms, GError **er
         return g_steal_pointer(&pool);
     if (r < 0)
         return NULL;
-    if (!av_pool_load_data(pool->pool_path, data, len, &devices, &intents, &placements, error))
+    if (!av_pool_load_data(pool->pool_path, data, len, &devices, &intents, &placements, &pool->scanned_boot_id,
+                           error))
         return NULL;
     g_ptr_array_extend_and_steal(pool->devices, g_steal_pointer(&devices));
     g_ptr_array_extend_and_steal(pool->intents, g_steal_pointer(&intents));
@@ -1046,6 +1068,7 @@ av_pool_free(AvPool *pool)
     g_free(pool->lock_path);
     g_free(pool->journal_path);
     g_free(pool->journal_prev);
+    g_free(pool->scanned_boot_id);
     g_free(pool);
 }
 

@@ -345,6 +345,25 @@ gboolean av_pool_claim(AvPool *pool, AvPoolDevice *dev, const AvOwner *owner, gi
 gboolean av_pool_reconcile(AvPool *pool, const AvHost *host, const AvPolicy *policy,
                            gboolean *ret_changed, GError **error);
 
+/* Whether @pool, as it stands, can be trusted for the functions of the
+ * partial scan @host (av_host_scan_devices()) without a whole-host
+ * reconcile (issue 12): the pool's last whole reconcile was in this boot
+ * (a boot id both know), and for every function of @host the pool holds
+ * exactly what av_pool_reconcile() would leave: the same entry at that
+ * address under the identity the function presents now (its own, not a
+ * fallback), not missing, the profile av_policy_match_pci() gives (none:
+ * no entry, and the identity nowhere in the pool), the same NUMA node and
+ * IOMMU group, and for a free device the same host driver; and every mdev
+ * of the pool that @host holds on the parent the pool records.  Anything else,
+ * news included, is FALSE with *ret_why (caller frees) saying what: the
+ * caller then scans the whole host and reconciles.  Changes nothing. */
+gboolean av_pool_confirm(const AvPool *pool, const AvHost *host, const AvPolicy *policy, char **ret_why);
+
+/* Claims whose expiry (Unix seconds) is before @now go back to free
+ * ("claim-expired"), setting *changed; av_pool_reconcile() does it too.
+ * Requires AV_POOL_WRITE. */
+gboolean av_pool_expire_claims(AvPool *pool, gint64 now, gboolean *changed, GError **error);
+
 /* The stable identity of a PCI device, which survives re-enumeration
  * (never the bus address alone):
  *   "dsn:VVVV:DDDD:0123456789abcdef.fN"  when the device has a DSN (N = function;
