@@ -192,12 +192,15 @@ main(int argc, char **argv)
             return av_hook_refuse(error->message);
         return av_hook_remap(config, domain, xml, len, op);
     }
-    if (!av_hook_has_hostdevs(domain)) {
-        /* Release: unless the pool surely names nothing of it (a device
-         * detached while it ran, still its own). */
-        if (!release || !domain->uuid || av_pool_index_names(av_hook_state_dir(), domain->uuid) == AV_POOL_NAMES_NO)
-            return 0;
-    }
+    /* Release: nothing to do when the pool surely names nothing of the
+     * domain (the domain index), hostdevs or not: no marker, no lock. */
+    if (release && domain->uuid && av_pool_index_names(av_hook_state_dir(), domain->uuid) == AV_POOL_NAMES_NO)
+        return 0;
+    /* Otherwise a domain without hostdevs has nothing to prepare, start or
+     * reconnect; its release goes on (a device detached while it ran is
+     * still its own). */
+    if (!av_hook_has_hostdevs(domain) && !release)
+        return 0;
     if (!domain->uuid && !release)
         return av_hook_refusef("the XML of domain '%s' has no <uuid>; libvirt always gives one: "
                                "check how the hook is run", domain->name);

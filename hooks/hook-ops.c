@@ -626,6 +626,16 @@ av_prepare_check(AvPrepare *p, GError **error)
                                m->hostdev->pci_address, m->pooldev->address);
             return FALSE;
         }
+        /* "start begin" checks the pinning against the device's node: a
+         * pinning it cannot read is refused now, before anything is bound
+         * (only for a device whose profile makes it a condition, issue 19). */
+        if (p->domain->pinning_problem && m->profile->numa == AV_NUMA_STRICT) {
+            g_set_error(error, AV_ERROR, AV_ERROR_INVALID_INPUT,
+                        "device %s has the profile '%s' with numa strict, and the domain's vCPU pinning cannot be "
+                        "read: %s", m->pooldev ? m->pooldev->address : m->hostdev->mdev_uuid, m->profile->name,
+                        p->domain->pinning_problem);
+            return FALSE;
+        }
         if (m->hostdev->type != AV_HOSTDEV_PCI)
             continue;
         if (!m->pci) {
@@ -1055,11 +1065,21 @@ av_hook_start(const AvHookConfig *config, const AvDomain *domain)
         if (!profile || profile->numa == AV_NUMA_NONE)
             continue;
         if (!host) {
-            host = av_host_scan(config->root, &error);
+            /* The NUMA nodes alone: the pool has each device's node. */
+            host = av_host_scan_devices(config->root, (const char *const[]){ NULL }, FALSE, &error);
             if (!host)
-                return av_hook_refusef("cannot scan the host: %s", error->message);
-            if (!av_domain_vcpu_cpus(domain, &cpus, &all_pinned, &error))
-                return av_hook_refusef("cannot start domain '%s': %s", domain->name, error->message);
+                return av_hook_refusef("cannot read the host's NUMA nodes: %s", error->message);
+        }
+        if (!cpus && !av_domain_vcpu_cpus(domain, &cpus, &all_pinned, &error)) {
+            /* Only what it checks can refuse the domain (issue 19). */
+            what = av_hook_describe_device(dev);
+            if (profile->numa == AV_NUMA_STRICT)
+                return av_hook_refusef("cannot start domain '%s': device %s has a profile '%s' with numa strict, "
+                                       "and %s", domain->name, what, profile->name, error->message);
+            av_hook_log(LOG_WARNING, "cannot check the NUMA placement of device %s (profile '%s', numa "
+                        "preferred): %s", what, profile->name, error->message);
+            g_clear_error(&error);
+            continue;
         }
         for (guint j = 0; j < host->numa_nodes->len; j++) {
             const AvNumaNode *n = g_ptr_array_index(host->numa_nodes, j);

@@ -13,6 +13,13 @@
 #              a value the hook checks only for managed devices (vCPUs,
 #              pinning, NUMA, Nova owner, other hostdevs) hold a managed
 #              A100: what is checked strictly stays checked
+#   domain-pinning/  domain XML whose vCPU count, pinning or NUMA tuning
+#              cannot be read, with a managed A100 whose profile has numa
+#              strict: refused at prepare begin and start begin, which act
+#              on them; migrate begin (the domain was not placed by
+#              accelvirt) and `accelvirt rewrite` (no requests) act on
+#              nothing and give the XML back byte for byte, exit 0, state
+#              unchanged (issue 19)
 #   domain-requests/  bad <av:request>s: refused by `accelvirt rewrite`, the
 #              only reader of requests; the hook, which never reads them (a
 #              domain it sees was placed already, or never asked), passes
@@ -49,6 +56,10 @@ U1=00000001-0000-4000-8000-000000000001
 W="$AV_TMP/world"
 mkdir -p "$W"
 cp -a "$AV_TEST_HOSTS/two-socket-8gpu" "$W/host"
+# A boot id, as every Linux host has one: the hook's prepare then reads only
+# the domain's devices once the pool was reconciled in this boot (issue 12).
+mkdir -p "$W/host/proc/sys/kernel/random"
+echo 0d6c2b1e-5f4a-4b3c-9d8e-7f6a5b4c3d2e >"$W/host/proc/sys/kernel/random/boot_id"
 mkdir -p "$W/policies"
 for f in "$AV_TEST_SRCDIR"/data/hook-policies/*.json; do
     sed "s|@SCRUB@|$AV_TEST_SRCDIR/data/hook-scrub.sh|g" "$f" >"$W/policies/$(basename "$f")"
@@ -161,6 +172,51 @@ for src in $(inputs domain); do
         ok_line "domain/$n at '$op begin'" hook_in "$W/policies" "$W/state" "$in" evil "$op" begin -
     done
     ok_line "domain/$n through accelvirt rewrite" \
+        av --root "$W/host" --policy-dir "$W/policies" --state-dir "$W/state" rewrite "$in"
+    rm -f "$in"
+done
+
+# passes DIR OUT CMD...: CMD exits 0, prints on stdout exactly the file OUT
+# (nothing when OUT is empty), and leaves DIR unchanged.
+passes() {
+    dir=$1; want_out=$2; shift 2
+    snapshot "$dir" >"$AV_TMP/before"
+    "$@" >"$AV_TMP/out" 2>"$AV_TMP/err"
+    rc=$?
+    snapshot "$dir" >"$AV_TMP/after"
+    [ "$rc" -eq 0 ] || { echo "exit $rc: $*"; head -c 2000 "$AV_TMP/err"; return 1; }
+    if [ -n "$want_out" ]; then
+        cmp -s "$want_out" "$AV_TMP/out" || { echo "stdout is not the input byte for byte"; return 1; }
+    else
+        [ ! -s "$AV_TMP/out" ] || { echo "stdout not empty"; return 1; }
+    fi
+    diff "$AV_TMP/before" "$AV_TMP/after" >"$AV_TMP/diff" || { echo "state changed:"; head -40 "$AV_TMP/diff"; return 1; }
+}
+
+# ok_pass NAME DIR OUT CMD...: one TAP line for passes.
+ok_pass() {
+    name=$1; shift
+    av_n=$((av_n + 1))
+    if out=$(passes "$@" 2>&1); then
+        echo "ok $av_n - $name"
+    else
+        echo "not ok $av_n - $name"
+        printf '%s\n' "$out" | sed 's/^/# /'
+        av_failed=$((av_failed + 1))
+    fi
+}
+
+for src in $(inputs domain-pinning); do
+    n=$(basename "$src"); n=${n%.*}
+    in="$AV_TMP/domain-$n.xml"
+    want "$src"
+    make_input "$src" "$in"
+    for op in prepare start; do
+        ok_line "domain-pinning/$n at '$op begin'" hook_in "$W/policies" "$W/state" "$in" evil "$op" begin -
+    done
+    ok_pass "domain-pinning/$n passes 'migrate begin' untouched" "$W" "$in" \
+        hook_in "$W/policies" "$W/state" "$in" evil migrate begin -
+    ok_pass "domain-pinning/$n passes accelvirt rewrite untouched" "$W" "$in" \
         av --root "$W/host" --policy-dir "$W/policies" --state-dir "$W/state" rewrite "$in"
     rm -f "$in"
 done

@@ -82,6 +82,42 @@ expect_invalid_len(const char *xml, gsize len, ...)
 
 #define expect_invalid(xml, ...) expect_invalid_len((xml), strlen(xml), __VA_ARGS__, NULL)
 
+/* Asserts that @xml parses, with its pinning and NUMA tuning left out and
+ * a pinning_problem holding every word of the NULL-terminated list, and
+ * that what acts on the pinning says so (issue 19). */
+static void
+expect_pinning_problem_words(const char *xml, ...)
+{
+    g_autoptr(GError) err = NULL;
+    g_autoptr(AvDomain) dom = av_domain_parse(xml, strlen(xml), &err);
+    g_autoptr(GArray) cpus = NULL;
+    gboolean all = FALSE;
+    const char *word;
+    va_list ap;
+
+    g_assert_no_error(err);
+    g_assert_nonnull(dom);
+    g_assert_nonnull(dom->pinning_problem);
+    g_test_message("left out: %s", dom->pinning_problem);
+    g_assert_null(dom->vcpu_cpuset);
+    g_assert_null(dom->emulatorpin);
+    g_assert_null(dom->numatune_memory_nodeset);
+    g_assert_cmpuint(dom->vcpupins->len, ==, MAX(dom->vcpus, 1));
+    for (guint i = 0; i < dom->vcpupins->len; i++)
+        g_assert_null(g_ptr_array_index(dom->vcpupins, i));
+    va_start(ap, xml);
+    while ((word = va_arg(ap, const char *))) {
+        if (!strstr(dom->pinning_problem, word))
+            g_error("'%s' is not in the problem '%s'", word, dom->pinning_problem);
+    }
+    va_end(ap);
+    g_assert_false(av_domain_vcpu_cpus(dom, &cpus, &all, &err));
+    g_assert_error(err, AV_ERROR, AV_ERROR_INVALID_INPUT);
+    g_assert_nonnull(strstr(err->message, dom->pinning_problem));
+}
+
+#define expect_pinning_problem(xml, ...) expect_pinning_problem_words((xml), __VA_ARGS__, NULL)
+
 /* A domain with @devices inside <devices> and @extra after <name>. */
 static char *
 domain_with(const char *extra, const char *devices)
@@ -301,10 +337,11 @@ test_cpuset(void)
         { "^2,0-3", "0 1 2 3" }, /* left to right, as libvirt */
         { "7", "7" },
         { "8191", "8191" },
+        { "0,16383", "0 16383" }, /* libvirt's VIR_DOMAIN_CPUMASK_LEN, issue 19 */
         { "0,", "0" },
         { " 1 ,2 ", "1 2" },
         { "007", "7" },
-        { "8192", NULL },
+        { "16384", NULL },
         { "99999999999999999999999", NULL },
         { "-1", NULL },
         { "3-1", NULL },
@@ -318,7 +355,7 @@ test_cpuset(void)
         { "1;2", NULL },
         { "1-", NULL },
         { "a", NULL },
-        { "0-8191,../etc", NULL },
+        { "0-16383,../etc", NULL },
     };
 
     for (gsize i = 0; i < G_N_ELEMENTS(cases); i++) {
@@ -346,8 +383,8 @@ test_cpuset(void)
         g_autoptr(GArray) set = NULL;
         g_autoptr(GError) err = NULL;
 
-        g_assert_false(av_domain_cpuset_parse("1024", AV_DOMAIN_NODE_MAX, &set, &err));
-        g_assert_nonnull(strstr(err->message, "node above 1023"));
+        g_assert_false(av_domain_cpuset_parse("16384", AV_DOMAIN_NODE_MAX, &set, &err));
+        g_assert_nonnull(strstr(err->message, "above 16383"));
     }
 }
 
@@ -596,39 +633,58 @@ test_hostdev_shapes(void)
 static void
 test_cputune(void)
 {
-    expect_invalid("<domain><name>a</name><vcpu>2</vcpu><cputune><vcpupin vcpu='2' cpuset='1'/></cputune></domain>",
+    expect_pinning_problem("<domain><name>a</name><vcpu>2</vcpu><cputune><vcpupin vcpu='2' cpuset='1'/></cputune></domain>",
                    "vcpupin vcpu '2'", "between 0 and 1");
-    expect_invalid("<domain><name>a</name><cputune><vcpupin vcpu='1' cpuset='1'/></cputune></domain>",
+    expect_pinning_problem("<domain><name>a</name><cputune><vcpupin vcpu='1' cpuset='1'/></cputune></domain>",
                    "vcpupin vcpu '1'", "between 0 and 0");
-    expect_invalid("<domain><name>a</name><vcpu>2</vcpu><cputune><vcpupin vcpu='1' cpuset='1'/>"
+    expect_pinning_problem("<domain><name>a</name><vcpu>2</vcpu><cputune><vcpupin vcpu='1' cpuset='1'/>"
                    "<vcpupin vcpu='1' cpuset='2'/></cputune></domain>",
                    "vCPU 1", "twice");
-    expect_invalid("<domain><name>a</name><vcpu>2</vcpu><cputune><vcpupin vcpu='-1' cpuset='1'/></cputune></domain>",
+    expect_pinning_problem("<domain><name>a</name><vcpu>2</vcpu><cputune><vcpupin vcpu='-1' cpuset='1'/></cputune></domain>",
                    "vcpupin vcpu '-1'", NULL);
-    expect_invalid("<domain><name>a</name><vcpu>2</vcpu><cputune><vcpupin vcpu='99999999999' cpuset='1'/>"
+    expect_pinning_problem("<domain><name>a</name><vcpu>2</vcpu><cputune><vcpupin vcpu='99999999999' cpuset='1'/>"
                    "</cputune></domain>",
                    "vcpupin vcpu '99999999999'", NULL);
-    expect_invalid("<domain><name>a</name><vcpu>2</vcpu><cputune><vcpupin vcpu='0' cpuset='0-3,x'/></cputune></domain>",
+    expect_pinning_problem("<domain><name>a</name><vcpu>2</vcpu><cputune><vcpupin vcpu='0' cpuset='0-3,x'/></cputune></domain>",
                    "vcpupin for vCPU 0", "cpuset '0-3,x'", "such as");
-    expect_invalid("<domain><name>a</name><vcpu>2</vcpu><cputune><vcpupin vcpu='0'/></cputune></domain>",
+    expect_pinning_problem("<domain><name>a</name><vcpu>2</vcpu><cputune><vcpupin vcpu='0'/></cputune></domain>",
                    "vCPU 0", "no cpuset");
-    expect_invalid("<domain><name>a</name><vcpu>2</vcpu><cputune><vcpupin vcpu='0' cpuset='0-100000'/></cputune>"
+    expect_pinning_problem("<domain><name>a</name><vcpu>2</vcpu><cputune><vcpupin vcpu='0' cpuset='0-100000'/></cputune>"
                    "</domain>",
-                   "above 8191");
-    expect_invalid("<domain><name>a</name><cputune><emulatorpin cpuset='1'/><emulatorpin cpuset='2'/></cputune></domain>",
+                   "above 16383");
+    expect_pinning_problem("<domain><name>a</name><cputune><emulatorpin cpuset='1'/><emulatorpin cpuset='2'/></cputune></domain>",
                    "more than one <emulatorpin>");
-    expect_invalid("<domain><name>a</name><cputune><emulatorpin cpuset='^1'/></cputune></domain>",
+    expect_pinning_problem("<domain><name>a</name><cputune><emulatorpin cpuset='^1'/></cputune></domain>",
                    "emulatorpin cpuset '^1'", "selects nothing");
-    expect_invalid("<domain><name>a</name><vcpu>0</vcpu></domain>", "<vcpu> '0'", "between 1 and 16384");
-    expect_invalid("<domain><name>a</name><vcpu>16385</vcpu></domain>", "<vcpu> '16385'");
-    expect_invalid("<domain><name>a</name><vcpu>four</vcpu></domain>", "<vcpu> 'four'");
-    expect_invalid("<domain><name>a</name><vcpu cpuset='1-'>2</vcpu></domain>", "<vcpu> cpuset '1-'");
-    expect_invalid("<domain><name>a</name><vcpu placement='numad'>2</vcpu></domain>", "placement 'numad'");
-    expect_invalid("<domain><name>a</name><numatune><memory mode='strict' nodeset='0-1024'/></numatune></domain>",
-                   "nodeset '0-1024'", "node above 1023");
-    expect_invalid("<domain><name>a</name><numatune><memory mode='strictest' nodeset='0'/></numatune></domain>",
+    expect_pinning_problem("<domain><name>a</name><vcpu>0</vcpu></domain>", "<vcpu> '0'", "between 1 and 16384");
+    expect_pinning_problem("<domain><name>a</name><vcpu>16385</vcpu></domain>", "<vcpu> '16385'");
+    expect_pinning_problem("<domain><name>a</name><vcpu>four</vcpu></domain>", "<vcpu> 'four'");
+    expect_pinning_problem("<domain><name>a</name><vcpu cpuset='1-'>2</vcpu></domain>", "<vcpu> cpuset '1-'");
+    expect_pinning_problem("<domain><name>a</name><vcpu placement='numad'>2</vcpu></domain>", "placement 'numad'");
+    expect_pinning_problem("<domain><name>a</name><numatune><memory mode='strict' nodeset='0-16384'/></numatune></domain>",
+                   "nodeset '0-16384'", "above 16383");
+    expect_pinning_problem("<domain><name>a</name><numatune><memory mode='strictest' nodeset='0'/></numatune></domain>",
                    "mode 'strictest'");
-    expect_invalid("<domain><name>a</name><numatune/><numatune/></domain>", "more than one <numatune>");
+    expect_pinning_problem("<domain><name>a</name><numatune/><numatune/></domain>", "more than one <numatune>");
+    /* As libvirt reads them (issue 19): base 10 with leading zeros, CPU ids
+     * up to 16383, node ids past the kernel's 1023. */
+    {
+        g_autoptr(AvDomain) dom = parse_ok("<domain><name>a</name><vcpu cpuset='0-3,^2,9000'>02</vcpu><cputune>"
+                                           "<vcpupin vcpu='01' cpuset='0,16383'/>"
+                                           "<emulatorpin cpuset='8192-8200,16000'/></cputune>"
+                                           "<numatune><memory mode='strict' nodeset='0-1,2000'/></numatune></domain>");
+        g_autoptr(GArray) cpus = NULL;
+        gboolean all = FALSE;
+
+        g_assert_null(dom->pinning_problem);
+        g_assert_cmpuint(dom->vcpus, ==, 2);
+        g_assert_cmpstr(g_ptr_array_index(dom->vcpupins, 1), ==, "0,16383");
+        g_assert_cmpstr(dom->numatune_memory_nodeset, ==, "0-1,2000");
+        g_assert_true(av_domain_vcpu_cpus(dom, &cpus, &all, NULL));
+        g_assert_true(all);
+        g_assert_cmpuint(cpus->len, ==, 5); /* 0 1 3 9000 16383 */
+        g_assert_cmpuint(g_array_index(cpus, guint, 4), ==, 16383);
+    }
     {
         g_autoptr(AvDomain) dom = parse_ok("<domain><name>a</name><vcpu current='1'>\n 2\n</vcpu>"
                                            "<numatune><memory placement='auto' mode='interleave'/></numatune></domain>");
@@ -654,7 +710,7 @@ test_metadata(void)
     expect_invalid(NOVA("<nova:owner><nova:project uuid='a b'>x</nova:project></nova:owner>"),
                    "nova:project uuid 'a b'", NULL);
     expect_invalid(AV("<av:placement node='-1'/>"), "av:placement node '-1'", NULL);
-    expect_invalid(AV("<av:placement node='1024'/>"), "node '1024'", NULL);
+    expect_invalid(AV("<av:placement node='16384'/>"), "node '16384'", NULL);
     expect_invalid(AV("<av:placement/><av:placement/>"), "more than one <av:placement>", NULL);
     expect_invalid(AV("<av:placement><av:device profile='gpu' address='0000:17:00.0/../..'/></av:placement>"),
                    "av:device address '0000:17:00.0/../..'", NULL);
@@ -817,7 +873,8 @@ fuzz_one(const char *xml, gsize len)
         g_autoptr(GError) err2 = NULL;
         gboolean all = FALSE;
 
-        g_assert_true(av_domain_vcpu_cpus(dom, &cpus, &all, &err2));
+        /* a pinning that could not be read is said, never half-read */
+        g_assert_true(av_domain_vcpu_cpus(dom, &cpus, &all, &err2) == (dom->pinning_problem == NULL));
     }
 }
 

@@ -397,8 +397,22 @@ av_cli_cmd_rewrite(AvCli *cli, int argc, char **argv)
         return av_cli_usage_error("'rewrite' takes one FILE (or - for stdin)");
     if (ttl < 0)
         return av_cli_usage_error("--claim-ttl must be 0 or more seconds");
-    if (!av_cli_read_xml(argc > 1 ? argv[1] : "-", &xml, &len, &err) ||
-        !av_cli_open(cli, &root, &policy, &err))
+    if (!av_cli_read_xml(argc > 1 ? argv[1] : "-", &xml, &len, &err))
+        return av_cli_fail(err);
+    {
+        g_autoptr(AvDomain) domain = av_domain_parse(xml, len, &err);
+        g_autoptr(GPtrArray) requests = domain ? av_domain_requests(xml, len, &err) : NULL;
+
+        if (!requests)
+            return av_cli_fail(err);
+        if (requests->len == 0) {
+            /* Nothing asked of accelvirt: the input back, byte for byte,
+             * and nothing opened, scanned or saved (issue 19). */
+            fwrite(xml, 1, len, stdout);
+            return AV_EXIT_OK;
+        }
+    }
+    if (!av_cli_open(cli, &root, &policy, &err))
         return av_cli_fail(err);
     pool = av_cli_open_pool(cli, root, dry_run ? AV_POOL_READ : AV_POOL_WRITE, &err);
     if (!pool)

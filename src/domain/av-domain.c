@@ -95,6 +95,7 @@ av_domain_free(AvDomain *domain)
     g_free(domain->scrub_token);
     g_free(domain->scrub_identity);
     g_free(domain->metadata_problem);
+    g_free(domain->pinning_problem);
     if (domain->placed)
         g_ptr_array_unref(domain->placed);
     g_free(domain);
@@ -200,6 +201,36 @@ number_parse(const char *s, gboolean allow_hex, guint64 max, guint64 *ret)
         if (v > max)
             return FALSE;
     }
+    *ret = v;
+    return TRUE;
+}
+
+static const char *
+skip_blanks(const char *p)
+{
+    while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')
+        p++;
+    return p;
+}
+
+/* A number as libvirt reads it with base 10 (virXPathUInt, virXMLPropUInt
+ * with base 10): decimal digits, leading zeros allowed ("02" is 2), blanks
+ * around it.  At most @max. */
+static gboolean
+decimal10_parse(const char *s, guint64 max, guint64 *ret)
+{
+    const char *p = s ? skip_blanks(s) : NULL;
+    guint64 v = 0;
+
+    if (!p || !g_ascii_isdigit(*p))
+        return FALSE;
+    for (; g_ascii_isdigit(*p); p++) {
+        v = v * 10 + (guint64)g_ascii_digit_value(*p);
+        if (v > max)
+            return FALSE;
+    }
+    if (*skip_blanks(p))
+        return FALSE;
     *ret = v;
     return TRUE;
 }
@@ -310,14 +341,6 @@ word_in(const char *s, const char *const *words)
 
 /* ---- cpusets ---- */
 
-static const char *
-skip_blanks(const char *p)
-{
-    while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')
-        p++;
-    return p;
-}
-
 /* Decimal digits at *p, saturating above @limit; FALSE when none. */
 static gboolean
 cpuset_number(const char **p, guint limit, guint *ret)
@@ -376,7 +399,7 @@ cpuset_bits(const char *s, guint limit, guint8 *bits, const char **ret_why)
             p = skip_blanks(p);
         }
         if (first >= limit || last >= limit) {
-            *ret_why = limit == AV_DOMAIN_NODE_MAX ? "names a node above 1023" : "names a CPU above 8191";
+            *ret_why = "names a number above 16383, libvirt's largest";
             return FALSE;
         }
         if (last < first) {
@@ -444,6 +467,8 @@ av_domain_vcpu_cpus(const AvDomain *domain, GArray **ret_cpus, gboolean *ret_all
     gboolean all_pinned = TRUE;
     guint n = domain->vcpupins ? domain->vcpupins->len : 0;
 
+    if (domain->pinning_problem)
+        return av_domain_invalid_at(error, NULL, "its vCPU pinning cannot be read: %s", domain->pinning_problem);
     if (n == 0)
         n = 1;
     for (guint i = 0; i < n; i++) {
@@ -1073,7 +1098,7 @@ vcpu_parse(const xmlNode *root, AvDomain *dom, GError **error)
         g_autofree char *count = text(vcpu);
         guint64 v = 0;
 
-        if (!number_parse(g_strstrip(count), FALSE, AV_DOMAIN_VCPU_MAX, &v) || v == 0) {
+        if (!decimal10_parse(count, AV_DOMAIN_VCPU_MAX, &v) || v == 0) {
             g_autofree char *q = av_domain_quote(count);
 
             return av_domain_invalid_at(error, vcpu, "<vcpu> '%s' is not a number of vCPUs between 1 and %u", q,
@@ -1108,7 +1133,7 @@ cputune_parse(const xmlNode *root, AvDomain *dom, GError **error)
                 g_autofree char *what = NULL;
                 guint64 id = 0;
 
-                if (!vcpu || !number_parse(vcpu, FALSE, G_MAXUINT32, &id) || id >= dom->vcpupins->len) {
+                if (!vcpu || !decimal10_parse(vcpu, G_MAXUINT32, &id) || id >= dom->vcpupins->len) {
                     g_autofree char *q = av_domain_quote(vcpu);
 
                     return av_domain_invalid_at(error, c, "vcpupin vcpu '%s' is not a vCPU number between 0 and %u", q,
@@ -1479,6 +1504,22 @@ av_domain_parse(const char *xml, gsize len, GError **error)
     return av_domain_parse_flags(xml, len, AV_DOMAIN_PARSE_DEFAULT, error);
 }
 
+/* Leaves out all of the domain's pinning and NUMA tuning, keeping the
+ * vCPU count when it was read: one NULL pin per vCPU. */
+static void
+pinning_forget(AvDomain *dom)
+{
+    g_clear_pointer(&dom->vcpu_cpuset, g_free);
+    g_clear_pointer(&dom->vcpu_placement, g_free);
+    g_clear_pointer(&dom->emulatorpin, g_free);
+    g_clear_pointer(&dom->numatune_memory_mode, g_free);
+    g_clear_pointer(&dom->numatune_memory_nodeset, g_free);
+    g_clear_pointer(&dom->numatune_memory_placement, g_free);
+    g_clear_pointer(&dom->vcpupins, g_ptr_array_unref);
+    dom->vcpupins = g_ptr_array_new_full(MAX(dom->vcpus, 1), g_free);
+    g_ptr_array_set_size(dom->vcpupins, (gint)MAX(dom->vcpus, 1));
+}
+
 AvDomain *
 av_domain_parse_flags(const char *xml, gsize len, AvDomainParseFlags flags, GError **error)
 {
@@ -1506,8 +1547,16 @@ av_domain_parse_flags(const char *xml, gsize len, AvDomainParseFlags flags, GErr
     } else {
         g_autoptr(GError) meta_error = NULL;
 
-        ok = identity_parse(root, dom, error) && vcpu_parse(root, dom, error) && cputune_parse(root, dom, error) &&
-             numatune_parse(root, dom, error) && devices_parse(root, dom, error);
+        g_autoptr(GError) pin_error = NULL;
+
+        ok = identity_parse(root, dom, error) && devices_parse(root, dom, error);
+        /* Issue 19: what libvirt accepted and accelvirt cannot read here
+         * refuses nothing by itself; what acts on it does. */
+        if (ok && !(vcpu_parse(root, dom, &pin_error) && cputune_parse(root, dom, &pin_error) &&
+                    numatune_parse(root, dom, &pin_error))) {
+            pinning_forget(dom);
+            dom->pinning_problem = g_strdup(pin_error->message);
+        }
         if (ok && !metadata_parse(root, dom, &meta_error)) {
             if (flags & AV_DOMAIN_PARSE_METADATA_BEST_EFFORT) {
                 metadata_forget(dom);

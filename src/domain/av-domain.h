@@ -18,10 +18,14 @@ G_BEGIN_DECLS
 /* The largest domain XML accepted: 8 MiB. */
 #define AV_DOMAIN_XML_MAX (8u * 1024u * 1024u)
 
-/* CPU numbers in a cpuset are below this (libvirt's VIR_DOMAIN_CPUMASK_LEN);
- * NUMA node numbers (nodeset, av:placement node) below AV_DOMAIN_NODE_MAX. */
-#define AV_DOMAIN_CPU_MAX 8192u
-#define AV_DOMAIN_NODE_MAX 1024u
+/* CPU numbers in a cpuset are below this: libvirt's VIR_DOMAIN_CPUMASK_LEN
+ * (16384 since libvirt 8.x), no tighter (issue 19).  NUMA node numbers
+ * (nodeset, av:placement node) below AV_DOMAIN_NODE_MAX: libvirt parses a
+ * nodeset with the same bound; the kernel numbers nodes below its
+ * MAX_NUMNODES (1024 at most), so a larger id names no node of the host,
+ * which is not an error of the XML. */
+#define AV_DOMAIN_CPU_MAX 16384u
+#define AV_DOMAIN_NODE_MAX 16384u
 /* The largest <vcpu> count accepted (bounds the vcpupins array). */
 #define AV_DOMAIN_VCPU_MAX 16384u
 
@@ -92,6 +96,9 @@ typedef struct {
                                   * started (av_scrub_token_is_valid()), or NULL */
     char *scrub_identity;        /* <av:scrub identity=>: the pool identity it scrubs (informative), or NULL */
     char *metadata_problem;      /* AV_DOMAIN_PARSE_METADATA_BEST_EFFORT: why the metadata was left out, or NULL */
+    char *pinning_problem;       /* why the vCPU pinning and NUMA tuning above were left out (all of them:
+                                  * counts 0 or 1, sets NULL), or NULL when they were read (issue 19:
+                                  * never fatal to the parse; what acts on them refuses) */
 } AvDomain;
 
 void av_domain_free(AvDomain *domain);
@@ -147,8 +154,8 @@ gboolean av_domain_read_fd(int fd, char **ret_xml, gsize *ret_len, GError **erro
 /* The CPUs the vCPUs of @domain may run on: the union of every vcpupin's
  * cpuset, and <vcpu cpuset=> for vCPUs without a vcpupin.  Sets
  * *ret_all_pinned to FALSE when some vCPU may run anywhere (no pin, no
- * cpuset).  Returns FALSE with AV_ERROR_INVALID_INPUT on a malformed
- * cpuset ("0-3,^2" syntax of libvirt is accepted). */
+ * cpuset).  Returns FALSE with AV_ERROR_INVALID_INPUT when the pinning
+ * could not be read (pinning_problem). */
 gboolean av_domain_vcpu_cpus(const AvDomain *domain, GArray **ret_cpus, gboolean *ret_all_pinned,
                              GError **error);
 

@@ -1046,6 +1046,13 @@ av_domain_rewrite(const char *xml, gsize len, const AvPlacement *placement, cons
         out = g_strndup(xml, len);
         goto out;
     }
+    if (dom->pinning_problem) {
+        /* it is acted on from here: the vCPUs are pinned to the devices' node */
+        av_domain_invalid_at(error, NULL, "cannot place the accelerators of domain '%s': its vCPU pinning or NUMA "
+                             "tuning cannot be read (%s); accelvirt pins the vCPUs to the devices' NUMA node, "
+                             "so correct it first", dom->name, dom->pinning_problem);
+        goto out;
+    }
     if (!placement_check(placement, policy, requests, &hide, error) || !strip(root, &changed, error))
         goto out;
 
