@@ -418,6 +418,8 @@ av_pci_read_rebar_sizes(const AvRoot *root, const char *address, guint bar, guin
 typedef struct {
     const AvRoot *root;
     GHashTable *slots;    /* "dddd:bb:ss" -> slot name, from /sys/bus/pci/slots */
+    gboolean no_names;    /* leave vendor_name and device_name NULL: pci.ids is a megabyte to
+                           * decompress, and what the hook says names devices by their ids */
 } AvPciScan;
 
 static void
@@ -872,7 +874,8 @@ av_pci_device_scan_one(const AvPciScan *scan, const char *address, const char *s
 
     if (!av_pci_device_read_ids(root, dev, (const guint8 *)config, config_len, error))
         return NULL;
-    av_pci_device_lookup_names(dev);
+    if (!scan->no_names)
+        av_pci_device_lookup_names(dev);
     dev->is_bridge = (dev->class_code >> 8) == 0x0604;
     dev->has_dsn = av_pci_config_find_dsn((const guint8 *)config, config_len, &dev->dsn);
 
@@ -1218,7 +1221,7 @@ av_host_scan_devices(const AvRoot *root, const char *const *addresses, gboolean 
     g_autoptr(GPtrArray) queue = g_ptr_array_new_with_free_func(g_free);
     g_autoptr(GHashTable) queued = g_hash_table_new(g_str_hash, g_str_equal);
     g_autofree char *dir = av_sys_path("bus/pci/devices");
-    AvPciScan scan = { .root = root };
+    AvPciScan scan = { .root = root, .no_names = TRUE };
 
     host->partial = TRUE;
     host->has_pci_bus = av_root_exists(root, dir);
