@@ -143,6 +143,7 @@ av_worker_scrub(const AvHookConfig *config, const AvPolicy *policy, const AvScru
     g_autoptr(GError) failure = NULL;
     g_autoptr(json_t) report = NULL;
     g_autoptr(AvPool) pool = NULL;
+    g_autoptr(AvHost) host = NULL;
     g_autoptr(json_t) fields = json_object();
     g_autofree char *mdev_uuid = NULL;
     const AvProfile *profile = job->profile ? av_policy_find(policy, job->profile) : NULL;
@@ -174,25 +175,40 @@ av_worker_scrub(const AvHookConfig *config, const AvPolicy *policy, const AvScru
     if (!failure && job->kind == AV_DEVICE_KIND_PCI)
         av_scrub_group_released(config->root, job->iommu_group, job->address, &failure);
 
+    /* What the host is now, before the device may be freed: a tenant's
+     * firmware may change the card's identity, at once or at the scrub's
+     * reset.  The worker runs behind libvirt's back, so it reconciles the
+     * pool with the whole host after every scrub (the hook reads only a
+     * domain's devices, issue 12): a changed identity gives the device its
+     * identity problem (hole 2), under its new identity if it took one
+     * (found by its address), and any other card whose identity changed or
+     * is shared now is caught here too.  The scan runs before the lock is
+     * taken: the lock is held for the reconcile only. */
+    host = av_host_scan(config->root, &error);
+    if (!host) {
+        if (!failure)
+            g_propagate_prefixed_error(&failure, g_steal_pointer(&error),
+                                       "cannot check what the device is after its scrub: ");
+        g_clear_error(&error);
+    }
     pool = av_hook_pool_open(config, &error);
     if (!pool) {
         av_hook_log(LOG_ERR, "cannot record the scrub of %s: %s", job->identity, error->message);
         return;
     }
-    /* What the device is now, before it may be freed: a tenant's firmware
-     * may change its identity, at once or at the scrub's reset.  The pool
-     * then agrees no more (av_pool_confirm()), the whole host is
-     * reconciled, and the device gets its identity problem (hole 2), under
-     * its new identity if it took one (found by its address). */
-    if (job->kind == AV_DEVICE_KIND_PCI && job->address) {
-        g_autoptr(AvHost) host = av_hook_scan_devices(config, policy, pool,
-                                                      (const char *const[]){ job->address, NULL }, FALSE,
-                                                      &error);
-
-        if (!host && !failure)
+    if (host && !av_pool_reconcile(pool, host, policy, NULL, &error)) {
+        if (!failure)
             g_propagate_prefixed_error(&failure, g_steal_pointer(&error),
                                        "cannot check what the device is after its scrub: ");
         g_clear_error(&error);
+        /* A reconcile that failed half way must not be saved: the pool
+         * as it is on disk, and the device quarantined. */
+        g_clear_pointer(&pool, av_pool_free);
+        pool = av_hook_pool_open(config, &error);
+        if (!pool) {
+            av_hook_log(LOG_ERR, "cannot record the scrub of %s: %s", job->identity, error->message);
+            return;
+        }
     }
     dev = av_pool_find(pool, job->identity);
     if ((!dev || dev->state != AV_DEVICE_STATE_SCRUBBING) && job->kind == AV_DEVICE_KIND_PCI && job->address) {

@@ -1300,7 +1300,7 @@ check "a prepare whose device presents another identity than the pool's reconcil
 # A tenant's firmware changes its card's DSN while it runs: the worker
 # reads the card before freeing it and quarantines it, whoever else runs.
 set_dsn 0000:17:00.0 48b02d1a0000f00d
-check "a card whose DSN changed during its tenancy is quarantined by its scrub, not freed, with no whole scan in between" \
+check "a card whose DSN changed during its tenancy is quarantined by its scrub, not freed, though no prepare read it (the worker reconciles the whole host)" \
     eval "accepted '$W/vm1.xml' vm1 release end - && wait_state 0000:17:00.0 quarantined && json '$W/state/pool.json' \"[x['identity'] for x in d['devices'] if x['address'] == '0000:17:00.0' and x['state'] == 'quarantined'] == ['dsn:10de:20f1:48b02d1a0000f00d.f0']\" && grep -q '\"event\": *\"identity-changed\"' '$W/state/journal.jsonl'"
 # A new boot: nothing the pool says is trusted before a whole scan.
 boot 66666666-7777-4888-9999-aaaaaaaaaaaa

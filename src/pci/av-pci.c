@@ -1177,14 +1177,12 @@ av_host_read_boot_id(const AvRoot *root)
     g_autofree char *path = av_proc_path("sys/kernel/random/boot_id");
     g_autofree char *value = NULL;
 
-    if (av_root_read_attr(root, path, &value) < 0 || strlen(value) != 36)
+    if (av_root_read_attr(root, path, &value) < 0)
         return NULL;
-    for (char *p = value; *p; p++) {
-        if (!(g_ascii_isxdigit(*p) || *p == '-'))
-            return NULL;
+    for (char *p = value; *p; p++)
         *p = g_ascii_tolower(*p);
-    }
-    return g_steal_pointer(&value);
+    /* The form pool.json accepts (8-4-4-4-12), or none. */
+    return av_uuid_is_valid(value) ? g_steal_pointer(&value) : NULL;
 }
 
 static AvHost *
@@ -1275,7 +1273,12 @@ av_host_scan_devices(const AvRoot *root, const char *const *addresses, gboolean 
     g_ptr_array_sort(host->pci, av_pci_device_cmp);
     if (mdev_parents)
         av_host_scan_mdev_parents(root, host);
-    host->iommu_enabled = av_host_iommu_enabled(root);
+    /* A function in an IOMMU group says the IOMMU is on without a listing
+     * of every group of the host. */
+    for (guint i = 0; i < host->pci->len && !host->iommu_enabled; i++)
+        host->iommu_enabled = ((const AvPciDevice *)g_ptr_array_index(host->pci, i))->iommu_group >= 0;
+    if (!host->iommu_enabled && host->pci->len > 0)
+        host->iommu_enabled = av_host_iommu_enabled(root);
     if (!av_numa_scan(root, host->numa_nodes, error))
         return NULL;
     av_host_infer_numa(host);

@@ -173,7 +173,7 @@ AvHost *av_host_scan(const AvRoot *root, GError **error);
  * above): a domain's mdevs may live on any of them.  An address the host
  * does not have is left out, as av_host_scan() leaves out what it does not
  * find.  No USB devices, no pci.ids names (vendor_name and device_name
- * NULL).  Returns a new AvHost with @partial set (caller
+ * NULL); @iommu_enabled is FALSE when no function was read.  Returns a new AvHost with @partial set (caller
  * frees) or NULL with @error set. */
 AvHost *av_host_scan_devices(const AvRoot *root, const char *const *addresses, gboolean mdev_parents,
                              GError **error);

@@ -434,7 +434,11 @@ av_pool_reconcile(AvPool *pool, const AvHost *host, const AvPolicy *policy,
         return FALSE;
     }
     /* What a partial scan leaves out is not gone. */
-    g_return_val_if_fail(!host->partial, FALSE);
+    if (host->partial) {
+        g_set_error_literal(error, AV_ERROR, AV_ERROR_FAILED,
+                            "cannot reconcile the pool with a scan of some devices only");
+        return FALSE;
+    }
 
     for (guint i = 0; host->pci && i < host->pci->len; i++) {
         const AvPciDevice *pci = g_ptr_array_index(host->pci, i);

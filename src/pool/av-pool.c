@@ -753,19 +753,6 @@ av_pool_load_device(const AvPoolLoad *ld, json_t *obj, guint index, GError **err
     return g_steal_pointer(&dev);
 }
 
-/* A boot id as the kernel prints it: 8-4-4-4-12 lower-case hex. */
-static gboolean
-av_pool_boot_id_is_valid(const char *s)
-{
-    if (strlen(s) != 36)
-        return FALSE;
-    for (guint i = 0; i < 36; i++) {
-        if (i == 8 || i == 13 || i == 18 || i == 23 ? s[i] != '-' : !(g_ascii_isdigit(s[i]) || (s[i] >= 'a' && s[i] <= 'f')))
-            return FALSE;
-    }
-    return TRUE;
-}
-
 /* Parses the contents of pool.json into @ret_devices, @ret_intents and
  * @ret_placements (new arrays) and *ret_boot_id (or NULL). */
 static gboolean
@@ -821,7 +808,7 @@ av_pool_load_data(const char *path, const char *data, gsize len, GPtrArray **ret
         !av_pool_load_placements(&ld, json_object_get(root, "placements"), placements, error))
         return FALSE;
     boot = json_object_get(root, "scanned_boot_id");
-    if (boot && (!json_is_string(boot) || !av_pool_boot_id_is_valid(json_string_value(boot))))
+    if (boot && (!json_is_string(boot) || !av_uuid_is_valid(json_string_value(boot))))
         return av_pool_load_fail(&ld, error, "scanned_boot_id", "expected a boot id such as "
                                  "'3f1e0b9a-6c2d-4e8f-9a1b-2c3d4e5f6a7b'");
     *ret_boot_id = boot ? g_strdup(json_string_value(boot)) : NULL;

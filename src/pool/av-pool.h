@@ -353,7 +353,9 @@ gboolean av_pool_reconcile(AvPool *pool, const AvHost *host, const AvPolicy *pol
  * address under the identity the function presents now (its own, not a
  * fallback), not missing, the profile av_policy_match_pci() gives (none:
  * no entry, and the identity nowhere in the pool), the same NUMA node and
- * IOMMU group, and for a free device the same host driver; and every mdev
+ * IOMMU group, and for a free device the same host driver, no two of them
+ * presenting one identity (a device outside @host that shares one is not
+ * seen: the whole scans of the CLI and `accelvirt reconcile` are); and every mdev
  * of the pool that @host holds on the parent the pool records.  Anything else,
  * news included, is FALSE with *ret_why (caller frees) saying what: the
  * caller then scans the whole host and reconciles.  Changes nothing. */
