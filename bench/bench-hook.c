@@ -16,8 +16,8 @@
  *  2. accelvirt-hook's cycle for a domain with one managed GPU: prepare
  *     begin, start begin, release end (the worker started by release is
  *     /bin/true; the real worker then scrubs the GPU free, untimed), on
- *     fake hosts of 8, 64 and 512 managed A100s with 50, 1,000 and 5,000
- *     other PCI functions (bench/mkbenchhost.py, trees on tmpfs).
+ *     fake hosts of 8, 8, 64 and 512 managed A100s with 50, 5,000, 1,000
+ *     and 5,000 other PCI functions (bench/mkbenchhost.py, trees on tmpfs).
  *  3. `accelvirt list` and `accelvirt status` on the largest host.
  *
  *   bench-hook [--runs N] [--cycles N] [--hook PATH] [--worker PATH]
@@ -54,7 +54,8 @@ typedef struct {
     guint others;
 } BenchHost;
 
-static const BenchHost bench_hosts[] = { { 8, 50 }, { 64, 1000 }, { 512, 5000 } };
+/* 8/5,000 beside 8/50: what the host's other functions cost, the pool alike. */
+static const BenchHost bench_hosts[] = { { 8, 50 }, { 8, 5000 }, { 64, 1000 }, { 512, 5000 } };
 
 static const char bench_policy[] =
     "{\"profiles\": [{\"name\": \"bench-a100\", \"match\": {\"vendor\": \"0x10de\", \"device\": \"0x20f1\"},"
@@ -520,12 +521,13 @@ main(int argc, char **argv)
         prepare_ms[h] = median(tp) * 1e3;
         printf("  %-34s %9.2f ms %9.2f ms %9.2f ms\n", label, prepare_ms[h], median(ts) * 1e3, median(tr) * 1e3);
     }
-    printf("  prepare, 64/1,000 host against 8/50: %.2fx; 512/5,000 against 8/50: %.2fx\n",
-           prepare_ms[1] / prepare_ms[0], prepare_ms[2] / prepare_ms[0]);
+    printf("  prepare, 8/5,000 host against 8/50 (the other functions): %.2fx; 64/1,000 against 8/50: %.2fx; "
+           "512/5,000 against 8/50: %.2fx\n",
+           prepare_ms[1] / prepare_ms[0], prepare_ms[2] / prepare_ms[0], prepare_ms[3] / prepare_ms[0]);
     printf("  goal: prepare within %.1fx between the 8/50 and 64/1,000 hosts: %.2fx, %s\n", GOAL_PREPARE_RATIO,
-           prepare_ms[1] / prepare_ms[0], met(prepare_ms[1] / prepare_ms[0] <= GOAL_PREPARE_RATIO));
-    printf("  goal: prepare under %.0f ms on the 64/1,000 host: %.2f ms, %s\n", GOAL_PREPARE_MS, prepare_ms[1],
-           met(prepare_ms[1] < GOAL_PREPARE_MS));
+           prepare_ms[2] / prepare_ms[0], met(prepare_ms[2] / prepare_ms[0] <= GOAL_PREPARE_RATIO));
+    printf("  goal: prepare under %.0f ms on the 64/1,000 host: %.2f ms, %s\n", GOAL_PREPARE_MS, prepare_ms[2],
+           met(prepare_ms[2] < GOAL_PREPARE_MS));
 
     /* 3. The operator's commands on the largest host. */
     {
