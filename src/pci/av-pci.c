@@ -1198,6 +1198,39 @@ av_host_new(const AvRoot *root)
     return host;
 }
 
+/* Scans the function @address into @host: *ret_dev (may be NULL) points
+ * at it, or is NULL when it is not there (unplugged since it was named, a
+ * dangling link, its VF removed meanwhile: left out with a debug message).
+ * FALSE with @error set on any other failure. */
+static gboolean
+av_pci_scan_add(AvPciScan *scan, AvHost *host, const char *address, const AvPciDevice **ret_dev, GError **error)
+{
+    g_autoptr(GError) local = NULL;
+    g_autofree char *path = NULL;
+    AvPciDevice *dev;
+    int r = av_pci_device_resolve(scan->root, address, &path);
+
+    if (ret_dev)
+        *ret_dev = NULL;
+    if (r < 0) {
+        g_debug("ignoring the PCI device '%s': %s", address, g_strerror(-r));
+        return TRUE;
+    }
+    dev = av_pci_device_scan_one(scan, address, path, &local);
+    if (!dev && g_error_matches(local, AV_ERROR, AV_ERROR_NOT_FOUND)) {
+        g_debug("ignoring the PCI device '%s': %s", address, local->message);
+        return TRUE;
+    }
+    if (!dev) {
+        g_propagate_error(error, g_steal_pointer(&local));
+        return FALSE;
+    }
+    g_ptr_array_add(host->pci, dev);
+    if (ret_dev)
+        *ret_dev = dev;
+    return TRUE;
+}
+
 /* Adds @address to @queue unless it is there (@queued: the set of it). */
 static void
 av_scan_queue_add(GPtrArray *queue, GHashTable *queued, const char *address)
@@ -1243,27 +1276,14 @@ av_host_scan_devices(const AvRoot *root, const char *const *addresses, gboolean 
         av_pci_scan_load_slots(&scan);
     /* The queue grows as devices name others: a breadth-first walk. */
     for (guint i = 0; i < queue->len; i++) {
-        const char *address = g_ptr_array_index(queue, i);
-        g_autoptr(GError) local = NULL;
-        g_autofree char *path = NULL;
-        AvPciDevice *dev;
-        int r = av_pci_device_resolve(root, address, &path);
+        const AvPciDevice *dev = NULL;
 
-        if (r < 0) {
-            g_debug("the PCI device '%s' is not on this host: %s", address, g_strerror(-r));
-            continue;
-        }
-        dev = av_pci_device_scan_one(&scan, address, path, &local);
-        if (!dev && g_error_matches(local, AV_ERROR, AV_ERROR_NOT_FOUND)) {
-            g_debug("ignoring the PCI device '%s': %s", address, local->message);
-            continue;
-        }
-        if (!dev) {
-            g_propagate_error(error, g_steal_pointer(&local));
+        if (!av_pci_scan_add(&scan, host, g_ptr_array_index(queue, i), &dev, error)) {
             av_pci_scan_clear(&scan);
             return NULL;
         }
-        g_ptr_array_add(host->pci, dev);
+        if (!dev)
+            continue;
         for (guint j = 0; dev->iommu_group_members && j < dev->iommu_group_members->len; j++)
             av_scan_queue_add(queue, queued, g_ptr_array_index(dev->iommu_group_members, j));
         av_scan_queue_add(queue, queued, dev->physfn);
@@ -1322,32 +1342,14 @@ av_host_scan(const AvRoot *root, GError **error)
 
     av_pci_scan_load_slots(&scan);
     for (guint i = 0; names[i]; i++) {
-        g_autoptr(GError) local = NULL;
-        g_autofree char *path = NULL;
-        AvPciDevice *dev;
-
         if (!av_pci_address_is_valid(names[i])) {
             g_debug("ignoring '%s' in %s: not a PCI address", names[i], dir);
             continue;
         }
-        r = av_pci_device_resolve(root, names[i], &path);
-        if (r < 0) {
-            /* Unplugged since the listing, or a dangling link. */
-            g_debug("ignoring the PCI device '%s': %s", names[i], g_strerror(-r));
-            continue;
-        }
-        dev = av_pci_device_scan_one(&scan, names[i], path, &local);
-        if (!dev && g_error_matches(local, AV_ERROR, AV_ERROR_NOT_FOUND)) {
-            /* Hot-unplugged (or its VF removed) between the listing and now. */
-            g_debug("ignoring the PCI device '%s': %s", names[i], local->message);
-            continue;
-        }
-        if (!dev) {
-            g_propagate_error(error, g_steal_pointer(&local));
+        if (!av_pci_scan_add(&scan, host, names[i], NULL, error)) {
             av_pci_scan_clear(&scan);
             return NULL;
         }
-        g_ptr_array_add(host->pci, dev);
     }
     av_pci_scan_clear(&scan);
     g_ptr_array_sort(host->pci, av_pci_device_cmp);
