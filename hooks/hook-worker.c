@@ -144,6 +144,7 @@ av_worker_scrub(const AvHookConfig *config, const AvPolicy *policy, const AvScru
     g_autoptr(json_t) report = NULL;
     g_autoptr(AvPool) pool = NULL;
     g_autoptr(AvHost) host = NULL;
+    gboolean reconciled = FALSE;
     g_autoptr(json_t) fields = json_object();
     g_autofree char *mdev_uuid = NULL;
     const AvProfile *profile = job->profile ? av_policy_find(policy, job->profile) : NULL;
@@ -196,7 +197,7 @@ av_worker_scrub(const AvHookConfig *config, const AvPolicy *policy, const AvScru
         av_hook_log(LOG_ERR, "cannot record the scrub of %s: %s", job->identity, error->message);
         return;
     }
-    if (host && !av_pool_reconcile(pool, host, policy, NULL, &error)) {
+    if (host && !av_pool_reconcile(pool, host, policy, &reconciled, &error)) {
         if (!failure)
             g_propagate_prefixed_error(&failure, g_steal_pointer(&error),
                                        "cannot check what the device is after its scrub: ");
@@ -220,6 +221,9 @@ av_worker_scrub(const AvHookConfig *config, const AvPolicy *policy, const AvScru
     if (!dev || dev->state != AV_DEVICE_STATE_SCRUBBING) {
         av_hook_log(LOG_ERR, "device %s is no longer scrubbing in the pool (%s); its scrub is not recorded",
                     job->identity, dev ? av_device_state_to_string(dev->state) : "gone");
+        /* What the reconcile journalled is saved all the same. */
+        if (reconciled && !av_pool_save(pool, &error))
+            av_hook_log(LOG_ERR, "cannot save the pool: %s", error->message);
         return;
     }
     /* An identity problem (hole 2) outlives any scrub: quarantined, and left
