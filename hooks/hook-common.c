@@ -348,8 +348,16 @@ av_hook_scan_devices(const AvHookConfig *config, const AvPolicy *policy, AvPool 
         return g_steal_pointer(&host);
     }
     av_hook_log(LOG_DEBUG, "scanning the whole host: %s", why);
-    g_clear_pointer(&host, av_host_free);
-    host = av_host_scan(config->root, error);
+    return av_hook_scan_host(config, policy, pool, error);
+}
+
+/* See hook.h. */
+AvHost *
+av_hook_scan_host(const AvHookConfig *config, const AvPolicy *policy, AvPool *pool, GError **error)
+{
+    g_autoptr(AvHost) host = av_host_scan(config->root, error);
+    gboolean changed = FALSE;
+
     if (!host) {
         g_prefix_error(error, "cannot scan the host: ");
         return NULL;

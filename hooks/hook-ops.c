@@ -1472,7 +1472,7 @@ av_hook_remap(const AvHookConfig *config, const AvDomain *domain, const char *xm
     g_autofree char *disagreement = NULL;
     g_autofree char *out = NULL;
     const AvPoolPlacement *record;
-    gboolean changed = FALSE, moved = FALSE;
+    gboolean moved = FALSE;
 
     /* Read for the comparison only: a malformed metadata is a disagreement. */
     current = av_domain_placement(xml, len, NULL);
@@ -1494,11 +1494,22 @@ av_hook_remap(const AvHookConfig *config, const AvDomain *domain, const char *xm
         av_hook_log(LOG_WARNING, "%s: the domain's accelvirt metadata disagrees with what accelvirt recorded when it "
                     "placed it (%s); it is ignored", verb, disagreement);
 
-    host = av_host_scan(config->root, &error);
+    /* The devices of the placement where the pool has them: read alone
+     * when the pool agrees with them, else the whole host (issue 12). */
+    addresses = g_ptr_array_new_with_free_func(g_free);
+    for (guint i = 0; i < record->items->len; i++) {
+        const AvPlacedItem *item = g_ptr_array_index(record->items, i);
+        const AvPoolDevice *dev = item->identity ? av_pool_find(pool, item->identity) : NULL;
+        const char *address = dev && dev->kind == AV_DEVICE_KIND_PCI ? dev->address : item->pci_address;
+
+        if (address)
+            g_ptr_array_add(addresses, g_strdup(address));
+    }
+    g_ptr_array_add(addresses, NULL);
+    host = av_hook_scan_devices(config, policy, pool, (const char *const *)addresses->pdata, FALSE, &error);
     if (!host)
-        return av_hook_refusef("cannot scan the host: %s", error->message);
-    if (!av_pool_reconcile(pool, host, policy, &changed, &error) || (changed && !av_pool_save(pool, &error)))
-        return av_hook_refusef("cannot bring the pool up to date with the host: %s", error->message);
+        return av_hook_refuse(error->message);
+    g_clear_pointer(&addresses, g_ptr_array_unref);
 
     addresses = g_ptr_array_new_with_free_func(g_free);
     for (guint i = 0; i < record->items->len; i++) {
@@ -1565,6 +1576,13 @@ av_hook_remap(const AvHookConfig *config, const AvDomain *domain, const char *xm
     if (!placement) {
         AvPlaceOptions options = { 0 };
 
+        /* Placing again chooses among all the host's devices. */
+        if (host->partial) {
+            g_clear_pointer(&host, av_host_free);
+            host = av_hook_scan_host(config, policy, pool, &error);
+            if (!host)
+                return av_hook_refuse(error->message);
+        }
         options.domain_uuid = domain->uuid;
         options.vcpus = MAX(domain->vcpus, 1);
         placement = av_place(host, policy, pool, record->requests, &options, &error);

@@ -92,6 +92,10 @@ AvPool *av_hook_pool_open(const AvHookConfig *config, GError **error);
 AvHost *av_hook_scan_devices(const AvHookConfig *config, const AvPolicy *policy, AvPool *pool,
                              const char *const *addresses, gboolean mdev_parents, GError **error);
 
+/* The whole host, with @pool (AV_POOL_WRITE) reconciled with it and saved
+ * when that changed it.  Returns a new AvHost or NULL with @error set. */
+AvHost *av_hook_scan_host(const AvHookConfig *config, const AvPolicy *policy, AvPool *pool, GError **error);
+
 /* Test hook: with a fake root and ACCELVIRT_TEST_STOP=POINT, the program
  * stops itself (SIGSTOP) at POINT, holding what it holds (the pool lock),
  * so that a test can kill it there.  Never on the real root. */

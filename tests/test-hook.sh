@@ -1310,6 +1310,21 @@ check "after a reboot (a new boot id) the first prepare reconciles the whole hos
 check "  ... and start, which reads only the NUMA nodes (the pool has each device's node), checks its strict pinning" \
     eval "accepted '$W/vm4.xml' vm4 start begin - && sed 's/0-3/0-3,16383/' '$W/vm4.xml' >'$W/vm4b.xml' && refused 'on NUMA node 0' '$W/vm4b.xml' vm4 start begin -"
 
+# Restore of a domain accelvirt placed: the devices of its placement are read
+# alone while the pool agrees with them (an A6000 unplugged meanwhile stays
+# free in the pool), and placing it again would read the whole host.
+U5=$(uuid 5)
+hook "$W/vm2.xml" vm2 release end - >/dev/null 2>&1
+wait_state 0000:31:00.0 free >/dev/null
+ID31=$(python3 -c "import json; print([x['identity'] for x in json.load(open('$W/state/pool.json'))['devices'] if x['address'] == '0000:31:00.0'][0])")
+record_placed "$U5" placed "$ID31" 0000:31:00.0
+mkplaced "$W/placed.xml" placed "$U5" 0000:31:00.0
+rm "$W/host/sys/bus/pci/devices/0000:b1:00.0"
+check "restore begin of a placed domain reads only its placement's devices: the XML back, an A6000 gone elsewhere still free" \
+    eval "hook '$W/placed.xml' placed restore begin - >'$W/placed.out' 2>'$W/placed.err' && cmp -s '$W/placed.out' '$W/placed.xml' && json '$W/state/pool.json' \"[x['state'] for x in d['devices'] if x['address'] == '0000:b1:00.0'] == ['free']\""
+check "  ... and when its device is taken, placing it again reads the whole host (the A6000 found missing; refused: no A100 free on node 0)" \
+    eval "accepted '$W/vm2.xml' vm2 prepare begin - && refused 'cannot be placed again' '$W/placed.xml' placed restore begin - && json '$W/state/pool.json' \"[x['state'] for x in d['devices'] if x['address'] == '0000:b1:00.0'] == ['missing']\""
+
 # --- an mdev on a parent that is no PCI device: the kernel's mtty sample ---
 world mtty vgpu-mdev
 MT=7c3e5a10-2b4d-4e6f-8a1b-3c5d7e9f0a12
