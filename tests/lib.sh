@@ -29,6 +29,24 @@ finish() {
     [ "$av_failed" -eq 0 ]
 }
 
+# hook_policies DIR: the hook's test policies (tests/data/hook-policies) in
+# DIR, @SCRUB@ replaced by the path of tests/data/hook-scrub.sh; writable by
+# nobody but their owner, as the hook demands of policies that name commands.
+hook_policies() {
+    mkdir -p "$1" || return 1
+    for f in "$AV_TEST_SRCDIR"/data/hook-policies/*.json; do
+        sed "s|@SCRUB@|$AV_TEST_SRCDIR/data/hook-scrub.sh|g" "$f" >"$1/$(basename "$f")" || return 1
+    done
+    chmod 0755 "$1" && chmod 0644 "$1"/*.json
+}
+
+# boot_id ROOT ID: the fake host ROOT gets /proc/sys/kernel/random/boot_id ID,
+# as every Linux host has one: the hook then trusts a pool reconciled with
+# the whole host in this boot for the devices it does not read (issue 12).
+boot_id() {
+    mkdir -p "$1/proc/sys/kernel/random" && echo "$2" >"$1/proc/sys/kernel/random/boot_id"
+}
+
 # expect_exit STATUS CMD...: CMD must exit with STATUS.
 expect_exit() {
     want=$1; shift

@@ -56,15 +56,8 @@ U1=00000001-0000-4000-8000-000000000001
 W="$AV_TMP/world"
 mkdir -p "$W"
 cp -a "$AV_TEST_HOSTS/two-socket-8gpu" "$W/host"
-# A boot id, as every Linux host has one: the hook's prepare then reads only
-# the domain's devices once the pool was reconciled in this boot (issue 12).
-mkdir -p "$W/host/proc/sys/kernel/random"
-echo 0d6c2b1e-5f4a-4b3c-9d8e-7f6a5b4c3d2e >"$W/host/proc/sys/kernel/random/boot_id"
-mkdir -p "$W/policies"
-for f in "$AV_TEST_SRCDIR"/data/hook-policies/*.json; do
-    sed "s|@SCRUB@|$AV_TEST_SRCDIR/data/hook-scrub.sh|g" "$f" >"$W/policies/$(basename "$f")"
-done
-chmod 0755 "$W/policies" && chmod 0644 "$W/policies"/*.json
+boot_id "$W/host" 0d6c2b1e-5f4a-4b3c-9d8e-7f6a5b4c3d2e
+hook_policies "$W/policies"
 "$AV" --root "$W/host" --policy-dir "$W/policies" --state-dir "$W/state" status >/dev/null ||
     { echo "Bail out! cannot make the pool"; exit 1; }
 

@@ -28,15 +28,8 @@ command -v flock >/dev/null || { echo "Bail out! flock (util-linux) is needed"; 
 W="$AV_TMP/world"
 mkdir -p "$W" "$W/domains"
 cp -a "$AV_TEST_HOSTS/two-socket-8gpu" "$W/host"
-# A boot id, as every Linux host has: the hook may then trust a pool
-# reconciled in this boot for devices it does not read (issue 12).
-mkdir -p "$W/host/proc/sys/kernel/random"
-echo 6c1f3b0e-2a4d-4e5f-8a9b-0c1d2e3f4a5b >"$W/host/proc/sys/kernel/random/boot_id"
-mkdir -p "$W/policies"
-for f in "$AV_TEST_SRCDIR"/data/hook-policies/*.json; do
-    sed "s|@SCRUB@|$AV_TEST_SRCDIR/data/hook-scrub.sh|g" "$f" >"$W/policies/$(basename "$f")"
-done
-chmod 0755 "$W/policies" && chmod 0644 "$W/policies"/*.json
+boot_id "$W/host" 6c1f3b0e-2a4d-4e5f-8a9b-0c1d2e3f4a5b
+hook_policies "$W/policies"
 
 hook() {
     in=$1; shift

@@ -13,12 +13,7 @@ SCRUB="$AV_TEST_SRCDIR/data/hook-scrub.sh"
 
 # The test policies, with the scrub command's absolute path filled in.
 POL="$AV_TMP/policies"
-mkdir -p "$POL"
-for f in "$AV_TEST_SRCDIR"/data/hook-policies/*.json; do
-    sed "s|@SCRUB@|$SCRUB|g" "$f" >"$POL/$(basename "$f")"
-done
-# Policies name commands run as root: writable by nobody else, or refused.
-chmod 0755 "$POL" && chmod 0644 "$POL"/*.json
+hook_policies "$POL"
 
 # world NAME HOST: a fresh world $W: a private copy of the fake HOST, its
 # state dir (not created), its log.
@@ -1275,9 +1270,9 @@ check "  ... while prepare still refuses such a domain as bad input" \
     refused "av:scrub token 'nope'" "$W/bad.xml" tenant prepare begin -
 
 # --- work proportional to the domain (issue 12): a host that has a boot id ---
-# boot ID: the host's /proc/sys/kernel/random/boot_id (every Linux host has
-# one; the other fake hosts have none, and every hook call scans them whole).
-boot() { mkdir -p "$W/host/proc/sys/kernel/random" && echo "$1" >"$W/host/proc/sys/kernel/random/boot_id"; }
+# boot ID: the host's boot id (the other fake hosts have none, and every hook
+# call scans them whole).
+boot() { boot_id "$W/host" "$1"; }
 BOOT1=11111111-2222-4333-8444-555555555555
 world partial two-socket-8gpu
 boot "$BOOT1"
