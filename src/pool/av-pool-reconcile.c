@@ -525,12 +525,11 @@ av_pool_reconcile(AvPool *pool, const AvHost *host, const AvPolicy *policy,
     return TRUE;
 }
 
-/* The reason av_pool_confirm() says no about the function @pci, or NULL
- * when the pool agrees.  Caller frees. */
+/* The reason av_pool_confirm() says no about the function @pci, which
+ * presents @identity, or NULL when the pool agrees.  Caller frees. */
 static char *
-av_pool_confirm_one(const AvPool *pool, const AvHost *host, const AvPolicy *policy, const AvPciDevice *pci)
+av_pool_confirm_one(const AvPool *pool, const AvPolicy *policy, const AvPciDevice *pci, const char *identity)
 {
-    g_autofree char *identity = av_pool_identity_pci(host, pci);
     const AvProfile *profile = av_policy_match_pci(policy, pci);
     const AvPoolDevice *dev = av_pool_find(pool, identity);
     const AvPoolDevice *at = av_pool_find_address(pool, AV_DEVICE_KIND_PCI, pci->address);
@@ -576,14 +575,17 @@ av_pool_confirm(const AvPool *pool, const AvHost *host, const AvPolicy *policy, 
     }
     for (guint i = 0; i < host->pci->len; i++) {
         const AvPciDevice *pci = g_ptr_array_index(host->pci, i);
-        char *why = av_pool_confirm_one(pool, host, policy, pci);
+        char *identity = av_pool_identity_pci(host, pci);
+        char *why = av_pool_confirm_one(pool, policy, pci, identity);
 
         if (why) {
+            g_free(identity);
             *ret_why = why;
             return FALSE;
         }
-        /* Two of them presenting one identity: the whole scan tells more. */
-        if (!g_hash_table_add(identities, av_pool_identity_pci(host, pci))) {
+        /* Two of them presenting one identity: the whole scan tells more
+         * (the table takes @identity). */
+        if (!g_hash_table_add(identities, identity)) {
             *ret_why = g_strdup_printf("%s shares its identity with another device", pci->address);
             return FALSE;
         }
