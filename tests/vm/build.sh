@@ -5,7 +5,7 @@
 #   mtty.ko          the kernel's mdev sample, built out of tree for KVER
 #   zero-bar         a static helper that mmaps a PCI BAR (resourceN) and zeroes/reads it
 #   initramfs.cpio.gz  busybox-static, the modules below (vfio, mdev, 9p, overlay,
-#                      uio_pci_generic, e1000e) and tests/vm/init.sh as /init
+#                      uio_pci_generic, e1000e, usbcore, xhci_pci, nvme) and tests/vm/init.sh as /init
 #   scrub-image/       accelvirt's scrub image, made by its recipe (scrub/image/build)
 #                      for the same kernel: accelvirt-scrub-vmlinuz and
 #                      accelvirt-scrub-initrd.img (the vm scrub method of phase V)
@@ -147,9 +147,12 @@ fi
 # (uio_pci_generic: a host driver for ivshmem, so that the hook's exact driver restore
 # can be seen; it binds nothing until a scenario gives it an id; e1000e: the guest's own
 # NIC driver, bound at boot to the rig's e1000e functions, which the hook must not touch
-# unless a profile hands them out)
+# unless a profile hands them out; usbcore and xhci_pci: the USB sticks on the rig's
+# xHCI, with no driver of their own; nvme: the SR-IOV PF's host driver, which offers
+# sriov_numvfs)
 MODULES="irqbypass vfio vfio_iommu_type1 vfio_virqfd vfio-pci-core vfio-pci mdev
-virtio_pci 9pnet_virtio 9p netfs fscache overlay uio_pci_generic e1000e"
+virtio_pci 9pnet_virtio 9p netfs fscache overlay uio_pci_generic e1000e
+usbcore xhci_pci nvme"
 k=$(echo "$KVER $MODULES $(key "$cache/vmlinux" "$cache/mtty.ko" "$cache/zero-bar" \
         /bin/busybox "$moddir/modules.dep" "$here/init.sh" "$here/build.sh")")
 if ! fresh initramfs.cpio.gz "$k"; then

@@ -21,9 +21,11 @@
 #   AV_VM_NIC1_MAC, AV_VM_NIC2_MAC  the MACs of nic1 (0000:44:00.0) and nic2
 #                  (0000:45:00.0); QEMU's e1000e derives its PCIe Device Serial Number
 #                  from its MAC, so another MAC is another serial at the same address
-# rp4..rp6 come after rp0 and rp2 on pxb0, so that the older devices keep their bus
-# addresses and physical slot names (the kernel names the root ports' slots 0-1, 0-2...
-# in that order); nics have no netdev (QEMU warns "no peer") and no option ROM.
+# rp4..rp6 come after rp0 and rp2 on pxb0, and rp7, rp8 after rp1 on pxb1, so that the
+# older devices keep their bus addresses and physical slot names (the kernel names the
+# root ports' slots 0-1, 0-2... in that order); nics have no netdev (QEMU warns "no
+# peer") and no option ROM. The USB sticks have no host driver in the guest (usbhid is
+# not loaded); an empty serial= gives a device without a serial string.
 #
 # The machine (q35, emulated Intel IOMMU, 2 NUMA nodes):
 #   pcie.0 ── pxb-pcie  pxb0 (numa_node=0, bus 0x40) ── pcie-root-port rp0 ── ivshmem-plain (ivshmem0)
@@ -33,6 +35,10 @@
 #          │                                          ├─ pcie-root-port rp5 ── e1000e nic1 (mac AV_VM_NIC1_MAC)
 #          │                                          └─ pcie-root-port rp6 ── e1000e nic2 (mac AV_VM_NIC2_MAC)
 #          ├─ pxb-pcie  pxb1 (numa_node=1, bus 0x80) ── pcie-root-port rp1 ── ivshmem-plain (ivshmem1)
+#          │                                          ├─ pcie-root-port rp7 ── qemu-xhci: three usb-kbd "sticks",
+#          │                                          │     ports 1-1 (serial AVSTICK-A), 1-2 (AVSTICK-B), 1-3 (no serial)
+#          │                                          └─ pcie-root-port rp8 ── nvme (serial AVNVME0, subsystem nvsub0):
+#          │                                                an SR-IOV PF (sriov_totalvfs 2, VFs at 83:00.1, 83:00.2)
 #          ├─ pcie-root-port rp3 ── pcie-pci-bridge br0 ── ivshmem-plain (ivshmem2), edu  [one group: non-viable]
 #          ├─ virtio-9p-pci hostroot  (host / read-only; 9p cannot sit on a pxb)
 #          └─ virtio-9p-pci results   (RUN_DIR/results, writable)
@@ -105,6 +111,14 @@ set -- \
     -device e1000e,id=nic1,bus=rp5,mac=${AV_VM_NIC1_MAC:-52:54:00:a5:01:01},romfile= \
     -device pcie-root-port,id=rp6,bus=pxb0,chassis=16,slot=0 \
     -device e1000e,id=nic2,bus=rp6,mac=${AV_VM_NIC2_MAC:-52:54:00:a5:02:01},romfile= \
+    -device pcie-root-port,id=rp7,bus=pxb1,chassis=17,slot=0 \
+    -device qemu-xhci,id=xhci0,bus=rp7 \
+    -device usb-kbd,id=stick0,bus=xhci0.0,port=1,serial=AVSTICK-A \
+    -device usb-kbd,id=stick1,bus=xhci0.0,port=2,serial=AVSTICK-B \
+    -device usb-kbd,id=stick2,bus=xhci0.0,port=3,serial= \
+    -device pcie-root-port,id=rp8,bus=pxb1,chassis=18,slot=0 \
+    -device nvme-subsys,id=nvsub0,nqn=avvm-nvsub0 \
+    -device nvme,id=nvme0,serial=AVNVME0,subsys=nvsub0,sriov_max_vfs=2,sriov_vq_flexible=4,sriov_vi_flexible=2,bus=rp8 \
     -kernel "$cache/vmlinux" -initrd "$cache/initramfs.cpio.gz" \
     -append "console=ttyS0 intel_iommu=on panic=-1 loglevel=4 no_timer_check $mode ${AV_VM_APPEND:-}"
 
