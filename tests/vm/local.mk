@@ -14,6 +14,8 @@ VM_RIG_FILES = \
 	tests/vm/init.sh \
 	tests/vm/scenario-basic.sh \
 	tests/vm/scenario-e2e.sh \
+	tests/vm/scenario-accel.sh \
+	tests/vm/accel-policies \
 	tests/vm/scenario-demo.sh \
 	tests/vm/demo-policies \
 	tests/vm/hook-policies \

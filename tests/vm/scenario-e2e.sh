@@ -23,6 +23,8 @@
 #      and writes SECRET over BAR2 of the node-1 ivshmem; destroy -> release -> the
 #      worker's vfio-zero; then this guest reads BAR2 (none of SECRET) and test-vm.sh
 #      the backing file
+#   U. USB sticks, S. SR-IOV VFs made on demand: scenario-accel.sh (sourced; its head
+#      says what they do)
 #   V. the vm method: rig-ivshmem's scrub becomes [vm] (xml/scrub-vm.xml with the
 #      scrub image of scrub/image/build); this guest writes a secret over BAR2; a
 #      firmware-only domain with the ivshmem is started and destroyed; the worker
@@ -533,6 +535,9 @@ echo 0 > "$D/enable" 2>/dev/null
 fact tenant_journal_verify rc=$?
 cp /var/lib/accelvirt/journal.jsonl "$R/journal-tenant.jsonl" 2>/dev/null
 fact tenant_phase seconds="$(elapsed "$tD")"
+
+# --- U, S. USB sticks and SR-IOV VFs (issue 13): scenario-accel.sh ---
+. "$R/scenario-accel.sh"
 
 # --- V. the vm method: the worker boots the scrub image under this libvirtd ---
 # rig-ivshmem's scrub becomes [vm]: the shipped template with the scrub image that

@@ -530,6 +530,8 @@ printf '%s\n' "ACCELVIRT=$accelvirt" "ACCELVIRT_HOOK=$hook" "ACCELVIRT_WORKER=$w
     "CACHE=$AV_VM_CACHE" "SECRET=$secret" "SCRUB_KERNEL=$scrub_kernel" \
     "SCRUB_INITRD=$scrub_img/accelvirt-scrub-initrd.img" > "$e2e/results/env"
 cp -r "$here/hook-policies" "$e2e/results/hook-policies"
+cp -r "$here/accel-policies" "$e2e/results/accel-policies"
+cp "$here/scenario-accel.sh" "$e2e/results/scenario-accel.sh"
 cp "$here/scrub-sleep.sh" "$e2e/results/scrub-sleep.sh"
 cp "$here/../../xml/scrub-vm.xml" "$e2e/results/scrub-vm.xml"
 # boot 1's scrub pool (ROM A enrolled) for phase R, which runs with ROM B
