@@ -101,6 +101,7 @@ hostdev_usb() {  # hostdev_usb NAME: "bus=B device=D" of the persistent definiti
 d=E.fromstring(sys.stdin.read()); a=d.find("./devices/hostdev[@type=\"usb\"]/source/address")
 print("bus=%s device=%s" % (a.get("bus"), a.get("device")) if a is not None else "none")' 2>/dev/null || echo none
 }
+st > "$R/status-usb-0-before.json"   # synced: the sticks join the pool
 for p in 1-1 1-2 1-3; do
     fact "usb_before_$p" serial="$(usbattr $p serial)" devnum="$(usbattr $p devnum)" "$(dev_of usb $p identity state profile)"
 done
@@ -154,6 +155,11 @@ fact usb5_start rc=$? state="$($V domstate avvm-usb5 2>/dev/null | head -n1)" "$
 $V destroy avvm-usb5 > /dev/null 2>&1
 fact usb5_free seconds="$(wait_state usb 1-3 free 60)" "$(dev_of usb 1-3 identity state)" devnum="$(usbattr 1-3 devnum)"
 st > "$R/status-usb-3-end.json"
+# what the kernel saw of the scrubs: each usb-reset a port reset, each usb-reauthorize
+# a de-authorize and an authorize
+fact usb_dmesg resets="$(dmesg | grep -c 'reset high-speed USB device number')" \
+    authorized="$(dmesg | grep -c 'authorized to connect')"
+dmesg | grep -E 'usb 1-[0-9]' > "$R/usb-dmesg.txt" 2>/dev/null
 "$A" journal verify > "$R/journal-verify-usb.txt" 2>&1
 fact usb_journal_verify rc=$?
 cp /var/lib/accelvirt/journal.jsonl "$R/journal-usb.jsonl" 2>/dev/null
@@ -193,7 +199,7 @@ vfxml() {  # vfxml NAME: a domain asking accelvirt for one VF of the nvme PF
 EOF
 }
 vfxml avvm-vf > "$R/vf.xml"
-$AVC define --dry-run --json "$R/vf.xml" > "$R/vf-dry.json" 2> "$R/vf-dry.err"
+$AVC rewrite --dry-run "$R/vf.xml" > "$R/vf-dry.out" 2>&1
 fact vf_dry rc=$? numvfs="$(pfattr sriov_numvfs)"
 $AVC define --json "$R/vf.xml" > "$R/vf-define.json" 2> "$R/vf-define.err"
 fact vf_define rc=$? "$(python3 -c 'import json,sys

@@ -21,6 +21,13 @@
 #   accelvirt's own hook (av:scrub token), zeroes the secret left in BAR2, prints its
 #   coverage line and powers off; boot 1's pool with ROM B: rom-check quarantines,
 #   prepare refuses
+#   Issue 13, boot 2 (scenario-accel.sh): USB sticks (three usb-kbd on the rig's xHCI:
+#   two identical but for their serials, one without) placed by `accelvirt define`,
+#   both at once in two nested domains, a taken stick and an ambiguous vendor/product
+#   hostdev refused by the hook, usb-reset + usb-reauthorize on the real kernel, free
+#   again by identity; SR-IOV: `accelvirt define` makes a VF on the nvme PF
+#   (sriov_numvfs), the hook binds it, the PF is refused meanwhile, the worker's FLR,
+#   shrunk back to 0 VFs, and the hook makes it again at the next start
 #   Last, outside the guest: the recipe's image as built, and booted on a plain QEMU
 #   without a device: FAILED, a panic that pvpanic reports
 #   Issue 10 on the real kernel, boot 1: a multi-function slot (an ivshmem at function 0,
@@ -61,7 +68,7 @@ check() {  # check DESCRIPTION COMMAND...
 fact() { sed -n "s/^$1 //p" "$run/results/facts" 2>/dev/null | head -n1; }
 bail() { echo "Bail out! $*"; exit 1; }
 
-echo "1..106"
+echo "1..123"
 command -v python3 >/dev/null 2>&1 || bail "missing python3: run tests/vm/install-deps.sh (as root)"
 
 # --- build (cached) and boot once ---
@@ -795,6 +802,106 @@ check "end to end: ... the next claimant (the rig guest, reading BAR2 of the rel
     test "$(efact tenant_bar2_after)" = "secret=0 nonzero=0"
 check "end to end: ... the scrub-certificate: vfio-zero ok with bytes = $size, result free; previous owner avvm-tenant" \
     cert "$TJ" 0000:81:00.0 "c['result'] == 'free' and st['vfio-zero']['ok'] and st['vfio-zero']['bytes'] == $size and (c.get('previous_owner') or {}).get('domain_name') == 'avvm-tenant'"
+
+# U. USB sticks (scenario-accel.sh phase U): three identical usb-kbd on the rig's xHCI
+usb_ids() {
+    for p in 1-1 1-2 1-3; do echo "$p $(efact "usb_before_$p")"; done | tr '\n' ';'
+}
+e_usb_pool() {
+    echo "$(efact usb_before_1-1)" | grep -q '^serial=AVSTICK-A devnum=2 identity=usb:0627:0001:serial:AVSTICK-A state=free profile=rig-stick$' &&
+    echo "$(efact usb_before_1-2)" | grep -q '^serial=AVSTICK-B devnum=3 identity=usb:0627:0001:serial:AVSTICK-B state=free profile=rig-stick$' &&
+    echo "$(efact usb_before_1-3)" | grep -q '^serial=none devnum=4 identity=usb:0627:0001@port:1-3 state=free profile=rig-stick$'
+}
+check "end to end, USB: the three sticks (two identical but for their serials, one without) join the pool free, each by its identity: its serial, else its port ($(usb_ids))" e_usb_pool
+e_usb_define() {
+    set -- $(efact usb1_define) $(efact usb2_define)
+    test "$1 $5" = "rc=0 rc=0" && test "$2" != "$6" &&
+    for x in "$2 $3 $4" "$6 $7 $8"; do
+        set -- $x
+        test "$2" = bus=1 && test "$3" = "device=$(efact "usb_before_$1" | sed -n 's/.*devnum=\([0-9]*\).*/\1/p')" || return 1
+    done
+}
+check "end to end, USB: accelvirt define places two domains' <av:request profile='rig-stick'/> on two different sticks, each <hostdev type='usb'> naming its stick's bus and device ($(efact usb1_define); $(efact usb2_define))" e_usb_define
+e_usb_running() {
+    set -- $(efact usb1_define) $(efact usb2_define)
+    u1=$2 d1=$(echo "$4" | sed 's/device=//') u2=$6 d2=$(echo "$8" | sed 's/device=//')
+    echo "$(efact usb1_start)" | grep -q '^rc=0 .* state=running$' && echo "$(efact usb2_start)" | grep -q '^rc=0 state=running$' &&
+    test "$(efact usb_running)" = "$u1=in-use//dev/bus/usb/001/$(printf %03d "$d1") devnum=$d1 $u2=in-use//dev/bus/usb/001/$(printf %03d "$d2") devnum=$d2" &&
+    test "$(efact usb_owners)" = "owner=avvm-usb1 owner=avvm-usb2"
+}
+check "end to end, USB: both run at once through libvirt and accelvirt's hook; each nested QEMU holds exactly its own stick's /dev/bus/usb node, both in-use by their domains ($(efact usb_running); $(efact usb_owners))" e_usb_running
+e_usb_taken() {
+    echo "$(efact usb3_start)" | grep -q '^rc=[1-9][0-9]* state=shut off first=in-use owner=owner=avvm-usb1$' &&
+    test "$(grep -c 'accelvirt: ' "$E/usb3-start.out")" = 1 &&
+    grep -q "accelvirt: cannot start domain 'avvm-usb3': device USB 1-[12] (usb:0627:0001:serial:AVSTICK-[AB]) is in-use, owner domain 'avvm-usb1'" "$E/usb3-start.out"
+}
+check "end to end, USB: a hand-written domain naming the first domain's stick by bus and device is refused by the hook through virsh start, with one line ($(efact usb3_start); $(grep -o 'accelvirt: [^;]*' "$E/usb3-start.out" 2>/dev/null | head -n1))" e_usb_taken
+e_usb_ambiguous() {
+    echo "$(efact usb4_start)" | grep -q '^rc=[1-9][0-9]* state=shut off third=free$' &&
+    grep -q "accelvirt: cannot start domain 'avvm-usb4': .* 3 devices of this host have: 1-1 .*AVSTICK-A.*1-2 .*AVSTICK-B.*1-3 .*no serial" "$E/usb4-start.out"
+}
+check "end to end, USB: a hostdev naming only the vendor and product the three sticks share is refused as ambiguous, naming the three ($(efact usb4_start); $(grep -o 'accelvirt: [^;]*' "$E/usb4-start.out" 2>/dev/null | head -n1 | cut -c1-200))" e_usb_ambiguous
+e_usb_scrubbed() {
+    for n in 1 2; do
+        f=$(efact "usb${n}_free")
+        p=$(efact "usb${n}_define" | cut -d' ' -f2)
+        s=$(efact "usb_before_$p" | sed -n 's/^serial=\([^ ]*\).*/\1/p')
+        echo "$(efact "usb${n}_destroy")" | grep -q '^rc=0 .*pool=\(dirty\|scrubbing\|free\)$' &&
+        echo "$f" | grep -q "identity=usb:0627:0001:serial:$s state=free .* serial=$s authorized=1$" &&
+        cert "$E/journal-usb.jsonl" "$p" "c['result'] == 'free' and c['identity'] == 'usb:0627:0001:serial:$s' and st['usb-reset']['ok'] and st['usb-reauthorize']['ok'] and (c.get('previous_owner') or {}).get('domain_name') == 'avvm-usb$n' and 'vfio-zero' not in st" || return 1
+    done
+}
+check "end to end, USB: destroy -> release -> the worker's usb-reset and usb-reauthorize -> both sticks free again, found by their identities after re-authorization; each certificate names the two steps and its tenant ($(efact usb1_free); $(efact usb2_free))" e_usb_scrubbed
+check "end to end, USB: the real kernel saw the scrubs: a port reset per usb-reset and an authorization per usb-reauthorize, for the three sticks scrubbed ($(efact usb_dmesg))" \
+    sh -c "echo '$(efact usb_dmesg)' | grep -Eq '^resets=[3-9] authorized=[3-9]$'"
+e_usb_noserial() {
+    echo "$(efact usb5_start)" | grep -q '^rc=0 state=running identity=usb:0627:0001@port:1-3 state=in-use owner=avvm-usb5 held=/dev/bus/usb/001/004 *$' &&
+    echo "$(efact usb5_free)" | grep -q ' identity=usb:0627:0001@port:1-3 state=free devnum=4$'
+}
+check "end to end, USB: the stick without a serial (identity by port 1-3) goes to a hand-written domain by bus and device, is claimed, held by its QEMU, scrubbed and free again ($(efact usb5_start); $(efact usb5_free))" e_usb_noserial
+check "end to end, USB: the journal is intact after phase U (journal verify: $(efact usb_journal_verify); phase $(efact usb_phase))" \
+    test "$(efact usb_journal_verify)" = rc=0
+
+# S. SR-IOV VFs made on demand (scenario-accel.sh phase S): the nvme PF at 0000:83:00.0
+check "end to end, SR-IOV: before, the nvme PF is on its host driver with no VF (sriov_totalvfs 2), pooled free by rig-nvme-pf ($(efact sriov_before))" \
+    test "$(efact sriov_before)" = "driver=nvme numvfs=0 total=2 autoprobe=1 state=free profile=rig-nvme-pf"
+check "end to end, SR-IOV: rewrite --dry-run says it would make a VF, and makes none ($(efact vf_dry); $(grep -io '[^.]*sriov_numvfs[^.]*' "$E/vf-dry.out" 2>/dev/null | head -n1 | cut -c1-160))" \
+    sh -c "test '$(efact vf_dry)' = 'rc=0 numvfs=0' && grep -qi 'sriov_numvfs' '$E/vf-dry.out'"
+e_vf_define() {
+    echo "$(efact vf_define)" | grep -q '^rc=0 0000:83:00\.1 numvfs=1 autoprobe=0 vfs=virtfn0 *$' &&
+    echo "$(efact vf_after_define)" | grep -q '^driver= physfn=0000:83:00\.0 group=[0-9][0-9]* identity=pci:1b36:0010:[0-9a-f:]*@[^ ]*/vf0 state=claimed profile=rig-nvme-vf$' &&
+    python3 - "$E/journal-vf.jsonl" <<'EOF'
+import json, sys
+j = [json.loads(l) for l in open(sys.argv[1])]
+v = [e for e in j if e.get("event") == "vfs-set"]
+sys.exit(0 if v and v[0]["pf"] == "0000:83:00.0" and v[0]["from"] == 0 and v[0]["to"] == 1 and "define" in v[0]["by"] else 1)
+EOF
+}
+check "end to end, SR-IOV: accelvirt define of a domain asking for one rig-nvme-vf makes the VF on the real kernel (sriov_drivers_autoprobe 0, then sriov_numvfs 1, journalled vfs-set 0 -> 1), no host driver grabs it, and claims it for the domain by PF identity + VF index ($(efact vf_define); $(efact vf_after_define))" e_vf_define
+check "end to end, SR-IOV: virsh start: accelvirt's hook binds the VF to vfio-pci and the nested QEMU holds its /dev/vfio group, in-use by avvm-vf ($(efact vf_start))" \
+    sh -c "echo '$(efact vf_start)' | grep -q '^rc=0 .* state=running driver=vfio-pci holds=1 state=in-use owner=avvm-vf$'"
+e_vf_pf() {
+    echo "$(efact vf_pf_start)" | grep -q '^rc=[1-9][0-9]* state=shut off pf_driver=nvme state=free$' &&
+    test "$(grep -c 'accelvirt: ' "$E/vf-pf-start.out")" = 1 &&
+    grep -q "accelvirt: cannot start domain 'avvm-pf': PF '0000:83:00.0' is not free: its VF '0000:83:00.1' .* is in-use" "$E/vf-pf-start.out"
+}
+check "end to end, SR-IOV: the PF itself is refused to another domain while its VF is in use, with one line; it stays on nvme ($(efact vf_pf_start); $(grep -o 'accelvirt: [^;]*' "$E/vf-pf-start.out" 2>/dev/null | head -n1))" e_vf_pf
+e_vf_shrunk() {
+    echo "$(efact vf_destroy)" | grep -q '^rc=0 ' &&
+    echo "$(efact vf_after_worker)" | grep -q '^seconds=[0-9.]* numvfs=0 vfs= pf_driver=nvme state=missing$' &&
+    cert "$E/journal-vf.jsonl" 0000:83:00.1 "c['result'] == 'free' and st['reset']['ok'] and (c.get('previous_owner') or {}).get('domain_name') == 'avvm-vf'" &&
+    python3 - "$E/journal-vf.jsonl" <<'EOF'
+import json, sys
+j = [json.loads(l) for l in open(sys.argv[1])]
+v = [e for e in j if e.get("event") == "vfs-set"]
+sys.exit(0 if len(v) >= 2 and v[1]["from"] == 1 and v[1]["to"] == 0 and v[1]["by"] == "worker" else 1)
+EOF
+}
+check "end to end, SR-IOV: destroy -> release -> the worker's FLR (reset) -> free, then shrunk back to 0 VFs (on demand, vfs_shrink; journalled vfs-set 1 -> 0); the VF's record says missing until it is made again ($(efact vf_destroy); $(efact vf_after_worker))" e_vf_shrunk
+check "end to end, SR-IOV: started again, the hook's prepare makes the VF again on the PF (the write-ahead record names it), binds it, the nested QEMU holds it; destroy -> scrub -> shrunk to 0 again ($(efact vf_start2); $(efact vf_after_worker2))" \
+    sh -c "echo '$(efact vf_start2)' | grep -q '^rc=0 .* state=running numvfs=1 driver=vfio-pci holds=1 state=in-use owner=avvm-vf$' && echo '$(efact vf_after_worker2)' | grep -q ' numvfs=0 vfs= state=missing$'"
+check "end to end, SR-IOV: the journal is intact after phase S (journal verify: $(efact vf_journal_verify); phase $(efact vf_phase))" \
+    test "$(efact vf_journal_verify)" = rc=0
 
 # V. the vm method (phase V): the worker boots accelvirt-scrub-* under the rig's libvirtd
 VJ=$E/journal-vmscrub.jsonl
