@@ -117,7 +117,8 @@ copy_device_tree() {
         -name vendor -o -name device -o -name subsystem_vendor -o -name subsystem_device \
         -o -name class -o -name revision -o -name numa_node -o -name local_cpulist \
         -o -name driver_override -o -name config -o -name reset_method -o -name reset \
-        -o -name sriov_totalvfs -o -name sriov_numvfs \
+        -o -name sriov_totalvfs -o -name sriov_numvfs -o -name sriov_vf_device \
+        -o -name sriov_offset -o -name sriov_stride \
         -o -name driver -o -name iommu_group -o -name physfn -o -name 'virtfn[0-9]*' \
         -o -name mdev_type -o -name name -o -name available_instances -o -name device_api \
         -o -name description \
@@ -135,7 +136,8 @@ copy_device_tree() {
                 reset)
                     [ -f "$f" ] && [ ! -L "$f" ] && empty_file "$f" ;;
                 vendor|device|subsystem_vendor|subsystem_device|class|revision|numa_node|\
-                local_cpulist|driver_override|config|reset_method|sriov_totalvfs|sriov_numvfs)
+                local_cpulist|driver_override|config|reset_method|sriov_totalvfs|sriov_numvfs|\
+                sriov_vf_device|sriov_offset|sriov_stride)
                     [ -f "$f" ] && [ ! -L "$f" ] && copy_file "$f" ;;
             esac
             continue
