@@ -681,7 +681,8 @@ av_pci_device_read_iommu_group(const AvRoot *root, AvPciDevice *dev)
 }
 
 /* Documentation/ABI/testing/sysfs-bus-pci: sriov_totalvfs, sriov_numvfs,
- * and the physfn / virtfnN links between a PF and its VFs. */
+ * sriov_vf_device (the VFs' device id, hex without "0x" as the kernel
+ * prints it), and the physfn / virtfnN links between a PF and its VFs. */
 static void
 av_pci_device_read_sriov(const AvRoot *root, AvPciDevice *dev, char **entries)
 {
@@ -690,8 +691,14 @@ av_pci_device_read_sriov(const AvRoot *root, AvPciDevice *dev, char **entries)
     g_autoptr(GArray) indexes = g_array_new(FALSE, FALSE, sizeof(int));
 
     if (av_attr_read_uint(root, dev->sysfs_path, "sriov_totalvfs", &dev->sriov_totalvfs) == 0) {
+        guint64 vf_device;
+
         dev->sriov_capable = TRUE;
         (void)av_attr_read_uint(root, dev->sysfs_path, "sriov_numvfs", &dev->sriov_numvfs);
+        if (av_attr_read_hex(root, dev->sysfs_path, "sriov_vf_device", 0xffff, &vf_device) == 0) {
+            dev->sriov_vf_device_set = TRUE;
+            dev->sriov_vf_device = (guint16)vf_device;
+        }
     }
 
     /* virtfnN links, in index order. */

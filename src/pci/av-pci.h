@@ -66,6 +66,8 @@ typedef struct {
     gboolean sriov_capable;      /* sriov_totalvfs exists */
     guint sriov_totalvfs;
     guint sriov_numvfs;
+    gboolean sriov_vf_device_set; /* sriov_vf_device exists (kernel 5.9+) */
+    guint16 sriov_vf_device;     /* the device id of its VFs, known before any VF exists */
     char *physfn;                /* address of the PF when this is a VF, else NULL */
     int vf_index;                /* index N of the PF's virtfnN link when this is a VF, else -1 */
     GPtrArray *virtfns;          /* char*: VF addresses in virtfn index order (empty if none) */
