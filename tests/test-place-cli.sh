@@ -323,4 +323,29 @@ check "  ... one move: fpga-lone's 3b:01.0 into af's region, freeing card 3b" js
     "[(m['domain'], m['from'], m['to'], m['frees_card']) for m in d['moves']] == [('${UUID}53', '0000:3b:01.0', '0000:af:01.2', '0000:3b:00')] and d['moves'][0]['device'].endswith('/vf0')"
 check "  ... plan reserved nothing" cmp "$FS/pool.json" "$AV_TMP/fpga.pool"
 
+# === SR-IOV: VFs made for a placement (issue 13) ===
+# sriov-fpga-qat, copied: the QAT PF 0000:6b:00.0 offers 16 VFs (0x4941,
+# sriov_vf_device), 4 made; the profile qat-vf (policies-sriov) makes VFs
+# on demand.
+QH="$AV_TMP/qat-host"
+QS="$AV_TMP/qat"
+SRIOV="$PL/policies-sriov"
+cp -a "$AV_TEST_HOSTS/sriov-fpga-qat" "$QH"
+numvfs() { cat "$QH/sys/bus/pci/devices/0000:6b:00.0/sriov_numvfs"; }
+av "$QH" "$SRIOV" "$QS" status >/dev/null
+place q-dry "$QH" "$SRIOV" "$QS" --dry-run qat6
+check "dry run, 6 VFs asked of 4: says what a real run would write, and writes nothing" \
+    eval "[ \"\$(numvfs)\" = 4 ] && [ ! -e '$QH/sys/.accelvirt-fake-kernel.writes' ] && grep -q '^accelvirt: dry run: a real run would make VFs for profile .qat-vf.: sriov_numvfs of PF 0000:6b:00.0 from 4 to 6$' '$AV_TMP/q-dry.err'"
+place q6 "$QH" "$SRIOV" "$QS" qat6
+check "6 VFs asked, 4 free: the PF goes through 0 to 6 VFs, all six placed and claimed" \
+    eval "ok q6 && [ \"\$(numvfs)\" = 6 ] && xq '$AV_TMP/q6.xml' \"devs() == ['0000:6b:00.%d' % i for i in range(1, 7)] and [h[:2] for h in hostdevs()] == [('pci', 'no')] * 6\" && [ \"\$(claims '$QS' | wc -l)\" = 6 ]"
+check "  ... through the kernel ops: sriov_drivers_autoprobe 0, sriov_numvfs 0, then 6" \
+    eval "grep -o 'devices/0000:6b:00.0/sriov_[a-z_]* [0-9]*' '$QH/sys/.accelvirt-fake-kernel.writes' | tr '\n' ';' | grep -qx 'devices/0000:6b:00.0/sriov_drivers_autoprobe 0;devices/0000:6b:00.0/sriov_numvfs 0;devices/0000:6b:00.0/sriov_numvfs 6;'"
+check "  ... journalled: vfs-set of PF 0000:6b:00.0 from 4 to 6, by define, for qat-vf" \
+    eval "grep '\"event\":\"vfs-set\"' '$QS/journal.jsonl' >'$AV_TMP/vfs-set.json' && json '$AV_TMP/vfs-set.json' \"(d['pf'], d['from'], d['to'], d['by'], d['profile']) == ('0000:6b:00.0', 4, 6, 'define', 'qat-vf')\""
+cp "$QS/pool.json" "$AV_TMP/qat.pool"
+place q1 "$QH" "$SRIOV" "$QS" qat1
+check "one VF more while all six are claimed: refused in one line, the count unchanged, the pool too" \
+    eval "failed q1 3 'not enough free devices of profile .qat-vf.' && [ \"\$(numvfs)\" = 6 ] && cmp '$QS/pool.json' '$AV_TMP/qat.pool'"
+
 finish

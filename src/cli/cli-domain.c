@@ -172,6 +172,37 @@ av_cli_next_uuid(gpointer data)
     return g_uuid_string_random();
 }
 
+/* Makes the VFs that the "vfs" profiles of @requests lack
+ * (av_pool_vf_growth()), then scans the host again into *@host and
+ * reconciles the new VFs into @pool.  A dry run only says on stderr what a
+ * real run would write. */
+static gboolean
+av_cli_grow_vfs(const AvRoot *root, const AvPolicy *policy, AvPool *pool, AvHost **host, const GPtrArray *requests,
+                const char *uuid, gboolean dry_run, guint *ret_planned, GError **error)
+{
+    g_autoptr(GPtrArray) growth = av_pool_vf_growth(pool, *host, policy, requests, uuid);
+    gboolean changed = FALSE;
+
+    *ret_planned = growth->len;
+    for (guint i = 0; i < growth->len; i++) {
+        const AvVfGrowth *g = g_ptr_array_index(growth, i);
+
+        if (dry_run) {
+            fprintf(stderr, "accelvirt: dry run: a real run would make VFs for profile '%s': sriov_numvfs of PF %s "
+                    "from %u to %u\n", g->profile, g->pf, g->from, g->to);
+            continue;
+        }
+        if (!av_pool_vf_set_count(pool, root, av_kernel_ops_for(root), g->pf, g->profile, g->from, g->to, "define",
+                                  error))
+            return FALSE;
+    }
+    if (dry_run || growth->len == 0)
+        return TRUE;
+    g_clear_pointer(host, av_host_free);
+    *host = av_host_scan(root, error);
+    return *host && av_pool_reconcile(pool, *host, policy, &changed, error);
+}
+
 /* The placed XML of a domain: requests placed on this host, devices claimed
  * for it (with @ttl_s seconds of expiry unless @dry_run, 0: none).  @pool must
  * be open for writing unless @dry_run.  Stores the new XML and the domain's
@@ -196,6 +227,7 @@ av_cli_place(const AvCli *cli, AvRoot *root, AvPolicy *policy, AvPool *pool, con
     AvPlaceOptions options = { 0 };
     gboolean changed = FALSE;
     gboolean ok = FALSE;
+    guint planned_vfs = 0;
     gint64 expires;
 
     domain = av_domain_parse(xml, len, error);
@@ -243,13 +275,18 @@ av_cli_place(const AvCli *cli, AvRoot *root, AvPolicy *policy, AvPool *pool, con
         if (p->mdev_uuid)
             g_ptr_array_add(old_uuids, p->mdev_uuid);
     }
+    if (!av_cli_grow_vfs(root, policy, pool, &host, requests, uuid, dry_run, &planned_vfs, error))
+        goto out;
     options.domain_uuid = uuid;
     options.vcpus = domain->vcpus ? domain->vcpus : 1;
     options.new_uuid = av_cli_next_uuid;
     options.new_uuid_data = &reuse;
     placement = av_place(host, policy, pool, requests, &options, error);
-    if (!placement)
+    if (!placement) {
+        if (dry_run && planned_vfs > 0)
+            g_prefix_error(error, "this dry run placed without the VFs that a real run makes first: ");
         goto out;
+    }
     for (guint i = 0; i < placement->warnings->len; i++)
         fprintf(stderr, "accelvirt: warning: %s\n", (const char *)g_ptr_array_index(placement->warnings, i));
     placed = av_domain_rewrite(with_uuid, strlen(with_uuid), placement, policy, error);

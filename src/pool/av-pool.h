@@ -477,6 +477,49 @@ GPtrArray *av_pool_intents(const AvPool *pool);
 gboolean av_pool_intents_undo(AvPool *pool, const AvRoot *root, const AvKernelOps *ops, gboolean *ret_changed,
                               GError **error);
 
+/* --- SR-IOV VFs accelvirt makes (issue 13; src/pool/av-pool-sriov.c) --- */
+
+/* One change of a PF's VF count. */
+typedef struct {
+    char *pf;                    /* the PF's address */
+    char *profile;               /* the profile that makes its VFs */
+    guint from;                  /* sriov_numvfs now */
+    guint to;                    /* the count to write */
+} AvVfGrowth;
+
+void av_vf_growth_free(AvVfGrowth *growth);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(AvVfGrowth, av_vf_growth_free)
+
+/* The VF counts to write (AvVfGrowth*, caller frees; empty when none) so
+ * that the "vfs" profiles of @requests (AvRequest*) have as many free VFs
+ * (or VFs claimed by @domain_uuid) as they ask for: PFs that the profile
+ * makes VFs on, in address order, whose count may change (the PF free or
+ * unpooled; its count 0, or every VF free), each to the profile's "vfs"
+ * or, on demand, to what is missing, at most sriov_totalvfs.  Changes
+ * nothing.  What no PF can give is left to av_place() to report. */
+GPtrArray *av_pool_vf_growth(const AvPool *pool, const AvHost *host, const AvPolicy *policy, const GPtrArray *requests,
+                             const char *domain_uuid);
+
+/* Sets the VF count of the PF @pf from @from to @to with
+ * av_sriov_set_numvfs() and journals it: "vfs-set" (or "vfs-set-failed")
+ * with pf, profile, from, to and @by (who asked: "define", "prepare",
+ * "worker").  Requires AV_POOL_WRITE; the caller reconciles with a new
+ * scan and saves. */
+gboolean av_pool_vf_set_count(AvPool *pool, const AvRoot *root, const AvKernelOps *ops, const char *pf,
+                              const char *profile, guint from, guint to, const char *by, GError **error);
+
+/* TRUE, with the count in *ret_count, when the PF @pf_address should
+ * shrink: its profile says "vfs_shrink", it has more VFs than the
+ * profile's base count (av_profile_vfs_base()), and every VF and the PF
+ * are free. */
+gboolean av_pool_vf_shrink_target(const AvPool *pool, const AvHost *host, const AvPolicy *policy,
+                                  const char *pf_address, guint *ret_count);
+
+/* FALSE (AV_ERROR_BUSY, one sentence naming the VF and its state) when a
+ * VF of the PF @pf_address is in the pool and not free: the PF is then not
+ * handed out whole. */
+gboolean av_pool_pf_check_vfs(const AvPool *pool, const AvHost *host, const char *pf_address, GError **error);
+
 /* --- what processes that died left (issue 10, hole 3) --- */
 
 /* How long a device may be in use by a domain without a QEMU before the
