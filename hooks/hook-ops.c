@@ -643,6 +643,9 @@ av_prepare_check(AvPrepare *p, GError **error)
                         m->hostdev->pci_address);
             return FALSE;
         }
+        /* A PF goes to no domain while a VF of it is not free (issue 13). */
+        if (!m->pci->physfn && !av_pool_pf_check_vfs(p->pool, p->host, m->pci->address, error))
+            return FALSE;
         for (guint j = 0; j < p->groups->len && !group; j++) {
             AvPrepareGroup *g = g_ptr_array_index(p->groups, j);
 
