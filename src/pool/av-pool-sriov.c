@@ -200,3 +200,30 @@ av_pool_vf_shrink_target(const AvPool *pool, const AvHost *host, const AvPolicy 
     *ret_count = base;
     return TRUE;
 }
+
+/* See av-pool.h. */
+gboolean
+av_pool_vf_undo(AvPool *pool, const AvRoot *root, const AvKernelOps *ops, const char *pf, guint from, guint to,
+                const char *by, GError **error)
+{
+    g_autofree char *num_path = av_sys_path("bus/pci/devices/%s/sriov_numvfs", pf);
+    guint64 now;
+
+    if (av_root_read_uint(root, num_path, 10, &now) < 0 || now == from || now != to)
+        return TRUE;
+    for (guint i = 0; i < now; i++) {
+        g_autofree char *link = av_sys_path("bus/pci/devices/%s/virtfn%u", pf, i);
+        g_autofree char *vf = NULL;
+        const AvPoolDevice *rec;
+
+        if (av_root_link_name(root, link, &vf) < 0)
+            continue;
+        rec = av_pool_sriov_record(pool, vf);
+        if (rec && rec->state != AV_DEVICE_STATE_FREE && rec->state != AV_DEVICE_STATE_MISSING) {
+            g_set_error(error, AV_ERROR, AV_ERROR_BUSY, "cannot set the VFs of PF '%s' back to %u: its VF '%s' is %s",
+                        pf, from, vf, av_device_state_to_string(rec->state));
+            return FALSE;
+        }
+    }
+    return av_pool_vf_set_count(pool, root, ops, pf, NULL, (guint)now, from, by, error);
+}

@@ -423,13 +423,21 @@ json_t *av_pool_to_json(const AvPool *pool);
  * the devices in use (one save), or with the undo of a failed prepare.  The
  * hook holds the pool lock from the record to the commit, so a record that
  * another holder of the lock finds was left by a process that died mid-way:
- * av_pool_intents_undo() gives each endpoint back to its recorded driver
- * and removes each mdev, whatever point the process reached. */
+ * av_pool_intents_undo() gives each endpoint back to its recorded driver,
+ * removes each mdev and sets each VF count it raised back (when no VF of
+ * the PF is held: av_pool_vf_undo()), whatever point the process reached. */
 typedef struct {
     char *uuid;
     char *parent;                /* the mdev parent's name (av_mdev_parent_name_is_valid()) */
     char *type;
 } AvIntentMdev;
+
+/* A PF whose VF count a prepare raises (issue 13): from @from to @to. */
+typedef struct {
+    char *pf;                    /* the PF's PCI address */
+    guint from;
+    guint to;
+} AvIntentVfs;
 
 typedef struct {
     char *id;                    /* 32 random lower-case hex digits */
@@ -438,6 +446,8 @@ typedef struct {
     gint64 since;                /* Unix seconds */
     GPtrArray *binds;            /* AvCompanion*: each endpoint and the driver it had (NULL: none) */
     GPtrArray *mdevs;            /* AvIntentMdev* */
+    GPtrArray *vfs;              /* AvIntentVfs*: VF counts it raises, before anything else; in
+                                  * pool.json ("vfs") only when not empty */
     GPtrArray *claims;           /* char*: the identities of the pool devices it will take in use; the
                                   * "rolled-back" entry names them: their moves that the dead prepare
                                   * journalled were never saved */
@@ -453,6 +463,7 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(AvIntent, av_intent_free)
 void av_intent_add_bind(AvIntent *intent, const char *address, const char *original_driver);
 void av_intent_add_mdev(AvIntent *intent, const char *uuid, const char *parent, const char *type);
 void av_intent_add_claim(AvIntent *intent, const char *identity);
+void av_intent_add_vfs(AvIntent *intent, const char *pf, guint from, guint to);
 
 /* Adds @intent (taken over) to the pool; returns it, borrowed.  The caller
  * saves the pool before it touches the kernel. */
@@ -514,6 +525,14 @@ gboolean av_pool_vf_set_count(AvPool *pool, const AvRoot *root, const AvKernelOp
  * are free. */
 gboolean av_pool_vf_shrink_target(const AvPool *pool, const AvHost *host, const AvPolicy *policy,
                                   const char *pf_address, guint *ret_count);
+
+/* Sets the VF count of the PF @pf back from @to to @from, what a prepare
+ * that raised it undoes (journalled "vfs-set" by @by): only while no VF of
+ * the PF (its virtfnN links now) is held in the pool (claimed, in use,
+ * dirty, scrubbing, quarantined): AV_ERROR_BUSY otherwise.  A count that is
+ * already @from, or no longer @to (someone else changed it), is left. */
+gboolean av_pool_vf_undo(AvPool *pool, const AvRoot *root, const AvKernelOps *ops, const char *pf, guint from,
+                         guint to, const char *by, GError **error);
 
 /* FALSE (AV_ERROR_BUSY, one sentence naming the VF and its state) when a
  * VF of the PF @pf_address is in the pool and not free: the PF is then not

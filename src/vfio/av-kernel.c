@@ -845,23 +845,6 @@ av_fake_copy_attr(const AvRoot *root, const char *from, const char *to, const ch
     return av_fake_put(root, dst, contents, 0644);
 }
 
-/* The address of VF @index of the PF @pf_address: routing ID = the PF's +
- * sriov_offset + @index * sriov_stride (PCIe Base Spec 9.3.3.9, 9.3.3.10),
- * or NULL when it leaves the bus range. */
-static char *
-av_fake_vf_address(const char *pf_address, guint64 offset, guint64 stride, guint index)
-{
-    guint domain, bus, slot, fn;
-    guint64 rid;
-
-    if (sscanf(pf_address, "%4x:%2x:%2x.%1x", &domain, &bus, &slot, &fn) != 4)
-        return NULL;
-    rid = ((guint64)bus << 8 | slot << 3 | fn) + offset + stride * index;
-    if (rid > 0xffff)
-        return NULL;
-    return g_strdup_printf("%04x:%02x:%02x.%x", domain, (guint)(rid >> 8), (guint)(rid >> 3) & 0x1f, (guint)rid & 7);
-}
-
 /* The ids and attributes a VF takes from its PF, and its own device id. */
 static int
 av_fake_vf_attrs(const AvRoot *root, const char *pfdir, const char *vfdir)
@@ -1043,7 +1026,7 @@ av_fake_sriov_numvfs(const AvRoot *root, const char *resolved, const char *pfdir
     if (want == 0)
         r = av_fake_vfs_remove(root, pfdir);
     for (guint i = 0; r == 0 && i < want; i++) {
-        g_autofree char *vf = av_fake_vf_address(pf_address, offset, stride, i);
+        g_autofree char *vf = av_pci_sriov_vf_address(pf_address, (guint)offset, (guint)stride, i);
 
         r = vf ? av_fake_vf_create(root, pfdir, vf, i) : -ERANGE;
     }
