@@ -55,16 +55,31 @@ av_pool_pf_check_vfs(const AvPool *pool, const AvHost *host, const char *pf_addr
     return TRUE;
 }
 
-/* TRUE when accelvirt may change the VF count of @pf now: the PF itself is
- * free or unpooled, and its count is 0 or every VF of it is free. */
-static gboolean
-av_pool_pf_may_change(const AvPool *pool, const AvHost *host, const AvPciDevice *pf)
+/* See av-pool.h. */
+gboolean
+av_pool_pf_check_change(const AvPool *pool, const AvHost *host, const AvPciDevice *pf, GError **error)
 {
     const AvPoolDevice *rec = av_pool_sriov_record(pool, pf->address);
 
-    if (rec && rec->state != AV_DEVICE_STATE_FREE)
+    if (rec && rec->state != AV_DEVICE_STATE_FREE) {
+        g_set_error(error, AV_ERROR, AV_ERROR_BUSY, "accelvirt makes no VF on PF '%s': the PF itself is %s%s%s",
+                    pf->address, av_device_state_to_string(rec->state), rec->owner ? ", owner " : "",
+                    rec->owner ? (rec->owner->domain_name ? rec->owner->domain_name : rec->owner->domain_uuid) : "");
         return FALSE;
-    return pf->sriov_numvfs == 0 || av_pool_pf_check_vfs(pool, host, pf->address, NULL);
+    }
+    if (pf->sriov_numvfs == 0 || av_pool_pf_check_vfs(pool, host, pf->address, NULL))
+        return TRUE;
+    av_pool_pf_check_vfs(pool, host, pf->address, error);
+    g_prefix_error(error, "cannot change the VF count of PF '%s' (the kernel changes a count only through 0, "
+                   "which removes every VF): ", pf->address);
+    return FALSE;
+}
+
+/* TRUE when accelvirt may change the VF count of @pf now. */
+static gboolean
+av_pool_pf_may_change(const AvPool *pool, const AvHost *host, const AvPciDevice *pf)
+{
+    return av_pool_pf_check_change(pool, host, pf, NULL);
 }
 
 /* How many VFs of @profile are free now (or claimed by @domain_uuid). */

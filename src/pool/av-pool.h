@@ -534,6 +534,11 @@ gboolean av_pool_vf_shrink_target(const AvPool *pool, const AvHost *host, const 
 gboolean av_pool_vf_undo(AvPool *pool, const AvRoot *root, const AvKernelOps *ops, const char *pf, guint from,
                          guint to, const char *by, GError **error);
 
+/* FALSE (AV_ERROR_BUSY, one sentence) when accelvirt may not change the VF
+ * count of @pf now: the PF is in the pool and not free (claimed, in use by
+ * a domain, dirty...), or it has VFs and one is not free. */
+gboolean av_pool_pf_check_change(const AvPool *pool, const AvHost *host, const AvPciDevice *pf, GError **error);
+
 /* FALSE (AV_ERROR_BUSY, one sentence naming the VF and its state) when a
  * VF of the PF @pf_address is in the pool and not free: the PF is then not
  * handed out whole. */

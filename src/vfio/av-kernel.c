@@ -847,7 +847,7 @@ av_fake_copy_attr(const AvRoot *root, const char *from, const char *to, const ch
 
 /* The ids and attributes a VF takes from its PF, and its own device id. */
 static int
-av_fake_vf_attrs(const AvRoot *root, const char *pfdir, const char *vfdir)
+av_fake_vf_attrs(const AvRoot *root, const char *pfdir, const char *vfdir, guint index)
 {
     static const char *const copied[] = {
         "vendor", "subsystem_vendor", "subsystem_device", "class", "revision", "numa_node", "local_cpulist",
@@ -885,14 +885,25 @@ av_fake_vf_attrs(const AvRoot *root, const char *pfdir, const char *vfdir)
         if ((r = av_fake_put(root, path, "", 0200)) < 0)
             return r;
     }
-    /* One 16 KiB memory BAR, so that a VF's vfio-zero has something to clear. */
+    /* One 16 KiB prefetchable memory BAR, so that a VF's vfio-zero has
+     * something to clear; "resource" says so as the kernel prints it. */
     g_free(path);
     path = g_strconcat(vfdir, "/resource0", NULL);
     {
         g_autofree char *host = av_root_host_path(root, path);
+        guint64 start = 0x00000000e0000000ULL + (guint64)index * 16384;
+        g_autoptr(GString) table = g_string_new(NULL);
 
         if (!g_file_set_contents(host, bar, 16384, NULL))
             return -EIO;
+        g_string_append_printf(table, "0x%016" G_GINT64_MODIFIER "x 0x%016" G_GINT64_MODIFIER "x 0x%016x\n", start,
+                               start + 16383, AV_IORESOURCE_MEM | AV_IORESOURCE_PREFETCH);
+        for (guint i = 1; i < 13; i++)
+            g_string_append(table, "0x0000000000000000 0x0000000000000000 0x0000000000000000\n");
+        g_free(path);
+        path = g_strconcat(vfdir, "/resource", NULL);
+        if ((r = av_fake_put(root, path, table->str, 0444)) < 0)
+            return r;
     }
     return 0;
 }
@@ -914,7 +925,7 @@ av_fake_vf_create(const AvRoot *root, const char *pfdir, const char *vf_address,
 
     if (av_root_exists(root, vfdir) || av_root_exists(root, bus_link))
         return -EEXIST;
-    if ((r = av_fake_mkdir_p(root, vfdir)) < 0 || (r = av_fake_vf_attrs(root, pfdir, vfdir)) < 0)
+    if ((r = av_fake_mkdir_p(root, vfdir)) < 0 || (r = av_fake_vf_attrs(root, pfdir, vfdir, index)) < 0)
         return r;
     path = g_strconcat(vfdir, "/physfn", NULL);
     if ((r = av_fake_link(root, path, pfdir)) < 0)
