@@ -178,9 +178,10 @@ av_cli_next_uuid(gpointer data)
  * real run would write. */
 static gboolean
 av_cli_grow_vfs(const AvRoot *root, const AvPolicy *policy, AvPool *pool, AvHost **host, const GPtrArray *requests,
-                const char *uuid, gboolean dry_run, guint *ret_planned, GError **error)
+                const AvDomain *domain, const char *uuid, gboolean dry_run, guint *ret_planned, GError **error)
 {
     g_autoptr(GPtrArray) growth = av_pool_vf_growth(pool, *host, policy, requests, uuid);
+    g_autofree char *by = g_strdup_printf("define of domain %s (%s)", domain->name ? domain->name : "?", uuid);
     gboolean changed = FALSE;
 
     *ret_planned = growth->len;
@@ -192,8 +193,7 @@ av_cli_grow_vfs(const AvRoot *root, const AvPolicy *policy, AvPool *pool, AvHost
                     "from %u to %u\n", g->profile, g->pf, g->from, g->to);
             continue;
         }
-        if (!av_pool_vf_set_count(pool, root, av_kernel_ops_for(root), g->pf, g->profile, g->from, g->to, "define",
-                                  error))
+        if (!av_pool_vf_set_count(pool, root, av_kernel_ops_for(root), g->pf, g->profile, g->from, g->to, by, error))
             return FALSE;
     }
     if (dry_run || growth->len == 0)
@@ -275,7 +275,7 @@ av_cli_place(const AvCli *cli, AvRoot *root, AvPolicy *policy, AvPool *pool, con
         if (p->mdev_uuid)
             g_ptr_array_add(old_uuids, p->mdev_uuid);
     }
-    if (!av_cli_grow_vfs(root, policy, pool, &host, requests, uuid, dry_run, &planned_vfs, error))
+    if (!av_cli_grow_vfs(root, policy, pool, &host, requests, domain, uuid, dry_run, &planned_vfs, error))
         goto out;
     options.domain_uuid = uuid;
     options.vcpus = domain->vcpus ? domain->vcpus : 1;
