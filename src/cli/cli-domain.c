@@ -366,6 +366,8 @@ av_cli_print_placement(const char *verb, const char *name, const char *uuid, con
             printf("  %-20s mdev %s (%s)\n", item->profile, item->mdev_uuid, item->mdev_type);
         else if (item->usb_bus_path)
             printf("  %-20s usb %s\n", item->profile, item->usb_bus_path);
+        else if (item->pf_address)
+            printf("  %-20s %s (vf %d of PF %s)\n", item->profile, item->pci_address, item->vf_index, item->pf_address);
         else
             printf("  %-20s %s\n", item->profile, item->pci_address);
     }
@@ -391,6 +393,8 @@ av_cli_placement_json(const char *name, const char *uuid, const AvPlacement *pla
                                                                                   : item->mdev_parent));
         json_object_set_new(j, "mdev_uuid", av_json_string_or_null(item->mdev_uuid));
         json_object_set_new(j, "usb_bus_path", av_json_string_or_null(item->usb_bus_path));
+        if (item->pf_address)
+            json_object_set_new(j, "vf", json_pack("{s:s,s:i}", "pf", item->pf_address, "index", item->vf_index));
         json_object_set_new(j, "numa_node", json_integer(item->numa_node));
         json_array_append_new(items, j);
     }
