@@ -633,6 +633,25 @@ av_prepare_vf_count(AvPrepare *p, const char *address, const AvPlacedDevice *pla
     return TRUE;
 }
 
+/* Saves the pool with the write-ahead record (@fresh, taken over, when the
+ * prepare has none yet) before the kernel sees what it names.  On failure
+ * the record goes, unless VF counts it names were written: then the next
+ * call undoes them from the record on disk. */
+static gboolean
+av_prepare_record(AvPrepare *p, AvIntent *fresh, const char *what, GError **error)
+{
+    if (fresh)
+        p->intent = av_pool_intent_add(p->pool, fresh);
+    if (av_pool_save(p->pool, error))
+        return TRUE;
+    if (p->vfs_written == 0) {
+        av_pool_intent_remove(p->pool, p->intent);
+        p->intent = NULL;
+    }
+    g_prefix_error(error, "cannot record %s: ", what);
+    return FALSE;
+}
+
 /* Records in a new write-ahead record the VF count @want (PF address ->
  * count) asks of each PF, and saves it before the kernel sees anything. */
 static gboolean
@@ -648,14 +667,7 @@ av_prepare_grow_plan(AvPrepare *p, GHashTable *want, GError **error)
 
         av_intent_add_vfs(intent, pf->address, pf->sriov_numvfs, GPOINTER_TO_UINT(g_hash_table_lookup(want, pfs[i])));
     }
-    p->intent = av_pool_intent_add(p->pool, g_steal_pointer(&intent));
-    if (!av_pool_save(p->pool, error)) {
-        av_pool_intent_remove(p->pool, p->intent);
-        p->intent = NULL;
-        g_prefix_error(error, "cannot record the VFs this prepare will make: ");
-        return FALSE;
-    }
-    return TRUE;
+    return av_prepare_record(p, g_steal_pointer(&intent), "the VFs this prepare will make", error);
 }
 
 /* Phase "grow" (issue 13), before "resolve": the VFs of the domain's
@@ -878,18 +890,7 @@ av_prepare_plan(AvPrepare *p, GError **error)
         if (m->hostdev->type == AV_HOSTDEV_MDEV)
             av_intent_add_claim(intent, m->identity);
     }
-    if (fresh)
-        p->intent = av_pool_intent_add(p->pool, g_steal_pointer(&fresh));
-    if (!av_pool_save(p->pool, error)) {
-        /* A record with VF counts stays: they were written. */
-        if (p->intent->vfs->len == 0) {
-            av_pool_intent_remove(p->pool, p->intent);
-            p->intent = NULL;
-        }
-        g_prefix_error(error, "cannot record what this prepare will do: ");
-        return FALSE;
-    }
-    return TRUE;
+    return av_prepare_record(p, g_steal_pointer(&fresh), "what this prepare will do", error);
 }
 
 /* Phase "apply": binds the planned endpoints, waits for the nodes of their

@@ -1918,6 +1918,17 @@ profile_match_address(const AvProfile *p, const char *address)
     return FALSE;
 }
 
+/* The profile's class and subsystem ids, those it gives, match @dev's. */
+static gboolean
+profile_match_class_subsystem(const AvProfile *p, const AvPciDevice *dev)
+{
+    if (p->match_class_set && (dev->class_code & p->match_class_mask) != p->match_class)
+        return FALSE;
+    if (p->match_subsystem_vendor_set && dev->subsystem_vendor_id != p->match_subsystem_vendor)
+        return FALSE;
+    return !p->match_subsystem_device_set || dev->subsystem_device_id == p->match_subsystem_device;
+}
+
 static gboolean
 profile_match_pf(const AvProfile *p, const char *pf_address)
 {
@@ -1950,16 +1961,9 @@ av_policy_match_sriov_pf(const AvPolicy *policy, const AvPciDevice *pf)
     for (guint i = 0; i < policy->profiles->len; i++) {
         const AvProfile *p = g_ptr_array_index(policy->profiles, i);
 
-        if (!av_profile_makes_vfs(p) || !profile_match_pf(p, pf->address) ||
-            !profile_match_ids(p, pf->vendor_id, pf->sriov_vf_device))
-            continue;
-        if (p->match_class_set && (pf->class_code & p->match_class_mask) != p->match_class)
-            continue;
-        if (p->match_subsystem_vendor_set && pf->subsystem_vendor_id != p->match_subsystem_vendor)
-            continue;
-        if (p->match_subsystem_device_set && pf->subsystem_device_id != p->match_subsystem_device)
-            continue;
-        return p;
+        if (av_profile_makes_vfs(p) && profile_match_pf(p, pf->address) &&
+            profile_match_ids(p, pf->vendor_id, pf->sriov_vf_device) && profile_match_class_subsystem(p, pf))
+            return p;
     }
     return NULL;
 }
@@ -2044,13 +2048,7 @@ av_policy_match_pci(const AvPolicy *policy, const AvPciDevice *dev)
             }
             break;
         }
-        if (!profile_match_ids(p, dev->vendor_id, dev->device_id))
-            continue;
-        if (p->match_class_set && (dev->class_code & p->match_class_mask) != p->match_class)
-            continue;
-        if (p->match_subsystem_vendor_set && dev->subsystem_vendor_id != p->match_subsystem_vendor)
-            continue;
-        if (p->match_subsystem_device_set && dev->subsystem_device_id != p->match_subsystem_device)
+        if (!profile_match_ids(p, dev->vendor_id, dev->device_id) || !profile_match_class_subsystem(p, dev))
             continue;
         if (!profile_match_address(p, dev->address))
             continue;

@@ -725,6 +725,28 @@ av_fake_mdev_create(const AvRoot *root, const char *create, const char *value)
     return av_fake_adjust_available(root, type_dir, -1);
 }
 
+/* Takes @member out of the IOMMU group @group; an empty group goes. */
+static int
+av_fake_group_leave(const AvRoot *root, const char *group, const char *member)
+{
+    g_autofree char *group_dir = NULL;
+    g_autofree char *members = NULL;
+    g_autofree char *path = NULL;
+    g_auto(GStrv) left = NULL;
+    int r;
+
+    if (!group || strchr(group, '/'))
+        return 0;
+    group_dir = av_sys_path("kernel/iommu_groups/%s", group);
+    members = g_strconcat(group_dir, "/devices", NULL);
+    path = g_strconcat(members, "/", member, NULL);
+    if ((r = av_fake_unlink(root, path)) < 0)
+        return r;
+    if (av_root_list_dir(root, members, &left) == 0 && !left[0])
+        return av_fake_remove_tree(root, group_dir);
+    return 0;
+}
+
 /* UUID/remove "1": the mdev goes away, its instance is free again. */
 static int
 av_fake_mdev_remove(const AvRoot *root, const char *remove, const char *value)
@@ -749,19 +771,8 @@ av_fake_mdev_remove(const AvRoot *root, const char *remove, const char *value)
         return r;
     if ((r = av_fake_adjust_available(root, type_dir, +1)) < 0)
         return r;
-    if (group && !strchr(group, '/')) {
-        g_autofree char *group_dir = av_sys_path("kernel/iommu_groups/%s", group);
-        g_autofree char *members = g_strconcat(group_dir, "/devices", NULL);
-        g_auto(GStrv) left = NULL;
-
-        g_clear_pointer(&path, g_free);
-        path = g_strconcat(members, "/", uuid, NULL);
-        if ((r = av_fake_unlink(root, path)) < 0)
-            return r;
-        if (av_root_list_dir(root, members, &left) == 0 && !left[0])
-            if ((r = av_fake_remove_tree(root, group_dir)) < 0)
-                return r;
-    }
+    if ((r = av_fake_group_leave(root, group, uuid)) < 0)
+        return r;
     if ((r = av_fake_unlink(root, bus_link)) < 0)
         return r;
     return av_fake_remove_tree(root, mdir);
@@ -845,7 +856,47 @@ av_fake_copy_attr(const AvRoot *root, const char *from, const char *to, const ch
     return av_fake_put(root, dst, contents, 0644);
 }
 
-/* The ids and attributes a VF takes from its PF, and its own device id. */
+/* Writes @contents to @dir/@name.  Returns 0 or -errno. */
+static int
+av_fake_put_in(const AvRoot *root, const char *dir, const char *name, const char *contents, mode_t mode)
+{
+    g_autofree char *path = g_strconcat(dir, "/", name, NULL);
+
+    return av_fake_put(root, path, contents, mode);
+}
+
+/* Links @dir/@name to @target.  Returns 0 or -errno. */
+static int
+av_fake_link_in(const AvRoot *root, const char *dir, const char *name, const char *target)
+{
+    g_autofree char *path = g_strconcat(dir, "/", name, NULL);
+
+    return av_fake_link(root, path, target);
+}
+
+/* One 16 KiB prefetchable memory BAR 0 for VF @index, so that a VF's
+ * vfio-zero has something to clear; "resource" says so as the kernel
+ * prints it. */
+static int
+av_fake_vf_bar(const AvRoot *root, const char *vfdir, guint index)
+{
+    g_autofree char *path = g_strconcat(vfdir, "/resource0", NULL);
+    g_autofree char *host = av_root_host_path(root, path);
+    g_autofree char *zeros = g_malloc0(16384);
+    g_autoptr(GString) table = g_string_new(NULL);
+    guint64 start = 0x00000000e0000000ULL + (guint64)index * 16384;
+
+    if (!g_file_set_contents(host, zeros, 16384, NULL))
+        return -EIO;
+    g_string_append_printf(table, "0x%016" G_GINT64_MODIFIER "x 0x%016" G_GINT64_MODIFIER "x 0x%016x\n", start,
+                           start + 16383, AV_IORESOURCE_MEM | AV_IORESOURCE_PREFETCH);
+    for (guint i = 1; i < 13; i++)
+        g_string_append(table, "0x0000000000000000 0x0000000000000000 0x0000000000000000\n");
+    return av_fake_put_in(root, vfdir, "resource", table->str, 0444);
+}
+
+/* The ids and attributes a VF takes from its PF, its own device id
+ * (sriov_vf_device), no driver_override, a reset when the PF has one. */
 static int
 av_fake_vf_attrs(const AvRoot *root, const char *pfdir, const char *vfdir, guint index)
 {
@@ -854,10 +905,9 @@ av_fake_vf_attrs(const AvRoot *root, const char *pfdir, const char *vfdir, guint
         "reset_method", "config", NULL,
     };
     g_autofree char *vf_device = g_strconcat(pfdir, "/sriov_vf_device", NULL);
+    g_autofree char *pf_reset = g_strconcat(pfdir, "/reset", NULL);
     g_autofree char *id = NULL;
     g_autofree char *text = NULL;
-    g_autofree char *path = NULL;
-    g_autofree char *bar = g_malloc0(16384);
     int r;
 
     for (guint i = 0; copied[i]; i++)
@@ -866,46 +916,13 @@ av_fake_vf_attrs(const AvRoot *root, const char *pfdir, const char *vfdir, guint
     if ((r = av_root_read_attr(root, vf_device, &id)) < 0)
         return r;
     text = g_strdup_printf("0x%s\n", g_str_has_prefix(id, "0x") ? id + 2 : id);
-    path = g_strconcat(vfdir, "/device", NULL);
-    if ((r = av_fake_put(root, path, text, 0644)) < 0)
+    if ((r = av_fake_put_in(root, vfdir, "device", text, 0644)) < 0 ||
+        (r = av_fake_put_in(root, vfdir, "driver_override", "(null)\n", 0644)) < 0 ||
+        (r = av_fake_put_in(root, vfdir, "enable", "0\n", 0644)) < 0)
         return r;
-    g_free(path);
-    path = g_strconcat(vfdir, "/driver_override", NULL);
-    if ((r = av_fake_put(root, path, "(null)\n", 0644)) < 0)
+    if (av_root_exists(root, pf_reset) && (r = av_fake_put_in(root, vfdir, "reset", "", 0200)) < 0)
         return r;
-    g_free(path);
-    path = g_strconcat(vfdir, "/enable", NULL);
-    if ((r = av_fake_put(root, path, "0\n", 0644)) < 0)
-        return r;
-    g_free(path);
-    path = g_strconcat(pfdir, "/reset", NULL);
-    if (av_root_exists(root, path)) {
-        g_free(path);
-        path = g_strconcat(vfdir, "/reset", NULL);
-        if ((r = av_fake_put(root, path, "", 0200)) < 0)
-            return r;
-    }
-    /* One 16 KiB prefetchable memory BAR, so that a VF's vfio-zero has
-     * something to clear; "resource" says so as the kernel prints it. */
-    g_free(path);
-    path = g_strconcat(vfdir, "/resource0", NULL);
-    {
-        g_autofree char *host = av_root_host_path(root, path);
-        guint64 start = 0x00000000e0000000ULL + (guint64)index * 16384;
-        g_autoptr(GString) table = g_string_new(NULL);
-
-        if (!g_file_set_contents(host, bar, 16384, NULL))
-            return -EIO;
-        g_string_append_printf(table, "0x%016" G_GINT64_MODIFIER "x 0x%016" G_GINT64_MODIFIER "x 0x%016x\n", start,
-                               start + 16383, AV_IORESOURCE_MEM | AV_IORESOURCE_PREFETCH);
-        for (guint i = 1; i < 13; i++)
-            g_string_append(table, "0x0000000000000000 0x0000000000000000 0x0000000000000000\n");
-        g_free(path);
-        path = g_strconcat(vfdir, "/resource", NULL);
-        if ((r = av_fake_put(root, path, table->str, 0444)) < 0)
-            return r;
-    }
-    return 0;
+    return av_fake_vf_bar(root, vfdir, index);
 }
 
 /* Makes VF @index of the PF at @pfdir: its directory beside the PF (on the
@@ -919,37 +936,24 @@ av_fake_vf_create(const AvRoot *root, const char *pfdir, const char *vf_address,
     g_autofree char *vfdir = g_strconcat(parent, "/", vf_address, NULL);
     g_autofree char *bus = av_sys_path("bus/pci");
     g_autofree char *bus_link = av_sys_path("bus/pci/devices/%s", vf_address);
+    g_autofree char *virtfn = g_strdup_printf("virtfn%u", index);
     g_autofree char *group_dir = NULL;
-    g_autofree char *path = NULL;
+    g_autofree char *members = NULL;
     int r;
 
     if (av_root_exists(root, vfdir) || av_root_exists(root, bus_link))
         return -EEXIST;
-    if ((r = av_fake_mkdir_p(root, vfdir)) < 0 || (r = av_fake_vf_attrs(root, pfdir, vfdir, index)) < 0)
-        return r;
-    path = g_strconcat(vfdir, "/physfn", NULL);
-    if ((r = av_fake_link(root, path, pfdir)) < 0)
-        return r;
-    g_free(path);
-    path = g_strdup_printf("%s/virtfn%u", pfdir, index);
-    if ((r = av_fake_link(root, path, vfdir)) < 0)
-        return r;
-    g_free(path);
-    path = g_strconcat(vfdir, "/subsystem", NULL);
-    if ((r = av_fake_link(root, path, bus)) < 0 || (r = av_fake_link(root, bus_link, vfdir)) < 0)
+    if ((r = av_fake_mkdir_p(root, vfdir)) < 0 || (r = av_fake_vf_attrs(root, pfdir, vfdir, index)) < 0 ||
+        (r = av_fake_link_in(root, vfdir, "physfn", pfdir)) < 0 ||
+        (r = av_fake_link_in(root, pfdir, virtfn, vfdir)) < 0 ||
+        (r = av_fake_link_in(root, vfdir, "subsystem", bus)) < 0 || (r = av_fake_link(root, bus_link, vfdir)) < 0)
         return r;
     group_dir = av_sys_path("kernel/iommu_groups/%d", av_fake_new_group(root));
-    g_free(path);
-    path = g_strconcat(group_dir, "/devices/", vf_address, NULL);
-    if ((r = av_fake_link(root, path, vfdir)) < 0)
+    members = g_strconcat(group_dir, "/devices", NULL);
+    if ((r = av_fake_link_in(root, members, vf_address, vfdir)) < 0 ||
+        (r = av_fake_put_in(root, group_dir, "type", "DMA-FQ\n", 0644)) < 0)
         return r;
-    g_free(path);
-    path = g_strconcat(group_dir, "/type", NULL);
-    if ((r = av_fake_put(root, path, "DMA-FQ\n", 0644)) < 0)
-        return r;
-    g_free(path);
-    path = g_strconcat(vfdir, "/iommu_group", NULL);
-    return av_fake_link(root, path, group_dir);
+    return av_fake_link_in(root, vfdir, "iommu_group", group_dir);
 }
 
 /* Removes the VF at @vfdir, linked as the PF's @virtfn: unbound from its
@@ -965,20 +969,8 @@ av_fake_vf_remove(const AvRoot *root, const char *pfdir, const char *virtfn, con
     g_autofree char *link = g_strconcat(pfdir, "/", virtfn, NULL);
     int r;
 
-    if (drv && (r = av_fake_unbind(root, drv, address)) < 0)
-        return r;
-    if (group && !strchr(group, '/')) {
-        g_autofree char *group_dir = av_sys_path("kernel/iommu_groups/%s", group);
-        g_autofree char *members = g_strconcat(group_dir, "/devices", NULL);
-        g_autofree char *member = g_strconcat(members, "/", address, NULL);
-        g_auto(GStrv) left = NULL;
-
-        if ((r = av_fake_unlink(root, member)) < 0)
-            return r;
-        if (av_root_list_dir(root, members, &left) == 0 && !left[0] && (r = av_fake_remove_tree(root, group_dir)) < 0)
-            return r;
-    }
-    if ((r = av_fake_unlink(root, bus_link)) < 0 || (r = av_fake_unlink(root, link)) < 0)
+    if ((drv && (r = av_fake_unbind(root, drv, address)) < 0) || (r = av_fake_group_leave(root, group, address)) < 0 ||
+        (r = av_fake_unlink(root, bus_link)) < 0 || (r = av_fake_unlink(root, link)) < 0)
         return r;
     return av_fake_remove_tree(root, vfdir);
 }
