@@ -350,7 +350,13 @@ check "  ... status: each VF with its PF and index; the PF with 6 of 16 VFs, mad
     "[x['vf'] for x in d['devices']] == [{'pf': '0000:6b:00.0', 'index': i} for i in range(6)] and d['sriov_pfs'] == [{'address': '0000:6b:00.0', 'total_vfs': 16, 'num_vfs': 6, 'made_by': 'qat-vf', 'vfs': 'on-demand', 'shrink': True}]"
 cp "$QS/pool.json" "$AV_TMP/qat.pool"
 place q1 "$QH" "$SRIOV" "$QS" qat1
-check "one VF more while all six are claimed: refused in one line, the count unchanged, the pool too" \
-    eval "failed q1 3 'not enough free devices of profile .qat-vf.' && [ \"\$(numvfs)\" = 6 ] && cmp '$QS/pool.json' '$AV_TMP/qat.pool'"
+check "one VF more while all six are claimed: refused in one line saying why no VF was made, nothing changed" \
+    eval "failed q1 3 'not enough free devices of profile .qat-vf.*; and no VF could be made: cannot change the VF count of PF .0000:6b:00.0. .*is claimed' && [ \"\$(numvfs)\" = 6 ] && cmp '$QS/pool.json' '$AV_TMP/qat.pool'"
+QH2="$AV_TMP/qat-host2"
+cp -a "$AV_TEST_HOSTS/sriov-fpga-qat" "$QH2"
+rm "$QH2/sys/bus/pci/devices/0000:6b:00.0/driver" "$QH2/sys/bus/pci/drivers/4xxx/0000:6b:00.0"
+place q-nodrv "$QH2" "$SRIOV" "$AV_TMP/qat2" qat6
+check "a PF without its host driver gets no VF: refused in one line saying so, sriov_numvfs still 4" \
+    eval "failed q-nodrv 2 'no VF could be made: accelvirt makes no VF on PF .0000:6b:00.0.: it is on no driver' && [ \"\$(cat '$QH2/sys/bus/pci/devices/0000:6b:00.0/sriov_numvfs')\" = 4 ]"
 
 finish

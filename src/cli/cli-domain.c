@@ -178,9 +178,10 @@ av_cli_next_uuid(gpointer data)
  * real run would write. */
 static gboolean
 av_cli_grow_vfs(const AvRoot *root, const AvPolicy *policy, AvPool *pool, AvHost **host, const GPtrArray *requests,
-                const AvDomain *domain, const char *uuid, gboolean dry_run, guint *ret_planned, GError **error)
+                const AvDomain *domain, const char *uuid, gboolean dry_run, guint *ret_planned, char **ret_why,
+                GError **error)
 {
-    g_autoptr(GPtrArray) growth = av_pool_vf_growth(pool, *host, policy, requests, uuid);
+    g_autoptr(GPtrArray) growth = av_pool_vf_growth(pool, *host, policy, requests, uuid, ret_why);
     g_autofree char *by = g_strdup_printf("define of domain %s (%s)", domain->name ? domain->name : "?", uuid);
     gboolean changed = FALSE;
 
@@ -228,6 +229,7 @@ av_cli_place(const AvCli *cli, AvRoot *root, AvPolicy *policy, AvPool *pool, con
     gboolean changed = FALSE;
     gboolean ok = FALSE;
     guint planned_vfs = 0;
+    g_autofree char *no_vfs_why = NULL;
     gint64 expires;
 
     domain = av_domain_parse(xml, len, error);
@@ -275,7 +277,8 @@ av_cli_place(const AvCli *cli, AvRoot *root, AvPolicy *policy, AvPool *pool, con
         if (p->mdev_uuid)
             g_ptr_array_add(old_uuids, p->mdev_uuid);
     }
-    if (!av_cli_grow_vfs(root, policy, pool, &host, requests, domain, uuid, dry_run, &planned_vfs, error))
+    if (!av_cli_grow_vfs(root, policy, pool, &host, requests, domain, uuid, dry_run, &planned_vfs, &no_vfs_why,
+                         error))
         goto out;
     options.domain_uuid = uuid;
     options.vcpus = domain->vcpus ? domain->vcpus : 1;
@@ -285,6 +288,12 @@ av_cli_place(const AvCli *cli, AvRoot *root, AvPolicy *policy, AvPool *pool, con
     if (!placement) {
         if (dry_run && planned_vfs > 0)
             g_prefix_error(error, "this dry run placed without the VFs that a real run makes first: ");
+        if (no_vfs_why && error && *error) {
+            char *message = g_strdup_printf("%s; and no VF could be made: %s", (*error)->message, no_vfs_why);
+
+            g_free((*error)->message);
+            (*error)->message = message;
+        }
         goto out;
     }
     for (guint i = 0; i < placement->warnings->len; i++)

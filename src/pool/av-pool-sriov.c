@@ -67,6 +67,14 @@ av_pool_pf_check_change(const AvPool *pool, const AvHost *host, const AvPciDevic
                     rec->owner ? (rec->owner->domain_name ? rec->owner->domain_name : rec->owner->domain_uuid) : "");
         return FALSE;
     }
+    /* The kernel makes VFs through the PF's driver (sriov_configure): none
+     * is -ENOENT; vfio-pci means a domain may hold the PF behind the
+     * pool's back. */
+    if (!pf->driver || g_str_equal(pf->driver, "vfio-pci")) {
+        g_set_error(error, AV_ERROR, AV_ERROR_BUSY, "accelvirt makes no VF on PF '%s': it is on %s, not on its host "
+                    "driver", pf->address, pf->driver ? pf->driver : "no driver");
+        return FALSE;
+    }
     if (pf->sriov_numvfs == 0 || av_pool_pf_check_vfs(pool, host, pf->address, NULL))
         return TRUE;
     av_pool_pf_check_vfs(pool, host, pf->address, error);
@@ -75,11 +83,18 @@ av_pool_pf_check_change(const AvPool *pool, const AvHost *host, const AvPciDevic
     return FALSE;
 }
 
-/* TRUE when accelvirt may change the VF count of @pf now. */
+/* TRUE when accelvirt may change the VF count of @pf now; else FALSE,
+ * and the reason in *@why when it holds none yet (@why may be NULL). */
 static gboolean
-av_pool_pf_may_change(const AvPool *pool, const AvHost *host, const AvPciDevice *pf)
+av_pool_pf_may_change(const AvPool *pool, const AvHost *host, const AvPciDevice *pf, char **why)
 {
-    return av_pool_pf_check_change(pool, host, pf, NULL);
+    g_autoptr(GError) error = NULL;
+
+    if (av_pool_pf_check_change(pool, host, pf, &error))
+        return TRUE;
+    if (why && !*why)
+        *why = g_strdup(error->message);
+    return FALSE;
 }
 
 /* How many VFs of @profile are free now (or claimed by @domain_uuid). */
@@ -119,14 +134,14 @@ av_pool_pf_target(const AvProfile *profile, const AvPciDevice *pf, guint need)
 /* Adds to @out the changes that give @profile @need more VFs. */
 static void
 av_pool_grow_profile(const AvPool *pool, const AvHost *host, const AvPolicy *policy, const AvProfile *profile,
-                     guint need, GPtrArray *out)
+                     guint need, GPtrArray *out, char **why)
 {
     for (guint i = 0; need > 0 && i < host->pci->len; i++) {
         const AvPciDevice *pf = g_ptr_array_index(host->pci, i);
         AvVfGrowth *g;
         guint to;
 
-        if (av_policy_match_sriov_pf(policy, pf) != profile || !av_pool_pf_may_change(pool, host, pf))
+        if (av_policy_match_sriov_pf(policy, pf) != profile || !av_pool_pf_may_change(pool, host, pf, why))
             continue;
         to = av_pool_pf_target(profile, pf, need);
         if (to == 0)
@@ -144,7 +159,7 @@ av_pool_grow_profile(const AvPool *pool, const AvHost *host, const AvPolicy *pol
 /* See av-pool.h. */
 GPtrArray *
 av_pool_vf_growth(const AvPool *pool, const AvHost *host, const AvPolicy *policy, const GPtrArray *requests,
-                  const char *domain_uuid)
+                  const char *domain_uuid, char **ret_why)
 {
     GPtrArray *out = g_ptr_array_new_with_free_func((GDestroyNotify)av_vf_growth_free);
     g_autoptr(GHashTable) wanted = g_hash_table_new(g_direct_hash, g_direct_equal);
@@ -168,7 +183,7 @@ av_pool_vf_growth(const AvPool *pool, const AvHost *host, const AvPolicy *policy
         guint have = av_pool_vfs_free(pool, host, policy, p, domain_uuid);
 
         if (want > have)
-            av_pool_grow_profile(pool, host, policy, p, want - have, out);
+            av_pool_grow_profile(pool, host, policy, p, want - have, out, ret_why);
     }
     return out;
 }
@@ -210,7 +225,7 @@ av_pool_vf_shrink_target(const AvPool *pool, const AvHost *host, const AvPolicy 
     if (!profile || !profile->vfs_shrink)
         return FALSE;
     base = av_profile_vfs_base(profile);
-    if (pf->sriov_numvfs <= base || !av_pool_pf_may_change(pool, host, pf))
+    if (pf->sriov_numvfs <= base || !av_pool_pf_may_change(pool, host, pf, NULL))
         return FALSE;
     *ret_count = base;
     return TRUE;

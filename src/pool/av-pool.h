@@ -507,9 +507,10 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(AvVfGrowth, av_vf_growth_free)
  * makes VFs on, in address order, whose count may change (the PF free or
  * unpooled; its count 0, or every VF free), each to the profile's "vfs"
  * or, on demand, to what is missing, at most sriov_totalvfs.  Changes
- * nothing.  What no PF can give is left to av_place() to report. */
+ * nothing.  What no PF can give is left to av_place() to report; why the
+ * first PF refused goes to *@ret_why (caller frees) when it is NULL. */
 GPtrArray *av_pool_vf_growth(const AvPool *pool, const AvHost *host, const AvPolicy *policy, const GPtrArray *requests,
-                             const char *domain_uuid);
+                             const char *domain_uuid, char **ret_why);
 
 /* Sets the VF count of the PF @pf from @from to @to with
  * av_sriov_set_numvfs() and journals it: "vfs-set" (or "vfs-set-failed")
@@ -536,7 +537,8 @@ gboolean av_pool_vf_undo(AvPool *pool, const AvRoot *root, const AvKernelOps *op
 
 /* FALSE (AV_ERROR_BUSY, one sentence) when accelvirt may not change the VF
  * count of @pf now: the PF is in the pool and not free (claimed, in use by
- * a domain, dirty...), or it has VFs and one is not free. */
+ * a domain, dirty...), it is on vfio-pci or on no driver, or it has VFs and
+ * one is not free. */
 gboolean av_pool_pf_check_change(const AvPool *pool, const AvHost *host, const AvPciDevice *pf, GError **error);
 
 /* FALSE (AV_ERROR_BUSY, one sentence naming the VF and its state) when a
