@@ -654,11 +654,14 @@ check "  ... VF 1 in use by the domain, VF 0 free, the write-ahead record gone" 
     "sorted((x['address'], x['state'], x['identity'].rsplit('/', 1)[1]) for x in d['devices'] if x['profile'] == 'qat-vf') == [('0000:6b:00.1', 'free', 'vf0'), ('0000:6b:00.2', 'in-use', 'vf1')] and 'intents' not in d"
 check "  ... journalled: vfs-set from 0 to 2 by the domain's prepare, the chain intact" \
     eval "grep '\"event\": *\"vfs-set\"' '$W/state/journal.jsonl' >'$W/vfs-set.json' && json '$W/vfs-set.json' \"(d['pf'], d['from'], d['to'], d['by']) == ('$QPF', 0, 2, \\\"prepare of domain 'vfvm' ($U1)\\\")\" && verify"
-cp "$W/state/pool.json" "$W/p0"
+# states: identity, state and owner of each pool device of $W (a scan's
+# last_seen may change, what a refusal must not).
+states() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(sorted((x['identity'], x['state'], (x['owner'] or {}).get('domain_uuid')) for x in d['devices']), d.get('intents'))" "$W/state/pool.json"; }
+states >"$W/s0"
 check "the PF itself is refused while its VF is in use, in one line naming the VF" \
     refused "PF '$QPF' is not free: its VF '0000:6b:00.2' .* is in-use" "$W/pf.xml" pfvm prepare begin -
-check "  ... nothing changed: the PF on 4xxx, the pool as it was" \
-    eval "[ \"\$(driver $QPF)\" = 4xxx ] && cmp '$W/state/pool.json' '$W/p0'"
+check "  ... nothing changed: the PF on 4xxx, the pool's states and owners as they were" \
+    eval "[ \"\$(driver $QPF)\" = 4xxx ] && states | cmp - '$W/s0'"
 check "release of the VF's domain: scrubbed (reset, vfio-zero), freed, then the PF shrinks back to 0 VFs" \
     eval "accepted '$W/vm.xml' vfvm release end - && wait_state 0000:6b:00.2 missing && [ \"\$(numvfs)\" = 0 ]"
 check "  ... journalled: the scrub's certificate, then vfs-set from 2 to 0 by the worker" \
