@@ -340,6 +340,8 @@ typedef struct {
     GPtrArray *claims;           /* AvPoolDevice*, borrowed: every pool device of those groups */
     GPtrArray *binds;            /* AvBind*: the endpoints to bind, in order */
     AvIntent *intent;            /* the write-ahead record, borrowed from the pool once saved */
+    guint vfs_written;           /* how many of the record's VF counts were written (av_prepare_grow()) */
+    char *by;                    /* "prepare of domain 'NAME' (UUID)", for the journal */
 } AvPrepare;
 
 static void
@@ -353,6 +355,7 @@ av_prepare_clear(AvPrepare *p)
     g_clear_pointer(&p->groups, g_ptr_array_unref);
     g_clear_pointer(&p->claims, g_ptr_array_unref);
     g_clear_pointer(&p->binds, g_ptr_array_unref);
+    g_clear_pointer(&p->by, g_free);
 }
 G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC(AvPrepare, av_prepare_clear)
 
@@ -539,6 +542,14 @@ av_hook_scan_for(const AvHookConfig *config, const AvPolicy *policy, AvPool *poo
         else if (h->type == AV_HOSTDEV_PCI)
             g_ptr_array_add(addresses, h->pci_address);
     }
+    /* The PF of each placed VF: the VF may be gone (a reboot), and made
+     * again on it (av_prepare_grow()). */
+    for (guint i = 0; domain->placed && i < domain->placed->len; i++) {
+        const AvPlacedDevice *placed = g_ptr_array_index(domain->placed, i);
+
+        if (placed->pf_address)
+            g_ptr_array_add(addresses, placed->pf_address);
+    }
     g_ptr_array_add(addresses, NULL);
     return av_hook_scan_devices(config, policy, pool, (const char *const *)addresses->pdata, mdevs, error);
 }
@@ -557,6 +568,151 @@ av_prepare_open(AvPrepare *p, GError **error)
     p->pool = av_hook_pool_open(p->config, error);
     if (!p->pool)
         return FALSE;
+    p->host = av_hook_scan_for(p->config, p->policy, p->pool, p->domain, error);
+    return p->host != NULL;
+}
+
+static int
+av_hook_strcmp_ptr(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* The av:placement entry of the VF at @address that names its PF, or NULL.
+ * Borrowed. */
+static const AvPlacedDevice *
+av_hook_find_placed_vf(const AvDomain *domain, const char *address)
+{
+    for (guint i = 0; domain->placed && i < domain->placed->len; i++) {
+        const AvPlacedDevice *p = g_ptr_array_index(domain->placed, i);
+
+        if (p->pf_address && p->pci_address && g_str_equal(p->pci_address, address))
+            return p;
+    }
+    return NULL;
+}
+
+/* The VF count the PF of the missing VF @address (placed as @placed) must
+ * have, in *ret_to (0: nothing to make: the profile makes no VFs, or is
+ * gone).  Refuses what the XML cannot be trusted with: the PF must be one
+ * its profile makes VFs on (av_policy_match_sriov_pf()), VF index and
+ * address must be what the PF's sriov_offset and sriov_stride give, and the
+ * count must be free to change (av_pool_pf_check_change()). */
+static gboolean
+av_prepare_vf_count(AvPrepare *p, const char *address, const AvPlacedDevice *placed, const AvPciDevice **ret_pf,
+                    guint *ret_to, GError **error)
+{
+    const AvProfile *profile = av_policy_find(p->policy, placed->profile);
+    const AvPciDevice *pf = av_host_find_pci(p->host, placed->pf_address);
+    g_autofree char *expected = NULL;
+
+    *ret_to = 0;
+    if (!av_profile_makes_vfs(profile))
+        return TRUE;
+    if (!pf || av_policy_match_sriov_pf(p->policy, pf) != profile) {
+        g_set_error(error, AV_ERROR, AV_ERROR_INVALID_INPUT,
+                    "VF %s is gone and its placement names the PF %s, on which profile '%s' makes no VFs; "
+                    "place the domain again with 'accelvirt define'", address, placed->pf_address, profile->name);
+        return FALSE;
+    }
+    expected = av_pci_sriov_vf_address(pf->address, pf->sriov_offset, pf->sriov_stride, (guint)placed->vf_index);
+    if ((guint)placed->vf_index >= pf->sriov_totalvfs || g_strcmp0(expected, address) != 0 ||
+        (guint)placed->vf_index < pf->sriov_numvfs) {
+        g_set_error(error, AV_ERROR, AV_ERROR_INVALID_INPUT,
+                    "VF %s is gone, and its placement (VF %d of PF %s) does not match the PF (%u of %u VFs, "
+                    "VF %d would be %s); place the domain again with 'accelvirt define'", address, placed->vf_index,
+                    pf->address, pf->sriov_numvfs, pf->sriov_totalvfs, placed->vf_index, expected ? expected : "none");
+        return FALSE;
+    }
+    if (!av_pool_pf_check_change(p->pool, p->host, pf, error)) {
+        g_prefix_error(error, "cannot make VF %s again: ", address);
+        return FALSE;
+    }
+    *ret_pf = pf;
+    *ret_to = MIN(MAX((guint)placed->vf_index + 1, av_profile_vfs_base(profile)), pf->sriov_totalvfs);
+    return TRUE;
+}
+
+/* Saves the pool with the write-ahead record (@fresh, taken over, when the
+ * prepare has none yet) before the kernel sees what it names.  On failure
+ * the record goes, unless VF counts it names were written: then the next
+ * call undoes them from the record on disk. */
+static gboolean
+av_prepare_record(AvPrepare *p, AvIntent *fresh, const char *what, GError **error)
+{
+    if (fresh)
+        p->intent = av_pool_intent_add(p->pool, fresh);
+    if (av_pool_save(p->pool, error))
+        return TRUE;
+    if (p->vfs_written == 0) {
+        av_pool_intent_remove(p->pool, p->intent);
+        p->intent = NULL;
+    }
+    g_prefix_error(error, "cannot record %s: ", what);
+    return FALSE;
+}
+
+/* Records in a new write-ahead record the VF count @want (PF address ->
+ * count) asks of each PF, and saves it before the kernel sees anything. */
+static gboolean
+av_prepare_grow_plan(AvPrepare *p, GHashTable *want, GError **error)
+{
+    g_autoptr(AvIntent) intent = av_intent_new(p->domain->uuid, p->domain->name);
+    g_autofree gpointer *pfs = (gpointer *)g_hash_table_get_keys_as_array(want, NULL);
+    guint n = g_hash_table_size(want);
+
+    qsort(pfs, n, sizeof(gpointer), av_hook_strcmp_ptr);
+    for (guint i = 0; i < n; i++) {
+        const AvPciDevice *pf = av_host_find_pci(p->host, pfs[i]);
+
+        av_intent_add_vfs(intent, pf->address, pf->sriov_numvfs, GPOINTER_TO_UINT(g_hash_table_lookup(want, pfs[i])));
+    }
+    return av_prepare_record(p, g_steal_pointer(&intent), "the VFs this prepare will make", error);
+}
+
+/* Phase "grow" (issue 13), before "resolve": the VFs of the domain's
+ * placement that are gone (a reboot took them, or sriov_numvfs was set
+ * back) are made again on their PF, when the profile makes VFs: planned in
+ * the write-ahead record (saved), sriov_numvfs written
+ * (av_pool_vf_set_count(), journalled), and the domain's devices scanned
+ * again.  The VFs are bound to vfio-pci by "apply", as any managed='no'
+ * hostdev. */
+static gboolean
+av_prepare_grow(AvPrepare *p, GError **error)
+{
+    g_autoptr(GHashTable) want = g_hash_table_new(g_str_hash, g_str_equal);
+
+    for (guint i = 0; i < p->domain->hostdevs->len; i++) {
+        const AvHostdev *h = g_ptr_array_index(p->domain->hostdevs, i);
+        const AvPlacedDevice *placed;
+        const AvPciDevice *pf = NULL;
+        guint to = 0;
+
+        if (h->type != AV_HOSTDEV_PCI || av_host_find_pci(p->host, h->pci_address) ||
+            !(placed = av_hook_find_placed_vf(p->domain, h->pci_address)))
+            continue;
+        if (!av_prepare_vf_count(p, h->pci_address, placed, &pf, &to, error))
+            return FALSE;
+        if (to > 0 && to > GPOINTER_TO_UINT(g_hash_table_lookup(want, pf->address)))
+            g_hash_table_insert(want, (gpointer)pf->address, GUINT_TO_POINTER(to));
+    }
+    if (g_hash_table_size(want) == 0)
+        return TRUE;
+    if (!av_prepare_grow_plan(p, want, error))
+        return FALSE;
+    av_hook_test_stop(p->config, "prepare-vfs-planned");
+    for (; p->vfs_written < p->intent->vfs->len; p->vfs_written++) {
+        const AvIntentVfs *v = g_ptr_array_index(p->intent->vfs, p->vfs_written);
+
+        if (!av_pool_vf_set_count(p->pool, p->config->root, p->config->ops, v->pf, NULL, v->from, v->to, p->by,
+                                  error)) {
+            p->vfs_written++;
+            return FALSE;
+        }
+        av_hook_log(LOG_INFO, "made VFs on PF %s: sriov_numvfs %u -> %u", v->pf, v->from, v->to);
+    }
+    av_hook_test_stop(p->config, "prepare-vfs-made");
+    g_clear_pointer(&p->host, av_host_free);
     p->host = av_hook_scan_for(p->config, p->policy, p->pool, p->domain, error);
     return p->host != NULL;
 }
@@ -643,6 +799,9 @@ av_prepare_check(AvPrepare *p, GError **error)
                         m->hostdev->pci_address);
             return FALSE;
         }
+        /* A PF goes to no domain while a VF of it is not free (issue 13). */
+        if (!m->pci->physfn && !av_pool_pf_check_vfs(p->pool, p->host, m->pci->address, error))
+            return FALSE;
         for (guint j = 0; j < p->groups->len && !group; j++) {
             AvPrepareGroup *g = g_ptr_array_index(p->groups, j);
 
@@ -690,7 +849,8 @@ av_prepare_check(AvPrepare *p, GError **error)
 static gboolean
 av_prepare_plan(AvPrepare *p, GError **error)
 {
-    g_autoptr(AvIntent) intent = av_intent_new(p->domain->uuid, p->domain->name);
+    g_autoptr(AvIntent) fresh = p->intent ? NULL : av_intent_new(p->domain->uuid, p->domain->name);
+    AvIntent *intent = p->intent ? p->intent : fresh;
 
     for (guint i = 0; i < p->groups->len; i++) {
         AvPrepareGroup *g = g_ptr_array_index(p->groups, i);
@@ -730,14 +890,7 @@ av_prepare_plan(AvPrepare *p, GError **error)
         if (m->hostdev->type == AV_HOSTDEV_MDEV)
             av_intent_add_claim(intent, m->identity);
     }
-    p->intent = av_pool_intent_add(p->pool, g_steal_pointer(&intent));
-    if (!av_pool_save(p->pool, error)) {
-        av_pool_intent_remove(p->pool, p->intent);
-        p->intent = NULL;
-        g_prefix_error(error, "cannot record what this prepare will do: ");
-        return FALSE;
-    }
-    return TRUE;
+    return av_prepare_record(p, g_steal_pointer(&fresh), "what this prepare will do", error);
 }
 
 /* Phase "apply": binds the planned endpoints, waits for the nodes of their
@@ -797,7 +950,7 @@ av_prepare_undo(AvPrepare *p, GError **error)
 {
     gboolean ok = TRUE;
 
-    for (guint i = p->managed->len; i > 0; i--) {
+    for (guint i = p->managed ? p->managed->len : 0; i > 0; i--) {
         const AvManaged *m = g_ptr_array_index(p->managed, i - 1);
         g_autoptr(GError) local = NULL;
 
@@ -829,6 +982,17 @@ av_prepare_undo(AvPrepare *p, GError **error)
             ok = FALSE;
         } else {
             av_hook_log(LOG_INFO, "rollback: gave %s back to %s", b->address, drv);
+        }
+    }
+    for (guint i = p->vfs_written; ok && i > 0; i--) {
+        const AvIntentVfs *v = g_ptr_array_index(p->intent->vfs, i - 1);
+
+        if (!av_pool_vf_undo(p->pool, p->config->root, p->config->ops, v->pf, v->from, v->to, "rollback", error)) {
+            av_hook_log(LOG_ERR, "rollback: cannot set the VFs of PF %s back to %u: %s", v->pf, v->from,
+                        (*error)->message);
+            ok = FALSE;
+        } else {
+            av_hook_log(LOG_INFO, "rollback: set the VFs of PF %s back to %u", v->pf, v->from);
         }
     }
     return ok;
@@ -953,10 +1117,14 @@ av_hook_prepare(const AvHookConfig *config, AvDomain *domain)
     p.claims = g_ptr_array_new();
     p.binds = g_ptr_array_new_with_free_func((GDestroyNotify)av_bind_free);
 
+    p.by = g_strdup_printf("prepare of domain '%s' (%s)", domain->name, domain->uuid);
+
     if (!av_prepare_open(&p, &error))
         return av_hook_refuse(error->message);
+    if (!domain->scrub_token && !av_prepare_grow(&p, &error))
+        return av_prepare_fail(&p, error, FALSE);
     if (!av_hook_resolve(p.host, p.policy, p.pool, domain, &p.managed, &error))
-        return av_hook_refusef("cannot start domain '%s': %s", domain->name, error->message);
+        return av_prepare_fail(&p, error, FALSE);
     if (domain->scrub_token)
         return av_hook_prepare_scrub(config, p.host, p.policy, p.pool, domain, p.managed);
     if (p.managed->len == 0) {
@@ -965,7 +1133,7 @@ av_hook_prepare(const AvHookConfig *config, AvDomain *domain)
     }
     p.owner = av_hook_owner_new(domain);
     if (!av_prepare_check(&p, &error) || !av_prepare_plan(&p, &error))
-        return av_hook_refusef("cannot start domain '%s': %s", domain->name, error->message);
+        return av_prepare_fail(&p, error, FALSE);
     if (!av_prepare_apply(&p, &error))
         return av_prepare_fail(&p, error, FALSE);
     av_hook_test_stop(config, "prepare-commit");

@@ -129,6 +129,37 @@ av_worker_pick(const AvHookConfig *config, GHashTable *done, AvLock **ret_lock, 
     return NULL;
 }
 
+/* After the VF @address was scrubbed and freed (issue 13): when its PF's
+ * profile says "vfs_shrink" and every VF of the PF and the PF are free
+ * (av_pool_vf_shrink_target()), sets sriov_numvfs back to the profile's
+ * count (0 on demand), journalled, and reconciles the pool with the host
+ * without those VFs: their records stay, missing, with their identities.
+ * Saves the pool; failures are logged (the VFs stay, free). */
+static void
+av_worker_shrink(const AvHookConfig *config, const AvPolicy *policy, AvPool *pool, const AvHost *host,
+                 const char *address)
+{
+    g_autoptr(GError) error = NULL;
+    g_autoptr(AvHost) after = NULL;
+    const AvPciDevice *vf = av_host_find_pci(host, address);
+    const AvPciDevice *pf = vf && vf->physfn ? av_host_find_pci(host, vf->physfn) : NULL;
+    gboolean changed = FALSE;
+    guint count;
+
+    if (!pf || !av_pool_vf_shrink_target(pool, host, policy, pf->address, &count))
+        return;
+    if (!av_pool_vf_set_count(pool, config->root, config->ops, pf->address,
+                              av_policy_match_sriov_pf(policy, pf)->name, pf->sriov_numvfs, count, "worker", &error)) {
+        av_hook_log(LOG_ERR, "cannot shrink the VFs of PF %s: %s", pf->address, error->message);
+        return;
+    }
+    av_hook_log(LOG_INFO, "shrank the VFs of PF %s: sriov_numvfs %u -> %u", pf->address, pf->sriov_numvfs, count);
+    after = av_host_scan(config->root, &error);
+    if (!after || !av_pool_reconcile(pool, after, policy, &changed, &error) || !av_pool_save(pool, &error))
+        av_hook_log(LOG_ERR, "cannot record the VFs of PF %s that are gone: %s; the next scan does", pf->address,
+                    error->message);
+}
+
 /* Scrubs one device: the profile's steps without the pool lock, then under
  * it the driver restore and the move to free or quarantined, and the scrub
  * certificate in the journal.  A PCI device that is not on vfio-pci when a
@@ -279,6 +310,8 @@ av_worker_scrub(const AvHookConfig *config, const AvPolicy *policy, const AvScru
                                      fields, &error) ||
         !av_pool_save(pool, &error))
         goto fail;
+    if (ok && host && job->kind == AV_DEVICE_KIND_PCI && job->address)
+        av_worker_shrink(config, policy, pool, host, job->address);
     return;
 
 fail:

@@ -719,6 +719,28 @@ test_metadata(void)
     expect_invalid(AV("<av:placement><av:device profile='../gpu' address='0000:17:00.0'/></av:placement>"),
                    "profile '../gpu'", NULL);
     expect_invalid(AV("<av:placement><av:mdev profile='v' uuid='x/y'/></av:placement>"), "av:mdev uuid 'x/y'", NULL);
+    /* an SR-IOV VF's PF and index (issue 13): both or neither, well formed */
+    expect_invalid(AV("<av:placement><av:device profile='q' address='0000:6b:00.5' pf='../6b' vf='4'/></av:placement>"),
+                   "av:device pf '../6b'", NULL);
+    expect_invalid(AV("<av:placement><av:device profile='q' address='0000:6b:00.5' pf='0000:6b:00.0'/></av:placement>"),
+                   "av:device has pf= without vf=", NULL);
+    expect_invalid(AV("<av:placement><av:device profile='q' address='0000:6b:00.5' vf='4'/></av:placement>"),
+                   "av:device has vf= without pf=", NULL);
+    expect_invalid(AV("<av:placement><av:device profile='q' address='0000:6b:00.5' pf='0000:6b:00.0' vf='65535'/></av:placement>"),
+                   "av:device vf '65535'", NULL);
+    expect_invalid(AV("<av:placement><av:device profile='q' address='0000:6b:00.5' pf='0000:6b:00.0' vf='-1'/></av:placement>"),
+                   "av:device vf '-1'", NULL);
+    {
+        g_autoptr(AvDomain) dom = parse_ok(AV("<av:placement><av:device profile='q' address='0000:6B:00.5' pf='0000:6B:00.0' "
+                                              "vf='4'/><av:device profile='g' address='0000:17:00.0'/></av:placement>"));
+        const AvPlacedDevice *vf = g_ptr_array_index(dom->placed, 0);
+        const AvPlacedDevice *gpu = g_ptr_array_index(dom->placed, 1);
+
+        g_assert_cmpstr(vf->pf_address, ==, "0000:6b:00.0");
+        g_assert_cmpint(vf->vf_index, ==, 4);
+        g_assert_null(gpu->pf_address);
+        g_assert_cmpint(gpu->vf_index, ==, -1);
+    }
     expect_invalid(AV("<av:scrub/>"), "av:scrub has no token", NULL);
     expect_invalid(AV("<av:scrub token='0123456789abcdef0123456789abcdeg'/>"), "is not 32 lower-case hex digits", NULL);
     expect_invalid(AV("<av:scrub token='0123456789abcdef0123456789abcdef0'/>"), "is not 32 lower-case hex", NULL);

@@ -585,6 +585,113 @@ check "a prepare killed after creating its mdev leaves the mdev and its record" 
 check "  ... the next hook call removes the mdev, and the pool knows none of it" \
     eval "hook '$W/vm2.xml' other prepare begin - >/dev/null 2>&1; [ ! -e '$W/host/sys/bus/mdev/devices/$KM' ] && python3 -c \"import json; d=json.load(open('$W/state/pool.json')); assert 'intents' not in d and not [x for x in d['devices'] if x['kind']=='mdev']\" && verify"
 
+# --- SR-IOV: VFs made again at prepare, the PF and its VFs (issue 13) ---
+# sriov-fpga-qat: the QAT PF 0000:6b:00.0 (16 VFs, 0x4941) with 4 VFs; the
+# profile qat-vf makes VFs on demand and shrinks them back, qat-pf passes
+# the PF itself through.
+SRIOV_POL="$AV_TMP/policies-sriov"
+mkdir -p "$SRIOV_POL" && chmod 0755 "$SRIOV_POL"
+cat >"$SRIOV_POL/10-qat.json" <<'SRIOVPOL'
+{"profiles": [
+  {"name": "qat-vf", "match": {"vendor": "0x8086", "device": "0x4941"}, "attach": "sriov-vf",
+   "vfs": "on-demand", "vfs_shrink": true, "numa": "none",
+   "scrub": [{"method": "reset"}, {"method": "vfio-zero"}]},
+  {"name": "qat-pf", "match": {"vendor": "0x8086", "device": "0x4940"}, "attach": "vfio-pci",
+   "granularity": "function", "numa": "none", "scrub": [{"method": "none"}]}
+]}
+SRIOVPOL
+SAVED_POL=$POL
+POL=$SRIOV_POL
+QPF=0000:6b:00.0
+# novfs: the VFs of the QAT PF in $W are gone, as after a reboot (sriov_numvfs 0).
+novfs() {
+    python3 - "$W/host/sys" "$QPF" <<'PY'
+import os, shutil, sys
+sysd, pf = sys.argv[1:3]
+pfdir = os.path.realpath(os.path.join(sysd, "bus/pci/devices", pf))
+for n in os.listdir(pfdir):
+    if not n.startswith("virtfn"):
+        continue
+    vf = os.path.realpath(os.path.join(pfdir, n))
+    a = os.path.basename(vf)
+    drv = os.path.join(vf, "driver")
+    if os.path.islink(drv):
+        os.unlink(os.path.join(os.path.realpath(drv), a))
+    shutil.rmtree(os.path.realpath(os.path.join(vf, "iommu_group")))
+    os.unlink(os.path.join(sysd, "bus/pci/devices", a))
+    os.unlink(os.path.join(pfdir, n))
+    shutil.rmtree(vf)
+open(os.path.join(pfdir, "sriov_numvfs"), "w").write("0\n")
+PY
+}
+numvfs() { cat "$W/host/sys/bus/pci/devices/$QPF/sriov_numvfs"; }
+# mkvfdom FILE NAME UUID ADDRESS INDEX: a domain with the VF INDEX of the QAT
+# PF at ADDRESS, placed (av:device with pf= and vf=) as `accelvirt define` writes it.
+mkvfdom() {
+    b=${4#0000:}
+    cat >"$1" <<VFDOM
+<domain type='kvm'>
+  <name>$2</name>
+  <uuid>$3</uuid>
+  <memory unit='GiB'>4</memory>
+  <vcpu placement='static'>2</vcpu>
+  <metadata><av:accelerators xmlns:av='urn:accelvirt:domain:1'><av:request profile='qat-vf' count='1'/><av:placement><av:device profile='qat-vf' address='$4' pf='$QPF' vf='$5' alias='ua-accelvirt-0'/></av:placement></av:accelerators></metadata>
+  <devices>
+    <hostdev mode='subsystem' type='pci' managed='no'><source><address domain='0x0000' bus='0x${b%%:*}' slot='0x$(echo "$b" | cut -d: -f2 | cut -d. -f1)' function='0x${b##*.}'/></source><alias name='ua-accelvirt-0'/></hostdev>
+  </devices>
+</domain>
+VFDOM
+}
+world vfmake sriov-fpga-qat
+novfs
+mkvfdom "$W/vm.xml" vfvm "$U1" 0000:6b:00.2 1
+mkdom "$W/pf.xml" pfvm "$U2" "$QPF"
+check "prepare of a domain whose VF is gone (sriov_numvfs 0) makes VFs 0 and 1 again and binds VF 1 to vfio-pci" \
+    eval "accepted '$W/vm.xml' vfvm prepare begin - && [ \"\$(numvfs)\" = 2 ] && [ \"\$(driver 0000:6b:00.2)\" = vfio-pci ] && [ \"\$(driver 0000:6b:00.1)\" = none ]"
+check "  ... sriov_drivers_autoprobe 0 written before sriov_numvfs" \
+    eval "grep -o 'devices/$QPF/sriov_[a-z_]* [0-9]*' '$W/host/sys/.accelvirt-fake-kernel.writes' | tr '\n' ';' | grep -qx 'devices/$QPF/sriov_drivers_autoprobe 0;devices/$QPF/sriov_numvfs 2;'"
+check "  ... VF 1 in use by the domain, VF 0 free, the write-ahead record gone" json "$W/state/pool.json" \
+    "sorted((x['address'], x['state'], x['identity'].rsplit('/', 1)[1]) for x in d['devices'] if x['profile'] == 'qat-vf') == [('0000:6b:00.1', 'free', 'vf0'), ('0000:6b:00.2', 'in-use', 'vf1')] and 'intents' not in d"
+check "  ... journalled: vfs-set from 0 to 2 by the domain's prepare, the chain intact" \
+    eval "grep '\"event\": *\"vfs-set\"' '$W/state/journal.jsonl' >'$W/vfs-set.json' && json '$W/vfs-set.json' \"(d['pf'], d['from'], d['to'], d['by']) == ('$QPF', 0, 2, \\\"prepare of domain 'vfvm' ($U1)\\\")\" && verify"
+# states: identity, state and owner of each pool device of $W (a scan's
+# last_seen may change, what a refusal must not).
+states() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(sorted((x['identity'], x['state'], (x['owner'] or {}).get('domain_uuid')) for x in d['devices']), d.get('intents'))" "$W/state/pool.json"; }
+states >"$W/s0"
+check "the PF itself is refused while its VF is in use, in one line naming the VF" \
+    refused "PF '$QPF' is not free: its VF '0000:6b:00.2' .* is in-use" "$W/pf.xml" pfvm prepare begin -
+check "  ... nothing changed: the PF on 4xxx, the pool's states and owners as they were" \
+    eval "[ \"\$(driver $QPF)\" = 4xxx ] && states | cmp - '$W/s0'"
+check "release of the VF's domain: scrubbed (reset, vfio-zero), freed, then the PF shrinks back to 0 VFs" \
+    eval "accepted '$W/vm.xml' vfvm release end - && wait_state 0000:6b:00.2 missing && [ \"\$(numvfs)\" = 0 ]"
+check "  ... journalled: the scrub's certificate, then vfs-set from 2 to 0 by the worker" \
+    eval "grep '\"event\": *\"scrub-certificate\"' '$W/state/journal.jsonl' | grep -q '0000:6b:00.2' && grep '\"event\": *\"vfs-set\"' '$W/state/journal.jsonl' | tail -1 >'$W/shrink.json' && json '$W/shrink.json' \"(d['from'], d['to'], d['by']) == (2, 0, 'worker')\" && verify"
+check "  ... status shows the VFs that are gone as missing, their identities kept" \
+    eval "status && json '$W/st.json' \"sorted((x['address'], x['state']) for x in d['devices'] if x['profile'] == 'qat-vf') == [('0000:6b:00.1', 'missing'), ('0000:6b:00.2', 'missing')]\""
+check "the PF goes to a domain now that no VF is held" \
+    eval "accepted '$W/pf.xml' pfvm prepare begin - && [ \"\$(driver $QPF)\" = vfio-pci ]"
+check "  ... and no VF is made on it while it is in use: refused in one line, sriov_numvfs still 0" \
+    eval "refused \"makes no VF on PF '$QPF': the PF itself is in-use\" '$W/vm.xml' vfvm prepare begin - && [ \"\$(numvfs)\" = 0 ]"
+
+world vfkill sriov-fpga-qat
+novfs
+mkvfdom "$W/vm.xml" vfvm "$U1" 0000:6b:00.2 1
+check "a prepare killed right after it wrote sriov_numvfs leaves the VFs and its record (vfs 0 -> 2)" \
+    eval "killed_at prepare-vfs-made '$W/vm.xml' vfvm && [ \"\$(numvfs)\" = 2 ] && json '$W/state/pool.json' \"[v for i in d['intents'] for v in i['vfs']] == [{'pf': '$QPF', 'from': 0, 'to': 2}]\""
+check "  ... the next call that takes the lock sets the count back to 0, journals rolled-back, drops the record" \
+    eval "accepted '$W/vm.xml' vfvm release end - && [ \"\$(numvfs)\" = 0 ] && json '$W/state/pool.json' \"'intents' not in d\" && grep '\"event\": *\"rolled-back\"' '$W/state/journal.jsonl' | grep -q '\"numvfs\": *0' && verify"
+world vfkill2 sriov-fpga-qat
+novfs
+mkvfdom "$W/vm.xml" vfvm "$U1" 0000:6b:00.2 1
+check "a prepare killed after binding the new VF, before its commit, is undone too: VF unbound, count back to 0" \
+    eval "killed_at prepare-commit '$W/vm.xml' vfvm && [ \"\$(driver 0000:6b:00.2)\" = vfio-pci ] && accepted '$W/vm.xml' vfvm release end - && [ \"\$(numvfs)\" = 0 ] && [ ! -e '$W/host/sys/bus/pci/devices/0000:6b:00.2' ] && verify"
+world vfbad sriov-fpga-qat
+novfs
+mkvfdom "$W/vm.xml" vfvm "$U1" 0000:6b:00.3 1
+check "a placement whose VF index does not give the VF's address is refused in one line, nothing written" \
+    eval "refused 'does not match the PF' '$W/vm.xml' vfvm prepare begin - && [ \"\$(numvfs)\" = 0 ] && [ ! -e '$W/host/sys/.accelvirt-fake-kernel.writes' ]"
+POL=$SAVED_POL
+
 # --- a release that cannot be refused (issue 10, hole 3) ---
 # deep/big XML FILE NAME UUID ADDRESS: a domain whose metadata is nested too
 # deep (300 levels) or too large (9 MiB) for the hook's parser.

@@ -323,4 +323,40 @@ check "  ... one move: fpga-lone's 3b:01.0 into af's region, freeing card 3b" js
     "[(m['domain'], m['from'], m['to'], m['frees_card']) for m in d['moves']] == [('${UUID}53', '0000:3b:01.0', '0000:af:01.2', '0000:3b:00')] and d['moves'][0]['device'].endswith('/vf0')"
 check "  ... plan reserved nothing" cmp "$FS/pool.json" "$AV_TMP/fpga.pool"
 
+# === SR-IOV: VFs made for a placement (issue 13) ===
+# sriov-fpga-qat, copied: the QAT PF 0000:6b:00.0 offers 16 VFs (0x4941,
+# sriov_vf_device), 4 made; the profile qat-vf (policies-sriov) makes VFs
+# on demand.
+QH="$AV_TMP/qat-host"
+QS="$AV_TMP/qat"
+SRIOV="$PL/policies-sriov"
+cp -a "$AV_TEST_HOSTS/sriov-fpga-qat" "$QH"
+numvfs() { cat "$QH/sys/bus/pci/devices/0000:6b:00.0/sriov_numvfs"; }
+av "$QH" "$SRIOV" "$QS" status >/dev/null
+place q-dry "$QH" "$SRIOV" "$QS" --dry-run qat6
+check "dry run, 6 VFs asked of 4: says what a real run would write, and writes nothing" \
+    eval "[ \"\$(numvfs)\" = 4 ] && [ ! -e '$QH/sys/.accelvirt-fake-kernel.writes' ] && grep -q '^accelvirt: dry run: a real run would make VFs for profile .qat-vf.: sriov_numvfs of PF 0000:6b:00.0 from 4 to 6$' '$AV_TMP/q-dry.err'"
+place q6 "$QH" "$SRIOV" "$QS" qat6
+check "6 VFs asked, 4 free: the PF goes through 0 to 6 VFs, all six placed and claimed" \
+    eval "ok q6 && [ \"\$(numvfs)\" = 6 ] && xq '$AV_TMP/q6.xml' \"devs() == ['0000:6b:00.%d' % i for i in range(1, 7)] and [h[:2] for h in hostdevs()] == [('pci', 'no')] * 6\" && [ \"\$(claims '$QS' | wc -l)\" = 6 ]"
+check "  ... through the kernel ops: sriov_drivers_autoprobe 0, sriov_numvfs 0, then 6" \
+    eval "grep -o 'devices/0000:6b:00.0/sriov_[a-z_]* [0-9]*' '$QH/sys/.accelvirt-fake-kernel.writes' | tr '\n' ';' | grep -qx 'devices/0000:6b:00.0/sriov_drivers_autoprobe 0;devices/0000:6b:00.0/sriov_numvfs 0;devices/0000:6b:00.0/sriov_numvfs 6;'"
+check "  ... journalled: vfs-set of PF 0000:6b:00.0 from 4 to 6, by define, for qat-vf" \
+    eval "grep '\"event\":\"vfs-set\"' '$QS/journal.jsonl' >'$AV_TMP/vfs-set.json' && json '$AV_TMP/vfs-set.json' \"(d['pf'], d['from'], d['to'], d['by'], d['profile']) == ('0000:6b:00.0', 4, 6, 'define of domain qat6 (${UUID}96)', 'qat-vf')\""
+check "  ... each VF placed with its PF and index (av:device pf= vf=)" \
+    xq "$AV_TMP/q6.xml" "[(d.get('pf'), d.get('vf')) for d in pl().findall(NS + 'device')] == [('0000:6b:00.0', str(i)) for i in range(6)]"
+av "$QH" "$SRIOV" "$QS" --json status >"$AV_TMP/q-status.json"
+check "  ... status: each VF with its PF and index; the PF with 6 of 16 VFs, made on demand by qat-vf" json "$AV_TMP/q-status.json" \
+    "[x['vf'] for x in d['devices']] == [{'pf': '0000:6b:00.0', 'index': i} for i in range(6)] and d['sriov_pfs'] == [{'address': '0000:6b:00.0', 'total_vfs': 16, 'num_vfs': 6, 'made_by': 'qat-vf', 'vfs': 'on-demand', 'shrink': True}]"
+cp "$QS/pool.json" "$AV_TMP/qat.pool"
+place q1 "$QH" "$SRIOV" "$QS" qat1
+check "one VF more while all six are claimed: refused in one line saying why no VF was made, nothing changed" \
+    eval "failed q1 3 'not enough free devices of profile .qat-vf.*; and no VF could be made: cannot change the VF count of PF .0000:6b:00.0. .*is claimed' && [ \"\$(numvfs)\" = 6 ] && cmp '$QS/pool.json' '$AV_TMP/qat.pool'"
+QH2="$AV_TMP/qat-host2"
+cp -a "$AV_TEST_HOSTS/sriov-fpga-qat" "$QH2"
+rm "$QH2/sys/bus/pci/devices/0000:6b:00.0/driver" "$QH2/sys/bus/pci/drivers/4xxx/0000:6b:00.0"
+place q-nodrv "$QH2" "$SRIOV" "$AV_TMP/qat2" qat6
+check "a PF without its host driver gets no VF: refused in one line saying so, sriov_numvfs still 4" \
+    eval "failed q-nodrv 2 'no VF could be made: accelvirt makes no VF on PF .0000:6b:00.0.: it is on no driver' && [ \"\$(cat '$QH2/sys/bus/pci/devices/0000:6b:00.0/sriov_numvfs')\" = 4 ]"
+
 finish

@@ -564,6 +564,94 @@ test_mdev(void)
     fix_close(&f);
 }
 
+/* --- SR-IOV: the VFs a placement lacks (issue 13) -------------------------------- */
+
+#define POLICY_QAT(vfs) \
+    "{\"profiles\": [{\"name\": \"qat-vf\", \"match\": {\"vendor\": \"0x8086\", \"device\": \"0x4941\"}," \
+    " \"attach\": \"sriov-vf\", \"vfs\": " vfs ", \"numa\": \"none\"}," \
+    " {\"name\": \"qat-pf\", \"match\": {\"vendor\": \"0x8086\", \"device\": \"0x4940\"}, \"granularity\": \"function\"," \
+    " \"numa\": \"none\"}]}"
+
+/* The changes of VF counts for @count VFs of qat-vf (sriov-fpga-qat: 4 of
+ * 16 VFs on 0000:6b:00.0), as "PF:FROM->TO" joined by ' '. */
+static char *
+growth_of(Fix *f, guint count, char **ret_why)
+{
+    g_autoptr(GPtrArray) requests = g_ptr_array_new_with_free_func((GDestroyNotify)av_request_free);
+    g_autoptr(GPtrArray) growth = NULL;
+    g_autoptr(GString) out = g_string_new(NULL);
+
+    g_ptr_array_add(requests, av_request_new("qat-vf", count));
+    growth = av_pool_vf_growth(f->pool, f->host, f->policy, requests, "00000000-0000-4000-8000-000000000001", ret_why);
+    for (guint i = 0; i < growth->len; i++) {
+        const AvVfGrowth *g = g_ptr_array_index(growth, i);
+
+        g_string_append_printf(out, "%s%s:%u->%u", i ? " " : "", g->pf, g->from, g->to);
+    }
+    return g_string_free(g_steal_pointer(&out), FALSE);
+}
+
+static void
+test_sriov_growth(void)
+{
+    Fix f;
+    g_autofree char *why = NULL;
+    char *got;
+
+    fix_open(&f, "sriov-fpga-qat", POLICY_QAT("\"on-demand\""));
+    /* enough free: nothing; on demand: what is missing, through 0 (all free) */
+    got = growth_of(&f, 4, &why);
+    g_assert_cmpstr(got, ==, "");
+    g_free(got);
+    got = growth_of(&f, 6, &why);
+    g_assert_cmpstr(got, ==, "0000:6b:00.0:4->6");
+    g_free(got);
+    got = growth_of(&f, 40, &why);
+    g_assert_cmpstr(got, ==, "0000:6b:00.0:4->16");
+    g_free(got);
+    g_assert_null(why);
+    /* a VF of the domain's own claim counts as free; another's blocks the count */
+    fix_hold(&f, "0000:6b:00.1", AV_DEVICE_STATE_CLAIMED, "00000000-0000-4000-8000-000000000001");
+    got = growth_of(&f, 5, &why);
+    g_assert_cmpstr(got, ==, "");
+    g_free(got);
+    g_assert_nonnull(strstr(why, "its VF '0000:6b:00.1'"));
+    g_clear_pointer(&why, g_free);
+    fix_close(&f);
+
+    /* a declared count; a PF held by a domain gets none */
+    fix_open(&f, "sriov-fpga-qat", POLICY_QAT("8"));
+    got = growth_of(&f, 5, &why);
+    g_assert_cmpstr(got, ==, "0000:6b:00.0:4->8");
+    g_free(got);
+    fix_hold(&f, "0000:6b:00.0", AV_DEVICE_STATE_IN_USE, "00000000-0000-4000-8000-000000000002");
+    got = growth_of(&f, 5, &why);
+    g_assert_cmpstr(got, ==, "");
+    g_free(got);
+    g_assert_nonnull(strstr(why, "the PF itself is in-use"));
+    fix_close(&f);
+}
+
+/* A PF goes to no domain while a VF of it is held. */
+static void
+test_sriov_pf_with_vf_held(void)
+{
+    Fix f;
+    g_autoptr(GPtrArray) requests = g_ptr_array_new_with_free_func((GDestroyNotify)av_request_free);
+    g_autoptr(AvPlacement) placement = NULL;
+    g_autoptr(GError) err = NULL;
+    AvPlaceOptions options = { .vcpus = 1 };
+
+    fix_open(&f, "sriov-fpga-qat", POLICY_QAT("\"on-demand\""));
+    g_ptr_array_add(requests, av_request_new("qat-pf", 1));
+    fix_hold(&f, "0000:6b:00.3", AV_DEVICE_STATE_DIRTY, "00000000-0000-4000-8000-000000000003");
+    placement = av_place(f.host, f.policy, f.pool, requests, &options, &err);
+    g_assert_null(placement);
+    g_assert_nonnull(err);
+    g_assert_nonnull(strstr(err->message, "its VF '0000:6b:00.3'"));
+    fix_close(&f);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -581,5 +669,7 @@ main(int argc, char **argv)
     g_test_add_func("/place/fpga/spread", test_spread);
     g_test_add_func("/place/fpga/defrag", test_defrag);
     g_test_add_func("/place/mdev", test_mdev);
+    g_test_add_func("/place/sriov/growth", test_sriov_growth);
+    g_test_add_func("/place/sriov/pf-with-vf-held", test_sriov_pf_with_vf_held);
     return g_test_run();
 }

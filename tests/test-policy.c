@@ -1078,6 +1078,63 @@ test_round_trip(void)
     av_test_tmpdir_remove(dir);
 }
 
+/* "vfs", "vfs_shrink" and "match.pf": which PFs a profile makes VFs on
+ * (av_policy_match_sriov_pf()), which VFs it takes, and the round trip. */
+static void
+test_sriov_vfs(void)
+{
+    g_autoptr(AvPolicy) policy = policy_from_text(
+        "{\"profiles\": ["
+        " {\"name\": \"qat-one\", \"match\": {\"vendor\": \"0x8086\", \"pf\": \"0000:6B:00.0\"},"
+        "  \"attach\": \"sriov-vf\", \"vfs\": \"on-demand\", \"vfs_shrink\": true},"
+        " {\"name\": \"qat-vf\", \"match\": {\"vendor\": \"0x8086\", \"device\": \"0x4941\"},"
+        "  \"attach\": \"sriov-vf\", \"vfs\": 4},"
+        " {\"name\": \"old-vf\", \"match\": {\"vendor\": \"0x8086\", \"device\": \"0x37c9\"}, \"attach\": \"sriov-vf\"}"
+        "]}");
+    g_autoptr(AvPciDevice_test) pf = pci_new("0000:6b:00.0", 0x8086, 0x4940, 0x0b4000);
+    g_autoptr(AvPciDevice_test) pf2 = pci_new("0000:6c:00.0", 0x8086, 0x4940, 0x0b4000);
+    g_autoptr(AvPciDevice_test) c62x = pci_new("0000:6d:00.0", 0x8086, 0x37c8, 0x0b4000);
+    g_autoptr(AvPciDevice_test) vf = pci_new("0000:6b:00.1", 0x8086, 0x4941, 0x0b4000);
+    g_autoptr(AvPciDevice_test) vf2 = pci_new("0000:6c:00.1", 0x8086, 0x4941, 0x0b4000);
+    const AvProfile *p;
+
+    for (AvPciDevice *d = pf; d; d = d == pf ? pf2 : d == pf2 ? c62x : NULL) {
+        d->sriov_capable = TRUE;
+        d->sriov_totalvfs = 16;
+        d->sriov_vf_device_set = TRUE;
+        d->sriov_vf_device = d == c62x ? 0x37c9 : 0x4941;
+    }
+    vf->physfn = g_strdup("0000:6b:00.0");
+    vf2->physfn = g_strdup("0000:6c:00.0");
+
+    p = av_policy_find(policy, "qat-one");
+    g_assert_true(av_profile_makes_vfs(p));
+    g_assert_true(p->vfs_on_demand && p->vfs_shrink);
+    g_assert_cmpuint(av_profile_vfs_base(p), ==, 0);
+    g_assert_cmpstr(g_ptr_array_index(p->match_pfs, 0), ==, "0000:6b:00.0");
+    p = av_policy_find(policy, "qat-vf");
+    g_assert_cmpuint(av_profile_vfs_base(p), ==, 4);
+    g_assert_false(p->vfs_shrink);
+    g_assert_false(av_profile_makes_vfs(av_policy_find(policy, "old-vf")));
+
+    /* the PF named by match.pf first; another PF by its sriov_vf_device */
+    g_assert_cmpstr(av_policy_match_sriov_pf(policy, pf)->name, ==, "qat-one");
+    g_assert_cmpstr(av_policy_match_sriov_pf(policy, pf2)->name, ==, "qat-vf");
+    /* a profile without "vfs" makes none */
+    g_assert_null(av_policy_match_sriov_pf(policy, c62x));
+    /* a VF, a PF that does not say its VFs' id, a function without SR-IOV */
+    g_assert_null(av_policy_match_sriov_pf(policy, vf));
+    pf2->sriov_vf_device_set = FALSE;
+    g_assert_null(av_policy_match_sriov_pf(policy, pf2));
+    pf->sriov_capable = FALSE;
+    g_assert_null(av_policy_match_sriov_pf(policy, pf));
+    /* VFs: match.pf takes those of its PFs only */
+    g_assert_cmpstr(match_name(policy, vf), ==, "qat-one");
+    g_assert_cmpstr(match_name(policy, vf2), ==, "qat-vf");
+
+    check_round_trip(policy);
+}
+
 static void
 test_shipped(void)
 {
@@ -1269,6 +1326,7 @@ main(int argc, char **argv)
     g_test_add_func("/policy/match/mdev-parent", test_match_mdev_parent);
     g_test_add_func("/policy/round-trip", test_round_trip);
     g_test_add_func("/policy/shipped", test_shipped);
+    g_test_add_func("/policy/sriov-vfs", test_sriov_vfs);
     add_bad_tests();
     return g_test_run();
 }

@@ -332,6 +332,7 @@ test_intents(void)
         av_intent_add_bind(intent, "0000:98:00.0", "nvidia");
         av_intent_add_bind(intent, "0000:98:00.1", NULL);
         av_intent_add_mdev(intent, "6f2a0b1c-9d8e-4f7a-8b6c-5d4e3f2a1b0c", "mtty", "mtty-2");
+        av_intent_add_vfs(intent, "0000:6b:00.0", 0, 4);
         g_assert_true(av_pool_save(pool, &err));
     }
     {
@@ -348,6 +349,9 @@ test_intents(void)
         g_assert_cmpstr(b->address, ==, "0000:98:00.1");
         g_assert_null(b->original_driver);
         g_assert_cmpstr(((const AvIntentMdev *)g_ptr_array_index(intent->mdevs, 0))->parent, ==, "mtty");
+        g_assert_cmpuint(intent->vfs->len, ==, 1);
+        g_assert_cmpstr(((const AvIntentVfs *)g_ptr_array_index(intent->vfs, 0))->pf, ==, "0000:6b:00.0");
+        g_assert_cmpuint(((const AvIntentVfs *)g_ptr_array_index(intent->vfs, 0))->to, ==, 4);
     }
     text = test_read(tmp, "pool.json", &len);
     {
@@ -357,6 +361,10 @@ test_intents(void)
     {
         g_autofree char *bad = test_replace(text, "\"mtty-2\"", "\"../x\"");
         test_corrupt_one(bad, 0, 0, "intents/0/mdevs/0/type");
+    }
+    {
+        g_autofree char *bad = test_replace(text, "\"0000:6b:00.0\"", "\"../6b\"");
+        test_corrupt_one(bad, 0, 0, "intents/0/vfs/0/pf: expected a PCI address");
     }
     {
         g_autofree char *bad = test_replace(text, "\"undo_error\"", "\"undo\"");

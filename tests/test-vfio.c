@@ -1025,6 +1025,99 @@ test_mdev_create_remove(void)
     fixture_close(&f);
 }
 
+/* SR-IOV on the fake kernel (sriov-fpga-qat: the QAT PF 0000:6b:00.0 with
+ * 4 of 16 VFs at 6b:00.1-4, VF device 0x4941): av_sriov_set_numvfs() goes
+ * through 0, the emulation makes and removes VFs as the kernel does. */
+#define QAT_PF "0000:6b:00.0"
+
+static void
+test_sriov_numvfs(void)
+{
+    Fixture f;
+    g_autoptr(GError) err = NULL;
+    g_autoptr(AvHost) host = NULL;
+    g_autofree char *writes = NULL;
+    g_autofree char *writes_path = NULL;
+    g_autofree char *numvfs = av_sys_path("bus/pci/devices/" QAT_PF "/sriov_numvfs");
+    g_autofree char *unbind = av_sys_path("bus/pci/drivers/4xxx/unbind");
+    g_autofree char *original = NULL;
+    AvPciDevice *pf, *vf;
+
+    fixture_open(&f, "sriov-fpga-qat");
+    /* the kernel's answers to sriov_numvfs: non-zero to non-zero, above total */
+    g_assert_cmpint(f.ops->write(f.root, numvfs, "2"), ==, -EBUSY);
+    g_assert_cmpint(f.ops->write(f.root, numvfs, "17"), ==, -ERANGE);
+    g_assert_cmpint(f.ops->write(f.root, numvfs, "4"), ==, 0);
+    g_assert_cmpint(f.ops->write(f.root, numvfs, "x"), ==, -EINVAL);
+
+    /* 4 -> 0: the VFs, their links and groups go */
+    g_assert_true(av_sriov_set_numvfs(f.root, f.ops, QAT_PF, 0, AV_SRIOV_WAIT_MS, &err));
+    g_assert_no_error(err);
+    g_assert_false(sys_exists(f.root, "bus/pci/devices/0000:6b:00.1"));
+    g_assert_false(sys_exists(f.root, "bus/pci/devices/" QAT_PF "/virtfn0"));
+    g_assert_false(sys_exists(f.root, "kernel/iommu_groups/151"));
+    host = scan(f.root);
+    pf = get_pci(host, QAT_PF);
+    g_assert_cmpuint(pf->sriov_numvfs, ==, 0);
+    g_assert_cmpuint(pf->virtfns->len, ==, 0);
+    g_assert_true(pf->sriov_vf_device_set);
+    g_assert_cmpuint(pf->sriov_vf_device, ==, 0x4941);
+    g_clear_pointer(&host, av_host_free);
+
+    /* 0 -> 6: six VFs with the VF device id, each in a group of its own, no driver */
+    g_assert_true(av_sriov_set_numvfs(f.root, f.ops, QAT_PF, 6, AV_SRIOV_WAIT_MS, &err));
+    g_assert_no_error(err);
+    host = scan(f.root);
+    pf = get_pci(host, QAT_PF);
+    g_assert_cmpuint(pf->sriov_numvfs, ==, 6);
+    g_assert_cmpuint(pf->virtfns->len, ==, 6);
+    g_assert_cmpstr(g_ptr_array_index(pf->virtfns, 5), ==, "0000:6b:00.6");
+    vf = get_pci(host, "0000:6b:00.6");
+    g_assert_cmpstr(vf->physfn, ==, QAT_PF);
+    g_assert_cmpint(vf->vf_index, ==, 5);
+    g_assert_cmpuint(vf->vendor_id, ==, 0x8086);
+    g_assert_cmpuint(vf->device_id, ==, 0x4941);
+    g_assert_cmpint(vf->iommu_group, >=, 0);
+    g_assert_cmpint(vf->iommu_group, !=, get_pci(host, "0000:6b:00.5")->iommu_group);
+    g_assert_null(vf->driver);
+    g_clear_pointer(&host, av_host_free);
+
+    /* bound to vfio-pci like any function */
+    g_assert_true(av_vfio_bind(f.root, f.ops, "0000:6b:00.6", &original, &err));
+    g_assert_no_error(err);
+    g_assert_null(original);
+
+    /* 6 -> 9 goes through 0; the autoprobe is off before any VF exists */
+    g_assert_true(av_sriov_set_numvfs(f.root, f.ops, QAT_PF, 9, AV_SRIOV_WAIT_MS, &err));
+    g_assert_no_error(err);
+    g_assert_true(sys_exists(f.root, "bus/pci/devices/0000:6b:01.1/physfn"));
+    g_assert_true(sys_exists(f.root, "bus/pci/devices/" QAT_PF "/virtfn8"));
+    writes_path = g_build_filename(f.dir, "sys", AV_KERNEL_FAKE_WRITES, NULL);
+    g_assert_true(g_file_get_contents(writes_path, &writes, NULL, NULL));
+    g_assert_nonnull(strstr(writes, "/sys/bus/pci/devices/" QAT_PF "/sriov_drivers_autoprobe 0\n"
+                                    "/sys/bus/pci/devices/" QAT_PF "/sriov_numvfs 0\n"
+                                    "/sys/bus/pci/devices/" QAT_PF "/sriov_numvfs 9\n"));
+
+    /* more than the PF offers; no PF; no SR-IOV */
+    g_assert_false(av_sriov_set_numvfs(f.root, f.ops, QAT_PF, 17, AV_SRIOV_WAIT_MS, &err));
+    g_assert_error(err, AV_ERROR, AV_ERROR_UNSAFE);
+    g_clear_error(&err);
+    g_assert_false(av_sriov_set_numvfs(f.root, f.ops, "0000:99:00.0", 1, AV_SRIOV_WAIT_MS, &err));
+    g_assert_error(err, AV_ERROR, AV_ERROR_NOT_FOUND);
+    g_clear_error(&err);
+    g_assert_false(av_sriov_set_numvfs(f.root, f.ops, "0000:3b:00.0", 1, AV_SRIOV_WAIT_MS, &err));
+    g_assert_error(err, AV_ERROR, AV_ERROR_NOT_FOUND);
+    g_clear_error(&err);
+    /* a PF without its driver: the kernel's -ENOENT */
+    g_assert_true(av_sriov_set_numvfs(f.root, f.ops, QAT_PF, 0, AV_SRIOV_WAIT_MS, &err));
+    g_assert_cmpint(f.ops->write(f.root, unbind, QAT_PF), ==, 0);
+    g_assert_false(av_sriov_set_numvfs(f.root, f.ops, QAT_PF, 2, AV_SRIOV_WAIT_MS, &err));
+    g_assert_error(err, AV_ERROR, AV_ERROR_NOT_FOUND);
+    assert_message_has(err, "sriov_numvfs");
+    g_clear_error(&err);
+    fixture_close(&f);
+}
+
 /* The first mdev of a host without /sys/bus/mdev (the module just loaded). */
 static void
 test_mdev_first_on_host(void)
@@ -1406,6 +1499,7 @@ main(int argc, char **argv)
     g_test_add_func("/vfio/group/bridge", test_group_bridge);
     g_test_add_func("/vfio/mdev/choose-parent", test_mdev_choose);
     g_test_add_func("/vfio/mdev/create-remove", test_mdev_create_remove);
+    g_test_add_func("/vfio/sriov/numvfs", test_sriov_numvfs);
     g_test_add_func("/vfio/mdev/first-on-host", test_mdev_first_on_host);
     g_test_add_func("/vfio/mdev/fail-create", test_mdev_fail_create);
     g_test_add_func("/vfio/mdev/virtual-parent", test_mdev_virtual_parent);

@@ -326,6 +326,13 @@ av_cli_spawn_pending_worker(const AvCli *cli)
 AvPool *
 av_cli_open_synced_pool(const AvCli *cli, GError **error)
 {
+    return av_cli_open_synced_pool_host(cli, NULL, NULL, error);
+}
+
+/* See cli.h. */
+AvPool *
+av_cli_open_synced_pool_host(const AvCli *cli, AvHost **ret_host, AvPolicy **ret_policy, GError **error)
+{
     g_autoptr(AvRoot) root = NULL;
     g_autoptr(AvPolicy) policy = NULL;
     g_autoptr(AvHost) host = NULL;
@@ -344,5 +351,9 @@ av_cli_open_synced_pool(const AvCli *cli, GError **error)
         return NULL;
     if (!av_pool_reconcile(pool, host, policy, &changed, error) || (changed && !av_pool_save(pool, error)))
         return NULL;
+    if (ret_host)
+        *ret_host = g_steal_pointer(&host);
+    if (ret_policy)
+        *ret_policy = g_steal_pointer(&policy);
     return g_steal_pointer(&pool);
 }

@@ -172,6 +172,38 @@ av_cli_next_uuid(gpointer data)
     return g_uuid_string_random();
 }
 
+/* Makes the VFs that the "vfs" profiles of @requests lack
+ * (av_pool_vf_growth()), then scans the host again into *@host and
+ * reconciles the new VFs into @pool.  A dry run only says on stderr what a
+ * real run would write. */
+static gboolean
+av_cli_grow_vfs(const AvRoot *root, const AvPolicy *policy, AvPool *pool, AvHost **host, const GPtrArray *requests,
+                const AvDomain *domain, const char *uuid, gboolean dry_run, guint *ret_planned, char **ret_why,
+                GError **error)
+{
+    g_autoptr(GPtrArray) growth = av_pool_vf_growth(pool, *host, policy, requests, uuid, ret_why);
+    g_autofree char *by = g_strdup_printf("define of domain %s (%s)", domain->name ? domain->name : "?", uuid);
+    gboolean changed = FALSE;
+
+    *ret_planned = growth->len;
+    for (guint i = 0; i < growth->len; i++) {
+        const AvVfGrowth *g = g_ptr_array_index(growth, i);
+
+        if (dry_run) {
+            fprintf(stderr, "accelvirt: dry run: a real run would make VFs for profile '%s': sriov_numvfs of PF %s "
+                    "from %u to %u\n", g->profile, g->pf, g->from, g->to);
+            continue;
+        }
+        if (!av_pool_vf_set_count(pool, root, av_kernel_ops_for(root), g->pf, g->profile, g->from, g->to, by, error))
+            return FALSE;
+    }
+    if (dry_run || growth->len == 0)
+        return TRUE;
+    g_clear_pointer(host, av_host_free);
+    *host = av_host_scan(root, error);
+    return *host && av_pool_reconcile(pool, *host, policy, &changed, error);
+}
+
 /* The placed XML of a domain: requests placed on this host, devices claimed
  * for it (with @ttl_s seconds of expiry unless @dry_run, 0: none).  @pool must
  * be open for writing unless @dry_run.  Stores the new XML and the domain's
@@ -196,6 +228,8 @@ av_cli_place(const AvCli *cli, AvRoot *root, AvPolicy *policy, AvPool *pool, con
     AvPlaceOptions options = { 0 };
     gboolean changed = FALSE;
     gboolean ok = FALSE;
+    guint planned_vfs = 0;
+    g_autofree char *no_vfs_why = NULL;
     gint64 expires;
 
     domain = av_domain_parse(xml, len, error);
@@ -243,13 +277,25 @@ av_cli_place(const AvCli *cli, AvRoot *root, AvPolicy *policy, AvPool *pool, con
         if (p->mdev_uuid)
             g_ptr_array_add(old_uuids, p->mdev_uuid);
     }
+    if (!av_cli_grow_vfs(root, policy, pool, &host, requests, domain, uuid, dry_run, &planned_vfs, &no_vfs_why,
+                         error))
+        goto out;
     options.domain_uuid = uuid;
     options.vcpus = domain->vcpus ? domain->vcpus : 1;
     options.new_uuid = av_cli_next_uuid;
     options.new_uuid_data = &reuse;
     placement = av_place(host, policy, pool, requests, &options, error);
-    if (!placement)
+    if (!placement) {
+        if (dry_run && planned_vfs > 0)
+            g_prefix_error(error, "this dry run placed without the VFs that a real run makes first: ");
+        if (no_vfs_why && error && *error) {
+            char *message = g_strdup_printf("%s; and no VF could be made: %s", (*error)->message, no_vfs_why);
+
+            g_free((*error)->message);
+            (*error)->message = message;
+        }
         goto out;
+    }
     for (guint i = 0; i < placement->warnings->len; i++)
         fprintf(stderr, "accelvirt: warning: %s\n", (const char *)g_ptr_array_index(placement->warnings, i));
     placed = av_domain_rewrite(with_uuid, strlen(with_uuid), placement, policy, error);
@@ -329,6 +375,8 @@ av_cli_print_placement(const char *verb, const char *name, const char *uuid, con
             printf("  %-20s mdev %s (%s)\n", item->profile, item->mdev_uuid, item->mdev_type);
         else if (item->usb_bus_path)
             printf("  %-20s usb %s\n", item->profile, item->usb_bus_path);
+        else if (item->pf_address)
+            printf("  %-20s %s (vf %d of PF %s)\n", item->profile, item->pci_address, item->vf_index, item->pf_address);
         else
             printf("  %-20s %s\n", item->profile, item->pci_address);
     }
@@ -354,6 +402,8 @@ av_cli_placement_json(const char *name, const char *uuid, const AvPlacement *pla
                                                                                   : item->mdev_parent));
         json_object_set_new(j, "mdev_uuid", av_json_string_or_null(item->mdev_uuid));
         json_object_set_new(j, "usb_bus_path", av_json_string_or_null(item->usb_bus_path));
+        if (item->pf_address)
+            json_object_set_new(j, "vf", json_pack("{s:s,s:i}", "pf", item->pf_address, "index", item->vf_index));
         json_object_set_new(j, "numa_node", json_integer(item->numa_node));
         json_array_append_new(items, j);
     }

@@ -111,8 +111,38 @@ av_mdev_parent_json(const AvMdevParent *parent, const AvProfile *profile)
     return o;
 }
 
+/* What the "vfs" profile @maker makes on a PF: {"profile", "vfs": N or
+ * "on-demand", "shrink"}, or null. */
 static json_t *
-av_pci_json(const AvPciDevice *dev, const AvProfile *profile, const char *problem)
+av_vf_maker_json(const AvProfile *maker)
+{
+    if (!maker)
+        return json_null();
+    return json_pack("{s:s,s:o,s:b}", "profile", maker->name, "vfs",
+                     maker->vfs_on_demand ? json_string("on-demand") : json_integer(maker->vfs), "shrink",
+                     maker->vfs_shrink);
+}
+
+/* "N of M VFs enabled", and who makes them, for the long list. */
+static void
+av_print_sriov(const AvPciDevice *d, const AvProfile *maker)
+{
+    g_autofree char *vf_device = d->sriov_vf_device_set ? g_strdup_printf(", VF device %04x", d->sriov_vf_device)
+                                                        : g_strdup("");
+
+    printf("      sr-iov: %u of %u VFs enabled%s\n", d->sriov_numvfs, d->sriov_totalvfs, vf_device);
+    if (!maker)
+        return;
+    if (maker->vfs_on_demand)
+        printf("      VFs made by profile %s: on demand, up to %u%s\n", maker->name, d->sriov_totalvfs,
+               maker->vfs_shrink ? ", back to 0 once all are free" : "");
+    else
+        printf("      VFs made by profile %s: %u%s\n", maker->name, maker->vfs,
+               maker->vfs_shrink ? ", shrunk back to it once all are free" : "");
+}
+
+static json_t *
+av_pci_json(const AvPciDevice *dev, const AvProfile *profile, const AvProfile *maker, const char *problem)
 {
     json_t *o = json_object();
     json_t *sriov = json_null();
@@ -154,6 +184,9 @@ av_pci_json(const AvPciDevice *dev, const AvProfile *profile, const char *proble
         json_object_set_new(sriov, "total_vfs", json_integer(dev->sriov_totalvfs));
         json_object_set_new(sriov, "num_vfs", json_integer(dev->sriov_numvfs));
         json_object_set_new(sriov, "vfs", av_strv_json(dev->virtfns));
+        json_object_set_new(sriov, "vf_device", dev->sriov_vf_device_set ? av_hex_json(dev->sriov_vf_device, 4)
+                                                                         : json_null());
+        json_object_set_new(sriov, "made_by", av_vf_maker_json(maker));
     }
     json_object_set_new(o, "sriov", sriov);
     json_object_set_new(o, "physfn", av_json_string_or_null(dev->physfn));
@@ -266,7 +299,7 @@ av_list_print_table(const AvHost *host, const AvPolicy *policy, gboolean managed
         g_autofree char *problem = NULL;
         g_autofree char *pcol = NULL;
 
-        if (managed_only && !p)
+        if (managed_only && !p && !av_policy_match_sriov_pf(policy, d))
             continue;
         problem = av_list_passthrough_problem(host, policy, d, p);
         if (problem && *problem)
@@ -298,7 +331,7 @@ av_list_print_table(const AvHost *host, const AvPolicy *policy, gboolean managed
             printf("      serial number: %s\n", dsn);
         }
         if (d->sriov_capable)
-            printf("      sr-iov: %u of %u VFs enabled\n", d->sriov_numvfs, d->sriov_totalvfs);
+            av_print_sriov(d, av_policy_match_sriov_pf(policy, d));
         if (d->physfn)
             printf("      vf %d of %s\n", d->vf_index, d->physfn);
         for (guint j = 0; d->mdev_types && j < d->mdev_types->len; j++) {
@@ -418,10 +451,10 @@ av_cli_cmd_list(AvCli *cli, int argc, char **argv)
             const AvPciDevice *d = g_ptr_array_index(host->pci, i);
             const AvProfile *p = av_policy_match_pci(policy, d);
 
-            if (!managed_only || p) {
+            if (!managed_only || p || av_policy_match_sriov_pf(policy, d)) {
                 g_autofree char *problem = av_list_passthrough_problem(host, policy, d, p);
 
-                json_array_append_new(pci, av_pci_json(d, p, problem));
+                json_array_append_new(pci, av_pci_json(d, p, av_policy_match_sriov_pf(policy, d), problem));
             }
         }
         for (guint i = 0; i < host->usb->len; i++) {

@@ -2,6 +2,7 @@
 #include "config.h"
 
 #include <stdio.h>
+#include <string.h>
 
 #include "cli.h"
 #include "pci/av-pci.h"
@@ -33,8 +34,66 @@ av_owner_str(const AvOwner *owner)
     return g_strdup("-");
 }
 
+/* The index N of a VF's pool identity ("PF-IDENTITY/vfN"), or -1. */
+static int
+av_status_vf_index(const AvPoolDevice *d)
+{
+    const char *slash = d->kind == AV_DEVICE_KIND_PCI ? strrchr(d->identity, '/') : NULL;
+    guint64 n;
+
+    if (!slash || !g_str_has_prefix(slash, "/vf") ||
+        !g_ascii_string_to_unsigned(slash + 3, 10, 0, AV_POLICY_VFS_MAX, &n, NULL))
+        return -1;
+    return (int)n;
+}
+
+/* The PF of the VF @d as the scan @host sees it, or NULL. */
+static const char *
+av_status_vf_pf(const AvPoolDevice *d, const AvHost *host)
+{
+    const AvPciDevice *vf = host && d->state != AV_DEVICE_STATE_MISSING ? av_host_find_pci(host, d->address) : NULL;
+
+    return vf ? vf->physfn : NULL;
+}
+
+/* TRUE for an SR-IOV PF the user cares about: one that the "vfs" profile
+ * @maker makes VFs on, or one with pooled VFs. */
+static gboolean
+av_status_pf_shown(const AvPool *pool, const AvPciDevice *pf, const AvProfile *maker)
+{
+    gboolean pooled = FALSE;
+
+    for (guint j = 0; pf->virtfns && j < pf->virtfns->len && !pooled; j++)
+        pooled = av_pool_find_address(pool, AV_DEVICE_KIND_PCI, g_ptr_array_index(pf->virtfns, j)) != NULL;
+    return pf->sriov_capable && !pf->physfn && (maker || pooled);
+}
+
+/* The SR-IOV PFs the user cares about (av_status_pf_shown()): how many VFs
+ * exist, how many could, who makes them. */
 static void
-av_status_print_table(const AvPool *pool, gboolean synced)
+av_status_print_pfs(const AvPool *pool, const AvHost *host, const AvPolicy *policy)
+{
+    gboolean header = FALSE;
+
+    for (guint i = 0; host && i < host->pci->len; i++) {
+        const AvPciDevice *pf = g_ptr_array_index(host->pci, i);
+        const AvProfile *maker = av_policy_match_sriov_pf(policy, pf);
+
+        if (!av_status_pf_shown(pool, pf, maker))
+            continue;
+        if (!header)
+            printf("\n%-12s  %-18s  %-4s  %-5s  %s\n", "SR-IOV PF", "MADE BY", "VFS", "OF", "HOW");
+        header = TRUE;
+        printf("%-12s  %-18s  %-4u  %-5u  %s\n", pf->address, maker ? maker->name : "-", pf->sriov_numvfs,
+               pf->sriov_totalvfs,
+               !maker ? "the VFs that exist (no profile makes VFs here)"
+               : maker->vfs_on_demand ? (maker->vfs_shrink ? "on demand, back to 0 once all are free" : "on demand")
+               : (maker->vfs_shrink ? "a fixed count, shrunk back to it once all are free" : "a fixed count"));
+    }
+}
+
+static void
+av_status_print_table(const AvPool *pool, const AvHost *host, const AvPolicy *policy, gboolean synced)
 {
     GPtrArray *devices = av_pool_devices(pool);
 
@@ -60,6 +119,16 @@ av_status_print_table(const AvPool *pool, gboolean synced)
 
         printf("%-12s  %-18s  %-11s  %-4s  %-16s  %-20s  %s\n", d->address, d->profile,
                av_device_state_to_string(d->state), node, shown_owner, since, identity);
+        if (av_status_vf_index(d) >= 0) {
+            const char *pf = av_status_vf_pf(d, host);
+
+            if (pf)
+                printf("    vf %d of PF %s\n", av_status_vf_index(d), pf);
+            else
+                printf("    vf %d%s\n", av_status_vf_index(d), d->state == AV_DEVICE_STATE_MISSING
+                       ? " (gone: its PF offers fewer VFs now; made again when a placement or prepare needs it)"
+                       : "");
+        }
         if (reason)
             printf("    reason: %s\n", reason);
         if (problem && g_strcmp0(d->identity_problem, d->reason) != 0)
@@ -72,8 +141,32 @@ av_status_print_table(const AvPool *pool, gboolean synced)
                    json_string_value(json_object_get(cov, "text")));
         }
     }
+    av_status_print_pfs(pool, host, policy);
     if (!synced)
         printf("\n(as recorded; not compared with the host: --no-sync)\n");
+}
+
+/* {"address", "total_vfs", "num_vfs", "made_by": profile or null} of each PF
+ * that av_status_print_pfs() shows. */
+static json_t *
+av_status_pfs_json(const AvPool *pool, const AvHost *host, const AvPolicy *policy)
+{
+    json_t *out = json_array();
+
+    for (guint i = 0; host && i < host->pci->len; i++) {
+        const AvPciDevice *pf = g_ptr_array_index(host->pci, i);
+        const AvProfile *maker = av_policy_match_sriov_pf(policy, pf);
+
+        if (!av_status_pf_shown(pool, pf, maker))
+            continue;
+        json_array_append_new(out, json_pack("{s:s,s:i,s:i,s:o,s:o,s:b}", "address", pf->address, "total_vfs",
+                                             (int)pf->sriov_totalvfs, "num_vfs", (int)pf->sriov_numvfs, "made_by",
+                                             maker ? json_string(maker->name) : json_null(), "vfs",
+                                             !maker ? json_null() : maker->vfs_on_demand ? json_string("on-demand")
+                                                                   : json_integer(maker->vfs),
+                                             "shrink", maker && maker->vfs_shrink));
+    }
+    return out;
 }
 
 int
@@ -86,6 +179,8 @@ av_cli_cmd_status(AvCli *cli, int argc, char **argv)
         { NULL },
     };
     g_autoptr(AvPool) pool = NULL;
+    g_autoptr(AvHost) host = NULL;
+    g_autoptr(AvPolicy) policy = NULL;
     g_autoptr(GError) err = NULL;
 
     if (!av_cli_parse(cli, "status", NULL,
@@ -101,7 +196,7 @@ av_cli_cmd_status(AvCli *cli, int argc, char **argv)
         if (!pool)
             return av_cli_fail(err);
     } else {
-        pool = av_cli_open_synced_pool(cli, &err);
+        pool = av_cli_open_synced_pool_host(cli, &host, &policy, &err);
         if (!pool)
             return av_cli_fail(err);
     }
@@ -114,13 +209,22 @@ av_cli_cmd_status(AvCli *cli, int argc, char **argv)
 
         /* A scrub token is for the scrub domain alone, not for what
          * collects this output. */
-        json_array_foreach(devices, i, d)
+        json_array_foreach(devices, i, d) {
+            const AvPoolDevice *dev = g_ptr_array_index(av_pool_devices(pool), i);
+            const char *pf = av_status_vf_pf(dev, host);
+
             json_object_del(d, "scrub_token");
+            if (av_status_vf_index(dev) >= 0)
+                json_object_set_new(d, "vf", json_pack("{s:o,s:i}", "pf", av_json_string_or_null(pf), "index",
+                                                       av_status_vf_index(dev)));
+        }
+        if (!no_sync)
+            json_object_set_new(o, "sriov_pfs", av_status_pfs_json(pool, host, policy));
         json_object_set_new(o, "state_dir", json_string(cli->state_dir));
         json_object_set_new(o, "synced", json_boolean(!no_sync));
         av_cli_print_json(o);
     } else {
-        av_status_print_table(pool, !no_sync);
+        av_status_print_table(pool, host, policy, !no_sync);
     }
     return AV_EXIT_OK;
 }

@@ -42,6 +42,12 @@ gboolean av_domain_is_elem(const xmlNode *node, const char *name, const char *ns
  * (a NULL @parent included).  Borrowed from @parent's document. */
 xmlNode *av_domain_child_first(const xmlNode *parent, const char *name, const char *ns);
 
+/* The optional pf= and vf= of an <av:device> (an SR-IOV VF: its PF's PCI
+ * address and its index, 0 to 65534), both or neither: stores them (pf in
+ * canonical form, caller frees; NULL and -1 when absent).  FALSE with
+ * AV_ERROR_INVALID_INPUT for a bad value, or one without the other. */
+gboolean av_domain_placed_vf(const xmlNode *node, char **ret_pf, int *ret_vf, GError **error);
+
 /* An attribute by local name, as libvirt's virXMLPropString (xmlGetProp):
  * a copy (caller frees), or NULL when absent. */
 char *av_domain_prop(const xmlNode *node, const char *name);

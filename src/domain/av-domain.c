@@ -67,6 +67,7 @@ av_placed_device_free(AvPlacedDevice *placed)
         return;
     g_free(placed->profile);
     g_free(placed->pci_address);
+    g_free(placed->pf_address);
     g_free(placed->mdev_uuid);
     g_free(placed->alias);
     g_free(placed);
@@ -1244,6 +1245,39 @@ nova_parse(const xmlNode *instance, AvDomain *dom, GError **error)
     return TRUE;
 }
 
+gboolean
+av_domain_placed_vf(const xmlNode *node, char **ret_pf, int *ret_vf, GError **error)
+{
+    g_autofree char *pf = av_domain_prop(node, "pf");
+    g_autofree char *vf = av_domain_prop(node, "vf");
+    g_autofree char *canonical = NULL;
+    guint64 index;
+
+    if (!pf && !vf) {
+        *ret_pf = NULL;
+        *ret_vf = -1;
+        return TRUE;
+    }
+    if (!pf || !vf)
+        return av_domain_invalid_at(error, node, "av:device has %s= without %s=: a VF names both its PF and its index, "
+                                    "or neither", pf ? "pf" : "vf", pf ? "vf" : "pf");
+    if (!pci_address_canonical(pf, &canonical)) {
+        g_autofree char *q = av_domain_quote(pf);
+
+        return av_domain_invalid_at(error, node, "av:device pf '%s' is not a PCI address such as '0000:6b:00.0' "
+                                    "(a VF's PF, given with vf=)", q);
+    }
+    if (!g_ascii_string_to_unsigned(vf, 10, 0, 65534, &index, NULL) || vf[0] == '+') {
+        g_autofree char *q = av_domain_quote(vf);
+
+        return av_domain_invalid_at(error, node, "av:device vf '%s' is not a VF index from 0 to 65534 (given with pf=)",
+                                    q);
+    }
+    *ret_pf = g_steal_pointer(&canonical);
+    *ret_vf = (int)index;
+    return TRUE;
+}
+
 static gboolean
 placed_parse(const xmlNode *node, gboolean is_mdev, AvDomain *dom, GError **error)
 {
@@ -1267,6 +1301,9 @@ placed_parse(const xmlNode *node, gboolean is_mdev, AvDomain *dom, GError **erro
                                     q, AV_ALIAS_MAX);
     }
     placed->alias = g_steal_pointer(&alias);
+    placed->vf_index = -1;
+    if (!is_mdev && !av_domain_placed_vf(node, &placed->pf_address, &placed->vf_index, error))
+        return FALSE;
     if (is_mdev ? !value || !uuid_canonical(value, &placed->mdev_uuid)
                 : !value || !pci_address_canonical(value, &placed->pci_address)) {
         g_autofree char *q = av_domain_quote(value);

@@ -58,12 +58,15 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(AvHostdev, av_hostdev_free)
  *   <av:accelerators xmlns:av="urn:accelvirt:domain:1">
  *     <av:placement node="0">
  *       <av:device profile="gpu-passthrough" address="0000:17:00.0" alias="ua-accelvirt-0"/>
+ *       <av:device profile="qat-vf" address="0000:6b:00.5" pf="0000:6b:00.0" vf="4" alias="ua-accelvirt-2"/>
  *       <av:mdev profile="vgpu-a10" uuid="..." alias="ua-accelvirt-1"/>
  *     </av:placement>
  *   </av:accelerators> */
 typedef struct {
     char *profile;
     char *pci_address;           /* or NULL */
+    char *pf_address;            /* av:device pf=: an SR-IOV VF's PF (canonical), or NULL */
+    int vf_index;                /* av:device vf=: its index, or -1 */
     char *mdev_uuid;             /* or NULL */
     char *alias;                 /* or NULL */
 } AvPlacedDevice;

@@ -895,6 +895,14 @@ placed_new(xmlDoc *doc, xmlNs *ns, const AvPlacedItem *item, const char *alias)
         set_prop(node, "profile", item->profile);
         av_domain_pci_address_canonical(item->pci_address, &canonical);
         set_prop(node, "address", canonical);
+        if (item->attach == AV_ATTACH_SRIOV_VF && item->pf_address && item->vf_index >= 0) {
+            g_autofree char *pf = NULL;
+            g_autofree char *vf = g_strdup_printf("%d", item->vf_index);
+
+            av_domain_pci_address_canonical(item->pf_address, &pf);
+            set_prop(node, "pf", pf);
+            set_prop(node, "vf", vf);
+        }
         break;
     }
     set_prop(node, "alias", alias);
@@ -1531,6 +1539,7 @@ av_domain_placement(const char *xml, gsize len, GError **error)
         g_autofree char *value = NULL;
 
         item->numa_node = -1;
+        item->vf_index = -1;
         item->profile = av_domain_prop(entry, "profile");
         if (!item->profile || !av_profile_name_is_valid(item->profile)) {
             g_autofree char *q = av_domain_quote(item->profile);
@@ -1548,6 +1557,10 @@ av_domain_placement(const char *xml, gsize len, GError **error)
                                      q);
                 goto out;
             }
+            if (!av_domain_placed_vf(entry, &item->pf_address, &item->vf_index, error))
+                goto out;
+            if (item->pf_address)
+                item->attach = AV_ATTACH_SRIOV_VF;
         } else if (av_domain_is_elem(entry, "mdev", AV_NS_DOMAIN)) {
             item->attach = AV_ATTACH_MDEV;
             value = av_domain_prop(entry, "uuid");

@@ -9,6 +9,7 @@
 #include "av-pci-private.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <pciaccess.h>
@@ -681,7 +682,8 @@ av_pci_device_read_iommu_group(const AvRoot *root, AvPciDevice *dev)
 }
 
 /* Documentation/ABI/testing/sysfs-bus-pci: sriov_totalvfs, sriov_numvfs,
- * and the physfn / virtfnN links between a PF and its VFs. */
+ * sriov_vf_device (the VFs' device id, hex without "0x" as the kernel
+ * prints it), and the physfn / virtfnN links between a PF and its VFs. */
 static void
 av_pci_device_read_sriov(const AvRoot *root, AvPciDevice *dev, char **entries)
 {
@@ -690,8 +692,16 @@ av_pci_device_read_sriov(const AvRoot *root, AvPciDevice *dev, char **entries)
     g_autoptr(GArray) indexes = g_array_new(FALSE, FALSE, sizeof(int));
 
     if (av_attr_read_uint(root, dev->sysfs_path, "sriov_totalvfs", &dev->sriov_totalvfs) == 0) {
+        guint64 vf_device;
+
         dev->sriov_capable = TRUE;
         (void)av_attr_read_uint(root, dev->sysfs_path, "sriov_numvfs", &dev->sriov_numvfs);
+        (void)av_attr_read_uint(root, dev->sysfs_path, "sriov_offset", &dev->sriov_offset);
+        (void)av_attr_read_uint(root, dev->sysfs_path, "sriov_stride", &dev->sriov_stride);
+        if (av_attr_read_hex(root, dev->sysfs_path, "sriov_vf_device", 0xffff, &vf_device) == 0) {
+            dev->sriov_vf_device_set = TRUE;
+            dev->sriov_vf_device = (guint16)vf_device;
+        }
     }
 
     /* virtfnN links, in index order. */
@@ -1377,4 +1387,19 @@ av_host_find_pci(const AvHost *host, const char *address)
             return dev;
     }
     return NULL;
+}
+
+/* See av-pci.h. */
+char *
+av_pci_sriov_vf_address(const char *pf_address, guint offset, guint stride, guint index)
+{
+    guint domain, bus, slot, fn;
+    guint64 rid;
+
+    if (!av_pci_address_is_valid(pf_address) || sscanf(pf_address, "%4x:%2x:%2x.%1x", &domain, &bus, &slot, &fn) != 4)
+        return NULL;
+    rid = ((guint64)bus << 8 | slot << 3 | fn) + offset + (guint64)stride * index;
+    if (rid > 0xffff)
+        return NULL;
+    return g_strdup_printf("%04x:%02x:%02x.%x", domain, (guint)(rid >> 8), (guint)(rid >> 3) & 0x1f, (guint)rid & 7);
 }

@@ -66,6 +66,10 @@ typedef struct {
     gboolean sriov_capable;      /* sriov_totalvfs exists */
     guint sriov_totalvfs;
     guint sriov_numvfs;
+    guint sriov_offset;          /* sriov_offset: routing ID of VF 0 minus the PF's */
+    guint sriov_stride;          /* sriov_stride: between the routing IDs of two VFs */
+    gboolean sriov_vf_device_set; /* sriov_vf_device exists (kernel 5.9+) */
+    guint16 sriov_vf_device;     /* the device id of its VFs, known before any VF exists */
     char *physfn;                /* address of the PF when this is a VF, else NULL */
     int vf_index;                /* index N of the PF's virtfnN link when this is a VF, else -1 */
     GPtrArray *virtfns;          /* char*: VF addresses in virtfn index order (empty if none) */
@@ -256,5 +260,11 @@ int av_pci_read_resource(const AvRoot *root, const char *address, guint index, g
 
 /* The size in bytes of the Resizable BAR bit @bit (2^(bit + 20)). */
 #define AV_PCI_REBAR_SIZE(bit) ((guint64)1 << ((bit) + 20))
+
+/* The address of VF @index of the PF @pf_address, whose sriov_offset is
+ * @offset and sriov_stride @stride: routing ID = the PF's + @offset +
+ * @index * @stride (PCIe Base Spec 9.3.3.9, 9.3.3.10).  NULL for a bad PF
+ * address or a routing ID past the bus range.  Caller frees. */
+char *av_pci_sriov_vf_address(const char *pf_address, guint offset, guint stride, guint index);
 
 G_END_DECLS

@@ -60,10 +60,11 @@ static const char *const reset_method_names[] = { "flr", "pm", "bus", "device_sp
 static const char *const top_keys[] = { "profiles", "description", NULL };
 static const char *const profile_keys[] = {
     "name", "description", "match", "attach", "mdev_type", "numa", "allocation", "granularity",
-    "scrub", "restore_driver", "hide_hypervisor", "resource_class", "traits", "companions", "memory", "min_coverage", NULL,
+    "scrub", "restore_driver", "hide_hypervisor", "resource_class", "traits", "companions", "memory", "min_coverage",
+    "vfs", "vfs_shrink", NULL,
 };
 static const char *const match_keys[] = {
-    "vendor", "device", "class", "subsystem_vendor", "subsystem_device", "address", "mdev_parent", NULL,
+    "vendor", "device", "class", "subsystem_vendor", "subsystem_device", "address", "mdev_parent", "pf", NULL,
 };
 static const char *const companion_keys[] = { "vendor", "device", "class", NULL };
 
@@ -151,6 +152,7 @@ av_profile_new(void)
     p->match_devices = g_array_new(FALSE, FALSE, sizeof(guint16));
     p->match_addresses = g_ptr_array_new_with_free_func(g_free);
     p->match_mdev_parents = g_ptr_array_new_with_free_func(g_free);
+    p->match_pfs = g_ptr_array_new_with_free_func(g_free);
     p->scrub = g_ptr_array_new_with_free_func((GDestroyNotify)av_scrub_step_free);
     p->traits = g_ptr_array_new_with_free_func(g_free);
     return p;
@@ -170,6 +172,8 @@ av_profile_free(AvProfile *profile)
         g_ptr_array_unref(profile->match_addresses);
     if (profile->match_mdev_parents)
         g_ptr_array_unref(profile->match_mdev_parents);
+    if (profile->match_pfs)
+        g_ptr_array_unref(profile->match_pfs);
     if (profile->companions)
         g_ptr_array_unref(profile->companions);
     g_free(profile->mdev_type);
@@ -577,6 +581,39 @@ add_mdev_parent(const PolicyParse *pp, AvProfile *profile, json_t *item, const c
     return TRUE;
 }
 
+static gboolean
+add_pf(const PolicyParse *pp, AvProfile *profile, json_t *item, const char *path,
+       const char *display, GError **error)
+{
+    g_autofree char *lower = g_ascii_strdown(json_string_value(item), -1);
+
+    if (!av_pci_address_is_valid(lower))
+        return policy_fail(pp, path, FALSE, error,
+                           "'%s' is not a PCI address: '%s'; expected the PF's address in the form 0000:6b:00.0 "
+                           "(domain:bus:slot.function)", display, json_string_value(item));
+    g_ptr_array_add(profile->match_pfs, g_steal_pointer(&lower));
+    return TRUE;
+}
+
+/* "match": {"pf": ADDRESS or [ADDRESSES]}: an "sriov-vf" profile that takes
+ * the VFs of these PFs only (and, with "vfs", makes VFs on these only). */
+static gboolean
+parse_match_pf(const PolicyParse *pp, AvProfile *profile, json_t *match, const char *path, GError **error)
+{
+    g_autofree char *pp_path = path_join(path, "pf");
+    json_t *v = json_object_get(match, "pf");
+
+    if (!v)
+        return TRUE;
+    if (profile->attach != AV_ATTACH_SRIOV_VF)
+        return policy_fail(pp, pp_path, TRUE, error,
+                           "'match.pf' is only allowed with attach 'sriov-vf', not with attach '%s'; it names the PFs "
+                           "whose VFs the profile takes", av_attach_to_string(profile->attach));
+    return get_string_or_list(pp, profile, v, pp_path, "match.pf", "a string such as '0000:6b:00.0' (a PF's PCI address)",
+                              "list at least one PF address, or leave 'pf' out to take VFs of every PF",
+                              add_pf, error);
+}
+
 /* "match": {"mdev_parent": NAME or [NAMES]}: an "mdev" profile that takes
  * parents by their name in /sys/class/mdev_bus, PCI or not, instead of by
  * PCI ids (so without "vendor", and with no PCI key beside it). */
@@ -617,6 +654,8 @@ parse_match(const PolicyParse *pp, AvProfile *profile, json_t *match, const char
     if (!json_is_object(match))
         return type_fail(pp, path, "match", "an object", match, error);
     if (!check_keys(pp, match, path, " in 'match'", match_keys, error))
+        return FALSE;
+    if (!parse_match_pf(pp, profile, match, path, error))
         return FALSE;
 
     v = json_object_get(match, "mdev_parent");
@@ -1444,6 +1483,64 @@ find_profile(GPtrArray *profiles, const char *name)
     return NULL;
 }
 
+/* "vfs": N or "on-demand", the VFs each PF of an "sriov-vf" profile offers. */
+static gboolean
+parse_vfs_count(const PolicyParse *pp, AvProfile *profile, json_t *v, const char *vp, GError **error)
+{
+    static const char expected[] = "a VF count from 1 to 65535, or \"on-demand\"";
+
+    if (json_is_string(v)) {
+        if (!g_str_equal(json_string_value(v), "on-demand"))
+            return policy_fail(pp, vp, FALSE, error, "invalid vfs '%s'; expected %s", json_string_value(v), expected);
+        profile->vfs_on_demand = TRUE;
+        return TRUE;
+    }
+    if (!json_is_integer(v))
+        return type_fail(pp, vp, "vfs", expected, v, error);
+    if (json_integer_value(v) < 1 || json_integer_value(v) > (json_int_t)AV_POLICY_VFS_MAX)
+        return policy_fail(pp, vp, FALSE, error, "'vfs' is out of range: %" JSON_INTEGER_FORMAT "; expected %s "
+                           "(the PF's sriov_totalvfs is checked when VFs are made)", json_integer_value(v), expected);
+    profile->vfs = (guint)json_integer_value(v);
+    return TRUE;
+}
+
+/* "vfs" and "vfs_shrink" (accelvirt-policy(5), MAKING VFS): attach
+ * "sriov-vf" only, and a profile that makes VFs names its PFs without VF
+ * addresses (they do not exist before the VFs). */
+static gboolean
+parse_vfs(const PolicyParse *pp, AvProfile *profile, json_t *obj, const char *base, GError **error)
+{
+    json_t *v = json_object_get(obj, "vfs");
+    json_t *shrink = json_object_get(obj, "vfs_shrink");
+    g_autofree char *vp = path_join(base, "vfs");
+    g_autofree char *sp = path_join(base, "vfs_shrink");
+    g_autofree char *mp = path_join(base, "match");
+
+    if ((v || shrink) && profile->attach != AV_ATTACH_SRIOV_VF)
+        return policy_fail(pp, v ? vp : sp, TRUE, error, "'%s' is only allowed with attach 'sriov-vf', not with attach '%s'",
+                           v ? "vfs" : "vfs_shrink", av_attach_to_string(profile->attach));
+    if (shrink && !v)
+        return policy_fail(pp, sp, TRUE, error, "'vfs_shrink' needs 'vfs' (a VF count or \"on-demand\"): it says "
+                           "what count to shrink back to");
+    if (!v)
+        return TRUE;
+    if (!parse_vfs_count(pp, profile, v, vp, error))
+        return FALSE;
+    if (profile->match_addresses->len > 0) {
+        g_autofree char *ap = path_join(mp, "address");
+        return policy_fail(pp, ap, TRUE, error, "'match.address' cannot be combined with 'vfs': VFs that do not exist "
+                           "yet have no address; name their PFs with 'match.pf'");
+    }
+    if (profile->match_devices->len == 0 && profile->match_pfs->len == 0)
+        return policy_fail(pp, vp, TRUE, error, "'vfs' needs 'match.device' (the VF's device id, as the PF's "
+                           "sriov_vf_device says) or 'match.pf' (the PFs' addresses): else accelvirt would make VFs on "
+                           "every SR-IOV function of the vendor");
+    if (shrink && !json_is_boolean(shrink))
+        return type_fail(pp, sp, "vfs_shrink", "true or false", shrink, error);
+    profile->vfs_shrink = shrink && json_is_true(shrink);
+    return TRUE;
+}
+
 static gboolean
 parse_profile(PolicyParse *pp, AvPolicy *policy, GPtrArray *added, json_t *obj, gsize index,
               AvProfile **ret_profile, GError **error)
@@ -1532,6 +1629,9 @@ parse_profile(PolicyParse *pp, AvPolicy *policy, GPtrArray *added, json_t *obj, 
         g_autofree char *ap = path_join(base, "attach");
         return policy_fail(pp, ap, FALSE, error, "attach 'mdev' requires 'mdev_type', the type to create (such as 'nvidia-588')");
     }
+
+    if (!parse_vfs(pp, profile, obj, base, error))
+        return FALSE;
 
     {
         int numa = AV_NUMA_PREFERRED, allocation = AV_ALLOCATION_PACK, restore = AV_RESTORE_ON_RELEASE;
@@ -1818,6 +1918,56 @@ profile_match_address(const AvProfile *p, const char *address)
     return FALSE;
 }
 
+/* The profile's class and subsystem ids, those it gives, match @dev's. */
+static gboolean
+profile_match_class_subsystem(const AvProfile *p, const AvPciDevice *dev)
+{
+    if (p->match_class_set && (dev->class_code & p->match_class_mask) != p->match_class)
+        return FALSE;
+    if (p->match_subsystem_vendor_set && dev->subsystem_vendor_id != p->match_subsystem_vendor)
+        return FALSE;
+    return !p->match_subsystem_device_set || dev->subsystem_device_id == p->match_subsystem_device;
+}
+
+static gboolean
+profile_match_pf(const AvProfile *p, const char *pf_address)
+{
+    for (guint i = 0; i < p->match_pfs->len; i++)
+        if (g_str_equal(g_ptr_array_index(p->match_pfs, i), pf_address))
+            return TRUE;
+    return p->match_pfs->len == 0;
+}
+
+/* See av-policy.h. */
+gboolean
+av_profile_makes_vfs(const AvProfile *profile)
+{
+    return profile && profile->attach == AV_ATTACH_SRIOV_VF && (profile->vfs > 0 || profile->vfs_on_demand);
+}
+
+/* See av-policy.h. */
+guint
+av_profile_vfs_base(const AvProfile *profile)
+{
+    return profile->vfs_on_demand ? 0 : profile->vfs;
+}
+
+/* See av-policy.h. */
+const AvProfile *
+av_policy_match_sriov_pf(const AvPolicy *policy, const AvPciDevice *pf)
+{
+    if (!policy || !pf || !pf->sriov_capable || pf->physfn || !pf->sriov_vf_device_set)
+        return NULL;
+    for (guint i = 0; i < policy->profiles->len; i++) {
+        const AvProfile *p = g_ptr_array_index(policy->profiles, i);
+
+        if (av_profile_makes_vfs(p) && profile_match_pf(p, pf->address) &&
+            profile_match_ids(p, pf->vendor_id, pf->sriov_vf_device) && profile_match_class_subsystem(p, pf))
+            return p;
+    }
+    return NULL;
+}
+
 static gboolean
 pci_offers_mdev_type(const AvPciDevice *dev, const char *type)
 {
@@ -1884,7 +2034,7 @@ av_policy_match_pci(const AvPolicy *policy, const AvPciDevice *dev)
                 continue;
             break;
         case AV_ATTACH_SRIOV_VF:
-            if (!dev->physfn)
+            if (!dev->physfn || !profile_match_pf(p, dev->physfn))
                 continue;
             break;
         case AV_ATTACH_MDEV:
@@ -1898,13 +2048,7 @@ av_policy_match_pci(const AvPolicy *policy, const AvPciDevice *dev)
             }
             break;
         }
-        if (!profile_match_ids(p, dev->vendor_id, dev->device_id))
-            continue;
-        if (p->match_class_set && (dev->class_code & p->match_class_mask) != p->match_class)
-            continue;
-        if (p->match_subsystem_vendor_set && dev->subsystem_vendor_id != p->match_subsystem_vendor)
-            continue;
-        if (p->match_subsystem_device_set && dev->subsystem_device_id != p->match_subsystem_device)
+        if (!profile_match_ids(p, dev->vendor_id, dev->device_id) || !profile_match_class_subsystem(p, dev))
             continue;
         if (!profile_match_address(p, dev->address))
             continue;
@@ -2032,6 +2176,8 @@ av_profile_to_json(const AvProfile *profile)
         json_object_set_new(match, "address", strings_to_json(profile->match_addresses));
     if (profile->match_mdev_parents->len > 0)
         json_object_set_new(match, "mdev_parent", strings_to_json(profile->match_mdev_parents));
+    if (profile->match_pfs->len > 0)
+        json_object_set_new(match, "pf", strings_to_json(profile->match_pfs));
     json_object_set_new(o, "match", match);
     if (profile->companions->len > 0) {
         json_t *companions = json_array();
@@ -2049,6 +2195,12 @@ av_profile_to_json(const AvProfile *profile)
     json_object_set_new(o, "attach", json_string(av_attach_to_string(profile->attach)));
     if (profile->mdev_type)
         json_object_set_new(o, "mdev_type", json_string(profile->mdev_type));
+    if (profile->vfs_on_demand)
+        json_object_set_new(o, "vfs", json_string("on-demand"));
+    else if (profile->vfs)
+        json_object_set_new(o, "vfs", json_integer(profile->vfs));
+    if (av_profile_makes_vfs(profile))
+        json_object_set_new(o, "vfs_shrink", json_boolean(profile->vfs_shrink));
     json_object_set_new(o, "numa", json_string(av_numa_policy_to_string(profile->numa)));
     json_object_set_new(o, "allocation", json_string(av_allocation_to_string(profile->allocation)));
     json_object_set_new(o, "granularity", json_string(av_granularity_to_string(profile->granularity)));

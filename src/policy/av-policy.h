@@ -92,6 +92,8 @@ typedef struct {
     GPtrArray *match_mdev_parents; /* char*: attach "mdev" only: names of /sys/class/mdev_bus
                                     * ("mtty", "0000:17:00.0") the profile takes, instead of
                                     * PCI ids; empty = match by PCI ids */
+    GPtrArray *match_pfs;        /* char*: attach "sriov-vf" only: addresses of the PFs whose VFs the
+                                  * profile takes ("pf"); empty = any PF */
 
     GPtrArray *companions;       /* AvCompanionMatch*: attach "vfio-pci" only; empty = none */
 
@@ -107,6 +109,10 @@ typedef struct {
     GPtrArray *traits;           /* char*: Nova traits */
     char *description;           /* "description", or NULL */
     guint64 memory;              /* "memory": the device's memory in bytes (what a scrub must clear); 0 unknown */
+    /* attach "sriov-vf": the VFs accelvirt makes (accelvirt-policy(5), "vfs") */
+    guint vfs;                   /* "vfs": N, the count each PF of the profile offers; 0 = unset */
+    gboolean vfs_on_demand;      /* "vfs": "on-demand": as many as domains need, up to sriov_totalvfs */
+    gboolean vfs_shrink;         /* "vfs_shrink": back to @vfs (0 on demand) once every VF is free */
     double min_coverage;         /* "min_coverage": the least share (0 to 1) of @memory a scrub must clear,
                                   * or 0 when the profile asks for none */
 } AvProfile;
@@ -178,6 +184,25 @@ gboolean av_policy_check_scrub_argv(const json_t *argv, guint *ret_bad, GError *
  * NULL with AV_ERROR_UNSAFE, AV_ERROR_NOT_FOUND, AV_ERROR_POLICY or
  * AV_ERROR_IO.  Borrows @path. */
 char *av_policy_read_scrub_template(const char *path, GError **error);
+
+/* The largest "vfs" count: SR-IOV's TotalVFs is a 16-bit register (PCIe
+ * Base Spec 9.3.3.5). */
+#define AV_POLICY_VFS_MAX 65535u
+
+/* TRUE when @profile makes VFs ("vfs" set: a count or "on-demand"). */
+gboolean av_profile_makes_vfs(const AvProfile *profile);
+
+/* The VF count @profile wants on each of its PFs when no domain asks for
+ * more: its "vfs" N, or 0 on demand (what "vfs_shrink" goes back to). */
+guint av_profile_vfs_base(const AvProfile *profile);
+
+/* The first "sriov-vf" profile with "vfs" that makes VFs on the PF @pf
+ * (accelvirt-policy(5), MAKING VFS), or NULL: @pf is SR-IOV capable, no VF
+ * itself, its vendor is the profile's match.vendor, its sriov_vf_device is
+ * in match.device (when listed), its address in match.pf (when listed),
+ * its class and subsystem ids match the profile's (a VF carries its PF's).
+ * Borrowed from @policy. */
+const AvProfile *av_policy_match_sriov_pf(const AvPolicy *policy, const AvPciDevice *pf);
 
 /* A new empty policy (no directory, no file, no profile). */
 AvPolicy *av_policy_new(void);

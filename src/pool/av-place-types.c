@@ -37,6 +37,7 @@ av_placed_item_free(AvPlacedItem *item)
     g_free(item->profile);
     g_free(item->identity);
     g_free(item->pci_address);
+    g_free(item->pf_address);
     g_free(item->mdev_parent);
     g_free(item->mdev_type);
     g_free(item->mdev_uuid);

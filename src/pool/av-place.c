@@ -436,6 +436,16 @@ av_place_fn_usable(AvPlaceCtx *ctx, AvPlaceReq *r, AvPlaceFn *fn)
         r->why = g_strdup(fn->viable_error);
         return FALSE;
     }
+    /* A PF is never handed out while a VF of it is not free (issue 13). */
+    if (fn->pci && !fn->pci->physfn && fn->pci->virtfns && fn->pci->virtfns->len > 0) {
+        g_autoptr(GError) busy = NULL;
+
+        if (!av_pool_pf_check_vfs(ctx->pool, ctx->host, fn->pci->address, &busy)) {
+            g_free(r->why);
+            r->why = g_strdup(busy->message);
+            return FALSE;
+        }
+    }
     av_place_fn_mates(ctx, fn, mates);
     for (guint i = 0; i < mates->len; i++) {
         AvPlaceFn *mate = g_ptr_array_index(mates, i);
@@ -1260,6 +1270,7 @@ av_place_item_from_fn(const AvPlaceCtx *ctx, const AvPlaceFn *fn)
     item->profile = g_strdup(fn->pool->profile);
     item->identity = g_strdup(fn->pool->identity);
     item->numa_node = fn->node;
+    item->vf_index = -1;
     if (fn->usb) {
         item->attach = AV_ATTACH_USB;
         item->usb_bus_path = g_strdup(fn->usb->bus_path);
@@ -1270,6 +1281,10 @@ av_place_item_from_fn(const AvPlaceCtx *ctx, const AvPlaceFn *fn)
          * or plain passthrough when that profile is gone. */
         item->attach = profile && profile->attach == AV_ATTACH_SRIOV_VF ? AV_ATTACH_SRIOV_VF : AV_ATTACH_VFIO_PCI;
         item->pci_address = g_strdup(fn->pci->address);
+        if (item->attach == AV_ATTACH_SRIOV_VF && fn->pci->physfn && fn->pci->vf_index >= 0) {
+            item->pf_address = g_strdup(fn->pci->physfn);
+            item->vf_index = fn->pci->vf_index;
+        }
     }
     return item;
 }

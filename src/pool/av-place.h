@@ -56,6 +56,8 @@ typedef struct {
     char *identity;              /* pool identity (PCI, USB); NULL for an mdev */
     char *pci_address;           /* vfio-pci, sriov-vf: the device; mdev: the parent foreseen when it
                                   * is a PCI device (a hint: the hook chooses at prepare) */
+    char *pf_address;            /* sriov-vf: the VF's PF (so that the hook can make the VF again), else NULL */
+    int vf_index;                /* sriov-vf: the VF's index N (the PF's virtfnN), else -1 */
     char *mdev_parent;           /* mdev: the parent foreseen when it is no PCI device (its name in
                                   * /sys/class/mdev_bus, such as "mtty"), else NULL */
     char *mdev_type;             /* mdev, else NULL */

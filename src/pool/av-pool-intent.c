@@ -31,6 +31,15 @@ av_intent_mdev_free(AvIntentMdev *m)
     g_free(m);
 }
 
+static void
+av_intent_vfs_free(AvIntentVfs *v)
+{
+    if (!v)
+        return;
+    g_free(v->pf);
+    g_free(v);
+}
+
 /* See av-pool.h.  Caller frees. */
 AvIntent *
 av_intent_new(const char *domain_uuid, const char *domain_name)
@@ -44,6 +53,7 @@ av_intent_new(const char *domain_uuid, const char *domain_name)
     intent->binds = g_ptr_array_new_with_free_func((GDestroyNotify)av_companion_free);
     intent->mdevs = g_ptr_array_new_with_free_func((GDestroyNotify)av_intent_mdev_free);
     intent->claims = g_ptr_array_new_with_free_func(g_free);
+    intent->vfs = g_ptr_array_new_with_free_func((GDestroyNotify)av_intent_vfs_free);
     return intent;
 }
 
@@ -59,6 +69,7 @@ av_intent_free(AvIntent *intent)
     g_ptr_array_unref(intent->binds);
     g_ptr_array_unref(intent->mdevs);
     g_ptr_array_unref(intent->claims);
+    g_ptr_array_unref(intent->vfs);
     g_free(intent->undo_error);
     g_free(intent);
 }
@@ -87,6 +98,18 @@ void
 av_intent_add_claim(AvIntent *intent, const char *identity)
 {
     g_ptr_array_add(intent->claims, g_strdup(identity));
+}
+
+/* See av-pool.h: copies @pf. */
+void
+av_intent_add_vfs(AvIntent *intent, const char *pf, guint from, guint to)
+{
+    AvIntentVfs *v = g_new0(AvIntentVfs, 1);
+
+    v->pf = g_strdup(pf);
+    v->from = from;
+    v->to = to;
+    g_ptr_array_add(intent->vfs, v);
 }
 
 /* See av-pool.h. */
@@ -155,10 +178,55 @@ av_pool_intents_to_json(const GPtrArray *intents)
         json_object_set_new(obj, "binds", binds);
         json_object_set_new(obj, "mdevs", mdevs);
         json_object_set_new(obj, "claims", av_intent_claims_json(intent));
+        if (intent->vfs->len > 0) {
+            json_t *vfs = json_array();
+
+            for (guint j = 0; j < intent->vfs->len; j++) {
+                const AvIntentVfs *v = g_ptr_array_index(intent->vfs, j);
+
+                json_array_append_new(vfs, json_pack("{s:s,s:I,s:I}", "pf", v->pf, "from", (json_int_t)v->from,
+                                                     "to", (json_int_t)v->to));
+            }
+            json_object_set_new(obj, "vfs", vfs);
+        }
         json_object_set_new(obj, "undo_error", av_json_string_or_null(intent->undo_error));
         json_array_append_new(array, obj);
     }
     return array;
+}
+
+/* "vfs": [{"pf", "from", "to"}] of an intent, optional. */
+static gboolean
+av_pool_load_intent_vfs(const AvPoolLoad *ld, json_t *vfs, const char *jpath, AvIntent *intent, GError **error)
+{
+    static const char *const vfs_keys[] = { "pf", "from", "to", NULL };
+
+    if (!vfs)
+        return TRUE;
+    if (!json_is_array(vfs)) {
+        g_autofree char *sub = g_strdup_printf("%s/vfs", jpath);
+        return av_pool_load_fail(ld, error, sub, "expected an array");
+    }
+    for (guint i = 0; i < json_array_size(vfs); i++) {
+        g_autofree char *sub = g_strdup_printf("%s/vfs/%u", jpath, i);
+        g_autofree char *pf = NULL;
+        json_t *v = json_array_get(vfs, i);
+        gint64 from = 0, to = 0;
+
+        if (!json_is_object(v))
+            return av_pool_load_fail(ld, error, sub, "expected an object");
+        if (!av_pool_load_keys(ld, v, sub, vfs_keys, error) ||
+            !av_pool_load_string(ld, v, sub, "pf", FALSE, &pf, error) ||
+            !av_pool_load_int(ld, v, sub, "from", 0, AV_POLICY_VFS_MAX, &from, error) ||
+            !av_pool_load_int(ld, v, sub, "to", 0, AV_POLICY_VFS_MAX, &to, error))
+            return FALSE;
+        if (!av_pci_address_is_valid(pf)) {
+            g_autofree char *at = g_strdup_printf("%s/pf", sub);
+            return av_pool_load_fail(ld, error, at, "expected a PCI address");
+        }
+        av_intent_add_vfs(intent, pf, (guint)from, (guint)to);
+    }
+    return TRUE;
 }
 
 static gboolean
@@ -166,6 +234,7 @@ av_pool_load_intent(const AvPoolLoad *ld, json_t *obj, const char *jpath, AvInte
 {
     static const char *const keys[] = { "id", "op", "domain_uuid", "domain_name", "since", "binds", "mdevs",
                                         "claims", "undo_error", NULL };
+    static const char *const optional[] = { "vfs", NULL };
     static const char *const bind_keys[] = { "address", "original_driver", NULL };
     static const char *const mdev_keys[] = { "uuid", "parent", "type", NULL };
     g_autoptr(AvIntent) intent = NULL;
@@ -178,7 +247,7 @@ av_pool_load_intent(const AvPoolLoad *ld, json_t *obj, const char *jpath, AvInte
 
     if (!json_is_object(obj))
         return av_pool_load_fail(ld, error, jpath, "expected an object");
-    if (!av_pool_load_keys(ld, obj, jpath, keys, error) ||
+    if (!av_pool_load_keys_opt(ld, obj, jpath, keys, optional, error) ||
         !av_pool_load_string(ld, obj, jpath, "id", FALSE, &id, error) ||
         !av_pool_load_string(ld, obj, jpath, "op", FALSE, &op, error) ||
         !av_pool_load_string(ld, obj, jpath, "domain_uuid", FALSE, &uuid, error) ||
@@ -253,6 +322,8 @@ av_pool_load_intent(const AvPoolLoad *ld, json_t *obj, const char *jpath, AvInte
         }
         av_intent_add_mdev(intent, muuid, parent, type);
     }
+    if (!av_pool_load_intent_vfs(ld, json_object_get(obj, "vfs"), jpath, intent, error))
+        return FALSE;
     if (!av_uuid_is_valid(intent->domain_uuid)) {
         g_autofree char *sub = g_strdup_printf("%s/domain_uuid", jpath);
         return av_pool_load_fail(ld, error, sub, "expected a lower-case UUID");
@@ -307,7 +378,8 @@ av_intent_endpoint_holder(const AvRoot *root, const char *address)
  * "mdevs_removed": [uuid]}).  Tries everything; FALSE with the first
  * failure. */
 static gboolean
-av_intent_undo(const AvIntent *intent, const AvRoot *root, const AvKernelOps *ops, json_t *done, GError **error)
+av_intent_undo(AvPool *pool, const AvIntent *intent, const AvRoot *root, const AvKernelOps *ops, json_t *done,
+               GError **error)
 {
     json_t *restored = json_array();
     json_t *removed = json_array();
@@ -356,6 +428,17 @@ av_intent_undo(const AvIntent *intent, const AvRoot *root, const AvKernelOps *op
             ok = FALSE;
         }
     }
+    /* Last, as the prepare raised them first: the VFs go once unbound. */
+    if (intent->vfs->len > 0)
+        json_object_set_new(done, "vfs", json_array());
+    for (guint i = intent->vfs->len; ok && i > 0; i--) {
+        const AvIntentVfs *v = g_ptr_array_index(intent->vfs, i - 1);
+
+        if (!av_pool_vf_undo(pool, root, ops, v->pf, v->from, v->to, "rollback", error))
+            return FALSE;
+        json_array_append_new(json_object_get(done, "vfs"),
+                              json_pack("{s:s,s:I}", "pf", v->pf, "numvfs", (json_int_t)v->from));
+    }
     return ok;
 }
 
@@ -380,7 +463,7 @@ av_pool_intents_undo(AvPool *pool, const AvRoot *root, const AvKernelOps *ops, g
         /* Their moves to in-use that it journalled were never saved: the
          * pool holds them as before it, and no tenant had them. */
         json_object_set_new(fields, "claims", av_intent_claims_json(intent));
-        if (av_intent_undo(intent, root, ops, fields, &local)) {
+        if (av_intent_undo(pool, intent, root, ops, fields, &local)) {
             if (!av_pool_journal_append(pool, "rolled-back", fields, error))
                 return FALSE;
             av_pool_intent_remove(pool, intent);

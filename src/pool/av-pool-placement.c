@@ -56,6 +56,8 @@ av_placed_item_copy(const AvPlacedItem *item)
     copy->attach = item->attach;
     copy->identity = g_strdup(item->identity);
     copy->pci_address = g_strdup(item->pci_address);
+    copy->pf_address = g_strdup(item->pf_address);
+    copy->vf_index = item->vf_index;
     copy->mdev_parent = g_strdup(item->mdev_parent);
     copy->mdev_type = g_strdup(item->mdev_type);
     copy->mdev_uuid = g_strdup(item->mdev_uuid);

@@ -423,13 +423,21 @@ json_t *av_pool_to_json(const AvPool *pool);
  * the devices in use (one save), or with the undo of a failed prepare.  The
  * hook holds the pool lock from the record to the commit, so a record that
  * another holder of the lock finds was left by a process that died mid-way:
- * av_pool_intents_undo() gives each endpoint back to its recorded driver
- * and removes each mdev, whatever point the process reached. */
+ * av_pool_intents_undo() gives each endpoint back to its recorded driver,
+ * removes each mdev and sets each VF count it raised back (when no VF of
+ * the PF is held: av_pool_vf_undo()), whatever point the process reached. */
 typedef struct {
     char *uuid;
     char *parent;                /* the mdev parent's name (av_mdev_parent_name_is_valid()) */
     char *type;
 } AvIntentMdev;
+
+/* A PF whose VF count a prepare raises (issue 13): from @from to @to. */
+typedef struct {
+    char *pf;                    /* the PF's PCI address */
+    guint from;
+    guint to;
+} AvIntentVfs;
 
 typedef struct {
     char *id;                    /* 32 random lower-case hex digits */
@@ -438,6 +446,8 @@ typedef struct {
     gint64 since;                /* Unix seconds */
     GPtrArray *binds;            /* AvCompanion*: each endpoint and the driver it had (NULL: none) */
     GPtrArray *mdevs;            /* AvIntentMdev* */
+    GPtrArray *vfs;              /* AvIntentVfs*: VF counts it raises, before anything else; in
+                                  * pool.json ("vfs") only when not empty */
     GPtrArray *claims;           /* char*: the identities of the pool devices it will take in use; the
                                   * "rolled-back" entry names them: their moves that the dead prepare
                                   * journalled were never saved */
@@ -453,6 +463,7 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(AvIntent, av_intent_free)
 void av_intent_add_bind(AvIntent *intent, const char *address, const char *original_driver);
 void av_intent_add_mdev(AvIntent *intent, const char *uuid, const char *parent, const char *type);
 void av_intent_add_claim(AvIntent *intent, const char *identity);
+void av_intent_add_vfs(AvIntent *intent, const char *pf, guint from, guint to);
 
 /* Adds @intent (taken over) to the pool; returns it, borrowed.  The caller
  * saves the pool before it touches the kernel. */
@@ -476,6 +487,64 @@ GPtrArray *av_pool_intents(const AvPool *pool);
  * consistent either way.  Requires AV_POOL_WRITE. */
 gboolean av_pool_intents_undo(AvPool *pool, const AvRoot *root, const AvKernelOps *ops, gboolean *ret_changed,
                               GError **error);
+
+/* --- SR-IOV VFs accelvirt makes (issue 13; src/pool/av-pool-sriov.c) --- */
+
+/* One change of a PF's VF count. */
+typedef struct {
+    char *pf;                    /* the PF's address */
+    char *profile;               /* the profile that makes its VFs */
+    guint from;                  /* sriov_numvfs now */
+    guint to;                    /* the count to write */
+} AvVfGrowth;
+
+void av_vf_growth_free(AvVfGrowth *growth);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(AvVfGrowth, av_vf_growth_free)
+
+/* The VF counts to write (AvVfGrowth*, caller frees; empty when none) so
+ * that the "vfs" profiles of @requests (AvRequest*) have as many free VFs
+ * (or VFs claimed by @domain_uuid) as they ask for: PFs that the profile
+ * makes VFs on, in address order, whose count may change (the PF free or
+ * unpooled; its count 0, or every VF free), each to the profile's "vfs"
+ * or, on demand, to what is missing, at most sriov_totalvfs.  Changes
+ * nothing.  What no PF can give is left to av_place() to report; why the
+ * first PF refused goes to *@ret_why (caller frees) when it is NULL. */
+GPtrArray *av_pool_vf_growth(const AvPool *pool, const AvHost *host, const AvPolicy *policy, const GPtrArray *requests,
+                             const char *domain_uuid, char **ret_why);
+
+/* Sets the VF count of the PF @pf from @from to @to with
+ * av_sriov_set_numvfs() and journals it: "vfs-set" (or "vfs-set-failed")
+ * with pf, profile, from, to and @by (who asked: "define", "prepare",
+ * "worker").  Requires AV_POOL_WRITE; the caller reconciles with a new
+ * scan and saves. */
+gboolean av_pool_vf_set_count(AvPool *pool, const AvRoot *root, const AvKernelOps *ops, const char *pf,
+                              const char *profile, guint from, guint to, const char *by, GError **error);
+
+/* TRUE, with the count in *ret_count, when the PF @pf_address should
+ * shrink: its profile says "vfs_shrink", it has more VFs than the
+ * profile's base count (av_profile_vfs_base()), and every VF and the PF
+ * are free. */
+gboolean av_pool_vf_shrink_target(const AvPool *pool, const AvHost *host, const AvPolicy *policy,
+                                  const char *pf_address, guint *ret_count);
+
+/* Sets the VF count of the PF @pf back from @to to @from, what a prepare
+ * that raised it undoes (journalled "vfs-set" by @by): only while no VF of
+ * the PF (its virtfnN links now) is held in the pool (claimed, in use,
+ * dirty, scrubbing, quarantined): AV_ERROR_BUSY otherwise.  A count that is
+ * already @from, or no longer @to (someone else changed it), is left. */
+gboolean av_pool_vf_undo(AvPool *pool, const AvRoot *root, const AvKernelOps *ops, const char *pf, guint from,
+                         guint to, const char *by, GError **error);
+
+/* FALSE (AV_ERROR_BUSY, one sentence) when accelvirt may not change the VF
+ * count of @pf now: the PF is in the pool and not free (claimed, in use by
+ * a domain, dirty...), it is on vfio-pci or on no driver, or it has VFs and
+ * one is not free. */
+gboolean av_pool_pf_check_change(const AvPool *pool, const AvHost *host, const AvPciDevice *pf, GError **error);
+
+/* FALSE (AV_ERROR_BUSY, one sentence naming the VF and its state) when a
+ * VF of the PF @pf_address is in the pool and not free: the PF is then not
+ * handed out whole. */
+gboolean av_pool_pf_check_vfs(const AvPool *pool, const AvHost *host, const char *pf_address, GError **error);
 
 /* --- what processes that died left (issue 10, hole 3) --- */
 

@@ -725,6 +725,28 @@ av_fake_mdev_create(const AvRoot *root, const char *create, const char *value)
     return av_fake_adjust_available(root, type_dir, -1);
 }
 
+/* Takes @member out of the IOMMU group @group; an empty group goes. */
+static int
+av_fake_group_leave(const AvRoot *root, const char *group, const char *member)
+{
+    g_autofree char *group_dir = NULL;
+    g_autofree char *members = NULL;
+    g_autofree char *path = NULL;
+    g_auto(GStrv) left = NULL;
+    int r;
+
+    if (!group || strchr(group, '/'))
+        return 0;
+    group_dir = av_sys_path("kernel/iommu_groups/%s", group);
+    members = g_strconcat(group_dir, "/devices", NULL);
+    path = g_strconcat(members, "/", member, NULL);
+    if ((r = av_fake_unlink(root, path)) < 0)
+        return r;
+    if (av_root_list_dir(root, members, &left) == 0 && !left[0])
+        return av_fake_remove_tree(root, group_dir);
+    return 0;
+}
+
 /* UUID/remove "1": the mdev goes away, its instance is free again. */
 static int
 av_fake_mdev_remove(const AvRoot *root, const char *remove, const char *value)
@@ -749,19 +771,8 @@ av_fake_mdev_remove(const AvRoot *root, const char *remove, const char *value)
         return r;
     if ((r = av_fake_adjust_available(root, type_dir, +1)) < 0)
         return r;
-    if (group && !strchr(group, '/')) {
-        g_autofree char *group_dir = av_sys_path("kernel/iommu_groups/%s", group);
-        g_autofree char *members = g_strconcat(group_dir, "/devices", NULL);
-        g_auto(GStrv) left = NULL;
-
-        g_clear_pointer(&path, g_free);
-        path = g_strconcat(members, "/", uuid, NULL);
-        if ((r = av_fake_unlink(root, path)) < 0)
-            return r;
-        if (av_root_list_dir(root, members, &left) == 0 && !left[0])
-            if ((r = av_fake_remove_tree(root, group_dir)) < 0)
-                return r;
-    }
+    if ((r = av_fake_group_leave(root, group, uuid)) < 0)
+        return r;
     if ((r = av_fake_unlink(root, bus_link)) < 0)
         return r;
     return av_fake_remove_tree(root, mdir);
@@ -818,6 +829,214 @@ av_fake_resize(const AvRoot *root, const char *resolved, const char *devdir, gui
             g_string_append_printf(out, "%s\n", lines[i]);
     }
     return av_fake_put(root, table_path, out->str, 0644);
+}
+
+/* --- SR-IOV: sriov_numvfs ----------------------------------------------- */
+
+/* Reads the unsigned attribute @name of the device at @devdir. */
+static int
+av_fake_read_uint(const AvRoot *root, const char *devdir, const char *name, guint base, guint64 *ret)
+{
+    g_autofree char *path = g_strconcat(devdir, "/", name, NULL);
+
+    return av_root_read_uint(root, path, base, ret);
+}
+
+/* Copies the attribute @name of @from to @to, when @from has it. */
+static int
+av_fake_copy_attr(const AvRoot *root, const char *from, const char *to, const char *name)
+{
+    g_autofree char *src = g_strconcat(from, "/", name, NULL);
+    g_autofree char *dst = g_strconcat(to, "/", name, NULL);
+    g_autofree char *contents = NULL;
+    gsize len;
+
+    if (av_root_read_file(root, src, &contents, &len) < 0)
+        return 0;
+    return av_fake_put(root, dst, contents, 0644);
+}
+
+/* Writes @contents to @dir/@name.  Returns 0 or -errno. */
+static int
+av_fake_put_in(const AvRoot *root, const char *dir, const char *name, const char *contents, mode_t mode)
+{
+    g_autofree char *path = g_strconcat(dir, "/", name, NULL);
+
+    return av_fake_put(root, path, contents, mode);
+}
+
+/* Links @dir/@name to @target.  Returns 0 or -errno. */
+static int
+av_fake_link_in(const AvRoot *root, const char *dir, const char *name, const char *target)
+{
+    g_autofree char *path = g_strconcat(dir, "/", name, NULL);
+
+    return av_fake_link(root, path, target);
+}
+
+/* One 16 KiB prefetchable memory BAR 0 for VF @index, so that a VF's
+ * vfio-zero has something to clear; "resource" says so as the kernel
+ * prints it. */
+static int
+av_fake_vf_bar(const AvRoot *root, const char *vfdir, guint index)
+{
+    g_autofree char *path = g_strconcat(vfdir, "/resource0", NULL);
+    g_autofree char *host = av_root_host_path(root, path);
+    g_autofree char *zeros = g_malloc0(16384);
+    g_autoptr(GString) table = g_string_new(NULL);
+    guint64 start = 0x00000000e0000000ULL + (guint64)index * 16384;
+
+    if (!g_file_set_contents(host, zeros, 16384, NULL))
+        return -EIO;
+    g_string_append_printf(table, "0x%016" G_GINT64_MODIFIER "x 0x%016" G_GINT64_MODIFIER "x 0x%016x\n", start,
+                           start + 16383, AV_IORESOURCE_MEM | AV_IORESOURCE_PREFETCH);
+    for (guint i = 1; i < 13; i++)
+        g_string_append(table, "0x0000000000000000 0x0000000000000000 0x0000000000000000\n");
+    return av_fake_put_in(root, vfdir, "resource", table->str, 0444);
+}
+
+/* The ids and attributes a VF takes from its PF, its own device id
+ * (sriov_vf_device), no driver_override, a reset when the PF has one. */
+static int
+av_fake_vf_attrs(const AvRoot *root, const char *pfdir, const char *vfdir, guint index)
+{
+    static const char *const copied[] = {
+        "vendor", "subsystem_vendor", "subsystem_device", "class", "revision", "numa_node", "local_cpulist",
+        "reset_method", "config", NULL,
+    };
+    g_autofree char *vf_device = g_strconcat(pfdir, "/sriov_vf_device", NULL);
+    g_autofree char *pf_reset = g_strconcat(pfdir, "/reset", NULL);
+    g_autofree char *id = NULL;
+    g_autofree char *text = NULL;
+    int r;
+
+    for (guint i = 0; copied[i]; i++)
+        if ((r = av_fake_copy_attr(root, pfdir, vfdir, copied[i])) < 0)
+            return r;
+    if ((r = av_root_read_attr(root, vf_device, &id)) < 0)
+        return r;
+    text = g_strdup_printf("0x%s\n", g_str_has_prefix(id, "0x") ? id + 2 : id);
+    if ((r = av_fake_put_in(root, vfdir, "device", text, 0644)) < 0 ||
+        (r = av_fake_put_in(root, vfdir, "driver_override", "(null)\n", 0644)) < 0 ||
+        (r = av_fake_put_in(root, vfdir, "enable", "0\n", 0644)) < 0)
+        return r;
+    if (av_root_exists(root, pf_reset) && (r = av_fake_put_in(root, vfdir, "reset", "", 0200)) < 0)
+        return r;
+    return av_fake_vf_bar(root, vfdir, index);
+}
+
+/* Makes VF @index of the PF at @pfdir: its directory beside the PF (on the
+ * PF's parent bus), the physfn, virtfnN, subsystem and bus links, an IOMMU
+ * group of its own, no driver (sriov_drivers_autoprobe 0, as accelvirt
+ * writes it; the emulation probes no VF driver either way). */
+static int
+av_fake_vf_create(const AvRoot *root, const char *pfdir, const char *vf_address, guint index)
+{
+    g_autofree char *parent = g_path_get_dirname(pfdir);
+    g_autofree char *vfdir = g_strconcat(parent, "/", vf_address, NULL);
+    g_autofree char *bus = av_sys_path("bus/pci");
+    g_autofree char *bus_link = av_sys_path("bus/pci/devices/%s", vf_address);
+    g_autofree char *virtfn = g_strdup_printf("virtfn%u", index);
+    g_autofree char *group_dir = NULL;
+    g_autofree char *members = NULL;
+    int r;
+
+    if (av_root_exists(root, vfdir) || av_root_exists(root, bus_link))
+        return -EEXIST;
+    if ((r = av_fake_mkdir_p(root, vfdir)) < 0 || (r = av_fake_vf_attrs(root, pfdir, vfdir, index)) < 0 ||
+        (r = av_fake_link_in(root, vfdir, "physfn", pfdir)) < 0 ||
+        (r = av_fake_link_in(root, pfdir, virtfn, vfdir)) < 0 ||
+        (r = av_fake_link_in(root, vfdir, "subsystem", bus)) < 0 || (r = av_fake_link(root, bus_link, vfdir)) < 0)
+        return r;
+    group_dir = av_sys_path("kernel/iommu_groups/%d", av_fake_new_group(root));
+    members = g_strconcat(group_dir, "/devices", NULL);
+    if ((r = av_fake_link_in(root, members, vf_address, vfdir)) < 0 ||
+        (r = av_fake_put_in(root, group_dir, "type", "DMA-FQ\n", 0644)) < 0)
+        return r;
+    return av_fake_link_in(root, vfdir, "iommu_group", group_dir);
+}
+
+/* Removes the VF at @vfdir, linked as the PF's @virtfn: unbound from its
+ * driver, out of its IOMMU group (the group goes when empty), its links
+ * and directory gone (pci_iov_remove_virtfn()). */
+static int
+av_fake_vf_remove(const AvRoot *root, const char *pfdir, const char *virtfn, const char *vfdir)
+{
+    g_autofree char *address = g_path_get_basename(vfdir);
+    g_autofree char *drv = av_fake_link_name(root, vfdir, "driver");
+    g_autofree char *group = av_fake_link_name(root, vfdir, "iommu_group");
+    g_autofree char *bus_link = av_sys_path("bus/pci/devices/%s", address);
+    g_autofree char *link = g_strconcat(pfdir, "/", virtfn, NULL);
+    int r;
+
+    if ((drv && (r = av_fake_unbind(root, drv, address)) < 0) || (r = av_fake_group_leave(root, group, address)) < 0 ||
+        (r = av_fake_unlink(root, bus_link)) < 0 || (r = av_fake_unlink(root, link)) < 0)
+        return r;
+    return av_fake_remove_tree(root, vfdir);
+}
+
+/* Removes every VF of the PF at @pfdir (its virtfnN links). */
+static int
+av_fake_vfs_remove(const AvRoot *root, const char *pfdir)
+{
+    g_auto(GStrv) names = NULL;
+    int r = av_root_list_dir(root, pfdir, &names);
+
+    for (guint i = 0; r == 0 && names[i]; i++) {
+        g_autofree char *link = g_strconcat(pfdir, "/", names[i], NULL);
+        g_autofree char *vfdir = NULL;
+
+        if (!g_str_has_prefix(names[i], "virtfn"))
+            continue;
+        if (av_root_resolve(root, link, &vfdir) < 0)
+            r = av_fake_unlink(root, link);
+        else
+            r = av_fake_vf_remove(root, pfdir, names[i], vfdir);
+    }
+    return r;
+}
+
+/* sriov_numvfs (Documentation/ABI/testing/sysfs-bus-pci;
+ * drivers/pci/iov.c: sriov_numvfs_store): a count above sriov_totalvfs is
+ * -ERANGE; the same count as now does nothing; a PF without a driver is
+ * -ENOENT; a change from one non-zero count to another is -EBUSY (the
+ * kernel wants 0 first); 0 removes every VF; N makes VFs 0 to N-1. */
+static int
+av_fake_sriov_numvfs(const AvRoot *root, const char *resolved, const char *pfdir, const char *value)
+{
+    g_autofree char *arg = av_fake_arg(value);
+    g_autofree char *pf_address = g_path_get_basename(pfdir);
+    g_autofree char *driver = g_strconcat(pfdir, "/driver", NULL);
+    g_autofree char *text = NULL;
+    guint64 want, now, total, offset = 1, stride = 1;
+    int r;
+
+    if (!g_ascii_string_to_unsigned(arg, 10, 0, G_MAXUINT16, &want, NULL))
+        return -EINVAL;
+    if ((r = av_fake_read_uint(root, pfdir, "sriov_totalvfs", 10, &total)) < 0 ||
+        (r = av_root_read_uint(root, resolved, 10, &now)) < 0)
+        return r;
+    (void)av_fake_read_uint(root, pfdir, "sriov_offset", 10, &offset);
+    (void)av_fake_read_uint(root, pfdir, "sriov_stride", 10, &stride);
+    if (want > total)
+        return -ERANGE;
+    if (want == now)
+        return 0;
+    if (!av_root_exists(root, driver))
+        return -ENOENT;
+    if (want != 0 && now != 0)
+        return -EBUSY;
+    if (want == 0)
+        r = av_fake_vfs_remove(root, pfdir);
+    for (guint i = 0; r == 0 && i < want; i++) {
+        g_autofree char *vf = av_pci_sriov_vf_address(pf_address, (guint)offset, (guint)stride, i);
+
+        r = vf ? av_fake_vf_create(root, pfdir, vf, i) : -ERANGE;
+    }
+    if (r < 0)
+        return r;
+    text = g_strdup_printf("%" G_GUINT64_FORMAT "\n", want);
+    return av_fake_put(root, resolved, text, 0644);
 }
 
 /* Any other attribute: the value is simply stored. */
@@ -930,6 +1149,8 @@ av_kernel_fake_write_do(const AvRoot *root, const char *path, const char *value)
         return av_fake_unbind(root, drv, value);
     if (g_str_equal(base, "driver_override"))
         return av_fake_set_override(root, resolved, value);
+    if (g_str_equal(base, "sriov_numvfs"))
+        return av_fake_sriov_numvfs(root, resolved, dir, value);
     if (g_str_has_prefix(base, "resource") && g_str_has_suffix(base, "_resize") && strlen(base) == strlen("resource0_resize") &&
         base[8] >= '0' && base[8] <= '5')
         return av_fake_resize(root, resolved, dir, (guint)(base[8] - '0'), value);

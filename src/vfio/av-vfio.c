@@ -1184,3 +1184,79 @@ av_vfio_group_holder(const AvRoot *root, int group)
         return g_strdup_printf("unknown (%s)", error->message);
     return holder ? av_vfio_holder_describe(holder) : NULL;
 }
+
+/* --- SR-IOV ------------------------------------------------------------------ */
+
+/* Writes @value to the attribute @name of the PF @pf_address. */
+static gboolean
+av_sriov_write(const AvRoot *root, const AvKernelOps *ops, const char *pf_address, const char *name,
+               const char *value, GError **error)
+{
+    g_autofree char *path = av_sys_path("bus/pci/devices/%s/%s", pf_address, name);
+    int r = ops->write(root, path, value);
+
+    if (r < 0)
+        return av_error_errno(error, r, "cannot write %s to '%s' of PF '%s'", value, name, pf_address);
+    return TRUE;
+}
+
+/* TRUE once virtfn0 to virtfn(@count - 1) of @pf_address lead to
+ * directories. */
+static gboolean
+av_sriov_vfs_present(const AvRoot *root, const char *pf_address, guint count)
+{
+    for (guint i = 0; i < count; i++) {
+        g_autofree char *link = av_sys_path("bus/pci/devices/%s/virtfn%u/physfn", pf_address, i);
+
+        if (!av_root_exists(root, link))
+            return FALSE;
+    }
+    return TRUE;
+}
+
+gboolean
+av_sriov_set_numvfs(const AvRoot *root, const AvKernelOps *ops, const char *pf_address, guint count,
+                    int timeout_ms, GError **error)
+{
+    g_autofree char *total_path = NULL;
+    g_autofree char *num_path = NULL;
+    g_autofree char *text = NULL;
+    guint64 total, now;
+    gint64 deadline;
+
+    if (!av_pci_address_is_valid(pf_address)) {
+        g_set_error(error, AV_ERROR, AV_ERROR_INVALID_INPUT, "'%s' is not a PCI address", pf_address ? pf_address : "");
+        return FALSE;
+    }
+    total_path = av_sys_path("bus/pci/devices/%s/sriov_totalvfs", pf_address);
+    num_path = av_sys_path("bus/pci/devices/%s/sriov_numvfs", pf_address);
+    if (av_root_read_uint(root, total_path, 10, &total) < 0 || av_root_read_uint(root, num_path, 10, &now) < 0) {
+        g_set_error(error, AV_ERROR, AV_ERROR_NOT_FOUND, "'%s' is no SR-IOV PF (no sriov_totalvfs or sriov_numvfs)",
+                    pf_address);
+        return FALSE;
+    }
+    if (count > total) {
+        g_set_error(error, AV_ERROR, AV_ERROR_UNSAFE, "PF '%s' offers at most %" G_GUINT64_FORMAT " VFs, not %u",
+                    pf_address, total, count);
+        return FALSE;
+    }
+    if (now == count)
+        return TRUE;
+    text = g_strdup_printf("%u", count);
+    if (count > 0 && !av_sriov_write(root, ops, pf_address, "sriov_drivers_autoprobe", "0", error))
+        return FALSE;
+    if (now != 0 && count != 0 && !av_sriov_write(root, ops, pf_address, "sriov_numvfs", "0", error))
+        return FALSE;
+    if (!av_sriov_write(root, ops, pf_address, "sriov_numvfs", text, error))
+        return FALSE;
+    deadline = g_get_monotonic_time() + (gint64)MAX(timeout_ms, 0) * 1000;
+    while (!av_sriov_vfs_present(root, pf_address, count)) {
+        if (g_get_monotonic_time() >= deadline) {
+            g_set_error(error, AV_ERROR, AV_ERROR_FAILED, "the %u VFs of PF '%s' did not appear within %d ms", count,
+                        pf_address, timeout_ms);
+            return FALSE;
+        }
+        g_usleep(10 * 1000);
+    }
+    return TRUE;
+}

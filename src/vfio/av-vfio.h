@@ -157,6 +157,24 @@ gboolean av_mdev_choose_parent(const AvHost *host, const AvProfile *profile, int
 gboolean av_mdev_create(const AvRoot *root, const AvKernelOps *ops, const char *parent,
                         const char *type, const char *uuid, GError **error);
 
+/* How long av_sriov_set_numvfs() waits for the VFs' sysfs directories. */
+#define AV_SRIOV_WAIT_MS 5000
+
+/* Sets the VF count of the PF @pf_address to @count
+ * (Documentation/ABI/testing/sysfs-bus-pci: sriov_drivers_autoprobe,
+ * sriov_numvfs): writes sriov_drivers_autoprobe 0 (so that no host VF
+ * driver takes the new VFs before accelvirt binds them to vfio-pci), then
+ * sriov_numvfs: through 0 first when a non-zero count changes to another
+ * (the kernel refuses that with -EBUSY); the caller has checked that no
+ * existing VF is in use.  Then waits up to @timeout_ms for virtfn0 to
+ * virtfn(@count - 1) and their directories.  Every write goes through
+ * @ops.  AV_ERROR_INVALID_INPUT for a bad address, AV_ERROR_NOT_FOUND
+ * when it is no SR-IOV PF, AV_ERROR_UNSAFE above sriov_totalvfs,
+ * AV_ERROR_FAILED for a write the kernel refused or VFs that did not
+ * appear in time. */
+gboolean av_sriov_set_numvfs(const AvRoot *root, const AvKernelOps *ops, const char *pf_address, guint count,
+                             int timeout_ms, GError **error);
+
 /* Removes the mdev @uuid (write "1" to its remove attribute).  Removing an
  * mdev that does not exist succeeds. */
 gboolean av_mdev_remove(const AvRoot *root, const AvKernelOps *ops, const char *uuid, GError **error);
