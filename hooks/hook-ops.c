@@ -703,9 +703,11 @@ av_prepare_grow(AvPrepare *p, GError **error)
     av_hook_test_stop(p->config, "prepare-vfs-planned");
     for (; p->vfs_written < p->intent->vfs->len; p->vfs_written++) {
         const AvIntentVfs *v = g_ptr_array_index(p->intent->vfs, p->vfs_written);
+        const AvPciDevice *pf = av_host_find_pci(p->host, v->pf);
+        const AvProfile *maker = pf ? av_policy_match_sriov_pf(p->policy, pf) : NULL;
 
-        if (!av_pool_vf_set_count(p->pool, p->config->root, p->config->ops, v->pf, NULL, v->from, v->to, p->by,
-                                  error)) {
+        if (!av_pool_vf_set_count(p->pool, p->config->root, p->config->ops, v->pf, maker ? maker->name : NULL,
+                                  v->from, v->to, p->by, error)) {
             p->vfs_written++;
             return FALSE;
         }

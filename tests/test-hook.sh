@@ -653,7 +653,7 @@ check "  ... sriov_drivers_autoprobe 0 written before sriov_numvfs" \
 check "  ... VF 1 in use by the domain, VF 0 free, the write-ahead record gone" json "$W/state/pool.json" \
     "sorted((x['address'], x['state'], x['identity'].rsplit('/', 1)[1]) for x in d['devices'] if x['profile'] == 'qat-vf') == [('0000:6b:00.1', 'free', 'vf0'), ('0000:6b:00.2', 'in-use', 'vf1')] and 'intents' not in d"
 check "  ... journalled: vfs-set from 0 to 2 by the domain's prepare, the chain intact" \
-    eval "grep '\"event\": *\"vfs-set\"' '$W/state/journal.jsonl' >'$W/vfs-set.json' && json '$W/vfs-set.json' \"(d['pf'], d['from'], d['to'], d['by']) == ('$QPF', 0, 2, \\\"prepare of domain 'vfvm' ($U1)\\\")\" && verify"
+    eval "grep '\"event\": *\"vfs-set\"' '$W/state/journal.jsonl' >'$W/vfs-set.json' && json '$W/vfs-set.json' \"(d['pf'], d['from'], d['to'], d['by'], d['profile']) == ('$QPF', 0, 2, \\\"prepare of domain 'vfvm' ($U1)\\\", 'qat-vf')\" && verify"
 # states: identity, state and owner of each pool device of $W (a scan's
 # last_seen may change, what a refusal must not).
 states() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(sorted((x['identity'], x['state'], (x['owner'] or {}).get('domain_uuid')) for x in d['devices']), d.get('intents'))" "$W/state/pool.json"; }

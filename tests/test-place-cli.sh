@@ -342,7 +342,7 @@ check "6 VFs asked, 4 free: the PF goes through 0 to 6 VFs, all six placed and c
 check "  ... through the kernel ops: sriov_drivers_autoprobe 0, sriov_numvfs 0, then 6" \
     eval "grep -o 'devices/0000:6b:00.0/sriov_[a-z_]* [0-9]*' '$QH/sys/.accelvirt-fake-kernel.writes' | tr '\n' ';' | grep -qx 'devices/0000:6b:00.0/sriov_drivers_autoprobe 0;devices/0000:6b:00.0/sriov_numvfs 0;devices/0000:6b:00.0/sriov_numvfs 6;'"
 check "  ... journalled: vfs-set of PF 0000:6b:00.0 from 4 to 6, by define, for qat-vf" \
-    eval "grep '\"event\":\"vfs-set\"' '$QS/journal.jsonl' >'$AV_TMP/vfs-set.json' && json '$AV_TMP/vfs-set.json' \"(d['pf'], d['from'], d['to'], d['by'], d['profile']) == ('0000:6b:00.0', 4, 6, 'define of domain qat6 (${UUID}96)', 'qat-vf')\""
+    eval "grep '\"event\":\"vfs-set\"' '$QS/journal.jsonl' >'$AV_TMP/vfs-set.json' && json '$AV_TMP/vfs-set.json' \"(d['pf'], d['from'], d['to'], d['by'], d['profile']) == ('0000:6b:00.0', 4, 6, \\\"define of domain 'qat6' (${UUID}96)\\\", 'qat-vf')\""
 check "  ... each VF placed with its PF and index (av:device pf= vf=)" \
     xq "$AV_TMP/q6.xml" "[(d.get('pf'), d.get('vf')) for d in pl().findall(NS + 'device')] == [('0000:6b:00.0', str(i)) for i in range(6)]"
 av "$QH" "$SRIOV" "$QS" --json status >"$AV_TMP/q-status.json"

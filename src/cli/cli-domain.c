@@ -182,7 +182,7 @@ av_cli_grow_vfs(const AvRoot *root, const AvPolicy *policy, AvPool *pool, AvHost
                 GError **error)
 {
     g_autoptr(GPtrArray) growth = av_pool_vf_growth(pool, *host, policy, requests, uuid, ret_why);
-    g_autofree char *by = g_strdup_printf("define of domain %s (%s)", domain->name ? domain->name : "?", uuid);
+    g_autofree char *by = g_strdup_printf("define of domain '%s' (%s)", domain->name ? domain->name : "?", uuid);
     gboolean changed = FALSE;
 
     *ret_planned = growth->len;
