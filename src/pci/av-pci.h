@@ -178,6 +178,17 @@ AvHost *av_host_scan(const AvRoot *root, GError **error);
 AvHost *av_host_scan_devices(const AvRoot *root, const char *const *addresses, gboolean mdev_parents,
                              GError **error);
 
+/* Scans only the USB devices of /sys/bus/usb/devices, as av_host_scan()
+ * does (root hubs and interfaces left out): cheap, for the hook's scan of
+ * a domain with USB hostdevs and for the USB scrub methods.  Returns a new
+ * array of AvUsbDevice* sorted by bus path (caller frees) or NULL with
+ * @error set. */
+GPtrArray *av_host_scan_usb(const AvRoot *root, GError **error);
+
+/* The USB device of @host whose sysfs busnum and devnum are @busnum and
+ * @devnum, or NULL.  Borrowed from @host. */
+AvUsbDevice *av_host_find_usb_number(const AvHost *host, guint busnum, guint devnum);
+
 /* Scans one PCI device by address.  Same facts as av_host_scan(). */
 AvPciDevice *av_pci_device_scan(const AvRoot *root, const char *address, GError **error);
 

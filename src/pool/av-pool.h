@@ -387,6 +387,18 @@ char *av_pool_identity_pci(const AvHost *host, const AvPciDevice *dev);
  * serial, else "usb:VVVV:PPPP@port:BUSPATH".  Caller frees. */
 char *av_pool_identity_usb(const AvUsbDevice *dev);
 
+/* The port form "usb:VVVV:PPPP@port:BUSPATH" of a USB device's identity,
+ * which av_pool_reconcile() gives two devices presenting one serial.
+ * Caller frees. */
+char *av_pool_identity_usb_fallback(const AvUsbDevice *dev);
+
+/* TRUE when @identity is a USB identity as av_pool_identity_usb() and
+ * av_pool_identity_usb_fallback() make them ("usb:" 4 hex ":" 4 hex, then
+ * ":serial:" and printable characters other than quotes and backslashes,
+ * or "@port:" and a bus path), at most 255 characters.  The only form
+ * accepted from domain XML. */
+gboolean av_pool_identity_usb_is_valid(const char *identity);
+
 /* The identity of a mediated device: "mdev:UUID" (@uuid canonical, see
  * av_uuid_is_valid()).  Caller frees. */
 char *av_pool_identity_mdev(const char *uuid);
