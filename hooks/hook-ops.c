@@ -86,6 +86,8 @@ av_hook_describe_device(const AvPoolDevice *dev)
     if (dev->kind == AV_DEVICE_KIND_MDEV)
         return g_strdup_printf("mdev %s on %s", dev->identity + strlen("mdev:"),
                                dev->address ? dev->address : "no parent");
+    if (dev->kind == AV_DEVICE_KIND_USB)
+        return g_strdup_printf("USB %s (%s)", dev->address ? dev->address : "no port", dev->identity);
     return g_strdup_printf("%s (%s)", dev->address ? dev->address : "no address", dev->identity);
 }
 
@@ -146,6 +148,163 @@ av_hook_find_placed_mdev(const AvDomain *domain, const char *uuid)
             return p;
     }
     return NULL;
+}
+
+/* --- USB hostdevs (issue 13) --- */
+
+/* "USB hostdev ua-accelvirt-2 (vendor 0x03e7 product 0x2485, bus 1 device
+ * 5)", what the XML says of @h.  Caller frees. */
+static char *
+av_hook_describe_usb_hostdev(const AvHostdev *h)
+{
+    GString *s = g_string_new("USB hostdev");
+
+    if (h->alias)
+        g_string_append_printf(s, " %s", h->alias);
+    g_string_append(s, " (");
+    if (h->usb_vendor)
+        g_string_append_printf(s, "vendor 0x%04x product 0x%04x%s", h->usb_vendor, h->usb_product,
+                               h->usb_bus >= 0 ? ", " : "");
+    if (h->usb_bus >= 0)
+        g_string_append_printf(s, "bus %d device %d", h->usb_bus, h->usb_device);
+    g_string_append_c(s, ')');
+    return g_string_free(s, FALSE);
+}
+
+/* "1-2 (bus 1 device 5, serial S1)" or "(..., no serial)".  Caller frees. */
+static char *
+av_hook_describe_usb(const AvUsbDevice *usb)
+{
+    return g_strdup_printf("%s (bus %u device %u, %s%s)", usb->bus_path, usb->busnum, usb->devnum,
+                           usb->serial ? "serial " : "no serial", usb->serial ? usb->serial : "");
+}
+
+/* The av:usb entry of av:placement for the hostdev @h (by its alias), or
+ * NULL.  Borrowed. */
+static const AvPlacedDevice *
+av_hook_find_placed_usb(const AvDomain *domain, const AvHostdev *h)
+{
+    for (guint i = 0; h->alias && domain->placed && i < domain->placed->len; i++) {
+        const AvPlacedDevice *p = g_ptr_array_index(domain->placed, i);
+
+        if (p->usb_bus_path && g_strcmp0(p->alias, h->alias) == 0)
+            return p;
+    }
+    return NULL;
+}
+
+/* The pool device @usb presents (its own identity, or the port form the
+ * pool gives two sticks sharing a serial), or NULL.  Borrowed. */
+static AvPoolDevice *
+av_hook_pooled_usb(AvPool *pool, const AvUsbDevice *usb)
+{
+    g_autofree char *identity = av_pool_identity_usb(usb);
+    g_autofree char *fallback = av_pool_identity_usb_fallback(usb);
+    AvPoolDevice *dev = av_pool_find(pool, identity);
+
+    if (!dev || dev->kind != AV_DEVICE_KIND_USB)
+        dev = av_pool_find(pool, fallback);
+    return dev && dev->kind == AV_DEVICE_KIND_USB ? dev : NULL;
+}
+
+/* FALSE with @error when the av:placement entry @placed of the hostdev @h
+ * names another stick than @usb (NULL: no device at those numbers): bus
+ * and device numbers change when a stick re-enumerates, the identity does
+ * not.  Only a stick the pool holds (@placed's, or @usb's) matters. */
+static gboolean
+av_hook_usb_check_placed(AvPool *pool, const AvDomain *domain, const AvHostdev *h, const AvPlacedDevice *placed,
+                         const AvUsbDevice *usb, GError **error)
+{
+    AvPoolDevice *want = placed->usb_identity ? av_pool_find(pool, placed->usb_identity) : NULL;
+    AvPoolDevice *got = usb ? av_hook_pooled_usb(pool, usb) : NULL;
+    g_autofree char *what = NULL;
+    g_autofree char *now = NULL;
+    gboolean same;
+
+    if (!want && !got)
+        return TRUE;
+    if (placed->usb_identity)
+        same = got && g_strcmp0(got->identity, placed->usb_identity) == 0;
+    else
+        same = usb && g_str_equal(usb->bus_path, placed->usb_bus_path);
+    if (same)
+        return TRUE;
+    what = av_hook_describe_usb_hostdev(h);
+    now = usb ? av_hook_describe_usb(usb) : g_strdup("no device");
+    g_set_error(error, AV_ERROR, AV_ERROR_INVALID_INPUT,
+                "%s names %s, not the stick its av:placement names (%s, last at %s): USB bus and device numbers "
+                "change when a stick re-enumerates; run 'accelvirt start %s' (or 'accelvirt rewrite'), which "
+                "refreshes them", what, now, placed->usb_identity ? placed->usb_identity : "no identity",
+                placed->usb_bus_path, domain->name);
+    return FALSE;
+}
+
+/* The single pooled stick with the vendor and product of the hostdev @h,
+ * which names no bus and device, in *ret_dev (NULL: no stick of those ids
+ * is pooled, nothing of accelvirt's).  FALSE with @error when two or more
+ * devices of the host have those ids and one of them is pooled: libvirt
+ * could give the domain either. */
+static gboolean
+av_hook_usb_by_ids(const AvHost *host, AvPool *pool, const AvHostdev *h, AvPoolDevice **ret_dev, GError **error)
+{
+    g_autoptr(GString) names = g_string_new(NULL);
+    AvPoolDevice *pooled = NULL;
+    guint matches = 0;
+
+    for (guint i = 0; i < host->usb->len; i++) {
+        const AvUsbDevice *usb = g_ptr_array_index(host->usb, i);
+        g_autofree char *one = NULL;
+
+        if (usb->vendor_id != h->usb_vendor || usb->product_id != h->usb_product)
+            continue;
+        matches++;
+        pooled = pooled ? pooled : av_hook_pooled_usb(pool, usb);
+        one = av_hook_describe_usb(usb);
+        g_string_append_printf(names, "%s%s", names->len ? ", " : "", one);
+    }
+    if (matches > 1 && pooled) {
+        g_autofree char *what = av_hook_describe_usb_hostdev(h);
+
+        g_set_error(error, AV_ERROR, AV_ERROR_INVALID_INPUT,
+                    "%s names only a vendor and product, which %u devices of this host have: %s; give it "
+                    "<address bus= device=> of one of them ('accelvirt rewrite' writes it)", what, matches,
+                    names->str);
+        return FALSE;
+    }
+    *ret_dev = pooled;
+    return TRUE;
+}
+
+/* The pool device the USB hostdev @h of @domain names, in *ret_dev (NULL:
+ * none, nothing of accelvirt's): by <address bus= device=> through the
+ * scan (sysfs busnum and devnum), cross-checked with its av:placement
+ * entry (av_hook_usb_check_placed()); without an address, by vendor and
+ * product when one device of the host has them (av_hook_usb_by_ids()). */
+static gboolean
+av_hook_resolve_usb(const AvHost *host, AvPool *pool, const AvDomain *domain, const AvHostdev *h,
+                    AvPoolDevice **ret_dev, GError **error)
+{
+    const AvPlacedDevice *placed = av_hook_find_placed_usb(domain, h);
+    const AvUsbDevice *usb;
+
+    *ret_dev = NULL;
+    if (h->usb_bus < 0) {
+        if (placed && placed->usb_identity && av_pool_find(pool, placed->usb_identity)) {
+            g_autofree char *what = av_hook_describe_usb_hostdev(h);
+
+            g_set_error(error, AV_ERROR, AV_ERROR_INVALID_INPUT,
+                        "%s has no <address bus= device=>, but its av:placement names the stick %s; run "
+                        "'accelvirt start %s' (or 'accelvirt rewrite'), which writes it", what, placed->usb_identity,
+                        domain->name);
+            return FALSE;
+        }
+        return av_hook_usb_by_ids(host, pool, h, ret_dev, error);
+    }
+    usb = av_host_find_usb_number(host, (guint)h->usb_bus, (guint)h->usb_device);
+    if (placed && !av_hook_usb_check_placed(pool, domain, h, placed, usb, error))
+        return FALSE;
+    *ret_dev = usb ? av_hook_pooled_usb(pool, usb) : NULL;
+    return TRUE;
 }
 
 /* The pool device that owns the IOMMU group of the PCI function
@@ -239,6 +398,25 @@ av_hook_resolve(const AvHost *host, const AvPolicy *policy, AvPool *pool, const 
             m->pooldev = dev;
             m->pci = av_host_find_pci(host, dev->address);
             m->through_group = through_group;
+            g_ptr_array_add(managed, m);
+        } else if (h->type == AV_HOSTDEV_USB) {
+            AvPoolDevice *dev = NULL;
+            const AvProfile *profile;
+
+            if (!av_hook_resolve_usb(host, pool, domain, h, &dev, error))
+                return FALSE;
+            if (!dev)
+                continue;
+            profile = dev->profile ? av_policy_find(policy, dev->profile) : NULL;
+            if (!profile || profile->attach != AV_ATTACH_USB || g_strcmp0(dev->reason, "unmanaged") == 0) {
+                if (!av_hook_check_available(dev, domain, error))
+                    return FALSE;
+                continue;
+            }
+            m = g_new0(AvManaged, 1);
+            m->hostdev = h;
+            m->profile = profile;
+            m->pooldev = dev;
             g_ptr_array_add(managed, m);
         } else if (h->type == AV_HOSTDEV_MDEV) {
             g_autofree char *identity = av_pool_identity_mdev(h->mdev_uuid);
@@ -449,12 +627,17 @@ av_hook_prepare_scrub(const AvHookConfig *config, const AvHost *host, const AvPo
         g_autoptr(GError) error = NULL;
         g_autoptr(AvLock) lock = NULL;
 
-        if (m->hostdev->type != AV_HOSTDEV_PCI || !dev || m->through_group)
+        if (m->hostdev->type != AV_HOSTDEV_PCI || !dev || m->through_group) {
+            g_autofree char *usb = m->hostdev->type == AV_HOSTDEV_USB ? av_hook_describe_usb_hostdev(m->hostdev)
+                                                                      : NULL;
+
             return av_hook_refusef("cannot start scrub domain '%s': it has %s %s, which is not a PCI function "
                                    "being scrubbed; a scrub domain may have only the device it scrubs",
                                    domain->name, m->hostdev->type == AV_HOSTDEV_MDEV ? "mdev" : "device",
                                    m->hostdev->type == AV_HOSTDEV_MDEV ? m->hostdev->mdev_uuid
+                                   : usb                               ? usb
                                                                        : m->hostdev->pci_address);
+        }
         if ((dev->state != AV_DEVICE_STATE_SCRUBBING && dev->state != AV_DEVICE_STATE_QUARANTINED) ||
             !av_pool_scrub_token_matches(dev, domain->scrub_token, domain->uuid))
             return av_hook_refusef("cannot start domain '%s': it carries an accelvirt scrub token (av:scrub), "
@@ -522,25 +705,27 @@ av_hook_prepare_scrub(const AvHookConfig *config, const AvHost *host, const AvPo
 }
 
 /* The host as far as @domain needs it (its PCI functions, the mdev
- * parents when it has mdevs), with @pool brought up to date
- * (av_hook_scan_devices()). */
+ * parents when it has mdevs, the USB devices when it has USB hostdevs),
+ * with @pool brought up to date (av_hook_scan_devices()). */
 static AvHost *
 av_hook_scan_for(const AvHookConfig *config, const AvPolicy *policy, AvPool *pool, const AvDomain *domain,
                  GError **error)
 {
     g_autoptr(GPtrArray) addresses = g_ptr_array_new();
-    gboolean mdevs = FALSE;
+    gboolean mdevs = FALSE, usb = FALSE;
 
     for (guint i = 0; i < domain->hostdevs->len; i++) {
         const AvHostdev *h = g_ptr_array_index(domain->hostdevs, i);
 
         if (h->type == AV_HOSTDEV_MDEV)
             mdevs = TRUE;
+        else if (h->type == AV_HOSTDEV_USB)
+            usb = TRUE;
         else if (h->type == AV_HOSTDEV_PCI)
             g_ptr_array_add(addresses, h->pci_address);
     }
     g_ptr_array_add(addresses, NULL);
-    return av_hook_scan_devices(config, policy, pool, (const char *const *)addresses->pdata, mdevs, error);
+    return av_hook_scan_devices(config, policy, pool, (const char *const *)addresses->pdata, mdevs, usb, error);
 }
 
 /* Phase "open": the policies, the pool (what dead processes left put
@@ -636,6 +821,10 @@ av_prepare_check(AvPrepare *p, GError **error)
                         p->domain->pinning_problem);
             return FALSE;
         }
+        /* A USB stick is claimed alone: no IOMMU group, no bind (QEMU's
+         * usb-host opens /dev/bus/usb itself). */
+        if (m->hostdev->type == AV_HOSTDEV_USB && !g_ptr_array_find(p->claims, m->pooldev, NULL))
+            g_ptr_array_add(p->claims, m->pooldev);
         if (m->hostdev->type != AV_HOSTDEV_PCI)
             continue;
         if (!m->pci) {
@@ -1506,7 +1695,7 @@ av_hook_remap(const AvHookConfig *config, const AvDomain *domain, const char *xm
             g_ptr_array_add(addresses, g_strdup(address));
     }
     g_ptr_array_add(addresses, NULL);
-    host = av_hook_scan_devices(config, policy, pool, (const char *const *)addresses->pdata, FALSE, &error);
+    host = av_hook_scan_devices(config, policy, pool, (const char *const *)addresses->pdata, FALSE, FALSE, &error);
     if (!host)
         return av_hook_refuse(error->message);
     g_clear_pointer(&addresses, g_ptr_array_unref);
@@ -1566,6 +1755,8 @@ av_hook_remap(const AvHookConfig *config, const AvDomain *domain, const char *xm
                 item->usb_bus_path = g_strdup(c->usb_bus_path);
                 item->usb_vendor = c->usb_vendor;
                 item->usb_product = c->usb_product;
+                item->usb_busnum = c->usb_busnum;
+                item->usb_devnum = c->usb_devnum;
                 item->numa_node = c->numa_node;
                 g_ptr_array_add(placement->items, item);
             }

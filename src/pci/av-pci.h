@@ -146,8 +146,11 @@ typedef struct {
                                   * nowhere else */
     char *boot_id;               /* /proc/sys/kernel/random/boot_id (lower case), or NULL when the tree
                                   * has none (a capture, most fake trees) */
-    gboolean partial;            /* av_host_scan_devices(): @pci holds only some functions, @usb and
-                                  * @mdev_parents nothing; what is absent is not known to be absent */
+    gboolean partial;            /* av_host_scan_devices(): @pci holds only some functions, @usb
+                                  * nothing unless @usb_scanned, @mdev_parents nothing unless asked
+                                  * for; what is absent is not known to be absent */
+    gboolean usb_scanned;        /* @usb holds every USB device of the host (a whole scan, or a
+                                  * partial one with av_host_scan_devices_usb()) */
 } AvHost;
 
 void av_host_free(AvHost *host);
@@ -177,6 +180,11 @@ AvHost *av_host_scan(const AvRoot *root, GError **error);
  * frees) or NULL with @error set. */
 AvHost *av_host_scan_devices(const AvRoot *root, const char *const *addresses, gboolean mdev_parents,
                              GError **error);
+
+/* Adds every USB device of the host to the partial scan @host (which had
+ * none), setting @usb_scanned: /sys/bus/usb/devices is small, so a domain
+ * with USB hostdevs reads them all.  FALSE with @error set. */
+gboolean av_host_scan_devices_usb(const AvRoot *root, AvHost *host, GError **error);
 
 /* Scans only the USB devices of /sys/bus/usb/devices, as av_host_scan()
  * does (root hubs and interfaces left out): cheap, for the hook's scan of

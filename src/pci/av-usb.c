@@ -146,6 +146,17 @@ av_host_scan_usb(const AvRoot *root, GError **error)
     return g_steal_pointer(&usb);
 }
 
+/* See av-pci.h. */
+gboolean
+av_host_scan_devices_usb(const AvRoot *root, AvHost *host, GError **error)
+{
+    g_ptr_array_set_size(host->usb, 0);
+    if (!av_usb_scan(root, host->usb, error))
+        return FALSE;
+    host->usb_scanned = TRUE;
+    return TRUE;
+}
+
 /* See av-pci.h.  Linear: a host has a few dozen USB devices. */
 AvUsbDevice *
 av_host_find_usb_number(const AvHost *host, guint busnum, guint devnum)

@@ -561,6 +561,68 @@ av_pool_confirm_one(const AvPool *pool, const AvPolicy *policy, const AvPciDevic
     return NULL;
 }
 
+/* The reason av_pool_confirm() says no about the USB device @usb, which
+ * presents @identity, or NULL when the pool agrees.  Caller frees. */
+static char *
+av_pool_confirm_usb(const AvPool *pool, const AvPolicy *policy, const AvUsbDevice *usb, const char *identity)
+{
+    const AvProfile *profile = av_policy_match_usb(policy, usb);
+    const AvPoolDevice *dev = av_pool_find(pool, identity);
+    const AvPoolDevice *at = av_pool_find_address(pool, AV_DEVICE_KIND_USB, usb->bus_path);
+
+    if (!dev)
+        return profile || at ? g_strdup_printf("USB device %s (%s) is news to the pool", usb->bus_path, identity)
+                             : NULL;
+    if (dev->kind != AV_DEVICE_KIND_USB || dev->state == AV_DEVICE_STATE_MISSING ||
+        g_strcmp0(dev->address, usb->bus_path) != 0 || at != dev)
+        return g_strdup_printf("USB device %s presents the identity %s, which the pool has elsewhere or missing",
+                               usb->bus_path, identity);
+    if (profile ? g_strcmp0(dev->profile, profile->name) != 0 || g_strcmp0(dev->reason, "unmanaged") == 0
+                : dev->state == AV_DEVICE_STATE_FREE ||
+                      (dev->state != AV_DEVICE_STATE_QUARANTINED && g_strcmp0(dev->reason, "unmanaged") != 0))
+        return g_strdup_printf("the profile of USB device %s changed", usb->bus_path);
+    if (dev->numa_node != usb->numa_node)
+        return g_strdup_printf("the NUMA node of USB device %s changed", usb->bus_path);
+    if (dev->identity_problem && (dev->state == AV_DEVICE_STATE_FREE || dev->state == AV_DEVICE_STATE_CLAIMED))
+        return g_strdup_printf("USB device %s has an identity problem to act on", usb->bus_path);
+    return NULL;
+}
+
+/* av_pool_confirm() of the USB devices of @host, which holds them all: each
+ * as the pool has it, no identity twice, and every pooled USB device not
+ * missing among them. */
+static gboolean
+av_pool_confirm_usb_all(const AvPool *pool, const AvHost *host, const AvPolicy *policy, char **ret_why)
+{
+    g_autoptr(GHashTable) identities = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+
+    for (guint i = 0; i < host->usb->len; i++) {
+        const AvUsbDevice *usb = g_ptr_array_index(host->usb, i);
+        char *identity = av_pool_identity_usb(usb);
+        char *why = av_pool_confirm_usb(pool, policy, usb, identity);
+
+        if (why) {
+            g_free(identity);
+            *ret_why = why;
+            return FALSE;
+        }
+        if (!g_hash_table_add(identities, identity)) {
+            *ret_why = g_strdup_printf("USB device %s shares its identity with another device", usb->bus_path);
+            return FALSE;
+        }
+    }
+    for (guint i = 0; i < pool->devices->len; i++) {
+        const AvPoolDevice *dev = g_ptr_array_index(pool->devices, i);
+
+        if (dev->kind == AV_DEVICE_KIND_USB && dev->state != AV_DEVICE_STATE_MISSING &&
+            !g_hash_table_contains(identities, dev->identity)) {
+            *ret_why = g_strdup_printf("USB device %s is not on the host", dev->identity);
+            return FALSE;
+        }
+    }
+    return TRUE;
+}
+
 /* See av-pool.h. */
 gboolean
 av_pool_confirm(const AvPool *pool, const AvHost *host, const AvPolicy *policy, char **ret_why)
@@ -590,6 +652,8 @@ av_pool_confirm(const AvPool *pool, const AvHost *host, const AvPolicy *policy, 
             return FALSE;
         }
     }
+    if (host->usb_scanned && !av_pool_confirm_usb_all(pool, host, policy, ret_why))
+        return FALSE;
     /* The mdevs the scan found where av_pool_reconcile_mdev() would move them. */
     for (guint i = 0; i < pool->devices->len; i++) {
         const AvPoolDevice *dev = g_ptr_array_index(pool->devices, i);

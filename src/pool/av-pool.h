@@ -356,7 +356,10 @@ gboolean av_pool_reconcile(AvPool *pool, const AvHost *host, const AvPolicy *pol
  * IOMMU group, and for a free device the same host driver, no two of them
  * presenting one identity (a device outside @host that shares one is not
  * seen: the whole scans of the CLI and `accelvirt reconcile` are); and every mdev
- * of the pool that @host holds on the parent the pool records.  Anything else,
+ * of the pool that @host holds on the parent the pool records.  When @host
+ * holds every USB device (usb_scanned), each is as the pool has it (same
+ * identity at that bus path, profile, node; none presenting the identity of
+ * another) and every USB device the pool has, not missing, is among them.  Anything else,
  * news included, is FALSE with *ret_why (caller frees) saying what: the
  * caller then scans the whole host and reconciles.  Changes nothing. */
 gboolean av_pool_confirm(const AvPool *pool, const AvHost *host, const AvPolicy *policy, char **ret_why);
