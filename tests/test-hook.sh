@@ -1425,6 +1425,12 @@ check "  ... found again by its identity; its certificate says what was done, an
     eval "json '$W/state/pool.json' \"[x['identity'] for x in d['devices'] if x['address'] == '1-2'] == ['usb:03e7:2485:serial:S1']\" && grep '\"event\": *\"scrub-certificate\"' '$W/state/journal.jsonl' | tail -n1 | grep 'usb port reset of 1-2 (bus 1 device 5)' | grep -q 're-authorized; re-enumerated as 1-2 devnum 8' && ! grep '\"event\": *\"scrub-certificate\"' '$W/state/journal.jsonl' | tail -n1 | grep -qi 'memory zeroed'"
 check "the domain's XML now names a device number the stick no longer has: refused, run accelvirt start" \
     eval "refused 'names no device, not the stick its av:placement names (usb:03e7:2485:serial:S1, last at 1-2).*accelvirt start stick1' '$W/stick1.xml' stick1 prepare begin -"
+# The libvirt test driver holds the domain as defined (shut off): `accelvirt
+# start` refreshes its definition from the stick's identity, then starts it.
+{ echo "<node>"; sed -e 's|type="kvm"|type="test" xmlns:test="http://libvirt.org/schemas/domain/test/1.0"|' \
+    -e 's|<vcpu>1</vcpu>|<vcpu>1</vcpu><os><type>hvm</type></os><test:runstate>5</test:runstate>|' "$W/stick1.xml"; echo "</node>"; } >"$W/node.xml"
+check "accelvirt start refreshes the persistent definition's USB bus/device numbers from the pool identity, then starts it" \
+    eval "avw --connect 'test://$W/node.xml' --json start stick1 >'$W/start.json' && json '$W/start.json' \"d['usb_refreshed'] and not d['replaced']\""
 mkusb "$W/nos.xml" nos "$UU4" 1 7
 echo 'fail USBDEVFS_RESET:* 5' >"$W/host/sys/.accelvirt-fake-kernel"
 check "the stick without a serial, named by bus/device, is claimed; a failing port reset quarantines it at release" \
