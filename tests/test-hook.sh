@@ -1425,6 +1425,8 @@ check "  ... found again by its identity; its certificate says what was done, an
     eval "json '$W/state/pool.json' \"[x['identity'] for x in d['devices'] if x['address'] == '1-2'] == ['usb:03e7:2485:serial:S1']\" && grep '\"event\": *\"scrub-certificate\"' '$W/state/journal.jsonl' | tail -n1 | grep 'usb port reset of 1-2 (bus 1 device 5)' | grep -q 're-authorized; re-enumerated as 1-2 devnum 8' && ! grep '\"event\": *\"scrub-certificate\"' '$W/state/journal.jsonl' | tail -n1 | grep -qi 'memory zeroed'"
 check "the domain's XML now names a device number the stick no longer has: refused, run accelvirt start" \
     eval "refused 'names no device, not the stick its av:placement names (usb:03e7:2485:serial:S1, last at 1-2).*accelvirt start stick1' '$W/stick1.xml' stick1 prepare begin -"
+check "accelvirt status tells the identical sticks apart: port, bus/device and serial, or no serial" \
+    eval "avw status >'$W/status.txt' && grep -q 'usb: port 1-2, bus 1 device 8, serial S1' '$W/status.txt' && grep -q 'usb: port 1-3, bus 1 device 6, serial S2' '$W/status.txt' && grep -q 'usb: port 1-4, bus 1 device 7, no serial' '$W/status.txt' && avw --json status >'$W/status.json' && json '$W/status.json' \"[(x['usb_busnum'], x['usb_devnum'], x['usb_serial']) for x in d['devices'] if x['kind'] == 'usb'] == [(1, 8, 'S1'), (1, 6, 'S2'), (1, 7, None)]\""
 # The libvirt test driver holds the domain as defined (shut off): `accelvirt
 # start` refreshes its definition from the stick's identity, then starts it.
 { echo "<node>"; sed -e 's|type="kvm"|type="test" xmlns:test="http://libvirt.org/schemas/domain/test/1.0"|' \

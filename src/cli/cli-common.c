@@ -324,7 +324,7 @@ av_cli_spawn_pending_worker(const AvCli *cli)
 
 /* See cli.h. */
 AvPool *
-av_cli_open_synced_pool(const AvCli *cli, GError **error)
+av_cli_open_synced_pool(const AvCli *cli, AvHost **ret_host, GError **error)
 {
     g_autoptr(AvRoot) root = NULL;
     g_autoptr(AvPolicy) policy = NULL;
@@ -344,5 +344,7 @@ av_cli_open_synced_pool(const AvCli *cli, GError **error)
         return NULL;
     if (!av_pool_reconcile(pool, host, policy, &changed, error) || (changed && !av_pool_save(pool, error)))
         return NULL;
+    if (ret_host)
+        *ret_host = g_steal_pointer(&host);
     return g_steal_pointer(&pool);
 }

@@ -2,6 +2,7 @@
 #include "config.h"
 
 #include <stdio.h>
+#include <string.h>
 
 #include "cli.h"
 #include "pci/av-pci.h"
@@ -33,8 +34,41 @@ av_owner_str(const AvOwner *owner)
     return g_strdup("-");
 }
 
+/* The USB device of @host that the pool device @d is (by its identity), or
+ * NULL.  Borrowed from @host. */
+static const AvUsbDevice *
+av_status_usb_of(const AvHost *host, const AvPoolDevice *d)
+{
+    for (guint i = 0; host && d->kind == AV_DEVICE_KIND_USB && i < host->usb->len; i++) {
+        const AvUsbDevice *usb = g_ptr_array_index(host->usb, i);
+        g_autofree char *own = av_pool_identity_usb(usb);
+        g_autofree char *port = av_pool_identity_usb_fallback(usb);
+
+        if (g_str_equal(own, d->identity) || g_str_equal(port, d->identity))
+            return usb;
+    }
+    return NULL;
+}
+
+/* "port 1-2, bus 1 device 5, serial S1" (or "no serial") for a USB pool
+ * device: two identical sticks are told apart by these.  Without a scan
+ * (--no-sync) or when the stick is not on the host, no numbers.  Caller
+ * frees. */
+static char *
+av_status_usb_line(const AvHost *host, const AvPoolDevice *d)
+{
+    const AvUsbDevice *usb = av_status_usb_of(host, d);
+    const char *serial = strstr(d->identity, ":serial:");
+    g_autofree char *numbers = usb ? g_strdup_printf("bus %u device %u", usb->busnum, usb->devnum)
+                                   : g_strdup(host ? "not on the host" : "bus and device not read (--no-sync)");
+    g_autofree char *text = g_strdup_printf("port %s, %s, %s%s", d->address ? d->address : "-", numbers,
+                                            serial ? "serial " : "no serial", serial ? serial + strlen(":serial:") : "");
+
+    return av_cli_printable(text);
+}
+
 static void
-av_status_print_table(const AvPool *pool, gboolean synced)
+av_status_print_table(const AvPool *pool, const AvHost *host, gboolean synced)
 {
     GPtrArray *devices = av_pool_devices(pool);
 
@@ -60,6 +94,11 @@ av_status_print_table(const AvPool *pool, gboolean synced)
 
         printf("%-12s  %-18s  %-11s  %-4s  %-16s  %-20s  %s\n", d->address, d->profile,
                av_device_state_to_string(d->state), node, shown_owner, since, identity);
+        if (d->kind == AV_DEVICE_KIND_USB) {
+            g_autofree char *usb = av_status_usb_line(host, d);
+
+            printf("    usb: %s\n", usb);
+        }
         if (reason)
             printf("    reason: %s\n", reason);
         if (problem && g_strcmp0(d->identity_problem, d->reason) != 0)
@@ -86,6 +125,7 @@ av_cli_cmd_status(AvCli *cli, int argc, char **argv)
         { NULL },
     };
     g_autoptr(AvPool) pool = NULL;
+    g_autoptr(AvHost) host = NULL;
     g_autoptr(GError) err = NULL;
 
     if (!av_cli_parse(cli, "status", NULL,
@@ -101,7 +141,7 @@ av_cli_cmd_status(AvCli *cli, int argc, char **argv)
         if (!pool)
             return av_cli_fail(err);
     } else {
-        pool = av_cli_open_synced_pool(cli, &err);
+        pool = av_cli_open_synced_pool(cli, &host, &err);
         if (!pool)
             return av_cli_fail(err);
     }
@@ -114,13 +154,22 @@ av_cli_cmd_status(AvCli *cli, int argc, char **argv)
 
         /* A scrub token is for the scrub domain alone, not for what
          * collects this output. */
-        json_array_foreach(devices, i, d)
+        json_array_foreach(devices, i, d) {
+            const AvPoolDevice *dev = g_ptr_array_index(av_pool_devices(pool), i);
+            const AvUsbDevice *usb = av_status_usb_of(host, dev);
+
             json_object_del(d, "scrub_token");
+            if (dev->kind != AV_DEVICE_KIND_USB)
+                continue;
+            json_object_set_new(d, "usb_busnum", usb ? json_integer(usb->busnum) : json_null());
+            json_object_set_new(d, "usb_devnum", usb ? json_integer(usb->devnum) : json_null());
+            json_object_set_new(d, "usb_serial", usb ? av_json_string_or_null(usb->serial) : json_null());
+        }
         json_object_set_new(o, "state_dir", json_string(cli->state_dir));
         json_object_set_new(o, "synced", json_boolean(!no_sync));
         av_cli_print_json(o);
     } else {
-        av_status_print_table(pool, !no_sync);
+        av_status_print_table(pool, host, !no_sync);
     }
     return AV_EXIT_OK;
 }

@@ -77,8 +77,9 @@ AvPool *av_cli_open_pool(const AvCli *cli, const AvRoot *root, int mode, GError 
 
 /* The pool, opened for writing (av_cli_open_pool(): put right first) and
  * reconciled with a scan of the host taken under its lock, saved when that
- * changed it: what `status` and `reconcile` show.  NULL with @error. */
-AvPool *av_cli_open_synced_pool(const AvCli *cli, GError **error);
+ * changed it: what `status` and `reconcile` show; the scan goes to
+ * *ret_host (may be NULL; caller frees).  NULL with @error. */
+AvPool *av_cli_open_synced_pool(const AvCli *cli, AvHost **ret_host, GError **error);
 
 /* The pool device named @name: its identity, else its PCI address or USB
  * bus path.  NULL with AV_ERROR_NOT_FOUND (one sentence, what to run). */
