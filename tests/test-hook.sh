@@ -1433,6 +1433,13 @@ check "accelvirt status tells the identical sticks apart: port, bus/device and s
     -e 's|<vcpu>1</vcpu>|<vcpu>1</vcpu><os><type>hvm</type></os><test:runstate>5</test:runstate>|' "$W/stick1.xml"; echo "</node>"; } >"$W/node.xml"
 check "accelvirt start refreshes the persistent definition's USB bus/device numbers from the pool identity, then starts it" \
     eval "avw --connect 'test://$W/node.xml' --json start stick1 >'$W/start.json' && json '$W/start.json' \"d['usb_refreshed'] and not d['replaced']\""
+UU5=$(uuid 35); UU6=$(uuid 36)
+mkusb "$W/k.xml" k "$UU5" 1 6
+mkusb "$W/k2.xml" k2 "$UU6" 1 6
+check "a prepare killed after its plan has the stick's claim in its write-ahead record, not in the pool" \
+    eval "killed_at prepare-planned '$W/k.xml' k && json '$W/state/pool.json' \"[i['claims'] for i in d['intents']] == [['usb:03e7:2485:serial:S2']] and [x['state'] for x in d['devices'] if x['address'] == '1-3'] == ['free']\""
+check "  ... the next call drops the record; another domain then gets the stick" \
+    eval "accepted '$W/k2.xml' k2 prepare begin - && [ \"\$(usb_state 1-3)\" = in-use ] && json '$W/state/pool.json' \"d.get('intents', []) == [] and [x['owner']['domain_uuid'] for x in d['devices'] if x['address'] == '1-3'] == ['$UU6']\""
 mkusb "$W/nos.xml" nos "$UU4" 1 7
 echo 'fail USBDEVFS_RESET:* 5' >"$W/host/sys/.accelvirt-fake-kernel"
 check "the stick without a serial, named by bus/device, is claimed; a failing port reset quarantines it at release" \
