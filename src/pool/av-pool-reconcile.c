@@ -561,6 +561,25 @@ av_pool_confirm_one(const AvPool *pool, const AvPolicy *policy, const AvPciDevic
     return NULL;
 }
 
+/* Adds @identity (taken) of a device of av_pool_confirm(), found at
+ * @where, to @identities, which takes it.  FALSE with *ret_why when @why
+ * (taken: the reason it says no about the device, or NULL) is set, or when
+ * another device presents that identity too: the whole scan tells more. */
+static gboolean
+av_pool_confirm_add(GHashTable *identities, char *identity, char *why, const char *where, char **ret_why)
+{
+    if (why) {
+        g_free(identity);
+        *ret_why = why;
+        return FALSE;
+    }
+    if (!g_hash_table_add(identities, identity)) {
+        *ret_why = g_strdup_printf("%s shares its identity with another device", where);
+        return FALSE;
+    }
+    return TRUE;
+}
+
 /* The reason av_pool_confirm() says no about the USB device @usb, which
  * presents @identity, or NULL when the pool agrees.  Caller frees. */
 static char *
@@ -599,17 +618,10 @@ av_pool_confirm_usb_all(const AvPool *pool, const AvHost *host, const AvPolicy *
     for (guint i = 0; i < host->usb->len; i++) {
         const AvUsbDevice *usb = g_ptr_array_index(host->usb, i);
         char *identity = av_pool_identity_usb(usb);
-        char *why = av_pool_confirm_usb(pool, policy, usb, identity);
 
-        if (why) {
-            g_free(identity);
-            *ret_why = why;
+        if (!av_pool_confirm_add(identities, identity, av_pool_confirm_usb(pool, policy, usb, identity),
+                                 usb->bus_path, ret_why))
             return FALSE;
-        }
-        if (!g_hash_table_add(identities, identity)) {
-            *ret_why = g_strdup_printf("USB device %s shares its identity with another device", usb->bus_path);
-            return FALSE;
-        }
     }
     for (guint i = 0; i < pool->devices->len; i++) {
         const AvPoolDevice *dev = g_ptr_array_index(pool->devices, i);
@@ -638,19 +650,10 @@ av_pool_confirm(const AvPool *pool, const AvHost *host, const AvPolicy *policy, 
     for (guint i = 0; i < host->pci->len; i++) {
         const AvPciDevice *pci = g_ptr_array_index(host->pci, i);
         char *identity = av_pool_identity_pci(host, pci);
-        char *why = av_pool_confirm_one(pool, policy, pci, identity);
 
-        if (why) {
-            g_free(identity);
-            *ret_why = why;
+        if (!av_pool_confirm_add(identities, identity, av_pool_confirm_one(pool, policy, pci, identity),
+                                 pci->address, ret_why))
             return FALSE;
-        }
-        /* Two of them presenting one identity: the whole scan tells more
-         * (the table takes @identity). */
-        if (!g_hash_table_add(identities, identity)) {
-            *ret_why = g_strdup_printf("%s shares its identity with another device", pci->address);
-            return FALSE;
-        }
     }
     if (host->usb_scanned && !av_pool_confirm_usb_all(pool, host, policy, ret_why))
         return FALSE;

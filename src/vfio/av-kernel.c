@@ -901,26 +901,44 @@ av_fake_usb_max_devnum(const AvRoot *root, guint busnum)
     return max;
 }
 
-/* "authorized" of the USB device @devdir: "0" stores it; "1" after "0"
- * re-enumerates the device (usb_authorize_device()): the next devnum of its
- * bus, its /dev/bus/usb node moved along. */
+/* Re-enumerates the USB device @devdir as usb_authorize_device() does:
+ * the next devnum of its bus, its /dev/bus/usb node moved along, logged. */
+static int
+av_fake_usb_reenumerate(const AvRoot *root, const char *devdir)
+{
+    g_autofree char *name = g_path_get_basename(devdir);
+    g_autofree char *dev_attr = g_strconcat(devdir, "/devnum", NULL);
+    g_autofree char *bus_attr = g_strconcat(devdir, "/busnum", NULL);
+    g_autofree char *b = NULL, *n = NULL, *old_rel = NULL, *new_rel = NULL;
+    g_autofree char *old_node = NULL, *new_node = NULL, *devnum = NULL, *line = NULL;
+    guint busnum, next;
+    int r;
+
+    if (av_root_read_attr(root, bus_attr, &b) < 0 || av_root_read_attr(root, dev_attr, &n) < 0)
+        return -ENODEV;
+    busnum = (guint)g_ascii_strtoull(b, NULL, 10);
+    next = av_fake_usb_max_devnum(root, busnum) % 127 + 1;
+    old_rel = av_dev_path("bus/usb/%03u/%03u", busnum, (guint)g_ascii_strtoull(n, NULL, 10));
+    new_rel = av_dev_path("bus/usb/%03u/%03u", busnum, next);
+    old_node = av_root_host_path(root, old_rel);
+    new_node = av_root_host_path(root, new_rel);
+    if (rename(old_node, new_node) < 0 && errno != ENOENT)
+        return -errno;
+    devnum = g_strdup_printf("%u", next);
+    r = av_fake_put(root, dev_attr, devnum, 0644);
+    if (r < 0)
+        return r;
+    line = g_strdup_printf("USB_AUTHORIZE %s devnum %u", name, next);
+    return av_fake_log(root, line);
+}
+
+/* "authorized" of the USB device @devdir: "0" stores it and logs it; "1"
+ * after "0" re-enumerates the device (av_fake_usb_reenumerate()). */
 static int
 av_fake_usb_authorized(const AvRoot *root, const char *resolved, const char *devdir, const char *value)
 {
     g_autofree char *arg = av_fake_arg(value);
-    g_autofree char *name = g_path_get_basename(devdir);
     g_autofree char *before = NULL;
-    g_autofree char *bus_attr = g_strconcat(devdir, "/busnum", NULL);
-    g_autofree char *dev_attr = g_strconcat(devdir, "/devnum", NULL);
-    g_autofree char *b = NULL;
-    g_autofree char *n = NULL;
-    g_autofree char *old_node = NULL;
-    g_autofree char *new_node = NULL;
-    g_autofree char *old_host = NULL;
-    g_autofree char *new_host = NULL;
-    g_autofree char *line = NULL;
-    g_autofree char *devnum = NULL;
-    guint busnum, next;
     int r;
 
     if (!g_str_equal(arg, "0") && !g_str_equal(arg, "1"))
@@ -930,27 +948,12 @@ av_fake_usb_authorized(const AvRoot *root, const char *resolved, const char *dev
     if (r < 0)
         return r;
     if (g_str_equal(arg, "0")) {
-        line = g_strconcat("USB_DEAUTHORIZE ", name, NULL);
+        g_autofree char *name = g_path_get_basename(devdir);
+        g_autofree char *line = g_strconcat("USB_DEAUTHORIZE ", name, NULL);
+
         return av_fake_log(root, line);
     }
-    if (g_strcmp0(before, "0") != 0)
-        return 0;
-    if (av_root_read_attr(root, bus_attr, &b) < 0 || av_root_read_attr(root, dev_attr, &n) < 0)
-        return -ENODEV;
-    busnum = (guint)g_ascii_strtoull(b, NULL, 10);
-    next = av_fake_usb_max_devnum(root, busnum) % 127 + 1;
-    old_node = av_dev_path("bus/usb/%03u/%03u", busnum, (guint)g_ascii_strtoull(n, NULL, 10));
-    new_node = av_dev_path("bus/usb/%03u/%03u", busnum, next);
-    old_host = av_root_host_path(root, old_node);
-    new_host = av_root_host_path(root, new_node);
-    if (rename(old_host, new_host) < 0 && errno != ENOENT)
-        return -errno;
-    devnum = g_strdup_printf("%u", next);
-    r = av_fake_put(root, dev_attr, devnum, 0644);
-    if (r < 0)
-        return r;
-    line = g_strdup_printf("USB_AUTHORIZE %s devnum %u", name, next);
-    return av_fake_log(root, line);
+    return g_strcmp0(before, "0") == 0 ? av_fake_usb_reenumerate(root, devdir) : 0;
 }
 
 /* The fake table's write: logs "PATH VALUE" to the tree's
