@@ -525,39 +525,62 @@ av_pool_reconcile(AvPool *pool, const AvHost *host, const AvPolicy *policy,
     return TRUE;
 }
 
-/* The reason av_pool_confirm() says no about the function @pci, which
- * presents @identity, or NULL when the pool agrees.  Caller frees. */
+/* The reason av_pool_confirm() says no about the device of @kind at
+ * @address, which presents @identity, @profile matches (or none) and is on
+ * NUMA node @node, as far as every kind goes: the same entry at that
+ * address, not missing, the same profile and node, no identity problem to
+ * act on; NULL when the pool agrees.  *ret_dev gets the pool's entry (NULL:
+ * none).  Caller frees. */
 static char *
-av_pool_confirm_one(const AvPool *pool, const AvPolicy *policy, const AvPciDevice *pci, const char *identity)
+av_pool_confirm_entry(const AvPool *pool, AvDeviceKind kind, const char *address, const char *identity,
+                      const AvProfile *profile, int node, const AvPoolDevice **ret_dev)
 {
-    const AvProfile *profile = av_policy_match_pci(policy, pci);
     const AvPoolDevice *dev = av_pool_find(pool, identity);
-    const AvPoolDevice *at = av_pool_find_address(pool, AV_DEVICE_KIND_PCI, pci->address);
+    const AvPoolDevice *at = av_pool_find_address(pool, kind, address);
 
+    *ret_dev = dev;
     if (!dev) {
         if (profile)
-            return g_strdup_printf("%s (%s) is news to the pool", pci->address, identity);
+            return g_strdup_printf("%s (%s) is news to the pool", address, identity);
         if (at)
-            return g_strdup_printf("%s presents the identity %s, the pool has %s there", pci->address, identity,
+            return g_strdup_printf("%s presents the identity %s, the pool has %s there", address, identity,
                                    at->identity);
         return NULL;
     }
-    if (dev->kind != AV_DEVICE_KIND_PCI || dev->state == AV_DEVICE_STATE_MISSING ||
-        g_strcmp0(dev->address, pci->address) != 0 || at != dev)
-        return g_strdup_printf("%s presents the identity %s, which the pool has %s at %s", pci->address, identity,
+    if (dev->kind != kind || dev->state == AV_DEVICE_STATE_MISSING || g_strcmp0(dev->address, address) != 0 ||
+        at != dev)
+        return g_strdup_printf("%s presents the identity %s, which the pool has %s at %s", address, identity,
                                dev->state == AV_DEVICE_STATE_MISSING ? "missing" : "present",
                                dev->address ? dev->address : "no address");
     if (profile ? g_strcmp0(dev->profile, profile->name) != 0 || g_strcmp0(dev->reason, "unmanaged") == 0
                 : dev->state == AV_DEVICE_STATE_FREE ||
                       (dev->state != AV_DEVICE_STATE_QUARANTINED && g_strcmp0(dev->reason, "unmanaged") != 0))
-        return g_strdup_printf("the profile of %s changed", pci->address);
-    if (dev->numa_node != pci->numa_node || dev->iommu_group != pci->iommu_group)
-        return g_strdup_printf("the NUMA node or IOMMU group of %s changed", pci->address);
+        return g_strdup_printf("the profile of %s changed", address);
+    if (dev->numa_node != node)
+        return g_strdup_printf("the NUMA node of %s changed", address);
+    if (dev->identity_problem && (dev->state == AV_DEVICE_STATE_FREE || dev->state == AV_DEVICE_STATE_CLAIMED))
+        return g_strdup_printf("%s has an identity problem to act on", address);
+    return NULL;
+}
+
+/* The reason av_pool_confirm() says no about the function @pci, which
+ * presents @identity, or NULL when the pool agrees
+ * (av_pool_confirm_entry(), and the same IOMMU group, and for a free
+ * device the same host driver).  Caller frees. */
+static char *
+av_pool_confirm_one(const AvPool *pool, const AvPolicy *policy, const AvPciDevice *pci, const char *identity)
+{
+    const AvPoolDevice *dev = NULL;
+    char *why = av_pool_confirm_entry(pool, AV_DEVICE_KIND_PCI, pci->address, identity,
+                                      av_policy_match_pci(policy, pci), pci->numa_node, &dev);
+
+    if (why || !dev)
+        return why;
+    if (dev->iommu_group != pci->iommu_group)
+        return g_strdup_printf("the IOMMU group of %s changed", pci->address);
     if (dev->state == AV_DEVICE_STATE_FREE && pci->driver && strcmp(pci->driver, "vfio-pci") != 0 &&
         g_strcmp0(dev->original_driver, pci->driver) != 0)
         return g_strdup_printf("%s is on another host driver", pci->address);
-    if (dev->identity_problem && (dev->state == AV_DEVICE_STATE_FREE || dev->state == AV_DEVICE_STATE_CLAIMED))
-        return g_strdup_printf("%s has an identity problem to act on", pci->address);
     return NULL;
 }
 
@@ -581,30 +604,14 @@ av_pool_confirm_add(GHashTable *identities, char *identity, char *why, const cha
 }
 
 /* The reason av_pool_confirm() says no about the USB device @usb, which
- * presents @identity, or NULL when the pool agrees.  Caller frees. */
+ * presents @identity (av_pool_confirm_entry()), or NULL.  Caller frees. */
 static char *
 av_pool_confirm_usb(const AvPool *pool, const AvPolicy *policy, const AvUsbDevice *usb, const char *identity)
 {
-    const AvProfile *profile = av_policy_match_usb(policy, usb);
-    const AvPoolDevice *dev = av_pool_find(pool, identity);
-    const AvPoolDevice *at = av_pool_find_address(pool, AV_DEVICE_KIND_USB, usb->bus_path);
+    const AvPoolDevice *dev = NULL;
 
-    if (!dev)
-        return profile || at ? g_strdup_printf("USB device %s (%s) is news to the pool", usb->bus_path, identity)
-                             : NULL;
-    if (dev->kind != AV_DEVICE_KIND_USB || dev->state == AV_DEVICE_STATE_MISSING ||
-        g_strcmp0(dev->address, usb->bus_path) != 0 || at != dev)
-        return g_strdup_printf("USB device %s presents the identity %s, which the pool has elsewhere or missing",
-                               usb->bus_path, identity);
-    if (profile ? g_strcmp0(dev->profile, profile->name) != 0 || g_strcmp0(dev->reason, "unmanaged") == 0
-                : dev->state == AV_DEVICE_STATE_FREE ||
-                      (dev->state != AV_DEVICE_STATE_QUARANTINED && g_strcmp0(dev->reason, "unmanaged") != 0))
-        return g_strdup_printf("the profile of USB device %s changed", usb->bus_path);
-    if (dev->numa_node != usb->numa_node)
-        return g_strdup_printf("the NUMA node of USB device %s changed", usb->bus_path);
-    if (dev->identity_problem && (dev->state == AV_DEVICE_STATE_FREE || dev->state == AV_DEVICE_STATE_CLAIMED))
-        return g_strdup_printf("USB device %s has an identity problem to act on", usb->bus_path);
-    return NULL;
+    return av_pool_confirm_entry(pool, AV_DEVICE_KIND_USB, usb->bus_path, identity, av_policy_match_usb(policy, usb),
+                                 usb->numa_node, &dev);
 }
 
 /* av_pool_confirm() of the USB devices of @host, which holds them all: each
