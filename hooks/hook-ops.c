@@ -1568,6 +1568,53 @@ av_hook_remap_problem(const AvHost *host, const AvPolicy *policy, AvPool *pool, 
     return NULL;
 }
 
+/* Why the placed USB stick @item of the pool's record cannot go back to
+ * @domain as it is: NULL when it can, with *ret_usb set to where it is now
+ * (borrowed from @host, which holds every USB device), found by its pool
+ * identity (its bus and device numbers change when it re-enumerates).  A
+ * stick placed before issue 13 (no identity) is left as it is: NULL, and
+ * *ret_usb NULL. */
+static char *
+av_hook_remap_usb_problem(const AvHost *host, AvPool *pool, const AvDomain *domain, const AvPlacedItem *item,
+                          const AvUsbDevice **ret_usb)
+{
+    const AvPoolDevice *dev = item->identity ? av_pool_find(pool, item->identity) : NULL;
+    g_autoptr(GError) error = NULL;
+
+    *ret_usb = NULL;
+    if (!item->identity)
+        return NULL;
+    for (guint i = 0; dev && i < host->usb->len && !*ret_usb; i++) {
+        const AvUsbDevice *usb = g_ptr_array_index(host->usb, i);
+
+        if (av_hook_pooled_usb(pool, usb) == dev)
+            *ret_usb = usb;
+    }
+    if (!*ret_usb)
+        return g_strdup_printf("USB stick %s (profile '%s') is not on this host", item->identity, item->profile);
+    if (!av_hook_check_available(dev, domain, &error)) {
+        *ret_usb = NULL;
+        return g_strdup(error->message);
+    }
+    return NULL;
+}
+
+/* @item of a remapped placement is at the USB device @stick now (NULL:
+ * left as recorded). */
+static void
+av_hook_remap_set_stick(AvPlacedItem *item, const AvUsbDevice *stick)
+{
+    if (!stick)
+        return;
+    g_free(item->usb_bus_path);
+    item->usb_bus_path = g_strdup(stick->bus_path);
+    item->usb_busnum = stick->busnum;
+    item->usb_devnum = stick->devnum;
+    /* The pool's record keeps no ids: the stick's own. */
+    item->usb_vendor = stick->vendor_id;
+    item->usb_product = stick->product_id;
+}
+
 /* The CPUs of NUMA node @id of @host (a new array), or NULL. */
 static GArray *
 av_hook_node_cpus(const AvHost *host, int id)
@@ -1657,11 +1704,12 @@ av_hook_remap(const AvHookConfig *config, const AvDomain *domain, const char *xm
     g_autoptr(AvPlacement) placement = NULL;
     g_autoptr(GPtrArray) xml_requests = NULL;
     g_autoptr(GPtrArray) addresses = NULL;
+    g_autoptr(GPtrArray) sticks = g_ptr_array_new();
     g_autofree char *problem = NULL;
     g_autofree char *disagreement = NULL;
     g_autofree char *out = NULL;
     const AvPoolPlacement *record;
-    gboolean moved = FALSE;
+    gboolean moved = FALSE, usb = FALSE;
 
     /* Read for the comparison only: a malformed metadata is a disagreement. */
     current = av_domain_placement(xml, len, NULL);
@@ -1691,11 +1739,12 @@ av_hook_remap(const AvHookConfig *config, const AvDomain *domain, const char *xm
         const AvPoolDevice *dev = item->identity ? av_pool_find(pool, item->identity) : NULL;
         const char *address = dev && dev->kind == AV_DEVICE_KIND_PCI ? dev->address : item->pci_address;
 
+        usb = usb || item->attach == AV_ATTACH_USB;
         if (address)
             g_ptr_array_add(addresses, g_strdup(address));
     }
     g_ptr_array_add(addresses, NULL);
-    host = av_hook_scan_devices(config, policy, pool, (const char *const *)addresses->pdata, FALSE, FALSE, &error);
+    host = av_hook_scan_devices(config, policy, pool, (const char *const *)addresses->pdata, FALSE, usb, &error);
     if (!host)
         return av_hook_refuse(error->message);
     g_clear_pointer(&addresses, g_ptr_array_unref);
@@ -1704,14 +1753,24 @@ av_hook_remap(const AvHookConfig *config, const AvDomain *domain, const char *xm
     for (guint i = 0; i < record->items->len; i++) {
         const AvPlacedItem *item = g_ptr_array_index(record->items, i);
         const AvHostdev *h = av_hook_hostdev_of_alias(domain, i);
+        const AvUsbDevice *stick = NULL;
         const char *address = NULL;
         char *why = NULL;
 
         g_ptr_array_add(addresses, NULL);
+        g_ptr_array_add(sticks, NULL);
         if (!h)
             why = g_strdup_printf("it has no <hostdev> with the alias " AV_REWRITE_ALIAS_PREFIX "%u that accelvirt "
                                   "placed", i);
-        else if (item->attach != AV_ATTACH_VFIO_PCI && item->attach != AV_ATTACH_SRIOV_VF)
+        else if (item->attach == AV_ATTACH_USB) {
+            why = av_hook_remap_usb_problem(host, pool, domain, item, &stick);
+            if (!why) {
+                /* The same stick, its numbers refreshed when they changed. */
+                g_ptr_array_index(sticks, i) = (gpointer)stick;
+                moved = moved || (stick && (h->usb_bus != (int)stick->busnum || h->usb_device != (int)stick->devnum));
+                continue;
+            }
+        } else if (item->attach != AV_ATTACH_VFIO_PCI && item->attach != AV_ATTACH_SRIOV_VF)
             continue;
         else
             why = av_hook_remap_problem(host, policy, pool, domain, record->numa_node, item, &address);
@@ -1758,6 +1817,7 @@ av_hook_remap(const AvHookConfig *config, const AvDomain *domain, const char *xm
                 item->usb_busnum = c->usb_busnum;
                 item->usb_devnum = c->usb_devnum;
                 item->numa_node = c->numa_node;
+                av_hook_remap_set_stick(item, g_ptr_array_index(sticks, i));
                 g_ptr_array_add(placement->items, item);
             }
         } else {

@@ -1427,6 +1427,8 @@ check "the domain's XML now names a device number the stick no longer has: refus
     eval "refused 'names no device, not the stick its av:placement names (usb:03e7:2485:serial:S1, last at 1-2).*accelvirt start stick1' '$W/stick1.xml' stick1 prepare begin -"
 check "accelvirt status tells the identical sticks apart: port, bus/device and serial, or no serial" \
     eval "avw status >'$W/status.txt' && grep -q 'usb: port 1-2, bus 1 device 8, serial S1' '$W/status.txt' && grep -q 'usb: port 1-3, bus 1 device 6, serial S2' '$W/status.txt' && grep -q 'usb: port 1-4, bus 1 device 7, no serial' '$W/status.txt' && avw --json status >'$W/status.json' && json '$W/status.json' \"[(x['usb_busnum'], x['usb_devnum'], x['usb_serial']) for x in d['devices'] if x['kind'] == 'usb'] == [(1, 8, 'S1'), (1, 6, 'S2'), (1, 7, None)]\""
+check "restore begin of the placed domain refreshes its stick's bus/device from the identity the pool recorded" \
+    eval "hook '$W/stick1.xml' stick1 restore begin - >'$W/restored.xml' 2>'$W/restored.err' && [ ! -s '$W/restored.err' ] && grep -q '<address bus=\"1\" device=\"8\"/>' '$W/restored.xml' && grep -q 'identity=\"usb:03e7:2485:serial:S1\"' '$W/restored.xml' && [ \"\$(diff '$W/stick1.xml' '$W/restored.xml' | grep -c '^>')\" = 1 ]"
 # The libvirt test driver holds the domain as defined (shut off): `accelvirt
 # start` refreshes its definition from the stick's identity, then starts it.
 { echo "<node>"; sed -e 's|type="kvm"|type="test" xmlns:test="http://libvirt.org/schemas/domain/test/1.0"|' \

@@ -1322,8 +1322,9 @@ remap_pci(const AvDomain *dom, xmlNode *hostdev, xmlNode *entry, const AvPlacedI
 
 /* Moves the USB hostdev @hostdev and its entry @entry to @item: vendor and
  * product ids, <source><address bus= device=/> (the stick's numbers now:
- * they change when it re-enumerates; removed when @item does not know
- * them), and the bus path and identity in the entry. */
+ * they change when it re-enumerates; when @item does not know them, kept
+ * for the same port and removed for another), and the bus path and
+ * identity in the entry. */
 static void
 remap_usb(xmlNode *hostdev, xmlNode *entry, const AvPlacedItem *item, gboolean *changed)
 {
@@ -1333,6 +1334,7 @@ remap_usb(xmlNode *hostdev, xmlNode *entry, const AvPlacedItem *item, gboolean *
     xmlNode *address = av_domain_child_first(source, "address", NULL);
     g_autofree char *vendor_id = g_strdup_printf("0x%04x", item->usb_vendor);
     g_autofree char *product_id = g_strdup_printf("0x%04x", item->usb_product);
+    g_autofree char *old_path = av_domain_prop(entry, "bus-path");
 
     if (item->usb_busnum > 0 && item->usb_devnum > 0 && source) {
         g_autofree char *bus = g_strdup_printf("%u", item->usb_busnum);
@@ -1344,17 +1346,20 @@ remap_usb(xmlNode *hostdev, xmlNode *entry, const AvPlacedItem *item, gboolean *
         }
         update_prop(address, "bus", bus, changed);
         update_prop(address, "device", device, changed);
-    } else if (address) {
+    } else if (address && g_strcmp0(old_path, item->usb_bus_path) != 0) {
         remove_node(address);
         *changed = TRUE;
     }
-    if (vendor)
+    /* Ids unknown (0: a placement the pool recorded keeps none) stay. */
+    if (vendor && item->usb_vendor)
         update_prop(vendor, "id", vendor_id, changed);
-    if (product)
+    if (product && item->usb_product)
         update_prop(product, "id", product_id, changed);
     update_prop(entry, "bus-path", item->usb_bus_path, changed);
-    update_prop(entry, "vendor", vendor_id, changed);
-    update_prop(entry, "product", product_id, changed);
+    if (item->usb_vendor && item->usb_product) {
+        update_prop(entry, "vendor", vendor_id, changed);
+        update_prop(entry, "product", product_id, changed);
+    }
     if (item->identity)
         update_prop(entry, "identity", item->identity, changed);
 }
