@@ -239,11 +239,35 @@ av_hook_usb_check_placed(AvPool *pool, const AvDomain *domain, const AvHostdev *
     return FALSE;
 }
 
+/* The pooled stick with the ids of the hostdev @h that the pool has
+ * missing, when it is the only pooled stick of those ids (the identity
+ * starts "usb:VVVV:PPPP"), or NULL.  Borrowed. */
+static AvPoolDevice *
+av_hook_missing_usb(AvPool *pool, const AvHostdev *h)
+{
+    g_autofree char *prefix = g_strdup_printf("usb:%04x:%04x", h->usb_vendor, h->usb_product);
+    GPtrArray *devices = av_pool_devices(pool);
+    AvPoolDevice *found = NULL;
+
+    for (guint i = 0; i < devices->len; i++) {
+        AvPoolDevice *dev = g_ptr_array_index(devices, i);
+
+        if (dev->kind != AV_DEVICE_KIND_USB || !g_str_has_prefix(dev->identity, prefix) ||
+            (dev->identity[strlen(prefix)] != ':' && dev->identity[strlen(prefix)] != '@'))
+            continue;
+        if (found || dev->state != AV_DEVICE_STATE_MISSING)
+            return NULL;
+        found = dev;
+    }
+    return found;
+}
+
 /* The single pooled stick with the vendor and product of the hostdev @h,
  * which names no bus and device, in *ret_dev (NULL: no stick of those ids
- * is pooled, nothing of accelvirt's).  FALSE with @error when two or more
- * devices of the host have those ids and one of them is pooled: libvirt
- * could give the domain either. */
+ * is pooled, nothing of accelvirt's; the only one, missing, when no device
+ * of the host has those ids, so that the refusal says so).  FALSE with
+ * @error when two or more devices of the host have those ids and one of
+ * them is pooled: libvirt could give the domain either. */
 static gboolean
 av_hook_usb_by_ids(const AvHost *host, AvPool *pool, const AvHostdev *h, AvPoolDevice **ret_dev, GError **error)
 {
@@ -271,7 +295,7 @@ av_hook_usb_by_ids(const AvHost *host, AvPool *pool, const AvHostdev *h, AvPoolD
                     names->str);
         return FALSE;
     }
-    *ret_dev = pooled;
+    *ret_dev = matches == 0 ? av_hook_missing_usb(pool, h) : pooled;
     return TRUE;
 }
 

@@ -1449,5 +1449,12 @@ check "the stick without a serial, named by bus/device, is claimed; a failing po
 check "  ... a domain wanting the quarantined stick is refused" \
     eval "refused 'device USB 1-4 (usb:03e7:2485@port:1-4) is quarantined' '$W/nos.xml' nos prepare begin -"
 rm -f "$W/host/sys/.accelvirt-fake-kernel"
+world usbm two-socket-8gpu
+boot_id "$W/host" 3d2c1b0a-9f8e-4d7c-8b6a-5f4e3d2c1b0b
+avw status >/dev/null
+rm -f "$W/host/sys/bus/usb/devices/1-1.2" "$W/host/sys/bus/usb/devices/1-1.2:1.0"
+mkusb "$W/gone.xml" gone "$UU1"
+check "a hostdev with vendor/product only of the one pooled stick, which is gone from the host: refused, it is missing" \
+    eval "refused 'device USB 1-1.2 (usb:03e7:2485:serial:03e72485) is missing' '$W/gone.xml' gone prepare begin -"
 
 finish
