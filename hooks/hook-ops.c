@@ -1608,12 +1608,7 @@ av_hook_remap_usb_problem(const AvHost *host, AvPool *pool, const AvDomain *doma
     *ret_usb = NULL;
     if (!item->identity)
         return NULL;
-    for (guint i = 0; dev && i < host->usb->len && !*ret_usb; i++) {
-        const AvUsbDevice *usb = g_ptr_array_index(host->usb, i);
-
-        if (av_hook_pooled_usb(pool, usb) == dev)
-            *ret_usb = usb;
-    }
+    *ret_usb = dev ? av_pool_find_usb_device(host->usb, dev->identity, dev->address) : NULL;
     if (!*ret_usb)
         return g_strdup_printf("USB stick %s (profile '%s') is not on this host", item->identity, item->profile);
     if (!av_hook_check_available(dev, domain, &error)) {

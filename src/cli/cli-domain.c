@@ -513,22 +513,6 @@ av_cli_placement_holds(const AvPool *pool, const AvDomain *domain)
     return TRUE;
 }
 
-/* The USB device of @host presenting @identity (its own or the port
- * form), or NULL.  Borrowed. */
-static const AvUsbDevice *
-av_cli_usb_of_identity(const AvHost *host, const char *identity)
-{
-    for (guint i = 0; i < host->usb->len; i++) {
-        const AvUsbDevice *usb = g_ptr_array_index(host->usb, i);
-        g_autofree char *own = av_pool_identity_usb(usb);
-        g_autofree char *port = av_pool_identity_usb_fallback(usb);
-
-        if (g_str_equal(own, identity) || g_str_equal(port, identity))
-            return usb;
-    }
-    return NULL;
-}
-
 /* The placement of @xml with every USB stick where its pool identity is
  * now on @host (bus path, bus and device numbers: they change when a stick
  * re-enumerates), the node's CPUs from @host; *ret_usb says whether it has
@@ -559,7 +543,7 @@ av_cli_usb_refreshed(const char *xml, const AvHost *host, const AvPool *pool, gb
         *ret_usb = TRUE;
         dev = item->identity ? av_pool_find(pool, item->identity)
                              : av_pool_find_address(pool, AV_DEVICE_KIND_USB, item->usb_bus_path);
-        usb = dev ? av_cli_usb_of_identity(host, dev->identity) : NULL;
+        usb = dev ? av_pool_find_usb_device(host->usb, dev->identity, dev->address) : NULL;
         if (!usb)
             continue; /* not on the host: the hook refuses it at prepare, saying so */
         g_free(item->identity);

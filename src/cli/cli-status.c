@@ -39,15 +39,9 @@ av_owner_str(const AvOwner *owner)
 static const AvUsbDevice *
 av_status_usb_of(const AvHost *host, const AvPoolDevice *d)
 {
-    for (guint i = 0; host && d->kind == AV_DEVICE_KIND_USB && i < host->usb->len; i++) {
-        const AvUsbDevice *usb = g_ptr_array_index(host->usb, i);
-        g_autofree char *own = av_pool_identity_usb(usb);
-        g_autofree char *port = av_pool_identity_usb_fallback(usb);
-
-        if (g_str_equal(own, d->identity) || g_str_equal(port, d->identity))
-            return usb;
-    }
-    return NULL;
+    if (!host || d->kind != AV_DEVICE_KIND_USB)
+        return NULL;
+    return av_pool_find_usb_device(host->usb, d->identity, d->address);
 }
 
 /* "port 1-2, bus 1 device 5, serial S1" (or "no serial") for a USB pool

@@ -179,3 +179,24 @@ av_pool_identity_usb_is_valid(const char *identity)
             return FALSE;
     return TRUE;
 }
+
+/* See av-pool.h. */
+const AvUsbDevice *
+av_pool_find_usb_device(const GPtrArray *usb, const char *identity, const char *bus_path)
+{
+    const AvUsbDevice *found = NULL;
+
+    for (guint i = 0; usb && identity && i < usb->len; i++) {
+        const AvUsbDevice *dev = g_ptr_array_index(usb, i);
+        g_autofree char *own = av_pool_identity_usb(dev);
+        g_autofree char *port = av_pool_identity_usb_fallback(dev);
+
+        if (!g_str_equal(own, identity) && !g_str_equal(port, identity))
+            continue;
+        if (g_strcmp0(dev->bus_path, bus_path) == 0)
+            return dev;
+        if (!found)
+            found = dev;
+    }
+    return found;
+}

@@ -395,6 +395,12 @@ char *av_pool_identity_usb(const AvUsbDevice *dev);
  * Caller frees. */
 char *av_pool_identity_usb_fallback(const AvUsbDevice *dev);
 
+/* The USB device of @usb (AvUsbDevice*) that presents @identity, as its
+ * own identity or its port form (av_pool_identity_usb_fallback()); the one
+ * at @bus_path (may be NULL) first when several do.  NULL when none.
+ * Borrowed from @usb. */
+const AvUsbDevice *av_pool_find_usb_device(const GPtrArray *usb, const char *identity, const char *bus_path);
+
 /* TRUE when @identity is a USB identity as av_pool_identity_usb() and
  * av_pool_identity_usb_fallback() make them ("usb:" 4 hex ":" 4 hex, then
  * ":serial:" and printable characters other than quotes and backslashes,

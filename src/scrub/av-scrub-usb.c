@@ -26,31 +26,9 @@
 /* How often usb-reauthorize looks for the device while it waits. */
 #define AV_USB_POLL_US (100 * 1000)
 
-/* The USB device of @usb that presents the pool identity @identity, the
- * one at @bus_path first.  Borrowed from @usb, or NULL. */
-static const AvUsbDevice *
-av_scrub_usb_find(GPtrArray *usb, const char *identity, const char *bus_path)
-{
-    const AvUsbDevice *found = NULL;
-
-    for (guint i = 0; i < usb->len; i++) {
-        const AvUsbDevice *dev = g_ptr_array_index(usb, i);
-        g_autofree char *id = av_pool_identity_usb(dev);
-        g_autofree char *fallback = av_pool_identity_usb_fallback(dev);
-
-        if (!g_str_equal(id, identity) && !g_str_equal(fallback, identity))
-            continue;
-        if (g_strcmp0(dev->bus_path, bus_path) == 0)
-            return dev;
-        if (!found)
-            found = dev;
-    }
-    return found;
-}
-
-/* Scans the USB devices into *ret_usb and finds the target there (see
- * av_scrub_usb_find()).  FALSE with @error when the scan fails or the
- * device is not on the host. */
+/* Scans the USB devices into *ret_usb and finds the target there by its
+ * identity, at its last port first (av_pool_find_usb_device()).  FALSE
+ * with @error when the scan fails or the device is not on the host. */
 static gboolean
 av_scrub_usb_locate(AvScrubContext *ctx, GPtrArray **ret_usb, const AvUsbDevice **ret_dev, GError **error)
 {
@@ -59,7 +37,7 @@ av_scrub_usb_locate(AvScrubContext *ctx, GPtrArray **ret_usb, const AvUsbDevice 
 
     if (!usb)
         return FALSE;
-    dev = av_scrub_usb_find(usb, ctx->target->identity, ctx->target->address);
+    dev = av_pool_find_usb_device(usb, ctx->target->identity, ctx->target->address);
     if (!dev) {
         g_set_error(error, AV_ERROR, AV_ERROR_NOT_FOUND, "no USB device presenting %s is on the host (last seen at %s)",
                     ctx->target->identity, ctx->target->address ? ctx->target->address : "no port");
@@ -124,7 +102,7 @@ av_scrub_usb_wait(AvScrubContext *ctx, char **ret_bus_path, guint *ret_busnum, g
 
     for (;;) {
         g_autoptr(GPtrArray) usb = av_host_scan_usb(ctx->root, error);
-        const AvUsbDevice *dev = usb ? av_scrub_usb_find(usb, ctx->target->identity, ctx->target->address) : NULL;
+        const AvUsbDevice *dev = usb ? av_pool_find_usb_device(usb, ctx->target->identity, ctx->target->address) : NULL;
         g_autofree char *attr = NULL;
         g_autofree char *authorized = NULL;
 
