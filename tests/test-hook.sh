@@ -1442,6 +1442,9 @@ check "a prepare killed after its plan has the stick's claim in its write-ahead 
     eval "killed_at prepare-planned '$W/k.xml' k && json '$W/state/pool.json' \"[i['claims'] for i in d['intents']] == [['usb:03e7:2485:serial:S2']] and [x['state'] for x in d['devices'] if x['address'] == '1-3'] == ['free']\""
 check "  ... the next call drops the record; another domain then gets the stick" \
     eval "accepted '$W/k2.xml' k2 prepare begin - && [ \"\$(usb_state 1-3)\" = in-use ] && json '$W/state/pool.json' \"d.get('intents', []) == [] and [x['owner']['domain_uuid'] for x in d['devices'] if x['address'] == '1-3'] == ['$UU6']\""
+cp "$W/state/pool.json" "$W/pool.usb2"
+check "reconnect begin of the domain running with the stick finds the pool agreeing: nothing changes" \
+    eval "accepted '$W/k2.xml' k2 reconnect begin - && same_pool '$W/pool.usb2' && ! grep -q 'reconnect: .*1-3' '$W/log'"
 mkusb "$W/nos.xml" nos "$UU4" 1 7
 echo 'fail USBDEVFS_RESET:* 5' >"$W/host/sys/.accelvirt-fake-kernel"
 check "the stick without a serial, named by bus/device, is claimed; a failing port reset quarantines it at release" \
