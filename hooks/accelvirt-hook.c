@@ -29,14 +29,14 @@ av_hook_is_placed(const AvDomain *domain)
     return FALSE;
 }
 
-/* TRUE when @domain has a hostdev accelvirt may manage (PCI or mdev). */
+/* TRUE when @domain has a hostdev accelvirt may manage (PCI, mdev or USB). */
 static gboolean
 av_hook_has_hostdevs(const AvDomain *domain)
 {
     for (guint i = 0; i < domain->hostdevs->len; i++) {
         const AvHostdev *h = g_ptr_array_index(domain->hostdevs, i);
 
-        if (h->type == AV_HOSTDEV_PCI || h->type == AV_HOSTDEV_MDEV)
+        if (h->type == AV_HOSTDEV_PCI || h->type == AV_HOSTDEV_MDEV || h->type == AV_HOSTDEV_USB)
             return TRUE;
     }
     return FALSE;

@@ -309,8 +309,9 @@ av_hook_write_stdout(const char *data, gsize len, GError **error)
 }
 
 /* See hook.h (issue 12, item 3).  Only the PCI functions @addresses are
- * read, with what their identities and IOMMU groups involve, and the mdev
- * parents with @mdev_parents (av_host_scan_devices()); if the pool agrees
+ * read, with what their identities and IOMMU groups involve, the mdev
+ * parents with @mdev_parents (av_host_scan_devices()), and with @usb every
+ * USB device (a few dozen at most); if the pool agrees
  * with all of them
  * (av_pool_confirm(): reconciled with the whole host in this boot, nothing
  * news), that is all: the whole host is the business of the CLI, the
@@ -321,13 +322,15 @@ av_hook_write_stdout(const char *data, gsize len, GError **error)
  * already).  Returns a new AvHost or NULL with @error set. */
 AvHost *
 av_hook_scan_devices(const AvHookConfig *config, const AvPolicy *policy, AvPool *pool, const char *const *addresses,
-                     gboolean mdev_parents, GError **error)
+                     gboolean mdev_parents, gboolean usb, GError **error)
 {
     g_autoptr(AvHost) host = NULL;
     g_autofree char *why = NULL;
     gboolean changed = FALSE;
 
     host = av_host_scan_devices(config->root, addresses, mdev_parents, error);
+    if (host && usb && !av_host_scan_devices_usb(config->root, host, error))
+        g_clear_pointer(&host, av_host_free);
     if (!host) {
         g_prefix_error(error, "cannot scan the devices: ");
         return NULL;

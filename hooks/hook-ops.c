@@ -86,6 +86,8 @@ av_hook_describe_device(const AvPoolDevice *dev)
     if (dev->kind == AV_DEVICE_KIND_MDEV)
         return g_strdup_printf("mdev %s on %s", dev->identity + strlen("mdev:"),
                                dev->address ? dev->address : "no parent");
+    if (dev->kind == AV_DEVICE_KIND_USB)
+        return g_strdup_printf("USB %s (%s)", dev->address ? dev->address : "no port", dev->identity);
     return g_strdup_printf("%s (%s)", dev->address ? dev->address : "no address", dev->identity);
 }
 
@@ -146,6 +148,187 @@ av_hook_find_placed_mdev(const AvDomain *domain, const char *uuid)
             return p;
     }
     return NULL;
+}
+
+/* --- USB hostdevs (issue 13) --- */
+
+/* "USB hostdev ua-accelvirt-2 (vendor 0x03e7 product 0x2485, bus 1 device
+ * 5)", what the XML says of @h.  Caller frees. */
+static char *
+av_hook_describe_usb_hostdev(const AvHostdev *h)
+{
+    GString *s = g_string_new("USB hostdev");
+
+    if (h->alias)
+        g_string_append_printf(s, " %s", h->alias);
+    g_string_append(s, " (");
+    if (h->usb_vendor)
+        g_string_append_printf(s, "vendor 0x%04x product 0x%04x%s", h->usb_vendor, h->usb_product,
+                               h->usb_bus >= 0 ? ", " : "");
+    if (h->usb_bus >= 0)
+        g_string_append_printf(s, "bus %d device %d", h->usb_bus, h->usb_device);
+    g_string_append_c(s, ')');
+    return g_string_free(s, FALSE);
+}
+
+/* "1-2 (bus 1 device 5, serial S1)" or "(..., no serial)".  Caller frees. */
+static char *
+av_hook_describe_usb(const AvUsbDevice *usb)
+{
+    return g_strdup_printf("%s (bus %u device %u, %s%s)", usb->bus_path, usb->busnum, usb->devnum,
+                           usb->serial ? "serial " : "no serial", usb->serial ? usb->serial : "");
+}
+
+/* The av:usb entry of av:placement for the hostdev @h (by its alias), or
+ * NULL.  Borrowed. */
+static const AvPlacedDevice *
+av_hook_find_placed_usb(const AvDomain *domain, const AvHostdev *h)
+{
+    for (guint i = 0; h->alias && domain->placed && i < domain->placed->len; i++) {
+        const AvPlacedDevice *p = g_ptr_array_index(domain->placed, i);
+
+        if (p->usb_bus_path && g_strcmp0(p->alias, h->alias) == 0)
+            return p;
+    }
+    return NULL;
+}
+
+/* The pool device @usb presents (its own identity, or the port form the
+ * pool gives two sticks sharing a serial), or NULL.  Borrowed. */
+static AvPoolDevice *
+av_hook_pooled_usb(AvPool *pool, const AvUsbDevice *usb)
+{
+    g_autofree char *identity = av_pool_identity_usb(usb);
+    g_autofree char *fallback = av_pool_identity_usb_fallback(usb);
+    AvPoolDevice *dev = av_pool_find(pool, identity);
+
+    if (!dev || dev->kind != AV_DEVICE_KIND_USB)
+        dev = av_pool_find(pool, fallback);
+    return dev && dev->kind == AV_DEVICE_KIND_USB ? dev : NULL;
+}
+
+/* FALSE with @error when the av:placement entry @placed of the hostdev @h
+ * names another stick than @usb (NULL: no device at those numbers): bus
+ * and device numbers change when a stick re-enumerates, the identity does
+ * not.  Only a stick the pool holds (@placed's, or @usb's) matters. */
+static gboolean
+av_hook_usb_check_placed(AvPool *pool, const AvDomain *domain, const AvHostdev *h, const AvPlacedDevice *placed,
+                         const AvUsbDevice *usb, GError **error)
+{
+    AvPoolDevice *want = placed->usb_identity ? av_pool_find(pool, placed->usb_identity) : NULL;
+    AvPoolDevice *got = usb ? av_hook_pooled_usb(pool, usb) : NULL;
+    g_autofree char *what = NULL;
+    g_autofree char *now = NULL;
+    gboolean same;
+
+    if (!want && !got)
+        return TRUE;
+    if (placed->usb_identity)
+        same = got && g_strcmp0(got->identity, placed->usb_identity) == 0;
+    else
+        same = usb && g_str_equal(usb->bus_path, placed->usb_bus_path);
+    if (same)
+        return TRUE;
+    what = av_hook_describe_usb_hostdev(h);
+    now = usb ? av_hook_describe_usb(usb) : g_strdup("no device");
+    g_set_error(error, AV_ERROR, AV_ERROR_INVALID_INPUT,
+                "%s names %s, not the stick its av:placement names (%s, last at %s): USB bus and device numbers "
+                "change when a stick re-enumerates; run 'accelvirt start %s' (or 'accelvirt rewrite'), which "
+                "refreshes them", what, now, placed->usb_identity ? placed->usb_identity : "no identity",
+                placed->usb_bus_path, domain->name);
+    return FALSE;
+}
+
+/* The pooled stick with the ids of the hostdev @h that the pool has
+ * missing, when it is the only pooled stick of those ids (the identity
+ * starts "usb:VVVV:PPPP"), or NULL.  Borrowed. */
+static AvPoolDevice *
+av_hook_missing_usb(AvPool *pool, const AvHostdev *h)
+{
+    g_autofree char *prefix = g_strdup_printf("usb:%04x:%04x", h->usb_vendor, h->usb_product);
+    GPtrArray *devices = av_pool_devices(pool);
+    AvPoolDevice *found = NULL;
+
+    for (guint i = 0; i < devices->len; i++) {
+        AvPoolDevice *dev = g_ptr_array_index(devices, i);
+
+        if (dev->kind != AV_DEVICE_KIND_USB || !g_str_has_prefix(dev->identity, prefix) ||
+            (dev->identity[strlen(prefix)] != ':' && dev->identity[strlen(prefix)] != '@'))
+            continue;
+        if (found || dev->state != AV_DEVICE_STATE_MISSING)
+            return NULL;
+        found = dev;
+    }
+    return found;
+}
+
+/* The single pooled stick with the vendor and product of the hostdev @h,
+ * which names no bus and device, in *ret_dev (NULL: no stick of those ids
+ * is pooled, nothing of accelvirt's; the only one, missing, when no device
+ * of the host has those ids, so that the refusal says so).  FALSE with
+ * @error when two or more devices of the host have those ids and one of
+ * them is pooled: libvirt could give the domain either. */
+static gboolean
+av_hook_usb_by_ids(const AvHost *host, AvPool *pool, const AvHostdev *h, AvPoolDevice **ret_dev, GError **error)
+{
+    g_autoptr(GString) names = g_string_new(NULL);
+    AvPoolDevice *pooled = NULL;
+    guint matches = 0;
+
+    for (guint i = 0; i < host->usb->len; i++) {
+        const AvUsbDevice *usb = g_ptr_array_index(host->usb, i);
+        g_autofree char *one = NULL;
+
+        if (usb->vendor_id != h->usb_vendor || usb->product_id != h->usb_product)
+            continue;
+        matches++;
+        pooled = pooled ? pooled : av_hook_pooled_usb(pool, usb);
+        one = av_hook_describe_usb(usb);
+        g_string_append_printf(names, "%s%s", names->len ? ", " : "", one);
+    }
+    if (matches > 1 && pooled) {
+        g_autofree char *what = av_hook_describe_usb_hostdev(h);
+
+        g_set_error(error, AV_ERROR, AV_ERROR_INVALID_INPUT,
+                    "%s names only a vendor and product, which %u devices of this host have: %s; give it "
+                    "<address bus= device=> of one of them ('accelvirt rewrite' writes it)", what, matches,
+                    names->str);
+        return FALSE;
+    }
+    *ret_dev = matches == 0 ? av_hook_missing_usb(pool, h) : pooled;
+    return TRUE;
+}
+
+/* The pool device the USB hostdev @h of @domain names, in *ret_dev (NULL:
+ * none, nothing of accelvirt's): by <address bus= device=> through the
+ * scan (sysfs busnum and devnum), cross-checked with its av:placement
+ * entry (av_hook_usb_check_placed()); without an address, by vendor and
+ * product when one device of the host has them (av_hook_usb_by_ids()). */
+static gboolean
+av_hook_resolve_usb(const AvHost *host, AvPool *pool, const AvDomain *domain, const AvHostdev *h,
+                    AvPoolDevice **ret_dev, GError **error)
+{
+    const AvPlacedDevice *placed = av_hook_find_placed_usb(domain, h);
+    const AvUsbDevice *usb;
+
+    *ret_dev = NULL;
+    if (h->usb_bus < 0) {
+        if (placed && placed->usb_identity && av_pool_find(pool, placed->usb_identity)) {
+            g_autofree char *what = av_hook_describe_usb_hostdev(h);
+
+            g_set_error(error, AV_ERROR, AV_ERROR_INVALID_INPUT,
+                        "%s has no <address bus= device=>, but its av:placement names the stick %s; run "
+                        "'accelvirt start %s' (or 'accelvirt rewrite'), which writes it", what, placed->usb_identity,
+                        domain->name);
+            return FALSE;
+        }
+        return av_hook_usb_by_ids(host, pool, h, ret_dev, error);
+    }
+    usb = av_host_find_usb_number(host, (guint)h->usb_bus, (guint)h->usb_device);
+    if (placed && !av_hook_usb_check_placed(pool, domain, h, placed, usb, error))
+        return FALSE;
+    *ret_dev = usb ? av_hook_pooled_usb(pool, usb) : NULL;
+    return TRUE;
 }
 
 /* The pool device that owns the IOMMU group of the PCI function
@@ -239,6 +422,25 @@ av_hook_resolve(const AvHost *host, const AvPolicy *policy, AvPool *pool, const 
             m->pooldev = dev;
             m->pci = av_host_find_pci(host, dev->address);
             m->through_group = through_group;
+            g_ptr_array_add(managed, m);
+        } else if (h->type == AV_HOSTDEV_USB) {
+            AvPoolDevice *dev = NULL;
+            const AvProfile *profile;
+
+            if (!av_hook_resolve_usb(host, pool, domain, h, &dev, error))
+                return FALSE;
+            if (!dev)
+                continue;
+            profile = dev->profile ? av_policy_find(policy, dev->profile) : NULL;
+            if (!profile || profile->attach != AV_ATTACH_USB || g_strcmp0(dev->reason, "unmanaged") == 0) {
+                if (!av_hook_check_available(dev, domain, error))
+                    return FALSE;
+                continue;
+            }
+            m = g_new0(AvManaged, 1);
+            m->hostdev = h;
+            m->profile = profile;
+            m->pooldev = dev;
             g_ptr_array_add(managed, m);
         } else if (h->type == AV_HOSTDEV_MDEV) {
             g_autofree char *identity = av_pool_identity_mdev(h->mdev_uuid);
@@ -452,12 +654,17 @@ av_hook_prepare_scrub(const AvHookConfig *config, const AvHost *host, const AvPo
         g_autoptr(GError) error = NULL;
         g_autoptr(AvLock) lock = NULL;
 
-        if (m->hostdev->type != AV_HOSTDEV_PCI || !dev || m->through_group)
+        if (m->hostdev->type != AV_HOSTDEV_PCI || !dev || m->through_group) {
+            g_autofree char *usb = m->hostdev->type == AV_HOSTDEV_USB ? av_hook_describe_usb_hostdev(m->hostdev)
+                                                                      : NULL;
+
             return av_hook_refusef("cannot start scrub domain '%s': it has %s %s, which is not a PCI function "
                                    "being scrubbed; a scrub domain may have only the device it scrubs",
                                    domain->name, m->hostdev->type == AV_HOSTDEV_MDEV ? "mdev" : "device",
                                    m->hostdev->type == AV_HOSTDEV_MDEV ? m->hostdev->mdev_uuid
+                                   : usb                               ? usb
                                                                        : m->hostdev->pci_address);
+        }
         if ((dev->state != AV_DEVICE_STATE_SCRUBBING && dev->state != AV_DEVICE_STATE_QUARANTINED) ||
             !av_pool_scrub_token_matches(dev, domain->scrub_token, domain->uuid))
             return av_hook_refusef("cannot start domain '%s': it carries an accelvirt scrub token (av:scrub), "
@@ -525,20 +732,22 @@ av_hook_prepare_scrub(const AvHookConfig *config, const AvHost *host, const AvPo
 }
 
 /* The host as far as @domain needs it (its PCI functions, the mdev
- * parents when it has mdevs), with @pool brought up to date
- * (av_hook_scan_devices()). */
+ * parents when it has mdevs, the USB devices when it has USB hostdevs),
+ * with @pool brought up to date (av_hook_scan_devices()). */
 static AvHost *
 av_hook_scan_for(const AvHookConfig *config, const AvPolicy *policy, AvPool *pool, const AvDomain *domain,
                  GError **error)
 {
     g_autoptr(GPtrArray) addresses = g_ptr_array_new();
-    gboolean mdevs = FALSE;
+    gboolean mdevs = FALSE, usb = FALSE;
 
     for (guint i = 0; i < domain->hostdevs->len; i++) {
         const AvHostdev *h = g_ptr_array_index(domain->hostdevs, i);
 
         if (h->type == AV_HOSTDEV_MDEV)
             mdevs = TRUE;
+        else if (h->type == AV_HOSTDEV_USB)
+            usb = TRUE;
         else if (h->type == AV_HOSTDEV_PCI)
             g_ptr_array_add(addresses, h->pci_address);
     }
@@ -551,7 +760,7 @@ av_hook_scan_for(const AvHookConfig *config, const AvPolicy *policy, AvPool *poo
             g_ptr_array_add(addresses, placed->pf_address);
     }
     g_ptr_array_add(addresses, NULL);
-    return av_hook_scan_devices(config, policy, pool, (const char *const *)addresses->pdata, mdevs, error);
+    return av_hook_scan_devices(config, policy, pool, (const char *const *)addresses->pdata, mdevs, usb, error);
 }
 
 /* Phase "open": the policies, the pool (what dead processes left put
@@ -794,6 +1003,10 @@ av_prepare_check(AvPrepare *p, GError **error)
                         p->domain->pinning_problem);
             return FALSE;
         }
+        /* A USB stick is claimed alone: no IOMMU group, no bind (QEMU's
+         * usb-host opens /dev/bus/usb itself). */
+        if (m->hostdev->type == AV_HOSTDEV_USB && !g_ptr_array_find(p->claims, m->pooldev, NULL))
+            g_ptr_array_add(p->claims, m->pooldev);
         if (m->hostdev->type != AV_HOSTDEV_PCI)
             continue;
         if (!m->pci) {
@@ -1549,6 +1762,48 @@ av_hook_remap_problem(const AvHost *host, const AvPolicy *policy, AvPool *pool, 
     return NULL;
 }
 
+/* Why the placed USB stick @item of the pool's record cannot go back to
+ * @domain as it is: NULL when it can, with *ret_usb set to where it is now
+ * (borrowed from @host, which holds every USB device), found by its pool
+ * identity (its bus and device numbers change when it re-enumerates).  A
+ * stick placed before issue 13 (no identity) is left as it is: NULL, and
+ * *ret_usb NULL. */
+static char *
+av_hook_remap_usb_problem(const AvHost *host, AvPool *pool, const AvDomain *domain, const AvPlacedItem *item,
+                          const AvUsbDevice **ret_usb)
+{
+    const AvPoolDevice *dev = item->identity ? av_pool_find(pool, item->identity) : NULL;
+    g_autoptr(GError) error = NULL;
+
+    *ret_usb = NULL;
+    if (!item->identity)
+        return NULL;
+    *ret_usb = dev ? av_pool_find_usb_device(host->usb, dev->identity, dev->address) : NULL;
+    if (!*ret_usb)
+        return g_strdup_printf("USB stick %s (profile '%s') is not on this host", item->identity, item->profile);
+    if (!av_hook_check_available(dev, domain, &error)) {
+        *ret_usb = NULL;
+        return g_strdup(error->message);
+    }
+    return NULL;
+}
+
+/* @item of a remapped placement is at the USB device @stick now (NULL:
+ * left as recorded). */
+static void
+av_hook_remap_set_stick(AvPlacedItem *item, const AvUsbDevice *stick)
+{
+    if (!stick)
+        return;
+    g_free(item->usb_bus_path);
+    item->usb_bus_path = g_strdup(stick->bus_path);
+    item->usb_busnum = stick->busnum;
+    item->usb_devnum = stick->devnum;
+    /* The pool's record keeps no ids: the stick's own. */
+    item->usb_vendor = stick->vendor_id;
+    item->usb_product = stick->product_id;
+}
+
 /* The CPUs of NUMA node @id of @host (a new array), or NULL. */
 static GArray *
 av_hook_node_cpus(const AvHost *host, int id)
@@ -1638,11 +1893,12 @@ av_hook_remap(const AvHookConfig *config, const AvDomain *domain, const char *xm
     g_autoptr(AvPlacement) placement = NULL;
     g_autoptr(GPtrArray) xml_requests = NULL;
     g_autoptr(GPtrArray) addresses = NULL;
+    g_autoptr(GPtrArray) sticks = g_ptr_array_new();
     g_autofree char *problem = NULL;
     g_autofree char *disagreement = NULL;
     g_autofree char *out = NULL;
     const AvPoolPlacement *record;
-    gboolean moved = FALSE;
+    gboolean moved = FALSE, usb = FALSE;
 
     /* Read for the comparison only: a malformed metadata is a disagreement. */
     current = av_domain_placement(xml, len, NULL);
@@ -1672,11 +1928,12 @@ av_hook_remap(const AvHookConfig *config, const AvDomain *domain, const char *xm
         const AvPoolDevice *dev = item->identity ? av_pool_find(pool, item->identity) : NULL;
         const char *address = dev && dev->kind == AV_DEVICE_KIND_PCI ? dev->address : item->pci_address;
 
+        usb = usb || item->attach == AV_ATTACH_USB;
         if (address)
             g_ptr_array_add(addresses, g_strdup(address));
     }
     g_ptr_array_add(addresses, NULL);
-    host = av_hook_scan_devices(config, policy, pool, (const char *const *)addresses->pdata, FALSE, &error);
+    host = av_hook_scan_devices(config, policy, pool, (const char *const *)addresses->pdata, FALSE, usb, &error);
     if (!host)
         return av_hook_refuse(error->message);
     g_clear_pointer(&addresses, g_ptr_array_unref);
@@ -1685,14 +1942,24 @@ av_hook_remap(const AvHookConfig *config, const AvDomain *domain, const char *xm
     for (guint i = 0; i < record->items->len; i++) {
         const AvPlacedItem *item = g_ptr_array_index(record->items, i);
         const AvHostdev *h = av_hook_hostdev_of_alias(domain, i);
+        const AvUsbDevice *stick = NULL;
         const char *address = NULL;
         char *why = NULL;
 
         g_ptr_array_add(addresses, NULL);
+        g_ptr_array_add(sticks, NULL);
         if (!h)
             why = g_strdup_printf("it has no <hostdev> with the alias " AV_REWRITE_ALIAS_PREFIX "%u that accelvirt "
                                   "placed", i);
-        else if (item->attach != AV_ATTACH_VFIO_PCI && item->attach != AV_ATTACH_SRIOV_VF)
+        else if (item->attach == AV_ATTACH_USB) {
+            why = av_hook_remap_usb_problem(host, pool, domain, item, &stick);
+            if (!why) {
+                /* The same stick, its numbers refreshed when they changed. */
+                g_ptr_array_index(sticks, i) = (gpointer)stick;
+                moved = moved || (stick && (h->usb_bus != (int)stick->busnum || h->usb_device != (int)stick->devnum));
+                continue;
+            }
+        } else if (item->attach != AV_ATTACH_VFIO_PCI && item->attach != AV_ATTACH_SRIOV_VF)
             continue;
         else
             why = av_hook_remap_problem(host, policy, pool, domain, record->numa_node, item, &address);
@@ -1736,7 +2003,10 @@ av_hook_remap(const AvHookConfig *config, const AvDomain *domain, const char *xm
                 item->usb_bus_path = g_strdup(c->usb_bus_path);
                 item->usb_vendor = c->usb_vendor;
                 item->usb_product = c->usb_product;
+                item->usb_busnum = c->usb_busnum;
+                item->usb_devnum = c->usb_devnum;
                 item->numa_node = c->numa_node;
+                av_hook_remap_set_stick(item, g_ptr_array_index(sticks, i));
                 g_ptr_array_add(placement->items, item);
             }
         } else {

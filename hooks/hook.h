@@ -83,14 +83,16 @@ int av_hook_refusef(const char *fmt, ...) G_GNUC_PRINTF(1, 2);
 AvPool *av_hook_pool_open(const AvHookConfig *config, GError **error);
 
 /* The host as far as the PCI functions @addresses (NULL-terminated) need
- * it, and the mdev parents with @mdev_parents, with @pool (AV_POOL_WRITE)
+ * it, the mdev parents with @mdev_parents and every USB device with @usb,
+ * with @pool (AV_POOL_WRITE)
  * brought up to date: only those are read when the pool, reconciled with
  * the whole host in this boot, agrees with them all (av_pool_confirm());
  * else the whole host is scanned and the pool reconciled with it.  What
  * changed is saved.  Returns a new AvHost (partial or not) or NULL with
  * @error set. */
 AvHost *av_hook_scan_devices(const AvHookConfig *config, const AvPolicy *policy, AvPool *pool,
-                             const char *const *addresses, gboolean mdev_parents, GError **error);
+                             const char *const *addresses, gboolean mdev_parents, gboolean usb,
+                             GError **error);
 
 /* The whole host, with @pool (AV_POOL_WRITE) reconciled with it and saved
  * when that changed it.  Returns a new AvHost or NULL with @error set. */

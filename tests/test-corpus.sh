@@ -14,7 +14,7 @@
 # Each goes through every hook operation libvirt runs, on a host whose pool
 # holds a GPU in use by another domain: exit 0, nothing on stdout but the
 # input byte for byte at migrate begin and restore begin, the state dir and
-# the host's tree unchanged.  A domain whose XML names no PCI or mdev
+# the host's tree unchanged.  A domain whose XML names no PCI, mdev or USB
 # hostdev is run with the pool lock held by someone else: it must not wait
 # for it.  `accelvirt rewrite --dry-run` gives each back byte for byte.
 . "$AV_TEST_SRCDIR/lib.sh"
@@ -77,7 +77,7 @@ open(sys.argv[2], "w").write(root.findtext("name"))
 devices = root.find("devices")
 manage = False
 for d in (devices if devices is not None else []):
-    if d.tag == "hostdev" and d.get("mode", "subsystem") == "subsystem" and d.get("type") in ("pci", "mdev"):
+    if d.tag == "hostdev" and d.get("mode", "subsystem") == "subsystem" and d.get("type") in ("pci", "mdev", "usb"):
         manage = True
     if d.tag == "interface" and d.get("type") == "hostdev":
         manage = True

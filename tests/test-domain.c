@@ -962,7 +962,7 @@ test_peek(void)
         gboolean may_manage;
     } cases[] = {
         { "", "", FALSE },
-        { "<hostdev mode='subsystem' type='usb'><source><vendor id='0xzzzz'/></source></hostdev>", "", FALSE },
+        { "<hostdev mode='subsystem' type='usb'><source><vendor id='0xzzzz'/></source></hostdev>", "", TRUE },
         { "<hostdev mode='subsystem' type='scsi'/><hostdev type='scsi_host'/>", "", FALSE },
         { "<hostdev mode='capabilities' type='storage'/>", "", FALSE },
         { "<interface type='network'/><disk type='file'/>", "", FALSE },

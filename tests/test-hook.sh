@@ -254,7 +254,7 @@ cat >"$W/odd.xml" <<ODDXML
     <nova:instance xmlns:nova='http://openstack.org/xmlns/libvirt/nova/1.1'><nova:owner><nova:user uuid='not an id/x'>u</nova:user></nova:owner></nova:instance>
   </metadata>
   <devices>
-    <hostdev mode='subsystem' type='usb'><source><vendor id='0x03e7'/><product id='0x2485'/></source></hostdev>
+    <hostdev mode='subsystem' type='scsi_host'><source protocol='vhost' wwpn='naa.5001405df3e54061'/></hostdev>
     <hostdev mode='subsystem' type='scsi'><source><adapter name='scsi_host0'/><address bus='0' target='0' unit='0'/></source></hostdev>
     <hostdev mode='capabilities' type='storage'><source><block>/dev/sdf1</block></source></hostdev>
     <interface type='network'><source network='default'/></interface>
@@ -296,8 +296,8 @@ check "a domain that names a managed device goes the long way: refused here" \
 sed "s|</metadata>|<av:accelerators xmlns:av='urn:accelvirt:domain:1'/></metadata>|" "$W/odd.xml" >"$W/odd-av.xml"
 check "so does one with accelvirt's metadata (whose strict parse still refuses issue 19's values)" \
     eval "fast_hook '$W/odd-av.xml' 'odd vm.1' prepare begin - >'$AV_TMP/out' 2>'$AV_TMP/err'; [ \$? -eq 1 ] && grep -q 'accelvirt: refusing the domain XML' '$AV_TMP/err'"
-for t in "type='pci' managed='yes'" "type='mdev' model='vfio-pci'" "type='frobnicate'"; do
-    sed "s|<hostdev mode='subsystem' type='usb'>|<hostdev mode='subsystem' $t>|" "$W/odd.xml" >"$W/odd-hd.xml"
+for t in "type='pci' managed='yes'" "type='mdev' model='vfio-pci'" "type='usb'" "type='frobnicate'"; do
+    sed "s|<hostdev mode='subsystem' type='scsi_host'>|<hostdev mode='subsystem' $t>|" "$W/odd.xml" >"$W/odd-hd.xml"
     check "so does one with a hostdev $t" \
         eval "fast_hook '$W/odd-hd.xml' 'odd vm.1' start begin - >'$AV_TMP/out' 2>'$AV_TMP/err'; [ \$? -eq 1 ]"
 done
@@ -1443,5 +1443,128 @@ check "  ... release removes it, and the worker's scrub takes it out of the pool
     eval "accepted '$W/mtty.xml' serial release end - && [ ! -e '$W/host/sys/bus/mdev/devices/$MT' ] && [ ! -e '$W/host/sys/devices/virtual/mtty/mtty/$MT' ] && wait_gone 'mdev:$MT' && verify"
 check "  ... the instance is free again and the pool and mdev counts are back" \
     eval "[ \"\$(cat '$MTTY_AVAIL')\" = 12 ] && status && [ \"\$(python3 -c \"import json; print(len(json.load(open('$W/st.json'))['devices']))\")\" = \"\$(cat '$W/count.before')\" ] && [ \"\$(ls '$W/host/sys/bus/mdev/devices' | wc -l)\" = \"\$(cat '$W/mdevs.before')\" ]"
+
+# --- USB sticks (issue 13): two identical sticks with serials on different
+# ports and one without a serial; the hook claims, releases and scrubs them ---
+world usb two-socket-8gpu
+boot_id "$W/host" 3d2c1b0a-9f8e-4d7c-8b6a-5f4e3d2c1b0a
+POL="$AV_TMP/usb-policies"
+hook_policies "$POL"
+cat >"$POL/30-usb.json" <<'USBPOL'
+{
+  "profiles": [
+    {
+      "name": "test-stick",
+      "match": {"vendor": "0x03e7", "device": "0x2485"},
+      "attach": "usb",
+      "numa": "none",
+      "scrub": [{"method": "usb-reset"}, {"method": "usb-reauthorize", "timeout": 5}]
+    }
+  ]
+}
+USBPOL
+chmod 0644 "$POL/30-usb.json"
+# usb_stick PORT DEVNUM [SERIAL]: a Movidius stick at PORT of bus 1 with
+# its /dev/bus/usb node.  The tree's own stick (1-1.2) is taken out.
+rm -f "$W/host/sys/bus/usb/devices/1-1.2" "$W/host/sys/bus/usb/devices/1-1.2:1.0"
+usb_stick() {
+    d="$W/host/sys/devices/pci0000:00/0000:00:14.0/usb1/$1"
+    mkdir -p "$d" "$W/host/dev/bus/usb/001"
+    echo 03e7 >"$d/idVendor"; echo 2485 >"$d/idProduct"; echo 1 >"$d/busnum"; echo "$2" >"$d/devnum"
+    echo 480 >"$d/speed"; echo 1 >"$d/authorized"
+    [ -z "$3" ] || echo "$3" >"$d/serial"
+    ln -s "../../../devices/pci0000:00/0000:00:14.0/usb1/$1" "$W/host/sys/bus/usb/devices/$1"
+    : >"$W/host/dev/bus/usb/001/$(printf %03d "$2")"
+}
+usb_stick 1-2 5 S1
+usb_stick 1-3 6 S2
+usb_stick 1-4 7
+# mkusb FILE NAME UUID [BUS DEVICE]: a domain with one USB hostdev of the
+# sticks' ids (and address when given), no accelvirt metadata.
+mkusb() {
+    a=""; [ -z "$4" ] || a="<address bus='$4' device='$5'/>"
+    printf "<domain type='kvm'><name>%s</name><uuid>%s</uuid><memory unit='GiB'>1</memory><vcpu>1</vcpu><devices><hostdev mode='subsystem' type='usb' managed='no'><source><vendor id='0x03e7'/><product id='0x2485'/>%s</source></hostdev></devices></domain>\n" "$2" "$3" "$a" >"$1"
+}
+# usb_state PORT: the state of the pooled stick at PORT.
+usb_state() { python3 -c "import json,sys; print(' '.join(x['state'] for x in json.load(open(sys.argv[1]))['devices'] if x['kind']=='usb' and x['address']==sys.argv[2]))" "$W/state/pool.json" "$1"; }
+# wait_usb PORT STATE: polls until the stick at PORT is in STATE (20 s).
+wait_usb() {
+    i=0
+    while [ $i -lt 200 ]; do
+        [ -e "$W/state/pool.json" ] && [ "$(usb_state "$1")" = "$2" ] && return 0
+        sleep 0.1; i=$((i + 1))
+    done
+    echo "USB $1 is not $2 after 20 s: $(usb_state "$1")"; cat "$W/log" 2>/dev/null; return 1
+}
+UU1=$(uuid 31); UU2=$(uuid 32); UU3=$(uuid 33); UU4=$(uuid 34)
+printf "<domain type='kvm'><name>stick1</name><uuid>%s</uuid><memory unit='GiB'>1</memory><vcpu>1</vcpu><metadata><av:accelerators xmlns:av='urn:accelvirt:domain:1'><av:request profile='test-stick' count='1'/></av:accelerators></metadata><devices/></domain>\n" "$UU1" >"$W/req.xml"
+avw() { ACCELVIRT_ROOT="$W/host" ACCELVIRT_STATE_DIR="$W/state" ACCELVIRT_POLICY_DIR="$POL" "$AV" "$@"; }
+check "rewrite places a stick: the hostdev names its bus and device, av:usb its identity and port" \
+    eval "avw rewrite '$W/req.xml' >'$W/stick1.xml' 2>'$W/rw.err' && grep -q '<address bus=\"1\" device=\"5\"/>' '$W/stick1.xml' && grep -q 'identity=\"usb:03e7:2485:serial:S1\"' '$W/stick1.xml' && grep -q 'bus-path=\"1-2\"' '$W/stick1.xml'"
+check "  ... every stick is pooled, the one without a serial by its port" json "$W/state/pool.json" \
+    "sorted(x['identity'] for x in d['devices'] if x['kind'] == 'usb') == ['usb:03e7:2485:serial:S1', 'usb:03e7:2485:serial:S2', 'usb:03e7:2485@port:1-4']"
+sed 's/device="5"/device="6"/' "$W/stick1.xml" >"$W/stale6.xml"
+sed 's/device="5"/device="9"/' "$W/stick1.xml" >"$W/stale9.xml"
+cp "$W/state/pool.json" "$W/pool.usb0"
+check "a hostdev whose bus/device now names another stick than its av:placement's identity is refused: run accelvirt start" \
+    eval "refused \"1-3 (bus 1 device 6, serial S2), not the stick its av:placement names (usb:03e7:2485:serial:S1.*accelvirt start stick1\" '$W/stale6.xml' stick1 prepare begin - && same_pool '$W/pool.usb0'"
+check "  ... and one that names no device at all" \
+    eval "refused 'names no device, not the stick' '$W/stale9.xml' stick1 prepare begin - && same_pool '$W/pool.usb0'"
+check "prepare of the placed domain claims its stick, 1-2 (S1), and only it" \
+    eval "accepted '$W/stick1.xml' stick1 prepare begin - && [ \"\$(usb_state 1-2)\" = in-use ] && [ \"\$(usb_state 1-3)\" = free ] && [ \"\$(usb_state 1-4)\" = free ]"
+check "  ... owned by the domain" json "$W/state/pool.json" \
+    "[x['owner']['domain_uuid'] for x in d['devices'] if x['address'] == '1-2'] == ['$UU1']"
+mkusb "$W/thief.xml" thief "$UU2" 1 5
+cp "$W/state/pool.json" "$W/pool.usb1"
+check "a second domain naming that stick by bus/device is refused with one line; the pool is unchanged" \
+    eval "refused 'device USB 1-2 (usb:03e7:2485:serial:S1) is in-use, owner domain .stick1' '$W/thief.xml' thief prepare begin - && same_pool '$W/pool.usb1'"
+mkusb "$W/ids.xml" ids "$UU3"
+check "a hostdev with vendor/product only, which three sticks have, is refused naming them: give <address bus= device=>" \
+    eval "refused 'names only a vendor and product, which 3 devices of this host have: 1-2 (bus 1 device 5, serial S1), 1-3 (bus 1 device 6, serial S2), 1-4 (bus 1 device 7, no serial); give it <address bus= device=>' '$W/ids.xml' ids prepare begin - && same_pool '$W/pool.usb1'"
+printf "<domain type='kvm'><name>hub</name><uuid>%s</uuid><memory unit='GiB'>1</memory><devices><hostdev mode='subsystem' type='usb'><source><address bus='1' device='2'/></source></hostdev></devices></domain>\n" "$UU3" >"$W/hub.xml"
+check "a hostdev of a USB device no profile pools (the hub) is left alone" \
+    eval "accepted '$W/hub.xml' hub prepare begin - && same_pool '$W/pool.usb1'"
+check "release makes the stick dirty; the worker resets and re-authorizes it and frees it" \
+    eval "accepted '$W/stick1.xml' stick1 release end - && wait_usb 1-2 free && verify"
+check "  ... the fake kernel saw the port reset and the authorize cycle, which gave the stick devnum 8" \
+    eval "grep -q '^USBDEVFS_RESET 001/005$' '$W/host/sys/.accelvirt-fake-kernel.log' && grep -q '^USB_DEAUTHORIZE 1-2$' '$W/host/sys/.accelvirt-fake-kernel.log' && grep -q '^USB_AUTHORIZE 1-2 devnum 8$' '$W/host/sys/.accelvirt-fake-kernel.log' && [ \"\$(cat '$W/host/sys/bus/usb/devices/1-2/devnum')\" = 8 ] && [ -e '$W/host/dev/bus/usb/001/008' ]"
+check "  ... found again by its identity; its certificate says what was done, and nothing of memory" \
+    eval "json '$W/state/pool.json' \"[x['identity'] for x in d['devices'] if x['address'] == '1-2'] == ['usb:03e7:2485:serial:S1']\" && grep '\"event\": *\"scrub-certificate\"' '$W/state/journal.jsonl' | tail -n1 | grep 'usb port reset of 1-2 (bus 1 device 5)' | grep -q 're-authorized; re-enumerated as 1-2 devnum 8' && ! grep '\"event\": *\"scrub-certificate\"' '$W/state/journal.jsonl' | tail -n1 | grep -qi 'memory zeroed'"
+check "the domain's XML now names a device number the stick no longer has: refused, run accelvirt start" \
+    eval "refused 'names no device, not the stick its av:placement names (usb:03e7:2485:serial:S1, last at 1-2).*accelvirt start stick1' '$W/stick1.xml' stick1 prepare begin -"
+check "accelvirt status tells the identical sticks apart: port, bus/device and serial, or no serial" \
+    eval "avw status >'$W/status.txt' && grep -q 'usb: port 1-2, bus 1 device 8, serial S1' '$W/status.txt' && grep -q 'usb: port 1-3, bus 1 device 6, serial S2' '$W/status.txt' && grep -q 'usb: port 1-4, bus 1 device 7, no serial' '$W/status.txt' && avw --json status >'$W/status.json' && json '$W/status.json' \"[(x['usb_busnum'], x['usb_devnum'], x['usb_serial']) for x in d['devices'] if x['kind'] == 'usb'] == [(1, 8, 'S1'), (1, 6, 'S2'), (1, 7, None)]\""
+check "restore begin of the placed domain refreshes its stick's bus/device from the identity the pool recorded" \
+    eval "hook '$W/stick1.xml' stick1 restore begin - >'$W/restored.xml' 2>'$W/restored.err' && [ ! -s '$W/restored.err' ] && grep -q '<address bus=\"1\" device=\"8\"/>' '$W/restored.xml' && grep -q 'identity=\"usb:03e7:2485:serial:S1\"' '$W/restored.xml' && [ \"\$(diff '$W/stick1.xml' '$W/restored.xml' | grep -c '^>')\" = 1 ]"
+# The libvirt test driver holds the domain as defined (shut off): `accelvirt
+# start` refreshes its definition from the stick's identity, then starts it.
+{ echo "<node>"; sed -e 's|type="kvm"|type="test" xmlns:test="http://libvirt.org/schemas/domain/test/1.0"|' \
+    -e 's|<vcpu>1</vcpu>|<vcpu>1</vcpu><os><type>hvm</type></os><test:runstate>5</test:runstate>|' "$W/stick1.xml"; echo "</node>"; } >"$W/node.xml"
+check "accelvirt start refreshes the persistent definition's USB bus/device numbers from the pool identity, then starts it" \
+    eval "avw --connect 'test://$W/node.xml' --json start stick1 >'$W/start.json' && json '$W/start.json' \"d['usb_refreshed'] and not d['replaced']\""
+UU5=$(uuid 35); UU6=$(uuid 36)
+mkusb "$W/k.xml" k "$UU5" 1 6
+mkusb "$W/k2.xml" k2 "$UU6" 1 6
+check "a prepare killed after its plan has the stick's claim in its write-ahead record, not in the pool" \
+    eval "killed_at prepare-planned '$W/k.xml' k && json '$W/state/pool.json' \"[i['claims'] for i in d['intents']] == [['usb:03e7:2485:serial:S2']] and [x['state'] for x in d['devices'] if x['address'] == '1-3'] == ['free']\""
+check "  ... the next call drops the record; another domain then gets the stick" \
+    eval "accepted '$W/k2.xml' k2 prepare begin - && [ \"\$(usb_state 1-3)\" = in-use ] && json '$W/state/pool.json' \"d.get('intents', []) == [] and [x['owner']['domain_uuid'] for x in d['devices'] if x['address'] == '1-3'] == ['$UU6']\""
+cp "$W/state/pool.json" "$W/pool.usb2"
+check "reconnect begin of the domain running with the stick finds the pool agreeing: nothing changes" \
+    eval "accepted '$W/k2.xml' k2 reconnect begin - && same_pool '$W/pool.usb2' && ! grep -q 'reconnect: .*1-3' '$W/log'"
+mkusb "$W/nos.xml" nos "$UU4" 1 7
+echo 'fail USBDEVFS_RESET:* 5' >"$W/host/sys/.accelvirt-fake-kernel"
+check "the stick without a serial, named by bus/device, is claimed; a failing port reset quarantines it at release" \
+    eval "accepted '$W/nos.xml' nos prepare begin - && [ \"\$(usb_state 1-4)\" = in-use ] && accepted '$W/nos.xml' nos release end - && wait_usb 1-4 quarantined && verify"
+check "  ... a domain wanting the quarantined stick is refused" \
+    eval "refused 'device USB 1-4 (usb:03e7:2485@port:1-4) is quarantined' '$W/nos.xml' nos prepare begin -"
+rm -f "$W/host/sys/.accelvirt-fake-kernel"
+world usbm two-socket-8gpu
+boot_id "$W/host" 3d2c1b0a-9f8e-4d7c-8b6a-5f4e3d2c1b0b
+avw status >/dev/null
+rm -f "$W/host/sys/bus/usb/devices/1-1.2" "$W/host/sys/bus/usb/devices/1-1.2:1.0"
+mkusb "$W/gone.xml" gone "$UU1"
+check "a hostdev with vendor/product only of the one pooled stick, which is gone from the host: refused, it is missing" \
+    eval "refused 'device USB 1-1.2 (usb:03e7:2485:serial:03e72485) is missing' '$W/gone.xml' gone prepare begin -"
 
 finish

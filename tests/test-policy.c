@@ -1304,6 +1304,33 @@ test_match_mdev_parent(void)
     }
 }
 
+/* The USB scrub methods (issue 13): usb-reauthorize's timeout defaults to
+ * 10 s; both names round-trip. */
+static void
+test_usb_scrub_methods(void)
+{
+    g_autoptr(AvPolicy) policy = policy_from_text(
+        "{\"profiles\": [{\"name\": \"stick\", \"match\": {\"vendor\": \"0x03e7\"}, \"attach\": \"usb\","
+        " \"scrub\": [{\"method\": \"usb-reset\"}, {\"method\": \"usb-reauthorize\"},"
+        " {\"method\": \"usb-reauthorize\", \"timeout\": 30}]}]}");
+    const AvProfile *p = av_policy_find(policy, "stick");
+    const AvScrubStep *s;
+
+    g_assert_nonnull(p);
+    g_assert_cmpuint(p->scrub->len, ==, 3);
+    s = g_ptr_array_index(p->scrub, 0);
+    g_assert_cmpint(s->method, ==, AV_SCRUB_METHOD_USB_RESET);
+    g_assert_cmpstr(av_scrub_method_to_string(s->method), ==, "usb-reset");
+    g_assert_cmpuint(s->timeout_s, ==, 0);
+    s = g_ptr_array_index(p->scrub, 1);
+    g_assert_cmpint(s->method, ==, AV_SCRUB_METHOD_USB_REAUTHORIZE);
+    g_assert_cmpstr(av_scrub_method_to_string(s->method), ==, "usb-reauthorize");
+    g_assert_cmpuint(s->timeout_s, ==, 10);
+    g_assert_cmpint(json_integer_value(json_object_get(s->options, "timeout")), ==, 10);
+    s = g_ptr_array_index(p->scrub, 2);
+    g_assert_cmpuint(s->timeout_s, ==, 30);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -1313,6 +1340,7 @@ main(int argc, char **argv)
     g_test_add_func("/json/locate-invalid", test_json_locate_invalid);
     g_test_add_func("/json/dump", test_json_dump);
     g_test_add_func("/policy/good-dir", test_good_dir);
+    g_test_add_func("/policy/usb-scrub-methods", test_usb_scrub_methods);
     g_test_add_func("/policy/load-order", test_load_order);
     g_test_add_func("/policy/duplicate-across-files", test_duplicate_across_files);
     g_test_add_func("/policy/missing-dir", test_missing_dir);

@@ -2620,6 +2620,83 @@ test_reconcile_keeps_mdev(void)
     test_remove_state(state);
 }
 
+/* A USB stick of bus 1 at @port with devnum @devnum and @serial (may be
+ * NULL), as av_usb_scan() makes them. */
+static AvUsbDevice *
+test_stick(const char *port, guint devnum, const char *serial)
+{
+    AvUsbDevice *usb = g_new0(AvUsbDevice, 1);
+
+    usb->bus_path = g_strdup(port);
+    usb->sysfs_path = g_strdup_printf("/sys/devices/pci0000:00/0000:00:14.0/usb1/%s", port);
+    usb->vendor_id = 0x03e7;
+    usb->product_id = 0x2485;
+    usb->serial = g_strdup(serial);
+    usb->busnum = 1;
+    usb->devnum = devnum;
+    usb->numa_node = -1;
+    return usb;
+}
+
+/* av_pool_confirm() of a partial scan holding every USB device (issue 13):
+ * yes while the sticks are as the pool has them, whatever their devnums;
+ * no for a pooled stick gone, a new stick a profile matches, or two sticks
+ * presenting one identity; the USB devices are not looked at when the scan
+ * did not read them. */
+static void
+test_confirm_usb(void)
+{
+    g_autofree char *state = test_make_pool(0);
+    g_autoptr(AvPool) pool = NULL;
+    g_autoptr(GError) err = NULL;
+    g_autoptr(AvPolicy) policy = av_policy_new();
+    g_autoptr(AvHost) host = g_new0(AvHost, 1);
+    static const char json[] = "{\"profiles\": [{\"name\": \"stick\", \"match\": {\"vendor\": \"0x03e7\", "
+                               "\"device\": \"0x2485\"}, \"attach\": \"usb\"}]}";
+    char *why = NULL;
+
+    g_assert_true(av_policy_add_data(policy, "t.json", json, strlen(json), &err));
+    host->pci = g_ptr_array_new_with_free_func((GDestroyNotify)av_pci_device_free);
+    host->usb = g_ptr_array_new_with_free_func((GDestroyNotify)av_usb_device_free);
+    host->numa_nodes = g_ptr_array_new_with_free_func((GDestroyNotify)av_numa_node_free);
+    host->boot_id = g_strdup("3d2c1b0a-9f8e-4d7c-8b6a-5f4e3d2c1b0a");
+    g_ptr_array_add(host->usb, test_stick("1-2", 5, "S1"));
+    g_ptr_array_add(host->usb, test_stick("1-3", 6, NULL));
+    pool = av_pool_open(state, AV_POOL_WRITE, 0, &err);
+    g_assert_no_error(err);
+    g_assert_true(av_pool_reconcile(pool, host, policy, NULL, &err));
+    g_assert_no_error(err);
+    g_assert_nonnull(av_pool_find(pool, "usb:03e7:2485:serial:S1"));
+    g_assert_nonnull(av_pool_find(pool, "usb:03e7:2485@port:1-3"));
+
+    host->partial = TRUE;
+    host->usb_scanned = TRUE;
+    ((AvUsbDevice *)g_ptr_array_index(host->usb, 0))->devnum = 8;
+    g_assert_true(av_pool_confirm(pool, host, policy, &why));
+    g_assert_null(why);
+
+    g_ptr_array_add(host->usb, test_stick("1-4", 7, "S2"));
+    g_assert_false(av_pool_confirm(pool, host, policy, &why));
+    g_assert_nonnull(strstr(why, "1-4 (usb:03e7:2485:serial:S2) is news"));
+    g_clear_pointer(&why, g_free);
+    g_ptr_array_set_size(host->usb, 2);
+
+    g_ptr_array_add(host->usb, test_stick("1-5", 9, "S1"));
+    g_assert_false(av_pool_confirm(pool, host, policy, &why));
+    g_clear_pointer(&why, g_free);
+    g_ptr_array_set_size(host->usb, 2);
+
+    g_ptr_array_remove_index(host->usb, 0);
+    g_assert_false(av_pool_confirm(pool, host, policy, &why));
+    g_assert_nonnull(strstr(why, "usb:03e7:2485:serial:S1 is not on the host"));
+    g_clear_pointer(&why, g_free);
+
+    host->usb_scanned = FALSE;
+    g_assert_true(av_pool_confirm(pool, host, policy, &why));
+    g_clear_pointer(&pool, av_pool_free);
+    test_remove_state(state);
+}
+
 /* The domain index (av-pool-index.c): every save names the domains of the
  * new pool before pool.json does and drops the others after; a state dir
  * without one gets it whole at the first save (the names of the pool on disk
@@ -2704,6 +2781,7 @@ main(int argc, char **argv)
 {
     av_test_init(&argc, &argv);
 
+    g_test_add_func("/pool/confirm-usb", test_confirm_usb);
     g_test_add_func("/pool/state-strings", test_state_strings);
     g_test_add_func("/pool/open/read-missing", test_open_read_missing);
     g_test_add_func("/pool/open/write-creates", test_open_write_creates);

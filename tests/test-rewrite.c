@@ -88,10 +88,13 @@ add_usb(AvPlacement *p, const char *profile, const char *bus_path, guint16 vendo
 
     item->profile = g_strdup(profile);
     item->attach = AV_ATTACH_USB;
-    item->identity = g_strdup_printf("usb-%s", bus_path);
+    item->identity = g_strdup_printf("usb:%04x:%04x:serial:03e72485", vendor, product);
     item->usb_bus_path = g_strdup(bus_path);
     item->usb_vendor = vendor;
     item->usb_product = product;
+    /* The tree's stick: bus 1, devnum 3. */
+    item->usb_busnum = 1;
+    item->usb_devnum = 3;
     item->numa_node = -1;
     g_ptr_array_add(p->items, item);
 }
@@ -374,7 +377,7 @@ test_golden_facts(void)
 {
     struct {
         const char *name;
-        const char *present[6];
+        const char *present[7];
         const char *absent[3];
     } facts[] = {
         { "gpu-pinned",
@@ -390,7 +393,7 @@ test_golden_facts(void)
           { NULL } },
         { "usb-stick",
           { "type=\"usb\"", "<vendor id=\"0x03e7\"/>", "<product id=\"0x2485\"/>", "bus-path=\"1-1.2\"",
-            "pinned=\"no\"", NULL },
+            "pinned=\"no\"", "<address bus=\"1\" device=\"3\"/>", "identity=\"usb:03e7:2485:serial:03e72485\"" },
           { "cputune", "numatune>", NULL } },
         { "mdev",
           { "type=\"mdev\"", "model=\"vfio-pci\"", "uuid=\"6f2a0b1c-9d8e-4f7a-8b6c-5d4e3f2a1b0c\"",
@@ -739,6 +742,9 @@ test_schema_invalid(void)
         { "<av:placement node='1024'/>", "placement" },
         { "<av:placement><av:usb profile='s' bus-path='1-1.2' vendor='0x3e7' product='0x2485'/></av:placement>",
           "usb" },
+        { "<av:placement><av:usb profile='s' bus-path='1-1.2' vendor='0x03e7' product='0x2485' "
+          "identity='usb:03e7:2485:serial:'/></av:placement>",
+          "usb" },
         { "<av:frobnicate/>", "frobnicate" },
     };
     g_autofree char *schema = schema_path();
@@ -983,6 +989,47 @@ test_remap_user_pinned(void)
     assert_contains("the remapped user-pinned domain", out, present, absent);
 }
 
+/* A stick that re-enumerated (issue 13): the remap refreshes the
+ * hostdev's <address bus= device=> from the placement and keeps the
+ * identity; a second remap changes nothing; the identity reads back, and
+ * an entry without one (older XML) still loads. */
+static void
+test_remap_usb_numbers(void)
+{
+    static const char *const present[] = { "<address bus=\"1\" device=\"8\"/>",
+                                            "identity=\"usb:03e7:2485:serial:03e72485\"", NULL };
+    static const char *const absent[] = { "device=\"3\"", NULL };
+    g_autoptr(AvPlacement) p = placement_new(-1, NULL, 0);
+    g_autoptr(AvPlacement) back = NULL;
+    g_autoptr(AvPlacement) old = NULL;
+    g_autoptr(GError) err = NULL;
+    gsize len = 0;
+    g_autofree char *in = read_src("xml/out/usb-stick.xml", &len);
+    g_autofree char *out = NULL, *again = NULL, *older = NULL;
+
+    add_usb(p, "usb-ai-stick", "1-1.2", 0x03e7, 0x2485);
+    ((AvPlacedItem *)g_ptr_array_index(p->items, 0))->usb_devnum = 8;
+    out = av_domain_remap(in, len, p, &err);
+    g_assert_no_error(err);
+    assert_contains("the remapped stick", out, present, absent);
+    again = av_domain_remap(out, strlen(out), p, &err);
+    g_assert_no_error(err);
+    assert_same("a second remap of the stick", out, again);
+    back = av_domain_placement(out, strlen(out), &err);
+    g_assert_no_error(err);
+    g_assert_cmpstr(((AvPlacedItem *)g_ptr_array_index(back->items, 0))->identity, ==,
+                    "usb:03e7:2485:serial:03e72485");
+    {
+        GString *s = g_string_new(in);
+
+        g_string_replace(s, " identity=\"usb:03e7:2485:serial:03e72485\"", "", 0);
+        older = g_string_free(s, FALSE);
+    }
+    old = av_domain_placement(older, strlen(older), &err);
+    g_assert_no_error(err);
+    g_assert_null(((AvPlacedItem *)g_ptr_array_index(old->items, 0))->identity);
+}
+
 /* A placement without a node: the pinning and numatune accelvirt wrote go,
  * and the placement says so; a second remap changes nothing. */
 static void
@@ -1085,6 +1132,7 @@ main(int argc, char **argv)
         g_test_add_data_func(path, &cases[i], test_golden);
     }
     g_test_add_func("/rewrite/golden-facts", test_golden_facts);
+    g_test_add_func("/rewrite/remap-usb-numbers", test_remap_usb_numbers);
     g_test_add_func("/rewrite/hide-user-choice", test_hide_user_choice);
     g_test_add_func("/rewrite/empty-placement", test_empty_placement);
     g_test_add_func("/rewrite/requests", test_requests);

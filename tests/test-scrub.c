@@ -1685,6 +1685,83 @@ test_fake_device_ops(void)
     fixture_close(&f);
 }
 
+/* ---- USB sticks (issue 13) ---- */
+
+#define STICK_DIR "sys/devices/pci0000:00/0000:00:14.0/usb1/1-1/1-1.2"
+#define STICK_ID "usb:03e7:2485:serial:03e72485"
+
+static const char usb_policy[] =
+    "{\"profiles\": [{\"name\": \"stick\", \"match\": {\"vendor\": \"0x03e7\", \"device\": \"0x2485\"},"
+    " \"attach\": \"usb\", \"scrub\": [{\"method\": \"usb-reset\"},"
+    " {\"method\": \"usb-reauthorize\", \"timeout\": 1}]}]}";
+
+/* Runs the stick profile's steps on the tree's Movidius stick (1-1.2, bus
+ * 1 device 3) presenting @identity. */
+static gboolean
+run_stick(Fixture *f, const char *identity, json_t **ret_report, GError **error)
+{
+    AvScrubTarget target = { .identity = identity, .address = "1-1.2", .iommu_group = -1 };
+
+    return av_scrub_run(f->root, f->ops, av_policy_find(f->policy, "stick"), &target, ret_report, error);
+}
+
+static void
+test_usb_methods(void)
+{
+    Fixture f;
+    g_autoptr(GError) err = NULL;
+    g_autoptr(json_t) report = NULL;
+    g_autofree char *log = NULL;
+    g_autofree char *devnum = NULL;
+    g_autofree char *node = NULL;
+    json_t *steps;
+
+    fixture_open(&f, usb_policy, FALSE);
+    /* No /dev/bus/usb node: the reset cannot be done, and says so. */
+    g_assert_false(run_stick(&f, STICK_ID, NULL, &err));
+    g_assert_nonnull(strstr(err->message, "USBDEVFS_RESET on /dev/bus/usb/001/003"));
+    g_clear_error(&err);
+
+    av_test_write(f.dir, "dev/bus/usb/001/003", "");
+    av_test_write(f.dir, STICK_DIR "/authorized", "1\n");
+    g_assert_true(run_stick(&f, STICK_ID, &report, &err));
+    g_assert_no_error(err);
+    steps = json_object_get(report, "steps");
+    g_assert_cmpstr(json_string_value(json_object_get(json_array_get(steps, 0), "message")), ==,
+                    "usb port reset of 1-1.2 (bus 1 device 3)");
+    g_assert_cmpstr(json_string_value(json_object_get(json_array_get(steps, 1), "message")), ==,
+                    "re-authorized; re-enumerated as 1-1.2 devnum 4");
+    /* Nothing of memory: neither step clears any. */
+    g_assert_cmpint(json_integer_value(json_object_get(json_object_get(report, "coverage"), "cleared")), ==, 0);
+    log = fake_log(&f);
+    g_assert_nonnull(strstr(log, "USBDEVFS_RESET 001/003\nUSB_DEAUTHORIZE 1-1.2\nUSB_AUTHORIZE 1-1.2 devnum 4\n"));
+    node = g_build_filename(f.dir, "dev/bus/usb/001/004", NULL);
+    g_assert_true(g_file_test(node, G_FILE_TEST_EXISTS));
+    devnum = g_build_filename(f.dir, STICK_DIR "/devnum", NULL);
+    {
+        g_autofree char *text = NULL;
+
+        g_assert_true(g_file_get_contents(devnum, &text, NULL, NULL));
+        g_assert_cmpstr(g_strstrip(text), ==, "4");
+    }
+
+    /* Another stick's identity: not this one, nothing done to it. */
+    g_assert_false(run_stick(&f, "usb:03e7:2485:serial:S9", NULL, &err));
+    g_assert_nonnull(strstr(err->message, "no USB device presenting usb:03e7:2485:serial:S9"));
+    g_clear_error(&err);
+
+    /* The emulated kernel fails the reset on demand. */
+    av_test_write(f.dir, "sys/.accelvirt-fake-kernel", "fail USBDEVFS_RESET:001/* 5\n");
+    g_assert_false(run_stick(&f, STICK_ID, NULL, &err));
+    g_assert_nonnull(strstr(err->message, "scrub step 1 (usb-reset) failed"));
+    g_clear_error(&err);
+    /* ... and the authorize write. */
+    av_test_write(f.dir, "sys/.accelvirt-fake-kernel", "fail /sys/bus/usb/devices/1-1.2/authorized 13\n");
+    g_assert_false(run_stick(&f, STICK_ID, NULL, &err));
+    g_assert_nonnull(strstr(err->message, "scrub step 2 (usb-reauthorize) failed: cannot write 0 to 'authorized'"));
+    fixture_close(&f);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -1724,5 +1801,6 @@ main(int argc, char **argv)
     g_test_add_func("/scrub/vm/names", test_vm_names);
     g_test_add_func("/scrub/vm/other-events", test_vm_other_events);
     g_test_add_func("/scrub/kernel/fake-device-ops", test_fake_device_ops);
+    g_test_add_func("/scrub/usb/methods", test_usb_methods);
     return g_test_run();
 }

@@ -324,14 +324,7 @@ av_cli_spawn_pending_worker(const AvCli *cli)
 
 /* See cli.h. */
 AvPool *
-av_cli_open_synced_pool(const AvCli *cli, GError **error)
-{
-    return av_cli_open_synced_pool_host(cli, NULL, NULL, error);
-}
-
-/* See cli.h. */
-AvPool *
-av_cli_open_synced_pool_host(const AvCli *cli, AvHost **ret_host, AvPolicy **ret_policy, GError **error)
+av_cli_open_synced_pool(const AvCli *cli, AvHost **ret_host, AvPolicy **ret_policy, GError **error)
 {
     g_autoptr(AvRoot) root = NULL;
     g_autoptr(AvPolicy) policy = NULL;

@@ -544,9 +544,13 @@ av_cli_placement_holds(const AvPool *pool, const AvDomain *domain)
         const AvPlacedDevice *p = g_ptr_array_index(domain->placed, i);
         AvPoolDevice *dev;
 
-        if (!p->pci_address)
-            continue; /* mdevs and USB sticks are checked by the hook at prepare */
-        dev = av_pool_find_address(pool, AV_DEVICE_KIND_PCI, p->pci_address);
+        if (p->usb_bus_path)
+            dev = p->usb_identity ? av_pool_find(pool, p->usb_identity)
+                                  : av_pool_find_address(pool, AV_DEVICE_KIND_USB, p->usb_bus_path);
+        else if (!p->pci_address)
+            continue; /* mdevs are checked by the hook at prepare */
+        else
+            dev = av_pool_find_address(pool, AV_DEVICE_KIND_PCI, p->pci_address);
         if (!dev || g_strcmp0(dev->profile, p->profile) != 0)
             return FALSE;
         if (dev->state == AV_DEVICE_STATE_FREE)
@@ -556,6 +560,82 @@ av_cli_placement_holds(const AvPool *pool, const AvDomain *domain)
             continue;
         return FALSE;
     }
+    return TRUE;
+}
+
+/* The placement of @xml with every USB stick where its pool identity is
+ * now on @host (bus path, bus and device numbers: they change when a stick
+ * re-enumerates), the node's CPUs from @host; *ret_usb says whether it has
+ * a stick at all.  A stick placed before issue 13 (no identity) is found
+ * by its port in @pool.  NULL with @error when the placement does not
+ * read. */
+static AvPlacement *
+av_cli_usb_refreshed(const char *xml, const AvHost *host, const AvPool *pool, gboolean *ret_usb, GError **error)
+{
+    g_autoptr(AvPlacement) placement = av_domain_placement(xml, strlen(xml), error);
+
+    *ret_usb = FALSE;
+    if (!placement)
+        return NULL;
+    for (guint i = 0; i < host->numa_nodes->len; i++) {
+        const AvNumaNode *n = g_ptr_array_index(host->numa_nodes, i);
+
+        if (n->id == placement->numa_node && n->cpus)
+            g_array_append_vals(placement->cpus, n->cpus->data, n->cpus->len);
+    }
+    for (guint i = 0; i < placement->items->len; i++) {
+        AvPlacedItem *item = g_ptr_array_index(placement->items, i);
+        const AvPoolDevice *dev;
+        const AvUsbDevice *usb;
+
+        if (item->attach != AV_ATTACH_USB)
+            continue;
+        *ret_usb = TRUE;
+        dev = item->identity ? av_pool_find(pool, item->identity)
+                             : av_pool_find_address(pool, AV_DEVICE_KIND_USB, item->usb_bus_path);
+        usb = dev ? av_pool_find_usb_device(host->usb, dev->identity, dev->address) : NULL;
+        if (!usb)
+            continue; /* not on the host: the hook refuses it at prepare, saying so */
+        g_free(item->identity);
+        item->identity = g_strdup(dev->identity);
+        g_free(item->usb_bus_path);
+        item->usb_bus_path = g_strdup(usb->bus_path);
+        item->usb_busnum = usb->busnum;
+        item->usb_devnum = usb->devnum;
+    }
+    return g_steal_pointer(&placement);
+}
+
+/* Before `accelvirt start`: the persistent definition's USB hostdevs
+ * refreshed from the pool identities of their sticks (the hook refuses bus
+ * and device numbers that name another stick), redefined when that changed
+ * them; *ret_refreshed says so. */
+static gboolean
+av_cli_refresh_usb(virConnect *conn, const char *xml, const AvHost *host, const AvPool *pool,
+                   gboolean *ret_refreshed, GError **error)
+{
+    gboolean usb = FALSE;
+    g_autoptr(AvPlacement) placement = av_cli_usb_refreshed(xml, host, pool, &usb, error);
+    g_autofree char *out = NULL;
+    g_autoptr(virDomain) redefined = NULL;
+
+    *ret_refreshed = FALSE;
+    if (!placement)
+        return FALSE;
+    if (!usb)
+        return TRUE;
+    out = av_domain_remap(xml, strlen(xml), placement, error);
+    if (!out)
+        return FALSE;
+    if (strcmp(out, xml) == 0)
+        return TRUE;
+    redefined = virDomainDefineXML(conn, out);
+    if (!redefined) {
+        av_cli_virt_error(error, "libvirt refused the domain with its USB sticks' bus and device numbers "
+                          "refreshed");
+        return FALSE;
+    }
+    *ret_refreshed = TRUE;
     return TRUE;
 }
 
@@ -571,6 +651,7 @@ av_cli_cmd_start(AvCli *cli, int argc, char **argv)
     g_autoptr(AvDomain) domain = NULL;
     g_autoptr(GPtrArray) requests = NULL;
     gboolean replaced = FALSE;
+    gboolean refreshed = FALSE;
     gboolean replace = FALSE;
     const GOptionEntry entries[] = {
         { "replace", 0, 0, G_OPTION_ARG_NONE, &replace,
@@ -632,6 +713,10 @@ av_cli_cmd_start(AvCli *cli, int argc, char **argv)
             if (!cli->json)
                 av_cli_print_placement("re-placed", domain->name, domain->uuid, placement);
             replaced = TRUE;
+        } else if (!av_cli_refresh_usb(conn, xml, host, pool, &refreshed, &err)) {
+            return av_cli_fail(err);
+        } else if (refreshed && !cli->json) {
+            printf("refreshed the USB bus and device numbers of domain '%s'\n", domain->name);
         }
         if (!av_pool_save(pool, &err))
             return av_cli_fail(err);
@@ -647,6 +732,7 @@ av_cli_cmd_start(AvCli *cli, int argc, char **argv)
         json_object_set_new(o, "domain", json_string(domain->name));
         json_object_set_new(o, "uuid", av_json_string_or_null(domain->uuid));
         json_object_set_new(o, "replaced", json_boolean(replaced));
+        json_object_set_new(o, "usb_refreshed", json_boolean(refreshed));
         av_cli_print_json(o);
     } else {
         printf("started domain '%s'\n", domain->name);

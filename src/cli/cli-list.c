@@ -396,17 +396,22 @@ av_list_print_table(const AvHost *host, const AvPolicy *policy, gboolean managed
     }
 
     printf("\nUSB devices\n");
-    printf("  %-12s  %-9s  %-4s  %-18s  %s\n", "BUS PATH", "ID", "NODE", "PROFILE", "NAME");
+    printf("  %-12s  %-7s  %-9s  %-4s  %-18s  %-16s  %s\n", "BUS PATH", "BUS/DEV", "ID", "NODE", "PROFILE", "SERIAL",
+           "NAME");
     for (guint i = 0; i < host->usb->len; i++) {
         const AvUsbDevice *u = g_ptr_array_index(host->usb, i);
         const AvProfile *p = av_policy_match_usb(policy, u);
         g_autofree char *node = av_node_str(u->numa_node);
         g_autofree char *id = g_strdup_printf("%04x:%04x", u->vendor_id, u->product_id);
+        g_autofree char *numbers = g_strdup_printf("%u/%u", u->busnum, u->devnum);
+        /* Two identical sticks differ in port, numbers and serial only. */
+        g_autofree char *serial = u->serial ? av_cli_printable(u->serial) : g_strdup("no serial");
 
         if (managed_only && !p)
             continue;
-        printf("  %-12s  %-9s  %-4s  %-18s  %s%s%s\n", u->bus_path, id, node, p ? p->name : "-",
-               av_or_dash(u->manufacturer), u->product ? " " : "", u->product ? u->product : "");
+        printf("  %-12s  %-7s  %-9s  %-4s  %-18s  %-16s  %s%s%s\n", u->bus_path, numbers, id, node,
+               p ? p->name : "-", serial, av_or_dash(u->manufacturer), u->product ? " " : "",
+               u->product ? u->product : "");
     }
 }
 

@@ -163,7 +163,7 @@ av_cli_cmd_reconcile(AvCli *cli, int argc, char **argv)
         return AV_EXIT_USAGE;
     if (argc != 1)
         return av_cli_usage_error("reconcile takes no arguments");
-    pool = av_cli_open_synced_pool(cli, &err);
+    pool = av_cli_open_synced_pool(cli, NULL, NULL, &err);
     if (!pool)
         return av_cli_fail(err);
     for (guint i = 0; i < av_pool_devices(pool)->len; i++) {

@@ -34,6 +34,33 @@ av_owner_str(const AvOwner *owner)
     return g_strdup("-");
 }
 
+/* The USB device of @host that the pool device @d is (by its identity), or
+ * NULL.  Borrowed from @host. */
+static const AvUsbDevice *
+av_status_usb_of(const AvHost *host, const AvPoolDevice *d)
+{
+    if (!host || d->kind != AV_DEVICE_KIND_USB)
+        return NULL;
+    return av_pool_find_usb_device(host->usb, d->identity, d->address);
+}
+
+/* "port 1-2, bus 1 device 5, serial S1" (or "no serial") for a USB pool
+ * device: two identical sticks are told apart by these.  Without a scan
+ * (--no-sync) or when the stick is not on the host, no numbers.  Caller
+ * frees. */
+static char *
+av_status_usb_line(const AvHost *host, const AvPoolDevice *d)
+{
+    const AvUsbDevice *usb = av_status_usb_of(host, d);
+    const char *serial = strstr(d->identity, ":serial:");
+    g_autofree char *numbers = usb ? g_strdup_printf("bus %u device %u", usb->busnum, usb->devnum)
+                                   : g_strdup(host ? "not on the host" : "bus and device not read (--no-sync)");
+    g_autofree char *text = g_strdup_printf("port %s, %s, %s%s", d->address ? d->address : "-", numbers,
+                                            serial ? "serial " : "no serial", serial ? serial + strlen(":serial:") : "");
+
+    return av_cli_printable(text);
+}
+
 /* The index N of a VF's pool identity ("PF-IDENTITY/vfN"), or -1. */
 static int
 av_status_vf_index(const AvPoolDevice *d)
@@ -119,6 +146,11 @@ av_status_print_table(const AvPool *pool, const AvHost *host, const AvPolicy *po
 
         printf("%-12s  %-18s  %-11s  %-4s  %-16s  %-20s  %s\n", d->address, d->profile,
                av_device_state_to_string(d->state), node, shown_owner, since, identity);
+        if (d->kind == AV_DEVICE_KIND_USB) {
+            g_autofree char *usb = av_status_usb_line(host, d);
+
+            printf("    usb: %s\n", usb);
+        }
         if (av_status_vf_index(d) >= 0) {
             const char *pf = av_status_vf_pf(d, host);
 
@@ -196,7 +228,7 @@ av_cli_cmd_status(AvCli *cli, int argc, char **argv)
         if (!pool)
             return av_cli_fail(err);
     } else {
-        pool = av_cli_open_synced_pool_host(cli, &host, &policy, &err);
+        pool = av_cli_open_synced_pool(cli, &host, &policy, &err);
         if (!pool)
             return av_cli_fail(err);
     }
@@ -211,12 +243,18 @@ av_cli_cmd_status(AvCli *cli, int argc, char **argv)
          * collects this output. */
         json_array_foreach(devices, i, d) {
             const AvPoolDevice *dev = g_ptr_array_index(av_pool_devices(pool), i);
+            const AvUsbDevice *usb = av_status_usb_of(host, dev);
             const char *pf = av_status_vf_pf(dev, host);
 
             json_object_del(d, "scrub_token");
             if (av_status_vf_index(dev) >= 0)
                 json_object_set_new(d, "vf", json_pack("{s:o,s:i}", "pf", av_json_string_or_null(pf), "index",
                                                        av_status_vf_index(dev)));
+            if (dev->kind != AV_DEVICE_KIND_USB)
+                continue;
+            json_object_set_new(d, "usb_busnum", usb ? json_integer(usb->busnum) : json_null());
+            json_object_set_new(d, "usb_devnum", usb ? json_integer(usb->devnum) : json_null());
+            json_object_set_new(d, "usb_serial", usb ? av_json_string_or_null(usb->serial) : json_null());
         }
         if (!no_sync)
             json_object_set_new(o, "sriov_pfs", av_status_pfs_json(pool, host, policy));

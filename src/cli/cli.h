@@ -77,12 +77,10 @@ AvPool *av_cli_open_pool(const AvCli *cli, const AvRoot *root, int mode, GError 
 
 /* The pool, opened for writing (av_cli_open_pool(): put right first) and
  * reconciled with a scan of the host taken under its lock, saved when that
- * changed it: what `status` and `reconcile` show.  NULL with @error. */
-AvPool *av_cli_open_synced_pool(const AvCli *cli, GError **error);
-
-/* The same, and the scan and the policies it reconciled with (caller
- * frees; either pointer may be NULL). */
-AvPool *av_cli_open_synced_pool_host(const AvCli *cli, AvHost **ret_host, AvPolicy **ret_policy, GError **error);
+ * changed it: what `status` and `reconcile` show; the scan goes to
+ * *ret_host and the policies it reconciled with to *ret_policy (either may
+ * be NULL; caller frees).  NULL with @error. */
+AvPool *av_cli_open_synced_pool(const AvCli *cli, AvHost **ret_host, AvPolicy **ret_policy, GError **error);
 
 /* The pool device named @name: its identity, else its PCI address or USB
  * bus path.  NULL with AV_ERROR_NOT_FOUND (one sentence, what to run). */

@@ -34,7 +34,9 @@
 #include <libxml/tree.h>
 #include <libxml/xmlerror.h>
 
+#include "pci/av-pci.h"
 #include "policy/av-policy.h"
+#include "pool/av-pool.h"
 #include "util/av-error.h"
 #include "util/av-names.h"
 
@@ -69,6 +71,8 @@ av_placed_device_free(AvPlacedDevice *placed)
     g_free(placed->pci_address);
     g_free(placed->pf_address);
     g_free(placed->mdev_uuid);
+    g_free(placed->usb_bus_path);
+    g_free(placed->usb_identity);
     g_free(placed->alias);
     g_free(placed);
 }
@@ -1318,6 +1322,48 @@ placed_parse(const xmlNode *node, gboolean is_mdev, AvDomain *dom, GError **erro
     return TRUE;
 }
 
+/* <av:usb profile= bus-path= identity= alias=/> (vendor and product are the
+ * hostdev's own business): an entry the hook maps a USB hostdev with. */
+static gboolean
+placed_usb_parse(const xmlNode *node, AvDomain *dom, GError **error)
+{
+    g_autoptr(AvPlacedDevice) placed = g_new0(AvPlacedDevice, 1);
+    g_autofree char *profile = av_domain_prop(node, "profile");
+    g_autofree char *alias = av_domain_prop(node, "alias");
+    g_autofree char *bus_path = av_domain_prop(node, "bus-path");
+    g_autofree char *identity = av_domain_prop(node, "identity");
+
+    if (!profile || !av_profile_name_is_valid(profile)) {
+        g_autofree char *q = av_domain_quote(profile);
+
+        return av_domain_invalid_at(
+            error, node, "av:usb profile '%s' is not a profile name (lower case letters, digits, '.', '_', '-')", q);
+    }
+    if (alias && !alias_valid(alias)) {
+        g_autofree char *q = av_domain_quote(alias);
+
+        return av_domain_invalid_at(error, node, "av:usb alias '%s' is not 1 to %d letters, digits, '_', '.' or '-'",
+                                    q, AV_ALIAS_MAX);
+    }
+    if (!bus_path || !av_usb_bus_path_is_valid(bus_path)) {
+        g_autofree char *q = av_domain_quote(bus_path);
+
+        return av_domain_invalid_at(error, node, "av:usb bus-path '%s' is not a USB port such as '1-1.2'", q);
+    }
+    if (identity && !av_pool_identity_usb_is_valid(identity)) {
+        g_autofree char *q = av_domain_quote(identity);
+
+        return av_domain_invalid_at(error, node, "av:usb identity '%s' is not a USB identity such as "
+                                    "'usb:03e7:2485:serial:0123' or 'usb:03e7:2485@port:1-2'", q);
+    }
+    placed->profile = g_steal_pointer(&profile);
+    placed->alias = g_steal_pointer(&alias);
+    placed->usb_bus_path = g_steal_pointer(&bus_path);
+    placed->usb_identity = g_steal_pointer(&identity);
+    g_ptr_array_add(dom->placed, g_steal_pointer(&placed));
+    return TRUE;
+}
+
 /* <av:scrub token= identity=/>: the mark of a scrub VM (see the hook). */
 static gboolean
 scrub_parse(const xmlNode *scrub, AvDomain *dom, GError **error)
@@ -1383,6 +1429,9 @@ accelerators_parse(const xmlNode *accelerators, AvDomain *dom, GError **error)
                 return FALSE;
         } else if (av_domain_is_elem(c, "mdev", AV_NS_DOMAIN)) {
             if (!placed_parse(c, TRUE, dom, error))
+                return FALSE;
+        } else if (av_domain_is_elem(c, "usb", AV_NS_DOMAIN)) {
+            if (!placed_usb_parse(c, dom, error))
                 return FALSE;
         }
     }
@@ -1468,7 +1517,7 @@ av_domain_peek_clear(AvDomainPeek *peek)
 static gboolean
 peek_device_may_manage(const xmlNode *node)
 {
-    static const char *const not_managed[] = { "usb", "scsi", "scsi_host", NULL };
+    static const char *const not_managed[] = { "scsi", "scsi_host", NULL };
     g_autofree char *mode = NULL;
     g_autofree char *type = NULL;
 

@@ -60,6 +60,8 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(AvHostdev, av_hostdev_free)
  *       <av:device profile="gpu-passthrough" address="0000:17:00.0" alias="ua-accelvirt-0"/>
  *       <av:device profile="qat-vf" address="0000:6b:00.5" pf="0000:6b:00.0" vf="4" alias="ua-accelvirt-2"/>
  *       <av:mdev profile="vgpu-a10" uuid="..." alias="ua-accelvirt-1"/>
+ *       <av:usb profile="stick" bus-path="1-2" vendor="0x03e7" product="0x2485"
+ *               identity="usb:03e7:2485:serial:S1" alias="ua-accelvirt-2"/>
  *     </av:placement>
  *   </av:accelerators> */
 typedef struct {
@@ -68,6 +70,9 @@ typedef struct {
     char *pf_address;            /* av:device pf=: an SR-IOV VF's PF (canonical), or NULL */
     int vf_index;                /* av:device vf=: its index, or -1 */
     char *mdev_uuid;             /* or NULL */
+    char *usb_bus_path;          /* av:usb: its bus-path (av_usb_bus_path_is_valid()), else NULL */
+    char *usb_identity;          /* av:usb: its pool identity (av_pool_identity_usb_is_valid()), or NULL
+                                  * (placements older than issue 13 have none) */
     char *alias;                 /* or NULL */
 } AvPlacedDevice;
 
@@ -134,8 +139,8 @@ typedef struct {
     char *name;                  /* the text of <name>, as it is, or NULL */
     char *uuid;                  /* <uuid>, canonical lower case; NULL when absent or not a UUID */
     gboolean may_manage;         /* a <hostdev> accelvirt may manage: any but mode='capabilities'
-                                  * and type 'usb', 'scsi' or 'scsi_host' (PCI, mdev, and any it
-                                  * cannot tell); an <interface type='hostdev'>; or accelvirt's own
+                                  * and type 'scsi' or 'scsi_host' (PCI, mdev, USB (issue 13), and
+                                  * any it cannot tell); an <interface type='hostdev'>; or accelvirt's own
                                   * metadata (any element of urn:accelvirt:domain:1 in the first
                                   * <metadata>) */
 } AvDomainPeek;

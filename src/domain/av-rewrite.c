@@ -30,6 +30,7 @@
 #include <libxml/xmlerror.h>
 #include <libxml/xmlsave.h>
 
+#include "pool/av-pool.h"
 #include "util/av-error.h"
 
 #define AV_INDENT_DEFAULT "  "
@@ -814,6 +815,18 @@ cpuset_format(GArray *cpus)
     return g_string_free(s, FALSE);
 }
 
+/* <source><address bus= device=/> of a USB hostdev: the sysfs busnum and
+ * devnum of @item's stick, in decimal as libvirt reads them. */
+static void
+usb_address_set(xmlNode *address, const AvPlacedItem *item)
+{
+    g_autofree char *bus = g_strdup_printf("%u", item->usb_busnum);
+    g_autofree char *device = g_strdup_printf("%u", item->usb_devnum);
+
+    set_prop(address, "bus", bus);
+    set_prop(address, "device", device);
+}
+
 static xmlNode *
 hostdev_new(xmlDoc *doc, const AvPlacedItem *item, const char *alias)
 {
@@ -840,6 +853,9 @@ hostdev_new(xmlDoc *doc, const AvPlacedItem *item, const char *alias)
         source = add_elem(hostdev, "source");
         set_prop(add_elem(source, "vendor"), "id", vendor);
         set_prop(add_elem(source, "product"), "id", product);
+        /* Exactly the stick chosen: two identical sticks share the ids. */
+        if (item->usb_busnum > 0 && item->usb_devnum > 0)
+            usb_address_set(add_elem(source, "address"), item);
         break;
     }
     default: {
@@ -888,6 +904,8 @@ placed_new(xmlDoc *doc, xmlNs *ns, const AvPlacedItem *item, const char *alias)
         set_prop(node, "bus-path", item->usb_bus_path);
         set_prop(node, "vendor", vendor);
         set_prop(node, "product", product);
+        if (item->identity)
+            set_prop(node, "identity", item->identity);
         break;
     }
     default:
@@ -1311,9 +1329,10 @@ remap_pci(const AvDomain *dom, xmlNode *hostdev, xmlNode *entry, const AvPlacedI
 }
 
 /* Moves the USB hostdev @hostdev and its entry @entry to @item: vendor and
- * product ids, and the bus path in the entry.  libvirt's <source><address
- * bus= device=/> of the old stick goes when the stick changed: libvirt looks
- * the new one up by its ids. */
+ * product ids, <source><address bus= device=/> (the stick's numbers now:
+ * they change when it re-enumerates; when @item does not know them, kept
+ * for the same port and removed for another), and the bus path and
+ * identity in the entry. */
 static void
 remap_usb(xmlNode *hostdev, xmlNode *entry, const AvPlacedItem *item, gboolean *changed)
 {
@@ -1325,17 +1344,32 @@ remap_usb(xmlNode *hostdev, xmlNode *entry, const AvPlacedItem *item, gboolean *
     g_autofree char *product_id = g_strdup_printf("0x%04x", item->usb_product);
     g_autofree char *old_path = av_domain_prop(entry, "bus-path");
 
-    if (address && g_strcmp0(old_path, item->usb_bus_path) != 0) {
+    if (item->usb_busnum > 0 && item->usb_devnum > 0 && source) {
+        g_autofree char *bus = g_strdup_printf("%u", item->usb_busnum);
+        g_autofree char *device = g_strdup_printf("%u", item->usb_devnum);
+
+        if (!address) {
+            address = add_elem(source, "address");
+            *changed = TRUE;
+        }
+        update_prop(address, "bus", bus, changed);
+        update_prop(address, "device", device, changed);
+    } else if (address && g_strcmp0(old_path, item->usb_bus_path) != 0) {
         remove_node(address);
         *changed = TRUE;
     }
-    if (vendor)
+    /* Ids unknown (0: a placement the pool recorded keeps none) stay. */
+    if (vendor && item->usb_vendor)
         update_prop(vendor, "id", vendor_id, changed);
-    if (product)
+    if (product && item->usb_product)
         update_prop(product, "id", product_id, changed);
     update_prop(entry, "bus-path", item->usb_bus_path, changed);
-    update_prop(entry, "vendor", vendor_id, changed);
-    update_prop(entry, "product", product_id, changed);
+    if (item->usb_vendor && item->usb_product) {
+        update_prop(entry, "vendor", vendor_id, changed);
+        update_prop(entry, "product", product_id, changed);
+    }
+    if (item->identity)
+        update_prop(entry, "identity", item->identity, changed);
 }
 
 /* The pinning and numatune accelvirt wrote (as @wrote says), moved to the
@@ -1586,6 +1620,12 @@ av_domain_placement(const char *xml, gsize len, GError **error)
             }
             item->usb_vendor = (guint16)v;
             item->usb_product = (guint16)p;
+            /* Optional: placements older than issue 13 have none. */
+            item->identity = av_domain_prop(entry, "identity");
+            if (item->identity && !av_pool_identity_usb_is_valid(item->identity)) {
+                av_domain_invalid_at(error, entry, "av:usb entry %u has a malformed identity", i);
+                goto out;
+            }
         }
         g_ptr_array_add(placement->items, g_steal_pointer(&item));
     }

@@ -1368,6 +1368,7 @@ av_host_scan(const AvRoot *root, GError **error)
     host->iommu_enabled = av_host_iommu_enabled(root);
     if (!av_usb_scan(root, host->usb, error))
         return NULL;
+    host->usb_scanned = TRUE;
     if (!av_numa_scan(root, host->numa_nodes, error))
         return NULL;
     av_host_infer_numa(host);

@@ -150,8 +150,11 @@ typedef struct {
                                   * nowhere else */
     char *boot_id;               /* /proc/sys/kernel/random/boot_id (lower case), or NULL when the tree
                                   * has none (a capture, most fake trees) */
-    gboolean partial;            /* av_host_scan_devices(): @pci holds only some functions, @usb and
-                                  * @mdev_parents nothing; what is absent is not known to be absent */
+    gboolean partial;            /* av_host_scan_devices(): @pci holds only some functions, @usb
+                                  * nothing unless @usb_scanned, @mdev_parents nothing unless asked
+                                  * for; what is absent is not known to be absent */
+    gboolean usb_scanned;        /* @usb holds every USB device of the host (a whole scan, or a
+                                  * partial one with av_host_scan_devices_usb()) */
 } AvHost;
 
 void av_host_free(AvHost *host);
@@ -181,6 +184,22 @@ AvHost *av_host_scan(const AvRoot *root, GError **error);
  * frees) or NULL with @error set. */
 AvHost *av_host_scan_devices(const AvRoot *root, const char *const *addresses, gboolean mdev_parents,
                              GError **error);
+
+/* Adds every USB device of the host to the partial scan @host (which had
+ * none), setting @usb_scanned: /sys/bus/usb/devices is small, so a domain
+ * with USB hostdevs reads them all.  FALSE with @error set. */
+gboolean av_host_scan_devices_usb(const AvRoot *root, AvHost *host, GError **error);
+
+/* Scans only the USB devices of /sys/bus/usb/devices, as av_host_scan()
+ * does (root hubs and interfaces left out): cheap, for the hook's scan of
+ * a domain with USB hostdevs and for the USB scrub methods.  Returns a new
+ * array of AvUsbDevice* sorted by bus path (caller frees) or NULL with
+ * @error set. */
+GPtrArray *av_host_scan_usb(const AvRoot *root, GError **error);
+
+/* The USB device of @host whose sysfs busnum and devnum are @busnum and
+ * @devnum, or NULL.  Borrowed from @host. */
+AvUsbDevice *av_host_find_usb_number(const AvHost *host, guint busnum, guint devnum);
 
 /* Scans one PCI device by address.  Same facts as av_host_scan(). */
 AvPciDevice *av_pci_device_scan(const AvRoot *root, const char *address, GError **error);

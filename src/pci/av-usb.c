@@ -134,3 +134,38 @@ av_usb_scan(const AvRoot *root, GPtrArray *ret_usb, GError **error)
     g_ptr_array_sort(ret_usb, av_usb_device_cmp);
     return TRUE;
 }
+
+/* See av-pci.h. */
+GPtrArray *
+av_host_scan_usb(const AvRoot *root, GError **error)
+{
+    g_autoptr(GPtrArray) usb = g_ptr_array_new_with_free_func((GDestroyNotify)av_usb_device_free);
+
+    if (!av_usb_scan(root, usb, error))
+        return NULL;
+    return g_steal_pointer(&usb);
+}
+
+/* See av-pci.h. */
+gboolean
+av_host_scan_devices_usb(const AvRoot *root, AvHost *host, GError **error)
+{
+    g_ptr_array_set_size(host->usb, 0);
+    if (!av_usb_scan(root, host->usb, error))
+        return FALSE;
+    host->usb_scanned = TRUE;
+    return TRUE;
+}
+
+/* See av-pci.h.  Linear: a host has a few dozen USB devices. */
+AvUsbDevice *
+av_host_find_usb_number(const AvHost *host, guint busnum, guint devnum)
+{
+    for (guint i = 0; host && host->usb && i < host->usb->len; i++) {
+        AvUsbDevice *dev = g_ptr_array_index(host->usb, i);
+
+        if (dev->busnum == busnum && dev->devnum == devnum)
+            return dev;
+    }
+    return NULL;
+}

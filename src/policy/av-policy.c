@@ -30,6 +30,7 @@
 
 #define AV_SCRUB_COMMAND_TIMEOUT_DEFAULT 300
 #define AV_SCRUB_VM_TIMEOUT_DEFAULT 600
+#define AV_SCRUB_USB_REAUTHORIZE_TIMEOUT_DEFAULT 10
 
 /* ---- names ---- */
 
@@ -48,10 +49,12 @@ static const int granularity_values[] = { AV_GRANULARITY_CARD, AV_GRANULARITY_RE
 static const char *const restore_names[] = { "on-release", "keep-vfio", NULL };
 static const int restore_values[] = { AV_RESTORE_ON_RELEASE, AV_RESTORE_KEEP_VFIO };
 
-static const char *const scrub_names[] = { "none", "command", "vfio-zero", "reset", "rom-check", "vm", NULL };
+static const char *const scrub_names[] = { "none", "command", "vfio-zero", "reset", "rom-check", "vm",
+                                           "usb-reset", "usb-reauthorize", NULL };
 static const int scrub_values[] = {
     AV_SCRUB_METHOD_NONE, AV_SCRUB_METHOD_COMMAND, AV_SCRUB_METHOD_VFIO_ZERO,
     AV_SCRUB_METHOD_RESET, AV_SCRUB_METHOD_ROM_CHECK, AV_SCRUB_METHOD_VM,
+    AV_SCRUB_METHOD_USB_RESET, AV_SCRUB_METHOD_USB_REAUTHORIZE,
 };
 
 static const char *const verify_names[] = { "full", "sample", NULL };
@@ -1175,6 +1178,39 @@ check_absolute_path(const PolicyParse *pp, json_t *v, const char *path, const ch
     return TRUE;
 }
 
+/* TRUE when the scrub method @method can act on the devices of @profile:
+ * vfio-zero, reset and rom-check act on a whole PCI function, vm hands one
+ * to a scrub VM, usb-reset and usb-reauthorize act on a USB device; else
+ * FALSE with @error set (one line saying which methods fit). */
+static gboolean
+scrub_method_fits(const PolicyParse *pp, const AvProfile *profile, AvScrubMethod method, const char *method_name,
+                  const char *mpath, GError **error)
+{
+    gboolean usb_method = method == AV_SCRUB_METHOD_USB_RESET || method == AV_SCRUB_METHOD_USB_REAUTHORIZE;
+    gboolean pci_method = method == AV_SCRUB_METHOD_VFIO_ZERO || method == AV_SCRUB_METHOD_RESET ||
+                          method == AV_SCRUB_METHOD_ROM_CHECK;
+
+    if (profile->attach == AV_ATTACH_USB && (pci_method || method == AV_SCRUB_METHOD_VM))
+        return policy_fail(pp, mpath, FALSE, error,
+                           "scrub method '%s' %s and cannot be used with attach 'usb'; expected one of none, "
+                           "command, usb-reset, usb-reauthorize", method_name,
+                           pci_method ? "acts on a whole PCI function" : "hands a whole PCI function to a scrub VM");
+    if (profile->attach != AV_ATTACH_USB && usb_method)
+        return policy_fail(pp, mpath, FALSE, error,
+                           "scrub method '%s' acts on a USB device and cannot be used with attach '%s'", method_name,
+                           av_attach_to_string(profile->attach));
+    if (profile->attach == AV_ATTACH_MDEV && pci_method)
+        return policy_fail(pp, mpath, FALSE, error,
+                           "scrub method '%s' acts on a whole PCI function and cannot be used with attach '%s'; expected one of none, command",
+                           method_name, av_attach_to_string(profile->attach));
+    if (profile->attach == AV_ATTACH_MDEV && method == AV_SCRUB_METHOD_VM)
+        return policy_fail(pp, mpath, FALSE, error,
+                           "scrub method 'vm' cannot be used with attach '%s' (for now): the scrub VM takes its "
+                           "device as a whole PCI function; expected one of none, command",
+                           av_attach_to_string(profile->attach));
+    return TRUE;
+}
+
 /* One step of "scrub": stores a new step in *ret_step, or returns FALSE
  * with @error set. */
 static gboolean
@@ -1191,6 +1227,7 @@ parse_scrub_step(const PolicyParse *pp, AvProfile *profile, json_t *step, const 
     static const char *const zero_keys[] = { "method", "bars", "verify", "resize", NULL };
     static const char *const reset_keys[] = { "method", "methods", NULL };
     static const char *const vm_keys[] = { "method", "template", "timeout", NULL };
+    static const char *const reauthorize_keys[] = { "method", "timeout", NULL };
     const char *method_name;
 
     if (!json_is_object(step))
@@ -1222,6 +1259,7 @@ parse_scrub_step(const PolicyParse *pp, AvProfile *profile, json_t *step, const 
     case AV_SCRUB_METHOD_VFIO_ZERO: allowed = zero_keys; break;
     case AV_SCRUB_METHOD_RESET: allowed = reset_keys; break;
     case AV_SCRUB_METHOD_VM: allowed = vm_keys; break;
+    case AV_SCRUB_METHOD_USB_REAUTHORIZE: allowed = reauthorize_keys; break;
     default: allowed = none_keys; break;
     }
     {
@@ -1247,17 +1285,8 @@ parse_scrub_step(const PolicyParse *pp, AvProfile *profile, json_t *step, const 
     if (s->method == AV_SCRUB_METHOD_NONE && count > 1)
         return policy_fail(pp, mpath, FALSE, error,
                            "scrub method 'none' must be the only step; remove it, or remove the other steps");
-    if ((profile->attach == AV_ATTACH_USB || profile->attach == AV_ATTACH_MDEV) &&
-        (s->method == AV_SCRUB_METHOD_VFIO_ZERO || s->method == AV_SCRUB_METHOD_RESET ||
-         s->method == AV_SCRUB_METHOD_ROM_CHECK))
-        return policy_fail(pp, mpath, FALSE, error,
-                           "scrub method '%s' acts on a whole PCI function and cannot be used with attach '%s'; expected one of none, command",
-                           method_name, av_attach_to_string(profile->attach));
-    if ((profile->attach == AV_ATTACH_USB || profile->attach == AV_ATTACH_MDEV) && s->method == AV_SCRUB_METHOD_VM)
-        return policy_fail(pp, mpath, FALSE, error,
-                           "scrub method 'vm' cannot be used with attach '%s' (for now): the scrub VM takes its "
-                           "device as a whole PCI function; expected one of none, command",
-                           av_attach_to_string(profile->attach));
+    if (!scrub_method_fits(pp, profile, s->method, method_name, mpath, error))
+        return FALSE;
 
     s->options = json_deep_copy(step);
 
@@ -1401,6 +1430,11 @@ parse_scrub_step(const PolicyParse *pp, AvProfile *profile, json_t *step, const 
         }
         break;
     }
+    case AV_SCRUB_METHOD_USB_REAUTHORIZE:
+        if (!get_timeout(pp, step, path, display, AV_SCRUB_USB_REAUTHORIZE_TIMEOUT_DEFAULT, &s->timeout_s, error))
+            return FALSE;
+        json_object_set_new(s->options, "timeout", json_integer(s->timeout_s));
+        break;
     case AV_SCRUB_METHOD_VM: {
         json_t *tmpl = json_object_get(step, "template");
         g_autofree char *tp = path_join(path, "template");

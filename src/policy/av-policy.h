@@ -48,6 +48,8 @@ typedef enum {
     AV_SCRUB_METHOD_RESET,
     AV_SCRUB_METHOD_ROM_CHECK,
     AV_SCRUB_METHOD_VM,
+    AV_SCRUB_METHOD_USB_RESET,       /* attach usb only: a port reset through usbfs */
+    AV_SCRUB_METHOD_USB_REAUTHORIZE, /* attach usb only: authorized 0 then 1, the device re-enumerates */
 } AvScrubMethod;
 
 /* One scrub step: the method and its options (validated, as written plus the

@@ -16,6 +16,7 @@
 #include "av-pool-private.h"
 
 #include <stdio.h>
+#include <string.h>
 
 /* The PCI address parsed into its parts.  FALSE for anything else.  The
  * domain may have 4 to 8 digits (Intel VMD puts its children in domains
@@ -142,7 +143,7 @@ av_pool_identity_usb(const AvUsbDevice *dev)
     return av_pool_identity_usb_fallback(dev);
 }
 
-/* See av-pool-private.h.  Caller frees. */
+/* See av-pool.h.  Caller frees. */
 char *
 av_pool_identity_usb_fallback(const AvUsbDevice *dev)
 {
@@ -154,4 +155,48 @@ char *
 av_pool_identity_mdev(const char *uuid)
 {
     return g_strdup_printf("mdev:%s", uuid);
+}
+
+/* See av-pool.h. */
+gboolean
+av_pool_identity_usb_is_valid(const char *identity)
+{
+    static const char *const hex4 = "0123456789abcdef";
+    const char *p = identity;
+
+    if (!identity || strlen(identity) > 255 || !g_str_has_prefix(p, "usb:"))
+        return FALSE;
+    p += strlen("usb:");
+    if (strspn(p, hex4) != 4 || p[4] != ':' || strspn(p + 5, hex4) != 4)
+        return FALSE;
+    p += 9;
+    if (g_str_has_prefix(p, "@port:"))
+        return av_usb_bus_path_is_valid(p + strlen("@port:"));
+    if (!g_str_has_prefix(p, ":serial:") || p[strlen(":serial:")] == '\0')
+        return FALSE;
+    for (p += strlen(":serial:"); *p; p++)
+        if (!g_ascii_isprint(*p))
+            return FALSE;
+    return TRUE;
+}
+
+/* See av-pool.h. */
+const AvUsbDevice *
+av_pool_find_usb_device(const GPtrArray *usb, const char *identity, const char *bus_path)
+{
+    const AvUsbDevice *found = NULL;
+
+    for (guint i = 0; usb && identity && i < usb->len; i++) {
+        const AvUsbDevice *dev = g_ptr_array_index(usb, i);
+        g_autofree char *own = av_pool_identity_usb(dev);
+        g_autofree char *port = av_pool_identity_usb_fallback(dev);
+
+        if (!g_str_equal(own, identity) && !g_str_equal(port, identity))
+            continue;
+        if (g_strcmp0(dev->bus_path, bus_path) == 0)
+            return dev;
+        if (!found)
+            found = dev;
+    }
+    return found;
 }

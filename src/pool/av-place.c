@@ -1276,6 +1276,8 @@ av_place_item_from_fn(const AvPlaceCtx *ctx, const AvPlaceFn *fn)
         item->usb_bus_path = g_strdup(fn->usb->bus_path);
         item->usb_vendor = fn->usb->vendor_id;
         item->usb_product = fn->usb->product_id;
+        item->usb_busnum = fn->usb->busnum;
+        item->usb_devnum = fn->usb->devnum;
     } else {
         /* A device of another profile in a whole card: as its profile says,
          * or plain passthrough when that profile is gone. */

@@ -65,6 +65,9 @@ typedef struct {
     char *usb_bus_path;          /* usb, else NULL */
     guint16 usb_vendor;          /* usb */
     guint16 usb_product;         /* usb */
+    guint usb_busnum;            /* usb: sysfs busnum and devnum of the stick when it was chosen (what
+                                  * <source><address bus= device=/> names), 0 unknown */
+    guint usb_devnum;
     int numa_node;               /* -1 unknown */
 } AvPlacedItem;
 

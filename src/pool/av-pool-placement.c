@@ -64,6 +64,8 @@ av_placed_item_copy(const AvPlacedItem *item)
     copy->usb_bus_path = g_strdup(item->usb_bus_path);
     copy->usb_vendor = item->usb_vendor;
     copy->usb_product = item->usb_product;
+    copy->usb_busnum = item->usb_busnum;
+    copy->usb_devnum = item->usb_devnum;
     copy->numa_node = item->numa_node;
     return copy;
 }

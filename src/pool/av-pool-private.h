@@ -55,7 +55,6 @@ void av_pool_remove_device(AvPool *pool, AvPoolDevice *dev);
  * and "/vfN"), and the port form "usb:VVVV:PPPP@port:BUSPATH" of a USB
  * device.  Caller frees. */
 char *av_pool_identity_pci_fallback(const AvHost *host, const AvPciDevice *dev);
-char *av_pool_identity_usb_fallback(const AvUsbDevice *dev);
 
 /* Unix seconds now. */
 gint64 av_pool_now(void);

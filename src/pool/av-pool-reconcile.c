@@ -525,40 +525,121 @@ av_pool_reconcile(AvPool *pool, const AvHost *host, const AvPolicy *policy,
     return TRUE;
 }
 
-/* The reason av_pool_confirm() says no about the function @pci, which
- * presents @identity, or NULL when the pool agrees.  Caller frees. */
+/* The reason av_pool_confirm() says no about the device of @kind at
+ * @address, which presents @identity, @profile matches (or none) and is on
+ * NUMA node @node, as far as every kind goes: the same entry at that
+ * address, not missing, the same profile and node, no identity problem to
+ * act on; NULL when the pool agrees.  *ret_dev gets the pool's entry (NULL:
+ * none).  Caller frees. */
 static char *
-av_pool_confirm_one(const AvPool *pool, const AvPolicy *policy, const AvPciDevice *pci, const char *identity)
+av_pool_confirm_entry(const AvPool *pool, AvDeviceKind kind, const char *address, const char *identity,
+                      const AvProfile *profile, int node, const AvPoolDevice **ret_dev)
 {
-    const AvProfile *profile = av_policy_match_pci(policy, pci);
     const AvPoolDevice *dev = av_pool_find(pool, identity);
-    const AvPoolDevice *at = av_pool_find_address(pool, AV_DEVICE_KIND_PCI, pci->address);
+    const AvPoolDevice *at = av_pool_find_address(pool, kind, address);
 
+    *ret_dev = dev;
     if (!dev) {
         if (profile)
-            return g_strdup_printf("%s (%s) is news to the pool", pci->address, identity);
+            return g_strdup_printf("%s (%s) is news to the pool", address, identity);
         if (at)
-            return g_strdup_printf("%s presents the identity %s, the pool has %s there", pci->address, identity,
+            return g_strdup_printf("%s presents the identity %s, the pool has %s there", address, identity,
                                    at->identity);
         return NULL;
     }
-    if (dev->kind != AV_DEVICE_KIND_PCI || dev->state == AV_DEVICE_STATE_MISSING ||
-        g_strcmp0(dev->address, pci->address) != 0 || at != dev)
-        return g_strdup_printf("%s presents the identity %s, which the pool has %s at %s", pci->address, identity,
+    if (dev->kind != kind || dev->state == AV_DEVICE_STATE_MISSING || g_strcmp0(dev->address, address) != 0 ||
+        at != dev)
+        return g_strdup_printf("%s presents the identity %s, which the pool has %s at %s", address, identity,
                                dev->state == AV_DEVICE_STATE_MISSING ? "missing" : "present",
                                dev->address ? dev->address : "no address");
     if (profile ? g_strcmp0(dev->profile, profile->name) != 0 || g_strcmp0(dev->reason, "unmanaged") == 0
                 : dev->state == AV_DEVICE_STATE_FREE ||
                       (dev->state != AV_DEVICE_STATE_QUARANTINED && g_strcmp0(dev->reason, "unmanaged") != 0))
-        return g_strdup_printf("the profile of %s changed", pci->address);
-    if (dev->numa_node != pci->numa_node || dev->iommu_group != pci->iommu_group)
-        return g_strdup_printf("the NUMA node or IOMMU group of %s changed", pci->address);
+        return g_strdup_printf("the profile of %s changed", address);
+    if (dev->numa_node != node)
+        return g_strdup_printf("the NUMA node of %s changed", address);
+    if (dev->identity_problem && (dev->state == AV_DEVICE_STATE_FREE || dev->state == AV_DEVICE_STATE_CLAIMED))
+        return g_strdup_printf("%s has an identity problem to act on", address);
+    return NULL;
+}
+
+/* The reason av_pool_confirm() says no about the function @pci, which
+ * presents @identity, or NULL when the pool agrees
+ * (av_pool_confirm_entry(), and the same IOMMU group, and for a free
+ * device the same host driver).  Caller frees. */
+static char *
+av_pool_confirm_one(const AvPool *pool, const AvPolicy *policy, const AvPciDevice *pci, const char *identity)
+{
+    const AvPoolDevice *dev = NULL;
+    char *why = av_pool_confirm_entry(pool, AV_DEVICE_KIND_PCI, pci->address, identity,
+                                      av_policy_match_pci(policy, pci), pci->numa_node, &dev);
+
+    if (why || !dev)
+        return why;
+    if (dev->iommu_group != pci->iommu_group)
+        return g_strdup_printf("the IOMMU group of %s changed", pci->address);
     if (dev->state == AV_DEVICE_STATE_FREE && pci->driver && strcmp(pci->driver, "vfio-pci") != 0 &&
         g_strcmp0(dev->original_driver, pci->driver) != 0)
         return g_strdup_printf("%s is on another host driver", pci->address);
-    if (dev->identity_problem && (dev->state == AV_DEVICE_STATE_FREE || dev->state == AV_DEVICE_STATE_CLAIMED))
-        return g_strdup_printf("%s has an identity problem to act on", pci->address);
     return NULL;
+}
+
+/* Adds @identity (taken) of a device of av_pool_confirm(), found at
+ * @where, to @identities, which takes it.  FALSE with *ret_why when @why
+ * (taken: the reason it says no about the device, or NULL) is set, or when
+ * another device presents that identity too: the whole scan tells more. */
+static gboolean
+av_pool_confirm_add(GHashTable *identities, char *identity, char *why, const char *where, char **ret_why)
+{
+    if (why) {
+        g_free(identity);
+        *ret_why = why;
+        return FALSE;
+    }
+    if (!g_hash_table_add(identities, identity)) {
+        *ret_why = g_strdup_printf("%s shares its identity with another device", where);
+        return FALSE;
+    }
+    return TRUE;
+}
+
+/* The reason av_pool_confirm() says no about the USB device @usb, which
+ * presents @identity (av_pool_confirm_entry()), or NULL.  Caller frees. */
+static char *
+av_pool_confirm_usb(const AvPool *pool, const AvPolicy *policy, const AvUsbDevice *usb, const char *identity)
+{
+    const AvPoolDevice *dev = NULL;
+
+    return av_pool_confirm_entry(pool, AV_DEVICE_KIND_USB, usb->bus_path, identity, av_policy_match_usb(policy, usb),
+                                 usb->numa_node, &dev);
+}
+
+/* av_pool_confirm() of the USB devices of @host, which holds them all: each
+ * as the pool has it, no identity twice, and every pooled USB device not
+ * missing among them. */
+static gboolean
+av_pool_confirm_usb_all(const AvPool *pool, const AvHost *host, const AvPolicy *policy, char **ret_why)
+{
+    g_autoptr(GHashTable) identities = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+
+    for (guint i = 0; i < host->usb->len; i++) {
+        const AvUsbDevice *usb = g_ptr_array_index(host->usb, i);
+        char *identity = av_pool_identity_usb(usb);
+
+        if (!av_pool_confirm_add(identities, identity, av_pool_confirm_usb(pool, policy, usb, identity),
+                                 usb->bus_path, ret_why))
+            return FALSE;
+    }
+    for (guint i = 0; i < pool->devices->len; i++) {
+        const AvPoolDevice *dev = g_ptr_array_index(pool->devices, i);
+
+        if (dev->kind == AV_DEVICE_KIND_USB && dev->state != AV_DEVICE_STATE_MISSING &&
+            !g_hash_table_contains(identities, dev->identity)) {
+            *ret_why = g_strdup_printf("USB device %s is not on the host", dev->identity);
+            return FALSE;
+        }
+    }
+    return TRUE;
 }
 
 /* See av-pool.h. */
@@ -576,20 +657,13 @@ av_pool_confirm(const AvPool *pool, const AvHost *host, const AvPolicy *policy, 
     for (guint i = 0; i < host->pci->len; i++) {
         const AvPciDevice *pci = g_ptr_array_index(host->pci, i);
         char *identity = av_pool_identity_pci(host, pci);
-        char *why = av_pool_confirm_one(pool, policy, pci, identity);
 
-        if (why) {
-            g_free(identity);
-            *ret_why = why;
+        if (!av_pool_confirm_add(identities, identity, av_pool_confirm_one(pool, policy, pci, identity),
+                                 pci->address, ret_why))
             return FALSE;
-        }
-        /* Two of them presenting one identity: the whole scan tells more
-         * (the table takes @identity). */
-        if (!g_hash_table_add(identities, identity)) {
-            *ret_why = g_strdup_printf("%s shares its identity with another device", pci->address);
-            return FALSE;
-        }
     }
+    if (host->usb_scanned && !av_pool_confirm_usb_all(pool, host, policy, ret_why))
+        return FALSE;
     /* The mdevs the scan found where av_pool_reconcile_mdev() would move them. */
     for (guint i = 0; i < pool->devices->len; i++) {
         const AvPoolDevice *dev = g_ptr_array_index(pool->devices, i);

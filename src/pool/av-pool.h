@@ -356,7 +356,10 @@ gboolean av_pool_reconcile(AvPool *pool, const AvHost *host, const AvPolicy *pol
  * IOMMU group, and for a free device the same host driver, no two of them
  * presenting one identity (a device outside @host that shares one is not
  * seen: the whole scans of the CLI and `accelvirt reconcile` are); and every mdev
- * of the pool that @host holds on the parent the pool records.  Anything else,
+ * of the pool that @host holds on the parent the pool records.  When @host
+ * holds every USB device (usb_scanned), each is as the pool has it (same
+ * identity at that bus path, profile, node; none presenting the identity of
+ * another) and every USB device the pool has, not missing, is among them.  Anything else,
  * news included, is FALSE with *ret_why (caller frees) saying what: the
  * caller then scans the whole host and reconciles.  Changes nothing. */
 gboolean av_pool_confirm(const AvPool *pool, const AvHost *host, const AvPolicy *policy, char **ret_why);
@@ -386,6 +389,24 @@ char *av_pool_identity_pci(const AvHost *host, const AvPciDevice *dev);
 /* The identity of a USB device: "usb:VVVV:PPPP:serial:SERIAL" when it has a
  * serial, else "usb:VVVV:PPPP@port:BUSPATH".  Caller frees. */
 char *av_pool_identity_usb(const AvUsbDevice *dev);
+
+/* The port form "usb:VVVV:PPPP@port:BUSPATH" of a USB device's identity,
+ * which av_pool_reconcile() gives two devices presenting one serial.
+ * Caller frees. */
+char *av_pool_identity_usb_fallback(const AvUsbDevice *dev);
+
+/* The USB device of @usb (AvUsbDevice*) that presents @identity, as its
+ * own identity or its port form (av_pool_identity_usb_fallback()); the one
+ * at @bus_path (may be NULL) first when several do.  NULL when none.
+ * Borrowed from @usb. */
+const AvUsbDevice *av_pool_find_usb_device(const GPtrArray *usb, const char *identity, const char *bus_path);
+
+/* TRUE when @identity is a USB identity as av_pool_identity_usb() and
+ * av_pool_identity_usb_fallback() make them ("usb:" 4 hex ":" 4 hex, then
+ * ":serial:" and printable characters other than quotes and backslashes,
+ * or "@port:" and a bus path), at most 255 characters.  The only form
+ * accepted from domain XML. */
+gboolean av_pool_identity_usb_is_valid(const char *identity);
 
 /* The identity of a mediated device: "mdev:UUID" (@uuid canonical, see
  * av_uuid_is_valid()).  Caller frees. */

@@ -508,6 +508,8 @@ static AvScrubMethodFunc av_scrub_methods[] = {
     [AV_SCRUB_METHOD_RESET] = av_scrub_method_reset,
     [AV_SCRUB_METHOD_ROM_CHECK] = av_scrub_method_rom_check,
     [AV_SCRUB_METHOD_VM] = NULL,
+    [AV_SCRUB_METHOD_USB_RESET] = av_scrub_method_usb_reset,
+    [AV_SCRUB_METHOD_USB_REAUTHORIZE] = av_scrub_method_usb_reauthorize,
 };
 
 /* See av-scrub-private.h. */

@@ -4,7 +4,8 @@
  * pipeline and the device is quarantined with the step and its message.
  * Methods: "none", "command" (an external program given the device's address
  * and IOMMU group, killed at its timeout; its exit status decides),
- * "vfio-zero", "reset", "rom-check" (libaccelvirt.a) and "vm"
+ * "vfio-zero", "reset", "rom-check", "usb-reset", "usb-reauthorize"
+ * (libaccelvirt.a) and "vm"
  * (av-scrub-vm.c, in libaccelvirt-virt.a: it calls libvirt).  The hook must
  * never link libvirt (DESIGN.md), so "vm" is not in the method table until a
  * program that links libaccelvirt-virt.a calls av_scrub_vm_register()

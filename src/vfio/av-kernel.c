@@ -20,6 +20,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <linux/usbdevice_fs.h>
 #include <linux/vfio.h>
 
 #include "pci/av-pci.h"
@@ -248,6 +249,22 @@ av_kernel_real_device_close(AvDeviceHandle *h)
     av_device_handle_free(h);
 }
 
+static int
+av_kernel_real_usb_reset(const AvRoot *root, guint busnum, guint devnum)
+{
+    g_autofree char *node = av_dev_path("bus/usb/%03u/%03u", busnum, devnum);
+    g_autofree char *host = av_root_host_path(root, node);
+    int fd = open(host, O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
+    int r = 0;
+
+    if (fd < 0)
+        return -errno;
+    if (ioctl(fd, USBDEVFS_RESET, 0) < 0)
+        r = -errno;
+    close(fd);
+    return r;
+}
+
 const AvKernelOps av_kernel_ops_real = {
     .name = "real",
     .write = av_kernel_real_write,
@@ -255,6 +272,7 @@ const AvKernelOps av_kernel_ops_real = {
     .device_region = av_kernel_real_device_region,
     .device_reset = av_kernel_real_device_reset,
     .device_close = av_kernel_real_device_close,
+    .usb_reset = av_kernel_real_usb_reset,
 };
 
 /* --- the emulated kernel ---------------------------------------------------- */
@@ -1075,6 +1093,87 @@ av_fake_driver_attr(const char *path, const char *attr, char **ret_drv)
 static int
 av_kernel_fake_write_do(const AvRoot *root, const char *path, const char *value);
 static int av_fake_log_to(const AvRoot *root, const char *name, const char *line);
+static int av_fake_log(const AvRoot *root, const char *line);
+
+/* The highest devnum of the USB devices of bus @busnum in the tree. */
+static guint
+av_fake_usb_max_devnum(const AvRoot *root, guint busnum)
+{
+    g_autofree char *dir = av_sys_path("bus/usb/devices");
+    g_auto(GStrv) names = NULL;
+    guint max = 1;
+
+    if (av_root_list_dir(root, dir, &names) < 0)
+        return max;
+    for (guint i = 0; names[i]; i++) {
+        g_autofree char *d = g_strconcat(dir, "/", names[i], NULL);
+        g_autofree char *bus_path = g_strconcat(d, "/busnum", NULL);
+        g_autofree char *dev_path = g_strconcat(d, "/devnum", NULL);
+        g_autofree char *b = NULL;
+        g_autofree char *n = NULL;
+
+        if (av_root_read_attr(root, bus_path, &b) < 0 || av_root_read_attr(root, dev_path, &n) < 0)
+            continue;
+        if (g_ascii_strtoull(b, NULL, 10) == busnum)
+            max = MAX(max, (guint)g_ascii_strtoull(n, NULL, 10));
+    }
+    return max;
+}
+
+/* Re-enumerates the USB device @devdir as usb_authorize_device() does:
+ * the next devnum of its bus, its /dev/bus/usb node moved along, logged. */
+static int
+av_fake_usb_reenumerate(const AvRoot *root, const char *devdir)
+{
+    g_autofree char *name = g_path_get_basename(devdir);
+    g_autofree char *dev_attr = g_strconcat(devdir, "/devnum", NULL);
+    g_autofree char *bus_attr = g_strconcat(devdir, "/busnum", NULL);
+    g_autofree char *b = NULL, *n = NULL, *old_rel = NULL, *new_rel = NULL;
+    g_autofree char *old_node = NULL, *new_node = NULL, *devnum = NULL, *line = NULL;
+    guint busnum, next;
+    int r;
+
+    if (av_root_read_attr(root, bus_attr, &b) < 0 || av_root_read_attr(root, dev_attr, &n) < 0)
+        return -ENODEV;
+    busnum = (guint)g_ascii_strtoull(b, NULL, 10);
+    next = av_fake_usb_max_devnum(root, busnum) % 127 + 1;
+    old_rel = av_dev_path("bus/usb/%03u/%03u", busnum, (guint)g_ascii_strtoull(n, NULL, 10));
+    new_rel = av_dev_path("bus/usb/%03u/%03u", busnum, next);
+    old_node = av_root_host_path(root, old_rel);
+    new_node = av_root_host_path(root, new_rel);
+    if (rename(old_node, new_node) < 0 && errno != ENOENT)
+        return -errno;
+    devnum = g_strdup_printf("%u", next);
+    r = av_fake_put(root, dev_attr, devnum, 0644);
+    if (r < 0)
+        return r;
+    line = g_strdup_printf("USB_AUTHORIZE %s devnum %u", name, next);
+    return av_fake_log(root, line);
+}
+
+/* "authorized" of the USB device @devdir: "0" stores it and logs it; "1"
+ * after "0" re-enumerates the device (av_fake_usb_reenumerate()). */
+static int
+av_fake_usb_authorized(const AvRoot *root, const char *resolved, const char *devdir, const char *value)
+{
+    g_autofree char *arg = av_fake_arg(value);
+    g_autofree char *before = NULL;
+    int r;
+
+    if (!g_str_equal(arg, "0") && !g_str_equal(arg, "1"))
+        return -EINVAL;
+    (void)av_root_read_attr(root, resolved, &before);
+    r = av_fake_put(root, resolved, arg, 0644);
+    if (r < 0)
+        return r;
+    if (g_str_equal(arg, "0")) {
+        g_autofree char *name = g_path_get_basename(devdir);
+        g_autofree char *line = g_strconcat("USB_DEAUTHORIZE ", name, NULL);
+
+        return av_fake_log(root, line);
+    }
+    return g_strcmp0(before, "0") == 0 ? av_fake_usb_reenumerate(root, devdir) : 0;
+}
 
 /* The fake table's write: logs "PATH VALUE" to the tree's
  * AV_KERNEL_FAKE_WRITES (the kill storm checks that no host device was ever
@@ -1160,6 +1259,12 @@ av_kernel_fake_write_do(const AvRoot *root, const char *path, const char *value)
 
         if (g_str_equal(types_base, "mdev_supported_types"))
             return av_fake_mdev_create(root, resolved, value);
+    }
+    if (g_str_equal(base, "authorized")) {
+        g_autofree char *vendor = g_strconcat(dir, "/idVendor", NULL);
+
+        if (av_root_exists(root, vendor))
+            return av_fake_usb_authorized(root, resolved, dir, value);
     }
     if (g_str_equal(base, "remove")) {
         g_autofree char *type_link = g_strconcat(dir, "/mdev_type", NULL);
@@ -1332,6 +1437,21 @@ av_kernel_fake_device_close(AvDeviceHandle *h)
     av_device_handle_free(h);
 }
 
+static int
+av_kernel_fake_usb_reset(const AvRoot *root, guint busnum, guint devnum)
+{
+    g_autofree char *node = av_dev_path("bus/usb/%03u/%03u", busnum, devnum);
+    g_autofree char *what = g_strdup_printf("USBDEVFS_RESET:%03u/%03u", busnum, devnum);
+    g_autofree char *line = g_strdup_printf("USBDEVFS_RESET %03u/%03u", busnum, devnum);
+    int r = av_fake_injected_failure(root, what, NULL);
+
+    if (r < 0)
+        return r;
+    if (!av_root_exists(root, node))
+        return -ENOENT;
+    return av_fake_log(root, line);
+}
+
 const AvKernelOps av_kernel_ops_fake = {
     .name = "fake",
     .write = av_kernel_fake_write,
@@ -1339,6 +1459,7 @@ const AvKernelOps av_kernel_ops_fake = {
     .device_region = av_kernel_fake_device_region,
     .device_reset = av_kernel_fake_device_reset,
     .device_close = av_kernel_fake_device_close,
+    .usb_reset = av_kernel_fake_usb_reset,
 };
 
 const AvKernelOps *

@@ -49,7 +49,23 @@
  *                    reset).  device_open appends "VFIO_GROUP_GET_DEVICE_FD
  *                    ADDR" and device_close "close ADDR" to the same log.
  *
- * Kernel interfaces: Documentation/ABI/testing/sysfs-bus-pci (driver_override,
+ * USB devices (issue 13) have two operations of their own:
+ *
+ *   usb_reset        USBDEVFS_RESET on /dev/bus/usb/BBB/DDD: the node must
+ *                    exist in the tree (else -ENOENT); appends
+ *                    "USBDEVFS_RESET BBB/DDD" to the fake kernel's log,
+ *                    unless "fail USBDEVFS_RESET:BBB/DDD ERRNO" (a glob, as
+ *                    "USBDEVFS_RESET:*") fails it.
+ *   /sys/bus/usb/devices/PATH/authorized "0" then "1"
+ *                    (a write through the table): "0" stores it and logs
+ *                    "USB_DEAUTHORIZE PATH"; "1" after "0" re-enumerates the
+ *                    device as the kernel does: a new devnum (one above the
+ *                    highest of its bus), its /dev/bus/usb node moved, and
+ *                    "USB_AUTHORIZE PATH devnum N" logged.
+ *
+ * Kernel interfaces: Documentation/ABI/testing/sysfs-bus-usb (authorized),
+ * include/uapi/linux/usbdevice_fs.h (USBDEVFS_RESET),
+ * Documentation/ABI/testing/sysfs-bus-pci (driver_override,
  * bind, unbind, drivers_probe), Documentation/driver-api/vfio-mediated-device.rst. */
 #pragma once
 
@@ -111,6 +127,11 @@ typedef struct {
     int (*device_reset)(AvDeviceHandle *handle);
     /* Closes the device, its group and container.  NULL is a no-op. */
     void (*device_close)(AvDeviceHandle *handle);
+    /* Resets the USB device @devnum of bus @busnum through usbfs
+     * (USBDEVFS_RESET on the root-relative /dev/bus/usb/BBB/DDD, a port
+     * reset: the kernel re-runs the device's enumeration on the same
+     * address).  Returns 0 or -errno (-ENOENT: no such node). */
+    int (*usb_reset)(const AvRoot *root, guint busnum, guint devnum);
 } AvKernelOps;
 
 /* The table for @root: the real one when the root is "/", else the fake. */

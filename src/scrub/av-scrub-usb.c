@@ -1,0 +1,158 @@
+/* accelvirt: the scrub methods of USB devices (attach "usb", issue 13).
+ *
+ * "usb-reset": a port reset through usbfs (USBDEVFS_RESET on
+ * /dev/bus/usb/BBB/DDD, include/uapi/linux/usbdevice_fs.h): the hub resets
+ * the port and the kernel runs the device's enumeration again on the same
+ * address; the device's own state (a loaded firmware, a tenant's model)
+ * goes unless the device keeps it across a bus reset.
+ * "usb-reauthorize": writes "0" then "1" to the device's "authorized"
+ * (Documentation/ABI/testing/sysfs-bus-usb): the kernel unbinds its drivers
+ * and sets it up again; a device such as a Movidius stick goes back to its
+ * boot loader and enumerates anew, possibly with another devnum.  The step
+ * waits, up to its "timeout", until a device presenting the same pool
+ * identity is back, found by that identity.
+ *
+ * Neither clears memory: what they say is exactly what was done. */
+#include "config.h"
+
+#include "av-scrub-private.h"
+
+#include <errno.h>
+
+#include "pci/av-pci.h"
+#include "pool/av-pool.h"
+#include "util/av-error.h"
+
+/* How often usb-reauthorize looks for the device while it waits. */
+#define AV_USB_POLL_US (100 * 1000)
+
+/* Scans the USB devices into *ret_usb and finds the target there by its
+ * identity, at its last port first (av_pool_find_usb_device()).  FALSE
+ * with @error when the scan fails or the device is not on the host. */
+static gboolean
+av_scrub_usb_locate(AvScrubContext *ctx, GPtrArray **ret_usb, const AvUsbDevice **ret_dev, GError **error)
+{
+    g_autoptr(GPtrArray) usb = av_host_scan_usb(ctx->root, error);
+    const AvUsbDevice *dev;
+
+    if (!usb)
+        return FALSE;
+    dev = av_pool_find_usb_device(usb, ctx->target->identity, ctx->target->address);
+    if (!dev) {
+        g_set_error(error, AV_ERROR, AV_ERROR_NOT_FOUND, "no USB device presenting %s is on the host (last seen at %s)",
+                    ctx->target->identity, ctx->target->address ? ctx->target->address : "no port");
+        return FALSE;
+    }
+    *ret_dev = dev;
+    *ret_usb = g_steal_pointer(&usb);
+    return TRUE;
+}
+
+/* The facts of @dev in the step's report entry. */
+static void
+av_scrub_usb_note(AvScrubContext *ctx, const AvUsbDevice *dev)
+{
+    json_object_set_new(ctx->entry, "bus_path", json_string(dev->bus_path));
+    json_object_set_new(ctx->entry, "busnum", json_integer(dev->busnum));
+    json_object_set_new(ctx->entry, "devnum", json_integer(dev->devnum));
+}
+
+/* "usb-reset": see above. */
+gboolean
+av_scrub_method_usb_reset(AvScrubContext *ctx, char **ret_message, GError **error)
+{
+    g_autoptr(GPtrArray) usb = NULL;
+    const AvUsbDevice *dev = NULL;
+    int r;
+
+    if (!av_scrub_usb_locate(ctx, &usb, &dev, error)) {
+        *ret_message = g_strdup("device not found; no reset done");
+        return FALSE;
+    }
+    av_scrub_usb_note(ctx, dev);
+    r = ctx->ops->usb_reset(ctx->root, dev->busnum, dev->devnum);
+    if (r < 0) {
+        *ret_message = g_strdup_printf("usb port reset of %s failed", dev->bus_path);
+        return av_error_errno(error, r, "cannot reset the USB device %s (USBDEVFS_RESET on /dev/bus/usb/%03u/%03u)",
+                              dev->bus_path, dev->busnum, dev->devnum);
+    }
+    *ret_message = g_strdup_printf("usb port reset of %s (bus %u device %u)", dev->bus_path, dev->busnum,
+                                   dev->devnum);
+    return TRUE;
+}
+
+/* Writes @value to the "authorized" of the USB device @bus_path. */
+static gboolean
+av_scrub_usb_authorize(AvScrubContext *ctx, const char *bus_path, const char *value, GError **error)
+{
+    g_autofree char *path = av_sys_path("bus/usb/devices/%s/authorized", bus_path);
+    int r = ctx->ops->write(ctx->root, path, value);
+
+    if (r < 0)
+        return av_error_errno(error, r, "cannot write %s to 'authorized' of the USB device %s", value, bus_path);
+    return TRUE;
+}
+
+/* Waits up to the step's timeout for a device presenting the target's
+ * identity, authorized, and stores a copy of its bus path and numbers. */
+static gboolean
+av_scrub_usb_wait(AvScrubContext *ctx, char **ret_bus_path, guint *ret_busnum, guint *ret_devnum, GError **error)
+{
+    gint64 deadline = g_get_monotonic_time() + (gint64)MAX(ctx->step->timeout_s, 1) * G_USEC_PER_SEC;
+
+    for (;;) {
+        g_autoptr(GPtrArray) usb = av_host_scan_usb(ctx->root, error);
+        const AvUsbDevice *dev = usb ? av_pool_find_usb_device(usb, ctx->target->identity, ctx->target->address) : NULL;
+        g_autofree char *attr = NULL;
+        g_autofree char *authorized = NULL;
+
+        if (!usb)
+            return FALSE;
+        if (dev) {
+            attr = av_sys_path("bus/usb/devices/%s/authorized", dev->bus_path);
+            if (av_root_read_attr(ctx->root, attr, &authorized) < 0 || g_str_equal(authorized, "1")) {
+                *ret_bus_path = g_strdup(dev->bus_path);
+                *ret_busnum = dev->busnum;
+                *ret_devnum = dev->devnum;
+                return TRUE;
+            }
+        }
+        if (g_get_monotonic_time() >= deadline)
+            break;
+        g_usleep(AV_USB_POLL_US);
+    }
+    g_set_error(error, AV_ERROR, AV_ERROR_FAILED,
+                "no USB device presenting %s came back within %u s of its re-authorization", ctx->target->identity,
+                ctx->step->timeout_s);
+    return FALSE;
+}
+
+/* "usb-reauthorize": see above. */
+gboolean
+av_scrub_method_usb_reauthorize(AvScrubContext *ctx, char **ret_message, GError **error)
+{
+    g_autoptr(GPtrArray) usb = NULL;
+    const AvUsbDevice *dev = NULL;
+    g_autofree char *bus_path = NULL;
+    g_autofree char *now = NULL;
+    guint busnum = 0, devnum = 0;
+
+    if (!av_scrub_usb_locate(ctx, &usb, &dev, error)) {
+        *ret_message = g_strdup("device not found; not re-authorized");
+        return FALSE;
+    }
+    bus_path = g_strdup(dev->bus_path);
+    av_scrub_usb_note(ctx, dev);
+    if (!av_scrub_usb_authorize(ctx, bus_path, "0", error) || !av_scrub_usb_authorize(ctx, bus_path, "1", error)) {
+        *ret_message = g_strdup_printf("re-authorization of %s failed", bus_path);
+        return FALSE;
+    }
+    if (!av_scrub_usb_wait(ctx, &now, &busnum, &devnum, error)) {
+        *ret_message = g_strdup_printf("re-authorized %s; it did not come back", bus_path);
+        return FALSE;
+    }
+    json_object_set_new(ctx->entry, "bus_path_after", json_string(now));
+    json_object_set_new(ctx->entry, "devnum_after", json_integer(devnum));
+    *ret_message = g_strdup_printf("re-authorized; re-enumerated as %s devnum %u", now, devnum);
+    return TRUE;
+}
