@@ -51,45 +51,32 @@ qemu_usb() {  # qemu_usb DOMAIN: the /dev/bus/usb nodes its QEMU holds
     qpid=$(cat "/run/libvirt/qemu/$1.pid" 2>/dev/null)
     ls -l "/proc/${qpid:-none}/fd" 2>/dev/null | sed -n 's|.* -> \(/dev/bus/usb/.*\)$|\1|p' | tr '\n' ' '
 }
-usbxml() {  # usbxml NAME: a domain asking accelvirt for one rig-stick, with an xHCI of its own
+nested_dom() {  # nested_dom NAME METADATA DEVICES: a nested TCG domain that boots nothing
     cat <<EOF
 <domain type='qemu'>
   <name>$1</name>
-  <metadata>
-    <av:accelerators xmlns:av="urn:accelvirt:domain:1">
-      <av:request profile="rig-stick" count="1"/>
-    </av:accelerators>
-  </metadata>
+  $2
   <memory unit='MiB'>64</memory>
   <vcpu>1</vcpu>
   <os><type arch='x86_64' machine='pc'>hvm</type></os>
   <cpu mode='custom' match='exact'><model fallback='allow'>qemu64</model></cpu>
   <devices>
     <emulator>/usr/bin/qemu-system-x86_64</emulator>
-    <controller type='usb' model='qemu-xhci'/>
+    $3
     <memballoon model='none'/>
   </devices>
 </domain>
 EOF
 }
+request() {  # request PROFILE: the metadata of one <av:request>
+    echo "<metadata><av:accelerators xmlns:av=\"urn:accelvirt:domain:1\"><av:request profile=\"$1\" count=\"1\"/></av:accelerators></metadata>"
+}
+XHCI="<controller type='usb' model='qemu-xhci'/>"
+usbxml() {  # usbxml NAME: a domain asking accelvirt for one rig-stick, with an xHCI of its own
+    nested_dom "$1" "$(request rig-stick)" "$XHCI"
+}
 usbhand() {  # usbhand NAME SOURCE: a hand-written domain with one USB hostdev
-    cat <<EOF
-<domain type='qemu'>
-  <name>$1</name>
-  <memory unit='MiB'>64</memory>
-  <vcpu>1</vcpu>
-  <os><type arch='x86_64' machine='pc'>hvm</type></os>
-  <cpu mode='custom' match='exact'><model fallback='allow'>qemu64</model></cpu>
-  <devices>
-    <emulator>/usr/bin/qemu-system-x86_64</emulator>
-    <controller type='usb' model='qemu-xhci'/>
-    <hostdev mode='subsystem' type='usb' managed='no'>
-      <source>$2</source>
-    </hostdev>
-    <memballoon model='none'/>
-  </devices>
-</domain>
-EOF
+    nested_dom "$1" "" "$XHCI<hostdev mode='subsystem' type='usb' managed='no'><source>$2</source></hostdev>"
 }
 placed_usb() {  # placed_usb JSON: the bus path of define --json's one device
     python3 -c 'import json,sys
@@ -179,24 +166,7 @@ pfdrv() { basename "$(readlink "$P/driver" 2>/dev/null)" 2>/dev/null; }
 vfs() { ls "$P" 2>/dev/null | grep '^virtfn' | tr '\n' ' '; }
 fact sriov_before driver="$(pfdrv)" numvfs="$(pfattr sriov_numvfs)" total="$(pfattr sriov_totalvfs)" autoprobe="$(pfattr sriov_drivers_autoprobe)" "$(dev_of pci $PF state profile)"
 vfxml() {  # vfxml NAME: a domain asking accelvirt for one VF of the nvme PF
-    cat <<EOF
-<domain type='qemu'>
-  <name>$1</name>
-  <metadata>
-    <av:accelerators xmlns:av="urn:accelvirt:domain:1">
-      <av:request profile="rig-nvme-vf" count="1"/>
-    </av:accelerators>
-  </metadata>
-  <memory unit='MiB'>64</memory>
-  <vcpu>1</vcpu>
-  <os><type arch='x86_64' machine='pc'>hvm</type></os>
-  <cpu mode='custom' match='exact'><model fallback='allow'>qemu64</model></cpu>
-  <devices>
-    <emulator>/usr/bin/qemu-system-x86_64</emulator>
-    <memballoon model='none'/>
-  </devices>
-</domain>
-EOF
+    nested_dom "$1" "$(request rig-nvme-vf)" ""
 }
 vfxml avvm-vf > "$R/vf.xml"
 $AVC rewrite --dry-run "$R/vf.xml" > "$R/vf-dry.out" 2>&1
@@ -223,21 +193,7 @@ t0=$(now)
 $V start avvm-vf > "$R/vf-start.out" 2>&1
 fact vf_start rc=$? seconds="$(elapsed "$t0")" state="$($V domstate avvm-vf 2>/dev/null | head -n1)" driver="$(vfdrv)" holds="$(vf_holds avvm-vf)" "$(dev_of pci "$VF" state owner)"
 # the PF itself, to another domain, while its VF is in use: refused by the hook
-cat > "$R/vf-pf.xml" <<EOF
-<domain type='qemu'>
-  <name>avvm-pf</name>
-  <memory unit='MiB'>64</memory>
-  <vcpu>1</vcpu>
-  <os><type arch='x86_64' machine='pc'>hvm</type></os>
-  <devices>
-    <emulator>/usr/bin/qemu-system-x86_64</emulator>
-    <hostdev mode='subsystem' type='pci' managed='no'>
-      <source><address domain='0x0000' bus='0x83' slot='0x00' function='0x0'/></source>
-    </hostdev>
-    <memballoon model='none'/>
-  </devices>
-</domain>
-EOF
+nested_dom avvm-pf "" "<hostdev mode='subsystem' type='pci' managed='no'><source><address domain='0x0000' bus='0x83' slot='0x00' function='0x0'/></source></hostdev>" > "$R/vf-pf.xml"
 $V define "$R/vf-pf.xml" > /dev/null 2>&1
 $V start avvm-pf > "$R/vf-pf-start.out" 2>&1
 fact vf_pf_start rc=$? state="$($V domstate avvm-pf 2>/dev/null | head -n1)" pf_driver="$(pfdrv)" "$(dev_of pci $PF state)"

@@ -816,8 +816,8 @@ check "end to end, USB: the three sticks (two identical but for their serials, o
 e_usb_define() {
     set -- $(efact usb1_define) $(efact usb2_define)
     test "$1 $5" = "rc=0 rc=0" && test "$2" != "$6" &&
-    for x in "$2 $3 $4" "$6 $7 $8"; do
-        set -- $x
+    for ux in "$2 $3 $4" "$6 $7 $8"; do
+        set -- $ux
         test "$2" = bus=1 && test "$3" = "device=$(efact "usb_before_$1" | sed -n 's/.*devnum=\([0-9]*\).*/\1/p')" || return 1
     done
 }
@@ -842,13 +842,13 @@ e_usb_ambiguous() {
 }
 check "end to end, USB: a hostdev naming only the vendor and product the three sticks share is refused as ambiguous, naming the three ($(efact usb4_start); $(grep -o 'accelvirt: [^;]*' "$E/usb4-start.out" 2>/dev/null | head -n1 | cut -c1-200))" e_usb_ambiguous
 e_usb_scrubbed() {
-    for n in 1 2; do
-        f=$(efact "usb${n}_free")
-        p=$(efact "usb${n}_define" | cut -d' ' -f2)
-        s=$(efact "usb_before_$p" | sed -n 's/^serial=\([^ ]*\).*/\1/p')
-        echo "$(efact "usb${n}_destroy")" | grep -q '^rc=0 .*pool=\(dirty\|scrubbing\|free\)$' &&
-        echo "$f" | grep -q "identity=usb:0627:0001:serial:$s state=free .* serial=$s authorized=1$" &&
-        cert "$E/journal-usb.jsonl" "$p" "c['result'] == 'free' and c['identity'] == 'usb:0627:0001:serial:$s' and st['usb-reset']['ok'] and st['usb-reauthorize']['ok'] and (c.get('previous_owner') or {}).get('domain_name') == 'avvm-usb$n' and 'vfio-zero' not in st" || return 1
+    for un in 1 2; do
+        uf=$(efact "usb${un}_free")
+        up=$(efact "usb${un}_define" | cut -d' ' -f2)
+        us=$(efact "usb_before_$up" | sed -n 's/^serial=\([^ ]*\).*/\1/p')
+        echo "$(efact "usb${un}_destroy")" | grep -q '^rc=0 .*pool=\(dirty\|scrubbing\|free\)$' &&
+        echo "$uf" | grep -q "identity=usb:0627:0001:serial:$us state=free .* serial=$us authorized=1$" &&
+        cert "$E/journal-usb.jsonl" "$up" "c['result'] == 'free' and c['identity'] == 'usb:0627:0001:serial:$us' and st['usb-reset']['ok'] and st['usb-reauthorize']['ok'] and (c.get('previous_owner') or {}).get('domain_name') == 'avvm-usb$un' and 'vfio-zero' not in st" || return 1
     done
 }
 check "end to end, USB: destroy -> release -> the worker's usb-reset and usb-reauthorize -> both sticks free again, found by their identities after re-authorization; each certificate names the two steps and its tenant ($(efact usb1_free); $(efact usb2_free))" e_usb_scrubbed
