@@ -239,42 +239,63 @@ av_hook_usb_check_placed(AvPool *pool, const AvDomain *domain, const AvHostdev *
     return FALSE;
 }
 
-/* The pooled stick with the ids of the hostdev @h that the pool has
- * missing, when it is the only pooled stick of those ids (the identity
- * starts "usb:VVVV:PPPP"), or NULL.  Borrowed. */
-static AvPoolDevice *
-av_hook_missing_usb(AvPool *pool, const AvHostdev *h)
+/* The pooled sticks with the vendor and product of the hostdev @h (the
+ * identity starts "usb:VVVV:PPPP"), in a new array.  Borrowed from @pool. */
+static GPtrArray *
+av_hook_pooled_usb_ids(AvPool *pool, const AvHostdev *h)
 {
     g_autofree char *prefix = g_strdup_printf("usb:%04x:%04x", h->usb_vendor, h->usb_product);
     GPtrArray *devices = av_pool_devices(pool);
-    AvPoolDevice *found = NULL;
+    GPtrArray *found = g_ptr_array_new();
 
     for (guint i = 0; i < devices->len; i++) {
         AvPoolDevice *dev = g_ptr_array_index(devices, i);
 
-        if (dev->kind != AV_DEVICE_KIND_USB || !g_str_has_prefix(dev->identity, prefix) ||
-            (dev->identity[strlen(prefix)] != ':' && dev->identity[strlen(prefix)] != '@'))
-            continue;
-        if (found || dev->state != AV_DEVICE_STATE_MISSING)
-            return NULL;
-        found = dev;
+        if (dev->kind == AV_DEVICE_KIND_USB && g_str_has_prefix(dev->identity, prefix) &&
+            (dev->identity[strlen(prefix)] == ':' || dev->identity[strlen(prefix)] == '@'))
+            g_ptr_array_add(found, dev);
     }
     return found;
 }
 
-/* The single pooled stick with the vendor and product of the hostdev @h,
- * which names no bus and device, in *ret_dev (NULL: no stick of those ids
- * is pooled, nothing of accelvirt's; the only one, missing, when no device
- * of the host has those ids, so that the refusal says so).  FALSE with
- * @error when two or more devices of the host have those ids and one of
- * them is pooled: libvirt could give the domain either. */
+/* The only device of @host with the vendor and product of @h, or NULL
+ * (none, or several).  Borrowed. */
+static const AvUsbDevice *
+av_hook_usb_only_with_ids(const AvHost *host, const AvHostdev *h)
+{
+    const AvUsbDevice *only = NULL;
+
+    for (guint i = 0; i < host->usb->len; i++) {
+        const AvUsbDevice *usb = g_ptr_array_index(host->usb, i);
+
+        if (usb->vendor_id != h->usb_vendor || usb->product_id != h->usb_product)
+            continue;
+        if (only)
+            return NULL;
+        only = usb;
+    }
+    return only;
+}
+
+/* The pooled stick the hostdev @h gets when libvirt finds it by its vendor
+ * and product (virHostdevFindUSBDevice: no address, bus 0, or with
+ * autoAddress/startupPolicy numbers that name no device of those ids): the
+ * single device of the host with those ids, in *ret_dev (NULL: it is not
+ * pooled, or no device of the host and no pooled stick has those ids:
+ * nothing of accelvirt's).  FALSE with @error when two or more devices of
+ * the host have those ids and one of them is pooled (libvirt could give
+ * the domain either), and when no device of the host has them but two or
+ * more pooled sticks do.  The only pooled stick of those ids, when none of
+ * the host has them, so that the refusal says it is missing. */
 static gboolean
 av_hook_usb_by_ids(const AvHost *host, AvPool *pool, const AvHostdev *h, AvPoolDevice **ret_dev, GError **error)
 {
     g_autoptr(GString) names = g_string_new(NULL);
+    g_autoptr(GPtrArray) pooled_ids = NULL;
     AvPoolDevice *pooled = NULL;
     guint matches = 0;
 
+    *ret_dev = NULL;
     for (guint i = 0; i < host->usb->len; i++) {
         const AvUsbDevice *usb = g_ptr_array_index(host->usb, i);
         g_autofree char *one = NULL;
@@ -290,26 +311,68 @@ av_hook_usb_by_ids(const AvHost *host, AvPool *pool, const AvHostdev *h, AvPoolD
         g_autofree char *what = av_hook_describe_usb_hostdev(h);
 
         g_set_error(error, AV_ERROR, AV_ERROR_INVALID_INPUT,
-                    "%s names only a vendor and product, which %u devices of this host have: %s; give it "
-                    "<address bus= device=> of one of them ('accelvirt rewrite' writes it)", what, matches,
+                    "%s %s, which %u devices of this host have: %s; give it <address bus= device=> of one of "
+                    "them ('accelvirt rewrite' writes it)", what,
+                    h->usb_bus < 0 ? "names only a vendor and product"
+                                   : "is found by its vendor and product (its bus and device name no device of them)",
+                    matches, names->str);
+        return FALSE;
+    }
+    if (matches > 0) {
+        *ret_dev = pooled;
+        return TRUE;
+    }
+    pooled_ids = av_hook_pooled_usb_ids(pool, h);
+    if (pooled_ids->len > 1) {
+        g_autofree char *what = av_hook_describe_usb_hostdev(h);
+
+        g_string_truncate(names, 0);
+        for (guint i = 0; i < pooled_ids->len; i++) {
+            const AvPoolDevice *dev = g_ptr_array_index(pooled_ids, i);
+
+            g_string_append_printf(names, "%s%s (%s, %s)", names->len ? ", " : "", dev->address, dev->identity,
+                                   av_device_state_to_string(dev->state));
+        }
+        g_set_error(error, AV_ERROR, AV_ERROR_INVALID_INPUT,
+                    "%s names no device of this host, and %u sticks accelvirt holds have its vendor and product: "
+                    "%s; give it <address bus= device=> of one of them once it is back", what, pooled_ids->len,
                     names->str);
         return FALSE;
     }
-    *ret_dev = matches == 0 ? av_hook_missing_usb(pool, h) : pooled;
+    *ret_dev = pooled_ids->len == 1 ? g_ptr_array_index(pooled_ids, 0) : NULL;
     return TRUE;
 }
 
+/* TRUE when the pool holds a USB device (any state). */
+static gboolean
+av_hook_pool_has_usb(AvPool *pool)
+{
+    GPtrArray *devices = av_pool_devices(pool);
+
+    for (guint i = 0; i < devices->len; i++)
+        if (((const AvPoolDevice *)g_ptr_array_index(devices, i))->kind == AV_DEVICE_KIND_USB)
+            return TRUE;
+    return FALSE;
+}
+
 /* The pool device the USB hostdev @h of @domain names, in *ret_dev (NULL:
- * none, nothing of accelvirt's): by <address bus= device=> through the
- * scan (sysfs busnum and devnum), cross-checked with its av:placement
- * entry (av_hook_usb_check_placed()); without an address, by vendor and
- * product when one device of the host has them (av_hook_usb_by_ids()). */
+ * none, nothing of accelvirt's).  libvirt (virHostdevFindUSBDevice) uses
+ * <address bus= device=> only when the hostdev gives a vendor and a
+ * non-zero bus, and with autoAddress (or an optional startupPolicy) falls
+ * back to vendor and product when those numbers are stale.  So the hook
+ * takes the numbers when they name a device of the hostdev's ids (or the
+ * hostdev gives no ids), cross-checked with its av:placement entry
+ * (av_hook_usb_check_placed()); otherwise a hostdev with a vendor is
+ * resolved by vendor and product (av_hook_usb_by_ids()), whatever its
+ * numbers say, and never skipped while a pooled stick has those ids.  A
+ * hostdev of numbers only that name no device is refused while the pool
+ * holds a stick (libvirt fails on it anyway). */
 static gboolean
 av_hook_resolve_usb(const AvHost *host, AvPool *pool, const AvDomain *domain, const AvHostdev *h,
                     AvPoolDevice **ret_dev, GError **error)
 {
     const AvPlacedDevice *placed = av_hook_find_placed_usb(domain, h);
-    const AvUsbDevice *usb;
+    const AvUsbDevice *usb = NULL;
 
     *ret_dev = NULL;
     if (h->usb_bus < 0) {
@@ -324,10 +387,28 @@ av_hook_resolve_usb(const AvHost *host, AvPool *pool, const AvDomain *domain, co
         }
         return av_hook_usb_by_ids(host, pool, h, ret_dev, error);
     }
-    usb = av_host_find_usb_number(host, (guint)h->usb_bus, (guint)h->usb_device);
+    if (h->usb_bus > 0 && h->usb_device > 0)
+        usb = av_host_find_usb_number(host, (guint)h->usb_bus, (guint)h->usb_device);
+    if (h->usb_vendor &&
+        (!usb || usb->vendor_id != h->usb_vendor || usb->product_id != h->usb_product)) {
+        if (placed && !av_hook_usb_check_placed(pool, domain, h, placed, av_hook_usb_only_with_ids(host, h), error))
+            return FALSE;
+        return av_hook_usb_by_ids(host, pool, h, ret_dev, error);
+    }
+    if (!usb) {
+        if (av_hook_pool_has_usb(pool)) {
+            g_autofree char *what = av_hook_describe_usb_hostdev(h);
+
+            g_set_error(error, AV_ERROR, AV_ERROR_INVALID_INPUT,
+                        "%s names no device of this host, and accelvirt holds USB sticks here; give it the "
+                        "<address bus= device=> of a device that exists, with its <vendor> and <product>", what);
+            return FALSE;
+        }
+        return TRUE;
+    }
     if (placed && !av_hook_usb_check_placed(pool, domain, h, placed, usb, error))
         return FALSE;
-    *ret_dev = usb ? av_hook_pooled_usb(pool, usb) : NULL;
+    *ret_dev = av_hook_pooled_usb(pool, usb);
     return TRUE;
 }
 

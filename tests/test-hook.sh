@@ -1521,6 +1521,9 @@ check "a second domain naming that stick by bus/device is refused with one line;
 mkusb "$W/ids.xml" ids "$UU3"
 check "a hostdev with vendor/product only, which three sticks have, is refused naming them: give <address bus= device=>" \
     eval "refused 'names only a vendor and product, which 3 devices of this host have: 1-2 (bus 1 device 5, serial S1), 1-3 (bus 1 device 6, serial S2), 1-4 (bus 1 device 7, no serial); give it <address bus= device=>' '$W/ids.xml' ids prepare begin - && same_pool '$W/pool.usb1'"
+mkusb "$W/zero.xml" zero "$UU3" 0 5
+check "a hostdev with vendor/product and bus 0 (libvirt then finds it by its ids) is refused as ambiguous, naming the sticks" \
+    eval "refused 'is found by its vendor and product (its bus and device name no device of them), which 3 devices of this host have: 1-2 (bus 1 device 5, serial S1), 1-3' '$W/zero.xml' zero prepare begin - && same_pool '$W/pool.usb1'"
 printf "<domain type='kvm'><name>hub</name><uuid>%s</uuid><memory unit='GiB'>1</memory><devices><hostdev mode='subsystem' type='usb'><source><address bus='1' device='2'/></source></hostdev></devices></domain>\n" "$UU3" >"$W/hub.xml"
 check "a hostdev of a USB device no profile pools (the hub) is left alone" \
     eval "accepted '$W/hub.xml' hub prepare begin - && same_pool '$W/pool.usb1'"
@@ -1566,5 +1569,35 @@ rm -f "$W/host/sys/bus/usb/devices/1-1.2" "$W/host/sys/bus/usb/devices/1-1.2:1.0
 mkusb "$W/gone.xml" gone "$UU1"
 check "a hostdev with vendor/product only of the one pooled stick, which is gone from the host: refused, it is missing" \
     eval "refused 'device USB 1-1.2 (usb:03e7:2485:serial:03e72485) is missing' '$W/gone.xml' gone prepare begin -"
+
+# --- one stick: a hostdev whose numbers do not name it (bus 0, a device
+# that does not exist, a device of other ids, stale autoAddress numbers)
+# still gets it from libvirt by vendor/product: the hook maps it to the stick ---
+world usb1 two-socket-8gpu
+boot_id "$W/host" 3d2c1b0a-9f8e-4d7c-8b6a-5f4e3d2c1b0c
+rm -f "$W/host/sys/bus/usb/devices/1-1.2" "$W/host/sys/bus/usb/devices/1-1.2:1.0"
+usb_stick 1-2 5 S1
+UU7=$(uuid 37); UU8=$(uuid 38)
+mkusb "$W/own0.xml" own0 "$UU7" 0 5
+check "a hostdev with vendor/product and bus 0 claims the one stick of those ids" \
+    eval "accepted '$W/own0.xml' own0 prepare begin - && [ \"\$(usb_state 1-2)\" = in-use ] && json '$W/state/pool.json' \"[x['owner']['domain_uuid'] for x in d['devices'] if x['address'] == '1-2'] == ['$UU7']\""
+cp "$W/state/pool.json" "$W/pool.usb3"
+mkusb "$W/t0.xml" t0 "$UU8" 0 5
+check "  ... another domain with bus 0 is refused: the stick is in use (never 'no device managed')" \
+    eval "refused 'device USB 1-2 (usb:03e7:2485:serial:S1) is in-use, owner domain .own0' '$W/t0.xml' t0 prepare begin - && same_pool '$W/pool.usb3'"
+mkusb "$W/t9.xml" t9 "$UU8" 1 9
+check "  ... and with the numbers of a device that does not exist" \
+    eval "refused 'device USB 1-2 (usb:03e7:2485:serial:S1) is in-use, owner domain .own0' '$W/t9.xml' t9 prepare begin - && same_pool '$W/pool.usb3'"
+mkusb "$W/thub.xml" thub "$UU8" 1 2
+check "  ... and with the numbers of the hub (other ids) and the stick's vendor/product" \
+    eval "refused 'device USB 1-2 (usb:03e7:2485:serial:S1) is in-use, owner domain .own0' '$W/thub.xml' thub prepare begin - && same_pool '$W/pool.usb3'"
+sed "s|<source>|<source autoAddress='yes'>|" "$W/t9.xml" >"$W/tauto.xml"
+check "  ... and with autoAddress='yes' and stale numbers" \
+    eval "grep -q autoAddress '$W/tauto.xml' && refused 'device USB 1-2 (usb:03e7:2485:serial:S1) is in-use, owner domain .own0' '$W/tauto.xml' t9 prepare begin - && same_pool '$W/pool.usb3'"
+printf "<domain type='kvm'><name>nonum</name><uuid>%s</uuid><memory unit='GiB'>1</memory><devices><hostdev mode='subsystem' type='usb'><source><address bus='1' device='9'/></source></hostdev></devices></domain>\n" "$UU8" >"$W/nonum.xml"
+check "  ... a hostdev of numbers only that name no device is refused while accelvirt holds sticks" \
+    eval "refused 'bus 1 device 9) names no device of this host' '$W/nonum.xml' nonum prepare begin - && same_pool '$W/pool.usb3'"
+check "  ... after release, a domain with stale autoAddress numbers claims the scrubbed stick" \
+    eval "accepted '$W/own0.xml' own0 release end - && wait_usb 1-2 free && accepted '$W/tauto.xml' t9 prepare begin - && [ \"\$(usb_state 1-2)\" = in-use ] && verify"
 
 finish
