@@ -1698,6 +1698,14 @@ static const char usb_policy[] =
 /* Runs the stick profile's steps on the tree's Movidius stick (1-1.2, bus
  * 1 device 3) presenting @identity. */
 static gboolean
+run_stick_at(Fixture *f, const char *identity, const char *address, json_t **ret_report, GError **error)
+{
+    AvScrubTarget target = { .identity = identity, .address = address, .iommu_group = -1 };
+
+    return av_scrub_run(f->root, f->ops, av_policy_find(f->policy, "stick"), &target, ret_report, error);
+}
+
+static gboolean
 run_stick(Fixture *f, const char *identity, json_t **ret_report, GError **error)
 {
     AvScrubTarget target = { .identity = identity, .address = "1-1.2", .iommu_group = -1 };
@@ -1730,7 +1738,7 @@ test_usb_methods(void)
     g_assert_cmpstr(json_string_value(json_object_get(json_array_get(steps, 0), "message")), ==,
                     "usb port reset of 1-1.2 (bus 1 device 3)");
     g_assert_cmpstr(json_string_value(json_object_get(json_array_get(steps, 1), "message")), ==,
-                    "re-authorized; re-enumerated as 1-1.2 devnum 4");
+                    "de-authorized and authorized again at 1-1.2 (devnum 3 before, 4 after); re-enumerated");
     /* Nothing of memory: neither step clears any. */
     g_assert_cmpint(json_integer_value(json_object_get(json_object_get(report, "coverage"), "cleared")), ==, 0);
     log = fake_log(&f);
@@ -1749,6 +1757,19 @@ test_usb_methods(void)
     g_assert_false(run_stick(&f, "usb:03e7:2485:serial:S9", NULL, &err));
     g_assert_nonnull(strstr(err->message, "no USB device presenting usb:03e7:2485:serial:S9"));
     g_clear_error(&err);
+
+    /* The pool recorded the stick at another port (1-9, where nothing is):
+     * the stick presenting that identity at 1-1.2 is not touched. */
+    g_free(log);
+    log = fake_log(&f);
+    g_assert_false(run_stick_at(&f, STICK_ID, "1-9", NULL, &err));
+    g_assert_nonnull(strstr(err->message, "is at the port the pool recorded (1-9); nothing done"));
+    g_clear_error(&err);
+    {
+        g_autofree char *after = fake_log(&f);
+
+        g_assert_cmpstr(after, ==, log);
+    }
 
     /* The emulated kernel fails the reset on demand. */
     av_test_write(f.dir, "sys/.accelvirt-fake-kernel", "fail USBDEVFS_RESET:001/* 5\n");

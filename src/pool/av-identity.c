@@ -200,3 +200,21 @@ av_pool_find_usb_device(const GPtrArray *usb, const char *identity, const char *
     }
     return found;
 }
+
+/* See av-pool.h. */
+const AvUsbDevice *
+av_pool_find_usb_device_at(const GPtrArray *usb, const char *identity, const char *bus_path)
+{
+    for (guint i = 0; usb && identity && bus_path && i < usb->len; i++) {
+        const AvUsbDevice *dev = g_ptr_array_index(usb, i);
+        g_autofree char *own = NULL;
+        g_autofree char *port = NULL;
+
+        if (g_strcmp0(dev->bus_path, bus_path) != 0)
+            continue;
+        own = av_pool_identity_usb(dev);
+        port = av_pool_identity_usb_fallback(dev);
+        return g_str_equal(own, identity) || g_str_equal(port, identity) ? dev : NULL;
+    }
+    return NULL;
+}

@@ -401,6 +401,12 @@ char *av_pool_identity_usb_fallback(const AvUsbDevice *dev);
  * Borrowed from @usb. */
 const AvUsbDevice *av_pool_find_usb_device(const GPtrArray *usb, const char *identity, const char *bus_path);
 
+/* The USB device of @usb at the port @bus_path, when it presents @identity
+ * (its own identity or its port form); NULL when no device is at @bus_path
+ * or the one there presents another identity.  Never a device elsewhere:
+ * what the scrub methods act on.  Borrowed from @usb. */
+const AvUsbDevice *av_pool_find_usb_device_at(const GPtrArray *usb, const char *identity, const char *bus_path);
+
 /* TRUE when @identity is a USB identity as av_pool_identity_usb() and
  * av_pool_identity_usb_fallback() make them ("usb:" 4 hex ":" 4 hex, then
  * ":serial:" and printable characters other than quotes and backslashes,

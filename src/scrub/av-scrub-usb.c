@@ -9,8 +9,15 @@
  * (Documentation/ABI/testing/sysfs-bus-usb): the kernel unbinds its drivers
  * and sets it up again; a device such as a Movidius stick goes back to its
  * boot loader and enumerates anew, possibly with another devnum.  The step
- * waits, up to its "timeout", until a device presenting the same pool
- * identity is back, found by that identity.
+ * checks that "authorized" reads 0 after the write of 0 (the
+ * de-authorization took effect), then waits, up to its "timeout", until
+ * the device at the same port presents the same pool identity and its
+ * "authorized" reads 1.  An unreadable "authorized" is a failure.
+ *
+ * Both act only on the device at the port the pool recorded (the target's
+ * address), and only when it presents the target's identity: never on
+ * another device showing the same serial elsewhere.  Otherwise the step
+ * fails (the device is quarantined).
  *
  * Neither clears memory: what they say is exactly what was done. */
 #include "config.h"
@@ -26,9 +33,10 @@
 /* How often usb-reauthorize looks for the device while it waits. */
 #define AV_USB_POLL_US (100 * 1000)
 
-/* Scans the USB devices into *ret_usb and finds the target there by its
- * identity, at its last port first (av_pool_find_usb_device()).  FALSE
- * with @error when the scan fails or the device is not on the host. */
+/* Scans the USB devices into *ret_usb and finds the target there: the
+ * device at the port the pool recorded, presenting the target's identity
+ * (av_pool_find_usb_device_at()).  FALSE with @error when the scan fails,
+ * no device is at that port or the one there presents another identity. */
 static gboolean
 av_scrub_usb_locate(AvScrubContext *ctx, GPtrArray **ret_usb, const AvUsbDevice **ret_dev, GError **error)
 {
@@ -37,9 +45,10 @@ av_scrub_usb_locate(AvScrubContext *ctx, GPtrArray **ret_usb, const AvUsbDevice 
 
     if (!usb)
         return FALSE;
-    dev = av_pool_find_usb_device(usb, ctx->target->identity, ctx->target->address);
+    dev = av_pool_find_usb_device_at(usb, ctx->target->identity, ctx->target->address);
     if (!dev) {
-        g_set_error(error, AV_ERROR, AV_ERROR_NOT_FOUND, "no USB device presenting %s is on the host (last seen at %s)",
+        g_set_error(error, AV_ERROR, AV_ERROR_NOT_FOUND,
+                    "no USB device presenting %s is at the port the pool recorded (%s); nothing done to any device",
                     ctx->target->identity, ctx->target->address ? ctx->target->address : "no port");
         return FALSE;
     }
@@ -93,37 +102,54 @@ av_scrub_usb_authorize(AvScrubContext *ctx, const char *bus_path, const char *va
     return TRUE;
 }
 
-/* Waits up to the step's timeout for a device presenting the target's
- * identity, authorized, and stores a copy of its bus path and numbers. */
+/* Reads the "authorized" of the USB device @bus_path into *ret (caller
+ * frees).  FALSE with @error when it cannot be read. */
 static gboolean
-av_scrub_usb_wait(AvScrubContext *ctx, char **ret_bus_path, guint *ret_busnum, guint *ret_devnum, GError **error)
+av_scrub_usb_read_authorized(AvScrubContext *ctx, const char *bus_path, char **ret, GError **error)
+{
+    g_autofree char *attr = av_sys_path("bus/usb/devices/%s/authorized", bus_path);
+    int r = av_root_read_attr(ctx->root, attr, ret);
+
+    if (r < 0)
+        return av_error_errno(error, r, "cannot read 'authorized' of the USB device %s", bus_path);
+    return TRUE;
+}
+
+/* Waits up to the step's timeout for the device at the target's port to
+ * present the target's identity again with "authorized" reading 1, and
+ * stores its devnum.  An unreadable "authorized" is not a success. */
+static gboolean
+av_scrub_usb_wait(AvScrubContext *ctx, guint *ret_devnum, GError **error)
 {
     gint64 deadline = g_get_monotonic_time() + (gint64)MAX(ctx->step->timeout_s, 1) * G_USEC_PER_SEC;
+    g_autofree char *last = NULL;
 
     for (;;) {
         g_autoptr(GPtrArray) usb = av_host_scan_usb(ctx->root, error);
-        const AvUsbDevice *dev = usb ? av_pool_find_usb_device(usb, ctx->target->identity, ctx->target->address) : NULL;
-        g_autofree char *attr = NULL;
+        const AvUsbDevice *dev =
+            usb ? av_pool_find_usb_device_at(usb, ctx->target->identity, ctx->target->address) : NULL;
         g_autofree char *authorized = NULL;
+        g_autoptr(GError) read_error = NULL;
 
         if (!usb)
             return FALSE;
         if (dev) {
-            attr = av_sys_path("bus/usb/devices/%s/authorized", dev->bus_path);
-            if (av_root_read_attr(ctx->root, attr, &authorized) < 0 || g_str_equal(authorized, "1")) {
-                *ret_bus_path = g_strdup(dev->bus_path);
-                *ret_busnum = dev->busnum;
+            if (av_scrub_usb_read_authorized(ctx, dev->bus_path, &authorized, &read_error) &&
+                g_str_equal(authorized, "1")) {
                 *ret_devnum = dev->devnum;
                 return TRUE;
             }
+            g_free(last);
+            last = read_error ? g_strdup(read_error->message) : g_strdup_printf("'authorized' reads '%s'", authorized);
         }
         if (g_get_monotonic_time() >= deadline)
             break;
         g_usleep(AV_USB_POLL_US);
     }
     g_set_error(error, AV_ERROR, AV_ERROR_FAILED,
-                "no USB device presenting %s came back within %u s of its re-authorization", ctx->target->identity,
-                ctx->step->timeout_s);
+                "the USB device at %s did not come back presenting %s and authorized within %u s of its "
+                "re-authorization%s%s", ctx->target->address, ctx->target->identity, ctx->step->timeout_s,
+                last ? ": " : "", last ? last : "");
     return FALSE;
 }
 
@@ -134,25 +160,42 @@ av_scrub_method_usb_reauthorize(AvScrubContext *ctx, char **ret_message, GError 
     g_autoptr(GPtrArray) usb = NULL;
     const AvUsbDevice *dev = NULL;
     g_autofree char *bus_path = NULL;
-    g_autofree char *now = NULL;
-    guint busnum = 0, devnum = 0;
+    g_autofree char *authorized = NULL;
+    guint devnum_before, devnum = 0;
 
     if (!av_scrub_usb_locate(ctx, &usb, &dev, error)) {
         *ret_message = g_strdup("device not found; not re-authorized");
         return FALSE;
     }
     bus_path = g_strdup(dev->bus_path);
+    devnum_before = dev->devnum;
     av_scrub_usb_note(ctx, dev);
-    if (!av_scrub_usb_authorize(ctx, bus_path, "0", error) || !av_scrub_usb_authorize(ctx, bus_path, "1", error)) {
-        *ret_message = g_strdup_printf("re-authorization of %s failed", bus_path);
+    if (!av_scrub_usb_authorize(ctx, bus_path, "0", error)) {
+        *ret_message = g_strdup_printf("de-authorization of %s failed", bus_path);
         return FALSE;
     }
-    if (!av_scrub_usb_wait(ctx, &now, &busnum, &devnum, error)) {
-        *ret_message = g_strdup_printf("re-authorized %s; it did not come back", bus_path);
+    if (!av_scrub_usb_read_authorized(ctx, bus_path, &authorized, error)) {
+        *ret_message = g_strdup_printf("wrote 0 to 'authorized' of %s; it cannot be read back", bus_path);
         return FALSE;
     }
-    json_object_set_new(ctx->entry, "bus_path_after", json_string(now));
+    if (!g_str_equal(authorized, "0")) {
+        *ret_message = g_strdup_printf("wrote 0 to 'authorized' of %s; it reads '%s'", bus_path, authorized);
+        g_set_error(error, AV_ERROR, AV_ERROR_FAILED,
+                    "the de-authorization of the USB device %s did not take effect: 'authorized' reads '%s' after "
+                    "writing 0", bus_path, authorized);
+        return FALSE;
+    }
+    if (!av_scrub_usb_authorize(ctx, bus_path, "1", error)) {
+        *ret_message = g_strdup_printf("de-authorized %s; authorizing it again failed", bus_path);
+        return FALSE;
+    }
+    if (!av_scrub_usb_wait(ctx, &devnum, error)) {
+        *ret_message = g_strdup_printf("de-authorized %s and wrote 1; it did not come back authorized", bus_path);
+        return FALSE;
+    }
+    json_object_set_new(ctx->entry, "bus_path_after", json_string(bus_path));
     json_object_set_new(ctx->entry, "devnum_after", json_integer(devnum));
-    *ret_message = g_strdup_printf("re-authorized; re-enumerated as %s devnum %u", now, devnum);
+    *ret_message = g_strdup_printf("de-authorized and authorized again at %s (devnum %u before, %u after)%s", bus_path,
+                                   devnum_before, devnum, devnum != devnum_before ? "; re-enumerated" : "");
     return TRUE;
 }
