@@ -2697,6 +2697,63 @@ test_confirm_usb(void)
     test_remove_state(state);
 }
 
+/* av_pool_confirm() of sticks the pool holds by their port because they
+ * share a serial: each is confirmed under the identity av_pool_reconcile()
+ * gave it, so that the hook's fast path holds (it used to say no every
+ * time); no once the serial is no longer shared (reconcile would pool the
+ * remaining stick by its serial) or when a third stick shows it. */
+static void
+test_confirm_usb_shared_serial(void)
+{
+    g_autofree char *state = test_make_pool(0);
+    g_autoptr(AvPool) pool = NULL;
+    g_autoptr(GError) err = NULL;
+    g_autoptr(AvPolicy) policy = av_policy_new();
+    g_autoptr(AvHost) host = g_new0(AvHost, 1);
+    static const char json[] = "{\"profiles\": [{\"name\": \"stick\", \"match\": {\"vendor\": \"0x03e7\", "
+                               "\"device\": \"0x2485\"}, \"attach\": \"usb\"}]}";
+    char *why = NULL;
+
+    g_assert_true(av_policy_add_data(policy, "t.json", json, strlen(json), &err));
+    host->pci = g_ptr_array_new_with_free_func((GDestroyNotify)av_pci_device_free);
+    host->usb = g_ptr_array_new_with_free_func((GDestroyNotify)av_usb_device_free);
+    host->numa_nodes = g_ptr_array_new_with_free_func((GDestroyNotify)av_numa_node_free);
+    host->boot_id = g_strdup("3d2c1b0a-9f8e-4d7c-8b6a-5f4e3d2c1b0a");
+    g_ptr_array_add(host->usb, test_stick("1-2", 5, "S1"));
+    g_ptr_array_add(host->usb, test_stick("1-6", 10, "S7"));
+    g_ptr_array_add(host->usb, test_stick("1-7", 11, "S7"));
+    pool = av_pool_open(state, AV_POOL_WRITE, 0, &err);
+    g_assert_no_error(err);
+    g_test_expect_message(G_LOG_DOMAIN, G_LOG_LEVEL_WARNING, "*devices share an identity*");
+    g_assert_true(av_pool_reconcile(pool, host, policy, NULL, &err));
+    g_test_assert_expected_messages();
+    g_assert_no_error(err);
+    g_assert_nonnull(av_pool_find(pool, "usb:03e7:2485:serial:S1"));
+    g_assert_nonnull(av_pool_find(pool, "usb:03e7:2485@port:1-6"));
+    g_assert_nonnull(av_pool_find(pool, "usb:03e7:2485@port:1-7"));
+    g_assert_null(av_pool_find(pool, "usb:03e7:2485:serial:S7"));
+
+    host->partial = TRUE;
+    host->usb_scanned = TRUE;
+    g_assert_true(av_pool_confirm(pool, host, policy, &why));
+    g_assert_null(why);
+
+    /* A third stick showing S7: news to the pool. */
+    g_ptr_array_add(host->usb, test_stick("1-8", 12, "S7"));
+    g_assert_false(av_pool_confirm(pool, host, policy, &why));
+    g_assert_nonnull(strstr(why, "1-8 (usb:03e7:2485@port:1-8) is news"));
+    g_clear_pointer(&why, g_free);
+    g_ptr_array_set_size(host->usb, 3);
+
+    /* One of the two gone: the other now presents its serial form. */
+    g_ptr_array_remove_index(host->usb, 2);
+    g_assert_false(av_pool_confirm(pool, host, policy, &why));
+    g_assert_nonnull(why);
+    g_clear_pointer(&why, g_free);
+    g_clear_pointer(&pool, av_pool_free);
+    test_remove_state(state);
+}
+
 /* The domain index (av-pool-index.c): every save names the domains of the
  * new pool before pool.json does and drops the others after; a state dir
  * without one gets it whole at the first save (the names of the pool on disk
@@ -2782,6 +2839,7 @@ main(int argc, char **argv)
     av_test_init(&argc, &argv);
 
     g_test_add_func("/pool/confirm-usb", test_confirm_usb);
+    g_test_add_func("/pool/confirm-usb-shared-serial", test_confirm_usb_shared_serial);
     g_test_add_func("/pool/state-strings", test_state_strings);
     g_test_add_func("/pool/open/read-missing", test_open_read_missing);
     g_test_add_func("/pool/open/write-creates", test_open_write_creates);

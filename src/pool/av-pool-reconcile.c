@@ -616,15 +616,30 @@ av_pool_confirm_usb(const AvPool *pool, const AvPolicy *policy, const AvUsbDevic
 
 /* av_pool_confirm() of the USB devices of @host, which holds them all: each
  * as the pool has it, no identity twice, and every pooled USB device not
- * missing among them. */
+ * missing among them.  Each device is confirmed under the identity
+ * av_pool_reconcile() gives it: its serial form, or its port form when
+ * another device of the host presents the same serial form
+ * (av_scanned_resolve_collisions()), so that sticks pooled by their port
+ * do not send every hook call to the whole scan. */
 static gboolean
 av_pool_confirm_usb_all(const AvPool *pool, const AvHost *host, const AvPolicy *policy, char **ret_why)
 {
     g_autoptr(GHashTable) identities = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+    g_autoptr(GHashTable) seen = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
 
+    for (guint i = 0; i < host->usb->len; i++) {
+        char *own = av_pool_identity_usb(g_ptr_array_index(host->usb, i));
+
+        g_hash_table_insert(seen, own, GUINT_TO_POINTER(GPOINTER_TO_UINT(g_hash_table_lookup(seen, own)) + 1));
+    }
     for (guint i = 0; i < host->usb->len; i++) {
         const AvUsbDevice *usb = g_ptr_array_index(host->usb, i);
         char *identity = av_pool_identity_usb(usb);
+
+        if (GPOINTER_TO_UINT(g_hash_table_lookup(seen, identity)) > 1) {
+            g_free(identity);
+            identity = av_pool_identity_usb_fallback(usb);
+        }
 
         if (!av_pool_confirm_add(identities, identity, av_pool_confirm_usb(pool, policy, usb, identity),
                                  usb->bus_path, ret_why))
