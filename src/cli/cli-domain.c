@@ -181,7 +181,7 @@ av_cli_grow_vfs(const AvRoot *root, const AvPolicy *policy, AvPool *pool, AvHost
                 const AvDomain *domain, const char *uuid, gboolean dry_run, guint *ret_planned, char **ret_why,
                 GError **error)
 {
-    g_autoptr(GPtrArray) growth = av_pool_vf_growth(pool, *host, policy, requests, uuid, ret_why);
+    g_autoptr(GPtrArray) growth = av_pool_vf_growth(pool, root, *host, policy, requests, uuid, ret_why);
     g_autofree char *by = g_strdup_printf("define of domain '%s' (%s)", domain->name ? domain->name : "?", uuid);
     gboolean changed = FALSE;
 
@@ -194,8 +194,21 @@ av_cli_grow_vfs(const AvRoot *root, const AvPolicy *policy, AvPool *pool, AvHost
                     "from %u to %u\n", g->profile, g->pf, g->from, g->to);
             continue;
         }
-        if (!av_pool_vf_set_count(pool, root, av_kernel_ops_for(root), g->pf, g->profile, g->from, g->to, by, error))
+        if (!av_pool_vf_set_count(pool, root, av_kernel_ops_for(root), g->pf, g->profile, g->from, g->to, by, error)) {
+            /* The kernel goes from a count to another through 0: a failure
+             * after the first write leaves the PF with no VF.  Its count
+             * goes back to what it was (every VF was idle: the growth
+             * checked it), and the error says where it stands. */
+            g_autoptr(GError) back = NULL;
+
+            if (av_pool_vf_set_count(pool, root, av_kernel_ops_for(root), g->pf, g->profile, g->to, g->from, by,
+                                     &back))
+                g_prefix_error(error, "(the VF count of PF %s is %u again, as before) ", g->pf, g->from);
+            else
+                g_prefix_error(error, "(the VF count of PF %s could not be set back to %u: %s; see its sriov_numvfs) ",
+                               g->pf, g->from, back->message);
             return FALSE;
+        }
     }
     if (dry_run || growth->len == 0)
         return TRUE;
