@@ -200,13 +200,18 @@ av_cli_grow_vfs(const AvRoot *root, const AvPolicy *policy, AvPool *pool, AvHost
              * goes back to what it was (every VF was idle: the growth
              * checked it), and the error says where it stands. */
             g_autoptr(GError) back = NULL;
+            g_autofree char *why = g_strdup(error && *error ? (*error)->message : "failed");
+            GQuark quark = error && *error ? (*error)->domain : AV_ERROR;
+            int code = error && *error ? (*error)->code : AV_ERROR_FAILED;
 
+            g_clear_error(error);
             if (av_pool_vf_set_count(pool, root, av_kernel_ops_for(root), g->pf, g->profile, g->to, g->from, by,
                                      &back))
-                g_prefix_error(error, "(the VF count of PF %s is %u again, as before) ", g->pf, g->from);
+                g_set_error(error, quark, code, "%s; the VF count of PF %s was set back to %u, as before", why,
+                            g->pf, g->from);
             else
-                g_prefix_error(error, "(the VF count of PF %s could not be set back to %u: %s; see its sriov_numvfs) ",
-                               g->pf, g->from, back->message);
+                g_set_error(error, quark, code, "%s; setting the VF count of PF %s back to %u failed too (%s): the "
+                            "PF may have no VF now, see its sriov_numvfs", why, g->pf, g->from, back->message);
             return FALSE;
         }
     }
