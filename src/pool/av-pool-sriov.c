@@ -77,8 +77,10 @@ av_pool_vf_check_idle(const AvPool *pool, const AvRoot *root, const char *vf, GE
     guint64 n = 0;
 
     if (rec && av_pool_sriov_state(rec) != AV_DEVICE_STATE_FREE) {
-        g_set_error(error, AV_ERROR, AV_ERROR_BUSY, "its VF '%s' is %s in the pool%s%s", vf,
-                    av_device_state_to_string(rec->state), rec->owner ? ", owner " : "",
+        g_set_error(error, AV_ERROR, AV_ERROR_BUSY, "its VF '%s' is %s%s in the pool%s%s", vf,
+                    av_device_state_to_string(rec->state),
+                    rec->state == AV_DEVICE_STATE_MISSING ? " (and was not free before)" : "",
+                    rec->owner ? ", owner " : "",
                     rec->owner ? (rec->owner->domain_name ? rec->owner->domain_name : rec->owner->domain_uuid) : "");
         return FALSE;
     }
