@@ -11,6 +11,7 @@
 #include "av-test.h"
 #include "pool/av-place.h"
 #include "util/av-error.h"
+#include "vfio/av-kernel.h"
 
 /* --- fixture ------------------------------------------------------------------- */
 
@@ -703,6 +704,55 @@ test_sriov_growth(void)
     fix_close(&f);
 }
 
+/* When a VF is idle enough for its PF's count to change
+ * (av_pool_vf_check_idle()), and av_pool_vf_undo() refusing otherwise. */
+static void
+test_sriov_vf_idle(void)
+{
+    Fix f;
+    g_autoptr(GError) err = NULL;
+    g_autofree char *numvfs = NULL;
+    AvPoolDevice *rec;
+
+    fix_open_idle_vfs(&f, POLICY_QAT("\"on-demand\""), NULL);
+    g_assert_true(av_pool_vf_check_idle(f.pool, f.root, "0000:6b:00.2", NULL));
+    /* missing counts as what it was before: dirty blocks, free does not */
+    rec = av_pool_find_address(f.pool, AV_DEVICE_KIND_PCI, "0000:6b:00.2");
+    rec->state = AV_DEVICE_STATE_MISSING;
+    rec->state_before_missing = AV_DEVICE_STATE_DIRTY;
+    g_assert_false(av_pool_vf_check_idle(f.pool, f.root, "0000:6b:00.2", &err));
+    g_assert_nonnull(strstr(err->message, "its VF '0000:6b:00.2' is missing (and was not free before)"));
+    g_clear_error(&err);
+    rec->state_before_missing = AV_DEVICE_STATE_FREE;
+    g_assert_true(av_pool_vf_check_idle(f.pool, f.root, "0000:6b:00.2", NULL));
+    rec->state = AV_DEVICE_STATE_FREE;
+    /* on vfio-pci with its group held open by a process */
+    {
+        g_autofree char *drv = g_strdup_printf("%s/sys/devices/pci0000:6b/0000:6b:00.3/driver", f.copy);
+        g_autofree char *fd = g_strdup_printf("%s/proc/4242/fd", f.copy);
+        g_autofree char *fd3 = g_build_filename(fd, "3", NULL);
+
+        g_assert_cmpint(symlink("../../../bus/pci/drivers/vfio-pci", drv), ==, 0);
+        g_assert_cmpint(g_mkdir_with_parents(fd, 0755), ==, 0);
+        g_assert_cmpint(symlink("/dev/vfio/152", fd3), ==, 0);
+    }
+    g_assert_false(av_pool_vf_check_idle(f.pool, f.root, "0000:6b:00.3", &err));
+    g_assert_nonnull(strstr(err->message, "its VF '0000:6b:00.3' is held through its IOMMU group 152 by process 4242"));
+    g_clear_error(&err);
+    /* an undo of 0 -> 4 while that VF is held: refused, the count as it was */
+    g_assert_false(av_pool_vf_undo(f.pool, f.root, av_kernel_ops_for(f.root), "0000:6b:00.0", 0, 4, "rollback",
+                                   &err));
+    g_assert_error(err, AV_ERROR, AV_ERROR_BUSY);
+    g_assert_nonnull(strstr(err->message, "cannot set the VFs of PF '0000:6b:00.0' back from 4 to 0"));
+    {
+        g_autofree char *path = g_strdup_printf("%s/sys/bus/pci/devices/0000:6b:00.0/sriov_numvfs", f.copy);
+
+        g_assert_true(g_file_get_contents(path, &numvfs, NULL, NULL));
+        g_assert_cmpstr(g_strstrip(numvfs), ==, "4");
+    }
+    fix_close(&f);
+}
+
 /* A VF goes to no domain while its PF is held (claimed, in use, dirty...). */
 static void
 test_sriov_vf_with_pf_held(void)
@@ -762,6 +812,7 @@ main(int argc, char **argv)
     g_test_add_func("/place/mdev", test_mdev);
     g_test_add_func("/place/sriov/growth", test_sriov_growth);
     g_test_add_func("/place/sriov/vf-with-pf-held", test_sriov_vf_with_pf_held);
+    g_test_add_func("/place/sriov/vf-idle", test_sriov_vf_idle);
     g_test_add_func("/place/sriov/pf-with-vf-held", test_sriov_pf_with_vf_held);
     return g_test_run();
 }
