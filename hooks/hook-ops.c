@@ -807,8 +807,10 @@ av_hook_find_placed_vf(const AvDomain *domain, const char *address)
  * have, in *ret_to (0: nothing to make: the profile makes no VFs, or is
  * gone).  Refuses what the XML cannot be trusted with: the PF must be one
  * its profile makes VFs on (av_policy_match_sriov_pf()), VF index and
- * address must be what the PF's sriov_offset and sriov_stride give, and the
- * count must be free to change (av_pool_pf_check_change()). */
+ * address must be what the PF's sriov_offset and sriov_stride give, the
+ * PF must have no VF (the hook grows only from 0: going through 0 would
+ * take every VF from whoever uses it), and the count must be free to
+ * change (av_pool_pf_check_change()). */
 static gboolean
 av_prepare_vf_count(AvPrepare *p, const char *address, const AvPlacedDevice *placed, const AvPciDevice **ret_pf,
                     guint *ret_to, GError **error)

@@ -3,7 +3,9 @@
  * A profile with "vfs" (accelvirt-policy(5), MAKING VFS) lets accelvirt
  * write sriov_numvfs on the PFs it matches (av_policy_match_sriov_pf()).
  * The kernel changes a non-zero count only through 0, which removes every
- * VF, so a count changes only from 0 or while every VF of the PF is free;
+ * VF, so a count changes only from 0 or while every VF of the PF is idle
+ * (av_pool_vf_check_idle(): free, on vfio-pci or no driver, its group held
+ * by no process, no mdev on it); the hook changes only a count of 0;
  * a PF that the pool holds for a domain (or that is not free) gets no VF;
  * and a PF whose VFs are not all free is never handed out whole
  * (av_pool_pf_check_vfs()).  VFs that go away stay in the pool as missing

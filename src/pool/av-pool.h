@@ -526,7 +526,8 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(AvVfGrowth, av_vf_growth_free)
  * that the "vfs" profiles of @requests (AvRequest*) have as many free VFs
  * (or VFs claimed by @domain_uuid) as they ask for: PFs that the profile
  * makes VFs on, in address order, whose count may change (the PF free or
- * unpooled; its count 0, or every VF free), each to the profile's "vfs"
+ * unpooled; its count 0, or every VF idle: av_pool_pf_check_change() under
+ * @root), each to the profile's "vfs"
  * or, on demand, to what is missing, at most sriov_totalvfs.  Changes
  * nothing.  What no PF can give is left to av_place() to report; why the
  * first PF refused goes to *@ret_why (caller frees) when it is NULL. */
