@@ -624,6 +624,7 @@ typedef struct {
     GPtrArray *binds;            /* AvBind*: the endpoints to bind, in order */
     AvIntent *intent;            /* the write-ahead record, borrowed from the pool once saved */
     guint vfs_written;           /* how many of the record's VF counts were written (av_prepare_grow()) */
+    GPtrArray *grown;            /* char*, borrowed from the domain: the VFs av_prepare_grow() made */
     char *by;                    /* "prepare of domain 'NAME' (UUID)", for the journal */
 } AvPrepare;
 
@@ -638,6 +639,7 @@ av_prepare_clear(AvPrepare *p)
     g_clear_pointer(&p->groups, g_ptr_array_unref);
     g_clear_pointer(&p->claims, g_ptr_array_unref);
     g_clear_pointer(&p->binds, g_ptr_array_unref);
+    g_clear_pointer(&p->grown, g_ptr_array_unref);
     g_clear_pointer(&p->by, g_free);
 }
 G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC(AvPrepare, av_prepare_clear)
@@ -886,8 +888,10 @@ av_hook_find_placed_vf(const AvDomain *domain, const char *address)
  * have, in *ret_to (0: nothing to make: the profile makes no VFs, or is
  * gone).  Refuses what the XML cannot be trusted with: the PF must be one
  * its profile makes VFs on (av_policy_match_sriov_pf()), VF index and
- * address must be what the PF's sriov_offset and sriov_stride give, and the
- * count must be free to change (av_pool_pf_check_change()). */
+ * address must be what the PF's sriov_offset and sriov_stride give, the
+ * PF must have no VF (the hook grows only from 0: going through 0 would
+ * take every VF from whoever uses it), and the count must be free to
+ * change (av_pool_pf_check_change()). */
 static gboolean
 av_prepare_vf_count(AvPrepare *p, const char *address, const AvPlacedDevice *placed, const AvPciDevice **ret_pf,
                     guint *ret_to, GError **error)
@@ -914,7 +918,17 @@ av_prepare_vf_count(AvPrepare *p, const char *address, const AvPlacedDevice *pla
                     pf->address, pf->sriov_numvfs, pf->sriov_totalvfs, placed->vf_index, expected ? expected : "none");
         return FALSE;
     }
-    if (!av_pool_pf_check_change(p->pool, p->host, pf, error)) {
+    /* The hook changes no count that is not 0 (issue 13): going through 0
+     * removes every VF, and a domain's start is no time to take VFs from
+     * the host; a non-zero count is changed by 'accelvirt define' only. */
+    if (pf->sriov_numvfs != 0) {
+        g_set_error(error, AV_ERROR, AV_ERROR_BUSY,
+                    "cannot make VF %s again: PF %s has %u VFs, and the hook makes VFs only on a PF that has none "
+                    "(the kernel changes a count only through 0, which removes every VF); place the domain again "
+                    "with 'accelvirt define'", address, pf->address, pf->sriov_numvfs);
+        return FALSE;
+    }
+    if (!av_pool_pf_check_change(p->pool, p->config->root, p->host, pf, error)) {
         g_prefix_error(error, "cannot make VF %s again: ", address);
         return FALSE;
     }
@@ -985,6 +999,8 @@ av_prepare_grow(AvPrepare *p, GError **error)
             return FALSE;
         if (to > 0 && to > GPOINTER_TO_UINT(g_hash_table_lookup(want, pf->address)))
             g_hash_table_insert(want, (gpointer)pf->address, GUINT_TO_POINTER(to));
+        if (to > 0)
+            g_ptr_array_add(p->grown, h->pci_address);
     }
     if (g_hash_table_size(want) == 0)
         return TRUE;
@@ -1095,8 +1111,11 @@ av_prepare_check(AvPrepare *p, GError **error)
                         m->hostdev->pci_address);
             return FALSE;
         }
-        /* A PF goes to no domain while a VF of it is not free (issue 13). */
+        /* A PF goes to no domain while a VF of it is not free, nor a VF
+         * while its PF is not free (issue 13). */
         if (!m->pci->physfn && !av_pool_pf_check_vfs(p->pool, p->host, m->pci->address, error))
+            return FALSE;
+        if (m->pci->physfn && !av_pool_vf_check_pf(p->pool, m->pci, error))
             return FALSE;
         for (guint j = 0; j < p->groups->len && !group; j++) {
             AvPrepareGroup *g = g_ptr_array_index(p->groups, j);
@@ -1392,6 +1411,41 @@ av_prepare_fail(AvPrepare *p, const GError *failure, gboolean committing)
     return av_hook_refuse(message);
 }
 
+/* After "resolve": every VF that "grow" made is a device accelvirt
+ * manages (a pool device of its profile), so that the commit claims it and
+ * the write-ahead record goes with the commit.  A VF made for a hostdev
+ * that no profile manages is refused (the rollback takes it back): the
+ * record would otherwise stay behind, and the next call would take the VF
+ * from under the running domain. */
+static gboolean
+av_prepare_check_grown(AvPrepare *p, GError **error)
+{
+    for (guint i = 0; i < p->grown->len; i++) {
+        const char *address = g_ptr_array_index(p->grown, i);
+        gboolean managed = FALSE;
+
+        for (guint j = 0; j < p->managed->len && !managed; j++) {
+            const AvManaged *m = g_ptr_array_index(p->managed, j);
+
+            managed = m->hostdev->type == AV_HOSTDEV_PCI && !m->through_group && m->pooldev &&
+                      g_strcmp0(m->hostdev->pci_address, address) == 0;
+        }
+        if (!managed) {
+            g_set_error(error, AV_ERROR, AV_ERROR_INVALID_INPUT,
+                        "VF %s, which accelvirt made again for the domain's placement, is managed by no profile now; "
+                        "place the domain again with 'accelvirt define'", address);
+            return FALSE;
+        }
+    }
+    if (p->intent && p->managed->len == 0) {
+        g_set_error(error, AV_ERROR, AV_ERROR_INVALID_INPUT,
+                    "this prepare made VFs, and no device of the domain is managed by accelvirt; place the domain "
+                    "again with 'accelvirt define'");
+        return FALSE;
+    }
+    return TRUE;
+}
+
 /* "prepare begin": claims every managed device under the pool's exclusive
  * lock (held throughout, so that racing hooks serialise), binds PCI devices
  * of managed='no' hostdevs and their IOMMU groups to vfio-pci, creates the
@@ -1412,6 +1466,7 @@ av_hook_prepare(const AvHookConfig *config, AvDomain *domain)
     p.groups = g_ptr_array_new_with_free_func((GDestroyNotify)av_prepare_group_free);
     p.claims = g_ptr_array_new();
     p.binds = g_ptr_array_new_with_free_func((GDestroyNotify)av_bind_free);
+    p.grown = g_ptr_array_new();
 
     p.by = g_strdup_printf("prepare of domain '%s' (%s)", domain->name, domain->uuid);
 
@@ -1420,6 +1475,8 @@ av_hook_prepare(const AvHookConfig *config, AvDomain *domain)
     if (!domain->scrub_token && !av_prepare_grow(&p, &error))
         return av_prepare_fail(&p, error, FALSE);
     if (!av_hook_resolve(p.host, p.policy, p.pool, domain, &p.managed, &error))
+        return av_prepare_fail(&p, error, FALSE);
+    if (!av_prepare_check_grown(&p, &error))
         return av_prepare_fail(&p, error, FALSE);
     if (domain->scrub_token)
         return av_hook_prepare_scrub(config, p.host, p.policy, p.pool, domain, p.managed);

@@ -141,12 +141,24 @@ av_worker_shrink(const AvHookConfig *config, const AvPolicy *policy, AvPool *poo
 {
     g_autoptr(GError) error = NULL;
     g_autoptr(AvHost) after = NULL;
+    g_autoptr(AvHost) now = NULL;
     const AvPciDevice *vf = av_host_find_pci(host, address);
     const AvPciDevice *pf = vf && vf->physfn ? av_host_find_pci(host, vf->physfn) : NULL;
     gboolean changed = FALSE;
     guint count;
 
-    if (!pf || !av_pool_vf_shrink_target(pool, host, policy, pf->address, &count))
+    if (!pf)
+        return;
+    /* @host was scanned before the lock was taken: the PF and its VFs are
+     * read again under it, so that the count and every VF are what the
+     * kernel has now. */
+    now = av_host_scan_devices(config->root, (const char *const[]){ pf->address, NULL }, FALSE, &error);
+    if (!now) {
+        av_hook_log(LOG_ERR, "cannot read PF %s again before shrinking its VFs: %s", pf->address, error->message);
+        return;
+    }
+    pf = av_host_find_pci(now, pf->address);
+    if (!pf || !av_pool_vf_shrink_target(pool, config->root, now, policy, pf->address, &count))
         return;
     if (!av_pool_vf_set_count(pool, config->root, config->ops, pf->address,
                               av_policy_match_sriov_pf(policy, pf)->name, pf->sriov_numvfs, count, "worker", &error)) {

@@ -690,6 +690,57 @@ novfs
 mkvfdom "$W/vm.xml" vfvm "$U1" 0000:6b:00.3 1
 check "a placement whose VF index does not give the VF's address is refused in one line, nothing written" \
     eval "refused 'does not match the PF' '$W/vm.xml' vfvm prepare begin - && [ \"\$(numvfs)\" = 0 ] && [ ! -e '$W/host/sys/.accelvirt-fake-kernel.writes' ]"
+
+# The reviewer's case: a tenant's placement names VF 4 (not made yet) of the
+# PF that has 4 VFs on their drivers, and a second hostdev that gets refused.
+# The hook changes no count that is not 0: refused before anything is written.
+world vfgrow sriov-fpga-qat
+drivers() { for f in 1 2 3 4; do printf '%s ' "$(driver 0000:6b:00.$f)"; done; }
+autoprobe() { cat "$W/host/sys/bus/pci/devices/$QPF/sriov_drivers_autoprobe"; }
+cat >"$W/t.xml" <<TDOM
+<domain type='kvm'><name>tenant</name><uuid>$U1</uuid><memory unit='GiB'>1</memory><vcpu>1</vcpu>
+<metadata><av:accelerators xmlns:av='urn:accelvirt:domain:1'><av:placement>
+<av:device profile='qat-vf' address='0000:6b:00.5' pf='$QPF' vf='4' alias='ua-x0'/>
+<av:mdev profile='nope' uuid='11111111-2222-4333-8444-555555555555' alias='ua-x1'/>
+</av:placement></av:accelerators></metadata>
+<devices>
+<hostdev mode='subsystem' type='pci' managed='no'><source><address domain='0x0000' bus='0x6b' slot='0x00' function='0x5'/></source><alias name='ua-x0'/></hostdev>
+<hostdev mode='subsystem' type='mdev' model='vfio-pci'><source><address uuid='11111111-2222-4333-8444-555555555555'/></source><alias name='ua-x1'/></hostdev>
+</devices></domain>
+TDOM
+drivers >"$W/d0"
+check "a placement naming a VF beyond the PF's 4 VFs: the hook grows no count that is not 0, refused in one line" \
+    refused "PF $QPF has 4 VFs, and the hook makes VFs only on a PF that has none" "$W/t.xml" tenant prepare begin -
+check "  ... nothing written: sriov_numvfs 4, autoprobe 1, every VF on its driver, the pool as it was" \
+    eval "[ \"\$(numvfs)\" = 4 ] && [ \"\$(autoprobe)\" = 1 ] && drivers | cmp - '$W/d0' && [ ! -e '$W/host/sys/.accelvirt-fake-kernel.writes' ] && { [ ! -e '$W/state/pool.json' ] || json '$W/state/pool.json' \"'intents' not in d and all(x['state'] == 'free' for x in d['devices'])\"; }"
+# A VF goes to no domain while its PF is held.
+mkdom "$W/pf.xml" pfvm "$U2" "$QPF"
+mkvfdom "$W/vm.xml" vfvm "$U1" 0000:6b:00.2 1
+check "a VF of a PF in use by a domain is refused in one line naming the PF" \
+    eval "accepted '$W/pf.xml' pfvm prepare begin - && refused \"its PF '$QPF' .* is in-use\" '$W/vm.xml' vfvm prepare begin -"
+
+# A prepare that made VFs and then manages nothing: refused, the VFs taken
+# back, no record left behind (the next call would take the VF from the
+# running domain).  The new VF turns out another device than qat-vf's
+# (changed while the prepare is stopped right after writing the count).
+world vfnomgr sriov-fpga-qat
+novfs
+mkvfdom "$W/vm.xml" vfvm "$U1" 0000:6b:00.2 1
+stopped_at prepare-vfs-made "$W/vm.xml" vfvm
+echo 0x4943 >"$W/host/sys/bus/pci/devices/0000:6b:00.2/device"
+kill -CONT "$STOPPED_PID"; wait "$STOPPED_PID"; RC=$?
+check "a prepare whose new VF no profile manages is refused in one line, the count back to 0, no record left" \
+    eval "[ $RC = 1 ] && [ \"\$(wc -l <'$W/stopped.err')\" = 1 ] && grep -q 'VF 0000:6b:00.2, which accelvirt made again .* is managed by no profile' '$W/stopped.err' && [ \"\$(numvfs)\" = 0 ] && json '$W/state/pool.json' \"'intents' not in d\" && verify"
+
+# A record whose count is neither its from nor its to (a kill between the
+# kernel's writes, another writer): still set back to from.
+world vfundo sriov-fpga-qat
+novfs
+mkvfdom "$W/vm.xml" vfvm "$U1" 0000:6b:00.2 1
+killed_at prepare-vfs-made "$W/vm.xml" vfvm
+echo 1 >"$W/host/sys/bus/pci/devices/$QPF/sriov_numvfs"
+check "the undo of a record 0 -> 2 finding 1 VF sets the count back to 0 and drops the record" \
+    eval "accepted '$W/vm.xml' vfvm release end - && [ \"\$(numvfs)\" = 0 ] && json '$W/state/pool.json' \"'intents' not in d\" && verify"
 POL=$SAVED_POL
 
 # --- a release that cannot be refused (issue 10, hole 3) ---

@@ -333,6 +333,13 @@ SRIOV="$PL/policies-sriov"
 cp -a "$AV_TEST_HOSTS/sriov-fpga-qat" "$QH"
 numvfs() { cat "$QH/sys/bus/pci/devices/0000:6b:00.0/sriov_numvfs"; }
 av "$QH" "$SRIOV" "$QS" status >/dev/null
+place q-busy "$QH" "$SRIOV" "$QS" qat6
+check "6 VFs asked while the VFs are on their host driver: no count change, refused naming the VF, sriov_numvfs still 4" \
+    eval "failed q-busy 2 'no VF could be made: cannot change the VF count of PF .0000:6b:00.0. .*its VF .0000:6b:00.1. is on the host driver 4xxxvf' && [ \"\$(numvfs)\" = 4 ] && [ ! -e '$QH/sys/.accelvirt-fake-kernel.writes' ]"
+# The VFs on no driver (idle) from here: their count may change.
+for f in 1 2 3 4; do
+    rm -f "$QH/sys/bus/pci/devices/0000:6b:00.$f/driver" "$QH"/sys/bus/pci/drivers/*/0000:6b:00.$f
+done
 place q-dry "$QH" "$SRIOV" "$QS" --dry-run qat6
 check "dry run, 6 VFs asked of 4: says what a real run would write, and writes nothing" \
     eval "[ \"\$(numvfs)\" = 4 ] && [ ! -e '$QH/sys/.accelvirt-fake-kernel.writes' ] && grep -q '^accelvirt: dry run: a real run would make VFs for profile .qat-vf.: sriov_numvfs of PF 0000:6b:00.0 from 4 to 6$' '$AV_TMP/q-dry.err'"

@@ -4,10 +4,14 @@
 #include "config.h"
 
 #include <string.h>
+#include <unistd.h>
+
+#include <glib/gstdio.h>
 
 #include "av-test.h"
 #include "pool/av-place.h"
 #include "util/av-error.h"
+#include "vfio/av-kernel.h"
 
 /* --- fixture ------------------------------------------------------------------- */
 
@@ -16,22 +20,23 @@ typedef struct {
     AvHost *host;
     AvPolicy *policy;
     AvPool *pool;
+    AvRoot *root;
+    char *copy;                  /* a private copy of the host, or NULL */
     guint uuids;
 } Fix;
 
 static void
-fix_open(Fix *f, const char *host_name, const char *policy_text)
+fix_open_at(Fix *f, const char *path, const char *policy_text)
 {
-    g_autofree char *path = av_test_host_path(host_name);
     g_autofree char *state = NULL;
-    g_autoptr(AvRoot) root = NULL;
+    AvRoot *root = NULL;
     g_autoptr(GError) err = NULL;
 
-    memset(f, 0, sizeof(*f));
     f->tmp = av_test_tmpdir();
     state = g_build_filename(f->tmp, "state", NULL);
     root = av_root_new(path, &err);
     g_assert_no_error(err);
+    f->root = root;
     f->host = av_host_scan(root, &err);
     g_assert_no_error(err);
     f->policy = av_policy_new();
@@ -44,12 +49,42 @@ fix_open(Fix *f, const char *host_name, const char *policy_text)
 }
 
 static void
+fix_open(Fix *f, const char *host_name, const char *policy_text)
+{
+    g_autofree char *path = av_test_host_path(host_name);
+
+    memset(f, 0, sizeof(*f));
+    fix_open_at(f, path, policy_text);
+}
+
+/* sriov-fpga-qat with its four VFs on no driver (idle: their count may
+ * change), but for @busy (NULL: none), left on its host driver. */
+static void
+fix_open_idle_vfs(Fix *f, const char *policy_text, const char *busy)
+{
+    memset(f, 0, sizeof(*f));
+    f->copy = av_test_host_copy("sriov-fpga-qat");
+    for (guint i = 1; i <= 4; i++) {
+        g_autofree char *vf = g_strdup_printf("0000:6b:00.%u", i);
+        g_autofree char *link = g_strdup_printf("%s/sys/devices/pci0000:6b/%s/driver", f->copy, vf);
+
+        if (g_strcmp0(vf, busy) != 0)
+            g_assert_cmpint(g_unlink(link), ==, 0);
+    }
+    fix_open_at(f, f->copy, policy_text);
+}
+
+static void
 fix_close(Fix *f)
 {
     av_pool_free(f->pool);
     av_policy_free(f->policy);
     av_host_free(f->host);
+    av_root_free(f->root);
     av_test_tmpdir_remove(f->tmp);
+    if (f->copy)
+        av_test_tmpdir_remove(f->copy);
+    g_free(f->copy);
     g_free(f->tmp);
 }
 
@@ -582,7 +617,7 @@ growth_of(Fix *f, guint count, char **ret_why)
     g_autoptr(GString) out = g_string_new(NULL);
 
     g_ptr_array_add(requests, av_request_new("qat-vf", count));
-    growth = av_pool_vf_growth(f->pool, f->host, f->policy, requests, "00000000-0000-4000-8000-000000000001", ret_why);
+    growth = av_pool_vf_growth(f->pool, f->root, f->host, f->policy, requests, "00000000-0000-4000-8000-000000000001", ret_why);
     for (guint i = 0; i < growth->len; i++) {
         const AvVfGrowth *g = g_ptr_array_index(growth, i);
 
@@ -598,8 +633,8 @@ test_sriov_growth(void)
     g_autofree char *why = NULL;
     char *got;
 
-    fix_open(&f, "sriov-fpga-qat", POLICY_QAT("\"on-demand\""));
-    /* enough free: nothing; on demand: what is missing, through 0 (all free) */
+    fix_open_idle_vfs(&f, POLICY_QAT("\"on-demand\""), NULL);
+    /* enough free: nothing; on demand: what is missing, through 0 (all free and idle) */
     got = growth_of(&f, 4, &why);
     g_assert_cmpstr(got, ==, "");
     g_free(got);
@@ -610,17 +645,54 @@ test_sriov_growth(void)
     g_assert_cmpstr(got, ==, "0000:6b:00.0:4->16");
     g_free(got);
     g_assert_null(why);
-    /* a VF of the domain's own claim counts as free; another's blocks the count */
+    /* a VF of the domain's own claim counts as free for the count of free
+     * VFs, but any VF not free blocks the count: going through 0 would take
+     * it from its claim */
     fix_hold(&f, "0000:6b:00.1", AV_DEVICE_STATE_CLAIMED, "00000000-0000-4000-8000-000000000001");
     got = growth_of(&f, 5, &why);
     g_assert_cmpstr(got, ==, "");
     g_free(got);
-    g_assert_nonnull(strstr(why, "its VF '0000:6b:00.1'"));
+    g_assert_nonnull(strstr(why, "its VF '0000:6b:00.1' is claimed"));
+    g_clear_pointer(&why, g_free);
+    fix_close(&f);
+
+    /* a VF on its host driver (the host uses it): no count change, named */
+    fix_open_idle_vfs(&f, POLICY_QAT("\"on-demand\""), "0000:6b:00.3");
+    got = growth_of(&f, 6, &why);
+    g_assert_cmpstr(got, ==, "");
+    g_free(got);
+    g_assert_nonnull(strstr(why, "its VF '0000:6b:00.3' is on the host driver 4xxxvf"));
+    g_clear_pointer(&why, g_free);
+    fix_close(&f);
+
+    /* a VF that is an mdev parent with an mdev: no count change */
+    fix_open_idle_vfs(&f, POLICY_QAT("\"on-demand\""), NULL);
+    {
+        g_autofree char *mdev = g_strdup_printf("%s/sys/devices/pci0000:6b/0000:6b:00.2/"
+                                                "11111111-2222-4333-8444-555555555555", f.copy);
+        g_autofree char *type = g_build_filename(mdev, "mdev_type", NULL);
+
+        g_assert_cmpint(g_mkdir_with_parents(mdev, 0755), ==, 0);
+        g_assert_cmpint(symlink("../mdev_supported_types/x-1", type), ==, 0);
+    }
+    got = growth_of(&f, 6, &why);
+    g_assert_cmpstr(got, ==, "");
+    g_free(got);
+    g_assert_nonnull(strstr(why, "its VF '0000:6b:00.2' is the parent of the mdev"));
+    g_clear_pointer(&why, g_free);
+    fix_close(&f);
+
+    /* the shipped tree: VFs on their host driver, no growth */
+    fix_open(&f, "sriov-fpga-qat", POLICY_QAT("\"on-demand\""));
+    got = growth_of(&f, 6, &why);
+    g_assert_cmpstr(got, ==, "");
+    g_free(got);
+    g_assert_nonnull(strstr(why, "is on the host driver"));
     g_clear_pointer(&why, g_free);
     fix_close(&f);
 
     /* a declared count; a PF held by a domain gets none */
-    fix_open(&f, "sriov-fpga-qat", POLICY_QAT("8"));
+    fix_open_idle_vfs(&f, POLICY_QAT("8"), NULL);
     got = growth_of(&f, 5, &why);
     g_assert_cmpstr(got, ==, "0000:6b:00.0:4->8");
     g_free(got);
@@ -629,6 +701,75 @@ test_sriov_growth(void)
     g_assert_cmpstr(got, ==, "");
     g_free(got);
     g_assert_nonnull(strstr(why, "the PF itself is in-use"));
+    fix_close(&f);
+}
+
+/* When a VF is idle enough for its PF's count to change
+ * (av_pool_vf_check_idle()), and av_pool_vf_undo() refusing otherwise. */
+static void
+test_sriov_vf_idle(void)
+{
+    Fix f;
+    g_autoptr(GError) err = NULL;
+    g_autofree char *numvfs = NULL;
+    AvPoolDevice *rec;
+
+    fix_open_idle_vfs(&f, POLICY_QAT("\"on-demand\""), NULL);
+    g_assert_true(av_pool_vf_check_idle(f.pool, f.root, "0000:6b:00.2", NULL));
+    /* missing counts as what it was before: dirty blocks, free does not */
+    rec = av_pool_find_address(f.pool, AV_DEVICE_KIND_PCI, "0000:6b:00.2");
+    rec->state = AV_DEVICE_STATE_MISSING;
+    rec->state_before_missing = AV_DEVICE_STATE_DIRTY;
+    g_assert_false(av_pool_vf_check_idle(f.pool, f.root, "0000:6b:00.2", &err));
+    g_assert_nonnull(strstr(err->message, "its VF '0000:6b:00.2' is missing (and was not free before)"));
+    g_clear_error(&err);
+    rec->state_before_missing = AV_DEVICE_STATE_FREE;
+    g_assert_true(av_pool_vf_check_idle(f.pool, f.root, "0000:6b:00.2", NULL));
+    rec->state = AV_DEVICE_STATE_FREE;
+    /* on vfio-pci with its group held open by a process */
+    {
+        g_autofree char *drv = g_strdup_printf("%s/sys/devices/pci0000:6b/0000:6b:00.3/driver", f.copy);
+        g_autofree char *fd = g_strdup_printf("%s/proc/4242/fd", f.copy);
+        g_autofree char *fd3 = g_build_filename(fd, "3", NULL);
+
+        g_assert_cmpint(symlink("../../../bus/pci/drivers/vfio-pci", drv), ==, 0);
+        g_assert_cmpint(g_mkdir_with_parents(fd, 0755), ==, 0);
+        g_assert_cmpint(symlink("/dev/vfio/152", fd3), ==, 0);
+    }
+    g_assert_false(av_pool_vf_check_idle(f.pool, f.root, "0000:6b:00.3", &err));
+    g_assert_nonnull(strstr(err->message, "its VF '0000:6b:00.3' is held through its IOMMU group 152 by process 4242"));
+    g_clear_error(&err);
+    /* an undo of 0 -> 4 while that VF is held: refused, the count as it was */
+    g_assert_false(av_pool_vf_undo(f.pool, f.root, av_kernel_ops_for(f.root), "0000:6b:00.0", 0, 4, "rollback",
+                                   &err));
+    g_assert_error(err, AV_ERROR, AV_ERROR_BUSY);
+    g_assert_nonnull(strstr(err->message, "cannot set the VFs of PF '0000:6b:00.0' back from 4 to 0"));
+    {
+        g_autofree char *path = g_strdup_printf("%s/sys/bus/pci/devices/0000:6b:00.0/sriov_numvfs", f.copy);
+
+        g_assert_true(g_file_get_contents(path, &numvfs, NULL, NULL));
+        g_assert_cmpstr(g_strstrip(numvfs), ==, "4");
+    }
+    fix_close(&f);
+}
+
+/* A VF goes to no domain while its PF is held (claimed, in use, dirty...). */
+static void
+test_sriov_vf_with_pf_held(void)
+{
+    Fix f;
+    g_autoptr(GPtrArray) requests = g_ptr_array_new_with_free_func((GDestroyNotify)av_request_free);
+    g_autoptr(AvPlacement) placement = NULL;
+    g_autoptr(GError) err = NULL;
+    AvPlaceOptions options = { .vcpus = 1 };
+
+    fix_open(&f, "sriov-fpga-qat", POLICY_QAT("\"on-demand\""));
+    g_ptr_array_add(requests, av_request_new("qat-vf", 1));
+    fix_hold(&f, "0000:6b:00.0", AV_DEVICE_STATE_IN_USE, "00000000-0000-4000-8000-000000000003");
+    placement = av_place(f.host, f.policy, f.pool, requests, &options, &err);
+    g_assert_null(placement);
+    g_assert_nonnull(err);
+    g_assert_nonnull(strstr(err->message, "its PF '0000:6b:00.0'"));
     fix_close(&f);
 }
 
@@ -670,6 +811,8 @@ main(int argc, char **argv)
     g_test_add_func("/place/fpga/defrag", test_defrag);
     g_test_add_func("/place/mdev", test_mdev);
     g_test_add_func("/place/sriov/growth", test_sriov_growth);
+    g_test_add_func("/place/sriov/vf-with-pf-held", test_sriov_vf_with_pf_held);
+    g_test_add_func("/place/sriov/vf-idle", test_sriov_vf_idle);
     g_test_add_func("/place/sriov/pf-with-vf-held", test_sriov_pf_with_vf_held);
     return g_test_run();
 }

@@ -181,7 +181,7 @@ av_cli_grow_vfs(const AvRoot *root, const AvPolicy *policy, AvPool *pool, AvHost
                 const AvDomain *domain, const char *uuid, gboolean dry_run, guint *ret_planned, char **ret_why,
                 GError **error)
 {
-    g_autoptr(GPtrArray) growth = av_pool_vf_growth(pool, *host, policy, requests, uuid, ret_why);
+    g_autoptr(GPtrArray) growth = av_pool_vf_growth(pool, root, *host, policy, requests, uuid, ret_why);
     g_autofree char *by = g_strdup_printf("define of domain '%s' (%s)", domain->name ? domain->name : "?", uuid);
     gboolean changed = FALSE;
 
@@ -194,8 +194,26 @@ av_cli_grow_vfs(const AvRoot *root, const AvPolicy *policy, AvPool *pool, AvHost
                     "from %u to %u\n", g->profile, g->pf, g->from, g->to);
             continue;
         }
-        if (!av_pool_vf_set_count(pool, root, av_kernel_ops_for(root), g->pf, g->profile, g->from, g->to, by, error))
+        if (!av_pool_vf_set_count(pool, root, av_kernel_ops_for(root), g->pf, g->profile, g->from, g->to, by, error)) {
+            /* The kernel goes from a count to another through 0: a failure
+             * after the first write leaves the PF with no VF.  Its count
+             * goes back to what it was (every VF was idle: the growth
+             * checked it), and the error says where it stands. */
+            g_autoptr(GError) back = NULL;
+            g_autofree char *why = g_strdup(error && *error ? (*error)->message : "failed");
+            GQuark quark = error && *error ? (*error)->domain : AV_ERROR;
+            int code = error && *error ? (*error)->code : AV_ERROR_FAILED;
+
+            g_clear_error(error);
+            if (av_pool_vf_set_count(pool, root, av_kernel_ops_for(root), g->pf, g->profile, g->to, g->from, by,
+                                     &back))
+                g_set_error(error, quark, code, "%s; the VF count of PF %s was set back to %u, as before", why,
+                            g->pf, g->from);
+            else
+                g_set_error(error, quark, code, "%s; setting the VF count of PF %s back to %u failed too (%s): the "
+                            "PF may have no VF now, see its sriov_numvfs", why, g->pf, g->from, back->message);
             return FALSE;
+        }
     }
     if (dry_run || growth->len == 0)
         return TRUE;

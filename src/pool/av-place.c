@@ -446,6 +446,16 @@ av_place_fn_usable(AvPlaceCtx *ctx, AvPlaceReq *r, AvPlaceFn *fn)
             return FALSE;
         }
     }
+    /* Nor a VF while its PF is not free. */
+    if (fn->pci && fn->pci->physfn) {
+        g_autoptr(GError) busy = NULL;
+
+        if (!av_pool_vf_check_pf(ctx->pool, fn->pci, &busy)) {
+            g_free(r->why);
+            r->why = g_strdup(busy->message);
+            return FALSE;
+        }
+    }
     av_place_fn_mates(ctx, fn, mates);
     for (guint i = 0; i < mates->len; i++) {
         AvPlaceFn *mate = g_ptr_array_index(mates, i);

@@ -3,7 +3,9 @@
  * A profile with "vfs" (accelvirt-policy(5), MAKING VFS) lets accelvirt
  * write sriov_numvfs on the PFs it matches (av_policy_match_sriov_pf()).
  * The kernel changes a non-zero count only through 0, which removes every
- * VF, so a count changes only from 0 or while every VF of the PF is free;
+ * VF, so a count changes only from 0 or while every VF of the PF is idle
+ * (av_pool_vf_check_idle(): free, on vfio-pci or no driver, its group held
+ * by no process, no mdev on it); the hook changes only a count of 0;
  * a PF that the pool holds for a domain (or that is not free) gets no VF;
  * and a PF whose VFs are not all free is never handed out whole
  * (av_pool_pf_check_vfs()).  VFs that go away stay in the pool as missing
@@ -16,6 +18,7 @@
 #include "av-place.h"
 #include "util/av-error.h"
 #include "util/av-json.h"
+#include "util/av-names.h"
 #include "vfio/av-vfio.h"
 
 void
@@ -55,9 +58,84 @@ av_pool_pf_check_vfs(const AvPool *pool, const AvHost *host, const char *pf_addr
     return TRUE;
 }
 
+/* The state that counts for the record @rec: a missing device counts as
+ * what it was before it went missing (its claims and its dirt survive). */
+static AvDeviceState
+av_pool_sriov_state(const AvPoolDevice *rec)
+{
+    return rec->state == AV_DEVICE_STATE_MISSING ? rec->state_before_missing : rec->state;
+}
+
 /* See av-pool.h. */
 gboolean
-av_pool_pf_check_change(const AvPool *pool, const AvHost *host, const AvPciDevice *pf, GError **error)
+av_pool_vf_check_idle(const AvPool *pool, const AvRoot *root, const char *vf, GError **error)
+{
+    const AvPoolDevice *rec = av_pool_sriov_record(pool, vf);
+    g_autofree char *driver = av_vfio_current_driver(root, vf);
+    g_autofree char *dir = av_sys_path("bus/pci/devices/%s", vf);
+    g_autofree char *group_link = av_sys_path("bus/pci/devices/%s/iommu_group", vf);
+    g_autofree char *group = NULL;
+    g_auto(GStrv) entries = NULL;
+    guint64 n = 0;
+
+    if (rec && av_pool_sriov_state(rec) != AV_DEVICE_STATE_FREE) {
+        g_set_error(error, AV_ERROR, AV_ERROR_BUSY, "its VF '%s' is %s%s in the pool%s%s", vf,
+                    av_device_state_to_string(rec->state),
+                    rec->state == AV_DEVICE_STATE_MISSING ? " (and was not free before)" : "",
+                    rec->owner ? ", owner " : "",
+                    rec->owner ? (rec->owner->domain_name ? rec->owner->domain_name : rec->owner->domain_uuid) : "");
+        return FALSE;
+    }
+    if (driver && strcmp(driver, "vfio-pci") != 0) {
+        g_set_error(error, AV_ERROR, AV_ERROR_BUSY, "its VF '%s' is on the host driver %s (the host uses it)", vf,
+                    driver);
+        return FALSE;
+    }
+    if (driver && av_root_link_name(root, group_link, &group) >= 0 &&
+        g_ascii_string_to_unsigned(group, 10, 0, G_MAXINT, &n, NULL)) {
+        g_autofree char *holder = av_vfio_group_holder(root, (int)n);
+
+        if (holder) {
+            g_set_error(error, AV_ERROR, AV_ERROR_BUSY, "its VF '%s' is held through its IOMMU group %s by process %s",
+                        vf, group, holder);
+            return FALSE;
+        }
+    }
+    if (av_root_list_dir(root, dir, &entries) >= 0) {
+        for (guint i = 0; entries[i]; i++) {
+            g_autofree char *type = g_strconcat(dir, "/", entries[i], "/mdev_type", NULL);
+            g_autofree char *target = NULL;
+
+            if (av_uuid_is_valid(entries[i]) && av_root_read_link(root, type, &target) >= 0) {
+                g_set_error(error, AV_ERROR, AV_ERROR_BUSY, "its VF '%s' is the parent of the mdev %s", vf,
+                            entries[i]);
+                return FALSE;
+            }
+        }
+    }
+    return TRUE;
+}
+
+/* See av-pool.h. */
+gboolean
+av_pool_vf_check_pf(const AvPool *pool, const AvPciDevice *vf, GError **error)
+{
+    const AvPoolDevice *rec = vf->physfn ? av_pool_sriov_record(pool, vf->physfn) : NULL;
+
+    if (rec && rec->state != AV_DEVICE_STATE_FREE) {
+        g_set_error(error, AV_ERROR, AV_ERROR_BUSY, "VF '%s' is not free: its PF '%s' (%s) is %s%s%s; wait until the "
+                    "PF is free", vf->address, vf->physfn, rec->identity, av_device_state_to_string(rec->state),
+                    rec->owner ? ", owner " : "",
+                    rec->owner ? (rec->owner->domain_name ? rec->owner->domain_name : rec->owner->domain_uuid) : "");
+        return FALSE;
+    }
+    return TRUE;
+}
+
+/* See av-pool.h. */
+gboolean
+av_pool_pf_check_change(const AvPool *pool, const AvRoot *root, const AvHost *host, const AvPciDevice *pf,
+                        GError **error)
 {
     const AvPoolDevice *rec = av_pool_sriov_record(pool, pf->address);
 
@@ -75,22 +153,25 @@ av_pool_pf_check_change(const AvPool *pool, const AvHost *host, const AvPciDevic
                     "driver", pf->address, pf->driver ? pf->driver : "no driver");
         return FALSE;
     }
-    if (pf->sriov_numvfs == 0 || av_pool_pf_check_vfs(pool, host, pf->address, NULL))
-        return TRUE;
-    av_pool_pf_check_vfs(pool, host, pf->address, error);
-    g_prefix_error(error, "cannot change the VF count of PF '%s' (the kernel changes a count only through 0, "
-                   "which removes every VF): ", pf->address);
-    return FALSE;
+    (void)host;
+    for (guint i = 0; pf->sriov_numvfs > 0 && pf->virtfns && i < pf->virtfns->len; i++) {
+        if (!av_pool_vf_check_idle(pool, root, g_ptr_array_index(pf->virtfns, i), error)) {
+            g_prefix_error(error, "cannot change the VF count of PF '%s' (the kernel changes a count only through "
+                           "0, which removes every VF): ", pf->address);
+            return FALSE;
+        }
+    }
+    return TRUE;
 }
 
 /* TRUE when accelvirt may change the VF count of @pf now; else FALSE,
  * and the reason in *@why when it holds none yet (@why may be NULL). */
 static gboolean
-av_pool_pf_may_change(const AvPool *pool, const AvHost *host, const AvPciDevice *pf, char **why)
+av_pool_pf_may_change(const AvPool *pool, const AvRoot *root, const AvHost *host, const AvPciDevice *pf, char **why)
 {
     g_autoptr(GError) error = NULL;
 
-    if (av_pool_pf_check_change(pool, host, pf, &error))
+    if (av_pool_pf_check_change(pool, root, host, pf, &error))
         return TRUE;
     if (why && !*why)
         *why = g_strdup(error->message);
@@ -133,7 +214,7 @@ av_pool_pf_target(const AvProfile *profile, const AvPciDevice *pf, guint need)
 
 /* Adds to @out the changes that give @profile @need more VFs. */
 static void
-av_pool_grow_profile(const AvPool *pool, const AvHost *host, const AvPolicy *policy, const AvProfile *profile,
+av_pool_grow_profile(const AvPool *pool, const AvRoot *root, const AvHost *host, const AvPolicy *policy, const AvProfile *profile,
                      guint need, GPtrArray *out, char **why)
 {
     for (guint i = 0; need > 0 && i < host->pci->len; i++) {
@@ -141,7 +222,7 @@ av_pool_grow_profile(const AvPool *pool, const AvHost *host, const AvPolicy *pol
         AvVfGrowth *g;
         guint to;
 
-        if (av_policy_match_sriov_pf(policy, pf) != profile || !av_pool_pf_may_change(pool, host, pf, why))
+        if (av_policy_match_sriov_pf(policy, pf) != profile || !av_pool_pf_may_change(pool, root, host, pf, why))
             continue;
         to = av_pool_pf_target(profile, pf, need);
         if (to == 0)
@@ -158,8 +239,8 @@ av_pool_grow_profile(const AvPool *pool, const AvHost *host, const AvPolicy *pol
 
 /* See av-pool.h. */
 GPtrArray *
-av_pool_vf_growth(const AvPool *pool, const AvHost *host, const AvPolicy *policy, const GPtrArray *requests,
-                  const char *domain_uuid, char **ret_why)
+av_pool_vf_growth(const AvPool *pool, const AvRoot *root, const AvHost *host, const AvPolicy *policy,
+                  const GPtrArray *requests, const char *domain_uuid, char **ret_why)
 {
     GPtrArray *out = g_ptr_array_new_with_free_func((GDestroyNotify)av_vf_growth_free);
     g_autoptr(GHashTable) wanted = g_hash_table_new(g_direct_hash, g_direct_equal);
@@ -183,7 +264,7 @@ av_pool_vf_growth(const AvPool *pool, const AvHost *host, const AvPolicy *policy
         guint have = av_pool_vfs_free(pool, host, policy, p, domain_uuid);
 
         if (want > have)
-            av_pool_grow_profile(pool, host, policy, p, want - have, out, ret_why);
+            av_pool_grow_profile(pool, root, host, policy, p, want - have, out, ret_why);
     }
     return out;
 }
@@ -215,8 +296,8 @@ av_pool_vf_set_count(AvPool *pool, const AvRoot *root, const AvKernelOps *ops, c
 
 /* See av-pool.h. */
 gboolean
-av_pool_vf_shrink_target(const AvPool *pool, const AvHost *host, const AvPolicy *policy, const char *pf_address,
-                         guint *ret_count)
+av_pool_vf_shrink_target(const AvPool *pool, const AvRoot *root, const AvHost *host, const AvPolicy *policy,
+                         const char *pf_address, guint *ret_count)
 {
     const AvPciDevice *pf = av_host_find_pci(host, pf_address);
     const AvProfile *profile = pf ? av_policy_match_sriov_pf(policy, pf) : NULL;
@@ -225,7 +306,7 @@ av_pool_vf_shrink_target(const AvPool *pool, const AvHost *host, const AvPolicy 
     if (!profile || !profile->vfs_shrink)
         return FALSE;
     base = av_profile_vfs_base(profile);
-    if (pf->sriov_numvfs <= base || !av_pool_pf_may_change(pool, host, pf, NULL))
+    if (pf->sriov_numvfs <= base || !av_pool_pf_may_change(pool, root, host, pf, NULL))
         return FALSE;
     *ret_count = base;
     return TRUE;
@@ -239,19 +320,18 @@ av_pool_vf_undo(AvPool *pool, const AvRoot *root, const AvKernelOps *ops, const 
     g_autofree char *num_path = av_sys_path("bus/pci/devices/%s/sriov_numvfs", pf);
     guint64 now;
 
-    if (av_root_read_uint(root, num_path, 10, &now) < 0 || now == from || now != to)
+    (void)to;
+    if (av_root_read_uint(root, num_path, 10, &now) < 0 || now == from)
         return TRUE;
     for (guint i = 0; i < now; i++) {
         g_autofree char *link = av_sys_path("bus/pci/devices/%s/virtfn%u", pf, i);
         g_autofree char *vf = NULL;
-        const AvPoolDevice *rec;
 
         if (av_root_link_name(root, link, &vf) < 0)
             continue;
-        rec = av_pool_sriov_record(pool, vf);
-        if (rec && rec->state != AV_DEVICE_STATE_FREE && rec->state != AV_DEVICE_STATE_MISSING) {
-            g_set_error(error, AV_ERROR, AV_ERROR_BUSY, "cannot set the VFs of PF '%s' back to %u: its VF '%s' is %s",
-                        pf, from, vf, av_device_state_to_string(rec->state));
+        if (!av_pool_vf_check_idle(pool, root, vf, error)) {
+            g_prefix_error(error, "cannot set the VFs of PF '%s' back from %" G_GUINT64_FORMAT " to %u: ", pf, now,
+                           from);
             return FALSE;
         }
     }

@@ -532,12 +532,13 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(AvVfGrowth, av_vf_growth_free)
  * that the "vfs" profiles of @requests (AvRequest*) have as many free VFs
  * (or VFs claimed by @domain_uuid) as they ask for: PFs that the profile
  * makes VFs on, in address order, whose count may change (the PF free or
- * unpooled; its count 0, or every VF free), each to the profile's "vfs"
+ * unpooled; its count 0, or every VF idle: av_pool_pf_check_change() under
+ * @root), each to the profile's "vfs"
  * or, on demand, to what is missing, at most sriov_totalvfs.  Changes
  * nothing.  What no PF can give is left to av_place() to report; why the
  * first PF refused goes to *@ret_why (caller frees) when it is NULL. */
-GPtrArray *av_pool_vf_growth(const AvPool *pool, const AvHost *host, const AvPolicy *policy, const GPtrArray *requests,
-                             const char *domain_uuid, char **ret_why);
+GPtrArray *av_pool_vf_growth(const AvPool *pool, const AvRoot *root, const AvHost *host, const AvPolicy *policy,
+                             const GPtrArray *requests, const char *domain_uuid, char **ret_why);
 
 /* Sets the VF count of the PF @pf from @from to @to with
  * av_sriov_set_numvfs() and journals it: "vfs-set" (or "vfs-set-failed")
@@ -550,23 +551,41 @@ gboolean av_pool_vf_set_count(AvPool *pool, const AvRoot *root, const AvKernelOp
 /* TRUE, with the count in *ret_count, when the PF @pf_address should
  * shrink: its profile says "vfs_shrink", it has more VFs than the
  * profile's base count (av_profile_vfs_base()), and every VF and the PF
- * are free. */
-gboolean av_pool_vf_shrink_target(const AvPool *pool, const AvHost *host, const AvPolicy *policy,
+ * are free and idle (av_pool_pf_check_change()). */
+gboolean av_pool_vf_shrink_target(const AvPool *pool, const AvRoot *root, const AvHost *host, const AvPolicy *policy,
                                   const char *pf_address, guint *ret_count);
 
-/* Sets the VF count of the PF @pf back from @to to @from, what a prepare
- * that raised it undoes (journalled "vfs-set" by @by): only while no VF of
- * the PF (its virtfnN links now) is held in the pool (claimed, in use,
- * dirty, scrubbing, quarantined): AV_ERROR_BUSY otherwise.  A count that is
- * already @from, or no longer @to (someone else changed it), is left. */
+/* Sets the VF count of the PF @pf back to @from, what a prepare that
+ * raised it from @from to @to undoes (journalled "vfs-set" by @by),
+ * whatever the count is now (@to, 0 after a kill between the kernel's two
+ * writes, anything else): only while every VF of the PF (its virtfnN
+ * links now) is idle (av_pool_vf_check_idle()); AV_ERROR_BUSY otherwise,
+ * and the caller keeps its record.  A count that is already @from, or
+ * that cannot be read (the PF is gone), is left. */
 gboolean av_pool_vf_undo(AvPool *pool, const AvRoot *root, const AvKernelOps *ops, const char *pf, guint from,
                          guint to, const char *by, GError **error);
+
+/* FALSE (AV_ERROR_BUSY, one sentence naming the VF and why) when the
+ * existing VF @vf is in use by anything, so that no VF count may change
+ * (the kernel changes a count only through 0, which removes every VF): its
+ * pool record is not free (a missing one counts as its state before it
+ * went missing), it is on a driver other than vfio-pci (the host uses it,
+ * pooled or not), a process holds its IOMMU group open
+ * (av_vfio_group_holder()), or it is the parent of an mdev. */
+gboolean av_pool_vf_check_idle(const AvPool *pool, const AvRoot *root, const char *vf, GError **error);
 
 /* FALSE (AV_ERROR_BUSY, one sentence) when accelvirt may not change the VF
  * count of @pf now: the PF is in the pool and not free (claimed, in use by
  * a domain, dirty...), it is on vfio-pci or on no driver, or it has VFs and
- * one is not free. */
-gboolean av_pool_pf_check_change(const AvPool *pool, const AvHost *host, const AvPciDevice *pf, GError **error);
+ * one is not idle (av_pool_vf_check_idle()). */
+gboolean av_pool_pf_check_change(const AvPool *pool, const AvRoot *root, const AvHost *host, const AvPciDevice *pf,
+                                 GError **error);
+
+/* FALSE (AV_ERROR_BUSY, one sentence naming the PF and its state) when
+ * @vf is a VF whose PF is in the pool and not free (claimed, in use,
+ * dirty, scrubbing, quarantined, missing): a domain that holds the PF
+ * holds its VFs, so no VF of it goes to anyone else. */
+gboolean av_pool_vf_check_pf(const AvPool *pool, const AvPciDevice *vf, GError **error);
 
 /* FALSE (AV_ERROR_BUSY, one sentence naming the VF and its state) when a
  * VF of the PF @pf_address is in the pool and not free: the PF is then not
