@@ -753,9 +753,10 @@ test_sriov_vf_idle(void)
     fix_close(&f);
 }
 
-/* A VF goes to no domain while its PF is held (claimed, in use, dirty...). */
+/* Placing one @profile on the SR-IOV host, with @held in @state for
+ * another domain, is refused with an error naming @why. */
 static void
-test_sriov_vf_with_pf_held(void)
+assert_sriov_held_refused(const char *profile, const char *held, AvDeviceState state, const char *why)
 {
     Fix f;
     g_autoptr(GPtrArray) requests = g_ptr_array_new_with_free_func((GDestroyNotify)av_request_free);
@@ -764,33 +765,27 @@ test_sriov_vf_with_pf_held(void)
     AvPlaceOptions options = { .vcpus = 1 };
 
     fix_open(&f, "sriov-fpga-qat", POLICY_QAT("\"on-demand\""));
-    g_ptr_array_add(requests, av_request_new("qat-vf", 1));
-    fix_hold(&f, "0000:6b:00.0", AV_DEVICE_STATE_IN_USE, "00000000-0000-4000-8000-000000000003");
+    g_ptr_array_add(requests, av_request_new(profile, 1));
+    fix_hold(&f, held, state, "00000000-0000-4000-8000-000000000003");
     placement = av_place(f.host, f.policy, f.pool, requests, &options, &err);
     g_assert_null(placement);
     g_assert_nonnull(err);
-    g_assert_nonnull(strstr(err->message, "its PF '0000:6b:00.0'"));
+    g_assert_nonnull(strstr(err->message, why));
     fix_close(&f);
+}
+
+/* A VF goes to no domain while its PF is held (claimed, in use, dirty...). */
+static void
+test_sriov_vf_with_pf_held(void)
+{
+    assert_sriov_held_refused("qat-vf", "0000:6b:00.0", AV_DEVICE_STATE_IN_USE, "its PF '0000:6b:00.0'");
 }
 
 /* A PF goes to no domain while a VF of it is held. */
 static void
 test_sriov_pf_with_vf_held(void)
 {
-    Fix f;
-    g_autoptr(GPtrArray) requests = g_ptr_array_new_with_free_func((GDestroyNotify)av_request_free);
-    g_autoptr(AvPlacement) placement = NULL;
-    g_autoptr(GError) err = NULL;
-    AvPlaceOptions options = { .vcpus = 1 };
-
-    fix_open(&f, "sriov-fpga-qat", POLICY_QAT("\"on-demand\""));
-    g_ptr_array_add(requests, av_request_new("qat-pf", 1));
-    fix_hold(&f, "0000:6b:00.3", AV_DEVICE_STATE_DIRTY, "00000000-0000-4000-8000-000000000003");
-    placement = av_place(f.host, f.policy, f.pool, requests, &options, &err);
-    g_assert_null(placement);
-    g_assert_nonnull(err);
-    g_assert_nonnull(strstr(err->message, "its VF '0000:6b:00.3'"));
-    fix_close(&f);
+    assert_sriov_held_refused("qat-pf", "0000:6b:00.3", AV_DEVICE_STATE_DIRTY, "its VF '0000:6b:00.3'");
 }
 
 int
