@@ -2638,6 +2638,26 @@ test_stick(const char *port, guint devnum, const char *serial)
     return usb;
 }
 
+/* A host with no PCI function, no USB device yet and a boot id, and in
+ * *@ret_policy one profile "stick" taking test_stick()'s 03e7:2485. */
+static AvHost *
+test_usb_world(AvPolicy **ret_policy)
+{
+    static const char json[] = "{\"profiles\": [{\"name\": \"stick\", \"match\": {\"vendor\": \"0x03e7\", "
+                               "\"device\": \"0x2485\"}, \"attach\": \"usb\"}]}";
+    AvHost *host = g_new0(AvHost, 1);
+    g_autoptr(GError) err = NULL;
+
+    *ret_policy = av_policy_new();
+    g_assert_true(av_policy_add_data(*ret_policy, "t.json", json, strlen(json), &err));
+    g_assert_no_error(err);
+    host->pci = g_ptr_array_new_with_free_func((GDestroyNotify)av_pci_device_free);
+    host->usb = g_ptr_array_new_with_free_func((GDestroyNotify)av_usb_device_free);
+    host->numa_nodes = g_ptr_array_new_with_free_func((GDestroyNotify)av_numa_node_free);
+    host->boot_id = g_strdup("3d2c1b0a-9f8e-4d7c-8b6a-5f4e3d2c1b0a");
+    return host;
+}
+
 /* av_pool_confirm() of a partial scan holding every USB device (issue 13):
  * yes while the sticks are as the pool has them, whatever their devnums;
  * no for a pooled stick gone, a new stick a profile matches, or two sticks
@@ -2649,17 +2669,10 @@ test_confirm_usb(void)
     g_autofree char *state = test_make_pool(0);
     g_autoptr(AvPool) pool = NULL;
     g_autoptr(GError) err = NULL;
-    g_autoptr(AvPolicy) policy = av_policy_new();
-    g_autoptr(AvHost) host = g_new0(AvHost, 1);
-    static const char json[] = "{\"profiles\": [{\"name\": \"stick\", \"match\": {\"vendor\": \"0x03e7\", "
-                               "\"device\": \"0x2485\"}, \"attach\": \"usb\"}]}";
+    g_autoptr(AvPolicy) policy = NULL;
+    g_autoptr(AvHost) host = test_usb_world(&policy);
     char *why = NULL;
 
-    g_assert_true(av_policy_add_data(policy, "t.json", json, strlen(json), &err));
-    host->pci = g_ptr_array_new_with_free_func((GDestroyNotify)av_pci_device_free);
-    host->usb = g_ptr_array_new_with_free_func((GDestroyNotify)av_usb_device_free);
-    host->numa_nodes = g_ptr_array_new_with_free_func((GDestroyNotify)av_numa_node_free);
-    host->boot_id = g_strdup("3d2c1b0a-9f8e-4d7c-8b6a-5f4e3d2c1b0a");
     g_ptr_array_add(host->usb, test_stick("1-2", 5, "S1"));
     g_ptr_array_add(host->usb, test_stick("1-3", 6, NULL));
     pool = av_pool_open(state, AV_POOL_WRITE, 0, &err);
@@ -2708,17 +2721,10 @@ test_confirm_usb_shared_serial(void)
     g_autofree char *state = test_make_pool(0);
     g_autoptr(AvPool) pool = NULL;
     g_autoptr(GError) err = NULL;
-    g_autoptr(AvPolicy) policy = av_policy_new();
-    g_autoptr(AvHost) host = g_new0(AvHost, 1);
-    static const char json[] = "{\"profiles\": [{\"name\": \"stick\", \"match\": {\"vendor\": \"0x03e7\", "
-                               "\"device\": \"0x2485\"}, \"attach\": \"usb\"}]}";
+    g_autoptr(AvPolicy) policy = NULL;
+    g_autoptr(AvHost) host = test_usb_world(&policy);
     char *why = NULL;
 
-    g_assert_true(av_policy_add_data(policy, "t.json", json, strlen(json), &err));
-    host->pci = g_ptr_array_new_with_free_func((GDestroyNotify)av_pci_device_free);
-    host->usb = g_ptr_array_new_with_free_func((GDestroyNotify)av_usb_device_free);
-    host->numa_nodes = g_ptr_array_new_with_free_func((GDestroyNotify)av_numa_node_free);
-    host->boot_id = g_strdup("3d2c1b0a-9f8e-4d7c-8b6a-5f4e3d2c1b0a");
     g_ptr_array_add(host->usb, test_stick("1-2", 5, "S1"));
     g_ptr_array_add(host->usb, test_stick("1-6", 10, "S7"));
     g_ptr_array_add(host->usb, test_stick("1-7", 11, "S7"));
