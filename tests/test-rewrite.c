@@ -208,6 +208,24 @@ case_gpu_fpga(void)
     return p;
 }
 
+/* 1 GPU on node 0 and two empty hot-plug root ports after the user's own
+ * (index 3): indices 4 and 5. */
+static AvPlacement *
+case_hotplug_gpu(void)
+{
+    AvPlacement *p = placement_new(0, cpus_node0, G_N_ELEMENTS(cpus_node0));
+
+    add_pci(p, "gpu-passthrough", AV_ATTACH_VFIO_PCI, "0000:17:00.0", 0);
+    return p;
+}
+
+/* Only room to grow (q35: one root port; i440fx: none), nothing placed. */
+static AvPlacement *
+case_nothing(void)
+{
+    return placement_new(-1, NULL, 0);
+}
+
 typedef struct {
     const char *name;
     AvPlacement *(*placement)(void);
@@ -226,6 +244,9 @@ static const Case cases[] = {
     { "nova", case_nova, TRUE, TRUE },
     { "replace", case_replace, FALSE, FALSE },
     { "gpu-fpga", case_gpu_fpga, FALSE, TRUE },
+    { "hotplug-gpu", case_hotplug_gpu, FALSE, TRUE },
+    { "hotplug-only", case_nothing, FALSE, TRUE },
+    { "hotplug-pc", case_nothing, FALSE, TRUE },
 };
 
 /* ---- helpers ---- */
@@ -538,6 +559,12 @@ test_requests_malformed(void)
         { "<av:request count='1'/>", { "has no profile", NULL } },
         { "<av:request profile='gpu' cuont='2'/>", { "unknown attribute 'cuont'", NULL } },
         { "<av:requets profile='gpu'/>", { "unknown element <requets>", NULL } },
+        { "<av:hotplug slots='0'/>", { "slots='0'", "from 1 to 16", NULL } },
+        { "<av:hotplug slots='17'/>", { "slots='17'", "from 1 to 16", NULL } },
+        { "<av:hotplug slots='two'/>", { "slots='two'", NULL } },
+        { "<av:hotplug/>", { "hot-plug slots", NULL } },
+        { "<av:hotplug slots='1' bus='pcie'/>", { "unknown attribute 'bus'", NULL } },
+        { "<av:hotplug slots='1'/><av:hotplug slots='2'/>", { "more than one <av:hotplug>", NULL } },
     };
     g_autoptr(AvPlacement) p = placement_new(-1, NULL, 0);
 

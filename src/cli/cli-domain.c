@@ -247,29 +247,36 @@ av_cli_place(const AvCli *cli, AvRoot *root, AvPolicy *policy, AvPool *pool, con
     gboolean changed = FALSE;
     gboolean ok = FALSE;
     guint planned_vfs = 0;
+    guint hotplug = 0;
     g_autofree char *no_vfs_why = NULL;
     gint64 expires;
 
     domain = av_domain_parse(xml, len, error);
     if (!domain)
         return FALSE;
-    requests = av_domain_requests(xml, len, error);
+    requests = av_domain_requests_full(xml, len, &hotplug, error);
     if (!requests)
         return FALSE;
     if (requests->len == 0) {
-        /* Nothing asked of accelvirt (a domain Nova wrote, say): left alone. */
+        /* Nothing asked of accelvirt (a domain Nova wrote, say): left
+         * alone; or only room to grow (<av:hotplug>): its empty root
+         * ports, and nothing placed or claimed. */
+        g_autoptr(AvPlacement) empty = g_new0(AvPlacement, 1);
+
+        empty->numa_node = -1;
+        empty->cpus = g_array_new(FALSE, FALSE, sizeof(guint));
+        empty->items = g_ptr_array_new_with_free_func((GDestroyNotify)av_placed_item_free);
+        empty->warnings = g_ptr_array_new_with_free_func(g_free);
+        if (hotplug > 0) {
+            placed = av_domain_rewrite(xml, len, empty, policy, error);
+            if (!placed)
+                return FALSE;
+        }
         if (ret_uuid)
             *ret_uuid = g_strdup(domain->uuid);
-        if (ret_placement) {
-            AvPlacement *empty = g_new0(AvPlacement, 1);
-
-            empty->numa_node = -1;
-            empty->cpus = g_array_new(FALSE, FALSE, sizeof(guint));
-            empty->items = g_ptr_array_new_with_free_func((GDestroyNotify)av_placed_item_free);
-            empty->warnings = g_ptr_array_new_with_free_func(g_free);
-            *ret_placement = empty;
-        }
-        *ret_xml = g_strndup(xml, len);
+        if (ret_placement)
+            *ret_placement = g_steal_pointer(&empty);
+        *ret_xml = placed ? g_steal_pointer(&placed) : g_strndup(xml, len);
         return TRUE;
     }
     /* The claims need the domain's UUID before libvirt sees the domain. */
@@ -469,11 +476,12 @@ av_cli_cmd_rewrite(AvCli *cli, int argc, char **argv)
         return av_cli_fail(err);
     {
         g_autoptr(AvDomain) domain = av_domain_parse(xml, len, &err);
-        g_autoptr(GPtrArray) requests = domain ? av_domain_requests(xml, len, &err) : NULL;
+        guint hotplug = 0;
+        g_autoptr(GPtrArray) requests = domain ? av_domain_requests_full(xml, len, &hotplug, &err) : NULL;
 
         if (!requests)
             return av_cli_fail(err);
-        if (requests->len == 0) {
+        if (requests->len == 0 && hotplug == 0) {
             /* Nothing asked of accelvirt: the input back, byte for byte,
              * and nothing opened, scanned or saved (issue 19). */
             fwrite(xml, 1, len, stdout);

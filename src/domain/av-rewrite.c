@@ -422,10 +422,42 @@ accelerators_find(const xmlNode *root)
     return av_domain_child_first(av_domain_child_first(root, "metadata", NULL), "accelerators", AV_NS_DOMAIN);
 }
 
+/* <av:hotplug slots="N"/>: N (1 to AV_HOTPLUG_SLOTS_MAX) empty hot-plug
+ * slots the domain wants for `accelvirt attach`. */
 static gboolean
-requests_parse(const xmlNode *accelerators, GPtrArray **ret, GError **error)
+hotplug_parse(const xmlNode *node, guint *ret_slots, GError **error)
+{
+    g_autofree char *slots = av_domain_prop(node, "slots");
+    guint v = 0;
+
+    for (const xmlAttr *a = node->properties; a; a = a->next) {
+        if (strcmp((const char *)a->name, "slots") != 0) {
+            g_autofree char *q = av_domain_quote((const char *)a->name);
+
+            return av_domain_invalid_at(error, node, "<av:hotplug> has an unknown attribute '%s' (it takes slots)",
+                                        q);
+        }
+    }
+    if (!slots)
+        return av_domain_invalid_at(error, node, "<av:hotplug> has no slots (the number of hot-plug slots, 1 to %u)",
+                                    AV_HOTPLUG_SLOTS_MAX);
+    if (!decimal_parse(slots, AV_HOTPLUG_SLOTS_MAX, &v) || v == 0) {
+        g_autofree char *q = av_domain_quote(slots);
+
+        return av_domain_invalid_at(error, node,
+                                    "<av:hotplug slots='%s'> is not a number of hot-plug slots from 1 to %u", q,
+                                    AV_HOTPLUG_SLOTS_MAX);
+    }
+    *ret_slots = v;
+    return TRUE;
+}
+
+static gboolean
+requests_parse(const xmlNode *accelerators, GPtrArray **ret, guint *ret_hotplug, GError **error)
 {
     g_autoptr(GPtrArray) requests = g_ptr_array_new_with_free_func((GDestroyNotify)av_request_free);
+    const xmlNode *hotplug = NULL;
+    guint slots = 0;
 
     for (xmlNode *c = accelerators ? accelerators->children : NULL; c; c = c->next) {
         AvRequest *request = NULL;
@@ -434,11 +466,21 @@ requests_parse(const xmlNode *accelerators, GPtrArray **ret, GError **error)
             continue;
         if (av_domain_is_elem(c, "placement", AV_NS_DOMAIN))
             continue;
+        if (av_domain_is_elem(c, "hotplug", AV_NS_DOMAIN)) {
+            if (hotplug)
+                return av_domain_invalid_at(error, c, "<av:accelerators> has more than one <av:hotplug>");
+            hotplug = c;
+            if (!hotplug_parse(c, &slots, error))
+                return FALSE;
+            continue;
+        }
         if (!av_domain_is_elem(c, "request", AV_NS_DOMAIN)) {
             g_autofree char *q = av_domain_quote((const char *)c->name);
 
             return av_domain_invalid_at(
-                error, c, "<av:accelerators> holds an unknown element <%s> (it takes av:request and av:placement)", q);
+                error, c,
+                "<av:accelerators> holds an unknown element <%s> (it takes av:request, av:hotplug and av:placement)",
+                q);
         }
         if (requests->len == AV_REQUESTS_MAX)
             return av_domain_invalid_at(error, c, "<av:accelerators> has more than %u requests", AV_REQUESTS_MAX);
@@ -447,6 +489,8 @@ requests_parse(const xmlNode *accelerators, GPtrArray **ret, GError **error)
         g_ptr_array_add(requests, request);
     }
     *ret = g_steal_pointer(&requests);
+    if (ret_hotplug)
+        *ret_hotplug = slots;
     return TRUE;
 }
 
@@ -469,16 +513,25 @@ domain_root(xmlDoc *doc, GError **error)
 GPtrArray *
 av_domain_requests(const char *xml, gsize len, GError **error)
 {
+    return av_domain_requests_full(xml, len, NULL, error);
+}
+
+GPtrArray *
+av_domain_requests_full(const char *xml, gsize len, guint *ret_hotplug, GError **error)
+{
     xmlDoc *doc = av_domain_xml_read(xml, len, error);
     xmlNode *root;
     GPtrArray *requests = NULL;
+    guint hotplug = 0;
 
     if (!doc)
         return NULL;
     root = domain_root(doc, error);
-    if (root && !requests_parse(accelerators_find(root), &requests, error))
+    if (root && !requests_parse(accelerators_find(root), &requests, &hotplug, error))
         requests = NULL;
     xmlFreeDoc(doc);
+    if (requests && ret_hotplug)
+        *ret_hotplug = hotplug;
     return requests;
 }
 
@@ -554,6 +607,16 @@ alias_is_ours(const xmlNode *hostdev)
     return name && g_str_has_prefix(name, AV_REWRITE_ALIAS_PREFIX);
 }
 
+/* A pcie-root-port that write_hotplug() wrote. */
+static gboolean
+alias_is_hotplug(const xmlNode *controller)
+{
+    xmlNode *alias = av_domain_child_first(controller, "alias", NULL);
+    g_autofree char *name = alias ? av_domain_prop(alias, "name") : NULL;
+
+    return name && g_str_has_prefix(name, AV_REWRITE_HOTPLUG_ALIAS_PREFIX);
+}
+
 /* Removes the children @name of @parent; TRUE when there was one. */
 static gboolean
 remove_children(xmlNode *parent, const char *name)
@@ -607,7 +670,8 @@ strip(xmlNode *root, gboolean *ret_changed, GError **error)
             continue;
         for (xmlNode *c = devices->children; c; c = next_dev) {
             next_dev = c->next;
-            if (av_domain_is_elem(c, "hostdev", NULL) && alias_is_ours(c)) {
+            if ((av_domain_is_elem(c, "hostdev", NULL) && alias_is_ours(c)) ||
+                (av_domain_is_elem(c, "controller", NULL) && alias_is_hotplug(c))) {
                 remove_node(c);
                 removed = TRUE;
             }
@@ -1041,6 +1105,81 @@ write_hidden(xmlNode *root, AvWrote *wrote, const char *unit)
     }
 }
 
+/* Whether the domain's machine is a q35 one (<os><type machine='pc-q35-7.2'>):
+ * a PCI Express machine whose root complex takes no hot-plugged devices
+ * (formatdomain.rst, "PCI Express hot-plug"); i440fx's root bus has
+ * hot-plug slots of its own. */
+static gboolean
+machine_is_q35(const xmlNode *root)
+{
+    xmlNode *type = av_domain_child_first(av_domain_child_first(root, "os", NULL), "type", NULL);
+    g_autofree char *machine = type ? av_domain_prop(type, "machine") : NULL;
+
+    return machine && strstr(machine, "q35") != NULL;
+}
+
+/* The <controller type='pci' index=> the next PCI controller may take: one
+ * above the highest the domain names, at least 1 (0 is the root). */
+static guint
+pci_controller_next_index(const xmlNode *devices)
+{
+    guint next = 1;
+
+    for (xmlNode *c = devices ? devices->children : NULL; c; c = c->next) {
+        g_autofree char *type = NULL;
+        g_autofree char *index = NULL;
+        guint v = 0;
+
+        if (!av_domain_is_elem(c, "controller", NULL))
+            continue;
+        type = av_domain_prop(c, "type");
+        index = av_domain_prop(c, "index");
+        if (g_strcmp0(type, "pci") == 0 && index && decimal_parse(index, 255, &v) && v + 1 > next)
+            next = v + 1;
+    }
+    return next;
+}
+
+/* <av:hotplug slots="N"/> on a q35 machine: N empty pcie-root-ports, each
+ * <controller type='pci' index='I' model='pcie-root-port'> with the alias
+ * AV_REWRITE_HOTPLUG_ALIAS_PREFIX "K", after the domain's last controller
+ * (KubeVirt's placeholder ports: q35's root complex takes no hot-plugged
+ * device, every hot-plugged PCIe device needs an empty root port).  Other
+ * machines get nothing. */
+static void
+write_hotplug(xmlNode *root, guint slots, const char *unit)
+{
+    xmlNode *devices;
+    xmlNode *after = NULL;
+    guint index;
+
+    if (!machine_is_q35(root))
+        return;
+    devices = ensure_child(root, "devices", domain_order, unit);
+    index = pci_controller_next_index(devices);
+    for (xmlNode *c = devices ? devices->children : NULL; c; c = c->next) {
+        if (av_domain_is_elem(c, "controller", NULL))
+            after = c;
+    }
+    for (guint k = 0; k < slots; k++) {
+        xmlNode *controller = new_elem(root->doc, NULL, "controller");
+        xmlNode *alias;
+        g_autofree char *index_s = g_strdup_printf("%u", index + k);
+        g_autofree char *alias_s = g_strdup_printf(AV_REWRITE_HOTPLUG_ALIAS_PREFIX "%u", k);
+
+        set_prop(controller, "type", "pci");
+        set_prop(controller, "index", index_s);
+        set_prop(controller, "model", "pcie-root-port");
+        alias = add_elem(controller, "alias");
+        set_prop(alias, "name", alias_s);
+        if (after)
+            insert_after(devices, after, controller, unit);
+        else
+            insert_last(devices, controller, unit);
+        after = controller;
+    }
+}
+
 char *
 av_domain_rewrite(const char *xml, gsize len, const AvPlacement *placement, const AvPolicy *policy, GError **error)
 {
@@ -1050,6 +1189,7 @@ av_domain_rewrite(const char *xml, gsize len, const AvPlacement *placement, cons
     xmlDoc *doc = NULL;
     xmlNode *root, *accelerators, *devices = NULL, *placed;
     AvWrote wrote = { 0 };
+    guint hotplug = 0;
     gboolean hide = FALSE, changed = FALSE;
     char *out = NULL;
 
@@ -1065,14 +1205,14 @@ av_domain_rewrite(const char *xml, gsize len, const AvPlacement *placement, cons
     if (!root)
         goto out;
     accelerators = accelerators_find(root);
-    if (!requests_parse(accelerators, &requests, error))
+    if (!requests_parse(accelerators, &requests, &hotplug, error))
         goto out;
-    if (requests->len == 0) {
+    if (requests->len == 0 && hotplug == 0) {
         /* nothing asked of accelvirt (a domain Nova wrote, say): as it came */
         out = g_strndup(xml, len);
         goto out;
     }
-    if (dom->pinning_problem) {
+    if (dom->pinning_problem && requests->len > 0) {
         /* it is acted on from here: the vCPUs are pinned to the devices' node */
         av_domain_invalid_at(error, NULL, "cannot place the accelerators of domain '%s': its vCPU pinning or NUMA "
                              "tuning cannot be read (%s); accelvirt pins the vCPUs to the devices' NUMA node, "
@@ -1091,6 +1231,8 @@ av_domain_rewrite(const char *xml, gsize len, const AvPlacement *placement, cons
             devices = ensure_child(root, "devices", domain_order, unit);
         insert_last(devices, hostdev_new(doc, item, alias), unit);
     }
+    if (hotplug > 0)
+        write_hotplug(root, hotplug, unit);
     if (placement->numa_node >= 0) {
         if (!user_pinned(root)) {
             write_pinning(root, placement, MAX(dom->vcpus, 1), unit);
@@ -1444,7 +1586,7 @@ av_domain_remap(const char *xml, gsize len, const AvPlacement *placement, GError
     if (!root)
         goto out;
     accelerators = accelerators_find(root);
-    if (!requests_parse(accelerators, &requests, error))
+    if (!requests_parse(accelerators, &requests, NULL, error))
         goto out;
     placed = accelerators ? placement_find(accelerators) : NULL;
     if (requests->len == 0 || !placed) {

@@ -14,6 +14,10 @@
  *   - when a profile says hide_hypervisor: <features><kvm><hidden
  *     state='on'/></kvm><hyperv><vendor_id state='on' value='...'/></hyperv>
  *     (seed 004: drivers that refuse to run in a VM);
+ *   - for <av:hotplug slots="N"/> on a q35 machine: N empty
+ *     <controller type='pci' model='pcie-root-port'>s with aliases
+ *     "ua-accelvirt-hotplugK", room for `accelvirt attach` (other machines:
+ *     nothing, their root bus has hot-plug slots);
  *   - the placement itself, in the accelvirt metadata:
  *       <av:accelerators xmlns:av="urn:accelvirt:domain:1">
  *         <av:request .../>                       (kept as the user wrote them)
@@ -45,6 +49,11 @@ G_BEGIN_DECLS
 /* The aliases of the hostdevs accelvirt writes: "ua-accelvirt-0", "-1", ...
  * in placement order.  Any <hostdev> whose alias starts so is accelvirt's. */
 #define AV_REWRITE_ALIAS_PREFIX "ua-accelvirt-"
+/* The aliases of the empty pcie-root-ports accelvirt writes for
+ * <av:hotplug slots="N"/>: "ua-accelvirt-hotplug0", ... */
+#define AV_REWRITE_HOTPLUG_ALIAS_PREFIX "ua-accelvirt-hotplug"
+/* <av:hotplug slots=> is 1 to this. */
+#define AV_HOTPLUG_SLOTS_MAX 16u
 /* <hyperv><vendor_id value=>: at most 12 characters, no ',' (libvirt). */
 #define AV_REWRITE_VENDOR_ID "accelvirt"
 /* An <av:request count=> is 1 to this; a domain has at most AV_REQUESTS_MAX
@@ -57,6 +66,11 @@ G_BEGIN_DECLS
  * when there are none.  NULL with AV_ERROR_INVALID_INPUT on a malformed
  * request (unknown attribute value, count out of 1..64, bad profile name). */
 GPtrArray *av_domain_requests(const char *xml, gsize len, GError **error);
+
+/* The same, and in *ret_hotplug (may be NULL) the hot-plug slots its
+ * <av:hotplug slots="N"/> asks for (0 when none): at most one, N from 1 to
+ * AV_HOTPLUG_SLOTS_MAX, else AV_ERROR_INVALID_INPUT. */
+GPtrArray *av_domain_requests_full(const char *xml, gsize len, guint *ret_hotplug, GError **error);
 
 /* Writes @placement into @xml as described above, first removing whatever an
  * earlier placement wrote.  @policy gives each profile's hide_hypervisor.
