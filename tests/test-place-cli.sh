@@ -366,4 +366,21 @@ place q-nodrv "$QH2" "$SRIOV" "$AV_TMP/qat2" qat6
 check "a PF without its host driver gets no VF: refused in one line saying so, sriov_numvfs still 4" \
     eval "failed q-nodrv 2 'no VF could be made: accelvirt makes no VF on PF .0000:6b:00.0.: it is on no driver' && [ \"\$(cat '$QH2/sys/bus/pci/devices/0000:6b:00.0/sriov_numvfs')\" = 4 ]"
 
+# issue 14: room to grow.  A domain with only <av:hotplug slots="2"/> gets two
+# empty root ports and nothing placed, claimed or scanned.
+HP="$AV_TMP/hotplug-state"
+sed -e 's|<av:request[^>]*/>|<av:hotplug slots="2"/>|' "$PL/hold-a.in.xml" >"$AV_TMP/hotplug.in.xml"
+av "$H2" "$STRICT" "$HP" rewrite "$AV_TMP/hotplug.in.xml" >"$AV_TMP/hotplug.xml" 2>"$AV_TMP/hotplug.err"
+hotplug_only_ok() {
+    [ ! -s "$AV_TMP/hotplug.err" ] || return 1
+    [ "$(grep -c 'model="pcie-root-port"' "$AV_TMP/hotplug.xml")" = 2 ] || return 1
+    grep -q 'ua-accelvirt-hotplug1' "$AV_TMP/hotplug.xml" || return 1
+    ! grep -q '<hostdev' "$AV_TMP/hotplug.xml" || return 1
+    [ -z "$(claims "$HP")" ]
+}
+check "a domain asking only for hot-plug slots: two empty pcie-root-ports, nothing claimed" hotplug_only_ok
+sed -e 's|<av:request[^>]*/>|<av:hotplug slots="0"/>|' "$PL/hold-a.in.xml" >"$AV_TMP/hotplug0.in.xml"
+check "<av:hotplug slots=\"0\"/>: refused in one line" \
+    eval "! av '$H2' '$STRICT' '$HP' rewrite '$AV_TMP/hotplug0.in.xml' >'$AV_TMP/hp0.out' 2>'$AV_TMP/hp0.err' && [ \"\$(wc -l <'$AV_TMP/hp0.err')\" = 1 ] && grep -q 'from 1 to 16' '$AV_TMP/hp0.err'"
+
 finish
