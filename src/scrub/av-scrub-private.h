@@ -53,12 +53,13 @@ int av_scrub_device_open(const AvScrubContext *ctx, const char *address, AvDevic
 
 /* The one helper for what must run with the target's group not held by
  * accelvirt (another program opens it, or the device leaves vfio-pci for
- * a moment): av_scrub_unhold() drops the hold (TRUE and nothing done when
- * the target has no hold_state_dir); av_scrub_rehold() takes it again,
+ * a moment): av_scrub_unhold() drops the hold, *ret_was_held saying
+ * whether there was a live one (FALSE and nothing done when the target has
+ * no hold_state_dir); only then does av_scrub_rehold() take it again,
  * waiting up to @grace_us while the group is busy (a scrub VM's QEMU on its
  * way out), then fails with AV_ERROR_BUSY: another process opened the group
  * meanwhile (the message names it), and the device must be quarantined. */
-gboolean av_scrub_unhold(const AvScrubContext *ctx, GError **error);
+gboolean av_scrub_unhold(const AvScrubContext *ctx, gboolean *ret_was_held, GError **error);
 gboolean av_scrub_rehold(const AvScrubContext *ctx, gint64 grace_us, GError **error);
 /* How long av_scrub_rehold() waits after a "vm" step. */
 #define AV_SCRUB_REHOLD_GRACE_US (2 * G_USEC_PER_SEC)

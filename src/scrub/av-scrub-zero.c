@@ -383,6 +383,7 @@ typedef struct {
     AvDeviceHandle *handle;
     AvRegion regions[AV_PCI_BAR_COUNT];
     AvZeroBar bars[AV_PCI_BAR_COUNT];
+    gboolean unheld;             /* accelvirt's hold was dropped for a resize (av_scrub_unhold()) */
 } AvZeroRun;
 
 static gboolean
@@ -473,7 +474,7 @@ av_zero_resize_up(AvZeroRun *run, json_t *resized, GError **error)
             /* A resize unbinds the device from vfio-pci: no hold meanwhile. */
             av_zero_close(run);
             closed = TRUE;
-            if (!av_scrub_unhold(run->ctx, error))
+            if (!av_scrub_unhold(run->ctx, &run->unheld, error))
                 return FALSE;
         }
         b->size_before = size;
@@ -486,7 +487,7 @@ av_zero_resize_up(AvZeroRun *run, json_t *resized, GError **error)
     }
     if (!closed)
         return TRUE;
-    if (!av_scrub_rehold(run->ctx, 0, error) || !av_zero_open(run, error))
+    if ((run->unheld && !av_scrub_rehold(run->ctx, 0, error)) || !av_zero_open(run, error))
         return FALSE;
     for (guint i = 0; i < AV_PCI_BAR_COUNT; i++) {
         AvZeroBar *b = &run->bars[i];
@@ -507,7 +508,7 @@ static gboolean
 av_zero_resize_back(AvZeroRun *run, GError **error)
 {
     g_autoptr(GError) rehold = NULL;
-    gboolean ok = TRUE, unheld = FALSE;
+    gboolean ok = TRUE, unholding = FALSE;
 
     av_zero_close(run);
     for (guint i = 0; i < AV_PCI_BAR_COUNT; i++) {
@@ -515,9 +516,9 @@ av_zero_resize_back(AvZeroRun *run, GError **error)
 
         if (!run->bars[i].size_before)
             continue;
-        if (!unheld && !av_scrub_unhold(run->ctx, error))
+        if (!unholding && !av_scrub_unhold(run->ctx, &run->unheld, error))
             return FALSE;
-        unheld = TRUE;
+        unholding = TRUE;
         if (!av_vfio_resize_bar(run->ctx->root, run->ctx->ops, run->address, i, run->bars[i].restore_bit, &local)) {
             if (ok)
                 g_propagate_prefixed_error(error, g_steal_pointer(&local), "cannot put BAR %u back to %" G_GUINT64_FORMAT
@@ -525,7 +526,7 @@ av_zero_resize_back(AvZeroRun *run, GError **error)
             ok = FALSE;
         }
     }
-    if (unheld && !av_scrub_rehold(run->ctx, 0, &rehold)) {
+    if (run->unheld && !av_scrub_rehold(run->ctx, 0, &rehold)) {
         if (ok)
             g_propagate_error(error, g_steal_pointer(&rehold));
         ok = FALSE;

@@ -565,11 +565,19 @@ av_scrub_device_open(const AvScrubContext *ctx, const char *address, AvDeviceHan
 
 /* See av-scrub-private.h. */
 gboolean
-av_scrub_unhold(const AvScrubContext *ctx, GError **error)
+av_scrub_unhold(const AvScrubContext *ctx, gboolean *ret_was_held, GError **error)
 {
+    g_autoptr(AvHold) hold = NULL;
+
+    *ret_was_held = FALSE;
     if (!av_scrub_target_held(ctx->target))
         return TRUE;
-    return av_hold_drop(ctx->root, ctx->target->hold_state_dir, ctx->target->iommu_group, error);
+    if (!av_hold_get(ctx->target->hold_state_dir, ctx->target->iommu_group, &hold, error))
+        return FALSE;
+    if (!av_hold_drop(ctx->root, ctx->target->hold_state_dir, ctx->target->iommu_group, error))
+        return FALSE;
+    *ret_was_held = hold != NULL;
+    return TRUE;
 }
 
 /* See av-scrub-private.h. */
@@ -610,11 +618,11 @@ static gboolean
 av_scrub_run_step(AvScrubContext *ctx, char **ret_message, GError **error)
 {
     const AvScrubStep *step = ctx->step;
-    gboolean unheld = av_scrub_step_needs_group(step);
+    gboolean unheld = FALSE;
     g_autoptr(GError) rehold = NULL;
     gboolean ok;
 
-    if (unheld && !av_scrub_unhold(ctx, error)) {
+    if (av_scrub_step_needs_group(step) && !av_scrub_unhold(ctx, &unheld, error)) {
         *ret_message = g_strdup("accelvirt's hold of the device's group could not be dropped for the step");
         return FALSE;
     }
