@@ -8,7 +8,9 @@
  * call that takes the pool's lock catch what they can tell (release
  * markers, domains whose QEMU is gone, av_pool_upkeep()); `accelvirt
  * release` is the operator's word for the rest.  Released always means
- * dirty, then scrubbed by the worker: never straight to free. */
+ * dirty, then scrubbed by the worker: never straight to free.  The worker
+ * these start takes the released devices' kernel-enforced holds (its
+ * sweep, av_pool_holds_sync(), av-hold.h); reconcile takes any missing. */
 #include "config.h"
 
 #include "cli.h"

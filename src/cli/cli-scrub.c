@@ -372,6 +372,9 @@ av_cli_cmd_scrub(AvCli *cli, int argc, char **argv)
     target.rom_sha256 = rom;
     target.scrub_token = token;
     target.scrub_domain_uuid = scrub_domain;
+    /* A dirty or quarantined device's group is held (av-hold.h): the steps
+     * go through the hold, which makes way for a "vm" or "command" step. */
+    target.hold_state_dir = cli->state_dir;
     if (isatty(STDERR_FILENO) && !cli->json) {
         target.progress = av_cli_progress;
         target.progress_data = &progress;
@@ -434,6 +437,11 @@ av_cli_cmd_scrub(AvCli *cli, int argc, char **argv)
                                      failure ? failure->message : NULL, extra, &err) ||
         !av_pool_save(pool, &err))
         return av_cli_fail(err);
+    /* Saved: free drops the hold, quarantined takes one it lacks. */
+    if (!av_pool_holds_sync(pool, root, av_kernel_ops_for(root), &err)) {
+        fprintf(stderr, "accelvirt: warning: %s\n", err->message);
+        g_clear_error(&err);
+    }
 
     if (cli->json) {
         json_t *coverage = report ? json_object_get(report, "coverage") : NULL;

@@ -281,7 +281,9 @@ av_pool_owner_is_gone(const AvRoot *root, const char *state_dir, const AvPoolDev
 }
 
 /* Releases the devices in use, for longer than AV_POOL_DEAD_GRACE_S, by
- * domains whose QEMU is gone (av_pool_owner_is_gone()). */
+ * domains whose QEMU is gone (av_pool_owner_is_gone()).  Their holds
+ * (av-hold.h) are taken by the worker this starts (upkeep->dirtied): its
+ * sweep, av_pool_holds_sync(), runs first thing. */
 static gboolean
 av_pool_upkeep_dead(AvPool *pool, const AvRoot *root, AvPoolUpkeep *upkeep, GError **error)
 {

@@ -181,6 +181,13 @@ av_kernel_real_device_open_fd(const AvRoot *root, const char *address, int held_
         r = -EPERM;
         goto fail;
     }
+    /* A held group may still sit in the container of a scrubber that died
+     * before its device_close: out of it first. */
+    if (h->group_held && (status.flags & VFIO_GROUP_FLAGS_CONTAINER_SET) &&
+        ioctl(h->group, VFIO_GROUP_UNSET_CONTAINER) < 0) {
+        r = -errno;
+        goto fail;
+    }
     if (ioctl(h->group, VFIO_GROUP_SET_CONTAINER, &h->container) < 0 ||
         ioctl(h->container, VFIO_SET_IOMMU, VFIO_TYPE1_IOMMU) < 0) {
         r = -errno;
