@@ -1705,6 +1705,8 @@ check "  ... once that process is gone, reconcile holds the quarantined device; 
 check "a process that opens the group while a command step runs without the hold: the worker quarantines the device" \
     eval "accepted '$W/vm1.xml' vm1 prepare begin - && accepted '$W/vm1.xml' vm1 release end - && echo '$W/host/dev/vfio/40' >'$W/scrub.log.grab' && worker; rm -f '$W/scrub.log.grab'; status && st_of quarantined && json '$W/st.json' \"'may have had the device meanwhile' in [x['reason'] for x in d['devices'] if x['address'] == '0000:17:00.0'][0]\""
 ungrab "$W/scrub.log.grab.pid"
+check "a scrub that fails quarantines the device and keeps it held" \
+    eval "hst quarantine clear 0000:17:00.0 >/dev/null && [ ! -e '$W/state/holds/40.json' ] && accepted '$W/vm1.xml' vm1 prepare begin - && accepted '$W/vm1.xml' vm1 release end - && touch '$W/scrub-fail' && worker; rm -f '$W/scrub-fail'; status && st_of quarantined && is_holder \"\$(holder 40)\" && ! qemu_open 40"
 kill_holds "$W"
 ACCELVIRT_WORKER=$REAL_WORKER
 

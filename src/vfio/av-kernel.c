@@ -228,10 +228,11 @@ av_kernel_real_device_open_held(const AvRoot *root, const char *address, int gro
     return av_kernel_real_device_open_fd(root, address, group_fd, ret_handle);
 }
 
-/* vfio_group_fops_open lets one open file of a group exist at a time: a
- * second open gives -EBUSY. */
+/* group_open of both tables: /dev/vfio/@group opened with @open_node (an
+ * fd or -errno). */
 static int
-av_kernel_real_group_open(const AvRoot *root, int group, int *ret_fd)
+av_kernel_group_open_with(const AvRoot *root, int group, int (*open_node)(const AvRoot *, const char *),
+                          int *ret_fd)
 {
     g_autofree char *path = NULL;
     int r;
@@ -239,11 +240,19 @@ av_kernel_real_group_open(const AvRoot *root, int group, int *ret_fd)
     if (group < 0)
         return -EINVAL;
     path = av_dev_path("vfio/%d", group);
-    r = av_kernel_open_node(root, path);
+    r = open_node(root, path);
     if (r < 0)
         return r;
     *ret_fd = r;
     return 0;
+}
+
+/* vfio_group_fops_open lets one open file of a group exist at a time: a
+ * second open gives -EBUSY. */
+static int
+av_kernel_real_group_open(const AvRoot *root, int group, int *ret_fd)
+{
+    return av_kernel_group_open_with(root, group, av_kernel_open_node, ret_fd);
 }
 
 /* The BAR type bit (PCI_BASE_ADDRESS_SPACE_IO, bit 0) of BAR @index, read
@@ -1411,17 +1420,7 @@ av_fake_group_lock(const AvRoot *root, const char *node)
 static int
 av_kernel_fake_group_open(const AvRoot *root, int group, int *ret_fd)
 {
-    g_autofree char *node = NULL;
-    int fd;
-
-    if (group < 0)
-        return -EINVAL;
-    node = av_dev_path("vfio/%d", group);
-    fd = av_fake_group_lock(root, node);
-    if (fd < 0)
-        return fd;
-    *ret_fd = fd;
-    return 0;
+    return av_kernel_group_open_with(root, group, av_fake_group_lock, ret_fd);
 }
 
 /* Both device opens of the fake table: @held_fd is the group file the
