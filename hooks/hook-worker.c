@@ -197,9 +197,16 @@ static void
 av_worker_hold(const AvHookConfig *config, const AvScrubJob *job, GError **failure)
 {
     g_autoptr(GError) error = NULL;
+    g_autofree char *driver = NULL;
 
     if (job->kind != AV_DEVICE_KIND_PCI || !job->address || job->iommu_group < 0)
         return;
+    driver = av_vfio_current_driver(config->root, job->address);
+    if (g_strcmp0(driver, "vfio-pci") != 0) {
+        av_hook_log(LOG_INFO, "scrubbing %s on %s, without a hold of its IOMMU group (no step needs vfio-pci)",
+                    job->address, driver ? driver : "no driver");
+        return;
+    }
     if (av_hold_take(config->root, config->ops, config->state_dir, job->iommu_group, job->address, &error))
         return;
     if (g_error_matches(error, AV_ERROR, AV_ERROR_BUSY)) {

@@ -83,6 +83,27 @@ proc_comm(int pid)
     return g_strndup(open_paren + 1, close_paren - open_paren - 1);
 }
 
+/* The number of open fds of process @pid, once it is down to @want
+ * (the holder settles after its taker's word): waits up to 2 s. */
+static guint
+proc_fd_count(int pid, guint want)
+{
+    g_autofree char *fd_dir = g_strdup_printf("/proc/%d/fd", pid);
+    guint n = 0;
+
+    for (guint tries = 0; tries < 200; tries++) {
+        g_autoptr(GDir) fds = g_dir_open(fd_dir, 0, NULL);
+
+        n = 0;
+        while (fds && g_dir_read_name(fds))
+            n++;
+        if (n == want)
+            break;
+        g_usleep(10 * 1000);
+    }
+    return n;
+}
+
 /* The live hold of group 40 (asserted). */
 static AvHold *
 live_hold(Fixture *f)
@@ -169,6 +190,7 @@ test_take_drop_fd(void)
     record = g_build_filename(f.state, "holds", "40.json", NULL);
     g_assert_true(g_file_test(record, G_FILE_TEST_IS_REGULAR));
     /* The holder keeps the group file as fd 3 and nothing but /dev/null. */
+    g_assert_cmpuint(proc_fd_count(hold->pid, 4), ==, 4);
     fd_dir = g_strdup_printf("/proc/%d/fd", hold->pid);
     fds = g_dir_open(fd_dir, 0, NULL);
     g_assert_nonnull(fds);

@@ -148,9 +148,11 @@ av_status_print_hold(const AvCli *cli, const AvRoot *root, const AvPoolDevice *d
 {
     g_autoptr(json_t) hold = av_status_hold(cli, root, d);
 
+    const char *since = json_string_value(json_object_get(hold, "since"));
+
     if (json_is_object(hold))
         printf("    held: pid %d since %s\n", (int)json_integer_value(json_object_get(hold, "pid")),
-               json_string_value(json_object_get(hold, "since")) ?: "-");
+               since ? since : "-");
     else if (hold)
         printf("    hold: none (warning: the kernel would let a domain open it; run 'accelvirt reconcile')\n");
 }

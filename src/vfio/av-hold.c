@@ -13,6 +13,7 @@
 #include <signal.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/types.h>
@@ -184,13 +185,18 @@ av_hold_list_groups(const char *state_dir)
 }
 
 /* The holder, after the second fork: only async-signal-safe calls
- * (signal-safety(7)).  Tells its pid through @pipe_w once it is named,
- * keeps @group_fd as AV_HOLD_FD and nothing else, waits for SIGTERM. */
+ * (signal-safety(7)).  Tells its pid through @report_w once it is named,
+ * then waits on @go_r for the taker's word that the hold is recorded: the
+ * pipe closing without it (the taker failed, or was killed) ends the
+ * holder, so that no hold lives without a record to drop it by.  Then
+ * keeps @group_fd as AV_HOLD_FD and nothing else, and waits for SIGTERM. */
 static void G_GNUC_NORETURN
-av_hold_holder_main(int group_fd, int pipe_w, int devnull)
+av_hold_holder_main(int group_fd, int report_w, int go_r, int go_w, int devnull)
 {
     sigset_t none;
     pid_t self = getpid();
+    ssize_t n;
+    char word = 0;
 
     (void)prctl(PR_SET_NAME, AV_HOLD_COMM, 0, 0, 0);
     signal(SIGTERM, SIG_DFL);
@@ -199,71 +205,94 @@ av_hold_holder_main(int group_fd, int pipe_w, int devnull)
     signal(SIGPIPE, SIG_IGN);
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);
+    close(go_w);
     if (devnull >= 0) {
         dup2(devnull, STDIN_FILENO);
         dup2(devnull, STDOUT_FILENO);
         dup2(devnull, STDERR_FILENO);
     }
-    if (write(pipe_w, &self, sizeof(self)) != sizeof(self))
+    if (write(report_w, &self, sizeof(self)) != sizeof(self))
         _exit(1);
+    while ((n = read(go_r, &word, 1)) < 0 && errno == EINTR)
+        ;
+    if (n != 1 || word != 'g')
+        _exit(0);
     if (group_fd != AV_HOLD_FD && dup2(group_fd, AV_HOLD_FD) < 0)
         _exit(1);
     if (syscall(SYS_close_range, AV_HOLD_FD + 1, ~0U, 0) < 0) {
-        long max = sysconf(_SC_OPEN_MAX);
-
-        for (long fd = AV_HOLD_FD + 1; fd < (max > 0 ? max : 65536); fd++)
-            close((int)fd);
+        for (int fd = AV_HOLD_FD + 1; fd < 65536; fd++)
+            close(fd);
     }
     for (;;)
         pause();
 }
 
-/* Starts the holder of @group_fd.  Returns its pid (> 0) or -errno.
+/* Starts the holder of @group_fd.  Returns its pid (> 0) and in *ret_go
+ * the socket to give it the word on (av_hold_spawn_go()), or -errno.
  * @group_fd stays the caller's. */
 static int
-av_hold_spawn(int group_fd)
+av_hold_spawn(int group_fd, int *ret_go)
 {
-    int pipe_fds[2];
+    int report[2] = { -1, -1 }, go[2] = { -1, -1 };
     int devnull = open(AV_DEV_NULL, O_RDWR | O_CLOEXEC);
-    pid_t child, holder = 0;
-    ssize_t n;
+    pid_t child = -1, holder = 0;
+    ssize_t n = 0;
     int status, r = 0;
 
-    if (pipe2(pipe_fds, O_CLOEXEC) < 0) {
+    /* The word goes over a socket: send(MSG_NOSIGNAL) to a holder that
+     * died meanwhile fails instead of raising SIGPIPE in the taker. */
+    if (pipe2(report, O_CLOEXEC) < 0 || socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, go) < 0)
         r = -errno;
-        if (devnull >= 0)
-            close(devnull);
-        return r;
-    }
-    child = fork();
-    if (child < 0) {
+    else if ((child = fork()) < 0)
         r = -errno;
-    } else if (child == 0) {
+    else if (child == 0) {
         /* A session of its own, then the holder as its child: this one
          * exits at once, so the holder goes to init and nobody waits. */
-        close(pipe_fds[0]);
+        close(report[0]);
         if (setsid() < 0)
             _exit(1);
         child = fork();
         if (child < 0)
             _exit(1);
         if (child == 0)
-            av_hold_holder_main(group_fd, pipe_fds[1], devnull);
+            av_hold_holder_main(group_fd, report[1], go[0], go[1], devnull);
         _exit(0);
     }
-    close(pipe_fds[1]);
+    if (report[1] >= 0)
+        close(report[1]);
+    if (go[0] >= 0)
+        close(go[0]);
     if (devnull >= 0)
         close(devnull);
     if (child > 0) {
         while (waitpid(child, &status, 0) < 0 && errno == EINTR)
             ;
-        while ((n = read(pipe_fds[0], &holder, sizeof(holder))) < 0 && errno == EINTR)
+        while ((n = read(report[0], &holder, sizeof(holder))) < 0 && errno == EINTR)
             ;
         if (n != sizeof(holder) || holder <= 0)
             r = -ECHILD;
     }
-    close(pipe_fds[0]);
-    return r < 0 ? r : (int)holder;
+    if (report[0] >= 0)
+        close(report[0]);
+    if (r < 0) {
+        if (go[1] >= 0)
+            close(go[1]);
+        return r;
+    }
+    *ret_go = go[1];
+    return (int)holder;
+}
+
+/* Gives the holder behind @go the word that its hold is recorded (@ok), or
+ * lets it end (!@ok), and closes @go.  FALSE when the word could not be
+ * given (the holder is gone). */
+static gboolean
+av_hold_spawn_go(int go, gboolean ok)
+{
+    if (ok && send(go, "g", 1, MSG_NOSIGNAL) != 1)
+        ok = FALSE;
+    close(go);
+    return ok;
 }
 
 static char *
@@ -304,7 +333,7 @@ av_hold_take(const AvRoot *root, const AvKernelOps *ops, const char *state_dir, 
     g_autoptr(AvRoot) host = NULL;
     g_autoptr(json_t) record = NULL;
     g_autofree char *text = NULL;
-    int fd = -1, pid, r;
+    int fd = -1, go = -1, pid, r;
 
     g_return_val_if_fail(root && ops && state_dir, FALSE);
     if (group < 0) {
@@ -333,7 +362,7 @@ av_hold_take(const AvRoot *root, const AvKernelOps *ops, const char *state_dir, 
     }
     if (r < 0)
         return av_error_errno(error, r, "cannot hold IOMMU group %d of '%s'", group, address ? address : "?");
-    pid = av_hold_spawn(fd);
+    pid = av_hold_spawn(fd, &go);
     close(fd);
     if (pid < 0)
         return av_error_errno(error, pid, "cannot start the holder of IOMMU group %d", group);
@@ -345,15 +374,20 @@ av_hold_take(const AvRoot *root, const AvKernelOps *ops, const char *state_dir, 
     host = av_root_new("/", NULL);
     r = host ? av_hold_proc_stat(host, pid, &hold->start_time, NULL) : -ENOMEM;
     if (r < 0) {
-        kill(pid, SIGKILL);
+        av_hold_spawn_go(go, FALSE);
         return av_error_errno(error, r, "cannot read the start time of holder %d of IOMMU group %d", pid, group);
     }
     record = json_pack("{s:i, s:I, s:i, s:o, s:s}", "pid", pid, "start_time", (json_int_t)hold->start_time,
                        "group", group, "address", av_json_string_or_null(address), "since", hold->since);
     text = av_json_dump_pretty(record);
     if (!av_file_write_atomic(path, text, strlen(text), 0600, error)) {
-        kill(pid, SIGKILL);
+        av_hold_spawn_go(go, FALSE);
         g_prefix_error(error, "cannot record the hold of IOMMU group %d: ", group);
+        return FALSE;
+    }
+    if (!av_hold_spawn_go(go, TRUE)) {
+        g_set_error(error, AV_ERROR, AV_ERROR_FAILED, "holder %d of IOMMU group %d ended before its start", pid,
+                    group);
         return FALSE;
     }
     return TRUE;

@@ -15,7 +15,10 @@
  * /dev/null), and waits for SIGTERM.  Its record is STATE_DIR/holds/N.json:
  * {"pid", "start_time" (/proc/PID/stat field 22, proc(5): with the pid it
  * names the process, whatever reuses the pid later), "group", "address",
- * "since"}.  Takes and drops happen under the pool's lock.
+ * "since"}; a holder starts holding only once its record is written (a
+ * taker killed before that leaves no holder behind, at most a record whose
+ * process is gone, which is no hold).  Takes and drops happen under the
+ * pool's lock, or the device's scrub lock while the worker scrubs it.
  *
  * What a hold does not cover: USB devices (no VFIO group); a device moved
  * off vfio-pci (on kernel 6.1 unbinding the last member of a group from
