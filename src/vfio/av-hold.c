@@ -186,10 +186,11 @@ av_hold_list_groups(const char *state_dir)
 
 /* The holder, after the second fork: only async-signal-safe calls
  * (signal-safety(7)).  Tells its pid through @report_w once it is named,
- * then waits on @go_r for the taker's word that the hold is recorded: the
- * pipe closing without it (the taker failed, or was killed) ends the
- * holder, so that no hold lives without a record to drop it by.  Then
- * keeps @group_fd as AV_HOLD_FD and nothing else, and waits for SIGTERM. */
+ * then waits on the socket @go_r for the taker's word that the hold is
+ * recorded: the socket closing without it (the taker failed, or was
+ * killed) ends the holder, so that no hold lives without a record to drop
+ * it by.  Then keeps @group_fd as AV_HOLD_FD and nothing else, answers
+ * that it is ready, and waits for SIGTERM. */
 static void G_GNUC_NORETURN
 av_hold_holder_main(int group_fd, int report_w, int go_r, int go_w, int devnull)
 {
@@ -217,7 +218,12 @@ av_hold_holder_main(int group_fd, int report_w, int go_r, int go_w, int devnull)
         ;
     if (n != 1 || word != 'g')
         _exit(0);
-    if (group_fd != AV_HOLD_FD && dup2(group_fd, AV_HOLD_FD) < 0)
+    /* The socket above AV_HOLD_FD, the group file to it, then "ready":
+     * from then on pidfd_getfd(AV_HOLD_FD) gets the group file. */
+    go_r = fcntl(go_r, F_DUPFD, AV_HOLD_FD + 1);
+    if (go_r < 0 || (group_fd != AV_HOLD_FD && dup2(group_fd, AV_HOLD_FD) < 0))
+        _exit(1);
+    if (send(go_r, "r", 1, MSG_NOSIGNAL) != 1)
         _exit(1);
     if (syscall(SYS_close_range, AV_HOLD_FD + 1, ~0U, 0) < 0) {
         for (int fd = AV_HOLD_FD + 1; fd < 65536; fd++)
@@ -283,13 +289,21 @@ av_hold_spawn(int group_fd, int *ret_go)
     return (int)holder;
 }
 
-/* Gives the holder behind @go the word that its hold is recorded (@ok), or
- * lets it end (!@ok), and closes @go.  FALSE when the word could not be
- * given (the holder is gone). */
+/* Gives the holder behind @go the word that its hold is recorded (@ok),
+ * and waits for its answer that it holds the group file as AV_HOLD_FD; or
+ * lets it end (!@ok).  Closes @go.  FALSE when the holder did not answer
+ * (it is gone). */
 static gboolean
 av_hold_spawn_go(int go, gboolean ok)
 {
+    char answer = 0;
+    ssize_t n = 0;
+
     if (ok && send(go, "g", 1, MSG_NOSIGNAL) != 1)
+        ok = FALSE;
+    while (ok && (n = recv(go, &answer, 1, 0)) < 0 && errno == EINTR)
+        ;
+    if (ok && (n != 1 || answer != 'r'))
         ok = FALSE;
     close(go);
     return ok;
