@@ -23,6 +23,7 @@
 #include "scrub/av-scrub.h"
 #include "util/av-error.h"
 #include "util/av-json.h"
+#include "vfio/av-hold.h"
 #include "vfio/av-vfio.h"
 
 #define AV_VFIO_PCI "vfio-pci"
@@ -1636,6 +1637,43 @@ av_hook_start(const AvHookConfig *config, const AvDomain *domain)
 
 /* --- release ------------------------------------------------------------------------ */
 
+/* "release end", after the release is saved: holds the IOMMU group of the
+ * PCI device @dev that just became dirty (av-hold.h) when it is on
+ * vfio-pci (a managed='yes' device is back on its host driver: the worker
+ * binds it to vfio-pci for its scrub and holds it then), so that the kernel
+ * refuses it to every domain until its scrub.  A group already open in
+ * another process means that someone got the device between QEMU's exit
+ * and now: journalled and quarantined with the reason, never freed.
+ * Returns TRUE when it changed @pool. */
+static gboolean
+av_hook_release_hold(const AvHookConfig *config, AvPool *pool, AvPoolDevice *dev)
+{
+    g_autoptr(GError) error = NULL;
+    g_autoptr(GError) local = NULL;
+    g_autofree char *driver = NULL;
+    g_autofree char *reason = NULL;
+
+    if (dev->kind != AV_DEVICE_KIND_PCI || dev->iommu_group < 0 || !dev->address)
+        return FALSE;
+    driver = av_vfio_current_driver(config->root, dev->address);
+    if (g_strcmp0(driver, "vfio-pci") != 0)
+        return FALSE;
+    if (av_hold_take(config->root, config->ops, config->state_dir, dev->iommu_group, dev->address, &error))
+        return FALSE;
+    if (!g_error_matches(error, AV_ERROR, AV_ERROR_BUSY)) {
+        /* Not held, still dirty: the worker's sweep tries again. */
+        av_hook_log(LOG_ERR, "%s", error->message);
+        return FALSE;
+    }
+    reason = g_strdup_printf("at its release, %s", error->message);
+    if (!av_pool_quarantine_unscrubbed(pool, dev, reason, &local)) {
+        av_hook_log(LOG_ERR, "cannot quarantine %s: %s; it stays dirty", dev->identity, local->message);
+        return FALSE;
+    }
+    av_hook_log(LOG_ERR, "device %s (%s) quarantined: %s", dev->identity, dev->address, reason);
+    return TRUE;
+}
+
 /* "release end": every in-use device this domain owns becomes dirty, the
  * mdevs accelvirt created for it are removed, and the scrub worker is
  * started, detached; the hook returns at once.  Devices the domain only
@@ -1656,6 +1694,7 @@ av_hook_release(const AvHookConfig *config, const char *domain_uuid, const char 
     g_autofree char *pool_path = g_build_filename(config->state_dir, "pool.json", NULL);
     g_autofree char *quoted = av_domain_quote(domain_name);
     g_autoptr(AvPoolReleaseMark) mark = NULL;
+    gboolean held_changed;
 
     /* No pool: the domain owns nothing, and no state is created for it. */
     if (!g_file_test(pool_path, G_FILE_TEST_EXISTS))
@@ -1677,6 +1716,7 @@ av_hook_release(const AvHookConfig *config, const char *domain_uuid, const char 
     if (released->len > 0 && !av_pool_save(pool, &error))
         return av_hook_refusef("cannot release the devices of domain '%s': %s", quoted, error->message);
     av_pool_release_mark_done(g_steal_pointer(&mark));
+    held_changed = FALSE;
     for (guint i = 0; i < av_pool_devices(pool)->len; i++) {
         AvPoolDevice *dev = g_ptr_array_index(av_pool_devices(pool), i);
         g_autofree char *what = NULL;
@@ -1687,6 +1727,10 @@ av_hook_release(const AvHookConfig *config, const char *domain_uuid, const char 
             continue;
         what = av_hook_describe_device(dev);
         g_string_append_printf(summary, "%s%s", summary->len ? ", " : "", what);
+        if (av_hook_release_hold(config, pool, dev)) {
+            held_changed = TRUE;
+            continue;
+        }
         if (dev->kind == AV_DEVICE_KIND_MDEV && dev->created) {
             g_autoptr(GError) local = NULL;
             const char *uuid = dev->identity + strlen("mdev:");
@@ -1697,6 +1741,12 @@ av_hook_release(const AvHookConfig *config, const char *domain_uuid, const char 
             else
                 av_hook_log(LOG_INFO, "removed mdev %s", uuid);
         }
+    }
+    if (held_changed && !av_pool_save(pool, &error)) {
+        /* Still dirty on disk, never free: the worker's scrub finds the
+         * group held (av_scrub_group_released()). */
+        av_hook_log(LOG_ERR, "cannot save the quarantine of a device held elsewhere: %s", error->message);
+        g_clear_error(&error);
     }
     if (summary->len > 0)
         av_hook_log(LOG_INFO, "release: dirty, waiting for their scrub: %s", summary->str);

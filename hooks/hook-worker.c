@@ -26,6 +26,7 @@
 #include "util/av-json.h"
 #include "util/av-names.h"
 #include "util/av-spawn.h"
+#include "vfio/av-hold.h"
 #include "vfio/av-vfio.h"
 
 /* --- the worker ---------------------------------------------------------------------- */
@@ -172,6 +173,49 @@ av_worker_shrink(const AvHookConfig *config, const AvPolicy *policy, AvPool *poo
                     error->message);
 }
 
+/* Brings the kernel-enforced holds up to date with @pool
+ * (av_pool_holds_sync()), logging what it could not do.  Every path that
+ * makes devices dirty outside the hook (`accelvirt release`, the upkeep's
+ * releases of dead domains) ends in this worker, so this sweep takes their
+ * holds. */
+static void
+av_worker_sync_holds(const AvHookConfig *config, AvPool *pool)
+{
+    g_autoptr(GError) error = NULL;
+
+    if (!av_pool_holds_sync(pool, config->root, config->ops, &error))
+        av_hook_log(LOG_ERR, "%s", error->message);
+}
+
+/* Before the steps of the PCI device of @job, on vfio-pci now: holds its
+ * IOMMU group (av_hold_take(); a hold the hook took is kept), so that the
+ * kernel refuses it to every domain while it is scrubbed.  A group open in
+ * another process fails the scrub (@failure: someone got the device between
+ * its release and now); a device off vfio-pci (a profile whose steps do not
+ * need it there) is scrubbed without a hold, logged. */
+static void
+av_worker_hold(const AvHookConfig *config, const AvScrubJob *job, GError **failure)
+{
+    g_autoptr(GError) error = NULL;
+    g_autofree char *driver = NULL;
+
+    if (job->kind != AV_DEVICE_KIND_PCI || !job->address || job->iommu_group < 0)
+        return;
+    driver = av_vfio_current_driver(config->root, job->address);
+    if (g_strcmp0(driver, "vfio-pci") != 0) {
+        av_hook_log(LOG_INFO, "scrubbing %s on %s, without a hold of its IOMMU group (no step needs vfio-pci)",
+                    job->address, driver ? driver : "no driver");
+        return;
+    }
+    if (av_hold_take(config->root, config->ops, config->state_dir, job->iommu_group, job->address, &error))
+        return;
+    if (g_error_matches(error, AV_ERROR, AV_ERROR_BUSY)) {
+        g_propagate_error(failure, g_steal_pointer(&error));
+        return;
+    }
+    av_hook_log(LOG_WARNING, "scrubbing %s without a hold of its IOMMU group: %s", job->address, error->message);
+}
+
 /* Scrubs one device: the profile's steps without the pool lock, then under
  * it the driver restore and the move to free or quarantined, and the scrub
  * certificate in the journal.  A PCI device that is not on vfio-pci when a
@@ -193,10 +237,11 @@ av_worker_scrub(const AvHookConfig *config, const AvPolicy *policy, const AvScru
     const AvProfile *profile = job->profile ? av_policy_find(policy, job->profile) : NULL;
     AvScrubTarget target = { .identity = job->identity, .address = job->address, .iommu_group = job->iommu_group,
                              .rom_sha256 = job->rom_sha256, .scrub_token = job->scrub_token,
-                             .scrub_domain_uuid = job->scrub_domain };
+                             .scrub_domain_uuid = job->scrub_domain, .hold_state_dir = config->state_dir };
     g_autofree char *rebound_from = NULL;
     g_autofree char *driver_now = NULL;
     gboolean rebound = FALSE;
+    gboolean freed = FALSE;
     AvPoolDevice *dev;
     gboolean ok;
 
@@ -215,9 +260,11 @@ av_worker_scrub(const AvHookConfig *config, const AvPolicy *policy, const AvScru
                     rebound_from ? rebound_from : "no driver");
     }
     if (profile && !failure)
+        av_worker_hold(config, job, &failure);
+    if (profile && !failure)
         av_scrub_run(config->root, config->ops, profile, &target, &report, &failure);
     if (!failure && job->kind == AV_DEVICE_KIND_PCI)
-        av_scrub_group_released(config->root, job->iommu_group, job->address, &failure);
+        av_scrub_group_released(config->root, config->state_dir, job->iommu_group, job->address, &failure);
 
     /* What the host is now, before the device may be freed: a tenant's
      * firmware may change the card's identity, at once or at the scrub's
@@ -299,6 +346,7 @@ av_worker_scrub(const AvHookConfig *config, const AvPolicy *policy, const AvScru
         if (remove && !av_pool_remove(pool, job->identity, "its mdev was removed and scrubbed", &error))
             goto fail;
         av_hook_log(LOG_INFO, "scrubbed %s (%s): free", job->identity, job->address ? job->address : "");
+        freed = TRUE;
     } else {
         g_autofree char *isolated_from = NULL;
         g_autoptr(GError) isolate_error = NULL;
@@ -322,8 +370,15 @@ av_worker_scrub(const AvHookConfig *config, const AvPolicy *policy, const AvScru
                                      fields, &error) ||
         !av_pool_save(pool, &error))
         goto fail;
+    /* Free and saved: the kernel may hand it out again.  A quarantined
+     * device keeps its hold (the sweep takes one it lacks). */
+    if (freed && job->kind == AV_DEVICE_KIND_PCI && !av_pool_hold_drop_device(pool, config->root, dev, &error)) {
+        av_hook_log(LOG_ERR, "%s; the next sweep drops it", error->message);
+        g_clear_error(&error);
+    }
     if (ok && host && job->kind == AV_DEVICE_KIND_PCI && job->address)
         av_worker_shrink(config, policy, pool, host, job->address);
+    av_worker_sync_holds(config, pool);
     return;
 
 fail:
@@ -345,6 +400,15 @@ av_worker_run(const AvHookConfig *config)
          * dirty (never handed out) for the next worker. */
         av_hook_log(LOG_ERR, "worker: cannot read the policies: %s; the devices stay dirty", error->message);
         return 1;
+    }
+    {
+        g_autoptr(AvPool) pool = av_hook_pool_open(config, &error);
+
+        if (!pool) {
+            av_hook_log(LOG_ERR, "worker: %s", error->message);
+            return 1;
+        }
+        av_worker_sync_holds(config, pool);
     }
     for (;;) {
         g_autoptr(AvLock) lock = NULL;

@@ -10,7 +10,17 @@
 av_n=0
 av_failed=0
 AV_TMP=$(mktemp -d "${TMPDIR:-/tmp}/accelvirt-test.XXXXXX")
-trap 'rm -rf "$AV_TMP"' EXIT
+# kill_holds [DIR]: stops every accelvirt holder (av-hold.h) recorded in a
+# holds/ directory under DIR (default: all of this test's files), checking
+# that the pid is still a holder first: no test leaves one running.
+kill_holds() {
+    for rec in $(find "${1:-$AV_TMP}" -path '*/holds/*.json' 2>/dev/null); do
+        pid=$(sed -n 's/.*"pid": *\([0-9][0-9]*\).*/\1/p' "$rec" | head -1)
+        [ -n "$pid" ] && [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = accelvirt-hold ] && kill "$pid" 2>/dev/null
+    done
+    return 0
+}
+trap 'kill_holds; rm -rf "$AV_TMP"' EXIT
 
 check() {
     name=$1; shift

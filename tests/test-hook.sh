@@ -1651,4 +1651,63 @@ check "  ... a hostdev of numbers only that name no device is refused while acce
 check "  ... after release, a domain with stale autoAddress numbers claims the scrubbed stick" \
     eval "accepted '$W/own0.xml' own0 release end - && wait_usb 1-2 free && accepted '$W/tauto.xml' t9 prepare begin - && [ \"\$(usb_state 1-2)\" = in-use ] && verify"
 
+
+# --- kernel-enforced holds (issue 14): a dirty, scrubbing or quarantined
+# device's VFIO group is held open by an accelvirt-hold process, so that a
+# QEMU's open of it fails (the fake kernel: flock of /dev/vfio/N) ---
+world holds two-socket-8gpu
+REAL_WORKER=$ACCELVIRT_WORKER
+ACCELVIRT_WORKER=/bin/true      # the worker runs when a check says so
+UH=$(uuid 60)
+mkdom "$W/vm1.xml" vm1 "$UH" 0000:17:00.0 -- "<vcpu placement='static' cpuset='0-3'>2</vcpu>"
+holder() { sed -n 's/.*"pid": *\([0-9][0-9]*\).*/\1/p' "$W/state/holds/$1.json" 2>/dev/null; }
+is_holder() { [ -n "$1" ] && [ "$(cat "/proc/$1/comm" 2>/dev/null)" = accelvirt-hold ]; }
+gone() { i=0; while [ -e "/proc/$1" ] && [ "$(cut -d' ' -f3 "/proc/$1/stat" 2>/dev/null)" != Z ] && [ $i -lt 100 ]; do sleep 0.05; i=$((i + 1)); done; [ $i -lt 100 ]; }
+qemu_open() { flock -n "$W/host/dev/vfio/$1" true; }     # as QEMU's open of the group
+grab() {    # GROUP: a process keeps the group open, its pid in $W/grab.pid
+    rm -f "$W/grab.pid"
+    setsid /usr/bin/python3 -c 'import fcntl, os, sys, time
+f = open(sys.argv[1], "r+")
+fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+open(sys.argv[2], "w").write(str(os.getpid()))
+time.sleep(120)' "$W/host/dev/vfio/$1" "$W/grab.pid" </dev/null >/dev/null 2>&1 &
+    i=0; while [ ! -s "$W/grab.pid" ] && [ $i -lt 100 ]; do sleep 0.05; i=$((i + 1)); done; [ -s "$W/grab.pid" ]
+}
+ungrab() { kill "$(cat "$1")" 2>/dev/null; rm -f "$1"; }
+worker() {
+    ACCELVIRT_ROOT="$W/host" ACCELVIRT_STATE_DIR="$W/state" ACCELVIRT_POLICY_DIR="$POL" ACCELVIRT_LOG_FILE="$W/log" \
+    AV_SCRUB_LOG="$W/scrub.log" AV_SCRUB_FAIL="$W/scrub-fail" "$REAL_WORKER"
+}
+hst() { ACCELVIRT_WORKER=/bin/true "$AV" --root "$W/host" --policy-dir "$POL" --state-dir "$W/state" "$@"; }
+st_of() { json "$W/st.json" "[x['state'] for x in d['devices'] if x['address'] == '0000:17:00.0'] == ['$1']"; }
+check "holds: prepare and start vm1 with the A100 (managed='no')" \
+    eval "accepted '$W/vm1.xml' vm1 prepare begin - && accepted '$W/vm1.xml' vm1 start begin - && [ ! -e '$W/state/holds/40.json' ]"
+check "  ... release end leaves it dirty and held: a live accelvirt-hold recorded in holds/40.json" \
+    eval "accepted '$W/vm1.xml' vm1 release end - && status && st_of dirty && is_holder \"\$(holder 40)\""
+H1=$(holder 40)
+check "  ... a QEMU's open of /dev/vfio/40 fails now (a virsh attach-device of the dirty device)" eval "! qemu_open 40"
+check "  ... status says 'held: pid N since T', and --json its hold" \
+    eval "hst status --no-sync | grep -q '    held: pid $H1 since ' && hst status --no-sync --json >'$W/st.json' && json '$W/st.json' \"[x['hold']['pid'] for x in d['devices'] if x['address'] == '0000:17:00.0'] == [$H1]\""
+kill -9 "$H1"
+check "  ... its holder killed: status warns 'hold: none'" eval "gone $H1 && hst status --no-sync | grep -q '    hold: none (warning'"
+check "  ... and reconcile's sweep takes it again" \
+    eval "hst reconcile >/dev/null && H2=\$(holder 40) && [ \"\$H2\" != '$H1' ] && is_holder \"\$H2\" && ! qemu_open 40"
+H2=$(holder 40)
+check "  ... the worker scrubs it through the hold (its command step without it), frees it and drops the hold" \
+    eval "worker && status && st_of free && gone $H2 && [ ! -e '$W/state/holds/40.json' ] && grep -q '0000:17:00.0' '$W/scrub.log'"
+check "  ... freed, a QEMU may open the group (once the driver is vfio-pci again)" \
+    eval "! hst status --no-sync | grep -q 'held:' && { [ ! -e '$W/host/dev/vfio/40' ] || qemu_open 40; }"
+check "a group some process has open at release end: the device is quarantined with the reason, never freed" \
+    eval "accepted '$W/vm1.xml' vm1 prepare begin - && grab 40 && accepted '$W/vm1.xml' vm1 release end - && status && st_of quarantined && json '$W/st.json' \"'open in another process' in [x['reason'] for x in d['devices'] if x['address'] == '0000:17:00.0'][0]\" && [ ! -e '$W/state/holds/40.json' ] && grep -q '\"to\": *\"quarantined\"' '$W/state/journal.jsonl' && verify"
+ungrab "$W/grab.pid"
+check "  ... once that process is gone, reconcile holds the quarantined device; quarantine clear frees it and drops the hold" \
+    eval "hst reconcile >/dev/null && H3=\$(holder 40) && is_holder \"\$H3\" && hst quarantine clear 0000:17:00.0 >/dev/null && gone \"\$H3\" && [ ! -e '$W/state/holds/40.json' ] && status && st_of free"
+check "a process that opens the group while a command step runs without the hold: the worker quarantines the device" \
+    eval "accepted '$W/vm1.xml' vm1 prepare begin - && accepted '$W/vm1.xml' vm1 release end - && echo '$W/host/dev/vfio/40' >'$W/scrub.log.grab' && worker; rm -f '$W/scrub.log.grab'; status && st_of quarantined && json '$W/st.json' \"'may have had the device meanwhile' in [x['reason'] for x in d['devices'] if x['address'] == '0000:17:00.0'][0]\""
+ungrab "$W/scrub.log.grab.pid"
+check "a scrub that fails quarantines the device and keeps it held" \
+    eval "hst quarantine clear 0000:17:00.0 >/dev/null && [ ! -e '$W/state/holds/40.json' ] && accepted '$W/vm1.xml' vm1 prepare begin - && accepted '$W/vm1.xml' vm1 release end - && touch '$W/scrub-fail' && worker; rm -f '$W/scrub-fail'; status && st_of quarantined && is_holder \"\$(holder 40)\" && ! qemu_open 40"
+kill_holds "$W"
+ACCELVIRT_WORKER=$REAL_WORKER
+
 finish

@@ -23,6 +23,7 @@
 #include "scrub/av-scrub.h"
 #include "util/av-error.h"
 #include "util/av-json.h"
+#include "vfio/av-hold.h"
 #include "vfio/av-kernel.h"
 #include "vfio/av-vfio.h"
 
@@ -899,6 +900,47 @@ test_coverage_resize(void)
     assert_driver(&f, "vfio-pci");
     fixture_close(&f);
     g_clear_error(&err);
+}
+
+/* A held device (av-hold.h) whose BAR a resize unbinds: the unbind tears
+ * the group file down (a new one comes with the rebind), so the hold is
+ * dropped before the resize and taken again after, on the new file; the
+ * BAR is zeroed through the hold. */
+static void
+test_resize_through_hold(void)
+{
+    Fixture f;
+    AvScrubTarget target = { .identity = "pci-" A100, .address = A100, .iommu_group = 40 };
+    g_autoptr(GError) err = NULL;
+    g_autoptr(AvHold) before = NULL;
+    g_autoptr(AvHold) after = NULL;
+    g_autofree char *state = av_test_tmpdir();
+    g_autofree char *fd_link = NULL;
+    g_autofree char *held = NULL;
+    int fd = -1;
+
+    fixture_open(&f, POLICY_A100("[{\"method\": \"vfio-zero\", \"resize\": true}]"), TRUE);
+    set_vendor(&f, "0x1002");
+    make_bar(&f, 0, 1024 * 1024, 0xa5);
+    av_test_write(f.dir, A100_DIR "/resource0_resize", "0000000000000007\n");
+    target.hold_state_dir = state;
+    g_assert_true(av_hold_take(f.root, f.ops, state, 40, A100, &err));
+    g_assert_true(av_hold_get(state, 40, &before, &err) && before);
+    g_assert_true(run(&f, &target, NULL, &err));
+    g_assert_no_error(err);
+    assert_bar(&f, 0, 1024 * 1024, 0);
+    assert_driver(&f, "vfio-pci");
+    g_assert_true(av_hold_get(state, 40, &after, &err) && after);
+    g_assert_cmpint(after->pid, !=, before->pid);
+    /* The holder has the group file there is now, not a deleted one. */
+    fd_link = g_strdup_printf("/proc/%d/fd/%d", after->pid, AV_HOLD_FD);
+    held = g_file_read_link(fd_link, NULL);
+    g_assert_nonnull(held);
+    g_assert_true(g_str_has_suffix(held, "/dev/vfio/40"));
+    g_assert_cmpint(f.ops->group_open(f.root, 40, &fd), ==, -EBUSY);
+    g_assert_true(av_hold_drop(f.root, state, 40, &err));
+    av_test_tmpdir_remove(state);
+    fixture_close(&f);
 }
 
 /* The fake kernel's resourceN_resize, as the ABI says: no driver bound,
@@ -1808,6 +1850,7 @@ main(int argc, char **argv)
     g_test_add_func("/scrub/coverage/partial-read-back", test_coverage_partial_read_back);
     g_test_add_func("/scrub/coverage/min", test_coverage_min);
     g_test_add_func("/scrub/coverage/resize", test_coverage_resize);
+    g_test_add_func("/scrub/coverage/resize-through-hold", test_resize_through_hold);
     g_test_add_func("/scrub/coverage/fake-resize-abi", test_fake_resize_abi);
     g_test_add_func("/scrub/coverage/parse", test_coverage_parse);
     g_test_add_func("/scrub/coverage/command", test_coverage_command);

@@ -8,7 +8,9 @@
  * call that takes the pool's lock catch what they can tell (release
  * markers, domains whose QEMU is gone, av_pool_upkeep()); `accelvirt
  * release` is the operator's word for the rest.  Released always means
- * dirty, then scrubbed by the worker: never straight to free. */
+ * dirty, then scrubbed by the worker: never straight to free.  The worker
+ * these start takes the released devices' kernel-enforced holds (its
+ * sweep, av_pool_holds_sync(), av-hold.h); reconcile takes any missing. */
 #include "config.h"
 
 #include "cli.h"
@@ -92,7 +94,7 @@ av_cli_cmd_release(AvCli *cli, int argc, char **argv)
             !(dev->state == AV_DEVICE_STATE_MISSING && dev->state_before_missing == AV_DEVICE_STATE_IN_USE))
             continue;
         in_use++;
-        if (!force && !av_pool_owner_is_gone(root, dev, NULL)) {
+        if (!force && !av_pool_owner_is_gone(root, av_pool_state_dir(pool), dev, NULL)) {
             g_set_error(&err, AV_ERROR, AV_ERROR_BUSY,
                         "domain '%s' may still run with device %s (libvirt's pid file for it exists, or a process "
                         "holds its IOMMU group): stop it first ('virsh destroy %s'), or release with --force, "
@@ -153,6 +155,8 @@ av_cli_cmd_reconcile(AvCli *cli, int argc, char **argv)
     g_autoptr(GError) err = NULL;
     g_autoptr(json_t) out = json_object();
     guint counts[AV_DEVICE_STATE_MISSING + 1] = { 0 };
+    g_autoptr(GError) hold_error = NULL;
+    g_autoptr(AvRoot) root = NULL;
 
     if (!av_cli_parse(cli, "reconcile", "",
                       "Put the pool right with the host, as every accelvirt call that takes the pool's lock "
@@ -166,6 +170,13 @@ av_cli_cmd_reconcile(AvCli *cli, int argc, char **argv)
     pool = av_cli_open_synced_pool(cli, NULL, NULL, &err);
     if (!pool)
         return av_cli_fail(err);
+    /* The kernel refuses what the pool refuses (av-hold.h): holds taken
+     * for dirty and quarantined devices on vfio-pci, dropped for the rest. */
+    root = av_root_new_default(cli->root, &err);
+    if (!root)
+        return av_cli_fail(err);
+    if (!av_pool_holds_sync(pool, root, av_kernel_ops_for(root), &hold_error))
+        fprintf(stderr, "accelvirt: warning: %s\n", hold_error->message);
     for (guint i = 0; i < av_pool_devices(pool)->len; i++) {
         const AvPoolDevice *dev = g_ptr_array_index(av_pool_devices(pool), i);
 
@@ -178,7 +189,8 @@ av_cli_cmd_reconcile(AvCli *cli, int argc, char **argv)
     for (guint i = 0; i < G_N_ELEMENTS(counts); i++)
         json_object_set_new(out, av_device_state_to_string((AvDeviceState)i), json_integer(counts[i]));
     if (cli->json) {
-        av_cli_print_json(json_pack("{s:O}", "states", out));
+        av_cli_print_json(json_pack("{s:O, s:o}", "states", out, "holds_error",
+                                    av_json_string_or_null(hold_error ? hold_error->message : NULL)));
     } else {
         printf("reconciled %u devices:", av_pool_devices(pool)->len);
         for (guint i = 0; i < G_N_ELEMENTS(counts); i++)

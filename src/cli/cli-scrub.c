@@ -372,6 +372,9 @@ av_cli_cmd_scrub(AvCli *cli, int argc, char **argv)
     target.rom_sha256 = rom;
     target.scrub_token = token;
     target.scrub_domain_uuid = scrub_domain;
+    /* A dirty or quarantined device's group is held (av-hold.h): the steps
+     * go through the hold, which makes way for a "vm" or "command" step. */
+    target.hold_state_dir = cli->state_dir;
     if (isatty(STDERR_FILENO) && !cli->json) {
         target.progress = av_cli_progress;
         target.progress_data = &progress;
@@ -379,7 +382,7 @@ av_cli_cmd_scrub(AvCli *cli, int argc, char **argv)
     if (!failure)
         av_scrub_run(root, av_kernel_ops_for(root), profile, &target, &report, &failure);
     if (!failure && kind == AV_DEVICE_KIND_PCI)
-        av_scrub_group_released(root, group, address, &failure);
+        av_scrub_group_released(root, cli->state_dir, group, address, &failure);
     if (progress.printed)
         fputc('\n', stderr);
     /* An identity problem outlives any scrub: quarantined, on vfio-pci. */
@@ -434,6 +437,11 @@ av_cli_cmd_scrub(AvCli *cli, int argc, char **argv)
                                      failure ? failure->message : NULL, extra, &err) ||
         !av_pool_save(pool, &err))
         return av_cli_fail(err);
+    /* Saved: free drops the hold, quarantined takes one it lacks. */
+    if (!av_pool_holds_sync(pool, root, av_kernel_ops_for(root), &err)) {
+        fprintf(stderr, "accelvirt: warning: %s\n", err->message);
+        g_clear_error(&err);
+    }
 
     if (cli->json) {
         json_t *coverage = report ? json_object_get(report, "coverage") : NULL;
@@ -562,6 +570,13 @@ av_cli_cmd_quarantine(AvCli *cli, int argc, char **argv)
                                       &err) ||
             !av_pool_save(pool, &err))
             return av_cli_fail(err);
+        /* Free and saved: the kernel may hand it out again (av-hold.h).  A
+         * removed mdev had no hold (and @dev is gone with it). */
+        if (!json_is_true(json_object_get(cleared, "removed_from_pool")) &&
+            !av_pool_hold_drop_device(pool, root, dev, &err)) {
+            fprintf(stderr, "accelvirt: warning: %s; 'accelvirt reconcile' drops it\n", err->message);
+            g_clear_error(&err);
+        }
         address = json_string_value(json_object_get(cleared, "address"));
         identity = json_string_value(json_object_get(cleared, "identity"));
         if (cli->json) {

@@ -8,6 +8,8 @@
 #include "pci/av-pci.h"
 #include "pool/av-pool.h"
 #include "util/av-json.h"
+#include "vfio/av-hold.h"
+#include "vfio/av-vfio.h"
 
 static char *
 av_time_str(gint64 t)
@@ -119,8 +121,45 @@ av_status_print_pfs(const AvPool *pool, const AvHost *host, const AvPolicy *poli
     }
 }
 
+/* The kernel-enforced hold of @d (av-hold.h): {"pid", "since"} when its
+ * IOMMU group has a live accelvirt holder; "none" when the pool refuses it
+ * (dirty, scrubbing, quarantined) and it is on vfio-pci but nothing holds
+ * it (a warning: the kernel would hand it to a `virsh attach-device`); NULL
+ * when neither (nothing to say).  New reference. */
+static json_t *
+av_status_hold(const AvCli *cli, const AvRoot *root, const AvPoolDevice *d)
+{
+    g_autoptr(AvHold) hold = NULL;
+    g_autofree char *driver = NULL;
+
+    if (d->kind != AV_DEVICE_KIND_PCI || d->iommu_group < 0)
+        return NULL;
+    if (av_hold_get(cli->state_dir, d->iommu_group, &hold, NULL) && hold)
+        return json_pack("{s:i, s:o}", "pid", hold->pid, "since", av_json_string_or_null(hold->since));
+    if (!av_pool_device_wants_hold(d) || !root)
+        return NULL;
+    driver = av_vfio_current_driver(root, d->address);
+    return g_strcmp0(driver, "vfio-pci") == 0 ? json_string("none") : NULL;
+}
+
+/* The line of av_status_hold() for people, or nothing. */
 static void
-av_status_print_table(const AvPool *pool, const AvHost *host, const AvPolicy *policy, gboolean synced)
+av_status_print_hold(const AvCli *cli, const AvRoot *root, const AvPoolDevice *d)
+{
+    g_autoptr(json_t) hold = av_status_hold(cli, root, d);
+
+    const char *since = json_string_value(json_object_get(hold, "since"));
+
+    if (json_is_object(hold))
+        printf("    held: pid %d since %s\n", (int)json_integer_value(json_object_get(hold, "pid")),
+               since ? since : "-");
+    else if (hold)
+        printf("    hold: none (warning: the kernel would let a domain open it; run 'accelvirt reconcile')\n");
+}
+
+static void
+av_status_print_table(const AvCli *cli, const AvRoot *root, const AvPool *pool, const AvHost *host,
+                      const AvPolicy *policy, gboolean synced)
 {
     GPtrArray *devices = av_pool_devices(pool);
 
@@ -161,6 +200,7 @@ av_status_print_table(const AvPool *pool, const AvHost *host, const AvPolicy *po
                        ? " (gone: its PF offers fewer VFs now; made again when a placement or prepare needs it)"
                        : "");
         }
+        av_status_print_hold(cli, root, d);
         if (reason)
             printf("    reason: %s\n", reason);
         if (problem && g_strcmp0(d->identity_problem, d->reason) != 0)
@@ -214,6 +254,7 @@ av_cli_cmd_status(AvCli *cli, int argc, char **argv)
     g_autoptr(AvHost) host = NULL;
     g_autoptr(AvPolicy) policy = NULL;
     g_autoptr(GError) err = NULL;
+    g_autoptr(AvRoot) root = NULL;
 
     if (!av_cli_parse(cli, "status", NULL,
                       "Scan the host, reconcile the pool with it (new managed devices become free, vanished ones "
@@ -232,6 +273,8 @@ av_cli_cmd_status(AvCli *cli, int argc, char **argv)
         if (!pool)
             return av_cli_fail(err);
     }
+    /* For the holds' warning only: which driver a device is on. */
+    root = av_root_new_default(cli->root, NULL);
 
     if (cli->json) {
         json_t *o = av_pool_to_json(pool);
@@ -246,7 +289,11 @@ av_cli_cmd_status(AvCli *cli, int argc, char **argv)
             const AvUsbDevice *usb = av_status_usb_of(host, dev);
             const char *pf = av_status_vf_pf(dev, host);
 
+            json_t *hold = av_status_hold(cli, root, dev);
+
             json_object_del(d, "scrub_token");
+            if (hold)
+                json_object_set_new(d, "hold", hold);
             if (av_status_vf_index(dev) >= 0)
                 json_object_set_new(d, "vf", json_pack("{s:o,s:i}", "pf", av_json_string_or_null(pf), "index",
                                                        av_status_vf_index(dev)));
@@ -262,7 +309,7 @@ av_cli_cmd_status(AvCli *cli, int argc, char **argv)
         json_object_set_new(o, "synced", json_boolean(!no_sync));
         av_cli_print_json(o);
     } else {
-        av_status_print_table(pool, host, policy, !no_sync);
+        av_status_print_table(cli, root, pool, host, policy, !no_sync);
     }
     return AV_EXIT_OK;
 }

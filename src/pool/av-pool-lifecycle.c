@@ -194,6 +194,20 @@ av_pool_device_may_be_freed(const AvPoolDevice *dev, GError **error)
     return FALSE;
 }
 
+/* See av-pool.h. */
+gboolean
+av_pool_quarantine_unscrubbed(AvPool *pool, AvPoolDevice *dev, const char *reason, GError **error)
+{
+    g_autoptr(json_t) extra = json_object();
+
+    if (dev->state != AV_DEVICE_STATE_DIRTY && dev->state != AV_DEVICE_STATE_SCRUBBING &&
+        dev->state != AV_DEVICE_STATE_QUARANTINED)
+        return av_transition_fail(dev, AV_DEVICE_STATE_QUARANTINED, error);
+    json_object_set_new(extra, "unscrubbed", json_true());
+    return av_pool_transition_do(pool, dev, AV_DEVICE_STATE_QUARANTINED, NULL, reason, "transition", extra, TRUE,
+                                 error);
+}
+
 /* See av-pool-private.h. */
 gboolean
 av_pool_set_identity_problem(AvPool *pool, AvPoolDevice *dev, const char *problem, GError **error)

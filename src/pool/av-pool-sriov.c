@@ -93,7 +93,7 @@ av_pool_vf_check_idle(const AvPool *pool, const AvRoot *root, const char *vf, GE
     }
     if (driver && av_root_link_name(root, group_link, &group) >= 0 &&
         g_ascii_string_to_unsigned(group, 10, 0, G_MAXINT, &n, NULL)) {
-        g_autofree char *holder = av_vfio_group_holder(root, (int)n);
+        g_autofree char *holder = av_vfio_group_holder_full(root, pool->state_dir, (int)n);
 
         if (holder) {
             g_set_error(error, AV_ERROR, AV_ERROR_BUSY, "its VF '%s' is held through its IOMMU group %s by process %s",

@@ -253,7 +253,7 @@ av_pool_mdev_group(const AvRoot *root, const char *uuid)
 
 /* See av-pool.h. */
 gboolean
-av_pool_owner_is_gone(const AvRoot *root, const AvPoolDevice *dev, char **ret_why)
+av_pool_owner_is_gone(const AvRoot *root, const char *state_dir, const AvPoolDevice *dev, char **ret_why)
 {
     g_autofree char *rundir = NULL;
     g_autofree char *pidfile = NULL;
@@ -272,7 +272,7 @@ av_pool_owner_is_gone(const AvRoot *root, const AvPoolDevice *dev, char **ret_wh
         return FALSE;
     if (dev->kind == AV_DEVICE_KIND_MDEV)
         group = av_pool_mdev_group(root, dev->identity + strlen("mdev:"));
-    if (group >= 0 && (holder = av_vfio_group_holder(root, group)))
+    if (group >= 0 && (holder = av_vfio_group_holder_full(root, state_dir, group)))
         return FALSE;
     if (ret_why)
         *ret_why = g_strdup_printf("libvirt has no pid file %s for domain '%s'%s", pidfile, dev->owner->domain_name,
@@ -281,7 +281,9 @@ av_pool_owner_is_gone(const AvRoot *root, const AvPoolDevice *dev, char **ret_wh
 }
 
 /* Releases the devices in use, for longer than AV_POOL_DEAD_GRACE_S, by
- * domains whose QEMU is gone (av_pool_owner_is_gone()). */
+ * domains whose QEMU is gone (av_pool_owner_is_gone()).  Their holds
+ * (av-hold.h) are taken by the worker this starts (upkeep->dirtied): its
+ * sweep, av_pool_holds_sync(), runs first thing. */
 static gboolean
 av_pool_upkeep_dead(AvPool *pool, const AvRoot *root, AvPoolUpkeep *upkeep, GError **error)
 {
@@ -294,7 +296,7 @@ av_pool_upkeep_dead(AvPool *pool, const AvRoot *root, AvPoolUpkeep *upkeep, GErr
         gboolean known = FALSE;
 
         if (dev->state != AV_DEVICE_STATE_IN_USE || now - dev->state_since < AV_POOL_DEAD_GRACE_S ||
-            !av_pool_owner_is_gone(root, dev, &why))
+            !av_pool_owner_is_gone(root, pool->state_dir, dev, &why))
             continue;
         for (guint j = 0; j < dead->len && !known; j++)
             known = av_owner_compatible(g_ptr_array_index(dead, j), dev->owner);

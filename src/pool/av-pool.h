@@ -218,6 +218,36 @@ AvPoolDevice *av_pool_find_address(const AvPool *pool, AvDeviceKind kind, const 
 gboolean av_pool_transition(AvPool *pool, AvPoolDevice *dev, AvDeviceState to,
                             const AvOwner *owner, const char *reason, GError **error);
 
+/* Quarantines the dirty, scrubbing or quarantined @dev at once with
+ * @reason, journalled as a transition with "unscrubbed": true (someone
+ * else had its VFIO group open when accelvirt came to hold it, issue 14:
+ * never freed, and the operator sees why).  AV_ERROR_STATE for a device in
+ * another state. */
+gboolean av_pool_quarantine_unscrubbed(AvPool *pool, AvPoolDevice *dev, const char *reason, GError **error);
+
+/* Kernel-enforced holds (av-hold.h) follow the pool: every PCI device
+ * that is dirty or quarantined and bound to vfio-pci gets a hold of its
+ * IOMMU group (scrubbing ones keep theirs: the worker drops and takes it
+ * around steps that need the group elsewhere, so the sweep neither takes
+ * nor drops those); every hold whose group has no dirty, scrubbing or
+ * quarantined PCI device (free, claimed, in use, missing or gone) is
+ * dropped.  Under the pool's lock (AV_POOL_WRITE).  Does all it can;
+ * returns FALSE with an error naming every hold it could not take or drop
+ * (one "; "-separated sentence).  The pool is not changed: a group found
+ * open elsewhere is the caller's to act on (the worker's scrub finds it,
+ * av_scrub_group_released()). */
+gboolean av_pool_holds_sync(AvPool *pool, const AvRoot *root, const AvKernelOps *ops, GError **error);
+
+/* Drops the hold of @dev's IOMMU group (av_hold_drop()) unless another
+ * PCI device of the group is still dirty, scrubbing or quarantined.  For
+ * the moves to free (the worker's, `accelvirt quarantine clear`), after the
+ * save. */
+gboolean av_pool_hold_drop_device(AvPool *pool, const AvRoot *root, const AvPoolDevice *dev, GError **error);
+
+/* Whether @dev's state is one the kernel must refuse too (dirty, scrubbing,
+ * quarantined) and it is a PCI function with an IOMMU group. */
+gboolean av_pool_device_wants_hold(const AvPoolDevice *dev);
+
 /* Whether @sha256 may be enrolled as the option ROM hash of @dev, without
  * changing anything: @dev must be a PCI device (else AV_ERROR_INVALID_INPUT)
  * that nobody holds, free or quarantined (else AV_ERROR_STATE: only such a
@@ -639,11 +669,13 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(AvPoolReleaseMark, av_pool_release_mark_free)
 /* TRUE when the QEMU of the domain that owns @dev is gone: libvirt's state
  * dir /run/libvirt/qemu exists (under @root), its pid file NAME.pid does
  * not, and no
- * process holds the device's IOMMU group (av_vfio_group_holder(); for an
- * mdev, the mdev's own group); *ret_why (may be NULL; caller frees) then
+ * process holds the device's IOMMU group (av_vfio_group_holder_full(),
+ * which does not count accelvirt's own holders recorded in @state_dir; for
+ * an mdev, the mdev's own group); *ret_why (may be NULL; caller frees) then
  * says so.  FALSE when it may be running, or cannot be told (no owner, a
  * name that cannot be a file name). */
-gboolean av_pool_owner_is_gone(const AvRoot *root, const AvPoolDevice *dev, char **ret_why);
+gboolean av_pool_owner_is_gone(const AvRoot *root, const char *state_dir, const AvPoolDevice *dev,
+                               char **ret_why);
 
 /* What av_pool_upkeep() did. */
 typedef struct {

@@ -44,6 +44,26 @@ json_t *av_scrub_coverage_new(guint64 cleared, guint64 read_back, guint64 memory
  * counts. */
 json_t *av_scrub_coverage_parse(const char *text, const char *address);
 
+/* Opens the PCI device @address of @ctx's target through VFIO: through
+ * accelvirt's hold of its group when the target has one (its
+ * hold_state_dir, a live holder: ops->device_open_held on av_hold_fd()),
+ * else with ops->device_open.  Returns 0 and the handle (close it with
+ * ops->device_close) or -errno as device_open. */
+int av_scrub_device_open(const AvScrubContext *ctx, const char *address, AvDeviceHandle **ret_handle);
+
+/* The one helper for what must run with the target's group not held by
+ * accelvirt (another program opens it, or the device leaves vfio-pci for
+ * a moment): av_scrub_unhold() drops the hold, *ret_was_held saying
+ * whether there was a live one (FALSE and nothing done when the target has
+ * no hold_state_dir); only then does av_scrub_rehold() take it again,
+ * waiting up to @grace_us while the group is busy (a scrub VM's QEMU on its
+ * way out), then fails with AV_ERROR_BUSY: another process opened the group
+ * meanwhile (the message names it), and the device must be quarantined. */
+gboolean av_scrub_unhold(const AvScrubContext *ctx, gboolean *ret_was_held, GError **error);
+gboolean av_scrub_rehold(const AvScrubContext *ctx, gint64 grace_us, GError **error);
+/* How long av_scrub_rehold() waits after a "vm" step. */
+#define AV_SCRUB_REHOLD_GRACE_US (2 * G_USEC_PER_SEC)
+
 gboolean av_scrub_method_vfio_zero(AvScrubContext *ctx, char **ret_message, GError **error);
 gboolean av_scrub_method_reset(AvScrubContext *ctx, char **ret_message, GError **error);
 gboolean av_scrub_method_rom_check(AvScrubContext *ctx, char **ret_message, GError **error);

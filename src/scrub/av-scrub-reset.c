@@ -144,7 +144,7 @@ av_reset_vfio(const AvScrubContext *ctx, const AvPciDevice *dev)
 
     if (!ctx->ops->device_open || !ctx->ops->device_reset || !ctx->ops->device_close)
         return -ENOSYS;
-    r = ctx->ops->device_open(ctx->root, dev->address, &handle);
+    r = av_scrub_device_open(ctx, dev->address, &handle);
     if (r < 0)
         return r;
     r = ctx->ops->device_reset(handle);

@@ -383,6 +383,7 @@ typedef struct {
     AvDeviceHandle *handle;
     AvRegion regions[AV_PCI_BAR_COUNT];
     AvZeroBar bars[AV_PCI_BAR_COUNT];
+    gboolean unheld;             /* accelvirt's hold was dropped for a resize (av_scrub_unhold()) */
 } AvZeroRun;
 
 static gboolean
@@ -390,7 +391,7 @@ av_zero_open(AvZeroRun *run, GError **error)
 {
     int r;
 
-    r = run->ctx->ops->device_open(run->ctx->root, run->address, &run->handle);
+    r = av_scrub_device_open(run->ctx, run->address, &run->handle);
     if (r < 0) {
         run->handle = NULL;
         return av_zero_open_error(error, r, run->address, run->ctx->target->iommu_group);
@@ -470,8 +471,11 @@ av_zero_resize_up(AvZeroRun *run, json_t *resized, GError **error)
             return FALSE;
         }
         if (!closed) {
+            /* A resize unbinds the device from vfio-pci: no hold meanwhile. */
             av_zero_close(run);
             closed = TRUE;
+            if (!av_scrub_unhold(run->ctx, &run->unheld, error))
+                return FALSE;
         }
         b->size_before = size;
         b->size_after = AV_PCI_REBAR_SIZE(want);
@@ -483,7 +487,7 @@ av_zero_resize_up(AvZeroRun *run, json_t *resized, GError **error)
     }
     if (!closed)
         return TRUE;
-    if (!av_zero_open(run, error))
+    if ((run->unheld && !av_scrub_rehold(run->ctx, 0, error)) || !av_zero_open(run, error))
         return FALSE;
     for (guint i = 0; i < AV_PCI_BAR_COUNT; i++) {
         AvZeroBar *b = &run->bars[i];
@@ -503,7 +507,8 @@ av_zero_resize_up(AvZeroRun *run, json_t *resized, GError **error)
 static gboolean
 av_zero_resize_back(AvZeroRun *run, GError **error)
 {
-    gboolean ok = TRUE;
+    g_autoptr(GError) rehold = NULL;
+    gboolean ok = TRUE, unholding = FALSE;
 
     av_zero_close(run);
     for (guint i = 0; i < AV_PCI_BAR_COUNT; i++) {
@@ -511,12 +516,20 @@ av_zero_resize_back(AvZeroRun *run, GError **error)
 
         if (!run->bars[i].size_before)
             continue;
+        if (!unholding && !av_scrub_unhold(run->ctx, &run->unheld, error))
+            return FALSE;
+        unholding = TRUE;
         if (!av_vfio_resize_bar(run->ctx->root, run->ctx->ops, run->address, i, run->bars[i].restore_bit, &local)) {
             if (ok)
                 g_propagate_prefixed_error(error, g_steal_pointer(&local), "cannot put BAR %u back to %" G_GUINT64_FORMAT
                                            " bytes after its scrub: ", i, run->bars[i].size_before);
             ok = FALSE;
         }
+    }
+    if (run->unheld && !av_scrub_rehold(run->ctx, 0, &rehold)) {
+        if (ok)
+            g_propagate_error(error, g_steal_pointer(&rehold));
+        ok = FALSE;
     }
     return ok;
 }

@@ -20,6 +20,7 @@
 
 #include "util/av-error.h"
 #include "util/av-json.h"
+#include "vfio/av-hold.h"
 #include "vfio/av-vfio.h"
 
 /* What a command leaves in the report: the last 4 KiB of its stdout and
@@ -539,6 +540,105 @@ av_scrub_method_absent(AvScrubContext *ctx, char **ret_message, GError **error)
     return FALSE;
 }
 
+/* TRUE when @target's group is under accelvirt's hold for the scrub. */
+static gboolean
+av_scrub_target_held(const AvScrubTarget *target)
+{
+    return target->hold_state_dir && target->iommu_group >= 0 && target->address && !target->mdev_uuid;
+}
+
+/* See av-scrub-private.h. */
+int
+av_scrub_device_open(const AvScrubContext *ctx, const char *address, AvDeviceHandle **ret_handle)
+{
+    const AvScrubTarget *target = ctx->target;
+    int fd = -1, r;
+
+    if (av_scrub_target_held(target) && ctx->ops->device_open_held &&
+        av_hold_fd(ctx->root, target->hold_state_dir, target->iommu_group, &fd, NULL)) {
+        r = ctx->ops->device_open_held(ctx->root, address, fd, ret_handle);
+        close(fd);
+        return r;
+    }
+    return ctx->ops->device_open(ctx->root, address, ret_handle);
+}
+
+/* See av-scrub-private.h. */
+gboolean
+av_scrub_unhold(const AvScrubContext *ctx, gboolean *ret_was_held, GError **error)
+{
+    g_autoptr(AvHold) hold = NULL;
+
+    *ret_was_held = FALSE;
+    if (!av_scrub_target_held(ctx->target))
+        return TRUE;
+    if (!av_hold_get(ctx->target->hold_state_dir, ctx->target->iommu_group, &hold, error))
+        return FALSE;
+    if (!av_hold_drop(ctx->root, ctx->target->hold_state_dir, ctx->target->iommu_group, error))
+        return FALSE;
+    *ret_was_held = hold != NULL;
+    return TRUE;
+}
+
+/* See av-scrub-private.h. */
+gboolean
+av_scrub_rehold(const AvScrubContext *ctx, gint64 grace_us, GError **error)
+{
+    const AvScrubTarget *target = ctx->target;
+    gint64 deadline = g_get_monotonic_time() + grace_us;
+
+    if (!av_scrub_target_held(target))
+        return TRUE;
+    for (;;) {
+        g_autoptr(GError) local = NULL;
+
+        if (av_hold_take(ctx->root, ctx->ops, target->hold_state_dir, target->iommu_group, target->address,
+                         &local))
+            return TRUE;
+        if (!g_error_matches(local, AV_ERROR, AV_ERROR_BUSY) || g_get_monotonic_time() >= deadline) {
+            g_propagate_prefixed_error(error, g_steal_pointer(&local),
+                                       "another process may have had the device meanwhile: ");
+            return FALSE;
+        }
+        g_usleep(100 * 1000);
+    }
+}
+
+/* TRUE when @step needs the device's group open in another program (a
+ * scrub VM's QEMU, a scrub command): accelvirt's hold must make way. */
+static gboolean
+av_scrub_step_needs_group(const AvScrubStep *step)
+{
+    return step->method == AV_SCRUB_METHOD_VM || step->method == AV_SCRUB_METHOD_COMMAND;
+}
+
+/* Runs @ctx's step with its method, without accelvirt's hold when the step
+ * needs the group elsewhere (av_scrub_unhold(), av_scrub_rehold()). */
+static gboolean
+av_scrub_run_step(AvScrubContext *ctx, char **ret_message, GError **error)
+{
+    const AvScrubStep *step = ctx->step;
+    gboolean unheld = FALSE;
+    g_autoptr(GError) rehold = NULL;
+    gboolean ok;
+
+    if (av_scrub_step_needs_group(step) && !av_scrub_unhold(ctx, &unheld, error)) {
+        *ret_message = g_strdup("accelvirt's hold of the device's group could not be dropped for the step");
+        return FALSE;
+    }
+    if ((guint)step->method < G_N_ELEMENTS(av_scrub_methods) && av_scrub_methods[step->method])
+        ok = av_scrub_methods[step->method](ctx, ret_message, error);
+    else
+        ok = av_scrub_method_absent(ctx, ret_message, error);
+    if (unheld &&
+        !av_scrub_rehold(ctx, step->method == AV_SCRUB_METHOD_VM ? AV_SCRUB_REHOLD_GRACE_US : 0, &rehold)) {
+        if (ok)
+            g_propagate_error(error, g_steal_pointer(&rehold));
+        return FALSE;
+    }
+    return ok;
+}
+
 /* See av-scrub.h.  @root and @ops are for the methods that touch the device
  * (none of "none" and "command" does).  A profile without steps succeeds
  * with an empty report. */
@@ -561,10 +661,7 @@ av_scrub_run(const AvRoot *root, const AvKernelOps *ops, const AvProfile *profil
         gboolean ok;
 
         json_object_set_new(entry, "method", json_string(av_scrub_method_to_string(step->method)));
-        if ((guint)step->method < G_N_ELEMENTS(av_scrub_methods) && av_scrub_methods[step->method])
-            ok = av_scrub_methods[step->method](&ctx, &message, &local);
-        else
-            ok = av_scrub_method_absent(&ctx, &message, &local);
+        ok = av_scrub_run_step(&ctx, &message, &local);
         json_object_set_new(entry, "ok", json_boolean(ok));
         json_object_set_new(entry, "seconds", json_real((double)(g_get_monotonic_time() - start) / G_USEC_PER_SEC));
         json_object_set_new(entry, "message", json_string(message ? message : ""));
@@ -695,7 +792,8 @@ av_scrub_restore_rebound(const AvRoot *root, const AvKernelOps *ops, const char 
 
 /* See av-scrub.h. */
 gboolean
-av_scrub_group_released(const AvRoot *root, int group, const char *address, GError **error)
+av_scrub_group_released(const AvRoot *root, const char *state_dir, int group, const char *address,
+                        GError **error)
 {
     gint64 deadline = g_get_monotonic_time() + AV_SCRUB_GROUP_GRACE_US;
     g_autoptr(AvVfioHolder) holder = NULL;
@@ -707,7 +805,7 @@ av_scrub_group_released(const AvRoot *root, int group, const char *address, GErr
     for (;;) {
         g_clear_pointer(&holder, av_vfio_holder_free);
         g_clear_error(&unknown);
-        if (av_vfio_groups_find_holder(root, &group, 1, &holder, &unknown) && !holder)
+        if (av_vfio_groups_find_holder_full(root, state_dir, &group, 1, &holder, &unknown) && !holder)
             return TRUE;
         if (g_get_monotonic_time() >= deadline)
             break;

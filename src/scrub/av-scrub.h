@@ -41,6 +41,13 @@ typedef struct {
     const char *scrub_domain_uuid; /* the UUID the pool made with it for the scrub domain, or NULL (a
                                     * random one): method "vm" gives the domain this UUID and knows
                                     * its events by it, its name being random */
+    const char *hold_state_dir;  /* the state dir of accelvirt's hold of the PCI device's group (av-hold.h),
+                                  * or NULL: with it, the steps open the device through the held group
+                                  * file (av_hold_fd(), ops->device_open_held), and the hold is dropped
+                                  * around what needs the group elsewhere or moves the device off
+                                  * vfio-pci ("vm" and "command" steps, vfio-zero's BAR resize) and taken
+                                  * again after: a group that another process opened meanwhile fails the
+                                  * step (AV_ERROR_BUSY naming it), so the device is quarantined */
 } AvScrubTarget;
 
 /* What a scrub program prints, one line per device, to say what it cleared
@@ -102,12 +109,14 @@ gboolean av_scrub_bind_vfio(const AvRoot *root, const AvKernelOps *ops, const Av
  * still hold its IOMMU group @group (a domain's QEMU that has it yet is no
  * device to hand to the next tenant): an fd on the group, on a member's vfio
  * cdev or device fd, or a member's BAR mapped (av_vfio_groups_find_holder()).
+ * accelvirt's own holder recorded in @state_dir (av-hold.h) does not count.
  * Waits up to AV_SCRUB_GROUP_GRACE_US for the process of a domain that just
  * stopped to go.  Returns FALSE with AV_ERROR_UNSAFE naming the process and
  * how it holds the group ("process 4242 (/dev/vfio/devices/vfio3)"), or
  * saying why it cannot tell; TRUE for @group -1. */
 #define AV_SCRUB_GROUP_GRACE_US (5 * G_USEC_PER_SEC)
-gboolean av_scrub_group_released(const AvRoot *root, int group, const char *address, GError **error);
+gboolean av_scrub_group_released(const AvRoot *root, const char *state_dir, int group, const char *address,
+                                 GError **error);
 
 /* A PCI device about to be quarantined (a failed scrub, an identity
  * problem) goes to vfio-pci, away from the host's drivers, whatever its

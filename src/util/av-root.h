@@ -50,6 +50,10 @@ char *av_proc_path(const char *fmt, ...) G_GNUC_PRINTF(1, 2);
  * /run/libvirt/qemu/NAME.pid), also resolved under the root prefix. */
 char *av_run_path(const char *fmt, ...) G_GNUC_PRINTF(1, 2);
 
+/* The host's null device, for processes that must keep nothing else open
+ * (it is not under the root prefix: a fake tree has none). */
+#define AV_DEV_NULL "/dev/null"
+
 /* The host path of the root-relative @path, without resolving links:
  * prefix + path.  The caller frees.  Use only for paths already resolved
  * with av_root_resolve() or for files that are not links. */

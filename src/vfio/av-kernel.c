@@ -15,6 +15,7 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -39,7 +40,9 @@ struct AvDeviceHandle {
     char *address;
     gboolean fake;
     int container;               /* real: /dev/vfio/vfio */
-    int group;                   /* real: /dev/vfio/GROUP */
+    int group;                   /* real: /dev/vfio/GROUP (or a dup of a held one);
+                                  * fake: the flock()ed group file, or -1 when held */
+    gboolean group_held;         /* real: @group is a dup of a file the caller holds open */
     int device;                  /* real: VFIO_GROUP_GET_DEVICE_FD */
     guint32 flags;               /* real: VFIO_DEVICE_GET_INFO flags */
     guint32 num_regions;         /* real: VFIO_DEVICE_GET_INFO num_regions */
@@ -70,6 +73,10 @@ av_device_handle_free(AvDeviceHandle *h)
      * container: the order of Documentation/driver-api/vfio.rst in reverse. */
     if (h->device >= 0)
         close(h->device);
+    /* A held group file stays open after the dup is closed: the kernel
+     * would keep it in the container, so it leaves it here. */
+    if (h->group >= 0 && h->group_held && h->container >= 0)
+        (void)ioctl(h->group, VFIO_GROUP_UNSET_CONTAINER);
     if (h->group >= 0)
         close(h->group);
     if (h->container >= 0)
@@ -124,7 +131,7 @@ av_kernel_open_node(const AvRoot *root, const char *path)
  * The kernel lets one process at a time open a group: a group held by a
  * domain's QEMU gives -EBUSY here (vfio_group_fops_open). */
 static int
-av_kernel_real_device_open(const AvRoot *root, const char *address, AvDeviceHandle **ret_handle)
+av_kernel_real_device_open_fd(const AvRoot *root, const char *address, int held_fd, AvDeviceHandle **ret_handle)
 {
     g_autofree char *group_link = NULL;
     g_autofree char *group_name = NULL;
@@ -156,9 +163,15 @@ av_kernel_real_device_open(const AvRoot *root, const char *address, AvDeviceHand
         r = -EPROTONOSUPPORT;
         goto fail;
     }
-    r = av_kernel_open_node(root, group_path);
-    if (r < 0)
+    if (held_fd >= 0) {
+        r = fcntl(held_fd, F_DUPFD_CLOEXEC, 3);
+        h->group_held = TRUE;
+    } else
+        r = av_kernel_open_node(root, group_path);
+    if (r < 0) {
+        r = held_fd >= 0 ? -errno : r;
         goto fail;
+    }
     h->group = r;
     if (ioctl(h->group, VFIO_GROUP_GET_STATUS, &status) < 0) {
         r = -errno;
@@ -166,6 +179,13 @@ av_kernel_real_device_open(const AvRoot *root, const char *address, AvDeviceHand
     }
     if (!(status.flags & VFIO_GROUP_FLAGS_VIABLE)) {
         r = -EPERM;
+        goto fail;
+    }
+    /* A held group may still sit in the container of a scrubber that died
+     * before its device_close: out of it first. */
+    if (h->group_held && (status.flags & VFIO_GROUP_FLAGS_CONTAINER_SET) &&
+        ioctl(h->group, VFIO_GROUP_UNSET_CONTAINER) < 0) {
+        r = -errno;
         goto fail;
     }
     if (ioctl(h->group, VFIO_GROUP_SET_CONTAINER, &h->container) < 0 ||
@@ -191,6 +211,48 @@ av_kernel_real_device_open(const AvRoot *root, const char *address, AvDeviceHand
 fail:
     av_device_handle_free(h);
     return r;
+}
+
+static int
+av_kernel_real_device_open(const AvRoot *root, const char *address, AvDeviceHandle **ret_handle)
+{
+    return av_kernel_real_device_open_fd(root, address, -1, ret_handle);
+}
+
+static int
+av_kernel_real_device_open_held(const AvRoot *root, const char *address, int group_fd,
+                                AvDeviceHandle **ret_handle)
+{
+    if (group_fd < 0)
+        return -EBADF;
+    return av_kernel_real_device_open_fd(root, address, group_fd, ret_handle);
+}
+
+/* group_open of both tables: /dev/vfio/@group opened with @open_node (an
+ * fd or -errno). */
+static int
+av_kernel_group_open_with(const AvRoot *root, int group, int (*open_node)(const AvRoot *, const char *),
+                          int *ret_fd)
+{
+    g_autofree char *path = NULL;
+    int r;
+
+    if (group < 0)
+        return -EINVAL;
+    path = av_dev_path("vfio/%d", group);
+    r = open_node(root, path);
+    if (r < 0)
+        return r;
+    *ret_fd = r;
+    return 0;
+}
+
+/* vfio_group_fops_open lets one open file of a group exist at a time: a
+ * second open gives -EBUSY. */
+static int
+av_kernel_real_group_open(const AvRoot *root, int group, int *ret_fd)
+{
+    return av_kernel_group_open_with(root, group, av_kernel_open_node, ret_fd);
 }
 
 /* The BAR type bit (PCI_BASE_ADDRESS_SPACE_IO, bit 0) of BAR @index, read
@@ -269,6 +331,8 @@ const AvKernelOps av_kernel_ops_real = {
     .name = "real",
     .write = av_kernel_real_write,
     .device_open = av_kernel_real_device_open,
+    .device_open_held = av_kernel_real_device_open_held,
+    .group_open = av_kernel_real_group_open,
     .device_region = av_kernel_real_device_region,
     .device_reset = av_kernel_real_device_reset,
     .device_close = av_kernel_real_device_close,
@@ -1329,9 +1393,42 @@ av_fake_group_viable(const AvRoot *root, const char *group)
     return TRUE;
 }
 
+/* Opens the fake tree's group file @node (root-relative) and takes its
+ * flock, as the kernel lets one open file of a group exist (see
+ * av-kernel.h: group_open).  Returns the fd or -errno (-EBUSY: another open
+ * file has it). */
 static int
-av_kernel_fake_device_open(const AvRoot *root, const char *address, AvDeviceHandle **ret_handle)
+av_fake_group_lock(const AvRoot *root, const char *node)
 {
+    g_autofree char *host = av_root_host_path(root, node);
+    int r = av_fake_injected_failure(root, node, NULL);
+    int fd;
+
+    if (r < 0)
+        return r;
+    fd = open(host, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0)
+        return -errno;
+    if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+        r = errno == EWOULDBLOCK ? -EBUSY : -errno;
+        close(fd);
+        return r;
+    }
+    return fd;
+}
+
+static int
+av_kernel_fake_group_open(const AvRoot *root, int group, int *ret_fd)
+{
+    return av_kernel_group_open_with(root, group, av_fake_group_lock, ret_fd);
+}
+
+/* Both device opens of the fake table: @held_fd is the group file the
+ * caller holds (device_open_held), or -1 to open and lock it here. */
+static int
+av_kernel_fake_device_open_fd(const AvRoot *root, const char *address, int held_fd, AvDeviceHandle **ret_handle)
+{
+    int group_fd = -1;
     g_autofree char *devdir = NULL;
     g_autofree char *group = NULL;
     g_autofree char *node = NULL;
@@ -1359,14 +1456,36 @@ av_kernel_fake_device_open(const AvRoot *root, const char *address, AvDeviceHand
     drv = av_fake_link_name(root, devdir, "driver");
     if (!drv || !g_str_equal(drv, "vfio-pci"))
         return -ENODEV;
+    if (held_fd < 0 && (group_fd = av_fake_group_lock(root, node)) < 0)
+        return group_fd;
     line = g_strconcat("VFIO_GROUP_GET_DEVICE_FD ", address, NULL);
     r = av_fake_log(root, line);
-    if (r < 0)
+    if (r < 0) {
+        if (group_fd >= 0)
+            close(group_fd);
         return r;
+    }
     h = av_device_handle_new(root, address, TRUE);
     h->devdir = g_steal_pointer(&devdir);
+    h->group = group_fd;
+    h->group_held = held_fd >= 0;
     *ret_handle = h;
     return 0;
+}
+
+static int
+av_kernel_fake_device_open(const AvRoot *root, const char *address, AvDeviceHandle **ret_handle)
+{
+    return av_kernel_fake_device_open_fd(root, address, -1, ret_handle);
+}
+
+static int
+av_kernel_fake_device_open_held(const AvRoot *root, const char *address, int group_fd,
+                                AvDeviceHandle **ret_handle)
+{
+    if (group_fd < 0 || fcntl(group_fd, F_GETFD) < 0)
+        return -EBADF;
+    return av_kernel_fake_device_open_fd(root, address, group_fd, ret_handle);
 }
 
 static int
@@ -1456,6 +1575,8 @@ const AvKernelOps av_kernel_ops_fake = {
     .name = "fake",
     .write = av_kernel_fake_write,
     .device_open = av_kernel_fake_device_open,
+    .device_open_held = av_kernel_fake_device_open_held,
+    .group_open = av_kernel_fake_group_open,
     .device_region = av_kernel_fake_device_region,
     .device_reset = av_kernel_fake_device_reset,
     .device_close = av_kernel_fake_device_close,

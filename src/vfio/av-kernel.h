@@ -37,6 +37,19 @@
  *                    not hold); /dev/vfio/GROUP must exist (else -ENOENT).
  *                    "fail /dev/vfio/GROUP ERRNO" fails it as opening the group
  *                    would ("fail /dev/vfio/40 16": a QEMU holds group 40).
+ *                    The handle keeps the group file open, flock()ed (see
+ *                    group_open), until device_close; -EBUSY while another
+ *                    open file holds that lock.
+ *   group_open       opens the tree's regular file /dev/vfio/GROUP (absent:
+ *                    -ENOENT; "fail /dev/vfio/GROUP ERRNO" fails it) and
+ *                    emulates the kernel's "one open file of a group at a
+ *                    time" (vfio_group_fops_open) with flock(LOCK_EX |
+ *                    LOCK_NB) on it: a lock belongs to the open file
+ *                    description, so it survives fork() and dup() and goes
+ *                    when the last fd on it closes; EWOULDBLOCK is -EBUSY.
+ *   device_open_held as device_open, through a group file the caller holds
+ *                    open already (from group_open): no flock of its own,
+ *                    and device_close leaves the held file alone.
  *   device_region    BAR N is the tree's regular file
  *                    /sys/bus/pci/devices/ADDR/resourceN, as sysfs has one per
  *                    BAR: size = the file's size (no file: size 0), offset 0,
@@ -118,6 +131,23 @@ typedef struct {
      * a host driver), -EPROTONOSUPPORT (the VFIO API version is not
      * VFIO_API_VERSION, or there is no Type1 IOMMU), -EACCES. */
     int (*device_open)(const AvRoot *root, const char *address, AvDeviceHandle **ret_handle);
+    /* As device_open, but through the VFIO group file @group_fd that the
+     * caller holds open already (group_open(), or a dup of an accelvirt
+     * holder's fd: av_hold_fd()), so that no second open of the group is
+     * needed (the kernel allows one open file of a group at a time).  The
+     * real kernel dups @group_fd, sets the new container on it
+     * (VFIO_GROUP_SET_CONTAINER) and, at device_close, closes the device,
+     * VFIO_GROUP_UNSET_CONTAINER on the dup (the held file stays open, so
+     * the kernel would not leave the container by itself), then closes the
+     * dup.  @group_fd stays the caller's.  Returns 0 and a handle, or -errno
+     * as device_open (-ENODEV: @address is not a member of the group). */
+    int (*device_open_held)(const AvRoot *root, const char *address, int group_fd, AvDeviceHandle **ret_handle);
+    /* Opens the VFIO group file /dev/vfio/@group read-write, close-on-exec
+     * (Documentation/driver-api/vfio.rst).  Returns an fd (the caller's)
+     * or -errno: -EBUSY when another open file of the group exists (a
+     * domain's QEMU, an accelvirt holder), -ENOENT when no member of the
+     * group is on vfio-pci, -EPERM/-EACCES. */
+    int (*group_open)(const AvRoot *root, int group, int *ret_fd);
     /* Describes region @index (0-5: the BARs) of an opened device.  Returns 0
      * (a region of size 0 when the BAR is absent) or -errno (-EINVAL for an
      * index above 5).  The region's fd stays owned by the handle. */

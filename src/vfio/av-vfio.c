@@ -8,6 +8,7 @@
 #include "config.h"
 
 #include "av-vfio.h"
+#include "av-hold.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -1126,6 +1127,15 @@ gboolean
 av_vfio_groups_find_holder(const AvRoot *root, const int *groups, guint n_groups,
                            AvVfioHolder **ret_holder, GError **error)
 {
+    return av_vfio_groups_find_holder_full(root, NULL, groups, n_groups, ret_holder, error);
+}
+
+/* See av-vfio.h. */
+gboolean
+av_vfio_groups_find_holder_full(const AvRoot *root, const char *state_dir, const int *groups, guint n_groups,
+                                AvVfioHolder **ret_holder, GError **error)
+{
+    g_autoptr(GHashTable) own = NULL;
     g_autoptr(GHashTable) watch = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, av_vfio_watch_free);
     g_autofree char *proc = av_proc_path("%s", "");
     g_autofree char *unreadable = NULL;
@@ -1157,6 +1167,11 @@ av_vfio_groups_find_holder(const AvRoot *root, const int *groups, guint n_groups
 
         if (!g_ascii_string_to_unsigned(pids[i], 10, 1, G_MAXINT, &pid, NULL))
             continue;
+        /* accelvirt's own holders (av-hold.h) are no QEMU. */
+        if (!own)
+            own = av_hold_pids(root, state_dir);
+        if (g_hash_table_contains(own, pids[i]))
+            continue;
         holder = av_vfio_scan_fds(root, &scan, pids[i]);
         if (!holder)
             holder = av_vfio_scan_maps(root, &scan, pids[i]);
@@ -1177,10 +1192,17 @@ av_vfio_groups_find_holder(const AvRoot *root, const int *groups, guint n_groups
 char *
 av_vfio_group_holder(const AvRoot *root, int group)
 {
+    return av_vfio_group_holder_full(root, NULL, group);
+}
+
+/* See av-vfio.h. */
+char *
+av_vfio_group_holder_full(const AvRoot *root, const char *state_dir, int group)
+{
     g_autoptr(AvVfioHolder) holder = NULL;
     g_autoptr(GError) error = NULL;
 
-    if (!av_vfio_groups_find_holder(root, &group, 1, &holder, &error))
+    if (!av_vfio_groups_find_holder_full(root, state_dir, &group, 1, &holder, &error))
         return g_strdup_printf("unknown (%s)", error->message);
     return holder ? av_vfio_holder_describe(holder) : NULL;
 }

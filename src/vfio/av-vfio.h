@@ -112,12 +112,23 @@ char *av_vfio_holder_describe(const AvVfioHolder *holder);
 gboolean av_vfio_groups_find_holder(const AvRoot *root, const int *groups, guint n_groups,
                                     AvVfioHolder **ret_holder, GError **error);
 
+/* As av_vfio_groups_find_holder(), but a process that accelvirt holds the
+ * group with (an "accelvirt-hold" recorded in @state_dir/holds whose start
+ * time under @root's /proc agrees with its record, av_hold_pids()) is not a
+ * holder: that is accelvirt keeping the device from every domain, not a
+ * QEMU.  A NULL @state_dir ignores no process. */
+gboolean av_vfio_groups_find_holder_full(const AvRoot *root, const char *state_dir, const int *groups,
+                                         guint n_groups, AvVfioHolder **ret_holder, GError **error);
+
 /* The holder of IOMMU group @group as text, "PID (THROUGH)" (see
  * av_vfio_holder_describe()), such as "4242 (/dev/vfio/40)"; NULL when no
  * process holds it.  When av_vfio_groups_find_holder() cannot tell, the
  * text "unknown (WHY)", so that a caller that only asks "is it held?"
  * errs on the safe side.  Caller frees. */
 char *av_vfio_group_holder(const AvRoot *root, int group);
+/* As av_vfio_group_holder(), ignoring accelvirt's own holders recorded in
+ * @state_dir (av_vfio_groups_find_holder_full()). */
+char *av_vfio_group_holder_full(const AvRoot *root, const char *state_dir, int group);
 
 /* Gives @address back to the host: unbind from vfio-pci, clear
  * driver_override, then bind to @original_driver exactly (its
