@@ -394,11 +394,11 @@ test_zero_through_hold(void)
     fixture_close(&f);
 }
 
-/* A "command" step runs with the hold dropped (the program opens the
- * group) and the hold taken again after; a process that opened the group
- * meanwhile fails the scrub, named. */
+/* A "command" step keeps the hold: no other process can open the group
+ * while it runs, and the program gets the held group file as its fd 3
+ * (ACCELVIRT_SCRUB_VFIO_GROUP_FD=3); the holder is the same after. */
 static void
-test_command_unhold_rehold(void)
+test_command_keeps_hold(void)
 {
     Fixture f;
     g_autoptr(GError) err = NULL;
@@ -406,29 +406,20 @@ test_command_unhold_rehold(void)
     g_autoptr(AvHold) before = NULL;
     g_autoptr(AvHold) after = NULL;
     g_autofree char *node = NULL;
-    g_autofree char *grab = NULL;
     g_autofree char *policy_json = NULL;
-    g_autofree char *pidfile = NULL;
-    g_autofree char *pid_text = NULL;
     AvScrubTarget target = { .identity = "pci-" A100, .address = A100, .iommu_group = 40 };
     const AvProfile *profile;
-    guint64 grabber;
 
     fixture_open(&f);
     node = g_build_filename(f.dir, "dev", "vfio", "40", NULL);
-    pidfile = g_build_filename(f.state, "grabber.pid", NULL);
-    /* The step's program checks that it can open the group (the hold is
-     * gone), then, with the file "grab" present, leaves a process behind
-     * that keeps it open. */
-    grab = g_build_filename(f.state, "grab", NULL);
+    /* exit 7: another open file got the group; 8: no fd 3 named in the
+     * environment; 9: fd 3 is not the group file */
     policy_json = g_strdup_printf(
         "{\"profiles\": [{\"name\": \"gpu-a100\", \"match\": {\"vendor\": \"0x10de\", \"device\": \"0x20f1\"},"
         " \"attach\": \"vfio-pci\", \"scrub\": [{\"method\": \"command\", \"timeout\": 10, \"argv\": [\"/bin/sh\", "
-        "\"-c\", \"flock -n %s true || exit 9; [ -e %s ] || exit 0; setsid /usr/bin/python3 -c 'import fcntl,os,sys,time; "
-        "f=open(sys.argv[1],\\\"r+\\\"); fcntl.flock(f,fcntl.LOCK_EX|fcntl.LOCK_NB); "
-        "open(sys.argv[2],\\\"w\\\").write(str(os.getpid())); time.sleep(60)' %s %s </dev/null >/dev/null 2>&1 & "
-        "while [ ! -s %s ]; do sleep 0.05; done\"]}]}]}",
-        node, grab, node, pidfile, pidfile);
+        "\"-c\", \"flock -n %s true && exit 7; [ \\\"$ACCELVIRT_SCRUB_VFIO_GROUP_FD\\\" = 3 ] || exit 8; "
+        "[ \\\"$(readlink /proc/self/fd/3)\\\" = %s ] || exit 9; exit 0\"]}]}]}",
+        node, node);
     g_assert_true(av_policy_add_data(policy, "test.json", policy_json, strlen(policy_json), &err));
     g_assert_no_error(err);
     profile = av_policy_find(policy, "gpu-a100");
@@ -438,15 +429,7 @@ test_command_unhold_rehold(void)
     g_assert_true(av_scrub_run(f.root, f.ops, profile, &target, NULL, &err));
     g_assert_no_error(err);
     after = live_hold(&f);
-    g_assert_cmpint(after->pid, !=, before->pid);    /* dropped for the step, taken again */
-
-    av_test_write(f.state, "grab", "");
-    g_assert_false(av_scrub_run(f.root, f.ops, profile, &target, NULL, &err));
-    g_assert_error(err, AV_ERROR, AV_ERROR_BUSY);
-    g_assert_nonnull(strstr(err->message, "open in another process"));
-    g_assert_true(g_file_get_contents(pidfile, &pid_text, NULL, NULL));
-    g_assert_true(g_ascii_string_to_unsigned(pid_text, 10, 1, G_MAXINT, &grabber, NULL));
-    g_assert_cmpint(kill((pid_t)grabber, SIGKILL), ==, 0);
+    g_assert_cmpint(after->pid, ==, before->pid);
     fixture_close(&f);
 }
 
@@ -459,6 +442,6 @@ main(int argc, char **argv)
     g_test_add_func("/hold/take-busy-and-killed", test_take_busy_and_killed);
     g_test_add_func("/hold/detection-ignores-own", test_detection_ignores_own);
     g_test_add_func("/hold/zero-through-hold", test_zero_through_hold);
-    g_test_add_func("/hold/command-unhold-rehold", test_command_unhold_rehold);
+    g_test_add_func("/hold/command-keeps-hold", test_command_keeps_hold);
     return g_test_run();
 }

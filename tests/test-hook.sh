@@ -1702,11 +1702,11 @@ check "a group some process has open at release end: the device is quarantined w
 ungrab "$W/grab.pid"
 check "  ... once that process is gone, reconcile holds the quarantined device; quarantine clear frees it and drops the hold" \
     eval "hst reconcile >/dev/null && H3=\$(holder 40) && is_holder \"\$H3\" && hst quarantine clear 0000:17:00.0 >/dev/null && gone \"\$H3\" && [ ! -e '$W/state/holds/40.json' ] && status && st_of free"
-check "a process that opens the group while a command step runs without the hold: the worker quarantines the device" \
-    eval "accepted '$W/vm1.xml' vm1 prepare begin - && accepted '$W/vm1.xml' vm1 release end - && echo '$W/host/dev/vfio/40' >'$W/scrub.log.grab' && worker; rm -f '$W/scrub.log.grab'; status && st_of quarantined && json '$W/st.json' \"'may have had the device meanwhile' in [x['reason'] for x in d['devices'] if x['address'] == '0000:17:00.0'][0]\""
+check "a command step keeps the hold: a process trying to open the group meanwhile is refused, the program gets the held group file as fd 3 (ACCELVIRT_SCRUB_VFIO_GROUP_FD=3), the device is freed" \
+    eval "accepted '$W/vm1.xml' vm1 prepare begin - && accepted '$W/vm1.xml' vm1 release end - && echo '$W/host/dev/vfio/40' >'$W/scrub.log.grab' && worker; rm -f '$W/scrub.log.grab'; [ \"\$(cat '$W/scrub.log.grab.pid')\" = busy ] && grep -qx 'fd3=$W/host/dev/vfio/40 env=3' '$W/scrub.log' && status && st_of free"
 ungrab "$W/scrub.log.grab.pid"
 check "a scrub that fails quarantines the device and keeps it held" \
-    eval "hst quarantine clear 0000:17:00.0 >/dev/null && [ ! -e '$W/state/holds/40.json' ] && accepted '$W/vm1.xml' vm1 prepare begin - && accepted '$W/vm1.xml' vm1 release end - && touch '$W/scrub-fail' && worker; rm -f '$W/scrub-fail'; status && st_of quarantined && is_holder \"\$(holder 40)\" && ! qemu_open 40"
+    eval "[ ! -e '$W/state/holds/40.json' ] && accepted '$W/vm1.xml' vm1 prepare begin - && accepted '$W/vm1.xml' vm1 release end - && touch '$W/scrub-fail' && worker; rm -f '$W/scrub-fail'; status && st_of quarantined && is_holder \"\$(holder 40)\" && ! qemu_open 40"
 kill_holds "$W"
 ACCELVIRT_WORKER=$REAL_WORKER
 

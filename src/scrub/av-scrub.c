@@ -92,12 +92,19 @@ av_scrub_child_setup(gpointer data G_GNUC_UNUSED)
  * that is killed with SIGKILL at the step's timeout.  The environment is
  * the worker's plus ACCELVIRT_SCRUB_IDENTITY, for an mdev
  * ACCELVIRT_SCRUB_MDEV_UUID, and when the profile gives the device's
- * "memory", ACCELVIRT_SCRUB_MEMORY (bytes).  Exit status 0 is success.  Stores the
- * captured output in *ret_output (caller frees) either way. */
+ * "memory", ACCELVIRT_SCRUB_MEMORY (bytes).  When accelvirt holds the
+ * device's VFIO group (@group_fd >= 0: the held group file), the program
+ * runs with the hold kept: it gets that file as its fd 3 and
+ * ACCELVIRT_SCRUB_VFIO_GROUP_FD=3 (a program that needs VFIO sets its
+ * container on that file: opening /dev/vfio/N itself fails with EBUSY);
+ * so no other process can open the group while the step runs.  Exit
+ * status 0 is success.  Stores the captured output in *ret_output (caller
+ * frees) either way. */
 static gboolean
-av_scrub_command(const AvScrubStep *step, const AvScrubTarget *target, guint64 memory, char **ret_output,
-                 GError **error)
+av_scrub_command(const AvScrubStep *step, const AvScrubTarget *target, guint64 memory, int group_fd,
+                 char **ret_output, GError **error)
 {
+    const int target_fds[] = { 3 };
     json_t *argv_json = json_object_get(step->options, "argv");
     g_autoptr(GPtrArray) argv = g_ptr_array_new_with_free_func(g_free);
     g_auto(GStrv) envp = g_get_environ();
@@ -142,13 +149,18 @@ av_scrub_command(const AvScrubStep *step, const AvScrubTarget *target, guint64 m
     } else {
         envp = g_environ_unsetenv(envp, "ACCELVIRT_SCRUB_MEMORY");
     }
+    if (group_fd >= 0)
+        envp = g_environ_setenv(envp, "ACCELVIRT_SCRUB_VFIO_GROUP_FD", "3", TRUE);
+    else
+        envp = g_environ_unsetenv(envp, "ACCELVIRT_SCRUB_VFIO_GROUP_FD");
 
     if (!g_unix_open_pipe(pipefd, FD_CLOEXEC, error))
         return FALSE;
     if (!g_spawn_async_with_pipes_and_fds(
             "/", (const char *const *)argv->pdata, (const char *const *)envp,
             G_SPAWN_DO_NOT_REAP_CHILD | G_SPAWN_STDIN_FROM_DEV_NULL,
-            av_scrub_child_setup, NULL, -1, pipefd[1], pipefd[1], NULL, NULL, 0,
+            av_scrub_child_setup, NULL, -1, pipefd[1], pipefd[1], group_fd >= 0 ? &group_fd : NULL,
+            group_fd >= 0 ? target_fds : NULL, group_fd >= 0 ? 1 : 0,
             &pid, NULL, NULL, NULL, &spawn_error)) {
         close(pipefd[0]);
         close(pipefd[1]);
@@ -234,6 +246,8 @@ av_scrub_method_none(AvScrubContext *ctx, char **ret_message, GError **error)
     return TRUE;
 }
 
+static gboolean av_scrub_target_held(const AvScrubTarget *target);
+
 /* The method "command": what its program printed is the step's message;
  * its AV_SCRUB_COVERAGE_PREFIX lines for this device, if any, are the
  * step's coverage, as the program reports it. */
@@ -241,8 +255,19 @@ static gboolean
 av_scrub_method_command(AvScrubContext *ctx, char **ret_message, GError **error)
 {
     g_autofree char *output = NULL;
-    gboolean ok = av_scrub_command(ctx->step, ctx->target, ctx->profile->memory, &output, error);
-    json_t *coverage = output && ctx->target->address && !ctx->target->mdev_uuid
+    int group_fd = -1;
+    gboolean ok;
+    json_t *coverage;
+
+    /* The hold stays while the program runs: it gets the held group file
+     * (none when the device is not held: then it runs without). */
+    if (av_scrub_target_held(ctx->target) &&
+        !av_hold_fd(ctx->root, ctx->target->hold_state_dir, ctx->target->iommu_group, &group_fd, NULL))
+        group_fd = -1;
+    ok = av_scrub_command(ctx->step, ctx->target, ctx->profile->memory, group_fd, &output, error);
+    if (group_fd >= 0)
+        close(group_fd);
+    coverage = output && ctx->target->address && !ctx->target->mdev_uuid
                        ? av_scrub_coverage_parse(output, ctx->target->address) : NULL;
 
     if (coverage)
@@ -604,12 +629,14 @@ av_scrub_rehold(const AvScrubContext *ctx, gint64 grace_us, GError **error)
     }
 }
 
-/* TRUE when @step needs the device's group open in another program (a
- * scrub VM's QEMU, a scrub command): accelvirt's hold must make way. */
+/* TRUE when @step needs the device's group open in another program that
+ * cannot be handed the held group file (a scrub VM's QEMU, which libvirt
+ * starts): accelvirt's hold must make way.  A "command" step keeps the hold
+ * and hands its program the group file (av_scrub_command()). */
 static gboolean
 av_scrub_step_needs_group(const AvScrubStep *step)
 {
-    return step->method == AV_SCRUB_METHOD_VM || step->method == AV_SCRUB_METHOD_COMMAND;
+    return step->method == AV_SCRUB_METHOD_VM;
 }
 
 /* Runs @ctx's step with its method, without accelvirt's hold when the step
