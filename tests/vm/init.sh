@@ -23,6 +23,13 @@
 #   avvm.tenant=TEXT  a tenant: writes TEXT over BAR2 (zero-bar fill), prints
 #                     AVVM-TENANT-WROTE ADDR COUNT, AVVM-TENANT-WAIT, and waits to be
 #                     destroyed
+#   avvm.hotplug=TEXT a guest that gets its devices while it runs (issue 14): prints
+#                     AVVM-HOTPLUG-WAITING, then for each ivshmem that appears (hot-
+#                     plugged, or there at boot) AVVM-HOTPLUG-SEEN ADDR hello=N (N: how
+#                     often AVHELLO is in its BAR2, which the host wrote there) class=C
+#                     (the initramfs has no lspci: sysfs), writes TEXT over BAR2, prints
+#                     AVVM-HOTPLUG-WROTE ADDR COUNT, and AVVM-HOTPLUG-GONE ADDR once the
+#                     device is gone (hot-unplugged); never ends
 # (The scrub VM of the "vm" method boots accelvirt's own scrub image, made by
 # scrub/image/build, not this one.)
 
@@ -129,9 +136,32 @@ tenant() {  # tenant TEXT: write TEXT over every ivshmem's BAR2, then wait to be
     echo "AVVM-TENANT-WAIT uptime=$(uptime)"
     while :; do sleep 60; done
 }
+hotplug() {  # hotplug TEXT: see the head of this file
+    echo "AVVM-HOTPLUG-WAITING uptime=$(uptime)"
+    seen=" "
+    while :; do
+        for d in /sys/bus/pci/devices/*; do
+            a=$(basename "$d")
+            case "$seen" in *" $a "*) continue ;; esac
+            test "$(cat "$d/vendor" 2>/dev/null):$(cat "$d/device" 2>/dev/null)" = 0x1af4:0x1110 || continue
+            seen="$seen$a "
+            echo 1 > "$d/enable"
+            echo "AVVM-HOTPLUG-SEEN $a hello=$(zero-bar count "$d/resource2" AVHELLO) class=$(cat "$d/class") uptime=$(uptime)"
+            zero-bar fill "$d/resource2" "$1" || echo "AVVM-HOTPLUG-FAILED $a"
+            echo "AVVM-HOTPLUG-WROTE $a $(zero-bar count "$d/resource2" "$1")"
+        done
+        for a in $seen; do
+            test -e "/sys/bus/pci/devices/$a" && continue
+            echo "AVVM-HOTPLUG-GONE $a uptime=$(uptime)"
+            seen=$(echo "$seen" | sed "s/ $a / /")
+        done
+        sleep 0.5
+    done
+}
 for a in $(cat /proc/cmdline); do
     case "$a" in
         avvm.tenant=*) tenant "${a#avvm.tenant=}" ;;
+        avvm.hotplug=*) hotplug "${a#avvm.hotplug=}" ;;
     esac
 done
 

@@ -15,6 +15,7 @@ VM_RIG_FILES = \
 	tests/vm/scenario-basic.sh \
 	tests/vm/scenario-e2e.sh \
 	tests/vm/scenario-accel.sh \
+	tests/vm/scenario-hotplug.sh \
 	tests/vm/accel-policies \
 	tests/vm/scenario-demo.sh \
 	tests/vm/demo-policies \

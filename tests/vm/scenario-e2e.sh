@@ -23,6 +23,9 @@
 #      and writes SECRET over BAR2 of the node-1 ivshmem; destroy -> release -> the
 #      worker's vfio-zero; then this guest reads BAR2 (none of SECRET) and test-vm.sh
 #      the backing file
+#   H. accelvirt attach/detach into a running nested guest, the kernel refusing a
+#      held device to virsh attach-device, accelvirt watch and audit catching what
+#      goes around accelvirt: scenario-hotplug.sh (sourced after scenario-accel.sh)
 #   U. USB sticks, S. SR-IOV VFs made on demand: scenario-accel.sh (sourced; its head
 #      says what they do)
 #   V. the vm method: rig-ivshmem's scrub becomes [vm] (xml/scrub-vm.xml with the
@@ -538,6 +541,9 @@ fact tenant_phase seconds="$(elapsed "$tD")"
 
 # --- U, S. USB sticks and SR-IOV VFs (issue 13): scenario-accel.sh ---
 . "$R/scenario-accel.sh"
+
+# --- H. hot-plug, watch, audit, kernel-held groups (issue 14): scenario-hotplug.sh ---
+. "$R/scenario-hotplug.sh"
 
 # --- V. the vm method: the worker boots the scrub image under this libvirtd ---
 # rig-ivshmem's scrub becomes [vm]: the shipped template with the scrub image that

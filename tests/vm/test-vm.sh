@@ -539,6 +539,7 @@ printf '%s\n' "ACCELVIRT=$accelvirt" "ACCELVIRT_HOOK=$hook" "ACCELVIRT_WORKER=$w
 cp -r "$here/hook-policies" "$e2e/results/hook-policies"
 cp -r "$here/accel-policies" "$e2e/results/accel-policies"
 cp "$here/scenario-accel.sh" "$e2e/results/scenario-accel.sh"
+cp "$here/scenario-hotplug.sh" "$e2e/results/scenario-hotplug.sh"
 cp "$here/scrub-sleep.sh" "$e2e/results/scrub-sleep.sh"
 cp "$here/../../xml/scrub-vm.xml" "$e2e/results/scrub-vm.xml"
 # boot 1's scrub pool (ROM A enrolled) for phase R, which runs with ROM B
