@@ -27,9 +27,6 @@
  * domain defined but never started does not hold a GPU forever (seed 004). */
 #define AV_CLI_CLAIM_TTL_S 3600
 
-G_DEFINE_AUTOPTR_CLEANUP_FUNC(virConnect, virConnectClose)
-G_DEFINE_AUTOPTR_CLEANUP_FUNC(virDomain, virDomainFree)
-
 /* --- input ------------------------------------------------------------------ */
 
 /* Reads the domain XML from @path ("-" for stdin), bounded like the hook's. */
@@ -55,104 +52,7 @@ av_cli_read_xml(const char *path, char **ret_xml, gsize *ret_len, GError **error
     return TRUE;
 }
 
-/* --- libvirt ---------------------------------------------------------------- */
-
-/* Sets @error from libvirt's last error, prefixed by @what. */
-static gboolean
-av_cli_virt_error(GError **error, const char *what)
-{
-    const virError *e = virGetLastError();
-
-    g_set_error(error, AV_ERROR, AV_ERROR_FAILED, "%s: %s", what,
-                e && e->message ? e->message : "libvirt gave no reason");
-    return FALSE;
-}
-
-static void
-av_cli_virt_silence(void *data, virErrorPtr e)
-{
-    (void)data;
-    (void)e;
-}
-
-static virConnect *
-av_cli_connect(const AvCli *cli, GError **error)
-{
-    virConnect *conn;
-
-    /* libvirt prints its errors itself unless told otherwise; accelvirt says
-     * them once, in its own words. */
-    virSetErrorFunc(NULL, av_cli_virt_silence);
-    conn = virConnectOpen(cli->connect);
-    if (!conn) {
-        g_autofree char *what = g_strdup_printf("cannot connect to libvirt at '%s' (is libvirtd running? "
-                                                "see --connect)", cli->connect);
-        av_cli_virt_error(error, what);
-        return NULL;
-    }
-    return conn;
-}
-
-/* The domain named @name, or whose UUID is @name. */
-static virDomain *
-av_cli_lookup(virConnect *conn, const char *name, GError **error)
-{
-    virDomain *dom = virDomainLookupByName(conn, name);
-
-    if (!dom)
-        dom = virDomainLookupByUUIDString(conn, name);
-    if (!dom) {
-        g_set_error(error, AV_ERROR, AV_ERROR_NOT_FOUND,
-                    "no domain '%s' on %s; 'virsh list --all' shows the defined ones", name,
-                    virConnectGetURI(conn) ? virConnectGetURI(conn) : "this connection");
-        return NULL;
-    }
-    return dom;
-}
-
 /* --- placing ---------------------------------------------------------------- */
-
-/* A scratch copy of the pool of @state_dir in a new temporary directory
- * (stored in *ret_dir, caller removes it), open for writing: a dry run
- * reconciles and places there, and the real pool and journal see nothing. */
-static AvPool *
-av_cli_scratch_pool(const char *state_dir, char **ret_dir, GError **error)
-{
-    g_autofree char *dir = g_dir_make_tmp("accelvirt-dry-run-XXXXXX", error);
-    g_autofree char *src = g_build_filename(state_dir, "pool.json", NULL);
-    g_autofree char *dst = NULL;
-    g_autofree char *data = NULL;
-    gsize len = 0;
-    AvPool *pool;
-
-    if (!dir)
-        return NULL;
-    *ret_dir = g_strdup(dir);
-    if (g_file_get_contents(src, &data, &len, NULL)) {
-        dst = g_build_filename(dir, "pool.json", NULL);
-        if (!g_file_set_contents_full(dst, data, (gssize)len, G_FILE_SET_CONTENTS_CONSISTENT, 0600, error))
-            return NULL;
-    }
-    pool = av_pool_open(dir, AV_POOL_WRITE, 0, error);
-    return pool;
-}
-
-static void
-av_cli_remove_dir(const char *dir)
-{
-    g_autoptr(GDir) d = NULL;
-    const char *name;
-
-    if (!dir)
-        return;
-    d = g_dir_open(dir, 0, NULL);
-    while (d && (name = g_dir_read_name(d))) {
-        g_autofree char *p = g_build_filename(dir, name, NULL);
-
-        g_unlink(p);
-    }
-    g_rmdir(dir);
-}
 
 /* The UUIDs of the mdevs a previous placement gave the domain, handed out
  * again in order, so that placing a placed domain again keeps them; then

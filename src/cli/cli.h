@@ -4,6 +4,7 @@
 
 #include <glib.h>
 #include <jansson.h>
+#include <libvirt/libvirt.h>
 
 #include "util/av-root.h"
 #include "pci/av-pci.h"
@@ -105,6 +106,32 @@ void av_cli_spawn_pending_worker(const AvCli *cli);
 gboolean av_cli_parse(AvCli *cli, const char *command, const char *params, const char *summary,
                       const GOptionEntry *entries, int *argc, char ***argv);
 
+/* A scratch copy of the pool of @state_dir in a new temporary directory
+ * (stored in *ret_dir, caller removes it with av_cli_remove_dir()), open
+ * for writing: a dry run reconciles and places there, and the real pool and
+ * journal see nothing.  NULL with @error. */
+AvPool *av_cli_scratch_pool(const char *state_dir, char **ret_dir, GError **error);
+
+/* Removes the files of the flat directory @dir, then @dir.  NULL is a
+ * no-op. */
+void av_cli_remove_dir(const char *dir);
+
+/* Sets @error (AV_ERROR_FAILED) from libvirt's last error, prefixed by
+ * @what; returns FALSE. */
+gboolean av_cli_virt_error(GError **error, const char *what);
+
+/* Connects to libvirt at cli->connect, libvirt's own error printing
+ * silenced (accelvirt says each error once).  NULL with @error.  Caller
+ * closes. */
+virConnect *av_cli_connect(const AvCli *cli, GError **error);
+
+/* The domain named @name, or whose UUID is @name; NULL with
+ * AV_ERROR_NOT_FOUND (one sentence).  Caller frees. */
+virDomain *av_cli_lookup(virConnect *conn, const char *name, GError **error);
+
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(virConnect, virConnectClose)
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(virDomain, virDomainFree)
+
 /* The commands: argv[0] is the command name. */
 int av_cli_cmd_list(AvCli *cli, int argc, char **argv);
 int av_cli_cmd_status(AvCli *cli, int argc, char **argv);
@@ -120,5 +147,7 @@ int av_cli_cmd_scrub(AvCli *cli, int argc, char **argv);
 int av_cli_cmd_quarantine(AvCli *cli, int argc, char **argv);
 int av_cli_cmd_release(AvCli *cli, int argc, char **argv);
 int av_cli_cmd_reconcile(AvCli *cli, int argc, char **argv);
+int av_cli_cmd_attach(AvCli *cli, int argc, char **argv);
+int av_cli_cmd_detach(AvCli *cli, int argc, char **argv);
 
 G_END_DECLS

@@ -78,6 +78,13 @@ gboolean av_pool_journal_device(AvPool *pool, const char *event, const AvPoolDev
 gboolean av_pool_transition_event(AvPool *pool, AvPoolDevice *dev, AvDeviceState to, const AvOwner *owner,
                                   const char *reason, const char *event, json_t *extra, GError **error);
 
+/* A move outside the lifecycle table that its caller has allowed (such as
+ * in-use -> free of av_pool_attach_undo(): the guest never had the
+ * device), journalled as @event with @extra; the owner rules and the
+ * refusal of a device with an identity problem still apply. */
+gboolean av_pool_transition_checked(AvPool *pool, AvPoolDevice *dev, AvDeviceState to, const char *event,
+                                    json_t *extra, GError **error);
+
 /* Sets the AV_ERROR_STATE error "device ... is STATE; cannot move it to
  * TO".  Returns FALSE. */
 gboolean av_transition_fail(const AvPoolDevice *dev, AvDeviceState to, GError **error);
