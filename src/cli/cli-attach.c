@@ -177,9 +177,10 @@ static const AvHotplugOps av_hotplug_ops_real = {
 /* The fake, for the tests only: $ACCELVIRT_TEST_HOTPLUG/UUID/ALIAS.live
  * (and ALIAS.config with VIR_DOMAIN_AFFECT_CONFIG) hold the hostdevs
  * "hot-plugged", added before </devices> of the domain's XML.  Files in
- * $ACCELVIRT_TEST_HOTPLUG steer it: "fail-attach" makes every attach
- * fail, "stuck" makes a guest that never lets a device go, "lose-event"
- * unplugs without the event. */
+ * $ACCELVIRT_TEST_HOTPLUG steer it: "fail-attach" makes the attaches fail
+ * (all of them, or once it holds N, after N hostdevs are in), "stuck"
+ * makes a guest that never lets a device go, "lose-event" unplugs without
+ * the event. */
 static char *
 av_hotplug_fake_path(virDomain *dom, const char *name)
 {
@@ -196,6 +197,30 @@ av_hotplug_fake_has(const char *flag)
     g_autofree char *path = g_build_filename(g_getenv("ACCELVIRT_TEST_HOTPLUG"), flag, NULL);
 
     return g_file_test(path, G_FILE_TEST_EXISTS);
+}
+
+/* Whether the fake refuses the next hot-plug into @dom: "fail-attach"
+ * exists, and is empty or holds a count N of hostdevs that go in first. */
+static gboolean
+av_hotplug_fake_fails(virDomain *dom)
+{
+    g_autofree char *path = g_build_filename(g_getenv("ACCELVIRT_TEST_HOTPLUG"), "fail-attach", NULL);
+    g_autofree char *dir = av_hotplug_fake_path(dom, "");
+    g_autofree char *text = NULL;
+    g_autoptr(GDir) d = NULL;
+    guint64 after = 0;
+    guint live = 0;
+    const char *name;
+
+    if (!g_file_get_contents(path, &text, NULL, NULL))
+        return FALSE;
+    g_strstrip(text);
+    if (!*text || !g_ascii_string_to_unsigned(text, 10, 0, 64, &after, NULL) || !dir)
+        return TRUE;
+    d = g_dir_open(dir, 0, NULL);
+    while (d && (name = g_dir_read_name(d)))
+        live += g_str_has_suffix(name, ".live");
+    return live >= after;
 }
 
 static char *
@@ -243,7 +268,7 @@ av_hotplug_fake_attach(virDomain *dom, const char *xml, unsigned int flags, GErr
     g_autofree char *live = NULL;
     g_autofree char *config = NULL;
 
-    if (av_hotplug_fake_has("fail-attach") || !alias) {
+    if (av_hotplug_fake_fails(dom) || !alias) {
         g_set_error(error, AV_ERROR, AV_ERROR_FAILED, "libvirt could not hot-plug the device: the fake hot-plug "
                     "was told to fail");
         return FALSE;
@@ -1577,6 +1602,7 @@ av_cli_cmd_detach(AvCli *cli, int argc, char **argv)
     const AvHotplugOps *ops;
     const char *device = NULL;
     char uuid[VIR_UUID_STRING_BUFLEN] = "";
+    guint n_still = 0;
 
     json_object_set_new(out, "released", released);
     json_object_set_new(out, "still_attached", still_attached);
@@ -1652,6 +1678,7 @@ av_cli_cmd_detach(AvCli *cli, int argc, char **argv)
             json_array_append_new(still_attached, json_string(g_ptr_array_index(u->identities, j)));
             g_string_append_printf(still, "%s%s", still->len ? ", " : "",
                                    (const char *)g_ptr_array_index(u->identities, j));
+            n_still++;
         }
     }
     av_detach_config(ops, dom, config, units, gone, persistent);
@@ -1675,8 +1702,10 @@ av_cli_cmd_detach(AvCli *cli, int argc, char **argv)
         g_prefix_error(&detach_err, "%s stays attached to domain '%s' and in use: ", still->str, live->name);
         return av_cli_fail(detach_err);
     }
-    g_set_error(&err, AV_ERROR, AV_ERROR_BUSY,
-                "device %s is still attached to domain '%s' after %d s (the guest has not let it go); it stays in "
-                "use: try again with a longer --timeout, or stop the domain", still->str, live->name, timeout);
+    g_set_error(&err, AV_ERROR, AV_ERROR_FAILED,
+                "%s %s %s still attached to domain '%s' after %d s (the guest has not let %s go); %s in use: "
+                "try again with a longer --timeout, or stop the domain", n_still == 1 ? "device" : "devices",
+                still->str, n_still == 1 ? "is" : "are", live->name, timeout, n_still == 1 ? "it" : "them",
+                n_still == 1 ? "it stays" : "they stay");
     return av_cli_fail(err);
 }
