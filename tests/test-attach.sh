@@ -185,6 +185,15 @@ rm -f "$HP/fail-attach"
 check "a refused hot-plug with one hostdev in already: rolled back" refused f2 1 "rolled back"
 check "  ... the USB stick free again" json "$S/pool.json" "[x['state'] for x in d['devices'] if x['kind'] == 'usb'] == ['free']"
 
+# Without the fake, libvirt's own call: the test driver has no hot-plug.
+ACCELVIRT_WORKER="$T/worker.sh" "$AV" --root "$H" --policy-dir "$POL" --state-dir "$S" -c "test://$T/drv.xml" \
+    attach vm1 gpu-consumer >"$T/f3.out" 2>"$T/f3.err"
+echo $? >"$T/f3.rc"
+check "libvirt's virDomainAttachDeviceFlags refuses (test driver): one line, rolled back" \
+    refused f3 1 "not supported by the connection driver"
+check "  ... card and companion back on their drivers, free" \
+    eval "is_driver 0000:98:00.0 nvidia && is_driver 0000:98:00.1 snd_hda_intel && state_of 0000:98:00.0 free"
+
 # --- companions, persistent -----------------------------------------------------------
 run p1 attach vm1 gpu-consumer --persistent
 check "attach --persistent of a card with an audio function: exit 0" succeeded p1

@@ -350,6 +350,21 @@ av_hotplug_ops_for(const AvRoot *root)
 
 /* --- what attach and detach share ------------------------------------------------------ */
 
+/* The connection of attach and detach: libvirt's default event loop is
+ * registered first, as DEVICE_REMOVED events reach only a loop registered
+ * before the connection is opened (libvirt-event.h,
+ * virEventRegisterDefaultImpl); an attach that rolls back waits for them
+ * too.  Caller closes. */
+static virConnect *
+av_attach_connect(const AvCli *cli, GError **error)
+{
+    if (virEventRegisterDefaultImpl() < 0) {
+        av_cli_virt_error(error, "cannot start libvirt's event loop");
+        return NULL;
+    }
+    return av_cli_connect(cli, error);
+}
+
 /* The running domain @name: looked up, refused with one line when it is not
  * running (nothing to hot-plug into), its UUID in @ret_uuid. */
 static virDomain *
@@ -789,6 +804,12 @@ av_attach_plan(AvAttachRun *a, AvPool *pool, const AvHost *host, const AvPolicy 
         plug->xml = av_attach_hostdev_xml(item, plug->alias);
         plug->group = -1;
         g_ptr_array_add(a->plugs, plug);
+        if (usb && (item->usb_busnum == 0 || item->usb_devnum == 0)) {
+            g_set_error(error, AV_ERROR, AV_ERROR_FAILED, "the bus and device numbers of USB stick %s cannot be "
+                        "read, and libvirt hot-plugs a stick by them; run 'accelvirt status' and retry",
+                        item->usb_bus_path);
+            return FALSE;
+        }
         if (usb)
             continue; /* QEMU's usb-host opens /dev/bus/usb itself: no bind */
         pci = av_host_find_pci(host, item->pci_address);
@@ -1236,7 +1257,7 @@ av_cli_cmd_attach(AvCli *cli, int argc, char **argv)
     if (profile->attach == AV_ATTACH_MDEV)
         return av_cli_usage_error("profile '%s' makes mdevs, which attach does not hot-plug yet; give the domain "
                                   "an av:request for it and place it with 'accelvirt define'", profile->name);
-    conn = av_cli_connect(cli, &err);
+    conn = av_attach_connect(cli, &err);
     if (!conn)
         return av_cli_fail(err);
     dom = av_attach_running(conn, argv[1], a.uuid, &err);
@@ -1622,13 +1643,7 @@ av_cli_cmd_detach(AvCli *cli, int argc, char **argv)
         return av_cli_usage_error("--timeout must be 1 second or more");
     if (!av_cli_open(cli, &root, &policy, &err))
         return av_cli_fail(err);
-    /* libvirt delivers events only to a loop registered before the
-     * connection is opened (libvirt-event.h). */
-    if (virEventRegisterDefaultImpl() < 0) {
-        av_cli_virt_error(&err, "cannot start libvirt's event loop");
-        return av_cli_fail(err);
-    }
-    conn = av_cli_connect(cli, &err);
+    conn = av_attach_connect(cli, &err);
     if (!conn)
         return av_cli_fail(err);
     dom = av_attach_running(conn, argv[1], uuid, &err);
