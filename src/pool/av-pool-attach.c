@@ -26,8 +26,7 @@
 #define AV_POOL_ATTACH_DIR "attach-pending"
 
 struct AvPoolAttachMark {
-    int fd;        /* the mark's lock: held while the attaching process lives */
-    char *path;
+    AvPoolMarker *marker;        /* its lock held while the attaching process lives */
 };
 
 static char *
@@ -36,43 +35,29 @@ av_pool_attach_dir(const char *state_dir)
     return g_build_filename(state_dir, AV_POOL_ATTACH_DIR, NULL);
 }
 
-/* The prefix of the marks of @identity: 32 hex digits and '-'.  Caller frees. */
-static char *
-av_pool_attach_prefix(const char *identity)
-{
-    g_autofree char *hash = g_compute_checksum_for_string(G_CHECKSUM_SHA256, identity, -1);
-
-    return g_strdup_printf("%.32s-", hash);
-}
-
 /* See av-pool.h.  Caller frees with av_pool_attach_mark_done() or
  * av_pool_attach_mark_free(). */
 AvPoolAttachMark *
 av_pool_attach_mark(const char *state_dir, const char *domain_uuid, const char *identity, GError **error)
 {
     g_autofree char *dir = av_pool_attach_dir(state_dir);
-    g_autofree char *prefix = av_pool_attach_prefix(identity);
-    /* One mark per attach, so that removing one never removes another. */
-    g_autofree char *name = g_strdup_printf("%s%08x%08x.json", prefix, g_random_int(), g_random_int());
-    g_autofree char *path = g_build_filename(dir, name, NULL);
-    g_autoptr(json_t) mark_json = json_object();
-    g_autofree char *text = NULL;
+    g_autoptr(json_t) content = json_object();
     AvPoolAttachMark *mark;
-    int fd;
+    AvPoolMarker *marker;
 
     g_return_val_if_fail(identity, NULL);
-    json_object_set_new(mark_json, "domain_uuid", av_json_string_or_null(domain_uuid));
-    json_object_set_new(mark_json, "identity", json_string(identity));
-    json_object_set_new(mark_json, "since", json_integer(av_pool_now()));
-    text = av_json_dump_compact(mark_json);
-    if (!av_file_ensure_dir(dir, 0700, error) ||
-        (fd = av_file_write_atomic_held(path, text, strlen(text), 0600, error)) < 0) {
+    json_object_set_new(content, "domain_uuid", av_json_string_or_null(domain_uuid));
+    json_object_set_new(content, "identity", json_string(identity));
+    json_object_set_new(content, "since", json_integer(av_pool_now()));
+    /* Named by the hash of the identity: av_pool_attach_in_flight() reads
+     * no file. */
+    marker = av_pool_marker_write(dir, identity, content, error);
+    if (!marker) {
         g_prefix_error(error, "cannot mark the attach of device '%s' as in flight: ", identity);
         return NULL;
     }
     mark = g_new0(AvPoolAttachMark, 1);
-    mark->fd = fd;
-    mark->path = g_steal_pointer(&path);
+    mark->marker = marker;
     return mark;
 }
 
@@ -81,19 +66,27 @@ void
 av_pool_attach_mark_done(AvPoolAttachMark *mark)
 {
     if (mark)
-        unlink(mark->path);
-    av_pool_attach_mark_free(mark);
+        av_pool_marker_close(mark->marker, TRUE);
+    g_free(mark);
 }
 
 /* See av-pool.h. */
 void
 av_pool_attach_mark_free(AvPoolAttachMark *mark)
 {
-    if (!mark)
-        return;
-    close(mark->fd);
-    g_free(mark->path);
+    if (mark)
+        av_pool_marker_close(mark->marker, FALSE);
     g_free(mark);
+}
+
+/* The prefix of the marks of @identity, as av_pool_marker_write() names
+ * them: 32 hex digits and '-'.  Caller frees. */
+static char *
+av_pool_attach_prefix(const char *identity)
+{
+    g_autofree char *hash = g_compute_checksum_for_string(G_CHECKSUM_SHA256, identity, -1);
+
+    return g_strdup_printf("%.32s-", hash);
 }
 
 /* See av-pool.h. */
