@@ -141,6 +141,10 @@ av_hotplug_real_detach_live(virConnect *conn, virDomain *dom, const GPtrArray *a
         return av_cli_virt_error(error, "cannot listen to libvirt's device-removed events");
     /* The loop wakes up at least every 100 ms to look at the clock. */
     timer = virEventAddTimeout(100, av_hotplug_tick, NULL, NULL);
+    if (timer < 0) {
+        virConnectDomainEventDeregisterAny(conn, id);
+        return av_cli_virt_error(error, "cannot bound the wait for libvirt's device-removed events");
+    }
     for (guint i = 0; i < aliases->len && ok; i++) {
         const char *alias = g_ptr_array_index(aliases, i);
 
@@ -153,8 +157,7 @@ av_hotplug_real_detach_live(virConnect *conn, virDomain *dom, const GPtrArray *a
     while (g_hash_table_size(pending) > 0 && g_get_monotonic_time() < deadline)
         if (virEventRunDefaultImpl() < 0)
             break;
-    if (timer >= 0)
-        virEventRemoveTimeout(timer);
+    virEventRemoveTimeout(timer);
     virConnectDomainEventDeregisterAny(conn, id);
     return ok;
 }
