@@ -167,6 +167,16 @@ check "attach --json to vm0 (pinned to node 0): an A100 of node 0" \
     eval "succeeded a3 && json '$T/a3.out' \"d['numa_node'] == 0 and d['devices'][0]['address'] == '0000:17:00.0' and d['devices'][0]['alias'] == 'ua-accelvirt-0000-17-00-0'\""
 
 # --- a failing hot-plug rolls back every step ----------------------------------------
+echo 2 >"$HP/fail-attach"
+run f0 attach vm0 gpu-passthrough --count 2
+rm -f "$HP/fail-attach"
+check "the second of two hot-plugs refused: one line, one free again, one dirty" \
+    refused f0 1 "rolled back (1 device free again, 1 dirty to be scrubbed)"
+check "  ... the one the guest had: unplugged, dirty, left on vfio-pci for its scrub" \
+    eval "state_of 0000:31:00.0 dirty && is_driver 0000:31:00.0 vfio-pci && [ ! -e '$HP/5eed0000-0000-4000-8000-00000000a000/ua-accelvirt-0000-31-00-0.live' ]"
+check "  ... the one it never had: back on its driver, free" \
+    eval "state_of 0000:4b:00.0 free && is_driver 0000:4b:00.0 nvidia"
+check "  ... journalled" last_entry "d['event'] == 'attach-rolled-back' and len(d['freed']) == 1 and len(d['dirtied']) == 1"
 snapshot s2
 : >"$HP/fail-attach"
 run f1 attach vm1 gpu-consumer
@@ -233,5 +243,27 @@ check "  ... dirty" state_of 0000:98:00.0 dirty
 check "  ... out of the persistent definition too" test ! -e "$HP/$VM1/ua-accelvirt-0000-98-00-0.config"
 run d5 detach vm1 --all
 check "detach --all with nothing left in use: one line" refused d5 2 "has no device in use"
+
+# An attach of a device in flight (its mark's lock held by a live process):
+# detach leaves the device to that attach.
+id17=$(python3 -c "import json; print([x['identity'] for x in json.load(open('$S/pool.json'))['devices'] if x['address'] == '0000:17:00.0'][0])")
+mkdir -p "$S/attach-pending"
+mark="$S/attach-pending/$(printf %s "$id17" | sha256sum | cut -c1-32)-0000000000000001.json"
+echo '{}' >"$mark"
+python3 -c 'import fcntl, sys, time; f = open(sys.argv[1]); fcntl.flock(f, fcntl.LOCK_EX); print(flush=True); time.sleep(30)' \
+    "$mark" >"$T/holder.out" &
+holder=$!
+while [ ! -s "$T/holder.out" ]; do sleep 0.1; done
+run d6 detach vm0 0000:17:00.0
+kill "$holder"
+wait "$holder" 2>/dev/null
+check "detach of a device whose attach is in flight: one line, exit 3" refused d6 3 "is being attached"
+check "  ... still in use by vm0" state_of 0000:17:00.0 in-use
+run d7 detach vm0 0000:17:00.0 --json
+check "  ... once its holder is gone, the mark is dead and removed" test ! -e "$mark"
+check "  ... and the device detached (--json)" \
+    eval "succeeded d7 && state_of 0000:17:00.0 dirty && json '$T/d7.out' \"[r['address'] for r in d['released']] == ['0000:17:00.0'] and d['still_attached'] == []\""
+run a4 attach vm0 gpu-passthrough --count 4
+check "dirty devices are not attached again before their scrub (2 free on node 0)" refused a4 3 "node 0"
 
 finish
