@@ -45,6 +45,14 @@ cat >"$T/drv.xml" <<'EOF'
     <devices/>
   </domain>
   <domain type='test'>
+    <name>vg</name>
+    <uuid>5eed0000-0000-4000-8000-00000000a009</uuid>
+    <memory>1048576</memory>
+    <vcpu placement='static' cpuset='24-31'>2</vcpu>
+    <os><type>hvm</type></os>
+    <devices/>
+  </domain>
+  <domain type='test'>
     <name>loose</name>
     <uuid>5eed0000-0000-4000-8000-00000000a003</uuid>
     <memory>1048576</memory>
@@ -128,8 +136,6 @@ run b3 attach off gpu-passthrough
 check "attach to a domain not running: one line, exit 2" refused b3 2 "domain 'off' is not running"
 run b4 attach vm1 gpu-passthrough --count 0
 check "attach --count 0: one line, exit 2" refused b4 2 "--count must be 1 or more"
-run b5 attach vm1 vgpu-a10-4q
-check "attach of an mdev profile: refused, one line (not covered yet)" refused b5 2 "does not hot-plug yet"
 run b6 attach vm1
 check "attach without a profile: one line, exit 2" refused b6 2 "takes a DOMAIN and a PROFILE"
 run b7 detach vm1 0000:ca:00.0 --all
@@ -265,5 +271,36 @@ check "  ... and the device detached (--json)" \
     eval "succeeded d7 && state_of 0000:17:00.0 dirty && json '$T/d7.out' \"[r['address'] for r in d['released']] == ['0000:17:00.0'] and d['still_attached'] == []\""
 run a4 attach vm0 gpu-passthrough --count 4
 check "dirty devices are not attached again before their scrub (2 free on node 0)" refused a4 3 "node 0"
+
+# --- mdevs (the vGPU host) ----------------------------------------------------------------
+VG="$T/vg"
+VGS="$T/vgs"
+cp -a "$AV_TEST_HOSTS/vgpu-mdev" "$VG"
+avg() {
+    ACCELVIRT_TEST_HOTPLUG="$HP" ACCELVIRT_WORKER="$T/worker.sh" \
+        "$AV" --root "$VG" --policy-dir "$POL" --state-dir "$VGS" -c "test://$T/drv.xml" "$@"
+}
+mdevs() { ls "$VG/sys/bus/mdev/devices" | sort | tr '\n' ' '; }
+before=$(mdevs)
+: >"$HP/fail-attach"
+avg attach vg vgpu-a10-4q >"$T/m0.out" 2>"$T/m0.err"
+echo $? >"$T/m0.rc"
+rm -f "$HP/fail-attach"
+check "mdev: a refused hot-plug rolls back: one line" refused m0 1 "rolled back (1 device free again"
+check "  ... the mdev it made removed, gone from the pool" \
+    eval "[ \"\$(mdevs)\" = '$before' ] && json '$VGS/pool.json' \"[x for x in d['devices'] if x['kind'] == 'mdev'] == []\""
+avg attach vg vgpu-a10-4q --json >"$T/m1.out" 2>"$T/m1.err"
+echo $? >"$T/m1.rc"
+check "attach of an mdev profile: exit 0, an mdev made on the parent of node 1 (vg's)" \
+    eval "succeeded m1 && json '$T/m1.out' \"d['numa_node'] == 1 and d['devices'][0]['address'] == '0000:98:00.0' and d['devices'][0]['alias'] == 'ua-accelvirt-mdev-' + d['devices'][0]['mdev_uuid']\""
+uuid=$(python3 -c "import json; print(json.load(open('$T/m1.out'))['devices'][0]['mdev_uuid'])")
+check "  ... made on the host, in use by vg in the pool, created by accelvirt" \
+    eval "[ -e '$VG/sys/bus/mdev/devices/$uuid' ] && json '$VGS/pool.json' \"[(x['state'], x['owner']['domain_name'], x['created']) for x in d['devices'] if x['identity'] == 'mdev:$uuid'] == [('in-use', 'vg', True)]\""
+check "  ... hot-plugged as <hostdev type='mdev'> with its UUID" \
+    grep -q "type='mdev' model='vfio-pci'" "$HP/5eed0000-0000-4000-8000-00000000a009/ua-accelvirt-mdev-$uuid.live"
+avg detach vg --profile vgpu-a10-4q >"$T/m2.out" 2>"$T/m2.err"
+echo $? >"$T/m2.rc"
+check "detach of the mdev: exit 0, dirty (the worker scrubs and removes it)" \
+    eval "succeeded m2 && json '$VGS/pool.json' \"[x['state'] for x in d['devices'] if x['identity'] == 'mdev:$uuid'] == ['dirty']\""
 
 finish

@@ -415,13 +415,41 @@ av_attach_alias(const char *address, gboolean usb)
     return g_steal_pointer(&alias);
 }
 
-/* The <hostdev> of a placed PCI function or USB stick (libvirt's
+/* What names the placed @item for a reader: a PCI address, a USB bus
+ * path, an mdev's UUID.  Borrowed from @item. */
+static const char *
+av_attach_item_name(const AvPlacedItem *item)
+{
+    if (item->attach == AV_ATTACH_MDEV)
+        return item->mdev_uuid;
+    return item->attach == AV_ATTACH_USB ? item->usb_bus_path : item->pci_address;
+}
+
+/* The alias of the placed @item (av_attach_alias(); "ua-accelvirt-mdev-
+ * UUID" for an mdev).  Caller frees. */
+static char *
+av_attach_item_alias(const AvPlacedItem *item)
+{
+    if (item->attach == AV_ATTACH_MDEV)
+        return g_strdup_printf("ua-accelvirt-mdev-%s", item->mdev_uuid);
+    return av_attach_alias(av_attach_item_name(item), item->attach == AV_ATTACH_USB);
+}
+
+/* The <hostdev> of a placed PCI function, USB stick or mdev (libvirt's
  * formatdomain.html, "Host device assignment").  Caller frees. */
 static char *
 av_attach_hostdev_xml(const AvPlacedItem *item, const char *alias)
 {
     guint dom_, bus, slot, fn;
 
+    if (item->attach == AV_ATTACH_MDEV)
+        return g_strdup_printf("<hostdev mode='subsystem' type='mdev' model='vfio-pci'>\n"
+                               "  <source>\n"
+                               "    <address uuid='%s'/>\n"
+                               "  </source>\n"
+                               "  <alias name='%s'/>\n"
+                               "</hostdev>\n",
+                               item->mdev_uuid, alias);
     if (item->attach == AV_ATTACH_USB)
         return g_strdup_printf("<hostdev mode='subsystem' type='usb'>\n"
                                "  <source>\n"
@@ -632,7 +660,10 @@ av_attach_place(AvHost *host, const AvPolicy *policy, const AvPool *pool, const 
         return NULL;
     }
     placement = av_attach_place_on(host, policy, pool, requests, uuid, NULL, error);
-    if (placement)
+    if (placement && nodes->len == 0)
+        fprintf(stderr, "accelvirt: warning: the vCPUs of domain '%s' are pinned across NUMA nodes; profile '%s' "
+                "placed on node %d (numa preferred)\n", domain->name, profile->name, placement->numa_node);
+    else if (placement)
         fprintf(stderr, "accelvirt: warning: nothing of profile '%s' fits NUMA node %s, where domain '%s' is "
                 "pinned; placed on node %d instead (numa preferred)\n", profile->name, list, domain->name,
                 placement->numa_node);
@@ -667,6 +698,7 @@ av_attach_bind_free(AvAttachBind *b)
 /* One device plugged into the guest. */
 typedef struct {
     const AvPlacedItem *item;    /* borrowed from the placement */
+    char *identity;              /* its pool identity ("mdev:UUID" for an mdev) */
     char *alias;
     char *xml;                   /* its <hostdev> */
     int group;                   /* its IOMMU group, -1 for a USB stick */
@@ -678,9 +710,35 @@ av_attach_plug_free(AvAttachPlug *p)
 {
     if (!p)
         return;
+    g_free(p->identity);
     g_free(p->alias);
     g_free(p->xml);
     g_free(p);
+}
+
+/* An mdev attach makes on the parent placement chose (as the hook's
+ * prepare does for the mdevs a domain names). */
+typedef struct {
+    char *uuid;
+    char *parent;                /* its name in /sys/class/mdev_bus */
+    char *type;
+    char *identity;              /* "mdev:UUID" */
+    char *profile;
+    int node;
+    gboolean created;
+} AvAttachMdev;
+
+static void
+av_attach_mdev_free(AvAttachMdev *m)
+{
+    if (!m)
+        return;
+    g_free(m->uuid);
+    g_free(m->parent);
+    g_free(m->type);
+    g_free(m->identity);
+    g_free(m->profile);
+    g_free(m);
 }
 
 /* Everything one attach knows. */
@@ -697,6 +755,7 @@ typedef struct {
     GPtrArray *claims;           /* char*: identity of every pool device taken in use, items and group mates */
     GPtrArray *binds;            /* AvAttachBind*, in bind order */
     GArray *groups;              /* int: the IOMMU groups bound */
+    GPtrArray *mdevs;            /* AvAttachMdev*: the mdevs to make */
     GPtrArray *marks;            /* AvPoolAttachMark* */
 } AvAttachRun;
 
@@ -711,6 +770,7 @@ av_attach_clear(AvAttachRun *a)
     g_clear_pointer(&a->claims, g_ptr_array_unref);
     g_clear_pointer(&a->binds, g_ptr_array_unref);
     g_clear_pointer(&a->groups, g_array_unref);
+    g_clear_pointer(&a->mdevs, g_ptr_array_unref);
     g_clear_pointer(&a->marks, g_ptr_array_unref);
 }
 G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC(AvAttachRun, av_attach_clear)
@@ -781,8 +841,54 @@ av_attach_plan_group(AvAttachRun *a, AvPool *pool, const AvHost *host, const AvP
     return TRUE;
 }
 
+/* A new plug of @item (pool identity @identity) for this attach.
+ * Borrowed from @a. */
+static AvAttachPlug *
+av_attach_plug_new(AvAttachRun *a, const AvPlacedItem *item, const char *identity)
+{
+    AvAttachPlug *plug = g_new0(AvAttachPlug, 1);
+
+    plug->item = item;
+    plug->identity = g_strdup(identity);
+    plug->alias = av_attach_item_alias(item);
+    plug->xml = av_attach_hostdev_xml(item, plug->alias);
+    plug->group = -1;
+    g_ptr_array_add(a->plugs, plug);
+    return plug;
+}
+
+/* The mdev of @item, to make on the parent placement chose: the parent is
+ * on this host and the UUID new to the pool. */
+static gboolean
+av_attach_plan_mdev(AvAttachRun *a, AvPool *pool, const AvHost *host, const AvPlacedItem *item, GError **error)
+{
+    const char *parent = item->mdev_parent ? item->mdev_parent : item->pci_address;
+    const AvMdevParent *mp = parent ? av_host_find_mdev_parent(host, parent) : NULL;
+    AvAttachMdev *m;
+
+    if (!mp || !item->mdev_type || !item->mdev_uuid) {
+        g_set_error(error, AV_ERROR, AV_ERROR_NOT_FOUND, "the mdev parent '%s' placement chose is not on this "
+                    "host; run 'accelvirt status' and retry", parent ? parent : "?");
+        return FALSE;
+    }
+    m = g_new0(AvAttachMdev, 1);
+    m->uuid = g_strdup(item->mdev_uuid);
+    m->parent = g_strdup(parent);
+    m->type = g_strdup(item->mdev_type);
+    m->identity = av_pool_identity_mdev(item->mdev_uuid);
+    m->profile = g_strdup(item->profile);
+    m->node = mp->numa_node;
+    g_ptr_array_add(a->mdevs, m);
+    if (av_pool_find(pool, m->identity)) {
+        g_set_error(error, AV_ERROR, AV_ERROR_STATE, "mdev %s is in the pool already", m->uuid);
+        return FALSE;
+    }
+    av_attach_plug_new(a, item, m->identity);
+    return TRUE;
+}
+
 /* Under the pool's lock: every placed device available, its IOMMU group
- * viable and free, what to bind and what to plug. */
+ * viable and free, what to bind, make and plug. */
 static gboolean
 av_attach_plan(AvAttachRun *a, AvPool *pool, const AvHost *host, const AvPolicy *policy, GError **error)
 {
@@ -793,6 +899,11 @@ av_attach_plan(AvAttachRun *a, AvPool *pool, const AvHost *host, const AvPolicy 
         gboolean usb = item->attach == AV_ATTACH_USB;
         AvAttachPlug *plug;
 
+        if (item->attach == AV_ATTACH_MDEV) {
+            if (!av_attach_plan_mdev(a, pool, host, item, error))
+                return FALSE;
+            continue;
+        }
         if (!dev) {
             g_set_error(error, AV_ERROR, AV_ERROR_FAILED, "placed device '%s' is not in the pool; run 'accelvirt "
                         "status' and retry", item->identity ? item->identity : "?");
@@ -801,12 +912,7 @@ av_attach_plan(AvAttachRun *a, AvPool *pool, const AvHost *host, const AvPolicy 
         if (!av_attach_check_available(dev, a->uuid, error))
             return FALSE;
         av_attach_add_claim(a, dev->identity);
-        plug = g_new0(AvAttachPlug, 1);
-        plug->item = item;
-        plug->alias = av_attach_alias(usb ? item->usb_bus_path : item->pci_address, usb);
-        plug->xml = av_attach_hostdev_xml(item, plug->alias);
-        plug->group = -1;
-        g_ptr_array_add(a->plugs, plug);
+        plug = av_attach_plug_new(a, item, dev->identity);
         if (usb && (item->usb_busnum == 0 || item->usb_devnum == 0)) {
             g_set_error(error, AV_ERROR, AV_ERROR_FAILED, "the bus and device numbers of USB stick %s cannot be "
                         "read, and libvirt hot-plugs a stick by them; run 'accelvirt status' and retry",
@@ -859,6 +965,30 @@ av_attach_unbind(AvAttachRun *a, int only, GError **error)
     return ok;
 }
 
+/* Removes the mdevs this attach made (only @identity's when not NULL),
+ * newest first.  Tries every one; FALSE with the first failure. */
+static gboolean
+av_attach_unmake(AvAttachRun *a, const char *identity, GError **error)
+{
+    gboolean ok = TRUE;
+
+    for (guint i = a->mdevs->len; i > 0; i--) {
+        AvAttachMdev *m = g_ptr_array_index(a->mdevs, i - 1);
+        g_autoptr(GError) local = NULL;
+
+        if (!m->created || (identity && g_strcmp0(identity, m->identity) != 0))
+            continue;
+        if (!av_mdev_remove(a->root, a->kops, m->uuid, &local)) {
+            if (ok)
+                g_propagate_prefixed_error(error, g_steal_pointer(&local), "cannot remove mdev %s: ", m->uuid);
+            ok = FALSE;
+            continue;
+        }
+        m->created = FALSE;
+    }
+    return ok;
+}
+
 /* Binds the planned endpoints, as the hook's prepare does, after saving a
  * write-ahead record of them (an attach killed half-way is undone by the
  * next holder of the lock: av_pool_intents_undo()).  On failure gives back
@@ -876,6 +1006,12 @@ av_attach_bind(AvAttachRun *a, AvPool *pool, AvIntent **ret_intent, GError **err
     }
     for (guint i = 0; i < a->claims->len; i++)
         av_intent_add_claim(intent, g_ptr_array_index(a->claims, i));
+    for (guint i = 0; i < a->mdevs->len; i++) {
+        const AvAttachMdev *m = g_ptr_array_index(a->mdevs, i);
+
+        av_intent_add_mdev(intent, m->uuid, m->parent, m->type);
+        av_intent_add_claim(intent, m->identity);
+    }
     intent = av_pool_intent_add(pool, intent);
     if (!av_pool_save(pool, error)) {
         av_pool_intent_remove(pool, intent);
@@ -897,10 +1033,19 @@ av_attach_bind(AvAttachRun *a, AvPool *pool, AvIntent **ret_intent, GError **err
         if (!av_vfio_wait_group_node(a->root, g_array_index(a->groups, int, i), AV_ATTACH_VFIO_NODE_TIMEOUT_MS,
                                      error))
             goto fail;
+    for (guint i = 0; i < a->mdevs->len; i++) {
+        AvAttachMdev *m = g_ptr_array_index(a->mdevs, i);
+
+        if (!av_mdev_create(a->root, a->kops, m->parent, m->type, m->uuid, error)) {
+            g_prefix_error(error, "cannot create mdev %s (profile '%s'): ", m->uuid, m->profile);
+            goto fail;
+        }
+        m->created = TRUE;
+    }
     *ret_intent = intent;
     return TRUE;
 fail:
-    if (!av_attach_unbind(a, -2, &undo)) {
+    if (!av_attach_unmake(a, NULL, &undo) || !av_attach_unbind(a, -2, &undo)) {
         /* The record stays: the next holder of the lock tries again. */
         char *message = g_strdup_printf("%s (and giving the endpoints back failed: %s; the next accelvirt call "
                                         "tries again)", (*error)->message, undo->message);
@@ -945,11 +1090,11 @@ av_attach_devices_json(const AvAttachRun *a)
         const AvAttachPlug *p = g_ptr_array_index(a->plugs, i);
         const AvPlacedItem *item = p->item;
 
-        json_array_append_new(devices, json_pack("{s:s?,s:s?,s:s,s:s,s:i}", "identity", item->identity, "address",
-                                                 item->attach == AV_ATTACH_USB ? item->usb_bus_path
-                                                                               : item->pci_address,
-                                                 "profile", item->profile, "alias", p->alias, "numa_node",
-                                                 item->numa_node));
+        json_array_append_new(devices, json_pack("{s:s?,s:s?,s:s?,s:s,s:s,s:i}", "identity", p->identity,
+                                                 "address", item->attach == AV_ATTACH_USB ? item->usb_bus_path
+                                                                                          : item->pci_address,
+                                                 "mdev_uuid", item->mdev_uuid, "profile", item->profile, "alias",
+                                                 p->alias, "numa_node", item->numa_node));
     }
     return devices;
 }
@@ -965,6 +1110,14 @@ av_attach_commit(AvAttachRun *a, AvPool *pool, AvIntent *intent, gboolean persis
     for (guint i = 0; i < a->claims->len; i++) {
         AvPoolAttachMark *mark = av_pool_attach_mark(a->cli->state_dir, a->uuid, g_ptr_array_index(a->claims, i),
                                                      error);
+
+        if (!mark)
+            return FALSE;
+        g_ptr_array_add(a->marks, mark);
+    }
+    for (guint i = 0; i < a->mdevs->len; i++) {
+        const AvAttachMdev *m = g_ptr_array_index(a->mdevs, i);
+        AvPoolAttachMark *mark = av_pool_attach_mark(a->cli->state_dir, a->uuid, m->identity, error);
 
         if (!mark)
             return FALSE;
@@ -1000,6 +1153,16 @@ av_attach_commit(AvAttachRun *a, AvPool *pool, AvIntent *intent, gboolean persis
         if (!av_pool_transition(pool, dev, AV_DEVICE_STATE_IN_USE, a->owner, NULL, error))
             return FALSE;
     }
+    for (guint i = 0; i < a->mdevs->len; i++) {
+        const AvAttachMdev *m = g_ptr_array_index(a->mdevs, i);
+        AvPoolDevice *dev = av_pool_add(pool, AV_DEVICE_KIND_MDEV, m->identity, m->parent, m->profile,
+                                        AV_DEVICE_STATE_IN_USE, a->owner, error);
+
+        if (!dev)
+            return FALSE;
+        dev->created = TRUE;
+        dev->numa_node = m->node;
+    }
     av_pool_intent_remove(pool, intent);
     json_object_set_new(fields, "domain_uuid", json_string(a->uuid));
     json_object_set_new(fields, "domain_name", json_string(a->domain->name));
@@ -1023,8 +1186,7 @@ av_attach_plug(AvAttachRun *a, virDomain *dom, gboolean persistent, GError **err
         AvAttachPlug *p = g_ptr_array_index(a->plugs, i);
 
         if (!a->ops->attach(dom, p->xml, flags, error)) {
-            g_prefix_error(error, "cannot hot-plug %s into domain '%s': ",
-                           p->item->attach == AV_ATTACH_USB ? p->item->usb_bus_path : p->item->pci_address,
+            g_prefix_error(error, "cannot hot-plug %s into domain '%s': ", av_attach_item_name(p->item),
                            a->domain->name);
             return FALSE;
         }
@@ -1048,7 +1210,7 @@ av_attach_guest_may_have(const AvAttachRun *a, const AvPoolDevice *dev, const Av
     for (guint i = 0; i < a->plugs->len; i++) {
         const AvAttachPlug *p = g_ptr_array_index(a->plugs, i);
 
-        if (!(group >= 0 ? p->group == group : g_strcmp0(p->item->identity, dev->identity) == 0))
+        if (!(group >= 0 ? p->group == group : g_strcmp0(p->identity, dev->identity) == 0))
             continue;
         if (p->attached)
             return TRUE;
@@ -1056,7 +1218,8 @@ av_attach_guest_may_have(const AvAttachRun *a, const AvPoolDevice *dev, const Av
             const AvHostdev *h = g_ptr_array_index(live->hostdevs, j);
 
             if (g_strcmp0(h->alias, p->alias) == 0 ||
-                (h->type == AV_HOSTDEV_PCI && g_strcmp0(h->pci_address, p->item->pci_address) == 0))
+                (h->type == AV_HOSTDEV_PCI && g_strcmp0(h->pci_address, p->item->pci_address) == 0) ||
+                (h->type == AV_HOSTDEV_MDEV && g_strcmp0(h->mdev_uuid, p->item->mdev_uuid) == 0))
                 return TRUE;
         }
     }
@@ -1078,10 +1241,25 @@ av_attach_drop_companions(const AvAttachRun *a, AvPoolDevice *dev)
     }
 }
 
+/* A device of a failed attach that the guest may have had: in use ->
+ * dirty, scrubbed by the worker; its identity appended to @dirtied. */
+static gboolean
+av_attach_rollback_dirty(AvPool *pool, AvPoolDevice *dev, json_t *dirtied, GError **error)
+{
+    gboolean moved = FALSE;
+
+    if (!av_pool_release_device(pool, dev, "attach-rolled-back", &moved, error))
+        return FALSE;
+    json_array_append_new(dirtied, json_string(dev->identity));
+    av_cli_want_worker();
+    return TRUE;
+}
+
 /* After a failed hot-plug (@why): unplugs what went in, then under the
  * pool's lock again gives each device the guest never had back to its
- * driver and to free, and releases the others (dirty, scrubbed);
- * journals "attach-rolled-back", saves.  *ret_report gets {"freed": [...],
+ * driver and to free (an mdev it made is removed, and leaves the pool),
+ * and releases the others (dirty, scrubbed); journals
+ * "attach-rolled-back", saves.  *ret_report gets {"freed": [...],
  * "dirtied": [...]} (identities).  FALSE when the pool cannot be opened:
  * the devices then stay in use until `accelvirt audit` releases them. */
 static gboolean
@@ -1130,7 +1308,7 @@ av_attach_rollback(AvAttachRun *a, virConnect *conn, virDomain *dom, gboolean pe
     }
     for (guint i = 0; i < a->claims->len; i++) {
         AvPoolDevice *dev = av_pool_find(pool, g_ptr_array_index(a->claims, i));
-        gboolean had, moved = FALSE;
+        gboolean had;
 
         if (!dev || dev->state != AV_DEVICE_STATE_IN_USE || !dev->owner ||
             g_strcmp0(dev->owner->domain_uuid, a->uuid) != 0)
@@ -1143,16 +1321,38 @@ av_attach_rollback(AvAttachRun *a, virConnect *conn, virDomain *dom, gboolean pe
             had = TRUE;
         }
         if (had) {
-            if (!av_pool_release_device(pool, dev, "attach-rolled-back", &moved, error))
+            if (!av_attach_rollback_dirty(pool, dev, dirtied, error))
                 return FALSE;
-            json_array_append_new(dirtied, json_string(dev->identity));
-            av_cli_want_worker();
             continue;
         }
         av_attach_drop_companions(a, dev);
         if (!av_pool_attach_undo(pool, dev, a->uuid, why, error))
             return FALSE;
         json_array_append_new(freed, json_string(dev->identity));
+    }
+    for (guint i = 0; i < a->mdevs->len; i++) {
+        const AvAttachMdev *m = g_ptr_array_index(a->mdevs, i);
+        AvPoolDevice *dev = av_pool_find(pool, m->identity);
+        gboolean had;
+
+        if (!dev || dev->state != AV_DEVICE_STATE_IN_USE || !dev->owner ||
+            g_strcmp0(dev->owner->domain_uuid, a->uuid) != 0)
+            continue;
+        had = av_attach_guest_may_have(a, dev, live);
+        if (!had && !av_attach_unmake(a, m->identity, &local)) {
+            fprintf(stderr, "accelvirt: warning: %s; it goes dirty, the worker removes it\n", local->message);
+            g_clear_error(&local);
+            had = TRUE;
+        }
+        if (had) {
+            if (!av_attach_rollback_dirty(pool, dev, dirtied, error))
+                return FALSE;
+            continue;
+        }
+        /* Made for this attach and gone again: it leaves the pool. */
+        json_array_append_new(freed, json_string(m->identity));
+        if (!av_pool_remove(pool, m->identity, "attach-rolled-back", error))
+            return FALSE;
     }
     if (!av_pool_journal_append(pool, "attach-rolled-back", fields, error) || !av_pool_save(pool, error))
         return FALSE;
@@ -1169,10 +1369,13 @@ av_attach_print(const AvAttachRun *a, gboolean dry_run)
     printf(":\n");
     for (guint i = 0; i < a->placement->items->len; i++) {
         const AvPlacedItem *item = g_ptr_array_index(a->placement->items, i);
-        gboolean usb = item->attach == AV_ATTACH_USB;
-        g_autofree char *alias = av_attach_alias(usb ? item->usb_bus_path : item->pci_address, usb);
+        g_autofree char *alias = av_attach_item_alias(item);
 
-        printf("  %-20s %-14s alias %s\n", item->profile, usb ? item->usb_bus_path : item->pci_address, alias);
+        if (item->attach == AV_ATTACH_MDEV)
+            printf("  %-20s mdev %s (%s) on %s, alias %s\n", item->profile, item->mdev_uuid, item->mdev_type,
+                   item->mdev_parent ? item->mdev_parent : item->pci_address, alias);
+        else
+            printf("  %-20s %-14s alias %s\n", item->profile, av_attach_item_name(item), alias);
     }
 }
 
@@ -1196,13 +1399,10 @@ av_attach_dry_run(AvAttachRun *a, const AvPolicy *policy, const AvProfile *profi
     } else if (a->cli->json) {
         a->plugs = g_ptr_array_new_with_free_func((GDestroyNotify)av_attach_plug_free);
         for (guint i = 0; i < a->placement->items->len; i++) {
-            AvAttachPlug *p = g_new0(AvAttachPlug, 1);
+            const AvPlacedItem *item = g_ptr_array_index(a->placement->items, i);
+            g_autofree char *identity = item->mdev_uuid ? av_pool_identity_mdev(item->mdev_uuid) : NULL;
 
-            p->item = g_ptr_array_index(a->placement->items, i);
-            p->alias = av_attach_alias(p->item->attach == AV_ATTACH_USB ? p->item->usb_bus_path
-                                                                        : p->item->pci_address,
-                                       p->item->attach == AV_ATTACH_USB);
-            g_ptr_array_add(a->plugs, p);
+            av_attach_plug_new(a, item, identity ? identity : item->identity);
         }
         av_cli_print_json(json_pack("{s:s,s:s,s:i,s:b,s:o}", "domain", a->domain->name, "uuid", a->uuid,
                                     "numa_node", a->placement->numa_node, "dry_run", TRUE, "devices",
@@ -1257,9 +1457,6 @@ av_cli_cmd_attach(AvCli *cli, int argc, char **argv)
     profile = av_policy_find(policy, argv[2]);
     if (!profile)
         return av_cli_usage_error("unknown profile '%s'; 'accelvirt policy show' lists the profiles", argv[2]);
-    if (profile->attach == AV_ATTACH_MDEV)
-        return av_cli_usage_error("profile '%s' makes mdevs, which attach does not hot-plug yet; give the domain "
-                                  "an av:request for it and place it with 'accelvirt define'", profile->name);
     conn = av_attach_connect(cli, &err);
     if (!conn)
         return av_cli_fail(err);
@@ -1278,6 +1475,7 @@ av_cli_cmd_attach(AvCli *cli, int argc, char **argv)
     a.claims = g_ptr_array_new_with_free_func(g_free);
     a.binds = g_ptr_array_new_with_free_func((GDestroyNotify)av_attach_bind_free);
     a.groups = g_array_new(FALSE, FALSE, sizeof(int));
+    a.mdevs = g_ptr_array_new_with_free_func((GDestroyNotify)av_attach_mdev_free);
     a.marks = g_ptr_array_new_with_free_func((GDestroyNotify)av_pool_attach_mark_done);
 
     /* Under the pool's lock: place, claim, bind, record in use, save. */
@@ -1296,7 +1494,7 @@ av_cli_cmd_attach(AvCli *cli, int argc, char **argv)
 
         /* Not saved: the pool on disk is as before, with the record that
          * the next holder of the lock drops. */
-        if (!av_attach_unbind(&a, -2, &undo))
+        if (!av_attach_unmake(&a, NULL, &undo) || !av_attach_unbind(&a, -2, &undo))
             fprintf(stderr, "accelvirt: warning: %s; the next accelvirt call tries again\n", undo->message);
         return av_cli_fail(err);
     }
