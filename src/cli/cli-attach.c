@@ -7,8 +7,9 @@
  *   attach  under the pool's lock: place the request against the running
  *           domain's NUMA pinning (av_place(), the placer of define), claim,
  *           record what it binds (a write-ahead record, as the hook's
- *           prepare), bind every endpoint of each IOMMU group to vfio-pci,
- *           mark the attach in flight (av_pool_attach_mark()), record the
+ *           prepare), bind every endpoint of each IOMMU group to vfio-pci
+ *           (or make the mdev, on the parent placement chose), mark the
+ *           attach in flight (av_pool_attach_mark()), record the
  *           devices in use, journal "attach", save.  Then, without the lock
  *           (a hot-plug takes seconds while QEMU pins the guest's memory, and
  *           the hooks of other domains must not wait), hot-plug each device
@@ -1442,7 +1443,8 @@ av_cli_cmd_attach(AvCli *cli, int argc, char **argv)
 
     if (!av_cli_parse(cli, "attach", "DOMAIN PROFILE",
                       "Hot-plug COUNT devices of PROFILE into the running DOMAIN: placed against its NUMA "
-                      "pinning, claimed, bound to vfio-pci with their IOMMU groups, recorded in use, then attached "
+                      "pinning, claimed, bound to vfio-pci with their IOMMU groups (an mdev made), recorded in use, "
+                      "then attached "
                       "live as <hostdev managed='no'> with a ua-accelvirt- alias.  Any failure rolls every step "
                       "back.",
                       entries, &argc, &argv))
