@@ -101,6 +101,7 @@ succeeded() {
 
 driver() { basename "$(readlink "$H/sys/bus/pci/devices/$1/driver")"; }
 is_driver() { [ "$(driver "$1")" = "$2" ] || { echo "$1 is on '$(driver "$1")', not '$2'"; return 1; }; }
+is_driver_q() { [ "$(basename "$(readlink "$QH/sys/bus/pci/devices/$1/driver")")" = vfio-pci ]; }
 state_of() { json "$S/pool.json" "[x['state'] for x in d['devices'] if x['address'] == '$1'] == ['$2']"; }
 owner_of() {
     json "$S/pool.json" "[(x['owner'] or {}).get('domain_name') for x in d['devices'] if x['address'] == '$1'] == ['$2']"
@@ -302,5 +303,29 @@ avg detach vg --profile vgpu-a10-4q >"$T/m2.out" 2>"$T/m2.err"
 echo $? >"$T/m2.rc"
 check "detach of the mdev: exit 0, dirty (the worker scrubs and removes it)" \
     eval "succeeded m2 && json '$VGS/pool.json' \"[x['state'] for x in d['devices'] if x['identity'] == 'mdev:$uuid'] == ['dirty']\""
+
+# --- SR-IOV VFs made for an attach (the QAT host) ----------------------------------------
+QH="$T/qat"
+QS="$T/qats"
+cp -a "$AV_TEST_HOSTS/sriov-fpga-qat" "$QH"
+avq() {
+    ACCELVIRT_TEST_HOTPLUG="$HP" ACCELVIRT_WORKER="$T/worker.sh" \
+        "$AV" --root "$QH" --policy-dir "$AV_TEST_SRCDIR/place/policies-sriov" --state-dir "$QS" \
+        -c "test://$T/drv.xml" "$@"
+}
+numvfs() { cat "$QH/sys/bus/pci/devices/0000:6b:00.0/sriov_numvfs"; }
+avq attach vg qat-vf --count 5 >"$T/q0.out" 2>"$T/q0.err"
+echo $? >"$T/q0.rc"
+check "5 VFs of 4 while the VFs are on their host driver: one line saying why none is made, count unchanged" \
+    eval "refused q0 2 'and no VF could be made' && [ \"\$(numvfs)\" = 4 ]"
+for f in 1 2 3 4; do
+    rm -f "$QH/sys/bus/pci/devices/0000:6b:00.$f/driver" "$QH"/sys/bus/pci/drivers/*/0000:6b:00.$f
+done
+avq attach vg qat-vf --count 5 >"$T/q1.out" 2>"$T/q1.err"
+echo $? >"$T/q1.rc"
+check "5 VFs of 4 idle ones: the PF goes to 5 VFs (vfs-set by the attach), all five attached" \
+    eval "succeeded q1 && [ \"\$(numvfs)\" = 5 ] && [ \"\$(grep -c 'ua-accelvirt-0000-6b-00' '$T/q1.out')\" = 5 ] && grep -q '\"event\":\"vfs-set\".*attach to domain' '$QS/journal.jsonl'"
+check "  ... each in use by vg, on vfio-pci" \
+    eval "json '$QS/pool.json' \"sorted(x['address'] for x in d['devices'] if x['state'] == 'in-use') == ['0000:6b:00.%d' % i for i in range(1, 6)]\" && is_driver_q 0000:6b:00.5"
 
 finish

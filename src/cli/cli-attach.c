@@ -608,6 +608,39 @@ av_attach_place_on(AvHost *host, const AvPolicy *policy, const AvPool *pool, GPt
     return placement;
 }
 
+/* Makes the VFs a "vfs" profile lacks for @count devices (define's
+ * av_cli_grow_vfs(): journalled "vfs-set", the host scanned again into
+ * *@host); other profiles make nothing.  VFs made for an attach that
+ * fails stay, free and idle, as after define (a "vfs_shrink" profile takes
+ * them back once every VF is free). */
+static gboolean
+av_attach_grow_vfs(const AvRoot *root, const AvPolicy *policy, AvPool *pool, AvHost **host, const AvProfile *profile,
+                   guint count, const AvDomain *domain, const char *uuid, gboolean dry_run, guint *ret_planned,
+                   char **ret_why, GError **error)
+{
+    g_autoptr(GPtrArray) requests = g_ptr_array_new_with_free_func((GDestroyNotify)av_request_free);
+    g_autofree char *by = g_strdup_printf("attach to domain '%s' (%s)", domain->name, uuid);
+
+    *ret_planned = 0;
+    if (profile->attach != AV_ATTACH_SRIOV_VF)
+        return TRUE;
+    g_ptr_array_add(requests, av_request_new(profile->name, count));
+    return av_cli_grow_vfs(root, policy, pool, host, requests, uuid, by, dry_run, ret_planned, ret_why, error);
+}
+
+/* Adds to @error (set) why no VF could be made, when @why says. */
+static void
+av_attach_add_why(GError **error, const char *why)
+{
+    char *message;
+
+    if (!why || !error || !*error)
+        return;
+    message = g_strdup_printf("%s; and no VF could be made: %s", (*error)->message, why);
+    g_free((*error)->message);
+    (*error)->message = message;
+}
+
 /* Places @count devices of @profile for the running @domain against its NUMA
  * pinning: numa strict, only on the node(s) its vCPUs are pinned to
  * (refused, in one line naming the node and what is free elsewhere, when
@@ -1389,13 +1422,20 @@ av_attach_dry_run(AvAttachRun *a, const AvPolicy *policy, const AvProfile *profi
     g_autofree char *dir = NULL;
     g_autoptr(AvPool) scratch = av_cli_scratch_pool(a->cli->state_dir, &dir, &err);
     g_autoptr(AvHost) host = NULL;
+    g_autofree char *why = NULL;
     gboolean changed = FALSE;
+    guint planned = 0;
     int status = AV_EXIT_OK;
 
     if (scratch)
         host = av_host_scan(a->root, &err);
     if (!host || !av_pool_reconcile(scratch, host, policy, &changed, &err) ||
+        !av_attach_grow_vfs(a->root, policy, scratch, &host, profile, count, a->domain, a->uuid, TRUE, &planned,
+                            &why, &err) ||
         !(a->placement = av_attach_place(host, policy, scratch, profile, count, a->domain, a->uuid, &err))) {
+        av_attach_add_why(&err, why);
+        if (planned > 0)
+            g_prefix_error(&err, "this dry run placed without the VFs that a real run makes first: ");
         status = av_cli_fail(err);
     } else if (a->cli->json) {
         a->plugs = g_ptr_array_new_with_free_func((GDestroyNotify)av_attach_plug_free);
@@ -1438,6 +1478,8 @@ av_cli_cmd_attach(AvCli *cli, int argc, char **argv)
     g_autoptr(AvHost) host = NULL;
     g_autoptr(GError) err = NULL;
     g_autoptr(json_t) report = NULL;
+    g_autofree char *no_vfs_why = NULL;
+    guint planned_vfs = 0;
     const AvProfile *profile;
     AvIntent *intent = NULL;
 
@@ -1487,7 +1529,12 @@ av_cli_cmd_attach(AvCli *cli, int argc, char **argv)
     profile = av_policy_find(synced_policy, argv[2]);
     if (!profile)
         return av_cli_usage_error("unknown profile '%s'; 'accelvirt policy show' lists the profiles", argv[2]);
+    if (!av_attach_grow_vfs(a.root, synced_policy, pool, &host, profile, (guint)count, a.domain, a.uuid, FALSE,
+                            &planned_vfs, &no_vfs_why, &err))
+        return av_cli_fail(err);
     a.placement = av_attach_place(host, synced_policy, pool, profile, (guint)count, a.domain, a.uuid, &err);
+    if (!a.placement)
+        av_attach_add_why(&err, no_vfs_why);
     if (!a.placement || !av_attach_plan(&a, pool, host, synced_policy, &err) ||
         !av_attach_bind(&a, pool, &intent, &err))
         return av_cli_fail(err);

@@ -355,6 +355,54 @@ av_cli_open_synced_pool(const AvCli *cli, AvHost **ret_host, AvPolicy **ret_poli
     return g_steal_pointer(&pool);
 }
 
+/* --- SR-IOV VFs ------------------------------------------------------------------ */
+
+/* See cli.h. */
+gboolean
+av_cli_grow_vfs(const AvRoot *root, const AvPolicy *policy, AvPool *pool, AvHost **host, const GPtrArray *requests,
+                const char *uuid, const char *by, gboolean dry_run, guint *ret_planned, char **ret_why,
+                GError **error)
+{
+    g_autoptr(GPtrArray) growth = av_pool_vf_growth(pool, root, *host, policy, requests, uuid, ret_why);
+    gboolean changed = FALSE;
+
+    *ret_planned = growth->len;
+    for (guint i = 0; i < growth->len; i++) {
+        const AvVfGrowth *g = g_ptr_array_index(growth, i);
+
+        if (dry_run) {
+            fprintf(stderr, "accelvirt: dry run: a real run would make VFs for profile '%s': sriov_numvfs of PF %s "
+                    "from %u to %u\n", g->profile, g->pf, g->from, g->to);
+            continue;
+        }
+        if (!av_pool_vf_set_count(pool, root, av_kernel_ops_for(root), g->pf, g->profile, g->from, g->to, by, error)) {
+            /* The kernel goes from a count to another through 0: a failure
+             * after the first write leaves the PF with no VF.  Its count
+             * goes back to what it was (every VF was idle: the growth
+             * checked it), and the error says where it stands. */
+            g_autoptr(GError) back = NULL;
+            g_autofree char *why = g_strdup(error && *error ? (*error)->message : "failed");
+            GQuark quark = error && *error ? (*error)->domain : AV_ERROR;
+            int code = error && *error ? (*error)->code : AV_ERROR_FAILED;
+
+            g_clear_error(error);
+            if (av_pool_vf_set_count(pool, root, av_kernel_ops_for(root), g->pf, g->profile, g->to, g->from, by,
+                                     &back))
+                g_set_error(error, quark, code, "%s; the VF count of PF %s was set back to %u, as before", why,
+                            g->pf, g->from);
+            else
+                g_set_error(error, quark, code, "%s; setting the VF count of PF %s back to %u failed too (%s): the "
+                            "PF may have no VF now, see its sriov_numvfs", why, g->pf, g->from, back->message);
+            return FALSE;
+        }
+    }
+    if (dry_run || growth->len == 0)
+        return TRUE;
+    g_clear_pointer(host, av_host_free);
+    *host = av_host_scan(root, error);
+    return *host && av_pool_reconcile(pool, *host, policy, &changed, error);
+}
+
 /* --- dry runs ------------------------------------------------------------------- */
 
 /* See cli.h. */

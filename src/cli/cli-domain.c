@@ -72,56 +72,6 @@ av_cli_next_uuid(gpointer data)
     return g_uuid_string_random();
 }
 
-/* Makes the VFs that the "vfs" profiles of @requests lack
- * (av_pool_vf_growth()), then scans the host again into *@host and
- * reconciles the new VFs into @pool.  A dry run only says on stderr what a
- * real run would write. */
-static gboolean
-av_cli_grow_vfs(const AvRoot *root, const AvPolicy *policy, AvPool *pool, AvHost **host, const GPtrArray *requests,
-                const AvDomain *domain, const char *uuid, gboolean dry_run, guint *ret_planned, char **ret_why,
-                GError **error)
-{
-    g_autoptr(GPtrArray) growth = av_pool_vf_growth(pool, root, *host, policy, requests, uuid, ret_why);
-    g_autofree char *by = g_strdup_printf("define of domain '%s' (%s)", domain->name ? domain->name : "?", uuid);
-    gboolean changed = FALSE;
-
-    *ret_planned = growth->len;
-    for (guint i = 0; i < growth->len; i++) {
-        const AvVfGrowth *g = g_ptr_array_index(growth, i);
-
-        if (dry_run) {
-            fprintf(stderr, "accelvirt: dry run: a real run would make VFs for profile '%s': sriov_numvfs of PF %s "
-                    "from %u to %u\n", g->profile, g->pf, g->from, g->to);
-            continue;
-        }
-        if (!av_pool_vf_set_count(pool, root, av_kernel_ops_for(root), g->pf, g->profile, g->from, g->to, by, error)) {
-            /* The kernel goes from a count to another through 0: a failure
-             * after the first write leaves the PF with no VF.  Its count
-             * goes back to what it was (every VF was idle: the growth
-             * checked it), and the error says where it stands. */
-            g_autoptr(GError) back = NULL;
-            g_autofree char *why = g_strdup(error && *error ? (*error)->message : "failed");
-            GQuark quark = error && *error ? (*error)->domain : AV_ERROR;
-            int code = error && *error ? (*error)->code : AV_ERROR_FAILED;
-
-            g_clear_error(error);
-            if (av_pool_vf_set_count(pool, root, av_kernel_ops_for(root), g->pf, g->profile, g->to, g->from, by,
-                                     &back))
-                g_set_error(error, quark, code, "%s; the VF count of PF %s was set back to %u, as before", why,
-                            g->pf, g->from);
-            else
-                g_set_error(error, quark, code, "%s; setting the VF count of PF %s back to %u failed too (%s): the "
-                            "PF may have no VF now, see its sriov_numvfs", why, g->pf, g->from, back->message);
-            return FALSE;
-        }
-    }
-    if (dry_run || growth->len == 0)
-        return TRUE;
-    g_clear_pointer(host, av_host_free);
-    *host = av_host_scan(root, error);
-    return *host && av_pool_reconcile(pool, *host, policy, &changed, error);
-}
-
 /* The placed XML of a domain: requests placed on this host, devices claimed
  * for it (with @ttl_s seconds of expiry unless @dry_run, 0: none).  @pool must
  * be open for writing unless @dry_run.  Stores the new XML and the domain's
@@ -149,6 +99,7 @@ av_cli_place(const AvCli *cli, AvRoot *root, AvPolicy *policy, AvPool *pool, con
     guint planned_vfs = 0;
     guint hotplug = 0;
     g_autofree char *no_vfs_why = NULL;
+    g_autofree char *by = NULL;
     gint64 expires;
 
     domain = av_domain_parse(xml, len, error);
@@ -202,8 +153,8 @@ av_cli_place(const AvCli *cli, AvRoot *root, AvPolicy *policy, AvPool *pool, con
         if (p->mdev_uuid)
             g_ptr_array_add(old_uuids, p->mdev_uuid);
     }
-    if (!av_cli_grow_vfs(root, policy, pool, &host, requests, domain, uuid, dry_run, &planned_vfs, &no_vfs_why,
-                         error))
+    by = g_strdup_printf("define of domain '%s' (%s)", domain->name ? domain->name : "?", uuid);
+    if (!av_cli_grow_vfs(root, policy, pool, &host, requests, uuid, by, dry_run, &planned_vfs, &no_vfs_why, error))
         goto out;
     options.domain_uuid = uuid;
     options.vcpus = domain->vcpus ? domain->vcpus : 1;

@@ -9,6 +9,7 @@
 #include "util/av-root.h"
 #include "pci/av-pci.h"
 #include "policy/av-policy.h"
+#include "pool/av-place.h"
 #include "pool/av-pool.h"
 
 G_BEGIN_DECLS
@@ -105,6 +106,17 @@ void av_cli_spawn_pending_worker(const AvCli *cli);
  * FALSE after printing the error. */
 gboolean av_cli_parse(AvCli *cli, const char *command, const char *params, const char *summary,
                       const GOptionEntry *entries, int *argc, char ***argv);
+
+/* Makes the VFs that the "vfs" profiles of @requests (AvRequest*) lack
+ * for the domain @uuid (av_pool_vf_growth()), journalled "vfs-set" by @by
+ * ("define of domain 'NAME' (UUID)"), then scans the host again into
+ * *@host and reconciles the new VFs into @pool; a count that fails half-way
+ * is set back.  A @dry_run only says on stderr what a real run would write.
+ * *ret_planned: how many PFs change; *ret_why (caller frees): why no PF
+ * could, when none could.  @pool open for writing. */
+gboolean av_cli_grow_vfs(const AvRoot *root, const AvPolicy *policy, AvPool *pool, AvHost **host,
+                         const GPtrArray *requests, const char *uuid, const char *by, gboolean dry_run,
+                         guint *ret_planned, char **ret_why, GError **error);
 
 /* A scratch copy of the pool of @state_dir in a new temporary directory
  * (stored in *ret_dir, caller removes it with av_cli_remove_dir()), open
