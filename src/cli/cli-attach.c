@@ -1822,8 +1822,8 @@ av_detach_release(const AvCli *cli, const AvRoot *root, const char *uuid, const 
             if (!moved)
                 continue;
             json_array_append_new(ids, json_string(dev->identity));
-            json_array_append_new(released, json_pack("{s:s,s:s?,s:s}", "identity", dev->identity, "address",
-                                                       dev->address, "state",
+            json_array_append_new(released, json_pack("{s:s,s:s?,s:s,s:s}", "identity", dev->identity, "address",
+                                                       dev->address, "domain", name, "state",
                                                        av_device_state_to_string(dev->state)));
         }
     }
@@ -1949,18 +1949,10 @@ av_cli_cmd_detach(AvCli *cli, int argc, char **argv)
     av_detach_config(ops, dom, config, units, gone, persistent);
     if (!av_detach_release(cli, root, uuid, live->name, units, gone, released, &err))
         return av_cli_fail(err);
-    if (cli->json) {
+    if (cli->json)
         av_cli_print_json(json_incref(out));
-    } else {
-        size_t i;
-        json_t *e;
-
-        json_array_foreach(released, i, e)
-            printf("detached %s (%s) from domain '%s': %s, the worker scrubs it\n",
-                   json_string_value(json_object_get(e, "address")) ?: "-",
-                   json_string_value(json_object_get(e, "identity")), live->name,
-                   json_string_value(json_object_get(e, "state")));
-    }
+    else
+        av_cli_print_released(released, "detached", "from");
     if (still->len == 0)
         return AV_EXIT_OK;
     if (detach_err) {

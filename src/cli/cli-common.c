@@ -146,6 +146,21 @@ av_cli_print_json(json_t *value)
     json_decref(value);
 }
 
+/* See cli.h. */
+void
+av_cli_print_released(json_t *released, const char *verb, const char *preposition)
+{
+    size_t i;
+    json_t *e;
+
+    json_array_foreach(released, i, e)
+        printf("%s %s (%s) %s domain '%s': %s, the worker scrubs it\n", verb,
+               json_string_value(json_object_get(e, "address")) ?: "-",
+               json_string_value(json_object_get(e, "identity")), preposition,
+               json_string_value(json_object_get(e, "domain")) ?: "?",
+               json_string_value(json_object_get(e, "state")));
+}
+
 AvPolicy *
 av_cli_load_policy(const AvCli *cli, GError **error)
 {

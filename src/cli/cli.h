@@ -58,6 +58,12 @@ int av_cli_usage_error(const char *fmt, ...) G_GNUC_PRINTF(1, 2);
 /* Prints @value as indented JSON on stdout and takes over the reference. */
 void av_cli_print_json(json_t *value);
 
+/* Prints one line per device of @released (borrowed; objects with
+ * "address", "identity", "domain" and "state"), as `release` and `detach`
+ * do: "VERB ADDRESS (IDENTITY) PREPOSITION domain 'NAME': dirty, the worker
+ * scrubs it". */
+void av_cli_print_released(json_t *released, const char *verb, const char *preposition);
+
 /* The policy, loaded from the options.  The default policy dir may be
  * missing (nothing is managed); one the user named must exist.  NULL with
  * @error set; an untrusted policy (AV_ERROR_UNSAFE of av_policy_load_dir())
