@@ -32,6 +32,8 @@ static const AvCommand commands[] = {
     { "scrub", av_cli_cmd_scrub, "Run a device's scrub steps by hand (scrub DEVICE)" },
     { "quarantine", av_cli_cmd_quarantine, "List quarantined devices or clear one (quarantine [list|clear DEVICE])" },
     { "release", av_cli_cmd_release, "Release a gone domain's devices: in-use -> dirty, scrubbed (release DOMAIN|DEVICE)" },
+    { "attach", av_cli_cmd_attach, "Hot-plug accelerators of a profile into a running domain (attach DOMAIN PROFILE)" },
+    { "detach", av_cli_cmd_detach, "Hot-unplug a running domain's accelerators: dirty, then scrubbed (detach DOMAIN DEVICE)" },
     { "reconcile", av_cli_cmd_reconcile, "Put the pool right with the host and start the scrubs it owes" },
 };
 

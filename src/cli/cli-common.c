@@ -8,11 +8,15 @@
 #include <unistd.h>
 #include <string.h>
 
+#include <glib/gstdio.h>
+
 #include "util/av-error.h"
 #include "util/av-spawn.h"
 #include "vfio/av-kernel.h"
 #include "util/av-json.h"
 #include "pool/av-pool.h"
+
+#include <libvirt/virterror.h>
 
 /* How long a command waits for the pool lock: quietly, then saying so. */
 #define AV_CLI_LOCK_NOTICE_MS 1000
@@ -140,6 +144,21 @@ av_cli_print_json(json_t *value)
 
     fputs(text, stdout);
     json_decref(value);
+}
+
+/* See cli.h. */
+void
+av_cli_print_released(json_t *released, const char *verb, const char *preposition)
+{
+    size_t i;
+    json_t *e;
+
+    json_array_foreach(released, i, e)
+        printf("%s %s (%s) %s domain '%s': %s, the worker scrubs it\n", verb,
+               json_string_value(json_object_get(e, "address")) ?: "-",
+               json_string_value(json_object_get(e, "identity")), preposition,
+               json_string_value(json_object_get(e, "domain")) ?: "?",
+               json_string_value(json_object_get(e, "state")));
 }
 
 AvPolicy *
@@ -349,4 +368,151 @@ av_cli_open_synced_pool(const AvCli *cli, AvHost **ret_host, AvPolicy **ret_poli
     if (ret_policy)
         *ret_policy = g_steal_pointer(&policy);
     return g_steal_pointer(&pool);
+}
+
+/* --- SR-IOV VFs ------------------------------------------------------------------ */
+
+/* See cli.h. */
+gboolean
+av_cli_grow_vfs(const AvRoot *root, const AvPolicy *policy, AvPool *pool, AvHost **host, const GPtrArray *requests,
+                const char *uuid, const char *by, gboolean dry_run, guint *ret_planned, char **ret_why,
+                GError **error)
+{
+    g_autoptr(GPtrArray) growth = av_pool_vf_growth(pool, root, *host, policy, requests, uuid, ret_why);
+    gboolean changed = FALSE;
+
+    *ret_planned = growth->len;
+    for (guint i = 0; i < growth->len; i++) {
+        const AvVfGrowth *g = g_ptr_array_index(growth, i);
+
+        if (dry_run) {
+            fprintf(stderr, "accelvirt: dry run: a real run would make VFs for profile '%s': sriov_numvfs of PF %s "
+                    "from %u to %u\n", g->profile, g->pf, g->from, g->to);
+            continue;
+        }
+        if (!av_pool_vf_set_count(pool, root, av_kernel_ops_for(root), g->pf, g->profile, g->from, g->to, by, error)) {
+            /* The kernel goes from a count to another through 0: a failure
+             * after the first write leaves the PF with no VF.  Its count
+             * goes back to what it was (every VF was idle: the growth
+             * checked it), and the error says where it stands. */
+            g_autoptr(GError) back = NULL;
+            g_autofree char *why = g_strdup(error && *error ? (*error)->message : "failed");
+            GQuark quark = error && *error ? (*error)->domain : AV_ERROR;
+            int code = error && *error ? (*error)->code : AV_ERROR_FAILED;
+
+            g_clear_error(error);
+            if (av_pool_vf_set_count(pool, root, av_kernel_ops_for(root), g->pf, g->profile, g->to, g->from, by,
+                                     &back))
+                g_set_error(error, quark, code, "%s; the VF count of PF %s was set back to %u, as before", why,
+                            g->pf, g->from);
+            else
+                g_set_error(error, quark, code, "%s; setting the VF count of PF %s back to %u failed too (%s): the "
+                            "PF may have no VF now, see its sriov_numvfs", why, g->pf, g->from, back->message);
+            return FALSE;
+        }
+    }
+    if (dry_run || growth->len == 0)
+        return TRUE;
+    g_clear_pointer(host, av_host_free);
+    *host = av_host_scan(root, error);
+    return *host && av_pool_reconcile(pool, *host, policy, &changed, error);
+}
+
+/* --- dry runs ------------------------------------------------------------------- */
+
+/* See cli.h. */
+AvPool *
+av_cli_scratch_pool(const char *state_dir, char **ret_dir, GError **error)
+{
+    g_autofree char *dir = g_dir_make_tmp("accelvirt-dry-run-XXXXXX", error);
+    g_autofree char *src = g_build_filename(state_dir, "pool.json", NULL);
+    g_autofree char *dst = NULL;
+    g_autofree char *data = NULL;
+    gsize len = 0;
+    AvPool *pool;
+
+    if (!dir)
+        return NULL;
+    *ret_dir = g_strdup(dir);
+    if (g_file_get_contents(src, &data, &len, NULL)) {
+        dst = g_build_filename(dir, "pool.json", NULL);
+        if (!g_file_set_contents_full(dst, data, (gssize)len, G_FILE_SET_CONTENTS_CONSISTENT, 0600, error))
+            return NULL;
+    }
+    pool = av_pool_open(dir, AV_POOL_WRITE, 0, error);
+    return pool;
+}
+
+/* See cli.h. */
+void
+av_cli_remove_dir(const char *dir)
+{
+    g_autoptr(GDir) d = NULL;
+    const char *name;
+
+    if (!dir)
+        return;
+    d = g_dir_open(dir, 0, NULL);
+    while (d && (name = g_dir_read_name(d))) {
+        g_autofree char *p = g_build_filename(dir, name, NULL);
+
+        g_unlink(p);
+    }
+    g_rmdir(dir);
+}
+
+/* --- libvirt, for the commands that talk to it ---------------------------------- */
+
+/* See cli.h. */
+gboolean
+av_cli_virt_error(GError **error, const char *what)
+{
+    const virError *e = virGetLastError();
+
+    g_set_error(error, AV_ERROR, AV_ERROR_FAILED, "%s: %s", what,
+                e && e->message ? e->message : "libvirt gave no reason");
+    return FALSE;
+}
+
+static void
+av_cli_virt_silence(void *data, virErrorPtr e)
+{
+    (void)data;
+    (void)e;
+}
+
+/* See cli.h.  Caller closes. */
+virConnect *
+av_cli_connect(const AvCli *cli, GError **error)
+{
+    virConnect *conn;
+
+    /* libvirt prints its errors itself unless told otherwise; accelvirt says
+     * them once, in its own words. */
+    virSetErrorFunc(NULL, av_cli_virt_silence);
+    conn = virConnectOpen(cli->connect);
+    if (!conn) {
+        g_autofree char *what = g_strdup_printf("cannot connect to libvirt at '%s' (is libvirtd running? "
+                                                "see --connect)", cli->connect);
+        av_cli_virt_error(error, what);
+        return NULL;
+    }
+    return conn;
+}
+
+/* See cli.h.  Caller frees. */
+virDomain *
+av_cli_lookup(virConnect *conn, const char *name, GError **error)
+{
+    virDomain *dom = virDomainLookupByName(conn, name);
+
+    if (!dom)
+        dom = virDomainLookupByUUIDString(conn, name);
+    if (!dom) {
+        g_set_error(error, AV_ERROR, AV_ERROR_NOT_FOUND,
+                    "no domain '%s' on %s; 'virsh list --all' shows the defined ones", name,
+                    virConnectGetURI(conn) ? virConnectGetURI(conn) : "this connection");
+        return NULL;
+    }
+    return dom;
 }

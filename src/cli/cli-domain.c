@@ -27,9 +27,6 @@
  * domain defined but never started does not hold a GPU forever (seed 004). */
 #define AV_CLI_CLAIM_TTL_S 3600
 
-G_DEFINE_AUTOPTR_CLEANUP_FUNC(virConnect, virConnectClose)
-G_DEFINE_AUTOPTR_CLEANUP_FUNC(virDomain, virDomainFree)
-
 /* --- input ------------------------------------------------------------------ */
 
 /* Reads the domain XML from @path ("-" for stdin), bounded like the hook's. */
@@ -55,104 +52,7 @@ av_cli_read_xml(const char *path, char **ret_xml, gsize *ret_len, GError **error
     return TRUE;
 }
 
-/* --- libvirt ---------------------------------------------------------------- */
-
-/* Sets @error from libvirt's last error, prefixed by @what. */
-static gboolean
-av_cli_virt_error(GError **error, const char *what)
-{
-    const virError *e = virGetLastError();
-
-    g_set_error(error, AV_ERROR, AV_ERROR_FAILED, "%s: %s", what,
-                e && e->message ? e->message : "libvirt gave no reason");
-    return FALSE;
-}
-
-static void
-av_cli_virt_silence(void *data, virErrorPtr e)
-{
-    (void)data;
-    (void)e;
-}
-
-static virConnect *
-av_cli_connect(const AvCli *cli, GError **error)
-{
-    virConnect *conn;
-
-    /* libvirt prints its errors itself unless told otherwise; accelvirt says
-     * them once, in its own words. */
-    virSetErrorFunc(NULL, av_cli_virt_silence);
-    conn = virConnectOpen(cli->connect);
-    if (!conn) {
-        g_autofree char *what = g_strdup_printf("cannot connect to libvirt at '%s' (is libvirtd running? "
-                                                "see --connect)", cli->connect);
-        av_cli_virt_error(error, what);
-        return NULL;
-    }
-    return conn;
-}
-
-/* The domain named @name, or whose UUID is @name. */
-static virDomain *
-av_cli_lookup(virConnect *conn, const char *name, GError **error)
-{
-    virDomain *dom = virDomainLookupByName(conn, name);
-
-    if (!dom)
-        dom = virDomainLookupByUUIDString(conn, name);
-    if (!dom) {
-        g_set_error(error, AV_ERROR, AV_ERROR_NOT_FOUND,
-                    "no domain '%s' on %s; 'virsh list --all' shows the defined ones", name,
-                    virConnectGetURI(conn) ? virConnectGetURI(conn) : "this connection");
-        return NULL;
-    }
-    return dom;
-}
-
 /* --- placing ---------------------------------------------------------------- */
-
-/* A scratch copy of the pool of @state_dir in a new temporary directory
- * (stored in *ret_dir, caller removes it), open for writing: a dry run
- * reconciles and places there, and the real pool and journal see nothing. */
-static AvPool *
-av_cli_scratch_pool(const char *state_dir, char **ret_dir, GError **error)
-{
-    g_autofree char *dir = g_dir_make_tmp("accelvirt-dry-run-XXXXXX", error);
-    g_autofree char *src = g_build_filename(state_dir, "pool.json", NULL);
-    g_autofree char *dst = NULL;
-    g_autofree char *data = NULL;
-    gsize len = 0;
-    AvPool *pool;
-
-    if (!dir)
-        return NULL;
-    *ret_dir = g_strdup(dir);
-    if (g_file_get_contents(src, &data, &len, NULL)) {
-        dst = g_build_filename(dir, "pool.json", NULL);
-        if (!g_file_set_contents_full(dst, data, (gssize)len, G_FILE_SET_CONTENTS_CONSISTENT, 0600, error))
-            return NULL;
-    }
-    pool = av_pool_open(dir, AV_POOL_WRITE, 0, error);
-    return pool;
-}
-
-static void
-av_cli_remove_dir(const char *dir)
-{
-    g_autoptr(GDir) d = NULL;
-    const char *name;
-
-    if (!dir)
-        return;
-    d = g_dir_open(dir, 0, NULL);
-    while (d && (name = g_dir_read_name(d))) {
-        g_autofree char *p = g_build_filename(dir, name, NULL);
-
-        g_unlink(p);
-    }
-    g_rmdir(dir);
-}
 
 /* The UUIDs of the mdevs a previous placement gave the domain, handed out
  * again in order, so that placing a placed domain again keeps them; then
@@ -170,56 +70,6 @@ av_cli_next_uuid(gpointer data)
     if (reuse->next < reuse->uuids->len)
         return g_strdup(g_ptr_array_index(reuse->uuids, reuse->next++));
     return g_uuid_string_random();
-}
-
-/* Makes the VFs that the "vfs" profiles of @requests lack
- * (av_pool_vf_growth()), then scans the host again into *@host and
- * reconciles the new VFs into @pool.  A dry run only says on stderr what a
- * real run would write. */
-static gboolean
-av_cli_grow_vfs(const AvRoot *root, const AvPolicy *policy, AvPool *pool, AvHost **host, const GPtrArray *requests,
-                const AvDomain *domain, const char *uuid, gboolean dry_run, guint *ret_planned, char **ret_why,
-                GError **error)
-{
-    g_autoptr(GPtrArray) growth = av_pool_vf_growth(pool, root, *host, policy, requests, uuid, ret_why);
-    g_autofree char *by = g_strdup_printf("define of domain '%s' (%s)", domain->name ? domain->name : "?", uuid);
-    gboolean changed = FALSE;
-
-    *ret_planned = growth->len;
-    for (guint i = 0; i < growth->len; i++) {
-        const AvVfGrowth *g = g_ptr_array_index(growth, i);
-
-        if (dry_run) {
-            fprintf(stderr, "accelvirt: dry run: a real run would make VFs for profile '%s': sriov_numvfs of PF %s "
-                    "from %u to %u\n", g->profile, g->pf, g->from, g->to);
-            continue;
-        }
-        if (!av_pool_vf_set_count(pool, root, av_kernel_ops_for(root), g->pf, g->profile, g->from, g->to, by, error)) {
-            /* The kernel goes from a count to another through 0: a failure
-             * after the first write leaves the PF with no VF.  Its count
-             * goes back to what it was (every VF was idle: the growth
-             * checked it), and the error says where it stands. */
-            g_autoptr(GError) back = NULL;
-            g_autofree char *why = g_strdup(error && *error ? (*error)->message : "failed");
-            GQuark quark = error && *error ? (*error)->domain : AV_ERROR;
-            int code = error && *error ? (*error)->code : AV_ERROR_FAILED;
-
-            g_clear_error(error);
-            if (av_pool_vf_set_count(pool, root, av_kernel_ops_for(root), g->pf, g->profile, g->to, g->from, by,
-                                     &back))
-                g_set_error(error, quark, code, "%s; the VF count of PF %s was set back to %u, as before", why,
-                            g->pf, g->from);
-            else
-                g_set_error(error, quark, code, "%s; setting the VF count of PF %s back to %u failed too (%s): the "
-                            "PF may have no VF now, see its sriov_numvfs", why, g->pf, g->from, back->message);
-            return FALSE;
-        }
-    }
-    if (dry_run || growth->len == 0)
-        return TRUE;
-    g_clear_pointer(host, av_host_free);
-    *host = av_host_scan(root, error);
-    return *host && av_pool_reconcile(pool, *host, policy, &changed, error);
 }
 
 /* The placed XML of a domain: requests placed on this host, devices claimed
@@ -249,6 +99,7 @@ av_cli_place(const AvCli *cli, AvRoot *root, AvPolicy *policy, AvPool *pool, con
     guint planned_vfs = 0;
     guint hotplug = 0;
     g_autofree char *no_vfs_why = NULL;
+    g_autofree char *by = NULL;
     gint64 expires;
 
     domain = av_domain_parse(xml, len, error);
@@ -302,8 +153,8 @@ av_cli_place(const AvCli *cli, AvRoot *root, AvPolicy *policy, AvPool *pool, con
         if (p->mdev_uuid)
             g_ptr_array_add(old_uuids, p->mdev_uuid);
     }
-    if (!av_cli_grow_vfs(root, policy, pool, &host, requests, domain, uuid, dry_run, &planned_vfs, &no_vfs_why,
-                         error))
+    by = g_strdup_printf("define of domain '%s' (%s)", domain->name ? domain->name : "?", uuid);
+    if (!av_cli_grow_vfs(root, policy, pool, &host, requests, uuid, by, dry_run, &planned_vfs, &no_vfs_why, error))
         goto out;
     options.domain_uuid = uuid;
     options.vcpus = domain->vcpus ? domain->vcpus : 1;

@@ -130,19 +130,10 @@ av_cli_cmd_release(AvCli *cli, int argc, char **argv)
     if (!av_pool_save(pool, &err))
         return av_cli_fail(err);
     av_cli_want_worker();
-    if (cli->json) {
+    if (cli->json)
         av_cli_print_json(json_incref(out));
-    } else {
-        size_t i;
-        json_t *e;
-
-        json_array_foreach(released, i, e)
-            printf("released %s (%s) of domain '%s': %s, the worker scrubs it\n",
-                   json_string_value(json_object_get(e, "address")) ?: "-",
-                   json_string_value(json_object_get(e, "identity")),
-                   json_string_value(json_object_get(e, "domain")) ?: "?",
-                   json_string_value(json_object_get(e, "state")));
-    }
+    else
+        av_cli_print_released(released, "released", "of");
     return AV_EXIT_OK;
 }
 

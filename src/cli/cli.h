@@ -4,10 +4,12 @@
 
 #include <glib.h>
 #include <jansson.h>
+#include <libvirt/libvirt.h>
 
 #include "util/av-root.h"
 #include "pci/av-pci.h"
 #include "policy/av-policy.h"
+#include "pool/av-place.h"
 #include "pool/av-pool.h"
 
 G_BEGIN_DECLS
@@ -55,6 +57,12 @@ int av_cli_usage_error(const char *fmt, ...) G_GNUC_PRINTF(1, 2);
 
 /* Prints @value as indented JSON on stdout and takes over the reference. */
 void av_cli_print_json(json_t *value);
+
+/* Prints one line per device of @released (borrowed; objects with
+ * "address", "identity", "domain" and "state"), as `release` and `detach`
+ * do: "VERB ADDRESS (IDENTITY) PREPOSITION domain 'NAME': dirty, the worker
+ * scrubs it". */
+void av_cli_print_released(json_t *released, const char *verb, const char *preposition);
 
 /* The policy, loaded from the options.  The default policy dir may be
  * missing (nothing is managed); one the user named must exist.  NULL with
@@ -105,6 +113,43 @@ void av_cli_spawn_pending_worker(const AvCli *cli);
 gboolean av_cli_parse(AvCli *cli, const char *command, const char *params, const char *summary,
                       const GOptionEntry *entries, int *argc, char ***argv);
 
+/* Makes the VFs that the "vfs" profiles of @requests (AvRequest*) lack
+ * for the domain @uuid (av_pool_vf_growth()), journalled "vfs-set" by @by
+ * ("define of domain 'NAME' (UUID)"), then scans the host again into
+ * *@host and reconciles the new VFs into @pool; a count that fails half-way
+ * is set back.  A @dry_run only says on stderr what a real run would write.
+ * *ret_planned: how many PFs change; *ret_why (caller frees): why no PF
+ * could, when none could.  @pool open for writing. */
+gboolean av_cli_grow_vfs(const AvRoot *root, const AvPolicy *policy, AvPool *pool, AvHost **host,
+                         const GPtrArray *requests, const char *uuid, const char *by, gboolean dry_run,
+                         guint *ret_planned, char **ret_why, GError **error);
+
+/* A scratch copy of the pool of @state_dir in a new temporary directory
+ * (stored in *ret_dir, caller removes it with av_cli_remove_dir()), open
+ * for writing: a dry run reconciles and places there, and the real pool and
+ * journal see nothing.  NULL with @error. */
+AvPool *av_cli_scratch_pool(const char *state_dir, char **ret_dir, GError **error);
+
+/* Removes the files of the flat directory @dir, then @dir.  NULL is a
+ * no-op. */
+void av_cli_remove_dir(const char *dir);
+
+/* Sets @error (AV_ERROR_FAILED) from libvirt's last error, prefixed by
+ * @what; returns FALSE. */
+gboolean av_cli_virt_error(GError **error, const char *what);
+
+/* Connects to libvirt at cli->connect, libvirt's own error printing
+ * silenced (accelvirt says each error once).  NULL with @error.  Caller
+ * closes. */
+virConnect *av_cli_connect(const AvCli *cli, GError **error);
+
+/* The domain named @name, or whose UUID is @name; NULL with
+ * AV_ERROR_NOT_FOUND (one sentence).  Caller frees. */
+virDomain *av_cli_lookup(virConnect *conn, const char *name, GError **error);
+
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(virConnect, virConnectClose)
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(virDomain, virDomainFree)
+
 /* The commands: argv[0] is the command name. */
 int av_cli_cmd_list(AvCli *cli, int argc, char **argv);
 int av_cli_cmd_status(AvCli *cli, int argc, char **argv);
@@ -120,5 +165,7 @@ int av_cli_cmd_scrub(AvCli *cli, int argc, char **argv);
 int av_cli_cmd_quarantine(AvCli *cli, int argc, char **argv);
 int av_cli_cmd_release(AvCli *cli, int argc, char **argv);
 int av_cli_cmd_reconcile(AvCli *cli, int argc, char **argv);
+int av_cli_cmd_attach(AvCli *cli, int argc, char **argv);
+int av_cli_cmd_detach(AvCli *cli, int argc, char **argv);
 
 G_END_DECLS

@@ -75,6 +75,14 @@ av_pool_transition_event(AvPool *pool, AvPoolDevice *dev, AvDeviceState to, cons
     return av_pool_transition_do(pool, dev, to, owner, reason, event, extra, FALSE, error);
 }
 
+/* See av-pool-private.h. */
+gboolean
+av_pool_transition_checked(AvPool *pool, AvPoolDevice *dev, AvDeviceState to, const char *event, json_t *extra,
+                           GError **error)
+{
+    return av_pool_transition_do(pool, dev, to, NULL, NULL, event, extra, TRUE, error);
+}
+
 /* av_pool_transition_event(), where @checked says that the caller has
  * allowed the move itself (the operator's moves outside the table). */
 static gboolean

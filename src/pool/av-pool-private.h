@@ -78,6 +78,29 @@ gboolean av_pool_journal_device(AvPool *pool, const char *event, const AvPoolDev
 gboolean av_pool_transition_event(AvPool *pool, AvPoolDevice *dev, AvDeviceState to, const AvOwner *owner,
                                   const char *reason, const char *event, json_t *extra, GError **error);
 
+/* A marker file of the state dir (release markers, attach marks): a file
+ * DIR/HASH-RANDOM.json, HASH the first 32 hex digits of the SHA-256 of
+ * @key, holding @content (borrowed), written atomically (mode 0600, DIR
+ * made with mode 0700) with its flock(2) lock taken before a byte is
+ * written and kept on @fd while the writer lives (av_file_write_atomic_held();
+ * readers tell a dead writer's marker with av_file_open_unheld()).  NULL
+ * with @error.  Caller closes with av_pool_marker_close(). */
+typedef struct {
+    int fd;
+    char *path;
+} AvPoolMarker;
+AvPoolMarker *av_pool_marker_write(const char *dir, const char *key, json_t *content, GError **error);
+/* Drops the marker's lock (removing the file first when @remove) and frees
+ * @marker.  NULL is a no-op. */
+void av_pool_marker_close(AvPoolMarker *marker, gboolean remove);
+
+/* A move outside the lifecycle table that its caller has allowed (such as
+ * in-use -> free of av_pool_attach_undo(): the guest never had the
+ * device), journalled as @event with @extra; the owner rules and the
+ * refusal of a device with an identity problem still apply. */
+gboolean av_pool_transition_checked(AvPool *pool, AvPoolDevice *dev, AvDeviceState to, const char *event,
+                                    json_t *extra, GError **error);
+
 /* Sets the AV_ERROR_STATE error "device ... is STATE; cannot move it to
  * TO".  Returns FALSE. */
 gboolean av_transition_fail(const AvPoolDevice *dev, AvDeviceState to, GError **error);

@@ -89,9 +89,43 @@ av_pool_marker_dir(const char *state_dir)
     return g_build_filename(state_dir, AV_POOL_RELEASE_DIR, NULL);
 }
 
+/* See av-pool-private.h. */
+AvPoolMarker *
+av_pool_marker_write(const char *dir, const char *key, json_t *content, GError **error)
+{
+    g_autofree char *hash = g_compute_checksum_for_string(G_CHECKSUM_SHA256, key, -1);
+    /* One marker per call: two never share a file, so that removing one
+     * never removes another. */
+    g_autofree char *name = g_strdup_printf("%.32s-%08x%08x.json", hash, g_random_int(), g_random_int());
+    g_autofree char *path = g_build_filename(dir, name, NULL);
+    g_autofree char *text = av_json_dump_compact(content);
+    AvPoolMarker *marker;
+    int fd;
+
+    if (!av_file_ensure_dir(dir, 0700, error) ||
+        (fd = av_file_write_atomic_held(path, text, strlen(text), 0600, error)) < 0)
+        return NULL;
+    marker = g_new0(AvPoolMarker, 1);
+    marker->fd = fd;
+    marker->path = g_steal_pointer(&path);
+    return marker;
+}
+
+/* See av-pool-private.h. */
+void
+av_pool_marker_close(AvPoolMarker *marker, gboolean remove)
+{
+    if (!marker)
+        return;
+    if (remove)
+        unlink(marker->path);
+    close(marker->fd);
+    g_free(marker->path);
+    g_free(marker);
+}
+
 struct AvPoolReleaseMark {
-    int fd;        /* the marker's lock: held while its writer lives */
-    char *path;
+    AvPoolMarker *marker;        /* its lock held while its writer lives */
 };
 
 /* See av-pool.h. */
@@ -100,29 +134,21 @@ av_pool_release_mark(const char *state_dir, const char *domain_uuid, const char 
 {
     g_autofree char *dir = av_pool_marker_dir(state_dir);
     g_autofree char *key = g_strdup_printf("%s\n%s", domain_uuid ? domain_uuid : "", domain_name);
-    g_autofree char *hash = g_compute_checksum_for_string(G_CHECKSUM_SHA256, key, -1);
-    /* One marker per release: two never share a file, so that removing one
-     * never removes another. */
-    g_autofree char *name = g_strdup_printf("%.32s-%08x%08x.json", hash, g_random_int(), g_random_int());
-    g_autofree char *path = g_build_filename(dir, name, NULL);
-    g_autoptr(json_t) marker = json_object();
-    g_autofree char *text = NULL;
+    g_autoptr(json_t) content = json_object();
     AvPoolReleaseMark *mark;
-    int fd;
+    AvPoolMarker *marker;
 
     g_return_val_if_fail(domain_name, NULL);
-    json_object_set_new(marker, "domain_uuid", av_json_string_or_null(domain_uuid));
-    json_object_set_new(marker, "domain_name", json_string(domain_name));
-    json_object_set_new(marker, "since", json_integer(av_pool_now()));
-    text = av_json_dump_compact(marker);
-    if (!av_file_ensure_dir(dir, 0700, error) ||
-        (fd = av_file_write_atomic_held(path, text, strlen(text), 0600, error)) < 0) {
+    json_object_set_new(content, "domain_uuid", av_json_string_or_null(domain_uuid));
+    json_object_set_new(content, "domain_name", json_string(domain_name));
+    json_object_set_new(content, "since", json_integer(av_pool_now()));
+    marker = av_pool_marker_write(dir, key, content, error);
+    if (!marker) {
         g_prefix_error(error, "cannot leave the release of domain '%s' for later: ", domain_name);
         return NULL;
     }
     mark = g_new0(AvPoolReleaseMark, 1);
-    mark->fd = fd;
-    mark->path = g_steal_pointer(&path);
+    mark->marker = marker;
     return mark;
 }
 
@@ -131,18 +157,16 @@ void
 av_pool_release_mark_done(AvPoolReleaseMark *mark)
 {
     if (mark)
-        unlink(mark->path);
-    av_pool_release_mark_free(mark);
+        av_pool_marker_close(mark->marker, TRUE);
+    g_free(mark);
 }
 
 /* See av-pool.h. */
 void
 av_pool_release_mark_free(AvPoolReleaseMark *mark)
 {
-    if (!mark)
-        return;
-    close(mark->fd);
-    g_free(mark->path);
+    if (mark)
+        av_pool_marker_close(mark->marker, FALSE);
     g_free(mark);
 }
 

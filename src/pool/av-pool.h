@@ -666,6 +666,48 @@ void av_pool_release_mark_done(AvPoolReleaseMark *mark);
 void av_pool_release_mark_free(AvPoolReleaseMark *mark);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(AvPoolReleaseMark, av_pool_release_mark_free)
 
+/* An attach in flight (issue 14, src/pool/av-pool-attach.c): `accelvirt
+ * attach` records a device in use by a running domain and saves the pool
+ * before it hot-plugs it without the pool's lock, so that for a while the
+ * device is in use and not in the domain's live XML.  The mark says so to
+ * `accelvirt audit` and `watch`: a file STATE/attach-pending/HASH-RANDOM.json
+ * ({"domain_uuid", "identity", "since"}; mode 0700 directory, written
+ * atomically) whose flock(2) lock the attaching process holds until
+ * av_pool_attach_mark_done() or av_pool_attach_mark_free() (or its death).
+ * Made under the pool's lock, before the save that records the device in
+ * use.  @domain_uuid may be NULL.  NULL with @error when it cannot be
+ * written.  Caller frees. */
+typedef struct AvPoolAttachMark AvPoolAttachMark;
+AvPoolAttachMark *av_pool_attach_mark(const char *state_dir, const char *domain_uuid, const char *identity,
+                                      GError **error);
+/* The attach is over (done, or rolled back and saved): removes the mark,
+ * frees @mark.  NULL is a no-op. */
+void av_pool_attach_mark_done(AvPoolAttachMark *mark);
+/* Drops the mark's lock and frees @mark, the file left behind (a later
+ * av_pool_attach_in_flight() removes it).  NULL is a no-op. */
+void av_pool_attach_mark_free(AvPoolAttachMark *mark);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(AvPoolAttachMark, av_pool_attach_mark_free)
+
+/* TRUE while a live process holds an attach mark for the device @identity
+ * in @state_dir: leave the device alone, its hot-plug is under way.  The
+ * marks of @identity whose lock is free were left by attaches that died:
+ * they are removed, and do not count. */
+gboolean av_pool_attach_in_flight(const char *state_dir, const char *identity);
+
+/* Undoes the attach of @dev to the domain @domain_uuid when the guest never
+ * had it (the hot-plug failed and the device is neither in the domain's
+ * live XML nor held through its IOMMU group, which the caller checked, and
+ * the caller gave its endpoints back to their drivers): in-use -> free,
+ * outside the lifecycle, journalled as a "transition" with "by":
+ * "attach-rolled-back" and "why": @reason (the caller journals the
+ * attach's own "attach-rolled-back" entry).
+ * AV_ERROR_STATE when @dev is not in use by @domain_uuid (then nothing
+ * changes: another accelvirt released it meanwhile).  A device the guest
+ * may have had is released instead (av_pool_release_device()): dirty.
+ * The caller saves.  Requires AV_POOL_WRITE. */
+gboolean av_pool_attach_undo(AvPool *pool, AvPoolDevice *dev, const char *domain_uuid, const char *reason,
+                             GError **error);
+
 /* TRUE when the QEMU of the domain that owns @dev is gone: libvirt's state
  * dir /run/libvirt/qemu exists (under @root), its pid file NAME.pid does
  * not, and no

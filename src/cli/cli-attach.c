@@ -1,0 +1,1968 @@
+/* accelvirt attach and detach: accelerators hot-plugged into and out of
+ * running domains (issue 14).
+ *
+ * libvirt runs no hook on device hot-plug (docs/hooks.rst lists none), so
+ * the CLI does what the hook's prepare and release do:
+ *
+ *   attach  under the pool's lock: place the request against the running
+ *           domain's NUMA pinning (av_place(), the placer of define), claim,
+ *           record what it binds (a write-ahead record, as the hook's
+ *           prepare), bind every endpoint of each IOMMU group to vfio-pci
+ *           (or make the mdev, on the parent placement chose), mark the
+ *           attach in flight (av_pool_attach_mark()), record the
+ *           devices in use, journal "attach", save.  Then, without the lock
+ *           (a hot-plug takes seconds while QEMU pins the guest's memory, and
+ *           the hooks of other domains must not wait), hot-plug each device
+ *           as <hostdev managed='no'> with a "ua-accelvirt-" user alias
+ *           (virDomainAttachDeviceFlags; libvirt's formatdomain.html, "Device
+ *           aliases": user aliases start with "ua-").  A failure rolls back
+ *           every step under the lock again: a device the guest never had
+ *           goes back to its driver and to free ("attach-rolled-back"); one
+ *           it may have had (still in the live XML, or its IOMMU group held)
+ *           goes dirty and is scrubbed.
+ *   detach  only devices the pool has in use by the domain: asks libvirt to
+ *           unplug each by alias (virDomainDetachDeviceAlias), waits for
+ *           VIR_DOMAIN_EVENT_ID_DEVICE_REMOVED (bounded), checks the live XML
+ *           again (the event can race), then under the lock in use -> dirty
+ *           ("detach") and the scrub worker.  Never straight to free.  A
+ *           device still attached when the time is up stays in use.
+ *
+ * libvirt's test driver (Debian 12, libvirt 9.0) implements neither
+ * virDomainAttachDeviceFlags nor the DEVICE_REMOVED event, so the libvirt
+ * calls that change a domain go through a small table of operations
+ * (AvHotplugOps, as AvKernelOps for the kernel): the real one calls libvirt,
+ * a fake one, used only by the tests (a fake root and $ACCELVIRT_TEST_HOTPLUG
+ * naming its directory), keeps the hot-plugged hostdevs in files and adds
+ * them to the domain's XML. */
+#include "config.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <glib/gstdio.h>
+#include <libvirt/libvirt.h>
+#include <libvirt/virterror.h>
+
+#include "cli.h"
+#include "domain/av-domain.h"
+#include "pool/av-place.h"
+#include "util/av-error.h"
+#include "util/av-json.h"
+#include "util/av-names.h"
+#include "vfio/av-kernel.h"
+#include "vfio/av-vfio.h"
+
+/* How long a bound group's /dev/vfio node may take to appear (as the hook). */
+#define AV_ATTACH_VFIO_NODE_TIMEOUT_MS 10000
+/* The default bound on the wait for a guest to let a device go. */
+#define AV_DETACH_TIMEOUT_S 30
+/* The driver accelvirt binds endpoints to. */
+#define AV_VFIO_PCI "vfio-pci"
+
+/* --- the libvirt calls that change a domain ------------------------------------------- */
+
+typedef struct {
+    /* The domain's XML, live or (@inactive) persistent.  Caller frees. */
+    char *(*xml)(virDomain *dom, gboolean inactive, GError **error);
+    /* virDomainAttachDeviceFlags(@dom, @xml, @flags). */
+    gboolean (*attach)(virDomain *dom, const char *xml, unsigned int flags, GError **error);
+    /* Asks for each alias of @aliases to be unplugged live and waits, at
+     * most @timeout_ms, for DEVICE_REMOVED of each; the aliases whose event
+     * came go into @removed (a set).  FALSE with @error when libvirt refused
+     * a request (those asked before it stay asked). */
+    gboolean (*detach_live)(virConnect *conn, virDomain *dom, const GPtrArray *aliases, int timeout_ms,
+                            GHashTable *removed, GError **error);
+    /* virDomainDetachDeviceFlags(@dom, @xml, VIR_DOMAIN_AFFECT_CONFIG). */
+    gboolean (*detach_config)(virDomain *dom, const char *xml, GError **error);
+} AvHotplugOps;
+
+static char *
+av_hotplug_real_xml(virDomain *dom, gboolean inactive, GError **error)
+{
+    char *xml = virDomainGetXMLDesc(dom, inactive ? VIR_DOMAIN_XML_INACTIVE : 0);
+
+    if (!xml)
+        av_cli_virt_error(error, inactive ? "cannot read the domain's persistent XML"
+                                          : "cannot read the domain's live XML");
+    return xml;
+}
+
+static gboolean
+av_hotplug_real_attach(virDomain *dom, const char *xml, unsigned int flags, GError **error)
+{
+    if (virDomainAttachDeviceFlags(dom, xml, flags) < 0)
+        return av_cli_virt_error(error, "libvirt could not hot-plug the device");
+    return TRUE;
+}
+
+typedef struct {
+    GHashTable *pending;         /* the aliases asked for and not removed yet */
+    GHashTable *removed;
+} AvDetachWait;
+
+/* VIR_DOMAIN_EVENT_ID_DEVICE_REMOVED (libvirt-domain.h:
+ * virConnectDomainEventDeviceRemovedCallback). */
+static void
+av_hotplug_removed_cb(virConnect *conn, virDomain *dom, const char *alias, void *opaque)
+{
+    AvDetachWait *w = opaque;
+
+    (void)conn;
+    (void)dom;
+    if (alias && g_hash_table_remove(w->pending, alias))
+        g_hash_table_add(w->removed, g_strdup(alias));
+}
+
+static void
+av_hotplug_tick(int timer, void *opaque)
+{
+    (void)timer;
+    (void)opaque;
+}
+
+static gboolean
+av_hotplug_real_detach_live(virConnect *conn, virDomain *dom, const GPtrArray *aliases, int timeout_ms,
+                            GHashTable *removed, GError **error)
+{
+    g_autoptr(GHashTable) pending = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+    AvDetachWait w = { pending, removed };
+    gint64 deadline = g_get_monotonic_time() + (gint64)timeout_ms * 1000;
+    gboolean ok = TRUE;
+    int id, timer;
+
+    for (guint i = 0; i < aliases->len; i++)
+        g_hash_table_add(pending, g_strdup(g_ptr_array_index(aliases, i)));
+    /* Registered before the first request, so that no event is missed
+     * (the event loop was registered before the connection was opened). */
+    id = virConnectDomainEventRegisterAny(conn, dom, VIR_DOMAIN_EVENT_ID_DEVICE_REMOVED,
+                                          VIR_DOMAIN_EVENT_CALLBACK(av_hotplug_removed_cb), &w, NULL);
+    if (id < 0)
+        return av_cli_virt_error(error, "cannot listen to libvirt's device-removed events");
+    /* The loop wakes up at least every 100 ms to look at the clock. */
+    timer = virEventAddTimeout(100, av_hotplug_tick, NULL, NULL);
+    if (timer < 0) {
+        virConnectDomainEventDeregisterAny(conn, id);
+        return av_cli_virt_error(error, "cannot bound the wait for libvirt's device-removed events");
+    }
+    for (guint i = 0; i < aliases->len && ok; i++) {
+        const char *alias = g_ptr_array_index(aliases, i);
+
+        if (virDomainDetachDeviceAlias(dom, alias, VIR_DOMAIN_AFFECT_LIVE) < 0) {
+            g_autofree char *what = g_strdup_printf("libvirt refused to unplug '%s'", alias);
+
+            ok = av_cli_virt_error(error, what);
+        }
+    }
+    while (g_hash_table_size(pending) > 0 && g_get_monotonic_time() < deadline)
+        if (virEventRunDefaultImpl() < 0)
+            break;
+    virEventRemoveTimeout(timer);
+    virConnectDomainEventDeregisterAny(conn, id);
+    return ok;
+}
+
+static gboolean
+av_hotplug_real_detach_config(virDomain *dom, const char *xml, GError **error)
+{
+    if (virDomainDetachDeviceFlags(dom, xml, VIR_DOMAIN_AFFECT_CONFIG) < 0)
+        return av_cli_virt_error(error, "libvirt could not remove the device from the persistent definition");
+    return TRUE;
+}
+
+static const AvHotplugOps av_hotplug_ops_real = {
+    av_hotplug_real_xml,
+    av_hotplug_real_attach,
+    av_hotplug_real_detach_live,
+    av_hotplug_real_detach_config,
+};
+
+/* The fake, for the tests only: $ACCELVIRT_TEST_HOTPLUG/UUID/ALIAS.live
+ * (and ALIAS.config with VIR_DOMAIN_AFFECT_CONFIG) hold the hostdevs
+ * "hot-plugged", added before </devices> of the domain's XML.  Files in
+ * $ACCELVIRT_TEST_HOTPLUG steer it: "fail-attach" makes the attaches fail
+ * (all of them, or once it holds N, after N hostdevs are in), "stuck"
+ * makes a guest that never lets a device go, "lose-event" unplugs without
+ * the event. */
+static char *
+av_hotplug_fake_path(virDomain *dom, const char *name)
+{
+    char uuid[VIR_UUID_STRING_BUFLEN] = "";
+
+    if (virDomainGetUUIDString(dom, uuid) < 0)
+        return NULL;
+    return g_build_filename(g_getenv("ACCELVIRT_TEST_HOTPLUG"), uuid, name, NULL);
+}
+
+static gboolean
+av_hotplug_fake_has(const char *flag)
+{
+    g_autofree char *path = g_build_filename(g_getenv("ACCELVIRT_TEST_HOTPLUG"), flag, NULL);
+
+    return g_file_test(path, G_FILE_TEST_EXISTS);
+}
+
+/* Whether the fake refuses the next hot-plug into @dom: "fail-attach"
+ * exists, and is empty or holds a count N of hostdevs that go in first. */
+static gboolean
+av_hotplug_fake_fails(virDomain *dom)
+{
+    g_autofree char *path = g_build_filename(g_getenv("ACCELVIRT_TEST_HOTPLUG"), "fail-attach", NULL);
+    g_autofree char *dir = av_hotplug_fake_path(dom, "");
+    g_autofree char *text = NULL;
+    g_autoptr(GDir) d = NULL;
+    guint64 after = 0;
+    guint live = 0;
+    const char *name;
+
+    if (!g_file_get_contents(path, &text, NULL, NULL))
+        return FALSE;
+    g_strstrip(text);
+    if (!*text || !g_ascii_string_to_unsigned(text, 10, 0, 64, &after, NULL) || !dir)
+        return TRUE;
+    d = g_dir_open(dir, 0, NULL);
+    while (d && (name = g_dir_read_name(d)))
+        live += g_str_has_suffix(name, ".live");
+    return live >= after;
+}
+
+static char *
+av_hotplug_fake_xml(virDomain *dom, gboolean inactive, GError **error)
+{
+    g_autofree char *xml = av_hotplug_real_xml(dom, inactive, error);
+    g_autofree char *dir = av_hotplug_fake_path(dom, "");
+    g_autoptr(GString) added = g_string_new(NULL);
+    g_autoptr(GDir) d = NULL;
+    const char *name;
+    char *end;
+
+    if (!xml || !dir)
+        return NULL;
+    d = g_dir_open(dir, 0, NULL);
+    while (d && (name = g_dir_read_name(d))) {
+        g_autofree char *path = g_build_filename(dir, name, NULL);
+        g_autofree char *text = NULL;
+
+        if (g_str_has_suffix(name, inactive ? ".config" : ".live") && g_file_get_contents(path, &text, NULL, NULL))
+            g_string_append(added, text);
+    }
+    end = strstr(xml, "</devices>");
+    if (!end)
+        return g_steal_pointer(&xml);
+    return g_strdup_printf("%.*s%s%s", (int)(end - xml), xml, added->str, end);
+}
+
+/* The alias of a hostdev XML written by av_attach_hostdev_xml(). */
+static char *
+av_hotplug_fake_alias(const char *xml)
+{
+    const char *a = strstr(xml, "<alias name='");
+    const char *e = a ? strchr(a + 13, '\'') : NULL;
+
+    return e ? g_strndup(a + 13, e - (a + 13)) : NULL;
+}
+
+static gboolean
+av_hotplug_fake_attach(virDomain *dom, const char *xml, unsigned int flags, GError **error)
+{
+    g_autofree char *alias = av_hotplug_fake_alias(xml);
+    g_autofree char *dir = av_hotplug_fake_path(dom, "");
+    g_autofree char *base = NULL;
+    g_autofree char *live = NULL;
+    g_autofree char *config = NULL;
+
+    if (av_hotplug_fake_fails(dom) || !alias) {
+        g_set_error(error, AV_ERROR, AV_ERROR_FAILED, "libvirt could not hot-plug the device: the fake hot-plug "
+                    "was told to fail");
+        return FALSE;
+    }
+    if (!dir || g_mkdir_with_parents(dir, 0700) < 0) {
+        g_set_error(error, AV_ERROR, AV_ERROR_IO, "the fake hot-plug cannot write its state");
+        return FALSE;
+    }
+    base = g_build_filename(dir, alias, NULL);
+    live = g_strdup_printf("%s.live", base);
+    config = g_strdup_printf("%s.config", base);
+    if ((flags & VIR_DOMAIN_AFFECT_CONFIG) && !g_file_set_contents(config, xml, -1, error))
+        return FALSE;
+    return g_file_set_contents(live, xml, -1, error);
+}
+
+static gboolean
+av_hotplug_fake_detach_live(virConnect *conn, virDomain *dom, const GPtrArray *aliases, int timeout_ms,
+                            GHashTable *removed, GError **error)
+{
+    (void)conn;
+    (void)timeout_ms;
+    (void)error;
+    if (av_hotplug_fake_has("stuck"))
+        return TRUE;
+    for (guint i = 0; i < aliases->len; i++) {
+        const char *alias = g_ptr_array_index(aliases, i);
+        g_autofree char *base = av_hotplug_fake_path(dom, alias);
+        g_autofree char *live = g_strdup_printf("%s.live", base);
+
+        g_unlink(live);
+        if (!av_hotplug_fake_has("lose-event"))
+            g_hash_table_add(removed, g_strdup(alias));
+    }
+    return TRUE;
+}
+
+static gboolean
+av_hotplug_fake_detach_config(virDomain *dom, const char *xml, GError **error)
+{
+    g_autofree char *dir = av_hotplug_fake_path(dom, "");
+    g_autoptr(GDir) d = dir ? g_dir_open(dir, 0, NULL) : NULL;
+    const char *name;
+
+    const char *src = strstr(xml, "<source>");
+    const char *src_end = src ? strstr(src, "</source>") : NULL;
+    g_autofree char *source = src && src_end ? g_strndup(src, src_end - src) : NULL;
+
+    (void)error;
+    /* libvirt finds a hostdev of the persistent definition by its source. */
+    while (source && d && (name = g_dir_read_name(d))) {
+        g_autofree char *path = g_build_filename(dir, name, NULL);
+        g_autofree char *text = NULL;
+
+        if (g_str_has_suffix(name, ".config") && g_file_get_contents(path, &text, NULL, NULL) &&
+            strstr(text, source))
+            g_unlink(path);
+    }
+    return TRUE;
+}
+
+static const AvHotplugOps av_hotplug_ops_fake = {
+    av_hotplug_fake_xml,
+    av_hotplug_fake_attach,
+    av_hotplug_fake_detach_live,
+    av_hotplug_fake_detach_config,
+};
+
+/* The fake for a fake root with $ACCELVIRT_TEST_HOTPLUG set; else libvirt. */
+static const AvHotplugOps *
+av_hotplug_ops_for(const AvRoot *root)
+{
+    const char *dir = g_getenv("ACCELVIRT_TEST_HOTPLUG");
+
+    if (!av_root_is_host(root) && dir && *dir)
+        return &av_hotplug_ops_fake;
+    return &av_hotplug_ops_real;
+}
+
+/* --- what attach and detach share ------------------------------------------------------ */
+
+/* The connection of attach and detach: libvirt's default event loop is
+ * registered first, as DEVICE_REMOVED events reach only a loop registered
+ * before the connection is opened (libvirt-event.h,
+ * virEventRegisterDefaultImpl); an attach that rolls back waits for them
+ * too.  Caller closes. */
+static virConnect *
+av_attach_connect(const AvCli *cli, GError **error)
+{
+    if (virEventRegisterDefaultImpl() < 0) {
+        av_cli_virt_error(error, "cannot start libvirt's event loop");
+        return NULL;
+    }
+    return av_cli_connect(cli, error);
+}
+
+/* The running domain @name: looked up, refused with one line when it is not
+ * running (nothing to hot-plug into), its UUID in @ret_uuid. */
+static virDomain *
+av_attach_running(virConnect *conn, const char *name, char *ret_uuid, GError **error)
+{
+    g_autoptr(virDomain) dom = av_cli_lookup(conn, name, error);
+
+    if (!dom)
+        return NULL;
+    if (virDomainIsActive(dom) != 1) {
+        g_set_error(error, AV_ERROR, AV_ERROR_INVALID_INPUT,
+                    "domain '%s' is not running; attach and detach act on running domains (for a stopped one, "
+                    "put an av:request in its metadata and 'accelvirt define' it)", name);
+        return NULL;
+    }
+    if (virDomainGetUUIDString(dom, ret_uuid) < 0) {
+        av_cli_virt_error(error, "cannot read the domain's UUID");
+        return NULL;
+    }
+    return g_steal_pointer(&dom);
+}
+
+/* The live (or @inactive) XML of @dom, parsed.  Caller frees. */
+static AvDomain *
+av_attach_parse(const AvHotplugOps *ops, virDomain *dom, gboolean inactive, GError **error)
+{
+    g_autofree char *xml = ops->xml(dom, inactive, error);
+
+    return xml ? av_domain_parse(xml, strlen(xml), error) : NULL;
+}
+
+/* The user alias of the device at @address (a PCI address or a USB bus
+ * path): "ua-accelvirt-" and the address with every character that is no
+ * letter or digit as '-' ("ua-accelvirt-0000-65-00-0", "ua-accelvirt-usb-
+ * 1-2-3"): stable, unique on the host, and made of what libvirt accepts
+ * in an alias.  Caller frees. */
+static char *
+av_attach_alias(const char *address, gboolean usb)
+{
+    g_autofree char *alias = g_strdup_printf("ua-accelvirt-%s%s", usb ? "usb-" : "", address);
+
+    for (char *p = alias + strlen("ua-accelvirt-"); *p; p++)
+        if (!g_ascii_isalnum(*p))
+            *p = '-';
+    return g_steal_pointer(&alias);
+}
+
+/* What names the placed @item for a reader: a PCI address, a USB bus
+ * path, an mdev's UUID.  Borrowed from @item. */
+static const char *
+av_attach_item_name(const AvPlacedItem *item)
+{
+    if (item->attach == AV_ATTACH_MDEV)
+        return item->mdev_uuid;
+    return item->attach == AV_ATTACH_USB ? item->usb_bus_path : item->pci_address;
+}
+
+/* The alias of the placed @item (av_attach_alias(); "ua-accelvirt-mdev-
+ * UUID" for an mdev).  Caller frees. */
+static char *
+av_attach_item_alias(const AvPlacedItem *item)
+{
+    if (item->attach == AV_ATTACH_MDEV)
+        return g_strdup_printf("ua-accelvirt-mdev-%s", item->mdev_uuid);
+    return av_attach_alias(av_attach_item_name(item), item->attach == AV_ATTACH_USB);
+}
+
+/* The <hostdev> of a placed PCI function, USB stick or mdev (libvirt's
+ * formatdomain.html, "Host device assignment").  Caller frees. */
+static char *
+av_attach_hostdev_xml(const AvPlacedItem *item, const char *alias)
+{
+    guint dom_, bus, slot, fn;
+
+    if (item->attach == AV_ATTACH_MDEV)
+        return g_strdup_printf("<hostdev mode='subsystem' type='mdev' model='vfio-pci'>\n"
+                               "  <source>\n"
+                               "    <address uuid='%s'/>\n"
+                               "  </source>\n"
+                               "  <alias name='%s'/>\n"
+                               "</hostdev>\n",
+                               item->mdev_uuid, alias);
+    if (item->attach == AV_ATTACH_USB)
+        return g_strdup_printf("<hostdev mode='subsystem' type='usb'>\n"
+                               "  <source>\n"
+                               "    <vendor id='0x%04x'/>\n"
+                               "    <product id='0x%04x'/>\n"
+                               "    <address bus='%u' device='%u'/>\n"
+                               "  </source>\n"
+                               "  <alias name='%s'/>\n"
+                               "</hostdev>\n",
+                               item->usb_vendor, item->usb_product, item->usb_busnum, item->usb_devnum, alias);
+    if (sscanf(item->pci_address, "%x:%x:%x.%x", &dom_, &bus, &slot, &fn) != 4)
+        return NULL;
+    return g_strdup_printf("<hostdev mode='subsystem' type='pci' managed='no'>\n"
+                           "  <source>\n"
+                           "    <address domain='0x%04x' bus='0x%02x' slot='0x%02x' function='0x%x'/>\n"
+                           "  </source>\n"
+                           "  <alias name='%s'/>\n"
+                           "</hostdev>\n",
+                           dom_, bus, slot, fn, alias);
+}
+
+/* The holder the pool records for @domain: its UUID and name, and Nova's
+ * instance, project and user when Nova wrote it (as the hook's prepare). */
+static AvOwner *
+av_attach_owner(const AvDomain *domain, const char *uuid)
+{
+    AvOwner *owner = av_owner_new(uuid, domain->name);
+
+    if (domain->is_nova) {
+        owner->nova_instance = g_strdup(uuid);
+        owner->nova_project = g_strdup(domain->nova_project);
+        owner->nova_user = g_strdup(domain->nova_user);
+    }
+    return owner;
+}
+
+/* --- attach: where ----------------------------------------------------------------------- */
+
+/* The NUMA nodes @domain is pinned to: each node that holds every CPU its
+ * vCPUs may run on (when every vCPU is pinned: *ret_all_pinned), within its
+ * <numatune><memory nodeset=> when it has one.  *ret_nodes (guint) is NULL
+ * when nothing pins the domain.  FALSE with @error when the pinning cannot
+ * be read. */
+static gboolean
+av_attach_pinned_nodes(const AvDomain *domain, const AvHost *host, GArray **ret_nodes, gboolean *ret_all_pinned,
+                       GError **error)
+{
+    g_autoptr(GArray) cpus = NULL;
+    g_autoptr(GArray) memory = NULL;
+    g_autoptr(GArray) nodes = NULL;
+    gboolean all_pinned = FALSE;
+
+    if (!av_domain_vcpu_cpus(domain, &cpus, &all_pinned, error))
+        return FALSE;
+    if (domain->numatune_memory_nodeset &&
+        !av_domain_cpuset_parse(domain->numatune_memory_nodeset, AV_DOMAIN_NODE_MAX, &memory, error))
+        return FALSE;
+    *ret_all_pinned = all_pinned;
+    *ret_nodes = NULL;
+    if (!all_pinned && !memory)
+        return TRUE;
+    nodes = g_array_new(FALSE, FALSE, sizeof(guint));
+    for (guint i = 0; i < host->numa_nodes->len; i++) {
+        const AvNumaNode *n = g_ptr_array_index(host->numa_nodes, i);
+        gboolean ok = TRUE;
+
+        for (guint j = 0; all_pinned && ok && j < cpus->len; j++) {
+            gboolean in = FALSE;
+
+            for (guint k = 0; n->cpus && k < n->cpus->len && !in; k++)
+                in = g_array_index(n->cpus, guint, k) == g_array_index(cpus, guint, j);
+            ok = in;
+        }
+        for (guint j = 0; memory && ok && j < memory->len; j++)
+            if (g_array_index(memory, guint, j) == (guint)n->id)
+                break;
+            else if (j + 1 == memory->len)
+                ok = FALSE;
+        if (ok)
+            g_array_append_val(nodes, n->id);
+    }
+    *ret_nodes = g_steal_pointer(&nodes);
+    return TRUE;
+}
+
+/* @nodes as "0" or "0,1" ("none" when empty).  Caller frees. */
+static char *
+av_attach_node_list(const GArray *nodes)
+{
+    GString *s = g_string_new(NULL);
+
+    for (guint i = 0; i < nodes->len; i++)
+        g_string_append_printf(s, "%s%u", i ? "," : "", g_array_index(nodes, guint, i));
+    if (s->len == 0)
+        g_string_append(s, "none");
+    return g_string_free(s, FALSE);
+}
+
+/* What is free of @profile per NUMA node outside @nodes: "node 0 has 3
+ * free", "nothing" when none.  Caller frees. */
+static char *
+av_attach_free_elsewhere(const AvPool *pool, const AvHost *host, const char *profile, const GArray *nodes)
+{
+    GString *s = g_string_new(NULL);
+
+    for (guint i = 0; i < host->numa_nodes->len; i++) {
+        const AvNumaNode *n = g_ptr_array_index(host->numa_nodes, i);
+        guint free_ = 0;
+        gboolean mine = FALSE;
+
+        for (guint j = 0; nodes && j < nodes->len; j++)
+            mine = mine || g_array_index(nodes, guint, j) == (guint)n->id;
+        if (mine)
+            continue;
+        for (guint j = 0; j < av_pool_devices(pool)->len; j++) {
+            const AvPoolDevice *dev = g_ptr_array_index(av_pool_devices(pool), j);
+
+            if (dev->state == AV_DEVICE_STATE_FREE && dev->numa_node == n->id && g_strcmp0(dev->profile, profile) == 0)
+                free_++;
+        }
+        if (free_)
+            g_string_append_printf(s, "%snode %d has %u free", s->len ? ", " : "", n->id, free_);
+    }
+    if (s->len == 0)
+        g_string_append(s, "nothing is free on other nodes");
+    return g_string_free(s, FALSE);
+}
+
+/* av_place() of @requests for the domain @uuid, on the NUMA nodes @nodes
+ * only (NULL: any): the placer of define, shown only those nodes of
+ * @host. */
+static AvPlacement *
+av_attach_place_on(AvHost *host, const AvPolicy *policy, const AvPool *pool, GPtrArray *requests,
+                   const char *uuid, const GArray *nodes, GError **error)
+{
+    GPtrArray *all = host->numa_nodes;
+    g_autoptr(GPtrArray) some = g_ptr_array_new();
+    AvPlaceOptions options = { 0 };
+    AvPlacement *placement;
+
+    options.domain_uuid = uuid;
+    /* The domain's vCPUs run already: placing them is not attach's business. */
+    options.vcpus = 1;
+    for (guint i = 0; nodes && i < all->len; i++) {
+        AvNumaNode *n = g_ptr_array_index(all, i);
+
+        for (guint j = 0; j < nodes->len; j++)
+            if (g_array_index(nodes, guint, j) == (guint)n->id)
+                g_ptr_array_add(some, n);
+    }
+    if (nodes)
+        host->numa_nodes = some;
+    placement = av_place(host, policy, pool, requests, &options, error);
+    host->numa_nodes = all;
+    return placement;
+}
+
+/* Makes the VFs a "vfs" profile lacks for @count devices (define's
+ * av_cli_grow_vfs(): journalled "vfs-set", the host scanned again into
+ * *@host); other profiles make nothing.  VFs made for an attach that
+ * fails stay, free and idle, as after define (a "vfs_shrink" profile takes
+ * them back once every VF is free). */
+static gboolean
+av_attach_grow_vfs(const AvRoot *root, const AvPolicy *policy, AvPool *pool, AvHost **host, const AvProfile *profile,
+                   guint count, const AvDomain *domain, const char *uuid, gboolean dry_run, guint *ret_planned,
+                   char **ret_why, GError **error)
+{
+    g_autoptr(GPtrArray) requests = g_ptr_array_new_with_free_func((GDestroyNotify)av_request_free);
+    g_autofree char *by = g_strdup_printf("attach to domain '%s' (%s)", domain->name, uuid);
+
+    *ret_planned = 0;
+    if (profile->attach != AV_ATTACH_SRIOV_VF)
+        return TRUE;
+    g_ptr_array_add(requests, av_request_new(profile->name, count));
+    return av_cli_grow_vfs(root, policy, pool, host, requests, uuid, by, dry_run, ret_planned, ret_why, error);
+}
+
+/* Adds to @error (set) why no VF could be made, when @why says. */
+static void
+av_attach_add_why(GError **error, const char *why)
+{
+    char *message;
+
+    if (!why || !error || !*error)
+        return;
+    message = g_strdup_printf("%s; and no VF could be made: %s", (*error)->message, why);
+    g_free((*error)->message);
+    (*error)->message = message;
+}
+
+/* Places @count devices of @profile for the running @domain against its NUMA
+ * pinning: numa strict, only on the node(s) its vCPUs are pinned to
+ * (refused, in one line naming the node and what is free elsewhere, when
+ * none is free there, or when its vCPUs are not all pinned within one node);
+ * preferred, there first, else anywhere with a warning on stderr; none,
+ * anywhere.  Changes nothing. */
+static AvPlacement *
+av_attach_place(AvHost *host, const AvPolicy *policy, const AvPool *pool, const AvProfile *profile, guint count,
+                const AvDomain *domain, const char *uuid, GError **error)
+{
+    g_autoptr(GPtrArray) requests = g_ptr_array_new_with_free_func((GDestroyNotify)av_request_free);
+    g_autoptr(GArray) nodes = NULL;
+    g_autoptr(GError) local = NULL;
+    g_autofree char *list = NULL;
+    g_autofree char *elsewhere = NULL;
+    AvPlacement *placement;
+    gboolean all_pinned = FALSE;
+
+    g_ptr_array_add(requests, av_request_new(profile->name, count));
+    if (profile->numa == AV_NUMA_NONE || profile->attach == AV_ATTACH_USB)
+        return av_attach_place_on(host, policy, pool, requests, uuid, NULL, error);
+    if (!av_attach_pinned_nodes(domain, host, &nodes, &all_pinned, &local)) {
+        if (profile->numa == AV_NUMA_STRICT) {
+            g_set_error(error, AV_ERROR, AV_ERROR_INVALID_INPUT, "profile '%s' has numa strict, and the NUMA "
+                        "pinning of domain '%s' cannot be read: %s", profile->name, domain->name, local->message);
+            return NULL;
+        }
+        fprintf(stderr, "accelvirt: warning: the NUMA pinning of domain '%s' cannot be read (%s); placing on "
+                "any node\n", domain->name, local->message);
+        return av_attach_place_on(host, policy, pool, requests, uuid, NULL, error);
+    }
+    if (profile->numa == AV_NUMA_STRICT && (!all_pinned || nodes->len == 0)) {
+        g_set_error(error, AV_ERROR, AV_ERROR_INVALID_INPUT,
+                    "profile '%s' has numa strict, and the vCPUs of domain '%s' are not %s; pin every vCPU to the "
+                    "CPUs of one node (<vcpupin> or <vcpu cpuset=>), or use a profile with numa preferred",
+                    profile->name, domain->name, all_pinned ? "pinned within one NUMA node" : "all pinned");
+        return NULL;
+    }
+    if (!nodes)
+        return av_attach_place_on(host, policy, pool, requests, uuid, NULL, error);
+    list = av_attach_node_list(nodes);
+    placement = nodes->len ? av_attach_place_on(host, policy, pool, requests, uuid, nodes, &local) : NULL;
+    if (placement)
+        return placement;
+    elsewhere = av_attach_free_elsewhere(pool, host, profile->name, nodes);
+    if (profile->numa == AV_NUMA_STRICT) {
+        g_set_error(error, AV_ERROR, AV_ERROR_BUSY,
+                    "cannot attach %u of profile '%s' to domain '%s' on NUMA node %s, where it is pinned (numa "
+                    "strict): %s; %s", count, profile->name, domain->name, list,
+                    local ? local->message : "no node fits", elsewhere);
+        return NULL;
+    }
+    placement = av_attach_place_on(host, policy, pool, requests, uuid, NULL, error);
+    if (placement && nodes->len == 0)
+        fprintf(stderr, "accelvirt: warning: the vCPUs of domain '%s' are pinned across NUMA nodes; profile '%s' "
+                "placed on node %d (numa preferred)\n", domain->name, profile->name, placement->numa_node);
+    else if (placement)
+        fprintf(stderr, "accelvirt: warning: nothing of profile '%s' fits NUMA node %s, where domain '%s' is "
+                "pinned; placed on node %d instead (numa preferred)\n", profile->name, list, domain->name,
+                placement->numa_node);
+    return placement;
+}
+
+/* --- attach: claim, bind, record ----------------------------------------------------------- */
+
+/* An endpoint attach binds to vfio-pci: a pool device, or an endpoint of its
+ * IOMMU group that no profile pools (a companion, such as a GPU's audio
+ * function), which moves with the group's first pool device. */
+typedef struct {
+    char *address;
+    char *original_driver;       /* the driver it was on, or NULL: none */
+    char *first;                 /* the identity of the group's first pool device */
+    int group;
+    gboolean pooled;             /* a pool device itself */
+    gboolean bound;
+} AvAttachBind;
+
+static void
+av_attach_bind_free(AvAttachBind *b)
+{
+    if (!b)
+        return;
+    g_free(b->address);
+    g_free(b->original_driver);
+    g_free(b->first);
+    g_free(b);
+}
+
+/* One device plugged into the guest. */
+typedef struct {
+    const AvPlacedItem *item;    /* borrowed from the placement */
+    char *identity;              /* its pool identity ("mdev:UUID" for an mdev) */
+    char *alias;
+    char *xml;                   /* its <hostdev> */
+    int group;                   /* its IOMMU group, -1 for a USB stick */
+    gboolean attached;
+} AvAttachPlug;
+
+static void
+av_attach_plug_free(AvAttachPlug *p)
+{
+    if (!p)
+        return;
+    g_free(p->identity);
+    g_free(p->alias);
+    g_free(p->xml);
+    g_free(p);
+}
+
+/* An mdev attach makes on the parent placement chose (as the hook's
+ * prepare does for the mdevs a domain names). */
+typedef struct {
+    char *uuid;
+    char *parent;                /* its name in /sys/class/mdev_bus */
+    char *type;
+    char *identity;              /* "mdev:UUID" */
+    char *profile;
+    int node;
+    gboolean created;
+} AvAttachMdev;
+
+static void
+av_attach_mdev_free(AvAttachMdev *m)
+{
+    if (!m)
+        return;
+    g_free(m->uuid);
+    g_free(m->parent);
+    g_free(m->type);
+    g_free(m->identity);
+    g_free(m->profile);
+    g_free(m);
+}
+
+/* Everything one attach knows. */
+typedef struct {
+    const AvCli *cli;
+    AvRoot *root;
+    const AvKernelOps *kops;
+    const AvHotplugOps *ops;
+    char uuid[VIR_UUID_STRING_BUFLEN];
+    AvDomain *domain;            /* the live XML, parsed */
+    AvOwner *owner;
+    AvPlacement *placement;
+    GPtrArray *plugs;            /* AvAttachPlug* */
+    GPtrArray *claims;           /* char*: identity of every pool device taken in use, items and group mates */
+    GPtrArray *binds;            /* AvAttachBind*, in bind order */
+    GArray *groups;              /* int: the IOMMU groups bound */
+    GPtrArray *mdevs;            /* AvAttachMdev*: the mdevs to make */
+    GPtrArray *marks;            /* AvPoolAttachMark* */
+} AvAttachRun;
+
+static void
+av_attach_clear(AvAttachRun *a)
+{
+    g_clear_pointer(&a->root, av_root_free);
+    g_clear_pointer(&a->domain, av_domain_free);
+    g_clear_pointer(&a->owner, av_owner_free);
+    g_clear_pointer(&a->placement, av_placement_free);
+    g_clear_pointer(&a->plugs, g_ptr_array_unref);
+    g_clear_pointer(&a->claims, g_ptr_array_unref);
+    g_clear_pointer(&a->binds, g_ptr_array_unref);
+    g_clear_pointer(&a->groups, g_array_unref);
+    g_clear_pointer(&a->mdevs, g_ptr_array_unref);
+    g_clear_pointer(&a->marks, g_ptr_array_unref);
+}
+G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC(AvAttachRun, av_attach_clear)
+
+/* FALSE (AV_ERROR_BUSY, one sentence) unless @dev is free or claimed by
+ * the domain @uuid. */
+static gboolean
+av_attach_check_available(const AvPoolDevice *dev, const char *uuid, GError **error)
+{
+    if (dev->state == AV_DEVICE_STATE_FREE ||
+        (dev->state == AV_DEVICE_STATE_CLAIMED && dev->owner && g_strcmp0(dev->owner->domain_uuid, uuid) == 0))
+        return TRUE;
+    g_set_error(error, AV_ERROR, AV_ERROR_BUSY, "device %s (%s) is %s%s%s; it cannot be attached",
+                dev->address ? dev->address : "-", dev->identity, av_device_state_to_string(dev->state),
+                dev->owner && dev->owner->domain_name ? " by domain " : "",
+                dev->owner && dev->owner->domain_name ? dev->owner->domain_name : "");
+    return FALSE;
+}
+
+static void
+av_attach_add_claim(AvAttachRun *a, const char *identity)
+{
+    for (guint i = 0; i < a->claims->len; i++)
+        if (g_str_equal(g_ptr_array_index(a->claims, i), identity))
+            return;
+    g_ptr_array_add(a->claims, g_strdup(identity));
+}
+
+/* The IOMMU group of @pci, checked (av_vfio_group_check()) and every pool
+ * device of it available, taken into the claims; its endpoints not on
+ * vfio-pci yet go into the binds.  A group already taken is left. */
+static gboolean
+av_attach_plan_group(AvAttachRun *a, AvPool *pool, const AvHost *host, const AvPolicy *policy, const AvPciDevice *pci,
+                     const AvPoolDevice *dev, GError **error)
+{
+    g_autoptr(GPtrArray) members = NULL;
+    const char *first = dev->identity;
+
+    for (guint i = 0; i < a->groups->len; i++)
+        if (pci->iommu_group >= 0 && g_array_index(a->groups, int, i) == pci->iommu_group)
+            return TRUE;
+    if (!av_vfio_group_check(host, policy, pci, &members, error))
+        return FALSE;
+    for (guint i = 0; i < members->len; i++) {
+        const char *address = g_ptr_array_index(members, i);
+        const AvPoolDevice *mate = av_pool_find_address(pool, AV_DEVICE_KIND_PCI, address);
+        const AvPciDevice *mp = av_host_find_pci(host, address);
+        AvAttachBind *b;
+
+        if (mate) {
+            if (!av_attach_check_available(mate, a->uuid, error)) {
+                g_prefix_error(error, "%s shares IOMMU group %d with it: ", pci->address, pci->iommu_group);
+                return FALSE;
+            }
+            av_attach_add_claim(a, mate->identity);
+        }
+        if (mp && g_strcmp0(mp->driver, AV_VFIO_PCI) == 0)
+            continue;
+        b = g_new0(AvAttachBind, 1);
+        b->address = g_strdup(address);
+        b->original_driver = g_strdup(mp ? mp->driver : NULL);
+        b->first = g_strdup(mate ? mate->identity : first);
+        b->group = pci->iommu_group;
+        b->pooled = mate != NULL;
+        g_ptr_array_add(a->binds, b);
+    }
+    g_array_append_val(a->groups, pci->iommu_group);
+    return TRUE;
+}
+
+/* A new plug of @item (pool identity @identity) for this attach.
+ * Borrowed from @a. */
+static AvAttachPlug *
+av_attach_plug_new(AvAttachRun *a, const AvPlacedItem *item, const char *identity)
+{
+    AvAttachPlug *plug = g_new0(AvAttachPlug, 1);
+
+    plug->item = item;
+    plug->identity = g_strdup(identity);
+    plug->alias = av_attach_item_alias(item);
+    plug->xml = av_attach_hostdev_xml(item, plug->alias);
+    plug->group = -1;
+    g_ptr_array_add(a->plugs, plug);
+    return plug;
+}
+
+/* The mdev of @item, to make on the parent placement chose: the parent is
+ * on this host and the UUID new to the pool. */
+static gboolean
+av_attach_plan_mdev(AvAttachRun *a, AvPool *pool, const AvHost *host, const AvPlacedItem *item, GError **error)
+{
+    const char *parent = item->mdev_parent ? item->mdev_parent : item->pci_address;
+    const AvMdevParent *mp = parent ? av_host_find_mdev_parent(host, parent) : NULL;
+    AvAttachMdev *m;
+
+    if (!mp || !item->mdev_type || !item->mdev_uuid) {
+        g_set_error(error, AV_ERROR, AV_ERROR_NOT_FOUND, "the mdev parent '%s' placement chose is not on this "
+                    "host; run 'accelvirt status' and retry", parent ? parent : "?");
+        return FALSE;
+    }
+    m = g_new0(AvAttachMdev, 1);
+    m->uuid = g_strdup(item->mdev_uuid);
+    m->parent = g_strdup(parent);
+    m->type = g_strdup(item->mdev_type);
+    m->identity = av_pool_identity_mdev(item->mdev_uuid);
+    m->profile = g_strdup(item->profile);
+    m->node = mp->numa_node;
+    g_ptr_array_add(a->mdevs, m);
+    if (av_pool_find(pool, m->identity)) {
+        g_set_error(error, AV_ERROR, AV_ERROR_STATE, "mdev %s is in the pool already", m->uuid);
+        return FALSE;
+    }
+    av_attach_plug_new(a, item, m->identity);
+    return TRUE;
+}
+
+/* Under the pool's lock: every placed device available, its IOMMU group
+ * viable and free, what to bind, make and plug. */
+static gboolean
+av_attach_plan(AvAttachRun *a, AvPool *pool, const AvHost *host, const AvPolicy *policy, GError **error)
+{
+    for (guint i = 0; i < a->placement->items->len; i++) {
+        const AvPlacedItem *item = g_ptr_array_index(a->placement->items, i);
+        const AvPoolDevice *dev = item->identity ? av_pool_find(pool, item->identity) : NULL;
+        const AvPciDevice *pci = NULL;
+        gboolean usb = item->attach == AV_ATTACH_USB;
+        AvAttachPlug *plug;
+
+        if (item->attach == AV_ATTACH_MDEV) {
+            if (!av_attach_plan_mdev(a, pool, host, item, error))
+                return FALSE;
+            continue;
+        }
+        if (!dev) {
+            g_set_error(error, AV_ERROR, AV_ERROR_FAILED, "placed device '%s' is not in the pool; run 'accelvirt "
+                        "status' and retry", item->identity ? item->identity : "?");
+            return FALSE;
+        }
+        if (!av_attach_check_available(dev, a->uuid, error))
+            return FALSE;
+        av_attach_add_claim(a, dev->identity);
+        plug = av_attach_plug_new(a, item, dev->identity);
+        if (usb && (item->usb_busnum == 0 || item->usb_devnum == 0)) {
+            g_set_error(error, AV_ERROR, AV_ERROR_FAILED, "the bus and device numbers of USB stick %s cannot be "
+                        "read, and libvirt hot-plugs a stick by them; run 'accelvirt status' and retry",
+                        item->usb_bus_path);
+            return FALSE;
+        }
+        if (usb)
+            continue; /* QEMU's usb-host opens /dev/bus/usb itself: no bind */
+        pci = av_host_find_pci(host, item->pci_address);
+        if (!pci || !plug->xml) {
+            g_set_error(error, AV_ERROR, AV_ERROR_NOT_FOUND, "device %s is not on this host", item->pci_address);
+            return FALSE;
+        }
+        plug->group = pci->iommu_group;
+        /* A PF goes to no domain while a VF of it is not free, nor a VF
+         * while its PF is not free (issue 13). */
+        if (!pci->physfn && !av_pool_pf_check_vfs(pool, host, pci->address, error))
+            return FALSE;
+        if (pci->physfn && !av_pool_vf_check_pf(pool, pci, error))
+            return FALSE;
+        if (!av_attach_plan_group(a, pool, host, policy, pci, dev, error))
+            return FALSE;
+    }
+    return TRUE;
+}
+
+/* Gives the endpoints bound so far back to their drivers, newest first, in
+ * the groups @only (-2: every group).  Tries every one; FALSE with the
+ * first failure. */
+static gboolean
+av_attach_unbind(AvAttachRun *a, int only, GError **error)
+{
+    gboolean ok = TRUE;
+
+    for (guint i = a->binds->len; i > 0; i--) {
+        AvAttachBind *b = g_ptr_array_index(a->binds, i - 1);
+        g_autoptr(GError) local = NULL;
+
+        if (!b->bound || (only != -2 && b->group != only))
+            continue;
+        if (!av_vfio_restore(a->root, a->kops, b->address, b->original_driver, &local)) {
+            if (ok)
+                g_propagate_prefixed_error(error, g_steal_pointer(&local), "cannot give %s back to %s: ",
+                                           b->address, b->original_driver ? b->original_driver : "no driver");
+            ok = FALSE;
+            continue;
+        }
+        b->bound = FALSE;
+    }
+    return ok;
+}
+
+/* Removes the mdevs this attach made (only @identity's when not NULL),
+ * newest first.  Tries every one; FALSE with the first failure. */
+static gboolean
+av_attach_unmake(AvAttachRun *a, const char *identity, GError **error)
+{
+    gboolean ok = TRUE;
+
+    for (guint i = a->mdevs->len; i > 0; i--) {
+        AvAttachMdev *m = g_ptr_array_index(a->mdevs, i - 1);
+        g_autoptr(GError) local = NULL;
+
+        if (!m->created || (identity && g_strcmp0(identity, m->identity) != 0))
+            continue;
+        if (!av_mdev_remove(a->root, a->kops, m->uuid, &local)) {
+            if (ok)
+                g_propagate_prefixed_error(error, g_steal_pointer(&local), "cannot remove mdev %s: ", m->uuid);
+            ok = FALSE;
+            continue;
+        }
+        m->created = FALSE;
+    }
+    return ok;
+}
+
+/* Binds the planned endpoints, as the hook's prepare does, after saving a
+ * write-ahead record of them (an attach killed half-way is undone by the
+ * next holder of the lock: av_pool_intents_undo()).  On failure gives back
+ * what it bound and drops the record. */
+static gboolean
+av_attach_bind(AvAttachRun *a, AvPool *pool, AvIntent **ret_intent, GError **error)
+{
+    AvIntent *intent = av_intent_new(a->uuid, a->domain->name);
+    g_autoptr(GError) undo = NULL;
+
+    for (guint i = 0; i < a->binds->len; i++) {
+        const AvAttachBind *b = g_ptr_array_index(a->binds, i);
+
+        av_intent_add_bind(intent, b->address, b->original_driver);
+    }
+    for (guint i = 0; i < a->claims->len; i++)
+        av_intent_add_claim(intent, g_ptr_array_index(a->claims, i));
+    for (guint i = 0; i < a->mdevs->len; i++) {
+        const AvAttachMdev *m = g_ptr_array_index(a->mdevs, i);
+
+        av_intent_add_mdev(intent, m->uuid, m->parent, m->type);
+        av_intent_add_claim(intent, m->identity);
+    }
+    intent = av_pool_intent_add(pool, intent);
+    if (!av_pool_save(pool, error)) {
+        av_pool_intent_remove(pool, intent);
+        return FALSE;
+    }
+    for (guint i = 0; i < a->binds->len; i++) {
+        AvAttachBind *b = g_ptr_array_index(a->binds, i);
+        g_autofree char *original = NULL;
+
+        if (!av_vfio_bind(a->root, a->kops, b->address, &original, error)) {
+            g_prefix_error(error, "cannot bind %s to vfio-pci: ", b->address);
+            goto fail;
+        }
+        g_free(b->original_driver);
+        b->original_driver = g_steal_pointer(&original);
+        b->bound = TRUE;
+    }
+    for (guint i = 0; i < a->groups->len; i++)
+        if (!av_vfio_wait_group_node(a->root, g_array_index(a->groups, int, i), AV_ATTACH_VFIO_NODE_TIMEOUT_MS,
+                                     error))
+            goto fail;
+    for (guint i = 0; i < a->mdevs->len; i++) {
+        AvAttachMdev *m = g_ptr_array_index(a->mdevs, i);
+
+        if (!av_mdev_create(a->root, a->kops, m->parent, m->type, m->uuid, error)) {
+            g_prefix_error(error, "cannot create mdev %s (profile '%s'): ", m->uuid, m->profile);
+            goto fail;
+        }
+        m->created = TRUE;
+    }
+    *ret_intent = intent;
+    return TRUE;
+fail:
+    if (!av_attach_unmake(a, NULL, &undo) || !av_attach_unbind(a, -2, &undo)) {
+        /* The record stays: the next holder of the lock tries again. */
+        char *message = g_strdup_printf("%s (and giving the endpoints back failed: %s; the next accelvirt call "
+                                        "tries again)", (*error)->message, undo->message);
+
+        g_free((*error)->message);
+        (*error)->message = message;
+        return FALSE;
+    }
+    av_pool_intent_remove(pool, intent);
+    if (!av_pool_save(pool, &undo))
+        fprintf(stderr, "accelvirt: warning: cannot drop the record of this attach (the next call does): %s\n",
+                undo->message);
+    return FALSE;
+}
+
+/* Adds (or refreshes) the companion @address of @dev. */
+static void
+av_attach_add_companion(AvPoolDevice *dev, const char *address, const char *original_driver)
+{
+    for (guint i = 0; i < dev->companions->len; i++) {
+        AvCompanion *c = g_ptr_array_index(dev->companions, i);
+
+        if (!g_str_equal(c->address, address))
+            continue;
+        if (original_driver) {
+            g_free(c->original_driver);
+            c->original_driver = g_strdup(original_driver);
+        }
+        return;
+    }
+    g_ptr_array_add(dev->companions, av_companion_new(address, original_driver));
+}
+
+/* The devices of this attach as JSON: identity, address, profile, alias,
+ * NUMA node.  Caller owns it. */
+static json_t *
+av_attach_devices_json(const AvAttachRun *a)
+{
+    json_t *devices = json_array();
+
+    for (guint i = 0; i < a->plugs->len; i++) {
+        const AvAttachPlug *p = g_ptr_array_index(a->plugs, i);
+        const AvPlacedItem *item = p->item;
+
+        json_array_append_new(devices, json_pack("{s:s?,s:s?,s:s?,s:s,s:s,s:i}", "identity", p->identity,
+                                                 "address", item->attach == AV_ATTACH_USB ? item->usb_bus_path
+                                                                                          : item->pci_address,
+                                                 "mdev_uuid", item->mdev_uuid, "profile", item->profile, "alias",
+                                                 p->alias, "numa_node", item->numa_node));
+    }
+    return devices;
+}
+
+/* Marks the attach in flight, records drivers and companions, moves every
+ * claim to in use, drops the write-ahead record, journals "attach", saves. */
+static gboolean
+av_attach_commit(AvAttachRun *a, AvPool *pool, AvIntent *intent, gboolean persistent, GError **error)
+{
+    g_autoptr(json_t) fields = json_object();
+    g_autofree char *operator_name = av_cli_operator();
+
+    for (guint i = 0; i < a->claims->len; i++) {
+        AvPoolAttachMark *mark = av_pool_attach_mark(a->cli->state_dir, a->uuid, g_ptr_array_index(a->claims, i),
+                                                     error);
+
+        if (!mark)
+            return FALSE;
+        g_ptr_array_add(a->marks, mark);
+    }
+    for (guint i = 0; i < a->mdevs->len; i++) {
+        const AvAttachMdev *m = g_ptr_array_index(a->mdevs, i);
+        AvPoolAttachMark *mark = av_pool_attach_mark(a->cli->state_dir, a->uuid, m->identity, error);
+
+        if (!mark)
+            return FALSE;
+        g_ptr_array_add(a->marks, mark);
+    }
+    for (guint i = 0; i < a->binds->len; i++) {
+        const AvAttachBind *b = g_ptr_array_index(a->binds, i);
+        AvPoolDevice *dev = b->pooled ? av_pool_find_address(pool, AV_DEVICE_KIND_PCI, b->address)
+                                      : av_pool_find(pool, b->first);
+
+        if (b->pooled) {
+            /* A host driver it was on is what it goes back to; found on
+             * no driver, the pool's record is trusted (as the hook). */
+            if (dev && b->original_driver && strcmp(b->original_driver, AV_VFIO_PCI) != 0) {
+                g_free(dev->original_driver);
+                dev->original_driver = g_strdup(b->original_driver);
+            }
+        } else if (dev) {
+            av_attach_add_companion(dev, b->address, b->original_driver);
+        }
+    }
+    for (guint i = 0; i < a->claims->len; i++) {
+        AvPoolDevice *dev = av_pool_find(pool, g_ptr_array_index(a->claims, i));
+
+        if (!dev) {
+            g_set_error(error, AV_ERROR, AV_ERROR_FAILED, "device '%s' left the pool while it was attached",
+                        (const char *)g_ptr_array_index(a->claims, i));
+            return FALSE;
+        }
+        if (dev->state == AV_DEVICE_STATE_FREE &&
+            !av_pool_transition(pool, dev, AV_DEVICE_STATE_CLAIMED, a->owner, NULL, error))
+            return FALSE;
+        if (!av_pool_transition(pool, dev, AV_DEVICE_STATE_IN_USE, a->owner, NULL, error))
+            return FALSE;
+    }
+    for (guint i = 0; i < a->mdevs->len; i++) {
+        const AvAttachMdev *m = g_ptr_array_index(a->mdevs, i);
+        AvPoolDevice *dev = av_pool_add(pool, AV_DEVICE_KIND_MDEV, m->identity, m->parent, m->profile,
+                                        AV_DEVICE_STATE_IN_USE, a->owner, error);
+
+        if (!dev)
+            return FALSE;
+        dev->created = TRUE;
+        dev->numa_node = m->node;
+    }
+    av_pool_intent_remove(pool, intent);
+    json_object_set_new(fields, "domain_uuid", json_string(a->uuid));
+    json_object_set_new(fields, "domain_name", json_string(a->domain->name));
+    json_object_set_new(fields, "numa_node", json_integer(a->placement->numa_node));
+    json_object_set_new(fields, "devices", av_attach_devices_json(a));
+    json_object_set_new(fields, "persistent", json_boolean(persistent));
+    json_object_set_new(fields, "operator", json_string(operator_name));
+    return av_pool_journal_append(pool, "attach", fields, error) && av_pool_save(pool, error);
+}
+
+/* --- attach: plug, or roll back ---------------------------------------------------------- */
+
+/* Hot-plugs every planned device, live (and into the persistent definition
+ * with @persistent), without the pool's lock. */
+static gboolean
+av_attach_plug(AvAttachRun *a, virDomain *dom, gboolean persistent, GError **error)
+{
+    unsigned int flags = VIR_DOMAIN_AFFECT_LIVE | (persistent ? VIR_DOMAIN_AFFECT_CONFIG : 0);
+
+    for (guint i = 0; i < a->plugs->len; i++) {
+        AvAttachPlug *p = g_ptr_array_index(a->plugs, i);
+
+        if (!a->ops->attach(dom, p->xml, flags, error)) {
+            g_prefix_error(error, "cannot hot-plug %s into domain '%s': ", av_attach_item_name(p->item),
+                           a->domain->name);
+            return FALSE;
+        }
+        p->attached = TRUE;
+    }
+    return TRUE;
+}
+
+/* Whether the guest may have had the pool device @dev of this attach: one
+ * of its group's plugs (its own, for a USB stick) went in, or is in the
+ * live XML @live (NULL: it cannot be told), or a process holds its IOMMU
+ * group. */
+static gboolean
+av_attach_guest_may_have(const AvAttachRun *a, const AvPoolDevice *dev, const AvDomain *live)
+{
+    int group = dev->kind == AV_DEVICE_KIND_PCI ? dev->iommu_group : -1;
+    g_autofree char *holder = NULL;
+
+    if (!live)
+        return TRUE;
+    for (guint i = 0; i < a->plugs->len; i++) {
+        const AvAttachPlug *p = g_ptr_array_index(a->plugs, i);
+
+        if (!(group >= 0 ? p->group == group : g_strcmp0(p->identity, dev->identity) == 0))
+            continue;
+        if (p->attached)
+            return TRUE;
+        for (guint j = 0; j < live->hostdevs->len; j++) {
+            const AvHostdev *h = g_ptr_array_index(live->hostdevs, j);
+
+            if (g_strcmp0(h->alias, p->alias) == 0 ||
+                (h->type == AV_HOSTDEV_PCI && g_strcmp0(h->pci_address, p->item->pci_address) == 0) ||
+                (h->type == AV_HOSTDEV_MDEV && g_strcmp0(h->mdev_uuid, p->item->mdev_uuid) == 0))
+                return TRUE;
+        }
+    }
+    return group >= 0 && (holder = av_vfio_group_holder(a->root, group)) != NULL;
+}
+
+/* Drops from @dev the companions that went back to their drivers. */
+static void
+av_attach_drop_companions(const AvAttachRun *a, AvPoolDevice *dev)
+{
+    for (guint i = 0; i < a->binds->len; i++) {
+        const AvAttachBind *b = g_ptr_array_index(a->binds, i);
+
+        if (b->pooled || b->bound || g_strcmp0(b->first, dev->identity) != 0)
+            continue;
+        for (guint j = 0; j < dev->companions->len; j++)
+            if (g_str_equal(((const AvCompanion *)g_ptr_array_index(dev->companions, j))->address, b->address))
+                g_ptr_array_remove_index(dev->companions, j--);
+    }
+}
+
+/* A device of a failed attach that the guest may have had: in use ->
+ * dirty, scrubbed by the worker; its identity appended to @dirtied. */
+static gboolean
+av_attach_rollback_dirty(AvPool *pool, AvPoolDevice *dev, json_t *dirtied, GError **error)
+{
+    gboolean moved = FALSE;
+
+    if (!av_pool_release_device(pool, dev, "attach-rolled-back", &moved, error))
+        return FALSE;
+    json_array_append_new(dirtied, json_string(dev->identity));
+    av_cli_want_worker();
+    return TRUE;
+}
+
+/* After a failed hot-plug (@why): unplugs what went in, then under the
+ * pool's lock again gives each device the guest never had back to its
+ * driver and to free (an mdev it made is removed, and leaves the pool),
+ * and releases the others (dirty, scrubbed); journals
+ * "attach-rolled-back", saves.  *ret_report gets {"freed": [...],
+ * "dirtied": [...]} (identities).  FALSE when the pool cannot be opened:
+ * the devices then stay in use until `accelvirt audit` releases them. */
+static gboolean
+av_attach_rollback(AvAttachRun *a, virConnect *conn, virDomain *dom, gboolean persistent, const char *why,
+                   json_t **ret_report, GError **error)
+{
+    g_autoptr(GPtrArray) aliases = g_ptr_array_new();
+    g_autoptr(GHashTable) removed = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+    g_autoptr(AvDomain) live = NULL;
+    g_autoptr(AvPool) pool = NULL;
+    g_autoptr(GError) local = NULL;
+    g_autoptr(json_t) fields = json_object();
+    json_t *freed = json_array();
+    json_t *dirtied = json_array();
+
+    json_object_set_new(fields, "domain_uuid", json_string(a->uuid));
+    json_object_set_new(fields, "domain_name", json_string(a->domain->name));
+    json_object_set_new(fields, "reason", json_string(why));
+    json_object_set_new(fields, "freed", freed);
+    json_object_set_new(fields, "dirtied", dirtied);
+    for (guint i = 0; i < a->plugs->len; i++) {
+        const AvAttachPlug *p = g_ptr_array_index(a->plugs, i);
+
+        if (p->attached)
+            g_ptr_array_add(aliases, p->alias);
+    }
+    if (aliases->len > 0 &&
+        !a->ops->detach_live(conn, dom, aliases, AV_DETACH_TIMEOUT_S * 1000, removed, &local)) {
+        fprintf(stderr, "accelvirt: warning: %s\n", local->message);
+        g_clear_error(&local);
+    }
+    for (guint i = 0; persistent && i < a->plugs->len; i++) {
+        const AvAttachPlug *p = g_ptr_array_index(a->plugs, i);
+
+        if (p->attached && !a->ops->detach_config(dom, p->xml, &local)) {
+            fprintf(stderr, "accelvirt: warning: %s\n", local->message);
+            g_clear_error(&local);
+        }
+    }
+    live = av_attach_parse(a->ops, dom, FALSE, NULL);
+    pool = av_cli_open_pool(a->cli, a->root, AV_POOL_WRITE, error);
+    if (!pool) {
+        g_prefix_error(error, "cannot roll the attach back (its devices stay in use until 'accelvirt audit' "
+                       "releases them): ");
+        return FALSE;
+    }
+    for (guint i = 0; i < a->claims->len; i++) {
+        AvPoolDevice *dev = av_pool_find(pool, g_ptr_array_index(a->claims, i));
+        gboolean had;
+
+        if (!dev || dev->state != AV_DEVICE_STATE_IN_USE || !dev->owner ||
+            g_strcmp0(dev->owner->domain_uuid, a->uuid) != 0)
+            continue; /* released by another accelvirt meanwhile */
+        had = av_attach_guest_may_have(a, dev, live);
+        if (!had && dev->kind == AV_DEVICE_KIND_PCI && !av_attach_unbind(a, dev->iommu_group, &local)) {
+            fprintf(stderr, "accelvirt: warning: %s; device %s goes dirty, the worker gives it back\n",
+                    local->message, dev->address);
+            g_clear_error(&local);
+            had = TRUE;
+        }
+        if (had) {
+            if (!av_attach_rollback_dirty(pool, dev, dirtied, error))
+                return FALSE;
+            continue;
+        }
+        av_attach_drop_companions(a, dev);
+        if (!av_pool_attach_undo(pool, dev, a->uuid, why, error))
+            return FALSE;
+        json_array_append_new(freed, json_string(dev->identity));
+    }
+    for (guint i = 0; i < a->mdevs->len; i++) {
+        const AvAttachMdev *m = g_ptr_array_index(a->mdevs, i);
+        AvPoolDevice *dev = av_pool_find(pool, m->identity);
+        gboolean had;
+
+        if (!dev || dev->state != AV_DEVICE_STATE_IN_USE || !dev->owner ||
+            g_strcmp0(dev->owner->domain_uuid, a->uuid) != 0)
+            continue;
+        had = av_attach_guest_may_have(a, dev, live);
+        if (!had && !av_attach_unmake(a, m->identity, &local)) {
+            fprintf(stderr, "accelvirt: warning: %s; it goes dirty, the worker removes it\n", local->message);
+            g_clear_error(&local);
+            had = TRUE;
+        }
+        if (had) {
+            if (!av_attach_rollback_dirty(pool, dev, dirtied, error))
+                return FALSE;
+            continue;
+        }
+        /* Made for this attach and gone again: it leaves the pool. */
+        json_array_append_new(freed, json_string(m->identity));
+        if (!av_pool_remove(pool, m->identity, "attach-rolled-back", error))
+            return FALSE;
+    }
+    if (!av_pool_journal_append(pool, "attach-rolled-back", fields, error) || !av_pool_save(pool, error))
+        return FALSE;
+    *ret_report = json_incref(fields);
+    return TRUE;
+}
+
+static void
+av_attach_print(const AvAttachRun *a, gboolean dry_run)
+{
+    printf("%s domain '%s' (%s)", dry_run ? "dry run: would attach to" : "attached to", a->domain->name, a->uuid);
+    if (a->placement->numa_node >= 0)
+        printf(" on NUMA node %d", a->placement->numa_node);
+    printf(":\n");
+    for (guint i = 0; i < a->placement->items->len; i++) {
+        const AvPlacedItem *item = g_ptr_array_index(a->placement->items, i);
+        g_autofree char *alias = av_attach_item_alias(item);
+
+        if (item->attach == AV_ATTACH_MDEV)
+            printf("  %-20s mdev %s (%s) on %s, alias %s\n", item->profile, item->mdev_uuid, item->mdev_type,
+                   item->mdev_parent ? item->mdev_parent : item->pci_address, alias);
+        else
+            printf("  %-20s %-14s alias %s\n", item->profile, av_attach_item_name(item), alias);
+    }
+}
+
+/* `attach --dry-run`: placed in a scratch copy of the pool, nothing
+ * claimed, bound or plugged. */
+static int
+av_attach_dry_run(AvAttachRun *a, const AvPolicy *policy, const AvProfile *profile, guint count)
+{
+    g_autoptr(GError) err = NULL;
+    g_autofree char *dir = NULL;
+    g_autoptr(AvPool) scratch = av_cli_scratch_pool(a->cli->state_dir, &dir, &err);
+    g_autoptr(AvHost) host = NULL;
+    g_autofree char *why = NULL;
+    gboolean changed = FALSE;
+    guint planned = 0;
+    int status = AV_EXIT_OK;
+
+    if (scratch)
+        host = av_host_scan(a->root, &err);
+    if (!host || !av_pool_reconcile(scratch, host, policy, &changed, &err) ||
+        !av_attach_grow_vfs(a->root, policy, scratch, &host, profile, count, a->domain, a->uuid, TRUE, &planned,
+                            &why, &err) ||
+        !(a->placement = av_attach_place(host, policy, scratch, profile, count, a->domain, a->uuid, &err))) {
+        av_attach_add_why(&err, why);
+        if (planned > 0)
+            g_prefix_error(&err, "this dry run placed without the VFs that a real run makes first: ");
+        status = av_cli_fail(err);
+    } else if (a->cli->json) {
+        a->plugs = g_ptr_array_new_with_free_func((GDestroyNotify)av_attach_plug_free);
+        for (guint i = 0; i < a->placement->items->len; i++) {
+            const AvPlacedItem *item = g_ptr_array_index(a->placement->items, i);
+            g_autofree char *identity = item->mdev_uuid ? av_pool_identity_mdev(item->mdev_uuid) : NULL;
+
+            av_attach_plug_new(a, item, identity ? identity : item->identity);
+        }
+        av_cli_print_json(json_pack("{s:s,s:s,s:i,s:b,s:o}", "domain", a->domain->name, "uuid", a->uuid,
+                                    "numa_node", a->placement->numa_node, "dry_run", TRUE, "devices",
+                                    av_attach_devices_json(a)));
+    } else {
+        av_attach_print(a, TRUE);
+    }
+    g_clear_pointer(&scratch, av_pool_free);
+    av_cli_remove_dir(dir);
+    return status;
+}
+
+int
+av_cli_cmd_attach(AvCli *cli, int argc, char **argv)
+{
+    gint count = 1;
+    gboolean persistent = FALSE;
+    gboolean dry_run = FALSE;
+    const GOptionEntry entries[] = {
+        { "count", 0, 0, G_OPTION_ARG_INT, &count, "How many devices of the profile (default 1)", "N" },
+        { "persistent", 0, 0, G_OPTION_ARG_NONE, &persistent,
+          "Add the devices to the domain's persistent definition too", NULL },
+        { "dry-run", 0, 0, G_OPTION_ARG_NONE, &dry_run, "Print what would be attached; change nothing", NULL },
+        { NULL },
+    };
+    g_auto(AvAttachRun) a = { 0 };
+    g_autoptr(AvPolicy) policy = NULL;
+    g_autoptr(AvPolicy) synced_policy = NULL;
+    g_autoptr(virConnect) conn = NULL;
+    g_autoptr(virDomain) dom = NULL;
+    g_autoptr(AvPool) pool = NULL;
+    g_autoptr(AvHost) host = NULL;
+    g_autoptr(GError) err = NULL;
+    g_autoptr(json_t) report = NULL;
+    g_autofree char *no_vfs_why = NULL;
+    guint planned_vfs = 0;
+    const AvProfile *profile;
+    AvIntent *intent = NULL;
+
+    if (!av_cli_parse(cli, "attach", "DOMAIN PROFILE",
+                      "Hot-plug COUNT devices of PROFILE into the running DOMAIN: placed against its NUMA "
+                      "pinning, claimed, bound to vfio-pci with their IOMMU groups (an mdev made), recorded in use, "
+                      "then attached "
+                      "live as <hostdev managed='no'> with a ua-accelvirt- alias.  Any failure rolls every step "
+                      "back.",
+                      entries, &argc, &argv))
+        return AV_EXIT_USAGE;
+    if (argc != 3)
+        return av_cli_usage_error("'attach' takes a DOMAIN and a PROFILE; see 'accelvirt attach --help'");
+    if (count < 1)
+        return av_cli_usage_error("--count must be 1 or more");
+    a.cli = cli;
+    if (!av_cli_open(cli, &a.root, &policy, &err))
+        return av_cli_fail(err);
+    profile = av_policy_find(policy, argv[2]);
+    if (!profile)
+        return av_cli_usage_error("unknown profile '%s'; 'accelvirt policy show' lists the profiles", argv[2]);
+    conn = av_attach_connect(cli, &err);
+    if (!conn)
+        return av_cli_fail(err);
+    dom = av_attach_running(conn, argv[1], a.uuid, &err);
+    if (!dom)
+        return av_cli_fail(err);
+    a.ops = av_hotplug_ops_for(a.root);
+    a.kops = av_kernel_ops_for(a.root);
+    a.domain = av_attach_parse(a.ops, dom, FALSE, &err);
+    if (!a.domain)
+        return av_cli_fail(err);
+    if (dry_run)
+        return av_attach_dry_run(&a, policy, profile, (guint)count);
+    a.owner = av_attach_owner(a.domain, a.uuid);
+    a.plugs = g_ptr_array_new_with_free_func((GDestroyNotify)av_attach_plug_free);
+    a.claims = g_ptr_array_new_with_free_func(g_free);
+    a.binds = g_ptr_array_new_with_free_func((GDestroyNotify)av_attach_bind_free);
+    a.groups = g_array_new(FALSE, FALSE, sizeof(int));
+    a.mdevs = g_ptr_array_new_with_free_func((GDestroyNotify)av_attach_mdev_free);
+    a.marks = g_ptr_array_new_with_free_func((GDestroyNotify)av_pool_attach_mark_done);
+
+    /* Under the pool's lock: place, claim, bind, record in use, save. */
+    pool = av_cli_open_synced_pool(cli, &host, &synced_policy, &err);
+    if (!pool)
+        return av_cli_fail(err);
+    profile = av_policy_find(synced_policy, argv[2]);
+    if (!profile)
+        return av_cli_usage_error("unknown profile '%s'; 'accelvirt policy show' lists the profiles", argv[2]);
+    if (!av_attach_grow_vfs(a.root, synced_policy, pool, &host, profile, (guint)count, a.domain, a.uuid, FALSE,
+                            &planned_vfs, &no_vfs_why, &err))
+        return av_cli_fail(err);
+    a.placement = av_attach_place(host, synced_policy, pool, profile, (guint)count, a.domain, a.uuid, &err);
+    if (!a.placement)
+        av_attach_add_why(&err, no_vfs_why);
+    if (!a.placement || !av_attach_plan(&a, pool, host, synced_policy, &err) ||
+        !av_attach_bind(&a, pool, &intent, &err))
+        return av_cli_fail(err);
+    if (!av_attach_commit(&a, pool, intent, persistent, &err)) {
+        g_autoptr(GError) undo = NULL;
+
+        /* Not saved: the pool on disk is as before, with the record that
+         * the next holder of the lock drops. */
+        if (!av_attach_unmake(&a, NULL, &undo) || !av_attach_unbind(&a, -2, &undo))
+            fprintf(stderr, "accelvirt: warning: %s; the next accelvirt call tries again\n", undo->message);
+        return av_cli_fail(err);
+    }
+    g_clear_pointer(&pool, av_pool_free);
+
+    /* Without the lock: the hot-plug. */
+    if (!av_attach_plug(&a, dom, persistent, &err)) {
+        g_autoptr(GError) rollback = NULL;
+        guint freed, dirtied;
+
+        if (!av_attach_rollback(&a, conn, dom, persistent, err->message, &report, &rollback)) {
+            g_prefix_error(&err, "%s; ", rollback->message);
+            return av_cli_fail(err);
+        }
+        freed = json_array_size(json_object_get(report, "freed"));
+        dirtied = json_array_size(json_object_get(report, "dirtied"));
+        g_prefix_error(&err, "rolled back (%u device%s free again, %u dirty to be scrubbed): ", freed,
+                       freed == 1 ? "" : "s", dirtied);
+        return av_cli_fail(err);
+    }
+    if (cli->json)
+        av_cli_print_json(json_pack("{s:s,s:s,s:i,s:b,s:b,s:o}", "domain", a.domain->name, "uuid", a.uuid,
+                                    "numa_node", a.placement->numa_node, "persistent", persistent, "dry_run", FALSE,
+                                    "devices", av_attach_devices_json(&a)));
+    else
+        av_attach_print(&a, FALSE);
+    return AV_EXIT_OK;
+}
+
+/* --- detach ------------------------------------------------------------------------------ */
+
+/* One IOMMU group (or USB stick) that detach takes out of the guest: the
+ * pool devices in use by the domain in it, and the aliases of their
+ * hostdevs in the live XML. */
+typedef struct {
+    int group;                   /* -1: a USB stick or an mdev, alone */
+    GPtrArray *identities;       /* char* */
+    GPtrArray *aliases;          /* char* */
+    GPtrArray *hostdevs;         /* const AvHostdev*, borrowed from the live XML: one per alias */
+} AvDetachUnit;
+
+static void
+av_detach_unit_free(AvDetachUnit *u)
+{
+    if (!u)
+        return;
+    g_ptr_array_unref(u->identities);
+    g_ptr_array_unref(u->aliases);
+    g_ptr_array_unref(u->hostdevs);
+    g_free(u);
+}
+
+/* The hostdev of the live XML @live that is the pool device @dev (PCI by
+ * address, mdev by UUID, USB by the bus and device numbers it has on @host
+ * now), or NULL. */
+static const AvHostdev *
+av_detach_find_hostdev(const AvDomain *live, const AvHost *host, const AvPoolDevice *dev)
+{
+    const AvUsbDevice *usb = NULL;
+
+    if (dev->kind == AV_DEVICE_KIND_USB)
+        usb = av_pool_find_usb_device(host->usb, dev->identity, dev->address);
+    for (guint i = 0; i < live->hostdevs->len; i++) {
+        const AvHostdev *h = g_ptr_array_index(live->hostdevs, i);
+
+        if (dev->kind == AV_DEVICE_KIND_PCI && h->type == AV_HOSTDEV_PCI &&
+            g_strcmp0(h->pci_address, dev->address) == 0)
+            return h;
+        if (dev->kind == AV_DEVICE_KIND_MDEV && h->type == AV_HOSTDEV_MDEV &&
+            g_strcmp0(h->mdev_uuid, dev->identity + strlen("mdev:")) == 0)
+            return h;
+        if (dev->kind == AV_DEVICE_KIND_USB && h->type == AV_HOSTDEV_USB && usb &&
+            h->usb_bus == (int)usb->busnum && h->usb_device == (int)usb->devnum)
+            return h;
+    }
+    return NULL;
+}
+
+/* A <hostdev> naming @h's source only: what libvirt matches in the
+ * persistent definition (virDomainDetachDeviceFlags).  Caller frees. */
+static char *
+av_detach_source_xml(const AvHostdev *h)
+{
+    guint d, b, s, f;
+
+    if (h->type == AV_HOSTDEV_PCI && sscanf(h->pci_address, "%x:%x:%x.%x", &d, &b, &s, &f) == 4)
+        return g_strdup_printf("<hostdev mode='subsystem' type='pci' managed='%s'>\n"
+                               "  <source>\n"
+                               "    <address domain='0x%04x' bus='0x%02x' slot='0x%02x' function='0x%x'/>\n"
+                               "  </source>\n"
+                               "</hostdev>\n", h->managed ? "yes" : "no", d, b, s, f);
+    if (h->type == AV_HOSTDEV_MDEV)
+        return g_strdup_printf("<hostdev mode='subsystem' type='mdev' model='%s'>\n"
+                               "  <source>\n"
+                               "    <address uuid='%s'/>\n"
+                               "  </source>\n"
+                               "</hostdev>\n", h->mdev_model ? h->mdev_model : "vfio-pci", h->mdev_uuid);
+    if (h->type == AV_HOSTDEV_USB)
+        return g_strdup_printf("<hostdev mode='subsystem' type='usb'>\n"
+                               "  <source>\n"
+                               "    <vendor id='0x%04x'/>\n"
+                               "    <product id='0x%04x'/>\n"
+                               "  </source>\n"
+                               "</hostdev>\n", h->usb_vendor, h->usb_product);
+    return NULL;
+}
+
+/* The pool devices @target names that the domain @uuid has in use (a
+ * DEVICE, every device of --profile, or --all), each with the others of
+ * its IOMMU group that the domain has in use, in units; refused, in one
+ * sentence, when it names none, another domain's device or a device whose
+ * attach is in flight.  Borrowed from @pool. */
+static GPtrArray *
+av_detach_targets(AvPool *pool, const AvHost *host, const AvDomain *live, const char *uuid, const char *name,
+                  const char *device, const char *profile, GError **error)
+{
+    g_autoptr(GPtrArray) picked = g_ptr_array_new();
+    g_autoptr(GPtrArray) units = g_ptr_array_new_with_free_func((GDestroyNotify)av_detach_unit_free);
+    GPtrArray *devices = av_pool_devices(pool);
+
+    if (device) {
+        AvPoolDevice *dev = av_cli_find_device(pool, device, error);
+
+        if (!dev)
+            return NULL;
+        if (dev->state != AV_DEVICE_STATE_IN_USE || !dev->owner || g_strcmp0(dev->owner->domain_uuid, uuid) != 0) {
+            g_set_error(error, AV_ERROR, AV_ERROR_INVALID_INPUT,
+                        "device %s is not in use by domain '%s' (it is %s%s%s); detach takes only the domain's "
+                        "own devices", device, name, av_device_state_to_string(dev->state),
+                        dev->owner && dev->owner->domain_name ? " by domain " : "",
+                        dev->owner && dev->owner->domain_name ? dev->owner->domain_name : "");
+            return NULL;
+        }
+        g_ptr_array_add(picked, dev);
+    }
+    for (guint i = 0; !device && i < devices->len; i++) {
+        AvPoolDevice *dev = g_ptr_array_index(devices, i);
+
+        if (dev->state == AV_DEVICE_STATE_IN_USE && dev->owner && g_strcmp0(dev->owner->domain_uuid, uuid) == 0 &&
+            (!profile || g_strcmp0(dev->profile, profile) == 0))
+            g_ptr_array_add(picked, dev);
+    }
+    if (picked->len == 0) {
+        g_set_error(error, AV_ERROR, AV_ERROR_INVALID_INPUT, "domain '%s' has no device%s%s%s in use in the pool; "
+                    "'accelvirt status' shows who holds what", name, profile ? " of profile '" : "",
+                    profile ? profile : "", profile ? "'" : "");
+        return NULL;
+    }
+    for (guint i = 0; i < picked->len; i++) {
+        const AvPoolDevice *dev = g_ptr_array_index(picked, i);
+        int group = dev->kind == AV_DEVICE_KIND_PCI ? dev->iommu_group : -1;
+        AvDetachUnit *unit = NULL;
+
+        for (guint j = 0; j < units->len && !unit; j++) {
+            AvDetachUnit *u = g_ptr_array_index(units, j);
+
+            if ((group >= 0 && u->group == group) || g_ptr_array_find_with_equal_func(u->identities, dev->identity,
+                                                                                      g_str_equal, NULL))
+                unit = u;
+        }
+        if (unit)
+            continue;
+        unit = g_new0(AvDetachUnit, 1);
+        unit->group = group;
+        unit->identities = g_ptr_array_new_with_free_func(g_free);
+        unit->aliases = g_ptr_array_new_with_free_func(g_free);
+        unit->hostdevs = g_ptr_array_new();
+        g_ptr_array_add(units, unit);
+        for (guint j = 0; j < devices->len; j++) {
+            const AvPoolDevice *mate = g_ptr_array_index(devices, j);
+            const AvHostdev *h;
+
+            if (mate != dev && !(group >= 0 && mate->kind == AV_DEVICE_KIND_PCI && mate->iommu_group == group &&
+                                 mate->state == AV_DEVICE_STATE_IN_USE && mate->owner &&
+                                 g_strcmp0(mate->owner->domain_uuid, uuid) == 0))
+                continue;
+            if (av_pool_attach_in_flight(av_pool_state_dir(pool), mate->identity)) {
+                g_set_error(error, AV_ERROR, AV_ERROR_BUSY, "device %s (%s) is being attached to domain '%s' by "
+                            "another accelvirt; detach it once that is done", mate->address, mate->identity, name);
+                return NULL;
+            }
+            g_ptr_array_add(unit->identities, g_strdup(mate->identity));
+            h = av_detach_find_hostdev(live, host, mate);
+            if (!h)
+                continue; /* in the group, not a hostdev of its own: it goes with the group */
+            if (!h->alias) {
+                g_set_error(error, AV_ERROR, AV_ERROR_FAILED, "the hostdev of device %s in domain '%s' has no "
+                            "alias in the live XML; libvirt gives every device one", mate->address, name);
+                return NULL;
+            }
+            g_ptr_array_add(unit->aliases, g_strdup(h->alias));
+            g_ptr_array_add(unit->hostdevs, (gpointer)h);
+        }
+    }
+    return g_steal_pointer(&units);
+}
+
+/* TRUE when @live has a hostdev with the alias @alias. */
+static gboolean
+av_detach_has_alias(const AvDomain *live, const char *alias)
+{
+    for (guint i = 0; i < live->hostdevs->len; i++)
+        if (g_strcmp0(((const AvHostdev *)g_ptr_array_index(live->hostdevs, i))->alias, alias) == 0)
+            return TRUE;
+    return FALSE;
+}
+
+/* TRUE when the persistent definition @config has a hostdev with the
+ * source of the live hostdev @live_h. */
+static gboolean
+av_detach_in_config(const AvDomain *config, const AvHostdev *live_h)
+{
+    for (guint i = 0; config && i < config->hostdevs->len; i++) {
+        const AvHostdev *h = g_ptr_array_index(config->hostdevs, i);
+
+        if (h->type == live_h->type && g_strcmp0(h->pci_address, live_h->pci_address) == 0 &&
+            g_strcmp0(h->mdev_uuid, live_h->mdev_uuid) == 0 && h->usb_vendor == live_h->usb_vendor &&
+            h->usb_product == live_h->usb_product)
+            return TRUE;
+    }
+    return FALSE;
+}
+
+/* Takes the devices of the detached @units out of the domain's persistent
+ * definition too, where it has them (or with @persistent); a failure is a
+ * warning: the devices are out of the guest either way. */
+static void
+av_detach_config(const AvHotplugOps *ops, virDomain *dom, const AvDomain *config, GPtrArray *units,
+                 const gboolean *gone, gboolean persistent)
+{
+    for (guint i = 0; i < units->len; i++) {
+        const AvDetachUnit *u = g_ptr_array_index(units, i);
+
+        for (guint j = 0; gone[i] && j < u->hostdevs->len; j++) {
+            const AvHostdev *h = g_ptr_array_index(u->hostdevs, j);
+            gboolean in_config = av_detach_in_config(config, h);
+            g_autofree char *xml = av_detach_source_xml(h);
+            g_autoptr(GError) err = NULL;
+
+            if (!xml || !(in_config || persistent))
+                continue;
+            if (!ops->detach_config(dom, xml, &err) && in_config)
+                fprintf(stderr, "accelvirt: warning: %s; remove '%s' from the domain's definition by hand\n",
+                        err->message, (const char *)g_ptr_array_index(u->aliases, j));
+        }
+    }
+}
+
+/* Under the pool's lock: every device of the @units that left the guest,
+ * in use -> dirty ("detach"), journalled, saved, the worker asked for.
+ * Appends {identity, address, state} of each to @released. */
+static gboolean
+av_detach_release(const AvCli *cli, const AvRoot *root, const char *uuid, const char *name, GPtrArray *units,
+                  const gboolean *gone, json_t *released, GError **error)
+{
+    g_autoptr(AvPool) pool = av_cli_open_pool(cli, root, AV_POOL_WRITE, error);
+    g_autoptr(json_t) fields = json_object();
+    json_t *ids = json_array();
+
+    if (!pool)
+        return FALSE;
+    json_object_set_new(fields, "domain_uuid", json_string(uuid));
+    json_object_set_new(fields, "domain_name", json_string(name));
+    json_object_set_new(fields, "released", ids);
+    for (guint i = 0; i < units->len; i++) {
+        const AvDetachUnit *u = g_ptr_array_index(units, i);
+
+        for (guint j = 0; gone[i] && j < u->identities->len; j++) {
+            AvPoolDevice *dev = av_pool_find(pool, g_ptr_array_index(u->identities, j));
+            gboolean moved = FALSE;
+
+            if (!dev || !dev->owner || g_strcmp0(dev->owner->domain_uuid, uuid) != 0)
+                continue; /* released by another accelvirt meanwhile */
+            if (!av_pool_release_device(pool, dev, "detach", &moved, error))
+                return FALSE;
+            if (!moved)
+                continue;
+            json_array_append_new(ids, json_string(dev->identity));
+            json_array_append_new(released, json_pack("{s:s,s:s?,s:s,s:s}", "identity", dev->identity, "address",
+                                                       dev->address, "domain", name, "state",
+                                                       av_device_state_to_string(dev->state)));
+        }
+    }
+    if (json_array_size(ids) == 0)
+        return TRUE;
+    if (!av_pool_journal_append(pool, "detach", fields, error) || !av_pool_save(pool, error))
+        return FALSE;
+    av_cli_want_worker();
+    return TRUE;
+}
+
+int
+av_cli_cmd_detach(AvCli *cli, int argc, char **argv)
+{
+    g_autofree char *profile = NULL;
+    gboolean all = FALSE;
+    gboolean persistent = FALSE;
+    gint timeout = AV_DETACH_TIMEOUT_S;
+    const GOptionEntry entries[] = {
+        { "profile", 0, 0, G_OPTION_ARG_STRING, &profile, "Every device of profile P the domain has", "P" },
+        { "all", 0, 0, G_OPTION_ARG_NONE, &all, "Every device of the pool the domain has", NULL },
+        { "timeout", 0, 0, G_OPTION_ARG_INT, &timeout,
+          "How long to wait for the guest to let the devices go (default 30)", "SECONDS" },
+        { "persistent", 0, 0, G_OPTION_ARG_NONE, &persistent,
+          "Take the devices out of the domain's persistent definition too", NULL },
+        { NULL },
+    };
+    g_autoptr(AvRoot) root = NULL;
+    g_autoptr(AvPolicy) policy = NULL;
+    g_autoptr(virConnect) conn = NULL;
+    g_autoptr(virDomain) dom = NULL;
+    g_autoptr(AvDomain) live = NULL;
+    g_autoptr(AvDomain) config = NULL;
+    g_autoptr(AvDomain) after = NULL;
+    g_autoptr(AvPool) pool = NULL;
+    g_autoptr(AvHost) host = NULL;
+    g_autoptr(GPtrArray) units = NULL;
+    g_autoptr(GPtrArray) aliases = g_ptr_array_new();
+    g_autoptr(GHashTable) removed = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+    g_autoptr(GError) err = NULL;
+    g_autoptr(GError) detach_err = NULL;
+    g_autofree gboolean *gone = NULL;
+    g_autoptr(GString) still = g_string_new(NULL);
+    g_autoptr(json_t) out = json_object();
+    json_t *released = json_array();
+    json_t *still_attached = json_array();
+    const AvHotplugOps *ops;
+    const char *device = NULL;
+    char uuid[VIR_UUID_STRING_BUFLEN] = "";
+    guint n_still = 0;
+
+    json_object_set_new(out, "released", released);
+    json_object_set_new(out, "still_attached", still_attached);
+    if (!av_cli_parse(cli, "detach", "DOMAIN DEVICE | --profile P | --all",
+                      "Hot-unplug devices the pool has in use by the running DOMAIN (with the others of their "
+                      "IOMMU groups): libvirt detaches them by alias, accelvirt waits for the guest to let them "
+                      "go, then they go dirty and the worker scrubs them; never straight to free.  A device still "
+                      "attached when the time is up stays in use.",
+                      entries, &argc, &argv))
+        return AV_EXIT_USAGE;
+    if (argc == 3)
+        device = argv[2];
+    if (argc < 2 || argc > 3 || (device != NULL) + (profile != NULL) + (all != FALSE) != 1)
+        return av_cli_usage_error("'detach' takes a DOMAIN and one of DEVICE, --profile P or --all; see "
+                                  "'accelvirt detach --help'");
+    if (timeout < 1)
+        return av_cli_usage_error("--timeout must be 1 second or more");
+    if (!av_cli_open(cli, &root, &policy, &err))
+        return av_cli_fail(err);
+    conn = av_attach_connect(cli, &err);
+    if (!conn)
+        return av_cli_fail(err);
+    dom = av_attach_running(conn, argv[1], uuid, &err);
+    if (!dom)
+        return av_cli_fail(err);
+    ops = av_hotplug_ops_for(root);
+    live = av_attach_parse(ops, dom, FALSE, &err);
+    if (!live)
+        return av_cli_fail(err);
+    config = av_attach_parse(ops, dom, TRUE, NULL);
+
+    /* What to take out, read under the pool's shared lock, let go before
+     * the wait: the hooks of other domains do not wait for this guest. */
+    pool = av_cli_open_pool(cli, root, AV_POOL_READ, &err);
+    if (!pool)
+        return av_cli_fail(err);
+    host = av_host_scan(root, &err);
+    if (!host)
+        return av_cli_fail(err);
+    units = av_detach_targets(pool, host, live, uuid, live->name, device, profile, &err);
+    if (!units)
+        return av_cli_fail(err);
+    g_clear_pointer(&pool, av_pool_free);
+    for (guint i = 0; i < units->len; i++) {
+        const AvDetachUnit *u = g_ptr_array_index(units, i);
+
+        for (guint j = 0; j < u->aliases->len; j++)
+            g_ptr_array_add(aliases, g_ptr_array_index(u->aliases, j));
+    }
+    if (aliases->len > 0)
+        ops->detach_live(conn, dom, aliases, timeout * 1000, removed, &detach_err);
+
+    /* The event can race: the live XML says what is still there. */
+    after = av_attach_parse(ops, dom, FALSE, &err);
+    if (!after) {
+        g_prefix_error(&err, "cannot tell which devices left domain '%s', so they all stay in use: ", live->name);
+        return av_cli_fail(err);
+    }
+    gone = g_new0(gboolean, units->len);
+    for (guint i = 0; i < units->len; i++) {
+        const AvDetachUnit *u = g_ptr_array_index(units, i);
+
+        gone[i] = TRUE;
+        for (guint j = 0; j < u->aliases->len; j++)
+            gone[i] = gone[i] && !av_detach_has_alias(after, g_ptr_array_index(u->aliases, j));
+        for (guint j = 0; !gone[i] && j < u->identities->len; j++) {
+            json_array_append_new(still_attached, json_string(g_ptr_array_index(u->identities, j)));
+            g_string_append_printf(still, "%s%s", still->len ? ", " : "",
+                                   (const char *)g_ptr_array_index(u->identities, j));
+            n_still++;
+        }
+    }
+    av_detach_config(ops, dom, config, units, gone, persistent);
+    if (!av_detach_release(cli, root, uuid, live->name, units, gone, released, &err))
+        return av_cli_fail(err);
+    if (cli->json)
+        av_cli_print_json(json_incref(out));
+    else
+        av_cli_print_released(released, "detached", "from");
+    if (still->len == 0)
+        return AV_EXIT_OK;
+    if (detach_err) {
+        g_prefix_error(&detach_err, "%s stays attached to domain '%s' and in use: ", still->str, live->name);
+        return av_cli_fail(detach_err);
+    }
+    g_set_error(&err, AV_ERROR, AV_ERROR_FAILED,
+                "%s %s %s still attached to domain '%s' after %d s (the guest has not let %s go); %s in use: "
+                "try again with a longer --timeout, or stop the domain", n_still == 1 ? "device" : "devices",
+                still->str, n_still == 1 ? "is" : "are", live->name, timeout, n_still == 1 ? "it" : "them",
+                n_still == 1 ? "it stays" : "they stay");
+    return av_cli_fail(err);
+}

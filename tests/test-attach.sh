@@ -1,0 +1,331 @@
+#!/bin/sh
+# accelvirt tests: `accelvirt attach` and `accelvirt detach` (issue 14) on
+# the fake two-socket host, against domains of libvirt's test driver
+# (test:///PATH.xml: vm1 running with its vCPUs pinned to node 1, vm0 pinned
+# to node 0, off shut off).  libvirt 9.0's test driver implements neither
+# virDomainAttachDeviceFlags nor the DEVICE_REMOVED event, so the hot-plug
+# itself is the CLI's fake (src/cli/cli-attach.c, AvHotplugOps): with a
+# fake root and $ACCELVIRT_TEST_HOTPLUG=DIR it keeps the plugged hostdevs in
+# DIR/UUID/ALIAS.live (.config with --persistent) and adds them to the
+# domain's XML; DIR/fail-attach (empty, or N: after N hostdevs), DIR/stuck
+# and DIR/lose-event steer it.  Drivers, pool, journal and marks are real.
+. "$AV_TEST_SRCDIR/lib.sh"
+
+AV=$ACCELVIRT
+T="$AV_TMP/t"
+H="$T/host"
+S="$T/state"
+HP="$T/hp"
+POL="$AV_TEST_SRCDIR/place/policies"
+VM1=5eed0000-0000-4000-8000-00000000a001
+mkdir -p "$T" "$HP"
+cp -a "$AV_TEST_HOSTS/two-socket-8gpu" "$H"
+cat >"$T/worker.sh" <<EOF
+#!/bin/sh
+echo started >>"$T/worker.log"
+EOF
+chmod +x "$T/worker.sh"
+cat >"$T/drv.xml" <<'EOF'
+<node>
+  <domain type='test'>
+    <name>vm1</name>
+    <uuid>5eed0000-0000-4000-8000-00000000a001</uuid>
+    <memory>1048576</memory>
+    <vcpu placement='static' cpuset='16-31'>2</vcpu>
+    <os><type>hvm</type></os>
+    <devices/>
+  </domain>
+  <domain type='test'>
+    <name>vm0</name>
+    <uuid>5eed0000-0000-4000-8000-00000000a000</uuid>
+    <memory>1048576</memory>
+    <vcpu placement='static'>2</vcpu>
+    <cputune><vcpupin vcpu='0' cpuset='0-3'/><vcpupin vcpu='1' cpuset='4-7'/></cputune>
+    <os><type>hvm</type></os>
+    <devices/>
+  </domain>
+  <domain type='test'>
+    <name>vg</name>
+    <uuid>5eed0000-0000-4000-8000-00000000a009</uuid>
+    <memory>1048576</memory>
+    <vcpu placement='static' cpuset='24-31'>2</vcpu>
+    <os><type>hvm</type></os>
+    <devices/>
+  </domain>
+  <domain type='test'>
+    <name>loose</name>
+    <uuid>5eed0000-0000-4000-8000-00000000a003</uuid>
+    <memory>1048576</memory>
+    <vcpu>2</vcpu>
+    <os><type>hvm</type></os>
+    <devices/>
+  </domain>
+  <domain type='test' xmlns:test='http://libvirt.org/schemas/domain/test/1.0'>
+    <name>off</name>
+    <uuid>5eed0000-0000-4000-8000-00000000a002</uuid>
+    <test:runstate>5</test:runstate>
+    <memory>1048576</memory>
+    <vcpu>2</vcpu>
+    <os><type>hvm</type></os>
+    <devices/>
+  </domain>
+</node>
+EOF
+
+av() {
+    ACCELVIRT_TEST_HOTPLUG="$HP" ACCELVIRT_WORKER="$T/worker.sh" \
+        "$AV" --root "$H" --policy-dir "$POL" --state-dir "$S" -c "test://$T/drv.xml" "$@"
+}
+
+# run OUT ARGS...: accelvirt ARGS, stdout in $T/OUT.out, stderr in
+# $T/OUT.err, status in $T/OUT.rc.
+run() {
+    o=$1; shift
+    av "$@" >"$T/$o.out" 2>"$T/$o.err"
+    echo $? >"$T/$o.rc"
+}
+
+# refused OUT STATUS PATTERN: exit STATUS, one line on stderr starting
+# "accelvirt: " and holding PATTERN, nothing on stdout.
+refused() {
+    [ "$(cat "$T/$1.rc")" = "$2" ] || { echo "exit $(cat "$T/$1.rc"), expected $2"; cat "$T/$1.err"; return 1; }
+    [ "$(wc -l <"$T/$1.err")" -eq 1 ] || { echo "not one line:"; cat "$T/$1.err"; return 1; }
+    grep -q '^accelvirt: ' "$T/$1.err" || { cat "$T/$1.err"; return 1; }
+    grep -qF -- "$3" "$T/$1.err" || { echo "no '$3' in:"; cat "$T/$1.err"; return 1; }
+    [ ! -s "$T/$1.out" ] || { echo "stdout:"; cat "$T/$1.out"; return 1; }
+}
+
+succeeded() {
+    [ "$(cat "$T/$1.rc")" = 0 ] || { echo "exit $(cat "$T/$1.rc")"; cat "$T/$1.err"; return 1; }
+}
+
+driver() { basename "$(readlink "$H/sys/bus/pci/devices/$1/driver")"; }
+is_driver() { [ "$(driver "$1")" = "$2" ] || { echo "$1 is on '$(driver "$1")', not '$2'"; return 1; }; }
+is_driver_q() { [ "$(basename "$(readlink "$QH/sys/bus/pci/devices/$1/driver")")" = vfio-pci ]; }
+state_of() { json "$S/pool.json" "[x['state'] for x in d['devices'] if x['address'] == '$1'] == ['$2']"; }
+owner_of() {
+    json "$S/pool.json" "[(x['owner'] or {}).get('domain_name') for x in d['devices'] if x['address'] == '$1'] == ['$2']"
+}
+# events: the journal's events, one line.
+events() { python3 -c 'import json,sys; print(" ".join(json.loads(l)["event"] for l in open(sys.argv[1])))' "$S/journal.jsonl"; }
+last_entry() { tail -n 1 "$S/journal.jsonl" >"$T/last.json"; json "$T/last.json" "$1"; }
+# snapshot NAME / unchanged NAME: the pool (but for the last_seen times that
+# every reconcile under the lock refreshes, as `accelvirt status` does) and
+# the journal are as they were at the snapshot.
+pool_sum() { { grep -v '"last_seen"' "$S/pool.json"; cat "$S/journal.jsonl"; } | sha256sum; }
+snapshot() { pool_sum >"$T/$1.sum"; }
+unchanged() { pool_sum | cmp -s - "$T/$1.sum" || { echo "pool or journal changed"; return 1; }; }
+no_marks() { [ -z "$(ls -A "$S/attach-pending" 2>/dev/null)" ] || { ls -l "$S/attach-pending"; return 1; }; }
+
+# --- dry run ---------------------------------------------------------------------
+av status >/dev/null 2>&1
+snapshot s0
+run dry attach vm1 gpu-passthrough --dry-run
+check "attach --dry-run: exit 0" succeeded dry
+check "  ... says device, alias and node" \
+    grep -q "0000:ca:00.0 .*alias ua-accelvirt-0000-ca-00-0" "$T/dry.out"
+check "  ... on NUMA node 1" grep -q "on NUMA node 1" "$T/dry.out"
+check "  ... changes nothing (pool, journal, driver, libvirt)" \
+    eval "unchanged s0 && is_driver 0000:ca:00.0 nvidia && [ -z \"\$(ls -A '$HP')\" ]"
+
+# --- bad input: one line, no state change ------------------------------------------
+run b1 attach nosuch gpu-passthrough
+check "attach of an unknown domain: one line, exit 1" refused b1 1 "no domain 'nosuch'"
+run b2 attach vm1 gpu-h200
+check "attach of an unknown profile: one line, exit 2" refused b2 2 "unknown profile 'gpu-h200'"
+run b3 attach off gpu-passthrough
+check "attach to a domain not running: one line, exit 2" refused b3 2 "domain 'off' is not running"
+run b4 attach vm1 gpu-passthrough --count 0
+check "attach --count 0: one line, exit 2" refused b4 2 "--count must be 1 or more"
+run b6 attach vm1
+check "attach without a profile: one line, exit 2" refused b6 2 "takes a DOMAIN and a PROFILE"
+run b7 detach vm1 0000:ca:00.0 --all
+check "detach with a DEVICE and --all: one line, exit 2" refused b7 2 "one of DEVICE, --profile P or --all"
+run b8 detach vm1 --all --timeout 0
+check "detach --timeout 0: one line, exit 2" refused b8 2 "--timeout must be"
+run b9 attach loose gpu-passthrough
+check "strict profile, vCPUs not pinned: one line, exit 2" refused b9 2 "are not all pinned"
+check "  ... none of it changed the pool or the journal" unchanged s0
+
+# --- attach: claim, bind, record, journal ----------------------------------------------
+run a1 attach vm1 gpu-passthrough
+check "attach vm1 gpu-passthrough: exit 0" succeeded a1
+check "  ... the A100 of node 1 (vm1's vCPUs are pinned there: strict)" grep -q "0000:ca:00.0" "$T/a1.out"
+check "  ... bound to vfio-pci" is_driver 0000:ca:00.0 vfio-pci
+check "  ... in use by vm1 in the pool" eval "state_of 0000:ca:00.0 in-use && owner_of 0000:ca:00.0 vm1"
+check "  ... its driver recorded to go back to" \
+    json "$S/pool.json" "[x['original_driver'] for x in d['devices'] if x['address'] == '0000:ca:00.0'] == ['nvidia']"
+check "  ... journalled: claimed, in use, attach with the alias" \
+    eval "events | grep -q 'transition transition attach\$' && last_entry \"d['domain_uuid'] == '$VM1' and d['devices'][0]['alias'] == 'ua-accelvirt-0000-ca-00-0' and d['devices'][0]['numa_node'] == 1 and not d['persistent']\""
+check "  ... hot-plugged live as <hostdev managed='no'> with its ua- alias" \
+    grep -q "managed='no'" "$HP/$VM1/ua-accelvirt-0000-ca-00-0.live"
+check "  ... not in the persistent definition without --persistent" test ! -e "$HP/$VM1/ua-accelvirt-0000-ca-00-0.config"
+check "  ... no attach mark left behind" no_marks
+check "  ... no write-ahead record left behind" json "$S/pool.json" "not d.get('intents')"
+
+# --- strict NUMA refused ----------------------------------------------------------------
+snapshot s1
+run a2 attach vm1 gpu-passthrough --count 2
+check "strict: 2 more A100s do not fit node 1: one line naming the node and what is free elsewhere" \
+    eval "refused a2 3 'on NUMA node 1, where it is pinned' && grep -q 'node 0 has 4 free' '$T/a2.err'"
+check "  ... the pool, the journal and the drivers unchanged" eval "unchanged s1 && is_driver 0000:e3:00.0 nvidia"
+run a3 attach vm0 gpu-passthrough --json
+check "attach --json to vm0 (pinned to node 0): an A100 of node 0" \
+    eval "succeeded a3 && json '$T/a3.out' \"d['numa_node'] == 0 and d['devices'][0]['address'] == '0000:17:00.0' and d['devices'][0]['alias'] == 'ua-accelvirt-0000-17-00-0'\""
+
+# --- a failing hot-plug rolls back every step ----------------------------------------
+echo 2 >"$HP/fail-attach"
+run f0 attach vm0 gpu-passthrough --count 2
+rm -f "$HP/fail-attach"
+check "the second of two hot-plugs refused: one line, one free again, one dirty" \
+    refused f0 1 "rolled back (1 device free again, 1 dirty to be scrubbed)"
+check "  ... the one the guest had: unplugged, dirty, left on vfio-pci for its scrub" \
+    eval "state_of 0000:31:00.0 dirty && is_driver 0000:31:00.0 vfio-pci && [ ! -e '$HP/5eed0000-0000-4000-8000-00000000a000/ua-accelvirt-0000-31-00-0.live' ]"
+check "  ... the one it never had: back on its driver, free" \
+    eval "state_of 0000:4b:00.0 free && is_driver 0000:4b:00.0 nvidia"
+check "  ... journalled" last_entry "d['event'] == 'attach-rolled-back' and len(d['freed']) == 1 and len(d['dirtied']) == 1"
+snapshot s2
+: >"$HP/fail-attach"
+run f1 attach vm1 gpu-consumer
+check "a hot-plug libvirt refuses: one line, exit 1, rolled back" refused f1 1 "rolled back (1 device free again"
+check "  ... the card and its audio companion back on their drivers" \
+    eval "is_driver 0000:98:00.0 nvidia && is_driver 0000:98:00.1 snd_hda_intel"
+check "  ... the card free again, no companion left recorded" \
+    eval "state_of 0000:98:00.0 free && json '$S/pool.json' \"[x.get('companions', []) for x in d['devices'] if x['address'] == '0000:98:00.0'] == [[]]\""
+check "  ... journalled: in use, attach, then free (attach-rolled-back) and attach-rolled-back" \
+    eval "events | grep -q 'attach transition attach-rolled-back\$' && last_entry \"d['freed'] == ['pci:10de:2230:10de:1459@slot:5.f0'] and d['dirtied'] == []\""
+check "  ... nothing left in the domain, no mark" eval "[ -z \"\$(ls '$HP/$VM1' | grep 98-00)\" ] && no_marks"
+rm -f "$HP/fail-attach"
+echo 1 >"$HP/fail-attach"
+run f2 attach vm1 usb-ai-stick
+rm -f "$HP/fail-attach"
+check "a refused hot-plug with one hostdev in already: rolled back" refused f2 1 "rolled back"
+check "  ... the USB stick free again" json "$S/pool.json" "[x['state'] for x in d['devices'] if x['kind'] == 'usb'] == ['free']"
+
+# Without the fake, libvirt's own call: the test driver has no hot-plug.
+ACCELVIRT_WORKER="$T/worker.sh" "$AV" --root "$H" --policy-dir "$POL" --state-dir "$S" -c "test://$T/drv.xml" \
+    attach vm1 gpu-consumer >"$T/f3.out" 2>"$T/f3.err"
+echo $? >"$T/f3.rc"
+check "libvirt's virDomainAttachDeviceFlags refuses (test driver): one line, rolled back" \
+    refused f3 1 "not supported by the connection driver"
+check "  ... card and companion back on their drivers, free" \
+    eval "is_driver 0000:98:00.0 nvidia && is_driver 0000:98:00.1 snd_hda_intel && state_of 0000:98:00.0 free"
+
+# --- companions, persistent -----------------------------------------------------------
+run p1 attach vm1 gpu-consumer --persistent
+check "attach --persistent of a card with an audio function: exit 0" succeeded p1
+check "  ... both functions of its IOMMU group on vfio-pci" \
+    eval "is_driver 0000:98:00.0 vfio-pci && is_driver 0000:98:00.1 vfio-pci"
+check "  ... the audio function recorded as its companion" \
+    json "$S/pool.json" "[x['companions'] for x in d['devices'] if x['address'] == '0000:98:00.0'] == [[{'address': '0000:98:00.1', 'original_driver': 'snd_hda_intel'}]]"
+check "  ... in the persistent definition too" test -e "$HP/$VM1/ua-accelvirt-0000-98-00-0.config"
+
+# --- detach -----------------------------------------------------------------------------
+run d0 detach vm1 0000:17:00.0
+check "detach of another domain's device: one line, exit 2" refused d0 2 "not in use by domain 'vm1'"
+run d1 detach vm1 0000:00:14.0
+check "detach of a hostdev the pool does not know: one line" refused d1 1 "is not a device of the pool"
+snapshot s3
+: >"$HP/stuck"
+run d2 detach vm1 0000:ca:00.0 --timeout 1
+rm -f "$HP/stuck"
+check "detach, the guest does not let go: one line, still attached, exit 1" \
+    refused d2 1 "is still attached to domain 'vm1' after 1 s"
+check "  ... stays in use, pool and journal unchanged" eval "unchanged s3 && state_of 0000:ca:00.0 in-use"
+rm -f "$T/worker.log"
+run d3 detach vm1 0000:ca:00.0
+check "detach vm1 0000:ca:00.0: exit 0" succeeded d3
+check "  ... dirty, never free; still on vfio-pci for its scrub" \
+    eval "state_of 0000:ca:00.0 dirty && owner_of 0000:ca:00.0 vm1 && is_driver 0000:ca:00.0 vfio-pci"
+check "  ... journalled: in use -> dirty released_by detach, then detach" \
+    eval "events | grep -q 'transition detach\$' && last_entry \"d['released'] == ['dsn:10de:20f1:48b02d1a000001c6.f0']\""
+check "  ... out of the guest" test ! -e "$HP/$VM1/ua-accelvirt-0000-ca-00-0.live"
+sleep 1
+check "  ... the scrub worker started" test -s "$T/worker.log"
+: >"$HP/lose-event"
+run d4 detach vm1 --profile gpu-consumer --persistent
+rm -f "$HP/lose-event"
+check "detach --profile, the removed event lost: the live XML says it went, exit 0" succeeded d4
+check "  ... dirty" state_of 0000:98:00.0 dirty
+check "  ... out of the persistent definition too" test ! -e "$HP/$VM1/ua-accelvirt-0000-98-00-0.config"
+run d5 detach vm1 --all
+check "detach --all with nothing left in use: one line" refused d5 2 "has no device in use"
+
+# An attach of a device in flight (its mark's lock held by a live process):
+# detach leaves the device to that attach.
+id17=$(python3 -c "import json; print([x['identity'] for x in json.load(open('$S/pool.json'))['devices'] if x['address'] == '0000:17:00.0'][0])")
+mkdir -p "$S/attach-pending"
+mark="$S/attach-pending/$(printf %s "$id17" | sha256sum | cut -c1-32)-0000000000000001.json"
+echo '{}' >"$mark"
+python3 -c 'import fcntl, sys, time; f = open(sys.argv[1]); fcntl.flock(f, fcntl.LOCK_EX); print(flush=True); time.sleep(30)' \
+    "$mark" >"$T/holder.out" &
+holder=$!
+while [ ! -s "$T/holder.out" ]; do sleep 0.1; done
+run d6 detach vm0 0000:17:00.0
+kill "$holder"
+wait "$holder" 2>/dev/null
+check "detach of a device whose attach is in flight: one line, exit 3" refused d6 3 "is being attached"
+check "  ... still in use by vm0" state_of 0000:17:00.0 in-use
+run d7 detach vm0 0000:17:00.0 --json
+check "  ... once its holder is gone, the mark is dead and removed" test ! -e "$mark"
+check "  ... and the device detached (--json)" \
+    eval "succeeded d7 && state_of 0000:17:00.0 dirty && json '$T/d7.out' \"[r['address'] for r in d['released']] == ['0000:17:00.0'] and d['still_attached'] == []\""
+run a4 attach vm0 gpu-passthrough --count 4
+check "dirty devices are not attached again before their scrub (2 free on node 0)" refused a4 3 "node 0"
+
+# --- mdevs (the vGPU host) ----------------------------------------------------------------
+VG="$T/vg"
+VGS="$T/vgs"
+cp -a "$AV_TEST_HOSTS/vgpu-mdev" "$VG"
+avg() {
+    ACCELVIRT_TEST_HOTPLUG="$HP" ACCELVIRT_WORKER="$T/worker.sh" \
+        "$AV" --root "$VG" --policy-dir "$POL" --state-dir "$VGS" -c "test://$T/drv.xml" "$@"
+}
+mdevs() { ls "$VG/sys/bus/mdev/devices" | sort | tr '\n' ' '; }
+before=$(mdevs)
+: >"$HP/fail-attach"
+avg attach vg vgpu-a10-4q >"$T/m0.out" 2>"$T/m0.err"
+echo $? >"$T/m0.rc"
+rm -f "$HP/fail-attach"
+check "mdev: a refused hot-plug rolls back: one line" refused m0 1 "rolled back (1 device free again"
+check "  ... the mdev it made removed, gone from the pool" \
+    eval "[ \"\$(mdevs)\" = '$before' ] && json '$VGS/pool.json' \"[x for x in d['devices'] if x['kind'] == 'mdev'] == []\""
+avg attach vg vgpu-a10-4q --json >"$T/m1.out" 2>"$T/m1.err"
+echo $? >"$T/m1.rc"
+check "attach of an mdev profile: exit 0, an mdev made on the parent of node 1 (vg's)" \
+    eval "succeeded m1 && json '$T/m1.out' \"d['numa_node'] == 1 and d['devices'][0]['address'] == '0000:98:00.0' and d['devices'][0]['alias'] == 'ua-accelvirt-mdev-' + d['devices'][0]['mdev_uuid']\""
+uuid=$(python3 -c "import json; print(json.load(open('$T/m1.out'))['devices'][0]['mdev_uuid'])")
+check "  ... made on the host, in use by vg in the pool, created by accelvirt" \
+    eval "[ -e '$VG/sys/bus/mdev/devices/$uuid' ] && json '$VGS/pool.json' \"[(x['state'], x['owner']['domain_name'], x['created']) for x in d['devices'] if x['identity'] == 'mdev:$uuid'] == [('in-use', 'vg', True)]\""
+check "  ... hot-plugged as <hostdev type='mdev'> with its UUID" \
+    grep -q "type='mdev' model='vfio-pci'" "$HP/5eed0000-0000-4000-8000-00000000a009/ua-accelvirt-mdev-$uuid.live"
+avg detach vg --profile vgpu-a10-4q >"$T/m2.out" 2>"$T/m2.err"
+echo $? >"$T/m2.rc"
+check "detach of the mdev: exit 0, dirty (the worker scrubs and removes it)" \
+    eval "succeeded m2 && json '$VGS/pool.json' \"[x['state'] for x in d['devices'] if x['identity'] == 'mdev:$uuid'] == ['dirty']\""
+
+# --- SR-IOV VFs made for an attach (the QAT host) ----------------------------------------
+QH="$T/qat"
+QS="$T/qats"
+cp -a "$AV_TEST_HOSTS/sriov-fpga-qat" "$QH"
+avq() {
+    ACCELVIRT_TEST_HOTPLUG="$HP" ACCELVIRT_WORKER="$T/worker.sh" \
+        "$AV" --root "$QH" --policy-dir "$AV_TEST_SRCDIR/place/policies-sriov" --state-dir "$QS" \
+        -c "test://$T/drv.xml" "$@"
+}
+numvfs() { cat "$QH/sys/bus/pci/devices/0000:6b:00.0/sriov_numvfs"; }
+avq attach vg qat-vf --count 5 >"$T/q0.out" 2>"$T/q0.err"
+echo $? >"$T/q0.rc"
+check "5 VFs of 4 while the VFs are on their host driver: one line saying why none is made, count unchanged" \
+    eval "refused q0 2 'and no VF could be made' && [ \"\$(numvfs)\" = 4 ]"
+for f in 1 2 3 4; do
+    rm -f "$QH/sys/bus/pci/devices/0000:6b:00.$f/driver" "$QH"/sys/bus/pci/drivers/*/0000:6b:00.$f
+done
+avq attach vg qat-vf --count 5 >"$T/q1.out" 2>"$T/q1.err"
+echo $? >"$T/q1.rc"
+check "5 VFs of 4 idle ones: the PF goes to 5 VFs (vfs-set by the attach), all five attached" \
+    eval "succeeded q1 && [ \"\$(numvfs)\" = 5 ] && [ \"\$(grep -c 'ua-accelvirt-0000-6b-00' '$T/q1.out')\" = 5 ] && grep -q '\"event\":\"vfs-set\".*attach to domain' '$QS/journal.jsonl'"
+check "  ... each in use by vg, on vfio-pci" \
+    eval "json '$QS/pool.json' \"sorted(x['address'] for x in d['devices'] if x['state'] == 'in-use') == ['0000:6b:00.%d' % i for i in range(1, 6)]\" && is_driver_q 0000:6b:00.5"
+
+finish
