@@ -598,13 +598,27 @@ yes_no(const xmlNode *node, const char *name, gboolean *ret, GError **error)
     }
 }
 
+/* A hostdev that a placement wrote: alias "ua-accelvirt-N" (digits only).
+ * `accelvirt attach --persistent` writes its own aliases
+ * ("ua-accelvirt-0000-65-00-0", "ua-accelvirt-usb-...", "-mdev-..."):
+ * those are the user's devices from then on, kept by every rewrite. */
 static gboolean
 alias_is_ours(const xmlNode *hostdev)
 {
     xmlNode *alias = av_domain_child_first(hostdev, "alias", NULL);
     g_autofree char *name = alias ? av_domain_prop(alias, "name") : NULL;
+    const char *n;
 
-    return name && g_str_has_prefix(name, AV_REWRITE_ALIAS_PREFIX);
+    if (!name || !g_str_has_prefix(name, AV_REWRITE_ALIAS_PREFIX))
+        return FALSE;
+    n = name + strlen(AV_REWRITE_ALIAS_PREFIX);
+    if (!*n)
+        return FALSE;
+    for (; *n; n++) {
+        if (!g_ascii_isdigit(*n))
+            return FALSE;
+    }
+    return TRUE;
 }
 
 /* A pcie-root-port that write_hotplug() wrote. */

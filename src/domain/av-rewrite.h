@@ -47,7 +47,9 @@
 G_BEGIN_DECLS
 
 /* The aliases of the hostdevs accelvirt writes: "ua-accelvirt-0", "-1", ...
- * in placement order.  Any <hostdev> whose alias starts so is accelvirt's. */
+ * in placement order.  A <hostdev> whose alias is this prefix and digits is
+ * a placement's (a rewrite replaces it); `accelvirt attach --persistent`
+ * writes other aliases after the prefix (the device's address), kept. */
 #define AV_REWRITE_ALIAS_PREFIX "ua-accelvirt-"
 /* The aliases of the empty pcie-root-ports accelvirt writes for
  * <av:hotplug slots="N"/>: "ua-accelvirt-hotplug0", ... */
