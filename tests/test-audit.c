@@ -426,6 +426,22 @@ test_not_running(Fixture *f, gconstpointer data)
 }
 
 static void
+test_unreadable(Fixture *f, gconstpointer data)
+{
+    AvPoolDevice *dev = add_pci(f, 1, AV_DEVICE_STATE_IN_USE, UUID_D);
+    AvAuditDomain *domain;
+
+    (void)data;
+    domain = add_domain(f, UUID_D, "d", -1);
+    domain->unreadable = g_strdup("its live XML does not parse");
+    run_audit(f, NULL, NULL, AV_AUDIT_ALL, NULL);
+    g_assert_cmpuint(f->findings->len, ==, 1);
+    g_assert_cmpint(finding(f, 0)->action, ==, AV_AUDIT_UNRESOLVED);
+    g_assert_nonnull(strstr(finding(f, 0)->detail, "does not parse"));
+    g_assert_cmpint(dev->state, ==, AV_DEVICE_STATE_IN_USE);
+}
+
+static void
 test_dry_run(Fixture *f, gconstpointer data)
 {
     AvPoolDevice *free_dev = add_pci(f, 1, AV_DEVICE_STATE_FREE, NULL);
@@ -635,6 +651,7 @@ main(int argc, char **argv)
     ADD("detached", test_detached);
     ADD("in-flight", test_in_flight);
     ADD("not-running", test_not_running);
+    ADD("unreadable", test_unreadable);
     ADD("dry-run", test_dry_run);
     ADD("dry-run/read-only", test_dry_run_read_only);
     ADD("changed-meanwhile", test_changed_meanwhile);

@@ -33,6 +33,8 @@ static const AvCommand commands[] = {
     { "quarantine", av_cli_cmd_quarantine, "List quarantined devices or clear one (quarantine [list|clear DEVICE])" },
     { "release", av_cli_cmd_release, "Release a gone domain's devices: in-use -> dirty, scrubbed (release DOMAIN|DEVICE)" },
     { "reconcile", av_cli_cmd_reconcile, "Put the pool right with the host and start the scrubs it owes" },
+    { "audit", av_cli_cmd_audit, "Compare running domains' live devices with the pool once (audit [--dry-run])" },
+    { "watch", av_cli_cmd_watch, "Keep the pool true at libvirt's device events (watch [--once]): a service" },
 };
 
 static void

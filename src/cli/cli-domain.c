@@ -57,8 +57,8 @@ av_cli_read_xml(const char *path, char **ret_xml, gsize *ret_len, GError **error
 
 /* --- libvirt ---------------------------------------------------------------- */
 
-/* Sets @error from libvirt's last error, prefixed by @what. */
-static gboolean
+/* See cli.h. */
+gboolean
 av_cli_virt_error(GError **error, const char *what)
 {
     const virError *e = virGetLastError();
@@ -75,7 +75,8 @@ av_cli_virt_silence(void *data, virErrorPtr e)
     (void)e;
 }
 
-static virConnect *
+/* See cli.h. */
+virConnect *
 av_cli_connect(const AvCli *cli, GError **error)
 {
     virConnect *conn;

@@ -4,6 +4,7 @@
 
 #include <glib.h>
 #include <jansson.h>
+#include <libvirt/libvirt.h>
 
 #include "util/av-root.h"
 #include "pci/av-pci.h"
@@ -105,6 +106,15 @@ void av_cli_spawn_pending_worker(const AvCli *cli);
 gboolean av_cli_parse(AvCli *cli, const char *command, const char *params, const char *summary,
                       const GOptionEntry *entries, int *argc, char ***argv);
 
+/* Sets @error (AV_ERROR_FAILED) from libvirt's last error, prefixed by
+ * @what.  Returns FALSE. */
+gboolean av_cli_virt_error(GError **error, const char *what);
+
+/* Opens @cli's libvirt connection (--connect), with libvirt's own printing
+ * of errors silenced: accelvirt says them once.  NULL with @error naming
+ * the URI.  Caller closes it (virConnectClose()). */
+virConnect *av_cli_connect(const AvCli *cli, GError **error);
+
 /* The commands: argv[0] is the command name. */
 int av_cli_cmd_list(AvCli *cli, int argc, char **argv);
 int av_cli_cmd_status(AvCli *cli, int argc, char **argv);
@@ -120,5 +130,7 @@ int av_cli_cmd_scrub(AvCli *cli, int argc, char **argv);
 int av_cli_cmd_quarantine(AvCli *cli, int argc, char **argv);
 int av_cli_cmd_release(AvCli *cli, int argc, char **argv);
 int av_cli_cmd_reconcile(AvCli *cli, int argc, char **argv);
+int av_cli_cmd_audit(AvCli *cli, int argc, char **argv);
+int av_cli_cmd_watch(AvCli *cli, int argc, char **argv);
 
 G_END_DECLS

@@ -47,6 +47,7 @@ av_audit_domain_free(AvAuditDomain *domain)
         return;
     g_free(domain->uuid);
     g_free(domain->name);
+    g_free(domain->unreadable);
     g_ptr_array_unref(domain->hostdevs);
     g_free(domain);
 }
@@ -378,6 +379,11 @@ av_audit_domain(const AvPool *pool, const AvAuditDomain *domain, const GPtrArray
     gboolean usb_unknown = FALSE;
     GPtrArray *devices = av_pool_devices(pool);
 
+    if (domain->unreadable) {
+        av_audit_note(findings, AV_AUDIT_UNRESOLVED, domain, NULL,
+                      g_strdup_printf("%s: %s; its devices are left as they are", who, domain->unreadable));
+        return;
+    }
     for (guint i = 0; i < domain->hostdevs->len; i++) {
         const AvAuditHostdev *h = g_ptr_array_index(domain->hostdevs, i);
         g_autofree char *why = NULL;

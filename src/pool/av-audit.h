@@ -55,6 +55,8 @@ typedef struct {
     char *name;                  /* or NULL */
     gint64 seen_at;              /* Unix seconds just before its live XML was read; 0: unknown */
     GPtrArray *hostdevs;         /* AvAuditHostdev*, owned */
+    char *unreadable;            /* why its live XML could not be read, or NULL: then none of its
+                                  * devices is touched (it counts as running, with unknown hostdevs) */
 } AvAuditDomain;
 
 /* A new domain with no host device; copies @uuid and @name (may be NULL).
