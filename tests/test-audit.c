@@ -256,41 +256,27 @@ check_violation(Fixture *f, AvDeviceState state, const char *owner)
     g_assert_cmpint(dev->state, ==, AV_DEVICE_STATE_QUARANTINED);
 }
 
-static void
-test_violation_dirty(Fixture *f, gconstpointer data)
-{
-    (void)data;
-    check_violation(f, AV_DEVICE_STATE_DIRTY, UUID_E);
-}
+/* The state and owner of a device D's live XML names, for
+ * test_violation(). */
+typedef struct {
+    AvDeviceState state;
+    const char *owner;
+} Violation;
+
+static const Violation violation_dirty = { AV_DEVICE_STATE_DIRTY, UUID_E };
+/* D's own dirty device back in D before its scrub: its scrub would run
+ * under D; refused all the same. */
+static const Violation violation_dirty_own = { AV_DEVICE_STATE_DIRTY, UUID_D };
+static const Violation violation_claimed_other = { AV_DEVICE_STATE_CLAIMED, UUID_E };
+static const Violation violation_in_use_other = { AV_DEVICE_STATE_IN_USE, UUID_E };
+static const Violation violation_scrubbing = { AV_DEVICE_STATE_SCRUBBING, UUID_E };
 
 static void
-test_violation_dirty_own(Fixture *f, gconstpointer data)
+test_violation(Fixture *f, gconstpointer data)
 {
-    /* D's own dirty device back in D before its scrub: its scrub would run
-     * under D; refused all the same. */
-    (void)data;
-    check_violation(f, AV_DEVICE_STATE_DIRTY, UUID_D);
-}
+    const Violation *v = data;
 
-static void
-test_violation_claimed_other(Fixture *f, gconstpointer data)
-{
-    (void)data;
-    check_violation(f, AV_DEVICE_STATE_CLAIMED, UUID_E);
-}
-
-static void
-test_violation_in_use_other(Fixture *f, gconstpointer data)
-{
-    (void)data;
-    check_violation(f, AV_DEVICE_STATE_IN_USE, UUID_E);
-}
-
-static void
-test_violation_scrubbing(Fixture *f, gconstpointer data)
-{
-    (void)data;
-    check_violation(f, AV_DEVICE_STATE_SCRUBBING, UUID_E);
+    check_violation(f, v->state, v->owner);
 }
 
 static void
@@ -640,11 +626,15 @@ main(int argc, char **argv)
     ADD("own-device", test_own_device);
     ADD("attached/free", test_attached_free);
     ADD("attached/claimed", test_attached_claimed);
-    ADD("violation/dirty", test_violation_dirty);
-    ADD("violation/dirty-own", test_violation_dirty_own);
-    ADD("violation/claimed-other", test_violation_claimed_other);
-    ADD("violation/in-use-other", test_violation_in_use_other);
-    ADD("violation/scrubbing", test_violation_scrubbing);
+    g_test_add("/audit/violation/dirty", Fixture, &violation_dirty, fixture_set_up, test_violation, fixture_tear_down);
+    g_test_add("/audit/violation/dirty-own", Fixture, &violation_dirty_own, fixture_set_up, test_violation,
+               fixture_tear_down);
+    g_test_add("/audit/violation/claimed-other", Fixture, &violation_claimed_other, fixture_set_up, test_violation,
+               fixture_tear_down);
+    g_test_add("/audit/violation/in-use-other", Fixture, &violation_in_use_other, fixture_set_up, test_violation,
+               fixture_tear_down);
+    g_test_add("/audit/violation/scrubbing", Fixture, &violation_scrubbing, fixture_set_up, test_violation,
+               fixture_tear_down);
     ADD("violation/quarantined", test_violation_quarantined);
     ADD("violation/missing", test_violation_missing);
     ADD("scrub-vm", test_scrub_vm);

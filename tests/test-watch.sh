@@ -138,7 +138,10 @@ check "audit --dry-run lists every finding and changes nothing" dry_run
 
 # --- audit: the rules ---
 av audit --json >"$AV_TMP/audit.json" 2>"$AV_TMP/audit.err"
-check "audit --json: one finding per device, in domain order" json "$AV_TMP/audit.json" \
+audit_json() {
+    json "$AV_TMP/audit.json" "$1" || { cat "$AV_TMP/audit.json" "$AV_TMP/audit.err"; return 1; }
+}
+check "audit --json: one finding per device, in domain order" audit_json \
     "not d['dry_run'] and d['domains'] == 2 and [(f['action'], f['domain_name'], f['address'], f['from'], f['state']) for f in d['findings']] == [('attached-outside', 'd1', '0000:17:00.0', 'free', 'in-use'), ('attached-outside', 'd1', '1-1.2', 'free', 'in-use'), ('violation', 'd2', '0000:31:00.0', 'dirty', 'quarantined'), ('detached-outside', 'd2', '0000:4b:00.0', 'in-use', 'dirty'), ('not-running', 'old', '0000:65:00.0', 'in-use', 'in-use')]"
 check "the free GPU d1 got is in use by d1" eval "test \"\$(state_of 0000:17:00.0)\" = 'in-use d1 None'"
 check "the stick d1 got by vendor and product is in use by d1" eval "test \"\$(state_of 1-1.2)\" = 'in-use d1 None'"
@@ -198,36 +201,41 @@ wait_for() {
     done
 }
 
+# watch_start URI LOG: starts the service in the background, its stderr to
+# LOG, its pid in $pid.  watch_stop SIGNAL LOG: sends SIGNAL, and it must
+# exit 0 saying why.
+watch_start() {
+    "$AV" --root "$H2" --policy-dir "$POL" --state-dir "$STATE" --connect "$1" watch 2>"$2" &
+    pid=$!
+}
+watch_stop() {
+    kill "-$1" $pid
+    wait $pid
+    st=$?
+    [ $st -eq 0 ] || { echo "exit status $st"; cat "$2"; return 1; }
+    grep -q "stopping on a signal" "$2"
+}
+
 # The service: a full audit at its start, then it waits for events;
 # SIGTERM ends it with status 0.
 watch_service() {
     setup_pool || return 1
-    "$AV" --root "$H2" --policy-dir "$POL" --state-dir "$STATE" --connect "test://$NODE" watch 2>"$AV_TMP/ws.err" &
-    pid=$!
+    watch_start "test://$NODE" "$AV_TMP/ws.err"
     wait_for "$AV_TMP/ws.err" "accelvirt watch: watching test://" || { kill $pid; return 1; }
     grep -q "violation: domain 'd2'" "$AV_TMP/ws.err" || { kill $pid; cat "$AV_TMP/ws.err"; return 1; }
     # Not holding the pool's lock while it waits: a writer gets it at once.
     av release --force d1 >/dev/null || { kill $pid; return 1; }
-    kill -TERM $pid
-    wait $pid
-    st=$?
-    [ $st -eq 0 ] || { echo "exit status $st"; cat "$AV_TMP/ws.err"; return 1; }
-    grep -q "stopping on a signal" "$AV_TMP/ws.err"
+    watch_stop TERM "$AV_TMP/ws.err"
 }
 check "watch audits at its start, does not hold the pool's lock while it waits, exits 0 on SIGTERM" watch_service
 
 # A libvirtd that is not there: watch keeps trying, with a growing wait,
 # and still ends on SIGINT.
 watch_reconnect() {
-    "$AV" --root "$H2" --policy-dir "$POL" --state-dir "$STATE" --connect qemu:///system?socket=/nonexistent/accelvirt-sock watch \
-        2>"$AV_TMP/wr.err" &
-    pid=$!
+    watch_start "qemu:///system?socket=/nonexistent/accelvirt-sock" "$AV_TMP/wr.err"
     wait_for "$AV_TMP/wr.err" "trying again in 2 s" || { kill $pid; return 1; }
-    kill -INT $pid
-    wait $pid
-    st=$?
-    [ $st -eq 0 ] || { echo "exit status $st"; cat "$AV_TMP/wr.err"; return 1; }
-    grep -q "cannot connect to libvirt at 'qemu:///system?socket=/nonexistent/accelvirt-sock'.*trying again in 1 s" "$AV_TMP/wr.err"
+    watch_stop INT "$AV_TMP/wr.err" &&
+        grep -q "cannot connect to libvirt at 'qemu:///system?socket=/nonexistent/accelvirt-sock'.*trying again in 1 s" "$AV_TMP/wr.err"
 }
 check "watch retries an unreachable libvirtd with backoff and exits 0 on SIGINT" watch_reconnect
 

@@ -118,9 +118,20 @@ av_cli_audit_read(virDomain *dom)
     return av_cli_audit_domain_from_xml(uuid, name, xml, seen_at);
 }
 
+static int
+av_cli_audit_domain_compare(gconstpointer a, gconstpointer b)
+{
+    const AvAuditDomain *x = *(AvAuditDomain *const *)a;
+    const AvAuditDomain *y = *(AvAuditDomain *const *)b;
+    int by_name = g_strcmp0(x->name, y->name);
+
+    return by_name ? by_name : g_strcmp0(x->uuid, y->uuid);
+}
+
 /* Every running domain of @conn (virConnectListAllDomains() with
- * VIR_CONNECT_LIST_DOMAINS_ACTIVE), as AvAuditDomain* in a new array.
- * NULL with @error when libvirt cannot list them. */
+ * VIR_CONNECT_LIST_DOMAINS_ACTIVE), as AvAuditDomain* in a new array
+ * sorted by name (libvirt lists them in no set order).  NULL with @error
+ * when libvirt cannot list them. */
 static GPtrArray *
 av_cli_audit_read_all(virConnect *conn, GError **error)
 {
@@ -140,6 +151,7 @@ av_cli_audit_read_all(virConnect *conn, GError **error)
         virDomainFree(doms[i]);
     }
     free(doms);
+    g_ptr_array_sort(domains, av_cli_audit_domain_compare);
     return g_steal_pointer(&domains);
 }
 
@@ -309,18 +321,8 @@ av_watch_on_wake(int watch, int fd, int events, void *opaque)
 }
 
 /* One line on stderr, which journald records for the service. */
-static void G_GNUC_PRINTF(1, 2)
-av_watch_log(const char *fmt, ...)
-{
-    g_autofree char *text = NULL;
-    va_list ap;
-
-    va_start(ap, fmt);
-    text = g_strdup_vprintf(fmt, ap);
-    va_end(ap);
-    fprintf(stderr, "accelvirt watch: %s\n", text);
-    fflush(stderr);
-}
+#define av_watch_log(fmt, ...) \
+    (fprintf(stderr, "accelvirt watch: " fmt "\n", __VA_ARGS__), fflush(stderr))
 
 /* Applies the audit to @domains and logs each finding, one line each;
  * UUIDs of domains with AV_AUDIT_CHANGED findings go to the retry set.
@@ -541,6 +543,7 @@ av_cli_cmd_watch(AvCli *cli, int argc, char **argv)
     struct sigaction sa = { .sa_handler = av_watch_on_signal };
     guint backoff = 1;
     int status = AV_EXIT_OK;
+    char *uri = NULL;
 
     if (!av_cli_parse(cli, "watch", "[--once]",
                       "Keep the pool true while domains run: listen to libvirt's domain events (device added or "
@@ -594,7 +597,9 @@ av_cli_cmd_watch(AvCli *cli, int argc, char **argv)
                 continue;
             }
             backoff = 1;
-            av_watch_log("watching %s", virConnectGetURI(w.conn) ? virConnectGetURI(w.conn) : w.cli->connect);
+            uri = virConnectGetURI(w.conn);
+            av_watch_log("watching %s", uri ? uri : w.cli->connect);
+            g_clear_pointer(&uri, free);
         }
         if (virEventRunDefaultImpl() < 0) {
             av_cli_virt_error(&err, "libvirt's event loop failed");
@@ -611,7 +616,7 @@ av_cli_cmd_watch(AvCli *cli, int argc, char **argv)
             w.retry_timer = virEventAddTimeout(AV_WATCH_RETRY_MS, av_watch_on_retry, &w, NULL);
     }
     if (av_watch_quit)
-        av_watch_log("stopping on a signal");
+        av_watch_log("%s", "stopping on a signal");
     av_watch_free(&w);
     av_watch_wake_fd = -1;
     close(w.wake[0]);

@@ -166,20 +166,6 @@ av_audit_note(GPtrArray *findings, AvAuditAction action, const AvAuditDomain *do
 
 /* --- which pool device a hostdev names ----------------------------------------------- */
 
-/* The pool device that the USB device @usb presents (its own identity, or
- * the port form the pool gives sticks sharing a serial), or NULL. */
-static AvPoolDevice *
-av_audit_pooled_usb(const AvPool *pool, const AvUsbDevice *usb)
-{
-    g_autofree char *identity = av_pool_identity_usb(usb);
-    g_autofree char *fallback = av_pool_identity_usb_fallback(usb);
-    AvPoolDevice *dev = av_pool_find(pool, identity);
-
-    if (!dev || dev->kind != AV_DEVICE_KIND_USB)
-        dev = av_pool_find(pool, fallback);
-    return dev && dev->kind == AV_DEVICE_KIND_USB ? dev : NULL;
-}
-
 /* The device of @usb libvirt gives the USB hostdev @h
  * (virHostdevFindUSBDevice): the one at its bus and device numbers when
  * they name one with its vendor and product (or it gives none), else the
@@ -238,7 +224,7 @@ av_audit_resolve(const AvPool *pool, const GPtrArray *usb, const AvAuditHostdev 
 
         if (!u)
             return FALSE;
-        *ret_dev = av_audit_pooled_usb(pool, u);
+        *ret_dev = av_pool_find_usb(pool, u);
         return TRUE;
     }
     }
