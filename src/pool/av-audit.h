@@ -64,12 +64,13 @@ typedef struct {
  * the next audit ("changed" finding) instead of being quarantined or
  * released: the live XML may be older than the change (the domain stopped,
  * and its hook released the device, between the read and the lock).
- * Caller frees. */
+ * Caller frees with av_audit_domain_free() (NULL is a no-op), which frees
+ * its hostdevs. */
 AvAuditDomain *av_audit_domain_new(const char *uuid, const char *name, gint64 seen_at);
 void av_audit_domain_free(AvAuditDomain *domain);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(AvAuditDomain, av_audit_domain_free)
 
-/* Add a host device to @domain (arguments copied). */
+/* Add a host device to @domain, which owns it (the strings are copied). */
 void av_audit_domain_add_pci(AvAuditDomain *domain, const char *address);
 void av_audit_domain_add_mdev(AvAuditDomain *domain, const char *uuid);
 void av_audit_domain_add_usb(AvAuditDomain *domain, guint16 vendor, guint16 product, int bus, int device);
@@ -83,6 +84,8 @@ typedef enum {
     AV_AUDIT_UNRESOLVED,         /* a USB hostdev that names no device, or several: reported only */
 } AvAuditAction;
 
+/* "attached-outside", "violation", "detached-outside", "not-running",
+ * "changed", "unresolved"; static strings. */
 const char *av_audit_action_to_string(AvAuditAction action);
 
 /* What the audit found about one device. */
@@ -97,6 +100,7 @@ typedef struct {
     char *detail;                /* one sentence */
 } AvAuditFinding;
 
+/* Frees @finding and its strings; NULL is a no-op. */
 void av_audit_finding_free(AvAuditFinding *finding);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(AvAuditFinding, av_audit_finding_free)
 
