@@ -315,6 +315,21 @@ test_violation_missing(Fixture *f, gconstpointer data)
 }
 
 static void
+test_identity_problem(Fixture *f, gconstpointer data)
+{
+    AvPoolDevice *dev = add_pci(f, 1, AV_DEVICE_STATE_CLAIMED, UUID_D);
+
+    (void)data;
+    dev->identity_problem = g_strdup("its DSN changed while it was claimed");
+    add_domain(f, UUID_D, "d", 1, -1);
+    run_audit(f, NULL, NULL, AV_AUDIT_DEFAULT, NULL);
+    g_assert_cmpuint(f->findings->len, ==, 1);
+    g_assert_cmpint(finding(f, 0)->action, ==, AV_AUDIT_VIOLATION);
+    g_assert_cmpint(dev->state, ==, AV_DEVICE_STATE_QUARANTINED);
+    assert_idempotent(f);
+}
+
+static void
 test_scrub_vm(Fixture *f, gconstpointer data)
 {
     AvPoolDevice *dev = add_pci(f, 1, AV_DEVICE_STATE_SCRUBBING, UUID_E);
@@ -637,6 +652,7 @@ main(int argc, char **argv)
                fixture_tear_down);
     ADD("violation/quarantined", test_violation_quarantined);
     ADD("violation/missing", test_violation_missing);
+    ADD("violation/identity-problem", test_identity_problem);
     ADD("scrub-vm", test_scrub_vm);
     ADD("detached", test_detached);
     ADD("in-flight", test_in_flight);

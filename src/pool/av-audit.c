@@ -320,8 +320,11 @@ av_audit_named(const AvPool *pool, const AvAuditDomain *domain, const AvPoolDevi
         return;
     if (in_flight && in_flight(av_pool_state_dir(pool), dev->identity))
         return;
-    if (dev->state == AV_DEVICE_STATE_FREE ||
-        (dev->state == AV_DEVICE_STATE_CLAIMED && av_audit_owner_is(dev->owner, domain))) {
+    /* A device with an identity problem is never handed to anyone
+     * (av_pool_device_may_be_freed()): a violation, whatever its state. */
+    if (!dev->identity_problem &&
+        (dev->state == AV_DEVICE_STATE_FREE ||
+         (dev->state == AV_DEVICE_STATE_CLAIMED && av_audit_owner_is(dev->owner, domain)))) {
         AvAuditFinding *f = av_audit_note(findings, AV_AUDIT_ATTACHED_OUTSIDE, domain, dev,
                                           g_strdup_printf("%s got %s (%s) outside accelvirt while it was %s: "
                                                           "now in use by it", who, dev->identity,
