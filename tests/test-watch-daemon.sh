@@ -71,7 +71,8 @@ lv_stop() {
 # wait_for FILE PATTERN [COUNT]: up to 20 s for COUNT (1) lines with PATTERN.
 wait_for() {
     i=0
-    while [ "$(grep -c "$2" "$1" 2>/dev/null)" -lt "${3:-1}" ]; do
+    # (FILE may not exist yet: the shell of a background job opens it.)
+    while n=$(grep -c "$2" "$1" 2>/dev/null); [ "${n:-0}" -lt "${3:-1}" ]; do
         i=$((i + 1))
         [ $i -lt 200 ] || { echo "no ${3:-1} '$2' in $1:"; cat "$1"; return 1; }
         sleep 0.1
