@@ -176,10 +176,10 @@ av_cli_audit_has_usb(const GPtrArray *domains)
  * and let go before returning.  @all: @domains are all the running
  * domains; the pool is then reconciled with a whole scan first
  * (av_cli_open_synced_pool()), else only put right (av_cli_open_pool()),
- * so that the work of one domain's audit grows with the domain.  The
- * accelvirt-attach engineer's av_pool_attach_in_flight(state_dir,
- * identity) is to be passed as the in-flight predicate once it is merged:
- * until then no device is in flight.  Findings to *ret_findings (caller
+ * so that the work of one domain's audit grows with the domain.
+ * av_pool_attach_in_flight(state_dir, identity) of `accelvirt
+ * attach`/`detach` (branch attach) is to be passed as the in-flight
+ * predicate once it is merged: until then, NULL (no device is in flight).  Findings to *ret_findings (caller
  * frees).  The worker is asked for when devices became dirty. */
 static gboolean
 av_cli_audit_apply(const AvCli *cli, const AvRoot *root, const GPtrArray *domains, gboolean all, gboolean dry_run,
@@ -203,6 +203,7 @@ av_cli_audit_apply(const AvCli *cli, const AvRoot *root, const GPtrArray *domain
         pool = av_cli_open_pool(cli, root, AV_POOL_WRITE, error);
     if (!pool)
         return FALSE;
+    /* NULL: av_pool_attach_in_flight once branch attach is merged (above). */
     if (!av_pool_audit(pool, domains, usb, NULL, by, flags, ret_findings, &dirtied, error))
         return FALSE;
     if (dirtied)
@@ -382,8 +383,12 @@ av_watch_audit_pending(AvWatch *w)
         if (!domain)
             continue;
         g_ptr_array_add(domains, domain);
-        if (!av_watch_audit(w, domains, FALSE, &err))
-            av_watch_log("cannot audit domain %s: %s", (const char *)key, err->message);
+        if (av_watch_audit(w, domains, FALSE, &err))
+            continue;
+        av_watch_log("cannot audit domain %s: %s", (const char *)key, err->message);
+        /* The pool's lock held too long by another accelvirt: again soon. */
+        if (g_error_matches(err, AV_ERROR, AV_ERROR_BUSY))
+            g_hash_table_add(w->retry, g_strdup(key));
     }
 }
 
@@ -506,13 +511,16 @@ static void
 av_watch_sleep(guint seconds)
 {
     gboolean done = FALSE;
+    int timer = virEventAddTimeout((int)(seconds * 1000), av_watch_on_backoff, &done, NULL);
 
-    if (virEventAddTimeout((int)(seconds * 1000), av_watch_on_backoff, &done, NULL) < 0)
+    if (timer < 0)
         return;
     while (!done && !av_watch_quit)
         if (virEventRunDefaultImpl() < 0)
             break;
-    /* A signal ended the wait: the timer goes with the process. */
+    /* Ended by a signal: the timer must not outlive @done. */
+    if (!done)
+        virEventRemoveTimeout(timer);
 }
 
 static void
