@@ -35,6 +35,8 @@ static const AvCommand commands[] = {
     { "attach", av_cli_cmd_attach, "Hot-plug accelerators of a profile into a running domain (attach DOMAIN PROFILE)" },
     { "detach", av_cli_cmd_detach, "Hot-unplug a running domain's accelerators: dirty, then scrubbed (detach DOMAIN DEVICE)" },
     { "reconcile", av_cli_cmd_reconcile, "Put the pool right with the host and start the scrubs it owes" },
+    { "audit", av_cli_cmd_audit, "Compare running domains' live devices with the pool once (audit [--dry-run])" },
+    { "watch", av_cli_cmd_watch, "Keep the pool true at libvirt's device events (watch [--once]): a service" },
 };
 
 static void

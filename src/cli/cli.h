@@ -167,5 +167,7 @@ int av_cli_cmd_release(AvCli *cli, int argc, char **argv);
 int av_cli_cmd_reconcile(AvCli *cli, int argc, char **argv);
 int av_cli_cmd_attach(AvCli *cli, int argc, char **argv);
 int av_cli_cmd_detach(AvCli *cli, int argc, char **argv);
+int av_cli_cmd_audit(AvCli *cli, int argc, char **argv);
+int av_cli_cmd_watch(AvCli *cli, int argc, char **argv);
 
 G_END_DECLS

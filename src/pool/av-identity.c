@@ -218,3 +218,16 @@ av_pool_find_usb_device_at(const GPtrArray *usb, const char *identity, const cha
     }
     return NULL;
 }
+
+/* See av-pool.h. */
+AvPoolDevice *
+av_pool_find_usb(const AvPool *pool, const AvUsbDevice *usb)
+{
+    g_autofree char *identity = av_pool_identity_usb(usb);
+    g_autofree char *fallback = av_pool_identity_usb_fallback(usb);
+    AvPoolDevice *dev = av_pool_find(pool, identity);
+
+    if (!dev || dev->kind != AV_DEVICE_KIND_USB)
+        dev = av_pool_find(pool, fallback);
+    return dev && dev->kind == AV_DEVICE_KIND_USB ? dev : NULL;
+}

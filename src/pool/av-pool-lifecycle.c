@@ -241,6 +241,35 @@ av_pool_set_identity_problem(AvPool *pool, AvPoolDevice *dev, const char *proble
                                  "transition", extra, TRUE, error);
 }
 
+/* See av-pool-private.h. */
+gboolean
+av_pool_quarantine_force(AvPool *pool, AvPoolDevice *dev, const char *reason, json_t *extra, GError **error)
+{
+    g_autoptr(json_t) fields = extra ? json_deep_copy(extra) : json_object();
+
+    if (dev->state == AV_DEVICE_STATE_QUARANTINED) {
+        /* Already quarantined: the reason says the new news too. */
+        json_object_set_new(fields, "reason", json_string(reason));
+        json_object_set_new(fields, "previous_reason", av_json_string_or_null(dev->reason));
+        if (!av_pool_journal_device(pool, "quarantine-reason", dev, fields, error))
+            return FALSE;
+        g_free(dev->reason);
+        dev->reason = g_strdup(reason);
+        return TRUE;
+    }
+    if (dev->state != AV_DEVICE_STATE_MISSING)
+        return av_pool_transition_do(pool, dev, AV_DEVICE_STATE_QUARANTINED, NULL, reason, "transition", extra,
+                                     TRUE, error);
+    json_object_set_new(fields, "was", json_string(av_device_state_to_string(dev->state_before_missing)));
+    json_object_set_new(fields, "reason", json_string(reason));
+    if (!av_pool_journal_device(pool, "quarantined-while-missing", dev, fields, error))
+        return FALSE;
+    dev->state_before_missing = AV_DEVICE_STATE_QUARANTINED;
+    g_free(dev->reason_before_missing);
+    dev->reason_before_missing = g_strdup(reason);
+    return TRUE;
+}
+
 /* See av-pool.h. */
 gboolean
 av_pool_claim(AvPool *pool, AvPoolDevice *dev, const AvOwner *owner, gint64 expires, GError **error)

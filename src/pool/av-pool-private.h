@@ -112,6 +112,16 @@ gboolean av_transition_fail(const AvPoolDevice *dev, AvDeviceState to, GError **
  * (av_pool_device_may_be_freed()). */
 gboolean av_pool_set_identity_problem(AvPool *pool, AvPoolDevice *dev, const char *problem, GError **error);
 
+/* Quarantines @dev whatever its state, with @reason (copied), keeping its
+ * owner: a device a domain got behind the pool's back (av-audit.c), which
+ * only the operator's clear frees.  A missing device comes back
+ * quarantined ("quarantined-while-missing").  Journals "transition" (or
+ * that entry) with the members of @extra (borrowed, may be NULL).  A
+ * device already quarantined keeps its state and takes @reason
+ * ("quarantine-reason"). */
+gboolean av_pool_quarantine_force(AvPool *pool, AvPoolDevice *dev, const char *reason, json_t *extra,
+                                  GError **error);
+
 
 /* Makes the journal of @pool ready for appending, once per pool: reads its
  * tail (the last seq and the hash of the last line), ends a torn last line

@@ -437,6 +437,13 @@ const AvUsbDevice *av_pool_find_usb_device(const GPtrArray *usb, const char *ide
  * what the scrub methods act on.  Borrowed from @usb. */
 const AvUsbDevice *av_pool_find_usb_device_at(const GPtrArray *usb, const char *identity, const char *bus_path);
 
+/* The pool device that the USB device @usb presents: its own identity,
+ * else the port form the pool gives sticks sharing a serial
+ * (av_pool_identity_usb_fallback()); NULL when the pool has neither.
+ * Borrowed from @pool.  (hooks/hook-ops.c's av_hook_pooled_usb() is the
+ * same lookup.) */
+AvPoolDevice *av_pool_find_usb(const AvPool *pool, const AvUsbDevice *usb);
+
 /* TRUE when @identity is a USB identity as av_pool_identity_usb() and
  * av_pool_identity_usb_fallback() make them ("usb:" 4 hex ":" 4 hex, then
  * ":serial:" and printable characters other than quotes and backslashes,
