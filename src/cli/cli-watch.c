@@ -39,8 +39,7 @@
 #include "pool/av-audit.h"
 #include "util/av-error.h"
 #include "util/av-json.h"
-
-G_DEFINE_AUTOPTR_CLEANUP_FUNC(virDomain, virDomainFree)
+#include "vfio/av-kernel.h"
 
 /* How long watch waits before auditing again a domain whose devices changed
  * after its live XML was read, and the longest wait between two attempts to
@@ -177,10 +176,10 @@ av_cli_audit_has_usb(const GPtrArray *domains)
  * domains; the pool is then reconciled with a whole scan first
  * (av_cli_open_synced_pool()), else only put right (av_cli_open_pool()),
  * so that the work of one domain's audit grows with the domain.
- * av_pool_attach_in_flight(state_dir, identity) of `accelvirt
- * attach`/`detach` (branch attach) is to be passed as the in-flight
- * predicate once it is merged: until then, NULL (no device is in flight).  Findings to *ret_findings (caller
- * frees).  The worker is asked for when devices became dirty. */
+ * Devices `accelvirt attach`/`detach` have in flight
+ * (av_pool_attach_in_flight()) are left to them.  Findings to
+ * *ret_findings (caller frees).  The worker is asked for when devices
+ * became dirty. */
 static gboolean
 av_cli_audit_apply(const AvCli *cli, const AvRoot *root, const GPtrArray *domains, gboolean all, gboolean dry_run,
                    const char *by, GPtrArray **ret_findings, GError **error)
@@ -203,11 +202,17 @@ av_cli_audit_apply(const AvCli *cli, const AvRoot *root, const GPtrArray *domain
         pool = av_cli_open_pool(cli, root, AV_POOL_WRITE, error);
     if (!pool)
         return FALSE;
-    /* NULL: av_pool_attach_in_flight once branch attach is merged (above). */
-    if (!av_pool_audit(pool, domains, usb, NULL, by, flags, ret_findings, &dirtied, error))
+    if (!av_pool_audit(pool, domains, usb, av_pool_attach_in_flight, by, flags, ret_findings, &dirtied, error))
         return FALSE;
-    if (dirtied)
+    if (dirtied) {
+        g_autoptr(GError) hold_error = NULL;
+
+        /* Released devices held at once (their domain's QEMU let them
+         * go), not only at the worker's sweep. */
+        if (!av_pool_holds_sync(pool, root, av_kernel_ops_for(root), &hold_error))
+            g_printerr("accelvirt: warning: %s\n", hold_error->message);
         av_cli_want_worker();
+    }
     return TRUE;
 }
 
