@@ -1637,7 +1637,7 @@ av_hook_start(const AvHookConfig *config, const AvDomain *domain)
 
 /* --- release ------------------------------------------------------------------------ */
 
-/* "release end", after the release is saved: holds the IOMMU group of the
+/* "release end", before the release is saved: holds the IOMMU group of the
  * PCI device @dev that just became dirty (av-hold.h) when it is on
  * vfio-pci (a managed='yes' device is back on its host driver: the worker
  * binds it to vfio-pci for its scrub and holds it then), so that the kernel
@@ -1658,7 +1658,7 @@ av_hook_release_hold(const AvHookConfig *config, AvPool *pool, AvPoolDevice *dev
     driver = av_vfio_current_driver(config->root, dev->address);
     if (g_strcmp0(driver, "vfio-pci") != 0)
         return FALSE;
-    if (av_hold_take(config->root, config->ops, config->state_dir, dev->iommu_group, dev->address, &error))
+    if (av_hold_take_quick(config->root, config->ops, config->state_dir, dev->iommu_group, dev->address, &error))
         return FALSE;
     if (!g_error_matches(error, AV_ERROR, AV_ERROR_BUSY)) {
         /* Not held, still dirty: the worker's sweep tries again. */
@@ -1713,25 +1713,48 @@ av_hook_release(const AvHookConfig *config, const char *domain_uuid, const char 
     if (!av_pool_release_owner(pool, domain_uuid, domain_name, "hook", released, &error))
         return av_hook_refusef("cannot release the devices of domain '%s': %s", quoted, error->message);
     av_hook_test_stop(config, "release-journalled");
-    if (released->len > 0 && !av_pool_save(pool, &error))
-        return av_hook_refusef("cannot release the devices of domain '%s': %s", quoted, error->message);
-    av_pool_release_mark_done(g_steal_pointer(&mark));
+    /* Held before the save that makes them dirty: killed in between, a
+     * device is still in use on disk with a hold the next sweep drops, never
+     * dirty without one.  A device this domain got behind accelvirt's back
+     * (dirty or quarantined, another's) and left now is held too: its
+     * group is free again (a quick try, EBUSY is not named: the work of the
+     * hook grows with the domain). */
     held_changed = FALSE;
     for (guint i = 0; i < av_pool_devices(pool)->len; i++) {
         AvPoolDevice *dev = g_ptr_array_index(av_pool_devices(pool), i);
         g_autofree char *what = NULL;
+        gboolean mine = dev->state == AV_DEVICE_STATE_DIRTY && dev->owner &&
+                        (domain_uuid ? g_strcmp0(dev->owner->domain_uuid, domain_uuid)
+                                     : g_strcmp0(dev->owner->domain_name, domain_name)) == 0;
 
-        if (dev->state != AV_DEVICE_STATE_DIRTY || !dev->owner ||
+        if (!mine) {
+            g_autoptr(GError) ignored = NULL;
+            g_autofree char *driver = NULL;
+
+            if (!av_pool_device_wants_hold(dev) || dev->state == AV_DEVICE_STATE_SCRUBBING)
+                continue;
+            driver = av_vfio_current_driver(config->root, dev->address);
+            if (g_strcmp0(driver, "vfio-pci") == 0)
+                av_hold_take_quick(config->root, config->ops, config->state_dir, dev->iommu_group, dev->address,
+                                   &ignored);
+            continue;
+        }
+        what = av_hook_describe_device(dev);
+        g_string_append_printf(summary, "%s%s", summary->len ? ", " : "", what);
+        if (av_hook_release_hold(config, pool, dev))
+            held_changed = TRUE;
+    }
+    if ((released->len > 0 || held_changed) && !av_pool_save(pool, &error))
+        return av_hook_refusef("cannot release the devices of domain '%s': %s", quoted, error->message);
+    av_pool_release_mark_done(g_steal_pointer(&mark));
+    for (guint i = 0; i < av_pool_devices(pool)->len; i++) {
+        AvPoolDevice *dev = g_ptr_array_index(av_pool_devices(pool), i);
+
+        if (dev->state != AV_DEVICE_STATE_DIRTY || dev->kind != AV_DEVICE_KIND_MDEV || !dev->created || !dev->owner ||
             (domain_uuid ? g_strcmp0(dev->owner->domain_uuid, domain_uuid)
                          : g_strcmp0(dev->owner->domain_name, domain_name)) != 0)
             continue;
-        what = av_hook_describe_device(dev);
-        g_string_append_printf(summary, "%s%s", summary->len ? ", " : "", what);
-        if (av_hook_release_hold(config, pool, dev)) {
-            held_changed = TRUE;
-            continue;
-        }
-        if (dev->kind == AV_DEVICE_KIND_MDEV && dev->created) {
+        {
             g_autoptr(GError) local = NULL;
             const char *uuid = dev->identity + strlen("mdev:");
 
@@ -1741,12 +1764,6 @@ av_hook_release(const AvHookConfig *config, const char *domain_uuid, const char 
             else
                 av_hook_log(LOG_INFO, "removed mdev %s", uuid);
         }
-    }
-    if (held_changed && !av_pool_save(pool, &error)) {
-        /* Still dirty on disk, never free: the worker's scrub finds the
-         * group held (av_scrub_group_released()). */
-        av_hook_log(LOG_ERR, "cannot save the quarantine of a device held elsewhere: %s", error->message);
-        g_clear_error(&error);
     }
     if (summary->len > 0)
         av_hook_log(LOG_INFO, "release: dirty, waiting for their scrub: %s", summary->str);

@@ -1700,8 +1700,8 @@ check "  ... freed, a QEMU may open the group (once the driver is vfio-pci again
 check "a group some process has open at release end: the device is quarantined with the reason, never freed" \
     eval "accepted '$W/vm1.xml' vm1 prepare begin - && grab 40 && accepted '$W/vm1.xml' vm1 release end - && status && st_of quarantined && json '$W/st.json' \"'open in another process' in [x['reason'] for x in d['devices'] if x['address'] == '0000:17:00.0'][0]\" && [ ! -e '$W/state/holds/40.json' ] && grep -q '\"to\": *\"quarantined\"' '$W/state/journal.jsonl' && verify"
 ungrab "$W/grab.pid"
-check "  ... once that process is gone, reconcile holds the quarantined device; quarantine clear frees it and drops the hold" \
-    eval "hst reconcile >/dev/null && H3=\$(holder 40) && is_holder \"\$H3\" && hst quarantine clear 0000:17:00.0 >/dev/null && gone \"\$H3\" && [ ! -e '$W/state/holds/40.json' ] && status && st_of free"
+check "  ... once that process is gone, reconcile holds the quarantined device; quarantine clear refuses it (unscrubbed) until a scrub by hand passes, then frees it and drops the hold" \
+    eval "hst reconcile >/dev/null && H3=\$(holder 40) && is_holder \"\$H3\" && ! hst quarantine clear 0000:17:00.0 >'$W/clear.out' 2>&1 && grep -q \"no scrub has cleared it since.*run 'accelvirt scrub 0000:17:00.0' first\" '$W/clear.out' && status && st_of quarantined && hst scrub 0000:17:00.0 >/dev/null && hst quarantine clear 0000:17:00.0 >/dev/null && gone \"\$H3\" && [ ! -e '$W/state/holds/40.json' ] && status && st_of free"
 check "a command step keeps the hold: a process trying to open the group meanwhile is refused, the program gets the held group file as fd 3 (ACCELVIRT_SCRUB_VFIO_GROUP_FD=3), the device is freed" \
     eval "accepted '$W/vm1.xml' vm1 prepare begin - && accepted '$W/vm1.xml' vm1 release end - && echo '$W/host/dev/vfio/40' >'$W/scrub.log.grab' && worker; rm -f '$W/scrub.log.grab'; [ \"\$(cat '$W/scrub.log.grab.pid')\" = busy ] && grep -qx 'fd3=$W/host/dev/vfio/40 env=3' '$W/scrub.log' && status && st_of free"
 ungrab "$W/scrub.log.grab.pid"

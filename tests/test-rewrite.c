@@ -394,6 +394,72 @@ test_golden(gconstpointer data)
         g_test_message("libvirt's schemas are not installed: not checked against them");
 }
 
+/* av_domain_hotplug_fill() on a q35 domain as libvirt defined it: its
+ * xHCI, which had no address, went into the first of the two ports a
+ * rewrite reserved (bus 0x01); one more port, the next index and alias,
+ * makes two empty again; a second fill adds none.  A port a device sits
+ * behind is kept by a rewrite; i440fx gets none. */
+static void
+test_hotplug_fill(void)
+{
+    static const char defined[] =
+        "<domain type='kvm'>\n"
+        "  <name>hp</name>\n"
+        "  <metadata>\n"
+        "    <av:accelerators xmlns:av=\"urn:accelvirt:domain:1\">\n"
+        "      <av:hotplug slots=\"2\"/>\n"
+        "    </av:accelerators>\n"
+        "  </metadata>\n"
+        "  <os>\n"
+        "    <type arch='x86_64' machine='pc-q35-7.2'>hvm</type>\n"
+        "  </os>\n"
+        "  <devices>\n"
+        "    <controller type='usb' index='0' model='qemu-xhci'>\n"
+        "      <address type='pci' domain='0x0000' bus='0x01' slot='0x00' function='0x0'/>\n"
+        "    </controller>\n"
+        "    <controller type='pci' index='0' model='pcie-root'/>\n"
+        "    <controller type='pci' index='1' model='pcie-root-port'>\n"
+        "      <alias name='ua-accelvirt-hotplug0'/>\n"
+        "      <address type='pci' domain='0x0000' bus='0x00' slot='0x01' function='0x0'/>\n"
+        "    </controller>\n"
+        "    <controller type='pci' index='2' model='pcie-root-port'>\n"
+        "      <alias name='ua-accelvirt-hotplug1'/>\n"
+        "      <address type='pci' domain='0x0000' bus='0x00' slot='0x01' function='0x1'/>\n"
+        "    </controller>\n"
+        "  </devices>\n"
+        "</domain>\n";
+    g_autoptr(GError) err = NULL;
+    g_autofree char *filled = NULL;
+    g_autofree char *again = NULL;
+    g_autofree char *unplaced = NULL;
+    g_autofree char *pc = NULL;
+    g_autofree char *pc_filled = NULL;
+    guint added = 99;
+
+    filled = av_domain_hotplug_fill(defined, strlen(defined), &added, &err);
+    g_assert_no_error(err);
+    g_assert_cmpuint(added, ==, 1);
+    g_assert_nonnull(strstr(filled, "<controller type=\"pci\" index=\"3\" model=\"pcie-root-port\">\n"
+                                    "      <alias name=\"ua-accelvirt-hotplug2\"/>"));
+    again = av_domain_hotplug_fill(filled, strlen(filled), &added, &err);
+    g_assert_no_error(err);
+    g_assert_cmpuint(added, ==, 0);
+    assert_same("a second fill", filled, again);
+    /* unplace: the empty ports go, the one the xHCI sits behind stays */
+    unplaced = av_domain_unplace(filled, strlen(filled), &err);
+    g_assert_no_error(err);
+    g_assert_nonnull(strstr(unplaced, "ua-accelvirt-hotplug0"));
+    g_assert_null(strstr(unplaced, "ua-accelvirt-hotplug1"));
+    g_assert_null(strstr(unplaced, "ua-accelvirt-hotplug2"));
+    /* i440fx: nothing to add */
+    pc = g_strdup(defined);
+    memcpy(strstr(pc, "pc-q35-7.2"), "pc-i440fx", strlen("pc-i440fx"));
+    pc_filled = av_domain_hotplug_fill(pc, strlen(pc), &added, &err);
+    g_assert_no_error(err);
+    g_assert_cmpuint(added, ==, 0);
+    assert_same("i440fx", pc, pc_filled);
+}
+
 /* Specific facts of some golden outputs, so that a regenerated file that
  * lost them fails. */
 static void
@@ -1162,6 +1228,7 @@ main(int argc, char **argv)
         g_test_add_data_func(path, &cases[i], test_golden);
     }
     g_test_add_func("/rewrite/golden-facts", test_golden_facts);
+    g_test_add_func("/rewrite/hotplug-fill", test_hotplug_fill);
     g_test_add_func("/rewrite/remap-usb-numbers", test_remap_usb_numbers);
     g_test_add_func("/rewrite/hide-user-choice", test_hide_user_choice);
     g_test_add_func("/rewrite/empty-placement", test_empty_placement);

@@ -1829,17 +1829,18 @@ av_detach_release(const AvCli *cli, const AvRoot *root, const char *uuid, const 
     }
     if (json_array_size(ids) == 0)
         return TRUE;
-    if (!av_pool_journal_append(pool, "detach", fields, error) || !av_pool_save(pool, error))
-        return FALSE;
-    /* Held at once (QEMU let the group go with the device), not only when
-     * the worker's sweep comes: from here the kernel refuses the device to
-     * any other domain until its scrub is done. */
+    /* Held at once (QEMU let the group go with the device), before the
+     * save that makes them dirty, not only when the worker's sweep comes:
+     * from here the kernel refuses the device to any other domain until
+     * its scrub is done. */
     {
         g_autoptr(GError) hold_error = NULL;
 
         if (!av_pool_holds_sync(pool, root, av_kernel_ops_for(root), &hold_error))
             fprintf(stderr, "accelvirt: warning: %s\n", hold_error->message);
     }
+    if (!av_pool_journal_append(pool, "detach", fields, error) || !av_pool_save(pool, error))
+        return FALSE;
     av_cli_want_worker();
     return TRUE;
 }

@@ -352,6 +352,8 @@ av_cli_cmd_rewrite(AvCli *cli, int argc, char **argv)
     return AV_EXIT_OK;
 }
 
+static gboolean av_cli_hotplug_fill(virConnect *conn, virDomain **dom, GError **error);
+
 int
 av_cli_cmd_define(AvCli *cli, int argc, char **argv)
 {
@@ -402,12 +404,48 @@ av_cli_cmd_define(AvCli *cli, int argc, char **argv)
     }
     if (!av_pool_save(pool, &err))
         return av_cli_fail(err);
+    if (!av_cli_hotplug_fill(conn, &dom, &err))
+        return av_cli_fail(err);
     parsed = av_domain_parse(placed, strlen(placed), NULL);
     if (cli->json)
         av_cli_print_json(av_cli_placement_json(parsed ? parsed->name : "?", uuid, placement));
     else
         av_cli_print_placement("defined", parsed ? parsed->name : "?", uuid, placement);
     return AV_EXIT_OK;
+}
+
+/* After libvirt defined *@dom: the empty root ports its <av:hotplug
+ * slots="N"/> asks for, counted in the definition as libvirt wrote it
+ * (libvirt put the devices that had no address in the first free ports),
+ * and the ports lacking added and defined again (av_domain_hotplug_fill()),
+ * until N are empty (a few rounds at most: a port added after libvirt's
+ * placement stays empty).  *@dom is the domain as defined last. */
+static gboolean
+av_cli_hotplug_fill(virConnect *conn, virDomain **dom, GError **error)
+{
+    for (guint round = 0; round < 4; round++) {
+        g_autofree char *xml = virDomainGetXMLDesc(*dom, VIR_DOMAIN_XML_INACTIVE | VIR_DOMAIN_XML_SECURE);
+        g_autofree char *filled = NULL;
+        virDomain *redefined;
+        guint added = 0;
+
+        if (!xml)
+            return av_cli_virt_error(error, "cannot read the defined domain back for its hot-plug ports");
+        filled = av_domain_hotplug_fill(xml, strlen(xml), &added, error);
+        if (!filled)
+            return FALSE;
+        if (added == 0)
+            return TRUE;
+        redefined = virDomainDefineXML(conn, filled);
+        if (!redefined)
+            return av_cli_virt_error(error, "libvirt refused the domain with its hot-plug ports");
+        virDomainFree(*dom);
+        *dom = redefined;
+    }
+    g_set_error(error, AV_ERROR, AV_ERROR_FAILED,
+                "the domain is defined, but libvirt keeps filling the empty root ports <av:hotplug> asks for; "
+                "give its devices PCI addresses and define it again");
+    return FALSE;
 }
 
 /* TRUE when every device the placement of @domain names is still free or
@@ -587,6 +625,8 @@ av_cli_cmd_start(AvCli *cli, int argc, char **argv)
                 av_cli_virt_error(&err, "libvirt refused the re-placed domain");
                 return av_cli_fail(err);
             }
+            if (!av_cli_hotplug_fill(conn, &redefined, &err))
+                return av_cli_fail(err);
             if (!cli->json)
                 av_cli_print_placement("re-placed", domain->name, domain->uuid, placement);
             replaced = TRUE;

@@ -405,6 +405,12 @@ av_cli_cmd_scrub(AvCli *cli, int argc, char **argv)
         result = "quarantined";
         /* No transition clears them. */
         av_pool_scrub_token_clear(dev);
+        /* What a domain left in it is cleared now: `quarantine clear` may
+         * give it back (av_pool_clear_quarantine()). */
+        if (!failure && dev->unscrubbed) {
+            dev->unscrubbed = FALSE;
+            json_object_set_new(extra, "unscrubbed_cleared", json_true());
+        }
     } else if (dev->state != AV_DEVICE_STATE_SCRUBBING) {
         g_set_error(&err, AV_ERROR, AV_ERROR_STATE, "device %s is %s, no longer scrubbing; its scrub is not recorded",
                     identity, av_device_state_to_string(dev->state));

@@ -631,6 +631,54 @@ alias_is_hotplug(const xmlNode *controller)
     return name && g_str_has_prefix(name, AV_REWRITE_HOTPLUG_ALIAS_PREFIX);
 }
 
+/* The bus number a <controller type='pci' index='N'> gives the devices
+ * behind it (N), or -1 when it has no readable index. */
+static int
+controller_bus(const xmlNode *controller)
+{
+    g_autofree char *index = av_domain_prop(controller, "index");
+    guint v = 0;
+
+    if (!index || !decimal_parse(index, 255, &v))
+        return -1;
+    return (int)v;
+}
+
+/* Whether a device of @devices sits behind the PCI controller @port: an
+ * <address type='pci' bus='N'/> (hex as libvirt writes it, or decimal) of
+ * the port's index.  A device without an address sits nowhere yet (libvirt
+ * places it when it defines the domain, in the first free port). */
+static gboolean
+port_is_used(const xmlNode *devices, const xmlNode *port)
+{
+    int bus = controller_bus(port);
+
+    if (bus < 0)
+        return TRUE;    /* cannot tell: treated as used, never removed */
+    for (const xmlNode *d = devices->children; d; d = d->next) {
+        xmlNode *address;
+        g_autofree char *type = NULL;
+        g_autofree char *b = NULL;
+        guint64 v = 0;
+
+        if (d->type != XML_ELEMENT_NODE || d == port)
+            continue;
+        address = av_domain_child_first(d, "address", NULL);
+        if (!address)
+            continue;
+        type = av_domain_prop(address, "type");
+        b = av_domain_prop(address, "bus");
+        if (g_strcmp0(type, "pci") != 0 || !b)
+            continue;
+        if (!(g_str_has_prefix(b, "0x") ? g_ascii_string_to_unsigned(b + 2, 16, 0, 255, &v, NULL)
+                                        : g_ascii_string_to_unsigned(b, 10, 0, 255, &v, NULL)))
+            continue;
+        if ((int)v == bus)
+            return TRUE;
+    }
+    return FALSE;
+}
+
 /* Removes the children @name of @parent; TRUE when there was one. */
 static gboolean
 remove_children(xmlNode *parent, const char *name)
@@ -685,7 +733,7 @@ strip(xmlNode *root, gboolean *ret_changed, GError **error)
         for (xmlNode *c = devices->children; c; c = next_dev) {
             next_dev = c->next;
             if ((av_domain_is_elem(c, "hostdev", NULL) && alias_is_ours(c)) ||
-                (av_domain_is_elem(c, "controller", NULL) && alias_is_hotplug(c))) {
+                (av_domain_is_elem(c, "controller", NULL) && alias_is_hotplug(c) && !port_is_used(devices, c))) {
                 remove_node(c);
                 removed = TRUE;
             }
@@ -1154,32 +1202,50 @@ pci_controller_next_index(const xmlNode *devices)
     return next;
 }
 
-/* <av:hotplug slots="N"/> on a q35 machine: N empty pcie-root-ports, each
- * <controller type='pci' index='I' model='pcie-root-port'> with the alias
- * AV_REWRITE_HOTPLUG_ALIAS_PREFIX "K", after the domain's last controller
- * (KubeVirt's placeholder ports: q35's root complex takes no hot-plugged
- * device, every hot-plugged PCIe device needs an empty root port).  Other
- * machines get nothing. */
-static void
+/* <av:hotplug slots="N"/> on a q35 machine: at least N empty
+ * pcie-root-ports (no device's address names their bus), since q35's root
+ * complex takes no hot-plugged device and every hot-plugged PCIe device
+ * needs an empty root port (KubeVirt reserves such placeholder ports too).
+ * Adds the ports lacking, each <controller type='pci' index='I'
+ * model='pcie-root-port'> with the alias AV_REWRITE_HOTPLUG_ALIAS_PREFIX
+ * "K" (K after the highest already there), after the domain's last
+ * controller.  Other machines get nothing.  Returns how many it added. */
+static guint
 write_hotplug(xmlNode *root, guint slots, const char *unit)
 {
     xmlNode *devices;
     xmlNode *after = NULL;
-    guint index;
+    guint index, empty = 0, next_alias = 0, added = 0;
 
     if (!machine_is_q35(root))
-        return;
+        return 0;
     devices = ensure_child(root, "devices", domain_order, unit);
+    if (!devices)
+        return 0;
     index = pci_controller_next_index(devices);
-    for (xmlNode *c = devices ? devices->children : NULL; c; c = c->next) {
-        if (av_domain_is_elem(c, "controller", NULL))
-            after = c;
+    for (xmlNode *c = devices->children; c; c = c->next) {
+        g_autofree char *model = NULL;
+
+        if (!av_domain_is_elem(c, "controller", NULL))
+            continue;
+        after = c;
+        model = av_domain_prop(c, "model");
+        if (g_strcmp0(model, "pcie-root-port") == 0 && !port_is_used(devices, c))
+            empty++;
+        if (alias_is_hotplug(c)) {
+            xmlNode *alias = av_domain_child_first(c, "alias", NULL);
+            g_autofree char *name = av_domain_prop(alias, "name");
+            guint k = 0;
+
+            if (decimal_parse(name + strlen(AV_REWRITE_HOTPLUG_ALIAS_PREFIX), 1000, &k) && k + 1 > next_alias)
+                next_alias = k + 1;
+        }
     }
-    for (guint k = 0; k < slots; k++) {
+    for (; empty + added < slots; added++) {
         xmlNode *controller = new_elem(root->doc, NULL, "controller");
         xmlNode *alias;
-        g_autofree char *index_s = g_strdup_printf("%u", index + k);
-        g_autofree char *alias_s = g_strdup_printf(AV_REWRITE_HOTPLUG_ALIAS_PREFIX "%u", k);
+        g_autofree char *index_s = g_strdup_printf("%u", index + added);
+        g_autofree char *alias_s = g_strdup_printf(AV_REWRITE_HOTPLUG_ALIAS_PREFIX "%u", next_alias + added);
 
         set_prop(controller, "type", "pci");
         set_prop(controller, "index", index_s);
@@ -1192,6 +1258,32 @@ write_hotplug(xmlNode *root, guint slots, const char *unit)
             insert_last(devices, controller, unit);
         after = controller;
     }
+    return added;
+}
+
+char *
+av_domain_hotplug_fill(const char *xml, gsize len, guint *ret_added, GError **error)
+{
+    g_autoptr(GPtrArray) requests = NULL;
+    g_autofree char *unit = NULL;
+    xmlDoc *doc = av_domain_xml_read(xml, len, error);
+    xmlNode *root;
+    guint hotplug = 0, added = 0;
+    char *out = NULL;
+
+    if (!doc)
+        return NULL;
+    root = domain_root(doc, error);
+    if (root && requests_parse(accelerators_find(root), &requests, &hotplug, error)) {
+        unit = doc_unit(root);
+        if (hotplug > 0)
+            added = write_hotplug(root, hotplug, unit);
+        out = added > 0 ? doc_serialize(doc, has_declaration(xml, len), error) : g_strndup(xml, len);
+        if (out)
+            *ret_added = added;
+    }
+    xmlFreeDoc(doc);
+    return out;
 }
 
 char *

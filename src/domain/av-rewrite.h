@@ -14,10 +14,12 @@
  *   - when a profile says hide_hypervisor: <features><kvm><hidden
  *     state='on'/></kvm><hyperv><vendor_id state='on' value='...'/></hyperv>
  *     (seed 004: drivers that refuse to run in a VM);
- *   - for <av:hotplug slots="N"/> on a q35 machine: N empty
+ *   - for <av:hotplug slots="N"/> on a q35 machine: as many
  *     <controller type='pci' model='pcie-root-port'>s with aliases
- *     "ua-accelvirt-hotplugK", room for `accelvirt attach` (other machines:
- *     nothing, their root bus has hot-plug slots);
+ *     "ua-accelvirt-hotplugK" as it takes for N empty root ports, room for
+ *     `accelvirt attach` (other machines: nothing, their root bus has
+ *     hot-plug slots; a rewrite removes only those of its ports that no
+ *     device sits behind);
  *   - the placement itself, in the accelvirt metadata:
  *       <av:accelerators xmlns:av="urn:accelvirt:domain:1">
  *         <av:request .../>                       (kept as the user wrote them)
@@ -79,6 +81,16 @@ GPtrArray *av_domain_requests_full(const char *xml, gsize len, guint *ret_hotplu
  * Returns the new document (caller frees) or NULL with @error set. */
 char *av_domain_rewrite(const char *xml, gsize len, const AvPlacement *placement,
                         const AvPolicy *policy, GError **error);
+
+/* For `accelvirt define`: @xml as libvirt defined it (every device with
+ * the address libvirt gave it) with the empty pcie-root-ports its
+ * <av:hotplug slots="N"/> lacks added: libvirt puts a device without an
+ * address (a USB controller, a disk, a NIC) in the first free root port,
+ * so the ports a rewrite reserved may be taken by the time the domain is
+ * defined.  Counts every pcie-root-port that no device's address names;
+ * adds (aliases ua-accelvirt-hotplugK) up to N.  *ret_added says how many
+ * (0: @xml back unchanged).  Caller frees. */
+char *av_domain_hotplug_fill(const char *xml, gsize len, guint *ret_added, GError **error);
 
 /* Removes everything an earlier placement wrote (hostdevs with ua-accelvirt
  * aliases, the pinning and numatune it wrote, the hidden features it wrote,

@@ -168,6 +168,10 @@ av_pool_transition_do(AvPool *pool, AvPoolDevice *dev, AvDeviceState to, const A
     else
         dev->state_before_missing = AV_DEVICE_STATE_FREE;
     dev->state = to;
+    /* Only a quarantine keeps the data a domain left; missing keeps it for
+     * when the device comes back quarantined. */
+    if (to != AV_DEVICE_STATE_QUARANTINED && to != AV_DEVICE_STATE_MISSING)
+        dev->unscrubbed = FALSE;
     av_owner_free(dev->owner);
     dev->owner = g_steal_pointer(&new_owner);
     g_free(dev->reason);
@@ -212,8 +216,11 @@ av_pool_quarantine_unscrubbed(AvPool *pool, AvPoolDevice *dev, const char *reaso
         dev->state != AV_DEVICE_STATE_QUARANTINED)
         return av_transition_fail(dev, AV_DEVICE_STATE_QUARANTINED, error);
     json_object_set_new(extra, "unscrubbed", json_true());
-    return av_pool_transition_do(pool, dev, AV_DEVICE_STATE_QUARANTINED, NULL, reason, "transition", extra, TRUE,
-                                 error);
+    if (!av_pool_transition_do(pool, dev, AV_DEVICE_STATE_QUARANTINED, NULL, reason, "transition", extra, TRUE,
+                               error))
+        return FALSE;
+    dev->unscrubbed = TRUE;
+    return TRUE;
 }
 
 /* See av-pool-private.h. */
@@ -255,11 +262,16 @@ av_pool_quarantine_force(AvPool *pool, AvPoolDevice *dev, const char *reason, js
             return FALSE;
         g_free(dev->reason);
         dev->reason = g_strdup(reason);
+        dev->unscrubbed = TRUE;
         return TRUE;
     }
-    if (dev->state != AV_DEVICE_STATE_MISSING)
-        return av_pool_transition_do(pool, dev, AV_DEVICE_STATE_QUARANTINED, NULL, reason, "transition", extra,
-                                     TRUE, error);
+    if (dev->state != AV_DEVICE_STATE_MISSING) {
+        if (!av_pool_transition_do(pool, dev, AV_DEVICE_STATE_QUARANTINED, NULL, reason, "transition", extra,
+                                   TRUE, error))
+            return FALSE;
+        dev->unscrubbed = TRUE;
+        return TRUE;
+    }
     json_object_set_new(fields, "was", json_string(av_device_state_to_string(dev->state_before_missing)));
     json_object_set_new(fields, "reason", json_string(reason));
     if (!av_pool_journal_device(pool, "quarantined-while-missing", dev, fields, error))
@@ -472,6 +484,13 @@ av_pool_clear_quarantine(AvPool *pool, AvPoolDevice *dev, const AvRoot *root, co
 
     if (dev->state != AV_DEVICE_STATE_QUARANTINED)
         return av_transition_fail(dev, AV_DEVICE_STATE_FREE, error);
+    if (dev->unscrubbed) {
+        g_set_error(error, AV_ERROR, AV_ERROR_UNSAFE,
+                    "device %s (%s) holds what a domain left in it and no scrub has cleared it since (%s); run "
+                    "'accelvirt scrub %s' first (it stays quarantined), then clear it", address, dev->identity,
+                    dev->reason ? dev->reason : "quarantined", address);
+        return FALSE;
+    }
     profile = dev->profile ? av_policy_find(policy, dev->profile) : NULL;
     if (!profile) {
         g_set_error(error, AV_ERROR, AV_ERROR_POLICY,

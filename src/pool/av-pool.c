@@ -319,6 +319,8 @@ av_pool_device_to_json(const AvPoolDevice *dev)
         json_object_set_new(obj, "scrub_domain", json_string(dev->scrub_domain));
     if (dev->identity_problem)
         json_object_set_new(obj, "identity_problem", json_string(dev->identity_problem));
+    if (dev->unscrubbed)
+        json_object_set_new(obj, "unscrubbed", json_true());
     if (dev->last_scrub)
         json_object_set(obj, "last_scrub", dev->last_scrub);
     return obj;
@@ -653,7 +655,7 @@ av_pool_load_device(const AvPoolLoad *ld, json_t *obj, guint index, GError **err
         "reason_before_missing", "original_driver", "numa_node", "iommu_group", NULL
     };
     static const char *const optional[] = { "companions", "created", "rom_sha256", "scrub_token", "scrub_domain",
-                                            "identity_problem", "last_scrub", NULL };
+                                            "identity_problem", "last_scrub", "unscrubbed", NULL };
     g_autofree char *jpath = g_strdup_printf("devices/%u", index);
     g_autofree char *owner_path = g_strdup_printf("devices/%u/owner", index);
     g_autofree char *kind = NULL;
@@ -739,6 +741,16 @@ av_pool_load_device(const AvPoolLoad *ld, json_t *obj, guint index, GError **err
     }
     if (!av_pool_load_scrub(ld, obj, jpath, dev, error) || !av_pool_load_last_scrub(ld, obj, jpath, dev, error))
         return NULL;
+    if (json_object_get(obj, "unscrubbed")) {
+        g_autofree char *sub = g_strdup_printf("%s/unscrubbed", jpath);
+        AvDeviceState state = dev->state == AV_DEVICE_STATE_MISSING ? dev->state_before_missing : dev->state;
+
+        if (!json_is_true(json_object_get(obj, "unscrubbed")))
+            return av_pool_load_fail(ld, error, sub, "expected true (it is left out when not set)"), NULL;
+        if (state != AV_DEVICE_STATE_QUARANTINED)
+            return av_pool_load_fail(ld, error, sub, "only a quarantined device is 'unscrubbed'"), NULL;
+        dev->unscrubbed = TRUE;
+    }
     if (json_object_get(obj, "identity_problem")) {
         AvDeviceState state = dev->state == AV_DEVICE_STATE_MISSING ? dev->state_before_missing : dev->state;
 

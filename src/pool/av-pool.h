@@ -130,6 +130,11 @@ typedef struct {
                                   * freed, claimed or used: it ends quarantined with this reason, and
                                   * only the operator's quarantine clear drops it.  In pool.json
                                   * ("identity_problem") only when set */
+    gboolean unscrubbed;         /* quarantined with data a domain left that no scrub has cleared since
+                                  * (its group was open elsewhere at its release, a domain got it behind
+                                  * accelvirt's back): `quarantine clear` refuses it until a scrub by hand
+                                  * (`accelvirt scrub`) passes.  In pool.json ("unscrubbed") only when set;
+                                  * dropped by every move to free */
     char *scrub_domain;          /* with the token: the UUID the scrub VM's domain must have; kept
                                   * after the token is consumed, while the scrub runs ("scrub_domain").
                                   * Both are cleared by every transition but to missing and back */

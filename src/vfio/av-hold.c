@@ -336,10 +336,53 @@ av_hold_stop(const AvHold *hold, int sig, int wait_ms)
     return TRUE;
 }
 
+/* TRUE when the PCI device @address is in IOMMU group @group now (its
+ * sysfs "iommu_group" link, Documentation/ABI/testing/sysfs-kernel-
+ * iommu_groups); else FALSE with AV_ERROR_UNSAFE naming both. */
+static gboolean
+av_hold_group_is_current(const AvRoot *root, int group, const char *address, GError **error)
+{
+    g_autofree char *link = av_sys_path("bus/pci/devices/%s/iommu_group", address);
+    g_autofree char *name = NULL;
+    guint64 now = 0;
+
+    if (av_root_link_name(root, link, &name) < 0 || !g_ascii_string_to_unsigned(name, 10, 0, G_MAXINT, &now, NULL)) {
+        g_set_error(error, AV_ERROR, AV_ERROR_UNSAFE,
+                    "cannot hold IOMMU group %d of '%s': the device has no IOMMU group now; nothing held "
+                    "('accelvirt reconcile' puts the pool right)", group, address);
+        return FALSE;
+    }
+    if ((int)now != group) {
+        g_set_error(error, AV_ERROR, AV_ERROR_UNSAFE,
+                    "cannot hold IOMMU group %d of '%s': the device is in IOMMU group %d now; nothing held "
+                    "('accelvirt reconcile' puts the pool right)", group, address, (int)now);
+        return FALSE;
+    }
+    return TRUE;
+}
+
+static gboolean av_hold_take_full(const AvRoot *root, const AvKernelOps *ops, const char *state_dir, int group,
+                                  const char *address, gboolean name_holder, GError **error);
+
 /* See av-hold.h. */
 gboolean
 av_hold_take(const AvRoot *root, const AvKernelOps *ops, const char *state_dir, int group, const char *address,
              GError **error)
+{
+    return av_hold_take_full(root, ops, state_dir, group, address, TRUE, error);
+}
+
+/* See av-hold.h. */
+gboolean
+av_hold_take_quick(const AvRoot *root, const AvKernelOps *ops, const char *state_dir, int group,
+                   const char *address, GError **error)
+{
+    return av_hold_take_full(root, ops, state_dir, group, address, FALSE, error);
+}
+
+static gboolean
+av_hold_take_full(const AvRoot *root, const AvKernelOps *ops, const char *state_dir, int group, const char *address,
+                  gboolean name_holder, GError **error)
 {
     g_autofree char *dir = av_hold_dir(state_dir);
     g_autofree char *path = av_hold_path(state_dir, group);
@@ -359,6 +402,11 @@ av_hold_take(const AvRoot *root, const AvKernelOps *ops, const char *state_dir, 
         g_set_error(error, AV_ERROR, AV_ERROR_FAILED, "the '%s' kernel table cannot open VFIO groups", ops->name);
         return FALSE;
     }
+    /* The group the pool recorded must be the device's group now: a stale
+     * number (VFs made again, a rescan) would leave the device unheld and
+     * hold another device's group, maybe one the host uses. */
+    if (address && !av_hold_group_is_current(root, group, address, error))
+        return FALSE;
     if (!av_hold_get(state_dir, group, &hold, error))
         return FALSE;
     if (hold)
@@ -367,7 +415,7 @@ av_hold_take(const AvRoot *root, const AvKernelOps *ops, const char *state_dir, 
         return FALSE;
     r = ops->group_open(root, group, &fd);
     if (r == -EBUSY) {
-        g_autofree char *who = av_vfio_group_holder(root, group);
+        g_autofree char *who = name_holder ? av_vfio_group_holder(root, group) : NULL;
 
         g_set_error(error, AV_ERROR, AV_ERROR_BUSY,
                     "cannot hold IOMMU group %d of '%s': the group is open in another process (%s)", group,

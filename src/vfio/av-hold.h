@@ -65,6 +65,12 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(AvHold, av_hold_free)
 gboolean av_hold_take(const AvRoot *root, const AvKernelOps *ops, const char *state_dir, int group,
                       const char *address, GError **error);
 
+/* The same without naming the process that has the group open on EBUSY
+ * (naming it reads every process of the host): for the hook, whose work
+ * grows with the domain. */
+gboolean av_hold_take_quick(const AvRoot *root, const AvKernelOps *ops, const char *state_dir, int group,
+                            const char *address, GError **error);
+
 /* Ends the hold of @group: when the recorded process is still that holder
  * (its start time and name agree), SIGTERM, then waits up to
  * AV_HOLD_DROP_WAIT_MS for it to go (then SIGKILL); removes the record.
