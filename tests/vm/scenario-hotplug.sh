@@ -39,6 +39,8 @@ for p in d["profiles"]:
 json.dump(d, open(sys.argv[1], "w"), indent=2)
 PYEOF
 AVC="$A --connect qemu:///system --state-dir /var/lib/accelvirt --policy-dir /etc/accelvirt/policies"
+# the worker the CLI starts (detach, audit, watch): the build tree's, logging with the hook's
+export ACCELVIRT_WORKER="$(sed -n 's/^ACCELVIRT_WORKER=//p' "$R/env")" ACCELVIRT_LOG_FILE="$R/hook-e2e.log"
 H1=0000:81:00.0 H0=0000:41:00.0
 HSECRET=HOTSECRET-$(sed -n 's/^SECRET=//p' "$R/env")
 hst() { dev_of pci "$1" state owner | tr '\n' ' '; }
@@ -114,9 +116,9 @@ $V dumpxml --inactive avvm-hotq35 > "$R/hotq35-defined.xml" 2>&1
 fact hot_q35_define rc=$rc ports="$(empty_ports "$R/hotq35-defined.xml")"
 $AVC undefine avvm-hotq35 > /dev/null 2>&1
 
-# the guest that gets its devices while it runs: i440fx (the rig's ivshmem is a
-# conventional PCI device, which q35 takes hot-plugged only behind a PCI bridge; the
-# root bus of i440fx has ACPI hot-plug slots of its own)
+# the guest that gets its devices while it runs: i440fx with ACPI (the rig's ivshmem is
+# a conventional PCI device, which q35 takes hot-plugged only behind a PCI bridge; the
+# root bus of i440fx has ACPI hot-plug slots of its own, without ACPI none)
 cat > "$R/hot.xml" <<XMLEOF
 <domain type='qemu'>
   <name>avvm-hot</name>
@@ -129,6 +131,7 @@ cat > "$R/hot.xml" <<XMLEOF
     <initrd>$C/initramfs.cpio.gz</initrd>
     <cmdline>console=ttyS0 loglevel=4 panic=-1 no_timer_check avvm.hotplug=$HSECRET</cmdline>
   </os>
+  <features><acpi/><apic/></features>
   <cpu mode='custom' match='exact'><model fallback='allow'>qemu64</model></cpu>
   <on_reboot>destroy</on_reboot>
   <devices>
@@ -248,3 +251,4 @@ fact hot_journal_verify rc=$?
 cp /var/lib/accelvirt/journal.jsonl "$R/journal-hot.jsonl" 2>/dev/null
 cp /var/log/libvirt/qemu/avvm-hot.log "$R/hot-qemu.log" 2>/dev/null
 fact hot_phase seconds="$(elapsed "$tH")"
+unset ACCELVIRT_WORKER ACCELVIRT_LOG_FILE
