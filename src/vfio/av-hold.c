@@ -207,11 +207,19 @@ av_hold_holder_main(int group_fd, int report_w, int go_r, int go_w, int devnull)
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);
     close(go_w);
-    if (devnull >= 0) {
-        dup2(devnull, STDIN_FILENO);
-        dup2(devnull, STDOUT_FILENO);
-        dup2(devnull, STDERR_FILENO);
-    }
+    /* Out of the way of 0 to AV_HOLD_FD first: a taker started with fd 0,
+     * 1 or 2 closed may have got the group file or a pipe there, which the
+     * dup2()s below would close.  Without /dev/null the holder would keep
+     * the taker's stdout and stderr (libvirtd's pipes to the hook, which
+     * it waits on until they close): it gives up instead. */
+    group_fd = fcntl(group_fd, F_DUPFD, AV_HOLD_FD + 16);
+    report_w = fcntl(report_w, F_DUPFD, AV_HOLD_FD + 16);
+    go_r = fcntl(go_r, F_DUPFD, AV_HOLD_FD + 16);
+    if (group_fd < 0 || report_w < 0 || go_r < 0 || devnull < 0)
+        _exit(1);
+    dup2(devnull, STDIN_FILENO);
+    dup2(devnull, STDOUT_FILENO);
+    dup2(devnull, STDERR_FILENO);
     if (write(report_w, &self, sizeof(self)) != sizeof(self))
         _exit(1);
     while ((n = read(go_r, &word, 1)) < 0 && errno == EINTR)
@@ -522,11 +530,15 @@ av_hold_pids(const AvRoot *root, const char *state_dir)
     groups = av_hold_list_groups(state_dir);
     for (guint i = 0; i < groups->len; i++) {
         g_autoptr(AvHold) hold = NULL;
+        g_autofree char *comm = NULL;
         guint64 start;
 
         if (!av_hold_read(state_dir, g_array_index(groups, int, i), &hold, NULL) || !hold)
             continue;
-        if (av_hold_proc_stat(root, hold->pid, &start, NULL) == 0 && start == hold->start_time)
+        /* The recorded start time and the holder's name: a pid reused by
+         * another process (a QEMU) is never taken for accelvirt's. */
+        if (av_hold_proc_stat(root, hold->pid, &start, &comm) == 0 && start == hold->start_time &&
+            g_strcmp0(comm, AV_HOLD_COMM) == 0)
             g_hash_table_add(pids, g_strdup_printf("%d", hold->pid));
     }
     return pids;

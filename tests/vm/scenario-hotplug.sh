@@ -21,6 +21,9 @@
 #         moment between a QEMU's exit and the hook's release): `virsh attach-device`
 #         now succeeds, and watch journals a violation and quarantines the device;
 #         another domain's start is refused; virsh detach-device: still quarantined.
+#         (The nested guest does not see the hot-plugs of steps 4 and 5: after a
+#         device_add that QEMU failed, as in step 3, it gets no more hot-plug events
+#         for that slot. They happen in QEMU and libvirt, which watch and audit read.)
 #      5. watch stopped; the node-0 ivshmem, free, attached with virsh behind
 #         accelvirt's back: `accelvirt audit` claims it for the domain (in use,
 #         journalled attached-outside); detached with virsh: audit releases it,
@@ -161,10 +164,17 @@ $V dumpxml avvm-hot > "$R/hot-live-1.xml" 2>&1
 fact hot_live_alias "$(grep -o "ua-accelvirt-[a-z0-9-]*" "$R/hot-live-1.xml" | grep -v hotplug | sort -u | tr '\n' ' ')" \
     bus81="$(grep -c "bus='0x81'" "$R/hot-live-1.xml")"
 fact hot_guest_seen seconds="$(hwait_console '^AVVM-HOTPLUG-WROTE' 120)" "$(hconsole)"
-cp /var/lib/accelvirt/pool.json "$R/hot-pool-before-2nd.json"
+hstates() {  # hstates: "ADDRESS=STATE/OWNER" of every pool device, and the journal's length
+    st --no-sync | python3 -c 'import json,sys
+d=json.load(sys.stdin)
+print(" ".join(sorted("%s=%s/%s" % (x.get("address"), x.get("state"), (x.get("owner") or {}).get("domain_name")) for x in d.get("devices", []))))' 2>&1
+    wc -l < /var/lib/accelvirt/journal.jsonl
+}
+hstates > "$R/hot-states-before-2nd.txt"
 $AVC attach avvm-hot rig-ivshmem > "$R/hot-attach2.out" 2> "$R/hot-attach2.err"
 fact hot_attach_strict rc=$? lines="$(wc -l < "$R/hot-attach2.err")" "$(head -n1 "$R/hot-attach2.err")"
-fact hot_attach_strict_unchanged "$(cmp -s /var/lib/accelvirt/pool.json "$R/hot-pool-before-2nd.json" && echo same || echo changed)" h0="$(hst $H0)"
+hstates > "$R/hot-states-after-2nd.txt"
+fact hot_attach_strict_unchanged "$(cmp -s "$R/hot-states-before-2nd.txt" "$R/hot-states-after-2nd.txt" && echo same || echo changed)" h0="$(hst $H0)"
 
 # 2. accelvirt detach: the guest lets it go, the worker zeroes it
 t0=$(now)
@@ -214,7 +224,10 @@ nested_dom avvm-hot-other "" "$(hostdev_xml 81 no)" > "$R/hot-other.xml"
 $V create "$R/hot-other.xml" > "$R/hot-other.out" 2>&1
 fact hot_other_refused rc=$? "$(grep -o 'accelvirt:.*' "$R/hot-other.out" | head -n1)"
 $V detach-device avvm-hot "$R/hot-hd-no.xml" --live > "$R/hot-virsh-detach.out" 2>&1
-fact hot_virsh_detach rc=$? seconds="$(hwait_console '^AVVM-HOTPLUG-GONE' 60 3)" gone="$(hcount '^AVVM-HOTPLUG-GONE')"
+# (the nested guest does not see hot-plugs after a device_add that QEMU failed, as
+# those of step 3: these attach and detach only in QEMU and libvirt, which is what
+# watch and audit read)
+fact hot_virsh_detach rc=$?
 sleep 3
 fact hot_after_rogue_detach "$(hst $H1)"
 
@@ -230,7 +243,7 @@ $AVC audit > "$R/hot-audit1.out" 2>&1
 fact hot_audit_claim rc=$? "$(hst $H0)" out="$(tr '\n' ' ' < "$R/hot-audit1.out")"
 fact hot_attached_outside "$(hjournal attached-outside | tail -n1)"
 $V detach-device avvm-hot "$R/hot-hd0.xml" --live > "$R/hot-virsh-h0-detach.out" 2>&1
-fact hot_virsh_h0_detach rc=$? seconds="$(hwait_console '^AVVM-HOTPLUG-GONE' 60 4)" gone="$(hcount '^AVVM-HOTPLUG-GONE')"
+fact hot_virsh_h0_detach rc=$?
 $AVC audit > "$R/hot-audit2.out" 2>&1
 fact hot_audit_release rc=$? "$(hst $H0)" out="$(tr '\n' ' ' < "$R/hot-audit2.out")"
 fact hot_h0_free seconds="$(wait_state pci $H0 free 90)" "$(hst $H0)" bar="$(hbar $H0 "$HSECRET")"
@@ -242,6 +255,8 @@ cp /tmp/hot-console.log "$R/hot-console.log" 2>/dev/null
 $V destroy avvm-hot > /dev/null 2>&1
 $AVC undefine avvm-hot > "$R/hot-undefine.out" 2>&1
 fact hot_undefine rc=$?
+$AVC quarantine clear "$H1" > "$R/hot-clear0.out" 2>&1
+fact hot_clear_refused rc=$? "$(hst $H1)" "$(head -n1 "$R/hot-clear0.out")"
 $AVC scrub "$H1" > "$R/hot-scrub.out" 2>&1
 fact hot_hand_scrub rc=$?
 $AVC quarantine clear "$H1" > "$R/hot-clear.out" 2>&1
@@ -250,5 +265,14 @@ fact hot_clear rc=$? "$(hst $H1)" holders="$(hholders $H1)"
 fact hot_journal_verify rc=$?
 cp /var/lib/accelvirt/journal.jsonl "$R/journal-hot.jsonl" 2>/dev/null
 cp /var/log/libvirt/qemu/avvm-hot.log "$R/hot-qemu.log" 2>/dev/null
+# rig-ivshmem as phase D left it (numa preferred) for the phases after this one
+python3 - /etc/accelvirt/policies/50-rig.json <<'PYEOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+for p in d["profiles"]:
+    if p["name"] == "rig-ivshmem":
+        p["numa"] = "preferred"
+json.dump(d, open(sys.argv[1], "w"), indent=2)
+PYEOF
 fact hot_phase seconds="$(elapsed "$tH")"
 unset ACCELVIRT_WORKER ACCELVIRT_LOG_FILE

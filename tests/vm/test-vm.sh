@@ -904,6 +904,61 @@ check "end to end, SR-IOV: started again, the hook's prepare makes the VF again 
 check "end to end, SR-IOV: the journal is intact after phase S (journal verify: $(efact vf_journal_verify); phase $(efact vf_phase))" \
     test "$(efact vf_journal_verify)" = rc=0
 
+# H. hot-plug, held groups, watch and audit (scenario-hotplug.sh phase H, issue 14)
+hf_has() { efact "$1" | grep -Eq -- "$2"; }   # hf_has FACT ERE
+e_hot_q35() { hf_has hot_q35_define '^rc=0 ports=2/[0-9]+ ours=[0-9]+$'; }
+check "end to end, hot-plug: accelvirt define of a q35 domain with <av:hotplug slots='2'/>: two root ports still empty once libvirt placed the domain's own devices (its xHCI and NIC took two of those it wrote; empty/all: $(efact hot_q35_define))" e_hot_q35
+e_hot_boot() { hf_has hot_define '^rc=0$' && hf_has hot_start '^rc=0 ' && hf_has hot_boot 'AVVM-HOTPLUG-WAITING'; }
+check "end to end, hot-plug: the nested guest (accelvirt define, pinned to node 1) boots and waits for devices ($(efact hot_boot))" e_hot_boot
+e_hot_attach() {
+    hf_has hot_attach '^rc=0 seconds=[0-9.]+ 0000:81:00\.0@ua-accelvirt-0000-81-00-0 err=$' &&
+    hf_has hot_attached '^h1=state=in-use owner=avvm-hot  driver=vfio-pci h0=state=free ' &&
+    hf_has hot_live_alias '^ua-accelvirt-0000-81-00-0 +bus81=1$'
+}
+check "end to end, hot-plug: accelvirt attach hot-plugs the node-1 ivshmem (strict NUMA: not node 0's) as managed='no' with its ua-accelvirt- alias, bound to vfio-pci, in use by the domain ($(efact hot_attach); $(efact hot_attached); $(efact hot_live_alias))" e_hot_attach
+check "end to end, hot-plug: the guest sees the device appear, reads what the host left in its BAR2 (hello=N), then writes its own secret there ($(efact hot_guest_seen))" \
+    hf_has hot_guest_seen 'AVVM-HOTPLUG-SEEN [0-9a-f:.]+ hello=[1-9][0-9]* class=0x050000 .*AVVM-HOTPLUG-WROTE [0-9a-f:.]+ [1-9][0-9]*'
+e_hot_strict() { hf_has hot_attach_strict '^rc=[1-9][0-9]* lines=1 accelvirt: .*NUMA node 1' && hf_has hot_attach_strict_unchanged '^same '; }
+check "end to end, hot-plug: a second attach finds no rig-ivshmem left on the domain's node 1 (strict): one line naming the node, no device changed state, nothing journalled ($(efact hot_attach_strict | cut -c1-200); $(efact hot_attach_strict_unchanged))" e_hot_strict
+e_hot_detach() {
+    hf_has hot_detach '^rc=0 ' && hf_has hot_guest_gone 'AVVM-HOTPLUG-GONE' &&
+    hf_has hot_free ' state=free owner=None  driver=uio_pci_generic$' &&
+    test "$(efact hot_bar_after_scrub)" = 'text=0 nonzero=0' && test "$(efact hot_live_after_detach)" = bus81=0
+}
+check "end to end, hot-plug: accelvirt detach: libvirt's device-removed event, the guest sees it go, dirty, the worker's vfio-zero, free on its driver again; the guest's secret is gone from BAR2 ($(efact hot_detach); $(efact hot_free); $(efact hot_bar_after_scrub))" e_hot_detach
+e_hot_held() { hf_has hot_detach3 '^rc=0 state=dirty .* driver=vfio-pci$' && hf_has hot_held '^holders=accelvirt-hold:[0-9]+ +status=\{.*"pid": [0-9]+'; }
+check "end to end, held: detached again with no worker, the dirty device's VFIO group is held by accelvirt-hold, as status says ($(efact hot_detach3); $(efact hot_held))" e_hot_held
+e_hot_refused() {
+    hf_has hot_virsh_managed_yes '^rc=1 .*/dev/vfio/[0-9]+: Device or resource busy' &&
+    hf_has hot_virsh_managed_no '^rc=1 .*/dev/vfio/[0-9]+: Device or resource busy' &&
+    hf_has hot_held_after '^state=dirty .* driver=vfio-pci holders=accelvirt-hold:[0-9]+ +live81=0$'
+}
+check "end to end, held: the real kernel refuses virsh attach-device of the dirty device, managed='yes' and managed='no' (QEMU's open of the group: busy); still dirty, held, not in the guest ($(efact hot_virsh_managed_yes | cut -c1-200); $(efact hot_held_after))" e_hot_refused
+e_hot_watch() {
+    hf_has hot_hold_lost '^holders=$' && hf_has hot_virsh_lost '^rc=0 ' && hf_has hot_watch_caught ' state=quarantined ' &&
+    hf_has hot_violation '"domain_name": "avvm-hot"' && hf_has hot_violation '"event": "violation", "from": "dirty"'
+}
+check "end to end, watch: with the hold lost, virsh attach-device goes through; accelvirt watch journals a violation (domain, device, its state) and quarantines it ($(efact hot_virsh_lost); $(efact hot_watch_caught); $(efact hot_violation))" e_hot_watch
+e_hot_nobody() { hf_has hot_other_refused '^rc=1 accelvirt: .* is quarantined' && hf_has hot_after_rogue_detach '^state=quarantined '; }
+check "end to end, watch: ... nobody else gets it before its scrub: another domain naming it is refused by the hook; after virsh detach-device it stays quarantined ($(efact hot_other_refused | cut -c1-160); $(efact hot_after_rogue_detach))" e_hot_nobody
+check "end to end, watch: SIGTERM ends it with status 0 ($(efact hot_watch_exit))" test "$(efact hot_watch_exit)" = rc=0
+e_hot_audit_claim() {
+    hf_has hot_virsh_h0 '^rc=0 ' && hf_has hot_audit_claim '^rc=0 state=in-use owner=avvm-hot  out=attached-outside: ' &&
+    hf_has hot_attached_outside '"domain_name": "avvm-hot"'
+}
+check "end to end, audit: a free device attached with virsh behind accelvirt's back is claimed for the domain, in use, journalled attached-outside ($(efact hot_audit_claim | cut -c1-200))" e_hot_audit_claim
+e_hot_audit_release() {
+    hf_has hot_audit_release '^rc=0 state=(dirty|scrubbing|free) .*out=detached-outside: ' &&
+    hf_has hot_h0_free ' state=free owner=None  bar=text=0 nonzero=0$' && hf_has hot_audit_again 'nothing to do'
+}
+check "end to end, audit: detached with virsh, the next audit releases it (dirty), the worker scrubs it, free, the guest's secret gone; a third audit has nothing to do ($(efact hot_audit_release | cut -c1-160); $(efact hot_h0_free); $(efact hot_audit_again))" e_hot_audit_release
+e_hot_clear() {
+    hf_has hot_clear_refused '^rc=[1-9][0-9]* state=quarantined .*no scrub has cleared it since' &&
+    test "$(efact hot_hand_scrub)" = rc=0 && hf_has hot_clear '^rc=0 state=free owner=None +holders=$' &&
+    test "$(efact hot_journal_verify)" = rc=0
+}
+check "end to end, hot-plug: the violation's device: quarantine clear refused in one line until a scrub by hand passes (unscrubbed), then free and unheld; the journal intact (phase $(efact hot_phase))" e_hot_clear
+
 # V. the vm method (phase V): the worker boots accelvirt-scrub-* under the rig's libvirtd
 VJ=$E/journal-vmscrub.jsonl
 vms=$(python3 -c 'import json,sys
