@@ -12,11 +12,18 @@ av_failed=0
 AV_TMP=$(mktemp -d "${TMPDIR:-/tmp}/accelvirt-test.XXXXXX")
 # kill_holds [DIR]: stops every accelvirt holder (av-hold.h) recorded in a
 # holds/ directory under DIR (default: all of this test's files), checking
-# that the pid is still a holder first: no test leaves one running.
+# that the pid is still a holder first, and any holder whose held file (its
+# fd 3) lies under DIR without a record (a test that removed or rewrote its
+# state): no test leaves one running.
 kill_holds() {
-    for rec in $(find "${1:-$AV_TMP}" -path '*/holds/*.json' 2>/dev/null); do
+    d=${1:-$AV_TMP}
+    for rec in $(find "$d" -path '*/holds/*.json' 2>/dev/null); do
         pid=$(sed -n 's/.*"pid": *\([0-9][0-9]*\).*/\1/p' "$rec" | head -1)
         [ -n "$pid" ] && [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = accelvirt-hold ] && kill "$pid" 2>/dev/null
+    done
+    for p in /proc/[0-9]*; do
+        [ "$(cat "$p/comm" 2>/dev/null)" = accelvirt-hold ] || continue
+        case "$(readlink "$p/fd/3" 2>/dev/null)" in "$d"/*) kill "${p#/proc/}" 2>/dev/null ;; esac
     done
     return 0
 }

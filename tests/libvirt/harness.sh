@@ -387,12 +387,15 @@ lv_hook_wait() {
 }
 
 # The accelvirt hooks and workers ($HOOK_BIN, $WORKER_BIN) still running in our
-# mount namespace, one PID a line.
+# mount namespace, one PID a line; not the holders they fork (accelvirt-hold,
+# which keep a dirty or quarantined device's VFIO group open until it is free;
+# lv_cleanup ends them with the other orphans).
 lv_accelvirt_procs() {
 	local p myns
 	myns=$(readlink /proc/self/ns/mnt)
 	for p in /proc/[0-9]*; do
 		[ "$(readlink "$p/ns/mnt" 2>/dev/null)" = "$myns" ] || continue
+		[ "$(cat "$p/comm" 2>/dev/null)" = accelvirt-hold ] && continue
 		case "$(readlink "$p/exe" 2>/dev/null)" in "$WORKER_BIN" | "$HOOK_BIN") echo "${p#/proc/}" ;; esac
 	done
 }

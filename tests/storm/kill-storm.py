@@ -92,7 +92,10 @@ class World:
         if source:      # a copy of another world as it stands: tree and state
             shutil.copytree(source.root, self.root, symlinks=True)
             if os.path.exists(source.state):
-                shutil.copytree(source.state, self.state, symlinks=True)
+                # not its holds: those processes hold the other tree's group
+                # files; the copy's own sweep takes its holds
+                shutil.copytree(source.state, self.state, symlinks=True,
+                                ignore=shutil.ignore_patterns("holds"))
         else:
             shutil.copytree(os.path.join(HOSTS, host), self.root, symlinks=True)
         self.domains = []
@@ -112,6 +115,7 @@ class World:
         return World(self.top, self.host, self.policies, self.spec, name=name, source=self)
 
     def remove(self):
+        kill_holders(self.state)
         shutil.rmtree(self.dir, ignore_errors=True)
 
     def cli(self, *args, env=None):
@@ -163,8 +167,35 @@ def killed():
     return stats["killed_point"] + stats["killed_outside"]
 
 
+def comm_of(pid):
+    try:
+        with open("/proc/%s/comm" % pid) as f:
+            return f.read().strip()
+    except OSError:
+        return None
+
+
+def kill_holders(state):
+    """Ends the holders (accelvirt-hold, src/vfio/av-hold.c) recorded in
+    @state/holds: they outlive the storm's processes by design."""
+    d = os.path.join(state, "holds")
+    for name in os.listdir(d) if os.path.isdir(d) else []:
+        try:
+            with open(os.path.join(d, name)) as f:
+                pid = int(json.load(f)["pid"])
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        if comm_of(pid) == "accelvirt-hold":
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
 def our_workers(world):
-    """The PIDs of workers running for @world (their environment names its state dir)."""
+    """The PIDs of workers running for @world (their environment names its
+    state dir); not the holders the worker forks (named accelvirt-hold),
+    which live as long as a device is dirty or quarantined."""
     pids = []
     for pid in os.listdir("/proc"):
         if not pid.isdigit():
@@ -174,6 +205,8 @@ def our_workers(world):
                 env = f.read()
             exe = os.readlink("/proc/%s/exe" % pid)
         except OSError:
+            continue
+        if comm_of(pid) == "accelvirt-hold":
             continue
         if os.path.basename(exe).startswith("accelvirt-worker") and \
                 ("ACCELVIRT_STATE_DIR=" + world.state).encode() + b"\0" in env:
@@ -529,6 +562,9 @@ def main():
         print("1..%d" % len(tap))
         return 0 if all(ok for ok, _, _ in tap) else 1
     finally:
+        for state, _, _ in os.walk(top):
+            if os.path.basename(state) == "state":
+                kill_holders(state)
         if os.environ.get("AV_STORM_KEEP") != "1":
             shutil.rmtree(top, ignore_errors=True)
         else:
