@@ -68,7 +68,7 @@ check() {  # check DESCRIPTION COMMAND...
 fact() { sed -n "s/^$1 //p" "$run/results/facts" 2>/dev/null | head -n1; }
 bail() { echo "Bail out! $*"; exit 1; }
 
-echo "1..123"
+echo "1..137"
 command -v python3 >/dev/null 2>&1 || bail "missing python3: run tests/vm/install-deps.sh (as root)"
 
 # --- build (cached) and boot once ---
