@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <unistd.h>
 #include <string.h>
 
@@ -262,6 +263,10 @@ av_cli_parse(AvCli *cli, const char *command, const char *params, const char *su
     g_autofree char *synopsis = g_strdup_printf("%s%s%s", command, params ? " " : "", params ? params : "");
     g_autoptr(GOptionContext) ctx = g_option_context_new(synopsis);
     g_autoptr(GError) err = NULL;
+    /* What main() parsed before the command: a global option given again
+     * after it replaces the string, which GOption does not free. */
+    char *before[] = { cli->root, cli->state_dir, cli->policy_dir, cli->connect };
+    char **after[] = { &cli->root, &cli->state_dir, &cli->policy_dir, &cli->connect };
 
     g_option_context_set_summary(ctx, summary);
     if (entries)
@@ -270,6 +275,10 @@ av_cli_parse(AvCli *cli, const char *command, const char *params, const char *su
     if (!g_option_context_parse(ctx, argc, argv, &err)) {
         av_cli_usage_error("%s; see 'accelvirt %s --help'", err->message, command);
         return FALSE;
+    }
+    for (gsize i = 0; i < G_N_ELEMENTS(before); i++) {
+        if (*after[i] != before[i])
+            g_free(before[i]);
     }
     av_cli_resolve_defaults(cli);
     if (cli->verbose)
@@ -509,9 +518,12 @@ av_cli_lookup(virConnect *conn, const char *name, GError **error)
     if (!dom)
         dom = virDomainLookupByUUIDString(conn, name);
     if (!dom) {
+        char *uri = virConnectGetURI(conn);    /* the caller frees it (libvirt) */
+
         g_set_error(error, AV_ERROR, AV_ERROR_NOT_FOUND,
                     "no domain '%s' on %s; 'virsh list --all' shows the defined ones", name,
-                    virConnectGetURI(conn) ? virConnectGetURI(conn) : "this connection");
+                    uri ? uri : "this connection");
+        free(uri);
         return NULL;
     }
     return dom;
