@@ -74,6 +74,7 @@ av_placed_device_free(AvPlacedDevice *placed)
     g_free(placed->usb_bus_path);
     g_free(placed->usb_identity);
     g_free(placed->alias);
+    g_free(placed->bitstream);
     g_free(placed);
 }
 

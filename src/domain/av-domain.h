@@ -74,6 +74,7 @@ typedef struct {
     char *usb_identity;          /* av:usb: its pool identity (av_pool_identity_usb_is_valid()), or NULL
                                   * (placements older than issue 13 have none) */
     char *alias;                 /* or NULL */
+    char *bitstream;             /* av:device bitstream=: the hex SHA-256 the device must hold, or NULL */
 } AvPlacedDevice;
 
 void av_placed_device_free(AvPlacedDevice *placed);

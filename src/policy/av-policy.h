@@ -50,6 +50,7 @@ typedef enum {
     AV_SCRUB_METHOD_VM,
     AV_SCRUB_METHOD_USB_RESET,       /* attach usb only: a port reset through usbfs */
     AV_SCRUB_METHOD_USB_REAUTHORIZE, /* attach usb only: authorized 0 then 1, the device re-enumerates */
+    AV_SCRUB_METHOD_PROGRAM_BASE,    /* profiles with "program" and its "base": the base image back, first step */
 } AvScrubMethod;
 
 /* One scrub step: the method and its options (validated, as written plus the
@@ -73,6 +74,77 @@ typedef struct {
     guint32 class_code;          /* compared under class_mask, as match.class */
     guint32 class_mask;
 } AvCompanionMatch;
+
+/* Where a profile's "program" runs (accelvirt-policy(5), PROGRAMMING). */
+typedef enum {
+    AV_PROGRAM_DRIVER_VFIO,      /* "vfio-pci": the device on vfio-pci (the profile keeps it there,
+                                  * "restore_driver": "keep-vfio"), the program gets its group file as fd 3 */
+    AV_PROGRAM_DRIVER_HOST,      /* "host": the device on its host driver (xclmgmt, dfl-pci), where the
+                                  * vendor's tools find it; the program gets no fd */
+} AvProgramDriver;
+
+/* A profile's "program": how its devices are programmed with a bitstream of
+ * the library (issue 15).  The argv templates hold placeholders
+ * (av_profile_argv_expand()). */
+typedef struct {
+    json_t *argv;                /* array of strings, the template; argv[0] an absolute path */
+    json_t *verify;              /* "verify": a template whose exit 0 says the device holds the
+                                  * bitstream (read back), or NULL */
+    guint timeout_s;             /* "timeout", default 600, at most 86400 */
+    char *base;                  /* "base": the bitstream (library name or sha256) the scrub's
+                                  * "program-base" step restores, or NULL */
+    AvProgramDriver driver;      /* "driver", default "vfio-pci" */
+} AvProgram;
+
+void av_program_free(AvProgram *program);
+
+/* The lifecycle points of a profile's driver commands ("on_prepare",
+ * "on_release": in the hook, bounded; "on_assign": in the CLI when it gives a
+ * device to a domain; "on_free": in the worker after a verified scrub). */
+typedef enum {
+    AV_DRIVER_ON_PREPARE,
+    AV_DRIVER_ON_RELEASE,
+    AV_DRIVER_ON_ASSIGN,
+    AV_DRIVER_ON_FREE,
+    AV_DRIVER_POINTS,
+} AvDriverPoint;
+
+/* The longest timeout of a driver command the hook runs (on_prepare,
+ * on_release): libvirt waits for the hook. */
+#define AV_DRIVER_HOOK_TIMEOUT_MAX 30u
+
+/* One driver command: {"argv": [...], "timeout": S}. */
+typedef struct {
+    json_t *argv;                /* array of strings, a template (av_profile_argv_expand()) */
+    guint timeout_s;             /* default 10 in the hook, 300 elsewhere */
+} AvDriverCommand;
+
+void av_driver_command_free(AvDriverCommand *command);
+
+/* The values of the placeholders of a template.  NULL members are left out:
+ * a template naming one is refused (av_profile_argv_expand()). */
+typedef struct {
+    const char *address;         /* {address}: the device's PCI address (an mdev's parent, a USB bus path) */
+    const char *card;            /* {card}: the card's address: a VF's PF, else function 0 of its slot */
+    const char *region;          /* {region}: a VF's index on its PF, else the PCI function number */
+    const char *bitstream;       /* {bitstream}: the library file's path */
+    const char *sha256;          /* {sha256}: the bitstream's hex SHA-256 */
+    const char *function_id;     /* {function_id}: the bitstream's function id */
+    const char *identity;        /* {identity}: the pool identity */
+    const char *domain_name;     /* {domain_name} */
+    const char *domain_uuid;     /* {domain_uuid} */
+    const char *profile;         /* {profile} */
+} AvArgvValues;
+
+/* Expands the template @argv (a JSON array of strings, validated at policy
+ * load: only the placeholders above, written "{name}", no other brace)
+ * with @values.  A new NULL-terminated vector (g_strfreev()), or NULL with
+ * AV_ERROR_POLICY when the template names a placeholder whose value is
+ * NULL. */
+char **av_profile_argv_expand(const json_t *argv, const AvArgvValues *values, GError **error);
+
+/* The name of a point as the policy writes it ("on_prepare", ...). */
+const char *av_driver_point_to_string(AvDriverPoint point);
 
 typedef struct {
     char *name;                  /* unique across all files: [a-z0-9][a-z0-9._-]{0,62} */
@@ -117,6 +189,8 @@ typedef struct {
     gboolean vfs_shrink;         /* "vfs_shrink": back to @vfs (0 on demand) once every VF is free */
     double min_coverage;         /* "min_coverage": the least share (0 to 1) of @memory a scrub must clear,
                                   * or 0 when the profile asks for none */
+    AvProgram *program;          /* "program", or NULL: its devices are not programmed */
+    AvDriverCommand *drivers[AV_DRIVER_POINTS]; /* "on_prepare", ...: NULL when absent */
 } AvProfile;
 
 void av_profile_free(AvProfile *profile);

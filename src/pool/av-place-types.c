@@ -26,6 +26,8 @@ av_request_free(AvRequest *request)
     if (!request)
         return;
     g_free(request->profile);
+    g_free(request->bitstream);
+    g_free(request->bitstream_sha256);
     g_free(request);
 }
 
@@ -38,6 +40,7 @@ av_placed_item_free(AvPlacedItem *item)
     g_free(item->identity);
     g_free(item->pci_address);
     g_free(item->pf_address);
+    g_free(item->bitstream);
     g_free(item->mdev_parent);
     g_free(item->mdev_type);
     g_free(item->mdev_uuid);

@@ -43,6 +43,9 @@ typedef struct {
     gboolean granularity_set;
     AvGranularity granularity;   /* when set, overrides the profile's */
     gboolean numa_any;           /* numa="any": may sit off the domain's node (default "same") */
+    char *bitstream;             /* bitstream="NAME|SHA256" as written (av_bitstream_ref_is_valid()), or NULL */
+    char *bitstream_sha256;      /* the library's bitstream it names, resolved by the CLI before placing
+                                  * (av_bitstream_lookup()), or NULL; the placer prefers devices that hold it */
 } AvRequest;
 
 AvRequest *av_request_new(const char *profile, guint count);
@@ -69,6 +72,8 @@ typedef struct {
                                   * <source><address bus= device=/> names), 0 unknown */
     guint usb_devnum;
     int numa_node;               /* -1 unknown */
+    char *bitstream;             /* hex SHA-256 of the bitstream the device must hold (its request's
+                                  * bitstream_sha256), or NULL */
 } AvPlacedItem;
 
 void av_placed_item_free(AvPlacedItem *item);

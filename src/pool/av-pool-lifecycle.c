@@ -95,6 +95,7 @@ av_pool_transition_do(AvPool *pool, AvPoolDevice *dev, AvDeviceState to, const A
     g_autofree char *new_reason = NULL;
     g_autofree char *new_reason_before = NULL;
     AvDeviceState from = dev->state;
+    gboolean drop_programmed;
 
     if (!checked && !av_transition_allowed(dev, to))
         return av_transition_fail(dev, to, error);
@@ -144,7 +145,15 @@ av_pool_transition_do(AvPool *pool, AvPoolDevice *dev, AvDeviceState to, const A
         new_reason = g_strdup(reason);
     }
 
+    /* What a device holds (a bitstream) is unknown once a domain may have
+     * had it: the tenant may have programmed it since. */
+    drop_programmed = dev->programmed &&
+                      (to == AV_DEVICE_STATE_DIRTY || to == AV_DEVICE_STATE_QUARANTINED ||
+                       (from == AV_DEVICE_STATE_IN_USE && to != AV_DEVICE_STATE_MISSING));
+
     fields = extra ? json_deep_copy(extra) : json_object();
+    if (drop_programmed)
+        json_object_set_new(fields, "programmed_dropped", json_string(dev->programmed->sha256));
     json_object_set_new(fields, "identity", json_string(dev->identity));
     json_object_set_new(fields, "address", av_json_string_or_null(dev->address));
     json_object_set_new(fields, "from", json_string(av_device_state_to_string(from)));
@@ -172,6 +181,8 @@ av_pool_transition_do(AvPool *pool, AvPoolDevice *dev, AvDeviceState to, const A
      * when the device comes back quarantined. */
     if (to != AV_DEVICE_STATE_QUARANTINED && to != AV_DEVICE_STATE_MISSING)
         dev->unscrubbed = FALSE;
+    if (drop_programmed)
+        g_clear_pointer(&dev->programmed, av_programmed_free);
     av_owner_free(dev->owner);
     dev->owner = g_steal_pointer(&new_owner);
     g_free(dev->reason);
@@ -373,6 +384,39 @@ av_pool_enroll(AvPool *pool, AvPoolDevice *dev, const char *sha256, gboolean rep
         return FALSE;
     g_free(dev->rom_sha256);
     dev->rom_sha256 = g_strdup(sha256);
+    return TRUE;
+}
+
+/* See av-pool.h. */
+gboolean
+av_pool_set_programmed(AvPool *pool, AvPoolDevice *dev, AvProgrammed *programmed, const char *why, GError **error)
+{
+    g_autoptr(AvProgrammed) pr = programmed;
+    g_autoptr(json_t) fields = json_object();
+
+    if (!pr && !dev->programmed)
+        return TRUE;
+    if (pr && dev->programmed && g_str_equal(pr->sha256, dev->programmed->sha256) &&
+        g_strcmp0(pr->by, dev->programmed->by) == 0 && g_strcmp0(pr->verified, dev->programmed->verified) == 0) {
+        dev->programmed->since = pr->since;
+        return TRUE;
+    }
+    json_object_set_new(fields, "identity", json_string(dev->identity));
+    json_object_set_new(fields, "address", av_json_string_or_null(dev->address));
+    json_object_set_new(fields, "state", json_string(av_device_state_to_string(dev->state)));
+    if (pr) {
+        json_object_set_new(fields, "sha256", json_string(pr->sha256));
+        json_object_set_new(fields, "name", av_json_string_or_null(pr->name));
+        json_object_set_new(fields, "by", json_string(pr->by));
+        json_object_set_new(fields, "verified", json_string(pr->verified));
+    } else {
+        json_object_set_new(fields, "previous", json_string(dev->programmed->sha256));
+        json_object_set_new(fields, "why", av_json_string_or_null(why));
+    }
+    if (!av_pool_journal_append(pool, pr ? "programmed" : "programmed-unknown", fields, error))
+        return FALSE;
+    av_programmed_free(dev->programmed);
+    dev->programmed = g_steal_pointer(&pr);
     return TRUE;
 }
 

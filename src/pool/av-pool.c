@@ -263,6 +263,7 @@ av_pool_device_free(AvPoolDevice *dev)
     g_free(dev->identity_problem);
     if (dev->last_scrub)
         json_decref(dev->last_scrub);
+    av_programmed_free(dev->programmed);
     if (dev->companions)
         g_ptr_array_unref(dev->companions);
     g_free(dev);
@@ -323,6 +324,14 @@ av_pool_device_to_json(const AvPoolDevice *dev)
         json_object_set_new(obj, "unscrubbed", json_true());
     if (dev->last_scrub)
         json_object_set(obj, "last_scrub", dev->last_scrub);
+    if (dev->programmed) {
+        const AvProgrammed *pr = dev->programmed;
+
+        json_object_set_new(obj, "programmed",
+                            json_pack("{s:s, s:o, s:I, s:s, s:s}", "sha256", pr->sha256, "name",
+                                      av_json_string_or_null(pr->name), "since", (json_int_t)pr->since, "by", pr->by,
+                                      "verified", pr->verified));
+    }
     return obj;
 }
 
@@ -646,6 +655,61 @@ av_pool_load_last_scrub(const AvPoolLoad *ld, json_t *obj, const char *jpath, Av
     return TRUE;
 }
 
+AvProgrammed *
+av_programmed_new(const char *sha256, const char *name, const char *by, const char *verified)
+{
+    AvProgrammed *pr = g_new0(AvProgrammed, 1);
+
+    pr->sha256 = g_strdup(sha256);
+    pr->name = g_strdup(name);
+    pr->since = g_get_real_time() / G_USEC_PER_SEC;
+    pr->by = g_strdup(by);
+    pr->verified = g_strdup(verified);
+    return pr;
+}
+
+void
+av_programmed_free(AvProgrammed *pr)
+{
+    if (!pr)
+        return;
+    g_free(pr->sha256);
+    g_free(pr->name);
+    g_free(pr->by);
+    g_free(pr->verified);
+    g_free(pr);
+}
+
+/* The optional "programmed" (AvPoolDevice, PCI only): {"sha256", "name"
+ * (or null), "since", "by", "verified"}, every member checked. */
+static gboolean
+av_pool_load_programmed(const AvPoolLoad *ld, json_t *obj, const char *jpath, AvPoolDevice *dev, GError **error)
+{
+    static const char *const keys[] = { "sha256", "name", "since", "by", "verified", NULL };
+    json_t *v = json_object_get(obj, "programmed");
+    g_autofree char *sub = g_strdup_printf("%s/programmed", jpath);
+    g_autoptr(AvProgrammed) pr = NULL;
+
+    if (!v)
+        return TRUE;
+    if (dev->kind != AV_DEVICE_KIND_PCI)
+        return av_pool_load_fail(ld, error, sub, "only a PCI device is programmed");
+    if (!json_is_object(v))
+        return av_pool_load_fail(ld, error, sub, "expected an object");
+    pr = g_new0(AvProgrammed, 1);
+    if (!av_pool_load_keys(ld, v, sub, keys, error) ||
+        !av_pool_load_string(ld, v, sub, "sha256", FALSE, &pr->sha256, error) ||
+        !av_pool_load_string(ld, v, sub, "name", TRUE, &pr->name, error) ||
+        !av_pool_load_int(ld, v, sub, "since", 0, G_MAXINT64, &pr->since, error) ||
+        !av_pool_load_string(ld, v, sub, "by", FALSE, &pr->by, error) ||
+        !av_pool_load_string(ld, v, sub, "verified", FALSE, &pr->verified, error))
+        return FALSE;
+    if (!av_rom_sha256_is_valid(pr->sha256) || g_str_equal(pr->sha256, AV_ROM_NONE))
+        return av_pool_load_fail(ld, error, sub, "'sha256' must be 64 lower-case hex digits");
+    dev->programmed = g_steal_pointer(&pr);
+    return TRUE;
+}
+
 static AvPoolDevice *
 av_pool_load_device(const AvPoolLoad *ld, json_t *obj, guint index, GError **error)
 {
@@ -655,7 +719,7 @@ av_pool_load_device(const AvPoolLoad *ld, json_t *obj, guint index, GError **err
         "reason_before_missing", "original_driver", "numa_node", "iommu_group", NULL
     };
     static const char *const optional[] = { "companions", "created", "rom_sha256", "scrub_token", "scrub_domain",
-                                            "identity_problem", "last_scrub", "unscrubbed", NULL };
+                                            "identity_problem", "last_scrub", "unscrubbed", "programmed", NULL };
     g_autofree char *jpath = g_strdup_printf("devices/%u", index);
     g_autofree char *owner_path = g_strdup_printf("devices/%u/owner", index);
     g_autofree char *kind = NULL;
@@ -739,7 +803,8 @@ av_pool_load_device(const AvPoolLoad *ld, json_t *obj, guint index, GError **err
         return av_pool_load_fail(ld, error, sub, "a %s device must have an owner",
                                  av_device_state_to_string(dev->state)), NULL;
     }
-    if (!av_pool_load_scrub(ld, obj, jpath, dev, error) || !av_pool_load_last_scrub(ld, obj, jpath, dev, error))
+    if (!av_pool_load_scrub(ld, obj, jpath, dev, error) || !av_pool_load_last_scrub(ld, obj, jpath, dev, error) ||
+        !av_pool_load_programmed(ld, obj, jpath, dev, error))
         return NULL;
     if (json_object_get(obj, "unscrubbed")) {
         g_autofree char *sub = g_strdup_printf("%s/unscrubbed", jpath);

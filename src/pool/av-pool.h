@@ -90,6 +90,23 @@ AvCompanion *av_companion_new(const char *address, const char *original_driver);
 void av_companion_free(AvCompanion *companion);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(AvCompanion, av_companion_free)
 
+/* What a device holds as accelvirt last programmed it (issue 15): the
+ * bitstream of the library, when and how it was checked.  The record goes
+ * (NULL: unknown) when a tenant had the device (its release), and when a
+ * programming starts: only a programming that finished writes it. */
+typedef struct {
+    char *sha256;                /* hex SHA-256 of the bitstream */
+    char *name;                  /* its library name then, or NULL */
+    gint64 since;                /* Unix seconds */
+    char *by;                    /* who programmed it: "define", "start", "attach", "operator", "scrub" */
+    char *verified;              /* how it was checked, one sentence ("the program exited 0", "the verify
+                                  * command exited 0") */
+} AvProgrammed;
+
+AvProgrammed *av_programmed_new(const char *sha256, const char *name, const char *by, const char *verified);
+void av_programmed_free(AvProgrammed *programmed);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(AvProgrammed, av_programmed_free)
+
 typedef struct {
     char *identity;              /* stable identity, see av_pool_identity_pci() */
     AvDeviceKind kind;
@@ -143,6 +160,9 @@ typedef struct {
                                   * scrub's coverage (cleared, read_back, memory, fraction,
                                   * verified, text)}; NULL when never scrubbed.  In pool.json
                                   * ("last_scrub") only when set; kept by every transition */
+    AvProgrammed *programmed;    /* PCI: the bitstream it holds (see AvProgrammed), or NULL: unknown or
+                                  * never programmed.  In pool.json ("programmed": {"sha256", "name",
+                                  * "since", "by", "verified"}) only when set; dropped by a release */
 } AvPoolDevice;
 
 /* The enrolled "hash" of a device that has no option ROM. */
@@ -633,6 +653,13 @@ gboolean av_pool_vf_check_pf(const AvPool *pool, const AvPciDevice *vf, GError *
  * VF of the PF @pf_address is in the pool and not free: the PF is then not
  * handed out whole. */
 gboolean av_pool_pf_check_vfs(const AvPool *pool, const AvHost *host, const char *pf_address, GError **error);
+
+/* Records that @dev holds @programmed (taken over; NULL: unknown), with a
+ * journal entry "programmed" (identity, address, sha256, name, by,
+ * verified) or, for NULL, "programmed-unknown" with @why.  No entry when
+ * nothing changes.  The caller saves.  Requires AV_POOL_WRITE. */
+gboolean av_pool_set_programmed(AvPool *pool, AvPoolDevice *dev, AvProgrammed *programmed, const char *why,
+                                GError **error);
 
 /* --- what processes that died left (issue 10, hole 3) --- */
 

@@ -18,78 +18,16 @@
 
 #include <glib-unix.h>
 
+#include "util/av-command.h"
 #include "util/av-error.h"
 #include "util/av-json.h"
 #include "vfio/av-hold.h"
 #include "vfio/av-vfio.h"
 
-/* What a command leaves in the report: the last 4 KiB of its stdout and
- * stderr together. */
-#define AV_SCRUB_OUTPUT_MAX 4096
-/* How much of that output an error message (a quarantine reason, shown on
- * one line) quotes. */
-#define AV_SCRUB_REASON_OUTPUT_MAX 200
-
-/* Appends @n bytes to @buf, keeping only its last AV_SCRUB_OUTPUT_MAX bytes
- * (trimmed in batches so that a chatty program costs linear time). */
-static void
-av_scrub_output_append(GByteArray *buf, const guint8 *data, gsize n)
-{
-    g_byte_array_append(buf, data, (guint)n);
-    if (buf->len > 2 * AV_SCRUB_OUTPUT_MAX)
-        g_byte_array_remove_range(buf, 0, buf->len - AV_SCRUB_OUTPUT_MAX);
-}
-
-/* The captured output as valid UTF-8, its last AV_SCRUB_OUTPUT_MAX bytes,
- * trailing white space removed.  Caller frees. */
-static char *
-av_scrub_output_text(GByteArray *buf)
-{
-    guint start = buf->len > AV_SCRUB_OUTPUT_MAX ? buf->len - AV_SCRUB_OUTPUT_MAX : 0;
-    char *text;
-
-    if (buf->len == 0)
-        return g_strdup("");
-    text = g_utf8_make_valid((const char *)buf->data + start, buf->len - start);
-
-    return g_strchomp(text);
-}
-
-/* The tail of @text fit for one line: at most AV_SCRUB_REASON_OUTPUT_MAX
- * bytes (cut on a character boundary), every control character a space.
- * Caller frees. */
-static char *
-av_scrub_one_line(const char *text)
-{
-    gsize len = strlen(text);
-    const char *start = text;
-    char *line;
-
-    if (len > AV_SCRUB_REASON_OUTPUT_MAX) {
-        start = text + len - AV_SCRUB_REASON_OUTPUT_MAX;
-        while (*start && (*start & 0xc0) == 0x80)
-            start++;
-    }
-    line = g_strdup(start);
-    for (char *p = line; *p; p++)
-        if ((guchar)*p < 0x20 || *p == 0x7f)
-            *p = ' ';
-    return g_strstrip(line);
-}
-
-/* Runs in the child between fork and exec: a process group of its own, so
- * that a timeout kills whatever the program started too. */
-static void
-av_scrub_child_setup(gpointer data G_GNUC_UNUSED)
-{
-    setpgid(0, 0);
-}
-
 /* The method "command": after its argv passed av_policy_check_scrub_argv()
  * once more (the program, and the files it names), runs the step's argv with the
- * device's address and IOMMU group ("none" without one) appended, stdin from /dev/null, stdout and
- * stderr captured into one bounded buffer, in a process group of its own
- * that is killed with SIGKILL at the step's timeout.  The environment is
+ * device's address and IOMMU group ("none" without one) appended, with
+ * av_command_run() at the step's timeout.  The environment is
  * the worker's plus ACCELVIRT_SCRUB_IDENTITY, for an mdev
  * ACCELVIRT_SCRUB_MDEV_UUID, and when the profile gives the device's
  * "memory", ACCELVIRT_SCRUB_MEMORY (bytes).  When accelvirt holds the
@@ -104,22 +42,13 @@ static gboolean
 av_scrub_command(const AvScrubStep *step, const AvScrubTarget *target, guint64 memory, int group_fd,
                  char **ret_output, GError **error)
 {
-    const int target_fds[] = { 3 };
     json_t *argv_json = json_object_get(step->options, "argv");
     g_autoptr(GPtrArray) argv = g_ptr_array_new_with_free_func(g_free);
     g_auto(GStrv) envp = g_get_environ();
-    g_autoptr(GByteArray) output = g_byte_array_new();
-    g_autofree char *text = NULL;
-    g_autofree char *tail = NULL;
-    GError *spawn_error = NULL;
-    int pipefd[2];
-    GPid pid;
-    gint64 deadline;
-    gboolean timed_out = FALSE, eof = FALSE, exited = FALSE;
-    int status = 0;
     size_t i;
     json_t *item;
 
+    *ret_output = g_strdup("");
     if (!json_is_array(argv_json) || json_array_size(argv_json) == 0) {
         g_set_error(error, AV_ERROR, AV_ERROR_POLICY, "the step has no 'argv'");
         return FALSE;
@@ -129,10 +58,8 @@ av_scrub_command(const AvScrubStep *step, const AvScrubTarget *target, guint64 m
     {
         guint bad = 0;
 
-        if (!av_policy_check_scrub_argv(argv_json, &bad, error)) {
-            *ret_output = g_strdup("");
+        if (!av_policy_check_scrub_argv(argv_json, &bad, error))
             return FALSE;
-        }
     }
     json_array_foreach(argv_json, i, item) g_ptr_array_add(argv, g_strdup(json_string_value(item)));
     g_ptr_array_add(argv, g_strdup(target->address ? target->address : "none"));
@@ -154,89 +81,9 @@ av_scrub_command(const AvScrubStep *step, const AvScrubTarget *target, guint64 m
     else
         envp = g_environ_unsetenv(envp, "ACCELVIRT_SCRUB_VFIO_GROUP_FD");
 
-    if (!g_unix_open_pipe(pipefd, FD_CLOEXEC, error))
-        return FALSE;
-    if (!g_spawn_async_with_pipes_and_fds(
-            "/", (const char *const *)argv->pdata, (const char *const *)envp,
-            G_SPAWN_DO_NOT_REAP_CHILD | G_SPAWN_STDIN_FROM_DEV_NULL,
-            av_scrub_child_setup, NULL, -1, pipefd[1], pipefd[1], group_fd >= 0 ? &group_fd : NULL,
-            group_fd >= 0 ? target_fds : NULL, group_fd >= 0 ? 1 : 0,
-            &pid, NULL, NULL, NULL, &spawn_error)) {
-        close(pipefd[0]);
-        close(pipefd[1]);
-        g_set_error(error, AV_ERROR, AV_ERROR_FAILED, "cannot run '%s': %s",
-                    (const char *)g_ptr_array_index(argv, 0), spawn_error->message);
-        g_error_free(spawn_error);
-        return FALSE;
-    }
-    close(pipefd[1]);
-    /* The child may not have reached setpgid() yet: do it from here too, so
-     * that a kill of the group never misses it. */
-    setpgid(pid, pid);
-    g_unix_set_fd_nonblocking(pipefd[0], TRUE, NULL);
-
-    deadline = g_get_monotonic_time() + (gint64)step->timeout_s * G_USEC_PER_SEC;
-    while (!exited) {
-        struct pollfd pfd = { .fd = pipefd[0], .events = POLLIN };
-        gint64 left_ms = (deadline - g_get_monotonic_time()) / 1000;
-        pid_t r;
-
-        if (left_ms <= 0) {
-            timed_out = TRUE;
-            kill(-pid, SIGKILL);
-            kill(pid, SIGKILL);
-            while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-                ;
-            break;
-        }
-        if (!eof && poll(&pfd, 1, (int)MIN(left_ms, 50)) > 0) {
-            guint8 chunk[4096];
-            ssize_t n = read(pipefd[0], chunk, sizeof(chunk));
-
-            if (n > 0)
-                av_scrub_output_append(output, chunk, (gsize)n);
-            else if (n == 0)
-                eof = TRUE;
-        } else if (eof) {
-            g_usleep(10 * 1000);
-        }
-        r = waitpid(pid, &status, WNOHANG);
-        if (r == pid)
-            exited = TRUE;
-    }
-    /* Whatever the program left running in its group goes with it. */
-    kill(-pid, SIGKILL);
-    for (;;) {
-        guint8 chunk[4096];
-        ssize_t n = read(pipefd[0], chunk, sizeof(chunk));
-
-        if (n <= 0)
-            break;
-        av_scrub_output_append(output, chunk, (gsize)n);
-    }
-    close(pipefd[0]);
-    g_spawn_close_pid(pid);
-
-    text = av_scrub_output_text(output);
-    tail = av_scrub_one_line(text);
-    *ret_output = g_steal_pointer(&text);
-    if (timed_out) {
-        g_set_error(error, AV_ERROR, AV_ERROR_FAILED, "'%s' was killed after its timeout of %u s%s%s",
-                    (const char *)g_ptr_array_index(argv, 0), step->timeout_s, *tail ? ": " : "", tail);
-        return FALSE;
-    }
-    if (WIFSIGNALED(status)) {
-        g_set_error(error, AV_ERROR, AV_ERROR_FAILED, "'%s' was killed by signal %d%s%s",
-                    (const char *)g_ptr_array_index(argv, 0), WTERMSIG(status), *tail ? ": " : "", tail);
-        return FALSE;
-    }
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-        g_set_error(error, AV_ERROR, AV_ERROR_FAILED, "'%s' exited with status %d%s%s",
-                    (const char *)g_ptr_array_index(argv, 0),
-                    WIFEXITED(status) ? WEXITSTATUS(status) : -1, *tail ? ": " : "", tail);
-        return FALSE;
-    }
-    return TRUE;
+    g_clear_pointer(ret_output, g_free);
+    return av_command_run((const char *const *)argv->pdata, (const char *const *)envp, step->timeout_s, group_fd,
+                          ret_output, NULL, error);
 }
 
 static gboolean
