@@ -186,7 +186,146 @@ av_profile_free(AvProfile *profile)
     if (profile->traits)
         g_ptr_array_unref(profile->traits);
     g_free(profile->description);
+    av_program_free(profile->program);
+    for (guint i = 0; i < AV_DRIVER_POINTS; i++)
+        av_driver_command_free(profile->drivers[i]);
     g_free(profile);
+}
+
+void
+av_program_free(AvProgram *program)
+{
+    if (!program)
+        return;
+    if (program->argv)
+        json_decref(program->argv);
+    if (program->verify)
+        json_decref(program->verify);
+    g_free(program->base);
+    g_free(program);
+}
+
+void
+av_driver_command_free(AvDriverCommand *command)
+{
+    if (!command)
+        return;
+    if (command->argv)
+        json_decref(command->argv);
+    g_free(command);
+}
+
+const char *
+av_driver_point_to_string(AvDriverPoint point)
+{
+    static const char *const names[AV_DRIVER_POINTS] = { "on_prepare", "on_release", "on_assign", "on_free" };
+
+    return (guint)point < AV_DRIVER_POINTS ? names[point] : "?";
+}
+
+/* The value of the placeholder @name ("address" for "{address}") in
+ * @values; *ret_known says whether it is a placeholder at all. */
+static const char *
+av_argv_value(const AvArgvValues *values, const char *name, gsize len, gboolean *ret_known)
+{
+    static const struct {
+        const char *name;
+        gsize offset;
+    } table[] = {
+        { "address", G_STRUCT_OFFSET(AvArgvValues, address) },
+        { "card", G_STRUCT_OFFSET(AvArgvValues, card) },
+        { "region", G_STRUCT_OFFSET(AvArgvValues, region) },
+        { "bitstream", G_STRUCT_OFFSET(AvArgvValues, bitstream) },
+        { "sha256", G_STRUCT_OFFSET(AvArgvValues, sha256) },
+        { "function_id", G_STRUCT_OFFSET(AvArgvValues, function_id) },
+        { "identity", G_STRUCT_OFFSET(AvArgvValues, identity) },
+        { "domain_name", G_STRUCT_OFFSET(AvArgvValues, domain_name) },
+        { "domain_uuid", G_STRUCT_OFFSET(AvArgvValues, domain_uuid) },
+        { "profile", G_STRUCT_OFFSET(AvArgvValues, profile) },
+    };
+
+    for (guint i = 0; i < G_N_ELEMENTS(table); i++) {
+        if (strlen(table[i].name) == len && strncmp(table[i].name, name, len) == 0) {
+            *ret_known = TRUE;
+            return values ? G_STRUCT_MEMBER(const char *, values, table[i].offset) : NULL;
+        }
+    }
+    *ret_known = FALSE;
+    return NULL;
+}
+
+/* Expands one element @text of a template into @out; with @values NULL
+ * only checks it.  FALSE with AV_ERROR_POLICY naming what is wrong. */
+static gboolean
+av_argv_expand_one(const char *text, const AvArgvValues *values, GString *out, GError **error)
+{
+    for (const char *p = text; *p; p++) {
+        const char *end;
+        const char *value;
+        gboolean known = FALSE;
+
+        if (*p == '}') {
+            g_set_error(error, AV_ERROR, AV_ERROR_POLICY, "'%s' has a '}' that closes no placeholder", text);
+            return FALSE;
+        }
+        if (*p != '{') {
+            if (out)
+                g_string_append_c(out, *p);
+            continue;
+        }
+        end = strchr(p + 1, '}');
+        if (!end) {
+            g_set_error(error, AV_ERROR, AV_ERROR_POLICY, "'%s' has a '{' that is not closed", text);
+            return FALSE;
+        }
+        value = av_argv_value(values, p + 1, (gsize)(end - p - 1), &known);
+        if (!known) {
+            g_set_error(error, AV_ERROR, AV_ERROR_POLICY,
+                        "'%s' names the placeholder '%.*s', which is none of {address}, {card}, {region}, "
+                        "{bitstream}, {sha256}, {function_id}, {identity}, {domain_name}, {domain_uuid}, {profile}",
+                        text, (int)(end - p + 1), p);
+            return FALSE;
+        }
+        if (out) {
+            if (!value) {
+                g_set_error(error, AV_ERROR, AV_ERROR_POLICY, "'%s' names '%.*s', which has no value here", text,
+                            (int)(end - p + 1), p);
+                return FALSE;
+            }
+            g_string_append(out, value);
+        }
+        p = end;
+    }
+    return TRUE;
+}
+
+/* See av-policy.h.  With @values NULL, only checks the template (what the
+ * policy's parser does): every element a string, braces only around the
+ * known placeholders. */
+char **
+av_profile_argv_expand(const json_t *argv, const AvArgvValues *values, GError **error)
+{
+    g_autoptr(GPtrArray) out = g_ptr_array_new_with_free_func(g_free);
+    size_t i;
+    json_t *item;
+
+    if (!json_is_array(argv) || json_array_size(argv) == 0) {
+        g_set_error(error, AV_ERROR, AV_ERROR_POLICY, "expected a non-empty array of strings");
+        return NULL;
+    }
+    json_array_foreach(argv, i, item) {
+        g_autoptr(GString) s = g_string_new(NULL);
+
+        if (!json_is_string(item)) {
+            g_set_error(error, AV_ERROR, AV_ERROR_POLICY, "element %zu is not a string", i);
+            return NULL;
+        }
+        if (!av_argv_expand_one(json_string_value(item), values, values ? s : NULL, error))
+            return NULL;
+        g_ptr_array_add(out, values ? g_string_free(g_steal_pointer(&s), FALSE) : g_strdup(json_string_value(item)));
+    }
+    g_ptr_array_add(out, NULL);
+    return (char **)g_ptr_array_free(g_steal_pointer(&out), FALSE);
 }
 
 /* A new empty policy (caller frees with av_policy_free()). */

@@ -140,7 +140,8 @@ typedef struct {
  * load: only the placeholders above, written "{name}", no other brace)
  * with @values.  A new NULL-terminated vector (g_strfreev()), or NULL with
  * AV_ERROR_POLICY when the template names a placeholder whose value is
- * NULL. */
+ * NULL.  With @values NULL it only checks the template (the policy's
+ * parser does) and returns it unexpanded. */
 char **av_profile_argv_expand(const json_t *argv, const AvArgvValues *values, GError **error);
 
 /* The name of a point as the policy writes it ("on_prepare", ...). */
