@@ -857,8 +857,11 @@ av_bitstream_in_use(const AvPool *pool, const AvPolicy *policy, const AvBitstrea
         const AvPoolDevice *dev = g_ptr_array_index(pool->devices, i);
 
         if (dev->programmed && g_str_equal(dev->programmed->sha256, bitstream->sha256))
-            return g_strdup_printf("device %s (%s) holds it (programmed by %s)", dev->address ? dev->address : "-",
-                                   dev->identity, dev->programmed->by ? dev->programmed->by : "?");
+            return g_strdup_printf("device %s (%s) holds it (programmed by %s); 'accelvirt program %s OTHER' "
+                                   "programs another first",
+                                   dev->address ? dev->address : "-", dev->identity,
+                                   dev->programmed->by ? dev->programmed->by : "?",
+                                   dev->address ? dev->address : dev->identity);
     }
     for (guint i = 0; pool && i < pool->placements->len; i++) {
         const AvPoolPlacement *record = g_ptr_array_index(pool->placements, i);
@@ -867,7 +870,8 @@ av_bitstream_in_use(const AvPool *pool, const AvPolicy *policy, const AvBitstrea
             const AvPlacedItem *item = g_ptr_array_index(record->items, k);
 
             if (item->bitstream && g_str_equal(item->bitstream, bitstream->sha256))
-                return g_strdup_printf("domain '%s' (%s) was placed with it",
+                return g_strdup_printf("domain '%s' (%s) was placed with it; 'accelvirt undefine' of that domain "
+                                       "gives its placement back",
                                        record->domain_name ? record->domain_name : "?", record->domain_uuid);
         }
     }
@@ -876,8 +880,9 @@ av_bitstream_in_use(const AvPool *pool, const AvPolicy *policy, const AvBitstrea
         const char *base = profile->program ? profile->program->base : NULL;
 
         if (base && (g_str_equal(base, bitstream->name) || g_str_equal(base, bitstream->sha256)))
-            return g_strdup_printf("profile '%s' (%s) restores it as its program's base", profile->name,
-                                   profile->source_file ? profile->source_file : "?");
+            return g_strdup_printf("profile '%s' (%s) restores it as its program's base; change that \"base\" "
+                                   "first",
+                                   profile->name, profile->source_file ? profile->source_file : "?");
     }
     return NULL;
 }
