@@ -454,7 +454,7 @@ av_cli_cmd_program(AvCli *cli, int argc, char **argv)
     g_clear_pointer(&pool, av_pool_free);
 
     /* The run, without the lock: it may take minutes. */
-    if (!cli->json)
+    if (!cli->json && isatty(STDERR_FILENO))
         fprintf(stderr, "accelvirt: programming %s with '%s' (up to %u s)...\n", address, bitstream->name,
                 profile->program->timeout_s);
     target.root = root;
