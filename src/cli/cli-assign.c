@@ -293,8 +293,10 @@ av_cli_assign(const AvCli *cli, const AvRoot *root, const AvPolicy *policy, AvPo
         return FALSE;
     g_clear_pointer(pool, av_pool_free);
 
+    /* Progress for people at a terminal; a failure stays one line. */
     for (guint i = 0; i < jobs->len && !failure; i++)
-        av_assign_run(cli, root, owner, by, g_ptr_array_index(jobs, i), cli->json, &failure);
+        av_assign_run(cli, root, owner, by, g_ptr_array_index(jobs, i), cli->json || !isatty(STDERR_FILENO),
+                      &failure);
     for (guint i = 0; i < jobs->len; i++) {
         AvAssignJob *job = g_ptr_array_index(jobs, i);
 
