@@ -328,4 +328,38 @@ check "5 VFs of 4 idle ones: the PF goes to 5 VFs (vfs-set by the attach), all f
 check "  ... each in use by vg, on vfio-pci" \
     eval "json '$QS/pool.json' \"sorted(x['address'] for x in d['devices'] if x['state'] == 'in-use') == ['0000:6b:00.%d' % i for i in range(1, 6)]\" && is_driver_q 0000:6b:00.5"
 
+# --- a profile's on_assign (issue 15): after the claim, before the hot-plug ----------------
+AH="$T/qat2"
+AS="$T/qat2s"
+AP="$T/qat2p"
+ALOG="$T/assign.log"
+cp -a "$AV_TEST_HOSTS/sriov-fpga-qat" "$AH"
+for f in 1 2 3 4; do
+    rm -f "$AH/sys/bus/pci/devices/0000:6b:00.$f/driver" "$AH"/sys/bus/pci/drivers/*/0000:6b:00.$f
+done
+mkdir -p "$AP" "$T/abin"
+printf '#!/bin/sh\necho "assign: $* $ACCELVIRT_POINT" >>"%s"\n[ ! -e "%s" ] || { echo "refused by the tuner" >&2; exit 5; }\n' \
+    "$ALOG" "$T/assign.fail" >"$T/abin/assign"
+chmod 0755 "$T/abin" "$T/abin/assign"
+python3 -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+d["profiles"][0]["on_assign"] = {"argv": [sys.argv[3], "{address}", "{domain_name}"]}
+json.dump(d, open(sys.argv[2], "w"))
+' "$AV_TEST_SRCDIR/place/policies-sriov/10-qat.json" "$AP/10-qat.json" "$T/abin/assign"
+chmod 0755 "$AP" && chmod 0644 "$AP/10-qat.json"
+ava() {
+    ACCELVIRT_TEST_HOTPLUG="$HP" ACCELVIRT_WORKER="$T/worker.sh" \
+        "$AV" --root "$AH" --policy-dir "$AP" --state-dir "$AS" -c "test://$T/drv.xml" "$@"
+}
+ava attach vg qat-vf >"$T/oa1.out" 2>"$T/oa1.err"
+echo $? >"$T/oa1.rc"
+check "attach runs the profile's on_assign for the device, then hot-plugs it" \
+    eval "succeeded oa1 && grep -q '^assign: 0000:6b:00.1 vg on_assign$' '$ALOG' && json '$AS/pool.json' \"[x['state'] for x in d['devices'] if x['address'] == '0000:6b:00.1'] == ['in-use']\" && grep -q '\"event\": *\"driver\"' '$AS/journal.jsonl'"
+touch "$T/assign.fail"
+ava attach vg qat-vf >"$T/oa2.out" 2>"$T/oa2.err"
+echo $? >"$T/oa2.rc"
+check "an on_assign that fails: the attach is rolled back, one line; the device is not free (scrubbed first)" \
+    eval "refused oa2 1 \"the on_assign command of profile 'qat-vf' for 0000:6b:00.2 failed\" && json '$AS/pool.json' \"[x['state'] for x in d['devices'] if x['address'] == '0000:6b:00.2'] == ['dirty']\""
+
 finish
