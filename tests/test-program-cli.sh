@@ -89,26 +89,8 @@ dom() {
 </domain>
 EOF
 }
-# one_line STATUS PATTERN CMD...: CMD exits STATUS with one line on stderr
-# that begins "accelvirt:" and holds PATTERN.
-one_line() {
-    st=$1 pat=$2; shift 2
-    expect_exit "$st" "$@" || return 1
-    [ "$(wc -l <"$AV_TMP/err")" -eq 1 ] || { echo "not one line:"; cat "$AV_TMP/err"; return 1; }
-    grep -q "^accelvirt: .*$pat" "$AV_TMP/err" || { echo "no '$pat' in:"; cat "$AV_TMP/err"; return 1; }
-}
-# unchanged CMD...: CMD leaves the pool and the journal as they were.
-snapshot() {
-    (cd "$W/state" && sha256sum journal.jsonl && python3 -c "
-import json; d = json.load(open('pool.json'))
-for x in d['devices']: x.pop('last_seen', None)
-print(json.dumps(d, sort_keys=True))")
-}
-unchanged() {
-    snapshot >"$AV_TMP/snap0" || return 1
-    "$@" || return 1
-    snapshot >"$AV_TMP/snap1" && diff -u "$AV_TMP/snap0" "$AV_TMP/snap1"
-}
+# unchanged CMD...: CMD leaves the pool, the journal and the library as they were.
+unchanged() { state_unchanged "$W/state" "$@"; }
 pool() { python3 -c "
 import json, sys
 d = json.load(open('$W/state/pool.json'))

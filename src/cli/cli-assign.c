@@ -90,12 +90,9 @@ av_cli_assign_needed(const AvPolicy *policy, const AvPool *pool, const GPtrArray
     return FALSE;
 }
 
-/* Opens the VFIO group of @pci for a program with driver "vfio-pci": the
- * device must be on vfio-pci and its group open nowhere else
- * (Documentation/driver-api/vfio.rst: one open file of a group at a time).
- * Returns the fd (caller closes) or -1 with @error. */
-static int
-av_assign_group_open(const AvRoot *root, const AvPciDevice *pci, GError **error)
+/* See cli.h. */
+int
+av_cli_program_group_open(const AvRoot *root, const AvPciDevice *pci, GError **error)
 {
     int fd = -1;
     int r;
@@ -172,7 +169,7 @@ av_assign_prepare(const AvRoot *root, AvPool *pool, const AvPolicy *policy, cons
         return FALSE;
     }
     if (program->driver == AV_PROGRAM_DRIVER_VFIO) {
-        job->group_fd = av_assign_group_open(root, pci, error);
+        job->group_fd = av_cli_program_group_open(root, pci, error);
         if (job->group_fd < 0)
             return FALSE;
     } else if (g_strcmp0(pci->driver, "vfio-pci") == 0) {

@@ -157,6 +157,14 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(virDomain, virDomainFree)
  * SHA-256 is @sha256, or NULL.  Borrowed from @bitstreams. */
 const AvBitstream *av_cli_bitstream_by_sha256(const GPtrArray *bitstreams, const char *sha256);
 
+/* Opens the VFIO group of @pci (borrowed, a fresh scan) for a program with
+ * driver "vfio-pci", passed to it as fd 3: the device must be on vfio-pci
+ * and its group open nowhere else (Documentation/driver-api/vfio.rst: one
+ * open file of a group at a time), through the root's kernel table.
+ * Returns the fd (caller closes) or -1 with @error (AV_ERROR_BUSY when
+ * another process has the group open, naming it). */
+int av_cli_program_group_open(const AvRoot *root, const AvPciDevice *pci, GError **error);
+
 /* TRUE when av_cli_assign() has work for @items (AvPlacedItem*): a device
  * whose pool record does not say it holds the bitstream its item names, or
  * a profile with an "on_assign" driver command. */
