@@ -914,7 +914,8 @@ test_placement_invalid(void)
 static void
 test_schema_examples(void)
 {
-    static const char *const examples[] = { "gpu-passthrough.xml", "vgpu-mdev.xml", "usb-stick.xml", "gpu-fpga.xml" };
+    static const char *const examples[] = { "gpu-passthrough.xml", "vgpu-mdev.xml", "usb-stick.xml", "gpu-fpga.xml",
+                                            "fpga-bitstream.xml" };
     g_autofree char *schema = schema_path();
 
     for (gsize i = 0; i < G_N_ELEMENTS(examples); i++) {
