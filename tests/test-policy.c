@@ -625,6 +625,16 @@ load_ok(const char *dir)
     g_assert_nonnull(policy);
 }
 
+/* @path given to another user: loading @dir fails (AV_ERROR_UNSAFE),
+ * the message naming @where and the owner; then @path is root's again. */
+static void
+refused_given_away(const char *dir, const char *path, const char *where)
+{
+    give_away(path);
+    g_free(load_refused(dir, AV_ERROR_UNSAFE, where, "owned by uid 65534", NULL));
+    g_assert_cmpint(chown(path, 0, 0), ==, 0);
+}
+
 #define EMPTY_POLICY "{\"profiles\": []}"
 
 /* The policy dir and its files: owner root (or this process's user), not
@@ -757,6 +767,16 @@ test_trust_symlink(void)
 
 /* A policy whose one profile has the scrub step @step (a JSON object with
  * @PATH@ standing for @path), written as @dir/10-scrub.json. */
+/* Writes @text to @dir/@name, mode 0644: a policy file that loads. */
+static void
+write_policy_file(const char *dir, const char *name, const char *text)
+{
+    g_autofree char *file = g_build_filename(dir, name, NULL);
+
+    av_test_write(dir, name, text);
+    g_assert_cmpint(chmod(file, 0644), ==, 0);
+}
+
 static void
 write_step_policy(const char *dir, const char *step, const char *path)
 {
@@ -765,10 +785,45 @@ write_step_policy(const char *dir, const char *step, const char *path)
     g_autofree char *text = g_strdup_printf(
         "{\"profiles\": [{\"name\": \"gpu\", \"match\": {\"vendor\": \"0x10de\"},\n"
         "  \"scrub\": [%s]}]}\n", filled);
-    g_autofree char *file = g_build_filename(dir, "10-scrub.json", NULL);
 
-    av_test_write(dir, "10-scrub.json", text);
-    g_assert_cmpint(chmod(file, 0644), ==, 0);
+    write_policy_file(dir, "10-scrub.json", text);
+}
+
+/* A temporary directory for the trust tests: "policies" (mode 0755, empty)
+ * and "bin" (0755) holding the program @name (0755, a shell script that
+ * exits 0). */
+typedef struct {
+    char *tmp;
+    char *pol;
+    char *bin;
+    char *prog;
+} TrustDirs;
+
+static void
+trust_dirs_clear(TrustDirs *d)
+{
+    if (d->tmp)
+        av_test_tmpdir_remove(d->tmp);
+    g_free(d->tmp);
+    g_free(d->pol);
+    g_free(d->bin);
+    g_free(d->prog);
+}
+G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC(TrustDirs, trust_dirs_clear)
+
+/* Makes @d's directories; returns d->tmp. */
+static const char *
+trust_dirs_init(TrustDirs *d, const char *name)
+{
+    d->tmp = av_test_tmpdir();
+    d->pol = g_build_filename(d->tmp, "policies", NULL);
+    d->bin = g_build_filename(d->tmp, "bin", NULL);
+    d->prog = g_build_filename(d->bin, name, NULL);
+    av_test_write(d->bin, name, "#!/bin/sh\nexit 0\n");
+    g_assert_cmpint(chmod(d->prog, 0755), ==, 0);
+    g_assert_cmpint(chmod(d->bin, 0755), ==, 0);
+    g_assert_cmpint(g_mkdir_with_parents(d->pol, 0755), ==, 0);
+    return d->tmp;
 }
 
 /* The program of a "command" step and the template of a "vm" step run or
@@ -777,21 +832,15 @@ write_step_policy(const char *dir, const char *step, const char *path)
 static void
 test_trust_scrub_files(void)
 {
-    g_autofree char *tmp = av_test_tmpdir();
-    g_autofree char *pol = g_build_filename(tmp, "policies", NULL);
-    g_autofree char *bin = g_build_filename(tmp, "bin", NULL);
-    g_autofree char *prog = g_build_filename(bin, "scrub", NULL);
+    g_auto(TrustDirs) d = { 0 };
+    const char *tmp = trust_dirs_init(&d, "scrub"), *pol = d.pol, *bin = d.bin, *prog = d.prog;
     g_autofree char *tmpl = g_build_filename(tmp, "scrub-vm.xml", NULL);
     g_autofree char *missing = g_build_filename(bin, "missing", NULL);
     static const char command[] = "{\"method\": \"command\", \"argv\": [\"@PATH@\", \"--all\"]}";
     static const char vm[] = "{\"method\": \"vm\", \"template\": \"@PATH@\"}";
 
-    av_test_write(bin, "scrub", "#!/bin/sh\nexit 0\n");
-    g_assert_cmpint(chmod(prog, 0755), ==, 0);
-    g_assert_cmpint(chmod(bin, 0755), ==, 0);
     av_test_write(tmp, "scrub-vm.xml", "<domain type='kvm'><name>@NAME@</name><devices>@HOSTDEV@</devices></domain>");
     g_assert_cmpint(chmod(tmpl, 0644), ==, 0);
-    g_assert_cmpint(g_mkdir_with_parents(pol, 0755), ==, 0);
 
     /* command */
     write_step_policy(pol, command, prog);
@@ -800,9 +849,7 @@ test_trust_scrub_files(void)
     g_free(load_refused(pol, AV_ERROR_UNSAFE, "10-scrub.json:2:44: profile 'gpu': 'scrub[0].argv[0]': refusing "
                         "the scrub program '", "it is writable by its group", NULL));
     g_assert_cmpint(chmod(prog, 0755), ==, 0);
-    give_away(prog);
-    g_free(load_refused(pol, AV_ERROR_UNSAFE, "'scrub[0].argv[0]'", "owned by uid 65534", NULL));
-    g_assert_cmpint(chown(prog, 0, 0), ==, 0);
+    refused_given_away(pol, prog, "'scrub[0].argv[0]'");
     g_assert_cmpint(chmod(bin, 0777), ==, 0);
     g_free(load_refused(pol, AV_ERROR_UNSAFE, "the directory '", bin, NULL));
     g_assert_cmpint(chmod(bin, 0755), ==, 0);
@@ -825,9 +872,7 @@ test_trust_scrub_files(void)
     g_free(load_refused(pol, AV_ERROR_UNSAFE, "'scrub[0].template': refusing the scrub VM template '",
                         "it is writable by every user", NULL));
     g_assert_cmpint(chmod(tmpl, 0644), ==, 0);
-    give_away(tmpl);
-    g_free(load_refused(pol, AV_ERROR_UNSAFE, "owned by uid 65534", NULL));
-    g_assert_cmpint(chown(tmpl, 0, 0), ==, 0);
+    refused_given_away(pol, tmpl, "'scrub[0].template'");
     write_step_policy(pol, vm, missing);
     g_free(load_refused(pol, AV_ERROR_POLICY, "'scrub[0].template': the scrub VM template '", "does not exist", NULL));
     av_test_write(tmp, "scrub-vm.xml", "<domain type='kvm'><name>@NAME@</name><devices/></domain>");
@@ -864,10 +909,7 @@ test_trust_scrub_files(void)
         g_free(load_refused(pol, AV_ERROR_UNSAFE, "boots from an image that cannot be trusted", "vmlinuz",
                             "writable by its group", NULL));
         g_assert_cmpint(chmod(kernel, 0644), ==, 0);
-        give_away(disk);
-        g_free(load_refused(pol, AV_ERROR_UNSAFE, "boots from an image that cannot be trusted", "disk.img",
-                            "owned by uid 65534", NULL));
-        g_assert_cmpint(chown(disk, 0, 0), ==, 0);
+        refused_given_away(pol, disk, "boots from an image that cannot be trusted");
         g_assert_cmpint(chmod(boot, 0777), ==, 0);
         g_free(load_refused(pol, AV_ERROR_UNSAFE, "boots from an image that cannot be trusted", boot, NULL));
         g_assert_cmpint(chmod(boot, 0755), ==, 0);
@@ -907,7 +949,6 @@ test_trust_scrub_files(void)
                                 "another user could create it", NULL));
         }
     }
-    av_test_tmpdir_remove(tmp);
 }
 
 /* ---- matching ---- */
@@ -1055,22 +1096,29 @@ check_round_trip(const AvPolicy *policy)
     }
 }
 
+/* The normalised form of the profile @name of @policy, for `accelvirt
+ * policy show`, is @expected (compact JSON). */
+static void
+assert_profile_json(const AvPolicy *policy, const char *name, const char *expected)
+{
+    g_autoptr(json_t) j = av_profile_to_json(av_policy_find(policy, name));
+    g_autofree char *text = av_json_dump_compact(j);
+
+    g_assert_cmpstr(text, ==, expected);
+}
+
 static void
 test_round_trip(void)
 {
     g_autofree char *dir = good_dir_copy();
     g_autoptr(GError) err = NULL;
     g_autoptr(AvPolicy) policy = av_policy_load_dir(dir, &err);
-    g_autoptr(json_t) j = NULL;
-    g_autofree char *text = NULL;
 
     g_assert_no_error(err);
     check_round_trip(policy);
 
     /* the normalised form of one profile, for `accelvirt policy show` */
-    j = av_profile_to_json(av_policy_find(policy, "gpu-any-3d"));
-    text = av_json_dump_compact(j);
-    g_assert_cmpstr(text, ==,
+    assert_profile_json(policy, "gpu-any-3d",
                     "{\"name\":\"gpu-any-3d\",\"match\":{\"vendor\":\"0x10de\",\"class\":\"0x030200\"},"
                     "\"attach\":\"vfio-pci\",\"numa\":\"preferred\",\"allocation\":\"pack\",\"granularity\":\"card\","
                     "\"scrub\":[{\"method\":\"reset\"}],\"restore_driver\":\"on-release\",\"hide_hypervisor\":false,"
@@ -1374,8 +1422,6 @@ test_program(void)
         "]}");
     const AvProfile *p = av_policy_find(policy, "fpga");
     const AvScrubStep *step;
-    g_autoptr(json_t) j = NULL;
-    g_autofree char *text = NULL;
     g_autoptr(GPtrArray) w = NULL;
 
     /* everything as written */
@@ -1427,9 +1473,7 @@ test_program(void)
     g_assert_cmpstr(av_driver_point_to_string(AV_DRIVER_ON_FREE), ==, "on_free");
 
     /* policy show: the normalised form, which loads back */
-    j = av_profile_to_json(av_policy_find(policy, "fpga"));
-    text = av_json_dump_compact(j);
-    g_assert_cmpstr(text, ==,
+    assert_profile_json(policy, "fpga",
                     "{\"name\":\"fpga\",\"match\":{\"vendor\":\"0x10ee\",\"device\":[\"0x5004\"]},"
                     "\"attach\":\"vfio-pci\",\"numa\":\"preferred\",\"allocation\":\"pack\",\"granularity\":\"card\","
                     "\"scrub\":[{\"method\":\"program-base\"},{\"method\":\"reset\"}],\"restore_driver\":\"on-release\","
@@ -1492,10 +1536,8 @@ write_fpga_policy(const char *dir, const char *fields, const char *prog, const c
     g_autofree char *text = g_strdup_printf(
         "{\"profiles\": [{\"name\": \"fpga\", \"match\": {\"vendor\": \"0x10ee\"}, \"restore_driver\": \"keep-vfio\",\n"
         "  %s}]}\n", filled);
-    g_autofree char *file = g_build_filename(dir, "10-fpga.json", NULL);
 
-    av_test_write(dir, "10-fpga.json", text);
-    g_assert_cmpint(chmod(file, 0644), ==, 0);
+    write_policy_file(dir, "10-fpga.json", text);
 }
 
 /* The programs of "program" and of the driver commands run as root: they
@@ -1505,21 +1547,15 @@ write_fpga_policy(const char *dir, const char *fields, const char *prog, const c
 static void
 test_trust_program_files(void)
 {
-    g_autofree char *tmp = av_test_tmpdir();
-    g_autofree char *pol = g_build_filename(tmp, "policies", NULL);
-    g_autofree char *bin = g_build_filename(tmp, "bin", NULL);
-    g_autofree char *prog = g_build_filename(bin, "program", NULL);
+    g_auto(TrustDirs) d = { 0 };
+    const char *tmp = trust_dirs_init(&d, "program"), *pol = d.pol, *bin = d.bin, *prog = d.prog;
     g_autofree char *open = g_build_filename(tmp, "open", NULL);
     static const char program[] = "\"program\": {\"argv\": [\"@PROG@\", \"--device\", \"{card}\", "
                                   "\"@OPEN@/{sha256}.bit\"], \"verify\": [\"@PROG@\", \"--verify\"]}";
     static const char driver[] = "\"on_prepare\": {\"argv\": [\"/bin/sh\", \"@PROG@\", \"@OPEN@/{domain_name}\"]}";
 
-    av_test_write(bin, "program", "#!/bin/sh\nexit 0\n");
-    g_assert_cmpint(chmod(prog, 0755), ==, 0);
-    g_assert_cmpint(chmod(bin, 0755), ==, 0);
     g_assert_cmpint(g_mkdir_with_parents(open, 0755), ==, 0);
     g_assert_cmpint(chmod(open, 01777), ==, 0);
-    g_assert_cmpint(g_mkdir_with_parents(pol, 0755), ==, 0);
 
     /* an argument naming a placeholder in a directory anyone can write:
      * left to the check of the expanded argv */
@@ -1534,9 +1570,7 @@ test_trust_program_files(void)
     g_free(load_refused(pol, AV_ERROR_UNSAFE, "10-fpga.json:2:24: profile 'fpga': 'program.argv[0]': refusing the "
                         "program '", "it is writable by every user", NULL));
     g_assert_cmpint(chmod(prog, 0755), ==, 0);
-    give_away(prog);
-    g_free(load_refused(pol, AV_ERROR_UNSAFE, "'program.argv[0]'", "owned by uid 65534", NULL));
-    g_assert_cmpint(chown(prog, 0, 0), ==, 0);
+    refused_given_away(pol, prog, "'program.argv[0]'");
     g_assert_cmpint(chmod(prog, 0644), ==, 0);
     g_free(load_refused(pol, AV_ERROR_POLICY, "'program.argv[0]': the program '", "is not executable (mode 0644)",
                         NULL));
@@ -1564,10 +1598,7 @@ test_trust_program_files(void)
     g_assert_cmpint(chmod(bin, 0755), ==, 0);
     write_fpga_policy(pol, "\"on_free\": {\"argv\": [\"@PROG@\", \"{address}\"]}", prog, open);
     load_ok(pol);
-    give_away(prog);
-    g_free(load_refused(pol, AV_ERROR_UNSAFE, "'on_free.argv[0]': refusing the driver command '", "owned by uid 65534",
-                        NULL));
-    g_assert_cmpint(chown(prog, 0, 0), ==, 0);
+    refused_given_away(pol, prog, "'on_free.argv[0]': refusing the driver command '");
 
     /* braces are no placeholders in a "command" step: its argument is checked */
     {
@@ -1579,7 +1610,6 @@ test_trust_program_files(void)
         g_free(load_refused(pol, AV_ERROR_UNSAFE, "'scrub[0].argv[1]'", "does not exist, and another user could "
                             "create it", NULL));
     }
-    av_test_tmpdir_remove(tmp);
 }
 
 int
