@@ -653,6 +653,25 @@ av_bitstream_open_source(const char *path, guint64 *ret_size, GError **error)
     return fd;
 }
 
+/* Removes the temporary files that adds killed mid-copy left in the
+ * library @dir ("incoming.tmp.*", and "index.json.tmp.*" of a killed index
+ * write): the caller holds the pool's write lock, so no add is under way. */
+static void
+av_bitstream_remove_leftovers(const char *dir)
+{
+    g_autoptr(GDir) d = g_dir_open(dir, 0, NULL);
+    const char *name;
+
+    while (d && (name = g_dir_read_name(d))) {
+        g_autofree char *path = NULL;
+
+        if (!g_str_has_prefix(name, "incoming.tmp.") && !g_str_has_prefix(name, AV_BITSTREAM_INDEX ".tmp."))
+            continue;
+        path = g_build_filename(dir, name, NULL);
+        g_unlink(path);
+    }
+}
+
 /* See av-bitstream.h.  Caller frees. */
 AvBitstream *
 av_bitstream_add(const char *state_dir, const char *path, const char *name, const char *const *compatible,
@@ -711,6 +730,7 @@ av_bitstream_add(const char *state_dir, const char *path, const char *name, cons
     if (!av_file_ensure_dir(dir, 0700, error) || !av_bitstream_dir_check(state_dir, dir, &exists, error) ||
         !av_bitstream_list(state_dir, &list, error))
         return NULL;
+    av_bitstream_remove_leftovers(dir);
     in = av_bitstream_open_source(path, &size, error);
     if (in < 0)
         return NULL;
