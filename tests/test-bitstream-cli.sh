@@ -167,15 +167,15 @@ assert r['report']['ok'] is True and r['recorded'] is True and r['report']['veri
 assert es[-1]['to'] == 'free', es[-1]
 PY
 }
-check "  ... journalled: claimed, programmed, program (ok), back to free" \
-    journalled_run claimed programmed program transition
+check "  ... journalled: claimed, claim renewed, program (ok), programmed, back to free" \
+    journalled_run claimed claim-renewed program programmed transition
 check "  ... the journal's chain holds" av journal verify
 check "program again: skipped, the device already holds it" \
     eval "unchanged av program $HOST_DEV $CRC >'$W/o' && grep -q 'already holds' '$W/o' && [ \"\$(runs)\" = 1 ]"
 check "program --force programs it again" \
     eval "av program --force $HOST_DEV crc && [ \"\$(runs)\" = 2 ] && [ \"\$(programmed $HOST_DEV)\" = $CRC ]"
 check "  ... the record dropped while it ran, written again after" \
-    journalled_run claimed programmed-unknown programmed program transition
+    journalled_run claimed programmed-unknown claim-renewed program programmed transition
 av bitstream list --json >"$W/l2.json"
 check "bitstream list says which device holds it" json "$W/l2.json" \
     "[[h['address'] for h in b['held_by']] for b in d['bitstreams']] == [[], [], ['$HOST_DEV']]"
@@ -221,10 +221,10 @@ flock -x "$H/dev/vfio/30" sleep 30 &
 HOLDER=$!
 sleep 0.3
 check "a device whose VFIO group another holds: refused, one line, nothing changed" \
-    unchanged one_line 3 "cannot open the VFIO group 30" av program --force "$VFIO_DEV" aes
+    unchanged one_line 3 "cannot open VFIO group 30" av program --force "$VFIO_DEV" aes
 kill "$HOLDER" 2>/dev/null; wait "$HOLDER" 2>/dev/null
 check "a device the profile wants on vfio-pci but on its host driver: refused" \
-    eval "ln -sfn ../../../../bus/pci/drivers/xclmgmt '$H/sys/bus/pci/devices/$VFIO_DEV/driver' && cp '$W/state/journal.jsonl' '$AV_TMP/j0' && one_line 1 'not vfio-pci' av program --force '$VFIO_DEV' aes && [ \"\$(programmed $VFIO_DEV)\" = $AES ] && [ \"\$(state_of $VFIO_DEV)\" = free ] && ! tail -n +\$((\$(wc -l <'$AV_TMP/j0') + 1)) '$W/state/journal.jsonl' | grep -q '\"claimed\"'; r=\$?; ln -sfn ../../../../bus/pci/drivers/vfio-pci '$H/sys/bus/pci/devices/$VFIO_DEV/driver'; exit \$r"
+    eval "ln -sfn ../../../../bus/pci/drivers/xclmgmt '$H/sys/bus/pci/devices/$VFIO_DEV/driver' && cp '$W/state/journal.jsonl' '$AV_TMP/j0' && one_line 1 'needs it on vfio-pci' av program --force '$VFIO_DEV' aes && [ \"\$(programmed $VFIO_DEV)\" = $AES ] && [ \"\$(state_of $VFIO_DEV)\" = free ] && ! tail -n +\$((\$(wc -l <'$AV_TMP/j0') + 1)) '$W/state/journal.jsonl' | grep -q '\"claimed\"'; r=\$?; ln -sfn ../../../../bus/pci/drivers/vfio-pci '$H/sys/bus/pci/devices/$VFIO_DEV/driver'; exit \$r"
 
 # --- only a free device ---
 python3 - "$W/state/pool.json" "$VFIO_DEV" <<'PY'

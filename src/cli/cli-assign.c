@@ -39,7 +39,9 @@ typedef struct {
     const AvProfile *profile;    /* borrowed from the policy */
     const AvBitstream *bitstream; /* borrowed: what to program it with, or NULL */
     gboolean assign;             /* run the profile's on_assign */
+    int iommu_group;             /* its IOMMU group, -1 none */
     int group_fd;                /* the VFIO group for a "vfio-pci" program, or -1 */
+    char **argv;                 /* the program's expanded argv (av_program_argv()), or NULL */
     AvProgrammed *programmed;    /* the program's outcome to record */
     json_t *program_report;
     json_t *driver_report;
@@ -52,6 +54,7 @@ av_assign_job_free(AvAssignJob *job)
     g_free(job->address);
     if (job->group_fd >= 0)
         close(job->group_fd);
+    g_strfreev(job->argv);
     av_programmed_free(job->programmed);
     if (job->program_report)
         json_decref(job->program_report);
@@ -124,7 +127,8 @@ av_cli_program_group_open(const AvRoot *root, const AvPciDevice *pci, GError **e
  * to last past the program's timeouts, the record cleared). */
 static gboolean
 av_assign_prepare(const AvRoot *root, AvPool *pool, const AvPolicy *policy, const AvOwner *owner,
-                  const AvPlacedItem *item, const GPtrArray *bitstreams, AvAssignJob *job, GError **error)
+                  const AvPlacedItem *item, const GPtrArray *bitstreams, const GPtrArray *jobs, AvAssignJob *job,
+                  GError **error)
 {
     AvPoolDevice *dev = av_pool_find(pool, item->identity);
     const AvProgram *program;
@@ -168,8 +172,24 @@ av_assign_prepare(const AvRoot *root, AvPool *pool, const AvPolicy *policy, cons
                     job->bitstream->name, dev->address, pci->vendor_id, pci->device_id, job->profile->name);
         return FALSE;
     }
+    job->iommu_group = pci->iommu_group;
     if (program->driver == AV_PROGRAM_DRIVER_VFIO) {
-        job->group_fd = av_cli_program_group_open(root, pci, error);
+        /* The kernel lets one file of a group be open: the functions of one
+         * card in one group share it. */
+        for (guint i = 0; i < jobs->len && job->group_fd < 0; i++) {
+            const AvAssignJob *other = g_ptr_array_index(jobs, i);
+
+            if (other != job && other->group_fd >= 0 && other->iommu_group == job->iommu_group) {
+                job->group_fd = dup(other->group_fd);
+                if (job->group_fd < 0) {
+                    g_set_error(error, AV_ERROR, AV_ERROR_IO, "cannot share VFIO group %d: %s", job->iommu_group,
+                                g_strerror(errno));
+                    return FALSE;
+                }
+            }
+        }
+        if (job->group_fd < 0)
+            job->group_fd = av_cli_program_group_open(root, pci, error);
         if (job->group_fd < 0)
             return FALSE;
     } else if (g_strcmp0(pci->driver, "vfio-pci") == 0) {
@@ -186,10 +206,30 @@ av_assign_prepare(const AvRoot *root, AvPool *pool, const AvPolicy *policy, cons
     return av_pool_set_programmed(pool, dev, NULL, "programming started", error);
 }
 
-/* Without the lock: programs @job's device, then runs its on_assign. */
+/* The earlier job of @jobs (before @job) that ran the very same program
+ * as @job would (same bitstream, same expanded argv: the functions of one
+ * card whose template names only {card}) and succeeded, or NULL. */
+static const AvAssignJob *
+av_assign_same_program(const GPtrArray *jobs, const AvAssignJob *job)
+{
+    for (guint i = 0; i < jobs->len; i++) {
+        const AvAssignJob *other = g_ptr_array_index(jobs, i);
+
+        if (other == job)
+            break;
+        if (other->programmed && other->argv && job->argv && other->bitstream == job->bitstream &&
+            other->profile == job->profile && g_strv_equal((const char *const *)other->argv,
+                                                           (const char *const *)job->argv))
+            return other;
+    }
+    return NULL;
+}
+
+/* Without the lock: programs @job's device (unless an earlier job of @jobs
+ * ran the same program), then runs its on_assign. */
 static gboolean
-av_assign_run(const AvCli *cli, const AvRoot *root, const AvOwner *owner, const char *by, AvAssignJob *job,
-              gboolean quiet, GError **error)
+av_assign_run(const AvCli *cli, const AvRoot *root, const AvOwner *owner, const char *by, const GPtrArray *jobs,
+              AvAssignJob *job, gboolean quiet, GError **error)
 {
     AvProgramTarget target = { 0 };
 
@@ -202,6 +242,20 @@ av_assign_run(const AvCli *cli, const AvRoot *root, const AvOwner *owner, const 
     target.domain_uuid = owner->domain_uuid;
     target.group_fd = job->group_fd;
     if (job->bitstream) {
+        const AvAssignJob *same;
+
+        job->argv = av_program_argv(&target, job->bitstream, error);
+        if (!job->argv)
+            return FALSE;
+        same = av_assign_same_program(jobs, job);
+        if (same) {
+            job->programmed = av_programmed_new(same->programmed->sha256, same->programmed->name, by,
+                                                same->programmed->verified);
+            job->program_report = json_pack("{s:s,s:s?,s:s,s:s,s:b,s:s?}", "point", "program", "address", job->address,
+                                            "sha256", job->bitstream->sha256, "name", job->bitstream->name, "ok", TRUE,
+                                            "same_program_as", same->address);
+            goto assign;
+        }
         if (!quiet)
             fprintf(stderr, "accelvirt: programming %s with '%s' (up to %u s)...\n", job->address,
                     job->bitstream->name, job->profile->program->timeout_s);
@@ -209,6 +263,7 @@ av_assign_run(const AvCli *cli, const AvRoot *root, const AvOwner *owner, const 
         if (!job->programmed)
             return FALSE;
     }
+assign:
     if (!job->assign)
         return TRUE;
     /* A driver command gets no group file. */
@@ -273,9 +328,10 @@ av_cli_assign(const AvCli *cli, const AvRoot *root, const AvPolicy *policy, AvPo
             continue; /* an mdev: the hook makes it at prepare */
         job = g_new0(AvAssignJob, 1);
         job->group_fd = -1;
+        job->iommu_group = -1;
         job->identity = g_strdup(item->identity);
         g_ptr_array_add(jobs, job);
-        if (!av_assign_prepare(root, *pool, policy, owner, item, bitstreams, job, &failure))
+        if (!av_assign_prepare(root, *pool, policy, owner, item, bitstreams, jobs, job, &failure))
             break;
         job->assign = job->profile->drivers[AV_DRIVER_ON_ASSIGN] &&
                       (!assign || g_hash_table_contains(assign, item->identity));
@@ -292,7 +348,7 @@ av_cli_assign(const AvCli *cli, const AvRoot *root, const AvPolicy *policy, AvPo
 
     /* Progress for people at a terminal; a failure stays one line. */
     for (guint i = 0; i < jobs->len && !failure; i++)
-        av_assign_run(cli, root, owner, by, g_ptr_array_index(jobs, i), cli->json || !isatty(STDERR_FILENO),
+        av_assign_run(cli, root, owner, by, jobs, g_ptr_array_index(jobs, i), cli->json || !isatty(STDERR_FILENO),
                       &failure);
     for (guint i = 0; i < jobs->len; i++) {
         AvAssignJob *job = g_ptr_array_index(jobs, i);

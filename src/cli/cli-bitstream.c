@@ -25,10 +25,6 @@
 #include "vfio/av-kernel.h"
 #include "vfio/av-vfio.h"
 
-/* How long past the program's timeouts the operator's claim of a device
- * lasts, so that the claim of a killed `accelvirt program` expires. */
-#define AV_CLI_PROGRAM_CLAIM_SLACK_S 60
-
 /* The pool devices of @pool recorded holding @sha256, as JSON objects
  * {"address", "identity", "state", "since", "by"}. */
 static json_t *
@@ -301,40 +297,6 @@ av_cli_cmd_bitstream(AvCli *cli, int argc, char **argv)
 
 /* --- program -------------------------------------------------------------------- */
 
-/* Opens the VFIO group @group of @address for a program that needs it
- * (driver "vfio-pci"): the device on vfio-pci and nobody else holding the
- * group.  Returns the fd (caller closes) or -1 with @error. */
-static int
-av_cli_program_group(const AvRoot *root, const AvPciDevice *pci, GError **error)
-{
-    int fd = -1, r;
-
-    if (g_strcmp0(pci->driver, "vfio-pci") != 0) {
-        g_set_error(error, AV_ERROR, AV_ERROR_STATE,
-                    "device %s is on %s, not vfio-pci, where its profile's program (driver \"vfio-pci\") needs it; "
-                    "'accelvirt status' shows it, a reconcile or a scrub by hand puts it back",
-                    pci->address, pci->driver ? pci->driver : "no driver");
-        return -1;
-    }
-    if (pci->iommu_group < 0) {
-        g_set_error(error, AV_ERROR, AV_ERROR_STATE, "device %s has no IOMMU group: its program cannot have it",
-                    pci->address);
-        return -1;
-    }
-    /* Documentation/driver-api/vfio.rst: one open file of a group at a time. */
-    r = av_kernel_ops_for(root)->group_open(root, pci->iommu_group, &fd);
-    if (r < 0) {
-        g_autofree char *holder = r == -EBUSY ? av_vfio_group_holder(root, pci->iommu_group) : NULL;
-
-        g_set_error(error, AV_ERROR, r == -EBUSY ? AV_ERROR_BUSY : AV_ERROR_STATE,
-                    "cannot open the VFIO group %d of %s for its program: %s%s%s; it must be on vfio-pci and its "
-                    "group open nowhere else",
-                    pci->iommu_group, pci->address, g_strerror(-r), holder ? ", held by " : "", holder ? holder : "");
-        return -1;
-    }
-    return fd;
-}
-
 /* See cli.h. */
 int
 av_cli_cmd_program(AvCli *cli, int argc, char **argv)
@@ -351,9 +313,9 @@ av_cli_cmd_program(AvCli *cli, int argc, char **argv)
     g_autoptr(AvBitstream) bitstream = NULL;
     g_autoptr(AvPciDevice) pci = NULL;
     g_autoptr(AvOwner) owner = NULL;
-    g_autoptr(AvProgrammed) programmed = NULL;
-    g_autoptr(json_t) report = NULL;
-    g_autoptr(json_t) fields = NULL;
+    g_autoptr(GPtrArray) items = g_ptr_array_new_with_free_func((GDestroyNotify)av_placed_item_free);
+    g_autoptr(GPtrArray) bitstreams = g_ptr_array_new();
+    g_autoptr(GHashTable) assign = NULL;
     g_autoptr(GError) err = NULL;
     g_autoptr(GError) failure = NULL;
     g_autofree char *operator_name = av_cli_operator();
@@ -361,11 +323,8 @@ av_cli_cmd_program(AvCli *cli, int argc, char **argv)
     g_autofree char *owner_name = NULL;
     g_autofree char *identity = NULL, *address = NULL;
     const AvProfile *profile;
-    AvProgramTarget target = { 0 };
+    AvPlacedItem *item;
     AvPoolDevice *dev;
-    gint64 expires;
-    int group_fd = -1;
-    const char *result;
 
     if (!av_cli_parse(cli, "program", "DEVICE BITSTREAM",
                       "Program a free pool device (a PCI address or a pool identity) with a bitstream of the "
@@ -433,10 +392,14 @@ av_cli_cmd_program(AvCli *cli, int argc, char **argv)
                     bitstream->name, dev->address, pci->vendor_id, pci->device_id, profile->name);
         return av_cli_fail(err);
     }
+    /* What av_cli_assign() checks again once the device is claimed, first
+     * here: a refusal changes nothing. */
     if (profile->program->driver == AV_PROGRAM_DRIVER_VFIO) {
-        group_fd = av_cli_program_group(root, pci, &err);
-        if (group_fd < 0)
+        int fd = av_cli_program_group_open(root, pci, &err);
+
+        if (fd < 0)
             return av_cli_fail(err);
+        close(fd);
     } else if (g_strcmp0(pci->driver, "vfio-pci") == 0) {
         g_set_error(&err, AV_ERROR, AV_ERROR_STATE,
                     "device %s is on vfio-pci, but its profile's program (driver \"host\") needs it on its host "
@@ -446,69 +409,43 @@ av_cli_cmd_program(AvCli *cli, int argc, char **argv)
     }
     owner_name = g_strdup_printf("accelvirt program (operator %s)", operator_name);
     owner = av_owner_new(uuid, owner_name);
-    /* The program, then its verify command, each up to the timeout. */
-    expires = g_get_real_time() / G_USEC_PER_SEC + (gint64)profile->program->timeout_s * 2 +
-              AV_CLI_PROGRAM_CLAIM_SLACK_S;
-    if (!av_pool_claim(pool, dev, owner, expires, &err) ||
-        !av_pool_set_programmed(pool, dev, NULL, "programming started", &err) || !av_pool_save(pool, &err)) {
-        if (group_fd >= 0)
-            close(group_fd);
+    /* Claimed for the operator meanwhile (av_cli_assign() makes the claim
+     * last past the program's timeouts: a killed CLI's claim expires). */
+    if (!av_pool_claim(pool, dev, owner, g_get_real_time() / G_USEC_PER_SEC + 60, &err) ||
+        (force && !av_pool_set_programmed(pool, dev, NULL, "programmed again (--force)", &err)))
         return av_cli_fail(err);
-    }
     identity = g_strdup(dev->identity);
     address = g_strdup(dev->address);
-    g_clear_pointer(&pool, av_pool_free);
+    item = g_new0(AvPlacedItem, 1);
+    item->profile = g_strdup(profile->name);
+    item->attach = profile->attach;
+    item->identity = g_strdup(identity);
+    item->pci_address = g_strdup(address);
+    item->vf_index = -1;
+    item->numa_node = -1;
+    item->bitstream = g_strdup(bitstream->sha256);
+    g_ptr_array_add(items, item);
+    g_ptr_array_add(bitstreams, bitstream);
+    assign = g_hash_table_new(g_str_hash, g_str_equal); /* no on_assign: no domain gets it */
+    if (!av_cli_assign(cli, root, policy, &pool, owner, items, bitstreams, assign, "operator", NULL, &failure) &&
+        !pool)
+        return av_cli_fail(failure);
 
-    /* The run, without the lock: it may take minutes. */
-    if (!cli->json && isatty(STDERR_FILENO))
-        fprintf(stderr, "accelvirt: programming %s with '%s' (up to %u s)...\n", address, bitstream->name,
-                profile->program->timeout_s);
-    target.root = root;
-    target.state_dir = cli->state_dir;
-    target.profile = profile;
-    target.address = address;
-    target.identity = identity;
-    target.group_fd = group_fd;
-    programmed = av_program_run(&target, bitstream, "operator", &report, &failure);
-    if (group_fd >= 0)
-        close(group_fd);
-
-    /* The outcome, under the lock again, while the claim is still ours. */
-    pool = av_cli_open_pool(cli, root, AV_POOL_WRITE, &err);
-    if (!pool)
-        return av_cli_fail(err);
+    /* The claim goes back, whatever happened, while it is still ours. */
     dev = av_pool_find(pool, identity);
-    fields = json_pack("{s:s,s:s,s:s,s:O}", "identity", identity, "address", address, "operator", operator_name,
-                       "report", report);
-    if (!dev || dev->state != AV_DEVICE_STATE_CLAIMED || !dev->owner ||
-        g_strcmp0(dev->owner->domain_uuid, uuid) != 0) {
-        /* The claim expired and the device went on: what it holds stays
-         * unknown (no record), which nobody takes for a bitstream. */
-        json_object_set_new(fields, "recorded", json_false());
-        if (!av_pool_journal_append(pool, "program", fields, &err))
-            return av_cli_fail(err);
-        g_set_error(&err, AV_ERROR, AV_ERROR_STATE,
-                    "device %s was no longer claimed for this program when it ended (its claim expired?): what it "
-                    "holds is not recorded%s%s",
-                    address, failure ? "; " : "", failure ? failure->message : "");
+    if (dev && dev->state == AV_DEVICE_STATE_CLAIMED && dev->owner && g_strcmp0(dev->owner->domain_uuid, uuid) == 0 &&
+        !av_pool_transition(pool, dev, AV_DEVICE_STATE_FREE, NULL, NULL, &err))
         return av_cli_fail(err);
-    }
-    json_object_set_new(fields, "recorded", json_boolean(programmed != NULL));
-    if ((programmed && !av_pool_set_programmed(pool, dev, g_steal_pointer(&programmed), NULL, &err)) ||
-        !av_pool_journal_append(pool, "program", fields, &err) ||
-        !av_pool_transition(pool, dev, AV_DEVICE_STATE_FREE, NULL, NULL, &err) || !av_pool_save(pool, &err))
+    if (!av_pool_save(pool, &err))
         return av_cli_fail(err);
-    result = failure ? "failed" : "programmed";
-    if (cli->json) {
-        json_t *out = json_pack("{s:s,s:s,s:s,s:s,s:s,s:O}", "address", address, "identity", identity, "name",
-                                bitstream->name, "sha256", bitstream->sha256, "result", result, "report", report);
-
-        av_cli_print_json(out);
-    } else if (!failure) {
-        printf("programmed %s with '%s' (sha256 %.12s…): %s\n", address, bitstream->name, bitstream->sha256,
-               dev->programmed && dev->programmed->verified ? dev->programmed->verified : "done");
-    }
     if (failure)
         return av_cli_fail(failure);
+    if (cli->json)
+        av_cli_print_json(json_pack("{s:s,s:s,s:s,s:s,s:s,s:s?}", "address", address, "identity", identity, "name",
+                                    bitstream->name, "sha256", bitstream->sha256, "result", "programmed", "verified",
+                                    dev && dev->programmed ? dev->programmed->verified : NULL));
+    else
+        printf("programmed %s with '%s' (sha256 %.12s…): %s\n", address, bitstream->name, bitstream->sha256,
+               dev && dev->programmed && dev->programmed->verified ? dev->programmed->verified : "done");
     return AV_EXIT_OK;
 }
