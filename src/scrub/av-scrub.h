@@ -4,8 +4,9 @@
  * pipeline and the device is quarantined with the step and its message.
  * Methods: "none", "command" (an external program given the device's address
  * and IOMMU group, killed at its timeout; its exit status decides),
- * "vfio-zero", "reset", "rom-check", "usb-reset", "usb-reauthorize"
- * (libaccelvirt.a) and "vm"
+ * "vfio-zero", "reset", "rom-check", "usb-reset", "usb-reauthorize",
+ * "program-base" (the profile's base bitstream programmed back, issue 15;
+ * av-scrub-program.c) (libaccelvirt.a) and "vm"
  * (av-scrub-vm.c, in libaccelvirt-virt.a: it calls libvirt).  The hook must
  * never link libvirt (DESIGN.md), so "vm" is not in the method table until a
  * program that links libaccelvirt-virt.a calls av_scrub_vm_register()
@@ -48,6 +49,11 @@ typedef struct {
                                   * vfio-pci ("vm" and "command" steps, vfio-zero's BAR resize) and taken
                                   * again after: a group that another process opened meanwhile fails the
                                   * step (AV_ERROR_BUSY naming it), so the device is quarantined */
+    const char *state_dir;       /* the state dir whose bitstream library a "program-base" step takes the
+                                  * profile's base image from (av-bitstream.h), or NULL: @hold_state_dir
+                                  * then, and without either the step fails */
+    const char *original_driver; /* the PCI device's host driver (the pool's original_driver), where a
+                                  * "program-base" step of a program with "driver": "host" runs, or NULL */
 } AvScrubTarget;
 
 /* What a scrub program prints, one line per device, to say what it cleared
