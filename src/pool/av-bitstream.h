@@ -18,6 +18,9 @@
 #include <glib.h>
 #include <jansson.h>
 
+#include "policy/av-policy.h"
+#include "pool/av-pool.h"
+
 G_BEGIN_DECLS
 
 #define AV_BITSTREAM_DIR "bitstreams"
@@ -95,7 +98,16 @@ gboolean av_bitstream_remove(const char *state_dir, const char *ref, GError **er
  * names the profile or the ids. */
 gboolean av_bitstream_fits(const AvBitstream *bitstream, const char *profile, guint16 vendor, guint16 device);
 
-/* @bitstream as `accelvirt bitstream list --json` writes it. */
+/* Why @bitstream may not leave the library now, one sentence naming who
+ * needs it, or NULL when nothing does: a device of @pool recorded holding
+ * it (AvPoolDevice->programmed), a placement record of @pool with an item
+ * that must hold it (AvPlacedItem->bitstream), a profile of @policy whose
+ * program's base names it (by name or sha256).  @pool and @policy are
+ * borrowed, either may be NULL.  Caller frees. */
+char *av_bitstream_in_use(const AvPool *pool, const AvPolicy *policy, const AvBitstream *bitstream);
+
+/* @bitstream as `accelvirt bitstream list --json` writes it (and the
+ * index keeps it).  Caller owns the reference. */
 json_t *av_bitstream_to_json(const AvBitstream *bitstream);
 
 G_END_DECLS
