@@ -1711,10 +1711,10 @@ kill_holds "$W"
 ACCELVIRT_WORKER=$REAL_WORKER
 
 # --- issue 15: bitstreams checked at prepare, driver commands, the base image
-# back at release.  The host fpga-regions: card 3b:01 has four user functions
-# (10ee:5051, each its own IOMMU group, on xocl), the regions of one card,
-# each a pool device of test-fpga (tests/data/hook-fpga.json), programmed by
-# tests/data/hook-program.sh into its fake BAR file resource2 ---
+# back at release.  The host fpga-regions: PF 0000:3b:00.0 of card 3b has
+# four VFs 3b:01.x (10ee:5051, each its own IOMMU group, on xocl): regions of
+# one card, each a pool device of test-fpga (tests/data/hook-fpga.json),
+# programmed by tests/data/hook-program.sh into its fake BAR file resource2 ---
 world fpga fpga-regions
 POL="$AV_TMP/policies-fpga"
 hook_policies "$POL"
@@ -1743,7 +1743,7 @@ ident = [x["identity"] for x in p["devices"] if x.get("address") == address and 
 p["placements"] = [r for r in p.get("placements", []) if r["domain_uuid"] != uuid] + [{
     "domain_uuid": uuid, "domain_name": name, "numa_node": -1,
     "requests": [{"profile": "test-fpga", "count": 1, "granularity": None, "numa_any": False}],
-    "devices": [{"profile": "test-fpga", "attach": "vfio-pci", "identity": ident, "address": address,
+    "devices": [{"profile": "test-fpga", "attach": "sriov-vf", "identity": ident, "address": address,
                  "mdev_uuid": None, "usb_bus_path": None, "numa_node": -1, "bitstream": sha}]}]
 json.dump(p, open(path, "w"), indent=2)
 PY
@@ -1780,7 +1780,7 @@ check "  ... nor when it holds another bitstream" \
     eval "refused 'device 0000:3b:01.0 does not hold bitstream fn-x' '$W/fvm.xml' fvm prepare begin - && [ \"\$(fstate 0000:3b:01.0)\" = free ]"
 programmed 0000:3b:01.0 fn-x
 check "once the pool records that it holds fn-x, the prepare takes it and runs its on_prepare command with the device's and the domain's variables" \
-    eval "accepted '$W/fvm.xml' fvm prepare begin - && [ \"\$(fstate 0000:3b:01.0)\" = in-use ] && [ \"\$(driver 0000:3b:01.0)\" = vfio-pci ] && grep -q '^on_prepare 0000:3b:01.0 point=on_prepare device=0000:3b:01.0 card=0000:3b:01.0 region=0 .*profile=test-fpga .*domain=fvm uuid=$UF fd=none' '$PLOG' && grep -q '\"event\": *\"driver\"' '$W/state/journal.jsonl'"
+    eval "accepted '$W/fvm.xml' fvm prepare begin - && [ \"\$(fstate 0000:3b:01.0)\" = in-use ] && [ \"\$(driver 0000:3b:01.0)\" = vfio-pci ] && grep -q '^on_prepare 0000:3b:01.0 point=on_prepare device=0000:3b:01.0 card=0000:3b:00.0 region=0 .*profile=test-fpga .*domain=fvm uuid=$UF fd=none' '$PLOG' && grep -q '\"event\": *\"driver\"' '$W/state/journal.jsonl'"
 echo "the tenant's own logic" >"$W/host$FDEV/0000:3b:01.0/resource2"
 check "release drops the record, runs on_release, and the worker programs the base image back (the held group file as fd 3), verifies it, frees the device and records test-base by scrub" \
     eval "accepted '$W/fvm.xml' fvm release end - && wait_state 0000:3b:01.0 free && grep -q '^on_release 0000:3b:01.0 point=on_release .*domain=fvm' '$PLOG' && grep -q '^program 0000:3b:01.0 .*/bitstreams/$(sha test-base).bit point=program .*name=test-base .*fd=3:.*/dev/vfio/' '$PLOG' && grep -q '^verify 0000:3b:01.0 ' '$PLOG' && grep -q '^on_free 0000:3b:01.0 ' '$PLOG' && [ \"\$(bar 0000:3b:01.0)\" = 'bitstream test-base' ] && [ \"\$(fheld 0000:3b:01.0)\" = test-base ] && json '$W/state/pool.json' \"[x['programmed']['by'] for x in d['devices'] if x['address'] == '0000:3b:01.0'] == ['scrub']\" && grep -q '\"programmed_dropped\": *\"$(sha fn-x)\"' '$W/state/journal.jsonl'"
@@ -1807,10 +1807,10 @@ fail_dom 5 74 0000:3b:02.1
 check "a failing on_free command quarantines the device after its scrub" \
     eval "accepted '$W/f5.xml' f5 prepare begin - && : >'$W/scrub-fail.on_free' && accepted '$W/f5.xml' f5 release end - && wait_state 0000:3b:02.1 quarantined && [ \"\$(bar 0000:3b:02.1)\" = 'bitstream test-base' ] && json '$W/state/pool.json' \"[('on_free' in x['reason']) for x in d['devices'] if x['address'] == '0000:3b:02.1'] == [True]\""
 rm -f "$W/scrub-fail.on_free"
-fail_dom 6 75 0000:3b:00.1
-echo "the tenant's management logic" >"$W/host$FDEV/0000:3b:00.1/resource2"
+fail_dom 6 75 0000:3b:00.2
+echo "the tenant's management logic" >"$W/host$FDEV/0000:3b:00.2/resource2"
 check "a program of driver 'host' runs on the device's host driver, without the group file; the device goes back to vfio-pci and its hold, then to its driver once free" \
-    eval "accepted '$W/f6.xml' f6 prepare begin - && [ \"\$(driver 0000:3b:00.1)\" = vfio-pci ] && accepted '$W/f6.xml' f6 release end - && wait_state 0000:3b:00.1 free && grep -q '^program 0000:3b:00.1 .*fd=none:none driver=xclmgmt' '$PLOG' && [ \"\$(bar 0000:3b:00.1)\" = 'bitstream test-base' ] && [ \"\$(fheld 0000:3b:00.1)\" = test-base ] && [ \"\$(driver 0000:3b:00.1)\" = xclmgmt ]"
+    eval "accepted '$W/f6.xml' f6 prepare begin - && [ \"\$(driver 0000:3b:00.2)\" = vfio-pci ] && accepted '$W/f6.xml' f6 release end - && wait_state 0000:3b:00.2 free && grep -q '^program 0000:3b:00.2 .*fd=none:none driver=xclmgmt' '$PLOG' && [ \"\$(bar 0000:3b:00.2)\" = 'bitstream test-base' ] && [ \"\$(fheld 0000:3b:00.2)\" = test-base ] && [ \"\$(driver 0000:3b:00.2)\" = xclmgmt ]"
 check "the journal keeps its chain" verify
 
 finish

@@ -1863,7 +1863,7 @@ test_program_base(void)
     av_test_write(tmp, "images/base.bit", "the base image\n");
     av_test_write(tmp, "images/other.bit", "another image\n");
     g_assert_cmpint(chmod(prog, 0755), ==, 0);
-    g_assert_cmpint(g_mkdir(state, 0700), ==, 0);
+    g_assert_cmpint(mkdir(state, 0700), ==, 0);
     policy = g_strdup_printf(POLICY_A100_PROGRAM("%s", "base-good"), prog, prog);
 
     /* not in the library */
