@@ -169,5 +169,7 @@ int av_cli_cmd_attach(AvCli *cli, int argc, char **argv);
 int av_cli_cmd_detach(AvCli *cli, int argc, char **argv);
 int av_cli_cmd_audit(AvCli *cli, int argc, char **argv);
 int av_cli_cmd_watch(AvCli *cli, int argc, char **argv);
+int av_cli_cmd_bitstream(AvCli *cli, int argc, char **argv);
+int av_cli_cmd_program(AvCli *cli, int argc, char **argv);
 
 G_END_DECLS

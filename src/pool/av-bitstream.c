@@ -653,6 +653,25 @@ av_bitstream_open_source(const char *path, guint64 *ret_size, GError **error)
     return fd;
 }
 
+/* Removes the temporary files that adds killed mid-copy left in the
+ * library @dir ("incoming.tmp.*", and "index.json.tmp.*" of a killed index
+ * write): the caller holds the pool's write lock, so no add is under way. */
+static void
+av_bitstream_remove_leftovers(const char *dir)
+{
+    g_autoptr(GDir) d = g_dir_open(dir, 0, NULL);
+    const char *name;
+
+    while (d && (name = g_dir_read_name(d))) {
+        g_autofree char *path = NULL;
+
+        if (!g_str_has_prefix(name, "incoming.tmp.") && !g_str_has_prefix(name, AV_BITSTREAM_INDEX ".tmp."))
+            continue;
+        path = g_build_filename(dir, name, NULL);
+        g_unlink(path);
+    }
+}
+
 /* See av-bitstream.h.  Caller frees. */
 AvBitstream *
 av_bitstream_add(const char *state_dir, const char *path, const char *name, const char *const *compatible,
@@ -711,6 +730,7 @@ av_bitstream_add(const char *state_dir, const char *path, const char *name, cons
     if (!av_file_ensure_dir(dir, 0700, error) || !av_bitstream_dir_check(state_dir, dir, &exists, error) ||
         !av_bitstream_list(state_dir, &list, error))
         return NULL;
+    av_bitstream_remove_leftovers(dir);
     in = av_bitstream_open_source(path, &size, error);
     if (in < 0)
         return NULL;
@@ -857,8 +877,11 @@ av_bitstream_in_use(const AvPool *pool, const AvPolicy *policy, const AvBitstrea
         const AvPoolDevice *dev = g_ptr_array_index(pool->devices, i);
 
         if (dev->programmed && g_str_equal(dev->programmed->sha256, bitstream->sha256))
-            return g_strdup_printf("device %s (%s) holds it (programmed by %s)", dev->address ? dev->address : "-",
-                                   dev->identity, dev->programmed->by ? dev->programmed->by : "?");
+            return g_strdup_printf("device %s (%s) holds it (programmed by %s); 'accelvirt program %s OTHER' "
+                                   "programs another first",
+                                   dev->address ? dev->address : "-", dev->identity,
+                                   dev->programmed->by ? dev->programmed->by : "?",
+                                   dev->address ? dev->address : dev->identity);
     }
     for (guint i = 0; pool && i < pool->placements->len; i++) {
         const AvPoolPlacement *record = g_ptr_array_index(pool->placements, i);
@@ -867,7 +890,8 @@ av_bitstream_in_use(const AvPool *pool, const AvPolicy *policy, const AvBitstrea
             const AvPlacedItem *item = g_ptr_array_index(record->items, k);
 
             if (item->bitstream && g_str_equal(item->bitstream, bitstream->sha256))
-                return g_strdup_printf("domain '%s' (%s) was placed with it",
+                return g_strdup_printf("domain '%s' (%s) was placed with it; 'accelvirt undefine' of that domain "
+                                       "gives its placement back",
                                        record->domain_name ? record->domain_name : "?", record->domain_uuid);
         }
     }
@@ -876,8 +900,9 @@ av_bitstream_in_use(const AvPool *pool, const AvPolicy *policy, const AvBitstrea
         const char *base = profile->program ? profile->program->base : NULL;
 
         if (base && (g_str_equal(base, bitstream->name) || g_str_equal(base, bitstream->sha256)))
-            return g_strdup_printf("profile '%s' (%s) restores it as its program's base", profile->name,
-                                   profile->source_file ? profile->source_file : "?");
+            return g_strdup_printf("profile '%s' (%s) restores it as its program's base; change that \"base\" "
+                                   "first",
+                                   profile->name, profile->source_file ? profile->source_file : "?");
     }
     return NULL;
 }
