@@ -1790,11 +1790,11 @@ check "  ... and the domain is refused again: its device holds the base image no
     refused "device 0000:3b:01.0 does not hold bitstream fn-x" "$W/fvm.xml" fvm prepare begin -
 # One device a failure: its own domain, no bitstream asked.
 fail_dom() { mkdom "$W/f$1.xml" "f$1" "$(uuid "$2")" "$3"; }
-fail_dom 2 71 0000:3b:01.2
-: >"$W/scrub-fail.on_prepare"
-check "a failing on_prepare command refuses the domain in one line and undoes the prepare: back on its driver, free" \
-    eval "refused 'the on_prepare command of profile .test-fpga. for 0000:3b:01.2 failed' '$W/f2.xml' f2 prepare begin - && [ \"\$(driver 0000:3b:01.2)\" = xocl ] && [ \"\$(fstate 0000:3b:01.2)\" = free ] && ! grep -q '^on_release 0000:3b:01.2 ' '$PLOG'"
-rm -f "$W/scrub-fail.on_prepare"
+mkdom "$W/f2.xml" f2 "$(uuid 71)" 0000:3b:01.2 0000:3b:01.3
+: >"$W/scrub-fail.on_prepare.0000:3b:01.3"
+check "a failing on_prepare command refuses the domain in one line and undoes the prepare: both devices back on their driver, free, the on_release of the one whose on_prepare had run run too" \
+    eval "refused 'the on_prepare command of profile .test-fpga. for 0000:3b:01.3 failed' '$W/f2.xml' f2 prepare begin - && [ \"\$(driver 0000:3b:01.2)\" = xocl ] && [ \"\$(driver 0000:3b:01.3)\" = xocl ] && [ \"\$(fstate 0000:3b:01.2)\" = free ] && [ \"\$(fstate 0000:3b:01.3)\" = free ] && grep -q '^on_prepare 0000:3b:01.2 ' '$PLOG' && grep -q '^on_release 0000:3b:01.2 ' '$PLOG' && ! grep -q '^on_release 0000:3b:01.3 ' '$PLOG'"
+rm -f "$W/scrub-fail.on_prepare.0000:3b:01.3"
 fail_dom 3 72 0000:3b:01.3
 check "a failing on_release command quarantines the device (unscrubbed) with the error" \
     eval "accepted '$W/f3.xml' f3 prepare begin - && : >'$W/scrub-fail.on_release' && accepted '$W/f3.xml' f3 release end - && [ \"\$(fstate 0000:3b:01.3)\" = quarantined ] && json '$W/state/pool.json' \"[('on_release' in x['reason'], x.get('unscrubbed')) for x in d['devices'] if x['address'] == '0000:3b:01.3'] == [(True, True)]\""

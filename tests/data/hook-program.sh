@@ -7,15 +7,15 @@
 #   hook-program.sh POINT ADDRESS          a driver command (on_prepare, ...)
 # Appends its arguments, the ACCELVIRT_ variables it was given and the
 # driver the device is on to
-# $AV_SCRUB_LOG.program; fails (exit 3) when the file $AV_SCRUB_FAIL.WHAT
-# exists (WHAT its first argument).
+# $AV_SCRUB_LOG.program; fails (exit 3) when the file $AV_SCRUB_FAIL.WHAT or
+# $AV_SCRUB_FAIL.WHAT.ADDRESS exists (WHAT its first argument).
 log=${AV_SCRUB_LOG:?}.program
 echo "$* point=$ACCELVIRT_POINT device=$ACCELVIRT_DEVICE card=$ACCELVIRT_CARD region=$ACCELVIRT_REGION" \
     "identity=$ACCELVIRT_IDENTITY profile=$ACCELVIRT_PROFILE name=$ACCELVIRT_BITSTREAM_NAME" \
     "sha256=$ACCELVIRT_BITSTREAM_SHA256 domain=$ACCELVIRT_DOMAIN_NAME uuid=$ACCELVIRT_DOMAIN_UUID" \
     "fd=${ACCELVIRT_VFIO_GROUP_FD:-none}:$(readlink /proc/self/fd/3 2>/dev/null || echo none)" \
     "driver=$(basename "$(readlink "$ACCELVIRT_ROOT/sys/bus/pci/devices/$2/driver")" 2>/dev/null)" >>"$log"
-if [ -n "$AV_SCRUB_FAIL" ] && [ -e "$AV_SCRUB_FAIL.$1" ]; then
+if [ -n "$AV_SCRUB_FAIL" ] && { [ -e "$AV_SCRUB_FAIL.$1" ] || [ -e "$AV_SCRUB_FAIL.$1.$2" ]; }; then
     echo "simulated failure of $1 $2"
     exit 3
 fi
