@@ -238,30 +238,6 @@ av_worker_on_free(const AvHookConfig *config, const AvProfile *profile, const Av
     return av_driver_run(&target, AV_DRIVER_ON_FREE, NULL, ret_report, error);
 }
 
-/* What the "program-base" step of the scrub @report (av_scrub_run()'s)
- * says the device holds now, as a record for the pool (by "scrub"), or
- * NULL when no such step passed.  Caller frees. */
-static AvProgrammed *
-av_worker_programmed(json_t *report)
-{
-    json_t *steps = json_object_get(report, "steps");
-    json_t *step;
-    size_t i;
-
-    json_array_foreach(steps, i, step) {
-        json_t *pr = json_object_get(step, "programmed");
-
-        if (g_strcmp0(json_string_value(json_object_get(step, "method")), "program-base") != 0 ||
-            !json_is_true(json_object_get(step, "ok")) || !json_is_object(pr) ||
-            !json_is_string(json_object_get(pr, "sha256")))
-            continue;
-        return av_programmed_new(json_string_value(json_object_get(pr, "sha256")),
-                                 json_string_value(json_object_get(pr, "name")), "scrub",
-                                 json_string_value(json_object_get(pr, "verified")));
-    }
-    return NULL;
-}
-
 /* Scrubs one device: the profile's steps without the pool lock, then under
  * it the driver restore and the move to free or quarantined, and the scrub
  * certificate in the journal.  A PCI device that is not on vfio-pci when a
@@ -403,7 +379,7 @@ av_worker_scrub(const AvHookConfig *config, const AvPolicy *policy, const AvScru
         if (remove && !av_pool_remove(pool, job->identity, "its mdev was removed and scrubbed", &error))
             goto fail;
         /* What its "program-base" step put in it (issue 15). */
-        if (!remove && !av_pool_set_programmed(pool, dev, av_worker_programmed(report),
+        if (!remove && !av_pool_set_programmed(pool, dev, av_scrub_report_programmed(report, "scrub"),
                                                "the scrub programmed no base bitstream", &error))
             goto fail;
         av_hook_log(LOG_INFO, "scrubbed %s (%s): free", job->identity, job->address ? job->address : "");

@@ -1887,6 +1887,7 @@ test_program_base(void)
     entry = json_array_get(json_object_get(report, "steps"), 0);
     g_assert_false(json_is_true(json_object_get(entry, "ok")));
     g_assert_null(json_object_get(entry, "programmed"));
+    g_assert_null(av_scrub_report_programmed(report, "scrub"));
     g_clear_error(&err);
     g_clear_pointer(&report, json_decref);
     g_assert_true(av_bitstream_remove(state, "base-good", &err));
@@ -1911,6 +1912,15 @@ test_program_base(void)
     g_assert_cmpstr(json_string_value(json_object_get(json_object_get(entry, "programmed"), "name")), ==,
                     "base-good");
     g_assert_true(json_is_true(json_object_get(json_object_get(entry, "program"), "ok")));
+    {
+        g_autoptr(AvProgrammed) pr = av_scrub_report_programmed(report, "scrub");
+
+        g_assert_nonnull(pr);
+        g_assert_cmpstr(pr->sha256, ==, good->sha256);
+        g_assert_cmpstr(pr->name, ==, "base-good");
+        g_assert_cmpstr(pr->by, ==, "scrub");
+        g_assert_cmpstr(pr->verified, ==, "the program and the verify command exited 0");
+    }
     fixture_close(&f);
     av_test_tmpdir_remove(tmp);
 }

@@ -143,3 +143,25 @@ av_scrub_method_program_base(AvScrubContext *ctx, char **ret_message, GError **e
                                    bitstream->sha256, programmed->verified);
     return TRUE;
 }
+
+/* See av-scrub.h. */
+AvProgrammed *
+av_scrub_report_programmed(json_t *report, const char *by)
+{
+    json_t *steps = json_object_get(report, "steps");
+    json_t *step;
+    size_t i;
+
+    json_array_foreach(steps, i, step) {
+        json_t *pr = json_object_get(step, "programmed");
+
+        if (g_strcmp0(json_string_value(json_object_get(step, "method")), "program-base") != 0 ||
+            !json_is_true(json_object_get(step, "ok")) || !json_is_object(pr) ||
+            !json_is_string(json_object_get(pr, "sha256")))
+            continue;
+        return av_programmed_new(json_string_value(json_object_get(pr, "sha256")),
+                                 json_string_value(json_object_get(pr, "name")), by,
+                                 json_string_value(json_object_get(pr, "verified")));
+    }
+    return NULL;
+}

@@ -19,6 +19,7 @@
 #include <jansson.h>
 
 #include "policy/av-policy.h"
+#include "pool/av-pool.h"
 #include "util/av-file.h"
 #include "util/av-root.h"
 #include "vfio/av-kernel.h"
@@ -71,6 +72,12 @@ typedef struct {
  * NUMBERS". */
 gboolean av_scrub_run(const AvRoot *root, const AvKernelOps *ops, const AvProfile *profile,
                       const AvScrubTarget *target, json_t **ret_report, GError **error);
+
+/* What the "program-base" step of the scrub @report (av_scrub_run()'s) put
+ * in the device (its "programmed": issue 15), as a record for the pool
+ * (av_pool_set_programmed()) made by @by ("scrub"), or NULL when no such
+ * step passed.  Record it only once the device is freed.  Caller frees. */
+AvProgrammed *av_scrub_report_programmed(json_t *report, const char *by);
 
 /* Puts the "vm" method (which calls libvirt) into the method table.
  * Defined in libaccelvirt-virt.a (src/scrub/av-scrub-vm.c): only programs
