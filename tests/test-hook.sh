@@ -1788,26 +1788,31 @@ check "  ... region isolation: the card's other region keeps its bitstream, in t
     eval "[ \"\$(fheld 0000:3b:01.1)\" = fn-y ] && [ \"\$(bar 0000:3b:01.1)\" = 'bitstream fn-y' ] && ! grep -q ' 0000:3b:01.1 ' '$PLOG'"
 check "  ... and the domain is refused again: its device holds the base image now" \
     refused "device 0000:3b:01.0 does not hold bitstream fn-x" "$W/fvm.xml" fvm prepare begin -
-# One device a failure: its own domain, no bitstream asked.
-fail_dom() { mkdom "$W/f$1.xml" "f$1" "$(uuid "$2")" "$3"; }
 mkdom "$W/f2.xml" f2 "$(uuid 71)" 0000:3b:01.2 0000:3b:01.3
 : >"$W/scrub-fail.on_prepare.0000:3b:01.3"
 check "a failing on_prepare command refuses the domain in one line and undoes the prepare: both devices back on their driver, free, the on_release of the one whose on_prepare had run run too" \
     eval "refused 'the on_prepare command of profile .test-fpga. for 0000:3b:01.3 failed' '$W/f2.xml' f2 prepare begin - && [ \"\$(driver 0000:3b:01.2)\" = xocl ] && [ \"\$(driver 0000:3b:01.3)\" = xocl ] && [ \"\$(fstate 0000:3b:01.2)\" = free ] && [ \"\$(fstate 0000:3b:01.3)\" = free ] && grep -q '^on_prepare 0000:3b:01.2 ' '$PLOG' && grep -q '^on_release 0000:3b:01.2 ' '$PLOG' && ! grep -q '^on_release 0000:3b:01.3 ' '$PLOG'"
 rm -f "$W/scrub-fail.on_prepare.0000:3b:01.3"
-fail_dom 3 72 0000:3b:01.3
+# quarantined_by N U ADDRESS WHAT REASON: domain fN (UUID number U) takes
+# ADDRESS and is released while the fake program fails WHAT: the device ends
+# quarantined, REASON in its reason.
+quarantined_by() {
+    mkdom "$W/f$1.xml" "f$1" "$(uuid "$2")" "$3"
+    accepted "$W/f$1.xml" "f$1" prepare begin - || return 1
+    : >"$W/scrub-fail.$4"
+    accepted "$W/f$1.xml" "f$1" release end - && wait_state "$3" quarantined &&
+        json "$W/state/pool.json" "[('$5' in x['reason']) for x in d['devices'] if x['address'] == '$3'] == [True]"
+    r=$?
+    rm -f "$W/scrub-fail.$4"
+    return $r
+}
 check "a failing on_release command quarantines the device (unscrubbed) with the error" \
-    eval "accepted '$W/f3.xml' f3 prepare begin - && : >'$W/scrub-fail.on_release' && accepted '$W/f3.xml' f3 release end - && [ \"\$(fstate 0000:3b:01.3)\" = quarantined ] && json '$W/state/pool.json' \"[('on_release' in x['reason'], x.get('unscrubbed')) for x in d['devices'] if x['address'] == '0000:3b:01.3'] == [(True, True)]\""
-rm -f "$W/scrub-fail.on_release"
-fail_dom 4 73 0000:3b:02.0
+    eval "quarantined_by 3 72 0000:3b:01.3 on_release on_release && json '$W/state/pool.json' \"[x.get('unscrubbed') for x in d['devices'] if x['address'] == '0000:3b:01.3'] == [True]\""
 check "a program-base step that fails quarantines the device; it holds no recorded bitstream" \
-    eval "accepted '$W/f4.xml' f4 prepare begin - && : >'$W/scrub-fail.program' && accepted '$W/f4.xml' f4 release end - && wait_state 0000:3b:02.0 quarantined && [ \"\$(fheld 0000:3b:02.0)\" = none ] && json '$W/state/pool.json' \"[('program-base' in x['reason']) for x in d['devices'] if x['address'] == '0000:3b:02.0'] == [True]\""
-rm -f "$W/scrub-fail.program"
-fail_dom 5 74 0000:3b:02.1
+    eval "quarantined_by 4 73 0000:3b:02.0 program program-base && [ \"\$(fheld 0000:3b:02.0)\" = none ]"
 check "a failing on_free command quarantines the device after its scrub" \
-    eval "accepted '$W/f5.xml' f5 prepare begin - && : >'$W/scrub-fail.on_free' && accepted '$W/f5.xml' f5 release end - && wait_state 0000:3b:02.1 quarantined && [ \"\$(bar 0000:3b:02.1)\" = 'bitstream test-base' ] && json '$W/state/pool.json' \"[('on_free' in x['reason']) for x in d['devices'] if x['address'] == '0000:3b:02.1'] == [True]\""
-rm -f "$W/scrub-fail.on_free"
-fail_dom 6 75 0000:3b:00.2
+    eval "quarantined_by 5 74 0000:3b:02.1 on_free on_free && [ \"\$(bar 0000:3b:02.1)\" = 'bitstream test-base' ]"
+mkdom "$W/f6.xml" f6 "$(uuid 75)" 0000:3b:00.2
 echo "the tenant's management logic" >"$W/host$FDEV/0000:3b:00.2/resource2"
 check "a program of driver 'host' runs on the device's host driver, without the group file; the device goes back to vfio-pci and its hold, then to its driver once free" \
     eval "accepted '$W/f6.xml' f6 prepare begin - && [ \"\$(driver 0000:3b:00.2)\" = vfio-pci ] && accepted '$W/f6.xml' f6 release end - && wait_state 0000:3b:00.2 free && grep -q '^program 0000:3b:00.2 .*fd=none:none driver=xclmgmt' '$PLOG' && [ \"\$(bar 0000:3b:00.2)\" = 'bitstream test-base' ] && [ \"\$(fheld 0000:3b:00.2)\" = test-base ] && [ \"\$(driver 0000:3b:00.2)\" = xclmgmt ]"
