@@ -1763,6 +1763,10 @@ PY
 # fstate ADDRESS: its state in the pool; fheld ADDRESS: the name it holds, or none.
 fstate() { status && python3 -c "import json,sys; print([x['state'] for x in json.load(open(sys.argv[1]))['devices'] if x['address'] == sys.argv[2]][0])" "$W/st.json" "$1"; }
 fheld() { python3 -c "import json,sys; print(([x.get('programmed') for x in json.load(open(sys.argv[1]))['devices'] if x['address'] == sys.argv[2]][0] or {}).get('name', 'none'))" "$W/state/pool.json" "$1"; }
+# journalled EVENT COND: an entry EVENT of the journal of $W has COND (Python, of e).
+journalled() {
+    python3 -c "import json,sys; sys.exit(0 if any(e['event'] == sys.argv[2] and eval(sys.argv[3]) for e in map(json.loads, open(sys.argv[1]))) else 1)" "$W/state/journal.jsonl" "$1" "$2"
+}
 fhst() { ACCELVIRT_WORKER=/bin/true "$AV" --root "$W/host" --policy-dir "$POL" --state-dir "$W/state" "$@"; }
 check "fpga: the library gets the base image and two functions, the pool its devices" \
     eval "fhst bitstream add '$W/bits/test-base.bit' --name test-base >/dev/null && fhst bitstream add '$W/bits/fn-x.bit' --name fn-x >/dev/null && fhst bitstream add '$W/bits/fn-y.bit' --name fn-y >/dev/null && fhst reconcile >/dev/null && [ \"\$(fstate 0000:3b:01.0)\" = free ]"
@@ -1780,10 +1784,10 @@ check "  ... nor when it holds another bitstream" \
     eval "refused 'device 0000:3b:01.0 does not hold bitstream fn-x' '$W/fvm.xml' fvm prepare begin - && [ \"\$(fstate 0000:3b:01.0)\" = free ]"
 programmed 0000:3b:01.0 fn-x
 check "once the pool records that it holds fn-x, the prepare takes it and runs its on_prepare command with the device's and the domain's variables" \
-    eval "accepted '$W/fvm.xml' fvm prepare begin - && [ \"\$(fstate 0000:3b:01.0)\" = in-use ] && [ \"\$(driver 0000:3b:01.0)\" = vfio-pci ] && grep -q '^on_prepare 0000:3b:01.0 point=on_prepare device=0000:3b:01.0 card=0000:3b:00.0 region=0 .*profile=test-fpga .*domain=fvm uuid=$UF fd=none' '$PLOG' && grep -q '\"event\": *\"driver\"' '$W/state/journal.jsonl'"
+    eval "accepted '$W/fvm.xml' fvm prepare begin - && [ \"\$(fstate 0000:3b:01.0)\" = in-use ] && [ \"\$(driver 0000:3b:01.0)\" = vfio-pci ] && grep -q '^on_prepare 0000:3b:01.0 point=on_prepare device=0000:3b:01.0 card=0000:3b:00.0 region=0 .*profile=test-fpga .*domain=fvm uuid=$UF fd=none' '$PLOG' && journalled driver \"e['point'] == 'on_prepare' and e['ok'] and e['domain_uuid'] == '$UF'\""
 echo "the tenant's own logic" >"$W/host$FDEV/0000:3b:01.0/resource2"
 check "release drops the record, runs on_release, and the worker programs the base image back (the held group file as fd 3), verifies it, frees the device and records test-base by scrub" \
-    eval "accepted '$W/fvm.xml' fvm release end - && wait_state 0000:3b:01.0 free && grep -q '^on_release 0000:3b:01.0 point=on_release .*domain=fvm' '$PLOG' && grep -q '^program 0000:3b:01.0 .*/bitstreams/$(sha test-base).bit point=program .*name=test-base .*fd=3:.*/dev/vfio/' '$PLOG' && grep -q '^verify 0000:3b:01.0 ' '$PLOG' && grep -q '^on_free 0000:3b:01.0 ' '$PLOG' && [ \"\$(bar 0000:3b:01.0)\" = 'bitstream test-base' ] && [ \"\$(fheld 0000:3b:01.0)\" = test-base ] && json '$W/state/pool.json' \"[x['programmed']['by'] for x in d['devices'] if x['address'] == '0000:3b:01.0'] == ['scrub']\" && grep -q '\"programmed_dropped\": *\"$(sha fn-x)\"' '$W/state/journal.jsonl'"
+    eval "accepted '$W/fvm.xml' fvm release end - && wait_state 0000:3b:01.0 free && grep -q '^on_release 0000:3b:01.0 point=on_release .*domain=fvm' '$PLOG' && grep -q '^program 0000:3b:01.0 .*/bitstreams/$(sha test-base).bit point=program .*name=test-base .*fd=3:.*/dev/vfio/' '$PLOG' && grep -q '^verify 0000:3b:01.0 ' '$PLOG' && grep -q '^on_free 0000:3b:01.0 ' '$PLOG' && [ \"\$(bar 0000:3b:01.0)\" = 'bitstream test-base' ] && [ \"\$(fheld 0000:3b:01.0)\" = test-base ] && json '$W/state/pool.json' \"[x['programmed']['by'] for x in d['devices'] if x['address'] == '0000:3b:01.0'] == ['scrub']\" && journalled transition \"e.get('programmed_dropped') == '$(sha fn-x)'\" && journalled program \"e['ok'] and e['by'] == 'scrub' and e['name'] == 'test-base' and e['verify']['ok']\" && journalled driver \"e['point'] == 'on_free' and e['ok']\""
 check "  ... region isolation: the card's other region keeps its bitstream, in the pool and in its bytes" \
     eval "[ \"\$(fheld 0000:3b:01.1)\" = fn-y ] && [ \"\$(bar 0000:3b:01.1)\" = 'bitstream fn-y' ] && ! grep -q ' 0000:3b:01.1 ' '$PLOG'"
 check "  ... and the domain is refused again: its device holds the base image now" \

@@ -145,23 +145,30 @@ av_scrub_method_program_base(AvScrubContext *ctx, char **ret_message, GError **e
 }
 
 /* See av-scrub.h. */
-AvProgrammed *
-av_scrub_report_programmed(json_t *report, const char *by)
+json_t *
+av_scrub_report_program_step(json_t *report)
 {
     json_t *steps = json_object_get(report, "steps");
     json_t *step;
     size_t i;
 
-    json_array_foreach(steps, i, step) {
-        json_t *pr = json_object_get(step, "programmed");
-
-        if (g_strcmp0(json_string_value(json_object_get(step, "method")), "program-base") != 0 ||
-            !json_is_true(json_object_get(step, "ok")) || !json_is_object(pr) ||
-            !json_is_string(json_object_get(pr, "sha256")))
-            continue;
-        return av_programmed_new(json_string_value(json_object_get(pr, "sha256")),
-                                 json_string_value(json_object_get(pr, "name")), by,
-                                 json_string_value(json_object_get(pr, "verified")));
-    }
+    json_array_foreach(steps, i, step)
+        if (g_strcmp0(json_string_value(json_object_get(step, "method")), "program-base") == 0)
+            return step;
     return NULL;
+}
+
+/* See av-scrub.h. */
+AvProgrammed *
+av_scrub_report_programmed(json_t *report, const char *by)
+{
+    json_t *step = av_scrub_report_program_step(report);
+    json_t *pr = json_object_get(step, "programmed");
+
+    if (!json_is_true(json_object_get(step, "ok")) || !json_is_object(pr) ||
+        !json_is_string(json_object_get(pr, "sha256")))
+        return NULL;
+    return av_programmed_new(json_string_value(json_object_get(pr, "sha256")),
+                             json_string_value(json_object_get(pr, "name")), by,
+                             json_string_value(json_object_get(pr, "verified")));
 }

@@ -79,6 +79,11 @@ gboolean av_scrub_run(const AvRoot *root, const AvKernelOps *ops, const AvProfil
  * step passed.  Record it only once the device is freed.  Caller frees. */
 AvProgrammed *av_scrub_report_programmed(json_t *report, const char *by);
 
+/* The "program-base" step's entry of the scrub @report (its "program" is
+ * av_program_run()'s report, for the journal's "program" event), or NULL.
+ * Borrowed from @report. */
+json_t *av_scrub_report_program_step(json_t *report);
+
 /* Puts the "vm" method (which calls libvirt) into the method table.
  * Defined in libaccelvirt-virt.a (src/scrub/av-scrub-vm.c): only programs
  * that link libvirt can call it, which the hook must never do.  Idempotent. */
