@@ -1245,58 +1245,68 @@ av_hook_driver_run(const AvHookConfig *config, AvPool *pool, const AvProfile *pr
     return ok;
 }
 
-/* The address and identity the driver commands of @m are run with: the
- * pool device's, else (an mdev not pooled yet) its parent and "mdev:UUID".
- * FALSE for a hostdev that only goes with another's IOMMU group. */
+/* The @i-th device whose driver commands a prepare runs, in
+ * *ret_profile, *ret_address and *ret_identity (borrowed): every pool
+ * device it claims (p->claims: PCI functions with their group mates, USB
+ * sticks; as the release runs on_release for each), then every mdev of the
+ * domain (its parent and "mdev:UUID").  FALSE for an @i that names none. */
 static gboolean
-av_prepare_driver_device(const AvManaged *m, const char **ret_address, const char **ret_identity)
+av_prepare_driver_device(const AvPrepare *p, guint i, const AvProfile **ret_profile, const char **ret_address,
+                         const char **ret_identity)
 {
-    if (m->through_group)
-        return FALSE;
-    if (m->hostdev->type == AV_HOSTDEV_MDEV) {
-        *ret_address = m->mdev_parent;
-        *ret_identity = m->identity;
-        return TRUE;
+    const AvManaged *m;
+
+    if (i < p->claims->len) {
+        const AvPoolDevice *dev = g_ptr_array_index(p->claims, i);
+
+        *ret_profile = dev->profile ? av_policy_find(p->policy, dev->profile) : NULL;
+        *ret_address = dev->address;
+        *ret_identity = dev->identity;
+        return *ret_profile != NULL;
     }
-    if (!m->pooldev)
+    m = g_ptr_array_index(p->managed, i - p->claims->len);
+    if (m->hostdev->type != AV_HOSTDEV_MDEV)
         return FALSE;
-    *ret_address = m->pooldev->address;
-    *ret_identity = m->pooldev->identity;
+    *ret_profile = m->profile;
+    *ret_address = m->mdev_parent;
+    *ret_identity = m->identity;
     return TRUE;
 }
 
 /* Phase "drivers", issue 15, after "apply" (the devices are bound, the
  * mdevs made) and before "commit": the on_prepare command of each device's
- * profile (av_hook_driver_run()).  The first that fails refuses the domain:
- * av_prepare_fail() then undoes what "apply" did, and the on_release
- * command of each device whose on_prepare had run is run first (its
- * failure logged: the domain never had the device). */
+ * profile (av_prepare_driver_device(), av_hook_driver_run()).  The first
+ * that fails refuses the domain: av_prepare_fail() then undoes what
+ * "apply" did, and the on_release command of each device whose on_prepare
+ * had run is run first (its failure logged: the domain never had the
+ * device). */
 static gboolean
 av_prepare_drivers(AvPrepare *p, GError **error)
 {
+    guint n = p->claims->len + p->managed->len;
     guint done;
 
-    for (done = 0; done < p->managed->len; done++) {
-        const AvManaged *m = g_ptr_array_index(p->managed, done);
+    for (done = 0; done < n; done++) {
+        const AvProfile *profile = NULL;
         const char *address = NULL, *identity = NULL;
 
-        if (!av_prepare_driver_device(m, &address, &identity))
-            continue;
-        if (!av_hook_driver_run(p->config, p->pool, m->profile, address, identity, p->domain->name,
-                                p->domain->uuid, AV_DRIVER_ON_PREPARE, error))
+        if (av_prepare_driver_device(p, done, &profile, &address, &identity) &&
+            !av_hook_driver_run(p->config, p->pool, profile, address, identity, p->domain->name, p->domain->uuid,
+                                AV_DRIVER_ON_PREPARE, error))
             break;
     }
-    if (done == p->managed->len)
+    if (done == n)
         return TRUE;
     for (guint i = done; i > 0; i--) {
-        const AvManaged *m = g_ptr_array_index(p->managed, i - 1);
+        const AvProfile *profile = NULL;
         const char *address = NULL, *identity = NULL;
         g_autoptr(GError) local = NULL;
 
-        if (!av_prepare_driver_device(m, &address, &identity) || !m->profile->drivers[AV_DRIVER_ON_PREPARE])
+        if (!av_prepare_driver_device(p, i - 1, &profile, &address, &identity) ||
+            !profile->drivers[AV_DRIVER_ON_PREPARE])
             continue;
-        if (!av_hook_driver_run(p->config, p->pool, m->profile, address, identity, p->domain->name,
-                                p->domain->uuid, AV_DRIVER_ON_RELEASE, &local))
+        if (!av_hook_driver_run(p->config, p->pool, profile, address, identity, p->domain->name, p->domain->uuid,
+                                AV_DRIVER_ON_RELEASE, &local))
             av_hook_log(LOG_ERR, "rollback: %s", local->message);
     }
     return FALSE;
