@@ -1057,10 +1057,14 @@ check_program_file(const char *path, const char *what, GError **error)
 
 /* av_policy_check_scrub_argv() for the argv of a program shown as @what.
  * With @is_template (a "program" or a driver command,
- * av_profile_argv_expand()), an argument that names a placeholder is left
- * alone: what it names is known only once expanded, and av_program_run()
- * checks the expanded argv again before it runs it.  Its program (the
- * first element) names none: the parser refuses that. */
+ * av_profile_argv_expand()), whose argv av_program_run() expands and
+ * checks again right before it runs it: an argument that names a
+ * placeholder is left alone (what it names is known only once expanded),
+ * and a program that does not exist yet is taken where nobody else could
+ * create it (the vendor's tools may come after the policy; until they do,
+ * every run fails, as av_profile_scrub_warnings() says).  The program (the
+ * first element) of a template names no placeholder: the parser refuses
+ * that. */
 static gboolean
 check_argv_trusted(const json_t *argv, gboolean is_template, const char *what, guint *ret_bad, GError **error)
 {
@@ -1072,6 +1076,11 @@ check_argv_trusted(const json_t *argv, gboolean is_template, const char *what, g
 
         *ret_bad = i;
         if (i == 0) {
+            if (is_template && arg && arg[0] == '/' && stat(arg, &st) < 0 && (errno == ENOENT || errno == ENOTDIR)) {
+                if (!check_missing_path(arg, what, error))
+                    return FALSE;
+                continue;
+            }
             if (!check_program_file(arg, what, error))
                 return FALSE;
             continue;
@@ -1223,6 +1232,19 @@ policy_fail_file(const PolicyParse *pp, const char *path, const char *display, c
     return FALSE;
 }
 
+/* Adds to @out a warning when the program of the template @argv (of
+ * @key, which @fails says what happens without it) is not installed: the
+ * load takes one that does not exist yet (check_argv_trusted()). */
+static void
+warn_program_missing(GPtrArray *out, const json_t *argv, const char *key, const char *fails)
+{
+    const char *program = json_string_value(json_array_get(argv, 0));
+
+    if (program && !g_file_test(program, G_FILE_TEST_EXISTS))
+        g_ptr_array_add(out, g_strdup_printf("'%s' runs '%s', which is not installed: until it is, %s", key, program,
+                                             fails));
+}
+
 /* See av-policy.h. */
 GPtrArray *
 av_profile_scrub_warnings(const AvProfile *profile)
@@ -1238,7 +1260,23 @@ av_profile_scrub_warnings(const AvProfile *profile)
     gboolean gpu = base == 0x03 || base == 0x12 || nvidia ||
                    (!profile->match_class_set && (vendor == 0x1002 || vendor == 0x10ee || vendor == 0x1172));
     gboolean zero = FALSE, other_memory_step = FALSE, resize = FALSE, program_base = FALSE;
+    static const char *const driver_fails[AV_DRIVER_POINTS] = {
+        "the hook refuses every domain given one of its devices",
+        "every device a domain releases is quarantined",
+        "no device is given to a domain",
+        "every scrubbed device is quarantined",
+    };
 
+    if (profile->program) {
+        warn_program_missing(out, profile->program->argv, "program", "no device is programmed (a domain that asks "
+                             "for a bitstream does not start, a 'program-base' step quarantines the device)");
+        warn_program_missing(out, profile->program->verify, "program.verify", "every programming fails");
+    }
+    for (guint i = 0; i < AV_DRIVER_POINTS; i++) {
+        if (profile->drivers[i])
+            warn_program_missing(out, profile->drivers[i]->argv, av_driver_point_to_string((AvDriverPoint)i),
+                                 driver_fails[i]);
+    }
     if (profile->attach != AV_ATTACH_VFIO_PCI && profile->attach != AV_ATTACH_SRIOV_VF)
         return out;
     for (guint i = 0; profile->scrub && i < profile->scrub->len; i++) {
@@ -1895,8 +1933,9 @@ parse_drivers(const PolicyParse *pp, AvProfile *profile, json_t *obj, const char
             return FALSE;
         if (!get_timeout_max(pp, v, path, name, hook ? AV_DRIVER_HOOK_TIMEOUT_DEFAULT : AV_DRIVER_TIMEOUT_DEFAULT,
                              hook ? AV_DRIVER_HOOK_TIMEOUT_MAX : AV_POLICY_MAX_TIMEOUT,
-                             ": it runs in the hook, which libvirt waits for and which must stay quick; do longer "
-                             "work in on_assign or on_free", &command->timeout_s, error))
+                             hook ? ": it runs in the hook, which libvirt waits for and which must stay quick; do "
+                                    "longer work in on_assign or on_free" : NULL,
+                             &command->timeout_s, error))
             return FALSE;
         if (!check_argv_files(pp, command->argv, ap, ad, TRUE, "driver command", error))
             return FALSE;
