@@ -49,6 +49,14 @@ av_cli_bitstream_holders(const AvPool *pool, const char *sha256)
     return held;
 }
 
+/* Says that @ref cannot name a bitstream; returns AV_EXIT_USAGE. */
+static int
+av_cli_bitstream_bad_ref(const char *ref)
+{
+    return av_cli_usage_error("'%s' cannot name a bitstream (a name of [a-z0-9._-], or a SHA-256 of 64 hex digits); "
+                              "'accelvirt bitstream list' shows them", ref);
+}
+
 /* The journal fields of a library change of @bitstream. */
 static json_t *
 av_cli_bitstream_fields(const AvBitstream *bitstream, const char *operator_name)
@@ -239,8 +247,7 @@ av_cli_bitstream_remove(AvCli *cli, int argc, char **argv)
     if (argc != 2)
         return av_cli_usage_error("'bitstream remove' needs one NAME or SHA256; see 'accelvirt bitstream list'");
     if (!av_bitstream_ref_is_valid(argv[1]))
-        return av_cli_usage_error("'%s' cannot name a bitstream (a name of [a-z0-9._-], or a SHA-256 of 64 hex "
-                                  "digits); 'accelvirt bitstream list' shows them", argv[1]);
+        return av_cli_bitstream_bad_ref(argv[1]);
     if (!av_cli_open(cli, &root, &policy, &err))
         return av_cli_fail(err);
     pool = av_cli_open_pool(cli, root, AV_POOL_WRITE, &err);
@@ -370,8 +377,7 @@ av_cli_cmd_program(AvCli *cli, int argc, char **argv)
     if (argc != 3)
         return av_cli_usage_error("'program' needs a DEVICE and a BITSTREAM; see 'accelvirt program --help'");
     if (!av_bitstream_ref_is_valid(argv[2]))
-        return av_cli_usage_error("'%s' cannot name a bitstream (a name of [a-z0-9._-], or a SHA-256 of 64 hex "
-                                  "digits); 'accelvirt bitstream list' shows them", argv[2]);
+        return av_cli_bitstream_bad_ref(argv[2]);
     root = av_root_new_default(cli->root, &err);
     if (!root)
         return av_cli_fail(err);

@@ -450,12 +450,15 @@ av_bitstream_find(GPtrArray *list, const char *ref)
     return NULL;
 }
 
-/* See av-bitstream.h.  Caller frees. */
-AvBitstream *
-av_bitstream_lookup(const char *state_dir, const char *ref, GError **error)
+/* The library of @state_dir in *ret_list (caller frees) and its entry
+ * that @ref names (borrowed from the list), or NULL with @error:
+ * AV_ERROR_INVALID_INPUT for a @ref that cannot name one, AV_ERROR_NOT_FOUND,
+ * or an error of av_bitstream_list(). */
+static AvBitstream *
+av_bitstream_list_find(const char *state_dir, const char *ref, GPtrArray **ret_list, GError **error)
 {
     g_autoptr(GPtrArray) list = NULL;
-    const AvBitstream *b;
+    AvBitstream *b;
 
     if (!av_bitstream_ref_is_valid(ref)) {
         g_set_error(error, AV_ERROR, AV_ERROR_INVALID_INPUT,
@@ -470,7 +473,18 @@ av_bitstream_lookup(const char *state_dir, const char *ref, GError **error)
                     "no bitstream '%s' in the library; 'accelvirt bitstream list' shows them", ref);
         return NULL;
     }
-    return av_bitstream_copy(b);
+    *ret_list = g_steal_pointer(&list);
+    return b;
+}
+
+/* See av-bitstream.h.  Caller frees. */
+AvBitstream *
+av_bitstream_lookup(const char *state_dir, const char *ref, GError **error)
+{
+    g_autoptr(GPtrArray) list = NULL;
+    const AvBitstream *b = av_bitstream_list_find(state_dir, ref, &list, error);
+
+    return b ? av_bitstream_copy(b) : NULL;
 }
 
 /* See av-bitstream.h. */
@@ -825,19 +839,9 @@ av_bitstream_remove(const char *state_dir, const char *ref, GError **error)
     AvBitstream *b;
     int r;
 
-    if (!av_bitstream_ref_is_valid(ref)) {
-        g_set_error(error, AV_ERROR, AV_ERROR_INVALID_INPUT,
-                    "'%s' cannot name a bitstream (a name of [a-z0-9._-], or a SHA-256 of 64 hex digits)", ref);
+    b = av_bitstream_list_find(state_dir, ref, &list, error);
+    if (!b)
         return FALSE;
-    }
-    if (!av_bitstream_list(state_dir, &list, error))
-        return FALSE;
-    b = av_bitstream_find(list, ref);
-    if (!b) {
-        g_set_error(error, AV_ERROR, AV_ERROR_NOT_FOUND,
-                    "no bitstream '%s' in the library; 'accelvirt bitstream list' shows them", ref);
-        return FALSE;
-    }
     path = av_bitstream_path(state_dir, b);
     g_ptr_array_remove(list, b);
     /* The entry goes first: a crash leaves a file nobody names. */
