@@ -48,6 +48,7 @@
 #include "cli.h"
 #include "domain/av-domain.h"
 #include "pool/av-place.h"
+#include "scrub/av-program.h"
 #include "util/av-error.h"
 #include "util/av-json.h"
 #include "util/av-names.h"
@@ -1394,6 +1395,63 @@ av_attach_rollback(AvAttachRun *a, virConnect *conn, virDomain *dom, gboolean pe
     return TRUE;
 }
 
+/* The profiles' "on_assign" driver commands (issue 15) for the devices
+ * this attach gives the domain, once they are recorded in use and before
+ * the hot-plug, run without the pool's lock (av_driver_run()), then
+ * journalled "driver" under it.  FALSE with the first failure: the caller
+ * rolls the attach back. */
+static gboolean
+av_attach_on_assign(AvAttachRun *a, const AvPolicy *policy, GError **error)
+{
+    g_autoptr(GPtrArray) reports = g_ptr_array_new_with_free_func((GDestroyNotify)json_decref);
+    g_autoptr(GPtrArray) identities = g_ptr_array_new();
+    g_autoptr(AvPool) pool = NULL;
+    g_autoptr(GError) failure = NULL;
+
+    for (guint i = 0; i < a->placement->items->len && !failure; i++) {
+        const AvPlacedItem *item = g_ptr_array_index(a->placement->items, i);
+        const AvProfile *profile = av_policy_find(policy, item->profile);
+        AvProgramTarget target = { 0 };
+        json_t *report = NULL;
+
+        if (!profile || !profile->drivers[AV_DRIVER_ON_ASSIGN])
+            continue;
+        target.root = a->root;
+        target.state_dir = a->cli->state_dir;
+        target.profile = profile;
+        target.address = item->pci_address ? item->pci_address
+                         : item->mdev_parent ? item->mdev_parent : item->usb_bus_path;
+        target.identity = item->identity;
+        target.domain_name = a->domain->name;
+        target.domain_uuid = a->uuid;
+        target.group_fd = -1;
+        av_driver_run(&target, AV_DRIVER_ON_ASSIGN, NULL, &report, &failure);
+        if (report) {
+            g_ptr_array_add(reports, report);
+            g_ptr_array_add(identities, item->identity);
+        }
+    }
+    if (reports->len > 0) {
+        pool = av_cli_open_pool(a->cli, a->root, AV_POOL_WRITE, error);
+        if (!pool)
+            return FALSE;
+        for (guint i = 0; i < reports->len; i++) {
+            g_autoptr(json_t) fields = json_pack("{s:s?,s:s,s:O}", "identity", g_ptr_array_index(identities, i),
+                                                 "domain_uuid", a->uuid, "report", g_ptr_array_index(reports, i));
+
+            if (!av_pool_journal_append(pool, "driver", fields, error))
+                return FALSE;
+        }
+        if (!av_pool_save(pool, error))
+            return FALSE;
+    }
+    if (failure) {
+        g_propagate_error(error, g_steal_pointer(&failure));
+        return FALSE;
+    }
+    return TRUE;
+}
+
 static void
 av_attach_print(const AvAttachRun *a, gboolean dry_run)
 {
@@ -1549,8 +1607,8 @@ av_cli_cmd_attach(AvCli *cli, int argc, char **argv)
     }
     g_clear_pointer(&pool, av_pool_free);
 
-    /* Without the lock: the hot-plug. */
-    if (!av_attach_plug(&a, dom, persistent, &err)) {
+    /* Without the lock: the profiles' on_assign, the hot-plug. */
+    if (!av_attach_on_assign(&a, synced_policy, &err) || !av_attach_plug(&a, dom, persistent, &err)) {
         g_autoptr(GError) rollback = NULL;
         guint freed, dirtied;
 

@@ -9,6 +9,7 @@
 #include "util/av-root.h"
 #include "pci/av-pci.h"
 #include "policy/av-policy.h"
+#include "pool/av-bitstream.h"
 #include "pool/av-place.h"
 #include "pool/av-pool.h"
 
@@ -149,6 +150,36 @@ virDomain *av_cli_lookup(virConnect *conn, const char *name, GError **error);
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(virConnect, virConnectClose)
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(virDomain, virDomainFree)
+
+/* --- giving devices to a domain (cli-assign.c, issue 15) --- */
+
+/* The bitstream of @bitstreams (AvBitstream*, borrowed; may be NULL) whose
+ * SHA-256 is @sha256, or NULL.  Borrowed from @bitstreams. */
+const AvBitstream *av_cli_bitstream_by_sha256(const GPtrArray *bitstreams, const char *sha256);
+
+/* TRUE when av_cli_assign() has work for @items (AvPlacedItem*): a device
+ * whose pool record does not say it holds the bitstream its item names, or
+ * a profile with an "on_assign" driver command. */
+gboolean av_cli_assign_needed(const AvPolicy *policy, const AvPool *pool, const GPtrArray *items);
+
+/* Gives the devices of @items (AvPlacedItem*, borrowed), CLAIMED by @owner
+ * in *@pool (open for writing), to the domain: each one whose item names a
+ * bitstream (item->bitstream, found in @bitstreams: AvBitstream*, borrowed)
+ * that its pool record does not say it holds is programmed with it
+ * (av_program_run(), by @by: "define", "start"); then each whose identity
+ * is in @assign (a set of char*, borrowed; NULL: all) gets its profile's
+ * "on_assign" command (av_driver_run()).  The checks, the claims renewed
+ * to last past the programs' timeouts and the records cleared are saved,
+ * *@pool is closed (the lock released) while the commands run, then
+ * opened again for writing (a new pool in *@pool, NULL only when that
+ * fails): outcomes are recorded (av_pool_set_programmed()) only for
+ * devices still claimed by @owner, and journalled ("program", "driver").
+ * The first failure stops the runs: FALSE with @error; what ran is
+ * recorded, the claims stay (the caller gives them back).  The caller
+ * saves.  *ret_programmed (may be NULL): how many were programmed. */
+gboolean av_cli_assign(const AvCli *cli, const AvRoot *root, const AvPolicy *policy, AvPool **pool,
+                       const AvOwner *owner, const GPtrArray *items, const GPtrArray *bitstreams, GHashTable *assign,
+                       const char *by, guint *ret_programmed, GError **error);
 
 /* The commands: argv[0] is the command name. */
 int av_cli_cmd_list(AvCli *cli, int argc, char **argv);

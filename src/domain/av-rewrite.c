@@ -30,6 +30,7 @@
 #include <libxml/xmlerror.h>
 #include <libxml/xmlsave.h>
 
+#include "pool/av-bitstream.h"
 #include "pool/av-pool.h"
 #include "util/av-error.h"
 
@@ -347,14 +348,6 @@ decimal_parse(const char *s, guint max, guint *ret)
     return TRUE;
 }
 
-/* A bitstream= of a request: a library name or a hex SHA-256 (the syntax
- * of av_bitstream_ref_is_valid()). */
-static gboolean
-bitstream_ref_valid(const char *ref)
-{
-    return av_profile_name_is_valid(ref) || (av_rom_sha256_is_valid(ref) && !g_str_equal(ref, AV_ROM_NONE));
-}
-
 static gboolean
 request_parse(const xmlNode *node, AvRequest **ret, GError **error)
 {
@@ -421,7 +414,7 @@ request_parse(const xmlNode *node, AvRequest **ret, GError **error)
         request->numa_any = i == 1;
     }
     if (bitstream) {
-        if (!bitstream_ref_valid(bitstream)) {
+        if (!av_bitstream_ref_is_valid(bitstream)) {
             g_autofree char *q = av_domain_quote(bitstream);
 
             return av_domain_invalid_at(error, node,

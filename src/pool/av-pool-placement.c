@@ -12,6 +12,7 @@
  * the metadata.  The record is dropped at `accelvirt undefine`. */
 #include "config.h"
 
+#include "av-bitstream.h"
 #include "av-place.h"
 #include "av-pool-private.h"
 
@@ -211,14 +212,6 @@ av_pool_sha256_valid(const char *s)
     return av_rom_sha256_is_valid(s) && !g_str_equal(s, AV_ROM_NONE);
 }
 
-/* A request's bitstream= as written: a library name or a SHA-256 (the
- * syntax of av_bitstream_ref_is_valid()). */
-static gboolean
-av_pool_bitstream_ref_valid(const char *s)
-{
-    return av_profile_name_is_valid(s) || av_pool_sha256_valid(s);
-}
-
 /* The optional string member @key of @obj (issue 15's, absent in older
  * pool.json): *ret_value NULL when absent. */
 static gboolean
@@ -253,9 +246,9 @@ av_pool_load_request(const AvPoolLoad *ld, json_t *obj, const char *jpath, GPtrA
         !av_pool_load_optional_string(ld, obj, jpath, "bitstream", &bitstream, error) ||
         !av_pool_load_optional_string(ld, obj, jpath, "bitstream_sha256", &sha256, error))
         return FALSE;
-    if ((bitstream && !av_pool_bitstream_ref_valid(bitstream)) || (sha256 && !av_pool_sha256_valid(sha256)) ||
+    if ((bitstream && !av_bitstream_ref_is_valid(bitstream)) || (sha256 && !av_pool_sha256_valid(sha256)) ||
         (!bitstream != !sha256)) {
-        g_autofree char *sub = g_strdup_printf("%s/%s", jpath, bitstream && av_pool_bitstream_ref_valid(bitstream)
+        g_autofree char *sub = g_strdup_printf("%s/%s", jpath, bitstream && av_bitstream_ref_is_valid(bitstream)
                                                                    ? "bitstream_sha256" : "bitstream");
         return av_pool_load_fail(ld, error, sub, "expected a bitstream name or SHA-256 and the SHA-256 it "
                                  "resolved to, both or neither");
