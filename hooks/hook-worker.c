@@ -238,33 +238,6 @@ av_worker_on_free(const AvHookConfig *config, const AvProfile *profile, const Av
     return av_driver_run(&target, AV_DRIVER_ON_FREE, NULL, ret_report, error);
 }
 
-/* Journals in @pool the programs the scrub of @job ran besides its steps'
- * own: its "program-base" step's program as event "program" (by "scrub"),
- * and the on_free command (@on_free, av_driver_run()'s report, or NULL) as
- * event "driver" (issue 15).  Failures are logged: the certificate has
- * both. */
-static void
-av_worker_journal_runs(AvPool *pool, const AvScrubJob *job, json_t *report, json_t *on_free)
-{
-    json_t *program = json_object_get(av_scrub_report_program_step(report), "program");
-    json_t *runs[] = { json_is_object(program) ? json_deep_copy(program) : NULL,
-                       on_free ? json_deep_copy(on_free) : NULL };
-    const char *const events[] = { "program", "driver" };
-
-    for (guint i = 0; i < G_N_ELEMENTS(runs); i++) {
-        g_autoptr(json_t) fields = runs[i];
-        g_autoptr(GError) error = NULL;
-
-        if (!fields)
-            continue;
-        json_object_set_new(fields, "identity", json_string(job->identity));
-        json_object_set_new(fields, "by", json_string("scrub"));
-        if (!av_pool_journal_append(pool, events[i], fields, &error))
-            av_hook_log(LOG_ERR, "cannot journal the %s run of the scrub of %s: %s", events[i], job->identity,
-                        error->message);
-    }
-}
-
 /* Scrubs one device: the profile's steps without the pool lock, then under
  * it the driver restore and the move to free or quarantined, and the scrub
  * certificate in the journal.  A PCI device that is not on vfio-pci when a
@@ -354,7 +327,12 @@ av_worker_scrub(const AvHookConfig *config, const AvPolicy *policy, const AvScru
             return;
         }
     }
-    av_worker_journal_runs(pool, job, report, on_free);
+    /* Failures are logged: the certificate has both runs. */
+    if (!av_scrub_journal_runs(pool, job->identity, report, on_free, "scrub", &error)) {
+        av_hook_log(LOG_ERR, "cannot journal the programs run by the scrub of %s: %s", job->identity,
+                    error->message);
+        g_clear_error(&error);
+    }
     dev = av_pool_find(pool, job->identity);
     if ((!dev || dev->state != AV_DEVICE_STATE_SCRUBBING) && job->kind == AV_DEVICE_KIND_PCI && job->address) {
         AvPoolDevice *at = av_pool_find_address(pool, AV_DEVICE_KIND_PCI, job->address);

@@ -41,7 +41,11 @@ cat >"$BIN/verify" <<EOF
 echo "verify: \$*" >>"$LOG"
 [ "\$(sha256sum <"$H/sys/bus/pci/devices/\$1/resource2" | cut -d' ' -f1)" = "\$2" ]
 EOF
-chmod 0755 "$BIN" "$BIN/programmer" "$BIN/verify"
+cat >"$BIN/onfree" <<EOF
+#!/bin/sh
+echo "argv: on-free \$*" >>"$LOG"
+EOF
+chmod 0755 "$BIN" "$BIN/programmer" "$BIN/verify" "$BIN/onfree"
 
 cat >"$POL/10-fpga.json" <<JSON
 {"profiles": [
@@ -239,6 +243,53 @@ json.dump(d, open(p, "w"), indent=2)
 PY
 check "a quarantined device is not programmed: one line, nothing changed" \
     unchanged one_line 1 "is quarantined: only a free device" av program --force "$VFIO_DEV" aes
+
+BASE=$(sha256sum "$IMG/base.bit" | cut -d' ' -f1)
+# --- a scrub by hand restores the base image and runs on_free, as the worker does ---
+python3 - "$POL/10-fpga.json" "$BIN" "$LOG" <<'PY'
+import json, sys
+p, b, log = sys.argv[1:4]
+d = json.load(open(p))
+f = d["profiles"][0]
+f["scrub"] = [{"method": "program-base"}]
+f["on_free"] = {"argv": [b + "/onfree", "{address}"]}
+json.dump(d, open(p, "w"), indent=2)
+PY
+: >"$LOG"
+check "accelvirt scrub of the quarantined device programs the base image and keeps it quarantined" \
+    eval "av scrub '$VFIO_DEV' >/dev/null && cmp '$IMG/base.bit' '$H/sys/bus/pci/devices/$VFIO_DEV/resource2' && [ \"\$(state_of $VFIO_DEV)\" = quarantined ]"
+check "  ... the pool records the base, by the operator; the program is journalled" \
+    eval "[ \"\$(programmed $VFIO_DEV)\" = $BASE ] && dev_json $VFIO_DEV | grep -q '\"by\": *\"operator\"' && tail -n 5 '$W/state/journal.jsonl' | grep '\"event\": *\"program\"' | grep -q '\"by\": *\"operator\"'"
+check "  ... on_free did not run for a device that stays quarantined" eval "! grep -q 'argv: on-free' '$LOG'"
+av quarantine clear "$VFIO_DEV" >/dev/null 2>&1
+av program "$VFIO_DEV" aes >/dev/null 2>&1
+python3 - "$W/state/pool.json" "$VFIO_DEV" <<'PY'
+import json, sys
+p, addr = sys.argv[1:3]
+d = json.load(open(p))
+for x in d["devices"]:
+    if x["address"] == addr:
+        x["state"] = "dirty"
+        x.pop("programmed", None)
+json.dump(d, open(p, "w"), indent=2)
+PY
+: >"$LOG"
+check "accelvirt scrub of a dirty device: base image back, on_free ran, free" \
+    eval "av scrub '$VFIO_DEV' >/dev/null && cmp '$IMG/base.bit' '$H/sys/bus/pci/devices/$VFIO_DEV/resource2' && grep -qx 'argv: on-free $VFIO_DEV' '$LOG' && [ \"\$(state_of $VFIO_DEV)\" = free ] && [ \"\$(programmed $VFIO_DEV)\" = $BASE ]"
+touch "$FAIL"
+python3 - "$W/state/pool.json" "$VFIO_DEV" <<'PY'
+import json, sys
+p, addr = sys.argv[1:3]
+d = json.load(open(p))
+for x in d["devices"]:
+    if x["address"] == addr:
+        x["state"] = "dirty"
+        x.pop("programmed", None)
+json.dump(d, open(p, "w"), indent=2)
+PY
+check "  ... a base program that fails quarantines it, nothing recorded" \
+    eval "! av scrub '$VFIO_DEV' >/dev/null 2>&1; [ \"\$(state_of $VFIO_DEV)\" = quarantined ] && [ \"\$(programmed $VFIO_DEV)\" = unknown ]"
+rm -f "$FAIL"
 
 # --- a hostile index ---
 cp "$W/state/bitstreams/index.json" "$AV_TMP/index.good"

@@ -172,3 +172,26 @@ av_scrub_report_programmed(json_t *report, const char *by)
                              json_string_value(json_object_get(pr, "name")), by,
                              json_string_value(json_object_get(pr, "verified")));
 }
+
+/* See av-scrub.h. */
+gboolean
+av_scrub_journal_runs(AvPool *pool, const char *identity, json_t *report, json_t *on_free, const char *by,
+                      GError **error)
+{
+    json_t *program = json_object_get(av_scrub_report_program_step(report), "program");
+    json_t *runs[] = { json_is_object(program) ? program : NULL, on_free };
+    const char *const events[] = { "program", "driver" };
+
+    for (guint i = 0; i < G_N_ELEMENTS(runs); i++) {
+        g_autoptr(json_t) fields = NULL;
+
+        if (!runs[i])
+            continue;
+        fields = json_deep_copy(runs[i]);
+        json_object_set_new(fields, "identity", json_string(identity));
+        json_object_set_new(fields, "by", json_string(by));
+        if (!av_pool_journal_append(pool, events[i], fields, error))
+            return FALSE;
+    }
+    return TRUE;
+}

@@ -84,6 +84,15 @@ AvProgrammed *av_scrub_report_programmed(json_t *report, const char *by);
  * Borrowed from @report. */
 json_t *av_scrub_report_program_step(json_t *report);
 
+/* Journals in @pool the programs a scrub of the device @identity ran
+ * besides its steps' own: its "program-base" step's program (in @report,
+ * av_scrub_run()'s) as event "program", and the on_free command (@on_free,
+ * av_driver_run()'s report, or NULL) as event "driver", each with
+ * "identity" and "by" (@by: "scrub" for the worker, "operator").  FALSE
+ * with @error at the first entry that cannot be written. */
+gboolean av_scrub_journal_runs(AvPool *pool, const char *identity, json_t *report, json_t *on_free, const char *by,
+                               GError **error);
+
 /* Puts the "vm" method (which calls libvirt) into the method table.
  * Defined in libaccelvirt-virt.a (src/scrub/av-scrub-vm.c): only programs
  * that link libvirt can call it, which the hook must never do.  Idempotent. */
