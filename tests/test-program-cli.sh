@@ -134,6 +134,15 @@ check "a bitstream for a profile without \"program\": refused, one line" \
 dom "$W/badref.xml" u "$UUID3" 'bitstream="Not A Name"'
 check "a bitstream= that names nothing: bad input, one line" \
     unchanged one_line 2 "bitstream 'Not A Name' names no bitstream" av rewrite "$W/badref.xml"
+dom "$W/fn.xml" u "$UUID3" 'function="fn.crc32"'
+check "function= names the bitstream that provides it for the profile: rewrite --dry-run says crc" \
+    eval "unchanged av rewrite --dry-run '$W/fn.xml' >'$W/fn.out' 2>'$W/fn.err' && grep -q \"will be programmed with 'crc'\" '$W/fn.err' && grep -q 'bitstream=\"$CRC\"' '$W/fn.out'"
+dom "$W/fn2.xml" u "$UUID3" 'function="fn.nosuch"'
+check "a function no bitstream provides: refused, one line, nothing claimed" \
+    unchanged one_line 1 "asks for function 'fn.nosuch', which no bitstream of the library provides" av define "$W/fn2.xml"
+dom "$W/fn3.xml" u "$UUID3" 'bitstream="crc" function="fn.other"'
+check "bitstream= and a function= it does not provide: refused, one line" \
+    unchanged one_line 2 "asks for function 'fn.other', but bitstream 'crc' provides 'fn.crc32'" av define "$W/fn3.xml"
 check "  ... no program ran" eval "[ \"\$(runs)\" = 0 ]"
 
 # --- dry runs ---

@@ -89,6 +89,47 @@ av_cli_profile_fits(const AvProfile *profile, const AvBitstream *bitstream)
     return FALSE;
 }
 
+/* A request's function= (and no bitstream=): the one bitstream of the
+ * library in @state_dir whose function id it is and that fits @profile
+ * becomes the request's bitstream (its name).  FALSE, one sentence, when
+ * none or several do. */
+static gboolean
+av_cli_resolve_function(const AvProfile *profile, const char *state_dir, AvRequest *r, GError **error)
+{
+    g_autoptr(GPtrArray) all = NULL;
+    g_autoptr(GString) names = g_string_new(NULL);
+    const AvBitstream *found = NULL;
+    guint n = 0;
+
+    if (!av_bitstream_list(state_dir, &all, error))
+        return FALSE;
+    for (guint i = 0; i < all->len; i++) {
+        const AvBitstream *b = g_ptr_array_index(all, i);
+
+        if (g_strcmp0(b->function_id, r->function) != 0 || !av_cli_profile_fits(profile, b))
+            continue;
+        g_string_append_printf(names, "%s'%s'", n ? ", " : "", b->name);
+        found = b;
+        n++;
+    }
+    if (n == 0) {
+        g_set_error(error, AV_ERROR, AV_ERROR_NOT_FOUND,
+                    "the request for profile '%s' asks for function '%s', which no bitstream of the library "
+                    "provides for that profile; 'accelvirt bitstream list' shows the function ids",
+                    r->profile, r->function);
+        return FALSE;
+    }
+    if (n > 1) {
+        g_set_error(error, AV_ERROR, AV_ERROR_INVALID_INPUT,
+                    "the request for profile '%s' asks for function '%s', which %u bitstreams of the library "
+                    "provide (%s); name one with bitstream=",
+                    r->profile, r->function, n, names->str);
+        return FALSE;
+    }
+    r->bitstream = g_strdup(found->name);
+    return TRUE;
+}
+
 /* Resolves the bitstream= of each request of @requests (AvRequest*) in the
  * library of @state_dir (av_bitstream_lookup()): sets its
  * bitstream_sha256 and adds the bitstream to @bitstreams (AvBitstream*,
@@ -105,11 +146,13 @@ av_cli_resolve_bitstreams(const AvPolicy *policy, const char *state_dir, GPtrArr
         const AvProfile *profile;
         g_autoptr(AvBitstream) b = NULL;
 
-        if (!r->bitstream)
+        if (!r->bitstream && !r->function)
             continue;
         profile = av_policy_find(policy, r->profile);
         if (!profile)
             continue; /* av_place() says so */
+        if (!r->bitstream && !av_cli_resolve_function(profile, state_dir, r, error))
+            return FALSE;
         if (!profile->program || (profile->attach != AV_ATTACH_VFIO_PCI && profile->attach != AV_ATTACH_SRIOV_VF)) {
             g_set_error(error, AV_ERROR, AV_ERROR_POLICY,
                         "the request for profile '%s' names bitstream '%s', but profile '%s' does not program its "
@@ -121,6 +164,14 @@ av_cli_resolve_bitstreams(const AvPolicy *policy, const char *state_dir, GPtrArr
         b = av_bitstream_lookup(state_dir, r->bitstream, error);
         if (!b) {
             g_prefix_error(error, "the request for profile '%s': ", r->profile);
+            return FALSE;
+        }
+        if (r->function && g_strcmp0(b->function_id, r->function) != 0) {
+            g_set_error(error, AV_ERROR, AV_ERROR_INVALID_INPUT,
+                        "the request for profile '%s' asks for function '%s', but bitstream '%s' provides %s%s%s; "
+                        "name one of them only",
+                        r->profile, r->function, b->name, b->function_id ? "'" : "",
+                        b->function_id ? b->function_id : "no function id", b->function_id ? "'" : "");
             return FALSE;
         }
         if (!av_cli_profile_fits(profile, b)) {

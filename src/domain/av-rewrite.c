@@ -351,7 +351,7 @@ decimal_parse(const char *s, guint max, guint *ret)
 static gboolean
 request_parse(const xmlNode *node, AvRequest **ret, GError **error)
 {
-    static const char *const known[] = { "profile", "count", "granularity", "numa", "bitstream", NULL };
+    static const char *const known[] = { "profile", "count", "granularity", "numa", "bitstream", "function", NULL };
     static const char *const granularities[] = { "function", "region", "card", NULL };
     static const AvGranularity granularity_values[] = { AV_GRANULARITY_FUNCTION, AV_GRANULARITY_REGION,
                                                          AV_GRANULARITY_CARD };
@@ -361,6 +361,7 @@ request_parse(const xmlNode *node, AvRequest **ret, GError **error)
     g_autofree char *granularity = av_domain_prop(node, "granularity");
     g_autofree char *numa = av_domain_prop(node, "numa");
     g_autofree char *bitstream = av_domain_prop(node, "bitstream");
+    g_autofree char *function = av_domain_prop(node, "function");
     g_autoptr(AvRequest) request = NULL;
     guint n = 1;
     int i = 0;
@@ -370,8 +371,8 @@ request_parse(const xmlNode *node, AvRequest **ret, GError **error)
             g_autofree char *q = av_domain_quote((const char *)a->name);
 
             return av_domain_invalid_at(
-                error, node, "av:request has an unknown attribute '%s' (it takes profile, count, granularity, numa and "
-                       "bitstream)",
+                error, node, "av:request has an unknown attribute '%s' (it takes profile, count, granularity, numa, "
+                       "bitstream and function)",
                 q);
         }
     }
@@ -423,6 +424,17 @@ request_parse(const xmlNode *node, AvRequest **ret, GError **error)
                                         q);
         }
         request->bitstream = g_steal_pointer(&bitstream);
+    }
+    if (function) {
+        if (!av_bitstream_function_id_is_valid(function)) {
+            g_autofree char *q = av_domain_quote(function);
+
+            return av_domain_invalid_at(error, node,
+                                        "av:request function '%s' is not a function id (1 to 128 of A-Z, a-z, "
+                                        "0-9, '.', '_', ':' and '-')",
+                                        q);
+        }
+        request->function = g_steal_pointer(&function);
     }
     *ret = g_steal_pointer(&request);
     return TRUE;

@@ -109,8 +109,8 @@ av_bitstream_ref_is_valid(const char *ref)
     return av_bitstream_name_is_valid(ref) || av_bitstream_sha256_is_valid(ref);
 }
 
-/* TRUE when @id is a function id: 1 to 128 bytes of [A-Za-z0-9._:-]. */
-static gboolean
+/* See av-bitstream.h. */
+gboolean
 av_bitstream_function_id_is_valid(const char *id)
 {
     gsize len = id ? strlen(id) : 0;

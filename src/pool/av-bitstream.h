@@ -48,6 +48,9 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(AvBitstream, av_bitstream_free)
  * or 64 lower-case hex digits (a SHA-256). */
 gboolean av_bitstream_ref_is_valid(const char *ref);
 
+/* TRUE when @id is a function id: 1 to 128 bytes of [A-Za-z0-9._:-]. */
+gboolean av_bitstream_function_id_is_valid(const char *id);
+
 /* TRUE when @name is a valid bitstream name. */
 gboolean av_bitstream_name_is_valid(const char *name);
 
