@@ -180,6 +180,10 @@ check "program --force programs it again" \
     eval "av program --force $HOST_DEV crc && [ \"\$(runs)\" = 2 ] && [ \"\$(programmed $HOST_DEV)\" = $CRC ]"
 check "  ... the record dropped while it ran, written again after" \
     journalled_run claimed programmed-unknown claim-renewed program programmed transition
+check "status shows what the device holds, who programmed it and how it was checked" \
+    eval "av status --no-sync | grep -A4 '^$HOST_DEV ' | grep -q \"holds bitstream 'crc' (sha256 \$(echo $CRC | cut -c1-12)...), programmed .* by operator: the program exited 0\""
+check "  ... and a programmable device with no record says it is unknown" \
+    eval "av status >'$W/st.out'; grep -A8 '^$VFIO_DEV ' '$W/st.out' | grep -q 'holds: unknown' || { cat '$W/st.out'; false; }"
 av bitstream list --json >"$W/l2.json"
 check "bitstream list says which device holds it" json "$W/l2.json" \
     "[[h['address'] for h in b['held_by']] for b in d['bitstreams']] == [[], [], ['$HOST_DEV']]"
