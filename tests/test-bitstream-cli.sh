@@ -62,13 +62,20 @@ JSON
 chmod 0755 "$POL" && chmod 0644 "$POL"/*.json
 
 av() { "$AV" --root "$H" --policy-dir "$POL" --state-dir "$W/state" "$@"; }
-# one_line STATUS PATTERN CMD...: CMD exits STATUS with one line on stderr
-# that begins "accelvirt:" and holds PATTERN.
-one_line() {
-    st=$1 pat=$2; shift 2
-    expect_exit "$st" "$@" || return 1
-    [ "$(wc -l <"$AV_TMP/err")" -eq 1 ] || { echo "not one line:"; cat "$AV_TMP/err"; return 1; }
-    grep -q "^accelvirt: .*$pat" "$AV_TMP/err" || { echo "no '$pat' in:"; cat "$AV_TMP/err"; return 1; }
+# set_state ADDRESS STATE: the pool says so (as a release or a failed scrub
+# would leave it; a quarantine with a reason), and forgets what it holds.
+set_state() {
+    python3 - "$W/state/pool.json" "$1" "$2" <<'PY'
+import json, sys
+p, addr, state = sys.argv[1:4]
+d = json.load(open(p))
+for x in d["devices"]:
+    if x["address"] == addr:
+        x["state"] = state
+        x["reason"] = "a test" if state == "quarantined" else None
+        x.pop("programmed", None)
+json.dump(d, open(p, "w"), indent=2)
+PY
 }
 # unchanged CMD...: CMD leaves the pool, the journal and the library as they were.
 snapshot() {
@@ -235,16 +242,7 @@ check "a device the profile wants on vfio-pci but on its host driver: refused" \
     eval "ln -sfn ../../../../bus/pci/drivers/xclmgmt '$H/sys/bus/pci/devices/$VFIO_DEV/driver' && cp '$W/state/journal.jsonl' '$AV_TMP/j0' && one_line 1 'needs it on vfio-pci' av program --force '$VFIO_DEV' aes && [ \"\$(programmed $VFIO_DEV)\" = $AES ] && [ \"\$(state_of $VFIO_DEV)\" = free ] && ! tail -n +\$((\$(wc -l <'$AV_TMP/j0') + 1)) '$W/state/journal.jsonl' | grep -q '\"claimed\"'; r=\$?; ln -sfn ../../../../bus/pci/drivers/vfio-pci '$H/sys/bus/pci/devices/$VFIO_DEV/driver'; exit \$r"
 
 # --- only a free device ---
-python3 - "$W/state/pool.json" "$VFIO_DEV" <<'PY'
-import json, sys
-p, addr = sys.argv[1:3]
-d = json.load(open(p))
-for x in d["devices"]:
-    if x["address"] == addr:
-        x["state"] = "quarantined"
-        x["reason"] = "a test"
-json.dump(d, open(p, "w"), indent=2)
-PY
+set_state "$VFIO_DEV" quarantined
 check "a quarantined device is not programmed: one line, nothing changed" \
     unchanged one_line 1 "is quarantined: only a free device" av program --force "$VFIO_DEV" aes
 
@@ -267,30 +265,12 @@ check "  ... the pool records the base, by the operator; the program is journall
 check "  ... on_free did not run for a device that stays quarantined" eval "! grep -q 'argv: on-free' '$LOG'"
 av quarantine clear "$VFIO_DEV" >/dev/null 2>&1
 av program "$VFIO_DEV" aes >/dev/null 2>&1
-python3 - "$W/state/pool.json" "$VFIO_DEV" <<'PY'
-import json, sys
-p, addr = sys.argv[1:3]
-d = json.load(open(p))
-for x in d["devices"]:
-    if x["address"] == addr:
-        x["state"] = "dirty"
-        x.pop("programmed", None)
-json.dump(d, open(p, "w"), indent=2)
-PY
+set_state "$VFIO_DEV" dirty
 : >"$LOG"
 check "accelvirt scrub of a dirty device: base image back, on_free ran, free" \
     eval "av scrub '$VFIO_DEV' >/dev/null && cmp '$IMG/base.bit' '$H/sys/bus/pci/devices/$VFIO_DEV/resource2' && grep -qx 'argv: on-free $VFIO_DEV' '$LOG' && [ \"\$(state_of $VFIO_DEV)\" = free ] && [ \"\$(programmed $VFIO_DEV)\" = $BASE ]"
 touch "$FAIL"
-python3 - "$W/state/pool.json" "$VFIO_DEV" <<'PY'
-import json, sys
-p, addr = sys.argv[1:3]
-d = json.load(open(p))
-for x in d["devices"]:
-    if x["address"] == addr:
-        x["state"] = "dirty"
-        x.pop("programmed", None)
-json.dump(d, open(p, "w"), indent=2)
-PY
+set_state "$VFIO_DEV" dirty
 check "  ... a base program that fails quarantines it, nothing recorded" \
     eval "! av scrub '$VFIO_DEV' >/dev/null 2>&1; [ \"\$(state_of $VFIO_DEV)\" = quarantined ] && [ \"\$(programmed $VFIO_DEV)\" = unknown ]"
 rm -f "$FAIL"

@@ -47,6 +47,22 @@ cat >"$BIN/assign" <<EOF
 echo "assign: \$*" >>"$ALOG"
 env | grep '^ACCELVIRT_POINT' >>"$ALOG"
 if [ -e "$AFAIL" ]; then echo "no tuning today" >&2; exit 4; fi
+# STEAL: while this runs (the pool unlocked), the domain's other claimed
+# devices go to another domain, as if their claims had expired.
+if [ -e "$AV_TMP/steal" ]; then
+    python3 - "$W/state/pool.json" "\$ACCELVIRT_DOMAIN_UUID" "\$ACCELVIRT_DEVICE" <<'PY'
+import json, sys
+p, uuid, me = sys.argv[1:4]
+d = json.load(open(p))
+for x in d["devices"]:
+    if x.get("owner") and x["owner"].get("domain_uuid") == uuid and x["address"] != me:
+        x["owner"] = {"domain_uuid": "5eed1500-0000-4000-8000-0000000000ff", "domain_name": "thief",
+                      "nova_instance": None, "nova_project": None, "nova_user": None}
+        x["claim_expires"] = 0
+json.dump(d, open(p, "w"), indent=2)
+PY
+    rm -f "$AV_TMP/steal"
+fi
 exit 0
 EOF
 chmod 0755 "$BIN" "$BIN/programmer" "$BIN/assign"
@@ -105,7 +121,7 @@ es = [json.loads(l) for l in open('$W/state/journal.jsonl')]
 ok = $1
 if not ok: print('false: ' + sys.argv[1]); print(es[-3:]); sys.exit(1)
 " "$1"; }
-runs() { grep -c '^argv:' "$LOG" 2>/dev/null || echo 0; }
+runs() { cat "$LOG" 2>/dev/null | grep -c '^argv:'; }
 
 IMG="$AV_TMP/img"
 mkdir -p "$IMG" && chmod 0755 "$IMG"
@@ -215,5 +231,44 @@ check "an on_assign that fails: define fails with one line" \
 check "  ... its claims given back: nothing claimed for d4, no placement record" \
     pool "not [x for x in d['devices'] if x.get('owner') and x['owner'].get('domain_uuid') == '5eed1500-0000-4000-8000-000000000004'] and '5eed1500-0000-4000-8000-000000000004' not in rec"
 rm -f "$AFAIL"
+
+# --- a claim lost while an earlier device's commands ran: nothing runs on it ---
+# (the earlier domains' claims given back first: test:///default keeps no domain)
+python3 - "$W/state/pool.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+for x in d["devices"]:
+    if x["state"] == "claimed":
+        x.update(state="free", owner=None, claim_expires=0)
+d["placements"] = []
+json.dump(d, open(sys.argv[1], "w"), indent=2)
+PY
+: >"$LOG"
+dom "$W/d5.xml" d5 5eed1500-0000-4000-8000-000000000005 'bitstream="crc"'
+sed -i 's/count="1"/count="2"/' "$W/d5.xml"
+touch "$AV_TMP/steal"
+check "the second device's claim gone while the first's on_assign ran: define fails, one line, nothing run on it" \
+    eval "one_line 1 'is no longer claimed for domain .d5. (its claim expired?): nothing was run on it' av2 define '$W/d5.xml' && [ \"\$(runs)\" -le 1 ] && T1=\$(python3 -c \"import json; print(' '.join(x['address'] for x in json.load(open('$W/state/pool.json'))['devices'] if x.get('owner') and x['owner']['domain_name'] == 'thief'))\") && [ -n \"\$T1\" ] && for a in \$T1; do ! grep -q \"^argv: \$a \" '$LOG' || exit 1; done"
+
+# --- a tenant's name is no option ---
+dom "$W/dash.xml" "-x" 5eed1500-0000-4000-8000-000000000006 'bitstream="crc"'
+check "a domain named '-x': {domain_name} has no value, on_assign fails with one line, claims given back" \
+    eval "one_line 2 'names .{domain_name}., which has no value here' av2 define '$W/dash.xml' && pool \"not [x for x in d['devices'] if x.get('owner') and x['owner'].get('domain_name') == '-x']\""
+
+# --- a card-only program: no request may split the card ---
+POL3="$AV_TMP/policies-card"
+mkdir -p "$POL3"
+cat >"$POL3/10-card.json" <<JSON
+{"profiles": [
+  {"name": "fcard", "match": {"vendor": "0x10ee", "device": "0x5005"}, "attach": "vfio-pci", "granularity": "card",
+   "numa": "none", "restore_driver": "on-release", "scrub": [{"method": "none"}],
+   "program": {"argv": ["$BIN/programmer", "--card", "{card}", "{bitstream}"], "driver": "host"}}
+]}
+JSON
+chmod 0755 "$POL3" && chmod 0644 "$POL3/10-card.json"
+dom "$W/split.xml" split 5eed1500-0000-4000-8000-000000000007 'granularity="function"' fcard
+check "a request of granularity function for a profile whose program names only the card: refused, one line" \
+    unchanged one_line 2 "asks for granularity 'function', but the profile's program names only the card" \
+    "$AV" --root "$H" --policy-dir "$POL3" --state-dir "$W/state" --connect test:///default define "$W/split.xml"
 
 finish

@@ -37,7 +37,8 @@ typedef struct {
     char *identity;
     char *address;
     const AvProfile *profile;    /* borrowed from the policy */
-    const AvBitstream *bitstream; /* borrowed: what to program it with, or NULL */
+    const AvBitstream *bitstream; /* borrowed: what it must hold (its item's bitstream), or NULL */
+    gboolean program;            /* it does not hold @bitstream: program it */
     gboolean assign;             /* run the profile's on_assign */
     int iommu_group;             /* its IOMMU group, -1 none */
     int group_fd;                /* the VFIO group for a "vfio-pci" program, or -1 */
@@ -149,11 +150,13 @@ av_assign_prepare(const AvRoot *root, AvPool *pool, const AvPolicy *policy, cons
         return FALSE;
     }
     job->address = g_strdup(dev->address);
+    /* What it holds, for on_assign's variables, even when it needs no program. */
+    job->bitstream = item->bitstream ? av_cli_bitstream_by_sha256(bitstreams, item->bitstream) : NULL;
     if (!item->bitstream || (dev->programmed && g_str_equal(dev->programmed->sha256, item->bitstream)))
         return TRUE;
+    job->program = TRUE;
 
     program = job->profile->program;
-    job->bitstream = av_cli_bitstream_by_sha256(bitstreams, item->bitstream);
     if (!program || !job->bitstream || dev->kind != AV_DEVICE_KIND_PCI || !dev->address) {
         g_set_error(error, AV_ERROR, AV_ERROR_POLICY,
                     "device %s must hold bitstream %.12s… but %s", item->identity, item->bitstream,
@@ -217,7 +220,7 @@ av_assign_same_program(const GPtrArray *jobs, const AvAssignJob *job)
 
         if (other == job)
             break;
-        if (other->programmed && other->argv && job->argv && other->bitstream == job->bitstream &&
+        if (other->programmed && other->argv && job->argv && other->program && other->bitstream == job->bitstream &&
             other->profile == job->profile && g_strv_equal((const char *const *)other->argv,
                                                            (const char *const *)job->argv))
             return other;
@@ -241,7 +244,7 @@ av_assign_run(const AvCli *cli, const AvRoot *root, const AvOwner *owner, const 
     target.domain_name = owner->domain_name;
     target.domain_uuid = owner->domain_uuid;
     target.group_fd = job->group_fd;
-    if (job->bitstream) {
+    if (job->program) {
         const AvAssignJob *same;
 
         job->argv = av_program_argv(&target, job->bitstream, error);
@@ -271,8 +274,45 @@ assign:
     return av_driver_run(&target, AV_DRIVER_ON_ASSIGN, job->bitstream, &job->driver_report, error);
 }
 
+/* Under the lock, right before @job runs: its device must still be
+ * claimed by @owner, and the claim is made to last past what the job may
+ * take (its program and verify, its on_assign, each up to its timeout).
+ * FALSE, nothing run, when the claim is gone (it expired while earlier
+ * jobs ran, and the device may be another domain's now). */
+static gboolean
+av_assign_lease(const AvCli *cli, const AvRoot *root, const AvOwner *owner, const AvAssignJob *job, GError **error)
+{
+    g_autoptr(AvPool) pool = NULL;
+    AvPoolDevice *dev;
+    gint64 until = g_get_real_time() / G_USEC_PER_SEC + AV_CLI_ASSIGN_CLAIM_SLACK_S;
+
+    if (!job->program && !job->assign)
+        return TRUE;
+    pool = av_cli_open_pool(cli, root, AV_POOL_WRITE, error);
+    if (!pool)
+        return FALSE;
+    dev = av_pool_find(pool, job->identity);
+    if (!dev || dev->state != AV_DEVICE_STATE_CLAIMED || !dev->owner ||
+        g_strcmp0(dev->owner->domain_uuid, owner->domain_uuid) != 0) {
+        g_set_error(error, AV_ERROR, AV_ERROR_STATE,
+                    "device %s is no longer claimed for domain '%s' (its claim expired?): nothing was run on it",
+                    job->address ? job->address : job->identity,
+                    owner->domain_name ? owner->domain_name : owner->domain_uuid);
+        return FALSE;
+    }
+    if (job->program)
+        until += (gint64)job->profile->program->timeout_s * 2;
+    if (job->assign)
+        until += job->profile->drivers[AV_DRIVER_ON_ASSIGN]->timeout_s;
+    if (dev->claim_expires > 0 && dev->claim_expires < until && !av_pool_claim(pool, dev, owner, until, error))
+        return FALSE;
+    return av_pool_save(pool, error);
+}
+
 /* Under the lock again: records @job's outcome while its device is still
- * claimed by @owner, journals its reports. */
+ * claimed by @owner, journals its reports.  A device that is no longer
+ * ours but was programmed (its claim expired during the run) loses its
+ * record: what it holds is not what the pool said. */
 static gboolean
 av_assign_record(AvPool *pool, const AvOwner *owner, AvAssignJob *job, GError **error)
 {
@@ -296,13 +336,17 @@ av_assign_record(AvPool *pool, const AvOwner *owner, AvAssignJob *job, GError **
         if (!av_pool_journal_append(pool, "driver", fields, error))
             return FALSE;
     }
-    if (!ours && (job->bitstream || job->assign)) {
+    if (!ours && dev && job->program_report &&
+        !av_pool_set_programmed(pool, dev, NULL, "a program for another domain ran on it after that domain's claim "
+                                "expired", error))
+        return FALSE;
+    if (!ours && (job->program || job->assign)) {
         g_set_error(error, AV_ERROR, AV_ERROR_STATE,
                     "device %s was no longer claimed for domain '%s' when its %s ended (its claim expired?): "
                     "what it holds is not recorded",
                     job->address ? job->address : job->identity,
                     owner->domain_name ? owner->domain_name : owner->domain_uuid,
-                    job->bitstream ? "programming" : "on_assign command");
+                    job->program ? "programming" : "on_assign command");
         return FALSE;
     }
     if (job->programmed && !av_pool_set_programmed(pool, dev, g_steal_pointer(&job->programmed), NULL, error))
@@ -346,10 +390,15 @@ av_cli_assign(const AvCli *cli, const AvRoot *root, const AvPolicy *policy, AvPo
         return FALSE;
     g_clear_pointer(pool, av_pool_free);
 
-    /* Progress for people at a terminal; a failure stays one line. */
-    for (guint i = 0; i < jobs->len && !failure; i++)
-        av_assign_run(cli, root, owner, by, jobs, g_ptr_array_index(jobs, i), cli->json || !isatty(STDERR_FILENO),
-                      &failure);
+    /* Progress for people at a terminal; a failure stays one line.  Each
+     * job's claim is checked and renewed right before it runs: the runs
+     * before it may have taken longer than its claim had left. */
+    for (guint i = 0; i < jobs->len && !failure; i++) {
+        AvAssignJob *job = g_ptr_array_index(jobs, i);
+
+        if (av_assign_lease(cli, root, owner, job, &failure))
+            av_assign_run(cli, root, owner, by, jobs, job, cli->json || !isatty(STDERR_FILENO), &failure);
+    }
     for (guint i = 0; i < jobs->len; i++) {
         AvAssignJob *job = g_ptr_array_index(jobs, i);
 
@@ -367,7 +416,7 @@ av_cli_assign(const AvCli *cli, const AvRoot *root, const AvPolicy *policy, AvPo
         GError *local = NULL;
 
         programmed += job->programmed != NULL;
-        if (!av_assign_record(*pool, owner, job, failure ? NULL : &local))
+        if (!av_assign_record(*pool, owner, job, failure ? NULL : &local) && local)
             g_propagate_error(&failure, local);
     }
     if (failure) {

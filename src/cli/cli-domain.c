@@ -146,9 +146,21 @@ av_cli_resolve_bitstreams(const AvPolicy *policy, const char *state_dir, GPtrArr
         const AvProfile *profile;
         g_autoptr(AvBitstream) b = NULL;
 
+        /* A program that names only the card (the profile's, or its scrub's
+         * program-base) would reprogram the other domains' functions of a
+         * card that a finer request splits. */
+        profile = av_policy_find(policy, r->profile);
+        if (profile && profile->program && r->granularity_set && r->granularity != AV_GRANULARITY_CARD &&
+            !av_program_names_device(profile->program)) {
+            g_set_error(error, AV_ERROR, AV_ERROR_POLICY,
+                        "the request for profile '%s' asks for granularity '%s', but the profile's program names "
+                        "only the card ({card}) and would reprogram the functions other domains get; remove "
+                        "granularity= from the request",
+                        r->profile, av_granularity_to_string(r->granularity));
+            return FALSE;
+        }
         if (!r->bitstream && !r->function)
             continue;
-        profile = av_policy_find(policy, r->profile);
         if (!profile)
             continue; /* av_place() says so */
         if (!r->bitstream && !av_cli_resolve_function(profile, state_dir, r, error))

@@ -1869,6 +1869,22 @@ parse_program(const PolicyParse *pp, AvProfile *profile, json_t *obj, const char
     return TRUE;
 }
 
+/* See av-policy.h. */
+gboolean
+av_program_names_device(const AvProgram *program)
+{
+    size_t i;
+    json_t *item;
+
+    json_array_foreach(program->argv, i, item) {
+        const char *text = json_string_value(item);
+
+        if (text && (strstr(text, "{address}") || strstr(text, "{region}")))
+            return TRUE;
+    }
+    return FALSE;
+}
+
 /* "program" with "driver": "vfio-pci" (the default) needs "restore_driver":
  * "keep-vfio" (a free device stays on vfio-pci, where the program gets its
  * group file); "driver": "host" needs "on-release" (a free device is back
@@ -1886,6 +1902,21 @@ check_program_driver(const PolicyParse *pp, const AvProfile *profile, json_t *ob
 
     if (!profile->program)
         return TRUE;
+    /* A program that does not name the device it programs ({address} or
+     * {region}) programs what it names: the card, every region of it,
+     * other domains' too.  Only whole cards may be programmed so. */
+    if (profile->granularity != AV_GRANULARITY_CARD) {
+        if (!av_program_names_device(profile->program)) {
+            g_autofree char *ap = path_join(pp_path, "argv");
+
+            return policy_fail(pp, ap, FALSE, error,
+                               "the 'program' of a profile of granularity '%s' must name the device it programs, "
+                               "{address} or {region}: a program that names only the card reprograms all of it, "
+                               "other domains' regions too; name the device, or give the profile \"granularity\": "
+                               "\"card\"",
+                               av_granularity_to_string(profile->granularity));
+        }
+    }
     if (profile->program->driver == AV_PROGRAM_DRIVER_VFIO && profile->restore_driver != AV_RESTORE_KEEP_VFIO)
         return policy_fail(pp, restore_given ? rp : driver_given ? dp : pp_path, !restore_given && !driver_given,
                            error,

@@ -98,6 +98,11 @@ typedef struct {
 
 void av_program_free(AvProgram *program);
 
+/* TRUE when @program's argv names the device it programs ({address} or
+ * {region}); one that does not programs the whole card, which only a
+ * profile (and a request) of granularity "card" may ask for. */
+gboolean av_program_names_device(const AvProgram *program);
+
 /* The lifecycle points of a profile's driver commands ("on_prepare",
  * "on_release": in the hook, bounded; "on_assign": in the CLI when it gives a
  * device to a domain; "on_free": in the worker after a verified scrub). */

@@ -6,6 +6,7 @@
 #include "config.h"
 
 #include "av-pool-private.h"
+#include "av-bitstream.h"
 #include "av-place.h"
 
 #include <errno.h>
@@ -706,6 +707,15 @@ av_pool_load_programmed(const AvPoolLoad *ld, json_t *obj, const char *jpath, Av
         return FALSE;
     if (!av_rom_sha256_is_valid(pr->sha256) || g_str_equal(pr->sha256, AV_ROM_NONE))
         return av_pool_load_fail(ld, error, sub, "'sha256' must be 64 lower-case hex digits");
+    if (pr->name && !av_bitstream_name_is_valid(pr->name))
+        return av_pool_load_fail(ld, error, sub, "'name' must be a bitstream name or null");
+    if (strlen(pr->by) < 1 || strlen(pr->by) > 16 || strspn(pr->by, "abcdefghijklmnopqrstuvwxyz-") != strlen(pr->by))
+        return av_pool_load_fail(ld, error, sub, "'by' must be 1 to 16 of a-z and '-'");
+    if (strlen(pr->verified) > 256 || !g_utf8_validate(pr->verified, -1, NULL))
+        return av_pool_load_fail(ld, error, sub, "'verified' must be a sentence of at most 256 bytes");
+    for (const char *c = pr->verified; *c; c++)
+        if ((guchar)*c < 0x20 || *c == 0x7f)
+            return av_pool_load_fail(ld, error, sub, "'verified' must hold no control character");
     dev->programmed = g_steal_pointer(&pr);
     return TRUE;
 }

@@ -99,7 +99,10 @@ av_program_env_init(AvProgramEnv *env, const AvProgramTarget *target, const AvBi
     env->values.sha256 = bitstream ? bitstream->sha256 : NULL;
     env->values.function_id = bitstream ? bitstream->function_id : NULL;
     env->values.identity = target->identity;
-    env->values.domain_name = target->domain_name;
+    /* A domain's name is its tenant's choice: one that a program would
+     * take for an option ("--help") is no placeholder value (a template
+     * naming it fails); ACCELVIRT_DOMAIN_NAME still carries it. */
+    env->values.domain_name = target->domain_name && target->domain_name[0] != '-' ? target->domain_name : NULL;
     env->values.domain_uuid = target->domain_uuid;
     env->values.profile = target->profile->name;
 

@@ -12,6 +12,8 @@
 
 #include "av-scrub-private.h"
 
+#include "pci/av-pci.h"
+
 #include <unistd.h>
 
 #include "scrub/av-program.h"
@@ -63,6 +65,29 @@ av_scrub_program_base_run(AvScrubContext *ctx, const AvProgramTarget *base_targe
                     "profile '%s' programs %s on its host driver (\"driver\": \"host\"), and the pool knows no "
                     "host driver of it", ctx->profile->name, target->address);
         return NULL;
+    }
+    /* The host's driver will probe what the tenant left: only the device
+     * the pool knows, by the identity its firmware shows (ids, serial). */
+    {
+        const char *const addresses[] = { target->address, NULL };
+        g_autoptr(AvHost) host = av_host_scan_devices(ctx->root, addresses, FALSE, error);
+        g_autofree char *now = NULL;
+
+        if (!host)
+            return NULL;
+        for (guint i = 0; i < host->pci->len && !now; i++) {
+            const AvPciDevice *pci = g_ptr_array_index(host->pci, i);
+
+            if (g_str_equal(pci->address, target->address))
+                now = av_pool_identity_pci(host, pci);
+        }
+        if (!now || g_strcmp0(now, target->identity) != 0) {
+            g_set_error(error, AV_ERROR, AV_ERROR_UNSAFE,
+                        "%s shows the identity %s, not the pool's %s: it is not given to its host driver %s to "
+                        "be programmed", target->address, now ? now : "(none: gone)",
+                        target->identity ? target->identity : "(none)", target->original_driver);
+            return NULL;
+        }
     }
     if (!av_scrub_unhold(ctx, &unheld, error))
         return NULL;
