@@ -1860,12 +1860,18 @@ av_hook_release_drivers(const AvHookConfig *config, AvPool *pool, GPtrArray *rel
         g_autoptr(GError) quarantine_error = NULL;
         g_autofree char *reason = NULL;
 
-        if (!profile || !profile->drivers[AV_DRIVER_ON_RELEASE] || dev->state != AV_DEVICE_STATE_DIRTY)
+        if (!profile || dev->state != AV_DEVICE_STATE_DIRTY)
             continue;
-        if (av_hook_driver_run(config, pool, profile, dev->address, dev->identity,
+        /* Owed since the save that made it dirty: a hook killed before this
+         * point leaves it to the worker (dev->release_pending). */
+        if (!profile->drivers[AV_DRIVER_ON_RELEASE] ||
+            av_hook_driver_run(config, pool, profile, dev->address, dev->identity,
                                dev->owner ? dev->owner->domain_name : NULL,
-                               dev->owner ? dev->owner->domain_uuid : NULL, AV_DRIVER_ON_RELEASE, &local))
+                               dev->owner ? dev->owner->domain_uuid : NULL, AV_DRIVER_ON_RELEASE, &local)) {
+            changed = changed || dev->release_pending;
+            dev->release_pending = FALSE;
             continue;
+        }
         reason = g_strdup_printf("at its release, %s", local->message);
         if (!av_pool_quarantine_unscrubbed(pool, dev, reason, &quarantine_error)) {
             av_hook_log(LOG_ERR, "cannot quarantine %s after its on_release command failed (%s): %s; it stays "
@@ -1876,8 +1882,8 @@ av_hook_release_drivers(const AvHookConfig *config, AvPool *pool, GPtrArray *rel
         changed = TRUE;
     }
     if (changed && !av_pool_save(pool, &error))
-        av_hook_log(LOG_ERR, "cannot save the quarantine of the devices whose on_release command failed: %s; they "
-                    "stay dirty", error->message);
+        av_hook_log(LOG_ERR, "cannot save what the on_release commands did: %s; the worker runs them again and "
+                    "quarantines what failed", error->message);
 }
 
 /* "release end": every in-use device this domain owns becomes dirty, the

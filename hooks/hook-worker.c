@@ -44,6 +44,7 @@ typedef struct {
     char *scrub_domain;          /* and the UUID its scrub domain must have */
     AvOwner *owner;              /* the domain that had it before its release, or NULL */
     char *original_driver;       /* PCI: its host driver as the pool knows it, or NULL */
+    gboolean release_pending;    /* its profile's on_release is owed (the pool's release_pending) */
     char *since;                 /* when the scrub began (ISO 8601 UTC) */
 } AvScrubJob;
 
@@ -127,6 +128,7 @@ av_worker_pick(const AvHookConfig *config, GHashTable *done, AvLock **ret_lock, 
          * cleared only when the device is free: the certificate names it. */
         job->owner = av_owner_copy(dev->owner);
         job->original_driver = g_strdup(dev->original_driver);
+        job->release_pending = dev->release_pending;
         job->since = av_worker_now_iso();
         *ret_lock = g_steal_pointer(&lock);
         return g_steal_pointer(&job);
@@ -220,6 +222,20 @@ av_worker_hold(const AvHookConfig *config, const AvScrubJob *job, GError **failu
     av_hook_log(LOG_WARNING, "scrubbing %s without a hold of its IOMMU group: %s", job->address, error->message);
 }
 
+/* The driver command of @point of @profile for the device of @job, with
+ * the domain that had it (av_driver_run()). */
+static gboolean
+av_worker_driver(const AvHookConfig *config, const AvProfile *profile, const AvScrubJob *job, AvDriverPoint point,
+                 json_t **ret_report, GError **error)
+{
+    AvProgramTarget target = { .root = config->root, .state_dir = config->state_dir, .profile = profile,
+                               .address = job->address, .identity = job->identity,
+                               .domain_name = job->owner ? job->owner->domain_name : NULL,
+                               .domain_uuid = job->owner ? job->owner->domain_uuid : NULL, .group_fd = -1 };
+
+    return av_driver_run(&target, point, NULL, ret_report, error);
+}
+
 /* After a scrub that passed, before the device may be freed: the on_free
  * driver command of @profile (issue 15, av_driver_run()), without the pool
  * lock (it may take minutes), for the device of @job, with the domain that
@@ -230,12 +246,7 @@ static gboolean
 av_worker_on_free(const AvHookConfig *config, const AvProfile *profile, const AvScrubJob *job, json_t **ret_report,
                   GError **error)
 {
-    AvProgramTarget target = { .root = config->root, .state_dir = config->state_dir, .profile = profile,
-                               .address = job->address, .identity = job->identity,
-                               .domain_name = job->owner ? job->owner->domain_name : NULL,
-                               .domain_uuid = job->owner ? job->owner->domain_uuid : NULL, .group_fd = -1 };
-
-    return av_driver_run(&target, AV_DRIVER_ON_FREE, NULL, ret_report, error);
+    return av_worker_driver(config, profile, job, AV_DRIVER_ON_FREE, ret_report, error);
 }
 
 /* Scrubs one device: the profile's steps without the pool lock, then under
@@ -262,6 +273,8 @@ av_worker_scrub(const AvHookConfig *config, const AvPolicy *policy, const AvScru
                              .scrub_domain_uuid = job->scrub_domain, .hold_state_dir = config->state_dir,
                              .state_dir = config->state_dir, .original_driver = job->original_driver };
     g_autoptr(json_t) on_free = NULL;
+    g_autoptr(json_t) on_release = NULL;
+    gboolean release_failed = FALSE;
     g_autofree char *rebound_from = NULL;
     g_autofree char *driver_now = NULL;
     gboolean rebound = FALSE;
@@ -276,6 +289,13 @@ av_worker_scrub(const AvHookConfig *config, const AvPolicy *policy, const AvScru
         g_set_error(&failure, AV_ERROR, AV_ERROR_POLICY,
                     "its profile '%s' is not in the policies any more, so its scrub steps are unknown",
                     job->profile ? job->profile : "(none)");
+    } else if (job->release_pending && profile->drivers[AV_DRIVER_ON_RELEASE] &&
+               !av_worker_driver(config, profile, job, AV_DRIVER_ON_RELEASE, &on_release, &failure)) {
+        /* The release work that the hook could not do (killed, a release by
+         * a marker or of a dead domain): failing, the device is quarantined
+         * before any scrub step ran. */
+        g_prefix_error(&failure, "at its release, ");
+        release_failed = TRUE;
     } else if (job->kind == AV_DEVICE_KIND_PCI && job->address &&
                av_scrub_bind_vfio(config->root, config->ops, profile, job->address, &rebound, &rebound_from,
                                   &failure) &&
@@ -325,6 +345,23 @@ av_worker_scrub(const AvHookConfig *config, const AvPolicy *policy, const AvScru
         if (!pool) {
             av_hook_log(LOG_ERR, "cannot record the scrub of %s: %s", job->identity, error->message);
             return;
+        }
+    }
+    /* The release work is done (or none was owed) unless it failed. */
+    if (job->release_pending && !release_failed && profile) {
+        AvPoolDevice *owed = av_pool_find(pool, job->identity);
+
+        if (owed)
+            owed->release_pending = FALSE;
+    }
+    if (on_release) {
+        g_autoptr(json_t) run = json_deep_copy(on_release);
+
+        json_object_set_new(run, "identity", json_string(job->identity));
+        json_object_set_new(run, "by", json_string("scrub"));
+        if (!av_pool_journal_append(pool, "driver", run, &error)) {
+            av_hook_log(LOG_ERR, "cannot journal the on_release run of %s: %s", job->identity, error->message);
+            g_clear_error(&error);
         }
     }
     /* Failures are logged: the certificate has both runs. */
@@ -395,6 +432,9 @@ av_worker_scrub(const AvHookConfig *config, const AvPolicy *policy, const AvScru
         json_object_set_new(fields, "isolated_from", isolated ? av_json_string_or_null(isolated_from) : json_null());
         if (!av_pool_transition(pool, dev, AV_DEVICE_STATE_QUARANTINED, NULL, failure->message, &error))
             goto fail;
+        /* No scrub step ran: what the domain left is still there. */
+        if (release_failed)
+            dev->unscrubbed = TRUE;
         av_hook_log(LOG_ERR, "device %s (%s) quarantined: %s", job->identity,
                     job->address ? job->address : "", failure->message);
     }

@@ -1970,8 +1970,17 @@ av_detach_on_release(const AvCli *cli, const AvRoot *root, const AvPolicy *polic
             item->mdev_parent = g_strdup(dev->address);
         g_ptr_array_add(one, item);
         g_clear_pointer(&pool, av_pool_free);
-        if (av_attach_run_drivers(cli, root, policy, one, AV_DRIVER_ON_RELEASE, uuid, name, NULL, &failure))
+        if (av_attach_run_drivers(cli, root, policy, one, AV_DRIVER_ON_RELEASE, uuid, name, NULL, &failure)) {
+            /* Done: the worker does not run it again. */
+            pool = av_cli_open_pool(cli, root, AV_POOL_WRITE, &err);
+            dev = pool ? av_pool_find(pool, identity) : NULL;
+            if (dev && dev->release_pending) {
+                dev->release_pending = FALSE;
+                if (!av_pool_save(pool, &err))
+                    fprintf(stderr, "accelvirt: warning: %s\n", err->message);
+            }
             continue;
+        }
         fprintf(stderr, "accelvirt: warning: %s; %s is quarantined\n", failure->message, identity);
         pool = av_cli_open_pool(cli, root, AV_POOL_WRITE, &err);
         dev = pool ? av_pool_find(pool, identity) : NULL;

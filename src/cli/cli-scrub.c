@@ -290,6 +290,8 @@ av_cli_cmd_scrub(AvCli *cli, int argc, char **argv)
     g_autofree char *operator_name = av_cli_operator();
     g_autofree char *identity = NULL, *address = NULL, *profile_name = NULL, *rom = NULL, *original_driver = NULL;
     g_autoptr(json_t) on_free = NULL;
+    g_autoptr(json_t) on_release = NULL;
+    gboolean release_pending = FALSE;
     g_autofree char *rebound_from = NULL, *started = NULL, *token = NULL, *scrub_domain = NULL, *problem = NULL;
     g_autoptr(GDateTime) now = g_date_time_new_now_utc();
     const AvProfile *profile;
@@ -358,6 +360,7 @@ av_cli_cmd_scrub(AvCli *cli, int argc, char **argv)
     profile_name = g_strdup(dev->profile);
     rom = g_strdup(dev->rom_sha256);
     original_driver = g_strdup(dev->original_driver);
+    release_pending = dev->release_pending;
     owner = av_owner_copy(dev->owner);
     problem = g_strdup(dev->identity_problem);
     kind = dev->kind;
@@ -365,8 +368,19 @@ av_cli_cmd_scrub(AvCli *cli, int argc, char **argv)
     started = g_date_time_format(now, "%Y-%m-%dT%H:%M:%SZ");
     g_clear_pointer(&pool, av_pool_free);
 
+    /* The release work a domain's release left owed (its on_release, issue
+     * 15), before any step, as the worker does it. */
+    if (release_pending && profile->drivers[AV_DRIVER_ON_RELEASE]) {
+        AvProgramTarget release_target = { .root = root, .state_dir = cli->state_dir, .profile = profile,
+                                           .address = address, .identity = identity,
+                                           .domain_name = owner ? owner->domain_name : NULL,
+                                           .domain_uuid = owner ? owner->domain_uuid : NULL, .group_fd = -1 };
+
+        if (!av_driver_run(&release_target, AV_DRIVER_ON_RELEASE, NULL, &on_release, &failure))
+            g_prefix_error(&failure, "at its release, ");
+    }
     /* The steps. */
-    if (kind == AV_DEVICE_KIND_PCI && address)
+    if (!failure && kind == AV_DEVICE_KIND_PCI && address)
         av_scrub_bind_vfio(root, av_kernel_ops_for(root), profile, address, &rebound, &rebound_from, &failure);
     target.identity = identity;
     target.address = address;
@@ -444,6 +458,18 @@ av_cli_cmd_scrub(AvCli *cli, int argc, char **argv)
             !av_scrub_isolate(root, av_kernel_ops_for(root), address, &isolated, NULL, &isolate_error))
             fprintf(stderr, "accelvirt: warning: %s\n", isolate_error->message);
         if (!av_pool_transition(pool, dev, AV_DEVICE_STATE_QUARANTINED, NULL, failure->message, &err))
+            return av_cli_fail(err);
+    }
+    /* The release work is done unless it failed (then the device is
+     * quarantined, and a later scrub by hand runs it again). */
+    if (release_pending && !(on_release && !json_is_true(json_object_get(on_release, "ok"))))
+        dev->release_pending = FALSE;
+    if (on_release) {
+        g_autoptr(json_t) run = json_deep_copy(on_release);
+
+        json_object_set_new(run, "identity", json_string(identity));
+        json_object_set_new(run, "by", json_string("operator"));
+        if (!av_pool_journal_append(pool, "driver", run, &err))
             return av_cli_fail(err);
     }
     /* What its "program-base" step put in it (issue 15), and the runs. */

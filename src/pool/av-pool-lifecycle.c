@@ -183,6 +183,11 @@ av_pool_transition_do(AvPool *pool, AvPoolDevice *dev, AvDeviceState to, const A
         dev->unscrubbed = FALSE;
     if (drop_programmed)
         g_clear_pointer(&dev->programmed, av_programmed_free);
+    /* A domain let it go: its profile's on_release is owed (issue 15). */
+    if (from == AV_DEVICE_STATE_IN_USE && (to == AV_DEVICE_STATE_DIRTY || to == AV_DEVICE_STATE_QUARANTINED))
+        dev->release_pending = TRUE;
+    else if (to == AV_DEVICE_STATE_FREE || to == AV_DEVICE_STATE_CLAIMED || to == AV_DEVICE_STATE_IN_USE)
+        dev->release_pending = FALSE;
     av_owner_free(dev->owner);
     dev->owner = g_steal_pointer(&new_owner);
     g_free(dev->reason);

@@ -51,6 +51,8 @@ av_pool_release_device(AvPool *pool, AvPoolDevice *dev, const char *released_by,
         if (!av_pool_journal_device(pool, "released-while-missing", dev, extra, error))
             return FALSE;
         dev->state_before_missing = AV_DEVICE_STATE_DIRTY;
+        dev->release_pending = TRUE;
+        g_clear_pointer(&dev->programmed, av_programmed_free);
     } else {
         return TRUE;
     }

@@ -325,6 +325,8 @@ av_pool_device_to_json(const AvPoolDevice *dev)
         json_object_set_new(obj, "unscrubbed", json_true());
     if (dev->last_scrub)
         json_object_set(obj, "last_scrub", dev->last_scrub);
+    if (dev->release_pending)
+        json_object_set_new(obj, "release_pending", json_true());
     if (dev->programmed) {
         const AvProgrammed *pr = dev->programmed;
 
@@ -729,7 +731,8 @@ av_pool_load_device(const AvPoolLoad *ld, json_t *obj, guint index, GError **err
         "reason_before_missing", "original_driver", "numa_node", "iommu_group", NULL
     };
     static const char *const optional[] = { "companions", "created", "rom_sha256", "scrub_token", "scrub_domain",
-                                            "identity_problem", "last_scrub", "unscrubbed", "programmed", NULL };
+                                            "identity_problem", "last_scrub", "unscrubbed", "programmed",
+                                            "release_pending", NULL };
     g_autofree char *jpath = g_strdup_printf("devices/%u", index);
     g_autofree char *owner_path = g_strdup_printf("devices/%u/owner", index);
     g_autofree char *kind = NULL;
@@ -825,6 +828,18 @@ av_pool_load_device(const AvPoolLoad *ld, json_t *obj, guint index, GError **err
         if (state != AV_DEVICE_STATE_QUARANTINED)
             return av_pool_load_fail(ld, error, sub, "only a quarantined device is 'unscrubbed'"), NULL;
         dev->unscrubbed = TRUE;
+    }
+    if (json_object_get(obj, "release_pending")) {
+        g_autofree char *sub = g_strdup_printf("%s/release_pending", jpath);
+        AvDeviceState state = dev->state == AV_DEVICE_STATE_MISSING ? dev->state_before_missing : dev->state;
+
+        if (!json_is_true(json_object_get(obj, "release_pending")))
+            return av_pool_load_fail(ld, error, sub, "expected true (it is left out when not set)"), NULL;
+        if (state != AV_DEVICE_STATE_DIRTY && state != AV_DEVICE_STATE_SCRUBBING &&
+            state != AV_DEVICE_STATE_QUARANTINED)
+            return av_pool_load_fail(ld, error, sub, "only a released device (dirty, scrubbing or quarantined) "
+                                     "has a release pending"), NULL;
+        dev->release_pending = TRUE;
     }
     if (json_object_get(obj, "identity_problem")) {
         AvDeviceState state = dev->state == AV_DEVICE_STATE_MISSING ? dev->state_before_missing : dev->state;

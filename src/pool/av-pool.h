@@ -160,6 +160,12 @@ typedef struct {
                                   * scrub's coverage (cleared, read_back, memory, fraction,
                                   * verified, text)}; NULL when never scrubbed.  In pool.json
                                   * ("last_scrub") only when set; kept by every transition */
+    gboolean release_pending;    /* released by a domain (in use -> dirty or quarantined) whose release
+                                  * work is not done: its profile's on_release command has not run (issue
+                                  * 15; the hook killed, a release done by a marker, a dead domain, audit).
+                                  * The hook and detach clear it once it ran, the worker runs it first
+                                  * otherwise.  In pool.json ("release_pending") only when set; every move
+                                  * to free drops it */
     AvProgrammed *programmed;    /* PCI: the bitstream it holds (see AvProgrammed), or NULL: unknown or
                                   * never programmed.  In pool.json ("programmed": {"sha256", "name",
                                   * "since", "by", "verified"}) only when set; dropped by a release */
