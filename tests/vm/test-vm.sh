@@ -1050,7 +1050,7 @@ f_define() {
     hf_has fpga_define '^rc=0 .*state=claimed owner=avvm-fpga profile=rig-fpga +programmed=rig-fn-x/.* driver=vfio-pci err=$' &&
     hf_has fpga_defined_xml "^hostdev81=1 bitstream=.*$fsha_fnx" &&
     f_prog_runs rig-fn-x | head -n1 | grep -q '^True/True/fpga-prog: wrote 20000 bytes .*| fpga-prog: verified 20000 bytes' &&
-    efact fpga_journal_define | grep -q 'program:rig-fn-x:ok:verify=True programmed:rig-fn-x:'
+    efact fpga_journal_define | grep -q ' program:rig-fn-x:ok:verify=True' && efact fpga_journal_define | grep -q ' programmed:rig-fn-x:'
 }
 check "fpga: accelvirt define of avvm-fpga (<av:request profile='rig-fpga' bitstream='rig-fn-x'/>) claims the card and programs it with rig-fn-x before libvirt has the domain: journal program ok and verified, pool programmed = rig-fn-x, the placement names its sha256, a managed hostdev of 0000:81:00.0 ($(efact fpga_define | cut -c1-220); $(efact fpga_defined_xml | cut -c1-160))" f_define
 f_fnx_bar() { hf_has fpga_bar_fnx '^rig-fn-x:same=20000 rest_nonzero=0 text=0 snap=[0-9.]+$' && f_snap fnx rig-fn-x; }
