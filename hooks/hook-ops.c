@@ -19,7 +19,9 @@
 
 #include "domain/av-rewrite.h"
 #include "pci/av-pci.h"
+#include "pool/av-bitstream.h"
 #include "pool/av-place.h"
+#include "scrub/av-program.h"
 #include "scrub/av-scrub.h"
 #include "util/av-error.h"
 #include "util/av-json.h"
@@ -1157,6 +1159,159 @@ av_prepare_check(AvPrepare *p, GError **error)
     return TRUE;
 }
 
+/* Phase "check", issue 15: every device of the pool's placement record of
+ * the domain (av_pool_placement_find(): what accelvirt placed, not the
+ * domain's own metadata, which its owner may edit) that was placed with a
+ * bitstream holds it, as the pool last recorded it (AvPoolDevice's
+ * programmed).  Programming takes minutes: the CLI does it before the
+ * domain starts (`accelvirt start`), never the hook.  FALSE with
+ * AV_ERROR_STATE, one sentence naming the device, the bitstream (its
+ * library name when the library knows it) and what to do. */
+static gboolean
+av_prepare_check_bitstreams(AvPrepare *p, GError **error)
+{
+    const AvPoolPlacement *record = p->domain->uuid ? av_pool_placement_find(p->pool, p->domain->uuid) : NULL;
+
+    for (guint i = 0; record && i < record->items->len; i++) {
+        const AvPlacedItem *item = g_ptr_array_index(record->items, i);
+        const AvPoolDevice *dev = NULL;
+        g_autoptr(AvBitstream) bitstream = NULL;
+        g_autofree char *quoted = NULL;
+        g_autofree char *prefix = NULL;
+
+        if (!item->bitstream)
+            continue;
+        if (item->identity)
+            dev = av_pool_find(p->pool, item->identity);
+        if (!dev && item->pci_address)
+            dev = av_pool_find_address(p->pool, AV_DEVICE_KIND_PCI, item->pci_address);
+        if (dev && dev->programmed && g_strcmp0(dev->programmed->sha256, item->bitstream) == 0)
+            continue;
+        bitstream = av_bitstream_lookup(p->config->state_dir, item->bitstream, NULL);
+        quoted = av_domain_quote(p->domain->name);
+        prefix = g_strndup(item->bitstream, 12);
+        g_set_error(error, AV_ERROR, AV_ERROR_STATE,
+                    "device %s does not hold bitstream %s (sha256 %s...) that domain '%s' asked for; "
+                    "'accelvirt start %s' programs it",
+                    dev && dev->address ? dev->address : item->pci_address ? item->pci_address : "(none)",
+                    bitstream ? bitstream->name : prefix, prefix, quoted, quoted);
+        return FALSE;
+    }
+    return TRUE;
+}
+
+/* Runs the driver command of @point (on_prepare, on_release: the hook's,
+ * issue 15) of @profile for the device @address (pool identity @identity)
+ * of the domain @domain_name (@domain_uuid), and journals the run in
+ * @pool as event "driver" (av_driver_run()'s report, with the identity
+ * and the domain).  libvirt waits for the hook: a command whose timeout is
+ * above AV_DRIVER_HOOK_TIMEOUT_MAX is not run (the policy's parser refuses
+ * it already) and fails.  TRUE at once when the profile has no command
+ * there.  Borrows everything. */
+static gboolean
+av_hook_driver_run(const AvHookConfig *config, AvPool *pool, const AvProfile *profile, const char *address,
+                   const char *identity, const char *domain_name, const char *domain_uuid, AvDriverPoint point,
+                   GError **error)
+{
+    const AvDriverCommand *command = profile ? profile->drivers[point] : NULL;
+    AvProgramTarget target = { .root = config->root, .state_dir = config->state_dir, .profile = profile,
+                               .address = address, .identity = identity, .domain_name = domain_name,
+                               .domain_uuid = domain_uuid, .group_fd = -1 };
+    g_autoptr(json_t) report = NULL;
+    g_autoptr(GError) journal_error = NULL;
+    gboolean ok;
+
+    if (!command)
+        return TRUE;
+    if (command->timeout_s == 0 || command->timeout_s > AV_DRIVER_HOOK_TIMEOUT_MAX) {
+        g_set_error(error, AV_ERROR, AV_ERROR_POLICY,
+                    "the %s command of profile '%s' has a timeout of %u s; the hook runs one of at most %u s",
+                    av_driver_point_to_string(point), profile->name, command->timeout_s,
+                    AV_DRIVER_HOOK_TIMEOUT_MAX);
+        return FALSE;
+    }
+    ok = av_driver_run(&target, point, NULL, &report, error);
+    if (report) {
+        json_object_set_new(report, "identity", av_json_string_or_null(identity));
+        json_object_set_new(report, "domain_name", av_json_string_or_null(domain_name));
+        json_object_set_new(report, "domain_uuid", av_json_string_or_null(domain_uuid));
+        if (!av_pool_journal_append(pool, "driver", report, &journal_error))
+            av_hook_log(LOG_ERR, "cannot journal the %s command of %s: %s", av_driver_point_to_string(point),
+                        address ? address : "(none)", journal_error->message);
+    }
+    if (ok)
+        av_hook_log(LOG_INFO, "ran the %s command of profile '%s' for %s", av_driver_point_to_string(point),
+                    profile->name, address ? address : "(none)");
+    return ok;
+}
+
+/* The @i-th device whose driver commands a prepare runs, in
+ * *ret_profile, *ret_address and *ret_identity (borrowed): every pool
+ * device it claims (p->claims: PCI functions with their group mates, USB
+ * sticks; as the release runs on_release for each), then every mdev of the
+ * domain (its parent and "mdev:UUID").  FALSE for an @i that names none. */
+static gboolean
+av_prepare_driver_device(const AvPrepare *p, guint i, const AvProfile **ret_profile, const char **ret_address,
+                         const char **ret_identity)
+{
+    const AvManaged *m;
+
+    if (i < p->claims->len) {
+        const AvPoolDevice *dev = g_ptr_array_index(p->claims, i);
+
+        *ret_profile = dev->profile ? av_policy_find(p->policy, dev->profile) : NULL;
+        *ret_address = dev->address;
+        *ret_identity = dev->identity;
+        return *ret_profile != NULL;
+    }
+    m = g_ptr_array_index(p->managed, i - p->claims->len);
+    if (m->hostdev->type != AV_HOSTDEV_MDEV)
+        return FALSE;
+    *ret_profile = m->profile;
+    *ret_address = m->mdev_parent;
+    *ret_identity = m->identity;
+    return TRUE;
+}
+
+/* Phase "drivers", issue 15, after "apply" (the devices are bound, the
+ * mdevs made) and before "commit": the on_prepare command of each device's
+ * profile (av_prepare_driver_device(), av_hook_driver_run()).  The first
+ * that fails refuses the domain: av_prepare_fail() then undoes what
+ * "apply" did, and the on_release command of each device whose on_prepare
+ * had run is run first (its failure logged: the domain never had the
+ * device). */
+static gboolean
+av_prepare_drivers(AvPrepare *p, GError **error)
+{
+    guint n = p->claims->len + p->managed->len;
+    guint done;
+
+    for (done = 0; done < n; done++) {
+        const AvProfile *profile = NULL;
+        const char *address = NULL, *identity = NULL;
+
+        if (av_prepare_driver_device(p, done, &profile, &address, &identity) &&
+            !av_hook_driver_run(p->config, p->pool, profile, address, identity, p->domain->name, p->domain->uuid,
+                                AV_DRIVER_ON_PREPARE, error))
+            break;
+    }
+    if (done == n)
+        return TRUE;
+    for (guint i = done; i > 0; i--) {
+        const AvProfile *profile = NULL;
+        const char *address = NULL, *identity = NULL;
+        g_autoptr(GError) local = NULL;
+
+        if (!av_prepare_driver_device(p, i - 1, &profile, &address, &identity) ||
+            !profile->drivers[AV_DRIVER_ON_PREPARE])
+            continue;
+        if (!av_hook_driver_run(p->config, p->pool, profile, address, identity, p->domain->name, p->domain->uuid,
+                                AV_DRIVER_ON_RELEASE, &local))
+            av_hook_log(LOG_ERR, "rollback: %s", local->message);
+    }
+    return FALSE;
+}
+
 /* Phase "plan": what the host will see, recorded in the pool and saved
  * before anything is touched (issue 10, hole 7): every endpoint of a group
  * accelvirt binds (managed='no'; libvirt binds managed='yes' ones itself)
@@ -1486,9 +1641,10 @@ av_hook_prepare(const AvHookConfig *config, AvDomain *domain)
         return 0;
     }
     p.owner = av_hook_owner_new(domain);
-    if (!av_prepare_check(&p, &error) || !av_prepare_plan(&p, &error))
+    if (!av_prepare_check(&p, &error) || !av_prepare_check_bitstreams(&p, &error) ||
+        !av_prepare_plan(&p, &error))
         return av_prepare_fail(&p, error, FALSE);
-    if (!av_prepare_apply(&p, &error))
+    if (!av_prepare_apply(&p, &error) || !av_prepare_drivers(&p, &error))
         return av_prepare_fail(&p, error, FALSE);
     av_hook_test_stop(config, "prepare-commit");
     if (!av_prepare_commit(&p, summary, &error))
@@ -1674,6 +1830,56 @@ av_hook_release_hold(const AvHookConfig *config, AvPool *pool, AvPoolDevice *dev
     return TRUE;
 }
 
+/* "release end", after the release is saved (the devices dirty and held):
+ * the on_release command of each released device's profile (issue 15,
+ * av_hook_driver_run()).  A device whose command fails is quarantined with
+ * the error (av_pool_quarantine_unscrubbed(): its scrub does not clear it,
+ * the operator looks at it), saved at once.  The policies are read only
+ * when something was released; unreadable, no command runs (logged): the
+ * devices stay dirty, and the worker, which cannot read them either, leaves
+ * them so. */
+static void
+av_hook_release_drivers(const AvHookConfig *config, AvPool *pool, GPtrArray *released)
+{
+    g_autoptr(AvPolicy) policy = NULL;
+    g_autoptr(GError) error = NULL;
+    gboolean changed = FALSE;
+
+    if (released->len == 0)
+        return;
+    policy = av_policy_load_dir(config->policy_dir, &error);
+    if (!policy) {
+        av_hook_log(LOG_ERR, "release: cannot read the policies, so no on_release command runs: %s",
+                    error->message);
+        return;
+    }
+    for (guint i = 0; i < released->len; i++) {
+        AvPoolDevice *dev = g_ptr_array_index(released, i);
+        const AvProfile *profile = dev->profile ? av_policy_find(policy, dev->profile) : NULL;
+        g_autoptr(GError) local = NULL;
+        g_autoptr(GError) quarantine_error = NULL;
+        g_autofree char *reason = NULL;
+
+        if (!profile || !profile->drivers[AV_DRIVER_ON_RELEASE] || dev->state != AV_DEVICE_STATE_DIRTY)
+            continue;
+        if (av_hook_driver_run(config, pool, profile, dev->address, dev->identity,
+                               dev->owner ? dev->owner->domain_name : NULL,
+                               dev->owner ? dev->owner->domain_uuid : NULL, AV_DRIVER_ON_RELEASE, &local))
+            continue;
+        reason = g_strdup_printf("at its release, %s", local->message);
+        if (!av_pool_quarantine_unscrubbed(pool, dev, reason, &quarantine_error)) {
+            av_hook_log(LOG_ERR, "cannot quarantine %s after its on_release command failed (%s): %s; it stays "
+                        "dirty", dev->identity, local->message, quarantine_error->message);
+            continue;
+        }
+        av_hook_log(LOG_ERR, "device %s (%s) quarantined: %s", dev->identity, dev->address, reason);
+        changed = TRUE;
+    }
+    if (changed && !av_pool_save(pool, &error))
+        av_hook_log(LOG_ERR, "cannot save the quarantine of the devices whose on_release command failed: %s; they "
+                    "stay dirty", error->message);
+}
+
 /* "release end": every in-use device this domain owns becomes dirty, the
  * mdevs accelvirt created for it are removed, and the scrub worker is
  * started, detached; the hook returns at once.  Devices the domain only
@@ -1747,6 +1953,7 @@ av_hook_release(const AvHookConfig *config, const char *domain_uuid, const char 
     if ((released->len > 0 || held_changed) && !av_pool_save(pool, &error))
         return av_hook_refusef("cannot release the devices of domain '%s': %s", quoted, error->message);
     av_pool_release_mark_done(g_steal_pointer(&mark));
+    av_hook_release_drivers(config, pool, released);
     for (guint i = 0; i < av_pool_devices(pool)->len; i++) {
         AvPoolDevice *dev = g_ptr_array_index(av_pool_devices(pool), i);
 

@@ -20,6 +20,7 @@
 #include <syslog.h>
 #include <unistd.h>
 
+#include "scrub/av-program.h"
 #include "scrub/av-scrub.h"
 #include "util/av-error.h"
 #include "util/av-file.h"
@@ -42,6 +43,7 @@ typedef struct {
     char *scrub_token;           /* the pool's token for this scrub (av:scrub of a scrub domain) */
     char *scrub_domain;          /* and the UUID its scrub domain must have */
     AvOwner *owner;              /* the domain that had it before its release, or NULL */
+    char *original_driver;       /* PCI: its host driver as the pool knows it, or NULL */
     char *since;                 /* when the scrub began (ISO 8601 UTC) */
 } AvScrubJob;
 
@@ -57,6 +59,7 @@ av_scrub_job_free(AvScrubJob *job)
     g_free(job->scrub_token);
     g_free(job->scrub_domain);
     av_owner_free(job->owner);
+    g_free(job->original_driver);
     g_free(job->since);
     g_free(job);
 }
@@ -123,6 +126,7 @@ av_worker_pick(const AvHookConfig *config, GHashTable *done, AvLock **ret_lock, 
         /* The owner is kept through in-use -> dirty -> scrubbing, and
          * cleared only when the device is free: the certificate names it. */
         job->owner = av_owner_copy(dev->owner);
+        job->original_driver = g_strdup(dev->original_driver);
         job->since = av_worker_now_iso();
         *ret_lock = g_steal_pointer(&lock);
         return g_steal_pointer(&job);
@@ -216,6 +220,24 @@ av_worker_hold(const AvHookConfig *config, const AvScrubJob *job, GError **failu
     av_hook_log(LOG_WARNING, "scrubbing %s without a hold of its IOMMU group: %s", job->address, error->message);
 }
 
+/* After a scrub that passed, before the device may be freed: the on_free
+ * driver command of @profile (issue 15, av_driver_run()), without the pool
+ * lock (it may take minutes), for the device of @job, with the domain that
+ * had it.  Its report goes to *ret_report (caller frees; NULL when no
+ * command ran), for the journal's "driver" event.  FALSE with @error when
+ * it failed: the device is quarantined. */
+static gboolean
+av_worker_on_free(const AvHookConfig *config, const AvProfile *profile, const AvScrubJob *job, json_t **ret_report,
+                  GError **error)
+{
+    AvProgramTarget target = { .root = config->root, .state_dir = config->state_dir, .profile = profile,
+                               .address = job->address, .identity = job->identity,
+                               .domain_name = job->owner ? job->owner->domain_name : NULL,
+                               .domain_uuid = job->owner ? job->owner->domain_uuid : NULL, .group_fd = -1 };
+
+    return av_driver_run(&target, AV_DRIVER_ON_FREE, NULL, ret_report, error);
+}
+
 /* Scrubs one device: the profile's steps without the pool lock, then under
  * it the driver restore and the move to free or quarantined, and the scrub
  * certificate in the journal.  A PCI device that is not on vfio-pci when a
@@ -237,7 +259,9 @@ av_worker_scrub(const AvHookConfig *config, const AvPolicy *policy, const AvScru
     const AvProfile *profile = job->profile ? av_policy_find(policy, job->profile) : NULL;
     AvScrubTarget target = { .identity = job->identity, .address = job->address, .iommu_group = job->iommu_group,
                              .rom_sha256 = job->rom_sha256, .scrub_token = job->scrub_token,
-                             .scrub_domain_uuid = job->scrub_domain, .hold_state_dir = config->state_dir };
+                             .scrub_domain_uuid = job->scrub_domain, .hold_state_dir = config->state_dir,
+                             .state_dir = config->state_dir, .original_driver = job->original_driver };
+    g_autoptr(json_t) on_free = NULL;
     g_autofree char *rebound_from = NULL;
     g_autofree char *driver_now = NULL;
     gboolean rebound = FALSE;
@@ -265,6 +289,8 @@ av_worker_scrub(const AvHookConfig *config, const AvPolicy *policy, const AvScru
         av_scrub_run(config->root, config->ops, profile, &target, &report, &failure);
     if (!failure && job->kind == AV_DEVICE_KIND_PCI)
         av_scrub_group_released(config->root, config->state_dir, job->iommu_group, job->address, &failure);
+    if (!failure && profile)
+        av_worker_on_free(config, profile, job, &on_free, &failure);
 
     /* What the host is now, before the device may be freed: a tenant's
      * firmware may change the card's identity, at once or at the scrub's
@@ -300,6 +326,12 @@ av_worker_scrub(const AvHookConfig *config, const AvPolicy *policy, const AvScru
             av_hook_log(LOG_ERR, "cannot record the scrub of %s: %s", job->identity, error->message);
             return;
         }
+    }
+    /* Failures are logged: the certificate has both runs. */
+    if (!av_scrub_journal_runs(pool, job->identity, report, on_free, "scrub", &error)) {
+        av_hook_log(LOG_ERR, "cannot journal the programs run by the scrub of %s: %s", job->identity,
+                    error->message);
+        g_clear_error(&error);
     }
     dev = av_pool_find(pool, job->identity);
     if ((!dev || dev->state != AV_DEVICE_STATE_SCRUBBING) && job->kind == AV_DEVICE_KIND_PCI && job->address) {
@@ -344,6 +376,10 @@ av_worker_scrub(const AvHookConfig *config, const AvPolicy *policy, const AvScru
         if (profile && profile->restore_driver == AV_RESTORE_ON_RELEASE)
             g_ptr_array_set_size(dev->companions, 0);
         if (remove && !av_pool_remove(pool, job->identity, "its mdev was removed and scrubbed", &error))
+            goto fail;
+        /* What its "program-base" step put in it (issue 15). */
+        if (!remove && !av_pool_set_programmed(pool, dev, av_scrub_report_programmed(report, "scrub"),
+                                               "the scrub programmed no base bitstream", &error))
             goto fail;
         av_hook_log(LOG_INFO, "scrubbed %s (%s): free", job->identity, job->address ? job->address : "");
         freed = TRUE;

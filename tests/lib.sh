@@ -1,6 +1,8 @@
 # accelvirt tests: TAP helpers for the shell tests (sourced).
 #
 #   check NAME CMD... run CMD; "ok" when it exits 0, else "not ok" with its output
+#   one_line ST PAT CMD...  CMD exits ST with one "accelvirt: ...PAT" line on stderr
+#   state_unchanged DIR CMD... CMD succeeds, the state dir DIR as it was
 #   finish            print the plan (TAP allows it last); fail when any test failed
 
 : "${ACCELVIRT:?ACCELVIRT is not set: run the tests with make check}"
@@ -119,4 +121,34 @@ if not ok:
     print("false: " + sys.argv[2])
     sys.exit(1)
 PY
+}
+
+# one_line STATUS PATTERN CMD...: CMD exits STATUS with one line on stderr
+# that begins "accelvirt:" and holds PATTERN (a grep pattern); its stdout
+# and stderr are left in $AV_TMP/out and $AV_TMP/err.
+one_line() {
+    st=$1 pat=$2; shift 2
+    expect_exit "$st" "$@" || return 1
+    [ "$(wc -l <"$AV_TMP/err")" -eq 1 ] || { echo "not one line:"; cat "$AV_TMP/err"; return 1; }
+    grep -q "^accelvirt: .*$pat" "$AV_TMP/err" || { echo "no '$pat' in:"; cat "$AV_TMP/err"; return 1; }
+}
+
+# state_snapshot DIR: the state dir DIR as a comparison sees it: the
+# library's files, the journal, the pool (less each device's last_seen,
+# which every scan renews).
+state_snapshot() {
+    (cd "$1" && find bitstreams -type f 2>/dev/null | sort | xargs -r sha256sum; sha256sum journal.jsonl &&
+        python3 -c "
+import json; d = json.load(open('pool.json'))
+for x in d['devices']: x.pop('last_seen', None)
+print(json.dumps(d, sort_keys=True))")
+}
+
+# state_unchanged DIR CMD...: CMD succeeds and leaves the state dir DIR as
+# it was (state_snapshot).
+state_unchanged() {
+    sd=$1; shift
+    state_snapshot "$sd" >"$AV_TMP/snap0" || return 1
+    "$@" || return 1
+    state_snapshot "$sd" >"$AV_TMP/snap1" && diff -u "$AV_TMP/snap0" "$AV_TMP/snap1"
 }

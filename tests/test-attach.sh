@@ -328,4 +328,64 @@ check "5 VFs of 4 idle ones: the PF goes to 5 VFs (vfs-set by the attach), all f
 check "  ... each in use by vg, on vfio-pci" \
     eval "json '$QS/pool.json' \"sorted(x['address'] for x in d['devices'] if x['state'] == 'in-use') == ['0000:6b:00.%d' % i for i in range(1, 6)]\" && is_driver_q 0000:6b:00.5"
 
+# --- a profile's on_assign (issue 15): after the claim, before the hot-plug ----------------
+AH="$T/qat2"
+AS="$T/qat2s"
+AP="$T/qat2p"
+ALOG="$T/assign.log"
+cp -a "$AV_TEST_HOSTS/sriov-fpga-qat" "$AH"
+for f in 1 2 3 4; do
+    rm -f "$AH/sys/bus/pci/devices/0000:6b:00.$f/driver" "$AH"/sys/bus/pci/drivers/*/0000:6b:00.$f
+done
+mkdir -p "$AP" "$T/abin"
+printf '#!/bin/sh\necho "assign: $* $ACCELVIRT_POINT" >>"%s"\n[ ! -e "%s/$ACCELVIRT_POINT.fail" ] || { echo "refused by the tuner" >&2; exit 5; }\n' \
+    "$ALOG" "$T" >"$T/abin/assign"
+chmod 0755 "$T/abin" "$T/abin/assign"
+python3 -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+for point in ("on_prepare", "on_assign", "on_release"):
+    d["profiles"][0][point] = {"argv": [sys.argv[3], "{address}", "{domain_name}"]}
+json.dump(d, open(sys.argv[2], "w"))
+' "$AV_TEST_SRCDIR/place/policies-sriov/10-qat.json" "$AP/10-qat.json" "$T/abin/assign"
+chmod 0755 "$AP" && chmod 0644 "$AP/10-qat.json"
+ava() {
+    ACCELVIRT_TEST_HOTPLUG="$HP" ACCELVIRT_WORKER="$T/worker.sh" \
+        "$AV" --root "$AH" --policy-dir "$AP" --state-dir "$AS" -c "test://$T/drv.xml" "$@"
+}
+ava attach vg qat-vf >"$T/oa1.out" 2>"$T/oa1.err"
+echo $? >"$T/oa1.rc"
+check "attach runs the profile's on_prepare then on_assign for the device, then hot-plugs it" \
+    eval "succeeded oa1 && [ \"\$(cat '$ALOG')\" = \"\$(printf 'assign: 0000:6b:00.1 vg on_prepare\\nassign: 0000:6b:00.1 vg on_assign')\" ] && json '$AS/pool.json' \"[x['state'] for x in d['devices'] if x['address'] == '0000:6b:00.1'] == ['in-use']\" && grep -q '\"event\": *\"driver\"' '$AS/journal.jsonl'"
+touch "$T/on_assign.fail"
+: >"$ALOG"
+ava attach vg qat-vf >"$T/oa2.out" 2>"$T/oa2.err"
+echo $? >"$T/oa2.rc"
+check "an on_assign that fails: the attach is rolled back, one line; the device is not free (scrubbed first)" \
+    eval "refused oa2 1 \"the on_assign command of profile 'qat-vf' for 0000:6b:00.2 failed\" && json '$AS/pool.json' \"[x['state'] for x in d['devices'] if x['address'] == '0000:6b:00.2'] == ['dirty']\""
+check "  ... its on_prepare passed, so its on_release ran, as the hook's refused prepare runs it" \
+    grep -q '^assign: 0000:6b:00.2 vg on_release$' "$ALOG"
+rm -f "$T/on_assign.fail"
+touch "$T/on_prepare.fail"
+: >"$ALOG"
+ava attach vg qat-vf >"$T/oa3.out" 2>"$T/oa3.err"
+echo $? >"$T/oa3.rc"
+check "an on_prepare that fails: rolled back, one line, neither on_assign nor on_release ran" \
+    eval "refused oa3 1 \"the on_prepare command of profile 'qat-vf'\" && ! grep -q 'on_assign\\|on_release' '$ALOG'"
+rm -f "$T/on_prepare.fail"
+: >"$ALOG"
+ava detach vg 0000:6b:00.1 >"$T/od1.out" 2>"$T/od1.err"
+echo $? >"$T/od1.rc"
+check "detach runs on_release for the device it released; dirty" \
+    eval "succeeded od1 && grep -q '^assign: 0000:6b:00.1 vg on_release$' '$ALOG' && json '$AS/pool.json' \"[x['state'] for x in d['devices'] if x['address'] == '0000:6b:00.1'] == ['dirty']\""
+ava attach vg qat-vf >"$T/oa4.out" 2>"$T/oa4.err"
+echo $? >"$T/oa4.rc"
+A4=$(python3 -c "import json,sys; print([x['address'] for x in json.load(open(sys.argv[1]))['devices'] if x['state'] == 'in-use' and x['address'].startswith('0000:6b')][0])" "$AS/pool.json")
+touch "$T/on_release.fail"
+ava detach vg "$A4" >"$T/od2.out" 2>"$T/od2.err"
+echo $? >"$T/od2.rc"
+rm -f "$T/on_release.fail"
+check "an on_release that fails at detach: detached, a warning, the device quarantined (unscrubbed)" \
+    eval "succeeded oa4 && succeeded od2 && grep -q 'warning: the on_release command' '$T/od2.err' && json '$AS/pool.json' \"[(x['state'], x.get('unscrubbed')) for x in d['devices'] if x['address'] == '$A4'] == [('quarantined', True)]\""
+
 finish

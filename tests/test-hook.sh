@@ -1710,4 +1710,116 @@ check "a scrub that fails quarantines the device and keeps it held" \
 kill_holds "$W"
 ACCELVIRT_WORKER=$REAL_WORKER
 
+# --- issue 15: bitstreams checked at prepare, driver commands, the base image
+# back at release.  The host fpga-regions: PF 0000:3b:00.0 of card 3b has
+# four VFs 3b:01.x (10ee:5051, each its own IOMMU group, on xocl): regions of
+# one card, each a pool device of test-fpga (tests/data/hook-fpga.json),
+# programmed by tests/data/hook-program.sh into its fake BAR file resource2 ---
+world fpga fpga-regions
+POL="$AV_TMP/policies-fpga"
+hook_policies "$POL"
+sed -e "s|@PROGRAM@|$AV_TEST_SRCDIR/data/hook-program.sh|g" -e "s|@SCRUB@|$AV_TEST_SRCDIR/data/hook-scrub.sh|g" \
+    "$AV_TEST_SRCDIR/data/hook-fpga.json" >"$POL/30-fpga.json"
+chmod 0644 "$POL/30-fpga.json"
+PLOG="$W/scrub.log.program"
+FDEV=/sys/bus/pci/devices
+bar() { cat "$W/host$FDEV/$1/resource2" 2>/dev/null; }
+mkdir -p "$W/bits" && chmod 0755 "$W/bits"
+for b in test-base fn-x fn-y; do echo "bitstream $b" >"$W/bits/$b.bit"; chmod 0644 "$W/bits/$b.bit"; done
+sha() { sha256sum "$W/bits/$1.bit" | cut -d' ' -f1; }
+for a in 0000:3b:01.0 0000:3b:01.1 0000:3b:01.2 0000:3b:01.3 0000:3b:02.0 0000:3b:02.1; do
+    echo "logic of nobody" >"$W/host$FDEV/$a/resource2"
+done
+# fpga_placed UUID NAME ADDRESS BITSTREAM: the pool's placement record of the
+# domain, as `accelvirt define` leaves it: ADDRESS placed for it with the
+# sha256 of BITSTREAM.  programmed ADDRESS BITSTREAM: the pool records that
+# ADDRESS holds BITSTREAM (as `accelvirt program` leaves it).
+fpga_placed() {
+    python3 - "$W/state/pool.json" "$1" "$2" "$3" "$(sha "$4")" <<'PY'
+import json, sys
+path, uuid, name, address, sha = sys.argv[1:6]
+p = json.load(open(path))
+ident = [x["identity"] for x in p["devices"] if x.get("address") == address and x["kind"] == "pci"][0]
+p["placements"] = [r for r in p.get("placements", []) if r["domain_uuid"] != uuid] + [{
+    "domain_uuid": uuid, "domain_name": name, "numa_node": -1,
+    "requests": [{"profile": "test-fpga", "count": 1, "granularity": None, "numa_any": False}],
+    "devices": [{"profile": "test-fpga", "attach": "sriov-vf", "identity": ident, "address": address,
+                 "mdev_uuid": None, "usb_bus_path": None, "numa_node": -1, "bitstream": sha}]}]
+json.dump(p, open(path, "w"), indent=2)
+PY
+}
+programmed() {
+    python3 - "$W/state/pool.json" "$1" "$2" "$(sha "$2")" <<'PY'
+import json, sys
+path, address, name, sha = sys.argv[1:5]
+p = json.load(open(path))
+for x in p["devices"]:
+    if x.get("address") == address and x["kind"] == "pci":
+        x["programmed"] = {"sha256": sha, "name": name, "since": 1, "by": "operator", "verified": "by hand"}
+json.dump(p, open(path, "w"), indent=2)
+PY
+    cp "$W/bits/$2.bit" "$W/host$FDEV/$1/resource2"
+}
+# fstate ADDRESS: its state in the pool; fheld ADDRESS: the name it holds, or none.
+fstate() { status && python3 -c "import json,sys; print([x['state'] for x in json.load(open(sys.argv[1]))['devices'] if x['address'] == sys.argv[2]][0])" "$W/st.json" "$1"; }
+fheld() { python3 -c "import json,sys; print(([x.get('programmed') for x in json.load(open(sys.argv[1]))['devices'] if x['address'] == sys.argv[2]][0] or {}).get('name', 'none'))" "$W/state/pool.json" "$1"; }
+# journalled EVENT COND: an entry EVENT of the journal of $W has COND (Python, of e).
+journalled() {
+    python3 -c "import json,sys; sys.exit(0 if any(e['event'] == sys.argv[2] and eval(sys.argv[3]) for e in map(json.loads, open(sys.argv[1]))) else 1)" "$W/state/journal.jsonl" "$1" "$2"
+}
+fhst() { ACCELVIRT_WORKER=/bin/true "$AV" --root "$W/host" --policy-dir "$POL" --state-dir "$W/state" "$@"; }
+check "fpga: the library gets the base image and two functions, the pool its devices" \
+    eval "fhst bitstream add '$W/bits/test-base.bit' --name test-base >/dev/null && fhst bitstream add '$W/bits/fn-x.bit' --name fn-x >/dev/null && fhst bitstream add '$W/bits/fn-y.bit' --name fn-y >/dev/null && fhst reconcile >/dev/null && [ \"\$(fstate 0000:3b:01.0)\" = free ]"
+UF=$(uuid 70)
+mkdom "$W/fvm.xml" fvm "$UF" 0000:3b:01.0
+fpga_placed "$UF" fvm 0000:3b:01.0 fn-x
+programmed 0000:3b:01.1 fn-y
+cp "$W/state/pool.json" "$W/pool.fpga0"
+check "prepare of a domain placed with bitstream fn-x on a device that does not hold it is refused, in one line" \
+    refused "device 0000:3b:01.0 does not hold bitstream fn-x (sha256 $(sha fn-x | cut -c1-12)...) that domain 'fvm' asked for; 'accelvirt start fvm' programs it" "$W/fvm.xml" fvm prepare begin -
+check "  ... nothing bound, claimed or run" \
+    eval "[ \"\$(driver 0000:3b:01.0)\" = xocl ] && [ \"\$(fstate 0000:3b:01.0)\" = free ] && [ ! -e '$PLOG' ]"
+programmed 0000:3b:01.0 fn-y
+check "  ... nor when it holds another bitstream" \
+    eval "refused 'device 0000:3b:01.0 does not hold bitstream fn-x' '$W/fvm.xml' fvm prepare begin - && [ \"\$(fstate 0000:3b:01.0)\" = free ]"
+programmed 0000:3b:01.0 fn-x
+check "once the pool records that it holds fn-x, the prepare takes it and runs its on_prepare command with the device's and the domain's variables" \
+    eval "accepted '$W/fvm.xml' fvm prepare begin - && [ \"\$(fstate 0000:3b:01.0)\" = in-use ] && [ \"\$(driver 0000:3b:01.0)\" = vfio-pci ] && grep -q '^on_prepare 0000:3b:01.0 point=on_prepare device=0000:3b:01.0 card=0000:3b:00.0 region=0 .*profile=test-fpga .*domain=fvm uuid=$UF fd=none' '$PLOG' && journalled driver \"e['point'] == 'on_prepare' and e['ok'] and e['domain_uuid'] == '$UF'\""
+echo "the tenant's own logic" >"$W/host$FDEV/0000:3b:01.0/resource2"
+check "release drops the record, runs on_release, and the worker programs the base image back (the held group file as fd 3), verifies it, frees the device and records test-base by scrub" \
+    eval "accepted '$W/fvm.xml' fvm release end - && wait_state 0000:3b:01.0 free && grep -q '^on_release 0000:3b:01.0 point=on_release .*domain=fvm' '$PLOG' && grep -q '^program 0000:3b:01.0 .*/bitstreams/$(sha test-base).bit point=program .*name=test-base .*fd=3:.*/dev/vfio/' '$PLOG' && grep -q '^verify 0000:3b:01.0 ' '$PLOG' && grep -q '^on_free 0000:3b:01.0 ' '$PLOG' && [ \"\$(bar 0000:3b:01.0)\" = 'bitstream test-base' ] && [ \"\$(fheld 0000:3b:01.0)\" = test-base ] && json '$W/state/pool.json' \"[x['programmed']['by'] for x in d['devices'] if x['address'] == '0000:3b:01.0'] == ['scrub']\" && journalled transition \"e.get('programmed_dropped') == '$(sha fn-x)'\" && journalled program \"e['ok'] and e['by'] == 'scrub' and e['name'] == 'test-base' and e['verify']['ok']\" && journalled driver \"e['point'] == 'on_free' and e['ok']\""
+check "  ... region isolation: the card's other region keeps its bitstream, in the pool and in its bytes" \
+    eval "[ \"\$(fheld 0000:3b:01.1)\" = fn-y ] && [ \"\$(bar 0000:3b:01.1)\" = 'bitstream fn-y' ] && ! grep -q ' 0000:3b:01.1 ' '$PLOG'"
+check "  ... and the domain is refused again: its device holds the base image now" \
+    refused "device 0000:3b:01.0 does not hold bitstream fn-x" "$W/fvm.xml" fvm prepare begin -
+mkdom "$W/f2.xml" f2 "$(uuid 71)" 0000:3b:01.2 0000:3b:01.3
+: >"$W/scrub-fail.on_prepare.0000:3b:01.3"
+check "a failing on_prepare command refuses the domain in one line and undoes the prepare: both devices back on their driver, free, the on_release of the one whose on_prepare had run run too" \
+    eval "refused 'the on_prepare command of profile .test-fpga. for 0000:3b:01.3 failed' '$W/f2.xml' f2 prepare begin - && [ \"\$(driver 0000:3b:01.2)\" = xocl ] && [ \"\$(driver 0000:3b:01.3)\" = xocl ] && [ \"\$(fstate 0000:3b:01.2)\" = free ] && [ \"\$(fstate 0000:3b:01.3)\" = free ] && grep -q '^on_prepare 0000:3b:01.2 ' '$PLOG' && grep -q '^on_release 0000:3b:01.2 ' '$PLOG' && ! grep -q '^on_release 0000:3b:01.3 ' '$PLOG'"
+rm -f "$W/scrub-fail.on_prepare.0000:3b:01.3"
+# quarantined_by N U ADDRESS WHAT REASON: domain fN (UUID number U) takes
+# ADDRESS and is released while the fake program fails WHAT: the device ends
+# quarantined, REASON in its reason.
+quarantined_by() {
+    mkdom "$W/f$1.xml" "f$1" "$(uuid "$2")" "$3"
+    accepted "$W/f$1.xml" "f$1" prepare begin - || return 1
+    : >"$W/scrub-fail.$4"
+    accepted "$W/f$1.xml" "f$1" release end - && wait_state "$3" quarantined &&
+        json "$W/state/pool.json" "[('$5' in x['reason']) for x in d['devices'] if x['address'] == '$3'] == [True]"
+    r=$?
+    rm -f "$W/scrub-fail.$4"
+    return $r
+}
+check "a failing on_release command quarantines the device (unscrubbed) with the error" \
+    eval "quarantined_by 3 72 0000:3b:01.3 on_release on_release && json '$W/state/pool.json' \"[x.get('unscrubbed') for x in d['devices'] if x['address'] == '0000:3b:01.3'] == [True]\""
+check "a program-base step that fails quarantines the device; it holds no recorded bitstream" \
+    eval "quarantined_by 4 73 0000:3b:02.0 program program-base && [ \"\$(fheld 0000:3b:02.0)\" = none ]"
+check "a failing on_free command quarantines the device after its scrub" \
+    eval "quarantined_by 5 74 0000:3b:02.1 on_free on_free && [ \"\$(bar 0000:3b:02.1)\" = 'bitstream test-base' ]"
+mkdom "$W/f6.xml" f6 "$(uuid 75)" 0000:3b:00.2
+echo "the tenant's management logic" >"$W/host$FDEV/0000:3b:00.2/resource2"
+check "a program of driver 'host' runs on the device's host driver, without the group file; the device goes back to vfio-pci and its hold, then to its driver once free" \
+    eval "accepted '$W/f6.xml' f6 prepare begin - && [ \"\$(driver 0000:3b:00.2)\" = vfio-pci ] && accepted '$W/f6.xml' f6 release end - && wait_state 0000:3b:00.2 free && grep -q '^program 0000:3b:00.2 .*fd=none:none driver=xclmgmt' '$PLOG' && [ \"\$(bar 0000:3b:00.2)\" = 'bitstream test-base' ] && [ \"\$(fheld 0000:3b:00.2)\" = test-base ] && [ \"\$(driver 0000:3b:00.2)\" = xclmgmt ]"
+check "the journal keeps its chain" verify
+
 finish

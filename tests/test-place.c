@@ -11,6 +11,7 @@
 #include "av-test.h"
 #include "pool/av-place.h"
 #include "util/av-error.h"
+#include "util/av-json.h"
 #include "vfio/av-kernel.h"
 
 /* --- fixture ------------------------------------------------------------------- */
@@ -116,8 +117,8 @@ fix_uuid(gpointer data)
     return g_strdup_printf("00000000-0000-4000-8000-%012x", ++f->uuids);
 }
 
-/* Places "profile:count[:card|region][:any]" requests, given as a
- * space-separated list. */
+/* Places "profile:count[:card|region][:any][:bs=SHA256]" requests, given as
+ * a space-separated list. */
 static AvPlacement *
 fix_place_full(Fix *f, const char *spec, guint vcpus, const char *domain, GError **error)
 {
@@ -135,6 +136,9 @@ fix_place_full(Fix *f, const char *spec, guint vcpus, const char *domain, GError
                 r->granularity = g_str_equal(parts[j], "card") ? AV_GRANULARITY_CARD : AV_GRANULARITY_REGION;
             } else if (g_str_equal(parts[j], "any")) {
                 r->numa_any = TRUE;
+            } else if (g_str_has_prefix(parts[j], "bs=")) {
+                r->bitstream = g_strdup("test-image");
+                r->bitstream_sha256 = g_strdup(parts[j] + 3);
             }
         }
         g_ptr_array_add(requests, r);
@@ -510,6 +514,177 @@ test_whole_card(void)
     fix_close(&f);
 }
 
+/* Records in the pool that the device at @address holds @sha256. */
+static void
+fix_programmed(Fix *f, const char *address, const char *sha256)
+{
+    AvPoolDevice *dev = av_pool_find_address(f->pool, AV_DEVICE_KIND_PCI, address);
+    g_autoptr(GError) err = NULL;
+
+    g_assert_nonnull(dev);
+    av_pool_set_programmed(f->pool, dev, av_programmed_new(sha256, "test-image", "operator", "the program exited 0"),
+                           NULL, &err);
+    g_assert_no_error(err);
+}
+
+#define SHA_A "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+#define SHA_B "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
+
+/* Issue 15: a request with a bitstream prefers the devices holding it, after
+ * the NUMA preference and before pack or spread; every device of the
+ * request is to hold it (item->bitstream). */
+static void
+test_bitstream(void)
+{
+    Fix f;
+
+    fix_open(&f, "fpga-regions", FPGA_POLICY("none", "pack"));
+    fix_hold(&f, "0000:3b:01.0", AV_DEVICE_STATE_IN_USE, "11111111-1111-4111-8111-111111111111");
+    /* Without a holder: pack, as ever. */
+    assert_placed(&f, "fvf:1", 0, -1, "0000:3b:01.1");
+    assert_placed(&f, "fvf:1:bs=" SHA_A, 0, -1, "0000:3b:01.1");
+    /* af:02.1 holds A, 5e:03.2 holds B: each request goes to its own. */
+    fix_programmed(&f, "0000:af:02.1", SHA_A);
+    fix_programmed(&f, "0000:5e:03.2", SHA_B);
+    assert_placed(&f, "fvf:1:bs=" SHA_A, 0, -1, "0000:af:02.1");
+    assert_placed(&f, "fvf:1:bs=" SHA_B, 0, -1, "0000:5e:03.2");
+    assert_placed(&f, "fvf:1", 0, -1, "0000:3b:01.1");
+    /* Two: the holder, then pack goes on (the partly used card 3b, fewest free). */
+    assert_placed(&f, "fvf:2:bs=" SHA_A, 0, -1, "0000:3b:01.1 0000:af:02.1");
+    /* A whole region: the one holding it. */
+    assert_placed(&f, "fvf:1:region:bs=" SHA_B, 0, -1, "0000:5e:03.0 0000:5e:03.1 0000:5e:03.2 0000:5e:03.3");
+    /* A holder that is not free is no holder. */
+    fix_hold(&f, "0000:af:02.1", AV_DEVICE_STATE_CLAIMED, "22222222-2222-4222-8222-222222222222");
+    assert_placed(&f, "fvf:1:bs=" SHA_A, 0, -1, "0000:3b:01.1");
+    /* The devices are to hold it; a request without one says nothing. */
+    {
+        g_autoptr(AvPlacement) p = fix_place(&f, "fvf:2:bs=" SHA_B " fvf:1", 0);
+
+        g_assert_cmpuint(p->items->len, ==, 3);
+        for (guint i = 0; i < 3; i++) {
+            const AvPlacedItem *item = g_ptr_array_index(p->items, i);
+
+            g_assert_cmpstr(item->bitstream, ==, i < 2 ? SHA_B : NULL);
+        }
+    }
+    fix_close(&f);
+
+    /* NUMA first: strict on node 1 (pack), a holder on node 0 does not move it. */
+    fix_open(&f, "two-socket-8gpu", GPU_POLICY("strict", "pack"));
+    fix_programmed(&f, "0000:4b:00.0", SHA_A);
+    assert_placed(&f, "gpu:1:bs=" SHA_A, 8, 1, "0000:ca:00.0");
+    fix_programmed(&f, "0000:e3:00.0", SHA_A);
+    assert_placed(&f, "gpu:1:bs=" SHA_A, 8, 1, "0000:e3:00.0");
+    assert_placed(&f, "gpu:3:bs=" SHA_A, 8, 0, "0000:17:00.0 0000:31:00.0 0000:4b:00.0");
+    fix_close(&f);
+
+    /* Spread: the holder first even on the busier card. */
+    fix_open(&f, "fpga-regions", FPGA_POLICY("none", "spread"));
+    fix_hold(&f, "0000:3b:01.0", AV_DEVICE_STATE_IN_USE, "11111111-1111-4111-8111-111111111111");
+    fix_programmed(&f, "0000:3b:03.3", SHA_A);
+    assert_placed(&f, "fvf:1", 0, -1, "0000:5e:01.0");
+    assert_placed(&f, "fvf:1:bs=" SHA_A, 0, -1, "0000:3b:03.3");
+    fix_close(&f);
+}
+
+/* Issue 15: the pool's placement record keeps a request's bitstream (as
+ * written and resolved) and each device's, through pool.json; a record
+ * without them (older pool.json) still loads; a bad one is refused. */
+static void
+test_bitstream_record(void)
+{
+    static const char uuid[] = "44444444-4444-4444-8444-444444444444";
+    Fix f;
+    g_autoptr(AvPlacement) p = NULL;
+    g_autoptr(GPtrArray) requests = g_ptr_array_new_with_free_func((GDestroyNotify)av_request_free);
+    g_autofree char *state = NULL, *path = NULL, *text = NULL, *bad = NULL;
+    g_autoptr(GError) err = NULL;
+    AvRequest *r;
+    const AvPoolPlacement *record;
+
+    fix_open(&f, "fpga-regions", FPGA_POLICY("none", "pack"));
+    p = fix_place(&f, "fvf:1:bs=" SHA_A " fvf:1", 0);
+    r = av_request_new("fvf", 1);
+    r->bitstream = g_strdup("test-image");
+    r->bitstream_sha256 = g_strdup(SHA_A);
+    g_ptr_array_add(requests, r);
+    g_ptr_array_add(requests, av_request_new("fvf", 1));
+    av_pool_placement_record(f.pool, uuid, "d", requests, p);
+    g_assert_true(av_pool_save(f.pool, &err));
+    g_assert_no_error(err);
+    av_pool_free(f.pool);
+    state = g_build_filename(f.tmp, "state", NULL);
+    f.pool = av_pool_open(state, AV_POOL_WRITE, 0, &err);
+    g_assert_no_error(err);
+    record = av_pool_placement_find(f.pool, uuid);
+    g_assert_nonnull(record);
+    r = g_ptr_array_index(record->requests, 0);
+    g_assert_cmpstr(r->bitstream, ==, "test-image");
+    g_assert_cmpstr(r->bitstream_sha256, ==, SHA_A);
+    r = g_ptr_array_index(record->requests, 1);
+    g_assert_null(r->bitstream);
+    g_assert_null(r->bitstream_sha256);
+    g_assert_cmpstr(((AvPlacedItem *)g_ptr_array_index(record->items, 0))->bitstream, ==, SHA_A);
+    g_assert_null(((AvPlacedItem *)g_ptr_array_index(record->items, 1))->bitstream);
+    av_pool_free(f.pool);
+    f.pool = NULL;
+
+    /* A device's bitstream that is no SHA-256, a request's sha256 without its
+     * name: refused (the hook trusts this record). */
+    path = g_build_filename(state, "pool.json", NULL);
+    g_file_get_contents(path, &text, NULL, &err);
+    g_assert_no_error(err);
+    g_assert_nonnull(strstr(text, "\"bitstream\": \"" SHA_A "\""));
+    {
+        const char *const breaks[][2] = {
+            { "\"bitstream\": \"" SHA_A "\"", "\"bitstream\": \"../x\"" },
+            { "\"bitstream\": \"test-image\",", "" },
+        };
+
+        for (guint i = 0; i < G_N_ELEMENTS(breaks); i++) {
+            g_autoptr(GString) s = g_string_new(text);
+            AvPool *pool;
+
+            g_string_replace(s, breaks[i][0], breaks[i][1], 0);
+            g_assert_cmpstr(s->str, !=, text);
+            g_file_set_contents(path, s->str, -1, &err);
+            g_assert_no_error(err);
+            pool = av_pool_open(state, AV_POOL_READ, 0, &err);
+            g_assert_null(pool);
+            g_assert_error(err, AV_ERROR, AV_ERROR_CORRUPT_STATE);
+            g_test_message("refused: %s", err->message);
+            g_assert_nonnull(strstr(err->message, "bitstream"));
+            g_clear_error(&err);
+        }
+    }
+    /* Without any bitstream (pool.json before issue 15): loads. */
+    {
+        g_autoptr(json_t) root = json_loads(text, 0, NULL);
+        json_t *record_json = json_array_get(json_object_get(root, "placements"), 0);
+        g_autofree char *old = NULL;
+
+        g_assert_nonnull(record_json);
+        for (guint i = 0; i < 2; i++) {
+            json_t *request = json_array_get(json_object_get(record_json, "requests"), i);
+            json_t *device = json_array_get(json_object_get(record_json, "devices"), i);
+
+            json_object_del(request, "bitstream");
+            json_object_del(request, "bitstream_sha256");
+            json_object_del(device, "bitstream");
+        }
+        old = json_dumps(root, JSON_INDENT(2));
+        g_assert_null(strstr(old, "bitstream"));
+        g_file_set_contents(path, old, -1, &err);
+        g_assert_no_error(err);
+        f.pool = av_pool_open(state, AV_POOL_READ, 0, &err);
+        g_assert_no_error(err);
+        record = av_pool_placement_find(f.pool, uuid);
+        g_assert_cmpuint(record->items->len, ==, 2);
+        g_assert_null(((AvPlacedItem *)g_ptr_array_index(record->items, 0))->bitstream);
+    }
+    fix_close(&f);
+}
+
 static void
 test_spread(void)
 {
@@ -804,6 +979,8 @@ main(int argc, char **argv)
     g_test_add_func("/place/fpga/whole-card", test_whole_card);
     g_test_add_func("/place/fpga/spread", test_spread);
     g_test_add_func("/place/fpga/defrag", test_defrag);
+    g_test_add_func("/place/fpga/bitstream", test_bitstream);
+    g_test_add_func("/place/fpga/bitstream-record", test_bitstream_record);
     g_test_add_func("/place/mdev", test_mdev);
     g_test_add_func("/place/sriov/growth", test_sriov_growth);
     g_test_add_func("/place/sriov/vf-with-pf-held", test_sriov_vf_with_pf_held);

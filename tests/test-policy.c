@@ -625,6 +625,16 @@ load_ok(const char *dir)
     g_assert_nonnull(policy);
 }
 
+/* @path given to another user: loading @dir fails (AV_ERROR_UNSAFE),
+ * the message naming @where and the owner; then @path is root's again. */
+static void
+refused_given_away(const char *dir, const char *path, const char *where)
+{
+    give_away(path);
+    g_free(load_refused(dir, AV_ERROR_UNSAFE, where, "owned by uid 65534", NULL));
+    g_assert_cmpint(chown(path, 0, 0), ==, 0);
+}
+
 #define EMPTY_POLICY "{\"profiles\": []}"
 
 /* The policy dir and its files: owner root (or this process's user), not
@@ -757,6 +767,16 @@ test_trust_symlink(void)
 
 /* A policy whose one profile has the scrub step @step (a JSON object with
  * @PATH@ standing for @path), written as @dir/10-scrub.json. */
+/* Writes @text to @dir/@name, mode 0644: a policy file that loads. */
+static void
+write_policy_file(const char *dir, const char *name, const char *text)
+{
+    g_autofree char *file = g_build_filename(dir, name, NULL);
+
+    av_test_write(dir, name, text);
+    g_assert_cmpint(chmod(file, 0644), ==, 0);
+}
+
 static void
 write_step_policy(const char *dir, const char *step, const char *path)
 {
@@ -765,10 +785,45 @@ write_step_policy(const char *dir, const char *step, const char *path)
     g_autofree char *text = g_strdup_printf(
         "{\"profiles\": [{\"name\": \"gpu\", \"match\": {\"vendor\": \"0x10de\"},\n"
         "  \"scrub\": [%s]}]}\n", filled);
-    g_autofree char *file = g_build_filename(dir, "10-scrub.json", NULL);
 
-    av_test_write(dir, "10-scrub.json", text);
-    g_assert_cmpint(chmod(file, 0644), ==, 0);
+    write_policy_file(dir, "10-scrub.json", text);
+}
+
+/* A temporary directory for the trust tests: "policies" (mode 0755, empty)
+ * and "bin" (0755) holding the program @name (0755, a shell script that
+ * exits 0). */
+typedef struct {
+    char *tmp;
+    char *pol;
+    char *bin;
+    char *prog;
+} TrustDirs;
+
+static void
+trust_dirs_clear(TrustDirs *d)
+{
+    if (d->tmp)
+        av_test_tmpdir_remove(d->tmp);
+    g_free(d->tmp);
+    g_free(d->pol);
+    g_free(d->bin);
+    g_free(d->prog);
+}
+G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC(TrustDirs, trust_dirs_clear)
+
+/* Makes @d's directories; returns d->tmp. */
+static const char *
+trust_dirs_init(TrustDirs *d, const char *name)
+{
+    d->tmp = av_test_tmpdir();
+    d->pol = g_build_filename(d->tmp, "policies", NULL);
+    d->bin = g_build_filename(d->tmp, "bin", NULL);
+    d->prog = g_build_filename(d->bin, name, NULL);
+    av_test_write(d->bin, name, "#!/bin/sh\nexit 0\n");
+    g_assert_cmpint(chmod(d->prog, 0755), ==, 0);
+    g_assert_cmpint(chmod(d->bin, 0755), ==, 0);
+    g_assert_cmpint(g_mkdir_with_parents(d->pol, 0755), ==, 0);
+    return d->tmp;
 }
 
 /* The program of a "command" step and the template of a "vm" step run or
@@ -777,21 +832,15 @@ write_step_policy(const char *dir, const char *step, const char *path)
 static void
 test_trust_scrub_files(void)
 {
-    g_autofree char *tmp = av_test_tmpdir();
-    g_autofree char *pol = g_build_filename(tmp, "policies", NULL);
-    g_autofree char *bin = g_build_filename(tmp, "bin", NULL);
-    g_autofree char *prog = g_build_filename(bin, "scrub", NULL);
+    g_auto(TrustDirs) d = { 0 };
+    const char *tmp = trust_dirs_init(&d, "scrub"), *pol = d.pol, *bin = d.bin, *prog = d.prog;
     g_autofree char *tmpl = g_build_filename(tmp, "scrub-vm.xml", NULL);
     g_autofree char *missing = g_build_filename(bin, "missing", NULL);
     static const char command[] = "{\"method\": \"command\", \"argv\": [\"@PATH@\", \"--all\"]}";
     static const char vm[] = "{\"method\": \"vm\", \"template\": \"@PATH@\"}";
 
-    av_test_write(bin, "scrub", "#!/bin/sh\nexit 0\n");
-    g_assert_cmpint(chmod(prog, 0755), ==, 0);
-    g_assert_cmpint(chmod(bin, 0755), ==, 0);
     av_test_write(tmp, "scrub-vm.xml", "<domain type='kvm'><name>@NAME@</name><devices>@HOSTDEV@</devices></domain>");
     g_assert_cmpint(chmod(tmpl, 0644), ==, 0);
-    g_assert_cmpint(g_mkdir_with_parents(pol, 0755), ==, 0);
 
     /* command */
     write_step_policy(pol, command, prog);
@@ -800,9 +849,7 @@ test_trust_scrub_files(void)
     g_free(load_refused(pol, AV_ERROR_UNSAFE, "10-scrub.json:2:44: profile 'gpu': 'scrub[0].argv[0]': refusing "
                         "the scrub program '", "it is writable by its group", NULL));
     g_assert_cmpint(chmod(prog, 0755), ==, 0);
-    give_away(prog);
-    g_free(load_refused(pol, AV_ERROR_UNSAFE, "'scrub[0].argv[0]'", "owned by uid 65534", NULL));
-    g_assert_cmpint(chown(prog, 0, 0), ==, 0);
+    refused_given_away(pol, prog, "'scrub[0].argv[0]'");
     g_assert_cmpint(chmod(bin, 0777), ==, 0);
     g_free(load_refused(pol, AV_ERROR_UNSAFE, "the directory '", bin, NULL));
     g_assert_cmpint(chmod(bin, 0755), ==, 0);
@@ -825,9 +872,7 @@ test_trust_scrub_files(void)
     g_free(load_refused(pol, AV_ERROR_UNSAFE, "'scrub[0].template': refusing the scrub VM template '",
                         "it is writable by every user", NULL));
     g_assert_cmpint(chmod(tmpl, 0644), ==, 0);
-    give_away(tmpl);
-    g_free(load_refused(pol, AV_ERROR_UNSAFE, "owned by uid 65534", NULL));
-    g_assert_cmpint(chown(tmpl, 0, 0), ==, 0);
+    refused_given_away(pol, tmpl, "'scrub[0].template'");
     write_step_policy(pol, vm, missing);
     g_free(load_refused(pol, AV_ERROR_POLICY, "'scrub[0].template': the scrub VM template '", "does not exist", NULL));
     av_test_write(tmp, "scrub-vm.xml", "<domain type='kvm'><name>@NAME@</name><devices/></domain>");
@@ -864,10 +909,7 @@ test_trust_scrub_files(void)
         g_free(load_refused(pol, AV_ERROR_UNSAFE, "boots from an image that cannot be trusted", "vmlinuz",
                             "writable by its group", NULL));
         g_assert_cmpint(chmod(kernel, 0644), ==, 0);
-        give_away(disk);
-        g_free(load_refused(pol, AV_ERROR_UNSAFE, "boots from an image that cannot be trusted", "disk.img",
-                            "owned by uid 65534", NULL));
-        g_assert_cmpint(chown(disk, 0, 0), ==, 0);
+        refused_given_away(pol, disk, "boots from an image that cannot be trusted");
         g_assert_cmpint(chmod(boot, 0777), ==, 0);
         g_free(load_refused(pol, AV_ERROR_UNSAFE, "boots from an image that cannot be trusted", boot, NULL));
         g_assert_cmpint(chmod(boot, 0755), ==, 0);
@@ -907,7 +949,6 @@ test_trust_scrub_files(void)
                                 "another user could create it", NULL));
         }
     }
-    av_test_tmpdir_remove(tmp);
 }
 
 /* ---- matching ---- */
@@ -1055,22 +1096,29 @@ check_round_trip(const AvPolicy *policy)
     }
 }
 
+/* The normalised form of the profile @name of @policy, for `accelvirt
+ * policy show`, is @expected (compact JSON). */
+static void
+assert_profile_json(const AvPolicy *policy, const char *name, const char *expected)
+{
+    g_autoptr(json_t) j = av_profile_to_json(av_policy_find(policy, name));
+    g_autofree char *text = av_json_dump_compact(j);
+
+    g_assert_cmpstr(text, ==, expected);
+}
+
 static void
 test_round_trip(void)
 {
     g_autofree char *dir = good_dir_copy();
     g_autoptr(GError) err = NULL;
     g_autoptr(AvPolicy) policy = av_policy_load_dir(dir, &err);
-    g_autoptr(json_t) j = NULL;
-    g_autofree char *text = NULL;
 
     g_assert_no_error(err);
     check_round_trip(policy);
 
     /* the normalised form of one profile, for `accelvirt policy show` */
-    j = av_profile_to_json(av_policy_find(policy, "gpu-any-3d"));
-    text = av_json_dump_compact(j);
-    g_assert_cmpstr(text, ==,
+    assert_profile_json(policy, "gpu-any-3d",
                     "{\"name\":\"gpu-any-3d\",\"match\":{\"vendor\":\"0x10de\",\"class\":\"0x030200\"},"
                     "\"attach\":\"vfio-pci\",\"numa\":\"preferred\",\"allocation\":\"pack\",\"granularity\":\"card\","
                     "\"scrub\":[{\"method\":\"reset\"}],\"restore_driver\":\"on-release\",\"hide_hypervisor\":false,"
@@ -1166,15 +1214,25 @@ test_shipped(void)
     }
     check_round_trip(all);
     /* The shipped examples scrub with steps that can clear their devices,
-     * but for the FPGA card, whose clearing needs the vendor's tools in a
-     * scrub VM: policy check says so, and nothing else. */
+     * but for the FPGA card, whose DDR only the vendor's tools in a scrub
+     * VM clear (its program-base step takes the last tenant's design off):
+     * policy check says so, and that XRT's xbmgmt is missing where it is. */
     for (guint i = 0; i < all->profiles->len; i++) {
         const AvProfile *p = g_ptr_array_index(all->profiles, i);
         g_autoptr(GPtrArray) w = av_profile_scrub_warnings(p);
 
         if (g_str_equal(p->name, "fpga-alveo-u250")) {
-            g_assert_cmpuint(w->len, ==, 1);
-            g_assert_true(g_str_has_prefix(g_ptr_array_index(w, 0), "no scrub step clears the device's memory"));
+            gboolean xrt = g_file_test("/opt/xilinx/xrt/bin/xbmgmt", G_FILE_TEST_EXISTS);
+
+            g_assert_cmpuint(w->len, ==, xrt ? 1 : 2);
+            if (!xrt)
+                g_assert_cmpstr(g_ptr_array_index(w, 0), ==, "'program' runs '/opt/xilinx/xrt/bin/xbmgmt', which is "
+                                "not installed: until it is, no device is programmed (a domain that asks for a "
+                                "bitstream does not start, a 'program-base' step quarantines the device)");
+            g_assert_true(g_str_has_prefix(g_ptr_array_index(w, w->len - 1), "no scrub step clears the device's memory"));
+            g_assert_cmpint(p->program->driver, ==, AV_PROGRAM_DRIVER_HOST);
+            g_assert_cmpstr(p->program->base, ==, "u250-clear");
+            g_assert_cmpint(((AvScrubStep *)g_ptr_array_index(p->scrub, 0))->method, ==, AV_SCRUB_METHOD_PROGRAM_BASE);
         } else if (w->len) {
             g_error("shipped profile '%s': %s", p->name, (const char *)g_ptr_array_index(w, 0));
         }
@@ -1331,6 +1389,229 @@ test_usb_scrub_methods(void)
     g_assert_cmpuint(s->timeout_s, ==, 30);
 }
 
+/* ---- programs and driver commands (issue 15) ---- */
+
+/* A profile's "program", its driver commands and the scrub method
+ * "program-base": what loads, the defaults, what policy show prints (and
+ * loads back), and what policy check warns of. */
+static void
+test_program(void)
+{
+    g_autoptr(AvPolicy) policy = policy_from_text(
+        "{\"profiles\": ["
+        " {\"name\": \"fpga\", \"match\": {\"vendor\": \"0x10ee\", \"device\": \"0x5004\"},"
+        "  \"program\": {\"argv\": [\"/opt/xilinx/xrt/bin/xbmgmt\", \"program\", \"--device\", \"{card}\", \"--user\","
+        "   \"{bitstream}\"], \"verify\": [\"/usr/libexec/check\", \"{card}\", \"{sha256}\"], \"timeout\": 120,"
+        "   \"base\": \"u250-clear\", \"driver\": \"host\"},"
+        "  \"scrub\": [{\"method\": \"program-base\"}, {\"method\": \"reset\"}],"
+        "  \"on_prepare\": {\"argv\": [\"/usr/libexec/prep\", \"{address}\", \"{domain_uuid}\"]},"
+        "  \"on_assign\": {\"argv\": [\"/usr/libexec/assign\", \"--fn={function_id}\"], \"timeout\": 900}},"
+        " {\"name\": \"fpga-vfio\", \"match\": {\"vendor\": \"0x1234\", \"device\": \"0x11e8\"}, \"restore_driver\": \"keep-vfio\","
+        "  \"program\": {\"argv\": [\"/usr/bin/true\", \"{address}\", \"{bitstream}\"],"
+        "   \"base\": \"e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855\"}},"
+        " {\"name\": \"fpga-vf\", \"match\": {\"vendor\": \"0x8086\", \"device\": \"0x0b31\"}, \"attach\": \"sriov-vf\","
+        "  \"restore_driver\": \"keep-vfio\", \"program\": {\"argv\": [\"/usr/bin/true\", \"--bus\", \"{card}\","
+        "   \"--region\", \"{region}\", \"{bitstream}\"], \"base\": \"n3000-base\"},"
+        "  \"scrub\": [{\"method\": \"program-base\"}, {\"method\": \"vfio-zero\"}]},"
+        " {\"name\": \"stick\", \"match\": {\"vendor\": \"0x03e7\"}, \"attach\": \"usb\","
+        "  \"on_prepare\": {\"argv\": [\"/usr/libexec/stick\", \"up\", \"{address}\"], \"timeout\": 30},"
+        "  \"on_release\": {\"argv\": [\"/usr/libexec/stick\", \"down\", \"{address}\"]},"
+        "  \"on_free\": {\"argv\": [\"/usr/libexec/stick\", \"idle\", \"{identity}\"], \"timeout\": 86400}},"
+        " {\"name\": \"serial\", \"match\": {\"mdev_parent\": \"mtty\"}, \"attach\": \"mdev\", \"mdev_type\": \"mtty-2\","
+        "  \"on_assign\": {\"argv\": [\"/usr/libexec/tty\", \"{address}\", \"{domain_name}\", \"{profile}\"]}}"
+        "]}");
+    const AvProfile *p = av_policy_find(policy, "fpga");
+    const AvScrubStep *step;
+    g_autoptr(GPtrArray) w = NULL;
+
+    /* everything as written */
+    g_assert_nonnull(p->program);
+    g_assert_cmpuint(json_array_size(p->program->argv), ==, 6);
+    g_assert_cmpstr(json_string_value(json_array_get(p->program->argv, 3)), ==, "{card}");
+    g_assert_cmpuint(json_array_size(p->program->verify), ==, 3);
+    g_assert_cmpuint(p->program->timeout_s, ==, 120);
+    g_assert_cmpstr(p->program->base, ==, "u250-clear");
+    g_assert_cmpint(p->program->driver, ==, AV_PROGRAM_DRIVER_HOST);
+    g_assert_cmpint(p->restore_driver, ==, AV_RESTORE_ON_RELEASE);
+    step = g_ptr_array_index(p->scrub, 0);
+    g_assert_cmpint(step->method, ==, AV_SCRUB_METHOD_PROGRAM_BASE);
+    g_assert_cmpstr(av_scrub_method_to_string(step->method), ==, "program-base");
+    g_assert_cmpuint(step->timeout_s, ==, 120);          /* the program's */
+    g_assert_cmpuint(p->drivers[AV_DRIVER_ON_PREPARE]->timeout_s, ==, 10);
+    g_assert_cmpuint(p->drivers[AV_DRIVER_ON_ASSIGN]->timeout_s, ==, 900);
+    g_assert_null(p->drivers[AV_DRIVER_ON_RELEASE]);
+    g_assert_null(p->drivers[AV_DRIVER_ON_FREE]);
+    /* the templates expand with the values of av-policy.h */
+    {
+        AvArgvValues values = { .address = "0000:5e:00.0", .card = "0000:5e:00.0", .bitstream = "/lib/b.xclbin" };
+        g_auto(GStrv) argv = av_profile_argv_expand(p->program->argv, &values, NULL);
+        g_autoptr(GError) err = NULL;
+
+        g_assert_nonnull(argv);
+        g_assert_cmpstr(argv[3], ==, "0000:5e:00.0");
+        g_assert_cmpstr(argv[5], ==, "/lib/b.xclbin");
+        g_assert_null(argv[6]);
+        g_assert_null(av_profile_argv_expand(p->program->verify, &values, &err));
+        g_assert_error(err, AV_ERROR, AV_ERROR_POLICY);
+        g_assert_nonnull(strstr(err->message, "'{sha256}', which has no value here"));
+    }
+
+    /* the defaults */
+    p = av_policy_find(policy, "fpga-vfio");
+    g_assert_null(p->program->verify);
+    g_assert_cmpuint(p->program->timeout_s, ==, 600);
+    g_assert_cmpint(p->program->driver, ==, AV_PROGRAM_DRIVER_VFIO);
+    g_assert_cmpuint(strlen(p->program->base), ==, 64);
+    for (guint i = 0; i < AV_DRIVER_POINTS; i++)
+        g_assert_null(p->drivers[i]);
+    p = av_policy_find(policy, "stick");
+    g_assert_null(p->program);
+    g_assert_cmpuint(p->drivers[AV_DRIVER_ON_PREPARE]->timeout_s, ==, 30);
+    g_assert_cmpuint(p->drivers[AV_DRIVER_ON_RELEASE]->timeout_s, ==, 10);
+    g_assert_cmpuint(p->drivers[AV_DRIVER_ON_FREE]->timeout_s, ==, 86400);
+    g_assert_cmpuint(av_policy_find(policy, "serial")->drivers[AV_DRIVER_ON_ASSIGN]->timeout_s, ==, 300);
+    g_assert_cmpstr(av_driver_point_to_string(AV_DRIVER_ON_FREE), ==, "on_free");
+
+    /* policy show: the normalised form, which loads back */
+    assert_profile_json(policy, "fpga",
+                    "{\"name\":\"fpga\",\"match\":{\"vendor\":\"0x10ee\",\"device\":[\"0x5004\"]},"
+                    "\"attach\":\"vfio-pci\",\"numa\":\"preferred\",\"allocation\":\"pack\",\"granularity\":\"card\","
+                    "\"scrub\":[{\"method\":\"program-base\"},{\"method\":\"reset\"}],\"restore_driver\":\"on-release\","
+                    "\"hide_hypervisor\":false,"
+                    "\"program\":{\"argv\":[\"/opt/xilinx/xrt/bin/xbmgmt\",\"program\",\"--device\",\"{card}\","
+                    "\"--user\",\"{bitstream}\"],\"verify\":[\"/usr/libexec/check\",\"{card}\",\"{sha256}\"],"
+                    "\"timeout\":120,\"base\":\"u250-clear\",\"driver\":\"host\"},"
+                    "\"on_prepare\":{\"argv\":[\"/usr/libexec/prep\",\"{address}\",\"{domain_uuid}\"],\"timeout\":10},"
+                    "\"on_assign\":{\"argv\":[\"/usr/libexec/assign\",\"--fn={function_id}\"],\"timeout\":900},"
+                    "\"traits\":[]}");
+    check_round_trip(policy);
+
+    /* policy check: a programmed card whose scrub does not program the
+     * base back keeps the last tenant's logic */
+    w = av_profile_scrub_warnings(av_policy_find(policy, "fpga-vfio"));
+    g_assert_cmpuint(w->len, ==, 1);
+    g_assert_true(g_str_has_prefix(g_ptr_array_index(w, 0), "the profile programs its devices but no scrub step is "
+                                   "'program-base': the last tenant's logic stays on the card"));
+    g_ptr_array_unref(w);
+    /* with it, nothing more than what the other steps call for */
+    w = av_profile_scrub_warnings(av_policy_find(policy, "fpga-vf"));
+    g_assert_cmpuint(w->len, ==, 0);
+    g_ptr_array_unref(w);
+    /* programs that are not installed (yet) load, and policy check says
+     * what fails until they are */
+    w = av_profile_scrub_warnings(av_policy_find(policy, "fpga"));
+    g_assert_cmpuint(w->len, ==, 5);
+    g_assert_true(g_str_has_prefix(g_ptr_array_index(w, 0), "'program' runs '/opt/xilinx/xrt/bin/xbmgmt', which is "
+                                   "not installed: until it is, no device is programmed"));
+    g_assert_cmpstr(g_ptr_array_index(w, 1), ==, "'program.verify' runs '/usr/libexec/check', which is not "
+                    "installed: until it is, every programming fails");
+    g_assert_cmpstr(g_ptr_array_index(w, 2), ==, "'on_prepare' runs '/usr/libexec/prep', which is not installed: "
+                    "until it is, the hook refuses every domain given one of its devices");
+    g_assert_true(g_str_has_prefix(g_ptr_array_index(w, 3), "'on_assign' runs '/usr/libexec/assign'"));
+    g_assert_true(g_str_has_prefix(g_ptr_array_index(w, 4), "no scrub step clears the device's memory"));
+    g_ptr_array_unref(w);
+    w = av_profile_scrub_warnings(av_policy_find(policy, "stick"));
+    g_assert_cmpuint(w->len, ==, 3);
+    g_assert_cmpstr(g_ptr_array_index(w, 1), ==, "'on_release' runs '/usr/libexec/stick', which is not installed: "
+                    "until it is, every device a domain releases is quarantined");
+}
+
+/* @text with each "@PROG@" replaced by @prog and each "@OPEN@" by @open.
+ * Caller frees. */
+static char *
+fill_paths(const char *text, const char *prog, const char *open)
+{
+    g_auto(GStrv) a = g_strsplit(text, "@PROG@", -1);
+    g_autofree char *t = g_strjoinv(prog, a);
+    g_auto(GStrv) b = g_strsplit(t, "@OPEN@", -1);
+
+    return g_strjoinv(open, b);
+}
+
+/* Writes @dir/10-fpga.json: one "fpga" profile with @fields. */
+static void
+write_fpga_policy(const char *dir, const char *fields, const char *prog, const char *open)
+{
+    g_autofree char *filled = fill_paths(fields, prog, open);
+    g_autofree char *text = g_strdup_printf(
+        "{\"profiles\": [{\"name\": \"fpga\", \"match\": {\"vendor\": \"0x10ee\"}, \"restore_driver\": \"keep-vfio\",\n"
+        "  %s}]}\n", filled);
+
+    write_policy_file(dir, "10-fpga.json", text);
+}
+
+/* The programs of "program" and of the driver commands run as root: they
+ * and the absolute paths among their arguments are trusted as a "command"
+ * step's, but for the arguments that name a placeholder, known only once
+ * expanded (and checked then, before they run). */
+static void
+test_trust_program_files(void)
+{
+    g_auto(TrustDirs) d = { 0 };
+    const char *tmp = trust_dirs_init(&d, "program"), *pol = d.pol, *bin = d.bin, *prog = d.prog;
+    g_autofree char *open = g_build_filename(tmp, "open", NULL);
+    static const char program[] = "\"program\": {\"argv\": [\"@PROG@\", \"--device\", \"{card}\", "
+                                  "\"@OPEN@/{sha256}.bit\"], \"verify\": [\"@PROG@\", \"--verify\"]}";
+    static const char driver[] = "\"on_prepare\": {\"argv\": [\"/bin/sh\", \"@PROG@\", \"@OPEN@/{domain_name}\"]}";
+
+    g_assert_cmpint(g_mkdir_with_parents(open, 0755), ==, 0);
+    g_assert_cmpint(chmod(open, 01777), ==, 0);
+
+    /* an argument naming a placeholder in a directory anyone can write:
+     * left to the check of the expanded argv */
+    write_fpga_policy(pol, program, prog, open);
+    load_ok(pol);
+    write_fpga_policy(pol, driver, prog, open);
+    load_ok(pol);
+
+    /* the program */
+    write_fpga_policy(pol, program, prog, open);
+    g_assert_cmpint(chmod(prog, 0757), ==, 0);
+    g_free(load_refused(pol, AV_ERROR_UNSAFE, "10-fpga.json:2:24: profile 'fpga': 'program.argv[0]': refusing the "
+                        "program '", "it is writable by every user", NULL));
+    g_assert_cmpint(chmod(prog, 0755), ==, 0);
+    refused_given_away(pol, prog, "'program.argv[0]'");
+    g_assert_cmpint(chmod(prog, 0644), ==, 0);
+    g_free(load_refused(pol, AV_ERROR_POLICY, "'program.argv[0]': the program '", "is not executable (mode 0644)",
+                        NULL));
+    g_assert_cmpint(chmod(prog, 0755), ==, 0);
+    /* verify, checked as the program; one not installed yet loads where
+     * nobody else could put it (av_program_run() checks it again), and
+     * policy check warns of it */
+    write_fpga_policy(pol, "\"program\": {\"argv\": [\"/usr/bin/true\", \"{bitstream}\"], \"verify\": [\"@PROG@-v\"]}",
+                      prog, open);
+    load_ok(pol);
+    write_fpga_policy(pol, "\"program\": {\"argv\": [\"/usr/bin/true\", \"{bitstream}\"], \"verify\": [\"@OPEN@/v\"]}",
+                      prog, open);
+    g_free(load_refused(pol, AV_ERROR_UNSAFE, "'program.verify[0]': the verify program '", "/open/v' does not exist, "
+                        "and another user could create it", NULL));
+    /* an argument without placeholder is checked now */
+    write_fpga_policy(pol, "\"program\": {\"argv\": [\"@PROG@\", \"@OPEN@/base.cfg\", \"{bitstream}\"]}", prog, open);
+    g_free(load_refused(pol, AV_ERROR_UNSAFE, "'program.argv[1]'", "program argument", "does not exist, and another "
+                        "user could create it", NULL));
+
+    /* a driver command, and the script its interpreter runs */
+    write_fpga_policy(pol, driver, prog, open);
+    g_assert_cmpint(chmod(bin, 0777), ==, 0);
+    g_free(load_refused(pol, AV_ERROR_UNSAFE, "'on_prepare.argv[1]': refusing the driver command argument '",
+                        "the directory '", bin, NULL));
+    g_assert_cmpint(chmod(bin, 0755), ==, 0);
+    write_fpga_policy(pol, "\"on_free\": {\"argv\": [\"@PROG@\", \"{address}\"]}", prog, open);
+    load_ok(pol);
+    refused_given_away(pol, prog, "'on_free.argv[0]': refusing the driver command '");
+
+    /* braces are no placeholders in a "command" step: its argument is checked */
+    {
+        g_autofree char *text = fill_paths(
+            "{\"profiles\": [{\"name\": \"gpu\", \"match\": {\"vendor\": \"0x10de\"},\n"
+            "  \"scrub\": [{\"method\": \"command\", \"argv\": [\"@PROG@\", \"@OPEN@/{sha256}.log\"]}]}]}\n", prog, open);
+
+        av_test_write(pol, "10-fpga.json", text);
+        g_free(load_refused(pol, AV_ERROR_UNSAFE, "'scrub[0].argv[1]'", "does not exist, and another user could "
+                            "create it", NULL));
+    }
+}
+
 int
 main(int argc, char **argv)
 {
@@ -1355,6 +1636,8 @@ main(int argc, char **argv)
     g_test_add_func("/policy/round-trip", test_round_trip);
     g_test_add_func("/policy/shipped", test_shipped);
     g_test_add_func("/policy/sriov-vfs", test_sriov_vfs);
+    g_test_add_func("/policy/program", test_program);
+    g_test_add_func("/policy/trust/program-files", test_trust_program_files);
     add_bad_tests();
     return g_test_run();
 }

@@ -208,6 +208,23 @@ case_gpu_fpga(void)
     return p;
 }
 
+#define TEST_SHA256 "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
+
+/* A GPU, and two FPGA VFs whose request names a bitstream (issue 15): the
+ * VFs' entries say the SHA-256 they must hold; the GPU's says none. */
+static AvPlacement *
+case_fpga_bitstream(void)
+{
+    AvPlacement *p = placement_new(0, cpus_node0, G_N_ELEMENTS(cpus_node0));
+
+    add_pci(p, "gpu-passthrough", AV_ATTACH_VFIO_PCI, "0000:17:00.0", 0);
+    add_pci(p, "fpga-function", AV_ATTACH_SRIOV_VF, "0000:3d:00.1", 0);
+    add_pci(p, "fpga-function", AV_ATTACH_SRIOV_VF, "0000:3d:00.2", 0);
+    for (guint i = 1; i < 3; i++)
+        ((AvPlacedItem *)g_ptr_array_index(p->items, i))->bitstream = g_strdup(TEST_SHA256);
+    return p;
+}
+
 /* 1 GPU on node 0 and two empty hot-plug root ports after the user's own
  * (index 3): indices 4 and 5. */
 static AvPlacement *
@@ -247,6 +264,7 @@ static const Case cases[] = {
     { "hotplug-gpu", case_hotplug_gpu, FALSE, TRUE },
     { "hotplug-only", case_nothing, FALSE, TRUE },
     { "hotplug-pc", case_nothing, FALSE, TRUE },
+    { "fpga-bitstream", case_fpga_bitstream, FALSE, TRUE },
 };
 
 /* ---- helpers ---- */
@@ -492,6 +510,12 @@ test_golden_facts(void)
         { "replace",
           { "bus=\"0xaf\"", "bus=\"0xb0\"", "ua-users-nic", "node=\"1\"", NULL },
           { "bus=\"0x17\"", "bus=\"0x18\"", NULL } },
+        { "fpga-bitstream",
+          { "<av:request profile=\"fpga-function\" count=\"2\" bitstream=\"resnet50-int8\"/>",
+            "address=\"0000:3d:00.1\" bitstream=\"" TEST_SHA256 "\" alias=\"ua-accelvirt-1\"",
+            "address=\"0000:3d:00.2\" bitstream=\"" TEST_SHA256 "\" alias=\"ua-accelvirt-2\"",
+            "address=\"0000:17:00.0\" alias=\"ua-accelvirt-0\"", NULL },
+          { NULL } },
     };
 
     for (gsize i = 0; i < G_N_ELEMENTS(facts); i++) {
@@ -550,6 +574,61 @@ test_empty_placement(void)
     g_assert_null(strstr(out, "hostdev"));
 }
 
+/* Issue 15: the bitstream of a placed device, read back by the placement
+ * reader (the hook's remap) and the domain parser (AvPlacedDevice), moved
+ * by a remap, refused when it is no SHA-256. */
+static void
+test_bitstream_placement(void)
+{
+    g_autofree char *in = read_src("xml/in/fpga-bitstream.xml", NULL);
+    g_autoptr(AvPlacement) p = case_fpga_bitstream();
+    g_autoptr(AvPlacement) back = NULL;
+    g_autoptr(AvPlacement) other = case_fpga_bitstream();
+    g_autoptr(AvDomain) dom = NULL;
+    g_autoptr(GError) err = NULL;
+    g_autofree char *out = av_domain_rewrite(in, strlen(in), p, test_policy, &err);
+    g_autofree char *moved = NULL, *bad = NULL;
+    static const char other_sha[] = "60303ae22b998861bce3b28f33eec1be758a213c86c93c076dbe9f558c11c752";
+
+    g_assert_no_error(err);
+    back = av_domain_placement(out, strlen(out), &err);
+    g_assert_no_error(err);
+    g_assert_cmpuint(back->items->len, ==, 3);
+    g_assert_null(((AvPlacedItem *)g_ptr_array_index(back->items, 0))->bitstream);
+    g_assert_cmpstr(((AvPlacedItem *)g_ptr_array_index(back->items, 1))->bitstream, ==, TEST_SHA256);
+    g_assert_cmpstr(((AvPlacedItem *)g_ptr_array_index(back->items, 2))->bitstream, ==, TEST_SHA256);
+    dom = av_domain_parse(out, strlen(out), &err);
+    g_assert_no_error(err);
+    g_assert_cmpuint(dom->placed->len, ==, 3);
+    g_assert_null(((AvPlacedDevice *)g_ptr_array_index(dom->placed, 0))->bitstream);
+    g_assert_cmpstr(((AvPlacedDevice *)g_ptr_array_index(dom->placed, 2))->bitstream, ==, TEST_SHA256);
+
+    /* a remap to a placement whose second VF holds another bitstream, the first none */
+    g_free(((AvPlacedItem *)g_ptr_array_index(other->items, 2))->bitstream);
+    ((AvPlacedItem *)g_ptr_array_index(other->items, 2))->bitstream = g_strdup(other_sha);
+    g_clear_pointer(&((AvPlacedItem *)g_ptr_array_index(other->items, 1))->bitstream, g_free);
+    moved = av_domain_remap(out, strlen(out), other, &err);
+    g_assert_no_error(err);
+    g_assert_nonnull(strstr(moved, other_sha));
+    g_assert_null(strstr(moved, TEST_SHA256));
+
+    /* a bitstream that is no SHA-256: both readers refuse */
+    bad = g_strdup(out);
+    memcpy(strstr(bad, TEST_SHA256), "9F86", 4);
+    g_clear_pointer(&back, av_placement_free);
+    back = av_domain_placement(bad, strlen(bad), &err);
+    g_assert_null(back);
+    g_assert_error(err, AV_ERROR, AV_ERROR_INVALID_INPUT);
+    g_assert_nonnull(strstr(err->message, "not a SHA-256"));
+    g_clear_error(&err);
+    g_clear_pointer(&dom, av_domain_free);
+    dom = av_domain_parse(bad, strlen(bad), &err);
+    g_assert_null(dom);
+    g_assert_error(err, AV_ERROR, AV_ERROR_INVALID_INPUT);
+    g_assert_nonnull(strstr(err->message, "bitstream '9F86"));
+    g_clear_error(&err);
+}
+
 /* ---- requests ---- */
 
 static void
@@ -591,6 +670,27 @@ test_requests(void)
         g_assert_cmpint(r->granularity, ==, AV_GRANULARITY_CARD);
     }
     {
+        /* issue 15: a bitstream by name or by SHA-256, kept as written; nothing resolved yet */
+        static const char bitstreams[] =
+            "<domain><name>d</name><metadata><av:accelerators xmlns:av='urn:accelvirt:domain:1'>"
+            "<av:request profile='fpga' bitstream='resnet50-int8'/>"
+            "<av:request profile='fpga' bitstream='" TEST_SHA256 "'/>"
+            "<av:request profile='fpga'/>"
+            "</av:accelerators></metadata></domain>";
+        g_autoptr(GPtrArray) rs = av_domain_requests(bitstreams, strlen(bitstreams), &err);
+
+        g_assert_no_error(err);
+        g_assert_cmpuint(rs->len, ==, 3);
+        r = g_ptr_array_index(rs, 0);
+        g_assert_cmpstr(r->bitstream, ==, "resnet50-int8");
+        g_assert_null(r->bitstream_sha256);
+        r = g_ptr_array_index(rs, 1);
+        g_assert_cmpstr(r->bitstream, ==, TEST_SHA256);
+        g_assert_null(r->bitstream_sha256);
+        r = g_ptr_array_index(rs, 2);
+        g_assert_null(r->bitstream);
+    }
+    {
         g_autofree char *nova = read_src("xml/in/nova.xml", NULL);
         g_autoptr(GPtrArray) none = av_domain_requests(nova, strlen(nova), &err);
 
@@ -627,6 +727,11 @@ test_requests_malformed(void)
         { "<av:request profile='Bad Profile!'/>", { "profile 'Bad Profile!'", "not a profile name", NULL } },
         { "<av:request count='1'/>", { "has no profile", NULL } },
         { "<av:request profile='gpu' cuont='2'/>", { "unknown attribute 'cuont'", NULL } },
+        { "<av:request profile='fpga' bitstream='My Image'/>", { "bitstream 'My Image'", "names no bitstream", NULL } },
+        { "<av:request profile='fpga' bitstream=''/>", { "bitstream ''", NULL } },
+        { "<av:request profile='fpga' bitstream='../../etc/shadow'/>", { "bitstream '../../etc/shadow'", NULL } },
+        { "<av:request profile='fpga' bitstream='9F86D081884C7D659A2FEAA0C55AD015A3BF4F1B2B0B822CD15D6C15B0F00A08'/>",
+          { "names no bitstream", NULL } },
         { "<av:requets profile='gpu'/>", { "unknown element <requets>", NULL } },
         { "<av:hotplug slots='0'/>", { "slots='0'", "from 1 to 16", NULL } },
         { "<av:hotplug slots='17'/>", { "slots='17'", "from 1 to 16", NULL } },
@@ -744,6 +849,9 @@ test_placement_invalid(void)
         { "fpga-function", AV_ATTACH_SRIOV_VF, "0000:3d:00.1", "no av:request" },
         { "gpu-passthrough", AV_ATTACH_MDEV, NULL, "UUID" },
         { "gpu-passthrough", AV_ATTACH_USB, NULL, "bus path" },
+        /* issue 15: a bitstream on a PCI device only, and a SHA-256 */
+        { "gpu-passthrough", AV_ATTACH_VFIO_PCI, "0000:17:00.0", "bitstream 'resnet50-int8'" },
+        { "gpu-passthrough", AV_ATTACH_MDEV, "00000000-0000-4000-8000-000000000001", "bitstream '" TEST_SHA256 "'" },
     };
 
     for (gsize i = 0; i < G_N_ELEMENTS(bad); i++) {
@@ -752,6 +860,13 @@ test_placement_invalid(void)
         g_autofree char *out = NULL;
 
         add_pci(p, bad[i].profile, bad[i].attach, bad[i].address, -1);
+        if (strstr(bad[i].word, "bitstream")) {
+            AvPlacedItem *item = g_ptr_array_index(p->items, 0);
+
+            item->bitstream = g_strdup(strstr(bad[i].word, "resnet") ? "resnet50-int8" : TEST_SHA256);
+            if (item->attach == AV_ATTACH_MDEV)
+                item->mdev_uuid = g_strdup(bad[i].address);
+        }
         out = av_domain_rewrite(in, strlen(in), p, test_policy, &err);
         g_assert_null(out);
         g_assert_error(err, AV_ERROR, AV_ERROR_INVALID_INPUT);
@@ -799,7 +914,8 @@ test_placement_invalid(void)
 static void
 test_schema_examples(void)
 {
-    static const char *const examples[] = { "gpu-passthrough.xml", "vgpu-mdev.xml", "usb-stick.xml", "gpu-fpga.xml" };
+    static const char *const examples[] = { "gpu-passthrough.xml", "vgpu-mdev.xml", "usb-stick.xml", "gpu-fpga.xml",
+                                            "fpga-bitstream.xml" };
     g_autofree char *schema = schema_path();
 
     for (gsize i = 0; i < G_N_ELEMENTS(examples); i++) {
@@ -842,6 +958,11 @@ test_schema_invalid(void)
           "identity='usb:03e7:2485:serial:'/></av:placement>",
           "usb" },
         { "<av:frobnicate/>", "frobnicate" },
+        { "<av:request profile='fpga' bitstream='My Image'/>", "request" },
+        { "<av:placement><av:device profile='fpga' address='0000:3d:00.1' bitstream='resnet50-int8'/></av:placement>",
+          "device" },
+        { "<av:placement><av:mdev profile='v' uuid='00000000-0000-4000-8000-000000000001' bitstream='"
+          TEST_SHA256 "'/></av:placement>", "mdev" },
     };
     g_autofree char *schema = schema_path();
 
@@ -1233,6 +1354,7 @@ main(int argc, char **argv)
     g_test_add_func("/rewrite/hide-user-choice", test_hide_user_choice);
     g_test_add_func("/rewrite/empty-placement", test_empty_placement);
     g_test_add_func("/rewrite/requests", test_requests);
+    g_test_add_func("/rewrite/bitstream-placement", test_bitstream_placement);
     g_test_add_func("/rewrite/requests-malformed", test_requests_malformed);
     g_test_add_func("/rewrite/hostile", test_hostile);
     g_test_add_func("/rewrite/placement-invalid", test_placement_invalid);

@@ -52,12 +52,6 @@ unchanged() {
     "$@" || return 1
     same_pool "$W/state/pool.json" "$AV_TMP/p0" && cmp "$W/state/journal.jsonl" "$AV_TMP/j0"
 }
-one_line() {
-    st=$1 pat=$2; shift 2
-    expect_exit "$st" "$@" || return 1
-    [ "$(wc -l <"$AV_TMP/err")" -eq 1 ] || { echo "not one line:"; cat "$AV_TMP/err"; return 1; }
-    grep -q "^accelvirt: .*$pat" "$AV_TMP/err" || { echo "no '$pat' in:"; cat "$AV_TMP/err"; return 1; }
-}
 av status >/dev/null
 
 # --- rom-check of a device never enrolled ---

@@ -20,6 +20,7 @@
 #include "av-test.h"
 #include "pci/av-pci.h"
 #include "policy/av-policy.h"
+#include "pool/av-bitstream.h"
 #include "scrub/av-scrub.h"
 #include "util/av-error.h"
 #include "util/av-json.h"
@@ -1825,6 +1826,105 @@ test_usb_methods(void)
     fixture_close(&f);
 }
 
+/* "program-base" (issue 15): the profile's base image must be in the
+ * library (in the target's state dir) and fit the device, or the step fails
+ * before any program runs (the worker quarantines); one that fits is
+ * programmed, verified, and the step's report says what the device holds
+ * now, which the worker records. */
+#define POLICY_A100_PROGRAM(prog, base) \
+    "{\"profiles\": [{\"name\": \"gpu-a100\", \"match\": {\"vendor\": \"0x10de\", \"device\": \"0x20f1\"}," \
+    " \"attach\": \"vfio-pci\", \"restore_driver\": \"keep-vfio\", \"program\": {\"argv\": [\"" prog "\", " \
+    "\"program\", \"{address}\", \"{bitstream}\"], \"verify\": [\"" prog "\", \"verify\", \"{address}\", " \
+    "\"{bitstream}\"], \"timeout\": 5, \"base\": \"" base "\"}, \"scrub\": [{\"method\": \"program-base\"}]}]}"
+
+static void
+test_program_base(void)
+{
+    Fixture f;
+    g_autofree char *tmp = av_test_tmpdir();
+    g_autofree char *state = g_build_filename(tmp, "state", NULL);
+    g_autofree char *prog = g_build_filename(tmp, "bin", "prog", NULL);
+    g_autofree char *ran = g_build_filename(tmp, "ran", NULL);
+    g_autofree char *script = g_strdup_printf("#!/bin/sh\necho \"$@\" >>'%s'\n", ran);
+    g_autofree char *image = g_build_filename(tmp, "images", "base.bit", NULL);
+    g_autofree char *policy = NULL;
+    g_autofree char *log = NULL;
+    g_autofree char *file = NULL;
+    AvScrubTarget target = { .identity = "pci-" A100, .address = A100, .iommu_group = 40, .state_dir = state };
+    g_autoptr(GError) err = NULL;
+    g_autoptr(json_t) report = NULL;
+    g_autoptr(AvBitstream) bad = NULL;
+    g_autoptr(AvBitstream) good = NULL;
+    const char *const wrong[] = { "dead:beef", NULL };
+    const char *const right[] = { "10de:20f1", NULL };
+    json_t *entry;
+
+    av_test_write(tmp, "bin/prog", script);
+    av_test_write(tmp, "images/base.bit", "the base image\n");
+    av_test_write(tmp, "images/other.bit", "another image\n");
+    g_assert_cmpint(chmod(prog, 0755), ==, 0);
+    g_assert_cmpint(mkdir(state, 0700), ==, 0);
+    policy = g_strdup_printf(POLICY_A100_PROGRAM("%s", "base-good"), prog, prog);
+
+    /* not in the library */
+    fixture_open(&f, policy, FALSE);
+    g_assert_false(run(&f, &target, &report, &err));
+    g_assert_error(err, AV_ERROR, AV_ERROR_NOT_FOUND);
+    g_assert_true(g_str_has_prefix(err->message, "scrub step 1 (program-base) failed: the base bitstream of "
+                                                 "profile 'gpu-a100': "));
+    g_assert_false(g_file_test(ran, G_FILE_TEST_EXISTS));
+    g_clear_error(&err);
+    g_clear_pointer(&report, json_decref);
+
+    /* in the library, for other cards */
+    file = g_build_filename(tmp, "images", "other.bit", NULL);
+    bad = av_bitstream_add(state, file, "base-good", wrong, NULL, NULL, &err);
+    g_assert_no_error(err);
+    g_assert_false(run(&f, &target, &report, &err));
+    g_assert_error(err, AV_ERROR, AV_ERROR_INVALID_INPUT);
+    g_assert_nonnull(strstr(err->message, "does not fit device " A100));
+    g_assert_false(g_file_test(ran, G_FILE_TEST_EXISTS));
+    entry = json_array_get(json_object_get(report, "steps"), 0);
+    g_assert_false(json_is_true(json_object_get(entry, "ok")));
+    g_assert_null(json_object_get(entry, "programmed"));
+    g_assert_null(av_scrub_report_programmed(report, "scrub"));
+    g_clear_error(&err);
+    g_clear_pointer(&report, json_decref);
+    g_assert_true(av_bitstream_remove(state, "base-good", &err));
+    g_assert_no_error(err);
+
+    /* one that fits: programmed, then verified, through the library's file */
+    good = av_bitstream_add(state, image, "base-good", right, NULL, NULL, &err);
+    g_assert_no_error(err);
+    g_assert_true(run(&f, &target, &report, &err));
+    g_assert_no_error(err);
+    g_assert_true(g_file_get_contents(ran, &log, NULL, NULL));
+    {
+        g_autofree char *path = av_bitstream_path(state, good);
+        g_autofree char *want = g_strdup_printf("program " A100 " %s\nverify " A100 " %s\n", path, path);
+
+        g_assert_cmpstr(log, ==, want);
+    }
+    entry = json_array_get(json_object_get(report, "steps"), 0);
+    g_assert_true(json_is_true(json_object_get(entry, "ok")));
+    g_assert_cmpstr(json_string_value(json_object_get(json_object_get(entry, "programmed"), "sha256")), ==,
+                    good->sha256);
+    g_assert_cmpstr(json_string_value(json_object_get(json_object_get(entry, "programmed"), "name")), ==,
+                    "base-good");
+    g_assert_true(json_is_true(json_object_get(json_object_get(entry, "program"), "ok")));
+    {
+        g_autoptr(AvProgrammed) pr = av_scrub_report_programmed(report, "scrub");
+
+        g_assert_nonnull(pr);
+        g_assert_cmpstr(pr->sha256, ==, good->sha256);
+        g_assert_cmpstr(pr->name, ==, "base-good");
+        g_assert_cmpstr(pr->by, ==, "scrub");
+        g_assert_cmpstr(pr->verified, ==, "the program and the verify command exited 0");
+    }
+    fixture_close(&f);
+    av_test_tmpdir_remove(tmp);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -1866,5 +1966,6 @@ main(int argc, char **argv)
     g_test_add_func("/scrub/vm/other-events", test_vm_other_events);
     g_test_add_func("/scrub/kernel/fake-device-ops", test_fake_device_ops);
     g_test_add_func("/scrub/usb/methods", test_usb_methods);
+    g_test_add_func("/scrub/program-base", test_program_base);
     return g_test_run();
 }

@@ -36,6 +36,8 @@ static const AvCommand commands[] = {
     { "detach", av_cli_cmd_detach, "Hot-unplug a running domain's accelerators: dirty, then scrubbed (detach DOMAIN DEVICE)" },
     { "reconcile", av_cli_cmd_reconcile, "Put the pool right with the host and start the scrubs it owes" },
     { "audit", av_cli_cmd_audit, "Compare running domains' live devices with the pool once (audit [--dry-run])" },
+    { "bitstream", av_cli_cmd_bitstream, "The library of FPGA images (bitstream add FILE --name NAME | list | remove NAME)" },
+    { "program", av_cli_cmd_program, "Program a free device with a bitstream of the library (program DEVICE BITSTREAM)" },
     { "watch", av_cli_cmd_watch, "Keep the pool true at libvirt's device events (watch [--once]): a service" },
 };
 

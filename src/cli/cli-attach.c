@@ -48,6 +48,7 @@
 #include "cli.h"
 #include "domain/av-domain.h"
 #include "pool/av-place.h"
+#include "scrub/av-program.h"
 #include "util/av-error.h"
 #include "util/av-json.h"
 #include "util/av-names.h"
@@ -1394,6 +1395,93 @@ av_attach_rollback(AvAttachRun *a, virConnect *conn, virDomain *dom, gboolean pe
     return TRUE;
 }
 
+/* Runs the driver command of @point of each device of @items
+ * (AvPlacedItem*, borrowed) whose profile has one, for the domain @uuid
+ * (@name), without the pool's lock (av_driver_run()), stopping at the
+ * first failure; then journals every run ("driver") under the lock.  The
+ * items whose command ran and passed go to @ret_passed (borrowed; may be
+ * NULL), the first failure to @error (FALSE), after the journal. */
+static gboolean
+av_attach_run_drivers(const AvCli *cli, const AvRoot *root, const AvPolicy *policy, const GPtrArray *items,
+                      AvDriverPoint point, const char *uuid, const char *name, GPtrArray *ret_passed,
+                      GError **error)
+{
+    g_autoptr(GPtrArray) reports = g_ptr_array_new_with_free_func((GDestroyNotify)json_decref);
+    g_autoptr(GPtrArray) identities = g_ptr_array_new();
+    g_autoptr(AvPool) pool = NULL;
+    g_autoptr(GError) failure = NULL;
+
+    for (guint i = 0; i < items->len && !failure; i++) {
+        const AvPlacedItem *item = g_ptr_array_index(items, i);
+        const AvProfile *profile = av_policy_find(policy, item->profile);
+        AvProgramTarget target = { 0 };
+        json_t *report = NULL;
+
+        if (!profile || !profile->drivers[point])
+            continue;
+        target.root = root;
+        target.state_dir = cli->state_dir;
+        target.profile = profile;
+        target.address = item->pci_address ? item->pci_address
+                         : item->mdev_parent ? item->mdev_parent : item->usb_bus_path;
+        target.identity = item->identity;
+        target.domain_name = name;
+        target.domain_uuid = uuid;
+        target.group_fd = -1;
+        if (av_driver_run(&target, point, NULL, &report, &failure) && ret_passed)
+            g_ptr_array_add(ret_passed, (gpointer)item);
+        if (report) {
+            g_ptr_array_add(reports, report);
+            g_ptr_array_add(identities, item->identity);
+        }
+    }
+    if (reports->len > 0) {
+        pool = av_cli_open_pool(cli, root, AV_POOL_WRITE, error);
+        if (!pool)
+            return FALSE;
+        for (guint i = 0; i < reports->len; i++) {
+            g_autoptr(json_t) fields = json_pack("{s:s?,s:s,s:O}", "identity", g_ptr_array_index(identities, i),
+                                                 "domain_uuid", uuid, "report", g_ptr_array_index(reports, i));
+
+            if (!av_pool_journal_append(pool, "driver", fields, error))
+                return FALSE;
+        }
+        if (!av_pool_save(pool, error))
+            return FALSE;
+    }
+    if (failure) {
+        g_propagate_error(error, g_steal_pointer(&failure));
+        return FALSE;
+    }
+    return TRUE;
+}
+
+/* The profiles' driver commands (issue 15) for the devices this attach
+ * gives the domain, once they are bound and recorded in use and before the
+ * hot-plug: "on_prepare", as the hook runs it at a domain's prepare (no
+ * hook runs for a hot-plug), then "on_assign".  FALSE with the first
+ * failure: the devices whose on_prepare passed get their on_release (as
+ * the hook's refused prepare does), and the caller rolls the attach back. */
+static gboolean
+av_attach_drivers(AvAttachRun *a, const AvPolicy *policy, GError **error)
+{
+    g_autoptr(GPtrArray) prepared = g_ptr_array_new();
+
+    if (av_attach_run_drivers(a->cli, a->root, policy, a->placement->items, AV_DRIVER_ON_PREPARE, a->uuid,
+                              a->domain->name, prepared, error) &&
+        av_attach_run_drivers(a->cli, a->root, policy, a->placement->items, AV_DRIVER_ON_ASSIGN, a->uuid,
+                              a->domain->name, NULL, error))
+        return TRUE;
+    if (prepared->len > 0) {
+        g_autoptr(GError) undo_error = NULL;
+
+        if (!av_attach_run_drivers(a->cli, a->root, policy, prepared, AV_DRIVER_ON_RELEASE, a->uuid,
+                                   a->domain->name, NULL, &undo_error))
+            fprintf(stderr, "accelvirt: warning: %s\n", undo_error->message);
+    }
+    return FALSE;
+}
+
 static void
 av_attach_print(const AvAttachRun *a, gboolean dry_run)
 {
@@ -1549,8 +1637,8 @@ av_cli_cmd_attach(AvCli *cli, int argc, char **argv)
     }
     g_clear_pointer(&pool, av_pool_free);
 
-    /* Without the lock: the hot-plug. */
-    if (!av_attach_plug(&a, dom, persistent, &err)) {
+    /* Without the lock: the profiles' on_prepare and on_assign, the hot-plug. */
+    if (!av_attach_drivers(&a, synced_policy, &err) || !av_attach_plug(&a, dom, persistent, &err)) {
         g_autoptr(GError) rollback = NULL;
         guint freed, dirtied;
 
@@ -1845,6 +1933,55 @@ av_detach_release(const AvCli *cli, const AvRoot *root, const char *uuid, const 
     return TRUE;
 }
 
+/* The profiles' "on_release" driver commands (issue 15) of the devices
+ * this detach released (@released: {identity, address, ...}), as the hook
+ * runs them at a domain's release: without the lock, once the release is
+ * saved; a device whose command fails is quarantined (unscrubbed) with the
+ * error, and a warning says so.  The detach itself stands. */
+static void
+av_detach_on_release(const AvCli *cli, const AvRoot *root, const AvPolicy *policy, const char *uuid,
+                     const char *name, json_t *released)
+{
+    size_t i;
+    json_t *r;
+
+    json_array_foreach(released, i, r) {
+        const char *identity = json_string_value(json_object_get(r, "identity"));
+        g_autoptr(GPtrArray) one = g_ptr_array_new_with_free_func((GDestroyNotify)av_placed_item_free);
+        g_autoptr(GError) failure = NULL;
+        g_autoptr(GError) err = NULL;
+        g_autoptr(AvPool) pool = av_cli_open_pool(cli, root, AV_POOL_READ, &err);
+        AvPoolDevice *dev = pool && identity ? av_pool_find(pool, identity) : NULL;
+        AvPlacedItem *item;
+        const AvProfile *profile = dev && dev->profile ? av_policy_find(policy, dev->profile) : NULL;
+
+        if (!profile || !profile->drivers[AV_DRIVER_ON_RELEASE])
+            continue;
+        item = g_new0(AvPlacedItem, 1);
+        item->profile = g_strdup(profile->name);
+        item->identity = g_strdup(identity);
+        item->vf_index = -1;
+        item->numa_node = -1;
+        if (dev->kind == AV_DEVICE_KIND_PCI)
+            item->pci_address = g_strdup(dev->address);
+        else if (dev->kind == AV_DEVICE_KIND_USB)
+            item->usb_bus_path = g_strdup(dev->address);
+        else
+            item->mdev_parent = g_strdup(dev->address);
+        g_ptr_array_add(one, item);
+        g_clear_pointer(&pool, av_pool_free);
+        if (av_attach_run_drivers(cli, root, policy, one, AV_DRIVER_ON_RELEASE, uuid, name, NULL, &failure))
+            continue;
+        fprintf(stderr, "accelvirt: warning: %s; %s is quarantined\n", failure->message, identity);
+        pool = av_cli_open_pool(cli, root, AV_POOL_WRITE, &err);
+        dev = pool ? av_pool_find(pool, identity) : NULL;
+        if (!dev || !av_pool_quarantine_unscrubbed(pool, dev, failure->message, &err) ||
+            !av_pool_save(pool, &err))
+            fprintf(stderr, "accelvirt: warning: cannot quarantine %s: %s\n", identity,
+                    err ? err->message : "it left the pool");
+    }
+}
+
 int
 av_cli_cmd_detach(AvCli *cli, int argc, char **argv)
 {
@@ -1959,6 +2096,7 @@ av_cli_cmd_detach(AvCli *cli, int argc, char **argv)
     av_detach_config(ops, dom, config, units, gone, persistent);
     if (!av_detach_release(cli, root, uuid, live->name, units, gone, released, &err))
         return av_cli_fail(err);
+    av_detach_on_release(cli, root, policy, uuid, live->name, released);
     if (cli->json)
         av_cli_print_json(json_incref(out));
     else

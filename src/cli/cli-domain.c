@@ -19,6 +19,7 @@
 #include "cli.h"
 #include "domain/av-domain.h"
 #include "domain/av-rewrite.h"
+#include "pool/av-bitstream.h"
 #include "pool/av-place.h"
 #include "util/av-error.h"
 #include "util/av-json.h"
@@ -72,15 +73,166 @@ av_cli_next_uuid(gpointer data)
     return g_uuid_string_random();
 }
 
+/* TRUE when @bitstream fits a device that @profile matches by its ids:
+ * a profile that names one vendor and device ids fits when one of those
+ * pairs (or the profile's name) does; for any other profile the devices
+ * placed are checked one by one (av_cli_check_fits()). */
+static gboolean
+av_cli_profile_fits(const AvProfile *profile, const AvBitstream *bitstream)
+{
+    if (!profile->match_vendor_set || !profile->match_devices || profile->match_devices->len == 0)
+        return TRUE;
+    for (guint i = 0; i < profile->match_devices->len; i++)
+        if (av_bitstream_fits(bitstream, profile->name, profile->match_vendor,
+                              g_array_index(profile->match_devices, guint16, i)))
+            return TRUE;
+    return FALSE;
+}
+
+/* A request's function= (and no bitstream=): the one bitstream of the
+ * library in @state_dir whose function id it is and that fits @profile
+ * becomes the request's bitstream (its name).  FALSE, one sentence, when
+ * none or several do. */
+static gboolean
+av_cli_resolve_function(const AvProfile *profile, const char *state_dir, AvRequest *r, GError **error)
+{
+    g_autoptr(GPtrArray) all = NULL;
+    g_autoptr(GString) names = g_string_new(NULL);
+    const AvBitstream *found = NULL;
+    guint n = 0;
+
+    if (!av_bitstream_list(state_dir, &all, error))
+        return FALSE;
+    for (guint i = 0; i < all->len; i++) {
+        const AvBitstream *b = g_ptr_array_index(all, i);
+
+        if (g_strcmp0(b->function_id, r->function) != 0 || !av_cli_profile_fits(profile, b))
+            continue;
+        g_string_append_printf(names, "%s'%s'", n ? ", " : "", b->name);
+        found = b;
+        n++;
+    }
+    if (n == 0) {
+        g_set_error(error, AV_ERROR, AV_ERROR_NOT_FOUND,
+                    "the request for profile '%s' asks for function '%s', which no bitstream of the library "
+                    "provides for that profile; 'accelvirt bitstream list' shows the function ids",
+                    r->profile, r->function);
+        return FALSE;
+    }
+    if (n > 1) {
+        g_set_error(error, AV_ERROR, AV_ERROR_INVALID_INPUT,
+                    "the request for profile '%s' asks for function '%s', which %u bitstreams of the library "
+                    "provide (%s); name one with bitstream=",
+                    r->profile, r->function, n, names->str);
+        return FALSE;
+    }
+    r->bitstream = g_strdup(found->name);
+    return TRUE;
+}
+
+/* Resolves the bitstream= of each request of @requests (AvRequest*) in the
+ * library of @state_dir (av_bitstream_lookup()): sets its
+ * bitstream_sha256 and adds the bitstream to @bitstreams (AvBitstream*,
+ * owned; once each).  Refused, before anything is claimed: a profile
+ * without "program" (or one whose devices are no PCI functions), a
+ * bitstream the library lacks, one that fits none of the profile's ids
+ * (av_cli_profile_fits()). */
+static gboolean
+av_cli_resolve_bitstreams(const AvPolicy *policy, const char *state_dir, GPtrArray *requests, GPtrArray *bitstreams,
+                          GError **error)
+{
+    for (guint i = 0; i < requests->len; i++) {
+        AvRequest *r = g_ptr_array_index(requests, i);
+        const AvProfile *profile;
+        g_autoptr(AvBitstream) b = NULL;
+
+        if (!r->bitstream && !r->function)
+            continue;
+        profile = av_policy_find(policy, r->profile);
+        if (!profile)
+            continue; /* av_place() says so */
+        if (!r->bitstream && !av_cli_resolve_function(profile, state_dir, r, error))
+            return FALSE;
+        if (!profile->program || (profile->attach != AV_ATTACH_VFIO_PCI && profile->attach != AV_ATTACH_SRIOV_VF)) {
+            g_set_error(error, AV_ERROR, AV_ERROR_POLICY,
+                        "the request for profile '%s' names bitstream '%s', but profile '%s' does not program its "
+                        "devices (no \"program\", accelvirt-policy(5)); remove bitstream= or use a profile that "
+                        "has one",
+                        r->profile, r->bitstream, r->profile);
+            return FALSE;
+        }
+        b = av_bitstream_lookup(state_dir, r->bitstream, error);
+        if (!b) {
+            g_prefix_error(error, "the request for profile '%s': ", r->profile);
+            return FALSE;
+        }
+        if (r->function && g_strcmp0(b->function_id, r->function) != 0) {
+            g_set_error(error, AV_ERROR, AV_ERROR_INVALID_INPUT,
+                        "the request for profile '%s' asks for function '%s', but bitstream '%s' provides %s%s%s; "
+                        "name one of them only",
+                        r->profile, r->function, b->name, b->function_id ? "'" : "",
+                        b->function_id ? b->function_id : "no function id", b->function_id ? "'" : "");
+            return FALSE;
+        }
+        if (!av_cli_profile_fits(profile, b)) {
+            g_autofree char *fits = NULL;
+
+            g_ptr_array_add(b->compatible, NULL);
+            fits = g_strjoinv(", ", (char **)b->compatible->pdata);
+            g_ptr_array_remove_index(b->compatible, b->compatible->len - 1);
+            g_set_error(error, AV_ERROR, AV_ERROR_INVALID_INPUT,
+                        "bitstream '%s' fits no device of profile '%s' (it fits %s); 'accelvirt bitstream list' "
+                        "says what each fits",
+                        b->name, profile->name, fits);
+            return FALSE;
+        }
+        g_free(r->bitstream_sha256);
+        r->bitstream_sha256 = g_strdup(b->sha256);
+        if (!av_cli_bitstream_by_sha256(bitstreams, b->sha256))
+            g_ptr_array_add(bitstreams, g_steal_pointer(&b));
+    }
+    return TRUE;
+}
+
+/* Checks that each device of @placement that must hold a bitstream of
+ * @bitstreams fits it by its own ids on @host (av_bitstream_fits()). */
+static gboolean
+av_cli_check_fits(const AvHost *host, const AvPlacement *placement, const GPtrArray *bitstreams, GError **error)
+{
+    for (guint i = 0; i < placement->items->len; i++) {
+        const AvPlacedItem *item = g_ptr_array_index(placement->items, i);
+        const AvBitstream *b = av_cli_bitstream_by_sha256(bitstreams, item->bitstream);
+
+        if (!b)
+            continue;
+        for (guint j = 0; j < host->pci->len; j++) {
+            const AvPciDevice *pci = g_ptr_array_index(host->pci, j);
+
+            if (g_strcmp0(pci->address, item->pci_address) == 0 &&
+                !av_bitstream_fits(b, item->profile, pci->vendor_id, pci->device_id)) {
+                g_set_error(error, AV_ERROR, AV_ERROR_INVALID_INPUT,
+                            "bitstream '%s' does not fit device %s (%04x:%04x) placed for profile '%s'; "
+                            "'accelvirt bitstream list' says what each fits",
+                            b->name, pci->address, pci->vendor_id, pci->device_id, item->profile);
+                return FALSE;
+            }
+        }
+    }
+    return TRUE;
+}
+
 /* The placed XML of a domain: requests placed on this host, devices claimed
  * for it (with @ttl_s seconds of expiry unless @dry_run, 0: none).  @pool must
  * be open for writing unless @dry_run.  Stores the new XML and the domain's
- * UUID (both caller frees). */
+ * UUID (both caller frees), the placement and the bitstreams its requests
+ * name (AvBitstream*, resolved in the library before placing: see
+ * av_cli_resolve_bitstreams(); caller frees). */
 static gboolean
 av_cli_place(const AvCli *cli, AvRoot *root, AvPolicy *policy, AvPool *pool, const char *xml, gsize len,
              gboolean dry_run, gint64 ttl_s, char **ret_xml, char **ret_uuid, AvPlacement **ret_placement,
-             GError **error)
+             GPtrArray **ret_bitstreams, GError **error)
 {
+    g_autoptr(GPtrArray) bitstreams = g_ptr_array_new_with_free_func((GDestroyNotify)av_bitstream_free);
     g_autoptr(AvDomain) domain = NULL;
     g_autoptr(GPtrArray) requests = NULL;
     g_autoptr(AvHost) host = NULL;
@@ -127,9 +279,14 @@ av_cli_place(const AvCli *cli, AvRoot *root, AvPolicy *policy, AvPool *pool, con
             *ret_uuid = g_strdup(domain->uuid);
         if (ret_placement)
             *ret_placement = g_steal_pointer(&empty);
+        if (ret_bitstreams)
+            *ret_bitstreams = g_steal_pointer(&bitstreams);
         *ret_xml = placed ? g_steal_pointer(&placed) : g_strndup(xml, len);
         return TRUE;
     }
+    /* Unknown, unfit bitstreams are refused before anything is scanned or claimed. */
+    if (!av_cli_resolve_bitstreams(policy, av_pool_state_dir(pool), requests, bitstreams, error))
+        return FALSE;
     /* The claims need the domain's UUID before libvirt sees the domain. */
     with_uuid = av_domain_ensure_uuid(xml, len, &uuid, error);
     if (!with_uuid)
@@ -172,6 +329,8 @@ av_cli_place(const AvCli *cli, AvRoot *root, AvPolicy *policy, AvPool *pool, con
         }
         goto out;
     }
+    if (!av_cli_check_fits(host, placement, bitstreams, error))
+        goto out;
     for (guint i = 0; i < placement->warnings->len; i++)
         fprintf(stderr, "accelvirt: warning: %s\n", (const char *)g_ptr_array_index(placement->warnings, i));
     placed = av_domain_rewrite(with_uuid, strlen(with_uuid), placement, policy, error);
@@ -205,6 +364,8 @@ av_cli_place(const AvCli *cli, AvRoot *root, AvPolicy *policy, AvPool *pool, con
         *ret_uuid = g_steal_pointer(&uuid);
     if (ret_placement)
         *ret_placement = g_steal_pointer(&placement);
+    if (ret_bitstreams)
+        *ret_bitstreams = g_steal_pointer(&bitstreams);
     ok = TRUE;
 out:
     g_clear_pointer(&scratch, av_pool_free);
@@ -233,8 +394,39 @@ av_cli_drop_claims(AvPool *pool, const char *uuid, guint *ret_dropped, GError **
     return TRUE;
 }
 
+/* What becomes of @item's bitstream: "already holds 'NAME'" when @pool
+ * records its device holding it, else "will be programmed with 'NAME'
+ * (sha256 PREFIX…)"; NULL when it must hold none.  Caller frees. */
+static char *
+av_cli_program_note(const AvPool *pool, const GPtrArray *bitstreams, const AvPlacedItem *item)
+{
+    const AvBitstream *b = av_cli_bitstream_by_sha256(bitstreams, item->bitstream);
+    const AvPoolDevice *dev = item->identity ? av_pool_find((AvPool *)pool, item->identity) : NULL;
+    const char *name = b ? b->name : "?";
+
+    if (!item->bitstream)
+        return NULL;
+    if (dev && dev->programmed && g_str_equal(dev->programmed->sha256, item->bitstream))
+        return g_strdup_printf("already holds '%s'", name);
+    return g_strdup_printf("will be programmed with '%s' (sha256 %.12s…)", name, item->bitstream);
+}
+
+/* For `rewrite`, whose stdout is the XML: the programming notes on stderr. */
 static void
-av_cli_print_placement(const char *verb, const char *name, const char *uuid, const AvPlacement *placement)
+av_cli_print_program_notes(const AvPool *pool, const GPtrArray *bitstreams, const AvPlacement *placement)
+{
+    for (guint i = 0; placement && i < placement->items->len; i++) {
+        const AvPlacedItem *item = g_ptr_array_index(placement->items, i);
+        g_autofree char *note = av_cli_program_note(pool, bitstreams, item);
+
+        if (note)
+            fprintf(stderr, "accelvirt: %s %s\n", item->pci_address, note);
+    }
+}
+
+static void
+av_cli_print_placement(const char *verb, const char *name, const char *uuid, const AvPlacement *placement,
+                       const AvPool *pool, const GPtrArray *bitstreams)
 {
     printf("%s domain '%s' (%s)", verb, name, uuid ? uuid : "UUID chosen by libvirt");
     if (placement->items->len == 0) {
@@ -251,17 +443,23 @@ av_cli_print_placement(const char *verb, const char *name, const char *uuid, con
             printf("  %-20s mdev %s (%s)\n", item->profile, item->mdev_uuid, item->mdev_type);
         else if (item->usb_bus_path)
             printf("  %-20s usb %s\n", item->profile, item->usb_bus_path);
-        else if (item->pf_address)
-            printf("  %-20s %s (vf %d of PF %s)\n", item->profile, item->pci_address, item->vf_index, item->pf_address);
-        else
-            printf("  %-20s %s\n", item->profile, item->pci_address);
+        else {
+            g_autofree char *note = av_cli_program_note(pool, bitstreams, item);
+            g_autofree char *vf = item->pf_address ? g_strdup_printf(" (vf %d of PF %s)", item->vf_index,
+                                                                     item->pf_address)
+                                                   : NULL;
+
+            printf("  %-20s %s%s%s%s\n", item->profile, item->pci_address, vf ? vf : "", note ? ": " : "",
+                   note ? note : "");
+        }
     }
     for (guint i = 0; i < placement->warnings->len; i++)
         printf("  warning: %s\n", (const char *)g_ptr_array_index(placement->warnings, i));
 }
 
 static json_t *
-av_cli_placement_json(const char *name, const char *uuid, const AvPlacement *placement)
+av_cli_placement_json(const char *name, const char *uuid, const AvPlacement *placement, const AvPool *pool,
+                      const GPtrArray *bitstreams)
 {
     json_t *o = json_object();
     json_t *items = json_array();
@@ -281,6 +479,16 @@ av_cli_placement_json(const char *name, const char *uuid, const AvPlacement *pla
         if (item->pf_address)
             json_object_set_new(j, "vf", json_pack("{s:s,s:i}", "pf", item->pf_address, "index", item->vf_index));
         json_object_set_new(j, "numa_node", json_integer(item->numa_node));
+        if (item->bitstream) {
+            const AvBitstream *b = av_cli_bitstream_by_sha256(bitstreams, item->bitstream);
+            const AvPoolDevice *dev = item->identity ? av_pool_find((AvPool *)pool, item->identity) : NULL;
+
+            json_object_set_new(j, "bitstream",
+                                json_pack("{s:s,s:o,s:b}", "sha256", item->bitstream, "name",
+                                          av_json_string_or_null(b ? b->name : NULL), "held",
+                                          dev && dev->programmed &&
+                                              g_str_equal(dev->programmed->sha256, item->bitstream)));
+        }
         json_array_append_new(items, j);
     }
     for (guint i = 0; i < placement->warnings->len; i++)
@@ -311,6 +519,8 @@ av_cli_cmd_rewrite(AvCli *cli, int argc, char **argv)
     g_autoptr(GError) err = NULL;
     g_autofree char *xml = NULL;
     g_autofree char *placed = NULL;
+    g_autoptr(AvPlacement) placement = NULL;
+    g_autoptr(GPtrArray) bitstreams = NULL;
     gsize len = 0;
 
     if (!av_cli_parse(cli, "rewrite", "[FILE|-]",
@@ -344,25 +554,66 @@ av_cli_cmd_rewrite(AvCli *cli, int argc, char **argv)
     pool = av_cli_open_pool(cli, root, dry_run ? AV_POOL_READ : AV_POOL_WRITE, &err);
     if (!pool)
         return av_cli_fail(err);
-    if (!av_cli_place(cli, root, policy, pool, xml, len, dry_run, ttl, &placed, NULL, NULL, &err))
+    if (!av_cli_place(cli, root, policy, pool, xml, len, dry_run, ttl, &placed, NULL, &placement, &bitstreams, &err))
         return av_cli_fail(err);
     if (!dry_run && !av_pool_save(pool, &err))
         return av_cli_fail(err);
+    /* Programming happens at define and start; stdout is the XML. */
+    av_cli_print_program_notes(pool, bitstreams, placement);
     fputs(placed, stdout);
     return AV_EXIT_OK;
 }
 
 static gboolean av_cli_hotplug_fill(virConnect *conn, virDomain **dom, GError **error);
 
+/* After a failed define or start of the domain @uuid whose claims were
+ * saved: its claims given back, and (@forget: define) its placement record
+ * dropped, saved; then @failure printed.  *@pool may be NULL (closed by
+ * av_cli_assign()): opened again. */
+static int
+av_cli_give_back(const AvCli *cli, const AvRoot *root, AvPool **pool, const char *uuid, gboolean forget,
+                 GError *failure)
+{
+    g_autoptr(GError) err = NULL;
+
+    if (!*pool)
+        *pool = av_cli_open_pool(cli, root, AV_POOL_WRITE, &err);
+    if (*pool) {
+        if (forget)
+            av_pool_placement_forget(*pool, uuid);
+        if (av_cli_drop_claims(*pool, uuid, NULL, &err))
+            av_pool_save(*pool, &err);
+    }
+    if (err) {
+        g_autoptr(GError) both = g_error_new(failure->domain, failure->code,
+                                             "%s (and its devices could not be given back: %s)", failure->message,
+                                             err->message);
+
+        g_error_free(failure);
+        return av_cli_fail(both);
+    }
+    {
+        g_autoptr(GError) owned = failure;
+
+        return av_cli_fail(owned);
+    }
+}
+
 int
 av_cli_cmd_define(AvCli *cli, int argc, char **argv)
 {
     gint ttl = AV_CLI_CLAIM_TTL_S;
+    gboolean dry_run = FALSE;
     const GOptionEntry entries[] = {
         { "claim-ttl", 0, 0, G_OPTION_ARG_INT, &ttl,
           "Seconds the devices stay reserved if the domain is not started (0: until undefined)", "S" },
+        { "dry-run", 'n', 0, G_OPTION_ARG_NONE, &dry_run,
+          "Reserve, program and define nothing: only say where the domain would go", NULL },
         { NULL },
     };
+    g_autoptr(GPtrArray) bitstreams = NULL;
+    g_autoptr(AvOwner) owner = NULL;
+    gboolean saved = FALSE;
     g_autoptr(AvRoot) root = NULL;
     g_autoptr(AvPolicy) policy = NULL;
     g_autoptr(AvPool) pool = NULL;
@@ -387,30 +638,54 @@ av_cli_cmd_define(AvCli *cli, int argc, char **argv)
         return av_cli_usage_error("--claim-ttl must be 0 or more seconds");
     if (!av_cli_read_xml(argv[1], &xml, &len, &err) || !av_cli_open(cli, &root, &policy, &err))
         return av_cli_fail(err);
+    if (dry_run) {
+        pool = av_cli_open_pool(cli, root, AV_POOL_READ, &err);
+        if (!pool || !av_cli_place(cli, root, policy, pool, xml, len, TRUE, 0, &placed, &uuid, &placement,
+                                   &bitstreams, &err))
+            return av_cli_fail(err);
+        parsed = av_domain_parse(placed, strlen(placed), NULL);
+        if (cli->json)
+            av_cli_print_json(av_cli_placement_json(parsed ? parsed->name : "?", uuid, placement, pool, bitstreams));
+        else
+            av_cli_print_placement("would define", parsed ? parsed->name : "?", uuid, placement, pool, bitstreams);
+        return AV_EXIT_OK;
+    }
     conn = av_cli_connect(cli, &err);
     if (!conn)
         return av_cli_fail(err);
     pool = av_cli_open_pool(cli, root, AV_POOL_WRITE, &err);
     if (!pool)
         return av_cli_fail(err);
-    if (!av_cli_place(cli, root, policy, pool, xml, len, FALSE, ttl, &placed, &uuid, &placement, &err))
+    if (!av_cli_place(cli, root, policy, pool, xml, len, FALSE, ttl, &placed, &uuid, &placement, &bitstreams,
+                      &err))
         return av_cli_fail(err);
+    parsed = av_domain_parse(placed, strlen(placed), NULL);
+    if (av_cli_assign_needed(policy, pool, placement->items)) {
+        /* Programs and driver commands run with the claims saved and the
+         * lock released; a failure gives the claims back, defines nothing. */
+        owner = av_owner_new(uuid, parsed ? parsed->name : NULL);
+        saved = TRUE;
+        if (!av_cli_assign(cli, root, policy, &pool, owner, placement->items, bitstreams, NULL, "define", NULL,
+                           &err))
+            return av_cli_give_back(cli, root, &pool, uuid, TRUE, g_steal_pointer(&err));
+    }
     /* libvirt runs no hook at define: defining under the pool lock is safe.
      * The pool is saved only once libvirt has the domain. */
     dom = virDomainDefineXML(conn, placed);
     if (!dom) {
         av_cli_virt_error(&err, "libvirt refused the placed domain");
+        if (saved)
+            return av_cli_give_back(cli, root, &pool, uuid, TRUE, g_steal_pointer(&err));
         return av_cli_fail(err);
     }
     if (!av_pool_save(pool, &err))
         return av_cli_fail(err);
     if (!av_cli_hotplug_fill(conn, &dom, &err))
         return av_cli_fail(err);
-    parsed = av_domain_parse(placed, strlen(placed), NULL);
     if (cli->json)
-        av_cli_print_json(av_cli_placement_json(parsed ? parsed->name : "?", uuid, placement));
+        av_cli_print_json(av_cli_placement_json(parsed ? parsed->name : "?", uuid, placement, pool, bitstreams));
     else
-        av_cli_print_placement("defined", parsed ? parsed->name : "?", uuid, placement);
+        av_cli_print_placement("defined", parsed ? parsed->name : "?", uuid, placement, pool, bitstreams);
     return AV_EXIT_OK;
 }
 
@@ -554,6 +829,68 @@ av_cli_refresh_usb(virConnect *conn, const char *xml, const AvHost *host, const 
     return TRUE;
 }
 
+/* `accelvirt start` of a domain whose placement holds: the devices of its
+ * pool placement record (what the hook checks at prepare) that must be
+ * programmed, or whose profile has "on_assign", are claimed for it when
+ * free (until AV_CLI_CLAIM_TTL_S from now; av_cli_assign() renews a claim
+ * that would end before its program could) and given to it
+ * (av_cli_assign(): programmed unless their record says they hold their
+ * bitstream; on_assign for those claimed now).  Nothing to do: TRUE at
+ * once.  *@pool as av_cli_assign() leaves it. */
+static gboolean
+av_cli_start_assign(const AvCli *cli, const AvRoot *root, const AvPolicy *policy, AvPool **pool,
+                    const AvOwner *owner, GError **error)
+{
+    const AvPoolPlacement *record = av_pool_placement_find(*pool, owner->domain_uuid);
+    g_autoptr(GPtrArray) items = g_ptr_array_new_with_free_func((GDestroyNotify)av_placed_item_free);
+    g_autoptr(GPtrArray) bitstreams = g_ptr_array_new_with_free_func((GDestroyNotify)av_bitstream_free);
+    g_autoptr(GHashTable) assign = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+    gint64 expires = g_get_real_time() / G_USEC_PER_SEC + AV_CLI_CLAIM_TTL_S;
+    gboolean program = FALSE;
+
+    for (guint i = 0; record && i < record->items->len; i++) {
+        const AvPlacedItem *item = g_ptr_array_index(record->items, i);
+        const AvProfile *profile = av_policy_find(policy, item->profile);
+        AvPoolDevice *dev = item->identity ? av_pool_find(*pool, item->identity) : NULL;
+        gboolean held = dev && dev->programmed && item->bitstream &&
+                        g_str_equal(dev->programmed->sha256, item->bitstream);
+        gboolean on_assign = profile && profile->drivers[AV_DRIVER_ON_ASSIGN];
+        AvPlacedItem *copy;
+
+        if (!dev || ((!item->bitstream || held) && !on_assign))
+            continue;
+        if (dev->state == AV_DEVICE_STATE_FREE) {
+            if (!av_pool_claim(*pool, dev, owner, expires, error))
+                return FALSE;
+            if (on_assign)
+                g_hash_table_add(assign, g_strdup(dev->identity));
+        } else if (!(dev->state == AV_DEVICE_STATE_CLAIMED && dev->owner &&
+                     g_strcmp0(dev->owner->domain_uuid, owner->domain_uuid) == 0)) {
+            continue; /* av_cli_placement_holds() said it is ours or free */
+        }
+        if (item->bitstream && !held) {
+            program = TRUE;
+            if (!av_cli_bitstream_by_sha256(bitstreams, item->bitstream)) {
+                AvBitstream *b = av_bitstream_lookup(cli->state_dir, item->bitstream, error);
+
+                if (!b)
+                    return FALSE;
+                g_ptr_array_add(bitstreams, b);
+            }
+        }
+        /* A copy: av_cli_assign() closes the pool that owns the record. */
+        copy = g_new0(AvPlacedItem, 1);
+        copy->profile = g_strdup(item->profile);
+        copy->identity = g_strdup(item->identity);
+        copy->pci_address = g_strdup(item->pci_address);
+        copy->bitstream = g_strdup(item->bitstream);
+        g_ptr_array_add(items, copy);
+    }
+    if (!program && g_hash_table_size(assign) == 0)
+        return TRUE;
+    return av_cli_assign(cli, root, policy, pool, owner, items, bitstreams, assign, "start", NULL, error);
+}
+
 int
 av_cli_cmd_start(AvCli *cli, int argc, char **argv)
 {
@@ -604,6 +941,7 @@ av_cli_cmd_start(AvCli *cli, int argc, char **argv)
     if (requests->len > 0) {
         g_autoptr(AvPool) pool = av_cli_open_pool(cli, root, AV_POOL_WRITE, &err);
         g_autoptr(AvHost) host = NULL;
+        g_autoptr(AvOwner) owner = av_owner_new(domain->uuid, domain->name);
         gboolean changed = FALSE;
 
         if (!pool)
@@ -614,26 +952,34 @@ av_cli_cmd_start(AvCli *cli, int argc, char **argv)
         if (replace || !av_cli_placement_holds(pool, domain)) {
             g_autofree char *placed = NULL;
             g_autoptr(AvPlacement) placement = NULL;
+            g_autoptr(GPtrArray) bitstreams = NULL;
             g_autoptr(virDomain) redefined = NULL;
 
             if (!av_cli_drop_claims(pool, domain->uuid, NULL, &err) ||
                 !av_cli_place(cli, root, policy, pool, xml, strlen(xml), FALSE, AV_CLI_CLAIM_TTL_S,
-                              &placed, NULL, &placement, &err))
+                              &placed, NULL, &placement, &bitstreams, &err))
                 return av_cli_fail(err);
+            if (av_cli_assign_needed(policy, pool, placement->items) &&
+                !av_cli_assign(cli, root, policy, &pool, owner, placement->items, bitstreams, NULL, "start", NULL,
+                               &err))
+                return av_cli_give_back(cli, root, &pool, domain->uuid, FALSE, g_steal_pointer(&err));
             redefined = virDomainDefineXML(conn, placed);
             if (!redefined) {
                 av_cli_virt_error(&err, "libvirt refused the re-placed domain");
-                return av_cli_fail(err);
+                return av_cli_give_back(cli, root, &pool, domain->uuid, FALSE, g_steal_pointer(&err));
             }
             if (!av_cli_hotplug_fill(conn, &redefined, &err))
                 return av_cli_fail(err);
             if (!cli->json)
-                av_cli_print_placement("re-placed", domain->name, domain->uuid, placement);
+                av_cli_print_placement("re-placed", domain->name, domain->uuid, placement, pool, bitstreams);
             replaced = TRUE;
         } else if (!av_cli_refresh_usb(conn, xml, host, pool, &refreshed, &err)) {
             return av_cli_fail(err);
-        } else if (refreshed && !cli->json) {
-            printf("refreshed the USB bus and device numbers of domain '%s'\n", domain->name);
+        } else {
+            if (refreshed && !cli->json)
+                printf("refreshed the USB bus and device numbers of domain '%s'\n", domain->name);
+            if (!av_cli_start_assign(cli, root, policy, &pool, owner, &err))
+                return av_cli_give_back(cli, root, &pool, domain->uuid, FALSE, g_steal_pointer(&err));
         }
         if (!av_pool_save(pool, &err))
             return av_cli_fail(err);

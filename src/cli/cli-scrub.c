@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "scrub/av-program.h"
 #include "scrub/av-scrub.h"
 #include "util/av-error.h"
 #include "util/av-file.h"
@@ -287,7 +288,8 @@ av_cli_cmd_scrub(AvCli *cli, int argc, char **argv)
     g_autoptr(json_t) extra = json_object();
     g_autoptr(AvOwner) owner = NULL;
     g_autofree char *operator_name = av_cli_operator();
-    g_autofree char *identity = NULL, *address = NULL, *profile_name = NULL, *rom = NULL;
+    g_autofree char *identity = NULL, *address = NULL, *profile_name = NULL, *rom = NULL, *original_driver = NULL;
+    g_autoptr(json_t) on_free = NULL;
     g_autofree char *rebound_from = NULL, *started = NULL, *token = NULL, *scrub_domain = NULL, *problem = NULL;
     g_autoptr(GDateTime) now = g_date_time_new_now_utc();
     const AvProfile *profile;
@@ -355,6 +357,7 @@ av_cli_cmd_scrub(AvCli *cli, int argc, char **argv)
     address = g_strdup(dev->address);
     profile_name = g_strdup(dev->profile);
     rom = g_strdup(dev->rom_sha256);
+    original_driver = g_strdup(dev->original_driver);
     owner = av_owner_copy(dev->owner);
     problem = g_strdup(dev->identity_problem);
     kind = dev->kind;
@@ -375,6 +378,8 @@ av_cli_cmd_scrub(AvCli *cli, int argc, char **argv)
     /* A dirty or quarantined device's group is held (av-hold.h): the steps
      * go through the hold, which makes way for a "vm" or "command" step. */
     target.hold_state_dir = cli->state_dir;
+    target.state_dir = cli->state_dir;
+    target.original_driver = original_driver;
     if (isatty(STDERR_FILENO) && !cli->json) {
         target.progress = av_cli_progress;
         target.progress_data = &progress;
@@ -391,6 +396,16 @@ av_cli_cmd_scrub(AvCli *cli, int argc, char **argv)
     /* Given back as found, after steps that passed, as the profile says. */
     if (!failure && rebound && profile->restore_driver == AV_RESTORE_ON_RELEASE)
         av_scrub_restore_rebound(root, av_kernel_ops_for(root), address, rebound_from, &failure);
+    /* The profile's on_free, as the worker runs it, before a device that
+     * passed goes free (a quarantined one stays quarantined: not now). */
+    if (!failure && from != AV_DEVICE_STATE_QUARANTINED && profile->drivers[AV_DRIVER_ON_FREE]) {
+        AvProgramTarget free_target = { .root = root, .state_dir = cli->state_dir, .profile = profile,
+                                        .address = address, .identity = identity,
+                                        .domain_name = owner ? owner->domain_name : NULL,
+                                        .domain_uuid = owner ? owner->domain_uuid : NULL, .group_fd = -1 };
+
+        av_driver_run(&free_target, AV_DRIVER_ON_FREE, NULL, &on_free, &failure);
+    }
 
     /* The outcome, under the pool lock again. */
     pool = av_cli_open_pool(cli, root, AV_POOL_WRITE, &err);
@@ -431,6 +446,11 @@ av_cli_cmd_scrub(AvCli *cli, int argc, char **argv)
         if (!av_pool_transition(pool, dev, AV_DEVICE_STATE_QUARANTINED, NULL, failure->message, &err))
             return av_cli_fail(err);
     }
+    /* What its "program-base" step put in it (issue 15), and the runs. */
+    if ((!failure && !av_pool_set_programmed(pool, dev, av_scrub_report_programmed(report, "operator"),
+                                             "the scrub programmed no base bitstream", &err)) ||
+        !av_scrub_journal_runs(pool, identity, report, on_free, "operator", &err))
+        return av_cli_fail(err);
     json_object_set_new(extra, "kind", json_string(av_device_kind_to_string(kind)));
     json_object_set_new(extra, "scrubbed_by", json_string("operator"));
     json_object_set_new(extra, "operator", json_string(operator_name));

@@ -205,6 +205,19 @@ av_status_print_table(const AvCli *cli, const AvRoot *root, const AvPool *pool, 
             printf("    reason: %s\n", reason);
         if (problem && g_strcmp0(d->identity_problem, d->reason) != 0)
             printf("    identity problem (quarantined when its scrub ends): %s\n", problem);
+        if (d->programmed) {
+            g_autofree char *when = av_time_str(d->programmed->since);
+            g_autofree char *name = av_cli_printable(d->programmed->name ? d->programmed->name : "?");
+            g_autofree char *verified = av_cli_printable(d->programmed->verified);
+
+            printf("    holds bitstream '%s' (sha256 %.12s...), programmed %s by %s: %s\n", name,
+                   d->programmed->sha256, when, d->programmed->by, verified);
+        } else {
+            const AvProfile *profile = d->profile ? av_policy_find(policy, d->profile) : NULL;
+
+            if (profile && profile->program)
+                printf("    holds: unknown (no bitstream programmed by accelvirt since a domain last had it)\n");
+        }
         if (d->last_scrub) {
             json_t *cov = json_object_get(d->last_scrub, "coverage");
             g_autofree char *when = av_time_str(json_integer_value(json_object_get(d->last_scrub, "time")));

@@ -9,6 +9,7 @@
 #include "util/av-root.h"
 #include "pci/av-pci.h"
 #include "policy/av-policy.h"
+#include "pool/av-bitstream.h"
 #include "pool/av-place.h"
 #include "pool/av-pool.h"
 
@@ -150,6 +151,44 @@ virDomain *av_cli_lookup(virConnect *conn, const char *name, GError **error);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(virConnect, virConnectClose)
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(virDomain, virDomainFree)
 
+/* --- giving devices to a domain (cli-assign.c, issue 15) --- */
+
+/* The bitstream of @bitstreams (AvBitstream*, borrowed; may be NULL) whose
+ * SHA-256 is @sha256, or NULL.  Borrowed from @bitstreams. */
+const AvBitstream *av_cli_bitstream_by_sha256(const GPtrArray *bitstreams, const char *sha256);
+
+/* Opens the VFIO group of @pci (borrowed, a fresh scan) for a program with
+ * driver "vfio-pci", passed to it as fd 3: the device must be on vfio-pci
+ * and its group open nowhere else (Documentation/driver-api/vfio.rst: one
+ * open file of a group at a time), through the root's kernel table.
+ * Returns the fd (caller closes) or -1 with @error (AV_ERROR_BUSY when
+ * another process has the group open, naming it). */
+int av_cli_program_group_open(const AvRoot *root, const AvPciDevice *pci, GError **error);
+
+/* TRUE when av_cli_assign() has work for @items (AvPlacedItem*): a device
+ * whose pool record does not say it holds the bitstream its item names, or
+ * a profile with an "on_assign" driver command. */
+gboolean av_cli_assign_needed(const AvPolicy *policy, const AvPool *pool, const GPtrArray *items);
+
+/* Gives the devices of @items (AvPlacedItem*, borrowed), CLAIMED by @owner
+ * in *@pool (open for writing), to the domain: each one whose item names a
+ * bitstream (item->bitstream, found in @bitstreams: AvBitstream*, borrowed)
+ * that its pool record does not say it holds is programmed with it
+ * (av_program_run(), by @by: "define", "start"); then each whose identity
+ * is in @assign (a set of char*, borrowed; NULL: all) gets its profile's
+ * "on_assign" command (av_driver_run()).  The checks, the claims renewed
+ * to last past the programs' timeouts and the records cleared are saved,
+ * *@pool is closed (the lock released) while the commands run, then
+ * opened again for writing (a new pool in *@pool, NULL only when that
+ * fails): outcomes are recorded (av_pool_set_programmed()) only for
+ * devices still claimed by @owner, and journalled ("program", "driver").
+ * The first failure stops the runs: FALSE with @error; what ran is
+ * recorded, the claims stay (the caller gives them back).  The caller
+ * saves.  *ret_programmed (may be NULL): how many were programmed. */
+gboolean av_cli_assign(const AvCli *cli, const AvRoot *root, const AvPolicy *policy, AvPool **pool,
+                       const AvOwner *owner, const GPtrArray *items, const GPtrArray *bitstreams, GHashTable *assign,
+                       const char *by, guint *ret_programmed, GError **error);
+
 /* The commands: argv[0] is the command name. */
 int av_cli_cmd_list(AvCli *cli, int argc, char **argv);
 int av_cli_cmd_status(AvCli *cli, int argc, char **argv);
@@ -169,5 +208,7 @@ int av_cli_cmd_attach(AvCli *cli, int argc, char **argv);
 int av_cli_cmd_detach(AvCli *cli, int argc, char **argv);
 int av_cli_cmd_audit(AvCli *cli, int argc, char **argv);
 int av_cli_cmd_watch(AvCli *cli, int argc, char **argv);
+int av_cli_cmd_bitstream(AvCli *cli, int argc, char **argv);
+int av_cli_cmd_program(AvCli *cli, int argc, char **argv);
 
 G_END_DECLS

@@ -1283,6 +1283,21 @@ av_domain_placed_vf(const xmlNode *node, char **ret_pf, int *ret_vf, GError **er
     return TRUE;
 }
 
+gboolean
+av_domain_placed_bitstream(const xmlNode *node, char **ret, GError **error)
+{
+    g_autofree char *sha256 = av_domain_prop(node, "bitstream");
+
+    if (sha256 && (!av_rom_sha256_is_valid(sha256) || g_str_equal(sha256, AV_ROM_NONE))) {
+        g_autofree char *q = av_domain_quote(sha256);
+
+        return av_domain_invalid_at(error, node, "av:device bitstream '%s' is not a SHA-256 (64 lower-case hex digits)",
+                                    q);
+    }
+    *ret = g_steal_pointer(&sha256);
+    return TRUE;
+}
+
 static gboolean
 placed_parse(const xmlNode *node, gboolean is_mdev, AvDomain *dom, GError **error)
 {
@@ -1307,7 +1322,8 @@ placed_parse(const xmlNode *node, gboolean is_mdev, AvDomain *dom, GError **erro
     }
     placed->alias = g_steal_pointer(&alias);
     placed->vf_index = -1;
-    if (!is_mdev && !av_domain_placed_vf(node, &placed->pf_address, &placed->vf_index, error))
+    if (!is_mdev && (!av_domain_placed_vf(node, &placed->pf_address, &placed->vf_index, error) ||
+                     !av_domain_placed_bitstream(node, &placed->bitstream, error)))
         return FALSE;
     if (is_mdev ? !value || !uuid_canonical(value, &placed->mdev_uuid)
                 : !value || !pci_address_canonical(value, &placed->pci_address)) {

@@ -30,6 +30,7 @@
 #include <libxml/xmlerror.h>
 #include <libxml/xmlsave.h>
 
+#include "pool/av-bitstream.h"
 #include "pool/av-pool.h"
 #include "util/av-error.h"
 
@@ -350,7 +351,7 @@ decimal_parse(const char *s, guint max, guint *ret)
 static gboolean
 request_parse(const xmlNode *node, AvRequest **ret, GError **error)
 {
-    static const char *const known[] = { "profile", "count", "granularity", "numa", NULL };
+    static const char *const known[] = { "profile", "count", "granularity", "numa", "bitstream", "function", NULL };
     static const char *const granularities[] = { "function", "region", "card", NULL };
     static const AvGranularity granularity_values[] = { AV_GRANULARITY_FUNCTION, AV_GRANULARITY_REGION,
                                                          AV_GRANULARITY_CARD };
@@ -359,6 +360,8 @@ request_parse(const xmlNode *node, AvRequest **ret, GError **error)
     g_autofree char *count = av_domain_prop(node, "count");
     g_autofree char *granularity = av_domain_prop(node, "granularity");
     g_autofree char *numa = av_domain_prop(node, "numa");
+    g_autofree char *bitstream = av_domain_prop(node, "bitstream");
+    g_autofree char *function = av_domain_prop(node, "function");
     g_autoptr(AvRequest) request = NULL;
     guint n = 1;
     int i = 0;
@@ -368,7 +371,8 @@ request_parse(const xmlNode *node, AvRequest **ret, GError **error)
             g_autofree char *q = av_domain_quote((const char *)a->name);
 
             return av_domain_invalid_at(
-                error, node, "av:request has an unknown attribute '%s' (it takes profile, count, granularity and numa)",
+                error, node, "av:request has an unknown attribute '%s' (it takes profile, count, granularity, numa, "
+                       "bitstream and function)",
                 q);
         }
     }
@@ -409,6 +413,28 @@ request_parse(const xmlNode *node, AvRequest **ret, GError **error)
             return av_domain_invalid_at(error, node, "av:request numa '%s' is neither 'same' nor 'any'", q);
         }
         request->numa_any = i == 1;
+    }
+    if (bitstream) {
+        if (!av_bitstream_ref_is_valid(bitstream)) {
+            g_autofree char *q = av_domain_quote(bitstream);
+
+            return av_domain_invalid_at(error, node,
+                                        "av:request bitstream '%s' names no bitstream (a name of the library, 1 to "
+                                        "63 of a-z, 0-9, '.', '_' and '-', or 64 lower-case hex digits)",
+                                        q);
+        }
+        request->bitstream = g_steal_pointer(&bitstream);
+    }
+    if (function) {
+        if (!av_bitstream_function_id_is_valid(function)) {
+            g_autofree char *q = av_domain_quote(function);
+
+            return av_domain_invalid_at(error, node,
+                                        "av:request function '%s' is not a function id (1 to 128 of A-Z, a-z, "
+                                        "0-9, '.', '_', ':' and '-')",
+                                        q);
+        }
+        request->function = g_steal_pointer(&function);
     }
     *ret = g_steal_pointer(&request);
     return TRUE;
@@ -871,6 +897,14 @@ placement_check(const AvPlacement *placement, const AvPolicy *policy, GPtrArray 
             return placement_invalid(error, "profile '%s' is not in the policy", item->profile);
         if (profile && profile->hide_hypervisor)
             hide = TRUE;
+        if (item->bitstream && ((item->attach != AV_ATTACH_VFIO_PCI && item->attach != AV_ATTACH_SRIOV_VF) ||
+                                !av_rom_sha256_is_valid(item->bitstream) ||
+                                g_str_equal(item->bitstream, AV_ROM_NONE))) {
+            g_autofree char *q = av_domain_quote(item->bitstream);
+
+            return placement_invalid(error, "device %u of profile '%s' has the bitstream '%s' (a PCI device's "
+                                     "SHA-256 only)", i, item->profile, q);
+        }
         switch (item->attach) {
         case AV_ATTACH_VFIO_PCI:
         case AV_ATTACH_SRIOV_VF:
@@ -1047,6 +1081,8 @@ placed_new(xmlDoc *doc, xmlNs *ns, const AvPlacedItem *item, const char *alias)
             set_prop(node, "pf", pf);
             set_prop(node, "vf", vf);
         }
+        if (item->bitstream)
+            set_prop(node, "bitstream", item->bitstream);
         break;
     }
     set_prop(node, "alias", alias);
@@ -1549,7 +1585,8 @@ hostdev_address(const AvDomain *dom, const char *alias)
 
 /* Moves the PCI hostdev @hostdev (alias @alias) and its entry @entry to the
  * address of @item: <source><address domain= bus= slot= function=/> only;
- * the guest-side <address type='pci'/>, the alias, the driver stay. */
+ * the guest-side <address type='pci'/>, the alias, the driver stay.  The
+ * entry's bitstream= becomes @item's. */
 static gboolean
 remap_pci(const AvDomain *dom, xmlNode *hostdev, xmlNode *entry, const AvPlacedItem *item, const char *alias,
           gboolean *changed, GError **error)
@@ -1573,6 +1610,7 @@ remap_pci(const AvDomain *dom, xmlNode *hostdev, xmlNode *entry, const AvPlacedI
         update_prop(address, "function", function, changed);
     }
     update_prop(entry, "address", canonical, changed);
+    update_prop(entry, "bitstream", item->bitstream, changed);
     return TRUE;
 }
 
@@ -1839,7 +1877,8 @@ av_domain_placement(const char *xml, gsize len, GError **error)
                                      q);
                 goto out;
             }
-            if (!av_domain_placed_vf(entry, &item->pf_address, &item->vf_index, error))
+            if (!av_domain_placed_vf(entry, &item->pf_address, &item->vf_index, error) ||
+                !av_domain_placed_bitstream(entry, &item->bitstream, error))
                 goto out;
             if (item->pf_address)
                 item->attach = AV_ATTACH_SRIOV_VF;

@@ -25,6 +25,9 @@
  *         <av:request .../>                       (kept as the user wrote them)
  *         <av:placement node="0" pinned="yes" numatune="yes" hidden="no">
  *           <av:device profile=".." address="0000:17:00.0" alias="ua-accelvirt-0"/>
+ *           <av:device profile=".." address="0000:3b:00.0" bitstream="SHA256" alias=".."/>
+ *                                                 (its request's bitstream=, resolved by the CLI:
+ *                                                  the device must hold it at prepare, issue 15)
  *           <av:mdev profile=".." uuid="..." alias="ua-accelvirt-1"/>
  *           <av:usb profile=".." bus-path="1-1.2" vendor="0x03e7" product="0x2485" alias="ua-accelvirt-2"/>
  *         </av:placement>

@@ -31,6 +31,9 @@
 #define AV_SCRUB_COMMAND_TIMEOUT_DEFAULT 300
 #define AV_SCRUB_VM_TIMEOUT_DEFAULT 600
 #define AV_SCRUB_USB_REAUTHORIZE_TIMEOUT_DEFAULT 10
+#define AV_PROGRAM_TIMEOUT_DEFAULT 600
+#define AV_DRIVER_HOOK_TIMEOUT_DEFAULT 10   /* on_prepare, on_release: in the hook */
+#define AV_DRIVER_TIMEOUT_DEFAULT 300       /* on_assign, on_free */
 
 /* ---- names ---- */
 
@@ -50,12 +53,15 @@ static const char *const restore_names[] = { "on-release", "keep-vfio", NULL };
 static const int restore_values[] = { AV_RESTORE_ON_RELEASE, AV_RESTORE_KEEP_VFIO };
 
 static const char *const scrub_names[] = { "none", "command", "vfio-zero", "reset", "rom-check", "vm",
-                                           "usb-reset", "usb-reauthorize", NULL };
+                                           "usb-reset", "usb-reauthorize", "program-base", NULL };
 static const int scrub_values[] = {
     AV_SCRUB_METHOD_NONE, AV_SCRUB_METHOD_COMMAND, AV_SCRUB_METHOD_VFIO_ZERO,
     AV_SCRUB_METHOD_RESET, AV_SCRUB_METHOD_ROM_CHECK, AV_SCRUB_METHOD_VM,
-    AV_SCRUB_METHOD_USB_RESET, AV_SCRUB_METHOD_USB_REAUTHORIZE,
+    AV_SCRUB_METHOD_USB_RESET, AV_SCRUB_METHOD_USB_REAUTHORIZE, AV_SCRUB_METHOD_PROGRAM_BASE,
 };
+
+static const char *const program_driver_names[] = { "vfio-pci", "host", NULL };
+static const int program_driver_values[] = { AV_PROGRAM_DRIVER_VFIO, AV_PROGRAM_DRIVER_HOST };
 
 static const char *const verify_names[] = { "full", "sample", NULL };
 static const char *const reset_method_names[] = { "flr", "pm", "bus", "device_specific", "acpi", NULL };
@@ -64,7 +70,7 @@ static const char *const top_keys[] = { "profiles", "description", NULL };
 static const char *const profile_keys[] = {
     "name", "description", "match", "attach", "mdev_type", "numa", "allocation", "granularity",
     "scrub", "restore_driver", "hide_hypervisor", "resource_class", "traits", "companions", "memory", "min_coverage",
-    "vfs", "vfs_shrink", NULL,
+    "vfs", "vfs_shrink", "program", "on_prepare", "on_release", "on_assign", "on_free", NULL,
 };
 static const char *const match_keys[] = {
     "vendor", "device", "class", "subsystem_vendor", "subsystem_device", "address", "mdev_parent", "pf", NULL,
@@ -1028,31 +1034,68 @@ check_missing_path(const char *path, const char *what, GError **error)
     return FALSE;
 }
 
-/* See av-policy.h. */
-gboolean
-av_policy_check_scrub_argv(const json_t *argv, guint *ret_bad, GError **error)
+/* av_policy_check_scrub_program() for a program shown as @what ("scrub
+ * program", "program", "driver command").  Borrows @path. */
+static gboolean
+check_program_file(const char *path, const char *what, GError **error)
 {
+    struct stat st;
+
+    if (!av_file_check_trusted(path, what, &st, error))
+        return FALSE;
+    if (!S_ISREG(st.st_mode)) {
+        g_set_error(error, AV_ERROR, AV_ERROR_POLICY, "the %s '%s' is not a regular file", what, path);
+        return FALSE;
+    }
+    if (!(st.st_mode & (S_IXUSR | S_IXGRP | S_IXOTH))) {
+        g_set_error(error, AV_ERROR, AV_ERROR_POLICY, "the %s '%s' is not executable (mode %04o)", what, path,
+                    (unsigned)(st.st_mode & 07777));
+        return FALSE;
+    }
+    return TRUE;
+}
+
+/* av_policy_check_scrub_argv() for the argv of a program shown as @what.
+ * With @is_template (a "program" or a driver command,
+ * av_profile_argv_expand()), whose argv av_program_run() expands and
+ * checks again right before it runs it: an argument that names a
+ * placeholder is left alone (what it names is known only once expanded),
+ * and a program that does not exist yet is taken where nobody else could
+ * create it (the vendor's tools may come after the policy; until they do,
+ * every run fails, as av_profile_scrub_warnings() says).  The program (the
+ * first element) of a template names no placeholder: the parser refuses
+ * that. */
+static gboolean
+check_argv_trusted(const json_t *argv, gboolean is_template, const char *what, guint *ret_bad, GError **error)
+{
+    g_autofree char *arg_what = g_strdup_printf("%s argument", what);
+
     for (guint i = 0; i < json_array_size(argv); i++) {
         const char *arg = json_string_value(json_array_get(argv, i));
         struct stat st;
 
         *ret_bad = i;
         if (i == 0) {
-            if (!av_policy_check_scrub_program(arg, error))
+            if (is_template && arg && arg[0] == '/' && stat(arg, &st) < 0 && (errno == ENOENT || errno == ENOTDIR)) {
+                if (!check_missing_path(arg, what, error))
+                    return FALSE;
+                continue;
+            }
+            if (!check_program_file(arg, what, error))
                 return FALSE;
             continue;
         }
         /* A script an interpreter runs, a config file: trusted as the
          * program; one that does not exist yet (an output path) sits where
          * nobody else could create it. */
-        if (!arg || arg[0] != '/')
+        if (!arg || arg[0] != '/' || (is_template && strchr(arg, '{')))
             continue;
         if (stat(arg, &st) < 0) {
-            if (!check_missing_path(arg, "scrub program argument", error))
+            if (!check_missing_path(arg, arg_what, error))
                 return FALSE;
             continue;
         }
-        if (!av_file_check_trusted(arg, "scrub program argument", NULL, error))
+        if (!av_file_check_trusted(arg, arg_what, NULL, error))
             return FALSE;
     }
     return TRUE;
@@ -1060,22 +1103,16 @@ av_policy_check_scrub_argv(const json_t *argv, guint *ret_bad, GError **error)
 
 /* See av-policy.h. */
 gboolean
+av_policy_check_scrub_argv(const json_t *argv, guint *ret_bad, GError **error)
+{
+    return check_argv_trusted(argv, FALSE, "scrub program", ret_bad, error);
+}
+
+/* See av-policy.h. */
+gboolean
 av_policy_check_scrub_program(const char *path, GError **error)
 {
-    struct stat st;
-
-    if (!av_file_check_trusted(path, "scrub program", &st, error))
-        return FALSE;
-    if (!S_ISREG(st.st_mode)) {
-        g_set_error(error, AV_ERROR, AV_ERROR_POLICY, "the scrub program '%s' is not a regular file", path);
-        return FALSE;
-    }
-    if (!(st.st_mode & (S_IXUSR | S_IXGRP | S_IXOTH))) {
-        g_set_error(error, AV_ERROR, AV_ERROR_POLICY, "the scrub program '%s' is not executable (mode %04o)", path,
-                    (unsigned)(st.st_mode & 07777));
-        return FALSE;
-    }
-    return TRUE;
+    return check_program_file(path, "scrub program", error);
 }
 
 /* TRUE when @needle occurs in @text outside its XML comments. */
@@ -1195,6 +1232,19 @@ policy_fail_file(const PolicyParse *pp, const char *path, const char *display, c
     return FALSE;
 }
 
+/* Adds to @out a warning when the program of the template @argv (of
+ * @key, which @fails says what happens without it) is not installed: the
+ * load takes one that does not exist yet (check_argv_trusted()). */
+static void
+warn_program_missing(GPtrArray *out, const json_t *argv, const char *key, const char *fails)
+{
+    const char *program = json_string_value(json_array_get(argv, 0));
+
+    if (program && !g_file_test(program, G_FILE_TEST_EXISTS))
+        g_ptr_array_add(out, g_strdup_printf("'%s' runs '%s', which is not installed: until it is, %s", key, program,
+                                             fails));
+}
+
 /* See av-policy.h. */
 GPtrArray *
 av_profile_scrub_warnings(const AvProfile *profile)
@@ -1209,8 +1259,24 @@ av_profile_scrub_warnings(const AvProfile *profile)
      * card memory as well. */
     gboolean gpu = base == 0x03 || base == 0x12 || nvidia ||
                    (!profile->match_class_set && (vendor == 0x1002 || vendor == 0x10ee || vendor == 0x1172));
-    gboolean zero = FALSE, other_memory_step = FALSE, resize = FALSE;
+    gboolean zero = FALSE, other_memory_step = FALSE, resize = FALSE, program_base = FALSE;
+    static const char *const driver_fails[AV_DRIVER_POINTS] = {
+        "the hook refuses every domain given one of its devices",
+        "every device a domain releases is quarantined",
+        "no device is given to a domain",
+        "every scrubbed device is quarantined",
+    };
 
+    if (profile->program) {
+        warn_program_missing(out, profile->program->argv, "program", "no device is programmed (a domain that asks "
+                             "for a bitstream does not start, a 'program-base' step quarantines the device)");
+        warn_program_missing(out, profile->program->verify, "program.verify", "every programming fails");
+    }
+    for (guint i = 0; i < AV_DRIVER_POINTS; i++) {
+        if (profile->drivers[i])
+            warn_program_missing(out, profile->drivers[i]->argv, av_driver_point_to_string((AvDriverPoint)i),
+                                 driver_fails[i]);
+    }
     if (profile->attach != AV_ATTACH_VFIO_PCI && profile->attach != AV_ATTACH_SRIOV_VF)
         return out;
     for (guint i = 0; profile->scrub && i < profile->scrub->len; i++) {
@@ -1221,8 +1287,15 @@ av_profile_scrub_warnings(const AvProfile *profile)
             resize = resize || json_is_true(json_object_get(step->options, "resize"));
         } else if (step->method == AV_SCRUB_METHOD_COMMAND || step->method == AV_SCRUB_METHOD_VM) {
             other_memory_step = TRUE;
+        } else if (step->method == AV_SCRUB_METHOD_PROGRAM_BASE) {
+            program_base = TRUE;
         }
     }
+    /* Issue 15: the tenant's logic must not survive on the card. */
+    if (profile->program && !program_base)
+        g_ptr_array_add(out, g_strdup("the profile programs its devices but no scrub step is 'program-base': the "
+                                      "last tenant's logic stays on the card for the next one; give 'program' a "
+                                      "'base' and make {\"method\": \"program-base\"} the first step"));
     if (gpu && !zero && !other_memory_step)
         g_ptr_array_add(out, g_strdup("no scrub step clears the device's memory (only a vfio-zero, command or vm "
                                       "step can): the next tenant may read what the last one left"));
@@ -1281,11 +1354,14 @@ av_policy_parse_size(const char *text, guint64 *ret_bytes)
 
 /* ---- scrub ---- */
 
+/* The "timeout" of @obj (at @base, shown as "@display.timeout"): 1 to
+ * @max seconds, @def when absent.  @why_max (or NULL) ends the message of
+ * a value above @max. */
 static gboolean
-get_timeout(const PolicyParse *pp, json_t *step, const char *base, const char *display,
-            guint def, guint *ret, GError **error)
+get_timeout_max(const PolicyParse *pp, json_t *obj, const char *base, const char *display,
+                guint def, guint max, const char *why_max, guint *ret, GError **error)
 {
-    json_t *v = json_object_get(step, "timeout");
+    json_t *v = json_object_get(obj, "timeout");
     g_autofree char *path = path_join(base, "timeout");
     g_autofree char *disp = g_strdup_printf("%s.timeout", display);
     json_int_t t;
@@ -1296,11 +1372,18 @@ get_timeout(const PolicyParse *pp, json_t *step, const char *base, const char *d
     if (!json_is_integer(v))
         return type_fail(pp, path, disp, "a whole number of seconds", v, error);
     t = json_integer_value(v);
-    if (t < 1 || t > AV_POLICY_MAX_TIMEOUT)
-        return policy_fail(pp, path, FALSE, error, "'%s' is out of range: %" JSON_INTEGER_FORMAT "; expected 1 to %d seconds",
-                           disp, t, AV_POLICY_MAX_TIMEOUT);
+    if (t < 1 || t > (json_int_t)max)
+        return policy_fail(pp, path, FALSE, error, "'%s' is out of range: %" JSON_INTEGER_FORMAT "; expected 1 to %u seconds%s",
+                           disp, t, max, t > (json_int_t)max && why_max ? why_max : "");
     *ret = (guint)t;
     return TRUE;
+}
+
+static gboolean
+get_timeout(const PolicyParse *pp, json_t *step, const char *base, const char *display,
+            guint def, guint *ret, GError **error)
+{
+    return get_timeout_max(pp, step, base, display, def, AV_POLICY_MAX_TIMEOUT, NULL, ret, error);
 }
 
 static gboolean
@@ -1315,6 +1398,65 @@ check_absolute_path(const PolicyParse *pp, json_t *v, const char *path, const ch
         return policy_fail(pp, path, FALSE, error, "'%s' is not an absolute path: '%s'; expected a path that starts with '/'",
                            display, s);
     return TRUE;
+}
+
+/* The document's checks of the argv @argv at @ap (shown as @ad, such as
+ * "scrub[0].argv"): a non-empty list of strings, the first an absolute
+ * path.  With @is_template (a "program" or a driver command), its program
+ * names no placeholder and every element names only those of
+ * av_profile_argv_expand(). */
+static gboolean
+check_argv_document(const PolicyParse *pp, json_t *argv, const char *ap, const char *ad, gboolean is_template,
+                    GError **error)
+{
+    gsize i;
+    json_t *item;
+
+    if (!json_is_array(argv))
+        return type_fail(pp, ap, ad, "a list of strings", argv, error);
+    if (json_array_size(argv) == 0)
+        return policy_fail(pp, ap, FALSE, error, "'%s' is an empty list; expected the program (an absolute path) and its arguments", ad);
+    json_array_foreach(argv, i, item) {
+        g_autofree char *ip = g_strdup_printf("%s/%zu", ap, i);
+        g_autofree char *id = g_strdup_printf("%s[%zu]", ad, i);
+        g_autoptr(GError) local = NULL;
+
+        if (i == 0) {
+            if (!check_absolute_path(pp, item, ip, id, error))
+                return FALSE;
+        } else if (!json_is_string(item)) {
+            return type_fail(pp, ip, id, "a string", item, error);
+        }
+        if (!is_template)
+            continue;
+        if (i == 0 && strpbrk(json_string_value(item), "{}"))
+            return policy_fail(pp, ip, FALSE, error,
+                               "'%s' names a placeholder: '%s'; the program must be a fixed absolute path, with the "
+                               "placeholders in its arguments", id, json_string_value(item));
+        if (!av_argv_expand_one(json_string_value(item), NULL, NULL, &local))
+            return policy_fail(pp, ip, FALSE, error, "'%s': %s", id, local->message);
+    }
+    return TRUE;
+}
+
+/* The files that the argv @argv at @ap (shown as @ad) names, when the
+ * parse checks files: trusted (check_argv_trusted(), its program shown as
+ * @what); the error points at the element at fault.  Called after the
+ * document's own checks, so that its mistakes come first. */
+static gboolean
+check_argv_files(const PolicyParse *pp, const json_t *argv, const char *ap, const char *ad, gboolean is_template,
+                 const char *what, GError **error)
+{
+    g_autoptr(GError) local = NULL;
+    g_autofree char *ip = NULL;
+    g_autofree char *id = NULL;
+    guint bad = 0;
+
+    if (!pp->check_files || !argv || check_argv_trusted(argv, is_template, what, &bad, &local))
+        return TRUE;
+    ip = g_strdup_printf("%s/%u", ap, bad);
+    id = g_strdup_printf("%s[%u]", ad, bad);
+    return policy_fail_file(pp, ip, id, local, error);
 }
 
 /* TRUE when the scrub method @method can act on the devices of @profile:
@@ -1354,7 +1496,7 @@ scrub_method_fits(const PolicyParse *pp, const AvProfile *profile, AvScrubMethod
  * with @error set. */
 static gboolean
 parse_scrub_step(const PolicyParse *pp, AvProfile *profile, json_t *step, const char *path,
-                 const char *display, gsize count, AvScrubStep **ret_step, GError **error)
+                 const char *display, gsize index, gsize count, AvScrubStep **ret_step, GError **error)
 {
     g_autoptr(AvScrubStep) s = g_new0(AvScrubStep, 1);
     g_autofree char *mpath = path_join(path, "method");
@@ -1426,6 +1568,21 @@ parse_scrub_step(const PolicyParse *pp, AvProfile *profile, json_t *step, const 
                            "scrub method 'none' must be the only step; remove it, or remove the other steps");
     if (!scrub_method_fits(pp, profile, s->method, method_name, mpath, error))
         return FALSE;
+    /* The base image back (accelvirt-policy(5), PROGRAMMING), with the
+     * program's timeout: the profile's "program" is parsed before its scrub. */
+    if (s->method == AV_SCRUB_METHOD_PROGRAM_BASE) {
+        if (!profile->program || !profile->program->base)
+            return policy_fail(pp, mpath, FALSE, error,
+                               "scrub method 'program-base' needs the profile's 'program' with a 'base' (the bitstream "
+                               "it programs back); %s, or remove the step",
+                               profile->program ? "add \"base\": NAME to 'program'"
+                                                : "add \"program\": {\"argv\": [...], \"base\": NAME}");
+        if (index > 0)
+            return policy_fail(pp, mpath, FALSE, error,
+                               "scrub method 'program-base' must be the first step, so that the tenant's logic is "
+                               "gone before the other steps clear the device; move it to the front");
+        s->timeout_s = profile->program->timeout_s;
+    }
 
     s->options = json_deep_copy(step);
 
@@ -1434,46 +1591,18 @@ parse_scrub_step(const PolicyParse *pp, AvProfile *profile, json_t *step, const 
         json_t *argv = json_object_get(step, "argv");
         g_autofree char *ap = path_join(path, "argv");
         g_autofree char *ad = g_strdup_printf("%s.argv", display);
-        gsize i;
-        json_t *item;
 
         if (!argv)
             return policy_fail(pp, path, FALSE, error,
                                "scrub method 'command' requires 'argv', a list of strings whose first is an absolute path");
-        if (!json_is_array(argv))
-            return type_fail(pp, ap, ad, "a list of strings", argv, error);
-        if (json_array_size(argv) == 0)
-            return policy_fail(pp, ap, FALSE, error, "'%s' is an empty list; expected the program (an absolute path) and its arguments", ad);
-        json_array_foreach(argv, i, item) {
-            g_autofree char *ip = g_strdup_printf("%s/%zu", ap, i);
-            g_autofree char *id = g_strdup_printf("%s[%zu]", ad, i);
-
-            if (i == 0) {
-                if (!check_absolute_path(pp, item, ip, id, error))
-                    return FALSE;
-            } else if (!json_is_string(item)) {
-                return type_fail(pp, ip, id, "a string", item, error);
-            }
-        }
+        if (!check_argv_document(pp, argv, ap, ad, FALSE, error))
+            return FALSE;
         if (!get_timeout(pp, step, path, display, AV_SCRUB_COMMAND_TIMEOUT_DEFAULT, &s->timeout_s, error))
             return FALSE;
         json_object_set_new(s->options, "timeout", json_integer(s->timeout_s));
         /* The file last: the document's own mistakes come first. */
-        if (pp->check_files) {
-            g_autoptr(GError) local = NULL;
-            g_autofree char *ip = g_strdup_printf("%s/0", ap);
-            g_autofree char *id = g_strdup_printf("%s[0]", ad);
-
-            guint bad = 0;
-
-            if (!av_policy_check_scrub_argv(argv, &bad, &local)) {
-                g_free(ip);
-                g_free(id);
-                ip = g_strdup_printf("%s/%u", ap, bad);
-                id = g_strdup_printf("%s[%u]", ad, bad);
-                return policy_fail_file(pp, ip, id, local, error);
-            }
-        }
+        if (!check_argv_files(pp, argv, ap, ad, FALSE, "scrub program", error))
+            return FALSE;
         break;
     }
     case AV_SCRUB_METHOD_VFIO_ZERO: {
@@ -1633,12 +1762,184 @@ parse_scrub(const PolicyParse *pp, AvProfile *profile, json_t *obj, const char *
         g_autofree char *sd = g_strdup_printf("scrub[%zu]", i);
         AvScrubStep *s = NULL;
 
-        if (!parse_scrub_step(pp, profile, step, sp, sd, json_array_size(scrub), &s, error) || !s)
+        if (!parse_scrub_step(pp, profile, step, sp, sd, i, json_array_size(scrub), &s, error) || !s)
             return FALSE;
         if (s->method == AV_SCRUB_METHOD_NONE)
             av_scrub_step_free(s);
         else
             g_ptr_array_add(profile->scrub, s);
+    }
+    return TRUE;
+}
+
+/* ---- programs and driver commands (issue 15) ---- */
+
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(AvProgram, av_program_free)
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(AvDriverCommand, av_driver_command_free)
+
+/* TRUE when @ref can name a bitstream of the library: a name
+ * ([a-z0-9][a-z0-9._-]{0,62}) or 64 lower-case hex digits (its SHA-256).
+ * What av_bitstream_ref_is_valid() says; written here since policy/ stands
+ * below pool/. */
+static gboolean
+bitstream_ref_is_valid(const char *ref)
+{
+    if (strlen(ref) == 64 && strspn(ref, "0123456789abcdef") == 64)
+        return TRUE;
+    return av_profile_name_is_valid(ref);
+}
+
+/* The argv template at @key of @obj (at @base, shown as "@display.@key"):
+ * the document's checks (check_argv_document()); NULL in *ret_argv when
+ * absent and not @required.  The files it names are checked apart
+ * (check_argv_files()).  *ret_argv is a new reference. */
+static gboolean
+parse_argv_template(const PolicyParse *pp, json_t *obj, const char *key, const char *base, const char *display,
+                    gboolean required, json_t **ret_argv, GError **error)
+{
+    json_t *argv = json_object_get(obj, key);
+    g_autofree char *ap = path_join(base, key);
+    g_autofree char *ad = g_strdup_printf("%s.%s", display, key);
+
+    if (!argv) {
+        *ret_argv = NULL;
+        if (!required)
+            return TRUE;
+        return policy_fail(pp, base, FALSE, error,
+                           "'%s' requires '%s', a list of strings whose first is an absolute path", display, key);
+    }
+    if (!check_argv_document(pp, argv, ap, ad, TRUE, error))
+        return FALSE;
+    *ret_argv = json_deep_copy(argv);
+    return TRUE;
+}
+
+/* "program": how the profile's devices are programmed with a bitstream
+ * (accelvirt-policy(5), PROGRAMMING).  Only a PCI function (attach
+ * "vfio-pci" or "sriov-vf") is.  Parsed before the scrub, whose
+ * "program-base" step needs its "base"; the driver it names is checked
+ * against "restore_driver" by check_program_driver(). */
+static gboolean
+parse_program(const PolicyParse *pp, AvProfile *profile, json_t *obj, const char *base, GError **error)
+{
+    static const char *const program_keys[] = { "argv", "verify", "timeout", "base", "driver", NULL };
+    json_t *v = json_object_get(obj, "program");
+    g_autofree char *path = path_join(base, "program");
+    g_autofree char *bp = path_join(path, "base");
+    g_autoptr(AvProgram) program = NULL;
+    int driver = AV_PROGRAM_DRIVER_VFIO;
+    const char *s = NULL;
+
+    if (!v)
+        return TRUE;
+    if (profile->attach != AV_ATTACH_VFIO_PCI && profile->attach != AV_ATTACH_SRIOV_VF)
+        return policy_fail(pp, path, TRUE, error,
+                           "'program' is only allowed with attach 'vfio-pci' or 'sriov-vf', not with attach '%s'; "
+                           "only a PCI function is programmed (driver commands such as 'on_assign' work for any "
+                           "attach)", av_attach_to_string(profile->attach));
+    if (!json_is_object(v))
+        return type_fail(pp, path, "program", "an object such as {\"argv\": [\"/opt/vendor/bin/program\", "
+                         "\"{address}\", \"{bitstream}\"]}", v, error);
+    if (!check_keys(pp, v, path, " in 'program'", program_keys, error))
+        return FALSE;
+    program = g_new0(AvProgram, 1);
+    if (!parse_argv_template(pp, v, "argv", path, "program", TRUE, &program->argv, error) ||
+        !parse_argv_template(pp, v, "verify", path, "program", FALSE, &program->verify, error) ||
+        !get_timeout(pp, v, path, "program", AV_PROGRAM_TIMEOUT_DEFAULT, &program->timeout_s, error) ||
+        !get_string(pp, v, "base", path, "program.base", &s, error))
+        return FALSE;
+    if (s && !bitstream_ref_is_valid(s))
+        return policy_fail(pp, bp, FALSE, error,
+                           "invalid program.base '%s'; expected a bitstream of the library, by its name (1 to 63 "
+                           "characters of a-z, 0-9, '.', '_' and '-', the first a letter or digit) or its SHA-256 "
+                           "(64 lower-case hex digits)", s);
+    program->base = g_strdup(s);
+    if (!get_enum(pp, v, "driver", path, program_driver_names, program_driver_values, &driver, error))
+        return FALSE;
+    program->driver = (AvProgramDriver)driver;
+    {
+        g_autofree char *ap = path_join(path, "argv");
+        g_autofree char *vp = path_join(path, "verify");
+
+        if (!check_argv_files(pp, program->argv, ap, "program.argv", TRUE, "program", error) ||
+            !check_argv_files(pp, program->verify, vp, "program.verify", TRUE, "verify program", error))
+            return FALSE;
+    }
+    profile->program = g_steal_pointer(&program);
+    return TRUE;
+}
+
+/* "program" with "driver": "vfio-pci" (the default) needs "restore_driver":
+ * "keep-vfio" (a free device stays on vfio-pci, where the program gets its
+ * group file); "driver": "host" needs "on-release" (a free device is back
+ * on its host driver, where the vendor's tool finds it).  The error
+ * points at "restore_driver" when given, else at what chose the driver. */
+static gboolean
+check_program_driver(const PolicyParse *pp, const AvProfile *profile, json_t *obj, const char *base, GError **error)
+{
+    json_t *program = json_object_get(obj, "program");
+    g_autofree char *rp = path_join(base, "restore_driver");
+    g_autofree char *pp_path = path_join(base, "program");
+    g_autofree char *dp = path_join(pp_path, "driver");
+    gboolean restore_given = json_object_get(obj, "restore_driver") != NULL;
+    gboolean driver_given = json_object_get(program, "driver") != NULL;
+
+    if (!profile->program)
+        return TRUE;
+    if (profile->program->driver == AV_PROGRAM_DRIVER_VFIO && profile->restore_driver != AV_RESTORE_KEEP_VFIO)
+        return policy_fail(pp, restore_given ? rp : driver_given ? dp : pp_path, !restore_given && !driver_given,
+                           error,
+                           "a 'program' of driver 'vfio-pci'%s programs a free device on vfio-pci, so the profile "
+                           "needs \"restore_driver\": \"keep-vfio\"; write that, or \"driver\": \"host\" in "
+                           "'program' for a vendor's tool that wants the device on its host driver",
+                           driver_given ? "" : " (the default)");
+    if (profile->program->driver == AV_PROGRAM_DRIVER_HOST && profile->restore_driver != AV_RESTORE_ON_RELEASE)
+        return policy_fail(pp, rp, FALSE, error,
+                           "restore_driver '%s' cannot be used with a 'program' of driver 'host', whose tool finds a "
+                           "free device on its host driver; write \"restore_driver\": \"on-release\", or "
+                           "\"driver\": \"vfio-pci\" in 'program'",
+                           av_restore_driver_to_string(profile->restore_driver));
+    return TRUE;
+}
+
+/* "on_prepare", "on_release", "on_assign", "on_free": {"argv": [...],
+ * "timeout": S} (accelvirt-policy(5), DRIVER COMMANDS), for every attach.
+ * The hook's two are bounded by AV_DRIVER_HOOK_TIMEOUT_MAX: libvirt waits
+ * for the hook. */
+static gboolean
+parse_drivers(const PolicyParse *pp, AvProfile *profile, json_t *obj, const char *base, GError **error)
+{
+    static const char *const command_keys[] = { "argv", "timeout", NULL };
+
+    for (guint point = 0; point < AV_DRIVER_POINTS; point++) {
+        const char *name = av_driver_point_to_string((AvDriverPoint)point);
+        gboolean hook = point == AV_DRIVER_ON_PREPARE || point == AV_DRIVER_ON_RELEASE;
+        json_t *v = json_object_get(obj, name);
+        g_autofree char *path = path_join(base, name);
+        g_autofree char *ap = path_join(path, "argv");
+        g_autofree char *ad = g_strdup_printf("%s.argv", name);
+        g_autofree char *where = g_strdup_printf(" in '%s'", name);
+        g_autoptr(AvDriverCommand) command = NULL;
+
+        if (!v)
+            continue;
+        if (!json_is_object(v))
+            return type_fail(pp, path, name, "an object such as {\"argv\": [\"/usr/libexec/vendor/setup\", "
+                             "\"{address}\"], \"timeout\": 10}", v, error);
+        if (!check_keys(pp, v, path, where, command_keys, error))
+            return FALSE;
+        command = g_new0(AvDriverCommand, 1);
+        if (!parse_argv_template(pp, v, "argv", path, name, TRUE, &command->argv, error))
+            return FALSE;
+        if (!get_timeout_max(pp, v, path, name, hook ? AV_DRIVER_HOOK_TIMEOUT_DEFAULT : AV_DRIVER_TIMEOUT_DEFAULT,
+                             hook ? AV_DRIVER_HOOK_TIMEOUT_MAX : AV_POLICY_MAX_TIMEOUT,
+                             hook ? ": it runs in the hook, which libvirt waits for and which must stay quick; do "
+                                    "longer work in on_assign or on_free" : NULL,
+                             &command->timeout_s, error))
+            return FALSE;
+        if (!check_argv_files(pp, command->argv, ap, ad, TRUE, "driver command", error))
+            return FALSE;
+        profile->drivers[point] = g_steal_pointer(&command);
     }
     return TRUE;
 }
@@ -1805,6 +2106,8 @@ parse_profile(PolicyParse *pp, AvPolicy *policy, GPtrArray *added, json_t *obj, 
 
     if (!parse_vfs(pp, profile, obj, base, error))
         return FALSE;
+    if (!parse_program(pp, profile, obj, base, error) || !parse_drivers(pp, profile, obj, base, error))
+        return FALSE;
 
     {
         int numa = AV_NUMA_PREFERRED, allocation = AV_ALLOCATION_PACK, restore = AV_RESTORE_ON_RELEASE;
@@ -1839,6 +2142,8 @@ parse_profile(PolicyParse *pp, AvPolicy *policy, GPtrArray *added, json_t *obj, 
             return policy_fail(pp, rp, FALSE, error, "restore_driver 'keep-vfio' cannot be used with attach '%s'; expected on-release",
                                av_attach_to_string(profile->attach));
         }
+        if (!check_program_driver(pp, profile, obj, base, error))
+            return FALSE;
     }
 
     v = json_object_get(obj, "memory");
@@ -2386,6 +2691,27 @@ av_profile_to_json(const AvProfile *profile)
     json_object_set_new(o, "scrub", scrub);
     json_object_set_new(o, "restore_driver", json_string(av_restore_driver_to_string(profile->restore_driver)));
     json_object_set_new(o, "hide_hypervisor", json_boolean(profile->hide_hypervisor));
+    if (profile->program) {
+        const AvProgram *program = profile->program;
+        json_t *p = json_pack("{s:o}", "argv", json_deep_copy(program->argv));
+
+        if (program->verify)
+            json_object_set_new(p, "verify", json_deep_copy(program->verify));
+        json_object_set_new(p, "timeout", json_integer(program->timeout_s));
+        if (program->base)
+            json_object_set_new(p, "base", json_string(program->base));
+        json_object_set_new(p, "driver",
+                            json_string(enum_name(program_driver_names, program_driver_values, program->driver)));
+        json_object_set_new(o, "program", p);
+    }
+    for (guint i = 0; i < AV_DRIVER_POINTS; i++) {
+        const AvDriverCommand *command = profile->drivers[i];
+
+        if (command)
+            json_object_set_new(o, av_driver_point_to_string((AvDriverPoint)i),
+                                json_pack("{s:o,s:i}", "argv", json_deep_copy(command->argv),
+                                          "timeout", (int)command->timeout_s));
+    }
     /* Only when given: what policy show prints is a policy that loads. */
     if (profile->memory)
         json_object_set_new(o, "memory", json_integer((json_int_t)profile->memory));

@@ -215,9 +215,11 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(AvPolicy, av_policy_free)
  * dir's owner, writable by nobody else, nor in a directory that is): the
  * directory, each file (a link's directory and its target alike), each
  * "command" step's program (av_policy_check_scrub_program()) and each "vm"
- * step's template (av_policy_read_scrub_template()); AV_ERROR_UNSAFE
- * otherwise, at "FILE:LINE:COLUMN: " of the step's value for a program or
- * template.  Returns a new AvPolicy or NULL. */
+ * step's template (av_policy_read_scrub_template()), and the programs of
+ * each "program" and driver command with their absolute-path arguments
+ * that name no placeholder (one not installed yet where only root could
+ * put it); AV_ERROR_UNSAFE otherwise, at "FILE:LINE:COLUMN: " of the
+ * step's value for a program or template.  Returns a new AvPolicy or NULL. */
 AvPolicy *av_policy_load_dir(const char *dir, GError **error);
 
 /* Parses one policy document @data of @len bytes, reporting errors against
@@ -323,10 +325,12 @@ const AvProfile *av_policy_find(const AvPolicy *policy, const char *name);
  * Returns FALSE for anything else, 0, or a size of 2^63 bytes or more. */
 gboolean av_policy_parse_size(const char *text, guint64 *ret_bytes);
 
-/* What `accelvirt policy check` warns of @profile's scrub: steps that
+/* What `accelvirt policy check` warns of @profile: scrub steps that
  * cannot clear the memory of the device it matches (accelvirt-policy(5),
- * WHAT CLEARS A DEVICE).  A new array of messages (char*), empty when
- * there is nothing to say. */
+ * WHAT CLEARS A DEVICE), a "program" without a "program-base" step, and
+ * programs of "program" or driver commands that are not installed (yet:
+ * the load takes them where only root could put them).  A new array of
+ * messages (char*), empty when there is nothing to say. */
 GPtrArray *av_profile_scrub_warnings(const AvProfile *profile);
 
 /* Lower-case names for output and for the policy files. */

@@ -18,6 +18,9 @@
 #include <glib.h>
 #include <jansson.h>
 
+#include "policy/av-policy.h"
+#include "pool/av-pool.h"
+
 G_BEGIN_DECLS
 
 #define AV_BITSTREAM_DIR "bitstreams"
@@ -44,6 +47,9 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(AvBitstream, av_bitstream_free)
 /* TRUE when @ref can name a bitstream: a name ([a-z0-9][a-z0-9._-]{0,62})
  * or 64 lower-case hex digits (a SHA-256). */
 gboolean av_bitstream_ref_is_valid(const char *ref);
+
+/* TRUE when @id is a function id: 1 to 128 bytes of [A-Za-z0-9._:-]. */
+gboolean av_bitstream_function_id_is_valid(const char *id);
 
 /* TRUE when @name is a valid bitstream name. */
 gboolean av_bitstream_name_is_valid(const char *name);
@@ -95,7 +101,16 @@ gboolean av_bitstream_remove(const char *state_dir, const char *ref, GError **er
  * names the profile or the ids. */
 gboolean av_bitstream_fits(const AvBitstream *bitstream, const char *profile, guint16 vendor, guint16 device);
 
-/* @bitstream as `accelvirt bitstream list --json` writes it. */
+/* Why @bitstream may not leave the library now, one sentence naming who
+ * needs it, or NULL when nothing does: a device of @pool recorded holding
+ * it (AvPoolDevice->programmed), a placement record of @pool with an item
+ * that must hold it (AvPlacedItem->bitstream), a profile of @policy whose
+ * program's base names it (by name or sha256).  @pool and @policy are
+ * borrowed, either may be NULL.  Caller frees. */
+char *av_bitstream_in_use(const AvPool *pool, const AvPolicy *policy, const AvBitstream *bitstream);
+
+/* @bitstream as `accelvirt bitstream list --json` writes it (and the
+ * index keeps it).  Caller owns the reference. */
 json_t *av_bitstream_to_json(const AvBitstream *bitstream);
 
 G_END_DECLS

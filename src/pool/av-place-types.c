@@ -27,6 +27,7 @@ av_request_free(AvRequest *request)
         return;
     g_free(request->profile);
     g_free(request->bitstream);
+    g_free(request->function);
     g_free(request->bitstream_sha256);
     g_free(request);
 }

@@ -336,6 +336,9 @@ av_place_req_clear(AvPlaceReq *r)
 typedef struct {
     AvAllocation allocation;
     int prefer;                  /* node whose units come first, or -1 */
+    const char *sha256;          /* the bitstream the request wants (issue 15): devices of @profile that
+                                  * hold it come first; NULL: no preference */
+    const char *profile;         /* the request's profile */
 } AvPlaceOrder;
 
 static guint
@@ -344,9 +347,31 @@ av_place_unit_free_count(const AvPlaceUnit *unit)
     return unit->n_available - unit->n_taken;
 }
 
+/* TRUE when @fn can still be picked and holds @order's bitstream (its pool
+ * record, AvPoolDevice->programmed). */
+static gboolean
+av_place_fn_holds(const AvPlaceFn *fn, const AvPlaceOrder *order)
+{
+    return order->sha256 && fn->pci && fn->available && !fn->taken && fn->pool->programmed &&
+           g_str_equal(fn->pool->programmed->sha256, order->sha256) &&
+           g_str_equal(fn->pool->profile, order->profile);
+}
+
+/* TRUE when a function of @unit can still be picked and holds @order's
+ * bitstream. */
+static gboolean
+av_place_unit_holds(const AvPlaceUnit *unit, const AvPlaceOrder *order)
+{
+    for (guint i = 0; order->sha256 && i < unit->fns->len; i++)
+        if (av_place_fn_holds(g_ptr_array_index(unit->fns, i), order))
+            return TRUE;
+    return FALSE;
+}
+
 /* The order in which cards (or regions) are used: the preferred node first;
- * pack: partly used before untouched, then the fewest free (best fit);
- * spread: the least used, then the most free; then address. */
+ * then, for a request with a bitstream, those holding it; pack: partly used
+ * before untouched, then the fewest free (best fit); spread: the least
+ * used, then the most free; then address. */
 static int
 av_place_unit_cmp(const AvPlaceUnit *a, const AvPlaceUnit *b, const AvPlaceOrder *order)
 {
@@ -355,6 +380,12 @@ av_place_unit_cmp(const AvPlaceUnit *a, const AvPlaceUnit *b, const AvPlaceOrder
 
     if (order->prefer >= 0 && (a->node == order->prefer) != (b->node == order->prefer))
         return a->node == order->prefer ? -1 : 1;
+    if (order->sha256) {
+        gboolean ha = av_place_unit_holds(a, order), hb = av_place_unit_holds(b, order);
+
+        if (ha != hb)
+            return ha ? -1 : 1;
+    }
     if (order->allocation == AV_ALLOCATION_PACK) {
         if ((ua > 0) != (ub > 0))
             return ua > 0 ? -1 : 1;
@@ -375,11 +406,18 @@ av_place_unit_seq_cmp(gconstpointer a, gconstpointer b, gpointer order)
     return av_place_unit_cmp(a, b, order);
 }
 
-/* Functions of one card: by region (same order as cards; functions outside
- * any region last), then address. */
+/* Functions of one card: those holding the request's bitstream first, then
+ * by region (same order as cards; functions outside any region last), then
+ * address. */
 static int
 av_place_fn_cmp(const AvPlaceFn *a, const AvPlaceFn *b, const AvPlaceOrder *order)
 {
+    if (order->sha256) {
+        gboolean ha = av_place_fn_holds(a, order), hb = av_place_fn_holds(b, order);
+
+        if (ha != hb)
+            return ha ? -1 : 1;
+    }
     if (a->region != b->region) {
         if (!a->region || !b->region)
             return a->region ? -1 : 1;
@@ -529,7 +567,7 @@ av_place_node_ok(int node_filter, int node)
 static gboolean
 av_place_pick_functions(AvPlaceCtx *ctx, AvPlaceReq *r, int node_filter, int prefer)
 {
-    AvPlaceOrder order = { r->profile->allocation, prefer };
+    AvPlaceOrder order = { r->profile->allocation, prefer, r->req->bitstream_sha256, r->profile->name };
     g_autoptr(GSequence) seq = g_sequence_new(NULL);
     g_autoptr(GHashTable) seen = g_hash_table_new(NULL, NULL);
     guint wanted = r->req->count;
@@ -573,16 +611,24 @@ av_place_pick_functions(AvPlaceCtx *ctx, AvPlaceReq *r, int node_filter, int pre
 }
 
 /* Whole units: the preferred node first, then by their card's order
- * (av_place_unit_cmp()), then address. */
+ * (av_place_unit_cmp()), then (regions of one card) those holding the
+ * request's bitstream, then address. */
 static int
-av_place_whole_cmp(gconstpointer a, gconstpointer b, gpointer order)
+av_place_whole_cmp(gconstpointer a, gconstpointer b, gpointer data)
 {
+    const AvPlaceOrder *order = data;
     const AvPlaceUnit *x = *(AvPlaceUnit *const *)a, *y = *(AvPlaceUnit *const *)b;
     const AvPlaceUnit *cx = x->card ? x->card : x, *cy = y->card ? y->card : y;
     int c = cx == cy ? 0 : av_place_unit_cmp(cx, cy, order);
 
     if (c != 0)
         return c;
+    if (order->sha256 && x != y) {
+        gboolean hx = av_place_unit_holds(x, order), hy = av_place_unit_holds(y, order);
+
+        if (hx != hy)
+            return hx ? -1 : 1;
+    }
     return x->index < y->index ? -1 : x->index > y->index;
 }
 
@@ -593,7 +639,7 @@ av_place_pick_units(AvPlaceCtx *ctx, AvPlaceReq *r, int node_filter, int prefer)
 {
     g_autoptr(GPtrArray) units = g_ptr_array_new();
     g_autoptr(GHashTable) seen = g_hash_table_new(NULL, NULL);
-    AvPlaceOrder order = { r->profile->allocation, prefer };
+    AvPlaceOrder order = { r->profile->allocation, prefer, r->req->bitstream_sha256, r->profile->name };
     guint got = 0;
 
     for (guint i = 0; i < r->list->len; i++) {
@@ -1412,9 +1458,16 @@ av_place(const AvHost *host, const AvPolicy *policy, const AvPool *pool, GPtrArr
         for (guint j = 0; j < r->picked->len; j++) {
             AvPlaceFn *fn = g_ptr_array_index(r->picked, j);
 
+            AvPlacedItem *item;
+
             if (!av_place_fn_check_identity(&ctx, fn, error))
                 goto out;
-            g_ptr_array_add(placement->items, av_place_item_from_fn(&ctx, fn));
+            item = av_place_item_from_fn(&ctx, fn);
+            /* The request's own devices must hold its bitstream (a whole card's
+             * functions of other profiles are not programmed). */
+            if (r->req->bitstream_sha256 && fn->pci && g_str_equal(item->profile, r->profile->name))
+                item->bitstream = g_strdup(r->req->bitstream_sha256);
+            g_ptr_array_add(placement->items, item);
         }
         g_ptr_array_sort(r->mdev_parents, av_place_address_cmp);
         for (guint j = 0; j < r->mdev_parents->len; j++) {

@@ -44,6 +44,9 @@ typedef struct {
     AvGranularity granularity;   /* when set, overrides the profile's */
     gboolean numa_any;           /* numa="any": may sit off the domain's node (default "same") */
     char *bitstream;             /* bitstream="NAME|SHA256" as written (av_bitstream_ref_is_valid()), or NULL */
+    char *function;              /* function="ID": the accelerated function asked for
+                                  * (av_bitstream_function_id_is_valid()), which the CLI maps to the one
+                                  * bitstream of the library that provides it for the profile; or NULL */
     char *bitstream_sha256;      /* the library's bitstream it names, resolved by the CLI before placing
                                   * (av_bitstream_lookup()), or NULL; the placer prefers devices that hold it */
 } AvRequest;

@@ -2,14 +2,17 @@
  *
  * When accelvirt places a domain and claims its devices (`accelvirt
  * define`, `start`, `rewrite`), the pool keeps what was asked and what was
- * given: the requests (profile, count, granularity, numa) and, per alias
- * ua-accelvirt-N, the device's profile, attach, identity and address.  The
+ * given: the requests (profile, count, granularity, numa, and the bitstream
+ * as written and resolved, issue 15) and, per alias ua-accelvirt-N, the
+ * device's profile, attach, identity, address and the bitstream it must
+ * hold (the hook checks that at prepare from here).  The
  * domain's own metadata says the same, but a running domain may change its
  * metadata (virDomainSetMetadata): at restore and migrate, when the hook
  * remaps the domain to other devices, what the pool recorded decides, never
  * the metadata.  The record is dropped at `accelvirt undefine`. */
 #include "config.h"
 
+#include "av-bitstream.h"
 #include "av-place.h"
 #include "av-pool-private.h"
 
@@ -67,6 +70,7 @@ av_placed_item_copy(const AvPlacedItem *item)
     copy->usb_busnum = item->usb_busnum;
     copy->usb_devnum = item->usb_devnum;
     copy->numa_node = item->numa_node;
+    copy->bitstream = g_strdup(item->bitstream);
     return copy;
 }
 
@@ -115,6 +119,8 @@ av_pool_placement_record(AvPool *pool, const char *domain_uuid, const char *doma
         copy->granularity_set = r->granularity_set;
         copy->granularity = r->granularity;
         copy->numa_any = r->numa_any;
+        copy->bitstream = g_strdup(r->bitstream);
+        copy->bitstream_sha256 = g_strdup(r->bitstream_sha256);
         g_ptr_array_add(record->requests, copy);
     }
     for (guint i = 0; placement->items && i < placement->items->len; i++)
@@ -137,24 +143,31 @@ av_pool_placements_to_json(const GPtrArray *placements)
 
         for (guint j = 0; j < record->requests->len; j++) {
             const AvRequest *r = g_ptr_array_index(record->requests, j);
+            json_t *obj = json_pack("{s:s,s:i,s:o,s:b}", "profile", r->profile, "count", (int)r->count,
+                                    "granularity",
+                                    r->granularity_set ? json_string(av_granularity_to_string(r->granularity))
+                                                       : json_null(),
+                                    "numa_any", r->numa_any);
 
-            json_array_append_new(requests, json_pack("{s:s,s:i,s:o,s:b}", "profile", r->profile, "count",
-                                                      (int)r->count, "granularity",
-                                                      r->granularity_set ? json_string(av_granularity_to_string(
-                                                                                       r->granularity))
-                                                                         : json_null(),
-                                                      "numa_any", r->numa_any));
+            /* Only when set: a pool.json of a domain without bitstreams stays as it was. */
+            if (r->bitstream)
+                json_object_set_new(obj, "bitstream", json_string(r->bitstream));
+            if (r->bitstream_sha256)
+                json_object_set_new(obj, "bitstream_sha256", json_string(r->bitstream_sha256));
+            json_array_append_new(requests, obj);
         }
         for (guint j = 0; j < record->items->len; j++) {
             const AvPlacedItem *item = g_ptr_array_index(record->items, j);
+            json_t *obj = json_pack("{s:s,s:s,s:o,s:o,s:o,s:o,s:i}", "profile", item->profile, "attach",
+                                    av_attach_to_string(item->attach), "identity",
+                                    av_json_string_or_null(item->identity), "address",
+                                    av_json_string_or_null(item->pci_address), "mdev_uuid",
+                                    av_json_string_or_null(item->mdev_uuid), "usb_bus_path",
+                                    av_json_string_or_null(item->usb_bus_path), "numa_node", item->numa_node);
 
-            json_array_append_new(items, json_pack("{s:s,s:s,s:o,s:o,s:o,s:o,s:i}", "profile", item->profile,
-                                                   "attach", av_attach_to_string(item->attach), "identity",
-                                                   av_json_string_or_null(item->identity), "address",
-                                                   av_json_string_or_null(item->pci_address), "mdev_uuid",
-                                                   av_json_string_or_null(item->mdev_uuid), "usb_bus_path",
-                                                   av_json_string_or_null(item->usb_bus_path), "numa_node",
-                                                   item->numa_node));
+            if (item->bitstream)
+                json_object_set_new(obj, "bitstream", json_string(item->bitstream));
+            json_array_append_new(items, obj);
         }
         json_array_append_new(array, json_pack("{s:s,s:o,s:i,s:o,s:o}", "domain_uuid", record->domain_uuid,
                                                "domain_name", av_json_string_or_null(record->domain_name),
@@ -192,22 +205,54 @@ av_pool_load_granularity(const char *name, AvGranularity *ret)
     return FALSE;
 }
 
+/* A hex SHA-256: 64 lower-case hex digits. */
+static gboolean
+av_pool_sha256_valid(const char *s)
+{
+    return av_rom_sha256_is_valid(s) && !g_str_equal(s, AV_ROM_NONE);
+}
+
+/* The optional string member @key of @obj (issue 15's, absent in older
+ * pool.json): *ret_value NULL when absent. */
+static gboolean
+av_pool_load_optional_string(const AvPoolLoad *ld, json_t *obj, const char *jpath, const char *key,
+                             char **ret_value, GError **error)
+{
+    if (!json_object_get(obj, key)) {
+        *ret_value = NULL;
+        return TRUE;
+    }
+    return av_pool_load_string(ld, obj, jpath, key, FALSE, ret_value, error);
+}
+
 static gboolean
 av_pool_load_request(const AvPoolLoad *ld, json_t *obj, const char *jpath, GPtrArray *requests, GError **error)
 {
     static const char *const keys[] = { "profile", "count", "granularity", "numa_any", NULL };
+    static const char *const optional[] = { "bitstream", "bitstream_sha256", NULL };
     g_autofree char *profile = NULL;
     g_autofree char *granularity = NULL;
+    g_autofree char *bitstream = NULL;
+    g_autofree char *sha256 = NULL;
     g_autoptr(AvRequest) r = NULL;
     gint64 count = 0;
 
     if (!json_is_object(obj))
         return av_pool_load_fail(ld, error, jpath, "expected an object");
-    if (!av_pool_load_keys(ld, obj, jpath, keys, error) ||
+    if (!av_pool_load_keys_opt(ld, obj, jpath, keys, optional, error) ||
         !av_pool_load_string(ld, obj, jpath, "profile", FALSE, &profile, error) ||
         !av_pool_load_int(ld, obj, jpath, "count", 1, 4096, &count, error) ||
-        !av_pool_load_string(ld, obj, jpath, "granularity", TRUE, &granularity, error))
+        !av_pool_load_string(ld, obj, jpath, "granularity", TRUE, &granularity, error) ||
+        !av_pool_load_optional_string(ld, obj, jpath, "bitstream", &bitstream, error) ||
+        !av_pool_load_optional_string(ld, obj, jpath, "bitstream_sha256", &sha256, error))
         return FALSE;
+    if ((bitstream && !av_bitstream_ref_is_valid(bitstream)) || (sha256 && !av_pool_sha256_valid(sha256)) ||
+        (!bitstream != !sha256)) {
+        g_autofree char *sub = g_strdup_printf("%s/%s", jpath, bitstream && av_bitstream_ref_is_valid(bitstream)
+                                                                   ? "bitstream_sha256" : "bitstream");
+        return av_pool_load_fail(ld, error, sub, "expected a bitstream name or SHA-256 and the SHA-256 it "
+                                 "resolved to, both or neither");
+    }
     if (!av_profile_name_is_valid(profile) || !json_is_boolean(json_object_get(obj, "numa_any"))) {
         g_autofree char *sub = g_strdup_printf("%s/%s", jpath, av_profile_name_is_valid(profile) ? "numa_any"
                                                                                                   : "profile");
@@ -222,6 +267,8 @@ av_pool_load_request(const AvPoolLoad *ld, json_t *obj, const char *jpath, GPtrA
         }
         r->granularity_set = TRUE;
     }
+    r->bitstream = g_steal_pointer(&bitstream);
+    r->bitstream_sha256 = g_steal_pointer(&sha256);
     g_ptr_array_add(requests, g_steal_pointer(&r));
     return TRUE;
 }
@@ -231,6 +278,7 @@ av_pool_load_item(const AvPoolLoad *ld, json_t *obj, const char *jpath, GPtrArra
 {
     static const char *const keys[] = { "profile", "attach", "identity", "address", "mdev_uuid", "usb_bus_path",
                                         "numa_node", NULL };
+    static const char *const optional[] = { "bitstream", NULL };
     g_autoptr(AvPlacedItem) item = g_new0(AvPlacedItem, 1);
     g_autofree char *attach = NULL;
     gint64 node = -1;
@@ -238,14 +286,15 @@ av_pool_load_item(const AvPoolLoad *ld, json_t *obj, const char *jpath, GPtrArra
 
     if (!json_is_object(obj))
         return av_pool_load_fail(ld, error, jpath, "expected an object");
-    if (!av_pool_load_keys(ld, obj, jpath, keys, error) ||
+    if (!av_pool_load_keys_opt(ld, obj, jpath, keys, optional, error) ||
         !av_pool_load_string(ld, obj, jpath, "profile", FALSE, &item->profile, error) ||
         !av_pool_load_string(ld, obj, jpath, "attach", FALSE, &attach, error) ||
         !av_pool_load_string(ld, obj, jpath, "identity", TRUE, &item->identity, error) ||
         !av_pool_load_string(ld, obj, jpath, "address", TRUE, &item->pci_address, error) ||
         !av_pool_load_string(ld, obj, jpath, "mdev_uuid", TRUE, &item->mdev_uuid, error) ||
         !av_pool_load_string(ld, obj, jpath, "usb_bus_path", TRUE, &item->usb_bus_path, error) ||
-        !av_pool_load_int(ld, obj, jpath, "numa_node", -1, G_MAXINT, &node, error))
+        !av_pool_load_int(ld, obj, jpath, "numa_node", -1, G_MAXINT, &node, error) ||
+        !av_pool_load_optional_string(ld, obj, jpath, "bitstream", &item->bitstream, error))
         return FALSE;
     item->numa_node = (int)node;
     if (!av_profile_name_is_valid(item->profile))
@@ -258,6 +307,8 @@ av_pool_load_item(const AvPoolLoad *ld, json_t *obj, const char *jpath, GPtrArra
         bad = "mdev_uuid";
     else if (item->usb_bus_path && !av_usb_bus_path_is_valid(item->usb_bus_path))
         bad = "usb_bus_path";
+    else if (item->bitstream && (!av_pool_sha256_valid(item->bitstream) || !item->pci_address))
+        bad = "bitstream";
     if (bad) {
         g_autofree char *sub = g_strdup_printf("%s/%s", jpath, bad);
         return av_pool_load_fail(ld, error, sub, "not a valid %s", bad);

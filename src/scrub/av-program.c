@@ -252,6 +252,21 @@ out:
 }
 
 /* See av-program.h. */
+char **
+av_program_argv(const AvProgramTarget *target, const AvBitstream *bitstream, GError **error)
+{
+    g_auto(AvProgramEnv) env = { 0 };
+
+    if (!target->profile->program) {
+        g_set_error(error, AV_ERROR, AV_ERROR_POLICY, "profile '%s' has no 'program'", target->profile->name);
+        return NULL;
+    }
+    if (!av_program_env_init(&env, target, bitstream, error))
+        return NULL;
+    return av_profile_argv_expand(target->profile->program->argv, &env.values, error);
+}
+
+/* See av-program.h. */
 gboolean
 av_driver_run(const AvProgramTarget *target, AvDriverPoint point, const AvBitstream *bitstream, json_t **ret_report,
               GError **error)

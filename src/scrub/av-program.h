@@ -60,6 +60,13 @@ gboolean av_program_card_region(const AvRoot *root, const char *address, char **
 AvProgrammed *av_program_run(const AvProgramTarget *target, const AvBitstream *bitstream, const char *by,
                              json_t **ret_report, GError **error);
 
+/* The argv that av_program_run() would run for @target and @bitstream (the
+ * profile's "program" template expanded), without running anything: two
+ * devices whose argv are the same (the functions of one card, a template
+ * naming only {card}) are programmed once.  A new vector (g_strfreev()), or
+ * NULL with @error. */
+char **av_program_argv(const AvProgramTarget *target, const AvBitstream *bitstream, GError **error);
+
 /* Runs the profile's driver command of @point for @target, when it has
  * one (TRUE at once otherwise, *ret_report NULL).  @bitstream (may be
  * NULL) fills the bitstream's variables.  The environment is

@@ -383,6 +383,7 @@ static AvScrubMethodFunc av_scrub_methods[] = {
     [AV_SCRUB_METHOD_VM] = NULL,
     [AV_SCRUB_METHOD_USB_RESET] = av_scrub_method_usb_reset,
     [AV_SCRUB_METHOD_USB_REAUTHORIZE] = av_scrub_method_usb_reauthorize,
+    [AV_SCRUB_METHOD_PROGRAM_BASE] = av_scrub_method_program_base,
 };
 
 /* See av-scrub-private.h. */
@@ -598,6 +599,11 @@ av_scrub_needs_vfio(const AvProfile *profile)
 
         if (step->method == AV_SCRUB_METHOD_VFIO_ZERO || step->method == AV_SCRUB_METHOD_RESET ||
             step->method == AV_SCRUB_METHOD_VM)
+            return TRUE;
+        /* A program of "driver" "vfio-pci" gets the held group file; one of
+         * "host" moves the device to its host driver itself. */
+        if (step->method == AV_SCRUB_METHOD_PROGRAM_BASE && profile->program &&
+            profile->program->driver == AV_PROGRAM_DRIVER_VFIO)
             return TRUE;
     }
     return FALSE;

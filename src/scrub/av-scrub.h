@@ -4,8 +4,9 @@
  * pipeline and the device is quarantined with the step and its message.
  * Methods: "none", "command" (an external program given the device's address
  * and IOMMU group, killed at its timeout; its exit status decides),
- * "vfio-zero", "reset", "rom-check", "usb-reset", "usb-reauthorize"
- * (libaccelvirt.a) and "vm"
+ * "vfio-zero", "reset", "rom-check", "usb-reset", "usb-reauthorize",
+ * "program-base" (the profile's base bitstream programmed back, issue 15;
+ * av-scrub-program.c) (libaccelvirt.a) and "vm"
  * (av-scrub-vm.c, in libaccelvirt-virt.a: it calls libvirt).  The hook must
  * never link libvirt (DESIGN.md), so "vm" is not in the method table until a
  * program that links libaccelvirt-virt.a calls av_scrub_vm_register()
@@ -18,6 +19,7 @@
 #include <jansson.h>
 
 #include "policy/av-policy.h"
+#include "pool/av-pool.h"
 #include "util/av-file.h"
 #include "util/av-root.h"
 #include "vfio/av-kernel.h"
@@ -48,6 +50,11 @@ typedef struct {
                                   * vfio-pci ("vm" and "command" steps, vfio-zero's BAR resize) and taken
                                   * again after: a group that another process opened meanwhile fails the
                                   * step (AV_ERROR_BUSY naming it), so the device is quarantined */
+    const char *state_dir;       /* the state dir whose bitstream library a "program-base" step takes the
+                                  * profile's base image from (av-bitstream.h), or NULL: @hold_state_dir
+                                  * then, and without either the step fails */
+    const char *original_driver; /* the PCI device's host driver (the pool's original_driver), where a
+                                  * "program-base" step of a program with "driver": "host" runs, or NULL */
 } AvScrubTarget;
 
 /* What a scrub program prints, one line per device, to say what it cleared
@@ -65,6 +72,26 @@ typedef struct {
  * NUMBERS". */
 gboolean av_scrub_run(const AvRoot *root, const AvKernelOps *ops, const AvProfile *profile,
                       const AvScrubTarget *target, json_t **ret_report, GError **error);
+
+/* What the "program-base" step of the scrub @report (av_scrub_run()'s) put
+ * in the device (its "programmed": issue 15), as a record for the pool
+ * (av_pool_set_programmed()) made by @by ("scrub"), or NULL when no such
+ * step passed.  Record it only once the device is freed.  Caller frees. */
+AvProgrammed *av_scrub_report_programmed(json_t *report, const char *by);
+
+/* The "program-base" step's entry of the scrub @report (its "program" is
+ * av_program_run()'s report, for the journal's "program" event), or NULL.
+ * Borrowed from @report. */
+json_t *av_scrub_report_program_step(json_t *report);
+
+/* Journals in @pool the programs a scrub of the device @identity ran
+ * besides its steps' own: its "program-base" step's program (in @report,
+ * av_scrub_run()'s) as event "program", and the on_free command (@on_free,
+ * av_driver_run()'s report, or NULL) as event "driver", each with
+ * "identity" and "by" (@by: "scrub" for the worker, "operator").  FALSE
+ * with @error at the first entry that cannot be written. */
+gboolean av_scrub_journal_runs(AvPool *pool, const char *identity, json_t *report, json_t *on_free, const char *by,
+                               GError **error);
 
 /* Puts the "vm" method (which calls libvirt) into the method table.
  * Defined in libaccelvirt-virt.a (src/scrub/av-scrub-vm.c): only programs
