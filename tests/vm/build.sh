@@ -4,6 +4,9 @@
 #   vmlinux          uncompressed from /boot/vmlinuz-KVER (TCG boots it ~6 s faster)
 #   mtty.ko          the kernel's mdev sample, built out of tree for KVER
 #   zero-bar         a static helper that mmaps a PCI BAR (resourceN) and zeroes/reads it
+#   fpga-prog        a static stand-in for an FPGA vendor's programmer: writes a bitstream
+#                    into an ivshmem's BAR2 through VFIO, with the group file accelvirt
+#                    passes as fd 3 (the "program" of tests/vm/fpga-policies, issue 15)
 #   initramfs.cpio.gz  busybox-static, the modules below (vfio, mdev, 9p, overlay,
 #                      uio_pci_generic, e1000e, usbcore, xhci_pci, nvme) and tests/vm/init.sh as /init
 #   scrub-image/       accelvirt's scrub image, made by its recipe (scrub/image/build)
@@ -123,6 +126,15 @@ if ! fresh zero-bar "$k"; then
     gcc -static -O2 -Wall -Werror -o "$cache/zero-bar" "$here/zero-bar.c" ||
         need "a static libc (libc6-dev, build-essential)"
     stamp zero-bar "$k"
+fi
+
+# --- fpga-prog: the rig's FPGA programmer (run by accelvirt in boot 2, phase F) ---
+k=$(key "$here/fpga-prog.c" "$(command -v gcc)" /usr/include/linux/vfio.h)
+if ! fresh fpga-prog "$k"; then
+    log "building fpga-prog"
+    gcc -static -O2 -Wall -Werror -o "$cache/fpga-prog" "$here/fpga-prog.c" ||
+        need "a static libc and the kernel's UAPI headers (libc6-dev, linux-libc-dev, build-essential)"
+    stamp fpga-prog "$k"
 fi
 
 # --- the scrub image, by its recipe (scrub/image/build), keyed on the recipe's inputs ---

@@ -20,9 +20,11 @@
 #
 # Nested (scenario-e2e.sh boots this kernel and initramfs as a libvirt domain inside
 # the guest; no shares there), by the kernel command line, on every ivshmem's BAR2:
-#   avvm.tenant=TEXT  a tenant: writes TEXT over BAR2 (zero-bar fill), prints
-#                     AVVM-TENANT-WROTE ADDR COUNT, AVVM-TENANT-WAIT, and waits to be
-#                     destroyed
+#   avvm.tenant=TEXT  a tenant: prints AVVM-TENANT-READ ADDR LINE (BAR2's first line
+#                     as it found it: zero-bar line; a bitstream's function id when
+#                     accelvirt programmed the device, issue 15), writes TEXT over BAR2
+#                     (zero-bar fill), prints AVVM-TENANT-WROTE ADDR COUNT,
+#                     AVVM-TENANT-WAIT, and waits to be destroyed
 #   avvm.hotplug=TEXT a guest that gets its devices while it runs (issue 14): prints
 #                     AVVM-HOTPLUG-WAITING, then for each ivshmem that appears (hot-
 #                     plugged, or there at boot) AVVM-HOTPLUG-SEEN ADDR hello=N (N: how
@@ -125,11 +127,12 @@ mount -t tmpfs tmpfs /tmp
 mount -t tmpfs tmpfs /run
 echo "AVVM-BOOT uptime=$(uptime)"
 
-tenant() {  # tenant TEXT: write TEXT over every ivshmem's BAR2, then wait to be destroyed
+tenant() {  # tenant TEXT: read, then write TEXT over every ivshmem's BAR2, then wait to be destroyed
     for d in /sys/bus/pci/devices/*; do
         test "$(cat "$d/vendor"):$(cat "$d/device")" = 0x1af4:0x1110 || continue
         echo 1 > "$d/enable"
         a=$(basename "$d")
+        echo "AVVM-TENANT-READ $a $(zero-bar line "$d/resource2")"
         zero-bar fill "$d/resource2" "$1" || echo "AVVM-TENANT-FAILED $a"
         echo "AVVM-TENANT-WROTE $a $(zero-bar count "$d/resource2" "$1")"
     done

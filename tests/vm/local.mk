@@ -16,6 +16,10 @@ VM_RIG_FILES = \
 	tests/vm/scenario-e2e.sh \
 	tests/vm/scenario-accel.sh \
 	tests/vm/scenario-hotplug.sh \
+	tests/vm/scenario-fpga.sh \
+	tests/vm/fpga-policies \
+	tests/vm/fpga-driver.sh \
+	tests/vm/fpga-prog.c \
 	tests/vm/accel-policies \
 	tests/vm/scenario-demo.sh \
 	tests/vm/demo-policies \

@@ -28,6 +28,11 @@
 #      goes around accelvirt: scenario-hotplug.sh (sourced after scenario-accel.sh)
 #   U. USB sticks, S. SR-IOV VFs made on demand: scenario-accel.sh (sourced; its head
 #      says what they do)
+#   F. FPGAs programmed at request time (issue 15): the node-1 ivshmem as a card,
+#      bitstreams in accelvirt's library, `accelvirt program`, define/start program
+#      it, the hook refuses a device that does not hold the requested bitstream, the
+#      worker's program-base, driver commands: scenario-fpga.sh (sourced after
+#      scenario-hotplug.sh; its head says what it does)
 #   V. the vm method: rig-ivshmem's scrub becomes [vm] (xml/scrub-vm.xml with the
 #      scrub image of scrub/image/build); this guest writes a secret over BAR2; a
 #      firmware-only domain with the ivshmem is started and destroyed; the worker
@@ -544,6 +549,9 @@ fact tenant_phase seconds="$(elapsed "$tD")"
 
 # --- H. hot-plug, watch, audit, kernel-held groups (issue 14): scenario-hotplug.sh ---
 . "$R/scenario-hotplug.sh"
+
+# --- F. FPGAs programmed at request time (issue 15): scenario-fpga.sh ---
+. "$R/scenario-fpga.sh"
 
 # --- V. the vm method: the worker boots the scrub image under this libvirtd ---
 # rig-ivshmem's scrub becomes [vm]: the shipped template with the scrub image that

@@ -28,6 +28,14 @@
 #   again by identity; SR-IOV: `accelvirt define` makes a VF on the nvme PF
 #   (sriov_numvfs), the hook binds it, the PF is refused meanwhile, the worker's FLR,
 #   shrunk back to 0 VFs, and the hook makes it again at the next start
+#   Issue 15, boot 2 (scenario-fpga.sh, phase F): the node-1 ivshmem as an FPGA card
+#   (fpga-policies/45-fpga.json, fpga-prog.c writing bitstreams into BAR2 through VFIO
+#   with the group file accelvirt passes as fd 3): the bitstream library, `accelvirt
+#   program` by hand, `accelvirt define` programs the requested bitstream, the nested
+#   tenant reads its function id, the worker's program-base restores the base image
+#   (the host reads its backing file mid-boot: results/host-snap/TAG.req -> a copy
+#   host-snap-TAG.bin), the hook refuses a device that does not hold the bitstream,
+#   on_prepare/on_free driver commands, unknown and incompatible bitstreams refused
 #   Last, outside the guest: the recipe's image as built, and booted on a plain QEMU
 #   without a device: FAILED, a panic that pvpanic reports
 #   Issue 10 on the real kernel, boot 1: a multi-function slot (an ivshmem at function 0,
@@ -68,7 +76,7 @@ check() {  # check DESCRIPTION COMMAND...
 fact() { sed -n "s/^$1 //p" "$run/results/facts" 2>/dev/null | head -n1; }
 bail() { echo "Bail out! $*"; exit 1; }
 
-echo "1..137"
+echo "1..154"
 command -v python3 >/dev/null 2>&1 || bail "missing python3: run tests/vm/install-deps.sh (as root)"
 
 # --- build (cached) and boot once ---
@@ -540,6 +548,9 @@ cp -r "$here/hook-policies" "$e2e/results/hook-policies"
 cp -r "$here/accel-policies" "$e2e/results/accel-policies"
 cp "$here/scenario-accel.sh" "$e2e/results/scenario-accel.sh"
 cp "$here/scenario-hotplug.sh" "$e2e/results/scenario-hotplug.sh"
+cp "$here/scenario-fpga.sh" "$e2e/results/scenario-fpga.sh"
+cp -r "$here/fpga-policies" "$e2e/results/fpga-policies"
+cp "$here/fpga-driver.sh" "$e2e/results/fpga-driver.sh"
 cp "$here/scrub-sleep.sh" "$e2e/results/scrub-sleep.sh"
 cp "$here/../../xml/scrub-vm.xml" "$e2e/results/scrub-vm.xml"
 # boot 1's scrub pool (ROM A enrolled) for phase R, which runs with ROM B
@@ -565,10 +576,28 @@ for d in p["devices"]:
         d["state_since"] = int(time.time())
 json.dump(p, open(sys.argv[1], "w"), indent=2)
 EOF
+# Phase F (scenario-fpga.sh) asks the host to read the node-1 ivshmem's memory while the
+# guest runs (phase V overwrites it later): for each results/host-snap/TAG.req the
+# guest writes, a copy of the backing file ivshmem1 is taken here, as it is at that
+# moment, into host-snap-TAG.bin, and results/host-snap/TAG.done tells the guest
+mkdir -p "$e2e/results/host-snap"
+(
+    while ! test -e "$e2e/host-snap.stop"; do
+        for q in "$e2e"/results/host-snap/*.req; do
+            t=$(basename "$q" .req)
+            test -e "$q" && ! test -e "$e2e/results/host-snap/$t.done" || continue
+            cp "$e2e/ivshmem1" "$e2e/host-snap-$t.bin" && : > "$e2e/results/host-snap/$t.done"
+        done
+        sleep 0.2
+    done
+) &
+snapper=$!
 AV_VM_NIC1_MAC=$nic_mac2 AV_VM_NIC2_MAC=$cmd_mac2 \
 AV_VM_TIMEOUT=${AV_VM_TIMEOUT:-1080} AV_VM_IVSHMEM0_OPTS=",romfile=$run/rom-b.bin" AV_VM_ROOT=overlay AV_VM_QUIET=1 \
     sh "$here/run-vm.sh" "$e2e" 2>"$e2e/run-vm.err"
 qrc=$?
+: > "$e2e/host-snap.stop"
+wait "$snapper"
 secs=$(cat "$e2e/boot-seconds" 2>/dev/null || echo '?')
 echo "# end-to-end boot to poweroff: $secs s (QEMU exit $qrc)"
 if test -n "$(ls "$e2e/results/libvirt-caps.out" 2>/dev/null)"; then
@@ -958,6 +987,124 @@ e_hot_clear() {
     test "$(efact hot_journal_verify)" = rc=0
 }
 check "end to end, hot-plug: the violation's device: quarantine clear refused in one line until a scrub by hand passes (unscrubbed), then free and unheld; the journal intact (phase $(efact hot_phase))" e_hot_clear
+
+# F. FPGAs programmed at request time (scenario-fpga.sh phase F, issue 15): the node-1
+# ivshmem as a card, fpga-prog its programmer through VFIO, the bitstreams made in the guest
+FJ=$E/journal-fpga.jsonl
+f_sha() { efact fpga_sha256 | tr ' ' '\n' | sed -n "s/^$1=//p"; }
+fsha_base=$(f_sha base) fsha_fnx=$(f_sha fnx) fsha_other=$(f_sha other)
+f_snap() {  # f_snap TAG BITSTREAM: the host's copy of ivshmem1 at TAG holds BITSTREAM at offset 0, zeros after it, no tenant text
+    python3 - "$e2e/host-snap-$1.bin" "$E/fpga-$2.bit" "FPGATENANT-$secret" <<'PYEOF'
+import sys
+s = open(sys.argv[1], "rb").read()
+b = open(sys.argv[2], "rb").read()
+t = sys.argv[3].encode()
+ok = len(s) > len(b) and s[:len(b)] == b and not any(s[len(b):]) and t not in s
+sys.exit(0 if ok else "%s: %d bytes, starts %r, %d non-zero after the image, text %d times" % (
+    sys.argv[1], len(s), s[:24], sum(1 for x in s[len(b):] if x), s.count(t)))
+PYEOF
+}
+f_snap_head() { head -c 24 "$e2e/host-snap-$1.bin" 2>/dev/null | tr -c '[:print:]' '.'; }
+f_prog_runs() {  # f_prog_runs NAME: the journal's "program" entries for NAME at 0000:81:00.0 as "ok/verify-ok/OUTPUT..." lines
+    python3 - "$FJ" "$1" <<'PYEOF'
+import json, sys
+for l in open(sys.argv[1]):
+    e = json.loads(l)
+    if e.get("event") != "program":
+        continue
+    r = e["report"] if isinstance(e.get("report"), dict) else e
+    if r.get("address") != "0000:81:00.0" or r.get("name") != sys.argv[2]:
+        continue
+    v = r.get("verify") or {}
+    print("%s/%s/%s | %s" % (r.get("ok"), v.get("ok"), " ".join((r.get("output") or "").split())[:400],
+                             " ".join((v.get("output") or "").split())[:400]))
+PYEOF
+}
+f_library() {
+    hf_has fpga_add_base '^rc=0' && hf_has fpga_add_fnx '^rc=0' && hf_has fpga_add_other '^rc=0' &&
+    test -n "$fsha_base" -a -n "$fsha_fnx" -a -n "$fsha_other" &&
+    test "$(sha256sum < "$E/fpga-rig-fn-x.bit" | cut -d' ' -f1)" = "$fsha_fnx" &&
+    hf_has fpga_list "^rc=0 .*rig-base:$(echo "$fsha_base" | cut -c1-12):8192:None::held=no" &&
+    hf_has fpga_list "rig-fn-x:$(echo "$fsha_fnx" | cut -c1-12):20000:x-accel-1:profile:rig-fpga:held=no" &&
+    hf_has fpga_list "rig-other:$(echo "$fsha_other" | cut -c1-12):4096:other-1:dead:beef:held=no" &&
+    hf_has fpga_library '^700 root files=3 modes=600 ?$'
+}
+check "fpga: accelvirt bitstream add of three files made in the guest (rig-base; rig-fn-x, function x-accel-1, compatible profile:rig-fpga; rig-other, compatible dead:beef), bitstream list gives their SHA-256 (the files' own), sizes, functions and compatibility; stored as SHA256.bit, 0600, in a 0700 dir ($(efact fpga_list | cut -c1-300); $(efact fpga_library))" f_library
+f_hand() {
+    hf_has fpga_on_vfio '^driver=vfio-pci ' &&
+    hf_has fpga_program_base '^rc=0 .*state=free owner=None profile=rig-fpga +programmed=rig-base/' &&
+    f_prog_runs rig-base | head -n1 | grep -q '^True/True/fpga-prog: wrote 8192 bytes of .* at offset 0 of BAR2 of 0000:81:00.0 .*| fpga-prog: verified 8192 bytes' &&
+    hf_has fpga_bar_base0 '^rig-base:same=8192 rest_nonzero=0 text=0 snap=[0-9.]+$' && f_snap base0 rig-base
+}
+check "fpga: accelvirt program 0000:81:00.0 rig-base by hand (the card put on vfio-pci; fpga-prog gets its group as fd 3, writes and verifies through VFIO): journalled ok and verified, the pool says it holds rig-base, free again; BAR2 holds rig-base and zeros (this guest's read: $(efact fpga_bar_base0)), and so does the host's backing file (starts '$(f_snap_head base0)') ($(efact fpga_program_base | cut -c1-200); $(f_prog_runs rig-base | head -n1 | cut -c1-200))" f_hand
+f_again() {
+    hf_has fpga_program_again '^rc=0 programmed=rig-base/' &&
+    test "$(efact fpga_journal_hand | tr ' ' '\n' | grep -c '^program:rig-base:')" = 1
+}
+check "fpga: the same program again is skipped, the device already holds rig-base: exit 0, no second run ($(efact fpga_program_again | cut -c1-200))" f_again
+check "fpga: bitstream list says that 0000:81:00.0 holds rig-base now, and nobody rig-fn-x ($(efact fpga_list_held | cut -c1-240))" \
+    sh -c "echo '$(efact fpga_list_held)' | grep -q ' rig-base:[0-9a-f]*:8192:[^ ]*:held=yes' && echo '$(efact fpga_list_held)' | grep -q ' rig-fn-x:[^ ]*:held=no'"
+check "fpga: define --dry-run says the device will be programmed with rig-fn-x, defines nothing and leaves the device as it is ($(efact fpga_dry | cut -c1-240))" \
+    sh -c "echo '$(efact fpga_dry)' | grep -q '^rc=0 .*rig-fn-x' && echo '$(efact fpga_dry)' | grep -qi 'program' && echo '$(efact fpga_dry)' | grep -q ' defined=no programmed=rig-base/'"
+f_define() {
+    hf_has fpga_define '^rc=0 .*state=claimed owner=avvm-fpga profile=rig-fpga +programmed=rig-fn-x/.* driver=vfio-pci err=$' &&
+    hf_has fpga_defined_xml "^hostdev81=1 bitstream=.*$fsha_fnx" &&
+    f_prog_runs rig-fn-x | head -n1 | grep -q '^True/True/fpga-prog: wrote 20000 bytes .*| fpga-prog: verified 20000 bytes' &&
+    efact fpga_journal_define | grep -q ' program:rig-fn-x:ok:verify=True' && efact fpga_journal_define | grep -q ' programmed:rig-fn-x:'
+}
+check "fpga: accelvirt define of avvm-fpga (<av:request profile='rig-fpga' bitstream='rig-fn-x'/>) claims the card and programs it with rig-fn-x before libvirt has the domain: journal program ok and verified, pool programmed = rig-fn-x, the placement names its sha256, a managed hostdev of 0000:81:00.0 ($(efact fpga_define | cut -c1-220); $(efact fpga_defined_xml | cut -c1-160))" f_define
+f_fnx_bar() { hf_has fpga_bar_fnx '^rig-fn-x:same=20000 rest_nonzero=0 text=0 snap=[0-9.]+$' && f_snap fnx rig-fn-x; }
+check "fpga: ... BAR2 then holds rig-fn-x's bytes and zeros: this guest reads them ($(efact fpga_bar_fnx)), the host's backing file too (starts '$(f_snap_head fnx)')" f_fnx_bar
+f_start() {
+    hf_has fpga_start '^rc=0 .*state=in-use owner=avvm-fpga profile=rig-fpga +programmed=rig-fn-x/.* driver=vfio-pci ' &&
+    hf_has fpga_driver_prepare '^on_prepare address=0000:81:00\.0 profile=rig-fpga device=0000:81:00\.0 domain=avvm-fpga uuid=[0-9a-f-]{36} '
+}
+check "fpga: accelvirt start: the device holds what the placement asks for, the hook lets it in (in use by avvm-fpga) and runs on_prepare on the rig's host, with the device, profile and domain ($(efact fpga_start | cut -c1-200); $(efact fpga_driver_prepare | cut -c1-200))" f_start
+check "fpga: the nested guest reads the function id from BAR2 (the bitstream's first line, AVFN:x-accel-1) and prints it, then writes its own TEXT over BAR2 ($(efact fpga_tenant_boot | cut -c1-300))" \
+    hf_has fpga_tenant_boot 'AVVM-TENANT-READ 0000:00:[0-9a-f.]+ AVFN:x-accel-1 AVVM-TENANT-WROTE 0000:00:[0-9a-f.]+ [1-9][0-9]* AVVM-TENANT-WAIT'
+f_free() {
+    hf_has fpga_destroy '^rc=0 ' &&
+    hf_has fpga_free ' state=free owner=None profile=rig-fpga +programmed=rig-base/scrub/.* driver=vfio-pci$' &&
+    cert "$E/journal-fpga-1.jsonl" 0000:81:00.0 "c['result'] == 'free' and st['program-base']['ok'] and (c.get('previous_owner') or {}).get('domain_name') == 'avvm-fpga'" &&
+    efact fpga_driver_free | grep -q ';on_free address=0000:81:00\.0 profile=rig-fpga ' &&
+    efact fpga_journal_scrub | grep -Eq 'driver:on_prepare:ok .*driver:on_free:ok.* programmed:rig-base:scrub'
+}
+check "fpga: destroy -> release (the tenant's record dropped) -> the worker's program-base writes rig-base back and verifies it, on_free runs, free on vfio-pci (keep-vfio); the pool says it holds rig-base, by the scrub ($(efact fpga_free | cut -c1-200); $(efact fpga_journal_scrub | cut -c1-300))" f_free
+f_base_bar() { hf_has fpga_bar_base1 '^rig-base:same=8192 rest_nonzero=0 text=0 snap=[0-9.]+$' && f_snap base1 rig-base; }
+check "fpga: ... the tenant's logic is gone: BAR2 holds the base image and zeros, none of the tenant's TEXT: this guest's read ($(efact fpga_bar_base1)) and the host's backing file (starts '$(f_snap_head base1)', AVBASE at offset 0)" f_base_bar
+f_refused() {
+    hf_has fpga_virsh_refused '^rc=1 lines=1 state=shut off accelvirt: .*0000:81:00\.0.*rig-fn-x' &&
+    hf_has fpga_virsh_refused "accelvirt start avvm-fpga" &&
+    hf_has fpga_virsh_unchanged '^same state=free owner=None profile=rig-fpga +programmed=rig-base/scrub/[0-9a-f]+ driverlog=2$'
+}
+check "fpga: virsh start of avvm-fpga is refused by the hook in one line: the device does not hold rig-fn-x, 'accelvirt start avvm-fpga' programs it; shut off, nothing claimed, on_prepare not run ($(efact fpga_virsh_refused | cut -c1-260); $(efact fpga_virsh_unchanged))" f_refused
+f_start2() {
+    hf_has fpga_start2 '^rc=0 .*state=in-use owner=avvm-fpga profile=rig-fpga +programmed=rig-fn-x/.* state=running ' &&
+    test "$(f_prog_runs rig-fn-x | grep -c '^True/True/')" = 2 &&
+    hf_has fpga_free2 ' state=free owner=None profile=rig-fpga +programmed=rig-base/scrub/[0-9a-f]+ bar=rig-base:same=8192 rest_nonzero=0 text=0$'
+}
+check "fpga: accelvirt start programs rig-fn-x again (journalled, verified) and starts avvm-fpga; destroy, program-base again: free, holding rig-base ($(efact fpga_start2 | cut -c1-200); $(efact fpga_free2 | cut -c1-200))" f_start2
+f_drivers() {
+    j=$(efact fpga_journal_all | tr ' ' '\n')
+    test "$(efact fpga_driver_all | tr ';' '\n' | grep -c '^on_prepare address=0000:81:00.0 profile=rig-fpga .* domain=avvm-fpga ')" = 2 &&
+    test "$(efact fpga_driver_all | tr ';' '\n' | grep -c '^on_free address=0000:81:00.0 profile=rig-fpga ')" = 2 &&
+    test "$(efact fpga_driver_all | tr ';' '\n' | grep -c .)" = 4 &&
+    test "$(echo "$j" | grep -c '^driver:on_prepare:ok$')" = 2 && test "$(echo "$j" | grep -c '^driver:on_free:ok$')" = 2 &&
+    ! echo "$j" | grep -q ':failed'
+}
+check "fpga: the driver commands ran where the profile says, once per start and per scrub: on_prepare twice (the hook), on_free twice (the worker), each journalled 'driver' ok; no program or driver run failed ($(efact fpga_driver_all | cut -c1-300))" f_drivers
+check "fpga: accelvirt define asking for bitstream 'nope' (not in the library) fails with one line naming it ($(efact fpga_nope | cut -c1-200))" \
+    hf_has fpga_nope "^rc=[1-9][0-9]* lines=1 accelvirt: .*'nope'"
+f_bad() {
+    hf_has fpga_other "^rc=[1-9][0-9]* lines=1 accelvirt: .*rig-other" &&
+    hf_has fpga_bad_none '^domains=0 states=same state=free owner=None profile=rig-fpga '
+}
+check "fpga: ... and asking for rig-other (compatible dead:beef only: it does not fit rig-fpga's 1af4:1110) fails with one line naming it; neither domain exists in libvirt, no device changed state ($(efact fpga_other | cut -c1-200); $(efact fpga_bad_none))" f_bad
+f_end() {
+    test "$(efact fpga_undefine)" = rc=0 && test "$(efact fpga_journal_verify)" = rc=0 &&
+    hf_has fpga_end '^state=free owner=None profile=rig-ivshmem +driver=uio_pci_generic$'
+}
+check "fpga: the end: avvm-fpga undefined, the journal intact (journal verify: $(efact fpga_journal_verify)), the profile removed: the card free as rig-ivshmem on its host driver again for phase V ($(efact fpga_end); phase $(efact fpga_phase))" f_end
 
 # V. the vm method (phase V): the worker boots accelvirt-scrub-* under the rig's libvirtd
 VJ=$E/journal-vmscrub.jsonl

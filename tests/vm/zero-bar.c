@@ -8,6 +8,13 @@
  *   zero-bar fill FILE TEXT  write TEXT over the whole BAR, again and again (a
  *                            tenant's secret), and read it back
  *   zero-bar count FILE TEXT print how many times TEXT occurs in the BAR
+ *   zero-bar line FILE       print the BAR's first line (up to the first newline or
+ *                            NUL, at most 128 bytes; '.' for other non-printables):
+ *                            the function id a bitstream of the rig starts with
+ *   zero-bar cmp FILE DATA   compare the BAR with the file DATA (a bitstream): print
+ *                            "same=N rest_nonzero=M" when the BAR begins with DATA's
+ *                            N bytes (M: non-zero bytes after them), else
+ *                            "differs_at=K rest_nonzero=M"
  *
  * Static (gcc -static): it runs on the guest's busybox initramfs. */
 #include <fcntl.h>
@@ -22,13 +29,17 @@
 int main(int argc, char **argv)
 {
     if (argc < 3) {
-        fprintf(stderr, "usage: zero-bar zero|head|sum|fill|count FILE [N|TEXT]\n");
+        fprintf(stderr, "usage: zero-bar zero|head|sum|fill|count|line|cmp FILE [N|TEXT|DATA]\n");
         return 2;
     }
     int write_it = strcmp(argv[1], "zero") == 0 || strcmp(argv[1], "fill") == 0;
     if ((strcmp(argv[1], "fill") == 0 || strcmp(argv[1], "count") == 0) &&
         (argc < 4 || argv[3][0] == '\0')) {
         fprintf(stderr, "zero-bar: %s needs a non-empty TEXT\n", argv[1]);
+        return 2;
+    }
+    if (strcmp(argv[1], "cmp") == 0 && argc < 4) {
+        fprintf(stderr, "zero-bar: cmp needs a DATA file\n");
         return 2;
     }
     int fd = open(argv[2], (write_it ? O_RDWR : O_RDONLY) | O_SYNC);
@@ -95,6 +106,29 @@ int main(int argc, char **argv)
         for (size_t i = 0; i < n; i++)
             putchar(p[i] >= 0x20 && p[i] < 0x7f ? p[i] : '.');
         putchar('\n');
+    } else if (strcmp(argv[1], "line") == 0) {
+        for (size_t i = 0; i < len && i < 128 && p[i] != '\n' && p[i] != 0; i++)
+            putchar(p[i] >= 0x20 && p[i] < 0x7f ? p[i] : '.');
+        putchar('\n');
+    } else if (strcmp(argv[1], "cmp") == 0) {
+        FILE *data = fopen(argv[3], "rb");
+        size_t i = 0, nz = 0;
+        int c = 0;
+        if (!data) {
+            perror(argv[3]);
+            return 1;
+        }
+        while (i < len && (c = getc(data)) != EOF && p[i] == (uint8_t)c)
+            i++;
+        int same = i == len ? getc(data) == EOF : c == EOF;
+        size_t n = i;
+        fclose(data);
+        for (; i < len; i++)
+            nz += p[i] != 0;
+        if (same)
+            printf("same=%zu rest_nonzero=%zu\n", n, nz);
+        else
+            printf("differs_at=%zu rest_nonzero=%zu\n", n, nz);
     } else if (strcmp(argv[1], "sum") == 0) {
         size_t nz = 0;
         for (size_t i = 0; i < len; i++)
