@@ -597,7 +597,7 @@ test_bitstream_record(void)
     Fix f;
     g_autoptr(AvPlacement) p = NULL;
     g_autoptr(GPtrArray) requests = g_ptr_array_new_with_free_func((GDestroyNotify)av_request_free);
-    g_autofree char *state = NULL, *path = NULL, *text = NULL, *bad = NULL;
+    g_autofree char *state = NULL, *path = NULL, *text = NULL;
     g_autoptr(GError) err = NULL;
     AvRequest *r;
     const AvPoolPlacement *record;

@@ -593,7 +593,7 @@ mkdir -p "$e2e/results/host-snap"
 ) &
 snapper=$!
 AV_VM_NIC1_MAC=$nic_mac2 AV_VM_NIC2_MAC=$cmd_mac2 \
-AV_VM_TIMEOUT=${AV_VM_TIMEOUT:-1080} AV_VM_IVSHMEM0_OPTS=",romfile=$run/rom-b.bin" AV_VM_ROOT=overlay AV_VM_QUIET=1 \
+AV_VM_TIMEOUT=${AV_VM_TIMEOUT:-1500} AV_VM_IVSHMEM0_OPTS=",romfile=$run/rom-b.bin" AV_VM_ROOT=overlay AV_VM_QUIET=1 \
     sh "$here/run-vm.sh" "$e2e" 2>"$e2e/run-vm.err"
 qrc=$?
 : > "$e2e/host-snap.stop"
