@@ -1200,6 +1200,24 @@ av_prepare_check_bitstreams(AvPrepare *p, GError **error)
     return TRUE;
 }
 
+/* The bitstream the pool's placement record of the domain @domain_uuid
+ * says the device @identity must hold (its ACCELVIRT_BITSTREAM* variables
+ * for a driver command), from the library; NULL when none (or the library
+ * lost it: the command then runs without).  Caller frees. */
+static AvBitstream *
+av_hook_driver_bitstream(const AvHookConfig *config, AvPool *pool, const char *domain_uuid, const char *identity)
+{
+    const AvPoolPlacement *record = domain_uuid ? av_pool_placement_find(pool, domain_uuid) : NULL;
+
+    for (guint i = 0; record && identity && i < record->items->len; i++) {
+        const AvPlacedItem *item = g_ptr_array_index(record->items, i);
+
+        if (item->bitstream && g_strcmp0(item->identity, identity) == 0)
+            return av_bitstream_lookup(config->state_dir, item->bitstream, NULL);
+    }
+    return NULL;
+}
+
 /* Runs the driver command of @point (on_prepare, on_release: the hook's,
  * issue 15) of @profile for the device @address (pool identity @identity)
  * of the domain @domain_name (@domain_uuid), and journals the run in
@@ -1219,6 +1237,7 @@ av_hook_driver_run(const AvHookConfig *config, AvPool *pool, const AvProfile *pr
                                .domain_uuid = domain_uuid, .group_fd = -1 };
     g_autoptr(json_t) report = NULL;
     g_autoptr(GError) journal_error = NULL;
+    g_autoptr(AvBitstream) bitstream = NULL;
     gboolean ok;
 
     if (!command)
@@ -1230,7 +1249,8 @@ av_hook_driver_run(const AvHookConfig *config, AvPool *pool, const AvProfile *pr
                     AV_DRIVER_HOOK_TIMEOUT_MAX);
         return FALSE;
     }
-    ok = av_driver_run(&target, point, NULL, &report, error);
+    bitstream = av_hook_driver_bitstream(config, pool, domain_uuid, identity);
+    ok = av_driver_run(&target, point, bitstream, &report, error);
     if (report) {
         json_object_set_new(report, "identity", av_json_string_or_null(identity));
         json_object_set_new(report, "domain_name", av_json_string_or_null(domain_name));

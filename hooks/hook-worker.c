@@ -226,14 +226,14 @@ av_worker_hold(const AvHookConfig *config, const AvScrubJob *job, GError **failu
  * the domain that had it (av_driver_run()). */
 static gboolean
 av_worker_driver(const AvHookConfig *config, const AvProfile *profile, const AvScrubJob *job, AvDriverPoint point,
-                 json_t **ret_report, GError **error)
+                 const AvBitstream *bitstream, json_t **ret_report, GError **error)
 {
     AvProgramTarget target = { .root = config->root, .state_dir = config->state_dir, .profile = profile,
                                .address = job->address, .identity = job->identity,
                                .domain_name = job->owner ? job->owner->domain_name : NULL,
                                .domain_uuid = job->owner ? job->owner->domain_uuid : NULL, .group_fd = -1 };
 
-    return av_driver_run(&target, point, NULL, ret_report, error);
+    return av_driver_run(&target, point, bitstream, ret_report, error);
 }
 
 /* After a scrub that passed, before the device may be freed: the on_free
@@ -243,10 +243,14 @@ av_worker_driver(const AvHookConfig *config, const AvProfile *profile, const AvS
  * command ran), for the journal's "driver" event.  FALSE with @error when
  * it failed: the device is quarantined. */
 static gboolean
-av_worker_on_free(const AvHookConfig *config, const AvProfile *profile, const AvScrubJob *job, json_t **ret_report,
-                  GError **error)
+av_worker_on_free(const AvHookConfig *config, const AvProfile *profile, const AvScrubJob *job, json_t *scrub_report,
+                  json_t **ret_report, GError **error)
 {
-    return av_worker_driver(config, profile, job, AV_DRIVER_ON_FREE, ret_report, error);
+    /* What the scrub's program-base put in it, for the command's variables. */
+    g_autoptr(AvProgrammed) base = av_scrub_report_programmed(scrub_report, "scrub");
+    g_autoptr(AvBitstream) bitstream = base ? av_bitstream_lookup(config->state_dir, base->sha256, NULL) : NULL;
+
+    return av_worker_driver(config, profile, job, AV_DRIVER_ON_FREE, bitstream, ret_report, error);
 }
 
 /* Scrubs one device: the profile's steps without the pool lock, then under
@@ -290,7 +294,7 @@ av_worker_scrub(const AvHookConfig *config, const AvPolicy *policy, const AvScru
                     "its profile '%s' is not in the policies any more, so its scrub steps are unknown",
                     job->profile ? job->profile : "(none)");
     } else if (job->release_pending && profile->drivers[AV_DRIVER_ON_RELEASE] &&
-               !av_worker_driver(config, profile, job, AV_DRIVER_ON_RELEASE, &on_release, &failure)) {
+               !av_worker_driver(config, profile, job, AV_DRIVER_ON_RELEASE, NULL, &on_release, &failure)) {
         /* The release work that the hook could not do (killed, a release by
          * a marker or of a dead domain): failing, the device is quarantined
          * before any scrub step ran. */
@@ -310,7 +314,7 @@ av_worker_scrub(const AvHookConfig *config, const AvPolicy *policy, const AvScru
     if (!failure && job->kind == AV_DEVICE_KIND_PCI)
         av_scrub_group_released(config->root, config->state_dir, job->iommu_group, job->address, &failure);
     if (!failure && profile)
-        av_worker_on_free(config, profile, job, &on_free, &failure);
+        av_worker_on_free(config, profile, job, report, &on_free, &failure);
 
     /* What the host is now, before the device may be freed: a tenant's
      * firmware may change the card's identity, at once or at the scrub's

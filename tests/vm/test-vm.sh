@@ -1086,13 +1086,13 @@ f_start2() {
 check "fpga: accelvirt start programs rig-fn-x again (journalled, verified) and starts avvm-fpga; destroy, program-base again: free, holding rig-base ($(efact fpga_start2 | cut -c1-200); $(efact fpga_free2 | cut -c1-200))" f_start2
 f_drivers() {
     j=$(efact fpga_journal_all | tr ' ' '\n')
-    test "$(efact fpga_driver_all | tr ';' '\n' | grep -c '^on_prepare address=0000:81:00.0 profile=rig-fpga .* domain=avvm-fpga ')" = 2 &&
-    test "$(efact fpga_driver_all | tr ';' '\n' | grep -c '^on_free address=0000:81:00.0 profile=rig-fpga ')" = 2 &&
+    test "$(efact fpga_driver_all | tr ';' '\n' | grep -c '^on_prepare address=0000:81:00.0 profile=rig-fpga .* domain=avvm-fpga .*bitstream=rig-fn-x$')" = 2 &&
+    test "$(efact fpga_driver_all | tr ';' '\n' | grep -c '^on_free address=0000:81:00.0 profile=rig-fpga .*bitstream=rig-base$')" = 2 &&
     test "$(efact fpga_driver_all | tr ';' '\n' | grep -c .)" = 4 &&
     test "$(echo "$j" | grep -c '^driver:on_prepare:ok$')" = 2 && test "$(echo "$j" | grep -c '^driver:on_free:ok$')" = 2 &&
     ! echo "$j" | grep -q ':failed'
 }
-check "fpga: the driver commands ran where the profile says, once per start and per scrub: on_prepare twice (the hook), on_free twice (the worker), each journalled 'driver' ok; no program or driver run failed ($(efact fpga_driver_all | cut -c1-300))" f_drivers
+check "fpga: the driver commands ran where the profile says, once per start and per scrub: on_prepare twice (the hook, with the bitstream the domain asked for), on_free twice (the worker, with the base image the scrub put back), each journalled 'driver' ok; no program or driver run failed ($(efact fpga_driver_all | cut -c1-300))" f_drivers
 check "fpga: accelvirt define asking for bitstream 'nope' (not in the library) fails with one line naming it ($(efact fpga_nope | cut -c1-200))" \
     hf_has fpga_nope "^rc=[1-9][0-9]* lines=1 accelvirt: .*'nope'"
 f_bad() {
