@@ -22,6 +22,7 @@
 
 #include "scrub/av-program.h"
 #include "scrub/av-scrub.h"
+#include "pool/av-place.h"
 #include "util/av-error.h"
 #include "util/av-file.h"
 #include "util/av-json.h"
@@ -45,6 +46,8 @@ typedef struct {
     AvOwner *owner;              /* the domain that had it before its release, or NULL */
     char *original_driver;       /* PCI: its host driver as the pool knows it, or NULL */
     gboolean release_pending;    /* its profile's on_release is owed (the pool's release_pending) */
+    char *release_bitstream;     /* with it: the SHA-256 the domain's placement record said the device must
+                                  * hold (the command's bitstream variables), or NULL */
     char *since;                 /* when the scrub began (ISO 8601 UTC) */
 } AvScrubJob;
 
@@ -61,6 +64,7 @@ av_scrub_job_free(AvScrubJob *job)
     g_free(job->scrub_domain);
     av_owner_free(job->owner);
     g_free(job->original_driver);
+    g_free(job->release_bitstream);
     g_free(job->since);
     g_free(job);
 }
@@ -129,6 +133,16 @@ av_worker_pick(const AvHookConfig *config, GHashTable *done, AvLock **ret_lock, 
         job->owner = av_owner_copy(dev->owner);
         job->original_driver = g_strdup(dev->original_driver);
         job->release_pending = dev->release_pending;
+        if (dev->release_pending && dev->owner && dev->owner->domain_uuid) {
+            const AvPoolPlacement *record = av_pool_placement_find(pool, dev->owner->domain_uuid);
+
+            for (guint k = 0; record && k < record->items->len && !job->release_bitstream; k++) {
+                const AvPlacedItem *item = g_ptr_array_index(record->items, k);
+
+                if (item->bitstream && g_strcmp0(item->identity, dev->identity) == 0)
+                    job->release_bitstream = g_strdup(item->bitstream);
+            }
+        }
         job->since = av_worker_now_iso();
         *ret_lock = g_steal_pointer(&lock);
         return g_steal_pointer(&job);
@@ -278,6 +292,8 @@ av_worker_scrub(const AvHookConfig *config, const AvPolicy *policy, const AvScru
                              .state_dir = config->state_dir, .original_driver = job->original_driver };
     g_autoptr(json_t) on_free = NULL;
     g_autoptr(json_t) on_release = NULL;
+    g_autoptr(AvBitstream) release_bitstream =
+        job->release_bitstream ? av_bitstream_lookup(config->state_dir, job->release_bitstream, NULL) : NULL;
     gboolean release_failed = FALSE;
     g_autofree char *rebound_from = NULL;
     g_autofree char *driver_now = NULL;
@@ -294,7 +310,8 @@ av_worker_scrub(const AvHookConfig *config, const AvPolicy *policy, const AvScru
                     "its profile '%s' is not in the policies any more, so its scrub steps are unknown",
                     job->profile ? job->profile : "(none)");
     } else if (job->release_pending && profile->drivers[AV_DRIVER_ON_RELEASE] &&
-               !av_worker_driver(config, profile, job, AV_DRIVER_ON_RELEASE, NULL, &on_release, &failure)) {
+               !av_worker_driver(config, profile, job, AV_DRIVER_ON_RELEASE, release_bitstream, &on_release,
+                                 &failure)) {
         /* The release work that the hook could not do (killed, a release by
          * a marker or of a dead domain): failing, the device is quarantined
          * before any scrub step ran. */

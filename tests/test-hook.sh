@@ -1821,8 +1821,10 @@ echo "the tenant's management logic" >"$W/host$FDEV/0000:3b:00.2/resource2"
 check "a program of driver 'host' runs on the device's host driver, without the group file; the device goes back to vfio-pci and its hold, then to its driver once free" \
     eval "accepted '$W/f6.xml' f6 prepare begin - && [ \"\$(driver 0000:3b:00.2)\" = vfio-pci ] && accepted '$W/f6.xml' f6 release end - && wait_state 0000:3b:00.2 free && grep -q '^program 0000:3b:00.2 .*fd=none:none driver=xclmgmt' '$PLOG' && [ \"\$(bar 0000:3b:00.2)\" = 'bitstream test-base' ] && [ \"\$(fheld 0000:3b:00.2)\" = test-base ] && [ \"\$(driver 0000:3b:00.2)\" = xclmgmt ]"
 mkdom "$W/f7.xml" f7 "$(uuid 76)" 0000:3b:01.2
-check "a release the hook did not do (accelvirt release of a domain that looks alive, --force): the worker runs the owed on_release first, then scrubs and frees it" \
-    eval "accepted '$W/f7.xml' f7 prepare begin - && : >'$PLOG' && AV_SCRUB_LOG='$W/scrub.log' AV_SCRUB_FAIL='$W/scrub-fail' ACCELVIRT_WORKER='$ACCELVIRT_WORKER' avw release --force 0000:3b:01.2 >/dev/null && wait_state 0000:3b:01.2 free && [ \"\$(sed -n 1p '$PLOG' | cut -d' ' -f1-2)\" = 'on_release 0000:3b:01.2' ] && grep -q '^on_free 0000:3b:01.2 ' '$PLOG' && journalled driver \"e['point'] == 'on_release' and e.get('by') == 'scrub' and e['ok']\" && json '$W/state/pool.json' \"[x.get('release_pending') for x in d['devices'] if x['address'] == '0000:3b:01.2'] == [None]\""
+fpga_placed "$(uuid 76)" f7 0000:3b:01.2 fn-y
+programmed 0000:3b:01.2 fn-y
+check "a release the hook did not do (accelvirt release of a domain that looks alive, --force): the worker runs the owed on_release first (with the bitstream the domain asked for), then scrubs and frees it" \
+    eval "accepted '$W/f7.xml' f7 prepare begin - && : >'$PLOG' && AV_SCRUB_LOG='$W/scrub.log' AV_SCRUB_FAIL='$W/scrub-fail' ACCELVIRT_WORKER='$ACCELVIRT_WORKER' avw release --force 0000:3b:01.2 >/dev/null && wait_state 0000:3b:01.2 free && sed -n 1p '$PLOG' | grep -q '^on_release 0000:3b:01.2 .*name=fn-y ' && grep -q '^on_free 0000:3b:01.2 ' '$PLOG' && journalled driver \"e['point'] == 'on_release' and e.get('by') == 'scrub' and e['ok']\" && json '$W/state/pool.json' \"[x.get('release_pending') for x in d['devices'] if x['address'] == '0000:3b:01.2'] == [None]\""
 check "the journal keeps its chain" verify
 
 finish
