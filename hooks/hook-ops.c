@@ -1226,6 +1226,32 @@ av_hook_driver_bitstream(const AvHookConfig *config, AvPool *pool, const char *d
  * above AV_DRIVER_HOOK_TIMEOUT_MAX is not run (the policy's parser refuses
  * it already) and fails.  TRUE at once when the profile has no command
  * there.  Borrows everything. */
+/* The hook's budget for driver commands (AV_DRIVER_HOOK_BUDGET_S), one per
+ * point, counted from its first command: the monotonic time (µs) it ends,
+ * 0 before.  A test on a fake root may make it shorter
+ * ($ACCELVIRT_TEST_DRIVER_BUDGET, seconds). */
+static gint64 av_hook_driver_deadline[AV_DRIVER_POINTS];
+
+/* The seconds left of the hook's budget for @point (at least 1), or 0 when
+ * it is spent. */
+static guint
+av_hook_driver_budget_left(const AvHookConfig *config, AvDriverPoint point)
+{
+    gint64 now = g_get_monotonic_time();
+    gint64 left;
+
+    if (av_hook_driver_deadline[point] == 0) {
+        const char *test = g_getenv("ACCELVIRT_TEST_DRIVER_BUDGET");
+        guint64 budget = AV_DRIVER_HOOK_BUDGET_S;
+
+        if (test && !av_root_is_host(config->root))
+            g_ascii_string_to_unsigned(test, 10, 1, AV_DRIVER_HOOK_BUDGET_S, &budget, NULL);
+        av_hook_driver_deadline[point] = now + (gint64)budget * G_USEC_PER_SEC;
+    }
+    left = av_hook_driver_deadline[point] - now;
+    return left <= 0 ? 0 : (guint)MAX((left + G_USEC_PER_SEC - 1) / G_USEC_PER_SEC, 1);
+}
+
 static gboolean
 av_hook_driver_run(const AvHookConfig *config, AvPool *pool, const AvProfile *profile, const char *address,
                    const char *identity, const char *domain_name, const char *domain_uuid, AvDriverPoint point,
@@ -1247,6 +1273,17 @@ av_hook_driver_run(const AvHookConfig *config, AvPool *pool, const AvProfile *pr
                     "the %s command of profile '%s' has a timeout of %u s; the hook runs one of at most %u s",
                     av_driver_point_to_string(point), profile->name, command->timeout_s,
                     AV_DRIVER_HOOK_TIMEOUT_MAX);
+        return FALSE;
+    }
+    /* Bounded in all, not only each: the pool's lock is held meanwhile. */
+    target.timeout_max_s = av_hook_driver_budget_left(config, point);
+    if (target.timeout_max_s == 0) {
+        g_set_error(error, AV_ERROR, AV_ERROR_FAILED,
+                    "the %s command of profile '%s' for %s was not run: the hook's %u s for %s commands are spent "
+                    "(the pool's lock is held meanwhile); give the profile a quicker one, or do the work in "
+                    "on_assign or on_free",
+                    av_driver_point_to_string(point), profile->name, address ? address : "(none)",
+                    AV_DRIVER_HOOK_BUDGET_S, av_driver_point_to_string(point));
         return FALSE;
     }
     bitstream = av_hook_driver_bitstream(config, pool, domain_uuid, identity);

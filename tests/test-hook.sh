@@ -1825,6 +1825,13 @@ fpga_placed "$(uuid 76)" f7 0000:3b:01.2 fn-y
 programmed 0000:3b:01.2 fn-y
 check "a release the hook did not do (accelvirt release of a domain that looks alive, --force): the worker runs the owed on_release first (with the bitstream the domain asked for), then scrubs and frees it" \
     eval "accepted '$W/f7.xml' f7 prepare begin - && : >'$PLOG' && AV_SCRUB_LOG='$W/scrub.log' AV_SCRUB_FAIL='$W/scrub-fail' ACCELVIRT_WORKER='$ACCELVIRT_WORKER' avw release --force 0000:3b:01.2 >/dev/null && wait_state 0000:3b:01.2 free && sed -n 1p '$PLOG' | grep -q '^on_release 0000:3b:01.2 .*name=fn-y ' && grep -q '^on_free 0000:3b:01.2 ' '$PLOG' && journalled driver \"e['point'] == 'on_release' and e.get('by') == 'scrub' and e['ok']\" && json '$W/state/pool.json' \"[x.get('release_pending') for x in d['devices'] if x['address'] == '0000:3b:01.2'] == [None]\""
+mkdom "$W/f8.xml" f8 "$(uuid 77)" 0000:3b:01.0 0000:3b:01.2
+echo 2 >"$W/scrub-fail.sleep.on_prepare"
+export ACCELVIRT_TEST_DRIVER_BUDGET=3
+check "the hook's driver commands share one budget (3 s here, 60 s for real): the second on_prepare gets what is left (1 s), is killed, and the prepare is refused and undone" \
+    eval "refused 'the on_prepare command of profile .test-fpga. for 0000:3b:01.2 failed: .* killed after its timeout of 1 s' '$W/f8.xml' f8 prepare begin - && [ \"\$(fstate 0000:3b:01.0)\" = free ] && [ \"\$(fstate 0000:3b:01.2)\" = free ]"
+unset ACCELVIRT_TEST_DRIVER_BUDGET
+rm -f "$W/scrub-fail.sleep.on_prepare"
 check "the journal keeps its chain" verify
 
 finish

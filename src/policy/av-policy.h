@@ -118,6 +118,12 @@ typedef enum {
  * on_release): libvirt waits for the hook. */
 #define AV_DRIVER_HOOK_TIMEOUT_MAX 30u
 
+/* What one hook call may spend on driver commands in all, for each of its
+ * two points (its on_prepare commands; its on_release commands, those of a
+ * refused prepare's undo included): the pool's lock is held meanwhile, and
+ * every other domain's start and stop waits. */
+#define AV_DRIVER_HOOK_BUDGET_S 60u
+
 /* One driver command: {"argv": [...], "timeout": S}. */
 typedef struct {
     json_t *argv;                /* array of strings, a template (av_profile_argv_expand()) */

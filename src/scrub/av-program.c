@@ -291,7 +291,10 @@ av_driver_run(const AvProgramTarget *target, AvDriverPoint point, const AvBitstr
     json_object_set_new(report, "profile", json_string(target->profile->name));
     json_object_set_new(report, "ok", json_false());
     if (av_program_env_init(&env, target, bitstream, &local) &&
-        av_program_exec(target, &env, name, command->argv, command->timeout_s, report, &local))
+        av_program_exec(target, &env, name, command->argv,
+                        target->timeout_max_s > 0 ? MIN(command->timeout_s, target->timeout_max_s)
+                                                  : command->timeout_s,
+                        report, &local))
         ok = TRUE;
     if (!ok) {
         g_prefix_error(&local, "the %s command of profile '%s' for %s failed: ", name, target->profile->name,

@@ -30,6 +30,8 @@ typedef struct {
     const char *domain_uuid;     /* or NULL */
     int group_fd;                /* >= 0: the device's VFIO group file, passed as fd 3
                                   * (ACCELVIRT_VFIO_GROUP_FD=3); -1 none */
+    guint timeout_max_s;         /* > 0: a driver command runs at most this long, whatever its own
+                                  * timeout (what is left of the hook's budget); 0: its own */
 } AvProgramTarget;
 
 /* The card and region of the PCI device @address under @root, as the

@@ -15,6 +15,10 @@ echo "$* point=$ACCELVIRT_POINT device=$ACCELVIRT_DEVICE card=$ACCELVIRT_CARD re
     "sha256=$ACCELVIRT_BITSTREAM_SHA256 domain=$ACCELVIRT_DOMAIN_NAME uuid=$ACCELVIRT_DOMAIN_UUID" \
     "fd=${ACCELVIRT_VFIO_GROUP_FD:-none}:$(readlink /proc/self/fd/3 2>/dev/null || echo none)" \
     "driver=$(basename "$(readlink "$ACCELVIRT_ROOT/sys/bus/pci/devices/$2/driver")" 2>/dev/null)" >>"$log"
+# $AV_SCRUB_FAIL.sleep.WHAT holds seconds to sleep first (a slow command).
+if [ -n "$AV_SCRUB_FAIL" ] && [ -e "$AV_SCRUB_FAIL.sleep.$1" ]; then
+    sleep "$(cat "$AV_SCRUB_FAIL.sleep.$1")"
+fi
 if [ -n "$AV_SCRUB_FAIL" ] && { [ -e "$AV_SCRUB_FAIL.$1" ] || [ -e "$AV_SCRUB_FAIL.$1.$2" ]; }; then
     echo "simulated failure of $1 $2"
     exit 3
