@@ -220,6 +220,26 @@ gboolean av_mdev_parent_name_is_valid(const char *name);
 /* The device at @address in @host, or NULL.  Borrowed from @host. */
 AvPciDevice *av_host_find_pci(const AvHost *host, const char *address);
 
+/* The PCIe position of the function @address of @host (issue 16), from the
+ * parent_bridge links (a scan holds every bridge above a function it
+ * holds, av_host_scan_devices() too):
+ *   *ret_root_port  the bridge above it that sits on a root bus (its root
+ *                   port), NULL when the function sits on a root bus itself;
+ *   *ret_switch     the first bridge below that root port when at least one
+ *                   more bridge lies between it and the function: the
+ *                   upstream port of the top-level PCIe switch the function
+ *                   sits behind (root port > upstream port > downstream
+ *                   port > function; nested switches count as their top
+ *                   one), else NULL.  A PCIe-to-PCI bridge alone below a
+ *                   root port (one bridge between) is no switch.
+ * A VF sits where its PF sits.  Both borrowed from @host; either pointer may
+ * be NULL.  FALSE (outputs NULL) when @host lacks @address or a bridge of
+ * its chain, or the chain is deeper than AV_PCI_BRIDGE_DEPTH_MAX or loops:
+ * the position is unknown. */
+#define AV_PCI_BRIDGE_DEPTH_MAX 32
+gboolean av_host_pci_position(const AvHost *host, const char *address, const char **ret_root_port,
+                              const char **ret_switch);
+
 /* TRUE when @address is a canonical PCI address "DDDD:BB:SS.F": lower-case
  * hex, a domain of 4 to 8 digits as the kernel prints it ("%04x": domains
  * above 0xffff, such as those of Intel VMD, "10000:e1:00.0", print wider,

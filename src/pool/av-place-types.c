@@ -46,7 +46,19 @@ av_placed_item_free(AvPlacedItem *item)
     g_free(item->mdev_type);
     g_free(item->mdev_uuid);
     g_free(item->usb_bus_path);
+    g_free(item->root_port);
+    g_free(item->switch_port);
     g_free(item);
+}
+
+void
+av_placed_node_free(AvPlacedNode *node)
+{
+    if (!node)
+        return;
+    if (node->cpus)
+        g_array_unref(node->cpus);
+    g_free(node);
 }
 
 void
@@ -60,5 +72,7 @@ av_placement_free(AvPlacement *placement)
         g_ptr_array_unref(placement->items);
     if (placement->warnings)
         g_ptr_array_unref(placement->warnings);
+    if (placement->nodes)
+        g_ptr_array_unref(placement->nodes);
     g_free(placement);
 }

@@ -36,7 +36,17 @@
 
 G_BEGIN_DECLS
 
-/* One <av:request profile= count= granularity= numa=/>. */
+/* <av:request p2p=>: whether the devices of one request must sit behind one
+ * host PCIe switch (av_host_pci_position()), so that they can talk
+ * peer-to-peer without the root complex (issue 16). */
+typedef enum {
+    AV_P2P_NONE = 0,             /* absent: no constraint */
+    AV_P2P_PREFERRED,            /* one switch when some switch can hold them all, else as without p2p
+                                  * (with a warning in the placement) */
+    AV_P2P_REQUIRED,             /* one switch, else AV_ERROR_BUSY naming what each switch has free */
+} AvP2p;
+
+/* One <av:request profile= count= granularity= numa= p2p=/>. */
 typedef struct {
     char *profile;
     guint count;                 /* >= 1 */
@@ -49,6 +59,8 @@ typedef struct {
                                   * bitstream of the library that provides it for the profile; or NULL */
     char *bitstream_sha256;      /* the library's bitstream it names, resolved by the CLI before placing
                                   * (av_bitstream_lookup()), or NULL; the placer prefers devices that hold it */
+    AvP2p p2p;                   /* p2p="required|preferred": all of this request's PCI devices behind one
+                                  * host switch (a request of count 1, mdevs and USB: no constraint) */
 } AvRequest;
 
 AvRequest *av_request_new(const char *profile, guint count);
@@ -77,16 +89,37 @@ typedef struct {
     int numa_node;               /* -1 unknown */
     char *bitstream;             /* hex SHA-256 of the bitstream the device must hold (its request's
                                   * bitstream_sha256), or NULL */
+    /* The host PCIe position (issue 16), filled by av_place() for PCI items
+     * (vfio-pci, sriov-vf) from av_host_pci_position(); NULL for the others
+     * and when unknown.  What the rewrite mirrors in the guest
+     * (src/domain/av-topology.h).  Not recorded in the pool. */
+    char *root_port;             /* the host root port above the device */
+    char *switch_port;           /* the upstream port of the host PCIe switch it sits behind */
+    gboolean gpudirect;          /* an NVIDIA GPU (vendor 0x10de, base class 0x03), which may take
+                                  * QEMU's x-nv-gpudirect-clique */
 } AvPlacedItem;
 
 void av_placed_item_free(AvPlacedItem *item);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(AvPlacedItem, av_placed_item_free)
+
+/* A host NUMA node a placement uses, with its CPUs (the pinning set of the
+ * guest NUMA cell that mirrors it). */
+typedef struct {
+    int id;
+    GArray *cpus;                /* guint, ascending (AvNumaNode->cpus) */
+    guint64 memory_kib;          /* AvNumaNode->memory_kib, 0 unknown */
+} AvPlacedNode;
+
+void av_placed_node_free(AvPlacedNode *node);
 
 typedef struct {
     int numa_node;               /* the domain's node; -1 when nothing ties it to one */
     GArray *cpus;                /* guint: the CPUs of that node (the pinning set); empty when -1 */
     GPtrArray *items;            /* AvPlacedItem*, in request order, each request's in address order */
     GPtrArray *warnings;         /* char*: sentences, such as a preferred profile placed off its node */
+    GPtrArray *nodes;            /* AvPlacedNode*, ascending id: every host node of @numa_node and of the
+                                  * items (numa_node >= 0), with its CPUs, from the host's scan; may be
+                                  * NULL or empty in placements built by hand (no guest NUMA then) */
 } AvPlacement;
 
 void av_placement_free(AvPlacement *placement);

@@ -59,6 +59,9 @@ av_placed_item_copy(const AvPlacedItem *item)
     copy->attach = item->attach;
     copy->identity = g_strdup(item->identity);
     copy->pci_address = g_strdup(item->pci_address);
+    copy->root_port = g_strdup(item->root_port);
+    copy->switch_port = g_strdup(item->switch_port);
+    copy->gpudirect = item->gpudirect;
     copy->pf_address = g_strdup(item->pf_address);
     copy->vf_index = item->vf_index;
     copy->mdev_parent = g_strdup(item->mdev_parent);
