@@ -33,6 +33,10 @@
 #      it, the hook refuses a device that does not hold the requested bitstream, the
 #      worker's program-base, driver commands: scenario-fpga.sh (sourced after
 #      scenario-hotplug.sh; its head says what it does)
+#   T. the guest topology (issue 16): the rig's switch and its node-1 edu placed by
+#      `accelvirt define` for one q35 domain (p2p="required", guest-numa="mirror"),
+#      which boots and reports its PCIe tree and numa_nodes: scenario-topology.sh
+#      (sourced after scenario-fpga.sh; its head says what it does)
 #   V. the vm method: rig-ivshmem's scrub becomes [vm] (xml/scrub-vm.xml with the
 #      scrub image of scrub/image/build); this guest writes a secret over BAR2; a
 #      firmware-only domain with the ivshmem is started and destroyed; the worker
@@ -552,6 +556,9 @@ fact tenant_phase seconds="$(elapsed "$tD")"
 
 # --- F. FPGAs programmed at request time (issue 15): scenario-fpga.sh ---
 . "$R/scenario-fpga.sh"
+
+# --- T. the guest PCIe and NUMA topology (issue 16): scenario-topology.sh ---
+. "$R/scenario-topology.sh"
 
 # --- V. the vm method: the worker boots the scrub image under this libvirtd ---
 # rig-ivshmem's scrub becomes [vm]: the shipped template with the scrub image that
