@@ -167,7 +167,7 @@ fact topo_start rc=$? seconds="$(elapsed "$t0")" "$(tr '\n' ' ' < "$R/topo-start
 fact topo_running "$(tst)" "$(tdrv)" holds="$(tholds avvm-topo)"
 $V dumpxml avvm-topo > "$R/topo-live.xml" 2>&1
 cp /var/log/libvirt/qemu/avvm-topo.log "$R/topo-qemu.log" 2>/dev/null
-fact topo_qemu pxb="$(grep -o 'pxb-pcie[^ ]*' "$R/topo-qemu.log" | grep -o 'numa_node=[0-9]*' | sort -u | tr '\n' ',')" \
+fact topo_qemu pxb="$(grep -o '"driver":"pxb-pcie"[^}]*' "$R/topo-qemu.log" | grep -o '"numa_node":[0-9]*' | sed 's/.*://' | sort -u | tr '\n' ',')" \
     up="$(grep -o '"driver":"x3130-upstream"\|x3130-upstream' "$R/topo-qemu.log" | wc -l)" \
     down="$(grep -o '"driver":"xio3130-downstream"\|xio3130-downstream' "$R/topo-qemu.log" | wc -l)"
 twait=$(now)
