@@ -135,11 +135,29 @@ ctl = {}
 for c in dom.findall("./devices/controller[@type='pci']"):
     a = c.find("address")
     node = c.find("target/node")
+    t = c.find("target")
     ctl[int(c.get("index"))] = (c.get("model"), int(a.get("bus"), 16) if a is not None and a.get("bus") else None,
-                                node.text if node is not None else None)
+                                node.text if node is not None else None,
+                                int(t.get("busNr")) if t is not None and t.get("busNr") else None)
 cells = dom.findall("./cpu/numa/cell")
 print("cells %d %s" % (len(cells), " ".join("%s:%s:%s" % (c.get("id"), c.get("cpus"), c.get("memory")) for c in cells)))
-print("expanders %s" % " ".join(sorted("%d:node%s" % (i, v[2]) for i, v in ctl.items() if v[0] == "pcie-expander-bus")))
+# each expander bus: its busNr (libvirt writes the one it picks into the definition) and
+# the bus numbers the guest needs from there (its own, one per controller below it),
+# which must stay below the next expander's busNr (or 256)
+def pxb_of(i):
+    seen = 0
+    while i in ctl and seen < 16:
+        if ctl[i][0] == "pcie-expander-bus":
+            return i
+        i, seen = ctl[i][1], seen + 1
+    return None
+pxbs = sorted((v[3] if v[3] is not None else -1, i) for i, v in ctl.items() if v[0] == "pcie-expander-bus")
+out = []
+for k, (nr, i) in enumerate(pxbs):
+    need = 1 + sum(1 for j in ctl if j != i and pxb_of(j) == i)
+    top = pxbs[k + 1][0] if k + 1 < len(pxbs) else 256
+    out.append("%d:node%s:busNr=%d:buses=%d:%s" % (i, ctl[i][2], nr, need, "ok" if nr > 0 and nr + need <= top else "short"))
+print("expanders %s" % " ".join(sorted(out)))
 print("switch_ports up=%d down=%d" % (sum(v[0] == "pcie-switch-upstream-port" for v in ctl.values()),
                                      sum(v[0] == "pcie-switch-downstream-port" for v in ctl.values())))
 for h in dom.findall("./devices/hostdev"):
@@ -148,7 +166,7 @@ for h in dom.findall("./devices/hostdev"):
     host = "%04x:%02x:%02x.%x" % tuple(int(s.get(k), 16) for k in ("domain", "bus", "slot", "function"))
     chain, node, bus, seen = [], None, int(g.get("bus"), 16) if g is not None else None, 0
     while bus is not None and bus in ctl and seen < 16:
-        model, parent, n = ctl[bus]
+        model, parent, n, _ = ctl[bus]
         chain.append("%s#%d" % (model, bus))
         if model == "pcie-expander-bus" and node is None:
             node = n
@@ -172,7 +190,7 @@ fact topo_qemu pxb="$(grep -o '"driver":"pxb-pcie"[^}]*' "$R/topo-qemu.log" | gr
     down="$(grep -o '"driver":"xio3130-downstream"\|xio3130-downstream' "$R/topo-qemu.log" | wc -l)"
 twait=$(now)
 while ! grep -q '^AVVM-TOPO-END' /tmp/topo-console.log 2>/dev/null; do
-    test "$(echo "$(now) $twait" | awk '{print ($1 - $2 > 420)}')" = 1 && break
+    test "$(echo "$(now) $twait" | awk '{print ($1 - $2 > 300)}')" = 1 && break
     $V domstate avvm-topo 2>/dev/null | grep -q running || break
     sleep 1
 done
@@ -180,9 +198,9 @@ fact topo_guest seconds="$(elapsed "$twait")" \
     "$(grep -a '^AVVM-TOPO-\(NODE\|DEV\|END\)' /tmp/topo-console.log 2>/dev/null | tr -d '\r' | cut -d' ' -f1-3 | tr '\n' ' ')"
 cp /tmp/topo-console.log "$R/topo-console.log" 2>/dev/null
 
-# 5. stopped (it powers off by itself; destroyed if it still runs), released, freed
+# 5. stopped (it powers off once it has reported; destroyed if it still runs), released, freed
 tw=$(now)
-while $V domstate avvm-topo 2>/dev/null | grep -q running; do
+while grep -q '^AVVM-TOPO-END' /tmp/topo-console.log 2>/dev/null && $V domstate avvm-topo 2>/dev/null | grep -q running; do
     test "$(echo "$(now) $tw" | awk '{print ($1 - $2 > 60)}')" = 1 && break
     sleep 0.5
 done

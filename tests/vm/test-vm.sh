@@ -1158,7 +1158,8 @@ check "topology: accelvirt define places the p2p=\"required\" request on the two
 t_xml() {
     x=$E/topo-xml.txt
     grep -Eq '^cells 2 0:0:[0-9]+ 1:1:[0-9]+$' "$x" &&
-    grep -Eq '^expanders [0-9]+:node0 [0-9]+:node1$|^expanders [0-9]+:node1 [0-9]+:node0$' "$x" &&
+    grep -Eq '^expanders [0-9]+:node[01]:busNr=[0-9]+:buses=[0-9]+:ok [0-9]+:node[01]:busNr=[0-9]+:buses=[0-9]+:ok$' "$x" &&
+    grep -q ':node0:' "$x" && grep -q ':node1:' "$x" &&
     grep -q '^switch_ports up=1 down=2$' "$x" &&
     u48=$(sed -n 's/^hostdev 0000:48:00.0 cell=0 up=\([0-9][0-9]*\) chain=pcie-switch-downstream-port#.*/\1/p' "$x") &&
     u49=$(sed -n 's/^hostdev 0000:49:00.0 cell=0 up=\([0-9][0-9]*\) chain=pcie-switch-downstream-port#.*/\1/p' "$x") &&
@@ -1166,7 +1167,7 @@ t_xml() {
     grep -Eq '^hostdev 0000:84:00.0 cell=1 up=none chain=pcie-root-port#[0-9]+>pcie-expander-bus#[0-9]+>pcie-root#0$' "$x" &&
     test "$(efact topo_xml_pin)" = "vcpupin=2 memnode=2"
 }
-check "topology: the defined XML (dumpxml --inactive) has a pcie-expander-bus per cell (<target><node> 0 and 1), two <cpu><numa> cells, vCPUs pinned and memory strict per cell; the two switch edus on downstream ports of one upstream port under cell 0, the node-1 edu on a root port under cell 1 ($(tr '\n' ';' < "$E/topo-xml.txt" 2>/dev/null | cut -c1-600); $(efact topo_xml_pin))" t_xml
+check "topology: the defined XML (dumpxml --inactive) has a pcie-expander-bus per cell (<target><node> 0 and 1), each with room below its busNr for the buses under it (libvirt 9.0 picks busNr 254, 252... when none is given: room for one bus each, too few for a switch, and the guest's firmware hangs), two <cpu><numa> cells, vCPUs pinned and memory strict per cell; the two switch edus on downstream ports of one upstream port under cell 0, the node-1 edu on a root port under cell 1 ($(tr '\n' ';' < "$E/topo-xml.txt" 2>/dev/null | cut -c1-600); $(efact topo_xml_pin))" t_xml
 t_start() {
     hf_has topo_start '^rc=0 ' &&
     test "$(efact topo_running)" = "$(echo "$t3free" | sed 's/free\/None/in-use\/avvm-topo/g') $(echo "$t3none" | sed 's/=/=vfio-pci/g') holds=3" &&
