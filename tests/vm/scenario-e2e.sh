@@ -94,6 +94,16 @@ domxml() {  # domxml NAME MANAGED
 </domain>
 EOF
 }
+rig_boot() {  # rig_boot MACHINE CMDLINE [FEATURES]: a nested guest's <os> (the rig's kernel
+    # and initramfs in $C; console=ttyS0 ... CMDLINE), FEATURES, its CPU, on_reboot destroy
+    # and <devices> up to its <emulator> (the caller writes the rest)
+    printf '%s\n' "  <os>" "    <type arch='x86_64' machine='$1'>hvm</type>" \
+        "    <kernel>$C/vmlinux</kernel>" "    <initrd>$C/initramfs.cpio.gz</initrd>" \
+        "    <cmdline>console=ttyS0 loglevel=4 panic=-1 no_timer_check $2</cmdline>" "  </os>"
+    test -z "${3:-}" || echo "  $3"
+    printf '%s\n' "  <cpu mode='custom' match='exact'><model fallback='allow'>qemu64</model></cpu>" \
+        "  <on_reboot>destroy</on_reboot>" "  <devices>" "    <emulator>/usr/bin/qemu-system-x86_64</emulator>"
+}
 qemu_holds() {  # qemu_holds DOMAIN: "N pid=PID": N fds of QEMU on /dev/vfio/GROUP
     qpid=$(cat "/run/libvirt/qemu/$1.pid" 2>/dev/null)
     g=$(basename "$(readlink "$D/iommu_group")")
@@ -508,16 +518,7 @@ cat > /tmp/tenant.xml <<XMLEOF
   <name>avvm-tenant</name>
   <memory unit='MiB'>192</memory>
   <vcpu>1</vcpu>
-  <os>
-    <type arch='x86_64' machine='pc'>hvm</type>
-    <kernel>$C/vmlinux</kernel>
-    <initrd>$C/initramfs.cpio.gz</initrd>
-    <cmdline>console=ttyS0 loglevel=4 panic=-1 no_timer_check avvm.tenant=$SECRET</cmdline>
-  </os>
-  <cpu mode='custom' match='exact'><model fallback='allow'>qemu64</model></cpu>
-  <on_reboot>destroy</on_reboot>
-  <devices>
-    <emulator>/usr/bin/qemu-system-x86_64</emulator>
+$(rig_boot pc "avvm.tenant=$SECRET")
     <hostdev mode='subsystem' type='pci' managed='no'>
       <source><address domain='0x0000' bus='0x81' slot='0x00' function='0x0'/></source>
     </hostdev>

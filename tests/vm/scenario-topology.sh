@@ -65,17 +65,7 @@ topoxml() {  # topoxml NAME: the nested guest asking for the switch's two and on
   </metadata>
   <memory unit='MiB'>256</memory>
   <vcpu>2</vcpu>
-  <os>
-    <type arch='x86_64' machine='pc-q35-7.2'>hvm</type>
-    <kernel>$C/vmlinux</kernel>
-    <initrd>$C/initramfs.cpio.gz</initrd>
-    <cmdline>console=ttyS0 loglevel=4 panic=-1 no_timer_check avvm.topology=1</cmdline>
-  </os>
-  <features><acpi/><apic/></features>
-  <cpu mode='custom' match='exact'><model fallback='allow'>qemu64</model></cpu>
-  <on_reboot>destroy</on_reboot>
-  <devices>
-    <emulator>/usr/bin/qemu-system-x86_64</emulator>
+$(rig_boot pc-q35-7.2 avvm.topology=1 "<features><acpi/><apic/></features>")
     <controller type='pci' index='0' model='pcie-root'/>
     <controller type='usb' model='none'/>
     <serial type='file'><source path='/tmp/topo-console.log'/></serial>
