@@ -1183,6 +1183,90 @@ test_switch_strict(void)
     fix_close(&f);
 }
 
+/* The pool's placement record keeps each request's p2p, so that restore and
+ * migrate place again with it; a p2p it does not know is refused. */
+static void
+test_switch_record(void)
+{
+    static const char uuid[] = "55555555-5555-4555-8555-555555555555";
+    static const AvP2p want[] = { AV_P2P_REQUIRED, AV_P2P_PREFERRED, AV_P2P_NONE };
+    Fix f;
+    g_autoptr(AvPlacement) p = NULL;
+    g_autoptr(AvPlacement) again = NULL;
+    g_autoptr(GPtrArray) requests = g_ptr_array_new_with_free_func((GDestroyNotify)av_request_free);
+    g_autofree char *state = NULL, *path = NULL, *text = NULL, *got = NULL, *got_again = NULL;
+    g_autoptr(GError) err = NULL;
+    const AvPoolPlacement *record;
+    AvPlaceOptions options = { uuid, 4, fix_uuid, NULL };
+
+    fix_open(&f, "switches", SWITCH_POLICY("none", "pack"));
+    options.new_uuid_data = &f;
+    for (guint i = 0; i < G_N_ELEMENTS(want); i++) {
+        AvRequest *r = av_request_new(i == 2 ? "vf" : "gpu", 2);
+
+        r->p2p = want[i];
+        g_ptr_array_add(requests, r);
+    }
+    p = av_place(f.host, f.policy, f.pool, requests, &options, &err);
+    g_assert_no_error(err);
+    got = placed(p);
+    g_assert_cmpstr(got, ==, "0000:13:00.0 0000:14:00.0 0000:93:00.0 0000:94:00.0 0000:43:00.1 0000:43:00.2");
+    av_pool_placement_record(f.pool, uuid, "d", requests, p);
+    g_assert_true(av_pool_save(f.pool, &err));
+    g_assert_no_error(err);
+    av_pool_free(f.pool);
+    state = g_build_filename(f.tmp, "state", NULL);
+    f.pool = av_pool_open(state, AV_POOL_WRITE, 0, &err);
+    g_assert_no_error(err);
+    record = av_pool_placement_find(f.pool, uuid);
+    g_assert_nonnull(record);
+    g_assert_cmpuint(record->requests->len, ==, 3);
+    for (guint i = 0; i < G_N_ELEMENTS(want); i++)
+        g_assert_cmpint(((AvRequest *)g_ptr_array_index(record->requests, i))->p2p, ==, want[i]);
+    /* Placed again from the record: the same devices. */
+    again = av_place(f.host, f.policy, f.pool, record->requests, &options, &err);
+    g_assert_no_error(err);
+    got_again = placed(again);
+    g_assert_cmpstr(got_again, ==, got);
+    av_pool_free(f.pool);
+    f.pool = NULL;
+
+    path = g_build_filename(state, "pool.json", NULL);
+    g_file_get_contents(path, &text, NULL, &err);
+    g_assert_no_error(err);
+    g_assert_nonnull(strstr(text, "\"p2p\": \"required\""));
+    g_assert_nonnull(strstr(text, "\"p2p\": \"preferred\""));
+    {
+        g_autoptr(json_t) root = json_loads(text, 0, NULL);
+        json_t *requests_json = json_object_get(json_array_get(json_object_get(root, "placements"), 0), "requests");
+
+        /* Absent when none: a pool.json without p2p stays as it was. */
+        g_assert_null(json_object_get(json_array_get(requests_json, 2), "p2p"));
+    }
+    {
+        static const char *const bad[] = { "\"p2p\": \"sometimes\"", "\"p2p\": \"Required\"", "\"p2p\": \"\"",
+                                           "\"p2p\": null", "\"p2p\": 1", "\"p2p\": true",
+                                           "\"p2p\": \"required\\u0000x\"" };
+
+        for (guint i = 0; i < G_N_ELEMENTS(bad); i++) {
+            g_autoptr(GString) s = g_string_new(text);
+            AvPool *pool;
+
+            g_string_replace(s, "\"p2p\": \"required\"", bad[i], 0);
+            g_file_set_contents(path, s->str, -1, &err);
+            g_assert_no_error(err);
+            pool = av_pool_open(state, AV_POOL_READ, 0, &err);
+            g_assert_null(pool);
+            g_assert_error(err, AV_ERROR, AV_ERROR_CORRUPT_STATE);
+            g_test_message("refused: %s", err->message);
+            /* (A NUL is the JSON parser's refusal.) */
+            g_assert_true(strstr(err->message, "placements/0/requests/0/p2p") || strstr(err->message, "\\u0000"));
+            g_clear_error(&err);
+        }
+    }
+    fix_close(&f);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -1210,5 +1294,6 @@ main(int argc, char **argv)
     g_test_add_func("/place/switch/p2p", test_switch_p2p);
     g_test_add_func("/place/switch/undo", test_switch_undo);
     g_test_add_func("/place/switch/strict", test_switch_strict);
+    g_test_add_func("/place/switch/record", test_switch_record);
     return g_test_run();
 }
