@@ -243,6 +243,124 @@ case_nothing(void)
     return placement_new(-1, NULL, 0);
 }
 
+/* ---- issue 16: the guest topology ---- */
+
+/* A PCI device at its host PCIe position: behind the switch whose upstream
+ * port is @sw (NULL: on a root port of its own), an NVIDIA GPU when
+ * @gpudirect. */
+static AvPlacedItem *
+add_pci_at(AvPlacement *p, const char *profile, const char *address, int node, const char *sw, gboolean gpudirect)
+{
+    AvPlacedItem *item;
+
+    add_pci(p, profile, strcmp(profile, "fpga-function") == 0 ? AV_ATTACH_SRIOV_VF : AV_ATTACH_VFIO_PCI, address,
+            node);
+    item = g_ptr_array_index(p->items, p->items->len - 1);
+    item->root_port = g_strdup(sw ? "0000:00:01.0" : "0000:00:02.0");
+    item->switch_port = g_strdup(sw);
+    item->gpudirect = gpudirect;
+    return item;
+}
+
+/* A host node of the placement with its CPUs. */
+static void
+add_node(AvPlacement *p, int id, const guint *cpus, guint n)
+{
+    AvPlacedNode *node = g_new0(AvPlacedNode, 1);
+
+    if (!p->nodes)
+        p->nodes = g_ptr_array_new_with_free_func((GDestroyNotify)av_placed_node_free);
+    node->id = id;
+    node->cpus = g_array_new(FALSE, FALSE, sizeof(guint));
+    g_array_append_vals(node->cpus, cpus, n);
+    g_ptr_array_add(p->nodes, node);
+}
+
+/* Two NVIDIA GPUs behind one host switch on node 0: no cells (one node,
+ * auto), the switch on pcie-root, both GPUs in clique 0. */
+static AvPlacement *
+case_topo_switch(void)
+{
+    AvPlacement *p = placement_new(0, cpus_node0, G_N_ELEMENTS(cpus_node0));
+
+    add_pci_at(p, "gpu-passthrough", "0000:03:00.0", 0, "0000:02:00.0", TRUE);
+    add_pci_at(p, "gpu-passthrough", "0000:04:00.0", 0, "0000:02:00.0", TRUE);
+    add_node(p, 0, cpus_node0, G_N_ELEMENTS(cpus_node0));
+    return p;
+}
+
+/* Three FPGA functions, two behind a switch on node 0 and one on node 1:
+ * two cells, two expander buses, the switch under cell 0 and a root port
+ * under cell 1. */
+static AvPlacement *
+case_topo_two_cells(void)
+{
+    AvPlacement *p = placement_new(0, cpus_node0, G_N_ELEMENTS(cpus_node0));
+
+    add_pci_at(p, "fpga-function", "0000:03:00.1", 0, "0000:02:00.0", FALSE);
+    add_pci_at(p, "fpga-function", "0000:04:00.1", 0, "0000:02:00.0", FALSE);
+    add_pci_at(p, "fpga-function", "0000:81:00.1", 1, NULL, FALSE);
+    add_node(p, 0, cpus_node0, G_N_ELEMENTS(cpus_node0));
+    add_node(p, 1, cpus_node1, G_N_ELEMENTS(cpus_node1));
+    return p;
+}
+
+/* guest-numa="mirror" on one node: one cell, each device on a root port
+ * of its own under its expander bus, into the user's <cpu>. */
+static AvPlacement *
+case_topo_mirror(void)
+{
+    AvPlacement *p = placement_new(1, cpus_node1, G_N_ELEMENTS(cpus_node1));
+
+    add_pci_at(p, "fpga-function", "0000:81:00.1", 1, NULL, FALSE);
+    add_pci_at(p, "fpga-function", "0000:82:00.1", 1, NULL, FALSE);
+    add_node(p, 1, cpus_node1, G_N_ELEMENTS(cpus_node1));
+    return p;
+}
+
+/* Three GPUs: two NVIDIA ones behind a switch on node 0, one on node 1. */
+static AvPlacement *
+case_topo_gpus_two_nodes(void)
+{
+    AvPlacement *p = placement_new(0, cpus_node0, G_N_ELEMENTS(cpus_node0));
+
+    add_pci_at(p, "gpu-passthrough", "0000:03:00.0", 0, "0000:02:00.0", TRUE);
+    add_pci_at(p, "gpu-passthrough", "0000:04:00.0", 0, "0000:02:00.0", TRUE);
+    add_pci_at(p, "gpu-passthrough", "0000:81:00.0", 1, NULL, TRUE);
+    add_node(p, 0, cpus_node0, G_N_ELEMENTS(cpus_node0));
+    add_node(p, 1, cpus_node1, G_N_ELEMENTS(cpus_node1));
+    return p;
+}
+
+/* Five NVIDIA GPUs on node 0: two behind switch A (clique 0), one alone
+ * (none), two behind switch B (clique 1). */
+static AvPlacement *
+case_topo_cliques(void)
+{
+    AvPlacement *p = placement_new(0, cpus_node0, G_N_ELEMENTS(cpus_node0));
+
+    add_pci_at(p, "gpu-passthrough", "0000:03:00.0", 0, "0000:02:00.0", TRUE);
+    add_pci_at(p, "gpu-passthrough", "0000:04:00.0", 0, "0000:02:00.0", TRUE);
+    add_pci_at(p, "gpu-passthrough", "0000:17:00.0", 0, NULL, TRUE);
+    add_pci_at(p, "gpu-passthrough", "0000:23:00.0", 0, "0000:22:00.0", TRUE);
+    add_pci_at(p, "gpu-passthrough", "0000:24:00.0", 0, "0000:22:00.0", TRUE);
+    add_node(p, 0, cpus_node0, G_N_ELEMENTS(cpus_node0));
+    return p;
+}
+
+/* Two FPGA functions on two nodes, no switch: two cells. */
+static AvPlacement *
+case_topo_memory_split(void)
+{
+    AvPlacement *p = placement_new(0, cpus_node0, G_N_ELEMENTS(cpus_node0));
+
+    add_pci_at(p, "fpga-function", "0000:03:00.1", 0, NULL, FALSE);
+    add_pci_at(p, "fpga-function", "0000:81:00.1", 1, NULL, FALSE);
+    add_node(p, 0, cpus_node0, G_N_ELEMENTS(cpus_node0));
+    add_node(p, 1, cpus_node1, G_N_ELEMENTS(cpus_node1));
+    return p;
+}
+
 typedef struct {
     const char *name;
     AvPlacement *(*placement)(void);
@@ -265,6 +383,18 @@ static const Case cases[] = {
     { "hotplug-only", case_nothing, FALSE, TRUE },
     { "hotplug-pc", case_nothing, FALSE, TRUE },
     { "fpga-bitstream", case_fpga_bitstream, FALSE, TRUE },
+    { "topo-switch", case_topo_switch, FALSE, TRUE },
+    { "topo-two-cells", case_topo_two_cells, FALSE, TRUE },
+    { "topo-mirror", case_topo_mirror, FALSE, TRUE },
+    { "topo-numa-off", case_topo_two_cells, FALSE, TRUE },
+    { "topo-switches-off", case_topo_gpus_two_nodes, FALSE, TRUE },
+    { "topo-cliques", case_topo_cliques, FALSE, TRUE },
+    { "topo-gpudirect-off", case_topo_cliques, FALSE, TRUE },
+    { "topo-pc", case_topo_gpus_two_nodes, FALSE, TRUE },
+    { "topo-user-numa", case_topo_two_cells, FALSE, TRUE },
+    { "topo-memory-split", case_topo_memory_split, FALSE, TRUE },
+    { "topo-hotplug", case_topo_two_cells, FALSE, TRUE },
+    { "topo-few-vcpus", case_topo_two_cells, FALSE, TRUE },
 };
 
 /* ---- helpers ---- */

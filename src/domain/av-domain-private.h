@@ -96,6 +96,9 @@ gboolean av_domain_topology_elem_parse(const xmlNode *node, AvTopologyRequest *r
  * none; AV_ERROR_INVALID_INPUT for two of them or a malformed one. */
 gboolean av_domain_topology_find(const xmlNode *accelerators, AvTopologyRequest *ret, GError **error);
 
+/* The node @id of @placement->nodes, or NULL.  Borrowed from @placement. */
+const AvPlacedNode *av_domain_placed_node(const AvPlacement *placement, int id);
+
 /* av_guest_topology() on the tree of @root, which av_domain_strip() has
  * already cleared of an earlier placement (so that what accelvirt wrote
  * is never taken for the user's).  Caller frees. */

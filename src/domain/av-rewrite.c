@@ -351,7 +351,10 @@ av_domain_decimal_parse(const char *s, guint max, guint *ret)
 static gboolean
 request_parse(const xmlNode *node, AvRequest **ret, GError **error)
 {
-    static const char *const known[] = { "profile", "count", "granularity", "numa", "bitstream", "function", NULL };
+    static const char *const known[] = { "profile", "count", "granularity", "numa", "bitstream", "function", "p2p",
+                                         NULL };
+    static const char *const p2ps[] = { "preferred", "required", NULL };
+    static const AvP2p p2p_values[] = { AV_P2P_PREFERRED, AV_P2P_REQUIRED };
     static const char *const granularities[] = { "function", "region", "card", NULL };
     static const AvGranularity granularity_values[] = { AV_GRANULARITY_FUNCTION, AV_GRANULARITY_REGION,
                                                          AV_GRANULARITY_CARD };
@@ -362,6 +365,7 @@ request_parse(const xmlNode *node, AvRequest **ret, GError **error)
     g_autofree char *numa = av_domain_prop(node, "numa");
     g_autofree char *bitstream = av_domain_prop(node, "bitstream");
     g_autofree char *function = av_domain_prop(node, "function");
+    g_autofree char *p2p = av_domain_prop(node, "p2p");
     g_autoptr(AvRequest) request = NULL;
     guint n = 1;
     int i = 0;
@@ -372,7 +376,7 @@ request_parse(const xmlNode *node, AvRequest **ret, GError **error)
 
             return av_domain_invalid_at(
                 error, node, "av:request has an unknown attribute '%s' (it takes profile, count, granularity, numa, "
-                       "bitstream and function)",
+                       "bitstream, function and p2p)",
                 q);
         }
     }
@@ -435,6 +439,17 @@ request_parse(const xmlNode *node, AvRequest **ret, GError **error)
                                         q);
         }
         request->function = g_steal_pointer(&function);
+    }
+    if (p2p) {
+        if (!word_index(p2p, p2ps, &i)) {
+            g_autofree char *q = av_domain_quote(p2p);
+
+            return av_domain_invalid_at(error, node,
+                                        "av:request p2p '%s' is neither 'required' nor 'preferred' (leave it out "
+                                        "for no peer-to-peer constraint)",
+                                        q);
+        }
+        request->p2p = p2p_values[i];
     }
     *ret = g_steal_pointer(&request);
     return TRUE;
@@ -1509,9 +1524,11 @@ typedef struct {
  *     (ua-accelvirt-upK, slot 0 of the root port) and one
  *     pcie-switch-downstream-port (ua-accelvirt-dnK) per device, on slots
  *     0, 1, ... of the upstream port.
- * Stores in @slots the bus each item's hostdev goes on (slot 0). */
-static void
-write_topology(xmlNode *root, const AvGuestTopology *topology, guint n_items, AvGuestSlots *slots, const char *unit)
+ * Stores in @slots the bus each item's hostdev goes on (slot 0).  FALSE
+ * (nothing written) when the guest's 256 bus numbers cannot hold it. */
+static gboolean
+write_topology(xmlNode *root, const AvGuestTopology *topology, guint n_items, AvGuestSlots *slots, const char *unit,
+               GError **error)
 {
     xmlNode *devices, *after = NULL;
     guint index, rp = 0, up = 0, dn = 0, bus_top = 256;
@@ -1525,7 +1542,7 @@ write_topology(xmlNode *root, const AvGuestTopology *topology, guint n_items, Av
         slots->cell[i] = -1;
     }
     if (topology->groups->len == 0)
-        return;
+        return TRUE;
     devices = ensure_child(root, "devices", domain_order, unit);
     index = pci_controller_next_index(devices);
     for (xmlNode *c = devices->children; c; c = c->next) {
@@ -1537,6 +1554,25 @@ write_topology(xmlNode *root, const AvGuestTopology *topology, guint n_items, Av
 
         if (group->cell >= 0)
             pxb_size[group->cell] += 1 + (group->host_switch ? 1 + group->items->len : 0);
+    }
+    {
+        /* every bus under pcie-root (at most one per controller index, the
+         * hot-plug ports' included) below the lowest expander's */
+        guint added = 0, below = 256;
+
+        for (guint g = 0; g < topology->groups->len; g++) {
+            const AvGuestGroup *group = g_ptr_array_index(topology->groups, g);
+
+            added += 1 + (group->host_switch ? 1 + group->items->len : 0);
+        }
+        for (guint c = 0; c < ncells; c++) {
+            added += pxb_size[c] ? 1 : 0;
+            below -= pxb_size[c] ? 1 + pxb_size[c] : 0;
+        }
+        if (index + added + AV_HOTPLUG_SLOTS_MAX >= below)
+            return av_domain_invalid_at(error, NULL, "the guest topology of %u devices needs more PCI buses than a "
+                                        "guest has (256): write <av:topology switches='off'/> or "
+                                        "guest-numa='off', or ask for fewer devices", n_items);
     }
 #define PUT(node)                                                                                                    \
     do {                                                                                                             \
@@ -1601,6 +1637,7 @@ write_topology(xmlNode *root, const AvGuestTopology *topology, guint n_items, Av
         }
     }
 #undef PUT
+    return TRUE;
 }
 
 /* The guest NUMA cells of @topology: <cpu><numa><cell id= cpus= memory=
@@ -1831,7 +1868,8 @@ av_domain_rewrite(const char *xml, gsize len, const AvPlacement *placement, cons
     slot_cell = g_new0(int, n_items + 1);
     slots.bus = slot_bus;
     slots.cell = slot_cell;
-    write_topology(root, topology, n_items, &slots, unit);
+    if (!write_topology(root, topology, n_items, &slots, unit, error))
+        goto out;
     for (guint i = 0; i < n_items; i++) {
         const AvPlacedItem *item = g_ptr_array_index(placement->items, i);
         g_autofree char *alias = g_strdup_printf(AV_REWRITE_ALIAS_PREFIX "%u", i);
@@ -2185,6 +2223,158 @@ remap_numa(xmlNode *root, xmlNode *placed, const AvPlacement *placement, const A
     }
 }
 
+/* The cell= of the <av:placement> entry @entry: *ret the cell, -1 when
+ * it has none. */
+static gboolean
+entry_cell(const xmlNode *entry, int *ret, GError **error)
+{
+    g_autofree char *cell = av_domain_prop(entry, "cell");
+    guint v = 0;
+
+    *ret = -1;
+    if (!cell)
+        return TRUE;
+    if (!av_domain_decimal_parse(cell, AV_DOMAIN_NODE_MAX - 1, &v)) {
+        g_autofree char *q = av_domain_quote(cell);
+
+        return av_domain_invalid_at(error, entry, "av:placement entry cell '%s' is not a guest NUMA cell between 0 "
+                                    "and %u", q, AV_DOMAIN_NODE_MAX - 1);
+    }
+    *ret = (int)v;
+    return TRUE;
+}
+
+/* The vCPUs of the guest cell @id as <cpu><numa><cell id= cpus=> of @root
+ * says, or NULL with an error. */
+static GArray *
+cell_vcpus(const xmlNode *root, guint id, GError **error)
+{
+    xmlNode *numa = av_domain_child_first(av_domain_child_first(root, "cpu", NULL), "numa", NULL);
+
+    for (xmlNode *c = numa ? numa->children : NULL; c; c = c->next) {
+        g_autofree char *cid = NULL;
+        g_autofree char *cpus = NULL;
+        GArray *set = NULL;
+        guint v = 0;
+
+        if (!av_domain_is_elem(c, "cell", NULL))
+            continue;
+        cid = av_domain_prop(c, "id");
+        if (!av_domain_decimal_parse(cid, G_MAXUINT32, &v) || v != id)
+            continue;
+        cpus = av_domain_prop(c, "cpus");
+        if (!cpus || !av_domain_cpuset_parse(cpus, AV_DOMAIN_VCPU_MAX, &set, error)) {
+            if (!cpus)
+                av_domain_invalid_at(error, c, "<cell id='%u'> has no cpus", id);
+            return NULL;
+        }
+        return set;
+    }
+    av_domain_invalid_at(error, numa, "the domain's <cpu><numa> has no <cell id='%u'>, which its av:placement "
+                         "names; place the domain again with 'accelvirt define'", id);
+    return NULL;
+}
+
+/* Sets @prop to @value on each <cputune> (vcpupin, emulatorpin) or
+ * <numatune> (memory, memnode) child @elem whose @attr is @id (@attr NULL:
+ * every one). */
+static void
+pins_update(xmlNode *root, const char *elem, const char *attr, guint id, const char *prop, const char *value,
+            gboolean *changed)
+{
+    const char *parent = g_str_has_prefix(elem, "mem") ? "numatune" : "cputune";
+
+    for (xmlNode *c = root->children; c; c = c->next) {
+        if (!av_domain_is_elem(c, parent, NULL))
+            continue;
+        for (xmlNode *pin = c->children; pin; pin = pin->next) {
+            g_autofree char *v = NULL;
+            guint n = 0;
+
+            if (!av_domain_is_elem(pin, elem, NULL))
+                continue;
+            v = attr ? av_domain_prop(pin, attr) : NULL;
+            if (!attr || (av_domain_decimal_parse(v, G_MAXUINT32, &n) && n == id))
+                update_prop(pin, prop, value, changed);
+        }
+    }
+}
+
+/* The guest cells accelvirt wrote, re-pinned to the host nodes their
+ * devices sit on in @placement (a cell whose devices span nodes: all of
+ * them): each cell's <vcpupin>s and <memnode>, then <emulatorpin> and
+ * <numatune><memory> on the union.  The cells, controllers and guest
+ * addresses stay: the guest ABI never changes. */
+static gboolean
+remap_cells(xmlNode *root, GPtrArray *entries, const AvPlacement *placement, gboolean *changed, GError **error)
+{
+    g_autoptr(GArray) cells = g_array_new(FALSE, FALSE, sizeof(int));
+    g_autoptr(GArray) all_cpus = g_array_new(FALSE, FALSE, sizeof(guint));
+    g_autoptr(GArray) all_nodes = g_array_new(FALSE, FALSE, sizeof(guint));
+    g_autofree char *all_cpuset = NULL;
+    g_autofree char *all_nodeset = NULL;
+    guint max_cell = 0;
+    gboolean any = FALSE;
+
+    for (guint i = 0; i < entries->len; i++) {
+        int cell = -1;
+
+        if (!entry_cell(g_ptr_array_index(entries, i), &cell, error))
+            return FALSE;
+        g_array_append_val(cells, cell);
+        if (cell >= 0) {
+            max_cell = MAX(max_cell, (guint)cell);
+            any = TRUE;
+        }
+    }
+    for (guint c = 0; any && c <= max_cell; c++) {
+        g_autoptr(GArray) vcpus = NULL;
+        g_autoptr(GArray) cpus = g_array_new(FALSE, FALSE, sizeof(guint));
+        g_autoptr(GArray) nodes = g_array_new(FALSE, FALSE, sizeof(guint));
+        g_autofree char *cpuset = NULL;
+        g_autofree char *nodeset = NULL;
+
+        for (guint i = 0; i < cells->len; i++) {
+            const AvPlacedItem *item = g_ptr_array_index(placement->items, i);
+            guint node = (guint)item->numa_node;
+            const AvPlacedNode *n;
+            gboolean seen = FALSE;
+
+            if (g_array_index(cells, int, i) != (int)c || item->numa_node < 0)
+                continue;
+            for (guint k = 0; k < nodes->len && !seen; k++)
+                seen = g_array_index(nodes, guint, k) == node;
+            if (seen)
+                continue;
+            n = av_domain_placed_node(placement, item->numa_node);
+            if (!n || !n->cpus || n->cpus->len == 0)
+                return av_domain_invalid_at(error, NULL, "the new placement lacks the CPUs of host node %d, where "
+                                            "%s%u of guest cell %u now sits: cannot re-pin the cell",
+                                            item->numa_node, AV_REWRITE_ALIAS_PREFIX, i, c);
+            g_array_append_val(nodes, node);
+            g_array_append_vals(cpus, n->cpus->data, n->cpus->len);
+        }
+        if (nodes->len == 0)
+            continue;    /* no cell c, or none of its devices has a known node: as it was */
+        if (!(vcpus = cell_vcpus(root, c, error)))
+            return FALSE;
+        cpuset = av_domain_cpuset_format(cpus);
+        nodeset = av_domain_cpuset_format(nodes);
+        for (guint v = 0; v < vcpus->len; v++)
+            pins_update(root, "vcpupin", "vcpu", g_array_index(vcpus, guint, v), "cpuset", cpuset, changed);
+        pins_update(root, "memnode", "cellid", c, "nodeset", nodeset, changed);
+        g_array_append_vals(all_cpus, cpus->data, cpus->len);
+        g_array_append_vals(all_nodes, nodes->data, nodes->len);
+    }
+    if (all_nodes->len == 0)
+        return TRUE;
+    all_cpuset = av_domain_cpuset_format(all_cpus);
+    all_nodeset = av_domain_cpuset_format(all_nodes);
+    pins_update(root, "emulatorpin", NULL, 0, "cpuset", all_cpuset, changed);
+    pins_update(root, "memory", NULL, 0, "nodeset", all_nodeset, changed);
+    return TRUE;
+}
+
 char *
 av_domain_remap(const char *xml, gsize len, const AvPlacement *placement, GError **error)
 {
@@ -2217,8 +2407,8 @@ av_domain_remap(const char *xml, gsize len, const AvPlacement *placement, GError
                     "<av:accelerators>); place it with 'accelvirt define'", dom->name ? dom->name : "(unnamed)");
         goto out;
     }
-    if (!yes_no(placed, "pinned", &wrote.pinned, error) || !yes_no(placed, "numatune", &wrote.numatune, error) ||
-        !placed_entries(placed, &entries, error) || !placement_check(placement, NULL, requests, &hide, error))
+    if (!wrote_read(placed, &wrote, error) || !placed_entries(placed, &entries, error) ||
+        !placement_check(placement, NULL, requests, &hide, error))
         goto out;
     if (!placement->items || placement->items->len != entries->len) {
         g_set_error(error, AV_ERROR, AV_ERROR_INVALID_INPUT,
@@ -2281,6 +2471,12 @@ av_domain_remap(const char *xml, gsize len, const AvPlacement *placement, GError
             goto out;
         /* an mdev keeps its UUID: the hook creates it at prepare */
     }
+    if (wrote.cells) {
+        /* the cells' pinning, not the one node's */
+        if (!remap_cells(root, entries, placement, &changed, error))
+            goto out;
+        wrote.pinned = wrote.numatune = FALSE;
+    }
     remap_numa(root, placed, placement, &wrote, &changed);
     out = changed ? doc_serialize(doc, has_declaration(xml, len), error) : g_strndup(xml, len);
 out:
@@ -2335,6 +2531,7 @@ av_domain_placement(const char *xml, gsize len, GError **error)
         xmlNode *entry = g_ptr_array_index(entries, i);
         g_autoptr(AvPlacedItem) item = g_new0(AvPlacedItem, 1);
         g_autofree char *value = NULL;
+        int cell = -1;    /* checked; AvPlacedItem has no field for the guest side */
 
         item->numa_node = -1;
         item->vf_index = -1;
@@ -2356,7 +2553,7 @@ av_domain_placement(const char *xml, gsize len, GError **error)
                 goto out;
             }
             if (!av_domain_placed_vf(entry, &item->pf_address, &item->vf_index, error) ||
-                !av_domain_placed_bitstream(entry, &item->bitstream, error))
+                !av_domain_placed_bitstream(entry, &item->bitstream, error) || !entry_cell(entry, &cell, error))
                 goto out;
             if (item->pf_address)
                 item->attach = AV_ATTACH_SRIOV_VF;
@@ -2369,6 +2566,8 @@ av_domain_placement(const char *xml, gsize len, GError **error)
                 av_domain_invalid_at(error, entry, "av:mdev uuid '%s' is not a UUID", q);
                 goto out;
             }
+            if (!entry_cell(entry, &cell, error))
+                goto out;
         } else {
             g_autofree char *vendor = av_domain_prop(entry, "vendor");
             g_autofree char *product = av_domain_prop(entry, "product");

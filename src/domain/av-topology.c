@@ -283,8 +283,8 @@ item_is_positioned(const AvPlacedItem *item)
     return item_is_pci(item) || item->attach == AV_ATTACH_MDEV;
 }
 
-static const AvPlacedNode *
-placed_node_find(const AvPlacement *placement, int id)
+const AvPlacedNode *
+av_domain_placed_node(const AvPlacement *placement, int id)
 {
     for (guint i = 0; placement->nodes && i < placement->nodes->len; i++) {
         const AvPlacedNode *n = g_ptr_array_index(placement->nodes, i);
@@ -369,7 +369,7 @@ cells_refusal(const xmlNode *root, const AvPlacement *placement, GArray *nodes, 
         return g_strdup_printf("the domain's <memory> is less than 1 MiB for each of its %u cells", nodes->len);
     for (guint i = 0; i < nodes->len; i++) {
         int id = g_array_index(nodes, int, i);
-        const AvPlacedNode *n = placed_node_find(placement, id);
+        const AvPlacedNode *n = av_domain_placed_node(placement, id);
 
         if (!n || !n->cpus || n->cpus->len == 0)
             return g_strdup_printf("the CPUs of host node %d are unknown", id);
@@ -389,7 +389,7 @@ cells_build(AvGuestTopology *topology, const AvPlacement *placement, GArray *nod
              memory_kib, mib);
     for (guint c = 0; c < k; c++) {
         AvGuestCell *cell = g_new0(AvGuestCell, 1);
-        const AvPlacedNode *n = placed_node_find(placement, g_array_index(nodes, int, c));
+        const AvPlacedNode *n = av_domain_placed_node(placement, g_array_index(nodes, int, c));
         guint count = base + (c < extra ? 1 : 0);
 
         cell->id = c;
