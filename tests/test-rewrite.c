@@ -18,6 +18,7 @@
 
 #include "av-test.h"
 #include "domain/av-rewrite.h"
+#include "domain/av-topology.h"
 #include "util/av-error.h"
 
 #define LIBVIRT_DOMAIN_RNG "/usr/share/libvirt/schemas/domain.rng"
@@ -1463,6 +1464,410 @@ test_remap_refused(void)
     }
 }
 
+/* ---- issue 16: the guest topology, described, refused, remapped ---- */
+
+/* av_guest_topology() of tests/xml/@file/@name.xml with @placement,
+ * described. */
+static char *
+topology_describe(const char *file, const char *name, const AvPlacement *placement, json_t **ret_json)
+{
+    g_autofree char *rel = g_strdup_printf("xml/%s/%s.xml", file, name);
+    gsize len = 0;
+    g_autofree char *xml = read_src(rel, &len);
+    g_autoptr(GError) err = NULL;
+    g_autoptr(AvGuestTopology) topology = av_guest_topology(xml, len, placement, &err);
+
+    g_assert_no_error(err);
+    g_assert_nonnull(topology);
+    if (ret_json)
+        *ret_json = av_guest_topology_json(topology, placement);
+    return av_guest_topology_describe(topology, placement);
+}
+
+/* What `accelvirt plan` and the dry runs print, for the golden cases: the
+ * same from the domain as the user wrote it and as accelvirt rewrote it
+ * (what accelvirt wrote is never taken for the user's). */
+static void
+test_topology_describe(void)
+{
+    static const struct {
+        const char *name;
+        AvPlacement *(*placement)(void);
+        const char *text;
+    } topo[] = {
+        { "topo-two-cells", case_topo_two_cells,
+          "guest NUMA: cell 0 = host node 0 (vCPUs 0-1, 4096 MiB), cell 1 = host node 1 (vCPUs 2-3, 4096 MiB)\n"
+          "guest switch under cell 0 mirrors host switch 0000:02:00.0: ua-accelvirt-0 (0000:03:00.1), "
+          "ua-accelvirt-1 (0000:04:00.1)\n"
+          "guest root port under cell 1: ua-accelvirt-2 (0000:81:00.1)\n" },
+        { "topo-switch", case_topo_switch,
+          "guest switch on pcie-root mirrors host switch 0000:02:00.0: ua-accelvirt-0 (0000:03:00.0), "
+          "ua-accelvirt-1 (0000:04:00.0); x-nv-gpudirect-clique 0\n" },
+        { "topo-mirror", case_topo_mirror,
+          "guest NUMA: cell 0 = host node 1 (vCPUs 0-1, 4096 MiB)\n"
+          "guest root port under cell 0: ua-accelvirt-0 (0000:81:00.1)\n"
+          "guest root port under cell 0: ua-accelvirt-1 (0000:82:00.1)\n" },
+        { "topo-memory-split", case_topo_memory_split,
+          "guest NUMA: cell 0 = host node 0 (vCPUs 0-2, 2560 MiB), cell 1 = host node 1 (vCPUs 3-4, 2561 MiB)\n"
+          "guest root port under cell 0: ua-accelvirt-0 (0000:03:00.1)\n"
+          "guest root port under cell 1: ua-accelvirt-1 (0000:81:00.1)\n" },
+        { "topo-cliques", case_topo_cliques,
+          "guest switch on pcie-root mirrors host switch 0000:02:00.0: ua-accelvirt-0 (0000:03:00.0), "
+          "ua-accelvirt-1 (0000:04:00.0); x-nv-gpudirect-clique 0\n"
+          "guest switch on pcie-root mirrors host switch 0000:22:00.0: ua-accelvirt-3 (0000:23:00.0), "
+          "ua-accelvirt-4 (0000:24:00.0); x-nv-gpudirect-clique 1\n" },
+        { "topo-gpudirect-off", case_topo_cliques,
+          "guest switch on pcie-root mirrors host switch 0000:02:00.0: ua-accelvirt-0 (0000:03:00.0), "
+          "ua-accelvirt-1 (0000:04:00.0)\n"
+          "guest switch on pcie-root mirrors host switch 0000:22:00.0: ua-accelvirt-3 (0000:23:00.0), "
+          "ua-accelvirt-4 (0000:24:00.0)\n" },
+        { "topo-numa-off", case_topo_two_cells,
+          "guest switch on pcie-root mirrors host switch 0000:02:00.0: ua-accelvirt-0 (0000:03:00.1), "
+          "ua-accelvirt-1 (0000:04:00.1)\n" },
+        { "topo-switches-off", case_topo_gpus_two_nodes,
+          "guest NUMA: cell 0 = host node 0 (vCPUs 0-1, 4096 MiB), cell 1 = host node 1 (vCPUs 2-3, 4096 MiB)\n"
+          "guest root port under cell 0: ua-accelvirt-0 (0000:03:00.0)\n"
+          "guest root port under cell 0: ua-accelvirt-1 (0000:04:00.0)\n"
+          "guest root port under cell 1: ua-accelvirt-2 (0000:81:00.0)\n"
+          "not mirrored: GPUDirect cliques: not written without the mirrored switches (switches='off')\n" },
+        { "topo-pc", case_topo_gpus_two_nodes,
+          "guest topology: as libvirt places it (nothing to mirror)\n"
+          "not mirrored: the PCIe and NUMA topology: the domain's machine is not q35 (i440fx has no PCIe switch "
+          "or expander bus)\n" },
+        { "topo-user-numa", case_topo_two_cells,
+          "guest switch on pcie-root mirrors host switch 0000:02:00.0: ua-accelvirt-0 (0000:03:00.1), "
+          "ua-accelvirt-1 (0000:04:00.1)\n"
+          "not mirrored: guest NUMA: the domain has <cpu><numa> cells of its own (it wins)\n" },
+        { "topo-few-vcpus", case_topo_two_cells,
+          "guest switch on pcie-root mirrors host switch 0000:02:00.0: ua-accelvirt-0 (0000:03:00.1), "
+          "ua-accelvirt-1 (0000:04:00.1)\n"
+          "not mirrored: guest NUMA: the domain has 1 vCPU for 2 host nodes: give it at least 2 in <vcpu>\n" },
+        { "two-gpus", case_two_gpus, "guest topology: as libvirt places it (nothing to mirror)\n" },
+    };
+
+    for (gsize i = 0; i < G_N_ELEMENTS(topo); i++) {
+        g_autoptr(AvPlacement) p = topo[i].placement();
+        g_autofree char *in = topology_describe("in", topo[i].name, p, NULL);
+        g_autofree char *out = topology_describe("out", topo[i].name, p, NULL);
+
+        assert_same(topo[i].name, topo[i].text, in);
+        assert_same(topo[i].name, topo[i].text, out);
+    }
+}
+
+static void
+test_topology_json(void)
+{
+    g_autoptr(AvPlacement) p = case_topo_two_cells();
+    json_t *json = NULL;
+    g_autofree char *text = topology_describe("in", "topo-two-cells", p, &json);
+    g_autofree char *dump = json_dumps(json, JSON_COMPACT | JSON_SORT_KEYS);
+
+    assert_same("the topology's JSON",
+                "{\"cells\":[{\"cell\":0,\"host_node\":0,\"memory_kib\":4194304,\"vcpus\":\"0-1\"},"
+                "{\"cell\":1,\"host_node\":1,\"memory_kib\":4194304,\"vcpus\":\"2-3\"}],"
+                "\"groups\":[{\"cell\":0,\"clique\":null,\"devices\":[{\"address\":\"0000:03:00.1\","
+                "\"alias\":\"ua-accelvirt-0\"},{\"address\":\"0000:04:00.1\",\"alias\":\"ua-accelvirt-1\"}],"
+                "\"host_switch\":\"0000:02:00.0\"},{\"cell\":1,\"clique\":null,\"devices\":[{\"address\":"
+                "\"0000:81:00.1\",\"alias\":\"ua-accelvirt-2\"}],\"host_switch\":null}],\"notes\":[]}",
+                dump);
+    json_decref(json);
+}
+
+/* guest-numa="mirror" that cannot be honoured is an error, one sentence,
+ * from av_guest_topology() and from the rewrite alike. */
+static void
+test_topology_mirror_refused(void)
+{
+    static const struct {
+        const char *name;
+        const char *from, *to;
+        const char *word;
+    } topo[] = {
+        { "topo-user-numa", "count=\"3\"/>", "count=\"3\"/><av:topology guest-numa=\"mirror\"/>", "cells of its own" },
+        { "topo-pc", "count=\"3\"/>", "count=\"3\"/><av:topology guest-numa=\"mirror\"/>", "not q35" },
+        { "topo-few-vcpus", "count=\"3\"/>", "count=\"3\"/><av:topology guest-numa=\"mirror\"/>",
+          "1 vCPU for 2 host nodes" },
+        { "topo-mirror", "<vcpu placement='static'>2</vcpu>",
+          "<vcpu placement='static'>2</vcpu><cputune><vcpupin vcpu='0' cpuset='1'/></cputune>", "pins its vCPUs" },
+    };
+
+    for (gsize i = 0; i < G_N_ELEMENTS(topo); i++) {
+        g_autofree char *rel = g_strdup_printf("xml/in/%s.xml", topo[i].name);
+        g_autofree char *xml = read_src(rel, NULL);
+        g_auto(GStrv) parts = g_strsplit(xml, topo[i].from, 2);
+        g_autofree char *bad = g_strjoinv(topo[i].to, parts);
+        g_autoptr(AvPlacement) p = strcmp(topo[i].name, "topo-mirror") == 0 ? case_topo_mirror()
+                                   : strcmp(topo[i].name, "topo-pc") == 0  ? case_topo_gpus_two_nodes()
+                                                                            : case_topo_two_cells();
+        g_autoptr(GError) err = NULL;
+        g_autoptr(AvGuestTopology) topology = NULL;
+        g_autofree char *out = NULL;
+
+        g_assert_cmpuint(g_strv_length(parts), ==, 2);
+        topology = av_guest_topology(bad, strlen(bad), p, &err);
+        g_assert_null(topology);
+        g_assert_error(err, AV_ERROR, AV_ERROR_INVALID_INPUT);
+        if (!strstr(err->message, topo[i].word) || !strstr(err->message, "guest-numa='mirror'"))
+            g_error("%s: '%s' lacks '%s'", topo[i].name, err->message, topo[i].word);
+        g_test_message("refused: %s", err->message);
+        g_clear_error(&err);
+        out = av_domain_rewrite(bad, strlen(bad), p, test_policy, &err);
+        g_assert_null(out);
+        g_assert_error(err, AV_ERROR, AV_ERROR_INVALID_INPUT);
+    }
+}
+
+/* <av:topology> and p2p= are tenant input: anything but the known values
+ * is refused in one sentence naming the attribute, by the requests' reader
+ * and by av_domain_topology_request() alike. */
+static void
+test_topology_hostile(void)
+{
+    static const struct {
+        const char *inner;
+        const char *word;
+    } bad[] = {
+        { "<av:topology guest-numa='always'/>", "guest-numa='always'" },
+        { "<av:topology switches='yes'/>", "switches='yes'" },
+        { "<av:topology gpudirect='on'/>", "gpudirect='on'" },
+        { "<av:topology guest-numa=''/>", "guest-numa=''" },
+        { "<av:topology cells='2'/>", "unknown attribute 'cells'" },
+        { "<av:topology xmlns:x='urn:x' x:switches='off'/>", "unknown attribute 'switches'" },
+        { "<av:topology/><av:topology switches='off'/>", "more than one <av:topology>" },
+        { "<av:topology><av:cell/></av:topology>", "no child element" },
+        { "<av:request profile='gpu-passthrough' count='2' p2p='yes'/>", "p2p 'yes'" },
+        { "<av:request profile='gpu-passthrough' count='2' p2p='Required'/>", "p2p 'Required'" },
+        { "<av:request profile='gpu-passthrough' count='2' p2p=''/>", "p2p ''" },
+    };
+    g_autofree char *schema = schema_path();
+
+    for (gsize i = 0; i < G_N_ELEMENTS(bad); i++) {
+        g_autofree char *xml = g_strdup_printf(
+            "<domain type='kvm'>\n  <name>d</name>\n  <metadata><av:accelerators xmlns:av='urn:accelvirt:domain:1'>"
+            "<av:request profile='gpu-passthrough'/>%s</av:accelerators></metadata>\n"
+            "  <os><type machine='q35'>hvm</type></os>\n</domain>\n",
+            bad[i].inner);
+        g_autoptr(GError) err = NULL;
+        g_autoptr(GPtrArray) requests = av_domain_requests(xml, strlen(xml), &err);
+        g_autoptr(AvPlacement) p = case_topo_switch();
+        g_autofree char *out = NULL;
+
+        g_assert_null(requests);
+        g_assert_error(err, AV_ERROR, AV_ERROR_INVALID_INPUT);
+        if (!strstr(err->message, bad[i].word))
+            g_error("'%s': '%s' lacks '%s'", bad[i].inner, err->message, bad[i].word);
+        g_test_message("refused: %s", err->message);
+        g_clear_error(&err);
+        out = av_domain_rewrite(xml, strlen(xml), p, test_policy, &err);
+        g_assert_null(out);
+        g_assert_error(err, AV_ERROR, AV_ERROR_INVALID_INPUT);
+        g_clear_error(&err);
+        g_assert_false(av_domain_validate_metadata(xml, strlen(xml), schema, &err));
+        g_assert_error(err, AV_ERROR, AV_ERROR_INVALID_INPUT);
+        if (strstr(bad[i].inner, "topology")) {
+            AvTopologyRequest r = { AV_GUEST_NUMA_OFF, FALSE, FALSE };
+
+            g_clear_error(&err);
+            g_assert_false(av_domain_topology_request(xml, strlen(xml), &r, &err));
+            g_assert_error(err, AV_ERROR, AV_ERROR_INVALID_INPUT);
+            /* untouched on failure */
+            g_assert_cmpint(r.guest_numa, ==, AV_GUEST_NUMA_OFF);
+        }
+    }
+}
+
+/* The values parsed: p2p into the request, <av:topology> with its
+ * defaults. */
+static void
+test_topology_request(void)
+{
+    static const char xml[] =
+        "<domain><name>d</name><metadata><av:accelerators xmlns:av='urn:accelvirt:domain:1'>"
+        "<av:request profile='gpu' count='2' p2p='required'/><av:request profile='nic' count='2' p2p='preferred'/>"
+        "<av:request profile='fpga'/><av:topology guest-numa='mirror' gpudirect='off'/>"
+        "</av:accelerators></metadata></domain>";
+    static const char none[] = "<domain><name>d</name></domain>";
+    g_autoptr(GError) err = NULL;
+    g_autoptr(GPtrArray) requests = av_domain_requests(xml, strlen(xml), &err);
+    AvTopologyRequest r = { AV_GUEST_NUMA_OFF, FALSE, FALSE };
+
+    g_assert_no_error(err);
+    g_assert_cmpuint(requests->len, ==, 3);
+    g_assert_cmpint(((AvRequest *)g_ptr_array_index(requests, 0))->p2p, ==, AV_P2P_REQUIRED);
+    g_assert_cmpint(((AvRequest *)g_ptr_array_index(requests, 1))->p2p, ==, AV_P2P_PREFERRED);
+    g_assert_cmpint(((AvRequest *)g_ptr_array_index(requests, 2))->p2p, ==, AV_P2P_NONE);
+    g_assert_true(av_domain_topology_request(xml, strlen(xml), &r, &err));
+    g_assert_no_error(err);
+    g_assert_cmpint(r.guest_numa, ==, AV_GUEST_NUMA_MIRROR);
+    g_assert_true(r.switches);
+    g_assert_false(r.gpudirect);
+    g_assert_true(av_domain_topology_request(none, strlen(none), &r, &err));
+    g_assert_no_error(err);
+    g_assert_cmpint(r.guest_numa, ==, AV_GUEST_NUMA_AUTO);
+    g_assert_true(r.switches);
+    g_assert_true(r.gpudirect);
+}
+
+/* Restore or migration: the devices of the two-cell domain now sit
+ * elsewhere.  The cells, controllers, guest addresses stay; each cell is
+ * pinned to its devices' new node (both nodes when they span two); a node
+ * whose CPUs the placement lacks is an error. */
+static void
+test_topology_remap(void)
+{
+    g_autoptr(AvPlacement) first = case_topo_two_cells();
+    g_autoptr(GError) err = NULL;
+    gsize len = 0;
+    g_autofree char *in = read_src("xml/in/topo-two-cells.xml", &len);
+    g_autofree char *placed = av_domain_rewrite(in, len, first, test_policy, &err);
+
+    g_assert_no_error(err);
+    {
+        /* swapped: the switch's devices on node 1, the lone one on node 0 */
+        static const char *const present[] = {
+            "<vcpupin vcpu=\"0\" cpuset=\"8-11,40-43\"/>", "<vcpupin vcpu=\"1\" cpuset=\"8-11,40-43\"/>",
+            "<vcpupin vcpu=\"2\" cpuset=\"0-3\"/>", "<vcpupin vcpu=\"3\" cpuset=\"0-3\"/>",
+            "<emulatorpin cpuset=\"0-3,8-11,40-43\"/>", "<memory mode=\"strict\" nodeset=\"0-1\"/>",
+            "<memnode cellid=\"0\" mode=\"strict\" nodeset=\"1\"/>",
+            "<memnode cellid=\"1\" mode=\"strict\" nodeset=\"0\"/>",
+            "<cell id=\"0\" cpus=\"0-1\" memory=\"4194304\" unit=\"KiB\"/>", "<node>0</node>",
+            "address=\"0000:83:00.1\" cell=\"0\" alias=\"ua-accelvirt-0\"", "ua-accelvirt-dn1",
+            "<address type=\"pci\" domain=\"0x0000\" bus=\"0x05\" slot=\"0x00\" function=\"0x0\"/>", NULL,
+        };
+        g_autoptr(AvPlacement) p = placement_new(1, cpus_node1, G_N_ELEMENTS(cpus_node1));
+        g_autofree char *out = NULL, *again = NULL;
+
+        add_pci_at(p, "fpga-function", "0000:83:00.1", 1, "0000:82:00.0", FALSE);
+        add_pci_at(p, "fpga-function", "0000:84:00.1", 1, "0000:82:00.0", FALSE);
+        add_pci_at(p, "fpga-function", "0000:05:00.1", 0, NULL, FALSE);
+        add_node(p, 0, cpus_node0, G_N_ELEMENTS(cpus_node0));
+        add_node(p, 1, cpus_node1, G_N_ELEMENTS(cpus_node1));
+        out = av_domain_remap(placed, strlen(placed), p, &err);
+        g_assert_no_error(err);
+        assert_contains("the remapped cells", out, present, NULL);
+        if (!libvirt_validate("topology remap", out))
+            g_test_message("libvirt's schemas are not installed: not checked against them");
+        again = av_domain_remap(out, strlen(out), p, &err);
+        g_assert_no_error(err);
+        assert_same("a second remap", out, again);
+    }
+    {
+        /* cell 0's devices now span both nodes: the union */
+        static const char *const present[] = {
+            "<vcpupin vcpu=\"0\" cpuset=\"0-3,8-11,40-43\"/>", "<vcpupin vcpu=\"2\" cpuset=\"8-11,40-43\"/>",
+            "<memnode cellid=\"0\" mode=\"strict\" nodeset=\"0-1\"/>",
+            "<memnode cellid=\"1\" mode=\"strict\" nodeset=\"1\"/>", NULL,
+        };
+        g_autoptr(AvPlacement) p = placement_new(0, cpus_node0, G_N_ELEMENTS(cpus_node0));
+        g_autofree char *out = NULL;
+
+        add_pci_at(p, "fpga-function", "0000:03:00.1", 0, "0000:02:00.0", FALSE);
+        add_pci_at(p, "fpga-function", "0000:83:00.1", 1, NULL, FALSE);
+        add_pci_at(p, "fpga-function", "0000:81:00.1", 1, NULL, FALSE);
+        add_node(p, 0, cpus_node0, G_N_ELEMENTS(cpus_node0));
+        add_node(p, 1, cpus_node1, G_N_ELEMENTS(cpus_node1));
+        out = av_domain_remap(placed, strlen(placed), p, &err);
+        g_assert_no_error(err);
+        assert_contains("the remapped cells", out, present, NULL);
+    }
+    {
+        /* the same placement: byte for byte */
+        g_autofree char *out = av_domain_remap(placed, strlen(placed), first, &err);
+
+        g_assert_no_error(err);
+        assert_same("a remap to the same placement", placed, out);
+    }
+    {
+        /* node 1's CPUs unknown */
+        g_autoptr(AvPlacement) p = case_topo_two_cells();
+        g_autofree char *out = NULL;
+
+        g_ptr_array_remove_index(p->nodes, 1);
+        out = av_domain_remap(placed, strlen(placed), p, &err);
+        g_assert_null(out);
+        g_assert_error(err, AV_ERROR, AV_ERROR_INVALID_INPUT);
+        g_assert_nonnull(strstr(err->message, "lacks the CPUs of host node 1"));
+        g_test_message("refused: %s", err->message);
+    }
+}
+
+/* av_domain_hotplug_fill() beside the topology: the topology's root ports
+ * hold devices (an upstream port, a hostdev) and are never counted as
+ * empty; when libvirt put its xHCI behind a hot-plug port, one more is
+ * added, after every index. */
+static void
+test_topology_hotplug_fill(void)
+{
+    gsize len = 0;
+    g_autofree char *out = read_src("xml/out/topo-hotplug.xml", &len);
+    g_autofree char *filled = NULL, *defined = NULL, *filled2 = NULL, *unplaced = NULL;
+    g_autoptr(GError) err = NULL;
+    guint added = 99;
+
+    filled = av_domain_hotplug_fill(out, len, &added, &err);
+    g_assert_no_error(err);
+    g_assert_cmpuint(added, ==, 0);
+    assert_same("nothing to fill", out, filled);
+    {
+        g_auto(GStrv) parts = g_strsplit(out, "<target dev=\"vda\" bus=\"virtio\"/>", 2);
+
+        defined = g_strjoinv("<target dev=\"vda\" bus=\"virtio\"/>\n      <address type=\"pci\" domain=\"0x0000\" "
+                             "bus=\"0x08\" slot=\"0x00\" function=\"0x0\"/>",
+                             parts);
+    }
+    filled2 = av_domain_hotplug_fill(defined, strlen(defined), &added, &err);
+    g_assert_no_error(err);
+    g_assert_cmpuint(added, ==, 1);
+    g_assert_nonnull(strstr(filled2, "<controller type=\"pci\" index=\"10\" model=\"pcie-root-port\">\n"
+                                     "      <alias name=\"ua-accelvirt-hotplug2\"/>"));
+    /* unplace: the topology and the empty ports go, the one the disk sits behind stays */
+    unplaced = av_domain_unplace(filled2, strlen(filled2), &err);
+    g_assert_no_error(err);
+    g_assert_nonnull(strstr(unplaced, "ua-accelvirt-hotplug0"));
+    g_assert_null(strstr(unplaced, "ua-accelvirt-hotplug1"));
+    g_assert_null(strstr(unplaced, "ua-accelvirt-hotplug2"));
+    g_assert_null(strstr(unplaced, "ua-accelvirt-rp"));
+    g_assert_null(strstr(unplaced, "ua-accelvirt-pxb"));
+    g_assert_null(strstr(unplaced, "<numa>"));
+    g_assert_null(strstr(unplaced, "memnode"));
+}
+
+/* What accelvirt did not write stays: the user's own <qemu:override>
+ * entries and namespace, the user's <cpu> (emptied back to as it was). */
+static void
+test_topology_user_override(void)
+{
+    g_autofree char *in = read_src("xml/in/topo-switch.xml", NULL);
+    g_auto(GStrv) a = g_strsplit(in, "<domain type='kvm'>", 2);
+    g_autofree char *with_ns = g_strjoinv("<domain type='kvm' xmlns:qemu='http://libvirt.org/schemas/domain/qemu/1.0'>",
+                                          a);
+    g_auto(GStrv) b = g_strsplit(with_ns, "  </devices>\n", 2);
+    g_autofree char *xml = g_strjoinv("  </devices>\n  <qemu:override>\n    <qemu:device alias='ua-users-nic'>\n"
+                                      "      <qemu:frontend>\n        <qemu:property name='x-vga' type='bool' "
+                                      "value='false'/>\n      </qemu:frontend>\n    </qemu:device>\n"
+                                      "  </qemu:override>\n",
+                                      b);
+    g_autoptr(AvPlacement) p = case_topo_switch();
+    g_autoptr(GError) err = NULL;
+    g_autofree char *out = av_domain_rewrite(xml, strlen(xml), p, test_policy, &err);
+    g_autofree char *again = NULL, *unplaced = NULL, *normal = roundtrip(xml);
+
+    g_assert_no_error(err);
+    g_assert_null(strstr(out, "qemu-ns="));
+    g_assert_nonnull(strstr(out, "<qemu:device alias=\"ua-users-nic\">"));
+    g_assert_nonnull(strstr(out, "<qemu:device alias=\"ua-accelvirt-1\">"));
+    g_assert_null(strstr(out, "<qemu:override/>"));
+    if (!libvirt_validate("user override", out))
+        g_test_message("libvirt's schemas are not installed: not checked against them");
+    again = av_domain_rewrite(out, strlen(out), p, test_policy, &err);
+    g_assert_no_error(err);
+    assert_same("a second rewrite", out, again);
+    unplaced = av_domain_unplace(out, strlen(out), &err);
+    g_assert_no_error(err);
+    assert_same("unplace", normal, unplaced);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -1496,6 +1901,14 @@ main(int argc, char **argv)
     g_test_add_func("/rewrite/remap/user-pinned", test_remap_user_pinned);
     g_test_add_func("/rewrite/remap/no-node", test_remap_no_node);
     g_test_add_func("/rewrite/remap/refused", test_remap_refused);
+    g_test_add_func("/rewrite/topology/describe", test_topology_describe);
+    g_test_add_func("/rewrite/topology/json", test_topology_json);
+    g_test_add_func("/rewrite/topology/mirror-refused", test_topology_mirror_refused);
+    g_test_add_func("/rewrite/topology/hostile", test_topology_hostile);
+    g_test_add_func("/rewrite/topology/request", test_topology_request);
+    g_test_add_func("/rewrite/topology/remap", test_topology_remap);
+    g_test_add_func("/rewrite/topology/hotplug-fill", test_topology_hotplug_fill);
+    g_test_add_func("/rewrite/topology/user-override", test_topology_user_override);
     {
         int rc = g_test_run();
 
