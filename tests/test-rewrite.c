@@ -1779,16 +1779,28 @@ test_topology_remap(void)
         assert_same("a remap to the same placement", placed, out);
     }
     {
-        /* node 1's CPUs unknown */
+        /* node 1's CPUs unknown, a device of cell 0 moved to it */
         g_autoptr(AvPlacement) p = case_topo_two_cells();
         g_autofree char *out = NULL;
 
         g_ptr_array_remove_index(p->nodes, 1);
+        ((AvPlacedItem *)g_ptr_array_index(p->items, 0))->numa_node = 1;
         out = av_domain_remap(placed, strlen(placed), p, &err);
         g_assert_null(out);
         g_assert_error(err, AV_ERROR, AV_ERROR_INVALID_INPUT);
         g_assert_nonnull(strstr(err->message, "lacks the CPUs of host node 1"));
         g_test_message("refused: %s", err->message);
+        g_clear_error(&err);
+    }
+    {
+        /* the same nodes, no node's CPUs (the hook's remap of the same cards): unchanged */
+        g_autoptr(AvPlacement) p = case_topo_two_cells();
+        g_autofree char *out = NULL;
+
+        g_clear_pointer(&p->nodes, g_ptr_array_unref);
+        out = av_domain_remap(placed, strlen(placed), p, &err);
+        g_assert_no_error(err);
+        assert_same("a remap to the same nodes without their CPUs", placed, out);
     }
 }
 

@@ -2300,11 +2300,56 @@ pins_update(xmlNode *root, const char *elem, const char *attr, guint id, const c
     }
 }
 
+/* The host nodes the devices of guest cell @c sit on in @placement
+ * (@cells: each entry's cell), in the order met. */
+static GArray *
+cell_nodes(GArray *cells, const AvPlacement *placement, guint c)
+{
+    GArray *nodes = g_array_new(FALSE, FALSE, sizeof(guint));
+
+    for (guint i = 0; i < cells->len; i++) {
+        const AvPlacedItem *item = g_ptr_array_index(placement->items, i);
+        guint node = (guint)item->numa_node;
+        gboolean seen = FALSE;
+
+        if (g_array_index(cells, int, i) != (int)c || item->numa_node < 0)
+            continue;
+        for (guint k = 0; k < nodes->len && !seen; k++)
+            seen = g_array_index(nodes, guint, k) == node;
+        if (!seen)
+            g_array_append_val(nodes, node);
+    }
+    return nodes;
+}
+
+/* The nodeset of <numatune><memnode cellid=@c>, or NULL.  Caller frees. */
+static char *
+memnode_nodeset(const xmlNode *root, guint c)
+{
+    xmlNode *numatune = av_domain_child_first(root, "numatune", NULL);
+
+    for (xmlNode *m = numatune ? numatune->children : NULL; m; m = m->next) {
+        g_autofree char *id = NULL;
+        guint v = 0;
+
+        if (!av_domain_is_elem(m, "memnode", NULL))
+            continue;
+        id = av_domain_prop(m, "cellid");
+        if (av_domain_decimal_parse(id, G_MAXUINT32, &v) && v == c)
+            return av_domain_prop(m, "nodeset");
+    }
+    return NULL;
+}
+
 /* The guest cells accelvirt wrote, re-pinned to the host nodes their
  * devices sit on in @placement (a cell whose devices span nodes: all of
  * them): each cell's <vcpupin>s and <memnode>, then <emulatorpin> and
  * <numatune><memory> on the union.  The cells, controllers and guest
- * addresses stay: the guest ABI never changes. */
+ * addresses stay: the guest ABI never changes.  When every cell's devices
+ * sit on the nodes its <memnode> already names, nothing changes (and
+ * @placement needs no CPUs: the hook's own remap of the same cards builds
+ * one without its nodes); else every node needs its CPUs in
+ * @placement->nodes. */
 static gboolean
 remap_cells(xmlNode *root, GPtrArray *entries, const AvPlacement *placement, gboolean *changed, GError **error)
 {
@@ -2314,7 +2359,7 @@ remap_cells(xmlNode *root, GPtrArray *entries, const AvPlacement *placement, gbo
     g_autofree char *all_cpuset = NULL;
     g_autofree char *all_nodeset = NULL;
     guint max_cell = 0;
-    gboolean any = FALSE;
+    gboolean any = FALSE, moved = FALSE;
 
     for (guint i = 0; i < entries->len; i++) {
         int cell = -1;
@@ -2327,35 +2372,34 @@ remap_cells(xmlNode *root, GPtrArray *entries, const AvPlacement *placement, gbo
             any = TRUE;
         }
     }
-    for (guint c = 0; any && c <= max_cell; c++) {
+    for (guint c = 0; any && c <= max_cell && !moved; c++) {
+        g_autoptr(GArray) nodes = cell_nodes(cells, placement, c);
+        g_autofree char *nodeset = nodes->len ? av_domain_cpuset_format(nodes) : NULL;
+        g_autofree char *now = memnode_nodeset(root, c);
+
+        moved = nodeset && g_strcmp0(nodeset, now) != 0;
+    }
+    if (!moved)
+        return TRUE;
+    for (guint c = 0; c <= max_cell; c++) {
+        g_autoptr(GArray) nodes = cell_nodes(cells, placement, c);
         g_autoptr(GArray) vcpus = NULL;
         g_autoptr(GArray) cpus = g_array_new(FALSE, FALSE, sizeof(guint));
-        g_autoptr(GArray) nodes = g_array_new(FALSE, FALSE, sizeof(guint));
         g_autofree char *cpuset = NULL;
         g_autofree char *nodeset = NULL;
 
-        for (guint i = 0; i < cells->len; i++) {
-            const AvPlacedItem *item = g_ptr_array_index(placement->items, i);
-            guint node = (guint)item->numa_node;
-            const AvPlacedNode *n;
-            gboolean seen = FALSE;
-
-            if (g_array_index(cells, int, i) != (int)c || item->numa_node < 0)
-                continue;
-            for (guint k = 0; k < nodes->len && !seen; k++)
-                seen = g_array_index(nodes, guint, k) == node;
-            if (seen)
-                continue;
-            n = av_domain_placed_node(placement, item->numa_node);
-            if (!n || !n->cpus || n->cpus->len == 0)
-                return av_domain_invalid_at(error, NULL, "the new placement lacks the CPUs of host node %d, where "
-                                            "%s%u of guest cell %u now sits: cannot re-pin the cell",
-                                            item->numa_node, AV_REWRITE_ALIAS_PREFIX, i, c);
-            g_array_append_val(nodes, node);
-            g_array_append_vals(cpus, n->cpus->data, n->cpus->len);
-        }
         if (nodes->len == 0)
             continue;    /* no cell c, or none of its devices has a known node: as it was */
+        for (guint k = 0; k < nodes->len; k++) {
+            int node = (int)g_array_index(nodes, guint, k);
+            const AvPlacedNode *n = av_domain_placed_node(placement, node);
+
+            if (!n || !n->cpus || n->cpus->len == 0)
+                return av_domain_invalid_at(error, NULL, "the new placement lacks the CPUs of host node %d, where "
+                                            "the devices of guest cell %u now sit: cannot re-pin the cell",
+                                            node, c);
+            g_array_append_vals(cpus, n->cpus->data, n->cpus->len);
+        }
         if (!(vcpus = cell_vcpus(root, c, error)))
             return FALSE;
         cpuset = av_domain_cpuset_format(cpus);
@@ -2366,8 +2410,6 @@ remap_cells(xmlNode *root, GPtrArray *entries, const AvPlacement *placement, gbo
         g_array_append_vals(all_cpus, cpus->data, cpus->len);
         g_array_append_vals(all_nodes, nodes->data, nodes->len);
     }
-    if (all_nodes->len == 0)
-        return TRUE;
     all_cpuset = av_domain_cpuset_format(all_cpus);
     all_nodeset = av_domain_cpuset_format(all_nodes);
     pins_update(root, "emulatorpin", NULL, 0, "cpuset", all_cpuset, changed);
