@@ -1046,7 +1046,7 @@ static void
 test_schema_examples(void)
 {
     static const char *const examples[] = { "gpu-passthrough.xml", "vgpu-mdev.xml", "usb-stick.xml", "gpu-fpga.xml",
-                                            "fpga-bitstream.xml" };
+                                            "fpga-bitstream.xml", "gpu-p2p.xml" };
     g_autofree char *schema = schema_path();
 
     for (gsize i = 0; i < G_N_ELEMENTS(examples); i++) {
@@ -1674,6 +1674,21 @@ test_topology_hostile(void)
             /* untouched on failure */
             g_assert_cmpint(r.guest_numa, ==, AV_GUEST_NUMA_OFF);
         }
+    }
+    {
+        /* a placement whose node names a CPU libvirt cannot pin to is never written */
+        static const guint huge[] = { 0, AV_DOMAIN_CPU_MAX };
+        g_autoptr(AvPlacement) p = case_topo_two_cells();
+        gsize len = 0;
+        g_autofree char *in = read_src("xml/in/topo-two-cells.xml", &len);
+        g_autoptr(GError) err = NULL;
+        g_autofree char *out = NULL;
+
+        add_node(p, 2, huge, G_N_ELEMENTS(huge));
+        out = av_domain_rewrite(in, len, p, test_policy, &err);
+        g_assert_null(out);
+        g_assert_error(err, AV_ERROR, AV_ERROR_INVALID_INPUT);
+        g_assert_nonnull(strstr(err->message, "CPU 16384 of node 2"));
     }
 }
 

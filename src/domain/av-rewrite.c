@@ -1033,6 +1033,18 @@ placement_check(const AvPlacement *placement, const AvPolicy *policy, GPtrArray 
                 return placement_invalid(error, "CPU %u is not below %u", cpu, AV_DOMAIN_CPU_MAX);
         }
     }
+    for (guint i = 0; placement->nodes && i < placement->nodes->len; i++) {
+        const AvPlacedNode *node = g_ptr_array_index(placement->nodes, i);
+
+        if (node->id < 0 || node->id >= (int)AV_DOMAIN_NODE_MAX)
+            return placement_invalid(error, "NUMA node %d is not between 0 and %u", node->id, AV_DOMAIN_NODE_MAX - 1);
+        for (guint j = 0; node->cpus && j < node->cpus->len; j++) {
+            guint cpu = g_array_index(node->cpus, guint, j);
+
+            if (cpu >= AV_DOMAIN_CPU_MAX)
+                return placement_invalid(error, "CPU %u of node %d is not below %u", cpu, node->id, AV_DOMAIN_CPU_MAX);
+        }
+    }
     for (guint i = 0; placement->items && i < placement->items->len; i++) {
         const AvPlacedItem *item = g_ptr_array_index(placement->items, i);
         g_autofree char *canonical = NULL;
