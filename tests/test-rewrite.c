@@ -1555,6 +1555,47 @@ test_topology_describe(void)
     }
 }
 
+/* <memory> in libvirt's units (formatdomain.rst, "Memory Allocation"),
+ * split in whole MiB among the cells, the last taking the rest; what is
+ * not a whole MiB is said. */
+static void
+test_topology_memory_units(void)
+{
+    static const struct {
+        const char *memory;
+        const char *cells;
+        const char *note;
+    } units[] = {
+        { "<memory>4194304</memory>", "(vCPUs 0-1, 2048 MiB), cell 1 = host node 1 (vCPUs 2-3, 2048 MiB)", NULL },
+        { "<memory unit='G'>4</memory>", "2048 MiB), cell 1 = host node 1 (vCPUs 2-3, 2048 MiB)", NULL },
+        { "<memory unit='GB'>4</memory>", "1907 MiB), cell 1 = host node 1 (vCPUs 2-3, 1907 MiB)",
+          "memory of 3906250 KiB is not a whole number of MiB: its cells hold 3814 MiB" },
+        { "<memory unit='bytes'>3146752</memory>", "(vCPUs 0-1, 1 MiB), cell 1 = host node 1 (vCPUs 2-3, 2 MiB)",
+          "memory of 3073 KiB" },
+        { "<memory unit='KiB'>2047</memory>", NULL, "less than 1 MiB for each of its 2 cells" },
+        { "<memory unit='parsec'>4</memory>", NULL, "less than 1 MiB" },
+    };
+    g_autoptr(AvPlacement) p = case_topo_memory_split();
+
+    for (gsize i = 0; i < G_N_ELEMENTS(units); i++) {
+        g_autofree char *xml = g_strdup_printf(
+            "<domain type='kvm'><name>m</name><metadata><av:accelerators xmlns:av='urn:accelvirt:domain:1'>"
+            "<av:request profile='fpga-function' count='2'/></av:accelerators></metadata>%s"
+            "<vcpu>4</vcpu><os><type machine='q35'>hvm</type></os></domain>",
+            units[i].memory);
+        g_autoptr(GError) err = NULL;
+        g_autoptr(AvGuestTopology) topology = av_guest_topology(xml, strlen(xml), p, &err);
+        g_autofree char *text = NULL;
+
+        g_assert_no_error(err);
+        text = av_guest_topology_describe(topology, p);
+        if ((units[i].cells && !strstr(text, units[i].cells)) || (!units[i].cells && topology->cells->len))
+            g_error("%s: %s", units[i].memory, text);
+        if (units[i].note ? !strstr(text, units[i].note) : strstr(text, "not mirrored") != NULL)
+            g_error("%s: %s", units[i].memory, text);
+    }
+}
+
 static void
 test_topology_json(void)
 {
@@ -1930,6 +1971,7 @@ main(int argc, char **argv)
     g_test_add_func("/rewrite/remap/refused", test_remap_refused);
     g_test_add_func("/rewrite/topology/describe", test_topology_describe);
     g_test_add_func("/rewrite/topology/json", test_topology_json);
+    g_test_add_func("/rewrite/topology/memory-units", test_topology_memory_units);
     g_test_add_func("/rewrite/topology/mirror-refused", test_topology_mirror_refused);
     g_test_add_func("/rewrite/topology/hostile", test_topology_hostile);
     g_test_add_func("/rewrite/topology/request", test_topology_request);

@@ -13,7 +13,11 @@
  *     libvirt makes the domain's memory the sum of its cells;
  *   - cells need a domain of at least one MiB per cell, and each node's CPUs
  *     (AvPlacement->nodes) known; a switch's items that do not share one
- *     node go under the cell of the first.
+ *     node go under the cell of the first, and a switch whose node is
+ *     unknown stays on pcie-root;
+ *   - NVIDIA GPUs get a clique only when two or more of them share a
+ *     mirrored switch (one alone has no peer); with switches="off" none,
+ *     with a note.
  * libvirt: formatdomain.rst "CPU model and topology" (<numa><cell>), "NUMA
  * Node Tuning" (<memnode>), "Controllers" (pcie-expander-bus <target><node>). */
 #include "config.h"
