@@ -277,17 +277,49 @@ add_node(AvPlacement *p, int id, const guint *cpus, guint n)
     g_ptr_array_add(p->nodes, node);
 }
 
+/* One device of a topology case. */
+typedef struct {
+    const char *profile;
+    const char *address;
+    int node;
+    const char *sw;              /* its host switch's upstream port, or NULL */
+    gboolean gpudirect;
+} TopoItem;
+
+/* A placement of @n @items whose domain node is @node, with the host nodes
+ * 0 and 1 of the tests (cpus_node0, cpus_node1) its items use. */
+static AvPlacement *
+topo_placement(int node, const TopoItem *items, guint n)
+{
+    AvPlacement *p = node == 1 ? placement_new(1, cpus_node1, G_N_ELEMENTS(cpus_node1))
+                               : placement_new(0, cpus_node0, G_N_ELEMENTS(cpus_node0));
+    gboolean used[2] = { FALSE, FALSE };
+
+    for (guint i = 0; i < n; i++) {
+        add_pci_at(p, items[i].profile, items[i].address, items[i].node, items[i].sw, items[i].gpudirect);
+        used[items[i].node == 1] = TRUE;
+    }
+    if (used[0])
+        add_node(p, 0, cpus_node0, G_N_ELEMENTS(cpus_node0));
+    if (used[1])
+        add_node(p, 1, cpus_node1, G_N_ELEMENTS(cpus_node1));
+    return p;
+}
+
+#define SW_A "0000:02:00.0"
+#define SW_B "0000:22:00.0"
+
 /* Two NVIDIA GPUs behind one host switch on node 0: no cells (one node,
  * auto), the switch on pcie-root, both GPUs in clique 0. */
 static AvPlacement *
 case_topo_switch(void)
 {
-    AvPlacement *p = placement_new(0, cpus_node0, G_N_ELEMENTS(cpus_node0));
+    static const TopoItem items[] = {
+        { "gpu-passthrough", "0000:03:00.0", 0, SW_A, TRUE },
+        { "gpu-passthrough", "0000:04:00.0", 0, SW_A, TRUE },
+    };
 
-    add_pci_at(p, "gpu-passthrough", "0000:03:00.0", 0, "0000:02:00.0", TRUE);
-    add_pci_at(p, "gpu-passthrough", "0000:04:00.0", 0, "0000:02:00.0", TRUE);
-    add_node(p, 0, cpus_node0, G_N_ELEMENTS(cpus_node0));
-    return p;
+    return topo_placement(0, items, G_N_ELEMENTS(items));
 }
 
 /* Three FPGA functions, two behind a switch on node 0 and one on node 1:
@@ -296,14 +328,13 @@ case_topo_switch(void)
 static AvPlacement *
 case_topo_two_cells(void)
 {
-    AvPlacement *p = placement_new(0, cpus_node0, G_N_ELEMENTS(cpus_node0));
+    static const TopoItem items[] = {
+        { "fpga-function", "0000:03:00.1", 0, SW_A, FALSE },
+        { "fpga-function", "0000:04:00.1", 0, SW_A, FALSE },
+        { "fpga-function", "0000:81:00.1", 1, NULL, FALSE },
+    };
 
-    add_pci_at(p, "fpga-function", "0000:03:00.1", 0, "0000:02:00.0", FALSE);
-    add_pci_at(p, "fpga-function", "0000:04:00.1", 0, "0000:02:00.0", FALSE);
-    add_pci_at(p, "fpga-function", "0000:81:00.1", 1, NULL, FALSE);
-    add_node(p, 0, cpus_node0, G_N_ELEMENTS(cpus_node0));
-    add_node(p, 1, cpus_node1, G_N_ELEMENTS(cpus_node1));
-    return p;
+    return topo_placement(0, items, G_N_ELEMENTS(items));
 }
 
 /* guest-numa="mirror" on one node: one cell, each device on a root port
@@ -311,26 +342,25 @@ case_topo_two_cells(void)
 static AvPlacement *
 case_topo_mirror(void)
 {
-    AvPlacement *p = placement_new(1, cpus_node1, G_N_ELEMENTS(cpus_node1));
+    static const TopoItem items[] = {
+        { "fpga-function", "0000:81:00.1", 1, NULL, FALSE },
+        { "fpga-function", "0000:82:00.1", 1, NULL, FALSE },
+    };
 
-    add_pci_at(p, "fpga-function", "0000:81:00.1", 1, NULL, FALSE);
-    add_pci_at(p, "fpga-function", "0000:82:00.1", 1, NULL, FALSE);
-    add_node(p, 1, cpus_node1, G_N_ELEMENTS(cpus_node1));
-    return p;
+    return topo_placement(1, items, G_N_ELEMENTS(items));
 }
 
 /* Three GPUs: two NVIDIA ones behind a switch on node 0, one on node 1. */
 static AvPlacement *
 case_topo_gpus_two_nodes(void)
 {
-    AvPlacement *p = placement_new(0, cpus_node0, G_N_ELEMENTS(cpus_node0));
+    static const TopoItem items[] = {
+        { "gpu-passthrough", "0000:03:00.0", 0, SW_A, TRUE },
+        { "gpu-passthrough", "0000:04:00.0", 0, SW_A, TRUE },
+        { "gpu-passthrough", "0000:81:00.0", 1, NULL, TRUE },
+    };
 
-    add_pci_at(p, "gpu-passthrough", "0000:03:00.0", 0, "0000:02:00.0", TRUE);
-    add_pci_at(p, "gpu-passthrough", "0000:04:00.0", 0, "0000:02:00.0", TRUE);
-    add_pci_at(p, "gpu-passthrough", "0000:81:00.0", 1, NULL, TRUE);
-    add_node(p, 0, cpus_node0, G_N_ELEMENTS(cpus_node0));
-    add_node(p, 1, cpus_node1, G_N_ELEMENTS(cpus_node1));
-    return p;
+    return topo_placement(0, items, G_N_ELEMENTS(items));
 }
 
 /* Five NVIDIA GPUs on node 0: two behind switch A (clique 0), one alone
@@ -338,28 +368,25 @@ case_topo_gpus_two_nodes(void)
 static AvPlacement *
 case_topo_cliques(void)
 {
-    AvPlacement *p = placement_new(0, cpus_node0, G_N_ELEMENTS(cpus_node0));
+    static const TopoItem items[] = {
+        { "gpu-passthrough", "0000:03:00.0", 0, SW_A, TRUE }, { "gpu-passthrough", "0000:04:00.0", 0, SW_A, TRUE },
+        { "gpu-passthrough", "0000:17:00.0", 0, NULL, TRUE }, { "gpu-passthrough", "0000:23:00.0", 0, SW_B, TRUE },
+        { "gpu-passthrough", "0000:24:00.0", 0, SW_B, TRUE },
+    };
 
-    add_pci_at(p, "gpu-passthrough", "0000:03:00.0", 0, "0000:02:00.0", TRUE);
-    add_pci_at(p, "gpu-passthrough", "0000:04:00.0", 0, "0000:02:00.0", TRUE);
-    add_pci_at(p, "gpu-passthrough", "0000:17:00.0", 0, NULL, TRUE);
-    add_pci_at(p, "gpu-passthrough", "0000:23:00.0", 0, "0000:22:00.0", TRUE);
-    add_pci_at(p, "gpu-passthrough", "0000:24:00.0", 0, "0000:22:00.0", TRUE);
-    add_node(p, 0, cpus_node0, G_N_ELEMENTS(cpus_node0));
-    return p;
+    return topo_placement(0, items, G_N_ELEMENTS(items));
 }
 
 /* Two FPGA functions on two nodes, no switch: two cells. */
 static AvPlacement *
 case_topo_memory_split(void)
 {
-    AvPlacement *p = placement_new(0, cpus_node0, G_N_ELEMENTS(cpus_node0));
+    static const TopoItem items[] = {
+        { "fpga-function", "0000:03:00.1", 0, NULL, FALSE },
+        { "fpga-function", "0000:81:00.1", 1, NULL, FALSE },
+    };
 
-    add_pci_at(p, "fpga-function", "0000:03:00.1", 0, NULL, FALSE);
-    add_pci_at(p, "fpga-function", "0000:81:00.1", 1, NULL, FALSE);
-    add_node(p, 0, cpus_node0, G_N_ELEMENTS(cpus_node0));
-    add_node(p, 1, cpus_node1, G_N_ELEMENTS(cpus_node1));
-    return p;
+    return topo_placement(0, items, G_N_ELEMENTS(items));
 }
 
 typedef struct {
@@ -1604,6 +1631,7 @@ test_topology_json(void)
     g_autofree char *text = topology_describe("in", "topo-two-cells", p, &json);
     g_autofree char *dump = json_dumps(json, JSON_COMPACT | JSON_SORT_KEYS);
 
+    g_assert_true(g_str_has_prefix(text, "guest NUMA: cell 0 = host node 0"));
     assert_same("the topology's JSON",
                 "{\"cells\":[{\"cell\":0,\"host_node\":0,\"memory_kib\":4194304,\"vcpus\":\"0-1\"},"
                 "{\"cell\":1,\"host_node\":1,\"memory_kib\":4194304,\"vcpus\":\"2-3\"}],"
@@ -1791,14 +1819,14 @@ test_topology_remap(void)
             "address=\"0000:83:00.1\" cell=\"0\" alias=\"ua-accelvirt-0\"", "ua-accelvirt-dn1",
             "<address type=\"pci\" domain=\"0x0000\" bus=\"0x05\" slot=\"0x00\" function=\"0x0\"/>", NULL,
         };
-        g_autoptr(AvPlacement) p = placement_new(1, cpus_node1, G_N_ELEMENTS(cpus_node1));
+        static const TopoItem items[] = {
+            { "fpga-function", "0000:83:00.1", 1, "0000:82:00.0", FALSE },
+            { "fpga-function", "0000:84:00.1", 1, "0000:82:00.0", FALSE },
+            { "fpga-function", "0000:05:00.1", 0, NULL, FALSE },
+        };
+        g_autoptr(AvPlacement) p = topo_placement(1, items, G_N_ELEMENTS(items));
         g_autofree char *out = NULL, *again = NULL;
 
-        add_pci_at(p, "fpga-function", "0000:83:00.1", 1, "0000:82:00.0", FALSE);
-        add_pci_at(p, "fpga-function", "0000:84:00.1", 1, "0000:82:00.0", FALSE);
-        add_pci_at(p, "fpga-function", "0000:05:00.1", 0, NULL, FALSE);
-        add_node(p, 0, cpus_node0, G_N_ELEMENTS(cpus_node0));
-        add_node(p, 1, cpus_node1, G_N_ELEMENTS(cpus_node1));
         out = av_domain_remap(placed, strlen(placed), p, &err);
         g_assert_no_error(err);
         assert_contains("the remapped cells", out, present, NULL);
@@ -1815,14 +1843,14 @@ test_topology_remap(void)
             "<memnode cellid=\"0\" mode=\"strict\" nodeset=\"0-1\"/>",
             "<memnode cellid=\"1\" mode=\"strict\" nodeset=\"1\"/>", NULL,
         };
-        g_autoptr(AvPlacement) p = placement_new(0, cpus_node0, G_N_ELEMENTS(cpus_node0));
+        static const TopoItem items[] = {
+            { "fpga-function", "0000:03:00.1", 0, SW_A, FALSE },
+            { "fpga-function", "0000:83:00.1", 1, NULL, FALSE },
+            { "fpga-function", "0000:81:00.1", 1, NULL, FALSE },
+        };
+        g_autoptr(AvPlacement) p = topo_placement(0, items, G_N_ELEMENTS(items));
         g_autofree char *out = NULL;
 
-        add_pci_at(p, "fpga-function", "0000:03:00.1", 0, "0000:02:00.0", FALSE);
-        add_pci_at(p, "fpga-function", "0000:83:00.1", 1, NULL, FALSE);
-        add_pci_at(p, "fpga-function", "0000:81:00.1", 1, NULL, FALSE);
-        add_node(p, 0, cpus_node0, G_N_ELEMENTS(cpus_node0));
-        add_node(p, 1, cpus_node1, G_N_ELEMENTS(cpus_node1));
         out = av_domain_remap(placed, strlen(placed), p, &err);
         g_assert_no_error(err);
         assert_contains("the remapped cells", out, present, NULL);

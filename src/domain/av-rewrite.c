@@ -656,6 +656,19 @@ yes_no(const xmlNode *node, const char *name, gboolean *ret, GError **error)
     }
 }
 
+/* What follows AV_REWRITE_ALIAS_PREFIX in the <alias name=> of @node, or
+ * NULL when it has no such alias.  Caller frees. */
+static char *
+alias_suffix(const xmlNode *node)
+{
+    xmlNode *alias = av_domain_child_first(node, "alias", NULL);
+    g_autofree char *name = alias ? av_domain_prop(alias, "name") : NULL;
+
+    if (!name || !g_str_has_prefix(name, AV_REWRITE_ALIAS_PREFIX))
+        return NULL;
+    return g_strdup(name + strlen(AV_REWRITE_ALIAS_PREFIX));
+}
+
 /* A hostdev that a placement wrote: alias "ua-accelvirt-N" (digits only).
  * `accelvirt attach --persistent` writes its own aliases
  * ("ua-accelvirt-0000-65-00-0", "ua-accelvirt-usb-...", "-mdev-..."):
@@ -663,17 +676,12 @@ yes_no(const xmlNode *node, const char *name, gboolean *ret, GError **error)
 static gboolean
 alias_is_ours(const xmlNode *hostdev)
 {
-    xmlNode *alias = av_domain_child_first(hostdev, "alias", NULL);
-    g_autofree char *name = alias ? av_domain_prop(alias, "name") : NULL;
-    const char *n;
+    g_autofree char *n = alias_suffix(hostdev);
 
-    if (!name || !g_str_has_prefix(name, AV_REWRITE_ALIAS_PREFIX))
+    if (!n || !*n)
         return FALSE;
-    n = name + strlen(AV_REWRITE_ALIAS_PREFIX);
-    if (!*n)
-        return FALSE;
-    for (; *n; n++) {
-        if (!g_ascii_isdigit(*n))
+    for (const char *p = n; *p; p++) {
+        if (!g_ascii_isdigit(*p))
             return FALSE;
     }
     return TRUE;
@@ -686,14 +694,9 @@ static gboolean
 alias_is_topology(const xmlNode *controller)
 {
     static const char *const kinds[] = { "pxb", "rp", "up", "dn", NULL };
-    xmlNode *alias = av_domain_child_first(controller, "alias", NULL);
-    g_autofree char *name = alias ? av_domain_prop(alias, "name") : NULL;
-    const char *n;
+    g_autofree char *n = alias_suffix(controller);
 
-    if (!name || !g_str_has_prefix(name, AV_REWRITE_ALIAS_PREFIX))
-        return FALSE;
-    n = name + strlen(AV_REWRITE_ALIAS_PREFIX);
-    for (int i = 0; kinds[i]; i++) {
+    for (int i = 0; n && kinds[i]; i++) {
         guint v = 0;
 
         if (g_str_has_prefix(n, kinds[i]) && av_domain_decimal_parse(n + strlen(kinds[i]), 9999, &v))
