@@ -1058,6 +1058,9 @@ placement_check(const AvPlacement *placement, const AvPolicy *policy, GPtrArray 
 
             return placement_invalid(error, "device %u has the profile name '%s'", i, q);
         }
+        if (item->numa_node < -1 || item->numa_node >= (int)AV_DOMAIN_NODE_MAX)
+            return placement_invalid(error, "device %u is on NUMA node %d, not between 0 and %u", i, item->numa_node,
+                                     AV_DOMAIN_NODE_MAX - 1);
         if (!requested(requests, item->profile))
             return placement_invalid(error, "device %u is of profile '%s', which no av:request of the domain asks for", i,
                                      item->profile);

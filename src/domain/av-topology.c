@@ -666,7 +666,7 @@ av_guest_topology_json(const AvGuestTopology *topology, const AvPlacement *place
             const AvPlacedItem *item = g_ptr_array_index(placement->items, i);
             g_autofree char *alias = g_strdup_printf(AV_REWRITE_ALIAS_PREFIX "%u", i);
 
-            json_array_append_new(devices, json_pack("{s:s, s:s}", "alias", alias, "address",
+            json_array_append_new(devices, json_pack("{s:s, s:s?}", "alias", alias, "address",
                                                      item->attach == AV_ATTACH_MDEV ? item->mdev_uuid
                                                                                     : item->pci_address));
         }
