@@ -103,7 +103,7 @@ print("cells=%s groups=%s" % (",".join("%s:%s" % (c.get("cell"), c.get("host_nod
              for g in t.get("groups", []))))' "$R/topo-plan.json" 2>&1 | tail -n1)"
 $AVC rewrite --dry-run "$R/topo.xml" > "$R/topo-rewrite.xml" 2> "$R/topo-rewrite.err"
 fact topo_rewrite rc=$? "$(grep -i 'switch\|cell' "$R/topo-rewrite.err" | head -n4 | tr '\n' ';')" \
-    expanders="$(grep -c "model='pcie-expander-bus'" "$R/topo-rewrite.xml")"
+    expanders="$(grep -c 'model=.pcie-expander-bus.' "$R/topo-rewrite.xml")"
 fact topo_after_dry "$(tst)" defined="$($V domstate avvm-topo >/dev/null 2>&1 && echo yes || echo no)"
 
 # 3. define: placed, claimed, the topology in the persistent XML

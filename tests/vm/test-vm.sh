@@ -1224,9 +1224,18 @@ t_end() {
     hf_has topo_free "^seconds=[0-9.]+ $t3free $t3none\$" &&
     test "$(efact topo_undefine)" = "rc=0 defined=no $t3free" &&
     test "$(efact topo_journal_verify)" = rc=0 &&
-    journal_chain "$E/journal-topo.jsonl" avvm-topo 0000:48:00.0 0000:49:00.0 0000:84:00.0
+    python3 - "$E/journal-topo.jsonl" 0000:48:00.0 0000:49:00.0 0000:84:00.0 <<'EOF'
+import json, sys
+j = [json.loads(l) for l in open(sys.argv[1])]
+want = [("free", "claimed"), ("claimed", "in-use"), ("in-use", "dirty"), ("dirty", "scrubbing"), ("scrubbing", "free")]
+for a in sys.argv[2:]:
+    # define's claim is journalled as "claimed", the hook's and the worker's steps as "transition"
+    t = [(e["from"], e["to"]) for e in j if e.get("event") in ("claimed", "transition") and e.get("address") == a]
+    if t[-5:] != want:
+        sys.exit("%s: %r" % (a, t))
+EOF
 }
-check "topology: the guest stopped ($(efact topo_stop)): released, the worker frees all three, back on no driver; accelvirt undefine; the journal intact, each went free->...->free for avvm-topo ($(efact topo_free); $(efact topo_undefine); phase $(efact topo_phase))" t_end
+check "topology: the guest stopped ($(efact topo_stop)): released, the worker frees all three, back on no driver; accelvirt undefine; the journal intact, each went free->claimed (define)->in-use->dirty->scrubbing->free ($(efact topo_free); $(efact topo_undefine); phase $(efact topo_phase))" t_end
 
 # V. the vm method (phase V): the worker boots accelvirt-scrub-* under the rig's libvirtd
 VJ=$E/journal-vmscrub.jsonl
