@@ -45,6 +45,7 @@ PCIE_ENDPOINT = 0x0
 PCIE_ROOT_PORT = 0x4
 PCIE_UPSTREAM = 0x5
 PCIE_DOWNSTREAM = 0x6
+PCIE_TO_PCI = 0x7
 PCIE_RCIEP = 0x9
 
 
@@ -692,12 +693,81 @@ def fpga_regions():
                 devices=devs, node_of=node_of)
 
 
+def switches():
+    # PCIe switches for peer-to-peer (issue 16).  Each switch is an upstream
+    # port (PLX/Broadcom PEX 8747 ids) below a root port, with one downstream
+    # port per device; the A100s (10de:20f1, class 0x030200, driver nvidia)
+    # sit one per bus, so each is a card of its own.
+    #   node 0, CPUs 0-7:
+    #     switch 0000:11:00.0 (root port 0000:10:01.0): GPUs 0000:13:00.0, 0000:14:00.0
+    #     switch 0000:21:00.0 (root port 0000:20:01.0): GPUs 0000:23:00.0, 0000:24:00.0,
+    #       and 0000:27:00.0 behind a nested switch 0000:25:00.0 (its top switch: 0000:21:00.0)
+    #     PCIe-to-PCI bridge 0000:31:00.0 (root port 0000:30:01.0, no switch):
+    #       a conventional PCI card 0000:32:00.0 (10ee:7021, class 0x120000)
+    #     switch 0000:41:00.0 (root port 0000:40:01.0): SR-IOV PF 0000:43:00.0 (10ee:5050)
+    #       with VFs 0000:43:00.1 and 0000:43:00.2 (10ee:5051), class 0x120000
+    #   node 1, CPUs 8-15:
+    #     switch 0000:91:00.0 (root port 0000:90:01.0): GPUs 0000:93:00.0, 0000:94:00.0
+    #     GPU 0000:a1:00.0 alone under root port 0000:a0:01.0 (no switch)
+    def plx(addr, parent, port):
+        return Pci(addr, parent, 0x10B5, 0x8747, CLASS_PCI_BRIDGE, rev=0xCA, driver="pcieport", port=port)
+
+    devs = [host_bridge("pci0000:00"), host_bridge("pci0000:80")]
+    gpus = []
+
+    def switch(rc, ports):
+        # ports: [(downstream port address, device bus)], one GPU per port
+        bus = rc[len("pci"):]
+        rp = bus + ":01.0"
+        up = "%s:%02x:00.0" % (bus[:4], int(bus[5:7], 16) + 1)
+        devs.extend([host_bridge(rc), root_port(rp, rc), plx(up, rp, PCIE_UPSTREAM)])
+        for down, dev_bus in ports:
+            devs.append(plx(down, up, PCIE_DOWNSTREAM))
+            gpus.append(("0000:%s:00.0" % dev_bus, down))
+
+    switch("pci0000:10", [("0000:12:00.0", "13"), ("0000:12:01.0", "14")])
+    switch("pci0000:20", [("0000:22:00.0", "23"), ("0000:22:01.0", "24")])
+    # a switch nested below the third downstream port of 0000:21:00.0
+    devs.extend([plx("0000:22:02.0", "0000:21:00.0", PCIE_DOWNSTREAM),
+                 plx("0000:25:00.0", "0000:22:02.0", PCIE_UPSTREAM),
+                 plx("0000:26:00.0", "0000:25:00.0", PCIE_DOWNSTREAM)])
+    gpus.append(("0000:27:00.0", "0000:26:00.0"))
+    switch("pci0000:90", [("0000:92:00.0", "93"), ("0000:92:01.0", "94")])
+    # a GPU alone under its root port
+    devs.extend([host_bridge("pci0000:a0"), root_port("0000:a0:01.0", "pci0000:a0")])
+    gpus.append(("0000:a1:00.0", "0000:a0:01.0"))
+    for i, (addr, parent) in enumerate(gpus):
+        devs.append(a100(addr, parent, i, str(i + 1)))
+    # a conventional PCI card behind a PCIe-to-PCI bridge (TI XIO2001)
+    devs.extend([host_bridge("pci0000:30"), root_port("0000:30:01.0", "pci0000:30"),
+                 Pci("0000:31:00.0", "0000:30:01.0", 0x104C, 0x8240, CLASS_PCI_BRIDGE, rev=0x00,
+                     port=PCIE_TO_PCI),
+                 Pci("0000:32:00.0", "0000:31:00.0", XILINX, 0x7021, CLASS_ACCEL, subsys=(XILINX, 0x0007),
+                     slot="20", reset="bus")])
+    # an SR-IOV accelerator behind a switch, its VFs with it
+    devs.extend([host_bridge("pci0000:40"), root_port("0000:40:01.0", "pci0000:40"),
+                 plx("0000:41:00.0", "0000:40:01.0", PCIE_UPSTREAM),
+                 plx("0000:42:00.0", "0000:41:00.0", PCIE_DOWNSTREAM),
+                 Pci("0000:43:00.0", "0000:42:00.0", XILINX, 0x5050, CLASS_ACCEL, subsys=(XILINX, 0x0010),
+                     driver="xclmgmt", dsn=0x000A350000001004, slot="21", sriov=(4, 2, 0x5051),
+                     reset="flr", flr=True, multifunction=True)])
+    for vf in range(2):
+        devs.append(Pci("0000:43:00.%d" % (vf + 1), "0000:42:00.0", XILINX, 0x5051, CLASS_ACCEL,
+                        subsys=(XILINX, 0x0010), driver="xocl", physfn=("0000:43:00.0", vf),
+                        reset="flr", flr=True))
+    node_of = {rc: 0 for rc in ("pci0000:00", "pci0000:10", "pci0000:20", "pci0000:30", "pci0000:40")}
+    node_of.update({rc: 1 for rc in ("pci0000:80", "pci0000:90", "pci0000:a0")})
+    return Host(nodes=[Node(0, "0-7", 65797984), Node(1, "8-15", 66060128)], cpus_online="0-15",
+                devices=devs, node_of=node_of)
+
+
 HOSTS = {
     "two-socket-8gpu": two_socket_8gpu,
     "sriov-fpga-qat": sriov_fpga_qat,
     "vgpu-mdev": vgpu_mdev,
     "trap-shared-group": trap_shared_group,
     "fpga-regions": fpga_regions,
+    "switches": switches,
 }
 
 
