@@ -1186,6 +1186,116 @@ test_mdev_parents_hostile(void)
     av_test_tmpdir_remove(dir);
 }
 
+/* av_host_pci_position() of @address: "ROOT SWITCH", "-" for NULL, or
+ * "unknown".  Caller frees. */
+static char *
+position_of(const AvHost *host, const char *address)
+{
+    const char *root_port = "x", *sw = "x";
+
+    if (!av_host_pci_position(host, address, &root_port, &sw)) {
+        g_assert_null(root_port);
+        g_assert_null(sw);
+        return g_strdup("unknown");
+    }
+    return g_strdup_printf("%s %s", root_port ? root_port : "-", sw ? sw : "-");
+}
+
+static void
+assert_position(const AvHost *host, const char *address, const char *expected)
+{
+    g_autofree char *got = position_of(host, address);
+
+    g_assert_cmpstr(got, ==, expected);
+}
+
+/* Issue 16: root ports and switches of the fake host "switches"
+ * (tests/data/mkhosts.py). */
+static void
+test_switches_position(void)
+{
+    g_autoptr(AvHost) host = scan_host("switches");
+    g_autofree char *dir = av_test_host_path("switches");
+    g_autoptr(GError) err = NULL;
+    g_autoptr(AvRoot) root = av_root_new(dir, &err);
+    static const char *const some[] = { "0000:27:00.0", "0000:43:00.2", NULL };
+    g_autoptr(AvHost) partial = NULL;
+    AvPciDevice *gpu, *bridge;
+    char *saved;
+
+    /* root port > upstream > downstream > GPU: the switch is the upstream port */
+    assert_position(host, "0000:13:00.0", "0000:10:01.0 0000:11:00.0");
+    assert_position(host, "0000:14:00.0", "0000:10:01.0 0000:11:00.0");
+    assert_position(host, "0000:23:00.0", "0000:20:01.0 0000:21:00.0");
+    /* behind a nested switch: the top one counts */
+    assert_position(host, "0000:27:00.0", "0000:20:01.0 0000:21:00.0");
+    /* alone under its root port */
+    assert_position(host, "0000:a1:00.0", "0000:a0:01.0 -");
+    /* a PCIe-to-PCI bridge alone below the root port is no switch */
+    assert_position(host, "0000:32:00.0", "0000:30:01.0 -");
+    /* a downstream port itself: only one bridge between it and the root
+     * port, as for a function behind a PCIe-to-PCI bridge */
+    assert_position(host, "0000:12:00.0", "0000:10:01.0 -");
+    assert_position(host, "0000:11:00.0", "0000:10:01.0 -");
+    /* on a root bus: no root port */
+    assert_position(host, "0000:10:01.0", "- -");
+    assert_position(host, "0000:00:00.0", "- -");
+    /* a PF and its VFs behind a switch */
+    assert_position(host, "0000:43:00.0", "0000:40:01.0 0000:41:00.0");
+    assert_position(host, "0000:43:00.1", "0000:40:01.0 0000:41:00.0");
+    assert_position(host, "0000:43:00.2", "0000:40:01.0 0000:41:00.0");
+    /* unknown devices, and NULL outputs accepted */
+    assert_position(host, "0000:99:00.0", "unknown");
+    assert_position(host, "not-an-address", "unknown");
+    g_assert_true(av_host_pci_position(host, "0000:13:00.0", NULL, NULL));
+
+    /* The hook's partial scan holds the bridges above what it asks for. */
+    g_assert_no_error(err);
+    partial = av_host_scan_devices(root, some, FALSE, &err);
+    g_assert_no_error(err);
+    assert_position(partial, "0000:27:00.0", "0000:20:01.0 0000:21:00.0");
+    assert_position(partial, "0000:43:00.2", "0000:40:01.0 0000:41:00.0");
+    assert_position(partial, "0000:13:00.0", "unknown");
+
+    /* A bridge of the chain missing, or a loop: unknown. */
+    gpu = get_pci(host, "0000:13:00.0");
+    saved = gpu->parent_bridge;
+    gpu->parent_bridge = g_strdup("0000:12:07.0");
+    assert_position(host, "0000:13:00.0", "unknown");
+    g_free(gpu->parent_bridge);
+    gpu->parent_bridge = saved;
+    bridge = get_pci(host, "0000:10:01.0");
+    bridge->parent_bridge = g_strdup("0000:12:00.0");
+    assert_position(host, "0000:13:00.0", "unknown");
+    g_clear_pointer(&bridge->parent_bridge, g_free);
+    assert_position(host, "0000:13:00.0", "0000:10:01.0 0000:11:00.0");
+}
+
+/* av_host_find_pci() (a binary search) finds every function of a scan and
+ * nothing else. */
+static void
+test_find_pci(void)
+{
+    static const char *const names[] = { "switches", "two-socket-8gpu", "sriov-fpga-qat", "fpga-regions" };
+
+    for (guint n = 0; n < G_N_ELEMENTS(names); n++) {
+        g_autoptr(AvHost) host = scan_host(names[n]);
+
+        for (guint i = 0; i < host->pci->len; i++) {
+            AvPciDevice *dev = g_ptr_array_index(host->pci, i);
+
+            g_assert_true(av_host_find_pci(host, dev->address) == dev);
+        }
+        g_assert_null(av_host_find_pci(host, "0000:ff:1f.7"));
+        g_assert_null(av_host_find_pci(host, "0000:00:00.00"));
+        g_assert_null(av_host_find_pci(host, "0000:00:00"));
+        g_assert_null(av_host_find_pci(host, "00000:00:00.0"));
+        g_assert_null(av_host_find_pci(host, ""));
+        g_assert_null(av_host_find_pci(host, NULL));
+    }
+    g_assert_null(av_host_find_pci(NULL, "0000:00:00.0"));
+}
+
 int
 main(int argc, char **argv)
 {
@@ -1204,6 +1314,8 @@ main(int argc, char **argv)
     g_test_add_func("/pci/host/vgpu-mdev/mdev-parents", test_mdev_parents);
     g_test_add_func("/pci/tree/mdev-parents-hostile", test_mdev_parents_hostile);
     g_test_add_func("/pci/host/trap-shared-group", test_trap_shared_group);
+    g_test_add_func("/pci/host/switches/position", test_switches_position);
+    g_test_add_func("/pci/host/find", test_find_pci);
     g_test_add_func("/pci/tree/not-sysfs", test_not_a_sys_tree);
     g_test_add_func("/pci/tree/numa-fallback", test_numa_fallback);
     g_test_add_func("/pci/tree/unreadable-vendor", test_unreadable_vendor);

@@ -117,8 +117,8 @@ fix_uuid(gpointer data)
     return g_strdup_printf("00000000-0000-4000-8000-%012x", ++f->uuids);
 }
 
-/* Places "profile:count[:card|region][:any][:bs=SHA256]" requests, given as
- * a space-separated list. */
+/* Places "profile:count[:card|region][:any][:bs=SHA256][:p2p|:p2p-pref]"
+ * requests, given as a space-separated list. */
 static AvPlacement *
 fix_place_full(Fix *f, const char *spec, guint vcpus, const char *domain, GError **error)
 {
@@ -136,6 +136,8 @@ fix_place_full(Fix *f, const char *spec, guint vcpus, const char *domain, GError
                 r->granularity = g_str_equal(parts[j], "card") ? AV_GRANULARITY_CARD : AV_GRANULARITY_REGION;
             } else if (g_str_equal(parts[j], "any")) {
                 r->numa_any = TRUE;
+            } else if (g_str_equal(parts[j], "p2p") || g_str_equal(parts[j], "p2p-pref")) {
+                r->p2p = g_str_equal(parts[j], "p2p") ? AV_P2P_REQUIRED : AV_P2P_PREFERRED;
             } else if (g_str_has_prefix(parts[j], "bs=")) {
                 r->bitstream = g_strdup("test-image");
                 r->bitstream_sha256 = g_strdup(parts[j] + 3);
@@ -963,6 +965,298 @@ test_sriov_pf_with_vf_held(void)
     assert_sriov_held_refused("qat-pf", "0000:6b:00.3", AV_DEVICE_STATE_DIRTY, "its VF '0000:6b:00.3'");
 }
 
+/* --- PCIe switches (issue 16) ------------------------------------------------------------ */
+
+/* The "switches" host (tests/data/mkhosts.py): A100s behind switch 11:00.0
+ * (13, 14) and switch 21:00.0 (23, 24, and 27 behind a nested switch) on
+ * node 0; behind switch 91:00.0 (93, 94) and alone under a root port (a1)
+ * on node 1; VFs 43:00.1 and 43:00.2 behind switch 41:00.0 on node 0. */
+#define SWITCH_POLICY(numa, alloc)                                                               \
+    "{\"profiles\": [\n"                                                                         \
+    " {\"name\": \"gpu\", \"match\": {\"vendor\": \"0x10de\", \"device\": \"0x20f1\"},"           \
+    "  \"granularity\": \"function\", \"numa\": \"" numa "\", \"allocation\": \"" alloc "\"},\n"   \
+    " {\"name\": \"vf\", \"match\": {\"vendor\": \"0x10ee\", \"device\": \"0x5051\"},"            \
+    "  \"attach\": \"sriov-vf\", \"numa\": \"none\"}\n"                                          \
+    "]}\n"
+
+/* "ADDRESS:ROOT:SWITCH:G" per item ('-' for NULL, G when gpudirect). */
+static char *
+positions(const AvPlacement *p)
+{
+    GString *s = g_string_new(NULL);
+
+    for (guint i = 0; i < p->items->len; i++) {
+        const AvPlacedItem *item = g_ptr_array_index(p->items, i);
+
+        g_string_append_printf(s, "%s%s:%s:%s%s", s->len ? " " : "", item->pci_address,
+                               item->root_port ? item->root_port : "-",
+                               item->switch_port ? item->switch_port : "-", item->gpudirect ? ":G" : "");
+    }
+    return g_string_free(s, FALSE);
+}
+
+/* "ID/NCPUS/FIRST-LAST/KIB" per node. */
+static char *
+nodes_of(const AvPlacement *p)
+{
+    GString *s = g_string_new(NULL);
+
+    for (guint i = 0; p->nodes && i < p->nodes->len; i++) {
+        const AvPlacedNode *n = g_ptr_array_index(p->nodes, i);
+
+        g_string_append_printf(s, "%s%d/%u/%u-%u/%" G_GUINT64_FORMAT, s->len ? " " : "", n->id, n->cpus->len,
+                               g_array_index(n->cpus, guint, 0), g_array_index(n->cpus, guint, n->cpus->len - 1),
+                               n->memory_kib);
+    }
+    return g_string_free(s, FALSE);
+}
+
+static void
+test_switch_items(void)
+{
+    Fix f;
+
+    fix_open(&f, "switches", SWITCH_POLICY("strict", "pack"));
+    {
+        g_autoptr(AvPlacement) p = fix_place(&f, "gpu:2 vf:2", 4);
+        g_autofree char *got = positions(p);
+        g_autofree char *nodes = nodes_of(p);
+
+        /* Pack, strict: node 1 has the fewest free GPUs. */
+        g_assert_cmpint(p->numa_node, ==, 1);
+        g_assert_cmpstr(got, ==, "0000:93:00.0:0000:90:01.0:0000:91:00.0:G "
+                                 "0000:94:00.0:0000:90:01.0:0000:91:00.0:G "
+                                 "0000:43:00.1:0000:40:01.0:0000:41:00.0 "
+                                 "0000:43:00.2:0000:40:01.0:0000:41:00.0");
+        g_assert_cmpint(((AvPlacedItem *)g_ptr_array_index(p->items, 2))->attach, ==, AV_ATTACH_SRIOV_VF);
+        /* The domain's node and the VFs' node, ascending. */
+        g_assert_cmpstr(nodes, ==, "0/8/0-7/65797984 1/8/8-15/66060128");
+    }
+    {
+        g_autoptr(AvPlacement) p = fix_place(&f, "gpu:3", 4);
+        g_autofree char *got = positions(p);
+        g_autofree char *nodes = nodes_of(p);
+
+        g_assert_cmpint(p->numa_node, ==, 1);
+        g_assert_cmpstr(got, ==, "0000:93:00.0:0000:90:01.0:0000:91:00.0:G "
+                                 "0000:94:00.0:0000:90:01.0:0000:91:00.0:G "
+                                 "0000:a1:00.0:0000:a0:01.0:-:G");
+        g_assert_cmpstr(nodes, ==, "1/8/8-15/66060128");
+    }
+    fix_close(&f);
+
+    /* A node the host lacks is left out; no node at all: none. */
+    fix_open(&f, "switches", SWITCH_POLICY("none", "pack"));
+    {
+        g_autoptr(AvPlacement) p = fix_place(&f, "vf:1", 4);
+        g_autofree char *nodes = nodes_of(p);
+
+        g_assert_cmpint(p->numa_node, ==, -1);
+        g_assert_cmpstr(nodes, ==, "0/8/0-7/65797984");
+    }
+    for (guint i = 0; i < f.host->numa_nodes->len; i++)
+        ((AvNumaNode *)g_ptr_array_index(f.host->numa_nodes, i))->id += 10;
+    {
+        g_autoptr(AvPlacement) p = fix_place(&f, "vf:1", 4);
+
+        g_assert_nonnull(p->nodes);
+        g_assert_cmpuint(p->nodes->len, ==, 0);
+    }
+    fix_close(&f);
+}
+
+static void
+test_switch_p2p(void)
+{
+    Fix f;
+
+    fix_open(&f, "switches", SWITCH_POLICY("none", "pack"));
+    /* Pack: the switch with the fewest free that holds them (11:00.0 and
+     * 91:00.0 hold 2: the lower address); three only fit 21:00.0. */
+    assert_placed(&f, "gpu:2:p2p", 4, -1, "0000:13:00.0 0000:14:00.0");
+    assert_placed(&f, "gpu:3:p2p", 4, -1, "0000:23:00.0 0000:24:00.0 0000:27:00.0");
+    assert_placed(&f, "vf:2:p2p", 4, -1, "0000:43:00.1 0000:43:00.2");
+    /* Preferred, and it fits: no warning. */
+    {
+        g_autoptr(AvPlacement) p = fix_place(&f, "gpu:2:p2p-pref", 4);
+        g_autofree char *got = placed(p);
+
+        g_assert_cmpstr(got, ==, "0000:13:00.0 0000:14:00.0");
+        g_assert_cmpuint(p->warnings->len, ==, 0);
+    }
+    /* Required: no switch holds four. */
+    assert_error(&f, "gpu:4:p2p", 4, AV_ERROR_BUSY,
+                 "cannot place 4 devices of profile 'gpu': no PCIe switch of this host has 4 free devices of "
+                 "profile 'gpu' (switch 0000:11:00.0 has 2 free, switch 0000:21:00.0 has 3 free, switch "
+                 "0000:91:00.0 has 2 free); free some, or ask for p2p='preferred'");
+    /* Preferred: placed as without p2p, with a warning. */
+    {
+        g_autoptr(AvPlacement) p = fix_place(&f, "gpu:4:p2p-pref", 4);
+        g_autofree char *got = placed(p);
+        const char *w;
+
+        g_assert_cmpstr(got, ==, "0000:13:00.0 0000:14:00.0 0000:23:00.0 0000:24:00.0");
+        g_assert_cmpuint(p->warnings->len, ==, 1);
+        w = g_ptr_array_index(p->warnings, 0);
+        g_assert_true(g_str_has_prefix(w, "the 4 devices of 'gpu' could not sit behind one PCIe switch: no PCIe "
+                                          "switch of this host has 4 free devices"));
+        g_assert_null(strchr(w, '\n'));
+    }
+    /* Card granularity: whole cards behind one switch. */
+    fix_hold(&f, "0000:13:00.0", AV_DEVICE_STATE_IN_USE, "11111111-1111-4111-8111-111111111111");
+    assert_placed(&f, "gpu:2:card:p2p", 4, -1, "0000:93:00.0 0000:94:00.0");
+    assert_placed(&f, "gpu:3:card:p2p", 4, -1, "0000:23:00.0 0000:24:00.0 0000:27:00.0");
+    /* Devices behind no switch never count: one free behind each switch,
+     * and the lone a1. */
+    fix_hold(&f, "0000:24:00.0", AV_DEVICE_STATE_DIRTY, "11111111-1111-4111-8111-111111111111");
+    fix_hold(&f, "0000:27:00.0", AV_DEVICE_STATE_CLAIMED, "11111111-1111-4111-8111-111111111111");
+    fix_hold(&f, "0000:93:00.0", AV_DEVICE_STATE_CLAIMED, "11111111-1111-4111-8111-111111111111");
+    assert_placed(&f, "gpu:2", 4, -1, "0000:14:00.0 0000:23:00.0");
+    assert_error(&f, "gpu:2:p2p", 4, AV_ERROR_BUSY,
+                 "no PCIe switch of this host has 2 free devices of profile 'gpu' (switch 0000:11:00.0 has 1 "
+                 "free, switch 0000:21:00.0 has 1 free, switch 0000:91:00.0 has 1 free)");
+    assert_error(&f, "gpu:2:card:p2p", 4, AV_ERROR_BUSY, "has 2 free cards of profile 'gpu'");
+    /* p2p asks nothing of one device. */
+    assert_placed(&f, "gpu:1:p2p", 4, -1, "0000:14:00.0");
+    fix_close(&f);
+
+    fix_open(&f, "switches", SWITCH_POLICY("none", "spread"));
+    /* Spread: the switch with the most free. */
+    assert_placed(&f, "gpu:2:p2p", 4, -1, "0000:23:00.0 0000:24:00.0");
+    /* A switch free on paper whose devices cannot all go (24 and 27 share
+     * their IOMMU groups with a bridge): 21:00.0 first (3 free), 23 taken,
+     * then nothing; its pick is undone exactly and 11:00.0 comes next (2
+     * free, before 91:00.0 by address); 23 is free again for the second
+     * request. */
+    g_ptr_array_add(av_host_find_pci(f.host, "0000:24:00.0")->iommu_group_members, g_strdup("0000:22:01.0"));
+    g_ptr_array_add(av_host_find_pci(f.host, "0000:27:00.0")->iommu_group_members, g_strdup("0000:26:00.0"));
+    assert_placed(&f, "gpu:2:p2p gpu:1", 4, -1, "0000:13:00.0 0000:14:00.0 0000:23:00.0");
+    fix_close(&f);
+}
+
+/* Numa strict: a node whose switches cannot hold the request gives way to
+ * one whose switch can; none can: the strict error names the switches. */
+static void
+test_switch_strict(void)
+{
+    Fix f;
+
+    fix_open(&f, "switches", SWITCH_POLICY("strict", "pack"));
+    fix_hold(&f, "0000:13:00.0", AV_DEVICE_STATE_IN_USE, "11111111-1111-4111-8111-111111111111");
+    fix_hold(&f, "0000:23:00.0", AV_DEVICE_STATE_IN_USE, "11111111-1111-4111-8111-111111111111");
+    fix_hold(&f, "0000:24:00.0", AV_DEVICE_STATE_IN_USE, "11111111-1111-4111-8111-111111111111");
+    /* Node 0 has 2 free (14 and 27, behind two switches), node 1 has 3. */
+    assert_placed(&f, "gpu:2", 4, 0, "0000:14:00.0 0000:27:00.0");
+    assert_placed(&f, "gpu:2:p2p", 4, 1, "0000:93:00.0 0000:94:00.0");
+    {
+        g_autoptr(AvPlacement) p = fix_place(&f, "gpu:2:p2p-pref", 4);
+        g_autofree char *got = placed(p);
+
+        g_assert_cmpstr(got, ==, "0000:93:00.0 0000:94:00.0");
+        g_assert_cmpuint(p->warnings->len, ==, 0);
+    }
+    fix_hold(&f, "0000:94:00.0", AV_DEVICE_STATE_IN_USE, "11111111-1111-4111-8111-111111111111");
+    assert_error(&f, "gpu:2:p2p", 4, AV_ERROR_BUSY, "no single NUMA node can hold every device");
+    assert_error(&f, "gpu:2:p2p", 4, AV_ERROR_BUSY,
+                 "no PCIe switch on NUMA node 1 has 2 free devices of profile 'gpu' (switch 0000:91:00.0 has 1 "
+                 "free); free some, or ask for p2p='preferred'");
+    /* Preferred: the first node that holds them, with the warning. */
+    {
+        g_autoptr(AvPlacement) p = fix_place(&f, "gpu:2:p2p-pref", 4);
+        g_autofree char *got = placed(p);
+
+        g_assert_cmpstr(got, ==, "0000:14:00.0 0000:27:00.0");
+        g_assert_cmpint(p->numa_node, ==, 0);
+        g_assert_cmpuint(p->warnings->len, ==, 1);
+        g_assert_nonnull(strstr(g_ptr_array_index(p->warnings, 0), "no PCIe switch on NUMA node 0 has 2 free"));
+    }
+    fix_close(&f);
+}
+
+/* The pool's placement record keeps each request's p2p, so that restore and
+ * migrate place again with it; a p2p it does not know is refused. */
+static void
+test_switch_record(void)
+{
+    static const char uuid[] = "55555555-5555-4555-8555-555555555555";
+    static const AvP2p want[] = { AV_P2P_REQUIRED, AV_P2P_PREFERRED, AV_P2P_NONE };
+    Fix f;
+    g_autoptr(AvPlacement) p = NULL;
+    g_autoptr(AvPlacement) again = NULL;
+    g_autoptr(GPtrArray) requests = g_ptr_array_new_with_free_func((GDestroyNotify)av_request_free);
+    g_autofree char *state = NULL, *path = NULL, *text = NULL, *got = NULL, *got_again = NULL;
+    g_autoptr(GError) err = NULL;
+    const AvPoolPlacement *record;
+    AvPlaceOptions options = { uuid, 4, fix_uuid, NULL };
+
+    fix_open(&f, "switches", SWITCH_POLICY("none", "pack"));
+    options.new_uuid_data = &f;
+    for (guint i = 0; i < G_N_ELEMENTS(want); i++) {
+        AvRequest *r = av_request_new(i == 2 ? "vf" : "gpu", 2);
+
+        r->p2p = want[i];
+        g_ptr_array_add(requests, r);
+    }
+    p = av_place(f.host, f.policy, f.pool, requests, &options, &err);
+    g_assert_no_error(err);
+    got = placed(p);
+    g_assert_cmpstr(got, ==, "0000:13:00.0 0000:14:00.0 0000:93:00.0 0000:94:00.0 0000:43:00.1 0000:43:00.2");
+    av_pool_placement_record(f.pool, uuid, "d", requests, p);
+    g_assert_true(av_pool_save(f.pool, &err));
+    g_assert_no_error(err);
+    av_pool_free(f.pool);
+    state = g_build_filename(f.tmp, "state", NULL);
+    f.pool = av_pool_open(state, AV_POOL_WRITE, 0, &err);
+    g_assert_no_error(err);
+    record = av_pool_placement_find(f.pool, uuid);
+    g_assert_nonnull(record);
+    g_assert_cmpuint(record->requests->len, ==, 3);
+    for (guint i = 0; i < G_N_ELEMENTS(want); i++)
+        g_assert_cmpint(((AvRequest *)g_ptr_array_index(record->requests, i))->p2p, ==, want[i]);
+    /* Placed again from the record: the same devices. */
+    again = av_place(f.host, f.policy, f.pool, record->requests, &options, &err);
+    g_assert_no_error(err);
+    got_again = placed(again);
+    g_assert_cmpstr(got_again, ==, got);
+    av_pool_free(f.pool);
+    f.pool = NULL;
+
+    path = g_build_filename(state, "pool.json", NULL);
+    g_file_get_contents(path, &text, NULL, &err);
+    g_assert_no_error(err);
+    g_assert_nonnull(strstr(text, "\"p2p\": \"required\""));
+    g_assert_nonnull(strstr(text, "\"p2p\": \"preferred\""));
+    {
+        g_autoptr(json_t) root = json_loads(text, 0, NULL);
+        json_t *requests_json = json_object_get(json_array_get(json_object_get(root, "placements"), 0), "requests");
+
+        /* Absent when none: a pool.json without p2p stays as it was. */
+        g_assert_null(json_object_get(json_array_get(requests_json, 2), "p2p"));
+    }
+    {
+        static const char *const bad[] = { "\"p2p\": \"sometimes\"", "\"p2p\": \"Required\"", "\"p2p\": \"\"",
+                                           "\"p2p\": null", "\"p2p\": 1", "\"p2p\": true",
+                                           "\"p2p\": \"required\\u0000x\"" };
+
+        for (guint i = 0; i < G_N_ELEMENTS(bad); i++) {
+            g_autoptr(GString) s = g_string_new(text);
+            AvPool *pool;
+
+            g_string_replace(s, "\"p2p\": \"required\"", bad[i], 0);
+            g_file_set_contents(path, s->str, -1, &err);
+            g_assert_no_error(err);
+            pool = av_pool_open(state, AV_POOL_READ, 0, &err);
+            g_assert_null(pool);
+            g_assert_error(err, AV_ERROR, AV_ERROR_CORRUPT_STATE);
+            g_test_message("refused: %s", err->message);
+            /* (A NUL is the JSON parser's refusal.) */
+            g_assert_true(strstr(err->message, "placements/0/requests/0/p2p") || strstr(err->message, "\\u0000"));
+            g_clear_error(&err);
+        }
+    }
+    fix_close(&f);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -986,5 +1280,9 @@ main(int argc, char **argv)
     g_test_add_func("/place/sriov/vf-with-pf-held", test_sriov_vf_with_pf_held);
     g_test_add_func("/place/sriov/vf-idle", test_sriov_vf_idle);
     g_test_add_func("/place/sriov/pf-with-vf-held", test_sriov_pf_with_vf_held);
+    g_test_add_func("/place/switch/items", test_switch_items);
+    g_test_add_func("/place/switch/p2p", test_switch_p2p);
+    g_test_add_func("/place/switch/strict", test_switch_strict);
+    g_test_add_func("/place/switch/record", test_switch_record);
     return g_test_run();
 }

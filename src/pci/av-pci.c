@@ -1375,12 +1375,34 @@ av_host_scan(const AvRoot *root, GError **error)
     return g_steal_pointer(&host);
 }
 
-/* Linear search: a host has a few hundred functions at most. */
+/* See av-pci.h. */
 AvPciDevice *
 av_host_find_pci(const AvHost *host, const char *address)
 {
-    if (!host || !address)
+    guint lo = 0, hi;
+
+    if (!host || !host->pci || !address)
         return NULL;
+    /* A binary search: every scan leaves @pci sorted by
+     * av_pci_address_compare(), a total order (invalid addresses after the
+     * valid ones, by strcmp()).  The string itself must match. */
+    hi = host->pci->len;
+    while (lo < hi) {
+        guint mid = lo + (hi - lo) / 2;
+        AvPciDevice *dev = g_ptr_array_index(host->pci, mid);
+        int c = av_pci_address_compare(dev->address, address);
+
+        if (c == 0 && g_str_equal(dev->address, address))
+            return dev;
+        if (c == 0)
+            break;
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    /* A miss: a linear search, so that a host built by hand in another
+     * order (tests) finds what it holds. */
     for (guint i = 0; i < host->pci->len; i++) {
         AvPciDevice *dev = g_ptr_array_index(host->pci, i);
 
@@ -1388,6 +1410,51 @@ av_host_find_pci(const AvHost *host, const char *address)
             return dev;
     }
     return NULL;
+}
+
+/* See av-pci.h.  The chain is the parent_bridge links of the scan: the
+ * kernel makes a function's sysfs directory a child of the bridge above it
+ * (Documentation/ABI/testing/sysfs-bus-pci; a VF's directory is a sibling
+ * of its PF's, drivers/pci/iov.c: pci_iov_add_virtfn() gives it the PF's
+ * bus parent).  PCIe Base Spec 1.3.3: a switch is an upstream port above
+ * downstream ports, each a PCI-to-PCI bridge. */
+gboolean
+av_host_pci_position(const AvHost *host, const char *address, const char **ret_root_port,
+                     const char **ret_switch)
+{
+    const char *chain[AV_PCI_BRIDGE_DEPTH_MAX];
+    const AvPciDevice *dev = av_host_find_pci(host, address);
+    const char *parent;
+    guint depth = 0;
+
+    if (ret_root_port)
+        *ret_root_port = NULL;
+    if (ret_switch)
+        *ret_switch = NULL;
+    if (!dev)
+        return FALSE;
+    /* A VF sits where its PF sits, when the scan holds the PF. */
+    if (dev->physfn && av_host_find_pci(host, dev->physfn))
+        dev = av_host_find_pci(host, dev->physfn);
+    for (parent = dev->parent_bridge; parent; depth++) {
+        const AvPciDevice *bridge;
+
+        /* Deeper than any real hierarchy: a loop or a corrupt tree. */
+        if (depth == AV_PCI_BRIDGE_DEPTH_MAX)
+            return FALSE;
+        bridge = av_host_find_pci(host, parent);
+        if (!bridge)
+            return FALSE;
+        chain[depth] = bridge->address;
+        parent = bridge->parent_bridge;
+    }
+    /* chain[0] is the bridge right above the function, chain[depth - 1]
+     * the root port. */
+    if (ret_root_port && depth >= 1)
+        *ret_root_port = chain[depth - 1];
+    if (ret_switch && depth >= 3)
+        *ret_switch = chain[depth - 2];
+    return TRUE;
 }
 
 /* See av-pci.h. */

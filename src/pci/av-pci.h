@@ -217,7 +217,10 @@ AvMdevParent *av_host_find_mdev(const AvHost *host, const char *uuid);
  * a path. */
 gboolean av_mdev_parent_name_is_valid(const char *name);
 
-/* The device at @address in @host, or NULL.  Borrowed from @host. */
+/* The device at @address in @host, or NULL.  Borrowed from @host.  A binary
+ * search in @host->pci, sorted by av_pci_address_compare() as every scan
+ * leaves it; a miss falls back to a linear search (a host built by hand in
+ * another order). */
 AvPciDevice *av_host_find_pci(const AvHost *host, const char *address);
 
 /* The PCIe position of the function @address of @host (issue 16), from the

@@ -40,6 +40,8 @@ typedef struct {
     gboolean taken;              /* taken by the current trial */
     gint8 viable;                /* -1 not checked yet, 0 no, 1 yes */
     char *viable_error;          /* why not, when viable == 0 */
+    const char *root_port;       /* PCI: av_host_pci_position(), borrowed from the host; or NULL */
+    const char *switch_port;     /* PCI: the host PCIe switch it sits behind, or NULL */
 } AvPlaceFn;
 
 /* A card or a region: its pooled functions. */
@@ -277,6 +279,8 @@ av_place_ctx_init(AvPlaceCtx *ctx, const AvHost *host, const AvPolicy *policy, c
         fn->viable = -1;
         fn->index = ctx->fns->len;
         fn->available = av_place_pool_available(pooled, domain_uuid);
+        /* Unknown (a bridge missing from the scan): no switch, no root port. */
+        av_host_pci_position(host, pci->address, &fn->root_port, &fn->switch_port);
         g_ptr_array_add(ctx->fns, fn);
         g_ptr_array_add(fn_card->fns, fn);
         fn_card->n_available += fn->available;
@@ -322,6 +326,10 @@ typedef struct {
                                   * the profile takes (av_policy_match_mdev_parent()); they are not
                                   * pooled, only their instances count; borrowed from the host */
     char *why;                   /* why a free device could not be used (the last one met), or NULL */
+    AvP2p p2p;                   /* the request's p2p, or required while av_place_choose_p2p() first
+                                  * tries a preferred one as required */
+    char *p2p_warning;           /* p2p preferred: why the current trial's devices are not behind one
+                                  * switch, or NULL */
 } AvPlaceReq;
 
 static void
@@ -331,6 +339,7 @@ av_place_req_clear(AvPlaceReq *r)
     g_clear_pointer(&r->mdev_parents, g_ptr_array_unref);
     g_clear_pointer(&r->virtual_parents, g_ptr_array_unref);
     g_clear_pointer(&r->why, g_free);
+    g_clear_pointer(&r->p2p_warning, g_free);
 }
 
 typedef struct {
@@ -534,11 +543,11 @@ av_place_take(AvPlaceCtx *ctx, AvPlaceReq *r, AvPlaceFn *fn)
         av_place_take_one(ctx, g_ptr_array_index(mates, i));
 }
 
-/* Undoes everything the current trial took. */
+/* Undoes what the current trial took after its first @mark functions. */
 static void
-av_place_trial_undo(AvPlaceCtx *ctx, AvPlaceReq *reqs, guint n_reqs)
+av_place_undo_taken(AvPlaceCtx *ctx, guint mark)
 {
-    for (guint i = 0; i < ctx->trial_taken->len; i++) {
+    for (guint i = mark; i < ctx->trial_taken->len; i++) {
         AvPlaceFn *fn = g_ptr_array_index(ctx->trial_taken, i);
 
         fn->taken = FALSE;
@@ -547,7 +556,14 @@ av_place_trial_undo(AvPlaceCtx *ctx, AvPlaceReq *reqs, guint n_reqs)
         if (fn->region)
             fn->region->n_taken--;
     }
-    g_ptr_array_set_size(ctx->trial_taken, 0);
+    g_ptr_array_set_size(ctx->trial_taken, mark);
+}
+
+/* Undoes everything the current trial took. */
+static void
+av_place_trial_undo(AvPlaceCtx *ctx, AvPlaceReq *reqs, guint n_reqs)
+{
+    av_place_undo_taken(ctx, 0);
     g_array_set_size(ctx->trial_mdevs, 0);
     for (guint i = 0; i < n_reqs; i++) {
         g_ptr_array_set_size(reqs[i].picked, 0);
@@ -563,17 +579,18 @@ av_place_node_ok(int node_filter, int node)
 
 /* Function granularity, PCI: the best card first (see av_place_unit_cmp()),
  * and in it the best region; pack takes from a card until it is full,
- * spread takes one function and puts the card back in order. */
+ * spread takes one function and puts the card back in order.  @list: the
+ * candidates, the profile's functions or those behind one switch. */
 static gboolean
-av_place_pick_functions(AvPlaceCtx *ctx, AvPlaceReq *r, int node_filter, int prefer)
+av_place_pick_functions(AvPlaceCtx *ctx, AvPlaceReq *r, GPtrArray *list, int node_filter, int prefer)
 {
     AvPlaceOrder order = { r->profile->allocation, prefer, r->req->bitstream_sha256, r->profile->name };
     g_autoptr(GSequence) seq = g_sequence_new(NULL);
     g_autoptr(GHashTable) seen = g_hash_table_new(NULL, NULL);
     guint wanted = r->req->count;
 
-    for (guint i = 0; i < r->list->len; i++) {
-        AvPlaceFn *fn = g_ptr_array_index(r->list, i);
+    for (guint i = 0; i < list->len; i++) {
+        AvPlaceFn *fn = g_ptr_array_index(list, i);
 
         if (!fn->pci || !fn->available || fn->taken || !av_place_node_ok(node_filter, fn->node))
             continue;
@@ -633,17 +650,18 @@ av_place_whole_cmp(gconstpointer a, gconstpointer b, gpointer data)
 }
 
 /* Card or region granularity: whole units, every pooled device of them
- * free; the preferred node first, then address. */
+ * free; the preferred node first, then address.  @list as for
+ * av_place_pick_functions(). */
 static gboolean
-av_place_pick_units(AvPlaceCtx *ctx, AvPlaceReq *r, int node_filter, int prefer)
+av_place_pick_units(AvPlaceCtx *ctx, AvPlaceReq *r, GPtrArray *list, int node_filter, int prefer)
 {
     g_autoptr(GPtrArray) units = g_ptr_array_new();
     g_autoptr(GHashTable) seen = g_hash_table_new(NULL, NULL);
     AvPlaceOrder order = { r->profile->allocation, prefer, r->req->bitstream_sha256, r->profile->name };
     guint got = 0;
 
-    for (guint i = 0; i < r->list->len; i++) {
-        AvPlaceFn *fn = g_ptr_array_index(r->list, i);
+    for (guint i = 0; i < list->len; i++) {
+        AvPlaceFn *fn = g_ptr_array_index(list, i);
         AvPlaceUnit *unit;
 
         if (!fn->pci)
@@ -829,6 +847,188 @@ av_place_pick_mdevs(AvPlaceCtx *ctx, AvPlaceReq *r, int node_filter, int prefer,
     return TRUE;
 }
 
+/* --- peer-to-peer: one host PCIe switch (issue 16) ---------------------------------- */
+
+static const char *av_place_unit_word(const AvPlaceReq *r, gboolean plural);
+
+/* The candidates of a request behind one host PCIe switch. */
+typedef struct {
+    const char *address;         /* the switch's upstream port, borrowed from the host */
+    int node;
+    GPtrArray *fns;              /* AvPlaceFn* of the request's profile, in the profile list's order */
+    guint free_;                 /* free functions; at card or region granularity, wholly free units */
+} AvPlaceSwitch;
+
+static void
+av_place_switch_free(AvPlaceSwitch *sw)
+{
+    g_ptr_array_unref(sw->fns);
+    g_free(sw);
+}
+
+/* The switches holding candidates of @r on @node_filter's node, in one pass
+ * over the profile's list (no host-wide rescan).  Functions behind no
+ * switch never count.  Caller frees. */
+static GPtrArray *
+av_place_switches(const AvPlaceReq *r, int node_filter)
+{
+    GPtrArray *switches = g_ptr_array_new_with_free_func((GDestroyNotify)av_place_switch_free);
+    g_autoptr(GHashTable) by_address = g_hash_table_new(g_str_hash, g_str_equal);
+    g_autoptr(GHashTable) units = g_hash_table_new(NULL, NULL);
+
+    for (guint i = 0; r->list && i < r->list->len; i++) {
+        AvPlaceFn *fn = g_ptr_array_index(r->list, i);
+        AvPlaceSwitch *sw;
+
+        if (!fn->pci || !fn->switch_port || !av_place_node_ok(node_filter, fn->node))
+            continue;
+        sw = g_hash_table_lookup(by_address, fn->switch_port);
+        if (!sw) {
+            sw = g_new0(AvPlaceSwitch, 1);
+            sw->address = fn->switch_port;
+            sw->node = fn->node;
+            sw->fns = g_ptr_array_new();
+            g_hash_table_insert(by_address, (gpointer)sw->address, sw);
+            g_ptr_array_add(switches, sw);
+        }
+        g_ptr_array_add(sw->fns, fn);
+        if (r->granularity == AV_GRANULARITY_FUNCTION) {
+            sw->free_ += fn->available && !fn->taken;
+        } else {
+            AvPlaceUnit *unit = r->granularity == AV_GRANULARITY_REGION && fn->region ? fn->region : fn->card;
+
+            if (g_hash_table_add(units, unit) && unit->n_taken == 0 && unit->n_available == unit->fns->len)
+                sw->free_++;
+        }
+    }
+    return switches;
+}
+
+/* The order in which switches are tried: the preferred node's first; pack:
+ * the fewest free (best fit), spread: the most free; then address. */
+static int
+av_place_switch_cmp(gconstpointer a, gconstpointer b, gpointer data)
+{
+    const AvPlaceOrder *order = data;
+    const AvPlaceSwitch *x = *(AvPlaceSwitch *const *)a, *y = *(AvPlaceSwitch *const *)b;
+
+    if (order->prefer >= 0 && (x->node == order->prefer) != (y->node == order->prefer))
+        return x->node == order->prefer ? -1 : 1;
+    if (x->free_ != y->free_) {
+        if (order->allocation == AV_ALLOCATION_PACK)
+            return x->free_ < y->free_ ? -1 : 1;
+        return x->free_ > y->free_ ? -1 : 1;
+    }
+    return av_pci_address_compare(x->address, y->address);
+}
+
+static int
+av_place_switch_address_cmp(gconstpointer a, gconstpointer b)
+{
+    const AvPlaceSwitch *x = *(AvPlaceSwitch *const *)a, *y = *(AvPlaceSwitch *const *)b;
+
+    return av_pci_address_compare(x->address, y->address);
+}
+
+/* "no PCIe switch of this host has 3 free devices of profile 'x' (switch
+ * 0000:11:00.0 has 2 free, ...)": at most a few switches, by address. */
+#define AV_PLACE_SWITCHES_NAMED 4
+
+static char *
+av_place_switch_shortage(const AvPlaceReq *r, GPtrArray *switches, int node_filter)
+{
+    g_autoptr(GString) s = g_string_new(NULL);
+    g_autofree char *where = node_filter >= 0 ? g_strdup_printf("on NUMA node %d", node_filter)
+                                              : g_strdup("of this host");
+
+    g_ptr_array_sort(switches, av_place_switch_address_cmp);
+    g_string_append_printf(s, "no PCIe switch %s has %u free %s of profile '%s' (", where, r->req->count,
+                           av_place_unit_word(r, r->req->count != 1), r->profile->name);
+    if (switches->len == 0)
+        g_string_append_printf(s, "none of its %s sits behind one", av_place_unit_word(r, TRUE));
+    for (guint i = 0; i < switches->len && i < AV_PLACE_SWITCHES_NAMED; i++) {
+        const AvPlaceSwitch *sw = g_ptr_array_index(switches, i);
+
+        g_string_append_printf(s, "%sswitch %s has %u free", i ? ", " : "", sw->address, sw->free_);
+    }
+    if (switches->len > AV_PLACE_SWITCHES_NAMED)
+        g_string_append_printf(s, ", and %u more switches", switches->len - AV_PLACE_SWITCHES_NAMED);
+    g_string_append_c(s, ')');
+    return g_string_free(g_steal_pointer(&s), FALSE);
+}
+
+/* A PCI request of @list (function, card or region granularity). */
+static gboolean
+av_place_pick_pci(AvPlaceCtx *ctx, AvPlaceReq *r, GPtrArray *list, int node_filter, int prefer)
+{
+    if (r->granularity != AV_GRANULARITY_FUNCTION)
+        return av_place_pick_units(ctx, r, list, node_filter, prefer);
+    return av_place_pick_functions(ctx, r, list, node_filter, prefer);
+}
+
+/* TRUE when every device @r picked sits behind one switch. */
+static gboolean
+av_place_picked_one_switch(const AvPlaceReq *r)
+{
+    const char *first = NULL;
+
+    for (guint i = 0; i < r->picked->len; i++) {
+        const AvPlaceFn *fn = g_ptr_array_index(r->picked, i);
+
+        if (!fn->switch_port || (first && strcmp(first, fn->switch_port) != 0))
+            return FALSE;
+        first = fn->switch_port;
+    }
+    return first != NULL;
+}
+
+/* p2p="required|preferred", PCI, count >= 2: every device behind one host
+ * switch, the switches tried in the allocation's order among those with
+ * enough free, each failed switch's picks undone.  Required: FALSE with
+ * @r->why naming what each switch has free (a strict search then tries the
+ * other nodes).  Preferred: the usual pick, with @r->p2p_warning. */
+static gboolean
+av_place_pick_p2p(AvPlaceCtx *ctx, AvPlaceReq *r, int node_filter, int prefer)
+{
+    AvPlaceOrder order = { r->profile->allocation, prefer, r->req->bitstream_sha256, r->profile->name };
+    g_autoptr(GPtrArray) switches = av_place_switches(r, node_filter);
+    g_autofree char *inner = NULL;
+    g_autofree char *shortage = NULL;
+
+    /* Only this pick's reasons below, not an earlier trial's. */
+    g_clear_pointer(&r->why, g_free);
+    g_ptr_array_sort_with_data(switches, av_place_switch_cmp, &order);
+    for (guint i = 0; i < switches->len; i++) {
+        const AvPlaceSwitch *sw = g_ptr_array_index(switches, i);
+        guint mark = ctx->trial_taken->len;
+
+        if (sw->free_ < r->req->count)
+            continue;
+        if (av_place_pick_pci(ctx, r, sw->fns, node_filter, prefer))
+            return TRUE;
+        /* Free on paper, not usable (an IOMMU group, a VF's PF): undo this
+         * switch's picks exactly and try the next. */
+        av_place_undo_taken(ctx, mark);
+        g_ptr_array_set_size(r->picked, 0);
+    }
+    inner = g_steal_pointer(&r->why);
+    shortage = av_place_switch_shortage(r, switches, node_filter);
+    if (r->p2p == AV_P2P_REQUIRED) {
+        r->why = g_strdup_printf("%s%s%s; free some, or ask for p2p='preferred'", shortage,
+                                 inner ? ": " : "", inner ? inner : "");
+        return FALSE;
+    }
+    if (!av_place_pick_pci(ctx, r, r->list, node_filter, prefer))
+        return FALSE;
+    if (!av_place_picked_one_switch(r))
+        r->p2p_warning = g_strdup_printf("the %u %s of '%s' could not sit behind one PCIe switch: %s; they "
+                                         "talk peer-to-peer through the root complex, if at all, until "
+                                         "devices behind one switch are freed and the domain is placed again",
+                                         r->req->count, av_place_unit_word(r, r->req->count != 1),
+                                         r->profile->name, shortage);
+    return TRUE;
+}
+
 /* Places @r in the current trial.  FALSE when it does not fit (with @error
  * set only for a fault that no other node can cure, such as a profile
  * without mdev type). */
@@ -852,9 +1052,10 @@ av_place_pick(AvPlaceCtx *ctx, AvPlaceReq *r, int node_filter, int prefer, GErro
     }
     if (r->profile->attach == AV_ATTACH_USB)
         return av_place_pick_usb(ctx, r, node_filter, prefer);
-    if (r->granularity != AV_GRANULARITY_FUNCTION)
-        return av_place_pick_units(ctx, r, node_filter, prefer);
-    return av_place_pick_functions(ctx, r, node_filter, prefer);
+    g_clear_pointer(&r->p2p_warning, g_free);
+    if (r->p2p != AV_P2P_NONE && r->req->count >= 2)
+        return av_place_pick_p2p(ctx, r, node_filter, prefer);
+    return av_place_pick_pci(ctx, r, r->list, node_filter, prefer);
 }
 
 /* --- the checks before placing ------------------------------------------------------------ */
@@ -1272,6 +1473,36 @@ av_place_choose(AvPlaceCtx *ctx, AvPlaceReq *reqs, guint n_reqs, int *ret_node, 
     }
 }
 
+/* av_place_choose(), trying first every p2p="preferred" request as if
+ * required, so that the node chosen is one where a switch holds it; when
+ * that fails, as asked (the devices anywhere, with a warning). */
+static gboolean
+av_place_choose_p2p(AvPlaceCtx *ctx, AvPlaceReq *reqs, guint n_reqs, int *ret_node, GError **error)
+{
+    gboolean upgraded = FALSE;
+
+    for (guint i = 0; i < n_reqs; i++) {
+        if (reqs[i].p2p == AV_P2P_PREFERRED && reqs[i].req->count >= 2) {
+            reqs[i].p2p = AV_P2P_REQUIRED;
+            upgraded = TRUE;
+        }
+    }
+    if (upgraded) {
+        g_autoptr(GError) local = NULL;
+        gboolean ok = av_place_choose(ctx, reqs, n_reqs, ret_node, &local);
+
+        for (guint i = 0; i < n_reqs; i++) {
+            reqs[i].p2p = reqs[i].req->p2p;
+            /* The reasons of that search are not the answer's. */
+            if (!ok)
+                g_clear_pointer(&reqs[i].why, g_free);
+        }
+        if (ok)
+            return TRUE;
+    }
+    return av_place_choose(ctx, reqs, n_reqs, ret_node, error);
+}
+
 /* --- the placement ------------------------------------------------------------------------ */
 
 /* TRUE when the pooled device @fn is still the device the scan shows at its
@@ -1339,6 +1570,12 @@ av_place_item_from_fn(const AvPlaceCtx *ctx, const AvPlaceFn *fn)
          * or plain passthrough when that profile is gone. */
         item->attach = profile && profile->attach == AV_ATTACH_SRIOV_VF ? AV_ATTACH_SRIOV_VF : AV_ATTACH_VFIO_PCI;
         item->pci_address = g_strdup(fn->pci->address);
+        item->root_port = g_strdup(fn->root_port);
+        item->switch_port = g_strdup(fn->switch_port);
+        /* NVIDIA's display controllers (PCI Code and ID Assignment
+         * Specification: base class 0x03), which take QEMU's
+         * x-nv-gpudirect-clique (hw/vfio/pci-quirks.c). */
+        item->gpudirect = fn->pci->vendor_id == 0x10de && (fn->pci->class_code >> 16) == 0x03;
         if (item->attach == AV_ATTACH_SRIOV_VF && fn->pci->physfn && fn->pci->vf_index >= 0) {
             item->pf_address = g_strdup(fn->pci->physfn);
             item->vf_index = fn->pci->vf_index;
@@ -1381,6 +1618,55 @@ av_place_warn(AvPlaceCtx *ctx, AvPlaceReq *r, GPtrArray *items, guint first, int
                                     off == 1 ? "is" : "are", where, node));
 }
 
+static int
+av_place_int_cmp(gconstpointer a, gconstpointer b)
+{
+    int x = *(const int *)a, y = *(const int *)b;
+
+    return x < y ? -1 : x > y;
+}
+
+/* The host nodes @placement uses (its node and its items'), ascending, with
+ * their CPUs and memory; a node the host lacks is left out.  Caller frees. */
+static GPtrArray *
+av_place_nodes(const AvHost *host, const AvPlacement *placement)
+{
+    GPtrArray *nodes = g_ptr_array_new_with_free_func((GDestroyNotify)av_placed_node_free);
+    g_autoptr(GArray) ids = g_array_new(FALSE, FALSE, sizeof(int));
+
+    if (placement->numa_node >= 0)
+        g_array_append_val(ids, placement->numa_node);
+    for (guint i = 0; i < placement->items->len; i++) {
+        const AvPlacedItem *item = g_ptr_array_index(placement->items, i);
+
+        if (item->numa_node >= 0)
+            g_array_append_val(ids, item->numa_node);
+    }
+    g_array_sort(ids, av_place_int_cmp);
+    for (guint i = 0; i < ids->len; i++) {
+        int id = g_array_index(ids, int, i);
+
+        if (i > 0 && id == g_array_index(ids, int, i - 1))
+            continue;
+        for (guint n = 0; host->numa_nodes && n < host->numa_nodes->len; n++) {
+            const AvNumaNode *numa = g_ptr_array_index(host->numa_nodes, n);
+            AvPlacedNode *node;
+
+            if (numa->id != id)
+                continue;
+            node = g_new0(AvPlacedNode, 1);
+            node->id = id;
+            node->cpus = g_array_new(FALSE, FALSE, sizeof(guint));
+            if (numa->cpus)
+                g_array_append_vals(node->cpus, numa->cpus->data, numa->cpus->len);
+            node->memory_kib = numa->memory_kib;
+            g_ptr_array_add(nodes, node);
+            break;
+        }
+    }
+    return nodes;
+}
+
 AvPlacement *
 av_place(const AvHost *host, const AvPolicy *policy, const AvPool *pool, GPtrArray *requests,
          const AvPlaceOptions *options, GError **error)
@@ -1417,6 +1703,7 @@ av_place(const AvHost *host, const AvPolicy *policy, const AvPool *pool, GPtrArr
         if (profile->attach == AV_ATTACH_MDEV || profile->attach == AV_ATTACH_USB)
             reqs[i].granularity = AV_GRANULARITY_FUNCTION;
         reqs[i].tie = profile->numa != AV_NUMA_NONE && !req->numa_any;
+        reqs[i].p2p = req->p2p;
         reqs[i].picked = g_ptr_array_new();
         reqs[i].mdev_parents = g_ptr_array_new();
     }
@@ -1436,7 +1723,7 @@ av_place(const AvHost *host, const AvPolicy *policy, const AvPool *pool, GPtrArr
     }
 
     if (!av_place_check_counts(&ctx, reqs, n_reqs, error) ||
-        !av_place_choose(&ctx, reqs, n_reqs, &node, error))
+        !av_place_choose_p2p(&ctx, reqs, n_reqs, &node, error))
         goto out;
 
     placement = g_new0(AvPlacement, 1);
@@ -1487,7 +1774,10 @@ av_place(const AvHost *host, const AvPolicy *policy, const AvPool *pool, GPtrArr
             g_ptr_array_add(placement->items, item);
         }
         av_place_warn(&ctx, r, placement->items, first, node, placement->warnings);
+        if (r->p2p_warning)
+            g_ptr_array_add(placement->warnings, g_strdup(r->p2p_warning));
     }
+    placement->nodes = av_place_nodes(host, placement);
     ok = TRUE;
 
 out:

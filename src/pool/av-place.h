@@ -22,6 +22,18 @@
  *     anywhere.  The domain's vCPU count must fit the chosen node's CPUs;
  *   - mdev: parents already running the profile's type first (a vGPU parent
  *     runs one type at a time), then the allocation order;
+ *   - p2p (issue 16), a PCI request of count >= 2: all its devices (cards,
+ *     regions) behind one host PCIe switch (av_host_pci_position(); a
+ *     device behind no switch never qualifies), within the node the search
+ *     tries; the switches with enough free in the allocation's order (pack:
+ *     the fewest free, spread: the most; then address).  required: no such
+ *     switch fails the node ("no PCIe switch ... has N free devices of
+ *     profile 'x' (switch A has 1 free, ...)"), so a strict search tries the
+ *     other nodes; preferred: the node search first asks for one switch, and
+ *     when no node has one, places as without p2p with a warning;
+ *   - each placed PCI item says its host root port, switch and whether it is
+ *     an NVIDIA GPU (gpudirect); the placement lists the host NUMA nodes it
+ *     uses (AvPlacement->nodes), for the guest topology;
  *   - deterministic: the same pool, host and requests give the same answer
  *     (ties broken by NUMA node, then address).
  * Placement reads the pool and changes nothing; the caller claims. */

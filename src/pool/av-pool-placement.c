@@ -124,6 +124,7 @@ av_pool_placement_record(AvPool *pool, const char *domain_uuid, const char *doma
         copy->numa_any = r->numa_any;
         copy->bitstream = g_strdup(r->bitstream);
         copy->bitstream_sha256 = g_strdup(r->bitstream_sha256);
+        copy->p2p = r->p2p;
         g_ptr_array_add(record->requests, copy);
     }
     for (guint i = 0; placement->items && i < placement->items->len; i++)
@@ -132,6 +133,22 @@ av_pool_placement_record(AvPool *pool, const char *domain_uuid, const char *doma
 }
 
 /* --- pool.json -------------------------------------------------------------------- */
+
+/* A request's p2p as pool.json writes it (the values of <av:request p2p=>),
+ * NULL for none. */
+static const char *
+av_pool_p2p_to_string(AvP2p p2p)
+{
+    switch (p2p) {
+    case AV_P2P_REQUIRED:
+        return "required";
+    case AV_P2P_PREFERRED:
+        return "preferred";
+    case AV_P2P_NONE:
+        break;
+    }
+    return NULL;
+}
 
 /* See av-pool-private.h.  Caller owns the reference. */
 json_t *
@@ -157,6 +174,9 @@ av_pool_placements_to_json(const GPtrArray *placements)
                 json_object_set_new(obj, "bitstream", json_string(r->bitstream));
             if (r->bitstream_sha256)
                 json_object_set_new(obj, "bitstream_sha256", json_string(r->bitstream_sha256));
+            /* Issue 16: only when asked for, as the bitstream. */
+            if (av_pool_p2p_to_string(r->p2p))
+                json_object_set_new(obj, "p2p", json_string(av_pool_p2p_to_string(r->p2p)));
             json_array_append_new(requests, obj);
         }
         for (guint j = 0; j < record->items->len; j++) {
@@ -232,11 +252,12 @@ static gboolean
 av_pool_load_request(const AvPoolLoad *ld, json_t *obj, const char *jpath, GPtrArray *requests, GError **error)
 {
     static const char *const keys[] = { "profile", "count", "granularity", "numa_any", NULL };
-    static const char *const optional[] = { "bitstream", "bitstream_sha256", NULL };
+    static const char *const optional[] = { "bitstream", "bitstream_sha256", "p2p", NULL };
     g_autofree char *profile = NULL;
     g_autofree char *granularity = NULL;
     g_autofree char *bitstream = NULL;
     g_autofree char *sha256 = NULL;
+    g_autofree char *p2p = NULL;
     g_autoptr(AvRequest) r = NULL;
     gint64 count = 0;
 
@@ -247,7 +268,8 @@ av_pool_load_request(const AvPoolLoad *ld, json_t *obj, const char *jpath, GPtrA
         !av_pool_load_int(ld, obj, jpath, "count", 1, 4096, &count, error) ||
         !av_pool_load_string(ld, obj, jpath, "granularity", TRUE, &granularity, error) ||
         !av_pool_load_optional_string(ld, obj, jpath, "bitstream", &bitstream, error) ||
-        !av_pool_load_optional_string(ld, obj, jpath, "bitstream_sha256", &sha256, error))
+        !av_pool_load_optional_string(ld, obj, jpath, "bitstream_sha256", &sha256, error) ||
+        !av_pool_load_optional_string(ld, obj, jpath, "p2p", &p2p, error))
         return FALSE;
     if ((bitstream && !av_bitstream_ref_is_valid(bitstream)) || (sha256 && !av_pool_sha256_valid(sha256)) ||
         (!bitstream != !sha256)) {
@@ -272,6 +294,16 @@ av_pool_load_request(const AvPoolLoad *ld, json_t *obj, const char *jpath, GPtrA
     }
     r->bitstream = g_steal_pointer(&bitstream);
     r->bitstream_sha256 = g_steal_pointer(&sha256);
+    if (p2p) {
+        if (g_str_equal(p2p, "required")) {
+            r->p2p = AV_P2P_REQUIRED;
+        } else if (g_str_equal(p2p, "preferred")) {
+            r->p2p = AV_P2P_PREFERRED;
+        } else {
+            g_autofree char *sub = g_strdup_printf("%s/p2p", jpath);
+            return av_pool_load_fail(ld, error, sub, "expected required or preferred");
+        }
+    }
     g_ptr_array_add(requests, g_steal_pointer(&r));
     return TRUE;
 }
