@@ -454,18 +454,32 @@ av_cli_print_program_notes(const AvPool *pool, const GPtrArray *bitstreams, cons
     }
 }
 
-static void
-av_cli_print_placement(const char *verb, const char *name, const char *uuid, const AvPlacement *placement,
-                       const AvPool *pool, const GPtrArray *bitstreams)
+/* "VERB domain 'NAME' (UUID) on NUMA node N:", the first line of a
+ * placement for people; when @placement has no device, the line ends
+ * ": no accelerator requests, @nothing" and FALSE says so. */
+static gboolean
+av_cli_print_placement_head(const char *verb, const char *name, const char *uuid, const AvPlacement *placement,
+                            const char *nothing)
 {
-    printf("%s domain '%s' (%s)", verb, name, uuid ? uuid : "UUID chosen by libvirt");
+    g_autofree char *printable = av_cli_printable(name);
+
+    printf("%s domain '%s' (%s)", verb, printable, uuid ? uuid : "UUID chosen by libvirt");
     if (placement->items->len == 0) {
-        printf(": no accelerator requests, left as written\n");
-        return;
+        printf(": no accelerator requests, %s\n", nothing);
+        return FALSE;
     }
     if (placement->numa_node >= 0)
         printf(" on NUMA node %d", placement->numa_node);
     printf(":\n");
+    return TRUE;
+}
+
+static void
+av_cli_print_placement(const char *verb, const char *name, const char *uuid, const AvPlacement *placement,
+                       const AvPool *pool, const GPtrArray *bitstreams)
+{
+    if (!av_cli_print_placement_head(verb, name, uuid, placement, "left as written"))
+        return;
     for (guint i = 0; i < placement->items->len; i++) {
         const AvPlacedItem *item = g_ptr_array_index(placement->items, i);
 
@@ -1177,18 +1191,12 @@ static void
 av_cli_print_plan(const AvDomain *placed, const char *uuid, const AvPlacement *placement,
                   const AvGuestTopology *topology)
 {
-    g_autofree char *name = av_cli_printable(placed->name ? placed->name : "?");
     g_autofree char *vcpus = av_cli_vcpupins_describe(placed);
     g_autoptr(GString) pinning = g_string_new(NULL);
 
-    printf("plan for domain '%s' (%s)", name, uuid ? uuid : "UUID chosen by libvirt");
-    if (placement->items->len == 0) {
-        printf(": no accelerator requests, nothing to place\n");
+    if (!av_cli_print_placement_head("plan for", placed->name ? placed->name : "?", uuid, placement,
+                                     "nothing to place"))
         return;
-    }
-    if (placement->numa_node >= 0)
-        printf(" on NUMA node %d", placement->numa_node);
-    printf(":\n");
     for (guint i = 0; i < placement->items->len; i++) {
         const AvPlacedItem *item = g_ptr_array_index(placement->items, i);
         g_autoptr(GString) line = g_string_new(NULL);

@@ -33,7 +33,7 @@ HOOK_BIN=${ACCELVIRT_HOOK:-$top/accelvirt-hook}
 WORKER_BIN=${ACCELVIRT_WORKER:-$top/accelvirt-worker}
 AV_BIN=${ACCELVIRT:-$top/accelvirt}
 HOSTS=${AV_TEST_HOSTS:-$top/tests/data/hosts}
-PLAN=42
+PLAN=44
 
 echo "1..$PLAN"
 for b in "$HOOK_BIN" "$WORKER_BIN" "$AV_BIN"; do
@@ -550,7 +550,7 @@ untouched() {
 check "trap host: nothing bound, nothing claimed, nothing scrubbed" untouched
 
 # --- issue 16: the guest PCIe topology, as libvirt 9.0 reads it -------------
-# 33-36: `accelvirt rewrite --dry-run` of tests/place/topo3.in.xml on the
+# 33-38: `accelvirt rewrite --dry-run` of tests/place/topo3.in.xml on the
 # switches host (two A100s behind host switch 0000:11:00.0 on node 0, one
 # alone on node 1): a pcie-expander-bus per guest cell, a root port > an
 # upstream port > two downstream ports under cell 0, a root port under cell
@@ -608,9 +608,19 @@ check "  ... and keeps it: the pxbs of cells 0 and 1, the switch, the hostdevs' 
 	has_topology "$LV_WORK/topo.defined.xml"
 has_topology "$LV_WORK/topo.defined.xml" 2>&1 | sed 's/^/libvirt: /' | lv_comment
 check "  ... undefined" lv_virsh undefine "$TOPO"
+# 37-38: the same with the pxbs' busNr left out: libvirt 9.0 numbers them itself.
+sed -e 's/ busNr="[0-9]*"//' -e "s|<name>$TOPO</name>|<name>$TOPO-nobus</name>|" "$LV_WORK/topo.xml" >"$LV_WORK/topo-nobus.xml"
+nobus() {
+	! grep -q busNr "$LV_WORK/topo-nobus.xml" && lv_virsh define "$LV_WORK/topo-nobus.xml" &&
+		lv_virsh dumpxml --inactive "$TOPO-nobus" >"$LV_WORK/topo-nobus.defined.xml" &&
+		has_topology "$LV_WORK/topo-nobus.defined.xml"
+}
+check "  ... with the pxbs' busNr left out, libvirt defines it too, and keeps the rest" nobus
+has_topology "$LV_WORK/topo-nobus.defined.xml" 2>&1 | sed 's/^/libvirt, busNr left out: /' | lv_comment
+check "  ... undefined" lv_virsh undefine "$TOPO-nobus"
 
 # --- undefine; nothing left ---
-# 37-42
+# 39-44
 W=$GPU8
 for x in "$PLAIN" "$CLAIMED" "$FREE" "$TRAP"; do
 	lv_virsh undefine "$x" >/dev/null 2>&1 || echo "undefine $x failed" | lv_comment
