@@ -1203,7 +1203,8 @@ av_cli_print_plan(const AvDomain *placed, const char *uuid, const AvPlacement *p
 
         g_string_append_printf(line, "  " AV_REWRITE_ALIAS_PREFIX "%-3u %-20s ", i, item->profile);
         if (item->mdev_uuid)
-            g_string_append_printf(line, "mdev %s on %s", item->mdev_uuid, item->mdev_parent ? item->mdev_parent : "?");
+            g_string_append_printf(line, "mdev %s (%s) on %s", item->mdev_uuid, item->mdev_type,
+                                   item->mdev_parent ? item->mdev_parent : "the parent the hook picks at prepare");
         else if (item->usb_bus_path)
             g_string_append_printf(line, "usb %s", item->usb_bus_path);
         else
