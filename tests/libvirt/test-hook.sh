@@ -18,6 +18,9 @@
 #     refused with one line, nothing bound;
 #   - a daemon restart with a running domain: reconnect begin exits 0 and
 #     changes nothing.
+#   - issue 16: a domain rewritten with a PCIe switch, two guest NUMA cells
+#     and a GPUDirect clique is defined by libvirt (busNr given or left
+#     out) and kept as written; `accelvirt define` and `undefine` of it.
 #
 # TAP on stdout. Needs root; installs its packages when missing; never skips.
 # Binaries: $ACCELVIRT_HOOK, $ACCELVIRT_WORKER, $ACCELVIRT and $AV_TEST_HOSTS
@@ -33,7 +36,7 @@ HOOK_BIN=${ACCELVIRT_HOOK:-$top/accelvirt-hook}
 WORKER_BIN=${ACCELVIRT_WORKER:-$top/accelvirt-worker}
 AV_BIN=${ACCELVIRT:-$top/accelvirt}
 HOSTS=${AV_TEST_HOSTS:-$top/tests/data/hosts}
-PLAN=44
+PLAN=47
 
 echo "1..$PLAN"
 for b in "$HOOK_BIN" "$WORKER_BIN" "$AV_BIN"; do
@@ -550,7 +553,7 @@ untouched() {
 check "trap host: nothing bound, nothing claimed, nothing scrubbed" untouched
 
 # --- issue 16: the guest PCIe topology, as libvirt 9.0 reads it -------------
-# 33-38: `accelvirt rewrite --dry-run` of tests/place/topo3.in.xml on the
+# 33-41: `accelvirt rewrite --dry-run` of tests/place/topo3.in.xml on the
 # switches host (two A100s behind host switch 0000:11:00.0 on node 0, one
 # alone on node 1): a pcie-expander-bus per guest cell, a root port > an
 # upstream port > two downstream ports under cell 0, a root port under cell
@@ -618,9 +621,26 @@ nobus() {
 check "  ... with the pxbs' busNr left out, libvirt defines it too, and keeps the rest" nobus
 has_topology "$LV_WORK/topo-nobus.defined.xml" 2>&1 | sed 's/^/libvirt, busNr left out: /' | lv_comment
 check "  ... undefined" lv_virsh undefine "$TOPO-nobus"
+# 39-41: `accelvirt define` itself (its read-back for hot-plug ports included)
+# and `accelvirt undefine`, through this libvirtd.
+TOPO_AV=("$AV_BIN" --connect "$LV_URI" --root "$HOSTS/switches" --policy-dir "$here/../place/policies-switches"
+	--state-dir "$AVW/topo-define")
+av_defined() {
+	"${TOPO_AV[@]}" define "$LV_WORK/topo.in.xml" >"$LV_WORK/topo-define.out" 2>&1 &&
+		grep -q "^defined domain '$TOPO'" "$LV_WORK/topo-define.out" &&
+		lv_virsh dumpxml --inactive "$TOPO" >"$LV_WORK/topo-define.xml" && has_topology "$LV_WORK/topo-define.xml"
+}
+check "  ... accelvirt define: libvirt has the domain with its topology" av_defined
+claimed3() {
+	"$AV_BIN" --state-dir "$AVW/topo-define" status --no-sync --json |
+		python3 -c 'import json,sys; c = sorted(x["address"] for x in json.load(sys.stdin)["devices"] if x["state"] == "claimed"); assert c == ["0000:13:00.0", "0000:14:00.0", "0000:a1:00.0"], c'
+}
+check "  ... its 3 GPUs claimed" claimed3
+check "  ... accelvirt undefine gives the 3 back" \
+	eval '"${TOPO_AV[@]}" undefine "$TOPO" | grep -q "3 reserved devices given back"'
 
 # --- undefine; nothing left ---
-# 39-44
+# 42-47
 W=$GPU8
 for x in "$PLAIN" "$CLAIMED" "$FREE" "$TRAP"; do
 	lv_virsh undefine "$x" >/dev/null 2>&1 || echo "undefine $x failed" | lv_comment
