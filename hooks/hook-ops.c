@@ -2484,6 +2484,9 @@ av_hook_remap(const AvHookConfig *config, const AvDomain *domain, const char *xm
                 av_hook_remap_set_stick(item, g_ptr_array_index(sticks, i));
                 g_ptr_array_add(placement->items, item);
             }
+            /* The CPUs of every node, for the guest NUMA cells accelvirt
+             * wrote (av_domain_remap() re-pins them). */
+            placement->nodes = av_placement_nodes(host, placement);
         } else {
             problem = g_strdup_printf("NUMA node %d of the placement is not on this host", record->numa_node);
         }

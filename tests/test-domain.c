@@ -1016,6 +1016,62 @@ test_peek(void)
     }
 }
 
+/* The domains a topology rewrite writes (tests/xml/out/topo-*.xml, issue
+ * 16) as the hook reads them: every hostdev of the placement with its alias
+ * (a guest <address> beside its source changes nothing), the placement's
+ * entries with their cell=, the cell pinning; the controllers and the
+ * <qemu:override> are none of the hook's business. */
+static void
+test_topology_placed(void)
+{
+    static const struct {
+        const char *name;
+        guint hostdevs;
+        guint pins;
+        const char *pin0;
+    } cases[] = {
+        { "topo-two-cells", 3, 4, "0-3" },
+        { "topo-switch", 2, 4, "0-3" },
+        { "topo-cliques", 5, 8, "0-3" },
+        { "topo-mirror", 2, 2, "8-11,40-43" },
+        { "topo-hotplug", 3, 4, "0-3" },
+    };
+
+    for (gsize i = 0; i < G_N_ELEMENTS(cases); i++) {
+        g_autofree char *rel = g_strdup_printf("xml/out/%s.xml", cases[i].name);
+        g_autofree char *path = av_test_srcdir_path(rel);
+        gsize len = 0;
+        g_autofree char *xml = NULL;
+        g_autoptr(GError) err = NULL;
+        g_autoptr(AvDomain) dom = NULL;
+        g_auto(AvDomainPeek) peek = { 0 };
+
+        g_assert_true(g_file_get_contents(path, &xml, &len, &err));
+        dom = av_domain_parse(xml, len, &err);
+        g_assert_no_error(err);
+        g_assert_nonnull(dom);
+        g_assert_cmpuint(dom->hostdevs->len, ==, cases[i].hostdevs);
+        g_assert_cmpuint(dom->placed->len, ==, cases[i].hostdevs);
+        for (guint j = 0; j < dom->hostdevs->len; j++) {
+            const AvHostdev *h = g_ptr_array_index(dom->hostdevs, j);
+            const AvPlacedDevice *d = g_ptr_array_index(dom->placed, j);
+            g_autofree char *alias = g_strdup_printf("ua-accelvirt-%u", j);
+
+            g_assert_cmpint(h->type, ==, AV_HOSTDEV_PCI);
+            g_assert_false(h->managed);
+            g_assert_cmpstr(h->alias, ==, alias);
+            g_assert_cmpstr(d->alias, ==, alias);
+            g_assert_cmpstr(d->pci_address, ==, h->pci_address);
+        }
+        g_assert_null(dom->pinning_problem);
+        g_assert_cmpuint(dom->vcpupins->len, ==, cases[i].pins);
+        g_assert_cmpstr(g_ptr_array_index(dom->vcpupins, 0), ==, cases[i].pin0);
+        g_assert_true(av_domain_peek(xml, len, &peek, &err));
+        g_assert_no_error(err);
+        g_assert_true(peek.may_manage);
+    }
+}
+
 int
 main(int argc, char **argv)
 {
@@ -1025,6 +1081,7 @@ main(int argc, char **argv)
     g_test_add_func("/domain/accelvirt-placed", test_accelvirt_placed);
     g_test_add_func("/domain/minimal", test_minimal);
     g_test_add_func("/domain/peek", test_peek);
+    g_test_add_func("/domain/topology-placed", test_topology_placed);
     g_test_add_func("/domain/partial-pins", test_partial_pins);
     g_test_add_func("/domain/cpuset", test_cpuset);
     g_test_add_func("/domain/quote", test_quote);

@@ -18,6 +18,7 @@
 
 #include "av-test.h"
 #include "domain/av-rewrite.h"
+#include "domain/av-topology.h"
 #include "util/av-error.h"
 
 #define LIBVIRT_DOMAIN_RNG "/usr/share/libvirt/schemas/domain.rng"
@@ -243,6 +244,151 @@ case_nothing(void)
     return placement_new(-1, NULL, 0);
 }
 
+/* ---- issue 16: the guest topology ---- */
+
+/* A PCI device at its host PCIe position: behind the switch whose upstream
+ * port is @sw (NULL: on a root port of its own), an NVIDIA GPU when
+ * @gpudirect. */
+static AvPlacedItem *
+add_pci_at(AvPlacement *p, const char *profile, const char *address, int node, const char *sw, gboolean gpudirect)
+{
+    AvPlacedItem *item;
+
+    add_pci(p, profile, strcmp(profile, "fpga-function") == 0 ? AV_ATTACH_SRIOV_VF : AV_ATTACH_VFIO_PCI, address,
+            node);
+    item = g_ptr_array_index(p->items, p->items->len - 1);
+    item->root_port = g_strdup(sw ? "0000:00:01.0" : "0000:00:02.0");
+    item->switch_port = g_strdup(sw);
+    item->gpudirect = gpudirect;
+    return item;
+}
+
+/* A host node of the placement with its CPUs. */
+static void
+add_node(AvPlacement *p, int id, const guint *cpus, guint n)
+{
+    AvPlacedNode *node = g_new0(AvPlacedNode, 1);
+
+    if (!p->nodes)
+        p->nodes = g_ptr_array_new_with_free_func((GDestroyNotify)av_placed_node_free);
+    node->id = id;
+    node->cpus = g_array_new(FALSE, FALSE, sizeof(guint));
+    g_array_append_vals(node->cpus, cpus, n);
+    g_ptr_array_add(p->nodes, node);
+}
+
+/* One device of a topology case. */
+typedef struct {
+    const char *profile;
+    const char *address;
+    int node;
+    const char *sw;              /* its host switch's upstream port, or NULL */
+    gboolean gpudirect;
+} TopoItem;
+
+/* A placement of @n @items whose domain node is @node, with the host nodes
+ * 0 and 1 of the tests (cpus_node0, cpus_node1) its items use. */
+static AvPlacement *
+topo_placement(int node, const TopoItem *items, guint n)
+{
+    AvPlacement *p = node == 1 ? placement_new(1, cpus_node1, G_N_ELEMENTS(cpus_node1))
+                               : placement_new(0, cpus_node0, G_N_ELEMENTS(cpus_node0));
+    gboolean used[2] = { FALSE, FALSE };
+
+    for (guint i = 0; i < n; i++) {
+        add_pci_at(p, items[i].profile, items[i].address, items[i].node, items[i].sw, items[i].gpudirect);
+        used[items[i].node == 1] = TRUE;
+    }
+    if (used[0])
+        add_node(p, 0, cpus_node0, G_N_ELEMENTS(cpus_node0));
+    if (used[1])
+        add_node(p, 1, cpus_node1, G_N_ELEMENTS(cpus_node1));
+    return p;
+}
+
+#define SW_A "0000:02:00.0"
+#define SW_B "0000:22:00.0"
+
+/* Two NVIDIA GPUs behind one host switch on node 0: no cells (one node,
+ * auto), the switch on pcie-root, both GPUs in clique 0. */
+static AvPlacement *
+case_topo_switch(void)
+{
+    static const TopoItem items[] = {
+        { "gpu-passthrough", "0000:03:00.0", 0, SW_A, TRUE },
+        { "gpu-passthrough", "0000:04:00.0", 0, SW_A, TRUE },
+    };
+
+    return topo_placement(0, items, G_N_ELEMENTS(items));
+}
+
+/* Three FPGA functions, two behind a switch on node 0 and one on node 1:
+ * two cells, two expander buses, the switch under cell 0 and a root port
+ * under cell 1. */
+static AvPlacement *
+case_topo_two_cells(void)
+{
+    static const TopoItem items[] = {
+        { "fpga-function", "0000:03:00.1", 0, SW_A, FALSE },
+        { "fpga-function", "0000:04:00.1", 0, SW_A, FALSE },
+        { "fpga-function", "0000:81:00.1", 1, NULL, FALSE },
+    };
+
+    return topo_placement(0, items, G_N_ELEMENTS(items));
+}
+
+/* guest-numa="mirror" on one node: one cell, each device on a root port
+ * of its own under its expander bus, into the user's <cpu>. */
+static AvPlacement *
+case_topo_mirror(void)
+{
+    static const TopoItem items[] = {
+        { "fpga-function", "0000:81:00.1", 1, NULL, FALSE },
+        { "fpga-function", "0000:82:00.1", 1, NULL, FALSE },
+    };
+
+    return topo_placement(1, items, G_N_ELEMENTS(items));
+}
+
+/* Three GPUs: two NVIDIA ones behind a switch on node 0, one on node 1. */
+static AvPlacement *
+case_topo_gpus_two_nodes(void)
+{
+    static const TopoItem items[] = {
+        { "gpu-passthrough", "0000:03:00.0", 0, SW_A, TRUE },
+        { "gpu-passthrough", "0000:04:00.0", 0, SW_A, TRUE },
+        { "gpu-passthrough", "0000:81:00.0", 1, NULL, TRUE },
+    };
+
+    return topo_placement(0, items, G_N_ELEMENTS(items));
+}
+
+/* Five NVIDIA GPUs on node 0: two behind switch A (clique 0), one alone
+ * (none), two behind switch B (clique 1). */
+static AvPlacement *
+case_topo_cliques(void)
+{
+    static const TopoItem items[] = {
+        { "gpu-passthrough", "0000:03:00.0", 0, SW_A, TRUE }, { "gpu-passthrough", "0000:04:00.0", 0, SW_A, TRUE },
+        { "gpu-passthrough", "0000:17:00.0", 0, NULL, TRUE }, { "gpu-passthrough", "0000:23:00.0", 0, SW_B, TRUE },
+        { "gpu-passthrough", "0000:24:00.0", 0, SW_B, TRUE },
+    };
+
+    return topo_placement(0, items, G_N_ELEMENTS(items));
+}
+
+/* Two FPGA functions on two nodes, no switch: two cells. */
+static AvPlacement *
+case_topo_memory_split(void)
+{
+    static const TopoItem items[] = {
+        { "fpga-function", "0000:03:00.1", 0, NULL, FALSE },
+        { "fpga-function", "0000:81:00.1", 1, NULL, FALSE },
+    };
+
+    return topo_placement(0, items, G_N_ELEMENTS(items));
+}
+
 typedef struct {
     const char *name;
     AvPlacement *(*placement)(void);
@@ -265,6 +411,18 @@ static const Case cases[] = {
     { "hotplug-only", case_nothing, FALSE, TRUE },
     { "hotplug-pc", case_nothing, FALSE, TRUE },
     { "fpga-bitstream", case_fpga_bitstream, FALSE, TRUE },
+    { "topo-switch", case_topo_switch, FALSE, TRUE },
+    { "topo-two-cells", case_topo_two_cells, FALSE, TRUE },
+    { "topo-mirror", case_topo_mirror, FALSE, TRUE },
+    { "topo-numa-off", case_topo_two_cells, FALSE, TRUE },
+    { "topo-switches-off", case_topo_gpus_two_nodes, FALSE, TRUE },
+    { "topo-cliques", case_topo_cliques, FALSE, TRUE },
+    { "topo-gpudirect-off", case_topo_cliques, FALSE, TRUE },
+    { "topo-pc", case_topo_gpus_two_nodes, FALSE, TRUE },
+    { "topo-user-numa", case_topo_two_cells, FALSE, TRUE },
+    { "topo-memory-split", case_topo_memory_split, FALSE, TRUE },
+    { "topo-hotplug", case_topo_two_cells, FALSE, TRUE },
+    { "topo-few-vcpus", case_topo_two_cells, FALSE, TRUE },
 };
 
 /* ---- helpers ---- */
@@ -915,7 +1073,7 @@ static void
 test_schema_examples(void)
 {
     static const char *const examples[] = { "gpu-passthrough.xml", "vgpu-mdev.xml", "usb-stick.xml", "gpu-fpga.xml",
-                                            "fpga-bitstream.xml" };
+                                            "fpga-bitstream.xml", "gpu-p2p.xml" };
     g_autofree char *schema = schema_path();
 
     for (gsize i = 0; i < G_N_ELEMENTS(examples); i++) {
@@ -1333,6 +1491,479 @@ test_remap_refused(void)
     }
 }
 
+/* ---- issue 16: the guest topology, described, refused, remapped ---- */
+
+/* av_guest_topology() of tests/xml/@file/@name.xml with @placement,
+ * described. */
+static char *
+topology_describe(const char *file, const char *name, const AvPlacement *placement, json_t **ret_json)
+{
+    g_autofree char *rel = g_strdup_printf("xml/%s/%s.xml", file, name);
+    gsize len = 0;
+    g_autofree char *xml = read_src(rel, &len);
+    g_autoptr(GError) err = NULL;
+    g_autoptr(AvGuestTopology) topology = av_guest_topology(xml, len, placement, &err);
+
+    g_assert_no_error(err);
+    g_assert_nonnull(topology);
+    if (ret_json)
+        *ret_json = av_guest_topology_json(topology, placement);
+    return av_guest_topology_describe(topology, placement);
+}
+
+/* What `accelvirt plan` and the dry runs print, for the golden cases: the
+ * same from the domain as the user wrote it and as accelvirt rewrote it
+ * (what accelvirt wrote is never taken for the user's). */
+static void
+test_topology_describe(void)
+{
+    static const struct {
+        const char *name;
+        AvPlacement *(*placement)(void);
+        const char *text;
+    } topo[] = {
+        { "topo-two-cells", case_topo_two_cells,
+          "guest NUMA: cell 0 = host node 0 (vCPUs 0-1, 4096 MiB), cell 1 = host node 1 (vCPUs 2-3, 4096 MiB)\n"
+          "guest switch under cell 0 mirrors host switch 0000:02:00.0: ua-accelvirt-0 (0000:03:00.1), "
+          "ua-accelvirt-1 (0000:04:00.1)\n"
+          "guest root port under cell 1: ua-accelvirt-2 (0000:81:00.1)\n" },
+        { "topo-switch", case_topo_switch,
+          "guest switch on pcie-root mirrors host switch 0000:02:00.0: ua-accelvirt-0 (0000:03:00.0), "
+          "ua-accelvirt-1 (0000:04:00.0); x-nv-gpudirect-clique 0\n" },
+        { "topo-mirror", case_topo_mirror,
+          "guest NUMA: cell 0 = host node 1 (vCPUs 0-1, 4096 MiB)\n"
+          "guest root port under cell 0: ua-accelvirt-0 (0000:81:00.1)\n"
+          "guest root port under cell 0: ua-accelvirt-1 (0000:82:00.1)\n" },
+        { "topo-memory-split", case_topo_memory_split,
+          "guest NUMA: cell 0 = host node 0 (vCPUs 0-2, 2560 MiB), cell 1 = host node 1 (vCPUs 3-4, 2561 MiB)\n"
+          "guest root port under cell 0: ua-accelvirt-0 (0000:03:00.1)\n"
+          "guest root port under cell 1: ua-accelvirt-1 (0000:81:00.1)\n" },
+        { "topo-cliques", case_topo_cliques,
+          "guest switch on pcie-root mirrors host switch 0000:02:00.0: ua-accelvirt-0 (0000:03:00.0), "
+          "ua-accelvirt-1 (0000:04:00.0); x-nv-gpudirect-clique 0\n"
+          "guest switch on pcie-root mirrors host switch 0000:22:00.0: ua-accelvirt-3 (0000:23:00.0), "
+          "ua-accelvirt-4 (0000:24:00.0); x-nv-gpudirect-clique 1\n" },
+        { "topo-gpudirect-off", case_topo_cliques,
+          "guest switch on pcie-root mirrors host switch 0000:02:00.0: ua-accelvirt-0 (0000:03:00.0), "
+          "ua-accelvirt-1 (0000:04:00.0)\n"
+          "guest switch on pcie-root mirrors host switch 0000:22:00.0: ua-accelvirt-3 (0000:23:00.0), "
+          "ua-accelvirt-4 (0000:24:00.0)\n" },
+        { "topo-numa-off", case_topo_two_cells,
+          "guest switch on pcie-root mirrors host switch 0000:02:00.0: ua-accelvirt-0 (0000:03:00.1), "
+          "ua-accelvirt-1 (0000:04:00.1)\n" },
+        { "topo-switches-off", case_topo_gpus_two_nodes,
+          "guest NUMA: cell 0 = host node 0 (vCPUs 0-1, 4096 MiB), cell 1 = host node 1 (vCPUs 2-3, 4096 MiB)\n"
+          "guest root port under cell 0: ua-accelvirt-0 (0000:03:00.0)\n"
+          "guest root port under cell 0: ua-accelvirt-1 (0000:04:00.0)\n"
+          "guest root port under cell 1: ua-accelvirt-2 (0000:81:00.0)\n"
+          "not mirrored: GPUDirect cliques: not written without the mirrored switches (switches='off')\n" },
+        { "topo-pc", case_topo_gpus_two_nodes,
+          "guest topology: as libvirt places it (nothing to mirror)\n"
+          "not mirrored: the PCIe and NUMA topology: the domain's machine is not q35 (i440fx has no PCIe switch "
+          "or expander bus)\n" },
+        { "topo-user-numa", case_topo_two_cells,
+          "guest switch on pcie-root mirrors host switch 0000:02:00.0: ua-accelvirt-0 (0000:03:00.1), "
+          "ua-accelvirt-1 (0000:04:00.1)\n"
+          "not mirrored: guest NUMA: the domain has <cpu><numa> cells of its own (it wins)\n" },
+        { "topo-few-vcpus", case_topo_two_cells,
+          "guest switch on pcie-root mirrors host switch 0000:02:00.0: ua-accelvirt-0 (0000:03:00.1), "
+          "ua-accelvirt-1 (0000:04:00.1)\n"
+          "not mirrored: guest NUMA: the domain has 1 vCPU for 2 host nodes: give it at least 2 in <vcpu>\n" },
+        { "two-gpus", case_two_gpus, "guest topology: as libvirt places it (nothing to mirror)\n" },
+    };
+
+    for (gsize i = 0; i < G_N_ELEMENTS(topo); i++) {
+        g_autoptr(AvPlacement) p = topo[i].placement();
+        g_autofree char *in = topology_describe("in", topo[i].name, p, NULL);
+        g_autofree char *out = topology_describe("out", topo[i].name, p, NULL);
+
+        assert_same(topo[i].name, topo[i].text, in);
+        assert_same(topo[i].name, topo[i].text, out);
+    }
+}
+
+/* <memory> in libvirt's units (formatdomain.rst, "Memory Allocation"),
+ * split in whole MiB among the cells, the last taking the rest; what is
+ * not a whole MiB is said. */
+static void
+test_topology_memory_units(void)
+{
+    static const struct {
+        const char *memory;
+        const char *cells;
+        const char *note;
+    } units[] = {
+        { "<memory>4194304</memory>", "(vCPUs 0-1, 2048 MiB), cell 1 = host node 1 (vCPUs 2-3, 2048 MiB)", NULL },
+        { "<memory unit='G'>4</memory>", "2048 MiB), cell 1 = host node 1 (vCPUs 2-3, 2048 MiB)", NULL },
+        { "<memory unit='GB'>4</memory>", "1907 MiB), cell 1 = host node 1 (vCPUs 2-3, 1907 MiB)",
+          "memory of 3906250 KiB is not a whole number of MiB: its cells hold 3814 MiB" },
+        { "<memory unit='bytes'>3146752</memory>", "(vCPUs 0-1, 1 MiB), cell 1 = host node 1 (vCPUs 2-3, 2 MiB)",
+          "memory of 3073 KiB" },
+        { "<memory unit='KiB'>2047</memory>", NULL, "less than 1 MiB for each of its 2 cells" },
+        { "<memory unit='parsec'>4</memory>", NULL, "less than 1 MiB" },
+    };
+    g_autoptr(AvPlacement) p = case_topo_memory_split();
+
+    for (gsize i = 0; i < G_N_ELEMENTS(units); i++) {
+        g_autofree char *xml = g_strdup_printf(
+            "<domain type='kvm'><name>m</name><metadata><av:accelerators xmlns:av='urn:accelvirt:domain:1'>"
+            "<av:request profile='fpga-function' count='2'/></av:accelerators></metadata>%s"
+            "<vcpu>4</vcpu><os><type machine='q35'>hvm</type></os></domain>",
+            units[i].memory);
+        g_autoptr(GError) err = NULL;
+        g_autoptr(AvGuestTopology) topology = av_guest_topology(xml, strlen(xml), p, &err);
+        g_autofree char *text = NULL;
+
+        g_assert_no_error(err);
+        text = av_guest_topology_describe(topology, p);
+        if ((units[i].cells && !strstr(text, units[i].cells)) || (!units[i].cells && topology->cells->len))
+            g_error("%s: %s", units[i].memory, text);
+        if (units[i].note ? !strstr(text, units[i].note) : strstr(text, "not mirrored") != NULL)
+            g_error("%s: %s", units[i].memory, text);
+    }
+}
+
+static void
+test_topology_json(void)
+{
+    g_autoptr(AvPlacement) p = case_topo_two_cells();
+    json_t *json = NULL;
+    g_autofree char *text = topology_describe("in", "topo-two-cells", p, &json);
+    g_autofree char *dump = json_dumps(json, JSON_COMPACT | JSON_SORT_KEYS);
+
+    g_assert_true(g_str_has_prefix(text, "guest NUMA: cell 0 = host node 0"));
+    assert_same("the topology's JSON",
+                "{\"cells\":[{\"cell\":0,\"host_node\":0,\"memory_kib\":4194304,\"vcpus\":\"0-1\"},"
+                "{\"cell\":1,\"host_node\":1,\"memory_kib\":4194304,\"vcpus\":\"2-3\"}],"
+                "\"groups\":[{\"cell\":0,\"clique\":null,\"devices\":[{\"address\":\"0000:03:00.1\","
+                "\"alias\":\"ua-accelvirt-0\"},{\"address\":\"0000:04:00.1\",\"alias\":\"ua-accelvirt-1\"}],"
+                "\"host_switch\":\"0000:02:00.0\"},{\"cell\":1,\"clique\":null,\"devices\":[{\"address\":"
+                "\"0000:81:00.1\",\"alias\":\"ua-accelvirt-2\"}],\"host_switch\":null}],\"notes\":[]}",
+                dump);
+    json_decref(json);
+}
+
+/* guest-numa="mirror" that cannot be honoured is an error, one sentence,
+ * from av_guest_topology() and from the rewrite alike. */
+static void
+test_topology_mirror_refused(void)
+{
+    static const struct {
+        const char *name;
+        const char *from, *to;
+        const char *word;
+    } topo[] = {
+        { "topo-user-numa", "count=\"3\"/>", "count=\"3\"/><av:topology guest-numa=\"mirror\"/>", "cells of its own" },
+        { "topo-pc", "count=\"3\"/>", "count=\"3\"/><av:topology guest-numa=\"mirror\"/>", "not q35" },
+        { "topo-few-vcpus", "count=\"3\"/>", "count=\"3\"/><av:topology guest-numa=\"mirror\"/>",
+          "1 vCPU for 2 host nodes" },
+        { "topo-mirror", "<vcpu placement='static'>2</vcpu>",
+          "<vcpu placement='static'>2</vcpu><cputune><vcpupin vcpu='0' cpuset='1'/></cputune>", "pins its vCPUs" },
+    };
+
+    for (gsize i = 0; i < G_N_ELEMENTS(topo); i++) {
+        g_autofree char *rel = g_strdup_printf("xml/in/%s.xml", topo[i].name);
+        g_autofree char *xml = read_src(rel, NULL);
+        g_auto(GStrv) parts = g_strsplit(xml, topo[i].from, 2);
+        g_autofree char *bad = g_strjoinv(topo[i].to, parts);
+        g_autoptr(AvPlacement) p = strcmp(topo[i].name, "topo-mirror") == 0 ? case_topo_mirror()
+                                   : strcmp(topo[i].name, "topo-pc") == 0  ? case_topo_gpus_two_nodes()
+                                                                            : case_topo_two_cells();
+        g_autoptr(GError) err = NULL;
+        g_autoptr(AvGuestTopology) topology = NULL;
+        g_autofree char *out = NULL;
+
+        g_assert_cmpuint(g_strv_length(parts), ==, 2);
+        topology = av_guest_topology(bad, strlen(bad), p, &err);
+        g_assert_null(topology);
+        g_assert_error(err, AV_ERROR, AV_ERROR_INVALID_INPUT);
+        if (!strstr(err->message, topo[i].word) || !strstr(err->message, "guest-numa='mirror'"))
+            g_error("%s: '%s' lacks '%s'", topo[i].name, err->message, topo[i].word);
+        g_test_message("refused: %s", err->message);
+        g_clear_error(&err);
+        out = av_domain_rewrite(bad, strlen(bad), p, test_policy, &err);
+        g_assert_null(out);
+        g_assert_error(err, AV_ERROR, AV_ERROR_INVALID_INPUT);
+    }
+}
+
+/* <av:topology> and p2p= are tenant input: anything but the known values
+ * is refused in one sentence naming the attribute, by the requests' reader
+ * and by av_domain_topology_request() alike. */
+static void
+test_topology_hostile(void)
+{
+    static const struct {
+        const char *inner;
+        const char *word;
+    } bad[] = {
+        { "<av:topology guest-numa='always'/>", "guest-numa='always'" },
+        { "<av:topology switches='yes'/>", "switches='yes'" },
+        { "<av:topology gpudirect='on'/>", "gpudirect='on'" },
+        { "<av:topology guest-numa=''/>", "guest-numa=''" },
+        { "<av:topology cells='2'/>", "unknown attribute 'cells'" },
+        { "<av:topology xmlns:x='urn:x' x:switches='off'/>", "unknown attribute 'switches'" },
+        { "<av:topology/><av:topology switches='off'/>", "more than one <av:topology>" },
+        { "<av:topology><av:cell/></av:topology>", "no child element" },
+        { "<av:request profile='gpu-passthrough' count='2' p2p='yes'/>", "p2p 'yes'" },
+        { "<av:request profile='gpu-passthrough' count='2' p2p='Required'/>", "p2p 'Required'" },
+        { "<av:request profile='gpu-passthrough' count='2' p2p=''/>", "p2p ''" },
+    };
+    g_autofree char *schema = schema_path();
+
+    for (gsize i = 0; i < G_N_ELEMENTS(bad); i++) {
+        g_autofree char *xml = g_strdup_printf(
+            "<domain type='kvm'>\n  <name>d</name>\n  <metadata><av:accelerators xmlns:av='urn:accelvirt:domain:1'>"
+            "<av:request profile='gpu-passthrough'/>%s</av:accelerators></metadata>\n"
+            "  <os><type machine='q35'>hvm</type></os>\n</domain>\n",
+            bad[i].inner);
+        g_autoptr(GError) err = NULL;
+        g_autoptr(GPtrArray) requests = av_domain_requests(xml, strlen(xml), &err);
+        g_autoptr(AvPlacement) p = case_topo_switch();
+        g_autofree char *out = NULL;
+
+        g_assert_null(requests);
+        g_assert_error(err, AV_ERROR, AV_ERROR_INVALID_INPUT);
+        if (!strstr(err->message, bad[i].word))
+            g_error("'%s': '%s' lacks '%s'", bad[i].inner, err->message, bad[i].word);
+        g_test_message("refused: %s", err->message);
+        g_clear_error(&err);
+        out = av_domain_rewrite(xml, strlen(xml), p, test_policy, &err);
+        g_assert_null(out);
+        g_assert_error(err, AV_ERROR, AV_ERROR_INVALID_INPUT);
+        g_clear_error(&err);
+        g_assert_false(av_domain_validate_metadata(xml, strlen(xml), schema, &err));
+        g_assert_error(err, AV_ERROR, AV_ERROR_INVALID_INPUT);
+        if (strstr(bad[i].inner, "topology")) {
+            AvTopologyRequest r = { AV_GUEST_NUMA_OFF, FALSE, FALSE };
+
+            g_clear_error(&err);
+            g_assert_false(av_domain_topology_request(xml, strlen(xml), &r, &err));
+            g_assert_error(err, AV_ERROR, AV_ERROR_INVALID_INPUT);
+            /* untouched on failure */
+            g_assert_cmpint(r.guest_numa, ==, AV_GUEST_NUMA_OFF);
+        }
+    }
+    {
+        /* a placement whose node names a CPU libvirt cannot pin to is never written */
+        static const guint huge[] = { 0, AV_DOMAIN_CPU_MAX };
+        g_autoptr(AvPlacement) p = case_topo_two_cells();
+        gsize len = 0;
+        g_autofree char *in = read_src("xml/in/topo-two-cells.xml", &len);
+        g_autoptr(GError) err = NULL;
+        g_autofree char *out = NULL;
+
+        add_node(p, 2, huge, G_N_ELEMENTS(huge));
+        out = av_domain_rewrite(in, len, p, test_policy, &err);
+        g_assert_null(out);
+        g_assert_error(err, AV_ERROR, AV_ERROR_INVALID_INPUT);
+        g_assert_nonnull(strstr(err->message, "CPU 16384 of node 2"));
+    }
+}
+
+/* The values parsed: p2p into the request, <av:topology> with its
+ * defaults. */
+static void
+test_topology_request(void)
+{
+    static const char xml[] =
+        "<domain><name>d</name><metadata><av:accelerators xmlns:av='urn:accelvirt:domain:1'>"
+        "<av:request profile='gpu' count='2' p2p='required'/><av:request profile='nic' count='2' p2p='preferred'/>"
+        "<av:request profile='fpga'/><av:topology guest-numa='mirror' gpudirect='off'/>"
+        "</av:accelerators></metadata></domain>";
+    static const char none[] = "<domain><name>d</name></domain>";
+    g_autoptr(GError) err = NULL;
+    g_autoptr(GPtrArray) requests = av_domain_requests(xml, strlen(xml), &err);
+    AvTopologyRequest r = { AV_GUEST_NUMA_OFF, FALSE, FALSE };
+
+    g_assert_no_error(err);
+    g_assert_cmpuint(requests->len, ==, 3);
+    g_assert_cmpint(((AvRequest *)g_ptr_array_index(requests, 0))->p2p, ==, AV_P2P_REQUIRED);
+    g_assert_cmpint(((AvRequest *)g_ptr_array_index(requests, 1))->p2p, ==, AV_P2P_PREFERRED);
+    g_assert_cmpint(((AvRequest *)g_ptr_array_index(requests, 2))->p2p, ==, AV_P2P_NONE);
+    g_assert_true(av_domain_topology_request(xml, strlen(xml), &r, &err));
+    g_assert_no_error(err);
+    g_assert_cmpint(r.guest_numa, ==, AV_GUEST_NUMA_MIRROR);
+    g_assert_true(r.switches);
+    g_assert_false(r.gpudirect);
+    g_assert_true(av_domain_topology_request(none, strlen(none), &r, &err));
+    g_assert_no_error(err);
+    g_assert_cmpint(r.guest_numa, ==, AV_GUEST_NUMA_AUTO);
+    g_assert_true(r.switches);
+    g_assert_true(r.gpudirect);
+}
+
+/* Restore or migration: the devices of the two-cell domain now sit
+ * elsewhere.  The cells, controllers, guest addresses stay; each cell is
+ * pinned to its devices' new node (both nodes when they span two); a node
+ * whose CPUs the placement lacks is an error. */
+static void
+test_topology_remap(void)
+{
+    g_autoptr(AvPlacement) first = case_topo_two_cells();
+    g_autoptr(GError) err = NULL;
+    gsize len = 0;
+    g_autofree char *in = read_src("xml/in/topo-two-cells.xml", &len);
+    g_autofree char *placed = av_domain_rewrite(in, len, first, test_policy, &err);
+
+    g_assert_no_error(err);
+    {
+        /* swapped: the switch's devices on node 1, the lone one on node 0 */
+        static const char *const present[] = {
+            "<vcpupin vcpu=\"0\" cpuset=\"8-11,40-43\"/>", "<vcpupin vcpu=\"1\" cpuset=\"8-11,40-43\"/>",
+            "<vcpupin vcpu=\"2\" cpuset=\"0-3\"/>", "<vcpupin vcpu=\"3\" cpuset=\"0-3\"/>",
+            "<emulatorpin cpuset=\"0-3,8-11,40-43\"/>", "<memory mode=\"strict\" nodeset=\"0-1\"/>",
+            "<memnode cellid=\"0\" mode=\"strict\" nodeset=\"1\"/>",
+            "<memnode cellid=\"1\" mode=\"strict\" nodeset=\"0\"/>",
+            "<cell id=\"0\" cpus=\"0-1\" memory=\"4194304\" unit=\"KiB\"/>", "<node>0</node>",
+            "address=\"0000:83:00.1\" cell=\"0\" alias=\"ua-accelvirt-0\"", "ua-accelvirt-dn1",
+            "<address type=\"pci\" domain=\"0x0000\" bus=\"0x05\" slot=\"0x00\" function=\"0x0\"/>", NULL,
+        };
+        static const TopoItem items[] = {
+            { "fpga-function", "0000:83:00.1", 1, "0000:82:00.0", FALSE },
+            { "fpga-function", "0000:84:00.1", 1, "0000:82:00.0", FALSE },
+            { "fpga-function", "0000:05:00.1", 0, NULL, FALSE },
+        };
+        g_autoptr(AvPlacement) p = topo_placement(1, items, G_N_ELEMENTS(items));
+        g_autofree char *out = NULL, *again = NULL;
+
+        out = av_domain_remap(placed, strlen(placed), p, &err);
+        g_assert_no_error(err);
+        assert_contains("the remapped cells", out, present, NULL);
+        if (!libvirt_validate("topology remap", out))
+            g_test_message("libvirt's schemas are not installed: not checked against them");
+        again = av_domain_remap(out, strlen(out), p, &err);
+        g_assert_no_error(err);
+        assert_same("a second remap", out, again);
+    }
+    {
+        /* cell 0's devices now span both nodes: the union */
+        static const char *const present[] = {
+            "<vcpupin vcpu=\"0\" cpuset=\"0-3,8-11,40-43\"/>", "<vcpupin vcpu=\"2\" cpuset=\"8-11,40-43\"/>",
+            "<memnode cellid=\"0\" mode=\"strict\" nodeset=\"0-1\"/>",
+            "<memnode cellid=\"1\" mode=\"strict\" nodeset=\"1\"/>", NULL,
+        };
+        static const TopoItem items[] = {
+            { "fpga-function", "0000:03:00.1", 0, SW_A, FALSE },
+            { "fpga-function", "0000:83:00.1", 1, NULL, FALSE },
+            { "fpga-function", "0000:81:00.1", 1, NULL, FALSE },
+        };
+        g_autoptr(AvPlacement) p = topo_placement(0, items, G_N_ELEMENTS(items));
+        g_autofree char *out = NULL;
+
+        out = av_domain_remap(placed, strlen(placed), p, &err);
+        g_assert_no_error(err);
+        assert_contains("the remapped cells", out, present, NULL);
+    }
+    {
+        /* the same placement: byte for byte */
+        g_autofree char *out = av_domain_remap(placed, strlen(placed), first, &err);
+
+        g_assert_no_error(err);
+        assert_same("a remap to the same placement", placed, out);
+    }
+    {
+        /* node 1's CPUs unknown, a device of cell 0 moved to it */
+        g_autoptr(AvPlacement) p = case_topo_two_cells();
+        g_autofree char *out = NULL;
+
+        g_ptr_array_remove_index(p->nodes, 1);
+        ((AvPlacedItem *)g_ptr_array_index(p->items, 0))->numa_node = 1;
+        out = av_domain_remap(placed, strlen(placed), p, &err);
+        g_assert_null(out);
+        g_assert_error(err, AV_ERROR, AV_ERROR_INVALID_INPUT);
+        g_assert_nonnull(strstr(err->message, "lacks the CPUs of host node 1"));
+        g_test_message("refused: %s", err->message);
+        g_clear_error(&err);
+    }
+    {
+        /* the same nodes, no node's CPUs (the hook's remap of the same cards): unchanged */
+        g_autoptr(AvPlacement) p = case_topo_two_cells();
+        g_autofree char *out = NULL;
+
+        g_clear_pointer(&p->nodes, g_ptr_array_unref);
+        out = av_domain_remap(placed, strlen(placed), p, &err);
+        g_assert_no_error(err);
+        assert_same("a remap to the same nodes without their CPUs", placed, out);
+    }
+}
+
+/* av_domain_hotplug_fill() beside the topology: the topology's root ports
+ * hold devices (an upstream port, a hostdev) and are never counted as
+ * empty; when libvirt put its xHCI behind a hot-plug port, one more is
+ * added, after every index. */
+static void
+test_topology_hotplug_fill(void)
+{
+    gsize len = 0;
+    g_autofree char *out = read_src("xml/out/topo-hotplug.xml", &len);
+    g_autofree char *filled = NULL, *defined = NULL, *filled2 = NULL, *unplaced = NULL;
+    g_autoptr(GError) err = NULL;
+    guint added = 99;
+
+    filled = av_domain_hotplug_fill(out, len, &added, &err);
+    g_assert_no_error(err);
+    g_assert_cmpuint(added, ==, 0);
+    assert_same("nothing to fill", out, filled);
+    {
+        g_auto(GStrv) parts = g_strsplit(out, "<target dev=\"vda\" bus=\"virtio\"/>", 2);
+
+        defined = g_strjoinv("<target dev=\"vda\" bus=\"virtio\"/>\n      <address type=\"pci\" domain=\"0x0000\" "
+                             "bus=\"0x08\" slot=\"0x00\" function=\"0x0\"/>",
+                             parts);
+    }
+    filled2 = av_domain_hotplug_fill(defined, strlen(defined), &added, &err);
+    g_assert_no_error(err);
+    g_assert_cmpuint(added, ==, 1);
+    g_assert_nonnull(strstr(filled2, "<controller type=\"pci\" index=\"10\" model=\"pcie-root-port\">\n"
+                                     "      <alias name=\"ua-accelvirt-hotplug2\"/>"));
+    /* unplace: the topology and the empty ports go, the one the disk sits behind stays */
+    unplaced = av_domain_unplace(filled2, strlen(filled2), &err);
+    g_assert_no_error(err);
+    g_assert_nonnull(strstr(unplaced, "ua-accelvirt-hotplug0"));
+    g_assert_null(strstr(unplaced, "ua-accelvirt-hotplug1"));
+    g_assert_null(strstr(unplaced, "ua-accelvirt-hotplug2"));
+    g_assert_null(strstr(unplaced, "ua-accelvirt-rp"));
+    g_assert_null(strstr(unplaced, "ua-accelvirt-pxb"));
+    g_assert_null(strstr(unplaced, "<numa>"));
+    g_assert_null(strstr(unplaced, "memnode"));
+}
+
+/* What accelvirt did not write stays: the user's own <qemu:override>
+ * entries and namespace, the user's <cpu> (emptied back to as it was). */
+static void
+test_topology_user_override(void)
+{
+    g_autofree char *in = read_src("xml/in/topo-switch.xml", NULL);
+    g_auto(GStrv) a = g_strsplit(in, "<domain type='kvm'>", 2);
+    g_autofree char *with_ns = g_strjoinv("<domain type='kvm' xmlns:qemu='http://libvirt.org/schemas/domain/qemu/1.0'>",
+                                          a);
+    g_auto(GStrv) b = g_strsplit(with_ns, "  </devices>\n", 2);
+    g_autofree char *xml = g_strjoinv("  </devices>\n  <qemu:override>\n    <qemu:device alias='ua-users-nic'>\n"
+                                      "      <qemu:frontend>\n        <qemu:property name='x-vga' type='bool' "
+                                      "value='false'/>\n      </qemu:frontend>\n    </qemu:device>\n"
+                                      "  </qemu:override>\n",
+                                      b);
+    g_autoptr(AvPlacement) p = case_topo_switch();
+    g_autoptr(GError) err = NULL;
+    g_autofree char *out = av_domain_rewrite(xml, strlen(xml), p, test_policy, &err);
+    g_autofree char *again = NULL, *unplaced = NULL, *normal = roundtrip(xml);
+
+    g_assert_no_error(err);
+    g_assert_null(strstr(out, "qemu-ns="));
+    g_assert_nonnull(strstr(out, "<qemu:device alias=\"ua-users-nic\">"));
+    g_assert_nonnull(strstr(out, "<qemu:device alias=\"ua-accelvirt-1\">"));
+    g_assert_null(strstr(out, "<qemu:override/>"));
+    if (!libvirt_validate("user override", out))
+        g_test_message("libvirt's schemas are not installed: not checked against them");
+    again = av_domain_rewrite(out, strlen(out), p, test_policy, &err);
+    g_assert_no_error(err);
+    assert_same("a second rewrite", out, again);
+    unplaced = av_domain_unplace(out, strlen(out), &err);
+    g_assert_no_error(err);
+    assert_same("unplace", normal, unplaced);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -1366,6 +1997,15 @@ main(int argc, char **argv)
     g_test_add_func("/rewrite/remap/user-pinned", test_remap_user_pinned);
     g_test_add_func("/rewrite/remap/no-node", test_remap_no_node);
     g_test_add_func("/rewrite/remap/refused", test_remap_refused);
+    g_test_add_func("/rewrite/topology/describe", test_topology_describe);
+    g_test_add_func("/rewrite/topology/json", test_topology_json);
+    g_test_add_func("/rewrite/topology/memory-units", test_topology_memory_units);
+    g_test_add_func("/rewrite/topology/mirror-refused", test_topology_mirror_refused);
+    g_test_add_func("/rewrite/topology/hostile", test_topology_hostile);
+    g_test_add_func("/rewrite/topology/request", test_topology_request);
+    g_test_add_func("/rewrite/topology/remap", test_topology_remap);
+    g_test_add_func("/rewrite/topology/hotplug-fill", test_topology_hotplug_fill);
+    g_test_add_func("/rewrite/topology/user-override", test_topology_user_override);
     {
         int rc = g_test_run();
 

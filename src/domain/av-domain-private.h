@@ -6,6 +6,8 @@
 #include <glib.h>
 #include <libxml/tree.h>
 
+#include "domain/av-topology.h"
+
 G_BEGIN_DECLS
 
 /* The namespace of accelvirt's metadata (xml/accelvirt-domain.rng). */
@@ -57,5 +59,49 @@ gboolean av_domain_placed_bitstream(const xmlNode *node, char **ret, GError **er
 /* An attribute by local name, as libvirt's virXMLPropString (xmlGetProp):
  * a copy (caller frees), or NULL when absent. */
 char *av_domain_prop(const xmlNode *node, const char *name);
+
+/* ---- shared by av-rewrite.c and av-topology.c (issue 16) ---- */
+
+/* A decimal without sign, blank or leading zero, at most @max: TRUE and
+ * *ret set; FALSE (untouched) otherwise. */
+gboolean av_domain_decimal_parse(const char *s, guint max, guint *ret);
+
+/* "0-3,8,10-11" from the CPU (or node) numbers of @cpus, in any order.
+ * Caller frees. */
+char *av_domain_cpuset_format(GArray *cpus);
+
+/* Whether the domain @root runs a q35 machine (<os><type machine=> names
+ * one): a PCI Express machine (formatdomain.rst, "Controllers"). */
+gboolean av_domain_machine_is_q35(const xmlNode *root);
+
+/* The <av:accelerators> of the first <metadata>, or NULL.  Borrowed. */
+xmlNode *av_domain_accelerators_find(const xmlNode *root);
+
+/* The root of @doc, checked to be <domain> (else NULL and
+ * AV_ERROR_INVALID_INPUT).  Borrowed from @doc. */
+xmlNode *av_domain_root(xmlDoc *doc, GError **error);
+
+/* Removes from the tree of @root everything an earlier placement wrote
+ * (av-rewrite.h), as its <av:placement> records it; *ret_changed says
+ * whether it removed anything.  FALSE with AV_ERROR_INVALID_INPUT on a
+ * malformed record. */
+gboolean av_domain_strip(xmlNode *root, gboolean *ret_changed, GError **error);
+
+/* One <av:topology> element @node, parsed into *ret (the defaults for what
+ * it leaves out).  FALSE with AV_ERROR_INVALID_INPUT, one sentence naming
+ * the attribute and the values it takes, on anything else. */
+gboolean av_domain_topology_elem_parse(const xmlNode *node, AvTopologyRequest *ret, GError **error);
+
+/* The <av:topology> of @accelerators (NULL: none): the defaults when it has
+ * none; AV_ERROR_INVALID_INPUT for two of them or a malformed one. */
+gboolean av_domain_topology_find(const xmlNode *accelerators, AvTopologyRequest *ret, GError **error);
+
+/* The node @id of @placement->nodes, or NULL.  Borrowed from @placement. */
+const AvPlacedNode *av_domain_placed_node(const AvPlacement *placement, int id);
+
+/* av_guest_topology() on the tree of @root, which av_domain_strip() has
+ * already cleared of an earlier placement (so that what accelvirt wrote
+ * is never taken for the user's).  Caller frees. */
+AvGuestTopology *av_guest_topology_at(const xmlNode *root, const AvPlacement *placement, GError **error);
 
 G_END_DECLS

@@ -330,8 +330,8 @@ word_index(const char *s, const char *const *words, int *ret)
 }
 
 /* A decimal without sign, blank or leading zero, at most @max. */
-static gboolean
-decimal_parse(const char *s, guint max, guint *ret)
+gboolean
+av_domain_decimal_parse(const char *s, guint max, guint *ret)
 {
     guint64 v = 0;
 
@@ -351,7 +351,10 @@ decimal_parse(const char *s, guint max, guint *ret)
 static gboolean
 request_parse(const xmlNode *node, AvRequest **ret, GError **error)
 {
-    static const char *const known[] = { "profile", "count", "granularity", "numa", "bitstream", "function", NULL };
+    static const char *const known[] = { "profile", "count", "granularity", "numa", "bitstream", "function", "p2p",
+                                         NULL };
+    static const char *const p2ps[] = { "preferred", "required", NULL };
+    static const AvP2p p2p_values[] = { AV_P2P_PREFERRED, AV_P2P_REQUIRED };
     static const char *const granularities[] = { "function", "region", "card", NULL };
     static const AvGranularity granularity_values[] = { AV_GRANULARITY_FUNCTION, AV_GRANULARITY_REGION,
                                                          AV_GRANULARITY_CARD };
@@ -362,6 +365,7 @@ request_parse(const xmlNode *node, AvRequest **ret, GError **error)
     g_autofree char *numa = av_domain_prop(node, "numa");
     g_autofree char *bitstream = av_domain_prop(node, "bitstream");
     g_autofree char *function = av_domain_prop(node, "function");
+    g_autofree char *p2p = av_domain_prop(node, "p2p");
     g_autoptr(AvRequest) request = NULL;
     guint n = 1;
     int i = 0;
@@ -372,7 +376,7 @@ request_parse(const xmlNode *node, AvRequest **ret, GError **error)
 
             return av_domain_invalid_at(
                 error, node, "av:request has an unknown attribute '%s' (it takes profile, count, granularity, numa, "
-                       "bitstream and function)",
+                       "bitstream, function and p2p)",
                 q);
         }
     }
@@ -388,7 +392,7 @@ request_parse(const xmlNode *node, AvRequest **ret, GError **error)
             "the first a letter or digit)",
             q);
     }
-    if (count && !(decimal_parse(count, G_MAXUINT32, &n) && n >= 1 && n <= AV_REQUEST_COUNT_MAX)) {
+    if (count && !(av_domain_decimal_parse(count, G_MAXUINT32, &n) && n >= 1 && n <= AV_REQUEST_COUNT_MAX)) {
         g_autofree char *q = av_domain_quote(count);
 
         return av_domain_invalid_at(error, node,
@@ -436,14 +440,25 @@ request_parse(const xmlNode *node, AvRequest **ret, GError **error)
         }
         request->function = g_steal_pointer(&function);
     }
+    if (p2p) {
+        if (!word_index(p2p, p2ps, &i)) {
+            g_autofree char *q = av_domain_quote(p2p);
+
+            return av_domain_invalid_at(error, node,
+                                        "av:request p2p '%s' is neither 'required' nor 'preferred' (leave it out "
+                                        "for no peer-to-peer constraint)",
+                                        q);
+        }
+        request->p2p = p2p_values[i];
+    }
     *ret = g_steal_pointer(&request);
     return TRUE;
 }
 
 /* The <av:accelerators> of the first <metadata> (libvirt keeps one element
  * per namespace), or NULL. */
-static xmlNode *
-accelerators_find(const xmlNode *root)
+xmlNode *
+av_domain_accelerators_find(const xmlNode *root)
 {
     return av_domain_child_first(av_domain_child_first(root, "metadata", NULL), "accelerators", AV_NS_DOMAIN);
 }
@@ -467,7 +482,7 @@ hotplug_parse(const xmlNode *node, guint *ret_slots, GError **error)
     if (!slots)
         return av_domain_invalid_at(error, node, "<av:hotplug> has no slots (the number of hot-plug slots, 1 to %u)",
                                     AV_HOTPLUG_SLOTS_MAX);
-    if (!decimal_parse(slots, AV_HOTPLUG_SLOTS_MAX, &v) || v == 0) {
+    if (!av_domain_decimal_parse(slots, AV_HOTPLUG_SLOTS_MAX, &v) || v == 0) {
         g_autofree char *q = av_domain_quote(slots);
 
         return av_domain_invalid_at(error, node,
@@ -483,6 +498,7 @@ requests_parse(const xmlNode *accelerators, GPtrArray **ret, guint *ret_hotplug,
 {
     g_autoptr(GPtrArray) requests = g_ptr_array_new_with_free_func((GDestroyNotify)av_request_free);
     const xmlNode *hotplug = NULL;
+    AvTopologyRequest topology;
     guint slots = 0;
 
     for (xmlNode *c = accelerators ? accelerators->children : NULL; c; c = c->next) {
@@ -500,12 +516,15 @@ requests_parse(const xmlNode *accelerators, GPtrArray **ret, guint *ret_hotplug,
                 return FALSE;
             continue;
         }
+        if (av_domain_is_elem(c, "topology", AV_NS_DOMAIN))
+            continue;   /* checked whole below */
         if (!av_domain_is_elem(c, "request", AV_NS_DOMAIN)) {
             g_autofree char *q = av_domain_quote((const char *)c->name);
 
             return av_domain_invalid_at(
                 error, c,
-                "<av:accelerators> holds an unknown element <%s> (it takes av:request, av:hotplug and av:placement)",
+                "<av:accelerators> holds an unknown element <%s> (it takes av:request, av:hotplug, av:topology and "
+                "av:placement)",
                 q);
         }
         if (requests->len == AV_REQUESTS_MAX)
@@ -514,6 +533,8 @@ requests_parse(const xmlNode *accelerators, GPtrArray **ret, guint *ret_hotplug,
             return FALSE;
         g_ptr_array_add(requests, request);
     }
+    if (!av_domain_topology_find(accelerators, &topology, error))
+        return FALSE;
     *ret = g_steal_pointer(&requests);
     if (ret_hotplug)
         *ret_hotplug = slots;
@@ -521,8 +542,8 @@ requests_parse(const xmlNode *accelerators, GPtrArray **ret, guint *ret_hotplug,
 }
 
 /* The document's root, checked to be <domain>. */
-static xmlNode *
-domain_root(xmlDoc *doc, GError **error)
+xmlNode *
+av_domain_root(xmlDoc *doc, GError **error)
 {
     xmlNode *root = xmlDocGetRootElement(doc);
 
@@ -552,8 +573,8 @@ av_domain_requests_full(const char *xml, gsize len, guint *ret_hotplug, GError *
 
     if (!doc)
         return NULL;
-    root = domain_root(doc, error);
-    if (root && !requests_parse(accelerators_find(root), &requests, &hotplug, error))
+    root = av_domain_root(doc, error);
+    if (root && !requests_parse(av_domain_accelerators_find(root), &requests, &hotplug, error))
         requests = NULL;
     xmlFreeDoc(doc);
     if (requests && ret_hotplug)
@@ -602,7 +623,18 @@ typedef struct {
     gboolean numatune;
     gboolean hidden;
     gboolean vendor_id;
+    gboolean cells;              /* <cpu><numa> and <numatune><memnode>s (issue 16) */
+    gboolean cpu;                /* the <cpu> element itself (it had none) */
+    gboolean qemu_ns;            /* the xmlns:qemu declaration on <domain> */
 } AvWrote;
+
+/* The qemu namespace of libvirt's domain XML (docs/drvqemu.rst,
+ * "Overriding properties of QEMU devices"). */
+#define AV_NS_QEMU "http://libvirt.org/schemas/domain/qemu/1.0"
+
+/* The yes/no attributes of <av:placement> into @wrote. */
+static gboolean
+wrote_read(const xmlNode *placed, AvWrote *wrote, GError **error);
 
 static gboolean
 yes_no(const xmlNode *node, const char *name, gboolean *ret, GError **error)
@@ -624,6 +656,19 @@ yes_no(const xmlNode *node, const char *name, gboolean *ret, GError **error)
     }
 }
 
+/* What follows AV_REWRITE_ALIAS_PREFIX in the <alias name=> of @node, or
+ * NULL when it has no such alias.  Caller frees. */
+static char *
+alias_suffix(const xmlNode *node)
+{
+    xmlNode *alias = av_domain_child_first(node, "alias", NULL);
+    g_autofree char *name = alias ? av_domain_prop(alias, "name") : NULL;
+
+    if (!name || !g_str_has_prefix(name, AV_REWRITE_ALIAS_PREFIX))
+        return NULL;
+    return g_strdup(name + strlen(AV_REWRITE_ALIAS_PREFIX));
+}
+
 /* A hostdev that a placement wrote: alias "ua-accelvirt-N" (digits only).
  * `accelvirt attach --persistent` writes its own aliases
  * ("ua-accelvirt-0000-65-00-0", "ua-accelvirt-usb-...", "-mdev-..."):
@@ -631,20 +676,33 @@ yes_no(const xmlNode *node, const char *name, gboolean *ret, GError **error)
 static gboolean
 alias_is_ours(const xmlNode *hostdev)
 {
-    xmlNode *alias = av_domain_child_first(hostdev, "alias", NULL);
-    g_autofree char *name = alias ? av_domain_prop(alias, "name") : NULL;
-    const char *n;
+    g_autofree char *n = alias_suffix(hostdev);
 
-    if (!name || !g_str_has_prefix(name, AV_REWRITE_ALIAS_PREFIX))
+    if (!n || !*n)
         return FALSE;
-    n = name + strlen(AV_REWRITE_ALIAS_PREFIX);
-    if (!*n)
-        return FALSE;
-    for (; *n; n++) {
-        if (!g_ascii_isdigit(*n))
+    for (const char *p = n; *p; p++) {
+        if (!g_ascii_isdigit(*p))
             return FALSE;
     }
     return TRUE;
+}
+
+/* A controller that write_topology() wrote: its alias is
+ * AV_REWRITE_ALIAS_PREFIX then pxb, rp, up or dn, then digits (never a
+ * hostdev's "ua-accelvirt-N" nor a hot-plug port's "...-hotplugK"). */
+static gboolean
+alias_is_topology(const xmlNode *controller)
+{
+    static const char *const kinds[] = { "pxb", "rp", "up", "dn", NULL };
+    g_autofree char *n = alias_suffix(controller);
+
+    for (int i = 0; n && kinds[i]; i++) {
+        guint v = 0;
+
+        if (g_str_has_prefix(n, kinds[i]) && av_domain_decimal_parse(n + strlen(kinds[i]), 9999, &v))
+            return TRUE;
+    }
+    return FALSE;
 }
 
 /* A pcie-root-port that write_hotplug() wrote. */
@@ -665,7 +723,7 @@ controller_bus(const xmlNode *controller)
     g_autofree char *index = av_domain_prop(controller, "index");
     guint v = 0;
 
-    if (!index || !decimal_parse(index, 255, &v))
+    if (!index || !av_domain_decimal_parse(index, 255, &v))
         return -1;
     return (int)v;
 }
@@ -724,21 +782,97 @@ remove_children(xmlNode *parent, const char *name)
     return removed;
 }
 
+static gboolean
+wrote_read(const xmlNode *placed, AvWrote *wrote, GError **error)
+{
+    return yes_no(placed, "pinned", &wrote->pinned, error) && yes_no(placed, "numatune", &wrote->numatune, error) &&
+           yes_no(placed, "hidden", &wrote->hidden, error) && yes_no(placed, "vendor-id", &wrote->vendor_id, error) &&
+           yes_no(placed, "cells", &wrote->cells, error) && yes_no(placed, "cpu", &wrote->cpu, error) &&
+           yes_no(placed, "qemu-ns", &wrote->qemu_ns, error);
+}
+
+/* Removes the <qemu:device alias='ua-accelvirt-N'> entries of the
+ * <qemu:override> @override (write_cliques() wrote them); TRUE when there
+ * was one. */
+static gboolean
+strip_overrides(xmlNode *override)
+{
+    gboolean removed = FALSE;
+    xmlNode *next;
+
+    for (xmlNode *c = override->children; c; c = next) {
+        g_autofree char *alias = NULL;
+        const char *n;
+        guint v = 0;
+
+        next = c->next;
+        if (!av_domain_is_elem(c, "device", AV_NS_QEMU))
+            continue;
+        alias = av_domain_prop(c, "alias");
+        n = alias && g_str_has_prefix(alias, AV_REWRITE_ALIAS_PREFIX) ? alias + strlen(AV_REWRITE_ALIAS_PREFIX) : NULL;
+        if (n && av_domain_decimal_parse(n, G_MAXUINT32, &v)) {
+            remove_node(c);
+            removed = TRUE;
+        }
+    }
+    return removed;
+}
+
+/* Whether @node or anything in it uses the namespace @ns. */
+static gboolean
+ns_used(const xmlNode *node, const xmlNs *ns)
+{
+    for (const xmlNode *c = node; c; c = c->next) {
+        if (c->type != XML_ELEMENT_NODE)
+            continue;
+        if (c->ns == ns)
+            return TRUE;
+        for (const xmlAttr *a = c->properties; a; a = a->next) {
+            if (a->ns == ns)
+                return TRUE;
+        }
+        if (c->children && ns_used(c->children, ns))
+            return TRUE;
+    }
+    return FALSE;
+}
+
+/* Drops the xmlns:qemu declaration a placement added to <domain> once
+ * nothing uses it; TRUE when it did. */
+static gboolean
+qemu_ns_drop(xmlNode *root)
+{
+    xmlNs **link = &root->nsDef;
+
+    for (xmlNs *ns = root->nsDef; ns; link = &ns->next, ns = ns->next) {
+        if (!ns->href || strcmp((const char *)ns->href, AV_NS_QEMU) != 0)
+            continue;
+        if (root->ns == ns || ns_used(root->children, ns))
+            return FALSE;
+        for (const xmlAttr *a = root->properties; a; a = a->next) {
+            if (a->ns == ns)
+                return FALSE;
+        }
+        *link = ns->next;
+        ns->next = NULL;
+        xmlFreeNs(ns);
+        return TRUE;
+    }
+    return FALSE;
+}
+
 /* Removes what an earlier placement wrote.  Sets *ret_changed when it
  * removed anything. */
-static gboolean
-strip(xmlNode *root, gboolean *ret_changed, GError **error)
+gboolean
+av_domain_strip(xmlNode *root, gboolean *ret_changed, GError **error)
 {
-    xmlNode *accelerators = accelerators_find(root);
+    xmlNode *accelerators = av_domain_accelerators_find(root);
     AvWrote wrote = { 0 };
     gboolean changed = FALSE;
     xmlNode *next;
 
     for (xmlNode *c = accelerators ? accelerators->children : NULL; c; c = c->next) {
-        if (!av_domain_is_elem(c, "placement", AV_NS_DOMAIN))
-            continue;
-        if (!yes_no(c, "pinned", &wrote.pinned, error) || !yes_no(c, "numatune", &wrote.numatune, error) ||
-            !yes_no(c, "hidden", &wrote.hidden, error) || !yes_no(c, "vendor-id", &wrote.vendor_id, error))
+        if (av_domain_is_elem(c, "placement", AV_NS_DOMAIN) && !wrote_read(c, &wrote, error))
             return FALSE;
     }
     for (xmlNode *c = accelerators ? accelerators->children : NULL; c; c = next) {
@@ -759,7 +893,15 @@ strip(xmlNode *root, gboolean *ret_changed, GError **error)
         for (xmlNode *c = devices->children; c; c = next_dev) {
             next_dev = c->next;
             if ((av_domain_is_elem(c, "hostdev", NULL) && alias_is_ours(c)) ||
-                (av_domain_is_elem(c, "controller", NULL) && alias_is_hotplug(c) && !port_is_used(devices, c))) {
+                (av_domain_is_elem(c, "controller", NULL) && alias_is_topology(c))) {
+                remove_node(c);
+                removed = TRUE;
+            }
+        }
+        /* the hot-plug ports once the hostdevs behind accelvirt's are gone */
+        for (xmlNode *c = devices->children; c; c = next_dev) {
+            next_dev = c->next;
+            if (av_domain_is_elem(c, "controller", NULL) && alias_is_hotplug(c) && !port_is_used(devices, c)) {
                 remove_node(c);
                 removed = TRUE;
             }
@@ -780,8 +922,21 @@ strip(xmlNode *root, gboolean *ret_changed, GError **error)
                 changed = TRUE;
                 remove_if_emptied(c, FALSE);
             }
-        } else if (wrote.numatune && av_domain_is_elem(c, "numatune", NULL)) {
-            if (remove_children(c, "memory")) {
+        } else if ((wrote.numatune || wrote.cells) && av_domain_is_elem(c, "numatune", NULL)) {
+            gboolean removed = wrote.numatune && remove_children(c, "memory");
+
+            removed = (wrote.cells && remove_children(c, "memnode")) || removed;
+            if (removed) {
+                changed = TRUE;
+                remove_if_emptied(c, FALSE);
+            }
+        } else if (wrote.cells && av_domain_is_elem(c, "cpu", NULL)) {
+            if (remove_children(c, "numa")) {
+                changed = TRUE;
+                remove_if_emptied(c, !wrote.cpu);
+            }
+        } else if (av_domain_is_elem(c, "override", AV_NS_QEMU)) {
+            if (strip_overrides(c)) {
                 changed = TRUE;
                 remove_if_emptied(c, FALSE);
             }
@@ -804,6 +959,8 @@ strip(xmlNode *root, gboolean *ret_changed, GError **error)
             }
         }
     }
+    if (wrote.qemu_ns && qemu_ns_drop(root))
+        changed = TRUE;
     *ret_changed = changed;
     return TRUE;
 }
@@ -821,13 +978,13 @@ usb_bus_path_valid(const char *s)
     if (!s || strlen(s) > 32)
         return FALSE;
     parts = g_strsplit(s, "-", -1);
-    if (g_strv_length(parts) != 2 || !decimal_parse(parts[0], 999, &v) || v == 0)
+    if (g_strv_length(parts) != 2 || !av_domain_decimal_parse(parts[0], 999, &v) || v == 0)
         return FALSE;
     ports = g_strsplit(parts[1], ".", -1);
     if (g_strv_length(ports) > 7)
         return FALSE;
     for (char **p = ports; *p; p++) {
-        if (!decimal_parse(*p, 255, &v) || v == 0)
+        if (!av_domain_decimal_parse(*p, 255, &v) || v == 0)
             return FALSE;
     }
     return TRUE;
@@ -879,6 +1036,18 @@ placement_check(const AvPlacement *placement, const AvPolicy *policy, GPtrArray 
                 return placement_invalid(error, "CPU %u is not below %u", cpu, AV_DOMAIN_CPU_MAX);
         }
     }
+    for (guint i = 0; placement->nodes && i < placement->nodes->len; i++) {
+        const AvPlacedNode *node = g_ptr_array_index(placement->nodes, i);
+
+        if (node->id < 0 || node->id >= (int)AV_DOMAIN_NODE_MAX)
+            return placement_invalid(error, "NUMA node %d is not between 0 and %u", node->id, AV_DOMAIN_NODE_MAX - 1);
+        for (guint j = 0; node->cpus && j < node->cpus->len; j++) {
+            guint cpu = g_array_index(node->cpus, guint, j);
+
+            if (cpu >= AV_DOMAIN_CPU_MAX)
+                return placement_invalid(error, "CPU %u of node %d is not below %u", cpu, node->id, AV_DOMAIN_CPU_MAX);
+        }
+    }
     for (guint i = 0; placement->items && i < placement->items->len; i++) {
         const AvPlacedItem *item = g_ptr_array_index(placement->items, i);
         g_autofree char *canonical = NULL;
@@ -889,6 +1058,9 @@ placement_check(const AvPlacement *placement, const AvPolicy *policy, GPtrArray 
 
             return placement_invalid(error, "device %u has the profile name '%s'", i, q);
         }
+        if (item->numa_node < -1 || item->numa_node >= (int)AV_DOMAIN_NODE_MAX)
+            return placement_invalid(error, "device %u is on NUMA node %d, not between 0 and %u", i, item->numa_node,
+                                     AV_DOMAIN_NODE_MAX - 1);
         if (!requested(requests, item->profile))
             return placement_invalid(error, "device %u is of profile '%s', which no av:request of the domain asks for", i,
                                      item->profile);
@@ -949,8 +1121,8 @@ compare_uint(gconstpointer a, gconstpointer b)
 }
 
 /* "0-3,8,10-11" from CPU numbers in any order. */
-static char *
-cpuset_format(GArray *cpus)
+char *
+av_domain_cpuset_format(GArray *cpus)
 {
     g_autoptr(GArray) sorted = g_array_copy(cpus);
     GString *s = g_string_new(NULL);
@@ -987,8 +1159,27 @@ usb_address_set(xmlNode *address, const AvPlacedItem *item)
     set_prop(address, "device", device);
 }
 
+/* <address type='pci' domain='0x0000' bus='0xBB' slot='0xSS'
+ * function='0x0'/> as the last child of @node: bus is the index of the
+ * controller it plugs into (formatdomain.rst, "Device Addresses"). */
+static void
+guest_address_add(xmlNode *node, guint bus, guint slot)
+{
+    xmlNode *address = add_elem(node, "address");
+    g_autofree char *b = g_strdup_printf("0x%02x", bus);
+    g_autofree char *sl = g_strdup_printf("0x%02x", slot);
+
+    set_prop(address, "type", "pci");
+    set_prop(address, "domain", "0x0000");
+    set_prop(address, "bus", b);
+    set_prop(address, "slot", sl);
+    set_prop(address, "function", "0x0");
+}
+
+/* The <hostdev> of @item; @guest_bus: the index of the controller it plugs
+ * into (slot 0), G_MAXUINT when libvirt chooses. */
 static xmlNode *
-hostdev_new(xmlDoc *doc, const AvPlacedItem *item, const char *alias)
+hostdev_new(xmlDoc *doc, const AvPlacedItem *item, const char *alias, guint guest_bus)
 {
     xmlNode *hostdev = new_elem(doc, NULL, "hostdev");
     xmlNode *source, *address;
@@ -1039,11 +1230,14 @@ hostdev_new(xmlDoc *doc, const AvPlacedItem *item, const char *alias)
     }
     }
     set_prop(add_elem(hostdev, "alias"), "name", alias);
+    if (guest_bus != G_MAXUINT)
+        guest_address_add(hostdev, guest_bus, 0);
     return hostdev;
 }
 
+/* The <av:placement> entry of @item; @cell: its guest NUMA cell, or -1. */
 static xmlNode *
-placed_new(xmlDoc *doc, xmlNs *ns, const AvPlacedItem *item, const char *alias)
+placed_new(xmlDoc *doc, xmlNs *ns, const AvPlacedItem *item, const char *alias, int cell)
 {
     xmlNode *node;
     g_autofree char *canonical = NULL;
@@ -1084,6 +1278,11 @@ placed_new(xmlDoc *doc, xmlNs *ns, const AvPlacedItem *item, const char *alias)
         if (item->bitstream)
             set_prop(node, "bitstream", item->bitstream);
         break;
+    }
+    if (cell >= 0) {
+        g_autofree char *c = g_strdup_printf("%d", cell);
+
+        set_prop(node, "cell", c);
     }
     set_prop(node, "alias", alias);
     return node;
@@ -1136,7 +1335,7 @@ static void
 write_pinning(xmlNode *root, const AvPlacement *placement, guint vcpus, const char *unit)
 {
     xmlNode *cputune = ensure_child(root, "cputune", domain_order, unit);
-    g_autofree char *cpuset = cpuset_format(placement->cpus);
+    g_autofree char *cpuset = av_domain_cpuset_format(placement->cpus);
 
     for (guint i = 0; i < vcpus; i++) {
         xmlNode *pin = new_elem(root->doc, NULL, "vcpupin");
@@ -1207,8 +1406,8 @@ write_hidden(xmlNode *root, AvWrote *wrote, const char *unit)
  * a PCI Express machine whose root complex takes no hot-plugged devices
  * (formatdomain.rst, "PCI Express hot-plug"); i440fx's root bus has
  * hot-plug slots of its own. */
-static gboolean
-machine_is_q35(const xmlNode *root)
+gboolean
+av_domain_machine_is_q35(const xmlNode *root)
 {
     xmlNode *type = av_domain_child_first(av_domain_child_first(root, "os", NULL), "type", NULL);
     g_autofree char *machine = type ? av_domain_prop(type, "machine") : NULL;
@@ -1232,7 +1431,7 @@ pci_controller_next_index(const xmlNode *devices)
             continue;
         type = av_domain_prop(c, "type");
         index = av_domain_prop(c, "index");
-        if (g_strcmp0(type, "pci") == 0 && index && decimal_parse(index, 255, &v) && v + 1 > next)
+        if (g_strcmp0(type, "pci") == 0 && index && av_domain_decimal_parse(index, 255, &v) && v + 1 > next)
             next = v + 1;
     }
     return next;
@@ -1253,7 +1452,7 @@ write_hotplug(xmlNode *root, guint slots, const char *unit)
     xmlNode *after = NULL;
     guint index, empty = 0, next_alias = 0, added = 0;
 
-    if (!machine_is_q35(root))
+    if (!av_domain_machine_is_q35(root))
         return 0;
     devices = ensure_child(root, "devices", domain_order, unit);
     if (!devices)
@@ -1273,7 +1472,7 @@ write_hotplug(xmlNode *root, guint slots, const char *unit)
             g_autofree char *name = av_domain_prop(alias, "name");
             guint k = 0;
 
-            if (decimal_parse(name + strlen(AV_REWRITE_HOTPLUG_ALIAS_PREFIX), 1000, &k) && k + 1 > next_alias)
+            if (av_domain_decimal_parse(name + strlen(AV_REWRITE_HOTPLUG_ALIAS_PREFIX), 1000, &k) && k + 1 > next_alias)
                 next_alias = k + 1;
         }
     }
@@ -1297,6 +1496,315 @@ write_hotplug(xmlNode *root, guint slots, const char *unit)
     return added;
 }
 
+/* ---- the guest topology (issue 16, av-topology.h) ---- */
+
+/* <controller type='pci' index= model=>, with <alias name='PREFIX N'/>
+ * when @kind is not NULL (libvirt formats <target> before <alias>, so the
+ * expander bus adds its own). */
+static xmlNode *
+controller_new(xmlDoc *doc, guint index, const char *model, const char *kind, guint n)
+{
+    xmlNode *controller = new_elem(doc, NULL, "controller");
+    g_autofree char *index_s = g_strdup_printf("%u", index);
+
+    set_prop(controller, "type", "pci");
+    set_prop(controller, "index", index_s);
+    set_prop(controller, "model", model);
+    if (kind) {
+        g_autofree char *alias = g_strdup_printf(AV_REWRITE_ALIAS_PREFIX "%s%u", kind, n);
+
+        set_prop(add_elem(controller, "alias"), "name", alias);
+    }
+    return controller;
+}
+
+/* Where write_topology() put each placed item: the index of the
+ * controller its hostdev plugs into (G_MAXUINT: where libvirt puts it)
+ * and its guest cell (-1: none). */
+typedef struct {
+    guint *bus;
+    int *cell;
+} AvGuestSlots;
+
+/* Writes the controllers of @topology into <devices> after its last
+ * controller, with indexes from pci_controller_next_index() on, every
+ * parent before its children:
+ *   - per cell some group hangs under: <controller model='pcie-expander-bus'>
+ *     with <target busNr='B'><node>C</node></target> and the alias
+ *     ua-accelvirt-pxbC; its <address> is left to libvirt (it only goes on
+ *     pcie-root).  busNr is written, not left to libvirt, whose default
+ *     (the lowest busNr in use minus 2, 254 first) leaves no room for the
+ *     buses behind a second expander: each gets 1 + the number of
+ *     controllers behind it, counted down from 255, cell 0 highest;
+ *   - per group a pcie-root-port (ua-accelvirt-rpK) on the expander (bus
+ *     its index, slots 0, 1, ...) or, without a cell, on pcie-root where
+ *     libvirt picks the slot; for a switch then a pcie-switch-upstream-port
+ *     (ua-accelvirt-upK, slot 0 of the root port) and one
+ *     pcie-switch-downstream-port (ua-accelvirt-dnK) per device, on slots
+ *     0, 1, ... of the upstream port.
+ * Stores in @slots the bus each item's hostdev goes on (slot 0).  FALSE
+ * (nothing written) when the guest's 256 bus numbers cannot hold it. */
+static gboolean
+write_topology(xmlNode *root, const AvGuestTopology *topology, guint n_items, AvGuestSlots *slots, const char *unit,
+               GError **error)
+{
+    xmlNode *devices, *after = NULL;
+    guint index, rp = 0, up = 0, dn = 0, bus_top = 256;
+    guint ncells = topology->cells->len;
+    g_autofree guint *pxb_index = g_new0(guint, ncells + 1);
+    g_autofree guint *pxb_size = g_new0(guint, ncells + 1);
+    g_autofree guint *pxb_slot = g_new0(guint, ncells + 1);
+
+    for (guint i = 0; i < n_items; i++) {
+        slots->bus[i] = G_MAXUINT;
+        slots->cell[i] = -1;
+    }
+    if (topology->groups->len == 0)
+        return TRUE;
+    devices = ensure_child(root, "devices", domain_order, unit);
+    index = pci_controller_next_index(devices);
+    for (xmlNode *c = devices->children; c; c = c->next) {
+        if (av_domain_is_elem(c, "controller", NULL))
+            after = c;
+    }
+    for (guint g = 0; g < topology->groups->len; g++) {
+        const AvGuestGroup *group = g_ptr_array_index(topology->groups, g);
+
+        if (group->cell >= 0)
+            pxb_size[group->cell] += 1 + (group->host_switch ? 1 + group->items->len : 0);
+    }
+    {
+        /* every bus under pcie-root (at most one per controller index, the
+         * hot-plug ports' included) below the lowest expander's */
+        guint added = 0, below = 256;
+
+        for (guint g = 0; g < topology->groups->len; g++) {
+            const AvGuestGroup *group = g_ptr_array_index(topology->groups, g);
+
+            added += 1 + (group->host_switch ? 1 + group->items->len : 0);
+        }
+        for (guint c = 0; c < ncells; c++) {
+            added += pxb_size[c] ? 1 : 0;
+            below -= pxb_size[c] ? 1 + pxb_size[c] : 0;
+        }
+        if (index + added + AV_HOTPLUG_SLOTS_MAX >= below)
+            return av_domain_invalid_at(error, NULL, "the guest topology of %u devices needs more PCI buses than a "
+                                        "guest has (256): write <av:topology switches='off'/> or "
+                                        "guest-numa='off', or ask for fewer devices", n_items);
+    }
+#define PUT(node)                                                                                                    \
+    do {                                                                                                             \
+        xmlNode *node_ = (node);                                                                                     \
+        if (after)                                                                                                   \
+            insert_after(devices, after, node_, unit);                                                               \
+        else                                                                                                         \
+            insert_last(devices, node_, unit);                                                                       \
+        after = node_;                                                                                               \
+    } while (0)
+    for (guint c = 0; c < ncells; c++) {
+        xmlNode *pxb, *target;
+        g_autofree char *bus_nr = NULL;
+        g_autofree char *node = NULL;
+        g_autofree char *alias = NULL;
+
+        if (pxb_size[c] == 0)
+            continue;
+        bus_top -= 1 + pxb_size[c];
+        bus_nr = g_strdup_printf("%u", bus_top);
+        node = g_strdup_printf("%u", c);
+        alias = g_strdup_printf(AV_REWRITE_ALIAS_PREFIX "pxb%u", c);
+        pxb_index[c] = index++;
+        pxb = controller_new(root->doc, pxb_index[c], "pcie-expander-bus", NULL, 0);
+        target = add_elem(pxb, "target");
+        set_prop(target, "busNr", bus_nr);
+        xmlNodeAddContent(add_elem(target, "node"), (const xmlChar *)node);
+        set_prop(add_elem(pxb, "alias"), "name", alias);
+        PUT(pxb);
+    }
+    for (guint g = 0; g < topology->groups->len; g++) {
+        const AvGuestGroup *group = g_ptr_array_index(topology->groups, g);
+        guint rp_index = index++;
+        xmlNode *port = controller_new(root->doc, rp_index, "pcie-root-port", "rp", rp++);
+
+        if (group->cell >= 0)
+            guest_address_add(port, pxb_index[group->cell], pxb_slot[group->cell]++);
+        PUT(port);
+        if (group->host_switch) {
+            guint up_index = index++;
+            xmlNode *upstream =
+                controller_new(root->doc, up_index, "pcie-switch-upstream-port", "up", up++);
+
+            guest_address_add(upstream, rp_index, 0);
+            PUT(upstream);
+            for (guint j = 0; j < group->items->len; j++) {
+                guint item = g_array_index(group->items, guint, j);
+                guint dn_index = index++;
+                xmlNode *downstream = controller_new(root->doc, dn_index, "pcie-switch-downstream-port", "dn",
+                                                     dn++);
+
+                guest_address_add(downstream, up_index, j);
+                PUT(downstream);
+                slots->bus[item] = dn_index;
+                slots->cell[item] = group->cell;
+            }
+        } else {
+            guint item = g_array_index(group->items, guint, 0);
+
+            slots->bus[item] = rp_index;
+            slots->cell[item] = group->cell;
+        }
+    }
+#undef PUT
+    return TRUE;
+}
+
+/* The guest NUMA cells of @topology: <cpu><numa><cell id= cpus= memory=
+ * unit='KiB'/></numa> (a <cpu> made when the domain has none; the user's
+ * mode and model kept), a <vcpupin> per vCPU on its cell's host CPUs and
+ * <emulatorpin> on all of them, <numatune><memory mode='strict'
+ * nodeset=(every node)/> and a <memnode cellid= mode='strict' nodeset=/>
+ * per cell (formatdomain.rst, "CPU model and topology", "CPU Tuning",
+ * "NUMA Node Tuning").  Sets @wrote's cells, cpu, pinned, numatune. */
+static void
+write_cells(xmlNode *root, const AvGuestTopology *topology, AvWrote *wrote, const char *unit)
+{
+    xmlNode *cpu = av_domain_child_first(root, "cpu", NULL);
+    xmlNode *numa, *cputune, *numatune, *memory;
+    g_autoptr(GArray) all_cpus = g_array_new(FALSE, FALSE, sizeof(guint));
+    g_autoptr(GArray) all_nodes = g_array_new(FALSE, FALSE, sizeof(guint));
+    g_autofree char *all_cpuset = NULL;
+    g_autofree char *all_nodeset = NULL;
+
+    if (!cpu) {
+        cpu = ensure_child(root, "cpu", domain_order, unit);
+        wrote->cpu = TRUE;
+    }
+    numa = new_elem(root->doc, NULL, "numa");
+    cputune = ensure_child(root, "cputune", domain_order, unit);
+    for (guint c = 0; c < topology->cells->len; c++) {
+        const AvGuestCell *cell = g_ptr_array_index(topology->cells, c);
+        xmlNode *node = add_elem(numa, "cell");
+        g_autofree char *id = g_strdup_printf("%u", cell->id);
+        g_autofree char *vcpus = av_domain_cpuset_format(cell->vcpus);
+        g_autofree char *cpuset = av_domain_cpuset_format(cell->host_cpus);
+        g_autofree char *memory_s = g_strdup_printf("%" G_GUINT64_FORMAT, cell->memory_kib);
+        guint host_node = (guint)cell->host_node;
+
+        set_prop(node, "id", id);
+        set_prop(node, "cpus", vcpus);
+        set_prop(node, "memory", memory_s);
+        set_prop(node, "unit", "KiB");
+        for (guint v = 0; v < cell->vcpus->len; v++) {
+            xmlNode *pin = new_elem(root->doc, NULL, "vcpupin");
+            g_autofree char *vcpu = g_strdup_printf("%u", g_array_index(cell->vcpus, guint, v));
+
+            set_prop(pin, "vcpu", vcpu);
+            set_prop(pin, "cpuset", cpuset);
+            insert_ordered(cputune, pin, cputune_order, unit);
+        }
+        g_array_append_vals(all_cpus, cell->host_cpus->data, cell->host_cpus->len);
+        g_array_append_val(all_nodes, host_node);
+    }
+    insert_last(cpu, numa, unit);
+    all_cpuset = av_domain_cpuset_format(all_cpus);
+    all_nodeset = av_domain_cpuset_format(all_nodes);
+    {
+        xmlNode *pin = new_elem(root->doc, NULL, "emulatorpin");
+
+        set_prop(pin, "cpuset", all_cpuset);
+        insert_ordered(cputune, pin, cputune_order, unit);
+    }
+    numatune = ensure_child(root, "numatune", domain_order, unit);
+    memory = new_elem(root->doc, NULL, "memory");
+    set_prop(memory, "mode", "strict");
+    set_prop(memory, "nodeset", all_nodeset);
+    insert_ordered(numatune, memory, numatune_order, unit);
+    for (guint c = 0; c < topology->cells->len; c++) {
+        const AvGuestCell *cell = g_ptr_array_index(topology->cells, c);
+        xmlNode *memnode = new_elem(root->doc, NULL, "memnode");
+        g_autofree char *id = g_strdup_printf("%u", cell->id);
+        g_autofree char *nodeset = g_strdup_printf("%d", cell->host_node);
+
+        set_prop(memnode, "cellid", id);
+        set_prop(memnode, "mode", "strict");
+        set_prop(memnode, "nodeset", nodeset);
+        insert_ordered(numatune, memnode, numatune_order, unit);
+    }
+    wrote->cells = wrote->pinned = wrote->numatune = TRUE;
+}
+
+/* The xmlns:qemu namespace of <domain>, declared (prefix "qemu") when it
+ * is not; sets @wrote's qemu_ns then. */
+static xmlNs *
+qemu_ns_ensure(xmlNode *root, AvWrote *wrote)
+{
+    xmlNs *ns = xmlSearchNsByHref(root->doc, root, (const xmlChar *)AV_NS_QEMU);
+
+    if (ns)
+        return ns;
+    ns = xmlNewNs(root, (const xmlChar *)AV_NS_QEMU, (const xmlChar *)"qemu");
+    if (!ns)    /* "qemu" names another namespace on <domain> */
+        ns = xmlNewNs(root, (const xmlChar *)AV_NS_QEMU, (const xmlChar *)"accelvirt-qemu");
+    wrote->qemu_ns = ns != NULL;
+    return ns;
+}
+
+/* GPUDirect cliques: for each GPU of a group with a clique,
+ *   <qemu:override><qemu:device alias='ua-accelvirt-N'><qemu:frontend>
+ *     <qemu:property name='x-nv-gpudirect-clique' type='unsigned' value='C'/>
+ *   </qemu:frontend></qemu:device></qemu:override>
+ * (libvirt 8.2 and later, docs/drvqemu.rst "Overriding properties of QEMU
+ * devices"; QEMU hw/vfio/pci.c's x-nv-gpudirect-clique, 0 to 15), into the
+ * user's <qemu:override> when there is one, else a new one last in
+ * <domain>, where libvirt's schema puts it. */
+static void
+write_cliques(xmlNode *root, const AvGuestTopology *topology, const AvPlacement *placement, AvWrote *wrote,
+              const char *unit)
+{
+    xmlNode *override = NULL;
+    xmlNs *ns = NULL;
+
+    for (guint g = 0; g < topology->groups->len; g++) {
+        const AvGuestGroup *group = g_ptr_array_index(topology->groups, g);
+        g_autofree char *clique = g_strdup_printf("%d", group->clique);
+
+        if (group->clique < 0)
+            continue;
+        for (guint j = 0; j < group->items->len; j++) {
+            guint i = g_array_index(group->items, guint, j);
+            const AvPlacedItem *item = g_ptr_array_index(placement->items, i);
+            g_autofree char *alias = g_strdup_printf(AV_REWRITE_ALIAS_PREFIX "%u", i);
+            xmlNode *device, *frontend, *property;
+
+            if (!item->gpudirect)
+                continue;
+            if (!override) {
+                for (xmlNode *c = root->children; c && !override; c = c->next) {
+                    if (av_domain_is_elem(c, "override", AV_NS_QEMU))
+                        override = c;
+                }
+                ns = override ? override->ns : qemu_ns_ensure(root, wrote);
+                if (!ns)
+                    return;
+                if (!override) {
+                    override = new_elem(root->doc, ns, "override");
+                    insert_last(root, override, unit);
+                }
+            }
+            device = new_elem(root->doc, ns, "device");
+            set_prop(device, "alias", alias);
+            frontend = new_elem(root->doc, ns, "frontend");
+            xmlAddChild(device, frontend);
+            property = new_elem(root->doc, ns, "property");
+            set_prop(property, "name", "x-nv-gpudirect-clique");
+            set_prop(property, "type", "unsigned");
+            set_prop(property, "value", clique);
+            xmlAddChild(frontend, property);
+            insert_last(override, device, unit);
+        }
+    }
+}
+
 char *
 av_domain_hotplug_fill(const char *xml, gsize len, guint *ret_added, GError **error)
 {
@@ -1309,8 +1817,8 @@ av_domain_hotplug_fill(const char *xml, gsize len, guint *ret_added, GError **er
 
     if (!doc)
         return NULL;
-    root = domain_root(doc, error);
-    if (root && requests_parse(accelerators_find(root), &requests, &hotplug, error)) {
+    root = av_domain_root(doc, error);
+    if (root && requests_parse(av_domain_accelerators_find(root), &requests, &hotplug, error)) {
         unit = doc_unit(root);
         if (hotplug > 0)
             added = write_hotplug(root, hotplug, unit);
@@ -1327,11 +1835,15 @@ av_domain_rewrite(const char *xml, gsize len, const AvPlacement *placement, cons
 {
     g_autoptr(AvDomain) dom = NULL;
     g_autoptr(GPtrArray) requests = NULL;
+    g_autoptr(AvGuestTopology) topology = NULL;
     g_autofree char *unit = NULL;
+    g_autofree guint *slot_bus = NULL;
+    g_autofree int *slot_cell = NULL;
+    AvGuestSlots slots;
     xmlDoc *doc = NULL;
     xmlNode *root, *accelerators, *devices = NULL, *placed;
     AvWrote wrote = { 0 };
-    guint hotplug = 0;
+    guint hotplug = 0, n_items;
     gboolean hide = FALSE, changed = FALSE;
     char *out = NULL;
 
@@ -1343,10 +1855,10 @@ av_domain_rewrite(const char *xml, gsize len, const AvPlacement *placement, cons
     doc = av_domain_xml_read(xml, len, error);
     if (!doc)
         return NULL;
-    root = domain_root(doc, error);
+    root = av_domain_root(doc, error);
     if (!root)
         goto out;
-    accelerators = accelerators_find(root);
+    accelerators = av_domain_accelerators_find(root);
     if (!requests_parse(accelerators, &requests, &hotplug, error))
         goto out;
     if (requests->len == 0 && hotplug == 0) {
@@ -1361,21 +1873,34 @@ av_domain_rewrite(const char *xml, gsize len, const AvPlacement *placement, cons
                              "so correct it first", dom->name, dom->pinning_problem);
         goto out;
     }
-    if (!placement_check(placement, policy, requests, &hide, error) || !strip(root, &changed, error))
+    if (!placement_check(placement, policy, requests, &hide, error) || !av_domain_strip(root, &changed, error))
+        goto out;
+    /* on what the user wrote, accelvirt's earlier placement gone */
+    topology = av_guest_topology_at(root, placement, error);
+    if (!topology)
         goto out;
 
     unit = doc_unit(root);
-    for (guint i = 0; placement->items && i < placement->items->len; i++) {
+    n_items = placement->items ? placement->items->len : 0;
+    slot_bus = g_new0(guint, n_items + 1);
+    slot_cell = g_new0(int, n_items + 1);
+    slots.bus = slot_bus;
+    slots.cell = slot_cell;
+    if (!write_topology(root, topology, n_items, &slots, unit, error))
+        goto out;
+    for (guint i = 0; i < n_items; i++) {
         const AvPlacedItem *item = g_ptr_array_index(placement->items, i);
         g_autofree char *alias = g_strdup_printf(AV_REWRITE_ALIAS_PREFIX "%u", i);
 
         if (!devices)
             devices = ensure_child(root, "devices", domain_order, unit);
-        insert_last(devices, hostdev_new(doc, item, alias), unit);
+        insert_last(devices, hostdev_new(doc, item, alias, slots.bus[i]), unit);
     }
     if (hotplug > 0)
         write_hotplug(root, hotplug, unit);
-    if (placement->numa_node >= 0) {
+    if (topology->cells->len > 0) {
+        write_cells(root, topology, &wrote, unit);
+    } else if (placement->numa_node >= 0) {
         if (!user_pinned(root)) {
             write_pinning(root, placement, MAX(dom->vcpus, 1), unit);
             wrote.pinned = TRUE;
@@ -1387,6 +1912,7 @@ av_domain_rewrite(const char *xml, gsize len, const AvPlacement *placement, cons
     }
     if (hide)
         write_hidden(root, &wrote, unit);
+    write_cliques(root, topology, placement, &wrote, unit);
 
     placed = new_elem(doc, accelerators->ns, "placement");
     if (placement->numa_node >= 0) {
@@ -1398,10 +1924,18 @@ av_domain_rewrite(const char *xml, gsize len, const AvPlacement *placement, cons
     set_prop(placed, "numatune", wrote.numatune ? "yes" : "no");
     set_prop(placed, "hidden", wrote.hidden ? "yes" : "no");
     set_prop(placed, "vendor-id", wrote.vendor_id ? "yes" : "no");
-    for (guint i = 0; placement->items && i < placement->items->len; i++) {
+    /* issue 16's, only when written: the records of earlier placements stay as they were */
+    if (wrote.cells)
+        set_prop(placed, "cells", "yes");
+    if (wrote.cpu)
+        set_prop(placed, "cpu", "yes");
+    if (wrote.qemu_ns)
+        set_prop(placed, "qemu-ns", "yes");
+    for (guint i = 0; i < n_items; i++) {
         g_autofree char *alias = g_strdup_printf(AV_REWRITE_ALIAS_PREFIX "%u", i);
 
-        xmlAddChild(placed, placed_new(doc, accelerators->ns, g_ptr_array_index(placement->items, i), alias));
+        xmlAddChild(placed, placed_new(doc, accelerators->ns, g_ptr_array_index(placement->items, i), alias,
+                                       slots.cell[i]));
     }
     insert_last(accelerators, placed, unit);
     out = doc_serialize(doc, has_declaration(xml, len), error);
@@ -1430,7 +1964,7 @@ av_domain_ensure_uuid(const char *xml, gsize len, char **ret_uuid, GError **erro
     doc = av_domain_xml_read(xml, len, error);
     if (!doc)
         return NULL;
-    root = domain_root(doc, error);
+    root = av_domain_root(doc, error);
     if (root) {
         uuid = g_uuid_string_random();
         unit = doc_unit(root);
@@ -1455,8 +1989,8 @@ av_domain_unplace(const char *xml, gsize len, GError **error)
 
     if (!doc)
         return NULL;
-    root = domain_root(doc, error);
-    if (root && strip(root, &changed, error))
+    root = av_domain_root(doc, error);
+    if (root && av_domain_strip(root, &changed, error))
         out = changed ? doc_serialize(doc, has_declaration(xml, len), error) : g_strndup(xml, len);
     xmlFreeDoc(doc);
     return out;
@@ -1663,7 +2197,7 @@ remap_usb(xmlNode *hostdev, xmlNode *entry, const AvPlacedItem *item, gboolean *
 static void
 remap_numa(xmlNode *root, xmlNode *placed, const AvPlacement *placement, const AvWrote *wrote, gboolean *changed)
 {
-    g_autofree char *cpuset = placement->numa_node >= 0 ? cpuset_format(placement->cpus) : NULL;
+    g_autofree char *cpuset = placement->numa_node >= 0 ? av_domain_cpuset_format(placement->cpus) : NULL;
     g_autofree char *node = placement->numa_node >= 0 ? g_strdup_printf("%d", placement->numa_node) : NULL;
     xmlNode *next;
 
@@ -1707,6 +2241,200 @@ remap_numa(xmlNode *root, xmlNode *placed, const AvPlacement *placement, const A
     }
 }
 
+/* The cell= of the <av:placement> entry @entry: *ret the cell, -1 when
+ * it has none. */
+static gboolean
+entry_cell(const xmlNode *entry, int *ret, GError **error)
+{
+    g_autofree char *cell = av_domain_prop(entry, "cell");
+    guint v = 0;
+
+    *ret = -1;
+    if (!cell)
+        return TRUE;
+    if (!av_domain_decimal_parse(cell, AV_DOMAIN_NODE_MAX - 1, &v)) {
+        g_autofree char *q = av_domain_quote(cell);
+
+        return av_domain_invalid_at(error, entry, "av:placement entry cell '%s' is not a guest NUMA cell between 0 "
+                                    "and %u", q, AV_DOMAIN_NODE_MAX - 1);
+    }
+    *ret = (int)v;
+    return TRUE;
+}
+
+/* The vCPUs of the guest cell @id as <cpu><numa><cell id= cpus=> of @root
+ * says, or NULL with an error. */
+static GArray *
+cell_vcpus(const xmlNode *root, guint id, GError **error)
+{
+    xmlNode *numa = av_domain_child_first(av_domain_child_first(root, "cpu", NULL), "numa", NULL);
+
+    for (xmlNode *c = numa ? numa->children : NULL; c; c = c->next) {
+        g_autofree char *cid = NULL;
+        g_autofree char *cpus = NULL;
+        GArray *set = NULL;
+        guint v = 0;
+
+        if (!av_domain_is_elem(c, "cell", NULL))
+            continue;
+        cid = av_domain_prop(c, "id");
+        if (!av_domain_decimal_parse(cid, G_MAXUINT32, &v) || v != id)
+            continue;
+        cpus = av_domain_prop(c, "cpus");
+        if (!cpus || !av_domain_cpuset_parse(cpus, AV_DOMAIN_VCPU_MAX, &set, error)) {
+            if (!cpus)
+                av_domain_invalid_at(error, c, "<cell id='%u'> has no cpus", id);
+            return NULL;
+        }
+        return set;
+    }
+    av_domain_invalid_at(error, numa, "the domain's <cpu><numa> has no <cell id='%u'>, which its av:placement "
+                         "names; place the domain again with 'accelvirt define'", id);
+    return NULL;
+}
+
+/* Sets @prop to @value on each <cputune> (vcpupin, emulatorpin) or
+ * <numatune> (memory, memnode) child @elem whose @attr is @id (@attr NULL:
+ * every one). */
+static void
+pins_update(xmlNode *root, const char *elem, const char *attr, guint id, const char *prop, const char *value,
+            gboolean *changed)
+{
+    const char *parent = g_str_has_prefix(elem, "mem") ? "numatune" : "cputune";
+
+    for (xmlNode *c = root->children; c; c = c->next) {
+        if (!av_domain_is_elem(c, parent, NULL))
+            continue;
+        for (xmlNode *pin = c->children; pin; pin = pin->next) {
+            g_autofree char *v = NULL;
+            guint n = 0;
+
+            if (!av_domain_is_elem(pin, elem, NULL))
+                continue;
+            v = attr ? av_domain_prop(pin, attr) : NULL;
+            if (!attr || (av_domain_decimal_parse(v, G_MAXUINT32, &n) && n == id))
+                update_prop(pin, prop, value, changed);
+        }
+    }
+}
+
+/* The host nodes the devices of guest cell @c sit on in @placement
+ * (@cells: each entry's cell), in the order met. */
+static GArray *
+cell_nodes(GArray *cells, const AvPlacement *placement, guint c)
+{
+    GArray *nodes = g_array_new(FALSE, FALSE, sizeof(guint));
+
+    for (guint i = 0; i < cells->len; i++) {
+        const AvPlacedItem *item = g_ptr_array_index(placement->items, i);
+        guint node = (guint)item->numa_node;
+        gboolean seen = FALSE;
+
+        if (g_array_index(cells, int, i) != (int)c || item->numa_node < 0)
+            continue;
+        for (guint k = 0; k < nodes->len && !seen; k++)
+            seen = g_array_index(nodes, guint, k) == node;
+        if (!seen)
+            g_array_append_val(nodes, node);
+    }
+    return nodes;
+}
+
+/* The nodeset of <numatune><memnode cellid=@c>, or NULL.  Caller frees. */
+static char *
+memnode_nodeset(const xmlNode *root, guint c)
+{
+    xmlNode *numatune = av_domain_child_first(root, "numatune", NULL);
+
+    for (xmlNode *m = numatune ? numatune->children : NULL; m; m = m->next) {
+        g_autofree char *id = NULL;
+        guint v = 0;
+
+        if (!av_domain_is_elem(m, "memnode", NULL))
+            continue;
+        id = av_domain_prop(m, "cellid");
+        if (av_domain_decimal_parse(id, G_MAXUINT32, &v) && v == c)
+            return av_domain_prop(m, "nodeset");
+    }
+    return NULL;
+}
+
+/* The guest cells accelvirt wrote, re-pinned to the host nodes their
+ * devices sit on in @placement (a cell whose devices span nodes: all of
+ * them): each cell's <vcpupin>s and <memnode>, then <emulatorpin> and
+ * <numatune><memory> on the union.  The cells, controllers and guest
+ * addresses stay: the guest ABI never changes.  When every cell's devices
+ * sit on the nodes its <memnode> already names, nothing changes (and
+ * @placement needs no CPUs: the hook's own remap of the same cards builds
+ * one without its nodes); else every node needs its CPUs in
+ * @placement->nodes. */
+static gboolean
+remap_cells(xmlNode *root, GPtrArray *entries, const AvPlacement *placement, gboolean *changed, GError **error)
+{
+    g_autoptr(GArray) cells = g_array_new(FALSE, FALSE, sizeof(int));
+    g_autoptr(GArray) all_cpus = g_array_new(FALSE, FALSE, sizeof(guint));
+    g_autoptr(GArray) all_nodes = g_array_new(FALSE, FALSE, sizeof(guint));
+    g_autofree char *all_cpuset = NULL;
+    g_autofree char *all_nodeset = NULL;
+    guint max_cell = 0;
+    gboolean any = FALSE, moved = FALSE;
+
+    for (guint i = 0; i < entries->len; i++) {
+        int cell = -1;
+
+        if (!entry_cell(g_ptr_array_index(entries, i), &cell, error))
+            return FALSE;
+        g_array_append_val(cells, cell);
+        if (cell >= 0) {
+            max_cell = MAX(max_cell, (guint)cell);
+            any = TRUE;
+        }
+    }
+    for (guint c = 0; any && c <= max_cell && !moved; c++) {
+        g_autoptr(GArray) nodes = cell_nodes(cells, placement, c);
+        g_autofree char *nodeset = nodes->len ? av_domain_cpuset_format(nodes) : NULL;
+        g_autofree char *now = memnode_nodeset(root, c);
+
+        moved = nodeset && g_strcmp0(nodeset, now) != 0;
+    }
+    if (!moved)
+        return TRUE;
+    for (guint c = 0; c <= max_cell; c++) {
+        g_autoptr(GArray) nodes = cell_nodes(cells, placement, c);
+        g_autoptr(GArray) vcpus = NULL;
+        g_autoptr(GArray) cpus = g_array_new(FALSE, FALSE, sizeof(guint));
+        g_autofree char *cpuset = NULL;
+        g_autofree char *nodeset = NULL;
+
+        if (nodes->len == 0)
+            continue;    /* no cell c, or none of its devices has a known node: as it was */
+        for (guint k = 0; k < nodes->len; k++) {
+            int node = (int)g_array_index(nodes, guint, k);
+            const AvPlacedNode *n = av_domain_placed_node(placement, node);
+
+            if (!n || !n->cpus || n->cpus->len == 0)
+                return av_domain_invalid_at(error, NULL, "the new placement lacks the CPUs of host node %d, where "
+                                            "the devices of guest cell %u now sit: cannot re-pin the cell",
+                                            node, c);
+            g_array_append_vals(cpus, n->cpus->data, n->cpus->len);
+        }
+        if (!(vcpus = cell_vcpus(root, c, error)))
+            return FALSE;
+        cpuset = av_domain_cpuset_format(cpus);
+        nodeset = av_domain_cpuset_format(nodes);
+        for (guint v = 0; v < vcpus->len; v++)
+            pins_update(root, "vcpupin", "vcpu", g_array_index(vcpus, guint, v), "cpuset", cpuset, changed);
+        pins_update(root, "memnode", "cellid", c, "nodeset", nodeset, changed);
+        g_array_append_vals(all_cpus, cpus->data, cpus->len);
+        g_array_append_vals(all_nodes, nodes->data, nodes->len);
+    }
+    all_cpuset = av_domain_cpuset_format(all_cpus);
+    all_nodeset = av_domain_cpuset_format(all_nodes);
+    pins_update(root, "emulatorpin", NULL, 0, "cpuset", all_cpuset, changed);
+    pins_update(root, "memory", NULL, 0, "nodeset", all_nodeset, changed);
+    return TRUE;
+}
+
 char *
 av_domain_remap(const char *xml, gsize len, const AvPlacement *placement, GError **error)
 {
@@ -1726,10 +2454,10 @@ av_domain_remap(const char *xml, gsize len, const AvPlacement *placement, GError
     doc = av_domain_xml_read(xml, len, error);
     if (!doc)
         return NULL;
-    root = domain_root(doc, error);
+    root = av_domain_root(doc, error);
     if (!root)
         goto out;
-    accelerators = accelerators_find(root);
+    accelerators = av_domain_accelerators_find(root);
     if (!requests_parse(accelerators, &requests, NULL, error))
         goto out;
     placed = accelerators ? placement_find(accelerators) : NULL;
@@ -1739,8 +2467,8 @@ av_domain_remap(const char *xml, gsize len, const AvPlacement *placement, GError
                     "<av:accelerators>); place it with 'accelvirt define'", dom->name ? dom->name : "(unnamed)");
         goto out;
     }
-    if (!yes_no(placed, "pinned", &wrote.pinned, error) || !yes_no(placed, "numatune", &wrote.numatune, error) ||
-        !placed_entries(placed, &entries, error) || !placement_check(placement, NULL, requests, &hide, error))
+    if (!wrote_read(placed, &wrote, error) || !placed_entries(placed, &entries, error) ||
+        !placement_check(placement, NULL, requests, &hide, error))
         goto out;
     if (!placement->items || placement->items->len != entries->len) {
         g_set_error(error, AV_ERROR, AV_ERROR_INVALID_INPUT,
@@ -1803,6 +2531,12 @@ av_domain_remap(const char *xml, gsize len, const AvPlacement *placement, GError
             goto out;
         /* an mdev keeps its UUID: the hook creates it at prepare */
     }
+    if (wrote.cells) {
+        /* the cells' pinning, not the one node's */
+        if (!remap_cells(root, entries, placement, &changed, error))
+            goto out;
+        wrote.pinned = wrote.numatune = FALSE;
+    }
     remap_numa(root, placed, placement, &wrote, &changed);
     out = changed ? doc_serialize(doc, has_declaration(xml, len), error) : g_strndup(xml, len);
 out:
@@ -1827,10 +2561,10 @@ av_domain_placement(const char *xml, gsize len, GError **error)
     doc = av_domain_xml_read(xml, len, error);
     if (!doc)
         return NULL;
-    root = domain_root(doc, error);
+    root = av_domain_root(doc, error);
     if (!root)
         goto out;
-    accelerators = accelerators_find(root);
+    accelerators = av_domain_accelerators_find(root);
     placed = accelerators ? placement_find(accelerators) : NULL;
     if (!placed) {
         ok = TRUE;
@@ -1841,7 +2575,7 @@ av_domain_placement(const char *xml, gsize len, GError **error)
         guint v = 0;
 
         if (node) {
-            if (!decimal_parse(node, AV_DOMAIN_NODE_MAX - 1, &v)) {
+            if (!av_domain_decimal_parse(node, AV_DOMAIN_NODE_MAX - 1, &v)) {
                 g_autofree char *q = av_domain_quote(node);
 
                 av_domain_invalid_at(error, placed, "av:placement node '%s' is not a NUMA node number between 0 and %u",
@@ -1857,6 +2591,7 @@ av_domain_placement(const char *xml, gsize len, GError **error)
         xmlNode *entry = g_ptr_array_index(entries, i);
         g_autoptr(AvPlacedItem) item = g_new0(AvPlacedItem, 1);
         g_autofree char *value = NULL;
+        int cell = -1;    /* checked; AvPlacedItem has no field for the guest side */
 
         item->numa_node = -1;
         item->vf_index = -1;
@@ -1878,7 +2613,7 @@ av_domain_placement(const char *xml, gsize len, GError **error)
                 goto out;
             }
             if (!av_domain_placed_vf(entry, &item->pf_address, &item->vf_index, error) ||
-                !av_domain_placed_bitstream(entry, &item->bitstream, error))
+                !av_domain_placed_bitstream(entry, &item->bitstream, error) || !entry_cell(entry, &cell, error))
                 goto out;
             if (item->pf_address)
                 item->attach = AV_ATTACH_SRIOV_VF;
@@ -1891,6 +2626,8 @@ av_domain_placement(const char *xml, gsize len, GError **error)
                 av_domain_invalid_at(error, entry, "av:mdev uuid '%s' is not a UUID", q);
                 goto out;
             }
+            if (!entry_cell(entry, &cell, error))
+                goto out;
         } else {
             g_autofree char *vendor = av_domain_prop(entry, "vendor");
             g_autofree char *product = av_domain_prop(entry, "product");
@@ -1973,10 +2710,10 @@ av_domain_validate_metadata(const char *xml, gsize len, const char *schema_path,
     doc = av_domain_xml_read(xml, len, error);
     if (!doc)
         return FALSE;
-    root = domain_root(doc, error);
+    root = av_domain_root(doc, error);
     if (!root)
         goto out;
-    accelerators = accelerators_find(root);
+    accelerators = av_domain_accelerators_find(root);
     if (!accelerators) {
         ok = TRUE;
         goto out;

@@ -14,6 +14,16 @@
  *   - when a profile says hide_hypervisor: <features><kvm><hidden
  *     state='on'/></kvm><hyperv><vendor_id state='on' value='...'/></hyperv>
  *     (seed 004: drivers that refuse to run in a VM);
+ *   - on a q35 machine, the guest topology of av_guest_topology()
+ *     (src/domain/av-topology.h, issue 16): pcie-expander-buses
+ *     ("ua-accelvirt-pxbC", <target busNr=><node>C</node></target>),
+ *     pcie-root-ports ("ua-accelvirt-rpK"), switch upstream and downstream
+ *     ports ("ua-accelvirt-upK", "-dnK"), all with explicit indexes, and
+ *     each positioned hostdev's guest <address type='pci'/>; guest NUMA
+ *     cells (<cpu><numa>, per-cell <vcpupin>s, <emulatorpin>, <numatune>
+ *     <memory> and <memnode>s, in place of the one node's pinning); GPUDirect
+ *     cliques (<qemu:override> entries for ua-accelvirt-N, xmlns:qemu on
+ *     <domain> when it had none);
  *   - for <av:hotplug slots="N"/> on a q35 machine: as many
  *     <controller type='pci' model='pcie-root-port'>s with aliases
  *     "ua-accelvirt-hotplugK" as it takes for N empty root ports, room for
@@ -33,7 +43,10 @@
  *         </av:placement>
  *       </av:accelerators>
  *     (and vendor-id="yes|no": hidden is about <kvm><hidden>, vendor-id
- *     about <hyperv><vendor_id>, since the user may have written one of them)
+ *     about <hyperv><vendor_id>, since the user may have written one of them;
+ *     issue 16, only when "yes": cells= for <cpu><numa> and the memnodes,
+ *     cpu= for the <cpu> element itself, qemu-ns= for the xmlns:qemu
+ *     declaration; and cell="C" on each entry a guest cell holds)
  *     whose pinned/numatune/hidden/vendor-id attributes say which elements
  *     accelvirt wrote, so that a later rewrite (or av_domain_unplace())
  *     removes exactly what accelvirt wrote and never what the user wrote.
@@ -97,7 +110,10 @@ char *av_domain_hotplug_fill(const char *xml, gsize len, guint *ret_added, GErro
 
 /* Removes everything an earlier placement wrote (hostdevs with ua-accelvirt
  * aliases, the pinning and numatune it wrote, the hidden features it wrote,
- * <av:placement>), keeping the requests.  Caller frees. */
+ * the topology's controllers by alias, the <qemu:override> entries of its
+ * hostdevs (and the override when they were all it held), the cells,
+ * memnodes, <cpu> and xmlns:qemu its record says it wrote, <av:placement>),
+ * keeping the requests.  Caller frees. */
 char *av_domain_unplace(const char *xml, gsize len, GError **error);
 
 /* The domain XML @xml with a <uuid> (a new random one after <name> when it
@@ -114,7 +130,14 @@ char *av_domain_ensure_uuid(const char *xml, gsize len, char **ret_uuid, GError 
  * <av:placement> node and entries, and, only where <av:placement> says
  * accelvirt wrote them (pinned="yes", numatune="yes"), the cpusets of the
  * <vcpupin>s and <emulatorpin> and the <numatune><memory nodeset=> (removed,
- * with the flag set to "no", when @placement has no node).  mdev hostdevs
+ * with the flag set to "no", when @placement has no node).  Guest NUMA cells
+ * accelvirt wrote (cells="yes") stay, each re-pinned to the host node(s)
+ * its devices (cell= of the entries) sit on in @placement: its <vcpupin>s
+ * on their CPUs (@placement->nodes; AV_ERROR_INVALID_INPUT when a node's
+ * CPUs are missing there), its <memnode> on them, <emulatorpin> and
+ * <numatune><memory> on the union; unchanged when every cell's devices sit
+ * on the nodes its <memnode> names.  The controllers, guest addresses and
+ * cliques never change.  mdev hostdevs
  * keep their UUID: the hook creates the mdev at prepare.  The vCPU count,
  * memory, guest addresses and the rest of the guest ABI never change (libvirt
  * refuses such changes at restore and migration).  When nothing changes the
@@ -126,7 +149,9 @@ char *av_domain_remap(const char *xml, gsize len, const AvPlacement *placement, 
 /* The placement <av:placement> of @xml records, read back: its node (-1
  * when none; cpus left empty), and one item per entry in alias order with
  * its profile and kind (av:device as vfio-pci), PCI address, mdev UUID or USB
- * bus path and ids.  An empty placement (no items) when there is none.
+ * bus path and ids (an entry's cell= is checked, not kept: AvPlacedItem
+ * has no field for the guest side).  An empty placement (no items) when
+ * there is none.
  * AV_ERROR_INVALID_INPUT on a malformed entry.  Caller frees. */
 AvPlacement *av_domain_placement(const char *xml, gsize len, GError **error);
 

@@ -1626,10 +1626,9 @@ av_place_int_cmp(gconstpointer a, gconstpointer b)
     return x < y ? -1 : x > y;
 }
 
-/* The host nodes @placement uses (its node and its items'), ascending, with
- * their CPUs and memory; a node the host lacks is left out.  Caller frees. */
-static GPtrArray *
-av_place_nodes(const AvHost *host, const AvPlacement *placement)
+/* See av-place.h. */
+GPtrArray *
+av_placement_nodes(const AvHost *host, const AvPlacement *placement)
 {
     GPtrArray *nodes = g_ptr_array_new_with_free_func((GDestroyNotify)av_placed_node_free);
     g_autoptr(GArray) ids = g_array_new(FALSE, FALSE, sizeof(int));
@@ -1777,7 +1776,7 @@ av_place(const AvHost *host, const AvPolicy *policy, const AvPool *pool, GPtrArr
         if (r->p2p_warning)
             g_ptr_array_add(placement->warnings, g_strdup(r->p2p_warning));
     }
-    placement->nodes = av_place_nodes(host, placement);
+    placement->nodes = av_placement_nodes(host, placement);
     ok = TRUE;
 
 out:

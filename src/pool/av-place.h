@@ -135,6 +135,13 @@ typedef struct {
 } AvPlacement;
 
 void av_placement_free(AvPlacement *placement);
+
+/* The host nodes @placement uses (its numa_node and its items' numa_node),
+ * ascending, with their CPUs and memory from @host; a node @host lacks is
+ * left out: what av_place() stores in AvPlacement->nodes, for placements
+ * built otherwise (the hook's remap of the same cards).  Returns a new
+ * array of AvPlacedNode* (caller frees). */
+GPtrArray *av_placement_nodes(const AvHost *host, const AvPlacement *placement);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(AvPlacement, av_placement_free)
 
 typedef struct {
