@@ -550,4 +550,11 @@ av "$SW" "$SWP" "$AV_TMP/pc-state" rewrite --dry-run "$AV_TMP/pc.in.xml" >"$AV_T
 check "an i440fx domain: placed without switch, pxb or cells, and a 'not mirrored' note on stderr" \
     eval "xq '$AV_TMP/pc.xml' \"not ctls('pcie-expander-bus') and not ctls('pcie-switch-upstream-port') and r.find('cpu/numa') is None\" && grep -q '^accelvirt: not mirrored: ' '$AV_TMP/pc.err' && lv_valid '$AV_TMP/pc.xml'"
 
+# The user's own guest NUMA wins: no cells, the switch on pcie-root, a note.
+sed "s|<cpu mode='host-passthrough'/>|<cpu mode='host-passthrough'><numa><cell id='0' cpus='0-3' memory='16777216' unit='KiB'/></numa></cpu>|" \
+    "$PL/topo3.in.xml" >"$AV_TMP/user.in.xml"
+av "$SW" "$SWP" "$AV_TMP/user-state" rewrite --dry-run "$AV_TMP/user.in.xml" >"$AV_TMP/user.xml" 2>"$AV_TMP/user.err"
+check "a domain with <cpu><numa> cells of its own: they stay as written, no pxb, the switch mirrored on pcie-root, a note" \
+    eval "xq '$AV_TMP/user.xml' \"A('cpu/numa/cell', 'memory') == ['16777216'] and not ctls('pcie-expander-bus') and [x[0] for x in chain(hbus('ua-accelvirt-0'))] == ['pcie-switch-downstream-port', 'pcie-switch-upstream-port', 'pcie-root-port'] and cliques() == {'ua-accelvirt-0': '0', 'ua-accelvirt-1': '0'}\" && grep -q '^accelvirt: not mirrored: guest NUMA: the domain has <cpu><numa> cells of its own' '$AV_TMP/user.err' && lv_valid '$AV_TMP/user.xml'"
+
 finish

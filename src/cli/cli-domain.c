@@ -1193,6 +1193,7 @@ av_cli_print_plan(const AvDomain *placed, const char *uuid, const AvPlacement *p
 {
     g_autofree char *vcpus = av_cli_vcpupins_describe(placed);
     g_autoptr(GString) pinning = g_string_new(NULL);
+    g_autofree char *printable = NULL;
 
     if (!av_cli_print_placement_head("plan for", placed->name ? placed->name : "?", uuid, placement,
                                      "nothing to place"))
@@ -1203,7 +1204,7 @@ av_cli_print_plan(const AvDomain *placed, const char *uuid, const AvPlacement *p
 
         g_string_append_printf(line, "  " AV_REWRITE_ALIAS_PREFIX "%-3u %-20s ", i, item->profile);
         if (item->mdev_uuid)
-            g_string_append_printf(line, "mdev %s (%s) on %s", item->mdev_uuid, item->mdev_type,
+            g_string_append_printf(line, "mdev %s (%s) on %s", item->mdev_uuid, item->mdev_type ? item->mdev_type : "?",
                                    item->mdev_parent ? item->mdev_parent : "the parent the hook picks at prepare");
         else if (item->usb_bus_path)
             g_string_append_printf(line, "usb %s", item->usb_bus_path);
@@ -1232,7 +1233,11 @@ av_cli_print_plan(const AvDomain *placed, const char *uuid, const AvPlacement *p
         g_string_append_printf(pinning, "%smemory %s on host nodes %s", pinning->len ? "; " : "",
                                placed->numatune_memory_mode ? placed->numatune_memory_mode : "strict",
                                placed->numatune_memory_nodeset);
-    printf("  pinning: %s\n", pinning->len ? pinning->str : "none (nothing ties the domain to a NUMA node)");
+    if (pinning->len == 0)
+        g_string_append(pinning, "none (nothing ties the domain to a NUMA node)");
+    /* The domain's own pinning, when it has some, is the tenant's text. */
+    printable = av_cli_printable(pinning->str);
+    printf("  pinning: %s\n", printable);
     for (guint i = 0; i < placement->warnings->len; i++)
         printf("  warning: %s\n", (const char *)g_ptr_array_index(placement->warnings, i));
     av_cli_print_topology(stdout, "", topology, placement, FALSE);
