@@ -70,6 +70,10 @@ failed() {
 #   pl()          the <av:placement> element
 #   devs()        the addresses of its <av:device>s
 #   hostdevs()    (type, managed, address or uuid, alias) of each <hostdev>
+#   ctls(model)   the <controller type='pci'> elements of that model
+#   chain(bus)    (model, index, pxb's target node) of each controller from a guest bus up to pcie-root
+#   hbus(alias), cell_of(alias)  a hostdev's guest bus, the guest cell of the pcie-expander-bus above it
+#   cliques()     {alias: x-nv-gpudirect-clique} of the <qemu:override> devices
 xq() {
     python3 - "$1" "$2" <<'PY'
 import sys, xml.etree.ElementTree as ET
@@ -94,6 +98,30 @@ def hostdevs():
         al = h.find("alias")
         out.append((h.get("type"), h.get("managed"), where, al.get("name") if al is not None else None))
     return out
+# issue 16: the guest PCIe topology.
+QNS = "{http://libvirt.org/schemas/domain/qemu/1.0}"
+def ctls(model):
+    return [c for c in r.findall("devices/controller") if c.get("type") == "pci" and c.get("model") == model]
+def bus(e):
+    a = e.find("address")
+    return int(a.get("bus"), 16) if a is not None and a.get("bus") is not None else None
+def hbus(alias):
+    return [bus(h) for h in r.findall("devices/hostdev") if h.find("alias") is not None and h.find("alias").get("name") == alias][0]
+def chain(b):
+    # the controllers from guest bus b up to pcie-root: [(model, index, target node or None)]
+    out = []
+    while b:
+        c = [c for c in r.findall("devices/controller") if c.get("type") == "pci" and int(c.get("index")) == b][0]
+        t = c.find("target/node")
+        out.append((c.get("model"), b, t.text if t is not None else None))
+        b = bus(c)
+    return out
+def cell_of(alias):
+    nodes = [x[2] for x in chain(hbus(alias)) if x[0] == "pcie-expander-bus"]
+    return nodes[0] if nodes else None
+def cliques():
+    return {d.get("alias"): p.get("value") for d in r.findall(QNS + "override/" + QNS + "device")
+            for p in d.findall(QNS + "frontend/" + QNS + "property") if p.get("name") == "x-nv-gpudirect-clique"}
 ok = eval(sys.argv[2])
 if not ok:
     print("false: " + sys.argv[2])
@@ -117,6 +145,18 @@ claims() {
 same_claims() {
     got=$(claims "$1" | sed "s/ $UUID/ /" | tr '\n' ';' | sed 's/;$//; s/;/; /g')
     [ "$got" = "$2" ] || { echo "claims: '$got', expected '$2'"; return 1; }
+}
+
+LV_RNG=/usr/share/libvirt/schemas/domain.rng
+
+# lv_valid FILE: libvirt's installed schema accepts the domain FILE, as
+# tests/test-rewrite.c checks its goldens (passes, saying so, without it).
+lv_valid() {
+    if [ ! -f "$LV_RNG" ] || ! command -v xmllint >/dev/null 2>&1; then
+        echo "libvirt's schema or xmllint is not installed: not validated"
+        return 0
+    fi
+    xmllint --noout --relaxng "$LV_RNG" "$1"
 }
 
 N0=0-15,32-47
@@ -250,6 +290,8 @@ place split-pref "$H2" "$PREF" "$SPLIT" --dry-run gpu2
 check "gpu2 preferred: both free A100s, one off the domain's node" \
     xq "$AV_TMP/split-pref.xml" "devs() == ['0000:65:00.0', '0000:e3:00.0'] and pl().get('node') in ('0', '1')"
 check "  ... matches tests/place/gpu2-split-preferred.out.xml" pgolden gpu2-split-preferred.out.xml "$AV_TMP/split-pref.xml"
+check "  ... spanning both nodes: two guest NUMA cells, each GPU under the pxb of its node's cell (issue 16), libvirt's schema accepts it" \
+    eval "xq '$AV_TMP/split-pref.xml' \"A('cpu/numa/cell', 'cpus') == ['0-3', '4-7'] and (cell_of('ua-accelvirt-0'), cell_of('ua-accelvirt-1')) == ('0', '1')\" && lv_valid '$AV_TMP/split-pref.xml'"
 check "  ... with a warning on stderr naming the off-node device" \
     eval "[ \$(cat '$AV_TMP/split-pref.rc') = 0 ] && grep -q \"warning: profile 'gpu-passthrough' has numa preferred but 1 of its 2 devices is on NUMA node\" '$AV_TMP/split-pref.err'"
 
@@ -382,5 +424,137 @@ check "a domain asking only for hot-plug slots: two empty pcie-root-ports, nothi
 sed -e 's|<av:request[^>]*/>|<av:hotplug slots="0"/>|' "$PL/hold-a.in.xml" >"$AV_TMP/hotplug0.in.xml"
 check "<av:hotplug slots=\"0\"/>: refused in one line" \
     eval "! av '$H2' '$STRICT' '$HP' rewrite '$AV_TMP/hotplug0.in.xml' >'$AV_TMP/hp0.out' 2>'$AV_TMP/hp0.err' && [ \"\$(wc -l <'$AV_TMP/hp0.err')\" = 1 ] && grep -q 'from 1 to 16' '$AV_TMP/hp0.err'"
+
+
+# === issue 16: PCIe switches, guest NUMA cells, GPUDirect cliques ===
+# The switches host (tests/data/mkhosts.py, switches()): A100s behind switch
+# 0000:11:00.0 (13, 14) and 0000:21:00.0 (23, 24, and 27 behind a nested
+# switch) on node 0 (CPUs 0-7), behind switch 0000:91:00.0 (93, 94) on node 1
+# (CPUs 8-15), and 0000:a1:00.0 alone under root port 0000:a0:01.0 on node
+# 1.  policies-switches: gpu-p2p (every A100 but a1, pack), gpu-lone (a1),
+# both numa none, so that one domain may span the nodes.
+SW="$AV_TEST_HOSTS/switches"
+SWP="$PL/policies-switches"
+SWS="$AV_TMP/switches"
+# refused OUT STATUS PATTERN: as failed, and the state dir $SWS as it was.
+refused() {
+    failed "$@" && cmp "$SWS/pool.json" "$AV_TMP/sw.pool" && cmp "$SWS/journal.jsonl" "$AV_TMP/sw.journal"
+}
+
+av "$SW" "$SWP" "$SWS" status >/dev/null
+cp "$SWS/pool.json" "$AV_TMP/sw.pool"
+cp "$SWS/journal.jsonl" "$AV_TMP/sw.journal"
+
+# topo3: 2 GPUs p2p="required" and the lone GPU of node 1.
+place topo3 "$SW" "$SWP" "$SWS" --dry-run topo3
+check "topo3 (2 GPUs p2p required, 1 lone GPU): placed, exit 0" eval "[ \$(cat '$AV_TMP/topo3.rc') = 0 ]"
+check "  ... matches tests/place/topo3.out.xml" pgolden topo3.out.xml "$AV_TMP/topo3.xml"
+check "  ... libvirt's schema accepts it" lv_valid "$AV_TMP/topo3.xml"
+check "  ... the p2p GPUs behind one host switch (13, 14 behind 0000:11:00.0), then 0000:a1:00.0" \
+    xq "$AV_TMP/topo3.xml" "devs() == ['0000:13:00.0', '0000:14:00.0', '0000:a1:00.0']"
+check "  ... one emulated switch: both behind downstream ports of one upstream port, under a root port under the pxb of cell 0" \
+    xq "$AV_TMP/topo3.xml" "[x[0] for x in chain(hbus('ua-accelvirt-0'))] == ['pcie-switch-downstream-port', 'pcie-switch-upstream-port', 'pcie-root-port', 'pcie-expander-bus'] and chain(hbus('ua-accelvirt-0'))[1:] == chain(hbus('ua-accelvirt-1'))[1:] and hbus('ua-accelvirt-0') != hbus('ua-accelvirt-1') and len(ctls('pcie-switch-upstream-port')) == 1 and len(ctls('pcie-switch-downstream-port')) == 2"
+check "  ... the lone GPU on a root port of its own under the pxb of cell 1; pxbs for cells 0 and 1 only" \
+    xq "$AV_TMP/topo3.xml" "[x[0] for x in chain(hbus('ua-accelvirt-2'))] == ['pcie-root-port', 'pcie-expander-bus'] and (cell_of('ua-accelvirt-0'), cell_of('ua-accelvirt-1'), cell_of('ua-accelvirt-2')) == ('0', '0', '1') and sorted(c.findtext('target/node') for c in ctls('pcie-expander-bus')) == ['0', '1']"
+check "  ... two guest cells (vCPUs 0-1 and 2-3, 8 GiB each), pinned to host nodes 0 (CPUs 0-7) and 1 (8-15), memory strict per cell" \
+    xq "$AV_TMP/topo3.xml" "A('cpu/numa/cell', 'id') == ['0', '1'] and A('cpu/numa/cell', 'cpus') == ['0-1', '2-3'] and [int(m) * {'KiB': 1, None: 1}[u] for m, u in zip(A('cpu/numa/cell', 'memory'), A('cpu/numa/cell', 'unit'))] == [8388608, 8388608] and A('cputune/vcpupin', 'cpuset') == ['0-7', '0-7', '8-15', '8-15'] and [(m.get('cellid'), m.get('nodeset'), m.get('mode')) for m in r.findall('numatune/memnode')] == [('0', '0', 'strict'), ('1', '1', 'strict')]"
+check "  ... the NVIDIA GPUs behind one host switch share x-nv-gpudirect-clique 0 (qemu:override); the lone one has none" \
+    xq "$AV_TMP/topo3.xml" "cliques() == {'ua-accelvirt-0': '0', 'ua-accelvirt-1': '0'}"
+check "  ... stderr says what it mirrors: the cells, the switch with its clique, the lone root port" \
+    eval "grep -q '^accelvirt: guest NUMA: cell 0 = host node 0 (vCPUs 0-1, 8192 MiB), cell 1 = host node 1 (vCPUs 2-3, 8192 MiB)$' '$AV_TMP/topo3.err' && grep -q '^accelvirt: guest switch under cell 0 mirrors host switch 0000:11:00.0: ua-accelvirt-0 (0000:13:00.0), ua-accelvirt-1 (0000:14:00.0); x-nv-gpudirect-clique 0$' '$AV_TMP/topo3.err' && grep -q '^accelvirt: guest root port under cell 1: ua-accelvirt-2 (0000:a1:00.0)$' '$AV_TMP/topo3.err' && [ \$(wc -l <'$AV_TMP/topo3.err') = 3 ]"
+check "  ... reserved nothing" eval "cmp '$SWS/pool.json' '$AV_TMP/sw.pool' && cmp '$SWS/journal.jsonl' '$AV_TMP/sw.journal'"
+av "$SW" "$SWP" "$SWS" rewrite --dry-run "$AV_TMP/topo3.xml" >"$AV_TMP/topo3-again.xml" 2>/dev/null
+check "  ... rewriting the placed document gives it back byte for byte" cmp "$AV_TMP/topo3.xml" "$AV_TMP/topo3-again.xml"
+
+# p2p="required" with 3: only switch 0000:21:00.0 holds 3 (its nested switch counts as it).
+place p2p3 "$SW" "$SWP" "$SWS" --dry-run p2p3
+check "p2p required, 3 GPUs: all behind host switch 0000:21:00.0 (23, 24, and 27 behind its nested switch)" \
+    eval "[ \$(cat '$AV_TMP/p2p3.rc') = 0 ] && xq '$AV_TMP/p2p3.xml' \"devs() == ['0000:23:00.0', '0000:24:00.0', '0000:27:00.0']\""
+check "  ... one emulated switch of 3 downstream ports on pcie-root (one host node: no cells), one clique" \
+    xq "$AV_TMP/p2p3.xml" "len(ctls('pcie-switch-downstream-port')) == 3 and not ctls('pcie-expander-bus') and r.find('cpu/numa') is None and [x[0] for x in chain(hbus('ua-accelvirt-2'))] == ['pcie-switch-downstream-port', 'pcie-switch-upstream-port', 'pcie-root-port'] and cliques() == {'ua-accelvirt-%d' % i: '0' for i in range(3)}"
+check "  ... matches tests/place/p2p3.out.xml, which libvirt's schema accepts" \
+    eval "pgolden p2p3.out.xml '$AV_TMP/p2p3.xml' && lv_valid '$AV_TMP/p2p3.xml'"
+"$AV" --root "$SW" --policy-dir "$SWP" --state-dir "$SWS" --json plan "$PL/nop2p3.in.xml" >"$AV_TMP/nop2p3.json" 2>&1
+check "without p2p the same 3 GPUs are not all behind one switch (pack by address)" json "$AV_TMP/nop2p3.json" \
+    "len(d['devices']) == 3 and len(set(x['switch'] for x in d['devices'])) > 1"
+
+# p2p="required" that no switch can hold: refused, nothing reserved.
+place p2p4 "$SW" "$SWP" "$SWS" p2p4
+P2P4_WHY="no PCIe switch of this host has 4 free cards of profile 'gpu-p2p' (switch 0000:11:00.0 has 2 free, switch 0000:21:00.0 has 3 free, switch 0000:91:00.0 has 2 free)"
+check "p2p required, 4 GPUs: no switch has 4: refused in one line naming what each switch has free (exit 3), nothing reserved" \
+    refused p2p4 3 "$P2P4_WHY; free some, or ask for p2p='preferred'\$"
+place p2p4p "$SW" "$SWP" "$SWS" --dry-run p2p4-preferred
+check "p2p preferred, 4 GPUs: placed anyway, with a warning that they could not sit behind one switch" \
+    eval "[ \$(cat '$AV_TMP/p2p4p.rc') = 0 ] && grep -qF \"accelvirt: warning: the 4 cards of 'gpu-p2p' could not sit behind one PCIe switch: $P2P4_WHY\" '$AV_TMP/p2p4p.err' && lv_valid '$AV_TMP/p2p4p.xml'"
+check "  ... two by two behind switches 0000:11:00.0 and 0000:21:00.0: two emulated switches, cliques 0 and 1" \
+    xq "$AV_TMP/p2p4p.xml" "devs() == ['0000:13:00.0', '0000:14:00.0', '0000:23:00.0', '0000:24:00.0'] and len(ctls('pcie-switch-upstream-port')) == 2 and cliques() == {'ua-accelvirt-0': '0', 'ua-accelvirt-1': '0', 'ua-accelvirt-2': '1', 'ua-accelvirt-3': '1'} and chain(hbus('ua-accelvirt-0'))[1] != chain(hbus('ua-accelvirt-2'))[1]"
+
+# plan FILE: what rewrite would write, reserving nothing.
+plan_topo3() {
+    "$AV" --root "$SW" --policy-dir "$SWP" --state-dir "$SWS" plan "$PL/topo3.in.xml" >"$AV_TMP/topo3.plan.txt" 2>"$AV_TMP/topo3.plan.err"
+}
+check "plan FILE: exit 0, nothing on stderr, the state dir as it was" \
+    eval "state_unchanged '$SWS' plan_topo3 && [ ! -s '$AV_TMP/topo3.plan.err' ]"
+check "  ... matches tests/place/topo3.plan.txt (per device alias, host address, node, switch or root port; pinning; topology)" \
+    pgolden topo3.plan.txt "$AV_TMP/topo3.plan.txt"
+check "  ... plan of the placed document says the same" \
+    eval "'$AV' --root '$SW' --policy-dir '$SWP' --state-dir '$SWS' plan - <'$AV_TMP/topo3.xml' | cmp - '$AV_TMP/topo3.plan.txt'"
+"$AV" --root "$SW" --policy-dir "$SWP" --state-dir "$SWS" --json plan "$PL/topo3.in.xml" >"$AV_TMP/topo3.plan.json" 2>&1
+check "plan --json: each device with its alias, host switch or root port and GPUDirect fact" json "$AV_TMP/topo3.plan.json" \
+    "[(x['alias'], x['address'], x['numa_node'], x['switch'], x['root_port'], x['gpudirect']) for x in d['devices']] == [('ua-accelvirt-0', '0000:13:00.0', 0, '0000:11:00.0', '0000:10:01.0', True), ('ua-accelvirt-1', '0000:14:00.0', 0, '0000:11:00.0', '0000:10:01.0', True), ('ua-accelvirt-2', '0000:a1:00.0', 1, None, '0000:a0:01.0', True)] and d['domain'] == 'topo3'"
+check "  ... and \"topology\": two cells, the switch group in cell 0 with clique 0, the root port group in cell 1, no note" json "$AV_TMP/topo3.plan.json" \
+    "[(c['cell'], c['host_node'], c['vcpus'], c['memory_kib']) for c in d['topology']['cells']] == [(0, 0, '0-1', 8388608), (1, 1, '2-3', 8388608)] and [(g['cell'], g['host_switch'], g['clique'], [x['alias'] for x in g['devices']]) for g in d['topology']['groups']] == [(0, '0000:11:00.0', 0, ['ua-accelvirt-0', 'ua-accelvirt-1']), (1, None, None, ['ua-accelvirt-2'])] and d['topology']['notes'] == []"
+check "  ... the same JSON as define --dry-run --json" \
+    eval "'$AV' --root '$SW' --policy-dir '$SWP' --state-dir '$SWS' --json define --dry-run '$PL/topo3.in.xml' | cmp - '$AV_TMP/topo3.plan.json'"
+"$AV" --root "$SW" --policy-dir "$SWP" --state-dir "$SWS" define --dry-run "$PL/topo3.in.xml" >"$AV_TMP/topo3.define.txt" 2>&1
+check "define --dry-run: the placement, then the topology lines" \
+    eval "grep -q \"^would define domain 'topo3'\" '$AV_TMP/topo3.define.txt' && grep -q '^  guest switch under cell 0 mirrors host switch 0000:11:00.0: ua-accelvirt-0 (0000:13:00.0), ua-accelvirt-1 (0000:14:00.0); x-nv-gpudirect-clique 0$' '$AV_TMP/topo3.define.txt' && grep -q '^  guest NUMA: cell 0 = host node 0' '$AV_TMP/topo3.define.txt'"
+check "plan --defrag FILE: a usage error in one line (exit 2)" \
+    one_line 2 "either --defrag or a domain FILE, not both" "$AV" --root "$SW" --policy-dir "$SWP" --state-dir "$SWS" plan --defrag "$PL/topo3.in.xml"
+check "plan of a p2p request no switch can hold: the placer's line (exit 3), the state dir as it was" \
+    eval "state_unchanged '$SWS' one_line 3 \"$P2P4_WHY\" '$AV' --root '$SW' --policy-dir '$SWP' --state-dir '$SWS' plan '$PL/p2p4.in.xml'"
+check "plan of a domain without requests: says so" \
+    eval "'$AV' --root '$SW' --policy-dir '$SWP' --state-dir '$SWS' plan '$PL/nova.in.xml' | grep -q ': no accelerator requests, nothing to place$'"
+
+# Reserved: the next p2p domain goes elsewhere.
+place topo3-res "$SW" "$SWP" "$SWS" topo3
+check "topo3 reserved (no --dry-run): the same document, its 3 GPUs claimed" \
+    eval "[ \$(cat '$AV_TMP/topo3-res.rc') = 0 ] && cmp '$AV_TMP/topo3.xml' '$AV_TMP/topo3-res.xml' && same_claims '$SWS' '0000:13:00.0 70; 0000:14:00.0 70; 0000:a1:00.0 70'"
+sed 's/count="3"/count="2"/' "$PL/p2p3.in.xml" >"$AV_TMP/p2p2.in.xml"
+"$AV" --root "$SW" --policy-dir "$SWP" --state-dir "$SWS" --json plan "$AV_TMP/p2p2.in.xml" >"$AV_TMP/p2p2.json" 2>&1
+check "  ... 2 more GPUs p2p required: switch 0000:91:00.0 (2 free, pack: the fewest that hold them), not 0000:21:00.0 (3)" json "$AV_TMP/p2p2.json" \
+    "[(x['address'], x['switch']) for x in d['devices']] == [('0000:93:00.0', '0000:91:00.0'), ('0000:94:00.0', '0000:91:00.0')]"
+
+# Hostile or impossible metadata: one line, exit 2, nothing reserved.
+cp "$SWS/pool.json" "$AV_TMP/sw.pool"
+cp "$SWS/journal.jsonl" "$AV_TMP/sw.journal"
+hostile() {
+    sed "$2" "$PL/topo3.in.xml" >"$AV_TMP/$1.in.xml"
+    av "$SW" "$SWP" "$SWS" rewrite "$AV_TMP/$1.in.xml" >"$AV_TMP/$1.xml" 2>"$AV_TMP/$1.err"
+    echo $? >"$AV_TMP/$1.rc"
+}
+hostile h-p2p 's/p2p="required"/p2p="always"/'
+check "p2p=\"always\": refused in one line naming p2p (exit 2), nothing reserved" refused h-p2p 2 "p2p"
+hostile h-numa 's|<av:request profile="gpu-lone" count="1"/>|&<av:topology guest-numa="sometimes"/>|'
+check "<av:topology guest-numa=\"sometimes\">: refused in one line (exit 2), nothing reserved" refused h-numa 2 "guest-numa"
+hostile h-attr 's|<av:request profile="gpu-lone" count="1"/>|&<av:topology bridges="mirror"/>|'
+check "<av:topology bridges=>: an unknown attribute, refused in one line (exit 2), nothing reserved" refused h-attr 2 "bridges"
+hostile h-two 's|<av:request profile="gpu-lone" count="1"/>|&<av:topology/><av:topology/>|'
+check "two <av:topology>: refused in one line (exit 2), nothing reserved" refused h-two 2 "topology"
+hostile h-mirror "s|<av:request profile=\"gpu-lone\" count=\"1\"/>|&<av:topology guest-numa=\"mirror\"/>|; s|machine='q35'|machine='pc'|"
+check "guest-numa=\"mirror\" on i440fx: cannot be honoured, refused in one line (exit 2), nothing reserved" refused h-mirror 2 "mirror"
+
+# i440fx: nothing mirrored, a note (on a pool of its own: topo3 holds the lone GPU).
+sed "s|machine='q35'|machine='pc'|" "$PL/topo3.in.xml" >"$AV_TMP/pc.in.xml"
+av "$SW" "$SWP" "$AV_TMP/pc-state" rewrite --dry-run "$AV_TMP/pc.in.xml" >"$AV_TMP/pc.xml" 2>"$AV_TMP/pc.err"
+check "an i440fx domain: placed without switch, pxb or cells, and a 'not mirrored' note on stderr" \
+    eval "xq '$AV_TMP/pc.xml' \"not ctls('pcie-expander-bus') and not ctls('pcie-switch-upstream-port') and r.find('cpu/numa') is None\" && grep -q '^accelvirt: not mirrored: ' '$AV_TMP/pc.err' && lv_valid '$AV_TMP/pc.xml'"
+
+# The user's own guest NUMA wins: no cells, the switch on pcie-root, a note.
+sed "s|<cpu mode='host-passthrough'/>|<cpu mode='host-passthrough'><numa><cell id='0' cpus='0-3' memory='16777216' unit='KiB'/></numa></cpu>|" \
+    "$PL/topo3.in.xml" >"$AV_TMP/user.in.xml"
+av "$SW" "$SWP" "$AV_TMP/user-state" rewrite --dry-run "$AV_TMP/user.in.xml" >"$AV_TMP/user.xml" 2>"$AV_TMP/user.err"
+check "a domain with <cpu><numa> cells of its own: they stay as written, no pxb, the switch mirrored on pcie-root, a note" \
+    eval "xq '$AV_TMP/user.xml' \"A('cpu/numa/cell', 'memory') == ['16777216'] and not ctls('pcie-expander-bus') and [x[0] for x in chain(hbus('ua-accelvirt-0'))] == ['pcie-switch-downstream-port', 'pcie-switch-upstream-port', 'pcie-root-port'] and cliques() == {'ua-accelvirt-0': '0', 'ua-accelvirt-1': '0'}\" && grep -q '^accelvirt: not mirrored: guest NUMA: the domain has <cpu><numa> cells of its own' '$AV_TMP/user.err' && lv_valid '$AV_TMP/user.xml'"
 
 finish

@@ -19,6 +19,7 @@
 #include "cli.h"
 #include "domain/av-domain.h"
 #include "domain/av-rewrite.h"
+#include "domain/av-topology.h"
 #include "pool/av-bitstream.h"
 #include "pool/av-place.h"
 #include "util/av-error.h"
@@ -236,14 +237,17 @@ av_cli_check_fits(const AvHost *host, const AvPlacement *placement, const GPtrAr
 /* The placed XML of a domain: requests placed on this host, devices claimed
  * for it (with @ttl_s seconds of expiry unless @dry_run, 0: none).  @pool must
  * be open for writing unless @dry_run.  Stores the new XML and the domain's
- * UUID (both caller frees), the placement and the bitstreams its requests
+ * UUID (both caller frees), the placement, the bitstreams its requests
  * name (AvBitstream*, resolved in the library before placing: see
- * av_cli_resolve_bitstreams(); caller frees). */
+ * av_cli_resolve_bitstreams(); caller frees) and the guest topology the
+ * rewrite wrote (av_guest_topology() of the same XML and placement, issue
+ * 16; caller frees).  Every ret_ may be NULL but @ret_xml. */
 static gboolean
 av_cli_place(const AvCli *cli, AvRoot *root, AvPolicy *policy, AvPool *pool, const char *xml, gsize len,
              gboolean dry_run, gint64 ttl_s, char **ret_xml, char **ret_uuid, AvPlacement **ret_placement,
-             GPtrArray **ret_bitstreams, GError **error)
+             GPtrArray **ret_bitstreams, AvGuestTopology **ret_topology, GError **error)
 {
+    g_autoptr(AvGuestTopology) topology = NULL;
     g_autoptr(GPtrArray) bitstreams = g_ptr_array_new_with_free_func((GDestroyNotify)av_bitstream_free);
     g_autoptr(AvDomain) domain = NULL;
     g_autoptr(GPtrArray) requests = NULL;
@@ -286,6 +290,12 @@ av_cli_place(const AvCli *cli, AvRoot *root, AvPolicy *policy, AvPool *pool, con
             placed = av_domain_rewrite(xml, len, empty, policy, error);
             if (!placed)
                 return FALSE;
+        }
+        if (ret_topology) {
+            topology = av_guest_topology(xml, len, empty, error);
+            if (!topology)
+                return FALSE;
+            *ret_topology = g_steal_pointer(&topology);
         }
         if (ret_uuid)
             *ret_uuid = g_strdup(domain->uuid);
@@ -348,6 +358,12 @@ av_cli_place(const AvCli *cli, AvRoot *root, AvPolicy *policy, AvPool *pool, con
     placed = av_domain_rewrite(with_uuid, strlen(with_uuid), placement, policy, error);
     if (!placed)
         goto out;
+    if (ret_topology) {
+        /* What the rewrite just wrote, for people (plan, the dry runs). */
+        topology = av_guest_topology(with_uuid, strlen(with_uuid), placement, error);
+        if (!topology)
+            goto out;
+    }
 
     if (!dry_run) {
         owner = av_owner_new(uuid, domain->name);
@@ -378,6 +394,8 @@ av_cli_place(const AvCli *cli, AvRoot *root, AvPolicy *policy, AvPool *pool, con
         *ret_placement = g_steal_pointer(&placement);
     if (ret_bitstreams)
         *ret_bitstreams = g_steal_pointer(&bitstreams);
+    if (ret_topology)
+        *ret_topology = g_steal_pointer(&topology);
     ok = TRUE;
 out:
     g_clear_pointer(&scratch, av_pool_free);
@@ -436,18 +454,32 @@ av_cli_print_program_notes(const AvPool *pool, const GPtrArray *bitstreams, cons
     }
 }
 
-static void
-av_cli_print_placement(const char *verb, const char *name, const char *uuid, const AvPlacement *placement,
-                       const AvPool *pool, const GPtrArray *bitstreams)
+/* "VERB domain 'NAME' (UUID) on NUMA node N:", the first line of a
+ * placement for people; when @placement has no device, the line ends
+ * ": no accelerator requests, @nothing" and FALSE says so. */
+static gboolean
+av_cli_print_placement_head(const char *verb, const char *name, const char *uuid, const AvPlacement *placement,
+                            const char *nothing)
 {
-    printf("%s domain '%s' (%s)", verb, name, uuid ? uuid : "UUID chosen by libvirt");
+    g_autofree char *printable = av_cli_printable(name);
+
+    printf("%s domain '%s' (%s)", verb, printable, uuid ? uuid : "UUID chosen by libvirt");
     if (placement->items->len == 0) {
-        printf(": no accelerator requests, left as written\n");
-        return;
+        printf(": no accelerator requests, %s\n", nothing);
+        return FALSE;
     }
     if (placement->numa_node >= 0)
         printf(" on NUMA node %d", placement->numa_node);
     printf(":\n");
+    return TRUE;
+}
+
+static void
+av_cli_print_placement(const char *verb, const char *name, const char *uuid, const AvPlacement *placement,
+                       const AvPool *pool, const GPtrArray *bitstreams)
+{
+    if (!av_cli_print_placement_head(verb, name, uuid, placement, "left as written"))
+        return;
     for (guint i = 0; i < placement->items->len; i++) {
         const AvPlacedItem *item = g_ptr_array_index(placement->items, i);
 
@@ -491,6 +523,11 @@ av_cli_placement_json(const char *name, const char *uuid, const AvPlacement *pla
         if (item->pf_address)
             json_object_set_new(j, "vf", json_pack("{s:s,s:i}", "pf", item->pf_address, "index", item->vf_index));
         json_object_set_new(j, "numa_node", json_integer(item->numa_node));
+        /* Its alias in the domain, and its host PCIe position (issue 16). */
+        json_object_set_new(j, "alias", json_sprintf(AV_REWRITE_ALIAS_PREFIX "%u", i));
+        json_object_set_new(j, "root_port", av_json_string_or_null(item->root_port));
+        json_object_set_new(j, "switch", av_json_string_or_null(item->switch_port));
+        json_object_set_new(j, "gpudirect", json_boolean(item->gpudirect));
         if (item->bitstream) {
             const AvBitstream *b = av_cli_bitstream_by_sha256(bitstreams, item->bitstream);
             const AvPoolDevice *dev = item->identity ? av_pool_find((AvPool *)pool, item->identity) : NULL;
@@ -510,6 +547,45 @@ av_cli_placement_json(const char *name, const char *uuid, const AvPlacement *pla
     json_object_set_new(o, "numa_node", json_integer(placement->numa_node));
     json_object_set_new(o, "devices", items);
     json_object_set_new(o, "warnings", warnings);
+    return o;
+}
+
+/* TRUE when @topology mirrors nothing and has no note: the dry runs then
+ * say nothing of it, as before issue 16. */
+static gboolean
+av_cli_topology_silent(const AvGuestTopology *topology)
+{
+    return topology->cells->len == 0 && topology->groups->len == 0 && topology->notes->len == 0;
+}
+
+/* Prints the lines of av_guest_topology_describe() on @out, each after
+ * @prefix; nothing when @topology is NULL, or silent and @quiet. */
+static void
+av_cli_print_topology(FILE *out, const char *prefix, const AvGuestTopology *topology, const AvPlacement *placement,
+                      gboolean quiet)
+{
+    g_autofree char *text = NULL;
+    g_auto(GStrv) lines = NULL;
+
+    if (!topology || (quiet && av_cli_topology_silent(topology)))
+        return;
+    text = av_guest_topology_describe(topology, placement);
+    lines = g_strsplit(text, "\n", -1);
+    for (guint i = 0; lines[i]; i++)
+        if (*lines[i])
+            fprintf(out, "%s%s\n", prefix, lines[i]);
+}
+
+/* The placement JSON of define (av_cli_placement_json()) with the guest
+ * topology @topology writes as "topology" (av_guest_topology_json()), for
+ * `plan FILE --json` and `define --dry-run --json`.  Caller owns it. */
+static json_t *
+av_cli_plan_json(const char *name, const char *uuid, const AvPlacement *placement, const AvPool *pool,
+                 const GPtrArray *bitstreams, const AvGuestTopology *topology)
+{
+    json_t *o = av_cli_placement_json(name, uuid, placement, pool, bitstreams);
+
+    json_object_set_new(o, "topology", av_guest_topology_json(topology, placement));
     return o;
 }
 
@@ -533,6 +609,7 @@ av_cli_cmd_rewrite(AvCli *cli, int argc, char **argv)
     g_autofree char *placed = NULL;
     g_autoptr(AvPlacement) placement = NULL;
     g_autoptr(GPtrArray) bitstreams = NULL;
+    g_autoptr(AvGuestTopology) topology = NULL;
     gsize len = 0;
 
     if (!av_cli_parse(cli, "rewrite", "[FILE|-]",
@@ -566,12 +643,14 @@ av_cli_cmd_rewrite(AvCli *cli, int argc, char **argv)
     pool = av_cli_open_pool(cli, root, dry_run ? AV_POOL_READ : AV_POOL_WRITE, &err);
     if (!pool)
         return av_cli_fail(err);
-    if (!av_cli_place(cli, root, policy, pool, xml, len, dry_run, ttl, &placed, NULL, &placement, &bitstreams, &err))
+    if (!av_cli_place(cli, root, policy, pool, xml, len, dry_run, ttl, &placed, NULL, &placement, &bitstreams,
+                      dry_run ? &topology : NULL, &err))
         return av_cli_fail(err);
     if (!dry_run && !av_pool_save(pool, &err))
         return av_cli_fail(err);
     /* Programming happens at define and start; stdout is the XML. */
     av_cli_print_program_notes(pool, bitstreams, placement);
+    av_cli_print_topology(stderr, "accelvirt: ", topology, placement, TRUE);
     fputs(placed, stdout);
     return AV_EXIT_OK;
 }
@@ -651,15 +730,20 @@ av_cli_cmd_define(AvCli *cli, int argc, char **argv)
     if (!av_cli_read_xml(argv[1], &xml, &len, &err) || !av_cli_open(cli, &root, &policy, &err))
         return av_cli_fail(err);
     if (dry_run) {
+        g_autoptr(AvGuestTopology) topology = NULL;
+
         pool = av_cli_open_pool(cli, root, AV_POOL_READ, &err);
         if (!pool || !av_cli_place(cli, root, policy, pool, xml, len, TRUE, 0, &placed, &uuid, &placement,
-                                   &bitstreams, &err))
+                                   &bitstreams, &topology, &err))
             return av_cli_fail(err);
         parsed = av_domain_parse(placed, strlen(placed), NULL);
-        if (cli->json)
-            av_cli_print_json(av_cli_placement_json(parsed ? parsed->name : "?", uuid, placement, pool, bitstreams));
-        else
+        if (cli->json) {
+            av_cli_print_json(av_cli_plan_json(parsed ? parsed->name : "?", uuid, placement, pool, bitstreams,
+                                               topology));
+        } else {
             av_cli_print_placement("would define", parsed ? parsed->name : "?", uuid, placement, pool, bitstreams);
+            av_cli_print_topology(stdout, "  ", topology, placement, TRUE);
+        }
         return AV_EXIT_OK;
     }
     conn = av_cli_connect(cli, &err);
@@ -668,7 +752,7 @@ av_cli_cmd_define(AvCli *cli, int argc, char **argv)
     pool = av_cli_open_pool(cli, root, AV_POOL_WRITE, &err);
     if (!pool)
         return av_cli_fail(err);
-    if (!av_cli_place(cli, root, policy, pool, xml, len, FALSE, ttl, &placed, &uuid, &placement, &bitstreams,
+    if (!av_cli_place(cli, root, policy, pool, xml, len, FALSE, ttl, &placed, &uuid, &placement, &bitstreams, NULL,
                       &err))
         return av_cli_fail(err);
     parsed = av_domain_parse(placed, strlen(placed), NULL);
@@ -969,7 +1053,7 @@ av_cli_cmd_start(AvCli *cli, int argc, char **argv)
 
             if (!av_cli_drop_claims(pool, domain->uuid, NULL, &err) ||
                 !av_cli_place(cli, root, policy, pool, xml, strlen(xml), FALSE, AV_CLI_CLAIM_TTL_S,
-                              &placed, NULL, &placement, &bitstreams, &err))
+                              &placed, NULL, &placement, &bitstreams, NULL, &err))
                 return av_cli_fail(err);
             if (av_cli_assign_needed(policy, pool, placement->items) &&
                 !av_cli_assign(cli, root, policy, &pool, owner, placement->items, bitstreams, NULL, "start", NULL,
@@ -1067,15 +1151,137 @@ av_cli_cmd_undefine(AvCli *cli, int argc, char **argv)
     return AV_EXIT_OK;
 }
 
-int
-av_cli_cmd_plan(AvCli *cli, int argc, char **argv)
+/* "vCPUs 0-3 on CPUs 0-15,32-47, vCPU 4 on CPUs 16-31": the vcpupins of
+ * @domain, consecutive vCPUs with one cpuset together; NULL when it pins
+ * none.  Caller frees. */
+static char *
+av_cli_vcpupins_describe(const AvDomain *domain)
 {
-    gboolean defrag = FALSE;
-    const GOptionEntry entries[] = {
-        { "defrag", 0, 0, G_OPTION_ARG_NONE, &defrag,
-          "Report how fragmented the pool is and which moves would free whole cards", NULL },
-        { NULL },
-    };
+    GString *s = g_string_new(NULL);
+    guint n = domain->vcpupins ? domain->vcpupins->len : 0;
+
+    for (guint i = 0; i < n;) {
+        const char *set = g_ptr_array_index(domain->vcpupins, i);
+        guint last = i;
+
+        while (last + 1 < n && g_strcmp0(g_ptr_array_index(domain->vcpupins, last + 1), set) == 0)
+            last++;
+        if (set) {
+            if (s->len)
+                g_string_append(s, ", ");
+            if (last == i)
+                g_string_append_printf(s, "vCPU %u on CPUs %s", i, set);
+            else
+                g_string_append_printf(s, "vCPUs %u-%u on CPUs %s", i, last, set);
+        }
+        i = last + 1;
+    }
+    if (s->len == 0) {
+        g_string_free(s, TRUE);
+        return NULL;
+    }
+    return g_string_free(s, FALSE);
+}
+
+/* `plan FILE`'s text: what a rewrite of the domain would write (issue 16).
+ * Per device its alias, profile, host device, host node and host PCIe
+ * position; the domain's node and the pinning of @placed (the rewritten
+ * XML, parsed); the guest topology. */
+static void
+av_cli_print_plan(const AvDomain *placed, const char *uuid, const AvPlacement *placement,
+                  const AvGuestTopology *topology)
+{
+    g_autofree char *vcpus = av_cli_vcpupins_describe(placed);
+    g_autoptr(GString) pinning = g_string_new(NULL);
+    g_autofree char *printable = NULL;
+
+    if (!av_cli_print_placement_head("plan for", placed->name ? placed->name : "?", uuid, placement,
+                                     "nothing to place"))
+        return;
+    for (guint i = 0; i < placement->items->len; i++) {
+        const AvPlacedItem *item = g_ptr_array_index(placement->items, i);
+        g_autoptr(GString) line = g_string_new(NULL);
+
+        g_string_append_printf(line, "  " AV_REWRITE_ALIAS_PREFIX "%-3u %-20s ", i, item->profile);
+        if (item->mdev_uuid)
+            g_string_append_printf(line, "mdev %s (%s) on %s", item->mdev_uuid, item->mdev_type ? item->mdev_type : "?",
+                                   item->mdev_parent ? item->mdev_parent : "the parent the hook picks at prepare");
+        else if (item->usb_bus_path)
+            g_string_append_printf(line, "usb %s", item->usb_bus_path);
+        else
+            g_string_append(line, item->pci_address);
+        if (item->numa_node >= 0)
+            g_string_append_printf(line, ", host node %d", item->numa_node);
+        else
+            g_string_append(line, ", host node unknown");
+        if (item->switch_port)
+            g_string_append_printf(line, ", behind host switch %s (root port %s)", item->switch_port,
+                                   item->root_port ? item->root_port : "unknown");
+        else if (item->root_port)
+            g_string_append_printf(line, ", on host root port %s", item->root_port);
+        else if (item->attach == AV_ATTACH_VFIO_PCI || item->attach == AV_ATTACH_SRIOV_VF)
+            g_string_append(line, ", on a host root bus (or its position is unknown)");
+        if (item->gpudirect)
+            g_string_append(line, ", NVIDIA GPU");
+        printf("%s\n", line->str);
+    }
+    if (vcpus)
+        g_string_append(pinning, vcpus);
+    if (placed->emulatorpin)
+        g_string_append_printf(pinning, "%semulator on CPUs %s", pinning->len ? "; " : "", placed->emulatorpin);
+    if (placed->numatune_memory_nodeset)
+        g_string_append_printf(pinning, "%smemory %s on host nodes %s", pinning->len ? "; " : "",
+                               placed->numatune_memory_mode ? placed->numatune_memory_mode : "strict",
+                               placed->numatune_memory_nodeset);
+    if (pinning->len == 0)
+        g_string_append(pinning, "none (nothing ties the domain to a NUMA node)");
+    /* The domain's own pinning, when it has some, is the tenant's text. */
+    printable = av_cli_printable(pinning->str);
+    printf("  pinning: %s\n", printable);
+    for (guint i = 0; i < placement->warnings->len; i++)
+        printf("  warning: %s\n", (const char *)g_ptr_array_index(placement->warnings, i));
+    av_cli_print_topology(stdout, "", topology, placement, FALSE);
+}
+
+/* `accelvirt plan [FILE|-]`: the domain placed as `rewrite --dry-run`
+ * places it (nothing reserved, saved or defined), and what the rewrite would
+ * write, for people or as JSON (define --dry-run's, with "topology"). */
+static int
+av_cli_plan_domain(AvCli *cli, const char *path)
+{
+    g_autoptr(AvRoot) root = NULL;
+    g_autoptr(AvPolicy) policy = NULL;
+    g_autoptr(AvPool) pool = NULL;
+    g_autoptr(GError) err = NULL;
+    g_autofree char *xml = NULL;
+    g_autofree char *placed = NULL;
+    g_autofree char *uuid = NULL;
+    g_autoptr(AvPlacement) placement = NULL;
+    g_autoptr(GPtrArray) bitstreams = NULL;
+    g_autoptr(AvGuestTopology) topology = NULL;
+    g_autoptr(AvDomain) parsed = NULL;
+    gsize len = 0;
+
+    if (!av_cli_read_xml(path, &xml, &len, &err) || !av_cli_open(cli, &root, &policy, &err))
+        return av_cli_fail(err);
+    pool = av_cli_open_pool(cli, root, AV_POOL_READ, &err);
+    if (!pool || !av_cli_place(cli, root, policy, pool, xml, len, TRUE, 0, &placed, &uuid, &placement, &bitstreams,
+                               &topology, &err))
+        return av_cli_fail(err);
+    parsed = av_domain_parse(placed, strlen(placed), &err);
+    if (!parsed)
+        return av_cli_fail(err);
+    if (cli->json)
+        av_cli_print_json(av_cli_plan_json(parsed->name, uuid, placement, pool, bitstreams, topology));
+    else
+        av_cli_print_plan(parsed, uuid, placement, topology);
+    return AV_EXIT_OK;
+}
+
+/* `accelvirt plan --defrag`: how fragmented the pool is. */
+static int
+av_cli_plan_defrag(AvCli *cli)
+{
     g_autoptr(AvRoot) root = NULL;
     g_autoptr(AvPolicy) policy = NULL;
     g_autoptr(AvPool) pool = NULL;
@@ -1084,13 +1290,6 @@ av_cli_cmd_plan(AvCli *cli, int argc, char **argv)
     json_t *report;
     json_t *profiles, *moves;
 
-    if (!av_cli_parse(cli, "plan", "--defrag",
-                      "Report how fragmented the pool is: per profile, how many cards are wholly free and how "
-                      "many partly used, and which moves of held functions would free whole cards.",
-                      entries, &argc, &argv))
-        return AV_EXIT_USAGE;
-    if (!defrag || argc > 1)
-        return av_cli_usage_error("'plan' needs --defrag");
     if (!av_cli_open(cli, &root, &policy, &err))
         return av_cli_fail(err);
     pool = av_cli_open_pool(cli, root, AV_POOL_READ, &err);
@@ -1132,4 +1331,32 @@ av_cli_cmd_plan(AvCli *cli, int argc, char **argv)
     }
     json_decref(report);
     return AV_EXIT_OK;
+}
+
+int
+av_cli_cmd_plan(AvCli *cli, int argc, char **argv)
+{
+    gboolean defrag = FALSE;
+    const GOptionEntry entries[] = {
+        { "defrag", 0, 0, G_OPTION_ARG_NONE, &defrag,
+          "Report how fragmented the pool is and which moves would free whole cards", NULL },
+        { NULL },
+    };
+
+    if (!av_cli_parse(cli, "plan", "[FILE|-] | --defrag",
+                      "With a domain XML (FILE, or - or nothing for stdin): place it on this host as 'rewrite "
+                      "--dry-run' does, reserving nothing, and print what the rewrite would write: per device "
+                      "its alias, host device, NUMA node and PCIe switch or root port, the domain's pinning, "
+                      "and the guest NUMA cells, switches and GPUDirect cliques.  With --defrag: how fragmented "
+                      "the pool is: per profile, how many cards are wholly free and how many partly used, and "
+                      "which moves of held functions would free whole cards.",
+                      entries, &argc, &argv))
+        return AV_EXIT_USAGE;
+    if (defrag && argc > 1)
+        return av_cli_usage_error("'plan' takes either --defrag or a domain FILE, not both");
+    if (argc > 2)
+        return av_cli_usage_error("'plan' takes one FILE (or - for stdin)");
+    if (defrag)
+        return av_cli_plan_defrag(cli);
+    return av_cli_plan_domain(cli, argc > 1 ? argv[1] : "-");
 }

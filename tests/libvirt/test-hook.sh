@@ -18,6 +18,9 @@
 #     refused with one line, nothing bound;
 #   - a daemon restart with a running domain: reconnect begin exits 0 and
 #     changes nothing.
+#   - issue 16: a domain rewritten with a PCIe switch, two guest NUMA cells
+#     and a GPUDirect clique is defined by libvirt (busNr given or left
+#     out) and kept as written; `accelvirt define` and `undefine` of it.
 #
 # TAP on stdout. Needs root; installs its packages when missing; never skips.
 # Binaries: $ACCELVIRT_HOOK, $ACCELVIRT_WORKER, $ACCELVIRT and $AV_TEST_HOSTS
@@ -33,13 +36,13 @@ HOOK_BIN=${ACCELVIRT_HOOK:-$top/accelvirt-hook}
 WORKER_BIN=${ACCELVIRT_WORKER:-$top/accelvirt-worker}
 AV_BIN=${ACCELVIRT:-$top/accelvirt}
 HOSTS=${AV_TEST_HOSTS:-$top/tests/data/hosts}
-PLAN=38
+PLAN=47
 
 echo "1..$PLAN"
 for b in "$HOOK_BIN" "$WORKER_BIN" "$AV_BIN"; do
 	[ -x "$b" ] || lv_die "$b is not built (make accelvirt-hook accelvirt-worker accelvirt)"
 done
-for h in two-socket-8gpu trap-shared-group; do
+for h in two-socket-8gpu trap-shared-group switches; do
 	[ -d "$HOSTS/$h/sys" ] || lv_die "no fake host $HOSTS/$h (make hosts)"
 done
 
@@ -549,8 +552,95 @@ untouched() {
 }
 check "trap host: nothing bound, nothing claimed, nothing scrubbed" untouched
 
+# --- issue 16: the guest PCIe topology, as libvirt 9.0 reads it -------------
+# 33-41: `accelvirt rewrite --dry-run` of tests/place/topo3.in.xml on the
+# switches host (two A100s behind host switch 0000:11:00.0 on node 0, one
+# alone on node 1): a pcie-expander-bus per guest cell, a root port > an
+# upstream port > two downstream ports under cell 0, a root port under cell
+# 1, the hostdevs' guest addresses on them, <cpu><numa> with two cells and a
+# <qemu:override> clique.  libvirt defines it and keeps all of it (the
+# domain is never started: no such device here, and the hook has nothing to
+# do at define).
+TOPO=av-topo
+sed -e "s/type='kvm'/type='qemu'/" -e "s|<name>topo3</name>|<name>$TOPO</name>|" \
+	"$here/../place/topo3.in.xml" >"$LV_WORK/topo.in.xml"
+"$AV_BIN" --root "$HOSTS/switches" --policy-dir "$here/../place/policies-switches" --state-dir "$AVW/topo-state" \
+	rewrite --dry-run "$LV_WORK/topo.in.xml" >"$LV_WORK/topo.xml" 2>"$LV_WORK/topo.err"
+# has_topology FILE: the domain FILE holds that topology (libvirt may add
+# what it defaults: busNr, the pxb's address, controller models' targets).
+has_topology() {
+	python3 - "$1" <<'PY'
+import sys, xml.etree.ElementTree as ET
+r = ET.parse(sys.argv[1]).getroot()
+Q = "{http://libvirt.org/schemas/domain/qemu/1.0}"
+ctl = {int(c.get("index")): c for c in r.findall("devices/controller") if c.get("type") == "pci"}
+def bus(e):
+    a = e.find("address")
+    return int(a.get("bus"), 16) if a is not None and a.get("bus") is not None else 0
+def chain(b):
+    out = []
+    while b:
+        c = ctl[b]
+        out.append((c.get("model"), c.findtext("target/node")))
+        b = bus(c)
+    return out
+hd = {h.find("alias").get("name"): h for h in r.findall("devices/hostdev") if h.find("alias") is not None}
+want = {
+    "ua-accelvirt-0": ["pcie-switch-downstream-port", "pcie-switch-upstream-port", "pcie-root-port", "pcie-expander-bus"],
+    "ua-accelvirt-1": ["pcie-switch-downstream-port", "pcie-switch-upstream-port", "pcie-root-port", "pcie-expander-bus"],
+    "ua-accelvirt-2": ["pcie-root-port", "pcie-expander-bus"],
+}
+got = {a: [m for m, _ in chain(bus(hd[a]))] for a in want if a in hd}
+assert got == want, "hostdevs' controller chains: %s" % got
+cells = {a: chain(bus(hd[a]))[-1][1] for a in want}
+assert cells == {"ua-accelvirt-0": "0", "ua-accelvirt-1": "0", "ua-accelvirt-2": "1"}, "pxb nodes: %s" % cells
+assert chain(bus(hd["ua-accelvirt-0"]))[1:] == chain(bus(hd["ua-accelvirt-1"]))[1:], "not one upstream port"
+assert [c.get("id") for c in r.findall("cpu/numa/cell")] == ["0", "1"], "cells"
+cl = {d.get("alias"): [p.get("value") for p in d.iter(Q + "property") if p.get("name") == "x-nv-gpudirect-clique"]
+      for d in r.iter(Q + "device")}
+assert cl == {"ua-accelvirt-0": ["0"], "ua-accelvirt-1": ["0"]}, "cliques: %s" % cl
+print("pxb busNr: %s" % [c.find("target").get("busNr") for c in ctl.values() if c.get("model") == "pcie-expander-bus"])
+PY
+}
+check "issue 16: accelvirt rewrites a 3-GPU domain of the switches host with a switch, two cells and a clique" \
+	eval 'has_topology "$LV_WORK/topo.xml" && [ -s "$LV_WORK/topo.err" ]'
+has_topology "$LV_WORK/topo.xml" 2>&1 | lv_comment
+check "  ... libvirt 9.0 defines it (virsh define)" lv_virsh define "$LV_WORK/topo.xml"
+lv_virsh dumpxml --inactive "$TOPO" >"$LV_WORK/topo.defined.xml" 2>&1
+check "  ... and keeps it: the pxbs of cells 0 and 1, the switch, the hostdevs' addresses, the cells, the clique" \
+	has_topology "$LV_WORK/topo.defined.xml"
+has_topology "$LV_WORK/topo.defined.xml" 2>&1 | sed 's/^/libvirt: /' | lv_comment
+check "  ... undefined" lv_virsh undefine "$TOPO"
+# 37-38: the same with the pxbs' busNr left out: libvirt 9.0 numbers them itself.
+sed -e 's/ busNr="[0-9]*"//' -e "s|<name>$TOPO</name>|<name>$TOPO-nobus</name>|" "$LV_WORK/topo.xml" >"$LV_WORK/topo-nobus.xml"
+nobus() {
+	! grep -q busNr "$LV_WORK/topo-nobus.xml" && lv_virsh define "$LV_WORK/topo-nobus.xml" &&
+		lv_virsh dumpxml --inactive "$TOPO-nobus" >"$LV_WORK/topo-nobus.defined.xml" &&
+		has_topology "$LV_WORK/topo-nobus.defined.xml"
+}
+check "  ... with the pxbs' busNr left out, libvirt defines it too, and keeps the rest" nobus
+has_topology "$LV_WORK/topo-nobus.defined.xml" 2>&1 | sed 's/^/libvirt, busNr left out: /' | lv_comment
+check "  ... undefined" lv_virsh undefine "$TOPO-nobus"
+# 39-41: `accelvirt define` itself (its read-back for hot-plug ports included)
+# and `accelvirt undefine`, through this libvirtd.
+TOPO_AV=("$AV_BIN" --connect "$LV_URI" --root "$HOSTS/switches" --policy-dir "$here/../place/policies-switches"
+	--state-dir "$AVW/topo-define")
+av_defined() {
+	"${TOPO_AV[@]}" define "$LV_WORK/topo.in.xml" >"$LV_WORK/topo-define.out" 2>&1 &&
+		grep -q "^defined domain '$TOPO'" "$LV_WORK/topo-define.out" &&
+		lv_virsh dumpxml --inactive "$TOPO" >"$LV_WORK/topo-define.xml" && has_topology "$LV_WORK/topo-define.xml"
+}
+check "  ... accelvirt define: libvirt has the domain with its topology" av_defined
+claimed3() {
+	"$AV_BIN" --state-dir "$AVW/topo-define" status --no-sync --json |
+		python3 -c 'import json,sys; c = sorted(x["address"] for x in json.load(sys.stdin)["devices"] if x["state"] == "claimed"); assert c == ["0000:13:00.0", "0000:14:00.0", "0000:a1:00.0"], c'
+}
+check "  ... its 3 GPUs claimed" claimed3
+check "  ... accelvirt undefine gives the 3 back" \
+	eval '"${TOPO_AV[@]}" undefine "$TOPO" | grep -q "3 reserved devices given back"'
+
 # --- undefine; nothing left ---
-# 33-38
+# 42-47
 W=$GPU8
 for x in "$PLAIN" "$CLAIMED" "$FREE" "$TRAP"; do
 	lv_virsh undefine "$x" >/dev/null 2>&1 || echo "undefine $x failed" | lv_comment
