@@ -32,6 +32,14 @@
 #                     (the initramfs has no lspci: sysfs), writes TEXT over BAR2, prints
 #                     AVVM-HOTPLUG-WROTE ADDR COUNT, and AVVM-HOTPLUG-GONE ADDR once the
 #                     device is gone (hot-unplugged); never ends
+#   avvm.topology=1   a guest whose PCIe and NUMA topology accelvirt wrote (issue 16):
+#                     prints AVVM-TOPO-NODE nodeN cpus=LIST mem_kb=N for each NUMA node,
+#                     AVVM-TOPO-BRIDGE ADDR type=T for each PCI bridge (T: the PCI
+#                     Express capability's device/port type, 4 root port, 5 switch
+#                     upstream port, 6 switch downstream port, - none), AVVM-TOPO-DEV
+#                     ADDR numa=N path=P for each edu (1234:11e8; P: readlink -f of
+#                     /sys/bus/pci/devices/ADDR, the bridges above it), AVVM-TOPO-END,
+#                     and powers off (the initramfs has no lspci: sysfs)
 # (The scrub VM of the "vm" method boots accelvirt's own scrub image, made by
 # scrub/image/build, not this one.)
 
@@ -161,10 +169,42 @@ hotplug() {  # hotplug TEXT: see the head of this file
         sleep 0.5
     done
 }
+pcie_type() {  # pcie_type ADDR: bits 7:4 of the PCI Express Capabilities register (PCIe
+    # Base Spec 7.5.3.2, capability ID 0x10 in the list at config offset 0x34), or "-"
+    c=/sys/bus/pci/devices/$1/config
+    p=$(od -A n -t u1 -j 52 -N 1 "$c" | tr -d ' ')
+    i=0
+    while test "${p:-0}" -ne 0 && test $i -lt 48; do
+        if test "$(od -A n -t u1 -j "$p" -N 1 "$c" | tr -d ' ')" = 16; then
+            echo $(($(od -A n -t u1 -j $((p + 2)) -N 1 "$c" | tr -d ' ') >> 4 & 15))
+            return
+        fi
+        p=$(od -A n -t u1 -j $((p + 1)) -N 1 "$c" | tr -d ' ')
+        i=$((i + 1))
+    done
+    echo -
+}
+topology() {  # topology: see the head of this file
+    echo "AVVM-TOPO-BEGIN uptime=$(uptime)"
+    for n in /sys/devices/system/node/node*; do
+        echo "AVVM-TOPO-NODE $(basename "$n") cpus=$(cat "$n/cpulist") mem_kb=$(sed -n 's/.*MemTotal: *\([0-9]*\) kB/\1/p' "$n/meminfo")"
+    done
+    for d in /sys/bus/pci/devices/*; do
+        a=$(basename "$d")
+        case "$(cat "$d/class")" in
+        0x0604*) echo "AVVM-TOPO-BRIDGE $a type=$(pcie_type "$a")" ;;
+        esac
+        test "$(cat "$d/vendor"):$(cat "$d/device")" = 0x1234:0x11e8 || continue
+        echo "AVVM-TOPO-DEV $a numa=$(cat "$d/numa_node") path=$(readlink -f "$d")"
+    done
+    echo "AVVM-TOPO-END uptime=$(uptime)"
+    poweroff -f
+}
 for a in $(cat /proc/cmdline); do
     case "$a" in
         avvm.tenant=*) tenant "${a#avvm.tenant=}" ;;
         avvm.hotplug=*) hotplug "${a#avvm.hotplug=}" ;;
+        avvm.topology=1) topology ;;
     esac
 done
 

@@ -20,6 +20,8 @@ VM_RIG_FILES = \
 	tests/vm/fpga-policies \
 	tests/vm/fpga-driver.sh \
 	tests/vm/fpga-prog.c \
+	tests/vm/scenario-topology.sh \
+	tests/vm/topo-policies \
 	tests/vm/accel-policies \
 	tests/vm/scenario-demo.sh \
 	tests/vm/demo-policies \

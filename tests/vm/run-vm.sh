@@ -23,8 +23,17 @@
 #                  from its MAC, so another MAC is another serial at the same address
 # rp4..rp6 come after rp0 and rp2 on pxb0, and rp7, rp8 after rp1 on pxb1, so that the
 # older devices keep their bus addresses and physical slot names (the kernel names the
-# root ports' slots 0-1, 0-2... in that order); nics have no netdev (QEMU warns "no
-# peer") and no option ROM. The USB sticks have no host driver in the guest (usbhid is
+# root ports' slots 0-1, 0-2... in that order); issue 16's switch (rp9 > up0 > dp0, dp1,
+# an edu behind each) and rp10 (an edu on node 1) come after all of them, and their
+# ports have slot numbers of their own (40 to 43), so that no older port's slot name
+# (a "0-N" counter) moves. The switch's downstream ports are pcie-root-ports (with
+# ACS): QEMU 7.2's xio3130-downstream has no ACS capability, so the kernel puts the
+# device behind it in one IOMMU group with the port (drivers/iommu/iommu.c
+# pci_device_group()), which accelvirt refuses as not viable; topologically (the
+# parent bridges in sysfs) it is a switch all the same: root port 40:05.0 > upstream
+# port 46:00.0 > ports 47:00.0, 47:01.0 > edu 48:00.0, 49:00.0 (node 0), and edu
+# 84:00.0 alone behind root port 80:03.0 (node 1). The nics have no netdev (QEMU warns
+# "no peer") and no option ROM. The USB sticks have no host driver in the guest (usbhid is
 # not loaded); an empty serial= gives a device without a serial string.
 #
 # The machine (q35, emulated Intel IOMMU, 2 NUMA nodes):
@@ -33,12 +42,15 @@
 #          │                                          ├─ pcie-root-port rp4 ── ivshmem-plain (ivshmem3, fn 0, multifunction=on)
 #          │                                          │                     └ e1000e nic0 (fn 1; one IOMMU group with ivshmem3)
 #          │                                          ├─ pcie-root-port rp5 ── e1000e nic1 (mac AV_VM_NIC1_MAC)
-#          │                                          └─ pcie-root-port rp6 ── e1000e nic2 (mac AV_VM_NIC2_MAC)
+#          │                                          ├─ pcie-root-port rp6 ── e1000e nic2 (mac AV_VM_NIC2_MAC)
+#          │                                          └─ pcie-root-port rp9 ── x3130-upstream up0 ─┬ pcie-root-port dp0 ── edu2
+#          │                                                (issue 16: a PCIe switch)                └ pcie-root-port dp1 ── edu3
 #          ├─ pxb-pcie  pxb1 (numa_node=1, bus 0x80) ── pcie-root-port rp1 ── ivshmem-plain (ivshmem1)
 #          │                                          ├─ pcie-root-port rp7 ── qemu-xhci: three usb-kbd "sticks",
 #          │                                          │     ports 1-1 (serial AVSTICK-A), 1-2 (AVSTICK-B), 1-3 (no serial)
-#          │                                          └─ pcie-root-port rp8 ── nvme (serial AVNVME0, subsystem nvsub0):
-#          │                                                an SR-IOV PF (sriov_totalvfs 2, VFs at 83:00.1, 83:00.2)
+#          │                                          ├─ pcie-root-port rp8 ── nvme (serial AVNVME0, subsystem nvsub0):
+#          │                                          │     an SR-IOV PF (sriov_totalvfs 2, VFs at 83:00.1, 83:00.2)
+#          │                                          └─ pcie-root-port rp10 ── edu4 (issue 16: the node-1 topology device)
 #          ├─ pcie-root-port rp3 ── pcie-pci-bridge br0 ── ivshmem-plain (ivshmem2), edu  [one group: non-viable]
 #          ├─ virtio-9p-pci hostroot  (host / read-only; 9p cannot sit on a pxb)
 #          └─ virtio-9p-pci results   (RUN_DIR/results, writable)
@@ -119,6 +131,14 @@ set -- \
     -device pcie-root-port,id=rp8,bus=pxb1,chassis=18,slot=0 \
     -device nvme-subsys,id=nvsub0,nqn=avvm-nvsub0 \
     -device nvme,id=nvme0,serial=AVNVME0,subsys=nvsub0,sriov_max_vfs=2,sriov_vq_flexible=4,sriov_vi_flexible=2,bus=rp8 \
+    -device pcie-root-port,id=rp9,bus=pxb0,chassis=19,slot=40 \
+    -device x3130-upstream,id=up0,bus=rp9 \
+    -device pcie-root-port,id=dp0,bus=up0,chassis=20,slot=41 \
+    -device pcie-root-port,id=dp1,bus=up0,chassis=21,slot=42 \
+    -device edu,id=edu2,bus=dp0 \
+    -device edu,id=edu3,bus=dp1 \
+    -device pcie-root-port,id=rp10,bus=pxb1,chassis=22,slot=43 \
+    -device edu,id=edu4,bus=rp10 \
     -kernel "$cache/vmlinux" -initrd "$cache/initramfs.cpio.gz" \
     -append "console=ttyS0 intel_iommu=on panic=-1 loglevel=4 no_timer_check $mode ${AV_VM_APPEND:-}"
 

@@ -33,6 +33,10 @@
 #      it, the hook refuses a device that does not hold the requested bitstream, the
 #      worker's program-base, driver commands: scenario-fpga.sh (sourced after
 #      scenario-hotplug.sh; its head says what it does)
+#   T. the guest topology (issue 16): the rig's switch and its node-1 edu placed by
+#      `accelvirt define` for one q35 domain (p2p="required", guest-numa="mirror"),
+#      which boots and reports its PCIe tree and numa_nodes: scenario-topology.sh
+#      (sourced after scenario-fpga.sh; its head says what it does)
 #   V. the vm method: rig-ivshmem's scrub becomes [vm] (xml/scrub-vm.xml with the
 #      scrub image of scrub/image/build); this guest writes a secret over BAR2; a
 #      firmware-only domain with the ivshmem is started and destroyed; the worker
@@ -89,6 +93,16 @@ domxml() {  # domxml NAME MANAGED
   </devices>
 </domain>
 EOF
+}
+rig_boot() {  # rig_boot MACHINE CMDLINE [FEATURES]: a nested guest's <os> (the rig's kernel
+    # and initramfs in $C; console=ttyS0 ... CMDLINE), FEATURES, its CPU, on_reboot destroy
+    # and <devices> up to its <emulator> (the caller writes the rest)
+    printf '%s\n' "  <os>" "    <type arch='x86_64' machine='$1'>hvm</type>" \
+        "    <kernel>$C/vmlinux</kernel>" "    <initrd>$C/initramfs.cpio.gz</initrd>" \
+        "    <cmdline>console=ttyS0 loglevel=4 panic=-1 no_timer_check $2</cmdline>" "  </os>"
+    test -z "${3:-}" || echo "  $3"
+    printf '%s\n' "  <cpu mode='custom' match='exact'><model fallback='allow'>qemu64</model></cpu>" \
+        "  <on_reboot>destroy</on_reboot>" "  <devices>" "    <emulator>/usr/bin/qemu-system-x86_64</emulator>"
 }
 qemu_holds() {  # qemu_holds DOMAIN: "N pid=PID": N fds of QEMU on /dev/vfio/GROUP
     qpid=$(cat "/run/libvirt/qemu/$1.pid" 2>/dev/null)
@@ -504,16 +518,7 @@ cat > /tmp/tenant.xml <<XMLEOF
   <name>avvm-tenant</name>
   <memory unit='MiB'>192</memory>
   <vcpu>1</vcpu>
-  <os>
-    <type arch='x86_64' machine='pc'>hvm</type>
-    <kernel>$C/vmlinux</kernel>
-    <initrd>$C/initramfs.cpio.gz</initrd>
-    <cmdline>console=ttyS0 loglevel=4 panic=-1 no_timer_check avvm.tenant=$SECRET</cmdline>
-  </os>
-  <cpu mode='custom' match='exact'><model fallback='allow'>qemu64</model></cpu>
-  <on_reboot>destroy</on_reboot>
-  <devices>
-    <emulator>/usr/bin/qemu-system-x86_64</emulator>
+$(rig_boot pc "avvm.tenant=$SECRET")
     <hostdev mode='subsystem' type='pci' managed='no'>
       <source><address domain='0x0000' bus='0x81' slot='0x00' function='0x0'/></source>
     </hostdev>
@@ -552,6 +557,9 @@ fact tenant_phase seconds="$(elapsed "$tD")"
 
 # --- F. FPGAs programmed at request time (issue 15): scenario-fpga.sh ---
 . "$R/scenario-fpga.sh"
+
+# --- T. the guest PCIe and NUMA topology (issue 16): scenario-topology.sh ---
+. "$R/scenario-topology.sh"
 
 # --- V. the vm method: the worker boots the scrub image under this libvirtd ---
 # rig-ivshmem's scrub becomes [vm]: the shipped template with the scrub image that

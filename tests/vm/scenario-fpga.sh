@@ -116,16 +116,7 @@ fpgaxml() {  # fpgaxml NAME BITSTREAM: a nested tenant (the rig's kernel) asking
   </metadata>
   <memory unit='MiB'>192</memory>
   <vcpu>1</vcpu>
-  <os>
-    <type arch='x86_64' machine='pc'>hvm</type>
-    <kernel>$C/vmlinux</kernel>
-    <initrd>$C/initramfs.cpio.gz</initrd>
-    <cmdline>console=ttyS0 loglevel=4 panic=-1 no_timer_check avvm.tenant=$FSECRET</cmdline>
-  </os>
-  <cpu mode='custom' match='exact'><model fallback='allow'>qemu64</model></cpu>
-  <on_reboot>destroy</on_reboot>
-  <devices>
-    <emulator>/usr/bin/qemu-system-x86_64</emulator>
+$(rig_boot pc "avvm.tenant=$FSECRET")
     <serial type='file'><source path='/tmp/fpga-console.log'/></serial>
     <memballoon model='none'/>
   </devices>

@@ -128,17 +128,7 @@ cat > "$R/hot.xml" <<XMLEOF
   <memory unit='MiB'>192</memory>
   <vcpu placement='static' cpuset='$(cat /sys/devices/system/node/node1/cpulist)'>1</vcpu>
   <numatune><memory mode='strict' nodeset='1'/></numatune>
-  <os>
-    <type arch='x86_64' machine='pc'>hvm</type>
-    <kernel>$C/vmlinux</kernel>
-    <initrd>$C/initramfs.cpio.gz</initrd>
-    <cmdline>console=ttyS0 loglevel=4 panic=-1 no_timer_check avvm.hotplug=$HSECRET</cmdline>
-  </os>
-  <features><acpi/><apic/></features>
-  <cpu mode='custom' match='exact'><model fallback='allow'>qemu64</model></cpu>
-  <on_reboot>destroy</on_reboot>
-  <devices>
-    <emulator>/usr/bin/qemu-system-x86_64</emulator>
+$(rig_boot pc "avvm.hotplug=$HSECRET" "<features><acpi/><apic/></features>")
     <serial type='file'><source path='/tmp/hot-console.log'/></serial>
     <memballoon model='none'/>
   </devices>

@@ -36,6 +36,12 @@
 #   (the host reads its backing file mid-boot: results/host-snap/TAG.req -> a copy
 #   host-snap-TAG.bin), the hook refuses a device that does not hold the bitstream,
 #   on_prepare/on_free driver commands, unknown and incompatible bitstreams refused
+#   Issue 16, boot 1: the rig's PCIe switch (x3130-upstream, two ACS ports, an edu behind
+#   each, node 0) and an edu on node 1, each alone in its IOMMU group; boot 2
+#   (scenario-topology.sh, phase T): `accelvirt plan`, `rewrite --dry-run` and `define`
+#   of a q35 domain with the three (p2p="required", guest-numa="mirror"): expander buses
+#   per cell, the switch mirrored, cells pinned; it boots, and in the nested guest the two
+#   sit behind one upstream port and each numa_node is the cell of its host node
 #   Last, outside the guest: the recipe's image as built, and booted on a plain QEMU
 #   without a device: FAILED, a panic that pvpanic reports
 #   Issue 10 on the real kernel, boot 1: a multi-function slot (an ivshmem at function 0,
@@ -76,7 +82,7 @@ check() {  # check DESCRIPTION COMMAND...
 fact() { sed -n "s/^$1 //p" "$run/results/facts" 2>/dev/null | head -n1; }
 bail() { echo "Bail out! $*"; exit 1; }
 
-echo "1..154"
+echo "1..166"
 command -v python3 >/dev/null 2>&1 || bail "missing python3: run tests/vm/install-deps.sh (as root)"
 
 # --- build (cached) and boot once ---
@@ -191,6 +197,17 @@ bridged_ok() {
     return 1
 }
 check "the ivshmem behind the pcie-pci-bridge shares its IOMMU group with the bridge and another device ($sb: group $(sed -n "s/^group $(pci_line "$sb" | sed -n 's/.* group=\([0-9]*\).*/\1/p') //p" "$run/results/facts" 2>/dev/null))" bridged_ok
+
+# issue 16: the switch (root port 40:05.0 > upstream port 46:00.0 > two ports with ACS)
+# with an edu behind each on node 0, an edu alone on node 1: each alone in its group
+topo_alone() {  # topo_alone ADDR NODE: ADDR is an edu on NODE, the only member of its group
+    grp=$(pci_line "$1" | sed -n 's/.* group=\([0-9]*\).*/\1/p')
+    pci_line "$1" | grep -q " 0x1234:0x11e8 0x00ff00 numa=$2 group=" &&
+        test "$(sed -n "s/^group ${grp:-x} //p" "$run/results/facts")" = "$1"
+}
+topo_alone_all() { topo_alone 0000:48:00.0 0 && topo_alone 0000:49:00.0 0 && topo_alone 0000:84:00.0 1; }
+check "issue 16: the rig's switch gives the edus 0000:48:00.0 and 0000:49:00.0 on node 0 and 0000:84:00.0 on node 1 each an IOMMU group of its own ($(pci_line 0000:48:00.0 | cut -d' ' -f5-); $(pci_line 0000:49:00.0 | cut -d' ' -f5-); $(pci_line 0000:84:00.0 | cut -d' ' -f5-))" \
+    topo_alone_all
 
 vb=$(fact vfio_bind)
 check "the node-1 ivshmem binds to vfio-pci and its /dev/vfio/GROUP appears ($vb)" \
@@ -550,6 +567,8 @@ cp "$here/scenario-accel.sh" "$e2e/results/scenario-accel.sh"
 cp "$here/scenario-hotplug.sh" "$e2e/results/scenario-hotplug.sh"
 cp "$here/scenario-fpga.sh" "$e2e/results/scenario-fpga.sh"
 cp -r "$here/fpga-policies" "$e2e/results/fpga-policies"
+cp "$here/scenario-topology.sh" "$e2e/results/scenario-topology.sh"
+cp -r "$here/topo-policies" "$e2e/results/topo-policies"
 cp "$here/fpga-driver.sh" "$e2e/results/fpga-driver.sh"
 cp "$here/scrub-sleep.sh" "$e2e/results/scrub-sleep.sh"
 cp "$here/../../xml/scrub-vm.xml" "$e2e/results/scrub-vm.xml"
@@ -1105,6 +1124,118 @@ f_end() {
     hf_has fpga_end '^state=free owner=None profile=rig-ivshmem +driver=uio_pci_generic$'
 }
 check "fpga: the end: avvm-fpga undefined, the journal intact (journal verify: $(efact fpga_journal_verify)), the profile removed: the card free as rig-ivshmem on its host driver again for phase V ($(efact fpga_end); phase $(efact fpga_phase))" f_end
+
+# T. the guest PCIe and NUMA topology (scenario-topology.sh phase T, issue 16): the rig's
+# switch (0000:48:00.0, 0000:49:00.0 behind upstream port 0000:46:00.0, node 0) and
+# 0000:84:00.0 (node 1) given to one nested q35 domain by `accelvirt define`
+tfact() { grep "^topo_host $1 " "$E/facts" 2>/dev/null | head -n1 | cut -d' ' -f3-; }
+t_host() {
+    tfact 0000:48:00.0 | grep -q '^numa=0 group=0000:48:00.0 path=/sys/devices/pci0000:40/0000:40:05.0/0000:46:00.0/0000:47:00.0/0000:48:00.0$' &&
+    tfact 0000:49:00.0 | grep -q '^numa=0 group=0000:49:00.0 path=/sys/devices/pci0000:40/0000:40:05.0/0000:46:00.0/0000:47:01.0/0000:49:00.0$' &&
+    tfact 0000:84:00.0 | grep -q '^numa=1 group=0000:84:00.0 path=/sys/devices/pci0000:80/0000:80:03.0/0000:84:00.0$'
+}
+check "topology: this host sees the switch in sysfs: 0000:48:00.0 and 0000:49:00.0 below upstream port 0000:46:00.0 below root port 0000:40:05.0 (node 0), 0000:84:00.0 below root port 0000:80:03.0 (node 1), each alone in its group ($(tfact 0000:48:00.0 | cut -d' ' -f1-2); $(tfact 0000:84:00.0 | cut -d' ' -f1-2))" t_host
+t3free='0000:48:00.0=free/None/rig-p2p 0000:49:00.0=free/None/rig-p2p 0000:84:00.0=free/None/rig-p2p'
+t3none='0000:48:00.0= 0000:49:00.0= 0000:84:00.0='
+t_policy() { test "$(efact topo_policy)" = 'rc=0 1' && test "$(efact topo_before)" = "$t3free $t3none"; }
+check "topology: topo-policies/44-topo.json passes policy check and gives the three to rig-p2p, free, on no driver ($(efact topo_policy); $(efact topo_before))" t_policy
+t_plan() {
+    hf_has topo_plan '^rc=0 ' && grep -qi 'switch.*0000:46:00.0' "$E/topo-plan.out" &&
+    grep -qi 'cell 0 = host node 0' "$E/topo-plan.out" && grep -qi 'cell 1 = host node 1' "$E/topo-plan.out" &&
+    hf_has topo_plan_json '^rc=0 cells=0:0,1:1 groups=(.*,)?0:0000:46:00.0:0000:48:00.0\+0000:49:00.0(,|$)'
+}
+check "topology: accelvirt plan FILE says what it would write: a guest switch mirroring host switch 0000:46:00.0 with both its edus, cells 0 and 1 for host nodes 0 and 1; --json the same ($(efact topo_plan | cut -c1-300); $(efact topo_plan_json))" t_plan
+t_dry() {
+    hf_has topo_rewrite '^rc=0 .*switch.*expanders=2$' &&
+    test "$(efact topo_after_dry)" = "$t3free defined=no"
+}
+check "topology: rewrite --dry-run prints the topology lines on stderr (the switch) and an XML with two pcie-expander-bus; after plan and the dry run nothing is claimed or defined ($(efact topo_rewrite | cut -c1-300); $(efact topo_after_dry))" t_dry
+t_define() {
+    hf_has topo_define '^rc=0 seconds=[0-9.]+ devices=0000:48:00.0,0000:49:00.0,0000:84:00.0 err=$' &&
+    test "$(efact topo_defined)" = "$(echo "$t3free" | sed 's/free\/None/claimed\/avvm-topo/g')"
+}
+check "topology: accelvirt define places the p2p=\"required\" request on the two edus behind the switch and the other on the node-1 edu, and claims them for avvm-topo ($(efact topo_define | cut -c1-200); $(efact topo_defined))" t_define
+t_xml() {
+    x=$E/topo-xml.txt
+    grep -Eq '^cells 2 0:0:[0-9]+ 1:1:[0-9]+$' "$x" &&
+    grep -Eq '^expanders [0-9]+:node[01]:busNr=[0-9]+:buses=[0-9]+:ok [0-9]+:node[01]:busNr=[0-9]+:buses=[0-9]+:ok$' "$x" &&
+    grep -q ':node0:' "$x" && grep -q ':node1:' "$x" &&
+    grep -q '^switch_ports up=1 down=2$' "$x" &&
+    u48=$(sed -n 's/^hostdev 0000:48:00.0 cell=0 up=\([0-9][0-9]*\) chain=pcie-switch-downstream-port#.*/\1/p' "$x") &&
+    u49=$(sed -n 's/^hostdev 0000:49:00.0 cell=0 up=\([0-9][0-9]*\) chain=pcie-switch-downstream-port#.*/\1/p' "$x") &&
+    test -n "$u48" && test "$u48" = "$u49" &&
+    grep -Eq '^hostdev 0000:84:00.0 cell=1 up=none chain=pcie-root-port#[0-9]+>pcie-expander-bus#[0-9]+>pcie-root#0$' "$x" &&
+    test "$(efact topo_xml_pin)" = "vcpupin=2 memnode=2"
+}
+check "topology: the defined XML (dumpxml --inactive) has a pcie-expander-bus per cell (<target><node> 0 and 1), each with room below its busNr for the buses under it (libvirt 9.0 picks busNr 254, 252... when none is given: room for one bus each, too few for a switch, and the guest's firmware hangs), two <cpu><numa> cells, vCPUs pinned and memory strict per cell; the two switch edus on downstream ports of one upstream port under cell 0, the node-1 edu on a root port under cell 1 ($(tr '\n' ';' < "$E/topo-xml.txt" 2>/dev/null | cut -c1-600); $(efact topo_xml_pin))" t_xml
+t_start() {
+    hf_has topo_start '^rc=0 ' &&
+    test "$(efact topo_running)" = "$(echo "$t3free" | sed 's/free\/None/in-use\/avvm-topo/g') $(echo "$t3none" | sed 's/=/=vfio-pci/g') holds=3" &&
+    hf_has topo_qemu '^pxb=0,1, up=1 down=2$'
+}
+check "topology: virsh start: the hook binds the three to vfio-pci, the nested QEMU holds their three groups; its command line has pxb-pcie with numa_node 0 and 1, an x3130-upstream and xio3130-downstream ports ($(efact topo_start | cut -c1-100); $(efact topo_running); $(efact topo_qemu))" t_start
+# the nested guest's console (init.sh avvm.topology=1): its nodes, bridges and edus
+python3 - "$E/topo-console.log" > "$e2e/topo-guest.txt" 2>&1 <<'EOF'
+import re, sys
+nodes, types, devs = {}, {}, {}
+for l in open(sys.argv[1], errors="replace"):
+    l = l.strip()
+    m = re.match(r"AVVM-TOPO-NODE node(\d+) cpus=(\S*)", l)
+    if m:
+        nodes[int(m.group(1))] = m.group(2)
+    m = re.match(r"AVVM-TOPO-BRIDGE (\S+) type=(\S+)", l)
+    if m:
+        types[m.group(1)] = m.group(2)
+    m = re.match(r"AVVM-TOPO-DEV (\S+) numa=(\S+) path=(\S+)", l)
+    if m:
+        devs[m.group(1)] = (m.group(2), [c for c in m.group(3).split("/") if re.match(r"^[0-9a-f]{4}:", c)][:-1])
+print("nodes %s" % " ".join("%d:%s" % kv for kv in sorted(nodes.items())))
+print("devs %d" % len(devs))
+# the edus below one switch upstream port (PCI Express type 5)
+ups = {}
+for a, (n, chain) in sorted(devs.items()):
+    for b in chain:
+        if types.get(b) == "5":
+            ups.setdefault(b, []).append(a)
+pair = [(u, v) for u, v in sorted(ups.items()) if len(v) == 2]
+if pair:
+    u, v = pair[0]
+    lone = [a for a in sorted(devs) if a not in v]
+    print("switch up=%s devs=%s numa=%s lone=%s lone_numa=%s lone_under_it=%s" % (
+        u, ",".join(v), ",".join(devs[a][0] for a in v), ",".join(lone), ",".join(devs[a][0] for a in lone),
+        "yes" if any(u in devs[a][1] for a in lone) else "no"))
+else:
+    print("switch none")
+for a, (n, chain) in sorted(devs.items()):
+    print("dev %s numa=%s chain=%s" % (a, n, ">".join("%s(%s)" % (b, types.get(b, "?")) for b in chain)))
+EOF
+echo "# topology: the nested guest: $(tr '\n' ';' < "$e2e/topo-guest.txt" | cut -c1-700)"
+t_guest() {
+    hf_has topo_guest 'AVVM-TOPO-END' && grep -qx 'nodes 0:0 1:1' "$e2e/topo-guest.txt" &&
+    grep -qx 'devs 3' "$e2e/topo-guest.txt"
+}
+check "topology: the nested guest boots (q35, the rig's kernel with avvm.topology=1) and reports two NUMA nodes, vCPU 0 on node 0 and vCPU 1 on node 1, and three edus ($(efact topo_guest | cut -c1-300))" t_guest
+check "topology: in the guest, two edus sit behind one common upstream port (PCI Express type 5, not a root port), the third not below it ($(grep '^switch' "$e2e/topo-guest.txt"))" \
+    grep -Eq '^switch up=[0-9a-f:.]+ devs=[0-9a-f:.]+,[0-9a-f:.]+ numa=.* lone=[0-9a-f:.]+ lone_numa=.* lone_under_it=no$' "$e2e/topo-guest.txt"
+check "topology: in the guest, each edu's numa_node is the cell of its host node: the two behind the switch (host node 0) on cell 0, the other (host node 1) on cell 1 ($(grep '^switch' "$e2e/topo-guest.txt"))" \
+    grep -Eq '^switch up=.* numa=0,0 lone=[0-9a-f:.]+ lone_numa=1 lone_under_it=no$' "$e2e/topo-guest.txt"
+t_end() {
+    hf_has topo_stop ' state=shut off$' &&
+    hf_has topo_free "^seconds=[0-9.]+ $t3free $t3none\$" &&
+    test "$(efact topo_undefine)" = "rc=0 defined=no $t3free" &&
+    test "$(efact topo_journal_verify)" = rc=0 &&
+    python3 - "$E/journal-topo.jsonl" 0000:48:00.0 0000:49:00.0 0000:84:00.0 <<'EOF'
+import json, sys
+j = [json.loads(l) for l in open(sys.argv[1])]
+want = [("free", "claimed"), ("claimed", "in-use"), ("in-use", "dirty"), ("dirty", "scrubbing"), ("scrubbing", "free")]
+for a in sys.argv[2:]:
+    # define's claim is journalled as "claimed", the hook's and the worker's steps as "transition"
+    t = [(e["from"], e["to"]) for e in j if e.get("event") in ("claimed", "transition") and e.get("address") == a]
+    if t[-5:] != want:
+        sys.exit("%s: %r" % (a, t))
+EOF
+}
+check "topology: the guest stopped ($(efact topo_stop)): released, the worker frees all three, back on no driver; accelvirt undefine; the journal intact, each went free->claimed (define)->in-use->dirty->scrubbing->free ($(efact topo_free); $(efact topo_undefine); phase $(efact topo_phase))" t_end
 
 # V. the vm method (phase V): the worker boots accelvirt-scrub-* under the rig's libvirtd
 VJ=$E/journal-vmscrub.jsonl
