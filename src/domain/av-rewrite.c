@@ -715,17 +715,44 @@ alias_is_hotplug(const xmlNode *controller)
     return name && g_str_has_prefix(name, AV_REWRITE_HOTPLUG_ALIAS_PREFIX);
 }
 
+/* @s as libvirt's virXMLPropUInt() reads it with @base (10 for a
+ * controller's index=, 0 for an address's bus=: "0x03" hex, "03" octal,
+ * "3" decimal), at most 255; -1 when it is not such a number. */
+static int
+pci_number_parse(const char *s, guint base)
+{
+    guint64 v;
+    char *end = NULL;
+
+    if (!s || !g_ascii_isdigit(s[0]))
+        return -1;
+    v = g_ascii_strtoull(s, &end, base);
+    if (!end || *end || v > 255)
+        return -1;
+    return (int)v;
+}
+
 /* The bus number a <controller type='pci' index='N'> gives the devices
  * behind it (N), or -1 when it has no readable index. */
 static int
 controller_bus(const xmlNode *controller)
 {
     g_autofree char *index = av_domain_prop(controller, "index");
-    guint v = 0;
 
-    if (!index || !av_domain_decimal_parse(index, 255, &v))
+    return pci_number_parse(index, 10);
+}
+
+/* The bus= of @device's <address type='pci'>, or -1 when it names none. */
+static int
+device_pci_bus(const xmlNode *device)
+{
+    xmlNode *address = av_domain_child_first(device, "address", NULL);
+    g_autofree char *type = address ? av_domain_prop(address, "type") : NULL;
+    g_autofree char *bus = address ? av_domain_prop(address, "bus") : NULL;
+
+    if (g_strcmp0(type, "pci") != 0)
         return -1;
-    return (int)v;
+    return pci_number_parse(bus, 0);
 }
 
 /* Whether a device of @devices sits behind the PCI controller @port: an
@@ -740,24 +767,7 @@ port_is_used(const xmlNode *devices, const xmlNode *port)
     if (bus < 0)
         return TRUE;    /* cannot tell: treated as used, never removed */
     for (const xmlNode *d = devices->children; d; d = d->next) {
-        xmlNode *address;
-        g_autofree char *type = NULL;
-        g_autofree char *b = NULL;
-        guint64 v = 0;
-
-        if (d->type != XML_ELEMENT_NODE || d == port)
-            continue;
-        address = av_domain_child_first(d, "address", NULL);
-        if (!address)
-            continue;
-        type = av_domain_prop(address, "type");
-        b = av_domain_prop(address, "bus");
-        if (g_strcmp0(type, "pci") != 0 || !b)
-            continue;
-        if (!(g_str_has_prefix(b, "0x") ? g_ascii_string_to_unsigned(b + 2, 16, 0, 255, &v, NULL)
-                                        : g_ascii_string_to_unsigned(b, 10, 0, 255, &v, NULL)))
-            continue;
-        if ((int)v == bus)
+        if (d->type == XML_ELEMENT_NODE && d != port && device_pci_bus(d) == bus)
             return TRUE;
     }
     return FALSE;
@@ -1160,20 +1170,32 @@ usb_address_set(xmlNode *address, const AvPlacedItem *item)
 }
 
 /* <address type='pci' domain='0x0000' bus='0xBB' slot='0xSS'
- * function='0x0'/> as the last child of @node: bus is the index of the
- * controller it plugs into (formatdomain.rst, "Device Addresses"). */
+ * function='0xF' [multifunction='on']/> as the last child of @node: bus is
+ * the index of the controller it plugs into (formatdomain.rst, "Device
+ * Addresses"; multifunction='on' on function 0 of a slot whose other
+ * functions are used, as libvirt writes its own root ports). */
 static void
-guest_address_add(xmlNode *node, guint bus, guint slot)
+guest_address_add_function(xmlNode *node, guint bus, guint slot, guint function, gboolean multifunction)
 {
     xmlNode *address = add_elem(node, "address");
     g_autofree char *b = g_strdup_printf("0x%02x", bus);
     g_autofree char *sl = g_strdup_printf("0x%02x", slot);
+    g_autofree char *f = g_strdup_printf("0x%x", function);
 
     set_prop(address, "type", "pci");
     set_prop(address, "domain", "0x0000");
     set_prop(address, "bus", b);
     set_prop(address, "slot", sl);
-    set_prop(address, "function", "0x0");
+    set_prop(address, "function", f);
+    if (multifunction)
+        set_prop(address, "multifunction", "on");
+}
+
+/* The same, function 0. */
+static void
+guest_address_add(xmlNode *node, guint bus, guint slot)
+{
+    guest_address_add_function(node, bus, slot, 0, FALSE);
 }
 
 /* The <hostdev> of @item; @guest_bus: the index of the controller it plugs
@@ -1416,25 +1438,30 @@ av_domain_machine_is_q35(const xmlNode *root)
 }
 
 /* The <controller type='pci' index=> the next PCI controller may take: one
- * above the highest the domain names, at least 1 (0 is the root). */
+ * above the highest the domain names, at least 1 (0 is the root), where a
+ * domain names an index by a pci controller's index= (base 10, leading
+ * zeros allowed, as libvirt reads it) and by the bus= of any device's
+ * <address type='pci'> (libvirt's controller index of that bus, whether or
+ * not the controller is written: libvirt adds it when it defines the
+ * domain). */
 static guint
 pci_controller_next_index(const xmlNode *devices)
 {
-    guint next = 1;
+    int next = 1;
 
     for (xmlNode *c = devices ? devices->children : NULL; c; c = c->next) {
         g_autofree char *type = NULL;
-        g_autofree char *index = NULL;
-        guint v = 0;
 
+        if (c->type != XML_ELEMENT_NODE)
+            continue;
+        next = MAX(next, device_pci_bus(c) + 1);
         if (!av_domain_is_elem(c, "controller", NULL))
             continue;
         type = av_domain_prop(c, "type");
-        index = av_domain_prop(c, "index");
-        if (g_strcmp0(type, "pci") == 0 && index && av_domain_decimal_parse(index, 255, &v) && v + 1 > next)
-            next = v + 1;
+        if (g_strcmp0(type, "pci") == 0)
+            next = MAX(next, controller_bus(c) + 1);
     }
-    return next;
+    return (guint)next;
 }
 
 /* <av:hotplug slots="N"/> on a q35 machine: at least N empty
@@ -1549,11 +1576,12 @@ write_topology(xmlNode *root, const AvGuestTopology *topology, guint n_items, Av
                GError **error)
 {
     xmlNode *devices, *after = NULL;
-    guint index, rp = 0, up = 0, dn = 0, bus_top = 256;
+    guint index, rp = 0, up = 0, dn = 0, bus_top = 256, user_bus = 256;
     guint ncells = topology->cells->len;
     g_autofree guint *pxb_index = g_new0(guint, ncells + 1);
     g_autofree guint *pxb_size = g_new0(guint, ncells + 1);
-    g_autofree guint *pxb_slot = g_new0(guint, ncells + 1);
+    g_autofree guint *pxb_ports = g_new0(guint, ncells + 1);
+    g_autofree guint *pxb_port = g_new0(guint, ncells + 1);
 
     for (guint i = 0; i < n_items; i++) {
         slots->bus[i] = G_MAXUINT;
@@ -1564,33 +1592,59 @@ write_topology(xmlNode *root, const AvGuestTopology *topology, guint n_items, Av
     devices = ensure_child(root, "devices", domain_order, unit);
     index = pci_controller_next_index(devices);
     for (xmlNode *c = devices->children; c; c = c->next) {
-        if (av_domain_is_elem(c, "controller", NULL))
-            after = c;
-    }
-    for (guint g = 0; g < topology->groups->len; g++) {
-        const AvGuestGroup *group = g_ptr_array_index(topology->groups, g);
+        g_autofree char *model = NULL;
 
-        if (group->cell >= 0)
-            pxb_size[group->cell] += 1 + (group->host_switch ? 1 + group->items->len : 0);
+        if (!av_domain_is_elem(c, "controller", NULL))
+            continue;
+        after = c;
+        /* the user's expander buses: theirs from busNr up, ours below the lowest */
+        model = av_domain_prop(c, "model");
+        if (g_strcmp0(model, "pcie-expander-bus") == 0 || g_strcmp0(model, "pci-expander-bus") == 0) {
+            xmlNode *target = av_domain_child_first(c, "target", NULL);
+            g_autofree char *bus_nr = target ? av_domain_prop(target, "busNr") : NULL;
+            int v = pci_number_parse(bus_nr, 10);
+
+            if (v >= 0 && (guint)v < user_bus)
+                user_bus = (guint)v;
+        }
     }
+    bus_top = user_bus;
     {
-        /* every bus under pcie-root (at most one per controller index, the
-         * hot-plug ports' included) below the lowest expander's */
-        guint added = 0, below = 256;
+        /* the buses numbered from 1 up on pcie-root (one per controller
+         * index at most: the user's, those written here outside an expander
+         * bus and the hot-plug ports) must stay below the lowest expander
+         * bus's, each of which takes 1 + the controllers behind it */
+        guint on_root = 0, below = bus_top, total = 0;
 
         for (guint g = 0; g < topology->groups->len; g++) {
             const AvGuestGroup *group = g_ptr_array_index(topology->groups, g);
+            guint size = 1 + (group->host_switch ? 1 + group->items->len : 0);
 
-            added += 1 + (group->host_switch ? 1 + group->items->len : 0);
+            total += size;
+            if (group->cell >= 0) {
+                pxb_size[group->cell] += size;
+                pxb_ports[group->cell]++;
+            } else {
+                on_root += size;
+            }
         }
         for (guint c = 0; c < ncells; c++) {
-            added += pxb_size[c] ? 1 : 0;
-            below -= pxb_size[c] ? 1 + pxb_size[c] : 0;
+            if (pxb_size[c] == 0)
+                continue;
+            on_root++;      /* the expander bus's controller index */
+            total++;
+            below = below > 1 + pxb_size[c] ? below - 1 - pxb_size[c] : 0;
         }
-        if (index + added + AV_HOTPLUG_SLOTS_MAX >= below)
+        if (index + on_root + AV_HOTPLUG_SLOTS_MAX >= below || index + total > 256) {
+            if (user_bus < 256)
+                return av_domain_invalid_at(error, NULL, "the guest topology of %u devices needs more PCI buses than "
+                                            "the domain's own expander bus at busNr %u leaves below it: raise that "
+                                            "busNr, write <av:topology switches='off'/> or guest-numa='off', or "
+                                            "ask for fewer devices", n_items, user_bus);
             return av_domain_invalid_at(error, NULL, "the guest topology of %u devices needs more PCI buses than a "
                                         "guest has (256): write <av:topology switches='off'/> or "
                                         "guest-numa='off', or ask for fewer devices", n_items);
+        }
     }
 #define PUT(node)                                                                                                    \
     do {                                                                                                             \
@@ -1626,8 +1680,12 @@ write_topology(xmlNode *root, const AvGuestTopology *topology, guint n_items, Av
         guint rp_index = index++;
         xmlNode *port = controller_new(root->doc, rp_index, "pcie-root-port", "rp", rp++);
 
-        if (group->cell >= 0)
-            guest_address_add(port, pxb_index[group->cell], pxb_slot[group->cell]++);
+        if (group->cell >= 0) {
+            /* slots 0 to 31 of the expander bus, then functions 1 to 7 of them */
+            guint k = pxb_port[group->cell]++, n = pxb_ports[group->cell];
+
+            guest_address_add_function(port, pxb_index[group->cell], k % 32, k / 32, k < 32 && k + 32 < n);
+        }
         PUT(port);
         if (group->host_switch) {
             guint up_index = index++;

@@ -435,6 +435,12 @@ groups_build(AvGuestTopology *topology, const AvPlacement *placement)
             continue;
         if (topology->request.switches && item_is_pci(item) && item->switch_port &&
             switch_count(placement, item->switch_port) >= 2) {
+            guint count = switch_count(placement, item->switch_port);
+
+            if (count > AV_GUEST_SWITCH_PORTS_MAX)
+                note(topology, "switches: the %u devices behind host switch %s go behind %u guest switches (one has "
+                     "at most %u downstream ports), all in one GPUDirect clique", count, item->switch_port,
+                     (count + AV_GUEST_SWITCH_PORTS_MAX - 1) / AV_GUEST_SWITCH_PORTS_MAX, AV_GUEST_SWITCH_PORTS_MAX);
             group = g_new0(AvGuestGroup, 1);
             group->host_switch = g_strdup(item->switch_port);
             group->cell = cells ? cell_of(topology, item->numa_node) : -1;
@@ -444,6 +450,17 @@ groups_build(AvGuestTopology *topology, const AvPlacement *placement)
                 const AvPlacedItem *other = g_ptr_array_index(placement->items, j);
 
                 if (item_is_pci(other) && g_strcmp0(other->switch_port, item->switch_port) == 0) {
+                    if (group->items->len == AV_GUEST_SWITCH_PORTS_MAX) {
+                        /* a guest upstream port has 32 slots for downstream ports */
+                        AvGuestGroup *more = g_new0(AvGuestGroup, 1);
+
+                        g_ptr_array_add(topology->groups, group);
+                        more->host_switch = g_strdup(item->switch_port);
+                        more->cell = group->cell;
+                        more->clique = -1;
+                        more->items = g_array_new(FALSE, FALSE, sizeof(guint));
+                        group = more;
+                    }
                     g_array_append_val(group->items, j);
                     taken[j] = TRUE;
                 }
@@ -500,12 +517,25 @@ cliques_build(AvGuestTopology *topology, const AvPlacement *placement)
         AvGuestGroup *group = g_ptr_array_index(topology->groups, g);
         guint gpus = 0;
 
+        const AvGuestGroup *first = NULL;
+
         if (!group->host_switch)
             continue;
-        for (guint j = 0; j < group->items->len; j++) {
-            const AvPlacedItem *item = g_ptr_array_index(placement->items, g_array_index(group->items, guint, j));
+        /* the guest switches of one host switch (groups_build() splits one of more than 32) share its clique */
+        for (guint h = 0; h < g && !first; h++) {
+            const AvGuestGroup *other = g_ptr_array_index(topology->groups, h);
 
-            gpus += item->gpudirect ? 1 : 0;
+            if (g_strcmp0(other->host_switch, group->host_switch) == 0)
+                first = other;
+        }
+        if (first) {
+            group->clique = first->clique;
+            continue;
+        }
+        for (guint i = 0; i < placement->items->len; i++) {
+            const AvPlacedItem *item = g_ptr_array_index(placement->items, i);
+
+            gpus += item->gpudirect && item_is_pci(item) && g_strcmp0(item->switch_port, group->host_switch) == 0;
         }
         if (gpus < 2)
             continue;

@@ -22,7 +22,9 @@
  *     its memory strict on its node (<numatune><memnode>); every device
  *     with a known node (and every switch) goes behind a pcie-root-port
  *     under a pcie-expander-bus whose <target><node> is its cell, so that
- *     the guest reads each device's numa_node as the cell of its host node;
+ *     the guest reads each device's numa_node as the cell of its host node
+ *     (the root ports on slots 0 to 31 of the expander bus, then on
+ *     functions 1 to 7 of those slots);
  *   - GPUDirect cliques: NVIDIA GPUs (AvPlacedItem->gpudirect) behind one
  *     host switch get the same x-nv-gpudirect-clique (QEMU vfio-pci's
  *     property, 0 to 15, numbered by switch in placement order) through
@@ -47,6 +49,12 @@
 #include "pool/av-place.h"
 
 G_BEGIN_DECLS
+
+/* The downstream ports one guest pcie-switch-upstream-port takes (its
+ * slots 0 to 31): a host switch with more of the placement's devices
+ * becomes several guest switches, each its own group (same host_switch,
+ * same clique), with a note. */
+#define AV_GUEST_SWITCH_PORTS_MAX 32u
 
 typedef enum {
     AV_GUEST_NUMA_AUTO = 0,      /* cells when the devices span two or more host nodes */
