@@ -389,6 +389,51 @@ case_topo_memory_split(void)
     return topo_placement(0, items, G_N_ELEMENTS(items));
 }
 
+/* @n devices, the first half on host node 0 and the rest on node 1 (all
+ * on node 0 when !@two_nodes), @per_switch behind each host switch (0:
+ * none), NVIDIA GPUs when @gpus, else FPGA functions. */
+static AvPlacement *
+topo_bulk(guint n, guint per_switch, gboolean two_nodes, gboolean gpus)
+{
+    AvPlacement *p = placement_new(0, cpus_node0, G_N_ELEMENTS(cpus_node0));
+
+    for (guint i = 0; i < n; i++) {
+        g_autofree char *address = g_strdup_printf("0000:%02x:%02x.%u", 0x40 + i / 32, i % 32, gpus ? 0 : 1);
+        g_autofree char *sw = per_switch ? g_strdup_printf("0000:%02x:00.0", 0x10 + i / per_switch) : NULL;
+        int node = two_nodes && i >= n / 2 ? 1 : 0;
+
+        add_pci_at(p, gpus ? "gpu-passthrough" : "fpga-function", address, node, sw, gpus);
+    }
+    add_node(p, 0, cpus_node0, G_N_ELEMENTS(cpus_node0));
+    if (two_nodes)
+        add_node(p, 1, cpus_node1, G_N_ELEMENTS(cpus_node1));
+    return p;
+}
+
+/* 40 NVIDIA GPUs behind one host switch: two guest switches (32 and 8
+ * downstream ports), one clique. */
+static AvPlacement *
+case_topo_switch_40(void)
+{
+    return topo_bulk(40, 40, FALSE, TRUE);
+}
+
+/* guest-numa="mirror", 33 devices alone on node 0: root ports on slots
+ * 0x00-0x1f of the expander bus, the 33rd on function 1 of slot 0. */
+static AvPlacement *
+case_topo_mirror_33(void)
+{
+    return topo_bulk(33, 0, FALSE, FALSE);
+}
+
+/* 64 devices on two nodes behind 32 two-device switches: 130 controllers,
+ * 2 + 128 bus numbers behind the expander buses, room enough. */
+static AvPlacement *
+case_topo_many_switches(void)
+{
+    return topo_bulk(64, 2, TRUE, FALSE);
+}
+
 typedef struct {
     const char *name;
     AvPlacement *(*placement)(void);
@@ -423,6 +468,11 @@ static const Case cases[] = {
     { "topo-memory-split", case_topo_memory_split, FALSE, TRUE },
     { "topo-hotplug", case_topo_two_cells, FALSE, TRUE },
     { "topo-few-vcpus", case_topo_two_cells, FALSE, TRUE },
+    { "topo-switch-40", case_topo_switch_40, FALSE, TRUE },
+    { "topo-mirror-33", case_topo_mirror_33, FALSE, TRUE },
+    { "topo-many-switches", case_topo_many_switches, FALSE, TRUE },
+    { "topo-bus-clash", case_topo_two_cells, FALSE, TRUE },
+    { "topo-user-pxb", case_topo_two_cells, FALSE, TRUE },
 };
 
 /* ---- helpers ---- */
@@ -1964,6 +2014,79 @@ test_topology_user_override(void)
     assert_same("unplace", normal, unplaced);
 }
 
+/* The bus numbers, boundary both ways: the user's expander bus at busNr B
+ * (index 1, its root port index 2) and two cells of one device each:
+ * ours take busNr B-2 and B-4, leaving B-4 bus numbers below them for
+ * indexes 0 to 2 (the user's), our 2 expander buses and the 16 hot-plug
+ * ports: 26 fits, 25 does not. */
+static void
+test_topology_bus_boundary(void)
+{
+    static const struct {
+        const char *bus_nr;
+        gboolean fits;
+    } bounds[] = { { "26", TRUE }, { "25", FALSE }, { "254", TRUE } };
+    g_autofree char *in = read_src("xml/in/topo-user-pxb.xml", NULL);
+
+    for (guint i = 0; i < G_N_ELEMENTS(bounds); i++) {
+        g_autoptr(AvPlacement) p = case_topo_memory_split();
+        g_autoptr(GError) err = NULL;
+        g_auto(GStrv) parts = g_strsplit(in, "busNr='254'", 2);
+        g_autofree char *attr = g_strdup_printf("busNr='%s'", bounds[i].bus_nr);
+        g_autofree char *xml = g_strjoinv(attr, parts);
+        g_autofree char *out = av_domain_rewrite(xml, strlen(xml), p, test_policy, &err);
+
+        if (bounds[i].fits) {
+            g_autofree char *want = g_strdup_printf("busNr=\"%u\"", (guint)atoi(bounds[i].bus_nr) - 4);
+
+            g_assert_no_error(err);
+            g_assert_nonnull(strstr(out, want));
+        } else {
+            g_assert_null(out);
+            g_assert_error(err, AV_ERROR, AV_ERROR_INVALID_INPUT);
+            g_assert_nonnull(strstr(err->message, "expander bus at busNr 25"));
+            g_assert_null(strchr(err->message, '\n'));
+        }
+    }
+}
+
+/* The bus count without a user expander bus, both ways: 64 devices behind
+ * 32 two-device switches on two nodes fit (golden topo-many-switches);
+ * 64 behind two host switches, one per node, fit beside 166 user root
+ * ports on pcie-root and not beside 167. */
+static void
+test_topology_bus_count(void)
+{
+    g_autofree char *in = read_src("xml/in/topo-many-switches.xml", NULL);
+    g_autoptr(GString) xml = g_string_new(NULL);
+    const char *devices = strstr(in, "    <controller type='pci' index='0'");
+    /* 256 - 2 * 35 = 186 bus numbers below the expander buses, for 1 +
+     * n_user + 2 (the expander buses' indexes) + 16 hot-plug ports */
+    guint n_user[] = { 166, 167 };
+
+    g_assert_nonnull(devices);
+    for (guint k = 0; k < G_N_ELEMENTS(n_user); k++) {
+        g_autoptr(AvPlacement) p = topo_bulk(64, 32, TRUE, FALSE);
+        g_autoptr(GError) err = NULL;
+        g_autofree char *out = NULL;
+
+        g_string_assign(xml, "");
+        g_string_append_len(xml, in, devices - in);
+        for (guint i = 1; i <= n_user[k]; i++)
+            g_string_append_printf(xml, "    <controller type='pci' index='%u' model='pcie-root-port'/>\n", i);
+        g_string_append(xml, devices);
+        out = av_domain_rewrite(xml->str, xml->len, p, test_policy, &err);
+        if (k == 0) {
+            g_assert_no_error(err);
+            g_assert_nonnull(out);
+        } else {
+            g_assert_null(out);
+            g_assert_error(err, AV_ERROR, AV_ERROR_INVALID_INPUT);
+            g_assert_nonnull(strstr(err->message, "needs more PCI buses than a guest has"));
+        }
+    }
+}
+
 int
 main(int argc, char **argv)
 {
@@ -2006,6 +2129,8 @@ main(int argc, char **argv)
     g_test_add_func("/rewrite/topology/remap", test_topology_remap);
     g_test_add_func("/rewrite/topology/hotplug-fill", test_topology_hotplug_fill);
     g_test_add_func("/rewrite/topology/user-override", test_topology_user_override);
+    g_test_add_func("/rewrite/topology/bus-boundary", test_topology_bus_boundary);
+    g_test_add_func("/rewrite/topology/bus-count", test_topology_bus_count);
     {
         int rc = g_test_run();
 
