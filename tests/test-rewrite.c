@@ -473,6 +473,8 @@ static const Case cases[] = {
     { "topo-many-switches", case_topo_many_switches, FALSE, TRUE },
     { "topo-bus-clash", case_topo_two_cells, FALSE, TRUE },
     { "topo-user-pxb", case_topo_two_cells, FALSE, TRUE },
+    { "topo-user-clique", case_topo_cliques, FALSE, TRUE },
+    { "topo-user-clique-off", case_topo_cliques, FALSE, TRUE },
 };
 
 /* ---- helpers ---- */
@@ -2087,6 +2089,24 @@ test_topology_bus_count(void)
     }
 }
 
+/* The user's own x-nv-gpudirect-clique wins, with a note, before and
+ * after a rewrite (whose own cliques are never taken for the user's). */
+static void
+test_topology_user_clique(void)
+{
+    static const char *const files[] = { "in", "out" };
+
+    for (guint i = 0; i < G_N_ELEMENTS(files); i++) {
+        g_autoptr(AvPlacement) p = case_topo_cliques();
+        g_autofree char *text = topology_describe(files[i], "topo-user-clique", p, NULL);
+
+        g_assert_nonnull(strstr(text, "not mirrored: GPUDirect cliques: ua-accelvirt-1 keeps the "
+                                      "x-nv-gpudirect-clique the domain's own <qemu:override> gives it\n"));
+        g_assert_null(strstr(text, "ua-accelvirt-0 keeps"));
+        g_assert_null(strstr(text, "ua-accelvirt-3 keeps"));
+    }
+}
+
 int
 main(int argc, char **argv)
 {
@@ -2131,6 +2151,7 @@ main(int argc, char **argv)
     g_test_add_func("/rewrite/topology/user-override", test_topology_user_override);
     g_test_add_func("/rewrite/topology/bus-boundary", test_topology_bus_boundary);
     g_test_add_func("/rewrite/topology/bus-count", test_topology_bus_count);
+    g_test_add_func("/rewrite/topology/user-clique", test_topology_user_clique);
     {
         int rc = g_test_run();
 

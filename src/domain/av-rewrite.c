@@ -626,6 +626,7 @@ typedef struct {
     gboolean cells;              /* <cpu><numa> and <numatune><memnode>s (issue 16) */
     gboolean cpu;                /* the <cpu> element itself (it had none) */
     gboolean qemu_ns;            /* the xmlns:qemu declaration on <domain> */
+    gboolean qemu_override;      /* the <qemu:override> element itself (it had none) */
 } AvWrote;
 
 /* The qemu namespace of libvirt's domain XML (docs/drvqemu.rst,
@@ -798,32 +799,96 @@ wrote_read(const xmlNode *placed, AvWrote *wrote, GError **error)
     return yes_no(placed, "pinned", &wrote->pinned, error) && yes_no(placed, "numatune", &wrote->numatune, error) &&
            yes_no(placed, "hidden", &wrote->hidden, error) && yes_no(placed, "vendor-id", &wrote->vendor_id, error) &&
            yes_no(placed, "cells", &wrote->cells, error) && yes_no(placed, "cpu", &wrote->cpu, error) &&
-           yes_no(placed, "qemu-ns", &wrote->qemu_ns, error);
+           yes_no(placed, "qemu-ns", &wrote->qemu_ns, error) &&
+           yes_no(placed, "qemu-override", &wrote->qemu_override, error);
 }
 
-/* Removes the <qemu:device alias='ua-accelvirt-N'> entries of the
- * <qemu:override> @override (write_cliques() wrote them); TRUE when there
- * was one. */
-static gboolean
-strip_overrides(xmlNode *override)
+/* The <qemu:device alias=@alias> of @override, or NULL. */
+static xmlNode *
+override_device(const xmlNode *override, const char *alias)
 {
-    gboolean removed = FALSE;
-    xmlNode *next;
+    for (xmlNode *c = override ? override->children : NULL; c; c = c->next) {
+        g_autofree char *a = NULL;
 
-    for (xmlNode *c = override->children; c; c = next) {
-        g_autofree char *alias = NULL;
-        const char *n;
-        guint v = 0;
-
-        next = c->next;
         if (!av_domain_is_elem(c, "device", AV_NS_QEMU))
             continue;
-        alias = av_domain_prop(c, "alias");
-        n = alias && g_str_has_prefix(alias, AV_REWRITE_ALIAS_PREFIX) ? alias + strlen(AV_REWRITE_ALIAS_PREFIX) : NULL;
-        if (n && av_domain_decimal_parse(n, G_MAXUINT32, &v)) {
-            remove_node(c);
-            removed = TRUE;
-        }
+        a = av_domain_prop(c, "alias");
+        if (g_strcmp0(a, alias) == 0)
+            return c;
+    }
+    return NULL;
+}
+
+/* The <qemu:property name='x-nv-gpudirect-clique'> of @device's
+ * <qemu:frontend>, or NULL. */
+static xmlNode *
+device_clique(const xmlNode *device)
+{
+    xmlNode *frontend = av_domain_child_first(device, "frontend", AV_NS_QEMU);
+
+    for (xmlNode *c = frontend ? frontend->children : NULL; c; c = c->next) {
+        g_autofree char *name = NULL;
+
+        if (!av_domain_is_elem(c, "property", AV_NS_QEMU))
+            continue;
+        name = av_domain_prop(c, "name");
+        if (g_strcmp0(name, AV_GPUDIRECT_PROPERTY) == 0)
+            return c;
+    }
+    return NULL;
+}
+
+/* The first <qemu:override> of @root, or NULL. */
+static xmlNode *
+override_find(const xmlNode *root)
+{
+    for (xmlNode *c = root->children; c; c = c->next) {
+        if (av_domain_is_elem(c, "override", AV_NS_QEMU))
+            return c;
+    }
+    return NULL;
+}
+
+gboolean
+av_domain_user_clique(const xmlNode *root, const char *alias)
+{
+    for (xmlNode *c = root->children; c; c = c->next) {
+        if (av_domain_is_elem(c, "override", AV_NS_QEMU) && device_clique(override_device(c, alias)))
+            return TRUE;
+    }
+    return FALSE;
+}
+
+/* Removes from the <qemu:override> @override the cliques that the
+ * placement @placed recorded (its entries' clique= and clique-made=,
+ * write_cliques()): the x-nv-gpudirect-clique property, then the
+ * <qemu:frontend> or <qemu:device> accelvirt made for it once emptied;
+ * the user's own properties stay.  TRUE when it removed anything. */
+static gboolean
+strip_overrides(xmlNode *override, const xmlNode *placed)
+{
+    gboolean removed = FALSE;
+
+    for (const xmlNode *e = placed ? placed->children : NULL; e; e = e->next) {
+        g_autofree char *alias = NULL;
+        g_autofree char *made = NULL;
+        xmlNode *device, *frontend, *property;
+
+        if (e->type != XML_ELEMENT_NODE || !(made = av_domain_prop(e, "clique-made")))
+            continue;
+        alias = av_domain_prop(e, "alias");
+        device = override_device(override, alias);
+        property = device_clique(device);
+        if (!property)
+            continue;
+        frontend = property->parent;
+        remove_node(property);
+        removed = TRUE;
+        remove_if_emptied(frontend, strcmp(made, "property") == 0);
+        if (strcmp(made, "device") == 0 && !xmlFirstElementChild(device))
+            remove_node(device);
+        else if (strcmp(made, "frontend") == 0)
+            remove_if_emptied(device, TRUE);   /* the user's <qemu:device/> as it was */
     }
     return removed;
 }
@@ -885,6 +950,20 @@ av_domain_strip(xmlNode *root, gboolean *ret_changed, GError **error)
         if (av_domain_is_elem(c, "placement", AV_NS_DOMAIN) && !wrote_read(c, &wrote, error))
             return FALSE;
     }
+    /* the cliques first: <av:placement> says which were accelvirt's */
+    for (xmlNode *c = root->children; c; c = next) {
+        next = c->next;
+        if (!av_domain_is_elem(c, "override", AV_NS_QEMU))
+            continue;
+        for (xmlNode *p = accelerators ? accelerators->children : NULL; p; p = p->next) {
+            if (av_domain_is_elem(p, "placement", AV_NS_DOMAIN) && strip_overrides(c, p))
+                changed = TRUE;
+        }
+        if (wrote.qemu_override && !xmlFirstElementChild(c)) {
+            remove_node(c);
+            changed = TRUE;
+        }
+    }
     for (xmlNode *c = accelerators ? accelerators->children : NULL; c; c = next) {
         next = c->next;
         if (av_domain_is_elem(c, "placement", AV_NS_DOMAIN)) {
@@ -944,11 +1023,6 @@ av_domain_strip(xmlNode *root, gboolean *ret_changed, GError **error)
             if (remove_children(c, "numa")) {
                 changed = TRUE;
                 remove_if_emptied(c, !wrote.cpu);
-            }
-        } else if (av_domain_is_elem(c, "override", AV_NS_QEMU)) {
-            if (strip_overrides(c)) {
-                changed = TRUE;
-                remove_if_emptied(c, FALSE);
             }
         } else if ((wrote.hidden || wrote.vendor_id) && av_domain_is_elem(c, "features", NULL)) {
             xmlNode *kvm = av_domain_child_first(c, "kvm", NULL);
@@ -1813,14 +1887,20 @@ qemu_ns_ensure(xmlNode *root, AvWrote *wrote)
  *   </qemu:frontend></qemu:device></qemu:override>
  * (libvirt 8.2 and later, docs/drvqemu.rst "Overriding properties of QEMU
  * devices"; QEMU hw/vfio/pci.c's x-nv-gpudirect-clique, 0 to 15), into the
- * user's <qemu:override> when there is one, else a new one last in
- * <domain>, where libvirt's schema puts it. */
+ * user's <qemu:override>, <qemu:device alias=> and <qemu:frontend> where
+ * they are (one element per alias, as libvirt wants), else new ones, the
+ * <qemu:override> last in <domain>, where libvirt's schema puts it.  A GPU
+ * whose alias has an x-nv-gpudirect-clique of the user's gets none (theirs
+ * wins; av_guest_topology() notes it).  Stores in @made[i] what it made
+ * for item i, for <av:placement> (clique-made=): "property" (into the
+ * user's frontend), "frontend" or "device"; NULL when it wrote nothing;
+ * sets @wrote's qemu_override when it made the <qemu:override>. */
 static void
 write_cliques(xmlNode *root, const AvGuestTopology *topology, const AvPlacement *placement, AvWrote *wrote,
-              const char *unit)
+              const char **made, const char *unit)
 {
-    xmlNode *override = NULL;
-    xmlNs *ns = NULL;
+    xmlNode *override = override_find(root);
+    xmlNs *ns = override ? override->ns : NULL;
 
     for (guint g = 0; g < topology->groups->len; g++) {
         const AvGuestGroup *group = g_ptr_array_index(topology->groups, g);
@@ -1834,33 +1914,58 @@ write_cliques(xmlNode *root, const AvGuestTopology *topology, const AvPlacement 
             g_autofree char *alias = g_strdup_printf(AV_REWRITE_ALIAS_PREFIX "%u", i);
             xmlNode *device, *frontend, *property;
 
-            if (!item->gpudirect)
+            if (!item->gpudirect || av_domain_user_clique(root, alias))
                 continue;
-            if (!override) {
-                for (xmlNode *c = root->children; c && !override; c = c->next) {
-                    if (av_domain_is_elem(c, "override", AV_NS_QEMU))
-                        override = c;
-                }
-                ns = override ? override->ns : qemu_ns_ensure(root, wrote);
+            if (!ns) {
+                ns = qemu_ns_ensure(root, wrote);
                 if (!ns)
                     return;
-                if (!override) {
-                    override = new_elem(root->doc, ns, "override");
-                    insert_last(root, override, unit);
-                }
             }
-            device = new_elem(root->doc, ns, "device");
-            set_prop(device, "alias", alias);
-            frontend = new_elem(root->doc, ns, "frontend");
-            xmlAddChild(device, frontend);
+            if (!override) {
+                override = new_elem(root->doc, ns, "override");
+                insert_last(root, override, unit);
+                wrote->qemu_override = TRUE;
+            }
             property = new_elem(root->doc, ns, "property");
-            set_prop(property, "name", "x-nv-gpudirect-clique");
+            set_prop(property, "name", AV_GPUDIRECT_PROPERTY);
             set_prop(property, "type", "unsigned");
             set_prop(property, "value", clique);
-            xmlAddChild(frontend, property);
-            insert_last(override, device, unit);
+            device = override_device(override, alias);
+            frontend = av_domain_child_first(device, "frontend", AV_NS_QEMU);
+            if (frontend) {
+                insert_last(frontend, property, unit);
+                made[i] = "property";
+            } else if (device) {
+                frontend = new_elem(root->doc, ns, "frontend");
+                xmlAddChild(frontend, property);
+                insert_last(device, frontend, unit);
+                made[i] = "frontend";
+            } else {
+                device = new_elem(root->doc, ns, "device");
+                set_prop(device, "alias", alias);
+                frontend = new_elem(root->doc, ns, "frontend");
+                xmlAddChild(device, frontend);
+                xmlAddChild(frontend, property);
+                insert_last(override, device, unit);
+                made[i] = "device";
+            }
         }
     }
+}
+
+/* The clique of the group holding item @i of @topology, -1 when none. */
+static int
+group_clique(const AvGuestTopology *topology, guint i)
+{
+    for (guint g = 0; g < topology->groups->len; g++) {
+        const AvGuestGroup *group = g_ptr_array_index(topology->groups, g);
+
+        for (guint j = 0; j < group->items->len; j++) {
+            if (g_array_index(group->items, guint, j) == i)
+                return group->clique;
+        }
+    }
+    return -1;
 }
 
 char *
@@ -1897,6 +2002,7 @@ av_domain_rewrite(const char *xml, gsize len, const AvPlacement *placement, cons
     g_autofree char *unit = NULL;
     g_autofree guint *slot_bus = NULL;
     g_autofree int *slot_cell = NULL;
+    g_autofree const char **made = NULL;
     AvGuestSlots slots;
     xmlDoc *doc = NULL;
     xmlNode *root, *accelerators, *devices = NULL, *placed;
@@ -1970,7 +2076,8 @@ av_domain_rewrite(const char *xml, gsize len, const AvPlacement *placement, cons
     }
     if (hide)
         write_hidden(root, &wrote, unit);
-    write_cliques(root, topology, placement, &wrote, unit);
+    made = g_new0(const char *, n_items + 1);
+    write_cliques(root, topology, placement, &wrote, made, unit);
 
     placed = new_elem(doc, accelerators->ns, "placement");
     if (placement->numa_node >= 0) {
@@ -1989,11 +2096,21 @@ av_domain_rewrite(const char *xml, gsize len, const AvPlacement *placement, cons
         set_prop(placed, "cpu", "yes");
     if (wrote.qemu_ns)
         set_prop(placed, "qemu-ns", "yes");
+    if (wrote.qemu_override)
+        set_prop(placed, "qemu-override", "yes");
     for (guint i = 0; i < n_items; i++) {
         g_autofree char *alias = g_strdup_printf(AV_REWRITE_ALIAS_PREFIX "%u", i);
 
-        xmlAddChild(placed, placed_new(doc, accelerators->ns, g_ptr_array_index(placement->items, i), alias,
-                                       slots.cell[i]));
+        xmlNode *entry = placed_new(doc, accelerators->ns, g_ptr_array_index(placement->items, i), alias,
+                                    slots.cell[i]);
+
+        if (made[i]) {
+            g_autofree char *clique = g_strdup_printf("%d", group_clique(topology, i));
+
+            set_prop(entry, "clique", clique);
+            set_prop(entry, "clique-made", made[i]);
+        }
+        xmlAddChild(placed, entry);
     }
     insert_last(accelerators, placed, unit);
     out = doc_serialize(doc, has_declaration(xml, len), error);

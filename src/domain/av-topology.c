@@ -503,7 +503,7 @@ gpus_share_switch(const AvPlacement *placement)
 }
 
 static void
-cliques_build(AvGuestTopology *topology, const AvPlacement *placement)
+cliques_build(AvGuestTopology *topology, const xmlNode *root, const AvPlacement *placement)
 {
     int next = 0;
 
@@ -545,6 +545,15 @@ cliques_build(AvGuestTopology *topology, const AvPlacement *placement)
             continue;
         }
         group->clique = next++;
+        for (guint j = 0; j < group->items->len; j++) {
+            guint i = g_array_index(group->items, guint, j);
+            const AvPlacedItem *item = g_ptr_array_index(placement->items, i);
+            g_autofree char *alias = g_strdup_printf(AV_REWRITE_ALIAS_PREFIX "%u", i);
+
+            if (item->gpudirect && av_domain_user_clique(root, alias))
+                note(topology, "GPUDirect cliques: %s keeps the " AV_GPUDIRECT_PROPERTY " the domain's own "
+                     "<qemu:override> gives it", alias);
+        }
     }
 }
 
@@ -598,7 +607,7 @@ av_guest_topology_at(const xmlNode *root, const AvPlacement *placement, GError *
     else if (want_cells)
         cells_build(topology, placement, nodes, vcpus, memory_kib);
     groups_build(topology, placement);
-    cliques_build(topology, placement);
+    cliques_build(topology, root, placement);
     return g_steal_pointer(&topology);
 }
 
