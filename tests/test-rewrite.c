@@ -475,6 +475,7 @@ static const Case cases[] = {
     { "topo-user-pxb", case_topo_two_cells, FALSE, TRUE },
     { "topo-user-clique", case_topo_cliques, FALSE, TRUE },
     { "topo-user-clique-off", case_topo_cliques, FALSE, TRUE },
+    { "topo-hugepages", case_topo_memory_split, FALSE, TRUE },
 };
 
 /* ---- helpers ---- */
@@ -1653,6 +1654,15 @@ test_topology_memory_units(void)
           "memory of 3073 KiB" },
         { "<memory unit='KiB'>2047</memory>", NULL, "less than 1 MiB for each of its 2 cells" },
         { "<memory unit='parsec'>4</memory>", NULL, "less than 1 MiB" },
+        /* hugepages: whole pages of the largest size named */
+        { "<memory unit='MiB'>5632</memory><memoryBacking><hugepages><page size='1' unit='G'/></hugepages>"
+          "</memoryBacking>", "(vCPUs 0-1, 2048 MiB), cell 1 = host node 1 (vCPUs 2-3, 3072 MiB)",
+          "not a whole number of its 1048576 KiB hugepages: its cells hold 5242880 KiB" },
+        { "<memory unit='GiB'>4</memory><memoryBacking><hugepages><page size='2048'/></hugepages>"
+          "</memoryBacking>", "(vCPUs 0-1, 2048 MiB), cell 1 = host node 1 (vCPUs 2-3, 2048 MiB)", NULL },
+        { "<memory unit='GiB'>1</memory><memoryBacking><hugepages><page size='2' unit='M' nodeset='0'/>"
+          "<page size='1048576' nodeset='1'/></hugepages></memoryBacking>", NULL,
+          "less than one hugepage of 1048576 KiB for each of its 2 cells: give it at least 2097152 KiB" },
     };
     g_autoptr(AvPlacement) p = case_topo_memory_split();
 
@@ -1672,6 +1682,25 @@ test_topology_memory_units(void)
             g_error("%s: %s", units[i].memory, text);
         if (units[i].note ? !strstr(text, units[i].note) : strstr(text, "not mirrored") != NULL)
             g_error("%s: %s", units[i].memory, text);
+    }
+    /* guest-numa="mirror" with less than a hugepage per cell: refused */
+    {
+        static const char mirror[] =
+            "<domain type='kvm'><name>m</name><metadata><av:accelerators xmlns:av='urn:accelvirt:domain:1'>"
+            "<av:request profile='fpga-function' count='2'/><av:topology guest-numa='mirror'/></av:accelerators>"
+            "</metadata><memory unit='GiB'>1</memory><memoryBacking><hugepages><page size='1' unit='G'/>"
+            "</hugepages></memoryBacking><vcpu>4</vcpu><os><type machine='q35'>hvm</type></os></domain>";
+        g_autoptr(GError) err = NULL;
+        g_autoptr(AvGuestTopology) topology = av_guest_topology(mirror, strlen(mirror), p, &err);
+        g_autofree char *out = NULL;
+
+        g_assert_null(topology);
+        g_assert_error(err, AV_ERROR, AV_ERROR_INVALID_INPUT);
+        g_assert_nonnull(strstr(err->message, "less than one hugepage of 1048576 KiB"));
+        g_clear_error(&err);
+        out = av_domain_rewrite(mirror, strlen(mirror), p, test_policy, &err);
+        g_assert_null(out);
+        g_assert_error(err, AV_ERROR, AV_ERROR_INVALID_INPUT);
     }
 }
 

@@ -9,9 +9,11 @@
  *   - the memory split is <memory> in its unit= (libvirt's scaled
  *     integers: b, k, KiB, KB, M, MiB, MB, G, ... as virScaleInteger reads
  *     them; KiB when absent), rounded up to KiB as libvirt does, then split
- *     in whole MiB: a remainder below 1 MiB is dropped, with a note, since
- *     libvirt makes the domain's memory the sum of its cells;
- *   - cells need a domain of at least one MiB per cell, and each node's CPUs
+ *     in whole MiB (whole pages of the largest <hugepages><page size=> when
+ *     the domain names one larger than 1 MiB, whatever its nodeset=): a
+ *     remainder is dropped, with a note, since libvirt makes the domain's
+ *     memory the sum of its cells;
+ *   - cells need a domain of at least one MiB (one such page) per cell, and each node's CPUs
  *     (AvPlacement->nodes) known; a switch's items that do not share one
  *     node go under the cell of the first, and a switch whose node is
  *     unknown stays on pcie-root;
@@ -212,6 +214,30 @@ memory_kib_parse(const char *value, const char *unit, guint64 *ret)
     return TRUE;
 }
 
+/* The largest <memoryBacking><hugepages><page size= unit=> in KiB
+ * (libvirt's units, KiB when unit= is absent: formatdomain.rst, "Memory
+ * Backing"), whatever its nodeset=; 0 when the domain names none. */
+static guint64
+domain_page_kib(const xmlNode *root)
+{
+    xmlNode *hugepages = av_domain_child_first(av_domain_child_first(root, "memoryBacking", NULL), "hugepages", NULL);
+    guint64 largest = 0;
+
+    for (xmlNode *c = hugepages ? hugepages->children : NULL; c; c = c->next) {
+        g_autofree char *size = NULL;
+        g_autofree char *unit = NULL;
+        guint64 kib = 0;
+
+        if (!av_domain_is_elem(c, "page", NULL))
+            continue;
+        size = av_domain_prop(c, "size");
+        unit = av_domain_prop(c, "unit");
+        if (memory_kib_parse(size, unit, &kib) && kib > largest)
+            largest = kib;
+    }
+    return largest;
+}
+
 /* The vCPU count (<vcpu>'s text, 1 when absent) and <memory> in KiB (0
  * when absent or unreadable). */
 static void
@@ -356,9 +382,19 @@ note(AvGuestTopology *topology, const char *fmt, ...)
     va_end(ap);
 }
 
+/* The granule of a cell's memory in KiB: 1 MiB, or the domain's largest
+ * hugepage size when larger (QEMU refuses a cell smaller than a page and
+ * rounds one that is not whole pages up, beyond <memory>). */
+static guint64
+cell_granule_kib(guint64 page_kib)
+{
+    return page_kib > 1024 ? page_kib : 1024;
+}
+
 /* Why guest NUMA cells for @nodes cannot be written, or NULL. */
 static char *
-cells_refusal(const xmlNode *root, const AvPlacement *placement, GArray *nodes, guint vcpus, guint64 memory_kib)
+cells_refusal(const xmlNode *root, const AvPlacement *placement, GArray *nodes, guint vcpus, guint64 memory_kib,
+              guint64 page_kib)
 {
     const char *user = user_numa(root);
 
@@ -369,6 +405,10 @@ cells_refusal(const xmlNode *root, const AvPlacement *placement, GArray *nodes, 
     if (vcpus < nodes->len)
         return g_strdup_printf("the domain has %u vCPU%s for %u host nodes: give it at least %u in <vcpu>", vcpus,
                                vcpus == 1 ? "" : "s", nodes->len, nodes->len);
+    if (page_kib > 1024 && memory_kib / page_kib < nodes->len)
+        return g_strdup_printf("the domain's <memory> is less than one hugepage of %" G_GUINT64_FORMAT " KiB for "
+                               "each of its %u cells: give it at least %" G_GUINT64_FORMAT " KiB", page_kib,
+                               nodes->len, page_kib * nodes->len);
     if (memory_kib / 1024 < nodes->len)
         return g_strdup_printf("the domain's <memory> is less than 1 MiB for each of its %u cells", nodes->len);
     for (guint i = 0; i < nodes->len; i++) {
@@ -382,15 +422,21 @@ cells_refusal(const xmlNode *root, const AvPlacement *placement, GArray *nodes, 
 }
 
 static void
-cells_build(AvGuestTopology *topology, const AvPlacement *placement, GArray *nodes, guint vcpus, guint64 memory_kib)
+cells_build(AvGuestTopology *topology, const AvPlacement *placement, GArray *nodes, guint vcpus, guint64 memory_kib,
+            guint64 page_kib)
 {
     guint k = nodes->len, base = vcpus / k, extra = vcpus % k, next = 0;
-    guint64 mib = memory_kib / 1024, per = mib / k;
+    guint64 granule = cell_granule_kib(page_kib);
+    guint64 units = memory_kib / granule, per = units / k;
 
-    if (memory_kib % 1024)
+    if (memory_kib % granule && granule == 1024)
         note(topology, "guest NUMA: the domain's memory of %" G_GUINT64_FORMAT " KiB is not a whole number of "
              "MiB: its cells hold %" G_GUINT64_FORMAT " MiB, which libvirt makes the domain's memory",
-             memory_kib, mib);
+             memory_kib, units);
+    else if (memory_kib % granule)
+        note(topology, "guest NUMA: the domain's memory of %" G_GUINT64_FORMAT " KiB is not a whole number of its "
+             "%" G_GUINT64_FORMAT " KiB hugepages: its cells hold %" G_GUINT64_FORMAT " KiB, which libvirt makes "
+             "the domain's memory", memory_kib, granule, units * granule);
     for (guint c = 0; c < k; c++) {
         AvGuestCell *cell = g_new0(AvGuestCell, 1);
         const AvPlacedNode *n = av_domain_placed_node(placement, g_array_index(nodes, int, c));
@@ -403,7 +449,7 @@ cells_build(AvGuestTopology *topology, const AvPlacement *placement, GArray *nod
             g_array_append_val(cell->vcpus, next);
         /* cells_refusal() made sure that every node has its CPUs */
         cell->host_cpus = n ? g_array_copy(n->cpus) : g_array_new(FALSE, FALSE, sizeof(guint));
-        cell->memory_kib = (c + 1 == k ? mib - per * (k - 1) : per) * 1024;
+        cell->memory_kib = (c + 1 == k ? units - per * (k - 1) : per) * granule;
         g_ptr_array_add(topology->cells, cell);
     }
 }
@@ -596,7 +642,7 @@ av_guest_topology_at(const xmlNode *root, const AvPlacement *placement, GError *
     }
     domain_size(root, &vcpus, &memory_kib);
     if (want_cells)
-        refusal = cells_refusal(root, placement, nodes, vcpus, memory_kib);
+        refusal = cells_refusal(root, placement, nodes, vcpus, memory_kib, domain_page_kib(root));
     if (refusal && topology->request.guest_numa == AV_GUEST_NUMA_MIRROR) {
         av_domain_invalid_at(error, NULL, "<av:topology guest-numa='mirror'> cannot be honoured: %s; change that "
                              "or write guest-numa='auto'", refusal);
@@ -605,7 +651,7 @@ av_guest_topology_at(const xmlNode *root, const AvPlacement *placement, GError *
     if (refusal)
         note(topology, "guest NUMA: %s", refusal);
     else if (want_cells)
-        cells_build(topology, placement, nodes, vcpus, memory_kib);
+        cells_build(topology, placement, nodes, vcpus, memory_kib, domain_page_kib(root));
     groups_build(topology, placement);
     cliques_build(topology, root, placement);
     return g_steal_pointer(&topology);
