@@ -476,6 +476,7 @@ static const Case cases[] = {
     { "topo-user-clique", case_topo_cliques, FALSE, TRUE },
     { "topo-user-clique-off", case_topo_cliques, FALSE, TRUE },
     { "topo-hugepages", case_topo_memory_split, FALSE, TRUE },
+    { "topo-empty-tune", case_topo_two_cells, FALSE, TRUE },
 };
 
 /* ---- helpers ---- */

@@ -315,6 +315,14 @@ remove_if_emptied(xmlNode *node, gboolean keep)
     }
 }
 
+/* Whether @node is an element with no child element and no attribute
+ * (<x/>, or whitespace inside). */
+static gboolean
+element_is_empty(const xmlNode *node)
+{
+    return node && !node->properties && !xmlFirstElementChild((xmlNode *)node);
+}
+
 /* ---- requests ---- */
 
 static gboolean
@@ -627,6 +635,8 @@ typedef struct {
     gboolean cpu;                /* the <cpu> element itself (it had none) */
     gboolean qemu_ns;            /* the xmlns:qemu declaration on <domain> */
     gboolean qemu_override;      /* the <qemu:override> element itself (it had none) */
+    gboolean user_cputune;       /* the user's <cputune> was there, empty: kept when emptied */
+    gboolean user_numatune;      /* the same for <numatune> */
 } AvWrote;
 
 /* The qemu namespace of libvirt's domain XML (docs/drvqemu.rst,
@@ -800,7 +810,9 @@ wrote_read(const xmlNode *placed, AvWrote *wrote, GError **error)
            yes_no(placed, "hidden", &wrote->hidden, error) && yes_no(placed, "vendor-id", &wrote->vendor_id, error) &&
            yes_no(placed, "cells", &wrote->cells, error) && yes_no(placed, "cpu", &wrote->cpu, error) &&
            yes_no(placed, "qemu-ns", &wrote->qemu_ns, error) &&
-           yes_no(placed, "qemu-override", &wrote->qemu_override, error);
+           yes_no(placed, "qemu-override", &wrote->qemu_override, error) &&
+           yes_no(placed, "user-cputune", &wrote->user_cputune, error) &&
+           yes_no(placed, "user-numatune", &wrote->user_numatune, error);
 }
 
 /* The <qemu:device alias=@alias> of @override, or NULL. */
@@ -1009,7 +1021,7 @@ av_domain_strip(xmlNode *root, gboolean *ret_changed, GError **error)
             removed = remove_children(c, "emulatorpin") || removed;
             if (removed) {
                 changed = TRUE;
-                remove_if_emptied(c, FALSE);
+                remove_if_emptied(c, wrote.user_cputune);
             }
         } else if ((wrote.numatune || wrote.cells) && av_domain_is_elem(c, "numatune", NULL)) {
             gboolean removed = wrote.numatune && remove_children(c, "memory");
@@ -1017,7 +1029,7 @@ av_domain_strip(xmlNode *root, gboolean *ret_changed, GError **error)
             removed = (wrote.cells && remove_children(c, "memnode")) || removed;
             if (removed) {
                 changed = TRUE;
-                remove_if_emptied(c, FALSE);
+                remove_if_emptied(c, wrote.user_numatune);
             }
         } else if (wrote.cells && av_domain_is_elem(c, "cpu", NULL)) {
             if (remove_children(c, "numa")) {
@@ -2045,6 +2057,9 @@ av_domain_rewrite(const char *xml, gsize len, const AvPlacement *placement, cons
         goto out;
 
     unit = doc_unit(root);
+    /* the user's own empty <cputune/> and <numatune/>, which an unplace gives back */
+    wrote.user_cputune = element_is_empty(av_domain_child_first(root, "cputune", NULL));
+    wrote.user_numatune = element_is_empty(av_domain_child_first(root, "numatune", NULL));
     n_items = placement->items ? placement->items->len : 0;
     slot_bus = g_new0(guint, n_items + 1);
     slot_cell = g_new0(int, n_items + 1);
@@ -2098,6 +2113,10 @@ av_domain_rewrite(const char *xml, gsize len, const AvPlacement *placement, cons
         set_prop(placed, "qemu-ns", "yes");
     if (wrote.qemu_override)
         set_prop(placed, "qemu-override", "yes");
+    if (wrote.user_cputune && wrote.pinned)
+        set_prop(placed, "user-cputune", "yes");
+    if (wrote.user_numatune && (wrote.numatune || wrote.cells))
+        set_prop(placed, "user-numatune", "yes");
     for (guint i = 0; i < n_items; i++) {
         g_autofree char *alias = g_strdup_printf(AV_REWRITE_ALIAS_PREFIX "%u", i);
 
