@@ -2135,6 +2135,32 @@ test_topology_user_clique(void)
         g_assert_null(strstr(text, "ua-accelvirt-0 keeps"));
         g_assert_null(strstr(text, "ua-accelvirt-3 keeps"));
     }
+    /* clique-made= is read back from tenant-written metadata: known values only */
+    {
+        g_autofree char *out = read_src("xml/out/topo-user-clique.xml", NULL);
+        g_auto(GStrv) parts = g_strsplit(out, "clique-made=\"device\"", 2);
+        g_autofree char *bad = g_strjoinv("clique-made=\"everything\"", parts);
+        g_autoptr(GError) err = NULL;
+        g_autofree char *unplaced = av_domain_unplace(bad, strlen(bad), &err);
+
+        g_assert_null(unplaced);
+        g_assert_error(err, AV_ERROR, AV_ERROR_INVALID_INPUT);
+        g_assert_nonnull(strstr(err->message, "clique-made 'everything' is none of"));
+    }
+}
+
+/* 40 devices behind one host switch: two guest switches, one clique, a note. */
+static void
+test_topology_switch_split(void)
+{
+    g_autoptr(AvPlacement) p = case_topo_switch_40();
+    g_autofree char *text = topology_describe("in", "topo-switch-40", p, NULL);
+
+    g_assert_nonnull(strstr(text, "not mirrored: switches: the 40 devices behind host switch 0000:10:00.0 go behind "
+                                  "2 guest switches (one has at most 32 downstream ports), all in one GPUDirect "
+                                  "clique\n"));
+    g_assert_nonnull(strstr(text, "ua-accelvirt-31 (0000:40:1f.0); x-nv-gpudirect-clique 0\n"));
+    g_assert_nonnull(strstr(text, "ua-accelvirt-39 (0000:41:07.0); x-nv-gpudirect-clique 0\n"));
 }
 
 int
@@ -2182,6 +2208,7 @@ main(int argc, char **argv)
     g_test_add_func("/rewrite/topology/bus-boundary", test_topology_bus_boundary);
     g_test_add_func("/rewrite/topology/bus-count", test_topology_bus_count);
     g_test_add_func("/rewrite/topology/user-clique", test_topology_user_clique);
+    g_test_add_func("/rewrite/topology/switch-split", test_topology_switch_split);
     {
         int rc = g_test_run();
 

@@ -959,8 +959,21 @@ av_domain_strip(xmlNode *root, gboolean *ret_changed, GError **error)
     xmlNode *next;
 
     for (xmlNode *c = accelerators ? accelerators->children : NULL; c; c = c->next) {
-        if (av_domain_is_elem(c, "placement", AV_NS_DOMAIN) && !wrote_read(c, &wrote, error))
+        if (!av_domain_is_elem(c, "placement", AV_NS_DOMAIN))
+            continue;
+        if (!wrote_read(c, &wrote, error))
             return FALSE;
+        for (xmlNode *e = c->children; e; e = e->next) {
+            g_autofree char *made = e->type == XML_ELEMENT_NODE ? av_domain_prop(e, "clique-made") : NULL;
+
+            if (made && strcmp(made, "property") != 0 && strcmp(made, "frontend") != 0 &&
+                strcmp(made, "device") != 0) {
+                g_autofree char *q = av_domain_quote(made);
+
+                return av_domain_invalid_at(error, e, "av:placement clique-made '%s' is none of 'property', "
+                                            "'frontend' and 'device'", q);
+            }
+        }
     }
     /* the cliques first: <av:placement> says which were accelvirt's */
     for (xmlNode *c = root->children; c; c = next) {
