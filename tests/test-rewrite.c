@@ -690,6 +690,42 @@ test_hotplug_fill(void)
     assert_same("i440fx", pc, pc_filled);
 }
 
+/* The hot-plug ports take indexes above every bus a device's address
+ * names (bus='0x05', no controller 5 written: libvirt adds it) and every
+ * index as libvirt reads it (index='02'). */
+static void
+test_hotplug_fill_buses(void)
+{
+    static const char defined[] =
+        "<domain type='kvm'>\n"
+        "  <name>hp</name>\n"
+        "  <metadata>\n"
+        "    <av:accelerators xmlns:av=\"urn:accelvirt:domain:1\">\n"
+        "      <av:hotplug slots=\"1\"/>\n"
+        "    </av:accelerators>\n"
+        "  </metadata>\n"
+        "  <os>\n"
+        "    <type arch='x86_64' machine='pc-q35-7.2'>hvm</type>\n"
+        "  </os>\n"
+        "  <devices>\n"
+        "    <controller type='pci' index='0' model='pcie-root'/>\n"
+        "    <controller type='pci' index='02' model='pcie-to-pci-bridge'/>\n"
+        "    <interface type='network'>\n"
+        "      <source network='default'/>\n"
+        "      <address type='pci' domain='0x0000' bus='0x05' slot='0x00' function='0x0'/>\n"
+        "    </interface>\n"
+        "  </devices>\n"
+        "</domain>\n";
+    g_autoptr(GError) err = NULL;
+    g_autofree char *filled = NULL;
+    guint added = 0;
+
+    filled = av_domain_hotplug_fill(defined, strlen(defined), &added, &err);
+    g_assert_no_error(err);
+    g_assert_cmpuint(added, ==, 1);
+    g_assert_nonnull(strstr(filled, "<controller type=\"pci\" index=\"6\" model=\"pcie-root-port\">"));
+}
+
 /* Specific facts of some golden outputs, so that a regenerated file that
  * lost them fails. */
 static void
@@ -2180,6 +2216,7 @@ main(int argc, char **argv)
     }
     g_test_add_func("/rewrite/golden-facts", test_golden_facts);
     g_test_add_func("/rewrite/hotplug-fill", test_hotplug_fill);
+    g_test_add_func("/rewrite/hotplug-fill-buses", test_hotplug_fill_buses);
     g_test_add_func("/rewrite/remap-usb-numbers", test_remap_usb_numbers);
     g_test_add_func("/rewrite/hide-user-choice", test_hide_user_choice);
     g_test_add_func("/rewrite/empty-placement", test_empty_placement);

@@ -1661,15 +1661,22 @@ typedef struct {
  *     pcie-root).  busNr is written, not left to libvirt, whose default
  *     (the lowest busNr in use minus 2, 254 first) leaves no room for the
  *     buses behind a second expander: each gets 1 + the number of
- *     controllers behind it, counted down from 255, cell 0 highest;
+ *     controllers behind it, counted down from the lowest busNr of the
+ *     domain's own pcie-/pci-expander-buses (256 without one), cell 0
+ *     highest;
  *   - per group a pcie-root-port (ua-accelvirt-rpK) on the expander (bus
- *     its index, slots 0, 1, ...) or, without a cell, on pcie-root where
- *     libvirt picks the slot; for a switch then a pcie-switch-upstream-port
- *     (ua-accelvirt-upK, slot 0 of the root port) and one
- *     pcie-switch-downstream-port (ua-accelvirt-dnK) per device, on slots
- *     0, 1, ... of the upstream port.
+ *     its index, slots 0 to 31, then function 1 of slots 0, 1, ... with
+ *     multifunction='on' on function 0, as libvirt writes its own) or,
+ *     without a cell, on pcie-root where libvirt picks the slot; for a
+ *     switch then a pcie-switch-upstream-port (ua-accelvirt-upK, slot 0 of
+ *     the root port) and one pcie-switch-downstream-port (ua-accelvirt-dnK)
+ *     per device, on slots 0, 1, ... of the upstream port (at most
+ *     AV_GUEST_SWITCH_PORTS_MAX: av_guest_topology() splits a larger one).
  * Stores in @slots the bus each item's hostdev goes on (slot 0).  FALSE
- * (nothing written) when the guest's 256 bus numbers cannot hold it. */
+ * (nothing written, AV_ERROR_INVALID_INPUT in one sentence) when the bus
+ * numbers below the lowest expander bus cannot hold the controllers on
+ * pcie-root (indexes up to the next one, ours, the 16 hot-plug ports), or
+ * the controller indexes pass 255. */
 static gboolean
 write_topology(xmlNode *root, const AvGuestTopology *topology, guint n_items, AvGuestSlots *slots, const char *unit,
                GError **error)
