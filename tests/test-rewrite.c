@@ -697,25 +697,12 @@ static void
 test_hotplug_fill_buses(void)
 {
     static const char defined[] =
-        "<domain type='kvm'>\n"
-        "  <name>hp</name>\n"
-        "  <metadata>\n"
-        "    <av:accelerators xmlns:av=\"urn:accelvirt:domain:1\">\n"
-        "      <av:hotplug slots=\"1\"/>\n"
-        "    </av:accelerators>\n"
-        "  </metadata>\n"
-        "  <os>\n"
-        "    <type arch='x86_64' machine='pc-q35-7.2'>hvm</type>\n"
-        "  </os>\n"
-        "  <devices>\n"
-        "    <controller type='pci' index='0' model='pcie-root'/>\n"
-        "    <controller type='pci' index='02' model='pcie-to-pci-bridge'/>\n"
-        "    <interface type='network'>\n"
-        "      <source network='default'/>\n"
-        "      <address type='pci' domain='0x0000' bus='0x05' slot='0x00' function='0x0'/>\n"
-        "    </interface>\n"
-        "  </devices>\n"
-        "</domain>\n";
+        "<domain type='kvm'><name>hp</name><metadata><av:accelerators xmlns:av='urn:accelvirt:domain:1'>"
+        "<av:hotplug slots='1'/></av:accelerators></metadata><os><type machine='pc-q35-7.2'>hvm</type></os>"
+        "<devices><controller type='pci' index='0' model='pcie-root'/>"
+        "<controller type='pci' index='02' model='pcie-to-pci-bridge'/><interface type='network'>"
+        "<source network='default'/><address type='pci' domain='0x0000' bus='0x05' slot='0x00' function='0x0'/>"
+        "</interface></devices></domain>";
     g_autoptr(GError) err = NULL;
     g_autofree char *filled = NULL;
     guint added = 0;
