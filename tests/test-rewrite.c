@@ -389,6 +389,51 @@ case_topo_memory_split(void)
     return topo_placement(0, items, G_N_ELEMENTS(items));
 }
 
+/* @n devices, the first half on host node 0 and the rest on node 1 (all
+ * on node 0 when !@two_nodes), @per_switch behind each host switch (0:
+ * none), NVIDIA GPUs when @gpus, else FPGA functions. */
+static AvPlacement *
+topo_bulk(guint n, guint per_switch, gboolean two_nodes, gboolean gpus)
+{
+    AvPlacement *p = placement_new(0, cpus_node0, G_N_ELEMENTS(cpus_node0));
+
+    for (guint i = 0; i < n; i++) {
+        g_autofree char *address = g_strdup_printf("0000:%02x:%02x.%u", 0x40 + i / 32, i % 32, gpus ? 0 : 1);
+        g_autofree char *sw = per_switch ? g_strdup_printf("0000:%02x:00.0", 0x10 + i / per_switch) : NULL;
+        int node = two_nodes && i >= n / 2 ? 1 : 0;
+
+        add_pci_at(p, gpus ? "gpu-passthrough" : "fpga-function", address, node, sw, gpus);
+    }
+    add_node(p, 0, cpus_node0, G_N_ELEMENTS(cpus_node0));
+    if (two_nodes)
+        add_node(p, 1, cpus_node1, G_N_ELEMENTS(cpus_node1));
+    return p;
+}
+
+/* 40 NVIDIA GPUs behind one host switch: two guest switches (32 and 8
+ * downstream ports), one clique. */
+static AvPlacement *
+case_topo_switch_40(void)
+{
+    return topo_bulk(40, 40, FALSE, TRUE);
+}
+
+/* guest-numa="mirror", 33 devices alone on node 0: root ports on slots
+ * 0x00-0x1f of the expander bus, the 33rd on function 1 of slot 0. */
+static AvPlacement *
+case_topo_mirror_33(void)
+{
+    return topo_bulk(33, 0, FALSE, FALSE);
+}
+
+/* 64 devices on two nodes behind 32 two-device switches: 130 controllers,
+ * 2 + 128 bus numbers behind the expander buses, room enough. */
+static AvPlacement *
+case_topo_many_switches(void)
+{
+    return topo_bulk(64, 2, TRUE, FALSE);
+}
+
 typedef struct {
     const char *name;
     AvPlacement *(*placement)(void);
@@ -423,6 +468,15 @@ static const Case cases[] = {
     { "topo-memory-split", case_topo_memory_split, FALSE, TRUE },
     { "topo-hotplug", case_topo_two_cells, FALSE, TRUE },
     { "topo-few-vcpus", case_topo_two_cells, FALSE, TRUE },
+    { "topo-switch-40", case_topo_switch_40, FALSE, TRUE },
+    { "topo-mirror-33", case_topo_mirror_33, FALSE, TRUE },
+    { "topo-many-switches", case_topo_many_switches, FALSE, TRUE },
+    { "topo-bus-clash", case_topo_two_cells, FALSE, TRUE },
+    { "topo-user-pxb", case_topo_two_cells, FALSE, TRUE },
+    { "topo-user-clique", case_topo_cliques, FALSE, TRUE },
+    { "topo-user-clique-off", case_topo_cliques, FALSE, TRUE },
+    { "topo-hugepages", case_topo_memory_split, FALSE, TRUE },
+    { "topo-empty-tune", case_topo_two_cells, FALSE, TRUE },
 };
 
 /* ---- helpers ---- */
@@ -634,6 +688,29 @@ test_hotplug_fill(void)
     g_assert_no_error(err);
     g_assert_cmpuint(added, ==, 0);
     assert_same("i440fx", pc, pc_filled);
+}
+
+/* The hot-plug ports take indexes above every bus a device's address
+ * names (bus='0x05', no controller 5 written: libvirt adds it) and every
+ * index as libvirt reads it (index='02'). */
+static void
+test_hotplug_fill_buses(void)
+{
+    static const char defined[] =
+        "<domain type='kvm'><name>hp</name><metadata><av:accelerators xmlns:av='urn:accelvirt:domain:1'>"
+        "<av:hotplug slots='1'/></av:accelerators></metadata><os><type machine='pc-q35-7.2'>hvm</type></os>"
+        "<devices><controller type='pci' index='0' model='pcie-root'/>"
+        "<controller type='pci' index='02' model='pcie-to-pci-bridge'/><interface type='network'>"
+        "<source network='default'/><address type='pci' domain='0x0000' bus='0x05' slot='0x00' function='0x0'/>"
+        "</interface></devices></domain>";
+    g_autoptr(GError) err = NULL;
+    g_autofree char *filled = NULL;
+    guint added = 0;
+
+    filled = av_domain_hotplug_fill(defined, strlen(defined), &added, &err);
+    g_assert_no_error(err);
+    g_assert_cmpuint(added, ==, 1);
+    g_assert_nonnull(strstr(filled, "<controller type=\"pci\" index=\"6\" model=\"pcie-root-port\">"));
 }
 
 /* Specific facts of some golden outputs, so that a regenerated file that
@@ -1601,6 +1678,15 @@ test_topology_memory_units(void)
           "memory of 3073 KiB" },
         { "<memory unit='KiB'>2047</memory>", NULL, "less than 1 MiB for each of its 2 cells" },
         { "<memory unit='parsec'>4</memory>", NULL, "less than 1 MiB" },
+        /* hugepages: whole pages of the largest size named */
+        { "<memory unit='MiB'>5632</memory><memoryBacking><hugepages><page size='1' unit='G'/></hugepages>"
+          "</memoryBacking>", "(vCPUs 0-1, 2048 MiB), cell 1 = host node 1 (vCPUs 2-3, 3072 MiB)",
+          "not a whole number of its 1048576 KiB hugepages: its cells hold 5242880 KiB" },
+        { "<memory unit='GiB'>4</memory><memoryBacking><hugepages><page size='2048'/></hugepages>"
+          "</memoryBacking>", "(vCPUs 0-1, 2048 MiB), cell 1 = host node 1 (vCPUs 2-3, 2048 MiB)", NULL },
+        { "<memory unit='GiB'>1</memory><memoryBacking><hugepages><page size='2' unit='M' nodeset='0'/>"
+          "<page size='1048576' nodeset='1'/></hugepages></memoryBacking>", NULL,
+          "less than one hugepage of 1048576 KiB for each of its 2 cells: give it at least 2097152 KiB" },
     };
     g_autoptr(AvPlacement) p = case_topo_memory_split();
 
@@ -1620,6 +1706,25 @@ test_topology_memory_units(void)
             g_error("%s: %s", units[i].memory, text);
         if (units[i].note ? !strstr(text, units[i].note) : strstr(text, "not mirrored") != NULL)
             g_error("%s: %s", units[i].memory, text);
+    }
+    /* guest-numa="mirror" with less than a hugepage per cell: refused */
+    {
+        static const char mirror[] =
+            "<domain type='kvm'><name>m</name><metadata><av:accelerators xmlns:av='urn:accelvirt:domain:1'>"
+            "<av:request profile='fpga-function' count='2'/><av:topology guest-numa='mirror'/></av:accelerators>"
+            "</metadata><memory unit='GiB'>1</memory><memoryBacking><hugepages><page size='1' unit='G'/>"
+            "</hugepages></memoryBacking><vcpu>4</vcpu><os><type machine='q35'>hvm</type></os></domain>";
+        g_autoptr(GError) err = NULL;
+        g_autoptr(AvGuestTopology) topology = av_guest_topology(mirror, strlen(mirror), p, &err);
+        g_autofree char *out = NULL;
+
+        g_assert_null(topology);
+        g_assert_error(err, AV_ERROR, AV_ERROR_INVALID_INPUT);
+        g_assert_nonnull(strstr(err->message, "less than one hugepage of 1048576 KiB"));
+        g_clear_error(&err);
+        out = av_domain_rewrite(mirror, strlen(mirror), p, test_policy, &err);
+        g_assert_null(out);
+        g_assert_error(err, AV_ERROR, AV_ERROR_INVALID_INPUT);
     }
 }
 
@@ -1964,6 +2069,123 @@ test_topology_user_override(void)
     assert_same("unplace", normal, unplaced);
 }
 
+/* The bus numbers, boundary both ways: the user's expander bus at busNr B
+ * (index 1, its root port index 2) and two cells of one device each:
+ * ours take busNr B-2 and B-4, leaving B-4 bus numbers below them for
+ * indexes 0 to 2 (the user's), our 2 expander buses and the 16 hot-plug
+ * ports: 26 fits, 25 does not. */
+static void
+test_topology_bus_boundary(void)
+{
+    static const struct {
+        const char *bus_nr;
+        gboolean fits;
+    } bounds[] = { { "26", TRUE }, { "25", FALSE }, { "254", TRUE } };
+    g_autofree char *in = read_src("xml/in/topo-user-pxb.xml", NULL);
+
+    for (guint i = 0; i < G_N_ELEMENTS(bounds); i++) {
+        g_autoptr(AvPlacement) p = case_topo_memory_split();
+        g_autoptr(GError) err = NULL;
+        g_auto(GStrv) parts = g_strsplit(in, "busNr='254'", 2);
+        g_autofree char *attr = g_strdup_printf("busNr='%s'", bounds[i].bus_nr);
+        g_autofree char *xml = g_strjoinv(attr, parts);
+        g_autofree char *out = av_domain_rewrite(xml, strlen(xml), p, test_policy, &err);
+
+        if (bounds[i].fits) {
+            g_autofree char *want = g_strdup_printf("busNr=\"%u\"", (guint)atoi(bounds[i].bus_nr) - 4);
+
+            g_assert_no_error(err);
+            g_assert_nonnull(strstr(out, want));
+        } else {
+            g_assert_null(out);
+            g_assert_error(err, AV_ERROR, AV_ERROR_INVALID_INPUT);
+            g_assert_nonnull(strstr(err->message, "expander bus at busNr 25"));
+            g_assert_null(strchr(err->message, '\n'));
+        }
+    }
+}
+
+/* The bus count without a user expander bus, both ways: 64 devices behind
+ * 32 two-device switches on two nodes fit (golden topo-many-switches);
+ * 64 behind two host switches, one per node, fit beside 166 user root
+ * ports on pcie-root and not beside 167. */
+static void
+test_topology_bus_count(void)
+{
+    g_autofree char *in = read_src("xml/in/topo-many-switches.xml", NULL);
+    g_autoptr(GString) xml = g_string_new(NULL);
+    const char *devices = strstr(in, "    <controller type='pci' index='0'");
+    /* 256 - 2 * 35 = 186 bus numbers below the expander buses, for 1 +
+     * n_user + 2 (the expander buses' indexes) + 16 hot-plug ports */
+    guint n_user[] = { 166, 167 };
+
+    g_assert_nonnull(devices);
+    for (guint k = 0; k < G_N_ELEMENTS(n_user); k++) {
+        g_autoptr(AvPlacement) p = topo_bulk(64, 32, TRUE, FALSE);
+        g_autoptr(GError) err = NULL;
+        g_autofree char *out = NULL;
+
+        g_string_assign(xml, "");
+        g_string_append_len(xml, in, devices - in);
+        for (guint i = 1; i <= n_user[k]; i++)
+            g_string_append_printf(xml, "    <controller type='pci' index='%u' model='pcie-root-port'/>\n", i);
+        g_string_append(xml, devices);
+        out = av_domain_rewrite(xml->str, xml->len, p, test_policy, &err);
+        if (k == 0) {
+            g_assert_no_error(err);
+            g_assert_nonnull(out);
+        } else {
+            g_assert_null(out);
+            g_assert_error(err, AV_ERROR, AV_ERROR_INVALID_INPUT);
+            g_assert_nonnull(strstr(err->message, "needs more PCI buses than a guest has"));
+        }
+    }
+}
+
+/* The user's own x-nv-gpudirect-clique wins, with a note, before and
+ * after a rewrite (whose own cliques are never taken for the user's). */
+static void
+test_topology_user_clique(void)
+{
+    static const char *const files[] = { "in", "out" };
+
+    for (guint i = 0; i < G_N_ELEMENTS(files); i++) {
+        g_autoptr(AvPlacement) p = case_topo_cliques();
+        g_autofree char *text = topology_describe(files[i], "topo-user-clique", p, NULL);
+
+        g_assert_nonnull(strstr(text, "not mirrored: GPUDirect cliques: ua-accelvirt-1 keeps the "
+                                      "x-nv-gpudirect-clique the domain's own <qemu:override> gives it\n"));
+        g_assert_null(strstr(text, "ua-accelvirt-0 keeps"));
+        g_assert_null(strstr(text, "ua-accelvirt-3 keeps"));
+    }
+    /* clique-made= is read back from tenant-written metadata: known values only */
+    {
+        g_autofree char *out = read_src("xml/out/topo-user-clique.xml", NULL);
+        g_auto(GStrv) parts = g_strsplit(out, "clique-made=\"device\"", 2);
+        g_autofree char *bad = g_strjoinv("clique-made=\"everything\"", parts);
+        g_autoptr(GError) err = NULL;
+        g_autofree char *unplaced = av_domain_unplace(bad, strlen(bad), &err);
+
+        g_assert_null(unplaced);
+        g_assert_error(err, AV_ERROR, AV_ERROR_INVALID_INPUT);
+        g_assert_nonnull(strstr(err->message, "clique-made 'everything' is none of"));
+    }
+}
+
+/* 40 devices behind one host switch: two guest switches, one clique, a note. */
+static void
+test_topology_switch_split(void)
+{
+    g_autoptr(AvPlacement) p = case_topo_switch_40();
+    g_autofree char *text = topology_describe("in", "topo-switch-40", p, NULL);
+
+    g_assert_nonnull(strstr(text, "not mirrored: switches: the 40 devices behind host switch 0000:10:00.0 go behind "
+                                  "2 guest switches (one has at most 32 downstream ports), all in one GPUDirect "
+                                  "clique\n"));
+    g_assert_nonnull(strstr(text, "ua-accelvirt-31 (0000:40:1f.0); x-nv-gpudirect-clique 0\n"));
+    g_assert_nonnull(strstr(text, "ua-accelvirt-39 (0000:41:07.0); x-nv-gpudirect-clique 0\n"));
+}
+
 int
 main(int argc, char **argv)
 {
@@ -1981,6 +2203,7 @@ main(int argc, char **argv)
     }
     g_test_add_func("/rewrite/golden-facts", test_golden_facts);
     g_test_add_func("/rewrite/hotplug-fill", test_hotplug_fill);
+    g_test_add_func("/rewrite/hotplug-fill-buses", test_hotplug_fill_buses);
     g_test_add_func("/rewrite/remap-usb-numbers", test_remap_usb_numbers);
     g_test_add_func("/rewrite/hide-user-choice", test_hide_user_choice);
     g_test_add_func("/rewrite/empty-placement", test_empty_placement);
@@ -2006,6 +2229,10 @@ main(int argc, char **argv)
     g_test_add_func("/rewrite/topology/remap", test_topology_remap);
     g_test_add_func("/rewrite/topology/hotplug-fill", test_topology_hotplug_fill);
     g_test_add_func("/rewrite/topology/user-override", test_topology_user_override);
+    g_test_add_func("/rewrite/topology/bus-boundary", test_topology_bus_boundary);
+    g_test_add_func("/rewrite/topology/bus-count", test_topology_bus_count);
+    g_test_add_func("/rewrite/topology/user-clique", test_topology_user_clique);
+    g_test_add_func("/rewrite/topology/switch-split", test_topology_switch_split);
     {
         int rc = g_test_run();
 

@@ -104,4 +104,11 @@ const AvPlacedNode *av_domain_placed_node(const AvPlacement *placement, int id);
  * is never taken for the user's).  Caller frees. */
 AvGuestTopology *av_guest_topology_at(const xmlNode *root, const AvPlacement *placement, GError **error);
 
+/* QEMU vfio-pci's GPUDirect P2P clique property (hw/vfio/pci.c). */
+#define AV_GPUDIRECT_PROPERTY "x-nv-gpudirect-clique"
+
+/* Whether @root's <qemu:override> sets x-nv-gpudirect-clique for the
+ * device @alias (on a tree av_domain_strip() cleared: the user's own). */
+gboolean av_domain_user_clique(const xmlNode *root, const char *alias);
+
 G_END_DECLS

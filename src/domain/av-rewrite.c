@@ -315,6 +315,14 @@ remove_if_emptied(xmlNode *node, gboolean keep)
     }
 }
 
+/* Whether @node is an element with no child element and no attribute
+ * (<x/>, or whitespace inside). */
+static gboolean
+element_is_empty(const xmlNode *node)
+{
+    return node && !node->properties && !xmlFirstElementChild((xmlNode *)node);
+}
+
 /* ---- requests ---- */
 
 static gboolean
@@ -626,6 +634,9 @@ typedef struct {
     gboolean cells;              /* <cpu><numa> and <numatune><memnode>s (issue 16) */
     gboolean cpu;                /* the <cpu> element itself (it had none) */
     gboolean qemu_ns;            /* the xmlns:qemu declaration on <domain> */
+    gboolean qemu_override;      /* the <qemu:override> element itself (it had none) */
+    gboolean user_cputune;       /* the user's <cputune> was there, empty: kept when emptied */
+    gboolean user_numatune;      /* the same for <numatune> */
 } AvWrote;
 
 /* The qemu namespace of libvirt's domain XML (docs/drvqemu.rst,
@@ -715,17 +726,44 @@ alias_is_hotplug(const xmlNode *controller)
     return name && g_str_has_prefix(name, AV_REWRITE_HOTPLUG_ALIAS_PREFIX);
 }
 
+/* @s as libvirt's virXMLPropUInt() reads it with @base (10 for a
+ * controller's index=, 0 for an address's bus=: "0x03" hex, "03" octal,
+ * "3" decimal), at most 255; -1 when it is not such a number. */
+static int
+pci_number_parse(const char *s, guint base)
+{
+    guint64 v;
+    char *end = NULL;
+
+    if (!s || !g_ascii_isdigit(s[0]))
+        return -1;
+    v = g_ascii_strtoull(s, &end, base);
+    if (!end || *end || v > 255)
+        return -1;
+    return (int)v;
+}
+
 /* The bus number a <controller type='pci' index='N'> gives the devices
  * behind it (N), or -1 when it has no readable index. */
 static int
 controller_bus(const xmlNode *controller)
 {
     g_autofree char *index = av_domain_prop(controller, "index");
-    guint v = 0;
 
-    if (!index || !av_domain_decimal_parse(index, 255, &v))
+    return pci_number_parse(index, 10);
+}
+
+/* The bus= of @device's <address type='pci'>, or -1 when it names none. */
+static int
+device_pci_bus(const xmlNode *device)
+{
+    xmlNode *address = av_domain_child_first(device, "address", NULL);
+    g_autofree char *type = address ? av_domain_prop(address, "type") : NULL;
+    g_autofree char *bus = address ? av_domain_prop(address, "bus") : NULL;
+
+    if (g_strcmp0(type, "pci") != 0)
         return -1;
-    return (int)v;
+    return pci_number_parse(bus, 0);
 }
 
 /* Whether a device of @devices sits behind the PCI controller @port: an
@@ -740,24 +778,7 @@ port_is_used(const xmlNode *devices, const xmlNode *port)
     if (bus < 0)
         return TRUE;    /* cannot tell: treated as used, never removed */
     for (const xmlNode *d = devices->children; d; d = d->next) {
-        xmlNode *address;
-        g_autofree char *type = NULL;
-        g_autofree char *b = NULL;
-        guint64 v = 0;
-
-        if (d->type != XML_ELEMENT_NODE || d == port)
-            continue;
-        address = av_domain_child_first(d, "address", NULL);
-        if (!address)
-            continue;
-        type = av_domain_prop(address, "type");
-        b = av_domain_prop(address, "bus");
-        if (g_strcmp0(type, "pci") != 0 || !b)
-            continue;
-        if (!(g_str_has_prefix(b, "0x") ? g_ascii_string_to_unsigned(b + 2, 16, 0, 255, &v, NULL)
-                                        : g_ascii_string_to_unsigned(b, 10, 0, 255, &v, NULL)))
-            continue;
-        if ((int)v == bus)
+        if (d->type == XML_ELEMENT_NODE && d != port && device_pci_bus(d) == bus)
             return TRUE;
     }
     return FALSE;
@@ -788,32 +809,98 @@ wrote_read(const xmlNode *placed, AvWrote *wrote, GError **error)
     return yes_no(placed, "pinned", &wrote->pinned, error) && yes_no(placed, "numatune", &wrote->numatune, error) &&
            yes_no(placed, "hidden", &wrote->hidden, error) && yes_no(placed, "vendor-id", &wrote->vendor_id, error) &&
            yes_no(placed, "cells", &wrote->cells, error) && yes_no(placed, "cpu", &wrote->cpu, error) &&
-           yes_no(placed, "qemu-ns", &wrote->qemu_ns, error);
+           yes_no(placed, "qemu-ns", &wrote->qemu_ns, error) &&
+           yes_no(placed, "qemu-override", &wrote->qemu_override, error) &&
+           yes_no(placed, "user-cputune", &wrote->user_cputune, error) &&
+           yes_no(placed, "user-numatune", &wrote->user_numatune, error);
 }
 
-/* Removes the <qemu:device alias='ua-accelvirt-N'> entries of the
- * <qemu:override> @override (write_cliques() wrote them); TRUE when there
- * was one. */
-static gboolean
-strip_overrides(xmlNode *override)
+/* The <qemu:device alias=@alias> of @override, or NULL. */
+static xmlNode *
+override_device(const xmlNode *override, const char *alias)
 {
-    gboolean removed = FALSE;
-    xmlNode *next;
+    for (xmlNode *c = override ? override->children : NULL; c; c = c->next) {
+        g_autofree char *a = NULL;
 
-    for (xmlNode *c = override->children; c; c = next) {
-        g_autofree char *alias = NULL;
-        const char *n;
-        guint v = 0;
-
-        next = c->next;
         if (!av_domain_is_elem(c, "device", AV_NS_QEMU))
             continue;
-        alias = av_domain_prop(c, "alias");
-        n = alias && g_str_has_prefix(alias, AV_REWRITE_ALIAS_PREFIX) ? alias + strlen(AV_REWRITE_ALIAS_PREFIX) : NULL;
-        if (n && av_domain_decimal_parse(n, G_MAXUINT32, &v)) {
-            remove_node(c);
-            removed = TRUE;
-        }
+        a = av_domain_prop(c, "alias");
+        if (g_strcmp0(a, alias) == 0)
+            return c;
+    }
+    return NULL;
+}
+
+/* The <qemu:property name='x-nv-gpudirect-clique'> of @device's
+ * <qemu:frontend>, or NULL. */
+static xmlNode *
+device_clique(const xmlNode *device)
+{
+    xmlNode *frontend = av_domain_child_first(device, "frontend", AV_NS_QEMU);
+
+    for (xmlNode *c = frontend ? frontend->children : NULL; c; c = c->next) {
+        g_autofree char *name = NULL;
+
+        if (!av_domain_is_elem(c, "property", AV_NS_QEMU))
+            continue;
+        name = av_domain_prop(c, "name");
+        if (g_strcmp0(name, AV_GPUDIRECT_PROPERTY) == 0)
+            return c;
+    }
+    return NULL;
+}
+
+/* The first <qemu:override> of @root, or NULL. */
+static xmlNode *
+override_find(const xmlNode *root)
+{
+    for (xmlNode *c = root->children; c; c = c->next) {
+        if (av_domain_is_elem(c, "override", AV_NS_QEMU))
+            return c;
+    }
+    return NULL;
+}
+
+gboolean
+av_domain_user_clique(const xmlNode *root, const char *alias)
+{
+    for (xmlNode *c = root->children; c; c = c->next) {
+        if (av_domain_is_elem(c, "override", AV_NS_QEMU) && device_clique(override_device(c, alias)))
+            return TRUE;
+    }
+    return FALSE;
+}
+
+/* Removes from the <qemu:override> @override the cliques that the
+ * placement @placed recorded (its entries' clique= and clique-made=,
+ * write_cliques()): the x-nv-gpudirect-clique property, then the
+ * <qemu:frontend> or <qemu:device> accelvirt made for it once emptied;
+ * the user's own properties stay.  TRUE when it removed anything. */
+static gboolean
+strip_overrides(xmlNode *override, const xmlNode *placed)
+{
+    gboolean removed = FALSE;
+
+    for (const xmlNode *e = placed ? placed->children : NULL; e; e = e->next) {
+        g_autofree char *alias = NULL;
+        g_autofree char *made = NULL;
+        xmlNode *device, *frontend, *property;
+
+        if (e->type != XML_ELEMENT_NODE || !(made = av_domain_prop(e, "clique-made")))
+            continue;
+        alias = av_domain_prop(e, "alias");
+        device = override_device(override, alias);
+        property = device_clique(device);
+        if (!property)
+            continue;
+        frontend = property->parent;
+        remove_node(property);
+        removed = TRUE;
+        remove_if_emptied(frontend, strcmp(made, "property") == 0);
+        if (strcmp(made, "device") == 0 && !xmlFirstElementChild(device))
+            remove_node(device);
+        else if (strcmp(made, "frontend") == 0)
+            remove_if_emptied(device, TRUE);   /* the user's <qemu:device/> as it was */
     }
     return removed;
 }
@@ -872,8 +959,35 @@ av_domain_strip(xmlNode *root, gboolean *ret_changed, GError **error)
     xmlNode *next;
 
     for (xmlNode *c = accelerators ? accelerators->children : NULL; c; c = c->next) {
-        if (av_domain_is_elem(c, "placement", AV_NS_DOMAIN) && !wrote_read(c, &wrote, error))
+        if (!av_domain_is_elem(c, "placement", AV_NS_DOMAIN))
+            continue;
+        if (!wrote_read(c, &wrote, error))
             return FALSE;
+        for (xmlNode *e = c->children; e; e = e->next) {
+            g_autofree char *made = e->type == XML_ELEMENT_NODE ? av_domain_prop(e, "clique-made") : NULL;
+
+            if (made && strcmp(made, "property") != 0 && strcmp(made, "frontend") != 0 &&
+                strcmp(made, "device") != 0) {
+                g_autofree char *q = av_domain_quote(made);
+
+                return av_domain_invalid_at(error, e, "av:placement clique-made '%s' is none of 'property', "
+                                            "'frontend' and 'device'", q);
+            }
+        }
+    }
+    /* the cliques first: <av:placement> says which were accelvirt's */
+    for (xmlNode *c = root->children; c; c = next) {
+        next = c->next;
+        if (!av_domain_is_elem(c, "override", AV_NS_QEMU))
+            continue;
+        for (xmlNode *p = accelerators ? accelerators->children : NULL; p; p = p->next) {
+            if (av_domain_is_elem(p, "placement", AV_NS_DOMAIN) && strip_overrides(c, p))
+                changed = TRUE;
+        }
+        if (wrote.qemu_override && !xmlFirstElementChild(c)) {
+            remove_node(c);
+            changed = TRUE;
+        }
     }
     for (xmlNode *c = accelerators ? accelerators->children : NULL; c; c = next) {
         next = c->next;
@@ -920,7 +1034,7 @@ av_domain_strip(xmlNode *root, gboolean *ret_changed, GError **error)
             removed = remove_children(c, "emulatorpin") || removed;
             if (removed) {
                 changed = TRUE;
-                remove_if_emptied(c, FALSE);
+                remove_if_emptied(c, wrote.user_cputune);
             }
         } else if ((wrote.numatune || wrote.cells) && av_domain_is_elem(c, "numatune", NULL)) {
             gboolean removed = wrote.numatune && remove_children(c, "memory");
@@ -928,17 +1042,12 @@ av_domain_strip(xmlNode *root, gboolean *ret_changed, GError **error)
             removed = (wrote.cells && remove_children(c, "memnode")) || removed;
             if (removed) {
                 changed = TRUE;
-                remove_if_emptied(c, FALSE);
+                remove_if_emptied(c, wrote.user_numatune);
             }
         } else if (wrote.cells && av_domain_is_elem(c, "cpu", NULL)) {
             if (remove_children(c, "numa")) {
                 changed = TRUE;
                 remove_if_emptied(c, !wrote.cpu);
-            }
-        } else if (av_domain_is_elem(c, "override", AV_NS_QEMU)) {
-            if (strip_overrides(c)) {
-                changed = TRUE;
-                remove_if_emptied(c, FALSE);
             }
         } else if ((wrote.hidden || wrote.vendor_id) && av_domain_is_elem(c, "features", NULL)) {
             xmlNode *kvm = av_domain_child_first(c, "kvm", NULL);
@@ -1160,20 +1269,32 @@ usb_address_set(xmlNode *address, const AvPlacedItem *item)
 }
 
 /* <address type='pci' domain='0x0000' bus='0xBB' slot='0xSS'
- * function='0x0'/> as the last child of @node: bus is the index of the
- * controller it plugs into (formatdomain.rst, "Device Addresses"). */
+ * function='0xF' [multifunction='on']/> as the last child of @node: bus is
+ * the index of the controller it plugs into (formatdomain.rst, "Device
+ * Addresses"; multifunction='on' on function 0 of a slot whose other
+ * functions are used, as libvirt writes its own root ports). */
 static void
-guest_address_add(xmlNode *node, guint bus, guint slot)
+guest_address_add_function(xmlNode *node, guint bus, guint slot, guint function, gboolean multifunction)
 {
     xmlNode *address = add_elem(node, "address");
     g_autofree char *b = g_strdup_printf("0x%02x", bus);
     g_autofree char *sl = g_strdup_printf("0x%02x", slot);
+    g_autofree char *f = g_strdup_printf("0x%x", function);
 
     set_prop(address, "type", "pci");
     set_prop(address, "domain", "0x0000");
     set_prop(address, "bus", b);
     set_prop(address, "slot", sl);
-    set_prop(address, "function", "0x0");
+    set_prop(address, "function", f);
+    if (multifunction)
+        set_prop(address, "multifunction", "on");
+}
+
+/* The same, function 0. */
+static void
+guest_address_add(xmlNode *node, guint bus, guint slot)
+{
+    guest_address_add_function(node, bus, slot, 0, FALSE);
 }
 
 /* The <hostdev> of @item; @guest_bus: the index of the controller it plugs
@@ -1416,25 +1537,30 @@ av_domain_machine_is_q35(const xmlNode *root)
 }
 
 /* The <controller type='pci' index=> the next PCI controller may take: one
- * above the highest the domain names, at least 1 (0 is the root). */
+ * above the highest the domain names, at least 1 (0 is the root), where a
+ * domain names an index by a pci controller's index= (base 10, leading
+ * zeros allowed, as libvirt reads it) and by the bus= of any device's
+ * <address type='pci'> (libvirt's controller index of that bus, whether or
+ * not the controller is written: libvirt adds it when it defines the
+ * domain). */
 static guint
 pci_controller_next_index(const xmlNode *devices)
 {
-    guint next = 1;
+    int next = 1;
 
     for (xmlNode *c = devices ? devices->children : NULL; c; c = c->next) {
         g_autofree char *type = NULL;
-        g_autofree char *index = NULL;
-        guint v = 0;
 
+        if (c->type != XML_ELEMENT_NODE)
+            continue;
+        next = MAX(next, device_pci_bus(c) + 1);
         if (!av_domain_is_elem(c, "controller", NULL))
             continue;
         type = av_domain_prop(c, "type");
-        index = av_domain_prop(c, "index");
-        if (g_strcmp0(type, "pci") == 0 && index && av_domain_decimal_parse(index, 255, &v) && v + 1 > next)
-            next = v + 1;
+        if (g_strcmp0(type, "pci") == 0)
+            next = MAX(next, controller_bus(c) + 1);
     }
-    return next;
+    return (guint)next;
 }
 
 /* <av:hotplug slots="N"/> on a q35 machine: at least N empty
@@ -1535,25 +1661,33 @@ typedef struct {
  *     pcie-root).  busNr is written, not left to libvirt, whose default
  *     (the lowest busNr in use minus 2, 254 first) leaves no room for the
  *     buses behind a second expander: each gets 1 + the number of
- *     controllers behind it, counted down from 255, cell 0 highest;
+ *     controllers behind it, counted down from the lowest busNr of the
+ *     domain's own pcie-/pci-expander-buses (256 without one), cell 0
+ *     highest;
  *   - per group a pcie-root-port (ua-accelvirt-rpK) on the expander (bus
- *     its index, slots 0, 1, ...) or, without a cell, on pcie-root where
- *     libvirt picks the slot; for a switch then a pcie-switch-upstream-port
- *     (ua-accelvirt-upK, slot 0 of the root port) and one
- *     pcie-switch-downstream-port (ua-accelvirt-dnK) per device, on slots
- *     0, 1, ... of the upstream port.
+ *     its index, slots 0 to 31, then function 1 of slots 0, 1, ... with
+ *     multifunction='on' on function 0, as libvirt writes its own) or,
+ *     without a cell, on pcie-root where libvirt picks the slot; for a
+ *     switch then a pcie-switch-upstream-port (ua-accelvirt-upK, slot 0 of
+ *     the root port) and one pcie-switch-downstream-port (ua-accelvirt-dnK)
+ *     per device, on slots 0, 1, ... of the upstream port (at most
+ *     AV_GUEST_SWITCH_PORTS_MAX: av_guest_topology() splits a larger one).
  * Stores in @slots the bus each item's hostdev goes on (slot 0).  FALSE
- * (nothing written) when the guest's 256 bus numbers cannot hold it. */
+ * (nothing written, AV_ERROR_INVALID_INPUT in one sentence) when the bus
+ * numbers below the lowest expander bus cannot hold the controllers on
+ * pcie-root (indexes up to the next one, ours, the 16 hot-plug ports), or
+ * the controller indexes pass 255. */
 static gboolean
 write_topology(xmlNode *root, const AvGuestTopology *topology, guint n_items, AvGuestSlots *slots, const char *unit,
                GError **error)
 {
     xmlNode *devices, *after = NULL;
-    guint index, rp = 0, up = 0, dn = 0, bus_top = 256;
+    guint index, rp = 0, up = 0, dn = 0, bus_top = 256, user_bus = 256;
     guint ncells = topology->cells->len;
     g_autofree guint *pxb_index = g_new0(guint, ncells + 1);
     g_autofree guint *pxb_size = g_new0(guint, ncells + 1);
-    g_autofree guint *pxb_slot = g_new0(guint, ncells + 1);
+    g_autofree guint *pxb_ports = g_new0(guint, ncells + 1);
+    g_autofree guint *pxb_port = g_new0(guint, ncells + 1);
 
     for (guint i = 0; i < n_items; i++) {
         slots->bus[i] = G_MAXUINT;
@@ -1564,33 +1698,59 @@ write_topology(xmlNode *root, const AvGuestTopology *topology, guint n_items, Av
     devices = ensure_child(root, "devices", domain_order, unit);
     index = pci_controller_next_index(devices);
     for (xmlNode *c = devices->children; c; c = c->next) {
-        if (av_domain_is_elem(c, "controller", NULL))
-            after = c;
-    }
-    for (guint g = 0; g < topology->groups->len; g++) {
-        const AvGuestGroup *group = g_ptr_array_index(topology->groups, g);
+        g_autofree char *model = NULL;
 
-        if (group->cell >= 0)
-            pxb_size[group->cell] += 1 + (group->host_switch ? 1 + group->items->len : 0);
+        if (!av_domain_is_elem(c, "controller", NULL))
+            continue;
+        after = c;
+        /* the user's expander buses: theirs from busNr up, ours below the lowest */
+        model = av_domain_prop(c, "model");
+        if (g_strcmp0(model, "pcie-expander-bus") == 0 || g_strcmp0(model, "pci-expander-bus") == 0) {
+            xmlNode *target = av_domain_child_first(c, "target", NULL);
+            g_autofree char *bus_nr = target ? av_domain_prop(target, "busNr") : NULL;
+            int v = pci_number_parse(bus_nr, 10);
+
+            if (v >= 0 && (guint)v < user_bus)
+                user_bus = (guint)v;
+        }
     }
+    bus_top = user_bus;
     {
-        /* every bus under pcie-root (at most one per controller index, the
-         * hot-plug ports' included) below the lowest expander's */
-        guint added = 0, below = 256;
+        /* the buses numbered from 1 up on pcie-root (one per controller
+         * index at most: the user's, those written here outside an expander
+         * bus and the hot-plug ports) must stay below the lowest expander
+         * bus's, each of which takes 1 + the controllers behind it */
+        guint on_root = 0, below = bus_top, total = 0;
 
         for (guint g = 0; g < topology->groups->len; g++) {
             const AvGuestGroup *group = g_ptr_array_index(topology->groups, g);
+            guint size = 1 + (group->host_switch ? 1 + group->items->len : 0);
 
-            added += 1 + (group->host_switch ? 1 + group->items->len : 0);
+            total += size;
+            if (group->cell >= 0) {
+                pxb_size[group->cell] += size;
+                pxb_ports[group->cell]++;
+            } else {
+                on_root += size;
+            }
         }
         for (guint c = 0; c < ncells; c++) {
-            added += pxb_size[c] ? 1 : 0;
-            below -= pxb_size[c] ? 1 + pxb_size[c] : 0;
+            if (pxb_size[c] == 0)
+                continue;
+            on_root++;      /* the expander bus's controller index */
+            total++;
+            below = below > 1 + pxb_size[c] ? below - 1 - pxb_size[c] : 0;
         }
-        if (index + added + AV_HOTPLUG_SLOTS_MAX >= below)
+        if (index + on_root + AV_HOTPLUG_SLOTS_MAX >= below || index + total > 256) {
+            if (user_bus < 256)
+                return av_domain_invalid_at(error, NULL, "the guest topology of %u devices needs more PCI buses than "
+                                            "the domain's own expander bus at busNr %u leaves below it: raise that "
+                                            "busNr, write <av:topology switches='off'/> or guest-numa='off', or "
+                                            "ask for fewer devices", n_items, user_bus);
             return av_domain_invalid_at(error, NULL, "the guest topology of %u devices needs more PCI buses than a "
                                         "guest has (256): write <av:topology switches='off'/> or "
                                         "guest-numa='off', or ask for fewer devices", n_items);
+        }
     }
 #define PUT(node)                                                                                                    \
     do {                                                                                                             \
@@ -1626,8 +1786,12 @@ write_topology(xmlNode *root, const AvGuestTopology *topology, guint n_items, Av
         guint rp_index = index++;
         xmlNode *port = controller_new(root->doc, rp_index, "pcie-root-port", "rp", rp++);
 
-        if (group->cell >= 0)
-            guest_address_add(port, pxb_index[group->cell], pxb_slot[group->cell]++);
+        if (group->cell >= 0) {
+            /* slots 0 to 31 of the expander bus, then functions 1 to 7 of them */
+            guint k = pxb_port[group->cell]++, n = pxb_ports[group->cell];
+
+            guest_address_add_function(port, pxb_index[group->cell], k % 32, k / 32, k < 32 && k + 32 < n);
+        }
         PUT(port);
         if (group->host_switch) {
             guint up_index = index++;
@@ -1755,14 +1919,20 @@ qemu_ns_ensure(xmlNode *root, AvWrote *wrote)
  *   </qemu:frontend></qemu:device></qemu:override>
  * (libvirt 8.2 and later, docs/drvqemu.rst "Overriding properties of QEMU
  * devices"; QEMU hw/vfio/pci.c's x-nv-gpudirect-clique, 0 to 15), into the
- * user's <qemu:override> when there is one, else a new one last in
- * <domain>, where libvirt's schema puts it. */
+ * user's <qemu:override>, <qemu:device alias=> and <qemu:frontend> where
+ * they are (one element per alias, as libvirt wants), else new ones, the
+ * <qemu:override> last in <domain>, where libvirt's schema puts it.  A GPU
+ * whose alias has an x-nv-gpudirect-clique of the user's gets none (theirs
+ * wins; av_guest_topology() notes it).  Stores in @made[i] what it made
+ * for item i, for <av:placement> (clique-made=): "property" (into the
+ * user's frontend), "frontend" or "device"; NULL when it wrote nothing;
+ * sets @wrote's qemu_override when it made the <qemu:override>. */
 static void
 write_cliques(xmlNode *root, const AvGuestTopology *topology, const AvPlacement *placement, AvWrote *wrote,
-              const char *unit)
+              const char **made, const char *unit)
 {
-    xmlNode *override = NULL;
-    xmlNs *ns = NULL;
+    xmlNode *override = override_find(root);
+    xmlNs *ns = override ? override->ns : NULL;
 
     for (guint g = 0; g < topology->groups->len; g++) {
         const AvGuestGroup *group = g_ptr_array_index(topology->groups, g);
@@ -1776,33 +1946,58 @@ write_cliques(xmlNode *root, const AvGuestTopology *topology, const AvPlacement 
             g_autofree char *alias = g_strdup_printf(AV_REWRITE_ALIAS_PREFIX "%u", i);
             xmlNode *device, *frontend, *property;
 
-            if (!item->gpudirect)
+            if (!item->gpudirect || av_domain_user_clique(root, alias))
                 continue;
-            if (!override) {
-                for (xmlNode *c = root->children; c && !override; c = c->next) {
-                    if (av_domain_is_elem(c, "override", AV_NS_QEMU))
-                        override = c;
-                }
-                ns = override ? override->ns : qemu_ns_ensure(root, wrote);
+            if (!ns) {
+                ns = qemu_ns_ensure(root, wrote);
                 if (!ns)
                     return;
-                if (!override) {
-                    override = new_elem(root->doc, ns, "override");
-                    insert_last(root, override, unit);
-                }
             }
-            device = new_elem(root->doc, ns, "device");
-            set_prop(device, "alias", alias);
-            frontend = new_elem(root->doc, ns, "frontend");
-            xmlAddChild(device, frontend);
+            if (!override) {
+                override = new_elem(root->doc, ns, "override");
+                insert_last(root, override, unit);
+                wrote->qemu_override = TRUE;
+            }
             property = new_elem(root->doc, ns, "property");
-            set_prop(property, "name", "x-nv-gpudirect-clique");
+            set_prop(property, "name", AV_GPUDIRECT_PROPERTY);
             set_prop(property, "type", "unsigned");
             set_prop(property, "value", clique);
-            xmlAddChild(frontend, property);
-            insert_last(override, device, unit);
+            device = override_device(override, alias);
+            frontend = av_domain_child_first(device, "frontend", AV_NS_QEMU);
+            if (frontend) {
+                insert_last(frontend, property, unit);
+                made[i] = "property";
+            } else if (device) {
+                frontend = new_elem(root->doc, ns, "frontend");
+                xmlAddChild(frontend, property);
+                insert_last(device, frontend, unit);
+                made[i] = "frontend";
+            } else {
+                device = new_elem(root->doc, ns, "device");
+                set_prop(device, "alias", alias);
+                frontend = new_elem(root->doc, ns, "frontend");
+                xmlAddChild(device, frontend);
+                xmlAddChild(frontend, property);
+                insert_last(override, device, unit);
+                made[i] = "device";
+            }
         }
     }
+}
+
+/* The clique of the group holding item @i of @topology, -1 when none. */
+static int
+group_clique(const AvGuestTopology *topology, guint i)
+{
+    for (guint g = 0; g < topology->groups->len; g++) {
+        const AvGuestGroup *group = g_ptr_array_index(topology->groups, g);
+
+        for (guint j = 0; j < group->items->len; j++) {
+            if (g_array_index(group->items, guint, j) == i)
+                return group->clique;
+        }
+    }
+    return -1;
 }
 
 char *
@@ -1839,6 +2034,7 @@ av_domain_rewrite(const char *xml, gsize len, const AvPlacement *placement, cons
     g_autofree char *unit = NULL;
     g_autofree guint *slot_bus = NULL;
     g_autofree int *slot_cell = NULL;
+    g_autofree const char **made = NULL;
     AvGuestSlots slots;
     xmlDoc *doc = NULL;
     xmlNode *root, *accelerators, *devices = NULL, *placed;
@@ -1881,6 +2077,9 @@ av_domain_rewrite(const char *xml, gsize len, const AvPlacement *placement, cons
         goto out;
 
     unit = doc_unit(root);
+    /* the user's own empty <cputune/> and <numatune/>, which an unplace gives back */
+    wrote.user_cputune = element_is_empty(av_domain_child_first(root, "cputune", NULL));
+    wrote.user_numatune = element_is_empty(av_domain_child_first(root, "numatune", NULL));
     n_items = placement->items ? placement->items->len : 0;
     slot_bus = g_new0(guint, n_items + 1);
     slot_cell = g_new0(int, n_items + 1);
@@ -1912,7 +2111,8 @@ av_domain_rewrite(const char *xml, gsize len, const AvPlacement *placement, cons
     }
     if (hide)
         write_hidden(root, &wrote, unit);
-    write_cliques(root, topology, placement, &wrote, unit);
+    made = g_new0(const char *, n_items + 1);
+    write_cliques(root, topology, placement, &wrote, made, unit);
 
     placed = new_elem(doc, accelerators->ns, "placement");
     if (placement->numa_node >= 0) {
@@ -1931,11 +2131,25 @@ av_domain_rewrite(const char *xml, gsize len, const AvPlacement *placement, cons
         set_prop(placed, "cpu", "yes");
     if (wrote.qemu_ns)
         set_prop(placed, "qemu-ns", "yes");
+    if (wrote.qemu_override)
+        set_prop(placed, "qemu-override", "yes");
+    if (wrote.user_cputune && wrote.pinned)
+        set_prop(placed, "user-cputune", "yes");
+    if (wrote.user_numatune && (wrote.numatune || wrote.cells))
+        set_prop(placed, "user-numatune", "yes");
     for (guint i = 0; i < n_items; i++) {
         g_autofree char *alias = g_strdup_printf(AV_REWRITE_ALIAS_PREFIX "%u", i);
 
-        xmlAddChild(placed, placed_new(doc, accelerators->ns, g_ptr_array_index(placement->items, i), alias,
-                                       slots.cell[i]));
+        xmlNode *entry = placed_new(doc, accelerators->ns, g_ptr_array_index(placement->items, i), alias,
+                                    slots.cell[i]);
+
+        if (made[i]) {
+            g_autofree char *clique = g_strdup_printf("%d", group_clique(topology, i));
+
+            set_prop(entry, "clique", clique);
+            set_prop(entry, "clique-made", made[i]);
+        }
+        xmlAddChild(placed, entry);
     }
     insert_last(accelerators, placed, unit);
     out = doc_serialize(doc, has_declaration(xml, len), error);

@@ -9,9 +9,11 @@
  *   - the memory split is <memory> in its unit= (libvirt's scaled
  *     integers: b, k, KiB, KB, M, MiB, MB, G, ... as virScaleInteger reads
  *     them; KiB when absent), rounded up to KiB as libvirt does, then split
- *     in whole MiB: a remainder below 1 MiB is dropped, with a note, since
- *     libvirt makes the domain's memory the sum of its cells;
- *   - cells need a domain of at least one MiB per cell, and each node's CPUs
+ *     in whole MiB (whole pages of the largest <hugepages><page size=> when
+ *     the domain names one larger than 1 MiB, whatever its nodeset=): a
+ *     remainder is dropped, with a note, since libvirt makes the domain's
+ *     memory the sum of its cells;
+ *   - cells need a domain of at least one MiB (one such page) per cell, and each node's CPUs
  *     (AvPlacement->nodes) known; a switch's items that do not share one
  *     node go under the cell of the first, and a switch whose node is
  *     unknown stays on pcie-root;
@@ -212,6 +214,30 @@ memory_kib_parse(const char *value, const char *unit, guint64 *ret)
     return TRUE;
 }
 
+/* The largest <memoryBacking><hugepages><page size= unit=> in KiB
+ * (libvirt's units, KiB when unit= is absent: formatdomain.rst, "Memory
+ * Backing"), whatever its nodeset=; 0 when the domain names none. */
+static guint64
+domain_page_kib(const xmlNode *root)
+{
+    xmlNode *hugepages = av_domain_child_first(av_domain_child_first(root, "memoryBacking", NULL), "hugepages", NULL);
+    guint64 largest = 0;
+
+    for (xmlNode *c = hugepages ? hugepages->children : NULL; c; c = c->next) {
+        g_autofree char *size = NULL;
+        g_autofree char *unit = NULL;
+        guint64 kib = 0;
+
+        if (!av_domain_is_elem(c, "page", NULL))
+            continue;
+        size = av_domain_prop(c, "size");
+        unit = av_domain_prop(c, "unit");
+        if (memory_kib_parse(size, unit, &kib) && kib > largest)
+            largest = kib;
+    }
+    return largest;
+}
+
 /* The vCPU count (<vcpu>'s text, 1 when absent) and <memory> in KiB (0
  * when absent or unreadable). */
 static void
@@ -356,9 +382,19 @@ note(AvGuestTopology *topology, const char *fmt, ...)
     va_end(ap);
 }
 
+/* The granule of a cell's memory in KiB: 1 MiB, or the domain's largest
+ * hugepage size when larger (QEMU refuses a cell smaller than a page and
+ * rounds one that is not whole pages up, beyond <memory>). */
+static guint64
+cell_granule_kib(guint64 page_kib)
+{
+    return page_kib > 1024 ? page_kib : 1024;
+}
+
 /* Why guest NUMA cells for @nodes cannot be written, or NULL. */
 static char *
-cells_refusal(const xmlNode *root, const AvPlacement *placement, GArray *nodes, guint vcpus, guint64 memory_kib)
+cells_refusal(const xmlNode *root, const AvPlacement *placement, GArray *nodes, guint vcpus, guint64 memory_kib,
+              guint64 page_kib)
 {
     const char *user = user_numa(root);
 
@@ -369,6 +405,10 @@ cells_refusal(const xmlNode *root, const AvPlacement *placement, GArray *nodes, 
     if (vcpus < nodes->len)
         return g_strdup_printf("the domain has %u vCPU%s for %u host nodes: give it at least %u in <vcpu>", vcpus,
                                vcpus == 1 ? "" : "s", nodes->len, nodes->len);
+    if (page_kib > 1024 && memory_kib / page_kib < nodes->len)
+        return g_strdup_printf("the domain's <memory> is less than one hugepage of %" G_GUINT64_FORMAT " KiB for "
+                               "each of its %u cells: give it at least %" G_GUINT64_FORMAT " KiB", page_kib,
+                               nodes->len, page_kib * nodes->len);
     if (memory_kib / 1024 < nodes->len)
         return g_strdup_printf("the domain's <memory> is less than 1 MiB for each of its %u cells", nodes->len);
     for (guint i = 0; i < nodes->len; i++) {
@@ -382,15 +422,21 @@ cells_refusal(const xmlNode *root, const AvPlacement *placement, GArray *nodes, 
 }
 
 static void
-cells_build(AvGuestTopology *topology, const AvPlacement *placement, GArray *nodes, guint vcpus, guint64 memory_kib)
+cells_build(AvGuestTopology *topology, const AvPlacement *placement, GArray *nodes, guint vcpus, guint64 memory_kib,
+            guint64 page_kib)
 {
     guint k = nodes->len, base = vcpus / k, extra = vcpus % k, next = 0;
-    guint64 mib = memory_kib / 1024, per = mib / k;
+    guint64 granule = cell_granule_kib(page_kib);
+    guint64 units = memory_kib / granule, per = units / k;
 
-    if (memory_kib % 1024)
+    if (memory_kib % granule && granule == 1024)
         note(topology, "guest NUMA: the domain's memory of %" G_GUINT64_FORMAT " KiB is not a whole number of "
              "MiB: its cells hold %" G_GUINT64_FORMAT " MiB, which libvirt makes the domain's memory",
-             memory_kib, mib);
+             memory_kib, units);
+    else if (memory_kib % granule)
+        note(topology, "guest NUMA: the domain's memory of %" G_GUINT64_FORMAT " KiB is not a whole number of its "
+             "%" G_GUINT64_FORMAT " KiB hugepages: its cells hold %" G_GUINT64_FORMAT " KiB, which libvirt makes "
+             "the domain's memory", memory_kib, granule, units * granule);
     for (guint c = 0; c < k; c++) {
         AvGuestCell *cell = g_new0(AvGuestCell, 1);
         const AvPlacedNode *n = av_domain_placed_node(placement, g_array_index(nodes, int, c));
@@ -403,7 +449,7 @@ cells_build(AvGuestTopology *topology, const AvPlacement *placement, GArray *nod
             g_array_append_val(cell->vcpus, next);
         /* cells_refusal() made sure that every node has its CPUs */
         cell->host_cpus = n ? g_array_copy(n->cpus) : g_array_new(FALSE, FALSE, sizeof(guint));
-        cell->memory_kib = (c + 1 == k ? mib - per * (k - 1) : per) * 1024;
+        cell->memory_kib = (c + 1 == k ? units - per * (k - 1) : per) * granule;
         g_ptr_array_add(topology->cells, cell);
     }
 }
@@ -435,6 +481,12 @@ groups_build(AvGuestTopology *topology, const AvPlacement *placement)
             continue;
         if (topology->request.switches && item_is_pci(item) && item->switch_port &&
             switch_count(placement, item->switch_port) >= 2) {
+            guint count = switch_count(placement, item->switch_port);
+
+            if (count > AV_GUEST_SWITCH_PORTS_MAX)
+                note(topology, "switches: the %u devices behind host switch %s go behind %u guest switches (one has "
+                     "at most %u downstream ports), all in one GPUDirect clique", count, item->switch_port,
+                     (count + AV_GUEST_SWITCH_PORTS_MAX - 1) / AV_GUEST_SWITCH_PORTS_MAX, AV_GUEST_SWITCH_PORTS_MAX);
             group = g_new0(AvGuestGroup, 1);
             group->host_switch = g_strdup(item->switch_port);
             group->cell = cells ? cell_of(topology, item->numa_node) : -1;
@@ -444,6 +496,17 @@ groups_build(AvGuestTopology *topology, const AvPlacement *placement)
                 const AvPlacedItem *other = g_ptr_array_index(placement->items, j);
 
                 if (item_is_pci(other) && g_strcmp0(other->switch_port, item->switch_port) == 0) {
+                    if (group->items->len == AV_GUEST_SWITCH_PORTS_MAX) {
+                        /* a guest upstream port has 32 slots for downstream ports */
+                        AvGuestGroup *more = g_new0(AvGuestGroup, 1);
+
+                        g_ptr_array_add(topology->groups, group);
+                        more->host_switch = g_strdup(item->switch_port);
+                        more->cell = group->cell;
+                        more->clique = -1;
+                        more->items = g_array_new(FALSE, FALSE, sizeof(guint));
+                        group = more;
+                    }
                     g_array_append_val(group->items, j);
                     taken[j] = TRUE;
                 }
@@ -486,7 +549,7 @@ gpus_share_switch(const AvPlacement *placement)
 }
 
 static void
-cliques_build(AvGuestTopology *topology, const AvPlacement *placement)
+cliques_build(AvGuestTopology *topology, const xmlNode *root, const AvPlacement *placement)
 {
     int next = 0;
 
@@ -500,12 +563,25 @@ cliques_build(AvGuestTopology *topology, const AvPlacement *placement)
         AvGuestGroup *group = g_ptr_array_index(topology->groups, g);
         guint gpus = 0;
 
+        const AvGuestGroup *first = NULL;
+
         if (!group->host_switch)
             continue;
-        for (guint j = 0; j < group->items->len; j++) {
-            const AvPlacedItem *item = g_ptr_array_index(placement->items, g_array_index(group->items, guint, j));
+        /* the guest switches of one host switch (groups_build() splits one of more than 32) share its clique */
+        for (guint h = 0; h < g && !first; h++) {
+            const AvGuestGroup *other = g_ptr_array_index(topology->groups, h);
 
-            gpus += item->gpudirect ? 1 : 0;
+            if (g_strcmp0(other->host_switch, group->host_switch) == 0)
+                first = other;
+        }
+        if (first) {
+            group->clique = first->clique;
+            continue;
+        }
+        for (guint i = 0; i < placement->items->len; i++) {
+            const AvPlacedItem *item = g_ptr_array_index(placement->items, i);
+
+            gpus += item->gpudirect && item_is_pci(item) && g_strcmp0(item->switch_port, group->host_switch) == 0;
         }
         if (gpus < 2)
             continue;
@@ -515,6 +591,15 @@ cliques_build(AvGuestTopology *topology, const AvPlacement *placement)
             continue;
         }
         group->clique = next++;
+        for (guint j = 0; j < group->items->len; j++) {
+            guint i = g_array_index(group->items, guint, j);
+            const AvPlacedItem *item = g_ptr_array_index(placement->items, i);
+            g_autofree char *alias = g_strdup_printf(AV_REWRITE_ALIAS_PREFIX "%u", i);
+
+            if (item->gpudirect && av_domain_user_clique(root, alias))
+                note(topology, "GPUDirect cliques: %s keeps the " AV_GPUDIRECT_PROPERTY " the domain's own "
+                     "<qemu:override> gives it", alias);
+        }
     }
 }
 
@@ -557,7 +642,7 @@ av_guest_topology_at(const xmlNode *root, const AvPlacement *placement, GError *
     }
     domain_size(root, &vcpus, &memory_kib);
     if (want_cells)
-        refusal = cells_refusal(root, placement, nodes, vcpus, memory_kib);
+        refusal = cells_refusal(root, placement, nodes, vcpus, memory_kib, domain_page_kib(root));
     if (refusal && topology->request.guest_numa == AV_GUEST_NUMA_MIRROR) {
         av_domain_invalid_at(error, NULL, "<av:topology guest-numa='mirror'> cannot be honoured: %s; change that "
                              "or write guest-numa='auto'", refusal);
@@ -566,9 +651,9 @@ av_guest_topology_at(const xmlNode *root, const AvPlacement *placement, GError *
     if (refusal)
         note(topology, "guest NUMA: %s", refusal);
     else if (want_cells)
-        cells_build(topology, placement, nodes, vcpus, memory_kib);
+        cells_build(topology, placement, nodes, vcpus, memory_kib, domain_page_kib(root));
     groups_build(topology, placement);
-    cliques_build(topology, placement);
+    cliques_build(topology, root, placement);
     return g_steal_pointer(&topology);
 }
 

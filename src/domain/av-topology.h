@@ -17,21 +17,27 @@
  *     asks (<av:topology guest-numa="mirror"/>, one node is then one cell):
  *     one <cpu><numa><cell> per host node used, cell K for the K-th node in
  *     ascending host node id; the vCPUs split evenly in order (the first
- *     cells take one more), memory split evenly in whole MiB (the last
- *     cell takes the rest); each cell's vCPUs pinned to its node's CPUs and
+ *     cells take one more), memory split evenly in whole MiB, or whole
+ *     pages of the largest <hugepages><page size=> the domain names (the
+ *     last cell takes the rest); each cell's vCPUs pinned to its node's CPUs and
  *     its memory strict on its node (<numatune><memnode>); every device
  *     with a known node (and every switch) goes behind a pcie-root-port
  *     under a pcie-expander-bus whose <target><node> is its cell, so that
- *     the guest reads each device's numa_node as the cell of its host node;
+ *     the guest reads each device's numa_node as the cell of its host node
+ *     (the root ports on slots 0 to 31 of the expander bus, then on
+ *     functions 1 to 7 of those slots);
  *   - GPUDirect cliques: NVIDIA GPUs (AvPlacedItem->gpudirect) behind one
  *     host switch get the same x-nv-gpudirect-clique (QEMU vfio-pci's
  *     property, 0 to 15, numbered by switch in placement order) through
- *     libvirt's <qemu:override> (libvirt 8.2 and later); others none.
+ *     libvirt's <qemu:override> (libvirt 8.2 and later); others none; a
+ *     GPU for whose alias the user's <qemu:override> sets one keeps the
+ *     user's, with a note.
  * Not mirrored, each with a note: any of it on a machine other than q35
  * (i440fx has no PCIe switch); guest NUMA when the user wrote <cpu><numa>
  * cells, pinned the vCPUs or set a <numatune> (theirs win; the switches
  * are still mirrored, on pcie-root), when the domain has fewer vCPUs than
- * cells, or when a node's CPUs are unknown; devices whose node is unknown
+ * cells or less memory than one MiB (one hugepage) per cell, or when a
+ * node's CPUs are unknown; devices whose node is unknown
  * stay where libvirt puts them.
  *
  * The metadata may ask (at most one element, every attribute optional):
@@ -47,6 +53,12 @@
 #include "pool/av-place.h"
 
 G_BEGIN_DECLS
+
+/* The downstream ports one guest pcie-switch-upstream-port takes (its
+ * slots 0 to 31): a host switch with more of the placement's devices
+ * becomes several guest switches, each its own group (same host_switch,
+ * same clique), with a note. */
+#define AV_GUEST_SWITCH_PORTS_MAX 32u
 
 typedef enum {
     AV_GUEST_NUMA_AUTO = 0,      /* cells when the devices span two or more host nodes */
