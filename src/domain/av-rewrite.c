@@ -815,20 +815,28 @@ wrote_read(const xmlNode *placed, AvWrote *wrote, GError **error)
            yes_no(placed, "user-numatune", &wrote->user_numatune, error);
 }
 
+/* The first child of @parent called @name in @ns whose attribute @attr is
+ * @value, or NULL. */
+static xmlNode *
+child_with_prop(const xmlNode *parent, const char *name, const char *ns, const char *attr, const char *value)
+{
+    for (xmlNode *c = parent ? parent->children : NULL; c; c = c->next) {
+        g_autofree char *v = NULL;
+
+        if (!av_domain_is_elem(c, name, ns))
+            continue;
+        v = av_domain_prop(c, attr);
+        if (g_strcmp0(v, value) == 0)
+            return c;
+    }
+    return NULL;
+}
+
 /* The <qemu:device alias=@alias> of @override, or NULL. */
 static xmlNode *
 override_device(const xmlNode *override, const char *alias)
 {
-    for (xmlNode *c = override ? override->children : NULL; c; c = c->next) {
-        g_autofree char *a = NULL;
-
-        if (!av_domain_is_elem(c, "device", AV_NS_QEMU))
-            continue;
-        a = av_domain_prop(c, "alias");
-        if (g_strcmp0(a, alias) == 0)
-            return c;
-    }
-    return NULL;
+    return child_with_prop(override, "device", AV_NS_QEMU, "alias", alias);
 }
 
 /* The <qemu:property name='x-nv-gpudirect-clique'> of @device's
@@ -836,18 +844,8 @@ override_device(const xmlNode *override, const char *alias)
 static xmlNode *
 device_clique(const xmlNode *device)
 {
-    xmlNode *frontend = av_domain_child_first(device, "frontend", AV_NS_QEMU);
-
-    for (xmlNode *c = frontend ? frontend->children : NULL; c; c = c->next) {
-        g_autofree char *name = NULL;
-
-        if (!av_domain_is_elem(c, "property", AV_NS_QEMU))
-            continue;
-        name = av_domain_prop(c, "name");
-        if (g_strcmp0(name, AV_GPUDIRECT_PROPERTY) == 0)
-            return c;
-    }
-    return NULL;
+    return child_with_prop(av_domain_child_first(device, "frontend", AV_NS_QEMU), "property", AV_NS_QEMU, "name",
+                           AV_GPUDIRECT_PROPERTY);
 }
 
 /* The first <qemu:override> of @root, or NULL. */
