@@ -27,8 +27,8 @@
  *     device behind no switch never qualifies), within the node the search
  *     tries; the switches with enough free in the allocation's order (pack:
  *     the fewest free, spread: the most; then address).  required: no such
- *     switch fails the node ("no PCIe switch ... has N free devices of
- *     profile 'x' (switch A has 1 free, ...)"), so a strict search tries the
+ *     switch fails the node ("no PCIe switch ... has N free devices (cards,
+ *     regions) of profile 'x' (switch A has 1 free, ...)"), so a strict search tries the
  *     other nodes; preferred: the node search first asks for one switch, and
  *     when no node has one, places as without p2p with a warning;
  *   - each placed PCI item says its host root port, switch and whether it is
