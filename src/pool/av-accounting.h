@@ -1,0 +1,147 @@
+/* accelvirt: device time from the journal (issue 17, `accelvirt
+ * accounting`, `accelvirt metrics`).
+ *
+ * The journal (av-pool.h) is read once, line by line, keeping one record
+ * per device (its state, owner, profile and the time it entered the state)
+ * and one per group: memory grows with devices and groups, never with the
+ * journal.  Every state change ("added" with a state, and every entry with
+ * "identity", "from" and "to": "transition", "claimed", "claim-expired",
+ * "cleared", "found", ...) closes the device's current interval at the
+ * entry's time and opens the next one, attributed to the owner that entry
+ * names (the releasing domain keeps its device's dirty and scrubbing time;
+ * a quarantine without an owner goes to "-").  Intervals are clipped to
+ * [since, until); a device still in a state at the end of the journal is
+ * in it until @until.
+ *
+ * Definitions (device-seconds, whole seconds):
+ *   in_use       time in state in-use
+ *   claimed      time in state claimed
+ *   dirty, scrubbing, quarantined   time in those states
+ * Counts of entries whose time is in the window:
+ *   claims       transitions free -> claimed
+ *   releases     transitions in-use -> dirty or quarantined
+ *   attaches, detaches   devices named by "attach" ("devices") and
+ *                "detach" ("released") entries
+ *   scrubs_passed, scrubs_failed   "scrub-certificate" entries by "ok",
+ *                scrub_seconds the sum of their "seconds"
+ *   quarantines  transitions to quarantined
+ * A free or missing device counts no time.  Each interval and count goes to
+ * exactly one group and to the total, so the groups add up to the total.
+ *
+ * Hostile journals: a line that is not an entry, an entry whose time does
+ * not parse, time going backwards (the entry is taken at the previous
+ * entry's time: no time is invented), a transition whose "from" is not the
+ * state the timeline holds (the interval before it is dropped, not
+ * counted), a transition of a device never added, an unknown event: each
+ * is counted as an anomaly, never fatal. */
+#pragma once
+
+#include <glib.h>
+#include <jansson.h>
+
+G_BEGIN_DECLS
+
+typedef enum {
+    AV_ACCT_BY_DOMAIN,           /* key: domain UUID; name: its last name */
+    AV_ACCT_BY_PROJECT,          /* key: Nova project */
+    AV_ACCT_BY_USER,             /* key: Nova user */
+    AV_ACCT_BY_PROFILE,          /* key: profile */
+    AV_ACCT_BY_DEVICE,           /* key: device identity; name: its last address */
+    AV_ACCT_BY_OWNER,            /* domain, project, user and profile together (metrics) */
+} AvAcctBy;
+
+/* What a group (or the total) counted. */
+typedef struct {
+    gint64 in_use_s;
+    gint64 claimed_s;
+    gint64 dirty_s;
+    gint64 scrubbing_s;
+    gint64 quarantined_s;
+    guint64 claims;
+    guint64 releases;
+    guint64 attaches;
+    guint64 detaches;
+    guint64 scrubs_passed;
+    guint64 scrubs_failed;
+    guint64 quarantines;
+    double scrub_seconds;
+} AvAcctSums;
+
+/* One group.  Strings are owned by the accounting; "-" stands for unknown.
+ * Only the members the grouping uses are set, the others are NULL (name:
+ * NULL when no name was seen). */
+typedef struct {
+    char *key;                   /* the group's key ("\x1f"-joined for AV_ACCT_BY_OWNER) */
+    char *domain;                /* domain UUID (by domain, by owner) */
+    char *name;                  /* domain name (by domain, by owner) or device address (by device) */
+    char *project;               /* Nova project (by project, by owner) */
+    char *user;                  /* Nova user (by user, by owner) */
+    char *profile;               /* profile (by profile, by owner) */
+    char *device;                /* device identity (by device) */
+    AvAcctSums sums;
+} AvAcctGroup;
+
+typedef enum {
+    AV_ACCT_ANOMALY_NOT_ENTRY,   /* a line that is not a journal entry */
+    AV_ACCT_ANOMALY_BAD_TIME,    /* an entry whose time does not parse: skipped */
+    AV_ACCT_ANOMALY_BACKWARDS,   /* time going backwards: taken as the previous entry's time */
+    AV_ACCT_ANOMALY_FROM,        /* a transition whose "from" disagrees with the timeline */
+    AV_ACCT_ANOMALY_UNKNOWN_DEV, /* a transition of a device never added */
+    AV_ACCT_ANOMALY_BAD_FIELDS,  /* an entry of a known event without the fields it needs: skipped */
+    AV_ACCT_ANOMALY_UNKNOWN,     /* an event accounting does not know: skipped */
+    AV_ACCT_ANOMALIES,
+} AvAcctAnomaly;
+
+typedef struct AvAccounting AvAccounting;
+
+/* A new accounting of the window [@since, @until) (Unix seconds) grouped
+ * by @by.  Caller frees with av_accounting_free(). */
+AvAccounting *av_accounting_new(gint64 since, gint64 until, AvAcctBy by);
+void av_accounting_free(AvAccounting *acct);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(AvAccounting, av_accounting_free)
+
+/* Feeds one journal line (@len bytes, no newline) to @acct: accounts it and
+ * checks it continues the chain (seq, prev). */
+void av_accounting_feed_line(AvAccounting *acct, const char *line, gsize len);
+
+/* Closes the open intervals at the window's end; after it the results are
+ * final and nothing more may be fed. */
+void av_accounting_finish(AvAccounting *acct);
+
+/* Streams the journal file @path through av_accounting_feed_line() and
+ * finishes @acct.  A missing file is an empty journal.  FALSE with @error
+ * when it cannot be read (the caller holds the pool lock it wants). */
+gboolean av_accounting_read_journal(AvAccounting *acct, const char *path, GError **error);
+
+/* The groups, sorted by key (borrowed from @acct), and the total. */
+const GPtrArray *av_accounting_groups(const AvAccounting *acct);
+const AvAcctSums *av_accounting_total(const AvAccounting *acct);
+
+/* The number of anomalies of @kind, a phrase saying what they are, and a
+ * short name for machines ("not_entry", "bad_time", "backwards",
+ * "from_mismatch", "unknown_device", "bad_fields", "unknown_event"). */
+guint64 av_accounting_anomalies(const AvAccounting *acct, AvAcctAnomaly kind);
+const char *av_acct_anomaly_to_string(AvAcctAnomaly kind);
+const char *av_acct_anomaly_id(AvAcctAnomaly kind);
+
+/* One line saying every anomaly with its count ("3 entries skipped or
+ * doubted: 2 not a journal entry, 1 time going backwards"), or NULL when
+ * there were none.  Caller frees. */
+char *av_accounting_anomaly_line(const AvAccounting *acct);
+
+/* NULL when the lines fed form an intact chain (seq from 1, each "prev" the
+ * SHA-256 of the line before), else a sentence naming the first break
+ * (borrowed). */
+const char *av_accounting_chain_error(const AvAccounting *acct);
+
+/* The number of entries fed (whole entries, in the window or not). */
+guint64 av_accounting_entries(const AvAccounting *acct);
+
+/* The grouping named @name ("domain", "project", "user", "profile",
+ * "device"); FALSE when unknown. */
+gboolean av_acct_by_from_string(const char *name, AvAcctBy *ret_by);
+
+/* @sums as a JSON object (exact seconds; new reference). */
+json_t *av_acct_sums_to_json(const AvAcctSums *sums);
+
+G_END_DECLS
