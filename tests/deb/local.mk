@@ -1,0 +1,37 @@
+# check-deb: the Debian package tier (tests/deb)
+#
+# Builds the .deb from HEAD (git archive: commit first) with
+# dpkg-buildpackage -us -uc -b and DEB_BUILD_OPTIONS=nocheck (make check
+# runs apart), runs lintian --fail-on error, installs the package with apt in
+# a Debian 12 chroot made by mmdebstrap (its tarball cached in
+# tests/deb/cache), checks it, then removes and purges it. Needs root;
+# installs its packages (build-aux/install-deps --deb) when missing; the first
+# run downloads the chroot from deb.debian.org. Not part of `make check`:
+# run `make check-deb`. Through the same tap-driver as the other tests;
+# results in tests/deb/test-deb.log and tests/deb/test-suite.log.
+
+AV_DEB_TESTS = tests/deb/test-deb.sh
+AV_DEB_SUITE_LOG = tests/deb/test-suite.log
+
+EXTRA_DIST += \
+	$(AV_DEB_TESTS) \
+	tests/deb/README.md \
+	debian/changelog \
+	debian/control \
+	debian/copyright \
+	debian/rules \
+	debian/source/format \
+	debian/accelvirt.links \
+	debian/accelvirt.postinst \
+	debian/accelvirt.postrm
+
+# The build tree's accelvirt lists the same fake host, for comparison.
+check-deb: accelvirt$(EXEEXT) $(FAKE_HOSTS_STAMP)
+	@$(MAKE) $(AM_MAKEFLAGS) run-tier AV_TIER_TESTS='$(AV_DEB_TESTS)' AV_TIER_SUITE_LOG='$(AV_DEB_SUITE_LOG)'
+
+clean-local: clean-deb
+clean-deb:
+	-rm -f $(AV_DEB_SUITE_LOG) $(AV_DEB_TESTS:.sh=.log) $(AV_DEB_TESTS:.sh=.trs)
+	-rm -rf --one-file-system tests/deb/run
+
+.PHONY: check-deb clean-deb
