@@ -299,6 +299,7 @@ av_worker_scrub(const AvHookConfig *config, const AvPolicy *policy, const AvScru
     g_autofree char *driver_now = NULL;
     gboolean rebound = FALSE;
     gboolean freed = FALSE;
+    gboolean health_quarantined = FALSE;
     AvPoolDevice *dev;
     gboolean ok;
 
@@ -420,6 +421,22 @@ av_worker_scrub(const AvHookConfig *config, const AvPolicy *policy, const AvScru
     if (!failure && profile && rebound && profile->restore_driver == AV_RESTORE_ON_RELEASE &&
         g_strcmp0(driver_now, "vfio-pci") == 0)
         av_scrub_restore_rebound(config->root, config->ops, job->address, rebound_from, &failure);
+    /* Its health, just before it is freed (issue 17): over a profile's
+     * limit it is quarantined (by av_pool_health_check()) instead. */
+    if (!failure && profile) {
+        g_autofree char *warning = NULL;
+
+        if (!av_pool_health_check(pool, dev, profile, config->root, &health_quarantined, &warning, &error))
+            goto fail;
+        if (warning)
+            av_hook_log(LOG_WARNING, "device %s (%s): health: %s", job->identity,
+                        job->address ? job->address : "", warning);
+        if (health_quarantined)
+            failure = g_error_new(AV_ERROR, AV_ERROR_UNSAFE, "%s", dev->reason);
+    } else if (failure && report && !release_failed && !dev->identity_problem) {
+        /* A failed scrub counts against the device's health. */
+        av_pool_count_scrub_failure(dev, av_scrub_report_failed_reset(report));
+    }
     ok = failure == NULL;
 
     json_object_set_new(fields, "kind", json_string(av_device_kind_to_string(job->kind)));
@@ -451,7 +468,8 @@ av_worker_scrub(const AvHookConfig *config, const AvPolicy *policy, const AvScru
             !av_scrub_isolate(config->root, config->ops, job->address, &isolated, &isolated_from, &isolate_error))
             av_hook_log(LOG_ERR, "%s", isolate_error->message);
         json_object_set_new(fields, "isolated_from", isolated ? av_json_string_or_null(isolated_from) : json_null());
-        if (!av_pool_transition(pool, dev, AV_DEVICE_STATE_QUARANTINED, NULL, failure->message, &error))
+        if (!health_quarantined &&
+            !av_pool_transition(pool, dev, AV_DEVICE_STATE_QUARANTINED, NULL, failure->message, &error))
             goto fail;
         /* No scrub step ran: what the domain left is still there. */
         if (release_failed)

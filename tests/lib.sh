@@ -152,3 +152,89 @@ state_unchanged() {
     "$@" || return 1
     state_snapshot "$sd" >"$AV_TMP/snap1" && diff -u "$AV_TMP/snap0" "$AV_TMP/snap1"
 }
+
+# av_novfs ROOT PF: the VFs of the PF at address PF in the fake host ROOT are
+# gone, as after a reboot (sriov_numvfs 0): their devices, driver links and
+# IOMMU groups removed.
+av_novfs() {
+    python3 - "$1/sys" "$2" <<'PY'
+import os, shutil, sys
+sysd, pf = sys.argv[1:3]
+pfdir = os.path.realpath(os.path.join(sysd, "bus/pci/devices", pf))
+for n in os.listdir(pfdir):
+    if not n.startswith("virtfn"):
+        continue
+    vf = os.path.realpath(os.path.join(pfdir, n))
+    a = os.path.basename(vf)
+    drv = os.path.join(vf, "driver")
+    if os.path.islink(drv):
+        os.unlink(os.path.join(os.path.realpath(drv), a))
+    shutil.rmtree(os.path.realpath(os.path.join(vf, "iommu_group")))
+    os.unlink(os.path.join(sysd, "bus/pci/devices", a))
+    os.unlink(os.path.join(pfdir, n))
+    shutil.rmtree(vf)
+open(os.path.join(pfdir, "sriov_numvfs"), "w").write("0\n")
+PY
+}
+
+# fake_worker: $ACCELVIRT_WORKER becomes a worker that only records that it
+# was started ($AV_TMP/worker-ran): what it is asked to scrub stays dirty.
+fake_worker() {
+    printf '#!/bin/sh\ntouch "%s/worker-ran"\n' "$AV_TMP" >"$AV_TMP/worker" && chmod +x "$AV_TMP/worker" || return 1
+    ACCELVIRT_WORKER="$AV_TMP/worker"
+    export ACCELVIRT_WORKER
+}
+
+# The pool helpers below act on the state dir $STATE of the test.
+#
+# pool_set ADDRESS STATE UUID NAME [AGE-S [CLAIM-EXPIRED-S-AGO]]: the device
+# at ADDRESS as an earlier accelvirt left it: in STATE since AGE-S seconds
+# (default 60) for the domain UUID NAME, its claim expired
+# CLAIM-EXPIRED-S-AGO seconds ago when given.
+pool_set() {
+    python3 - "$STATE/pool.json" "$@" <<'PY'
+import json, sys, time
+path, address, state, uuid, name = sys.argv[1:6]
+age = int(sys.argv[6]) if len(sys.argv) > 6 else 60
+now = int(time.time())
+p = json.load(open(path))
+for d in p["devices"]:
+    if d["address"] == address:
+        d["state"] = state
+        d["state_since"] = now - age
+        d["owner"] = {"domain_uuid": uuid, "domain_name": name, "nova_instance": None,
+                      "nova_project": None, "nova_user": None}
+        if len(sys.argv) > 7:
+            d["claim_expires"] = now - int(sys.argv[7])
+json.dump(p, open(path, "w"), indent=2)
+PY
+}
+
+# state_of ADDRESS: "STATE OWNER-NAME REASON" of a device of the pool.
+state_of() {
+    python3 - "$STATE/pool.json" "$1" <<'PY'
+import json, sys
+for d in json.load(open(sys.argv[1]))["devices"]:
+    if d["address"] == sys.argv[2]:
+        print(d["state"], (d["owner"] or {}).get("domain_name"), d.get("reason"))
+PY
+}
+
+# fingerprint: the devices of the pool (identity, state, owner, reason,
+# claim expiry: a scan renews their last_seen) and the journal, as one
+# checksum, to tell that nothing changed.
+fingerprint() {
+    python3 - "$STATE/pool.json" <<'PY' | cat - "$STATE/journal.jsonl" | cksum
+import json, sys
+for d in json.load(open(sys.argv[1]))["devices"]:
+    print(d["identity"], d["state"], json.dumps(d["owner"]), d.get("reason"), d.get("claim_expires"))
+PY
+}
+
+# refused STATUS PATTERN CMD...: one_line, and the pool and the journal of
+# $STATE as they were (fingerprint).
+refused() {
+    before=$(fingerprint)
+    one_line "$@" || return 1
+    [ "$(fingerprint)" = "$before" ] || { echo "the pool or the journal changed"; return 1; }
+}

@@ -604,26 +604,7 @@ SAVED_POL=$POL
 POL=$SRIOV_POL
 QPF=0000:6b:00.0
 # novfs: the VFs of the QAT PF in $W are gone, as after a reboot (sriov_numvfs 0).
-novfs() {
-    python3 - "$W/host/sys" "$QPF" <<'PY'
-import os, shutil, sys
-sysd, pf = sys.argv[1:3]
-pfdir = os.path.realpath(os.path.join(sysd, "bus/pci/devices", pf))
-for n in os.listdir(pfdir):
-    if not n.startswith("virtfn"):
-        continue
-    vf = os.path.realpath(os.path.join(pfdir, n))
-    a = os.path.basename(vf)
-    drv = os.path.join(vf, "driver")
-    if os.path.islink(drv):
-        os.unlink(os.path.join(os.path.realpath(drv), a))
-    shutil.rmtree(os.path.realpath(os.path.join(vf, "iommu_group")))
-    os.unlink(os.path.join(sysd, "bus/pci/devices", a))
-    os.unlink(os.path.join(pfdir, n))
-    shutil.rmtree(vf)
-open(os.path.join(pfdir, "sriov_numvfs"), "w").write("0\n")
-PY
-}
+novfs() { av_novfs "$W/host" "$QPF"; }
 numvfs() { cat "$W/host/sys/bus/pci/devices/$QPF/sriov_numvfs"; }
 # mkvfdom FILE NAME UUID ADDRESS INDEX: a domain with the VF INDEX of the QAT
 # PF at ADDRESS, placed (av:device with pf= and vf=) as `accelvirt define` writes it.
@@ -1440,6 +1421,8 @@ mkdom "$W/vm3.xml" vm3 "$U3" 0000:4b:00.0
 mkdom "$W/vm4.xml" vm4 "$U4" 0000:65:00.0 -- "<vcpu placement='static' cpuset='0-3'>2</vcpu>"
 check "the boot's first prepare reconciles the whole host and records the boot id in the pool" \
     eval "accepted '$W/vm1.xml' vm1 prepare begin - && json '$W/state/pool.json' \"d['scanned_boot_id'] == '$BOOT1' and len(d['devices']) == 8\""
+check "  ... and the boot id on the device it put in use (the boot rule of reconcile compares it), on no other" \
+    json "$W/state/pool.json" "[(x['address'], x['state']) for x in d['devices'] if x.get('in_use_boot_id') == '$BOOT1'] == [('0000:17:00.0', 'in-use')] and sum('in_use_boot_id' in x for x in d['devices']) == 1"
 # A GPU leaves the host (hot-unplugged): only a whole scan can know.
 rm "$W/host/sys/bus/pci/devices/0000:ca:00.0"
 check "a later prepare reads only its domain's devices: a GPU gone elsewhere is still as the pool had it" \
@@ -1455,8 +1438,12 @@ check "a prepare whose device presents another identity than the pool's reconcil
 set_dsn 0000:17:00.0 48b02d1a0000f00d
 check "a card whose DSN changed during its tenancy is quarantined by its scrub, not freed, though no prepare read it (the worker reconciles the whole host)" \
     eval "accepted '$W/vm1.xml' vm1 release end - && wait_state 0000:17:00.0 quarantined && json '$W/state/pool.json' \"[x['identity'] for x in d['devices'] if x['address'] == '0000:17:00.0' and x['state'] == 'quarantined'] == ['dsn:10de:20f1:48b02d1a0000f00d.f0']\" && grep -q '\"event\": *\"identity-changed\"' '$W/state/journal.jsonl'"
-# A new boot: nothing the pool says is trusted before a whole scan.
+# A new boot: nothing the pool says is trusted before a whole scan.  vm2
+# and vm3, which the checks below keep running, have pid files: the boot
+# rule releases at once the devices that went in use in another boot
+# (their recorded boot id) when nothing says their QEMU runs.
 boot 66666666-7777-4888-9999-aaaaaaaaaaaa
+mkdir -p "$W/host/run/libvirt/qemu" && echo 1 >"$W/host/run/libvirt/qemu/vm2.pid" && echo 1 >"$W/host/run/libvirt/qemu/vm3.pid"
 rm "$W/host/sys/bus/pci/devices/0000:e3:00.0"
 check "after a reboot (a new boot id) the first prepare reconciles the whole host again" \
     eval "accepted '$W/vm4.xml' vm4 prepare begin - && json '$W/state/pool.json' \"d['scanned_boot_id'] == '66666666-7777-4888-9999-aaaaaaaaaaaa' and [x['state'] for x in d['devices'] if x['address'] == '0000:e3:00.0'] == ['missing']\""
@@ -1775,10 +1762,15 @@ mkdom "$W/fvm.xml" fvm "$UF" 0000:3b:01.0
 fpga_placed "$UF" fvm 0000:3b:01.0 fn-x
 programmed 0000:3b:01.1 fn-y
 cp "$W/state/pool.json" "$W/pool.fpga0"
+# Reconcile puts back on vfio-pci only the keep-vfio devices accelvirt had
+# there (issue 17), not these, which never had a tenant; "nothing bound"
+# compares with the driver each had before.
+FD0=$(driver 0000:3b:01.0)
+check "reconcile leaves a keep-vfio region that never had a tenant on its own driver" [ "$FD0" = xocl ]
 check "prepare of a domain placed with bitstream fn-x on a device that does not hold it is refused, in one line" \
     refused "device 0000:3b:01.0 does not hold bitstream fn-x (sha256 $(sha fn-x | cut -c1-12)...) that domain 'fvm' asked for; 'accelvirt start fvm' programs it" "$W/fvm.xml" fvm prepare begin -
 check "  ... nothing bound, claimed or run" \
-    eval "[ \"\$(driver 0000:3b:01.0)\" = xocl ] && [ \"\$(fstate 0000:3b:01.0)\" = free ] && [ ! -e '$PLOG' ]"
+    eval "[ \"\$(driver 0000:3b:01.0)\" = '$FD0' ] && [ \"\$(fstate 0000:3b:01.0)\" = free ] && [ ! -e '$PLOG' ]"
 programmed 0000:3b:01.0 fn-y
 check "  ... nor when it holds another bitstream" \
     eval "refused 'device 0000:3b:01.0 does not hold bitstream fn-x' '$W/fvm.xml' fvm prepare begin - && [ \"\$(fstate 0000:3b:01.0)\" = free ]"
@@ -1794,8 +1786,9 @@ check "  ... and the domain is refused again: its device holds the base image no
     refused "device 0000:3b:01.0 does not hold bitstream fn-x" "$W/fvm.xml" fvm prepare begin -
 mkdom "$W/f2.xml" f2 "$(uuid 71)" 0000:3b:01.2 0000:3b:01.3
 : >"$W/scrub-fail.on_prepare.0000:3b:01.3"
+FD2=$(driver 0000:3b:01.2) FD3=$(driver 0000:3b:01.3)
 check "a failing on_prepare command refuses the domain in one line and undoes the prepare: both devices back on their driver, free, the on_release of the one whose on_prepare had run run too" \
-    eval "refused 'the on_prepare command of profile .test-fpga. for 0000:3b:01.3 failed' '$W/f2.xml' f2 prepare begin - && [ \"\$(driver 0000:3b:01.2)\" = xocl ] && [ \"\$(driver 0000:3b:01.3)\" = xocl ] && [ \"\$(fstate 0000:3b:01.2)\" = free ] && [ \"\$(fstate 0000:3b:01.3)\" = free ] && grep -q '^on_prepare 0000:3b:01.2 ' '$PLOG' && grep -q '^on_release 0000:3b:01.2 ' '$PLOG' && ! grep -q '^on_release 0000:3b:01.3 ' '$PLOG'"
+    eval "refused 'the on_prepare command of profile .test-fpga. for 0000:3b:01.3 failed' '$W/f2.xml' f2 prepare begin - && [ \"\$(driver 0000:3b:01.2)\" = '$FD2' ] && [ \"\$(driver 0000:3b:01.3)\" = '$FD3' ] && [ \"\$(fstate 0000:3b:01.2)\" = free ] && [ \"\$(fstate 0000:3b:01.3)\" = free ] && grep -q '^on_prepare 0000:3b:01.2 ' '$PLOG' && grep -q '^on_release 0000:3b:01.2 ' '$PLOG' && ! grep -q '^on_release 0000:3b:01.3 ' '$PLOG'"
 rm -f "$W/scrub-fail.on_prepare.0000:3b:01.3"
 # quarantined_by N U ADDRESS WHAT REASON: domain fN (UUID number U) takes
 # ADDRESS and is released while the fake program fails WHAT: the device ends

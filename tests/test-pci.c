@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 
 #include "av-test.h"
+#include "pci/av-health.h"
 #include "pci/av-pci.h"
 #include "util/av-error.h"
 
@@ -1296,6 +1297,216 @@ test_find_pci(void)
     g_assert_null(av_host_find_pci(NULL, "0000:00:00.0"));
 }
 
+/* ---- health: AER counters and link (issue 17) ---- */
+
+static gboolean
+health_of(const AvRoot *root, const char *address, AvPciHealth *ret, GError **error)
+{
+    return av_pci_health_read(root, address, ret, error);
+}
+
+/* The fake hosts' devices as tests/data/mkhosts.py gives them AER files
+ * and links. */
+static void
+test_health_hosts(void)
+{
+    g_autofree char *two = av_test_host_path("two-socket-8gpu");
+    g_autofree char *fpga = av_test_host_path("sriov-fpga-qat");
+    g_autoptr(AvRoot) root = av_root_new(two, NULL);
+    g_autoptr(AvRoot) froot = av_root_new(fpga, NULL);
+    g_autoptr(GError) err = NULL;
+    AvPciHealth h = { 0 };
+
+    /* an A100 at full width */
+    g_assert_true(health_of(root, "0000:17:00.0", &h, &err));
+    g_assert_no_error(err);
+    g_assert_true(h.aer);
+    g_assert_cmpuint(h.correctable + h.nonfatal + h.fatal, ==, 0);
+    g_assert_true(h.link);
+    g_assert_cmpfloat(h.speed_gts, ==, 16.0);
+    g_assert_cmpfloat(h.max_speed_gts, ==, 16.0);
+    g_assert_cmpuint(h.width, ==, 16);
+    g_assert_cmpuint(h.max_width, ==, 16);
+    g_assert_null(h.link_from);
+    g_assert_false(av_pci_health_link_degraded(&h, TRUE));
+
+    /* x8 of x16: degraded, with or without the speed */
+    g_assert_true(health_of(root, "0000:31:00.0", &h, &err));
+    g_assert_cmpuint(h.width, ==, 8);
+    g_assert_true(av_pci_health_link_degraded(&h, FALSE));
+    g_assert_true(av_pci_health_link_degraded(&h, TRUE));
+
+    /* correctable errors counted from TOTAL_ERR_COR */
+    g_assert_true(health_of(root, "0000:4b:00.0", &h, &err));
+    g_assert_cmpuint(h.correctable, ==, 3);
+    g_assert_cmpuint(h.fatal, ==, 0);
+
+    /* an A6000 idling at 2.5 of 16 GT/s, without AER: degraded only when
+     * the speed counts */
+    g_assert_true(health_of(root, "0000:98:00.0", &h, &err));
+    g_assert_false(h.aer);
+    g_assert_true(h.link);
+    g_assert_cmpfloat(h.speed_gts, ==, 2.5);
+    g_assert_false(av_pci_health_link_degraded(&h, FALSE));
+    g_assert_true(av_pci_health_link_degraded(&h, TRUE));
+
+    /* the chipset's USB controller: neither reported */
+    g_assert_true(health_of(root, "0000:00:14.0", &h, &err));
+    g_assert_false(h.aer);
+    g_assert_false(h.link);
+    g_assert_false(av_pci_health_link_degraded(&h, TRUE));
+
+    /* an older kernel's "8 GT/s" */
+    g_assert_true(health_of(froot, "0000:3b:00.0", &h, &err));
+    g_assert_no_error(err);
+    g_assert_cmpfloat(h.speed_gts, ==, 8.0);
+    g_assert_cmpuint(h.max_width, ==, 16);
+
+    /* no such device, no such address */
+    g_assert_false(health_of(root, "0000:99:00.0", &h, &err));
+    g_assert_error(err, AV_ERROR, AV_ERROR_NOT_FOUND);
+    g_assert_nonnull(strstr(err->message, "0000:99:00.0"));
+    g_clear_error(&err);
+    g_assert_false(health_of(root, "../../etc", &h, &err));
+    g_assert_error(err, AV_ERROR, AV_ERROR_INVALID_INPUT);
+    g_clear_error(&err);
+    av_pci_health_clear(&h);
+}
+
+typedef struct {
+    const char *file;
+    const char *contents;
+    const char *error;          /* in the message; NULL: reads */
+} HealthFileCase;
+
+/* A VF reads its PF's link; hostile and odd files on a tree built here. */
+static void
+test_health_files(void)
+{
+    static const char dev[] = "sys/devices/pci0000:00/0000:00:02.0/0000:01:00.0";
+    static const char vf[] = "sys/devices/pci0000:00/0000:00:02.0/0000:01:00.1";
+    static const HealthFileCase cases[] = {
+        { "aer_dev_fatal", "Undefined 0\nDLP 2\nTOTAL_ERR_FATAL 2\n", NULL },
+        { "aer_dev_fatal", "Undefined 0\nDLP 2\n", "has no TOTAL_ERR_FATAL line" },
+        { "aer_dev_fatal", "", "has no TOTAL_ERR_FATAL line" },
+        { "aer_dev_fatal", "Undefined 0\nTOTAL_ERR_FATAL -1\n", "line 2 is not 'NAME COUNT'" },
+        { "aer_dev_fatal", "Undefined 0\nTOTAL_ERR_FATAL 1.5\n", "line 2" },
+        { "aer_dev_fatal", "TOTAL_ERR_FATAL 99999999999999999999999\n", "line 1" },
+        { "aer_dev_fatal", "TOTAL_ERR_FATAL 1 2\n", "line 1" },
+        { "aer_dev_fatal", " 1\n", "line 1" },
+        { "current_link_speed", "Unknown", NULL },
+        { "current_link_speed", "Unknown speed", NULL },
+        { "current_link_speed", "fast", "is not a link speed" },
+        { "current_link_speed", "16.0 GB/s", "is not a link speed" },
+        { "current_link_speed", "1.2.3 GT/s", "is not a link speed" },
+        { "current_link_speed", " GT/s", "is not a link speed" },
+        { "current_link_width", "x16", "is not a lane count" },
+        { "current_link_width", "-1", "is not a lane count" },
+        { "current_link_width", "65", "is not a lane count" },
+        { "current_link_width", "0", NULL },
+    };
+    g_autoptr(GError) err = NULL;
+    AvPciHealth h = { 0 };
+
+    for (gsize i = 0; i < G_N_ELEMENTS(cases); i++) {
+        g_autofree char *dir = av_test_tmpdir();
+        g_autoptr(AvRoot) root = NULL;
+        g_autofree char *target = NULL;
+        g_autofree char *vf_target = NULL;
+        g_autofree char *file = g_build_filename(dev, cases[i].file, NULL);
+        static const char *const aer_files[] = { "aer_dev_correctable", "aer_dev_nonfatal", "aer_dev_fatal" };
+        static const char *const totals[] = { "TOTAL_ERR_COR", "TOTAL_ERR_NONFATAL", "TOTAL_ERR_FATAL" };
+
+        for (guint a = 0; a < 3; a++) {
+            g_autofree char *rel = g_build_filename(dev, aer_files[a], NULL);
+            g_autofree char *text = g_strdup_printf("X 0\n%s 0\n", totals[a]);
+
+            av_test_write(dir, rel, text);
+        }
+        {
+            g_autofree char *s = g_build_filename(dev, "current_link_speed", NULL);
+            g_autofree char *m = g_build_filename(dev, "max_link_speed", NULL);
+            g_autofree char *w = g_build_filename(dev, "current_link_width", NULL);
+            g_autofree char *mw = g_build_filename(dev, "max_link_width", NULL);
+
+            av_test_write(dir, s, "8.0 GT/s PCIe\n");
+            av_test_write(dir, m, "16.0 GT/s PCIe\n");
+            av_test_write(dir, w, "4\n");
+            av_test_write(dir, mw, "16\n");
+        }
+        {
+            g_autofree char *vendor = g_build_filename(vf, "vendor", NULL);
+
+            av_test_write(dir, vendor, "0x8086\n");
+        }
+        target = g_strdup_printf("../../../%s", dev + strlen("sys/"));
+        av_test_symlink(dir, "sys/bus/pci/devices/0000:01:00.0", target);
+        vf_target = g_strdup_printf("../../../%s", vf + strlen("sys/"));
+        av_test_symlink(dir, "sys/bus/pci/devices/0000:01:00.1", vf_target);
+        {
+            g_autofree char *physfn = g_build_filename(vf, "physfn", NULL);
+
+            av_test_symlink(dir, physfn, "../0000:01:00.0");
+        }
+        av_test_write(dir, file, cases[i].contents);
+        root = av_root_new(dir, &err);
+        g_assert_no_error(err);
+
+        if (cases[i].error) {
+            g_assert_false(health_of(root, "0000:01:00.0", &h, &err));
+            g_assert_nonnull(err);
+            g_test_message("%s", err->message);
+            g_assert_nonnull(strstr(err->message, cases[i].error));
+            g_assert_nonnull(strstr(err->message, cases[i].file));
+            g_assert_false(h.aer || h.link);
+            g_clear_error(&err);
+            /* the VF's link is its PF's: the same file fails it */
+            if (g_str_has_prefix(cases[i].file, "current_link")) {
+                g_assert_false(health_of(root, "0000:01:00.1", &h, &err));
+                g_assert_nonnull(strstr(err->message, cases[i].file));
+                g_clear_error(&err);
+            }
+        } else {
+            g_assert_true(health_of(root, "0000:01:00.0", &h, &err));
+            g_assert_no_error(err);
+            g_assert_true(h.aer);
+            g_assert_true(h.link);
+            if (i == 0)
+                g_assert_cmpuint(h.fatal, ==, 2);
+            if (g_str_has_prefix(cases[i].contents, "Unknown"))
+                g_assert_cmpfloat(h.speed_gts, ==, 0);
+            /* width 0: the link is down; in doubt, degraded */
+            if (g_str_equal(cases[i].contents, "0")) {
+                g_assert_true(av_pci_health_link_degraded(&h, FALSE));
+                g_assert_cmpstr(av_pci_health_link_problem(&h, FALSE), ==, "link down");
+            }
+            /* speed Unknown: degraded when the speed is judged */
+            if (g_str_has_prefix(cases[i].contents, "Unknown") && g_str_equal(cases[i].file, "current_link_speed"))
+                g_assert_cmpstr(av_pci_health_link_problem(&h, TRUE), ==, "speed unknown");
+            /* the VF: no AER of its own, so its PF's (named), and the PF's link */
+            g_assert_true(health_of(root, "0000:01:00.1", &h, &err));
+            g_assert_no_error(err);
+            g_assert_true(h.aer);
+            g_assert_cmpstr(h.aer_from, ==, "0000:01:00.0");
+            g_assert_true(h.link);
+            g_assert_cmpstr(h.link_from, ==, "0000:01:00.0");
+            g_assert_cmpuint(h.max_width, ==, 16);
+        }
+        av_pci_health_clear(&h);
+        /* one or two AER files of three: refused */
+        if (i == 0) {
+            g_autofree char *rel = g_build_filename(dev, "aer_dev_nonfatal", NULL);
+            g_autofree char *host = g_build_filename(dir, rel, NULL);
+
+            g_assert_cmpint(unlink(host), ==, 0);
+            g_assert_false(health_of(root, "0000:01:00.0", &h, &err));
+            g_assert_nonnull(strstr(err->message, "only 2 of the files"));
+            g_clear_error(&err);
+        }
+        av_test_tmpdir_remove(dir);
+    }
+}
+
 int
 main(int argc, char **argv)
 {
@@ -1316,6 +1527,8 @@ main(int argc, char **argv)
     g_test_add_func("/pci/host/trap-shared-group", test_trap_shared_group);
     g_test_add_func("/pci/host/switches/position", test_switches_position);
     g_test_add_func("/pci/host/find", test_find_pci);
+    g_test_add_func("/pci/health/hosts", test_health_hosts);
+    g_test_add_func("/pci/health/files", test_health_files);
     g_test_add_func("/pci/tree/not-sysfs", test_not_a_sys_tree);
     g_test_add_func("/pci/tree/numa-fallback", test_numa_fallback);
     g_test_add_func("/pci/tree/unreadable-vendor", test_unreadable_vendor);

@@ -15,6 +15,7 @@
 #include "policy/av-policy.h"
 #include "util/av-error.h"
 #include "util/av-json.h"
+#include "util/av-names.h"
 
 /* ---- av_json ---- */
 
@@ -1612,6 +1613,120 @@ test_trust_program_files(void)
     }
 }
 
+/* ---- health and max_lease (issue 17) ---- */
+
+/* av_duration_parse(): the units, bare seconds, and what it refuses. */
+static void
+test_duration(void)
+{
+    static const struct {
+        const char *text;
+        guint64 seconds;     /* 0: refused */
+    } cases[] = {
+        { "90m", 5400 }, { "72h", 259200 }, { "30d", 2592000 }, { "3600s", 3600 }, { "3600", 3600 }, { "1", 1 },
+        { "3650d", 315360000 }, { "315360000", 315360000 }, { "007h", 25200 },
+        { "0", 0 }, { "0h", 0 }, { "", 0 }, { "h", 0 }, { "-5", 0 }, { "+5", 0 }, { "1.5h", 0 }, { "5 h", 0 },
+        { " 5h", 0 }, { "5H", 0 }, { "5hh", 0 }, { "3w", 0 }, { "3651d", 0 }, { "315360001", 0 },
+        { "99999999999999999999999", 0 }, { "5h\n", 0 },
+    };
+
+    for (gsize i = 0; i < G_N_ELEMENTS(cases); i++) {
+        guint64 got = 42;
+        gboolean ok = av_duration_parse(cases[i].text, &got);
+
+        if (cases[i].seconds) {
+            g_assert_true(ok);
+            g_assert_cmpuint(got, ==, cases[i].seconds);
+        } else {
+            g_assert_false(ok);
+            g_assert_cmpuint(got, ==, 42);
+        }
+    }
+    g_assert_false(av_duration_parse(NULL, NULL));
+}
+
+/* "max_lease" and "health": the defaults, good values, what policy show
+ * prints and that it loads back.  Hostile values: tests/data/policies/bad/
+ * max-lease-*.json and health-*.json. */
+static void
+test_health_limits(void)
+{
+    g_autoptr(AvPolicy) policy = policy_from_text(
+        "{\"profiles\": ["
+        " {\"name\": \"plain\", \"match\": {\"vendor\": \"0x10de\", \"device\": \"0x1111\"}},"
+        " {\"name\": \"gpu\", \"match\": {\"vendor\": \"0x10de\"}, \"max_lease\": \"72h\","
+        "  \"health\": {\"fatal_aer\": 0, \"nonfatal_aer\": 10, \"correctable_aer\": 1000,"
+        "   \"reset_failures\": 1, \"scrub_failures\": 3, \"degraded_link\": \"quarantine\", \"link_speed\": \"check\"}},"
+        " {\"name\": \"vf\", \"match\": {\"vendor\": \"0x8086\"}, \"attach\": \"sriov-vf\", \"max_lease\": 3600,"
+        "  \"health\": {\"degraded_link\": \"warn\"}},"
+        " {\"name\": \"stick\", \"match\": {\"vendor\": \"0x03e7\"}, \"attach\": \"usb\", \"max_lease\": \"30d\"},"
+        " {\"name\": \"empty\", \"match\": {\"vendor\": \"0x1002\"}, \"health\": {}}"
+        "]}");
+    const AvProfile *plain = av_policy_find(policy, "plain");
+    const AvProfile *gpu = av_policy_find(policy, "gpu");
+    const AvProfile *vf = av_policy_find(policy, "vf");
+    const AvProfile *empty = av_policy_find(policy, "empty");
+    g_autoptr(json_t) shown = json_object();
+    g_autoptr(json_t) j = NULL;
+    g_autofree char *text = NULL;
+
+    g_assert_false(plain->health.set);
+    g_assert_cmpuint(plain->max_lease_s, ==, 0);
+    g_assert_cmpint(plain->health.fatal_aer, ==, -1);
+    g_assert_cmpint(plain->health.scrub_failures, ==, -1);
+    g_assert_cmpint(plain->health.degraded_link, ==, AV_HEALTH_LINK_IGNORE);
+    j = av_profile_to_json(plain);
+    g_assert_null(json_object_get(j, "health"));
+    g_assert_null(json_object_get(j, "max_lease"));
+    g_clear_pointer(&j, json_decref);
+
+    g_assert_true(gpu->health.set);
+    g_assert_cmpuint(gpu->max_lease_s, ==, 72 * 3600);
+    g_assert_cmpint(gpu->health.fatal_aer, ==, 0);
+    g_assert_cmpint(gpu->health.nonfatal_aer, ==, 10);
+    g_assert_cmpint(gpu->health.correctable_aer, ==, 1000);
+    g_assert_cmpint(gpu->health.reset_failures, ==, 1);
+    g_assert_cmpint(gpu->health.scrub_failures, ==, 3);
+    g_assert_cmpint(gpu->health.degraded_link, ==, AV_HEALTH_LINK_QUARANTINE);
+    g_assert_true(gpu->health.link_speed);
+
+    g_assert_cmpuint(vf->max_lease_s, ==, 3600);
+    g_assert_true(vf->health.set);
+    g_assert_cmpint(vf->health.degraded_link, ==, AV_HEALTH_LINK_WARN);
+    g_assert_false(vf->health.link_speed);
+    g_assert_cmpint(vf->health.fatal_aer, ==, -1);
+    g_assert_cmpuint(av_policy_find(policy, "stick")->max_lease_s, ==, 30 * 86400);
+    g_assert_true(empty->health.set);
+
+    /* policy show: seconds, every limit set, and the link actions */
+    j = av_profile_to_json(gpu);
+    g_assert_cmpint(json_integer_value(json_object_get(j, "max_lease")), ==, 259200);
+    text = av_json_dump_compact(json_object_get(j, "health"));
+    g_assert_cmpstr(text, ==, "{\"fatal_aer\":0,\"nonfatal_aer\":10,\"correctable_aer\":1000,\"reset_failures\":1,"
+                    "\"scrub_failures\":3,\"degraded_link\":\"quarantine\",\"link_speed\":\"check\"}");
+    g_clear_pointer(&j, json_decref);
+    j = av_profile_to_json(vf);
+    g_free(text);
+    text = av_json_dump_compact(json_object_get(j, "health"));
+    g_assert_cmpstr(text, ==, "{\"degraded_link\":\"warn\",\"link_speed\":\"ignore\"}");
+
+    /* what policy show prints loads back to the same limits */
+    {
+        json_t *profiles = json_array();
+        g_autoptr(AvPolicy) again = NULL;
+        g_autofree char *doc = NULL;
+        const AvProfile *g2;
+
+        json_array_append_new(profiles, av_profile_to_json(gpu));
+        json_object_set_new(shown, "profiles", profiles);
+        doc = av_json_dump_compact(shown);
+        again = policy_from_text(doc);
+        g2 = av_policy_find(again, "gpu");
+        g_assert_cmpuint(g2->max_lease_s, ==, gpu->max_lease_s);
+        g_assert_cmpmem(&g2->health, sizeof(g2->health), &gpu->health, sizeof(gpu->health));
+    }
+}
+
 int
 main(int argc, char **argv)
 {
@@ -1638,6 +1753,8 @@ main(int argc, char **argv)
     g_test_add_func("/policy/sriov-vfs", test_sriov_vfs);
     g_test_add_func("/policy/program", test_program);
     g_test_add_func("/policy/trust/program-files", test_trust_program_files);
+    g_test_add_func("/policy/duration", test_duration);
+    g_test_add_func("/policy/health-limits", test_health_limits);
     add_bad_tests();
     return g_test_run();
 }

@@ -2839,12 +2839,237 @@ test_domain_index(void)
     test_remove_state(state);
 }
 
+/* ---- health (issue 17) ---- */
+
+/* pool.json "failures": loaded strictly; absent, since is first_seen. */
+static void
+test_load_failures(void)
+{
+    static const char *const dsn = "dsn:0000000000000000.f0";
+    static const char *const bad[] = {
+        ", \"failures\": {\"scrub\": -1, \"reset\": 0, \"since\": 5}",
+        ", \"failures\": {\"scrub\": 1, \"reset\": 2, \"since\": 5}",
+        ", \"failures\": {\"scrub\": 1.5, \"reset\": 0, \"since\": 5}",
+        ", \"failures\": {\"scrub\": 1, \"reset\": 0, \"since\": -5}",
+        ", \"failures\": {\"scrub\": 4294967296, \"reset\": 0, \"since\": 5}",
+        ", \"failures\": {\"scrub\": 1, \"reset\": 0}",
+        ", \"failures\": {\"scrub\": 1, \"reset\": 0, \"since\": 5, \"more\": 1}",
+        ", \"failures\": null",
+        ", \"failures\": \"3\"",
+    };
+
+    test_load_device_one("pci", dsn, "0000:17:00.0", ", \"failures\": {\"scrub\": 3, \"reset\": 1, \"since\": 5}",
+                         TRUE);
+    test_load_device_one("pci", dsn, "0000:17:00.0", ", \"failures\": {\"scrub\": 0, \"reset\": 0, \"since\": 5}",
+                         TRUE);
+    for (gsize i = 0; i < G_N_ELEMENTS(bad); i++)
+        test_load_device_one("pci", dsn, "0000:17:00.0", bad[i], FALSE);
+}
+
+/* Counted failures saved and loaded back; none written while the counts
+ * are 0 and since is first_seen, so that older pools keep their form. */
+static void
+test_failures_roundtrip(void)
+{
+    g_autofree char *tmp = av_test_tmpdir();
+    g_autofree char *state = g_build_filename(tmp, "state", NULL);
+    g_autoptr(AvPool) pool = test_open_write(state);
+    g_autoptr(GError) err = NULL;
+    g_autoptr(json_t) j = NULL;
+    AvPoolDevice *dev = av_pool_add(pool, AV_DEVICE_KIND_PCI, "dsn:0000000000000001.f0", "0000:17:00.0", "gpu",
+                                    AV_DEVICE_STATE_FREE, NULL, &err);
+
+    g_assert_no_error(err);
+    g_assert_cmpint(dev->failures_since, ==, dev->first_seen);
+    j = av_pool_device_to_json(dev);
+    g_assert_null(json_object_get(j, "failures"));
+    g_clear_pointer(&j, json_decref);
+
+    av_pool_count_scrub_failure(dev, FALSE);
+    av_pool_count_scrub_failure(dev, TRUE);
+    g_assert_cmpuint(dev->scrub_failures, ==, 2);
+    g_assert_cmpuint(dev->reset_failures, ==, 1);
+    dev->failures_since = 1234;
+    g_assert_true(av_pool_save(pool, &err));
+    g_clear_pointer(&pool, av_pool_free);
+    pool = test_open_write(state);
+    dev = av_pool_find(pool, "dsn:0000000000000001.f0");
+    g_assert_cmpuint(dev->scrub_failures, ==, 2);
+    g_assert_cmpuint(dev->reset_failures, ==, 1);
+    g_assert_cmpint(dev->failures_since, ==, 1234);
+
+    /* counts 0 with an enrolment's since: still written */
+    dev->scrub_failures = dev->reset_failures = 0;
+    j = av_pool_device_to_json(dev);
+    g_assert_cmpint(json_integer_value(json_object_get(json_object_get(j, "failures"), "since")), ==, 1234);
+    av_test_tmpdir_remove(tmp);
+}
+
+static const char test_health_policy[] =
+    "{\"profiles\": [{\"name\": \"gpu\", \"match\": {\"vendor\": \"0x10de\"},"
+    " \"health\": {\"fatal_aer\": 0, \"nonfatal_aer\": 2, \"correctable_aer\": 10, \"scrub_failures\": 3,"
+    " \"reset_failures\": 0, \"degraded_link\": \"quarantine\"}},"
+    " {\"name\": \"warn\", \"match\": {\"vendor\": \"0x8086\"}, \"health\": {\"degraded_link\": \"warn\","
+    " \"link_speed\": \"check\"}},"
+    " {\"name\": \"none\", \"match\": {\"vendor\": \"0x1002\"}}]}";
+
+/* av_pool_health_judge(): each limit, and the sentences. */
+static void
+test_health_judge(void)
+{
+    g_autoptr(AvPolicy) policy = test_load_policy(test_health_policy);
+    const AvProfile *gpu = av_policy_find(policy, "gpu");
+    const AvProfile *warn = av_policy_find(policy, "warn");
+    AvPoolDevice dev = { .identity = (char *)"x", .kind = AV_DEVICE_KIND_PCI };
+    AvPciHealth h = { .aer = TRUE, .link = TRUE, .speed_gts = 16, .max_speed_gts = 16, .width = 16, .max_width = 16 };
+    g_autofree char *f = NULL;
+
+    g_assert_cmpint(av_pool_health_judge(&dev, gpu, &h, &f), ==, AV_HEALTH_OK);
+    g_assert_null(f);
+    h.fatal = 2;
+    g_assert_cmpint(av_pool_health_judge(&dev, gpu, &h, &f), ==, AV_HEALTH_OVER);
+    g_assert_cmpstr(f, ==, "2 fatal AER errors, the profile allows 0");
+    g_clear_pointer(&f, g_free);
+    h.fatal = 0;
+    h.nonfatal = 2;
+    h.correctable = 11;
+    dev.scrub_failures = 4;
+    dev.reset_failures = 1;
+    g_assert_cmpint(av_pool_health_judge(&dev, gpu, &h, &f), ==, AV_HEALTH_OVER);
+    g_assert_cmpstr(f, ==, "11 correctable AER errors, the profile allows 10; 4 failed scrubs since enrolment, the "
+                    "profile allows 3; 1 failed reset since enrolment, the profile allows 0");
+    g_clear_pointer(&f, g_free);
+    dev.scrub_failures = dev.reset_failures = 0;
+    h.correctable = 0;
+    /* no AER reporting under AER limits: in doubt, over (they cannot be checked) */
+    h.aer = FALSE;
+    h.fatal = 5;
+    g_assert_cmpint(av_pool_health_judge(&dev, gpu, &h, &f), ==, AV_HEALTH_OVER);
+    g_assert_cmpstr(f, ==, "no AER reporting: the limits 'fatal_aer', 'nonfatal_aer', 'correctable_aer' cannot be "
+                    "checked");
+    g_clear_pointer(&f, g_free);
+    g_assert_cmpint(av_pool_health_judge(&dev, warn, &h, &f), ==, AV_HEALTH_OK);
+    h.aer = TRUE;
+    /* a VF's counts read on its PF: said so */
+    h.aer_from = (char *)"0000:6b:00.0";
+    g_assert_cmpint(av_pool_health_judge(&dev, gpu, &h, &f), ==, AV_HEALTH_OVER);
+    g_assert_cmpstr(f, ==, "5 fatal AER errors (its PF 0000:6b:00.0's counts), the profile allows 0");
+    g_clear_pointer(&f, g_free);
+    h.aer_from = NULL;
+    h.fatal = 0;
+    /* a link down, a speed unknown: in doubt, degraded */
+    h.width = 0;
+    g_assert_cmpint(av_pool_health_judge(&dev, gpu, &h, &f), ==, AV_HEALTH_OVER);
+    g_assert_cmpstr(f, ==, "link down (x0 of x16 at 16.0 of 16.0 GT/s), the profile quarantines a degraded link");
+    g_clear_pointer(&f, g_free);
+    h.width = 16;
+    h.speed_gts = 0;
+    g_assert_cmpint(av_pool_health_judge(&dev, gpu, &h, &f), ==, AV_HEALTH_OK);
+    g_assert_cmpint(av_pool_health_judge(&dev, warn, &h, &f), ==, AV_HEALTH_WARN);
+    g_assert_cmpstr(f, ==, "speed unknown (x16 of x16 at unknown of 16.0 GT/s)");
+    g_clear_pointer(&f, g_free);
+    h.speed_gts = 16;
+    /* the link: quarantine, warn, speed only with link_speed check */
+    h.width = 8;
+    g_assert_cmpint(av_pool_health_judge(&dev, gpu, &h, &f), ==, AV_HEALTH_OVER);
+    g_assert_cmpstr(f, ==, "a degraded link (x8 of x16 at 16.0 of 16.0 GT/s), the profile quarantines a degraded link");
+    g_clear_pointer(&f, g_free);
+    g_assert_cmpint(av_pool_health_judge(&dev, warn, &h, &f), ==, AV_HEALTH_WARN);
+    g_assert_cmpstr(f, ==, "a degraded link (x8 of x16 at 16.0 of 16.0 GT/s)");
+    g_clear_pointer(&f, g_free);
+    h.width = 16;
+    h.speed_gts = 2.5;
+    g_assert_cmpint(av_pool_health_judge(&dev, gpu, &h, &f), ==, AV_HEALTH_OK);
+    g_assert_cmpint(av_pool_health_judge(&dev, warn, &h, &f), ==, AV_HEALTH_WARN);
+    g_clear_pointer(&f, g_free);
+    /* unreadable under limits: over; no limits: ok */
+    g_assert_cmpint(av_pool_health_judge(&dev, gpu, NULL, &f), ==, AV_HEALTH_OVER);
+    g_clear_pointer(&f, g_free);
+    g_assert_cmpint(av_pool_health_judge(&dev, av_policy_find(policy, "none"), NULL, &f), ==, AV_HEALTH_OK);
+    g_assert_cmpint(av_pool_health_judge(&dev, NULL, NULL, &f), ==, AV_HEALTH_OK);
+    g_assert_null(f);
+}
+
+/* av_pool_health_check() on a copy of two-socket-8gpu: journalled and
+ * quarantined over a limit, a dirty device marked unscrubbed, other
+ * states left alone, unreadable health quarantined. */
+static void
+test_health_check(void)
+{
+    g_autofree char *hostdir = av_test_host_copy("two-socket-8gpu");
+    g_autofree char *tmp = av_test_tmpdir();
+    g_autofree char *state = g_build_filename(tmp, "state", NULL);
+    g_autoptr(AvRoot) root = av_root_new(hostdir, NULL);
+    g_autoptr(AvPolicy) policy = test_load_policy(test_health_policy);
+    const AvProfile *gpu = av_policy_find(policy, "gpu");
+    g_autoptr(AvPool) pool = test_open_write(state);
+    g_autoptr(GError) err = NULL;
+    g_autofree char *warning = NULL;
+    gboolean q = TRUE;
+    AvPoolDevice *ok17, *deg31, *used, *dirty;
+
+    ok17 = av_pool_add(pool, AV_DEVICE_KIND_PCI, "dsn:a.f0", "0000:17:00.0", "gpu", AV_DEVICE_STATE_FREE, NULL, &err);
+    deg31 = av_pool_add(pool, AV_DEVICE_KIND_PCI, "dsn:b.f0", "0000:31:00.0", "gpu", AV_DEVICE_STATE_FREE, NULL, &err);
+    used = av_pool_add(pool, AV_DEVICE_KIND_PCI, "dsn:c.f0", "0000:31:00.0", "gpu", AV_DEVICE_STATE_FREE, NULL, &err);
+    dirty = av_pool_add(pool, AV_DEVICE_KIND_PCI, "dsn:d.f0", "0000:65:00.0", "gpu", AV_DEVICE_STATE_FREE, NULL, &err);
+    g_assert_no_error(err);
+
+    g_assert_true(av_pool_health_check(pool, ok17, gpu, root, &q, &warning, &err));
+    g_assert_false(q);
+    g_assert_null(warning);
+    g_assert_cmpint(ok17->state, ==, AV_DEVICE_STATE_FREE);
+    g_assert_cmpuint(test_count_events(state, "health"), ==, 0);
+
+    /* no "health": not judged */
+    g_assert_true(av_pool_health_check(pool, deg31, av_policy_find(policy, "none"), root, &q, NULL, &err));
+    g_assert_false(q);
+
+    /* the x8 link under "quarantine" */
+    g_assert_true(av_pool_health_check(pool, deg31, gpu, root, &q, &warning, &err));
+    g_assert_no_error(err);
+    g_assert_true(q);
+    g_assert_cmpint(deg31->state, ==, AV_DEVICE_STATE_QUARANTINED);
+    g_assert_cmpstr(deg31->reason, ==, "health: a degraded link (x8 of x16 at 16.0 of 16.0 GT/s), the profile "
+                    "quarantines a degraded link");
+    g_assert_false(deg31->unscrubbed);
+    g_assert_cmpuint(test_count_events(state, "health"), ==, 1);
+
+    /* held by a tenant: left alone */
+    test_reach(pool, used, AV_DEVICE_STATE_IN_USE);
+    g_assert_true(av_pool_health_check(pool, used, gpu, root, &q, NULL, &err));
+    g_assert_false(q);
+    g_assert_cmpint(used->state, ==, AV_DEVICE_STATE_IN_USE);
+
+    /* dirty, its AER file unparsable: quarantined, unscrubbed */
+    test_reach(pool, dirty, AV_DEVICE_STATE_DIRTY);
+    {
+        g_autofree char *rel = g_strdup_printf("sys/bus/pci/devices/0000:65:00.0/aer_dev_fatal");
+
+        av_test_write(hostdir, rel, "garbage\n");
+    }
+    g_assert_true(av_pool_health_check(pool, dirty, gpu, root, &q, NULL, &err));
+    g_assert_true(q);
+    g_assert_cmpint(dirty->state, ==, AV_DEVICE_STATE_QUARANTINED);
+    g_assert_true(dirty->unscrubbed);
+    g_assert_nonnull(strstr(dirty->reason, "health: its health cannot be read"));
+    g_assert_nonnull(strstr(dirty->reason, "aer_dev_fatal"));
+    g_assert_cmpuint(test_count_events(state, "health"), ==, 2);
+
+    g_clear_pointer(&pool, av_pool_free);
+    av_test_tmpdir_remove(tmp);
+    av_test_tmpdir_remove(hostdir);
+}
+
 int
 main(int argc, char **argv)
 {
     av_test_init(&argc, &argv);
 
     g_test_add_func("/pool/confirm-usb", test_confirm_usb);
+    g_test_add_func("/pool/health/load-failures", test_load_failures);
+    g_test_add_func("/pool/health/failures-roundtrip", test_failures_roundtrip);
+    g_test_add_func("/pool/health/judge", test_health_judge);
+    g_test_add_func("/pool/health/check", test_health_check);
     g_test_add_func("/pool/confirm-usb-shared-serial", test_confirm_usb_shared_serial);
     g_test_add_func("/pool/state-strings", test_state_strings);
     g_test_add_func("/pool/open/read-missing", test_open_read_missing);

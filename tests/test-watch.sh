@@ -17,13 +17,7 @@ D2=22222222-2222-4222-8222-222222222222
 OLD=33333333-3333-4333-8333-333333333333
 
 # The worker records that it was started, and does nothing else.
-cat >"$AV_TMP/worker" <<EOF
-#!/bin/sh
-touch "$AV_TMP/worker-ran"
-EOF
-chmod +x "$AV_TMP/worker"
-ACCELVIRT_WORKER="$AV_TMP/worker"
-export ACCELVIRT_WORKER
+fake_worker
 
 av() {
     "$AV" --root "$H2" --policy-dir "$POL" --state-dir "$STATE" --connect "test://$NODE" "$@"
@@ -50,55 +44,6 @@ domain() {
     domain d2 $D2 "$(hostdev_pci 31)"
     echo "</node>"
 } >"$NODE"
-
-# pool_set ADDRESS STATE OWNER-UUID OWNER-NAME: sets a device of the pool,
-# as an earlier accelvirt left it (a minute ago).
-pool_set() {
-    python3 - "$STATE/pool.json" "$@" <<'PY'
-import json, sys, time
-path, address, state, uuid, name = sys.argv[1:6]
-p = json.load(open(path))
-for d in p["devices"]:
-    if d["address"] == address:
-        d["state"] = state
-        d["state_since"] = int(time.time()) - 60
-        d["owner"] = {"domain_uuid": uuid, "domain_name": name, "nova_instance": None,
-                      "nova_project": None, "nova_user": None}
-json.dump(p, open(path, "w"), indent=2)
-PY
-}
-
-# state_of ADDRESS: "STATE OWNER-NAME REASON" of a device of the pool.
-state_of() {
-    python3 - "$STATE/pool.json" "$1" <<'PY'
-import json, sys
-for d in json.load(open(sys.argv[1]))["devices"]:
-    if d["address"] == sys.argv[2]:
-        print(d["state"], (d["owner"] or {}).get("domain_name"), d.get("reason"))
-PY
-}
-
-# fingerprint: the devices of the pool (identity, state, owner, reason: a
-# scan updates their last_seen) and the journal, to tell that nothing
-# changed.
-fingerprint() {
-    python3 - "$STATE/pool.json" <<'PY' | cat - "$STATE/journal.jsonl" | cksum
-import json, sys
-for d in json.load(open(sys.argv[1]))["devices"]:
-    print(d["identity"], d["state"], json.dumps(d["owner"]), d.get("reason"))
-PY
-}
-
-# refused STATUS PATTERN CMD...: CMD exits STATUS with one line on stderr
-# matching PATTERN, and the pool and journal are as they were.
-refused() {
-    st=$1 pat=$2; shift 2
-    before=$(fingerprint)
-    expect_exit "$st" "$@" || return 1
-    [ "$(wc -l <"$AV_TMP/err")" -eq 1 ] || { echo "not one line:"; cat "$AV_TMP/err"; return 1; }
-    grep -q "^accelvirt: .*$pat" "$AV_TMP/err" || { echo "no '$pat' in:"; cat "$AV_TMP/err"; return 1; }
-    [ "$(fingerprint)" = "$before" ] || { echo "the pool or the journal changed"; return 1; }
-}
 
 setup_pool() {
     rm -rf "$STATE" "$AV_TMP/worker-ran"

@@ -201,11 +201,9 @@ av_cli_open(const AvCli *cli, AvRoot **ret_root, AvPolicy **ret_policy, GError *
     return TRUE;
 }
 
-/* What a holder of the pool's lock does first (av_pool_upkeep()): says
- * what it did and could not do on stderr, saves, starts the worker when
- * devices became dirty. */
-static gboolean
-av_cli_pool_upkeep(const AvRoot *root, AvPool *pool, GError **error)
+/* See cli.h. */
+gboolean
+av_cli_pool_upkeep(const AvRoot *root, AvPool *pool, json_t **ret_released, GError **error)
 {
     g_autoptr(AvPoolUpkeep) upkeep = av_pool_upkeep(pool, root, av_kernel_ops_for(root), error);
 
@@ -220,6 +218,8 @@ av_cli_pool_upkeep(const AvRoot *root, AvPool *pool, GError **error)
     av_pool_upkeep_finish(upkeep);
     if (upkeep->dirtied)
         av_cli_want_worker();
+    if (ret_released)
+        *ret_released = json_incref(upkeep->released);
     return TRUE;
 }
 
@@ -227,9 +227,18 @@ av_cli_pool_upkeep(const AvRoot *root, AvPool *pool, GError **error)
 AvPool *
 av_cli_open_pool(const AvCli *cli, const AvRoot *root, int mode, GError **error)
 {
+    return av_cli_open_pool_full(cli, root, mode, NULL, error);
+}
+
+/* See cli.h. */
+AvPool *
+av_cli_open_pool_full(const AvCli *cli, const AvRoot *root, int mode, json_t **ret_released, GError **error)
+{
     g_autoptr(GError) err = NULL;
+    gboolean upkeep = !(mode & AV_CLI_POOL_UPKEEP_LATER);
     AvPool *pool;
 
+    mode &= ~AV_CLI_POOL_UPKEEP_LATER;
     if (mode == AV_POOL_WRITE && root && !av_root_is_host(root) && !cli->state_dir_explicit) {
         g_set_error(error, AV_ERROR, AV_ERROR_INVALID_INPUT,
                     "refusing to record the devices of '%s' in this host's pool %s; "
@@ -249,7 +258,7 @@ av_cli_open_pool(const AvCli *cli, const AvRoot *root, int mode, GError **error)
         g_propagate_error(error, g_steal_pointer(&err));
         return NULL;
     }
-    if (mode == AV_POOL_WRITE && root && !av_cli_pool_upkeep(root, pool, error)) {
+    if (mode == AV_POOL_WRITE && root && upkeep && !av_cli_pool_upkeep(root, pool, ret_released, error)) {
         av_pool_free(pool);
         return NULL;
     }
@@ -383,6 +392,34 @@ av_cli_open_synced_pool(const AvCli *cli, AvHost **ret_host, AvPolicy **ret_poli
 
 /* See cli.h. */
 gboolean
+av_cli_set_vfs(const AvRoot *root, AvPool *pool, const char *pf, const char *profile, guint from, guint to,
+               const char *by, GError **error)
+{
+    g_autoptr(GError) back = NULL;
+    g_autofree char *why = NULL;
+    GQuark quark;
+    int code;
+
+    if (av_pool_vf_set_count(pool, root, av_kernel_ops_for(root), pf, profile, from, to, by, error))
+        return TRUE;
+    /* The kernel goes from a count to another through 0: a failure after
+     * the first write leaves the PF with no VF.  Its count goes back to
+     * what it was (every VF was idle: the caller checked it), and the
+     * error says where it stands. */
+    why = g_strdup(error && *error ? (*error)->message : "failed");
+    quark = error && *error ? (*error)->domain : AV_ERROR;
+    code = error && *error ? (*error)->code : AV_ERROR_FAILED;
+    g_clear_error(error);
+    if (av_pool_vf_set_count(pool, root, av_kernel_ops_for(root), pf, profile, to, from, by, &back))
+        g_set_error(error, quark, code, "%s; the VF count of PF %s was set back to %u, as before", why, pf, from);
+    else
+        g_set_error(error, quark, code, "%s; setting the VF count of PF %s back to %u failed too (%s): the PF may "
+                    "have no VF now, see its sriov_numvfs", why, pf, from, back->message);
+    return FALSE;
+}
+
+/* See cli.h. */
+gboolean
 av_cli_grow_vfs(const AvRoot *root, const AvPolicy *policy, AvPool *pool, AvHost **host, const GPtrArray *requests,
                 const char *uuid, const char *by, gboolean dry_run, guint *ret_planned, char **ret_why,
                 GError **error)
@@ -399,26 +436,8 @@ av_cli_grow_vfs(const AvRoot *root, const AvPolicy *policy, AvPool *pool, AvHost
                     "from %u to %u\n", g->profile, g->pf, g->from, g->to);
             continue;
         }
-        if (!av_pool_vf_set_count(pool, root, av_kernel_ops_for(root), g->pf, g->profile, g->from, g->to, by, error)) {
-            /* The kernel goes from a count to another through 0: a failure
-             * after the first write leaves the PF with no VF.  Its count
-             * goes back to what it was (every VF was idle: the growth
-             * checked it), and the error says where it stands. */
-            g_autoptr(GError) back = NULL;
-            g_autofree char *why = g_strdup(error && *error ? (*error)->message : "failed");
-            GQuark quark = error && *error ? (*error)->domain : AV_ERROR;
-            int code = error && *error ? (*error)->code : AV_ERROR_FAILED;
-
-            g_clear_error(error);
-            if (av_pool_vf_set_count(pool, root, av_kernel_ops_for(root), g->pf, g->profile, g->to, g->from, by,
-                                     &back))
-                g_set_error(error, quark, code, "%s; the VF count of PF %s was set back to %u, as before", why,
-                            g->pf, g->from);
-            else
-                g_set_error(error, quark, code, "%s; setting the VF count of PF %s back to %u failed too (%s): the "
-                            "PF may have no VF now, see its sriov_numvfs", why, g->pf, g->from, back->message);
+        if (!av_cli_set_vfs(root, pool, g->pf, g->profile, g->from, g->to, by, error))
             return FALSE;
-        }
     }
     if (dry_run || growth->len == 0)
         return TRUE;

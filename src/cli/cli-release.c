@@ -1,5 +1,5 @@
-/* accelvirt: the operator's release of a domain's devices, and the
- * reconciliation of the pool with the host (issue 10, hole 3).
+/* accelvirt: the operator's release of a domain's devices (issue 10,
+ * hole 3); `accelvirt reconcile` is in cli-reconcile.c.
  *
  * libvirt calls the hook's "release end" once.  When that release could
  * not be done (the hook was killed, the machine went down with domains
@@ -10,7 +10,7 @@
  * release` is the operator's word for the rest.  Released always means
  * dirty, then scrubbed by the worker: never straight to free.  The worker
  * these start takes the released devices' kernel-enforced holds (its
- * sweep, av_pool_holds_sync(), av-hold.h); reconcile takes any missing. */
+ * sweep, av_pool_holds_sync(), av-hold.h). */
 #include "config.h"
 
 #include "cli.h"
@@ -21,7 +21,6 @@
 #include "util/av-error.h"
 #include "util/av-json.h"
 #include "util/av-names.h"
-#include "vfio/av-kernel.h"
 
 /* --- accelvirt release ------------------------------------------------------------ */
 
@@ -134,60 +133,5 @@ av_cli_cmd_release(AvCli *cli, int argc, char **argv)
         av_cli_print_json(json_incref(out));
     else
         av_cli_print_released(released, "released", "of");
-    return AV_EXIT_OK;
-}
-
-/* --- accelvirt reconcile ------------------------------------------------------------ */
-
-int
-av_cli_cmd_reconcile(AvCli *cli, int argc, char **argv)
-{
-    g_autoptr(AvPool) pool = NULL;
-    g_autoptr(GError) err = NULL;
-    g_autoptr(json_t) out = json_object();
-    guint counts[AV_DEVICE_STATE_MISSING + 1] = { 0 };
-    g_autoptr(GError) hold_error = NULL;
-    g_autoptr(AvRoot) root = NULL;
-
-    if (!av_cli_parse(cli, "reconcile", "",
-                      "Put the pool right with the host, as every accelvirt call that takes the pool's lock "
-                      "does first: undo what prepares that died did, carry out releases left for later, release "
-                      "the devices of domains whose QEMU is gone (dirty, to be scrubbed), scan the host, expire "
-                      "claims, and start the scrub worker for every dirty device.  Safe to run at any time.",
-                      NULL, &argc, &argv))
-        return AV_EXIT_USAGE;
-    if (argc != 1)
-        return av_cli_usage_error("reconcile takes no arguments");
-    pool = av_cli_open_synced_pool(cli, NULL, NULL, &err);
-    if (!pool)
-        return av_cli_fail(err);
-    /* The kernel refuses what the pool refuses (av-hold.h): holds taken
-     * for dirty and quarantined devices on vfio-pci, dropped for the rest. */
-    root = av_root_new_default(cli->root, &err);
-    if (!root)
-        return av_cli_fail(err);
-    if (!av_pool_holds_sync(pool, root, av_kernel_ops_for(root), &hold_error))
-        fprintf(stderr, "accelvirt: warning: %s\n", hold_error->message);
-    for (guint i = 0; i < av_pool_devices(pool)->len; i++) {
-        const AvPoolDevice *dev = g_ptr_array_index(av_pool_devices(pool), i);
-
-        if ((guint)dev->state < G_N_ELEMENTS(counts))
-            counts[dev->state]++;
-        /* Dirty, or left scrubbing by a worker that died: the worker sees. */
-        if (dev->state == AV_DEVICE_STATE_DIRTY || dev->state == AV_DEVICE_STATE_SCRUBBING)
-            av_cli_want_worker();
-    }
-    for (guint i = 0; i < G_N_ELEMENTS(counts); i++)
-        json_object_set_new(out, av_device_state_to_string((AvDeviceState)i), json_integer(counts[i]));
-    if (cli->json) {
-        av_cli_print_json(json_pack("{s:O, s:o}", "states", out, "holds_error",
-                                    av_json_string_or_null(hold_error ? hold_error->message : NULL)));
-    } else {
-        printf("reconciled %u devices:", av_pool_devices(pool)->len);
-        for (guint i = 0; i < G_N_ELEMENTS(counts); i++)
-            if (counts[i])
-                printf(" %u %s", counts[i], av_device_state_to_string((AvDeviceState)i));
-        printf("\n");
-    }
     return AV_EXIT_OK;
 }

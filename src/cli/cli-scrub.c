@@ -204,10 +204,12 @@ av_cli_cmd_enroll(AvCli *cli, int argc, char **argv)
                                                      "reason", "unchanged"));
             continue;
         }
-        json_array_append_new(enrolled, json_pack("{s:s,s:s?,s:s,s:s,s:o}", "identity", dev->identity, "address",
-                                                  dev->address, "state", av_device_state_to_string(dev->state),
-                                                  "rom_sha256", hash, "previous",
-                                                  av_json_string_or_null(dev->rom_sha256)));
+        json_array_append_new(enrolled, json_pack("{s:s,s:s?,s:s,s:s,s:o,s:{s:I,s:I}}", "identity", dev->identity,
+                                                  "address", dev->address, "state",
+                                                  av_device_state_to_string(dev->state), "rom_sha256", hash,
+                                                  "previous", av_json_string_or_null(dev->rom_sha256),
+                                                  "failures_reset", "scrub", (json_int_t)dev->scrub_failures,
+                                                  "reset", (json_int_t)dev->reset_failures));
         if (!av_pool_enroll(pool, dev, hash, replace, operator_name, &err))
             return av_cli_fail(err);
         changed = TRUE;
@@ -227,8 +229,14 @@ av_cli_cmd_enroll(AvCli *cli, int argc, char **argv)
 
             printf("enrolled %-12s  %s  %s\n", address, json_string_value(json_object_get(e, "rom_sha256")),
                    json_string_value(json_object_get(e, "identity")));
+            json_int_t scrubs = json_integer_value(json_object_get(json_object_get(e, "failures_reset"), "scrub"));
+            json_int_t resets = json_integer_value(json_object_get(json_object_get(e, "failures_reset"), "reset"));
+
             if (previous)
                 printf("    replaced %s\n", previous);
+            if (scrubs)
+                printf("    failure counts set to 0 (were %" JSON_INTEGER_FORMAT " failed scrubs, %" JSON_INTEGER_FORMAT
+                       " of them resets)\n", scrubs, resets);
             if (g_str_equal(json_string_value(json_object_get(e, "state")), "quarantined"))
                 printf("    still quarantined: 'accelvirt quarantine clear %s' gives it back once checked\n",
                        address);
@@ -300,6 +308,8 @@ av_cli_cmd_scrub(AvCli *cli, int argc, char **argv)
     AvDeviceKind kind;
     int group;
     gboolean rebound = FALSE;
+    gboolean health_quarantined = FALSE;
+    g_autofree char *health_warning = NULL;
     AvProgress progress = { g_get_monotonic_time(), 0, FALSE };
     AvScrubTarget target = { 0 };
     const char *result;
@@ -307,8 +317,9 @@ av_cli_cmd_scrub(AvCli *cli, int argc, char **argv)
     if (!av_cli_parse(cli, "scrub", "DEVICE",
                       "Run the scrub steps of the device's profile by hand, on a free, dirty or quarantined "
                       "device.  A free or dirty device is scrubbing meanwhile and ends free or quarantined, as "
-                      "after the worker's scrub; a quarantined device stays quarantined (clear it with "
-                      "'accelvirt quarantine clear' once the steps pass).",
+                      "after the worker's scrub (its profile's health limits checked before it is freed); a "
+                      "quarantined device stays quarantined (clear it with 'accelvirt quarantine clear' once the "
+                      "steps pass).",
                       NULL, &argc, &argv))
         return AV_EXIT_USAGE;
     if (argc != 2)
@@ -444,7 +455,11 @@ av_cli_cmd_scrub(AvCli *cli, int argc, char **argv)
         g_set_error(&err, AV_ERROR, AV_ERROR_STATE, "device %s is %s, no longer scrubbing; its scrub is not recorded",
                     identity, av_device_state_to_string(dev->state));
         return av_cli_fail(err);
-    } else if (!failure && av_pool_device_may_be_freed(dev, &failure)) {
+    } else if (!failure && av_pool_device_may_be_freed(dev, &failure) &&
+               !av_pool_health_check(pool, dev, profile, root, &health_quarantined, &health_warning, &err)) {
+        /* Its health, just before it is freed (issue 17, as the worker). */
+        return av_cli_fail(err);
+    } else if (!failure && !health_quarantined) {
         result = "free";
         if (!av_pool_transition(pool, dev, AV_DEVICE_STATE_FREE, NULL, NULL, &err))
             return av_cli_fail(err);
@@ -453,13 +468,20 @@ av_cli_cmd_scrub(AvCli *cli, int argc, char **argv)
         gboolean isolated = FALSE;
         g_autoptr(GError) isolate_error = NULL;
 
+        if (health_quarantined)
+            failure = g_error_new(AV_ERROR, AV_ERROR_UNSAFE, "%s", dev->reason);
+
         /* Away from the host's drivers while it is quarantined (see the worker). */
         if (kind == AV_DEVICE_KIND_PCI && address &&
             !av_scrub_isolate(root, av_kernel_ops_for(root), address, &isolated, NULL, &isolate_error))
             fprintf(stderr, "accelvirt: warning: %s\n", isolate_error->message);
-        if (!av_pool_transition(pool, dev, AV_DEVICE_STATE_QUARANTINED, NULL, failure->message, &err))
+        if (!health_quarantined &&
+            !av_pool_transition(pool, dev, AV_DEVICE_STATE_QUARANTINED, NULL, failure->message, &err))
             return av_cli_fail(err);
     }
+    /* A failed scrub counts against the device's health (issue 17). */
+    if (failure && report && !health_quarantined && !problem)
+        av_pool_count_scrub_failure(dev, av_scrub_report_failed_reset(report));
     /* The release work is done unless it failed (then the device is
      * quarantined, and a later scrub by hand runs it again). */
     if (release_pending && !(on_release && !json_is_true(json_object_get(on_release, "ok"))))
@@ -504,6 +526,7 @@ av_cli_cmd_scrub(AvCli *cli, int argc, char **argv)
                               report ? json_object_get(report, "steps") : json_array());
 
         json_object_set(o, "coverage", coverage ? coverage : json_null());
+        json_object_set_new(o, "health_warning", av_json_string_or_null(health_warning));
         av_cli_print_json(o);
     } else {
         json_t *steps = report ? json_object_get(report, "steps") : NULL;
@@ -532,6 +555,11 @@ av_cli_cmd_scrub(AvCli *cli, int argc, char **argv)
             g_autofree char *why = av_cli_printable(failure ? failure->message : "every step passed");
 
             printf("%s: %s\n", result, why);
+        }
+        if (health_warning) {
+            g_autofree char *warning = av_cli_printable(health_warning);
+
+            printf("health: warn: %s (journalled)\n", warning);
         }
     }
     return failure ? AV_EXIT_FAILURE : AV_EXIT_OK;

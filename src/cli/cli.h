@@ -80,9 +80,28 @@ gboolean av_cli_open(const AvCli *cli, AvRoot **ret_root, AvPolicy **ret_policy,
  * accelvirt's lock (up to 30 s).  For AV_POOL_WRITE with a fake root, refuses
  * the default state dir: a fake host must not be recorded in the real pool.
  * A writer with a @root first puts right what processes that died left
- * (av_pool_upkeep(): notes on stderr, saved, the worker started at the end
- * when devices became dirty). */
+ * (av_cli_pool_upkeep()), unless @mode carries AV_CLI_POOL_UPKEEP_LATER:
+ * the caller then calls av_cli_pool_upkeep() itself before it saves
+ * (`stale --release` releases first, so that its releases are its own). */
 AvPool *av_cli_open_pool(const AvCli *cli, const AvRoot *root, int mode, GError **error);
+
+/* A flag of av_cli_open_pool()'s @mode: see there. */
+#define AV_CLI_POOL_UPKEEP_LATER 0x100
+
+/* What a holder of the pool's lock does first (av_pool_upkeep()): says
+ * what it did and could not do on stderr, saves @pool (open for writing)
+ * when that changed it, asks for the worker when devices became dirty.
+ * What it released goes to *ret_released (may be NULL; caller frees; see
+ * AvPoolUpkeep.released).  FALSE with @error when the pool could not be
+ * put right or saved. */
+gboolean av_cli_pool_upkeep(const AvRoot *root, AvPool *pool, json_t **ret_released, GError **error);
+
+/* av_cli_open_pool(), storing in *ret_released (may be NULL; caller frees;
+ * untouched on failure, and when no upkeep ran: a reader, no @root) the
+ * devices the upkeep released (AvPoolUpkeep.released, an array, empty when
+ * none), for a command that reports them (reconcile). */
+AvPool *av_cli_open_pool_full(const AvCli *cli, const AvRoot *root, int mode, json_t **ret_released,
+                              GError **error);
 
 /* The pool, opened for writing (av_cli_open_pool(): put right first) and
  * reconciled with a scan of the host taken under its lock, saved when that
@@ -113,6 +132,13 @@ void av_cli_spawn_pending_worker(const AvCli *cli);
  * FALSE after printing the error. */
 gboolean av_cli_parse(AvCli *cli, const char *command, const char *params, const char *summary,
                       const GOptionEntry *entries, int *argc, char ***argv);
+
+/* Sets the VF count of the PF @pf from @from to @to for @profile
+ * (av_pool_vf_set_count(), journalled "vfs-set" by @by); when that fails,
+ * sets it back to @from, and @error says both.  Every VF of @pf must be
+ * idle (av_pool_pf_check_change()).  The caller scans the host again. */
+gboolean av_cli_set_vfs(const AvRoot *root, AvPool *pool, const char *pf, const char *profile, guint from, guint to,
+                        const char *by, GError **error);
 
 /* Makes the VFs that the "vfs" profiles of @requests (AvRequest*) lack
  * for the domain @uuid (av_pool_vf_growth()), journalled "vfs-set" by @by
@@ -210,5 +236,9 @@ int av_cli_cmd_audit(AvCli *cli, int argc, char **argv);
 int av_cli_cmd_watch(AvCli *cli, int argc, char **argv);
 int av_cli_cmd_bitstream(AvCli *cli, int argc, char **argv);
 int av_cli_cmd_program(AvCli *cli, int argc, char **argv);
+int av_cli_cmd_accounting(AvCli *cli, int argc, char **argv);
+int av_cli_cmd_stale(AvCli *cli, int argc, char **argv);
+int av_cli_cmd_health(AvCli *cli, int argc, char **argv);
+int av_cli_cmd_metrics(AvCli *cli, int argc, char **argv);
 
 G_END_DECLS

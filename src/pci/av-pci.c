@@ -1184,15 +1184,9 @@ av_host_infer_numa(AvHost *host)
 static char *
 av_host_read_boot_id(const AvRoot *root)
 {
-    g_autofree char *path = av_proc_path("sys/kernel/random/boot_id");
-    g_autofree char *value = NULL;
+    char *boot_id = NULL;
 
-    if (av_root_read_attr(root, path, &value) < 0)
-        return NULL;
-    for (char *p = value; *p; p++)
-        *p = g_ascii_tolower(*p);
-    /* The form pool.json accepts (8-4-4-4-12), or none. */
-    return av_uuid_is_valid(value) ? g_steal_pointer(&value) : NULL;
+    return av_root_boot_id(root, &boot_id) < 0 ? NULL : boot_id;
 }
 
 static AvHost *

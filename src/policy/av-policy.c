@@ -70,8 +70,16 @@ static const char *const top_keys[] = { "profiles", "description", NULL };
 static const char *const profile_keys[] = {
     "name", "description", "match", "attach", "mdev_type", "numa", "allocation", "granularity",
     "scrub", "restore_driver", "hide_hypervisor", "resource_class", "traits", "companions", "memory", "min_coverage",
-    "vfs", "vfs_shrink", "program", "on_prepare", "on_release", "on_assign", "on_free", NULL,
+    "vfs", "vfs_shrink", "program", "on_prepare", "on_release", "on_assign", "on_free", "max_lease", "health", NULL,
 };
+static const char *const health_keys[] = {
+    "fatal_aer", "nonfatal_aer", "correctable_aer", "degraded_link", "link_speed", "reset_failures", "scrub_failures",
+    NULL,
+};
+static const char *const health_link_names[] = { "ignore", "warn", "quarantine", NULL };
+static const int health_link_values[] = { AV_HEALTH_LINK_IGNORE, AV_HEALTH_LINK_WARN, AV_HEALTH_LINK_QUARANTINE };
+static const char *const link_speed_names[] = { "ignore", "check", NULL };
+static const int link_speed_values[] = { FALSE, TRUE };
 static const char *const match_keys[] = {
     "vendor", "device", "class", "subsystem_vendor", "subsystem_device", "address", "mdev_parent", "pf", NULL,
 };
@@ -164,6 +172,8 @@ av_profile_new(void)
     p->match_pfs = g_ptr_array_new_with_free_func(g_free);
     p->scrub = g_ptr_array_new_with_free_func((GDestroyNotify)av_scrub_step_free);
     p->traits = g_ptr_array_new_with_free_func(g_free);
+    p->health.fatal_aer = p->health.nonfatal_aer = p->health.correctable_aer = -1;
+    p->health.reset_failures = p->health.scrub_failures = -1;
     return p;
 }
 
@@ -2046,6 +2056,84 @@ parse_vfs(const PolicyParse *pp, AvProfile *profile, json_t *obj, const char *ba
     return TRUE;
 }
 
+/* "max_lease" (accelvirt-policy(5)): a duration (av_duration_parse()),
+ * any attach. */
+static gboolean
+parse_max_lease(const PolicyParse *pp, AvProfile *profile, json_t *obj, const char *base, GError **error)
+{
+    static const char expected[] = "a duration such as \"90m\", \"72h\", \"30d\" or \"3600s\", or a whole number of "
+                                   "seconds, from 1 second to 3650 days";
+    json_t *v = json_object_get(obj, "max_lease");
+    g_autofree char *lp = path_join(base, "max_lease");
+    g_autofree char *text = NULL;
+
+    if (!v)
+        return TRUE;
+    if (json_is_integer(v))
+        text = g_strdup_printf("%" JSON_INTEGER_FORMAT, json_integer_value(v));
+    else if (json_is_string(v))
+        text = g_strdup(json_string_value(v));
+    else
+        return type_fail(pp, lp, "max_lease", expected, v, error);
+    if (!av_duration_parse(text, &profile->max_lease_s))
+        return policy_fail(pp, lp, FALSE, error, "invalid max_lease '%s'; expected %s", text, expected);
+    return TRUE;
+}
+
+/* One count limit of "health": an integer >= 0 into *@ret (left at -1 when
+ * absent). */
+static gboolean
+get_health_count(const PolicyParse *pp, json_t *obj, const char *key, const char *base, gint64 *ret, GError **error)
+{
+    json_t *v = json_object_get(obj, key);
+    g_autofree char *path = path_join(base, key);
+    g_autofree char *display = g_strdup_printf("health.%s", key);
+
+    if (!v)
+        return TRUE;
+    if (!json_is_integer(v))
+        return type_fail(pp, path, display, "a whole number from 0 (the most allowed)", v, error);
+    if (json_integer_value(v) < 0 || json_integer_value(v) > (json_int_t)G_MAXINT32)
+        return policy_fail(pp, path, FALSE, error, "'%s' is out of range: %" JSON_INTEGER_FORMAT "; expected 0 to %d "
+                           "(the most allowed; 0 quarantines at the first)", display, json_integer_value(v), G_MAXINT32);
+    *ret = json_integer_value(v);
+    return TRUE;
+}
+
+/* "health" (accelvirt-policy(5), HEALTH): PCI attaches only, since AER
+ * counters and a link are a PCI function's (sysfs-bus-pci-devices-aer). */
+static gboolean
+parse_health(const PolicyParse *pp, AvProfile *profile, json_t *obj, const char *base, GError **error)
+{
+    json_t *v = json_object_get(obj, "health");
+    g_autofree char *hp = path_join(base, "health");
+    AvHealthLimits *h = &profile->health;
+    int link = AV_HEALTH_LINK_IGNORE, speed = FALSE;
+
+    if (!v)
+        return TRUE;
+    if (profile->attach == AV_ATTACH_USB || profile->attach == AV_ATTACH_MDEV)
+        return policy_fail(pp, hp, TRUE, error, "'health' cannot be used with attach '%s': AER counters and a PCIe link "
+                           "are a PCI function's; only attach 'vfio-pci' and 'sriov-vf' have them",
+                           av_attach_to_string(profile->attach));
+    if (!json_is_object(v))
+        return type_fail(pp, hp, "health", "an object (limits such as {\"fatal_aer\": 0})", v, error);
+    if (!check_keys(pp, v, hp, " in 'health'", health_keys, error))
+        return FALSE;
+    if (!get_health_count(pp, v, "fatal_aer", hp, &h->fatal_aer, error) ||
+        !get_health_count(pp, v, "nonfatal_aer", hp, &h->nonfatal_aer, error) ||
+        !get_health_count(pp, v, "correctable_aer", hp, &h->correctable_aer, error) ||
+        !get_health_count(pp, v, "reset_failures", hp, &h->reset_failures, error) ||
+        !get_health_count(pp, v, "scrub_failures", hp, &h->scrub_failures, error) ||
+        !get_enum(pp, v, "degraded_link", hp, health_link_names, health_link_values, &link, error) ||
+        !get_enum(pp, v, "link_speed", hp, link_speed_names, link_speed_values, &speed, error))
+        return FALSE;
+    h->degraded_link = (AvHealthLinkAction)link;
+    h->link_speed = speed;
+    h->set = TRUE;
+    return TRUE;
+}
+
 static gboolean
 parse_profile(PolicyParse *pp, AvPolicy *policy, GPtrArray *added, json_t *obj, gsize index,
               AvProfile **ret_profile, GError **error)
@@ -2214,6 +2302,9 @@ parse_profile(PolicyParse *pp, AvPolicy *policy, GPtrArray *added, json_t *obj, 
                                "\"48GiB\"): a share of what the device itself reports would be a share of what the "
                                "last tenant's firmware says");
     }
+
+    if (!parse_max_lease(pp, profile, obj, base, error) || !parse_health(pp, profile, obj, base, error))
+        return FALSE;
 
     v = json_object_get(obj, "hide_hypervisor");
     if (v) {
@@ -2751,5 +2842,28 @@ av_profile_to_json(const AvProfile *profile)
     if (profile->resource_class)
         json_object_set_new(o, "resource_class", json_string(profile->resource_class));
     json_object_set_new(o, "traits", strings_to_json(profile->traits));
+    if (profile->max_lease_s)
+        json_object_set_new(o, "max_lease", json_integer((json_int_t)profile->max_lease_s));
+    if (profile->health.set) {
+        const AvHealthLimits *h = &profile->health;
+        json_t *health = json_object();
+        const struct {
+            const char *key;
+            gint64 value;
+        } counts[] = {
+            { "fatal_aer", h->fatal_aer }, { "nonfatal_aer", h->nonfatal_aer },
+            { "correctable_aer", h->correctable_aer }, { "reset_failures", h->reset_failures },
+            { "scrub_failures", h->scrub_failures },
+        };
+
+        for (gsize i = 0; i < G_N_ELEMENTS(counts); i++)
+            if (counts[i].value >= 0)
+                json_object_set_new(health, counts[i].key, json_integer((json_int_t)counts[i].value));
+        json_object_set_new(health, "degraded_link",
+                            json_string(enum_name(health_link_names, health_link_values, (int)h->degraded_link)));
+        json_object_set_new(health, "link_speed",
+                            json_string(enum_name(link_speed_names, link_speed_values, h->link_speed)));
+        json_object_set_new(o, "health", health);
+    }
     return o;
 }

@@ -158,6 +158,30 @@ char **av_profile_argv_expand(const json_t *argv, const AvArgvValues *values, GE
 /* The name of a point as the policy writes it ("on_prepare", ...). */
 const char *av_driver_point_to_string(AvDriverPoint point);
 
+/* "health" (accelvirt-policy(5), HEALTH, issue 17): the limits past which
+ * a device of the profile is quarantined instead of handed to the next
+ * tenant, checked by the worker before it frees a device and by reconcile
+ * on free devices.  A count limit is the most allowed ("fatal_aer": 0
+ * quarantines at the first fatal AER error); -1: not checked. */
+typedef enum {
+    AV_HEALTH_LINK_IGNORE,       /* default: the link is reported, never judged */
+    AV_HEALTH_LINK_WARN,         /* a degraded link is journalled and shown, the device still freed */
+    AV_HEALTH_LINK_QUARANTINE,   /* a degraded link quarantines */
+} AvHealthLinkAction;
+
+typedef struct {
+    gboolean set;                /* the profile has "health" */
+    gint64 fatal_aer;            /* "fatal_aer": most fatal AER errors (aer_dev_fatal TOTAL_ERR_FATAL); -1 */
+    gint64 nonfatal_aer;         /* "nonfatal_aer" (aer_dev_nonfatal TOTAL_ERR_NONFATAL); -1 */
+    gint64 correctable_aer;      /* "correctable_aer" (aer_dev_correctable TOTAL_ERR_COR); -1 */
+    AvHealthLinkAction degraded_link; /* "degraded_link": "quarantine", "warn" or "ignore" */
+    gboolean link_speed;         /* "link_speed": "check": a current speed below the maximum counts as
+                                  * degraded too; default "ignore" (width only: GPUs lower their link
+                                  * speed when idle) */
+    gint64 reset_failures;       /* "reset_failures": most failed reset steps since enrolment; -1 */
+    gint64 scrub_failures;       /* "scrub_failures": most failed scrubs since enrolment; -1 */
+} AvHealthLimits;
+
 typedef struct {
     char *name;                  /* unique across all files: [a-z0-9][a-z0-9._-]{0,62} */
     char *source_file;           /* the file it came from */
@@ -201,6 +225,10 @@ typedef struct {
     gboolean vfs_shrink;         /* "vfs_shrink": back to @vfs (0 on demand) once every VF is free */
     double min_coverage;         /* "min_coverage": the least share (0 to 1) of @memory a scrub must clear,
                                   * or 0 when the profile asks for none */
+    guint64 max_lease_s;         /* "max_lease": the longest a domain may hold a device of the profile
+                                  * before `accelvirt stale` reports it ("72h", "30d" or seconds);
+                                  * 0 = no limit (issue 17) */
+    AvHealthLimits health;       /* "health"; .set FALSE when absent (issue 17) */
     AvProgram *program;          /* "program", or NULL: its devices are not programmed */
     AvDriverCommand *drivers[AV_DRIVER_POINTS]; /* "on_prepare", ...: NULL when absent */
 } AvProfile;

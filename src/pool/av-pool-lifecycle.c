@@ -183,6 +183,14 @@ av_pool_transition_do(AvPool *pool, AvPoolDevice *dev, AvDeviceState to, const A
         dev->unscrubbed = FALSE;
     if (drop_programmed)
         g_clear_pointer(&dev->programmed, av_programmed_free);
+    /* The boot it went in use in, for the boot rule of av_pool_upkeep():
+     * kept while it is missing and when it comes back in use. */
+    if (to == AV_DEVICE_STATE_IN_USE && from != AV_DEVICE_STATE_MISSING) {
+        g_free(dev->in_use_boot_id);
+        dev->in_use_boot_id = g_strdup(pool->boot_id);
+    } else if (to != AV_DEVICE_STATE_MISSING && to != AV_DEVICE_STATE_IN_USE) {
+        g_clear_pointer(&dev->in_use_boot_id, g_free);
+    }
     /* A domain let it go: its profile's on_release is owed (issue 15). */
     if (from == AV_DEVICE_STATE_IN_USE && (to == AV_DEVICE_STATE_DIRTY || to == AV_DEVICE_STATE_QUARANTINED))
         dev->release_pending = TRUE;
@@ -236,6 +244,24 @@ av_pool_quarantine_unscrubbed(AvPool *pool, AvPoolDevice *dev, const char *reaso
                                error))
         return FALSE;
     dev->unscrubbed = TRUE;
+    return TRUE;
+}
+
+/* See av-pool-private.h. */
+gboolean
+av_pool_quarantine_health(AvPool *pool, AvPoolDevice *dev, const char *reason, GError **error)
+{
+    g_autoptr(json_t) extra = json_object();
+    gboolean dirty = dev->state == AV_DEVICE_STATE_DIRTY;
+
+    if (dev->state != AV_DEVICE_STATE_FREE && !dirty && dev->state != AV_DEVICE_STATE_SCRUBBING)
+        return av_transition_fail(dev, AV_DEVICE_STATE_QUARANTINED, error);
+    json_object_set_new(extra, "health", json_true());
+    if (!av_pool_transition_do(pool, dev, AV_DEVICE_STATE_QUARANTINED, NULL, reason, "transition", extra, TRUE,
+                               error))
+        return FALSE;
+    if (dirty)
+        dev->unscrubbed = TRUE;
     return TRUE;
 }
 
@@ -380,6 +406,9 @@ av_pool_enroll(AvPool *pool, AvPoolDevice *dev, const char *sha256, gboolean rep
     if (g_strcmp0(dev->rom_sha256, sha256) == 0)
         return TRUE;    /* enrolled already: nothing to record */
     json_object_set_new(fields, "identity", json_string(dev->identity));
+    if (dev->scrub_failures || dev->reset_failures)
+        json_object_set_new(fields, "failures_reset", json_pack("{s:I, s:I}", "scrub", (json_int_t)dev->scrub_failures,
+                                                                 "reset", (json_int_t)dev->reset_failures));
     json_object_set_new(fields, "address", av_json_string_or_null(dev->address));
     json_object_set_new(fields, "state", json_string(av_device_state_to_string(dev->state)));
     json_object_set_new(fields, "rom_sha256", json_string(sha256));
@@ -389,6 +418,9 @@ av_pool_enroll(AvPool *pool, AvPoolDevice *dev, const char *sha256, gboolean rep
         return FALSE;
     g_free(dev->rom_sha256);
     dev->rom_sha256 = g_strdup(sha256);
+    /* The device's health counts start again (issue 17). */
+    dev->scrub_failures = dev->reset_failures = 0;
+    dev->failures_since = av_pool_now();
     return TRUE;
 }
 

@@ -27,6 +27,9 @@ struct AvPool {
                                   * "scanned_boot_id" in pool.json when known, or NULL: until a whole
                                   * scan of this boot, no hook trusts the pool for devices it did not
                                   * read (av_pool_confirm()) */
+    char *boot_id;               /* the running boot's id, read under the root by av_pool_upkeep() (every
+                                  * holder of the write lock calls it first), or NULL: recorded on each
+                                  * device that goes in use (AvPoolDevice.in_use_boot_id); not saved */
     GHashTable *index_disk;      /* AV_POOL_WRITE: the UUIDs the pool.json on disk names (as loaded,
                                   * then as last saved), for the domain index (av-pool-index.c) */
 
@@ -71,6 +74,12 @@ gboolean av_owner_compatible(const AvOwner *a, const AvOwner *b);
  * state, plus the members of @extra (borrowed, may be NULL). */
 gboolean av_pool_journal_device(AvPool *pool, const char *event, const AvPoolDevice *dev, json_t *extra,
                                 GError **error);
+
+/* Quarantines the free, dirty or scrubbing @dev for its health (issue 17)
+ * with @reason, journalled as a transition with "health": true; a dirty
+ * device, never scrubbed, is marked unscrubbed.  AV_ERROR_STATE for a
+ * device in another state (av-pool-lifecycle.c). */
+gboolean av_pool_quarantine_health(AvPool *pool, AvPoolDevice *dev, const char *reason, GError **error);
 
 /* The transition behind av_pool_transition() and reconciliation: checks
  * the move against the lifecycle, journals @event (with the members of

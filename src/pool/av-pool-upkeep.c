@@ -52,6 +52,7 @@ av_pool_release_device(AvPool *pool, AvPoolDevice *dev, const char *released_by,
             return FALSE;
         dev->state_before_missing = AV_DEVICE_STATE_DIRTY;
         dev->release_pending = TRUE;
+        g_clear_pointer(&dev->in_use_boot_id, g_free);
         g_clear_pointer(&dev->programmed, av_programmed_free);
     } else {
         return TRUE;
@@ -81,6 +82,16 @@ av_pool_release_owner(AvPool *pool, const char *domain_uuid, const char *domain_
             g_ptr_array_add(ret_released, dev);
     }
     return TRUE;
+}
+
+/* Adds @dev, released from the domain @domain for @why, to the
+ * upkeep's list (see AvPoolUpkeep). */
+static void
+av_pool_upkeep_note_release(AvPoolUpkeep *upkeep, const AvPoolDevice *dev, const char *domain, const char *why)
+{
+    json_array_append_new(upkeep->released, json_pack("{s:s, s:o, s:o, s:s}", "identity", dev->identity, "address",
+                                                      av_json_string_or_null(dev->address), "domain",
+                                                      av_json_string_or_null(domain), "why", why));
 }
 
 /* --- release markers -------------------------------------------------------------- */
@@ -244,6 +255,7 @@ av_pool_upkeep_markers(AvPool *pool, AvPoolUpkeep *upkeep, GError **error)
             g_ptr_array_add(upkeep->notes, g_strdup_printf("released %s (%s) of domain '%s', whose release was "
                                                            "left for later: dirty, to be scrubbed",
                                                            dev->address ? dev->address : "-", dev->identity, name));
+            av_pool_upkeep_note_release(upkeep, dev, name, "release-marker");
         }
         upkeep->changed = upkeep->changed || released->len > 0;
         upkeep->dirtied = upkeep->dirtied || released->len > 0;
@@ -277,9 +289,15 @@ av_pool_mdev_group(const AvRoot *root, const char *uuid)
     return (int)group;
 }
 
-/* See av-pool.h. */
-gboolean
-av_pool_owner_is_gone(const AvRoot *root, const char *state_dir, const AvPoolDevice *dev, char **ret_why)
+/* av_pool_owner_is_gone(), and with @before_boot (the device has been in
+ * use since an earlier boot, av_pool_in_use_before_boot()), a
+ * missing libvirt state dir counts as no pid file: the QEMU that held it
+ * died with the previous boot, and libvirt of this boot has not started
+ * yet (accelvirt-reconcile.service runs before it).  A pid file or a
+ * process holding the device's IOMMU group still says it may run. */
+static gboolean
+av_pool_owner_gone(const AvRoot *root, const char *state_dir, const AvPoolDevice *dev, gboolean before_boot,
+                   char **ret_why)
 {
     g_autofree char *rundir = NULL;
     g_autofree char *pidfile = NULL;
@@ -289,9 +307,9 @@ av_pool_owner_is_gone(const AvRoot *root, const char *state_dir, const AvPoolDev
     if (!dev->owner || !av_pool_pidfile_name_ok(dev->owner->domain_name))
         return FALSE;
     /* No libvirt state dir at all (not started yet, another layout): a
-     * missing pid file says nothing. */
+     * missing pid file says nothing, but for a device used before this boot. */
     rundir = av_run_path("libvirt/qemu");
-    if (!av_root_exists(root, rundir))
+    if (!before_boot && !av_root_exists(root, rundir))
         return FALSE;
     pidfile = av_run_path("libvirt/qemu/%s.pid", dev->owner->domain_name);
     if (av_root_exists(root, pidfile))
@@ -300,34 +318,77 @@ av_pool_owner_is_gone(const AvRoot *root, const char *state_dir, const AvPoolDev
         group = av_pool_mdev_group(root, dev->identity + strlen("mdev:"));
     if (group >= 0 && (holder = av_vfio_group_holder_full(root, state_dir, group)))
         return FALSE;
-    if (ret_why)
+    if (ret_why && before_boot)
+        *ret_why = g_strdup_printf("in use since an earlier boot, and no pid file %s nor a process holding the "
+                                   "device's IOMMU group says it runs now", pidfile);
+    else if (ret_why)
         *ret_why = g_strdup_printf("libvirt has no pid file %s for domain '%s'%s", pidfile, dev->owner->domain_name,
                                    group >= 0 ? " and no process holds the device's IOMMU group" : "");
     return TRUE;
 }
 
+/* See av-pool.h. */
+gboolean
+av_pool_owner_is_gone(const AvRoot *root, const char *state_dir, const AvPoolDevice *dev, char **ret_why)
+{
+    return av_pool_owner_gone(root, state_dir, dev, FALSE, ret_why);
+}
+
+/* TRUE when @dev went in use in an earlier boot than the running one.
+ * The boot ids decide (in_use_boot_id against pool->boot_id), never the
+ * clock: btime of /proc/stat is the wall clock less the uptime, and moves
+ * when the clock is stepped (chrony stepping forward after an early
+ * autostart would make a prepare of this boot look older than btime).  A
+ * device without a recorded boot id (a pool written before the ids were
+ * recorded) counts only when its state_since is earlier than @btime by
+ * more than the grace, a step no clock correction at boot makes; no
+ * running boot id (a tree without one): never. */
+static gboolean
+av_pool_in_use_before_boot(const AvPool *pool, const AvPoolDevice *dev, gint64 btime)
+{
+    if (dev->in_use_boot_id)
+        return pool->boot_id && strcmp(dev->in_use_boot_id, pool->boot_id) != 0;
+    return btime > 0 && dev->state_since < btime - AV_POOL_DEAD_GRACE_S;
+}
+
 /* Releases the devices in use, for longer than AV_POOL_DEAD_GRACE_S, by
- * domains whose QEMU is gone (av_pool_owner_is_gone()).  Their holds
- * (av-hold.h) are taken by the worker this starts (upkeep->dirtied): its
- * sweep, av_pool_holds_sync(), runs first thing. */
+ * domains whose QEMU is gone (av_pool_owner_is_gone()), and at once those
+ * in use since an earlier boot (av_pool_in_use_before_boot()) whose QEMU
+ * nothing says runs (av_pool_owner_gone()): no QEMU outlives a reboot.
+ * Their holds (av-hold.h) are taken by the worker this starts
+ * (upkeep->dirtied): its sweep, av_pool_holds_sync(), runs first thing. */
 static gboolean
 av_pool_upkeep_dead(AvPool *pool, const AvRoot *root, AvPoolUpkeep *upkeep, GError **error)
 {
     gint64 now = av_pool_now();
+    gint64 btime = 0;
     g_autoptr(GPtrArray) dead = g_ptr_array_new_with_free_func((GDestroyNotify)av_owner_free);
+    g_autoptr(GPtrArray) boot = g_ptr_array_new();    /* per dead owner: released for the previous boot */
 
+    if (av_root_boot_time(root, &btime) < 0)
+        btime = 0;    /* no /proc/stat (a fake tree): the grace alone */
     for (guint i = 0; i < pool->devices->len; i++) {
         const AvPoolDevice *dev = g_ptr_array_index(pool->devices, i);
         g_autofree char *why = NULL;
         gboolean known = FALSE;
+        gboolean before_boot = FALSE;
 
-        if (dev->state != AV_DEVICE_STATE_IN_USE || now - dev->state_since < AV_POOL_DEAD_GRACE_S ||
-            !av_pool_owner_is_gone(root, pool->state_dir, dev, &why))
+        if (dev->state != AV_DEVICE_STATE_IN_USE)
             continue;
+        /* The usual rule first ("dead-domain"); the boot rule
+         * ("previous-boot") for what it alone finds: no libvirt state dir
+         * yet (before libvirtd), or within the grace. */
+        if (now - dev->state_since < AV_POOL_DEAD_GRACE_S ||
+            !av_pool_owner_gone(root, pool->state_dir, dev, FALSE, &why)) {
+            before_boot = av_pool_in_use_before_boot(pool, dev, btime);
+            if (!before_boot || !av_pool_owner_gone(root, pool->state_dir, dev, TRUE, &why))
+                continue;
+        }
         for (guint j = 0; j < dead->len && !known; j++)
             known = av_owner_compatible(g_ptr_array_index(dead, j), dev->owner);
         if (!known) {
             g_ptr_array_add(dead, av_owner_copy(dev->owner));
+            g_ptr_array_add(boot, GINT_TO_POINTER(before_boot));
             g_ptr_array_add(upkeep->notes, g_strdup_printf("domain '%s' is gone (%s): releasing its devices",
                                                            dev->owner->domain_name, why));
         }
@@ -336,13 +397,16 @@ av_pool_upkeep_dead(AvPool *pool, const AvRoot *root, AvPoolUpkeep *upkeep, GErr
         const AvOwner *owner = g_ptr_array_index(dead, i);
         g_autoptr(GPtrArray) released = g_ptr_array_new();
 
-        if (!av_pool_release_owner(pool, owner->domain_uuid, owner->domain_name, "dead-domain", released, error))
+        const char *why = GPOINTER_TO_INT(g_ptr_array_index(boot, i)) ? "previous-boot" : "dead-domain";
+
+        if (!av_pool_release_owner(pool, owner->domain_uuid, owner->domain_name, why, released, error))
             return FALSE;
         for (guint j = 0; j < released->len; j++) {
             const AvPoolDevice *dev = g_ptr_array_index(released, j);
 
             g_ptr_array_add(upkeep->notes, g_strdup_printf("released %s (%s): dirty, to be scrubbed",
                                                            dev->address ? dev->address : "-", dev->identity));
+            av_pool_upkeep_note_release(upkeep, dev, owner->domain_name, why);
         }
         upkeep->changed = upkeep->changed || released->len > 0;
         upkeep->dirtied = upkeep->dirtied || released->len > 0;
@@ -361,6 +425,7 @@ av_pool_upkeep_free(AvPoolUpkeep *upkeep)
     g_ptr_array_unref(upkeep->notes);
     g_ptr_array_unref(upkeep->problems);
     g_ptr_array_unref(upkeep->markers);
+    json_decref(upkeep->released);
     g_free(upkeep);
 }
 
@@ -375,6 +440,10 @@ av_pool_upkeep(AvPool *pool, const AvRoot *root, const AvKernelOps *ops, GError 
     upkeep->notes = g_ptr_array_new_with_free_func(g_free);
     upkeep->problems = g_ptr_array_new_with_free_func(g_free);
     upkeep->markers = g_ptr_array_new_with_free_func(g_free);
+    upkeep->released = json_array();
+    g_clear_pointer(&pool->boot_id, g_free);
+    /* None (a tree without one): devices going in use record no boot. */
+    (void)av_root_boot_id(root, &pool->boot_id);
     if (pool->mode != AV_POOL_WRITE) {
         g_set_error(error, AV_ERROR, AV_ERROR_FAILED, "cannot put the pool in '%s' right: it was opened for reading "
                     "only", pool->state_dir);

@@ -261,6 +261,7 @@ av_pool_device_free(AvPoolDevice *dev)
     g_free(dev->rom_sha256);
     g_free(dev->scrub_token);
     g_free(dev->scrub_domain);
+    g_free(dev->in_use_boot_id);
     g_free(dev->identity_problem);
     if (dev->last_scrub)
         json_decref(dev->last_scrub);
@@ -327,6 +328,16 @@ av_pool_device_to_json(const AvPoolDevice *dev)
         json_object_set(obj, "last_scrub", dev->last_scrub);
     if (dev->release_pending)
         json_object_set_new(obj, "release_pending", json_true());
+    if (dev->in_use_boot_id)
+        json_object_set_new(obj, "in_use_boot_id", json_string(dev->in_use_boot_id));
+    /* Only when they say something (issue 17): a count, or an enrolment
+     * later than the device's first_seen. */
+    if (dev->scrub_failures || dev->reset_failures ||
+        (dev->failures_since && dev->failures_since != dev->first_seen))
+        json_object_set_new(obj, "failures",
+                            json_pack("{s:I, s:I, s:I}", "scrub", (json_int_t)dev->scrub_failures, "reset",
+                                      (json_int_t)dev->reset_failures, "since",
+                                      (json_int_t)(dev->failures_since ? dev->failures_since : dev->first_seen)));
     if (dev->programmed) {
         const AvProgrammed *pr = dev->programmed;
 
@@ -722,6 +733,36 @@ av_pool_load_programmed(const AvPoolLoad *ld, json_t *obj, const char *jpath, Av
     return TRUE;
 }
 
+/* "failures" (issue 17): {"scrub", "reset", "since"}, counts from 0,
+ * reset at most scrub (a failed reset is a failed scrub).  Absent: no
+ * failures since first_seen. */
+static gboolean
+av_pool_load_failures(const AvPoolLoad *ld, json_t *obj, const char *jpath, AvPoolDevice *dev, GError **error)
+{
+    static const char *const keys[] = { "scrub", "reset", "since", NULL };
+    json_t *v = json_object_get(obj, "failures");
+    g_autofree char *sub = g_strdup_printf("%s/failures", jpath);
+    gint64 scrub = 0, reset = 0, since = 0;
+
+    dev->failures_since = dev->first_seen;
+    if (!v)
+        return TRUE;
+    if (!json_is_object(v))
+        return av_pool_load_fail(ld, error, sub, "expected an object {\"scrub\", \"reset\", \"since\"}");
+    if (!av_pool_load_keys(ld, v, sub, keys, error) ||
+        !av_pool_load_int(ld, v, sub, "scrub", 0, G_MAXUINT32, &scrub, error) ||
+        !av_pool_load_int(ld, v, sub, "reset", 0, G_MAXUINT32, &reset, error) ||
+        !av_pool_load_int(ld, v, sub, "since", 0, G_MAXINT64, &since, error))
+        return FALSE;
+    if (reset > scrub)
+        return av_pool_load_fail(ld, error, sub, "'reset' (%" G_GINT64_FORMAT ") cannot be more than 'scrub' (%"
+                                 G_GINT64_FORMAT "): a failed reset is a failed scrub", reset, scrub);
+    dev->scrub_failures = (guint)scrub;
+    dev->reset_failures = (guint)reset;
+    dev->failures_since = since;
+    return TRUE;
+}
+
 static AvPoolDevice *
 av_pool_load_device(const AvPoolLoad *ld, json_t *obj, guint index, GError **error)
 {
@@ -732,7 +773,7 @@ av_pool_load_device(const AvPoolLoad *ld, json_t *obj, guint index, GError **err
     };
     static const char *const optional[] = { "companions", "created", "rom_sha256", "scrub_token", "scrub_domain",
                                             "identity_problem", "last_scrub", "unscrubbed", "programmed",
-                                            "release_pending", NULL };
+                                            "release_pending", "failures", "in_use_boot_id", NULL };
     g_autofree char *jpath = g_strdup_printf("devices/%u", index);
     g_autofree char *owner_path = g_strdup_printf("devices/%u/owner", index);
     g_autofree char *kind = NULL;
@@ -817,7 +858,7 @@ av_pool_load_device(const AvPoolLoad *ld, json_t *obj, guint index, GError **err
                                  av_device_state_to_string(dev->state)), NULL;
     }
     if (!av_pool_load_scrub(ld, obj, jpath, dev, error) || !av_pool_load_last_scrub(ld, obj, jpath, dev, error) ||
-        !av_pool_load_programmed(ld, obj, jpath, dev, error))
+        !av_pool_load_programmed(ld, obj, jpath, dev, error) || !av_pool_load_failures(ld, obj, jpath, dev, error))
         return NULL;
     if (json_object_get(obj, "unscrubbed")) {
         g_autofree char *sub = g_strdup_printf("%s/unscrubbed", jpath);
@@ -840,6 +881,20 @@ av_pool_load_device(const AvPoolLoad *ld, json_t *obj, guint index, GError **err
             return av_pool_load_fail(ld, error, sub, "only a released device (dirty, scrubbing or quarantined) "
                                      "has a release pending"), NULL;
         dev->release_pending = TRUE;
+    }
+    if (json_object_get(obj, "in_use_boot_id")) {
+        g_autofree char *sub = g_strdup_printf("%s/in_use_boot_id", jpath);
+        AvDeviceState state = dev->state == AV_DEVICE_STATE_MISSING ? dev->state_before_missing : dev->state;
+
+        if (!av_pool_load_string(ld, obj, jpath, "in_use_boot_id", FALSE, &dev->in_use_boot_id, error))
+            return NULL;
+        if (!av_uuid_is_valid(dev->in_use_boot_id))
+            return av_pool_load_fail(ld, error, sub, "expected a boot id such as "
+                                     "'0f8e2d3c-1b2a-4c5d-8e9f-a0b1c2d3e4f5' (lower case), not '%s'",
+                                     dev->in_use_boot_id), NULL;
+        if (state != AV_DEVICE_STATE_IN_USE)
+            return av_pool_load_fail(ld, error, sub, "only an in-use device has the boot it went in use "
+                                     "in"), NULL;
     }
     if (json_object_get(obj, "identity_problem")) {
         AvDeviceState state = dev->state == AV_DEVICE_STATE_MISSING ? dev->state_before_missing : dev->state;
@@ -1158,6 +1213,7 @@ av_pool_free(AvPool *pool)
     g_free(pool->journal_path);
     g_free(pool->journal_prev);
     g_free(pool->scanned_boot_id);
+    g_free(pool->boot_id);
     g_free(pool);
 }
 
@@ -1306,7 +1362,9 @@ av_pool_add(AvPool *pool, AvDeviceKind kind, const char *identity, const char *a
     dev->profile = g_strdup(profile);
     dev->state = state;
     dev->owner = av_owner_copy(owner);
-    dev->state_since = dev->first_seen = dev->last_seen = av_pool_now();
+    if (state == AV_DEVICE_STATE_IN_USE)
+        dev->in_use_boot_id = g_strdup(pool->boot_id);
+    dev->state_since = dev->first_seen = dev->last_seen = dev->failures_since = av_pool_now();
     json_object_set_new(extra, "owner", av_owner_to_json(dev->owner));
     if (!av_pool_journal_device(pool, "added", dev, extra, error))
         return NULL;

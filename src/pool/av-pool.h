@@ -35,6 +35,7 @@
 #include <glib.h>
 #include <jansson.h>
 
+#include "pci/av-health.h"
 #include "pci/av-pci.h"
 #include "policy/av-policy.h"
 #include "util/av-root.h"
@@ -169,6 +170,21 @@ typedef struct {
     AvProgrammed *programmed;    /* PCI: the bitstream it holds (see AvProgrammed), or NULL: unknown or
                                   * never programmed.  In pool.json ("programmed": {"sha256", "name",
                                   * "since", "by", "verified"}) only when set; dropped by a release */
+    guint scrub_failures;        /* scrubs of the device that failed (quarantined it) since @failures_since
+                                  * (issue 17, health "scrub_failures"); the worker and `accelvirt
+                                  * scrub` count them */
+    guint reset_failures;        /* of those, the ones whose failing step was a "reset" */
+    gint64 failures_since;       /* Unix seconds: the device's enrolment (`accelvirt enroll` sets the
+                                  * counts to 0), else its first_seen.  In pool.json ("failures":
+                                  * {"scrub", "reset", "since"}) only when a count is not 0 or
+                                  * since is not first_seen (an enrolment); 0 reads as first_seen */
+    char *in_use_boot_id;        /* in use: the id of the boot (/proc/sys/kernel/random/boot_id) in which
+                                  * it went in use, as the holder of the lock read it (av_pool_upkeep()),
+                                  * or NULL: not known (a pool written before issue 17's fix, a tree
+                                  * without a boot id).  The boot rule of av_pool_upkeep() compares it
+                                  * with the running boot's.  In pool.json ("in_use_boot_id") only when
+                                  * set, on an in-use device (or one missing since it was in use);
+                                  * every other transition drops it */
 } AvPoolDevice;
 
 /* The enrolled "hash" of a device that has no option ROM. */
@@ -293,7 +309,9 @@ gboolean av_pool_enroll_check(const AvPoolDevice *dev, const char *sha256, gbool
 
 /* Records @sha256 as the option ROM hash of @dev after av_pool_enroll_check(),
  * journalling "enrolled" with the hash, the one it replaces ("previous",
- * null when none), the device's state and @operator_name.  The hash already
+ * null when none), the device's state and @operator_name, and sets its
+ * failure counts to 0 and failures_since to now (issue 17; the counts it
+ * drops are journalled as "failures_reset" when not 0).  The hash already
  * enrolled is no change: nothing is journalled.  Requires AV_POOL_WRITE. */
 gboolean av_pool_enroll(AvPool *pool, AvPoolDevice *dev, const char *sha256, gboolean replace,
                         const char *operator_name, GError **error);
@@ -369,6 +387,67 @@ gboolean av_pool_clear_quarantine(AvPool *pool, AvPoolDevice *dev, const AvRoot 
  * when @dev carries an identity problem: it may not be freed after its
  * scrub, whatever the scrub said.  TRUE otherwise. */
 gboolean av_pool_device_may_be_freed(const AvPoolDevice *dev, GError **error);
+
+/* Binds the free or quarantined PCI device @dev of a "keep-vfio" profile
+ * and the other endpoints of its IOMMU group, @members (char* addresses,
+ * @dev's own included, checked by the caller with av_vfio_group_check()),
+ * to vfio-pci where a reboot left them on another driver (or none)
+ * (av_vfio_bind()), and journals "vfio-rebound" (identity, address,
+ * "bound": [{"address", "driver": the one it was on}], "by": "reconcile").
+ * On success stores that "bound" array (empty when every member was on
+ * vfio-pci already; nothing journalled then) in *ret_bound (caller
+ * frees).  When a bind fails, the members it bound go back to their
+ * drivers, "vfio-rebind-failed" is journalled (the address and the error),
+ * and *ret_failure (caller frees) says what failed, *ret_bound untouched.
+ * FALSE with @error only when the journal cannot be written.  The pool
+ * itself does not change. */
+gboolean av_pool_rebind_vfio(AvPool *pool, const AvRoot *root, const AvKernelOps *ops, AvPoolDevice *dev,
+                             const GPtrArray *members, json_t **ret_bound, char **ret_failure, GError **error);
+
+/* Health (issue 17, accelvirt-policy(5) HEALTH).  Reads @dev's AER
+ * counters and link under @root (PCI devices; others have none) and judges
+ * them, with its failure counts, against @profile's "health" limits.  Over
+ * a limit: @dev is quarantined with the reason ("health: 2 fatal AER errors,
+ * the profile allows 0"), journalled ("health" then the transition), and
+ * *@ret_quarantined is set; a "warn" finding is journalled only, and
+ * returned in *@ret_warning (caller frees; may be NULL).  Only free, dirty
+ * and scrubbing devices are judged (the worker calls it just before it
+ * frees a device, reconcile on free devices); other states and a profile
+ * without "health" are left alone (TRUE).  A device whose health cannot be
+ * read while its profile has limits is quarantined too (refuse, never free).
+ * FALSE only when the pool cannot be changed (journal, transition). */
+gboolean av_pool_health_check(AvPool *pool, AvPoolDevice *dev, const AvProfile *profile, const AvRoot *root,
+                              gboolean *ret_quarantined, char **ret_warning, GError **error);
+
+/* The verdict of av_pool_health_judge(). */
+typedef enum {
+    AV_HEALTH_OK,                /* within every limit, or nothing judged */
+    AV_HEALTH_WARN,              /* a "warn" finding (a degraded link with "degraded_link": "warn") */
+    AV_HEALTH_OVER,              /* over a limit: to be quarantined */
+} AvHealthVerdict;
+
+/* "ok", "warn" or "over". */
+const char *av_health_verdict_to_string(AvHealthVerdict verdict);
+
+/* Judges @health (read by av_pci_health_read(); NULL when it could not be
+ * read) and @dev's failure counts against @profile's "health" limits,
+ * changing nothing.  *@ret_findings (caller frees; NULL for AV_HEALTH_OK)
+ * gets the findings as one sentence, those over a limit first, such as
+ * "2 fatal AER errors, the profile allows 0".  A profile without "health"
+ * (or NULL) is AV_HEALTH_OK; AER limits are not judged on a device that
+ * reports no AER, the link not on one without a link; unreadable health
+ * under limits is AV_HEALTH_OVER. */
+AvHealthVerdict av_pool_health_judge(const AvPoolDevice *dev, const AvProfile *profile, const AvPciHealth *health,
+                                     char **ret_findings);
+
+/* @health as JSON: {"aer": {"correctable", "nonfatal", "fatal"} or null,
+ * "link": {"width", "max_width", "speed_gts", "max_speed_gts", "from",
+ * "degraded"} or null}.  Caller owns the reference. */
+json_t *av_pool_health_to_json(const AvPciHealth *health, gboolean speed_too);
+
+/* Counts a failed scrub of @dev (@reset: its failing step was a reset) in
+ * its failure counts; the caller saves the pool. */
+void av_pool_count_scrub_failure(AvPoolDevice *dev, gboolean reset);
 
 /* Reserves @dev (free, or already claimed by the same owner) for @owner until
  * @expires (Unix seconds; 0: no expiry), journalling "claimed".  A claim
@@ -677,7 +756,8 @@ gboolean av_pool_set_programmed(AvPool *pool, AvPoolDevice *dev, AvProgrammed *p
 /* Moves what the domain @domain_uuid holds (or, when @domain_uuid is NULL,
  * the domain named @domain_name: a release whose XML did not parse) from
  * in-use to dirty, journalling "transition" with "released_by"
- * (@released_by: "hook", "release-marker", "dead-domain", "operator"); a
+ * (@released_by: "hook", "release-marker", "dead-domain", "previous-boot",
+ * "operator"); a
  * device missing while in use will come back dirty ("released-while-
  * missing").  Never straight to free.  Adds the devices it released to
  * @ret_released (borrowed; may be NULL).  The caller saves. */
@@ -771,6 +851,9 @@ typedef struct {
     GPtrArray *notes;            /* char*: what was done, one sentence each, for the log */
     GPtrArray *problems;         /* char*: what could not be done now (tried again next time) */
     GPtrArray *markers;          /* char*: release markers done with (see av_pool_upkeep_finish()) */
+    json_t *released;            /* array of what it released (in use -> dirty): {"identity", "address"
+                                  * (or null), "domain" (its name), "why": "release-marker",
+                                  * "dead-domain" or "previous-boot" (in use since before this boot)} */
 } AvPoolUpkeep;
 
 void av_pool_upkeep_free(AvPoolUpkeep *upkeep);
@@ -781,7 +864,11 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(AvPoolUpkeep, av_pool_upkeep_free)
  * carries out the release markers of the state dir whose writers are gone
  * (av_pool_release_mark()), and releases the devices in use, for longer
  * than AV_POOL_DEAD_GRACE_S, by domains whose QEMU is gone
- * (av_pool_owner_is_gone()).  The caller saves the pool when it changed,
+ * (av_pool_owner_is_gone()), and at once those in use since before the
+ * running kernel booted (btime of /proc/stat, av_root_boot_time()) when
+ * no pid file nor a holder of the IOMMU group says their QEMU runs: no
+ * QEMU survives a reboot, and warm reboots do not clear a device's memory,
+ * so they are scrubbed (released_by "previous-boot").  The caller saves the pool when it changed,
  * then calls av_pool_upkeep_finish().  NULL with @error when the journal
  * cannot be written (the caller must not save).  Caller frees. */
 AvPoolUpkeep *av_pool_upkeep(AvPool *pool, const AvRoot *root, const AvKernelOps *ops, GError **error);

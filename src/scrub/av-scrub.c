@@ -702,3 +702,14 @@ av_scrub_group_released(const AvRoot *root, const char *state_dir, int group, co
                 "another user of the device; not freed", group, address ? address : "-", who);
     return FALSE;
 }
+
+/* See av-scrub.h. */
+gboolean
+av_scrub_report_failed_reset(json_t *report)
+{
+    json_t *steps = report ? json_object_get(report, "steps") : NULL;
+    json_t *last = json_array_size(steps) ? json_array_get(steps, json_array_size(steps) - 1) : NULL;
+
+    return last && json_is_false(json_object_get(last, "ok")) &&
+           g_strcmp0(json_string_value(json_object_get(last, "method")), "reset") == 0;
+}

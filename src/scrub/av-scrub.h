@@ -73,6 +73,12 @@ typedef struct {
 gboolean av_scrub_run(const AvRoot *root, const AvKernelOps *ops, const AvProfile *profile,
                       const AvScrubTarget *target, json_t **ret_report, GError **error);
 
+/* TRUE when the failing step of the scrub @report (av_scrub_run()'s: its
+ * last step, with "ok": false) is a "reset" step, for the pool's failure
+ * counts (issue 17, av_pool_count_scrub_failure()).  FALSE for NULL, for a
+ * report whose steps all passed, and for any other method. */
+gboolean av_scrub_report_failed_reset(json_t *report);
+
 /* What the "program-base" step of the scrub @report (av_scrub_run()'s) put
  * in the device (its "programmed": issue 15), as a record for the pool
  * (av_pool_set_programmed()) made by @by ("scrub"), or NULL when no such

@@ -155,6 +155,89 @@ av_file_write_atomic(const char *path, const char *data, gsize len, mode_t mode,
     return av_file_write_atomic_fd(path, data, len, mode, FALSE, error) == 0;
 }
 
+/* Opens the directory @dir (resolved, the last component not a link) into
+ * *ret_dfd when it is owned by root or the effective uid and not writable
+ * by group or others.  FALSE with @error otherwise. */
+static gboolean
+av_file_open_safe_dir(const char *dir, int *ret_dfd, GError **error)
+{
+    g_autofree char *real = realpath(dir, NULL);
+    struct stat st;
+    int dfd;
+
+    if (!real)
+        return av_error_errno(error, -errno, "cannot resolve the directory '%s'", dir);
+    dfd = open(real, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (dfd < 0)
+        return av_error_errno(error, -errno, "cannot open the directory '%s'", real);
+    if (fstat(dfd, &st) < 0) {
+        int r = -errno;
+
+        close(dfd);
+        return av_error_errno(error, r, "cannot stat the directory '%s'", real);
+    }
+    if ((st.st_uid != 0 && st.st_uid != geteuid()) || (st.st_mode & (S_IWGRP | S_IWOTH))) {
+        close(dfd);
+        g_set_error(error, AV_ERROR, AV_ERROR_UNSAFE, "refusing to write in '%s': it is owned by uid %u with mode "
+                    "%04o; it must be owned by root (or uid %u) and writable by its owner only, or another user "
+                    "could replace the file", real, (guint)st.st_uid, (guint)(st.st_mode & 07777),
+                    (guint)geteuid());
+        return FALSE;
+    }
+    *ret_dfd = dfd;
+    return TRUE;
+}
+
+gboolean
+av_file_write_atomic_safe_dir(const char *path, const char *data, gsize len, mode_t mode, GError **error)
+{
+    g_autofree char *dir = g_path_get_dirname(path);
+    g_autofree char *base = g_path_get_basename(path);
+    g_autofree char *tmp = NULL;
+    int dfd = -1, fd = -1, r = 0;
+
+    if (g_str_has_suffix(path, "/") || g_str_equal(base, ".") || g_str_equal(base, "..") ||
+        g_str_equal(base, "/")) {
+        g_set_error(error, AV_ERROR, AV_ERROR_INVALID_INPUT, "cannot write '%s': not a file name", path);
+        return FALSE;
+    }
+    if (!av_file_open_safe_dir(dir, &dfd, error)) {
+        g_prefix_error(error, "cannot write '%s': ", path);
+        return FALSE;
+    }
+    for (guint i = 0; i < 100 && fd < 0; i++) {
+        g_free(tmp);
+        tmp = g_strdup_printf("%s.tmp.%06x", base, g_random_int_range(0, 0x1000000));
+        fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
+        if (fd < 0 && errno != EEXIST)
+            break;
+    }
+    if (fd < 0) {
+        r = -errno;
+        close(dfd);
+        return av_error_errno(error, r, "cannot create a temporary file for '%s'", path);
+    }
+    r = av_write_all(fd, data, len);
+    if (r == 0 && fchmod(fd, mode) < 0)
+        r = -errno;
+    if (r == 0 && fsync(fd) < 0)
+        r = -errno;
+    if (close(fd) < 0 && r == 0)
+        r = -errno;
+    if (r == 0 && renameat(dfd, tmp, dfd, base) < 0)
+        r = -errno;
+    if (r < 0) {
+        unlinkat(dfd, tmp, 0);
+        close(dfd);
+        return av_error_errno(error, r, "cannot write '%s'", path);
+    }
+    r = fsync(dfd) < 0 ? -errno : 0;
+    close(dfd);
+    if (r < 0)
+        return av_error_errno(error, r, "'%s' was replaced, but syncing its directory failed", path);
+    return TRUE;
+}
+
 int
 av_file_write_atomic_held(const char *path, const char *data, gsize len, mode_t mode, GError **error)
 {

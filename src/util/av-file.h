@@ -20,6 +20,19 @@ G_BEGIN_DECLS
  * loss. */
 gboolean av_file_write_atomic(const char *path, const char *data, gsize len, mode_t mode, GError **error);
 
+/* av_file_write_atomic() for a file in a directory that other users may
+ * reach (node_exporter's textfile directory): the directory of @path is
+ * resolved as given (realpath(3)), then opened with O_DIRECTORY|O_NOFOLLOW,
+ * and must be owned by root or the effective uid and not writable by group
+ * or others (no sticky-bit exception), else AV_ERROR_UNSAFE naming it and
+ * nothing is written.  The temporary file ("NAME.tmp.XXXXXX") is created
+ * with openat(2) in that directory (O_EXCL|O_NOFOLLOW), and renamed over
+ * the last component of @path with renameat(2), which replaces whatever is
+ * there, a symlink included, without following it.  FALSE with @error;
+ * @path is then as it was. */
+gboolean av_file_write_atomic_safe_dir(const char *path, const char *data, gsize len, mode_t mode,
+                                       GError **error);
+
 /* av_file_write_atomic(), the new file locked (flock(2), exclusive) before
  * a byte of it is written, the lock kept: returns its descriptor, which the
  * caller closes to drop the lock (a process that dies drops it), or -1 with

@@ -102,3 +102,34 @@ av_driver_name_is_valid(const char *driver)
 {
     return av_name_is_strict(driver, NULL);
 }
+
+/* See av-names.h. */
+gboolean
+av_duration_parse(const char *text, guint64 *ret_seconds)
+{
+    static const struct {
+        char unit;
+        guint64 factor;
+    } units[] = { { 's', 1 }, { 'm', 60 }, { 'h', 3600 }, { 'd', 86400 } };
+    const char *p = text;
+    guint64 n = 0, factor = 0;
+
+    if (!p || !g_ascii_isdigit(*p))
+        return FALSE;
+    for (; g_ascii_isdigit(*p); p++) {
+        if (n > AV_DURATION_MAX_S)
+            return FALSE;
+        n = n * 10 + (guint64)(*p - '0');
+    }
+    if (*p == '\0') {
+        factor = 1;
+    } else if (p[1] == '\0') {
+        for (gsize i = 0; i < G_N_ELEMENTS(units); i++)
+            if (*p == units[i].unit)
+                factor = units[i].factor;
+    }
+    if (factor == 0 || n == 0 || n > AV_DURATION_MAX_S / factor)
+        return FALSE;
+    *ret_seconds = n * factor;
+    return TRUE;
+}

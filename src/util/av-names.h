@@ -41,4 +41,15 @@ char *av_scrub_token_random(GError **error);
  * no random bytes could be had. */
 char *av_random_hex(gsize n_bytes, const char *what, GError **error);
 
+/* The longest duration av_duration_parse() accepts: 10 years (3650 days). */
+#define AV_DURATION_MAX_S (3650ull * 86400ull)
+
+/* Parses a duration as policies and options write it: a positive whole
+ * number followed by one unit, "s" (seconds), "m" (minutes), "h" (hours)
+ * or "d" (days), such as "90m", "72h", "30d", "3600s", or a bare number
+ * of seconds ("3600").  No sign, no space, no fraction, no zero; at most
+ * AV_DURATION_MAX_S.  Sets *@ret_seconds and returns TRUE, or returns
+ * FALSE and leaves it alone.  NULL is FALSE. */
+gboolean av_duration_parse(const char *text, guint64 *ret_seconds);
+
 G_END_DECLS

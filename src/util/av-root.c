@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "av-error.h"
+#include "av-names.h"
 
 #define AV_ROOT_MAX_LINKS 40
 #define AV_ROOT_MAX_READ (16u * 1024u * 1024u)
@@ -366,6 +367,51 @@ av_root_read_int(const AvRoot *root, const char *path, gint64 *ret_value)
     if (!g_ascii_string_to_signed(value, 10, G_MININT64, G_MAXINT64, &v, NULL))
         return -EINVAL;
     *ret_value = v;
+    return 0;
+}
+
+/* See av-root.h. */
+int
+av_root_boot_time(const AvRoot *root, gint64 *ret_btime)
+{
+    g_autofree char *path = av_proc_path("stat");
+    g_autofree char *text = NULL;
+    g_auto(GStrv) lines = NULL;
+    int r;
+
+    r = av_root_read_file(root, path, &text, NULL);
+    if (r < 0)
+        return r;
+    lines = g_strsplit(text, "\n", -1);
+    for (guint i = 0; lines[i]; i++) {
+        gint64 v;
+
+        if (!g_str_has_prefix(lines[i], "btime "))
+            continue;
+        if (!g_ascii_string_to_signed(g_strstrip(lines[i] + strlen("btime ")), 10, 1, G_MAXINT64, &v, NULL))
+            return -EINVAL;
+        *ret_btime = v;
+        return 0;
+    }
+    return -ENOENT;
+}
+
+int
+av_root_boot_id(const AvRoot *root, char **ret_boot_id)
+{
+    g_autofree char *path = av_proc_path("sys/kernel/random/boot_id");
+    g_autofree char *value = NULL;
+    int r;
+
+    r = av_root_read_attr(root, path, &value);
+    if (r < 0)
+        return r;
+    for (char *p = value; *p; p++)
+        *p = g_ascii_tolower(*p);
+    /* The form pool.json accepts (8-4-4-4-12), or none. */
+    if (!av_uuid_is_valid(value))
+        return -EINVAL;
+    *ret_boot_id = g_steal_pointer(&value);
     return 0;
 }
 

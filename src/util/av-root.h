@@ -85,6 +85,20 @@ int av_root_read_uint(const AvRoot *root, const char *path, guint base, guint64 
 /* Reads an attribute holding a signed decimal number (numa_node may be -1). */
 int av_root_read_int(const AvRoot *root, const char *path, gint64 *ret_value);
 
+/* The time the running kernel booted, in Unix seconds: the "btime" line of
+ * /proc/stat under the root (proc(5)).  Returns 0 and stores it in
+ * *ret_btime, -ENOENT when the file or the line is absent (a fake tree
+ * without one), -EINVAL when the line does not hold a positive number,
+ * -errno otherwise; *ret_btime is untouched on failure. */
+int av_root_boot_time(const AvRoot *root, gint64 *ret_btime);
+
+/* The id of the running boot: /proc/sys/kernel/random/boot_id under the
+ * root (proc(5): a random UUID the kernel makes at each boot), lower case.
+ * Returns 0 and stores it in *ret_boot_id (caller frees), -ENOENT when the
+ * file is absent (a fake tree without one), -EINVAL when it does not hold
+ * a UUID, -errno otherwise; *ret_boot_id is untouched on failure. */
+int av_root_boot_id(const AvRoot *root, char **ret_boot_id);
+
 /* The last component of the resolved target of the link at @path, such as
  * "nvidia" for a device's "driver" link or "42" for "iommu_group".
  * Returns 0, -ENOENT when the link (or its target) does not exist, -errno. */

@@ -57,7 +57,7 @@ class Pci:
                  subsys=(0, 0), driver=None, group=None, dsn=None, slot=None,
                  reset=None, override=None, port=PCIE_ENDPOINT, flr=False,
                  sriov=None, physfn=None, mdev_types=None, mdevs=None,
-                 multifunction=False):
+                 multifunction=False, aer=None, link=None):
         self.addr = addr
         self.parent = parent
         self.vendor = vendor
@@ -78,6 +78,8 @@ class Pci:
         self.mdev_types = mdev_types or []
         self.mdevs = mdevs or []
         self.multifunction = multifunction
+        self.aer = aer                # (correctable, nonfatal, fatal) AER totals, or None: no AER capability
+        self.link = link              # (current speed, max speed, current width, max width), or None
 
     @property
     def is_bridge(self):
@@ -229,6 +231,41 @@ def config_space(dev):
     return bytes(c)
 
 
+# Documentation/ABI/testing/sysfs-bus-pci-devices-aer: the error names of
+# each file, in the kernel's order (drivers/pci/pcie/aer.c), then the total.
+AER_FILES = (
+    ("aer_dev_correctable", "TOTAL_ERR_COR",
+     ("RxErr", "BadTLP", "BadDLLP", "Rollover", "Timeout", "NonFatalErr", "CorrIntErr", "HeaderOF")),
+    ("aer_dev_nonfatal", "TOTAL_ERR_NONFATAL",
+     ("Undefined", "DLP", "SDES", "TLP", "FCP", "CmpltTO", "CmpltAbrt", "UnxCmplt", "RxOF", "MalfTLP",
+      "ECRC", "UnsupReq", "ACSViol", "UncorrIntErr", "BlockedTLP", "AtomicOpBlocked", "TLPBlockedErr",
+      "PoisonTLPBlocked")),
+    ("aer_dev_fatal", "TOTAL_ERR_FATAL",
+     ("Undefined", "DLP", "SDES", "TLP", "FCP", "CmpltTO", "CmpltAbrt", "UnxCmplt", "RxOF", "MalfTLP",
+      "ECRC", "UnsupReq", "ACSViol", "UncorrIntErr", "BlockedTLP", "AtomicOpBlocked", "TLPBlockedErr",
+      "PoisonTLPBlocked")),
+)
+
+
+def aer_text(names, total_name, total):
+    """One aer_dev_* file: the whole @total counted on the first error type."""
+    lines = ["%s %d" % (n, total if i == 0 else 0) for i, n in enumerate(names)]
+    return "\n".join(lines + ["%s %d" % (total_name, total)]) + "\n"
+
+
+def build_health(t, d, path):
+    """AER counters and link attributes (sysfs-bus-pci, sysfs-bus-pci-devices-aer)."""
+    if d.aer is not None:
+        for (name, total_name, names), total in zip(AER_FILES, d.aer):
+            t.write(path + "/" + name, aer_text(names, total_name, total))
+    if d.link is not None:
+        speed, max_speed, width, max_width = d.link
+        t.attr(path + "/current_link_speed", speed)
+        t.attr(path + "/max_link_speed", max_speed)
+        t.attr(path + "/current_link_width", str(width))
+        t.attr(path + "/max_link_width", str(max_width))
+
+
 # --- building a host ----------------------------------------------------------
 
 def device_dirs(host):
@@ -335,6 +372,7 @@ def build_pci(t, host):
             pf, index = d.physfn
             t.link(path + "/physfn", dirs[pf])
             t.link(dirs[pf] + "/virtfn%d" % index, path)
+        build_health(t, d, path)
         build_mdev(t, d, path)
         if d.mdev_types:
             # mdev_register_parent() links every parent into the class.
@@ -490,16 +528,24 @@ def root_port(addr, rc, device=0x347A, **kw):
                port=PCIE_ROOT_PORT, **kw)
 
 
+# Health of the A100s by index: the second runs at x8 of x16 (a degraded
+# link), the third has seen correctable AER errors; all have AER and a link.
+A100_LINK = "16.0 GT/s PCIe"
+
+
 def a100(addr, parent, index, slot, group=None):
     return Pci(addr, parent, NVIDIA, 0x20F1, CLASS_3D, rev=0xA1, subsys=(NVIDIA, 0x145F),
                driver="nvidia", dsn=0x48B02D1A00000000 | (0x1C0 + index), slot=slot,
-               reset="flr bus", flr=True, group=group)
+               reset="flr bus", flr=True, group=group,
+               aer=(3 if index == 2 else 0, 0, 0),
+               link=(A100_LINK, A100_LINK, 8 if index == 1 else 16, 16))
 
 
 def a6000(addr, parent, slot, vfio, group):
     fn0 = Pci(addr, parent, NVIDIA, 0x2230, CLASS_VGA, rev=0xA1, subsys=(NVIDIA, 0x1459),
               driver="vfio-pci" if vfio else "nvidia", override="vfio-pci" if vfio else None,
-              group=group, slot=slot, reset="pm", multifunction=True)
+              group=group, slot=slot, reset="pm", multifunction=True,
+              link=("2.5 GT/s PCIe", "16.0 GT/s PCIe", 16, 16))   # idle: slower, no AER
     fn1 = Pci(addr[:-1] + "1", parent, NVIDIA, 0x1AEF, CLASS_AUDIO, rev=0xA1, subsys=(NVIDIA, 0x1459),
               driver="snd_hda_intel", group=group, reset="pm", multifunction=True)
     return [fn0, fn1]
@@ -573,7 +619,8 @@ def sriov_fpga_qat():
         host_bridge("pci0000:3a"),
         root_port("0000:3a:02.0", "pci0000:3a"),
         Pci("0000:3b:00.0", "0000:3a:02.0", XILINX, 0x5004, CLASS_ACCEL, subsys=(XILINX, 0x000E),
-            driver="xclmgmt", group=30, dsn=dsn, slot="2", reset="flr", flr=True, multifunction=True),
+            driver="xclmgmt", group=30, dsn=dsn, slot="2", reset="flr", flr=True, multifunction=True,
+            aer=(0, 0, 0), link=("8 GT/s", "8 GT/s", 16, 16)),   # an older kernel's speed
         Pci("0000:3b:00.1", "0000:3a:02.0", XILINX, 0x5005, CLASS_ACCEL, subsys=(XILINX, 0x000E),
             driver="xocl", group=30, dsn=dsn, reset="flr", flr=True, multifunction=True),
         # QAT 4xxx: a root complex integrated endpoint with SR-IOV

@@ -24,11 +24,7 @@ EXTRA_DIST += \
 	tests/libvirt/README.md
 
 check-libvirt: accelvirt-hook$(EXEEXT) accelvirt-worker$(EXEEXT) accelvirt$(EXEEXT) $(FAKE_HOSTS_STAMP)
-	@rm -f $(AV_LIBVIRT_SUITE_LOG) $(AV_LIBVIRT_TESTS:.sh=.log) $(AV_LIBVIRT_TESTS:.sh=.trs)
-	@$(MAKE) $(AM_MAKEFLAGS) $(AV_LIBVIRT_SUITE_LOG) VERBOSE=yes \
-	  TESTS='$(AV_LIBVIRT_TESTS)' \
-	  TEST_LOGS='$(AV_LIBVIRT_TESTS:.sh=.log)' \
-	  TEST_SUITE_LOG='$(AV_LIBVIRT_SUITE_LOG)'
+	@$(MAKE) $(AM_MAKEFLAGS) run-tier AV_TIER_TESTS='$(AV_LIBVIRT_TESTS)' AV_TIER_SUITE_LOG='$(AV_LIBVIRT_SUITE_LOG)'
 
 # The tier's results. automake allows one clean-local recipe (in Makefile.am);
 # this only adds a prerequisite to it.
