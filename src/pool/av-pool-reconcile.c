@@ -350,7 +350,9 @@ av_pool_reconcile_anchor(AvPool *pool, GPtrArray *scanned, gboolean *changed, GE
                 problem = g_strdup_printf("its identity changed from '%s' to '%s' while it was %s%s%s: its "
                                           "firmware may have been altered; check the card, then clear its "
                                           "quarantine ('accelvirt quarantine clear %s')", dev->identity,
-                                          s->identity, av_device_state_to_string(state), who ? " by " : "",
+                                          s->identity, av_device_state_to_string(state),
+                                          !who ? "" : state == AV_DEVICE_STATE_IN_USE || state == AV_DEVICE_STATE_CLAIMED
+                                                          ? " by " : ", last used by ",
                                           who ? who : "", dev->address);
             old = g_strdup(dev->identity);
             extra = json_object();

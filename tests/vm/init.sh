@@ -6,6 +6,8 @@
 #   AVVM-BOOT            init started
 #   AVVM-READY           modules loaded, shares mounted
 #   AVVM-SWITCH-ROOT     (avvm.root=overlay) switching to the overlay root
+#   AVVM-RECONCILE       (avvm.root=overlay, boot 1's reboot pool carried) the command
+#                        of accelvirt-reconcile.service runs, before libvirt's daemons
 #   AVVM-LIBVIRTD-UP     (avvm.root=overlay) libvirtd answers
 #   AVVM-SCENARIO-RC=N   the scenario's exit status
 #   AVVM-POWEROFF        about to power off
@@ -15,7 +17,8 @@
 # reaps zombies: without that each `virsh destroy` waits ~86 s), and its sysinit,
 # "init stage2", mounts cgroup2, /run, /dev/pts (/tmp is the overlay's), installs the hook in
 # results/hooks-qemu (if any), restores libvirt's capabilities cache from
-# results/libvirt-caps, starts virtlogd and libvirtd, then runs the scenario.
+# results/libvirt-caps, runs accelvirt-reconcile.service's command when boot 1 left a
+# pool for it (reconcile_at_boot), starts virtlogd and libvirtd, then runs the scenario.
 # In that root the results share is /avvm/results.
 #
 # Nested (scenario-e2e.sh boots this kernel and initramfs as a libvirt domain inside
@@ -66,6 +69,69 @@ run_scenario() {  # run_scenario RESULTS_DIR
     return $rc
 }
 
+# accelvirt-reconcile.service at boot (issue 17), as this init follows the unit's
+# ordering (there is no systemd here): After= udev's coldplug, modules-load and
+# local-fs: the initramfs stage loaded the drivers (nvme, e1000e, vfio-pci ...) and
+# the kernel probed the devices, the overlay and the results share are mounted;
+# Before= libvirtd, virtqemud and libvirt-guests: it runs here, before virtlogd and
+# libvirtd start. Its ConditionDirectoryNotEmpty= and ExecStart= are read from the
+# unit the build made (RECONCILE_UNIT in results/env), whose @bindir@/accelvirt is the
+# build tree's accelvirt here; state and policy dirs of its own, from boot 1's reboot
+# pool (results/reboot-state, results/reboot-policies-carried; scenario-e2e.sh phase B
+# waits for the worker it starts). What it saw goes to results/reboot-init/.
+reconcile_at_boot() {
+    R=$1
+    test -d "$R/reboot-state" || return 0
+    A=$(sed -n 's/^ACCELVIRT=//p' "$R/env")
+    W=$(sed -n 's/^ACCELVIRT_WORKER=//p' "$R/env")
+    U=$(sed -n 's/^RECONCILE_UNIT=//p' "$R/env")
+    RS=/var/lib/accelvirt-reboot RP=/etc/accelvirt-reboot/policies O=$R/reboot-init
+    PF=/sys/bus/pci/devices/0000:83:00.0
+    mkdir -p "$O" $RS $RP
+    cp -a "$R/reboot-state/." $RS/
+    cp "$R/scrub-sleep.sh" /etc/accelvirt-reboot/scrub-sleep.sh
+    for p in "$R/reboot-policies-carried/"*.json; do
+        sed "s|@SCRUB@|/etc/accelvirt-reboot/scrub-sleep.sh|g" "$p" > "$RP/$(basename "$p")"
+    done
+    chmod 700 $RS
+    chmod 755 /etc/accelvirt-reboot $RP /etc/accelvirt-reboot/scrub-sleep.sh
+    chmod 644 $RP/*.json
+    exec_line=$(sed -n 's/^ExecStart=//p' "$U" | head -n1)
+    cond=$(sed -n 's/^ConditionDirectoryNotEmpty=//p' "$U" | head -n1)
+    {
+        echo "unit=$U"
+        echo "exec=$exec_line"
+        echo "condition=$cond"
+        echo "boot_id=$(cat /proc/sys/kernel/random/boot_id)"
+        echo "uptime=$(cut -d' ' -f1 /proc/uptime)"
+        # libvirt's daemons running now: none, or this init broke the unit's ordering
+        echo "daemons=$(cat /proc/[0-9]*/comm 2>/dev/null | grep -c -x -e libvirtd -e virtlogd -e virtqemud)"
+        echo "edu_driver=$(basename "$(readlink /sys/bus/pci/devices/0000:84:00.0/driver 2>/dev/null)" 2>/dev/null)"
+        echo "numvfs=$(cat $PF/sriov_numvfs 2>/dev/null)"
+        echo "autoprobe=$(cat $PF/sriov_drivers_autoprobe 2>/dev/null)"
+    } > "$O/before"
+    # the unit's condition, on this run's policy dir (the unit's own names @policydir@)
+    if test -z "$exec_line" || test -z "$cond" || test -z "$(ls -A $RP)"; then
+        echo "rc=skipped" > "$O/after"
+        return 0
+    fi
+    # ExecStart=@bindir@/accelvirt ARGS: the build tree's accelvirt with the unit's ARGS
+    args=
+    case "$exec_line" in *" "*) args=${exec_line#* } ;; esac
+    # shellcheck disable=SC2086
+    set -- $args
+    echo "AVVM-RECONCILE uptime=$(cut -d' ' -f1 /proc/uptime)"
+    ACCELVIRT_STATE_DIR=$RS ACCELVIRT_POLICY_DIR=$RP ACCELVIRT_WORKER=$W ACCELVIRT_LOG_FILE=$O/log \
+        "$A" "$@" > "$O/stdout" 2> "$O/stderr"
+    rc=$?
+    {
+        echo "rc=$rc"
+        echo "args=$*"
+        echo "uptime=$(cut -d' ' -f1 /proc/uptime)"
+        echo "numvfs=$(cat $PF/sriov_numvfs 2>/dev/null)"
+    } > "$O/after"
+}
+
 stage2() {
     export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
     R=/avvm/results
@@ -103,6 +169,7 @@ EOF
         cp -a "$R/libvirt-caps/." /var/cache/libvirt/qemu/capabilities/
     fi
     mkdir -p /var/log/libvirt /run/libvirt /var/lib/libvirt
+    reconcile_at_boot "$R"
     virtlogd -d || echo "AVVM-WARN virtlogd failed"
     libvirtd -d || echo "AVVM-WARN libvirtd failed"
     i=0

@@ -28,6 +28,7 @@ VM_RIG_FILES = \
 	tests/vm/hook-policies \
 	tests/vm/scrub-policies \
 	tests/vm/id-policies \
+	tests/vm/reboot-policies \
 	tests/vm/scrub-sleep.sh \
 	tests/vm/make-fixture.sh \
 	tests/vm/zero-bar.c \
@@ -39,8 +40,10 @@ EXTRA_DIST += $(VM_RIG_FILES)
 # land in tests/vm/test-vm.{log,trs} and are counted with the others.
 AV_VM_TESTS = tests/vm/test-vm.sh
 AV_VM_SUITE_LOG = tests/vm/test-suite.log
-# bench-zero (an EXTRA_PROGRAM) runs in boot 1 on a real vfio-pci BAR (scenario-basic.sh).
-check-vm: accelvirt$(EXEEXT) accelvirt-hook$(EXEEXT) accelvirt-worker$(EXEEXT) bench/bench-zero$(EXEEXT)
+# bench-zero (an EXTRA_PROGRAM) runs in boot 1 on a real vfio-pci BAR (scenario-basic.sh);
+# boot 2's init runs the command of the built accelvirt-reconcile.service.
+check-vm: accelvirt$(EXEEXT) accelvirt-hook$(EXEEXT) accelvirt-worker$(EXEEXT) bench/bench-zero$(EXEEXT) \
+		systemd/accelvirt-reconcile.service
 	@cache="$${AV_VM_CACHE:-$(VM_CACHE)}"; \
 	$(MKDIR_P) "$$cache" tests/vm && \
 	AV_VM_CACHE="$$cache" $(SHELL) $(srcdir)/tests/vm/build.sh "$$cache" >/dev/null && \

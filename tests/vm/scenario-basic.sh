@@ -182,6 +182,7 @@ hook_tests() {
     cp "/host$HS/state/journal.jsonl" "$R/journal-basic.jsonl" 2>/dev/null
     scrub_tests
     idchange_tests
+    reboot_tests
     umount /host/run/results
 }
 
@@ -273,6 +274,37 @@ idchange_tests() {
     cp -a "/host$HSD/state/." "$R/id-state/"
     for p in "/host$HSD/policies/"*.json; do
         sed "s|$HS/scrub.sh|@SCRUB@|g" "$p" > "$R/id-policies-carried/$(basename "$p")"
+    done
+    HSD=
+}
+
+# --- i. a device in use when the host goes down, for boot 2's reconcile at boot (issue
+# 17). In a state dir of its own (HSD) with reboot-policies/ (rig-reboot: the node-1
+# edu at 0000:84:00.0, scrubbed by a command step; rig-reboot-vfs: "vfs": 2 on the
+# nvme PF at 0000:83:00.0): prepare of avvm-reboot binds the edu to vfio-pci and puts
+# it in use (the pool records this boot's id with it), then this guest powers off
+# without a release. The state dir and the policies (@SCRUB@ again) go to the results
+# share (reboot-state/, reboot-policies-carried/), the host's disk, which test-vm.sh
+# carries to boot 2. Facts: reboot_*.
+reboot_tests() {
+    HSD=/run/av-reboot
+    RB=0000:84:00.0
+    mkdir -p "/host$HSD/state" "/host$HSD/policies"
+    for p in "$R"/reboot-policies/*.json; do
+        sed "s|@SCRUB@|$HS/scrub.sh|g" "$p" > "/host$HSD/policies/$(basename "$p")"
+    done
+    chmod 755 "/host$HSD" "/host$HSD/policies"
+    chmod 644 "/host$HSD"/policies/*.json
+    fact reboot_before "$RB" driver="$(hook_drv $RB)" numvfs="$(sysrd /sys/bus/pci/devices/0000:83:00.0/sriov_numvfs)" \
+        boot_id="$(sysrd /proc/sys/kernel/random/boot_id)"
+    hook_xml reboot.xml avvm-reboot 6b1d0c4e-0000-4000-8000-000000000017 "$(pci_hostdev 84 00)"
+    hook_run reboot-prepare reboot.xml avvm-reboot prepare begin
+    fact reboot_prepare rc=$hrc driver="$(hook_drv $RB)"
+    av_status > "$R/status-reboot-1-in-use.json"
+    mkdir -p "$R/reboot-state" "$R/reboot-policies-carried"
+    cp -a "/host$HSD/state/." "$R/reboot-state/"
+    for p in "/host$HSD/policies/"*.json; do
+        sed "s|$HS/scrub.sh|@SCRUB@|g" "$p" > "$R/reboot-policies-carried/$(basename "$p")"
     done
     HSD=
 }

@@ -7,9 +7,13 @@
 # that sets ACCELVIRT_* and execs the build tree's accelvirt-hook; state in
 # /var/lib/accelvirt, policies in /etc/accelvirt/policies, installed here from
 # $R/hook-policies before any domain starts).
-#   I. (first) boot 1's identity pool (results/id-state): its two e1000e in use by
-#      avvm-idchg, with other MACs in this boot: status, a refused prepare, reconcile
-#      within the grace and past it, the worker's quarantine, quarantine clear (below)
+#   B. (first) the reboot: boot 1's reboot pool (results/reboot-state), reconciled by
+#      init.sh before libvirt's daemons started: the worker frees the edu that boot 1
+#      left in use, the VFs a profile declares are back; reconcile again changes nothing
+#   I. boot 1's identity pool (results/id-state): its two e1000e in use by
+#      avvm-idchg, with other MACs in this boot: status (released at once: in use since
+#      the previous boot), a refused prepare, reconcile, the worker's quarantine,
+#      quarantine clear (below)
 #   A. avvm-nested: the node-1 ivshmem (0000:81:00.0) as a managed='yes' hostdev (libvirt
 #      binds it; accelvirt claims it, and scrubs it after release)
 #   B. the ivshmem gets a host driver (uio_pci_generic); avvm-acc: the same device as a
@@ -132,17 +136,65 @@ for p in "$R"/hook-policies/*.json; do
 done
 chmod 644 /etc/accelvirt/policies/*.json
 
+# --- B. the reboot (issue 17): boot 1 left the node-1 edu (0000:84:00.0) in use by
+# avvm-reboot in a pool of its own (results/reboot-state, the host's disk), with
+# reboot-policies (rig-reboot: a command step; rig-reboot-vfs: "vfs": 2 on the nvme PF
+# 0000:83:00.0). init.sh ran accelvirt-reconcile.service's command on it before
+# virtlogd and libvirtd (reconcile_at_boot: results/reboot-init/). Here: the worker it
+# started finishes (the edu free, <= 60 s); reconcile again changes nothing; then the PF
+# is given back as phase S expects it (0 VFs, autoprobe as at boot). Facts: reboot_*.
+RS=/var/lib/accelvirt-reboot RP=/etc/accelvirt-reboot/policies RB=0000:84:00.0
+RPF=/sys/bus/pci/devices/0000:83:00.0
+rb_av() {
+    ACCELVIRT_STATE_DIR=$RS ACCELVIRT_POLICY_DIR=$RP ACCELVIRT_WORKER="$(sed -n 's/^ACCELVIRT_WORKER=//p' "$R/env")" \
+        ACCELVIRT_LOG_FILE=$R/reboot-init/log "$A" "$@"
+}
+rb_state() {  # rb_state: "STATE/DRIVER" of the edu in the reboot pool (status --no-sync)
+    s=$(rb_av status --json --no-sync 2>/dev/null | python3 -c 'import json,sys
+try: d=json.load(sys.stdin)
+except Exception: print("none"); sys.exit()
+s=[x["state"] for x in d.get("devices", []) if x.get("address")==sys.argv[1] and x.get("kind")=="pci"]
+print(s[0] if s else "none")' "$RB")
+    echo "$s/$(basename "$(readlink /sys/bus/pci/devices/$RB/driver 2>/dev/null)" 2>/dev/null)"
+}
+if test -s "$R/reboot-init/after"; then
+    tB=$(now)
+    i=0
+    while test $i -lt 300 && rb_state | grep -Eq '^(in-use|dirty|scrubbing)/'; do
+        sleep 0.2; i=$((i + 1))
+    done
+    fact reboot_after "$RB=$(rb_state)" waited="$(elapsed "$tB")" uptime="$(now)" \
+        override="$(cat /sys/bus/pci/devices/$RB/driver_override 2>/dev/null)" \
+        numvfs="$(cat $RPF/sriov_numvfs 2>/dev/null)" vfs="$(ls $RPF | grep -c '^virtfn')"
+    rb_av status --json --no-sync > "$R/status-reboot-2-after.json" 2>&1
+    n0=$(wc -l < $RS/journal.jsonl)
+    rb_av reconcile > "$R/reboot-reconcile-2.out" 2> "$R/reboot-reconcile-2.err"
+    fact reboot_again rc=$? journal="$n0->$(wc -l < $RS/journal.jsonl)" "$RB=$(rb_state)" \
+        numvfs="$(cat $RPF/sriov_numvfs 2>/dev/null)"
+    rb_av journal verify > "$R/journal-verify-reboot.txt" 2>&1
+    fact reboot_journal_verify rc=$?
+    cp $RS/journal.jsonl "$R/journal-reboot.jsonl" 2>/dev/null
+    echo 0 > $RPF/sriov_numvfs
+    sed -n 's/^autoprobe=//p' "$R/reboot-init/before" > $RPF/sriov_drivers_autoprobe
+    fact reboot_pf_back numvfs="$(cat $RPF/sriov_numvfs 2>/dev/null)" \
+        autoprobe="$(cat $RPF/sriov_drivers_autoprobe 2>/dev/null)" seconds="$(elapsed "$tB")"
+else
+    fact reboot_after missing state="$(test -d "$R/reboot-state" && echo yes || echo no)"
+fi
+
 # --- I. identities changed while a domain held the devices (issue 10, hole 2) ---
 # Boot 1 gave the e1000e at 0000:44:00.0 (profile rig-nic: a command, then a reset,
 # which needs vfio-pci) and the one at 0000:45:00.0 (rig-nic-cmd: the command only) to
 # avvm-idchg (the hook's prepare, in the state dir results/id-state with id-policies)
 # and powered off without a release: a host that went down with the domain running.
-# test-vm.sh set their "state_since" in that pool to the moment this boot began (the
-# grace of 120 s after which a domain without a QEMU counts as gone runs from there) and
-# gave both other MACs, so other PCIe Device Serial Numbers at the same addresses.
-# First, before any other call on that pool: accelvirt status; then a second domain's
-# prepare; reconcile within the grace; reconcile past it (state_since moved back 300 s
-# here); the worker; quarantine clear. Facts: id_*.
+# test-vm.sh set their "state_since" in that pool to the moment this boot began (well
+# within the grace of 120 s after which a domain without a QEMU counts as gone) and gave
+# both other MACs, so other PCIe Device Serial Numbers at the same addresses. The pool
+# recorded boot 1's boot id with them (in_use_boot_id): in use since an earlier boot,
+# they wait for no grace.
+# First, before any other call on that pool: accelvirt status (which finds the new
+# identities and releases both as the previous boot's); then a second domain's prepare;
+# reconcile; the worker; quarantine clear. Facts: id_*.
 HK=$(sed -n 's/^ACCELVIRT_HOOK=//p' "$R/env")
 HW=$(sed -n 's/^ACCELVIRT_WORKER=//p' "$R/env")
 IS=/var/lib/accelvirt-id IP=/etc/accelvirt/id-policies NICS="0000:44:00.0 0000:45:00.0"
@@ -190,17 +242,7 @@ XMLEOF
     fact id_refused rc=$hrc lines="$(wc -l < "$R/hook-id2-prepare.err")" "$(id_states)"
     id_hook id2-release /tmp/avvm-idchg2.xml avvm-idchg2 release end
     id_av reconcile > "$R/id-reconcile-1.out" 2> "$R/id-reconcile-1.err"
-    fact id_reconcile_grace rc=$? "$(id_states)" since_boot="$(now)"
-    python3 - $IS/pool.json $NICS <<'PYEOF'
-import json, sys, time
-p = json.load(open(sys.argv[1]))
-for d in p["devices"]:
-    if d.get("address") in sys.argv[2:]:
-        d["state_since"] = int(time.time()) - 300
-json.dump(p, open(sys.argv[1], "w"), indent=2)
-PYEOF
-    id_av reconcile > "$R/id-reconcile-2.out" 2> "$R/id-reconcile-2.err"
-    fact id_reconcile_dead rc=$? "$(id_states)"
+    fact id_reconcile rc=$? "$(id_states)" since_boot="$(now)"
     i=0
     while test $i -lt 150 && id_busy; do
         sleep 0.2; i=$((i + 1))
