@@ -31,10 +31,12 @@ Placement, done by hand against the tier's real Placement (noauth2, token
   nova-put RP RC             Nova's PUT of the whole inventory with total and
                              max_unit only: Placement resets reserved to 0
   bump RP                    the RP's generation bumped (a test trait toggled)
-  proxy PORT-FILE LOG CONFLICTS
+  uuid RP                    prints the RP's uuid
+  proxy PORT-FILE LOG CONFLICTS [RP-UUID]
                              a proxy to URL on a free port (written to PORT-FILE):
                              before forwarding each of the first CONFLICTS PUTs of
-                             an inventory it bumps the RP's generation, so that
+                             an inventory (of RP-UUID's only, when given) it bumps
+                             the RP's generation, so that
                              the PUT gets Placement's own 409; logs "METHOD PATH
                              STATUS" per request and "bumped RP-UUID" to LOG
 """
@@ -263,6 +265,11 @@ def bump_uuid(u, url=None):
          {"resource_provider_generation": t["resource_provider_generation"], "traits": sorted(traits)}, url=url)
 
 
+def cmd_uuid(args):
+    print(rp_by_name(args[0])["uuid"])
+    return 0
+
+
 def cmd_bump(args):
     bump_uuid(rp_by_name(args[0])["uuid"])
     return 0
@@ -272,6 +279,7 @@ class Proxy(http.server.BaseHTTPRequestHandler):
     target = None
     log_path = None
     conflicts = 0
+    only = None
     lock = threading.Lock()
 
     def log_message(self, fmt, *a):
@@ -287,7 +295,7 @@ class Proxy(http.server.BaseHTTPRequestHandler):
         body = self.rfile.read(n) if n else None
         parts = self.path.split("?")[0].strip("/").split("/")
         if (self.command == "PUT" and len(parts) == 4 and parts[0] == "resource_providers"
-                and parts[2] == "inventories"):
+                and parts[2] == "inventories" and Proxy.only in (None, parts[1])):
             with Proxy.lock:
                 inject = Proxy.conflicts > 0
                 if inject:
@@ -332,6 +340,7 @@ class ThreadingServer(socketserver.ThreadingMixIn, http.server.HTTPServer):
 def cmd_proxy(args):
     port_file, Proxy.log_path, Proxy.conflicts = args[0], args[1], int(args[2])
     Proxy.target = URL
+    Proxy.only = args[3] if len(args) > 3 else None
     srv = ThreadingServer(("127.0.0.1", 0), Proxy)
     tmp = port_file + ".tmp"
     with open(tmp, "w") as f:
@@ -346,7 +355,7 @@ COMMANDS = {
     "compute-node": cmd_compute_node, "pci-rp": cmd_pci_rp, "inventory": cmd_inventory,
     "reserved": cmd_reserved, "generation": cmd_generation, "candidates": cmd_candidates,
     "allocate": cmd_allocate, "deallocate": cmd_deallocate, "set-reserved": cmd_set_reserved,
-    "nova-put": cmd_nova_put, "bump": cmd_bump, "proxy": cmd_proxy,
+    "nova-put": cmd_nova_put, "bump": cmd_bump, "uuid": cmd_uuid, "proxy": cmd_proxy,
 }
 
 
