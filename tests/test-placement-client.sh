@@ -133,4 +133,59 @@ check "Keystone application credential" \
 check "... the application credential token request, no scope" \
     requests "r[0]['path'] == '/identity/v3/auth/tokens' and r[0]['body'] == {'auth': {'identity': {'methods': ['application_credential'], 'application_credential': {'id': '423f19a4', 'secret': 'rEaqvJka'}}}}"
 
+# --- end to end: accelvirt placement sync, status, reconcile on a fake host ---
+POL=$AV_TMP/policies
+W=$AV_TMP/w
+mkdir -p "$POL" "$W"
+cp -a "$AV_TEST_HOSTS/two-socket-8gpu" "$W/host"
+cat >"$POL/10-test.json" <<'JSON'
+{"nova": {"placement_sync": true, "cloud": "noauth", "hypervisor_hostname": "compute1"},
+ "profiles": [
+  {"name": "a100", "match": {"vendor": "0x10de", "device": "0x20f1", "address": ["0000:65:00.0"]},
+   "attach": "vfio-pci", "numa": "none", "scrub": [{"method": "none"}]},
+  {"name": "a6000", "match": {"vendor": "0x10de", "device": "0x2230"}, "attach": "vfio-pci", "numa": "none",
+   "companions": [{"class": "0x0403"}], "scrub": [{"method": "none"}], "placement_sync": false}
+]}
+JSON
+chmod 0755 "$POL" && chmod 0644 "$POL"/*.json
+av() { ACCELVIRT_WORKER=/bin/false "$ACCELVIRT" --root "$W/host" --policy-dir "$POL" --state-dir "$W/state" "$@"; }
+pool_state() {
+    python3 - "$W/state/pool.json" "$1" "$2" <<'EOP'
+import json, sys
+p = json.load(open(sys.argv[1]))
+for d in p["devices"]:
+    if d["address"] == sys.argv[2]:
+        d["state"] = sys.argv[3]
+        d["reason"] = "test" if sys.argv[3] == "quarantined" else None
+json.dump(p, open(sys.argv[1], "w"))
+EOP
+}
+jq_py() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); sys.exit(0 if ($2) else 1)" "$1"; }
+
+av status >/dev/null
+reset_log
+check "placement sync: the free device's reserved back to 0 (Nova's one_time_use had set it), exit 0" \
+    eval "av placement sync >'$W/s1.out' && grep -qx 'compute1_0000:65:00.0 CUSTOM_PCI_10DE_20F1: reserved 0 (applied) \\[.*\\]' '$W/s1.out'"
+check "... one PUT, reserved 0, max_unit kept" \
+    requests "[x['body'] for x in r if x['method'] == 'PUT'] == [{'resource_provider_generation': 7, 'total': 1, 'reserved': 0, 'min_unit': 1, 'max_unit': 1, 'step_size': 1, 'allocation_ratio': 1.0}]"
+check "... the state file: in sync, 0600" \
+    eval "jq_py '$W/state/placement.json' \"[(v['rp'], v['rc'], v['want'], v['applied'], v['state']) for v in d['devices'].values()] == [('compute1_0000:65:00.0', 'CUSTOM_PCI_10DE_20F1', 0, 0, 'in-sync')]\" && [ \$(stat -c %a '$W/state/placement.json') = 600 ]"
+pool_state 0000:65:00.0 quarantined
+ctl '{"fail": 503}'
+check "Placement failing: placement sync exits 1, the value pending" \
+    eval "! av placement sync >'$W/s2.out' && grep -q 'pending (want reserved 1): .*HTTP 503' '$W/s2.out'"
+check "status --json: pending, the sync-off devices off" \
+    eval "av status --no-sync --json >'$W/st.json' && jq_py '$W/st.json' \"[x['placement']['state'] for x in d['devices'] if x['address'] == '0000:65:00.0'] == ['pending'] and all(x['placement']['state'] == 'off' for x in d['devices'] if x['profile'] == 'a6000')\""
+check "status (text): the device's placement line and the count" \
+    eval "av status --no-sync >'$W/st.txt' && grep -q '^    placement: pending since .*HTTP 503' '$W/st.txt' && grep -qx 'placement: 1 pending' '$W/st.txt' && grep -qx '    placement: off' '$W/st.txt'"
+ctl '{}'
+check "reconcile applies what was pending: placement applied 1, pending 0" \
+    eval "av reconcile --json >'$W/r.json' && jq_py '$W/r.json' \"d['placement'] == {'applied': 1, 'pending': 0}\""
+check "... reserved = total in Placement" \
+    requests "[x['body']['reserved'] for x in r if x['method'] == 'PUT'][-1:] == [1]"
+check "placement status: in sync (reserved 1)" \
+    eval "av placement status >'$W/ps.out' && grep -q 'compute1_0000:65:00.0 CUSTOM_PCI_10DE_20F1: in sync (reserved 1)' '$W/ps.out'"
+check "the journal: placement entries, pending then applied" \
+    eval "grep '\"event\": *\"placement\"' '$W/state/journal.jsonl' | python3 -c \"import json,sys; e=[json.loads(l) for l in sys.stdin]; sys.exit(0 if [(x['result'], x['reserved']) for x in e] == [('applied', 0), ('pending', 1), ('applied', 1)] and e[1]['error'] and e[2]['rp'] == 'compute1_0000:65:00.0' else 1)\""
+
 finish

@@ -22,6 +22,11 @@ PROVIDERS = {
                               "inventories": {"CUSTOM_PCI_10DE_20B5": {"total": 1, "reserved": 0, "min_unit": 1,
                                                                        "max_unit": 1, "step_size": 1,
                                                                        "allocation_ratio": 1.0}}},
+    # As Nova's one_time_use leaves a device it allocated: reserved = total.
+    "compute1_0000:65:00.0": {"uuid": "33333333-3333-3333-3333-333333333333", "generation": 7,
+                              "inventories": {"CUSTOM_PCI_10DE_20F1": {"total": 1, "reserved": 1, "min_unit": 1,
+                                                                       "max_unit": 1, "step_size": 1,
+                                                                       "allocation_ratio": 1.0}}},
     "compute1_0000:17:00.0": {"uuid": "22222222-2222-2222-2222-222222222222", "generation": 4,
                               "inventories": {"CUSTOM_PCI_8086_1889": {"total": 2, "reserved": 0, "min_unit": 1,
                                                                        "max_unit": 2, "step_size": 1,
