@@ -188,4 +188,16 @@ check "placement status: in sync (reserved 1)" \
 check "the journal: placement entries, pending then applied" \
     eval "grep '\"event\": *\"placement\"' '$W/state/journal.jsonl' | python3 -c \"import json,sys; e=[json.loads(l) for l in sys.stdin]; sys.exit(0 if [(x['result'], x['reserved']) for x in e] == [('applied', 0), ('pending', 1), ('applied', 1)] and e[1]['error'] and e[2]['rp'] == 'compute1_0000:65:00.0' else 1)\""
 
+# The worker: a device dirty in the pool is reserved as the worker starts,
+# then 0 once its scrub freed it.
+: "${ACCELVIRT_WORKER:?ACCELVIRT_WORKER is not set: run the tests with make check}"
+pool_state 0000:65:00.0 dirty
+# As a Nova PUT of the whole inventory leaves it: reserved 0.
+"$CLIENT" noauth "compute1_0000:65:00.0" CUSTOM_PCI_10DE_20F1 0 >/dev/null
+reset_log
+check "the worker: reserved = total before the scrub, 0 after it freed the device" \
+    eval "ACCELVIRT_ROOT='$W/host' ACCELVIRT_STATE_DIR='$W/state' ACCELVIRT_POLICY_DIR='$POL' ACCELVIRT_LOG_FILE='$W/worker.log' '$ACCELVIRT_WORKER' && requests \"[x['body']['reserved'] for x in r if x['method'] == 'PUT'] == [1, 0]\" && jq_py '$W/state/pool.json' \"[x['state'] for x in d['devices'] if x['address'] == '0000:65:00.0'] == ['free']\""
+check "... the state file in sync, reserved 0" \
+    jq_py "$W/state/placement.json" "[(v['state'], v['applied']) for v in d['devices'].values()] == [('in-sync', 0)]"
+
 finish
