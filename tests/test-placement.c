@@ -183,14 +183,25 @@ token_body(const char *tmp, const char *yaml, GError **error)
     return body ? json_dumps(body, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
 }
 
+/* The token URL of the cloud "c" of the clouds.yaml last written. */
+static void
+assert_token_url(const char *want)
+{
+    g_autoptr(GError) err = NULL;
+    g_autoptr(AvOsCloud) cloud = av_os_cloud_load("c", &err);
+    g_autofree char *url = NULL;
+
+    g_assert_no_error(err);
+    url = av_os_token_url(cloud);
+    g_assert_cmpstr(url, ==, want);
+}
+
 static void
 test_auth_types(void)
 {
     g_autofree char *tmp = av_test_tmpdir();
     g_autoptr(GError) err = NULL;
     g_autofree char *body = NULL;
-    g_autoptr(AvOsCloud) cloud = NULL;
-    g_autofree char *url = NULL;
 
     clean_env(tmp);
     body = token_body(tmp, "clouds:\n  c:\n    auth:\n      auth_url: http://ks:5000/v3/\n      username: U\n"
@@ -202,11 +213,7 @@ test_auth_types(void)
                     "{\"name\":\"Default\"},\"name\":\"U\",\"password\":\"P\"}}},\"scope\":{\"project\":{\"domain\":"
                     "{\"id\":\"default\"},\"name\":\"service\"}}}}");
     g_clear_pointer(&body, g_free);
-    cloud = av_os_cloud_load("c", &err);
-    url = av_os_token_url(cloud);
-    g_assert_cmpstr(url, ==, "http://ks:5000/v3/auth/tokens");
-    g_clear_pointer(&url, g_free);
-    g_clear_pointer(&cloud, av_os_cloud_free);
+    assert_token_url("http://ks:5000/v3/auth/tokens");
 
     /* Ids where given; a project by id needs no domain. */
     body = token_body(tmp, "clouds:\n  c:\n    auth_type: password\n    auth: {auth_url: 'http://ks:5000', user_id: "
@@ -216,11 +223,7 @@ test_auth_types(void)
                     "{\"auth\":{\"identity\":{\"methods\":[\"password\"],\"password\":{\"user\":{\"id\":\"u1\","
                     "\"password\":\"P\"}}},\"scope\":{\"project\":{\"id\":\"p1\"}}}}");
     g_clear_pointer(&body, g_free);
-    cloud = av_os_cloud_load("c", &err);
-    url = av_os_token_url(cloud);
-    g_assert_cmpstr(url, ==, "http://ks:5000/v3/auth/tokens");
-    g_clear_pointer(&url, g_free);
-    g_clear_pointer(&cloud, av_os_cloud_free);
+    assert_token_url("http://ks:5000/v3/auth/tokens");
 
     /* Application credential, by id (no scope: it has its project). */
     body = token_body(tmp, "clouds:\n  c:\n    auth_type: v3applicationcredential\n    auth:\n"

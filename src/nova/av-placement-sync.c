@@ -482,23 +482,15 @@ av_placement_sync(const char *state_dir, const AvPolicy *policy, const GPtrArray
         for (guint k = 0; k < t->identities->len; k++)
             av_placement_record(records, journal, t, k, want, ok ? json_integer(inv.reserved) : NULL, put,
                                 ok ? NULL : local->message, now);
-        if (ok) {
-            for (guint k = 0; k < t->identities->len; k++) {
-                guint at;
+        /* Kept: every record of a value still pending; dropped: a
+         * replayed record of a device gone from the pool, once applied. */
+        for (guint k = 0; k < t->identities->len; k++) {
+            const char *identity = g_ptr_array_index(t->identities, k);
+            guint at;
 
-                /* A replayed record of a device gone from the pool is done. */
-                if (!g_hash_table_contains(known, g_ptr_array_index(t->identities, k)))
-                    continue;
-                if (g_ptr_array_find_with_equal_func(drop, g_ptr_array_index(t->identities, k), g_str_equal, &at))
-                    g_ptr_array_remove_index(drop, at);
-            }
-        } else {
-            for (guint k = 0; k < t->identities->len; k++) {
-                guint at;
-
-                if (g_ptr_array_find_with_equal_func(drop, g_ptr_array_index(t->identities, k), g_str_equal, &at))
-                    g_ptr_array_remove_index(drop, at);
-            }
+            if ((!ok || g_hash_table_contains(known, identity)) &&
+                g_ptr_array_find_with_equal_func(drop, identity, g_str_equal, &at))
+                g_ptr_array_remove_index(drop, at);
         }
         if (put)
             report->applied++;
