@@ -508,8 +508,14 @@ test_state(void)
         g_autofree char *text = av_placement_status_text(p);
         g_autofree char *text_off = av_placement_status_text(q);
 
+        AvPoolDevice used = { .identity = (char *)"dsn:10de:20b5:02.f0", .kind = AV_DEVICE_KIND_PCI,
+                              .profile = (char *)"gpu", .state = AV_DEVICE_STATE_IN_USE };
+        g_autoptr(json_t) u = av_placement_device_status(policy, s, &used);
+        g_autofree char *text_used = av_placement_status_text(u);
+
         g_assert_true(g_str_has_prefix(text, "pending since "));
         g_assert_cmpstr(text_off, ==, "off");
+        g_assert_cmpstr(text_used, ==, "in sync (in use: Nova's allocation)");
     }
 
     /* The device is gone from the pool: its pending value is replayed

@@ -553,6 +553,12 @@ av_placement_device_status(const AvPolicy *policy, json_t *state, const AvPoolDe
 
     if (dev->kind != AV_DEVICE_KIND_PCI || !av_policy_placement_sync(policy, profile))
         return json_pack("{s:s}", "state", "off");
+    /* Claimed or in use (a whole function): Nova's allocation, nothing
+     * wanted. */
+    if (!rec && !strstr(dev->identity, "/vf") &&
+        (dev->state == AV_DEVICE_STATE_CLAIMED || dev->state == AV_DEVICE_STATE_IN_USE))
+        return json_pack("{s:s, s:n, s:n, s:n, s:n, s:n, s:n}", "state", "in-sync", "rp", "rc", "want", "applied",
+                         "since", "error");
     if (!rec)
         return json_pack("{s:s, s:n, s:n, s:n, s:n, s:n, s:s}", "state", "pending", "rp", "rc", "want", "applied",
                          "since", "error", "not synced yet: the next worker, reconcile or placement sync does");
