@@ -426,10 +426,14 @@ JSON
 chmod 0755 "$QPOL" && chmod 0644 "$QPOL"/*.json
 QRP=${HOST}_0000:6B:00.0
 QRC=CUSTOM_PCI_8086_4941
-PL pci-rp "$HOST" 0000:6b:00.0 $QRC 2 >/dev/null || bail "the PF's RP"
 export AV_POL="$QPOL"
-check "a PF's VFs (\"vfs\": 2) made by reconcile: 2 free VFs; Nova's PF RP has total 2" \
-    eval "av reconcile >'$W/rec.out' 2>&1 && state_is 0000:6b:00.1 free && state_is 0000:6b:00.2 free && av placement sync >/dev/null && reserved_is '$QRP' $QRC 0 || { cat '$W/rec.out'; false; }"
+check "a PF's VFs (\"vfs\": 2) made by reconcile: 2 free VFs" \
+    eval "av reconcile >'$W/rec.out' 2>&1 && state_is 0000:6b:00.1 free && state_is 0000:6b:00.2 free || { cat '$W/rec.out'; false; }"
+check "  ... Nova has not made the PF's RP yet: placement sync exits 1, the VFs pending, the error naming the RP" \
+    eval "av placement sync >'$W/ps.out' 2>&1; rc=\$?; [ \$rc -eq 1 ] && pending 0000:6b:00.1 && av placement status --json >'$W/ps.json' && json '$W/ps.json' \"'$QRP' in json.dumps(d) and 'pending' in json.dumps(d)\" && grep -q '$QRP' '$W/ps.out' || { echo \"exit \$rc\"; cat '$W/ps.out'; false; }"
+PL pci-rp "$HOST" 0000:6b:00.0 $QRC 2 >/dev/null || bail "the PF's RP"
+check "  ... Nova's PF RP made (total 2): placement sync applies reserved 0" \
+    eval "av placement sync >'$W/ps.out' 2>&1 && reserved_is '$QRP' $QRC 0 || { cat '$W/ps.out'; false; }"
 mkdom "$W/vf.xml" vfinst "$(uuid 5)" 0000:6b:00.1
 check "one VF released and scrubbing: the PF's RP gets reserved 1" \
     eval "hook '$W/vf.xml' vfinst prepare begin - && hook '$W/vf.xml' vfinst release end - && wait_for 30 test -e '$GATES/waiting-0000:6b:00.1' && wait_reserved '$QRP' $QRC 1"
