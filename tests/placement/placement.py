@@ -38,7 +38,8 @@ Placement, done by hand against the tier's real Placement (noauth2, token
                              an inventory (of RP-UUID's only, when given) it bumps
                              the RP's generation, so that
                              the PUT gets Placement's own 409; logs "METHOD PATH
-                             STATUS" per request and "bumped RP-UUID" to LOG
+                             STATUS [OpenStack-API-Version] token=yes|no" per
+                             request and "bumped RP-UUID" to LOG
 """
 
 import http.server
@@ -318,7 +319,9 @@ class Proxy(http.server.BaseHTTPRequestHandler):
             self.note("%s %s unreachable: %s" % (self.command, self.path, e))
             self.send_error(502)
             return
-        self.note("%s %s %d" % (self.command, self.path, status))
+        self.note("%s %s %d [%s] token=%s" % (self.command, self.path, status,
+                                              self.headers.get("OpenStack-API-Version", "-"),
+                                              "yes" if self.headers.get("X-Auth-Token") else "no"))
         self.send_response(status)
         for k, v in rh.items():
             if k.lower() not in ("connection", "transfer-encoding", "content-length", "server", "date"):

@@ -394,6 +394,12 @@ check "through a proxy that bumps the RP's generation before accelvirt's PUT: pl
     eval "AV_CLOUDS='$AV_TMP/clouds-proxy.yaml' av placement sync >'$W/409.out' 2>&1 || { cat '$W/409.out'; false; }"
 check "  ... Placement answered 409 once and accelvirt retried: GET, PUT 200" \
     eval "grep -c '^bumped' '$AV_TMP/proxy1.log' | grep -qx 1 && grep -A3 '^bumped' '$AV_TMP/proxy1.log' | grep -q '^PUT .*inventories/$A100_RC 409' && grep -A3 '^bumped' '$AV_TMP/proxy1.log' | grep -q '^PUT .*inventories/$A100_RC 20[04]' || { cat '$AV_TMP/proxy1.log'; false; }"
+check "  ... every request with X-Auth-Token and OpenStack-API-Version placement 1.29 or later (reserved = total needs 1.26)" \
+    eval "python3 -c \"
+import re, sys
+bad = [l for l in open(sys.argv[1]) if not l.startswith('bumped') and not re.search(r'\\[placement 1\\.(29|3[0-9])\\] token=yes$', l)]
+assert not bad, bad
+\" '$AV_TMP/proxy1.log'"
 check "  ... reserved 0, the other fields kept" \
     eval "PL inventory '$RP' $A100_RC >'$AV_TMP/inv' && json '$AV_TMP/inv' \"(d['reserved'], d['total'], d['max_unit'], d['min_unit'], d['step_size'], d['allocation_ratio']) == (0, 1, 1, 1, 1, 1.0)\""
 PL set-reserved "$RP" $A100_RC 1 >/dev/null
