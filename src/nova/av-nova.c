@@ -141,31 +141,13 @@ av_nova_resource_class(const AvProfile *p, guint16 vendor, guint16 product)
 static char *
 av_nova_traits(const AvProfile *p)
 {
-    GString *s;
-
     if (!p->traits || p->traits->len == 0)
         return NULL;
-    s = g_string_new(NULL);
-    for (guint i = 0; i < p->traits->len; i++)
-        g_string_append_printf(s, "%s%s", i ? "," : "", (const char *)g_ptr_array_index(p->traits, i));
-    return g_string_free(s, FALSE);
+    return av_nova_join(p->traits, ",");
 }
 
-static gboolean
-av_nova_fail(GError **error, const char *fmt, ...) G_GNUC_PRINTF(2, 3);
-
-static gboolean
-av_nova_fail(GError **error, const char *fmt, ...)
-{
-    va_list ap;
-    g_autofree char *msg = NULL;
-
-    va_start(ap, fmt);
-    msg = g_strdup_vprintf(fmt, ap);
-    va_end(ap);
-    g_set_error_literal(error, AV_ERROR, AV_ERROR_FAILED, msg);
-    return FALSE;
-}
+/* Sets @error (AV_ERROR_FAILED, a printf format) and is FALSE. */
+#define av_nova_fail(error, ...) (g_set_error((error), AV_ERROR, AV_ERROR_FAILED, __VA_ARGS__), FALSE)
 
 static AvNovaSpec *
 av_nova_find_spec(GPtrArray *specs, const char *address)
@@ -419,10 +401,8 @@ av_nova_provider(GPtrArray *providers, const char *name)
 static void
 av_nova_provider_add_trait(AvNovaProvider *p, const char *trait)
 {
-    for (guint i = 0; i < p->traits->len; i++)
-        if (g_str_equal(g_ptr_array_index(p->traits, i), trait))
-            return;
-    g_ptr_array_add(p->traits, g_strdup(trait));
+    if (!g_ptr_array_find_with_equal_func(p->traits, trait, g_str_equal, NULL))
+        g_ptr_array_add(p->traits, g_strdup(trait));
 }
 
 static int
@@ -581,8 +561,8 @@ av_nova_config_build(const AvPolicy *policy, const AvHost *host, const char *hos
         if (!p || p->attach != AV_ATTACH_MDEV)
             continue;
         if (mp->pci_address && av_nova_find_spec(c->specs, mp->pci_address)) {
-            av_nova_fail(error, "device %s is an mdev parent of profile '%s' and in [pci] too: take it whole "
-                         "or by its mdevs, not both", mp->pci_address, p->name);
+            (void)av_nova_fail(error, "device %s is an mdev parent of profile '%s' and in [pci] too: take it whole "
+                               "or by its mdevs, not both", mp->pci_address, p->name);
             return NULL;
         }
         if (!av_nova_add_mdev(c, p, mp, noted, error))
@@ -609,8 +589,8 @@ av_nova_config_build(const AvPolicy *policy, const AvHost *host, const char *hos
     }
 
     if (g_hash_table_size(used) == 0) {
-        av_nova_fail(error, "nothing for Nova on this host: no \"vfio-pci\", \"sriov-vf\" or \"mdev\" profile "
-                     "matches a device here (see 'accelvirt list --managed')");
+        (void)av_nova_fail(error, "nothing for Nova on this host: no \"vfio-pci\", \"sriov-vf\" or \"mdev\" profile "
+                           "matches a device here (see 'accelvirt list --managed')");
         return NULL;
     }
     c->profiles = g_hash_table_size(used);
