@@ -519,9 +519,7 @@ av_nova_config_build(const AvPolicy *policy, const AvHost *host, const char *hos
             c->devices++;
             g_hash_table_add(used, p->name);
         } else if (p && p->attach == AV_ATTACH_SRIOV_VF && d->physfn) {
-            const AvPciDevice *pf = av_host_find_pci(host, d->physfn);
-
-            if (!av_nova_add_vf(c, p, d->physfn, pf ? pf->vendor_id : d->vendor_id, d->device_id, TRUE, error))
+            if (!av_nova_add_vf(c, p, d->physfn, d->vendor_id, d->device_id, TRUE, error))
                 return NULL;
             c->devices++;
             g_hash_table_add(used, p->name);
