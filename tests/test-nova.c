@@ -119,7 +119,7 @@ test_nothing(void)
 int
 main(int argc, char **argv)
 {
-    g_test_init(&argc, &argv, NULL);
+    av_test_init(&argc, &argv);
     g_test_add_func("/nova/names", test_names);
     g_test_add_func("/nova/sriov", test_sriov);
     g_test_add_func("/nova/nothing", test_nothing);
