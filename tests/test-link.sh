@@ -5,7 +5,8 @@
 # (readelf -d) only the libraries it uses, from an allow-list, and never
 # libvirt; it holds none of the code that calls libvirt (the "vm" scrub
 # method).  accelvirt and accelvirt-worker, which run "vm" steps, do link
-# libvirt: that proves the readings below see what they look for.
+# libvirt: that proves the readings below see what they look for.  libyaml
+# (the provider config of `accelvirt nova config`) is accelvirt's alone.
 . "$AV_TEST_SRCDIR/lib.sh"
 
 : "${ACCELVIRT_HOOK:?ACCELVIRT_HOOK is not set: run the tests with make check}"
@@ -69,5 +70,7 @@ check "accelvirt-hook holds no code of the vm scrub method" \
     eval "defines '$ACCELVIRT_WORKER' av_scrub_method_vm && ! defines '$ACCELVIRT_HOOK' av_scrub_method_vm && ! defines '$ACCELVIRT_HOOK' av_scrub_vm_register"
 check "accelvirt-worker needs libvirt (it runs vm steps)" needs "$ACCELVIRT_WORKER" '^libvirt\.so'
 check "accelvirt needs libvirt (domain commands, accelvirt scrub)" needs "$ACCELVIRT" '^libvirt\.so'
+check "accelvirt needs libyaml (nova config's provider config); the hook and the worker do not" \
+    eval "needs '$ACCELVIRT' '^libyaml-0\\.so' && needs_not '$ACCELVIRT_HOOK' '^libyaml' && needs_not '$ACCELVIRT_WORKER' '^libyaml'"
 
 finish

@@ -240,5 +240,6 @@ int av_cli_cmd_accounting(AvCli *cli, int argc, char **argv);
 int av_cli_cmd_stale(AvCli *cli, int argc, char **argv);
 int av_cli_cmd_health(AvCli *cli, int argc, char **argv);
 int av_cli_cmd_metrics(AvCli *cli, int argc, char **argv);
+int av_cli_cmd_nova(AvCli *cli, int argc, char **argv);
 
 G_END_DECLS
