@@ -22,6 +22,7 @@
 
 #include "scrub/av-program.h"
 #include "scrub/av-scrub.h"
+#include "nova/av-placement-sync.h"
 #include "pool/av-place.h"
 #include "util/av-error.h"
 #include "util/av-file.h"
@@ -501,6 +502,36 @@ fail:
                 "scrubs it again", job->identity, error->message);
 }
 
+/* Placement kept true (issue 18, av_placement_sync_pool()): every device
+ * of a sync-on profile when @only_identity is NULL, else the provider of
+ * that one.  Without the pool's lock.  What cannot be applied stays pending
+ * for the next worker or reconcile; nothing here changes the pool. */
+static void
+av_worker_placement(const AvHookConfig *config, const AvPolicy *policy, const char *only_identity)
+{
+    g_autoptr(GError) error = NULL;
+    g_autoptr(AvPlacementReport) report = NULL;
+    size_t i;
+    json_t *r;
+
+    if (!av_placement_sync_pool(config->root, config->state_dir, policy, only_identity, &report, &error)) {
+        av_hook_log(LOG_ERR, "Placement sync: %s", error->message);
+        return;
+    }
+    json_array_foreach(report->results, i, r) {
+        const char *result = json_string_value(json_object_get(r, "result"));
+
+        if (g_strcmp0(result, "pending") == 0)
+            av_hook_log(LOG_WARNING, "Placement: %s %s stays pending: %s",
+                        json_string_value(json_object_get(r, "rp")), json_string_value(json_object_get(r, "rc")),
+                        json_string_value(json_object_get(r, "error")));
+        else if (g_strcmp0(result, "applied") == 0)
+            av_hook_log(LOG_INFO, "Placement: %s %s reserved %" JSON_INTEGER_FORMAT,
+                        json_string_value(json_object_get(r, "rp")), json_string_value(json_object_get(r, "rc")),
+                        json_integer_value(json_object_get(r, "reserved")));
+    }
+}
+
 /* See hook.h. */
 int
 av_worker_run(const AvHookConfig *config)
@@ -525,6 +556,9 @@ av_worker_run(const AvHookConfig *config)
         }
         av_worker_sync_holds(config, pool);
     }
+    /* The devices the hook just released: reserved in Placement before
+     * their scrubs begin. */
+    av_worker_placement(config, policy, NULL);
     for (;;) {
         g_autoptr(AvLock) lock = NULL;
         g_autoptr(AvScrubJob) job = av_worker_pick(config, done, &lock, &error);
@@ -534,9 +568,14 @@ av_worker_run(const AvHookConfig *config)
                 av_hook_log(LOG_ERR, "worker: %s", error->message);
                 return 1;
             }
+            av_worker_placement(config, policy, NULL);
             return 0;
         }
         g_hash_table_add(done, g_strdup(job->identity));
         av_worker_scrub(config, policy, job);
+        /* Freed: reserved 0; quarantined: it stays reserved.  The scrub
+         * lock is let go first: a sync never waits on a scrub. */
+        g_clear_pointer(&lock, av_lock_release);
+        av_worker_placement(config, policy, job->identity);
     }
 }

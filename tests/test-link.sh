@@ -70,7 +70,13 @@ check "accelvirt-hook holds no code of the vm scrub method" \
     eval "defines '$ACCELVIRT_WORKER' av_scrub_method_vm && ! defines '$ACCELVIRT_HOOK' av_scrub_method_vm && ! defines '$ACCELVIRT_HOOK' av_scrub_vm_register"
 check "accelvirt-worker needs libvirt (it runs vm steps)" needs "$ACCELVIRT_WORKER" '^libvirt\.so'
 check "accelvirt needs libvirt (domain commands, accelvirt scrub)" needs "$ACCELVIRT" '^libvirt\.so'
-check "accelvirt needs libyaml (nova config's provider config); the hook and the worker do not" \
-    eval "needs '$ACCELVIRT' '^libyaml-0\\.so' && needs_not '$ACCELVIRT_HOOK' '^libyaml' && needs_not '$ACCELVIRT_WORKER' '^libyaml'"
+# The Placement sync (issue 18): HTTP and clouds.yaml in the worker and the
+# command, never in the hook.
+check "accelvirt-hook needs neither libcurl nor libyaml, nor holds the Placement client" \
+    eval "needs_not '$ACCELVIRT_HOOK' '^lib(curl|yaml)' && ! defines '$ACCELVIRT_HOOK' av_placement_sync && ! defines '$ACCELVIRT_HOOK' av_os_cloud_load"
+check "accelvirt-worker and accelvirt need libcurl and libyaml (they talk to Placement)" \
+    eval "needs '$ACCELVIRT_WORKER' '^libcurl' && needs '$ACCELVIRT_WORKER' '^libyaml' && needs '$ACCELVIRT' '^libcurl' && needs '$ACCELVIRT' '^libyaml' && defines '$ACCELVIRT_WORKER' av_placement_sync"
+check "accelvirt needs libyaml (clouds.yaml, and nova config's provider config)" \
+    eval "needs '$ACCELVIRT' '^libyaml-0\\.so'"
 
 finish

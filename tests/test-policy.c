@@ -515,6 +515,57 @@ test_duplicate_across_files(void)
     av_test_tmpdir_remove(tmp);
 }
 
+/* Issue 18: the top-level "nova" object, one file's at most, and the
+ * profiles' "placement_sync" over it. */
+static void
+test_nova(void)
+{
+    g_autofree char *tmp = av_test_tmpdir();
+    g_autoptr(GError) err = NULL;
+    g_autoptr(AvPolicy) policy = NULL;
+    g_autofree char *expected = NULL;
+    const AvProfile *gpu, *off, *vf, *usb;
+
+    av_test_write(tmp, "00-nova.json", "{\"nova\": {\"placement_sync\": true, \"cloud\": \"compute\", "
+                                       "\"hypervisor_hostname\": \"Compute1.example\"}}\n");
+    av_test_write(tmp, "10-a.json", "{\"profiles\": [\n"
+                                    "  {\"name\": \"gpu\", \"match\": {\"vendor\": \"0x10de\"}},\n"
+                                    "  {\"name\": \"off\", \"match\": {\"vendor\": \"0x1002\"}, \"placement_sync\": false},\n"
+                                    "  {\"name\": \"vf\", \"match\": {\"vendor\": \"0x8086\"}, \"attach\": \"sriov-vf\"},\n"
+                                    "  {\"name\": \"usb\", \"match\": {\"vendor\": \"0x03e7\"}, \"attach\": \"usb\", "
+                                    "\"placement_sync\": false}\n]}\n");
+    policy = av_policy_load_dir(tmp, &err);
+    g_assert_no_error(err);
+    g_assert_nonnull(policy->nova);
+    g_assert_true(policy->nova->placement_sync);
+    g_assert_cmpstr(policy->nova->cloud, ==, "compute");
+    g_assert_cmpstr(policy->nova->hypervisor_hostname, ==, "Compute1.example");
+    g_assert_true(g_str_has_suffix(policy->nova->source_file, "/00-nova.json"));
+    gpu = av_policy_find(policy, "gpu");
+    off = av_policy_find(policy, "off");
+    vf = av_policy_find(policy, "vf");
+    usb = av_policy_find(policy, "usb");
+    g_assert_cmpint(gpu->placement_sync, ==, -1);
+    g_assert_true(av_policy_placement_sync(policy, gpu));
+    g_assert_false(av_policy_placement_sync(policy, off));
+    g_assert_true(av_policy_placement_sync(policy, vf));
+    g_assert_false(av_policy_placement_sync(policy, usb));
+    /* Off by default; a profile turns it on for itself. */
+    g_clear_pointer(&policy->nova, av_nova_settings_free);
+    g_assert_false(av_policy_placement_sync(policy, gpu));
+    g_clear_pointer(&policy, av_policy_free);
+
+    /* A second "nova" names the first file. */
+    av_test_write(tmp, "20-b.json", "{\n  \"nova\": {\"placement_sync\": false},\n  \"profiles\": []\n}\n");
+    policy = av_policy_load_dir(tmp, &err);
+    g_assert_null(policy);
+    g_assert_error(err, AV_ERROR, AV_ERROR_POLICY);
+    expected = g_strdup_printf("%s/20-b.json:2:3: a second 'nova' object: '%s/00-nova.json' has one already; keep one "
+                               "in one file", tmp, tmp);
+    g_assert_cmpstr(err->message, ==, expected);
+    av_test_tmpdir_remove(tmp);
+}
+
 static void
 test_missing_dir(void)
 {
@@ -1837,6 +1888,7 @@ main(int argc, char **argv)
     g_test_add_func("/policy/load-order", test_load_order);
     g_test_add_func("/policy/duplicate-across-files", test_duplicate_across_files);
     g_test_add_func("/policy/missing-dir", test_missing_dir);
+    g_test_add_func("/policy/nova", test_nova);
     g_test_add_func("/policy/world-writable", test_world_writable);
     g_test_add_func("/policy/trust/dir", test_trust_dir);
     g_test_add_func("/policy/trust/symlink", test_trust_symlink);

@@ -16,7 +16,10 @@
  *   - "health" limits on free devices (av_pool_health_check());
  *   - the kernel-enforced holds (av-hold.h);
  *   - the scrub worker for dirty devices and for scrubs whose worker died
- *     (scrubbing, its scrub lock free: the worker scrubs them again).
+ *     (scrubbing, its scrub lock free: the worker scrubs them again);
+ *   - then, the pool's lock let go, Placement kept true (issue 18): what
+ *     was pending applied, every wanted "reserved" asserted again (a Nova
+ *     PUT of a whole inventory resets reserved to 0).
  * mdevs are not precreated: the hook creates a domain's mdev at its
  * prepare (hooks/hook-ops.c), and reconcile, before libvirtd, cannot know
  * the defined domains; an mdev made now would be held by nobody. */
@@ -356,7 +359,10 @@ av_cli_cmd_reconcile(AvCli *cli, int argc, char **argv)
     g_autoptr(GError) hold_error = NULL;
     g_autoptr(json_t) states = json_object();
     guint counts[AV_DEVICE_STATE_MISSING + 1] = { 0 };
+    g_autoptr(AvPlacementReport) placement = NULL;
+    g_autoptr(GError) placement_error = NULL;
     gboolean changed = FALSE;
+    guint n_devices;
 
     if (!av_cli_parse(cli, "reconcile", "",
                       "Put the pool right with the host, at boot and on a timer: what every locked call does "
@@ -397,16 +403,25 @@ av_cli_cmd_reconcile(AvCli *cli, int argc, char **argv)
     }
     for (guint i = 0; i < G_N_ELEMENTS(counts); i++)
         json_object_set_new(states, av_device_state_to_string((AvDeviceState)i), json_integer(counts[i]));
+    n_devices = av_pool_devices(pool)->len;
+    /* Placement, without the pool's lock (HTTP may take seconds). */
+    g_clear_pointer(&pool, av_pool_free);
+    if (!av_cli_placement_sync(cli, root, policy, &placement, &placement_error))
+        av_reconcile_warn(&r, g_strdup_printf("Placement sync: %s", placement_error->message));
     if (cli->json) {
-        av_cli_print_json(json_pack("{s:O, s:O, s:O, s:O, s:O, s:O, s:O, s:O, s:O, s:o}", "vfs", r.vfs, "bound",
-                                    r.bound, "released", r.released, "claims_expired", r.claims_expired,
-                                    "quarantined", r.quarantined, "health_warnings", r.health_warnings, "scrubs",
-                                    r.scrubs, "warnings", r.warnings, "states", states, "holds_error",
-                                    av_json_string_or_null(hold_error ? hold_error->message : NULL)));
+        av_cli_print_json(json_pack("{s:O, s:O, s:O, s:O, s:O, s:O, s:O, s:O, s:O, s:o, s:{s:i, s:i}}", "vfs",
+                                    r.vfs, "bound", r.bound, "released", r.released, "claims_expired",
+                                    r.claims_expired, "quarantined", r.quarantined, "health_warnings",
+                                    r.health_warnings, "scrubs", r.scrubs, "warnings", r.warnings, "states", states,
+                                    "holds_error", av_json_string_or_null(hold_error ? hold_error->message : NULL),
+                                    "placement", "applied", placement ? (int)placement->applied : 0, "pending",
+                                    placement ? (int)placement->pending : 0));
         return AV_EXIT_OK;
     }
     av_reconcile_print(&r);
-    printf("reconciled %u devices:", av_pool_devices(pool)->len);
+    if (placement && (placement->applied || placement->pending || json_array_size(placement->results)))
+        printf("placement: %u applied, %u pending\n", placement->applied, placement->pending);
+    printf("reconciled %u devices:", n_devices);
     for (guint i = 0; i < G_N_ELEMENTS(counts); i++)
         if (counts[i])
             printf(" %u %s", counts[i], av_device_state_to_string((AvDeviceState)i));

@@ -159,9 +159,10 @@ av_status_print_hold(const AvCli *cli, const AvRoot *root, const AvPoolDevice *d
 
 static void
 av_status_print_table(const AvCli *cli, const AvRoot *root, const AvPool *pool, const AvHost *host,
-                      const AvPolicy *policy, gboolean synced)
+                      const AvPolicy *policy, gboolean synced, json_t *placement)
 {
     GPtrArray *devices = av_pool_devices(pool);
+    guint pending = 0;
 
     if (devices->len == 0) {
         printf("The pool is empty: no device of this host matches a profile in the policy dir.\n"
@@ -225,7 +226,17 @@ av_status_print_table(const AvCli *cli, const AvRoot *root, const AvPool *pool, 
             printf("    last scrub: %s, %s: %s\n", when, json_string_value(json_object_get(d->last_scrub, "result")),
                    json_string_value(json_object_get(cov, "text")));
         }
+        if (placement) {
+            g_autoptr(json_t) p = av_placement_device_status(policy, placement, d);
+            g_autofree char *text = av_placement_status_text(p);
+            g_autofree char *shown = av_cli_printable(text);
+
+            printf("    placement: %s\n", shown);
+            pending += g_strcmp0(json_string_value(json_object_get(p, "state")), "pending") == 0;
+        }
     }
+    if (pending)
+        printf("placement: %u pending\n", pending);
     av_status_print_pfs(pool, host, policy);
     if (!synced)
         printf("\n(as recorded; not compared with the host: --no-sync)\n");
@@ -268,6 +279,7 @@ av_cli_cmd_status(AvCli *cli, int argc, char **argv)
     g_autoptr(AvPolicy) policy = NULL;
     g_autoptr(GError) err = NULL;
     g_autoptr(AvRoot) root = NULL;
+    g_autoptr(json_t) placement = NULL;
 
     if (!av_cli_parse(cli, "status", NULL,
                       "Scan the host, reconcile the pool with it (new managed devices become free, vanished ones "
@@ -288,6 +300,17 @@ av_cli_cmd_status(AvCli *cli, int argc, char **argv)
     }
     /* For the holds' warning only: which driver a device is on. */
     root = av_root_new_default(cli->root, NULL);
+    /* Placement's view (issue 18): the state file, read without a lock
+     * (written atomically); --no-sync reads the policy for it alone. */
+    if (!policy)
+        policy = av_cli_load_policy(cli, NULL);
+    if (policy) {
+        g_autoptr(GError) placement_error = NULL;
+
+        placement = av_placement_state_read(cli->state_dir, &placement_error);
+        if (!placement)
+            fprintf(stderr, "accelvirt: warning: %s\n", placement_error->message);
+    }
 
     if (cli->json) {
         json_t *o = av_pool_to_json(pool);
@@ -305,6 +328,8 @@ av_cli_cmd_status(AvCli *cli, int argc, char **argv)
             json_t *hold = av_status_hold(cli, root, dev);
 
             json_object_del(d, "scrub_token");
+            if (placement)
+                json_object_set_new(d, "placement", av_placement_device_status(policy, placement, dev));
             if (hold)
                 json_object_set_new(d, "hold", hold);
             if (av_status_vf_index(dev) >= 0)
@@ -322,7 +347,10 @@ av_cli_cmd_status(AvCli *cli, int argc, char **argv)
         json_object_set_new(o, "synced", json_boolean(!no_sync));
         av_cli_print_json(o);
     } else {
-        av_status_print_table(cli, root, pool, host, policy, !no_sync);
+        /* The placement lines where anything is synced (a policy without
+         * Nova shows none). */
+        av_status_print_table(cli, root, pool, host, policy, !no_sync,
+                              placement && av_placement_sync_wanted(policy, cli->state_dir) ? placement : NULL);
     }
     return AV_EXIT_OK;
 }

@@ -12,6 +12,7 @@
 #include "pool/av-bitstream.h"
 #include "pool/av-place.h"
 #include "pool/av-pool.h"
+#include "nova/av-placement-sync.h"
 
 G_BEGIN_DECLS
 
@@ -241,5 +242,13 @@ int av_cli_cmd_stale(AvCli *cli, int argc, char **argv);
 int av_cli_cmd_health(AvCli *cli, int argc, char **argv);
 int av_cli_cmd_metrics(AvCli *cli, int argc, char **argv);
 int av_cli_cmd_nova(AvCli *cli, int argc, char **argv);
+
+int av_cli_cmd_placement(AvCli *cli, int argc, char **argv);
+
+/* The Placement sync of the pool (issue 18, av_placement_sync_pool()):
+ * what `reconcile` and `placement sync` run.  Must not be called with the
+ * pool's lock held.  *ret_report (caller frees). */
+gboolean av_cli_placement_sync(const AvCli *cli, const AvRoot *root, const AvPolicy *policy,
+                               AvPlacementReport **ret_report, GError **error);
 
 G_END_DECLS

@@ -66,11 +66,13 @@ static const int program_driver_values[] = { AV_PROGRAM_DRIVER_VFIO, AV_PROGRAM_
 static const char *const verify_names[] = { "full", "sample", NULL };
 static const char *const reset_method_names[] = { "flr", "pm", "bus", "device_specific", "acpi", NULL };
 
-static const char *const top_keys[] = { "profiles", "description", NULL };
+static const char *const top_keys[] = { "profiles", "description", "nova", NULL };
+static const char *const nova_keys[] = { "placement_sync", "cloud", "hypervisor_hostname", NULL };
 static const char *const profile_keys[] = {
     "name", "description", "match", "attach", "mdev_type", "numa", "allocation", "granularity",
     "scrub", "restore_driver", "hide_hypervisor", "resource_class", "traits", "companions", "memory", "min_coverage",
-    "vfs", "vfs_shrink", "program", "on_prepare", "on_release", "on_assign", "on_free", "max_lease", "health", NULL,
+    "vfs", "vfs_shrink", "program", "on_prepare", "on_release", "on_assign", "on_free", "max_lease", "health",
+    "placement_sync", NULL,
 };
 static const char *const health_keys[] = {
     "fatal_aer", "nonfatal_aer", "correctable_aer", "degraded_link", "link_speed", "reset_failures", "scrub_failures",
@@ -174,6 +176,7 @@ av_profile_new(void)
     p->traits = g_ptr_array_new_with_free_func(g_free);
     p->health.fatal_aer = p->health.nonfatal_aer = p->health.correctable_aer = -1;
     p->health.reset_failures = p->health.scrub_failures = -1;
+    p->placement_sync = -1;
     return p;
 }
 
@@ -355,6 +358,29 @@ av_policy_new(void)
     return policy;
 }
 
+/* Frees @nova; NULL is a no-op. */
+void
+av_nova_settings_free(AvNovaSettings *nova)
+{
+    if (!nova)
+        return;
+    g_free(nova->cloud);
+    g_free(nova->hypervisor_hostname);
+    g_free(nova->source_file);
+    g_free(nova);
+}
+
+/* See av-policy.h. */
+gboolean
+av_policy_placement_sync(const AvPolicy *policy, const AvProfile *profile)
+{
+    if (!profile || (profile->attach != AV_ATTACH_VFIO_PCI && profile->attach != AV_ATTACH_SRIOV_VF))
+        return FALSE;
+    if (profile->placement_sync >= 0)
+        return profile->placement_sync == 1;
+    return policy && policy->nova && policy->nova->placement_sync;
+}
+
 /* Frees @policy, its profiles and file names; NULL is a no-op. */
 void
 av_policy_free(AvPolicy *policy)
@@ -362,6 +388,7 @@ av_policy_free(AvPolicy *policy)
     if (!policy)
         return;
     g_free(policy->dir);
+    av_nova_settings_free(policy->nova);
     if (policy->files)
         g_ptr_array_unref(policy->files);
     if (policy->profiles)
@@ -2351,7 +2378,86 @@ parse_profile(PolicyParse *pp, AvPolicy *policy, GPtrArray *added, json_t *obj, 
         }
     }
 
+    v = json_object_get(obj, "placement_sync");
+    if (v) {
+        g_autofree char *sp = path_join(base, "placement_sync");
+
+        if (!json_is_boolean(v))
+            return type_fail(pp, sp, "placement_sync", "true or false", v, error);
+        if (json_is_true(v) && profile->attach != AV_ATTACH_VFIO_PCI && profile->attach != AV_ATTACH_SRIOV_VF)
+            return policy_fail(pp, sp, FALSE, error,
+                               "'placement_sync' cannot be true with attach '%s': Nova reports only whole PCI "
+                               "functions (attach 'vfio-pci') and VFs (attach 'sriov-vf') in Placement",
+                               av_attach_to_string(profile->attach));
+        profile->placement_sync = json_is_true(v) ? 1 : 0;
+    }
+
     *ret_profile = g_steal_pointer(&profile);
+    return TRUE;
+}
+
+/* TRUE when @s is a host name as Nova's resource providers take it: 1 to
+ * AV_NOVA_HOSTNAME_MAX printable ASCII characters, no space, no '/'. */
+static gboolean
+nova_hostname_valid(const char *s)
+{
+    gsize n = strlen(s);
+
+    if (n == 0 || n > AV_NOVA_HOSTNAME_MAX)
+        return FALSE;
+    for (const char *c = s; *c; c++)
+        if (*c <= ' ' || *c >= 0x7f || *c == '/')
+            return FALSE;
+    return TRUE;
+}
+
+/* The top-level "nova" object of a document into *ret_nova (caller frees;
+ * NULL when absent). */
+static gboolean
+parse_nova(const PolicyParse *pp, const AvPolicy *policy, json_t *root, AvNovaSettings **ret_nova, GError **error)
+{
+    g_autoptr(AvNovaSettings) nova = NULL;
+    json_t *obj = json_object_get(root, "nova");
+    const char *s;
+    json_t *v;
+
+    *ret_nova = NULL;
+    if (!obj)
+        return TRUE;
+    if (!json_is_object(obj))
+        return type_fail(pp, "nova", "nova", "an object such as {\"placement_sync\": true}", obj, error);
+    if (policy->nova)
+        return policy_fail(pp, "nova", TRUE, error,
+                           "a second 'nova' object: '%s' has one already; keep one in one file",
+                           policy->nova->source_file);
+    if (!check_keys(pp, obj, "nova", " in 'nova'", nova_keys, error))
+        return FALSE;
+    nova = g_new0(AvNovaSettings, 1);
+    nova->source_file = g_strdup(pp->filename);
+    v = json_object_get(obj, "placement_sync");
+    if (v) {
+        if (!json_is_boolean(v))
+            return type_fail(pp, "nova/placement_sync", "nova.placement_sync", "true or false", v, error);
+        nova->placement_sync = json_is_true(v);
+    }
+    if (!get_string(pp, obj, "cloud", "nova", "nova.cloud", &s, error))
+        return FALSE;
+    if (s) {
+        if (!*s || strlen(s) > 255)
+            return policy_fail(pp, "nova/cloud", FALSE, error,
+                               "'nova.cloud' must name an entry of clouds.yaml (1 to 255 characters)");
+        nova->cloud = g_strdup(s);
+    }
+    if (!get_string(pp, obj, "hypervisor_hostname", "nova", "nova.hypervisor_hostname", &s, error))
+        return FALSE;
+    if (s) {
+        if (!nova_hostname_valid(s))
+            return policy_fail(pp, "nova/hypervisor_hostname", FALSE, error,
+                               "invalid 'nova.hypervisor_hostname' '%s'; expected 1 to %d printable characters "
+                               "without spaces or '/', as Nova's compute node is named", s, AV_NOVA_HOSTNAME_MAX);
+        nova->hypervisor_hostname = g_strdup(s);
+    }
+    *ret_nova = g_steal_pointer(&nova);
     return TRUE;
 }
 
@@ -2364,7 +2470,9 @@ policy_add_data(AvPolicy *policy, const char *filename, const char *data, gsize 
 {
     PolicyParse pp = { .filename = filename, .data = data, .len = len, .label = NULL, .check_files = check_files };
     g_autoptr(GPtrArray) added = g_ptr_array_new_with_free_func((GDestroyNotify)av_profile_free);
+    g_autoptr(AvNovaSettings) nova = NULL;
     g_autoptr(json_t) root = NULL;
+    g_autoptr(json_t) none = NULL;
     json_error_t jerr;
     json_t *profiles;
     gsize i;
@@ -2389,7 +2497,12 @@ policy_add_data(AvPolicy *policy, const char *filename, const char *data, gsize 
     obj = json_object_get(root, "description");
     if (obj && !json_is_string(obj))
         return type_fail(&pp, "description", "description", "a string", obj, error);
+    if (!parse_nova(&pp, policy, root, &nova, error))
+        return FALSE;
     profiles = json_object_get(root, "profiles");
+    /* A file may hold the "nova" object alone. */
+    if (!profiles && nova)
+        profiles = none = json_array();
     if (!profiles)
         return policy_fail(&pp, "", FALSE, error, "missing required key 'profiles' (a list of profiles)");
     if (!json_is_array(profiles))
@@ -2406,6 +2519,8 @@ policy_add_data(AvPolicy *policy, const char *filename, const char *data, gsize 
     for (i = 0; i < added->len; i++)
         g_ptr_array_add(policy->profiles, g_steal_pointer(&g_ptr_array_index(added, i)));
     g_ptr_array_set_size(added, 0);
+    if (nova)
+        policy->nova = g_steal_pointer(&nova);
     g_ptr_array_add(policy->files, g_strdup(filename));
     return TRUE;
 }
@@ -2844,6 +2959,8 @@ av_profile_to_json(const AvProfile *profile)
     if (profile->resource_class)
         json_object_set_new(o, "resource_class", json_string(profile->resource_class));
     json_object_set_new(o, "traits", strings_to_json(profile->traits));
+    if (profile->placement_sync >= 0)
+        json_object_set_new(o, "placement_sync", json_boolean(profile->placement_sync == 1));
     if (profile->max_lease_s)
         json_object_set_new(o, "max_lease", json_integer((json_int_t)profile->max_lease_s));
     if (profile->health.set) {

@@ -231,15 +231,31 @@ typedef struct {
     AvHealthLimits health;       /* "health"; .set FALSE when absent (issue 17) */
     AvProgram *program;          /* "program", or NULL: its devices are not programmed */
     AvDriverCommand *drivers[AV_DRIVER_POINTS]; /* "on_prepare", ...: NULL when absent */
+    int placement_sync;          /* "placement_sync": 1 true, 0 false, -1 absent (the policy's "nova"
+                                  * says); true only with attach "vfio-pci" or "sriov-vf" (issue 18) */
 } AvProfile;
 
 void av_profile_free(AvProfile *profile);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(AvProfile, av_profile_free)
 
+/* The policy's top-level "nova" object (accelvirt-policy(5), NOVA; issue
+ * 18): at most one file of the policy dir has one. */
+typedef struct {
+    gboolean placement_sync;     /* "placement_sync", default false: keep Placement's "reserved" of the
+                                  * devices' resource providers true (src/nova/av-placement-sync.h) */
+    char *cloud;                 /* "cloud": the clouds.yaml entry, or NULL ($OS_CLOUD) */
+    char *hypervisor_hostname;   /* "hypervisor_hostname", or NULL (gethostname()) */
+    char *source_file;           /* the file that has it */
+} AvNovaSettings;
+
+void av_nova_settings_free(AvNovaSettings *nova);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(AvNovaSettings, av_nova_settings_free)
+
 typedef struct {
     char *dir;                   /* the directory read, or NULL */
     GPtrArray *files;            /* char*: files read, in order */
     GPtrArray *profiles;         /* AvProfile*, in file-name order then array order */
+    AvNovaSettings *nova;        /* the "nova" object of one file, or NULL */
 } AvPolicy;
 
 void av_policy_free(AvPolicy *policy);
@@ -371,6 +387,16 @@ gboolean av_policy_parse_size(const char *text, guint64 *ret_bytes);
  * the load takes them where only root could put them).  A new array of
  * messages (char*), empty when there is nothing to say. */
 GPtrArray *av_profile_scrub_warnings(const AvProfile *profile);
+
+/* Whether the devices of @profile have their Placement "reserved" kept
+ * true (issue 18): the profile's "placement_sync" when given, else the
+ * policy's "nova" "placement_sync"; never for attach "mdev" or "usb". */
+gboolean av_policy_placement_sync(const AvPolicy *policy, const AvProfile *profile);
+
+/* The longest "hypervisor_hostname": Placement's resource provider names
+ * are at most 200 characters, and Nova's device providers are named
+ * "HOSTNAME_0000:00:00.0". */
+#define AV_NOVA_HOSTNAME_MAX 187
 
 /* Lower-case names for output and for the policy files. */
 const char *av_attach_to_string(AvAttach attach);

@@ -1,0 +1,593 @@
+/* accelvirt: the Placement sync (see av-placement-sync.h). */
+#include "config.h"
+
+#include "nova/av-placement-sync.h"
+
+#include <errno.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "nova/av-openstack.h"
+#include "nova/av-placement.h"
+#include "util/av-error.h"
+#include "util/av-file.h"
+#include "util/av-json.h"
+
+void
+av_placement_device_free(AvPlacementDevice *dev)
+{
+    if (!dev)
+        return;
+    g_free(dev->identity);
+    g_free(dev->address);
+    g_free(dev->profile);
+    g_free(dev->pf_address);
+    g_free(dev);
+}
+
+void
+av_placement_target_free(AvPlacementTarget *target)
+{
+    if (!target)
+        return;
+    g_free(target->rp);
+    g_free(target->rc);
+    g_free(target->address);
+    g_ptr_array_unref(target->identities);
+    g_ptr_array_unref(target->addresses);
+    g_free(target);
+}
+
+void
+av_placement_report_free(AvPlacementReport *report)
+{
+    if (!report)
+        return;
+    json_decref(report->results);
+    g_free(report);
+}
+
+static AvPlacementReport *
+av_placement_report_new(void)
+{
+    AvPlacementReport *report = g_new0(AvPlacementReport, 1);
+
+    report->results = json_array();
+    return report;
+}
+
+/* See av-placement-sync.h. */
+char *
+av_placement_rp_name(const char *hostname, const char *address)
+{
+    g_autofree char *upper = g_ascii_strup(address, -1);
+
+    return g_strdup_printf("%s_%s", hostname, upper);
+}
+
+/* See av-placement-sync.h. */
+char *
+av_placement_resource_class(const AvProfile *profile, guint16 vendor, guint16 device)
+{
+    if (profile && profile->resource_class)
+        return g_strdup(profile->resource_class);
+    return g_strdup_printf("CUSTOM_PCI_%04X_%04X", vendor, device);
+}
+
+/* See av-placement-sync.h. */
+char *
+av_placement_hostname(const AvPolicy *policy)
+{
+    char name[256] = "";
+
+    if (policy && policy->nova && policy->nova->hypervisor_hostname)
+        return g_strdup(policy->nova->hypervisor_hostname);
+    if (gethostname(name, sizeof(name) - 1) < 0 || !*name)
+        return g_strdup("localhost");
+    return g_strdup(name);
+}
+
+/* The vendor and device ids of a PCI identity ("dsn:VVVV:DDDD:..." or
+ * "pci:VVVV:DDDD:..."); FALSE for a VF's (they are its PF's). */
+static gboolean
+av_placement_identity_ids(const char *identity, guint16 *ret_vendor, guint16 *ret_device)
+{
+    unsigned vendor, device;
+    char sep;
+
+    if (!identity || strstr(identity, "/vf"))
+        return FALSE;
+    if (!(g_str_has_prefix(identity, "dsn:") || g_str_has_prefix(identity, "pci:")))
+        return FALSE;
+    if (sscanf(identity + 4, "%4x:%4x%c", &vendor, &device, &sep) != 3 || sep != ':')
+        return FALSE;
+    *ret_vendor = (guint16)vendor;
+    *ret_device = (guint16)device;
+    return TRUE;
+}
+
+static gboolean
+av_placement_state_reserves(AvDeviceState state)
+{
+    return state == AV_DEVICE_STATE_DIRTY || state == AV_DEVICE_STATE_SCRUBBING ||
+           state == AV_DEVICE_STATE_QUARANTINED;
+}
+
+static gint
+av_placement_target_compare(gconstpointer a, gconstpointer b)
+{
+    const AvPlacementTarget *x = *(AvPlacementTarget *const *)a;
+    const AvPlacementTarget *y = *(AvPlacementTarget *const *)b;
+    int c = strcmp(x->rp, y->rp);
+
+    return c ? c : strcmp(x->rc, y->rc);
+}
+
+static AvPlacementTarget *
+av_placement_target_new(const char *rp, const char *rc, const char *address, gint64 want)
+{
+    AvPlacementTarget *t = g_new0(AvPlacementTarget, 1);
+
+    t->rp = g_strdup(rp);
+    t->rc = g_strdup(rc);
+    t->address = g_strdup(address);
+    t->want = want;
+    t->identities = g_ptr_array_new_with_free_func(g_free);
+    t->addresses = g_ptr_array_new_with_free_func(g_free);
+    return t;
+}
+
+/* See av-placement-sync.h. */
+GPtrArray *
+av_placement_targets(const AvPolicy *policy, const char *hostname, const GPtrArray *devices, json_t *records,
+                     GHashTable **ret_held)
+{
+    g_autoptr(GHashTable) by_key = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+    g_autoptr(GHashTable) held = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+    GPtrArray *out = g_ptr_array_new_with_free_func((GDestroyNotify)av_placement_target_free);
+
+    for (guint i = 0; devices && i < devices->len; i++) {
+        const AvPlacementDevice *dev = g_ptr_array_index(devices, i);
+        const AvProfile *profile = dev->profile ? av_policy_find(policy, dev->profile) : NULL;
+        json_t *record = json_object_get(records, dev->identity);
+        g_autofree char *rp = NULL;
+        g_autofree char *rc = NULL;
+        g_autofree char *key = NULL;
+        const char *rp_address = dev->is_vf ? dev->pf_address : dev->address;
+        AvPlacementTarget *t;
+        gboolean counts;
+
+        if (!av_policy_placement_sync(policy, profile))
+            continue;
+        if (!dev->is_vf && (dev->state == AV_DEVICE_STATE_CLAIMED || dev->state == AV_DEVICE_STATE_IN_USE)) {
+            g_hash_table_add(held, g_strdup(dev->identity));
+            continue;
+        }
+        if (rp_address && dev->ids_known) {
+            rp = av_placement_rp_name(hostname, rp_address);
+            rc = av_placement_resource_class(profile, dev->vendor_id, dev->device_id);
+        } else if (json_is_string(json_object_get(record, "rp")) && json_is_string(json_object_get(record, "rc"))) {
+            rp = g_strdup(json_string_value(json_object_get(record, "rp")));
+            rc = g_strdup(json_string_value(json_object_get(record, "rc")));
+            if (!rp_address)
+                rp_address = json_string_value(json_object_get(record, "rp_address"));
+        } else {
+            continue;    /* gone before its provider was ever known */
+        }
+        key = g_strdup_printf("%s\n%s", rp, rc);
+        t = g_hash_table_lookup(by_key, key);
+        if (!t) {
+            t = av_placement_target_new(rp, rc, rp_address, dev->is_vf ? 0 : -1);
+            t->counts_vfs = dev->is_vf;
+            g_ptr_array_add(out, t);
+            g_hash_table_insert(by_key, g_steal_pointer(&key), t);
+        }
+        g_ptr_array_add(t->identities, g_strdup(dev->identity));
+        g_ptr_array_add(t->addresses, g_strdup(dev->address));
+        counts = av_placement_state_reserves(dev->state) ||
+                 /* A VF gone while free (vfs_shrink, a lower sriov_numvfs)
+                  * is no longer among Nova's either: not counted. */
+                 (dev->state == AV_DEVICE_STATE_MISSING &&
+                  (!dev->is_vf || (dev->state_before_missing != AV_DEVICE_STATE_FREE &&
+                                   dev->state_before_missing != AV_DEVICE_STATE_CLAIMED)));
+        if (dev->is_vf)
+            t->want += counts ? 1 : 0;
+        else
+            t->want = counts ? -1 : 0;
+    }
+    g_ptr_array_sort(out, av_placement_target_compare);
+    if (ret_held)
+        *ret_held = g_steal_pointer(&held);
+    return out;
+}
+
+/* See av-placement-sync.h. */
+GPtrArray *
+av_placement_snapshot(const AvRoot *root, const AvPool *pool, const AvPolicy *policy, GError **error)
+{
+    g_autoptr(GPtrArray) out = g_ptr_array_new_with_free_func((GDestroyNotify)av_placement_device_free);
+    g_autoptr(GPtrArray) addresses = g_ptr_array_new();
+    g_autoptr(AvHost) host = NULL;
+
+    for (guint i = 0; i < av_pool_devices(pool)->len; i++) {
+        const AvPoolDevice *d = g_ptr_array_index(av_pool_devices(pool), i);
+        AvPlacementDevice *dev;
+
+        if (d->kind != AV_DEVICE_KIND_PCI)
+            continue;
+        dev = g_new0(AvPlacementDevice, 1);
+        dev->identity = g_strdup(d->identity);
+        dev->address = g_strdup(d->address);
+        dev->profile = g_strdup(d->profile);
+        dev->state = d->state;
+        dev->state_before_missing = d->state_before_missing;
+        dev->is_vf = strstr(d->identity, "/vf") != NULL;
+        if (!dev->is_vf)
+            dev->ids_known = av_placement_identity_ids(d->identity, &dev->vendor_id, &dev->device_id);
+        g_ptr_array_add(out, dev);
+        if (d->address && d->state != AV_DEVICE_STATE_MISSING &&
+            av_policy_placement_sync(policy, d->profile ? av_policy_find(policy, d->profile) : NULL))
+            g_ptr_array_add(addresses, d->address);
+    }
+    if (addresses->len == 0)
+        return g_steal_pointer(&out);
+    g_ptr_array_add(addresses, NULL);
+    host = av_host_scan_devices(root, (const char *const *)addresses->pdata, FALSE, error);
+    if (!host)
+        return NULL;
+    for (guint i = 0; i < out->len; i++) {
+        AvPlacementDevice *dev = g_ptr_array_index(out, i);
+        const AvPciDevice *pci;
+
+        if (dev->state == AV_DEVICE_STATE_MISSING || !dev->address)
+            continue;
+        pci = av_host_find_pci(host, dev->address);
+        if (!pci)
+            continue;
+        dev->vendor_id = pci->vendor_id;
+        dev->device_id = pci->device_id;
+        dev->ids_known = TRUE;
+        if (pci->physfn) {
+            dev->is_vf = TRUE;
+            g_free(dev->pf_address);
+            dev->pf_address = g_strdup(pci->physfn);
+        }
+    }
+    return g_steal_pointer(&out);
+}
+
+static char *
+av_placement_state_path(const char *state_dir)
+{
+    return g_build_filename(state_dir, AV_PLACEMENT_STATE_FILE, NULL);
+}
+
+/* See av-placement-sync.h. */
+gboolean
+av_placement_sync_wanted(const AvPolicy *policy, const char *state_dir)
+{
+    g_autofree char *path = av_placement_state_path(state_dir);
+
+    for (guint i = 0; policy && i < policy->profiles->len; i++)
+        if (av_policy_placement_sync(policy, g_ptr_array_index(policy->profiles, i)))
+            return TRUE;
+    return g_file_test(path, G_FILE_TEST_EXISTS);
+}
+
+/* See av-placement-sync.h. */
+json_t *
+av_placement_state_read(const char *state_dir, GError **error)
+{
+    g_autofree char *path = av_placement_state_path(state_dir);
+    g_autofree char *data = NULL;
+    g_autoptr(GError) local = NULL;
+    json_error_t jerr;
+    json_t *root;
+    gsize len;
+
+    if (!g_file_get_contents(path, &data, &len, &local)) {
+        if (g_error_matches(local, G_FILE_ERROR, G_FILE_ERROR_NOENT))
+            return json_pack("{s:i, s:{}}", "version", 1, "devices");
+        g_set_error(error, AV_ERROR, AV_ERROR_IO, "cannot read '%s': %s", path, local->message);
+        return NULL;
+    }
+    root = json_loadb(data, len, 0, &jerr);
+    if (!root || !json_is_object(json_object_get(root, "devices")) ||
+        json_integer_value(json_object_get(root, "version")) != 1) {
+        json_decref(root);
+        g_set_error(error, AV_ERROR, AV_ERROR_CORRUPT_STATE,
+                    "'%s' is not a Placement state file of version 1 (%s); move it away (what it had pending is "
+                    "wanted again by the next sync)", path, jerr.text[0] ? jerr.text : "no 'devices' object");
+        return NULL;
+    }
+    return root;
+}
+
+/* See av-placement-sync.h. */
+gboolean
+av_placement_state_write(const char *state_dir, json_t *state, GError **error)
+{
+    g_autofree char *path = av_placement_state_path(state_dir);
+    g_autofree char *text = av_json_dump_pretty(state);
+
+    if (!av_file_ensure_dir(state_dir, 0700, error))
+        return FALSE;
+    return av_file_write_atomic(path, text, strlen(text), 0600, error);
+}
+
+static char *
+av_placement_now(void)
+{
+    g_autoptr(GDateTime) now = g_date_time_new_now_utc();
+
+    return g_date_time_format(now, "%Y-%m-%dT%H:%M:%SZ");
+}
+
+/* One device's record after its provider's outcome; a journal entry
+ * appended to @journal when a value was applied or went pending. */
+static void
+av_placement_record(json_t *devices, json_t *journal, const AvPlacementTarget *t, guint k, gint64 want,
+                    json_t *applied, gboolean put, const char *error, const char *now)
+{
+    const char *identity = g_ptr_array_index(t->identities, k);
+    const char *address = g_ptr_array_index(t->addresses, k);
+    json_t *old = json_object_get(devices, identity);
+    const char *old_state = json_string_value(json_object_get(old, "state"));
+    gboolean old_want_same = json_is_integer(json_object_get(old, "want")) &&
+                             json_integer_value(json_object_get(old, "want")) == want;
+    const char *state = error ? "pending" : "in-sync";
+    gboolean same = old && g_strcmp0(old_state, state) == 0 && old_want_same;
+    json_t *rec;
+
+    if (!applied)
+        applied = old && json_is_integer(json_object_get(old, "applied")) ? json_object_get(old, "applied")
+                                                                            : json_null();
+    rec = json_pack("{s:s, s:s, s:o, s:I, s:O, s:s, s:o, s:o, s:o}", "rp", t->rp, "rc", t->rc, "address",
+                    av_json_string_or_null(address), "want", (json_int_t)want, "applied", applied, "state", state,
+                    "since", same ? json_incref(json_object_get(old, "since")) : json_string(now), "error",
+                    av_json_string_or_null(error), "rp_address", av_json_string_or_null(t->address));
+    json_object_set_new(devices, identity, rec);
+    if (put || (error && !same) || (!error && g_strcmp0(old_state, "pending") == 0))
+        json_array_append_new(journal, json_pack("{s:s, s:o, s:s, s:s, s:I, s:s, s:o}", "identity", identity,
+                                                 "address", av_json_string_or_null(address), "rp", t->rp, "rc",
+                                                 t->rc, "reserved", (json_int_t)want, "result",
+                                                 error ? "pending" : "applied", "error",
+                                                 av_json_string_or_null(error)));
+}
+
+/* Appends the entries of @journal to the pool's journal (its lock taken
+ * briefly); a failure is logged: the state file says the same. */
+static void
+av_placement_journal(const char *state_dir, json_t *journal)
+{
+    g_autoptr(GError) error = NULL;
+    g_autoptr(AvPool) pool = NULL;
+    size_t i;
+    json_t *e;
+
+    if (json_array_size(journal) == 0)
+        return;
+    pool = av_pool_open(state_dir, AV_POOL_WRITE, AV_PLACEMENT_LOCK_TIMEOUT_MS, &error);
+    json_array_foreach(journal, i, e) {
+        if (pool && !av_pool_journal_append(pool, "placement", e, &error))
+            break;
+    }
+    if (error)
+        g_warning("cannot journal the Placement sync: %s", error->message);
+}
+
+/* See av-placement-sync.h. */
+gboolean
+av_placement_sync(const char *state_dir, const AvPolicy *policy, const GPtrArray *devices, const char *only_identity,
+                  AvPlacementReport **ret_report, GError **error)
+{
+    g_autoptr(AvPlacementReport) report = av_placement_report_new();
+    g_autofree char *lock_path = g_build_filename(state_dir, AV_PLACEMENT_LOCK_FILE, NULL);
+    g_autofree char *hostname = av_placement_hostname(policy);
+    g_autofree char *now = av_placement_now();
+    g_autofree char *state_path = av_placement_state_path(state_dir);
+    g_autoptr(AvLock) lock = NULL;
+    g_autoptr(json_t) state = NULL;
+    g_autoptr(json_t) journal = json_array();
+    g_autoptr(GPtrArray) targets = NULL;
+    g_autoptr(GHashTable) held = NULL;
+    g_autoptr(GHashTable) known = g_hash_table_new(g_str_hash, g_str_equal);
+    g_autoptr(GHashTable) covered = g_hash_table_new(g_str_hash, g_str_equal);
+    g_autoptr(AvPlacementClient) client = NULL;
+    g_autoptr(GError) client_error = NULL;
+    g_autoptr(GPtrArray) drop = g_ptr_array_new_with_free_func(g_free);
+    json_t *records;
+    const char *key;
+    json_t *rec;
+    void *tmp;
+
+    if (!av_file_ensure_dir(state_dir, 0700, error))
+        return FALSE;
+    lock = av_lock_take(lock_path, AV_LOCK_EXCLUSIVE, AV_PLACEMENT_LOCK_TIMEOUT_MS, error);
+    if (!lock)
+        return FALSE;
+    state = av_placement_state_read(state_dir, error);
+    if (!state)
+        return FALSE;
+    records = json_object_get(state, "devices");
+    targets = av_placement_targets(policy, hostname, devices, records, &held);
+    for (guint i = 0; devices && i < devices->len; i++)
+        g_hash_table_add(known, ((AvPlacementDevice *)g_ptr_array_index(devices, i))->identity);
+
+    /* What no target covers: devices that want nothing now (claimed, in
+     * use) keep their record without a wanted value; a pending value of a
+     * device gone from the pool is replayed; the rest is dropped. */
+    for (guint i = 0; i < targets->len; i++) {
+        AvPlacementTarget *t = g_ptr_array_index(targets, i);
+
+        for (guint k = 0; k < t->identities->len; k++)
+            g_hash_table_add(covered, g_ptr_array_index(t->identities, k));
+    }
+    json_object_foreach_safe(records, tmp, key, rec) {
+        if (g_hash_table_contains(covered, key) || (only_identity && g_strcmp0(key, only_identity) != 0))
+            continue;
+        if (g_hash_table_contains(held, key)) {
+            json_object_set_new(rec, "want", json_null());
+            json_object_set_new(rec, "state", json_string("in-sync"));
+            json_object_set_new(rec, "error", json_null());
+        } else if (!g_hash_table_contains(known, key) &&
+                   g_strcmp0(json_string_value(json_object_get(rec, "state")), "pending") == 0 &&
+                   json_is_string(json_object_get(rec, "rp")) && json_is_string(json_object_get(rec, "rc")) &&
+                   json_is_integer(json_object_get(rec, "want"))) {
+            AvPlacementTarget *t = av_placement_target_new(json_string_value(json_object_get(rec, "rp")),
+                                                           json_string_value(json_object_get(rec, "rc")),
+                                                           json_string_value(json_object_get(rec, "rp_address")),
+                                                           json_integer_value(json_object_get(rec, "want")));
+
+            g_ptr_array_add(t->identities, g_strdup(key));
+            g_ptr_array_add(t->addresses, g_strdup(json_string_value(json_object_get(rec, "address"))));
+            g_ptr_array_add(targets, t);
+            g_ptr_array_add(drop, g_strdup(key));   /* once applied */
+        } else {
+            g_ptr_array_add(drop, g_strdup(key));
+        }
+    }
+
+    for (guint i = 0; i < targets->len; i++) {
+        AvPlacementTarget *t = g_ptr_array_index(targets, i);
+        g_autoptr(GError) local = NULL;
+        AvInventory inv = { 0 };
+        gboolean put = FALSE;
+        gboolean ok = FALSE;
+        gint64 want;
+        json_t *result;
+
+        if (only_identity && !g_ptr_array_find_with_equal_func(t->identities, only_identity, g_str_equal, NULL))
+            continue;
+        if (!client && !client_error) {
+            AvOsCloud *cloud = av_os_cloud_load(policy && policy->nova ? policy->nova->cloud : NULL, &client_error);
+
+            if (cloud)
+                client = av_placement_client_new(cloud);
+        }
+        if (client)
+            ok = av_placement_set_reserved(client, t->rp, t->rc, t->want, &inv, &put, &local);
+        else
+            local = g_error_copy(client_error);
+        /* The value wanted, as a number: a whole function's total is 1
+         * (Nova's type-PCI and type-PF providers) until Placement says. */
+        want = ok ? inv.reserved : t->want < 0 ? 1 : t->want;
+        if (!ok) {
+            json_t *old = json_object_get(records, g_ptr_array_index(t->identities, 0));
+
+            if (t->want < 0 && json_is_integer(json_object_get(old, "want")) &&
+                json_integer_value(json_object_get(old, "want")) > 0)
+                want = json_integer_value(json_object_get(old, "want"));
+        }
+        for (guint k = 0; k < t->identities->len; k++)
+            av_placement_record(records, journal, t, k, want, ok ? json_integer(inv.reserved) : NULL, put,
+                                ok ? NULL : local->message, now);
+        /* Kept: every record of a value still pending; dropped: a
+         * replayed record of a device gone from the pool, once applied. */
+        for (guint k = 0; k < t->identities->len; k++) {
+            const char *identity = g_ptr_array_index(t->identities, k);
+            guint at;
+
+            if ((!ok || g_hash_table_contains(known, identity)) &&
+                g_ptr_array_find_with_equal_func(drop, identity, g_str_equal, &at))
+                g_ptr_array_remove_index(drop, at);
+        }
+        if (put)
+            report->applied++;
+        else if (ok)
+            report->in_sync++;
+        result = json_pack("{s:s, s:s, s:o, s:o, s:I, s:o, s:s, s:o}", "rp", t->rp, "rc", t->rc, "address",
+                           av_json_string_or_null(t->address), "identities", json_array(), "want", (json_int_t)want,
+                           "reserved", ok ? json_integer(inv.reserved) : json_null(), "result",
+                           put ? "applied" : ok ? "in-sync" : "pending", "error",
+                           av_json_string_or_null(ok ? NULL : local->message));
+        for (guint k = 0; k < t->identities->len; k++)
+            json_array_append_new(json_object_get(result, "identities"),
+                                  json_string(g_ptr_array_index(t->identities, k)));
+        json_array_append_new(report->results, result);
+    }
+    for (guint i = 0; i < drop->len; i++)
+        json_object_del(records, g_ptr_array_index(drop, i));
+    json_object_foreach(records, key, rec)
+        report->pending += g_strcmp0(json_string_value(json_object_get(rec, "state")), "pending") == 0;
+    if (json_object_size(records) > 0 || g_file_test(state_path, G_FILE_TEST_EXISTS)) {
+        if (!av_placement_state_write(state_dir, state, error))
+            return FALSE;
+    }
+    g_clear_pointer(&lock, av_lock_release);
+    av_placement_journal(state_dir, journal);
+    *ret_report = g_steal_pointer(&report);
+    return TRUE;
+}
+
+/* See av-placement-sync.h. */
+gboolean
+av_placement_sync_pool(const AvRoot *root, const char *state_dir, const AvPolicy *policy, const char *only_identity,
+                       AvPlacementReport **ret_report, GError **error)
+{
+    g_autoptr(GPtrArray) devices = NULL;
+
+    if (!av_placement_sync_wanted(policy, state_dir)) {
+        *ret_report = av_placement_report_new();
+        return TRUE;
+    }
+    {
+        g_autoptr(AvPool) pool = av_pool_open(state_dir, AV_POOL_READ, AV_PLACEMENT_LOCK_TIMEOUT_MS, error);
+
+        if (!pool)
+            return FALSE;
+        devices = av_placement_snapshot(root, pool, policy, error);
+        if (!devices)
+            return FALSE;
+    }
+    return av_placement_sync(state_dir, policy, devices, only_identity, ret_report, error);
+}
+
+/* See av-placement-sync.h. */
+json_t *
+av_placement_device_status(const AvPolicy *policy, json_t *state, const AvPoolDevice *dev)
+{
+    const AvProfile *profile = dev->profile ? av_policy_find(policy, dev->profile) : NULL;
+    json_t *rec = json_object_get(json_object_get(state, "devices"), dev->identity);
+    json_t *out;
+
+    if (dev->kind != AV_DEVICE_KIND_PCI || !av_policy_placement_sync(policy, profile))
+        return json_pack("{s:s}", "state", "off");
+    /* Claimed or in use (a whole function): Nova's allocation, nothing
+     * wanted. */
+    if (!rec && !strstr(dev->identity, "/vf") &&
+        (dev->state == AV_DEVICE_STATE_CLAIMED || dev->state == AV_DEVICE_STATE_IN_USE))
+        return json_pack("{s:s, s:n, s:n, s:n, s:n, s:n, s:n}", "state", "in-sync", "rp", "rc", "want", "applied",
+                         "since", "error");
+    if (!rec)
+        return json_pack("{s:s, s:n, s:n, s:n, s:n, s:n, s:s}", "state", "pending", "rp", "rc", "want", "applied",
+                         "since", "error", "not synced yet: the next worker, reconcile or placement sync does");
+    out = json_pack("{s:O, s:O, s:O, s:O, s:O, s:O, s:O}", "state", json_object_get(rec, "state"), "rp",
+                    json_object_get(rec, "rp"), "rc", json_object_get(rec, "rc"), "want",
+                    json_object_get(rec, "want"), "applied", json_object_get(rec, "applied"), "since",
+                    json_object_get(rec, "since"), "error", json_object_get(rec, "error"));
+    return out;
+}
+
+/* See av-placement-sync.h. */
+char *
+av_placement_status_text(json_t *status)
+{
+    const char *state = json_string_value(json_object_get(status, "state"));
+    json_t *applied = json_object_get(status, "applied");
+
+    if (g_strcmp0(state, "off") == 0)
+        return g_strdup("off");
+    if (g_strcmp0(state, "pending") == 0) {
+        const char *since = json_string_value(json_object_get(status, "since"));
+        const char *err = json_string_value(json_object_get(status, "error"));
+
+        return g_strdup_printf("pending since %s: %s", since ? since : "-", err ? err : "-");
+    }
+    if (json_is_null(json_object_get(status, "want")))
+        return json_is_integer(applied)
+                   ? g_strdup_printf("in sync (in use: Nova's allocation; reserved %" JSON_INTEGER_FORMAT " when "
+                                     "last set)", json_integer_value(applied))
+                   : g_strdup("in sync (in use: Nova's allocation)");
+    return g_strdup_printf("in sync (reserved %" JSON_INTEGER_FORMAT ")", json_integer_value(applied));
+}
