@@ -5,7 +5,8 @@
 # (readelf -d) only the libraries it uses, from an allow-list, and never
 # libvirt; it holds none of the code that calls libvirt (the "vm" scrub
 # method).  accelvirt and accelvirt-worker, which run "vm" steps, do link
-# libvirt: that proves the readings below see what they look for.
+# libvirt: that proves the readings below see what they look for.  libyaml
+# (the provider config of `accelvirt nova config`) is accelvirt's alone.
 . "$AV_TEST_SRCDIR/lib.sh"
 
 : "${ACCELVIRT_HOOK:?ACCELVIRT_HOOK is not set: run the tests with make check}"
@@ -75,5 +76,7 @@ check "accelvirt-hook needs neither libcurl nor libyaml, nor holds the Placement
     eval "needs_not '$ACCELVIRT_HOOK' '^lib(curl|yaml)' && ! defines '$ACCELVIRT_HOOK' av_placement_sync && ! defines '$ACCELVIRT_HOOK' av_os_cloud_load"
 check "accelvirt-worker and accelvirt need libcurl and libyaml (they talk to Placement)" \
     eval "needs '$ACCELVIRT_WORKER' '^libcurl' && needs '$ACCELVIRT_WORKER' '^libyaml' && needs '$ACCELVIRT' '^libcurl' && needs '$ACCELVIRT' '^libyaml' && defines '$ACCELVIRT_WORKER' av_placement_sync"
+check "accelvirt needs libyaml (clouds.yaml, and nova config's provider config)" \
+    eval "needs '$ACCELVIRT' '^libyaml-0\\.so'"
 
 finish

@@ -1339,6 +1339,103 @@ add_bad_tests(void)
     }
 }
 
+/* Ids as `lspci -n` and Nova's [pci] device_spec write them ("10de") as well
+ * as "0x10de"; class codes "0302", "030200" as well as "0x0302".  Every other
+ * spelling is refused with the message that names both forms. */
+static void
+test_id_forms(void)
+{
+    static const struct {
+        const char *text;
+        guint16 value;
+    } good[] = {
+        { "10de", 0x10de }, { "10DE", 0x10de }, { "0x10de", 0x10de }, { "0x10DE", 0x10de },
+        { "1", 0x0001 }, { "0x1", 0x0001 }, { "ffff", 0xffff }, { "0000", 0x0000 },
+    };
+    static const char *const bad[] = {
+        "", "0x", "10de0", "g0de", " 10de", "10de ", "0X10de", "-1", "+10de", "0x10de0", "x10de",
+        "0xg0de", "10 de",
+    };
+    static const struct {
+        const char *text;
+        guint32 code;
+        guint32 mask;
+    } good_class[] = {
+        { "0302", 0x030200, 0xffff00 }, { "0x0302", 0x030200, 0xffff00 },
+        { "030200", 0x030200, 0xffffff }, { "0x030201", 0x030201, 0xffffff }, { "0C03", 0x0c0300, 0xffff00 },
+    };
+    static const char *const bad_class[] = { "", "0x", "03", "03020", "0x03020", "0302000", "g302", " 0302" };
+
+    for (gsize i = 0; i < G_N_ELEMENTS(good); i++) {
+        g_autofree char *text = g_strdup_printf(
+            "{\"profiles\": [{\"name\": \"gpu\", \"match\": {\"vendor\": \"%s\", \"device\": \"%s\","
+            " \"subsystem_vendor\": \"%s\", \"subsystem_device\": \"%s\"},"
+            " \"companions\": [{\"vendor\": \"%s\", \"device\": \"%s\"}]}]}",
+            good[i].text, good[i].text, good[i].text, good[i].text, good[i].text, good[i].text);
+        g_autoptr(AvPolicy) policy = policy_from_text(text);
+        const AvProfile *p = av_policy_find(policy, "gpu");
+        const AvCompanionMatch *c;
+
+        g_assert_nonnull(p);
+        g_assert_true(p->match_vendor_set);
+        g_assert_cmphex(p->match_vendor, ==, good[i].value);
+        g_assert_cmpuint(p->match_devices->len, ==, 1);
+        g_assert_cmphex(g_array_index(p->match_devices, guint16, 0), ==, good[i].value);
+        g_assert_cmphex(p->match_subsystem_vendor, ==, good[i].value);
+        c = g_ptr_array_index(p->companions, 0);
+        g_assert_cmphex(c->vendor, ==, good[i].value);
+        g_assert_cmphex(g_array_index(c->devices, guint16, 0), ==, good[i].value);
+    }
+    for (gsize i = 0; i < G_N_ELEMENTS(bad); i++) {
+        static const char *const fields[] = { "vendor", "device", "subsystem_vendor", "subsystem_device" };
+
+        for (gsize f = 0; f < G_N_ELEMENTS(fields); f++) {
+            g_autofree char *text = g_strdup_printf(
+                "{\"profiles\": [{\"name\": \"gpu\", \"match\": {%s\"%s\": \"%s\"}}]}",
+                f == 0 ? "" : "\"vendor\": \"10de\", ", fields[f], bad[i]);
+            g_autofree char *want = g_strdup_printf("'match.%s' is ", fields[f]);
+            g_autoptr(AvPolicy) policy = av_policy_new();
+            g_autoptr(GError) err = NULL;
+
+            if (av_policy_add_data(policy, "test.json", text, strlen(text), &err))
+                g_error("'%s' accepted as %s", bad[i], fields[f]);
+            g_assert_error(err, AV_ERROR, AV_ERROR_POLICY);
+            g_assert_true(g_str_has_prefix(err->message, "test.json:1:"));
+            if (!strstr(err->message, want))
+                g_error("unexpected message for %s '%s': %s", fields[f], bad[i], err->message);
+            if (!strstr(err->message, "such as '10de' or '0x10de'") &&
+                !strstr(err->message, "expected 0000 to ffff (or 0x0000 to 0xffff)"))
+                g_error("message for '%s' names neither form: %s", bad[i], err->message);
+        }
+    }
+    for (gsize i = 0; i < G_N_ELEMENTS(good_class); i++) {
+        g_autofree char *text = g_strdup_printf(
+            "{\"profiles\": [{\"name\": \"gpu\", \"match\": {\"vendor\": \"10de\", \"class\": \"%s\"},"
+            " \"companions\": [{\"class\": \"%s\"}]}]}", good_class[i].text, good_class[i].text);
+        g_autoptr(AvPolicy) policy = policy_from_text(text);
+        const AvProfile *p = av_policy_find(policy, "gpu");
+        const AvCompanionMatch *c = g_ptr_array_index(p->companions, 0);
+
+        g_assert_cmphex(p->match_class, ==, good_class[i].code);
+        g_assert_cmphex(p->match_class_mask, ==, good_class[i].mask);
+        g_assert_cmphex(c->class_code, ==, good_class[i].code);
+        g_assert_cmphex(c->class_mask, ==, good_class[i].mask);
+    }
+    for (gsize i = 0; i < G_N_ELEMENTS(bad_class); i++) {
+        g_autofree char *text = g_strdup_printf(
+            "{\"profiles\": [{\"name\": \"gpu\", \"match\": {\"vendor\": \"10de\", \"class\": \"%s\"}}]}",
+            bad_class[i]);
+        g_autoptr(AvPolicy) policy = av_policy_new();
+        g_autoptr(GError) err = NULL;
+
+        if (av_policy_add_data(policy, "test.json", text, strlen(text), &err))
+            g_error("class '%s' accepted", bad_class[i]);
+        g_assert_error(err, AV_ERROR, AV_ERROR_POLICY);
+        g_assert_nonnull(strstr(err->message, "'match.class' is not a class code"));
+        g_assert_nonnull(strstr(err->message, "such as '0302' or '0x0302'"));
+    }
+}
+
 /* "match": {"mdev_parent": ...}: an mdev profile that takes parents by
  * their name in /sys/class/mdev_bus, PCI or not. */
 static void
@@ -1797,6 +1894,7 @@ main(int argc, char **argv)
     g_test_add_func("/policy/trust/symlink", test_trust_symlink);
     g_test_add_func("/policy/trust/scrub-files", test_trust_scrub_files);
     g_test_add_func("/policy/match-pci", test_match_pci);
+    g_test_add_func("/policy/id-forms", test_id_forms);
     g_test_add_func("/policy/match-usb", test_match_usb);
     g_test_add_func("/policy/to-string", test_to_string);
     g_test_add_func("/policy/match/mdev-parent", test_match_mdev_parent);

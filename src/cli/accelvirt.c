@@ -39,6 +39,7 @@ static const AvCommand commands[] = {
     { "health", av_cli_cmd_health, "Each managed device's AER counters, link and failures, against its profile (health [DEVICE])" },
     { "accounting", av_cli_cmd_accounting, "Device-hours by domain, project, user, profile or device, from the journal" },
     { "metrics", av_cli_cmd_metrics, "The pool, scrubs and device health in Prometheus text format (metrics [--output FILE])" },
+    { "nova", av_cli_cmd_nova, "What nova.conf needs for the managed devices, checked against Nova's rules (nova config [--provider-config FILE])" },
     { "placement", av_cli_cmd_placement, "Keep Nova's Placement true about the devices (placement sync | status)" },
     { "audit", av_cli_cmd_audit, "Compare running domains' live devices with the pool once (audit [--dry-run])" },
     { "bitstream", av_cli_cmd_bitstream, "The library of FPGA images (bitstream add FILE --name NAME | list | remove NAME)" },

@@ -241,6 +241,8 @@ int av_cli_cmd_accounting(AvCli *cli, int argc, char **argv);
 int av_cli_cmd_stale(AvCli *cli, int argc, char **argv);
 int av_cli_cmd_health(AvCli *cli, int argc, char **argv);
 int av_cli_cmd_metrics(AvCli *cli, int argc, char **argv);
+int av_cli_cmd_nova(AvCli *cli, int argc, char **argv);
+
 int av_cli_cmd_placement(AvCli *cli, int argc, char **argv);
 
 /* The Placement sync of the pool (issue 18, av_placement_sync_pool()):

@@ -570,18 +570,20 @@ get_enum(const PolicyParse *pp, json_t *obj, const char *key, const char *base,
                        key, json_string_value(v), list);
 }
 
-/* Parses "0x" and hex digits: *ret_digits counts them all, leading zeros
- * included; a value of more than 8 significant digits reads as G_MAXUINT64
- * (out of every range). */
+/* Parses a hex id as policies write it: "0x" and hex digits, or hex digits
+ * alone, as `lspci -n` and Nova's [pci] device_spec write them ("10de";
+ * nova/pci/devspec.py parses vendor_id with int(x, 16) and writes '%04x').
+ * *ret_digits counts the digits, leading zeros included (not the "0x"); a
+ * value of more than 8 significant digits reads as G_MAXUINT64 (out of every
+ * range).  Nothing else is accepted: no sign, no blanks, no "0X". */
 static gboolean
 parse_hex(const char *s, guint64 *ret_value, gsize *ret_digits)
 {
     guint64 v = 0;
     gsize n;
 
-    if (!g_str_has_prefix(s, "0x"))
-        return FALSE;
-    s += 2;
+    if (g_str_has_prefix(s, "0x"))
+        s += 2;
     n = strlen(s);
     if (n == 0 || strspn(s, "0123456789abcdefABCDEF") != n)
         return FALSE;
@@ -602,24 +604,24 @@ get_hex16_value(const PolicyParse *pp, json_t *v, const char *path, const char *
     gsize digits;
 
     if (!json_is_string(v))
-        return type_fail(pp, path, display, "a string of hex digits such as '0x10de'", v, error);
+        return type_fail(pp, path, display, "a string of hex digits such as '10de' or '0x10de'", v, error);
     if (!parse_hex(json_string_value(v), &value, &digits))
         return policy_fail(pp, path, FALSE, error,
-                           "'%s' is not a hex id: '%s'; expected '0x' and up to 4 hex digits, such as '0x10de'",
+                           "'%s' is not a hex id: '%s'; expected 1 to 4 hex digits, with or without '0x', such as '10de' or '0x10de'",
                            display, json_string_value(v));
     if (value > 0xffff)
-        return policy_fail(pp, path, FALSE, error, "'%s' is out of range: '%s'; expected 0x0000 to 0xffff",
+        return policy_fail(pp, path, FALSE, error, "'%s' is out of range: '%s'; expected 0000 to ffff (or 0x0000 to 0xffff)",
                            display, json_string_value(v));
     if (digits > 4)
         return policy_fail(pp, path, FALSE, error,
-                           "'%s' is not a hex id: '%s'; expected '0x' and up to 4 hex digits, such as '0x10de'",
+                           "'%s' is not a hex id: '%s'; expected 1 to 4 hex digits, with or without '0x', such as '10de' or '0x10de'",
                            display, json_string_value(v));
     *ret = (guint16)value;
     return TRUE;
 }
 
-/* A class code "0x0302" (base class and subclass: mask 0xffff00) or
- * "0x030200" (all 24 bits). */
+/* A class code "0302" or "0x0302" (base class and subclass: mask 0xffff00)
+ * or "030200" or "0x030200" (all 24 bits). */
 static gboolean
 get_class_value(const PolicyParse *pp, json_t *v, const char *path, const char *display, guint32 *ret_class,
                 guint32 *ret_mask, GError **error)
@@ -628,10 +630,10 @@ get_class_value(const PolicyParse *pp, json_t *v, const char *path, const char *
     gsize digits = 0;
 
     if (!json_is_string(v))
-        return type_fail(pp, path, display, "a string of hex digits such as '0x0302'", v, error);
+        return type_fail(pp, path, display, "a string of hex digits such as '0302' or '0x0302'", v, error);
     if (!parse_hex(json_string_value(v), &value, &digits) || (digits != 4 && digits != 6))
         return policy_fail(pp, path, FALSE, error,
-                           "'%s' is not a class code: '%s'; expected '0x' and 4 hex digits (base class and subclass, such as '0x0302') or 6 (with the programming interface, such as '0x030200')",
+                           "'%s' is not a class code: '%s'; expected 4 hex digits (base class and subclass, such as '0302' or '0x0302') or 6 (with the programming interface, such as '030200' or '0x030200'), with or without '0x'",
                            display, json_string_value(v));
     if (digits == 4) {
         *ret_class = (guint32)value << 8;
@@ -860,7 +862,7 @@ parse_match(const PolicyParse *pp, AvProfile *profile, json_t *match, const char
     v = json_object_get(match, "device");
     if (v) {
         g_autofree char *dp = path_join(path, "device");
-        if (!get_string_or_list(pp, profile, v, dp, "match.device", "a string of hex digits such as '0x20b5'",
+        if (!get_string_or_list(pp, profile, v, dp, "match.device", "a string of hex digits such as '20b5' or '0x20b5'",
                                 "list at least one device id, or leave 'device' out to match every device of the vendor",
                                 add_device_id, error))
             return FALSE;
@@ -972,7 +974,7 @@ parse_companions(const PolicyParse *pp, AvProfile *profile, json_t *obj, const c
             gsize n = one ? 1 : json_array_size(f);
 
             if (!json_is_string(f) && !json_is_array(f))
-                return type_fail(pp, fp, fd, "a string of hex digits such as '0x1aef' or a list of them", f, error);
+                return type_fail(pp, fp, fd, "a string of hex digits such as '1aef' or '0x1aef', or a list of them", f, error);
             if (n == 0)
                 return policy_fail(pp, fp, FALSE, error, "'%s' is an empty list; list at least one device id", fd);
             if (!c->vendor_set)
