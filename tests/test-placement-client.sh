@@ -113,6 +113,16 @@ check "a provider Nova has not made: not found (exit 2)" \
     status_is 2 "$CLIENT" noauth "compute1_0000:AF:00.0" CUSTOM_PCI_10DE_20B5 1
 check "an inventory it does not have: not found (exit 2)" \
     status_is 2 "$CLIENT" noauth "compute1_0000:3B:00.0" CUSTOM_OTHER 1
+ctl '{"providers": "other"}'
+check "a lookup answering another provider's name only: not found (exit 2)" \
+    status_is 2 "$CLIENT" noauth "compute1_0000:3B:00.0" CUSTOM_PCI_10DE_20B5 1
+ctl '{"providers": "two"}'
+check "two providers of the name: an error (exit 1)" \
+    status_is 1 "$CLIENT" noauth "compute1_0000:3B:00.0" CUSTOM_PCI_10DE_20B5 1
+ctl '{"providers": "baduuid"}'
+reset_log
+check "a malformed uuid: an error (exit 1), no inventory request" \
+    eval "status_is 1 '$CLIENT' noauth 'compute1_0000:3B:00.0' CUSTOM_PCI_10DE_20B5 1 >/dev/null && requests \"len(r) == 1\""
 ctl '{"fail": 503}'
 check "Placement answering 503: unreachable (exit 3)" \
     status_is 3 "$CLIENT" noauth "compute1_0000:3B:00.0" CUSTOM_PCI_10DE_20B5 1

@@ -327,6 +327,26 @@ av_placement_fail(GError **error, long status, const char *body, const char *met
     return FALSE;
 }
 
+/* Whether @uuid is 8-4-4-4-12 hex digits (either case). */
+static gboolean
+av_placement_uuid_valid(const char *uuid)
+{
+    static const int groups[] = { 8, 4, 4, 4, 12 };
+    const char *p = uuid;
+
+    if (!p)
+        return FALSE;
+    for (guint g = 0; g < G_N_ELEMENTS(groups); g++) {
+        for (int k = 0; k < groups[g]; k++, p++)
+            if (!g_ascii_isxdigit(*p))
+                return FALSE;
+        if (*p != (g + 1 < G_N_ELEMENTS(groups) ? '-' : '\0'))
+            return FALSE;
+        p++;
+    }
+    return TRUE;
+}
+
 /* See av-placement.h. */
 gboolean
 av_placement_find_provider(AvPlacementClient *client, const char *name, char **ret_uuid, GError **error)
@@ -335,7 +355,10 @@ av_placement_find_provider(AvPlacementClient *client, const char *name, char **r
     g_autofree char *path = g_strdup_printf("/resource_providers?name=%s", escaped);
     g_autofree char *body = NULL;
     g_autoptr(json_t) root = NULL;
-    const char *uuid;
+    const char *uuid = NULL;
+    json_t *rps;
+    json_t *rp;
+    size_t i;
     long status = 0;
 
     if (!av_placement_call(client, "GET", path, NULL, &status, &body, error))
@@ -343,11 +366,28 @@ av_placement_find_provider(AvPlacementClient *client, const char *name, char **r
     if (status != 200)
         return av_placement_fail(error, status, body, "GET", path);
     root = json_loads(body, 0, NULL);
-    uuid = json_string_value(json_object_get(json_array_get(json_object_get(root, "resource_providers"), 0),
-                                             "uuid"));
-    if (!json_is_array(json_object_get(root, "resource_providers"))) {
+    rps = json_object_get(root, "resource_providers");
+    if (!json_is_array(rps)) {
         g_set_error(error, AV_ERROR, AV_ERROR_FAILED, "Placement's answer to GET %s has no resource_providers", path);
         return FALSE;
+    }
+    /* Exactly one provider of that very name, with a well-formed uuid:
+     * anything else is not trusted (a reserved put on the wrong provider
+     * would hide another host's device). */
+    json_array_foreach(rps, i, rp) {
+        if (g_strcmp0(json_string_value(json_object_get(rp, "name")), name) != 0)
+            continue;
+        if (uuid) {
+            g_set_error(error, AV_ERROR, AV_ERROR_FAILED,
+                        "Placement has more than one resource provider named '%s'", name);
+            return FALSE;
+        }
+        uuid = json_string_value(json_object_get(rp, "uuid"));
+        if (!av_placement_uuid_valid(uuid)) {
+            g_set_error(error, AV_ERROR, AV_ERROR_FAILED,
+                        "Placement's resource provider '%s' has no valid uuid", name);
+            return FALSE;
+        }
     }
     if (!uuid) {
         g_set_error(error, AV_ERROR, AV_ERROR_NOT_FOUND,
