@@ -114,6 +114,45 @@ test_lookup_order(void)
     av_test_tmpdir_remove(tmp);
 }
 
+/* A "billion laughs" clouds.yaml: refused before any expansion; so is
+ * any alias, and a file of too many nodes. */
+static void
+test_yaml_bomb(void)
+{
+    g_autofree char *tmp = av_test_tmpdir();
+    g_autoptr(GString) big = g_string_new("clouds: {c: {auth_type: none}}\nx: [");
+    g_autoptr(GError) err = NULL;
+    AvOsCloud *cloud;
+
+    clean_env(tmp);
+    av_test_write(tmp, "home/.config/openstack/clouds.yaml",
+                  "a: &a [x, x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a, *a]\n"
+                  "c: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b, *b]\nd: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c, *c]\n"
+                  "e: &e [*d, *d, *d, *d, *d, *d, *d, *d, *d, *d]\nf: &f [*e, *e, *e, *e, *e, *e, *e, *e, *e, *e]\n"
+                  "g: &g [*f, *f, *f, *f, *f, *f, *f, *f, *f, *f]\nh: &h [*g, *g, *g, *g, *g, *g, *g, *g, *g, *g]\n"
+                  "clouds: {c: {auth_type: none, placement_endpoint_override: 'http://x', y: *h}}\n");
+    cloud = av_os_cloud_load("c", &err);
+    g_assert_null(cloud);
+    g_assert_error(err, AV_ERROR, AV_ERROR_INVALID_INPUT);
+    g_assert_nonnull(strstr(err->message, "aliases are not supported"));
+    g_clear_error(&err);
+    /* One alias of a scalar is refused too. */
+    av_test_write(tmp, "home/.config/openstack/clouds.yaml",
+                  "u: &u http://x\nclouds: {c: {auth_type: none, placement_endpoint_override: *u}}\n");
+    g_assert_null(av_os_cloud_load("c", &err));
+    g_assert_nonnull(strstr(err->message, "aliases are not supported"));
+    g_clear_error(&err);
+    for (int i = 0; i < 10001; i++)
+        g_string_append(big, "1,");
+    g_string_append(big, "1]\n");
+    av_test_write(tmp, "home/.config/openstack/clouds.yaml", big->str);
+    g_assert_null(av_os_cloud_load("c", &err));
+    g_assert_nonnull(strstr(err->message, "YAML nodes"));
+    g_clear_error(&err);
+    clean_env(tmp);
+    av_test_tmpdir_remove(tmp);
+}
+
 static void
 test_secure_and_trust(void)
 {
@@ -554,6 +593,7 @@ main(int argc, char **argv)
     av_test_init(&argc, &argv);
     g_test_add_func("/placement/clouds/lookup-order", test_lookup_order);
     g_test_add_func("/placement/clouds/secure-and-trust", test_secure_and_trust);
+    g_test_add_func("/placement/clouds/yaml-bomb", test_yaml_bomb);
     g_test_add_func("/placement/clouds/auth-types", test_auth_types);
     g_test_add_func("/placement/clouds/catalog", test_catalog);
     g_test_add_func("/placement/wanted", test_wanted);

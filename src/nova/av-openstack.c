@@ -144,6 +144,50 @@ av_os_yaml_node(yaml_document_t *doc, yaml_node_t *node, int depth)
     }
 }
 
+/* The most YAML nodes (scalars, sequences, mappings) a file may hold. */
+#define AV_OS_YAML_NODES_MAX 10000
+
+/* Refuses what the document loader would expand: any alias (a few bytes
+ * of nested aliases are gigabytes once each reference is copied), and more
+ * than AV_OS_YAML_NODES_MAX nodes.  TRUE when @data is free of both (or
+ * not YAML: the loader says so then). */
+static gboolean
+av_os_yaml_prescan(const char *path, const char *data, gsize len, GError **error)
+{
+    yaml_parser_t parser;
+    yaml_event_t event;
+    guint nodes = 0;
+    gboolean ok = TRUE;
+
+    if (!yaml_parser_initialize(&parser))
+        return TRUE;
+    yaml_parser_set_input_string(&parser, (const unsigned char *)data, len);
+    for (;;) {
+        yaml_event_type_t type;
+
+        if (!yaml_parser_parse(&parser, &event))
+            break;
+        type = event.type;
+        yaml_event_delete(&event);
+        if (type == YAML_ALIAS_EVENT) {
+            g_set_error(error, AV_ERROR, AV_ERROR_INVALID_INPUT, "%s: aliases are not supported", path);
+            ok = FALSE;
+            break;
+        }
+        if ((type == YAML_SCALAR_EVENT || type == YAML_SEQUENCE_START_EVENT || type == YAML_MAPPING_START_EVENT) &&
+            ++nodes > AV_OS_YAML_NODES_MAX) {
+            g_set_error(error, AV_ERROR, AV_ERROR_INVALID_INPUT, "%s: more than %d YAML nodes", path,
+                        AV_OS_YAML_NODES_MAX);
+            ok = FALSE;
+            break;
+        }
+        if (type == YAML_STREAM_END_EVENT)
+            break;
+    }
+    yaml_parser_delete(&parser);
+    return ok;
+}
+
 /* See av-openstack.h. */
 json_t *
 av_os_yaml_load(const char *path, GError **error)
@@ -167,6 +211,8 @@ av_os_yaml_load(const char *path, GError **error)
         g_set_error(error, AV_ERROR, AV_ERROR_IO, "cannot read '%s': %s", path, local->message);
         return NULL;
     }
+    if (!av_os_yaml_prescan(path, data, len, error))
+        return NULL;
     if (!yaml_parser_initialize(&parser)) {
         g_set_error(error, AV_ERROR, AV_ERROR_FAILED, "cannot start the YAML parser for '%s'", path);
         return NULL;
