@@ -570,6 +570,37 @@ test_state(void)
     g_assert_cmpstr(json_string_value(json_object_get(rec, "since")), ==, since);
     g_clear_pointer(&state, json_decref);
 
+    /* A replay never lowers reserved nor overrides a current device of
+     * the same provider and class: a gone device's pending 0 is dropped;
+     * a gone device's pending 1 on the provider a device now in the pool
+     * wants 0 of is not replayed after it. */
+    {
+        g_autoptr(json_t) js = av_placement_state_read(state_dir, &err);
+        json_t *devs = json_object_get(js, "devices");
+        json_t *r0 = json_deep_copy(json_object_get(devs, "dsn:10de:20b5:01.f0"));
+        json_t *r1 = json_deep_copy(r0);
+        g_autoptr(GPtrArray) now = g_ptr_array_new_with_free_func((GDestroyNotify)av_placement_device_free);
+
+        json_object_set_new(r0, "want", json_integer(0));
+        json_object_set_new(r0, "rp", json_string("compute1_0000:AF:00.0"));
+        json_object_set_new(devs, "dsn:10de:20b5:09.f0", r0);
+        json_object_set_new(devs, "dsn:10de:20b5:08.f0", r1);    /* want 1 on 0000:3B:00.0 */
+        json_object_del(devs, "dsn:10de:20b5:01.f0");
+        g_assert_true(av_placement_state_write(state_dir, js, &err));
+        add_dev(now, "dsn:10de:20b5:07.f0", "0000:3b:00.0", "gpu", AV_DEVICE_STATE_FREE, 0, 0x10de, 0x20b5, NULL);
+        g_assert_true(av_placement_sync(state_dir, policy, now, NULL, &report, &err));
+        g_assert_no_error(err);
+        g_assert_cmpuint(json_array_size(report->results), ==, 1);
+        g_assert_cmpint(json_integer_value(json_object_get(json_array_get(report->results, 0), "want")), ==, 0);
+        g_clear_pointer(&report, av_placement_report_free);
+        g_clear_pointer(&js, json_decref);
+        js = av_placement_state_read(state_dir, &err);
+        g_assert_null(json_object_get(json_object_get(js, "devices"), "dsn:10de:20b5:09.f0"));
+        g_assert_null(json_object_get(json_object_get(js, "devices"), "dsn:10de:20b5:08.f0"));
+        json_object_clear(json_object_get(js, "devices"));
+        g_assert_true(av_placement_state_write(state_dir, js, &err));
+    }
+
     /* Back, under a profile with the sync off: the record goes. */
     add_dev(devices, "dsn:10de:20b5:01.f0", "0000:3b:00.0", "off", AV_DEVICE_STATE_DIRTY, 0, 0x10de, 0x20b5, NULL);
     g_assert_true(av_placement_sync(state_dir, policy, devices, NULL, &report, &err));

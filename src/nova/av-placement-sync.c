@@ -393,6 +393,7 @@ av_placement_sync(const char *state_dir, const AvPolicy *policy, const GPtrArray
     g_autoptr(GHashTable) held = NULL;
     g_autoptr(GHashTable) known = g_hash_table_new(g_str_hash, g_str_equal);
     g_autoptr(GHashTable) covered = g_hash_table_new(g_str_hash, g_str_equal);
+    g_autoptr(GHashTable) covered_rp = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
     g_autoptr(AvPlacementClient) client = NULL;
     g_autoptr(GError) client_error = NULL;
     g_autoptr(GPtrArray) drop = g_ptr_array_new_with_free_func(g_free);
@@ -415,15 +416,20 @@ av_placement_sync(const char *state_dir, const AvPolicy *policy, const GPtrArray
         g_hash_table_add(known, ((AvPlacementDevice *)g_ptr_array_index(devices, i))->identity);
 
     /* What no target covers: devices that want nothing now (claimed, in
-     * use) keep their record without a wanted value; a pending value of a
-     * device gone from the pool is replayed; the rest is dropped. */
+     * use) keep their record without a wanted value; a pending value above
+     * 0 of a device gone from the pool is replayed unless a current target
+     * has the same provider and class (the current device's value is the
+     * truth then); the rest is dropped. */
     for (guint i = 0; i < targets->len; i++) {
         AvPlacementTarget *t = g_ptr_array_index(targets, i);
 
         for (guint k = 0; k < t->identities->len; k++)
             g_hash_table_add(covered, g_ptr_array_index(t->identities, k));
+        g_hash_table_add(covered_rp, g_strdup_printf("%s\n%s", t->rp, t->rc));
     }
     json_object_foreach_safe(records, tmp, key, rec) {
+        g_autofree char *replay_key = NULL;
+
         if (g_hash_table_contains(covered, key) || (only_identity && g_strcmp0(key, only_identity) != 0))
             continue;
         if (g_hash_table_contains(held, key)) {
@@ -433,7 +439,15 @@ av_placement_sync(const char *state_dir, const AvPolicy *policy, const GPtrArray
         } else if (!g_hash_table_contains(known, key) &&
                    g_strcmp0(json_string_value(json_object_get(rec, "state")), "pending") == 0 &&
                    json_is_string(json_object_get(rec, "rp")) && json_is_string(json_object_get(rec, "rc")) &&
-                   json_is_integer(json_object_get(rec, "want"))) {
+                   json_is_integer(json_object_get(rec, "want")) &&
+                   /* A replay only raises reserved (a device gone while
+                    * reserved stays so); it never lowers it ... */
+                   json_integer_value(json_object_get(rec, "want")) > 0 &&
+                   /* ... nor overrides what a device now in the pool
+                    * wants of the same provider and class. */
+                   !g_hash_table_contains(covered_rp, replay_key = g_strdup_printf(
+                                              "%s\n%s", json_string_value(json_object_get(rec, "rp")),
+                                              json_string_value(json_object_get(rec, "rc"))))) {
             AvPlacementTarget *t = av_placement_target_new(json_string_value(json_object_get(rec, "rp")),
                                                            json_string_value(json_object_get(rec, "rc")),
                                                            json_string_value(json_object_get(rec, "rp_address")),
@@ -442,6 +456,7 @@ av_placement_sync(const char *state_dir, const AvPolicy *policy, const GPtrArray
             g_ptr_array_add(t->identities, g_strdup(key));
             g_ptr_array_add(t->addresses, g_strdup(json_string_value(json_object_get(rec, "address"))));
             g_ptr_array_add(targets, t);
+            g_hash_table_add(covered_rp, g_steal_pointer(&replay_key));
             g_ptr_array_add(drop, g_strdup(key));   /* once applied */
         } else {
             g_ptr_array_add(drop, g_strdup(key));
