@@ -210,4 +210,12 @@ check "the worker: reserved = total before the scrub, 0 after it freed the devic
 check "... the state file in sync, reserved 0" \
     jq_py "$W/state/placement.json" "[(v['state'], v['applied']) for v in d['devices'].values()] == [('in-sync', 0)]"
 
+# A device dirty again since the last sync: its record (in sync, 0) is
+# older than its state; status says pending, not "in sync (reserved 0)".
+pool_state 0000:65:00.0 dirty
+check "status after a state change with no sync: pending (not synced yet)" \
+    eval "av status --no-sync >'$W/st2.txt' && grep -qx '    placement: pending (not synced yet)' '$W/st2.txt' && av status --no-sync --json >'$W/st2.json' && jq_py '$W/st2.json' \"[x['placement']['state'] for x in d['devices'] if x['address'] == '0000:65:00.0'] == ['pending']\""
+check "placement status too" \
+    eval "av placement status >'$W/ps2.out' && grep -q 'compute1_0000:65:00.0 CUSTOM_PCI_10DE_20F1: pending (not synced yet)' '$W/ps2.out'"
+
 finish

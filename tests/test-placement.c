@@ -553,6 +553,37 @@ test_state(void)
         g_autofree char *text_used = av_placement_status_text(u);
 
         g_assert_true(g_str_has_prefix(text, "pending since "));
+        /* An in-sync record of an older state: released (free) since a
+         * sync applied reserved 1, and dirty since one applied 0. */
+        {
+            g_autoptr(json_t) s2 = json_deep_copy(s);
+            json_t *r = json_object_get(json_object_get(s2, "devices"), "dsn:10de:20b5:01.f0");
+            AvPoolDevice freed = dev;
+            g_autoptr(json_t) a = NULL;
+            g_autoptr(json_t) b = NULL;
+            g_autoptr(json_t) c = NULL;
+            g_autofree char *ta = NULL;
+            g_autofree char *tb = NULL;
+            g_autofree char *tc = NULL;
+
+            json_object_set_new(r, "state", json_string("in-sync"));
+            json_object_set_new(r, "applied", json_integer(1));
+            json_object_set_new(r, "error", json_null());
+            freed.state = AV_DEVICE_STATE_FREE;
+            a = av_placement_device_status(policy, s2, &freed);
+            ta = av_placement_status_text(a);
+            g_assert_cmpstr(json_string_value(json_object_get(a, "state")), ==, "pending");
+            g_assert_cmpstr(ta, ==, "pending (not synced yet)");
+            freed.state = AV_DEVICE_STATE_DIRTY;
+            b = av_placement_device_status(policy, s2, &freed);
+            tb = av_placement_status_text(b);
+            g_assert_cmpstr(tb, ==, "in sync (reserved 1)");
+            json_object_set_new(r, "applied", json_integer(0));
+            json_object_set_new(r, "want", json_integer(0));
+            c = av_placement_device_status(policy, s2, &freed);
+            tc = av_placement_status_text(c);
+            g_assert_cmpstr(tc, ==, "pending (not synced yet)");
+        }
         g_assert_cmpstr(text_off, ==, "off");
         g_assert_cmpstr(text_used, ==, "in sync (in use: Nova's allocation)");
     }

@@ -113,6 +113,18 @@ av_placement_state_reserves(AvDeviceState state)
            state == AV_DEVICE_STATE_QUARANTINED;
 }
 
+/* Whether a device in @state reserves its function (a whole one) or counts
+ * among its PF's reserved VFs (@is_vf). */
+static gboolean
+av_placement_counts(AvDeviceState state, AvDeviceState before_missing, gboolean is_vf)
+{
+    return av_placement_state_reserves(state) ||
+           /* A VF gone while free (vfs_shrink, a lower sriov_numvfs) is no
+            * longer among Nova's either: not counted. */
+           (state == AV_DEVICE_STATE_MISSING &&
+            (!is_vf || (before_missing != AV_DEVICE_STATE_FREE && before_missing != AV_DEVICE_STATE_CLAIMED)));
+}
+
 static gint
 av_placement_target_compare(gconstpointer a, gconstpointer b)
 {
@@ -184,12 +196,7 @@ av_placement_targets(const AvPolicy *policy, const char *hostname, const GPtrArr
         }
         g_ptr_array_add(t->identities, g_strdup(dev->identity));
         g_ptr_array_add(t->addresses, g_strdup(dev->address));
-        counts = av_placement_state_reserves(dev->state) ||
-                 /* A VF gone while free (vfs_shrink, a lower sriov_numvfs)
-                  * is no longer among Nova's either: not counted. */
-                 (dev->state == AV_DEVICE_STATE_MISSING &&
-                  (!dev->is_vf || (dev->state_before_missing != AV_DEVICE_STATE_FREE &&
-                                   dev->state_before_missing != AV_DEVICE_STATE_CLAIMED)));
+        counts = av_placement_counts(dev->state, dev->state_before_missing, dev->is_vf);
         if (dev->is_vf)
             t->want += counts ? 1 : 0;
         else
@@ -558,6 +565,8 @@ av_placement_sync_pool(const AvRoot *root, const char *state_dir, const AvPolicy
     return av_placement_sync(state_dir, policy, devices, only_identity, ret_report, error);
 }
 
+#define AV_PLACEMENT_NOT_SYNCED "not synced yet: the next worker, reconcile or placement sync does"
+
 /* See av-placement-sync.h. */
 json_t *
 av_placement_device_status(const AvPolicy *policy, json_t *state, const AvPoolDevice *dev)
@@ -576,7 +585,31 @@ av_placement_device_status(const AvPolicy *policy, json_t *state, const AvPoolDe
                          "since", "error");
     if (!rec)
         return json_pack("{s:s, s:n, s:n, s:n, s:n, s:n, s:s}", "state", "pending", "rp", "rc", "want", "applied",
-                         "since", "error", "not synced yet: the next worker, reconcile or placement sync does");
+                         "since", "error", AV_PLACEMENT_NOT_SYNCED);
+    /* The record against what the device's state wants now (as
+     * av_placement_targets() counts it): a record of an older state (a
+     * device released since the last sync) is not "in sync". */
+    if (g_strcmp0(json_string_value(json_object_get(rec, "state")), "in-sync") == 0) {
+        gboolean is_vf = strstr(dev->identity, "/vf") != NULL;
+        gboolean held = !is_vf && (dev->state == AV_DEVICE_STATE_CLAIMED || dev->state == AV_DEVICE_STATE_IN_USE);
+        gboolean counts = av_placement_counts(dev->state, dev->state_before_missing, is_vf);
+        json_t *applied = json_object_get(rec, "applied");
+        json_t *want = json_object_get(rec, "want");
+        gboolean stale;
+
+        if (held)
+            stale = !json_is_null(want);
+        else if (!json_is_integer(applied) || !json_is_integer(want))
+            stale = TRUE;
+        else if (is_vf)
+            stale = counts && json_integer_value(applied) < 1;
+        else
+            stale = counts ? json_integer_value(applied) < 1 : json_integer_value(applied) != 0;
+        if (stale)
+            return json_pack("{s:s, s:O, s:O, s:n, s:O, s:n, s:s}", "state", "pending", "rp",
+                             json_object_get(rec, "rp"), "rc", json_object_get(rec, "rc"), "want", "applied", applied,
+                             "since", "error", AV_PLACEMENT_NOT_SYNCED);
+    }
     out = json_pack("{s:O, s:O, s:O, s:O, s:O, s:O, s:O}", "state", json_object_get(rec, "state"), "rp",
                     json_object_get(rec, "rp"), "rc", json_object_get(rec, "rc"), "want",
                     json_object_get(rec, "want"), "applied", json_object_get(rec, "applied"), "since",
@@ -596,6 +629,9 @@ av_placement_status_text(json_t *status)
     if (g_strcmp0(state, "pending") == 0) {
         const char *since = json_string_value(json_object_get(status, "since"));
         const char *err = json_string_value(json_object_get(status, "error"));
+
+        if (!since && g_strcmp0(err, AV_PLACEMENT_NOT_SYNCED) == 0)
+            return g_strdup("pending (not synced yet)");
 
         return g_strdup_printf("pending since %s: %s", since ? since : "-", err ? err : "-");
     }
