@@ -4,6 +4,9 @@
 #include "nova/av-placement-sync.h"
 
 #include <errno.h>
+#include <limits.h>
+#include <netdb.h>
+#include <sys/socket.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -74,17 +77,50 @@ av_placement_resource_class(const AvProfile *profile, guint16 vendor, guint16 de
     return g_strdup_printf("CUSTOM_PCI_%04X_%04X", vendor, device);
 }
 
+/* See av-placement-sync.h.  As libvirt's virGetHostname() (src/util/virutil.c,
+ * virGetHostnameImpl()), which virConnectGetHostname() answers and Nova
+ * takes as the compute node's hypervisor_hostname: gethostname() when it
+ * starts with "localhost" or has a '.'; else the canonical name
+ * getaddrinfo() gives for it (AI_CANONNAME, AF_UNSPEC), unless that fails,
+ * is missing or starts with "localhost". */
+char *
+av_placement_default_hostname(void)
+{
+    struct addrinfo hints = { 0 };
+    struct addrinfo *info = NULL;
+    char name[HOST_NAME_MAX + 1] = "";
+    char *out;
+
+    if (gethostname(name, sizeof(name)) < 0)
+        return NULL;
+    name[sizeof(name) - 1] = '\0';
+    if (!*name)
+        return NULL;
+    if (g_str_has_prefix(name, "localhost") || strchr(name, '.'))
+        return g_strdup(name);
+    hints.ai_flags = AI_CANONNAME;
+#ifdef AI_CANONIDN
+    hints.ai_flags |= AI_CANONIDN;
+#endif
+    hints.ai_family = AF_UNSPEC;
+    if (getaddrinfo(name, NULL, &hints, &info) != 0)
+        return g_strdup(name);
+    out = g_strdup(info->ai_canonname && !g_str_has_prefix(info->ai_canonname, "localhost") ? info->ai_canonname
+                                                                                               : name);
+    freeaddrinfo(info);
+    return out;
+}
+
 /* See av-placement-sync.h. */
 char *
 av_placement_hostname(const AvPolicy *policy)
 {
-    char name[256] = "";
+    char *name;
 
     if (policy && policy->nova && policy->nova->hypervisor_hostname)
         return g_strdup(policy->nova->hypervisor_hostname);
-    if (gethostname(name, sizeof(name) - 1) < 0 || !*name)
-        return g_strdup("localhost");
-    return g_strdup(name);
+    name = av_placement_default_hostname();
+    return name ? name : g_strdup("localhost");
 }
 
 /* The vendor and device ids of a PCI identity ("dsn:VVVV:DDDD:..." or
