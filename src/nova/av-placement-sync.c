@@ -419,17 +419,27 @@ av_placement_journal(const char *state_dir, json_t *journal)
         g_warning("cannot journal the Placement sync: %s", error->message);
 }
 
-/* See av-placement-sync.h. */
-gboolean
-av_placement_sync(const char *state_dir, const AvPolicy *policy, const GPtrArray *devices, const char *only_identity,
-                  AvPlacementReport **ret_report, GError **error)
+/* Takes placement.lock of @state_dir: the first lock of a sync (the pool's
+ * is taken under it, briefly, never the other way round). */
+static AvLock *
+av_placement_lock(const char *state_dir, GError **error)
+{
+    g_autofree char *lock_path = g_build_filename(state_dir, AV_PLACEMENT_LOCK_FILE, NULL);
+
+    if (!av_file_ensure_dir(state_dir, 0700, error))
+        return NULL;
+    return av_lock_take(lock_path, AV_LOCK_EXCLUSIVE, AV_PLACEMENT_LOCK_TIMEOUT_MS, error);
+}
+
+/* av_placement_sync() with placement.lock held by the caller. */
+static gboolean
+av_placement_sync_locked(const char *state_dir, const AvPolicy *policy, const GPtrArray *devices,
+                         const char *only_identity, AvPlacementReport **ret_report, GError **error)
 {
     g_autoptr(AvPlacementReport) report = av_placement_report_new();
-    g_autofree char *lock_path = g_build_filename(state_dir, AV_PLACEMENT_LOCK_FILE, NULL);
     g_autofree char *hostname = av_placement_hostname(policy);
     g_autofree char *now = av_placement_now();
     g_autofree char *state_path = av_placement_state_path(state_dir);
-    g_autoptr(AvLock) lock = NULL;
     g_autoptr(json_t) state = NULL;
     g_autoptr(json_t) journal = json_array();
     g_autoptr(GPtrArray) targets = NULL;
@@ -445,11 +455,6 @@ av_placement_sync(const char *state_dir, const AvPolicy *policy, const GPtrArray
     json_t *rec;
     void *tmp;
 
-    if (!av_file_ensure_dir(state_dir, 0700, error))
-        return FALSE;
-    lock = av_lock_take(lock_path, AV_LOCK_EXCLUSIVE, AV_PLACEMENT_LOCK_TIMEOUT_MS, error);
-    if (!lock)
-        return FALSE;
     state = av_placement_state_read(state_dir, error);
     if (!state)
         return FALSE;
@@ -572,10 +577,23 @@ av_placement_sync(const char *state_dir, const AvPolicy *policy, const GPtrArray
         if (!av_placement_state_write(state_dir, state, error))
             return FALSE;
     }
-    g_clear_pointer(&lock, av_lock_release);
+    /* Journaled under placement.lock (the pool's lock taken briefly, in
+     * the lock order): the entries of two syncs never interleave. */
     av_placement_journal(state_dir, journal);
     *ret_report = g_steal_pointer(&report);
     return TRUE;
+}
+
+/* See av-placement-sync.h. */
+gboolean
+av_placement_sync(const char *state_dir, const AvPolicy *policy, const GPtrArray *devices, const char *only_identity,
+                  AvPlacementReport **ret_report, GError **error)
+{
+    g_autoptr(AvLock) lock = av_placement_lock(state_dir, error);
+
+    if (!lock)
+        return FALSE;
+    return av_placement_sync_locked(state_dir, policy, devices, only_identity, ret_report, error);
 }
 
 /* See av-placement-sync.h. */
@@ -584,11 +602,18 @@ av_placement_sync_pool(const AvRoot *root, const char *state_dir, const AvPolicy
                        AvPlacementReport **ret_report, GError **error)
 {
     g_autoptr(GPtrArray) devices = NULL;
+    g_autoptr(AvLock) lock = NULL;
 
     if (!av_placement_sync_wanted(policy, state_dir)) {
         *ret_report = av_placement_report_new();
         return TRUE;
     }
+    /* placement.lock first, then the pool read under it: syncs apply their
+     * snapshots in the order they were taken (an older snapshot's "free:
+     * 0" never lands after a newer "dirty: total"). */
+    lock = av_placement_lock(state_dir, error);
+    if (!lock)
+        return FALSE;
     {
         g_autoptr(AvPool) pool = av_pool_open(state_dir, AV_POOL_READ, AV_PLACEMENT_LOCK_TIMEOUT_MS, error);
 
@@ -598,7 +623,7 @@ av_placement_sync_pool(const AvRoot *root, const char *state_dir, const AvPolicy
         if (!devices)
             return FALSE;
     }
-    return av_placement_sync(state_dir, policy, devices, only_identity, ret_report, error);
+    return av_placement_sync_locked(state_dir, policy, devices, only_identity, ret_report, error);
 }
 
 #define AV_PLACEMENT_NOT_SYNCED "not synced yet: the next worker, reconcile or placement sync does"
