@@ -641,10 +641,28 @@ test_state(void)
     g_assert_cmpuint(json_object_size(json_object_get(state, "devices")), ==, 0);
     g_clear_pointer(&state, json_decref);
 
-    /* A state file that does not parse is left alone. */
+    /* A state file that does not parse is moved to placement.json.bad and
+     * the sync starts from an empty state: the device's value pending. */
     av_test_write(state_dir, "placement.json", "{\"version\": 2}");
-    g_assert_false(av_placement_sync(state_dir, policy, devices, NULL, &report, &err));
-    g_assert_error(err, AV_ERROR, AV_ERROR_CORRUPT_STATE);
+    g_ptr_array_set_size(devices, 0);
+    add_dev(devices, "dsn:10de:20b5:01.f0", "0000:3b:00.0", "gpu", AV_DEVICE_STATE_DIRTY, 0, 0x10de, 0x20b5, NULL);
+    g_test_expect_message("accelvirt", G_LOG_LEVEL_WARNING, "*placement.json.bad*");
+    g_assert_true(av_placement_sync(state_dir, policy, devices, NULL, &report, &err));
+    g_test_assert_expected_messages();
+    g_assert_no_error(err);
+    g_assert_cmpuint(report->pending, ==, 1);
+    g_clear_pointer(&report, av_placement_report_free);
+    {
+        g_autofree char *bad = g_build_filename(state_dir, "placement.json.bad", NULL);
+        g_autofree char *text = NULL;
+
+        g_assert_true(g_file_get_contents(bad, &text, NULL, NULL));
+        g_assert_cmpstr(text, ==, "{\"version\": 2}");
+    }
+    state = av_placement_state_read(state_dir, &err);
+    g_assert_no_error(err);
+    g_assert_nonnull(json_object_get(json_object_get(state, "devices"), "dsn:10de:20b5:01.f0"));
+    g_clear_pointer(&state, json_decref);
     clean_env(tmp);
     av_test_tmpdir_remove(tmp);
 }

@@ -419,6 +419,19 @@ av_placement_journal(const char *state_dir, json_t *journal)
         g_warning("cannot journal the Placement sync: %s", error->message);
 }
 
+/* One journal entry @event with @fields (stolen), the pool's lock taken
+ * briefly; a failure is logged. */
+static void
+av_placement_journal_event(const char *state_dir, const char *event, json_t *fields)
+{
+    g_autoptr(GError) error = NULL;
+    g_autoptr(AvPool) pool = av_pool_open(state_dir, AV_POOL_WRITE, AV_PLACEMENT_LOCK_TIMEOUT_MS, &error);
+    g_autoptr(json_t) owned = fields;
+
+    if (!pool || !av_pool_journal_append(pool, event, owned, &error))
+        g_warning("cannot journal the Placement sync: %s", error->message);
+}
+
 /* Takes placement.lock of @state_dir: the first lock of a sync (the pool's
  * is taken under it, briefly, never the other way round). */
 static AvLock *
@@ -450,14 +463,35 @@ av_placement_sync_locked(const char *state_dir, const AvPolicy *policy, const GP
     g_autoptr(AvPlacementClient) client = NULL;
     g_autoptr(GError) client_error = NULL;
     g_autoptr(GPtrArray) drop = g_ptr_array_new_with_free_func(g_free);
+    g_autoptr(GError) read_error = NULL;
     json_t *records;
     const char *key;
     json_t *rec;
     void *tmp;
 
-    state = av_placement_state_read(state_dir, error);
-    if (!state)
+    state = av_placement_state_read(state_dir, &read_error);
+    if (!state && g_error_matches(read_error, AV_ERROR, AV_ERROR_CORRUPT_STATE)) {
+        /* A state file that does not parse: moved aside, and the sync
+         * starts from nothing (every wanted value comes from the pool; what
+         * it had pending for devices gone since is lost, and said so). */
+        g_autofree char *bad = g_strconcat(state_path, ".bad", NULL);
+
+        if (rename(state_path, bad) < 0) {
+            g_set_error(error, AV_ERROR, AV_ERROR_IO, "%s; cannot move it to '%s': %s", read_error->message, bad,
+                        g_strerror(errno));
+            return FALSE;
+        }
+        g_warning("%s: moved to '%s', the Placement sync starts from an empty state", read_error->message, bad);
+        av_placement_journal_event(state_dir, "placement-state",
+                                   json_pack("{s:s, s:s, s:s}", "file", state_path, "moved_to", bad, "error",
+                                             read_error->message));
+        g_clear_error(&read_error);
+        state = json_pack("{s:i, s:{}}", "version", 1, "devices");
+    }
+    if (!state) {
+        g_propagate_error(error, g_steal_pointer(&read_error));
         return FALSE;
+    }
     records = json_object_get(state, "devices");
     targets = av_placement_targets(policy, hostname, devices, records, &held);
     for (guint i = 0; devices && i < devices->len; i++)
