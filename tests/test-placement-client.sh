@@ -37,6 +37,12 @@ clouds:
   down:
     auth_type: admin_token
     placement_endpoint_override: "http://127.0.0.1:9/placement"
+  userinfo:
+    auth_type: admin_token
+    placement_endpoint_override: "http://bob:pw-s3cret@127.0.0.1:9/placement"
+  plain:
+    auth_type: admin_token
+    placement_endpoint_override: "http://127.0.0.2:9/placement"
   keystone:
     auth_type: password
     interface: internal
@@ -129,6 +135,12 @@ check "Placement answering 503: unreachable (exit 3)" \
 ctl '{}'
 check "nothing listening: unreachable (exit 3)" \
     status_is 3 "$CLIENT" down "compute1_0000:3B:00.0" CUSTOM_PCI_10DE_20B5 1
+check "a user:password@ in the URL: not in the error" \
+    eval "status_is 3 '$CLIENT' userinfo 'compute1_0000:3B:00.0' CUSTOM_PCI_10DE_20B5 1 >'$AV_TMP/ui.out' 2>&1 && grep -q 'cannot reach http://127.0.0.1:9/placement' '$AV_TMP/ui.out' && ! grep -q 'pw-s3cret' '$AV_TMP/ui.out'"
+check "a token sent over plain http to another host: a warning" \
+    eval "status_is 3 '$CLIENT' plain 'compute1_0000:3B:00.0' CUSTOM_PCI_10DE_20B5 1 >'$AV_TMP/pl.out' 2>&1 && grep -q 'plain http' '$AV_TMP/pl.out'"
+check "... none to 127.0.0.1" \
+    eval "status_is 3 '$CLIENT' down 'compute1_0000:3B:00.0' CUSTOM_PCI_10DE_20B5 1 >'$AV_TMP/dn.out' 2>&1 && ! grep -q 'plain http' '$AV_TMP/dn.out'"
 check "a token Placement refuses: exit 1" \
     status_is 1 "$CLIENT" badtoken "compute1_0000:3B:00.0" CUSTOM_PCI_10DE_20B5 1
 

@@ -500,6 +500,55 @@ av_os_token_request(const AvOsCloud *cloud, GError **error)
 
 /* See av-openstack.h. */
 char *
+av_os_url_redact(const char *url)
+{
+    const char *start;
+    const char *end;
+    const char *at;
+
+    if (!url)
+        return NULL;
+    start = strstr(url, "://");
+    if (!start)
+        return g_strdup(url);
+    start += 3;
+    end = start + strcspn(start, "/?#");
+    at = NULL;
+    for (const char *p = start; p < end; p++)
+        if (*p == '@')
+            at = p;
+    if (!at)
+        return g_strdup(url);
+    return g_strdup_printf("%.*s%s", (int)(start - url), url, at + 1);
+}
+
+/* See av-openstack.h. */
+gboolean
+av_os_url_plain_remote(const char *url)
+{
+    g_autofree char *clean = av_os_url_redact(url);
+    const char *host;
+    gsize n;
+
+    if (!clean || g_ascii_strncasecmp(clean, "http://", 7) != 0)
+        return FALSE;
+    host = clean + 7;
+    n = strcspn(host, "/?#");
+    if (*host == '[') {
+        const char *close = memchr(host, ']', n);
+
+        if (close && close - host == 4 && strncmp(host, "[::1]", 5) == 0)
+            return FALSE;
+        return TRUE;
+    }
+    n = strcspn(host, ":/?#");
+    if ((n == 9 && g_ascii_strncasecmp(host, "localhost", 9) == 0) || (n == 9 && strncmp(host, "127.0.0.1", 9) == 0))
+        return FALSE;
+    return TRUE;
+}
+
+/* See av-openstack.h. */
+char *
 av_os_catalog_endpoint(json_t *body, const char *interface, const char *region, GError **error)
 {
     json_t *catalog = json_object_get(json_object_get(body, "token"), "catalog");

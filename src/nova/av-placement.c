@@ -23,6 +23,7 @@ struct AvPlacementClient {
     char *token;
     char *endpoint;              /* without a trailing '/' */
     GError *broken;              /* set once Placement or Keystone cannot be used */
+    gboolean warned_plain;       /* the plain-http warning given */
 };
 
 typedef struct {
@@ -166,7 +167,9 @@ av_http_request(AvPlacementClient *client, const char *method, const char *url, 
     curl_slist_free_all(list);
     curl_easy_setopt(client->curl, CURLOPT_HTTPHEADER, NULL);
     if (rc != CURLE_OK) {
-        g_set_error(error, AV_ERROR, AV_ERROR_IO, "cannot reach %s: %s", url,
+        g_autofree char *shown = av_os_url_redact(url);
+
+        g_set_error(error, AV_ERROR, AV_ERROR_IO, "cannot reach %s: %s", shown,
                     reply.too_big ? "the answer is too long" : *errbuf ? errbuf : curl_easy_strerror(rc));
         g_string_free(reply.body, TRUE);
         g_free(reply.subject_token);
@@ -200,6 +203,21 @@ av_http_detail(const char *body)
     if (strlen(text) > 200)
         strcpy(text + 197, "...");
     return g_steal_pointer(&text);
+}
+
+/* A warning (once per client) when @what is sent in clear to @url: plain
+ * http:// to a host other than this one. */
+static void
+av_placement_warn_plain(AvPlacementClient *client, const char *url, const char *what)
+{
+    g_autofree char *shown = NULL;
+
+    if (client->warned_plain || !av_os_url_plain_remote(url))
+        return;
+    client->warned_plain = TRUE;
+    shown = av_os_url_redact(url);
+    g_warning("cloud '%s' of '%s': %s goes to %s over plain http (not https): anyone on the way can read it",
+              client->cloud->name, client->cloud->file, what, shown);
 }
 
 /* Authenticates @client once (see av_placement_client_new()). */
@@ -241,14 +259,16 @@ av_placement_auth(AvPlacementClient *client, GError **error)
         if (!request)
             return FALSE;
         url = av_os_token_url(cloud);
+        av_placement_warn_plain(client, url, "the credentials");
         body = json_dumps(request, JSON_COMPACT);
         if (!av_http_request(client, "POST", url, headers, body, &status, &reply, &token, error))
             return av_placement_break(client, error);
         if (status != 201 || !token) {
             g_autofree char *detail = av_http_detail(reply);
+            g_autofree char *shown = av_os_url_redact(url);
 
             g_set_error(error, AV_ERROR, status >= 500 ? AV_ERROR_IO : AV_ERROR_FAILED,
-                        "Keystone refused the credentials of cloud '%s' (POST %s: HTTP %ld%s%s)", cloud->name, url,
+                        "Keystone refused the credentials of cloud '%s' (POST %s: HTTP %ld%s%s)", cloud->name, shown,
                         status, *detail ? ": " : "", detail);
             return av_placement_break(client, error);
         }
@@ -264,6 +284,7 @@ av_placement_auth(AvPlacementClient *client, GError **error)
     }
     for (gsize n = strlen(client->endpoint); n > 0 && client->endpoint[n - 1] == '/'; n--)
         client->endpoint[n - 1] = '\0';
+    av_placement_warn_plain(client, client->endpoint, "Placement's token");
     return TRUE;
 }
 
@@ -302,10 +323,11 @@ av_placement_call(AvPlacementClient *client, const char *method, const char *pat
         }
         if (status == 401 || status == 403) {
             g_autofree char *detail = av_http_detail(reply);
+            g_autofree char *shown = av_os_url_redact(url);
 
             g_free(reply);
             g_set_error(error, AV_ERROR, AV_ERROR_FAILED, "Placement refused the token of cloud '%s' (%s %s: HTTP "
-                        "%ld%s%s)", client->cloud->name, method, url, status, *detail ? ": " : "", detail);
+                        "%ld%s%s)", client->cloud->name, method, shown, status, *detail ? ": " : "", detail);
             return av_placement_break(client, error);
         }
         *ret_status = status;
