@@ -108,8 +108,34 @@ check "... with the new generation" \
     requests "[x['method'] for x in r] == ['GET', 'GET', 'PUT', 'GET', 'PUT'] and r[2]['body']['resource_provider_generation'] == 2 and r[4]['body']['resource_provider_generation'] == 3 and r[4]['body']['reserved'] == 0"
 reset_log
 ctl '{"conflicts": 9}'
+t0=$(date +%s%N)
 check "409 on every try: given up after 6 PUTs" status_is 1 "$CLIENT" noauth "compute1_0000:3B:00.0" CUSTOM_PCI_10DE_20B5 1
+t1=$(date +%s%N)
 check "... 6 PUTs" requests "[x['method'] for x in r].count('PUT') == 6"
+check "... with growing pauses between the tries (50+100+200+400+800 ms)" \
+    test $(((t1 - t0) / 1000000)) -ge 1500
+ctl '{"conflicts": 99}'
+reset_log
+t0=$(date +%s%N)
+check "409 on every try and a run of 400 ms: given up when no time is left (exit 3)" \
+    eval "status_is 3 '$CLIENT' noauth 'compute1_0000:3B:00.0,compute1_0000:17:00.0' CUSTOM_PCI_10DE_20B5 1 400 >'$AV_TMP/c.out' && grep -c 'no time left in this run' '$AV_TMP/c.out' | grep -qx 2"
+t1=$(date +%s%N)
+check "... in bounded time, the second provider asked nothing" \
+    eval "test $(((t1 - t0) / 1000000)) -lt 1500 && requests \"all('17%3A00' not in x['path'] for x in r)\""
+ctl '{"slow": 3}'
+reset_log
+t0=$(date +%s%N)
+check "answers 3 s late, a run of 1 s: both providers pending (exit 3)" \
+    eval "status_is 3 '$CLIENT' noauth 'compute1_0000:3B:00.0,compute1_0000:17:00.0' CUSTOM_PCI_10DE_20B5 1 1000 >'$AV_TMP/s.out' && [ \$(grep -c '^error: ' '$AV_TMP/s.out') = 2 ]"
+t1=$(date +%s%N)
+check "... within the run's time, one request made" \
+    eval "test $(((t1 - t0) / 1000000)) -lt 2500 && requests 'len(r) == 1'"
+ctl '{"fail": 503}'
+# the slow server may still be answering the one request
+sleep 3
+reset_log
+check "a 503: the run stops, the next provider is not asked (exit 3)" \
+    eval "status_is 3 '$CLIENT' noauth 'compute1_0000:3B:00.0,compute1_0000:17:00.0' CUSTOM_PCI_10DE_20B5 1 >'$AV_TMP/f.out' && [ \$(grep -c 'HTTP 503' '$AV_TMP/f.out') = 2 ] && requests 'len(r) == 1'"
 ctl '{}'
 
 check "a PF counting VFs: the wanted count capped at the total" \

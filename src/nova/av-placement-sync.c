@@ -559,8 +559,10 @@ av_placement_sync_locked(const char *state_dir, const AvPolicy *policy, const GP
         if (!client && !client_error) {
             AvOsCloud *cloud = av_os_cloud_load(policy && policy->nova ? policy->nova->cloud : NULL, &client_error);
 
-            if (cloud)
+            if (cloud) {
                 client = av_placement_client_new(cloud);
+                av_placement_client_set_budget(client, AV_PLACEMENT_RUN_BUDGET_S * 1000);
+            }
         }
         if (client)
             ok = av_placement_set_reserved(client, t->rp, t->rc, t->want, &inv, &put, &local);

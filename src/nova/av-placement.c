@@ -24,7 +24,12 @@ struct AvPlacementClient {
     char *endpoint;              /* without a trailing '/' */
     GError *broken;              /* set once Placement or Keystone cannot be used */
     gboolean warned_plain;       /* the plain-http warning given */
+    gboolean reauthed;           /* a 401 authenticated again once this run */
+    gint64 deadline;             /* g_get_monotonic_time() the run ends by; 0: none */
 };
+
+/* The error of a run out of time. */
+#define AV_PLACEMENT_NO_TIME "no time left in this run"
 
 typedef struct {
     GString *body;
@@ -103,6 +108,23 @@ av_placement_client_broken(const AvPlacementClient *client)
     return client->broken != NULL;
 }
 
+/* See av-placement.h. */
+void
+av_placement_client_set_budget(AvPlacementClient *client, gint64 budget_ms)
+{
+    client->deadline = g_get_monotonic_time() + budget_ms * 1000;
+}
+
+/* Milliseconds left of @client's run (G_MAXINT64 without a deadline, <= 0
+ * once spent). */
+static gint64
+av_placement_left_ms(const AvPlacementClient *client)
+{
+    if (!client->deadline)
+        return G_MAXINT64;
+    return (client->deadline - g_get_monotonic_time()) / 1000;
+}
+
 /* Marks @client broken with a copy of @error; returns FALSE. */
 static gboolean
 av_placement_break(AvPlacementClient *client, GError **error)
@@ -123,9 +145,15 @@ av_http_request(AvPlacementClient *client, const char *method, const char *url, 
     AvHttpReply reply = { g_string_new(NULL), NULL, FALSE };
     struct curl_slist *list = NULL;
     char errbuf[CURL_ERROR_SIZE] = "";
+    gint64 left_ms = av_placement_left_ms(client);
     CURLcode rc;
     long status = 0;
 
+    if (left_ms <= 0) {
+        g_string_free(reply.body, TRUE);
+        g_set_error(error, AV_ERROR, AV_ERROR_IO, AV_PLACEMENT_NO_TIME);
+        return FALSE;
+    }
     if (!client->curl)
         client->curl = curl_easy_init();
     if (!client->curl) {
@@ -146,8 +174,9 @@ av_http_request(AvPlacementClient *client, const char *method, const char *url, 
     }
     curl_easy_setopt(client->curl, CURLOPT_HTTPHEADER, list);
     curl_easy_setopt(client->curl, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(client->curl, CURLOPT_CONNECTTIMEOUT, AV_PLACEMENT_CONNECT_TIMEOUT_S);
-    curl_easy_setopt(client->curl, CURLOPT_TIMEOUT, AV_PLACEMENT_TIMEOUT_S);
+    curl_easy_setopt(client->curl, CURLOPT_CONNECTTIMEOUT_MS,
+                     (long)MIN(AV_PLACEMENT_CONNECT_TIMEOUT_S * 1000, MAX(left_ms, 1)));
+    curl_easy_setopt(client->curl, CURLOPT_TIMEOUT_MS, (long)MIN(AV_PLACEMENT_TIMEOUT_S * 1000, MAX(left_ms, 1)));
     curl_easy_setopt(client->curl, CURLOPT_FOLLOWLOCATION, 0L);
 #if LIBCURL_VERSION_NUM >= 0x075500
     curl_easy_setopt(client->curl, CURLOPT_PROTOCOLS_STR, "http,https");
@@ -315,7 +344,8 @@ av_placement_call(AvPlacementClient *client, const char *method, const char *pat
             g_prefix_error(error, "Placement: ");
             return av_placement_break(client, error);
         }
-        if (status == 401 && attempt == 0 && client->cloud->auth_type != AV_OS_AUTH_NONE) {
+        if (status == 401 && attempt == 0 && !client->reauthed && client->cloud->auth_type != AV_OS_AUTH_NONE) {
+            client->reauthed = TRUE;
             g_free(reply);
             g_clear_pointer(&client->token, g_free);
             g_clear_pointer(&client->endpoint, g_free);
@@ -328,6 +358,14 @@ av_placement_call(AvPlacementClient *client, const char *method, const char *pat
             g_free(reply);
             g_set_error(error, AV_ERROR, AV_ERROR_FAILED, "Placement refused the token of cloud '%s' (%s %s: HTTP "
                         "%ld%s%s)", client->cloud->name, method, shown, status, *detail ? ": " : "", detail);
+            return av_placement_break(client, error);
+        }
+        if (status >= 500) {
+            g_autofree char *detail = av_http_detail(reply);
+
+            g_free(reply);
+            g_set_error(error, AV_ERROR, AV_ERROR_IO, "Placement answered HTTP %ld to %s %s%s%s (no more requests "
+                        "this run)", status, method, path, *detail ? ": " : "", detail);
             return av_placement_break(client, error);
         }
         *ret_status = status;
@@ -519,6 +557,20 @@ av_placement_set_reserved(AvPlacementClient *client, const char *rp_name, const 
             inv.generation++;
             put = TRUE;
             break;
+        }
+        if (g_error_matches(local, AV_ERROR, AV_ERROR_BUSY) && attempt < AV_PLACEMENT_CONFLICT_RETRIES) {
+            /* Another writer: a short pause, growing, within the run. */
+            gint64 pause_ms = (gint64)AV_PLACEMENT_CONFLICT_PAUSE_MS << attempt;
+
+            if (pause_ms >= av_placement_left_ms(client)) {
+                g_clear_error(&local);
+                g_set_error(&local, AV_ERROR, AV_ERROR_IO, AV_PLACEMENT_NO_TIME);
+                av_placement_break(client, &local);
+                g_propagate_prefixed_error(error, g_steal_pointer(&local), "%s: ", rp_name);
+                return FALSE;
+            }
+            g_usleep((gulong)pause_ms * 1000);
+            continue;
         }
         if (!g_error_matches(local, AV_ERROR, AV_ERROR_BUSY) || attempt >= AV_PLACEMENT_CONFLICT_RETRIES) {
             g_propagate_prefixed_error(error, g_steal_pointer(&local), "%s: ", rp_name);

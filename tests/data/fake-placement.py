@@ -8,13 +8,15 @@ client asks, answered as Placement 8.0.0 and Keystone v3 answer it
 writes its port to DIR/port, logs every request to DIR/requests.jsonl and
 reads DIR/ctl.json at each request: {"conflicts": N (the next N inventory
 PUTs answer 409 placement.concurrent_update and bump the generation, as a
-concurrent writer would), "fail": STATUS (answer everything with it), "providers": "other" | "two" |
+concurrent writer would), "fail": STATUS (answer everything with it), "slow": SECONDS (every
+answer that late), "providers": "other" | "two" |
 "baduuid" (the provider lookup answers another provider's name only, the
 name twice, or a malformed uuid)}.
 Placement lives under /placement, Keystone under /identity/v3."""
 import json
 import os
 import sys
+import time
 from http.server import BaseHTTPRequestHandler, HTTPServer
 
 DIR = sys.argv[1]
@@ -79,6 +81,8 @@ class Handler(BaseHTTPRequestHandler):
                                 "version": self.headers.get("OpenStack-API-Version"),
                                 "content_type": self.headers.get("Content-Type")}) + "\n")
         c = ctl()
+        if c.get("slow"):
+            time.sleep(c["slow"])
         if c.get("fail"):
             return self.error(c["fail"], "placement.undefined_code", "failing on purpose")
         if self.path == "/identity/v3/auth/tokens" and method == "POST":
