@@ -288,6 +288,17 @@ case12() {
 check "two aliases of one name (two profiles of one name): refused at policy load (exit 2)" \
     case12
 check "'nova' without 'config': a usage error" one_line 2 "'nova' needs 'config'" "$AV" nova
+# The host name: --host, else the policy's "nova"."hypervisor_hostname",
+# else this host's name as libvirt gives it.
+pol named '{"nova": {"hypervisor_hostname": "from-policy.example"}, "profiles": [
+  {"name": "a6000", "match": {"vendor": "0x10de", "device": "0x2230"}, "attach": "vfio-pci", "numa": "none",
+   "scrub": [{"method": "none"}]}]}'
+named() {
+    "$AV" --root "$AV_TEST_HOSTS/two-socket-8gpu" --policy-dir "$W/named" --state-dir "$W/state-named" nova config --json "$@" |
+        python3 -c "import json, sys; print(json.load(sys.stdin)['host'])"
+}
+check "no --host: the policy's nova.hypervisor_hostname" test "$(named)" = from-policy.example
+check "--host wins over the policy's" test "$(named --host other)" = other
 check "'--host' with a blank: a usage error" one_line 2 "'--host' needs a host name" nova two-socket-8gpu gpu --host "a b"
 
 # ---- every device_spec and alias line printed above, by Nova's rules ----

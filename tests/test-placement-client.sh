@@ -37,6 +37,12 @@ clouds:
   down:
     auth_type: admin_token
     placement_endpoint_override: "http://127.0.0.1:9/placement"
+  userinfo:
+    auth_type: admin_token
+    placement_endpoint_override: "http://bob:pw-s3cret@127.0.0.1:9/placement"
+  plain:
+    auth_type: admin_token
+    placement_endpoint_override: "http://127.0.0.2:9/placement"
   keystone:
     auth_type: password
     interface: internal
@@ -102,8 +108,34 @@ check "... with the new generation" \
     requests "[x['method'] for x in r] == ['GET', 'GET', 'PUT', 'GET', 'PUT'] and r[2]['body']['resource_provider_generation'] == 2 and r[4]['body']['resource_provider_generation'] == 3 and r[4]['body']['reserved'] == 0"
 reset_log
 ctl '{"conflicts": 9}'
+t0=$(date +%s%N)
 check "409 on every try: given up after 6 PUTs" status_is 1 "$CLIENT" noauth "compute1_0000:3B:00.0" CUSTOM_PCI_10DE_20B5 1
+t1=$(date +%s%N)
 check "... 6 PUTs" requests "[x['method'] for x in r].count('PUT') == 6"
+check "... with growing pauses between the tries (50+100+200+400+800 ms)" \
+    test $(((t1 - t0) / 1000000)) -ge 1500
+ctl '{"conflicts": 99}'
+reset_log
+t0=$(date +%s%N)
+check "409 on every try and a run of 400 ms: given up when no time is left (exit 3)" \
+    eval "status_is 3 '$CLIENT' noauth 'compute1_0000:3B:00.0,compute1_0000:17:00.0' CUSTOM_PCI_10DE_20B5 1 400 >'$AV_TMP/c.out' && grep -c 'no time left in this run' '$AV_TMP/c.out' | grep -qx 2"
+t1=$(date +%s%N)
+check "... in bounded time, the second provider asked nothing" \
+    eval "test $(((t1 - t0) / 1000000)) -lt 1500 && requests \"all('17%3A00' not in x['path'] for x in r)\""
+ctl '{"slow": 3}'
+reset_log
+t0=$(date +%s%N)
+check "answers 3 s late, a run of 1 s: both providers pending (exit 3)" \
+    eval "status_is 3 '$CLIENT' noauth 'compute1_0000:3B:00.0,compute1_0000:17:00.0' CUSTOM_PCI_10DE_20B5 1 1000 >'$AV_TMP/s.out' && [ \$(grep -c '^error: ' '$AV_TMP/s.out') = 2 ]"
+t1=$(date +%s%N)
+check "... within the run's time, one request made" \
+    eval "test $(((t1 - t0) / 1000000)) -lt 2500 && requests 'len(r) == 1'"
+ctl '{"fail": 503}'
+# the slow server may still be answering the one request
+sleep 3
+reset_log
+check "a 503: the run stops, the next provider is not asked (exit 3)" \
+    eval "status_is 3 '$CLIENT' noauth 'compute1_0000:3B:00.0,compute1_0000:17:00.0' CUSTOM_PCI_10DE_20B5 1 >'$AV_TMP/f.out' && [ \$(grep -c 'HTTP 503' '$AV_TMP/f.out') = 2 ] && requests 'len(r) == 1'"
 ctl '{}'
 
 check "a PF counting VFs: the wanted count capped at the total" \
@@ -113,12 +145,28 @@ check "a provider Nova has not made: not found (exit 2)" \
     status_is 2 "$CLIENT" noauth "compute1_0000:AF:00.0" CUSTOM_PCI_10DE_20B5 1
 check "an inventory it does not have: not found (exit 2)" \
     status_is 2 "$CLIENT" noauth "compute1_0000:3B:00.0" CUSTOM_OTHER 1
+ctl '{"providers": "other"}'
+check "a lookup answering another provider's name only: not found (exit 2)" \
+    status_is 2 "$CLIENT" noauth "compute1_0000:3B:00.0" CUSTOM_PCI_10DE_20B5 1
+ctl '{"providers": "two"}'
+check "two providers of the name: an error (exit 1)" \
+    status_is 1 "$CLIENT" noauth "compute1_0000:3B:00.0" CUSTOM_PCI_10DE_20B5 1
+ctl '{"providers": "baduuid"}'
+reset_log
+check "a malformed uuid: an error (exit 1), no inventory request" \
+    eval "status_is 1 '$CLIENT' noauth 'compute1_0000:3B:00.0' CUSTOM_PCI_10DE_20B5 1 >/dev/null && requests \"len(r) == 1\""
 ctl '{"fail": 503}'
 check "Placement answering 503: unreachable (exit 3)" \
     status_is 3 "$CLIENT" noauth "compute1_0000:3B:00.0" CUSTOM_PCI_10DE_20B5 1
 ctl '{}'
 check "nothing listening: unreachable (exit 3)" \
     status_is 3 "$CLIENT" down "compute1_0000:3B:00.0" CUSTOM_PCI_10DE_20B5 1
+check "a user:password@ in the URL: not in the error" \
+    eval "status_is 3 '$CLIENT' userinfo 'compute1_0000:3B:00.0' CUSTOM_PCI_10DE_20B5 1 >'$AV_TMP/ui.out' 2>&1 && grep -q 'cannot reach http://127.0.0.1:9/placement' '$AV_TMP/ui.out' && ! grep -q 'pw-s3cret' '$AV_TMP/ui.out'"
+check "a token sent over plain http to another host: a warning" \
+    eval "status_is 3 '$CLIENT' plain 'compute1_0000:3B:00.0' CUSTOM_PCI_10DE_20B5 1 >'$AV_TMP/pl.out' 2>&1 && grep -q 'plain http' '$AV_TMP/pl.out'"
+check "... none to 127.0.0.1" \
+    eval "status_is 3 '$CLIENT' down 'compute1_0000:3B:00.0' CUSTOM_PCI_10DE_20B5 1 >'$AV_TMP/dn.out' 2>&1 && ! grep -q 'plain http' '$AV_TMP/dn.out'"
 check "a token Placement refuses: exit 1" \
     status_is 1 "$CLIENT" badtoken "compute1_0000:3B:00.0" CUSTOM_PCI_10DE_20B5 1
 
@@ -199,5 +247,13 @@ check "the worker: reserved = total before the scrub, 0 after it freed the devic
     eval "ACCELVIRT_ROOT='$W/host' ACCELVIRT_STATE_DIR='$W/state' ACCELVIRT_POLICY_DIR='$POL' ACCELVIRT_LOG_FILE='$W/worker.log' '$ACCELVIRT_WORKER' && requests \"[x['body']['reserved'] for x in r if x['method'] == 'PUT'] == [1, 0]\" && jq_py '$W/state/pool.json' \"[x['state'] for x in d['devices'] if x['address'] == '0000:65:00.0'] == ['free']\""
 check "... the state file in sync, reserved 0" \
     jq_py "$W/state/placement.json" "[(v['state'], v['applied']) for v in d['devices'].values()] == [('in-sync', 0)]"
+
+# A device dirty again since the last sync: its record (in sync, 0) is
+# older than its state; status says pending, not "in sync (reserved 0)".
+pool_state 0000:65:00.0 dirty
+check "status after a state change with no sync: pending (not synced yet)" \
+    eval "av status --no-sync >'$W/st2.txt' && grep -qx '    placement: pending (not synced yet)' '$W/st2.txt' && av status --no-sync --json >'$W/st2.json' && jq_py '$W/st2.json' \"[x['placement']['state'] for x in d['devices'] if x['address'] == '0000:65:00.0'] == ['pending']\""
+check "placement status too" \
+    eval "av placement status >'$W/ps2.out' && grep -q 'compute1_0000:65:00.0 CUSTOM_PCI_10DE_20F1: pending (not synced yet)' '$W/ps2.out'"
 
 finish

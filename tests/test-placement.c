@@ -114,6 +114,45 @@ test_lookup_order(void)
     av_test_tmpdir_remove(tmp);
 }
 
+/* A "billion laughs" clouds.yaml: refused before any expansion; so is
+ * any alias, and a file of too many nodes. */
+static void
+test_yaml_bomb(void)
+{
+    g_autofree char *tmp = av_test_tmpdir();
+    g_autoptr(GString) big = g_string_new("clouds: {c: {auth_type: none}}\nx: [");
+    g_autoptr(GError) err = NULL;
+    AvOsCloud *cloud;
+
+    clean_env(tmp);
+    av_test_write(tmp, "home/.config/openstack/clouds.yaml",
+                  "a: &a [x, x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a, *a]\n"
+                  "c: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b, *b]\nd: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c, *c]\n"
+                  "e: &e [*d, *d, *d, *d, *d, *d, *d, *d, *d, *d]\nf: &f [*e, *e, *e, *e, *e, *e, *e, *e, *e, *e]\n"
+                  "g: &g [*f, *f, *f, *f, *f, *f, *f, *f, *f, *f]\nh: &h [*g, *g, *g, *g, *g, *g, *g, *g, *g, *g]\n"
+                  "clouds: {c: {auth_type: none, placement_endpoint_override: 'http://x', y: *h}}\n");
+    cloud = av_os_cloud_load("c", &err);
+    g_assert_null(cloud);
+    g_assert_error(err, AV_ERROR, AV_ERROR_INVALID_INPUT);
+    g_assert_nonnull(strstr(err->message, "aliases are not supported"));
+    g_clear_error(&err);
+    /* One alias of a scalar is refused too. */
+    av_test_write(tmp, "home/.config/openstack/clouds.yaml",
+                  "u: &u http://x\nclouds: {c: {auth_type: none, placement_endpoint_override: *u}}\n");
+    g_assert_null(av_os_cloud_load("c", &err));
+    g_assert_nonnull(strstr(err->message, "aliases are not supported"));
+    g_clear_error(&err);
+    for (int i = 0; i < 10001; i++)
+        g_string_append(big, "1,");
+    g_string_append(big, "1]\n");
+    av_test_write(tmp, "home/.config/openstack/clouds.yaml", big->str);
+    g_assert_null(av_os_cloud_load("c", &err));
+    g_assert_nonnull(strstr(err->message, "YAML nodes"));
+    g_clear_error(&err);
+    clean_env(tmp);
+    av_test_tmpdir_remove(tmp);
+}
+
 static void
 test_secure_and_trust(void)
 {
@@ -514,6 +553,37 @@ test_state(void)
         g_autofree char *text_used = av_placement_status_text(u);
 
         g_assert_true(g_str_has_prefix(text, "pending since "));
+        /* An in-sync record of an older state: released (free) since a
+         * sync applied reserved 1, and dirty since one applied 0. */
+        {
+            g_autoptr(json_t) s2 = json_deep_copy(s);
+            json_t *r = json_object_get(json_object_get(s2, "devices"), "dsn:10de:20b5:01.f0");
+            AvPoolDevice freed = dev;
+            g_autoptr(json_t) a = NULL;
+            g_autoptr(json_t) b = NULL;
+            g_autoptr(json_t) c = NULL;
+            g_autofree char *ta = NULL;
+            g_autofree char *tb = NULL;
+            g_autofree char *tc = NULL;
+
+            json_object_set_new(r, "state", json_string("in-sync"));
+            json_object_set_new(r, "applied", json_integer(1));
+            json_object_set_new(r, "error", json_null());
+            freed.state = AV_DEVICE_STATE_FREE;
+            a = av_placement_device_status(policy, s2, &freed);
+            ta = av_placement_status_text(a);
+            g_assert_cmpstr(json_string_value(json_object_get(a, "state")), ==, "pending");
+            g_assert_cmpstr(ta, ==, "pending (not synced yet)");
+            freed.state = AV_DEVICE_STATE_DIRTY;
+            b = av_placement_device_status(policy, s2, &freed);
+            tb = av_placement_status_text(b);
+            g_assert_cmpstr(tb, ==, "in sync (reserved 1)");
+            json_object_set_new(r, "applied", json_integer(0));
+            json_object_set_new(r, "want", json_integer(0));
+            c = av_placement_device_status(policy, s2, &freed);
+            tc = av_placement_status_text(c);
+            g_assert_cmpstr(tc, ==, "pending (not synced yet)");
+        }
         g_assert_cmpstr(text_off, ==, "off");
         g_assert_cmpstr(text_used, ==, "in sync (in use: Nova's allocation)");
     }
@@ -531,6 +601,37 @@ test_state(void)
     g_assert_cmpstr(json_string_value(json_object_get(rec, "since")), ==, since);
     g_clear_pointer(&state, json_decref);
 
+    /* A replay never lowers reserved nor overrides a current device of
+     * the same provider and class: a gone device's pending 0 is dropped;
+     * a gone device's pending 1 on the provider a device now in the pool
+     * wants 0 of is not replayed after it. */
+    {
+        g_autoptr(json_t) js = av_placement_state_read(state_dir, &err);
+        json_t *devs = json_object_get(js, "devices");
+        json_t *r0 = json_deep_copy(json_object_get(devs, "dsn:10de:20b5:01.f0"));
+        json_t *r1 = json_deep_copy(r0);
+        g_autoptr(GPtrArray) now = g_ptr_array_new_with_free_func((GDestroyNotify)av_placement_device_free);
+
+        json_object_set_new(r0, "want", json_integer(0));
+        json_object_set_new(r0, "rp", json_string("compute1_0000:AF:00.0"));
+        json_object_set_new(devs, "dsn:10de:20b5:09.f0", r0);
+        json_object_set_new(devs, "dsn:10de:20b5:08.f0", r1);    /* want 1 on 0000:3B:00.0 */
+        json_object_del(devs, "dsn:10de:20b5:01.f0");
+        g_assert_true(av_placement_state_write(state_dir, js, &err));
+        add_dev(now, "dsn:10de:20b5:07.f0", "0000:3b:00.0", "gpu", AV_DEVICE_STATE_FREE, 0, 0x10de, 0x20b5, NULL);
+        g_assert_true(av_placement_sync(state_dir, policy, now, NULL, &report, &err));
+        g_assert_no_error(err);
+        g_assert_cmpuint(json_array_size(report->results), ==, 1);
+        g_assert_cmpint(json_integer_value(json_object_get(json_array_get(report->results, 0), "want")), ==, 0);
+        g_clear_pointer(&report, av_placement_report_free);
+        g_clear_pointer(&js, json_decref);
+        js = av_placement_state_read(state_dir, &err);
+        g_assert_null(json_object_get(json_object_get(js, "devices"), "dsn:10de:20b5:09.f0"));
+        g_assert_null(json_object_get(json_object_get(js, "devices"), "dsn:10de:20b5:08.f0"));
+        json_object_clear(json_object_get(js, "devices"));
+        g_assert_true(av_placement_state_write(state_dir, js, &err));
+    }
+
     /* Back, under a profile with the sync off: the record goes. */
     add_dev(devices, "dsn:10de:20b5:01.f0", "0000:3b:00.0", "off", AV_DEVICE_STATE_DIRTY, 0, 0x10de, 0x20b5, NULL);
     g_assert_true(av_placement_sync(state_dir, policy, devices, NULL, &report, &err));
@@ -540,10 +641,28 @@ test_state(void)
     g_assert_cmpuint(json_object_size(json_object_get(state, "devices")), ==, 0);
     g_clear_pointer(&state, json_decref);
 
-    /* A state file that does not parse is left alone. */
+    /* A state file that does not parse is moved to placement.json.bad and
+     * the sync starts from an empty state: the device's value pending. */
     av_test_write(state_dir, "placement.json", "{\"version\": 2}");
-    g_assert_false(av_placement_sync(state_dir, policy, devices, NULL, &report, &err));
-    g_assert_error(err, AV_ERROR, AV_ERROR_CORRUPT_STATE);
+    g_ptr_array_set_size(devices, 0);
+    add_dev(devices, "dsn:10de:20b5:01.f0", "0000:3b:00.0", "gpu", AV_DEVICE_STATE_DIRTY, 0, 0x10de, 0x20b5, NULL);
+    g_test_expect_message("accelvirt", G_LOG_LEVEL_WARNING, "*placement.json.bad*");
+    g_assert_true(av_placement_sync(state_dir, policy, devices, NULL, &report, &err));
+    g_test_assert_expected_messages();
+    g_assert_no_error(err);
+    g_assert_cmpuint(report->pending, ==, 1);
+    g_clear_pointer(&report, av_placement_report_free);
+    {
+        g_autofree char *bad = g_build_filename(state_dir, "placement.json.bad", NULL);
+        g_autofree char *text = NULL;
+
+        g_assert_true(g_file_get_contents(bad, &text, NULL, NULL));
+        g_assert_cmpstr(text, ==, "{\"version\": 2}");
+    }
+    state = av_placement_state_read(state_dir, &err);
+    g_assert_no_error(err);
+    g_assert_nonnull(json_object_get(json_object_get(state, "devices"), "dsn:10de:20b5:01.f0"));
+    g_clear_pointer(&state, json_decref);
     clean_env(tmp);
     av_test_tmpdir_remove(tmp);
 }
@@ -554,6 +673,7 @@ main(int argc, char **argv)
     av_test_init(&argc, &argv);
     g_test_add_func("/placement/clouds/lookup-order", test_lookup_order);
     g_test_add_func("/placement/clouds/secure-and-trust", test_secure_and_trust);
+    g_test_add_func("/placement/clouds/yaml-bomb", test_yaml_bomb);
     g_test_add_func("/placement/clouds/auth-types", test_auth_types);
     g_test_add_func("/placement/clouds/catalog", test_catalog);
     g_test_add_func("/placement/wanted", test_wanted);

@@ -12,6 +12,7 @@
 
 #include "cli.h"
 #include "nova/av-nova.h"
+#include "nova/av-placement-sync.h"
 #include "util/av-error.h"
 #include "util/av-file.h"
 #include "util/av-json.h"
@@ -118,18 +119,21 @@ av_nova_config(AvCli *cli, const char *hostname, const char *provider_config)
     g_autoptr(GError) err = NULL;
     g_autoptr(GString) yaml = NULL;
     g_autofree char *note = NULL;
-    char name[256];
+    g_autofree char *name = NULL;
 
-    if (!hostname) {
-        /* What libvirt's virConnectGetHostname() gives Nova as the compute
-         * node's hypervisor_hostname (nova/virt/libvirt/host.py:1130-1139). */
-        if (gethostname(name, sizeof(name)) != 0)
-            return av_cli_usage_error("cannot read this host's name: give '--host NAME'");
-        name[sizeof(name) - 1] = '\0';
-        hostname = name;
-    }
     if (!av_cli_open(cli, &root, &policy, &err))
         return av_cli_fail(err);
+    if (!hostname && policy->nova && policy->nova->hypervisor_hostname)
+        hostname = policy->nova->hypervisor_hostname;
+    if (!hostname) {
+        /* What libvirt's virConnectGetHostname() gives Nova as the compute
+         * node's hypervisor_hostname (nova/virt/libvirt/host.py:1130-1139),
+         * as the Placement sync names the providers. */
+        name = av_placement_default_hostname();
+        if (!name)
+            return av_cli_usage_error("cannot read this host's name: give '--host NAME'");
+        hostname = name;
+    }
     host = av_host_scan(root, &err);
     if (!host)
         return av_cli_fail(err);

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "nova/av-placement-sync.h"
+#include "pool/av-pool.h"
 #include "util/av-error.h"
 #include "util/av-json.h"
 
@@ -78,12 +79,24 @@ av_placement_cmd_status(AvCli *cli)
 {
     g_autoptr(GError) err = NULL;
     g_autoptr(json_t) state = av_placement_state_read(cli->state_dir, &err);
+    g_autoptr(AvRoot) root = NULL;
+    g_autoptr(AvPolicy) policy = NULL;
+    g_autoptr(AvPool) pool = NULL;
     const char *key;
     json_t *rec;
     guint pending = 0;
 
     if (!state)
         return av_cli_fail(err);
+    /* Each record against what its device's state wants now (a device
+     * released since the last sync is pending, not in sync): best effort,
+     * the records alone when the policy or the pool cannot be read. */
+    if (!cli->json && json_object_size(json_object_get(state, "devices")) > 0) {
+        g_autoptr(GError) ignored = NULL;
+
+        if (av_cli_open(cli, &root, &policy, &ignored))
+            pool = av_pool_open(cli->state_dir, AV_POOL_READ, 2000, &ignored);
+    }
     if (cli->json) {
         av_cli_print_json(json_incref(state));
         return AV_EXIT_OK;
@@ -100,6 +113,10 @@ av_placement_cmd_status(AvCli *cli)
                                              json_object_get(rec, "applied"), "since", json_object_get(rec, "since"),
                                              "error", json_object_get(rec, "error"));
 
+        if (pool && av_pool_find(pool, key)) {
+            json_decref(status);
+            status = av_placement_device_status(policy, state, av_pool_find(pool, key));
+        }
         text = av_placement_status_text(status);
         {
             g_autofree char *shown = av_cli_printable(text);
@@ -108,7 +125,7 @@ av_placement_cmd_status(AvCli *cli)
                    json_string_value(json_object_get(rec, "rp")) ?: "-",
                    json_string_value(json_object_get(rec, "rc")) ?: "-", shown, identity);
         }
-        pending += g_strcmp0(json_string_value(json_object_get(rec, "state")), "pending") == 0;
+        pending += g_strcmp0(json_string_value(json_object_get(status, "state")), "pending") == 0;
     }
     if (pending)
         printf("placement: %u pending\n", pending);

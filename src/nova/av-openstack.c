@@ -144,6 +144,50 @@ av_os_yaml_node(yaml_document_t *doc, yaml_node_t *node, int depth)
     }
 }
 
+/* The most YAML nodes (scalars, sequences, mappings) a file may hold. */
+#define AV_OS_YAML_NODES_MAX 10000
+
+/* Refuses what the document loader would expand: any alias (a few bytes
+ * of nested aliases are gigabytes once each reference is copied), and more
+ * than AV_OS_YAML_NODES_MAX nodes.  TRUE when @data is free of both (or
+ * not YAML: the loader says so then). */
+static gboolean
+av_os_yaml_prescan(const char *path, const char *data, gsize len, GError **error)
+{
+    yaml_parser_t parser;
+    yaml_event_t event;
+    guint nodes = 0;
+    gboolean ok = TRUE;
+
+    if (!yaml_parser_initialize(&parser))
+        return TRUE;
+    yaml_parser_set_input_string(&parser, (const unsigned char *)data, len);
+    for (;;) {
+        yaml_event_type_t type;
+
+        if (!yaml_parser_parse(&parser, &event))
+            break;
+        type = event.type;
+        yaml_event_delete(&event);
+        if (type == YAML_ALIAS_EVENT) {
+            g_set_error(error, AV_ERROR, AV_ERROR_INVALID_INPUT, "%s: aliases are not supported", path);
+            ok = FALSE;
+            break;
+        }
+        if ((type == YAML_SCALAR_EVENT || type == YAML_SEQUENCE_START_EVENT || type == YAML_MAPPING_START_EVENT) &&
+            ++nodes > AV_OS_YAML_NODES_MAX) {
+            g_set_error(error, AV_ERROR, AV_ERROR_INVALID_INPUT, "%s: more than %d YAML nodes", path,
+                        AV_OS_YAML_NODES_MAX);
+            ok = FALSE;
+            break;
+        }
+        if (type == YAML_STREAM_END_EVENT)
+            break;
+    }
+    yaml_parser_delete(&parser);
+    return ok;
+}
+
 /* See av-openstack.h. */
 json_t *
 av_os_yaml_load(const char *path, GError **error)
@@ -167,6 +211,8 @@ av_os_yaml_load(const char *path, GError **error)
         g_set_error(error, AV_ERROR, AV_ERROR_IO, "cannot read '%s': %s", path, local->message);
         return NULL;
     }
+    if (!av_os_yaml_prescan(path, data, len, error))
+        return NULL;
     if (!yaml_parser_initialize(&parser)) {
         g_set_error(error, AV_ERROR, AV_ERROR_FAILED, "cannot start the YAML parser for '%s'", path);
         return NULL;
@@ -450,6 +496,55 @@ av_os_token_request(const AvOsCloud *cloud, GError **error)
                     cloud->name);
         return NULL;
     }
+}
+
+/* See av-openstack.h. */
+char *
+av_os_url_redact(const char *url)
+{
+    const char *start;
+    const char *end;
+    const char *at;
+
+    if (!url)
+        return NULL;
+    start = strstr(url, "://");
+    if (!start)
+        return g_strdup(url);
+    start += 3;
+    end = start + strcspn(start, "/?#");
+    at = NULL;
+    for (const char *p = start; p < end; p++)
+        if (*p == '@')
+            at = p;
+    if (!at)
+        return g_strdup(url);
+    return g_strdup_printf("%.*s%s", (int)(start - url), url, at + 1);
+}
+
+/* See av-openstack.h. */
+gboolean
+av_os_url_plain_remote(const char *url)
+{
+    g_autofree char *clean = av_os_url_redact(url);
+    const char *host;
+    gsize n;
+
+    if (!clean || g_ascii_strncasecmp(clean, "http://", 7) != 0)
+        return FALSE;
+    host = clean + 7;
+    n = strcspn(host, "/?#");
+    if (*host == '[') {
+        const char *close = memchr(host, ']', n);
+
+        if (close && close - host == 4 && strncmp(host, "[::1]", 5) == 0)
+            return FALSE;
+        return TRUE;
+    }
+    n = strcspn(host, ":/?#");
+    if ((n == 9 && g_ascii_strncasecmp(host, "localhost", 9) == 0) || (n == 9 && strncmp(host, "127.0.0.1", 9) == 0))
+        return FALSE;
+    return TRUE;
 }
 
 /* See av-openstack.h. */

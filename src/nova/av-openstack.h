@@ -66,6 +66,14 @@ char *av_os_token_url(const AvOsCloud *cloud);
  * auth_type none.  Caller owns the reference. */
 json_t *av_os_token_request(const AvOsCloud *cloud, GError **error);
 
+/* @url without a "user:password@" part (for errors and logs).  Caller
+ * frees; NULL for NULL. */
+char *av_os_url_redact(const char *url);
+
+/* Whether @url is plain http:// to a host other than 127.0.0.1, ::1 or
+ * localhost: a token sent there can be read on the way. */
+gboolean av_os_url_plain_remote(const char *url);
+
 /* The Placement URL of the token response @body ({"token": {"catalog":
  * [...]}}): the endpoint of type "placement" with @interface and, when
  * @region is not NULL, that region.  NULL with AV_ERROR_NOT_FOUND.  Caller

@@ -4,6 +4,9 @@
 #include "nova/av-placement-sync.h"
 
 #include <errno.h>
+#include <limits.h>
+#include <netdb.h>
+#include <sys/socket.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -74,17 +77,50 @@ av_placement_resource_class(const AvProfile *profile, guint16 vendor, guint16 de
     return g_strdup_printf("CUSTOM_PCI_%04X_%04X", vendor, device);
 }
 
+/* See av-placement-sync.h.  As libvirt's virGetHostname() (src/util/virutil.c,
+ * virGetHostnameImpl()), which virConnectGetHostname() answers and Nova
+ * takes as the compute node's hypervisor_hostname: gethostname() when it
+ * starts with "localhost" or has a '.'; else the canonical name
+ * getaddrinfo() gives for it (AI_CANONNAME, AF_UNSPEC), unless that fails,
+ * is missing or starts with "localhost". */
+char *
+av_placement_default_hostname(void)
+{
+    struct addrinfo hints = { 0 };
+    struct addrinfo *info = NULL;
+    char name[HOST_NAME_MAX + 1] = "";
+    char *out;
+
+    if (gethostname(name, sizeof(name)) < 0)
+        return NULL;
+    name[sizeof(name) - 1] = '\0';
+    if (!*name)
+        return NULL;
+    if (g_str_has_prefix(name, "localhost") || strchr(name, '.'))
+        return g_strdup(name);
+    hints.ai_flags = AI_CANONNAME;
+#ifdef AI_CANONIDN
+    hints.ai_flags |= AI_CANONIDN;
+#endif
+    hints.ai_family = AF_UNSPEC;
+    if (getaddrinfo(name, NULL, &hints, &info) != 0)
+        return g_strdup(name);
+    out = g_strdup(info->ai_canonname && !g_str_has_prefix(info->ai_canonname, "localhost") ? info->ai_canonname
+                                                                                               : name);
+    freeaddrinfo(info);
+    return out;
+}
+
 /* See av-placement-sync.h. */
 char *
 av_placement_hostname(const AvPolicy *policy)
 {
-    char name[256] = "";
+    char *name;
 
     if (policy && policy->nova && policy->nova->hypervisor_hostname)
         return g_strdup(policy->nova->hypervisor_hostname);
-    if (gethostname(name, sizeof(name) - 1) < 0 || !*name)
-        return g_strdup("localhost");
-    return g_strdup(name);
+    name = av_placement_default_hostname();
+    return name ? name : g_strdup("localhost");
 }
 
 /* The vendor and device ids of a PCI identity ("dsn:VVVV:DDDD:..." or
@@ -111,6 +147,18 @@ av_placement_state_reserves(AvDeviceState state)
 {
     return state == AV_DEVICE_STATE_DIRTY || state == AV_DEVICE_STATE_SCRUBBING ||
            state == AV_DEVICE_STATE_QUARANTINED;
+}
+
+/* Whether a device in @state reserves its function (a whole one) or counts
+ * among its PF's reserved VFs (@is_vf). */
+static gboolean
+av_placement_counts(AvDeviceState state, AvDeviceState before_missing, gboolean is_vf)
+{
+    return av_placement_state_reserves(state) ||
+           /* A VF gone while free (vfs_shrink, a lower sriov_numvfs) is no
+            * longer among Nova's either: not counted. */
+           (state == AV_DEVICE_STATE_MISSING &&
+            (!is_vf || (before_missing != AV_DEVICE_STATE_FREE && before_missing != AV_DEVICE_STATE_CLAIMED)));
 }
 
 static gint
@@ -184,12 +232,7 @@ av_placement_targets(const AvPolicy *policy, const char *hostname, const GPtrArr
         }
         g_ptr_array_add(t->identities, g_strdup(dev->identity));
         g_ptr_array_add(t->addresses, g_strdup(dev->address));
-        counts = av_placement_state_reserves(dev->state) ||
-                 /* A VF gone while free (vfs_shrink, a lower sriov_numvfs)
-                  * is no longer among Nova's either: not counted. */
-                 (dev->state == AV_DEVICE_STATE_MISSING &&
-                  (!dev->is_vf || (dev->state_before_missing != AV_DEVICE_STATE_FREE &&
-                                   dev->state_before_missing != AV_DEVICE_STATE_CLAIMED)));
+        counts = av_placement_counts(dev->state, dev->state_before_missing, dev->is_vf);
         if (dev->is_vf)
             t->want += counts ? 1 : 0;
         else
@@ -376,54 +419,99 @@ av_placement_journal(const char *state_dir, json_t *journal)
         g_warning("cannot journal the Placement sync: %s", error->message);
 }
 
-/* See av-placement-sync.h. */
-gboolean
-av_placement_sync(const char *state_dir, const AvPolicy *policy, const GPtrArray *devices, const char *only_identity,
-                  AvPlacementReport **ret_report, GError **error)
+/* One journal entry @event with @fields (stolen), the pool's lock taken
+ * briefly; a failure is logged. */
+static void
+av_placement_journal_event(const char *state_dir, const char *event, json_t *fields)
+{
+    g_autoptr(GError) error = NULL;
+    g_autoptr(AvPool) pool = av_pool_open(state_dir, AV_POOL_WRITE, AV_PLACEMENT_LOCK_TIMEOUT_MS, &error);
+    g_autoptr(json_t) owned = fields;
+
+    if (!pool || !av_pool_journal_append(pool, event, owned, &error))
+        g_warning("cannot journal the Placement sync: %s", error->message);
+}
+
+/* Takes placement.lock of @state_dir: the first lock of a sync (the pool's
+ * is taken under it, briefly, never the other way round). */
+static AvLock *
+av_placement_lock(const char *state_dir, GError **error)
+{
+    g_autofree char *lock_path = g_build_filename(state_dir, AV_PLACEMENT_LOCK_FILE, NULL);
+
+    if (!av_file_ensure_dir(state_dir, 0700, error))
+        return NULL;
+    return av_lock_take(lock_path, AV_LOCK_EXCLUSIVE, AV_PLACEMENT_LOCK_TIMEOUT_MS, error);
+}
+
+/* av_placement_sync() with placement.lock held by the caller. */
+static gboolean
+av_placement_sync_locked(const char *state_dir, const AvPolicy *policy, const GPtrArray *devices,
+                         const char *only_identity, AvPlacementReport **ret_report, GError **error)
 {
     g_autoptr(AvPlacementReport) report = av_placement_report_new();
-    g_autofree char *lock_path = g_build_filename(state_dir, AV_PLACEMENT_LOCK_FILE, NULL);
     g_autofree char *hostname = av_placement_hostname(policy);
     g_autofree char *now = av_placement_now();
     g_autofree char *state_path = av_placement_state_path(state_dir);
-    g_autoptr(AvLock) lock = NULL;
     g_autoptr(json_t) state = NULL;
     g_autoptr(json_t) journal = json_array();
     g_autoptr(GPtrArray) targets = NULL;
     g_autoptr(GHashTable) held = NULL;
     g_autoptr(GHashTable) known = g_hash_table_new(g_str_hash, g_str_equal);
     g_autoptr(GHashTable) covered = g_hash_table_new(g_str_hash, g_str_equal);
+    g_autoptr(GHashTable) covered_rp = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
     g_autoptr(AvPlacementClient) client = NULL;
     g_autoptr(GError) client_error = NULL;
     g_autoptr(GPtrArray) drop = g_ptr_array_new_with_free_func(g_free);
+    g_autoptr(GError) read_error = NULL;
     json_t *records;
     const char *key;
     json_t *rec;
     void *tmp;
 
-    if (!av_file_ensure_dir(state_dir, 0700, error))
+    state = av_placement_state_read(state_dir, &read_error);
+    if (!state && g_error_matches(read_error, AV_ERROR, AV_ERROR_CORRUPT_STATE)) {
+        /* A state file that does not parse: moved aside, and the sync
+         * starts from nothing (every wanted value comes from the pool; what
+         * it had pending for devices gone since is lost, and said so). */
+        g_autofree char *bad = g_strconcat(state_path, ".bad", NULL);
+
+        if (rename(state_path, bad) < 0) {
+            g_set_error(error, AV_ERROR, AV_ERROR_IO, "%s; cannot move it to '%s': %s", read_error->message, bad,
+                        g_strerror(errno));
+            return FALSE;
+        }
+        g_warning("%s: moved to '%s', the Placement sync starts from an empty state", read_error->message, bad);
+        av_placement_journal_event(state_dir, "placement-state",
+                                   json_pack("{s:s, s:s, s:s}", "file", state_path, "moved_to", bad, "error",
+                                             read_error->message));
+        g_clear_error(&read_error);
+        state = json_pack("{s:i, s:{}}", "version", 1, "devices");
+    }
+    if (!state) {
+        g_propagate_error(error, g_steal_pointer(&read_error));
         return FALSE;
-    lock = av_lock_take(lock_path, AV_LOCK_EXCLUSIVE, AV_PLACEMENT_LOCK_TIMEOUT_MS, error);
-    if (!lock)
-        return FALSE;
-    state = av_placement_state_read(state_dir, error);
-    if (!state)
-        return FALSE;
+    }
     records = json_object_get(state, "devices");
     targets = av_placement_targets(policy, hostname, devices, records, &held);
     for (guint i = 0; devices && i < devices->len; i++)
         g_hash_table_add(known, ((AvPlacementDevice *)g_ptr_array_index(devices, i))->identity);
 
     /* What no target covers: devices that want nothing now (claimed, in
-     * use) keep their record without a wanted value; a pending value of a
-     * device gone from the pool is replayed; the rest is dropped. */
+     * use) keep their record without a wanted value; a pending value above
+     * 0 of a device gone from the pool is replayed unless a current target
+     * has the same provider and class (the current device's value is the
+     * truth then); the rest is dropped. */
     for (guint i = 0; i < targets->len; i++) {
         AvPlacementTarget *t = g_ptr_array_index(targets, i);
 
         for (guint k = 0; k < t->identities->len; k++)
             g_hash_table_add(covered, g_ptr_array_index(t->identities, k));
+        g_hash_table_add(covered_rp, g_strdup_printf("%s\n%s", t->rp, t->rc));
     }
     json_object_foreach_safe(records, tmp, key, rec) {
+        g_autofree char *replay_key = NULL;
+
         if (g_hash_table_contains(covered, key) || (only_identity && g_strcmp0(key, only_identity) != 0))
             continue;
         if (g_hash_table_contains(held, key)) {
@@ -433,7 +521,15 @@ av_placement_sync(const char *state_dir, const AvPolicy *policy, const GPtrArray
         } else if (!g_hash_table_contains(known, key) &&
                    g_strcmp0(json_string_value(json_object_get(rec, "state")), "pending") == 0 &&
                    json_is_string(json_object_get(rec, "rp")) && json_is_string(json_object_get(rec, "rc")) &&
-                   json_is_integer(json_object_get(rec, "want"))) {
+                   json_is_integer(json_object_get(rec, "want")) &&
+                   /* A replay only raises reserved (a device gone while
+                    * reserved stays so); it never lowers it ... */
+                   json_integer_value(json_object_get(rec, "want")) > 0 &&
+                   /* ... nor overrides what a device now in the pool
+                    * wants of the same provider and class. */
+                   !g_hash_table_contains(covered_rp, replay_key = g_strdup_printf(
+                                              "%s\n%s", json_string_value(json_object_get(rec, "rp")),
+                                              json_string_value(json_object_get(rec, "rc"))))) {
             AvPlacementTarget *t = av_placement_target_new(json_string_value(json_object_get(rec, "rp")),
                                                            json_string_value(json_object_get(rec, "rc")),
                                                            json_string_value(json_object_get(rec, "rp_address")),
@@ -442,6 +538,7 @@ av_placement_sync(const char *state_dir, const AvPolicy *policy, const GPtrArray
             g_ptr_array_add(t->identities, g_strdup(key));
             g_ptr_array_add(t->addresses, g_strdup(json_string_value(json_object_get(rec, "address"))));
             g_ptr_array_add(targets, t);
+            g_hash_table_add(covered_rp, g_steal_pointer(&replay_key));
             g_ptr_array_add(drop, g_strdup(key));   /* once applied */
         } else {
             g_ptr_array_add(drop, g_strdup(key));
@@ -462,8 +559,10 @@ av_placement_sync(const char *state_dir, const AvPolicy *policy, const GPtrArray
         if (!client && !client_error) {
             AvOsCloud *cloud = av_os_cloud_load(policy && policy->nova ? policy->nova->cloud : NULL, &client_error);
 
-            if (cloud)
+            if (cloud) {
                 client = av_placement_client_new(cloud);
+                av_placement_client_set_budget(client, AV_PLACEMENT_RUN_BUDGET_S * 1000);
+            }
         }
         if (client)
             ok = av_placement_set_reserved(client, t->rp, t->rc, t->want, &inv, &put, &local);
@@ -514,10 +613,23 @@ av_placement_sync(const char *state_dir, const AvPolicy *policy, const GPtrArray
         if (!av_placement_state_write(state_dir, state, error))
             return FALSE;
     }
-    g_clear_pointer(&lock, av_lock_release);
+    /* Journaled under placement.lock (the pool's lock taken briefly, in
+     * the lock order): the entries of two syncs never interleave. */
     av_placement_journal(state_dir, journal);
     *ret_report = g_steal_pointer(&report);
     return TRUE;
+}
+
+/* See av-placement-sync.h. */
+gboolean
+av_placement_sync(const char *state_dir, const AvPolicy *policy, const GPtrArray *devices, const char *only_identity,
+                  AvPlacementReport **ret_report, GError **error)
+{
+    g_autoptr(AvLock) lock = av_placement_lock(state_dir, error);
+
+    if (!lock)
+        return FALSE;
+    return av_placement_sync_locked(state_dir, policy, devices, only_identity, ret_report, error);
 }
 
 /* See av-placement-sync.h. */
@@ -526,11 +638,18 @@ av_placement_sync_pool(const AvRoot *root, const char *state_dir, const AvPolicy
                        AvPlacementReport **ret_report, GError **error)
 {
     g_autoptr(GPtrArray) devices = NULL;
+    g_autoptr(AvLock) lock = NULL;
 
     if (!av_placement_sync_wanted(policy, state_dir)) {
         *ret_report = av_placement_report_new();
         return TRUE;
     }
+    /* placement.lock first, then the pool read under it: syncs apply their
+     * snapshots in the order they were taken (an older snapshot's "free:
+     * 0" never lands after a newer "dirty: total"). */
+    lock = av_placement_lock(state_dir, error);
+    if (!lock)
+        return FALSE;
     {
         g_autoptr(AvPool) pool = av_pool_open(state_dir, AV_POOL_READ, AV_PLACEMENT_LOCK_TIMEOUT_MS, error);
 
@@ -540,8 +659,10 @@ av_placement_sync_pool(const AvRoot *root, const char *state_dir, const AvPolicy
         if (!devices)
             return FALSE;
     }
-    return av_placement_sync(state_dir, policy, devices, only_identity, ret_report, error);
+    return av_placement_sync_locked(state_dir, policy, devices, only_identity, ret_report, error);
 }
+
+#define AV_PLACEMENT_NOT_SYNCED "not synced yet: the next worker, reconcile or placement sync does"
 
 /* See av-placement-sync.h. */
 json_t *
@@ -561,7 +682,31 @@ av_placement_device_status(const AvPolicy *policy, json_t *state, const AvPoolDe
                          "since", "error");
     if (!rec)
         return json_pack("{s:s, s:n, s:n, s:n, s:n, s:n, s:s}", "state", "pending", "rp", "rc", "want", "applied",
-                         "since", "error", "not synced yet: the next worker, reconcile or placement sync does");
+                         "since", "error", AV_PLACEMENT_NOT_SYNCED);
+    /* The record against what the device's state wants now (as
+     * av_placement_targets() counts it): a record of an older state (a
+     * device released since the last sync) is not "in sync". */
+    if (g_strcmp0(json_string_value(json_object_get(rec, "state")), "in-sync") == 0) {
+        gboolean is_vf = strstr(dev->identity, "/vf") != NULL;
+        gboolean held = !is_vf && (dev->state == AV_DEVICE_STATE_CLAIMED || dev->state == AV_DEVICE_STATE_IN_USE);
+        gboolean counts = av_placement_counts(dev->state, dev->state_before_missing, is_vf);
+        json_t *applied = json_object_get(rec, "applied");
+        json_t *want = json_object_get(rec, "want");
+        gboolean stale;
+
+        if (held)
+            stale = !json_is_null(want);
+        else if (!json_is_integer(applied) || !json_is_integer(want))
+            stale = TRUE;
+        else if (is_vf)
+            stale = counts && json_integer_value(applied) < 1;
+        else
+            stale = counts ? json_integer_value(applied) < 1 : json_integer_value(applied) != 0;
+        if (stale)
+            return json_pack("{s:s, s:O, s:O, s:n, s:O, s:n, s:s}", "state", "pending", "rp",
+                             json_object_get(rec, "rp"), "rc", json_object_get(rec, "rc"), "want", "applied", applied,
+                             "since", "error", AV_PLACEMENT_NOT_SYNCED);
+    }
     out = json_pack("{s:O, s:O, s:O, s:O, s:O, s:O, s:O}", "state", json_object_get(rec, "state"), "rp",
                     json_object_get(rec, "rp"), "rc", json_object_get(rec, "rc"), "want",
                     json_object_get(rec, "want"), "applied", json_object_get(rec, "applied"), "since",
@@ -581,6 +726,9 @@ av_placement_status_text(json_t *status)
     if (g_strcmp0(state, "pending") == 0) {
         const char *since = json_string_value(json_object_get(status, "since"));
         const char *err = json_string_value(json_object_get(status, "error"));
+
+        if (!since && g_strcmp0(err, AV_PLACEMENT_NOT_SYNCED) == 0)
+            return g_strdup("pending (not synced yet)");
 
         return g_strdup_printf("pending since %s: %s", since ? since : "-", err ? err : "-");
     }

@@ -73,8 +73,13 @@ char *av_placement_rp_name(const char *hostname, const char *address);
  * Caller frees. */
 char *av_placement_resource_class(const AvProfile *profile, guint16 vendor, guint16 device);
 
+/* This host's name as libvirt's virGetHostname() gives it (Nova's
+ * hypervisor_hostname); NULL when gethostname() fails.  Caller frees. */
+char *av_placement_default_hostname(void);
+
 /* The host name the providers are named after: the policy's "nova"
- * "hypervisor_hostname", else gethostname().  Caller frees. */
+ * "hypervisor_hostname", else av_placement_default_hostname().  Caller
+ * frees. */
 char *av_placement_hostname(const AvPolicy *policy);
 
 /* The wanted values for @devices (AvPlacementDevice*, borrowed) on

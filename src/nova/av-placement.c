@@ -23,7 +23,13 @@ struct AvPlacementClient {
     char *token;
     char *endpoint;              /* without a trailing '/' */
     GError *broken;              /* set once Placement or Keystone cannot be used */
+    gboolean warned_plain;       /* the plain-http warning given */
+    gboolean reauthed;           /* a 401 authenticated again once this run */
+    gint64 deadline;             /* g_get_monotonic_time() the run ends by; 0: none */
 };
+
+/* The error of a run out of time. */
+#define AV_PLACEMENT_NO_TIME "no time left in this run"
 
 typedef struct {
     GString *body;
@@ -102,6 +108,23 @@ av_placement_client_broken(const AvPlacementClient *client)
     return client->broken != NULL;
 }
 
+/* See av-placement.h. */
+void
+av_placement_client_set_budget(AvPlacementClient *client, gint64 budget_ms)
+{
+    client->deadline = g_get_monotonic_time() + budget_ms * 1000;
+}
+
+/* Milliseconds left of @client's run (G_MAXINT64 without a deadline, <= 0
+ * once spent). */
+static gint64
+av_placement_left_ms(const AvPlacementClient *client)
+{
+    if (!client->deadline)
+        return G_MAXINT64;
+    return (client->deadline - g_get_monotonic_time()) / 1000;
+}
+
 /* Marks @client broken with a copy of @error; returns FALSE. */
 static gboolean
 av_placement_break(AvPlacementClient *client, GError **error)
@@ -122,9 +145,15 @@ av_http_request(AvPlacementClient *client, const char *method, const char *url, 
     AvHttpReply reply = { g_string_new(NULL), NULL, FALSE };
     struct curl_slist *list = NULL;
     char errbuf[CURL_ERROR_SIZE] = "";
+    gint64 left_ms = av_placement_left_ms(client);
     CURLcode rc;
     long status = 0;
 
+    if (left_ms <= 0) {
+        g_string_free(reply.body, TRUE);
+        g_set_error(error, AV_ERROR, AV_ERROR_IO, AV_PLACEMENT_NO_TIME);
+        return FALSE;
+    }
     if (!client->curl)
         client->curl = curl_easy_init();
     if (!client->curl) {
@@ -145,8 +174,9 @@ av_http_request(AvPlacementClient *client, const char *method, const char *url, 
     }
     curl_easy_setopt(client->curl, CURLOPT_HTTPHEADER, list);
     curl_easy_setopt(client->curl, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(client->curl, CURLOPT_CONNECTTIMEOUT, AV_PLACEMENT_CONNECT_TIMEOUT_S);
-    curl_easy_setopt(client->curl, CURLOPT_TIMEOUT, AV_PLACEMENT_TIMEOUT_S);
+    curl_easy_setopt(client->curl, CURLOPT_CONNECTTIMEOUT_MS,
+                     (long)MIN(AV_PLACEMENT_CONNECT_TIMEOUT_S * 1000, MAX(left_ms, 1)));
+    curl_easy_setopt(client->curl, CURLOPT_TIMEOUT_MS, (long)MIN(AV_PLACEMENT_TIMEOUT_S * 1000, MAX(left_ms, 1)));
     curl_easy_setopt(client->curl, CURLOPT_FOLLOWLOCATION, 0L);
 #if LIBCURL_VERSION_NUM >= 0x075500
     curl_easy_setopt(client->curl, CURLOPT_PROTOCOLS_STR, "http,https");
@@ -166,7 +196,9 @@ av_http_request(AvPlacementClient *client, const char *method, const char *url, 
     curl_slist_free_all(list);
     curl_easy_setopt(client->curl, CURLOPT_HTTPHEADER, NULL);
     if (rc != CURLE_OK) {
-        g_set_error(error, AV_ERROR, AV_ERROR_IO, "cannot reach %s: %s", url,
+        g_autofree char *shown = av_os_url_redact(url);
+
+        g_set_error(error, AV_ERROR, AV_ERROR_IO, "cannot reach %s: %s", shown,
                     reply.too_big ? "the answer is too long" : *errbuf ? errbuf : curl_easy_strerror(rc));
         g_string_free(reply.body, TRUE);
         g_free(reply.subject_token);
@@ -200,6 +232,21 @@ av_http_detail(const char *body)
     if (strlen(text) > 200)
         strcpy(text + 197, "...");
     return g_steal_pointer(&text);
+}
+
+/* A warning (once per client) when @what is sent in clear to @url: plain
+ * http:// to a host other than this one. */
+static void
+av_placement_warn_plain(AvPlacementClient *client, const char *url, const char *what)
+{
+    g_autofree char *shown = NULL;
+
+    if (client->warned_plain || !av_os_url_plain_remote(url))
+        return;
+    client->warned_plain = TRUE;
+    shown = av_os_url_redact(url);
+    g_warning("cloud '%s' of '%s': %s goes to %s over plain http (not https): anyone on the way can read it",
+              client->cloud->name, client->cloud->file, what, shown);
 }
 
 /* Authenticates @client once (see av_placement_client_new()). */
@@ -241,14 +288,16 @@ av_placement_auth(AvPlacementClient *client, GError **error)
         if (!request)
             return FALSE;
         url = av_os_token_url(cloud);
+        av_placement_warn_plain(client, url, "the credentials");
         body = json_dumps(request, JSON_COMPACT);
         if (!av_http_request(client, "POST", url, headers, body, &status, &reply, &token, error))
             return av_placement_break(client, error);
         if (status != 201 || !token) {
             g_autofree char *detail = av_http_detail(reply);
+            g_autofree char *shown = av_os_url_redact(url);
 
             g_set_error(error, AV_ERROR, status >= 500 ? AV_ERROR_IO : AV_ERROR_FAILED,
-                        "Keystone refused the credentials of cloud '%s' (POST %s: HTTP %ld%s%s)", cloud->name, url,
+                        "Keystone refused the credentials of cloud '%s' (POST %s: HTTP %ld%s%s)", cloud->name, shown,
                         status, *detail ? ": " : "", detail);
             return av_placement_break(client, error);
         }
@@ -264,6 +313,7 @@ av_placement_auth(AvPlacementClient *client, GError **error)
     }
     for (gsize n = strlen(client->endpoint); n > 0 && client->endpoint[n - 1] == '/'; n--)
         client->endpoint[n - 1] = '\0';
+    av_placement_warn_plain(client, client->endpoint, "Placement's token");
     return TRUE;
 }
 
@@ -294,7 +344,8 @@ av_placement_call(AvPlacementClient *client, const char *method, const char *pat
             g_prefix_error(error, "Placement: ");
             return av_placement_break(client, error);
         }
-        if (status == 401 && attempt == 0 && client->cloud->auth_type != AV_OS_AUTH_NONE) {
+        if (status == 401 && attempt == 0 && !client->reauthed && client->cloud->auth_type != AV_OS_AUTH_NONE) {
+            client->reauthed = TRUE;
             g_free(reply);
             g_clear_pointer(&client->token, g_free);
             g_clear_pointer(&client->endpoint, g_free);
@@ -302,10 +353,19 @@ av_placement_call(AvPlacementClient *client, const char *method, const char *pat
         }
         if (status == 401 || status == 403) {
             g_autofree char *detail = av_http_detail(reply);
+            g_autofree char *shown = av_os_url_redact(url);
 
             g_free(reply);
             g_set_error(error, AV_ERROR, AV_ERROR_FAILED, "Placement refused the token of cloud '%s' (%s %s: HTTP "
-                        "%ld%s%s)", client->cloud->name, method, url, status, *detail ? ": " : "", detail);
+                        "%ld%s%s)", client->cloud->name, method, shown, status, *detail ? ": " : "", detail);
+            return av_placement_break(client, error);
+        }
+        if (status >= 500) {
+            g_autofree char *detail = av_http_detail(reply);
+
+            g_free(reply);
+            g_set_error(error, AV_ERROR, AV_ERROR_IO, "Placement answered HTTP %ld to %s %s%s%s (no more requests "
+                        "this run)", status, method, path, *detail ? ": " : "", detail);
             return av_placement_break(client, error);
         }
         *ret_status = status;
@@ -327,6 +387,26 @@ av_placement_fail(GError **error, long status, const char *body, const char *met
     return FALSE;
 }
 
+/* Whether @uuid is 8-4-4-4-12 hex digits (either case). */
+static gboolean
+av_placement_uuid_valid(const char *uuid)
+{
+    static const int groups[] = { 8, 4, 4, 4, 12 };
+    const char *p = uuid;
+
+    if (!p)
+        return FALSE;
+    for (guint g = 0; g < G_N_ELEMENTS(groups); g++) {
+        for (int k = 0; k < groups[g]; k++, p++)
+            if (!g_ascii_isxdigit(*p))
+                return FALSE;
+        if (*p != (g + 1 < G_N_ELEMENTS(groups) ? '-' : '\0'))
+            return FALSE;
+        p++;
+    }
+    return TRUE;
+}
+
 /* See av-placement.h. */
 gboolean
 av_placement_find_provider(AvPlacementClient *client, const char *name, char **ret_uuid, GError **error)
@@ -335,7 +415,10 @@ av_placement_find_provider(AvPlacementClient *client, const char *name, char **r
     g_autofree char *path = g_strdup_printf("/resource_providers?name=%s", escaped);
     g_autofree char *body = NULL;
     g_autoptr(json_t) root = NULL;
-    const char *uuid;
+    const char *uuid = NULL;
+    json_t *rps;
+    json_t *rp;
+    size_t i;
     long status = 0;
 
     if (!av_placement_call(client, "GET", path, NULL, &status, &body, error))
@@ -343,11 +426,28 @@ av_placement_find_provider(AvPlacementClient *client, const char *name, char **r
     if (status != 200)
         return av_placement_fail(error, status, body, "GET", path);
     root = json_loads(body, 0, NULL);
-    uuid = json_string_value(json_object_get(json_array_get(json_object_get(root, "resource_providers"), 0),
-                                             "uuid"));
-    if (!json_is_array(json_object_get(root, "resource_providers"))) {
+    rps = json_object_get(root, "resource_providers");
+    if (!json_is_array(rps)) {
         g_set_error(error, AV_ERROR, AV_ERROR_FAILED, "Placement's answer to GET %s has no resource_providers", path);
         return FALSE;
+    }
+    /* Exactly one provider of that very name, with a well-formed uuid:
+     * anything else is not trusted (a reserved put on the wrong provider
+     * would hide another host's device). */
+    json_array_foreach(rps, i, rp) {
+        if (g_strcmp0(json_string_value(json_object_get(rp, "name")), name) != 0)
+            continue;
+        if (uuid) {
+            g_set_error(error, AV_ERROR, AV_ERROR_FAILED,
+                        "Placement has more than one resource provider named '%s'", name);
+            return FALSE;
+        }
+        uuid = json_string_value(json_object_get(rp, "uuid"));
+        if (!av_placement_uuid_valid(uuid)) {
+            g_set_error(error, AV_ERROR, AV_ERROR_FAILED,
+                        "Placement's resource provider '%s' has no valid uuid", name);
+            return FALSE;
+        }
     }
     if (!uuid) {
         g_set_error(error, AV_ERROR, AV_ERROR_NOT_FOUND,
@@ -457,6 +557,20 @@ av_placement_set_reserved(AvPlacementClient *client, const char *rp_name, const 
             inv.generation++;
             put = TRUE;
             break;
+        }
+        if (g_error_matches(local, AV_ERROR, AV_ERROR_BUSY) && attempt < AV_PLACEMENT_CONFLICT_RETRIES) {
+            /* Another writer: a short pause, growing, within the run. */
+            gint64 pause_ms = (gint64)AV_PLACEMENT_CONFLICT_PAUSE_MS << attempt;
+
+            if (pause_ms >= av_placement_left_ms(client)) {
+                g_clear_error(&local);
+                g_set_error(&local, AV_ERROR, AV_ERROR_IO, AV_PLACEMENT_NO_TIME);
+                av_placement_break(client, &local);
+                g_propagate_prefixed_error(error, g_steal_pointer(&local), "%s: ", rp_name);
+                return FALSE;
+            }
+            g_usleep((gulong)pause_ms * 1000);
+            continue;
         }
         if (!g_error_matches(local, AV_ERROR, AV_ERROR_BUSY) || attempt >= AV_PLACEMENT_CONFLICT_RETRIES) {
             g_propagate_prefixed_error(error, g_steal_pointer(&local), "%s: ", rp_name);

@@ -20,6 +20,12 @@ G_BEGIN_DECLS
 #define AV_PLACEMENT_TIMEOUT_S 15L
 /* How many times a PUT that met a generation conflict is tried again. */
 #define AV_PLACEMENT_CONFLICT_RETRIES 5
+/* The time one sync run may talk to Placement, all providers together;
+ * what is left when it is spent stays pending for the next run. */
+#define AV_PLACEMENT_RUN_BUDGET_S 30
+/* The first pause between two tries of a PUT answered 409, doubled at
+ * each try (50, 100, 200, 400, 800 ms). */
+#define AV_PLACEMENT_CONFLICT_PAUSE_MS 50
 
 /* One inventory of a resource provider, the six fields and the
  * provider's generation (GET /resource_providers/{uuid}/inventories/{rc}). */
@@ -48,6 +54,13 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(AvPlacementClient, av_placement_client_free)
  * or authentication failed: later requests fail at once with the same
  * error (a sync stops trying). */
 gboolean av_placement_client_broken(const AvPlacementClient *client);
+
+/* Gives @client's run a deadline: @budget_ms from now.  Every request of
+ * the run ends by it (its timeout cut to what is left); once it is passed
+ * the client is broken with "no time left in this run".  The first 5xx,
+ * timeout or connection failure breaks the client too (the rest of the run
+ * makes no request), and a 401 authenticates again at most once per run. */
+void av_placement_client_set_budget(AvPlacementClient *client, gint64 budget_ms);
 
 /* The UUID of the resource provider named @name (GET
  * /resource_providers?name=NAME) in *ret_uuid (caller frees).  FALSE with

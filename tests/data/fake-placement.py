@@ -8,11 +8,15 @@ client asks, answered as Placement 8.0.0 and Keystone v3 answer it
 writes its port to DIR/port, logs every request to DIR/requests.jsonl and
 reads DIR/ctl.json at each request: {"conflicts": N (the next N inventory
 PUTs answer 409 placement.concurrent_update and bump the generation, as a
-concurrent writer would), "fail": STATUS (answer everything with it)}.
+concurrent writer would), "fail": STATUS (answer everything with it), "slow": SECONDS (every
+answer that late), "providers": "other" | "two" |
+"baduuid" (the provider lookup answers another provider's name only, the
+name twice, or a malformed uuid)}.
 Placement lives under /placement, Keystone under /identity/v3."""
 import json
 import os
 import sys
+import time
 from http.server import BaseHTTPRequestHandler, HTTPServer
 
 DIR = sys.argv[1]
@@ -77,6 +81,8 @@ class Handler(BaseHTTPRequestHandler):
                                 "version": self.headers.get("OpenStack-API-Version"),
                                 "content_type": self.headers.get("Content-Type")}) + "\n")
         c = ctl()
+        if c.get("slow"):
+            time.sleep(c["slow"])
         if c.get("fail"):
             return self.error(c["fail"], "placement.undefined_code", "failing on purpose")
         if self.path == "/identity/v3/auth/tokens" and method == "POST":
@@ -98,6 +104,13 @@ class Handler(BaseHTTPRequestHandler):
             name = unquote(path[len("/resource_providers?name="):])
             rp = PROVIDERS.get(name)
             found = [{"uuid": rp["uuid"], "name": name, "generation": rp["generation"]}] if rp else []
+            mode = c.get("providers")
+            if mode == "other":      # a provider of another name only
+                found = [dict(f, name="elsewhere") for f in found]
+            elif mode == "two" and found:
+                found = found + [dict(found[0], uuid="55555555-5555-5555-5555-555555555555")]
+            elif mode == "baduuid" and found:
+                found = [dict(found[0], uuid="../../x")]
             return self.answer(200, {"resource_providers": found})
         parts = path.split("/")
         if len(parts) == 5 and parts[1] == "resource_providers" and parts[3] == "inventories":
