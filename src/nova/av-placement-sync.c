@@ -367,7 +367,8 @@ av_placement_now(void)
 }
 
 /* One device's record after its provider's outcome; a journal entry
- * appended to @journal when a value was applied or went pending. */
+ * appended to @journal when a value was applied or went pending.
+ * @applied (the reserved Placement said, or NULL) is borrowed. */
 static void
 av_placement_record(json_t *devices, json_t *journal, const AvPlacementTarget *t, guint k, gint64 want,
                     json_t *applied, gboolean put, const char *error, const char *now)
@@ -380,6 +381,7 @@ av_placement_record(json_t *devices, json_t *journal, const AvPlacementTarget *t
                              json_integer_value(json_object_get(old, "want")) == want;
     const char *state = error ? "pending" : "in-sync";
     gboolean same = old && g_strcmp0(old_state, state) == 0 && old_want_same;
+    gboolean was_pending = g_strcmp0(old_state, "pending") == 0;    /* @old goes with its record below */
     json_t *rec;
 
     if (!applied)
@@ -390,7 +392,7 @@ av_placement_record(json_t *devices, json_t *journal, const AvPlacementTarget *t
                     "since", same ? json_incref(json_object_get(old, "since")) : json_string(now), "error",
                     av_json_string_or_null(error), "rp_address", av_json_string_or_null(t->address));
     json_object_set_new(devices, identity, rec);
-    if (put || (error && !same) || (!error && g_strcmp0(old_state, "pending") == 0))
+    if (put || (error && !same) || (!error && was_pending))
         json_array_append_new(journal, json_pack("{s:s, s:o, s:s, s:s, s:I, s:s, s:o}", "identity", identity,
                                                  "address", av_json_string_or_null(address), "rp", t->rp, "rc",
                                                  t->rc, "reserved", (json_int_t)want, "result",
@@ -578,9 +580,13 @@ av_placement_sync_locked(const char *state_dir, const AvPolicy *policy, const GP
                 json_integer_value(json_object_get(old, "want")) > 0)
                 want = json_integer_value(json_object_get(old, "want"));
         }
-        for (guint k = 0; k < t->identities->len; k++)
-            av_placement_record(records, journal, t, k, want, ok ? json_integer(inv.reserved) : NULL, put,
-                                ok ? NULL : local->message, now);
+        {
+            /* Borrowed by each record ("O"): one reference, dropped here. */
+            g_autoptr(json_t) applied = ok ? json_integer(inv.reserved) : NULL;
+
+            for (guint k = 0; k < t->identities->len; k++)
+                av_placement_record(records, journal, t, k, want, applied, put, ok ? NULL : local->message, now);
+        }
         /* Kept: every record of a value still pending; dropped: a
          * replayed record of a device gone from the pool, once applied. */
         for (guint k = 0; k < t->identities->len; k++) {
