@@ -751,10 +751,11 @@ av_nova_provider_config_json(const AvNovaConfig *c)
      * CUSTOM_ traits; each provider once. */
     for (guint i = 0; i < c->providers->len; i++) {
         const AvNovaProvider *p = g_ptr_array_index(c->providers, i);
-        json_t *traits = json_array();
+        json_t *traits;
 
         if (p->traits->len == 0)
             continue;
+        traits = json_array();
         for (guint j = 0; j < p->traits->len; j++)
             json_array_append_new(traits, json_string(g_ptr_array_index(p->traits, j)));
         json_array_append_new(providers,
