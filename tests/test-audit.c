@@ -442,6 +442,29 @@ test_unreadable(Fixture *f, gconstpointer data)
     g_assert_cmpint(dev->state, ==, AV_DEVICE_STATE_IN_USE);
 }
 
+/* A hostdev the lenient reader could not tell: the devices the domain does
+ * name are audited (a free one becomes in use by it), but none in use by it
+ * is taken for detached: the unreadable hostdev may be that device. */
+static void
+test_unresolved_hostdev(Fixture *f, gconstpointer data)
+{
+    AvPoolDevice *in_use = add_pci(f, 1, AV_DEVICE_STATE_IN_USE, UUID_D);
+    AvPoolDevice *free_dev = add_pci(f, 2, AV_DEVICE_STATE_FREE, NULL);
+    AvAuditDomain *domain;
+
+    (void)data;
+    domain = add_domain(f, UUID_D, "d", 2, -1);
+    av_audit_domain_add_unresolved(domain, "hostdev 1: PCI address bus '0x1ff' is not a number this reader takes");
+    run_audit(f, NULL, NULL, AV_AUDIT_ALL, NULL);
+    g_assert_cmpuint(f->findings->len, ==, 2);
+    g_assert_cmpint(finding(f, 0)->action, ==, AV_AUDIT_UNRESOLVED);
+    g_assert_nonnull(strstr(finding(f, 0)->detail, "bus '0x1ff'"));
+    g_assert_cmpint(finding(f, 1)->action, ==, AV_AUDIT_ATTACHED_OUTSIDE);
+    g_assert_true(av_audit_findings_unresolved(f->findings));
+    g_assert_cmpint(in_use->state, ==, AV_DEVICE_STATE_IN_USE);
+    g_assert_cmpint(free_dev->state, ==, AV_DEVICE_STATE_IN_USE);
+}
+
 static void
 test_dry_run(Fixture *f, gconstpointer data)
 {
@@ -658,6 +681,7 @@ main(int argc, char **argv)
     ADD("in-flight", test_in_flight);
     ADD("not-running", test_not_running);
     ADD("unreadable", test_unreadable);
+    ADD("unresolved-hostdev", test_unresolved_hostdev);
     ADD("dry-run", test_dry_run);
     ADD("dry-run/read-only", test_dry_run_read_only);
     ADD("changed-meanwhile", test_changed_meanwhile);

@@ -1072,6 +1072,105 @@ test_topology_placed(void)
     }
 }
 
+/* ---- the lenient reader of live XML (av-domain-live.c) ---- */
+
+/* The devices and problems av_domain_live_hostdevs() gives @xml, as one
+ * line: "pci:ADDR[i] mdev:UUID usb:VVVV:PPPP@BUS.DEV | PROBLEM; ...". */
+static char *
+live_summary(const char *xml)
+{
+    g_autoptr(GPtrArray) devs = NULL;
+    g_autoptr(GPtrArray) problems = NULL;
+    g_autoptr(GError) err = NULL;
+    g_autoptr(GString) out = g_string_new(NULL);
+
+    if (!av_domain_live_hostdevs(xml, strlen(xml), &devs, &problems, &err))
+        return g_strdup_printf("error: %s", err->message);
+    for (guint i = 0; i < devs->len; i++) {
+        const AvHostdev *h = g_ptr_array_index(devs, i);
+
+        if (out->len)
+            g_string_append_c(out, ' ');
+        if (h->type == AV_HOSTDEV_PCI)
+            g_string_append_printf(out, "pci:%s%s", h->pci_address, h->is_interface ? "i" : "");
+        else if (h->type == AV_HOSTDEV_MDEV)
+            g_string_append_printf(out, "mdev:%s", h->mdev_uuid);
+        else
+            g_string_append_printf(out, "usb:%04x:%04x@%d.%d", h->usb_vendor, h->usb_product, h->usb_bus,
+                                   h->usb_device);
+    }
+    for (guint i = 0; i < problems->len; i++)
+        g_string_append_printf(out, "%s%s", i == 0 ? " | " : "; ", (const char *)g_ptr_array_index(problems, i));
+    return g_string_free(g_steal_pointer(&out), FALSE);
+}
+
+#define LIVE_PCI(bus) "<source><address domain='0x0000' bus='" bus "' slot='0x00' function='0x0'/></source>"
+
+static void
+test_live_hostdevs(void)
+{
+    static const struct {
+        const char *devices;
+        const char *want;
+    } cases[] = {
+        /* What the strict parser refuses hides nothing here. */
+        { "<hostdev mode='subsystem' type='pci' managed='maybe'>" LIVE_PCI("0xca") "<alias name='ua-"
+          "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
+          "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
+          "'/><alias name='second'/></hostdev>",
+          "pci:0000:ca:00.0" },
+        /* Every source and every address: two readers may pick two. */
+        { "<hostdev type='pci'>" LIVE_PCI("0x17") LIVE_PCI("0x31") "</hostdev>", "pci:0000:17:00.0 pci:0000:31:00.0" },
+        { "<hostdev type='pci'><source><address bus='23'/><address bus='010' slot='0x1f' function='7'/></source>"
+          "</hostdev>",
+          "pci:0000:17:00.0 pci:0000:08:1f.7" },
+        { "<interface type='hostdev'>" LIVE_PCI("0x4b") "<alias name='net 0'/></interface>"
+          "<interface type='network'/>",
+          "pci:0000:4b:00.0i" },
+        { "<hostdev type='mdev' model='bogus'><source><address uuid='4B20D080-1B54-4048-85B3-A6A62D165C01'/>"
+          "</source></hostdev>",
+          "mdev:4b20d080-1b54-4048-85b3-a6a62d165c01" },
+        { "<hostdev type='usb'><source><vendor id='0x03e7'/><product id='0x2485'/><address bus='1' device='3'/>"
+          "</source></hostdev>",
+          "usb:03e7:2485@1.3" },
+        /* Not a device of the kinds accelvirt manages. */
+        { "<hostdev mode='capabilities' type='storage'><source><block>/dev/sdf1</block></source></hostdev>"
+          "<hostdev type='scsi'/>",
+          "" },
+        /* What names a device and cannot be told is said, never dropped. */
+        { "<hostdev type='pci'><source><address bus='0x1ff'/></source></hostdev>" "<hostdev type='pci'>" LIVE_PCI("0xca")
+          "</hostdev>",
+          "pci:0000:ca:00.0 | hostdev 1: PCI address bus '0x1ff' is not a number this reader takes (line 1)" },
+        { "<hostdev type='pci'/>", " | hostdev 1: no <source><address> names its PCI device (line 1)" },
+        { "<hostdev/>", " | hostdev 1: it has no type (line 1)" },
+        { "<hostdev type='quantum'/>", " | hostdev 1: its type 'quantum' is not one this reader knows (line 1)" },
+        { "<hostdev type='mdev'><source><address uuid='nope'/></source></hostdev>",
+          " | hostdev 1: mdev address uuid 'nope' is not a UUID (line 1)" },
+        { "<hostdev type='usb'><source/></hostdev>",
+          " | hostdev 1: neither a vendor and product nor a bus and device name its USB device (line 1)" },
+    };
+
+    for (gsize i = 0; i < G_N_ELEMENTS(cases); i++) {
+        g_autofree char *xml = g_strdup_printf("<domain type='kvm'><name>%s</name><devices>%s</devices>"
+                                               "<metadata><bad:x xmlns:bad='urn:x'><unclosed/></bad:x></metadata>"
+                                               "</domain>",
+                                               "a/name with a slash", cases[i].devices);
+        g_autofree char *got = live_summary(xml);
+
+        g_assert_cmpstr(got, ==, cases[i].want);
+    }
+    {
+        g_autofree char *got = live_summary("<domain><devices>");
+
+        g_assert_true(g_str_has_prefix(got, "error: the domain XML does not parse"));
+    }
+    {
+        g_autofree char *got = live_summary("<notadomain/>");
+
+        g_assert_cmpstr(got, ==, "error: the root element is not <domain>");
+    }
+}
+
 int
 main(int argc, char **argv)
 {
@@ -1096,6 +1195,7 @@ main(int argc, char **argv)
     g_test_add_func("/domain/hostile/cputune", test_cputune);
     g_test_add_func("/domain/hostile/metadata", test_metadata);
     g_test_add_func("/domain/read-fd", test_read_fd);
+    g_test_add_func("/domain/live-hostdevs", test_live_hostdevs);
     g_test_add_func("/domain/fuzz", test_fuzz);
     return g_test_run();
 }

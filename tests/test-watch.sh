@@ -122,6 +122,67 @@ nothing_to_do() {
 }
 check "an audit with nothing to do says so" nothing_to_do
 
+# --- a device hidden behind what the hook's strict parser refuses ---
+# libvirt accepts any user alias "ua-..." (a virsh attach-device can give
+# one of 300 characters); the hook's parser takes 128 at most.  The audit
+# reads only what names a device: the free GPU is in use by d3, not left
+# free for the next tenant.
+D3=44444444-4444-4444-8444-444444444444
+LONG="ua-$(printf 'x%.0s' $(seq 300))"
+long_alias() {
+    {
+        echo "<node>"
+        domain d3 $D3 "<hostdev mode='subsystem' type='pci' managed='no'><source><address domain='0x0000' bus='0xca' slot='0x00' function='0x0'/></source><alias name='$LONG'/></hostdev>"
+        echo "</node>"
+    } >"$AV_TMP/long.xml"
+    rm -rf "$STATE" && av status >/dev/null || return 1
+    av audit --connect "test://$AV_TMP/long.xml" >"$AV_TMP/long.out" 2>"$AV_TMP/long.err" ||
+        { cat "$AV_TMP/long.out" "$AV_TMP/long.err"; return 1; }
+    grep -q "^attached-outside: domain 'd3'.*0000:ca:00.0" "$AV_TMP/long.out" &&
+        [ "$(state_of 0000:ca:00.0)" = 'in-use d3 None' ] || { cat "$AV_TMP/long.out"; return 1; }
+}
+check "a free GPU held by a domain with a 300-character user alias is in use by it, not free" long_alias
+
+# What the audit cannot tell makes it fail, saying what: a USB hostdev that
+# names no stick of this host.  The GPU of the same domain is still audited.
+unresolved_fails() {
+    {
+        echo "<node>"
+        domain d3 $D3 "$(hostdev_pci ca)<hostdev mode='subsystem' type='usb'><source><vendor id='0x1234'/><product id='0x5678'/></source></hostdev>"
+        echo "</node>"
+    } >"$AV_TMP/unres.xml"
+    rm -rf "$STATE" && av status >/dev/null || return 1
+    av audit --connect "test://$AV_TMP/unres.xml" >"$AV_TMP/unres.out" 2>"$AV_TMP/unres.err"
+    st=$?
+    [ $st -eq 1 ] || { echo "exit status $st"; cat "$AV_TMP/unres.out" "$AV_TMP/unres.err"; return 1; }
+    grep -q "^unresolved: domain 'd3'" "$AV_TMP/unres.out" &&
+        grep -q "^attached-outside: domain 'd3'.*0000:ca:00.0" "$AV_TMP/unres.out" &&
+        [ "$(wc -l <"$AV_TMP/unres.err")" -eq 1 ] && grep -q "^accelvirt: the audit is not complete" "$AV_TMP/unres.err" ||
+        { cat "$AV_TMP/unres.out" "$AV_TMP/unres.err"; return 1; }
+    av --json audit --connect "test://$AV_TMP/unres.xml" >"$AV_TMP/unres.json" 2>/dev/null
+    json "$AV_TMP/unres.json" "d['complete'] is False"
+}
+check "an audit that cannot tell a hostdev exits 1, says what, and still audits the rest" unresolved_fails
+
+# A free GPU whose VFIO group a process holds though no running domain
+# names it (a domain whose XML could not be read, a program on the host):
+# quarantined as unscrubbed, journalled; found from the kernel (/proc).
+held_outside() {
+    rm -rf "$AV_TMP/h2p" && cp -a "$H2" "$AV_TMP/h2p" || return 1
+    mkdir -p "$AV_TMP/h2p/proc/4242/fd" && ln -s /dev/vfio/46 "$AV_TMP/h2p/proc/4242/fd/7" || return 1
+    rm -rf "$STATE"
+    "$AV" --root "$AV_TMP/h2p" --policy-dir "$POL" --state-dir "$STATE" status >/dev/null || return 1
+    "$AV" --root "$AV_TMP/h2p" --policy-dir "$POL" --state-dir "$STATE" --connect "test://$AV_TMP/empty.xml" audit         >"$AV_TMP/held.out" 2>"$AV_TMP/held.err" || { cat "$AV_TMP/held.out" "$AV_TMP/held.err"; return 1; }
+    grep -q "^held-outside: .*(0000:ca:00.0) is free but process 4242 (/dev/vfio/46) holds its IOMMU group" "$AV_TMP/held.out" ||
+        { cat "$AV_TMP/held.out"; return 1; }
+    "$AV" --root "$AV_TMP/h2p" --policy-dir "$POL" --state-dir "$STATE" --json status >"$AV_TMP/held.json" || return 1
+    json "$AV_TMP/held.json" "[x for x in d['devices'] if x['address'] == '0000:ca:00.0'][0]['state'] == 'quarantined'" &&
+        grep '"event":"violation"' "$STATE/journal.jsonl" | grep -q '0000:ca:00.0' || return 1
+    # Quarantined, it is no longer free: a second audit has nothing to do.
+    [ "$("$AV" --root "$AV_TMP/h2p" --policy-dir "$POL" --state-dir "$STATE" --connect "test://$AV_TMP/empty.xml" audit 2>/dev/null)" = "nothing to do (1 running domains)" ]
+}
+check "a free GPU whose group a process holds outside every domain is quarantined" held_outside
+
 # --- watch --once: the same full audit, logged on stderr ---
 watch_once() {
     setup_pool || return 1

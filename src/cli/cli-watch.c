@@ -40,6 +40,7 @@
 #include "util/av-error.h"
 #include "util/av-json.h"
 #include "vfio/av-kernel.h"
+#include "vfio/av-vfio.h"
 
 /* How long watch waits before auditing again a domain whose devices changed
  * after its live XML was read, and the longest wait between two attempts to
@@ -50,23 +51,28 @@
 /* --- reading the running domains --------------------------------------------------- */
 
 /* The host devices @xml (a domain's live XML) names, for av_pool_audit():
- * parsed by av_domain_parse_flags(), its metadata best effort (nothing of
- * it is used).  A document that does not parse gives a domain whose
- * devices the audit leaves alone ("unreadable"). */
+ * read by the lenient reader (av_domain_live_hostdevs()), which looks at
+ * nothing but what names a device: an alias, a value or metadata that the
+ * hook's strict parser refuses and libvirt accepts hides no device.  A
+ * hostdev it cannot tell is noted (unresolved); a document that does not
+ * parse at all gives a domain whose devices the audit leaves alone
+ * ("unreadable"), and the audit says it is not complete. */
 static AvAuditDomain *
 av_cli_audit_domain_from_xml(const char *uuid, const char *name, const char *xml, gint64 seen_at)
 {
     g_autoptr(AvAuditDomain) domain = av_audit_domain_new(uuid, name, seen_at);
-    g_autoptr(AvDomain) parsed = NULL;
+    g_autoptr(GPtrArray) hostdevs = NULL;
+    g_autoptr(GPtrArray) problems = NULL;
     g_autoptr(GError) err = NULL;
 
-    parsed = av_domain_parse_flags(xml, strlen(xml), AV_DOMAIN_PARSE_METADATA_BEST_EFFORT, &err);
-    if (!parsed) {
-        domain->unreadable = g_strdup_printf("its live XML was refused (%s)", err->message);
+    if (!av_domain_live_hostdevs(xml, strlen(xml), &hostdevs, &problems, &err)) {
+        domain->unreadable = g_strdup_printf("its live XML cannot be read (%s)", err->message);
         return g_steal_pointer(&domain);
     }
-    for (guint i = 0; i < parsed->hostdevs->len; i++) {
-        const AvHostdev *h = g_ptr_array_index(parsed->hostdevs, i);
+    for (guint i = 0; i < problems->len; i++)
+        av_audit_domain_add_unresolved(domain, g_ptr_array_index(problems, i));
+    for (guint i = 0; i < hostdevs->len; i++) {
+        const AvHostdev *h = g_ptr_array_index(hostdevs, i);
 
         switch (h->type) {
         case AV_HOSTDEV_PCI:
@@ -169,6 +175,65 @@ av_cli_audit_has_usb(const GPtrArray *domains)
     return FALSE;
 }
 
+/* The free PCI devices of @pool whose IOMMU group a process other than
+ * accelvirt's own holders has open (av_vfio_groups_find_holder_full(): an
+ * fd on the group or on a member's vfio cdev, a mapping of a BAR), as
+ * identity -> "PID (THROUGH)", for av_pool_audit_full().  A group with a
+ * pool device that is not free is left out: its domain's QEMU or
+ * accelvirt's hold has it.  Reads every process of the host: for the full
+ * audit only.  NULL with @error when the kernel cannot tell (not root). */
+static GHashTable *
+av_cli_audit_held(const AvCli *cli, const AvRoot *root, AvPool *pool, GError **error)
+{
+    g_autoptr(GHashTable) held = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
+    g_autoptr(GHashTable) busy = g_hash_table_new(g_direct_hash, g_direct_equal);
+    g_autoptr(GArray) groups = g_array_new(FALSE, FALSE, sizeof(int));
+    GPtrArray *devices = av_pool_devices(pool);
+
+    for (guint i = 0; i < devices->len; i++) {
+        const AvPoolDevice *dev = g_ptr_array_index(devices, i);
+
+        if (dev->kind == AV_DEVICE_KIND_PCI && dev->iommu_group >= 0 && dev->state != AV_DEVICE_STATE_FREE)
+            g_hash_table_add(busy, GINT_TO_POINTER(dev->iommu_group + 1));
+    }
+    for (guint i = 0; i < devices->len; i++) {
+        const AvPoolDevice *dev = g_ptr_array_index(devices, i);
+        gboolean seen = FALSE;
+
+        if (dev->kind != AV_DEVICE_KIND_PCI || dev->iommu_group < 0 || dev->state != AV_DEVICE_STATE_FREE ||
+            g_hash_table_contains(busy, GINT_TO_POINTER(dev->iommu_group + 1)))
+            continue;
+        for (guint j = 0; j < groups->len && !seen; j++)
+            seen = g_array_index(groups, int, j) == dev->iommu_group;
+        if (!seen)
+            g_array_append_val(groups, dev->iommu_group);
+    }
+    /* One scan finds one holder: again without its group until none. */
+    while (groups->len > 0) {
+        g_autoptr(AvVfioHolder) holder = NULL;
+
+        if (!av_vfio_groups_find_holder_full(root, cli->state_dir, (const int *)(void *)groups->data, groups->len,
+                                             &holder, error))
+            return NULL;
+        if (!holder)
+            break;
+        for (guint i = 0; i < devices->len; i++) {
+            const AvPoolDevice *dev = g_ptr_array_index(devices, i);
+
+            if (dev->kind == AV_DEVICE_KIND_PCI && dev->state == AV_DEVICE_STATE_FREE &&
+                dev->iommu_group == holder->group)
+                g_hash_table_replace(held, g_strdup(dev->identity), av_vfio_holder_describe(holder));
+        }
+        for (guint j = 0; j < groups->len; j++) {
+            if (g_array_index(groups, int, j) == holder->group) {
+                g_array_remove_index(groups, j);
+                break;
+            }
+        }
+    }
+    return g_steal_pointer(&held);
+}
+
 /* --- applying the rules -------------------------------------------------------------- */
 
 /* Applies av_pool_audit() to @domains, under the pool's lock, taken now
@@ -182,10 +247,11 @@ av_cli_audit_has_usb(const GPtrArray *domains)
  * became dirty. */
 static gboolean
 av_cli_audit_apply(const AvCli *cli, const AvRoot *root, const GPtrArray *domains, gboolean all, gboolean dry_run,
-                   const char *by, GPtrArray **ret_findings, GError **error)
+                   const char *by, GPtrArray **ret_findings, gboolean *ret_incomplete, GError **error)
 {
     g_autoptr(AvPool) pool = NULL;
     g_autoptr(GPtrArray) usb = NULL;
+    g_autoptr(GHashTable) held = NULL;
     AvAuditFlags flags = (all ? AV_AUDIT_ALL : 0) | (dry_run ? AV_AUDIT_DRY_RUN : 0);
     gboolean dirtied = FALSE;
 
@@ -202,8 +268,21 @@ av_cli_audit_apply(const AvCli *cli, const AvRoot *root, const GPtrArray *domain
         pool = av_cli_open_pool(cli, root, AV_POOL_WRITE, error);
     if (!pool)
         return FALSE;
-    if (!av_pool_audit(pool, domains, usb, av_pool_attach_in_flight, by, flags, ret_findings, &dirtied, error))
+    *ret_incomplete = FALSE;
+    if (all) {
+        g_autoptr(GError) held_error = NULL;
+
+        held = av_cli_audit_held(cli, root, pool, &held_error);
+        if (!held) {
+            g_printerr("accelvirt: warning: free devices held outside any domain cannot be found: %s\n",
+                       held_error->message);
+            *ret_incomplete = TRUE;
+        }
+    }
+    if (!av_pool_audit_full(pool, domains, held, usb, av_pool_attach_in_flight, by, flags, ret_findings, &dirtied,
+                            error))
         return FALSE;
+    *ret_incomplete = *ret_incomplete || av_audit_findings_unresolved(*ret_findings);
     if (dirtied) {
         g_autoptr(GError) hold_error = NULL;
 
@@ -240,6 +319,7 @@ av_cli_cmd_audit(AvCli *cli, int argc, char **argv)
     g_autoptr(GPtrArray) domains = NULL;
     g_autoptr(GPtrArray) findings = NULL;
     g_autoptr(GError) err = NULL;
+    gboolean incomplete = FALSE;
     virConnect *conn;
 
     if (!av_cli_parse(cli, "audit", "[--dry-run]",
@@ -261,24 +341,32 @@ av_cli_cmd_audit(AvCli *cli, int argc, char **argv)
     virConnectClose(conn);
     if (!domains)
         return av_cli_fail(err);
-    if (!av_cli_audit_apply(cli, root, domains, TRUE, dry_run, "audit", &findings, &err))
+    if (!av_cli_audit_apply(cli, root, domains, TRUE, dry_run, "audit", &findings, &incomplete, &err))
         return av_cli_fail(err);
     if (cli->json) {
         json_t *list = json_array();
 
         for (guint i = 0; i < findings->len; i++)
             json_array_append_new(list, av_audit_finding_to_json(g_ptr_array_index(findings, i)));
-        av_cli_print_json(json_pack("{s:b,s:i,s:o}", "dry_run", dry_run, "domains", (int)domains->len, "findings",
-                                    list));
-        return AV_EXIT_OK;
-    }
-    for (guint i = 0; i < findings->len; i++) {
-        g_autofree char *line = av_cli_audit_line(g_ptr_array_index(findings, i));
+        av_cli_print_json(json_pack("{s:b,s:i,s:o,s:b}", "dry_run", dry_run, "domains", (int)domains->len,
+                                    "findings", list, "complete", !incomplete));
+    } else {
+        for (guint i = 0; i < findings->len; i++) {
+            g_autofree char *line = av_cli_audit_line(g_ptr_array_index(findings, i));
 
-        printf("%s%s\n", dry_run ? "would do: " : "", line);
+            printf("%s%s\n", dry_run ? "would do: " : "", line);
+        }
+        if (findings->len == 0)
+            printf("nothing to do (%u running domains)\n", domains->len);
     }
-    if (findings->len == 0)
-        printf("nothing to do (%u running domains)\n", domains->len);
+    /* What a running domain holds and the audit cannot tell may be a free
+     * device of the pool: not a clean result. */
+    if (incomplete) {
+        g_printerr("accelvirt: the audit is not complete: what running domains hold could not all be told "
+                   "(the 'unresolved' lines say what); check those domains with 'virsh dumpxml' and run the "
+                   "audit again\n");
+        return AV_EXIT_FAILURE;
+    }
     return AV_EXIT_OK;
 }
 
@@ -338,9 +426,13 @@ static gboolean
 av_watch_audit(AvWatch *w, const GPtrArray *domains, gboolean all, GError **error)
 {
     g_autoptr(GPtrArray) findings = NULL;
+    gboolean incomplete = FALSE;
 
-    if (!av_cli_audit_apply(w->cli, w->root, domains, all, FALSE, "watch", &findings, error))
+    if (!av_cli_audit_apply(w->cli, w->root, domains, all, FALSE, "watch", &findings, &incomplete, error))
         return FALSE;
+    if (incomplete)
+        av_watch_log("%s", "not complete: what running domains hold could not all be told (the unresolved lines "
+                     "say what)");
     for (guint i = 0; i < findings->len; i++) {
         const AvAuditFinding *finding = g_ptr_array_index(findings, i);
         g_autofree char *line = av_cli_audit_line(finding);

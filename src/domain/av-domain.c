@@ -677,10 +677,16 @@ xml_read(const char *xml, gsize len, GError **error)
 xmlDocPtr
 av_domain_xml_read(const char *xml, gsize len, GError **error)
 {
-    if (len > AV_DOMAIN_XML_MAX) {
+    return av_domain_xml_read_max(xml, len, AV_DOMAIN_XML_MAX, error);
+}
+
+xmlDocPtr
+av_domain_xml_read_max(const char *xml, gsize len, gsize max, GError **error)
+{
+    if (len > max) {
         g_set_error(error, AV_ERROR, AV_ERROR_INVALID_INPUT,
-                    "the domain XML is %" G_GSIZE_FORMAT " bytes, more than the %u accelvirt accepts", len,
-                    AV_DOMAIN_XML_MAX);
+                    "the domain XML is %" G_GSIZE_FORMAT " bytes, more than the %" G_GSIZE_FORMAT
+                    " accelvirt accepts", len, max);
         return NULL;
     }
     if (len == 0 || !xml) {

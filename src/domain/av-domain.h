@@ -131,6 +131,26 @@ typedef enum {
 /* av_domain_parse() with @flags. */
 AvDomain *av_domain_parse_flags(const char *xml, gsize len, AvDomainParseFlags flags, GError **error);
 
+/* The largest live XML the lenient reader below takes: 64 MiB (a running
+ * domain's metadata is its owner's to grow; libvirt's own RPC limit for a
+ * string is smaller). */
+#define AV_DOMAIN_LIVE_XML_MAX (64u * 1024u * 1024u)
+
+/* The host devices a running domain's live XML names, read leniently for the
+ * audit and watch (av-domain-live.c): only what names a device is looked at
+ * (PCI addresses of <hostdev type='pci'> and <interface type='hostdev'>,
+ * mdev UUIDs, USB vendor, product, bus and device), of every <source> and
+ * <address> a hostdev has; aliases, managed=, and everything else of the
+ * document may be anything libvirt accepts.  *ret_hostdevs gets an AvHostdev*
+ * for each device named (only type, pci_address, mdev_uuid, usb_* and
+ * is_interface are set), *ret_problems one sentence (char*) for each hostdev
+ * or address that names a device this reader cannot tell: the caller must
+ * not take the domain's list for complete then.  FALSE with
+ * AV_ERROR_INVALID_INPUT only when the document itself does not parse (over
+ * AV_DOMAIN_LIVE_XML_MAX, not XML, a DOCTYPE, no <domain> root). */
+gboolean av_domain_live_hostdevs(const char *xml, gsize len, GPtrArray **ret_hostdevs, GPtrArray **ret_problems,
+                                 GError **error);
+
 /* What the hook reads of every domain before anything else (issue 12):
  * enough to tell a domain accelvirt has nothing to do with, leniently, so
  * that nothing it does not act on can refuse a domain libvirt accepts

@@ -36,6 +36,7 @@ av_audit_domain_new(const char *uuid, const char *name, gint64 seen_at)
     domain->name = g_strdup(name);
     domain->seen_at = seen_at;
     domain->hostdevs = g_ptr_array_new_with_free_func((GDestroyNotify)av_audit_hostdev_free);
+    domain->unresolved = g_ptr_array_new_with_free_func(g_free);
     return domain;
 }
 
@@ -49,6 +50,7 @@ av_audit_domain_free(AvAuditDomain *domain)
     g_free(domain->name);
     g_free(domain->unreadable);
     g_ptr_array_unref(domain->hostdevs);
+    g_ptr_array_unref(domain->unresolved);
     g_free(domain);
 }
 
@@ -90,6 +92,13 @@ av_audit_domain_add_usb(AvAuditDomain *domain, guint16 vendor, guint16 product, 
     hostdev->usb_device = device;
 }
 
+/* See av-audit.h. */
+void
+av_audit_domain_add_unresolved(AvAuditDomain *domain, const char *why)
+{
+    g_ptr_array_add(domain->unresolved, g_strdup(why));
+}
+
 /* --- findings ----------------------------------------------------------------------- */
 
 static const char *const av_audit_action_names[] = {
@@ -99,6 +108,7 @@ static const char *const av_audit_action_names[] = {
     [AV_AUDIT_NOT_RUNNING] = "not-running",
     [AV_AUDIT_CHANGED] = "changed",
     [AV_AUDIT_UNRESOLVED] = "unresolved",
+    [AV_AUDIT_HELD_OUTSIDE] = "held-outside",
 };
 
 /* See av-audit.h. */
@@ -370,9 +380,15 @@ av_audit_domain(const AvPool *pool, const AvAuditDomain *domain, const GPtrArray
 
     if (domain->unreadable) {
         av_audit_note(findings, AV_AUDIT_UNRESOLVED, domain, NULL,
-                      g_strdup_printf("%s: %s; its devices are left as they are", who, domain->unreadable));
+                      g_strdup_printf("%s: %s; the devices in use by it are left as they are, and a free device "
+                                      "it may hold is found only by its IOMMU group (a full audit)", who,
+                                      domain->unreadable));
         return;
     }
+    for (guint i = 0; i < domain->unresolved->len; i++)
+        av_audit_note(findings, AV_AUDIT_UNRESOLVED, domain, NULL,
+                      g_strdup_printf("%s: %s; the devices in use by it are left as they are", who,
+                                      (const char *)g_ptr_array_index(domain->unresolved, i)));
     for (guint i = 0; i < domain->hostdevs->len; i++) {
         const AvAuditHostdev *h = g_ptr_array_index(domain->hostdevs, i);
         g_autofree char *why = NULL;
@@ -394,7 +410,8 @@ av_audit_domain(const AvPool *pool, const AvAuditDomain *domain, const GPtrArray
 
         if (!av_audit_in_use_by(dev, domain) || g_hash_table_contains(named, dev))
             continue;
-        if (dev->kind == AV_DEVICE_KIND_USB && usb_unknown)
+        /* A hostdev the reader could not tell may be this device. */
+        if ((dev->kind == AV_DEVICE_KIND_USB && usb_unknown) || domain->unresolved->len > 0)
             continue;
         if (in_flight && in_flight(av_pool_state_dir(pool), dev->identity))
             continue;
@@ -439,6 +456,51 @@ av_audit_not_running(const AvPool *pool, const GPtrArray *domains, GPtrArray *fi
                       g_strdup_printf("%s (%s) is in use by %s, which is not running: its release is left to "
                                       "'accelvirt reconcile' or 'accelvirt release'", dev->identity,
                                       dev->address ? dev->address : "-", holder));
+    }
+}
+
+/* TRUE when a domain of @domains names @dev (its live XML, as resolved). */
+static gboolean
+av_audit_named_by_any(const AvPool *pool, const GPtrArray *domains, const GPtrArray *usb, const AvPoolDevice *dev)
+{
+    for (guint i = 0; i < domains->len; i++) {
+        const AvAuditDomain *domain = g_ptr_array_index(domains, i);
+
+        for (guint j = 0; domain->hostdevs && j < domain->hostdevs->len; j++) {
+            g_autofree char *why = NULL;
+            AvPoolDevice *named = NULL;
+
+            if (av_audit_resolve(pool, usb, g_ptr_array_index(domain->hostdevs, j), &named, &why) &&
+                named == dev)
+                return TRUE;
+        }
+    }
+    return FALSE;
+}
+
+/* The free devices of @held (identity -> holder) that no domain names:
+ * a process has them outside every domain the audit could read. */
+static void
+av_audit_held_outside(const AvPool *pool, const GPtrArray *domains, GHashTable *held, const GPtrArray *usb,
+                      AvAuditInFlightFunc in_flight, GPtrArray *findings)
+{
+    GPtrArray *devices = av_pool_devices(pool);
+
+    for (guint i = 0; held && i < devices->len; i++) {
+        const AvPoolDevice *dev = g_ptr_array_index(devices, i);
+        const char *holder = g_hash_table_lookup(held, dev->identity);
+        AvAuditFinding *f;
+
+        if (!holder || dev->state != AV_DEVICE_STATE_FREE || av_audit_named_by_any(pool, domains, usb, dev))
+            continue;
+        if (in_flight && in_flight(av_pool_state_dir(pool), dev->identity))
+            continue;
+        f = av_audit_note(findings, AV_AUDIT_HELD_OUTSIDE, NULL, dev,
+                          g_strdup_printf("%s (%s) is free but process %s holds its IOMMU group, and no running "
+                                          "domain the audit could read names it: quarantined as unscrubbed until "
+                                          "the operator clears it", dev->identity, dev->address ? dev->address : "-",
+                                          holder));
+        f->state = AV_DEVICE_STATE_QUARANTINED;
     }
 }
 
@@ -489,6 +551,15 @@ av_audit_apply(AvPool *pool, const AvAuditFinding *finding, const char *by, gboo
         *dirtied = *dirtied || moved;
         return av_pool_journal_device(pool, "detached-outside", dev, facts, error);
     }
+    case AV_AUDIT_HELD_OUTSIDE: {
+        g_autofree char *reason = g_strdup_printf("held outside accelvirt while it was free: %s", finding->detail);
+        g_autoptr(json_t) extra = json_pack("{s:s}", "violation_by", by);
+
+        json_object_set_new(facts, "detail", json_string(finding->detail));
+        if (!av_pool_journal_device(pool, "violation", dev, facts, error))
+            return FALSE;
+        return av_pool_quarantine_force(pool, dev, reason, extra, error);
+    }
     case AV_AUDIT_NOT_RUNNING:
     case AV_AUDIT_CHANGED:
     case AV_AUDIT_UNRESOLVED:
@@ -502,12 +573,32 @@ gboolean
 av_pool_audit(AvPool *pool, const GPtrArray *domains, const GPtrArray *usb, AvAuditInFlightFunc in_flight,
               const char *by, AvAuditFlags flags, GPtrArray **ret_findings, gboolean *ret_dirtied, GError **error)
 {
+    return av_pool_audit_full(pool, domains, NULL, usb, in_flight, by, flags, ret_findings, ret_dirtied, error);
+}
+
+/* See av-audit.h. */
+gboolean
+av_audit_findings_unresolved(const GPtrArray *findings)
+{
+    for (guint i = 0; findings && i < findings->len; i++)
+        if (((const AvAuditFinding *)g_ptr_array_index(findings, i))->action == AV_AUDIT_UNRESOLVED)
+            return TRUE;
+    return FALSE;
+}
+
+/* See av-audit.h. */
+gboolean
+av_pool_audit_full(AvPool *pool, const GPtrArray *domains, GHashTable *held, const GPtrArray *usb,
+                   AvAuditInFlightFunc in_flight, const char *by, AvAuditFlags flags, GPtrArray **ret_findings,
+                   gboolean *ret_dirtied, GError **error)
+{
     g_autoptr(GPtrArray) findings = g_ptr_array_new_with_free_func((GDestroyNotify)av_audit_finding_free);
     gboolean changed = FALSE;
     gboolean dirtied = FALSE;
 
     for (guint i = 0; i < domains->len; i++)
         av_audit_domain(pool, g_ptr_array_index(domains, i), usb, in_flight, findings);
+    av_audit_held_outside(pool, domains, held, usb, in_flight, findings);
     if (flags & AV_AUDIT_ALL)
         av_audit_not_running(pool, domains, findings);
     if (!(flags & AV_AUDIT_DRY_RUN)) {
@@ -516,7 +607,8 @@ av_pool_audit(AvPool *pool, const GPtrArray *domains, const GPtrArray *usb, AvAu
 
             if (!av_audit_apply(pool, finding, by, &dirtied, error))
                 return FALSE;
-            changed = changed || finding->state != finding->from || finding->action == AV_AUDIT_VIOLATION;
+            changed = changed || finding->state != finding->from || finding->action == AV_AUDIT_VIOLATION ||
+                      finding->action == AV_AUDIT_HELD_OUTSIDE;
         }
         if (changed && !av_pool_save(pool, error))
             return FALSE;

@@ -57,6 +57,9 @@ typedef struct {
     GPtrArray *hostdevs;         /* AvAuditHostdev*, owned */
     char *unreadable;            /* why its live XML could not be read, or NULL: then none of its
                                   * devices is touched (it counts as running, with unknown hostdevs) */
+    GPtrArray *unresolved;       /* char*, owned: hostdevs of its live XML that name a device the reader
+                                  * could not tell; the devices it names are still audited, but none in
+                                  * use by it is taken for detached */
 } AvAuditDomain;
 
 /* A new domain with no host device; copies @uuid and @name (may be NULL).
@@ -74,6 +77,9 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(AvAuditDomain, av_audit_domain_free)
 void av_audit_domain_add_pci(AvAuditDomain *domain, const char *address);
 void av_audit_domain_add_mdev(AvAuditDomain *domain, const char *uuid);
 void av_audit_domain_add_usb(AvAuditDomain *domain, guint16 vendor, guint16 product, int bus, int device);
+/* Notes a hostdev of @domain's live XML that names a device the reader
+ * could not tell (@why, copied): an AV_AUDIT_UNRESOLVED finding. */
+void av_audit_domain_add_unresolved(AvAuditDomain *domain, const char *why);
 
 typedef enum {
     AV_AUDIT_ATTACHED_OUTSIDE,   /* claimed and in use for the domain */
@@ -81,11 +87,14 @@ typedef enum {
     AV_AUDIT_DETACHED_OUTSIDE,   /* released: in use -> dirty, then scrubbed */
     AV_AUDIT_NOT_RUNNING,        /* in use by a domain that is not running: reported only */
     AV_AUDIT_CHANGED,            /* changed after the live XML was read: left to the next audit */
-    AV_AUDIT_UNRESOLVED,         /* a USB hostdev that names no device, or several: reported only */
+    AV_AUDIT_UNRESOLVED,         /* a hostdev (or a whole live XML) that names no device the audit can tell,
+                                  * or a USB hostdev that names several: reported; the audit is not complete */
+    AV_AUDIT_HELD_OUTSIDE,       /* a free device whose IOMMU group a process holds though no running domain
+                                  * the audit could read names it: journalled and quarantined */
 } AvAuditAction;
 
 /* "attached-outside", "violation", "detached-outside", "not-running",
- * "changed", "unresolved"; static strings. */
+ * "changed", "unresolved", "held-outside"; static strings. */
 const char *av_audit_action_to_string(AvAuditAction action);
 
 /* What the audit found about one device. */
@@ -140,5 +149,20 @@ typedef enum {
 gboolean av_pool_audit(AvPool *pool, const GPtrArray *domains, const GPtrArray *usb,
                        AvAuditInFlightFunc in_flight, const char *by, AvAuditFlags flags,
                        GPtrArray **ret_findings, gboolean *ret_dirtied, GError **error);
+
+/* As av_pool_audit(), and besides: @held (may be NULL) maps the identity
+ * (char*) of pool devices that are free to a description (char*) of a
+ * process that holds their IOMMU group (av_vfio_holder_describe()), as the
+ * caller read it from the kernel under the pool's lock.  Each such device
+ * that no domain of @domains names is AV_AUDIT_HELD_OUTSIDE: journalled
+ * ("violation", "by") and quarantined: it may hold what that process wrote,
+ * and it was never scrubbed after it. */
+gboolean av_pool_audit_full(AvPool *pool, const GPtrArray *domains, GHashTable *held, const GPtrArray *usb,
+                            AvAuditInFlightFunc in_flight, const char *by, AvAuditFlags flags,
+                            GPtrArray **ret_findings, gboolean *ret_dirtied, GError **error);
+
+/* TRUE when @findings (AvAuditFinding*) hold an AV_AUDIT_UNRESOLVED one:
+ * the audit could not tell everything running domains hold. */
+gboolean av_audit_findings_unresolved(const GPtrArray *findings);
 
 G_END_DECLS

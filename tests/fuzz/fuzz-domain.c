@@ -7,7 +7,10 @@
  *   - a document that parses strictly parses in best-effort mode too, with
  *     the same name, UUID and hostdevs and no metadata problem;
  *   - best-effort parsing fails only where the strict one fails;
- *   - av_domain_unplace() of its own output changes nothing. */
+ *   - av_domain_unplace() of its own output changes nothing;
+ *   - the lenient reader of live XML (av_domain_live_hostdevs(), the audit's)
+ *     reads every document that parses strictly and names every device the
+ *     strict parser names. */
 #include "config.h"
 
 #include "fuzz.h"
@@ -42,6 +45,48 @@ av_fuzz_domain_facts(const AvDomain *domain)
     }
 }
 
+/* TRUE when @list (AvHostdev* of the live reader) names what @h names. */
+static gboolean
+av_fuzz_live_names(const GPtrArray *list, const AvHostdev *h)
+{
+    for (guint i = 0; i < list->len; i++) {
+        const AvHostdev *l = g_ptr_array_index(list, i);
+
+        if (l->type != h->type)
+            continue;
+        if (h->type == AV_HOSTDEV_PCI && g_strcmp0(l->pci_address, h->pci_address) == 0)
+            return TRUE;
+        if (h->type == AV_HOSTDEV_MDEV && g_strcmp0(l->mdev_uuid, h->mdev_uuid) == 0)
+            return TRUE;
+        if (h->type == AV_HOSTDEV_USB && l->usb_vendor == h->usb_vendor && l->usb_product == h->usb_product)
+            return TRUE;
+    }
+    return FALSE;
+}
+
+/* The lenient reader of live XML (what the audit and watch use): never
+ * fails on a document that parses strictly, and names at least every
+ * device the strict parser names (nothing is hidden from the audit that
+ * the hook would act on); its problems are sentences. */
+static void
+av_fuzz_live(const char *xml, size_t size, const AvDomain *strict)
+{
+    g_autoptr(GPtrArray) list = NULL;
+    g_autoptr(GPtrArray) problems = NULL;
+    g_autoptr(GError) error = NULL;
+    gboolean ok = av_domain_live_hostdevs(xml, size, &list, &problems, &error);
+
+    av_fuzz_assert(ok == (error == NULL));
+    if (strict)
+        av_fuzz_assert(ok);
+    if (!ok)
+        return;
+    for (guint i = 0; i < problems->len; i++)
+        av_fuzz_assert(*(const char *)g_ptr_array_index(problems, i) != '\0');
+    for (guint i = 0; strict && i < strict->hostdevs->len; i++)
+        av_fuzz_assert(av_fuzz_live_names(list, g_ptr_array_index(strict->hostdevs, i)));
+}
+
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -69,6 +114,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     if (lenient)
         av_fuzz_domain_facts(lenient);
+    av_fuzz_live(xml, size, strict);
 
     requests = av_domain_requests(xml, size, &error);
     av_fuzz_assert(requests != NULL || error != NULL);
