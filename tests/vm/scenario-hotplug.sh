@@ -28,6 +28,9 @@
 #         accelvirt's back: `accelvirt audit` claims it for the domain (in use,
 #         journalled attached-outside); detached with virsh: audit releases it,
 #         dirty, scrubbed, free.
+#     5b. the node-0 ivshmem attached with virsh under a user alias libvirt accepts and
+#         the hook's strict parser refuses (ua- and 300 characters): audit claims it,
+#         releases it once detached; watch then does the same.
 #      6. destroy, undefine; the quarantined ivshmem scrubbed by hand and cleared
 #         (phase V uses it).
 echo "=== phase H" >> "$R/hook.log"
@@ -239,6 +242,33 @@ fact hot_audit_release rc=$? "$(hst $H0)" out="$(tr '\n' ' ' < "$R/hot-audit2.ou
 fact hot_h0_free seconds="$(wait_state pci $H0 free 90)" "$(hst $H0)" bar="$(hbar $H0 "$HSECRET")"
 $AVC audit > "$R/hot-audit3.out" 2>&1
 fact hot_audit_again rc=$? out="$(tr '\n' ' ' < "$R/hot-audit3.out")"
+
+# 5b. a user alias libvirt accepts and the hook's strict parser refuses ("ua-" and 300
+# characters): audit, then watch, still see the device behind it
+LONGALIAS="ua-$(printf 'x%.0s' $(seq 300))"
+echo "<hostdev mode='subsystem' type='pci' managed='no'><source><address domain='0x0000' bus='0x41' slot='0x00' function='0x0'/></source><alias name='$LONGALIAS'/></hostdev>" > "$R/hot-hd0-long.xml"
+$V attach-device avvm-hot "$R/hot-hd0-long.xml" --live > "$R/hot-virsh-long.out" 2>&1
+fact hot_virsh_long rc=$? "$(tr '\n' ' ' < "$R/hot-virsh-long.out")" alias="$($V dumpxml avvm-hot 2>/dev/null | grep -c "alias name='$LONGALIAS'")"
+$AVC audit > "$R/hot-audit-long.out" 2>&1
+fact hot_audit_long rc=$? "$(hst $H0)" out="$(tr '\n' ' ' < "$R/hot-audit-long.out" | cut -c1-200)"
+$V detach-device avvm-hot "$R/hot-hd0-long.xml" --live > "$R/hot-virsh-long-detach.out" 2>&1
+fact hot_virsh_long_detach rc=$?
+$AVC audit > "$R/hot-audit-long2.out" 2>&1
+fact hot_audit_long_release rc=$? "$(hst $H0)"
+fact hot_long_free seconds="$(wait_state pci $H0 free 90)" "$(hst $H0)"
+$AVC watch > "$R/hot-watch-long.log" 2>&1 &
+WPID=$!
+sleep 3
+$V attach-device avvm-hot "$R/hot-hd0-long.xml" --live > "$R/hot-virsh-long3.out" 2>&1
+fact hot_virsh_long3 rc=$?
+fact hot_watch_long seconds="$(wait_state pci $H0 in-use 30)" "$(hst $H0)"
+$V detach-device avvm-hot "$R/hot-hd0-long.xml" --live > /dev/null 2>&1
+fact hot_watch_long_release seconds="$(wait_state pci $H0 free 120)" "$(hst $H0)"
+kill -TERM "$WPID" 2>/dev/null
+wait "$WPID"
+fact hot_watch_long_log "$(grep -c "attached-outside: domain 'avvm-hot'.*0000:41:00.0" "$R/hot-watch-long.log")" \
+    "$(grep -c "detached-outside: domain 'avvm-hot'.*0000:41:00.0" "$R/hot-watch-long.log")" \
+    unresolved="$(grep -c unresolved "$R/hot-watch-long.log")"
 
 # 6. the end: destroy, undefine; the quarantined ivshmem scrubbed by hand and cleared
 cp /tmp/hot-console.log "$R/hot-console.log" 2>/dev/null
