@@ -119,6 +119,31 @@ av_identity_pci(const AvHost *host, const AvPciDevice *dev, gboolean use_dsn)
     return av_identity_pci_own(host, dev, use_dsn);
 }
 
+/* See av-pool.h. */
+char *
+av_pool_match_ids_pci(const AvPciDevice *dev)
+{
+    return g_strdup_printf("%04x:%04x %04x:%04x %06x %02x", dev->vendor_id, dev->device_id,
+                           dev->subsystem_vendor_id, dev->subsystem_device_id, dev->class_code & 0xffffff,
+                           dev->revision);
+}
+
+/* See av-pool.h. */
+gboolean
+av_pool_match_ids_valid(const char *text)
+{
+    static const char shape[] = "hhhh:hhhh hhhh:hhhh hhhhhh hh";
+
+    if (!text || strlen(text) != sizeof(shape) - 1)
+        return FALSE;
+    for (gsize i = 0; shape[i]; i++) {
+        if (shape[i] == 'h' ? !(g_ascii_isdigit(text[i]) || (text[i] >= 'a' && text[i] <= 'f'))
+                            : text[i] != shape[i])
+            return FALSE;
+    }
+    return TRUE;
+}
+
 /* See av-pool.h.  A VF whose PF is not in @host falls back to its own
  * identity.  Caller frees. */
 char *

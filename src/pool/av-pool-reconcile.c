@@ -19,6 +19,7 @@ typedef struct {
     int numa_node;
     int iommu_group;
     const char *driver;          /* borrowed, or NULL */
+    char *match_ids;             /* PCI: what a profile's match reads (av_pool_match_ids_pci()), or NULL */
     char *suspect;               /* an identity problem: its own identity is one the pool knew for one
                                   * device, which another device of this scan presents too; or NULL */
 } AvScanned;
@@ -28,6 +29,7 @@ av_scanned_free(AvScanned *s)
 {
     g_free(s->identity);
     g_free(s->fallback);
+    g_free(s->match_ids);
     g_free(s->suspect);
     g_free(s);
 }
@@ -178,11 +180,41 @@ av_string_set(char **field, const char *value)
     return TRUE;
 }
 
+static gboolean av_state_out_of_hand(AvDeviceState state);
+
+/* What changed of what the profile match reads of @dev, out of the pool's
+ * hands, as the scan @s shows it: a sentence, or NULL when nothing did.
+ * The profile it was claimed under is the one whose steps scrub it; a
+ * tenant's firmware that makes it match another (a board of the same chip
+ * with a lighter scrub, told apart by its subsystem ids or class) must not
+ * choose its scrub.  Ids that did not change with a profile that did are
+ * the operator's new policy; without recorded ids (a pool older than them)
+ * a new profile cannot be told from new ids, and counts as them.  Caller
+ * frees. */
+static char *
+av_pool_reconcile_match_changed(const AvPoolDevice *dev, const AvScanned *s)
+{
+    const char *now = s->profile ? s->profile->name : NULL;
+
+    if (dev->match_ids && s->match_ids && strcmp(dev->match_ids, s->match_ids) != 0)
+        return g_strdup_printf("what its profile's match reads changed from '%s' to '%s' (vendor:device, "
+                               "subsystem, class, revision)%s%s%s", dev->match_ids, s->match_ids,
+                               g_strcmp0(now, dev->profile) != 0 ? " and with it its profile, to '" : "",
+                               g_strcmp0(now, dev->profile) != 0 ? (now ? now : "none") : "",
+                               g_strcmp0(now, dev->profile) != 0 ? "'" : "");
+    if (!dev->match_ids && g_strcmp0(now, dev->profile) != 0)
+        return g_strdup_printf("the profile it was claimed under, '%s', no longer matches what it presents (%s%s%s)",
+                               dev->profile ? dev->profile : "?", now ? "it matches '" : "no profile matches it",
+                               now ? now : "", now ? "' now" : "");
+    return NULL;
+}
+
 /* Applies one scanned device to the pool. */
 static gboolean
 av_pool_reconcile_one(AvPool *pool, const AvScanned *s, gint64 now, gboolean *changed, GError **error)
 {
     AvPoolDevice *dev = av_pool_find(pool, s->identity);
+    gboolean keep_profile = FALSE;
 
     if (!dev) {
         g_autoptr(AvPoolDevice) added = NULL;
@@ -198,6 +230,7 @@ av_pool_reconcile_one(AvPool *pool, const AvScanned *s, gint64 now, gboolean *ch
         added->numa_node = s->numa_node;
         added->iommu_group = s->iommu_group;
         added->original_driver = g_strdup(s->driver);
+        added->match_ids = g_strdup(s->match_ids);
         if (!av_pool_journal_device(pool, "added", added, NULL, error))
             return FALSE;
         av_pool_add_device(pool, g_steal_pointer(&added));
@@ -227,6 +260,32 @@ av_pool_reconcile_one(AvPool *pool, const AvScanned *s, gint64 now, gboolean *ch
         }
         *changed = TRUE;
     }
+    /* Out of the pool's hands, its match is the one it was claimed under. */
+    if (av_state_out_of_hand(dev->state)) {
+        g_autofree char *what = av_pool_reconcile_match_changed(dev, s);
+
+        keep_profile = what != NULL || dev->identity_problem != NULL;
+        if (what && !dev->identity_problem) {
+            g_autofree char *who = dev->owner ? av_owner_describe(dev->owner) : NULL;
+            g_autofree char *problem = g_strdup_printf(
+                "%s while it was %s%s%s: its firmware may have been altered; it is scrubbed by '%s' and "
+                "quarantined: check the card, then clear its quarantine ('accelvirt quarantine clear %s')", what,
+                av_device_state_to_string(dev->state), who ? (dev->state == AV_DEVICE_STATE_IN_USE ||
+                                                              dev->state == AV_DEVICE_STATE_CLAIMED ? " by " :
+                                                              ", last used by ") : "",
+                who ? who : "", dev->profile ? dev->profile : "?", dev->address ? dev->address : dev->identity);
+
+            if (!av_pool_set_identity_problem(pool, dev, problem, error))
+                return FALSE;
+            *changed = TRUE;
+        }
+        if (!dev->match_ids && s->match_ids) {
+            dev->match_ids = g_strdup(s->match_ids);
+            *changed = TRUE;
+        }
+    } else if (s->match_ids) {
+        *changed |= av_string_set(&dev->match_ids, s->match_ids);
+    }
     if (!s->profile) {
         if (dev->state == AV_DEVICE_STATE_FREE) {
             if (!av_pool_journal_device(pool, "removed", dev, NULL, error))
@@ -240,7 +299,9 @@ av_pool_reconcile_one(AvPool *pool, const AvScanned *s, gint64 now, gboolean *ch
         if (dev->state != AV_DEVICE_STATE_QUARANTINED)
             *changed |= av_string_set(&dev->reason, "unmanaged");
     } else {
-        if (g_strcmp0(dev->profile, s->profile->name) != 0) {
+        /* A device whose ids changed out of the pool's hands keeps the
+         * profile it was claimed under (above). */
+        if (g_strcmp0(dev->profile, s->profile->name) != 0 && !keep_profile) {
             g_autoptr(json_t) extra = json_object();
 
             json_object_set_new(extra, "old_profile", av_json_string_or_null(dev->profile));
@@ -454,6 +515,7 @@ av_pool_reconcile(AvPool *pool, const AvHost *host, const AvPolicy *policy,
         s->numa_node = pci->numa_node;
         s->iommu_group = pci->iommu_group;
         s->driver = pci->driver;
+        s->match_ids = av_pool_match_ids_pci(pci);
         g_ptr_array_add(scanned, s);
     }
     for (guint i = 0; host->usb && i < host->usb->len; i++) {

@@ -262,6 +262,7 @@ av_pool_device_free(AvPoolDevice *dev)
     g_free(dev->scrub_token);
     g_free(dev->scrub_domain);
     g_free(dev->in_use_boot_id);
+    g_free(dev->match_ids);
     g_free(dev->identity_problem);
     if (dev->last_scrub)
         json_decref(dev->last_scrub);
@@ -330,6 +331,8 @@ av_pool_device_to_json(const AvPoolDevice *dev)
         json_object_set_new(obj, "release_pending", json_true());
     if (dev->in_use_boot_id)
         json_object_set_new(obj, "in_use_boot_id", json_string(dev->in_use_boot_id));
+    if (dev->match_ids)
+        json_object_set_new(obj, "match_ids", json_string(dev->match_ids));
     /* Only when they say something (issue 17): a count, or an enrolment
      * later than the device's first_seen. */
     if (dev->scrub_failures || dev->reset_failures ||
@@ -773,7 +776,7 @@ av_pool_load_device(const AvPoolLoad *ld, json_t *obj, guint index, GError **err
     };
     static const char *const optional[] = { "companions", "created", "rom_sha256", "scrub_token", "scrub_domain",
                                             "identity_problem", "last_scrub", "unscrubbed", "programmed",
-                                            "release_pending", "failures", "in_use_boot_id", NULL };
+                                            "release_pending", "failures", "in_use_boot_id", "match_ids", NULL };
     g_autofree char *jpath = g_strdup_printf("devices/%u", index);
     g_autofree char *owner_path = g_strdup_printf("devices/%u/owner", index);
     g_autofree char *kind = NULL;
@@ -895,6 +898,15 @@ av_pool_load_device(const AvPoolLoad *ld, json_t *obj, guint index, GError **err
         if (state != AV_DEVICE_STATE_IN_USE)
             return av_pool_load_fail(ld, error, sub, "only an in-use device has the boot it went in use "
                                      "in"), NULL;
+    }
+    if (json_object_get(obj, "match_ids")) {
+        g_autofree char *sub = g_strdup_printf("%s/match_ids", jpath);
+
+        if (!av_pool_load_string(ld, obj, jpath, "match_ids", FALSE, &dev->match_ids, error))
+            return NULL;
+        if (!av_pool_match_ids_valid(dev->match_ids))
+            return av_pool_load_fail(ld, error, sub, "expected 'VVVV:DDDD SSSS:ssss CCCCCC RR' (lower-case hex), "
+                                     "not '%s'", dev->match_ids), NULL;
     }
     if (json_object_get(obj, "identity_problem")) {
         AvDeviceState state = dev->state == AV_DEVICE_STATE_MISSING ? dev->state_before_missing : dev->state;

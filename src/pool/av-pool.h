@@ -178,6 +178,13 @@ typedef struct {
                                   * counts to 0), else its first_seen.  In pool.json ("failures":
                                   * {"scrub", "reset", "since"}) only when a count is not 0 or
                                   * since is not first_seen (an enrolment); 0 reads as first_seen */
+    char *match_ids;             /* PCI: what its profile's match reads, as the last scan of it while it was
+                                  * free saw it: "VVVV:DDDD SSSS:ssss CCCCCC RR" (vendor, device,
+                                  * subsystem vendor and device, class, revision), or NULL (never seen
+                                  * free since this was recorded).  Kept unchanged while it is out of the
+                                  * pool's hands: a change then is an identity problem, and its profile
+                                  * (the one it was claimed under, whose steps scrub it) is not changed by
+                                  * a scan then.  In pool.json ("match_ids") only when set */
     char *in_use_boot_id;        /* in use: the id of the boot (/proc/sys/kernel/random/boot_id) in which
                                   * it went in use, as the holder of the lock read it (av_pool_upkeep()),
                                   * or NULL: not known (a pool written before issue 17's fix, a tree
@@ -525,6 +532,13 @@ gboolean av_pool_expire_claims(AvPool *pool, gint64 now, gboolean *changed, GErr
  * port identities instead.  @host is needed to look up the PF and upstream
  * bridges.  Caller frees. */
 char *av_pool_identity_pci(const AvHost *host, const AvPciDevice *dev);
+
+/* What a profile's match reads of @dev, as AvPoolDevice.match_ids records it:
+ * "VVVV:DDDD SSSS:ssss CCCCCC RR".  Caller frees. */
+char *av_pool_match_ids_pci(const AvPciDevice *dev);
+
+/* TRUE when @text has the form of av_pool_match_ids_pci(). */
+gboolean av_pool_match_ids_valid(const char *text);
 
 /* The identity of a USB device: "usb:VVVV:PPPP:serial:SERIAL" when it has a
  * serial, else "usb:VVVV:PPPP@port:BUSPATH".  Caller frees. */
