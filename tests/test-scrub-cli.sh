@@ -91,6 +91,20 @@ check "quarantine clear of a free device is refused with one line, nothing chang
     unchanged one_line 1 "0000:17:00.0 (dsn:.*) is free, not quarantined: nothing to clear" av quarantine clear 0000:17:00.0
 check "quarantine clear of an unknown device says where to look, nothing changed" \
     unchanged one_line 1 "'0000:99:00.0' is not a device of the pool; 'accelvirt status' lists them" av quarantine clear 0000:99:00.0
+# A GPU hot-removed since the last reconcile: a command naming an unknown device must
+# not save the reconcile it would run (the GPU turning missing), nor journal it.
+gone_gpu() {
+    av status >/dev/null || return 1
+    mv "$W/host/sys/bus/pci/devices/0000:e3:00.0" "$AV_TMP/e3" || return 1
+    unchanged one_line 1 "'0000:99:00.0' is not a device of the pool" av "$@" 0000:99:00.0
+    st=$?
+    mv "$AV_TMP/e3" "$W/host/sys/bus/pci/devices/0000:e3:00.0"
+    return $st
+}
+check "quarantine clear of an unknown device while a GPU is hot-removed: refused, the pool and journal unchanged" \
+    gone_gpu quarantine clear
+check "enroll of an unknown device likewise" gone_gpu enroll
+check "scrub of an unknown device likewise" gone_gpu scrub
 check "quarantine clear without a device is a usage error" unchanged one_line 2 "takes 'list' or 'clear DEVICE'" av quarantine clear
 check "quarantine with an unknown subcommand is a usage error" unchanged one_line 2 "takes 'list' or 'clear DEVICE'" av quarantine frob 0000:17:00.0
 

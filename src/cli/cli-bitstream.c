@@ -341,6 +341,8 @@ av_cli_cmd_program(AvCli *cli, int argc, char **argv)
     if (!root)
         return av_cli_fail(err);
 
+    if (!av_cli_device_known(cli, argv[1], &err))
+        return av_cli_fail(err);
     /* Under the pool lock: check, claim, forget what it held, save. */
     pool = av_cli_open_synced_pool(cli, &host, &policy, &err);
     if (!pool)

@@ -311,6 +311,15 @@ av_cli_find_device(AvPool *pool, const char *name, GError **error)
     return dev;
 }
 
+/* See cli.h. */
+gboolean
+av_cli_device_known(const AvCli *cli, const char *name, GError **error)
+{
+    g_autoptr(AvPool) pool = av_cli_open_pool(cli, NULL, AV_POOL_READ, error);
+
+    return pool && av_cli_find_device(pool, name, error) != NULL;
+}
+
 /* See cli.h.  Caller frees. */
 char *
 av_cli_operator(void)

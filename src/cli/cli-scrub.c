@@ -150,6 +150,11 @@ av_cli_cmd_enroll(AvCli *cli, int argc, char **argv)
                                   "see 'accelvirt enroll --help'");
     if (!av_cli_open(cli, &root, &policy, &err))
         return av_cli_fail(err);
+    /* A name that is nobody's changes nothing: checked before the
+     * reconcile that the write lock brings saves what it finds. */
+    for (int i = 1; !all && i < argc; i++)
+        if (!av_cli_device_known(cli, argv[i], &err))
+            return av_cli_fail(err);
     pool = av_cli_open_pool(cli, root, AV_POOL_WRITE, &err);
     if (!pool)
         return av_cli_fail(err);
@@ -327,6 +332,8 @@ av_cli_cmd_scrub(AvCli *cli, int argc, char **argv)
     if (!av_cli_open(cli, &root, &policy, &err))
         return av_cli_fail(err);
 
+    if (!av_cli_device_known(cli, argv[1], &err))
+        return av_cli_fail(err);
     /* Under the pool lock: check, take the device's scrub lock, and move it
      * to scrubbing; the steps run without the pool lock, as the worker's. */
     pool = av_cli_open_pool(cli, root, AV_POOL_WRITE, &err);
@@ -628,6 +635,8 @@ av_cli_cmd_quarantine(AvCli *cli, int argc, char **argv)
         AvPoolDevice *dev;
 
         if (!av_cli_open(cli, &root, &policy, &err))
+            return av_cli_fail(err);
+        if (!av_cli_device_known(cli, argv[2], &err))
             return av_cli_fail(err);
         pool = av_cli_open_pool(cli, root, AV_POOL_WRITE, &err);
         if (!pool)

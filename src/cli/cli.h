@@ -115,6 +115,13 @@ AvPool *av_cli_open_synced_pool(const AvCli *cli, AvHost **ret_host, AvPolicy **
  * bus path.  NULL with AV_ERROR_NOT_FOUND (one sentence, what to run). */
 AvPoolDevice *av_cli_find_device(AvPool *pool, const char *name, GError **error);
 
+/* Whether the pool as saved names a device @name (av_cli_find_device()),
+ * read under the shared lock: the check an operator command that names a
+ * device makes before it opens the pool for writing, whose reconcile and
+ * upkeep save what they find, so that a name that is nobody's changes
+ * nothing.  FALSE with AV_ERROR_NOT_FOUND (or the pool's error). */
+gboolean av_cli_device_known(const AvCli *cli, const char *name, GError **error);
+
 /* Who runs the command: $SUDO_USER, else "uid N".  Caller frees. */
 char *av_cli_operator(void);
 
