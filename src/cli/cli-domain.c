@@ -987,6 +987,58 @@ av_cli_start_assign(const AvCli *cli, const AvRoot *root, const AvPolicy *policy
     return av_cli_assign(cli, root, policy, pool, owner, items, bitstreams, assign, "start", NULL, error);
 }
 
+/* "PROFILE x COUNT[ bitstream B][ function F], ..." of @requests.
+ * Caller frees. */
+static char *
+av_cli_requests_text(const GPtrArray *requests)
+{
+    g_autoptr(GString) out = g_string_new(NULL);
+
+    for (guint i = 0; requests && i < requests->len; i++) {
+        const AvRequest *r = g_ptr_array_index(requests, i);
+
+        g_string_append_printf(out, "%s%s x %u%s%s%s%s", i ? ", " : "", r->profile, r->count,
+                               r->bitstream ? " bitstream " : "", r->bitstream ? r->bitstream : "",
+                               r->function ? " function " : "", r->function ? r->function : "");
+    }
+    return g_string_free(g_steal_pointer(&out), FALSE);
+}
+
+/* TRUE when the requests of the domain's metadata, @requests, are those the
+ * pool recorded when the operator placed it (`define`, `rewrite`: @record,
+ * may be NULL), the same in the same order; else FALSE with one sentence.
+ * `start` re-places a domain whose devices went elsewhere, but only what
+ * was placed for it: a running domain's metadata is its owner's to change
+ * (virDomainSetMetadata), and a count raised there must not claim more. */
+static gboolean
+av_cli_requests_recorded(const AvDomain *domain, const AvPoolPlacement *record, const GPtrArray *requests,
+                         GError **error)
+{
+    gboolean same = record && record->requests->len == requests->len;
+    g_autofree char *asked = NULL;
+    g_autofree char *placed = NULL;
+
+    for (guint i = 0; same && i < requests->len; i++) {
+        const AvRequest *a = g_ptr_array_index(requests, i);
+        const AvRequest *b = g_ptr_array_index(record->requests, i);
+
+        same = g_strcmp0(a->profile, b->profile) == 0 && a->count == b->count &&
+               a->granularity_set == b->granularity_set && (!a->granularity_set || a->granularity == b->granularity) &&
+               a->numa_any == b->numa_any && a->p2p == b->p2p && g_strcmp0(a->bitstream, b->bitstream) == 0 &&
+               g_strcmp0(a->function, b->function) == 0;
+    }
+    if (same)
+        return TRUE;
+    asked = av_cli_requests_text(requests);
+    placed = record ? av_cli_requests_text(record->requests) : NULL;
+    g_set_error(error, AV_ERROR, AV_ERROR_INVALID_INPUT,
+                "domain '%s' must be placed again and its metadata asks for %s, %s%s%s: start places again only "
+                "what was placed; place it with 'accelvirt define' or 'accelvirt rewrite'", domain->name, asked,
+                record ? "where accelvirt placed " : "which accelvirt never placed for it",
+                record ? placed : "", record ? " for it" : "");
+    return FALSE;
+}
+
 int
 av_cli_cmd_start(AvCli *cli, int argc, char **argv)
 {
@@ -1051,6 +1103,8 @@ av_cli_cmd_start(AvCli *cli, int argc, char **argv)
             g_autoptr(GPtrArray) bitstreams = NULL;
             g_autoptr(virDomain) redefined = NULL;
 
+            if (!av_cli_requests_recorded(domain, av_pool_placement_find(pool, domain->uuid), requests, &err))
+                return av_cli_fail(err);
             if (!av_cli_drop_claims(pool, domain->uuid, NULL, &err) ||
                 !av_cli_place(cli, root, policy, pool, xml, strlen(xml), FALSE, AV_CLI_CLAIM_TTL_S,
                               &placed, NULL, &placement, &bitstreams, NULL, &err))
