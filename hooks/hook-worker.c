@@ -29,6 +29,7 @@
 #include "util/av-json.h"
 #include "util/av-names.h"
 #include "util/av-spawn.h"
+#include "vfio/av-bar-sizes.h"
 #include "vfio/av-hold.h"
 #include "vfio/av-vfio.h"
 
@@ -80,6 +81,30 @@ av_worker_now_iso(void)
     return g_date_time_format(now, "%Y-%m-%dT%H:%M:%SZ");
 }
 
+/* Under the pool lock and @dev's scrub lock: puts back the BAR sizes of
+ * @dev recorded by a scrub that was killed mid-resize after the pool's
+ * upkeep looked (av_pool_bar_sizes_restore()), logging what it did.  A
+ * device whose sizes cannot be put back is quarantined, and the pool saved.
+ * FALSE when the journal or the pool cannot be written. */
+static gboolean
+av_worker_bar_sizes(const AvHookConfig *config, AvPool *pool, AvPoolDevice *dev, GError **error)
+{
+    g_autoptr(GPtrArray) notes = g_ptr_array_new_with_free_func(g_free);
+    g_autoptr(GPtrArray) problems = g_ptr_array_new_with_free_func(g_free);
+    gboolean changed = FALSE, resume = FALSE;
+
+    if (dev->kind != AV_DEVICE_KIND_PCI || !av_bar_record_exists(config->state_dir, dev->identity))
+        return TRUE;
+    if (!av_pool_bar_sizes_restore(pool, config->root, config->ops, dev->identity, "worker", &changed, &resume,
+                                   notes, problems, error))
+        return FALSE;
+    for (guint i = 0; i < notes->len; i++)
+        av_hook_log(LOG_WARNING, "%s", (const char *)g_ptr_array_index(notes, i));
+    for (guint i = 0; i < problems->len; i++)
+        av_hook_log(LOG_ERR, "%s", (const char *)g_ptr_array_index(problems, i));
+    return !changed || av_pool_save(pool, error);
+}
+
 /* Under the pool lock: picks the next device to scrub (dirty, or scrubbing
  * with its per-device lock free: its worker died) that @done does not hold,
  * takes its per-device lock, moves it to scrubbing and saves.  Returns the
@@ -105,6 +130,13 @@ av_worker_pick(const AvHookConfig *config, GHashTable *done, AvLock **ret_lock, 
         lock = av_scrub_lock_take(config->state_dir, dev->identity, NULL);
         if (!lock)
             continue;    /* another worker scrubs it */
+        /* BARs that a scrub killed mid-resize since the upkeep above left
+         * grown: back first (or the device is quarantined). */
+        if (!av_worker_bar_sizes(config, pool, dev, error))
+            return NULL;
+        if ((dev->state != AV_DEVICE_STATE_DIRTY && dev->state != AV_DEVICE_STATE_SCRUBBING) ||
+            av_bar_record_exists(config->state_dir, dev->identity))
+            continue;    /* quarantined, or its record is another process's now */
         /* A fresh token for this scrub: a "vm" step's scrub domain carries
          * it, and the hook hands the device to that domain only.  Made
          * before the move, which is journalled at once. */

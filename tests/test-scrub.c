@@ -11,7 +11,9 @@
 #include <fcntl.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <libvirt/libvirt.h>
@@ -24,6 +26,7 @@
 #include "scrub/av-scrub.h"
 #include "util/av-error.h"
 #include "util/av-json.h"
+#include "vfio/av-bar-sizes.h"
 #include "vfio/av-hold.h"
 #include "vfio/av-kernel.h"
 #include "vfio/av-vfio.h"
@@ -822,13 +825,43 @@ test_coverage_min(void)
     g_clear_error(&err);
 }
 
+/* The BAR of the tests of a resize cut short: 1 MiB of a tenant's bytes
+ * (0xa5), offering 1, 2 and 4 MiB, the kernel's "resource" line saying
+ * 1 MiB, on a card whose BARs map its memory. */
+static void
+make_resizable_bar(Fixture *f)
+{
+    set_vendor(f, "0x1002");
+    make_bar(f, 0, 1024 * 1024, 0xa5);
+    av_test_write(f->dir, A100_DIR "/resource0_resize", "0000000000000007\n");
+    av_test_write(f->dir, A100_DIR "/resource",
+                  "0x00000000e0000000 0x00000000e00fffff 0x000000000014220c\n"
+                  "0x0000000000000000 0x0000000000000000 0x0000000000000000\n"
+                  "0x0000000000000000 0x0000000000000000 0x0000000000000000\n"
+                  "0x0000000000000000 0x0000000000000000 0x0000000000000000\n"
+                  "0x0000000000000000 0x0000000000000000 0x0000000000000000\n"
+                  "0x0000000000000000 0x0000000000000000 0x0000000000000000\n");
+}
+
+/* The size of the A100's BAR @bar as the fake tree holds it (its file). */
+static guint64
+bar_file_size(Fixture *f, guint bar)
+{
+    g_autofree char *path = g_strdup_printf("%s/" A100_DIR "/resource%u", f->dir, bar);
+    struct stat st;
+
+    g_assert_cmpint(stat(path, &st), ==, 0);
+    return (guint64)st.st_size;
+}
+
 /* "resize": a BAR with the Resizable BAR capability grows to cover the
  * device's memory for the scrub, unbound meanwhile, then goes back. */
 static void
 test_coverage_resize(void)
 {
     Fixture f;
-    AvScrubTarget target = { .identity = "pci-" A100, .address = A100, .iommu_group = 40 };
+    g_autofree char *state = av_test_tmpdir();
+    AvScrubTarget target = { .identity = "pci-" A100, .address = A100, .iommu_group = 40, .state_dir = state };
     g_autoptr(json_t) report = NULL;
     g_autoptr(GError) err = NULL;
     g_autofree char *writes = NULL;
@@ -890,17 +923,30 @@ test_coverage_resize(void)
     /* the kernel refuses (no room in the bridge's window): the step fails,
      * nothing was zeroed, the device is on vfio-pci at its old size */
     fixture_open(&f, POLICY_A100("[{\"method\": \"vfio-zero\", \"resize\": true}]"), TRUE);
-    set_vendor(&f, "0x1002");
-    make_bar(&f, 0, 1024 * 1024, 0xa5);
-    av_test_write(f.dir, A100_DIR "/resource0_resize", "0000000000000007\n");
+    make_resizable_bar(&f);
     av_test_write(f.dir, "sys/.accelvirt-fake-kernel", "fail /sys/bus/pci/devices/" A100 "/resource0_resize 28\n");
     g_assert_false(run(&f, &target, &report, &err));
     g_assert_nonnull(strstr(err->message, "the kernel refused to resize BAR 0 of '" A100 "' to 4 MiB"));
     g_assert_nonnull(strstr(err->message, "the bridge above it has no room"));
     assert_bar(&f, 0, 1024 * 1024, 0xa5);
     assert_driver(&f, "vfio-pci");
+    /* put back, nothing was left to record */
+    g_assert_false(av_bar_record_exists(state, "pci-" A100));
     fixture_close(&f);
     g_clear_error(&err);
+    g_clear_pointer(&report, json_decref);
+
+    /* without a state dir to record the sizes in first, nothing is resized */
+    fixture_open(&f, POLICY_A100("[{\"method\": \"vfio-zero\", \"resize\": true}]"), TRUE);
+    set_vendor(&f, "0x1002");
+    make_bar(&f, 0, 1024 * 1024, 0xa5);
+    av_test_write(f.dir, A100_DIR "/resource0_resize", "0000000000000007\n");
+    target.state_dir = NULL;
+    g_assert_false(run(&f, &target, &report, &err));
+    g_assert_nonnull(strstr(err->message, "there is no state dir to record their sizes in first"));
+    assert_bar(&f, 0, 1024 * 1024, 0xa5);
+    fixture_close(&f);
+    av_test_tmpdir_remove(state);
 }
 
 /* A held device (av-hold.h) whose BAR a resize unbinds: the unbind tears
@@ -925,6 +971,7 @@ test_resize_through_hold(void)
     make_bar(&f, 0, 1024 * 1024, 0xa5);
     av_test_write(f.dir, A100_DIR "/resource0_resize", "0000000000000007\n");
     target.hold_state_dir = state;
+    target.state_dir = state;
     g_assert_true(av_hold_take(f.root, f.ops, state, 40, A100, &err));
     g_assert_true(av_hold_get(state, 40, &before, &err) && before);
     g_assert_true(run(&f, &target, NULL, &err));
@@ -942,6 +989,136 @@ test_resize_through_hold(void)
     g_assert_true(av_hold_drop(f.root, state, 40, &err));
     av_test_tmpdir_remove(state);
     fixture_close(&f);
+}
+
+/* Runs the scrub of @target in a child process that kills itself at the
+ * named kill point @point (ACCELVIRT_TEST_KILL_AT), as a SIGKILL there
+ * would; asserts that it died there. */
+static void
+run_killed_at(Fixture *f, const AvScrubTarget *target, const char *point)
+{
+    int status = 0;
+    pid_t pid = fork();
+
+    g_assert_cmpint(pid, >=, 0);
+    if (pid == 0) {
+        g_setenv("ACCELVIRT_TEST_KILL_AT", point, TRUE);
+        run(f, target, NULL, NULL);
+        _exit(0);
+    }
+    g_assert_cmpint(waitpid(pid, &status, 0), ==, pid);
+    if (!WIFSIGNALED(status) || WTERMSIG(status) != SIGKILL)
+        g_error("the scrub was not killed at '%s' (status 0x%x)", point, status);
+}
+
+/* A scrub killed at each point of a resize: before anything is resized
+ * (the sizes recorded), with the device unbound from vfio-pci for the
+ * resize, with the BAR grown, zeroed, and put back but its record not yet
+ * removed.  The record is there after each; the next scrub finds it, puts
+ * the BAR back to its recorded size first (the device probed back onto
+ * vfio-pci if the kill left it on no driver), says so in its step, then
+ * scrubs the device whole and leaves it as it was: 1 MiB, zeroed, on
+ * vfio-pci, no record left. */
+static void
+test_resize_killed(void)
+{
+    static const struct {
+        const char *point;
+        guint64 left;            /* the size the kill leaves the BAR at */
+        const char *driver;      /* and the driver */
+    } cases[] = {
+        { "bar-recorded", 1024 * 1024, "vfio-pci" },
+        { "bar-unbound", 1024 * 1024, NULL },
+        { "bar-grown", 4 * 1024 * 1024, "vfio-pci" },
+        { "bar-zeroed", 4 * 1024 * 1024, "vfio-pci" },
+        { "bar-back", 1024 * 1024, "vfio-pci" },
+    };
+
+    for (guint i = 0; i < G_N_ELEMENTS(cases); i++) {
+        Fixture f;
+        g_autofree char *state = av_test_tmpdir();
+        g_autofree char *resource = NULL;
+        g_autofree char *res_path = NULL;
+        AvScrubTarget target = { .identity = "pci-" A100, .address = A100, .iommu_group = 40,
+                                 .state_dir = state };
+        g_autoptr(json_t) report = NULL;
+        g_autoptr(GError) err = NULL;
+        json_t *step, *first, *bar, *resized;
+
+        g_test_message("killed at %s", cases[i].point);
+        fixture_open(&f, POLICY_A100("[{\"method\": \"vfio-zero\", \"resize\": true}]"), TRUE);
+        make_resizable_bar(&f);
+        run_killed_at(&f, &target, cases[i].point);
+        g_assert_cmpuint(bar_file_size(&f, 0), ==, cases[i].left);
+        assert_driver(&f, cases[i].driver);
+        g_assert_true(av_bar_record_exists(state, "pci-" A100));
+
+        g_assert_true(run(&f, &target, &report, &err));
+        g_assert_no_error(err);
+        step = json_array_get(json_object_get(report, "steps"), 0);
+        first = json_object_get(step, "restored_first");
+        g_assert_nonnull(first);
+        g_assert_cmpuint(json_array_size(json_object_get(first, "bars")), ==, 1);
+        bar = json_array_get(json_object_get(first, "bars"), 0);
+        g_assert_cmpint(json_integer_value(json_object_get(bar, "bar")), ==, 0);
+        g_assert_cmpint(json_integer_value(json_object_get(bar, "size")), ==, 1024 * 1024);
+        g_assert_cmpint(json_integer_value(json_object_get(bar, "was")), ==, (json_int_t)cases[i].left);
+        g_assert_true(json_is_true(json_object_get(bar, "resized")) == (cases[i].left != 1024 * 1024));
+        /* then the scrub as ever: grown, zeroed whole, back */
+        resized = json_object_get(step, "resized");
+        g_assert_cmpuint(json_array_size(resized), ==, 1);
+        g_assert_cmpint(json_integer_value(json_object_get(json_array_get(resized, 0), "from")), ==, 1024 * 1024);
+        g_assert_cmpint(json_integer_value(json_object_get(json_object_get(report, "coverage"), "cleared")), ==,
+                        4 * 1024 * 1024);
+        assert_bar(&f, 0, 1024 * 1024, 0);
+        res_path = g_strdup_printf("%s/" A100_DIR "/resource", f.dir);
+        g_assert_true(g_file_get_contents(res_path, &resource, NULL, NULL));
+        g_assert_true(g_str_has_prefix(resource, "0x00000000e0000000 0x00000000e00fffff "));
+        assert_driver(&f, "vfio-pci");
+        g_assert_false(av_bar_record_exists(state, "pci-" A100));
+        fixture_close(&f);
+        av_test_tmpdir_remove(state);
+    }
+}
+
+/* The BAR cannot be put back (the kernel refuses): the scrub fails saying
+ * so, before anything is zeroed, and the record stays with the error; once
+ * the kernel lets it, the next scrub puts it back and goes on. */
+static void
+test_resize_restore_fails(void)
+{
+    Fixture f;
+    g_autofree char *state = av_test_tmpdir();
+    AvScrubTarget target = { .identity = "pci-" A100, .address = A100, .iommu_group = 40, .state_dir = state };
+    g_autoptr(json_t) report = NULL;
+    g_autoptr(GError) err = NULL;
+    g_autoptr(AvBarRecord) record = NULL;
+
+    fixture_open(&f, POLICY_A100("[{\"method\": \"vfio-zero\", \"resize\": true}]"), TRUE);
+    make_resizable_bar(&f);
+    run_killed_at(&f, &target, "bar-grown");
+    av_test_write(f.dir, "sys/.accelvirt-fake-kernel", "fail /sys/bus/pci/devices/" A100 "/resource0_resize 5\n");
+    g_assert_false(run(&f, &target, &report, &err));
+    g_assert_nonnull(strstr(err->message, "the BAR sizes of " A100 " recorded before a resize that was cut short "
+                                          "could not be put back"));
+    g_assert_cmpuint(bar_file_size(&f, 0), ==, 4 * 1024 * 1024);
+    g_assert_cmpint(json_integer_value(json_object_get(json_object_get(report, "coverage"), "cleared")), ==, 0);
+    g_assert_true(av_bar_record_take(state, "pci-" A100, 0, &record, NULL));
+    g_assert_nonnull(record);
+    g_assert_nonnull(strstr(record->error, "could not be put back"));
+    g_assert_cmpuint(record->bars->len, ==, 1);
+    g_assert_cmpuint(g_array_index(record->bars, AvBarSize, 0).bit, ==, 0);
+    g_clear_pointer(&record, av_bar_record_free);
+    g_clear_error(&err);
+    g_clear_pointer(&report, json_decref);
+
+    av_test_write(f.dir, "sys/.accelvirt-fake-kernel", "");
+    g_assert_true(run(&f, &target, &report, &err));
+    g_assert_no_error(err);
+    assert_bar(&f, 0, 1024 * 1024, 0);
+    g_assert_false(av_bar_record_exists(state, "pci-" A100));
+    fixture_close(&f);
+    av_test_tmpdir_remove(state);
 }
 
 /* The fake kernel's resourceN_resize, as the ABI says: no driver bound,
@@ -1952,6 +2129,8 @@ main(int argc, char **argv)
     g_test_add_func("/scrub/coverage/resize", test_coverage_resize);
     g_test_add_func("/scrub/coverage/resize-through-hold", test_resize_through_hold);
     g_test_add_func("/scrub/coverage/fake-resize-abi", test_fake_resize_abi);
+    g_test_add_func("/scrub/resize/killed", test_resize_killed);
+    g_test_add_func("/scrub/resize/restore-fails", test_resize_restore_fails);
     g_test_add_func("/scrub/coverage/parse", test_coverage_parse);
     g_test_add_func("/scrub/coverage/command", test_coverage_command);
     g_test_add_func("/scrub/command/checked-at-run", test_command_checked_at_run);

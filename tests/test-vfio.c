@@ -12,6 +12,7 @@
 #include "pci/av-pci.h"
 #include "policy/av-policy.h"
 #include "util/av-error.h"
+#include "vfio/av-bar-sizes.h"
 #include "vfio/av-kernel.h"
 #include "vfio/av-vfio.h"
 
@@ -1476,6 +1477,69 @@ test_holder_groups_unreadable(void)
     fixture_close(&f);
 }
 
+/* The record itself: one per device, its lock held by its writer (another
+ * process, or another open of it, cannot take it), taken once the writer
+ * lets go; a file that is no record is refused, never guessed at. */
+static void
+test_bar_record(void)
+{
+    g_autofree char *state = av_test_tmpdir();
+    g_autoptr(GError) err = NULL;
+    g_autoptr(AvBarRecord) taken = NULL;
+    g_autoptr(GPtrArray) orphans = NULL;
+    g_autoptr(GPtrArray) problems = g_ptr_array_new_with_free_func(g_free);
+    g_autofree char *path = av_bar_record_path(state, "pci-0000:17:00.0");
+    AvBarSize sizes[] = { { 0, 0, 4 * 1024 * 1024 }, { 2, 8, 1024ull * 1024 * 1024 } };
+    AvBarRecord *record;
+
+    record = av_bar_record_write(state, "pci-0000:17:00.0", "0000:17:00.0", sizes, G_N_ELEMENTS(sizes), &err);
+    g_assert_no_error(err);
+    g_assert_nonnull(record);
+    g_assert_true(av_bar_record_exists(state, "pci-0000:17:00.0"));
+    g_assert_null(av_bar_record_write(state, "pci-0000:17:00.0", "0000:17:00.0", sizes, 1, &err));
+    g_assert_error(err, AV_ERROR, AV_ERROR_BUSY);
+    g_clear_error(&err);
+    g_assert_false(av_bar_record_take(state, "pci-0000:17:00.0", 0, &taken, &err));
+    g_assert_error(err, AV_ERROR, AV_ERROR_BUSY);
+    g_clear_error(&err);
+    orphans = av_bar_records_take_orphaned(state, problems);
+    g_assert_cmpuint(orphans->len, ==, 0);
+    g_clear_pointer(&orphans, g_ptr_array_unref);
+    /* its writer gone */
+    av_bar_record_free(record);
+    orphans = av_bar_records_take_orphaned(state, problems);
+    g_assert_cmpuint(orphans->len, ==, 1);
+    record = g_ptr_array_index(orphans, 0);
+    g_assert_cmpstr(record->identity, ==, "pci-0000:17:00.0");
+    g_assert_cmpstr(record->address, ==, "0000:17:00.0");
+    g_assert_cmpuint(record->bars->len, ==, 2);
+    g_assert_cmpuint(g_array_index(record->bars, AvBarSize, 1).bar, ==, 2);
+    g_assert_cmpuint(g_array_index(record->bars, AvBarSize, 1).bit, ==, 8);
+    g_assert_cmpuint(g_array_index(record->bars, AvBarSize, 1).grown, ==, 1024ull * 1024 * 1024);
+    g_assert_null(record->error);
+    g_clear_pointer(&orphans, g_ptr_array_unref);
+    g_assert_true(av_bar_record_take(state, "pci-0000:17:00.0", 0, &taken, &err));
+    g_assert_no_error(err);
+    g_assert_nonnull(taken);
+    g_assert_true(av_bar_record_set_error(taken, "the kernel said no", &err));
+    g_assert_no_error(err);
+    g_assert_true(av_bar_record_remove(g_steal_pointer(&taken), &err));
+    g_assert_no_error(err);
+    g_assert_false(av_bar_record_exists(state, "pci-0000:17:00.0"));
+    g_assert_true(av_bar_record_take(state, "pci-0000:17:00.0", 0, &taken, &err));
+    g_assert_null(taken);
+
+    /* no record: its sizes are unknown, so it is kept and named */
+    g_assert_true(g_file_set_contents(path, "{\"identity\": \"pci-0000:17:00.0" "\"}", -1, NULL));
+    g_assert_false(av_bar_record_take(state, "pci-0000:17:00.0", 0, &taken, &err));
+    g_assert_error(err, AV_ERROR, AV_ERROR_INVALID_INPUT);
+    orphans = av_bar_records_take_orphaned(state, problems);
+    g_assert_cmpuint(orphans->len, ==, 0);
+    g_assert_cmpuint(problems->len, ==, 1);
+    g_assert_true(av_bar_record_exists(state, "pci-0000:17:00.0"));
+    av_test_tmpdir_remove(state);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -1506,5 +1570,6 @@ main(int argc, char **argv)
     g_test_add_func("/vfio/mdev/pci-parent-without-class", test_mdev_pci_parent_without_class);
     g_test_add_func("/vfio/holder/kinds", test_holder_kinds);
     g_test_add_func("/vfio/holder/groups-unreadable", test_holder_groups_unreadable);
+    g_test_add_func("/vfio/bar-sizes/record", test_bar_record);
     return g_test_run();
 }

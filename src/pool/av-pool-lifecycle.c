@@ -9,6 +9,7 @@
 
 #include "util/av-error.h"
 #include "util/av-json.h"
+#include "vfio/av-bar-sizes.h"
 #include "vfio/av-vfio.h"
 
 /* --- transitions ------------------------------------------------------------ */
@@ -565,6 +566,16 @@ av_pool_clear_quarantine(AvPool *pool, AvPoolDevice *dev, const AvRoot *root, co
 
     if (dev->state != AV_DEVICE_STATE_QUARANTINED)
         return av_transition_fail(dev, AV_DEVICE_STATE_FREE, error);
+    /* Its BARs as a resize cut short left them: never free so. */
+    if (av_bar_record_exists(pool->state_dir, dev->identity)) {
+        g_autofree char *path = av_bar_record_path(pool->state_dir, dev->identity);
+
+        g_set_error(error, AV_ERROR, AV_ERROR_UNSAFE,
+                    "the BARs of device %s (%s) may still be at the sizes a scrub grew them to: their recorded "
+                    "sizes ('%s') are not put back yet; run 'accelvirt reconcile' (or 'accelvirt scrub %s') and "
+                    "see its warning, then clear it", address, dev->identity, path, address);
+        return FALSE;
+    }
     if (dev->unscrubbed) {
         g_set_error(error, AV_ERROR, AV_ERROR_UNSAFE,
                     "device %s (%s) holds what a domain left in it and no scrub has cleared it since (%s); run "

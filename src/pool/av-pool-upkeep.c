@@ -457,6 +457,10 @@ av_pool_upkeep(AvPool *pool, const AvRoot *root, const AvKernelOps *ops, GError 
         g_ptr_array_add(upkeep->notes, g_strdup("undid what a prepare that died had done to the host (see the "
                                                 "journal's \"rolled-back\" entries)"));
     upkeep->changed = changed;
+    /* BARs left grown by a scrub killed mid-resize: back to their sizes. */
+    if (!av_pool_bar_sizes_restore(pool, root, ops, NULL, "upkeep", &upkeep->changed, &upkeep->dirtied,
+                                   upkeep->notes, upkeep->problems, error))
+        return NULL;
     if (!av_pool_upkeep_markers(pool, upkeep, error) || !av_pool_upkeep_dead(pool, root, upkeep, error))
         return NULL;
     return g_steal_pointer(&upkeep);

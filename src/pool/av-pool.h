@@ -676,6 +676,30 @@ GPtrArray *av_pool_intents(const AvPool *pool);
 gboolean av_pool_intents_undo(AvPool *pool, const AvRoot *root, const AvKernelOps *ops, gboolean *ret_changed,
                               GError **error);
 
+/* --- BAR sizes put back after a resize that was cut short (av-pool-bar-sizes.c) ---
+ *
+ * Puts back the BARs that a scrub killed between a BAR resize and the way
+ * back left grown, from the records of av-bar-sizes.h whose writers are
+ * gone: every such record of @pool's state dir, or only that of @identity
+ * (when not NULL: the worker, as it picks the device).  Each device goes
+ * through the same unbind, resize and probe back onto vfio-pci as the
+ * resize (av_bar_record_restore()), its hold dropped meanwhile and taken
+ * again as the pool wants it.  Journalled: "bar-sizes-restored" {"identity",
+ * "address", "since", "by" (@by), "bars": [{"bar", "size", "was",
+ * "resized"}]}, and the record removed; a scrubbing or dirty device then
+ * sets *ret_resume (its scrub starts over: start the worker).  When they
+ * cannot be put back: "bar-sizes-restore-failed" (with "error", once per
+ * error), the record kept with its error, and a dirty or scrubbing device
+ * quarantined, unscrubbed (av_pool_quarantine_unscrubbed()), with a reason
+ * saying its BAR sizes could not be put back; the next call tries again.
+ * Adds a sentence per device to @notes (done) or @problems (not done, or a
+ * record held by a live process when @identity is given).  Sets
+ * *ret_changed when the pool changed (the caller saves).  FALSE only when
+ * the journal cannot be written.  Requires AV_POOL_WRITE. */
+gboolean av_pool_bar_sizes_restore(AvPool *pool, const AvRoot *root, const AvKernelOps *ops, const char *identity,
+                                   const char *by, gboolean *ret_changed, gboolean *ret_resume, GPtrArray *notes,
+                                   GPtrArray *problems, GError **error);
+
 /* --- SR-IOV VFs accelvirt makes (issue 13; src/pool/av-pool-sriov.c) --- */
 
 /* One change of a PF's VF count. */
@@ -861,7 +885,8 @@ gboolean av_pool_owner_is_gone(const AvRoot *root, const char *state_dir, const 
 /* What av_pool_upkeep() did. */
 typedef struct {
     gboolean changed;            /* the pool changed: the caller saves it */
-    gboolean dirtied;            /* devices became dirty: the caller starts the worker */
+    gboolean dirtied;            /* devices became dirty (or a scrub must start over): the caller starts the
+                                  * worker */
     GPtrArray *notes;            /* char*: what was done, one sentence each, for the log */
     GPtrArray *problems;         /* char*: what could not be done now (tried again next time) */
     GPtrArray *markers;          /* char*: release markers done with (see av_pool_upkeep_finish()) */
@@ -874,7 +899,9 @@ void av_pool_upkeep_free(AvPoolUpkeep *upkeep);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(AvPoolUpkeep, av_pool_upkeep_free)
 
 /* What every holder of the pool's exclusive lock does first: undoes the
- * write-ahead records of prepares that died (av_pool_intents_undo()),
+ * write-ahead records of prepares that died (av_pool_intents_undo()), puts
+ * back the BAR sizes that scrubs killed mid-resize left grown
+ * (av_pool_bar_sizes_restore(): a scrub to start over counts as dirtied),
  * carries out the release markers of the state dir whose writers are gone
  * (av_pool_release_mark()), and releases the devices in use, for longer
  * than AV_POOL_DEAD_GRACE_S, by domains whose QEMU is gone

@@ -47,6 +47,7 @@
 #include "util/av-file.h"
 #include "util/av-root.h"
 #include "pci/av-pci.h"
+#include "vfio/av-bar-sizes.h"
 #include "vfio/av-vfio.h"
 
 typedef guint64 __attribute__((may_alias)) AvZeroWord;
@@ -384,6 +385,7 @@ typedef struct {
     AvRegion regions[AV_PCI_BAR_COUNT];
     AvZeroBar bars[AV_PCI_BAR_COUNT];
     gboolean unheld;             /* accelvirt's hold was dropped for a resize (av_scrub_unhold()) */
+    AvBarRecord *record;         /* the sizes to go back to, written before the first resize (av-bar-sizes.h) */
 } AvZeroRun;
 
 static gboolean
@@ -438,22 +440,44 @@ av_zero_device_memory(const AvZeroRun *run, const char **ret_source)
     return largest;
 }
 
+/* Where the record of the BAR sizes of @run's device goes (the target's
+ * state dir), or NULL when the target has none. */
+static const char *
+av_zero_state_dir(const AvZeroRun *run)
+{
+    const AvScrubTarget *target = run->ctx->target;
+
+    return target->state_dir ? target->state_dir : target->hold_state_dir;
+}
+
+/* The key of the device's record: its pool identity, or its address. */
+static const char *
+av_zero_record_key(const AvZeroRun *run)
+{
+    return run->ctx->target->identity ? run->ctx->target->identity : run->address;
+}
+
 /* Grows every chosen resizable BAR to the largest size it offers (what
  * covers the most of the memory whatever a profile's "memory" says; a
  * device that offers more than the bridge above has room for fails the
  * resize, and is quarantined), the device's handle closed meanwhile (the
  * kernel wants no user of the BARs and no driver), then opens it again.
+ * Before the first resize, the size of every BAR to grow is written to the
+ * record of av-bar-sizes.h (fsync'd; kept in run->record), so that a
+ * process killed before they are back leaves what puts them back.
  * Records each resize in run->bars (for av_zero_resize_back(), before the
  * resize is tried: one that took effect and then failed is put back too)
  * and in @resized. */
 static gboolean
 av_zero_resize_up(AvZeroRun *run, json_t *resized, GError **error)
 {
-    gboolean closed = FALSE;
+    g_autoptr(GArray) grow = g_array_new(FALSE, TRUE, sizeof(AvBarSize));
+    const char *state_dir = av_zero_state_dir(run);
 
     for (guint i = 0; i < AV_PCI_BAR_COUNT; i++) {
         AvZeroBar *b = &run->bars[i];
         guint64 size = run->regions[i].size;
+        AvBarSize grown = { 0 };
         guint want;
 
         if (!b->chosen || !b->rebar)
@@ -470,23 +494,43 @@ av_zero_resize_up(AvZeroRun *run, json_t *resized, GError **error)
                         i, run->address, size, b->rebar);
             return FALSE;
         }
-        if (!closed) {
-            /* A resize unbinds the device from vfio-pci: no hold meanwhile. */
-            av_zero_close(run);
-            closed = TRUE;
-            if (!av_scrub_unhold(run->ctx, &run->unheld, error))
-                return FALSE;
-        }
-        b->size_before = size;
-        b->size_after = AV_PCI_REBAR_SIZE(want);
-        b->restore_bit = av_zero_top_bit(size) - 20;
-        if (!av_vfio_resize_bar(run->ctx->root, run->ctx->ops, run->address, i, want, error))
-            return FALSE;
-        json_array_append_new(resized, json_pack("{s:i, s:I, s:I}", "bar", (int)i, "from", (json_int_t)size,
-                                                 "to", (json_int_t)AV_PCI_REBAR_SIZE(want)));
+        grown.bar = i;
+        grown.bit = av_zero_top_bit(size) - 20;
+        grown.grown = AV_PCI_REBAR_SIZE(want);
+        g_array_append_val(grow, grown);
     }
-    if (!closed)
+    if (grow->len == 0)
         return TRUE;
+    if (!state_dir) {
+        g_set_error(error, AV_ERROR, AV_ERROR_FAILED,
+                    "cannot resize the BARs of %s: there is no state dir to record their sizes in first (the worker "
+                    "and 'accelvirt scrub' give theirs)", run->address);
+        return FALSE;
+    }
+    run->record = av_bar_record_write(state_dir, av_zero_record_key(run), run->address,
+                                      (const AvBarSize *)(gpointer)grow->data, grow->len, error);
+    if (!run->record)
+        return FALSE;
+    av_test_kill_point_named("bar-recorded");
+
+    /* A resize unbinds the device from vfio-pci: no hold meanwhile. */
+    av_zero_close(run);
+    if (!av_scrub_unhold(run->ctx, &run->unheld, error))
+        return FALSE;
+    for (guint k = 0; k < grow->len; k++) {
+        const AvBarSize *g = &g_array_index(grow, AvBarSize, k);
+        AvZeroBar *b = &run->bars[g->bar];
+
+        b->size_before = AV_PCI_REBAR_SIZE(g->bit);
+        b->size_after = g->grown;
+        b->restore_bit = g->bit;
+        if (!av_vfio_resize_bar(run->ctx->root, run->ctx->ops, run->address, g->bar,
+                                av_zero_top_bit(g->grown) - 20, error))
+            return FALSE;
+        json_array_append_new(resized, json_pack("{s:i, s:I, s:I}", "bar", (int)g->bar,
+                                                 "from", (json_int_t)b->size_before,
+                                                 "to", (json_int_t)g->grown));
+    }
     if ((run->unheld && !av_scrub_rehold(run->ctx, 0, error)) || !av_zero_open(run, error))
         return FALSE;
     for (guint i = 0; i < AV_PCI_BAR_COUNT; i++) {
@@ -499,11 +543,15 @@ av_zero_resize_up(AvZeroRun *run, json_t *resized, GError **error)
             return FALSE;
         }
     }
+    av_test_kill_point_named("bar-grown");
     return TRUE;
 }
 
 /* Puts every BAR that av_zero_resize_up() grew back to its size (the
- * handle closed).  Tries them all; FALSE with the first error. */
+ * handle closed).  Tries them all; FALSE with the first error.  The record
+ * of their sizes is removed once every one is back (av_vfio_resize_bar()
+ * checks the kernel's account of each) and the hold taken again; else it
+ * stays, for whoever comes next (av-bar-sizes.h). */
 static gboolean
 av_zero_resize_back(AvZeroRun *run, GError **error)
 {
@@ -511,10 +559,18 @@ av_zero_resize_back(AvZeroRun *run, GError **error)
     gboolean ok = TRUE, unholding = FALSE;
 
     av_zero_close(run);
+    if (run->record)
+        av_test_kill_point_named("bar-zeroed");
     for (guint i = 0; i < AV_PCI_BAR_COUNT; i++) {
         g_autoptr(GError) local = NULL;
 
+        guint64 start = 0, end = 0;
+
         if (!run->bars[i].size_before)
+            continue;
+        /* Never grown (the kernel refused the resize): nothing to undo. */
+        if (av_pci_read_resource(run->ctx->root, run->address, i, &start, &end, NULL) == 0 && end > start &&
+            end - start + 1 == run->bars[i].size_before)
             continue;
         if (!unholding && !av_scrub_unhold(run->ctx, &run->unheld, error))
             return FALSE;
@@ -531,7 +587,56 @@ av_zero_resize_back(AvZeroRun *run, GError **error)
             g_propagate_error(error, g_steal_pointer(&rehold));
         ok = FALSE;
     }
+    if (ok && run->record) {
+        av_test_kill_point_named("bar-back");
+        ok = av_bar_record_remove(g_steal_pointer(&run->record), error);
+    }
     return ok;
+}
+
+/* Before anything else: a record of this device's BAR sizes left by a run
+ * that was cut short (killed between a resize and the way back) puts the
+ * BARs back first, the hold dropped meanwhile; the facts go to the step's
+ * "restored_first" {"bars": [...], "since"}.  The record is removed once
+ * they are back.  FALSE when they cannot be put back (the record stays,
+ * its error kept) or another process holds the record. */
+static gboolean
+av_zero_resume(AvZeroRun *run, GError **error)
+{
+    g_autoptr(AvBarRecord) record = NULL;
+    g_autoptr(GError) rehold = NULL;
+    g_autoptr(GError) local = NULL;
+    g_autoptr(GError) keep = NULL;
+    const char *state_dir = av_zero_state_dir(run);
+    json_t *done;
+    gboolean unheld = FALSE, ok;
+
+    if (!state_dir || !av_bar_record_exists(state_dir, av_zero_record_key(run)))
+        return TRUE;
+    if (!av_bar_record_take(state_dir, av_zero_record_key(run), 5000, &record, error))
+        return FALSE;
+    if (!record)
+        return TRUE;
+    if (!av_scrub_unhold(run->ctx, &unheld, error))
+        return FALSE;
+    done = json_array();
+    json_object_set_new(run->ctx->entry, "restored_first",
+                        json_pack("{s:o, s:I}", "bars", done, "since", (json_int_t)record->since));
+    ok = av_bar_record_restore(run->ctx->root, run->ctx->ops, record, done, &local);
+    if (unheld && !av_scrub_rehold(run->ctx, 0, &rehold) && ok) {
+        local = g_steal_pointer(&rehold);
+        ok = FALSE;
+    }
+    if (!ok) {
+        g_prefix_error(&local, "the BAR sizes of %s recorded before a resize that was cut short could not be put "
+                       "back: ", run->address);
+        if (!av_bar_record_set_error(record, local->message, &keep))
+            g_prefix_error(&local, "%s; ", keep->message);
+        g_propagate_error(error, g_steal_pointer(&local));
+        return FALSE;
+    }
+    av_test_kill_point_named("bar-restored");
+    return av_bar_record_remove(g_steal_pointer(&record), error);
 }
 
 /* Chooses the BARs to zero: the step's "bars", or every prefetchable memory
@@ -667,7 +772,7 @@ av_scrub_method_vfio_zero(AvScrubContext *ctx, char **ret_message, GError **erro
                     target->identity ? target->identity : "(unnamed)");
         goto out_fail;
     }
-    if (!av_zero_open(&run, &err) || !av_zero_choose(&run, &err))
+    if (!av_zero_resume(&run, &err) || !av_zero_open(&run, &err) || !av_zero_choose(&run, &err))
         goto out_fail;
     for (guint i = 0; i < AV_PCI_BAR_COUNT; i++) {
         int r = av_pci_read_rebar_sizes(ctx->root, run.address, i, &run.bars[i].rebar);
@@ -729,6 +834,8 @@ out_restore:
     if (!av_zero_resize_back(&run, &back_err) && !err)
         err = g_steal_pointer(&back_err);
     av_zero_close(&run);
+    /* Not back: the record stays for the next worker or reconcile. */
+    g_clear_pointer(&run.record, av_bar_record_free);
     json_object_set_new(ctx->entry, "bytes", json_integer((json_int_t)bytes));
     json_object_set_new(ctx->entry, "mb_per_s", json_real(seconds > 0 ? (double)bytes / 1e6 / seconds : 0.0));
     json_object_set_new(ctx->entry, "coverage",
@@ -750,6 +857,7 @@ out_restore:
 
 out_fail:
     av_zero_close(&run);
+    g_clear_pointer(&run.record, av_bar_record_free);
     if (!json_object_get(ctx->entry, "coverage"))
         json_object_set_new(ctx->entry, "coverage",
                             av_scrub_coverage_new(0, 0, memory, memory_source, "measured", unmapped));

@@ -104,6 +104,14 @@ av_test_kill_point(void)
         av_test_kill_now();
 }
 
+/* See av-file.h. */
+void
+av_test_kill_point_named(const char *name)
+{
+    if (av_test_kill_enabled && g_strcmp0(g_getenv("ACCELVIRT_TEST_KILL_AT"), name) == 0)
+        av_test_kill_now();
+}
+
 /* av_file_write_atomic(), and with @hold the file's flock(2) lock, taken
  * before anything is written and kept: its descriptor is returned (a
  * reader that gets the lock knows the writer is gone).  Returns the

@@ -63,6 +63,12 @@ gboolean av_test_kill_due(void);
 void av_test_kill_now(void) G_GNUC_NORETURN;
 /* Dies here when this is the kill point. */
 void av_test_kill_point(void);
+/* A named kill point, for tests that must die at one place of a long
+ * operation whatever the count of points before it: a process that may
+ * have kill points (see above) and whose ACCELVIRT_TEST_KILL_AT is @name
+ * kills itself with SIGKILL here.  Named points do not count in the
+ * numbering above. */
+void av_test_kill_point_named(const char *name);
 
 /* fsync(2) of the directory @dir, so that the entries made or removed in
  * it last.  0 or -errno. */

@@ -12,6 +12,9 @@ on, around every crash-safe save, before and half-way through every journal
 line), or from outside after a random delay.  Releases and scrubs go on in
 between; at the end a reconcile and a worker finish what is left to finish.
 
+On the host with Resizable BARs, some kills are at the named points of a
+resize (ACCELVIRT_TEST_KILL_AT=bar-grown and the others of REBAR_POINTS).
+
 Then it checks, and prints TAP:
   - the journal's hash chain verifies and the pool parses (strictly);
   - no write-ahead record and no release marker is left over;
@@ -21,8 +24,12 @@ Then it checks, and prints TAP:
     companions on theirs; no device of a managed='no' domain in use is off
     vfio-pci;
   - no host device (no profile takes it, no profile names it a companion)
-    was ever written to by the emulated kernel: never unbound, rebound or
-    overridden.
+    was ever written to by the emulated kernel: never unbound, rebound,
+    overridden or resized;
+  - on the host whose A100s have a Resizable BAR that their scrub grows
+    ("vfio-zero" with "resize": true), every BAR is at its size from before
+    the storm (the kernel's "resource" line and the BAR), and no record of
+    BAR sizes is left (src/vfio/av-bar-sizes.h).
 The counts are printed as TAP comments.
 
 Usage: kill-storm.py (from `make check-storm`; the environment of `make
@@ -49,6 +56,12 @@ KILLS = int(os.environ.get("AV_STORM_KILLS", "1000"))
 SEED = int(os.environ.get("AV_STORM_SEED", str(int(time.time()))))
 
 tap = []
+
+# The A100s of the host with Resizable BARs: BAR0 of 1 MiB, offering 1, 2
+# and 4 MiB; the named kill points of a resize (src/scrub/av-scrub-zero.c).
+REBAR_GPUS = ["0000:17:00.0", "0000:31:00.0", "0000:4b:00.0", "0000:65:00.0", "0000:ca:00.0", "0000:e3:00.0"]
+REBAR_SIZE = 1 << 20
+REBAR_POINTS = ["bar-recorded", "bar-unbound", "bar-grown", "bar-zeroed", "bar-back", "bar-restored"]
 
 
 def check(ok, name, detail=""):
@@ -83,8 +96,9 @@ def domain_xml(name, u, devs, placed=""):
 class World:
     """A private copy of a fake host, its state dir, and its domains."""
 
-    def __init__(self, top, host, policies, domains, name=None, source=None):
+    def __init__(self, top, host, policies, domains, name=None, source=None, rebar=False):
         self.dir = os.path.join(top, name or host)
+        self.rebar = source.rebar if source else rebar
         self.root = os.path.join(self.dir, "host")
         self.state = os.path.join(self.dir, "state")
         self.policies = policies
@@ -98,6 +112,9 @@ class World:
                                 ignore=shutil.ignore_patterns("holds"))
         else:
             shutil.copytree(os.path.join(HOSTS, host), self.root, symlinks=True)
+            if self.rebar:
+                for addr in REBAR_GPUS:
+                    make_rebar(self.root, addr)
         self.domains = []
         for i, (name, u, xml) in enumerate(domains):
             path = os.path.join(self.dir, name + ".xml")
@@ -126,12 +143,46 @@ stats = {"started": 0, "killed_point": 0, "killed_outside": 0, "completed": 0, "
 kinds = {}
 
 
+def make_rebar(root, addr):
+    """Gives the PCI function @addr of the tree @root a Resizable BAR0 of
+    REBAR_SIZE bytes (a tenant's bytes in it), offering 1, 2 and 4 MiB, as
+    the emulated kernel's resourceN_resize wants it."""
+    d = os.path.join(root, "sys/bus/pci/devices", addr)
+    with open(os.path.join(d, "resource0"), "wb") as f:
+        f.write(b"\xa5" * REBAR_SIZE)
+    with open(os.path.join(d, "resource"), "w") as f:
+        f.write("0x%016x 0x%016x 0x%016x\n" % (0xe0000000, 0xe0000000 + REBAR_SIZE - 1, 0x14220c))
+        f.write("0x%016x 0x%016x 0x%016x\n" % (0, 0, 0) * 5)
+    with open(os.path.join(d, "resource0_resize"), "w") as f:
+        f.write("0000000000000007\n")
+
+
+def bar_problems(world):
+    """What is wrong with the Resizable BARs of @world: one at another size
+    than before the storm (its file or the kernel's resource line), or a
+    record of BAR sizes left over."""
+    bad = []
+    for addr in REBAR_GPUS if world.rebar else []:
+        d = os.path.join(world.root, "sys/bus/pci/devices", addr)
+        size = os.path.getsize(os.path.join(d, "resource0"))
+        with open(os.path.join(d, "resource")) as f:
+            start, end, _ = [int(x, 16) for x in f.readline().split()]
+        if size != REBAR_SIZE or end - start + 1 != REBAR_SIZE:
+            bad.append("%s BAR0 is %d bytes (resource line: %d), not %d" % (addr, size, end - start + 1,
+                                                                            REBAR_SIZE))
+    rec = os.path.join(world.state, "bar-sizes")
+    bad += ["record %s left" % n for n in (os.listdir(rec) if os.path.isdir(rec) else [])]
+    return bad
+
+
 def run(world, argv, stdin=None, mode="none"):
     """Runs one process of the storm; mode: none, point (a kill point), or
     outside (SIGKILL after a random delay)."""
     env = dict(world.env)
     if mode == "point":
         env["ACCELVIRT_TEST_KILL_AT"] = str(random.randrange(0, 14))
+        if world.rebar and random.random() < 0.3:
+            env["ACCELVIRT_TEST_KILL_AT"] = random.choice(REBAR_POINTS)
     stats["started"] += 1
     kind = os.path.basename(argv[0]) + (" " + argv[1] if argv[0] == HOOK else
                                         " " + argv[7] if argv[0] == AV else "")
@@ -338,10 +389,12 @@ def sweep(template, label, argv_of, pooled, companions, then):
         then(w)
         quiesce(w)
         p = load_pool(w)
-        bad = ["%s %s" % (d["identity"], d["state"]) for d in p["devices"] if d["state"] != "free"]
+        bad = ["%s %s%s" % (d["identity"], d["state"], " (%s)" % d["reason"] if d.get("reason") else "")
+               for d in p["devices"] if d["state"] != "free"]
         bad += ["%s on %s" % (d["address"], driver(w, d["address"])) for d in p["devices"]
                 if d["kind"] == "pci" and driver(w, d["address"]) != d["original_driver"]]
         bad += ["companion %s on %s" % (a, driver(w, a)) for a, want in companions.items() if driver(w, a) != want]
+        bad += bar_problems(w)
         if bad:
             problems.append("killed at point %d, then carried on: %s" % (point, "; ".join(bad)))
         w.remove()
@@ -419,14 +472,19 @@ def verify(world, pooled_ok, companions_ok, quiet=False):
             for line in f:
                 path, _, value = line.rstrip("\n").partition(" ")
                 parts = path.split("/")
-                if "devices" in parts and parts[-1] == "driver_override":
+                if "devices" in parts and (parts[-1] == "driver_override" or
+                                           (parts[-1].startswith("resource") and parts[-1].endswith("_resize"))):
                     touched.add(parts[-2])
                 elif parts[-1] in ("bind", "unbind", "drivers_probe"):
                     touched.add(value)
     allowed = set(pooled_ok) | set(companions_ok)
     check(touched <= allowed,
-          "%s: the kernel was asked to bind or unbind only pooled devices and their named companions, never a "
-          "host device (%d devices written to)" % (label, len(touched)), " ".join(sorted(touched - allowed)))
+          "%s: the kernel was asked to bind, unbind or resize only pooled devices and their named companions, "
+          "never a host device (%d devices written to)" % (label, len(touched)), " ".join(sorted(touched - allowed)))
+    if world.rebar:
+        bad = bar_problems(world)
+        check(not bad, "%s: every Resizable BAR is at its size from before the storm, and no record of BAR sizes "
+                       "is left" % label, "; ".join(bad))
     return touched
 
 
@@ -471,6 +529,26 @@ def main():
                                                              "<av:mdev profile='test-vgpu' uuid='%s'/>" % m)))
         vgpu_world = World(top, "vgpu-mdev", pol, mdoms)
 
+        # The A100s with a Resizable BAR that their scrub grows for the
+        # scrub and puts back: policies of their own.
+        pol_rebar = os.path.join(top, "policies-rebar")
+        os.mkdir(pol_rebar, 0o755)
+        for fname in sorted(os.listdir(pol)):
+            with open(os.path.join(pol, fname)) as f:
+                spec = json.load(f)
+            for prof in spec["profiles"]:
+                if prof["name"] == "test-a100":
+                    prof["scrub"] = [{"method": "vfio-zero", "resize": True}]
+            with open(os.path.join(pol_rebar, fname), "w") as f:
+                json.dump(spec, f)
+            os.chmod(os.path.join(pol_rebar, fname), 0o644)
+        rdoms = []
+        for i, g in enumerate(REBAR_GPUS[:2]):
+            for k in range(2):
+                n += 1
+                rdoms.append(("r%d" % n, uuid(n), domain_xml("r%d" % n, uuid(n), [hostdev(g, "yes" if k else "no")])))
+        rebar_world = World(top, "two-socket-8gpu", pol_rebar, rdoms, name="rebar", rebar=True)
+
         print("# kill storm: seed %d, at least %d killed processes" % (SEED, KILLS))
         sys.stdout.flush()
         t0 = time.time()
@@ -503,9 +581,20 @@ def main():
               lambda w: (hook(w, vg[0], w.dir + "/" + vg[0] + ".xml", "prepare", "begin", "none"), release_vg(w)))
         for w in (prepared, released):
             w.remove()
+        # A scrub that grows a Resizable BAR, killed at each of its points
+        # (the record, the unbind, the resize, the zeroing, the way back).
+        r0 = rebar_world.domains[0]
+        rprepared = rebar_world.clone("rebar-prepared")
+        hook(rprepared, r0[0], rprepared.dir + "/" + r0[0] + ".xml", "prepare", "begin", "none")
+        env = dict(rprepared.env, ACCELVIRT_WORKER="/bin/true")
+        subprocess.run([HOOK, r0[0], "release", "end", "-"], stdin=open(rprepared.dir + "/" + r0[0] + ".xml"),
+                       env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        sweep(rprepared, "a Resizable BAR's scrub by the worker", lambda w: ([WORKER], None), REBAR_GPUS, {},
+              release_of(r0[0]))
+        rprepared.remove()
 
-        storm([gpu_world, vgpu_world])
-        for w in (gpu_world, vgpu_world):
+        storm([gpu_world, vgpu_world, rebar_world])
+        for w in (gpu_world, vgpu_world, rebar_world):
             quiesce(w)
         seconds = time.time() - t0
 
@@ -517,6 +606,7 @@ def main():
         check(driver(gpu_world, "0000:02:00.0") == "i40e" and driver(gpu_world, "0000:02:00.1") == "i40e",
               "two-socket-8gpu: the host's NIC is on i40e, as it was")
         verify(vgpu_world, ["0000:17:00.0", "0000:98:00.0"], {})
+        verify(rebar_world, REBAR_GPUS, {})
         mdev_dir = os.path.join(vgpu_world.root, "sys/bus/mdev/devices")
         vp = load_pool(vgpu_world)
         held = {d["identity"][5:] for d in vp["devices"] if d["kind"] == "mdev"}
@@ -526,11 +616,11 @@ def main():
 
         # Then every domain is released for good, nobody killed: every device
         # comes back free, scrubbed, on the drivers it had.
-        for w in (gpu_world, vgpu_world):
+        for w in (gpu_world, vgpu_world, rebar_world):
             for name, _, path in w.domains:
                 hook(w, name, path, "release", "end", "none")
             quiesce(w)
-        for w, first in ((gpu_world, "0000:17:00.0"), (vgpu_world, None)):
+        for w, first in ((gpu_world, "0000:17:00.0"), (vgpu_world, None), (rebar_world, None)):
             label = os.path.basename(w.dir)
             p = load_pool(w)
             bad = ["%s %s" % (d["identity"], d["state"]) for d in p["devices"] if d["state"] != "free"]
@@ -541,6 +631,10 @@ def main():
             bad += ["companion %s on %s" % (a, driver(w, a)) for a, want in (companions if w is gpu_world else {}).items()
                     if driver(w, a) != want]
             check(not bad, "%s: ... and every one on the driver it had before the storm" % label, "; ".join(bad))
+            if w.rebar:
+                bad = bar_problems(w)
+                check(not bad, "%s: ... and every Resizable BAR at its size from before the storm, no record of "
+                               "BAR sizes left" % label, "; ".join(bad))
         left = [m for m in mdevs if os.path.exists(os.path.join(mdev_dir, m))]
         check(not left, "vgpu-mdev: ... and no mdev accelvirt created is left", " ".join(left))
 
@@ -550,7 +644,7 @@ def main():
                  stats["completed"], stats["survived_kill"]))
         print("# by program: " + ", ".join("%s %d" % (k, v) for k, v in sorted(kinds.items())))
         states = {}
-        for w in (gpu_world, vgpu_world):
+        for w in (gpu_world, vgpu_world, rebar_world):
             for d in load_pool(w)["devices"]:
                 states[d["state"]] = states.get(d["state"], 0) + 1
         print("# final states: " + ", ".join("%s %d" % kv for kv in sorted(states.items())))
