@@ -40,6 +40,7 @@ killed processes at least; AV_STORM_SEED: the random seed (printed)."""
 import json
 import os
 import random
+import re
 import shutil
 import signal
 import subprocess
@@ -129,7 +130,10 @@ class World:
             self.env.pop(k, None)
 
     def clone(self, name):
-        return World(self.top, self.host, self.policies, self.spec, name=name, source=self)
+        w = World(self.top, self.host, self.policies, self.spec, name=name, source=self)
+        if getattr(self, "hp", None):
+            hotplug(w, source=self)
+        return w
 
     def remove(self):
         kill_holders(self.state)
@@ -173,6 +177,41 @@ def bar_problems(world):
     rec = os.path.join(world.state, "bar-sizes")
     bad += ["record %s left" % n for n in (os.listdir(rec) if os.path.isdir(rec) else [])]
     return bad
+
+
+# The running domains of libvirt's test driver that `accelvirt attach` and
+# `detach` hot-plug into (test:///FILE: every domain of the file runs); the
+# hot-plug itself is the CLI's fake (ACCELVIRT_TEST_HOTPLUG, tests/test-attach.sh),
+# whose state is files, so it outlives each process.
+HOTPLUG_DOMAINS = ["h%d" % i for i in range(1, 4)]
+
+
+def hotplug(world, source=None):
+    """Makes @world one whose domains run under libvirt's test driver, for
+    attach and detach: its hot-plug state in world.hp (copied from @source)."""
+    world.hp = os.path.join(world.dir, "hp")
+    if source:
+        shutil.copytree(source.hp, world.hp, symlinks=True)
+    else:
+        os.makedirs(world.hp, exist_ok=True)
+    world.drv = os.path.join(world.dir, "drv.xml")
+    with open(world.drv, "w") as f:
+        f.write("<node>\n")
+        for i, name in enumerate(HOTPLUG_DOMAINS, 1):
+            f.write("<domain type='test'><name>%s</name><uuid>%s</uuid><memory>1048576</memory>"
+                    "<vcpu placement='static'>2</vcpu><os><type>hvm</type></os><devices/></domain>\n"
+                    % (name, "5eed0000-0000-4000-8000-%012x" % (0xb000 + i)))
+        f.write("</node>\n")
+    world.env["ACCELVIRT_TEST_HOTPLUG"] = world.hp
+    return world
+
+
+def attach_argv(world, name, profile, count=1):
+    return world.cli("attach", name, profile, "--count", str(count), "--connect", "test://" + world.drv)
+
+
+def detach_argv(world, name):
+    return world.cli("detach", name, "--all", "--timeout", "5", "--connect", "test://" + world.drv)
 
 
 def run(world, argv, stdin=None, mode="none"):
@@ -325,6 +364,19 @@ def storm(worlds):
         w = random.choice(worlds)
         mode = random.choices(["point", "outside", "none"], [45, 35, 20])[0]
         r = random.random()
+        if getattr(w, "hp", None):
+            name = random.choice(HOTPLUG_DOMAINS)
+            if r < 0.40:
+                run(w, attach_argv(w, name, w.attach_profile, random.randint(1, w.attach_max)), mode=mode)
+            elif r < 0.75:
+                run(w, detach_argv(w, name), mode=mode)
+            elif r < 0.87:
+                run(w, [WORKER], mode=mode)
+            elif r < 0.95:
+                run(w, w.cli("reconcile"), mode=mode)
+            else:
+                run(w, w.cli("status", "--json"), mode=mode)
+            continue
         if r < 0.45:
             name, _, path = random.choice(w.domains)
             hook(w, name, path, "prepare", "begin", mode)
@@ -464,6 +516,27 @@ def verify(world, pooled_ok, companions_ok, quiet=False):
     check(not bad, "%s: every free device and its companions are on the drivers the pool recorded" % label,
           "; ".join(bad))
 
+    # What a running domain holds (the fake hot-plug's live hostdevs) is in use by it,
+    # or quarantined: never free, claimed by nobody, dirty or being scrubbed under it.
+    bad = []
+    for u in sorted(os.listdir(world.hp)) if getattr(world, "hp", None) else []:
+        d = os.path.join(world.hp, u)
+        for n in sorted(os.listdir(d)) if os.path.isdir(d) else []:
+            if not n.endswith(".live"):
+                continue
+            with open(os.path.join(d, n)) as f:
+                m = re.search(r"domain='0x([0-9a-fA-F]+)' bus='0x([0-9a-fA-F]+)' slot='0x([0-9a-fA-F]+)' "
+                              r"function='0x([0-9a-fA-F]+)'", f.read())
+            if not m:
+                continue
+            addr = "%04x:%02x:%02x.%x" % tuple(int(x, 16) for x in m.groups())
+            for dev in [x for x in pool["devices"] if x["kind"] == "pci" and x["address"] == addr]:
+                owner = (dev.get("owner") or {}).get("domain_uuid")
+                if not ((dev["state"] == "in-use" and owner == u) or dev["state"] == "quarantined"):
+                    bad.append("%s is in domain %s (%s) but %s by %s" % (addr, u, n, dev["state"], owner))
+    check(not bad, "%s: every device a running domain holds is in use by it in the pool, or quarantined" % label,
+          "; ".join(bad))
+
     # Host devices: never written to.
     writes = os.path.join(world.root, "sys/.accelvirt-fake-kernel.writes")
     touched = set()
@@ -548,6 +621,29 @@ def main():
                 n += 1
                 rdoms.append(("r%d" % n, uuid(n), domain_xml("r%d" % n, uuid(n), [hostdev(g, "yes" if k else "no")])))
         rebar_world = World(top, "two-socket-8gpu", pol_rebar, rdoms, name="rebar", rebar=True)
+        # Hot-plug: A6000s (each with its audio function, a companion) attached to and
+        # detached from running domains of libvirt's test driver; QAT VFs made for an
+        # attach (the PF grown) and the PF shrunk back once they are scrubbed and free.
+        hot_world = hotplug(World(top, "two-socket-8gpu", pol, [], name="hotplug"))
+        hot_world.attach_profile, hot_world.attach_max = "test-a6000", 2
+        qpol = os.path.join(top, "policies-sriov")
+        os.mkdir(qpol, 0o755)
+        for fname in os.listdir(pol):
+            with open(os.path.join(pol, fname)) as f:
+                d = json.load(f)
+            for prof in d.get("profiles", []):
+                if prof["name"] == "test-qat-vf":
+                    prof["vfs"] = "on-demand"
+                    prof["vfs_shrink"] = True
+            with open(os.path.join(qpol, fname), "w") as f:
+                json.dump(d, f)
+            os.chmod(os.path.join(qpol, fname), 0o644)
+        sriov_world = hotplug(World(top, "sriov-fpga-qat", qpol, [], name="sriov"))
+        for i in range(1, 5):       # the PF's 4 VFs idle (no driver): VFs to take, or to shrink
+            os.unlink(os.path.join(sriov_world.root, "sys/bus/pci/devices/0000:6b:00.%d/driver" % i))
+        sriov_world.attach_profile, sriov_world.attach_max = "test-qat-vf", 4
+        vfs = ["0000:6b:00.%d" % i for i in range(1, 8)] + ["0000:6b:01.%d" % i for i in range(8)]
+        hot_gpus = ["0000:98:00.0", "0000:b1:00.0"]
 
         print("# kill storm: seed %d, at least %d killed processes" % (SEED, KILLS))
         sys.stdout.flush()
@@ -593,8 +689,23 @@ def main():
               release_of(r0[0]))
         rprepared.remove()
 
-        storm([gpu_world, vgpu_world, rebar_world])
-        for w in (gpu_world, vgpu_world, rebar_world):
+        def detach_all(w):
+            for name in HOTPLUG_DOMAINS:
+                run(w, detach_argv(w, name))
+            quiesce(w)
+        sweep(hot_world, "an A6000's attach (card and audio bound, hot-plugged)",
+              lambda w: (attach_argv(w, "h1", "test-a6000"), None), hot_gpus, companions,
+              lambda w: (run(w, attach_argv(w, "h1", "test-a6000")), detach_all(w)))
+        attached = hot_world.clone("attached")
+        run(attached, attach_argv(attached, "h1", "test-a6000"))
+        sweep(attached, "its detach", lambda w: (detach_argv(w, "h1"), None), hot_gpus, companions, detach_all)
+        attached.remove()
+        sweep(sriov_world, "an attach of 6 QAT VFs (the PF grown from 4)",
+              lambda w: (attach_argv(w, "h1", "test-qat-vf", 6), None), vfs, {},
+              lambda w: (run(w, attach_argv(w, "h1", "test-qat-vf", 6)), detach_all(w)))
+
+        storm([gpu_world, vgpu_world, rebar_world, hot_world, sriov_world])
+        for w in (gpu_world, vgpu_world, rebar_world, hot_world, sriov_world):
             quiesce(w)
         seconds = time.time() - t0
 
@@ -607,6 +718,8 @@ def main():
               "two-socket-8gpu: the host's NIC is on i40e, as it was")
         verify(vgpu_world, ["0000:17:00.0", "0000:98:00.0"], {})
         verify(rebar_world, REBAR_GPUS, {})
+        verify(hot_world, hot_gpus, companions)
+        verify(sriov_world, vfs, {})
         mdev_dir = os.path.join(vgpu_world.root, "sys/bus/mdev/devices")
         vp = load_pool(vgpu_world)
         held = {d["identity"][5:] for d in vp["devices"] if d["kind"] == "mdev"}
@@ -620,7 +733,9 @@ def main():
             for name, _, path in w.domains:
                 hook(w, name, path, "release", "end", "none")
             quiesce(w)
-        for w, first in ((gpu_world, "0000:17:00.0"), (vgpu_world, None), (rebar_world, None)):
+        for w in (hot_world, sriov_world):
+            detach_all(w)
+        for w, first in ((gpu_world, "0000:17:00.0"), (vgpu_world, None), (rebar_world, None), (hot_world, None), (sriov_world, None)):
             label = os.path.basename(w.dir)
             p = load_pool(w)
             bad = ["%s %s" % (d["identity"], d["state"]) for d in p["devices"] if d["state"] != "free"]
@@ -628,8 +743,8 @@ def main():
                   " ".join(bad))
             bad = ["%s on %s, recorded %s" % (d["address"], driver(w, d["address"]), d["original_driver"])
                    for d in p["devices"] if d["kind"] == "pci" and driver(w, d["address"]) != d["original_driver"]]
-            bad += ["companion %s on %s" % (a, driver(w, a)) for a, want in (companions if w is gpu_world else {}).items()
-                    if driver(w, a) != want]
+            bad += ["companion %s on %s" % (a, driver(w, a))
+                    for a, want in (companions if w in (gpu_world, hot_world) else {}).items() if driver(w, a) != want]
             check(not bad, "%s: ... and every one on the driver it had before the storm" % label, "; ".join(bad))
             if w.rebar:
                 bad = bar_problems(w)
@@ -638,13 +753,15 @@ def main():
         left = [m for m in mdevs if os.path.exists(os.path.join(mdev_dir, m))]
         check(not left, "vgpu-mdev: ... and no mdev accelvirt created is left", " ".join(left))
 
+        numvfs = open(os.path.join(sriov_world.root, "sys/bus/pci/devices/0000:6b:00.0/sriov_numvfs")).read().strip()
+        check(numvfs in ("0", "4"), "sriov: once every VF is scrubbed and free, the PF is shrunk back (%s VFs)" % numvfs)
         print("# %d processes in %.0f s: %d killed at a kill point (%d of them one point after another), %d "
               "killed from outside, %d ran to their end, %d outlived their kill"
               % (stats["started"], seconds, stats["killed_point"], stats["swept"], stats["killed_outside"],
                  stats["completed"], stats["survived_kill"]))
         print("# by program: " + ", ".join("%s %d" % (k, v) for k, v in sorted(kinds.items())))
         states = {}
-        for w in (gpu_world, vgpu_world, rebar_world):
+        for w in (gpu_world, vgpu_world, rebar_world, hot_world, sriov_world):
             for d in load_pool(w)["devices"]:
                 states[d["state"]] = states.get(d["state"], 0) + 1
         print("# final states: " + ", ".join("%s %d" % kv for kv in sorted(states.items())))
