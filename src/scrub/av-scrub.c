@@ -445,7 +445,7 @@ av_scrub_unhold(const AvScrubContext *ctx, gboolean *ret_was_held, GError **erro
     *ret_was_held = FALSE;
     if (!av_scrub_target_held(ctx->target))
         return TRUE;
-    if (!av_hold_get(ctx->target->hold_state_dir, ctx->target->iommu_group, &hold, error))
+    if (!av_hold_get(ctx->root, ctx->target->hold_state_dir, ctx->target->iommu_group, &hold, error))
         return FALSE;
     if (!av_hold_drop(ctx->root, ctx->target->hold_state_dir, ctx->target->iommu_group, error))
         return FALSE;
