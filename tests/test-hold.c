@@ -4,8 +4,9 @@
  * program, $ACCELVIRT_HOLD) taken, used and dropped, the group's lock
  * around takes and drops, records that count only in their boot and for
  * a holder of accelvirt's user, holder detection that ignores accelvirt's
- * own holders and no other process, and vfio-zero through a held group.
- * Every holder a test starts is dropped (or killed) before it ends. */
+ * own holders and no other process, vfio-zero through a held group, and
+ * scrubs that never run a step without their hold.  Every holder a test
+ * starts is dropped (or killed) before it ends. */
 #include "config.h"
 
 #include <errno.h>
@@ -1032,6 +1033,198 @@ test_record_of_another_user(void)
     fixture_close(&f);
 }
 
+/* A policy of the A100 whose scrub is @steps (a JSON array). */
+static AvPolicy *
+a100_policy(const char *steps)
+{
+    g_autofree char *json = g_strdup_printf("{\"profiles\": [{\"name\": \"gpu-a100\", \"match\": {\"vendor\": \"0x10de\", "
+                                            "\"device\": \"0x20f1\"}, \"attach\": \"vfio-pci\", \"scrub\": %s}]}",
+                                            steps);
+    g_autoptr(GError) err = NULL;
+    AvPolicy *policy = av_policy_new();
+
+    if (!av_policy_add_data(policy, "test.json", json, strlen(json), &err))
+        g_error("%s: %s", json, err->message);
+    return policy;
+}
+
+/* A "command" step that kills group 40's holder in @f (SIGKILL: as the OOM
+ * killer or an operator would) and waits until it is gone. */
+static char *
+kill_holder_step(Fixture *f)
+{
+    return g_strdup_printf("{\"method\": \"command\", \"timeout\": 10, \"argv\": [\"/bin/sh\", \"-c\", "
+                           "\"p=$(sed -n 's/.*pid.: *\\\\([0-9]*\\\\).*/\\\\1/p' %s/holds/40.json); "
+                           "kill -9 $p; while [ -e /proc/$p ] && [ $(cut -d' ' -f3 /proc/$p/stat) != Z ]; "
+                           "do sleep 0.01; done\"]}", f->state);
+}
+
+/* BAR 1 of the A100 in @f filled with 0xa5; its path. */
+static char *
+fill_bar(Fixture *f)
+{
+    g_autofree char *filled = g_malloc(8192);
+    char *bar = g_build_filename(f->dir, A100_DIR, "resource1", NULL);
+
+    memset(filled, 0xa5, 8192);
+    g_assert_true(g_file_set_contents(bar, filled, 8192, NULL));
+    return bar;
+}
+
+/* TRUE when every byte of @path is @value. */
+static gboolean
+file_all(const char *path, int value)
+{
+    g_autofree char *data = NULL;
+    gsize len = 0;
+
+    g_assert_true(g_file_get_contents(path, &data, &len, NULL));
+    for (gsize i = 0; i < len; i++)
+        if ((guchar)data[i] != value)
+            return FALSE;
+    return len > 0;
+}
+
+/* Scrubs @f's A100, held, with a "command" step that kills its holder
+ * (kill_holder_step()) and then @second (a JSON step); av_scrub_run()'s
+ * result. */
+static gboolean
+scrub_after_holder_killed(Fixture *f, const char *second, GError **error)
+{
+    g_autofree char *kill_step = kill_holder_step(f);
+    g_autofree char *steps = g_strdup_printf("[%s, %s]", kill_step, second);
+    g_autoptr(AvPolicy) policy = a100_policy(steps);
+    AvScrubTarget target = { .identity = "pci-" A100, .address = A100, .iommu_group = 40,
+                             .hold_state_dir = f->state };
+
+    return av_scrub_run(f->root, f->ops, av_policy_find(policy, "gpu-a100"), &target, NULL, error);
+}
+
+/* A held scrub whose hold is gone between two steps (its holder killed):
+ * the next step, a vfio-zero, does not open the device without the hold;
+ * the scrub fails saying so, the BAR is as the tenant left it, and the
+ * hold is taken again (the group is free) for the quarantined device. */
+static void
+test_scrub_hold_lost_zero(void)
+{
+    Fixture f;
+    g_autoptr(GError) err = NULL;
+    g_autoptr(AvHold) before = NULL;
+    g_autoptr(AvHold) after = NULL;
+    g_autofree char *bar = NULL;
+
+    fixture_open(&f);
+    bar = fill_bar(&f);
+    g_assert_true(av_hold_take(f.root, f.ops, f.state, 40, A100, &err));
+    before = live_hold(&f);
+    g_assert_false(scrub_after_holder_killed(&f, "{\"method\": \"vfio-zero\", \"bars\": [1]}", &err));
+    g_assert_error(err, AV_ERROR, AV_ERROR_UNSAFE);
+    g_assert_nonnull(strstr(err->message, "scrub step 2 (vfio-zero) failed"));
+    g_assert_nonnull(strstr(err->message, "was lost during its scrub"));
+    g_assert_nonnull(strstr(err->message, "the hold is taken again"));
+    g_assert_true(file_all(bar, 0xa5));
+    g_assert_true(proc_wait_gone(before->pid));
+    after = live_hold(&f);
+    g_assert_cmpint(after->pid, !=, before->pid);
+    fixture_close(&f);
+}
+
+/* The same before a "command" step: its program never runs (it would get
+ * no group file, and the group would be anyone's). */
+static void
+test_scrub_hold_lost_command(void)
+{
+    Fixture f;
+    g_autoptr(GError) err = NULL;
+    g_autofree char *marker = NULL;
+    g_autofree char *second = NULL;
+
+    fixture_open(&f);
+    marker = g_build_filename(f.state, "ran", NULL);
+    second = g_strdup_printf("{\"method\": \"command\", \"timeout\": 10, \"argv\": [\"/bin/sh\", \"-c\", "
+                             "\"touch %s\"]}", marker);
+    g_assert_false(scrub_after_holder_killed(&f, second, &err));
+    g_assert_error(err, AV_ERROR, AV_ERROR_UNSAFE);
+    g_assert_nonnull(strstr(err->message, "scrub step 2 (command) failed"));
+    g_assert_nonnull(strstr(err->message, "was lost during its scrub"));
+    g_assert_false(g_file_test(marker, G_FILE_TEST_EXISTS));
+    fixture_close(&f);
+}
+
+/* The same before a "reset" step: no reset by VFIO without the hold, and
+ * none by sysfs instead. */
+static void
+test_scrub_hold_lost_reset(void)
+{
+    Fixture f;
+    g_autoptr(GError) err = NULL;
+    g_autofree char *writes_path = NULL;
+    g_autofree char *writes = NULL;
+
+    fixture_open(&f);
+    writes_path = g_build_filename(f.dir, "sys", ".accelvirt-fake-kernel.writes", NULL);
+    g_assert_false(scrub_after_holder_killed(&f, "{\"method\": \"reset\"}", &err));
+    g_assert_nonnull(strstr(err->message, "scrub step 2 (reset) failed"));
+    g_assert_nonnull(strstr(err->message, "was lost during its scrub"));
+    if (g_file_get_contents(writes_path, &writes, NULL, NULL))
+        g_assert_null(strstr(writes, A100 "/reset "));
+    fixture_close(&f);
+}
+
+/* A held target whose hold is gone when its scrub begins (a worker killed
+ * after dropping it for a "vm" step, say): the scrub takes it again and
+ * runs every step through it, from the first. */
+static void
+test_scrub_hold_retaken_at_start(void)
+{
+    Fixture f;
+    g_autoptr(GError) err = NULL;
+    g_autoptr(AvPolicy) policy = a100_policy("[{\"method\": \"vfio-zero\", \"bars\": [1]}]");
+    g_autoptr(AvHold) before = NULL;
+    g_autoptr(AvHold) after = NULL;
+    g_autofree char *bar = NULL;
+    AvScrubTarget target = { .identity = "pci-" A100, .address = A100, .iommu_group = 40 };
+
+    fixture_open(&f);
+    bar = fill_bar(&f);
+    target.hold_state_dir = f.state;
+    g_assert_true(av_hold_take(f.root, f.ops, f.state, 40, A100, &err));
+    before = live_hold(&f);
+    g_assert_cmpint(kill(before->pid, SIGKILL), ==, 0);
+    g_assert_true(proc_wait_gone(before->pid));
+    g_assert_true(av_scrub_run(f.root, f.ops, av_policy_find(policy, "gpu-a100"), &target, NULL, &err));
+    g_assert_no_error(err);
+    g_assert_true(file_all(bar, 0));
+    after = live_hold(&f);
+    g_assert_cmpint(after->pid, !=, before->pid);
+    fixture_close(&f);
+}
+
+/* A held target whose group another process has: no step runs. */
+static void
+test_scrub_unholdable(void)
+{
+    Fixture f;
+    g_autoptr(GError) err = NULL;
+    g_autoptr(AvPolicy) policy = a100_policy("[{\"method\": \"vfio-zero\", \"bars\": [1]}]");
+    g_autoptr(json_t) report = NULL;
+    g_autofree char *bar = NULL;
+    AvScrubTarget target = { .identity = "pci-" A100, .address = A100, .iommu_group = 40 };
+    int fd = -1;
+
+    fixture_open(&f);
+    bar = fill_bar(&f);
+    target.hold_state_dir = f.state;
+    g_assert_cmpint(f.ops->group_open(f.root, 40, &fd), ==, 0);
+    g_assert_false(av_scrub_run(f.root, f.ops, av_policy_find(policy, "gpu-a100"), &target, &report, &err));
+    g_assert_error(err, AV_ERROR, AV_ERROR_BUSY);
+    g_assert_nonnull(strstr(err->message, "no scrub step ran"));
+    g_assert_null(report);
+    g_assert_true(file_all(bar, 0xa5));
+    close(fd);
+    fixture_close(&f);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -1049,5 +1242,10 @@ main(int argc, char **argv)
     g_test_add_func("/hold/concurrent-takes-and-drops", test_concurrent_takes_and_drops);
     g_test_add_func("/hold/stale-records", test_stale_records);
     g_test_add_func("/hold/record-of-another-user", test_record_of_another_user);
+    g_test_add_func("/hold/scrub-hold-lost-zero", test_scrub_hold_lost_zero);
+    g_test_add_func("/hold/scrub-hold-lost-command", test_scrub_hold_lost_command);
+    g_test_add_func("/hold/scrub-hold-lost-reset", test_scrub_hold_lost_reset);
+    g_test_add_func("/hold/scrub-hold-retaken-at-start", test_scrub_hold_retaken_at_start);
+    g_test_add_func("/hold/scrub-unholdable", test_scrub_unholdable);
     return g_test_run();
 }
