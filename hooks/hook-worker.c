@@ -147,8 +147,8 @@ av_worker_pick(const AvHookConfig *config, GHashTable *done, AvLock **ret_lock, 
             if (!av_pool_transition(pool, dev, AV_DEVICE_STATE_SCRUBBING, NULL, NULL, error))
                 return NULL;
         } else {
-            av_hook_log(LOG_WARNING, "device %s was left scrubbing by a worker that is gone; scrubbing it again",
-                        dev->identity);
+            av_hook_log(LOG_WARNING, "device %s was left scrubbing by a worker that is gone; scrubbing it again "
+                        "from its first step, held (quarantined if its group cannot be held)", dev->identity);
         }
         if (!av_pool_scrub_token_set(dev, token, error) || !av_pool_save(pool, error))
             return NULL;
@@ -240,33 +240,26 @@ av_worker_sync_holds(const AvHookConfig *config, AvPool *pool)
         av_hook_log(LOG_ERR, "%s", error->message);
 }
 
-/* Before the steps of the PCI device of @job, on vfio-pci now: holds its
- * IOMMU group (av_hold_take(); a hold the hook took is kept), so that the
- * kernel refuses it to every domain while it is scrubbed.  A group open in
- * another process fails the scrub (@failure: someone got the device between
- * its release and now); a device off vfio-pci (a profile whose steps do not
- * need it there) is scrubbed without a hold, logged. */
+/* Before the steps of the PCI device of @job: says when it is scrubbed
+ * without a hold of its IOMMU group (off vfio-pci: a profile whose steps
+ * do not need it there).  On vfio-pci, av_scrub_run() holds the group
+ * before the first step (a hold the hook took is kept; one that is gone,
+ * a worker killed after dropping it for a "vm" step, is taken again and
+ * the whole scrub runs from its first step) and fails the scrub, so that
+ * the device is quarantined, when it cannot: a group open in another
+ * process (someone got the device since its release), or any other reason
+ * (no step ever runs unheld). */
 static void
-av_worker_hold(const AvHookConfig *config, const AvScrubJob *job, GError **failure)
+av_worker_hold_note(const AvHookConfig *config, const AvScrubJob *job)
 {
-    g_autoptr(GError) error = NULL;
     g_autofree char *driver = NULL;
 
     if (job->kind != AV_DEVICE_KIND_PCI || !job->address || job->iommu_group < 0)
         return;
     driver = av_vfio_current_driver(config->root, job->address);
-    if (g_strcmp0(driver, "vfio-pci") != 0) {
+    if (g_strcmp0(driver, "vfio-pci") != 0)
         av_hook_log(LOG_INFO, "scrubbing %s on %s, without a hold of its IOMMU group (no step needs vfio-pci)",
                     job->address, driver ? driver : "no driver");
-        return;
-    }
-    if (av_hold_take(config->root, config->ops, config->state_dir, job->iommu_group, job->address, &error))
-        return;
-    if (g_error_matches(error, AV_ERROR, AV_ERROR_BUSY)) {
-        g_propagate_error(failure, g_steal_pointer(&error));
-        return;
-    }
-    av_hook_log(LOG_WARNING, "scrubbing %s without a hold of its IOMMU group: %s", job->address, error->message);
 }
 
 /* The driver command of @point of @profile for the device of @job, with
@@ -359,7 +352,7 @@ av_worker_scrub(const AvHookConfig *config, const AvPolicy *policy, const AvScru
                     rebound_from ? rebound_from : "no driver");
     }
     if (profile && !failure)
-        av_worker_hold(config, job, &failure);
+        av_worker_hold_note(config, job);
     if (profile && !failure)
         av_scrub_run(config->root, config->ops, profile, &target, &report, &failure);
     if (!failure && job->kind == AV_DEVICE_KIND_PCI)

@@ -1695,6 +1695,40 @@ ungrab "$W/scrub.log.grab.pid"
 check "a scrub that fails quarantines the device and keeps it held" \
     eval "[ ! -e '$W/state/holds/40.json' ] && accepted '$W/vm1.xml' vm1 prepare begin - && accepted '$W/vm1.xml' vm1 release end - && touch '$W/scrub-fail' && worker; rm -f '$W/scrub-fail'; status && st_of quarantined && is_holder \"\$(holder 40)\" && ! qemu_open 40"
 kill_holds "$W"
+
+# A scrub never runs unheld: a device on vfio-pci is held from its scrub's
+# first step to its last (the worker takes the hold again when it is gone),
+# or quarantined before any step.  held_world NAME: a world whose A100 vm1
+# has released (dirty, held); scrubbing: as a worker killed mid-scrub leaves
+# it (its hold dropped for a "vm" step and never taken again: killed here).
+held_world() {
+    kill_holds "$W"
+    world "$1" two-socket-8gpu
+    mkdom "$W/vm1.xml" vm1 "$UH" 0000:17:00.0 -- "<vcpu placement='static' cpuset='0-3'>2</vcpu>"
+    accepted "$W/vm1.xml" vm1 prepare begin - && accepted "$W/vm1.xml" vm1 release end - && is_holder "$(holder 40)"
+}
+scrubbing_unheld() {
+    python3 - "$W/state/pool.json" <<'PY' || return 1
+import json, sys
+p = json.load(open(sys.argv[1]))
+for d in p["devices"]:
+    if d["address"] == "0000:17:00.0":
+        d["state"] = "scrubbing"
+json.dump(p, open(sys.argv[1], "w"), indent=2)
+PY
+    h=$(holder 40) && kill -9 "$h" && gone "$h"
+}
+held_world unheld-1
+check "a worker that cannot hold the group of a device on vfio-pci (its holder program cannot start) quarantines it: no scrub step runs unheld" \
+    eval "h=\$(holder 40) && kill -9 \$h && gone \$h && ACCELVIRT_HOLD=/nonexistent worker; status && st_of quarantined && [ ! -s '$W/scrub.log' ] && json '$W/st.json' \"'cannot run the holder program' in [x['reason'] for x in d['devices'] if x['address'] == '0000:17:00.0'][0]\""
+held_world unheld-2
+check "a device left scrubbing without its hold, its group open in another process: the next worker quarantines it, no step run" \
+    eval "scrubbing_unheld && grab 40 && worker; status && st_of quarantined && [ ! -s '$W/scrub.log' ] && json '$W/st.json' \"'open in another process' in [x['reason'] for x in d['devices'] if x['address'] == '0000:17:00.0'][0]\""
+ungrab "$W/grab.pid"
+held_world unheld-3
+check "  ... its group free: the next worker holds it again, scrubs it from its first step and frees it" \
+    eval "scrubbing_unheld && [ ! -s '$W/scrub.log' ] && worker && status && st_of free && grep -q '0000:17:00.0' '$W/scrub.log' && [ ! -e '$W/state/holds/40.json' ] && grep -q 'scrubbing it again from its first step, held' '$W/log'"
+kill_holds "$W"
 ACCELVIRT_WORKER=$REAL_WORKER
 
 # --- issue 15: bitstreams checked at prepare, driver commands, the base image

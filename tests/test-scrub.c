@@ -973,12 +973,12 @@ test_resize_through_hold(void)
     target.hold_state_dir = state;
     target.state_dir = state;
     g_assert_true(av_hold_take(f.root, f.ops, state, 40, A100, &err));
-    g_assert_true(av_hold_get(state, 40, &before, &err) && before);
+    g_assert_true(av_hold_get(f.root, state, 40, &before, &err) && before);
     g_assert_true(run(&f, &target, NULL, &err));
     g_assert_no_error(err);
     assert_bar(&f, 0, 1024 * 1024, 0);
     assert_driver(&f, "vfio-pci");
-    g_assert_true(av_hold_get(state, 40, &after, &err) && after);
+    g_assert_true(av_hold_get(f.root, state, 40, &after, &err) && after);
     g_assert_cmpint(after->pid, !=, before->pid);
     /* The holder has the group file there is now, not a deleted one. */
     fd_link = g_strdup_printf("/proc/%d/fd/%d", after->pid, AV_HOLD_FD);

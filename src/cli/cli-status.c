@@ -121,8 +121,10 @@ av_status_print_pfs(const AvPool *pool, const AvHost *host, const AvPolicy *poli
     }
 }
 
-/* The kernel-enforced hold of @d (av-hold.h): {"pid", "since"} when its
- * IOMMU group has a live accelvirt holder; "none" when the pool refuses it
+/* The kernel-enforced hold of @d (av-hold.h): {"pid", "since",
+ * "oom_score_adj" (what the holder got, null when its record does not
+ * say)} when its IOMMU group has a live accelvirt holder of this boot;
+ * "none" when the pool refuses it
  * (dirty, scrubbing, quarantined) and it is on vfio-pci but nothing holds
  * it (a warning: the kernel would hand it to a `virsh attach-device`); NULL
  * when neither (nothing to say).  New reference. */
@@ -134,8 +136,10 @@ av_status_hold(const AvCli *cli, const AvRoot *root, const AvPoolDevice *d)
 
     if (d->kind != AV_DEVICE_KIND_PCI || d->iommu_group < 0)
         return NULL;
-    if (av_hold_get(cli->state_dir, d->iommu_group, &hold, NULL) && hold)
-        return json_pack("{s:i, s:o}", "pid", hold->pid, "since", av_json_string_or_null(hold->since));
+    if (root && av_hold_get(root, cli->state_dir, d->iommu_group, &hold, NULL) && hold)
+        return json_pack("{s:i, s:o, s:o}", "pid", hold->pid, "since", av_json_string_or_null(hold->since),
+                         "oom_score_adj", hold->oom_score_adj == AV_HOLD_OOM_UNKNOWN
+                                          ? json_null() : json_integer(hold->oom_score_adj));
     if (!av_pool_device_wants_hold(d) || !root)
         return NULL;
     driver = av_vfio_current_driver(root, d->address);
@@ -147,12 +151,15 @@ static void
 av_status_print_hold(const AvCli *cli, const AvRoot *root, const AvPoolDevice *d)
 {
     g_autoptr(json_t) hold = av_status_hold(cli, root, d);
-
     const char *since = json_string_value(json_object_get(hold, "since"));
+    json_t *oom = json_object_get(hold, "oom_score_adj");
+    g_autofree char *oom_text = json_is_integer(oom)
+                                ? g_strdup_printf(" (oom_score_adj %" JSON_INTEGER_FORMAT ")", json_integer_value(oom))
+                                : g_strdup("");
 
     if (json_is_object(hold))
-        printf("    held: pid %d since %s\n", (int)json_integer_value(json_object_get(hold, "pid")),
-               since ? since : "-");
+        printf("    held: pid %d since %s%s\n", (int)json_integer_value(json_object_get(hold, "pid")),
+               since ? since : "-", oom_text);
     else if (hold)
         printf("    hold: none (warning: the kernel would let a domain open it; run 'accelvirt reconcile')\n");
 }

@@ -6,7 +6,8 @@
  * dirty (`accelvirt release`, av_pool_upkeep()'s releases of dead domains)
  * ends in the worker, whose sweep (av_pool_holds_sync(), at its start and
  * after each device it records) takes theirs, and so does `accelvirt
- * reconcile`'s. */
+ * reconcile`'s.  Each sweep first removes the records that name no live
+ * holder of this boot (av_hold_prune()). */
 #include "config.h"
 
 #include "av-pool-private.h"
@@ -54,10 +55,17 @@ av_pool_hold_drop_device(AvPool *pool, const AvRoot *root, const AvPoolDevice *d
 gboolean
 av_pool_holds_sync(AvPool *pool, const AvRoot *root, const AvKernelOps *ops, GError **error)
 {
-    g_autoptr(GArray) held = av_hold_list_groups(pool->state_dir);
+    g_autoptr(GArray) held = NULL;
     g_autoptr(GHashTable) taken = g_hash_table_new(g_direct_hash, g_direct_equal);
     g_autoptr(GString) problems = g_string_new(NULL);
+    g_autoptr(GError) prune_error = NULL;
 
+    /* Records that name no live holder of this boot (a reboot's, a killed
+     * holder's, a taker's killed between its record and its word): no
+     * hold, and never to be taken for one. */
+    if (!av_hold_prune(root, pool->state_dir, NULL, &prune_error))
+        g_string_append(problems, prune_error->message);
+    held = av_hold_list_groups(pool->state_dir);
     /* Holds nobody needs any more. */
     for (guint i = 0; i < held->len; i++) {
         int group = g_array_index(held, int, i);

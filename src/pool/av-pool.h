@@ -285,7 +285,9 @@ gboolean av_pool_quarantine_unscrubbed(AvPool *pool, AvPoolDevice *dev, const ch
  * around steps that need the group elsewhere, so the sweep neither takes
  * nor drops those); every hold whose group has no dirty, scrubbing or
  * quarantined PCI device (free, claimed, in use, missing or gone) is
- * dropped.  Under the pool's lock (AV_POOL_WRITE).  Does all it can;
+ * dropped.  First, every record that names no live holder of this boot
+ * (another boot's, one without a boot id, a holder gone) is removed
+ * (av_hold_prune()).  Under the pool's lock (AV_POOL_WRITE).  Does all it can;
  * returns FALSE with an error naming every hold it could not take or drop
  * (one "; "-separated sentence).  The pool is not changed: a group found
  * open elsewhere is the caller's to act on (the worker's scrub finds it,

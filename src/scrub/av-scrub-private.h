@@ -13,6 +13,11 @@ typedef struct {
     const AvScrubTarget *target;
     const AvScrubStep *step;
     json_t *entry;               /* the step's report entry: a method adds its facts ("bytes", "sha256", ...) */
+    gboolean held;               /* the scrub holds the target's group (av_scrub_run() took the hold): every
+                                  * step goes through the hold, and none runs without it */
+    gboolean *hold_lost;         /* the scrub's: set when the hold was found gone (av_scrub_device_open(),
+                                  * av_scrub_hold_fd(), av_scrub_unhold()): the step fails, whatever its
+                                  * method made of it, and no later step runs */
 } AvScrubContext;
 
 /* A method: runs @ctx->step; *ret_message gets one line for the report, on
@@ -45,20 +50,30 @@ json_t *av_scrub_coverage_new(guint64 cleared, guint64 read_back, guint64 memory
 json_t *av_scrub_coverage_parse(const char *text, const char *address);
 
 /* Opens the PCI device @address of @ctx's target through VFIO: through
- * accelvirt's hold of its group when the target has one (its
- * hold_state_dir, a live holder: ops->device_open_held on av_hold_fd()),
- * else with ops->device_open.  Returns 0 and the handle (close it with
- * ops->device_close) or -errno as device_open. */
+ * accelvirt's hold of its group when the scrub holds it (@ctx->held:
+ * ops->device_open_held on av_hold_fd()), else with ops->device_open.
+ * Returns 0 and the handle (close it with ops->device_close) or -errno as
+ * device_open; -ENOLCK, *ctx->hold_lost set and nothing opened when the
+ * scrub holds the group and the hold is gone: never an open without it. */
 int av_scrub_device_open(const AvScrubContext *ctx, const char *address, AvDeviceHandle **ret_handle);
+
+/* The held group file for a program a step runs (its fd 3): -1 and TRUE
+ * when the scrub does not hold the target's group; a new descriptor in
+ * *ret_fd (caller closes) when it does; FALSE with @error,
+ * *ctx->hold_lost set, when it holds it and the hold is gone: the program
+ * must not run. */
+gboolean av_scrub_hold_fd(const AvScrubContext *ctx, int *ret_fd, GError **error);
 
 /* The one helper for what must run with the target's group not held by
  * accelvirt (another program opens it, or the device leaves vfio-pci for
  * a moment): av_scrub_unhold() drops the hold, *ret_was_held saying
- * whether there was a live one (FALSE and nothing done when the target has
- * no hold_state_dir); only then does av_scrub_rehold() take it again,
- * waiting up to @grace_us while the group is busy (a scrub VM's QEMU on its
- * way out), then fails with AV_ERROR_BUSY: another process opened the group
- * meanwhile (the message names it), and the device must be quarantined. */
+ * whether there was a live one (FALSE and nothing done when the scrub does
+ * not hold the group; FALSE with @error, *ctx->hold_lost set, when it does
+ * and the hold is gone already); only then does av_scrub_rehold() take it
+ * again, waiting up to @grace_us while the group is busy (a scrub VM's QEMU
+ * on its way out), then fails with AV_ERROR_BUSY: another process opened
+ * the group meanwhile (the message names it), and the device must be
+ * quarantined. */
 gboolean av_scrub_unhold(const AvScrubContext *ctx, gboolean *ret_was_held, GError **error);
 gboolean av_scrub_rehold(const AvScrubContext *ctx, gint64 grace_us, GError **error);
 /* How long av_scrub_rehold() waits after a "vm" step. */

@@ -28,7 +28,8 @@
 
 /* Runs @program's base @bitstream on @ctx's device where the program wants
  * it: "vfio-pci" with the held group file as its fd 3 (none when the
- * device is not held); "host" on the device's host driver (the pool's
+ * scrub holds no group; not run at all when its hold is gone,
+ * av_scrub_hold_fd()); "host" on the device's host driver (the pool's
  * original driver), to which a device on vfio-pci is given for the run,
  * accelvirt's hold dropped (av_scrub_unhold()), and from which it is bound
  * to vfio-pci again and held after (av_scrub_rehold(): a group another
@@ -47,9 +48,8 @@ av_scrub_program_base_run(AvScrubContext *ctx, const AvProgramTarget *base_targe
     int group_fd = -1;
 
     if (ctx->profile->program->driver == AV_PROGRAM_DRIVER_VFIO) {
-        if (target->hold_state_dir && target->iommu_group >= 0 &&
-            !av_hold_fd(ctx->root, target->hold_state_dir, target->iommu_group, &group_fd, NULL))
-            group_fd = -1;
+        if (!av_scrub_hold_fd(ctx, &group_fd, error))
+            return NULL;
         run.group_fd = group_fd;
         programmed = av_program_run(&run, bitstream, "scrub", ret_report, error);
         if (group_fd >= 0)

@@ -173,6 +173,12 @@ av_reset_try(const AvScrubContext *ctx, const AvPciDevice *dev, const char *meth
             *ret_via = "vfio";
             return TRUE;
         }
+        /* accelvirt's hold is gone (av_scrub_device_open()): no reset of
+         * a device another process may have now, by VFIO or by sysfs. */
+        if (r == -ENOLCK) {
+            g_set_error(error, AV_ERROR, AV_ERROR_UNSAFE, "accelvirt's hold of its IOMMU group is gone");
+            return FALSE;
+        }
         if (r != -ENOSYS && r != -ENOTTY && r != -EBUSY && r != -ENOENT && r != -EPERM)
             return av_error_errno(error, r, "VFIO_DEVICE_RESET failed");
         /* VFIO cannot (the group is held, or no reset VFIO can do): sysfs. */
@@ -250,7 +256,7 @@ av_scrub_method_reset(AvScrubContext *ctx, char **ret_message, GError **error)
     method_path = av_sys_path("bus/pci/devices/%s/reset_method", address);
     if (dev->reset_methods)
         original = g_strjoinv(" ", dev->reset_methods);
-    for (guint i = 0; i < ladder->len && !winner; i++) {
+    for (guint i = 0; i < ladder->len && !winner && !(ctx->hold_lost && *ctx->hold_lost); i++) {
         const char *m = g_ptr_array_index(ladder, i);
         g_autoptr(GError) local = NULL;
         json_t *attempt = json_object();

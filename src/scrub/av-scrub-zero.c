@@ -333,6 +333,11 @@ av_zero_open_error(GError **error, int r, const char *address, int group)
     g_autofree char *grp = group >= 0 ? g_strdup_printf("%d", group) : g_strdup("?");
 
     switch (r) {
+    case -ENOLCK:
+        g_set_error(error, AV_ERROR, AV_ERROR_UNSAFE,
+                    "cannot open %s through VFIO: accelvirt's hold of its IOMMU group %s is gone, and it is never "
+                    "opened without it", address, grp);
+        return FALSE;
     case -EBUSY:
         g_set_error(error, AV_ERROR, AV_ERROR_BUSY,
                     "cannot open %s through VFIO: its IOMMU group %s is held by another process "

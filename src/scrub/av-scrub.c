@@ -93,8 +93,6 @@ av_scrub_method_none(AvScrubContext *ctx, char **ret_message, GError **error)
     return TRUE;
 }
 
-static gboolean av_scrub_target_held(const AvScrubTarget *target);
-
 /* The method "command": what its program printed is the step's message;
  * its AV_SCRUB_COVERAGE_PREFIX lines for this device, if any, are the
  * step's coverage, as the program reports it. */
@@ -107,10 +105,12 @@ av_scrub_method_command(AvScrubContext *ctx, char **ret_message, GError **error)
     json_t *coverage;
 
     /* The hold stays while the program runs: it gets the held group file
-     * (none when the device is not held: then it runs without). */
-    if (av_scrub_target_held(ctx->target) &&
-        !av_hold_fd(ctx->root, ctx->target->hold_state_dir, ctx->target->iommu_group, &group_fd, NULL))
-        group_fd = -1;
+     * (none when the scrub holds no group); a hold that is gone fails the
+     * step before the program runs. */
+    if (!av_scrub_hold_fd(ctx, &group_fd, error)) {
+        *ret_message = g_strdup("the program did not run: accelvirt's hold of the device's group is gone");
+        return FALSE;
+    }
     ok = av_scrub_command(ctx->step, ctx->target, ctx->profile->memory, group_fd, &output, error);
     if (group_fd >= 0)
         close(group_fd);
@@ -413,11 +413,52 @@ av_scrub_method_absent(AvScrubContext *ctx, char **ret_message, GError **error)
     return FALSE;
 }
 
-/* TRUE when @target's group is under accelvirt's hold for the scrub. */
+/* TRUE when @target's group is to be under accelvirt's hold for the scrub
+ * (a PCI function with a group and a hold_state_dir), when it is on
+ * vfio-pci (av_scrub_run()). */
 static gboolean
 av_scrub_target_held(const AvScrubTarget *target)
 {
     return target->hold_state_dir && target->iommu_group >= 0 && target->address && !target->mdev_uuid;
+}
+
+/* TRUE when the hold of @ctx's held scrub is live. */
+static gboolean
+av_scrub_hold_is_live(const AvScrubContext *ctx)
+{
+    g_autoptr(AvHold) hold = NULL;
+
+    return av_hold_get(ctx->root, ctx->target->hold_state_dir, ctx->target->iommu_group, &hold, NULL) && hold;
+}
+
+/* The error of a held scrub whose hold is gone (its holder killed, or the
+ * hold dropped for a step and never taken again): another process may have
+ * had the device since, so the scrub fails here and the device is
+ * quarantined.  Takes the hold again first when the group is free, so that
+ * the kernel goes on refusing the device; says when it cannot (another
+ * process has the group now: av_hold_take() names it). */
+static void
+av_scrub_hold_lost_error(const AvScrubContext *ctx, GError **error)
+{
+    const AvScrubTarget *target = ctx->target;
+    g_autoptr(GError) retake = NULL;
+    gboolean retaken;
+
+    retaken = av_hold_take(ctx->root, ctx->ops, target->hold_state_dir, target->iommu_group, target->address,
+                           &retake);
+    g_set_error(error, AV_ERROR, AV_ERROR_UNSAFE,
+                "accelvirt's hold of IOMMU group %d of %s was lost during its scrub: another process may have "
+                "had the device since, and no step runs on it without the hold; %s%s", target->iommu_group,
+                target->address, retaken ? "the hold is taken again" : "the hold cannot be taken again: ",
+                retaken ? "" : retake->message);
+}
+
+/* Marks @ctx's scrub as having lost its hold. */
+static void
+av_scrub_hold_mark_lost(const AvScrubContext *ctx)
+{
+    if (ctx->hold_lost)
+        *ctx->hold_lost = TRUE;
 }
 
 /* See av-scrub-private.h. */
@@ -427,29 +468,54 @@ av_scrub_device_open(const AvScrubContext *ctx, const char *address, AvDeviceHan
     const AvScrubTarget *target = ctx->target;
     int fd = -1, r;
 
-    if (av_scrub_target_held(target) && ctx->ops->device_open_held &&
-        av_hold_fd(ctx->root, target->hold_state_dir, target->iommu_group, &fd, NULL)) {
-        r = ctx->ops->device_open_held(ctx->root, address, fd, ret_handle);
-        close(fd);
-        return r;
+    if (!ctx->held)
+        return ctx->ops->device_open(ctx->root, address, ret_handle);
+    /* Held: through the held group file, or not at all. */
+    if (!ctx->ops->device_open_held)
+        return -ENOSYS;
+    if (!av_hold_fd(ctx->root, target->hold_state_dir, target->iommu_group, &fd, NULL)) {
+        av_scrub_hold_mark_lost(ctx);
+        return -ENOLCK;
     }
-    return ctx->ops->device_open(ctx->root, address, ret_handle);
+    r = ctx->ops->device_open_held(ctx->root, address, fd, ret_handle);
+    close(fd);
+    return r;
+}
+
+/* See av-scrub-private.h. */
+gboolean
+av_scrub_hold_fd(const AvScrubContext *ctx, int *ret_fd, GError **error)
+{
+    const AvScrubTarget *target = ctx->target;
+    g_autoptr(GError) local = NULL;
+
+    *ret_fd = -1;
+    if (!ctx->held)
+        return TRUE;
+    if (av_hold_fd(ctx->root, target->hold_state_dir, target->iommu_group, ret_fd, &local))
+        return TRUE;
+    av_scrub_hold_mark_lost(ctx);
+    g_set_error(error, AV_ERROR, AV_ERROR_UNSAFE, "accelvirt's hold of IOMMU group %d of %s is gone: %s",
+                target->iommu_group, target->address, local->message);
+    return FALSE;
 }
 
 /* See av-scrub-private.h. */
 gboolean
 av_scrub_unhold(const AvScrubContext *ctx, gboolean *ret_was_held, GError **error)
 {
-    g_autoptr(AvHold) hold = NULL;
-
     *ret_was_held = FALSE;
-    if (!av_scrub_target_held(ctx->target))
+    if (!ctx->held)
         return TRUE;
-    if (!av_hold_get(ctx->target->hold_state_dir, ctx->target->iommu_group, &hold, error))
+    if (!av_scrub_hold_is_live(ctx)) {
+        av_scrub_hold_mark_lost(ctx);
+        g_set_error(error, AV_ERROR, AV_ERROR_UNSAFE, "accelvirt's hold of IOMMU group %d of %s is gone",
+                    ctx->target->iommu_group, ctx->target->address);
         return FALSE;
+    }
     if (!av_hold_drop(ctx->root, ctx->target->hold_state_dir, ctx->target->iommu_group, error))
         return FALSE;
-    *ret_was_held = hold != NULL;
+    *ret_was_held = TRUE;
     return TRUE;
 }
 
@@ -460,7 +526,7 @@ av_scrub_rehold(const AvScrubContext *ctx, gint64 grace_us, GError **error)
     const AvScrubTarget *target = ctx->target;
     gint64 deadline = g_get_monotonic_time() + grace_us;
 
-    if (!av_scrub_target_held(target))
+    if (!ctx->held)
         return TRUE;
     for (;;) {
         g_autoptr(GError) local = NULL;
@@ -488,29 +554,56 @@ av_scrub_step_needs_group(const AvScrubStep *step)
 }
 
 /* Runs @ctx's step with its method, without accelvirt's hold when the step
- * needs the group elsewhere (av_scrub_unhold(), av_scrub_rehold()). */
+ * needs the group elsewhere (av_scrub_unhold(), av_scrub_rehold()).  In a
+ * held scrub the hold must be live when the step begins, and must not be
+ * found gone while it runs: else the step fails (av_scrub_hold_lost_error())
+ * whatever it is, and its method does not run or its result is not taken. */
 static gboolean
 av_scrub_run_step(AvScrubContext *ctx, char **ret_message, GError **error)
 {
     const AvScrubStep *step = ctx->step;
     gboolean unheld = FALSE;
     g_autoptr(GError) rehold = NULL;
+    g_autoptr(GError) local = NULL;
     gboolean ok;
 
-    if (av_scrub_step_needs_group(step) && !av_scrub_unhold(ctx, &unheld, error)) {
+    if (ctx->held && !av_scrub_hold_is_live(ctx)) {
+        av_scrub_hold_mark_lost(ctx);
+        av_scrub_hold_lost_error(ctx, error);
+        *ret_message = g_strdup("not run: accelvirt's hold of the device's group is gone");
+        return FALSE;
+    }
+    if (av_scrub_step_needs_group(step) && !av_scrub_unhold(ctx, &unheld, &local)) {
+        if (ctx->hold_lost && *ctx->hold_lost)
+            av_scrub_hold_lost_error(ctx, error);
+        else
+            g_propagate_error(error, g_steal_pointer(&local));
         *ret_message = g_strdup("accelvirt's hold of the device's group could not be dropped for the step");
         return FALSE;
     }
     if ((guint)step->method < G_N_ELEMENTS(av_scrub_methods) && av_scrub_methods[step->method])
-        ok = av_scrub_methods[step->method](ctx, ret_message, error);
+        ok = av_scrub_methods[step->method](ctx, ret_message, &local);
     else
-        ok = av_scrub_method_absent(ctx, ret_message, error);
+        ok = av_scrub_method_absent(ctx, ret_message, &local);
+    if (ctx->hold_lost && *ctx->hold_lost) {
+        /* The method met a hold that is gone: whatever it made of it (a
+         * reset ladder going on to sysfs, say), the step fails. */
+        g_clear_error(&local);
+        av_scrub_hold_lost_error(ctx, &local);
+        ok = FALSE;
+    }
     if (unheld &&
         !av_scrub_rehold(ctx, step->method == AV_SCRUB_METHOD_VM ? AV_SCRUB_REHOLD_GRACE_US : 0, &rehold)) {
         if (ok)
             g_propagate_error(error, g_steal_pointer(&rehold));
+        else
+            g_propagate_error(error, g_steal_pointer(&local));
         return FALSE;
     }
+    if (!ok && !local)
+        g_set_error(&local, AV_ERROR, AV_ERROR_FAILED, "the step failed");
+    if (!ok)
+        g_propagate_error(error, g_steal_pointer(&local));
     return ok;
 }
 
@@ -521,10 +614,27 @@ gboolean
 av_scrub_run(const AvRoot *root, const AvKernelOps *ops, const AvProfile *profile,
              const AvScrubTarget *target, json_t **ret_report, GError **error)
 {
-    g_autoptr(json_t) report = json_object();
-    json_t *steps = json_array();
+    g_autoptr(json_t) report = NULL;
+    json_t *steps = NULL;
     json_t *coverage;
+    gboolean held = FALSE, hold_lost = FALSE;
 
+    /* A PCI function on vfio-pci is scrubbed held, from its first step to
+     * its last: the hold is taken now (kept when it is live), and a scrub
+     * that cannot hold the group runs no step. */
+    if (av_scrub_target_held(target)) {
+        g_autofree char *driver = av_vfio_current_driver(root, target->address);
+
+        if (g_strcmp0(driver, "vfio-pci") == 0) {
+            if (!av_hold_take(root, ops, target->hold_state_dir, target->iommu_group, target->address, error)) {
+                g_prefix_error(error, "no scrub step ran: ");
+                return FALSE;
+            }
+            held = TRUE;
+        }
+    }
+    report = json_object();
+    steps = json_array();
     json_object_set_new(report, "steps", steps);
     for (guint i = 0; profile->scrub && i < profile->scrub->len; i++) {
         const AvScrubStep *step = g_ptr_array_index(profile->scrub, i);
@@ -532,7 +642,7 @@ av_scrub_run(const AvRoot *root, const AvKernelOps *ops, const AvProfile *profil
         g_autofree char *message = NULL;
         json_t *entry = json_object();
         gint64 start = g_get_monotonic_time();
-        AvScrubContext ctx = { root, ops, profile, target, step, entry };
+        AvScrubContext ctx = { root, ops, profile, target, step, entry, held, &hold_lost };
         gboolean ok;
 
         json_object_set_new(entry, "method", json_string(av_scrub_method_to_string(step->method)));
@@ -547,6 +657,19 @@ av_scrub_run(const AvRoot *root, const AvKernelOps *ops, const AvProfile *profil
             g_set_error(error, AV_ERROR, local->domain == AV_ERROR ? local->code : AV_ERROR_FAILED,
                         "scrub step %u (%s) failed: %s", i + 1,
                         av_scrub_method_to_string(step->method), local->message);
+            json_object_set_new(report, "coverage", av_scrub_coverage_summary(profile, steps));
+            if (ret_report)
+                *ret_report = g_steal_pointer(&report);
+            return FALSE;
+        }
+    }
+    /* Held to the end: a hold gone after the last step began leaves the
+     * device's state after it unknown. */
+    if (held) {
+        AvScrubContext ctx = { root, ops, profile, target, NULL, NULL, held, &hold_lost };
+
+        if (!av_scrub_hold_is_live(&ctx)) {
+            av_scrub_hold_lost_error(&ctx, error);
             json_object_set_new(report, "coverage", av_scrub_coverage_summary(profile, steps));
             if (ret_report)
                 *ret_report = g_steal_pointer(&report);

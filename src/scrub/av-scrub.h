@@ -44,12 +44,16 @@ typedef struct {
                                     * random one): method "vm" gives the domain this UUID and knows
                                     * its events by it, its name being random */
     const char *hold_state_dir;  /* the state dir of accelvirt's hold of the PCI device's group (av-hold.h),
-                                  * or NULL: with it, the steps open the device through the held group
-                                  * file (av_hold_fd(), ops->device_open_held), and the hold is dropped
-                                  * around what needs the group elsewhere or moves the device off
-                                  * vfio-pci ("vm" and "command" steps, vfio-zero's BAR resize) and taken
-                                  * again after: a group that another process opened meanwhile fails the
-                                  * step (AV_ERROR_BUSY naming it), so the device is quarantined */
+                                  * or NULL: with it, a device on vfio-pci is scrubbed held from the first
+                                  * step to the last (av_scrub_run() takes the hold, or runs no step): the
+                                  * steps open the device through the held group file (av_hold_fd(),
+                                  * ops->device_open_held), a "command" step's program gets it as fd 3,
+                                  * and the hold is dropped around what needs the group elsewhere or
+                                  * moves the device off vfio-pci ("vm" steps, vfio-zero's BAR resize) and
+                                  * taken again after: a group that another process opened meanwhile
+                                  * fails the step (AV_ERROR_BUSY naming it), so the device is
+                                  * quarantined; a hold found gone fails the step it is found in, whose
+                                  * method never opens the device without it, and the scrub */
     const char *state_dir;       /* the state dir whose bitstream library a "program-base" step takes the
                                   * profile's base image from (av-bitstream.h), or NULL: @hold_state_dir
                                   * then, and without either the step fails */
@@ -69,7 +73,10 @@ typedef struct {
  * step, with an error "scrub step N (METHOD) failed: ...", or, when every
  * step passed but the coverage is below the profile's "min_coverage" (or
  * unknown), with an error "the scrub cleared less than min_coverage ...:
- * NUMBERS". */
+ * NUMBERS".  A held target (its hold_state_dir, on vfio-pci) whose group
+ * cannot be held fails before any step, *ret_report untouched, with
+ * av_hold_take()'s error (AV_ERROR_BUSY: another process has the group);
+ * one whose hold is gone after the last step fails too. */
 gboolean av_scrub_run(const AvRoot *root, const AvKernelOps *ops, const AvProfile *profile,
                       const AvScrubTarget *target, json_t **ret_report, GError **error);
 

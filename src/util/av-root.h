@@ -53,6 +53,11 @@ char *av_run_path(const char *fmt, ...) G_GNUC_PRINTF(1, 2);
 /* The host's null device, for processes that must keep nothing else open
  * (it is not under the root prefix: a fake tree has none). */
 #define AV_DEV_NULL "/dev/null"
+/* The calling process's own OOM score adjustment (proc(5)): a process of
+ * this machine, whatever the root prefix. */
+#define AV_PROC_SELF_OOM_SCORE_ADJ "/proc/self/oom_score_adj"
+/* The calling process's own program (proc(5): a link to the file it runs). */
+#define AV_PROC_SELF_EXE "/proc/self/exe"
 
 /* The host path of the root-relative @path, without resolving links:
  * prefix + path.  The caller frees.  Use only for paths already resolved

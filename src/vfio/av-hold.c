@@ -3,16 +3,19 @@
  * The holder is a process of this machine whatever the root prefix (a fake
  * tree's group file is a regular file the fake kernel flock()s), so its
  * liveness is read from the host's own /proc; holder detection
- * (av_hold_pids()) reads the /proc of the root it scans. */
+ * (av_hold_pids()) reads the /proc of the root it scans.  The boot id is
+ * the root's, as the pool records it (a fake tree may set one to play a
+ * reboot), else the host's. */
 #include "config.h"
 
 #include "av-hold.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
+#include <stdio.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -33,15 +36,44 @@
 #ifndef SYS_pidfd_getfd
 #define SYS_pidfd_getfd 438
 #endif
+#ifndef SYS_close_range
+#define SYS_close_range 436
+#endif
+
+#ifndef AV_HOLD_PATH
+#define AV_HOLD_PATH "/usr/libexec/accelvirt/accelvirt-hold"
+#endif
 
 void
 av_hold_free(AvHold *hold)
 {
     if (!hold)
         return;
+    g_free(hold->boot_id);
     g_free(hold->address);
     g_free(hold->since);
     g_free(hold);
+}
+
+/* See av-hold.h. */
+char *
+av_hold_program(void)
+{
+    const char *path = g_getenv("ACCELVIRT_HOLD");
+    g_autofree char *self = NULL;
+    g_autofree char *dir = NULL;
+    g_autofree char *beside = NULL;
+
+    if (path && *path)
+        return g_strdup(path);
+    self = g_file_read_link(AV_PROC_SELF_EXE, NULL);
+    if (self && g_path_is_absolute(self)) {
+        dir = g_path_get_dirname(self);
+        beside = g_build_filename(dir, AV_HOLD_COMM, NULL);
+        if (access(beside, X_OK) == 0)
+            return g_steal_pointer(&beside);
+    }
+    return g_strdup(AV_HOLD_PATH);
 }
 
 static char *
@@ -56,6 +88,20 @@ av_hold_path(const char *state_dir, int group)
     g_autofree char *name = g_strdup_printf("%d.json", group);
 
     return g_build_filename(state_dir, "holds", name, NULL);
+}
+
+/* See av-hold.h. */
+int
+av_hold_boot_id(const AvRoot *root, char **ret_boot_id)
+{
+    g_autoptr(AvRoot) host = NULL;
+    int r;
+
+    r = av_root_boot_id(root, ret_boot_id);
+    if (r != -ENOENT || av_root_is_host(root))
+        return r;
+    host = av_root_new("/", NULL);
+    return host ? av_root_boot_id(host, ret_boot_id) : -ENOMEM;
 }
 
 /* The start time (field 22) and name of process @pid under @root's /proc.
@@ -91,18 +137,82 @@ av_hold_proc_stat(const AvRoot *root, int pid, guint64 *ret_start, char **ret_co
     return 0;
 }
 
-/* TRUE when the process of @hold is still that holder on this machine: its
- * start time and name agree. */
+/* TRUE when every uid of process @pid under @root's /proc (the "Uid:"
+ * line of /proc/PID/status, proc(5): real, effective, saved and
+ * filesystem) is the user accelvirt runs as.  A holder is started by
+ * accelvirt and never changes users; another user's process that happens
+ * to have a recorded pid, start time and name is no holder. */
 static gboolean
-av_hold_is_live(const AvHold *hold)
+av_hold_proc_uid_is_ours(const AvRoot *root, int pid)
 {
-    g_autoptr(AvRoot) host = av_root_new("/", NULL);
+    g_autofree char *path = av_proc_path("%d/status", pid);
+    g_autofree char *text = NULL;
+    g_auto(GStrv) lines = NULL;
+    uid_t self = geteuid();
+
+    if (av_root_read_file(root, path, &text, NULL) < 0)
+        return FALSE;
+    lines = g_strsplit(text, "\n", -1);
+    for (guint i = 0; lines[i]; i++) {
+        g_auto(GStrv) uids = NULL;
+        guint n = 0;
+
+        if (!g_str_has_prefix(lines[i], "Uid:"))
+            continue;
+        uids = g_strsplit_set(lines[i] + strlen("Uid:"), " \t", -1);
+        for (guint k = 0; uids[k]; k++) {
+            guint64 uid;
+
+            if (!*uids[k])
+                continue;
+            if (!g_ascii_string_to_unsigned(uids[k], 10, 0, G_MAXUINT32, &uid, NULL) || (uid_t)uid != self)
+                return FALSE;
+            n++;
+        }
+        return n > 0;
+    }
+    return FALSE;
+}
+
+/* TRUE when process @pid under @root's /proc is an accelvirt holder
+ * started at @start_time: its start time, its name and its user agree. */
+static gboolean
+av_hold_proc_is_holder(const AvRoot *root, int pid, guint64 start_time)
+{
     g_autofree char *comm = NULL;
     guint64 start;
 
-    if (!host || hold->pid <= 0 || av_hold_proc_stat(host, hold->pid, &start, &comm) < 0)
+    if (pid <= 0 || av_hold_proc_stat(root, pid, &start, &comm) < 0)
         return FALSE;
-    return start == hold->start_time && g_str_equal(comm, AV_HOLD_COMM);
+    return start == start_time && g_str_equal(comm, AV_HOLD_COMM) && av_hold_proc_uid_is_ours(root, pid);
+}
+
+/* TRUE when @hold's process, on this machine, is still the holder it
+ * records (av_hold_proc_is_holder() on the host's /proc), whatever its
+ * boot id says. */
+static gboolean
+av_hold_process_matches(const AvHold *hold)
+{
+    g_autoptr(AvRoot) host = av_root_new("/", NULL);
+
+    return host && av_hold_proc_is_holder(host, hold->pid, hold->start_time);
+}
+
+/* TRUE when @hold is a live hold: recorded in this boot (@boot_id, NULL
+ * when unknown: then nothing is live) by a holder still running. */
+static gboolean
+av_hold_is_live(const AvHold *hold, const char *boot_id)
+{
+    return boot_id && hold->boot_id && g_str_equal(hold->boot_id, boot_id) && av_hold_process_matches(hold);
+}
+
+/* TRUE when @hold is a record of an accelvirt before boot ids whose holder
+ * still runs (same pid, start time, name and user): the one stale record
+ * whose process may be ended (av_hold_prune()). */
+static gboolean
+av_hold_is_legacy_live(const AvHold *hold)
+{
+    return !hold->boot_id && av_hold_process_matches(hold);
 }
 
 /* Reads the record of @group.  TRUE and NULL when there is none. */
@@ -114,16 +224,18 @@ av_hold_read(const char *state_dir, int group, AvHold **ret_hold, GError **error
     g_autoptr(AvHold) hold = NULL;
     json_error_t jerr;
     json_int_t pid = 0, start = -1, recorded_group = -1;
-    const char *address = NULL, *since = NULL;
+    json_t *oom = NULL;
+    const char *address = NULL, *since = NULL, *boot_id = NULL;
 
     if (!g_file_test(path, G_FILE_TEST_EXISTS)) {
         *ret_hold = NULL;
         return TRUE;
     }
     root = json_load_file(path, 0, &jerr);
-    if (!root || json_unpack(root, "{s:I, s:I, s:I, s?s, s?s}", "pid", &pid, "start_time", &start, "group",
-                             &recorded_group, "address", &address, "since", &since) < 0 ||
-        pid <= 0 || pid > G_MAXINT || start < 0 || recorded_group != group) {
+    if (!root || json_unpack(root, "{s:I, s:I, s:I, s?s, s?s, s?s, s?o}", "pid", &pid, "start_time", &start, "group",
+                             &recorded_group, "address", &address, "since", &since, "boot_id", &boot_id,
+                             "oom_score_adj", &oom) < 0 ||
+        pid <= 0 || pid > G_MAXINT || start < 0 || recorded_group != group || (oom && !json_is_integer(oom))) {
         g_set_error(error, AV_ERROR, AV_ERROR_CORRUPT_STATE, "the hold record '%s' is not valid%s%s", path,
                     root ? "" : ": ", root ? "" : jerr.text);
         return FALSE;
@@ -132,22 +244,39 @@ av_hold_read(const char *state_dir, int group, AvHold **ret_hold, GError **error
     hold->group = group;
     hold->pid = (int)pid;
     hold->start_time = (guint64)start;
+    hold->boot_id = g_strdup(boot_id);
     hold->address = g_strdup(address);
     hold->since = g_strdup(since);
+    hold->oom_score_adj = oom && json_integer_value(oom) >= G_MININT + 1 && json_integer_value(oom) <= G_MAXINT
+                          ? (int)json_integer_value(oom) : AV_HOLD_OOM_UNKNOWN;
     *ret_hold = g_steal_pointer(&hold);
     return TRUE;
 }
 
+/* This boot's id for @root, or NULL when it cannot be read (then no
+ * record is live, and no hold can be taken). */
+static char *
+av_hold_boot_id_or_null(const AvRoot *root)
+{
+    char *boot_id = NULL;
+
+    return root && av_hold_boot_id(root, &boot_id) == 0 ? boot_id : NULL;
+}
+
 /* See av-hold.h. */
 gboolean
-av_hold_get(const char *state_dir, int group, AvHold **ret_hold, GError **error)
+av_hold_get(const AvRoot *root, const char *state_dir, int group, AvHold **ret_hold, GError **error)
 {
     g_autoptr(AvHold) hold = NULL;
+    g_autofree char *boot_id = NULL;
 
     if (!av_hold_read(state_dir, group, &hold, error))
         return FALSE;
-    if (hold && !av_hold_is_live(hold))
-        g_clear_pointer(&hold, av_hold_free);
+    if (hold) {
+        boot_id = av_hold_boot_id_or_null(root);
+        if (!av_hold_is_live(hold, boot_id))
+            g_clear_pointer(&hold, av_hold_free);
+    }
     *ret_hold = g_steal_pointer(&hold);
     return TRUE;
 }
@@ -184,135 +313,189 @@ av_hold_list_groups(const char *state_dir)
     return groups;
 }
 
-/* The holder, after the second fork: only async-signal-safe calls
- * (signal-safety(7)).  Tells its pid through @report_w once it is named,
- * then waits on the socket @go_r for the taker's word that the hold is
- * recorded: the socket closing without it (the taker failed, or was
- * killed) ends the holder, so that no hold lives without a record to drop
- * it by.  Then keeps @group_fd as AV_HOLD_FD and nothing else, answers
- * that it is ready, and waits for SIGTERM. */
-static void G_GNUC_NORETURN
-av_hold_holder_main(int group_fd, int report_w, int go_r, int go_w, int devnull)
+/* The lock of @group's hold, @state_dir/holds/@group.lock (made, with its
+ * directory, when missing), waited for at most AV_HOLD_LOCK_WAIT_MS.  NULL
+ * with AV_ERROR_FAILED when another process kept it that long: not
+ * AV_ERROR_BUSY, which says that a process other than accelvirt has the
+ * group, and quarantines the device. */
+static AvLock *
+av_hold_lock(const char *state_dir, int group, GError **error)
 {
-    sigset_t none;
-    pid_t self = getpid();
-    ssize_t n;
-    char word = 0;
+    g_autofree char *dir = av_hold_dir(state_dir);
+    g_autofree char *name = g_strdup_printf("%d.lock", group);
+    g_autofree char *path = g_build_filename(dir, name, NULL);
+    g_autoptr(GError) local = NULL;
+    AvLock *lock;
 
-    (void)prctl(PR_SET_NAME, AV_HOLD_COMM, 0, 0, 0);
-    signal(SIGTERM, SIG_DFL);
-    signal(SIGINT, SIG_IGN);
-    signal(SIGHUP, SIG_IGN);
-    signal(SIGPIPE, SIG_IGN);
-    sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, NULL);
-    close(go_w);
-    /* Out of the way of 0 to AV_HOLD_FD first: a taker started with fd 0,
-     * 1 or 2 closed may have got the group file or a pipe there, which the
-     * dup2()s below would close.  Without /dev/null the holder would keep
-     * the taker's stdout and stderr (libvirtd's pipes to the hook, which
-     * it waits on until they close): it gives up instead. */
-    group_fd = fcntl(group_fd, F_DUPFD, AV_HOLD_FD + 16);
-    report_w = fcntl(report_w, F_DUPFD, AV_HOLD_FD + 16);
-    go_r = fcntl(go_r, F_DUPFD, AV_HOLD_FD + 16);
-    if (group_fd < 0 || report_w < 0 || go_r < 0 || devnull < 0)
-        _exit(1);
-    dup2(devnull, STDIN_FILENO);
-    dup2(devnull, STDOUT_FILENO);
-    dup2(devnull, STDERR_FILENO);
-    if (write(report_w, &self, sizeof(self)) != sizeof(self))
-        _exit(1);
-    while ((n = read(go_r, &word, 1)) < 0 && errno == EINTR)
-        ;
-    if (n != 1 || word != 'g')
-        _exit(0);
-    /* The socket above AV_HOLD_FD, the group file to it, then "ready":
-     * from then on pidfd_getfd(AV_HOLD_FD) gets the group file. */
-    go_r = fcntl(go_r, F_DUPFD, AV_HOLD_FD + 1);
-    if (go_r < 0 || (group_fd != AV_HOLD_FD && dup2(group_fd, AV_HOLD_FD) < 0))
-        _exit(1);
-    if (send(go_r, "r", 1, MSG_NOSIGNAL) != 1)
-        _exit(1);
-    if (syscall(SYS_close_range, AV_HOLD_FD + 1, ~0U, 0) < 0) {
-        for (int fd = AV_HOLD_FD + 1; fd < 65536; fd++)
+    if (!av_file_ensure_dir(dir, 0700, error))
+        return NULL;
+    lock = av_lock_take(path, AV_LOCK_EXCLUSIVE, AV_HOLD_LOCK_WAIT_MS, &local);
+    if (lock)
+        return lock;
+    if (g_error_matches(local, AV_ERROR, AV_ERROR_BUSY))
+        g_set_error(error, AV_ERROR, AV_ERROR_FAILED,
+                    "the hold of IOMMU group %d is being taken or dropped by another accelvirt process (its lock "
+                    "'%s' was not free within %d s); try again when it is done", group, path,
+                    AV_HOLD_LOCK_WAIT_MS / 1000);
+    else
+        g_propagate_prefixed_error(error, g_steal_pointer(&local), "cannot lock the hold of IOMMU group %d: ",
+                                   group);
+    return NULL;
+}
+
+/* In the holder's process, between fork and exec: only async-signal-safe
+ * calls (signal-safety(7)).  The group file to AV_HOLD_FD, the socket to
+ * AV_HOLD_SOCKET_FD, /dev/null to 0, 1 and 2, every other descriptor
+ * closed (whatever the taker had open without O_CLOEXEC: the pool's lock,
+ * the group's lock, libvirtd's pipes to the hook), then the holder program
+ * with an empty environment. */
+static void G_GNUC_NORETURN
+av_hold_exec(const char *program, char *group_arg, int group_fd, int sock, int devnull)
+{
+    char *argv[] = { (char *)AV_HOLD_COMM, group_arg, NULL };
+    char *envp[] = { NULL };
+    int g, s, n;
+
+    /* Out of the way of 0 to AV_HOLD_SOCKET_FD first: a taker started
+     * with fd 0, 1 or 2 closed may have one of them there. */
+    g = fcntl(group_fd, F_DUPFD, AV_HOLD_SOCKET_FD + 16);
+    s = fcntl(sock, F_DUPFD, AV_HOLD_SOCKET_FD + 16);
+    n = fcntl(devnull, F_DUPFD, AV_HOLD_SOCKET_FD + 16);
+    if (g < 0 || s < 0 || n < 0)
+        _exit(127);
+    if (dup2(n, STDIN_FILENO) < 0 || dup2(n, STDOUT_FILENO) < 0 || dup2(n, STDERR_FILENO) < 0 ||
+        dup2(g, AV_HOLD_FD) < 0 || dup2(s, AV_HOLD_SOCKET_FD) < 0)
+        _exit(127);
+    if (syscall(SYS_close_range, AV_HOLD_SOCKET_FD + 1, ~0U, 0) < 0) {
+        for (int fd = AV_HOLD_SOCKET_FD + 1; fd < 65536; fd++)
             close(fd);
     }
-    for (;;)
-        pause();
+    /* No directory of the host kept busy (a state dir's mount). */
+    if (chdir("/") < 0)
+        _exit(127);
+    execve(program, argv, envp);
+    _exit(127);
 }
 
-/* Starts the holder of @group_fd.  Returns its pid (> 0) and in *ret_go
- * the socket to give it the word on (av_hold_spawn_go()), or -errno.
- * @group_fd stays the caller's. */
+/* Reads the holder's first word on @sock ("PID OOM\n"), waiting at most
+ * AV_HOLD_START_WAIT_MS.  0, or -errno (-ECHILD: it ended first). */
 static int
-av_hold_spawn(int group_fd, int *ret_go)
+av_hold_read_report(int sock, int *ret_pid, int *ret_oom)
 {
-    int report[2] = { -1, -1 }, go[2] = { -1, -1 };
-    int devnull = open(AV_DEV_NULL, O_RDWR | O_CLOEXEC);
-    pid_t child = -1, holder = 0;
-    ssize_t n = 0;
-    int status, r = 0;
+    gint64 deadline = g_get_monotonic_time() + (gint64)AV_HOLD_START_WAIT_MS * 1000;
+    char line[64];
+    size_t len = 0;
+    int pid = 0, oom = 0;
+    char end = 0;
 
-    /* The word goes over a socket: send(MSG_NOSIGNAL) to a holder that
-     * died meanwhile fails instead of raising SIGPIPE in the taker. */
-    if (pipe2(report, O_CLOEXEC) < 0 || socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, go) < 0)
+    while (len < sizeof(line) - 1 && (len == 0 || line[len - 1] != '\n')) {
+        struct pollfd p = { .fd = sock, .events = POLLIN };
+        gint64 left = (deadline - g_get_monotonic_time()) / 1000;
+        ssize_t n;
+        int r;
+
+        if (left <= 0)
+            return -ETIMEDOUT;
+        r = poll(&p, 1, (int)left);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0)
+            return -errno;
+        if (r == 0)
+            return -ETIMEDOUT;
+        n = recv(sock, line + len, sizeof(line) - 1 - len, 0);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return -errno;
+        if (n == 0)
+            return -ECHILD;
+        len += (size_t)n;
+    }
+    line[len] = '\0';
+    if (sscanf(line, "%d %d%c", &pid, &oom, &end) != 3 || end != '\n' || pid <= 0)
+        return -EPROTO;
+    *ret_pid = pid;
+    *ret_oom = oom;
+    return 0;
+}
+
+/* Starts the holder program on @group_fd (borrowed: the holder gets its own
+ * descriptor).  TRUE with its pid, the oom_score_adj it got, and in *ret_go
+ * the taker's end of its socket (av_hold_spawn_go()); FALSE with @error,
+ * and no holder left (its socket closed before its word ends it). */
+static gboolean
+av_hold_spawn(int group_fd, int group, int *ret_pid, int *ret_oom, int *ret_go, GError **error)
+{
+    g_autofree char *program = av_hold_program();
+    char group_arg[16];
+    int sock[2] = { -1, -1 };
+    int devnull, status, r;
+    pid_t child;
+
+    if (access(program, X_OK) < 0)
+        return av_error_errno(error, -errno, "cannot run the holder program '%s'", program);
+    g_snprintf(group_arg, sizeof(group_arg), "%d", group);
+    devnull = open(AV_DEV_NULL, O_RDWR | O_CLOEXEC);
+    if (devnull < 0)
+        return av_error_errno(error, -errno, "cannot open '%s'", AV_DEV_NULL);
+    /* A socket, not a pipe: send(MSG_NOSIGNAL) to a holder that died
+     * meanwhile fails instead of raising SIGPIPE in the taker. */
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sock) < 0) {
         r = -errno;
-    else if ((child = fork()) < 0)
-        r = -errno;
-    else if (child == 0) {
+        close(devnull);
+        return av_error_errno(error, r, "cannot make the socket to a holder");
+    }
+    child = fork();
+    if (child == 0) {
+        pid_t holder;
+
         /* A session of its own, then the holder as its child: this one
          * exits at once, so the holder goes to init and nobody waits. */
-        close(report[0]);
+        close(sock[0]);
         if (setsid() < 0)
             _exit(1);
-        child = fork();
-        if (child < 0)
+        holder = fork();
+        if (holder < 0)
             _exit(1);
-        if (child == 0)
-            av_hold_holder_main(group_fd, report[1], go[0], go[1], devnull);
+        if (holder == 0)
+            av_hold_exec(program, group_arg, group_fd, sock[1], devnull);
         _exit(0);
     }
-    if (report[1] >= 0)
-        close(report[1]);
-    if (go[0] >= 0)
-        close(go[0]);
-    if (devnull >= 0)
-        close(devnull);
-    if (child > 0) {
-        while (waitpid(child, &status, 0) < 0 && errno == EINTR)
-            ;
-        while ((n = read(report[0], &holder, sizeof(holder))) < 0 && errno == EINTR)
-            ;
-        if (n != sizeof(holder) || holder <= 0)
-            r = -ECHILD;
-    }
-    if (report[0] >= 0)
-        close(report[0]);
+    r = child < 0 ? -errno : 0;
+    close(sock[1]);
+    close(devnull);
     if (r < 0) {
-        if (go[1] >= 0)
-            close(go[1]);
-        return r;
+        close(sock[0]);
+        return av_error_errno(error, r, "cannot fork the holder of IOMMU group %d", group);
     }
-    *ret_go = go[1];
-    return (int)holder;
+    while (waitpid(child, &status, 0) < 0 && errno == EINTR)
+        ;
+    r = av_hold_read_report(sock[0], ret_pid, ret_oom);
+    if (r < 0) {
+        close(sock[0]);
+        return av_error_errno(error, r, "the holder '%s' of IOMMU group %d did not start", program, group);
+    }
+    *ret_go = sock[0];
+    return TRUE;
 }
 
-/* Gives the holder behind @go the word that its hold is recorded (@ok),
- * and waits for its answer that it holds the group file as AV_HOLD_FD; or
- * lets it end (!@ok).  Closes @go.  FALSE when the holder did not answer
- * (it is gone). */
+/* Gives the holder behind @go the word that its hold is recorded, and
+ * waits (at most AV_HOLD_START_WAIT_MS) for its answer that it holds.
+ * Closes @go.  FALSE when it did not answer. */
 static gboolean
-av_hold_spawn_go(int go, gboolean ok)
+av_hold_spawn_go(int go)
 {
-    char answer = 0;
-    ssize_t n = 0;
+    struct pollfd p = { .fd = go, .events = POLLIN };
+    char word = AV_HOLD_WORD_GO, answer = 0;
+    gboolean ok = FALSE;
+    int r;
 
-    if (ok && send(go, "g", 1, MSG_NOSIGNAL) != 1)
-        ok = FALSE;
-    while (ok && (n = recv(go, &answer, 1, 0)) < 0 && errno == EINTR)
-        ;
-    if (ok && (n != 1 || answer != 'r'))
-        ok = FALSE;
+    if (send(go, &word, 1, MSG_NOSIGNAL) == 1) {
+        while ((r = poll(&p, 1, AV_HOLD_START_WAIT_MS)) < 0 && errno == EINTR)
+            ;
+        ok = r == 1 && recv(go, &answer, 1, MSG_DONTWAIT) == 1 && answer == AV_HOLD_WORD_READY;
+    }
     close(go);
     return ok;
 }
@@ -325,23 +508,34 @@ av_hold_now_iso(void)
     return g_date_time_format(now, "%Y-%m-%dT%H:%M:%SZ");
 }
 
-/* Sends @sig to the holder @hold when it is still that holder, and waits
- * up to @wait_ms for it to go.  TRUE when it is gone. */
+/* Sends @sig to the holder @hold when its process is still that holder,
+ * and waits up to @wait_ms for it to go.  TRUE when it is gone. */
 static gboolean
 av_hold_stop(const AvHold *hold, int sig, int wait_ms)
 {
     gint64 deadline = g_get_monotonic_time() + (gint64)wait_ms * 1000;
 
-    if (!av_hold_is_live(hold))
+    if (!av_hold_process_matches(hold))
         return TRUE;
     if (kill(hold->pid, sig) < 0 && errno == ESRCH)
         return TRUE;
-    while (av_hold_is_live(hold)) {
+    while (av_hold_process_matches(hold)) {
         if (g_get_monotonic_time() >= deadline)
             return FALSE;
         g_usleep(10 * 1000);
     }
     return TRUE;
+}
+
+/* SIGTERM to @hold's holder, SIGKILL when it would not go.  FALSE with
+ * @error when it still runs. */
+static gboolean
+av_hold_end(const AvHold *hold, GError **error)
+{
+    if (av_hold_stop(hold, SIGTERM, AV_HOLD_DROP_WAIT_MS) || av_hold_stop(hold, SIGKILL, AV_HOLD_DROP_WAIT_MS))
+        return TRUE;
+    g_set_error(error, AV_ERROR, AV_ERROR_BUSY, "holder %d of IOMMU group %d did not stop", hold->pid, hold->group);
+    return FALSE;
 }
 
 /* TRUE when the PCI device @address is in IOMMU group @group now (its
@@ -369,58 +563,84 @@ av_hold_group_is_current(const AvRoot *root, int group, const char *address, GEr
     return TRUE;
 }
 
-static gboolean av_hold_take_full(const AvRoot *root, const AvKernelOps *ops, const char *state_dir, int group,
-                                  const char *address, gboolean name_holder, GError **error);
-
-/* See av-hold.h. */
-gboolean
-av_hold_take(const AvRoot *root, const AvKernelOps *ops, const char *state_dir, int group, const char *address,
-             GError **error)
-{
-    return av_hold_take_full(root, ops, state_dir, group, address, TRUE, error);
-}
-
-/* See av-hold.h. */
-gboolean
-av_hold_take_quick(const AvRoot *root, const AvKernelOps *ops, const char *state_dir, int group,
-                   const char *address, GError **error)
-{
-    return av_hold_take_full(root, ops, state_dir, group, address, FALSE, error);
-}
-
+/* Under @group's lock, with no live hold recorded: starts a holder of
+ * @group_fd (borrowed), records it (this boot's @boot_id), then gives it
+ * the word.  FALSE with @error and no holder left running without a
+ * record. */
 static gboolean
-av_hold_take_full(const AvRoot *root, const AvKernelOps *ops, const char *state_dir, int group, const char *address,
-                  gboolean name_holder, GError **error)
+av_hold_start(const char *state_dir, int group, const char *address, int group_fd, const char *boot_id,
+              GError **error)
 {
-    g_autofree char *dir = av_hold_dir(state_dir);
     g_autofree char *path = av_hold_path(state_dir, group);
-    g_autoptr(AvHold) hold = NULL;
-    g_autoptr(AvRoot) host = NULL;
+    g_autoptr(AvHold) hold = g_new0(AvHold, 1);
+    g_autoptr(AvRoot) host = av_root_new("/", error);
     g_autoptr(json_t) record = NULL;
     g_autofree char *text = NULL;
-    int fd = -1, go = -1, pid, r;
+    int go = -1, r;
 
-    g_return_val_if_fail(root && ops && state_dir, FALSE);
-    if (group < 0) {
-        g_set_error(error, AV_ERROR, AV_ERROR_INVALID_INPUT, "device '%s' has no IOMMU group to hold",
-                    address ? address : "?");
+    if (!host)
+        return FALSE;
+    hold->group = group;
+    hold->boot_id = g_strdup(boot_id);
+    hold->address = g_strdup(address);
+    hold->since = av_hold_now_iso();
+    if (!av_hold_spawn(group_fd, group, &hold->pid, &hold->oom_score_adj, &go, error))
+        return FALSE;
+    /* Its word came after its exec: its start time, its name and its user
+     * are those of the holder now. */
+    r = av_hold_proc_stat(host, hold->pid, &hold->start_time, NULL);
+    if (r < 0) {
+        close(go);
+        return av_error_errno(error, r, "cannot read the start time of holder %d of IOMMU group %d", hold->pid,
+                              group);
+    }
+    if (!av_hold_proc_is_holder(host, hold->pid, hold->start_time)) {
+        close(go);
+        g_set_error(error, AV_ERROR, AV_ERROR_FAILED, "process %d, started for IOMMU group %d, is not an %s of "
+                    "uid %u", hold->pid, group, AV_HOLD_COMM, (unsigned)geteuid());
         return FALSE;
     }
-    if (!ops->group_open) {
-        g_set_error(error, AV_ERROR, AV_ERROR_FAILED, "the '%s' kernel table cannot open VFIO groups", ops->name);
+    record = json_pack("{s:i, s:I, s:s, s:i, s:o, s:s, s:i}", "pid", hold->pid, "start_time",
+                       (json_int_t)hold->start_time, "boot_id", boot_id, "group", group, "address",
+                       av_json_string_or_null(address), "since", hold->since, "oom_score_adj", hold->oom_score_adj);
+    text = av_json_dump_pretty(record);
+    if (!av_file_write_atomic(path, text, strlen(text), 0600, error)) {
+        close(go);
+        g_prefix_error(error, "cannot record the hold of IOMMU group %d: ", group);
         return FALSE;
     }
-    /* The group the pool recorded must be the device's group now: a stale
-     * number (VFs made again, a rescan) would leave the device unheld and
-     * hold another device's group, maybe one the host uses. */
-    if (address && !av_hold_group_is_current(root, group, address, error))
-        return FALSE;
-    if (!av_hold_get(state_dir, group, &hold, error))
-        return FALSE;
-    if (hold)
+    if (av_hold_spawn_go(go))
         return TRUE;
-    if (!av_file_ensure_dir(dir, 0700, error))
+    /* It got the word or not: it must not hold on without the record that
+     * this call removes. */
+    if (av_hold_stop(hold, SIGKILL, AV_HOLD_DROP_WAIT_MS))
+        unlink(path);
+    g_set_error(error, AV_ERROR, AV_ERROR_FAILED, "holder %d of IOMMU group %d did not answer its start", hold->pid,
+                group);
+    return FALSE;
+}
+
+/* The part of a take under @group's lock: a live hold is kept; else the
+ * group is opened with @ops (or @group_fd, borrowed, is used when >= 0)
+ * and held. */
+static gboolean
+av_hold_take_locked(const AvRoot *root, const AvKernelOps *ops, const char *state_dir, int group,
+                    const char *address, int group_fd, gboolean name_holder, GError **error)
+{
+    g_autoptr(AvHold) hold = NULL;
+    g_autofree char *boot_id = NULL;
+    gboolean ok;
+    int fd = -1, r;
+
+    r = av_hold_boot_id(root, &boot_id);
+    if (r < 0)
+        return av_error_errno(error, r, "cannot hold IOMMU group %d: this boot's id cannot be read", group);
+    if (!av_hold_read(state_dir, group, &hold, error))
         return FALSE;
+    if (hold && av_hold_is_live(hold, boot_id))
+        return TRUE;
+    if (group_fd >= 0)
+        return av_hold_start(state_dir, group, address, group_fd, boot_id, error);
     r = ops->group_open(root, group, &fd);
     if (r == -EBUSY) {
         g_autofree char *who = name_holder ? av_vfio_group_holder(root, group) : NULL;
@@ -432,35 +652,67 @@ av_hold_take_full(const AvRoot *root, const AvKernelOps *ops, const char *state_
     }
     if (r < 0)
         return av_error_errno(error, r, "cannot hold IOMMU group %d of '%s'", group, address ? address : "?");
-    pid = av_hold_spawn(fd, &go);
+    ok = av_hold_start(state_dir, group, address, fd, boot_id, error);
     close(fd);
-    if (pid < 0)
-        return av_error_errno(error, pid, "cannot start the holder of IOMMU group %d", group);
-    hold = g_new0(AvHold, 1);
-    hold->group = group;
-    hold->pid = pid;
-    hold->address = g_strdup(address);
-    hold->since = av_hold_now_iso();
-    host = av_root_new("/", NULL);
-    r = host ? av_hold_proc_stat(host, pid, &hold->start_time, NULL) : -ENOMEM;
-    if (r < 0) {
-        av_hold_spawn_go(go, FALSE);
-        return av_error_errno(error, r, "cannot read the start time of holder %d of IOMMU group %d", pid, group);
-    }
-    record = json_pack("{s:i, s:I, s:i, s:o, s:s}", "pid", pid, "start_time", (json_int_t)hold->start_time,
-                       "group", group, "address", av_json_string_or_null(address), "since", hold->since);
-    text = av_json_dump_pretty(record);
-    if (!av_file_write_atomic(path, text, strlen(text), 0600, error)) {
-        av_hold_spawn_go(go, FALSE);
-        g_prefix_error(error, "cannot record the hold of IOMMU group %d: ", group);
+    return ok;
+}
+
+/* av_hold_take(), av_hold_take_quick() and av_hold_take_fd(): the checks,
+ * then the group's lock. */
+static gboolean
+av_hold_take_full(const AvRoot *root, const AvKernelOps *ops, const char *state_dir, int group, const char *address,
+                  int group_fd, gboolean name_holder, GError **error)
+{
+    g_autoptr(AvLock) lock = NULL;
+
+    g_return_val_if_fail(root && state_dir, FALSE);
+    if (group < 0) {
+        g_set_error(error, AV_ERROR, AV_ERROR_INVALID_INPUT, "device '%s' has no IOMMU group to hold",
+                    address ? address : "?");
         return FALSE;
     }
-    if (!av_hold_spawn_go(go, TRUE)) {
-        g_set_error(error, AV_ERROR, AV_ERROR_FAILED, "holder %d of IOMMU group %d ended before its start", pid,
-                    group);
+    if (group_fd < 0 && (!ops || !ops->group_open)) {
+        g_set_error(error, AV_ERROR, AV_ERROR_FAILED, "the '%s' kernel table cannot open VFIO groups",
+                    ops ? ops->name : "(none)");
         return FALSE;
     }
-    return TRUE;
+    /* The group the pool recorded must be the device's group now: a stale
+     * number (VFs made again, a rescan) would leave the device unheld and
+     * hold another device's group, maybe one the host uses. */
+    if (address && !av_hold_group_is_current(root, group, address, error))
+        return FALSE;
+    lock = av_hold_lock(state_dir, group, error);
+    if (!lock)
+        return FALSE;
+    return av_hold_take_locked(root, ops, state_dir, group, address, group_fd, name_holder, error);
+}
+
+/* See av-hold.h. */
+gboolean
+av_hold_take(const AvRoot *root, const AvKernelOps *ops, const char *state_dir, int group, const char *address,
+             GError **error)
+{
+    return av_hold_take_full(root, ops, state_dir, group, address, -1, TRUE, error);
+}
+
+/* See av-hold.h. */
+gboolean
+av_hold_take_quick(const AvRoot *root, const AvKernelOps *ops, const char *state_dir, int group,
+                   const char *address, GError **error)
+{
+    return av_hold_take_full(root, ops, state_dir, group, address, -1, FALSE, error);
+}
+
+/* See av-hold.h. */
+gboolean
+av_hold_take_fd(const AvRoot *root, const char *state_dir, int group, const char *address, int group_fd,
+                GError **error)
+{
+    if (group_fd < 0) {
+        g_set_error(error, AV_ERROR, AV_ERROR_INVALID_INPUT, "no file of IOMMU group %d to hold", group);
+        return FALSE;
+    }
+    return av_hold_take_full(root, NULL, state_dir, group, address, group_fd, TRUE, error);
 }
 
 /* See av-hold.h. */
@@ -468,19 +720,70 @@ gboolean
 av_hold_drop(const AvRoot *root, const char *state_dir, int group, GError **error)
 {
     g_autofree char *path = av_hold_path(state_dir, group);
+    g_autofree char *boot_id = NULL;
     g_autoptr(AvHold) hold = NULL;
+    g_autoptr(AvLock) lock = NULL;
 
-    (void)root;
-    if (!av_hold_read(state_dir, group, &hold, error))
+    /* Nothing recorded: nothing to drop, and no directory made for it. */
+    if (!g_file_test(path, G_FILE_TEST_EXISTS))
+        return TRUE;
+    lock = av_hold_lock(state_dir, group, error);
+    if (!lock || !av_hold_read(state_dir, group, &hold, error))
         return FALSE;
     if (!hold)
         return TRUE;
-    if (!av_hold_stop(hold, SIGTERM, AV_HOLD_DROP_WAIT_MS) && !av_hold_stop(hold, SIGKILL, AV_HOLD_DROP_WAIT_MS)) {
-        g_set_error(error, AV_ERROR, AV_ERROR_BUSY, "holder %d of IOMMU group %d did not stop", hold->pid, group);
+    boot_id = av_hold_boot_id_or_null(root);
+    if ((av_hold_is_live(hold, boot_id) || av_hold_is_legacy_live(hold)) && !av_hold_end(hold, error))
         return FALSE;
-    }
     if (unlink(path) < 0 && errno != ENOENT)
         return av_error_errno(error, -errno, "cannot remove the hold record '%s'", path);
+    return TRUE;
+}
+
+/* See av-hold.h. */
+gboolean
+av_hold_prune(const AvRoot *root, const char *state_dir, guint *ret_removed, GError **error)
+{
+    g_autoptr(GArray) groups = av_hold_list_groups(state_dir);
+    g_autofree char *boot_id = av_hold_boot_id_or_null(root);
+    g_autoptr(GString) problems = g_string_new(NULL);
+    guint removed = 0;
+
+    for (guint i = 0; i < groups->len; i++) {
+        int group = g_array_index(groups, int, i);
+        g_autofree char *path = av_hold_path(state_dir, group);
+        g_autoptr(GError) local = NULL;
+        g_autoptr(AvHold) hold = NULL;
+        g_autoptr(AvLock) lock = av_hold_lock(state_dir, group, &local);
+
+        if (!lock || !av_hold_read(state_dir, group, &hold, &local)) {
+            g_string_append_printf(problems, "%s%s", problems->len ? "; " : "", local->message);
+            continue;
+        }
+        /* Without this boot's id nothing can be told live: nothing goes. */
+        if (!hold || !boot_id || av_hold_is_live(hold, boot_id))
+            continue;
+        if (av_hold_is_legacy_live(hold) && !av_hold_end(hold, &local)) {
+            g_string_append_printf(problems, "%s%s", problems->len ? "; " : "", local->message);
+            continue;
+        }
+        if (unlink(path) < 0 && errno != ENOENT) {
+            g_string_append_printf(problems, "%scannot remove the hold record '%s': %s", problems->len ? "; " : "",
+                                   path, g_strerror(errno));
+            continue;
+        }
+        removed++;
+    }
+    if (ret_removed)
+        *ret_removed = removed;
+    if (!boot_id && groups->len > 0)
+        g_string_append_printf(problems, "%sthis boot's id cannot be read: no hold record can be told live",
+                               problems->len ? "; " : "");
+    if (problems->len > 0) {
+        g_set_error(error, AV_ERROR, AV_ERROR_FAILED, "cannot remove the stale hold records of '%s': %s", state_dir,
+                    problems->str);
+        return FALSE;
+    }
     return TRUE;
 }
 
@@ -489,10 +792,10 @@ gboolean
 av_hold_fd(const AvRoot *root, const char *state_dir, int group, int *ret_fd, GError **error)
 {
     g_autoptr(AvHold) hold = NULL;
+    g_autofree char *boot_id = NULL;
     int pidfd, fd, saved;
 
-    (void)root;
-    if (!av_hold_get(state_dir, group, &hold, error))
+    if (!av_hold_get(root, state_dir, group, &hold, error))
         return FALSE;
     if (!hold) {
         g_set_error(error, AV_ERROR, AV_ERROR_NOT_FOUND, "IOMMU group %d has no live accelvirt holder", group);
@@ -503,7 +806,8 @@ av_hold_fd(const AvRoot *root, const char *state_dir, int group, int *ret_fd, GE
         return av_error_errno(error, -errno, "cannot open holder %d of IOMMU group %d", hold->pid, group);
     /* The pid may have been reused between the check and pidfd_open: check
      * again now that the pidfd pins the process. */
-    if (!av_hold_is_live(hold)) {
+    boot_id = av_hold_boot_id_or_null(root);
+    if (!av_hold_is_live(hold, boot_id)) {
         close(pidfd);
         g_set_error(error, AV_ERROR, AV_ERROR_NOT_FOUND, "holder %d of IOMMU group %d is gone", hold->pid, group);
         return FALSE;
@@ -524,21 +828,23 @@ av_hold_pids(const AvRoot *root, const char *state_dir)
 {
     GHashTable *pids = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
     g_autoptr(GArray) groups = NULL;
+    g_autofree char *boot_id = NULL;
 
     if (!state_dir)
         return pids;
     groups = av_hold_list_groups(state_dir);
-    for (guint i = 0; i < groups->len; i++) {
+    if (groups->len > 0)
+        boot_id = av_hold_boot_id_or_null(root);
+    for (guint i = 0; boot_id && i < groups->len; i++) {
         g_autoptr(AvHold) hold = NULL;
-        g_autofree char *comm = NULL;
-        guint64 start;
 
         if (!av_hold_read(state_dir, g_array_index(groups, int, i), &hold, NULL) || !hold)
             continue;
-        /* The recorded start time and the holder's name: a pid reused by
-         * another process (a QEMU) is never taken for accelvirt's. */
-        if (av_hold_proc_stat(root, hold->pid, &start, &comm) == 0 && start == hold->start_time &&
-            g_strcmp0(comm, AV_HOLD_COMM) == 0)
+        /* This boot's record, and the recorded start time, name and user:
+         * a pid reused by another process (a QEMU), or a stale record's
+         * pid that another user's process has now, is never taken for
+         * accelvirt's. */
+        if (g_strcmp0(hold->boot_id, boot_id) == 0 && av_hold_proc_is_holder(root, hold->pid, hold->start_time))
             g_hash_table_add(pids, g_strdup_printf("%d", hold->pid));
     }
     return pids;

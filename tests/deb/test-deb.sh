@@ -122,6 +122,7 @@ dpkg-deb -c "$deb" | awk '{ if ($6 ~ /^l/ || $1 ~ /^l/) print $6, $7, $8; else p
 	sed 's|^\./|/|' >"$work/contents"
 missing=
 for f in /usr/bin/accelvirt /usr/libexec/accelvirt/accelvirt-hook /usr/libexec/accelvirt/accelvirt-worker \
+	/usr/libexec/accelvirt/accelvirt-hold \
 	/usr/libexec/accelvirt/accelvirt-nvidia-clear-memory /lib/systemd/system/accelvirt-watch.service \
 	/lib/systemd/system/accelvirt-reconcile.service /lib/systemd/system/accelvirt-reconcile.timer \
 	/usr/share/man/man8/accelvirt-reconcile.service.8.gz /usr/share/man/man8/accelvirt-reconcile.timer.8.gz \

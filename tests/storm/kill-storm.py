@@ -29,7 +29,14 @@ Then it checks, and prints TAP:
   - on the host whose A100s have a Resizable BAR that their scrub grows
     ("vfio-zero" with "resize": true), every BAR is at its size from before
     the storm (the kernel's "resource" line and the BAR), and no record of
-    BAR sizes is left (src/vfio/av-bar-sizes.h).
+    BAR sizes is left (src/vfio/av-bar-sizes.h);
+  - every hold record left (state/holds, src/vfio/av-hold.h) names a live
+    holder of this boot (the recorded boot id, pid, start time, name and
+    user), and no holder of the world's group files lives without a
+    record that names it;
+  - with attach and detach (libvirt's test driver, the CLI's fake
+    hot-plug): every device a running domain holds is in use by it, or
+    quarantined.
 The counts are printed as TAP comments.
 
 Usage: kill-storm.py (from `make check-storm`; the environment of `make
@@ -280,6 +287,75 @@ def kill_holders(state):
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
+
+
+def boot_id_of(world):
+    """This boot's id as accelvirt's holds record it for @world: its tree's
+    /proc/sys/kernel/random/boot_id, else the host's."""
+    for path in (os.path.join(world.root, "proc/sys/kernel/random/boot_id"), "/proc/sys/kernel/random/boot_id"):
+        try:
+            with open(path) as f:
+                return f.read().strip().lower()
+        except OSError:
+            continue
+    return None
+
+
+def holder_facts(pid):
+    """(start time, name, uids) of process @pid, or None when it is gone or
+    a zombie."""
+    try:
+        with open("/proc/%s/stat" % pid) as f:
+            stat = f.read()
+        with open("/proc/%s/status" % pid) as f:
+            status = f.read()
+    except OSError:
+        return None
+    comm = stat[stat.index("(") + 1:stat.rindex(")")]
+    fields = stat[stat.rindex(")") + 2:].split()
+    if fields[0] in ("Z", "X"):
+        return None
+    uids = next((line.split()[1:] for line in status.splitlines() if line.startswith("Uid:")), [])
+    return int(fields[19]), comm, [int(u) for u in uids]
+
+
+def holds_problems(world):
+    """What is wrong with @world's holds: a record that names no live holder
+    of this boot, or a holder of one of its group files that no record
+    names.  Only when no process of @world runs."""
+    problems, recorded = [], set()
+    d = os.path.join(world.state, "holds")
+    boot = boot_id_of(world)
+    for name in sorted(os.listdir(d)) if os.path.isdir(d) else []:
+        if not name.endswith(".json"):
+            continue
+        try:
+            with open(os.path.join(d, name)) as f:
+                rec = json.load(f)
+        except (OSError, ValueError) as e:
+            problems.append("%s: unreadable (%s)" % (name, e))
+            continue
+        facts = holder_facts(rec.get("pid"))
+        if rec.get("boot_id") != boot:
+            problems.append("%s: boot id %s, not this boot's %s" % (name, rec.get("boot_id"), boot))
+        elif not facts:
+            problems.append("%s: its holder %s is gone" % (name, rec.get("pid")))
+        elif facts[0] != rec.get("start_time") or facts[1] != "accelvirt-hold" or \
+                any(u != os.geteuid() for u in facts[2]):
+            problems.append("%s: process %s is not its holder (%s)" % (name, rec.get("pid"), facts))
+        else:
+            recorded.add(int(rec["pid"]))
+    root = os.path.realpath(world.root) + "/"
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit() or comm_of(pid) != "accelvirt-hold":
+            continue
+        try:
+            held = os.readlink("/proc/%s/fd/3" % pid)
+        except OSError:
+            continue
+        if held.startswith(root) and int(pid) not in recorded:
+            problems.append("holder %s of %s has no record" % (pid, held[len(root) - 1:]))
+    return problems
 
 
 def our_workers(world):
@@ -558,6 +634,11 @@ def verify(world, pooled_ok, companions_ok, quiet=False):
         bad = bar_problems(world)
         check(not bad, "%s: every Resizable BAR is at its size from before the storm, and no record of BAR sizes "
                        "is left" % label, "; ".join(bad))
+
+    # Holds: every record a live holder of this boot, every holder recorded.
+    problems = holds_problems(world)
+    check(not problems, "%s: every hold record names a live holder of this boot, and every holder of its group "
+                        "files has a record" % label, "; ".join(problems))
     return touched
 
 

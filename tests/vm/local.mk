@@ -42,7 +42,7 @@ AV_VM_TESTS = tests/vm/test-vm.sh
 AV_VM_SUITE_LOG = tests/vm/test-suite.log
 # bench-zero (an EXTRA_PROGRAM) runs in boot 1 on a real vfio-pci BAR (scenario-basic.sh);
 # boot 2's init runs the command of the built accelvirt-reconcile.service.
-check-vm: accelvirt$(EXEEXT) accelvirt-hook$(EXEEXT) accelvirt-worker$(EXEEXT) bench/bench-zero$(EXEEXT) \
+check-vm: accelvirt$(EXEEXT) accelvirt-hook$(EXEEXT) accelvirt-worker$(EXEEXT) accelvirt-hold$(EXEEXT) bench/bench-zero$(EXEEXT) \
 		systemd/accelvirt-reconcile.service
 	@cache="$${AV_VM_CACHE:-$(VM_CACHE)}"; \
 	$(MKDIR_P) "$$cache" tests/vm && \
