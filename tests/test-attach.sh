@@ -233,8 +233,25 @@ check "detach, the guest does not let go: one line, still attached, exit 1" \
     refused d2 1 "is still attached to domain 'vm1' after 1 s"
 check "  ... stays in use, pool and journal unchanged" eval "unchanged s3 && state_of 0000:ca:00.0 in-use"
 rm -f "$T/worker.log"
+# The domain's QEMU, as the fake kernel knows one: a process with the card's group file
+# open and locked (/proc/PID/fd/9 in the fake tree names it), which lets it go once the
+# card is unplugged.  Detach takes that very open file before the unplug and hands it to
+# the holder: at no moment can another process open the group.
+( exec 9<>"$H/dev/vfio/46" && flock -xn 9 && exec sleep 600 ) &
+QPID=$!
+mkdir -p "$H/proc/$QPID/fd" && ln -s /dev/vfio/46 "$H/proc/$QPID/fd/9"
+sleep 0.3
 run d3 detach vm1 0000:ca:00.0
+kill $QPID; wait $QPID 2>/dev/null
+rm -rf "$H/proc"
 check "detach vm1 0000:ca:00.0: exit 0" succeeded d3
+held_46() {
+    [ "$(sed -n 's/.*"group": *\([0-9]*\).*/\1/p' "$S/holds/46.json")" = 46 ] || { cat "$S/holds/46.json"; return 1; }
+    pid=$(sed -n 's/.*"pid": *\([0-9][0-9]*\).*/\1/p' "$S/holds/46.json")
+    [ "$(cat "/proc/$pid/comm")" = accelvirt-hold ] || { echo "no holder $pid"; return 1; }
+    ! flock -xn "$H/dev/vfio/46" true || { echo "the group file could be locked once the QEMU was gone"; return 1; }
+}
+check "  ... the group file the QEMU had open went to accelvirt's holder: once the QEMU is gone, nobody can open it" held_46
 check "  ... dirty, never free; still on vfio-pci for its scrub" \
     eval "state_of 0000:ca:00.0 dirty && owner_of 0000:ca:00.0 vm1 && is_driver 0000:ca:00.0 vfio-pci"
 check "  ... journalled: in use -> dirty released_by detach, then detach" \

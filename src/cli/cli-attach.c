@@ -52,6 +52,7 @@
 #include "util/av-error.h"
 #include "util/av-json.h"
 #include "util/av-names.h"
+#include "vfio/av-hold.h"
 #include "vfio/av-kernel.h"
 #include "vfio/av-vfio.h"
 
@@ -1671,6 +1672,7 @@ typedef struct {
     GPtrArray *identities;       /* char* */
     GPtrArray *aliases;          /* char* */
     GPtrArray *hostdevs;         /* const AvHostdev*, borrowed from the live XML: one per alias */
+    int group_fd;                /* the QEMU's open file of the group, taken before the unplug, or -1 */
 } AvDetachUnit;
 
 static void
@@ -1678,6 +1680,8 @@ av_detach_unit_free(AvDetachUnit *u)
 {
     if (!u)
         return;
+    if (u->group_fd >= 0)
+        close(u->group_fd);
     g_ptr_array_unref(u->identities);
     g_ptr_array_unref(u->aliases);
     g_ptr_array_unref(u->hostdevs);
@@ -1796,6 +1800,7 @@ av_detach_targets(AvPool *pool, const AvHost *host, const AvDomain *live, const 
             continue;
         unit = g_new0(AvDetachUnit, 1);
         unit->group = group;
+        unit->group_fd = -1;
         unit->identities = g_ptr_array_new_with_free_func(g_free);
         unit->aliases = g_ptr_array_new_with_free_func(g_free);
         unit->hostdevs = g_ptr_array_new();
@@ -1917,6 +1922,22 @@ av_detach_release(const AvCli *cli, const AvRoot *root, const char *uuid, const 
     }
     if (json_array_size(ids) == 0)
         return TRUE;
+    /* The group files taken from the QEMU before the unplug go to holders:
+     * the kernel's one open file of each group never left a process that
+     * keeps it from other domains. */
+    for (guint i = 0; i < units->len; i++) {
+        AvDetachUnit *u = g_ptr_array_index(units, i);
+        const AvPoolDevice *dev = u->identities->len > 0 ? av_pool_find(pool, g_ptr_array_index(u->identities, 0))
+                                                         : NULL;
+        g_autoptr(GError) hold_error = NULL;
+
+        if (u->group_fd < 0 || !gone[i] || !dev || !av_pool_device_wants_hold(dev))
+            continue;
+        if (!av_hold_take_fd(root, av_pool_state_dir(pool), u->group, dev->address, u->group_fd, &hold_error))
+            fprintf(stderr, "accelvirt: warning: %s\n", hold_error->message);
+        close(u->group_fd);
+        u->group_fd = -1;
+    }
     /* Held at once (QEMU let the group go with the device), before the
      * save that makes them dirty, not only when the worker's sweep comes:
      * from here the kernel refuses the device to any other domain until
@@ -2074,10 +2095,18 @@ av_cli_cmd_detach(AvCli *cli, int argc, char **argv)
         return av_cli_fail(err);
     g_clear_pointer(&pool, av_pool_free);
     for (guint i = 0; i < units->len; i++) {
-        const AvDetachUnit *u = g_ptr_array_index(units, i);
+        AvDetachUnit *u = g_ptr_array_index(units, i);
+        g_autofree char *from = NULL;
 
         for (guint j = 0; j < u->aliases->len; j++)
             g_ptr_array_add(aliases, g_ptr_array_index(u->aliases, j));
+        /* Before the unplug: the QEMU's own open file of the group, so that
+         * when it lets the group go nobody else can open it before the
+         * hold (av_vfio_group_file_take()). */
+        if (u->group >= 0 && !av_vfio_group_file_take(root, cli->state_dir, u->group, &u->group_fd, &from, &err)) {
+            g_prefix_error(&err, "nothing detached from domain '%s': ", live->name);
+            return av_cli_fail(err);
+        }
     }
     if (aliases->len > 0)
         ops->detach_live(conn, dom, aliases, timeout * 1000, removed, &detach_err);

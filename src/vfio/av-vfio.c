@@ -13,6 +13,9 @@
 #include <errno.h>
 #include <stdarg.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "util/av-error.h"
 #include "util/av-file.h"
@@ -1187,6 +1190,86 @@ av_vfio_groups_find_holder_full(const AvRoot *root, const char *state_dir, const
         return FALSE;
     }
     *ret_holder = holder;
+    return TRUE;
+}
+
+#ifndef SYS_pidfd_open
+#define SYS_pidfd_open 434
+#endif
+#ifndef SYS_pidfd_getfd
+#define SYS_pidfd_getfd 438
+#endif
+
+/* See av-vfio.h. */
+gboolean
+av_vfio_group_file_take(const AvRoot *root, const char *state_dir, int group, int *ret_fd, char **ret_from,
+                        GError **error)
+{
+    g_autofree char *node = av_dev_path("vfio/%d", group);
+    g_autofree char *proc = av_proc_path("%s", "");
+    g_autofree char *resolved = NULL;
+    g_autoptr(GHashTable) own = NULL;
+    g_auto(GStrv) pids = NULL;
+    struct stat want, got;
+    int r;
+
+    *ret_fd = -1;
+    if (ret_from)
+        *ret_from = NULL;
+    r = av_root_list_dir(root, proc, &pids);
+    if (r == -ENOENT && !av_root_is_host(root))
+        return TRUE;
+    if (r < 0)
+        return av_error_errno(error, r, "cannot list the processes in '%s'", proc);
+    own = av_hold_pids(root, state_dir);
+    for (guint i = 0; pids[i]; i++) {
+        g_autofree char *fd_dir = NULL;
+        g_auto(GStrv) fds = NULL;
+        guint64 pid;
+
+        if (!g_ascii_string_to_unsigned(pids[i], 10, 1, G_MAXINT, &pid, NULL) || g_hash_table_contains(own, pids[i]))
+            continue;
+        fd_dir = av_proc_path("%s/fd", pids[i]);
+        if (av_root_list_dir(root, fd_dir, &fds) < 0)
+            continue;
+        for (guint j = 0; fds[j]; j++) {
+            g_autofree char *link = g_strconcat(fd_dir, "/", fds[j], NULL);
+            g_autofree char *text = NULL;
+            guint64 target;
+            int pidfd, fd, saved;
+
+            if (av_root_read_link(root, link, &text) < 0 || !g_str_equal(text, node) ||
+                !g_ascii_string_to_unsigned(fds[j], 10, 0, G_MAXINT, &target, NULL))
+                continue;
+            pidfd = (int)syscall(SYS_pidfd_open, (pid_t)pid, 0);
+            if (pidfd < 0)
+                return av_error_errno(error, -errno, "cannot open process %s, which has %s open", pids[i], node);
+            fd = (int)syscall(SYS_pidfd_getfd, pidfd, (int)target, 0);
+            saved = errno;
+            close(pidfd);
+            if (fd < 0)
+                return av_error_errno(error, -saved, "cannot take %s from process %s", node, pids[i]);
+            /* The fd number may have been reused between the read of the link
+             * and the take: the file taken must be the group's node. */
+            if (!resolved) {
+                g_autofree char *inside = NULL;
+
+                if (av_root_resolve(root, node, &inside) == 0)
+                    resolved = av_root_host_path(root, inside);
+            }
+            if (!resolved || stat(resolved, &want) < 0 || fstat(fd, &got) < 0 || want.st_dev != got.st_dev ||
+                want.st_ino != got.st_ino || want.st_rdev != got.st_rdev) {
+                close(fd);
+                g_set_error(error, AV_ERROR, AV_ERROR_FAILED,
+                            "fd %s of process %s was no longer %s when accelvirt took it", fds[j], pids[i], node);
+                return FALSE;
+            }
+            *ret_fd = fd;
+            if (ret_from)
+                *ret_from = g_strdup_printf("%s (fd %s)", pids[i], fds[j]);
+            return TRUE;
+        }
+    }
     return TRUE;
 }
 

@@ -120,6 +120,20 @@ gboolean av_vfio_groups_find_holder(const AvRoot *root, const int *groups, guint
 gboolean av_vfio_groups_find_holder_full(const AvRoot *root, const char *state_dir, const int *groups,
                                          guint n_groups, AvVfioHolder **ret_holder, GError **error);
 
+/* A new fd (the caller's, close-on-exec) on the very open file of
+ * /dev/vfio/@group that a process of this machine has (a domain's QEMU),
+ * taken with pidfd_open(2) and pidfd_getfd(2) (root, or the right to
+ * ptrace it), and checked to be the group's node.  While the caller keeps
+ * it, the group file stays open when that process closes its own, and the
+ * kernel refuses every other open of the group (EBUSY): handed to a holder
+ * (av_hold_take_fd()), it leaves no moment between the QEMU letting the
+ * device go and accelvirt's hold.  Processes of @state_dir's holders are
+ * skipped.  TRUE and -1 in *ret_fd when no process has the group file open
+ * (no /proc in a fake tree); *ret_from (may be NULL) names the process and
+ * its fd.  FALSE when the process cannot be taken from. */
+gboolean av_vfio_group_file_take(const AvRoot *root, const char *state_dir, int group, int *ret_fd,
+                                 char **ret_from, GError **error);
+
 /* The holder of IOMMU group @group as text, "PID (THROUGH)" (see
  * av_vfio_holder_describe()), such as "4242 (/dev/vfio/40)"; NULL when no
  * process holds it.  When av_vfio_groups_find_holder() cannot tell, the
