@@ -98,5 +98,24 @@ operator_change() {
 }
 check "an operator's policy change with the card's ids unchanged is followed (reprofiled), no identity problem" operator_change
 
+# The firmware waits: the card is scrubbed (80 GB clear) and free, then presents the
+# 40 GB board's subsystem id, so that the next tenant's data would get the lighter scrub.
+free_then_change() {
+    life ":" >"$W/out" 2>&1 || { cat "$W/out"; return 1; }
+    grep -q "^after-worker free a100-80g clean$" "$W/out" || { cat "$W/out"; return 1; }
+    printf '0x1463\n' >"$SYS/subsystem_device"
+    av reconcile >/dev/null 2>&1
+    [ "$(card)" = "quarantined a100-80g problem" ] || { card; return 1; }
+    ! grep -q '"event":"reprofiled"' "$W/state/journal.jsonl"
+}
+check "a free card whose subsystem id changes once it was scrubbed is quarantined, not moved to the lighter profile" free_then_change
+cleared_rescan() {
+    av quarantine clear "$CARD" >/dev/null 2>&1 || return 1
+    av reconcile >/dev/null 2>&1
+    [ "$(card)" = "free a100-40g clean" ] || { card; return 1; }
+}
+check "  ... once the operator clears it, the card as it is now is recorded and follows its profile" cleared_rescan
+printf '0x145f\n' >"$SYS/subsystem_device"
+
 check "the journal's chain holds" av journal verify
 finish

@@ -1412,6 +1412,11 @@ test_holder_kinds(void)
               MAPS_LINE GPU41_DIR "0/resource1\n" MAPS_LINE "/proc/bus/pci/31/00.1\n" MAPS_LINE "\n");
     proc_fd(&f, "77", "5", GPU41_DIR "/config");
     assert_holder(&f, 41, NULL);
+    /* An open /proc/bus/pci file alone reads config space, which any user
+     * may: no holder (else anyone could have every free device quarantined
+     * by the audit's held-outside). */
+    proc_fd(&f, "77", "5", "/proc/bus/pci/31/00.0");
+    assert_holder(&f, 41, NULL);
 
     fixture_close(&f);
 }

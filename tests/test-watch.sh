@@ -143,6 +143,25 @@ long_alias() {
 }
 check "a free GPU held by a domain with a 300-character user alias is in use by it, not free" long_alias
 
+# Metadata with a namespace prefix it never declares (libvirt keeps it as it was set on a
+# running domain, virsh metadata --set '<a><q:z/></a>'): the whole live XML must not turn
+# unreadable, or the free GPU behind it would stay free.
+undeclared_prefix() {
+    {
+        echo "<node>"
+        echo "<domain type='test'><name>d3</name><uuid>$D3</uuid><memory>1048576</memory><vcpu>1</vcpu><os><type>hvm</type></os>"
+        echo "<metadata><t:x xmlns:t='urn:tenant'><t:y><q:z>hi</q:z></t:y></t:x></metadata>"
+        echo "<devices>$(hostdev_pci ca)</devices></domain>"
+        echo "</node>"
+    } >"$AV_TMP/ns.xml"
+    rm -rf "$STATE" && av status >/dev/null || return 1
+    av audit --connect "test://$AV_TMP/ns.xml" >"$AV_TMP/ns.out" 2>"$AV_TMP/ns.err" ||
+        { cat "$AV_TMP/ns.out" "$AV_TMP/ns.err"; return 1; }
+    grep -q "^attached-outside: domain 'd3'.*0000:ca:00.0" "$AV_TMP/ns.out" &&
+        [ "$(state_of 0000:ca:00.0)" = 'in-use d3 None' ] || { cat "$AV_TMP/ns.out"; return 1; }
+}
+check "a free GPU held by a domain whose metadata uses an undeclared namespace prefix is in use by it, not free" undeclared_prefix
+
 # What the audit cannot tell makes it fail, saying what: a USB hostdev that
 # names no stick of this host.  The GPU of the same domain is still audited.
 unresolved_fails() {
@@ -182,6 +201,17 @@ held_outside() {
     [ "$("$AV" --root "$AV_TMP/h2p" --policy-dir "$POL" --state-dir "$STATE" --connect "test://$AV_TMP/empty.xml" audit 2>/dev/null)" = "nothing to do (1 running domains)" ]
 }
 check "a free GPU whose group a process holds outside every domain is quarantined" held_outside
+
+# Anyone may open /proc/bus/pci/BB/SS.F (config space, mode 0644): that holds nothing,
+# and must not get free devices quarantined.
+config_reader() {
+    rm -rf "$AV_TMP/h2r" && cp -a "$H2" "$AV_TMP/h2r" || return 1
+    mkdir -p "$AV_TMP/h2r/proc/4243/fd" && ln -s /proc/bus/pci/ca/00.0 "$AV_TMP/h2r/proc/4243/fd/3" || return 1
+    rm -rf "$STATE"
+    "$AV" --root "$AV_TMP/h2r" --policy-dir "$POL" --state-dir "$STATE" status >/dev/null || return 1
+    [ "$("$AV" --root "$AV_TMP/h2r" --policy-dir "$POL" --state-dir "$STATE" --connect "test://$AV_TMP/empty.xml" audit 2>&1)" = "nothing to do (1 running domains)" ]
+}
+check "a process reading a free GPU's config space (/proc/bus/pci) holds nothing: not quarantined" config_reader
 
 # --- watch --once: the same full audit, logged on stderr ---
 watch_once() {

@@ -252,6 +252,7 @@ av_cli_audit_apply(const AvCli *cli, const AvRoot *root, const GPtrArray *domain
     g_autoptr(AvPool) pool = NULL;
     g_autoptr(GPtrArray) usb = NULL;
     g_autoptr(GHashTable) held = NULL;
+    gboolean need_held = all;
     AvAuditFlags flags = (all ? AV_AUDIT_ALL : 0) | (dry_run ? AV_AUDIT_DRY_RUN : 0);
     gboolean dirtied = FALSE;
 
@@ -269,7 +270,14 @@ av_cli_audit_apply(const AvCli *cli, const AvRoot *root, const GPtrArray *domain
     if (!pool)
         return FALSE;
     *ret_incomplete = FALSE;
-    if (all) {
+    /* A domain whose devices cannot all be told may hold a free device:
+     * then even the audit of that one domain looks at the kernel. */
+    for (guint i = 0; i < domains->len && !need_held; i++) {
+        const AvAuditDomain *d = g_ptr_array_index(domains, i);
+
+        need_held = d->unreadable || d->unresolved->len > 0;
+    }
+    if (need_held) {
         g_autoptr(GError) held_error = NULL;
 
         held = av_cli_audit_held(cli, root, pool, &held_error);

@@ -12,8 +12,10 @@
  * <address> in it: one libvirt version may read the first, another the
  * last); what it cannot read of a device it reports, and never drops.
  *
- * The document itself is parsed as strictly as everywhere else (no network,
- * no DTD, no entities: av_domain_xml_read_max()). */
+ * The document itself is parsed as safely as everywhere else (no network,
+ * no DTD, no entities: av_domain_xml_read_live()); only a namespace prefix
+ * that metadata uses without declaring it, which libvirt keeps, is no
+ * error here. */
 #include "config.h"
 
 #include "av-domain.h"
@@ -296,7 +298,7 @@ av_domain_live_hostdevs(const char *xml, gsize len, GPtrArray **ret_hostdevs, GP
     guint nhostdev = 0, ninterface = 0;
 
     g_return_val_if_fail(xml != NULL || len == 0, FALSE);
-    doc = av_domain_xml_read_max(xml, len, AV_DOMAIN_LIVE_XML_MAX, error);
+    doc = av_domain_xml_read_live(xml, len, AV_DOMAIN_LIVE_XML_MAX, error);
     if (!doc)
         return FALSE;
     root = xmlDocGetRootElement(doc);

@@ -19,9 +19,12 @@ G_BEGIN_DECLS
  * error becomes one sentence).  Does not look at the root element.  Returns
  * a new document (xmlFreeDoc) or NULL with AV_ERROR_INVALID_INPUT. */
 xmlDocPtr av_domain_xml_read(const char *xml, gsize len, GError **error);
-/* The same with a limit of @max bytes instead of AV_DOMAIN_XML_MAX (the
- * lenient reader of a running domain's live XML, av-domain-live.c). */
-xmlDocPtr av_domain_xml_read_max(const char *xml, gsize len, gsize max, GError **error);
+/* The same for the lenient reader of a running domain's live XML
+ * (av-domain-live.c): a limit of @max bytes instead of AV_DOMAIN_XML_MAX,
+ * and a namespace error (a prefix never declared: libvirt keeps such
+ * metadata of a running domain as it was given) is no error; a document
+ * that is not well-formed, or has a DOCTYPE, still is. */
+xmlDocPtr av_domain_xml_read_live(const char *xml, gsize len, gsize max, GError **error);
 
 /* "DDDD:BB:SS.F" in any case: TRUE and *ret set to the lower-case form (caller
  * frees).  FALSE, *ret untouched, on anything else (NULL included). */

@@ -557,6 +557,7 @@ typedef struct {
     int doctype_line;
     char *first_error;      /* sanitized libxml2 message */
     int first_error_line;
+    gboolean namespaces_lenient; /* a namespace error (an undeclared prefix) is no error */
 } ParseState;
 
 static void
@@ -578,6 +579,8 @@ xml_parse_error(void *data, xmlErrorPtr err)
     g_autofree char *msg = NULL;
 
     if (!st || !err || err->level < XML_ERR_ERROR || st->first_error)
+        return;
+    if (st->namespaces_lenient && err->domain == XML_FROM_NAMESPACE)
         return;
     msg = g_strstrip(g_strdup(err->message ? err->message : "unknown error"));
     st->first_error = sanitize(msg, 160);
@@ -603,9 +606,12 @@ xml_init_once(gpointer data)
     return NULL;
 }
 
-/* Parses @xml into a document, or NULL with @error set. */
+/* Parses @xml into a document, or NULL with @error set.  With
+ * @namespaces_lenient, a namespace error (libxml2's XML_FROM_NAMESPACE: a
+ * prefix never declared, which libvirt lets a running domain's metadata
+ * carry) does not refuse a well-formed document. */
 static xmlDocPtr
-xml_read(const char *xml, gsize len, GError **error)
+xml_read(const char *xml, gsize len, gboolean namespaces_lenient, GError **error)
 {
     static GOnce once = G_ONCE_INIT;
     xmlStructuredErrorFunc old_serror = xmlStructuredError;
@@ -614,7 +620,7 @@ xml_read(const char *xml, gsize len, GError **error)
     void *old_error_ctx = xmlGenericErrorContext;
     xmlParserCtxtPtr ctxt;
     xmlDocPtr doc = NULL;
-    ParseState st = { 0 };
+    ParseState st = { .namespaces_lenient = namespaces_lenient };
     gboolean ok;
 
     g_once(&once, xml_init_once, NULL);
@@ -674,14 +680,23 @@ xml_read(const char *xml, gsize len, GError **error)
     return doc;
 }
 
+static xmlDocPtr
+xml_read_bounded(const char *xml, gsize len, gsize max, gboolean namespaces_lenient, GError **error);
+
 xmlDocPtr
 av_domain_xml_read(const char *xml, gsize len, GError **error)
 {
-    return av_domain_xml_read_max(xml, len, AV_DOMAIN_XML_MAX, error);
+    return xml_read_bounded(xml, len, AV_DOMAIN_XML_MAX, FALSE, error);
 }
 
 xmlDocPtr
-av_domain_xml_read_max(const char *xml, gsize len, gsize max, GError **error)
+av_domain_xml_read_live(const char *xml, gsize len, gsize max, GError **error)
+{
+    return xml_read_bounded(xml, len, max, TRUE, error);
+}
+
+static xmlDocPtr
+xml_read_bounded(const char *xml, gsize len, gsize max, gboolean namespaces_lenient, GError **error)
 {
     if (len > max) {
         g_set_error(error, AV_ERROR, AV_ERROR_INVALID_INPUT,
@@ -693,7 +708,7 @@ av_domain_xml_read_max(const char *xml, gsize len, gsize max, GError **error)
         g_set_error_literal(error, AV_ERROR, AV_ERROR_INVALID_INPUT, "the domain XML is empty");
         return NULL;
     }
-    return xml_read(xml, len, error);
+    return xml_read(xml, len, namespaces_lenient, error);
 }
 
 gboolean

@@ -612,6 +612,10 @@ av_pool_clear_quarantine(AvPool *pool, AvPoolDevice *dev, const AvRoot *root, co
         dev->identity_problem = g_steal_pointer(&problem);
         return FALSE;
     }
+    /* The operator checked the card as it is now: the next scan records
+     * what its match reads afresh (match_ids). */
+    if (problem)
+        g_clear_pointer(&dev->match_ids, g_free);
     /* Back on their drivers: nothing left to restore with the device. */
     if (dev->kind == AV_DEVICE_KIND_PCI && profile->restore_driver == AV_RESTORE_ON_RELEASE)
         g_ptr_array_set_size(dev->companions, 0);

@@ -192,7 +192,7 @@ static gboolean av_state_out_of_hand(AvDeviceState state);
  * a new profile cannot be told from new ids, and counts as them.  Caller
  * frees. */
 static char *
-av_pool_reconcile_match_changed(const AvPoolDevice *dev, const AvScanned *s)
+av_pool_reconcile_match_changed(const AvPoolDevice *dev, const AvScanned *s, gboolean out_of_hand)
 {
     const char *now = s->profile ? s->profile->name : NULL;
 
@@ -202,7 +202,7 @@ av_pool_reconcile_match_changed(const AvPoolDevice *dev, const AvScanned *s)
                                g_strcmp0(now, dev->profile) != 0 ? " and with it its profile, to '" : "",
                                g_strcmp0(now, dev->profile) != 0 ? (now ? now : "none") : "",
                                g_strcmp0(now, dev->profile) != 0 ? "'" : "");
-    if (!dev->match_ids && g_strcmp0(now, dev->profile) != 0)
+    if (out_of_hand && !dev->match_ids && g_strcmp0(now, dev->profile) != 0)
         return g_strdup_printf("the profile it was claimed under, '%s', no longer matches what it presents (%s%s%s)",
                                dev->profile ? dev->profile : "?", now ? "it matches '" : "no profile matches it",
                                now ? now : "", now ? "' now" : "");
@@ -260,20 +260,27 @@ av_pool_reconcile_one(AvPool *pool, const AvScanned *s, gint64 now, gboolean *ch
         }
         *changed = TRUE;
     }
-    /* Out of the pool's hands, its match is the one it was claimed under. */
-    if (av_state_out_of_hand(dev->state)) {
-        g_autofree char *what = av_pool_reconcile_match_changed(dev, s);
+    /* What its match reads is recorded (match_ids) and kept: a change of it
+     * comes from the card's firmware, which a tenant may have left set to
+     * change later, once the card is free again and scrubbed, so that the
+     * next tenant's data gets a lighter scrub.  In every state an identity
+     * problem, never a new profile; out of the pool's hands, a new profile
+     * without recorded ids (an older pool) counts the same. */
+    {
+        gboolean out_of_hand = av_state_out_of_hand(dev->state);
+        g_autofree char *what = av_pool_reconcile_match_changed(dev, s, out_of_hand);
 
-        keep_profile = what != NULL || dev->identity_problem != NULL;
+        keep_profile = what != NULL || (out_of_hand && dev->identity_problem != NULL);
         if (what && !dev->identity_problem) {
             g_autofree char *who = dev->owner ? av_owner_describe(dev->owner) : NULL;
             g_autofree char *problem = g_strdup_printf(
-                "%s while it was %s%s%s: its firmware may have been altered; it is scrubbed by '%s' and "
-                "quarantined: check the card, then clear its quarantine ('accelvirt quarantine clear %s')", what,
+                "%s while it was %s%s%s: its firmware may have been altered; it is %s%s%squarantined: check the "
+                "card, then clear its quarantine ('accelvirt quarantine clear %s')", what,
                 av_device_state_to_string(dev->state), who ? (dev->state == AV_DEVICE_STATE_IN_USE ||
                                                               dev->state == AV_DEVICE_STATE_CLAIMED ? " by " :
                                                               ", last used by ") : "",
-                who ? who : "", dev->profile ? dev->profile : "?", dev->address ? dev->address : dev->identity);
+                who ? who : "", out_of_hand ? "scrubbed by '" : "", out_of_hand && dev->profile ? dev->profile : "",
+                out_of_hand ? "' and " : "", dev->address ? dev->address : dev->identity);
 
             if (!av_pool_set_identity_problem(pool, dev, problem, error))
                 return FALSE;
@@ -283,8 +290,6 @@ av_pool_reconcile_one(AvPool *pool, const AvScanned *s, gint64 now, gboolean *ch
             dev->match_ids = g_strdup(s->match_ids);
             *changed = TRUE;
         }
-    } else if (s->match_ids) {
-        *changed |= av_string_set(&dev->match_ids, s->match_ids);
     }
     if (!s->profile) {
         if (dev->state == AV_DEVICE_STATE_FREE) {

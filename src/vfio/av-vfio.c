@@ -1069,7 +1069,10 @@ av_vfio_scan_fds(const AvRoot *root, AvVfioScan *scan, const char *pid)
         }
         path = av_vfio_undeleted(text);
         w = av_vfio_watch_match(scan, path);
-        if (w)
+        /* An open /proc/bus/pci file reads config space, which anyone may
+         * (mode 0644): only a mapping of it (CAP_SYS_RAWIO) reaches the
+         * device's memory (av_vfio_scan_maps()). */
+        if (w && w->kind != AV_VFIO_WATCH_PROC_BAR)
             return av_vfio_holder_new(pid, w->group, g_steal_pointer(&text));
     }
     return NULL;

@@ -95,8 +95,10 @@ char *av_vfio_holder_describe(const AvVfioHolder *holder);
  *     /proc/PID/fdinfo/FD names a member ("vfio-device-syspath:",
  *     Documentation/filesystems/proc.rst, kernel 6.18 and later);
  *   - an fd on, or a mapping in /proc/PID/maps (proc(5)) of, a member's BAR:
- *     its sysfs resourceN or resourceN_wc file, its /proc/bus/pci/BB/SS.F
- *     file, or its /dev/vfio/devices/vfioX (the cdev's regions).
+ *     its sysfs resourceN or resourceN_wc file (root's only), or its
+ *     /dev/vfio/devices/vfioX (the cdev's regions); a mapping (not a mere
+ *     fd: that reads config space, and anyone may open it) of its
+ *     /proc/bus/pci/BB/SS.F file.
  * The members of N are the names in /sys/kernel/iommu_groups/N/devices.
  * An fd on /dev/iommu alone holds no particular device (a device is bound
  * to an iommufd through its own vfio cdev fd, which is what counts).
