@@ -232,7 +232,9 @@ check "  ... the programmer got the group file as fd 3" \
 check "  ... the verify command ran and passed, the pool says so" \
     eval "grep -qx 'verify: $VFIO_DEV $AES' '$LOG' && [ \"\$(programmed $VFIO_DEV)\" = $AES ] && dev_json $VFIO_DEV | grep -q 'verify command exited 0'"
 check "  ... the device holds the image" cmp "$IMG/aes.bit" "$H/sys/bus/pci/devices/$VFIO_DEV/resource2"
-flock -x "$H/dev/vfio/30" sleep 30 &
+# -F: the sleep itself holds the group (no child left holding it once
+# $HOLDER is killed: a scrub below must find the group free to hold it).
+flock -F -x "$H/dev/vfio/30" sleep 30 &
 HOLDER=$!
 sleep 0.3
 check "a device whose VFIO group another holds: refused, one line, nothing changed" \

@@ -1726,8 +1726,16 @@ check "a device left scrubbing without its hold, its group open in another proce
     eval "scrubbing_unheld && grab 40 && worker; status && st_of quarantined && [ ! -s '$W/scrub.log' ] && json '$W/st.json' \"'open in another process' in [x['reason'] for x in d['devices'] if x['address'] == '0000:17:00.0'][0]\""
 ungrab "$W/grab.pid"
 held_world unheld-3
-check "  ... its group free: the next worker holds it again, scrubs it from its first step and frees it" \
-    eval "scrubbing_unheld && [ ! -s '$W/scrub.log' ] && worker && status && st_of free && grep -q '0000:17:00.0' '$W/scrub.log' && [ ! -e '$W/state/holds/40.json' ] && grep -q 'scrubbing it again from its first step, held' '$W/log'"
+resumed() {
+    scrubbing_unheld || { echo "cannot leave it scrubbing without its hold"; return 1; }
+    [ ! -s "$W/scrub.log" ] || { echo "a step ran before the worker"; return 1; }
+    worker || { echo "the worker failed:"; cat "$W/log"; return 1; }
+    status && st_of free || { echo "not free:"; cat "$W/st.json" "$W/log"; return 1; }
+    grep -q '0000:17:00.0' "$W/scrub.log" || { echo "no step ran"; return 1; }
+    [ ! -e "$W/state/holds/40.json" ] || { echo "its hold is left"; return 1; }
+    grep -q 'scrubbing it again from its first step, held' "$W/log" || { echo "no resume:"; cat "$W/log"; return 1; }
+}
+check "  ... its group free: the next worker holds it again, scrubs it from its first step and frees it" resumed
 kill_holds "$W"
 ACCELVIRT_WORKER=$REAL_WORKER
 
