@@ -110,4 +110,21 @@ check "  ... a scrub by hand passes, and the quarantine can be cleared: free, 1 
     eval "av scrub $A >/dev/null 2>&1 && av quarantine clear $A >/dev/null 2>&1 && [ \"\$(dev state)\" = free ] && [ \$(bar_size) -eq $MiB ] && [ \$(nonzero) -eq 0 ]"
 check "  ... the journal keeps its chain" "$ACCELVIRT" --state-dir "$W/state" journal verify
 
+# --- another device at the address now: its BARs are never resized ---
+# The scrub was cut short with the BAR grown; then the card at that address presents
+# another identity (a hot swap, a rescan: it may be a host device): nothing is resized
+# there, the record stays, and the device the pool has there is quarantined.
+world swapped
+check "swapped: the worker killed with the BAR grown leaves its record" \
+    eval "worker bar-zeroed; [ \$? -eq 137 ] && [ \$(records) -eq 1 ] && [ \$(bar_size) -eq $((4 * MiB)) ]"
+swapped() {
+    echo 0x2231 >"$W/host/sys/bus/pci/devices/$A/device"
+    av reconcile >/dev/null 2>&1
+    [ "$(bar_size)" -eq $((4 * MiB)) ] || { echo "the BAR was resized: $(bar_size)"; return 1; }
+    [ "$(records)" -eq 1 ] || { echo "the record is gone"; return 1; }
+    [ "$(dev state)" = quarantined ] || { echo "state $(dev state)"; return 1; }
+    events bar-sizes-restore-failed | grep -q "is 'dsn:10de:2231:.*now, not dsn:10de:20f1" || { events bar-sizes-restore-failed; return 1; }
+}
+check "  ... another device at its address: no BAR resized there, the record kept, the device quarantined" swapped
+
 finish

@@ -30,6 +30,34 @@ av_pool_bar_device(AvPool *pool, const AvBarRecord *record)
     return dev ? dev : av_pool_find_address(pool, AV_DEVICE_KIND_PCI, record->address);
 }
 
+/* TRUE when the PCI function at @record's address presents @record's
+ * identity now (or its fallback identity, which the pool uses when one is
+ * shared): the BARs are resized only on the device that was scrubbed, never
+ * on whatever else sits at that address after a reboot, a hot swap or a
+ * rescan (a host device: untouched).  FALSE with @error saying why. */
+static gboolean
+av_pool_bar_record_device_is_here(const AvRoot *root, const AvBarRecord *record, GError **error)
+{
+    const char *const one[] = { record->address, NULL };
+    g_autoptr(AvHost) host = av_host_scan_devices(root, one, FALSE, error);
+    const AvPciDevice *pci = host ? av_host_find_pci(host, record->address) : NULL;
+    g_autofree char *identity = NULL;
+    g_autofree char *fallback = NULL;
+
+    if (!host)
+        return FALSE;
+    if (pci) {
+        identity = av_pool_identity_pci(host, pci);
+        fallback = av_pool_identity_pci_fallback(host, pci);
+    }
+    if (pci && (g_strcmp0(identity, record->identity) == 0 || g_strcmp0(fallback, record->identity) == 0))
+        return TRUE;
+    g_set_error(error, AV_ERROR, AV_ERROR_UNSAFE,
+                "the device at %s is %s%s%s now, not %s, whose BARs were resized: nothing is resized there",
+                record->address, pci ? "'" : "", pci ? identity : "no device", pci ? "'" : "", record->identity);
+    return FALSE;
+}
+
 /* Puts back the BARs of @record (taken), whose writer is gone; see
  * av_pool_bar_sizes_restore(). */
 static gboolean
@@ -51,8 +79,11 @@ av_pool_bar_restore_one(AvPool *pool, const AvRoot *root, const AvKernelOps *ops
     json_object_set_new(fields, "by", json_string(by));
     json_object_set_new(fields, "bars", done);
     /* The resize unbinds the device from vfio-pci: no hold meanwhile. */
-    if (dev && dev->kind == AV_DEVICE_KIND_PCI && dev->iommu_group >= 0 &&
-        !av_hold_drop(root, pool->state_dir, dev->iommu_group, &hold_error)) {
+    if (!av_pool_bar_record_device_is_here(root, record, &hold_error)) {
+        ok = FALSE;
+        local = g_steal_pointer(&hold_error);
+    } else if (dev && dev->kind == AV_DEVICE_KIND_PCI && dev->iommu_group >= 0 &&
+               !av_hold_drop(root, pool->state_dir, dev->iommu_group, &hold_error)) {
         ok = FALSE;
         local = g_steal_pointer(&hold_error);
     } else {
