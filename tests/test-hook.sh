@@ -1709,6 +1709,35 @@ check "a stick whose authorization fails on its way to free is quarantined, neve
 rm -f "$W/host/sys/.accelvirt-fake-kernel"
 check "  ... and the journal of it all verifies" verify
 ACCELVIRT_WORKER=$USB_WORKER
+# --- a released mdev is removed as it goes dirty, whoever releases it, and
+# its parent gives no new mdev while a released one is still there ---
+world mhold vgpu-mdev
+ACCELVIRT_WORKER=/bin/true      # the worker runs when a check says so
+MH1=8f2a0b1c-9d8e-4f7a-8b6c-5d4e3f2a1b01
+MH2=8f2a0b1c-9d8e-4f7a-8b6c-5d4e3f2a1b02
+MH3=8f2a0b1c-9d8e-4f7a-8b6c-5d4e3f2a1b03
+MH4=8f2a0b1c-9d8e-4f7a-8b6c-5d4e3f2a1b04
+UM1=$(uuid 51); UM2=$(uuid 52); UM3=$(uuid 53); UM4=$(uuid 54)
+NODE0="<numatune><memory mode='strict' nodeset='0'/></numatune>"
+mkdom "$W/ma.xml" ma "$UM1" "mdev:$MH1" -- "$NODE0"
+mkdom "$W/mb.xml" mb "$UM2" "mdev:$MH2" -- "$NODE0"
+mkdom "$W/mc.xml" mc "$UM3" "mdev:$MH3" -- "$NODE0"
+mkdom "$W/md.xml" md "$UM4" "mdev:$MH4"
+mexists() { [ -e "$W/host/sys/bus/mdev/devices/$1" ]; }
+mparent() { python3 -c "import json,sys; print(' '.join(x['address'] + '/' + x['state'] for x in json.load(open(sys.argv[1]))['devices'] if x['identity'] == 'mdev:' + sys.argv[2]))" "$W/state/pool.json" "$1"; }
+check "accelvirt release --force removes the mdev accelvirt created as it goes dirty, before any worker, and journals it" \
+    eval "accepted '$W/ma.xml' ma prepare begin - && mexists $MH1 && avh release --force ma >/dev/null && ! mexists $MH1 && [ \"\$(mparent $MH1)\" = 0000:17:00.0/dirty ] && jhas transition \"e['identity'] == 'mdev:$MH1' and e['to'] == 'dirty' and e.get('mdev_removed') is True\""
+echo "fail /sys/bus/mdev/devices/$MH2/remove 16" >"$W/host/sys/.accelvirt-fake-kernel"
+check "an mdev whose removal fails at its release stays dirty, the failure journalled and logged" \
+    eval "accepted '$W/mb.xml' mb prepare begin - && accepted '$W/mb.xml' mb release end - && mexists $MH2 && [ \"\$(mparent $MH2)\" = 0000:17:00.0/dirty ] && jhas transition \"e['identity'] == 'mdev:$MH2' and 'busy' in e.get('mdev_remove_error', '')\" && grep -q 'cannot remove mdev $MH2 at its release' '$W/log'"
+check "  ... its parent, the only one of node 0, gives no new mdev meanwhile: a domain bound to node 0 is refused" \
+    eval "refused \"no mdev parent has a free instance of type 'nvidia-590' on NUMA node 0\" '$W/mc.xml' mc prepare begin - && ! mexists $MH3"
+check "  ... one bound to no node gets its mdev on the other parent (node 1)" \
+    eval "accepted '$W/md.xml' md prepare begin - && [ \"\$(mparent $MH4)\" = 0000:98:00.0/in-use ]"
+rm -f "$W/host/sys/.accelvirt-fake-kernel"
+check "  ... once the worker removed it (its scrub), the parent gives mdevs again" \
+    eval "wrk && ! mexists $MH2 && [ -z \"\$(mparent $MH2)\" ] && [ -z \"\$(mparent $MH1)\" ] && accepted '$W/mc.xml' mc prepare begin - && [ \"\$(mparent $MH3)\" = 0000:17:00.0/in-use ] && verify"
+ACCELVIRT_WORKER=$USB_WORKER
 
 # --- kernel-enforced holds (issue 14): a dirty, scrubbing or quarantined
 # device's VFIO group is held open by an accelvirt-hold process, so that a

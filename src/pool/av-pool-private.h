@@ -218,11 +218,12 @@ void av_pool_index_after_save(AvPool *pool, GHashTable *names);
 
 /* At the release of @dev (in use, going dirty), before its move is
  * journalled, on the host the pool names (av_pool_set_kernel(); none:
- * nothing): a USB stick is held (av_pool_usb_hold()).  What was done goes
- * into @extra, the move's journal fields: "usb_hold" ("deauthorized",
- * "was-deauthorized", "absent") or "usb_hold_error".  A failure does not
- * stop the release: the device is dirty all the same, and the worker's
- * sweep holds it. */
+ * nothing): a USB stick is held (av_pool_usb_hold()), an mdev accelvirt
+ * created is removed.  What was done goes into @extra, the move's journal
+ * fields: "usb_hold" ("deauthorized", "was-deauthorized", "absent") or
+ * "usb_hold_error", "mdev_removed" or "mdev_remove_error".  A failure does
+ * not stop the release: the device is dirty all the same, the worker's
+ * sweep holds it, and its scrub removes the mdev or quarantines it. */
 void av_pool_release_hold(AvPool *pool, AvPoolDevice *dev, json_t *extra);
 
 

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* accelvirt: what holds a released USB stick until its scrub, beside the
- * VFIO group holds of PCI functions (av-pool-hold.c).
+/* accelvirt: what holds a released USB stick or mdev until its scrub,
+ * beside the VFIO group holds of PCI functions (av-pool-hold.c).
  *
  * A USB stick cannot be held through VFIO: the kernel's hold on it is its
  * "authorized" attribute (av-usb-auth.h).  A stick is de-authorized the
@@ -13,7 +13,15 @@
  * fails.  The sweep (av_pool_usb_holds_sync(), from av_pool_holds_sync())
  * de-authorizes again a stick found authorized in those states: re-plugged,
  * after a reboot, or left so by a worker killed in a step.
- */
+ *
+ * An mdev cannot be held either: accelvirt never opens an mdev's group
+ * between tenants, and what its memory becomes is the vendor driver's
+ * (freed, and cleared or not, when the mdev is removed).  An mdev accelvirt
+ * created is removed when it goes dirty, by the same release function,
+ * and a parent that still carries a released mdev of accelvirt's (its
+ * removal failed, or a release was not done yet) gets no new mdev
+ * (av_pool_mdev_parents_block()): its memory is never handed on before the
+ * vendor driver had it back. */
 #include "config.h"
 
 #include "av-pool-private.h"
@@ -22,6 +30,7 @@
 
 #include "util/av-error.h"
 #include "vfio/av-usb-auth.h"
+#include "vfio/av-vfio.h"
 
 /* See av-pool.h. */
 void
@@ -231,5 +240,43 @@ av_pool_release_hold(AvPool *pool, AvPoolDevice *dev, json_t *extra)
             json_object_set_new(extra, "usb_hold", json_string(done));
         else
             json_object_set_new(extra, "usb_hold_error", json_string(local->message));
+    } else if (dev->kind == AV_DEVICE_KIND_MDEV && dev->created) {
+        if (av_mdev_remove(pool->root, pool->ops, dev->identity + strlen("mdev:"), &local))
+            json_object_set_new(extra, "mdev_removed", json_true());
+        else
+            json_object_set_new(extra, "mdev_remove_error", json_string(local->message));
     }
+}
+
+/* See av-pool.h. */
+gboolean
+av_pool_mdev_is_released(const AvPool *pool, const char *uuid)
+{
+    g_autofree char *identity = g_strconcat("mdev:", uuid, NULL);
+    const AvPoolDevice *dev = pool ? av_pool_find(pool, identity) : NULL;
+
+    return dev && dev->kind == AV_DEVICE_KIND_MDEV && dev->created && av_pool_state_held(dev->state);
+}
+
+/* See av-pool.h. */
+guint
+av_pool_mdev_parents_block(const AvPool *pool, AvHost *host)
+{
+    guint blocked = 0;
+
+    for (guint i = 0; host->mdev_parents && i < host->mdev_parents->len; i++) {
+        AvMdevParent *parent = g_ptr_array_index(host->mdev_parents, i);
+        gboolean released = FALSE;
+
+        for (guint j = 0; parent->mdevs && j < parent->mdevs->len && !released; j++)
+            released = av_pool_mdev_is_released(pool, ((const AvMdev *)g_ptr_array_index(parent->mdevs, j))->uuid);
+        for (guint j = 0; released && parent->types && j < parent->types->len; j++) {
+            AvMdevType *t = g_ptr_array_index(parent->types, j);
+
+            if (t->available > 0)
+                blocked++;
+            t->available = 0;
+        }
+    }
+    return blocked;
 }

@@ -45,8 +45,9 @@ av_pool_release_device(AvPool *pool, AvPoolDevice *dev, const char *released_by,
     json_object_set_new(extra, "released_by", json_string(released_by));
     if (dev->state == AV_DEVICE_STATE_IN_USE) {
         /* Held before the move is journalled: killed in between, a device
-         * is still in use on disk, de-authorized, and the release is done
-         * again (a marker, a dead domain), never dirty without it. */
+         * is still in use on disk, de-authorized or its mdev gone, and the
+         * release is done again (a marker, a dead domain), never dirty
+         * without it. */
         av_pool_release_hold(pool, dev, extra);
         if (!av_pool_transition_event(pool, dev, AV_DEVICE_STATE_DIRTY, NULL, NULL, "transition", extra, error))
             return FALSE;

@@ -295,11 +295,12 @@ gboolean av_pool_hold_drop_device(AvPool *pool, const AvRoot *root, const AvPool
  * quarantined) and it is a PCI function with an IOMMU group. */
 gboolean av_pool_device_wants_hold(const AvPoolDevice *dev);
 
-/* USB sticks: what holds them between their release and their scrub
- * (av-pool-release-hold.c). */
+/* USB sticks and mdevs: what holds them between their release and their
+ * scrub (av-pool-release-hold.c). */
 
 /* Names the host the pool's devices are on, where av_pool_release_device()
- * acts on what it releases (a USB stick de-authorized): borrowed, they must outlive @pool.  av_pool_upkeep()
+ * acts on what it releases (a USB stick de-authorized, an mdev accelvirt
+ * created removed): borrowed, they must outlive @pool.  av_pool_upkeep()
  * sets them, so every holder of the write lock has them; a pool without
  * them (a test of the pool alone) changes only itself at a release. */
 void av_pool_set_kernel(AvPool *pool, const AvRoot *root, const AvKernelOps *ops);
@@ -337,6 +338,18 @@ gboolean av_pool_usb_holds_sync(AvPool *pool, const AvRoot *root, const AvKernel
 /* The file of the per-device scrub lock of @identity in @state_dir
  * (av_scrub_lock_take() takes it).  Caller frees. */
 char *av_pool_scrub_lock_path(const char *state_dir, const char *identity);
+
+/* TRUE when the mdev @uuid is one accelvirt created and released, not
+ * yet removed from the pool (dirty, scrubbing or quarantined). */
+gboolean av_pool_mdev_is_released(const AvPool *pool, const char *uuid);
+
+/* Makes every mdev parent of @host that still carries an mdev accelvirt
+ * created and released (dirty, scrubbing or quarantined: not removed yet)
+ * offer no instance of any type (available_instances 0 in @host, the
+ * caller's scan), so that no new mdev is made on it before the vendor
+ * driver has the released one's memory back.  Returns how many types it
+ * took instances from. */
+guint av_pool_mdev_parents_block(const AvPool *pool, AvHost *host);
 
 /* Whether @sha256 may be enrolled as the option ROM hash of @dev, without
  * changing anything: @dev must be a PCI device (else AV_ERROR_INVALID_INPUT)
