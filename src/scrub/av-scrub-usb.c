@@ -122,10 +122,19 @@ av_scrub_method_usb_reset(AvScrubContext *ctx, char **ret_message, GError **erro
     }
     /* The same device, still at 0: a reset that changed its descriptors
      * ends in a new enumeration, which the kernel may authorize. */
-    if (!av_scrub_usb_locate(ctx, &after, &dev, error)) {
+    after = av_host_scan_usb(ctx->root, error);
+    if (!after) {
+        *ret_message = g_strdup_printf("usb port reset of %s (bus %u device %u); the USB devices cannot be read "
+                                       "again", bus_path, busnum, devnum);
+        return FALSE;
+    }
+    dev = av_pool_find_usb_device_at(after, ctx->target->identity, bus_path);
+    if (!dev) {
         *ret_message = g_strdup_printf("usb port reset of %s (bus %u device %u); the device is not back", bus_path,
                                        busnum, devnum);
-        g_prefix_error(error, "after the reset: ");
+        g_set_error(error, AV_ERROR, AV_ERROR_NOT_FOUND,
+                    "after the reset of %s no USB device presenting %s is at that port", bus_path,
+                    ctx->target->identity);
         return FALSE;
     }
     if (!av_scrub_usb_keep_held(ctx, dev->bus_path, "after", NULL, error)) {
