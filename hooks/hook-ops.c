@@ -1398,6 +1398,8 @@ av_prepare_plan(AvPrepare *p, GError **error)
             av_intent_add_bind(intent, b->address, b->original_driver);
         }
     }
+    /* No new mdev on a parent that still carries a released one. */
+    av_pool_mdev_parents_block(p->pool, p->host);
     for (guint i = 0; i < p->managed->len; i++) {
         AvManaged *m = g_ptr_array_index(p->managed, i);
 
@@ -2017,23 +2019,21 @@ av_hook_release(const AvHookConfig *config, const char *domain_uuid, const char 
         return av_hook_refusef("cannot release the devices of domain '%s': %s", quoted, error->message);
     av_pool_release_mark_done(g_steal_pointer(&mark));
     av_hook_release_drivers(config, pool, released);
-    for (guint i = 0; i < av_pool_devices(pool)->len; i++) {
-        AvPoolDevice *dev = g_ptr_array_index(av_pool_devices(pool), i);
+    /* The mdevs accelvirt created were removed as they went dirty
+     * (av_pool_release_device()); one still there is the worker's to remove,
+     * or to quarantine, and its parent gets no new mdev meanwhile. */
+    for (guint i = 0; i < released->len; i++) {
+        const AvPoolDevice *dev = g_ptr_array_index(released, i);
+        g_autofree char *dir = NULL;
 
-        if (dev->state != AV_DEVICE_STATE_DIRTY || dev->kind != AV_DEVICE_KIND_MDEV || !dev->created || !dev->owner ||
-            (domain_uuid ? g_strcmp0(dev->owner->domain_uuid, domain_uuid)
-                         : g_strcmp0(dev->owner->domain_name, domain_name)) != 0)
+        if (dev->kind != AV_DEVICE_KIND_MDEV || !dev->created)
             continue;
-        {
-            g_autoptr(GError) local = NULL;
-            const char *uuid = dev->identity + strlen("mdev:");
-
-            /* The worker tries again, and quarantines it if it still cannot. */
-            if (!av_mdev_remove(config->root, config->ops, uuid, &local))
-                av_hook_log(LOG_ERR, "cannot remove mdev %s: %s", uuid, local->message);
-            else
-                av_hook_log(LOG_INFO, "removed mdev %s", uuid);
-        }
+        dir = av_sys_path("bus/mdev/devices/%s", dev->identity + strlen("mdev:"));
+        if (av_root_exists(config->root, dir))
+            av_hook_log(LOG_ERR, "cannot remove mdev %s at its release; the worker tries again",
+                        dev->identity + strlen("mdev:"));
+        else
+            av_hook_log(LOG_INFO, "removed mdev %s", dev->identity + strlen("mdev:"));
     }
     if (summary->len > 0)
         av_hook_log(LOG_INFO, "release: dirty, waiting for their scrub: %s", summary->str);

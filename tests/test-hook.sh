@@ -1567,16 +1567,16 @@ check "a hostdev of a USB device no profile pools (the hub) is left alone" \
     eval "accepted '$W/hub.xml' hub prepare begin - && same_pool '$W/pool.usb1'"
 check "release makes the stick dirty; the worker resets and re-authorizes it and frees it" \
     eval "accepted '$W/stick1.xml' stick1 release end - && wait_usb 1-2 free && verify"
-check "  ... the fake kernel saw the port reset and the authorize cycle, which gave the stick devnum 8" \
-    eval "grep -q '^USBDEVFS_RESET 001/005$' '$W/host/sys/.accelvirt-fake-kernel.log' && grep -q '^USB_DEAUTHORIZE 1-2$' '$W/host/sys/.accelvirt-fake-kernel.log' && grep -q '^USB_AUTHORIZE 1-2 devnum 8$' '$W/host/sys/.accelvirt-fake-kernel.log' && [ \"\$(cat '$W/host/sys/bus/usb/devices/1-2/devnum')\" = 8 ] && [ -e '$W/host/dev/bus/usb/001/008' ]"
+check "  ... the fake kernel saw the stick held at its release, the port reset, the authorize cycle (devnum 8) and its authorization at free (devnum 9)" \
+    eval "[ \"\$(grep -E ' 1-2( |\$)|001/005' '$W/host/sys/.accelvirt-fake-kernel.log' | tr '\n' ';')\" = 'USB_DEAUTHORIZE 1-2;USBDEVFS_RESET 001/005;USB_AUTHORIZE 1-2 devnum 8;USB_DEAUTHORIZE 1-2;USB_AUTHORIZE 1-2 devnum 9;' ] && [ \"\$(cat '$W/host/sys/bus/usb/devices/1-2/devnum')\" = 9 ] && [ -e '$W/host/dev/bus/usb/001/009' ] && [ \"\$(cat '$W/host/sys/bus/usb/devices/1-2/authorized')\" = 1 ]"
 check "  ... found again by its identity; its certificate says what was done, and nothing of memory" \
     eval "json '$W/state/pool.json' \"[x['identity'] for x in d['devices'] if x['address'] == '1-2'] == ['usb:03e7:2485:serial:S1']\" && grep '\"event\": *\"scrub-certificate\"' '$W/state/journal.jsonl' | tail -n1 | grep 'usb port reset of 1-2 (bus 1 device 5)' | grep -q 'de-authorized and authorized again at 1-2 (devnum 5 before, 8 after); re-enumerated' && ! grep '\"event\": *\"scrub-certificate\"' '$W/state/journal.jsonl' | tail -n1 | grep -qi 'memory zeroed'"
 check "the domain's XML now names a device number the stick no longer has: refused, run accelvirt start" \
     eval "refused 'names no device, not the stick its av:placement names (usb:03e7:2485:serial:S1, last at 1-2).*accelvirt start stick1' '$W/stick1.xml' stick1 prepare begin -"
 check "accelvirt status tells the identical sticks apart: port, bus/device and serial, or no serial" \
-    eval "avw status >'$W/status.txt' && grep -q 'usb: port 1-2, bus 1 device 8, serial S1' '$W/status.txt' && grep -q 'usb: port 1-3, bus 1 device 6, serial S2' '$W/status.txt' && grep -q 'usb: port 1-4, bus 1 device 7, no serial' '$W/status.txt' && avw --json status >'$W/status.json' && json '$W/status.json' \"[(x['usb_busnum'], x['usb_devnum'], x['usb_serial']) for x in d['devices'] if x['kind'] == 'usb'] == [(1, 8, 'S1'), (1, 6, 'S2'), (1, 7, None)]\""
+    eval "avw status >'$W/status.txt' && grep -q 'usb: port 1-2, bus 1 device 9, serial S1' '$W/status.txt' && grep -q 'usb: port 1-3, bus 1 device 6, serial S2' '$W/status.txt' && grep -q 'usb: port 1-4, bus 1 device 7, no serial' '$W/status.txt' && avw --json status >'$W/status.json' && json '$W/status.json' \"[(x['usb_busnum'], x['usb_devnum'], x['usb_serial']) for x in d['devices'] if x['kind'] == 'usb'] == [(1, 9, 'S1'), (1, 6, 'S2'), (1, 7, None)]\""
 check "restore begin of the placed domain refreshes its stick's bus/device from the identity the pool recorded" \
-    eval "hook '$W/stick1.xml' stick1 restore begin - >'$W/restored.xml' 2>'$W/restored.err' && [ ! -s '$W/restored.err' ] && grep -q '<address bus=\"1\" device=\"8\"/>' '$W/restored.xml' && grep -q 'identity=\"usb:03e7:2485:serial:S1\"' '$W/restored.xml' && [ \"\$(diff '$W/stick1.xml' '$W/restored.xml' | grep -c '^>')\" = 1 ]"
+    eval "hook '$W/stick1.xml' stick1 restore begin - >'$W/restored.xml' 2>'$W/restored.err' && [ ! -s '$W/restored.err' ] && grep -q '<address bus=\"1\" device=\"9\"/>' '$W/restored.xml' && grep -q 'identity=\"usb:03e7:2485:serial:S1\"' '$W/restored.xml' && [ \"\$(diff '$W/stick1.xml' '$W/restored.xml' | grep -c '^>')\" = 1 ]"
 # The libvirt test driver holds the domain as defined (shut off): `accelvirt
 # start` refreshes its definition from the stick's identity, then starts it.
 { echo "<node>"; sed -e 's|type="kvm"|type="test" xmlns:test="http://libvirt.org/schemas/domain/test/1.0"|' \
@@ -1638,6 +1638,106 @@ check "  ... a hostdev of numbers only that name no device is refused while acce
 check "  ... after release, a domain with stale autoAddress numbers claims the scrubbed stick" \
     eval "accepted '$W/own0.xml' own0 release end - && wait_usb 1-2 free && accepted '$W/tauto.xml' t9 prepare begin - && [ \"\$(usb_state 1-2)\" = in-use ] && verify"
 
+# --- USB sticks held: de-authorized (sysfs authorized 0) from the moment
+# they go dirty until their scrub passes; the scrub's steps authorize them
+# only for themselves; a quarantined stick stays de-authorized ---
+world usbhold two-socket-8gpu
+boot_id "$W/host" 3d2c1b0a-9f8e-4d7c-8b6a-5f4e3d2c1b0d
+USB_WORKER=$ACCELVIRT_WORKER
+ACCELVIRT_WORKER=/bin/true      # the worker runs when a check says so
+cat >"$POL/31-usb-plain.json" <<'USBPOL'
+{
+  "profiles": [
+    {
+      "name": "test-stick-plain",
+      "match": {"vendor": "0x03e7", "device": "0x2486"},
+      "attach": "usb",
+      "numa": "none",
+      "scrub": [{"method": "none"}]
+    }
+  ]
+}
+USBPOL
+chmod 0644 "$POL/31-usb-plain.json"
+rm -f "$W/host/sys/bus/usb/devices/1-1.2" "$W/host/sys/bus/usb/devices/1-1.2:1.0"
+usb_stick 1-2 5 S1
+usb_stick 1-3 6 S2
+usb_stick 1-4 7 S3
+echo 2486 >"$W/host/sys/devices/pci0000:00/0000:00:14.0/usb1/1-4/idProduct"
+auth() { cat "$W/host/sys/bus/usb/devices/$1/authorized"; }
+avh() { ACCELVIRT_WORKER=/bin/true avw "$@"; }
+wrk() { ACCELVIRT_ROOT="$W/host" ACCELVIRT_STATE_DIR="$W/state" ACCELVIRT_POLICY_DIR="$POL" ACCELVIRT_LOG_FILE="$W/log" ACCELVIRT_WORKER=/bin/true "$USB_WORKER" </dev/null >/dev/null 2>&1; }
+# jhas EVENT EXPR: some journal entry of EVENT makes the Python EXPR (of e) true.
+jhas() { python3 -c "import json,sys; sys.exit(0 if any(e['event'] == sys.argv[2] and eval(sys.argv[3]) for e in map(json.loads, open(sys.argv[1]))) else 1)" "$W/state/journal.jsonl" "$1" "$2"; }
+# klog PORT: the fake kernel's lines about the stick at PORT, ';'-joined.
+klog() { grep -E " $1( |\$)" "$W/host/sys/.accelvirt-fake-kernel.log" | tr '\n' ';'; }
+UH1=$(uuid 41); UH2=$(uuid 42); UH3=$(uuid 43); UH4=$(uuid 44)
+mkusb "$W/h1.xml" h1 "$UH1" 1 5
+mkusb "$W/h2.xml" h2 "$UH2" 1 6
+mkusb "$W/h3.xml" h3 "$UH3" 1 7
+sed -i 's/0x2485/0x2486/' "$W/h3.xml"
+mkusb "$W/hthief.xml" hthief "$UH4" 1 5
+check "a stick in use is authorized: its domain's QEMU may configure it" \
+    eval "accepted '$W/h1.xml' h1 prepare begin - && [ \"\$(usb_state 1-2)\" = in-use ] && [ \"\$(auth 1-2)\" = 1 ]"
+check "release de-authorizes the stick the moment it goes dirty, before any worker runs, and journals it" \
+    eval "accepted '$W/h1.xml' h1 release end - && [ \"\$(usb_state 1-2)\" = dirty ] && [ \"\$(auth 1-2)\" = 0 ] && [ \"\$(klog 1-2)\" = 'USB_DEAUTHORIZE 1-2;' ] && jhas transition \"e['address'] == '1-2' and e['to'] == 'dirty' and e.get('usb_hold') == 'deauthorized'\""
+check "  ... de-authorized, it keeps its devnum, node and serial: status tells it apart, and a domain naming it by bus/device is refused, it is dirty" \
+    eval "avw status >'$W/hstatus.txt' && grep -q 'usb: port 1-2, bus 1 device 5, serial S1' '$W/hstatus.txt' && [ -e '$W/host/dev/bus/usb/001/005' ] && refused 'device USB 1-2 (usb:03e7:2485:serial:S1) is dirty' '$W/hthief.xml' hthief prepare begin -"
+echo 1 >"$W/host/sys/bus/usb/devices/1-2/authorized"
+check "a dirty stick found authorized again (re-plugged): accelvirt reconcile's sweep de-authorizes it" \
+    eval "avh reconcile >/dev/null && [ \"\$(auth 1-2)\" = 0 ] && [ \"\$(usb_state 1-2)\" = dirty ]"
+check "the worker's usb-reset and usb-reauthorize leave it de-authorized; only its move to free authorizes it again" \
+    eval "wrk && [ \"\$(usb_state 1-2)\" = free ] && [ \"\$(auth 1-2)\" = 1 ] && [ \"\$(klog 1-2)\" = 'USB_DEAUTHORIZE 1-2;USB_DEAUTHORIZE 1-2;USB_AUTHORIZE 1-2 devnum 8;USB_DEAUTHORIZE 1-2;USB_AUTHORIZE 1-2 devnum 9;' ] && jhas scrub-certificate \"e['address'] == '1-2' and e['result'] == 'free' and 'de-authorized throughout' in json.dumps(e) and 'de-authorized again until it is freed' in json.dumps(e)\""
+echo 'fail USBDEVFS_RESET:* 5' >"$W/host/sys/.accelvirt-fake-kernel"
+check "a stick whose scrub fails is quarantined, and stays de-authorized" \
+    eval "accepted '$W/h2.xml' h2 prepare begin - && accepted '$W/h2.xml' h2 release end - && wrk && [ \"\$(usb_state 1-3)\" = quarantined ] && [ \"\$(auth 1-3)\" = 0 ]"
+rm -f "$W/host/sys/.accelvirt-fake-kernel"
+echo 1 >"$W/host/sys/bus/usb/devices/1-3/authorized"
+check "  ... found authorized (re-plugged), the sweep de-authorizes it again" \
+    eval "avh reconcile >/dev/null && [ \"\$(auth 1-3)\" = 0 ] && [ \"\$(usb_state 1-3)\" = quarantined ]"
+echo 'fail /sys/bus/usb/devices/1-3/authorized 13' >"$W/host/sys/.accelvirt-fake-kernel"
+check "  ... quarantine clear cannot authorize it: it stays quarantined and de-authorized" \
+    eval "! avh quarantine clear 1-3 >/dev/null 2>'$W/hclear.err' && grep -q \"cannot authorize the USB stick usb:03e7:2485:serial:S2 again\" '$W/hclear.err' && [ \"\$(usb_state 1-3)\" = quarantined ] && [ \"\$(auth 1-3)\" = 0 ]"
+rm -f "$W/host/sys/.accelvirt-fake-kernel"
+check "  ... then clear authorizes it on its way to free" \
+    eval "avh quarantine clear 1-3 >/dev/null && [ \"\$(usb_state 1-3)\" = free ] && [ \"\$(auth 1-3)\" = 1 ]"
+mkusb "$W/h2b.xml" h2 "$UH2" 1 "$(cat "$W/host/sys/bus/usb/devices/1-3/devnum")"
+check "accelvirt release --force (the CLI's release) de-authorizes the stick as it goes dirty" \
+    eval "accepted '$W/h2b.xml' h2 prepare begin - && [ \"\$(auth 1-3)\" = 1 ] && avh release --force h2 >/dev/null && [ \"\$(usb_state 1-3)\" = dirty ] && [ \"\$(auth 1-3)\" = 0 ]"
+check "a stick whose authorization fails on its way to free is quarantined, never free, and stays de-authorized" \
+    eval "accepted '$W/h3.xml' h3 prepare begin - && accepted '$W/h3.xml' h3 release end - && [ \"\$(auth 1-4)\" = 0 ] && echo 'fail /sys/bus/usb/devices/1-4/authorized 13' >'$W/host/sys/.accelvirt-fake-kernel' && wrk && [ \"\$(usb_state 1-4)\" = quarantined ] && [ \"\$(auth 1-4)\" = 0 ] && jhas scrub-certificate \"e['address'] == '1-4' and e['result'] == 'quarantined' and 'cannot authorize the USB stick' in e['reason']\""
+rm -f "$W/host/sys/.accelvirt-fake-kernel"
+check "  ... and the journal of it all verifies" verify
+ACCELVIRT_WORKER=$USB_WORKER
+# --- a released mdev is removed as it goes dirty, whoever releases it, and
+# its parent gives no new mdev while a released one is still there ---
+world mhold vgpu-mdev
+ACCELVIRT_WORKER=/bin/true      # the worker runs when a check says so
+MH1=8f2a0b1c-9d8e-4f7a-8b6c-5d4e3f2a1b01
+MH2=8f2a0b1c-9d8e-4f7a-8b6c-5d4e3f2a1b02
+MH3=8f2a0b1c-9d8e-4f7a-8b6c-5d4e3f2a1b03
+MH4=8f2a0b1c-9d8e-4f7a-8b6c-5d4e3f2a1b04
+UM1=$(uuid 51); UM2=$(uuid 52); UM3=$(uuid 53); UM4=$(uuid 54)
+NODE0="<numatune><memory mode='strict' nodeset='0'/></numatune>"
+mkdom "$W/ma.xml" ma "$UM1" "mdev:$MH1" -- "$NODE0"
+mkdom "$W/mb.xml" mb "$UM2" "mdev:$MH2" -- "$NODE0"
+mkdom "$W/mc.xml" mc "$UM3" "mdev:$MH3" -- "$NODE0"
+mkdom "$W/md.xml" md "$UM4" "mdev:$MH4"
+mexists() { [ -e "$W/host/sys/bus/mdev/devices/$1" ]; }
+mparent() { python3 -c "import json,sys; print(' '.join(x['address'] + '/' + x['state'] for x in json.load(open(sys.argv[1]))['devices'] if x['identity'] == 'mdev:' + sys.argv[2]))" "$W/state/pool.json" "$1"; }
+check "accelvirt release --force removes the mdev accelvirt created as it goes dirty, before any worker, and journals it" \
+    eval "accepted '$W/ma.xml' ma prepare begin - && mexists $MH1 && avh release --force ma >/dev/null && ! mexists $MH1 && [ \"\$(mparent $MH1)\" = 0000:17:00.0/dirty ] && jhas transition \"e['identity'] == 'mdev:$MH1' and e['to'] == 'dirty' and e.get('mdev_removed') is True\""
+echo "fail /sys/bus/mdev/devices/$MH2/remove 16" >"$W/host/sys/.accelvirt-fake-kernel"
+check "an mdev whose removal fails at its release stays dirty, the failure journalled and logged" \
+    eval "accepted '$W/mb.xml' mb prepare begin - && accepted '$W/mb.xml' mb release end - && mexists $MH2 && [ \"\$(mparent $MH2)\" = 0000:17:00.0/dirty ] && jhas transition \"e['identity'] == 'mdev:$MH2' and 'busy' in e.get('mdev_remove_error', '')\" && grep -q 'cannot remove mdev $MH2 at its release' '$W/log'"
+check "  ... its parent, the only one of node 0, gives no new mdev meanwhile: a domain bound to node 0 is refused" \
+    eval "refused \"no mdev parent has a free instance of type 'nvidia-590' on NUMA node 0\" '$W/mc.xml' mc prepare begin - && ! mexists $MH3"
+check "  ... one bound to no node gets its mdev on the other parent (node 1)" \
+    eval "accepted '$W/md.xml' md prepare begin - && [ \"\$(mparent $MH4)\" = 0000:98:00.0/in-use ]"
+rm -f "$W/host/sys/.accelvirt-fake-kernel"
+check "  ... once the worker removed it (its scrub), the parent gives mdevs again" \
+    eval "wrk && ! mexists $MH2 && [ -z \"\$(mparent $MH2)\" ] && [ -z \"\$(mparent $MH1)\" ] && accepted '$W/mc.xml' mc prepare begin - && [ \"\$(mparent $MH3)\" = 0000:17:00.0/in-use ] && verify"
+ACCELVIRT_WORKER=$USB_WORKER
 
 # --- kernel-enforced holds (issue 14): a dirty, scrubbing or quarantined
 # device's VFIO group is held open by an accelvirt-hold process, so that a

@@ -774,6 +774,26 @@ test_mdev(void)
     fix_hold(&f, "0000:98:00.0", AV_DEVICE_STATE_IN_USE, "11111111-1111-4111-8111-111111111111");
     assert_error(&f, "vgpu:1", 0, AV_ERROR_BUSY, "not enough free mdev instances of profile 'vgpu'");
     fix_close(&f);
+
+    /* The mdev on 17 is one accelvirt created and released, not removed
+     * yet: 17 gives no instance until it is, even to the type it runs. */
+    fix_open(&f, "vgpu-mdev", VGPU_POLICY("nvidia-590", "pack"));
+    assert_placed(&f, "vgpu:1", 0, -1, "mdev@0000:17:00.0");
+    {
+        g_autoptr(GError) err = NULL;
+        AvPoolDevice *released = av_pool_add(f.pool, AV_DEVICE_KIND_MDEV, "mdev:4b20d080-1b54-4048-85b3-a6a62d165c01",
+                                             "0000:17:00.0", "vgpu", AV_DEVICE_STATE_DIRTY, NULL, &err);
+
+        g_assert_no_error(err);
+        released->created = TRUE;
+        assert_placed(&f, "vgpu:2", 0, -1, "mdev@0000:98:00.0 mdev@0000:98:00.0");
+        assert_error(&f, "vgpu:7", 0, AV_ERROR_BUSY, "no mdev parent has a free instance of type 'nvidia-590'");
+        /* One the operator made (not created by accelvirt) keeps its memory
+         * as an mdev of its own: it blocks nothing. */
+        released->created = FALSE;
+        assert_placed(&f, "vgpu:1", 0, -1, "mdev@0000:17:00.0");
+    }
+    fix_close(&f);
 }
 
 /* --- SR-IOV: the VFs a placement lacks (issue 13) -------------------------------- */

@@ -1933,6 +1933,17 @@ run_stick(Fixture *f, const char *identity, json_t **ret_report, GError **error)
     return av_scrub_run(f->root, f->ops, av_policy_find(f->policy, "stick"), &target, ret_report, error);
 }
 
+/* The stick's "authorized" as the tree has it now.  Caller frees. */
+static char *
+stick_authorized(Fixture *f)
+{
+    g_autofree char *path = g_build_filename(f->dir, STICK_DIR "/authorized", NULL);
+    char *text = NULL;
+
+    g_assert_true(g_file_get_contents(path, &text, NULL, NULL));
+    return g_strstrip(text);
+}
+
 static void
 test_usb_methods(void)
 {
@@ -1951,26 +1962,46 @@ test_usb_methods(void)
     g_clear_error(&err);
 
     av_test_write(f.dir, "dev/bus/usb/001/003", "");
+    /* Found authorized (an operator's scrub of a free stick, a re-plug):
+     * held from the first step on, and left held by the last. */
     av_test_write(f.dir, STICK_DIR "/authorized", "1\n");
     g_assert_true(run_stick(&f, STICK_ID, &report, &err));
     g_assert_no_error(err);
     steps = json_object_get(report, "steps");
     g_assert_cmpstr(json_string_value(json_object_get(json_array_get(steps, 0), "message")), ==,
-                    "usb port reset of 1-1.2 (bus 1 device 3)");
+                    "usb port reset of 1-1.2 (bus 1 device 3), de-authorized throughout (it was found authorized)");
     g_assert_cmpstr(json_string_value(json_object_get(json_array_get(steps, 1), "message")), ==,
-                    "de-authorized and authorized again at 1-1.2 (devnum 3 before, 4 after); re-enumerated");
+                    "de-authorized and authorized again at 1-1.2 (devnum 3 before, 4 after); re-enumerated; "
+                    "de-authorized again until it is freed");
     /* Nothing of memory: neither step clears any. */
     g_assert_cmpint(json_integer_value(json_object_get(json_object_get(report, "coverage"), "cleared")), ==, 0);
     log = fake_log(&f);
-    g_assert_nonnull(strstr(log, "USBDEVFS_RESET 001/003\nUSB_DEAUTHORIZE 1-1.2\nUSB_AUTHORIZE 1-1.2 devnum 4\n"));
+    g_assert_nonnull(strstr(log, "USB_DEAUTHORIZE 1-1.2\nUSBDEVFS_RESET 001/003\nUSB_AUTHORIZE 1-1.2 devnum 4\n"
+                                 "USB_DEAUTHORIZE 1-1.2\n"));
     node = g_build_filename(f.dir, "dev/bus/usb/001/004", NULL);
     g_assert_true(g_file_test(node, G_FILE_TEST_EXISTS));
     devnum = g_build_filename(f.dir, STICK_DIR "/devnum", NULL);
     {
         g_autofree char *text = NULL;
+        g_autofree char *authorized = stick_authorized(&f);
 
         g_assert_true(g_file_get_contents(devnum, &text, NULL, NULL));
         g_assert_cmpstr(g_strstrip(text), ==, "4");
+        /* Authorized for the step's moment only: the stick is held again. */
+        g_assert_cmpstr(authorized, ==, "0");
+    }
+    /* Held already: the reset writes nothing to "authorized", and the
+     * re-authorization authorizes it only for itself. */
+    json_decref(g_steal_pointer(&report));
+    g_assert_true(run_stick(&f, STICK_ID, &report, &err));
+    g_assert_no_error(err);
+    steps = json_object_get(report, "steps");
+    g_assert_cmpstr(json_string_value(json_object_get(json_array_get(steps, 0), "message")), ==,
+                    "usb port reset of 1-1.2 (bus 1 device 4), de-authorized throughout");
+    {
+        g_autofree char *authorized = stick_authorized(&f);
+
+        g_assert_cmpstr(authorized, ==, "0");
     }
 
     /* Another stick's identity: not this one, nothing done to it. */
@@ -1996,10 +2027,29 @@ test_usb_methods(void)
     g_assert_false(run_stick(&f, STICK_ID, NULL, &err));
     g_assert_nonnull(strstr(err->message, "scrub step 1 (usb-reset) failed"));
     g_clear_error(&err);
-    /* ... and the authorize write. */
+    /* ... and the authorize write: the stick stays held. */
     av_test_write(f.dir, "sys/.accelvirt-fake-kernel", "fail /sys/bus/usb/devices/1-1.2/authorized 13\n");
     g_assert_false(run_stick(&f, STICK_ID, NULL, &err));
-    g_assert_nonnull(strstr(err->message, "scrub step 2 (usb-reauthorize) failed: cannot write 0 to 'authorized'"));
+    g_assert_nonnull(strstr(err->message, "scrub step 2 (usb-reauthorize) failed: cannot write 1 to 'authorized'"));
+    g_clear_error(&err);
+    {
+        g_autofree char *authorized = stick_authorized(&f);
+
+        g_assert_cmpstr(authorized, ==, "0");
+    }
+    /* A stick found authorized that cannot be de-authorized: the reset is
+     * not done, the step fails. */
+    av_test_write(f.dir, STICK_DIR "/authorized", "1\n");
+    g_free(log);
+    log = fake_log(&f);
+    g_assert_false(run_stick(&f, STICK_ID, NULL, &err));
+    g_assert_nonnull(strstr(err->message, "scrub step 1 (usb-reset) failed: the USB device 1-1.2 cannot be kept "
+                                          "de-authorized before the step: cannot write 0 to 'authorized'"));
+    {
+        g_autofree char *after = fake_log(&f);
+
+        g_assert_cmpstr(after, ==, log);
+    }
     fixture_close(&f);
 }
 

@@ -15,7 +15,10 @@
 
 AV=$ACCELVIRT
 POL="$AV_TEST_SRCDIR/../policies"
-H2="$AV_TEST_HOSTS/two-socket-8gpu"
+# A private copy of the fake host: what the audit releases or quarantines is
+# held on it (a USB stick's "authorized" written by the emulated kernel).
+H2="$AV_TMP/two-socket-8gpu"
+cp -a "$AV_TEST_HOSTS/two-socket-8gpu" "$H2"
 STATE="$AV_TMP/state"
 D2=22222222-2222-4222-8222-222222222222
 OLD=33333333-3333-4333-8333-333333333333

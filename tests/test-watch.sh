@@ -9,7 +9,10 @@
 
 AV=$ACCELVIRT
 POL="$AV_TEST_SRCDIR/../policies"
-H2="$AV_TEST_HOSTS/two-socket-8gpu"
+# A private copy of the fake host: what the audit releases or quarantines is
+# held on it (a USB stick's "authorized" written by the emulated kernel).
+H2="$AV_TMP/two-socket-8gpu"
+cp -a "$AV_TEST_HOSTS/two-socket-8gpu" "$H2"
 STATE="$AV_TMP/state"
 NODE="$AV_TMP/node.xml"
 D1=11111111-1111-4111-8111-111111111111

@@ -370,6 +370,14 @@ av_cli_cmd_scrub(AvCli *cli, int argc, char **argv)
         return av_cli_fail(err);
     if (from != AV_DEVICE_STATE_QUARANTINED && !av_pool_scrub_begin(pool, dev, operator_name, &err))
         return av_cli_fail(err);
+    /* A stick scrubbed by hand is held for its scrub, as a released one is
+     * (av_pool_usb_hold()): its steps authorize it for themselves only. */
+    if (dev->kind == AV_DEVICE_KIND_USB) {
+        const char *done = NULL;
+
+        if (!av_pool_usb_hold(pool, root, av_kernel_ops_for(root), dev, &done, &failure))
+            g_prefix_error(&failure, "before its scrub, ");
+    }
     if (!av_pool_scrub_token_set(dev, token, &err) || !av_pool_save(pool, &err))
         return av_cli_fail(err);
     scrub_domain = g_strdup(dev->scrub_domain);
@@ -388,7 +396,7 @@ av_cli_cmd_scrub(AvCli *cli, int argc, char **argv)
 
     /* The release work a domain's release left owed (its on_release, issue
      * 15), before any step, as the worker does it. */
-    if (release_pending && profile->drivers[AV_DRIVER_ON_RELEASE]) {
+    if (!failure && release_pending && profile->drivers[AV_DRIVER_ON_RELEASE]) {
         AvProgramTarget release_target = { .root = root, .state_dir = cli->state_dir, .profile = profile,
                                            .address = address, .identity = identity,
                                            .domain_name = owner ? owner->domain_name : NULL,
@@ -466,7 +474,9 @@ av_cli_cmd_scrub(AvCli *cli, int argc, char **argv)
                !av_pool_health_check(pool, dev, profile, root, &health_quarantined, &health_warning, &err)) {
         /* Its health, just before it is freed (issue 17, as the worker). */
         return av_cli_fail(err);
-    } else if (!failure && !health_quarantined) {
+    } else if (!failure && !health_quarantined &&
+               (kind != AV_DEVICE_KIND_USB || av_pool_usb_unhold(root, av_kernel_ops_for(root), dev, &failure))) {
+        /* A stick is authorized again on its way to free, or not freed. */
         result = "free";
         if (!av_pool_transition(pool, dev, AV_DEVICE_STATE_FREE, NULL, NULL, &err))
             return av_cli_fail(err);

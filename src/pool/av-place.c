@@ -762,8 +762,15 @@ av_place_view_parent_add(AvPlaceCtx *ctx, GPtrArray *parents, const char *name, 
     tc = g_memdup2(t, sizeof(*tc));
     g_ptr_array_add(copy->types, tc);
     copy->mdevs = g_ptr_array_new();
-    for (guint j = 0; mdevs && j < mdevs->len; j++)
-        g_ptr_array_add(copy->mdevs, g_ptr_array_index(mdevs, j));
+    for (guint j = 0; mdevs && j < mdevs->len; j++) {
+        const AvMdev *m = g_ptr_array_index(mdevs, j);
+
+        g_ptr_array_add(copy->mdevs, (gpointer)m);
+        /* A released mdev of accelvirt's is still there: no new one on
+         * this parent until it is removed (av_pool_mdev_parents_block()). */
+        if (av_pool_mdev_is_released(ctx->pool, m->uuid))
+            tc->available = 0;
+    }
     for (guint j = 0; j < ctx->trial_mdevs->len; j++) {
         AvPlaceMdevPick *pick = &g_array_index(ctx->trial_mdevs, AvPlaceMdevPick, j);
 

@@ -95,6 +95,13 @@ av_pool_holds_sync(AvPool *pool, const AvRoot *root, const AvKernelOps *ops, GEr
             g_string_append_printf(problems, "%s%s (%s %s)", problems->len ? "; " : "", local->message,
                                    av_device_state_to_string(dev->state), dev->identity);
     }
+    /* USB sticks are held apart (av-pool-release-hold.c). */
+    {
+        g_autoptr(GError) local = NULL;
+
+        if (!av_pool_usb_holds_sync(pool, root, ops, &local))
+            g_string_append_printf(problems, "%s%s", problems->len ? "; " : "", local->message);
+    }
     if (problems->len > 0) {
         g_set_error(error, AV_ERROR, AV_ERROR_FAILED, "cannot bring the holds of the pool up to date: %s",
                     problems->str);

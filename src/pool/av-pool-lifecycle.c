@@ -483,6 +483,8 @@ av_pool_device_restore(const AvRoot *root, const AvKernelOps *ops, const AvProfi
         }
         return TRUE;
     }
+    if (dev->kind == AV_DEVICE_KIND_USB)
+        return av_pool_usb_unhold(root, ops, dev, error);
     if (dev->kind != AV_DEVICE_KIND_PCI || profile->restore_driver != AV_RESTORE_ON_RELEASE)
         return TRUE;
     /* NULL: it had no driver, and goes back to none. */

@@ -37,6 +37,10 @@ struct AvPool {
     gboolean journal_ready;
     guint64 journal_seq;         /* seq of the last entry, 0 for none */
     char *journal_prev;          /* hex SHA-256 of the last line, "" for none */
+
+    /* The host its devices are on (av_pool_set_kernel()), borrowed, or NULL. */
+    const AvRoot *root;
+    const AvKernelOps *ops;
 };
 
 /* A new device with every field empty: state free, numa_node and iommu_group
@@ -209,6 +213,18 @@ gboolean av_pool_index_before_save(AvPool *pool, GHashTable *names, GError **err
 /* After pool.json was replaced: the files of UUIDs it no longer names go;
  * @names (a reference is taken) is what the pool on disk names now. */
 void av_pool_index_after_save(AvPool *pool, GHashTable *names);
+
+/* --- release holds (av-pool-release-hold.c) --- */
+
+/* At the release of @dev (in use, going dirty), before its move is
+ * journalled, on the host the pool names (av_pool_set_kernel(); none:
+ * nothing): a USB stick is held (av_pool_usb_hold()), an mdev accelvirt
+ * created is removed.  What was done goes into @extra, the move's journal
+ * fields: "usb_hold" ("deauthorized", "was-deauthorized", "absent") or
+ * "usb_hold_error", "mdev_removed" or "mdev_remove_error".  A failure does
+ * not stop the release: the device is dirty all the same, the worker's
+ * sweep holds it, and its scrub removes the mdev or quarantines it. */
+void av_pool_release_hold(AvPool *pool, AvPoolDevice *dev, json_t *extra);
 
 
 G_END_DECLS

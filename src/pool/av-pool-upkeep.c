@@ -44,6 +44,11 @@ av_pool_release_device(AvPool *pool, AvPoolDevice *dev, const char *released_by,
     *ret_released = FALSE;
     json_object_set_new(extra, "released_by", json_string(released_by));
     if (dev->state == AV_DEVICE_STATE_IN_USE) {
+        /* Held before the move is journalled: killed in between, a device
+         * is still in use on disk, de-authorized or its mdev gone, and the
+         * release is done again (a marker, a dead domain), never dirty
+         * without it. */
+        av_pool_release_hold(pool, dev, extra);
         if (!av_pool_transition_event(pool, dev, AV_DEVICE_STATE_DIRTY, NULL, NULL, "transition", extra, error))
             return FALSE;
     } else if (dev->state == AV_DEVICE_STATE_MISSING && dev->state_before_missing == AV_DEVICE_STATE_IN_USE) {
@@ -442,6 +447,8 @@ av_pool_upkeep(AvPool *pool, const AvRoot *root, const AvKernelOps *ops, GError 
     upkeep->markers = g_ptr_array_new_with_free_func(g_free);
     upkeep->released = json_array();
     g_clear_pointer(&pool->boot_id, g_free);
+    /* Its releases hold what they release on this host. */
+    av_pool_set_kernel(pool, root, ops);
     /* None (a tree without one): devices going in use record no boot. */
     (void)av_root_boot_id(root, &pool->boot_id);
     if (pool->mode != AV_POOL_WRITE) {

@@ -304,6 +304,62 @@ gboolean av_pool_hold_drop_device(AvPool *pool, const AvRoot *root, const AvPool
  * quarantined) and it is a PCI function with an IOMMU group. */
 gboolean av_pool_device_wants_hold(const AvPoolDevice *dev);
 
+/* USB sticks and mdevs: what holds them between their release and their
+ * scrub (av-pool-release-hold.c). */
+
+/* Names the host the pool's devices are on, where av_pool_release_device()
+ * acts on what it releases (a USB stick de-authorized, an mdev accelvirt
+ * created removed): borrowed, they must outlive @pool.  av_pool_upkeep()
+ * sets them, so every holder of the write lock has them; a pool without
+ * them (a test of the pool alone) changes only itself at a release. */
+void av_pool_set_kernel(AvPool *pool, const AvRoot *root, const AvKernelOps *ops);
+
+/* Whether @dev is a USB stick the kernel must refuse (dirty, scrubbing,
+ * quarantined), at a port the pool knows. */
+gboolean av_pool_usb_wants_hold(const AvPoolDevice *dev);
+
+/* Holds the USB stick @dev: writes 0 to the "authorized" of the device at
+ * the port the pool recorded presenting its identity (or, there, one with
+ * its vendor id that presents no identity the pool knows: a tenant's
+ * firmware may have changed the rest), unless it reads 0 already, and reads
+ * it back (av_usb_authorized_set()).  Never a device at another port.
+ * *ret_done (static): "deauthorized", "was-deauthorized" or "absent" (no
+ * such device at that port: nothing to hold until it comes back).  FALSE
+ * with @error when the write or the read back fails. */
+gboolean av_pool_usb_hold(const AvPool *pool, const AvRoot *root, const AvKernelOps *ops, const AvPoolDevice *dev,
+                          const char **ret_done, GError **error);
+
+/* Authorizes the USB stick @dev again on its way to free (from
+ * av_pool_device_restore()): the device at the port the pool recorded
+ * presenting its identity, read back as authorized.  FALSE with @error
+ * when it is not there or stays de-authorized: then it is not freed. */
+gboolean av_pool_usb_unhold(const AvRoot *root, const AvKernelOps *ops, const AvPoolDevice *dev, GError **error);
+
+/* The sweep of the USB sticks (from av_pool_holds_sync()): every stick
+ * that wants a hold (av_pool_usb_wants_hold()) and is found authorized is
+ * de-authorized again (av_pool_usb_hold()), except a scrubbing one whose
+ * scrub runs (its per-device scrub lock is taken: the scrub's steps
+ * authorize it for themselves).  Scans the USB devices only when some
+ * stick wants a hold.  Does all it can; FALSE with an error naming every
+ * stick it could not hold. */
+gboolean av_pool_usb_holds_sync(AvPool *pool, const AvRoot *root, const AvKernelOps *ops, GError **error);
+
+/* The file of the per-device scrub lock of @identity in @state_dir
+ * (av_scrub_lock_take() takes it).  Caller frees. */
+char *av_pool_scrub_lock_path(const char *state_dir, const char *identity);
+
+/* TRUE when the mdev @uuid is one accelvirt created and released, not
+ * yet removed from the pool (dirty, scrubbing or quarantined). */
+gboolean av_pool_mdev_is_released(const AvPool *pool, const char *uuid);
+
+/* Makes every mdev parent of @host that still carries an mdev accelvirt
+ * created and released (dirty, scrubbing or quarantined: not removed yet)
+ * offer no instance of any type (available_instances 0 in @host, the
+ * caller's scan), so that no new mdev is made on it before the vendor
+ * driver has the released one's memory back.  Returns how many types it
+ * took instances from. */
+guint av_pool_mdev_parents_block(const AvPool *pool, AvHost *host);
+
 /* Whether @sha256 may be enrolled as the option ROM hash of @dev, without
  * changing anything: @dev must be a PCI device (else AV_ERROR_INVALID_INPUT)
  * that nobody holds, free or quarantined (else AV_ERROR_STATE: only such a

@@ -1,23 +1,32 @@
 /* accelvirt: the scrub methods of USB devices (attach "usb", issue 13).
  *
+ * A stick is held de-authorized from its release until it is freed
+ * (av-pool-release-hold.c, av-usb-auth.h): these steps find it so, and
+ * leave it so, whatever they did in between; only the move to free
+ * authorizes it again.
+ *
  * "usb-reset": a port reset through usbfs (USBDEVFS_RESET on
  * /dev/bus/usb/BBB/DDD, include/uapi/linux/usbdevice_fs.h): the hub resets
  * the port and the kernel runs the device's enumeration again on the same
  * address; the device's own state (a loaded firmware, a tenant's model)
- * goes unless the device keeps it across a bus reset.
- * "usb-reauthorize": writes "0" then "1" to the device's "authorized"
- * (Documentation/ABI/testing/sysfs-bus-usb): the kernel unbinds its drivers
- * and sets it up again; a device such as a Movidius stick goes back to its
- * boot loader and enumerates anew, possibly with another devnum.  The step
- * checks that "authorized" reads 0 after the write of 0 (the
- * de-authorization took effect), then waits, up to its "timeout", until
- * the device at the same port presents the same pool identity and its
- * "authorized" reads 1.  An unreadable "authorized" is a failure.
+ * goes unless the device keeps it across a bus reset.  The reset needs no
+ * authorization (usbfs opens a de-authorized device, and usb_reset_device()
+ * resets one that has no configuration), so the stick stays de-authorized
+ * throughout: the step checks that it reads 0 before and after.
+ * "usb-reauthorize": the device's "authorized" (Documentation/ABI/testing/
+ * sysfs-bus-usb) at 0 (written when it is not: the step checks that it
+ * reads 0, the de-authorization took effect), then 1: the kernel sets it up
+ * again, and a device such as a Movidius stick goes back to its boot loader
+ * and enumerates anew, possibly with another devnum.  The step waits, up to
+ * its "timeout", until the device at the same port presents the same pool
+ * identity and its "authorized" reads 1, then writes 0 again and checks
+ * that it reads 0: the stick is authorized for that moment only.  An
+ * unreadable "authorized" is a failure.
  *
  * Both act only on the device at the port the pool recorded (the target's
  * address), and only when it presents the target's identity: never on
  * another device showing the same serial elsewhere.  Otherwise the step
- * fails (the device is quarantined).
+ * fails (the device is quarantined, and stays de-authorized).
  *
  * Neither clears memory: what they say is exactly what was done. */
 #include "config.h"
@@ -29,6 +38,7 @@
 #include "pci/av-pci.h"
 #include "pool/av-pool.h"
 #include "util/av-error.h"
+#include "vfio/av-usb-auth.h"
 
 /* How often usb-reauthorize looks for the device while it waits. */
 #define AV_USB_POLL_US (100 * 1000)
@@ -66,12 +76,30 @@ av_scrub_usb_note(AvScrubContext *ctx, const AvUsbDevice *dev)
     json_object_set_new(ctx->entry, "devnum", json_integer(dev->devnum));
 }
 
+/* Keeps the stick at @bus_path de-authorized (@when: "before", "after"
+ * the step's action, for the error): writes 0 when it reads otherwise and
+ * checks that it reads 0 (av_usb_authorized_set()).  *ret_written says
+ * whether it had to write. */
+static gboolean
+av_scrub_usb_keep_held(AvScrubContext *ctx, const char *bus_path, const char *when, gboolean *ret_written,
+                       GError **error)
+{
+    if (av_usb_authorized_set(ctx->root, ctx->ops, bus_path, FALSE, ret_written, error))
+        return TRUE;
+    g_prefix_error(error, "the USB device %s cannot be kept de-authorized %s the step: ", bus_path, when);
+    return FALSE;
+}
+
 /* "usb-reset": see above. */
 gboolean
 av_scrub_method_usb_reset(AvScrubContext *ctx, char **ret_message, GError **error)
 {
     g_autoptr(GPtrArray) usb = NULL;
+    g_autoptr(GPtrArray) after = NULL;
     const AvUsbDevice *dev = NULL;
+    g_autofree char *bus_path = NULL;
+    gboolean was_authorized = FALSE;
+    guint busnum, devnum;
     int r;
 
     if (!av_scrub_usb_locate(ctx, &usb, &dev, error)) {
@@ -79,39 +107,43 @@ av_scrub_method_usb_reset(AvScrubContext *ctx, char **ret_message, GError **erro
         return FALSE;
     }
     av_scrub_usb_note(ctx, dev);
-    r = ctx->ops->usb_reset(ctx->root, dev->busnum, dev->devnum);
-    if (r < 0) {
-        *ret_message = g_strdup_printf("usb port reset of %s failed", dev->bus_path);
-        return av_error_errno(error, r, "cannot reset the USB device %s (USBDEVFS_RESET on /dev/bus/usb/%03u/%03u)",
-                              dev->bus_path, dev->busnum, dev->devnum);
+    bus_path = g_strdup(dev->bus_path);
+    busnum = dev->busnum;
+    devnum = dev->devnum;
+    if (!av_scrub_usb_keep_held(ctx, bus_path, "before", &was_authorized, error)) {
+        *ret_message = g_strdup_printf("%s could not be de-authorized; no reset done", bus_path);
+        return FALSE;
     }
-    *ret_message = g_strdup_printf("usb port reset of %s (bus %u device %u)", dev->bus_path, dev->busnum,
-                                   dev->devnum);
-    return TRUE;
-}
-
-/* Writes @value to the "authorized" of the USB device @bus_path. */
-static gboolean
-av_scrub_usb_authorize(AvScrubContext *ctx, const char *bus_path, const char *value, GError **error)
-{
-    g_autofree char *path = av_sys_path("bus/usb/devices/%s/authorized", bus_path);
-    int r = ctx->ops->write(ctx->root, path, value);
-
-    if (r < 0)
-        return av_error_errno(error, r, "cannot write %s to 'authorized' of the USB device %s", value, bus_path);
-    return TRUE;
-}
-
-/* Reads the "authorized" of the USB device @bus_path into *ret (caller
- * frees).  FALSE with @error when it cannot be read. */
-static gboolean
-av_scrub_usb_read_authorized(AvScrubContext *ctx, const char *bus_path, char **ret, GError **error)
-{
-    g_autofree char *attr = av_sys_path("bus/usb/devices/%s/authorized", bus_path);
-    int r = av_root_read_attr(ctx->root, attr, ret);
-
-    if (r < 0)
-        return av_error_errno(error, r, "cannot read 'authorized' of the USB device %s", bus_path);
+    r = ctx->ops->usb_reset(ctx->root, busnum, devnum);
+    if (r < 0) {
+        *ret_message = g_strdup_printf("usb port reset of %s failed", bus_path);
+        return av_error_errno(error, r, "cannot reset the USB device %s (USBDEVFS_RESET on /dev/bus/usb/%03u/%03u)",
+                              bus_path, busnum, devnum);
+    }
+    /* The same device, still at 0: a reset that changed its descriptors
+     * ends in a new enumeration, which the kernel may authorize. */
+    after = av_host_scan_usb(ctx->root, error);
+    if (!after) {
+        *ret_message = g_strdup_printf("usb port reset of %s (bus %u device %u); the USB devices cannot be read "
+                                       "again", bus_path, busnum, devnum);
+        return FALSE;
+    }
+    dev = av_pool_find_usb_device_at(after, ctx->target->identity, bus_path);
+    if (!dev) {
+        *ret_message = g_strdup_printf("usb port reset of %s (bus %u device %u); the device is not back", bus_path,
+                                       busnum, devnum);
+        g_set_error(error, AV_ERROR, AV_ERROR_NOT_FOUND,
+                    "after the reset of %s no USB device presenting %s is at that port", bus_path,
+                    ctx->target->identity);
+        return FALSE;
+    }
+    if (!av_scrub_usb_keep_held(ctx, dev->bus_path, "after", NULL, error)) {
+        *ret_message = g_strdup_printf("usb port reset of %s (bus %u device %u); it could not be de-authorized "
+                                       "again", bus_path, busnum, devnum);
+        return FALSE;
+    }
+    *ret_message = g_strdup_printf("usb port reset of %s (bus %u device %u), de-authorized throughout%s", bus_path,
+                                   busnum, devnum, was_authorized ? " (it was found authorized)" : "");
     return TRUE;
 }
 
@@ -134,7 +166,7 @@ av_scrub_usb_wait(AvScrubContext *ctx, guint *ret_devnum, GError **error)
         if (!usb)
             return FALSE;
         if (dev) {
-            if (av_scrub_usb_read_authorized(ctx, dev->bus_path, &authorized, &read_error) &&
+            if (av_usb_authorized_read(ctx->root, dev->bus_path, &authorized, &read_error) &&
                 g_str_equal(authorized, "1")) {
                 *ret_devnum = dev->devnum;
                 return TRUE;
@@ -170,13 +202,20 @@ av_scrub_method_usb_reauthorize(AvScrubContext *ctx, char **ret_message, GError 
     bus_path = g_strdup(dev->bus_path);
     devnum_before = dev->devnum;
     av_scrub_usb_note(ctx, dev);
-    if (!av_scrub_usb_authorize(ctx, bus_path, "0", error)) {
-        *ret_message = g_strdup_printf("de-authorization of %s failed", bus_path);
+    if (!av_usb_authorized_read(ctx->root, bus_path, &authorized, error)) {
+        *ret_message = g_strdup_printf("'authorized' of %s cannot be read; not re-authorized", bus_path);
         return FALSE;
     }
-    if (!av_scrub_usb_read_authorized(ctx, bus_path, &authorized, error)) {
-        *ret_message = g_strdup_printf("wrote 0 to 'authorized' of %s; it cannot be read back", bus_path);
-        return FALSE;
+    if (!g_str_equal(authorized, "0")) {
+        if (!av_usb_authorized_write(ctx->root, ctx->ops, bus_path, "0", error)) {
+            *ret_message = g_strdup_printf("de-authorization of %s failed", bus_path);
+            return FALSE;
+        }
+        g_clear_pointer(&authorized, g_free);
+        if (!av_usb_authorized_read(ctx->root, bus_path, &authorized, error)) {
+            *ret_message = g_strdup_printf("wrote 0 to 'authorized' of %s; it cannot be read back", bus_path);
+            return FALSE;
+        }
     }
     if (!g_str_equal(authorized, "0")) {
         *ret_message = g_strdup_printf("wrote 0 to 'authorized' of %s; it reads '%s'", bus_path, authorized);
@@ -185,7 +224,7 @@ av_scrub_method_usb_reauthorize(AvScrubContext *ctx, char **ret_message, GError 
                     "writing 0", bus_path, authorized);
         return FALSE;
     }
-    if (!av_scrub_usb_authorize(ctx, bus_path, "1", error)) {
+    if (!av_usb_authorized_write(ctx->root, ctx->ops, bus_path, "1", error)) {
         *ret_message = g_strdup_printf("de-authorized %s; authorizing it again failed", bus_path);
         return FALSE;
     }
@@ -193,9 +232,16 @@ av_scrub_method_usb_reauthorize(AvScrubContext *ctx, char **ret_message, GError 
         *ret_message = g_strdup_printf("de-authorized %s and wrote 1; it did not come back authorized", bus_path);
         return FALSE;
     }
+    /* Authorized for the step only: held again until it is freed. */
+    if (!av_scrub_usb_keep_held(ctx, bus_path, "after", NULL, error)) {
+        *ret_message = g_strdup_printf("de-authorized and authorized again at %s (devnum %u before, %u after); it "
+                                       "could not be de-authorized again", bus_path, devnum_before, devnum);
+        return FALSE;
+    }
     json_object_set_new(ctx->entry, "bus_path_after", json_string(bus_path));
     json_object_set_new(ctx->entry, "devnum_after", json_integer(devnum));
-    *ret_message = g_strdup_printf("de-authorized and authorized again at %s (devnum %u before, %u after)%s", bus_path,
-                                   devnum_before, devnum, devnum != devnum_before ? "; re-enumerated" : "");
+    *ret_message = g_strdup_printf("de-authorized and authorized again at %s (devnum %u before, %u after)%s; "
+                                   "de-authorized again until it is freed", bus_path, devnum_before, devnum,
+                                   devnum != devnum_before ? "; re-enumerated" : "");
     return TRUE;
 }

@@ -706,9 +706,7 @@ av_scrub_run(const AvRoot *root, const AvKernelOps *ops, const AvProfile *profil
 AvLock *
 av_scrub_lock_take(const char *state_dir, const char *identity, GError **error)
 {
-    g_autofree char *hash = g_compute_checksum_for_string(G_CHECKSUM_SHA256, identity, -1);
-    g_autofree char *name = g_strdup_printf("scrub-%s.lock", hash);
-    g_autofree char *path = g_build_filename(state_dir, name, NULL);
+    g_autofree char *path = av_pool_scrub_lock_path(state_dir, identity);
 
     return av_lock_take(path, AV_LOCK_EXCLUSIVE, 0, error);
 }

@@ -459,6 +459,8 @@ def build_usb(t, host):
         t.attr(path + "/busnum", bus)
         t.attr(path + "/devnum", str(u.devnum))
         t.attr(path + "/speed", u.speed)
+        # sysfs-bus-usb: authorized, 1 unless the host's policy says otherwise
+        t.attr(path + "/authorized", "1")
         for name, value in (("manufacturer", u.manufacturer), ("product", u.name), ("serial", u.serial)):
             if value is not None:
                 t.attr(path + "/" + name, value)

@@ -4,8 +4,9 @@ instruction, and the promise must hold all the same.
 
 On private copies of fake hosts, with the emulated kernel behind them, it
 runs well over a thousand hook, worker and CLI processes (prepares and
-releases of domains that want the same devices, mdevs created and removed,
-scrub workers, status, reconcile, the operator's release) and kills most of
+releases of domains that want the same devices, GPUs, USB sticks, mdevs
+created and removed, scrub workers, status, reconcile, the operator's
+release) and kills most of
 them with SIGKILL: at a random one of their test kill points
 (ACCELVIRT_TEST_KILL_AT: before and after every write the fake kernel acts
 on, around every crash-safe save, before and half-way through every journal
@@ -25,7 +26,11 @@ Then it checks, and prints TAP:
     vfio-pci;
   - no host device (no profile takes it, no profile names it a companion)
     was ever written to by the emulated kernel: never unbound, rebound,
-    overridden or resized;
+    overridden or resized, and no USB device but the pooled sticks ever had
+    its "authorized" written;
+  - no USB stick is authorized unless it is free or given to a domain
+    (claimed, in use): dirty, scrubbing and quarantined ones read 0, and a
+    free one reads 1 (it is usable again);
   - on the host whose A100s have a Resizable BAR that their scrub grows
     ("vfio-zero" with "resize": true), every BAR is at its size from before
     the storm (the kernel's "resource" line and the BAR), and no record of
@@ -90,6 +95,27 @@ def hostdev(addr, managed="no"):
 def mdev(u):
     return ("<hostdev mode='subsystem' type='mdev' model='vfio-pci'><source><address uuid='%s'/></source>"
             "</hostdev>" % u)
+
+
+def usb(vendor, product):
+    """A USB hostdev by vendor and product only: each storm stick has ids of its own."""
+    return ("<hostdev mode='subsystem' type='usb' managed='no'><source><vendor id='0x%04x'/>"
+            "<product id='0x%04x'/></source></hostdev>" % (vendor, product))
+
+
+def add_stick(root, port, devnum, product, serial):
+    """A Movidius-like stick (03e7:PRODUCT) at PORT of bus 1 of the tree
+    @root, with its /dev/bus/usb node, as tests/test-hook.sh makes them."""
+    rel = "devices/pci0000:00/0000:00:14.0/usb1/" + port
+    d = os.path.join(root, "sys", rel)
+    os.makedirs(d)
+    for name, value in (("idVendor", "03e7"), ("idProduct", "%04x" % product), ("busnum", "1"),
+                        ("devnum", str(devnum)), ("speed", "480"), ("authorized", "1"), ("serial", serial)):
+        with open(os.path.join(d, name), "w") as f:
+            f.write(value + "\n")
+    os.symlink("../../../" + rel, os.path.join(root, "sys/bus/usb/devices", port))
+    os.makedirs(os.path.join(root, "dev/bus/usb/001"), exist_ok=True)
+    open(os.path.join(root, "dev/bus/usb/001/%03d" % devnum), "w").close()
 
 
 def domain_xml(name, u, devs, placed=""):
@@ -430,6 +456,14 @@ def journal(world):
         return out
 
 
+def usb_authorized(world, port):
+    try:
+        with open(os.path.join(world.root, "sys/bus/usb/devices", port, "authorized")) as f:
+            return f.read().strip()
+    except OSError:
+        return None
+
+
 def driver(world, addr):
     link = os.path.join(world.root, "sys/bus/pci/devices", addr, "driver")
     return os.path.basename(os.readlink(link)) if os.path.islink(link) else None
@@ -613,9 +647,23 @@ def verify(world, pooled_ok, companions_ok, quiet=False):
     check(not bad, "%s: every device a running domain holds is in use by it in the pool, or quarantined" % label,
           "; ".join(bad))
 
+    # USB sticks: held (authorized 0) unless free or given to a domain.
+    bad = []
+    for dev in pool["devices"]:
+        if dev["kind"] != "usb":
+            continue
+        now = usb_authorized(world, dev["address"])
+        if dev["state"] in ("dirty", "scrubbing", "quarantined") and now != "0":
+            bad.append("%s is %s with authorized %s" % (dev["address"], dev["state"], now))
+        if dev["state"] == "free" and now != "1":
+            bad.append("%s is free with authorized %s" % (dev["address"], now))
+    check(not bad, "%s: no USB stick is authorized unless free or given to a domain, and every free one is" % label,
+          "; ".join(bad))
+
     # Host devices: never written to.
     writes = os.path.join(world.root, "sys/.accelvirt-fake-kernel.writes")
     touched = set()
+    authorized = set()
     if os.path.exists(writes):
         with open(writes) as f:
             for line in f:
@@ -626,6 +674,8 @@ def verify(world, pooled_ok, companions_ok, quiet=False):
                     touched.add(parts[-2])
                 elif parts[-1] in ("bind", "unbind", "drivers_probe"):
                     touched.add(value)
+                elif parts[-1] == "authorized":
+                    authorized.add(parts[-2])
     allowed = set(pooled_ok) | set(companions_ok)
     check(touched <= allowed,
           "%s: the kernel was asked to bind, unbind or resize only pooled devices and their named companions, "
@@ -639,6 +689,10 @@ def verify(world, pooled_ok, companions_ok, quiet=False):
     problems = holds_problems(world)
     check(not problems, "%s: every hold record names a live holder of this boot, and every holder of its group "
                         "files has a record" % label, "; ".join(problems))
+    sticks = {d["address"] for d in pool["devices"] if d["kind"] == "usb"}
+    check(authorized <= sticks,
+          "%s: 'authorized' was written only for pooled USB sticks, never a host USB device (%d written to)"
+          % (label, len(authorized)), " ".join(sorted(authorized - sticks)))
     return touched
 
 
@@ -655,6 +709,13 @@ def main():
             with open(os.path.join(pol, n), "w") as f:
                 f.write(text)
             os.chmod(os.path.join(pol, n), 0o644)
+        with open(os.path.join(pol, "30-usb.json"), "w") as f:
+            json.dump({"profiles": [{"name": "storm-stick", "match": {"vendor": "0x03e7",
+                                                                      "device": ["0x2485", "0x2486"]},
+                                     "attach": "usb", "numa": "none",
+                                     "scrub": [{"method": "usb-reset"},
+                                               {"method": "usb-reauthorize", "timeout": 5}]}]}, f)
+        os.chmod(os.path.join(pol, "30-usb.json"), 0o644)
 
         gpus = ["0000:17:00.0", "0000:31:00.0", "0000:4b:00.0", "0000:65:00.0", "0000:98:00.0", "0000:b1:00.0",
                 "0000:ca:00.0", "0000:e3:00.0"]
@@ -672,7 +733,15 @@ def main():
                                                                                 hostdev("0000:ca:00.0")])))
         n += 1   # the host's NIC: accelvirt never touches it
         doms.append(("nic%d" % n, uuid(n), domain_xml("nic%d" % n, uuid(n), [hostdev("0000:02:00.0")])))
+        for product in (0x2485, 0x2486):   # two domains want each USB stick
+            for k in range(2):
+                n += 1
+                doms.append(("u%d" % n, uuid(n), domain_xml("u%d" % n, uuid(n), [usb(0x03e7, product)])))
         gpu_world = World(top, "two-socket-8gpu", pol, doms)
+        # the tree's stick 1-1.2 (03e7:2485) gets its node, and a second one joins it
+        os.makedirs(os.path.join(gpu_world.root, "dev/bus/usb/001"), exist_ok=True)
+        open(os.path.join(gpu_world.root, "dev/bus/usb/001/003"), "w").close()
+        add_stick(gpu_world.root, "1-3", 6, 0x2486, "S2")
 
         mdoms = []
         mdevs = ["6f2a0b1c-9d8e-4f7a-8b6c-5d4e3f2a1b%02x" % i for i in range(4)]
@@ -752,6 +821,21 @@ def main():
         subprocess.run([HOOK, a6000[0], "release", "end", "-"], stdin=open(released.dir + "/" + a6000[0] + ".xml"),
                        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         sweep(released, "its scrub by the worker", lambda w: ([WORKER], None), gpus, companions, release_a6000)
+        stick = next(d for d in gpu_world.domains if d[0].startswith("u"))    # 1-1.2
+        release_stick = release_of(stick[0])
+        sprepared = gpu_world.clone("stick-prepared")
+        hook(sprepared, stick[0], sprepared.dir + "/" + stick[0] + ".xml", "prepare", "begin", "none")
+        sweep(sprepared, "a USB stick's release", lambda w: ([HOOK, stick[0], "release", "end", "-"],
+                                                           w.dir + "/" + stick[0] + ".xml"),
+              gpus, companions, release_stick)
+        sreleased = sprepared.clone("stick-released")
+        env = dict(sreleased.env, ACCELVIRT_WORKER="/bin/true")
+        subprocess.run([HOOK, stick[0], "release", "end", "-"], stdin=open(sreleased.dir + "/" + stick[0] + ".xml"),
+                       env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        sweep(sreleased, "its scrub by the worker (usb-reset, usb-reauthorize)", lambda w: ([WORKER], None), gpus,
+              companions, release_stick)
+        for w in (sprepared, sreleased):
+            w.remove()
         sweep(vgpu_world, "an mdev's prepare (created)",
               lambda w: ([HOOK, vg[0], "prepare", "begin", "-"], w.dir + "/" + vg[0] + ".xml"),
               ["0000:17:00.0", "0000:98:00.0"], {},
@@ -797,6 +881,10 @@ def main():
               % len(touched))
         check(driver(gpu_world, "0000:02:00.0") == "i40e" and driver(gpu_world, "0000:02:00.1") == "i40e",
               "two-socket-8gpu: the host's NIC is on i40e, as it was")
+        klog = os.path.join(gpu_world.root, "sys/.accelvirt-fake-kernel.log")
+        with open(klog) if os.path.exists(klog) else open(os.devnull) as f:
+            holds = sum(1 for line in f if line.startswith("USB_DEAUTHORIZE "))
+        check(holds >= 1, "two-socket-8gpu: the storm held released USB sticks (%d de-authorizations)" % holds)
         verify(vgpu_world, ["0000:17:00.0", "0000:98:00.0"], {})
         verify(rebar_world, REBAR_GPUS, {})
         verify(hot_world, hot_gpus, companions)
