@@ -10,7 +10,11 @@
 #      through virsh start, one naming vendor/product only is refused as ambiguous;
 #      destroy -> release -> the worker's usb-reset and usb-reauthorize -> free, the
 #      stick found again by its identity; the stick without a serial (identity by
-#      port) through a hand-written domain, claimed, scrubbed, free
+#      port) through a hand-written domain, claimed, scrubbed, free; then the kernel's
+#      hold: a QEMU started by hand with -device usb-host gets the free stick at 1-2
+#      (usbfs claims its interface), not once it is dirty (de-authorized: no
+#      configuration, no interface; a held scrub lock keeps it dirty), and again once
+#      the worker scrubbed and freed it
 #   S. `accelvirt define` of a domain asking for a VF of the nvme PF, which has none:
 #      accelvirt writes sriov_numvfs (autoprobe off); virsh start: the hook binds the VF
 #      to vfio-pci, the nested QEMU holds its group; the PF itself (profile rig-nvme-pf)
@@ -152,6 +156,74 @@ fact usb_journal_verify rc=$?
 cp /var/lib/accelvirt/journal.jsonl "$R/journal-usb.jsonl" 2>/dev/null
 ls /var/lib/accelvirt > "$R/usb-state-dir.txt" 2>&1
 cp /var/lib/accelvirt/certificates/* "$R/" 2>/dev/null
+# The kernel's hold on a dirty stick: a QEMU started by hand, as any root
+# process of the host could (no libvirt, no accelvirt hook), with -device usb-host on
+# the stick at 1-2. SeaBIOS configures the usb-kbd it finds, and QEMU then claims the
+# stick's interface 0 through usbfs: the kernel shows usbfs as its driver. A dirty stick
+# is de-authorized: it has no configuration, no interface to claim.
+rogue() {  # rogue TAG BUS DEV: QEMU with usb-host on BUS/DEV, daemonized; prints its pid
+    qemu-system-x86_64 -machine pc -accel tcg -m 64 -nodefaults -no-user-config -display none \
+        -device qemu-xhci,id=rx -device "usb-host,bus=rx.0,hostbus=$2,hostaddr=$3" \
+        -pidfile "/run/rogue-$1.pid" -daemonize > "$R/rogue-$1.log" 2>&1
+    cat "/run/rogue-$1.pid" 2>/dev/null || echo none
+}
+rogue_end() {  # rogue_end PID: kills it and waits until it is gone (10 s)
+    kill "$1" 2>/dev/null
+    i=0; while test -e "/proc/$1" && test $i -lt 100; do sleep 0.1; i=$((i + 1)); done
+}
+claimed() { basename "$(readlink "/sys/bus/usb/devices/$1:1.0/driver" 2>/dev/null)" 2>/dev/null || echo none; }
+wait_claim() {  # wait_claim PORT SECS: until usbfs has its interface 0; the seconds, or "none"
+    t0=$(now)
+    while test "$(claimed "$1")" != usbfs; do
+        test "$(echo "$(now) $t0 $2" | awk '{print ($1 - $2 > $3)}')" = 1 && { echo none; return; }
+        sleep 0.3
+    done
+    elapsed "$t0"
+}
+rnode() {  # rnode PID BUS DEV: "yes" when the process holds /dev/bus/usb/BUS/DEV open
+    ls -l "/proc/$1/fd" 2>/dev/null | grep -q "/dev/bus/usb/$(printf %03d "$2")/$(printf %03d "$3")\$" && echo yes || echo no
+}
+HS=1-2
+HB=$(usbattr $HS busnum); HD=$(usbattr $HS devnum)
+rp=$(rogue free "$HB" "$HD")
+t_free=$(wait_claim $HS 150)
+fact usb_rogue_free claim="$t_free" node="$(rnode "$rp" "$HB" "$HD")" "$(dev_of usb $HS state)" authorized="$(usbattr $HS authorized)" devnum="$HD"
+rogue_end "$rp"
+# dirty, and kept so: the per-device scrub lock held here, as by a worker busy with it
+HI=$(dev_of usb $HS identity | sed 's/^identity=//')
+HL="/var/lib/accelvirt/scrub-$(printf %s "$HI" | sha256sum | cut -c1-64).lock"
+( exec 9>>"$HL"; flock -n 9 && exec sleep 900 ) &
+hlock=$!
+sleep 0.5
+usbhand avvm-usb6 "<vendor id='0x0627'/><product id='0x0001'/><address bus='$HB' device='$HD'/>" > "$R/usb6.xml"
+$V define "$R/usb6.xml" > /dev/null 2>&1
+$V start avvm-usb6 > "$R/usb6-start.out" 2>&1
+fact usb6_start rc=$? "$(dev_of usb $HS state owner)" authorized="$(usbattr $HS authorized)" lock="$(flock -n "$HL" true 2>/dev/null && echo free || echo held)"
+$V destroy avvm-usb6 > /dev/null 2>&1
+sleep 2    # the worker the hook started has come and gone: the lock keeps it off the stick
+fact usb_dirty "$(dev_of usb $HS state)" authorized="$(usbattr $HS authorized)" config="$(usbattr $HS bConfigurationValue | tr -d ' ')" \
+    iface="$(test -e /sys/bus/usb/devices/$HS:1.0 && echo yes || echo no)" devnum="$(usbattr $HS devnum)" serial="$(usbattr $HS serial)" \
+    node="$(test -c /dev/bus/usb/$(printf %03d "$HB")/$(printf %03d "$HD") && echo yes || echo no)"
+# as long as the free stick took, twice, and 15 s at least
+wait_s=$(echo "$t_free" | awk '{w = ($1 == "none") ? 60 : 2 * $1 + 5; print (w < 15 ? 15 : int(w))}')
+rp=$(rogue dirty "$HB" "$HD")
+t_dirty=$(wait_claim $HS "$wait_s")
+fact usb_rogue_dirty claim="$t_dirty" waited="$wait_s" alive="$(test -e "/proc/$rp" && echo yes || echo no)" node="$(rnode "$rp" "$HB" "$HD")" \
+    "$(dev_of usb $HS state)" authorized="$(usbattr $HS authorized)" config="$(usbattr $HS bConfigurationValue | tr -d ' ')"
+rogue_end "$rp"
+kill "$hlock" 2>/dev/null
+wait "$hlock" 2>/dev/null
+# the scrub: the worker, as the hook would have started it
+ACCELVIRT_LOG_FILE=$R/hook-e2e.log "$HW" < /dev/null > /dev/null 2>&1
+fact usb_held_free seconds="$(wait_state usb $HS free 60)" "$(dev_of usb $HS state)" authorized="$(usbattr $HS authorized)" devnum="$(usbattr $HS devnum)"
+HD=$(usbattr $HS devnum)
+rp=$(rogue after "$HB" "$HD")
+t_after=$(wait_claim $HS 150)
+fact usb_rogue_after claim="$t_after" node="$(rnode "$rp" "$HB" "$HD")" "$(dev_of usb $HS state)"
+rogue_end "$rp"
+$V undefine avvm-usb6 > /dev/null 2>&1
+"$A" journal verify > "$R/journal-verify-usb-hold.txt" 2>&1
+fact usb_hold_journal rc=$?
 for d in avvm-usb1 avvm-usb2; do $AVC undefine "$d" >/dev/null 2>&1; done
 for d in avvm-usb3 avvm-usb4 avvm-usb5; do $V undefine "$d" >/dev/null 2>&1; done
 cp /var/log/libvirt/qemu/avvm-usb1.log "$R/usb1-qemu.log" 2>/dev/null

@@ -91,7 +91,7 @@ check() {  # check DESCRIPTION COMMAND...
 fact() { sed -n "s/^$1 //p" "$run/results/facts" 2>/dev/null | head -n1; }
 bail() { echo "Bail out! $*"; exit 1; }
 
-echo "1..171"
+echo "1..175"
 command -v python3 >/dev/null 2>&1 || bail "missing python3: run tests/vm/install-deps.sh (as root)"
 test -f "$unit" || bail "missing $unit: make systemd/accelvirt-reconcile.service (make check-vm does)"
 
@@ -934,6 +934,28 @@ e_usb_noserial() {
     echo "$(efact usb5_free)" | grep -q ' identity=usb:0627:0001@port:1-3 state=free devnum=4$'
 }
 check "end to end, USB: the stick without a serial (identity by port 1-3) goes to a hand-written domain by bus and device, is claimed, held by its QEMU, scrubbed and free again ($(efact usb5_start); $(efact usb5_free))" e_usb_noserial
+# The kernel's hold on a dirty stick (scenario-accel.sh, after the above): a QEMU started
+# by hand (no libvirt, no hook) with -device usb-host on the stick at 1-2
+e_usb_rogue_free() {
+    echo "$(efact usb_rogue_free)" | grep -Eq '^claim=[0-9.]+ node=yes state=free authorized=1 devnum=[0-9]+$'
+}
+check "end to end, USB hold: a QEMU started by hand with usb-host on the free stick gets it: usbfs claims its interface 0 ($(efact usb_rogue_free))" e_usb_rogue_free
+e_usb_dirty() {
+    dn=$(efact usb_rogue_free | sed -n 's/.* devnum=\([0-9]*\)$/\1/p')
+    echo "$(efact usb6_start)" | grep -q '^rc=0 state=in-use owner=avvm-usb6 authorized=1 lock=held$' &&
+    test "$(efact usb_dirty)" = "state=dirty authorized=0 config= iface=no devnum=$dn serial=AVSTICK-B node=yes"
+}
+check "end to end, USB hold: in use by a domain the stick is authorized; destroyed, it is dirty and de-authorized at once: no configuration, no interface, while its devnum, serial and /dev/bus/usb node stay ($(efact usb6_start); $(efact usb_dirty))" e_usb_dirty
+e_usb_rogue_dirty() {
+    echo "$(efact usb_rogue_dirty)" | grep -Eq '^claim=none waited=[0-9]+ alive=yes node=yes state=dirty authorized=0 config=$'
+}
+check "end to end, USB hold: a QEMU started by hand with usb-host on the dirty stick opens its node but cannot use it: nothing to claim, twice as long as the free stick took ($(efact usb_rogue_dirty))" e_usb_rogue_dirty
+e_usb_rogue_after() {
+    echo "$(efact usb_held_free)" | grep -Eq '^seconds=[0-9.]+ state=free authorized=1 devnum=[0-9]+$' &&
+    echo "$(efact usb_rogue_after)" | grep -Eq '^claim=[0-9.]+ node=yes state=free$' &&
+    test "$(efact usb_hold_journal)" = rc=0
+}
+check "end to end, USB hold: once its scrub passed (free, authorized again), such a QEMU gets the stick again; the journal verifies ($(efact usb_held_free); $(efact usb_rogue_after); journal $(efact usb_hold_journal))" e_usb_rogue_after
 check "end to end, USB: the journal is intact after phase U (journal verify: $(efact usb_journal_verify); phase $(efact usb_phase))" \
     test "$(efact usb_journal_verify)" = rc=0
 
