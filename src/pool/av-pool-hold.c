@@ -77,7 +77,17 @@ av_pool_holds_sync(AvPool *pool, const AvRoot *root, const AvKernelOps *ops, GEr
             g_string_append_printf(problems, "%s%s", problems->len ? "; " : "", local->message);
     }
     /* Holds missing: a device released behind the hook, a holder killed.
-     * Scrubbing devices are the worker's (see av-pool.h). */
+     * Scrubbing devices are the worker's (see av-pool.h), and so is every
+     * group with one: a hold taken here for another device of that group
+     * (a dirty companion) would pass for the scrub's own after its holder
+     * was killed, and the scrub would go on as if its group had never been
+     * open to anyone else meanwhile. */
+    for (guint i = 0; i < pool->devices->len; i++) {
+        const AvPoolDevice *dev = g_ptr_array_index(pool->devices, i);
+
+        if (dev->state == AV_DEVICE_STATE_SCRUBBING && dev->iommu_group >= 0)
+            g_hash_table_add(taken, GINT_TO_POINTER(dev->iommu_group + 1));
+    }
     for (guint i = 0; i < pool->devices->len; i++) {
         const AvPoolDevice *dev = g_ptr_array_index(pool->devices, i);
         g_autoptr(GError) local = NULL;
