@@ -229,13 +229,15 @@ def holder_facts(pid):
 def holds_problems(world):
     """What is wrong with @world's holds: a record that names no live holder
     of this boot, or a holder of one of its group files that no record
-    names.  Only when no process of @world runs."""
-    problems, recorded = [], set()
+    names; and how many records there are.  Only when no process of @world
+    runs."""
+    problems, recorded, records = [], set(), 0
     d = os.path.join(world.state, "holds")
     boot = boot_id_of(world)
     for name in sorted(os.listdir(d)) if os.path.isdir(d) else []:
         if not name.endswith(".json"):
             continue
+        records += 1
         try:
             with open(os.path.join(d, name)) as f:
                 rec = json.load(f)
@@ -262,7 +264,7 @@ def holds_problems(world):
             continue
         if held.startswith(root) and int(pid) not in recorded:
             problems.append("holder %s of %s has no record" % (pid, held[len(root) - 1:]))
-    return problems
+    return problems, records
 
 
 def our_workers(world):
@@ -502,9 +504,9 @@ def verify(world, pooled_ok, companions_ok, quiet=False):
           "host device (%d devices written to)" % (label, len(touched)), " ".join(sorted(touched - allowed)))
 
     # Holds: every record a live holder of this boot, every holder recorded.
-    problems = holds_problems(world)
+    problems, records = holds_problems(world)
     check(not problems, "%s: every hold record names a live holder of this boot, and every holder of its group "
-                        "files has a record" % label, "; ".join(problems))
+                        "files has a record (%d records)" % (label, records), "; ".join(problems))
     return touched
 
 
