@@ -384,12 +384,14 @@ def run_at(world, argv, stdin, point):
 def sweep(template, label, argv_of, pooled, companions, then):
     """Kills the process @argv_of(world) at each of its kill points in
     turn, each time on a fresh copy of @template, until it runs to its end;
-    after each kill the next accelvirt calls put things right (reconcile,
+    after each kill a reconcile without a worker must leave the holds right
+    (holds_problems()), the next accelvirt calls put things right (reconcile,
     the worker), the invariants must hold, and @then(world) (the domain's
     life carried on to its end, nobody killed) must leave every device
     free on its drivers.  Records one TAP line for all the points."""
     problems = []
     point = 0
+    hold_records = 0
     while point < 200:
         w = template.clone("%s-at-%d" % (label.replace(" ", "-"), point))
         argv, stdin = argv_of(w)
@@ -403,6 +405,13 @@ def sweep(template, label, argv_of, pooled, companions, then):
         if missing:
             problems.append("killed at point %d: the domain index lacks %s, which pool.json names"
                             % (point, " ".join(missing)))
+        # Holds as the kill left them, once a reconcile (no worker) swept:
+        # every record a live holder, every holder recorded.
+        subprocess.run(w.cli("reconcile"), env=dict(w.env, ACCELVIRT_WORKER="/bin/true"),
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        hold_problems, records = holds_problems(w)
+        hold_records += records
+        problems += ["killed at point %d, then a reconcile: %s" % (point, h) for h in hold_problems]
         quiesce(w)
         before = len(tap)
         verify(w, pooled, companions, quiet=True)
@@ -422,9 +431,9 @@ def sweep(template, label, argv_of, pooled, companions, then):
         w.remove()
         point += 1
     check(not problems and point > 0,
-          "%s: killed at each of its %d kill points in turn, the next calls put it right: the invariants hold, "
-          "and the domain's life carried on to its end leaves every device free on its drivers" % (label, point),
-          "\n".join(problems))
+          "%s: killed at each of its %d kill points in turn, the next calls put it right: the invariants hold "
+          "(%d hold records checked), and the domain's life carried on to its end leaves every device free on its "
+          "drivers" % (label, point, hold_records), "\n".join(problems))
     return point
 
 
