@@ -19,6 +19,8 @@
 
 /* What a record may weigh: six BARs and an error message. */
 #define AV_BAR_RECORD_MAX 65536
+/* A temporary file of a record older than this is a dead writer's. */
+#define AV_BAR_TMP_STALE_S 60
 
 /* See av-bar-sizes.h. */
 void
@@ -269,17 +271,22 @@ av_bar_records_take_orphaned(const char *state_dir, GPtrArray *problems)
         AvBarRecord *record;
         int fd = -1, r;
 
+        if (!g_str_has_suffix(entry, ".json")) {
+            struct stat st;
+
+            /* A writer killed before its record was in place resized
+             * nothing.  A live writer's file is there unlocked for a
+             * moment before its lock (which it takes without waiting):
+             * never locked here, and only one older than
+             * AV_BAR_TMP_STALE_S is taken for a dead writer's. */
+            if (strstr(entry, ".json.tmp.") && lstat(path, &st) == 0 && S_ISREG(st.st_mode) &&
+                st.st_mtime + AV_BAR_TMP_STALE_S < g_get_real_time() / G_USEC_PER_SEC)
+                unlink(path);
+            continue;
+        }
         r = av_bar_record_lock(path, &fd);
         if (r != 0)
             continue;    /* its writer lives, or it went meanwhile */
-        if (!g_str_has_suffix(entry, ".json")) {
-            /* A writer killed before its record was in place resized
-             * nothing. */
-            if (strstr(entry, ".json.tmp."))
-                unlink(path);
-            close(fd);
-            continue;
-        }
         record = av_bar_record_parse(fd, state_dir, path);
         if (!record) {
             close(fd);
@@ -371,16 +378,20 @@ av_bar_record_set_error(AvBarRecord *record, const char *message, GError **error
 gboolean
 av_bar_record_remove(AvBarRecord *record, GError **error)
 {
-    g_autoptr(AvBarRecord) owned = record;
     g_autofree char *dir = av_bar_record_dir(record->state_dir);
+    gboolean ok = TRUE;
     int r;
 
-    if (unlink(record->path) < 0 && errno != ENOENT)
-        return av_error_errno(error, -errno, "cannot remove the record of the BAR sizes of %s ('%s')",
-                              record->address, record->path);
-    av_test_kill_point();
-    r = av_file_fsync_dir(dir);
-    if (r < 0)
-        return av_error_errno(error, r, "the record '%s' was removed, but syncing its folder failed", record->path);
-    return TRUE;
+    if (unlink(record->path) < 0 && errno != ENOENT) {
+        ok = av_error_errno(error, -errno, "cannot remove the record of the BAR sizes of %s ('%s')",
+                            record->address, record->path);
+    } else {
+        av_test_kill_point();
+        r = av_file_fsync_dir(dir);
+        if (r < 0)
+            ok = av_error_errno(error, r, "the record '%s' was removed, but syncing its folder failed",
+                                record->path);
+    }
+    av_bar_record_free(record);
+    return ok;
 }
