@@ -808,7 +808,11 @@ test_lock_serialises(void)
     child = hold_child(&f, FALSE);
     g_usleep(300 * 1000);
     g_assert_true(g_file_test(record, G_FILE_TEST_EXISTS));
-    g_assert_nonnull(proc_comm(hold->pid));
+    {
+        g_autofree char *comm = proc_comm(hold->pid);
+
+        g_assert_nonnull(comm);
+    }
     av_test_hold_release(locker, go);
     assert_child_ok(child);
     g_assert_false(g_file_test(record, G_FILE_TEST_EXISTS));
@@ -939,7 +943,11 @@ test_stale_records(void)
     g_assert_no_error(err);
     g_assert_false(g_file_test(record, G_FILE_TEST_EXISTS));
     g_usleep(100 * 1000);
-    g_assert_nonnull(proc_comm(hold->pid));
+    {
+        g_autofree char *comm = proc_comm(hold->pid);
+
+        g_assert_nonnull(comm);
+    }
     g_assert_cmpint(kill(hold->pid, SIGKILL), ==, 0);
     g_assert_true(proc_wait_gone(hold->pid));
 
