@@ -316,8 +316,23 @@ gboolean
 av_cli_device_known(const AvCli *cli, const char *name, GError **error)
 {
     g_autoptr(AvPool) pool = av_cli_open_pool(cli, NULL, AV_POOL_READ, error);
+    g_autoptr(AvRoot) root = NULL;
+    g_autofree char *sys = NULL;
 
-    return pool && av_cli_find_device(pool, name, error) != NULL;
+    if (!pool || av_cli_find_device(pool, name, error))
+        return pool != NULL;
+    /* Not in the pool yet (never reconciled): a device the host has may
+     * join it with the reconcile; a name the host has not is refused. */
+    if (av_pci_address_is_valid(name))
+        sys = av_sys_path("bus/pci/devices/%s", name);
+    else if (av_usb_bus_path_is_valid(name))
+        sys = av_sys_path("bus/usb/devices/%s", name);
+    root = sys ? av_root_new_default(cli->root, NULL) : NULL;
+    if (root && av_root_exists(root, sys)) {
+        g_clear_error(error);
+        return TRUE;
+    }
+    return FALSE;
 }
 
 /* See cli.h.  Caller frees. */

@@ -246,7 +246,7 @@ fact hot_audit_again rc=$? out="$(tr '\n' ' ' < "$R/hot-audit3.out")"
 # 5b. a user alias libvirt accepts and the hook's strict parser refuses ("ua-" and 300
 # characters): audit, then watch, still see the device behind it
 LONGALIAS="ua-$(printf 'x%.0s' $(seq 300))"
-echo "<hostdev mode='subsystem' type='pci' managed='no'><source><address domain='0x0000' bus='0x41' slot='0x00' function='0x0'/></source><alias name='$LONGALIAS'/></hostdev>" > "$R/hot-hd0-long.xml"
+echo "<hostdev mode='subsystem' type='pci' managed='yes'><source><address domain='0x0000' bus='0x41' slot='0x00' function='0x0'/></source><alias name='$LONGALIAS'/></hostdev>" > "$R/hot-hd0-long.xml"
 $V attach-device avvm-hot "$R/hot-hd0-long.xml" --live > "$R/hot-virsh-long.out" 2>&1
 fact hot_virsh_long rc=$? "$(tr '\n' ' ' < "$R/hot-virsh-long.out")" alias="$($V dumpxml avvm-hot 2>/dev/null | grep -c "alias name='$LONGALIAS'")"
 $AVC audit > "$R/hot-audit-long.out" 2>&1

@@ -91,7 +91,7 @@ check() {  # check DESCRIPTION COMMAND...
 fact() { sed -n "s/^$1 //p" "$run/results/facts" 2>/dev/null | head -n1; }
 bail() { echo "Bail out! $*"; exit 1; }
 
-echo "1..175"
+echo "1..177"
 command -v python3 >/dev/null 2>&1 || bail "missing python3: run tests/vm/install-deps.sh (as root)"
 test -f "$unit" || bail "missing $unit: make systemd/accelvirt-reconcile.service (make check-vm does)"
 
