@@ -30,12 +30,6 @@
 #include "util/av-json.h"
 #include "vfio/av-vfio.h"
 
-#ifndef SYS_pidfd_open
-#define SYS_pidfd_open 434
-#endif
-#ifndef SYS_pidfd_getfd
-#define SYS_pidfd_getfd 438
-#endif
 #ifndef SYS_close_range
 #define SYS_close_range 436
 #endif

@@ -49,11 +49,21 @@
 #pragma once
 
 #include <glib.h>
+#include <sys/syscall.h>
 
 #include "util/av-root.h"
 #include "vfio/av-kernel.h"
 
 G_BEGIN_DECLS
+
+/* pidfd_open(2) and pidfd_getfd(2), for C libraries whose headers lack
+ * them (the holder's fd and a QEMU's group file are taken with them). */
+#ifndef SYS_pidfd_open
+#define SYS_pidfd_open 434
+#endif
+#ifndef SYS_pidfd_getfd
+#define SYS_pidfd_getfd 438
+#endif
 
 /* The fd number of the group file in a holder process. */
 #define AV_HOLD_FD 3

@@ -1196,13 +1196,6 @@ av_vfio_groups_find_holder_full(const AvRoot *root, const char *state_dir, const
     return TRUE;
 }
 
-#ifndef SYS_pidfd_open
-#define SYS_pidfd_open 434
-#endif
-#ifndef SYS_pidfd_getfd
-#define SYS_pidfd_getfd 438
-#endif
-
 /* See av-vfio.h. */
 gboolean
 av_vfio_group_file_take(const AvRoot *root, const char *state_dir, int group, int *ret_fd, char **ret_from,
