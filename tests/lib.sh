@@ -185,6 +185,12 @@ fake_worker() {
     export ACCELVIRT_WORKER
 }
 
+# worker_ran: the fake worker was started (it runs detached: up to 10 s).
+worker_ran() {
+    for _ in $(seq 100); do [ -e "$AV_TMP/worker-ran" ] && return 0; sleep 0.1; done
+    echo "the worker was not started"; return 1
+}
+
 # The pool helpers below act on the state dir $STATE of the test.
 #
 # pool_set ADDRESS STATE UUID NAME [AGE-S [CLAIM-EXPIRED-S-AGO]]: the device

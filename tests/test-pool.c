@@ -437,6 +437,11 @@ test_corrupt(void)
         test_corrupt_one(u, 3, 0, "devices/0/claim_expires: must be 0 unless");
     }
     {
+        g_autofree char *t = test_pool_text("free", "null", "null", "1", "");
+        g_autofree char *u = test_replace(t, "\"claim_expires\": 0", "\"claim_expires\": 0, \"claim_programmed\": true");
+        test_corrupt_one(u, 3, 0, "devices/0/claim_programmed: only a claimed device");
+    }
+    {
         g_autofree char *t = test_pool_text("free", "null", "null", "1", ", \"colour\": \"red\"");
         test_corrupt_one(t, 3, 0, "unknown member 'colour'");
     }
@@ -2187,6 +2192,25 @@ test_claim_expiry(void)
     g_assert_null(a->owner);
     g_assert_cmpint(a->claim_expires, ==, 0);
     g_assert_cmpint(b->state, ==, AV_DEVICE_STATE_CLAIMED);
+
+    /* A claim a tenant's program started on: never free, by any path. */
+    b->claim_programmed = TRUE;
+    g_assert_true(av_pool_save(pool, &err));
+    g_clear_pointer(&pool, av_pool_free);
+    pool = test_open_write(state);
+    b = av_pool_find(pool, "dsn:10de:20f1:48b02d1a000001c1.f0");
+    g_assert_true(b->claim_programmed);
+    g_assert_false(av_pool_transition(pool, b, AV_DEVICE_STATE_FREE, NULL, NULL, &err));
+    g_assert_error(err, AV_ERROR, AV_ERROR_UNSAFE);
+    g_clear_error(&err);
+    g_assert_cmpint(b->state, ==, AV_DEVICE_STATE_CLAIMED);
+    b->claim_expires = now - 1;
+    g_assert_true(av_pool_expire_claims(pool, now, &changed, &err));
+    g_assert_no_error(err);
+    g_assert_cmpint(b->state, ==, AV_DEVICE_STATE_DIRTY);
+    g_assert_false(b->claim_programmed);
+    g_assert_cmpstr(b->owner->domain_uuid, ==, vm1->domain_uuid);
+    g_assert_nonnull(strstr(b->reason, "programmed for the claim's domain"));
     g_assert_true(av_pool_save(pool, &err));
     g_assert_true(av_journal_verify(state, &entries, &err));
     g_assert_no_error(err);

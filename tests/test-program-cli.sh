@@ -8,8 +8,10 @@
 # when the device holds the bitstream, again at start once the record is
 # gone, the placement's preference for a device holding it, the dry-run
 # wording, on_assign, and the claims given back when a program or an
-# on_assign command fails.
+# on_assign command fails: to dirty, as a claim that lapsed after a program
+# ran for it (the card may hold the tenant's image), free when none ran.
 . "$AV_TEST_SRCDIR/lib.sh"
+fake_worker
 
 AV=$ACCELVIRT
 W="$AV_TMP/w"
@@ -193,13 +195,13 @@ import json, sys
 d = json.load(open(sys.argv[1]))
 for x in d['devices']:
     if x['address'] == '0000:6b:00.1':
-        x.pop('programmed', None); x['state'] = 'free'; x['owner'] = None; x['claim_expires'] = 0
+        x.pop('programmed', None); x.pop('claim_programmed', None); x['state'] = 'free'; x['owner'] = None; x['claim_expires'] = 0
 json.dump(d, open(sys.argv[1], 'w'), indent=2)
 PY
 check "start after the record was dropped: claims the free device for the domain and programs it again" \
     eval "avn start d1 >'$W/s2.out' 2>'$W/s2.err' && [ \"\$(runs)\" = 2 ] && [ ! -s '$W/s2.err' ] && grep -q \"^started domain 'd1'\" '$W/s2.out'"
-check "  ... recorded by start, claimed for d1 with an expiry" \
-    pool "dev['0000:6b:00.1']['programmed']['by'] == 'start' and dev['0000:6b:00.1']['state'] == 'claimed' and dev['0000:6b:00.1']['owner']['domain_uuid'] == '$UUID1' and dev['0000:6b:00.1']['claim_expires'] > 0"
+check "  ... recorded by start, claimed for d1 with an expiry, marked as programmed for the claim" \
+    pool "dev['0000:6b:00.1']['programmed']['by'] == 'start' and dev['0000:6b:00.1']['state'] == 'claimed' and dev['0000:6b:00.1']['owner']['domain_uuid'] == '$UUID1' and dev['0000:6b:00.1']['claim_expires'] > 0 and dev['0000:6b:00.1']['claim_programmed'] is True"
 
 # --- the placement prefers a device that holds the bitstream ---
 check "accelvirt program puts crc on 0000:6b:00.4 by hand" eval "av program 0000:6b:00.4 crc >/dev/null 2>&1 && [ \"\$(runs)\" = 3 ]"
@@ -215,8 +217,17 @@ touch "$FAIL"
 dom "$W/d3.xml" d3 "$UUID3" 'bitstream="crc"'
 check "a program that fails: define fails with one line, the domain is not defined" \
     one_line 1 "programming 0000:6b:00.2 with 'crc' failed" av define "$W/d3.xml"
-check "  ... its claim given back, what the device holds unknown, no placement record; journalled not ok" \
-    eval "pool \"dev['0000:6b:00.2']['state'] == 'free' and 'programmed' not in dev['0000:6b:00.2'] and '$UUID3' not in rec\" && journal \"not [e for e in es if e['event'] == 'program'][-1]['report']['ok']\""
+check "  ... its claim given back dirty (the card may hold part of the image), what it holds unknown, no placement record; journalled not ok" \
+    eval "pool \"dev['0000:6b:00.2']['state'] == 'dirty' and 'programmed' not in dev['0000:6b:00.2'] and 'claim_programmed' not in dev['0000:6b:00.2'] and '$UUID3' not in rec\" && journal \"not [e for e in es if e['event'] == 'program'][-1]['report']['ok']\" && worker_ran"
+# The worker scrubs it (scrub "none" here): free again.
+python3 - "$W/state/pool.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+for x in d['devices']:
+    if x['address'] == '0000:6b:00.2':
+        x['state'] = 'free'; x['owner'] = None; x['reason'] = None
+json.dump(d, open(sys.argv[1], 'w'), indent=2)
+PY
 rm -f "$FAIL"
 
 # --- on_assign ---
@@ -228,18 +239,39 @@ touch "$AFAIL"
 dom "$W/d4.xml" d4 5eed1500-0000-4000-8000-000000000004 'bitstream="crc"'
 check "an on_assign that fails: define fails with one line" \
     one_line 1 "the on_assign command of profile 'fvf' for 0000:6b:00.3 failed" av2 define "$W/d4.xml"
-check "  ... its claims given back: nothing claimed for d4, no placement record" \
-    pool "not [x for x in d['devices'] if x.get('owner') and x['owner'].get('domain_uuid') == '5eed1500-0000-4000-8000-000000000004'] and '5eed1500-0000-4000-8000-000000000004' not in rec"
+check "  ... its claims given back (dirty: programmed for it): nothing claimed for d4, no placement record" \
+    pool "not [x for x in d['devices'] if x.get('owner') and x['owner'].get('domain_uuid') == '5eed1500-0000-4000-8000-000000000004' and x['state'] != 'dirty'] and dev['0000:6b:00.3']['state'] == 'dirty' and '5eed1500-0000-4000-8000-000000000004' not in rec"
 rm -f "$AFAIL"
 
-# --- a claim lost while an earlier device's commands ran: nothing runs on it ---
-# (the earlier domains' claims given back first: test:///default keeps no domain)
+# --- claims that lapse: dirty where a program ran for them, else free ---
+# 6b:00.1 was programmed by start for d1, 6b:00.2 by define for d3; d2's
+# 6b:00.4 held crc already (the operator's program), nothing ran for d2.
 python3 - "$W/state/pool.json" <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))
 for x in d["devices"]:
     if x["state"] == "claimed":
-        x.update(state="free", owner=None, claim_expires=0)
+        x["claim_expires"] = 1
+json.dump(d, open(sys.argv[1], "w"), indent=2)
+PY
+rm -f "$AV_TMP/worker-ran"
+check "claims lapse: reconcile says which end dirty (a program ran for the domain) and which free" \
+    eval "av reconcile >'$W/lapse.out' 2>'$W/lapse.err' && grep -q '^claim expired: 0000:6b:00.1 .*(domain .d1.): dirty (programmed for the domain), the worker scrubs it$' '$W/lapse.out' && grep -q '^claim expired: 0000:6b:00.2 .*(domain .d3.): dirty' '$W/lapse.out' && grep -q '^claim expired: 0000:6b:00.4 .*(domain .d2.): free$' '$W/lapse.out' && worker_ran"
+check "  ... in the pool: the programmed ones dirty, what they hold unknown, owner kept for the certificate; the other free, holding crc" \
+    pool "dev['0000:6b:00.1']['state'] == 'dirty' and 'programmed' not in dev['0000:6b:00.1'] and dev['0000:6b:00.1']['owner']['domain_uuid'] == '$UUID1' and 'claim_programmed' not in dev['0000:6b:00.1'] and dev['0000:6b:00.2']['state'] == 'dirty' and dev['0000:6b:00.4']['state'] == 'free' and dev['0000:6b:00.4']['programmed']['sha256'] == '$CRC'"
+check "  ... journalled claim-expired, to dirty with the reason" \
+    journal "[e['to'] for e in es if e['event'] == 'claim-expired' and e['address'] == '0000:6b:00.1'] == ['dirty'] and 'programmed for the claim' in [e for e in es if e['event'] == 'claim-expired' and e['address'] == '0000:6b:00.1'][0]['reason']"
+
+# --- a claim lost while an earlier device's commands ran: nothing runs on it ---
+# (the earlier domains' devices scrubbed, as the worker would: test:///default
+# keeps no domain)
+python3 - "$W/state/pool.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+for x in d["devices"]:
+    if x["state"] in ("claimed", "dirty"):
+        x.update(state="free", owner=None, claim_expires=0, reason=None)
+        x.pop("claim_programmed", None)
 d["placements"] = []
 json.dump(d, open(sys.argv[1], "w"), indent=2)
 PY
@@ -252,8 +284,8 @@ check "the second device's claim gone while the first's on_assign ran: define fa
 
 # --- a tenant's name is no option ---
 dom "$W/dash.xml" "-x" 5eed1500-0000-4000-8000-000000000006 'bitstream="crc"'
-check "a domain named '-x': {domain_name} has no value, on_assign fails with one line, claims given back" \
-    eval "one_line 2 'names .{domain_name}., which has no value here' av2 define '$W/dash.xml' && pool \"not [x for x in d['devices'] if x.get('owner') and x['owner'].get('domain_name') == '-x']\""
+check "a domain named '-x': {domain_name} has no value, on_assign fails with one line, claims given back (dirty: programmed first)" \
+    eval "one_line 2 'names .{domain_name}., which has no value here' av2 define '$W/dash.xml' && pool \"not [x for x in d['devices'] if x.get('owner') and x['owner'].get('domain_name') == '-x' and x['state'] != 'dirty']\""
 
 # --- a card-only program: no request may split the card ---
 POL3="$AV_TMP/policies-card"

@@ -40,6 +40,7 @@ typedef struct {
     const AvBitstream *bitstream; /* borrowed: what it must hold (its item's bitstream), or NULL */
     gboolean program;            /* it does not hold @bitstream: program it */
     gboolean assign;             /* run the profile's on_assign */
+    gboolean marked;             /* this run set its claim_programmed (nothing ran for the claim before) */
     int iommu_group;             /* its IOMMU group, -1 none */
     int group_fd;                /* the VFIO group for a "vfio-pci" program, or -1 */
     char **argv;                 /* the program's expanded argv (av_program_argv()), or NULL */
@@ -128,8 +129,8 @@ av_cli_program_group_open(const AvRoot *root, const AvPciDevice *pci, GError **e
  * to last past the program's timeouts, the record cleared). */
 static gboolean
 av_assign_prepare(const AvRoot *root, AvPool *pool, const AvPolicy *policy, const AvOwner *owner,
-                  const AvPlacedItem *item, const GPtrArray *bitstreams, const GPtrArray *jobs, AvAssignJob *job,
-                  GError **error)
+                  const AvPlacedItem *item, const GPtrArray *bitstreams, const char *by, const GPtrArray *jobs,
+                  AvAssignJob *job, GError **error)
 {
     AvPoolDevice *dev = av_pool_find(pool, item->identity);
     const AvProgram *program;
@@ -206,6 +207,11 @@ av_assign_prepare(const AvRoot *root, AvPool *pool, const AvPolicy *policy, cons
     until = g_get_real_time() / G_USEC_PER_SEC + (gint64)program->timeout_s * 2 + AV_CLI_ASSIGN_CLAIM_SLACK_S;
     if (dev->claim_expires > 0 && dev->claim_expires < until && !av_pool_claim(pool, dev, owner, until, error))
         return FALSE;
+    /* From here the card may hold the domain's image, whatever happens to
+     * the program: the claim ends dirty (av_pool_unclaim()).  The
+     * operator's own programming of a free card ends free. */
+    if (g_strcmp0(by, "operator") != 0 && !dev->claim_programmed)
+        job->marked = dev->claim_programmed = TRUE;
     return av_pool_set_programmed(pool, dev, NULL, "programming started", error);
 }
 
@@ -375,14 +381,22 @@ av_cli_assign(const AvCli *cli, const AvRoot *root, const AvPolicy *policy, AvPo
         job->iommu_group = -1;
         job->identity = g_strdup(item->identity);
         g_ptr_array_add(jobs, job);
-        if (!av_assign_prepare(root, *pool, policy, owner, item, bitstreams, jobs, job, &failure))
+        if (!av_assign_prepare(root, *pool, policy, owner, item, bitstreams, by, jobs, job, &failure))
             break;
         job->assign = job->profile->drivers[AV_DRIVER_ON_ASSIGN] &&
                       (!assign || g_hash_table_contains(assign, item->identity));
     }
     if (failure) {
         /* Nothing ran: the records cleared so far stay unknown, which is
-         * no lie; saved with the rest by the caller. */
+         * no lie, and no card holds the domain's image (their claims may
+         * end free); saved with the rest by the caller. */
+        for (guint i = 0; i < jobs->len; i++) {
+            const AvAssignJob *job = g_ptr_array_index(jobs, i);
+            AvPoolDevice *dev = job->marked ? av_pool_find(*pool, job->identity) : NULL;
+
+            if (dev && dev->state == AV_DEVICE_STATE_CLAIMED)
+                dev->claim_programmed = FALSE;
+        }
         g_propagate_error(error, g_steal_pointer(&failure));
         return FALSE;
     }

@@ -403,7 +403,8 @@ out:
     return ok;
 }
 
-/* Gives back every claim (not in-use devices) of the domain @uuid. */
+/* Gives back every claim (not in-use devices) of the domain @uuid: to
+ * free, or dirty where a program ran for it (av_pool_unclaim()). */
 static gboolean
 av_cli_drop_claims(AvPool *pool, const char *uuid, guint *ret_dropped, GError **error)
 {
@@ -415,8 +416,10 @@ av_cli_drop_claims(AvPool *pool, const char *uuid, guint *ret_dropped, GError **
 
         if (dev->state != AV_DEVICE_STATE_CLAIMED)
             continue;
-        if (!av_pool_transition(pool, dev, AV_DEVICE_STATE_FREE, NULL, NULL, error))
+        if (!av_pool_unclaim(pool, dev, NULL, "transition", error))
             return FALSE;
+        if (dev->state == AV_DEVICE_STATE_DIRTY)
+            av_cli_want_worker();
         dropped++;
     }
     if (ret_dropped)

@@ -95,7 +95,16 @@ av_reconcile_claims(AvPool *pool, AvReconcile *r, GError **error)
         json_object_set_new(e, "domain", av_json_string_or_null(dev->owner ? dev->owner->domain_name : NULL));
         json_array_append_new(r->claims_expired, e);
     }
-    return av_pool_expire_claims(pool, now, &changed, error);
+    if (!av_pool_expire_claims(pool, now, &changed, error))
+        return FALSE;
+    /* Free, or dirty where a program ran for the claim (av_pool_unclaim()). */
+    for (gsize i = 0; i < json_array_size(r->claims_expired); i++) {
+        json_t *e = json_array_get(r->claims_expired, i);
+        const AvPoolDevice *dev = av_pool_find(pool, json_string_value(json_object_get(e, "identity")));
+
+        json_object_set_new(e, "state", json_string(dev ? av_device_state_to_string(dev->state) : "free"));
+    }
+    return TRUE;
 }
 
 /* The VF counts that "vfs": N profiles declare, on each PF they make VFs
@@ -335,7 +344,9 @@ av_reconcile_print(const AvReconcile *r)
                S(e, "identity"), S(e, "domain"), why);
     }
     json_array_foreach(r->claims_expired, i, e)
-        printf("claim expired: %s (%s) (domain '%s'): free\n", S(e, "address"), S(e, "identity"), S(e, "domain"));
+        printf("claim expired: %s (%s) (domain '%s'): %s\n", S(e, "address"), S(e, "identity"), S(e, "domain"),
+               g_strcmp0(S(e, "state"), "dirty") == 0 ? "dirty (programmed for the domain), the worker scrubs it"
+                                                      : S(e, "state"));
     json_array_foreach(r->quarantined, i, e)
         printf("quarantined: %s (%s) (%s)\n", S(e, "address"), S(e, "identity"), S(e, "reason"));
     json_array_foreach(r->health_warnings, i, e)

@@ -464,6 +464,13 @@ av_cli_cmd_stale(AvCli *cli, int argc, char **argv)
                 f->action = "freed";
                 g_free(f->advice);
                 f->advice = g_strdup("freed by the claim's expiry (no tenant used it)");
+            } else if (f->kind == AV_STALE_CLAIM_EXPIRED && f->dev->state == AV_DEVICE_STATE_DIRTY) {
+                /* A program ran for the claim: its image is scrubbed away. */
+                f->action = "released";
+                released = TRUE;
+                g_free(f->advice);
+                f->advice = g_strdup("dirty by the claim's expiry (it was programmed for the domain): the "
+                                     "worker scrubs it");
             }
         }
         if ((released || changed) && !av_pool_save(pool, &err))

@@ -110,6 +110,14 @@ av_pool_transition_do(AvPool *pool, AvPoolDevice *dev, AvDeviceState to, const A
                     dev->identity_problem);
         return FALSE;
     }
+    /* A claim a tenant's program ran for may leave that tenant's image:
+     * it ends dirty (av_pool_unclaim()), never free. */
+    if (dev->claim_programmed && from == AV_DEVICE_STATE_CLAIMED && to == AV_DEVICE_STATE_FREE) {
+        g_set_error(error, AV_ERROR, AV_ERROR_UNSAFE,
+                    "device '%s' (%s) was programmed for its claim's domain: it is scrubbed before it is free",
+                    dev->identity, dev->address ? dev->address : "no address");
+        return FALSE;
+    }
 
     /* The owner after the move. */
     if (to == AV_DEVICE_STATE_FREE) {
@@ -173,6 +181,8 @@ av_pool_transition_do(AvPool *pool, AvPoolDevice *dev, AvDeviceState to, const A
     if (to != AV_DEVICE_STATE_MISSING &&
         !(from == AV_DEVICE_STATE_MISSING && to == dev->state_before_missing))
         av_pool_scrub_token_clear(dev);
+    if (to != AV_DEVICE_STATE_MISSING && !(from == AV_DEVICE_STATE_MISSING && to == dev->state_before_missing))
+        dev->claim_programmed = FALSE;
     if (to == AV_DEVICE_STATE_MISSING)
         dev->state_before_missing = from;
     else
@@ -695,8 +705,25 @@ av_pool_journal_certificate(AvPool *pool, const char *identity, const char *addr
     return TRUE;
 }
 
-/* Claims whose expiry has passed go back to free ("claim-expired"): a domain
- * defined but never started does not hold a GPU forever (seed 004). */
+/* See av-pool.h. */
+gboolean
+av_pool_unclaim(AvPool *pool, AvPoolDevice *dev, const char *why, const char *event, GError **error)
+{
+    g_autofree char *reason = NULL;
+
+    if (dev->state != AV_DEVICE_STATE_CLAIMED)
+        return av_transition_fail(dev, AV_DEVICE_STATE_FREE, error);
+    if (!dev->claim_programmed)
+        return av_pool_transition_event(pool, dev, AV_DEVICE_STATE_FREE, NULL, why, event, NULL, error);
+    reason = g_strdup_printf("%s%sit was programmed for the claim's domain, so it may hold that domain's image: "
+                             "scrubbed before it is free", why ? why : "", why ? "; " : "");
+    /* Outside the table: only here does a claim end dirty. */
+    return av_pool_transition_do(pool, dev, AV_DEVICE_STATE_DIRTY, NULL, reason, event, NULL, TRUE, error);
+}
+
+/* Claims whose expiry has passed end ("claim-expired"): a domain defined
+ * but never started does not hold a GPU forever (seed 004).  They go back
+ * to free, or to dirty when a program ran for them (av_pool_unclaim()). */
 gboolean
 av_pool_expire_claims(AvPool *pool, gint64 now, gboolean *changed, GError **error)
 {
@@ -705,8 +732,7 @@ av_pool_expire_claims(AvPool *pool, gint64 now, gboolean *changed, GError **erro
 
         if (dev->state != AV_DEVICE_STATE_CLAIMED || dev->claim_expires == 0 || dev->claim_expires > now)
             continue;
-        if (!av_pool_transition_event(pool, dev, AV_DEVICE_STATE_FREE, NULL, "the claim expired",
-                                      "claim-expired", NULL, error))
+        if (!av_pool_unclaim(pool, dev, "the claim expired", "claim-expired", error))
             return FALSE;
         *changed = TRUE;
     }

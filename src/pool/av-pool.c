@@ -329,6 +329,8 @@ av_pool_device_to_json(const AvPoolDevice *dev)
         json_object_set(obj, "last_scrub", dev->last_scrub);
     if (dev->release_pending)
         json_object_set_new(obj, "release_pending", json_true());
+    if (dev->claim_programmed)
+        json_object_set_new(obj, "claim_programmed", json_true());
     if (dev->in_use_boot_id)
         json_object_set_new(obj, "in_use_boot_id", json_string(dev->in_use_boot_id));
     if (dev->match_ids)
@@ -776,7 +778,8 @@ av_pool_load_device(const AvPoolLoad *ld, json_t *obj, guint index, GError **err
     };
     static const char *const optional[] = { "companions", "created", "rom_sha256", "scrub_token", "scrub_domain",
                                             "identity_problem", "last_scrub", "unscrubbed", "programmed",
-                                            "release_pending", "failures", "in_use_boot_id", "match_ids", NULL };
+                                            "release_pending", "failures", "in_use_boot_id", "match_ids",
+                                            "claim_programmed", NULL };
     g_autofree char *jpath = g_strdup_printf("devices/%u", index);
     g_autofree char *owner_path = g_strdup_printf("devices/%u/owner", index);
     g_autofree char *kind = NULL;
@@ -884,6 +887,16 @@ av_pool_load_device(const AvPoolLoad *ld, json_t *obj, guint index, GError **err
             return av_pool_load_fail(ld, error, sub, "only a released device (dirty, scrubbing or quarantined) "
                                      "has a release pending"), NULL;
         dev->release_pending = TRUE;
+    }
+    if (json_object_get(obj, "claim_programmed")) {
+        g_autofree char *sub = g_strdup_printf("%s/claim_programmed", jpath);
+        AvDeviceState state = dev->state == AV_DEVICE_STATE_MISSING ? dev->state_before_missing : dev->state;
+
+        if (!json_is_true(json_object_get(obj, "claim_programmed")))
+            return av_pool_load_fail(ld, error, sub, "expected true (it is left out when not set)"), NULL;
+        if (state != AV_DEVICE_STATE_CLAIMED)
+            return av_pool_load_fail(ld, error, sub, "only a claimed device is 'claim_programmed'"), NULL;
+        dev->claim_programmed = TRUE;
     }
     if (json_object_get(obj, "in_use_boot_id")) {
         g_autofree char *sub = g_strdup_printf("%s/in_use_boot_id", jpath);

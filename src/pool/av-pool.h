@@ -167,6 +167,11 @@ typedef struct {
                                   * The hook and detach clear it once it ran, the worker runs it first
                                   * otherwise.  In pool.json ("release_pending") only when set; every move
                                   * to free drops it */
+    gboolean claim_programmed;   /* claimed, and a program for the claim's domain started on it (define,
+                                  * start, attach; not the operator's own): it may hold that tenant's
+                                  * image, so the claim ends dirty, never free (a lapsed claim, an
+                                  * undefine).  In pool.json ("claim_programmed") only when set; every
+                                  * move but to missing and back drops it */
     AvProgrammed *programmed;    /* PCI: the bitstream it holds (see AvProgrammed), or NULL: unknown or
                                   * never programmed.  In pool.json ("programmed": {"sha256", "name",
                                   * "since", "by", "verified"}) only when set; dropped by a release */
@@ -573,6 +578,13 @@ gboolean av_pool_confirm(const AvPool *pool, const AvHost *host, const AvPolicy 
  * ("claim-expired"), setting *changed; av_pool_reconcile() does it too.
  * Requires AV_POOL_WRITE. */
 gboolean av_pool_expire_claims(AvPool *pool, gint64 now, gboolean *changed, GError **error);
+
+/* Ends the claim on @dev (claimed): back to free, or to dirty when a
+ * program for the claim's domain started on it (claim_programmed: its
+ * image may be on the card, and the scrub's program-base replaces it).
+ * @why is the reason recorded (NULL: none), @event the journal entry's
+ * name ("transition", "claim-expired"). */
+gboolean av_pool_unclaim(AvPool *pool, AvPoolDevice *dev, const char *why, const char *event, GError **error);
 
 /* The stable identity of a PCI device, which survives re-enumeration
  * (never the bus address alone):
