@@ -22,6 +22,8 @@ typedef struct {
     char *match_ids;             /* PCI: what a profile's match reads (av_pool_match_ids_pci()), or NULL */
     char *suspect;               /* an identity problem: its own identity is one the pool knew for one
                                   * device, which another device of this scan presents too; or NULL */
+    gboolean keeps;              /* of such devices, the one at the address where the pool knew that
+                                  * identity: its identity there never changed, it keeps it */
 } AvScanned;
 
 static void
@@ -69,8 +71,13 @@ av_scanned_collisions(GPtrArray *scanned, GPtrArray *ret_order)
 /* Marks the devices of every group of @groups (av_scanned_collisions())
  * whose shared identity @pool holds for a device it saw at its last scan:
  * that identity was one device's until now, so the sharing is news, such
- * as a DSN copied onto another card by a tenant's firmware.  Each of them
- * gets an identity problem (AvScanned.suspect). */
+ * as a DSN copied onto another card by a tenant's firmware.  The device at
+ * the address the pool knew it at presents what it presented there: it
+ * keeps the identity (AvScanned.keeps), and the others, whose identity at
+ * their address changed, get an identity problem (AvScanned.suspect): a
+ * tenant whose card copies the serial of a free card of another tenant
+ * gets its own card refused, not the other's.  Without such a device
+ * (the known one moved too), all of them are suspect. */
 static void
 av_scanned_mark_suspects(const AvPool *pool, GHashTable *groups, GPtrArray *order)
 {
@@ -79,20 +86,40 @@ av_scanned_mark_suspects(const AvPool *pool, GHashTable *groups, GPtrArray *orde
         GPtrArray *group = g_hash_table_lookup(groups, identity);
         const AvPoolDevice *known = av_pool_find(pool, identity);
         g_autoptr(GString) where = g_string_new(NULL);
+        AvScanned *stays = NULL;
 
         if (!known || known->state == AV_DEVICE_STATE_MISSING)
             continue;
-        for (guint j = 0; j < group->len; j++)
-            g_string_append_printf(where, "%s%s", j ? " and " : "", ((AvScanned *)g_ptr_array_index(group, j))->address);
+        for (guint j = 0; j < group->len; j++) {
+            AvScanned *s = g_ptr_array_index(group, j);
+
+            if (s->kind == known->kind && known->address && g_strcmp0(s->address, known->address) == 0)
+                stays = s;
+            else
+                g_string_append_printf(where, "%s%s", where->len ? " and " : "", s->address);
+        }
         for (guint j = 0; j < group->len; j++) {
             AvScanned *s = g_ptr_array_index(group, j);
 
             g_free(s->suspect);
-            s->suspect = g_strdup_printf("the identity '%s', which was %s's alone, is now presented by the devices "
-                                         "at %s at once: a serial number copied onto another card (firmware may "
-                                         "have been altered)? Each of them is refused until an operator has checked "
-                                         "them and clears it ('accelvirt quarantine clear ADDRESS')",
-                                         identity, known->address ? known->address : "one device", where->str);
+            s->suspect = NULL;
+            if (s == stays) {
+                s->keeps = TRUE;
+                continue;
+            }
+            if (stays)
+                s->suspect = g_strdup_printf("it presents the identity '%s', which is the device's at %s (its "
+                                             "identity there did not change): a serial number copied onto this "
+                                             "card (firmware may have been altered)? It is refused until an "
+                                             "operator has checked it and clears it ('accelvirt quarantine clear "
+                                             "%s')", identity, known->address, s->address);
+            else
+                s->suspect = g_strdup_printf("the identity '%s', which was %s's alone, is now presented by the "
+                                             "devices at %s at once: a serial number copied onto another card "
+                                             "(firmware may have been altered)? Each of them is refused until an "
+                                             "operator has checked them and clears it ('accelvirt quarantine clear "
+                                             "ADDRESS')", identity, known->address ? known->address : "one device",
+                                             where->str);
         }
     }
 }
@@ -135,7 +162,7 @@ av_scanned_resolve_collisions(const AvPool *pool, GPtrArray *scanned, GHashTable
     for (guint i = 0; i < scanned->len; i++) {
         AvScanned *s = g_ptr_array_index(scanned, i);
 
-        if (g_hash_table_contains(shared, s->identity)) {
+        if (g_hash_table_contains(shared, s->identity) && !s->keeps) {
             g_free(s->identity);
             s->identity = g_strdup(s->fallback);
         }
