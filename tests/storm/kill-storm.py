@@ -41,7 +41,14 @@ Then it checks, and prints TAP:
     record that names it;
   - with attach and detach (libvirt's test driver, the CLI's fake
     hot-plug): every device a running domain holds is in use by it, or
-    quarantined.
+    quarantined;
+  - with two profiles of one chip told apart by subsystem id (a narrow one
+    with a real scrub first, a broad one that scrubs nothing), and tenants'
+    firmware changing their cards' subsystem id to the broad one's while
+    the cards are out of the pool's hands (the operator putting it back and
+    clearing the quarantine): every scrub certificate of those cards names
+    the profile they were claimed under and ran its step, and no card was
+    ever reprofiled.
 The counts are printed as TAP comments.
 
 Usage: kill-storm.py (from `make check-storm`; the environment of `make
@@ -75,6 +82,12 @@ tap = []
 REBAR_GPUS = ["0000:17:00.0", "0000:31:00.0", "0000:4b:00.0", "0000:65:00.0", "0000:ca:00.0", "0000:e3:00.0"]
 REBAR_SIZE = 1 << 20
 REBAR_POINTS = ["bar-recorded", "bar-unbound", "bar-grown", "bar-zeroed", "bar-back", "bar-restored"]
+
+# The A100s of the two-profile world: subsystem id 0x145f (the 80 GB board,
+# profile test-a100-80g, the real scrub); a tenant's firmware makes it 0x1460
+# (what the broad profile test-a100-40g, which scrubs nothing, takes).
+FLIP_GPUS = ["0000:17:00.0", "0000:31:00.0", "0000:4b:00.0"]
+FLIP_HEAVY, FLIP_LIGHT = "0x145f", "0x1460"
 
 
 def check(ok, name, detail=""):
@@ -482,10 +495,66 @@ def driver(world, addr):
     return os.path.basename(os.readlink(link)) if os.path.islink(link) else None
 
 
+def set_subsystem(world, addr, value):
+    """The card at @addr presents subsystem id @value from now on (its
+    firmware changed it), written as a new file moved in place."""
+    path = os.path.join(world.root, "sys/bus/pci/devices", addr, "subsystem_device")
+    with open(path + ".new", "w") as f:
+        f.write(value + "\n")
+    os.replace(path + ".new", path)
+
+
+def subsystem(world, addr):
+    with open(os.path.join(world.root, "sys/bus/pci/devices", addr, "subsystem_device")) as f:
+        return f.read().strip()
+
+
+def firmware_flip(world):
+    """A tenant's firmware changes the subsystem id of a card out of the
+    pool's hands (claimed, in use, dirty, scrubbing), to the other board's."""
+    try:
+        pool = load_pool(world)
+    except (OSError, ValueError):
+        return
+    out = [d["address"] for d in pool["devices"] if d["kind"] == "pci" and d["address"] in world.flip and
+           d["state"] in ("claimed", "in-use", "dirty", "scrubbing")]
+    if out:
+        addr = random.choice(out)
+        set_subsystem(world, addr, FLIP_LIGHT if subsystem(world, addr) == FLIP_HEAVY else FLIP_HEAVY)
+        stats["flips"] = stats.get("flips", 0) + 1
+
+
+def operator_fix(world, mode, every=False):
+    """The operator checks a quarantined card of the two-profile world (or
+    @every one): puts its subsystem id back, scrubs it when it holds a
+    tenant's data, and clears its quarantine (each of which may be killed)."""
+    try:
+        pool = load_pool(world)
+    except (OSError, ValueError):
+        return
+    q = [d for d in pool["devices"] if d["kind"] == "pci" and d["address"] in world.flip and
+         d["state"] == "quarantined"]
+    for d in q if every else random.sample(q, min(1, len(q))):
+        operator_fix_one(world, d, mode)
+
+
+def operator_fix_one(world, d, mode):
+    set_subsystem(world, d["address"], FLIP_HEAVY)
+    if d.get("unscrubbed"):
+        run(world, world.cli("scrub", d["address"]), mode=mode)
+    run(world, world.cli("quarantine", "clear", d["address"]), mode=mode)
+
+
 def storm(worlds):
     while killed() < KILLS:
         w = random.choice(worlds)
         mode = random.choices(["point", "outside", "none"], [45, 35, 20])[0]
+        if getattr(w, "flip", None) and random.random() < 0.15:
+            if random.random() < 0.6:
+                firmware_flip(w)
+            else:
+                operator_fix(w, mode)
+            continue
         r = random.random()
         if getattr(w, "hp", None):
             name = random.choice(HOTPLUG_DOMAINS)
@@ -707,6 +776,21 @@ def verify(world, pooled_ok, companions_ok, quiet=False):
         check(not bad, "%s: every Resizable BAR is at its size from before the storm, and no record of BAR sizes "
                        "is left" % label, "; ".join(bad))
 
+    # Two profiles of one chip: a card is scrubbed by the profile it was
+    # claimed under, whatever its firmware presents since.
+    if getattr(world, "flip", None):
+        certs = [e for e in entries if e.get("event") == "scrub-certificate" and e.get("address") in world.flip]
+        bad = ["%s #%d: profile %s, steps %s" % (e["address"], e["seq"], e.get("profile"),
+                                                 [x.get("method") for x in e.get("steps") or []])
+               for e in certs if e.get("profile") != "test-a100-80g" or not e.get("steps") or
+               (e.get("result") == "free" and [x.get("method") for x in e["steps"]] != ["command"])]
+        check(not bad and certs, "%s: every scrub certificate of the cards whose firmware changed their subsystem id "
+                                 "(%d flips) names the profile they were claimed under and its step (%d certificates)"
+              % (label, stats.get("flips", 0), len(certs)), "; ".join(bad))
+        bad = ["#%d %s %s -> %s" % (e["seq"], e.get("address"), e.get("old_profile"), e.get("profile"))
+               for e in entries if e.get("event") == "reprofiled"]
+        check(not bad, "%s: no card was reprofiled by what its firmware presents" % label, "; ".join(bad))
+
     # Holds: every record a live holder of this boot, every holder recorded.
     problems, records = holds_problems(world)
     check(not problems, "%s: every hold record names a live holder of this boot, and every holder of its group "
@@ -814,6 +898,31 @@ def main():
         for i in range(1, 5):       # the PF's 4 VFs idle (no driver): VFs to take, or to shrink
             os.unlink(os.path.join(sriov_world.root, "sys/bus/pci/devices/0000:6b:00.%d/driver" % i))
         sriov_world.attach_profile, sriov_world.attach_max = "test-qat-vf", 4
+        # Two profiles of one chip told apart by subsystem id, the narrow one
+        # (the 80 GB board, the real scrub) before the broad one (nothing).
+        ppol = os.path.join(top, "policies-twoprof")
+        os.mkdir(ppol, 0o755)
+        for fname in sorted(os.listdir(pol)):
+            with open(os.path.join(pol, fname)) as f:
+                spec = json.load(f)
+            profiles = []
+            for prof in spec["profiles"]:
+                if prof["name"] == "test-a100":
+                    profiles.append(dict(prof, name="test-a100-80g",
+                                         match=dict(prof["match"], subsystem_device=FLIP_HEAVY)))
+                    prof = dict(prof, name="test-a100-40g", scrub=[{"method": "none"}])
+                profiles.append(prof)
+            spec["profiles"] = profiles
+            with open(os.path.join(ppol, fname), "w") as f:
+                json.dump(spec, f)
+            os.chmod(os.path.join(ppol, fname), 0o644)
+        pdoms = []
+        for g in FLIP_GPUS:
+            for k in range(2):
+                n += 1
+                pdoms.append(("p%d" % n, uuid(n), domain_xml("p%d" % n, uuid(n), [hostdev(g, "yes" if k else "no")])))
+        prof_world = World(top, "two-socket-8gpu", ppol, pdoms, name="twoprof")
+        prof_world.flip = FLIP_GPUS
         vfs = ["0000:6b:00.%d" % i for i in range(1, 8)] + ["0000:6b:01.%d" % i for i in range(8)]
         hot_gpus = ["0000:98:00.0", "0000:b1:00.0"]
 
@@ -891,8 +1000,8 @@ def main():
               lambda w: (attach_argv(w, "h1", "test-qat-vf", 6), None), vfs, {},
               lambda w: (run(w, attach_argv(w, "h1", "test-qat-vf", 6)), detach_all(w)))
 
-        storm([gpu_world, vgpu_world, rebar_world, hot_world, sriov_world])
-        for w in (gpu_world, vgpu_world, rebar_world, hot_world, sriov_world):
+        storm([gpu_world, vgpu_world, rebar_world, hot_world, sriov_world, prof_world])
+        for w in (gpu_world, vgpu_world, rebar_world, hot_world, sriov_world, prof_world):
             quiesce(w)
         seconds = time.time() - t0
 
@@ -911,6 +1020,7 @@ def main():
         verify(rebar_world, REBAR_GPUS, {})
         verify(hot_world, hot_gpus, companions)
         verify(sriov_world, vfs, {})
+        verify(prof_world, gpus, companions)
         mdev_dir = os.path.join(vgpu_world.root, "sys/bus/mdev/devices")
         vp = load_pool(vgpu_world)
         held = {d["identity"][5:] for d in vp["devices"] if d["kind"] == "mdev"}
@@ -920,13 +1030,18 @@ def main():
 
         # Then every domain is released for good, nobody killed: every device
         # comes back free, scrubbed, on the drivers it had.
-        for w in (gpu_world, vgpu_world, rebar_world):
+        for w in (gpu_world, vgpu_world, rebar_world, prof_world):
             for name, _, path in w.domains:
                 hook(w, name, path, "release", "end", "none")
             quiesce(w)
         for w in (hot_world, sriov_world):
             detach_all(w)
-        for w, first in ((gpu_world, "0000:17:00.0"), (vgpu_world, None), (rebar_world, None), (hot_world, None), (sriov_world, None)):
+        # The operator checks every card the firmware flips quarantined.
+        for addr in FLIP_GPUS:
+            set_subsystem(prof_world, addr, FLIP_HEAVY)
+        operator_fix(prof_world, "none", every=True)
+        quiesce(prof_world)
+        for w in (gpu_world, vgpu_world, rebar_world, hot_world, sriov_world, prof_world):
             label = os.path.basename(w.dir)
             p = load_pool(w)
             bad = ["%s %s" % (d["identity"], d["state"]) for d in p["devices"]
@@ -955,7 +1070,7 @@ def main():
                  stats["completed"], stats["survived_kill"]))
         print("# by program: " + ", ".join("%s %d" % (k, v) for k, v in sorted(kinds.items())))
         states = {}
-        for w in (gpu_world, vgpu_world, rebar_world, hot_world, sriov_world):
+        for w in (gpu_world, vgpu_world, rebar_world, hot_world, sriov_world, prof_world):
             for d in load_pool(w)["devices"]:
                 states[d["state"]] = states.get(d["state"], 0) + 1
         print("# final states: " + ", ".join("%s %d" % kv for kv in sorted(states.items())))
