@@ -1699,7 +1699,9 @@ av_hook_prepare(const AvHookConfig *config, AvDomain *domain)
         av_hook_log(LOG_INFO, "prepare: no device of this domain is managed by accelvirt");
         return 0;
     }
-    p.owner = av_hook_owner_new(domain);
+    p.owner = av_hook_owner_for(domain, p.policy, p.pool, &error);
+    if (!p.owner)
+        return av_prepare_fail(&p, error, FALSE);
     if (!av_prepare_check(&p, &error) || !av_prepare_check_bitstreams(&p, &error) ||
         !av_prepare_plan(&p, &error))
         return av_prepare_fail(&p, error, FALSE);

@@ -115,6 +115,15 @@ void av_hook_spawn_pending_worker(const AvHookConfig *config);
  * it, the instance (the domain UUID), project and user.  Caller frees. */
 AvOwner *av_hook_owner_new(const AvDomain *domain);
 
+/* The owner a domain's devices are charged to: av_hook_owner_new(), less
+ * the project and user of its metadata when @policy does not trust them
+ * ("owner_metadata": false), with the project and user the operator pinned
+ * in @pool's placement record of the domain (`accelvirt define
+ * --project`) in their place.  NULL with AV_ERROR_UNSAFE when the
+ * domain's metadata names another project or user than the pinned ones:
+ * a domain does not charge another project.  Caller frees. */
+AvOwner *av_hook_owner_for(const AvDomain *domain, const AvPolicy *policy, const AvPool *pool, GError **error);
+
 /* The operations.  Each returns the exit status; refusals through
  * av_hook_refuse(). */
 int av_hook_prepare(const AvHookConfig *config, AvDomain *domain);

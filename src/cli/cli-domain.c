@@ -24,6 +24,7 @@
 #include "pool/av-place.h"
 #include "util/av-error.h"
 #include "util/av-json.h"
+#include "util/av-names.h"
 
 /* How long a reservation made by define or rewrite lasts by default: a
  * domain defined but never started does not hold a GPU forever (seed 004). */
@@ -594,14 +595,60 @@ av_cli_plan_json(const char *name, const char *uuid, const AvPlacement *placemen
 
 /* --- commands --------------------------------------------------------------- */
 
+/* TRUE when --project and --user (NULL: not given) are OpenStack ids; else
+ * says so in one line. */
+static gboolean
+av_cli_owner_options_valid(const char *project, const char *user)
+{
+    if ((project && !av_openstack_id_is_valid(project)) || (user && !av_openstack_id_is_valid(user))) {
+        av_cli_usage_error("--project and --user take an OpenStack id: 1 to 64 letters, digits, '_', '.', '@' or "
+                           "'-', beginning with a letter or digit");
+        return FALSE;
+    }
+    return TRUE;
+}
+
+static gboolean
+av_cli_owner_disagrees(const char *role, const char *said, const char *given, GError **error)
+{
+    g_set_error(error, AV_ERROR, AV_ERROR_INVALID_INPUT,
+                "the domain's <nova:owner> names the %s '%s', not the '%s' given (--%s); give the one its time is "
+                "charged to and make its metadata agree, or leave <nova:owner> out", role, said, given, role);
+    return FALSE;
+}
+
+/* FALSE with one sentence when the domain @xml (@len bytes) names in its
+ * <nova:owner> another OpenStack project or user than @project or @user
+ * (NULL: not given), which `define --project`/`--user` pin. */
+static gboolean
+av_cli_owner_agrees(const char *xml, gsize len, const char *project, const char *user, GError **error)
+{
+    g_autoptr(AvDomain) domain = av_domain_parse(xml, len, error);
+
+    if (!domain)
+        return FALSE;
+    if (project && domain->nova_project && strcmp(project, domain->nova_project) != 0)
+        return av_cli_owner_disagrees("project", domain->nova_project, project, error);
+    if (user && domain->nova_user && strcmp(user, domain->nova_user) != 0)
+        return av_cli_owner_disagrees("user", domain->nova_user, user, error);
+    return TRUE;
+}
+
+
 int
 av_cli_cmd_rewrite(AvCli *cli, int argc, char **argv)
 {
     gboolean dry_run = FALSE;
     gint ttl = AV_CLI_CLAIM_TTL_S;
+    g_autofree char *project = NULL;
+    g_autofree char *user = NULL;
+    g_autofree char *uuid = NULL;
     const GOptionEntry entries[] = {
         { "dry-run", 'n', 0, G_OPTION_ARG_NONE, &dry_run, "Reserve nothing: only print the placed XML", NULL },
         { "claim-ttl", 0, 0, G_OPTION_ARG_INT, &ttl, "Seconds the reservation lasts (0: until undefined)", "S" },
+        { "project", 0, 0, G_OPTION_ARG_STRING, &project,
+          "Charge the domain's device time to this OpenStack project, whatever its metadata says", "ID" },
+        { "user", 0, 0, G_OPTION_ARG_STRING, &user, "Charge it to this OpenStack user likewise", "ID" },
         { NULL },
     };
     g_autoptr(AvRoot) root = NULL;
@@ -625,7 +672,11 @@ av_cli_cmd_rewrite(AvCli *cli, int argc, char **argv)
         return av_cli_usage_error("'rewrite' takes one FILE (or - for stdin)");
     if (ttl < 0)
         return av_cli_usage_error("--claim-ttl must be 0 or more seconds");
+    if (!av_cli_owner_options_valid(project, user))
+        return AV_EXIT_USAGE;
     if (!av_cli_read_xml(argc > 1 ? argv[1] : "-", &xml, &len, &err))
+        return av_cli_fail(err);
+    if ((project || user) && !av_cli_owner_agrees(xml, len, project, user, &err))
         return av_cli_fail(err);
     {
         g_autoptr(AvDomain) domain = av_domain_parse(xml, len, &err);
@@ -646,9 +697,11 @@ av_cli_cmd_rewrite(AvCli *cli, int argc, char **argv)
     pool = av_cli_open_pool(cli, root, dry_run ? AV_POOL_READ : AV_POOL_WRITE, &err);
     if (!pool)
         return av_cli_fail(err);
-    if (!av_cli_place(cli, root, policy, pool, xml, len, dry_run, ttl, &placed, NULL, &placement, &bitstreams,
+    if (!av_cli_place(cli, root, policy, pool, xml, len, dry_run, ttl, &placed, &uuid, &placement, &bitstreams,
                       dry_run ? &topology : NULL, &err))
         return av_cli_fail(err);
+    if (!dry_run && (project || user))
+        av_pool_placement_pin_owner(pool, uuid, project, user);
     if (!dry_run && !av_pool_save(pool, &err))
         return av_cli_fail(err);
     /* Programming happens at define and start; stdout is the XML. */
@@ -698,11 +751,17 @@ av_cli_cmd_define(AvCli *cli, int argc, char **argv)
 {
     gint ttl = AV_CLI_CLAIM_TTL_S;
     gboolean dry_run = FALSE;
+    g_autofree char *project = NULL;
+    g_autofree char *user = NULL;
     const GOptionEntry entries[] = {
         { "claim-ttl", 0, 0, G_OPTION_ARG_INT, &ttl,
           "Seconds the devices stay reserved if the domain is not started (0: until undefined)", "S" },
         { "dry-run", 'n', 0, G_OPTION_ARG_NONE, &dry_run,
           "Reserve, program and define nothing: only say where the domain would go", NULL },
+        { "project", 0, 0, G_OPTION_ARG_STRING, &project,
+          "Charge the domain's device time to this OpenStack project, whatever its metadata says", "ID" },
+        { "user", 0, 0, G_OPTION_ARG_STRING, &user,
+          "Charge it to this OpenStack user likewise", "ID" },
         { NULL },
     };
     g_autoptr(GPtrArray) bitstreams = NULL;
@@ -730,7 +789,11 @@ av_cli_cmd_define(AvCli *cli, int argc, char **argv)
         return av_cli_usage_error("'define' takes one FILE (or - for stdin)");
     if (ttl < 0)
         return av_cli_usage_error("--claim-ttl must be 0 or more seconds");
+    if (!av_cli_owner_options_valid(project, user))
+        return AV_EXIT_USAGE;
     if (!av_cli_read_xml(argv[1], &xml, &len, &err) || !av_cli_open(cli, &root, &policy, &err))
+        return av_cli_fail(err);
+    if ((project || user) && !av_cli_owner_agrees(xml, len, project, user, &err))
         return av_cli_fail(err);
     if (dry_run) {
         g_autoptr(AvGuestTopology) topology = NULL;
@@ -758,6 +821,9 @@ av_cli_cmd_define(AvCli *cli, int argc, char **argv)
     if (!av_cli_place(cli, root, policy, pool, xml, len, FALSE, ttl, &placed, &uuid, &placement, &bitstreams, NULL,
                       &err))
         return av_cli_fail(err);
+    /* Saved with the claims: what the hook charges the devices to. */
+    if (project || user)
+        av_pool_placement_pin_owner(pool, uuid, project, user);
     parsed = av_domain_parse(placed, strlen(placed), NULL);
     if (av_cli_assign_needed(policy, pool, placement->items)) {
         /* Programs and driver commands run with the claims saved and the

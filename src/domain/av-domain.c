@@ -304,21 +304,6 @@ alias_valid(const char *s)
     return TRUE;
 }
 
-/* Keystone ids: 32 hex digits in practice, up to 64 of [A-Za-z0-9_.@-]. */
-static gboolean
-nova_id_valid(const char *s)
-{
-    gsize n = strlen(s);
-
-    if (n == 0 || n > AV_NOVA_ID_MAX || !g_ascii_isalnum(s[0]))
-        return FALSE;
-    for (const char *c = s; *c; c++) {
-        if (!(g_ascii_isalnum(*c) || *c == '_' || *c == '.' || *c == '@' || *c == '-'))
-            return FALSE;
-    }
-    return TRUE;
-}
-
 /* libvirt refuses '/' in a name; accelvirt also refuses control characters
  * (the name lands in logs) and bounds it. */
 static gboolean
@@ -1259,7 +1244,7 @@ nova_parse(const xmlNode *instance, AvDomain *dom, GError **error)
         if (!node)
             continue;
         uuid = av_domain_prop(node, "uuid");
-        if (!uuid || !nova_id_valid(uuid)) {
+        if (!av_openstack_id_is_valid(uuid)) {
             g_autofree char *q = av_domain_quote(uuid);
 
             return av_domain_invalid_at(

@@ -67,7 +67,7 @@ static const char *const verify_names[] = { "full", "sample", NULL };
 static const char *const reset_method_names[] = { "flr", "pm", "bus", "device_specific", "acpi", NULL };
 
 static const char *const top_keys[] = { "profiles", "description", "nova", NULL };
-static const char *const nova_keys[] = { "placement_sync", "cloud", "hypervisor_hostname", NULL };
+static const char *const nova_keys[] = { "placement_sync", "cloud", "hypervisor_hostname", "owner_metadata", NULL };
 static const char *const profile_keys[] = {
     "name", "description", "match", "attach", "mdev_type", "numa", "allocation", "granularity",
     "scrub", "restore_driver", "hide_hypervisor", "resource_class", "traits", "companions", "memory", "min_coverage",
@@ -379,6 +379,13 @@ av_policy_placement_sync(const AvPolicy *policy, const AvProfile *profile)
     if (profile->placement_sync >= 0)
         return profile->placement_sync == 1;
     return policy && policy->nova && policy->nova->placement_sync;
+}
+
+/* See av-policy.h. */
+gboolean
+av_policy_owner_metadata_trusted(const AvPolicy *policy)
+{
+    return !(policy && policy->nova && policy->nova->owner_metadata_ignored);
 }
 
 /* Frees @policy, its profiles and file names; NULL is a no-op. */
@@ -2439,6 +2446,12 @@ parse_nova(const PolicyParse *pp, const AvPolicy *policy, json_t *root, AvNovaSe
         if (!json_is_boolean(v))
             return type_fail(pp, "nova/placement_sync", "nova.placement_sync", "true or false", v, error);
         nova->placement_sync = json_is_true(v);
+    }
+    v = json_object_get(obj, "owner_metadata");
+    if (v) {
+        if (!json_is_boolean(v))
+            return type_fail(pp, "nova/owner_metadata", "nova.owner_metadata", "true or false", v, error);
+        nova->owner_metadata_ignored = json_is_false(v);
     }
     if (!get_string(pp, obj, "cloud", "nova", "nova.cloud", &s, error))
         return FALSE;

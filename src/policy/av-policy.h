@@ -245,6 +245,9 @@ typedef struct {
                                   * devices' resource providers true (src/nova/av-placement-sync.h) */
     char *cloud;                 /* "cloud": the clouds.yaml entry, or NULL ($OS_CLOUD) */
     char *hypervisor_hostname;   /* "hypervisor_hostname", or NULL (gethostname()) */
+    gboolean owner_metadata_ignored; /* "owner_metadata": false: a domain's <nova:owner> is not what its
+                                  * devices are charged to, only the owner the operator pinned
+                                  * (`accelvirt define --project`) */
     char *source_file;           /* the file that has it */
 } AvNovaSettings;
 
@@ -392,6 +395,11 @@ GPtrArray *av_profile_scrub_warnings(const AvProfile *profile);
  * true (issue 18): the profile's "placement_sync" when given, else the
  * policy's "nova" "placement_sync"; never for attach "mdev" or "usb". */
 gboolean av_policy_placement_sync(const AvPolicy *policy, const AvProfile *profile);
+
+/* Whether a domain's own <nova:owner> metadata (project, user) is what its
+ * devices' time is charged to when the operator pinned no owner: the
+ * policy's "nova" "owner_metadata", default true. */
+gboolean av_policy_owner_metadata_trusted(const AvPolicy *policy);
 
 /* The longest "hypervisor_hostname": Placement's resource provider names
  * are at most 200 characters, and Nova's device providers are named

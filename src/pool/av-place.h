@@ -163,16 +163,29 @@ typedef struct {
     int numa_node;               /* -1 none */
     GPtrArray *requests;         /* AvRequest* */
     GPtrArray *items;            /* AvPlacedItem*, in alias order */
+    char *owner_project;         /* the OpenStack project the operator pinned the domain to
+                                  * (`accelvirt define --project`), or NULL: what its devices' time is
+                                  * charged to, whatever its metadata says */
+    char *owner_user;            /* the user likewise (--user), or NULL */
 } AvPoolPlacement;
 
 void av_pool_placement_free(AvPoolPlacement *record);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(AvPoolPlacement, av_pool_placement_free)
 
-/* Records (replacing an earlier record of @domain_uuid) that @requests were
- * placed as @placement for the domain @domain_uuid named @domain_name;
- * copies everything.  The caller saves the pool. */
+/* Records (replacing an earlier record of @domain_uuid, whose owner pin it
+ * keeps) that @requests were placed as @placement for the domain
+ * @domain_uuid named @domain_name; copies everything.  The caller saves the
+ * pool. */
 void av_pool_placement_record(AvPool *pool, const char *domain_uuid, const char *domain_name,
                               const GPtrArray *requests, const AvPlacement *placement);
+
+/* Pins the owner of the domain @domain_uuid, whose record must exist:
+ * @project and @user (each an OpenStack id, or NULL: not pinned) are what
+ * its devices are charged to from now on (the hook's prepare), and a
+ * domain whose metadata names another is refused.  A record made again
+ * (av_pool_placement_record()) keeps the pin.  FALSE, nothing changed,
+ * when there is no record.  The caller saves. */
+gboolean av_pool_placement_pin_owner(AvPool *pool, const char *domain_uuid, const char *project, const char *user);
 
 /* The record of @domain_uuid, or NULL.  Borrowed from @pool. */
 const AvPoolPlacement *av_pool_placement_find(const AvPool *pool, const char *domain_uuid);

@@ -30,6 +30,8 @@ av_pool_placement_free(AvPoolPlacement *record)
         return;
     g_free(record->domain_uuid);
     g_free(record->domain_name);
+    g_free(record->owner_project);
+    g_free(record->owner_user);
     if (record->requests)
         g_ptr_array_unref(record->requests);
     if (record->items)
@@ -97,6 +99,21 @@ av_pool_placement_find(const AvPool *pool, const char *domain_uuid)
 }
 
 /* See av-place.h. */
+gboolean
+av_pool_placement_pin_owner(AvPool *pool, const char *domain_uuid, const char *project, const char *user)
+{
+    AvPoolPlacement *record = (AvPoolPlacement *)av_pool_placement_find(pool, domain_uuid);
+
+    if (!record)
+        return FALSE;
+    g_free(record->owner_project);
+    record->owner_project = g_strdup(project);
+    g_free(record->owner_user);
+    record->owner_user = g_strdup(user);
+    return TRUE;
+}
+
+/* See av-place.h. */
 void
 av_pool_placement_forget(AvPool *pool, const char *domain_uuid)
 {
@@ -112,7 +129,12 @@ av_pool_placement_record(AvPool *pool, const char *domain_uuid, const char *doma
                          const AvPlacement *placement)
 {
     AvPoolPlacement *record = av_pool_placement_new(domain_uuid, domain_name);
+    const AvPoolPlacement *earlier = av_pool_placement_find(pool, domain_uuid);
 
+    if (earlier) {
+        record->owner_project = g_strdup(earlier->owner_project);
+        record->owner_user = g_strdup(earlier->owner_user);
+    }
     av_pool_placement_forget(pool, domain_uuid);
     record->numa_node = placement->numa_node;
     for (guint i = 0; i < requests->len; i++) {
@@ -192,10 +214,16 @@ av_pool_placements_to_json(const GPtrArray *placements)
                 json_object_set_new(obj, "bitstream", json_string(item->bitstream));
             json_array_append_new(items, obj);
         }
-        json_array_append_new(array, json_pack("{s:s,s:o,s:i,s:o,s:o}", "domain_uuid", record->domain_uuid,
-                                               "domain_name", av_json_string_or_null(record->domain_name),
-                                               "numa_node", record->numa_node, "requests", requests, "devices",
-                                               items));
+        json_t *obj = json_pack("{s:s,s:o,s:i,s:o,s:o}", "domain_uuid", record->domain_uuid, "domain_name",
+                                av_json_string_or_null(record->domain_name), "numa_node", record->numa_node,
+                                "requests", requests, "devices", items);
+
+        /* Only when pinned: other records stay as they were. */
+        if (record->owner_project || record->owner_user)
+            json_object_set_new(obj, "owner", json_pack("{s:o,s:o}", "project",
+                                                        av_json_string_or_null(record->owner_project), "user",
+                                                        av_json_string_or_null(record->owner_user)));
+        json_array_append_new(array, obj);
     }
     return array;
 }
@@ -357,6 +385,7 @@ gboolean
 av_pool_load_placements(const AvPoolLoad *ld, json_t *v, GPtrArray *placements, GError **error)
 {
     static const char *const keys[] = { "domain_uuid", "domain_name", "numa_node", "requests", "devices", NULL };
+    static const char *const optional[] = { "owner", NULL };
 
     if (!v)
         return TRUE;
@@ -373,7 +402,7 @@ av_pool_load_placements(const AvPoolLoad *ld, json_t *v, GPtrArray *placements, 
 
         if (!json_is_object(obj))
             return av_pool_load_fail(ld, error, jpath, "expected an object");
-        if (!av_pool_load_keys(ld, obj, jpath, keys, error) ||
+        if (!av_pool_load_keys_opt(ld, obj, jpath, keys, optional, error) ||
             !av_pool_load_string(ld, obj, jpath, "domain_uuid", FALSE, &uuid, error) ||
             !av_pool_load_string(ld, obj, jpath, "domain_name", TRUE, &name, error) ||
             !av_pool_load_int(ld, obj, jpath, "numa_node", -1, G_MAXINT, &node, error))
@@ -391,6 +420,22 @@ av_pool_load_placements(const AvPoolLoad *ld, json_t *v, GPtrArray *placements, 
         record = av_pool_placement_new(uuid, name);
         record->numa_node = (int)node;
         g_ptr_array_add(placements, record);
+        if (json_object_get(obj, "owner")) {
+            static const char *const owner_keys[] = { "project", "user", NULL };
+            g_autofree char *sub = g_strdup_printf("%s/owner", jpath);
+            json_t *owner = json_object_get(obj, "owner");
+
+            if (!json_is_object(owner))
+                return av_pool_load_fail(ld, error, sub, "expected an object {\"project\", \"user\"}");
+            if (!av_pool_load_keys(ld, owner, sub, owner_keys, error) ||
+                !av_pool_load_string(ld, owner, sub, "project", TRUE, &record->owner_project, error) ||
+                !av_pool_load_string(ld, owner, sub, "user", TRUE, &record->owner_user, error))
+                return FALSE;
+            if ((record->owner_project && !av_openstack_id_is_valid(record->owner_project)) ||
+                (record->owner_user && !av_openstack_id_is_valid(record->owner_user)) ||
+                (!record->owner_project && !record->owner_user))
+                return av_pool_load_fail(ld, error, sub, "expected an OpenStack project or user id (or both)");
+        }
         for (guint j = 0; j < json_array_size(requests); j++) {
             g_autofree char *sub = g_strdup_printf("%s/requests/%u", jpath, j);
 

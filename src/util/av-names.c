@@ -44,6 +44,13 @@ av_name_is_strict(const char *name, const char *extra)
 
 /* See av-names.h. */
 gboolean
+av_openstack_id_is_valid(const char *id)
+{
+    return id && g_ascii_isalnum(id[0]) && av_name_is_strict(id, "@");
+}
+
+/* See av-names.h. */
+gboolean
 av_scrub_token_is_valid(const char *token)
 {
     if (!token || strlen(token) != AV_SCRUB_TOKEN_LEN)

@@ -14,6 +14,11 @@ gboolean av_uuid_is_valid(const char *uuid);
  * that may become one path component.  NULL is FALSE. */
 gboolean av_name_is_strict(const char *name, const char *extra);
 
+/* TRUE when @id may be an OpenStack (Keystone) project or user id: 1 to 64
+ * of [A-Za-z0-9_.@-], beginning with a letter or digit (32 hex digits in
+ * practice).  NULL is FALSE. */
+gboolean av_openstack_id_is_valid(const char *id);
+
 /* TRUE when @type is an mdev type id such as "nvidia-35" or "mtty-2":
  * [A-Za-z0-9_.-], 1 to 64 characters, neither "." nor "..".  The only form
  * accepted before a path is built. */
