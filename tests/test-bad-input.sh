@@ -32,6 +32,11 @@
 #              writer cannot append to (a FIFO, a device, a directory, a last
 #              line over 16 MiB) through the hook too, which must refuse them
 #              before it changes anything
+#   domain-edited/  a domain accelvirt placed (`rewrite --project p1`), as its
+#              owner edited it afterwards (NAME.sh makes it from $PLACED):
+#              hook-* ones through the hook at prepare begin, start-* ones
+#              through `accelvirt start` (libvirt's test driver holding the
+#              edited domain, shut off); refused, nothing changed
 #   sysfs/     changes to a copy of the fake host two-socket-8gpu (FIFOs,
 #              symlink loops, escaping links, unreadable values), through
 #              `accelvirt --root TREE list`: refused/ ones are refused;
@@ -283,6 +288,50 @@ for src in $(inputs domain-requests); do
         check "domain-requests/$n passes the hook at '$op begin' untouched" \
             passes hook_in "$W/policies" "$W/state" "$in" evil "$op" begin -
     done
+    rm -f "$in"
+done
+WANT=""
+
+# --- a placed domain, edited by its owner --------------------------------------------
+U2=00000002-0000-4000-8000-000000000002
+cat >"$AV_TMP/edited.in.xml" <<EOF
+<domain type='kvm'>
+  <name>edited</name>
+  <uuid>$U2</uuid>
+  <metadata>
+    <av:accelerators xmlns:av="urn:accelvirt:domain:1">
+      <av:request profile="test-a100" count="1"/>
+    </av:accelerators>
+  </metadata>
+  <memory unit='GiB'>4</memory>
+  <vcpu placement='static'>2</vcpu>
+  <os><type arch='x86_64' machine='q35'>hvm</type></os>
+</domain>
+EOF
+PLACED="$AV_TMP/edited.placed.xml"
+export PLACED
+av --root "$W/host" --policy-dir "$W/policies" --state-dir "$W/state" rewrite --project p1 --user u1 \
+    "$AV_TMP/edited.in.xml" >"$PLACED" 2>/dev/null || echo "Bail out! cannot place the domain to edit"
+for src in $(inputs domain-edited); do
+    n=$(basename "$src"); n=${n%.*}
+    in="$AV_TMP/edited-$n.xml"
+    want "$src"
+    make_input "$src" "$in"
+    case $n in
+        hook-*)
+            ok_line "domain-edited/$n at 'prepare begin'" hook_in "$W/policies" "$W/state" "$in" edited prepare begin - ;;
+        start-*)
+            python3 - "$in" "$AV_TMP/node.xml" <<'PY'
+import re, sys
+x = open(sys.argv[1]).read()
+x = re.sub(r"<domain type=.kvm.>", "<domain type='test' xmlns:test='http://libvirt.org/schemas/domain/test/1.0'>", x)
+x = re.sub(r"(<vcpu[^>]*>[0-9]+</vcpu>)", r"\1<test:runstate>5</test:runstate>", x)
+open(sys.argv[2], "w").write("<node>\n" + x + "</node>\n")
+PY
+            ok_line "domain-edited/$n through accelvirt start" \
+                av --root "$W/host" --policy-dir "$W/policies" --state-dir "$W/state" \
+                --connect "test://$AV_TMP/node.xml" start edited ;;
+    esac
     rm -f "$in"
 done
 WANT=""
