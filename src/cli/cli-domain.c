@@ -1323,6 +1323,8 @@ av_cli_print_plan(const AvDomain *placed, const char *uuid, const AvPlacement *p
         return;
     for (guint i = 0; i < placement->items->len; i++) {
         const AvPlacedItem *item = g_ptr_array_index(placement->items, i);
+        /* g_string_append_printf() only: GCC 14 takes the NULL test of
+         * glib 2.84's inline g_string_append() for a NULL string. */
         g_autoptr(GString) line = g_string_new(NULL);
 
         g_string_append_printf(line, "  " AV_REWRITE_ALIAS_PREFIX "%-3u %-20s ", i, item->profile);
@@ -1332,20 +1334,20 @@ av_cli_print_plan(const AvDomain *placed, const char *uuid, const AvPlacement *p
         else if (item->usb_bus_path)
             g_string_append_printf(line, "usb %s", item->usb_bus_path);
         else
-            g_string_append(line, item->pci_address);
+            g_string_append_printf(line, "%s", item->pci_address ? item->pci_address : "?");
         if (item->numa_node >= 0)
             g_string_append_printf(line, ", host node %d", item->numa_node);
         else
-            g_string_append(line, ", host node unknown");
+            g_string_append_printf(line, "%s", ", host node unknown");
         if (item->switch_port)
             g_string_append_printf(line, ", behind host switch %s (root port %s)", item->switch_port,
                                    item->root_port ? item->root_port : "unknown");
         else if (item->root_port)
             g_string_append_printf(line, ", on host root port %s", item->root_port);
         else if (item->attach == AV_ATTACH_VFIO_PCI || item->attach == AV_ATTACH_SRIOV_VF)
-            g_string_append(line, ", on a host root bus (or its position is unknown)");
+            g_string_append_printf(line, "%s", ", on a host root bus (or its position is unknown)");
         if (item->gpudirect)
-            g_string_append(line, ", NVIDIA GPU");
+            g_string_append_printf(line, "%s", ", NVIDIA GPU");
         printf("%s\n", line->str);
     }
     if (vcpus)

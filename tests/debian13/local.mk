@@ -1,0 +1,25 @@
+# SPDX-License-Identifier: Apache-2.0
+# check-debian13: the Debian 13 tier (tests/debian13/README.md).
+#
+# Makes a Debian 13 root with mmdebstrap (its tarball cached in
+# tests/debian13/cache) holding the packages build-aux/install-deps names,
+# builds HEAD inside it with --enable-werror (GCC 14 and clang 19) and runs
+# make check there, each result a TAP line.  Needs root; the first run
+# downloads the root from deb.debian.org.  Not part of `make check`: run
+# `make check-debian13`.  Results in tests/debian13/test-debian13.log and
+# tests/debian13/test-suite.log.
+
+AV_D13_TESTS = tests/debian13/test-debian13.sh
+AV_D13_SUITE_LOG = tests/debian13/test-suite.log
+
+EXTRA_DIST += $(AV_D13_TESTS) tests/debian13/README.md tests/debian13/local.mk
+
+check-debian13:
+	@$(MAKE) $(AM_MAKEFLAGS) run-tier AV_TIER_TESTS='$(AV_D13_TESTS)' AV_TIER_SUITE_LOG='$(AV_D13_SUITE_LOG)'
+
+clean-local: clean-debian13
+clean-debian13:
+	-rm -f $(AV_D13_SUITE_LOG) $(AV_D13_TESTS:.sh=.log) $(AV_D13_TESTS:.sh=.trs)
+	-rm -rf --one-file-system tests/debian13/run
+
+.PHONY: check-debian13 clean-debian13
