@@ -904,10 +904,10 @@ mkdom "$W/vm3.xml" vm3 "$U3" 0000:4b:00.0
 hook "$W/vm1.xml" vm1 prepare begin - >/dev/null 2>&1
 hook "$W/vm2.xml" vm2 prepare begin - >/dev/null 2>&1
 set_dsn 0000:31:00.0 48b02d1a000001c0
-check "vm2's card copying vm1's card's DSN: the next scan leaves both in use by their domains, both with an identity problem" \
-    eval "accepted '$W/vm3.xml' vm3 prepare begin - && status && python3 -c \"import json; d=json.load(open('$W/st.json')); x=[(y['address'], y['state'], y['owner']['domain_name'], 'is now presented by the devices at 0000:17:00.0 and 0000:31:00.0' in (y.get('identity_problem') or '')) for y in d['devices'] if y['address'] in ('0000:17:00.0', '0000:31:00.0')]; assert x == [('0000:17:00.0', 'in-use', 'vm1', True), ('0000:31:00.0', 'in-use', 'vm2', True)], x\""
-check "  ... neither address shows a free device, and both releases end in quarantine" \
-    eval "status && python3 -c \"import json; d=json.load(open('$W/st.json')); assert len([y for y in d['devices'] if y['address'] in ('0000:17:00.0', '0000:31:00.0')]) == 2\" && accepted '$W/vm1.xml' vm1 release end - && accepted '$W/vm2.xml' vm2 release end - && wait_state 0000:17:00.0 quarantined && wait_state 0000:31:00.0 quarantined"
+check "vm2's card copying vm1's card's DSN: the next scan leaves both in use by their domains, the copy alone with an identity problem (vm1's card presents at its address what it did)" \
+    eval "accepted '$W/vm3.xml' vm3 prepare begin - && status && python3 -c \"import json; d=json.load(open('$W/st.json')); x=[(y['address'], y['state'], y['owner']['domain_name'], y['identity'] == 'dsn:10de:20f1:48b02d1a000001c0.f0', \\\"which is the device's at 0000:17:00.0\\\" in (y.get('identity_problem') or '')) for y in d['devices'] if y['address'] in ('0000:17:00.0', '0000:31:00.0')]; assert x == [('0000:17:00.0', 'in-use', 'vm1', True, False), ('0000:31:00.0', 'in-use', 'vm2', False, True)], x\""
+check "  ... neither address shows a free device; vm1's release ends free (scrubbed), the copy's in quarantine" \
+    eval "status && python3 -c \"import json; d=json.load(open('$W/st.json')); assert len([y for y in d['devices'] if y['address'] in ('0000:17:00.0', '0000:31:00.0')]) == 2\" && accepted '$W/vm1.xml' vm1 release end - && accepted '$W/vm2.xml' vm2 release end - && wait_state 0000:17:00.0 free && wait_state 0000:31:00.0 quarantined"
 
 # The review's attacks on the anchoring: identities moved between cards.
 U4=$(uuid 4)

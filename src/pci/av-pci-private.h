@@ -28,6 +28,13 @@ char *av_attr_read_optional(const AvRoot *root, const char *dir, const char *att
 int av_attr_read_numa_node(const AvRoot *root, const char *dir);
 
 
+/* Names the devices (AvPciDevice*) of @devices, vendor_name and
+ * device_name, from pci.ids ($ACCELVIRT_PCI_IDS, else the host's
+ * /usr/share/misc/pci.ids), in one pass over it; NULL names where it has
+ * none or cannot be read.  A partial scan (the hook's) names nothing:
+ * what the hook says names devices by their ids. */
+void av_pci_ids_name(GPtrArray *devices);
+
 /* Scans /sys/bus/usb/devices under @root into AvUsbDevice* (sorted). */
 gboolean av_usb_scan(const AvRoot *root, GPtrArray *ret_usb, GError **error);
 

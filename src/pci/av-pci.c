@@ -12,7 +12,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include <pciaccess.h>
 
 #include "util/av-error.h"
 #include "util/av-names.h"
@@ -419,8 +418,6 @@ av_pci_read_rebar_sizes(const AvRoot *root, const char *address, guint bar, guin
 typedef struct {
     const AvRoot *root;
     GHashTable *slots;    /* "dddd:bb:ss" -> slot name, from /sys/bus/pci/slots */
-    gboolean no_names;    /* leave vendor_name and device_name NULL: pci.ids is a megabyte to
-                           * decompress, and what the hook says names devices by their ids */
 } AvPciScan;
 
 static void
@@ -567,29 +564,6 @@ static gint
 av_pci_address_cmp_ptr(gconstpointer a, gconstpointer b)
 {
     return av_pci_address_compare(*(char *const *)a, *(char *const *)b);
-}
-
-/* Vendor and device names from the system's pci.ids.  pci_get_strings()
- * reads only pci.ids (it needs no pci_system_init(), which would scan the
- * real /sys); the strings belong to libpciaccess and are copied. */
-static void
-av_pci_device_lookup_names(AvPciDevice *dev)
-{
-    struct pci_id_match m = {
-        .vendor_id = dev->vendor_id,
-        .device_id = dev->device_id,
-        .subvendor_id = PCI_MATCH_ANY,
-        .subdevice_id = PCI_MATCH_ANY,
-        .device_class = 0,
-        .device_class_mask = 0,
-        .match_data = 0,
-    };
-    const char *device_name = NULL;
-    const char *vendor_name = NULL;
-
-    pci_get_strings(&m, &device_name, &vendor_name, NULL, NULL);
-    dev->vendor_name = g_strdup(vendor_name);
-    dev->device_name = g_strdup(device_name);
 }
 
 /* The ids: Documentation/ABI/testing/sysfs-bus-pci (vendor, device,
@@ -884,8 +858,6 @@ av_pci_device_scan_one(const AvPciScan *scan, const char *address, const char *s
 
     if (!av_pci_device_read_ids(root, dev, (const guint8 *)config, config_len, error))
         return NULL;
-    if (!scan->no_names)
-        av_pci_device_lookup_names(dev);
     dev->is_bridge = (dev->class_code >> 8) == 0x0604;
     dev->has_dsn = av_pci_config_find_dsn((const guint8 *)config, config_len, &dev->dsn);
 
@@ -959,6 +931,12 @@ av_pci_device_scan(const AvRoot *root, const char *address, GError **error)
     av_pci_scan_load_slots(&scan);
     dev = av_pci_device_scan_one(&scan, address, path, error);
     av_pci_scan_clear(&scan);
+    if (dev) {
+        g_autoptr(GPtrArray) one = g_ptr_array_new();
+
+        g_ptr_array_add(one, dev);
+        av_pci_ids_name(one);
+    }
     return dev;
 }
 
@@ -1256,7 +1234,7 @@ av_host_scan_devices(const AvRoot *root, const char *const *addresses, gboolean 
     g_autoptr(GPtrArray) queue = g_ptr_array_new_with_free_func(g_free);
     g_autoptr(GHashTable) queued = g_hash_table_new(g_str_hash, g_str_equal);
     g_autofree char *dir = av_sys_path("bus/pci/devices");
-    AvPciScan scan = { .root = root, .no_names = TRUE };
+    AvPciScan scan = { .root = root };
 
     host->partial = TRUE;
     host->has_pci_bus = av_root_exists(root, dir);
@@ -1357,6 +1335,7 @@ av_host_scan(const AvRoot *root, GError **error)
     }
     av_pci_scan_clear(&scan);
     g_ptr_array_sort(host->pci, av_pci_device_cmp);
+    av_pci_ids_name(host->pci);
     av_host_scan_mdev_parents(root, host);
 
     host->iommu_enabled = av_host_iommu_enabled(root);

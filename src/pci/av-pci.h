@@ -1,8 +1,8 @@
 /* accelvirt: host discovery from sysfs (PCI, USB, NUMA).
  *
  * Everything is read under an AvRoot, so a fake tree or a tree copied from a
- * real host reads like the host itself.  Names come from the system's pci.ids
- * through libpciaccess (pci_get_strings(), which reads only pci.ids); every
+ * real host reads like the host itself.  Names come from pci.ids (the host's
+ * /usr/share/misc/pci.ids, or $ACCELVIRT_PCI_IDS; av-pci-ids.c); every
  * other fact comes from the tree's own files, "config" included.
  *
  * Kernel interfaces: Documentation/ABI/testing/sysfs-bus-pci,

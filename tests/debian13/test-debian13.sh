@@ -54,7 +54,7 @@ in_root() {
 # Everything mounted in the root is unmounted on any exit, and the root removed.
 cleanup() {
 	local m
-	for m in "$root/proc" "$root/dev/pts" "$root/dev/shm"; do
+	for m in "$root/proc" "$root/sys" "$root/dev/pts" "$root/dev/shm"; do
 		mountpoint -q "$m" 2>/dev/null && umount -l "$m"
 	done
 	if [ -d "$root" ] && ! grep -q " $root/" /proc/self/mounts; then
@@ -94,6 +94,8 @@ tar -C "$root" -xf "$tarball" || bail "unpacking $tarball"
 . "$root/etc/os-release"
 if [ "${VERSION_ID:-}" = 13 ]; then ok "a Debian $(cat "$root/etc/debian_version") root (mmdebstrap, cached)"; else bail "the root is Debian 13" "VERSION_ID=${VERSION_ID:-}"; fi
 mount -t proc proc "$root/proc" || bail "mount proc in the root"
+# Read only: test-real-host.sh reads this host's /sys (and never writes it).
+mount -t sysfs -o ro sysfs "$root/sys" || bail "mount sysfs (read only) in the root"
 mount -t devpts -o newinstance,ptmxmode=0666 devpts "$root/dev/pts" 2>/dev/null || true
 mkdir -p "$root/dev/shm" && mount -t tmpfs tmpfs "$root/dev/shm" 2>/dev/null || true
 
