@@ -75,7 +75,9 @@ step "the Debian 13 root"
 # The packages install-deps names on Debian 13 (its build, make check and
 # the sanitizer's clang); mmdebstrap refuses a name Debian 13 lacks.
 pkgs=$(AV_DEBIAN_VERSION=13 sh "$src/build-aux/install-deps" --list --sanitize) || bail "install-deps --list"
-include="ca-certificates,$(echo $pkgs | tr ' ' ',')"
+# And what make check's test-watch-daemon.sh runs (a private libvirtd and
+# virsh: build-aux/install-deps --tiers puts them on a Debian 12 host).
+include="ca-certificates,libvirt-daemon,libvirt-clients,util-linux,$(echo $pkgs | tr ' ' ',')"
 mkdir -p "$cache"
 tarball=$cache/trixie-$(printf '%s' "$include" | sha256sum | cut -c1-12).tar
 if [ ! -s "$tarball" ]; then
