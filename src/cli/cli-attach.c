@@ -50,6 +50,7 @@
 #include "pool/av-place.h"
 #include "scrub/av-program.h"
 #include "util/av-error.h"
+#include "util/av-libvirt-casts.h"
 #include "util/av-json.h"
 #include "util/av-names.h"
 #include "vfio/av-hold.h"
@@ -138,8 +139,10 @@ av_hotplug_real_detach_live(virConnect *conn, virDomain *dom, const GPtrArray *a
         g_hash_table_add(pending, g_strdup(g_ptr_array_index(aliases, i)));
     /* Registered before the first request, so that no event is missed
      * (the event loop was registered before the connection was opened). */
+    AV_LIBVIRT_CALLBACK_CASTS_BEGIN
     id = virConnectDomainEventRegisterAny(conn, dom, VIR_DOMAIN_EVENT_ID_DEVICE_REMOVED,
                                           VIR_DOMAIN_EVENT_CALLBACK(av_hotplug_removed_cb), &w, NULL);
+    AV_LIBVIRT_CALLBACK_CASTS_END
     if (id < 0)
         return av_cli_virt_error(error, "cannot listen to libvirt's device-removed events");
     /* The loop wakes up at least every 100 ms to look at the clock. */

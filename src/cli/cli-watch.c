@@ -38,6 +38,7 @@
 #include "domain/av-domain.h"
 #include "pool/av-audit.h"
 #include "util/av-error.h"
+#include "util/av-libvirt-casts.h"
 #include "util/av-json.h"
 #include "vfio/av-kernel.h"
 #include "vfio/av-vfio.h"
@@ -586,12 +587,14 @@ av_watch_connect(AvWatch *w, GError **error)
     if (virConnectRegisterCloseCallback(w->conn, av_watch_on_close, w, NULL) < 0) {
         /* Drivers without a close callback (test:///) stay connected. */
     }
+    AV_LIBVIRT_CALLBACK_CASTS_BEGIN
     w->callbacks[0] = virConnectDomainEventRegisterAny(w->conn, NULL, VIR_DOMAIN_EVENT_ID_DEVICE_ADDED,
                                                        VIR_DOMAIN_EVENT_CALLBACK(av_watch_on_device), w, NULL);
     w->callbacks[1] = virConnectDomainEventRegisterAny(w->conn, NULL, VIR_DOMAIN_EVENT_ID_DEVICE_REMOVED,
                                                        VIR_DOMAIN_EVENT_CALLBACK(av_watch_on_device), w, NULL);
     w->callbacks[2] = virConnectDomainEventRegisterAny(w->conn, NULL, VIR_DOMAIN_EVENT_ID_LIFECYCLE,
                                                        VIR_DOMAIN_EVENT_CALLBACK(av_watch_on_lifecycle), w, NULL);
+    AV_LIBVIRT_CALLBACK_CASTS_END
     for (guint i = 0; i < G_N_ELEMENTS(w->callbacks); i++) {
         if (w->callbacks[i] < 0) {
             av_cli_virt_error(error, "cannot subscribe to libvirt's domain events");

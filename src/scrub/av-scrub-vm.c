@@ -57,6 +57,7 @@
 #include <libxml/tree.h>
 
 #include "util/av-error.h"
+#include "util/av-libvirt-casts.h"
 #include "util/av-json.h"
 #include "util/av-names.h"
 
@@ -591,11 +592,13 @@ av_scrub_method_vm(AvScrubContext *ctx, char **ret_message, GError **error)
         goto out;
     }
     /* Registered before the domain exists: no early event is missed. */
+    AV_LIBVIRT_CALLBACK_CASTS_BEGIN
     cb_lifecycle = virConnectDomainEventRegisterAny(conn, NULL, VIR_DOMAIN_EVENT_ID_LIFECYCLE,
                                                     VIR_DOMAIN_EVENT_CALLBACK(av_scrub_vm_on_lifecycle),
                                                     &watch, NULL);
     cb_reboot = virConnectDomainEventRegisterAny(conn, NULL, VIR_DOMAIN_EVENT_ID_REBOOT,
                                                  VIR_DOMAIN_EVENT_CALLBACK(av_scrub_vm_on_reboot), &watch, NULL);
+    AV_LIBVIRT_CALLBACK_CASTS_END
     timer = virEventAddTimeout(AV_SCRUB_VM_TICK_MS, av_scrub_vm_tick, NULL, NULL);
     if (cb_lifecycle < 0 || cb_reboot < 0 || timer < 0) {
         g_set_error(&local, AV_ERROR, AV_ERROR_FAILED, "cannot watch the scrub VM's events on '%s': %s", uri,
