@@ -1973,4 +1973,26 @@ unset ACCELVIRT_TEST_DRIVER_BUDGET
 rm -f "$W/scrub-fail.sleep.on_prepare"
 check "the journal keeps its chain" verify
 
+# --- the source of a live migration ---
+# libvirt's hooks (docs/hooks.rst): once a domain has migrated away, the
+# source's QEMU is gone and the source runs "stopped end" and "release end"
+# for it, as for a domain shut down.  What the tenant left on the device is
+# still there: the device goes dirty and is scrubbed before anyone has it.
+world migrated two-socket-8gpu
+mkdom "$W/mig.xml" migrant "$(uuid 90)" 0000:17:00.0
+mkdom "$W/next.xml" next "$(uuid 91)" 0000:17:00.0
+hook "$W/mig.xml" migrant prepare begin - >/dev/null 2>&1
+# No worker yet (a no-op one): the state between release and scrub is seen.
+check "a domain migrated away: stopped end, then release end on the source leave the device dirty, never free" \
+    eval "(ACCELVIRT_WORKER=/bin/true; accepted '$W/mig.xml' migrant stopped end - && accepted '$W/mig.xml' migrant release end -) && status && python3 -c \"import json; d=json.load(open('$W/st.json')); assert [x['state'] for x in d['devices'] if x['address'] == '0000:17:00.0'] == ['dirty']\""
+check "  ... another domain is refused it until its scrub is done" \
+    refused "device 0000:17:00.0 .* is dirty" "$W/next.xml" next prepare begin -
+ACCELVIRT_ROOT="$W/host" ACCELVIRT_STATE_DIR="$W/state" ACCELVIRT_POLICY_DIR="$POL" AV_SCRUB_LOG="$W/scrub.log" \
+    "$ACCELVIRT_WORKER" </dev/null >/dev/null 2>&1
+check "  ... the worker scrubs it by its profile's step, and frees it" \
+    eval "wait_state 0000:17:00.0 free && grep -qx -- '--test 0000:17:00.0 40' '$W/scrub.log'"
+check "  ... its certificate names the domain that migrated away" \
+    eval "grep '\"event\": *\"scrub-certificate\"' '$W/state/journal.jsonl' | tail -n1 | grep '\"result\": *\"free\"' | grep -q '\"domain_name\": *\"migrant\"'"
+check "  ... the next domain gets it" accepted "$W/next.xml" next prepare begin -
+
 finish
