@@ -294,26 +294,9 @@ AvOwner *
 av_hook_owner_for(const AvDomain *domain, const AvPolicy *policy, const AvPool *pool, GError **error)
 {
     g_autoptr(AvOwner) owner = av_hook_owner_new(domain);
-    const AvPoolPlacement *record = pool ? av_pool_placement_find(pool, domain->uuid) : NULL;
-    const char *pinned[] = { record ? record->owner_project : NULL, record ? record->owner_user : NULL };
-    const char *said[] = { domain->nova_project, domain->nova_user };
-    char **field[] = { &owner->nova_project, &owner->nova_user };
-    static const char *const role[] = { "project", "user" };
 
-    for (gsize i = 0; i < G_N_ELEMENTS(field); i++) {
-        if (pinned[i] && said[i] && strcmp(pinned[i], said[i]) != 0) {
-            g_set_error(error, AV_ERROR, AV_ERROR_UNSAFE,
-                        "its metadata names the OpenStack %s '%s', but the operator pinned the domain to %s '%s' "
-                        "('accelvirt define --%s'): a domain does not charge another %s; put back its <nova:owner> "
-                        "or define it again with the right --%s",
-                        role[i], said[i], role[i], pinned[i], role[i], role[i], role[i]);
-            return NULL;
-        }
-        if (pinned[i] || !av_policy_owner_metadata_trusted(policy)) {
-            g_free(*field[i]);
-            *field[i] = g_strdup(pinned[i]);
-        }
-    }
+    if (!av_pool_owner_resolve(pool, av_policy_owner_metadata_trusted(policy), owner, error))
+        return NULL;
     return g_steal_pointer(&owner);
 }
 

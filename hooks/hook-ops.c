@@ -2074,6 +2074,15 @@ av_hook_reconnect(const AvHookConfig *config, const AvDomain *domain)
         av_hook_log(LOG_ERR, "reconnect: cannot check the pool against the domain: %s", error->message);
         return 0;
     }
+    /* The owner the pool records is the pinned one, whatever the metadata
+     * says now (a mismatch is logged; the domain runs already). */
+    if (!av_pool_owner_resolve(pool, av_policy_owner_metadata_trusted(policy), owner, &error)) {
+        av_hook_log(LOG_WARNING, "reconnect: %s; the pinned owner is kept", error->message);
+        g_clear_error(&error);
+        g_clear_pointer(&owner->nova_project, g_free);
+        g_clear_pointer(&owner->nova_user, g_free);
+        av_pool_owner_resolve(pool, FALSE, owner, NULL);
+    }
     if (!av_hook_resolve(host, policy, pool, domain, &managed, &error)) {
         av_hook_log(LOG_ERR, "reconnect: %s", error->message);
         g_clear_error(&error);

@@ -2224,6 +2224,16 @@ test_claim_expiry(void)
     g_assert_false(b->claim_programmed);
     g_assert_cmpstr(b->owner->domain_uuid, ==, vm1->domain_uuid);
     g_assert_nonnull(strstr(b->reason, "programmed for the claim's domain"));
+    /* Quarantined instead (its ids changed under the tenant's image): it
+     * holds the image, so no clear frees it before a scrub. */
+    a = av_pool_find(pool, "dsn:10de:20f1:48b02d1a000001c0.f0");
+    g_assert_true(av_pool_claim(pool, a, vm2, now + 3600, &err));
+    a->claim_programmed = TRUE;
+    g_assert_true(av_pool_set_identity_problem(pool, a, "its ids changed", &err));
+    g_assert_no_error(err);
+    g_assert_cmpint(a->state, ==, AV_DEVICE_STATE_QUARANTINED);
+    g_assert_true(a->unscrubbed);
+    g_assert_false(a->claim_programmed);
     g_assert_true(av_pool_save(pool, &err));
     g_assert_true(av_journal_verify(state, &entries, &err));
     g_assert_no_error(err);

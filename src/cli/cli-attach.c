@@ -1621,6 +1621,9 @@ av_cli_cmd_attach(AvCli *cli, int argc, char **argv)
     profile = av_policy_find(synced_policy, argv[2]);
     if (!profile)
         return av_cli_usage_error("unknown profile '%s'; 'accelvirt policy show' lists the profiles", argv[2]);
+    /* Charged as the hook's prepare charges it: the pinned owner. */
+    if (!av_pool_owner_resolve(pool, av_policy_owner_metadata_trusted(synced_policy), a.owner, &err))
+        return av_cli_fail(err);
     if (!av_attach_grow_vfs(a.root, synced_policy, pool, &host, profile, (guint)count, a.domain, a.uuid, FALSE,
                             &planned_vfs, &no_vfs_why, &err))
         return av_cli_fail(err);

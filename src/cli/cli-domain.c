@@ -595,6 +595,17 @@ av_cli_plan_json(const char *name, const char *uuid, const AvPlacement *placemen
 
 /* --- commands --------------------------------------------------------------- */
 
+/* --project or --user given for a domain accelvirt placed nothing for:
+ * no record to pin them in, nothing saved.  The exit status. */
+static int
+av_cli_owner_unpinned(GError **error)
+{
+    g_set_error_literal(error, AV_ERROR, AV_ERROR_INVALID_INPUT,
+                        "--project and --user pin the owner of what accelvirt places, and this domain asks for no "
+                        "accelerator: nothing was pinned; leave them out");
+    return av_cli_fail(*error);
+}
+
 /* TRUE when --project and --user (NULL: not given) are OpenStack ids; else
  * says so in one line. */
 static gboolean
@@ -685,6 +696,11 @@ av_cli_cmd_rewrite(AvCli *cli, int argc, char **argv)
 
         if (!requests)
             return av_cli_fail(err);
+        if (requests->len == 0 && hotplug == 0 && (project || user)) {
+            g_autoptr(GError) none = NULL;
+
+            return av_cli_owner_unpinned(&none);
+        }
         if (requests->len == 0 && hotplug == 0) {
             /* Nothing asked of accelvirt: the input back, byte for byte,
              * and nothing opened, scanned or saved (issue 19). */
@@ -700,8 +716,8 @@ av_cli_cmd_rewrite(AvCli *cli, int argc, char **argv)
     if (!av_cli_place(cli, root, policy, pool, xml, len, dry_run, ttl, &placed, &uuid, &placement, &bitstreams,
                       dry_run ? &topology : NULL, &err))
         return av_cli_fail(err);
-    if (!dry_run && (project || user))
-        av_pool_placement_pin_owner(pool, uuid, project, user);
+    if (!dry_run && (project || user) && !av_pool_placement_pin_owner(pool, uuid, project, user))
+        return av_cli_owner_unpinned(&err);
     if (!dry_run && !av_pool_save(pool, &err))
         return av_cli_fail(err);
     /* Programming happens at define and start; stdout is the XML. */
@@ -822,8 +838,8 @@ av_cli_cmd_define(AvCli *cli, int argc, char **argv)
                       &err))
         return av_cli_fail(err);
     /* Saved with the claims: what the hook charges the devices to. */
-    if (project || user)
-        av_pool_placement_pin_owner(pool, uuid, project, user);
+    if ((project || user) && !av_pool_placement_pin_owner(pool, uuid, project, user))
+        return av_cli_owner_unpinned(&err);
     parsed = av_domain_parse(placed, strlen(placed), NULL);
     if (av_cli_assign_needed(policy, pool, placement->items)) {
         /* Programs and driver commands run with the claims saved and the

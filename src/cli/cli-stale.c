@@ -281,6 +281,9 @@ av_stale_advice(const AvStaleFinding *f)
 
     switch (f->kind) {
     case AV_STALE_CLAIM_EXPIRED:
+        if (f->dev->claim_programmed)
+            return g_strdup("run 'accelvirt stale --release' (or 'accelvirt reconcile'): it was programmed for the "
+                            "domain, so it goes dirty and the worker scrubs it");
         return g_strdup("run 'accelvirt stale --release' (or 'accelvirt reconcile') to free it: no tenant used it");
     case AV_STALE_PAUSED:
     case AV_STALE_PAST_LEASE:
@@ -293,7 +296,9 @@ av_stale_advice(const AvStaleFinding *f)
                                                                               g_get_real_time() / G_USEC_PER_SEC)
                                                                : NULL;
 
-            return left ? g_strdup_printf("its claim expires in %s, and the device is then free", left)
+            return left ? g_strdup_printf("its claim expires in %s, and the device is then %s", left,
+                                          f->dev->claim_programmed ? "dirty and scrubbed (programmed for the domain)"
+                                                                   : "free")
                         : g_strdup("its claim has no expiry: 'accelvirt status' shows it");
         }
         break;

@@ -26,12 +26,15 @@
 /* The file is about 1.4 MB today; a larger one is not read. */
 #define AV_PCI_IDS_MAX (64 * 1024 * 1024)
 
-/* The four hex digits at @p, then two spaces: the id into *ret, TRUE. */
+/* The four hex digits at @p, then two spaces and at least one byte of a
+ * name, all before @end: the id into *ret, TRUE. */
 static gboolean
-av_pci_ids_parse_id(const char *p, guint16 *ret)
+av_pci_ids_parse_id(const char *p, const char *end, guint16 *ret)
 {
     guint v = 0;
 
+    if (end - p < 7)
+        return FALSE;
     for (int i = 0; i < 4; i++) {
         int d = g_ascii_xdigit_value(p[i]);
 
@@ -46,18 +49,25 @@ av_pci_ids_parse_id(const char *p, guint16 *ret)
 }
 
 /* The name after the id of the line @p (up to @end, trailing white space
- * removed, control characters dropped).  Caller frees. */
+ * removed, control characters, C0 and C1, dropped), or NULL when it is not
+ * UTF-8: it goes to terminals and JSON.  Caller frees. */
 static char *
 av_pci_ids_name_of(const char *p, const char *end)
 {
-    GString *name = g_string_sized_new((gsize)(end - p));
+    g_autoptr(GString) name = g_string_sized_new((gsize)(end - p));
+    const char *c;
 
-    for (; p < end; p++)
-        if ((guchar)*p >= 0x20 && *p != 0x7f)
-            g_string_append_c(name, *p);
+    if (!g_utf8_validate(p, end - p, NULL))
+        return NULL;
+    for (c = p; c < end; c = g_utf8_next_char(c)) {
+        gunichar u = g_utf8_get_char(c);
+
+        if (u >= 0x20 && !(u >= 0x7f && u <= 0x9f))
+            g_string_append_unichar(name, u);
+    }
     while (name->len > 0 && name->str[name->len - 1] == ' ')
         g_string_truncate(name, name->len - 1);
-    return g_string_free(name, FALSE);
+    return g_string_free(g_steal_pointer(&name), FALSE);
 }
 
 /* See av-pci-private.h. */
@@ -100,13 +110,13 @@ av_pci_ids_name(GPtrArray *devices)
         if (line[0] == 'C' && line[1] == ' ')
             break; /* the classes: no vendor follows */
         if (line[0] != '\t') {
-            wanted = av_pci_ids_parse_id(line, &vendor) &&
+            wanted = av_pci_ids_parse_id(line, eol, &vendor) &&
                      g_hash_table_contains(vendors, GUINT_TO_POINTER(vendor));
             if (wanted)
                 g_hash_table_insert(vendors, GUINT_TO_POINTER(vendor), av_pci_ids_name_of(line + 6, eol));
             continue;
         }
-        if (wanted && line[1] != '\t' && av_pci_ids_parse_id(line + 1, &id))
+        if (wanted && line[1] != '\t' && av_pci_ids_parse_id(line + 1, eol, &id))
             g_hash_table_insert(names, GUINT_TO_POINTER((guint)vendor << 16 | id), av_pci_ids_name_of(line + 7, eol));
     }
     for (guint i = 0; i < devices->len; i++) {

@@ -180,12 +180,22 @@ void av_pool_placement_record(AvPool *pool, const char *domain_uuid, const char 
                               const GPtrArray *requests, const AvPlacement *placement);
 
 /* Pins the owner of the domain @domain_uuid, whose record must exist:
- * @project and @user (each an OpenStack id, or NULL: not pinned) are what
+ * @project and @user (each an OpenStack id, or NULL: left as pinned) are what
  * its devices are charged to from now on (the hook's prepare), and a
  * domain whose metadata names another is refused.  A record made again
  * (av_pool_placement_record()) keeps the pin.  FALSE, nothing changed,
  * when there is no record.  The caller saves. */
 gboolean av_pool_placement_pin_owner(AvPool *pool, const char *domain_uuid, const char *project, const char *user);
+
+/* Makes @owner (its project and user as the domain's metadata says, its
+ * domain_uuid set) what the domain's devices are charged to: the project
+ * and user pinned in @pool's record of the domain in their place, and
+ * without a pin, none when @metadata_trusted is FALSE (the policy's
+ * "owner_metadata": false).  FALSE with AV_ERROR_UNSAFE, @owner
+ * unchanged, when the metadata names another project or user than a pin:
+ * a domain does not charge another project.  The hook's prepare and
+ * `accelvirt attach` go through it. */
+gboolean av_pool_owner_resolve(const AvPool *pool, gboolean metadata_trusted, AvOwner *owner, GError **error);
 
 /* The record of @domain_uuid, or NULL.  Borrowed from @pool. */
 const AvPoolPlacement *av_pool_placement_find(const AvPool *pool, const char *domain_uuid);

@@ -97,6 +97,7 @@ av_pool_transition_do(AvPool *pool, AvPoolDevice *dev, AvDeviceState to, const A
     g_autofree char *new_reason_before = NULL;
     AvDeviceState from = dev->state;
     gboolean drop_programmed;
+    gboolean programmed_quarantined;
 
     if (!checked && !av_transition_allowed(dev, to))
         return av_transition_fail(dev, to, error);
@@ -181,6 +182,10 @@ av_pool_transition_do(AvPool *pool, AvPoolDevice *dev, AvDeviceState to, const A
     if (to != AV_DEVICE_STATE_MISSING &&
         !(from == AV_DEVICE_STATE_MISSING && to == dev->state_before_missing))
         av_pool_scrub_token_clear(dev);
+    /* A claim a tenant's program ran for that ends quarantined (its ids
+     * changed, say) holds that tenant's image: never cleared to free
+     * before a scrub (av_pool_clear_quarantine()). */
+    programmed_quarantined = dev->claim_programmed && to == AV_DEVICE_STATE_QUARANTINED;
     if (to != AV_DEVICE_STATE_MISSING && !(from == AV_DEVICE_STATE_MISSING && to == dev->state_before_missing))
         dev->claim_programmed = FALSE;
     if (to == AV_DEVICE_STATE_MISSING)
@@ -192,6 +197,8 @@ av_pool_transition_do(AvPool *pool, AvPoolDevice *dev, AvDeviceState to, const A
      * when the device comes back quarantined. */
     if (to != AV_DEVICE_STATE_QUARANTINED && to != AV_DEVICE_STATE_MISSING)
         dev->unscrubbed = FALSE;
+    if (programmed_quarantined)
+        dev->unscrubbed = TRUE;
     if (drop_programmed)
         g_clear_pointer(&dev->programmed, av_programmed_free);
     /* The boot it went in use in, for the boot rule of av_pool_upkeep():
@@ -332,6 +339,11 @@ av_pool_quarantine_force(AvPool *pool, AvPoolDevice *dev, const char *reason, js
     dev->state_before_missing = AV_DEVICE_STATE_QUARANTINED;
     g_free(dev->reason_before_missing);
     dev->reason_before_missing = g_strdup(reason);
+    /* What only a claim keeps goes with it; it holds what a domain may
+     * have left, as in every other branch. */
+    dev->claim_expires = 0;
+    dev->claim_programmed = FALSE;
+    dev->unscrubbed = TRUE;
     return TRUE;
 }
 

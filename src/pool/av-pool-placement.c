@@ -106,10 +106,42 @@ av_pool_placement_pin_owner(AvPool *pool, const char *domain_uuid, const char *p
 
     if (!record)
         return FALSE;
-    g_free(record->owner_project);
-    record->owner_project = g_strdup(project);
-    g_free(record->owner_user);
-    record->owner_user = g_strdup(user);
+    if (project) {
+        g_free(record->owner_project);
+        record->owner_project = g_strdup(project);
+    }
+    if (user) {
+        g_free(record->owner_user);
+        record->owner_user = g_strdup(user);
+    }
+    return TRUE;
+}
+
+/* See av-place.h. */
+gboolean
+av_pool_owner_resolve(const AvPool *pool, gboolean metadata_trusted, AvOwner *owner, GError **error)
+{
+    const AvPoolPlacement *record = av_pool_placement_find(pool, owner->domain_uuid);
+    const char *pinned[] = { record ? record->owner_project : NULL, record ? record->owner_user : NULL };
+    char **field[] = { &owner->nova_project, &owner->nova_user };
+    static const char *const role[] = { "project", "user" };
+
+    for (gsize i = 0; i < G_N_ELEMENTS(field); i++) {
+        if (pinned[i] && *field[i] && strcmp(pinned[i], *field[i]) != 0) {
+            g_set_error(error, AV_ERROR, AV_ERROR_UNSAFE,
+                        "its metadata names the OpenStack %s '%s', but the operator pinned the domain to %s '%s' "
+                        "('accelvirt define --%s'): a domain does not charge another %s; put back its <nova:owner> "
+                        "or define it again with the right --%s",
+                        role[i], *field[i], role[i], pinned[i], role[i], role[i], role[i]);
+            return FALSE;
+        }
+    }
+    for (gsize i = 0; i < G_N_ELEMENTS(field); i++) {
+        if (pinned[i] || !metadata_trusted) {
+            g_free(*field[i]);
+            *field[i] = g_strdup(pinned[i]);
+        }
+    }
     return TRUE;
 }
 

@@ -77,7 +77,9 @@ av_scanned_collisions(GPtrArray *scanned, GPtrArray *ret_order)
  * their address changed, get an identity problem (AvScanned.suspect): a
  * tenant whose card copies the serial of a free card of another tenant
  * gets its own card refused, not the other's.  Without such a device
- * (the known one moved too), all of them are suspect. */
+ * (the known one moved too, or presents another match or IOMMU group), or
+ * when another of them is at an address the pool holds no other device at,
+ * all of them are suspect. */
 static void
 av_scanned_mark_suspects(const AvPool *pool, GHashTable *groups, GPtrArray *order)
 {
@@ -97,6 +99,26 @@ av_scanned_mark_suspects(const AvPool *pool, GHashTable *groups, GPtrArray *orde
                 stays = s;
             else
                 g_string_append_printf(where, "%s%s", where->len ? " and " : "", s->address);
+        }
+        /* Only when nothing else moved: the device there presents what the
+         * pool knew of it (its match, its IOMMU group), and every other
+         * address is one the pool holds another device at (a card whose
+         * identity changed), not a new one (a renumbering may have put a
+         * tenant's function where the original was). */
+        if (stays && ((known->match_ids && g_strcmp0(known->match_ids, stays->match_ids) != 0) ||
+                      known->iommu_group != stays->iommu_group))
+            stays = NULL;
+        for (guint j = 0; stays && j < group->len; j++) {
+            const AvScanned *s = g_ptr_array_index(group, j);
+            const AvPoolDevice *there = s == stays ? NULL : av_pool_find_address(pool, s->kind, s->address);
+
+            if (s != stays && (!there || g_str_equal(there->identity, identity)))
+                stays = NULL;
+        }
+        if (!stays) {
+            g_string_truncate(where, 0);
+            for (guint j = 0; j < group->len; j++)
+                g_string_append_printf(where, "%s%s", j ? " and " : "", ((AvScanned *)g_ptr_array_index(group, j))->address);
         }
         for (guint j = 0; j < group->len; j++) {
             AvScanned *s = g_ptr_array_index(group, j);
