@@ -7,11 +7,20 @@
 # (Debian 13's package names), accelvirt is built from HEAD (git archive)
 # with --enable-werror by Debian 13's GCC 14 and by its clang 19, and
 # Debian 13's make check runs, each of its results a line of this TAP
-# ("debian13: ..."), a skip counted as a failure.  Nothing of Debian 13
-# touches this host's own system: everything happens in the chroot.
-# Needs root; installs mmdebstrap when missing; never skips.
+# ("debian13: ..."), a skip counted as a failure.  With the phase "vm"
+# (make check-vm-debian13), the VM rig runs in that root as on a Debian 13
+# host: its guest boots Debian 13's kernel, and Debian 13's QEMU, libvirt
+# and busybox are the guest's userland (the root over 9p); each of
+# test-vm.sh's results is a line of this TAP ("debian13 vm: ...").
+# Nothing of Debian 13 touches this host's own system: everything happens
+# in the chroot.  Needs root; installs mmdebstrap when missing; never skips.
 #
-#   AV_D13_CACHE=DIR    where the root's tarball is kept (default tests/debian13/cache)
+#   AV_D13_PHASES="check vm"  what runs after the builds: make check
+#                       ("check", the default), the VM rig ("vm"), or both
+#   AV_D13_VM_SKIP="F V"  the rig's phases left out (tests/vm/test-vm.sh's
+#                       AV_VM_SKIP_PHASES; default F and V, empty: none)
+#   AV_D13_CACHE=DIR    where the root's tarball and the Debian 13 rig's
+#                       guest (cache/vm, build.sh's) are kept (default tests/debian13/cache)
 #   AV_D13_MIRROR=URL   the Debian mirror (default http://deb.debian.org/debian)
 set -u
 umask 022
@@ -23,6 +32,11 @@ cache=${AV_D13_CACHE:-$build/debian13/cache}
 mirror=${AV_D13_MIRROR:-http://deb.debian.org/debian}
 work=$build/debian13/run
 root=$work/root
+phases=${AV_D13_PHASES:-check}
+for p in $phases; do
+	case $p in check | vm) ;; *) echo "Bail out! AV_D13_PHASES: unknown phase '$p' (check, vm)"; exit 1 ;; esac
+done
+has_phase() { case " $phases " in *" $1 "*) return 0 ;; esac; return 1; }
 
 n=0
 failed=0
@@ -54,7 +68,7 @@ in_root() {
 # Everything mounted in the root is unmounted on any exit, and the root removed.
 cleanup() {
 	local m
-	for m in "$root/proc" "$root/sys" "$root/dev/pts" "$root/dev/shm"; do
+	for m in "$root/var/cache/accelvirt-vm" "$root/proc" "$root/sys" "$root/dev/pts" "$root/dev/shm"; do
 		mountpoint -q "$m" 2>/dev/null && umount -l "$m"
 	done
 	if [ -d "$root" ] && ! grep -q " $root/" /proc/self/mounts; then
@@ -76,8 +90,11 @@ step "the Debian 13 root"
 # the sanitizer's clang); mmdebstrap refuses a name Debian 13 lacks.
 pkgs=$(AV_DEBIAN_VERSION=13 sh "$src/build-aux/install-deps" --list --sanitize) || bail "install-deps --list"
 # And what make check's test-watch-daemon.sh runs (a private libvirtd and
-# virsh: build-aux/install-deps --tiers puts them on a Debian 12 host).
-include="ca-certificates,libvirt-daemon,libvirt-clients,util-linux,$(echo $pkgs | tr ' ' ',')"
+# virsh: build-aux/install-deps --tiers puts them on a Debian 12 host), and
+# what the VM rig needs (tests/vm/install-deps.sh --list: Debian 13's kernel,
+# QEMU, libvirt, busybox): one root for both phases.
+vmpkgs=$(sh "$src/tests/vm/install-deps.sh" --list) || bail "tests/vm/install-deps.sh --list"
+include="ca-certificates,libvirt-daemon,libvirt-clients,util-linux,$(echo $pkgs $vmpkgs | tr ' ' ',')"
 mkdir -p "$cache"
 tarball=$cache/trixie-$(printf '%s' "$include" | sha256sum | cut -c1-12).tar
 if [ ! -s "$tarball" ]; then
@@ -138,6 +155,7 @@ else
 fi
 rm -rf --one-file-system "$root/src/clang"
 
+if has_phase check; then
 step "make check on Debian 13"
 in_root sh -c 'cd /src/accelvirt && make -j"$(nproc)" check' >"$work/check.log" 2>&1
 rc=$?
@@ -157,6 +175,52 @@ else
 	not_ok "make check on Debian 13 exits 0 ($results results, exit $rc)" \
 		"$(grep -E '^(FAIL|ERROR|SKIP|XPASS)|^# |^not ok|Error' "$work/check.log" | head -60)"
 	cp "$root/src/accelvirt/test-suite.log" "$work/test-suite.log" 2>/dev/null
+fi
+fi
+
+if has_phase vm; then
+step "the VM rig on Debian 13"
+# As on a Debian 13 host: tests/vm/install-deps.sh finds its packages, build.sh
+# makes the guest from Debian 13's kernel (its cache kept outside the root),
+# run-vm.sh boots it with Debian 13's QEMU and shares the root as the guest's
+# host root; boot 2 runs Debian 13's libvirt.
+if out=$(in_root sh /src/accelvirt/tests/vm/install-deps.sh 2>&1) && [ "$out" = "install-deps (vm): all present" ]; then
+	ok "tests/vm/install-deps.sh finds every package the rig needs installed on Debian 13"
+else
+	not_ok "tests/vm/install-deps.sh finds every package the rig needs installed on Debian 13" "$out"
+fi
+kver=$(in_root dpkg-query -W -f='${Depends}' linux-image-amd64 | tr ',' '\n' | sed -n 's/^ *linux-image-\([^ ]*\).*/\1/p' | head -n1)
+qemuv=$(in_root qemu-system-x86_64 --version | head -n1)
+echo "# Debian 13's guest kernel $kver; $qemuv; libvirt $libvirt"
+mkdir -p "$cache/vm" "$root/var/cache/accelvirt-vm"
+mount --bind "$cache/vm" "$root/var/cache/accelvirt-vm" || bail "bind-mount the rig's cache into the root"
+# Phases F (FPGA programming) and V (the scrub VM, a nested boot of minutes)
+# are left out unless AV_D13_VM_SKIP says otherwise: both are proven by the
+# Debian 12 rig, and CI's time is bounded.
+skip=${AV_D13_VM_SKIP-F V}
+echo "# the rig's phases left out here: ${skip:-none}"
+in_root sh -c "cd /src/accelvirt && AV_VM_SKIP_PHASES='$skip' make check-vm AV_VM_CACHE=/var/cache/accelvirt-vm" >"$work/check-vm.log" 2>&1
+rc=$?
+vmlog=$root/src/accelvirt/tests/vm/test-vm.log
+results=0
+if [ -f "$vmlog" ]; then
+	cp "$vmlog" "$work/test-vm.log"
+	while IFS= read -r line; do
+		results=$((results + 1))
+		case $line in
+			"ok "*) ok "debian13 vm: $(printf '%s' "$line" | sed 's/^ok [0-9]* - //')" ;;
+			*) not_ok "debian13 vm: $(printf '%s' "$line" | sed 's/^not ok [0-9]* - //')" ;;
+		esac
+	done < <(grep -E '^(ok|not ok) [0-9]' "$vmlog")
+	grep -E '^# (build|boot|the e2e|phase)' "$vmlog" | head -20
+fi
+planned=$(sed -n 's/^1\.\.\([0-9]*\)$/\1/p' "$vmlog" 2>/dev/null | head -n1)
+if [ "$rc" -eq 0 ] && [ "$results" -gt 0 ] && [ "$results" = "${planned:-x}" ]; then
+	ok "the VM rig on Debian 13 exits 0 ($results of $planned results; kernel $kver)"
+else
+	not_ok "the VM rig on Debian 13 exits 0 ($results of ${planned:-?} results, exit $rc)" \
+		"$(grep -E '^not ok|^#|^Bail|rror' "$vmlog" "$work/check-vm.log" 2>/dev/null | head -60)"
+fi
 fi
 
 step "done"

@@ -8,7 +8,9 @@
 #   AVVM-SWITCH-ROOT     (avvm.root=overlay) switching to the overlay root
 #   AVVM-RECONCILE       (avvm.root=overlay, boot 1's reboot pool carried) the command
 #                        of accelvirt-reconcile.service runs, before libvirt's daemons
-#   AVVM-LIBVIRTD-UP     (avvm.root=overlay) libvirtd answers
+#   AVVM-LIBVIRT-DAEMON D V  (avvm.root=overlay) the daemon started (libvirtd or
+#                        virtqemud: libvirt_daemon below) on Debian V
+#   AVVM-LIBVIRTD-UP     (avvm.root=overlay) libvirt's daemon answers
 #   AVVM-SCENARIO-RC=N   the scenario's exit status
 #   AVVM-POWEROFF        about to power off
 #
@@ -132,6 +134,27 @@ reconcile_at_boot() {
     } > "$O/after"
 }
 
+# libvirt's daemon as the root's distribution runs it: the modular virtqemud where
+# the root has it and enables its socket, else the monolithic libvirtd, which both
+# Debian 12 and Debian 13 install and enable (libvirt-daemon-system: libvirtd.socket,
+# libvirtd.service; Debian 13's libvirt 11.3 packages no virtqemud). The kernel
+# command line's avvm.libvirt=modular or avvm.libvirt=monolithic chooses. Clients
+# (virsh, accelvirt) find either by its socket (libvirt's remote driver, mode auto).
+libvirt_daemon() {
+    for a in $(cat /proc/cmdline); do
+        case "$a" in
+            avvm.libvirt=modular) echo virtqemud; return ;;
+            avvm.libvirt=monolithic) echo libvirtd; return ;;
+        esac
+    done
+    if test -x /usr/sbin/virtqemud &&
+       { test -e /etc/systemd/system/sockets.target.wants/virtqemud.socket || ! test -x /usr/sbin/libvirtd; }; then
+        echo virtqemud
+    else
+        echo libvirtd
+    fi
+}
+
 stage2() {
     export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
     R=/avvm/results
@@ -171,7 +194,9 @@ EOF
     mkdir -p /var/log/libvirt /run/libvirt /var/lib/libvirt
     reconcile_at_boot "$R"
     virtlogd -d || echo "AVVM-WARN virtlogd failed"
-    libvirtd -d || echo "AVVM-WARN libvirtd failed"
+    daemon=$(libvirt_daemon)
+    echo "AVVM-LIBVIRT-DAEMON $daemon $(cat /etc/debian_version 2>/dev/null)"
+    $daemon -d || echo "AVVM-WARN $daemon failed"
     i=0
     while test $i -lt 120; do
         if virsh -c qemu:///system version >/dev/null 2>&1; then

@@ -1,8 +1,9 @@
 #!/bin/sh
 # Install what the VM rig (make check-vm) needs, only when something is missing.
-# Debian packages only. Run as root (CI does: .ci/run calls this).
+# Debian packages only (the same names on Debian 12 and 13). Run as root (CI does:
+# .ci/run calls this). `install-deps.sh --list` prints the names and installs nothing.
 #   qemu-system-x86   the guest, under TCG
-#   linux-image-amd64 the guest kernel (Debian 6.1) and its modules; the host keeps
+#   linux-image-amd64 the guest kernel (Debian 12: 6.1, 13: 6.12) and its modules; the host keeps
 #                     booting its own kernel, a package in /boot changes nothing
 #   linux-headers-amd64, linux-source, build-essential
 #                     mtty.ko, built out of tree from samples/vfio-mdev/mtty.c
@@ -17,6 +18,13 @@ set -eu
 PKGS="qemu-system-x86 qemu-utils busybox-static linux-image-amd64 linux-headers-amd64
 linux-source build-essential gcc libc6-dev kmod cpio gzip xz-utils zstd jq python3
 libvirt-daemon-system libvirt-clients"
+
+# --list: print the package names, one per line, and change nothing (the Debian 13
+# tier installs them into its root with mmdebstrap: tests/debian13/test-debian13.sh)
+if test "${1:-}" = --list; then
+    printf '%s\n' $PKGS
+    exit 0
+fi
 
 missing=
 for p in $PKGS; do

@@ -61,6 +61,12 @@ ADDR=0000:81:00.0
 D=/sys/bus/pci/devices/$ADDR
 drv() { basename "$(readlink "$D/driver" 2>/dev/null)" 2>/dev/null; }
 A=$(sed -n 's/^ACCELVIRT=//p' "$R/env" 2>/dev/null)
+# SKIP_PHASES (test-vm.sh's AV_VM_SKIP_PHASES: F, V): phases this run leaves out
+SKIP=" $(sed -n 's/^SKIP_PHASES=//p' "$R/env" 2>/dev/null) "
+phase_on() {
+    case "$SKIP" in *" $1 "*) echo "=== phase $1 left out (SKIP_PHASES)" >> "$R/hook.log"; return 1 ;; esac
+    return 0
+}
 export ACCELVIRT_STATE_DIR=/var/lib/accelvirt ACCELVIRT_POLICY_DIR=/etc/accelvirt/policies
 st() { "$A" status --json "$@" 2>&1; }
 # state_of: the pool state of $ADDR in the latest status --no-sync, or "none"
@@ -598,7 +604,9 @@ fact tenant_phase seconds="$(elapsed "$tD")"
 . "$R/scenario-hotplug.sh"
 
 # --- F. FPGAs programmed at request time (issue 15): scenario-fpga.sh ---
+if phase_on F; then
 . "$R/scenario-fpga.sh"
+fi
 
 # --- T. the guest PCIe and NUMA topology (issue 16): scenario-topology.sh ---
 . "$R/scenario-topology.sh"
@@ -613,6 +621,7 @@ fact tenant_phase seconds="$(elapsed "$tD")"
 # the node-1 ivshmem and is destroyed: release -> the worker starts accelvirt-scrub-*
 # with the device through vfio; its image zeroes BAR2 (accelvirt-scrub-bars), prints
 # the coverage line on its console and powers off
+if phase_on V; then
 echo "=== phase V" >> "$R/hook.log"
 SK=$(sed -n 's/^SCRUB_KERNEL=//p' "$R/env")
 SI=$(sed -n 's/^SCRUB_INITRD=//p' "$R/env")
@@ -669,6 +678,7 @@ fact vmscrub_journal_verify rc=$?
 cp /var/lib/accelvirt/journal.jsonl "$R/journal-vmscrub.jsonl" 2>/dev/null
 cp /var/log/libvirt/qemu/accelvirt-scrub-* "$R/" 2>/dev/null
 fact vmscrub_phase seconds="$(elapsed "$tV")"
+fi
 
 # --- R. the ROM swap: boot 1's scrub pool, the other ROM ---
 echo "=== phase R" >> "$R/hook.log"

@@ -91,7 +91,15 @@ check() {  # check DESCRIPTION COMMAND...
 fact() { sed -n "s/^$1 //p" "$run/results/facts" 2>/dev/null | head -n1; }
 bail() { echo "Bail out! $*"; exit 1; }
 
-echo "1..177"
+# AV_VM_SKIP_PHASES="F V": leave out boot 2's phase F (FPGA programming) and V
+# (the vm method's scrub VM, the longest: a nested boot of the scrub image), and
+# their checks (the Debian 13 tier's rig does, for time: both are proven on
+# Debian 12's). The plan is printed at the end.
+skip_phases=${AV_VM_SKIP_PHASES:-}
+for p in $skip_phases; do
+    case $p in F | V) ;; *) echo "Bail out! AV_VM_SKIP_PHASES: only F and V can be left out, not '$p'"; exit 1 ;; esac
+done
+phase_on() { case " $skip_phases " in *" $1 "*) return 1 ;; esac; return 0; }
 command -v python3 >/dev/null 2>&1 || bail "missing python3: run tests/vm/install-deps.sh (as root)"
 test -f "$unit" || bail "missing $unit: make systemd/accelvirt-reconcile.service (make check-vm does)"
 
@@ -174,6 +182,23 @@ else
     notok "the guest booted, ran the scenario and powered off" "QEMU exit $qrc" \
         "$(cat "$run/run-vm.err")" "console tail:" \
         "$(tail -n 15 "$run/console.log" 2>/dev/null | tr '\n' '|')"
+fi
+
+# iommufd: what the guest's kernel offers, read from its config (the host root's
+# /boot/config-KVER): with CONFIG_IOMMUFD and CONFIG_VFIO_DEVICE_CDEV a vfio-pci device
+# has a cdev beside its group file (and accelvirt's holders check looks at both);
+# without them (Debian 12's 6.1, and Debian 13's 6.12 and its backports' kernels: not
+# set) the group file is the only way to a device, the one accelvirt's holds keep.
+gkver=$(cat "$AV_VM_CACHE/initramfs/etc/kver" 2>/dev/null)
+vc=$(fact vfio_cdev)
+if grep -qE '^CONFIG_IOMMUFD=(y|m)' "/boot/config-$gkver" 2>/dev/null &&
+   grep -qx 'CONFIG_VFIO_DEVICE_CDEV=y' "/boot/config-$gkver" 2>/dev/null; then
+    check "iommufd: kernel $gkver has it (CONFIG_IOMMUFD, CONFIG_VFIO_DEVICE_CDEV): the vfio-pci device has its cdev and /dev/iommu exists ($vc)" \
+        sh -c "echo '$vc' | grep -q 'cdev=vfio[0-9]' && echo '$vc' | grep -q 'dev_iommu=yes'"
+else
+    why=$(grep -E '^# CONFIG_IOMMUFD is not set' "/boot/config-$gkver" 2>/dev/null)
+    check "iommufd: kernel $gkver is built without it (${why:-no CONFIG_IOMMUFD: older than 6.2}): no cdev beside the group file, no /dev/iommu ($vc)" \
+        sh -c "test -f '/boot/config-$gkver' && echo '$vc' | grep -q \"kernel=$gkver cdev= dev_iommu=no devices_dir=0\""
 fi
 
 # --- a. IOMMU groups, NUMA, pcie-pci-bridge, vfio-pci, mdev ---
@@ -582,7 +607,7 @@ chmod 755 "$e2e/results/hooks/qemu" "$e2e/results/hooks/qemu.d/accelvirt"
 secret="AVSECRET-$$-$(date +%s)-"
 printf '%s\n' "ACCELVIRT=$accelvirt" "ACCELVIRT_HOOK=$hook" "ACCELVIRT_WORKER=$worker" \
     "CACHE=$AV_VM_CACHE" "SECRET=$secret" "SCRUB_KERNEL=$scrub_kernel" \
-    "SCRUB_INITRD=$scrub_img/accelvirt-scrub-initrd.img" "RECONCILE_UNIT=$unit" > "$e2e/results/env"
+    "SCRUB_INITRD=$scrub_img/accelvirt-scrub-initrd.img" "RECONCILE_UNIT=$unit" "SKIP_PHASES=$skip_phases" > "$e2e/results/env"
 cp -r "$here/hook-policies" "$e2e/results/hook-policies"
 cp -r "$here/accel-policies" "$e2e/results/accel-policies"
 cp "$here/scenario-accel.sh" "$e2e/results/scenario-accel.sh"
@@ -659,7 +684,8 @@ else
         "QEMU exit $qrc; pid1=$(efact pid1)" "$(cat "$e2e/run-vm.err")" "console tail:" \
         "$(grep -v '^\[' "$e2e/console.log" 2>/dev/null | tail -n 15 | tr '\n' '|')"
 fi
-check "end to end: libvirtd answers inside the guest (stage2 at $(up_at STAGE2) s, up at $(up_at LIBVIRTD-UP) s uptime)" \
+daemon=$(sed -n 's/^AVVM-LIBVIRT-DAEMON //p' "$e2e/console.log" 2>/dev/null | head -n1)
+check "end to end: libvirt's daemon as the guest's distribution runs it (${daemon:-none}) answers inside the guest (stage2 at $(up_at STAGE2) s, up at $(up_at LIBVIRTD-UP) s uptime)" \
     test "$(efact libvirtd_up | cut -d' ' -f1)" = yes
 E=$e2e/results
 check "end to end: both qemu hooks were in place before libvirtd started: the logging one and accelvirt's qemu.d/accelvirt wrapper ($(efact hook_installed))" \
@@ -1025,8 +1051,8 @@ check "end to end, hot-plug: accelvirt detach: libvirt's device-removed event, t
 e_hot_held() { hf_has hot_detach3 '^rc=0 state=dirty .* driver=vfio-pci$' && hf_has hot_held '^holders=accelvirt-hold:[0-9]+ +status=\{.*"pid": [0-9]+'; }
 check "end to end, held: detached again with no worker, the dirty device's VFIO group is held by accelvirt-hold, as status says ($(efact hot_detach3); $(efact hot_held))" e_hot_held
 e_hot_refused() {
-    hf_has hot_virsh_managed_yes '^rc=1 .*/dev/vfio/[0-9]+: Device or resource busy' &&
-    hf_has hot_virsh_managed_no '^rc=1 .*/dev/vfio/[0-9]+: Device or resource busy' &&
+    hf_has hot_virsh_managed_yes "^rc=1 .*/dev/vfio/[0-9]+'?: Device or resource busy" &&
+    hf_has hot_virsh_managed_no "^rc=1 .*/dev/vfio/[0-9]+'?: Device or resource busy" &&
     hf_has hot_held_after '^state=dirty .* driver=vfio-pci holders=accelvirt-hold:[0-9]+ +live81=0$'
 }
 check "end to end, held: the real kernel refuses virsh attach-device of the dirty device, managed='yes' and managed='no' (QEMU's open of the group: busy); still dirty, held, not in the guest ($(efact hot_virsh_managed_yes | cut -c1-200); $(efact hot_held_after))" e_hot_refused
@@ -1067,6 +1093,7 @@ e_hot_clear() {
 }
 check "end to end, hot-plug: the violation's device: quarantine clear refused in one line until a scrub by hand passes (unscrubbed), then free and unheld; the journal intact (phase $(efact hot_phase))" e_hot_clear
 
+if phase_on F; then
 # F. FPGAs programmed at request time (scenario-fpga.sh phase F, issue 15): the node-1
 # ivshmem as a card, fpga-prog its programmer through VFIO, the bitstreams made in the guest
 FJ=$E/journal-fpga.jsonl
@@ -1185,6 +1212,10 @@ f_end() {
 }
 check "fpga: the end: avvm-fpga undefined, the journal intact (journal verify: $(efact fpga_journal_verify)), the profile removed: the card free as rig-ivshmem on its host driver again for phase V ($(efact fpga_end); phase $(efact fpga_phase))" f_end
 
+else
+    echo "# phase F (FPGA programming) left out: AV_VM_SKIP_PHASES"
+fi
+
 # T. the guest PCIe and NUMA topology (scenario-topology.sh phase T, issue 16): the rig's
 # switch (0000:48:00.0, 0000:49:00.0 behind upstream port 0000:46:00.0, node 0) and
 # 0000:84:00.0 (node 1) given to one nested q35 domain by `accelvirt define`
@@ -1297,6 +1328,7 @@ EOF
 }
 check "topology: the guest stopped ($(efact topo_stop)): released, the worker frees all three, back on no driver; accelvirt undefine; the journal intact, each went free->claimed (define)->in-use->dirty->scrubbing->free ($(efact topo_free); $(efact topo_undefine); phase $(efact topo_phase))" t_end
 
+if phase_on V; then
 # V. the vm method (phase V): the worker boots accelvirt-scrub-* under the rig's libvirtd
 VJ=$E/journal-vmscrub.jsonl
 vms=$(python3 -c 'import json,sys
@@ -1338,6 +1370,10 @@ check "end to end: ... the secret this guest wrote over BAR2 before the domain t
     sh -c "echo '$(efact vmscrub_secret_before)' | grep -Eq '^secret=[1-9][0-9]* ' && test '$sv' = 0 -a '$nze' = 0 && test '$(efact vmscrub_bar2_after)' = 'secret=0 nonzero=0'"
 check "end to end: ... the journal stays intact (journal verify: $(efact vmscrub_journal_verify))" \
     test "$(efact vmscrub_journal_verify)" = rc=0
+
+else
+    echo "# phase V (the vm method's scrub VM) left out: AV_VM_SKIP_PHASES"
+fi
 
 # R. the ROM swap (phase R): boot 1's scrub pool, ROM B in this boot
 RJ=$E/journal-rom.jsonl
@@ -1522,5 +1558,6 @@ check "the scrub image (its own kernel) without its device (a plain QEMU, no pas
 
 t2=$(date +%s)
 echo "# total: $((t2 - t0)) s; run dir $run"
-echo "check-vm: $((n - failed)) passed, $failed failed"
+echo "check-vm: $((n - failed)) passed, $failed failed${skip_phases:+ (phases left out: $skip_phases)}"
+echo "1..$n"
 test "$failed" = 0
