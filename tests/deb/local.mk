@@ -4,13 +4,15 @@
 # dpkg-buildpackage -us -uc -b and DEB_BUILD_OPTIONS=nocheck (make check
 # runs apart), runs lintian --fail-on error, installs the package with apt in
 # a Debian 12 chroot made by mmdebstrap (its tarball cached in
-# tests/deb/cache), checks it, then removes and purges it. Needs root;
+# tests/deb/cache), checks it, then removes and purges it; then the same on
+# Debian 13 (tests/deb/test-deb-debian13.sh: built with dpkg-buildpackage and
+# lintian in a Debian 13 build chroot, installed in a Debian 13 one). Needs root;
 # installs its packages (build-aux/install-deps --deb) when missing; the first
 # run downloads the chroot from deb.debian.org. Not part of `make check`:
 # run `make check-deb`. Through the same tap-driver as the other tests;
 # results in tests/deb/test-deb.log and tests/deb/test-suite.log.
 
-AV_DEB_TESTS = tests/deb/test-deb.sh
+AV_DEB_TESTS = tests/deb/test-deb.sh tests/deb/test-deb-debian13.sh
 AV_DEB_SUITE_LOG = tests/deb/test-suite.log
 
 EXTRA_DIST += \
@@ -32,6 +34,6 @@ check-deb: accelvirt$(EXEEXT) $(FAKE_HOSTS_STAMP)
 clean-local: clean-deb
 clean-deb:
 	-rm -f $(AV_DEB_SUITE_LOG) $(AV_DEB_TESTS:.sh=.log) $(AV_DEB_TESTS:.sh=.trs)
-	-rm -rf --one-file-system tests/deb/run
+	-rm -rf --one-file-system tests/deb/run tests/deb/run-trixie
 
 .PHONY: check-deb clean-deb

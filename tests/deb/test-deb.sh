@@ -1,12 +1,17 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # The Debian package tier (make check-deb; tests/deb/README.md): builds the
 # .deb from the committed tree (git archive HEAD) with dpkg-buildpackage, runs
-# lintian on it, installs it with apt in a fresh Debian 12 chroot (mmdebstrap,
+# lintian on it, installs it with apt in a fresh Debian chroot (mmdebstrap,
 # its tarball cached under tests/deb/cache), checks what it installed and
 # enabled, then removes and purges it and checks that nothing of it is left.
 # TAP on stdout. Needs root; installs its packages when missing; never skips.
 #
-#   AV_DEB_CACHE=DIR   where the chroot tarball is kept (default tests/deb/cache)
+#   AV_DEB_SUITE=S     bookworm (Debian 12, the default: built on this host) or
+#                      trixie (Debian 13: built with dpkg-buildpackage and lintian
+#                      in a Debian 13 build chroot, installed in a Debian 13 one;
+#                      tests/deb/test-deb-debian13.sh)
+#   AV_DEB_CACHE=DIR   where the chroot tarballs are kept (default tests/deb/cache)
 #   AV_DEB_MIRROR=URL  the Debian mirror (default http://deb.debian.org/debian)
 set -u
 # The package is built as root from a tree this script unpacks: no group or
@@ -19,8 +24,14 @@ src=$(cd "$here/../.." && pwd)
 build=${AV_TEST_BUILDDIR:-$src/tests}
 cache=${AV_DEB_CACHE:-$build/deb/cache}
 mirror=${AV_DEB_MIRROR:-http://deb.debian.org/debian}
-work=$build/deb/run
+suite=${AV_DEB_SUITE:-bookworm}
+case $suite in
+	bookworm) release=12 work=$build/deb/run ;;
+	trixie) release=13 work=$build/deb/run-trixie ;;
+	*) echo "Bail out! AV_DEB_SUITE: bookworm or trixie, not '$suite'"; exit 1 ;;
+esac
 root=$work/root
+broot=$work/build-root
 hosts=${AV_TEST_HOSTS:-$src/tests/data/hosts}
 host=two-socket-8gpu
 
@@ -54,22 +65,43 @@ step() { # NAME: prints how long the previous step took
 	step_t=$now
 }
 in_root() { chroot "$root" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin LC_ALL=C.UTF-8 "$@"; }
+in_broot() { chroot "$broot" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin LC_ALL=C.UTF-8 HOME=/root "$@"; }
+# mmdebstrap_cached NAME SUITE INCLUDE: the tarball of a root with INCLUDE, made
+# once and kept in the cache, named after its package list; prints its path
+mmdebstrap_cached() {
+	local t=$cache/$1-$(printf '%s' "$3" | sha256sum | cut -c1-12).tar
+	if [ ! -s "$t" ]; then
+		echo "# making $t (mmdebstrap --include=$3)" >&2
+		if ! out=$(mmdebstrap --mode=root --variant=apt --format=tar --include="$3" "$2" "${t%.tar}.tmp.tar" "$mirror" 2>&1); then
+			rm -f "${t%.tar}.tmp.tar"
+			printf '%s\n' "$out" | tail -20 >&2
+			return 1
+		fi
+		mv "${t%.tar}.tmp.tar" "$t"
+	else
+		echo "# reusing $t" >&2
+	fi
+	echo "$t"
+}
 
 # Everything mounted in the chroot is unmounted on any exit, a failed check's
 # included; the chroot itself is deleted only once nothing is mounted there.
 cleanup() {
 	local m
-	for m in "$root/proc" "$root/dev/pts"; do
+	for m in "$root/proc" "$root/dev/pts" "$broot/proc"; do
 		mountpoint -q "$m" 2>/dev/null && umount -l "$m"
 	done
 	if [ -d "$root" ] && ! grep -q " $root/" /proc/self/mounts; then
 		rm -rf --one-file-system "$root"
 	fi
+	if [ -d "$broot" ] && ! grep -q " $broot/" /proc/self/mounts; then
+		rm -rf --one-file-system "$broot"
+	fi
 }
 trap cleanup EXIT
 
 [ "$(id -u)" = 0 ] || bail "make check-deb runs as root (it builds a chroot)"
-case "$work" in /*/deb/run) ;; *) bail "unexpected work directory '$work'" ;; esac
+case "$work" in /*/deb/run | /*/deb/run-trixie) ;; *) bail "unexpected work directory '$work'" ;; esac
 
 step "installing the tier's packages"
 out=$(sh "$src/build-aux/install-deps" --deb 2>&1) ||
@@ -89,6 +121,8 @@ git -C "$src" archive --prefix="accelvirt-$version/" HEAD | tar -C "$work" --no-
 	bail "git archive HEAD"
 ok "git archive of $head, version $version"
 
+if [ "$suite" = bookworm ]; then
+# Debian 12: built on this host, as its other tiers are.
 step "build dependencies (dpkg-checkbuilddeps)"
 if ! (cd "$tree" && dpkg-checkbuilddeps -P nocheck) >/dev/null 2>&1; then
 	out=$(cd "$tree" && DEBIAN_FRONTEND=noninteractive apt-get build-dep -y -q -P nocheck ./ 2>&1) ||
@@ -102,6 +136,31 @@ step "dpkg-buildpackage -us -uc -b (DEB_BUILD_OPTIONS=nocheck)"
 if ! (cd "$tree" && DEB_BUILD_OPTIONS="nocheck parallel=$(nproc)" dpkg-buildpackage -us -uc -b) >"$work/build.log" 2>&1; then
 	bail "dpkg-buildpackage -us -uc -b" "$(cat "$work/build.log")"
 fi
+lint() { lintian --fail-on error "$1"; }
+else
+# Debian 13: built in a Debian 13 build chroot (this host's own system stays
+# Debian 12) holding debian/control's Build-Depends (the first of each
+# alternative), dpkg-dev, debhelper and lintian.
+step "the Debian $release build chroot"
+bdeps=$(sed -n '/^Build-Depends:/,/^[A-Z][A-Za-z-]*:/p' "$tree/debian/control" | sed '$d' |
+	sed 's/^Build-Depends://' | tr ',' '\n' | sed 's/|.*//; s/(.*)//; s/<.*>//; s/\[.*\]//; s/ //g' | grep . | sort -u | tr '\n' ',')
+btar=$(mmdebstrap_cached "$suite-build" "$suite" "build-essential,dpkg-dev,debhelper,lintian,${bdeps%,}") ||
+	bail "mmdebstrap makes a Debian $release build chroot"
+mkdir -p "$broot"
+tar -C "$broot" -xf "$btar" || bail "the build chroot's tarball extracts"
+mount -t proc proc "$broot/proc" || bail "mount proc in the build chroot"
+mkdir -p "$broot/build"
+cp -a "$tree" "$broot/build/"
+check "build dependencies satisfied (dpkg-checkbuilddeps in the Debian $release build chroot)" \
+	in_broot sh -c "cd /build/accelvirt-$version && dpkg-checkbuilddeps -P nocheck"
+step "dpkg-buildpackage -us -uc -b (DEB_BUILD_OPTIONS=nocheck) on Debian $release"
+if ! in_broot sh -c "cd /build/accelvirt-$version && DEB_BUILD_OPTIONS='nocheck parallel=$(nproc)' dpkg-buildpackage -us -uc -b" >"$work/build.log" 2>&1; then
+	bail "dpkg-buildpackage -us -uc -b on Debian $release" "$(cat "$work/build.log")"
+fi
+cp "$broot"/build/accelvirt_"$version"_* "$work/" || bail "the build chroot's .deb and .changes"
+# lintian of Debian 13, in the build chroot
+lint() { cp "$work"/accelvirt_"$version"_* "$broot/build/" && in_broot lintian --fail-on error "/build/$(basename "$1")"; }
+fi
 deb=$(ls "$work"/accelvirt_"$version"_*.deb 2>/dev/null | head -1)
 [ -n "$deb" ] || bail "dpkg-buildpackage made accelvirt_${version}_*.deb" "$(ls "$work")"
 ok "dpkg-buildpackage built $(basename "$deb")"
@@ -110,21 +169,24 @@ check "the build did not try the CUDA scrubbing kernel" \
 
 step "lintian"
 changes=$(ls "$work"/accelvirt_"$version"_*.changes | head -1)
-if out=$(lintian --fail-on error "$changes" 2>&1); then
-	ok "lintian reports no errors"
+if out=$(lint "$changes" 2>&1); then
+	ok "lintian (Debian $release's) reports no errors"
 else
-	not_ok "lintian reports no errors" "$out"
+	not_ok "lintian (Debian $release's) reports no errors" "$out"
 fi
 printf '%s\n' "$out" | grep -v 'root privileges' | grep . | sed 's/^/# lintian: /'
 
 step "the package's contents (dpkg-deb -c)"
 dpkg-deb -c "$deb" | awk '{ if ($6 ~ /^l/ || $1 ~ /^l/) print $6, $7, $8; else print $6 }' |
 	sed 's|^\./|/|' >"$work/contents"
+# systemd's units: /lib/systemd/system on Debian 12, /usr/lib/systemd/system on
+# Debian 13 (its /usr merge is complete: lintian refuses /lib there)
+if [ "$release" = 12 ]; then unitdir=/lib/systemd/system; else unitdir=/usr/lib/systemd/system; fi
 missing=
 for f in /usr/bin/accelvirt /usr/libexec/accelvirt/accelvirt-hook /usr/libexec/accelvirt/accelvirt-worker \
 	/usr/libexec/accelvirt/accelvirt-hold \
-	/usr/libexec/accelvirt/accelvirt-nvidia-clear-memory /lib/systemd/system/accelvirt-watch.service \
-	/lib/systemd/system/accelvirt-reconcile.service /lib/systemd/system/accelvirt-reconcile.timer \
+	/usr/libexec/accelvirt/accelvirt-nvidia-clear-memory $unitdir/accelvirt-watch.service \
+	$unitdir/accelvirt-reconcile.service $unitdir/accelvirt-reconcile.timer \
 	/usr/share/man/man8/accelvirt-reconcile.service.8.gz /usr/share/man/man8/accelvirt-reconcile.timer.8.gz \
 	/usr/share/man/man1/accelvirt.1.gz /usr/share/man/man5/accelvirt-policy.5.gz \
 	/usr/share/man/man8/accelvirt-hook.8.gz /usr/share/accelvirt/policies/nvidia-datacenter.json \
@@ -133,28 +195,18 @@ for f in /usr/bin/accelvirt /usr/libexec/accelvirt/accelvirt-hook /usr/libexec/a
 done
 # (a man page that is a .so link is a symlink in the package: dh_installman)
 if [ -z "$missing" ]; then ok "the package ships the CLI, hook, worker, units, man pages, example policies"; else not_ok "the package ships$missing" "$(cat "$work/contents")"; fi
+check "the units only in $unitdir" sh -c "! grep -E 'systemd/system/' '$work/contents' | grep -v '^$unitdir/'"
 check "no program under /etc, the hook is a symlink there" \
 	grep -qxF "/etc/libvirt/hooks/qemu.d/accelvirt -> /usr/libexec/accelvirt/accelvirt-hook" "$work/contents"
 check "nothing shipped in /etc/accelvirt/policies nor /var" \
 	sh -c "! grep -E '^/etc/accelvirt/policies/.|^/var/' '$work/contents'"
 
-step "the Debian 12 chroot"
+step "the Debian $release chroot"
 # Its packages: apt and systemd, and the .deb's dependencies (so that a second
 # run installs from the cache, offline); the tarball's name follows the list.
 deps=$(dpkg-deb -f "$deb" Depends | tr ',' '\n' | sed 's/(.*)//; s/|.*//; s/ //g' | grep . | sort -u | tr '\n' ',')
 include="systemd,${deps%,}"
-tarball=$cache/bookworm-$(printf '%s' "$include" | sha256sum | cut -c1-12).tar
-if [ ! -s "$tarball" ]; then
-	echo "# making $tarball (mmdebstrap --include=$include)"
-	tmp=${tarball%.tar}.tmp.tar
-	if ! out=$(mmdebstrap --mode=root --variant=apt --format=tar --include="$include" bookworm "$tmp" "$mirror" 2>&1); then
-		rm -f "$tmp"
-		bail "mmdebstrap makes a Debian 12 chroot" "$out"
-	fi
-	mv "$tmp" "$tarball"
-else
-	echo "# reusing $tarball"
-fi
+tarball=$(mmdebstrap_cached "$suite" "$suite" "$include") || bail "mmdebstrap makes a Debian $release chroot"
 mkdir -p "$root"
 tar -C "$root" -xf "$tarball" || bail "the chroot's tarball extracts"
 mount -t proc proc "$root/proc" || bail "mount proc in the chroot"
