@@ -405,10 +405,11 @@ if test -n "$shm1"; then
     fact vfio_bind "$shm1" driver="$(basename "$(readlink "$d/driver")")" group="$g" \
         dev="$(test -c "/dev/vfio/$g" && echo "/dev/vfio/$g" || echo none)"
     fact vfio_devices $(ls /dev/vfio)
-    # iommufd (kernel 6.2+ with CONFIG_IOMMUFD and CONFIG_VFIO_DEVICE_CDEV): a cdev
-    # /dev/vfio/devices/vfioN beside the group file, and /dev/iommu
-    fact vfio_cdev "$shm1" kernel="$(uname -r)" cdev="$(ls "$d/vfio-dev" 2>/dev/null | tr '\n' ' ' | sed 's/ $//')" \
-        dev_iommu="$(test -c /dev/iommu && echo yes || echo no)" devices_dir="$(ls /dev/vfio/devices 2>/dev/null | wc -l)"
+    # iommufd: the device's vfio class device (sysfs vfio-dev/vfioN, kernel 6.2+, with or
+    # without iommufd); its cdev /dev/vfio/devices/vfioN beside the group file and
+    # /dev/iommu only with CONFIG_VFIO_DEVICE_CDEV and CONFIG_IOMMUFD
+    fact vfio_cdev "$shm1" kernel="$(uname -r)" vfio_dev="$(ls "$d/vfio-dev" 2>/dev/null | tr '\n' ' ' | sed 's/ $//')" \
+        cdevs="$(ls /dev/vfio/devices 2>/dev/null | wc -l)" dev_iommu="$(test -c /dev/iommu && echo yes || echo no)"
     # and back, as a host would after use
     echo "$shm1" > "$d/driver/unbind"
     echo > "$d/driver_override"

@@ -186,19 +186,21 @@ fi
 
 # iommufd: what the guest's kernel offers, read from its config (the host root's
 # /boot/config-KVER): with CONFIG_IOMMUFD and CONFIG_VFIO_DEVICE_CDEV a vfio-pci device
-# has a cdev beside its group file (and accelvirt's holders check looks at both);
-# without them (Debian 12's 6.1, and Debian 13's 6.12 and its backports' kernels: not
-# set) the group file is the only way to a device, the one accelvirt's holds keep.
+# has a cdev /dev/vfio/devices/vfioN beside its group file (and accelvirt's holders
+# check looks at both); without them (Debian 12's 6.1, and Debian 13's 6.12 and its
+# backports' kernels: not set) the group file is the only way to a device, the one
+# accelvirt's holds keep. Kernels from 6.2 have the class device (sysfs
+# vfio-dev/vfioN) either way: it is not a way in.
 gkver=$(cat "$AV_VM_CACHE/initramfs/etc/kver" 2>/dev/null)
 vc=$(fact vfio_cdev)
 if grep -qE '^CONFIG_IOMMUFD=(y|m)' "/boot/config-$gkver" 2>/dev/null &&
    grep -qx 'CONFIG_VFIO_DEVICE_CDEV=y' "/boot/config-$gkver" 2>/dev/null; then
     check "iommufd: kernel $gkver has it (CONFIG_IOMMUFD, CONFIG_VFIO_DEVICE_CDEV): the vfio-pci device has its cdev and /dev/iommu exists ($vc)" \
-        sh -c "echo '$vc' | grep -q 'cdev=vfio[0-9]' && echo '$vc' | grep -q 'dev_iommu=yes'"
+        sh -c "echo '$vc' | grep -Eq 'vfio_dev=vfio[0-9]+ cdevs=[1-9][0-9]* dev_iommu=yes'"
 else
     why=$(grep -E '^# CONFIG_IOMMUFD is not set' "/boot/config-$gkver" 2>/dev/null)
-    check "iommufd: kernel $gkver is built without it (${why:-no CONFIG_IOMMUFD: older than 6.2}): no cdev beside the group file, no /dev/iommu ($vc)" \
-        sh -c "test -f '/boot/config-$gkver' && echo '$vc' | grep -q \"kernel=$gkver cdev= dev_iommu=no devices_dir=0\""
+    check "iommufd: kernel $gkver is built without it (${why:-no CONFIG_IOMMUFD: older than 6.2}): no cdev beside the group file (/dev/vfio/devices empty), no /dev/iommu ($vc)" \
+        sh -c "test -f '/boot/config-$gkver' && echo '$vc' | grep -qF 'kernel=$gkver ' && echo '$vc' | grep -Eq ' vfio_dev=(vfio[0-9]+)? cdevs=0 dev_iommu=no\$'"
 fi
 
 # --- a. IOMMU groups, NUMA, pcie-pci-bridge, vfio-pci, mdev ---
