@@ -72,12 +72,16 @@ mmdebstrap_cached() {
 	local t=$cache/$1-$(printf '%s' "$3" | sha256sum | cut -c1-12).tar
 	if [ ! -s "$t" ]; then
 		echo "# making $t (mmdebstrap --include=$3)" >&2
-		if ! out=$(mmdebstrap --mode=root --variant=apt --format=tar --include="$3" "$2" "${t%.tar}.tmp.tar" "$mirror" 2>&1); then
-			rm -f "${t%.tar}.tmp.tar"
+		local tmp
+		tmp=$(mktemp -p "$cache" "$1-XXXXXX.tmp.tar") || return 1
+		if ! out=$(mmdebstrap --mode=root --variant=apt --format=tar --include="$3" "$2" "$tmp" "$mirror" 2>&1); then
+			rm -f "$tmp"
 			printf '%s\n' "$out" | tail -20 >&2
 			return 1
 		fi
-		mv "${t%.tar}.tmp.tar" "$t"
+		mv "$tmp" "$t"
+		# the chroots of earlier package lists are not kept
+		find "$cache" -maxdepth 1 -name "$1-????????????.tar" ! -name "${t##*/}" -delete
 	else
 		echo "# reusing $t" >&2
 	fi

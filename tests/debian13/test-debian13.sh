@@ -20,7 +20,8 @@
 #   AV_D13_VM_SKIP="F V"  the rig's phases left out (tests/vm/test-vm.sh's
 #                       AV_VM_SKIP_PHASES; default F and V, empty: none)
 #   AV_D13_CACHE=DIR    where the root's tarball and the Debian 13 rig's
-#                       guest (cache/vm, build.sh's) are kept (default tests/debian13/cache)
+#                       guest (cache/vm, build.sh's; copied into the root and
+#                       back) are kept (default tests/debian13/cache)
 #   AV_D13_MIRROR=URL   the Debian mirror (default http://deb.debian.org/debian)
 set -u
 umask 022
@@ -68,7 +69,7 @@ in_root() {
 # Everything mounted in the root is unmounted on any exit, and the root removed.
 cleanup() {
 	local m
-	for m in "$root/var/cache/accelvirt-vm" "$root/proc" "$root/sys" "$root/dev/pts" "$root/dev/shm"; do
+	for m in "$root/proc" "$root/sys" "$root/dev/pts" "$root/dev/shm"; do
 		mountpoint -q "$m" 2>/dev/null && umount -l "$m"
 	done
 	if [ -d "$root" ] && ! grep -q " $root/" /proc/self/mounts; then
@@ -99,12 +100,14 @@ mkdir -p "$cache"
 tarball=$cache/trixie-$(printf '%s' "$include" | sha256sum | cut -c1-12).tar
 if [ ! -s "$tarball" ]; then
 	echo "# making $tarball (mmdebstrap --include=$include)"
-	tmp=${tarball%.tar}.tmp.tar
+	tmp=$(mktemp -p "$cache" trixie-XXXXXX.tmp.tar) || bail "a temporary file in $cache"
 	if ! out=$(mmdebstrap --mode=root --variant=apt --format=tar --include="$include" trixie "$tmp" "$mirror" 2>&1); then
 		rm -f "$tmp"
 		bail "mmdebstrap makes a Debian 13 root with install-deps' packages" "$out"
 	fi
 	mv "$tmp" "$tarball"
+	# the roots of earlier package lists (about 2 GB each) are not kept
+	find "$cache" -maxdepth 1 -name 'trixie-????????????.tar' ! -name "${tarball##*/}" -delete
 fi
 cleanup
 rm -rf --one-file-system "$work"
@@ -192,15 +195,20 @@ fi
 kver=$(in_root dpkg-query -W -f='${Depends}' linux-image-amd64 | tr ',' '\n' | sed -n 's/^ *linux-image-\([^ ]*\).*/\1/p' | head -n1)
 qemuv=$(in_root qemu-system-x86_64 --version | head -n1)
 echo "# Debian 13's guest kernel $kver; $qemuv; libvirt $libvirt"
+# The rig's cache is copied into the root and back (never mounted there: a
+# root left behind by a killed run is removed without reaching the cache).
 mkdir -p "$cache/vm" "$root/var/cache/accelvirt-vm"
-mount --bind "$cache/vm" "$root/var/cache/accelvirt-vm" || bail "bind-mount the rig's cache into the root"
+cp -a "$cache/vm/." "$root/var/cache/accelvirt-vm/" || bail "copy the rig's cache into the root"
 # Phases F (FPGA programming) and V (the scrub VM, a nested boot of minutes)
 # are left out unless AV_D13_VM_SKIP says otherwise: both are proven by the
 # Debian 12 rig, and CI's time is bounded.
 skip=${AV_D13_VM_SKIP-F V}
 echo "# the rig's phases left out here: ${skip:-none}"
-in_root sh -c "cd /src/accelvirt && AV_VM_SKIP_PHASES='$skip' make check-vm AV_VM_CACHE=/var/cache/accelvirt-vm" >"$work/check-vm.log" 2>&1
+in_root env AV_VM_SKIP_PHASES="$skip" sh -c 'cd /src/accelvirt && make check-vm AV_VM_CACHE=/var/cache/accelvirt-vm' >"$work/check-vm.log" 2>&1
 rc=$?
+# what build.sh made (keyed on its inputs' contents) back into the cache
+rm -rf "$cache/vm.new" && cp -a "$root/var/cache/accelvirt-vm" "$cache/vm.new" &&
+	rm -rf "$cache/vm" && mv "$cache/vm.new" "$cache/vm" || echo "# could not keep the rig's cache in $cache/vm"
 vmlog=$root/src/accelvirt/tests/vm/test-vm.log
 results=0
 if [ -f "$vmlog" ]; then

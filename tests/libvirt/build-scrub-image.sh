@@ -44,7 +44,7 @@ fi
 moddir=/lib/modules/$KVER
 test -f "$moddir/modules.dep" || need "$moddir" linux-image-amd64
 
-key() { for f in "$@"; do stat -L -c '%n %s %Y' "$f"; done | cksum | cut -d' ' -f1; }
+key() { for f in "$@"; do printf '%s %s\n' "${f##*/}" "$(sha256sum < "$f" | cut -d' ' -f1)"; done | cksum | cut -d' ' -f1; }
 fresh() { test -f "$cache/$1" && test -f "$cache/$1.key" && test "$(cat "$cache/$1.key")" = "$2"; }
 
 # pvpanic-mmio drives QEMU's ISA pvpanic device (<panic model='isa'/>): a panic

@@ -64,8 +64,9 @@ if command -v ldd >/dev/null 2>&1 && ldd /bin/busybox >/dev/null 2>&1; then
 fi
 fi  # AV_VM_ONLY
 
-# key FILE...: a string that changes when any input changes (size, mtime, path)
-key() { for f in "$@"; do stat -L -c '%n %s %Y' "$f"; done | cksum | cut -d' ' -f1; }
+# key FILE...: a string that changes when any input's content changes (its name and
+# sha256, not its path or mtime: a cache shared by clones, as CI's, stays valid)
+key() { for f in "$@"; do printf '%s %s\n' "${f##*/}" "$(sha256sum < "$f" | cut -d' ' -f1)"; done | cksum | cut -d' ' -f1; }
 fresh() { test -f "$cache/$1" && test -f "$cache/$1.key" && test "$(cat "$cache/$1.key")" = "$2"; }
 stamp() { echo "$2" > "$cache/$1.key"; }
 
@@ -166,9 +167,9 @@ MODULES="irqbypass vfio vfio_iommu_type1 vfio_virqfd vfio-pci-core vfio-pci mdev
 virtio_pci 9pnet_virtio 9p netfs fscache overlay uio_pci_generic e1000e
 usbcore xhci_pci nvme"
 # Modules that newer kernels no longer have as modules of their own: vfio_virqfd is
-# part of vfio since 6.2, fscache part of netfs since 6.8 (Debian 13's 6.12); their
-# absence there is not an error. On 6.12 vfio's dependencies bring iommufd, and
-# vfio-pci gives every device its cdev (/dev/vfio/devices/vfioN) beside the group.
+# part of vfio since 6.2 (CONFIG_VFIO_VIRQFD=y), fscache part of netfs since 6.8
+# (CONFIG_FSCACHE=y; both so in Debian 13's 6.12): their absence is not an error where
+# the kernel's config says it built them in. (Debian's 6.12 has no iommufd: no cdevs.)
 MERGED="vfio_virqfd fscache"
 k=$(echo "$KVER $MODULES $(key "$cache/vmlinux" "$cache/mtty.ko" "$cache/zero-bar" \
         /bin/busybox "$moddir/modules.dep" "$here/init.sh" "$here/build.sh")")
@@ -190,8 +191,11 @@ if ! fresh initramfs.cpio.gz "$k"; then
     : > "$root/lib/modules/load.list"
     for m in $MODULES; do
         if ! modprobe --show-depends -S "$KVER" "$m" >"$cache/dep.tmp" 2>&1; then
+            cfg=$(echo "CONFIG_$m" | tr 'a-z' 'A-Z')
             case " $MERGED " in
-                *" $m "*) log "$m: no such module in $KVER (merged upstream), skipped"; continue ;;
+                *" $m "*) if grep -qx "$cfg=y" "/boot/config-$KVER" 2>/dev/null; then
+                              log "$m: built into $KVER ($cfg=y), no module to load"; continue
+                          fi ;;
             esac
             die "modprobe --show-depends $m for $KVER: $(cat "$cache/dep.tmp")"
         fi

@@ -192,16 +192,14 @@ fi
 # accelvirt's holds keep. Kernels from 6.2 have the class device (sysfs
 # vfio-dev/vfioN) either way: it is not a way in.
 gkver=$(cat "$AV_VM_CACHE/initramfs/etc/kver" 2>/dev/null)
+gcfg=/boot/config-$gkver
 vc=$(fact vfio_cdev)
-if grep -qE '^CONFIG_IOMMUFD=(y|m)' "/boot/config-$gkver" 2>/dev/null &&
-   grep -qx 'CONFIG_VFIO_DEVICE_CDEV=y' "/boot/config-$gkver" 2>/dev/null; then
-    check "iommufd: kernel $gkver has it (CONFIG_IOMMUFD, CONFIG_VFIO_DEVICE_CDEV): the vfio-pci device has its cdev and /dev/iommu exists ($vc)" \
-        sh -c "echo '$vc' | grep -Eq 'vfio_dev=vfio[0-9]+ cdevs=[1-9][0-9]* dev_iommu=yes'"
-else
-    why=$(grep -E '^# CONFIG_IOMMUFD is not set' "/boot/config-$gkver" 2>/dev/null)
-    check "iommufd: kernel $gkver is built without it (${why:-no CONFIG_IOMMUFD: older than 6.2}): no cdev beside the group file (/dev/vfio/devices empty), no /dev/iommu ($vc)" \
-        sh -c "test -f '/boot/config-$gkver' && echo '$vc' | grep -qF 'kernel=$gkver ' && echo '$vc' | grep -Eq ' vfio_dev=(vfio[0-9]+)? cdevs=0 dev_iommu=no\$'"
-fi
+# /dev/iommu exactly when the kernel has iommufd, a cdev exactly when it has vfio cdevs
+if grep -qE '^CONFIG_IOMMUFD=(y|m)' "$gcfg" 2>/dev/null; then want_iommu=yes; else want_iommu=no; fi
+if grep -qx 'CONFIG_VFIO_DEVICE_CDEV=y' "$gcfg" 2>/dev/null; then want_cdev='[1-9][0-9]*'; else want_cdev=0; fi
+why=$(grep -E '^# CONFIG_IOMMUFD is not set|^CONFIG_IOMMUFD=|^CONFIG_VFIO_DEVICE_CDEV=' "$gcfg" 2>/dev/null | sed 's/^# //' | tr '\n' ' ')
+check "iommufd: what kernel $gkver offers matches its config (${why:-no CONFIG_IOMMUFD: older than 6.2}): /dev/iommu $want_iommu, vfio cdevs in /dev/vfio/devices: $want_cdev (the group file is the way in the holds keep; $vc)" \
+    sh -c "test -f '$gcfg' && echo '$vc' | grep -qF 'kernel=$gkver ' && echo '$vc' | grep -Eq ' vfio_dev=(vfio[0-9]+)? cdevs=$want_cdev dev_iommu=$want_iommu\$'"
 
 # --- a. IOMMU groups, NUMA, pcie-pci-bridge, vfio-pci, mdev ---
 g=$(fact iommu_groups)
@@ -686,9 +684,16 @@ else
         "QEMU exit $qrc; pid1=$(efact pid1)" "$(cat "$e2e/run-vm.err")" "console tail:" \
         "$(grep -v '^\[' "$e2e/console.log" 2>/dev/null | tail -n 15 | tr '\n' '|')"
 fi
-daemon=$(sed -n 's/^AVVM-LIBVIRT-DAEMON //p' "$e2e/console.log" 2>/dev/null | head -n1)
-check "end to end: libvirt's daemon as the guest's distribution runs it (${daemon:-none}) answers inside the guest (stage2 at $(up_at STAGE2) s, up at $(up_at LIBVIRTD-UP) s uptime)" \
-    test "$(efact libvirtd_up | cut -d' ' -f1)" = yes
+daemon=$(tr -d '\r' < "$e2e/console.log" 2>/dev/null | sed -n 's/^AVVM-LIBVIRT-DAEMON //p' | head -n1)
+# the daemon the host root's distribution enables (init.sh libvirt_daemon): virtqemud
+# where it is installed and its socket enabled (or libvirtd is absent), else libvirtd
+want_daemon=libvirtd
+if test -x /usr/sbin/virtqemud &&
+   { test -e /etc/systemd/system/sockets.target.wants/virtqemud.socket || ! test -x /usr/sbin/libvirtd; }; then
+    want_daemon=virtqemud
+fi
+check "end to end: libvirt's daemon as the guest's distribution runs it ($want_daemon; ran: ${daemon:-none}) answers inside the guest (stage2 at $(up_at STAGE2) s, up at $(up_at LIBVIRTD-UP) s uptime)" \
+    sh -c "test '$(efact libvirtd_up | cut -d' ' -f1)' = yes && test '${daemon%% *}' = '$want_daemon'"
 E=$e2e/results
 check "end to end: both qemu hooks were in place before libvirtd started: the logging one and accelvirt's qemu.d/accelvirt wrapper ($(efact hook_installed))" \
     test "$(efact hook_installed)" = "yes accelvirt=yes"
