@@ -28,7 +28,6 @@
 #include "vfio/av-hold.h"
 #include "vfio/av-vfio.h"
 
-#define AV_VFIO_PCI "vfio-pci"
 
 /* One hostdev of the domain that accelvirt manages. */
 typedef struct {
@@ -599,6 +598,7 @@ av_prepare_group_free(AvPrepareGroup *g)
 typedef struct {
     char *address;
     char *original_driver;       /* or NULL: it had none */
+    char *driver;                /* the vfio driver it goes to: vfio-pci or a variant (av_vfio_choose_driver()) */
     AvPrepareGroup *group;       /* borrowed */
     gboolean bound;
 } AvBind;
@@ -610,6 +610,7 @@ av_bind_free(AvBind *b)
         return;
     g_free(b->address);
     g_free(b->original_driver);
+    g_free(b->driver);
     g_free(b);
 }
 
@@ -776,7 +777,7 @@ av_hook_prepare_scrub(const AvHookConfig *config, const AvHost *host, const AvPo
         if (!m->pci)
             return av_hook_refusef("cannot start scrub domain '%s': device %s is not on this host", domain->name,
                                    dev->address);
-        if (g_strcmp0(m->pci->driver, AV_VFIO_PCI) != 0)
+        if (!av_pci_driver_is_vfio(m->pci->driver))
             return av_hook_refusef("cannot start scrub domain '%s': device %s is on %s, not vfio-pci; the "
                                    "scrubber binds it before it starts the domain", domain->name, dev->address,
                                    m->pci->driver ? m->pci->driver : "no driver");
@@ -1379,6 +1380,8 @@ av_prepare_plan(AvPrepare *p, GError **error)
 {
     g_autoptr(AvIntent) fresh = p->intent ? NULL : av_intent_new(p->domain->uuid, p->domain->name);
     AvIntent *intent = p->intent ? p->intent : fresh;
+    g_autoptr(AvVfioAliases) aliases = NULL;
+    gboolean aliases_read = FALSE;
 
     for (guint i = 0; i < p->groups->len; i++) {
         AvPrepareGroup *g = g_ptr_array_index(p->groups, i);
@@ -1386,13 +1389,30 @@ av_prepare_plan(AvPrepare *p, GError **error)
         for (guint j = 0; g->bind && j < g->members->len; j++) {
             const char *address = g_ptr_array_index(g->members, j);
             const AvPciDevice *pci = av_host_find_pci(p->host, address);
+            const AvProfile *profile = pci ? av_policy_match_pci(p->policy, pci) : NULL;
+            g_autofree char *driver = NULL;
             AvBind *b;
 
-            if (pci && g_strcmp0(pci->driver, AV_VFIO_PCI) == 0)
+            /* A variant (the operator's choice, or an earlier tenant's)
+             * stays; so does vfio-pci that nothing better replaces. */
+            if (pci && av_pci_driver_is_vfio(pci->driver) && !g_str_equal(pci->driver, "vfio-pci"))
+                continue;
+            /* The vfio driver each goes to, chosen before anything is
+             * touched: a variant the kernel offers and has not loaded
+             * refuses the prepare here (modules.alias read once). */
+            if (!aliases_read) {
+                aliases = av_vfio_aliases_load(p->config->root);
+                aliases_read = TRUE;
+            }
+            if (!av_vfio_choose_driver(p->config->root, aliases, address, profile ? profile->vfio_driver : NULL,
+                                       &driver, error))
+                return FALSE;
+            if (pci && g_strcmp0(pci->driver, driver) == 0)
                 continue;
             b = g_new0(AvBind, 1);
             b->address = g_strdup(address);
             b->original_driver = g_strdup(pci ? pci->driver : NULL);
+            b->driver = g_steal_pointer(&driver);
             b->group = g;
             g_ptr_array_add(p->binds, b);
             av_intent_add_bind(intent, b->address, b->original_driver);
@@ -1433,14 +1453,12 @@ av_prepare_apply(AvPrepare *p, GError **error)
         AvBind *b = g_ptr_array_index(p->binds, i);
         g_autofree char *original = NULL;
 
-        if (!av_vfio_bind(p->config->root, p->config->ops, b->address, &original, error)) {
-            g_prefix_error(error, "cannot bind %s to vfio-pci: ", b->address);
+        if (!av_vfio_bind(p->config->root, p->config->ops, b->address, b->driver, &original, error))
             return FALSE;
-        }
         g_free(b->original_driver);
         b->original_driver = g_steal_pointer(&original);
         b->bound = TRUE;
-        av_hook_log(LOG_INFO, "bound %s to vfio-pci (it was on %s)", b->address,
+        av_hook_log(LOG_INFO, "bound %s to %s (it was on %s)", b->address, b->driver,
                     b->original_driver ? b->original_driver : "no driver");
         if (i == 0)
             av_hook_test_stop(p->config, "prepare-bound-first");
@@ -1543,7 +1561,7 @@ av_prepare_commit(AvPrepare *p, GString *summary, GError **error)
             /* A host driver it was on is what it goes back to.  Found on
              * vfio-pci or on no driver, the pool's record (made while it was
              * free) is trusted instead. */
-            if (b->original_driver && strcmp(b->original_driver, AV_VFIO_PCI) != 0) {
+            if (b->original_driver && !av_pci_driver_is_vfio(b->original_driver)) {
                 g_free(dev->original_driver);
                 dev->original_driver = g_strdup(b->original_driver);
             }
@@ -1873,7 +1891,7 @@ av_hook_release_hold(const AvHookConfig *config, AvPool *pool, AvPoolDevice *dev
     if (dev->kind != AV_DEVICE_KIND_PCI || dev->iommu_group < 0 || !dev->address)
         return FALSE;
     driver = av_vfio_current_driver(config->root, dev->address);
-    if (g_strcmp0(driver, "vfio-pci") != 0)
+    if (!av_pci_driver_is_vfio(driver))
         return FALSE;
     if (av_hold_take_quick(config->root, config->ops, config->state_dir, dev->iommu_group, dev->address, &error))
         return FALSE;
@@ -2007,7 +2025,7 @@ av_hook_release(const AvHookConfig *config, const char *domain_uuid, const char 
             if (!av_pool_device_wants_hold(dev) || dev->state == AV_DEVICE_STATE_SCRUBBING)
                 continue;
             driver = av_vfio_current_driver(config->root, dev->address);
-            if (g_strcmp0(driver, "vfio-pci") == 0)
+            if (av_pci_driver_is_vfio(driver))
                 av_hold_take_quick(config->root, config->ops, config->state_dir, dev->iommu_group, dev->address,
                                    &ignored);
             continue;

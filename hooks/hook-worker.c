@@ -257,7 +257,7 @@ av_worker_hold_note(const AvHookConfig *config, const AvScrubJob *job)
     if (job->kind != AV_DEVICE_KIND_PCI || !job->address || job->iommu_group < 0)
         return;
     driver = av_vfio_current_driver(config->root, job->address);
-    if (g_strcmp0(driver, "vfio-pci") != 0)
+    if (!av_pci_driver_is_vfio(driver))
         av_hook_log(LOG_INFO, "scrubbing %s on %s, without a hold of its IOMMU group (no step needs vfio-pci)",
                     job->address, driver ? driver : "no driver");
 }
@@ -445,7 +445,7 @@ av_worker_scrub(const AvHookConfig *config, const AvPolicy *policy, const AvScru
     if (rebound)
         driver_now = av_vfio_current_driver(config->root, job->address);
     if (!failure && profile && rebound && profile->restore_driver == AV_RESTORE_ON_RELEASE &&
-        g_strcmp0(driver_now, "vfio-pci") == 0)
+        av_pci_driver_is_vfio(driver_now))
         av_scrub_restore_rebound(config->root, config->ops, job->address, rebound_from, &failure);
     /* Its health, just before it is freed (issue 17): over a profile's
      * limit it is quarantined (by av_pool_health_check()) instead. */

@@ -101,7 +101,8 @@ succeeded() {
 
 driver() { basename "$(readlink "$H/sys/bus/pci/devices/$1/driver")"; }
 is_driver() { [ "$(driver "$1")" = "$2" ] || { echo "$1 is on '$(driver "$1")', not '$2'"; return 1; }; }
-is_driver_q() { [ "$(basename "$(readlink "$QH/sys/bus/pci/devices/$1/driver")")" = vfio-pci ]; }
+# The QAT VFs go to qat_vfio_pci, the variant sriov-fpga-qat's kernel offers them.
+is_driver_q() { [ "$(basename "$(readlink "$QH/sys/bus/pci/devices/$1/driver")")" = qat_vfio_pci ]; }
 state_of() { json "$S/pool.json" "[x['state'] for x in d['devices'] if x['address'] == '$1'] == ['$2']"; }
 owner_of() {
     json "$S/pool.json" "[(x['owner'] or {}).get('domain_name') for x in d['devices'] if x['address'] == '$1'] == ['$2']"
@@ -358,7 +359,7 @@ avq attach vg qat-vf --count 5 >"$T/q1.out" 2>"$T/q1.err"
 echo $? >"$T/q1.rc"
 check "5 VFs of 4 idle ones: the PF goes to 5 VFs (vfs-set by the attach), all five attached" \
     eval "succeeded q1 && [ \"\$(numvfs)\" = 5 ] && [ \"\$(grep -c 'ua-accelvirt-0000-6b-00' '$T/q1.out')\" = 5 ] && grep -q '\"event\":\"vfs-set\".*attach to domain' '$QS/journal.jsonl'"
-check "  ... each in use by vg, on vfio-pci" \
+check "  ... each in use by vg, on qat_vfio_pci (the vfio-pci variant the kernel offers them)" \
     eval "json '$QS/pool.json' \"sorted(x['address'] for x in d['devices'] if x['state'] == 'in-use') == ['0000:6b:00.%d' % i for i in range(1, 6)]\" && is_driver_q 0000:6b:00.5"
 
 # --- a profile's on_assign (issue 15): after the claim, before the hot-plug ----------------

@@ -54,7 +54,7 @@ fixture_open(Fixture *f)
     g_assert_no_error(err);
     f->ops = av_kernel_ops_for(f->root);
     g_assert_true(f->ops == &av_kernel_ops_fake);
-    g_assert_true(av_vfio_bind(f->root, f->ops, A100, &orig, &err));
+    g_assert_true(av_vfio_bind(f->root, f->ops, A100, NULL, &orig, &err));
     g_assert_no_error(err);
 }
 

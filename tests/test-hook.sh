@@ -398,7 +398,7 @@ hook "$W/vm.xml" vm release end - >/dev/null 2>&1
 drivers >"$W/drivers.before"
 echo "fail /sys/bus/pci/drivers/snd_hda_intel/unbind 16" >"$W/host/sys/.accelvirt-fake-kernel"
 check "a kernel failure at the second function of a group refuses prepare with one line" \
-    refused "cannot bind 0000:98:00.1 to vfio-pci" "$W/vm.xml" vm prepare begin -
+    refused "cannot bind '0000:98:00.1' to vfio-pci" "$W/vm.xml" vm prepare begin -
 check "  ... the first function is back on nvidia: every driver as before" eval "drivers | cmp - '$W/drivers.before'"
 check "  ... and the pool holds no claim, the journal no transition" \
     eval "python3 -c \"import json; d=json.load(open('$W/state/pool.json')); assert all(x['state']=='free' and x['owner'] is None for x in d['devices'])\" && ! grep -q '\"event\": *\"transition\"' '$W/state/journal.jsonl' && verify"
@@ -448,11 +448,36 @@ check "  ... the reason names the timeout" json "$W/st.json" \
 check "  ... and nothing of it is left running" eval "! ps -eo args | grep -q '[h]ook-scrub.sh 0000:98:00.0'"
 world qat sriov-fpga-qat
 mkdom "$W/vm.xml" vm "$U1" 0000:6b:00.1
-check "a QAT VF is prepared, released" \
-    eval "accepted '$W/vm.xml' vm prepare begin - && [ \"\$(driver 0000:6b:00.1)\" = vfio-pci ] && accepted '$W/vm.xml' vm release end -"
+check "a QAT VF is prepared on qat_vfio_pci (the variant its kernel's modules.alias offers), released" \
+    eval "accepted '$W/vm.xml' vm prepare begin - && [ \"\$(driver 0000:6b:00.1)\" = qat_vfio_pci ] && accepted '$W/vm.xml' vm release end -"
 check "  ... and scrubbed by its profile's 'reset' step: free again" wait_state 0000:6b:00.1 free
 check "  ... its certificate names the reset that worked" \
     eval "grep '\"event\": *\"scrub-certificate\"' '$W/state/journal.jsonl' | grep '0000:6b:00.1' | grep -q '\"reset_method\": *\"flr\"'"
+
+check "  ... and given back to its host driver 4xxxvf after the scrub (restore_driver on-release)" \
+    eval "[ \"\$(driver 0000:6b:00.1)\" = 4xxxvf ]"
+
+# --- vfio-pci variants (issue 36): the driver modules.alias offers, or the profile's ---
+world variant sriov-fpga-qat
+mkdom "$W/vm.xml" vm "$U1" 0000:6b:00.3
+check "a QAT VF the operator left on plain vfio-pci (0000:6b:00.2) moves on to the variant qat_vfio_pci at prepare" \
+    eval "mkdom '$W/vm2.xml' vm2 '$U2' 0000:6b:00.2 && accepted '$W/vm2.xml' vm2 prepare begin - && [ \"\$(driver 0000:6b:00.2)\" = qat_vfio_pci ] && grep -q 'bound 0000:6b:00.2 to qat_vfio_pci (it was on vfio-pci)' '$W/log'"
+drivers >"$W/drivers.before"
+rm -rf "$W/host/sys/bus/pci/drivers/qat_vfio_pci" "$W/host/sys/module/qat_vfio_pci"
+check "the variant its kernel offers is not loaded: prepare refused in one line naming the module to load" \
+    refused "cannot bind '0000:6b:00.3' to qat_vfio_pci: the module qat_vfio_pci is not loaded.*run 'modprobe qat_vfio_pci', or write \"vfio_driver\": \"vfio-pci\" in its profile" "$W/vm.xml" vm prepare begin -
+check "  ... nothing touched: every driver as before, the VF free" \
+    eval "drivers | cmp - '$W/drivers.before' && python3 -c \"import json; d=json.load(open('$W/state/pool.json')); assert [x['state'] for x in d['devices'] if x['address']=='0000:6b:00.3'] == ['free'] and 'intents' not in d\""
+VPOL="$AV_TMP/policies-variant"
+mkdir -p "$VPOL" && chmod 0755 "$VPOL"
+sed 's/"attach": "sriov-vf"/"attach": "sriov-vf", "vfio_driver": "vfio-pci"/' "$POL/10-gpu.json" >"$VPOL/10-gpu.json"
+for f in "$POL"/*.json; do [ "$(basename "$f")" = 10-gpu.json ] || cp "$f" "$VPOL/"; done
+# with_vpol CMD...: CMD with the hook reading $VPOL instead of $POL.
+with_vpol() { saved_pol=$POL; POL=$VPOL; "$@"; rc=$?; POL=$saved_pol; return $rc; }
+check "  ... a profile with \"vfio_driver\": \"vfio-pci\" takes plain vfio-pci instead, as its operator chose" \
+    eval "with_vpol accepted '$W/vm.xml' vm prepare begin - && [ \"\$(driver 0000:6b:00.3)\" = vfio-pci ]"
+check "a profile naming a variant that is not loaded (mlx5_vfio_pci) is refused in one line, nothing touched" \
+    eval "sed 's/\"vfio_driver\": \"vfio-pci\"/\"vfio_driver\": \"mlx5_vfio_pci\"/' '$VPOL/10-gpu.json' >'$VPOL/10-gpu.json.new' && mv '$VPOL/10-gpu.json.new' '$VPOL/10-gpu.json' && mkdom '$W/vm3.xml' vm3 '$U3' 0000:6b:00.4 && drivers >'$W/drivers.before' && with_vpol refused \"cannot bind '0000:6b:00.4' to mlx5_vfio_pci: the module mlx5_vfio_pci is not loaded\" '$W/vm3.xml' vm3 prepare begin - && drivers | cmp - '$W/drivers.before'"
 
 # --- reconnect: the running domain's claims are recorded, never fatal ---
 world reconnect two-socket-8gpu
@@ -631,8 +656,8 @@ world vfmake sriov-fpga-qat
 novfs
 mkvfdom "$W/vm.xml" vfvm "$U1" 0000:6b:00.2 1
 mkdom "$W/pf.xml" pfvm "$U2" "$QPF"
-check "prepare of a domain whose VF is gone (sriov_numvfs 0) makes VFs 0 and 1 again and binds VF 1 to vfio-pci" \
-    eval "accepted '$W/vm.xml' vfvm prepare begin - && [ \"\$(numvfs)\" = 2 ] && [ \"\$(driver 0000:6b:00.2)\" = vfio-pci ] && [ \"\$(driver 0000:6b:00.1)\" = none ]"
+check "prepare of a domain whose VF is gone (sriov_numvfs 0) makes VFs 0 and 1 again and binds VF 1 to qat_vfio_pci" \
+    eval "accepted '$W/vm.xml' vfvm prepare begin - && [ \"\$(numvfs)\" = 2 ] && [ \"\$(driver 0000:6b:00.2)\" = qat_vfio_pci ] && [ \"\$(driver 0000:6b:00.1)\" = none ]"
 check "  ... sriov_drivers_autoprobe 0 written before sriov_numvfs" \
     eval "grep -o 'devices/$QPF/sriov_[a-z_]* [0-9]*' '$W/host/sys/.accelvirt-fake-kernel.writes' | tr '\n' ';' | grep -qx 'devices/$QPF/sriov_drivers_autoprobe 0;devices/$QPF/sriov_numvfs 2;'"
 check "  ... VF 1 in use by the domain, VF 0 free, the write-ahead record gone" json "$W/state/pool.json" \
@@ -669,7 +694,7 @@ world vfkill2 sriov-fpga-qat
 novfs
 mkvfdom "$W/vm.xml" vfvm "$U1" 0000:6b:00.2 1
 check "a prepare killed after binding the new VF, before its commit, is undone too: VF unbound, count back to 0" \
-    eval "killed_at prepare-commit '$W/vm.xml' vfvm && [ \"\$(driver 0000:6b:00.2)\" = vfio-pci ] && accepted '$W/vm.xml' vfvm release end - && [ \"\$(numvfs)\" = 0 ] && [ ! -e '$W/host/sys/bus/pci/devices/0000:6b:00.2' ] && verify"
+    eval "killed_at prepare-commit '$W/vm.xml' vfvm && [ \"\$(driver 0000:6b:00.2)\" = qat_vfio_pci ] && accepted '$W/vm.xml' vfvm release end - && [ \"\$(numvfs)\" = 0 ] && [ ! -e '$W/host/sys/bus/pci/devices/0000:6b:00.2' ] && verify"
 world vfbad sriov-fpga-qat
 novfs
 mkvfdom "$W/vm.xml" vfvm "$U1" 0000:6b:00.3 1

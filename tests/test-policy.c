@@ -1172,7 +1172,7 @@ test_round_trip(void)
     /* the normalised form of one profile, for `accelvirt policy show` */
     assert_profile_json(policy, "gpu-any-3d",
                     "{\"name\":\"gpu-any-3d\",\"match\":{\"vendor\":\"0x10de\",\"class\":\"0x030200\"},"
-                    "\"attach\":\"vfio-pci\",\"numa\":\"preferred\",\"allocation\":\"pack\",\"granularity\":\"card\","
+                    "\"attach\":\"vfio-pci\",\"vfio_driver\":\"auto\",\"numa\":\"preferred\",\"allocation\":\"pack\",\"granularity\":\"card\","
                     "\"scrub\":[{\"method\":\"reset\"}],\"restore_driver\":\"on-release\",\"hide_hypervisor\":false,"
                     "\"traits\":[]}");
     av_test_tmpdir_remove(dir);
@@ -1624,7 +1624,7 @@ test_program(void)
     /* policy show: the normalised form, which loads back */
     assert_profile_json(policy, "fpga",
                     "{\"name\":\"fpga\",\"match\":{\"vendor\":\"0x10ee\",\"device\":[\"0x5004\"]},"
-                    "\"attach\":\"vfio-pci\",\"numa\":\"preferred\",\"allocation\":\"pack\",\"granularity\":\"card\","
+                    "\"attach\":\"vfio-pci\",\"vfio_driver\":\"auto\",\"numa\":\"preferred\",\"allocation\":\"pack\",\"granularity\":\"card\","
                     "\"scrub\":[{\"method\":\"program-base\"},{\"method\":\"reset\"}],\"restore_driver\":\"on-release\","
                     "\"hide_hypervisor\":false,"
                     "\"program\":{\"argv\":[\"/opt/xilinx/xrt/bin/xbmgmt\",\"program\",\"--device\",\"{card}\","

@@ -398,7 +398,7 @@ fixture_open(Fixture *f, const char *policy_json, gboolean bind)
     if (bind) {
         g_autofree char *orig = NULL;
 
-        g_assert_true(av_vfio_bind(f->root, f->ops, A100, &orig, &err));
+        g_assert_true(av_vfio_bind(f->root, f->ops, A100, NULL, &orig, &err));
         g_assert_no_error(err);
         g_assert_cmpstr(orig, ==, "nvidia");
     }

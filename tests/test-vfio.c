@@ -268,7 +268,7 @@ test_invalid_input(void)
     recorded_writes = g_ptr_array_new_with_free_func(g_free);
     /* The tree is empty: any path built would give NOT_FOUND, not INVALID_INPUT. */
     for (guint i = 0; bad_addresses[i]; i++) {
-        g_assert_false(av_vfio_bind(root, &record_ops, bad_addresses[i], &orig, &err));
+        g_assert_false(av_vfio_bind(root, &record_ops, bad_addresses[i], NULL, &orig, &err));
         g_assert_error(err, AV_ERROR, AV_ERROR_INVALID_INPUT);
         g_clear_error(&err);
         g_assert_false(av_vfio_restore(root, &record_ops, bad_addresses[i], "nvidia", &err));
@@ -331,7 +331,7 @@ test_invalid_input(void)
     g_assert_cmpuint(recorded_writes->len, ==, 0);
 
     /* A valid address on an empty tree: not found, still nothing written. */
-    g_assert_false(av_vfio_bind(root, &record_ops, A100, &orig, &err));
+    g_assert_false(av_vfio_bind(root, &record_ops, A100, NULL, &orig, &err));
     g_assert_error(err, AV_ERROR, AV_ERROR_NOT_FOUND);
     g_clear_error(&err);
     g_assert_cmpuint(recorded_writes->len, ==, 0);
@@ -377,7 +377,7 @@ test_bind_restore_a100(void)
     g_clear_pointer(&drv, g_free);
     g_assert_false(group_node_exists(f.root, 40));
 
-    g_assert_true(av_vfio_bind(f.root, f.ops, A100, &orig, &err));
+    g_assert_true(av_vfio_bind(f.root, f.ops, A100, NULL, &orig, &err));
     g_assert_no_error(err);
     g_assert_cmpstr(orig, ==, "nvidia");
     drv = driver_of(f.root, A100);
@@ -419,7 +419,7 @@ test_bind_already_vfio(void)
 
     fixture_open(&f, "two-socket-8gpu");
     g_assert_true(group_node_exists(f.root, 45));
-    g_assert_true(av_vfio_bind(f.root, f.ops, A6000_VFIO, &orig, &err));
+    g_assert_true(av_vfio_bind(f.root, f.ops, A6000_VFIO, NULL, &orig, &err));
     g_assert_no_error(err);
     /* already there: giving it back leaves it on vfio-pci */
     g_assert_cmpstr(orig, ==, "vfio-pci");
@@ -441,7 +441,7 @@ test_bind_already_vfio(void)
     g_assert_false(group_node_exists(f.root, 45));
 
     /* An unbound device binds with no original driver. */
-    g_assert_true(av_vfio_bind(f.root, f.ops, A6000_VFIO, &orig, &err));
+    g_assert_true(av_vfio_bind(f.root, f.ops, A6000_VFIO, NULL, &orig, &err));
     g_assert_no_error(err);
     g_assert_null(orig);
     g_clear_pointer(&drv, g_free);
@@ -470,7 +470,7 @@ test_bind_a6000_group(void)
     for (guint i = 0; i < members->len; i++) {
         char *orig = NULL;
 
-        g_assert_true(av_vfio_bind(f.root, f.ops, g_ptr_array_index(members, i), &orig, &err));
+        g_assert_true(av_vfio_bind(f.root, f.ops, g_ptr_array_index(members, i), NULL, &orig, &err));
         g_assert_no_error(err);
         g_ptr_array_add(originals, orig);
     }
@@ -507,7 +507,7 @@ test_bind_no_vfio_module(void)
     vfio = g_build_filename(f.dir, "sys/bus/pci/drivers/vfio-pci", NULL);
     av_test_tmpdir_remove(vfio);
     g_assert_false(g_file_test(vfio, G_FILE_TEST_EXISTS));
-    g_assert_false(av_vfio_bind(f.root, f.ops, A100, &orig, &err));
+    g_assert_false(av_vfio_bind(f.root, f.ops, A100, NULL, &orig, &err));
     g_assert_error(err, AV_ERROR, AV_ERROR_FAILED);
     assert_message_has(err, "the vfio-pci module is not loaded; run 'modprobe vfio-pci'");
     g_assert_null(orig);
@@ -527,7 +527,7 @@ test_restore_driver_not_loaded(void)
     g_autofree char *nvidia = NULL;
 
     fixture_open(&f, "two-socket-8gpu");
-    g_assert_true(av_vfio_bind(f.root, f.ops, A100, &orig, &err));
+    g_assert_true(av_vfio_bind(f.root, f.ops, A100, NULL, &orig, &err));
     g_assert_no_error(err);
     nvidia = g_build_filename(f.dir, "sys/bus/pci/drivers/nvidia", NULL);
     av_test_tmpdir_remove(nvidia);
@@ -569,7 +569,7 @@ test_bind_fail_probe_rolls_back(void)
 
     fixture_open(&f, "two-socket-8gpu");
     av_test_write(f.dir, "sys/.accelvirt-fake-kernel", "# rollback test\nfail /sys/bus/pci/drivers_probe 5\n");
-    g_assert_false(av_vfio_bind(f.root, f.ops, A100, &orig, &err));
+    g_assert_false(av_vfio_bind(f.root, f.ops, A100, NULL, &orig, &err));
     g_assert_error(err, AV_ERROR, AV_ERROR_FAILED);
     assert_message_has(err, A100);
     assert_message_has(err, "drivers_probe");
@@ -589,7 +589,7 @@ test_bind_fail_unbind_rolls_back(void)
 
     fixture_open(&f, "two-socket-8gpu");
     av_test_write(f.dir, "sys/.accelvirt-fake-kernel", "fail /sys/bus/pci/drivers/nvidia/unbind 16\n");
-    g_assert_false(av_vfio_bind(f.root, f.ops, A100, &orig, &err));
+    g_assert_false(av_vfio_bind(f.root, f.ops, A100, NULL, &orig, &err));
     assert_message_has(err, "unbinding it from nvidia failed");
     assert_a100_home(f.root);
     fixture_close(&f);
@@ -1084,7 +1084,7 @@ test_sriov_numvfs(void)
     g_clear_pointer(&host, av_host_free);
 
     /* bound to vfio-pci like any function */
-    g_assert_true(av_vfio_bind(f.root, f.ops, "0000:6b:00.6", &original, &err));
+    g_assert_true(av_vfio_bind(f.root, f.ops, "0000:6b:00.6", NULL, &original, &err));
     g_assert_no_error(err);
     g_assert_null(original);
 
@@ -1545,6 +1545,189 @@ test_bar_record(void)
     av_test_tmpdir_remove(state);
 }
 
+/* --- vfio-pci variants (issue 36): sriov-fpga-qat's kernel has
+ * qat_vfio_pci for the QAT 4xxx VFs (loaded) and mlx5_vfio_pci (not). --- */
+#define QAT_PF "0000:6b:00.0"
+#define QAT_VF "0000:6b:00.1"           /* on 4xxxvf */
+#define QAT_VF_VFIO "0000:6b:00.2"      /* on vfio-pci */
+#define FPGA_MGMT "0000:3b:00.0"        /* on xclmgmt: no variant for it */
+
+static void
+test_variant_names(void)
+{
+    g_assert_true(av_pci_driver_is_vfio("vfio-pci"));
+    g_assert_true(av_pci_driver_is_vfio("mlx5_vfio_pci"));
+    g_assert_true(av_pci_driver_is_vfio("nvgrace_gpu_vfio_pci"));
+    g_assert_false(av_pci_driver_is_vfio("_vfio_pci"));
+    g_assert_false(av_pci_driver_is_vfio("vfio_pci_core"));
+    g_assert_false(av_pci_driver_is_vfio("nvidia"));
+    g_assert_false(av_pci_driver_is_vfio("pci-stub"));
+    g_assert_false(av_pci_driver_is_vfio("../x_vfio_pci"));
+    g_assert_false(av_pci_driver_is_vfio(NULL));
+    g_assert_true(av_pci_vfio_variant_migrates("qat_vfio_pci"));
+    g_assert_false(av_pci_vfio_variant_migrates("nvgrace_gpu_vfio_pci"));
+    g_assert_false(av_pci_vfio_variant_migrates("vfio_pci"));
+    g_assert_true(av_vfio_driver_choice_is_valid("auto"));
+    g_assert_true(av_vfio_driver_choice_is_valid("vfio-pci"));
+    g_assert_true(av_vfio_driver_choice_is_valid("mlx5_vfio_pci"));
+    g_assert_false(av_vfio_driver_choice_is_valid("nvidia"));
+    g_assert_false(av_vfio_driver_choice_is_valid("Mlx5_vfio_pci"));
+    g_assert_false(av_vfio_driver_choice_is_valid("../vfio_pci"));
+    g_assert_false(av_vfio_driver_choice_is_valid("_vfio_pci"));
+}
+
+static void
+test_variant_aliases(void)
+{
+    Fixture f;
+    g_autoptr(AvVfioAliases) aliases = NULL;
+    g_autofree char *vf = NULL;
+    g_autofree char *mgmt = NULL;
+    g_autofree char *bridge = NULL;
+
+    fixture_open(&f, "sriov-fpga-qat");
+    aliases = av_vfio_aliases_load(f.root);
+    g_assert_nonnull(aliases);
+    /* The most specific alias wins over vfio_pci's catch-all. */
+    g_assert_cmpstr(av_vfio_aliases_match(aliases, 0x8086, 0x4941, 0x8086, 0, 0x0b4000), ==, "qat_vfio_pci");
+    g_assert_cmpstr(av_vfio_aliases_match(aliases, 0x15b3, 0x101e, 0x15b3, 0x0047, 0x020000), ==,
+                    "mlx5_vfio_pci");
+    g_assert_cmpstr(av_vfio_aliases_match(aliases, 0x10de, 0x2236, 0x10de, 0x1482, 0x030200), ==, "vfio_pci");
+    g_assert_true(av_vfio_aliases_module_has(aliases, "qat_vfio_pci"));
+    g_assert_false(av_vfio_aliases_module_has(aliases, "qat_4xxx"));
+    vf = av_pci_vfio_module_for(f.root, aliases, QAT_VF);
+    g_assert_cmpstr(vf, ==, "qat_vfio_pci");
+    mgmt = av_pci_vfio_module_for(f.root, aliases, FPGA_MGMT);
+    g_assert_cmpstr(mgmt, ==, "vfio_pci");
+    bridge = av_pci_vfio_module_for(f.root, aliases, "0000:3a:02.0");
+    g_assert_null(bridge);
+    fixture_close(&f);
+
+    /* A host whose tree has no modules.alias: nothing known. */
+    fixture_open(&f, "two-socket-8gpu");
+    g_assert_null(av_vfio_aliases_load(f.root));
+    fixture_close(&f);
+}
+
+static void
+test_variant_choose(void)
+{
+    Fixture f;
+    g_autoptr(GError) err = NULL;
+    g_autoptr(AvVfioAliases) aliases = NULL;
+    char *drv = NULL;
+
+    fixture_open(&f, "sriov-fpga-qat");
+    aliases = av_vfio_aliases_load(f.root);
+    g_assert_true(av_vfio_choose_driver(f.root, aliases, QAT_VF, NULL, &drv, &err));
+    g_assert_cmpstr(drv, ==, "qat_vfio_pci");
+    g_clear_pointer(&drv, g_free);
+    g_assert_true(av_vfio_choose_driver(f.root, aliases, QAT_VF, "auto", &drv, &err));
+    g_assert_cmpstr(drv, ==, "qat_vfio_pci");
+    g_clear_pointer(&drv, g_free);
+    g_assert_true(av_vfio_choose_driver(f.root, aliases, QAT_VF, "vfio-pci", &drv, &err));
+    g_assert_cmpstr(drv, ==, "vfio-pci");
+    g_clear_pointer(&drv, g_free);
+    g_assert_true(av_vfio_choose_driver(f.root, aliases, FPGA_MGMT, NULL, &drv, &err));
+    g_assert_cmpstr(drv, ==, "vfio-pci");
+    g_clear_pointer(&drv, g_free);
+    /* No aliases at all: vfio-pci, as before variants. */
+    g_assert_true(av_vfio_choose_driver(f.root, NULL, QAT_VF, NULL, &drv, &err));
+    g_assert_cmpstr(drv, ==, "vfio-pci");
+    g_clear_pointer(&drv, g_free);
+    /* A variant the profile names that is not loaded: refused, naming modprobe. */
+    drv = (char *)"untouched";
+    g_assert_false(av_vfio_choose_driver(f.root, aliases, QAT_VF, "mlx5_vfio_pci", &drv, &err));
+    g_assert_cmpstr(drv, ==, "untouched");
+    g_assert_error(err, AV_ERROR, AV_ERROR_FAILED);
+    assert_message_has(err, "modprobe mlx5_vfio_pci");
+    g_clear_error(&err);
+    drv = NULL;
+    /* The kernel's own map names the driver of a module. */
+    drv = av_vfio_module_driver(f.root, "qat_vfio_pci");
+    g_assert_cmpstr(drv, ==, "qat_vfio_pci");
+    g_clear_pointer(&drv, g_free);
+    drv = av_vfio_module_driver(f.root, "vfio_pci");
+    g_assert_cmpstr(drv, ==, "vfio-pci");
+    g_clear_pointer(&drv, g_free);
+    g_assert_null(av_vfio_module_driver(f.root, "mlx5_vfio_pci"));
+    g_assert_null(av_vfio_module_driver(f.root, "xocl"));
+    fixture_close(&f);
+}
+
+static void
+test_variant_bind_restore(void)
+{
+    Fixture f;
+    g_autoptr(GError) err = NULL;
+    g_autofree char *orig = NULL;
+    g_autofree char *drv = NULL;
+    g_autofree char *ovr = NULL;
+
+    fixture_open(&f, "sriov-fpga-qat");
+    /* A VF on its host driver goes to the variant, and back. */
+    g_assert_true(av_vfio_bind(f.root, f.ops, QAT_VF, "qat_vfio_pci", &orig, &err));
+    g_assert_no_error(err);
+    g_assert_cmpstr(orig, ==, "4xxxvf");
+    drv = driver_of(f.root, QAT_VF);
+    g_assert_cmpstr(drv, ==, "qat_vfio_pci");
+    g_clear_pointer(&drv, g_free);
+    ovr = override_of(f.root, QAT_VF);
+    g_assert_cmpstr(ovr, ==, "qat_vfio_pci");
+    g_clear_pointer(&ovr, g_free);
+    g_assert_true(group_node_exists(f.root, 150));
+    g_assert_true(av_vfio_restore(f.root, f.ops, QAT_VF, orig, &err));
+    g_assert_no_error(err);
+    drv = driver_of(f.root, QAT_VF);
+    g_assert_cmpstr(drv, ==, "4xxxvf");
+    g_clear_pointer(&drv, g_free);
+    g_assert_false(group_node_exists(f.root, 150));
+    g_clear_pointer(&orig, g_free);
+
+    /* A VF on plain vfio-pci moves on to the variant, and goes back to
+     * vfio-pci by driver_override (vfio-pci binds nothing else). */
+    g_assert_true(av_vfio_bind(f.root, f.ops, QAT_VF_VFIO, "qat_vfio_pci", &orig, &err));
+    g_assert_no_error(err);
+    g_assert_cmpstr(orig, ==, "vfio-pci");
+    drv = driver_of(f.root, QAT_VF_VFIO);
+    g_assert_cmpstr(drv, ==, "qat_vfio_pci");
+    g_clear_pointer(&drv, g_free);
+    /* Asked for plain vfio-pci now, the variant stays. */
+    {
+        g_autofree char *again = NULL;
+
+        g_assert_true(av_vfio_bind(f.root, f.ops, QAT_VF_VFIO, NULL, &again, &err));
+        g_assert_cmpstr(again, ==, "qat_vfio_pci");
+    }
+    g_assert_true(av_vfio_restore(f.root, f.ops, QAT_VF_VFIO, orig, &err));
+    g_assert_no_error(err);
+    drv = driver_of(f.root, QAT_VF_VFIO);
+    g_assert_cmpstr(drv, ==, "vfio-pci");
+    g_clear_pointer(&drv, g_free);
+    ovr = override_of(f.root, QAT_VF_VFIO);
+    g_assert_cmpstr(ovr, ==, "vfio-pci");
+    g_clear_pointer(&ovr, g_free);
+    g_assert_true(group_node_exists(f.root, 151));
+    g_clear_pointer(&orig, g_free);
+
+    /* The emulated kernel's variant refuses a device its aliases do not
+     * name (the PF): the bind fails and the PF is back on 4xxx. */
+    g_assert_false(av_vfio_bind(f.root, f.ops, QAT_PF, "qat_vfio_pci", &orig, &err));
+    g_assert_error(err, AV_ERROR, AV_ERROR_FAILED);
+    assert_message_has(err, "not qat_vfio_pci");
+    assert_message_has(err, "it is back on 4xxx");
+    g_clear_error(&err);
+    drv = driver_of(f.root, QAT_PF);
+    g_assert_cmpstr(drv, ==, "4xxx");
+    g_clear_pointer(&drv, g_free);
+
+    /* Not a vfio driver at all: refused before any write. */
+    g_assert_false(av_vfio_bind(f.root, f.ops, QAT_VF, "4xxx", &orig, &err));
+    g_assert_error(err, AV_ERROR, AV_ERROR_INVALID_INPUT);
+    g_clear_error(&err);
+    fixture_close(&f);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -1555,6 +1738,10 @@ main(int argc, char **argv)
     g_test_add_func("/vfio/fake-kernel", test_fake_kernel);
     g_test_add_func("/vfio/bind/a100-and-back", test_bind_restore_a100);
     g_test_add_func("/vfio/bind/already-vfio", test_bind_already_vfio);
+    g_test_add_func("/vfio/variant/names", test_variant_names);
+    g_test_add_func("/vfio/variant/aliases", test_variant_aliases);
+    g_test_add_func("/vfio/variant/choose", test_variant_choose);
+    g_test_add_func("/vfio/variant/bind-restore", test_variant_bind_restore);
     g_test_add_func("/vfio/bind/a6000-group", test_bind_a6000_group);
     g_test_add_func("/vfio/bind/no-vfio-module", test_bind_no_vfio_module);
     g_test_add_func("/vfio/bind/fail-probe-rolls-back", test_bind_fail_probe_rolls_back);

@@ -102,7 +102,7 @@ av_cli_program_group_open(const AvRoot *root, const AvPciDevice *pci, GError **e
     int fd = -1;
     int r;
 
-    if (g_strcmp0(pci->driver, "vfio-pci") != 0 || pci->iommu_group < 0) {
+    if (!av_pci_driver_is_vfio(pci->driver) || pci->iommu_group < 0) {
         g_set_error(error, AV_ERROR, AV_ERROR_STATE,
                     "device %s is on %s%s, but its profile's program (driver \"vfio-pci\") needs it on vfio-pci "
                     "in an IOMMU group; 'accelvirt status' shows it",
@@ -196,7 +196,7 @@ av_assign_prepare(const AvRoot *root, AvPool *pool, const AvPolicy *policy, cons
             job->group_fd = av_cli_program_group_open(root, pci, error);
         if (job->group_fd < 0)
             return FALSE;
-    } else if (g_strcmp0(pci->driver, "vfio-pci") == 0) {
+    } else if (av_pci_driver_is_vfio(pci->driver)) {
         g_set_error(error, AV_ERROR, AV_ERROR_STATE,
                     "device %s is on vfio-pci, but its profile's program (driver \"host\") needs it on its host "
                     "driver; 'accelvirt status' shows it",

@@ -62,7 +62,6 @@
 /* The default bound on the wait for a guest to let a device go. */
 #define AV_DETACH_TIMEOUT_S 30
 /* The driver accelvirt binds endpoints to. */
-#define AV_VFIO_PCI "vfio-pci"
 
 /* --- the libvirt calls that change a domain ------------------------------------------- */
 
@@ -717,6 +716,7 @@ av_attach_place(AvHost *host, const AvPolicy *policy, const AvPool *pool, const 
 typedef struct {
     char *address;
     char *original_driver;       /* the driver it was on, or NULL: none */
+    char *driver;                /* the vfio driver it goes to (av_vfio_choose_driver()) */
     char *first;                 /* the identity of the group's first pool device */
     int group;
     gboolean pooled;             /* a pool device itself */
@@ -730,6 +730,7 @@ av_attach_bind_free(AvAttachBind *b)
         return;
     g_free(b->address);
     g_free(b->original_driver);
+    g_free(b->driver);
     g_free(b->first);
     g_free(b);
 }
@@ -796,6 +797,8 @@ typedef struct {
     GArray *groups;              /* int: the IOMMU groups bound */
     GPtrArray *mdevs;            /* AvAttachMdev*: the mdevs to make */
     GPtrArray *marks;            /* AvPoolAttachMark* */
+    AvVfioAliases *aliases;      /* modules.alias's vfio_pci: lines, read at the first bind planned */
+    gboolean aliases_read;
 } AvAttachRun;
 
 static void
@@ -811,6 +814,7 @@ av_attach_clear(AvAttachRun *a)
     g_clear_pointer(&a->groups, g_array_unref);
     g_clear_pointer(&a->mdevs, g_ptr_array_unref);
     g_clear_pointer(&a->marks, g_ptr_array_unref);
+    g_clear_pointer(&a->aliases, av_vfio_aliases_free);
 }
 G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC(AvAttachRun, av_attach_clear)
 
@@ -857,6 +861,7 @@ av_attach_plan_group(AvAttachRun *a, AvPool *pool, const AvHost *host, const AvP
         const char *address = g_ptr_array_index(members, i);
         const AvPoolDevice *mate = av_pool_find_address(pool, AV_DEVICE_KIND_PCI, address);
         const AvPciDevice *mp = av_host_find_pci(host, address);
+        g_autofree char *driver = NULL;
         AvAttachBind *b;
 
         if (mate) {
@@ -866,11 +871,26 @@ av_attach_plan_group(AvAttachRun *a, AvPool *pool, const AvHost *host, const AvP
             }
             av_attach_add_claim(a, mate->identity);
         }
-        if (mp && g_strcmp0(mp->driver, AV_VFIO_PCI) == 0)
+        if (mp && av_pci_driver_is_vfio(mp->driver) && !g_str_equal(mp->driver, "vfio-pci"))
+            continue;
+        /* Its vfio driver, chosen before anything is touched. */
+        {
+            const AvProfile *mprofile = mp ? av_policy_match_pci(policy, mp) : NULL;
+
+            if (!a->aliases_read) {
+                a->aliases = av_vfio_aliases_load(a->root);
+                a->aliases_read = TRUE;
+            }
+            if (!av_vfio_choose_driver(a->root, a->aliases, address, mprofile ? mprofile->vfio_driver : NULL,
+                                       &driver, error))
+                return FALSE;
+        }
+        if (mp && g_strcmp0(mp->driver, driver) == 0)
             continue;
         b = g_new0(AvAttachBind, 1);
         b->address = g_strdup(address);
         b->original_driver = g_strdup(mp ? mp->driver : NULL);
+        b->driver = g_steal_pointer(&driver);
         b->first = g_strdup(mate ? mate->identity : first);
         b->group = pci->iommu_group;
         b->pooled = mate != NULL;
@@ -1060,10 +1080,8 @@ av_attach_bind(AvAttachRun *a, AvPool *pool, AvIntent **ret_intent, GError **err
         AvAttachBind *b = g_ptr_array_index(a->binds, i);
         g_autofree char *original = NULL;
 
-        if (!av_vfio_bind(a->root, a->kops, b->address, &original, error)) {
-            g_prefix_error(error, "cannot bind %s to vfio-pci: ", b->address);
+        if (!av_vfio_bind(a->root, a->kops, b->address, b->driver, &original, error))
             goto fail;
-        }
         g_free(b->original_driver);
         b->original_driver = g_steal_pointer(&original);
         b->bound = TRUE;
@@ -1170,7 +1188,7 @@ av_attach_commit(AvAttachRun *a, AvPool *pool, AvIntent *intent, gboolean persis
         if (b->pooled) {
             /* A host driver it was on is what it goes back to; found on
              * no driver, the pool's record is trusted (as the hook). */
-            if (dev && b->original_driver && strcmp(b->original_driver, AV_VFIO_PCI) != 0) {
+            if (dev && b->original_driver && !av_pci_driver_is_vfio(b->original_driver)) {
                 g_free(dev->original_driver);
                 dev->original_driver = g_strdup(b->original_driver);
             }

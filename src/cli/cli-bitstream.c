@@ -402,7 +402,7 @@ av_cli_cmd_program(AvCli *cli, int argc, char **argv)
         if (fd < 0)
             return av_cli_fail(err);
         close(fd);
-    } else if (g_strcmp0(pci->driver, "vfio-pci") == 0) {
+    } else if (av_pci_driver_is_vfio(pci->driver)) {
         g_set_error(&err, AV_ERROR, AV_ERROR_STATE,
                     "device %s is on vfio-pci, but its profile's program (driver \"host\") needs it on its host "
                     "driver; 'accelvirt status' shows it",

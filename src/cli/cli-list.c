@@ -141,6 +141,21 @@ av_print_sriov(const AvPciDevice *d, const AvProfile *maker)
                maker->vfs_shrink ? ", shrunk back to it once all are free" : "");
 }
 
+/* The vfio driver accelvirt would bind @dev to ("vfio-pci", a variant's
+ * module): its profile's "vfio_driver", else what the running kernel's
+ * modules.alias offers it; NULL for a device no profile hands out whole
+ * that the kernel offers nothing (no modules.alias, a bridge). */
+static const char *
+av_list_vfio_driver(const AvPciDevice *dev, const AvProfile *profile)
+{
+    if (profile && profile->vfio_driver &&
+        (profile->attach == AV_ATTACH_VFIO_PCI || profile->attach == AV_ATTACH_SRIOV_VF))
+        return profile->vfio_driver;
+    if (!dev->vfio_driver)
+        return NULL;
+    return g_str_equal(dev->vfio_driver, "vfio_pci") ? "vfio-pci" : dev->vfio_driver;
+}
+
 static json_t *
 av_pci_json(const AvPciDevice *dev, const AvProfile *profile, const AvProfile *maker, const char *problem)
 {
@@ -172,6 +187,11 @@ av_pci_json(const AvPciDevice *dev, const AvProfile *profile, const AvProfile *m
     json_object_set_new(o, "iommu_group", group);
     json_object_set_new(o, "driver", av_json_string_or_null(dev->driver));
     json_object_set_new(o, "driver_override", av_json_string_or_null(dev->driver_override));
+    json_object_set_new(o, "vfio_driver", av_json_string_or_null(av_list_vfio_driver(dev, profile)));
+    json_object_set_new(o, "live_migratable",
+                        av_list_vfio_driver(dev, profile) ? json_boolean(av_pci_vfio_variant_migrates(
+                                                                av_list_vfio_driver(dev, profile)))
+                                                          : json_null());
     json_object_set_new(o, "physical_slot", av_json_string_or_null(dev->physical_slot));
     if (dev->has_dsn) {
         g_autofree char *dsn = av_dsn_format(dev->dsn);
@@ -314,6 +334,9 @@ av_list_print_table(const AvHost *host, const AvPolicy *policy, gboolean managed
             continue;
         if (d->driver_override)
             printf("      driver_override: %s\n", d->driver_override);
+        if (av_list_vfio_driver(d, p) && !g_str_equal(av_list_vfio_driver(d, p), "vfio-pci"))
+            printf("      vfio driver: %s (a vfio-pci variant%s)\n", av_list_vfio_driver(d, p),
+                   av_pci_vfio_variant_migrates(av_list_vfio_driver(d, p)) ? " with live migration" : "");
         if (d->iommu_group_members && d->iommu_group_members->len > 1) {
             g_autoptr(GString) others = g_string_new(NULL);
 
@@ -442,6 +465,7 @@ av_cli_cmd_list(AvCli *cli, int argc, char **argv)
     host = av_host_scan(root, &err);
     if (!host)
         return av_cli_fail(err);
+    av_pci_vfio_variants(root, host->pci);
 
     if (cli->json) {
         json_t *o = json_object();

@@ -161,7 +161,7 @@ av_reconcile_group_refusal(const AvPolicy *policy, const AvPool *pool, const AvH
         const AvPoolDevice *other = av_pool_find_address(pool, AV_DEVICE_KIND_PCI, address);
         const AvProfile *profile = other && other->profile ? av_policy_find(policy, other->profile) : NULL;
 
-        if (g_strcmp0(address, dev->address) == 0 || !pci || g_strcmp0(pci->driver, "vfio-pci") == 0 || !other)
+        if (g_strcmp0(address, dev->address) == 0 || !pci || av_pci_driver_is_vfio(pci->driver) || !other)
             continue;
         if (profile && profile->restore_driver == AV_RESTORE_KEEP_VFIO &&
             (other->state == AV_DEVICE_STATE_FREE || other->state == AV_DEVICE_STATE_QUARANTINED))
@@ -202,7 +202,7 @@ av_reconcile_keep_vfio(const AvRoot *root, const AvPolicy *policy, AvPool *pool,
             !(dev->state == AV_DEVICE_STATE_QUARANTINED || (dev->state == AV_DEVICE_STATE_FREE && dev->last_scrub)))
             continue;
         pci = dev->address ? av_host_find_pci(host, dev->address) : NULL;
-        if (!pci || g_strcmp0(pci->driver, "vfio-pci") == 0)
+        if (!pci || av_pci_driver_is_vfio(pci->driver))
             continue;
         if (!av_vfio_group_check(host, policy, pci, &members, &err) ||
             (failure = av_reconcile_group_refusal(policy, pool, host, dev, members))) {

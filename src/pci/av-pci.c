@@ -74,6 +74,7 @@ av_pci_device_free(AvPciDevice *dev)
     g_free(dev->driver);
     g_free(dev->driver_override);
     g_free(dev->physical_slot);
+    g_free(dev->vfio_driver);
     g_free(dev->physfn);
     if (dev->virtfns)
         g_ptr_array_unref(dev->virtfns);

@@ -82,9 +82,54 @@ typedef struct {
     /* topology */
     char *parent_bridge;         /* address of the upstream bridge/port, or NULL on a root bus */
     gboolean is_bridge;          /* class 0x0604 */
+    /* the vfio driver the running kernel offers it (av_pci_vfio_variants()):
+     * "vfio_pci", a variant's module ("mlx5_vfio_pci"), or NULL (not asked,
+     * no modules.alias, no vfio_pci: alias matches, or a bridge) */
+    char *vfio_driver;
 } AvPciDevice;
 
 void av_pci_device_free(AvPciDevice *dev);
+
+/* The vfio_pci: aliases of the running kernel's modules.alias
+ * (/lib/modules/$(cat /proc/sys/kernel/osrelease)/modules.alias under the
+ * root): which vfio driver the kernel offers each PCI function, a vfio-pci
+ * variant where it has one, else vfio_pci (av-pci-variant.c). */
+typedef struct AvVfioAliases AvVfioAliases;
+
+/* NULL when the file cannot be read (no modules, a kernel built without
+ * them): nothing is known, and binding falls back to vfio-pci. */
+AvVfioAliases *av_vfio_aliases_load(const AvRoot *root);
+void av_vfio_aliases_free(AvVfioAliases *aliases);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(AvVfioAliases, av_vfio_aliases_free)
+
+/* The module of the most specific alias matching these ids ("vfio_pci",
+ * "qat_vfio_pci"; borrowed from @aliases), or NULL when none matches. */
+const char *av_vfio_aliases_match(const AvVfioAliases *aliases, guint16 vendor, guint16 device,
+                                  guint16 subsystem_vendor, guint16 subsystem_device, guint32 class_code);
+
+/* TRUE when @module has vfio_pci: aliases: it is vfio-pci or a variant, and
+ * (for a variant) binds only the devices those aliases name. */
+gboolean av_vfio_aliases_module_has(const AvVfioAliases *aliases, const char *module);
+
+/* The module av_vfio_aliases_match() names for the function @address,
+ * read from its sysfs ids (caller frees), or NULL (no aliases, no match, a
+ * bridge, or ids that cannot be read). */
+char *av_pci_vfio_module_for(const AvRoot *root, const AvVfioAliases *aliases, const char *address);
+
+/* Sets vfio_driver of each device of @devices (AvPciDevice*) to the module
+ * av_vfio_aliases_match() names for it, or NULL (for list). */
+void av_pci_vfio_variants(const AvRoot *root, GPtrArray *devices);
+
+/* TRUE for a variant whose kernel driver implements VFIO migration
+ * (mlx5_vfio_pci, hisi_acc_vfio_pci, pds_vfio_pci, qat_vfio_pci,
+ * virtio_vfio_pci, xe_vfio_pci); the bound device may still not offer it. */
+gboolean av_pci_vfio_variant_migrates(const char *module);
+
+/* TRUE when @driver (a name under /sys/bus/pci/drivers) is vfio-pci or a
+ * vfio-pci variant (named "..._vfio_pci" after its module): a device on it
+ * is held by VFIO, not by a host driver. */
+gboolean av_pci_driver_is_vfio(const char *driver);
+
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(AvPciDevice, av_pci_device_free)
 
 typedef struct {

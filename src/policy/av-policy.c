@@ -72,7 +72,7 @@ static const char *const profile_keys[] = {
     "name", "description", "match", "attach", "mdev_type", "numa", "allocation", "granularity",
     "scrub", "restore_driver", "hide_hypervisor", "resource_class", "traits", "companions", "memory", "min_coverage",
     "vfs", "vfs_shrink", "program", "on_prepare", "on_release", "on_assign", "on_free", "max_lease", "health",
-    "placement_sync", NULL,
+    "placement_sync", "vfio_driver", NULL,
 };
 static const char *const health_keys[] = {
     "fatal_aer", "nonfatal_aer", "correctable_aer", "degraded_link", "link_speed", "reset_failures", "scrub_failures",
@@ -125,6 +125,26 @@ const char *
 av_granularity_to_string(AvGranularity granularity)
 {
     return enum_name(granularity_names, granularity_values, granularity);
+}
+
+/* See av-policy.h. */
+gboolean
+av_vfio_driver_choice_is_valid(const char *name)
+{
+    gsize len;
+
+    if (!name)
+        return FALSE;
+    if (g_str_equal(name, "auto") || g_str_equal(name, "vfio-pci") || g_str_equal(name, "vfio_pci"))
+        return TRUE;
+    /* A variant's module: [a-z0-9_], ending "_vfio_pci" (drivers/vfio/pci). */
+    len = strlen(name);
+    if (len > 64 || !g_str_has_suffix(name, "_vfio_pci") || len == strlen("_vfio_pci"))
+        return FALSE;
+    for (gsize i = 0; i < len; i++)
+        if (!g_ascii_islower(name[i]) && !g_ascii_isdigit(name[i]) && name[i] != '_')
+            return FALSE;
+    return TRUE;
 }
 
 const char *
@@ -199,6 +219,7 @@ av_profile_free(AvProfile *profile)
     if (profile->companions)
         g_ptr_array_unref(profile->companions);
     g_free(profile->mdev_type);
+    g_free(profile->vfio_driver);
     if (profile->scrub)
         g_ptr_array_unref(profile->scrub);
     g_free(profile->resource_class);
@@ -2259,6 +2280,27 @@ parse_profile(PolicyParse *pp, AvPolicy *policy, GPtrArray *added, json_t *obj, 
         return policy_fail(pp, ap, FALSE, error, "attach 'mdev' requires 'mdev_type', the type to create (such as 'nvidia-588')");
     }
 
+    v = json_object_get(obj, "vfio_driver");
+    if (v) {
+        g_autofree char *vp = path_join(base, "vfio_driver");
+        const char *vname;
+
+        if (profile->attach != AV_ATTACH_VFIO_PCI && profile->attach != AV_ATTACH_SRIOV_VF)
+            return policy_fail(pp, vp, TRUE, error,
+                               "'vfio_driver' is only allowed with attach 'vfio-pci' or 'sriov-vf', not with attach '%s'",
+                               av_attach_to_string(profile->attach));
+        if (!json_is_string(v))
+            return type_fail(pp, vp, "vfio_driver", "a string: auto, vfio-pci or a variant such as 'mlx5_vfio_pci'", v,
+                             error);
+        vname = json_string_value(v);
+        if (!av_vfio_driver_choice_is_valid(vname))
+            return policy_fail(pp, vp, FALSE, error,
+                               "invalid vfio_driver '%s'; expected auto, vfio-pci, or the module of a vfio-pci variant "
+                               "such as 'mlx5_vfio_pci'", vname);
+        if (!g_str_equal(vname, "auto"))
+            profile->vfio_driver = g_strdup(g_str_equal(vname, "vfio_pci") ? "vfio-pci" : vname);
+    }
+
     if (!parse_vfs(pp, profile, obj, base, error))
         return FALSE;
     if (!parse_program(pp, profile, obj, base, error) || !parse_drivers(pp, profile, obj, base, error))
@@ -2925,6 +2967,8 @@ av_profile_to_json(const AvProfile *profile)
     json_object_set_new(o, "attach", json_string(av_attach_to_string(profile->attach)));
     if (profile->mdev_type)
         json_object_set_new(o, "mdev_type", json_string(profile->mdev_type));
+    if (profile->attach == AV_ATTACH_VFIO_PCI || profile->attach == AV_ATTACH_SRIOV_VF)
+        json_object_set_new(o, "vfio_driver", json_string(profile->vfio_driver ? profile->vfio_driver : "auto"));
     if (profile->vfs_on_demand)
         json_object_set_new(o, "vfs", json_string("on-demand"));
     else if (profile->vfs)

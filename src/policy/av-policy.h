@@ -209,6 +209,9 @@ typedef struct {
 
     AvAttach attach;
     char *mdev_type;             /* attach "mdev": the type id to create, else NULL */
+    char *vfio_driver;           /* "vfio_driver" (attach "vfio-pci", "sriov-vf"): "vfio-pci" or a variant's
+                                  * module ("mlx5_vfio_pci"); NULL = "auto", what modules.alias offers
+                                  * (av_vfio_choose_driver()) */
     AvNumaPolicy numa;
     AvAllocation allocation;
     AvGranularity granularity;
@@ -412,6 +415,10 @@ const char *av_numa_policy_to_string(AvNumaPolicy numa);
 const char *av_allocation_to_string(AvAllocation allocation);
 const char *av_granularity_to_string(AvGranularity granularity);
 const char *av_restore_driver_to_string(AvRestoreDriver restore);
+
+/* TRUE for a "vfio_driver" value: "auto", "vfio-pci" ("vfio_pci"), or a
+ * variant's module name ([a-z0-9_]+_vfio_pci, at most 64 characters). */
+gboolean av_vfio_driver_choice_is_valid(const char *name);
 const char *av_scrub_method_to_string(AvScrubMethod method);
 
 /* The profile as JSON (the normalised form, for `accelvirt policy show`). */

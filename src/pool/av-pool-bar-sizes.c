@@ -94,7 +94,7 @@ av_pool_bar_restore_one(AvPool *pool, const AvRoot *root, const AvKernelOps *ops
     /* Held again as the pool says (a scrubbing device too: the worker that
      * dropped its hold for the resize is gone). */
     driver = av_vfio_current_driver(root, record->address);
-    if (dev && av_pool_device_wants_hold(dev) && g_strcmp0(driver, "vfio-pci") == 0 &&
+    if (dev && av_pool_device_wants_hold(dev) && av_pci_driver_is_vfio(driver) &&
         !av_hold_take(root, ops, pool->state_dir, dev->iommu_group, dev->address, &hold_error))
         g_ptr_array_add(problems, g_strdup_printf("cannot hold %s again after putting its BARs back: %s",
                                                   record->address, hold_error->message));

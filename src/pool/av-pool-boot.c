@@ -34,9 +34,11 @@ av_pool_rebind_vfio(AvPool *pool, const AvRoot *root, const AvKernelOps *ops, Av
         g_autofree char *was = av_vfio_current_driver(root, address);
         g_autofree char *original = NULL;
 
-        if (g_strcmp0(was, "vfio-pci") == 0)
+        if (av_pci_driver_is_vfio(was))
             continue;
-        if (!av_vfio_bind(root, ops, address, &original, &local)) {
+        g_autofree char *driver = av_vfio_choose_driver_or_plain(root, address, NULL, NULL);
+
+        if (!av_vfio_bind(root, ops, address, driver, &original, &local)) {
             /* The group goes back whole to where it was: half a group on
              * vfio-pci serves nobody. */
             json_array_foreach(bound, i, e)

@@ -18,7 +18,6 @@
 #include "util/av-names.h"
 #include "vfio/av-vfio.h"
 
-#define AV_VFIO_PCI "vfio-pci"
 
 static void
 av_intent_mdev_free(AvIntentMdev *m)
@@ -365,7 +364,7 @@ av_intent_endpoint_holder(const AvRoot *root, const char *address)
     g_autofree char *group = NULL;
     guint64 n = 0;
 
-    if (g_strcmp0(driver, AV_VFIO_PCI) != 0)
+    if (!av_pci_driver_is_vfio(driver))
         return NULL;
     if (av_root_link_name(root, link, &group) < 0 || !g_ascii_string_to_unsigned(group, 10, 0, G_MAXINT, &n, NULL))
         return NULL;
@@ -405,7 +404,7 @@ av_intent_undo(AvPool *pool, const AvIntent *intent, const AvRoot *root, const A
         g_autoptr(GError) local = NULL;
 
         /* Recorded on vfio-pci already: that is where it stays. */
-        if (g_strcmp0(b->original_driver, AV_VFIO_PCI) == 0)
+        if (av_pci_driver_is_vfio(b->original_driver))
             continue;
         /* Never from under a process that holds it (the records of a dead
          * prepare keep its devices out of every prepare until undone, but

@@ -371,7 +371,7 @@ av_pool_reconcile_one(AvPool *pool, const AvScanned *s, gint64 now, gboolean *ch
         /* A free device found on another host driver was moved there by the
          * operator: that is the one to give it back to.  Found on vfio-pci or
          * on none, the record stays (a hook killed mid-prepare leaves that). */
-        if (dev->state == AV_DEVICE_STATE_FREE && s->driver && strcmp(s->driver, "vfio-pci") != 0 &&
+        if (dev->state == AV_DEVICE_STATE_FREE && s->driver && !av_pci_driver_is_vfio(s->driver) &&
             g_strcmp0(dev->original_driver, s->driver) != 0) {
             av_string_set(&dev->original_driver, s->driver);
             *changed = TRUE;
@@ -696,7 +696,7 @@ av_pool_confirm_one(const AvPool *pool, const AvPolicy *policy, const AvPciDevic
         return why;
     if (dev->iommu_group != pci->iommu_group)
         return g_strdup_printf("the IOMMU group of %s changed", pci->address);
-    if (dev->state == AV_DEVICE_STATE_FREE && pci->driver && strcmp(pci->driver, "vfio-pci") != 0 &&
+    if (dev->state == AV_DEVICE_STATE_FREE && pci->driver && !av_pci_driver_is_vfio(pci->driver) &&
         g_strcmp0(dev->original_driver, pci->driver) != 0)
         return g_strdup_printf("%s is on another host driver", pci->address);
     return NULL;

@@ -86,7 +86,7 @@ av_pool_vf_check_idle(const AvPool *pool, const AvRoot *root, const char *vf, GE
                     rec->owner ? (rec->owner->domain_name ? rec->owner->domain_name : rec->owner->domain_uuid) : "");
         return FALSE;
     }
-    if (driver && strcmp(driver, "vfio-pci") != 0) {
+    if (driver && !av_pci_driver_is_vfio(driver)) {
         g_set_error(error, AV_ERROR, AV_ERROR_BUSY, "its VF '%s' is on the host driver %s (the host uses it)", vf,
                     driver);
         return FALSE;
@@ -148,7 +148,7 @@ av_pool_pf_check_change(const AvPool *pool, const AvRoot *root, const AvHost *ho
     /* The kernel makes VFs through the PF's driver (sriov_configure): none
      * is -ENOENT; vfio-pci means a domain may hold the PF behind the
      * pool's back. */
-    if (!pf->driver || g_str_equal(pf->driver, "vfio-pci")) {
+    if (!pf->driver || av_pci_driver_is_vfio(pf->driver)) {
         g_set_error(error, AV_ERROR, AV_ERROR_BUSY, "accelvirt makes no VF on PF '%s': it is on %s, not on its host "
                     "driver", pf->address, pf->driver ? pf->driver : "no driver");
         return FALSE;

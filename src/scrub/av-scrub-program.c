@@ -43,6 +43,7 @@ av_scrub_program_base_run(AvScrubContext *ctx, const AvProgramTarget *base_targe
     g_autoptr(AvProgrammed) programmed = NULL;
     g_autofree char *driver = NULL;
     g_autofree char *before = NULL;
+    g_autofree char *vfio_driver = NULL;
     gboolean unheld = FALSE;
     GError *local = NULL;
     int group_fd = -1;
@@ -58,7 +59,7 @@ av_scrub_program_base_run(AvScrubContext *ctx, const AvProgramTarget *base_targe
     }
     /* "host": the vendor's tool finds the device on its own driver. */
     driver = av_vfio_current_driver(ctx->root, target->address);
-    if (g_strcmp0(driver, "vfio-pci") != 0)
+    if (!av_pci_driver_is_vfio(driver))
         return av_program_run(&run, bitstream, "scrub", ret_report, error);
     if (!target->original_driver) {
         g_set_error(error, AV_ERROR, AV_ERROR_POLICY,
@@ -97,8 +98,10 @@ av_scrub_program_base_run(AvScrubContext *ctx, const AvProgramTarget *base_targe
         return NULL;
     }
     programmed = av_program_run(&run, bitstream, "scrub", ret_report, &local);
-    /* Back on vfio-pci and held, whatever the program did. */
-    if (!av_vfio_bind(ctx->root, ctx->ops, target->address, &before, local ? NULL : &local) ||
+    /* Back on vfio-pci (or the variant its profile gets) and held,
+     * whatever the program did. */
+    vfio_driver = av_vfio_choose_driver_or_plain(ctx->root, target->address, ctx->profile->vfio_driver, NULL);
+    if (!av_vfio_bind(ctx->root, ctx->ops, target->address, vfio_driver, &before, local ? NULL : &local) ||
         (target->iommu_group >= 0 &&
          !av_vfio_wait_group_node(ctx->root, target->iommu_group, AV_SCRUB_PROGRAM_NODE_TIMEOUT_MS,
                                   local ? NULL : &local)) ||

@@ -101,7 +101,7 @@ av_reset_bus_safe(const AvRoot *root, const AvHost *host, const AvPciDevice *dev
 
         if (av_reset_same_group(dev, o->address) || o->is_bridge)
             continue;
-        if (o->driver && !g_str_equal(o->driver, "vfio-pci") && !g_str_equal(o->driver, "pci-stub")) {
+        if (o->driver && !av_pci_driver_is_vfio(o->driver) && !g_str_equal(o->driver, "pci-stub")) {
             g_set_error(error, AV_ERROR, AV_ERROR_UNSAFE,
                         "a bus reset would also reset %s, which the host uses (driver '%s')",
                         o->address, o->driver);
@@ -167,7 +167,7 @@ av_reset_try(const AvScrubContext *ctx, const AvPciDevice *dev, const char *meth
         if (r < 0)
             return av_error_errno(error, r, "cannot select it in reset_method");
     }
-    if (g_strcmp0(dev->driver, "vfio-pci") == 0) {
+    if (av_pci_driver_is_vfio(dev->driver)) {
         r = av_reset_vfio(ctx, dev);
         if (r == 0) {
             *ret_via = "vfio";
@@ -227,7 +227,7 @@ av_scrub_method_reset(AvScrubContext *ctx, char **ret_message, GError **error)
         *ret_message = g_strdup((*error)->message);
         return FALSE;
     }
-    on_vfio = g_strcmp0(dev->driver, "vfio-pci") == 0 && ctx->ops->device_open && ctx->ops->device_reset;
+    on_vfio = av_pci_driver_is_vfio(dev->driver) && ctx->ops->device_open && ctx->ops->device_reset;
 
     if (!dev->reset_methods) {
         /* A kernel before 5.15 (no reset_method) cannot be told which

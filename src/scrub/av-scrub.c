@@ -625,7 +625,7 @@ av_scrub_run(const AvRoot *root, const AvKernelOps *ops, const AvProfile *profil
     if (av_scrub_target_held(target)) {
         g_autofree char *driver = av_vfio_current_driver(root, target->address);
 
-        if (g_strcmp0(driver, "vfio-pci") == 0) {
+        if (av_pci_driver_is_vfio(driver)) {
             if (!av_hold_take(root, ops, target->hold_state_dir, target->iommu_group, target->address, error)) {
                 g_prefix_error(error, "no scrub step ran: ");
                 return FALSE;
@@ -740,9 +740,12 @@ av_scrub_bind_vfio(const AvRoot *root, const AvKernelOps *ops, const AvProfile *
 
     if (av_scrub_needs_vfio(profile)) {
         driver = av_vfio_current_driver(root, address);
-        if (g_strcmp0(driver, "vfio-pci") != 0) {
-            if (!av_vfio_bind(root, ops, address, &before, error)) {
-                g_prefix_error(error, "cannot bind %s to vfio-pci for its scrub: ", address);
+        if (!av_pci_driver_is_vfio(driver)) {
+            g_autofree char *vfio = av_vfio_choose_driver_or_plain(root, address, profile ? profile->vfio_driver : NULL,
+                                                                    NULL);
+
+            if (!av_vfio_bind(root, ops, address, vfio, &before, error)) {
+                g_prefix_error(error, "cannot bind %s to %s for its scrub: ", address, vfio);
                 return FALSE;
             }
             *ret_rebound = TRUE;
@@ -766,9 +769,9 @@ av_scrub_isolate(const AvRoot *root, const AvKernelOps *ops, const char *address
     *ret_isolated = FALSE;
     if (ret_from)
         *ret_from = NULL;
-    if (g_strcmp0(driver, "vfio-pci") == 0)
+    if (av_pci_driver_is_vfio(driver))
         return TRUE;
-    if (!av_vfio_bind(root, ops, address, &before, error)) {
+    if (!av_vfio_bind(root, ops, address, NULL, &before, error)) {
         g_prefix_error(error, "cannot bind %s to vfio-pci to keep it away from the host while quarantined: ",
                        address);
         return FALSE;

@@ -323,7 +323,7 @@ av_bar_record_restore(const AvRoot *root, const AvKernelOps *ops, const AvBarRec
     g_autofree char *driver = av_vfio_current_driver(root, record->address);
     gboolean ok = TRUE;
 
-    if (driver && !g_str_equal(driver, "vfio-pci")) {
+    if (driver && !av_pci_driver_is_vfio(driver)) {
         g_set_error(error, AV_ERROR, AV_ERROR_FAILED,
                     "cannot put the BARs of %s back to their recorded sizes: it is on %s, not vfio-pci (a host "
                     "driver is never unbound for it)", record->address, driver);
@@ -331,11 +331,17 @@ av_bar_record_restore(const AvRoot *root, const AvKernelOps *ops, const AvBarRec
     }
     if (!driver) {
         g_autofree char *original = NULL;
+        g_autofree char *override_path = av_sys_path("bus/pci/devices/%s/driver_override", record->address);
+        g_autofree char *override = NULL;
 
-        /* Left unbound by a resize cut short: its driver_override is
-         * vfio-pci, which nothing else can bind meanwhile. */
-        if (!av_vfio_bind(root, ops, record->address, &original, error)) {
-            g_prefix_error(error, "cannot probe %s back onto vfio-pci to put its BARs back: ", record->address);
+        /* Left unbound by a resize cut short: its driver_override is the
+         * vfio driver it was on (vfio-pci or a variant), which nothing else
+         * can bind meanwhile: back onto that one. */
+        if (av_root_read_attr(root, override_path, &override) < 0 || !av_pci_driver_is_vfio(override))
+            g_clear_pointer(&override, g_free);
+        if (!av_vfio_bind(root, ops, record->address, override, &original, error)) {
+            g_prefix_error(error, "cannot probe %s back onto %s to put its BARs back: ", record->address,
+                           override ? override : "vfio-pci");
             return FALSE;
         }
     }

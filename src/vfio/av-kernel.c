@@ -544,7 +544,7 @@ av_fake_sync_group_node(const AvRoot *root, const char *devdir)
             g_autofree char *member = g_strconcat(members_dir, "/", members[i], NULL);
             g_autofree char *drv = av_fake_link_name(root, member, "driver");
 
-            on_vfio = drv && g_str_equal(drv, "vfio-pci");
+            on_vfio = drv && av_pci_driver_is_vfio(drv);
         }
     }
     node_dir = av_dev_path("vfio");
@@ -592,6 +592,26 @@ av_fake_attach(const AvRoot *root, const char *address, const char *devdir, cons
     return r;
 }
 
+/* FALSE when @drv is a vfio-pci variant whose module's vfio_pci: aliases
+ * (the running kernel's modules.alias under @root) do not name @address:
+ * its probe refuses a device it does not know, as mlx5_vfio_pci's
+ * does a function that is not a ConnectX VF.  vfio-pci takes any device;
+ * so does a variant the file does not list (nothing known of it). */
+static gboolean
+av_fake_variant_accepts(const AvRoot *root, const char *drv, const char *address)
+{
+    g_autoptr(AvVfioAliases) aliases = NULL;
+    g_autofree char *module = NULL;
+
+    if (g_str_equal(drv, "vfio-pci") || !av_pci_driver_is_vfio(drv))
+        return TRUE;
+    aliases = av_vfio_aliases_load(root);
+    if (!av_vfio_aliases_module_has(aliases, drv))
+        return TRUE;
+    module = av_pci_vfio_module_for(root, aliases, address);
+    return g_strcmp0(module, drv) == 0;
+}
+
 /* drivers/DRV/bind: Documentation/ABI/testing/sysfs-bus-pci. */
 static int
 av_fake_bind(const AvRoot *root, const char *drv, const char *value)
@@ -609,6 +629,8 @@ av_fake_bind(const AvRoot *root, const char *drv, const char *value)
     /* A device with an override matches no other driver (pci_match_device). */
     override = av_fake_override(root, devdir);
     if (override && !g_str_equal(override, drv))
+        return -ENODEV;
+    if (!av_fake_variant_accepts(root, drv, address))
         return -ENODEV;
     return av_fake_attach(root, address, devdir, drv);
 }
@@ -663,6 +685,8 @@ av_fake_probe(const AvRoot *root, const char *value)
         return 0;
     drv_dir = av_sys_path("bus/pci/drivers/%s", override);
     if (!av_root_exists(root, drv_dir))
+        return 0;
+    if (!av_fake_variant_accepts(root, override, address))
         return 0;
     return av_fake_attach(root, address, devdir, override);
 }
@@ -1386,7 +1410,7 @@ av_fake_group_viable(const AvRoot *root, const char *group)
         g_autofree char *member = g_strconcat(members_dir, "/", members[i], NULL);
         g_autofree char *drv = av_fake_link_name(root, member, "driver");
 
-        if (drv && !g_str_equal(drv, "vfio-pci") && !g_str_equal(drv, "pci-stub") &&
+        if (drv && !av_pci_driver_is_vfio(drv) && !g_str_equal(drv, "pci-stub") &&
             !g_str_equal(drv, "pcieport"))
             return FALSE;
     }
@@ -1454,7 +1478,7 @@ av_kernel_fake_device_open_fd(const AvRoot *root, const char *address, int held_
     if (!av_fake_group_viable(root, group))
         return -EPERM;
     drv = av_fake_link_name(root, devdir, "driver");
-    if (!drv || !g_str_equal(drv, "vfio-pci"))
+    if (!drv || !av_pci_driver_is_vfio(drv))
         return -ENODEV;
     if (held_fd < 0 && (group_fd = av_fake_group_lock(root, node)) < 0)
         return group_fd;

@@ -126,6 +126,87 @@ av_vfio_driver_loaded(const AvRoot *root, const char *driver)
     return av_root_exists(root, dir);
 }
 
+/* See av-vfio.h. */
+char *
+av_vfio_module_driver(const AvRoot *root, const char *module)
+{
+    g_autofree char *dir = NULL;
+    g_auto(GStrv) names = NULL;
+
+    if (!module)
+        return NULL;
+    if (g_str_equal(module, "vfio_pci") || g_str_equal(module, AV_VFIO_DRIVER))
+        return av_vfio_driver_loaded(root, AV_VFIO_DRIVER) ? g_strdup(AV_VFIO_DRIVER) : NULL;
+    if (!av_driver_name_is_valid(module))
+        return NULL;
+    /* The kernel's own map: /sys/module/MODULE/drivers/pci:DRIVER. */
+    dir = g_strconcat("/sys/module/", module, "/drivers", NULL);
+    if (av_root_list_dir(root, dir, &names) == 0) {
+        for (guint i = 0; names[i]; i++) {
+            const char *drv = names[i] + strlen("pci:");
+
+            if (g_str_has_prefix(names[i], "pci:") && av_driver_name_is_valid(drv) && av_pci_driver_is_vfio(drv) &&
+                av_vfio_driver_loaded(root, drv))
+                return g_strdup(drv);
+        }
+    }
+    /* Every variant names its pci_driver after its module. */
+    if (av_pci_driver_is_vfio(module) && av_vfio_driver_loaded(root, module))
+        return g_strdup(module);
+    return NULL;
+}
+
+/* See av-vfio.h. */
+gboolean
+av_vfio_choose_driver(const AvRoot *root, const AvVfioAliases *aliases, const char *address, const char *choice,
+                      char **ret_driver, GError **error)
+{
+    g_autofree char *offered = NULL;
+    g_autofree char *driver = NULL;
+    const char *module;
+
+    if (!av_vfio_check_address(address, error))
+        return FALSE;
+    if (choice && (g_str_equal(choice, AV_VFIO_DRIVER) || g_str_equal(choice, "vfio_pci"))) {
+        *ret_driver = g_strdup(AV_VFIO_DRIVER);
+        return TRUE;
+    }
+    if (choice && !g_str_equal(choice, "auto")) {
+        module = choice;
+    } else {
+        offered = av_pci_vfio_module_for(root, aliases, address);
+        if (!offered || g_str_equal(offered, "vfio_pci")) {
+            /* No variant for it (or no modules.alias to ask): vfio-pci. */
+            *ret_driver = g_strdup(AV_VFIO_DRIVER);
+            return TRUE;
+        }
+        module = offered;
+    }
+    driver = av_vfio_module_driver(root, module);
+    if (!driver) {
+        g_set_error(error, AV_ERROR, AV_ERROR_FAILED,
+                    "cannot bind '%s' to %s: the module %s is not loaded%s; run 'modprobe %s', or write "
+                    "\"vfio_driver\": \"vfio-pci\" in its profile to use plain vfio-pci%s",
+                    address, module, module, offered ? " (the running kernel's modules.alias offers it for this device)" : "",
+                    module, av_pci_vfio_variant_migrates(module) ? " and lose the variant's live migration" : "");
+        return FALSE;
+    }
+    *ret_driver = g_steal_pointer(&driver);
+    return TRUE;
+}
+
+/* See av-vfio.h. */
+char *
+av_vfio_choose_driver_or_plain(const AvRoot *root, const char *address, const char *choice, GError **ret_why)
+{
+    g_autoptr(AvVfioAliases) aliases = av_vfio_aliases_load(root);
+    char *driver = NULL;
+
+    if (av_vfio_choose_driver(root, aliases, address, choice, &driver, ret_why))
+        return driver;
+    return g_strdup(AV_VFIO_DRIVER);
+}
+
 /* --- the writes ------------------------------------------------------------- */
 
 static int
@@ -199,11 +280,11 @@ av_vfio_rollback(const AvRoot *root, const AvKernelOps *ops, const char *address
                                after ? after : "no driver", original ? original : "no driver");
 }
 
-/* Sets the bind error "cannot bind '%s' to vfio-pci: WHAT" after rolling
+/* Sets the bind error "cannot bind '%s' to DRIVER: WHAT" after rolling
  * back, with any rollback problem appended. */
-static gboolean G_GNUC_PRINTF(7, 8)
-av_vfio_bind_fail(const AvRoot *root, const AvKernelOps *ops, const char *address, const char *original,
-                  const char *old_override, GError **error, const char *fmt, ...)
+static gboolean G_GNUC_PRINTF(8, 9)
+av_vfio_bind_fail(const AvRoot *root, const AvKernelOps *ops, const char *address, const char *want,
+                  const char *original, const char *old_override, GError **error, const char *fmt, ...)
 {
     g_autoptr(GString) problems = g_string_new(NULL);
     g_autofree char *what = NULL;
@@ -215,19 +296,20 @@ av_vfio_bind_fail(const AvRoot *root, const AvKernelOps *ops, const char *addres
     av_vfio_rollback(root, ops, address, original, old_override, problems);
     if (problems->len == 0)
         g_set_error(error, AV_ERROR, AV_ERROR_FAILED,
-                    "cannot bind '%s' to vfio-pci: %s; it is back on %s", address, what,
+                    "cannot bind '%s' to %s: %s; it is back on %s", address, want, what,
                     original ? original : "no driver");
     else
         g_set_error(error, AV_ERROR, AV_ERROR_FAILED,
-                    "cannot bind '%s' to vfio-pci: %s; putting it back failed too%s", address, what,
+                    "cannot bind '%s' to %s: %s; putting it back failed too%s", address, want, what,
                     problems->str);
     return FALSE;
 }
 
 gboolean
-av_vfio_bind(const AvRoot *root, const AvKernelOps *ops, const char *address,
+av_vfio_bind(const AvRoot *root, const AvKernelOps *ops, const char *address, const char *driver,
              char **ret_original_driver, GError **error)
 {
+    const char *want = driver ? driver : AV_VFIO_DRIVER;
     g_autofree char *original = NULL;
     g_autofree char *old_override = NULL;
     g_autofree char *now = NULL;
@@ -235,51 +317,60 @@ av_vfio_bind(const AvRoot *root, const AvKernelOps *ops, const char *address,
 
     if (!av_vfio_check_address(address, error) || !av_vfio_device_exists(root, address, error))
         return FALSE;
-    if (!av_vfio_driver_loaded(root, AV_VFIO_DRIVER)) {
+    if (!av_pci_driver_is_vfio(want)) {
+        g_set_error(error, AV_ERROR, AV_ERROR_INVALID_INPUT,
+                    "cannot bind '%s' to %s: it is neither vfio-pci nor a vfio-pci variant", address, want);
+        return FALSE;
+    }
+    if (!av_vfio_driver_loaded(root, want)) {
         g_set_error(error, AV_ERROR, AV_ERROR_FAILED,
-                    "cannot bind '%s' to vfio-pci: the vfio-pci module is not loaded; run 'modprobe vfio-pci'",
-                    address);
+                    "cannot bind '%s' to %s: the %s module is not loaded; run 'modprobe %s'", address, want, want,
+                    want);
         return FALSE;
     }
     r = av_vfio_read_driver(root, address, &original);
     if (r < 0)
         return av_error_errno(error, r, "cannot read the driver of '%s'", address);
-    if (original && g_str_equal(original, AV_VFIO_DRIVER)) {
-        /* Already there: giving it back means leaving it on vfio-pci. */
+    if (original && av_pci_driver_is_vfio(original) &&
+        (g_str_equal(original, want) || !g_str_equal(original, AV_VFIO_DRIVER))) {
+        /* Already on @want, or on a variant (as the operator or an earlier
+         * tenant left it): giving it back means leaving it there.  Plain
+         * vfio-pci moves on to a variant wanted (the variant carries what
+         * vfio-pci lacks, such as live migration). */
         *ret_original_driver = g_steal_pointer(&original);
         return TRUE;
     }
     if (original && !av_driver_name_is_valid(original)) {
         g_set_error(error, AV_ERROR, AV_ERROR_FAILED,
-                    "cannot bind '%s' to vfio-pci: its driver link names '%s', which is not a driver name",
-                    address, original);
+                    "cannot bind '%s' to %s: its driver link names '%s', which is not a driver name", address, want,
+                    original);
         return FALSE;
     }
     old_override = av_vfio_read_override(root, address);
 
     /* Documentation/ABI/testing/sysfs-bus-pci: driver_override. */
-    r = av_vfio_write_override(root, ops, address, AV_VFIO_DRIVER);
+    r = av_vfio_write_override(root, ops, address, want);
     if (r < 0)
-        return av_vfio_bind_fail(root, ops, address, original, old_override, error,
+        return av_vfio_bind_fail(root, ops, address, want, original, old_override, error,
                                  "writing driver_override failed: %s", g_strerror(-r));
     if (original) {
         r = av_vfio_write_driver(root, ops, original, "unbind", address);
         if (r < 0)
-            return av_vfio_bind_fail(root, ops, address, original, old_override, error,
+            return av_vfio_bind_fail(root, ops, address, want, original, old_override, error,
                                      "unbinding it from %s failed: %s", original, g_strerror(-r));
     }
     r = av_vfio_write_probe(root, ops, address);
     if (r < 0)
-        return av_vfio_bind_fail(root, ops, address, original, old_override, error,
+        return av_vfio_bind_fail(root, ops, address, want, original, old_override, error,
                                  "drivers_probe failed: %s", g_strerror(-r));
     r = av_vfio_read_driver(root, address, &now);
     if (r < 0)
-        return av_vfio_bind_fail(root, ops, address, original, old_override, error,
+        return av_vfio_bind_fail(root, ops, address, want, original, old_override, error,
                                  "cannot read its driver link: %s", g_strerror(-r));
-    if (!now || !g_str_equal(now, AV_VFIO_DRIVER))
-        return av_vfio_bind_fail(root, ops, address, original, old_override, error,
-                                 "after drivers_probe it is on %s, not vfio-pci (does vfio-pci accept it?)",
-                                 now ? now : "no driver");
+    if (!now || !g_str_equal(now, want))
+        return av_vfio_bind_fail(root, ops, address, want, original, old_override, error,
+                                 "after drivers_probe it is on %s, not %s (does %s accept it?)",
+                                 now ? now : "no driver", want, want);
     *ret_original_driver = g_steal_pointer(&original);
     return TRUE;
 }
@@ -301,30 +392,31 @@ av_vfio_resize_bar(const AvRoot *root, const AvKernelOps *ops, const char *addre
     r = av_vfio_read_driver(root, address, &driver);
     if (r < 0)
         return av_error_errno(error, r, "cannot read the driver of '%s'", address);
-    if (g_strcmp0(driver, AV_VFIO_DRIVER) != 0) {
+    if (!av_pci_driver_is_vfio(driver) || !av_driver_name_is_valid(driver)) {
         g_set_error(error, AV_ERROR, AV_ERROR_FAILED,
-                    "cannot resize BAR %u of '%s': it is on %s, not vfio-pci", bar, address,
+                    "cannot resize BAR %u of '%s': it is on %s, not vfio-pci or a variant of it", bar, address,
                     driver ? driver : "no driver");
         return FALSE;
     }
-    r = av_vfio_write_override(root, ops, address, AV_VFIO_DRIVER);
+    /* Back onto the same vfio driver (vfio-pci or its variant) afterwards. */
+    r = av_vfio_write_override(root, ops, address, driver);
     if (r < 0)
         return av_error_errno(error, r, "cannot resize BAR %u of '%s': writing driver_override failed", bar, address);
-    r = av_vfio_write_driver(root, ops, AV_VFIO_DRIVER, "unbind", address);
+    r = av_vfio_write_driver(root, ops, driver, "unbind", address);
     if (r < 0)
-        return av_error_errno(error, r, "cannot resize BAR %u of '%s': unbinding it from vfio-pci failed", bar,
-                              address);
+        return av_error_errno(error, r, "cannot resize BAR %u of '%s': unbinding it from %s failed", bar,
+                              address, driver);
     av_test_kill_point_named("bar-unbound");
     path = av_sys_path("bus/pci/devices/%s/resource%u_resize", address, bar);
     value = g_strdup_printf("%u", bit);
     resize_r = ops->write(root, path, value);
     probe_r = av_vfio_write_probe(root, ops, address);
     r = av_vfio_read_driver(root, address, &after);
-    if (probe_r < 0 || r < 0 || g_strcmp0(after, AV_VFIO_DRIVER) != 0) {
+    if (probe_r < 0 || r < 0 || g_strcmp0(after, driver) != 0) {
         g_set_error(error, AV_ERROR, AV_ERROR_FAILED,
-                    "resizing BAR %u of '%s' to %" G_GUINT64_FORMAT " MiB %s, and it did not go back to vfio-pci "
+                    "resizing BAR %u of '%s' to %" G_GUINT64_FORMAT " MiB %s, and it did not go back to %s "
                     "(%s); it is on %s", bar, address, ((guint64)1 << bit),
-                    resize_r < 0 ? "failed" : "worked",
+                    resize_r < 0 ? "failed" : "worked", driver,
                     probe_r < 0 ? g_strerror(-probe_r) : r < 0 ? g_strerror(-r) : "drivers_probe left it elsewhere",
                     after ? after : "no driver");
         return FALSE;
@@ -352,6 +444,42 @@ av_vfio_resize_bar(const AvRoot *root, const AvKernelOps *ops, const char *addre
     return TRUE;
 }
 
+/* From the vfio driver @current back to the vfio driver @original (a
+ * variant back to the vfio-pci it was moved from): vfio-pci binds by
+ * driver_override only, so the override names @original, then unbind and
+ * drivers_probe, as av_vfio_bind(). */
+static gboolean
+av_vfio_restore_vfio(const AvRoot *root, const AvKernelOps *ops, const char *address, const char *current,
+                     const char *original, GError **error)
+{
+    g_autofree char *now = NULL;
+    int r;
+
+    if (!av_vfio_driver_loaded(root, original)) {
+        g_set_error(error, AV_ERROR, AV_ERROR_FAILED, "cannot give '%s' back to %s: driver %s is not loaded",
+                    address, original, original);
+        return FALSE;
+    }
+    r = av_vfio_write_override(root, ops, address, original);
+    if (r < 0)
+        return av_error_errno(error, r, "cannot set the driver_override of '%s' to %s", address, original);
+    r = av_vfio_write_driver(root, ops, current, "unbind", address);
+    if (r < 0)
+        return av_error_errno(error, r, "cannot unbind '%s' from %s", address, current);
+    r = av_vfio_write_probe(root, ops, address);
+    if (r < 0)
+        return av_error_errno(error, r, "cannot probe '%s' onto %s", address, original);
+    r = av_vfio_read_driver(root, address, &now);
+    if (r < 0)
+        return av_error_errno(error, r, "cannot read the driver of '%s'", address);
+    if (g_strcmp0(now, original) != 0) {
+        g_set_error(error, AV_ERROR, AV_ERROR_FAILED, "cannot give '%s' back to %s: after drivers_probe it is on %s",
+                    address, original, now ? now : "no driver");
+        return FALSE;
+    }
+    return TRUE;
+}
+
 gboolean
 av_vfio_restore(const AvRoot *root, const AvKernelOps *ops, const char *address,
                 const char *original_driver, GError **error)
@@ -371,15 +499,17 @@ av_vfio_restore(const AvRoot *root, const AvKernelOps *ops, const char *address,
     if (r < 0)
         return av_error_errno(error, r, "cannot read the driver of '%s'", address);
 
-    if (current && g_str_equal(current, AV_VFIO_DRIVER)) {
-        if (g_strcmp0(original_driver, AV_VFIO_DRIVER) == 0)
+    if (current && av_pci_driver_is_vfio(current) && av_driver_name_is_valid(current)) {
+        if (g_strcmp0(original_driver, current) == 0)
             return TRUE;
-        r = av_vfio_write_driver(root, ops, AV_VFIO_DRIVER, "unbind", address);
+        if (original_driver && av_pci_driver_is_vfio(original_driver))
+            return av_vfio_restore_vfio(root, ops, address, current, original_driver, error);
+        r = av_vfio_write_driver(root, ops, current, "unbind", address);
         if (r < 0)
-            return av_error_errno(error, r, "cannot unbind '%s' from vfio-pci", address);
+            return av_error_errno(error, r, "cannot unbind '%s' from %s", address, current);
     } else if (current && g_strcmp0(current, original_driver) != 0) {
         g_set_error(error, AV_ERROR, AV_ERROR_STATE,
-                    "cannot give '%s' back to %s: it is bound to %s, not vfio-pci; leaving it alone",
+                    "cannot give '%s' back to %s: it is bound to %s, not vfio-pci or a variant; leaving it alone",
                     address, original_driver ? original_driver : "no driver", current);
         return FALSE;
     }
@@ -502,7 +632,7 @@ av_vfio_member_is_free(const AvPolicy *policy, const AvPciDevice *dev, const AvP
 {
     const AvProfile *mp;
 
-    if (!m->driver || g_str_equal(m->driver, AV_VFIO_DRIVER) || g_str_equal(m->driver, "pci-stub"))
+    if (!m->driver || av_pci_driver_is_vfio(m->driver) || g_str_equal(m->driver, "pci-stub"))
         return TRUE;
     mp = policy ? av_policy_match_pci(policy, m) : NULL;
     if (mp && (mp->attach == AV_ATTACH_VFIO_PCI || mp->attach == AV_ATTACH_SRIOV_VF))

@@ -36,27 +36,52 @@ G_BEGIN_DECLS
 gboolean av_vfio_group_check(const AvHost *host, const AvPolicy *policy, const AvPciDevice *dev,
                              GPtrArray **ret_members, GError **error);
 
-/* Binds the PCI device @address to vfio-pci: driver_override = "vfio-pci",
+/* The name under /sys/bus/pci/drivers of the loaded vfio driver of the
+ * module @module ("vfio_pci" gives "vfio-pci"; a variant's from
+ * /sys/module/MODULE/drivers/pci:NAME), or NULL when it is not loaded or
+ * not a vfio driver.  Caller frees. */
+char *av_vfio_module_driver(const AvRoot *root, const char *module);
+
+/* The vfio driver to bind the PCI function @address to, per its profile's
+ * "vfio_driver" @choice (accelvirt-policy(5)): NULL or "auto", the variant
+ * the running kernel's modules.alias offers it (@aliases, may be NULL),
+ * else vfio-pci; "vfio-pci", vfio-pci; a variant's module name, that one.
+ * Fails, in one sentence that says what to run, when the chosen variant is
+ * not loaded: a device is never silently given plain vfio-pci when the
+ * kernel has a variant for it.  Touches nothing. */
+gboolean av_vfio_choose_driver(const AvRoot *root, const AvVfioAliases *aliases, const char *address,
+                               const char *choice, char **ret_driver, GError **error);
+
+/* As av_vfio_choose_driver() (reading modules.alias itself), but vfio-pci
+ * where that fails, with the reason in @ret_why (may be NULL): for the binds
+ * whose job is to keep the host away from a device (a scrub, a quarantine,
+ * the boot), which any vfio driver does.  Caller frees. */
+char *av_vfio_choose_driver_or_plain(const AvRoot *root, const char *address, const char *choice,
+                                     GError **ret_why);
+
+/* Binds the PCI device @address to @driver (NULL: vfio-pci), vfio-pci or a
+ * vfio-pci variant (av_vfio_choose_driver()): driver_override = @driver,
  * unbind from the current driver (if any), drivers_probe, then checks that
- * the driver link now names vfio-pci.  A device already on vfio-pci is left
- * alone.  Stores the driver it was bound to before ("vfio-pci" when it was
- * already there, NULL when it had none) in *ret_original_driver, so that
- * av_vfio_restore() with it gives the device back exactly as it was.  On failure the device is put
- * back as it was, as far as possible, and the error says what failed. */
-gboolean av_vfio_bind(const AvRoot *root, const AvKernelOps *ops, const char *address,
+ * the driver link now names @driver.  A device already on vfio-pci or a
+ * variant is left alone.  Stores the driver it was bound to before (that
+ * vfio driver when it was already there, NULL when it had none) in
+ * *ret_original_driver, so that av_vfio_restore() with it gives the device
+ * back exactly as it was.  On failure the device is put back as it was, as
+ * far as possible, and the error says what failed. */
+gboolean av_vfio_bind(const AvRoot *root, const AvKernelOps *ops, const char *address, const char *driver,
                       char **ret_original_driver, GError **error);
 
 /* Resizes BAR @bar of the PCI device @address, which must be on vfio-pci
- * with nobody holding it open (close any VFIO handle first), to
- * 2^(@bit + 20) bytes (Documentation/ABI/testing/sysfs-bus-pci:
- * resourceN_resize, which requires that no driver is bound): sets
- * driver_override to vfio-pci (so that no host driver takes the device
- * while it has none), unbinds it from vfio-pci, writes @bit to
- * resource@bar_resize, and probes it back onto vfio-pci, whether the
- * resize worked or not.  Returns FALSE with @error saying what failed: the
- * resize (the kernel's answer: the bridge's window has no room, the size
- * is not offered, ...), or the way back to vfio-pci (the device may then be
- * on no driver: the caller quarantines it). */
+ * or a variant of it (its "vfio driver") with nobody holding it open (close
+ * any VFIO handle first), to 2^(@bit + 20) bytes
+ * (Documentation/ABI/testing/sysfs-bus-pci: resourceN_resize, which
+ * requires that no driver is bound): sets driver_override to that vfio
+ * driver (so that no host driver takes the device while it has none),
+ * unbinds it, writes @bit to resource@bar_resize, and probes it back onto
+ * the same vfio driver, whether the resize worked or not.  Returns FALSE
+ * with @error saying what failed: the resize (the kernel's answer: the
+ * bridge's window has no room, the size is not offered, ...), or the way
+ * back (the device may then be on no driver: the caller quarantines it). */
 gboolean av_vfio_resize_bar(const AvRoot *root, const AvKernelOps *ops, const char *address, guint bar, guint bit,
                             GError **error);
 
@@ -146,7 +171,7 @@ char *av_vfio_group_holder(const AvRoot *root, int group);
  * @state_dir (av_vfio_groups_find_holder_full()). */
 char *av_vfio_group_holder_full(const AvRoot *root, const char *state_dir, int group);
 
-/* Gives @address back to the host: unbind from vfio-pci, clear
+/* Gives @address back to the host: unbind from vfio-pci or its variant, clear
  * driver_override, then bind to @original_driver exactly (its
  * /sys/bus/pci/drivers/DRV/bind), or leave it unbound when
  * @original_driver is NULL. */

@@ -18,6 +18,9 @@
 #   sys/class/mdev_bus/*             links to every mdev parent, with the
 #                                    non-PCI ones' device directories
 #   proc/meminfo                     (the memory of node 0 without NUMA)
+#   proc/sys/kernel/osrelease, and lib/modules/RELEASE/modules.alias's
+#                                    "alias vfio_pci:" lines only (which vfio
+#                                    driver the kernel offers each function)
 #
 # Symlinks are recreated exactly as they are (the kernel's are relative) and
 # never followed: find(1) does not descend through them.  Regular files are
@@ -217,6 +220,21 @@ for f in online possible; do
     [ -f "$SRC/sys/devices/system/cpu/$f" ] && copy_file "$SRC/sys/devices/system/cpu/$f"
 done
 [ -f "$SRC/proc/meminfo" ] && copy_file "$SRC/proc/meminfo"
+
+# --- the running kernel's vfio drivers (vfio-pci and its variants) ---
+if [ -f "$SRC/proc/sys/kernel/osrelease" ]; then
+    copy_file "$SRC/proc/sys/kernel/osrelease"
+    rel=$(cat "$SRC/proc/sys/kernel/osrelease" 2>/dev/null)
+    case $rel in
+        ''|*/*|.|..) ;;
+        *)
+            if [ -f "$SRC/lib/modules/$rel/modules.alias" ] && mkdir -p "$DEST/lib/modules/$rel"; then
+                grep '^alias vfio_pci:' "$SRC/lib/modules/$rel/modules.alias" \
+                    > "$DEST/lib/modules/$rel/modules.alias" 2>/dev/null || true
+            fi
+            ;;
+    esac
+fi
 
 # --- USB and mdev buses ---
 copy_links "$SRC/sys/bus/usb/devices"

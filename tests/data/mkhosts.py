@@ -142,8 +142,12 @@ class VirtualParent:
 
 
 class Host:
-    def __init__(self, nodes, cpus_online, devices, usb=(), node_of=None, virtual_parents=()):
+    def __init__(self, nodes, cpus_online, devices, usb=(), node_of=None, virtual_parents=(),
+                 kernel=None):
         self.nodes = nodes
+        # The running kernel's modules: (release, [(alias pattern, module)],
+        # [loaded vfio-pci variant modules]), or None (no /lib/modules).
+        self.kernel = kernel
         self.cpus_online = cpus_online
         self.devices = devices
         self.usb = list(usb)
@@ -507,9 +511,35 @@ def build_dev_vfio(t, host):
         t.write("/dev/vfio/%d" % g, "")
 
 
+def build_kernel(t, host):
+    """/proc/sys/kernel/osrelease and /lib/modules/RELEASE/modules.alias as
+    depmod writes it ("alias PATTERN MODULE"), and each loaded vfio-pci
+    variant as the kernel shows a loaded PCI driver: the driver directory,
+    and /sys/module/MODULE/drivers/pci:NAME (a variant's pci_driver is
+    named after its module, KBUILD_MODNAME)."""
+    if not host.kernel:
+        return
+    release, aliases, loaded = host.kernel
+    t.attr("/proc/sys/kernel/osrelease", release)
+    t.write("/lib/modules/%s/modules.alias" % release,
+            "# Aliases extracted from modules themselves.\n" +
+            "".join("alias %s %s\n" % (pattern, module) for pattern, module in aliases))
+    for module in loaded:
+        base = "/sys/bus/pci/drivers/" + module
+        for name in ("bind", "unbind", "new_id", "remove_id"):
+            t.write(base + "/" + name, "", WRITE_ONLY)
+        t.link("/sys/module/%s/drivers/pci:%s" % (module, module), base)
+
+
+def vfio_alias(vendor, device):
+    """The alias PCI_DRIVER_OVERRIDE_DEVICE_VFIO(vendor, device) makes."""
+    return "vfio_pci:v%08Xd%08Xsv*sd*bc*sc*i*" % (vendor, device)
+
+
 def build(out, host):
     t = Tree(out)
     t.mkdir("/sys")
+    build_kernel(t, host)
     build_pci(t, host)
     build_virtual_parents(t, host)
     build_dev_vfio(t, host)
@@ -637,7 +667,22 @@ def sriov_fpga_qat():
                         override="vfio-pci" if vfio else None, port=PCIE_RCIEP,
                         physfn=("0000:6b:00.0", i), group=150 + i, reset="flr", flr=True))
     node_of = {rc: 0 for rc in ("pci0000:00", "pci0000:3a", "pci0000:6b")}
-    return Host(nodes=[Node(0, "0-31", 131595968)], cpus_online="0-31", devices=devs, node_of=node_of)
+    # A kernel with vfio-pci variants (as Linux 6.12 builds them with
+    # CONFIG_QAT_VFIO_PCI and CONFIG_MLX5_VFIO_PCI): qat_vfio_pci takes the
+    # QAT 4xxx VFs (drivers/vfio/pci/qat/main.c: 0x4941, 0x4943, 0x4945)
+    # and is loaded; mlx5_vfio_pci is not.  Besides them, the host drivers'
+    # own pci: aliases, which are no vfio driver's.
+    aliases = [
+        ("pci:v00008086d00004940sv*sd*bc*sc*i*", "qat_4xxx"),
+        ("pci:v00008086d00004941sv*sd*bc*sc*i*", "qat_4xxxvf"),
+        (vfio_alias(0x15B3, 0x101E), "mlx5_vfio_pci"),
+        (vfio_alias(INTEL, 0x4941), "qat_vfio_pci"),
+        (vfio_alias(INTEL, 0x4943), "qat_vfio_pci"),
+        (vfio_alias(INTEL, 0x4945), "qat_vfio_pci"),
+        ("vfio_pci:v*d*sv*sd*bc*sc*i*", "vfio_pci"),
+    ]
+    return Host(nodes=[Node(0, "0-31", 131595968)], cpus_online="0-31", devices=devs, node_of=node_of,
+                kernel=("6.12.57+deb13-amd64", aliases, ["qat_vfio_pci"]))
 
 
 A10_TYPES = [
