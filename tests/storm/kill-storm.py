@@ -717,6 +717,19 @@ def verify(world, pooled_ok, companions_ok, quiet=False):
     check(not bad, "%s: every free device and its companions are on the drivers the pool recorded" % label,
           "; ".join(bad))
 
+    # A QAT VF (8086:4941) a domain has in use is on qat_vfio_pci, the vfio-pci variant
+    # sriov-fpga-qat's kernel offers it: never on plain vfio-pci, never on a host driver.
+    bad = []
+    for dev in pool["devices"]:
+        # A VF's identity is its PF's (8086:4940) with /vfN.
+        if dev["kind"] != "pci" or dev["state"] != "in-use" or \
+                not (dev["identity"].startswith("pci:8086:4940:") and "/vf" in dev["identity"]):
+            continue
+        now = driver(world, dev["address"])
+        if now is not None and now != "qat_vfio_pci":
+            bad.append("%s is %s on %s" % (dev["address"], dev["state"], now))
+    check(not bad, "%s: every QAT VF in use is on its variant qat_vfio_pci" % label, "; ".join(bad))
+
     # What a running domain holds (the fake hot-plug's live hostdevs) is in use by it,
     # or quarantined: never free, claimed by nobody, dirty or being scrubbed under it.
     bad = []
