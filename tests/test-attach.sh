@@ -355,6 +355,13 @@ check "5 VFs of 4 while the VFs are on their host driver: one line saying why no
 for f in 1 2 3 4; do
     rm -f "$QH/sys/bus/pci/devices/0000:6b:00.$f/driver" "$QH"/sys/bus/pci/drivers/*/0000:6b:00.$f
 done
+# The variant the kernel offers the VFs is not loaded: refused before anything is bound.
+mv "$QH/sys/bus/pci/drivers/qat_vfio_pci" "$T/qat_vfio_pci.drv" && mv "$QH/sys/module/qat_vfio_pci" "$T/qat_vfio_pci.mod"
+avq attach vg qat-vf --count 1 >"$T/qv.out" 2>"$T/qv.err"
+echo $? >"$T/qv.rc"
+check "an attach whose VF's variant (qat_vfio_pci) is not loaded: one line naming modprobe, no VF bound, none in use" \
+    eval "refused qv 1 \"run 'modprobe qat_vfio_pci'\" && [ -z \"\$(ls '$QH'/sys/bus/pci/drivers/vfio-pci/ | grep 0000:6b)\" ] && json '$QS/pool.json' \"not [x for x in d['devices'] if x['state'] != 'free' and x['kind'] == 'pci'] and 'intents' not in d\""
+mv "$T/qat_vfio_pci.drv" "$QH/sys/bus/pci/drivers/qat_vfio_pci" && mv "$T/qat_vfio_pci.mod" "$QH/sys/module/qat_vfio_pci"
 avq attach vg qat-vf --count 5 >"$T/q1.out" 2>"$T/q1.err"
 echo $? >"$T/q1.rc"
 check "5 VFs of 4 idle ones: the PF goes to 5 VFs (vfs-set by the attach), all five attached" \
