@@ -103,6 +103,7 @@ av_vfio_aliases_free(AvVfioAliases *aliases)
 AvVfioAliases *
 av_vfio_aliases_load(const AvRoot *root)
 {
+    g_autofree char *osrelease = av_proc_path("sys/kernel/osrelease");
     g_autofree char *release = NULL;
     g_autofree char *path = NULL;
     g_autofree char *text = NULL;
@@ -111,7 +112,7 @@ av_vfio_aliases_load(const AvRoot *root)
     char *next;
 
     /* The running kernel's modules: /lib/modules/$(uname -r) under @root. */
-    if (av_root_read_attr(root, "/proc/sys/kernel/osrelease", &release) < 0 || !*release ||
+    if (av_root_read_attr(root, osrelease, &release) < 0 || !*release ||
         strchr(release, '/') || g_str_equal(release, "..") || g_str_equal(release, "."))
         return NULL;
     path = g_strconcat("/lib/modules/", release, "/modules.alias", NULL);

@@ -140,7 +140,7 @@ av_vfio_module_driver(const AvRoot *root, const char *module)
     if (!av_driver_name_is_valid(module))
         return NULL;
     /* The kernel's own map: /sys/module/MODULE/drivers/pci:DRIVER. */
-    dir = g_strconcat("/sys/module/", module, "/drivers", NULL);
+    dir = av_sys_path("module/%s/drivers", module);
     if (av_root_list_dir(root, dir, &names) == 0) {
         for (guint i = 0; names[i]; i++) {
             const char *drv = names[i] + strlen("pci:");
