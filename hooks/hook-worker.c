@@ -226,6 +226,59 @@ av_worker_shrink(const AvHookConfig *config, const AvPolicy *policy, AvPool *poo
                     error->message);
 }
 
+/* When no device is left to scrub: the shrink of every PF whose VFs are
+ * all free again (av_worker_shrink()), for a worker killed after it freed
+ * the last VF and before it shrank the PF.  Scans only the free VFs of
+ * "vfs_shrink" profiles, under the pool's lock. */
+static void
+av_worker_shrink_all(const AvHookConfig *config, const AvPolicy *policy)
+{
+    g_autoptr(GError) error = NULL;
+    g_autoptr(AvPool) pool = NULL;
+    g_autoptr(AvHost) host = NULL;
+    g_autoptr(GPtrArray) vfs = g_ptr_array_new_with_free_func(g_free);
+    g_autoptr(GHashTable) pfs = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+    gboolean any = FALSE;
+
+    for (guint i = 0; i < policy->profiles->len && !any; i++) {
+        const AvProfile *p = g_ptr_array_index(policy->profiles, i);
+
+        any = p->attach == AV_ATTACH_SRIOV_VF && p->vfs_shrink;
+    }
+    if (!any)
+        return;
+    pool = av_hook_pool_open(config, &error);
+    if (!pool) {
+        av_hook_log(LOG_ERR, "worker: %s", error->message);
+        return;
+    }
+    for (guint i = 0; i < av_pool_devices(pool)->len; i++) {
+        const AvPoolDevice *dev = g_ptr_array_index(av_pool_devices(pool), i);
+        const AvProfile *p = dev->profile ? av_policy_find(policy, dev->profile) : NULL;
+
+        if (dev->kind == AV_DEVICE_KIND_PCI && dev->state == AV_DEVICE_STATE_FREE && dev->address && p &&
+            p->attach == AV_ATTACH_SRIOV_VF && p->vfs_shrink)
+            g_ptr_array_add(vfs, g_strdup(dev->address));
+    }
+    if (vfs->len == 0)
+        return;
+    g_ptr_array_add(vfs, NULL);
+    host = av_host_scan_devices(config->root, (const char *const *)vfs->pdata, FALSE, &error);
+    if (!host) {
+        av_hook_log(LOG_ERR, "worker: cannot read the VFs to shrink: %s", error->message);
+        return;
+    }
+    for (guint i = 0; i + 1 < vfs->len; i++) {
+        const char *address = g_ptr_array_index(vfs, i);
+        const AvPciDevice *vf = av_host_find_pci(host, address);
+
+        if (!vf || !vf->physfn || g_hash_table_contains(pfs, vf->physfn))
+            continue;
+        g_hash_table_add(pfs, g_strdup(vf->physfn));
+        av_worker_shrink(config, policy, pool, host, address);
+    }
+}
+
 /* Brings the kernel-enforced holds up to date with @pool
  * (av_pool_holds_sync()), logging what it could not do.  Every path that
  * makes devices dirty outside the hook (`accelvirt release`, the upkeep's
@@ -593,6 +646,7 @@ av_worker_run(const AvHookConfig *config)
                 av_hook_log(LOG_ERR, "worker: %s", error->message);
                 return 1;
             }
+            av_worker_shrink_all(config, policy);
             av_worker_placement(config, policy, NULL);
             return 0;
         }
