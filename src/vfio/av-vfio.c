@@ -143,10 +143,12 @@ av_vfio_module_driver(const AvRoot *root, const char *module)
     dir = av_sys_path("module/%s/drivers", module);
     if (av_root_list_dir(root, dir, &names) == 0) {
         for (guint i = 0; names[i]; i++) {
-            const char *drv = names[i] + strlen("pci:");
+            const char *drv;
 
-            if (g_str_has_prefix(names[i], "pci:") && av_driver_name_is_valid(drv) && av_pci_driver_is_vfio(drv) &&
-                av_vfio_driver_loaded(root, drv))
+            if (!g_str_has_prefix(names[i], "pci:"))
+                continue;
+            drv = names[i] + strlen("pci:");
+            if (av_driver_name_is_valid(drv) && av_pci_driver_is_vfio(drv) && av_vfio_driver_loaded(root, drv))
                 return g_strdup(drv);
         }
     }
