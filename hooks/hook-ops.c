@@ -1393,17 +1393,24 @@ av_prepare_plan(AvPrepare *p, GError **error)
             g_autofree char *driver = NULL;
             AvBind *b;
 
-            /* A variant (the operator's choice, or an earlier tenant's)
-             * stays; so does vfio-pci that nothing better replaces. */
-            if (pci && av_pci_driver_is_vfio(pci->driver) && !g_str_equal(pci->driver, "vfio-pci"))
-                continue;
-            /* The vfio driver each goes to, chosen before anything is
-             * touched: a variant the kernel offers and has not loaded
-             * refuses the prepare here (modules.alias read once). */
+            /* A function already on a vfio driver (vfio-pci or a variant,
+             * the operator's or an earlier tenant's) stays there: an unbind
+             * blocks while a process holds it (av_vfio_bind()). */
             if (!aliases_read) {
                 aliases = av_vfio_aliases_load(p->config->root);
                 aliases_read = TRUE;
             }
+            if (pci && av_pci_driver_is_vfio(pci->driver)) {
+                g_autofree char *wanted = av_vfio_kept_note(p->config->root, aliases, pci->address, pci->driver,
+                                                            profile ? profile->vfio_driver : NULL);
+
+                if (wanted)
+                    av_hook_log(LOG_WARNING, "%s", wanted);
+                continue;
+            }
+            /* The vfio driver each goes to, chosen before anything is
+             * touched: a variant the kernel offers and has not loaded
+             * refuses the prepare here (modules.alias read once). */
             if (!av_vfio_choose_driver(p->config->root, aliases, address, profile ? profile->vfio_driver : NULL,
                                        &driver, error))
                 return FALSE;

@@ -460,12 +460,14 @@ check "  ... and given back to its host driver 4xxxvf after the scrub (restore_d
 # --- vfio-pci variants (issue 36): the driver modules.alias offers, or the profile's ---
 world variant sriov-fpga-qat
 mkdom "$W/vm.xml" vm "$U1" 0000:6b:00.3
-check "a QAT VF the operator left on plain vfio-pci (0000:6b:00.2) moves on to the variant qat_vfio_pci at prepare" \
-    eval "mkdom '$W/vm2.xml' vm2 '$U2' 0000:6b:00.2 && accepted '$W/vm2.xml' vm2 prepare begin - && [ \"\$(driver 0000:6b:00.2)\" = qat_vfio_pci ] && grep -q 'bound 0000:6b:00.2 to qat_vfio_pci (it was on vfio-pci)' '$W/log'"
+check "a QAT VF the operator left on plain vfio-pci (0000:6b:00.2) stays there at prepare: no unbind of a device a process may hold" \
+    eval "mkdom '$W/vm2.xml' vm2 '$U2' 0000:6b:00.2 && accepted '$W/vm2.xml' vm2 prepare begin - && [ \"\$(driver 0000:6b:00.2)\" = vfio-pci ] && ! grep -q 'bound 0000:6b:00.2' '$W/log'"
+check "  ... and the hook's log says it stays, that the kernel offers qat_vfio_pci, and what the operator can do" \
+    grep -q "warning: domain 'vm2': 0000:6b:00.2 stays on vfio-pci, where it already was, though the running kernel's modules.alias offers qat_vfio_pci.*bind 0000:6b:00.2 to it while no domain has it" "$W/log"
 drivers >"$W/drivers.before"
 rm -rf "$W/host/sys/bus/pci/drivers/qat_vfio_pci" "$W/host/sys/module/qat_vfio_pci"
 check "the variant its kernel offers is not loaded: prepare refused in one line naming the module to load" \
-    refused "cannot bind '0000:6b:00.3' to qat_vfio_pci: the module qat_vfio_pci is not loaded.*run 'modprobe qat_vfio_pci', or write \"vfio_driver\": \"vfio-pci\" in its profile" "$W/vm.xml" vm prepare begin -
+    refused "cannot bind '0000:6b:00.3' to qat_vfio_pci: the module qat_vfio_pci is not loaded.*run 'modprobe qat_vfio_pci', or write \"vfio_driver\": \"vfio-pci\" in a profile that matches it" "$W/vm.xml" vm prepare begin -
 check "  ... nothing touched: every driver as before, the VF free" \
     eval "drivers | cmp - '$W/drivers.before' && python3 -c \"import json; d=json.load(open('$W/state/pool.json')); assert [x['state'] for x in d['devices'] if x['address']=='0000:6b:00.3'] == ['free'] and 'intents' not in d\""
 VPOL="$AV_TMP/policies-variant"
@@ -476,8 +478,8 @@ for f in "$POL"/*.json; do [ "$(basename "$f")" = 10-gpu.json ] || cp "$f" "$VPO
 with_vpol() { saved_pol=$POL; POL=$VPOL; "$@"; rc=$?; POL=$saved_pol; return $rc; }
 check "  ... a profile with \"vfio_driver\": \"vfio-pci\" takes plain vfio-pci instead, as its operator chose" \
     eval "with_vpol accepted '$W/vm.xml' vm prepare begin - && [ \"\$(driver 0000:6b:00.3)\" = vfio-pci ]"
-check "a profile naming a variant that is not loaded (mlx5_vfio_pci) is refused in one line, nothing touched" \
-    eval "sed 's/\"vfio_driver\": \"vfio-pci\"/\"vfio_driver\": \"mlx5_vfio_pci\"/' '$VPOL/10-gpu.json' >'$VPOL/10-gpu.json.new' && mv '$VPOL/10-gpu.json.new' '$VPOL/10-gpu.json' && mkdom '$W/vm3.xml' vm3 '$U3' 0000:6b:00.4 && drivers >'$W/drivers.before' && with_vpol refused \"cannot bind '0000:6b:00.4' to mlx5_vfio_pci: the module mlx5_vfio_pci is not loaded\" '$W/vm3.xml' vm3 prepare begin - && drivers | cmp - '$W/drivers.before'"
+check "a profile naming a variant whose aliases do not name the device (mlx5_vfio_pci for a QAT VF) is refused in one line, nothing touched" \
+    eval "sed 's/\"vfio_driver\": \"vfio-pci\"/\"vfio_driver\": \"mlx5_vfio_pci\"/' '$VPOL/10-gpu.json' >'$VPOL/10-gpu.json.new' && mv '$VPOL/10-gpu.json.new' '$VPOL/10-gpu.json' && mkdom '$W/vm3.xml' vm3 '$U3' 0000:6b:00.4 && drivers >'$W/drivers.before' && with_vpol refused \"cannot bind '0000:6b:00.4' to mlx5_vfio_pci: the running kernel's modules.alias names no device of its ids for mlx5_vfio_pci\" '$W/vm3.xml' vm3 prepare begin - && drivers | cmp - '$W/drivers.before'"
 
 # --- reconnect: the running domain's claims are recorded, never fatal ---
 world reconnect two-socket-8gpu

@@ -1635,14 +1635,21 @@ test_variant_choose(void)
     g_assert_true(av_vfio_choose_driver(f.root, NULL, QAT_VF, NULL, &drv, &err));
     g_assert_cmpstr(drv, ==, "vfio-pci");
     g_clear_pointer(&drv, g_free);
-    /* A variant the profile names that is not loaded: refused, naming modprobe. */
+    /* A variant the profile names whose aliases do not name the device
+     * (mlx5_vfio_pci for a QAT VF): refused, whether it is loaded or not. */
     drv = (char *)"untouched";
     g_assert_false(av_vfio_choose_driver(f.root, aliases, QAT_VF, "mlx5_vfio_pci", &drv, &err));
     g_assert_cmpstr(drv, ==, "untouched");
     g_assert_error(err, AV_ERROR, AV_ERROR_FAILED);
-    assert_message_has(err, "modprobe mlx5_vfio_pci");
+    assert_message_has(err, "modules.alias names no device of its ids for mlx5_vfio_pci");
+    g_clear_error(&err);
+    g_assert_false(av_vfio_choose_driver(f.root, aliases, QAT_PF, "qat_vfio_pci", &drv, &err));
+    assert_message_has(err, "names no device of its ids for qat_vfio_pci");
     g_clear_error(&err);
     drv = NULL;
+    g_assert_true(av_pci_vfio_module_names(f.root, aliases, QAT_VF, "qat-vfio-pci"));
+    g_assert_false(av_pci_vfio_module_names(f.root, aliases, QAT_PF, "qat_vfio_pci"));
+    g_assert_false(av_pci_vfio_module_names(f.root, NULL, QAT_VF, "qat_vfio_pci"));
     /* The kernel's own map names the driver of a module. */
     drv = av_vfio_module_driver(f.root, "qat_vfio_pci");
     g_assert_cmpstr(drv, ==, "qat_vfio_pci");
@@ -1652,6 +1659,28 @@ test_variant_choose(void)
     g_clear_pointer(&drv, g_free);
     g_assert_null(av_vfio_module_driver(f.root, "mlx5_vfio_pci"));
     g_assert_null(av_vfio_module_driver(f.root, "xocl"));
+
+    /* The variant for the device, named by the profile or offered, is not
+     * loaded: refused, naming modprobe and the vfio-pci alternative. */
+    {
+        g_autofree char *drvdir = g_build_filename(f.dir, "sys/bus/pci/drivers/qat_vfio_pci", NULL);
+        g_autofree char *moddir = g_build_filename(f.dir, "sys/module/qat_vfio_pci", NULL);
+
+        av_test_tmpdir_remove(drvdir);
+        av_test_tmpdir_remove(moddir);
+    }
+    drv = (char *)"untouched";
+    g_assert_false(av_vfio_choose_driver(f.root, aliases, QAT_VF, "qat_vfio_pci", &drv, &err));
+    g_assert_cmpstr(drv, ==, "untouched");
+    assert_message_has(err, "the module qat_vfio_pci is not loaded; run 'modprobe qat_vfio_pci'");
+    g_clear_error(&err);
+    g_assert_false(av_vfio_choose_driver(f.root, aliases, QAT_VF, NULL, &drv, &err));
+    assert_message_has(err, "modules.alias offers it for this device");
+    assert_message_has(err, "\"vfio_driver\": \"vfio-pci\" in a profile that matches it");
+    g_clear_error(&err);
+    drv = av_vfio_choose_driver_or_plain(f.root, QAT_VF, NULL, NULL);
+    g_assert_cmpstr(drv, ==, "vfio-pci");
+    g_clear_pointer(&drv, g_free);
     fixture_close(&f);
 }
 
@@ -1684,22 +1713,61 @@ test_variant_bind_restore(void)
     g_assert_false(group_node_exists(f.root, 150));
     g_clear_pointer(&orig, g_free);
 
-    /* A VF on plain vfio-pci moves on to the variant, and goes back to
-     * vfio-pci by driver_override (vfio-pci binds nothing else). */
-    g_assert_true(av_vfio_bind(f.root, f.ops, QAT_VF_VFIO, "qat_vfio_pci", &orig, &err));
-    g_assert_no_error(err);
-    g_assert_cmpstr(orig, ==, "vfio-pci");
-    drv = driver_of(f.root, QAT_VF_VFIO);
-    g_assert_cmpstr(drv, ==, "qat_vfio_pci");
-    g_clear_pointer(&drv, g_free);
-    /* Asked for plain vfio-pci now, the variant stays. */
+    /* A VF on plain vfio-pci stays there when a variant is asked for: a
+     * process may hold it, and the kernel's unbind would block or take it
+     * away.  Nothing is written. */
     {
-        g_autofree char *again = NULL;
+        g_autofree char *override_path = g_build_filename(f.dir, "sys/bus/pci/devices", QAT_VF_VFIO, "driver_override",
+                                                          NULL);
+        g_autofree char *before = NULL;
+        g_autofree char *after = NULL;
+        g_autofree char *note = NULL;
+        g_autoptr(AvVfioAliases) aliases = av_vfio_aliases_load(f.root);
 
-        g_assert_true(av_vfio_bind(f.root, f.ops, QAT_VF_VFIO, NULL, &again, &err));
-        g_assert_cmpstr(again, ==, "qat_vfio_pci");
+        g_assert_true(g_file_get_contents(override_path, &before, NULL, NULL));
+        g_assert_true(av_vfio_bind(f.root, f.ops, QAT_VF_VFIO, "qat_vfio_pci", &orig, &err));
+        g_assert_no_error(err);
+        g_assert_cmpstr(orig, ==, "vfio-pci");
+        drv = driver_of(f.root, QAT_VF_VFIO);
+        g_assert_cmpstr(drv, ==, "vfio-pci");
+        g_clear_pointer(&drv, g_free);
+        g_assert_true(g_file_get_contents(override_path, &after, NULL, NULL));
+        g_assert_cmpstr(after, ==, before);
+        /* ... and what the hook logs says so, and what to do. */
+        note = av_vfio_kept_note(f.root, aliases, QAT_VF_VFIO, "vfio-pci", NULL);
+        g_assert_nonnull(note);
+        g_assert_true(strstr(note, "stays on vfio-pci") != NULL);
+        g_assert_true(strstr(note, "offers qat_vfio_pci") != NULL);
+        g_clear_pointer(&note, g_free);
+        note = av_vfio_kept_note(f.root, aliases, QAT_VF_VFIO, "vfio-pci", "vfio-pci");
+        g_assert_null(note);
+        note = av_vfio_kept_note(f.root, aliases, QAT_VF_VFIO, "qat_vfio_pci", NULL);
+        g_assert_null(note);
+        note = av_vfio_kept_note(f.root, aliases, QAT_VF_VFIO, "pds-vfio-pci", "pds_vfio_pci");
+        g_assert_null(note);
+        note = av_vfio_kept_note(f.root, aliases, QAT_VF_VFIO, "qat_vfio_pci", "vfio-pci");
+        g_assert_nonnull(note);
+        g_assert_true(strstr(note, "profile's \"vfio_driver\" asks for vfio_pci") != NULL);
     }
-    g_assert_true(av_vfio_restore(f.root, f.ops, QAT_VF_VFIO, orig, &err));
+    g_clear_pointer(&orig, g_free);
+
+    /* The emulated kernel as the real one: vfio-pci and its variants list
+     * their ids override-only, so a bind by name without the override
+     * finds no match. */
+    {
+        g_autofree char *unbind = av_sys_path("bus/pci/drivers/vfio-pci/unbind");
+        g_autofree char *bind = av_sys_path("bus/pci/drivers/vfio-pci/bind");
+        g_autofree char *ovr_path = av_sys_path("bus/pci/devices/%s/driver_override", QAT_VF_VFIO);
+
+        g_assert_cmpint(f.ops->write(f.root, ovr_path, "\n"), ==, 0);
+        g_assert_cmpint(f.ops->write(f.root, unbind, QAT_VF_VFIO), ==, 0);
+        g_assert_cmpint(f.ops->write(f.root, bind, QAT_VF_VFIO), ==, -ENODEV);
+        drv = driver_of(f.root, QAT_VF_VFIO);
+        g_assert_null(drv);
+    }
+    /* A crash between an unbind and a probe left it on no driver: it goes
+     * back to vfio-pci by driver_override and drivers_probe. */
+    g_assert_true(av_vfio_restore(f.root, f.ops, QAT_VF_VFIO, "vfio-pci", &err));
     g_assert_no_error(err);
     drv = driver_of(f.root, QAT_VF_VFIO);
     g_assert_cmpstr(drv, ==, "vfio-pci");
@@ -1708,6 +1776,20 @@ test_variant_bind_restore(void)
     g_assert_cmpstr(ovr, ==, "vfio-pci");
     g_clear_pointer(&ovr, g_free);
     g_assert_true(group_node_exists(f.root, 151));
+
+    /* A VF some other tool moved to the variant goes back to the vfio-pci
+     * it was recorded on, by driver_override. */
+    g_assert_true(av_vfio_bind(f.root, f.ops, QAT_VF, "qat_vfio_pci", &orig, &err));
+    g_assert_true(av_vfio_restore(f.root, f.ops, QAT_VF, "vfio-pci", &err));
+    g_assert_no_error(err);
+    drv = driver_of(f.root, QAT_VF);
+    g_assert_cmpstr(drv, ==, "vfio-pci");
+    g_clear_pointer(&drv, g_free);
+    g_assert_true(av_vfio_restore(f.root, f.ops, QAT_VF, orig, &err));
+    g_assert_no_error(err);
+    drv = driver_of(f.root, QAT_VF);
+    g_assert_cmpstr(drv, ==, "4xxxvf");
+    g_clear_pointer(&drv, g_free);
     g_clear_pointer(&orig, g_free);
 
     /* The emulated kernel's variant refuses a device its aliases do not

@@ -871,15 +871,22 @@ av_attach_plan_group(AvAttachRun *a, AvPool *pool, const AvHost *host, const AvP
             }
             av_attach_add_claim(a, mate->identity);
         }
-        if (mp && av_pci_driver_is_vfio(mp->driver) && !g_str_equal(mp->driver, "vfio-pci"))
-            continue;
-        /* Its vfio driver, chosen before anything is touched. */
+        /* Its vfio driver, chosen before anything is touched; one already
+         * on a vfio driver stays there (av_vfio_bind()). */
         {
             const AvProfile *mprofile = mp ? av_policy_match_pci(policy, mp) : NULL;
 
             if (!a->aliases_read) {
                 a->aliases = av_vfio_aliases_load(a->root);
                 a->aliases_read = TRUE;
+            }
+            if (mp && av_pci_driver_is_vfio(mp->driver)) {
+                g_autofree char *note = av_vfio_kept_note(a->root, a->aliases, address, mp->driver,
+                                                          mprofile ? mprofile->vfio_driver : NULL);
+
+                if (note)
+                    fprintf(stderr, "accelvirt: warning: %s\n", note);
+                continue;
             }
             if (!av_vfio_choose_driver(a->root, a->aliases, address, mprofile ? mprofile->vfio_driver : NULL,
                                        &driver, error))

@@ -211,7 +211,8 @@ av_reconcile_keep_vfio(const AvRoot *root, const AvPolicy *policy, AvPool *pool,
                                                  failure ? failure : err->message));
             continue;
         }
-        if (!av_pool_rebind_vfio(pool, root, av_kernel_ops_for(root), dev, members, &bound, &failure, error))
+        if (!av_pool_rebind_vfio(pool, root, av_kernel_ops_for(root), dev, members, profile->vfio_driver, &bound,
+                                 &failure, error))
             return FALSE;
         if (failure) {
             av_reconcile_warn(r, g_strdup_printf("%s (%s) stays on %s: %s", dev->address, dev->identity,

@@ -149,33 +149,54 @@ av_vfio_aliases_load(const AvRoot *root)
     return aliases;
 }
 
+/* The modalias the kernel gives a PCI function of these ids, vfio_pci:
+ * prefixed as the vfio_pci: aliases are.  Caller frees. */
+static char *
+av_vfio_modalias(guint16 vendor, guint16 device, guint16 subsystem_vendor, guint16 subsystem_device,
+                 guint32 class_code)
+{
+    return g_strdup_printf(AV_VFIO_ALIAS_PREFIX "v%08Xd%08Xsv%08Xsd%08Xbc%02Xsc%02Xi%02X", vendor, device,
+                           subsystem_vendor, subsystem_device, (class_code >> 16) & 0xff, (class_code >> 8) & 0xff,
+                           class_code & 0xff);
+}
+
+/* The most specific module whose pattern matches @modalias (NULL: none);
+ * only @module's patterns when @module is not NULL. */
+static const char *
+av_vfio_aliases_best(const AvVfioAliases *aliases, const char *modalias, const char *module)
+{
+    const char *best = NULL;
+    gsize best_weight = 0;
+
+    for (guint j = 0; j < aliases->patterns->len; j++) {
+        const char *pat = g_ptr_array_index(aliases->patterns, j);
+        const char *mod = g_ptr_array_index(aliases->modules, j);
+        gsize w;
+
+        if (module && !g_str_equal(mod, module))
+            continue;
+        if (fnmatch(pat, modalias, 0) != 0)
+            continue;
+        w = av_alias_weight(pat);
+        if (!best || w > best_weight) {
+            best = mod;
+            best_weight = w;
+        }
+    }
+    return best;
+}
+
 /* See av-pci.h. */
 const char *
 av_vfio_aliases_match(const AvVfioAliases *aliases, guint16 vendor, guint16 device, guint16 subsystem_vendor,
                       guint16 subsystem_device, guint32 class_code)
 {
     g_autofree char *modalias = NULL;
-    const char *best = NULL;
-    gsize best_weight = 0;
 
     if (!aliases)
         return NULL;
-    modalias = g_strdup_printf(AV_VFIO_ALIAS_PREFIX "v%08Xd%08Xsv%08Xsd%08Xbc%02Xsc%02Xi%02X", vendor, device,
-                               subsystem_vendor, subsystem_device, (class_code >> 16) & 0xff,
-                               (class_code >> 8) & 0xff, class_code & 0xff);
-    for (guint j = 0; j < aliases->patterns->len; j++) {
-        const char *pat = g_ptr_array_index(aliases->patterns, j);
-        gsize w;
-
-        if (fnmatch(pat, modalias, 0) != 0)
-            continue;
-        w = av_alias_weight(pat);
-        if (!best || w > best_weight) {
-            best = g_ptr_array_index(aliases->modules, j);
-            best_weight = w;
-        }
-    }
-    return best;
+    modalias = av_vfio_modalias(vendor, device, subsystem_vendor, subsystem_device, class_code);
+    return av_vfio_aliases_best(aliases, modalias, NULL);
 }
 
 /* See av-pci.h. */
@@ -209,15 +230,16 @@ av_pci_vfio_variants(const AvRoot *root, GPtrArray *devices)
     }
 }
 
-/* See av-pci.h. */
-char *
-av_pci_vfio_module_for(const AvRoot *root, const AvVfioAliases *aliases, const char *address)
+/* The modalias of the PCI function @address (its sysfs ids), NULL when it
+ * cannot be read or the function is a bridge (never handed to a guest).
+ * Caller frees. */
+static char *
+av_pci_vfio_modalias(const AvRoot *root, const char *address)
 {
     g_autofree char *dir = NULL;
     guint64 vendor, device, svendor = 0, sdevice = 0, cls = 0;
-    const char *module;
 
-    if (!aliases || !av_pci_address_is_valid(address))
+    if (!av_pci_address_is_valid(address))
         return NULL;
     dir = av_sys_path("bus/pci/devices/%s", address);
     if (av_attr_read_hex(root, dir, "vendor", 0xffff, &vendor) < 0 ||
@@ -226,9 +248,31 @@ av_pci_vfio_module_for(const AvRoot *root, const AvVfioAliases *aliases, const c
         return NULL;
     (void)av_attr_read_hex(root, dir, "subsystem_vendor", 0xffff, &svendor);
     (void)av_attr_read_hex(root, dir, "subsystem_device", 0xffff, &sdevice);
-    /* A bridge is never handed to a guest. */
     if ((cls >> 8) == 0x0604)
         return NULL;
-    module = av_vfio_aliases_match(aliases, vendor, device, svendor, sdevice, cls);
-    return g_strdup(module);
+    return av_vfio_modalias(vendor, device, svendor, sdevice, cls);
+}
+
+/* See av-pci.h. */
+char *
+av_pci_vfio_module_for(const AvRoot *root, const AvVfioAliases *aliases, const char *address)
+{
+    g_autofree char *modalias = NULL;
+
+    if (!aliases || !(modalias = av_pci_vfio_modalias(root, address)))
+        return NULL;
+    return g_strdup(av_vfio_aliases_best(aliases, modalias, NULL));
+}
+
+/* See av-pci.h. */
+gboolean
+av_pci_vfio_module_names(const AvRoot *root, const AvVfioAliases *aliases, const char *address, const char *module)
+{
+    g_autofree char *modalias = NULL;
+    g_autofree char *name = NULL;
+
+    if (!aliases || !module || !(modalias = av_pci_vfio_modalias(root, address)))
+        return FALSE;
+    name = g_strdelimit(g_strdup(module), "-", '_');
+    return av_vfio_aliases_best(aliases, modalias, name) != NULL;
 }

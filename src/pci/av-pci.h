@@ -116,6 +116,12 @@ gboolean av_vfio_aliases_module_has(const AvVfioAliases *aliases, const char *mo
  * bridge, or ids that cannot be read). */
 char *av_pci_vfio_module_for(const AvRoot *root, const AvVfioAliases *aliases, const char *address);
 
+/* TRUE when one of @module's own vfio_pci: aliases in @aliases matches the
+ * function @address ('-' and '_' alike in @module): the variant knows the
+ * device.  FALSE when nothing can tell (no aliases, unreadable ids). */
+gboolean av_pci_vfio_module_names(const AvRoot *root, const AvVfioAliases *aliases, const char *address,
+                                  const char *module);
+
 /* Sets vfio_driver of each device of @devices (AvPciDevice*) to the module
  * av_vfio_aliases_match() names for it, or NULL (for list). */
 void av_pci_vfio_variants(const AvRoot *root, GPtrArray *devices);

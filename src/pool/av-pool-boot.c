@@ -20,7 +20,8 @@
 /* See av-pool.h. */
 gboolean
 av_pool_rebind_vfio(AvPool *pool, const AvRoot *root, const AvKernelOps *ops, AvPoolDevice *dev,
-                    const GPtrArray *members, json_t **ret_bound, char **ret_failure, GError **error)
+                    const GPtrArray *members, const char *vfio_driver, json_t **ret_bound, char **ret_failure,
+                    GError **error)
 {
     g_autoptr(json_t) bound = json_array();
     g_autoptr(json_t) extra = json_object();
@@ -36,7 +37,14 @@ av_pool_rebind_vfio(AvPool *pool, const AvRoot *root, const AvKernelOps *ops, Av
 
         if (av_pci_driver_is_vfio(was))
             continue;
-        g_autofree char *driver = av_vfio_choose_driver_or_plain(root, address, NULL, NULL);
+        /* @dev itself per its profile's choice, plain vfio-pci when
+         * quarantined (its probe asks nothing of a device that failed its
+         * scrub); the rest of its group as the kernel offers. */
+        g_autofree char *driver =
+            av_vfio_choose_driver_or_plain(root, address,
+                                           dev->state == AV_DEVICE_STATE_QUARANTINED ? "vfio-pci" :
+                                           g_strcmp0(address, dev->address) == 0 ? vfio_driver : NULL,
+                                           NULL);
 
         if (!av_vfio_bind(root, ops, address, driver, &original, &local)) {
             /* The group goes back whole to where it was: half a group on
@@ -48,7 +56,7 @@ av_pool_rebind_vfio(AvPool *pool, const AvRoot *root, const AvKernelOps *ops, Av
             json_object_set_new(extra, "error", json_string(local->message));
             if (!av_pool_journal_device(pool, "vfio-rebind-failed", dev, extra, error))
                 return FALSE;
-            *ret_failure = g_strdup_printf("cannot bind %s to vfio-pci: %s", address, local->message);
+            *ret_failure = g_strdup(local->message);
             return TRUE;
         }
         json_array_append_new(bound, json_pack("{s:s, s:o}", "address", address, "driver",

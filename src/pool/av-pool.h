@@ -461,8 +461,10 @@ gboolean av_pool_device_may_be_freed(const AvPoolDevice *dev, GError **error);
 /* Binds the free or quarantined PCI device @dev of a "keep-vfio" profile
  * and the other endpoints of its IOMMU group, @members (char* addresses,
  * @dev's own included, checked by the caller with av_vfio_group_check()),
- * to vfio-pci where a reboot left them on another driver (or none)
- * (av_vfio_bind()), and journals "vfio-rebound" (identity, address,
+ * to vfio-pci, or the variant @vfio_driver (its profile's "vfio_driver",
+ * NULL for auto) or the kernel offers (av_vfio_choose_driver_or_plain();
+ * vfio-pci for a quarantined @dev), where a reboot left them on another
+ * driver (or none) (av_vfio_bind()), and journals "vfio-rebound" (identity, address,
  * "bound": [{"address", "driver": the one it was on}], "by": "reconcile").
  * On success stores that "bound" array (empty when every member was on
  * vfio-pci already; nothing journalled then) in *ret_bound (caller
@@ -472,7 +474,8 @@ gboolean av_pool_device_may_be_freed(const AvPoolDevice *dev, GError **error);
  * FALSE with @error only when the journal cannot be written.  The pool
  * itself does not change. */
 gboolean av_pool_rebind_vfio(AvPool *pool, const AvRoot *root, const AvKernelOps *ops, AvPoolDevice *dev,
-                             const GPtrArray *members, json_t **ret_bound, char **ret_failure, GError **error);
+                             const GPtrArray *members, const char *vfio_driver, json_t **ret_bound,
+                             char **ret_failure, GError **error);
 
 /* Health (issue 17, accelvirt-policy(5) HEALTH).  Reads @dev's AER
  * counters and link under @root (PCI devices; others have none) and judges

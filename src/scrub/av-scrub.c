@@ -745,7 +745,7 @@ av_scrub_bind_vfio(const AvRoot *root, const AvKernelOps *ops, const AvProfile *
                                                                     NULL);
 
             if (!av_vfio_bind(root, ops, address, vfio, &before, error)) {
-                g_prefix_error(error, "cannot bind %s to %s for its scrub: ", address, vfio);
+                g_prefix_error(error, "%s needs a vfio driver for its scrub: ", address);
                 return FALSE;
             }
             *ret_rebound = TRUE;

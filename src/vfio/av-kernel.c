@@ -626,9 +626,14 @@ av_fake_bind(const AvRoot *root, const char *drv, const char *value)
     current = av_fake_link_name(root, devdir, "driver");
     if (current)
         return -EBUSY;
-    /* A device with an override matches no other driver (pci_match_device). */
+    /* A device with an override matches no other driver (pci_match_device).
+     * vfio-pci and its variants list their ids override-only
+     * (PCI_DRIVER_OVERRIDE_DEVICE_VFIO): without the override naming them,
+     * a bind by name finds no match. */
     override = av_fake_override(root, devdir);
     if (override && !g_str_equal(override, drv))
+        return -ENODEV;
+    if (!override && av_pci_driver_is_vfio(drv))
         return -ENODEV;
     if (!av_fake_variant_accepts(root, drv, address))
         return -ENODEV;

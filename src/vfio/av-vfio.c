@@ -174,7 +174,20 @@ av_vfio_choose_driver(const AvRoot *root, const AvVfioAliases *aliases, const ch
         return TRUE;
     }
     if (choice && !g_str_equal(choice, "auto")) {
+        g_autofree char *name = g_strdelimit(g_strdup(choice), "-", '_');
+
         module = choice;
+        /* A variant the kernel lists binds only what its aliases name: with
+         * the override set, the kernel would still hand it any device, to
+         * a probe that refuses it or drives what it does not know. */
+        if (av_vfio_aliases_module_has(aliases, name) &&
+            !av_pci_vfio_module_names(root, aliases, address, name)) {
+            g_set_error(error, AV_ERROR, AV_ERROR_FAILED,
+                        "cannot bind '%s' to %s: the running kernel's modules.alias names no device of its ids "
+                        "for %s; write \"vfio_driver\": \"auto\" (or \"vfio-pci\") in its profile",
+                        address, choice, choice);
+            return FALSE;
+        }
     } else {
         offered = av_pci_vfio_module_for(root, aliases, address);
         if (!offered || g_str_equal(offered, "vfio_pci")) {
@@ -188,7 +201,7 @@ av_vfio_choose_driver(const AvRoot *root, const AvVfioAliases *aliases, const ch
     if (!driver) {
         g_set_error(error, AV_ERROR, AV_ERROR_FAILED,
                     "cannot bind '%s' to %s: the module %s is not loaded%s; run 'modprobe %s', or write "
-                    "\"vfio_driver\": \"vfio-pci\" in its profile to use plain vfio-pci%s",
+                    "\"vfio_driver\": \"vfio-pci\" in a profile that matches it to use plain vfio-pci%s",
                     address, module, module, offered ? " (the running kernel's modules.alias offers it for this device)" : "",
                     module, av_pci_vfio_variant_migrates(module) ? " and lose the variant's live migration" : "");
         return FALSE;
@@ -207,6 +220,42 @@ av_vfio_choose_driver_or_plain(const AvRoot *root, const char *address, const ch
     if (av_vfio_choose_driver(root, aliases, address, choice, &driver, ret_why))
         return driver;
     return g_strdup(AV_VFIO_DRIVER);
+}
+
+/* @name with every '-' made '_': a module's name and its driver's name
+ * compare equal so ("pds-vfio-pci" is module pds_vfio_pci's driver). */
+static char *
+av_vfio_module_form(const char *name)
+{
+    return g_strdelimit(g_strdup(name), "-", '_');
+}
+
+/* See av-vfio.h. */
+char *
+av_vfio_kept_note(const AvRoot *root, const AvVfioAliases *aliases, const char *address, const char *current,
+                  const char *choice)
+{
+    g_autofree char *offered = NULL;
+    g_autofree char *want = NULL;
+    g_autofree char *have = NULL;
+    const char *why;
+
+    if (!current || !av_pci_driver_is_vfio(current))
+        return NULL;
+    if (choice && !g_str_equal(choice, "auto")) {
+        want = av_vfio_module_form(choice);
+        why = "its profile's \"vfio_driver\" asks for";
+    } else {
+        offered = av_pci_vfio_module_for(root, aliases, address);
+        want = av_vfio_module_form(offered ? offered : "vfio_pci");
+        why = "the running kernel's modules.alias offers";
+    }
+    have = av_vfio_module_form(current);
+    if (g_str_equal(have, want))
+        return NULL;
+    return g_strdup_printf("%s stays on %s, where it already was, though %s %s (a vfio driver is never changed "
+                           "while a process may hold the device); to use %s, bind %s to it while no domain has it",
+                           address, current, why, want, want, address);
 }
 
 /* --- the writes ------------------------------------------------------------- */
@@ -333,12 +382,13 @@ av_vfio_bind(const AvRoot *root, const AvKernelOps *ops, const char *address, co
     r = av_vfio_read_driver(root, address, &original);
     if (r < 0)
         return av_error_errno(error, r, "cannot read the driver of '%s'", address);
-    if (original && av_pci_driver_is_vfio(original) &&
-        (g_str_equal(original, want) || !g_str_equal(original, AV_VFIO_DRIVER))) {
-        /* Already on @want, or on a variant (as the operator or an earlier
-         * tenant left it): giving it back means leaving it there.  Plain
-         * vfio-pci moves on to a variant wanted (the variant carries what
-         * vfio-pci lacks, such as live migration). */
+    if (original && av_pci_driver_is_vfio(original)) {
+        /* Already on a vfio driver (@want, vfio-pci or a variant, as the
+         * operator or an earlier tenant left it): it stays, and giving it
+         * back means leaving it there.  It never moves from one vfio driver
+         * to another here: a process (QEMU, DPDK, a domain attached behind
+         * libvirt's back) may hold it open, and then the kernel's unbind
+         * blocks until that process lets go, or takes the device from it. */
         *ret_original_driver = g_steal_pointer(&original);
         return TRUE;
     }
@@ -446,10 +496,11 @@ av_vfio_resize_bar(const AvRoot *root, const AvKernelOps *ops, const char *addre
     return TRUE;
 }
 
-/* From the vfio driver @current back to the vfio driver @original (a
- * variant back to the vfio-pci it was moved from): vfio-pci binds by
- * driver_override only, so the override names @original, then unbind and
- * drivers_probe, as av_vfio_bind(). */
+/* From the vfio driver @current (NULL: no driver) back to the vfio driver
+ * @original (a variant back to vfio-pci, or a device a crash left on no
+ * driver): vfio-pci and its variants bind by driver_override only (their
+ * id tables are empty or narrow), so the override names @original, then
+ * unbind and drivers_probe, as av_vfio_bind(). */
 static gboolean
 av_vfio_restore_vfio(const AvRoot *root, const AvKernelOps *ops, const char *address, const char *current,
                      const char *original, GError **error)
@@ -465,9 +516,11 @@ av_vfio_restore_vfio(const AvRoot *root, const AvKernelOps *ops, const char *add
     r = av_vfio_write_override(root, ops, address, original);
     if (r < 0)
         return av_error_errno(error, r, "cannot set the driver_override of '%s' to %s", address, original);
-    r = av_vfio_write_driver(root, ops, current, "unbind", address);
-    if (r < 0)
-        return av_error_errno(error, r, "cannot unbind '%s' from %s", address, current);
+    if (current) {
+        r = av_vfio_write_driver(root, ops, current, "unbind", address);
+        if (r < 0)
+            return av_error_errno(error, r, "cannot unbind '%s' from %s", address, current);
+    }
     r = av_vfio_write_probe(root, ops, address);
     if (r < 0)
         return av_error_errno(error, r, "cannot probe '%s' onto %s", address, original);
@@ -514,6 +567,10 @@ av_vfio_restore(const AvRoot *root, const AvKernelOps *ops, const char *address,
                     "cannot give '%s' back to %s: it is bound to %s, not vfio-pci or a variant; leaving it alone",
                     address, original_driver ? original_driver : "no driver", current);
         return FALSE;
+    } else if (!current && original_driver && av_pci_driver_is_vfio(original_driver)) {
+        /* On no driver (a crash between an unbind and a probe) and its
+         * driver is a vfio one: a bind by name would not take it. */
+        return av_vfio_restore_vfio(root, ops, address, NULL, original_driver, error);
     }
 
     /* "\n" clears driver_override (the kernel strips the newline). */

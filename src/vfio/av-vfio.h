@@ -59,6 +59,15 @@ gboolean av_vfio_choose_driver(const AvRoot *root, const AvVfioAliases *aliases,
 char *av_vfio_choose_driver_or_plain(const AvRoot *root, const char *address, const char *choice,
                                      GError **ret_why);
 
+/* When the PCI function @address is already on the vfio driver @current
+ * (which it keeps: av_vfio_bind()) and its profile's @choice, or the
+ * running kernel's modules.alias (@aliases) for "auto", names another vfio
+ * driver: one sentence saying it stays and what the operator can do, for a
+ * log.  NULL when @current is the one wanted or not a vfio driver.  Caller
+ * frees. */
+char *av_vfio_kept_note(const AvRoot *root, const AvVfioAliases *aliases, const char *address, const char *current,
+                        const char *choice);
+
 /* Binds the PCI device @address to @driver (NULL: vfio-pci), vfio-pci or a
  * vfio-pci variant (av_vfio_choose_driver()): driver_override = @driver,
  * unbind from the current driver (if any), drivers_probe, then checks that
@@ -174,7 +183,10 @@ char *av_vfio_group_holder_full(const AvRoot *root, const char *state_dir, int g
 /* Gives @address back to the host: unbind from vfio-pci or its variant, clear
  * driver_override, then bind to @original_driver exactly (its
  * /sys/bus/pci/drivers/DRV/bind), or leave it unbound when
- * @original_driver is NULL. */
+ * @original_driver is NULL.  When @original_driver is itself a vfio driver
+ * (vfio-pci or a variant, which bind by driver_override only), the override
+ * names it and drivers_probe binds it, from another vfio driver or from
+ * none. */
 gboolean av_vfio_restore(const AvRoot *root, const AvKernelOps *ops, const char *address,
                          const char *original_driver, GError **error);
 

@@ -718,7 +718,9 @@ def verify(world, pooled_ok, companions_ok, quiet=False):
           "; ".join(bad))
 
     # A QAT VF (8086:4941) a domain has in use is on qat_vfio_pci, the vfio-pci variant
-    # sriov-fpga-qat's kernel offers it: never on plain vfio-pci, never on a host driver.
+    # sriov-fpga-qat's kernel offers it: never on a host driver, and on plain vfio-pci
+    # only where it already was before its tenant (a vfio driver is never changed under
+    # a process that may hold the device).
     bad = []
     for dev in pool["devices"]:
         # A VF's identity is its PF's (8086:4940) with /vfN.
@@ -726,7 +728,8 @@ def verify(world, pooled_ok, companions_ok, quiet=False):
                 not (dev["identity"].startswith("pci:8086:4940:") and "/vf" in dev["identity"]):
             continue
         now = driver(world, dev["address"])
-        if now is not None and now != "qat_vfio_pci":
+        if now is not None and now != "qat_vfio_pci" and \
+                not (now == "vfio-pci" and dev.get("original_driver") == "vfio-pci"):
             bad.append("%s is %s on %s" % (dev["address"], dev["state"], now))
     check(not bad, "%s: every QAT VF in use is on its variant qat_vfio_pci" % label, "; ".join(bad))
 
