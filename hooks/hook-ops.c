@@ -27,6 +27,7 @@
 #include "util/av-json.h"
 #include "vfio/av-hold.h"
 #include "vfio/av-vfio.h"
+#include "vfio/av-vgpu.h"
 
 
 /* One hostdev of the domain that accelvirt manages. */
@@ -630,6 +631,7 @@ typedef struct {
     guint vfs_written;           /* how many of the record's VF counts were written (av_prepare_grow()) */
     GPtrArray *grown;            /* char*, borrowed from the domain: the VFs av_prepare_grow() made */
     char *by;                    /* "prepare of domain 'NAME' (UUID)", for the journal */
+    GPtrArray *vgpus;            /* char*: the VFs av_prepare_apply() made a vGPU on ("vgpu_type") */
 } AvPrepare;
 
 static void
@@ -645,6 +647,7 @@ av_prepare_clear(AvPrepare *p)
     g_clear_pointer(&p->binds, g_ptr_array_unref);
     g_clear_pointer(&p->grown, g_ptr_array_unref);
     g_clear_pointer(&p->by, g_free);
+    g_clear_pointer(&p->vgpus, g_ptr_array_unref);
 }
 G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC(AvPrepare, av_prepare_clear)
 
@@ -777,7 +780,7 @@ av_hook_prepare_scrub(const AvHookConfig *config, const AvHost *host, const AvPo
         if (!m->pci)
             return av_hook_refusef("cannot start scrub domain '%s': device %s is not on this host", domain->name,
                                    dev->address);
-        if (!av_pci_driver_is_vfio(m->pci->driver))
+        if (!av_vfio_device_is_vfio(config->root, m->pci->address, m->pci->driver))
             return av_hook_refusef("cannot start scrub domain '%s': device %s is on %s, not vfio-pci; the "
                                    "scrubber binds it before it starts the domain", domain->name, dev->address,
                                    m->pci->driver ? m->pci->driver : "no driver");
@@ -1396,6 +1399,9 @@ av_prepare_plan(AvPrepare *p, GError **error)
             /* A function already on a vfio driver (vfio-pci or a variant,
              * the operator's or an earlier tenant's) stays there: an unbind
              * blocks while a process holds it (av_vfio_bind()). */
+            /* A vGPU VF stays on NVIDIA's driver, its VFIO driver. */
+            if (profile && profile->vgpu_type)
+                continue;
             if (!aliases_read) {
                 aliases = av_vfio_aliases_load(p->config->root);
                 aliases_read = TRUE;
@@ -1470,6 +1476,22 @@ av_prepare_apply(AvPrepare *p, GError **error)
         if (i == 0)
             av_hook_test_stop(p->config, "prepare-bound-first");
     }
+    /* The vGPU of each VF of a "vgpu_type" profile, made now: a type its
+     * GPU does not offer refuses the domain in one line. */
+    p->vgpus = g_ptr_array_new_with_free_func(g_free);
+    for (guint i = 0; i < p->claims->len; i++) {
+        const AvPoolDevice *dev = g_ptr_array_index(p->claims, i);
+        const AvProfile *profile = dev->profile ? av_policy_find(p->policy, dev->profile) : NULL;
+        g_autofree char *name = NULL;
+        guint id = 0;
+
+        if (!profile || !profile->vgpu_type || !dev->address)
+            continue;
+        if (!av_vgpu_set_type(p->config->root, p->config->ops, dev->address, profile->vgpu_type, &id, &name, error))
+            return FALSE;
+        g_ptr_array_add(p->vgpus, g_strdup(dev->address));
+        av_hook_log(LOG_INFO, "made a vGPU of type %s (%u) on %s", name, id, dev->address);
+    }
     for (guint i = 0; i < p->groups->len; i++) {
         const AvPrepareGroup *g = g_ptr_array_index(p->groups, i);
 
@@ -1520,6 +1542,22 @@ av_prepare_undo(AvPrepare *p, GError **error)
             ok = FALSE;
         } else {
             av_hook_log(LOG_INFO, "rollback: removed the mdev %s", m->hostdev->mdev_uuid);
+        }
+    }
+    for (guint i = p->vgpus ? p->vgpus->len : 0; i > 0; i--) {
+        const char *address = g_ptr_array_index(p->vgpus, i - 1);
+        g_autoptr(GError) local = NULL;
+
+        /* No tenant had it: the vGPU this prepare made goes. */
+        if (!av_vgpu_clear_type(p->config->root, p->config->ops, address, NULL, &local)) {
+            av_hook_log(LOG_ERR, "rollback: cannot destroy the vGPU this prepare made on %s: %s", address,
+                        local->message);
+            if (ok)
+                g_propagate_prefixed_error(error, g_steal_pointer(&local), "cannot destroy the vGPU of %s: ",
+                                           address);
+            ok = FALSE;
+        } else {
+            av_hook_log(LOG_INFO, "rollback: destroyed the vGPU made on %s", address);
         }
     }
     for (guint i = p->binds->len; i > 0; i--) {
@@ -1898,7 +1936,7 @@ av_hook_release_hold(const AvHookConfig *config, AvPool *pool, AvPoolDevice *dev
     if (dev->kind != AV_DEVICE_KIND_PCI || dev->iommu_group < 0 || !dev->address)
         return FALSE;
     driver = av_vfio_current_driver(config->root, dev->address);
-    if (!av_pci_driver_is_vfio(driver))
+    if (!av_vfio_device_is_vfio(config->root, dev->address, driver))
         return FALSE;
     if (av_hold_take_quick(config->root, config->ops, config->state_dir, dev->iommu_group, dev->address, &error))
         return FALSE;
@@ -2032,7 +2070,7 @@ av_hook_release(const AvHookConfig *config, const char *domain_uuid, const char 
             if (!av_pool_device_wants_hold(dev) || dev->state == AV_DEVICE_STATE_SCRUBBING)
                 continue;
             driver = av_vfio_current_driver(config->root, dev->address);
-            if (av_pci_driver_is_vfio(driver))
+            if (av_vfio_device_is_vfio(config->root, dev->address, driver))
                 av_hold_take_quick(config->root, config->ops, config->state_dir, dev->iommu_group, dev->address,
                                    &ignored);
             continue;

@@ -481,6 +481,41 @@ check "  ... a profile with \"vfio_driver\": \"vfio-pci\" takes plain vfio-pci i
 check "a profile naming a variant whose aliases do not name the device (mlx5_vfio_pci for a QAT VF) is refused in one line, nothing touched" \
     eval "sed 's/\"vfio_driver\": \"vfio-pci\"/\"vfio_driver\": \"mlx5_vfio_pci\"/' '$VPOL/10-gpu.json' >'$VPOL/10-gpu.json.new' && mv '$VPOL/10-gpu.json.new' '$VPOL/10-gpu.json' && mkdom '$W/vm3.xml' vm3 '$U3' 0000:6b:00.4 && drivers >'$W/drivers.before' && with_vpol refused \"cannot bind '0000:6b:00.4' to mlx5_vfio_pci: the running kernel's modules.alias names no device of its ids for mlx5_vfio_pci\" '$W/vm3.xml' vm3 prepare begin - && drivers | cmp - '$W/drivers.before'"
 
+# --- NVIDIA vGPU on VFs: vgpu-sriov's two L40S (4 VFs each, on nvidia) ---
+GPOL="$AV_TMP/policies-vgpu"
+mkdir -p "$GPOL" && chmod 0755 "$GPOL"
+cat >"$GPOL/10-l40s.json" <<'GPOLEOF'
+{"profiles": [
+  {"name": "l40s-2q", "match": {"vendor": "0x10de", "address": ["0000:17:00.1", "0000:17:00.2", "0000:98:00.1"]},
+   "attach": "sriov-vf", "vgpu_type": "L40S-2Q", "numa": "none", "scrub": [{"method": "reset"}]},
+  {"name": "l40s-4q", "match": {"vendor": "0x10de", "device": "0x26b9"}, "attach": "sriov-vf",
+   "vgpu_type": "NVIDIA L40S-4Q", "numa": "none", "scrub": [{"method": "reset"}]}
+]}
+GPOLEOF
+chmod 0644 "$GPOL/10-l40s.json"
+with_gpol() { saved_pol=$POL; POL=$GPOL; "$@"; rc=$?; POL=$saved_pol; return $rc; }
+vgpu_of() { cat "$W/host/sys/bus/pci/devices/$1/nvidia/current_vgpu_type"; }
+world vgpu vgpu-sriov
+mkdom "$W/a.xml" a "$U1" 0000:17:00.1
+mkdom "$W/b.xml" b "$U2" 0000:17:00.3
+mkdom "$W/c.xml" c "$U3" 0000:17:00.2
+check "a vGPU VF (profile l40s-2q): prepare makes its vGPU, L40S-2Q (1156), and leaves the VF on nvidia" \
+    eval "with_gpol accepted '$W/a.xml' a prepare begin - && [ \"\$(vgpu_of 0000:17:00.1)\" = 1156 ] && [ \"\$(driver 0000:17:00.1)\" = nvidia ] && grep -q 'made a vGPU of type NVIDIA L40S-2Q (1156) on 0000:17:00.1' '$W/log'"
+drivers >"$W/drivers.before"
+check "  ... another type (L40S-4Q) on the same GPU is refused in one line naming what the GPU offers; nothing changes" \
+    eval "with_gpol refused \"cannot make a vGPU of type 'NVIDIA L40S-4Q' on 0000:17:00.3: its GPU offers NVIDIA L40S-2Q (1156) now\" '$W/b.xml' b prepare begin - && [ \"\$(vgpu_of 0000:17:00.3)\" = 0 ] && drivers | cmp - '$W/drivers.before' && python3 -c \"import json; d=json.load(open('$W/state/pool.json')); assert [x['state'] for x in d['devices'] if x['address']=='0000:17:00.3'] == ['free'] and 'intents' not in d\""
+check "  ... the same type on a sibling VF is made" \
+    eval "with_gpol accepted '$W/c.xml' c prepare begin - && [ \"\$(vgpu_of 0000:17:00.2)\" = 1156 ]"
+check "  ... released: dirty, scrubbed (reset), its vGPU destroyed after the scrub, free" \
+    eval "with_gpol accepted '$W/a.xml' a release end - && wait_state 0000:17:00.1 free && [ \"\$(vgpu_of 0000:17:00.1)\" = 0 ]"
+check "  ... its certificate names the reset and the vGPU it destroyed, and says what accelvirt cannot read" \
+    eval "grep '\"event\": *\"scrub-certificate\"' '$W/state/journal.jsonl' | grep '0000:17:00.1' | grep '\"vgpu-destroy\"' | grep -q 'destroyed the vGPU of type 1156.*cannot read'"
+check "  ... and the VF never left nvidia" eval "[ \"\$(driver 0000:17:00.1)\" = nvidia ]"
+check "  ... with every vGPU of the GPU gone, it offers L40S-4Q again" \
+    eval "with_gpol accepted '$W/c.xml' c release end - && wait_state 0000:17:00.2 free && with_gpol accepted '$W/b.xml' b prepare begin - && [ \"\$(vgpu_of 0000:17:00.3)\" = 1157 ]"
+check "a policy with vgpu_type beside vfio_driver is refused by policy check in one line" \
+    eval "mkdir -p '$AV_TMP/gbad' && chmod 0755 '$AV_TMP/gbad' && sed 's/\"vgpu_type\": \"L40S-2Q\",/\"vgpu_type\": \"L40S-2Q\", \"vfio_driver\": \"vfio-pci\",/' '$GPOL/10-l40s.json' >'$AV_TMP/gbad/10.json' && chmod 0644 '$AV_TMP/gbad/10.json' && ! ACCELVIRT_POLICY_DIR='$AV_TMP/gbad' '$AV' policy check >'$AV_TMP/out' 2>'$AV_TMP/err' && grep -q \"'vgpu_type' cannot be used with 'vfio_driver'\" '$AV_TMP/err'"
+
 # --- reconnect: the running domain's claims are recorded, never fatal ---
 world reconnect two-socket-8gpu
 mkdom "$W/vm1.xml" vm1 "$U1" 0000:4b:00.0
@@ -1867,6 +1902,18 @@ resumed() {
     grep -q 'scrubbing it again from its first step, held' "$W/log" || { echo "no resume:"; cat "$W/log"; return 1; }
 }
 check "  ... its group free: the next worker holds it again, scrubs it from its first step and frees it" resumed
+kill_holds "$W"
+
+# A vGPU VF stays on NVIDIA's driver, and is held all the same: it is a VFIO
+# device (vfio-dev/), and its vGPU, with the last tenant's framebuffer share,
+# lives until its scrub.
+world vgpuhold vgpu-sriov
+mkdom "$W/g.xml" g "$UH" 0000:17:00.1
+check "a vGPU VF released: dirty, its vGPU kept for the scrub, its group held (a virsh attach-device's QEMU cannot open it)" \
+    eval "with_gpol accepted '$W/g.xml' g prepare begin - && with_gpol accepted '$W/g.xml' g release end - && status && json '$W/st.json' \"[x['state'] for x in d['devices'] if x['address'] == '0000:17:00.1'] == ['dirty']\" && [ \"\$(vgpu_of 0000:17:00.1)\" = 1156 ] && is_holder \"\$(holder 61)\" && ! qemu_open 61"
+H4=$(holder 61)
+check "  ... the worker scrubs it held, destroys its vGPU, frees it and drops the hold" \
+    eval "with_gpol worker && status && json '$W/st.json' \"[x['state'] for x in d['devices'] if x['address'] == '0000:17:00.1'] == ['free']\" && [ \"\$(vgpu_of 0000:17:00.1)\" = 0 ] && gone $H4 && [ ! -e '$W/state/holds/61.json' ] && [ \"\$(driver 0000:17:00.1)\" = nvidia ]"
 kill_holds "$W"
 ACCELVIRT_WORKER=$REAL_WORKER
 

@@ -124,6 +124,25 @@ check "sriov-vf: one device_spec by the PF's address with the VFs' ids, no one_t
     case3
 keep "$W/qat.out"
 
+# ---- NVIDIA vGPU on VFs: vgpu-sriov (two L40S, 4 VFs each on nvidia) ----
+pol vgpusriov '{"profiles": [
+  {"name": "l40s-2q", "match": {"vendor": "10de", "pf": "0000:17:00.0"}, "attach": "sriov-vf", "vgpu_type": "L40S-2Q",
+   "scrub": [{"method": "reset"}]},
+  {"name": "l40s-4q", "match": {"vendor": "10de", "pf": "0000:98:00.0"}, "attach": "sriov-vf",
+   "vgpu_type": "NVIDIA L40S-4Q", "scrub": [{"method": "reset"}]}
+]}'
+case_vgpu_sriov() {
+    nova vgpu-sriov vgpusriov >"$W/vgpusriov.out" || return 1
+    grep -qx 'device_spec = {"address": "0000:17:00.0", "vendor_id": "10de", "product_id": "26b9", "resource_class": "CUSTOM_VGPU_L40S_2Q", "managed": "no"}' "$W/vgpusriov.out" &&
+    grep -qx 'device_spec = {"address": "0000:98:00.0", "vendor_id": "10de", "product_id": "26b9", "resource_class": "CUSTOM_VGPU_L40S_4Q", "managed": "no"}' "$W/vgpusriov.out" &&
+    grep -qx 'alias = {"name": "l40s-2q", "resource_class": "CUSTOM_VGPU_L40S_2Q", "device_type": "type-VF", "numa_policy": "preferred"}' "$W/vgpusriov.out" &&
+    grep -q "^# profile 'l40s-4q' makes an NVIDIA vGPU of type 'NVIDIA L40S-4Q' on each VF .* one type per GPU" "$W/vgpusriov.out" ||
+    { cat "$W/vgpusriov.out"; return 1; }
+}
+check "vGPU VFs: one device_spec per GPU by its PF's address, a resource class of the type (CUSTOM_VGPU_L40S_2Q), managed no, the note" \
+    case_vgpu_sriov
+keep "$W/vgpusriov.out"
+
 # ---- mdev: vgpu-mdev (two A10s offering nvidia-590, the mtty sample) ----
 pol vgpu '{"profiles": [
   {"name": "a10-4q", "match": {"vendor": "10de", "device": "2236"}, "attach": "mdev", "mdev_type": "nvidia-590",

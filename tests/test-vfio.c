@@ -15,6 +15,7 @@
 #include "vfio/av-bar-sizes.h"
 #include "vfio/av-kernel.h"
 #include "vfio/av-vfio.h"
+#include "vfio/av-vgpu.h"
 
 #define A100 "0000:17:00.0"             /* two-socket-8gpu, group 40, nvidia */
 #define A6000 "0000:98:00.0"            /* two-socket-8gpu, group 44, with its audio .1 */
@@ -1810,6 +1811,98 @@ test_variant_bind_restore(void)
     fixture_close(&f);
 }
 
+/* --- NVIDIA vGPU on VFs: vgpu-sriov's two L40S with 4 VFs each --- */
+static char *
+vgpu_creatable_of(const char *dir, const char *vf)
+{
+    g_autofree char *path = g_build_filename(dir, "sys/bus/pci/devices", vf, "nvidia/creatable_vgpu_types", NULL);
+    char *text = NULL;
+
+    g_assert_true(g_file_get_contents(path, &text, NULL, NULL));
+    return text;
+}
+
+static void
+test_vgpu_set_clear(void)
+{
+    Fixture f;
+    g_autoptr(GError) err = NULL;
+    g_autoptr(GPtrArray) types = NULL;
+    g_autofree char *name = NULL;
+    g_autofree char *text = NULL;
+    guint id = 0, cur = 99, was = 0;
+
+    fixture_open(&f, "vgpu-sriov");
+    g_assert_cmpint(av_pci_vgpu_read(f.root, "0000:17:00.1", &cur, &types), ==, 0);
+    g_assert_cmpuint(cur, ==, 0);
+    g_assert_cmpuint(types->len, ==, 5);
+    g_assert_nonnull(av_vgpu_types_find(types, "L40S-2Q"));
+    g_assert_nonnull(av_vgpu_types_find(types, "NVIDIA L40S-2Q"));
+    g_assert_cmpuint(av_vgpu_types_find(types, "1156")->id, ==, 1156);
+    g_assert_null(av_vgpu_types_find(types, "L40S-3Q"));
+    g_assert_null(av_vgpu_types_find(types, "2Q"));
+    g_assert_true(av_vgpu_type_spec_is_valid("L40S-2Q"));
+    g_assert_false(av_vgpu_type_spec_is_valid("0"));
+    g_assert_false(av_vgpu_type_spec_is_valid("a:b"));
+    g_assert_false(av_vgpu_type_spec_is_valid(""));
+    /* A vGPU VF on NVIDIA's driver is a VFIO device accelvirt holds; its
+     * PF, on the same driver, is not. */
+    g_assert_true(av_vfio_device_is_vfio(f.root, "0000:17:00.1", "nvidia"));
+    g_assert_false(av_vfio_device_is_vfio(f.root, "0000:17:00.0", "nvidia"));
+    g_assert_false(av_vfio_device_is_vfio(f.root, "0000:17:00.1", NULL));
+    g_assert_true(av_vfio_device_is_vfio(f.root, "0000:17:00.0", "vfio-pci"));
+    /* The PF has no vGPU interface of its own. */
+    g_assert_cmpint(av_pci_vgpu_read(f.root, "0000:17:00.0", &cur, NULL), ==, -ENOENT);
+    g_assert_false(av_vgpu_set_type(f.root, f.ops, "0000:17:00.0", "L40S-2Q", &id, &name, &err));
+    assert_message_has(err, "has no nvidia/current_vgpu_type");
+    g_clear_error(&err);
+
+    /* Made on VF 1: the GPU now serves L40S-2Q alone. */
+    g_assert_true(av_vgpu_set_type(f.root, f.ops, "0000:17:00.1", "L40S-2Q", &id, &name, &err));
+    g_assert_no_error(err);
+    g_assert_cmpuint(id, ==, 1156);
+    g_assert_cmpstr(name, ==, "NVIDIA L40S-2Q");
+    text = vgpu_creatable_of(f.dir, "0000:17:00.2");
+    g_assert_nonnull(strstr(text, "L40S-2Q"));
+    g_assert_null(strstr(text, "L40S-4Q"));
+    g_clear_pointer(&text, g_free);
+    /* Another type on the same GPU: refused in one line naming what it offers. */
+    g_clear_pointer(&name, g_free);
+    g_assert_false(av_vgpu_set_type(f.root, f.ops, "0000:17:00.2", "L40S-4Q", &id, &name, &err));
+    assert_message_has(err, "its GPU offers NVIDIA L40S-2Q (1156) now");
+    g_clear_error(&err);
+    /* ... and on the other GPU it is free to take. */
+    g_assert_true(av_vgpu_set_type(f.root, f.ops, "0000:98:00.1", "L40S-4Q", &id, &name, &err));
+    g_clear_pointer(&name, g_free);
+    /* A VF that has a vGPU takes no second. */
+    g_assert_false(av_vgpu_set_type(f.root, f.ops, "0000:17:00.1", "L40S-2Q", &id, &name, &err));
+    assert_message_has(err, "has one of type 1156 already");
+    g_clear_error(&err);
+
+    /* Destroyed: 0 read back, every type offered again. */
+    g_assert_true(av_vgpu_clear_type(f.root, f.ops, "0000:17:00.1", &was, &err));
+    g_assert_no_error(err);
+    g_assert_cmpuint(was, ==, 1156);
+    g_assert_cmpint(av_pci_vgpu_read(f.root, "0000:17:00.1", &cur, NULL), ==, 0);
+    g_assert_cmpuint(cur, ==, 0);
+    text = vgpu_creatable_of(f.dir, "0000:17:00.2");
+    g_assert_nonnull(strstr(text, "L40S-4Q"));
+    g_clear_pointer(&text, g_free);
+    g_assert_true(av_vgpu_clear_type(f.root, f.ops, "0000:17:00.1", &was, &err));
+    g_assert_cmpuint(was, ==, 0);
+
+    /* A type made to the GPU's last instance: nothing more offered. */
+    g_assert_true(av_vgpu_set_type(f.root, f.ops, "0000:17:00.3", "1161", &id, &name, &err));
+    g_clear_pointer(&name, g_free);
+    text = vgpu_creatable_of(f.dir, "0000:17:00.4");
+    g_assert_null(strstr(text, "L40S"));
+    g_clear_pointer(&text, g_free);
+    g_assert_false(av_vgpu_set_type(f.root, f.ops, "0000:17:00.4", "L40S-48Q", &id, &name, &err));
+    assert_message_has(err, "offers none now");
+    g_clear_error(&err);
+    fixture_close(&f);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -1824,6 +1917,7 @@ main(int argc, char **argv)
     g_test_add_func("/vfio/variant/aliases", test_variant_aliases);
     g_test_add_func("/vfio/variant/choose", test_variant_choose);
     g_test_add_func("/vfio/variant/bind-restore", test_variant_bind_restore);
+    g_test_add_func("/vfio/vgpu/set-clear", test_vgpu_set_clear);
     g_test_add_func("/vfio/bind/a6000-group", test_bind_a6000_group);
     g_test_add_func("/vfio/bind/no-vfio-module", test_bind_no_vfio_module);
     g_test_add_func("/vfio/bind/fail-probe-rolls-back", test_bind_fail_probe_rolls_back);

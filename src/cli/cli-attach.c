@@ -880,6 +880,13 @@ av_attach_plan_group(AvAttachRun *a, AvPool *pool, const AvHost *host, const AvP
                 a->aliases = av_vfio_aliases_load(a->root);
                 a->aliases_read = TRUE;
             }
+            if (mprofile && mprofile->vgpu_type) {
+                g_set_error(error, AV_ERROR, AV_ERROR_INVALID_INPUT,
+                            "cannot attach %s: its profile '%s' makes an NVIDIA vGPU (\"vgpu_type\"), which "
+                            "accelvirt attach does not do yet; give the domain the VF when it starts, and the hook "
+                            "makes the vGPU", address, mprofile->name);
+                return FALSE;
+            }
             if (mp && av_pci_driver_is_vfio(mp->driver)) {
                 g_autofree char *note = av_vfio_kept_note(a->root, a->aliases, address, mp->driver,
                                                           mprofile ? mprofile->vfio_driver : NULL);

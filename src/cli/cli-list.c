@@ -148,6 +148,9 @@ av_print_sriov(const AvPciDevice *d, const AvProfile *maker)
 static const char *
 av_list_vfio_driver(const AvPciDevice *dev, const AvProfile *profile)
 {
+    /* A vGPU VF stays on NVIDIA's driver, its VFIO driver. */
+    if (profile && profile->vgpu_type)
+        return dev->driver;
     if (profile && profile->vfio_driver &&
         (profile->attach == AV_ATTACH_VFIO_PCI || profile->attach == AV_ATTACH_SRIOV_VF))
         return profile->vfio_driver;
@@ -192,6 +195,20 @@ av_pci_json(const AvPciDevice *dev, const AvProfile *profile, const AvProfile *m
                         av_list_vfio_driver(dev, profile) ? json_boolean(av_pci_vfio_variant_migrates(
                                                                 av_list_vfio_driver(dev, profile)))
                                                           : json_null());
+    /* Only for a VF with NVIDIA's vGPU interface (av-pci-vgpu.c). */
+    if (dev->vgpu_capable) {
+        json_t *vgpu = json_object();
+        json_t *types = json_array();
+
+        for (guint i = 0; dev->vgpu_creatable && i < dev->vgpu_creatable->len; i++) {
+            const AvVgpuType *t = g_ptr_array_index(dev->vgpu_creatable, i);
+
+            json_array_append_new(types, json_pack("{s:i,s:s}", "id", (json_int_t)t->id, "name", t->name));
+        }
+        json_object_set_new(vgpu, "current_type", json_integer(dev->vgpu_current));
+        json_object_set_new(vgpu, "creatable", types);
+        json_object_set_new(o, "vgpu", vgpu);
+    }
     json_object_set_new(o, "physical_slot", av_json_string_or_null(dev->physical_slot));
     if (dev->has_dsn) {
         g_autofree char *dsn = av_dsn_format(dev->dsn);
@@ -334,7 +351,21 @@ av_list_print_table(const AvHost *host, const AvPolicy *policy, gboolean managed
             continue;
         if (d->driver_override)
             printf("      driver_override: %s\n", d->driver_override);
-        if (av_list_vfio_driver(d, p) && !g_str_equal(av_list_vfio_driver(d, p), "vfio-pci"))
+        if (d->vgpu_capable) {
+            g_autoptr(GString) types = g_string_new(NULL);
+
+            for (guint j = 0; d->vgpu_creatable && j < d->vgpu_creatable->len; j++)
+                g_string_append_printf(types, "%s%s", j ? ", " : "",
+                                       ((const AvVgpuType *)g_ptr_array_index(d->vgpu_creatable, j))->name);
+            if (d->vgpu_current)
+                printf("      vGPU: type %u made; creatable now: %s\n", d->vgpu_current,
+                       types->len ? types->str : "none");
+            else
+                printf("      vGPU: none made; creatable now: %s\n", types->len ? types->str : "none");
+        }
+        if (p && p->vgpu_type)
+            ;   /* NVIDIA's driver, not a vfio-pci variant */
+        else if (av_list_vfio_driver(d, p) && !g_str_equal(av_list_vfio_driver(d, p), "vfio-pci"))
             printf("      vfio driver: %s (a vfio-pci variant%s)\n", av_list_vfio_driver(d, p),
                    av_pci_vfio_variant_migrates(av_list_vfio_driver(d, p)) ? " with live migration" : "");
         if (d->iommu_group_members && d->iommu_group_members->len > 1) {

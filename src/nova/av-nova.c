@@ -133,6 +133,16 @@ av_nova_resource_class(const AvProfile *p, guint16 vendor, guint16 product)
 {
     if (p->resource_class)
         return g_strdup(p->resource_class);
+    /* A vGPU VF: a class of its type, so that flavors ask for the type
+     * ("L40S-2Q" gives CUSTOM_VGPU_L40S_2Q; "NVIDIA L40S-2Q" the same). */
+    if (p->vgpu_type) {
+        const char *space = strrchr(p->vgpu_type, ' ');
+        GString *rc = g_string_new("CUSTOM_VGPU_");
+
+        for (const char *c = space ? space + 1 : p->vgpu_type; *c && rc->len < 255; c++)
+            g_string_append_c(rc, g_ascii_isalnum(*c) ? g_ascii_toupper(*c) : '_');
+        return g_string_free(rc, FALSE);
+    }
     return g_strdup_printf("CUSTOM_PCI_%04X_%04X", vendor, product);
 }
 
@@ -522,6 +532,12 @@ av_nova_config_build(const AvPolicy *policy, const AvHost *host, const char *hos
             if (!av_nova_add_vf(c, p, d->physfn, d->vendor_id, d->device_id, TRUE, error))
                 return NULL;
             c->devices++;
+            if (p->vgpu_type && !g_hash_table_contains(used, p->name))
+                g_ptr_array_add(c->notes, g_strdup_printf(
+                    "profile '%s' makes an NVIDIA vGPU of type '%s' on each VF it gives (the hook writes the VF's "
+                    "current_vgpu_type at prepare and 0 after its scrub): one resource class for the VFs of a "
+                    "GPU, so one type per GPU; the VFs stay on NVIDIA's driver, which libvirt accepts for a "
+                    "managed='no' hostdev from 10.0 on.", p->name, p->vgpu_type));
             g_hash_table_add(used, p->name);
         }
         /* A PF whose VFs the profile makes on demand may have none yet. */

@@ -84,6 +84,8 @@ av_pci_device_free(AvPciDevice *dev)
         g_ptr_array_unref(dev->mdevs);
     g_strfreev(dev->reset_methods);
     g_free(dev->parent_bridge);
+    if (dev->vgpu_creatable)
+        g_ptr_array_unref(dev->vgpu_creatable);
     g_free(dev);
 }
 
@@ -729,6 +731,9 @@ av_pci_device_read_sriov(const AvRoot *root, AvPciDevice *dev, char **entries)
         }
     }
     dev->physfn = g_steal_pointer(&physfn);
+    /* NVIDIA vGPU on VFs (av-pci-vgpu.c). */
+    if (av_pci_vgpu_read(root, dev->address, &dev->vgpu_current, &dev->vgpu_creatable) == 0)
+        dev->vgpu_capable = TRUE;
 }
 
 static gint

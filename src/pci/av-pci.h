@@ -86,7 +86,40 @@ typedef struct {
      * "vfio_pci", a variant's module ("mlx5_vfio_pci"), or NULL (not asked,
      * no modules.alias, no vfio_pci: alias matches, or a bridge) */
     char *vfio_driver;
+    /* NVIDIA vGPU on a VF (av-pci-vgpu.c): nvidia/current_vgpu_type exists */
+    gboolean vgpu_capable;
+    guint vgpu_current;          /* its current_vgpu_type: 0 when it has no vGPU */
+    GPtrArray *vgpu_creatable;   /* AvVgpuType*: its creatable_vgpu_types now; NULL unless @vgpu_capable */
 } AvPciDevice;
+
+/* One vGPU type a VF's nvidia/creatable_vgpu_types lists. */
+typedef struct {
+    guint id;                    /* what current_vgpu_type takes, such as 1157 */
+    char *name;                  /* "NVIDIA L40S-2Q" */
+} AvVgpuType;
+
+void av_vgpu_type_free(AvVgpuType *type);
+
+/* The types of a creatable_vgpu_types text ("ID : NAME" lines; the header
+ * and anything malformed skipped).  Never NULL. */
+GPtrArray *av_vgpu_types_parse(const char *text);
+
+/* Reads the VF @address's nvidia/current_vgpu_type into *ret_current and,
+ * when @ret_creatable is not NULL, its creatable_vgpu_types (caller frees).
+ * 0 or -errno (-ENOENT: no vGPU interface, not a vGPU VF). */
+int av_pci_vgpu_read(const AvRoot *root, const char *address, guint *ret_current, GPtrArray **ret_creatable);
+
+/* TRUE when @spec (a profile's "vgpu_type") names @type: its decimal ID,
+ * its full name ("NVIDIA L40S-2Q") or its short name ("L40S-2Q"). */
+gboolean av_vgpu_type_matches(const AvVgpuType *type, const char *spec);
+/* The first of @types (AvVgpuType*) @spec names, or NULL. */
+const AvVgpuType *av_vgpu_types_find(const GPtrArray *types, const char *spec);
+/* TRUE when @spec can name a type: a decimal ID > 0, or a printable name
+ * of at most 128 characters without ':'. */
+gboolean av_vgpu_type_spec_is_valid(const char *spec);
+/* TRUE when the VF @dev (as the host scan read it) can take a vGPU of the
+ * type @spec now: it has none, and its creatable_vgpu_types names it. */
+gboolean av_pci_vgpu_offers(const AvPciDevice *dev, const char *spec);
 
 void av_pci_device_free(AvPciDevice *dev);
 

@@ -72,7 +72,7 @@ static const char *const profile_keys[] = {
     "name", "description", "match", "attach", "mdev_type", "numa", "allocation", "granularity",
     "scrub", "restore_driver", "hide_hypervisor", "resource_class", "traits", "companions", "memory", "min_coverage",
     "vfs", "vfs_shrink", "program", "on_prepare", "on_release", "on_assign", "on_free", "max_lease", "health",
-    "placement_sync", "vfio_driver", NULL,
+    "placement_sync", "vfio_driver", "vgpu_type", NULL,
 };
 static const char *const health_keys[] = {
     "fatal_aer", "nonfatal_aer", "correctable_aer", "degraded_link", "link_speed", "reset_failures", "scrub_failures",
@@ -220,6 +220,7 @@ av_profile_free(AvProfile *profile)
         g_ptr_array_unref(profile->companions);
     g_free(profile->mdev_type);
     g_free(profile->vfio_driver);
+    g_free(profile->vgpu_type);
     if (profile->scrub)
         g_ptr_array_unref(profile->scrub);
     g_free(profile->resource_class);
@@ -1344,7 +1345,10 @@ av_profile_scrub_warnings(const AvProfile *profile)
             warn_program_missing(out, profile->drivers[i]->argv, av_driver_point_to_string((AvDriverPoint)i),
                                  driver_fails[i]);
     }
-    if (profile->attach != AV_ATTACH_VFIO_PCI && profile->attach != AV_ATTACH_SRIOV_VF)
+    /* An mdev's or a vGPU VF's memory is a share of the GPU's that NVIDIA's
+     * vGPU Manager hands out and takes back (on the vGPU's destruction),
+     * not the device's own: the memory checks below do not apply. */
+    if ((profile->attach != AV_ATTACH_VFIO_PCI && profile->attach != AV_ATTACH_SRIOV_VF) || profile->vgpu_type)
         return out;
     for (guint i = 0; profile->scrub && i < profile->scrub->len; i++) {
         const AvScrubStep *step = g_ptr_array_index(profile->scrub, i);
@@ -2303,6 +2307,36 @@ parse_profile(PolicyParse *pp, AvPolicy *policy, GPtrArray *added, json_t *obj, 
 
     if (!parse_vfs(pp, profile, obj, base, error))
         return FALSE;
+
+    /* "vgpu_type": NVIDIA vGPU on VFs (src/pci/av-pci-vgpu.c): the type the
+     * hook makes on the VF at prepare and destroys after its scrub.  The VF
+     * stays on NVIDIA's driver, which is its VFIO driver; NVIDIA's
+     * sriov-manage makes the VFs. */
+    v = json_object_get(obj, "vgpu_type");
+    if (v) {
+        g_autofree char *vp = path_join(base, "vgpu_type");
+
+        if (profile->attach != AV_ATTACH_SRIOV_VF)
+            return policy_fail(pp, vp, TRUE, error,
+                               "'vgpu_type' is only allowed with attach 'sriov-vf', not with attach '%s'",
+                               av_attach_to_string(profile->attach));
+        if (!json_is_string(v))
+            return type_fail(pp, vp, "vgpu_type", "a string: a vGPU type's ID or name, such as 'L40S-2Q'", v, error);
+        if (!av_vgpu_type_spec_is_valid(json_string_value(v)))
+            return policy_fail(pp, vp, FALSE, error,
+                               "invalid vgpu_type '%s'; expected a type's decimal ID or its name as "
+                               "nvidia/creatable_vgpu_types lists it (such as 'NVIDIA L40S-2Q' or 'L40S-2Q')",
+                               json_string_value(v));
+        if (profile->vfio_driver || json_object_get(obj, "vfio_driver"))
+            return policy_fail(pp, vp, TRUE, error,
+                               "'vgpu_type' cannot be used with 'vfio_driver': a vGPU VF stays on NVIDIA's driver, "
+                               "which is its VFIO driver");
+        if (profile->vfs > 0 || profile->vfs_on_demand || profile->vfs_shrink)
+            return policy_fail(pp, vp, TRUE, error,
+                               "'vgpu_type' cannot be used with 'vfs' or 'vfs_shrink': NVIDIA's sriov-manage makes "
+                               "a vGPU GPU's VFs (nvidia-sriov-manage@ALL.service), not accelvirt");
+        profile->vgpu_type = g_strdup(json_string_value(v));
+    }
     if (!parse_program(pp, profile, obj, base, error) || !parse_drivers(pp, profile, obj, base, error))
         return FALSE;
 
@@ -2967,8 +3001,10 @@ av_profile_to_json(const AvProfile *profile)
     json_object_set_new(o, "attach", json_string(av_attach_to_string(profile->attach)));
     if (profile->mdev_type)
         json_object_set_new(o, "mdev_type", json_string(profile->mdev_type));
-    if (profile->attach == AV_ATTACH_VFIO_PCI || profile->attach == AV_ATTACH_SRIOV_VF)
+    if ((profile->attach == AV_ATTACH_VFIO_PCI || profile->attach == AV_ATTACH_SRIOV_VF) && !profile->vgpu_type)
         json_object_set_new(o, "vfio_driver", json_string(profile->vfio_driver ? profile->vfio_driver : "auto"));
+    if (profile->vgpu_type)
+        json_object_set_new(o, "vgpu_type", json_string(profile->vgpu_type));
     if (profile->vfs_on_demand)
         json_object_set_new(o, "vfs", json_string("on-demand"));
     else if (profile->vfs)

@@ -212,6 +212,9 @@ typedef struct {
     char *vfio_driver;           /* "vfio_driver" (attach "vfio-pci", "sriov-vf"): "vfio-pci" or a variant's
                                   * module ("mlx5_vfio_pci"); NULL = "auto", what modules.alias offers
                                   * (av_vfio_choose_driver()) */
+    char *vgpu_type;             /* "vgpu_type" (attach "sriov-vf" only): the NVIDIA vGPU type made on the VF
+                                  * at prepare and destroyed after its scrub (av-vgpu.h), as an ID or a name;
+                                  * NULL: none (the VF is bound to a vfio driver as any other) */
     AvNumaPolicy numa;
     AvAllocation allocation;
     AvGranularity granularity;

@@ -478,6 +478,15 @@ av_place_fn_usable(AvPlaceCtx *ctx, AvPlaceReq *r, AvPlaceFn *fn)
 
     if (!fn->available || fn->taken)
         return FALSE;
+    /* A vGPU VF: only one whose GPU offers the profile's type now. */
+    if (fn->pci && r->profile && r->profile->vgpu_type && !av_pci_vgpu_offers(fn->pci, r->profile->vgpu_type)) {
+        g_free(r->why);
+        r->why = fn->pci->vgpu_capable && fn->pci->vgpu_current
+                     ? g_strdup_printf("'%s' has a vGPU (type %u) already", fn->pci->address, fn->pci->vgpu_current)
+                     : g_strdup_printf("the GPU of '%s' does not offer vGPU type '%s' now (a GPU serves one type at "
+                                       "a time)", fn->pci->address, r->profile->vgpu_type);
+        return FALSE;
+    }
     if (fn->pci && !av_place_fn_viable(ctx, fn)) {
         g_free(r->why);
         r->why = g_strdup(fn->viable_error);

@@ -98,7 +98,7 @@ av_pool_holds_sync(AvPool *pool, const AvRoot *root, const AvKernelOps *ops, GEr
             continue;
         /* Off vfio-pci there is no group file to hold (av-hold.h). */
         driver = av_vfio_current_driver(root, dev->address);
-        if (!av_pci_driver_is_vfio(driver))
+        if (!av_vfio_device_is_vfio(root, dev->address, driver))
             continue;
         g_hash_table_add(taken, GINT_TO_POINTER(dev->iommu_group + 1));
         if (!av_hold_take(root, ops, pool->state_dir, dev->iommu_group, dev->address, &local))

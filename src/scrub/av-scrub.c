@@ -23,6 +23,7 @@
 #include "util/av-json.h"
 #include "vfio/av-hold.h"
 #include "vfio/av-vfio.h"
+#include "vfio/av-vgpu.h"
 
 /* The method "command": after its argv passed av_policy_check_scrub_argv()
  * once more (the program, and the files it names), runs the step's argv with the
@@ -607,6 +608,43 @@ av_scrub_run_step(AvScrubContext *ctx, char **ret_message, GError **error)
     return ok;
 }
 
+/* The last step of an NVIDIA vGPU VF's scrub (profile "vgpu_type"): its
+ * vGPU destroyed, current_vgpu_type 0 read back (av_vgpu_clear_type()).
+ * Appends a "vgpu-destroy" entry to @steps; outside the coverage, as it
+ * clears nothing accelvirt can read: the framebuffer the vGPU had is NVIDIA's
+ * vGPU Manager's to clear. */
+static gboolean
+av_scrub_vgpu_destroy(const AvRoot *root, const AvKernelOps *ops, const char *address, json_t *steps,
+                      GError **error)
+{
+    g_autoptr(GError) local = NULL;
+    g_autofree char *message = NULL;
+    json_t *entry = json_object();
+    gint64 start = g_get_monotonic_time();
+    guint was = 0;
+    gboolean ok;
+
+    ok = av_vgpu_clear_type(root, ops, address, &was, &local);
+    if (ok && was)
+        message = g_strdup_printf("destroyed the vGPU of type %u: current_vgpu_type reads 0 again; the framebuffer it "
+                                  "had is cleared, if at all, by NVIDIA's vGPU Manager, which accelvirt cannot read",
+                                  was);
+    else if (ok)
+        message = g_strdup("it had no vGPU: current_vgpu_type reads 0");
+    json_object_set_new(entry, "method", json_string("vgpu-destroy"));
+    json_object_set_new(entry, "ok", json_boolean(ok));
+    json_object_set_new(entry, "seconds", json_real((double)(g_get_monotonic_time() - start) / G_USEC_PER_SEC));
+    json_object_set_new(entry, "message", json_string(ok ? message : local->message));
+    json_object_set_new(entry, "vgpu_type", json_integer(was));
+    if (!ok)
+        json_object_set_new(entry, "error", json_string(local->message));
+    json_array_append_new(steps, entry);
+    if (!ok)
+        g_set_error(error, AV_ERROR, AV_ERROR_FAILED, "scrub step %zu (vgpu-destroy) failed: %s", json_array_size(steps),
+                    local->message);
+    return ok;
+}
+
 /* See av-scrub.h.  @root and @ops are for the methods that touch the device
  * (none of "none" and "command" does).  A profile without steps succeeds
  * with an empty report. */
@@ -625,7 +663,7 @@ av_scrub_run(const AvRoot *root, const AvKernelOps *ops, const AvProfile *profil
     if (av_scrub_target_held(target)) {
         g_autofree char *driver = av_vfio_current_driver(root, target->address);
 
-        if (av_pci_driver_is_vfio(driver)) {
+        if (av_vfio_device_is_vfio(root, target->address, driver)) {
             if (!av_hold_take(root, ops, target->hold_state_dir, target->iommu_group, target->address, error)) {
                 g_prefix_error(error, "no scrub step ran: ");
                 return FALSE;
@@ -695,6 +733,14 @@ av_scrub_run(const AvRoot *root, const AvKernelOps *ops, const AvProfile *profil
             return FALSE;
         }
     }
+    /* An NVIDIA vGPU VF: its vGPU is destroyed after every step passed (a
+     * step may need the vGPU to reach its memory), never before. */
+    if (profile->vgpu_type && target->address && !target->mdev_uuid &&
+        !av_scrub_vgpu_destroy(root, ops, target->address, steps, error)) {
+        if (ret_report)
+            *ret_report = g_steal_pointer(&report);
+        return FALSE;
+    }
     if (ret_report)
         *ret_report = g_steal_pointer(&report);
     return TRUE;
@@ -715,6 +761,10 @@ av_scrub_lock_take(const char *state_dir, const char *identity, GError **error)
 static gboolean
 av_scrub_needs_vfio(const AvProfile *profile)
 {
+    /* A vGPU VF stays on NVIDIA's driver, its VFIO driver: a rebind would
+     * break the vGPU Manager's hold of it. */
+    if (profile->vgpu_type)
+        return FALSE;
     for (guint i = 0; profile->scrub && i < profile->scrub->len; i++) {
         const AvScrubStep *step = g_ptr_array_index(profile->scrub, i);
 

@@ -1302,6 +1302,154 @@ av_kernel_fake_write(const AvRoot *root, const char *path, const char *value)
     return r;
 }
 
+/* NVIDIA vGPU on VFs (src/pci/av-pci-vgpu.c).  What the GPU supports is
+ * the emulation's own state, in the PF's .fake-vgpu-types ("ID MAX NAME"
+ * lines, which no real driver writes and accelvirt never reads): with no
+ * vGPU made on the GPU, every VF's creatable_vgpu_types lists them all;
+ * with one made, the GPU serves that type alone, so a VF without a vGPU
+ * lists only it, until MAX are made, then nothing; a VF with a vGPU lists
+ * nothing. */
+typedef struct {
+    guint id, max;
+    char *name;
+} AvFakeVgpuType;
+
+static void
+av_fake_vgpu_type_free(gpointer p)
+{
+    AvFakeVgpuType *t = p;
+
+    g_free(t->name);
+    g_free(t);
+}
+
+static guint
+av_fake_vgpu_current(const AvRoot *root, const char *vfdir)
+{
+    guint64 v = 0;
+
+    if (av_fake_read_uint(root, vfdir, "nvidia/current_vgpu_type", 10, &v) < 0)
+        return 0;
+    return (guint)v;
+}
+
+/* Rewrites the creatable_vgpu_types of every VF of the PF at @pfdir. */
+static int
+av_fake_vgpu_refresh(const AvRoot *root, const char *pfdir)
+{
+    g_autofree char *state = g_strconcat(pfdir, "/.fake-vgpu-types", NULL);
+    g_autofree char *text = NULL;
+    g_autoptr(GPtrArray) types = g_ptr_array_new_with_free_func(av_fake_vgpu_type_free);
+    g_autoptr(GPtrArray) vfs = g_ptr_array_new_with_free_func(g_free);
+    g_auto(GStrv) lines = NULL;
+    g_auto(GStrv) entries = NULL;
+    guint in_use = 0, made = 0;
+    const AvFakeVgpuType *only = NULL;
+    gsize len = 0;
+    int r;
+
+    if ((r = av_root_read_file(root, state, &text, &len)) < 0)
+        return r;
+    lines = g_strsplit(text, "\n", -1);
+    for (guint i = 0; lines[i]; i++) {
+        g_auto(GStrv) f = g_strsplit(lines[i], " ", 3);
+        AvFakeVgpuType *t;
+
+        if (g_strv_length(f) < 3)
+            continue;
+        t = g_new0(AvFakeVgpuType, 1);
+        t->id = (guint)g_ascii_strtoull(f[0], NULL, 10);
+        t->max = (guint)g_ascii_strtoull(f[1], NULL, 10);
+        t->name = g_strdup(f[2]);
+        g_ptr_array_add(types, t);
+    }
+    if ((r = av_root_list_dir(root, pfdir, &entries)) < 0)
+        return r;
+    for (guint i = 0; entries[i]; i++) {
+        g_autofree char *link = NULL;
+        g_autofree char *vfdir = NULL;
+        guint cur;
+
+        if (!g_str_has_prefix(entries[i], "virtfn"))
+            continue;
+        link = g_strconcat(pfdir, "/", entries[i], NULL);
+        if (av_root_resolve(root, link, &vfdir) < 0)
+            continue;
+        cur = av_fake_vgpu_current(root, vfdir);
+        if (cur) {
+            in_use = cur;
+            made++;
+        }
+        g_ptr_array_add(vfs, g_steal_pointer(&vfdir));
+    }
+    for (guint i = 0; in_use && i < types->len; i++)
+        if (((AvFakeVgpuType *)g_ptr_array_index(types, i))->id == in_use)
+            only = g_ptr_array_index(types, i);
+    for (guint i = 0; i < vfs->len; i++) {
+        const char *vfdir = g_ptr_array_index(vfs, i);
+        g_autoptr(GString) list = g_string_new("ID    : vGPU Name\n");
+        g_autofree char *nvdir = g_strconcat(vfdir, "/nvidia", NULL);
+
+        if (av_fake_vgpu_current(root, vfdir) == 0) {
+            for (guint j = 0; j < types->len; j++) {
+                const AvFakeVgpuType *t = g_ptr_array_index(types, j);
+
+                if (in_use ? (t == only && made < t->max) : TRUE)
+                    g_string_append_printf(list, "%-5u : %s\n", t->id, t->name);
+            }
+        }
+        if ((r = av_fake_put_in(root, nvdir, "creatable_vgpu_types", list->str, 0444)) < 0)
+            return r;
+    }
+    return 0;
+}
+
+/* nvidia/current_vgpu_type of a VF: an ID its creatable_vgpu_types lists
+ * makes the vGPU (-EBUSY when it has one, -EINVAL for a type not listed),
+ * 0 destroys it. */
+static int
+av_fake_vgpu_set(const AvRoot *root, const char *resolved, const char *nvdir, const char *value)
+{
+    g_autofree char *arg = av_fake_arg(value);
+    g_autofree char *vfdir = g_path_get_dirname(nvdir);
+    g_autofree char *physfn = g_strconcat(vfdir, "/physfn", NULL);
+    g_autofree char *pfdir = NULL;
+    g_autofree char *creatable = NULL;
+    g_autoptr(GPtrArray) types = NULL;
+    char *end = NULL;
+    guint64 id;
+    int r;
+
+    if (!*arg || !g_ascii_isdigit(arg[0]))
+        return -EINVAL;
+    id = g_ascii_strtoull(arg, &end, 10);
+    if (*end || id > G_MAXUINT)
+        return -EINVAL;
+    if (av_root_resolve(root, physfn, &pfdir) < 0)
+        return -ENODEV;
+    if (id != 0) {
+        g_autofree char *path = g_strconcat(nvdir, "/creatable_vgpu_types", NULL);
+        gboolean listed = FALSE;
+
+        if (av_fake_vgpu_current(root, vfdir) != 0)
+            return -EBUSY;
+        if ((r = av_root_read_attr(root, path, &creatable)) < 0)
+            return r;
+        types = av_vgpu_types_parse(creatable);
+        for (guint i = 0; i < types->len; i++)
+            listed = listed || ((AvVgpuType *)g_ptr_array_index(types, i))->id == id;
+        if (!listed)
+            return -EINVAL;
+    }
+    {
+        g_autofree char *text = g_strdup_printf("%" G_GUINT64_FORMAT "\n", id);
+
+        if ((r = av_fake_store(root, resolved, text)) < 0)
+            return r;
+    }
+    return av_fake_vgpu_refresh(root, pfdir);
+}
+
 static int
 av_kernel_fake_write_do(const AvRoot *root, const char *path, const char *value)
 {
@@ -1341,6 +1489,8 @@ av_kernel_fake_write_do(const AvRoot *root, const char *path, const char *value)
         return av_fake_unbind(root, drv, value);
     if (g_str_equal(base, "driver_override"))
         return av_fake_set_override(root, resolved, value);
+    if (g_str_equal(base, "current_vgpu_type") && g_str_equal(dir_base, "nvidia"))
+        return av_fake_vgpu_set(root, resolved, dir, value);
     if (g_str_equal(base, "sriov_numvfs"))
         return av_fake_sriov_numvfs(root, resolved, dir, value);
     if (g_str_has_prefix(base, "resource") && g_str_has_suffix(base, "_resize") && strlen(base) == strlen("resource0_resize") &&

@@ -99,6 +99,12 @@ gboolean av_vfio_resize_bar(const AvRoot *root, const AvKernelOps *ops, const ch
  * read.  Caller frees. */
 char *av_vfio_current_driver(const AvRoot *root, const char *address);
 
+/* TRUE when the PCI device @address, on @driver (its current driver), is a
+ * VFIO device whose group file accelvirt can hold: on vfio-pci or a
+ * variant, or a VF with NVIDIA's vGPU interface (nvidia/current_vgpu_type)
+ * that is a VFIO device (vfio-dev/) on NVIDIA's own driver. */
+gboolean av_vfio_device_is_vfio(const AvRoot *root, const char *address, const char *driver);
+
 /* A process that holds a device of an IOMMU group: see
  * av_vfio_groups_find_holder(). */
 typedef struct {

@@ -57,7 +57,7 @@ class Pci:
                  subsys=(0, 0), driver=None, group=None, dsn=None, slot=None,
                  reset=None, override=None, port=PCIE_ENDPOINT, flr=False,
                  sriov=None, physfn=None, mdev_types=None, mdevs=None,
-                 multifunction=False, aer=None, link=None):
+                 multifunction=False, aer=None, link=None, vgpu_types=None, vgpu=False):
         self.addr = addr
         self.parent = parent
         self.vendor = vendor
@@ -80,6 +80,8 @@ class Pci:
         self.multifunction = multifunction
         self.aer = aer                # (correctable, nonfatal, fatal) AER totals, or None: no AER capability
         self.link = link              # (current speed, max speed, current width, max width), or None
+        self.vgpu_types = vgpu_types  # a PF: [(id, max, name)] its vGPU Manager supports, or None
+        self.vgpu = vgpu              # a VF with NVIDIA's vGPU interface (nvidia/, vfio-dev/)
 
     @property
     def is_bridge(self):
@@ -377,10 +379,31 @@ def build_pci(t, host):
             t.link(path + "/physfn", dirs[pf])
             t.link(dirs[pf] + "/virtfn%d" % index, path)
         build_health(t, d, path)
+        build_vgpu(t, host, d, path)
         build_mdev(t, d, path)
         if d.mdev_types:
             # mdev_register_parent() links every parent into the class.
             t.link("/sys/class/mdev_bus/" + d.addr, path)
+
+
+def vgpu_creatable(types):
+    """nvidia/creatable_vgpu_types as NVIDIA's vGPU Manager prints it."""
+    return "ID    : vGPU Name\n" + "".join("%-5d : %s\n" % (tid, name) for tid, _, name in types)
+
+
+def build_vgpu(t, host, d, path):
+    """NVIDIA vGPU on VFs (vGPU 17 and later, kernels 6.8 and later): each VF
+    of a GPU the vGPU Manager serves has nvidia/current_vgpu_type (0: none)
+    and nvidia/creatable_vgpu_types, and is a VFIO device (vfio-dev/vfioN).
+    The PF's .fake-vgpu-types is the emulated kernel's own record of what
+    the GPU supports ("ID MAX NAME"), which no real driver writes."""
+    if d.vgpu_types:
+        t.write(path + "/.fake-vgpu-types", "".join("%d %d %s\n" % x for x in d.vgpu_types))
+    if d.vgpu:
+        pf = [x for x in host.devices if x.addr == d.physfn[0]][0]
+        t.attr(path + "/nvidia/current_vgpu_type", "0")
+        t.write(path + "/nvidia/creatable_vgpu_types", vgpu_creatable(pf.vgpu_types))
+        t.mkdir(path + "/vfio-dev/vfio%d" % d.physfn[1])
 
 
 def build_virtual_parents(t, host):
@@ -503,10 +526,11 @@ def build_nodes(t, host):
 def build_dev_vfio(t, host):
     """Documentation/driver-api/vfio.rst: the container node /dev/vfio/vfio
     (vfio-pci is loaded on every fake host), and /dev/vfio/GROUP for each
-    group with a device bound to vfio-pci.  Plain empty files: the fake
+    group with a device bound to vfio-pci or a vGPU VF (a VFIO device on
+    NVIDIA's driver).  Plain empty files: the fake
     kernel of src/vfio keeps them in step with the bindings."""
     t.write("/dev/vfio/vfio", "")
-    for g in sorted({d.group for d in host.devices if d.driver == "vfio-pci"}):
+    for g in sorted({d.group for d in host.devices if d.driver == "vfio-pci" or d.vgpu}):
         assert g is not None, "give a vfio-pci device an explicit IOMMU group"
         t.write("/dev/vfio/%d" % g, "")
 
@@ -730,6 +754,41 @@ def vgpu_mdev():
                 cpus_online="0-95", devices=devs, node_of=node_of, virtual_parents=[mtty])
 
 
+L40S_VGPU_TYPES = [
+    # id, instances per GPU, name (NVIDIA vGPU 17 for the L40S: 48 GB)
+    (1155, 32, "NVIDIA L40S-1Q"),
+    (1156, 24, "NVIDIA L40S-2Q"),
+    (1157, 12, "NVIDIA L40S-4Q"),
+    (1160, 2, "NVIDIA L40S-24Q"),
+    (1161, 1, "NVIDIA L40S-48Q"),
+]
+
+
+def l40s(addr, parent, slot, group, vfs):
+    """An L40S the vGPU Manager serves: the PF and its VFs on nvidia."""
+    devs = [Pci(addr, parent, NVIDIA, 0x26B9, CLASS_3D, rev=0xA1, subsys=(NVIDIA, 0x1851),
+                driver="nvidia", slot=slot, group=group, reset="flr bus", flr=True,
+                sriov=(32, vfs, 0x26B9), vgpu_types=L40S_VGPU_TYPES, multifunction=True)]
+    base = addr[:-1]
+    for i in range(vfs):
+        devs.append(Pci("%s%d" % (base, i + 1), parent, NVIDIA, 0x26B9, CLASS_3D, rev=0xA1,
+                        subsys=(NVIDIA, 0x1851), driver="nvidia", physfn=(addr, i),
+                        group=group + 1 + i, reset="flr", flr=True, vgpu=True))
+    return devs
+
+
+def vgpu_sriov():
+    # Two L40S on two nodes, as NVIDIA's sriov-manage leaves them at boot
+    # (nvidia-sriov-manage@ALL.service): 4 VFs each, every one free.
+    devs = [host_bridge("pci0000:00"), host_bridge("pci0000:16"), root_port("0000:16:02.0", "pci0000:16")]
+    devs += l40s("0000:17:00.0", "0000:16:02.0", "1", 60, 4)
+    devs += [host_bridge("pci0000:97"), root_port("0000:97:02.0", "pci0000:97")]
+    devs += l40s("0000:98:00.0", "0000:97:02.0", "5", 70, 4)
+    node_of = {"pci0000:00": 0, "pci0000:16": 0, "pci0000:97": 1}
+    return Host(nodes=[Node(0, "0-23", 197880176), Node(1, "24-47", 198163004)],
+                cpus_online="0-47", devices=devs, node_of=node_of)
+
+
 def trap_shared_group():
     # A root port and a PCIe switch without ACS: everything below the switch
     # lands in IOMMU group 12, the GPU together with the host's own NIC.
@@ -859,6 +918,7 @@ HOSTS = {
     "two-socket-8gpu": two_socket_8gpu,
     "sriov-fpga-qat": sriov_fpga_qat,
     "vgpu-mdev": vgpu_mdev,
+    "vgpu-sriov": vgpu_sriov,
     "trap-shared-group": trap_shared_group,
     "fpga-regions": fpga_regions,
     "switches": switches,
