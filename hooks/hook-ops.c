@@ -1445,8 +1445,15 @@ av_prepare_plan(AvPrepare *p, GError **error)
         av_hook_note_mdev(p->host, m->mdev_parent, m->profile->mdev_type, m->hostdev->mdev_uuid);
         av_intent_add_mdev(intent, m->hostdev->mdev_uuid, m->mdev_parent, m->profile->mdev_type);
     }
-    for (guint i = 0; i < p->claims->len; i++)
-        av_intent_add_claim(intent, ((const AvPoolDevice *)g_ptr_array_index(p->claims, i))->identity);
+    for (guint i = 0; i < p->claims->len; i++) {
+        const AvPoolDevice *dev = g_ptr_array_index(p->claims, i);
+        const AvProfile *profile = dev->profile ? av_policy_find(p->policy, dev->profile) : NULL;
+
+        av_intent_add_claim(intent, dev->identity);
+        /* The vGPU av_prepare_apply() makes: a kill after it is undone. */
+        if (profile && profile->vgpu_type && dev->address)
+            av_intent_add_vgpu(intent, dev->address);
+    }
     for (guint i = 0; i < p->managed->len; i++) {
         const AvManaged *m = g_ptr_array_index(p->managed, i);
 

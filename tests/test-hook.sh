@@ -651,6 +651,15 @@ check "a prepare killed after creating its mdev leaves the mdev and its record" 
 check "  ... the next hook call removes the mdev, and the pool knows none of it" \
     eval "hook '$W/vm2.xml' other prepare begin - >/dev/null 2>&1; [ ! -e '$W/host/sys/bus/mdev/devices/$KM' ] && python3 -c \"import json; d=json.load(open('$W/state/pool.json')); assert 'intents' not in d and not [x for x in d['devices'] if x['kind']=='mdev']\" && verify"
 
+# A vGPU made by a prepare killed before it finished (NVIDIA vGPU on VFs).
+world vgpukill vgpu-sriov
+mkdom "$W/k.xml" k "$U1" 0000:98:00.2
+mkdom "$W/k2.xml" k2 "$U2" 0000:98:00.3
+check "a prepare killed after it made its vGPU (L40S-4Q on 0000:98:00.2): the record names the VF" \
+    eval "with_gpol killed_at prepare-commit '$W/k.xml' k && [ \"\$(vgpu_of 0000:98:00.2)\" = 1157 ] && python3 -c \"import json; d=json.load(open('$W/state/pool.json')); assert [i['vgpus'] for i in d['intents']] == [['0000:98:00.2']]\""
+check "  ... the next hook call destroys it (no tenant ever had it), journals it, and the VF is free" \
+    eval "with_gpol accepted '$W/k2.xml' k2 prepare begin - && [ \"\$(vgpu_of 0000:98:00.2)\" = 0 ] && python3 -c \"import json; d=json.load(open('$W/state/pool.json')); assert 'intents' not in d and [x['state'] for x in d['devices'] if x['address']=='0000:98:00.2'] == ['free']\" && grep '\"rolled-back\"' '$W/state/journal.jsonl' | grep -q '\"vgpus_destroyed\": *\\[{\"address\": *\"0000:98:00.2\", *\"type\": *1157}' && verify"
+
 # --- SR-IOV: VFs made again at prepare, the PF and its VFs (issue 13) ---
 # sriov-fpga-qat: the QAT PF 0000:6b:00.0 (16 VFs, 0x4941) with 4 VFs; the
 # profile qat-vf makes VFs on demand and shrinks them back, qat-pf passes

@@ -2373,6 +2373,27 @@ parse_profile(PolicyParse *pp, AvPolicy *policy, GPtrArray *added, json_t *obj, 
             return policy_fail(pp, rp, FALSE, error, "restore_driver 'keep-vfio' cannot be used with attach '%s'; expected on-release",
                                av_attach_to_string(profile->attach));
         }
+        /* A vGPU VF never leaves NVIDIA's driver (a rebind breaks the vGPU
+         * Manager's hold of it): nothing that needs vfio-pci. */
+        if (profile->vgpu_type) {
+            g_autofree char *gp = path_join(base, "vgpu_type");
+
+            if (restore == AV_RESTORE_KEEP_VFIO)
+                return policy_fail(pp, gp, TRUE, error, "'vgpu_type' cannot be used with restore_driver 'keep-vfio': "
+                                   "a vGPU VF stays on NVIDIA's driver");
+            if (profile->program)
+                return policy_fail(pp, gp, TRUE, error, "'vgpu_type' cannot be used with 'program'");
+            for (guint i = 0; profile->scrub && i < profile->scrub->len; i++) {
+                const AvScrubStep *step = g_ptr_array_index(profile->scrub, i);
+
+                if (step->method == AV_SCRUB_METHOD_VFIO_ZERO || step->method == AV_SCRUB_METHOD_VM ||
+                    step->method == AV_SCRUB_METHOD_PROGRAM_BASE)
+                    return policy_fail(pp, gp, TRUE, error,
+                                       "'vgpu_type' cannot be used with a scrub step '%s', which needs the device on "
+                                       "vfio-pci: a vGPU VF stays on NVIDIA's driver; use reset, command or none",
+                                       av_scrub_method_to_string(step->method));
+            }
+        }
         if (!check_program_driver(pp, profile, obj, base, error))
             return FALSE;
     }

@@ -17,6 +17,7 @@
 #include "util/av-json.h"
 #include "util/av-names.h"
 #include "vfio/av-vfio.h"
+#include "vfio/av-vgpu.h"
 
 
 static void
@@ -53,6 +54,7 @@ av_intent_new(const char *domain_uuid, const char *domain_name)
     intent->mdevs = g_ptr_array_new_with_free_func((GDestroyNotify)av_intent_mdev_free);
     intent->claims = g_ptr_array_new_with_free_func(g_free);
     intent->vfs = g_ptr_array_new_with_free_func((GDestroyNotify)av_intent_vfs_free);
+    intent->vgpus = g_ptr_array_new_with_free_func(g_free);
     return intent;
 }
 
@@ -69,6 +71,7 @@ av_intent_free(AvIntent *intent)
     g_ptr_array_unref(intent->mdevs);
     g_ptr_array_unref(intent->claims);
     g_ptr_array_unref(intent->vfs);
+    g_ptr_array_unref(intent->vgpus);
     g_free(intent->undo_error);
     g_free(intent);
 }
@@ -90,6 +93,13 @@ av_intent_add_mdev(AvIntent *intent, const char *uuid, const char *parent, const
     m->parent = g_strdup(parent);
     m->type = g_strdup(type);
     g_ptr_array_add(intent->mdevs, m);
+}
+
+/* See av-pool.h: copies @address. */
+void
+av_intent_add_vgpu(AvIntent *intent, const char *address)
+{
+    g_ptr_array_add(intent->vgpus, g_strdup(address));
 }
 
 /* See av-pool.h: copies @identity. */
@@ -188,6 +198,13 @@ av_pool_intents_to_json(const GPtrArray *intents)
             }
             json_object_set_new(obj, "vfs", vfs);
         }
+        if (intent->vgpus->len > 0) {
+            json_t *vgpus = json_array();
+
+            for (guint j = 0; j < intent->vgpus->len; j++)
+                json_array_append_new(vgpus, json_string(g_ptr_array_index(intent->vgpus, j)));
+            json_object_set_new(obj, "vgpus", vgpus);
+        }
         json_object_set_new(obj, "undo_error", av_json_string_or_null(intent->undo_error));
         json_array_append_new(array, obj);
     }
@@ -233,7 +250,7 @@ av_pool_load_intent(const AvPoolLoad *ld, json_t *obj, const char *jpath, AvInte
 {
     static const char *const keys[] = { "id", "op", "domain_uuid", "domain_name", "since", "binds", "mdevs",
                                         "claims", "undo_error", NULL };
-    static const char *const optional[] = { "vfs", NULL };
+    static const char *const optional[] = { "vfs", "vgpus", NULL };
     static const char *const bind_keys[] = { "address", "original_driver", NULL };
     static const char *const mdev_keys[] = { "uuid", "parent", "type", NULL };
     g_autoptr(AvIntent) intent = NULL;
@@ -323,6 +340,23 @@ av_pool_load_intent(const AvPoolLoad *ld, json_t *obj, const char *jpath, AvInte
     }
     if (!av_pool_load_intent_vfs(ld, json_object_get(obj, "vfs"), jpath, intent, error))
         return FALSE;
+    {
+        json_t *vgpus = json_object_get(obj, "vgpus");
+
+        if (vgpus && !json_is_array(vgpus)) {
+            g_autofree char *sub = g_strdup_printf("%s/vgpus", jpath);
+            return av_pool_load_fail(ld, error, sub, "expected an array");
+        }
+        for (guint i = 0; vgpus && i < json_array_size(vgpus); i++) {
+            json_t *a = json_array_get(vgpus, i);
+
+            if (!json_is_string(a) || !av_pci_address_is_valid(json_string_value(a))) {
+                g_autofree char *sub = g_strdup_printf("%s/vgpus/%u", jpath, i);
+                return av_pool_load_fail(ld, error, sub, "expected a PCI address");
+            }
+            av_intent_add_vgpu(intent, json_string_value(a));
+        }
+    }
     if (!av_uuid_is_valid(intent->domain_uuid)) {
         g_autofree char *sub = g_strdup_printf("%s/domain_uuid", jpath);
         return av_pool_load_fail(ld, error, sub, "expected a lower-case UUID");
@@ -388,6 +422,39 @@ av_intent_undo(AvPool *pool, const AvIntent *intent, const AvRoot *root, const A
 
     json_object_set_new(done, "restored", restored);
     json_object_set_new(done, "mdevs_removed", removed);
+    /* The vGPUs it made (none of them ever had a tenant: the prepare died
+     * before the domain could start), unless a process holds the VF. */
+    if (intent->vgpus->len > 0)
+        json_object_set_new(done, "vgpus_destroyed", json_array());
+    for (guint i = intent->vgpus->len; i > 0; i--) {
+        const char *address = g_ptr_array_index(intent->vgpus, i - 1);
+        g_autofree char *driver = av_vfio_current_driver(root, address);
+        g_autofree char *group = NULL;
+        g_autofree char *link = av_sys_path("bus/pci/devices/%s/iommu_group", address);
+        g_autoptr(GError) local = NULL;
+        guint64 n = 0;
+        guint was = 0;
+
+        if (av_vfio_device_is_vfio(root, address, driver) && av_root_link_name(root, link, &group) == 0 &&
+            g_ascii_string_to_unsigned(group, 10, 0, G_MAXINT, &n, NULL) &&
+            (holder = av_vfio_group_holder(root, (int)n))) {
+            if (ok)
+                g_set_error(error, AV_ERROR, AV_ERROR_BUSY, "cannot destroy the vGPU made on %s: process %s holds "
+                            "its IOMMU group", address, holder);
+            ok = FALSE;
+            g_clear_pointer(&holder, g_free);
+            continue;
+        }
+        if (av_vgpu_clear_type(root, ops, address, &was, &local)) {
+            if (was)
+                json_array_append_new(json_object_get(done, "vgpus_destroyed"),
+                                      json_pack("{s:s,s:I}", "address", address, "type", (json_int_t)was));
+        } else if (ok) {
+            g_propagate_prefixed_error(error, g_steal_pointer(&local), "cannot destroy the vGPU made on %s: ",
+                                       address);
+            ok = FALSE;
+        }
+    }
     for (guint i = intent->mdevs->len; i > 0; i--) {
         const AvIntentMdev *m = g_ptr_array_index(intent->mdevs, i - 1);
         g_autoptr(GError) local = NULL;

@@ -712,6 +712,8 @@ typedef struct {
     GPtrArray *claims;           /* char*: the identities of the pool devices it will take in use; the
                                   * "rolled-back" entry names them: their moves that the dead prepare
                                   * journalled were never saved */
+    GPtrArray *vgpus;            /* char*: the VFs it makes an NVIDIA vGPU on ("vgpu_type"), whose vGPU an
+                                  * undo destroys; in pool.json ("vgpus") only when not empty */
     char *undo_error;            /* why the last undo failed, or NULL (journalled once) */
 } AvIntent;
 
@@ -725,6 +727,7 @@ void av_intent_add_bind(AvIntent *intent, const char *address, const char *origi
 void av_intent_add_mdev(AvIntent *intent, const char *uuid, const char *parent, const char *type);
 void av_intent_add_claim(AvIntent *intent, const char *identity);
 void av_intent_add_vfs(AvIntent *intent, const char *pf, guint from, guint to);
+void av_intent_add_vgpu(AvIntent *intent, const char *address);
 
 /* Adds @intent (taken over) to the pool; returns it, borrowed.  The caller
  * saves the pool before it touches the kernel. */

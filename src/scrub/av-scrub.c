@@ -819,7 +819,9 @@ av_scrub_isolate(const AvRoot *root, const AvKernelOps *ops, const char *address
     *ret_isolated = FALSE;
     if (ret_from)
         *ret_from = NULL;
-    if (av_pci_driver_is_vfio(driver))
+    /* A vGPU VF on NVIDIA's driver is a VFIO device already, held like one:
+     * a rebind would break the vGPU Manager's hold of it. */
+    if (av_vfio_device_is_vfio(root, address, driver))
         return TRUE;
     if (!av_vfio_bind(root, ops, address, NULL, &before, error)) {
         g_prefix_error(error, "cannot bind %s to vfio-pci to keep it away from the host while quarantined: ",
