@@ -733,6 +733,27 @@ def verify(world, pooled_ok, companions_ok, quiet=False):
             bad.append("%s is %s on %s" % (dev["address"], dev["state"], now))
     check(not bad, "%s: every QAT VF in use is on its variant qat_vfio_pci" % label, "; ".join(bad))
 
+    # A VF with NVIDIA's vGPU interface: free, no vGPU left on it (destroyed by
+    # its scrub, or by the undo of a prepare that died); in use, its vGPU is
+    # made; always on NVIDIA's driver, never rebound.
+    bad = []
+    for dev in pool["devices"]:
+        if dev["kind"] != "pci" or not dev.get("address"):
+            continue
+        cur = os.path.join(world.root, "sys/bus/pci/devices", dev["address"], "nvidia/current_vgpu_type")
+        if not os.path.exists(cur):
+            continue
+        with open(cur) as f:
+            t = f.read().strip()
+        if dev["state"] == "free" and t != "0":
+            bad.append("%s is free with vGPU type %s" % (dev["address"], t))
+        if dev["state"] == "in-use" and t == "0":
+            bad.append("%s is in use with no vGPU" % dev["address"])
+        if driver(world, dev["address"]) != "nvidia":
+            bad.append("%s is on %s" % (dev["address"], driver(world, dev["address"])))
+    check(not bad, "%s: every vGPU VF free has no vGPU, every one in use has its vGPU, all on nvidia" % label,
+          "; ".join(bad))
+
     # What a running domain holds (the fake hot-plug's live hostdevs) is in use by it,
     # or quarantined: never free, claimed by nobody, dirty or being scrubbed under it.
     bad = []
@@ -939,6 +960,24 @@ def main():
                 pdoms.append(("p%d" % n, uuid(n), domain_xml("p%d" % n, uuid(n), [hostdev(g, "yes" if k else "no")])))
         prof_world = World(top, "two-socket-8gpu", ppol, pdoms, name="twoprof")
         prof_world.flip = FLIP_GPUS
+        # NVIDIA vGPU on VFs: two L40S, one type each, two domains per VF.
+        gpol = os.path.join(top, "policies-vgpu-sriov")
+        os.mkdir(gpol, 0o755)
+        with open(os.path.join(gpol, "10-l40s.json"), "w") as f:
+            json.dump({"profiles": [
+                {"name": "storm-l40s-2q", "match": {"vendor": "0x10de", "pf": "0000:17:00.0"}, "attach": "sriov-vf",
+                 "vgpu_type": "L40S-2Q", "numa": "none",
+                 "scrub": [{"method": "reset"}, {"method": "command", "argv": [scrub], "timeout": 5}]},
+                {"name": "storm-l40s-4q", "match": {"vendor": "0x10de", "pf": "0000:98:00.0"}, "attach": "sriov-vf",
+                 "vgpu_type": "NVIDIA L40S-4Q", "numa": "none", "scrub": [{"method": "reset"}]}]}, f)
+        os.chmod(os.path.join(gpol, "10-l40s.json"), 0o644)
+        vgpu_vfs = ["0000:17:00.%d" % i for i in range(1, 5)] + ["0000:98:00.%d" % i for i in range(1, 5)]
+        gdoms = []
+        for vf in vgpu_vfs:
+            for k in range(2):
+                n += 1
+                gdoms.append(("s%d" % n, uuid(n), domain_xml("s%d" % n, uuid(n), [hostdev(vf)])))
+        vsriov_world = World(top, "vgpu-sriov", gpol, gdoms, name="vgpu-sriov")
         vfs = ["0000:6b:00.%d" % i for i in range(1, 8)] + ["0000:6b:01.%d" % i for i in range(8)]
         hot_gpus = ["0000:98:00.0", "0000:b1:00.0"]
 
@@ -1016,8 +1055,23 @@ def main():
               lambda w: (attach_argv(w, "h1", "test-qat-vf", 6), None), vfs, {},
               lambda w: (run(w, attach_argv(w, "h1", "test-qat-vf", 6)), detach_all(w)))
 
-        storm([gpu_world, vgpu_world, rebar_world, hot_world, sriov_world, prof_world])
-        for w in (gpu_world, vgpu_world, rebar_world, hot_world, sriov_world, prof_world):
+        # A vGPU VF's prepare (its vGPU made), release and scrub (destroyed), killed at each point.
+        sv = vsriov_world.domains[0]
+        release_sv = release_of(sv[0])
+        sweep(vsriov_world, "a vGPU VF's prepare (its vGPU made)",
+              lambda w: ([HOOK, sv[0], "prepare", "begin", "-"], w.dir + "/" + sv[0] + ".xml"), vgpu_vfs, {},
+              lambda w: (hook(w, sv[0], w.dir + "/" + sv[0] + ".xml", "prepare", "begin", "none"), release_sv(w)))
+        gprepared = vsriov_world.clone("vgpu-prepared")
+        hook(gprepared, sv[0], gprepared.dir + "/" + sv[0] + ".xml", "prepare", "begin", "none")
+        genv = dict(gprepared.env, ACCELVIRT_WORKER="/bin/true")
+        subprocess.run([HOOK, sv[0], "release", "end", "-"], stdin=open(gprepared.dir + "/" + sv[0] + ".xml"),
+                       env=genv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        sweep(gprepared, "its scrub by the worker (its vGPU destroyed last)", lambda w: ([WORKER], None), vgpu_vfs,
+              {}, release_sv)
+        gprepared.remove()
+
+        storm([gpu_world, vgpu_world, rebar_world, hot_world, sriov_world, prof_world, vsriov_world])
+        for w in (gpu_world, vgpu_world, rebar_world, hot_world, sriov_world, prof_world, vsriov_world):
             quiesce(w)
         seconds = time.time() - t0
 
@@ -1037,6 +1091,7 @@ def main():
         verify(hot_world, hot_gpus, companions)
         verify(sriov_world, vfs, {})
         verify(prof_world, gpus, companions)
+        verify(vsriov_world, vgpu_vfs, {})
         mdev_dir = os.path.join(vgpu_world.root, "sys/bus/mdev/devices")
         vp = load_pool(vgpu_world)
         held = {d["identity"][5:] for d in vp["devices"] if d["kind"] == "mdev"}
@@ -1046,7 +1101,7 @@ def main():
 
         # Then every domain is released for good, nobody killed: every device
         # comes back free, scrubbed, on the drivers it had.
-        for w in (gpu_world, vgpu_world, rebar_world, prof_world):
+        for w in (gpu_world, vgpu_world, rebar_world, prof_world, vsriov_world):
             for name, _, path in w.domains:
                 hook(w, name, path, "release", "end", "none")
             quiesce(w)
@@ -1057,7 +1112,7 @@ def main():
             set_subsystem(prof_world, addr, FLIP_HEAVY)
         operator_fix(prof_world, "none", every=True)
         quiesce(prof_world)
-        for w in (gpu_world, vgpu_world, rebar_world, hot_world, sriov_world, prof_world):
+        for w in (gpu_world, vgpu_world, rebar_world, hot_world, sriov_world, prof_world, vsriov_world):
             label = os.path.basename(w.dir)
             p = load_pool(w)
             bad = ["%s %s" % (d["identity"], d["state"]) for d in p["devices"]
@@ -1086,7 +1141,7 @@ def main():
                  stats["completed"], stats["survived_kill"]))
         print("# by program: " + ", ".join("%s %d" % (k, v) for k, v in sorted(kinds.items())))
         states = {}
-        for w in (gpu_world, vgpu_world, rebar_world, hot_world, sriov_world, prof_world):
+        for w in (gpu_world, vgpu_world, rebar_world, hot_world, sriov_world, prof_world, vsriov_world):
             for d in load_pool(w)["devices"]:
                 states[d["state"]] = states.get(d["state"], 0) + 1
         print("# final states: " + ", ".join("%s %d" % kv for kv in sorted(states.items())))
