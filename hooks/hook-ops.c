@@ -1097,6 +1097,15 @@ av_prepare_check(AvPrepare *p, GError **error)
                                m->hostdev->pci_address, m->pooldev->address);
             return FALSE;
         }
+        /* libvirt would move a managed='yes' vGPU VF off NVIDIA's driver,
+         * which breaks the vGPU Manager's hold of it. */
+        if (m->hostdev->type == AV_HOSTDEV_PCI && m->hostdev->managed && m->profile && m->profile->vgpu_type) {
+            g_set_error(error, AV_ERROR, AV_ERROR_INVALID_INPUT,
+                        "device %s has the profile '%s' (an NVIDIA vGPU VF), and its <hostdev> says managed='yes': "
+                        "libvirt would take it off NVIDIA's driver; write managed='no' (accelvirt define does)",
+                        m->hostdev->pci_address, m->profile->name);
+            return FALSE;
+        }
         /* "start begin" checks the pinning against the device's node: a
          * pinning it cannot read is refused now, before anything is bound
          * (only for a device whose profile makes it a condition, issue 19). */
@@ -1494,9 +1503,11 @@ av_prepare_apply(AvPrepare *p, GError **error)
 
         if (!profile || !profile->vgpu_type || !dev->address)
             continue;
+        /* Named before the write: a write whose read-back fails is undone
+         * too (destroying no vGPU is a no-op). */
+        g_ptr_array_add(p->vgpus, g_strdup(dev->address));
         if (!av_vgpu_set_type(p->config->root, p->config->ops, dev->address, profile->vgpu_type, &id, &name, error))
             return FALSE;
-        g_ptr_array_add(p->vgpus, g_strdup(dev->address));
         av_hook_log(LOG_INFO, "made a vGPU of type %s (%u) on %s", name, id, dev->address);
     }
     for (guint i = 0; i < p->groups->len; i++) {

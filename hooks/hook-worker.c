@@ -310,7 +310,7 @@ av_worker_hold_note(const AvHookConfig *config, const AvScrubJob *job)
     if (job->kind != AV_DEVICE_KIND_PCI || !job->address || job->iommu_group < 0)
         return;
     driver = av_vfio_current_driver(config->root, job->address);
-    if (!av_pci_driver_is_vfio(driver))
+    if (!av_vfio_device_is_vfio(config->root, job->address, driver))
         av_hook_log(LOG_INFO, "scrubbing %s on %s, without a hold of its IOMMU group (no step needs vfio-pci)",
                     job->address, driver ? driver : "no driver");
 }

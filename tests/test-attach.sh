@@ -369,6 +369,45 @@ check "5 VFs of 4 idle ones: the PF goes to 5 VFs (vfs-set by the attach), all f
 check "  ... each in use by vg, on qat_vfio_pci (the vfio-pci variant the kernel offers them)" \
     eval "json '$QS/pool.json' \"sorted(x['address'] for x in d['devices'] if x['state'] == 'in-use') == ['0000:6b:00.%d' % i for i in range(1, 6)]\" && is_driver_q 0000:6b:00.5"
 
+# --- NVIDIA vGPU on VFs (vgpu-sriov's two L40S): attach makes the vGPU, detach leaves it to the scrub ---
+GH="$T/vgpu"
+GS="$T/vgpus"
+GP="$T/vgpup"
+cp -a "$AV_TEST_HOSTS/vgpu-sriov" "$GH"
+mkdir -p "$GP" && chmod 0755 "$GP"
+cat >"$GP/10.json" <<'GPEOF'
+{"profiles": [
+  {"name": "l40s-2q", "match": {"vendor": "0x10de", "pf": "0000:17:00.0"}, "attach": "sriov-vf",
+   "vgpu_type": "L40S-2Q", "numa": "none", "scrub": [{"method": "reset"}]},
+  {"name": "l40s-48q", "match": {"vendor": "0x10de", "pf": "0000:98:00.0"}, "attach": "sriov-vf",
+   "vgpu_type": "L40S-48Q", "numa": "none", "scrub": [{"method": "reset"}]}
+]}
+GPEOF
+chmod 0644 "$GP/10.json"
+avg() {
+    ACCELVIRT_TEST_HOTPLUG="$HP" ACCELVIRT_WORKER="$T/worker.sh" \
+        "$AV" --root "$GH" --policy-dir "$GP" --state-dir "$GS" -c "test://$T/drv.xml" "$@"
+}
+vgpu_of() { cat "$GH/sys/bus/pci/devices/$1/nvidia/current_vgpu_type"; }
+avg attach vg l40s-2q --count 2 >"$T/g1.out" 2>"$T/g1.err"
+echo $? >"$T/g1.rc"
+check "attach of 2 vGPU VFs (l40s-2q): each gets its vGPU (1156), stays on nvidia, is in use by vg" \
+    eval "succeeded g1 && [ \"\$(grep -c 'ua-accelvirt-0000-17-00' '$T/g1.out')\" = 2 ] && [ \"\$(vgpu_of 0000:17:00.1)\" = 1156 ] && [ \"\$(vgpu_of 0000:17:00.2)\" = 1156 ] && [ \"\$(basename \$(readlink '$GH/sys/bus/pci/devices/0000:17:00.1/driver'))\" = nvidia ] && json '$GS/pool.json' \"sorted(x['address'] for x in d['devices'] if x['state'] == 'in-use') == ['0000:17:00.1', '0000:17:00.2'] and 'intents' not in d\""
+avg attach vg l40s-48q --count 2 >"$T/g2.out" 2>"$T/g2.err"
+echo $? >"$T/g2.rc"
+check "  ... 2 of L40S-48Q, which its GPU makes only once: refused in one line when the second is made, the first destroyed again, nothing in use" \
+    eval "refused g2 3 "cannot make a vGPU of type 'L40S-48Q' on 0000:98:00.2: its GPU offers none now" && [ \"\$(vgpu_of 0000:98:00.1)\" = 0 ] && [ \"\$(vgpu_of 0000:98:00.2)\" = 0 ] && json '$GS/pool.json' \"not [x for x in d['devices'] if x['address'].startswith('0000:98') and x['state'] != 'free']\""
+echo 1 >"$HP/fail-attach"
+avg attach vg l40s-48q >"$T/g3.out" 2>"$T/g3.err"
+echo $? >"$T/g3.rc"
+rm -f "$HP/fail-attach"
+check "  ... an attach whose hot-plug fails: the vGPU it made is destroyed again (no tenant had it), the VF free" \
+    eval "[ \"\$(cat '$T/g3.rc')\" != 0 ] && [ \"\$(vgpu_of 0000:98:00.1)\" = 0 ] && json '$GS/pool.json' \"not [x for x in d['devices'] if x['address'].startswith('0000:98') and x['state'] != 'free'] and 'intents' not in d\""
+avg detach vg --all >"$T/g4.out" 2>"$T/g4.err"
+echo $? >"$T/g4.rc"
+check "  ... detach: both dirty, their vGPUs kept for the scrub" \
+    eval "succeeded g4 && json '$GS/pool.json' \"sorted(x['address'] for x in d['devices'] if x['state'] == 'dirty') == ['0000:17:00.1', '0000:17:00.2']\" && [ \"\$(vgpu_of 0000:17:00.1)\" = 1156 ]"
+
 # --- a profile's on_assign (issue 15): after the claim, before the hot-plug ----------------
 AH="$T/qat2"
 AS="$T/qat2s"

@@ -513,6 +513,24 @@ check "  ... its certificate names the reset and the vGPU it destroyed, and says
 check "  ... and the VF never left nvidia" eval "[ \"\$(driver 0000:17:00.1)\" = nvidia ]"
 check "  ... with every vGPU of the GPU gone, it offers L40S-4Q again" \
     eval "with_gpol accepted '$W/c.xml' c release end - && wait_state 0000:17:00.2 free && with_gpol accepted '$W/b.xml' b prepare begin - && [ \"\$(vgpu_of 0000:17:00.3)\" = 1157 ]"
+avg() { ACCELVIRT_WORKER=/bin/true "$AV" --root "$W/host" --policy-dir "$GPOL" --state-dir "$W/state" "$@"; }
+mkdom "$W/y.xml" y "$U3" 0000:98:00.4:yes
+check "a vGPU VF as a managed='yes' hostdev is refused in one line (libvirt would take it off NVIDIA's driver)" \
+    eval "with_gpol refused \"device 0000:98:00.4 has the profile 'l40s-4q' (an NVIDIA vGPU VF), and its <hostdev> says managed='yes'\" '$W/y.xml' y prepare begin - && [ \"\$(vgpu_of 0000:98:00.4)\" = 0 ]"
+mkdom "$W/f.xml" f "$(uuid 71)" 0000:98:00.1
+echo "fail *0000:98:00.1/reset 5" >"$W/host/sys/.accelvirt-fake-kernel"
+check "a vGPU VF whose scrub fails (its reset): quarantined, its vGPU still made (the destroy comes last)" \
+    eval "with_gpol accepted '$W/f.xml' f prepare begin - && with_gpol accepted '$W/f.xml' f release end - && wait_state 0000:98:00.1 quarantined && [ \"\$(vgpu_of 0000:98:00.1)\" = 1156 ]"
+rm -f "$W/host/sys/.accelvirt-fake-kernel"
+check "  ... quarantine clear refuses it in one line while its vGPU is made, and it stays quarantined" \
+    eval "! avg quarantine clear 0000:98:00.1 >'$AV_TMP/out' 2>'$AV_TMP/err' && [ \"\$(wc -l <'$AV_TMP/err')\" -eq 1 ] && grep -q \"still has an NVIDIA vGPU (type 1156).*run 'accelvirt scrub 0000:98:00.1' first\" '$AV_TMP/err' && wait_state 0000:98:00.1 quarantined"
+check "  ... accelvirt scrub destroys it (its last step), then the clear frees it" \
+    eval "avg scrub 0000:98:00.1 >/dev/null && [ \"\$(vgpu_of 0000:98:00.1)\" = 0 ] && avg quarantine clear 0000:98:00.1 >/dev/null && wait_state 0000:98:00.1 free"
+echo 1157 >"$W/host/sys/bus/pci/devices/0000:98:00.2/nvidia/current_vgpu_type"
+check "a free vGPU VF with a vGPU accelvirt did not make: reconcile quarantines it, saying what to run" \
+    eval "avg reconcile >/dev/null && wait_state 0000:98:00.2 quarantined && status && json '$W/st.json' \"'did not make' in [x['reason'] for x in d['devices'] if x['address'] == '0000:98:00.2'][0]\""
+check "a profile that is not a vGPU one never binds a VF NVIDIA's vGPU Manager serves to vfio-pci: refused in one line" \
+    eval "mkdir -p '$AV_TMP/gplain' && chmod 0755 '$AV_TMP/gplain' && printf '%s' '{\"profiles\": [{\"name\": \"plain-vf\", \"match\": {\"vendor\": \"0x10de\", \"device\": \"0x26b9\"}, \"attach\": \"sriov-vf\", \"numa\": \"none\", \"scrub\": [{\"method\": \"reset\"}]}]}' >'$AV_TMP/gplain/10.json' && chmod 0644 '$AV_TMP/gplain/10.json' && saved_pol=\$POL && POL='$AV_TMP/gplain' && mkdom '$W/p.xml' pl '$(uuid 72)' 0000:98:00.3 && refused \"cannot bind '0000:98:00.3' to vfio-pci: it is a VF NVIDIA's vGPU Manager serves\" '$W/p.xml' pl prepare begin -; rc=\$?; POL=\$saved_pol; [ \$rc = 0 ] && [ \"\$(driver 0000:98:00.3)\" = nvidia ]"
 check "a policy with vgpu_type beside vfio_driver is refused by policy check in one line" \
     eval "mkdir -p '$AV_TMP/gbad' && chmod 0755 '$AV_TMP/gbad' && sed 's/\"vgpu_type\": \"L40S-2Q\",/\"vgpu_type\": \"L40S-2Q\", \"vfio_driver\": \"vfio-pci\",/' '$GPOL/10-l40s.json' >'$AV_TMP/gbad/10.json' && chmod 0644 '$AV_TMP/gbad/10.json' && ! ACCELVIRT_POLICY_DIR='$AV_TMP/gbad' '$AV' policy check >'$AV_TMP/out' 2>'$AV_TMP/err' && grep -q \"'vgpu_type' cannot be used with 'vfio_driver'\" '$AV_TMP/err'"
 

@@ -1748,7 +1748,7 @@ test_variant_bind_restore(void)
         g_assert_null(note);
         note = av_vfio_kept_note(f.root, aliases, QAT_VF_VFIO, "qat_vfio_pci", "vfio-pci");
         g_assert_nonnull(note);
-        g_assert_true(strstr(note, "profile's \"vfio_driver\" asks for vfio_pci") != NULL);
+        g_assert_true(strstr(note, "profile's \"vfio_driver\" asks for vfio-pci") != NULL);
     }
     g_clear_pointer(&orig, g_free);
 

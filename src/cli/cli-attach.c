@@ -56,6 +56,7 @@
 #include "vfio/av-hold.h"
 #include "vfio/av-kernel.h"
 #include "vfio/av-vfio.h"
+#include "vfio/av-vgpu.h"
 
 /* How long a bound group's /dev/vfio node may take to appear (as the hook). */
 #define AV_ATTACH_VFIO_NODE_TIMEOUT_MS 10000
@@ -799,7 +800,27 @@ typedef struct {
     GPtrArray *marks;            /* AvPoolAttachMark* */
     AvVfioAliases *aliases;      /* modules.alias's vfio_pci: lines, read at the first bind planned */
     gboolean aliases_read;
+    GPtrArray *vgpus;            /* AvAttachVgpu*: the NVIDIA vGPUs to make on VFs ("vgpu_type") */
 } AvAttachRun;
+
+/* A VF of a "vgpu_type" profile: never bound (it stays on NVIDIA's driver),
+ * its vGPU made after the binds (av-vgpu.h). */
+typedef struct {
+    char *address;
+    char *type;                  /* the profile's "vgpu_type" */
+    int group;
+    gboolean made;
+} AvAttachVgpu;
+
+static void
+av_attach_vgpu_free(AvAttachVgpu *v)
+{
+    if (!v)
+        return;
+    g_free(v->address);
+    g_free(v->type);
+    g_free(v);
+}
 
 static void
 av_attach_clear(AvAttachRun *a)
@@ -815,6 +836,7 @@ av_attach_clear(AvAttachRun *a)
     g_clear_pointer(&a->mdevs, g_ptr_array_unref);
     g_clear_pointer(&a->marks, g_ptr_array_unref);
     g_clear_pointer(&a->aliases, av_vfio_aliases_free);
+    g_clear_pointer(&a->vgpus, g_ptr_array_unref);
 }
 G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC(AvAttachRun, av_attach_clear)
 
@@ -880,12 +902,15 @@ av_attach_plan_group(AvAttachRun *a, AvPool *pool, const AvHost *host, const AvP
                 a->aliases = av_vfio_aliases_load(a->root);
                 a->aliases_read = TRUE;
             }
+            /* A vGPU VF stays on NVIDIA's driver: its vGPU is made instead. */
             if (mprofile && mprofile->vgpu_type) {
-                g_set_error(error, AV_ERROR, AV_ERROR_INVALID_INPUT,
-                            "cannot attach %s: its profile '%s' makes an NVIDIA vGPU (\"vgpu_type\"), which "
-                            "accelvirt attach does not do yet; give the domain the VF when it starts, and the hook "
-                            "makes the vGPU", address, mprofile->name);
-                return FALSE;
+                AvAttachVgpu *v = g_new0(AvAttachVgpu, 1);
+
+                v->address = g_strdup(address);
+                v->type = g_strdup(mprofile->vgpu_type);
+                v->group = pci->iommu_group;
+                g_ptr_array_add(a->vgpus, v);
+                continue;
             }
             if (mp && av_pci_driver_is_vfio(mp->driver)) {
                 g_autofree char *note = av_vfio_kept_note(a->root, a->aliases, address, mp->driver,
@@ -1020,6 +1045,24 @@ av_attach_unbind(AvAttachRun *a, int only, GError **error)
 {
     gboolean ok = TRUE;
 
+    /* The vGPUs this attach made on VFs of those groups go first: no
+     * tenant had them. */
+    for (guint i = a->vgpus->len; i > 0; i--) {
+        AvAttachVgpu *v = g_ptr_array_index(a->vgpus, i - 1);
+        g_autoptr(GError) local = NULL;
+
+        if (!v->made || (only != -2 && v->group != only))
+            continue;
+        if (!av_vgpu_clear_type(a->root, a->kops, v->address, NULL, &local)) {
+            if (ok)
+                g_propagate_prefixed_error(error, g_steal_pointer(&local), "cannot destroy the vGPU of %s: ",
+                                           v->address);
+            ok = FALSE;
+            continue;
+        }
+        v->made = FALSE;
+    }
+
     for (guint i = a->binds->len; i > 0; i--) {
         AvAttachBind *b = g_ptr_array_index(a->binds, i - 1);
         g_autoptr(GError) local = NULL;
@@ -1079,6 +1122,8 @@ av_attach_bind(AvAttachRun *a, AvPool *pool, AvIntent **ret_intent, GError **err
     }
     for (guint i = 0; i < a->claims->len; i++)
         av_intent_add_claim(intent, g_ptr_array_index(a->claims, i));
+    for (guint i = 0; i < a->vgpus->len; i++)
+        av_intent_add_vgpu(intent, ((const AvAttachVgpu *)g_ptr_array_index(a->vgpus, i))->address);
     for (guint i = 0; i < a->mdevs->len; i++) {
         const AvAttachMdev *m = g_ptr_array_index(a->mdevs, i);
 
@@ -1099,6 +1144,15 @@ av_attach_bind(AvAttachRun *a, AvPool *pool, AvIntent **ret_intent, GError **err
         g_free(b->original_driver);
         b->original_driver = g_steal_pointer(&original);
         b->bound = TRUE;
+    }
+    for (guint i = 0; i < a->vgpus->len; i++) {
+        AvAttachVgpu *v = g_ptr_array_index(a->vgpus, i);
+        g_autofree char *name = NULL;
+        guint id = 0;
+
+        v->made = TRUE;     /* before the write: one whose read-back fails is undone too */
+        if (!av_vgpu_set_type(a->root, a->kops, v->address, v->type, &id, &name, error))
+            goto fail;
     }
     for (guint i = 0; i < a->groups->len; i++)
         if (!av_vfio_wait_group_node(a->root, g_array_index(a->groups, int, i), AV_ATTACH_VFIO_NODE_TIMEOUT_MS,
@@ -1644,6 +1698,7 @@ av_cli_cmd_attach(AvCli *cli, int argc, char **argv)
     a.binds = g_ptr_array_new_with_free_func((GDestroyNotify)av_attach_bind_free);
     a.groups = g_array_new(FALSE, FALSE, sizeof(int));
     a.mdevs = g_ptr_array_new_with_free_func((GDestroyNotify)av_attach_mdev_free);
+    a.vgpus = g_ptr_array_new_with_free_func((GDestroyNotify)av_attach_vgpu_free);
     a.marks = g_ptr_array_new_with_free_func((GDestroyNotify)av_pool_attach_mark_done);
 
     /* Under the pool's lock: place, claim, bind, record in use, save. */

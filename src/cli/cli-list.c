@@ -203,7 +203,7 @@ av_pci_json(const AvPciDevice *dev, const AvProfile *profile, const AvProfile *m
         for (guint i = 0; dev->vgpu_creatable && i < dev->vgpu_creatable->len; i++) {
             const AvVgpuType *t = g_ptr_array_index(dev->vgpu_creatable, i);
 
-            json_array_append_new(types, json_pack("{s:i,s:s}", "id", (json_int_t)t->id, "name", t->name));
+            json_array_append_new(types, json_pack("{s:I,s:s}", "id", (json_int_t)t->id, "name", t->name));
         }
         json_object_set_new(vgpu, "current_type", json_integer(dev->vgpu_current));
         json_object_set_new(vgpu, "creatable", types);

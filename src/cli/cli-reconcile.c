@@ -255,6 +255,36 @@ av_reconcile_health(const AvRoot *root, const AvPolicy *policy, AvPool *pool, Av
     return TRUE;
 }
 
+/* A free VF with an NVIDIA vGPU made on it: accelvirt destroys every vGPU
+ * it made before the VF is free, so someone else made this one (by hand,
+ * or for a domain behind accelvirt's back): quarantined, never handed out
+ * so; 'accelvirt scrub' destroys it, then 'quarantine clear'. */
+static gboolean
+av_reconcile_vgpus(AvPool *pool, const AvHost *host, AvReconcile *r, GError **error)
+{
+    for (guint i = 0; i < av_pool_devices(pool)->len; i++) {
+        AvPoolDevice *dev = g_ptr_array_index(av_pool_devices(pool), i);
+        const AvPciDevice *pci;
+        g_autofree char *reason = NULL;
+        json_t *e;
+
+        if (dev->state != AV_DEVICE_STATE_FREE || dev->kind != AV_DEVICE_KIND_PCI || !dev->address)
+            continue;
+        pci = av_host_find_pci(host, dev->address);
+        if (!pci || !pci->vgpu_capable || pci->vgpu_current == 0)
+            continue;
+        reason = g_strdup_printf("free with an NVIDIA vGPU (type %u) that accelvirt did not make: run 'accelvirt "
+                                 "scrub %s' (its last step destroys it), then 'accelvirt quarantine clear %s'",
+                                 pci->vgpu_current, dev->address, dev->address);
+        if (!av_pool_quarantine_found(pool, dev, "vgpu", reason, error))
+            return FALSE;
+        e = av_reconcile_device(dev);
+        json_object_set_new(e, "reason", json_string(reason));
+        json_array_append_new(r->quarantined, e);
+    }
+    return TRUE;
+}
+
 /* Dirty devices, and scrubbing ones whose scrub lock nobody holds (their
  * worker died): the worker this starts scrubs them. */
 static void
@@ -398,7 +428,8 @@ av_cli_cmd_reconcile(AvCli *cli, int argc, char **argv)
         !av_pool_reconcile(pool, host, policy, &changed, &err) ||
         !av_reconcile_vfs(root, policy, pool, &host, &r, &err) ||
         !av_reconcile_keep_vfio(root, policy, pool, host, &r, &err) ||
-        !av_reconcile_health(root, policy, pool, &r, &err) || !av_pool_save(pool, &err))
+        !av_reconcile_health(root, policy, pool, &r, &err) || !av_reconcile_vgpus(pool, host, &r, &err) ||
+        !av_pool_save(pool, &err))
         return av_cli_fail(err);
     /* The kernel refuses what the pool refuses (av-hold.h): holds taken
      * for dirty and quarantined devices on vfio-pci, dropped for the rest. */

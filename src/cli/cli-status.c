@@ -143,7 +143,7 @@ av_status_hold(const AvCli *cli, const AvRoot *root, const AvPoolDevice *d)
     if (!av_pool_device_wants_hold(d) || !root)
         return NULL;
     driver = av_vfio_current_driver(root, d->address);
-    return av_pci_driver_is_vfio(driver) ? json_string("none") : NULL;
+    return av_vfio_device_is_vfio(root, d->address, driver) ? json_string("none") : NULL;
 }
 
 /* The line of av_status_hold() for people, or nothing. */

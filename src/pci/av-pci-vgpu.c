@@ -131,6 +131,18 @@ av_pci_vgpu_read(const AvRoot *root, const char *address, guint *ret_current, GP
 
 /* See av-pci.h. */
 gboolean
+av_pci_has_vgpu(const AvRoot *root, const char *address)
+{
+    g_autofree char *path = NULL;
+
+    if (!av_pci_address_is_valid(address))
+        return FALSE;
+    path = av_sys_path("bus/pci/devices/%s/nvidia/current_vgpu_type", address);
+    return av_root_exists(root, path);
+}
+
+/* See av-pci.h. */
+gboolean
 av_vgpu_type_matches(const AvVgpuType *type, const char *spec)
 {
     const char *space;

@@ -109,6 +109,11 @@ GPtrArray *av_vgpu_types_parse(const char *text);
  * 0 or -errno (-ENOENT: no vGPU interface, not a vGPU VF). */
 int av_pci_vgpu_read(const AvRoot *root, const char *address, guint *ret_current, GPtrArray **ret_creatable);
 
+/* TRUE when the PCI function @address has NVIDIA's vGPU interface
+ * (nvidia/current_vgpu_type): a VF the vGPU Manager serves, whatever its
+ * profile says. */
+gboolean av_pci_has_vgpu(const AvRoot *root, const char *address);
+
 /* TRUE when @spec (a profile's "vgpu_type") names @type: its decimal ID,
  * its full name ("NVIDIA L40S-2Q") or its short name ("L40S-2Q"). */
 gboolean av_vgpu_type_matches(const AvVgpuType *type, const char *spec);

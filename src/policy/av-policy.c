@@ -2436,6 +2436,16 @@ parse_profile(PolicyParse *pp, AvPolicy *policy, GPtrArray *added, json_t *obj, 
                                "last tenant's firmware says");
     }
 
+    /* No step of a vGPU VF's scrub measures memory (vfio-zero needs
+     * vfio-pci): "min_coverage" would quarantine every one, its vGPU made. */
+    if (profile->vgpu_type && (json_object_get(obj, "min_coverage") || json_object_get(obj, "memory"))) {
+        g_autofree char *gp = path_join(base, "vgpu_type");
+
+        return policy_fail(pp, gp, TRUE, error,
+                           "'vgpu_type' cannot be used with '%s': the framebuffer of a vGPU is a share of the GPU's "
+                           "that accelvirt cannot measure clearing",
+                           json_object_get(obj, "min_coverage") ? "min_coverage" : "memory");
+    }
     if (!parse_max_lease(pp, profile, obj, base, error) || !parse_health(pp, profile, obj, base, error))
         return FALSE;
 

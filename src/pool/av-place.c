@@ -483,8 +483,8 @@ av_place_fn_usable(AvPlaceCtx *ctx, AvPlaceReq *r, AvPlaceFn *fn)
         g_free(r->why);
         r->why = fn->pci->vgpu_capable && fn->pci->vgpu_current
                      ? g_strdup_printf("'%s' has a vGPU (type %u) already", fn->pci->address, fn->pci->vgpu_current)
-                     : g_strdup_printf("the GPU of '%s' does not offer vGPU type '%s' now (a GPU serves one type at "
-                                       "a time)", fn->pci->address, r->profile->vgpu_type);
+                     : g_strdup_printf("the GPU of '%s' does not offer vGPU type '%s' now (it serves another type, "
+                                       "or is full)", fn->pci->address, r->profile->vgpu_type);
         return FALSE;
     }
     if (fn->pci && !av_place_fn_viable(ctx, fn)) {

@@ -283,6 +283,23 @@ av_pool_quarantine_health(AvPool *pool, AvPoolDevice *dev, const char *reason, G
     return TRUE;
 }
 
+/* See av-pool.h. */
+gboolean
+av_pool_quarantine_found(AvPool *pool, AvPoolDevice *dev, const char *what, const char *reason, GError **error)
+{
+    g_autoptr(json_t) extra = json_object();
+
+    if (dev->state != AV_DEVICE_STATE_FREE)
+        return av_transition_fail(dev, AV_DEVICE_STATE_QUARANTINED, error);
+    json_object_set_new(extra, "found", json_string(what));
+    json_object_set_new(extra, "unscrubbed", json_true());
+    if (!av_pool_transition_do(pool, dev, AV_DEVICE_STATE_QUARANTINED, NULL, reason, "transition", extra, TRUE,
+                               error))
+        return FALSE;
+    dev->unscrubbed = TRUE;
+    return TRUE;
+}
+
 /* See av-pool-private.h. */
 gboolean
 av_pool_set_identity_problem(AvPool *pool, AvPoolDevice *dev, const char *problem, GError **error)
@@ -606,6 +623,19 @@ av_pool_clear_quarantine(AvPool *pool, AvPoolDevice *dev, const AvRoot *root, co
                     "'accelvirt scrub %s' first (it stays quarantined), then clear it", address, dev->identity,
                     dev->reason ? dev->reason : "quarantined", address);
         return FALSE;
+    }
+    /* An NVIDIA vGPU VF whose vGPU is still made (its scrub failed before
+     * its last step destroyed it): never free so. */
+    if (dev->kind == AV_DEVICE_KIND_PCI && dev->address) {
+        guint current = 0;
+
+        if (av_pci_vgpu_read(root, dev->address, &current, NULL) == 0 && current != 0) {
+            g_set_error(error, AV_ERROR, AV_ERROR_UNSAFE,
+                        "device %s (%s) still has an NVIDIA vGPU (type %u), with what its last tenant left in it; "
+                        "run 'accelvirt scrub %s' first (its last step destroys the vGPU), then clear it", address,
+                        dev->identity, current, address);
+            return FALSE;
+        }
     }
     profile = dev->profile ? av_policy_find(policy, dev->profile) : NULL;
     if (!profile) {

@@ -284,6 +284,14 @@ gboolean av_pool_transition(AvPool *pool, AvPoolDevice *dev, AvDeviceState to,
  * another state. */
 gboolean av_pool_quarantine_unscrubbed(AvPool *pool, AvPoolDevice *dev, const char *reason, GError **error);
 
+/* Quarantines the free @dev with @reason because the host shows it used
+ * behind accelvirt's back (@what, such as "vgpu": a vGPU accelvirt did not
+ * make), journalled with "found" and "unscrubbed": true: whoever used it
+ * may have left something, so a scrub comes before any clear.
+ * AV_ERROR_STATE for a device that is not free. */
+gboolean av_pool_quarantine_found(AvPool *pool, AvPoolDevice *dev, const char *what, const char *reason,
+                                  GError **error);
+
 /* Kernel-enforced holds (av-hold.h) follow the pool: every PCI device
  * that is dirty or quarantined and bound to vfio-pci gets a hold of its
  * IOMMU group (scrubbing ones keep theirs: the worker drops and takes it

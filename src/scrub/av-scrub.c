@@ -735,7 +735,9 @@ av_scrub_run(const AvRoot *root, const AvKernelOps *ops, const AvProfile *profil
     }
     /* An NVIDIA vGPU VF: its vGPU is destroyed after every step passed (a
      * step may need the vGPU to reach its memory), never before. */
-    if (profile->vgpu_type && target->address && !target->mdev_uuid &&
+    /* Decided by what the VF has, not by its profile now (which the
+     * operator may have changed since its release). */
+    if (target->address && !target->mdev_uuid && (profile->vgpu_type || av_pci_has_vgpu(root, target->address)) &&
         !av_scrub_vgpu_destroy(root, ops, target->address, steps, error)) {
         if (ret_report)
             *ret_report = g_steal_pointer(&report);
@@ -788,7 +790,9 @@ av_scrub_bind_vfio(const AvRoot *root, const AvKernelOps *ops, const AvProfile *
     g_autofree char *driver = NULL;
     g_autofree char *before = NULL;
 
-    if (av_scrub_needs_vfio(profile)) {
+    /* A VF NVIDIA's vGPU Manager serves is never moved off its driver,
+     * whatever its profile says now. */
+    if (av_scrub_needs_vfio(profile) && !av_pci_has_vgpu(root, address)) {
         driver = av_vfio_current_driver(root, address);
         if (!av_pci_driver_is_vfio(driver)) {
             g_autofree char *vfio = av_vfio_choose_driver_or_plain(root, address, profile ? profile->vfio_driver : NULL,

@@ -253,6 +253,11 @@ av_vfio_kept_note(const AvRoot *root, const AvVfioAliases *aliases, const char *
     have = av_vfio_module_form(current);
     if (g_str_equal(have, want))
         return NULL;
+    /* Said as the driver's name: vfio-pci's module is vfio_pci. */
+    if (g_str_equal(want, "vfio_pci")) {
+        g_free(want);
+        want = g_strdup(AV_VFIO_DRIVER);
+    }
     return g_strdup_printf("%s stays on %s, where it already was, though %s %s (a vfio driver is never changed "
                            "while a process may hold the device); to use %s, bind %s to it while no domain has it",
                            address, current, why, want, want, address);
@@ -387,6 +392,14 @@ av_vfio_bind(const AvRoot *root, const AvKernelOps *ops, const char *address, co
     if (!av_pci_driver_is_vfio(want)) {
         g_set_error(error, AV_ERROR, AV_ERROR_INVALID_INPUT,
                     "cannot bind '%s' to %s: it is neither vfio-pci nor a vfio-pci variant", address, want);
+        return FALSE;
+    }
+    /* A rebind takes a VF from NVIDIA's vGPU Manager, and with it the
+     * Manager's hold of the VF (and whatever vGPU it has). */
+    if (av_pci_has_vgpu(root, address)) {
+        g_set_error(error, AV_ERROR, AV_ERROR_UNSAFE,
+                    "cannot bind '%s' to %s: it is a VF NVIDIA's vGPU Manager serves (nvidia/current_vgpu_type), "
+                    "which stays on NVIDIA's driver; give its profile a \"vgpu_type\"", address, want);
         return FALSE;
     }
     if (!av_vfio_driver_loaded(root, want)) {

@@ -80,9 +80,11 @@ av_vgpu_set_type(const AvRoot *root, const AvKernelOps *ops, const char *address
         return av_error_errno(error, r, "cannot make a vGPU of type %s (%u) on %s", type->name, type->id, address);
     r = av_pci_vgpu_read(root, address, &after, NULL);
     if (r < 0 || after != type->id) {
+        g_autofree char *read = r < 0 ? g_strdup(g_strerror(-r)) : g_strdup_printf("%u", after);
+
         g_set_error(error, AV_ERROR, AV_ERROR_FAILED,
                     "made a vGPU of type %s (%u) on %s, but its current_vgpu_type reads %s", type->name, type->id,
-                    address, r < 0 ? g_strerror(-r) : "another type");
+                    address, read);
         return FALSE;
     }
     *ret_id = type->id;
