@@ -248,6 +248,19 @@ av_pool_device_may_be_freed(const AvPoolDevice *dev, GError **error)
     return FALSE;
 }
 
+/* Quarantines @dev with @reason, journalled with @extra and
+ * "unscrubbed": true, and marks it so (never cleared before a scrub). */
+static gboolean
+av_pool_quarantine_marked(AvPool *pool, AvPoolDevice *dev, const char *reason, json_t *extra, GError **error)
+{
+    json_object_set_new(extra, "unscrubbed", json_true());
+    if (!av_pool_transition_do(pool, dev, AV_DEVICE_STATE_QUARANTINED, NULL, reason, "transition", extra, TRUE,
+                               error))
+        return FALSE;
+    dev->unscrubbed = TRUE;
+    return TRUE;
+}
+
 /* See av-pool.h. */
 gboolean
 av_pool_quarantine_unscrubbed(AvPool *pool, AvPoolDevice *dev, const char *reason, GError **error)
@@ -257,12 +270,7 @@ av_pool_quarantine_unscrubbed(AvPool *pool, AvPoolDevice *dev, const char *reaso
     if (dev->state != AV_DEVICE_STATE_DIRTY && dev->state != AV_DEVICE_STATE_SCRUBBING &&
         dev->state != AV_DEVICE_STATE_QUARANTINED)
         return av_transition_fail(dev, AV_DEVICE_STATE_QUARANTINED, error);
-    json_object_set_new(extra, "unscrubbed", json_true());
-    if (!av_pool_transition_do(pool, dev, AV_DEVICE_STATE_QUARANTINED, NULL, reason, "transition", extra, TRUE,
-                               error))
-        return FALSE;
-    dev->unscrubbed = TRUE;
-    return TRUE;
+    return av_pool_quarantine_marked(pool, dev, reason, extra, error);
 }
 
 /* See av-pool-private.h. */
@@ -292,12 +300,7 @@ av_pool_quarantine_found(AvPool *pool, AvPoolDevice *dev, const char *what, cons
     if (dev->state != AV_DEVICE_STATE_FREE)
         return av_transition_fail(dev, AV_DEVICE_STATE_QUARANTINED, error);
     json_object_set_new(extra, "found", json_string(what));
-    json_object_set_new(extra, "unscrubbed", json_true());
-    if (!av_pool_transition_do(pool, dev, AV_DEVICE_STATE_QUARANTINED, NULL, reason, "transition", extra, TRUE,
-                               error))
-        return FALSE;
-    dev->unscrubbed = TRUE;
-    return TRUE;
+    return av_pool_quarantine_marked(pool, dev, reason, extra, error);
 }
 
 /* See av-pool-private.h. */
