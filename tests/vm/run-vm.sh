@@ -7,6 +7,9 @@
 #   RUN_DIR/ivshmem{0,1,2,3}  the ivshmem backing files (created, zero-filled, when
 #                           missing; a test may fill them before the boot)
 #   RUN_DIR/console.log     the guest's serial console (ttyS0)
+#   RUN_DIR/console-hung.log  the console of a first boot whose guest lost its timer
+#                           interrupts under TCG (RCU stalls before any FACT line):
+#                           QEMU is stopped then, and the guest booted once more
 # Env:
 #   AV_VM_CACHE    what build.sh built (default ./tests/vm/cache)
 #   AV_VM_TIMEOUT  seconds before QEMU is killed (default 300)
@@ -142,16 +145,44 @@ set -- \
     -kernel "$cache/vmlinux" -initrd "$cache/initramfs.cpio.gz" \
     -append "console=ttyS0 intel_iommu=on panic=-1 loglevel=4 no_timer_check $mode ${AV_VM_APPEND:-}"
 
-start=$(date +%s)
-rc=0
-if test "${AV_VM_QUIET:-0}" = 1; then
-    timeout -k 10 "$timeout" "$qemu" "$@" </dev/null >"$run/console.log" 2>&1 || rc=$?
-else
-    { timeout -k 10 "$timeout" "$qemu" "$@" </dev/null 2>&1 || echo "AVVM-QEMU-RC=$?"; } |
-        tee "$run/console.log"
-    rc=$(sed -n 's/^AVVM-QEMU-RC=//p' "$run/console.log" | tail -n1)
-    rc=${rc:-0}
-fi
+# A guest that lost its timer interrupts under TCG (a vCPU's "rcu_preempt
+# kthread timer wakeup didn't happen", before the scenario printed a FACT)
+# never makes progress again: QEMU is stopped and the guest booted once
+# more, said on stderr, rather than waiting out the whole timeout.
+hang_sig="kthread timer wakeup didn't happen"
+attempt=1
+while :; do
+    start=$(date +%s)
+    rc=0
+    : > "$run/console.log"
+    timeout -k 10 "$timeout" "$qemu" "$@" </dev/null >"$run/console.log" 2>&1 &
+    qpid=$!
+    if test "${AV_VM_QUIET:-0}" != 1; then
+        tail -n +1 -f --pid="$qpid" "$run/console.log" &
+    fi
+    hung=
+    while kill -0 "$qpid" 2>/dev/null; do
+        if test "$attempt" = 1 && grep -qF "$hang_sig" "$run/console.log" && ! grep -q '^FACT ' "$run/console.log"; then
+            hung=1
+            kill "$qpid" 2>/dev/null
+            break
+        fi
+        sleep 2
+    done
+    wait "$qpid" || rc=$?
+    wait
+    if test -n "$hung"; then
+        cp "$run/console.log" "$run/console-hung.log"
+        echo "run-vm.sh: the guest lost its timer interrupts under TCG after $(($(date +%s) - start)) s" \
+             "(console: $run/console-hung.log); booting it once more" >&2
+        attempt=2
+        continue
+    fi
+    if test "${AV_VM_QUIET:-0}" != 1 && test "$rc" != 0; then
+        echo "AVVM-QEMU-RC=$rc" | tee -a "$run/console.log"
+    fi
+    break
+done
 end=$(date +%s)
 echo "$((end - start))" > "$run/boot-seconds"
 echo "run-vm.sh: QEMU exited $rc after $((end - start)) s (console: $run/console.log)" >&2
