@@ -386,9 +386,9 @@ av_pool_load_intents(const AvPoolLoad *ld, json_t *v, GPtrArray *intents, GError
 
 /* --- undo --------------------------------------------------------------------- */
 
-/* Who holds the IOMMU group of the PCI function @address on vfio-pci (a
+/* Who holds the IOMMU group of the PCI function @address on vfio-pci, a variant or, a vGPU VF, NVIDIA's driver (a
  * process, or "unknown (...)" when it cannot be told): see
- * av_vfio_group_holder().  NULL when nobody does, or it is not on vfio-pci
+ * av_vfio_group_holder().  NULL when nobody does, or it is no VFIO device
  * (then nobody can hold it through VFIO).  Caller frees. */
 static char *
 av_intent_endpoint_holder(const AvRoot *root, const char *address)
@@ -398,7 +398,7 @@ av_intent_endpoint_holder(const AvRoot *root, const char *address)
     g_autofree char *group = NULL;
     guint64 n = 0;
 
-    if (!av_pci_driver_is_vfio(driver))
+    if (!av_vfio_device_is_vfio(root, address, driver))
         return NULL;
     if (av_root_link_name(root, link, &group) < 0 || !g_ascii_string_to_unsigned(group, 10, 0, G_MAXINT, &n, NULL))
         return NULL;
@@ -428,16 +428,10 @@ av_intent_undo(AvPool *pool, const AvIntent *intent, const AvRoot *root, const A
         json_object_set_new(done, "vgpus_destroyed", json_array());
     for (guint i = intent->vgpus->len; i > 0; i--) {
         const char *address = g_ptr_array_index(intent->vgpus, i - 1);
-        g_autofree char *driver = av_vfio_current_driver(root, address);
-        g_autofree char *group = NULL;
-        g_autofree char *link = av_sys_path("bus/pci/devices/%s/iommu_group", address);
         g_autoptr(GError) local = NULL;
-        guint64 n = 0;
         guint was = 0;
 
-        if (av_vfio_device_is_vfio(root, address, driver) && av_root_link_name(root, link, &group) == 0 &&
-            g_ascii_string_to_unsigned(group, 10, 0, G_MAXINT, &n, NULL) &&
-            (holder = av_vfio_group_holder(root, (int)n))) {
+        if ((holder = av_intent_endpoint_holder(root, address))) {
             if (ok)
                 g_set_error(error, AV_ERROR, AV_ERROR_BUSY, "cannot destroy the vGPU made on %s: process %s holds "
                             "its IOMMU group", address, holder);

@@ -734,9 +734,9 @@ av_scrub_run(const AvRoot *root, const AvKernelOps *ops, const AvProfile *profil
         }
     }
     /* An NVIDIA vGPU VF: its vGPU is destroyed after every step passed (a
-     * step may need the vGPU to reach its memory), never before. */
-    /* Decided by what the VF has, not by its profile now (which the
-     * operator may have changed since its release). */
+     * step may need the vGPU to reach its memory), never before; decided by
+     * what the VF has, not by its profile now (which the operator may have
+     * changed since its release). */
     if (target->address && !target->mdev_uuid && (profile->vgpu_type || av_pci_has_vgpu(root, target->address)) &&
         !av_scrub_vgpu_destroy(root, ops, target->address, steps, error)) {
         if (ret_report)

@@ -267,16 +267,14 @@ av_vfio_kept_note(const AvRoot *root, const AvVfioAliases *aliases, const char *
 gboolean
 av_vfio_device_is_vfio(const AvRoot *root, const char *address, const char *driver)
 {
-    g_autofree char *vgpu = NULL;
     g_autofree char *vfio_dev = NULL;
 
     if (av_pci_driver_is_vfio(driver))
         return TRUE;
-    if (!driver || !av_pci_address_is_valid(address))
+    if (!driver || !av_pci_has_vgpu(root, address))
         return FALSE;
-    vgpu = av_sys_path("bus/pci/devices/%s/nvidia/current_vgpu_type", address);
     vfio_dev = av_sys_path("bus/pci/devices/%s/vfio-dev", address);
-    return av_root_exists(root, vgpu) && av_root_exists(root, vfio_dev);
+    return av_root_exists(root, vfio_dev);
 }
 
 /* --- the writes ------------------------------------------------------------- */
