@@ -386,8 +386,9 @@ av_pool_load_intents(const AvPoolLoad *ld, json_t *v, GPtrArray *intents, GError
 
 /* --- undo --------------------------------------------------------------------- */
 
-/* Who holds the IOMMU group of the PCI function @address on vfio-pci, a variant or, a vGPU VF, NVIDIA's driver (a
- * process, or "unknown (...)" when it cannot be told): see
+/* Who holds the IOMMU group of the VFIO device @address (on vfio-pci or a
+ * variant, or a vGPU VF on NVIDIA's driver: av_vfio_device_is_vfio()), a
+ * process or "unknown (...)" when it cannot be told: see
  * av_vfio_group_holder().  NULL when nobody does, or it is no VFIO device
  * (then nobody can hold it through VFIO).  Caller frees. */
 static char *
