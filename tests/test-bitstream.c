@@ -15,6 +15,7 @@
 #include "pool/av-place.h"
 #include "pool/av-pool-private.h"
 #include "util/av-error.h"
+#include "util/av-names.h"
 
 /* Replaces the contents of @path in place (same inode), mode 0600. */
 static void

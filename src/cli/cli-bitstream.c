@@ -24,6 +24,7 @@
 #include "util/av-json.h"
 #include "vfio/av-kernel.h"
 #include "vfio/av-vfio.h"
+#include "util/av-names.h"
 
 /* The pool devices of @pool recorded holding @sha256, as JSON objects
  * {"address", "identity", "state", "since", "by"}. */

@@ -33,6 +33,7 @@
 #include "pool/av-bitstream.h"
 #include "pool/av-pool.h"
 #include "util/av-error.h"
+#include "util/av-names.h"
 
 #define AV_INDENT_DEFAULT "  "
 

@@ -1848,18 +1848,6 @@ parse_scrub(const PolicyParse *pp, AvProfile *profile, json_t *obj, const char *
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(AvProgram, av_program_free)
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(AvDriverCommand, av_driver_command_free)
 
-/* TRUE when @ref can name a bitstream of the library: a name
- * ([a-z0-9][a-z0-9._-]{0,62}) or 64 lower-case hex digits (its SHA-256).
- * What av_bitstream_ref_is_valid() says; written here since policy/ stands
- * below pool/. */
-static gboolean
-bitstream_ref_is_valid(const char *ref)
-{
-    if (strlen(ref) == 64 && strspn(ref, "0123456789abcdef") == 64)
-        return TRUE;
-    return av_profile_name_is_valid(ref);
-}
-
 /* The argv template at @key of @obj (at @base, shown as "@display.@key"):
  * the document's checks (check_argv_document()); NULL in *ret_argv when
  * absent and not @required.  The files it names are checked apart
@@ -1919,7 +1907,7 @@ parse_program(const PolicyParse *pp, AvProfile *profile, json_t *obj, const char
         !get_timeout(pp, v, path, "program", AV_PROGRAM_TIMEOUT_DEFAULT, &program->timeout_s, error) ||
         !get_string(pp, v, "base", path, "program.base", &s, error))
         return FALSE;
-    if (s && !bitstream_ref_is_valid(s))
+    if (s && !av_bitstream_ref_is_valid(s))
         return policy_fail(pp, bp, FALSE, error,
                            "invalid program.base '%s'; expected a bitstream of the library, by its name (1 to 63 "
                            "characters of a-z, 0-9, '.', '_' and '-', the first a letter or digit) or its SHA-256 "

@@ -22,11 +22,11 @@
 #include "util/av-error.h"
 #include "util/av-file.h"
 #include "util/av-json.h"
+#include "util/av-names.h"
 
 #define AV_BITSTREAM_INDEX "index.json"
 /* The largest index read (a few hundred bytes an entry). */
 #define AV_BITSTREAM_INDEX_MAX (16u * 1024 * 1024)
-#define AV_BITSTREAM_FUNCTION_ID_MAX 128
 #define AV_BITSTREAM_DESCRIPTION_MAX 1024
 #define AV_BITSTREAM_SOURCE_MAX 4096
 /* Copied and hashed in chunks of this size. */
@@ -74,54 +74,6 @@ av_bitstream_copy(const AvBitstream *src)
 }
 
 /* --- names ----------------------------------------------------------------------- */
-
-static gboolean
-av_bitstream_sha256_is_valid(const char *s)
-{
-    if (!s || strlen(s) != 64)
-        return FALSE;
-    for (const char *p = s; *p; p++)
-        if (!g_ascii_isdigit(*p) && !(*p >= 'a' && *p <= 'f'))
-            return FALSE;
-    return TRUE;
-}
-
-/* See av-bitstream.h. */
-gboolean
-av_bitstream_name_is_valid(const char *name)
-{
-    gsize len = name ? strlen(name) : 0;
-
-    if (len < 1 || len > 63)
-        return FALSE;
-    if (!g_ascii_islower(name[0]) && !g_ascii_isdigit(name[0]))
-        return FALSE;
-    for (const char *p = name; *p; p++)
-        if (!g_ascii_islower(*p) && !g_ascii_isdigit(*p) && *p != '.' && *p != '_' && *p != '-')
-            return FALSE;
-    return TRUE;
-}
-
-/* See av-bitstream.h. */
-gboolean
-av_bitstream_ref_is_valid(const char *ref)
-{
-    return av_bitstream_name_is_valid(ref) || av_bitstream_sha256_is_valid(ref);
-}
-
-/* See av-bitstream.h. */
-gboolean
-av_bitstream_function_id_is_valid(const char *id)
-{
-    gsize len = id ? strlen(id) : 0;
-
-    if (len < 1 || len > AV_BITSTREAM_FUNCTION_ID_MAX)
-        return FALSE;
-    for (const char *p = id; *p; p++)
-        if (!g_ascii_isalnum(*p) && !strchr("._:-", *p))
-            return FALSE;
-    return TRUE;
-}
 
 /* TRUE when @text is a description: valid UTF-8 of at most
  * AV_BITSTREAM_DESCRIPTION_MAX bytes without control characters (it is

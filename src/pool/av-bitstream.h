@@ -44,16 +44,6 @@ typedef struct {
 void av_bitstream_free(AvBitstream *bitstream);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(AvBitstream, av_bitstream_free)
 
-/* TRUE when @ref can name a bitstream: a name ([a-z0-9][a-z0-9._-]{0,62})
- * or 64 lower-case hex digits (a SHA-256). */
-gboolean av_bitstream_ref_is_valid(const char *ref);
-
-/* TRUE when @id is a function id: 1 to 128 bytes of [A-Za-z0-9._:-]. */
-gboolean av_bitstream_function_id_is_valid(const char *id);
-
-/* TRUE when @name is a valid bitstream name. */
-gboolean av_bitstream_name_is_valid(const char *name);
-
 /* TRUE when @entry is a valid "compatible" entry ("10ee:5004",
  * "0x10ee:0x5004" is normalised by av_bitstream_compatible_normalize(),
  * "profile:fpga-u250"). */

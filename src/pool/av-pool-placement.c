@@ -12,7 +12,6 @@
  * the metadata.  The record is dropped at `accelvirt undefine`. */
 #include "config.h"
 
-#include "av-bitstream.h"
 #include "av-place.h"
 #include "av-pool-private.h"
 

@@ -6,7 +6,6 @@
 #include "config.h"
 
 #include "av-pool-private.h"
-#include "av-bitstream.h"
 #include "av-place.h"
 
 #include <errno.h>

@@ -140,3 +140,52 @@ av_duration_parse(const char *text, guint64 *ret_seconds)
     *ret_seconds = n * factor;
     return TRUE;
 }
+
+/* See av-names.h. */
+gboolean
+av_bitstream_sha256_is_valid(const char *s)
+{
+    if (!s || strlen(s) != 64)
+        return FALSE;
+    for (const char *p = s; *p; p++)
+        if (!g_ascii_isdigit(*p) && !(*p >= 'a' && *p <= 'f'))
+            return FALSE;
+    return TRUE;
+}
+
+/* See av-names.h. */
+gboolean
+av_bitstream_name_is_valid(const char *name)
+{
+    gsize len = name ? strlen(name) : 0;
+
+    if (len < 1 || len > 63)
+        return FALSE;
+    if (!g_ascii_islower(name[0]) && !g_ascii_isdigit(name[0]))
+        return FALSE;
+    for (const char *p = name; *p; p++)
+        if (!g_ascii_islower(*p) && !g_ascii_isdigit(*p) && *p != '.' && *p != '_' && *p != '-')
+            return FALSE;
+    return TRUE;
+}
+
+/* See av-names.h. */
+gboolean
+av_bitstream_ref_is_valid(const char *ref)
+{
+    return av_bitstream_name_is_valid(ref) || av_bitstream_sha256_is_valid(ref);
+}
+
+/* See av-names.h. */
+gboolean
+av_bitstream_function_id_is_valid(const char *id)
+{
+    gsize len = id ? strlen(id) : 0;
+
+    if (len < 1 || len > AV_BITSTREAM_FUNCTION_ID_MAX)
+        return FALSE;
+    for (const char *p = id; *p; p++)
+        if (!g_ascii_isalnum(*p) && !strchr("._:-", *p))
+            return FALSE;
+    return TRUE;
+}

@@ -57,4 +57,21 @@ char *av_random_hex(gsize n_bytes, const char *what, GError **error);
  * FALSE and leaves it alone.  NULL is FALSE. */
 gboolean av_duration_parse(const char *text, guint64 *ret_seconds);
 
+/* The names of the FPGA image library (fpga/av-bitstream.h), checked
+ * wherever they are read: policy, pool records, domain metadata. */
+#define AV_BITSTREAM_FUNCTION_ID_MAX 128
+
+/* TRUE when @s is 64 lower-case hex digits (a SHA-256). */
+gboolean av_bitstream_sha256_is_valid(const char *s);
+
+/* TRUE when @ref can name a bitstream: a name ([a-z0-9][a-z0-9._-]{0,62})
+ * or 64 lower-case hex digits (a SHA-256). */
+gboolean av_bitstream_ref_is_valid(const char *ref);
+
+/* TRUE when @id is a function id: 1 to 128 bytes of [A-Za-z0-9._:-]. */
+gboolean av_bitstream_function_id_is_valid(const char *id);
+
+/* TRUE when @name is a valid bitstream name. */
+gboolean av_bitstream_name_is_valid(const char *name);
+
 G_END_DECLS
