@@ -13,7 +13,7 @@
 #include <syslog.h>
 #include <unistd.h>
 
-#include "pool/av-place.h"
+#include "pool/av-pool-placement.h"
 #include "util/av-error.h"
 #include "util/av-spawn.h"
 

@@ -23,7 +23,7 @@
 #include "scrub/av-program.h"
 #include "scrub/av-scrub.h"
 #include "nova/av-placement-sync.h"
-#include "pool/av-place.h"
+#include "pool/av-pool-placement.h"
 #include "util/av-error.h"
 #include "util/av-file.h"
 #include "util/av-json.h"

@@ -12,7 +12,7 @@
 
 #include "av-test.h"
 #include "pool/av-bitstream.h"
-#include "pool/av-place.h"
+#include "pool/av-pool-placement.h"
 #include "pool/av-pool-private.h"
 #include "util/av-error.h"
 #include "util/av-names.h"

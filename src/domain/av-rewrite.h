@@ -60,7 +60,7 @@
 #include <glib.h>
 
 #include "domain/av-domain.h"
-#include "pool/av-place.h"
+#include "pool/av-pool-placement.h"
 
 G_BEGIN_DECLS
 

@@ -50,7 +50,7 @@
 #include <glib.h>
 #include <jansson.h>
 
-#include "pool/av-place.h"
+#include "pool/av-pool-placement.h"
 
 G_BEGIN_DECLS
 

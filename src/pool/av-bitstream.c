@@ -18,7 +18,7 @@
 #include <glib/gstdio.h>
 
 #include "pool/av-pool-private.h"
-#include "pool/av-place.h"
+#include "pool/av-pool-placement.h"
 #include "util/av-error.h"
 #include "util/av-file.h"
 #include "util/av-json.h"

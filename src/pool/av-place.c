@@ -17,7 +17,7 @@
 #include <string.h>
 
 #include "av-place.h"
-#include "av-pool-private.h"
+#include "pool/av-pool.h"
 #include "util/av-error.h"
 #include "vfio/av-vfio.h"
 

@@ -23,7 +23,7 @@
 #include "config.h"
 
 #include "av-pool-private.h"
-#include "av-place.h"
+#include "av-pool-placement.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,4 +1,6 @@
-/* accelvirt: the placements the pool remembers (issue 10, hole 4).
+/* SPDX-License-Identifier: Apache-2.0 */
+/* accelvirt: what a placement is (its types' constructors and frees) and
+ * the placements the pool remembers.
  *
  * When accelvirt places a domain and claims its devices (`accelvirt
  * define`, `start`, `rewrite`), the pool keeps what was asked and what was
@@ -12,7 +14,7 @@
  * the metadata.  The record is dropped at `accelvirt undefine`. */
 #include "config.h"
 
-#include "av-place.h"
+#include "av-pool-placement.h"
 #include "av-pool-private.h"
 
 #include <string.h>
@@ -20,6 +22,82 @@
 #include "util/av-error.h"
 #include "util/av-json.h"
 #include "util/av-names.h"
+
+/* ---- the placement types: their constructors and frees ---- */
+
+/* A request for @count devices of @profile (copied), with the profile's
+ * granularity and numa="same".  Caller frees with av_request_free(). */
+AvRequest *
+av_request_new(const char *profile, guint count)
+{
+    AvRequest *request = g_new0(AvRequest, 1);
+
+    request->profile = g_strdup(profile);
+    request->count = count;
+    request->granularity_set = FALSE;
+    request->granularity = AV_GRANULARITY_FUNCTION;
+    request->numa_any = FALSE;
+    return request;
+}
+
+void
+av_request_free(AvRequest *request)
+{
+    if (!request)
+        return;
+    g_free(request->profile);
+    g_free(request->bitstream);
+    g_free(request->function);
+    g_free(request->bitstream_sha256);
+    g_free(request);
+}
+
+void
+av_placed_item_free(AvPlacedItem *item)
+{
+    if (!item)
+        return;
+    g_free(item->profile);
+    g_free(item->identity);
+    g_free(item->pci_address);
+    g_free(item->pf_address);
+    g_free(item->bitstream);
+    g_free(item->mdev_parent);
+    g_free(item->mdev_type);
+    g_free(item->mdev_uuid);
+    g_free(item->usb_bus_path);
+    g_free(item->root_port);
+    g_free(item->switch_port);
+    g_free(item);
+}
+
+void
+av_placed_node_free(AvPlacedNode *node)
+{
+    if (!node)
+        return;
+    if (node->cpus)
+        g_array_unref(node->cpus);
+    g_free(node);
+}
+
+void
+av_placement_free(AvPlacement *placement)
+{
+    if (!placement)
+        return;
+    if (placement->cpus)
+        g_array_unref(placement->cpus);
+    if (placement->items)
+        g_ptr_array_unref(placement->items);
+    if (placement->warnings)
+        g_ptr_array_unref(placement->warnings);
+    if (placement->nodes)
+        g_ptr_array_unref(placement->nodes);
+    g_free(placement);
+}
+
+/* ---- the pool's records of placements ---- */
 
 /* Frees @record.  NULL is a no-op. */
 void

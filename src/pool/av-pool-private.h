@@ -56,12 +56,6 @@ void av_pool_rekey_device(AvPool *pool, AvPoolDevice *dev, const char *identity)
 /* Removes (and frees) @dev. */
 void av_pool_remove_device(AvPool *pool, AvPoolDevice *dev);
 
-/* The identity a device falls back to when its own identity (DSN, USB
- * serial) is shared with another device of the same scan: the slot or path
- * form of av_pool_identity_pci() ignoring the DSN (a VF: its PF's fallback
- * and "/vfN"), and the port form "usb:VVVV:PPPP@port:BUSPATH" of a USB
- * device.  Caller frees. */
-char *av_pool_identity_pci_fallback(const AvHost *host, const AvPciDevice *dev);
 
 /* Unix seconds now. */
 gint64 av_pool_now(void);

@@ -15,7 +15,7 @@
 #include <string.h>
 
 #include "av-pool-private.h"
-#include "av-place.h"
+#include "av-pool-placement.h"
 #include "util/av-error.h"
 #include "util/av-json.h"
 #include "util/av-names.h"

@@ -630,6 +630,13 @@ char *av_pool_identity_usb(const AvUsbDevice *dev);
  * Caller frees. */
 char *av_pool_identity_usb_fallback(const AvUsbDevice *dev);
 
+/* The identity a device falls back to when its own identity (DSN, USB
+ * serial) is shared with another device of the same scan: the slot or path
+ * form of av_pool_identity_pci() ignoring the DSN (a VF: its PF's fallback
+ * and "/vfN"), and the port form "usb:VVVV:PPPP@port:BUSPATH" of a USB
+ * device.  Caller frees. */
+char *av_pool_identity_pci_fallback(const AvHost *host, const AvPciDevice *dev);
+
 /* The USB device of @usb (AvUsbDevice*) that presents @identity, as its
  * own identity or its port form (av_pool_identity_usb_fallback()); the one
  * at @bus_path (may be NULL) first when several do.  NULL when none.

@@ -19,7 +19,7 @@
 
 #include "domain/av-domain.h"
 #include "domain/av-rewrite.h"
-#include "pool/av-place.h"
+#include "pool/av-pool-placement.h"
 
 static void
 av_fuzz_domain_facts(const AvDomain *domain)
