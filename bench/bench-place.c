@@ -19,7 +19,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "pool/av-place.h"
+#include "place/av-place.h"
 #include "pool/av-pool-private.h"
 
 #define VFS_PER_CARD 8

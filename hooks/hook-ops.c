@@ -20,7 +20,7 @@
 #include "domain/av-rewrite.h"
 #include "pci/av-pci.h"
 #include "pool/av-bitstream.h"
-#include "pool/av-place.h"
+#include "place/av-place.h"
 #include "scrub/av-program.h"
 #include "scrub/av-scrub.h"
 #include "util/av-error.h"

@@ -1,4 +1,4 @@
-/* accelvirt tests: placement (src/pool/av-place.c) on the fake hosts of
+/* accelvirt tests: placement (src/place/av-place.c) on the fake hosts of
  * tests/data/mkhosts.py, with pools built by av_pool_reconcile() in a
  * temporary state dir and partly held through av_pool_transition(). */
 #include "config.h"
@@ -9,7 +9,7 @@
 #include <glib/gstdio.h>
 
 #include "av-test.h"
-#include "pool/av-place.h"
+#include "place/av-place.h"
 #include "util/av-error.h"
 #include "util/av-json.h"
 #include "vfio/av-kernel.h"

@@ -47,7 +47,7 @@
 
 #include "cli.h"
 #include "domain/av-domain.h"
-#include "pool/av-place.h"
+#include "place/av-place.h"
 #include "scrub/av-program.h"
 #include "util/av-error.h"
 #include "util/av-libvirt-casts.h"

@@ -21,7 +21,7 @@
 #include "domain/av-rewrite.h"
 #include "domain/av-topology.h"
 #include "pool/av-bitstream.h"
-#include "pool/av-place.h"
+#include "place/av-place.h"
 #include "util/av-error.h"
 #include "util/av-json.h"
 #include "util/av-names.h"

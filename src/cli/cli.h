@@ -10,7 +10,7 @@
 #include "pci/av-pci.h"
 #include "policy/av-policy.h"
 #include "pool/av-bitstream.h"
-#include "pool/av-place.h"
+#include "place/av-place.h"
 #include "pool/av-pool.h"
 #include "nova/av-placement-sync.h"
 

@@ -1,6 +1,6 @@
 /* accelvirt: the domain rewrite.  XML in, XML out: no sysfs, no libvirt.
  *
- * From a placement (src/pool/av-place.h) it writes into the domain:
+ * From a placement (src/pool/av-pool-placement.h) it writes into the domain:
  *   - for each PCI device: <hostdev mode='subsystem' type='pci' managed='no'>
  *     with its source address and <alias name='ua-accelvirt-N'/> (accelvirt
  *     binds, not libvirt);

@@ -1,6 +1,6 @@
 /* accelvirt: the guest PCIe and NUMA topology a rewrite writes (issue 16,
  * seed 004: "PCI topology is lost").  Pure: from the domain XML and a
- * placement (its items' host positions and nodes, src/pool/av-place.h),
+ * placement (its items' host positions and nodes, src/pool/av-pool-placement.h),
  * no sysfs, no libvirt.  av_domain_rewrite() writes what
  * av_guest_topology() returns; `accelvirt plan` and the --dry-run of
  * rewrite and define print it.

@@ -16,12 +16,12 @@
 
 #include <string.h>
 
-#include "av-place.h"
+#include "place/av-place.h"
 #include "pool/av-pool.h"
 #include "util/av-error.h"
 #include "vfio/av-vfio.h"
 
-/* The small types' constructors and frees are in av-place-types.c. */
+/* The placement types' constructors and frees are in pool/av-pool-placement.c. */
 
 /* --- the index --------------------------------------------------------------------- */
 
