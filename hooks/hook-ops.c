@@ -19,7 +19,7 @@
 
 #include "domain/av-rewrite.h"
 #include "pci/av-pci.h"
-#include "pool/av-bitstream.h"
+#include "fpga/av-bitstream.h"
 #include "place/av-place.h"
 #include "scrub/av-program.h"
 #include "scrub/av-scrub.h"

@@ -1,4 +1,4 @@
-/* accelvirt tests: the bitstream library (src/pool/av-bitstream.c). */
+/* accelvirt tests: the bitstream library (src/fpga/av-bitstream.c). */
 #include "config.h"
 
 #include <errno.h>
@@ -11,7 +11,7 @@
 #include <glib/gstdio.h>
 
 #include "av-test.h"
-#include "pool/av-bitstream.h"
+#include "fpga/av-bitstream.h"
 #include "pool/av-pool-placement.h"
 #include "pool/av-pool-private.h"
 #include "util/av-error.h"

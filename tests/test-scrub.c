@@ -22,7 +22,7 @@
 #include "av-test.h"
 #include "pci/av-pci.h"
 #include "policy/av-policy.h"
-#include "pool/av-bitstream.h"
+#include "fpga/av-bitstream.h"
 #include "scrub/av-scrub.h"
 #include "util/av-error.h"
 #include "util/av-json.h"

@@ -18,7 +18,7 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "pool/av-bitstream.h"
+#include "fpga/av-bitstream.h"
 #include "scrub/av-program.h"
 #include "util/av-error.h"
 #include "util/av-json.h"

@@ -20,7 +20,7 @@
 #include "domain/av-domain.h"
 #include "domain/av-rewrite.h"
 #include "domain/av-topology.h"
-#include "pool/av-bitstream.h"
+#include "fpga/av-bitstream.h"
 #include "place/av-place.h"
 #include "util/av-error.h"
 #include "util/av-json.h"

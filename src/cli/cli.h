@@ -9,7 +9,7 @@
 #include "util/av-root.h"
 #include "pci/av-pci.h"
 #include "policy/av-policy.h"
-#include "pool/av-bitstream.h"
+#include "fpga/av-bitstream.h"
 #include "place/av-place.h"
 #include "pool/av-pool.h"
 #include "nova/av-placement-sync.h"

@@ -30,7 +30,7 @@
 #include <libxml/xmlerror.h>
 #include <libxml/xmlsave.h>
 
-#include "pool/av-bitstream.h"
+#include "fpga/av-bitstream.h"
 #include "pool/av-pool.h"
 #include "util/av-error.h"
 #include "util/av-names.h"

@@ -168,14 +168,21 @@ av_pool_placement_find_in(const GPtrArray *placements, const char *domain_uuid)
     return NULL;
 }
 
-/* See av-place.h.  Borrowed from @pool, or NULL. */
+/* See av-pool-placement.h. */
+const GPtrArray *
+av_pool_placements(const AvPool *pool)
+{
+    return pool->placements;
+}
+
+/* See av-pool-placement.h.  Borrowed from @pool, or NULL. */
 const AvPoolPlacement *
 av_pool_placement_find(const AvPool *pool, const char *domain_uuid)
 {
     return av_pool_placement_find_in(pool->placements, domain_uuid);
 }
 
-/* See av-place.h. */
+/* See av-pool-placement.h. */
 gboolean
 av_pool_placement_pin_owner(AvPool *pool, const char *domain_uuid, const char *project, const char *user)
 {
@@ -194,7 +201,7 @@ av_pool_placement_pin_owner(AvPool *pool, const char *domain_uuid, const char *p
     return TRUE;
 }
 
-/* See av-place.h. */
+/* See av-pool-placement.h. */
 gboolean
 av_pool_owner_resolve(const AvPool *pool, gboolean metadata_trusted, AvOwner *owner, GError **error)
 {
@@ -222,7 +229,7 @@ av_pool_owner_resolve(const AvPool *pool, gboolean metadata_trusted, AvOwner *ow
     return TRUE;
 }
 
-/* See av-place.h. */
+/* See av-pool-placement.h. */
 void
 av_pool_placement_forget(AvPool *pool, const char *domain_uuid)
 {

@@ -151,6 +151,10 @@ gboolean av_pool_owner_resolve(const AvPool *pool, gboolean metadata_trusted, Av
 /* The record of @domain_uuid, or NULL.  Borrowed from @pool. */
 const AvPoolPlacement *av_pool_placement_find(const AvPool *pool, const char *domain_uuid);
 
+/* Every record of @pool (AvPoolPlacement*), in the order they were made.
+ * Borrowed. */
+const GPtrArray *av_pool_placements(const AvPool *pool);
+
 /* Drops the record of @domain_uuid, if any.  The caller saves. */
 void av_pool_placement_forget(AvPool *pool, const char *domain_uuid);
 

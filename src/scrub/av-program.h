@@ -13,7 +13,7 @@
 #include <jansson.h>
 
 #include "policy/av-policy.h"
-#include "pool/av-bitstream.h"
+#include "fpga/av-bitstream.h"
 #include "pool/av-pool.h"
 #include "util/av-root.h"
 

@@ -7,7 +7,7 @@
  * add of that content replaces it), never an entry without its file. */
 #include "config.h"
 
-#include "av-bitstream.h"
+#include "fpga/av-bitstream.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -17,7 +17,7 @@
 
 #include <glib/gstdio.h>
 
-#include "pool/av-pool-private.h"
+#include "pool/av-pool.h"
 #include "pool/av-pool-placement.h"
 #include "util/av-error.h"
 #include "util/av-file.h"
@@ -829,8 +829,11 @@ av_bitstream_fits(const AvBitstream *bitstream, const char *profile, guint16 ven
 char *
 av_bitstream_in_use(const AvPool *pool, const AvPolicy *policy, const AvBitstream *bitstream)
 {
-    for (guint i = 0; pool && i < pool->devices->len; i++) {
-        const AvPoolDevice *dev = g_ptr_array_index(pool->devices, i);
+    const GPtrArray *devices = pool ? av_pool_devices(pool) : NULL;
+    const GPtrArray *records = pool ? av_pool_placements(pool) : NULL;
+
+    for (guint i = 0; devices && i < devices->len; i++) {
+        const AvPoolDevice *dev = g_ptr_array_index(devices, i);
 
         if (dev->programmed && g_str_equal(dev->programmed->sha256, bitstream->sha256))
             return g_strdup_printf("device %s (%s) holds it (programmed by %s); 'accelvirt program %s OTHER' "
@@ -839,8 +842,8 @@ av_bitstream_in_use(const AvPool *pool, const AvPolicy *policy, const AvBitstrea
                                    dev->programmed->by ? dev->programmed->by : "?",
                                    dev->address ? dev->address : dev->identity);
     }
-    for (guint i = 0; pool && i < pool->placements->len; i++) {
-        const AvPoolPlacement *record = g_ptr_array_index(pool->placements, i);
+    for (guint i = 0; records && i < records->len; i++) {
+        const AvPoolPlacement *record = g_ptr_array_index(records, i);
 
         for (guint k = 0; k < record->items->len; k++) {
             const AvPlacedItem *item = g_ptr_array_index(record->items, k);
