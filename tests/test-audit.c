@@ -1,11 +1,11 @@
 /* accelvirt tests: the audit of the pool against running domains (issue 14,
- * src/pool/av-audit.c), on fake pools. */
+ * src/audit/av-audit.c), on fake pools. */
 #include "config.h"
 
 #include <string.h>
 
 #include "av-test.h"
-#include "pool/av-audit.h"
+#include "audit/av-audit.h"
 #include "pool/av-pool-private.h"
 #include "util/av-error.h"
 #include "util/av-json.h"

@@ -36,7 +36,7 @@
 
 #include "cli.h"
 #include "domain/av-domain.h"
-#include "pool/av-audit.h"
+#include "audit/av-audit.h"
 #include "util/av-error.h"
 #include "util/av-libvirt-casts.h"
 #include "util/av-json.h"

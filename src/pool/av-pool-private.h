@@ -56,22 +56,12 @@ void av_pool_rekey_device(AvPool *pool, AvPoolDevice *dev, const char *identity)
 /* Removes (and frees) @dev. */
 void av_pool_remove_device(AvPool *pool, AvPoolDevice *dev);
 
-
 /* Unix seconds now. */
 gint64 av_pool_now(void);
-
-/* "domain 'vm1' (UUID)", "domain UUID", "Nova instance UUID" or "nobody".
- * Caller frees. */
-char *av_owner_describe(const AvOwner *owner);
 
 /* TRUE when @a and @b can be the same holder: no identifier that both carry
  * differs. */
 gboolean av_owner_compatible(const AvOwner *a, const AvOwner *b);
-
-/* Journals @event about @dev: its identity, kind, address, profile and
- * state, plus the members of @extra (borrowed, may be NULL). */
-gboolean av_pool_journal_device(AvPool *pool, const char *event, const AvPoolDevice *dev, json_t *extra,
-                                GError **error);
 
 /* Quarantines the free, dirty or scrubbing @dev for its health (issue 17)
  * with @reason, journalled as a transition with "health": true; a dirty
@@ -118,17 +108,6 @@ gboolean av_transition_fail(const AvPoolDevice *dev, AvDeviceState to, GError **
  * use, dirty or scrubbing keeps its state: its scrub ends in quarantine
  * (av_pool_device_may_be_freed()). */
 gboolean av_pool_set_identity_problem(AvPool *pool, AvPoolDevice *dev, const char *problem, GError **error);
-
-/* Quarantines @dev whatever its state, with @reason (copied), keeping its
- * owner: a device a domain got behind the pool's back (av-audit.c), which
- * only the operator's clear frees.  A missing device comes back
- * quarantined ("quarantined-while-missing").  Journals "transition" (or
- * that entry) with the members of @extra (borrowed, may be NULL).  A
- * device already quarantined keeps its state and takes @reason
- * ("quarantine-reason"). */
-gboolean av_pool_quarantine_force(AvPool *pool, AvPoolDevice *dev, const char *reason, json_t *extra,
-                                  GError **error);
-
 
 /* Makes the journal of @pool ready for appending, once per pool: reads its
  * tail (the last seq and the hash of the last line), ends a torn last line
@@ -219,6 +198,5 @@ void av_pool_index_after_save(AvPool *pool, GHashTable *names);
  * not stop the release: the device is dirty all the same, the worker's
  * sweep holds it, and its scrub removes the mdev or quarantines it. */
 void av_pool_release_hold(AvPool *pool, AvPoolDevice *dev, json_t *extra);
-
 
 G_END_DECLS

@@ -1042,4 +1042,23 @@ gboolean av_journal_read(const char *state_dir, GPtrArray **ret_entries, GError 
  * FALSE with an error naming the first bad line. */
 gboolean av_journal_verify(const char *state_dir, guint64 *ret_entries, GError **error);
 
+/* "domain 'vm1' (UUID)", "domain UUID", "Nova instance UUID" or "nobody".
+ * Caller frees. */
+char *av_owner_describe(const AvOwner *owner);
+
+/* Journals @event about @dev: its identity, kind, address, profile and
+ * state, plus the members of @extra (borrowed, may be NULL). */
+gboolean av_pool_journal_device(AvPool *pool, const char *event, const AvPoolDevice *dev, json_t *extra,
+                                GError **error);
+
+/* Quarantines @dev whatever its state, with @reason (copied), keeping its
+ * owner: a device a domain got behind the pool's back (audit/av-audit.c), which
+ * only the operator's clear frees.  A missing device comes back
+ * quarantined ("quarantined-while-missing").  Journals "transition" (or
+ * that entry) with the members of @extra (borrowed, may be NULL).  A
+ * device already quarantined keeps its state and takes @reason
+ * ("quarantine-reason"). */
+gboolean av_pool_quarantine_force(AvPool *pool, AvPoolDevice *dev, const char *reason, json_t *extra,
+                                  GError **error);
+
 G_END_DECLS

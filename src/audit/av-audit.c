@@ -6,11 +6,11 @@
  * carries the findings out (journal entries, transitions) and saves once. */
 #include "config.h"
 
-#include "av-audit.h"
+#include "audit/av-audit.h"
 
 #include <string.h>
 
-#include "av-pool-private.h"
+#include "pool/av-pool.h"
 #include "util/av-error.h"
 #include "util/av-json.h"
 
