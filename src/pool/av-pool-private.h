@@ -2,20 +2,19 @@
 #pragma once
 
 #include "av-pool.h"
+#include "journal/av-journal.h"
 #include "util/av-file.h"
 
 G_BEGIN_DECLS
 
 #define AV_POOL_FILE "pool.json"
 #define AV_POOL_LOCK_FILE "pool.lock"
-#define AV_POOL_JOURNAL_FILE "journal.jsonl"
 #define AV_POOL_VERSION 1
 
 struct AvPool {
     char *state_dir;
     char *pool_path;             /* state_dir/pool.json */
     char *lock_path;             /* state_dir/pool.lock */
-    char *journal_path;          /* state_dir/journal.jsonl */
     AvPoolMode mode;
     AvLock *lock;                /* NULL only for a read of a missing state dir */
     GPtrArray *devices;          /* AvPoolDevice*, owned, sorted by identity */
@@ -33,10 +32,7 @@ struct AvPool {
     GHashTable *index_disk;      /* AV_POOL_WRITE: the UUIDs the pool.json on disk names (as loaded,
                                   * then as last saved), for the domain index (av-pool-index.c) */
 
-    /* The journal's tail, read at the first append (av-journal.c). */
-    gboolean journal_ready;
-    guint64 journal_seq;         /* seq of the last entry, 0 for none */
-    char *journal_prev;          /* hex SHA-256 of the last line, "" for none */
+    AvJournal journal;           /* its tail is read at the first append (av_journal_prepare()) */
 
     /* The host its devices are on (av_pool_set_kernel()), borrowed, or NULL. */
     const AvRoot *root;
@@ -109,16 +105,6 @@ gboolean av_transition_fail(const AvPoolDevice *dev, AvDeviceState to, GError **
  * (av_pool_device_may_be_freed()). */
 gboolean av_pool_set_identity_problem(AvPool *pool, AvPoolDevice *dev, const char *problem, GError **error);
 
-/* Makes the journal of @pool ready for appending, once per pool: reads its
- * tail (the last seq and the hash of the last line), ends a torn last line
- * and records it.  AV_ERROR_CORRUPT_STATE when no entry can be appended (not
- * a regular file, NUL bytes or a line over 16 MiB at its end).  A writer's
- * av_pool_open() calls it, so that a journal that cannot take an entry stops
- * a writer before it changes anything (the hook: before it binds a device). */
-gboolean av_journal_prepare(AvPool *pool, GError **error);
-
-/* The hex SHA-256 of @len bytes at @data.  Caller frees. */
-char *av_journal_hash(const char *data, gsize len);
 
 /* --- loading pool.json (av-pool.c), for the files that load a part of it --- */
 

@@ -1063,12 +1063,11 @@ av_pool_new(const char *state_dir, AvPoolMode mode)
     pool->state_dir = g_strdup(state_dir);
     pool->pool_path = g_build_filename(state_dir, AV_POOL_FILE, NULL);
     pool->lock_path = g_build_filename(state_dir, AV_POOL_LOCK_FILE, NULL);
-    pool->journal_path = g_build_filename(state_dir, AV_POOL_JOURNAL_FILE, NULL);
+    av_journal_init(&pool->journal, state_dir);
     pool->mode = mode;
     pool->devices = g_ptr_array_new_with_free_func((GDestroyNotify)av_pool_device_free);
     pool->intents = g_ptr_array_new_with_free_func((GDestroyNotify)av_intent_free);
     pool->placements = g_ptr_array_new_with_free_func((GDestroyNotify)av_pool_placement_free);
-    pool->journal_prev = g_strdup("");
     return pool;
 }
 
@@ -1198,7 +1197,7 @@ av_pool_open(const char *state_dir, AvPoolMode mode, int timeout_ms, GError **er
         return NULL;
     if (mode == AV_POOL_WRITE) {
         av_pool_remove_stale_temps(pool);
-        if (!av_journal_prepare(pool, error))
+        if (!av_journal_prepare(&pool->journal, error))
             return NULL;
     }
 
@@ -1234,8 +1233,7 @@ av_pool_free(AvPool *pool)
     g_free(pool->state_dir);
     g_free(pool->pool_path);
     g_free(pool->lock_path);
-    g_free(pool->journal_path);
-    g_free(pool->journal_prev);
+    av_journal_clear(&pool->journal);
     g_free(pool->scanned_boot_id);
     g_free(pool->boot_id);
     g_free(pool);
@@ -1318,6 +1316,20 @@ av_pool_find_address(const AvPool *pool, AvDeviceKind kind, const char *address)
             missing = dev;
     }
     return missing;
+}
+
+/* See av-pool.h.  Requires AV_POOL_WRITE: the chain is only safe under the
+ * exclusive lock. */
+gboolean
+av_pool_journal_append(AvPool *pool, const char *event, json_t *fields, GError **error)
+{
+    if (pool->mode != AV_POOL_WRITE || !pool->lock) {
+        g_set_error(error, AV_ERROR, AV_ERROR_FAILED,
+                    "cannot write the journal in '%s': the pool was opened for reading only",
+                    pool->state_dir);
+        return FALSE;
+    }
+    return av_journal_append(&pool->journal, event, fields, error);
 }
 
 /* See av-pool-private.h. */

@@ -14,16 +14,7 @@
  * "pool.json.tmp.*" files of a writer killed mid-write are ignored (and
  * removed by the next writer).
  *
- * A journal line left torn by a writer killed mid-append is never deleted
- * (it is evidence): the next writer ends it with a newline and, when it is
- * not a whole entry, appends a "torn-line" entry naming its line number, its
- * length and its SHA-256 (the "prev" of that entry is the hash of the torn
- * bytes, so the chain covers them).  A writer killed while it wrote that
- * entry leaves a second torn line: the run of torn lines is acknowledged by
- * one entry ("line": the first of the run, "lines": how many, "sha256s":
- * each one's hash).  av_journal_verify() reports a torn last line (no
- * newline at its end) and bad lines not followed by the "torn-line" entry
- * acknowledging exactly them as errors, and accepts acknowledged torn lines.
+ * The journal's format, its chain and its torn lines: journal/av-journal.h.
  *
  * Lifecycle (DESIGN.md):
  *   free -> claimed -> in-use -> dirty -> scrubbing -> free
@@ -35,6 +26,7 @@
 #include <glib.h>
 #include <jansson.h>
 
+#include "journal/av-journal.h"
 #include "pci/av-health.h"
 #include "pci/av-pci.h"
 #include "policy/av-policy.h"
@@ -1030,17 +1022,6 @@ gboolean av_pool_journal_certificate(AvPool *pool, const char *identity, const c
                                      const char *profile, const AvOwner *previous_owner, json_t *report,
                                      const char *started, const char *result, const char *reason,
                                      json_t *extra, GError **error);
-
-/* Reads the entries of the journal in @state_dir, oldest first, into
- * *ret_entries (json_t*, caller frees; empty without a journal); torn lines
- * are left out.  Does not check the chain (av_journal_verify() does).
- * FALSE with AV_ERROR_CORRUPT_STATE (not a regular file, a NUL byte) or
- * AV_ERROR_IO. */
-gboolean av_journal_read(const char *state_dir, GPtrArray **ret_entries, GError **error);
-
-/* Checks the hash chain and sequence of the journal in @state_dir.  Returns
- * FALSE with an error naming the first bad line. */
-gboolean av_journal_verify(const char *state_dir, guint64 *ret_entries, GError **error);
 
 /* "domain 'vm1' (UUID)", "domain UUID", "Nova instance UUID" or "nobody".
  * Caller frees. */

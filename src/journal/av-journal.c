@@ -4,11 +4,11 @@
  *   {"seq": N, "time": "2026-11-22T01:02:03Z", "prev": "<hex>", "event": ...}
  * "seq" counts the entries from 1; "prev" is the SHA-256 of the previous
  * line's bytes (without its newline), "" on the first line.  Torn lines are
- * handled as av-pool.h describes: terminated and acknowledged by a
+ * handled as av-journal.h describes: terminated and acknowledged by a
  * "torn-line" entry, never deleted. */
 #include "config.h"
 
-#include "av-pool-private.h"
+#include "journal/av-journal.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -17,9 +17,28 @@
 #include <unistd.h>
 
 #include "util/av-error.h"
+#include "util/av-file.h"
 #include "util/av-json.h"
 
-/* See av-pool-private.h.  Caller frees. */
+/* See av-journal.h. */
+void
+av_journal_init(AvJournal *journal, const char *state_dir)
+{
+    journal->path = g_build_filename(state_dir, AV_JOURNAL_FILE, NULL);
+    journal->ready = FALSE;
+    journal->seq = 0;
+    journal->prev = g_strdup("");
+}
+
+/* See av-journal.h. */
+void
+av_journal_clear(AvJournal *journal)
+{
+    g_clear_pointer(&journal->path, g_free);
+    g_clear_pointer(&journal->prev, g_free);
+}
+
+/* See av-journal.h.  Caller frees. */
 char *
 av_journal_hash(const char *data, gsize len)
 {
@@ -61,33 +80,33 @@ av_journal_split(const char *data)
 }
 
 static gboolean
-av_journal_write_entry(AvPool *pool, json_t *entry, GError **error)
+av_journal_write_entry(AvJournal *journal, json_t *entry, GError **error)
 {
     g_autofree char *line = av_json_dump_compact(entry);
 
     if (!line) {
         g_set_error(error, AV_ERROR, AV_ERROR_FAILED, "cannot serialise a journal entry for '%s'",
-                    pool->journal_path);
+                    journal->path);
         return FALSE;
     }
-    if (!av_file_append_line(pool->journal_path, line, 0600, error))
+    if (!av_file_append_line(journal->path, line, 0600, error))
         return FALSE;
-    pool->journal_seq = (guint64)json_integer_value(json_object_get(entry, "seq"));
-    g_free(pool->journal_prev);
-    pool->journal_prev = av_journal_hash(line, strlen(line));
+    journal->seq = (guint64)json_integer_value(json_object_get(entry, "seq"));
+    g_free(journal->prev);
+    journal->prev = av_journal_hash(line, strlen(line));
     return TRUE;
 }
 
 static json_t *
-av_journal_entry_new(AvPool *pool, const char *event)
+av_journal_entry_new(AvJournal *journal, const char *event)
 {
     g_autoptr(GDateTime) now = g_date_time_new_now_utc();
     g_autofree char *time = g_date_time_format(now, "%Y-%m-%dT%H:%M:%SZ");
     json_t *entry = json_object();
 
-    json_object_set_new(entry, "seq", json_integer((json_int_t)(pool->journal_seq + 1)));
+    json_object_set_new(entry, "seq", json_integer((json_int_t)(journal->seq + 1)));
     json_object_set_new(entry, "time", json_string(time));
-    json_object_set_new(entry, "prev", json_string(pool->journal_prev));
+    json_object_set_new(entry, "prev", json_string(journal->prev));
     json_object_set_new(entry, "event", json_string(event));
     return entry;
 }
@@ -167,35 +186,35 @@ av_journal_line_number(int fd, goffset start, guint64 *ret_lineno)
 }
 
 static gboolean
-av_journal_tail_fail(AvPool *pool, int r, GError **error)
+av_journal_tail_fail(AvJournal *journal, int r, GError **error)
 {
     if (r == -EFBIG) {
         g_set_error(error, AV_ERROR, AV_ERROR_CORRUPT_STATE,
                     "the journal '%s' ends in a line longer than %d bytes; move it away or repair it",
-                    pool->journal_path, AV_JOURNAL_MAX_LINE);
+                    journal->path, AV_JOURNAL_MAX_LINE);
         return FALSE;
     }
-    return av_error_errno(error, r, "cannot read the journal '%s'", pool->journal_path);
+    return av_error_errno(error, r, "cannot read the journal '%s'", journal->path);
 }
 
 static gboolean
-av_journal_nul_fail(AvPool *pool, GError **error)
+av_journal_nul_fail(AvJournal *journal, GError **error)
 {
     g_set_error(error, AV_ERROR, AV_ERROR_CORRUPT_STATE,
-                "the journal '%s' holds NUL bytes; move it away or repair it", pool->journal_path);
+                "the journal '%s' holds NUL bytes; move it away or repair it", journal->path);
     return FALSE;
 }
 
-/* Reads the tail of the journal once per pool: the last seq and the hash of
+/* Reads the tail of the journal once per AvJournal: the last seq and the hash of
  * the last line.  Only the last line is read (backwards from the end, in
  * bounded chunks), however long the journal.  A last line without a newline
  * is ended with one; a last line that is not a whole entry is acknowledged
  * with a "torn-line" entry, whose seq continues the last whole entry before
  * it (the lines before it are read back until one is) and whose line number
  * is found by counting the newlines before it (the only case that reads the
- * whole file, once).  See av-pool-private.h. */
+ * whole file, once).  See av-journal.h. */
 gboolean
-av_journal_prepare(AvPool *pool, GError **error)
+av_journal_prepare(AvJournal *journal, GError **error)
 {
     g_autofree char *last = NULL;
     struct stat st;
@@ -208,31 +227,31 @@ av_journal_prepare(AvPool *pool, GError **error)
     guint8 c = 0;
     int fd, r;
 
-    if (pool->journal_ready)
+    if (journal->ready)
         return TRUE;
     /* O_NONBLOCK: a FIFO in its place must not hang the hook (it is
      * refused below, as anything but a regular file). */
-    fd = open(pool->journal_path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+    fd = open(journal->path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
     if (fd < 0) {
         if (errno != ENOENT)
-            return av_error_errno(error, -errno, "cannot read the journal '%s'", pool->journal_path);
-        pool->journal_ready = TRUE;
+            return av_error_errno(error, -errno, "cannot read the journal '%s'", journal->path);
+        journal->ready = TRUE;
         return TRUE;
     }
     if (fstat(fd, &st) < 0) {
         r = -errno;
         close(fd);
-        return av_error_errno(error, r, "cannot read the journal '%s'", pool->journal_path);
+        return av_error_errno(error, r, "cannot read the journal '%s'", journal->path);
     }
     if (!S_ISREG(st.st_mode)) {
         close(fd);
         g_set_error(error, AV_ERROR, AV_ERROR_CORRUPT_STATE,
-                    "the journal '%s' is not a regular file; move it away", pool->journal_path);
+                    "the journal '%s' is not a regular file; move it away", journal->path);
         return FALSE;
     }
     if (st.st_size == 0) {
         close(fd);
-        pool->journal_ready = TRUE;
+        journal->ready = TRUE;
         return TRUE;
     }
     r = av_file_pread_all(fd, &c, 1, st.st_size - 1);
@@ -241,29 +260,29 @@ av_journal_prepare(AvPool *pool, GError **error)
         r = av_journal_read_line_before(fd, ended ? st.st_size - 1 : st.st_size, &start, &last, &last_len);
     if (r < 0) {
         close(fd);
-        return av_journal_tail_fail(pool, r, error);
+        return av_journal_tail_fail(journal, r, error);
     }
     if (memchr(last, '\0', last_len)) {
         close(fd);
-        return av_journal_nul_fail(pool, error);
+        return av_journal_nul_fail(journal, error);
     }
     if (!ended) {
         /* A writer was killed mid-append: end its line, keep its bytes. */
-        if (!av_file_append_line(pool->journal_path, "", 0600, error)) {
+        if (!av_file_append_line(journal->path, "", 0600, error)) {
             close(fd);
             g_prefix_error(error, "cannot end the torn last line of the journal: ");
             return FALSE;
         }
         g_info("the journal '%s' ended in a line without a newline (a writer was killed "
-                  "mid-append); ended it", pool->journal_path);
+                  "mid-append); ended it", journal->path);
     }
 
-    g_free(pool->journal_prev);
-    pool->journal_prev = av_journal_hash(last, last_len);
+    g_free(journal->prev);
+    journal->prev = av_journal_hash(last, last_len);
     if (av_journal_parse_line(last, last_len, NULL, &seq)) {
         close(fd);
-        pool->journal_seq = seq;
-        pool->journal_ready = TRUE;
+        journal->seq = seq;
+        journal->ready = TRUE;
         return TRUE;
     }
 
@@ -271,7 +290,7 @@ av_journal_prepare(AvPool *pool, GError **error)
      * while it acknowledged a torn line): the run of them is acknowledged
      * by one entry, whose seq continues the last whole entry. */
     hashes = g_ptr_array_new_with_free_func(g_free);
-    g_ptr_array_add(hashes, g_strdup(pool->journal_prev));
+    g_ptr_array_add(hashes, g_strdup(journal->prev));
     run_start = start;
     for (goffset pos = start; r == 0 && pos > 0;) {
         g_autofree char *line = NULL;
@@ -292,15 +311,15 @@ av_journal_prepare(AvPool *pool, GError **error)
         r = av_journal_line_number(fd, run_start, &torn_line);
     close(fd);
     if (r < 0)
-        return av_journal_tail_fail(pool, r, error);
-    pool->journal_seq = seq;
-    pool->journal_ready = TRUE;
+        return av_journal_tail_fail(journal, r, error);
+    journal->seq = seq;
+    journal->ready = TRUE;
     {
-        g_autoptr(json_t) entry = av_journal_entry_new(pool, "torn-line");
+        g_autoptr(json_t) entry = av_journal_entry_new(journal, "torn-line");
 
         json_object_set_new(entry, "line", json_integer((json_int_t)torn_line));
         json_object_set_new(entry, "length", json_integer((json_int_t)last_len));
-        json_object_set_new(entry, "sha256", json_string(pool->journal_prev));
+        json_object_set_new(entry, "sha256", json_string(journal->prev));
         if (hashes->len > 1) {
             json_t *all = json_array();
 
@@ -309,39 +328,31 @@ av_journal_prepare(AvPool *pool, GError **error)
             json_object_set_new(entry, "lines", json_integer((json_int_t)hashes->len));
             json_object_set_new(entry, "sha256s", all);
         }
-        if (!av_journal_write_entry(pool, entry, error)) {
-            pool->journal_ready = FALSE;
+        if (!av_journal_write_entry(journal, entry, error)) {
+            journal->ready = FALSE;
             return FALSE;
         }
     }
     g_info("the journal '%s' line %" G_GUINT64_FORMAT " is not a whole entry; recorded it with a "
-           "torn-line entry", pool->journal_path, torn_line);
+           "torn-line entry", journal->path, torn_line);
     return TRUE;
 }
 
-/* See av-pool.h.  Requires AV_POOL_WRITE: the chain is only safe under the
- * exclusive lock.  @fields may not carry "seq", "time", "prev" or "event".
- * The line is fsynced before this returns. */
+/* See av-journal.h.  The line is fsynced before this returns. */
 gboolean
-av_pool_journal_append(AvPool *pool, const char *event, json_t *fields, GError **error)
+av_journal_append(AvJournal *journal, const char *event, json_t *fields, GError **error)
 {
     g_autoptr(json_t) entry = NULL;
     const char *key;
     json_t *value;
 
-    if (pool->mode != AV_POOL_WRITE || !pool->lock) {
-        g_set_error(error, AV_ERROR, AV_ERROR_FAILED,
-                    "cannot write the journal in '%s': the pool was opened for reading only",
-                    pool->state_dir);
-        return FALSE;
-    }
     if (fields && !json_is_object(fields)) {
         g_set_error(error, AV_ERROR, AV_ERROR_INVALID_INPUT, "journal fields must be a JSON object");
         return FALSE;
     }
-    if (!av_journal_prepare(pool, error))
+    if (!av_journal_prepare(journal, error))
         return FALSE;
-    entry = av_journal_entry_new(pool, event);
+    entry = av_journal_entry_new(journal, event);
     if (fields) {
         json_object_foreach(fields, key, value) {
             if (json_object_get(entry, key)) {
@@ -352,7 +363,7 @@ av_pool_journal_append(AvPool *pool, const char *event, json_t *fields, GError *
             json_object_set(entry, key, value);
         }
     }
-    return av_journal_write_entry(pool, entry, error);
+    return av_journal_write_entry(journal, entry, error);
 }
 
 static gboolean G_GNUC_PRINTF(4, 5)
@@ -408,11 +419,11 @@ av_journal_read_file(const char *path, char **ret_data, gsize *ret_len, GError *
     return 0;
 }
 
-/* See av-pool.h. */
+/* See av-journal.h. */
 gboolean
 av_journal_read(const char *state_dir, GPtrArray **ret_entries, GError **error)
 {
-    g_autofree char *path = g_build_filename(state_dir, AV_POOL_JOURNAL_FILE, NULL);
+    g_autofree char *path = g_build_filename(state_dir, AV_JOURNAL_FILE, NULL);
     g_autoptr(GPtrArray) entries = g_ptr_array_new_with_free_func((GDestroyNotify)json_decref);
     g_autofree char *data = NULL;
     g_auto(GStrv) lines = NULL;
@@ -441,13 +452,13 @@ av_journal_read(const char *state_dir, GPtrArray **ret_entries, GError **error)
     return TRUE;
 }
 
-/* See av-pool.h.  A missing journal has 0 entries.  *ret_entries (may be
+/* See av-journal.h.  A missing journal has 0 entries.  *ret_entries (may be
  * NULL) gets the number of whole entries ("torn-line" ones included).
  * Errors are AV_ERROR_CORRUPT_STATE naming the line, or AV_ERROR_IO. */
 gboolean
 av_journal_verify(const char *state_dir, guint64 *ret_entries, GError **error)
 {
-    g_autofree char *path = g_build_filename(state_dir, AV_POOL_JOURNAL_FILE, NULL);
+    g_autofree char *path = g_build_filename(state_dir, AV_JOURNAL_FILE, NULL);
     g_autofree char *data = NULL;
     g_autofree char *prev = g_strdup("");
     g_auto(GStrv) lines = NULL;
