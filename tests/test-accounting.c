@@ -1,4 +1,4 @@
-/* accelvirt tests: device time from the journal (src/pool/av-accounting.c).
+/* accelvirt tests: device time from the journal (src/ledger/av-accounting.c).
  *
  * A synthetic journal, chained as the pool writes it, whose totals are
  * worked out by hand below; hostile journals that must not crash it nor
@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "av-test.h"
-#include "pool/av-accounting.h"
+#include "ledger/av-accounting.h"
 #include "pool/av-pool-private.h"
 
 /* 2026-11-01T00:00:00Z */

@@ -1,13 +1,13 @@
 /* accelvirt accounting: device time by domain, project, user, profile or
  * device, from the journal (issue 17; the definitions are in
- * src/pool/av-accounting.h and accelvirt(1)). */
+ * src/ledger/av-accounting.h and accelvirt(1)). */
 #include "config.h"
 
 #include <stdio.h>
 #include <string.h>
 
 #include "cli.h"
-#include "pool/av-accounting.h"
+#include "ledger/av-accounting.h"
 #include "pool/av-pool.h"
 #include "util/av-names.h"
 

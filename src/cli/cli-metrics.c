@@ -13,7 +13,7 @@
 
 #include "cli.h"
 #include "pci/av-health.h"
-#include "pool/av-accounting.h"
+#include "ledger/av-accounting.h"
 #include "pool/av-pool.h"
 #include "util/av-file.h"
 

@@ -1,14 +1,14 @@
 /* accelvirt: device time from the journal (see av-accounting.h). */
 #include "config.h"
 
-#include "av-accounting.h"
+#include "ledger/av-accounting.h"
 
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "av-pool-private.h"
+#include "pool/av-pool.h"
 #include "util/av-error.h"
 #include "util/av-json.h"
 
