@@ -1,4 +1,4 @@
-/* accelvirt: the audit of the pool against the running domains (issue 14).
+/* accelvirt: the audit of the pool against the running domains.
  * See av-audit.h for the rules.
  *
  * The audit works in two passes: the first decides, for every device, what

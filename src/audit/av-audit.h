@@ -1,4 +1,4 @@
-/* accelvirt: the audit of the pool against the running domains (issue 14).
+/* accelvirt: the audit of the pool against the running domains.
  *
  * libvirt runs no hook on device hot-plug (virDomainAttachDevice,
  * virDomainDetachDevice: docs/hooks.rst lists no such operation), so a

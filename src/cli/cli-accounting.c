@@ -1,5 +1,5 @@
 /* accelvirt accounting: device time by domain, project, user, profile or
- * device, from the journal (issue 17; the definitions are in
+ * device, from the journal (the definitions are in
  * src/ledger/av-accounting.h and accelvirt(1)). */
 #include "config.h"
 

@@ -1,4 +1,4 @@
-/* accelvirt: giving claimed devices to a domain (issue 15): programming the
+/* accelvirt: giving claimed devices to a domain: programming the
  * ones whose placement says they must hold a bitstream they do not hold,
  * then the profiles' "on_assign" driver commands (accelvirt-policy(5),
  * PROGRAMMING and DRIVER COMMANDS).  `accelvirt define`, `start` and

@@ -1,5 +1,5 @@
 /* accelvirt attach and detach: accelerators hot-plugged into and out of
- * running domains (issue 14).
+ * running domains.
  *
  * libvirt runs no hook on device hot-plug (docs/hooks.rst lists none), so
  * the CLI does what the hook's prepare and release do:
@@ -1026,7 +1026,7 @@ av_attach_plan(AvAttachRun *a, AvPool *pool, const AvHost *host, const AvPolicy 
         }
         plug->group = pci->iommu_group;
         /* A PF goes to no domain while a VF of it is not free, nor a VF
-         * while its PF is not free (issue 13). */
+         * while its PF is not free. */
         if (!pci->physfn && !av_pool_pf_check_vfs(pool, host, pci->address, error))
             return FALSE;
         if (pci->physfn && !av_pool_vf_check_pf(pool, pci, error))
@@ -1546,7 +1546,7 @@ av_attach_run_drivers(const AvCli *cli, const AvRoot *root, const AvPolicy *poli
     return TRUE;
 }
 
-/* The profiles' driver commands (issue 15) for the devices this attach
+/* The profiles' driver commands for the devices this attach
  * gives the domain, once they are bound and recorded in use and before the
  * hot-plug: "on_prepare", as the hook runs it at a domain's prepare (no
  * hook runs for a hot-plug), then "on_assign".  FALSE with the first
@@ -2047,7 +2047,7 @@ av_detach_release(const AvCli *cli, const AvRoot *root, const char *uuid, const 
     return TRUE;
 }
 
-/* The profiles' "on_release" driver commands (issue 15) of the devices
+/* The profiles' "on_release" driver commands of the devices
  * this detach released (@released: {identity, address, ...}), as the hook
  * runs them at a domain's release: without the lock, once the release is
  * saved; a device whose command fails is quarantined (unscrubbed) with the

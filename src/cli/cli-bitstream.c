@@ -1,5 +1,5 @@
 /* accelvirt bitstream and program: the bitstream library and programming
- * a device by hand (issue 15; accelvirt(1), BITSTREAMS).
+ * a device by hand (accelvirt(1), BITSTREAMS).
  *
  *   bitstream add FILE --name NAME [--compatible ID[,ID...]] [--function-id ID] [--description TEXT]
  *   bitstream list

@@ -527,7 +527,7 @@ av_cli_placement_json(const char *name, const char *uuid, const AvPlacement *pla
         if (item->pf_address)
             json_object_set_new(j, "vf", json_pack("{s:s,s:i}", "pf", item->pf_address, "index", item->vf_index));
         json_object_set_new(j, "numa_node", json_integer(item->numa_node));
-        /* Its alias in the domain, and its host PCIe position (issue 16). */
+        /* Its alias in the domain, and its host PCIe position. */
         json_object_set_new(j, "alias", json_sprintf(AV_REWRITE_ALIAS_PREFIX "%u", i));
         json_object_set_new(j, "root_port", av_json_string_or_null(item->root_port));
         json_object_set_new(j, "switch", av_json_string_or_null(item->switch_port));
@@ -555,7 +555,7 @@ av_cli_placement_json(const char *name, const char *uuid, const AvPlacement *pla
 }
 
 /* TRUE when @topology mirrors nothing and has no note: the dry runs then
- * say nothing of it, as before issue 16. */
+ * say nothing of it, as before the guest topology was written. */
 static gboolean
 av_cli_topology_silent(const AvGuestTopology *topology)
 {
@@ -703,7 +703,7 @@ av_cli_cmd_rewrite(AvCli *cli, int argc, char **argv)
         }
         if (requests->len == 0 && hotplug == 0) {
             /* Nothing asked of accelvirt: the input back, byte for byte,
-             * and nothing opened, scanned or saved (issue 19). */
+             * and nothing opened, scanned or saved. */
             fwrite(xml, 1, len, stdout);
             return AV_EXIT_OK;
         }
@@ -937,7 +937,7 @@ av_cli_placement_holds(const AvPool *pool, const AvDomain *domain)
 /* The placement of @xml with every USB stick where its pool identity is
  * now on @host (bus path, bus and device numbers: they change when a stick
  * re-enumerates), the node's CPUs from @host; *ret_usb says whether it has
- * a stick at all.  A stick placed before issue 13 (no identity) is found
+ * a stick at all.  A stick placed by an older accelvirt (no identity) is found
  * by its port in @pool.  NULL with @error when the placement does not
  * read. */
 static AvPlacement *
@@ -1322,7 +1322,7 @@ av_cli_vcpupins_describe(const AvDomain *domain)
     return g_string_free(s, FALSE);
 }
 
-/* `plan FILE`'s text: what a rewrite of the domain would write (issue 16).
+/* `plan FILE`'s text: what a rewrite of the domain would write.
  * Per device its alias, profile, host device, host node and host PCIe
  * position; the domain's node and the pinning of @placed (the rewritten
  * XML, parsed); the guest topology. */

@@ -1,4 +1,4 @@
-/* accelvirt health (issue 17): every managed PCI device's AER counters,
+/* accelvirt health: every managed PCI device's AER counters,
  * link and failure counts, judged against its profile's "health" limits
  * (accelvirt-policy(5), HEALTH).  Read-only: it reads the pool without
  * its write lock and changes nothing; the worker and reconcile act on the

@@ -1,5 +1,5 @@
 /* accelvirt metrics: the pool, its accounting and its devices' health in
- * the Prometheus text exposition format 0.0.4 (issue 17), for
+ * the Prometheus text exposition format 0.0.4, for
  * node_exporter's textfile collector.
  *
  * Format: https://prometheus.io/docs/instrumenting/exposition_formats/

@@ -1,5 +1,5 @@
 /* accelvirt nova config: what nova.conf needs for the host's managed
- * devices, and a provider config for what it cannot say (issue 18).  The
+ * devices, and a provider config for what it cannot say.  The
  * building and checking are in src/nova/av-nova.c; here only the options,
  * the YAML writer (libyaml, the CLI's alone) and the output. */
 #include "config.h"

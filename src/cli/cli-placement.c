@@ -1,4 +1,4 @@
-/* accelvirt: `accelvirt placement sync|status` (issue 18): Placement's
+/* accelvirt: `accelvirt placement sync|status`: Placement's
  * "reserved" of the pool's devices kept true by hand, and the view of the
  * state file (src/nova/av-placement-sync.h). */
 #include "config.h"
@@ -136,7 +136,7 @@ int
 av_cli_cmd_placement(AvCli *cli, int argc, char **argv)
 {
     if (!av_cli_parse(cli, "placement", "sync | status",
-                      "Keep OpenStack Placement true about the pool's devices (issue 18): 'sync' sets the "
+                      "Keep OpenStack Placement true about the pool's devices: 'sync' sets the "
                       "\"reserved\" of each device's resource provider as its state wants (its total while dirty, "
                       "scrubbing, quarantined or missing; 0 once free) and applies what was pending; exit 1 when "
                       "something stays pending.  'status' shows the state file, read-only.",

@@ -1,6 +1,6 @@
 /* accelvirt: `accelvirt reconcile`, the pool put right with the host at
  * boot (accelvirt-reconcile.service, before libvirt's daemons) and on a
- * timer (accelvirt-reconcile.timer), issue 17.
+ * timer (accelvirt-reconcile.timer).
  *
  * Under the pool's lock, idempotent, journalled, and only on pool devices
  * and the PFs that a profile's "vfs" names:
@@ -17,7 +17,7 @@
  *   - the kernel-enforced holds (av-hold.h);
  *   - the scrub worker for dirty devices and for scrubs whose worker died
  *     (scrubbing, its scrub lock free: the worker scrubs them again);
- *   - then, the pool's lock let go, Placement kept true (issue 18): what
+ *   - then, the pool's lock let go, Placement kept true: what
  *     was pending applied, every wanted "reserved" asserted again (a Nova
  *     PUT of a whole inventory resets reserved to 0).
  * mdevs are not precreated: the hook creates a domain's mdev at its

@@ -1,5 +1,5 @@
-/* accelvirt: the operator's release of a domain's devices (issue 10,
- * hole 3); `accelvirt reconcile` is in cli-reconcile.c.
+/* accelvirt: the operator's release of a domain's devices;
+ * `accelvirt reconcile` is in cli-reconcile.c.
  *
  * libvirt calls the hook's "release end" once.  When that release could
  * not be done (the hook was killed, the machine went down with domains

@@ -472,7 +472,7 @@ av_cli_cmd_scrub(AvCli *cli, int argc, char **argv)
         return av_cli_fail(err);
     } else if (!failure && av_pool_device_may_be_freed(dev, &failure) &&
                !av_pool_health_check(pool, dev, profile, root, &health_quarantined, &health_warning, &err)) {
-        /* Its health, just before it is freed (issue 17, as the worker). */
+        /* Its health, just before it is freed (as the worker). */
         return av_cli_fail(err);
     } else if (!failure && !health_quarantined &&
                (kind != AV_DEVICE_KIND_USB || av_pool_usb_unhold(root, av_kernel_ops_for(root), dev, &failure))) {
@@ -496,7 +496,7 @@ av_cli_cmd_scrub(AvCli *cli, int argc, char **argv)
             !av_pool_transition(pool, dev, AV_DEVICE_STATE_QUARANTINED, NULL, failure->message, &err))
             return av_cli_fail(err);
     }
-    /* A failed scrub counts against the device's health (issue 17). */
+    /* A failed scrub counts against the device's health. */
     if (failure && report && !health_quarantined && !problem)
         av_pool_count_scrub_failure(dev, av_scrub_report_failed_reset(report));
     /* The release work is done unless it failed (then the device is
@@ -511,7 +511,7 @@ av_cli_cmd_scrub(AvCli *cli, int argc, char **argv)
         if (!av_pool_journal_append(pool, "driver", run, &err))
             return av_cli_fail(err);
     }
-    /* What its "program-base" step put in it (issue 15), and the runs. */
+    /* What its "program-base" step put in it, and the runs. */
     if ((!failure && !av_pool_set_programmed(pool, dev, av_scrub_report_programmed(report, "operator"),
                                              "the scrub programmed no base bitstream", &err)) ||
         !av_scrub_journal_runs(pool, identity, report, on_free, "operator", &err))

@@ -1,4 +1,4 @@
-/* accelvirt stale (issue 17, seed 004: "computation is done, sometimes GPU
+/* accelvirt stale (seed 004: "computation is done, sometimes GPU
  * is not freed", "stale VMs running after the workload has completed").
  *
  * Finds the devices of the pool that a domain holds for nothing, from

@@ -307,7 +307,7 @@ av_cli_cmd_status(AvCli *cli, int argc, char **argv)
     }
     /* For the holds' warning only: which driver a device is on. */
     root = av_root_new_default(cli->root, NULL);
-    /* Placement's view (issue 18): the state file, read without a lock
+    /* Placement's view: the state file, read without a lock
      * (written atomically); --no-sync reads the policy for it alone. */
     if (!policy)
         policy = av_cli_load_policy(cli, NULL);

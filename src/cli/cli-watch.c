@@ -1,4 +1,4 @@
-/* accelvirt audit and accelvirt watch (issue 14): keeping the pool true
+/* accelvirt audit and accelvirt watch: keeping the pool true
  * when devices are attached to or detached from running domains outside
  * accelvirt.
  *

@@ -185,7 +185,7 @@ virDomain *av_cli_lookup(virConnect *conn, const char *name, GError **error);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(virConnect, virConnectClose)
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(virDomain, virDomainFree)
 
-/* --- giving devices to a domain (cli-assign.c, issue 15) --- */
+/* --- giving devices to a domain (cli-assign.c) --- */
 
 /* The bitstream of @bitstreams (AvBitstream*, borrowed; may be NULL) whose
  * SHA-256 is @sha256, or NULL.  Borrowed from @bitstreams. */
@@ -252,7 +252,7 @@ int av_cli_cmd_nova(AvCli *cli, int argc, char **argv);
 
 int av_cli_cmd_placement(AvCli *cli, int argc, char **argv);
 
-/* The Placement sync of the pool (issue 18, av_placement_sync_pool()):
+/* The Placement sync of the pool (av_placement_sync_pool()):
  * what `reconcile` and `placement sync` run.  Must not be called with the
  * pool's lock held.  *ret_report (caller frees). */
 gboolean av_cli_placement_sync(const AvCli *cli, const AvRoot *root, const AvPolicy *policy,

@@ -56,7 +56,7 @@ xmlNode *av_domain_child_first(const xmlNode *parent, const char *name, const ch
  * AV_ERROR_INVALID_INPUT for a bad value, or one without the other. */
 gboolean av_domain_placed_vf(const xmlNode *node, char **ret_pf, int *ret_vf, GError **error);
 
-/* The optional bitstream= of an <av:device> (issue 15): the hex SHA-256
+/* The optional bitstream= of an <av:device>: the hex SHA-256
  * (64 lower-case hex digits) of the bitstream the device must hold, stored
  * in *ret (caller frees; NULL when absent).  FALSE with
  * AV_ERROR_INVALID_INPUT for anything else. */
@@ -66,7 +66,7 @@ gboolean av_domain_placed_bitstream(const xmlNode *node, char **ret, GError **er
  * a copy (caller frees), or NULL when absent. */
 char *av_domain_prop(const xmlNode *node, const char *name);
 
-/* ---- shared by av-rewrite.c and av-topology.c (issue 16) ---- */
+/* ---- shared by av-rewrite.c and av-topology.c ---- */
 
 /* A decimal without sign, blank or leading zero, at most @max: TRUE and
  * *ret set; FALSE (untouched) otherwise. */

@@ -19,7 +19,7 @@ G_BEGIN_DECLS
 #define AV_DOMAIN_XML_MAX (8u * 1024u * 1024u)
 
 /* CPU numbers in a cpuset are below this: libvirt's VIR_DOMAIN_CPUMASK_LEN
- * (16384 since libvirt 8.x), no tighter (issue 19).  NUMA node numbers
+ * (16384 since libvirt 8.x), no tighter.  NUMA node numbers
  * (nodeset, av:placement node) below AV_DOMAIN_NODE_MAX: libvirt parses a
  * nodeset with the same bound; the kernel numbers nodes below its
  * MAX_NUMNODES (1024 at most), so a larger id names no node of the host,
@@ -53,7 +53,7 @@ typedef struct {
 void av_hostdev_free(AvHostdev *hostdev);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(AvHostdev, av_hostdev_free)
 
-/* A device accelvirt placed (issue 5 writes these; the hook reads them to
+/* A device accelvirt placed (the rewrite writes these; the hook reads them to
  * know an mdev's profile before the mdev exists):
  *   <av:accelerators xmlns:av="urn:accelvirt:domain:1">
  *     <av:placement node="0">
@@ -72,7 +72,7 @@ typedef struct {
     char *mdev_uuid;             /* or NULL */
     char *usb_bus_path;          /* av:usb: its bus-path (av_usb_bus_path_is_valid()), else NULL */
     char *usb_identity;          /* av:usb: its pool identity (av_pool_identity_usb_is_valid()), or NULL
-                                  * (placements older than issue 13 have none) */
+                                  * (placements by an older accelvirt have none) */
     char *alias;                 /* or NULL */
     char *bitstream;             /* av:device bitstream=: the hex SHA-256 the device must hold, or NULL */
 } AvPlacedDevice;
@@ -106,7 +106,7 @@ typedef struct {
     char *scrub_identity;        /* <av:scrub identity=>: the pool identity it scrubs (informative), or NULL */
     char *metadata_problem;      /* AV_DOMAIN_PARSE_METADATA_BEST_EFFORT: why the metadata was left out, or NULL */
     char *pinning_problem;       /* why the vCPU pinning and NUMA tuning above were left out (all of them:
-                                  * counts 0 or 1, sets NULL), or NULL when they were read (issue 19:
+                                  * counts 0 or 1, sets NULL), or NULL when they were read (
                                   * never fatal to the parse; what acts on them refuses) */
 } AvDomain;
 
@@ -151,16 +151,16 @@ AvDomain *av_domain_parse_flags(const char *xml, gsize len, AvDomainParseFlags f
 gboolean av_domain_live_hostdevs(const char *xml, gsize len, GPtrArray **ret_hostdevs, GPtrArray **ret_problems,
                                  GError **error);
 
-/* What the hook reads of every domain before anything else (issue 12):
+/* What the hook reads of every domain before anything else:
  * enough to tell a domain accelvirt has nothing to do with, leniently, so
  * that nothing it does not act on can refuse a domain libvirt accepts
- * (issue 19): vCPUs, pinning, NUMA, other devices and other metadata are
+ *: vCPUs, pinning, NUMA, other devices and other metadata are
  * not looked at. */
 typedef struct {
     char *name;                  /* the text of <name>, as it is, or NULL */
     char *uuid;                  /* <uuid>, canonical lower case; NULL when absent or not a UUID */
     gboolean may_manage;         /* a <hostdev> accelvirt may manage: any but mode='capabilities'
-                                  * and type 'scsi' or 'scsi_host' (PCI, mdev, USB (issue 13), and
+                                  * and type 'scsi' or 'scsi_host' (PCI, mdev, USB, and
                                   * any it cannot tell); an <interface type='hostdev'>; or accelvirt's own
                                   * metadata (any element of urn:accelvirt:domain:1 in the first
                                   * <metadata>) */

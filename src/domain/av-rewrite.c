@@ -632,7 +632,7 @@ typedef struct {
     gboolean numatune;
     gboolean hidden;
     gboolean vendor_id;
-    gboolean cells;              /* <cpu><numa> and <numatune><memnode>s (issue 16) */
+    gboolean cells;              /* <cpu><numa> and <numatune><memnode>s */
     gboolean cpu;                /* the <cpu> element itself (it had none) */
     gboolean qemu_ns;            /* the xmlns:qemu declaration on <domain> */
     gboolean qemu_override;      /* the <qemu:override> element itself (it had none) */
@@ -1621,7 +1621,7 @@ write_hotplug(xmlNode *root, guint slots, const char *unit)
     return added;
 }
 
-/* ---- the guest topology (issue 16, av-topology.h) ---- */
+/* ---- the guest topology (av-topology.h) ---- */
 
 /* <controller type='pci' index= model=>, with <alias name='PREFIX N'/>
  * when @kind is not NULL (libvirt formats <target> before <alias>, so the
@@ -2123,7 +2123,7 @@ av_domain_rewrite(const char *xml, gsize len, const AvPlacement *placement, cons
     set_prop(placed, "numatune", wrote.numatune ? "yes" : "no");
     set_prop(placed, "hidden", wrote.hidden ? "yes" : "no");
     set_prop(placed, "vendor-id", wrote.vendor_id ? "yes" : "no");
-    /* issue 16's, only when written: the records of earlier placements stay as they were */
+    /* The guest topology's, only when written: the records of earlier placements stay as they were */
     if (wrote.cells)
         set_prop(placed, "cells", "yes");
     if (wrote.cpu)
@@ -2857,7 +2857,7 @@ av_domain_placement(const char *xml, gsize len, GError **error)
             }
             item->usb_vendor = (guint16)v;
             item->usb_product = (guint16)p;
-            /* Optional: placements older than issue 13 have none. */
+            /* Optional: placements by an older accelvirt have none. */
             item->identity = av_domain_prop(entry, "identity");
             if (item->identity && !av_pool_identity_usb_is_valid(item->identity)) {
                 av_domain_invalid_at(error, entry, "av:usb entry %u has a malformed identity", i);

@@ -15,7 +15,7 @@
  *     state='on'/></kvm><hyperv><vendor_id state='on' value='...'/></hyperv>
  *     (seed 004: drivers that refuse to run in a VM);
  *   - on a q35 machine, the guest topology of av_guest_topology()
- *     (src/domain/av-topology.h, issue 16): pcie-expander-buses
+ *     (src/domain/av-topology.h): pcie-expander-buses
  *     ("ua-accelvirt-pxbC", <target busNr=><node>C</node></target>),
  *     pcie-root-ports ("ua-accelvirt-rpK"), switch upstream and downstream
  *     ports ("ua-accelvirt-upK", "-dnK"), all with explicit indexes, and
@@ -37,14 +37,14 @@
  *           <av:device profile=".." address="0000:17:00.0" alias="ua-accelvirt-0"/>
  *           <av:device profile=".." address="0000:3b:00.0" bitstream="SHA256" alias=".."/>
  *                                                 (its request's bitstream=, resolved by the CLI:
- *                                                  the device must hold it at prepare, issue 15)
+ *                                                  the device must hold it at prepare)
  *           <av:mdev profile=".." uuid="..." alias="ua-accelvirt-1"/>
  *           <av:usb profile=".." bus-path="1-1.2" vendor="0x03e7" product="0x2485" alias="ua-accelvirt-2"/>
  *         </av:placement>
  *       </av:accelerators>
  *     (and vendor-id="yes|no": hidden is about <kvm><hidden>, vendor-id
  *     about <hyperv><vendor_id>, since the user may have written one of them;
- *     issue 16, only when "yes": cells= for <cpu><numa> and the memnodes,
+ *     only when "yes": cells= for <cpu><numa> and the memnodes,
  *     cpu= for the <cpu> element itself, qemu-ns= for the xmlns:qemu
  *     declaration; and cell="C" on each entry a guest cell holds)
  *     whose pinned/numatune/hidden/vendor-id attributes say which elements

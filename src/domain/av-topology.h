@@ -1,4 +1,4 @@
-/* accelvirt: the guest PCIe and NUMA topology a rewrite writes (issue 16,
+/* accelvirt: the guest PCIe and NUMA topology a rewrite writes (
  * seed 004: "PCI topology is lost").  Pure: from the domain XML and a
  * placement (its items' host positions and nodes, src/pool/av-pool-placement.h),
  * no sysfs, no libvirt.  av_domain_rewrite() writes what

@@ -1,4 +1,4 @@
-/* accelvirt: the bitstream library (issue 15).
+/* accelvirt: the bitstream library.
  *
  * FPGA images that profiles program into their devices ("program" in
  * accelvirt-policy(5)), kept content-addressed in the state dir:

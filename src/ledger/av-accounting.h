@@ -1,4 +1,4 @@
-/* accelvirt: device time from the journal (issue 17, `accelvirt
+/* accelvirt: device time from the journal (`accelvirt
  * accounting`, `accelvirt metrics`).
  *
  * The journal (av-pool.h) is read once, line by line, keeping one record

@@ -1,5 +1,5 @@
 /* accelvirt: what OpenStack Nova's configuration needs for this host's
- * managed devices (`accelvirt nova config`, issue 18): [pci] device_spec
+ * managed devices (`accelvirt nova config`): [pci] device_spec
  * and alias entries, [devices] mdev types, and a provider config for what
  * device_spec cannot say, checked against Nova's own rules before any of it
  * is shown.  Built from the policy and a host scan only: no sysfs, no

@@ -1,6 +1,6 @@
 /* accelvirt: the standard OpenStack client configuration (clouds.yaml,
  * secure.yaml, OS_CLOUD) and the Keystone v3 token request, for the
- * Placement sync (issue 18).
+ * Placement sync.
  *
  * clouds.yaml is looked up as openstacksdk does (openstack/config/loader.py,
  * "the first file found wins"), except in the current directory: accelvirt

@@ -1,4 +1,4 @@
-/* accelvirt: Placement kept true about the pool (issue 18), level-triggered.
+/* accelvirt: Placement kept true about the pool, level-triggered.
  *
  * For each PCI pool device of a profile with the sync on
  * (av_policy_placement_sync()), the "reserved" wanted on its resource

@@ -1,5 +1,5 @@
 /* accelvirt: a client of OpenStack Placement's REST API, through libcurl,
- * for the Placement sync (issue 18): find a resource provider by name, read
+ * for the Placement sync: find a resource provider by name, read
  * and write one inventory, with the generation conflicts retried.
  *
  * Every request carries "OpenStack-API-Version: placement 1.29" (1.26 lets

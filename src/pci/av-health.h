@@ -1,5 +1,5 @@
 /* accelvirt: a PCI function's own health, as the kernel reports it
- * (issue 17): its AER counters and its link.
+ *: its AER counters and its link.
  *
  * Kernel interfaces (Documentation/ABI/testing/sysfs-bus-pci-devices-aer,
  * sysfs-bus-pci): aer_dev_correctable, aer_dev_nonfatal and aer_dev_fatal

@@ -263,7 +263,7 @@ AvHost *av_host_scan(const AvRoot *root, GError **error);
 /* Scans only the PCI functions @addresses (NULL-terminated, may be empty),
  * what their identities and IOMMU groups involve (the members of their
  * groups, the PF of a VF, the bridges above them, transitively), the NUMA
- * nodes and the boot id: the hook's scan of one domain (issue 12), whose
+ * nodes and the boot id: the hook's scan of one domain, whose
  * cost grows with the domain, not the host.  With @mdev_parents, also
  * every entry of /sys/class/mdev_bus (a PCI parent with its function, as
  * above): a domain's mdevs may live on any of them.  An address the host
@@ -312,7 +312,7 @@ gboolean av_mdev_parent_name_is_valid(const char *name);
  * another order). */
 AvPciDevice *av_host_find_pci(const AvHost *host, const char *address);
 
-/* The PCIe position of the function @address of @host (issue 16), from the
+/* The PCIe position of the function @address of @host, from the
  * parent_bridge links (a scan holds every bridge above a function it
  * holds, av_host_scan_devices() too):
  *   *ret_root_port  the bridge above it that sits on a root bus (its root

@@ -345,7 +345,7 @@ av_place_req_clear(AvPlaceReq *r)
 typedef struct {
     AvAllocation allocation;
     int prefer;                  /* node whose units come first, or -1 */
-    const char *sha256;          /* the bitstream the request wants (issue 15): devices of @profile that
+    const char *sha256;          /* the bitstream the request wants: devices of @profile that
                                   * hold it come first; NULL: no preference */
     const char *profile;         /* the request's profile */
 } AvPlaceOrder;
@@ -492,7 +492,7 @@ av_place_fn_usable(AvPlaceCtx *ctx, AvPlaceReq *r, AvPlaceFn *fn)
         r->why = g_strdup(fn->viable_error);
         return FALSE;
     }
-    /* A PF is never handed out while a VF of it is not free (issue 13). */
+    /* A PF is never handed out while a VF of it is not free. */
     if (fn->pci && !fn->pci->physfn && fn->pci->virtfns && fn->pci->virtfns->len > 0) {
         g_autoptr(GError) busy = NULL;
 
@@ -863,7 +863,7 @@ av_place_pick_mdevs(AvPlaceCtx *ctx, AvPlaceReq *r, int node_filter, int prefer,
     return TRUE;
 }
 
-/* --- peer-to-peer: one host PCIe switch (issue 16) ---------------------------------- */
+/* --- peer-to-peer: one host PCIe switch ---------------------------------- */
 
 static const char *av_place_unit_word(const AvPlaceReq *r, gboolean plural);
 

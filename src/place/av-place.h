@@ -11,7 +11,7 @@
  * its group is viable (av_vfio_group_check) and every pooled device of the
  * group is free.
  *
- * Rules (issue 5, seed 003):
+ * Rules (seed 003):
  *   - a card-granularity request takes a whole card, every pooled device of
  *     it free; region takes a whole region;
  *   - function requests pack (fill the partly used card or region first, so
@@ -22,7 +22,7 @@
  *     anywhere.  The domain's vCPU count must fit the chosen node's CPUs;
  *   - mdev: parents already running the profile's type first (a vGPU parent
  *     runs one type at a time), then the allocation order;
- *   - p2p (issue 16), a PCI request of count >= 2: all its devices (cards,
+ *   - p2p, a PCI request of count >= 2: all its devices (cards,
  *     regions) behind one host PCIe switch (av_host_pci_position(); a
  *     device behind no switch never qualifies), within the node the search
  *     tries; the switches with enough free in the allocation's order (pack:

@@ -1843,7 +1843,7 @@ parse_scrub(const PolicyParse *pp, AvProfile *profile, json_t *obj, const char *
     return TRUE;
 }
 
-/* ---- programs and driver commands (issue 15) ---- */
+/* ---- programs and driver commands ---- */
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(AvProgram, av_program_free)
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(AvDriverCommand, av_driver_command_free)

@@ -84,7 +84,7 @@ typedef enum {
 } AvProgramDriver;
 
 /* A profile's "program": how its devices are programmed with a bitstream of
- * the library (issue 15).  The argv templates hold placeholders
+ * the library.  The argv templates hold placeholders
  * (av_profile_argv_expand()). */
 typedef struct {
     json_t *argv;                /* array of strings, the template; argv[0] an absolute path */
@@ -158,7 +158,7 @@ char **av_profile_argv_expand(const json_t *argv, const AvArgvValues *values, GE
 /* The name of a point as the policy writes it ("on_prepare", ...). */
 const char *av_driver_point_to_string(AvDriverPoint point);
 
-/* "health" (accelvirt-policy(5), HEALTH, issue 17): the limits past which
+/* "health" (accelvirt-policy(5), HEALTH): the limits past which
  * a device of the profile is quarantined instead of handed to the next
  * tenant, checked by the worker before it frees a device and by reconcile
  * on free devices.  A count limit is the most allowed ("fatal_aer": 0
@@ -233,12 +233,12 @@ typedef struct {
                                   * or 0 when the profile asks for none */
     guint64 max_lease_s;         /* "max_lease": the longest a domain may hold a device of the profile
                                   * before `accelvirt stale` reports it ("72h", "30d" or seconds);
-                                  * 0 = no limit (issue 17) */
-    AvHealthLimits health;       /* "health"; .set FALSE when absent (issue 17) */
+                                  * 0 = no limit */
+    AvHealthLimits health;       /* "health"; .set FALSE when absent */
     AvProgram *program;          /* "program", or NULL: its devices are not programmed */
     AvDriverCommand *drivers[AV_DRIVER_POINTS]; /* "on_prepare", ...: NULL when absent */
     int placement_sync;          /* "placement_sync": 1 true, 0 false, -1 absent (the policy's "nova"
-                                  * says); true only with attach "vfio-pci" or "sriov-vf" (issue 18) */
+                                  * says); true only with attach "vfio-pci" or "sriov-vf" */
 } AvProfile;
 
 void av_profile_free(AvProfile *profile);
@@ -398,7 +398,7 @@ gboolean av_policy_parse_size(const char *text, guint64 *ret_bytes);
 GPtrArray *av_profile_scrub_warnings(const AvProfile *profile);
 
 /* Whether the devices of @profile have their Placement "reserved" kept
- * true (issue 18): the profile's "placement_sync" when given, else the
+ * true: the profile's "placement_sync" when given, else the
  * policy's "nova" "placement_sync"; never for attach "mdev" or "usb". */
 gboolean av_policy_placement_sync(const AvPolicy *policy, const AvProfile *profile);
 

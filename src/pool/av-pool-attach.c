@@ -1,4 +1,4 @@
-/* accelvirt: attaches in flight (issue 14).
+/* accelvirt: attaches in flight.
  *
  * `accelvirt attach` records a device in use by a running domain, saves the
  * pool, lets the pool's lock go and only then asks libvirt to hot-plug it:

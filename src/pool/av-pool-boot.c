@@ -1,4 +1,4 @@
-/* accelvirt: what a reboot undid that reconcile puts back (issue 17).
+/* accelvirt: what a reboot undid that reconcile puts back.
  *
  * After a reboot the kernel probes every device with its host driver:
  * the devices of "restore_driver": "keep-vfio" profiles, which stay on

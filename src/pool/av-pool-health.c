@@ -1,5 +1,5 @@
 /* accelvirt: a device's health judged against its profile's limits
- * (issue 17; see av-pool.h, av_pool_health_check(), and
+ * (see av-pool.h, av_pool_health_check(), and
  * accelvirt-policy(5), HEALTH).  The readings are the kernel's
  * (src/pci/av-health.c); the failure counts are the pool's. */
 #include "config.h"

@@ -1,4 +1,4 @@
-/* accelvirt: the pool's kernel-enforced holds (issue 14, av-hold.h).
+/* accelvirt: the pool's kernel-enforced holds (av-hold.h).
  *
  * Which devices the kernel must refuse is the pool's to say: dirty,
  * scrubbing and quarantined PCI functions.  The hook takes the holds of a

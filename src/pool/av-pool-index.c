@@ -1,6 +1,6 @@
 /* accelvirt: the domain index of the state dir, which lets the hook tell
  * with a stat(2) or two, without the pool's lock and without reading
- * pool.json, that the pool names nothing of a domain (issue 12, item 2).
+ * pool.json, that the pool names nothing of a domain.
  *
  *   STATE/domains/UUID   an empty file for every domain UUID that pool.json
  *                        names: the owner of a device, the scrub domain of a

@@ -1,4 +1,4 @@
-/* accelvirt: the lifecycle of a pool device (DESIGN.md): the transitions
+/* accelvirt: the lifecycle of a pool device (docs/design.md): the transitions
  * and their journal entries, claims, enrollment, the operator's scrub and
  * quarantine clear, scrub certificates, claim expiry. */
 #include "config.h"
@@ -209,7 +209,7 @@ av_pool_transition_do(AvPool *pool, AvPoolDevice *dev, AvDeviceState to, const A
     } else if (to != AV_DEVICE_STATE_MISSING && to != AV_DEVICE_STATE_IN_USE) {
         g_clear_pointer(&dev->in_use_boot_id, g_free);
     }
-    /* A domain let it go: its profile's on_release is owed (issue 15). */
+    /* A domain let it go: its profile's on_release is owed. */
     if (from == AV_DEVICE_STATE_IN_USE && (to == AV_DEVICE_STATE_DIRTY || to == AV_DEVICE_STATE_QUARANTINED))
         dev->release_pending = TRUE;
     else if (to == AV_DEVICE_STATE_FREE || to == AV_DEVICE_STATE_CLAIMED || to == AV_DEVICE_STATE_IN_USE)
@@ -461,7 +461,7 @@ av_pool_enroll(AvPool *pool, AvPoolDevice *dev, const char *sha256, gboolean rep
         return FALSE;
     g_free(dev->rom_sha256);
     dev->rom_sha256 = g_strdup(sha256);
-    /* The device's health counts start again (issue 17). */
+    /* The device's health counts start again. */
     dev->scrub_failures = dev->reset_failures = 0;
     dev->failures_since = av_pool_now();
     return TRUE;

@@ -5,7 +5,7 @@
  * When accelvirt places a domain and claims its devices (`accelvirt
  * define`, `start`, `rewrite`), the pool keeps what was asked and what was
  * given: the requests (profile, count, granularity, numa, and the bitstream
- * as written and resolved, issue 15) and, per alias ua-accelvirt-N, the
+ * as written and resolved) and, per alias ua-accelvirt-N, the
  * device's profile, attach, identity, address and the bitstream it must
  * hold (the hook checks that at prepare from here).  The
  * domain's own metadata says the same, but a running domain may change its
@@ -379,7 +379,7 @@ av_pool_sha256_valid(const char *s)
     return av_rom_sha256_is_valid(s) && !g_str_equal(s, AV_ROM_NONE);
 }
 
-/* The optional string member @key of @obj (issue 15's, absent in older
+/* The optional string member @key of @obj (absent in older
  * pool.json): *ret_value NULL when absent. */
 static gboolean
 av_pool_load_optional_string(const AvPoolLoad *ld, json_t *obj, const char *jpath, const char *key,

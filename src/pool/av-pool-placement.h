@@ -16,7 +16,7 @@ G_BEGIN_DECLS
 
 /* <av:request p2p=>: whether the devices of one request must sit behind one
  * host PCIe switch (av_host_pci_position()), so that they can talk
- * peer-to-peer without the root complex (issue 16). */
+ * peer-to-peer without the root complex. */
 typedef enum {
     AV_P2P_NONE = 0,             /* absent: no constraint */
     AV_P2P_PREFERRED,            /* one switch when some switch can hold them all, else as without p2p
@@ -67,7 +67,7 @@ typedef struct {
     int numa_node;               /* -1 unknown */
     char *bitstream;             /* hex SHA-256 of the bitstream the device must hold (its request's
                                   * bitstream_sha256), or NULL */
-    /* The host PCIe position (issue 16), filled by av_place() for PCI items
+    /* The host PCIe position, filled by av_place() for PCI items
      * (vfio-pci, sriov-vf) from av_host_pci_position(); NULL for the others
      * and when unknown.  What the rewrite mirrors in the guest
      * (src/domain/av-topology.h).  Not recorded in the pool. */
@@ -105,7 +105,7 @@ void av_placement_free(AvPlacement *placement);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(AvPlacement, av_placement_free)
 
 /* What the pool recorded when accelvirt placed a domain and claimed its
- * devices (issue 10, hole 4): its requests and, in alias order
+ * devices: its requests and, in alias order
  * (ua-accelvirt-N), each device's profile, attach, identity and address.
  * At restore and migrate this decides, not the domain's own metadata. */
 typedef struct {

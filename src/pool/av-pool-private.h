@@ -59,7 +59,7 @@ gint64 av_pool_now(void);
  * differs. */
 gboolean av_owner_compatible(const AvOwner *a, const AvOwner *b);
 
-/* Quarantines the free, dirty or scrubbing @dev for its health (issue 17)
+/* Quarantines the free, dirty or scrubbing @dev for its health
  * with @reason, journalled as a transition with "health": true; a dirty
  * device, never scrubbed, is marked unscrubbed.  AV_ERROR_STATE for a
  * device in another state (av-pool-lifecycle.c). */

@@ -409,7 +409,7 @@ av_state_out_of_hand(AvDeviceState state)
            state == AV_DEVICE_STATE_SCRUBBING || state == AV_DEVICE_STATE_QUARANTINED;
 }
 
-/* Identities that change under the pool (issue 10, hole 2; a tenant
+/* Identities that change under the pool (a tenant
  * controls its card's firmware).  For each pooled PCI or USB device E whose
  * address now holds a device S of another identity:
  *   - when E is out of the pool's hands (av_state_out_of_hand()) or S is

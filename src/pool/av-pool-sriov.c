@@ -1,4 +1,4 @@
-/* accelvirt: SR-IOV VFs that accelvirt makes and takes back (issue 13).
+/* accelvirt: SR-IOV VFs that accelvirt makes and takes back.
  *
  * A profile with "vfs" (accelvirt-policy(5), MAKING VFS) lets accelvirt
  * write sriov_numvfs on the PFs it matches (av_policy_match_sriov_pf()).

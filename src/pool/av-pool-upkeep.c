@@ -1,5 +1,5 @@
 /* accelvirt: putting right what processes that died left in the pool
- * (issue 10, hole 3), before anything else is done under the lock.
+ *, before anything else is done under the lock.
  *
  * A release that could not be done when its domain stopped used to strand
  * the domain's devices in use forever: its XML did not parse, the lock wait

@@ -334,7 +334,7 @@ av_pool_device_to_json(const AvPoolDevice *dev)
         json_object_set_new(obj, "in_use_boot_id", json_string(dev->in_use_boot_id));
     if (dev->match_ids)
         json_object_set_new(obj, "match_ids", json_string(dev->match_ids));
-    /* Only when they say something (issue 17): a count, or an enrolment
+    /* Only when they say something: a count, or an enrolment
      * later than the device's first_seen. */
     if (dev->scrub_failures || dev->reset_failures ||
         (dev->failures_since && dev->failures_since != dev->first_seen))
@@ -737,7 +737,7 @@ av_pool_load_programmed(const AvPoolLoad *ld, json_t *obj, const char *jpath, Av
     return TRUE;
 }
 
-/* "failures" (issue 17): {"scrub", "reset", "since"}, counts from 0,
+/* "failures": {"scrub", "reset", "since"}, counts from 0,
  * reset at most scrub (a failed reset is a failed scrub).  Absent: no
  * failures since first_seen. */
 static gboolean

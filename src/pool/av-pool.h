@@ -16,7 +16,7 @@
  *
  * The journal's format, its chain and its torn lines: journal/av-journal.h.
  *
- * Lifecycle (DESIGN.md):
+ * Lifecycle (docs/design.md):
  *   free -> claimed -> in-use -> dirty -> scrubbing -> free
  *                                              \-> quarantined -> free (operator)
  *   any state -> missing (not found at a scan; owner kept) -> previous state
@@ -83,7 +83,7 @@ AvCompanion *av_companion_new(const char *address, const char *original_driver);
 void av_companion_free(AvCompanion *companion);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(AvCompanion, av_companion_free)
 
-/* What a device holds as accelvirt last programmed it (issue 15): the
+/* What a device holds as accelvirt last programmed it: the
  * bitstream of the library, when and how it was checked.  The record goes
  * (NULL: unknown) when a tenant had the device (its release), and when a
  * programming starts: only a programming that finished writes it. */
@@ -133,7 +133,7 @@ typedef struct {
                                   * the hook lets that domain, and no other, have the device, once:
                                   * the hook consumes it (NULL again).  In pool.json ("scrub_token")
                                   * only when set */
-    char *identity_problem;      /* why the device may have been tampered with (issue 10, hole 2): its
+    char *identity_problem;      /* why the device may have been tampered with: its
                                   * identity changed while it was out of the pool's hands (claimed,
                                   * in use, dirty, being scrubbed, quarantined), or another device
                                   * suddenly presented it too; NULL when none.  Such a device is never
@@ -168,7 +168,7 @@ typedef struct {
                                   * never programmed.  In pool.json ("programmed": {"sha256", "name",
                                   * "since", "by", "verified"}) only when set; dropped by a release */
     guint scrub_failures;        /* scrubs of the device that failed (quarantined it) since @failures_since
-                                  * (issue 17, health "scrub_failures"); the worker and `accelvirt
+                                  * (health "scrub_failures"); the worker and `accelvirt
                                   * scrub` count them */
     guint reset_failures;        /* of those, the ones whose failing step was a "reset" */
     gint64 failures_since;       /* Unix seconds: the device's enrolment (`accelvirt enroll` sets the
@@ -184,7 +184,7 @@ typedef struct {
                                   * a scan then.  In pool.json ("match_ids") only when set */
     char *in_use_boot_id;        /* in use: the id of the boot (/proc/sys/kernel/random/boot_id) in which
                                   * it went in use, as the holder of the lock read it (av_pool_upkeep()),
-                                  * or NULL: not known (a pool written before issue 17's fix, a tree
+                                  * or NULL: not known (a pool written by an older accelvirt, a tree
                                   * without a boot id).  The boot rule of av_pool_upkeep() compares it
                                   * with the running boot's.  In pool.json ("in_use_boot_id") only when
                                   * set, on an in-use device (or one missing since it was in use);
@@ -271,7 +271,7 @@ gboolean av_pool_transition(AvPool *pool, AvPoolDevice *dev, AvDeviceState to,
 
 /* Quarantines the dirty, scrubbing or quarantined @dev at once with
  * @reason, journalled as a transition with "unscrubbed": true (someone
- * else had its VFIO group open when accelvirt came to hold it, issue 14:
+ * else had its VFIO group open when accelvirt came to hold it:
  * never freed, and the operator sees why).  AV_ERROR_STATE for a device in
  * another state. */
 gboolean av_pool_quarantine_unscrubbed(AvPool *pool, AvPoolDevice *dev, const char *reason, GError **error);
@@ -380,7 +380,7 @@ gboolean av_pool_enroll_check(const AvPoolDevice *dev, const char *sha256, gbool
 /* Records @sha256 as the option ROM hash of @dev after av_pool_enroll_check(),
  * journalling "enrolled" with the hash, the one it replaces ("previous",
  * null when none), the device's state and @operator_name, and sets its
- * failure counts to 0 and failures_since to now (issue 17; the counts it
+ * failure counts to 0 and failures_since to now (the counts it
  * drops are journalled as "failures_reset" when not 0).  The hash already
  * enrolled is no change: nothing is journalled.  Requires AV_POOL_WRITE. */
 gboolean av_pool_enroll(AvPool *pool, AvPoolDevice *dev, const char *sha256, gboolean replace,
@@ -477,7 +477,7 @@ gboolean av_pool_rebind_vfio(AvPool *pool, const AvRoot *root, const AvKernelOps
                              const GPtrArray *members, const char *vfio_driver, json_t **ret_bound,
                              char **ret_failure, GError **error);
 
-/* Health (issue 17, accelvirt-policy(5) HEALTH).  Reads @dev's AER
+/* Health (accelvirt-policy(5) HEALTH).  Reads @dev's AER
  * counters and link under @root (PCI devices; others have none) and judges
  * them, with its failure counts, against @profile's "health" limits.  Over
  * a limit: @dev is quarantined with the reason ("health: 2 fatal AER errors,
@@ -542,7 +542,7 @@ gboolean av_pool_claim(AvPool *pool, AvPoolDevice *dev, const AvOwner *owner, gi
  * path or port) identity, with one warning naming them; devices sharing even
  * that are kept out of the pool with a warning (a pooled device of that
  * identity becomes missing), never merged.
- * Identities under attack (issue 10, hole 2; a tenant controls its card's
+ * Identities under attack (a tenant controls its card's
  * firmware, hence its DSN and subsystem ids): a pooled device not found
  * under its identity whose address now holds a device of an identity the
  * pool does not know follows that device ("identity-changed": its entry
@@ -560,7 +560,7 @@ gboolean av_pool_reconcile(AvPool *pool, const AvHost *host, const AvPolicy *pol
 
 /* Whether @pool, as it stands, can be trusted for the functions of the
  * partial scan @host (av_host_scan_devices()) without a whole-host
- * reconcile (issue 12): the pool's last whole reconcile was in this boot
+ * reconcile: the pool's last whole reconcile was in this boot
  * (a boot id both know), and for every function of @host the pool holds
  * exactly what av_pool_reconcile() would leave: the same entry at that
  * address under the identity the function presents now (its own, not a
@@ -683,7 +683,7 @@ const char *av_device_kind_to_string(AvDeviceKind kind);
 json_t *av_pool_device_to_json(const AvPoolDevice *dev);
 json_t *av_pool_to_json(const AvPool *pool);
 
-/* --- write-ahead records of a prepare (issue 10, hole 7) ---
+/* --- write-ahead records of a prepare ---
  *
  * Before the hook touches the kernel at prepare it records in the pool, and
  * saves, the driver of every endpoint it is about to bind and every mdev it
@@ -700,7 +700,7 @@ typedef struct {
     char *type;
 } AvIntentMdev;
 
-/* A PF whose VF count a prepare raises (issue 13): from @from to @to. */
+/* A PF whose VF count a prepare raises: from @from to @to. */
 typedef struct {
     char *pf;                    /* the PF's PCI address */
     guint from;
@@ -783,7 +783,7 @@ gboolean av_pool_bar_sizes_restore(AvPool *pool, const AvRoot *root, const AvKer
                                    const char *by, gboolean *ret_changed, gboolean *ret_resume, GPtrArray *notes,
                                    GPtrArray *problems, GError **error);
 
-/* --- SR-IOV VFs accelvirt makes (issue 13; src/pool/av-pool-sriov.c) --- */
+/* --- SR-IOV VFs accelvirt makes (src/pool/av-pool-sriov.c) --- */
 
 /* One change of a PF's VF count. */
 typedef struct {
@@ -867,7 +867,7 @@ gboolean av_pool_pf_check_vfs(const AvPool *pool, const AvHost *host, const char
 gboolean av_pool_set_programmed(AvPool *pool, AvPoolDevice *dev, AvProgrammed *programmed, const char *why,
                                 GError **error);
 
-/* --- what processes that died left (issue 10, hole 3) --- */
+/* --- what processes that died left --- */
 
 /* How long a device may be in use by a domain without a QEMU before the
  * pool takes the domain for gone: libvirt starts QEMU (and writes its pid
@@ -912,7 +912,7 @@ void av_pool_release_mark_done(AvPoolReleaseMark *mark);
 void av_pool_release_mark_free(AvPoolReleaseMark *mark);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(AvPoolReleaseMark, av_pool_release_mark_free)
 
-/* An attach in flight (issue 14, src/pool/av-pool-attach.c): `accelvirt
+/* An attach in flight (src/pool/av-pool-attach.c): `accelvirt
  * attach` records a device in use by a running domain and saves the pool
  * before it hot-plugs it without the pool's lock, so that for a while the
  * device is in use and not in the domain's live XML.  The mark says so to

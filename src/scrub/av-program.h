@@ -1,5 +1,5 @@
 /* accelvirt: programming a device with a bitstream of the library, and a
- * profile's driver commands (issue 15; accelvirt-policy(5), PROGRAMMING and
+ * profile's driver commands (accelvirt-policy(5), PROGRAMMING and
  * DRIVER COMMANDS).
  *
  * Both run an operator's program (av_command_run()) whose argv template the

@@ -1,4 +1,4 @@
-/* accelvirt: the scrub method "program-base" (issue 15): the profile's base
+/* accelvirt: the scrub method "program-base": the profile's base
  * bitstream ("program": {"base": ...}, accelvirt-policy(5), PROGRAMMING)
  * programmed back into the device, so that no tenant's logic survives its
  * release (seed 000: firmware matters more than memory).  The policy makes

@@ -1,4 +1,4 @@
-/* accelvirt: the scrub methods of USB devices (attach "usb", issue 13).
+/* accelvirt: the scrub methods of USB devices (attach "usb").
  *
  * A stick is held de-authorized from its release until it is freed
  * (av-pool-release-hold.c, av-usb-auth.h): these steps find it so, and

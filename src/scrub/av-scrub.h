@@ -5,10 +5,10 @@
  * Methods: "none", "command" (an external program given the device's address
  * and IOMMU group, killed at its timeout; its exit status decides),
  * "vfio-zero", "reset", "rom-check", "usb-reset", "usb-reauthorize",
- * "program-base" (the profile's base bitstream programmed back, issue 15;
+ * "program-base" (the profile's base bitstream programmed back;
  * av-scrub-program.c) (libaccelvirt.a) and "vm"
  * (av-scrub-vm.c, in libaccelvirt-virt.a: it calls libvirt).  The hook must
- * never link libvirt (DESIGN.md), so "vm" is not in the method table until a
+ * never link libvirt (docs/design.md), so "vm" is not in the method table until a
  * program that links libaccelvirt-virt.a calls av_scrub_vm_register()
  * (accelvirt and accelvirt-worker do, first thing); until then a "vm" step
  * fails, saying so, and the device is quarantined, never handed out
@@ -82,12 +82,12 @@ gboolean av_scrub_run(const AvRoot *root, const AvKernelOps *ops, const AvProfil
 
 /* TRUE when the failing step of the scrub @report (av_scrub_run()'s: its
  * last step, with "ok": false) is a "reset" step, for the pool's failure
- * counts (issue 17, av_pool_count_scrub_failure()).  FALSE for NULL, for a
+ * counts (av_pool_count_scrub_failure()).  FALSE for NULL, for a
  * report whose steps all passed, and for any other method. */
 gboolean av_scrub_report_failed_reset(json_t *report);
 
 /* What the "program-base" step of the scrub @report (av_scrub_run()'s) put
- * in the device (its "programmed": issue 15), as a record for the pool
+ * in the device (its "programmed"), as a record for the pool
  * (av_pool_set_programmed()) made by @by ("scrub"), or NULL when no such
  * step passed.  Record it only once the device is freed.  Caller frees. */
 AvProgrammed *av_scrub_report_programmed(json_t *report, const char *by);

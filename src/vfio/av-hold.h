@@ -1,4 +1,4 @@
-/* accelvirt: kernel-enforced holds of VFIO groups (issue 14).
+/* accelvirt: kernel-enforced holds of VFIO groups.
  *
  * The pool refuses a dirty, scrubbing or quarantined device to every domain;
  * a hold makes the kernel refuse it too, even to a `virsh attach-device`

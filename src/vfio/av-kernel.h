@@ -62,7 +62,7 @@
  *                    reset).  device_open appends "VFIO_GROUP_GET_DEVICE_FD
  *                    ADDR" and device_close "close ADDR" to the same log.
  *
- * USB devices (issue 13) have two operations of their own:
+ * USB devices have two operations of their own:
  *
  *   usb_reset        USBDEVFS_RESET on /dev/bus/usb/BBB/DDD: the node must
  *                    exist in the tree (else -ENOENT); appends
