@@ -1186,24 +1186,6 @@ fail:
     return FALSE;
 }
 
-/* Adds (or refreshes) the companion @address of @dev. */
-static void
-av_attach_add_companion(AvPoolDevice *dev, const char *address, const char *original_driver)
-{
-    for (guint i = 0; i < dev->companions->len; i++) {
-        AvCompanion *c = g_ptr_array_index(dev->companions, i);
-
-        if (!g_str_equal(c->address, address))
-            continue;
-        if (original_driver) {
-            g_free(c->original_driver);
-            c->original_driver = g_strdup(original_driver);
-        }
-        return;
-    }
-    g_ptr_array_add(dev->companions, av_companion_new(address, original_driver));
-}
-
 /* The devices of this attach as JSON: identity, address, profile, alias,
  * NUMA node.  Caller owns it. */
 static json_t *
@@ -1261,7 +1243,7 @@ av_attach_commit(AvAttachRun *a, AvPool *pool, AvIntent *intent, gboolean persis
                 dev->original_driver = g_strdup(b->original_driver);
             }
         } else if (dev) {
-            av_attach_add_companion(dev, b->address, b->original_driver);
+            av_pool_device_add_companion(dev, b->address, b->original_driver);
         }
     }
     for (guint i = 0; i < a->claims->len; i++) {

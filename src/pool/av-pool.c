@@ -186,6 +186,24 @@ av_companion_free(AvCompanion *companion)
     g_free(companion);
 }
 
+/* See av-pool.h. */
+void
+av_pool_device_add_companion(AvPoolDevice *dev, const char *address, const char *original_driver)
+{
+    for (guint i = 0; i < dev->companions->len; i++) {
+        AvCompanion *c = g_ptr_array_index(dev->companions, i);
+
+        if (!g_str_equal(c->address, address))
+            continue;
+        if (original_driver) {
+            g_free(c->original_driver);
+            c->original_driver = g_strdup(original_driver);
+        }
+        return;
+    }
+    g_ptr_array_add(dev->companions, av_companion_new(address, original_driver));
+}
+
 /* TRUE when @address is what a device of @kind records: a PCI address, a
  * USB bus path, or for an mdev its parent's name (av_mdev_parent_name_is_valid():
  * a PCI address or a name such as "mtty"). */

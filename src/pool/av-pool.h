@@ -191,6 +191,12 @@ typedef struct {
                                   * every other transition drops it */
 } AvPoolDevice;
 
+/* Adds the companion @address to @dev, or, when @dev has it already, gives
+ * it @original_driver (unless NULL): the group member that moved to
+ * vfio-pci with @dev, and what to give it back at release.  The hook's
+ * prepare and `accelvirt attach` record their companions so. */
+void av_pool_device_add_companion(AvPoolDevice *dev, const char *address, const char *original_driver);
+
 /* The enrolled "hash" of a device that has no option ROM. */
 #define AV_ROM_NONE "none"
 
