@@ -88,7 +88,7 @@ else
 fuzz:
 	@echo "make fuzz: this build has no fuzzers: run make -C build-sanitize fuzz after" >&2; \
 	echo "  build-aux/quickstart test, or configure a tree of its own with" >&2; \
-	echo "  ./configure CC=clang-14 --enable-fuzzers (README.md, Testing)" >&2; exit 1
+	echo "  ./configure CC=clang-14 --enable-fuzzers (docs/testing.md)" >&2; exit 1
 endif
 .PHONY: fuzz
 
