@@ -150,7 +150,8 @@ char *av_vfio_holder_describe(const AvVfioHolder *holder);
  * fd, fdinfo or maps could not be read (not root?), or /proc is missing
  * under the host's own root.  A tree without /proc (a fake host) has no
  * processes.  Matches the texts the kernel prints, as seen from this mount
- * namespace: see README.md for what this cannot see. */
+ * namespace: see docs/operator-guide.md, Who holds a device, for what this
+ * cannot see. */
 gboolean av_vfio_groups_find_holder(const AvRoot *root, const int *groups, guint n_groups,
                                     AvVfioHolder **ret_holder, GError **error);
 

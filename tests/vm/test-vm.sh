@@ -355,7 +355,8 @@ fi
 # --- c3. the vfio driver the real kernel offers each function (issue 36) ----------
 # list reads the guest kernel's /lib/modules/RELEASE/modules.alias: Debian's kernels
 # ship no vfio-pci variant, so every function but a bridge gets vfio-pci, and none
-# live migration.  (Binding a variant is proven on the emulated kernel: README.)
+# live migration.  (Binding a variant is proven on the emulated kernel:
+# docs/operator-guide.md, vfio-pci variant drivers.)
 variant_facts() {
     python3 - "$lj" <<'EOF'
 import json, sys
