@@ -21,7 +21,7 @@
  *     was pending applied, every wanted "reserved" asserted again (a Nova
  *     PUT of a whole inventory resets reserved to 0).
  * mdevs are not precreated: the hook creates a domain's mdev at its
- * prepare (hooks/hook-ops.c), and reconcile, before libvirtd, cannot know
+ * prepare (hooks/hook-prepare.c), and reconcile, before libvirtd, cannot know
  * the defined domains; an mdev made now would be held by nobody. */
 #include "config.h"
 

@@ -1,6 +1,6 @@
 /* accelvirt: scrub tokens.  While a scrub runs on a device, the pool holds
  * a random single-use token and the UUID of the scrub VM's domain made with
- * it: the hook hands the device to that domain only (hooks/hook-ops.c). */
+ * it: the hook hands the device to that domain only (hooks/hook-prepare.c). */
 #include "config.h"
 
 #include "av-pool-private.h"

@@ -21,7 +21,7 @@
  * The device is scrubbing while this runs, which accelvirt's own hook would
  * refuse to any domain: the scrub domain's metadata carries the device's
  * scrub token (<av:accelerators><av:scrub token=/>, from the pool), and the
- * hook lets that domain, and only it, have the device (hooks/hook-ops.c).
+ * hook lets that domain, and only it, have the device (hooks/hook-prepare.c).
  *
  * The step passes only when the scrub VM really had the device: the template
  * must hold @HOSTDEV@ (checked at policy load and again here), the device
