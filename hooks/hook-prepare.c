@@ -21,7 +21,6 @@
 #include "pci/av-pci.h"
 #include "fpga/av-bitstream.h"
 #include "place/av-place.h"
-#include "scrub/av-program.h"
 #include "scrub/av-scrub.h"
 #include "util/av-error.h"
 #include "util/av-json.h"
@@ -56,86 +55,6 @@ av_managed_free(AvManaged *m)
     g_free(m->identity);
     g_free(m->mdev_parent);
     g_free(m);
-}
-
-/* --- describing things to the user ------------------------------------------- */
-
-/* "domain 'vm1' (UUID), Nova project P, user U" or "nobody".  Caller frees. */
-static char *
-av_hook_describe_owner(const AvOwner *owner)
-{
-    GString *s;
-
-    if (!owner)
-        return g_strdup("nobody");
-    s = g_string_new(NULL);
-    if (owner->domain_name)
-        g_string_append_printf(s, "domain '%s'", owner->domain_name);
-    if (owner->domain_uuid)
-        g_string_append_printf(s, s->len ? " (%s)" : "domain %s", owner->domain_uuid);
-    if (owner->nova_project)
-        g_string_append_printf(s, "%sNova project %s", s->len ? ", " : "", owner->nova_project);
-    if (owner->nova_user)
-        g_string_append_printf(s, "%sNova user %s", s->len ? ", " : "", owner->nova_user);
-    if (s->len == 0)
-        g_string_append(s, "an unnamed owner");
-    return g_string_free(s, FALSE);
-}
-
-/* "0000:17:00.0" or "mdev 6f2a... on 0000:17:00.0".  Caller frees. */
-static char *
-av_hook_describe_device(const AvPoolDevice *dev)
-{
-    if (dev->kind == AV_DEVICE_KIND_MDEV)
-        return g_strdup_printf("mdev %s on %s", dev->identity + strlen("mdev:"),
-                               dev->address ? dev->address : "no parent");
-    if (dev->kind == AV_DEVICE_KIND_USB)
-        return g_strdup_printf("USB %s (%s)", dev->address ? dev->address : "no port", dev->identity);
-    return g_strdup_printf("%s (%s)", dev->address ? dev->address : "no address", dev->identity);
-}
-
-/* TRUE when @dev may go to @domain: free, or claimed for this very domain.
- * Otherwise sets @error to one sentence naming the device, its state and its
- * owner, and what to do. */
-static gboolean
-av_hook_check_available(const AvPoolDevice *dev, const AvDomain *domain, GError **error)
-{
-    g_autofree char *what = NULL;
-    g_autofree char *who = NULL;
-    const char *advice;
-
-    if (dev->state == AV_DEVICE_STATE_FREE)
-        return TRUE;
-    if (dev->state == AV_DEVICE_STATE_CLAIMED && dev->owner &&
-        g_strcmp0(dev->owner->domain_uuid, domain->uuid) == 0)
-        return TRUE;
-    what = av_hook_describe_device(dev);
-    who = av_hook_describe_owner(dev->owner);
-    switch (dev->state) {
-    case AV_DEVICE_STATE_CLAIMED:
-    case AV_DEVICE_STATE_IN_USE:
-        advice = dev->owner && g_strcmp0(dev->owner->domain_uuid, domain->uuid) == 0
-                 ? "is the domain already running? stop it first"
-                 : "give this domain another device, or stop that domain first";
-        break;
-    case AV_DEVICE_STATE_DIRTY:
-    case AV_DEVICE_STATE_SCRUBBING:
-        advice = "it is being scrubbed after its last use; try again when 'accelvirt status' shows it free";
-        break;
-    case AV_DEVICE_STATE_QUARANTINED:
-        advice = "its scrub failed; an operator must check the device and free it";
-        break;
-    case AV_DEVICE_STATE_MISSING:
-        advice = "it was not found on the host at the last scan; check the hardware";
-        break;
-    default:
-        advice = "check 'accelvirt status'";
-        break;
-    }
-    g_set_error(error, AV_ERROR, AV_ERROR_BUSY, "device %s is %s, owner %s%s%s%s; %s",
-                what, av_device_state_to_string(dev->state), who,
-                dev->reason ? " (" : "", dev->reason ? dev->reason : "", dev->reason ? ")" : "", advice);
-    return FALSE;
 }
 
 /* --- which hostdevs are managed ---------------------------------------------- */
@@ -711,17 +630,6 @@ av_hook_add_companion(AvPoolDevice *dev, const char *address, const char *origin
     g_ptr_array_add(dev->companions, av_companion_new(address, original_driver));
 }
 
-/* Moves @dev to in-use for @owner: free -> claimed -> in-use, or claimed ->
- * in-use. */
-static gboolean
-av_hook_take(AvPool *pool, AvPoolDevice *dev, const AvOwner *owner, GError **error)
-{
-    if (dev->state == AV_DEVICE_STATE_FREE &&
-        !av_pool_transition(pool, dev, AV_DEVICE_STATE_CLAIMED, owner, NULL, error))
-        return FALSE;
-    return av_pool_transition(pool, dev, AV_DEVICE_STATE_IN_USE, owner, NULL, error);
-}
-
 /* "prepare begin" of a scrub VM: a domain carrying <av:scrub token=>,
  * which accelvirt's worker (or `accelvirt scrub`) starts for a "vm" scrub
  * step.  It may have the devices being scrubbed with that very token, when
@@ -819,38 +727,6 @@ av_hook_prepare_scrub(const AvHookConfig *config, const AvHost *host, const AvPo
                 "used up, the device stays as the pool has it", domain->name,
                 summary->len ? summary->str : "no device");
     return 0;
-}
-
-/* The host as far as @domain needs it (its PCI functions, the mdev
- * parents when it has mdevs, the USB devices when it has USB hostdevs),
- * with @pool brought up to date (av_hook_scan_devices()). */
-static AvHost *
-av_hook_scan_for(const AvHookConfig *config, const AvPolicy *policy, AvPool *pool, const AvDomain *domain,
-                 GError **error)
-{
-    g_autoptr(GPtrArray) addresses = g_ptr_array_new();
-    gboolean mdevs = FALSE, usb = FALSE;
-
-    for (guint i = 0; i < domain->hostdevs->len; i++) {
-        const AvHostdev *h = g_ptr_array_index(domain->hostdevs, i);
-
-        if (h->type == AV_HOSTDEV_MDEV)
-            mdevs = TRUE;
-        else if (h->type == AV_HOSTDEV_USB)
-            usb = TRUE;
-        else if (h->type == AV_HOSTDEV_PCI)
-            g_ptr_array_add(addresses, h->pci_address);
-    }
-    /* The PF of each placed VF: the VF may be gone (a reboot), and made
-     * again on it (av_prepare_grow()). */
-    for (guint i = 0; domain->placed && i < domain->placed->len; i++) {
-        const AvPlacedDevice *placed = g_ptr_array_index(domain->placed, i);
-
-        if (placed->pf_address)
-            g_ptr_array_add(addresses, placed->pf_address);
-    }
-    g_ptr_array_add(addresses, NULL);
-    return av_hook_scan_devices(config, policy, pool, (const char *const *)addresses->pdata, mdevs, usb, error);
 }
 
 /* Phase "open": the policies, the pool (what dead processes left put
@@ -1211,108 +1087,6 @@ av_prepare_check_bitstreams(AvPrepare *p, GError **error)
         return FALSE;
     }
     return TRUE;
-}
-
-/* The bitstream the pool's placement record of the domain @domain_uuid
- * says the device @identity must hold (its ACCELVIRT_BITSTREAM* variables
- * for a driver command), from the library; NULL when none (or the library
- * lost it: the command then runs without).  Caller frees. */
-static AvBitstream *
-av_hook_driver_bitstream(const AvHookConfig *config, AvPool *pool, const char *domain_uuid, const char *identity)
-{
-    const AvPoolPlacement *record = domain_uuid ? av_pool_placement_find(pool, domain_uuid) : NULL;
-
-    for (guint i = 0; record && identity && i < record->items->len; i++) {
-        const AvPlacedItem *item = g_ptr_array_index(record->items, i);
-
-        if (item->bitstream && g_strcmp0(item->identity, identity) == 0)
-            return av_bitstream_lookup(config->state_dir, item->bitstream, NULL);
-    }
-    return NULL;
-}
-
-/* Runs the driver command of @point (on_prepare, on_release: the hook's,
- * issue 15) of @profile for the device @address (pool identity @identity)
- * of the domain @domain_name (@domain_uuid), and journals the run in
- * @pool as event "driver" (av_driver_run()'s report, with the identity
- * and the domain).  libvirt waits for the hook: a command whose timeout is
- * above AV_DRIVER_HOOK_TIMEOUT_MAX is not run (the policy's parser refuses
- * it already) and fails.  TRUE at once when the profile has no command
- * there.  Borrows everything. */
-/* The hook's budget for driver commands (AV_DRIVER_HOOK_BUDGET_S), one per
- * point, counted from its first command: the monotonic time (µs) it ends,
- * 0 before.  A test on a fake root may make it shorter
- * ($ACCELVIRT_TEST_DRIVER_BUDGET, seconds). */
-static gint64 av_hook_driver_deadline[AV_DRIVER_POINTS];
-
-/* The seconds left of the hook's budget for @point (at least 1), or 0 when
- * it is spent. */
-static guint
-av_hook_driver_budget_left(const AvHookConfig *config, AvDriverPoint point)
-{
-    gint64 now = g_get_monotonic_time();
-    gint64 left;
-
-    if (av_hook_driver_deadline[point] == 0) {
-        const char *test = g_getenv("ACCELVIRT_TEST_DRIVER_BUDGET");
-        guint64 budget = AV_DRIVER_HOOK_BUDGET_S;
-
-        if (test && !av_root_is_host(config->root))
-            g_ascii_string_to_unsigned(test, 10, 1, AV_DRIVER_HOOK_BUDGET_S, &budget, NULL);
-        av_hook_driver_deadline[point] = now + (gint64)budget * G_USEC_PER_SEC;
-    }
-    left = av_hook_driver_deadline[point] - now;
-    return left <= 0 ? 0 : (guint)MAX((left + G_USEC_PER_SEC - 1) / G_USEC_PER_SEC, 1);
-}
-
-static gboolean
-av_hook_driver_run(const AvHookConfig *config, AvPool *pool, const AvProfile *profile, const char *address,
-                   const char *identity, const char *domain_name, const char *domain_uuid, AvDriverPoint point,
-                   GError **error)
-{
-    const AvDriverCommand *command = profile ? profile->drivers[point] : NULL;
-    AvProgramTarget target = { .root = config->root, .state_dir = config->state_dir, .profile = profile,
-                               .address = address, .identity = identity, .domain_name = domain_name,
-                               .domain_uuid = domain_uuid, .group_fd = -1 };
-    g_autoptr(json_t) report = NULL;
-    g_autoptr(GError) journal_error = NULL;
-    g_autoptr(AvBitstream) bitstream = NULL;
-    gboolean ok;
-
-    if (!command)
-        return TRUE;
-    if (command->timeout_s == 0 || command->timeout_s > AV_DRIVER_HOOK_TIMEOUT_MAX) {
-        g_set_error(error, AV_ERROR, AV_ERROR_POLICY,
-                    "the %s command of profile '%s' has a timeout of %u s; the hook runs one of at most %u s",
-                    av_driver_point_to_string(point), profile->name, command->timeout_s,
-                    AV_DRIVER_HOOK_TIMEOUT_MAX);
-        return FALSE;
-    }
-    /* Bounded in all, not only each: the pool's lock is held meanwhile. */
-    target.timeout_max_s = av_hook_driver_budget_left(config, point);
-    if (target.timeout_max_s == 0) {
-        g_set_error(error, AV_ERROR, AV_ERROR_FAILED,
-                    "the %s command of profile '%s' for %s was not run: the hook's %u s for %s commands are spent "
-                    "(the pool's lock is held meanwhile); give the profile a quicker one, or do the work in "
-                    "on_assign or on_free",
-                    av_driver_point_to_string(point), profile->name, address ? address : "(none)",
-                    AV_DRIVER_HOOK_BUDGET_S, av_driver_point_to_string(point));
-        return FALSE;
-    }
-    bitstream = av_hook_driver_bitstream(config, pool, domain_uuid, identity);
-    ok = av_driver_run(&target, point, bitstream, &report, error);
-    if (report) {
-        json_object_set_new(report, "identity", av_json_string_or_null(identity));
-        json_object_set_new(report, "domain_name", av_json_string_or_null(domain_name));
-        json_object_set_new(report, "domain_uuid", av_json_string_or_null(domain_uuid));
-        if (!av_pool_journal_append(pool, "driver", report, &journal_error))
-            av_hook_log(LOG_ERR, "cannot journal the %s command of %s: %s", av_driver_point_to_string(point),
-                        address ? address : "(none)", journal_error->message);
-    }
-    if (ok)
-        av_hook_log(LOG_INFO, "ran the %s command of profile '%s' for %s", av_driver_point_to_string(point),
-                    profile->name, address ? address : "(none)");
-    return ok;
 }
 
 /* The @i-th device whose driver commands a prepare runs, in

@@ -98,6 +98,12 @@ AvHost *av_hook_scan_devices(const AvHookConfig *config, const AvPolicy *policy,
  * when that changed it.  Returns a new AvHost or NULL with @error set. */
 AvHost *av_hook_scan_host(const AvHookConfig *config, const AvPolicy *policy, AvPool *pool, GError **error);
 
+/* The host as far as @domain needs it (its PCI functions, the mdev
+ * parents when it has mdevs, the USB devices when it has USB hostdevs),
+ * with @pool brought up to date (av_hook_scan_devices()). */
+AvHost *av_hook_scan_for(const AvHookConfig *config, const AvPolicy *policy, AvPool *pool, const AvDomain *domain,
+                         GError **error);
+
 /* Test hook: with a fake root and ACCELVIRT_TEST_STOP=POINT, the program
  * stops itself (SIGSTOP) at POINT, holding what it holds (the pool lock),
  * so that a test can kill it there.  Never on the real root. */
@@ -123,6 +129,33 @@ AvOwner *av_hook_owner_new(const AvDomain *domain);
  * domain's metadata names another project or user than the pinned ones:
  * a domain does not charge another project.  Caller frees. */
 AvOwner *av_hook_owner_for(const AvDomain *domain, const AvPolicy *policy, const AvPool *pool, GError **error);
+
+/* Moves @dev to in-use for @owner: free -> claimed -> in-use, or claimed ->
+ * in-use. */
+gboolean av_hook_take(AvPool *pool, AvPoolDevice *dev, const AvOwner *owner, GError **error);
+
+/* "domain 'vm1' (UUID), Nova project P, user U" or "nobody".  Caller frees. */
+char *av_hook_describe_owner(const AvOwner *owner);
+
+/* "0000:17:00.0" or "mdev 6f2a... on 0000:17:00.0".  Caller frees. */
+char *av_hook_describe_device(const AvPoolDevice *dev);
+
+/* TRUE when @dev may go to @domain: free, or claimed for this very domain.
+ * Otherwise sets @error to one sentence naming the device, its state and its
+ * owner, and what to do. */
+gboolean av_hook_check_available(const AvPoolDevice *dev, const AvDomain *domain, GError **error);
+
+/* Runs the driver command of @point (on_prepare, on_release: the hook's,
+ * issue 15) of @profile for the device @address (pool identity @identity)
+ * of the domain @domain_name (@domain_uuid), and journals the run in
+ * @pool as event "driver" (av_driver_run()'s report, with the identity
+ * and the domain).  libvirt waits for the hook: a command whose timeout is
+ * above AV_DRIVER_HOOK_TIMEOUT_MAX is not run (the policy's parser refuses
+ * it already) and fails.  TRUE at once when the profile has no command
+ * there.  Borrows everything. */
+gboolean av_hook_driver_run(const AvHookConfig *config, AvPool *pool, const AvProfile *profile, const char *address,
+                            const char *identity, const char *domain_name, const char *domain_uuid,
+                            AvDriverPoint point, GError **error);
 
 /* The operations.  Each returns the exit status; refusals through
  * av_hook_refuse(). */
