@@ -157,6 +157,37 @@ gboolean av_hook_driver_run(const AvHookConfig *config, AvPool *pool, const AvPr
                             const char *identity, const char *domain_name, const char *domain_uuid,
                             AvDriverPoint point, GError **error);
 
+/* One hostdev of the domain that accelvirt manages. */
+typedef struct {
+    const AvHostdev *hostdev;
+    const AvProfile *profile;    /* borrowed from the policy */
+    AvPoolDevice *pooldev;       /* borrowed from the pool; NULL for an mdev not pooled yet */
+    const AvPciDevice *pci;      /* PCI: the device; mdev: its parent when it exists and is a PCI
+                                  * device; borrowed from the host */
+    char *identity;              /* mdev: "mdev:UUID" */
+    gboolean mdev_exists;
+    char *mdev_parent;           /* mdev: the name (/sys/class/mdev_bus) of the parent it lives on, or
+                                  * of the one chosen at prepare: a PCI address, or such as "mtty" */
+    int mdev_node;               /* mdev: that parent's NUMA node, -1 unknown */
+    gboolean mdev_created;       /* mdev: created by this prepare */
+    gboolean through_group;      /* PCI: the hostdev names a function no profile pools, which
+                                  * shares its IOMMU group with @pooldev: the domain gets the
+                                  * group as a whole, or nothing; @pci is @pooldev's function */
+} AvManaged;
+
+/* Finds the hostdevs of @domain accelvirt manages, against a reconciled
+ * @pool: PCI hostdevs that the pool holds (a profile matches them, or they
+ * are still held), PCI hostdevs of a function the pool does not hold but
+ * whose IOMMU group it does (issue 10, hole 6: the group is owned as a
+ * whole, so the domain claims its pool devices, or is refused), and mdev
+ * hostdevs that the pool holds, that exist on a parent an mdev profile
+ * matches, or that av:placement names with a profile.  Everything else is
+ * never touched.  Fails on a hostdev accelvirt cannot hand over safely (a
+ * PCI hostdev of an mdev parent or of its group, a placement naming an
+ * unknown profile). */
+gboolean av_hook_resolve(const AvHost *host, const AvPolicy *policy, AvPool *pool, const AvDomain *domain,
+                         GPtrArray **ret_managed, GError **error);
+
 /* The operations.  Each returns the exit status; refusals through
  * av_hook_refuse(). */
 int av_hook_prepare(const AvHookConfig *config, AvDomain *domain);
