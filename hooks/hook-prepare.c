@@ -1,10 +1,8 @@
-/* accelvirt: the hook's operations: prepare, start/started, release.
+/* accelvirt: the hook's operations: prepare, start/started.
  *
  * libvirt's docs/hooks.rst: "prepare begin" runs before libvirt allocates
  * the domain's resources (a refusal stops the start), "start begin" and
- * "started begin" before and after QEMU starts, "release end" after the
- * domain stopped and its resources were released (always called, also after
- * a failed prepare). */
+ * "started begin" before and after QEMU starts. */
 #include "config.h"
 
 #include "hook.h"
@@ -20,7 +18,6 @@
 #include "scrub/av-scrub.h"
 #include "util/av-error.h"
 #include "util/av-json.h"
-#include "vfio/av-hold.h"
 #include "vfio/av-vfio.h"
 #include "vfio/av-vgpu.h"
 
@@ -1672,202 +1669,6 @@ av_hook_start(const AvHookConfig *config, const AvDomain *domain)
         av_hook_log(LOG_WARNING, "device %s is on NUMA node %d (CPUs %s), preferred by its profile '%s', "
                     "but %s; pin the vCPUs to that node for full speed",
                     what, node->id, node_cpus, profile->name, problem);
-    }
-    return 0;
-}
-
-/* --- release ------------------------------------------------------------------------ */
-
-/* "release end", before the release is saved: holds the IOMMU group of the
- * PCI device @dev that just became dirty (av-hold.h) when it is on
- * vfio-pci (a managed='yes' device is back on its host driver: the worker
- * binds it to vfio-pci for its scrub and holds it then), so that the kernel
- * refuses it to every domain until its scrub.  A group already open in
- * another process means that someone got the device between QEMU's exit
- * and now: journalled and quarantined with the reason, never freed.
- * Returns TRUE when it changed @pool. */
-static gboolean
-av_hook_release_hold(const AvHookConfig *config, AvPool *pool, AvPoolDevice *dev)
-{
-    g_autoptr(GError) error = NULL;
-    g_autoptr(GError) local = NULL;
-    g_autofree char *driver = NULL;
-    g_autofree char *reason = NULL;
-
-    if (dev->kind != AV_DEVICE_KIND_PCI || dev->iommu_group < 0 || !dev->address)
-        return FALSE;
-    driver = av_vfio_current_driver(config->root, dev->address);
-    if (!av_vfio_device_is_vfio(config->root, dev->address, driver))
-        return FALSE;
-    if (av_hold_take_quick(config->root, config->ops, config->state_dir, dev->iommu_group, dev->address, &error))
-        return FALSE;
-    if (!g_error_matches(error, AV_ERROR, AV_ERROR_BUSY)) {
-        /* Not held, still dirty: the worker's sweep tries again. */
-        av_hook_log(LOG_ERR, "%s", error->message);
-        return FALSE;
-    }
-    reason = g_strdup_printf("at its release, %s", error->message);
-    if (!av_pool_quarantine_unscrubbed(pool, dev, reason, &local)) {
-        av_hook_log(LOG_ERR, "cannot quarantine %s: %s; it stays dirty", dev->identity, local->message);
-        return FALSE;
-    }
-    av_hook_log(LOG_ERR, "device %s (%s) quarantined: %s", dev->identity, dev->address, reason);
-    return TRUE;
-}
-
-/* "release end", after the release is saved (the devices dirty and held):
- * the on_release command of each released device's profile (issue 15,
- * av_hook_driver_run()).  A device whose command fails is quarantined with
- * the error (av_pool_quarantine_unscrubbed(): its scrub does not clear it,
- * the operator looks at it), saved at once.  The policies are read only
- * when something was released; unreadable, no command runs (logged): the
- * devices stay dirty, and the worker, which cannot read them either, leaves
- * them so. */
-static void
-av_hook_release_drivers(const AvHookConfig *config, AvPool *pool, GPtrArray *released)
-{
-    g_autoptr(AvPolicy) policy = NULL;
-    g_autoptr(GError) error = NULL;
-    gboolean changed = FALSE;
-
-    if (released->len == 0)
-        return;
-    policy = av_policy_load_dir(config->policy_dir, &error);
-    if (!policy) {
-        av_hook_log(LOG_ERR, "release: cannot read the policies, so no on_release command runs: %s",
-                    error->message);
-        return;
-    }
-    for (guint i = 0; i < released->len; i++) {
-        AvPoolDevice *dev = g_ptr_array_index(released, i);
-        const AvProfile *profile = dev->profile ? av_policy_find(policy, dev->profile) : NULL;
-        g_autoptr(GError) local = NULL;
-        g_autoptr(GError) quarantine_error = NULL;
-        g_autofree char *reason = NULL;
-
-        if (!profile || dev->state != AV_DEVICE_STATE_DIRTY)
-            continue;
-        /* Owed since the save that made it dirty: a hook killed before this
-         * point leaves it to the worker (dev->release_pending). */
-        if (!profile->drivers[AV_DRIVER_ON_RELEASE] ||
-            av_hook_driver_run(config, pool, profile, dev->address, dev->identity,
-                               dev->owner ? dev->owner->domain_name : NULL,
-                               dev->owner ? dev->owner->domain_uuid : NULL, AV_DRIVER_ON_RELEASE, &local)) {
-            changed = changed || dev->release_pending;
-            dev->release_pending = FALSE;
-            continue;
-        }
-        reason = g_strdup_printf("at its release, %s", local->message);
-        if (!av_pool_quarantine_unscrubbed(pool, dev, reason, &quarantine_error)) {
-            av_hook_log(LOG_ERR, "cannot quarantine %s after its on_release command failed (%s): %s; it stays "
-                        "dirty", dev->identity, local->message, quarantine_error->message);
-            continue;
-        }
-        av_hook_log(LOG_ERR, "device %s (%s) quarantined: %s", dev->identity, dev->address, reason);
-        changed = TRUE;
-    }
-    if (changed && !av_pool_save(pool, &error))
-        av_hook_log(LOG_ERR, "cannot save what the on_release commands did: %s; the worker runs them again and "
-                    "quarantines what failed", error->message);
-}
-
-/* "release end": every in-use device this domain owns becomes dirty, the
- * mdevs accelvirt created for it are removed, and the scrub worker is
- * started, detached; the hook returns at once.  Devices the domain only
- * claimed stay claimed; devices it does not own are not touched (release is
- * also called after a refused prepare, with devices the domain never got).
- * libvirt calls it once, so nothing may make it lose a release (issue 10,
- * hole 3): a marker is left before the lock is waited for, and whichever
- * accelvirt holds the lock next carries it out if this one cannot (a lock
- * wait that times out, a kill: the marker's lock then gone); with @domain_uuid NULL (the XML did not
- * parse) the domain is found by the name libvirt gives. */
-int
-av_hook_release(const AvHookConfig *config, const char *domain_uuid, const char *domain_name)
-{
-    g_autoptr(GError) error = NULL;
-    g_autoptr(AvPool) pool = NULL;
-    g_autoptr(GPtrArray) released = g_ptr_array_new();
-    g_autoptr(GString) summary = g_string_new(NULL);
-    g_autofree char *pool_path = g_build_filename(config->state_dir, "pool.json", NULL);
-    g_autofree char *quoted = av_domain_quote(domain_name);
-    g_autoptr(AvPoolReleaseMark) mark = NULL;
-    gboolean held_changed;
-
-    /* No pool: the domain owns nothing, and no state is created for it. */
-    if (!g_file_test(pool_path, G_FILE_TEST_EXISTS))
-        return 0;
-    mark = av_pool_release_mark(config->state_dir, domain_uuid, domain_name, &error);
-    if (!mark) {
-        av_hook_log(LOG_ERR, "%s", error->message);
-        g_clear_error(&error);
-    }
-    av_hook_test_stop(config, "release-marked");
-    /* While this hook lives, the marker is its own: others leave it be. */
-    pool = av_hook_pool_open(config, &error);
-    if (!pool)
-        return av_hook_refusef("cannot release the devices of domain '%s' now: %s; the release is left for the next "
-                               "accelvirt call (a release marker in the state dir)", quoted, error->message);
-    if (!av_pool_release_owner(pool, domain_uuid, domain_name, "hook", released, &error))
-        return av_hook_refusef("cannot release the devices of domain '%s': %s", quoted, error->message);
-    av_hook_test_stop(config, "release-journalled");
-    /* Held before the save that makes them dirty: killed in between, a
-     * device is still in use on disk with a hold the next sweep drops, never
-     * dirty without one.  A device this domain got behind accelvirt's back
-     * (dirty or quarantined, another's) and left now is held too: its
-     * group is free again (a quick try, EBUSY is not named: the work of the
-     * hook grows with the domain). */
-    held_changed = FALSE;
-    for (guint i = 0; i < av_pool_devices(pool)->len; i++) {
-        AvPoolDevice *dev = g_ptr_array_index(av_pool_devices(pool), i);
-        g_autofree char *what = NULL;
-        gboolean mine = dev->state == AV_DEVICE_STATE_DIRTY && dev->owner &&
-                        (domain_uuid ? g_strcmp0(dev->owner->domain_uuid, domain_uuid)
-                                     : g_strcmp0(dev->owner->domain_name, domain_name)) == 0;
-
-        if (!mine) {
-            g_autoptr(GError) ignored = NULL;
-            g_autofree char *driver = NULL;
-
-            if (!av_pool_device_wants_hold(dev) || dev->state == AV_DEVICE_STATE_SCRUBBING)
-                continue;
-            driver = av_vfio_current_driver(config->root, dev->address);
-            if (av_vfio_device_is_vfio(config->root, dev->address, driver))
-                av_hold_take_quick(config->root, config->ops, config->state_dir, dev->iommu_group, dev->address,
-                                   &ignored);
-            continue;
-        }
-        what = av_hook_describe_device(dev);
-        g_string_append_printf(summary, "%s%s", summary->len ? ", " : "", what);
-        if (av_hook_release_hold(config, pool, dev))
-            held_changed = TRUE;
-    }
-    if ((released->len > 0 || held_changed) && !av_pool_save(pool, &error))
-        return av_hook_refusef("cannot release the devices of domain '%s': %s", quoted, error->message);
-    av_pool_release_mark_done(g_steal_pointer(&mark));
-    av_hook_release_drivers(config, pool, released);
-    /* The mdevs accelvirt created were removed as they went dirty
-     * (av_pool_release_device()); one still there is the worker's to remove,
-     * or to quarantine, and its parent gets no new mdev meanwhile. */
-    for (guint i = 0; i < released->len; i++) {
-        const AvPoolDevice *dev = g_ptr_array_index(released, i);
-        g_autofree char *dir = NULL;
-
-        if (dev->kind != AV_DEVICE_KIND_MDEV || !dev->created)
-            continue;
-        dir = av_sys_path("bus/mdev/devices/%s", dev->identity + strlen("mdev:"));
-        if (av_root_exists(config->root, dir))
-            av_hook_log(LOG_ERR, "cannot remove mdev %s at its release; the worker tries again",
-                        dev->identity + strlen("mdev:"));
-        else
-            av_hook_log(LOG_INFO, "removed mdev %s", dev->identity + strlen("mdev:"));
-    }
-    if (summary->len > 0)
-        av_hook_log(LOG_INFO, "release: dirty, waiting for their scrub: %s", summary->str);
-    for (guint i = 0; i < av_pool_devices(pool)->len; i++) {
-        const AvPoolDevice *dev = g_ptr_array_index(av_pool_devices(pool), i);
-
-        if (dev->state == AV_DEVICE_STATE_DIRTY || dev->state == AV_DEVICE_STATE_SCRUBBING)
-            av_hook_want_worker();
     }
     return 0;
 }
