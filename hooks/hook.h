@@ -16,7 +16,12 @@
  * libvirtd does not pass the environment the tests need: the root prefix,
  * state dir and policy dir come from ACCELVIRT_ROOT, ACCELVIRT_STATE_DIR and
  * ACCELVIRT_POLICY_DIR when set (tests run the hook through a wrapper that
- * sets them), else from the compiled defaults. */
+ * sets them), else from the compiled defaults.
+ * accelvirt-hook.c's main() hands each operation to its own file:
+ * hook-prepare.c, hook-start.c, hook-release.c, hook-reconnect.c and
+ * hook-remap.c ("restore begin", "migrate begin").  What more than one of
+ * them uses, and what the worker (hook-worker.c) shares with the hook, is
+ * in hook-common.c. */
 #pragma once
 
 #include <glib.h>
