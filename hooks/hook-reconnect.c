@@ -8,7 +8,7 @@
 
 #include <syslog.h>
 
-#include "pool/av-place.h"
+#include "place/av-place.h"
 
 /* "reconnect begin": libvirtd restarted and found the domain running.  The
  * pool's claims are reconciled with what the domain holds; a difference is

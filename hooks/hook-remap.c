@@ -14,7 +14,7 @@
 #include <syslog.h>
 
 #include "domain/av-rewrite.h"
-#include "pool/av-place.h"
+#include "place/av-place.h"
 #include "util/av-json.h"
 
 /* The operation as libvirt names it, for messages: "restore" or "migrate". */
