@@ -52,11 +52,11 @@ av_hook_state_dir(void)
     return state && *state ? state : AV_STATE_DIR;
 }
 
-/* The fast path (issue 12, item 2): TRUE when the domain of @xml, which
+/* The fast path: TRUE when the domain of @xml, which
  * libvirt calls the hook about as @name, has nothing to do with accelvirt:
  * no hostdev accelvirt may manage, none of accelvirt's metadata (read
  * leniently: nothing else in the XML is looked at, so nothing else can
- * refuse it, issue 19), and the pool names nothing of it (the domain
+ * refuse it), and the pool names nothing of it (the domain
  * index: a stat(2) or two, no lock, no pool.json read).  Then every
  * operation is done: no lock, no scan, no policy, no log.  FALSE sends the
  * call the long way, whose strict parse says what is wrong with an XML
@@ -91,8 +91,7 @@ av_hook_drain_stdin(void)
 }
 
 /* "release end" of a domain whose XML does not parse (too large, too
- * deep...): libvirt calls it once, so it must not be refused (issue 10,
- * hole 3).  The devices are found by the name libvirt gives as argv[1],
+ * deep...): libvirt calls it once, so it must not be refused.  The devices are found by the name libvirt gives as argv[1],
  * which the pool recorded with their owner. */
 static int
 av_hook_release_unparsed(const char *name, const GError *problem)

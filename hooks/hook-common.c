@@ -326,7 +326,7 @@ av_hook_write_stdout(const char *data, gsize len, GError **error)
     return TRUE;
 }
 
-/* See hook.h (issue 12, item 3).  Only the PCI functions @addresses are
+/* See hook.h.  Only the PCI functions @addresses are
  * read, with what their identities and IOMMU groups involve, the mdev
  * parents with @mdev_parents (av_host_scan_devices()), and with @usb every
  * USB device (a few dozen at most); if the pool agrees

@@ -50,7 +50,7 @@ av_hook_find_placed_mdev(const AvDomain *domain, const char *uuid)
     return NULL;
 }
 
-/* --- USB hostdevs (issue 13) --- */
+/* --- USB hostdevs --- */
 
 /* "USB hostdev ua-accelvirt-2 (vendor 0x03e7 product 0x2485, bus 1 device
  * 5)", what the XML says of @h.  Caller frees. */
@@ -581,24 +581,6 @@ av_hook_note_mdev(AvHost *host, const char *parent, const char *type, const char
     g_ptr_array_add(mp->mdevs, mdev);
 }
 
-/* Adds (or refreshes) the companion @address of @dev. */
-static void
-av_hook_add_companion(AvPoolDevice *dev, const char *address, const char *original_driver)
-{
-    for (guint i = 0; i < dev->companions->len; i++) {
-        AvCompanion *c = g_ptr_array_index(dev->companions, i);
-
-        if (g_str_equal(c->address, address)) {
-            if (original_driver) {
-                g_free(c->original_driver);
-                c->original_driver = g_strdup(original_driver);
-            }
-            return;
-        }
-    }
-    g_ptr_array_add(dev->companions, av_companion_new(address, original_driver));
-}
-
 /* "prepare begin" of a scrub VM: a domain carrying <av:scrub token=>,
  * which accelvirt's worker (or `accelvirt scrub`) starts for a "vm" scrub
  * step.  It may have the devices being scrubbed with that very token, when
@@ -770,7 +752,7 @@ av_prepare_vf_count(AvPrepare *p, const char *address, const AvPlacedDevice *pla
                     pf->address, pf->sriov_numvfs, pf->sriov_totalvfs, placed->vf_index, expected ? expected : "none");
         return FALSE;
     }
-    /* The hook changes no count that is not 0 (issue 13): going through 0
+    /* The hook changes no count that is not 0: going through 0
      * removes every VF, and a domain's start is no time to take VFs from
      * the host; a non-zero count is changed by 'accelvirt define' only. */
     if (pf->sriov_numvfs != 0) {
@@ -826,7 +808,7 @@ av_prepare_grow_plan(AvPrepare *p, GHashTable *want, GError **error)
     return av_prepare_record(p, g_steal_pointer(&intent), "the VFs this prepare will make", error);
 }
 
-/* Phase "grow" (issue 13), before "resolve": the VFs of the domain's
+/* Phase "grow", before "resolve": the VFs of the domain's
  * placement that are gone (a reboot took them, or sriov_numvfs was set
  * back) are made again on their PF, when the profile makes VFs: planned in
  * the write-ahead record (saved), sriov_numvfs written
@@ -953,7 +935,7 @@ av_prepare_check(AvPrepare *p, GError **error)
         }
         /* "start begin" checks the pinning against the device's node: a
          * pinning it cannot read is refused now, before anything is bound
-         * (only for a device whose profile makes it a condition, issue 19). */
+         * (only for a device whose profile makes it a condition). */
         if (p->domain->pinning_problem && m->profile->numa == AV_NUMA_STRICT) {
             g_set_error(error, AV_ERROR, AV_ERROR_INVALID_INPUT,
                         "device %s has the profile '%s' with numa strict, and the domain's vCPU pinning cannot be "
@@ -973,7 +955,7 @@ av_prepare_check(AvPrepare *p, GError **error)
             return FALSE;
         }
         /* A PF goes to no domain while a VF of it is not free, nor a VF
-         * while its PF is not free (issue 13). */
+         * while its PF is not free. */
         if (!m->pci->physfn && !av_pool_pf_check_vfs(p->pool, p->host, m->pci->address, error))
             return FALSE;
         if (m->pci->physfn && !av_pool_vf_check_pf(p->pool, m->pci, error))
@@ -1017,7 +999,7 @@ av_prepare_check(AvPrepare *p, GError **error)
     return TRUE;
 }
 
-/* Phase "check", issue 15: every device of the pool's placement record of
+/* Phase "check": every device of the pool's placement record of
  * the domain (av_pool_placement_find(): what accelvirt placed, not the
  * domain's own metadata, which its owner may edit) that was placed with a
  * bitstream holds it, as the pool last recorded it (AvPoolDevice's
@@ -1086,7 +1068,7 @@ av_prepare_driver_device(const AvPrepare *p, guint i, const AvProfile **ret_prof
     return TRUE;
 }
 
-/* Phase "drivers", issue 15, after "apply" (the devices are bound, the
+/* Phase "drivers", after "apply" (the devices are bound, the
  * mdevs made) and before "commit": the on_prepare command of each device's
  * profile (av_prepare_driver_device(), av_hook_driver_run()).  The first
  * that fails refuses the domain: av_prepare_fail() then undoes what
@@ -1126,7 +1108,7 @@ av_prepare_drivers(AvPrepare *p, GError **error)
 }
 
 /* Phase "plan": what the host will see, recorded in the pool and saved
- * before anything is touched (issue 10, hole 7): every endpoint of a group
+ * before anything is touched: every endpoint of a group
  * accelvirt binds (managed='no'; libvirt binds managed='yes' ones itself)
  * that is not on vfio-pci yet, with the driver it is on, and every mdev to
  * create, on the parent chosen now. */
@@ -1372,7 +1354,7 @@ av_prepare_commit(AvPrepare *p, GString *summary, GError **error)
                 dev->original_driver = g_strdup(b->original_driver);
             }
         } else if (b->group->first) {
-            av_hook_add_companion(b->group->first, b->address, b->original_driver);
+            av_pool_device_add_companion(b->group->first, b->address, b->original_driver);
         }
     }
     for (guint i = 0; i < p->claims->len; i++) {

@@ -52,8 +52,8 @@ av_hook_release_hold(const AvHookConfig *config, AvPool *pool, AvPoolDevice *dev
 }
 
 /* "release end", after the release is saved (the devices dirty and held):
- * the on_release command of each released device's profile (issue 15,
- * av_hook_driver_run()).  A device whose command fails is quarantined with
+ * the on_release command of each released device's profile
+ * (av_hook_driver_run()).  A device whose command fails is quarantined with
  * the error (av_pool_quarantine_unscrubbed(): its scrub does not clear it,
  * the operator looks at it), saved at once.  The policies are read only
  * when something was released; unreadable, no command runs (logged): the
@@ -112,8 +112,7 @@ av_hook_release_drivers(const AvHookConfig *config, AvPool *pool, GPtrArray *rel
  * started, detached; the hook returns at once.  Devices the domain only
  * claimed stay claimed; devices it does not own are not touched (release is
  * also called after a refused prepare, with devices the domain never got).
- * libvirt calls it once, so nothing may make it lose a release (issue 10,
- * hole 3): a marker is left before the lock is waited for, and whichever
+ * libvirt calls it once, so nothing may make it lose a release: a marker is left before the lock is waited for, and whichever
  * accelvirt holds the lock next carries it out if this one cannot (a lock
  * wait that times out, a kill: the marker's lock then gone); with @domain_uuid NULL (the XML did not
  * parse) the domain is found by the name libvirt gives. */

@@ -60,8 +60,8 @@ av_hook_journal_moved(const char *state_dir, const char *address)
     return identity;
 }
 
-/* Why the placed PCI device @item of the pool's record (issue 10, hole 4:
- * its profile and identity are what accelvirt recorded at placement, never
+/* Why the placed PCI device @item of the pool's record (its
+ * profile and identity are what accelvirt recorded at placement, never
  * the domain's metadata) cannot go back to @domain as it is: NULL when it
  * can, with *ret_address set to where it is now (borrowed from the pool).
  * The identity follows the card when its bus address changed (seed 003):
@@ -104,7 +104,7 @@ av_hook_remap_problem(const AvHost *host, const AvPolicy *policy, AvPool *pool, 
  * @domain as it is: NULL when it can, with *ret_usb set to where it is now
  * (borrowed from @host, which holds every USB device), found by its pool
  * identity (its bus and device numbers change when it re-enumerates).  A
- * stick placed before issue 13 (no identity) is left as it is: NULL, and
+ * stick placed by an older accelvirt (no identity) is left as it is: NULL, and
  * *ret_usb NULL. */
 static char *
 av_hook_remap_usb_problem(const AvHost *host, AvPool *pool, const AvDomain *domain, const AvPlacedItem *item,
@@ -209,7 +209,7 @@ av_hook_metadata_disagrees(const AvPoolPlacement *record, const AvPlacement *cur
 /* "restore begin" and "migrate begin" of a domain accelvirt placed: the
  * devices of its placement checked against this host.  What the devices
  * must be, and what to place again when they cannot be had, is what the
- * pool recorded when accelvirt placed the domain (issue 10, hole 4), never
+ * pool recorded when accelvirt placed the domain, never
  * the domain's own metadata, which a running domain may change: metadata
  * that disagrees with the record is logged and ignored, and a domain the
  * pool has no record of goes through unchanged (prepare checks its devices
@@ -259,7 +259,7 @@ av_hook_remap(const AvHookConfig *config, const AvDomain *domain, const char *xm
                     "placed it (%s); it is ignored", verb, disagreement);
 
     /* The devices of the placement where the pool has them: read alone
-     * when the pool agrees with them, else the whole host (issue 12). */
+     * when the pool agrees with them, else the whole host. */
     addresses = g_ptr_array_new_with_free_func(g_free);
     for (guint i = 0; i < record->items->len; i++) {
         const AvPlacedItem *item = g_ptr_array_index(record->items, i);

@@ -104,7 +104,7 @@ av_hook_start(const AvHookConfig *config, const AvDomain *domain)
                 return av_hook_refusef("cannot read the host's NUMA nodes: %s", error->message);
         }
         if (!cpus && !av_domain_vcpu_cpus(domain, &cpus, &all_pinned, &error)) {
-            /* Only what it checks can refuse the domain (issue 19). */
+            /* Only what it checks can refuse the domain. */
             what = av_hook_describe_device(dev);
             if (profile->numa == AV_NUMA_STRICT)
                 return av_hook_refusef("cannot start domain '%s': device %s has a profile '%s' with numa strict, "

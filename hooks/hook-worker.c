@@ -183,7 +183,7 @@ av_worker_pick(const AvHookConfig *config, GHashTable *done, AvLock **ret_lock, 
     return NULL;
 }
 
-/* After the VF @address was scrubbed and freed (issue 13): when its PF's
+/* After the VF @address was scrubbed and freed: when its PF's
  * profile says "vfs_shrink" and every VF of the PF and the PF are free
  * (av_pool_vf_shrink_target()), sets sriov_numvfs back to the profile's
  * count (0 on demand), journalled, and reconciles the pool with the host
@@ -330,7 +330,7 @@ av_worker_driver(const AvHookConfig *config, const AvProfile *profile, const AvS
 }
 
 /* After a scrub that passed, before the device may be freed: the on_free
- * driver command of @profile (issue 15, av_driver_run()), without the pool
+ * driver command of @profile (av_driver_run()), without the pool
  * lock (it may take minutes), for the device of @job, with the domain that
  * had it.  Its report goes to *ret_report (caller frees; NULL when no
  * command ran), for the journal's "driver" event.  FALSE with @error when
@@ -350,7 +350,7 @@ av_worker_on_free(const AvHookConfig *config, const AvProfile *profile, const Av
  * it the driver restore and the move to free or quarantined, and the scrub
  * certificate in the journal.  A PCI device that is not on vfio-pci when a
  * step needs it there (a managed='yes' hostdev: libvirt gave it back to its
- * host driver at release, DESIGN.md) is bound to vfio-pci first; it goes
+ * host driver at release, docs/design.md) is bound to vfio-pci first; it goes
  * back to its driver after a scrub that succeeded as the profile's
  * restore_driver says, and stays on vfio-pci when the scrub failed. */
 static void
@@ -417,8 +417,8 @@ av_worker_scrub(const AvHookConfig *config, const AvPolicy *policy, const AvScru
      * firmware may change the card's identity, at once or at the scrub's
      * reset.  The worker runs behind libvirt's back, so it reconciles the
      * pool with the whole host after every scrub (the hook reads only a
-     * domain's devices, issue 12): a changed identity gives the device its
-     * identity problem (hole 2), under its new identity if it took one
+     * domain's devices): a changed identity gives the device its
+     * identity problem, under its new identity if it took one
      * (found by its address), and any other card whose identity changed or
      * is shared now is caught here too.  The scan runs before the lock is
      * taken: the lock is held for the reconcile only. */
@@ -486,7 +486,7 @@ av_worker_scrub(const AvHookConfig *config, const AvPolicy *policy, const AvScru
             av_hook_log(LOG_ERR, "cannot save the pool: %s", error->message);
         return;
     }
-    /* An identity problem (hole 2) outlives any scrub: quarantined, and left
+    /* An identity problem outlives any scrub: quarantined, and left
      * on vfio-pci, away from the host's drivers. */
     if (!failure)
         av_pool_device_may_be_freed(dev, &failure);
@@ -500,7 +500,7 @@ av_worker_scrub(const AvHookConfig *config, const AvPolicy *policy, const AvScru
     if (!failure && profile && rebound && profile->restore_driver == AV_RESTORE_ON_RELEASE &&
         av_pci_driver_is_vfio(driver_now))
         av_scrub_restore_rebound(config->root, config->ops, job->address, rebound_from, &failure);
-    /* Its health, just before it is freed (issue 17): over a profile's
+    /* Its health, just before it is freed: over a profile's
      * limit it is quarantined (by av_pool_health_check()) instead. */
     if (!failure && profile) {
         g_autofree char *warning = NULL;
@@ -531,7 +531,7 @@ av_worker_scrub(const AvHookConfig *config, const AvPolicy *policy, const AvScru
             g_ptr_array_set_size(dev->companions, 0);
         if (remove && !av_pool_remove(pool, job->identity, "its mdev was removed and scrubbed", &error))
             goto fail;
-        /* What its "program-base" step put in it (issue 15). */
+        /* What its "program-base" step put in it. */
         if (!remove && !av_pool_set_programmed(pool, dev, av_scrub_report_programmed(report, "scrub"),
                                                "the scrub programmed no base bitstream", &error))
             goto fail;
@@ -580,7 +580,7 @@ fail:
                 "scrubs it again", job->identity, error->message);
 }
 
-/* Placement kept true (issue 18, av_placement_sync_pool()): every device
+/* Placement kept true (av_placement_sync_pool()): every device
  * of a sync-on profile when @only_identity is NULL, else the provider of
  * that one.  Without the pool's lock.  What cannot be applied stays pending
  * for the next worker or reconcile; nothing here changes the pool. */

@@ -150,8 +150,8 @@ char *av_hook_describe_device(const AvPoolDevice *dev);
  * owner, and what to do. */
 gboolean av_hook_check_available(const AvPoolDevice *dev, const AvDomain *domain, GError **error);
 
-/* Runs the driver command of @point (on_prepare, on_release: the hook's,
- * issue 15) of @profile for the device @address (pool identity @identity)
+/* Runs the driver command of @point (on_prepare, on_release: the hook's)
+ * of @profile for the device @address (pool identity @identity)
  * of the domain @domain_name (@domain_uuid), and journals the run in
  * @pool as event "driver" (av_driver_run()'s report, with the identity
  * and the domain).  libvirt waits for the hook: a command whose timeout is
@@ -183,7 +183,7 @@ typedef struct {
 /* Finds the hostdevs of @domain accelvirt manages, against a reconciled
  * @pool: PCI hostdevs that the pool holds (a profile matches them, or they
  * are still held), PCI hostdevs of a function the pool does not hold but
- * whose IOMMU group it does (issue 10, hole 6: the group is owned as a
+ * whose IOMMU group it does (the group is owned as a
  * whole, so the domain claims its pool devices, or is refused), and mdev
  * hostdevs that the pool holds, that exist on a parent an mdev profile
  * matches, or that av:placement names with a profile.  Everything else is
