@@ -2096,4 +2096,80 @@ check "  ... its certificate names the domain that migrated away" \
     eval "grep '\"event\": *\"scrub-certificate\"' '$W/state/journal.jsonl' | tail -n1 | grep '\"result\": *\"free\"' | grep -q '\"domain_name\": *\"migrant\"'"
 check "  ... the next domain gets it" accepted "$W/next.xml" next prepare begin -
 
+# --- one scrub transaction: the worker and `accelvirt scrub` record the same ---
+# The same release is scrubbed by the worker in one world and by hand in
+# another (both through src/lifecycle/av-scrub-job.c): the end state (the
+# pool's record of the device, every driver) and the journal are the same
+# but for who ran it and when.  Before they shared it, `accelvirt scrub`
+# of a dirty device left it and its group on vfio-pci where the worker
+# gave them back to their host drivers.
+released_twice() {   # NAME ADDRESS [fail]: worlds $NAME-w and $NAME-c, the device released by a domain
+    for m in w c; do
+        world "$1-$m" two-socket-8gpu
+        mkdom "$W/vm.xml" vm "$(uuid 95)" "$2" -- "<vcpu placement='static' cpuset='0-3'>2</vcpu>"
+        for op in "prepare begin" "start begin" "release end"; do
+            # shellcheck disable=SC2086
+            (ACCELVIRT_WORKER=/bin/true; hook "$W/vm.xml" vm $op -) >/dev/null 2>&1 || return 1
+        done
+        [ -z "$3" ] || touch "$W/scrub-fail"
+    done
+}
+scrubbed_twice() {   # NAME ADDRESS: the worker in $NAME-w, `accelvirt scrub` in $NAME-c
+    W="$AV_TMP/$1-w"
+    ACCELVIRT_ROOT="$W/host" ACCELVIRT_STATE_DIR="$W/state" ACCELVIRT_POLICY_DIR="$POL" ACCELVIRT_LOG_FILE="$W/log" \
+        AV_SCRUB_LOG="$W/scrub.log" AV_SCRUB_FAIL="$W/scrub-fail" "$REAL_WORKER" </dev/null >/dev/null 2>&1
+    W="$AV_TMP/$1-c"
+    AV_SCRUB_LOG="$W/scrub.log" AV_SCRUB_FAIL="$W/scrub-fail" ACCELVIRT_WORKER=/bin/true \
+        "$AV" --root "$W/host" --policy-dir "$POL" --state-dir "$W/state" scrub "$2" >/dev/null 2>&1
+    return 0
+}
+same_scrub() {   # NAME ADDRESS STATE: both worlds end with the device in STATE, and agree
+    a="$AV_TMP/$1-w"; b="$AV_TMP/$1-c"
+    for d in "$a" "$b"; do
+        W=$d; drivers >"$d/drivers.end"
+    done
+    cmp "$a/drivers.end" "$b/drivers.end" || { diff "$a/drivers.end" "$b/drivers.end"; return 1; }
+    python3 - "$a/state" "$b/state" "$2" "$3" <<'PY'
+import json, sys
+# Who ran the scrub, and when, is all that may differ.
+DROP = {"time", "seq", "prev", "started", "seconds", "operator", "scrubbed_by", "state_before", "state_since",
+        "last_seen", "first_seen", "failures_since", "since"}
+def norm(x):
+    if isinstance(x, dict):
+        return {k: norm(v) for k, v in x.items() if k not in DROP}
+    if isinstance(x, list):
+        return [norm(v) for v in x]
+    return x
+def journal(d):
+    return [norm(json.loads(l)) for l in open(d + "/journal.jsonl")]
+def device(d):
+    return [norm(x) for x in json.load(open(d + "/pool.json"))["devices"] if x.get("address") == sys.argv[3]]
+a, b = journal(sys.argv[1]), journal(sys.argv[2])
+if a != b:
+    for x, y in zip(a, b):
+        if x != y:
+            print("worker:", json.dumps(x, sort_keys=True)); print("scrub: ", json.dumps(y, sort_keys=True)); break
+    sys.exit("the journals differ (%d and %d entries)" % (len(a), len(b)))
+da, db = device(sys.argv[1]), device(sys.argv[2])
+if da != db:
+    sys.exit("the pool's records differ:\n%s\n%s" % (da, db))
+if [x["state"] for x in da] != [sys.argv[4]]:
+    sys.exit("the device is %s, not %s" % ([x["state"] for x in da], sys.argv[4]))
+certs = [x for x in a if x["event"] == "scrub-certificate"]
+if len(certs) != 1 or not certs[0].get("previous_owner"):
+    sys.exit("one certificate naming the domain expected: %s" % certs)
+PY
+}
+released_twice same-ok 0000:98:00.0
+scrubbed_twice same-ok 0000:98:00.0
+check "a released A6000 scrubbed by the worker and by 'accelvirt scrub': the same journal, pool record and drivers (both functions back on nvidia and snd_hda_intel)" \
+    eval "same_scrub same-ok 0000:98:00.0 free && W='$AV_TMP/same-ok-c' && [ \"\$(driver 0000:98:00.0)\" = nvidia ] && [ \"\$(driver 0000:98:00.1)\" = snd_hda_intel ]"
+released_twice same-fail 0000:98:00.0 fail
+scrubbed_twice same-fail 0000:98:00.0
+check "  ... and when its step fails: both quarantine it, on vfio-pci, with the same reason and journal" \
+    eval "same_scrub same-fail 0000:98:00.0 quarantined && W='$AV_TMP/same-fail-c' && [ \"\$(driver 0000:98:00.0)\" = vfio-pci ]"
+released_twice same-a100 0000:17:00.0
+scrubbed_twice same-a100 0000:17:00.0
+check "  ... an A100 (a function alone in its group) likewise" same_scrub same-a100 0000:17:00.0 free
+
 finish

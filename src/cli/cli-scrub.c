@@ -11,17 +11,16 @@
 
 #include <stdio.h>
 #include <string.h>
+#include <syslog.h>
 #include <unistd.h>
 
 #include "cli.h"
-#include "scrub/av-program.h"
+#include "lifecycle/av-scrub-job.h"
 #include "scrub/av-scrub.h"
 #include "util/av-error.h"
-#include "util/av-file.h"
 #include "util/av-json.h"
 #include "util/av-names.h"
 #include "vfio/av-kernel.h"
-#include "vfio/av-vfio.h"
 
 /* A profile of one "rom-check" step, to measure a ROM. */
 static AvProfile *
@@ -288,6 +287,29 @@ av_cli_progress(gpointer data, const char *method, guint64 done, guint64 total)
     fflush(stderr);
 }
 
+/* The scrub job's notes: what a failure left undone (an isolation, a
+ * journal entry, a hold) as a warning; the rest is in the output. */
+static void
+av_cli_scrub_note(gpointer data, int priority, gboolean outcome, const char *message)
+{
+    (void)data;
+    if (priority <= LOG_ERR && !outcome)
+        fprintf(stderr, "accelvirt: warning: %s\n", message);
+}
+
+typedef struct {
+    AvCli *cli;
+    const AvRoot *root;
+} AvCliScrubPool;
+
+static AvPool *
+av_cli_scrub_open_pool(gpointer data, GError **error)
+{
+    AvCliScrubPool *p = data;
+
+    return av_cli_open_pool(p->cli, p->root, AV_POOL_WRITE, error);
+}
+
 int
 av_cli_cmd_scrub(AvCli *cli, int argc, char **argv)
 {
@@ -295,29 +317,18 @@ av_cli_cmd_scrub(AvCli *cli, int argc, char **argv)
     g_autoptr(AvPolicy) policy = NULL;
     g_autoptr(AvPool) pool = NULL;
     g_autoptr(GError) err = NULL;
-    g_autoptr(GError) failure = NULL;
     g_autoptr(AvLock) lock = NULL;
-    g_autoptr(json_t) report = NULL;
-    g_autoptr(json_t) extra = json_object();
-    g_autoptr(AvOwner) owner = NULL;
+    g_autoptr(AvScrubJob) job = NULL;
     g_autofree char *operator_name = av_cli_operator();
-    g_autofree char *identity = NULL, *address = NULL, *profile_name = NULL, *rom = NULL, *original_driver = NULL;
-    g_autoptr(json_t) on_free = NULL;
-    g_autoptr(json_t) on_release = NULL;
-    gboolean release_pending = FALSE;
-    g_autofree char *rebound_from = NULL, *started = NULL, *token = NULL, *scrub_domain = NULL, *problem = NULL;
-    g_autoptr(GDateTime) now = g_date_time_new_now_utc();
+    g_autofree char *shown_identity = NULL;
+    AvProgress progress = { g_get_monotonic_time(), 0, FALSE };
+    AvCliScrubPool open_data = { cli, NULL };
+    AvScrubContext ctx = { 0 };
+    const GError *failure;
     const AvProfile *profile;
     AvPoolDevice *dev;
     AvDeviceState from;
-    AvDeviceKind kind;
-    int group;
-    gboolean rebound = FALSE;
-    gboolean health_quarantined = FALSE;
-    g_autofree char *health_warning = NULL;
-    AvProgress progress = { g_get_monotonic_time(), 0, FALSE };
-    AvScrubTarget target = { 0 };
-    const char *result;
+    json_t *report;
 
     if (!av_cli_parse(cli, "scrub", "DEVICE",
                       "Run the scrub steps of the device's profile by hand, on a free, dirty or quarantined "
@@ -334,8 +345,9 @@ av_cli_cmd_scrub(AvCli *cli, int argc, char **argv)
 
     if (!av_cli_device_known(cli, argv[1], &err))
         return av_cli_fail(err);
-    /* Under the pool lock: check, take the device's scrub lock, and move it
-     * to scrubbing; the steps run without the pool lock, as the worker's. */
+    /* Under the pool lock: check, take the device's scrub lock, and begin
+     * (av-scrub-job.h); the steps run without the pool lock, as the
+     * worker's, and the outcome is recorded as the worker records it. */
     pool = av_cli_open_pool(cli, root, AV_POOL_WRITE, &err);
     if (!pool)
         return av_cli_fail(err);
@@ -364,196 +376,51 @@ av_cli_cmd_scrub(AvCli *cli, int argc, char **argv)
                     "device %s is being scrubbed by another accelvirt; wait for it", dev->identity);
         return av_cli_fail(err);
     }
-    /* The scrub VM of a "vm" step shows it to the hook (av:scrub). */
-    token = av_scrub_token_random(&err);
-    if (!token)
-        return av_cli_fail(err);
-    if (from != AV_DEVICE_STATE_QUARANTINED && !av_pool_scrub_begin(pool, dev, operator_name, &err))
-        return av_cli_fail(err);
-    /* A stick scrubbed by hand is held for its scrub, as a released one is
-     * (av_pool_usb_hold()): its steps authorize it for themselves only. */
-    if (dev->kind == AV_DEVICE_KIND_USB) {
-        const char *done = NULL;
-
-        if (!av_pool_usb_hold(pool, root, av_kernel_ops_for(root), dev, &done, &failure))
-            g_prefix_error(&failure, "before its scrub, ");
+    ctx.root = root;
+    ctx.ops = av_kernel_ops_for(root);
+    ctx.state_dir = cli->state_dir;
+    ctx.policy = policy;
+    ctx.operator_name = operator_name;
+    open_data.root = root;
+    ctx.open_pool = av_cli_scrub_open_pool;
+    ctx.open_pool_data = &open_data;
+    ctx.note = av_cli_scrub_note;
+    if (isatty(STDERR_FILENO) && !cli->json) {
+        ctx.progress = av_cli_progress;
+        ctx.progress_data = &progress;
     }
-    if (!av_pool_scrub_token_set(dev, token, &err) || !av_pool_save(pool, &err))
+    job = av_scrub_job_begin(&ctx, pool, dev, &err);
+    if (!job)
         return av_cli_fail(err);
-    scrub_domain = g_strdup(dev->scrub_domain);
-    identity = g_strdup(dev->identity);
-    address = g_strdup(dev->address);
-    profile_name = g_strdup(dev->profile);
-    rom = g_strdup(dev->rom_sha256);
-    original_driver = g_strdup(dev->original_driver);
-    release_pending = dev->release_pending;
-    owner = av_owner_copy(dev->owner);
-    problem = g_strdup(dev->identity_problem);
-    kind = dev->kind;
-    group = dev->iommu_group;
-    started = g_date_time_format(now, "%Y-%m-%dT%H:%M:%SZ");
     g_clear_pointer(&pool, av_pool_free);
 
-    /* The release work a domain's release left owed (its on_release, issue
-     * 15), before any step, as the worker does it. */
-    if (!failure && release_pending && profile->drivers[AV_DRIVER_ON_RELEASE]) {
-        AvProgramTarget release_target = { .root = root, .state_dir = cli->state_dir, .profile = profile,
-                                           .address = address, .identity = identity,
-                                           .domain_name = owner ? owner->domain_name : NULL,
-                                           .domain_uuid = owner ? owner->domain_uuid : NULL, .group_fd = -1 };
-
-        if (!av_driver_run(&release_target, AV_DRIVER_ON_RELEASE, NULL, &on_release, &failure))
-            g_prefix_error(&failure, "at its release, ");
-    }
-    /* The steps. */
-    if (!failure && kind == AV_DEVICE_KIND_PCI && address)
-        av_scrub_bind_vfio(root, av_kernel_ops_for(root), profile, address, &rebound, &rebound_from, &failure);
-    target.identity = identity;
-    target.address = address;
-    target.iommu_group = group;
-    target.mdev_uuid = kind == AV_DEVICE_KIND_MDEV ? identity + strlen("mdev:") : NULL;
-    target.rom_sha256 = rom;
-    target.scrub_token = token;
-    target.scrub_domain_uuid = scrub_domain;
-    /* A dirty or quarantined device's group is held (av-hold.h): the steps
-     * go through the hold, which makes way for a "vm" or "command" step. */
-    target.hold_state_dir = cli->state_dir;
-    target.state_dir = cli->state_dir;
-    target.original_driver = original_driver;
-    if (isatty(STDERR_FILENO) && !cli->json) {
-        target.progress = av_cli_progress;
-        target.progress_data = &progress;
-    }
-    if (!failure)
-        av_scrub_run(root, av_kernel_ops_for(root), profile, &target, &report, &failure);
-    if (!failure && kind == AV_DEVICE_KIND_PCI)
-        av_scrub_group_released(root, cli->state_dir, group, address, &failure);
+    av_scrub_job_run(&ctx, job);
     if (progress.printed)
         fputc('\n', stderr);
-    /* An identity problem outlives any scrub: quarantined, on vfio-pci. */
-    if (!failure && problem)
-        g_set_error(&failure, AV_ERROR, AV_ERROR_UNSAFE, "%s", problem);
-    /* Given back as found, after steps that passed, as the profile says. */
-    if (!failure && rebound && profile->restore_driver == AV_RESTORE_ON_RELEASE)
-        av_scrub_restore_rebound(root, av_kernel_ops_for(root), address, rebound_from, &failure);
-    /* The profile's on_free, as the worker runs it, before a device that
-     * passed goes free (a quarantined one stays quarantined: not now). */
-    if (!failure && from != AV_DEVICE_STATE_QUARANTINED && profile->drivers[AV_DRIVER_ON_FREE]) {
-        AvProgramTarget free_target = { .root = root, .state_dir = cli->state_dir, .profile = profile,
-                                        .address = address, .identity = identity,
-                                        .domain_name = owner ? owner->domain_name : NULL,
-                                        .domain_uuid = owner ? owner->domain_uuid : NULL, .group_fd = -1 };
-
-        av_driver_run(&free_target, AV_DRIVER_ON_FREE, NULL, &on_free, &failure);
-    }
-
-    /* The outcome, under the pool lock again. */
-    pool = av_cli_open_pool(cli, root, AV_POOL_WRITE, &err);
-    if (!pool)
+    if (!av_scrub_job_finish(&ctx, job, NULL, NULL, &err))
         return av_cli_fail(err);
-    dev = av_pool_find(pool, identity);
-    if (!dev) {
-        g_set_error(&err, AV_ERROR, AV_ERROR_NOT_FOUND, "device %s left the pool during its scrub", identity);
-        return av_cli_fail(err);
-    }
-    if (from == AV_DEVICE_STATE_QUARANTINED) {
-        result = "quarantined";
-        /* No transition clears them. */
-        av_pool_scrub_token_clear(dev);
-        /* What a domain left in it is cleared now: `quarantine clear` may
-         * give it back (av_pool_clear_quarantine()). */
-        if (!failure && dev->unscrubbed) {
-            dev->unscrubbed = FALSE;
-            json_object_set_new(extra, "unscrubbed_cleared", json_true());
-        }
-    } else if (dev->state != AV_DEVICE_STATE_SCRUBBING) {
-        g_set_error(&err, AV_ERROR, AV_ERROR_STATE, "device %s is %s, no longer scrubbing; its scrub is not recorded",
-                    identity, av_device_state_to_string(dev->state));
-        return av_cli_fail(err);
-    } else if (!failure && av_pool_device_may_be_freed(dev, &failure) &&
-               !av_pool_health_check(pool, dev, profile, root, &health_quarantined, &health_warning, &err)) {
-        /* Its health, just before it is freed (as the worker). */
-        return av_cli_fail(err);
-    } else if (!failure && !health_quarantined &&
-               (kind != AV_DEVICE_KIND_USB || av_pool_usb_unhold(root, av_kernel_ops_for(root), dev, &failure))) {
-        /* A stick is authorized again on its way to free, or not freed. */
-        result = "free";
-        if (!av_pool_transition(pool, dev, AV_DEVICE_STATE_FREE, NULL, NULL, &err))
-            return av_cli_fail(err);
-    } else {
-        result = "quarantined";
-        gboolean isolated = FALSE;
-        g_autoptr(GError) isolate_error = NULL;
-
-        if (health_quarantined)
-            failure = g_error_new(AV_ERROR, AV_ERROR_UNSAFE, "%s", dev->reason);
-
-        /* Away from the host's drivers while it is quarantined (see the worker). */
-        if (kind == AV_DEVICE_KIND_PCI && address &&
-            !av_scrub_isolate(root, av_kernel_ops_for(root), address, &isolated, NULL, &isolate_error))
-            fprintf(stderr, "accelvirt: warning: %s\n", isolate_error->message);
-        if (!health_quarantined &&
-            !av_pool_transition(pool, dev, AV_DEVICE_STATE_QUARANTINED, NULL, failure->message, &err))
-            return av_cli_fail(err);
-    }
-    /* A failed scrub counts against the device's health. */
-    if (failure && report && !health_quarantined && !problem)
-        av_pool_count_scrub_failure(dev, av_scrub_report_failed_reset(report));
-    /* The release work is done unless it failed (then the device is
-     * quarantined, and a later scrub by hand runs it again). */
-    if (release_pending && !(on_release && !json_is_true(json_object_get(on_release, "ok"))))
-        dev->release_pending = FALSE;
-    if (on_release) {
-        g_autoptr(json_t) run = json_deep_copy(on_release);
-
-        json_object_set_new(run, "identity", json_string(identity));
-        json_object_set_new(run, "by", json_string("operator"));
-        if (!av_pool_journal_append(pool, "driver", run, &err))
-            return av_cli_fail(err);
-    }
-    /* What its "program-base" step put in it, and the runs. */
-    if ((!failure && !av_pool_set_programmed(pool, dev, av_scrub_report_programmed(report, "operator"),
-                                             "the scrub programmed no base bitstream", &err)) ||
-        !av_scrub_journal_runs(pool, identity, report, on_free, "operator", &err))
-        return av_cli_fail(err);
-    json_object_set_new(extra, "kind", json_string(av_device_kind_to_string(kind)));
-    json_object_set_new(extra, "scrubbed_by", json_string("operator"));
-    json_object_set_new(extra, "operator", json_string(operator_name));
-    json_object_set_new(extra, "state_before", json_string(av_device_state_to_string(from)));
-    json_object_set_new(extra, "rebound_from", av_json_string_or_null(rebound_from));
-    json_object_set_new(extra, "rom_sha256", av_json_string_or_null(rom));
-    /* The certificate before the save (see the worker). */
-    if (!av_pool_journal_certificate(pool, identity, address, profile_name,
-                                     from == AV_DEVICE_STATE_DIRTY ? owner : NULL, report, started, result,
-                                     failure ? failure->message : NULL, extra, &err) ||
-        !av_pool_save(pool, &err))
-        return av_cli_fail(err);
-    /* Saved: free drops the hold, quarantined takes one it lacks. */
-    if (!av_pool_holds_sync(pool, root, av_kernel_ops_for(root), &err)) {
-        fprintf(stderr, "accelvirt: warning: %s\n", err->message);
-        g_clear_error(&err);
-    }
+    failure = job->failure;
+    report = job->report;
+    shown_identity = av_cli_printable(job->identity);
 
     if (cli->json) {
         json_t *coverage = report ? json_object_get(report, "coverage") : NULL;
-        json_t *o = json_pack("{s:s,s:s?,s:s?,s:s,s:s,s:b,s:o,s:O}", "identity", identity, "address", address,
-                              "profile", profile_name, "state_before", av_device_state_to_string(from),
-                              "result", result, "ok", failure == NULL, "reason",
+        json_t *o = json_pack("{s:s,s:s?,s:s?,s:s,s:s,s:b,s:o,s:O}", "identity", job->identity, "address",
+                              job->address, "profile", job->profile, "state_before", av_device_state_to_string(from),
+                              "result", job->result, "ok", failure == NULL, "reason",
                               av_json_string_or_null(failure ? failure->message : NULL), "steps",
                               report ? json_object_get(report, "steps") : json_array());
 
         json_object_set(o, "coverage", coverage ? coverage : json_null());
-        json_object_set_new(o, "health_warning", av_json_string_or_null(health_warning));
+        json_object_set_new(o, "health_warning", av_json_string_or_null(job->health_warning));
         av_cli_print_json(o);
     } else {
         json_t *steps = report ? json_object_get(report, "steps") : NULL;
+        json_t *coverage = report ? json_object_get(report, "coverage") : NULL;
         size_t i;
         json_t *s;
 
-        json_t *coverage = report ? json_object_get(report, "coverage") : NULL;
-        g_autofree char *shown_identity = av_cli_printable(identity);
-
-        printf("scrub of %s (%s), profile %s:\n", address ? address : "-", shown_identity, profile_name);
+        printf("scrub of %s (%s), profile %s:\n", job->address ? job->address : "-", shown_identity, job->profile);
         json_array_foreach(steps, i, s) {
             /* a command's message is what its program printed */
             g_autofree char *text = av_cli_printable(
@@ -571,10 +438,10 @@ av_cli_cmd_scrub(AvCli *cli, int argc, char **argv)
         } else {
             g_autofree char *why = av_cli_printable(failure ? failure->message : "every step passed");
 
-            printf("%s: %s\n", result, why);
+            printf("%s: %s\n", job->result, why);
         }
-        if (health_warning) {
-            g_autofree char *warning = av_cli_printable(health_warning);
+        if (job->health_warning) {
+            g_autofree char *warning = av_cli_printable(job->health_warning);
 
             printf("health: warn: %s (journalled)\n", warning);
         }
