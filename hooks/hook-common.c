@@ -502,7 +502,7 @@ av_hook_check_available(const AvPoolDevice *dev, const AvDomain *domain, GError 
         advice = "check 'accelvirt status'";
         break;
     }
-    g_set_error(error, AV_ERROR, AV_ERROR_BUSY, "device %s is %s, owner %s%s%s%s; %s",
+    g_set_error(error, AV_ERROR, AV_ERROR_IN_USE, "device %s is %s, owner %s%s%s%s; %s",
                 what, av_device_state_to_string(dev->state), who,
                 dev->reason ? " (" : "", dev->reason ? dev->reason : "", dev->reason ? ")" : "", advice);
     return FALSE;

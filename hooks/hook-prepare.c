@@ -628,7 +628,7 @@ av_hook_prepare_scrub(const AvHookConfig *config, const AvHost *host, const AvPo
             return av_hook_refusef("cannot start domain '%s': no scrub of device %s (%s) is running (its scrub "
                                    "lock is free), so its av:scrub token is stale; the next worker scrubs it "
                                    "again", domain->name, dev->address, dev->identity);
-        if (!g_error_matches(error, AV_ERROR, AV_ERROR_BUSY))
+        if (!g_error_matches(error, AV_ERROR, AV_ERROR_LOCKED))
             return av_hook_refusef("cannot start domain '%s': cannot tell whether a scrub of device %s runs: %s",
                                    domain->name, dev->address, error ? error->message : "no reason given");
         g_clear_error(&error);
@@ -756,7 +756,7 @@ av_prepare_vf_count(AvPrepare *p, const char *address, const AvPlacedDevice *pla
      * removes every VF, and a domain's start is no time to take VFs from
      * the host; a non-zero count is changed by 'accelvirt define' only. */
     if (pf->sriov_numvfs != 0) {
-        g_set_error(error, AV_ERROR, AV_ERROR_BUSY,
+        g_set_error(error, AV_ERROR, AV_ERROR_IN_USE,
                     "cannot make VF %s again: PF %s has %u VFs, and the hook makes VFs only on a PF that has none "
                     "(the kernel changes a count only through 0, which removes every VF); place the domain again "
                     "with 'accelvirt define'", address, pf->address, pf->sriov_numvfs);
@@ -891,7 +891,7 @@ av_prepare_check_pending(const AvPool *pool, const char *address, const char *id
 
     if (!intent)
         return TRUE;
-    g_set_error(error, AV_ERROR, AV_ERROR_BUSY,
+    g_set_error(error, AV_ERROR, AV_ERROR_IN_USE,
                 "device %s%s%s%s is named by the record of a prepare of domain '%s' that died, which accelvirt "
                 "could not undo yet (%s); fix that (the journal's rollback-failed entry says what), then retry",
                 address ? address : identity, address && identity ? " (" : "", address && identity ? identity : "",

@@ -37,7 +37,7 @@ av_hook_release_hold(const AvHookConfig *config, AvPool *pool, AvPoolDevice *dev
         return FALSE;
     if (av_hold_take_quick(config->root, config->ops, config->state_dir, dev->iommu_group, dev->address, &error))
         return FALSE;
-    if (!g_error_matches(error, AV_ERROR, AV_ERROR_BUSY)) {
+    if (!g_error_matches(error, AV_ERROR, AV_ERROR_IN_USE)) {
         /* Not held, still dirty: the worker's sweep tries again. */
         av_hook_log(LOG_ERR, "%s", error->message);
         return FALSE;

@@ -198,11 +198,11 @@ test_add_list_remove(Fixture *f, gconstpointer data)
     g_assert_cmpuint(again->compatible->len, ==, 2);
     /* The same content under another name; another content under the name. */
     g_assert_null(av_bitstream_add(f->state, f->source, "shell-b", NULL, NULL, NULL, &err));
-    g_assert_error(err, AV_ERROR, AV_ERROR_BUSY);
+    g_assert_error(err, AV_ERROR, AV_ERROR_IN_USE);
     g_assert_nonnull(strstr(err->message, "'shell-a'"));
     g_clear_error(&err);
     g_assert_null(av_bitstream_add(f->state, other, "shell-a", NULL, NULL, NULL, &err));
-    g_assert_error(err, AV_ERROR, AV_ERROR_BUSY);
+    g_assert_error(err, AV_ERROR, AV_ERROR_IN_USE);
     g_assert_nonnull(strstr(err->message, "taken"));
     g_clear_error(&err);
     /* Bad arguments. */

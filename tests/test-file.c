@@ -363,7 +363,7 @@ test_lock(void)
         g_autoptr(AvLock) ex = av_lock_take(path, AV_LOCK_EXCLUSIVE, 0, &err);
 
         g_assert_null(ex);
-        g_assert_error(err, AV_ERROR, AV_ERROR_BUSY);
+        g_assert_error(err, AV_ERROR, AV_ERROR_LOCKED);
         g_assert_nonnull(strstr(err->message, path));
         g_clear_error(&err);
     }
@@ -371,7 +371,7 @@ test_lock(void)
         g_autoptr(AvLock) sh = av_lock_take(path, AV_LOCK_SHARED, 0, &err);
 
         g_assert_null(sh);
-        g_assert_error(err, AV_ERROR, AV_ERROR_BUSY);
+        g_assert_error(err, AV_ERROR, AV_ERROR_LOCKED);
         g_clear_error(&err);
     }
     start = g_get_monotonic_time();
@@ -379,7 +379,7 @@ test_lock(void)
         g_autoptr(AvLock) ex = av_lock_take(path, AV_LOCK_EXCLUSIVE, 100, &err);
 
         g_assert_null(ex);
-        g_assert_error(err, AV_ERROR, AV_ERROR_BUSY);
+        g_assert_error(err, AV_ERROR, AV_ERROR_LOCKED);
         g_clear_error(&err);
     }
     g_assert_cmpint(g_get_monotonic_time() - start, >=, 100 * 1000);
@@ -401,7 +401,7 @@ test_lock(void)
         g_assert_nonnull(sh);
         ex = av_lock_take(path, AV_LOCK_EXCLUSIVE, 0, &err);
         g_assert_null(ex);
-        g_assert_error(err, AV_ERROR, AV_ERROR_BUSY);
+        g_assert_error(err, AV_ERROR, AV_ERROR_LOCKED);
         g_clear_error(&err);
     }
     av_test_hold_release(pid, fd);
@@ -544,7 +544,7 @@ test_lock_replaced(void)
             g_autoptr(AvLock) again = av_lock_take(path, AV_LOCK_EXCLUSIVE, 0, &err);
 
             g_assert_null(again);
-            g_assert_error(err, AV_ERROR, AV_ERROR_BUSY);
+            g_assert_error(err, AV_ERROR, AV_ERROR_LOCKED);
             g_clear_error(&err);
         }
         av_lock_release(t.lock);
@@ -577,7 +577,7 @@ test_lock_replaced(void)
             g_autoptr(AvLock) again = av_lock_take(path, AV_LOCK_EXCLUSIVE, 0, &err);
 
             g_assert_null(again);
-            g_assert_error(err, AV_ERROR, AV_ERROR_BUSY);
+            g_assert_error(err, AV_ERROR, AV_ERROR_LOCKED);
             g_clear_error(&err);
         }
         av_lock_release(t.lock);

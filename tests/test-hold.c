@@ -322,7 +322,7 @@ test_take_drop_fd(void)
     fixture_close(&f);
 }
 
-/* A group another process has open is not held: BUSY, naming why, and
+/* A group another process has open is not held: in use, naming why, and
  * nothing recorded or left running.  A killed holder is no hold: taken
  * anew. */
 static void
@@ -339,7 +339,7 @@ test_take_busy_and_killed(void)
     fixture_open(&f);
     g_assert_cmpint(f.ops->group_open(f.root, 40, &fd), ==, 0);
     g_assert_false(av_hold_take(f.root, f.ops, f.state, 40, A100, &err));
-    g_assert_error(err, AV_ERROR, AV_ERROR_BUSY);
+    g_assert_error(err, AV_ERROR, AV_ERROR_IN_USE);
     g_assert_nonnull(strstr(err->message, "open in another process"));
     g_clear_error(&err);
     groups = av_hold_list_groups(f.state);
@@ -521,7 +521,7 @@ test_zero_through_hold(void)
     before = live_hold(&f);
     /* Without the hold's state dir, the scrub opens the group itself: busy. */
     g_assert_false(av_scrub_run(f.root, f.ops, av_policy_find(policy, "gpu-a100"), &target, NULL, &err));
-    g_assert_error(err, AV_ERROR, AV_ERROR_BUSY);
+    g_assert_error(err, AV_ERROR, AV_ERROR_IN_USE);
     g_clear_error(&err);
     target.hold_state_dir = f.state;
     g_assert_true(av_scrub_run(f.root, f.ops, av_policy_find(policy, "gpu-a100"), &target, &report, &err));
@@ -1225,7 +1225,7 @@ test_scrub_unholdable(void)
     target.hold_state_dir = f.state;
     g_assert_cmpint(f.ops->group_open(f.root, 40, &fd), ==, 0);
     g_assert_false(av_scrub_run(f.root, f.ops, av_policy_find(policy, "gpu-a100"), &target, &report, &err));
-    g_assert_error(err, AV_ERROR, AV_ERROR_BUSY);
+    g_assert_error(err, AV_ERROR, AV_ERROR_IN_USE);
     g_assert_nonnull(strstr(err->message, "no scrub step ran"));
     g_assert_null(report);
     g_assert_true(file_all(bar, 0xa5));

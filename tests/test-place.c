@@ -264,8 +264,8 @@ test_gpu_strict(void)
         av_pool_transition(f.pool, e3, AV_DEVICE_STATE_FREE, NULL, NULL, &err);
         g_assert_no_error(err);
     }
-    assert_error(&f, "gpu:3", 8, AV_ERROR_BUSY, "no single NUMA node can hold every device this domain needs");
-    assert_error(&f, "gpu:3", 8, AV_ERROR_BUSY, "node 0 has 2 free, node 1 has 1 free");
+    assert_error(&f, "gpu:3", 8, AV_ERROR_NO_CAPACITY, "no single NUMA node can hold every device this domain needs");
+    assert_error(&f, "gpu:3", 8, AV_ERROR_NO_CAPACITY, "node 0 has 2 free, node 1 has 1 free");
     assert_placed(&f, "gpu:2", 8, 0, "0000:4b:00.0 0000:65:00.0");
     /* The domain's own claim counts as free. */
     {
@@ -375,7 +375,7 @@ test_errors(void)
     fix_hold(&f, "0000:17:00.0", AV_DEVICE_STATE_IN_USE, "11111111-1111-4111-8111-111111111111");
     fix_hold(&f, "0000:31:00.0", AV_DEVICE_STATE_DIRTY, "11111111-1111-4111-8111-111111111111");
     fix_hold(&f, "0000:4b:00.0", AV_DEVICE_STATE_CLAIMED, "22222222-2222-4222-8222-222222222222");
-    assert_error(&f, "gpu:4", 0, AV_ERROR_BUSY,
+    assert_error(&f, "gpu:4", 0, AV_ERROR_NO_CAPACITY,
                  "not enough free cards of profile 'gpu': 3 of 6 free, 4 wanted (devices not free: "
                  "1 claimed, 1 in-use, 1 dirty)");
     fix_close(&f);
@@ -399,14 +399,14 @@ test_not_viable(void)
 
     fix_open(&f, "trap-shared-group",
              "{\"profiles\": [{\"name\": \"gpu\", \"match\": {\"vendor\": \"0x10de\", \"device\": \"0x20f1\"}, \"numa\": \"strict\"}]}");
-    assert_error(&f, "gpu:1", 0, AV_ERROR_BUSY, "IOMMU group 12 also holds '0000:05:00.0'");
+    assert_error(&f, "gpu:1", 0, AV_ERROR_NO_CAPACITY, "IOMMU group 12 also holds '0000:05:00.0'");
     fix_close(&f);
     /* The host's NIC as the second function of the GPU's own slot: never
      * placed, even with the GPU's audio named as a companion. */
     fix_open(&f, "trap-shared-group",
              "{\"profiles\": [{\"name\": \"gpu\", \"match\": {\"vendor\": \"0x10de\", \"device\": \"0x2230\"},"
              " \"companions\": [{\"class\": \"0x0403\"}], \"numa\": \"none\"}]}");
-    assert_error(&f, "gpu:1", 0, AV_ERROR_BUSY, "IOMMU group 14 also holds '0000:06:00.1'");
+    assert_error(&f, "gpu:1", 0, AV_ERROR_NO_CAPACITY, "IOMMU group 14 also holds '0000:06:00.1'");
     fix_close(&f);
 }
 
@@ -507,7 +507,7 @@ test_whole_card(void)
     assert_placed(&f, "fvf:1:card", 0, 0,
                   "0000:5e:01.0 0000:5e:01.1 0000:5e:01.2 0000:5e:01.3 0000:5e:02.0 0000:5e:02.1 "
                   "0000:5e:02.2 0000:5e:02.3 0000:5e:03.0 0000:5e:03.1 0000:5e:03.2 0000:5e:03.3");
-    assert_error(&f, "fvf:2:card", 0, AV_ERROR_BUSY,
+    assert_error(&f, "fvf:2:card", 0, AV_ERROR_NO_CAPACITY,
                  "not enough free cards of profile 'fvf': 1 of 3 free, 2 wanted");
     assert_error(&f, "fvf:4:card", 0, AV_ERROR_INVALID_INPUT,
                  "count 4 is more than the 3 cards of profile 'fvf' on this host");
@@ -772,7 +772,7 @@ test_mdev(void)
     fix_open(&f, "vgpu-mdev", VGPU_POLICY("nvidia-588", "pack"));
     assert_placed(&f, "vgpu:1", 0, -1, "mdev@0000:98:00.0");
     fix_hold(&f, "0000:98:00.0", AV_DEVICE_STATE_IN_USE, "11111111-1111-4111-8111-111111111111");
-    assert_error(&f, "vgpu:1", 0, AV_ERROR_BUSY, "not enough free mdev instances of profile 'vgpu'");
+    assert_error(&f, "vgpu:1", 0, AV_ERROR_NO_CAPACITY, "not enough free mdev instances of profile 'vgpu'");
     fix_close(&f);
 
     /* The mdev on 17 is one accelvirt created and released, not removed
@@ -787,7 +787,7 @@ test_mdev(void)
         g_assert_no_error(err);
         released->created = TRUE;
         assert_placed(&f, "vgpu:2", 0, -1, "mdev@0000:98:00.0 mdev@0000:98:00.0");
-        assert_error(&f, "vgpu:7", 0, AV_ERROR_BUSY, "no mdev parent has a free instance of type 'nvidia-590'");
+        assert_error(&f, "vgpu:7", 0, AV_ERROR_NO_CAPACITY, "no mdev parent has a free instance of type 'nvidia-590'");
         /* One the operator made (not created by accelvirt) keeps its memory
          * as an mdev of its own: it blocks nothing. */
         released->created = FALSE;
@@ -939,7 +939,7 @@ test_sriov_vf_idle(void)
     /* an undo of 0 -> 4 while that VF is held: refused, the count as it was */
     g_assert_false(av_pool_vf_undo(f.pool, f.root, av_kernel_ops_for(f.root), "0000:6b:00.0", 0, 4, "rollback",
                                    &err));
-    g_assert_error(err, AV_ERROR, AV_ERROR_BUSY);
+    g_assert_error(err, AV_ERROR, AV_ERROR_IN_USE);
     g_assert_nonnull(strstr(err->message, "cannot set the VFs of PF '0000:6b:00.0' back from 4 to 0"));
     {
         g_autofree char *path = g_strdup_printf("%s/sys/bus/pci/devices/0000:6b:00.0/sriov_numvfs", f.copy);
@@ -1105,7 +1105,7 @@ test_switch_p2p(void)
         g_assert_cmpuint(p->warnings->len, ==, 0);
     }
     /* Required: no switch holds four. */
-    assert_error(&f, "gpu:4:p2p", 4, AV_ERROR_BUSY,
+    assert_error(&f, "gpu:4:p2p", 4, AV_ERROR_NO_CAPACITY,
                  "cannot place 4 devices of profile 'gpu': no PCIe switch of this host has 4 free devices of "
                  "profile 'gpu' (switch 0000:11:00.0 has 2 free, switch 0000:21:00.0 has 3 free, switch "
                  "0000:91:00.0 has 2 free); free some, or ask for p2p='preferred'");
@@ -1132,10 +1132,10 @@ test_switch_p2p(void)
     fix_hold(&f, "0000:27:00.0", AV_DEVICE_STATE_CLAIMED, "11111111-1111-4111-8111-111111111111");
     fix_hold(&f, "0000:93:00.0", AV_DEVICE_STATE_CLAIMED, "11111111-1111-4111-8111-111111111111");
     assert_placed(&f, "gpu:2", 4, -1, "0000:14:00.0 0000:23:00.0");
-    assert_error(&f, "gpu:2:p2p", 4, AV_ERROR_BUSY,
+    assert_error(&f, "gpu:2:p2p", 4, AV_ERROR_NO_CAPACITY,
                  "no PCIe switch of this host has 2 free devices of profile 'gpu' (switch 0000:11:00.0 has 1 "
                  "free, switch 0000:21:00.0 has 1 free, switch 0000:91:00.0 has 1 free)");
-    assert_error(&f, "gpu:2:card:p2p", 4, AV_ERROR_BUSY, "has 2 free cards of profile 'gpu'");
+    assert_error(&f, "gpu:2:card:p2p", 4, AV_ERROR_NO_CAPACITY, "has 2 free cards of profile 'gpu'");
     /* p2p asks nothing of one device. */
     assert_placed(&f, "gpu:1:p2p", 4, -1, "0000:14:00.0");
     fix_close(&f);
@@ -1176,8 +1176,8 @@ test_switch_strict(void)
         g_assert_cmpuint(p->warnings->len, ==, 0);
     }
     fix_hold(&f, "0000:94:00.0", AV_DEVICE_STATE_IN_USE, "11111111-1111-4111-8111-111111111111");
-    assert_error(&f, "gpu:2:p2p", 4, AV_ERROR_BUSY, "no single NUMA node can hold every device");
-    assert_error(&f, "gpu:2:p2p", 4, AV_ERROR_BUSY,
+    assert_error(&f, "gpu:2:p2p", 4, AV_ERROR_NO_CAPACITY, "no single NUMA node can hold every device");
+    assert_error(&f, "gpu:2:p2p", 4, AV_ERROR_NO_CAPACITY,
                  "no PCIe switch on NUMA node 1 has 2 free devices of profile 'gpu' (switch 0000:91:00.0 has 1 "
                  "free); free some, or ask for p2p='preferred'");
     /* Preferred: the first node that holds them, with the warning. */

@@ -608,7 +608,7 @@ test_transition_lifecycle(void)
 
     /* Another domain cannot take it. */
     g_assert_false(av_pool_transition(pool, dev, AV_DEVICE_STATE_IN_USE, vm2, NULL, &err));
-    g_assert_error(err, AV_ERROR, AV_ERROR_BUSY);
+    g_assert_error(err, AV_ERROR, AV_ERROR_IN_USE);
     g_assert_nonnull(strstr(err->message, "domain 'vm1' (8f1c8a3c-58c7-4d5e-9a0b-6c2a1f0e9d11)"));
     g_assert_nonnull(strstr(err->message, "vm2"));
     g_clear_error(&err);
@@ -1468,7 +1468,7 @@ test_lock_contention(void)
         g_autoptr(AvPool) w = av_pool_open(state, AV_POOL_WRITE, 0, &err);
 
         g_assert_null(w);
-        g_assert_error(err, AV_ERROR, AV_ERROR_BUSY);
+        g_assert_error(err, AV_ERROR, AV_ERROR_LOCKED);
         g_assert_nonnull(strstr(err->message, "pool.lock"));
         g_clear_error(&err);
     }
@@ -1476,7 +1476,7 @@ test_lock_contention(void)
         g_autoptr(AvPool) r = av_pool_open(state, AV_POOL_READ, 0, &err);
 
         g_assert_null(r);
-        g_assert_error(err, AV_ERROR, AV_ERROR_BUSY);
+        g_assert_error(err, AV_ERROR, AV_ERROR_LOCKED);
         g_clear_error(&err);
     }
     start = g_get_monotonic_time();
@@ -1484,7 +1484,7 @@ test_lock_contention(void)
         g_autoptr(AvPool) w = av_pool_open(state, AV_POOL_WRITE, 150, &err);
 
         g_assert_null(w);
-        g_assert_error(err, AV_ERROR, AV_ERROR_BUSY);
+        g_assert_error(err, AV_ERROR, AV_ERROR_LOCKED);
         g_clear_error(&err);
     }
     g_assert_cmpint(g_get_monotonic_time() - start, >=, 150 * 1000);
@@ -1506,7 +1506,7 @@ test_lock_contention(void)
         g_assert_cmpuint(av_pool_devices(r)->len, ==, 1);
         w = av_pool_open(state, AV_POOL_WRITE, 0, &err);
         g_assert_null(w);
-        g_assert_error(err, AV_ERROR, AV_ERROR_BUSY);
+        g_assert_error(err, AV_ERROR, AV_ERROR_LOCKED);
         g_clear_error(&err);
     }
     av_test_hold_release(pid, fd);

@@ -659,7 +659,7 @@ test_method_group_busy(void)
     make_bar(&f, 0, 65536, 0xa5);
     av_test_write(f.dir, "sys/.accelvirt-fake-kernel", "fail /dev/vfio/40 16\n");
     g_assert_false(run(&f, &target, NULL, &err));
-    g_assert_error(err, AV_ERROR, AV_ERROR_BUSY);
+    g_assert_error(err, AV_ERROR, AV_ERROR_IN_USE);
     g_assert_nonnull(strstr(err->message, "its IOMMU group 40 is held by another process"));
     assert_bar(&f, 0, 65536, 0xa5);
     fixture_close(&f);

@@ -918,14 +918,14 @@ test_mdev_choose(void)
     /* nvidia-588: the node-0 card runs another type, so none left there. */
     assert_choice(host, "nvidia-588", AV_ALLOCATION_PACK, -1, A10_NODE1);
     g_assert_false(av_mdev_choose_parent(host, &profile, 0, &parent, &err));
-    g_assert_error(err, AV_ERROR, AV_ERROR_BUSY);
+    g_assert_error(err, AV_ERROR, AV_ERROR_NO_CAPACITY);
     assert_message_has(err, "'nvidia-588'");
     assert_message_has(err, "NUMA node 0");
     g_assert_null(parent);
     g_clear_error(&err);
     profile.mdev_type = (char *)"nvidia-999";
     g_assert_false(av_mdev_choose_parent(host, &profile, -1, &parent, &err));
-    g_assert_error(err, AV_ERROR, AV_ERROR_BUSY);
+    g_assert_error(err, AV_ERROR, AV_ERROR_NO_CAPACITY);
     assert_message_has(err, "'nvidia-999'");
     g_clear_error(&err);
     profile.mdev_type = NULL;
@@ -986,13 +986,13 @@ test_mdev_create_remove(void)
     g_assert_cmpstr(mdev->uuid, ==, NEW_MDEV);
     g_assert_cmpstr(mdev->type_id, ==, "nvidia-588");
 
-    /* The same UUID twice, or a type with no instance left: busy. */
+    /* The same UUID twice: in use; a type with no instance left: no capacity. */
     g_assert_false(av_mdev_create(f.root, f.ops, A10_NODE1, "nvidia-588", NEW_MDEV, &err));
-    g_assert_error(err, AV_ERROR, AV_ERROR_BUSY);
+    g_assert_error(err, AV_ERROR, AV_ERROR_IN_USE);
     g_clear_error(&err);
     g_assert_false(av_mdev_create(f.root, f.ops, A10_NODE0, "nvidia-588",
                                   "11111111-2222-4333-8444-555555555555", &err));
-    g_assert_error(err, AV_ERROR, AV_ERROR_BUSY);
+    g_assert_error(err, AV_ERROR, AV_ERROR_NO_CAPACITY);
     assert_message_has(err, "nvidia-588");
     g_clear_error(&err);
     g_assert_false(av_mdev_create(f.root, f.ops, A10_NODE1, "nvidia-999",
@@ -1200,13 +1200,13 @@ test_mdev_virtual_parent(void)
     g_assert_cmpstr(parent, ==, "mtty");
     g_clear_pointer(&parent, g_free);
     g_assert_false(av_mdev_choose_parent(host, &profile, 0, &parent, &err));
-    g_assert_error(err, AV_ERROR, AV_ERROR_BUSY);
+    g_assert_error(err, AV_ERROR, AV_ERROR_NO_CAPACITY);
     g_clear_error(&err);
     /* A profile naming its parents takes only those. */
     g_ptr_array_add(names, (gpointer)"0000:98:00.0");
     profile.match_mdev_parents = names;
     g_assert_false(av_mdev_choose_parent(host, &profile, -1, &parent, &err));
-    g_assert_error(err, AV_ERROR, AV_ERROR_BUSY);
+    g_assert_error(err, AV_ERROR, AV_ERROR_NO_CAPACITY);
     g_clear_error(&err);
     profile.mdev_type = (char *)"nvidia-590";
     g_assert_true(av_mdev_choose_parent(host, &profile, -1, &parent, &err));
@@ -1241,9 +1241,9 @@ test_mdev_virtual_parent(void)
     g_assert_cmpstr(mdev->parent, ==, "mtty");
     g_assert_cmpstr(mdev->type_id, ==, "mtty-2");
 
-    /* The UUID again: busy; a parent or type that is not there: not found. */
+    /* The UUID again: in use; a parent or type that is not there: not found. */
     g_assert_false(av_mdev_create(f.root, f.ops, "mtty", "mtty-2", MTTY_MDEV, &err));
-    g_assert_error(err, AV_ERROR, AV_ERROR_BUSY);
+    g_assert_error(err, AV_ERROR, AV_ERROR_IN_USE);
     g_clear_error(&err);
     g_assert_false(av_mdev_create(f.root, f.ops, "matrix", "mtty-2", "11111111-2222-4333-8444-555555555555", &err));
     g_assert_error(err, AV_ERROR, AV_ERROR_NOT_FOUND);
@@ -1503,10 +1503,10 @@ test_bar_record(void)
     g_assert_nonnull(record);
     g_assert_true(av_bar_record_exists(state, "pci-0000:17:00.0"));
     g_assert_null(av_bar_record_write(state, "pci-0000:17:00.0", "0000:17:00.0", sizes, 1, &err));
-    g_assert_error(err, AV_ERROR, AV_ERROR_BUSY);
+    g_assert_error(err, AV_ERROR, AV_ERROR_IN_USE);
     g_clear_error(&err);
     g_assert_false(av_bar_record_take(state, "pci-0000:17:00.0", 0, &taken, &err));
-    g_assert_error(err, AV_ERROR, AV_ERROR_BUSY);
+    g_assert_error(err, AV_ERROR, AV_ERROR_LOCKED);
     g_clear_error(&err);
     orphans = av_bar_records_take_orphaned(state, problems);
     g_assert_cmpuint(orphans->len, ==, 0);

@@ -114,7 +114,7 @@ av_cli_program_group_open(const AvRoot *root, const AvPciDevice *pci, GError **e
     if (r < 0) {
         g_autofree char *holder = r == -EBUSY ? av_vfio_group_holder(root, pci->iommu_group) : NULL;
 
-        g_set_error(error, AV_ERROR, r == -EBUSY ? AV_ERROR_BUSY : AV_ERROR_STATE,
+        g_set_error(error, AV_ERROR, r == -EBUSY ? AV_ERROR_IN_USE : AV_ERROR_STATE,
                     "cannot open VFIO group %d of %s for its program (%s%s%s): the group must be open nowhere "
                     "else",
                     pci->iommu_group, pci->address, g_strerror(-r), holder ? ", open in " : "",

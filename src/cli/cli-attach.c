@@ -692,7 +692,7 @@ av_attach_place(AvHost *host, const AvPolicy *policy, const AvPool *pool, const 
         return placement;
     elsewhere = av_attach_free_elsewhere(pool, host, profile->name, nodes);
     if (profile->numa == AV_NUMA_STRICT) {
-        g_set_error(error, AV_ERROR, AV_ERROR_BUSY,
+        g_set_error(error, AV_ERROR, AV_ERROR_NO_CAPACITY,
                     "cannot attach %u of profile '%s' to domain '%s' on NUMA node %s, where it is pinned (numa "
                     "strict): %s; %s", count, profile->name, domain->name, list,
                     local ? local->message : "no node fits", elsewhere);
@@ -840,7 +840,7 @@ av_attach_clear(AvAttachRun *a)
 }
 G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC(AvAttachRun, av_attach_clear)
 
-/* FALSE (AV_ERROR_BUSY, one sentence) unless @dev is free or claimed by
+/* FALSE (AV_ERROR_IN_USE, one sentence) unless @dev is free or claimed by
  * the domain @uuid. */
 static gboolean
 av_attach_check_available(const AvPoolDevice *dev, const char *uuid, GError **error)
@@ -848,7 +848,7 @@ av_attach_check_available(const AvPoolDevice *dev, const char *uuid, GError **er
     if (dev->state == AV_DEVICE_STATE_FREE ||
         (dev->state == AV_DEVICE_STATE_CLAIMED && dev->owner && g_strcmp0(dev->owner->domain_uuid, uuid) == 0))
         return TRUE;
-    g_set_error(error, AV_ERROR, AV_ERROR_BUSY, "device %s (%s) is %s%s%s; it cannot be attached",
+    g_set_error(error, AV_ERROR, AV_ERROR_IN_USE, "device %s (%s) is %s%s%s; it cannot be attached",
                 dev->address ? dev->address : "-", dev->identity, av_device_state_to_string(dev->state),
                 dev->owner && dev->owner->domain_name ? " by domain " : "",
                 dev->owner && dev->owner->domain_name ? dev->owner->domain_name : "");
@@ -1889,7 +1889,7 @@ av_detach_targets(AvPool *pool, const AvHost *host, const AvDomain *live, const 
                                  g_strcmp0(mate->owner->domain_uuid, uuid) == 0))
                 continue;
             if (av_pool_attach_in_flight(av_pool_state_dir(pool), mate->identity)) {
-                g_set_error(error, AV_ERROR, AV_ERROR_BUSY, "device %s (%s) is being attached to domain '%s' by "
+                g_set_error(error, AV_ERROR, AV_ERROR_LOCKED, "device %s (%s) is being attached to domain '%s' by "
                             "another accelvirt; detach it once that is done", mate->address, mate->identity, name);
                 return NULL;
             }

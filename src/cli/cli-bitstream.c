@@ -255,7 +255,7 @@ av_cli_bitstream_remove(AvCli *cli, int argc, char **argv)
         return av_cli_fail(err);
     why = av_bitstream_in_use(pool, policy, b);
     if (why) {
-        g_set_error(&err, AV_ERROR, AV_ERROR_BUSY, "cannot remove bitstream '%s': %s", b->name, why);
+        g_set_error(&err, AV_ERROR, AV_ERROR_IN_USE, "cannot remove bitstream '%s': %s", b->name, why);
         return av_cli_fail(err);
     }
     fields = av_cli_bitstream_fields(b, operator_name);

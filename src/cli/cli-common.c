@@ -112,7 +112,9 @@ av_cli_fail(const GError *error)
         case AV_ERROR_POLICY:
             status = AV_EXIT_USAGE;
             break;
-        case AV_ERROR_BUSY:
+        case AV_ERROR_LOCKED:
+        case AV_ERROR_IN_USE:
+        case AV_ERROR_NO_CAPACITY:
             status = AV_EXIT_BUSY;
             break;
         case AV_ERROR_CORRUPT_STATE:
@@ -246,7 +248,7 @@ av_cli_open_pool_full(const AvCli *cli, const AvRoot *root, int mode, json_t **r
         return NULL;
     }
     pool = av_pool_open(cli->state_dir, (AvPoolMode)mode, AV_CLI_LOCK_NOTICE_MS, &err);
-    if (!pool && g_error_matches(err, AV_ERROR, AV_ERROR_BUSY)) {
+    if (!pool && g_error_matches(err, AV_ERROR, AV_ERROR_LOCKED)) {
         fprintf(stderr, "accelvirt: waiting for another accelvirt to release the pool lock...\n");
         g_clear_error(&err);
         pool = av_pool_open(cli->state_dir, (AvPoolMode)mode, AV_CLI_LOCK_TIMEOUT_MS, &err);

@@ -94,7 +94,7 @@ av_cli_cmd_release(AvCli *cli, int argc, char **argv)
             continue;
         in_use++;
         if (!force && !av_pool_owner_is_gone(root, av_pool_state_dir(pool), dev, NULL)) {
-            g_set_error(&err, AV_ERROR, AV_ERROR_BUSY,
+            g_set_error(&err, AV_ERROR, AV_ERROR_IN_USE,
                         "domain '%s' may still run with device %s (libvirt's pid file for it exists, or a process "
                         "holds its IOMMU group): stop it first ('virsh destroy %s'), or release with --force, "
                         "whose scrub then quarantines a device still held",

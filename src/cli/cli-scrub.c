@@ -88,7 +88,7 @@ av_cli_sync(const AvRoot *root, const AvPolicy *policy, AvPool *pool, GError **e
 
 /* Takes the scrub lock of the quarantined @dev, which `accelvirt scrub`
  * holds while it runs the steps on a quarantined device without the pool
- * lock, and adds it to @locks; AV_ERROR_BUSY naming @what when another
+ * lock, and adds it to @locks; AV_ERROR_LOCKED naming @what when another
  * accelvirt holds it.  Any other state needs no lock: the pool lock the
  * caller holds keeps scrubs off a free device. */
 static gboolean
@@ -101,7 +101,7 @@ av_cli_lock_quarantined(const AvCli *cli, const AvPoolDevice *dev, const char *w
         return TRUE;
     lock = av_scrub_lock_take(cli->state_dir, dev->identity, NULL);
     if (!lock) {
-        g_set_error(error, AV_ERROR, AV_ERROR_BUSY,
+        g_set_error(error, AV_ERROR, AV_ERROR_LOCKED,
                     "device %s (%s) is being scrubbed by hand by another accelvirt; %s it when that is done",
                     dev->address ? dev->address : "-", dev->identity, what);
         return FALSE;
@@ -372,7 +372,7 @@ av_cli_cmd_scrub(AvCli *cli, int argc, char **argv)
     }
     lock = av_scrub_lock_take(cli->state_dir, dev->identity, NULL);
     if (!lock) {
-        g_set_error(&err, AV_ERROR, AV_ERROR_BUSY,
+        g_set_error(&err, AV_ERROR, AV_ERROR_LOCKED,
                     "device %s is being scrubbed by another accelvirt; wait for it", dev->identity);
         return av_cli_fail(err);
     }

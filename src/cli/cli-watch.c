@@ -493,7 +493,7 @@ av_watch_audit_pending(AvWatch *w)
             continue;
         av_watch_log("cannot audit domain %s: %s", (const char *)key, err->message);
         /* The pool's lock held too long by another accelvirt: again soon. */
-        if (g_error_matches(err, AV_ERROR, AV_ERROR_BUSY))
+        if (g_error_matches(err, AV_ERROR, AV_ERROR_LOCKED))
             g_hash_table_add(w->retry, g_strdup(key));
     }
 }

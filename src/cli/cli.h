@@ -195,7 +195,7 @@ const AvBitstream *av_cli_bitstream_by_sha256(const GPtrArray *bitstreams, const
  * driver "vfio-pci", passed to it as fd 3: the device must be on vfio-pci
  * and its group open nowhere else (Documentation/driver-api/vfio.rst: one
  * open file of a group at a time), through the root's kernel table.
- * Returns the fd (caller closes) or -1 with @error (AV_ERROR_BUSY when
+ * Returns the fd (caller closes) or -1 with @error (AV_ERROR_IN_USE when
  * another process has the group open, naming it). */
 int av_cli_program_group_open(const AvRoot *root, const AvPciDevice *pci, GError **error);
 

@@ -728,7 +728,7 @@ av_bitstream_add(const char *state_dir, const char *path, const char *name, cons
         return av_bitstream_copy(same);
     }
     if (same) {
-        g_set_error(&local, AV_ERROR, AV_ERROR_BUSY,
+        g_set_error(&local, AV_ERROR, AV_ERROR_IN_USE,
                     "the content of '%s' is in the library already as '%s' (sha256 %s); use that name, or "
                     "'accelvirt bitstream remove %s' first",
                     abs, same->name, sha, same->name);
@@ -736,7 +736,7 @@ av_bitstream_add(const char *state_dir, const char *path, const char *name, cons
     }
     same = av_bitstream_find(list, name);
     if (same) {
-        g_set_error(&local, AV_ERROR, AV_ERROR_BUSY,
+        g_set_error(&local, AV_ERROR, AV_ERROR_IN_USE,
                     "the name '%s' is taken by other content (sha256 %s); choose another name, or "
                     "'accelvirt bitstream remove %s' first",
                     name, same->sha256, name);

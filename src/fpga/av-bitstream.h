@@ -77,7 +77,7 @@ gboolean av_bitstream_check(const char *state_dir, const AvBitstream *bitstream,
  * (hashed while copied; written atomically).  @compatible (may be NULL)
  * entries are normalised.  The same content under the same name is no
  * change (returns the entry); the same content under another name, or the
- * name taken by other content: AV_ERROR_BUSY.  Returns the new entry
+ * name taken by other content: AV_ERROR_IN_USE.  Returns the new entry
  * (caller frees), or NULL with @error. */
 AvBitstream *av_bitstream_add(const char *state_dir, const char *path, const char *name,
                               const char *const *compatible, const char *function_id, const char *description,

@@ -374,12 +374,17 @@ av_placement_call(AvPlacementClient *client, const char *method, const char *pat
     }
 }
 
-/* An error for the answer @status, @body of @method @what. */
+/* An error for the answer @status, @body of @method @what.  A 409 is the
+ * generation conflict of a PUT of an inventory (the one write this client
+ * makes; placement.concurrent_update): another writer changed the provider
+ * between our GET and our PUT, and reading it again and writing again is
+ * what fixes it, as for a lock another process held: AV_ERROR_LOCKED, which
+ * av_placement_set_reserved() retries, and the next run after it. */
 static gboolean
 av_placement_fail(GError **error, long status, const char *body, const char *method, const char *what)
 {
     g_autofree char *detail = av_http_detail(body);
-    int code = status == 404 ? AV_ERROR_NOT_FOUND : status == 409 ? AV_ERROR_BUSY
+    int code = status == 404 ? AV_ERROR_NOT_FOUND : status == 409 ? AV_ERROR_LOCKED
              : status >= 500 ? AV_ERROR_IO : AV_ERROR_FAILED;
 
     g_set_error(error, AV_ERROR, code, "Placement answered HTTP %ld to %s %s%s%s", status, method, what,
@@ -558,7 +563,7 @@ av_placement_set_reserved(AvPlacementClient *client, const char *rp_name, const 
             put = TRUE;
             break;
         }
-        if (g_error_matches(local, AV_ERROR, AV_ERROR_BUSY) && attempt < AV_PLACEMENT_CONFLICT_RETRIES) {
+        if (g_error_matches(local, AV_ERROR, AV_ERROR_LOCKED) && attempt < AV_PLACEMENT_CONFLICT_RETRIES) {
             /* Another writer: a short pause, growing, within the run. */
             gint64 pause_ms = (gint64)AV_PLACEMENT_CONFLICT_PAUSE_MS << attempt;
 
@@ -572,7 +577,7 @@ av_placement_set_reserved(AvPlacementClient *client, const char *rp_name, const 
             g_usleep((gulong)pause_ms * 1000);
             continue;
         }
-        if (!g_error_matches(local, AV_ERROR, AV_ERROR_BUSY) || attempt >= AV_PLACEMENT_CONFLICT_RETRIES) {
+        if (!g_error_matches(local, AV_ERROR, AV_ERROR_LOCKED) || attempt >= AV_PLACEMENT_CONFLICT_RETRIES) {
             g_propagate_prefixed_error(error, g_steal_pointer(&local), "%s: ", rp_name);
             if (attempt >= AV_PLACEMENT_CONFLICT_RETRIES)
                 g_prefix_error(error, "still a generation conflict after %d tries: ", attempt + 1);

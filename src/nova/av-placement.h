@@ -75,7 +75,7 @@ gboolean av_placement_get_inventory(AvPlacementClient *client, const char *uuid,
 
 /* PUT /resource_providers/@uuid/inventories/@rc with all six fields of
  * @inv and its generation (fields left out would be reset to Placement's
- * defaults, handlers/inventory.py).  FALSE with AV_ERROR_BUSY on a
+ * defaults, handlers/inventory.py).  FALSE with AV_ERROR_LOCKED on a
  * generation conflict (409 placement.concurrent_update). */
 gboolean av_placement_put_inventory(AvPlacementClient *client, const char *uuid, const char *rc,
                                     const AvInventory *inv, GError **error);

@@ -835,7 +835,7 @@ av_place_pick_mdevs(AvPlaceCtx *ctx, AvPlaceReq *r, int node_filter, int prefer,
         AvPlaceMdevPick pick;
 
         if (!av_mdev_choose_parent(&view, r->profile, node_filter >= 0 ? node_filter : prefer, &parent, &local)) {
-            if (node_filter >= 0 || prefer < 0 || !g_error_matches(local, AV_ERROR, AV_ERROR_BUSY)) {
+            if (node_filter >= 0 || prefer < 0 || !g_error_matches(local, AV_ERROR, AV_ERROR_NO_CAPACITY)) {
                 g_propagate_error(error, g_steal_pointer(&local));
                 return FALSE;
             }
@@ -1058,7 +1058,7 @@ av_place_pick(AvPlaceCtx *ctx, AvPlaceReq *r, int node_filter, int prefer, GErro
 
         if (av_place_pick_mdevs(ctx, r, node_filter, prefer, &local))
             return TRUE;
-        if (g_error_matches(local, AV_ERROR, AV_ERROR_BUSY)) {
+        if (g_error_matches(local, AV_ERROR, AV_ERROR_NO_CAPACITY)) {
             g_free(r->why);
             r->why = g_strdup(local->message);
             return FALSE;
@@ -1223,7 +1223,7 @@ av_place_check_counts(AvPlaceCtx *ctx, AvPlaceReq *reqs, guint n_reqs, GError **
                     g_string_append_printf(held, "%s%u %s", held->len ? ", " : "", states[s],
                                            av_device_state_to_string(s));
             }
-            g_set_error(error, AV_ERROR, AV_ERROR_BUSY,
+            g_set_error(error, AV_ERROR, AV_ERROR_NO_CAPACITY,
                         "not enough free %s of profile '%s': %u of %u free, %u wanted (devices not free: %s); "
                         "wait until their domains release them and their scrub finishes ('accelvirt status' "
                         "shows who holds them)",
@@ -1321,7 +1321,7 @@ av_place_error_strict(AvPlaceCtx *ctx, AvPlaceReq *reqs, guint n_reqs, GError **
         }
         g_string_append_printf(nodes, "%snode %d has %s free", nodes->len ? ", " : "", node->id, counts->str);
     }
-    g_set_error(error, AV_ERROR, AV_ERROR_BUSY,
+    g_set_error(error, AV_ERROR, AV_ERROR_NO_CAPACITY,
                 "no single NUMA node can hold every device this domain needs there (%s; numa strict): %s%s%s; "
                 "free devices on one node, or set the profile's numa to 'preferred' or the request's numa "
                 "to 'any'", wanted->str, nodes->str, why ? "; " : "", why ? why : "");
@@ -1341,14 +1341,14 @@ av_place_error_trial(AvPlaceReq *reqs, guint n_reqs, GError **error)
 {
     for (guint i = 0; i < n_reqs; i++) {
         if (reqs[i].why) {
-            g_set_error(error, AV_ERROR, AV_ERROR_BUSY,
+            g_set_error(error, AV_ERROR, AV_ERROR_NO_CAPACITY,
                         "cannot place %u %s of profile '%s': %s", reqs[i].req->count,
                         av_place_unit_word(&reqs[i], reqs[i].req->count != 1), reqs[i].profile->name,
                         reqs[i].why);
             return;
         }
     }
-    g_set_error(error, AV_ERROR, AV_ERROR_BUSY,
+    g_set_error(error, AV_ERROR, AV_ERROR_NO_CAPACITY,
                 "not enough free devices to place every request of this domain together; free some "
                 "('accelvirt status' shows who holds them)");
 }
@@ -1543,7 +1543,7 @@ av_place_fn_check_identity(const AvPlaceCtx *ctx, const AvPlaceFn *fn, GError **
     }
     if (strcmp(fallback, fn->pool->identity) == 0)
         return TRUE;
-    g_set_error(error, AV_ERROR, AV_ERROR_BUSY,
+    g_set_error(error, AV_ERROR, AV_ERROR_STATE,
                 "the pool is out of date: '%s' is now %s, not the pooled device %s; run 'accelvirt status' "
                 "to reconcile the pool with the host, then place again", fn->pool->address, identity,
                 fn->pool->identity);

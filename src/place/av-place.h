@@ -66,14 +66,16 @@ typedef struct {
  * built otherwise (the hook's remap of the same cards).  Returns a new
  * array of AvPlacedNode* (caller frees). */
 GPtrArray *av_placement_nodes(const AvHost *host, const AvPlacement *placement);
-/* Places @requests (AvRequest*) on @host given @pool's states.  Errors
- * (AV_ERROR_INVALID_INPUT or AV_ERROR_BUSY), each one sentence saying what to
- * do: unknown profile; count larger than what the host has of that profile
- * at all ("count 9 is more than the 8 devices of profile 'x' on this host");
- * not enough free devices (naming how many are free, and which states hold
- * the rest); not enough CPUs on the node ("12 vCPUs do not fit node 1's 8
- * CPUs"); a strict request that no single node can hold.  Returns a new
- * placement or NULL. */
+/* Places @requests (AvRequest*) on @host given @pool's states.  Errors,
+ * each one sentence saying what to do: AV_ERROR_INVALID_INPUT for an
+ * unknown profile, a count larger than what the host has of that profile
+ * at all ("count 9 is more than the 8 devices of profile 'x' on this host")
+ * or not enough CPUs on the node ("12 vCPUs do not fit node 1's 8 CPUs");
+ * AV_ERROR_NO_CAPACITY for not enough free devices (naming how many are
+ * free, and which states hold the rest), a strict request that no single
+ * node can hold, or no device of a request that fits (the reason of the
+ * last one tried); AV_ERROR_STATE when the pool is out of date with the
+ * scan.  Returns a new placement or NULL. */
 AvPlacement *av_place(const AvHost *host, const AvPolicy *policy, const AvPool *pool,
                       GPtrArray *requests, const AvPlaceOptions *options, GError **error);
 

@@ -434,7 +434,7 @@ av_intent_undo(AvPool *pool, const AvIntent *intent, const AvRoot *root, const A
 
         if ((holder = av_intent_endpoint_holder(root, address))) {
             if (ok)
-                g_set_error(error, AV_ERROR, AV_ERROR_BUSY, "cannot destroy the vGPU made on %s: process %s holds "
+                g_set_error(error, AV_ERROR, AV_ERROR_IN_USE, "cannot destroy the vGPU made on %s: process %s holds "
                             "its IOMMU group", address, holder);
             ok = FALSE;
             g_clear_pointer(&holder, g_free);
@@ -473,7 +473,7 @@ av_intent_undo(AvPool *pool, const AvIntent *intent, const AvRoot *root, const A
          * a device may have been given out by hand meanwhile). */
         if ((holder = av_intent_endpoint_holder(root, b->address))) {
             if (ok)
-                g_set_error(error, AV_ERROR, AV_ERROR_BUSY, "cannot give %s back to %s: process %s holds its "
+                g_set_error(error, AV_ERROR, AV_ERROR_IN_USE, "cannot give %s back to %s: process %s holds its "
                             "IOMMU group", b->address, b->original_driver ? b->original_driver : "no driver",
                             holder);
             ok = FALSE;

@@ -130,7 +130,7 @@ av_pool_transition_do(AvPool *pool, AvPoolDevice *dev, AvDeviceState to, const A
             g_autofree char *held = av_owner_describe(dev->owner);
             g_autofree char *want = av_owner_describe(owner);
 
-            g_set_error(error, AV_ERROR, AV_ERROR_BUSY,
+            g_set_error(error, AV_ERROR, AV_ERROR_IN_USE,
                         "device '%s' (%s) is %s by %s; cannot hand it to %s",
                         dev->identity, dev->address ? dev->address : "no address",
                         av_device_state_to_string(from), held, want);
@@ -228,7 +228,7 @@ av_pool_transition_do(AvPool *pool, AvPoolDevice *dev, AvDeviceState to, const A
  * needs an @owner (AV_ERROR_INVALID_INPUT without one); otherwise a NULL
  * @owner keeps the current one, and a non-NULL one replaces it only if it
  * names the same holder (same domain UUID, Nova instance or, lacking UUIDs,
- * domain name), else AV_ERROR_BUSY: a device claimed by one domain is never
+ * domain name), else AV_ERROR_IN_USE: a device claimed by one domain is never
  * handed to another.  Moves to and from missing keep the owner (and a claim's
  * expiry).  Requires AV_POOL_WRITE (the journal refuses otherwise). */
 gboolean

@@ -21,7 +21,7 @@ typedef enum {
     AV_P2P_NONE = 0,             /* absent: no constraint */
     AV_P2P_PREFERRED,            /* one switch when some switch can hold them all, else as without p2p
                                   * (with a warning in the placement) */
-    AV_P2P_REQUIRED,             /* one switch, else AV_ERROR_BUSY naming what each switch has free */
+    AV_P2P_REQUIRED,             /* one switch, else AV_ERROR_NO_CAPACITY naming what each switch has free */
 } AvP2p;
 
 /* One <av:request profile= count= granularity= numa= p2p=/>. */

@@ -49,7 +49,7 @@ av_pool_pf_check_vfs(const AvPool *pool, const AvHost *host, const char *pf_addr
         const AvPoolDevice *rec = av_pool_sriov_record(pool, vf);
 
         if (rec && rec->state != AV_DEVICE_STATE_FREE) {
-            g_set_error(error, AV_ERROR, AV_ERROR_BUSY,
+            g_set_error(error, AV_ERROR, AV_ERROR_IN_USE,
                         "PF '%s' is not free: its VF '%s' (%s) is %s; wait until every VF of the PF is free",
                         pf_address, vf, rec->identity, av_device_state_to_string(rec->state));
             return FALSE;
@@ -79,7 +79,7 @@ av_pool_vf_check_idle(const AvPool *pool, const AvRoot *root, const char *vf, GE
     guint64 n = 0;
 
     if (rec && av_pool_sriov_state(rec) != AV_DEVICE_STATE_FREE) {
-        g_set_error(error, AV_ERROR, AV_ERROR_BUSY, "its VF '%s' is %s%s in the pool%s%s", vf,
+        g_set_error(error, AV_ERROR, AV_ERROR_IN_USE, "its VF '%s' is %s%s in the pool%s%s", vf,
                     av_device_state_to_string(rec->state),
                     rec->state == AV_DEVICE_STATE_MISSING ? " (and was not free before)" : "",
                     rec->owner ? ", owner " : "",
@@ -87,7 +87,7 @@ av_pool_vf_check_idle(const AvPool *pool, const AvRoot *root, const char *vf, GE
         return FALSE;
     }
     if (driver && !av_pci_driver_is_vfio(driver)) {
-        g_set_error(error, AV_ERROR, AV_ERROR_BUSY, "its VF '%s' is on the host driver %s (the host uses it)", vf,
+        g_set_error(error, AV_ERROR, AV_ERROR_IN_USE, "its VF '%s' is on the host driver %s (the host uses it)", vf,
                     driver);
         return FALSE;
     }
@@ -96,8 +96,8 @@ av_pool_vf_check_idle(const AvPool *pool, const AvRoot *root, const char *vf, GE
         g_autofree char *holder = av_vfio_group_holder_full(root, pool->state_dir, (int)n);
 
         if (holder) {
-            g_set_error(error, AV_ERROR, AV_ERROR_BUSY, "its VF '%s' is held through its IOMMU group %s by process %s",
-                        vf, group, holder);
+            g_set_error(error, AV_ERROR, AV_ERROR_IN_USE,
+                        "its VF '%s' is held through its IOMMU group %s by process %s", vf, group, holder);
             return FALSE;
         }
     }
@@ -107,7 +107,7 @@ av_pool_vf_check_idle(const AvPool *pool, const AvRoot *root, const char *vf, GE
             g_autofree char *target = NULL;
 
             if (av_uuid_is_valid(entries[i]) && av_root_read_link(root, type, &target) >= 0) {
-                g_set_error(error, AV_ERROR, AV_ERROR_BUSY, "its VF '%s' is the parent of the mdev %s", vf,
+                g_set_error(error, AV_ERROR, AV_ERROR_IN_USE, "its VF '%s' is the parent of the mdev %s", vf,
                             entries[i]);
                 return FALSE;
             }
@@ -123,7 +123,7 @@ av_pool_vf_check_pf(const AvPool *pool, const AvPciDevice *vf, GError **error)
     const AvPoolDevice *rec = vf->physfn ? av_pool_sriov_record(pool, vf->physfn) : NULL;
 
     if (rec && rec->state != AV_DEVICE_STATE_FREE) {
-        g_set_error(error, AV_ERROR, AV_ERROR_BUSY, "VF '%s' is not free: its PF '%s' (%s) is %s%s%s; wait until the "
+        g_set_error(error, AV_ERROR, AV_ERROR_IN_USE, "VF '%s' is not free: its PF '%s' (%s) is %s%s%s; wait until the "
                     "PF is free", vf->address, vf->physfn, rec->identity, av_device_state_to_string(rec->state),
                     rec->owner ? ", owner " : "",
                     rec->owner ? (rec->owner->domain_name ? rec->owner->domain_name : rec->owner->domain_uuid) : "");
@@ -140,7 +140,7 @@ av_pool_pf_check_change(const AvPool *pool, const AvRoot *root, const AvHost *ho
     const AvPoolDevice *rec = av_pool_sriov_record(pool, pf->address);
 
     if (rec && rec->state != AV_DEVICE_STATE_FREE) {
-        g_set_error(error, AV_ERROR, AV_ERROR_BUSY, "accelvirt makes no VF on PF '%s': the PF itself is %s%s%s",
+        g_set_error(error, AV_ERROR, AV_ERROR_IN_USE, "accelvirt makes no VF on PF '%s': the PF itself is %s%s%s",
                     pf->address, av_device_state_to_string(rec->state), rec->owner ? ", owner " : "",
                     rec->owner ? (rec->owner->domain_name ? rec->owner->domain_name : rec->owner->domain_uuid) : "");
         return FALSE;
@@ -149,7 +149,7 @@ av_pool_pf_check_change(const AvPool *pool, const AvRoot *root, const AvHost *ho
      * is -ENOENT; vfio-pci means a domain may hold the PF behind the
      * pool's back. */
     if (!pf->driver || av_pci_driver_is_vfio(pf->driver)) {
-        g_set_error(error, AV_ERROR, AV_ERROR_BUSY, "accelvirt makes no VF on PF '%s': it is on %s, not on its host "
+        g_set_error(error, AV_ERROR, AV_ERROR_IN_USE, "accelvirt makes no VF on PF '%s': it is on %s, not on its host "
                     "driver", pf->address, pf->driver ? pf->driver : "no driver");
         return FALSE;
     }

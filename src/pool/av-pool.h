@@ -221,7 +221,7 @@ typedef enum {
  * claims it reads, so for AV_POOL_WRITE the state dir and pool.json must be
  * owned by the caller (geteuid()) and not writable by group or others, and
  * pool.json must not be a symbolic link.  Returns NULL with
- * AV_ERROR_BUSY (lock), AV_ERROR_UNSAFE (ownership, mode or symlink above;
+ * AV_ERROR_LOCKED (lock), AV_ERROR_UNSAFE (ownership, mode or symlink above;
  * the message says what to chmod or chown), AV_ERROR_CORRUPT_STATE (pool.json
  * does not parse or has an unknown version; the message names the file, the
  * line and column, and says to move the file away or repair it; for
@@ -270,7 +270,7 @@ AvPoolDevice *av_pool_find_address(const AvPool *pool, AvDeviceKind kind, const 
  * entry.  The journal entry is written before the caller saves the pool.
  * free->claimed needs an @owner (AV_ERROR_INVALID_INPUT); an @owner that
  * names another holder than the current one (domain UUID, Nova instance) is
- * refused with AV_ERROR_BUSY.  claim_expires is cleared on leaving claimed
+ * refused with AV_ERROR_IN_USE.  claim_expires is cleared on leaving claimed
  * (kept through claimed->missing->claimed).  On failure @dev is unchanged. */
 gboolean av_pool_transition(AvPool *pool, AvPoolDevice *dev, AvDeviceState to,
                             const AvOwner *owner, const char *reason, GError **error);
@@ -833,13 +833,13 @@ gboolean av_pool_vf_shrink_target(const AvPool *pool, const AvRoot *root, const 
  * raised it from @from to @to undoes (journalled "vfs-set" by @by),
  * whatever the count is now (@to, 0 after a kill between the kernel's two
  * writes, anything else): only while every VF of the PF (its virtfnN
- * links now) is idle (av_pool_vf_check_idle()); AV_ERROR_BUSY otherwise,
+ * links now) is idle (av_pool_vf_check_idle()); AV_ERROR_IN_USE otherwise,
  * and the caller keeps its record.  A count that is already @from, or
  * that cannot be read (the PF is gone), is left. */
 gboolean av_pool_vf_undo(AvPool *pool, const AvRoot *root, const AvKernelOps *ops, const char *pf, guint from,
                          guint to, const char *by, GError **error);
 
-/* FALSE (AV_ERROR_BUSY, one sentence naming the VF and why) when the
+/* FALSE (AV_ERROR_IN_USE, one sentence naming the VF and why) when the
  * existing VF @vf is in use by anything, so that no VF count may change
  * (the kernel changes a count only through 0, which removes every VF): its
  * pool record is not free (a missing one counts as its state before it
@@ -848,20 +848,20 @@ gboolean av_pool_vf_undo(AvPool *pool, const AvRoot *root, const AvKernelOps *op
  * (av_vfio_group_holder()), or it is the parent of an mdev. */
 gboolean av_pool_vf_check_idle(const AvPool *pool, const AvRoot *root, const char *vf, GError **error);
 
-/* FALSE (AV_ERROR_BUSY, one sentence) when accelvirt may not change the VF
+/* FALSE (AV_ERROR_IN_USE, one sentence) when accelvirt may not change the VF
  * count of @pf now: the PF is in the pool and not free (claimed, in use by
  * a domain, dirty...), it is on vfio-pci or on no driver, or it has VFs and
  * one is not idle (av_pool_vf_check_idle()). */
 gboolean av_pool_pf_check_change(const AvPool *pool, const AvRoot *root, const AvHost *host, const AvPciDevice *pf,
                                  GError **error);
 
-/* FALSE (AV_ERROR_BUSY, one sentence naming the PF and its state) when
+/* FALSE (AV_ERROR_IN_USE, one sentence naming the PF and its state) when
  * @vf is a VF whose PF is in the pool and not free (claimed, in use,
  * dirty, scrubbing, quarantined, missing): a domain that holds the PF
  * holds its VFs, so no VF of it goes to anyone else. */
 gboolean av_pool_vf_check_pf(const AvPool *pool, const AvPciDevice *vf, GError **error);
 
-/* FALSE (AV_ERROR_BUSY, one sentence naming the VF and its state) when a
+/* FALSE (AV_ERROR_IN_USE, one sentence naming the VF and its state) when a
  * VF of the PF @pf_address is in the pool and not free: the PF is then not
  * handed out whole. */
 gboolean av_pool_pf_check_vfs(const AvPool *pool, const AvHost *host, const char *pf_address, GError **error);

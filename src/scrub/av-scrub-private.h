@@ -71,7 +71,7 @@ gboolean av_scrub_hold_fd(const AvScrubContext *ctx, int *ret_fd, GError **error
  * not hold the group; FALSE with @error, *ctx->hold_lost set, when it does
  * and the hold is gone already); only then does av_scrub_rehold() take it
  * again, waiting up to @grace_us while the group is busy (a scrub VM's QEMU
- * on its way out), then fails with AV_ERROR_BUSY: another process opened
+ * on its way out), then fails with AV_ERROR_IN_USE: another process opened
  * the group meanwhile (the message names it), and the device must be
  * quarantined. */
 gboolean av_scrub_unhold(const AvScrubContext *ctx, gboolean *ret_was_held, GError **error);

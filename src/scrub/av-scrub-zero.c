@@ -339,7 +339,7 @@ av_zero_open_error(GError **error, int r, const char *address, int group)
                     "opened without it", address, grp);
         return FALSE;
     case -EBUSY:
-        g_set_error(error, AV_ERROR, AV_ERROR_BUSY,
+        g_set_error(error, AV_ERROR, AV_ERROR_IN_USE,
                     "cannot open %s through VFIO: its IOMMU group %s is held by another process "
                     "(a running domain's QEMU?); stop it and scrub again", address, grp);
         return FALSE;

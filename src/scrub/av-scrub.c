@@ -535,7 +535,7 @@ av_scrub_rehold(const AvScrubContext *ctx, gint64 grace_us, GError **error)
         if (av_hold_take(ctx->root, ctx->ops, target->hold_state_dir, target->iommu_group, target->address,
                          &local))
             return TRUE;
-        if (!g_error_matches(local, AV_ERROR, AV_ERROR_BUSY) || g_get_monotonic_time() >= deadline) {
+        if (!g_error_matches(local, AV_ERROR, AV_ERROR_IN_USE) || g_get_monotonic_time() >= deadline) {
             g_propagate_prefixed_error(error, g_steal_pointer(&local),
                                        "another process may have had the device meanwhile: ");
             return FALSE;

@@ -51,7 +51,7 @@ typedef struct {
                                   * and the hold is dropped around what needs the group elsewhere or
                                   * moves the device off vfio-pci ("vm" steps, vfio-zero's BAR resize) and
                                   * taken again after: a group that another process opened meanwhile
-                                  * fails the step (AV_ERROR_BUSY naming it), so the device is
+                                  * fails the step (AV_ERROR_IN_USE naming it), so the device is
                                   * quarantined; a hold found gone fails the step it is found in, whose
                                   * method never opens the device without it, and the scrub */
     const char *state_dir;       /* the state dir whose bitstream library a "program-base" step takes the
@@ -75,7 +75,7 @@ typedef struct {
  * unknown), with an error "the scrub cleared less than min_coverage ...:
  * NUMBERS".  A held target (its hold_state_dir, on vfio-pci) whose group
  * cannot be held fails before any step, *ret_report untouched, with
- * av_hold_take()'s error (AV_ERROR_BUSY: another process has the group);
+ * av_hold_take()'s error (AV_ERROR_IN_USE: another process has the group);
  * one whose hold is gone after the last step fails too. */
 gboolean av_scrub_run(const AvRoot *root, const AvKernelOps *ops, const AvProfile *profile,
                       const AvScrubTarget *target, json_t **ret_report, GError **error);
@@ -129,7 +129,7 @@ char *av_scrub_coverage_describe(json_t *coverage);
 /* Takes, without waiting, the per-device scrub lock of the pool device
  * @identity (a file "scrub-SHA256(IDENTITY).lock" in @state_dir), which the
  * worker and `accelvirt scrub` hold while a device's steps run.  Returns
- * the lock (caller releases), or NULL with AV_ERROR_BUSY when another
+ * the lock (caller releases), or NULL with AV_ERROR_LOCKED when another
  * process holds it (another error when it cannot be taken at all). */
 AvLock *av_scrub_lock_take(const char *state_dir, const char *identity, GError **error);
 

@@ -22,8 +22,10 @@ av_error_errno(GError **error, int neg_errno, const char *fmt, ...)
     va_end(ap);
     if (neg_errno == -ENOENT)
         code = AV_ERROR_NOT_FOUND;
-    else if (neg_errno == -EBUSY || neg_errno == -EWOULDBLOCK)
-        code = AV_ERROR_BUSY;
+    else if (neg_errno == -EBUSY)
+        code = AV_ERROR_IN_USE;
+    else if (neg_errno == -EWOULDBLOCK)
+        code = AV_ERROR_LOCKED;
     g_set_error(error, AV_ERROR, code, "%s: %s", msg, g_strerror(-neg_errno));
     return FALSE;
 }

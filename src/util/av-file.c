@@ -545,7 +545,7 @@ av_lock_take(const char *path, AvLockMode mode, int timeout_ms, GError **error)
         struct stat fd_st, path_st;
 
         if (reopen > AV_LOCK_MAX_REOPEN) {
-            g_set_error(error, AV_ERROR, AV_ERROR_BUSY,
+            g_set_error(error, AV_ERROR, AV_ERROR_LOCKED,
                         "the lock '%s' was replaced %u times while we took it; another program "
                         "keeps removing it", path, AV_LOCK_MAX_REOPEN);
             return NULL;
@@ -567,7 +567,7 @@ av_lock_take(const char *path, AvLockMode mode, int timeout_ms, GError **error)
             }
             if (g_get_monotonic_time() >= deadline) {
                 close(fd);
-                g_set_error(error, AV_ERROR, AV_ERROR_BUSY,
+                g_set_error(error, AV_ERROR, AV_ERROR_LOCKED,
                             "the lock '%s' is held by another accelvirt process; try again when it is done", path);
                 return NULL;
             }

@@ -122,7 +122,7 @@ typedef enum {
 
 /* Takes an flock(2) lock on @path (created if missing), waiting at most
  * @timeout_ms milliseconds (0: do not wait, -1: wait forever).  Returns NULL
- * with AV_ERROR_BUSY when the lock could not be had in time.  The lock is
+ * with AV_ERROR_LOCKED when the lock could not be had in time.  The lock is
  * held until av_lock_release(); a process that dies drops it. */
 AvLock *av_lock_take(const char *path, AvLockMode mode, int timeout_ms, GError **error);
 

@@ -119,7 +119,7 @@ av_bar_record_write(const char *state_dir, const char *identity, const char *add
     record->bars = g_array_new(FALSE, TRUE, sizeof(AvBarSize));
     g_array_append_vals(record->bars, bars, n_bars);
     if (g_file_test(record->path, G_FILE_TEST_EXISTS)) {
-        g_set_error(error, AV_ERROR, AV_ERROR_BUSY,
+        g_set_error(error, AV_ERROR, AV_ERROR_IN_USE,
                     "the BAR sizes of %s (%s) are recorded already, by a resize that is still under way or was "
                     "cut short ('%s'): they must be put back first", address, identity, record->path);
         return NULL;
@@ -236,7 +236,7 @@ av_bar_record_take(const char *state_dir, const char *identity, int wait_ms, AvB
         return TRUE;
     }
     if (r == 1) {
-        g_set_error(error, AV_ERROR, AV_ERROR_BUSY,
+        g_set_error(error, AV_ERROR, AV_ERROR_LOCKED,
                     "another process holds the record of the BAR sizes of %s ('%s'): it is resizing them or "
                     "putting them back", identity, path);
         return FALSE;

@@ -66,7 +66,7 @@ gboolean av_bar_record_exists(const char *state_dir, const char *identity);
 
 /* Writes, fsync'd, the record of the PCI function @address (pool device
  * @identity) whose @n_bars BARs @bars are about to be resized, and holds its
- * lock.  AV_ERROR_BUSY when a record of @identity is already there (its
+ * lock.  AV_ERROR_IN_USE when a record of @identity is already there (its
  * sizes must be put back first: av_bar_record_take()).  Copies its
  * arguments.  Returns the record (caller removes or frees it), or NULL. */
 AvBarRecord *av_bar_record_write(const char *state_dir, const char *identity, const char *address,
@@ -75,7 +75,7 @@ AvBarRecord *av_bar_record_write(const char *state_dir, const char *identity, co
 /* Takes the record of @identity left by a writer that is gone: TRUE with
  * the record in *ret_record, its lock held (caller frees), or NULL when
  * there is none.  Waits up to @wait_ms for the lock; FALSE with
- * AV_ERROR_BUSY when another process holds it still (the writer lives, or
+ * AV_ERROR_LOCKED when another process holds it still (the writer lives, or
  * another process is putting the sizes back), AV_ERROR_INVALID_INPUT when
  * the file is no record (kept: the sizes are unknown). */
 gboolean av_bar_record_take(const char *state_dir, const char *identity, int wait_ms, AvBarRecord **ret_record,

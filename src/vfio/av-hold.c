@@ -310,7 +310,7 @@ av_hold_list_groups(const char *state_dir)
 /* The lock of @group's hold, @state_dir/holds/@group.lock (made, with its
  * directory, when missing), waited for at most AV_HOLD_LOCK_WAIT_MS.  NULL
  * with AV_ERROR_FAILED when another process kept it that long: not
- * AV_ERROR_BUSY, which says that a process other than accelvirt has the
+ * AV_ERROR_IN_USE, which says that a process other than accelvirt has the
  * group, and quarantines the device. */
 static AvLock *
 av_hold_lock(const char *state_dir, int group, GError **error)
@@ -326,7 +326,7 @@ av_hold_lock(const char *state_dir, int group, GError **error)
     lock = av_lock_take(path, AV_LOCK_EXCLUSIVE, AV_HOLD_LOCK_WAIT_MS, &local);
     if (lock)
         return lock;
-    if (g_error_matches(local, AV_ERROR, AV_ERROR_BUSY))
+    if (g_error_matches(local, AV_ERROR, AV_ERROR_LOCKED))
         g_set_error(error, AV_ERROR, AV_ERROR_FAILED,
                     "the hold of IOMMU group %d is being taken or dropped by another accelvirt process (its lock "
                     "'%s' was not free within %d s); try again when it is done", group, path,
@@ -528,7 +528,7 @@ av_hold_end(const AvHold *hold, GError **error)
 {
     if (av_hold_stop(hold, SIGTERM, AV_HOLD_DROP_WAIT_MS) || av_hold_stop(hold, SIGKILL, AV_HOLD_DROP_WAIT_MS))
         return TRUE;
-    g_set_error(error, AV_ERROR, AV_ERROR_BUSY, "holder %d of IOMMU group %d did not stop", hold->pid, hold->group);
+    g_set_error(error, AV_ERROR, AV_ERROR_IN_USE, "holder %d of IOMMU group %d did not stop", hold->pid, hold->group);
     return FALSE;
 }
 
@@ -639,7 +639,7 @@ av_hold_take_locked(const AvRoot *root, const AvKernelOps *ops, const char *stat
     if (r == -EBUSY) {
         g_autofree char *who = name_holder ? av_vfio_group_holder(root, group) : NULL;
 
-        g_set_error(error, AV_ERROR, AV_ERROR_BUSY,
+        g_set_error(error, AV_ERROR, AV_ERROR_IN_USE,
                     "cannot hold IOMMU group %d of '%s': the group is open in another process (%s)", group,
                     address ? address : "?", who ? who : "unknown: the kernel says it is busy");
         return FALSE;

@@ -121,7 +121,7 @@ int av_hold_boot_id(const AvRoot *root, char **ret_boot_id);
  * under the group's lock.  Idempotent: a live holder of @group already
  * recorded gives TRUE and nothing new.  Opens the group through
  * @ops->group_open (the fake table on a fake tree).  FALSE with
- * AV_ERROR_BUSY when another process has the group open, naming it
+ * AV_ERROR_IN_USE when another process has the group open, naming it
  * (av_vfio_group_holder()); AV_ERROR_NOT_FOUND when there is no
  * /dev/vfio/@group (no member on vfio-pci); another error (AV_ERROR_FAILED
  * when the group's lock could not be had in time) when the holder cannot be

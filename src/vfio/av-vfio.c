@@ -881,10 +881,10 @@ av_mdev_choose_parent(const AvHost *host, const AvProfile *profile, int numa_nod
     }
     if (!best) {
         if (numa_node >= 0)
-            g_set_error(error, AV_ERROR, AV_ERROR_BUSY,
+            g_set_error(error, AV_ERROR, AV_ERROR_NO_CAPACITY,
                         "no mdev parent has a free instance of type '%s' on NUMA node %d", type_id, numa_node);
         else
-            g_set_error(error, AV_ERROR, AV_ERROR_BUSY,
+            g_set_error(error, AV_ERROR, AV_ERROR_NO_CAPACITY,
                         "no mdev parent has a free instance of type '%s' on any NUMA node", type_id);
         return FALSE;
     }
@@ -958,7 +958,7 @@ av_mdev_create(const AvRoot *root, const AvKernelOps *ops, const char *parent,
     }
     mdev = av_sys_path("bus/mdev/devices/%s", uuid);
     if (av_root_exists(root, mdev)) {
-        g_set_error(error, AV_ERROR, AV_ERROR_BUSY,
+        g_set_error(error, AV_ERROR, AV_ERROR_IN_USE,
                     "cannot create mdev '%s': an mdev with this UUID exists already", uuid);
         return FALSE;
     }
@@ -966,7 +966,7 @@ av_mdev_create(const AvRoot *root, const AvKernelOps *ops, const char *parent,
     create = g_strconcat(type_dir, "/create", NULL);
     r = ops->write(root, create, uuid);
     if (r == -EUSERS || r == -ENOSPC) {
-        g_set_error(error, AV_ERROR, AV_ERROR_BUSY,
+        g_set_error(error, AV_ERROR, AV_ERROR_NO_CAPACITY,
                     "cannot create mdev '%s': '%s' has no instance of type '%s' left", uuid, parent, type);
         return FALSE;
     }
@@ -1007,7 +1007,7 @@ av_mdev_remove(const AvRoot *root, const AvKernelOps *ops, const char *uuid, GEr
     remove = g_strconcat(mdev, "/remove", NULL);
     r = ops->write(root, remove, "1");
     if (r == -EBUSY) {
-        g_set_error(error, AV_ERROR, AV_ERROR_BUSY,
+        g_set_error(error, AV_ERROR, AV_ERROR_IN_USE,
                     "cannot remove mdev '%s': it is busy (does a guest still use it?)", uuid);
         return FALSE;
     }

@@ -211,8 +211,8 @@ gboolean av_vfio_wait_group_node(const AvRoot *root, int group, int timeout_ms, 
  * parents that already run mdevs of this very type (a vGPU parent runs one
  * type at a time), then by allocation: pack (the parent with the fewest
  * instances left) or spread (the most); ties by name.  Stores the parent's
- * name (caller frees).  AV_ERROR_BUSY when no parent has room, naming the
- * type and node. */
+ * name (caller frees).  AV_ERROR_NO_CAPACITY when no parent has room,
+ * naming the type and node. */
 gboolean av_mdev_choose_parent(const AvHost *host, const AvProfile *profile, int numa_node,
                                char **ret_parent, GError **error);
 
@@ -223,8 +223,8 @@ gboolean av_mdev_choose_parent(const AvHost *host, const AvProfile *profile, int
  * /sys/bus/pci/devices/PARENT for a PCI parent a tree without the class
  * holds) and checks that it appeared under that parent.
  * AV_ERROR_INVALID_INPUT for a bad name, type or UUID, AV_ERROR_NOT_FOUND
- * for an unknown parent or type, AV_ERROR_BUSY when no instance is left or
- * the UUID exists. */
+ * for an unknown parent or type, AV_ERROR_NO_CAPACITY when no instance is
+ * left, AV_ERROR_IN_USE when the UUID exists. */
 gboolean av_mdev_create(const AvRoot *root, const AvKernelOps *ops, const char *parent,
                         const char *type, const char *uuid, GError **error);
 

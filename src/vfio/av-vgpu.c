@@ -70,7 +70,7 @@ av_vgpu_set_type(const AvRoot *root, const AvKernelOps *ops, const char *address
     if (!type) {
         g_autofree char *offered = av_vgpu_types_describe(creatable);
 
-        g_set_error(error, AV_ERROR, AV_ERROR_BUSY,
+        g_set_error(error, AV_ERROR, AV_ERROR_NO_CAPACITY,
                     "cannot make a vGPU of type '%s' on %s: its GPU offers %s now (a GPU that serves one vGPU type "
                     "at a time offers no other while one is made)", spec, address, offered);
         return FALSE;
