@@ -167,8 +167,8 @@ check "  ... no write-ahead record left behind" json "$S/pool.json" "not d.get('
 # --- strict NUMA refused ----------------------------------------------------------------
 snapshot s1
 run a2 attach vm1 gpu-passthrough --count 2
-check "strict: 2 more A100s do not fit node 1: one line naming the node and what is free elsewhere" \
-    eval "refused a2 3 'on NUMA node 1, where it is pinned' && grep -q 'node 0 has 4 free' '$T/a2.err'"
+check "strict: 2 more A100s do not fit node 1: no capacity (exit 6), one line naming the node and what is free elsewhere" \
+    eval "refused a2 6 'on NUMA node 1, where it is pinned' && grep -q 'node 0 has 4 free' '$T/a2.err'"
 check "  ... the pool, the journal and the drivers unchanged" eval "unchanged s1 && is_driver 0000:e3:00.0 nvidia"
 run a3 attach vm0 gpu-passthrough --json
 check "attach --json to vm0 (pinned to node 0): an A100 of node 0" \
@@ -298,14 +298,14 @@ while [ ! -s "$T/holder.out" ]; do sleep 0.1; done
 run d6 detach vm0 0000:17:00.0
 kill "$holder"
 wait "$holder" 2>/dev/null
-check "detach of a device whose attach is in flight: one line, exit 3" refused d6 3 "is being attached"
+check "detach of a device whose attach is in flight: one line, locked (exit 3: again once that attach is done)" refused d6 3 "is being attached"
 check "  ... still in use by vm0" state_of 0000:17:00.0 in-use
 run d7 detach vm0 0000:17:00.0 --json
 check "  ... once its holder is gone, the mark is dead and removed" test ! -e "$mark"
 check "  ... and the device detached (--json)" \
     eval "succeeded d7 && state_of 0000:17:00.0 dirty && json '$T/d7.out' \"[r['address'] for r in d['released']] == ['0000:17:00.0'] and d['still_attached'] == []\""
 run a4 attach vm0 gpu-passthrough --count 4
-check "dirty devices are not attached again before their scrub (2 free on node 0)" refused a4 3 "node 0"
+check "dirty devices are not attached again before their scrub (2 free on node 0): no capacity, exit 6" refused a4 6 "node 0"
 
 # --- mdevs (the vGPU host) ----------------------------------------------------------------
 VG="$T/vg"
@@ -396,7 +396,7 @@ check "attach of 2 vGPU VFs (l40s-2q): each gets its vGPU (1156), stays on nvidi
 avg attach vg l40s-48q --count 2 >"$T/g2.out" 2>"$T/g2.err"
 echo $? >"$T/g2.rc"
 check "  ... 2 of L40S-48Q, which its GPU makes only once: refused in one line when the second is made, the first destroyed again, nothing in use" \
-    eval "refused g2 3 "cannot make a vGPU of type 'L40S-48Q' on 0000:98:00.2: its GPU offers none now" && [ \"\$(vgpu_of 0000:98:00.1)\" = 0 ] && [ \"\$(vgpu_of 0000:98:00.2)\" = 0 ] && json '$GS/pool.json' \"not [x for x in d['devices'] if x['address'].startswith('0000:98') and x['state'] != 'free']\""
+    eval "refused g2 6 "cannot make a vGPU of type 'L40S-48Q' on 0000:98:00.2: its GPU offers none now" && [ \"\$(vgpu_of 0000:98:00.1)\" = 0 ] && [ \"\$(vgpu_of 0000:98:00.2)\" = 0 ] && json '$GS/pool.json' \"not [x for x in d['devices'] if x['address'].startswith('0000:98') and x['state'] != 'free']\""
 echo 1 >"$HP/fail-attach"
 avg attach vg l40s-48q >"$T/g3.out" 2>"$T/g3.err"
 echo $? >"$T/g3.rc"

@@ -118,10 +118,10 @@ check "  ... journalled bitstream-added with sha256, name, size and source" \
     last_entry "e['event'] == 'bitstream-added' and e['sha256'] == '$CRC' and e['name'] == 'crc' and e['size'] == 18 and e['source'] == '$IMG/crc.bit'"
 check "the same image under the same name again: no change" \
     unchanged av bitstream add "$IMG/crc.bit" --name crc
-check "another image under a taken name is refused, one line" \
-    unchanged one_line 3 "the name 'crc' is taken" av bitstream add "$IMG/crc-other.bit" --name crc
-check "the same image under another name is refused, one line" \
-    unchanged one_line 3 "in the library already as 'crc'" av bitstream add "$IMG/crc.bit" --name crc2
+check "another image under a taken name is refused, one line, in use (exit 5)" \
+    unchanged one_line 5 "the name 'crc' is taken" av bitstream add "$IMG/crc-other.bit" --name crc
+check "the same image under another name is refused, one line, in use (exit 5)" \
+    unchanged one_line 5 "in the library already as 'crc'" av bitstream add "$IMG/crc.bit" --name crc2
 check "a bad name is bad input" \
     unchanged one_line 2 "not a bitstream name" av bitstream add "$IMG/aes.bit" --name "AES"
 check "a bad --compatible is bad input" \
@@ -194,10 +194,10 @@ check "  ... and a programmable device with no record says it is unknown" \
 av bitstream list --json >"$W/l2.json"
 check "bitstream list says which device holds it" json "$W/l2.json" \
     "[[h['address'] for h in b['held_by']] for b in d['bitstreams']] == [[], [], ['$HOST_DEV']]"
-check "bitstream remove is refused while a device holds it, one line" \
-    unchanged one_line 3 "device $HOST_DEV .* holds it" av bitstream remove crc
-check "bitstream remove is refused for the base of a profile's program" \
-    unchanged one_line 3 "profile 'fpga-vfio' .* base" av bitstream remove base-img
+check "bitstream remove is refused while a device holds it, one line, in use (exit 5)" \
+    unchanged one_line 5 "device $HOST_DEV .* holds it" av bitstream remove crc
+check "bitstream remove is refused for the base of a profile's program, in use (exit 5)" \
+    unchanged one_line 5 "profile 'fpga-vfio' .* base" av bitstream remove base-img
 check "an image that does not fit the device is refused before anything runs" \
     unchanged one_line 2 "does not fit device $HOST_DEV" av program "$HOST_DEV" aes
 check "a bitstream not in the library: one line" \
@@ -237,8 +237,8 @@ check "  ... the device holds the image" cmp "$IMG/aes.bit" "$H/sys/bus/pci/devi
 flock -F -x "$H/dev/vfio/30" sleep 30 &
 HOLDER=$!
 sleep 0.3
-check "a device whose VFIO group another holds: refused, one line, nothing changed" \
-    unchanged one_line 3 "cannot open VFIO group 30" av program --force "$VFIO_DEV" aes
+check "a device whose VFIO group another holds: refused, one line, in use (exit 5), nothing changed" \
+    unchanged one_line 5 "cannot open VFIO group 30" av program --force "$VFIO_DEV" aes
 kill "$HOLDER" 2>/dev/null; wait "$HOLDER" 2>/dev/null
 check "a device the profile wants on vfio-pci but on its host driver: refused" \
     eval "ln -sfn ../../../../bus/pci/drivers/xclmgmt '$H/sys/bus/pci/devices/$VFIO_DEV/driver' && cp '$W/state/journal.jsonl' '$AV_TMP/j0' && one_line 1 'needs it on vfio-pci' av program --force '$VFIO_DEV' aes && [ \"\$(programmed $VFIO_DEV)\" = $AES ] && [ \"\$(state_of $VFIO_DEV)\" = free ] && ! tail -n +\$((\$(wc -l <'$AV_TMP/j0') + 1)) '$W/state/journal.jsonl' | grep -q '\"claimed\"'; r=\$?; ln -sfn ../../../../bus/pci/drivers/vfio-pci '$H/sys/bus/pci/devices/$VFIO_DEV/driver'; exit \$r"

@@ -940,8 +940,8 @@ hook "$W/vm1.xml" vm1 prepare begin - >/dev/null 2>&1
 hook "$W/vm2.xml" vm2 prepare begin - >/dev/null 2>&1
 mkdir -p "$W/host/run/libvirt/qemu"; echo 1 >"$W/host/run/libvirt/qemu/vm1.pid"
 avw() { ACCELVIRT_WORKER="$ACCELVIRT_WORKER" ACCELVIRT_LOG_FILE="$W/log" "$AV" --root "$W/host" --policy-dir "$POL" --state-dir "$W/state" "$@"; }
-check "accelvirt release of a domain whose pid file says it runs is refused with one line, nothing changed" \
-    eval "cp '$W/state/pool.json' '$W/p0' && expect_exit 3 avw release vm1 && [ \$(wc -l <'$AV_TMP/err') -eq 1 ] && grep -q \"^accelvirt: domain 'vm1' may still run\" '$AV_TMP/err' && same_pool '$W/p0'"
+check "accelvirt release of a domain whose pid file says it runs is refused with one line, in use (exit 5), nothing changed" \
+    eval "cp '$W/state/pool.json' '$W/p0' && expect_exit 5 avw release vm1 && [ \$(wc -l <'$AV_TMP/err') -eq 1 ] && grep -q \"^accelvirt: domain 'vm1' may still run\" '$AV_TMP/err' && same_pool '$W/p0'"
 rm -f "$W/host/run/libvirt/qemu/vm1.pid"
 check "accelvirt release vm1 (its QEMU gone): dirty, journalled with the operator, then scrubbed by the worker and free" \
     eval "avw release vm1 | grep -q \"released 0000:e3:00.0 .* of domain 'vm1': dirty, the worker scrubs it\" && wait_state 0000:e3:00.0 free && grep -q 'released_by\": *\"operator ' '$W/state/journal.jsonl'"

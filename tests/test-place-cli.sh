@@ -186,8 +186,8 @@ check "--dry-run reserved nothing" cmp "$FREE/pool.json" "$AV_TMP/free.pool"
 
 # 5 GPUs: no node has 5 A100s.
 place gpu5-strict "$H2" "$STRICT" "$FREE" gpu5
-check "gpu5 strict: refused, no single NUMA node can hold them (exit 3, one line)" \
-    failed gpu5-strict 3 "no single NUMA node can hold every device.*node 0 has 4 free, node 1 has 2 free"
+check "gpu5 strict: refused, no single NUMA node can hold them (no capacity: exit 6, one line)" \
+    failed gpu5-strict 6 "no single NUMA node can hold every device.*node 0 has 4 free, node 1 has 2 free"
 check "  ... nothing reserved" cmp "$FREE/pool.json" "$AV_TMP/free.pool"
 place gpu5-pref "$H2" "$PREF" "$FREE" --dry-run gpu5
 check "gpu5 preferred: placed on node 0, its 4 A100s and one of node 1" \
@@ -283,8 +283,8 @@ check "hold-a takes 0000:ca, hold-b's 3 A100s go to node 0 (node 1 cannot hold t
     eval "ok split-a && ok split-b && same_claims '$SPLIT' '0000:17:00.0 11; 0000:31:00.0 11; 0000:4b:00.0 11; 0000:ca:00.0 10'"
 cp "$SPLIT/pool.json" "$AV_TMP/split.pool"
 place split-strict "$H2" "$STRICT" "$SPLIT" gpu2
-check "gpu2 strict with one free A100 on each node: refused, 'no single NUMA node' (exit 3)" \
-    failed split-strict 3 "no single NUMA node can hold every device this domain needs there (2 of 'gpu-passthrough'; numa strict): node 0 has 1 free, node 1 has 1 free"
+check "gpu2 strict with one free A100 on each node: refused, 'no single NUMA node' (no capacity: exit 6)" \
+    failed split-strict 6 "no single NUMA node can hold every device this domain needs there (2 of 'gpu-passthrough'; numa strict): node 0 has 1 free, node 1 has 1 free"
 check "  ... nothing reserved" cmp "$SPLIT/pool.json" "$AV_TMP/split.pool"
 place split-pref "$H2" "$PREF" "$SPLIT" --dry-run gpu2
 check "gpu2 preferred: both free A100s, one off the domain's node" \
@@ -399,8 +399,8 @@ check "  ... status: each VF with its PF and index; the PF with 6 of 16 VFs, mad
     "[x['vf'] for x in d['devices']] == [{'pf': '0000:6b:00.0', 'index': i} for i in range(6)] and d['sriov_pfs'] == [{'address': '0000:6b:00.0', 'total_vfs': 16, 'num_vfs': 6, 'made_by': 'qat-vf', 'vfs': 'on-demand', 'shrink': True}]"
 cp "$QS/pool.json" "$AV_TMP/qat.pool"
 place q1 "$QH" "$SRIOV" "$QS" qat1
-check "one VF more while all six are claimed: refused in one line saying why no VF was made, nothing changed" \
-    eval "failed q1 3 'not enough free devices of profile .qat-vf.*; and no VF could be made: cannot change the VF count of PF .0000:6b:00.0. .*is claimed' && [ \"\$(numvfs)\" = 6 ] && cmp '$QS/pool.json' '$AV_TMP/qat.pool'"
+check "one VF more while all six are claimed: refused in one line saying why no VF was made (no capacity: exit 6), nothing changed" \
+    eval "failed q1 6 'not enough free devices of profile .qat-vf.*; and no VF could be made: cannot change the VF count of PF .0000:6b:00.0. .*is claimed' && [ \"\$(numvfs)\" = 6 ] && cmp '$QS/pool.json' '$AV_TMP/qat.pool'"
 QH2="$AV_TMP/qat-host2"
 cp -a "$AV_TEST_HOSTS/sriov-fpga-qat" "$QH2"
 rm "$QH2/sys/bus/pci/devices/0000:6b:00.0/driver" "$QH2/sys/bus/pci/drivers/4xxx/0000:6b:00.0"
@@ -481,8 +481,8 @@ check "without p2p the same 3 GPUs are not all behind one switch (pack by addres
 # p2p="required" that no switch can hold: refused, nothing reserved.
 place p2p4 "$SW" "$SWP" "$SWS" p2p4
 P2P4_WHY="no PCIe switch of this host has 4 free cards of profile 'gpu-p2p' (switch 0000:11:00.0 has 2 free, switch 0000:21:00.0 has 3 free, switch 0000:91:00.0 has 2 free)"
-check "p2p required, 4 GPUs: no switch has 4: refused in one line naming what each switch has free (exit 3), nothing reserved" \
-    refused p2p4 3 "$P2P4_WHY; free some, or ask for p2p='preferred'\$"
+check "p2p required, 4 GPUs: no switch has 4: refused in one line naming what each switch has free (no capacity: exit 6), nothing reserved" \
+    refused p2p4 6 "$P2P4_WHY; free some, or ask for p2p='preferred'\$"
 place p2p4p "$SW" "$SWP" "$SWS" --dry-run p2p4-preferred
 check "p2p preferred, 4 GPUs: placed anyway, with a warning that they could not sit behind one switch" \
     eval "[ \$(cat '$AV_TMP/p2p4p.rc') = 0 ] && grep -qF \"accelvirt: warning: the 4 cards of 'gpu-p2p' could not sit behind one PCIe switch: $P2P4_WHY\" '$AV_TMP/p2p4p.err' && lv_valid '$AV_TMP/p2p4p.xml'"
@@ -511,8 +511,8 @@ check "define --dry-run: the placement, then the topology lines" \
     eval "grep -q \"^would define domain 'topo3'\" '$AV_TMP/topo3.define.txt' && grep -q '^  guest switch under cell 0 mirrors host switch 0000:11:00.0: ua-accelvirt-0 (0000:13:00.0), ua-accelvirt-1 (0000:14:00.0); x-nv-gpudirect-clique 0$' '$AV_TMP/topo3.define.txt' && grep -q '^  guest NUMA: cell 0 = host node 0' '$AV_TMP/topo3.define.txt'"
 check "plan --defrag FILE: a usage error in one line (exit 2)" \
     one_line 2 "either --defrag or a domain FILE, not both" "$AV" --root "$SW" --policy-dir "$SWP" --state-dir "$SWS" plan --defrag "$PL/topo3.in.xml"
-check "plan of a p2p request no switch can hold: the placer's line (exit 3), the state dir as it was" \
-    eval "state_unchanged '$SWS' one_line 3 \"$P2P4_WHY\" '$AV' --root '$SW' --policy-dir '$SWP' --state-dir '$SWS' plan '$PL/p2p4.in.xml'"
+check "plan of a p2p request no switch can hold: the placer's line (no capacity: exit 6), the state dir as it was" \
+    eval "state_unchanged '$SWS' one_line 6 \"$P2P4_WHY\" '$AV' --root '$SW' --policy-dir '$SWP' --state-dir '$SWS' plan '$PL/p2p4.in.xml'"
 check "plan of a domain without requests: says so" \
     eval "'$AV' --root '$SW' --policy-dir '$SWP' --state-dir '$SWS' plan '$PL/nova.in.xml' | grep -q ': no accelerator requests, nothing to place$'"
 

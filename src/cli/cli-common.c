@@ -100,31 +100,12 @@ int
 av_cli_fail(const GError *error)
 {
     g_autofree char *line = g_strdup(error->message);
-    int status = AV_EXIT_FAILURE;
 
     for (char *p = line; *p; p++)
         if ((guchar)*p < 0x20 || *p == 0x7f)
             *p = ' ';
     fprintf(stderr, "accelvirt: %s\n", line);
-    if (error->domain == AV_ERROR) {
-        switch ((AvErrorCode)error->code) {
-        case AV_ERROR_INVALID_INPUT:
-        case AV_ERROR_POLICY:
-            status = AV_EXIT_USAGE;
-            break;
-        case AV_ERROR_LOCKED:
-        case AV_ERROR_IN_USE:
-        case AV_ERROR_NO_CAPACITY:
-            status = AV_EXIT_BUSY;
-            break;
-        case AV_ERROR_CORRUPT_STATE:
-            status = AV_EXIT_CORRUPT;
-            break;
-        default:
-            break;
-        }
-    }
-    return status;
+    return error->domain == AV_ERROR ? av_exit_status(error->code) : AV_EXIT_FAILURE;
 }
 
 int

@@ -6,6 +6,7 @@
 #include <jansson.h>
 #include <libvirt/libvirt.h>
 
+#include "util/av-exit.h"
 #include "util/av-root.h"
 #include "pci/av-pci.h"
 #include "policy/av-policy.h"
@@ -15,15 +16,6 @@
 #include "nova/av-placement-sync.h"
 
 G_BEGIN_DECLS
-
-/* Exit statuses, documented in accelvirt(1). */
-enum {
-    AV_EXIT_OK = 0,
-    AV_EXIT_FAILURE = 1,     /* the operation failed */
-    AV_EXIT_USAGE = 2,       /* bad command line, bad input or a bad policy file */
-    AV_EXIT_BUSY = 3,        /* the pool is locked by another accelvirt */
-    AV_EXIT_CORRUPT = 4,     /* the state file does not parse; nothing was changed */
-};
 
 /* The global options, shared by every command. */
 typedef struct {
@@ -45,7 +37,7 @@ const GOptionEntry *av_cli_global_entries(AvCli *cli);
 void av_cli_resolve_defaults(AvCli *cli);
 
 /* Prints "accelvirt: MESSAGE" on stderr and returns the exit status for
- * @error (see the enum above). */
+ * @error (av_exit_status(), the table of util/av-exit.h). */
 int av_cli_fail(const GError *error);
 
 /* @text fit for a terminal, whoever wrote it (a device's serial in an
