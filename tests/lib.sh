@@ -177,6 +177,20 @@ open(os.path.join(pfdir, "sriov_numvfs"), "w").write("0\n")
 PY
 }
 
+# hold_pool_lock STATE-DIR: another process holds the pool's lock of
+# STATE-DIR (flock(1), exclusive) until let_go_pool_lock; returns once it
+# holds it.
+hold_pool_lock() {
+    rm -f "$AV_TMP/pool-lock-held"
+    flock -o "$1/pool.lock" sh -c "touch '$AV_TMP/pool-lock-held'; exec sleep 60" &
+    LOCK_PID=$!
+    i=0; while [ ! -e "$AV_TMP/pool-lock-held" ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
+}
+
+let_go_pool_lock() {
+    pkill -P "$LOCK_PID" sleep 2>/dev/null; kill "$LOCK_PID" 2>/dev/null; wait "$LOCK_PID" 2>/dev/null
+}
+
 # fake_worker: $ACCELVIRT_WORKER becomes a worker that only records that it
 # was started ($AV_TMP/worker-ran): what it is asked to scrub stays dirty.
 fake_worker() {

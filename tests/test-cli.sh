@@ -140,8 +140,35 @@ cp "$STATE/pool.json" "$AV_TMP/corrupt"
 check "a pool.json that does not parse stops status (exit 4) and is left as it is" \
     eval "'$AV' --root '$H2' --policy-dir '$POL' --state-dir '$STATE' status >/dev/null 2>'$AV_TMP/cerr'; [ \$? -eq 4 ] && grep -q 'pool.json' '$AV_TMP/cerr' && cmp '$STATE/pool.json' '$AV_TMP/corrupt'"
 
+# Another accelvirt holds the pool's lock past the 30 s wait: exit 3, locked
+# (the same command again once it is done), the wait said first, then the
+# one line; nothing changed.
+LST="$AV_TMP/lockstate"
+"$AV" --root "$H2" --policy-dir "$POL" --state-dir "$LST" status >/dev/null 2>&1
+cp "$LST/pool.json" "$AV_TMP/lock.pool"
+hold_pool_lock "$LST"
+check "status while another holds the pool's lock past the wait: locked (exit 3), said so while it waited, nothing changed" \
+    eval "expect_exit 3 '$AV' --root '$H2' --policy-dir '$POL' --state-dir '$LST' status && [ \$(wc -l <'$AV_TMP/err') -eq 2 ] && head -n1 '$AV_TMP/err' | grep -qx 'accelvirt: waiting for another accelvirt to release the pool lock...' && tail -n1 '$AV_TMP/err' | grep -q '^accelvirt: the lock .*pool.lock. is held by another accelvirt process; try again when it is done\$' && cmp '$LST/pool.json' '$AV_TMP/lock.pool'"
+let_go_pool_lock
+
 check "status --no-sync on a missing state dir shows an empty pool and creates nothing" \
     eval "'$AV' --state-dir '$AV_TMP/nostate' status --no-sync --json | python3 -c 'import json,sys; sys.exit(0 if json.load(sys.stdin)[\"devices\"] == [] else 1)' && [ ! -e '$AV_TMP/nostate' ]"
+
+# --- the exit statuses: one table, in src/util/av-exit.h and accelvirt(1) ---
+exit_table() {
+    python3 - "$AV_TEST_SRCDIR/../src/util/av-exit.h" "$AV_TEST_SRCDIR/../man/accelvirt.1" <<'PY'
+import re, sys
+header = open(sys.argv[1]).read()
+enum = {int(v) for v in re.findall(r"^\s*AV_EXIT_[A-Z_]+ = (\d+),$", header, re.M)}
+table = {int(v) for v in re.findall(r"^ \*   (\d)       ", header, re.M)}
+section = open(sys.argv[2]).read().split(".SH EXIT STATUS\n", 1)[1].split("\n.SH ", 1)[0]
+man = {int(v) for v in re.findall(r"^\.TP\n\.B (\d+)$", section, re.M)}
+if not enum == table == man == set(range(7)):
+    print("the enum: %s, the header's table: %s, accelvirt(1): %s" % (sorted(enum), sorted(table), sorted(man)))
+    sys.exit(1)
+PY
+}
+check "the enum and the table of src/util/av-exit.h and accelvirt(1)'s EXIT STATUS name the same statuses, 0 to 6" exit_table
 
 # --- policy ---
 check "policy check accepts the shipped example policies" "$AV" --policy-dir "$POL" policy check

@@ -1,4 +1,6 @@
-/* accelvirt tests: crash-safe files and locks (src/util/av-file.c). */
+/* accelvirt tests: crash-safe files and locks (src/util/av-file.c), and the
+ * error codes of a failed syscall and the exit status of each code
+ * (av-error.c, av-exit.c). */
 #include "config.h"
 
 #include <errno.h>
@@ -12,6 +14,7 @@
 
 #include "av-test.h"
 #include "util/av-error.h"
+#include "util/av-exit.h"
 #include "util/av-file.h"
 
 static guint
@@ -585,6 +588,48 @@ test_lock_replaced(void)
     av_test_tmpdir_remove(dir);
 }
 
+/* The kernel's EBUSY is something in use; EWOULDBLOCK a lock not free. */
+static void
+test_error_errno(void)
+{
+    static const struct {
+        int neg_errno;
+        AvErrorCode code;
+    } cases[] = {
+        { -ENOENT, AV_ERROR_NOT_FOUND },
+        { -EBUSY, AV_ERROR_IN_USE },
+        { -EWOULDBLOCK, AV_ERROR_LOCKED },
+        { -EACCES, AV_ERROR_IO },
+    };
+
+    for (guint i = 0; i < G_N_ELEMENTS(cases); i++) {
+        g_autoptr(GError) err = NULL;
+
+        g_assert_false(av_error_errno(&err, cases[i].neg_errno, "cannot %s", "do it"));
+        g_assert_error(err, AV_ERROR, (gint)cases[i].code);
+        g_assert_true(g_str_has_prefix(err->message, "cannot do it: "));
+    }
+}
+
+/* One status a meaning: 3 locked, 5 in use, 6 no capacity, never mixed. */
+static void
+test_exit_status(void)
+{
+    g_assert_cmpint(av_exit_status(AV_ERROR_FAILED), ==, 1);
+    g_assert_cmpint(av_exit_status(AV_ERROR_NOT_FOUND), ==, 1);
+    g_assert_cmpint(av_exit_status(AV_ERROR_IO), ==, 1);
+    g_assert_cmpint(av_exit_status(AV_ERROR_UNSAFE), ==, 1);
+    g_assert_cmpint(av_exit_status(AV_ERROR_STATE), ==, 1);
+    g_assert_cmpint(av_exit_status(AV_ERROR_INVALID_INPUT), ==, 2);
+    g_assert_cmpint(av_exit_status(AV_ERROR_POLICY), ==, 2);
+    g_assert_cmpint(av_exit_status(AV_ERROR_LOCKED), ==, 3);
+    g_assert_cmpint(av_exit_status(AV_ERROR_CORRUPT_STATE), ==, 4);
+    g_assert_cmpint(av_exit_status(AV_ERROR_IN_USE), ==, 5);
+    g_assert_cmpint(av_exit_status(AV_ERROR_NO_CAPACITY), ==, 6);
+    g_assert_cmpint(av_exit_status(AV_ERROR_NO_CAPACITY + 1), ==, 1);
+    g_assert_cmpint(av_exit_status(-1), ==, 1);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -598,5 +643,7 @@ main(int argc, char **argv)
     g_test_add_func("/file/ensure-dir", test_ensure_dir);
     g_test_add_func("/file/lock", test_lock);
     g_test_add_func("/file/lock/replaced", test_lock_replaced);
+    g_test_add_func("/error/errno", test_error_errno);
+    g_test_add_func("/error/exit-status", test_exit_status);
     return g_test_run();
 }

@@ -271,9 +271,7 @@ fast_hook() {
     ACCELVIRT_WORKER=/bin/false ACCELVIRT_LOG_FILE="$W/fastlog" ACCELVIRT_TEST_LOCK_TIMEOUT_MS=300 \
         "$HOOK" "$@" <"$xml"
 }
-flock -o "$W/state/pool.lock" sh -c "touch '$W/locked'; exec sleep 60" &
-LOCK_PID=$!
-i=0; while [ ! -e "$W/locked" ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
+hold_pool_lock "$W/state"
 # fast OP SUB: the call passes: exit 0, nothing on stdout or stderr.
 fast() {
     fast_hook "$W/odd.xml" "odd vm.1" "$1" "$2" - >"$AV_TMP/out" 2>"$AV_TMP/err" || { echo "exit $?"; cat "$AV_TMP/err"; return 1; }
@@ -307,7 +305,7 @@ check "so does one with an interface type='hostdev'" \
 mkdom "$W/plain.xml" plain "$U3"
 check "a DOMAIN argument that is not the XML's name goes the long way too (refused)" \
     eval "fast_hook '$W/plain.xml' other prepare begin - >'$AV_TMP/out' 2>'$AV_TMP/err'; [ \$? -eq 1 ] && grep -q \"called for domain 'other'\" '$AV_TMP/err'"
-pkill -P "$LOCK_PID" sleep 2>/dev/null; kill "$LOCK_PID" 2>/dev/null; wait "$LOCK_PID" 2>/dev/null
+let_go_pool_lock
 cp "$W/pool.good" "$W/state/pool.json"
 check "the detached device's domain, released the long way, gets its device dirty, scrubbed and free" \
     eval "accepted '$W/gpu-detached.xml' gpu release end - && wait_state 0000:17:00.0 free"
@@ -850,12 +848,10 @@ world lockheld two-socket-8gpu
 mkdom "$W/vm1.xml" vm1 "$U1" 0000:4b:00.0
 mkdom "$W/vm2.xml" vm2 "$U2" 0000:65:00.0
 hook "$W/vm1.xml" vm1 prepare begin - >/dev/null 2>&1
-flock -o "$W/state/pool.lock" sh -c "touch '$W/locked'; exec sleep 60" &
-LOCK_PID=$!
-i=0; while [ ! -e "$W/locked" ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
+hold_pool_lock "$W/state"
 check "release end while the pool lock is held past the wait: one line, the release left for later in a marker" \
     eval "ACCELVIRT_TEST_LOCK_TIMEOUT_MS=300 hook '$W/vm1.xml' vm1 release end - >'$AV_TMP/out' 2>'$AV_TMP/err'; [ \$? -eq 1 ] && [ \$(wc -l <'$AV_TMP/err') -eq 1 ] && grep -q 'left for the next accelvirt call' '$AV_TMP/err' && ls '$W/state/release-pending/'*.json >/dev/null && python3 -c \"import json; d=json.load(open('$W/state/pool.json')); assert [x['state'] for x in d['devices'] if x['address']=='0000:4b:00.0'] == ['in-use']\""
-pkill -P "$LOCK_PID" sleep 2>/dev/null; kill "$LOCK_PID" 2>/dev/null; wait "$LOCK_PID" 2>/dev/null
+let_go_pool_lock
 check "  ... the next accelvirt call (another domain's prepare) carries it out: dirty, scrubbed, free, the marker gone" \
     eval "accepted '$W/vm2.xml' vm2 prepare begin - && wait_state 0000:4b:00.0 free && [ -z \"\$(ls '$W/state/release-pending')\" ] && grep -q 'released_by\": *\"release-marker' '$W/state/journal.jsonl'"
 
@@ -943,6 +939,12 @@ avw() { ACCELVIRT_WORKER="$ACCELVIRT_WORKER" ACCELVIRT_LOG_FILE="$W/log" "$AV" -
 check "accelvirt release of a domain whose pid file says it runs is refused with one line, in use (exit 5), nothing changed" \
     eval "cp '$W/state/pool.json' '$W/p0' && expect_exit 5 avw release vm1 && [ \$(wc -l <'$AV_TMP/err') -eq 1 ] && grep -q \"^accelvirt: domain 'vm1' may still run\" '$AV_TMP/err' && same_pool '$W/p0'"
 rm -f "$W/host/run/libvirt/qemu/vm1.pid"
+# No pid file, but a process holds the device's IOMMU group (47) open: the
+# domain may still run all the same.
+mkdir -p "$W/host/proc/4242/fd" && ln -s /dev/vfio/47 "$W/host/proc/4242/fd/3"
+check "  ... and with no pid file but a process holding the device's IOMMU group: in use too (exit 5), one line, nothing changed" \
+    eval "expect_exit 5 avw release vm1 && [ \$(wc -l <'$AV_TMP/err') -eq 1 ] && grep -q \"^accelvirt: domain 'vm1' may still run with device 0000:e3:00.0\" '$AV_TMP/err' && same_pool '$W/p0'"
+rm -rf "$W/host/proc"
 check "accelvirt release vm1 (its QEMU gone): dirty, journalled with the operator, then scrubbed by the worker and free" \
     eval "avw release vm1 | grep -q \"released 0000:e3:00.0 .* of domain 'vm1': dirty, the worker scrubs it\" && wait_state 0000:e3:00.0 free && grep -q 'released_by\": *\"operator ' '$W/state/journal.jsonl'"
 check "accelvirt release --force DEVICE (by address) of a domain that looks alive" \

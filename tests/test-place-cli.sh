@@ -294,6 +294,10 @@ check "  ... spanning both nodes: two guest NUMA cells, each GPU under the pxb o
     eval "xq '$AV_TMP/split-pref.xml' \"A('cpu/numa/cell', 'cpus') == ['0-3', '4-7'] and (cell_of('ua-accelvirt-0'), cell_of('ua-accelvirt-1')) == ('0', '1')\" && lv_valid '$AV_TMP/split-pref.xml'"
 check "  ... with a warning on stderr naming the off-node device" \
     eval "[ \$(cat '$AV_TMP/split-pref.rc') = 0 ] && grep -q \"warning: profile 'gpu-passthrough' has numa preferred but 1 of its 2 devices is on NUMA node\" '$AV_TMP/split-pref.err'"
+place split-gpu5 "$H2" "$PREF" "$SPLIT" gpu5
+check "gpu5 preferred with 2 of the 6 A100s free: refused, naming what holds the rest (no capacity: exit 6, one line)" \
+    failed split-gpu5 6 "not enough free cards of profile 'gpu-passthrough': 2 of 6 free, 5 wanted (devices not free: 4 claimed)"
+check "  ... nothing reserved" cmp "$SPLIT/pool.json" "$AV_TMP/split.pool"
 
 # === hide_hypervisor, USB stick, a domain Nova wrote ===
 place hide "$H2" "$STRICT" "$FREE" --dry-run hide
