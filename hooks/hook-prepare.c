@@ -93,20 +93,6 @@ av_hook_find_placed_usb(const AvDomain *domain, const AvHostdev *h)
     return NULL;
 }
 
-/* The pool device @usb presents (its own identity, or the port form the
- * pool gives two sticks sharing a serial), or NULL.  Borrowed. */
-static AvPoolDevice *
-av_hook_pooled_usb(AvPool *pool, const AvUsbDevice *usb)
-{
-    g_autofree char *identity = av_pool_identity_usb(usb);
-    g_autofree char *fallback = av_pool_identity_usb_fallback(usb);
-    AvPoolDevice *dev = av_pool_find(pool, identity);
-
-    if (!dev || dev->kind != AV_DEVICE_KIND_USB)
-        dev = av_pool_find(pool, fallback);
-    return dev && dev->kind == AV_DEVICE_KIND_USB ? dev : NULL;
-}
-
 /* FALSE with @error when the av:placement entry @placed of the hostdev @h
  * names another stick than @usb (NULL: no device at those numbers): bus
  * and device numbers change when a stick re-enumerates, the identity does
@@ -116,7 +102,7 @@ av_hook_usb_check_placed(AvPool *pool, const AvDomain *domain, const AvHostdev *
                          const AvUsbDevice *usb, GError **error)
 {
     AvPoolDevice *want = placed->usb_identity ? av_pool_find(pool, placed->usb_identity) : NULL;
-    AvPoolDevice *got = usb ? av_hook_pooled_usb(pool, usb) : NULL;
+    AvPoolDevice *got = usb ? av_pool_find_usb(pool, usb) : NULL;
     g_autofree char *what = NULL;
     g_autofree char *now = NULL;
     gboolean same;
@@ -203,7 +189,7 @@ av_hook_usb_by_ids(const AvHost *host, AvPool *pool, const AvHostdev *h, AvPoolD
         if (usb->vendor_id != h->usb_vendor || usb->product_id != h->usb_product)
             continue;
         matches++;
-        pooled = pooled ? pooled : av_hook_pooled_usb(pool, usb);
+        pooled = pooled ? pooled : av_pool_find_usb(pool, usb);
         one = av_hook_describe_usb(usb);
         g_string_append_printf(names, "%s%s", names->len ? ", " : "", one);
     }
@@ -308,7 +294,7 @@ av_hook_resolve_usb(const AvHost *host, AvPool *pool, const AvDomain *domain, co
     }
     if (placed && !av_hook_usb_check_placed(pool, domain, h, placed, usb, error))
         return FALSE;
-    *ret_dev = av_hook_pooled_usb(pool, usb);
+    *ret_dev = av_pool_find_usb(pool, usb);
     return TRUE;
 }
 

@@ -650,8 +650,7 @@ const AvUsbDevice *av_pool_find_usb_device_at(const GPtrArray *usb, const char *
 /* The pool device that the USB device @usb presents: its own identity,
  * else the port form the pool gives sticks sharing a serial
  * (av_pool_identity_usb_fallback()); NULL when the pool has neither.
- * Borrowed from @pool.  (hooks/hook-prepare.c's av_hook_pooled_usb() is the
- * same lookup.) */
+ * Borrowed from @pool. */
 AvPoolDevice *av_pool_find_usb(const AvPool *pool, const AvUsbDevice *usb);
 
 /* TRUE when @identity is a USB identity as av_pool_identity_usb() and
