@@ -2135,7 +2135,7 @@ same_scrub() {   # NAME ADDRESS STATE: both worlds end with the device in STATE,
 import json, sys
 # Who ran the scrub, and when, is all that may differ.
 DROP = {"time", "seq", "prev", "started", "seconds", "operator", "scrubbed_by", "state_before", "state_since",
-        "last_seen", "first_seen", "failures_since", "since"}
+        "last_seen", "first_seen", "failures_since", "since", "by"}
 def norm(x):
     if isinstance(x, dict):
         return {k: norm(v) for k, v in x.items() if k not in DROP}
@@ -2173,5 +2173,21 @@ check "  ... and when its step fails: both quarantine it, on vfio-pci, with the 
 released_twice same-a100 0000:17:00.0
 scrubbed_twice same-a100 0000:17:00.0
 check "  ... an A100 (a function alone in its group) likewise" same_scrub same-a100 0000:17:00.0 free
+# A device a domain had on which no step could run (here: its profile is
+# gone from the policies) keeps what the domain left: quarantined as
+# unscrubbed, which `quarantine clear` refuses until a scrub by hand passes.
+released_twice noprofile 0000:98:00.0
+NPOL="$AV_TMP/noprofile-policies"
+cp -a "$POL" "$NPOL" && python3 - "$NPOL/10-gpu.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+d["profiles"] = [p for p in d["profiles"] if p["name"] != "test-a6000"]
+json.dump(d, open(sys.argv[1], "w"))
+PY
+W="$AV_TMP/noprofile-w"
+ACCELVIRT_ROOT="$W/host" ACCELVIRT_STATE_DIR="$W/state" ACCELVIRT_POLICY_DIR="$NPOL" ACCELVIRT_LOG_FILE="$W/log" \
+    "$REAL_WORKER" </dev/null >/dev/null 2>&1
+check "a released device whose profile is gone: quarantined unscrubbed, and 'quarantine clear' refuses it in one line" \
+    eval "json '$W/state/pool.json' \"[(x['state'], x.get('unscrubbed')) for x in d['devices'] if x['address'] == '0000:98:00.0'] == [('quarantined', True)]\" && expect_exit 1 env ACCELVIRT_WORKER=/bin/true '$AV' --root '$W/host' --policy-dir '$NPOL' --state-dir '$W/state' quarantine clear 0000:98:00.0 && grep -q 'no scrub has cleared it since' '$AV_TMP/err' && [ \$(wc -l <'$AV_TMP/err') -eq 1 ]"
 
 finish

@@ -397,8 +397,12 @@ av_cli_cmd_scrub(AvCli *cli, int argc, char **argv)
     av_scrub_job_run(&ctx, job);
     if (progress.printed)
         fputc('\n', stderr);
-    if (!av_scrub_job_finish(&ctx, job, NULL, NULL, &err))
+    if (!av_scrub_job_finish(&ctx, job, NULL, NULL, &err)) {
+        /* Left scrubbing: the worker scrubs it again once this command
+         * has let its scrub lock go. */
+        av_cli_want_worker();
         return av_cli_fail(err);
+    }
     failure = job->failure;
     report = job->report;
     shown_identity = av_cli_printable(job->identity);

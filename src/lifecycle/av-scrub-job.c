@@ -70,6 +70,13 @@ av_scrub_job_runs_by(const AvScrubContext *ctx)
     return ctx->operator_name ? "operator" : "scrub";
 }
 
+/* TRUE when av_scrub_run() ran at least one step of @job. */
+static gboolean
+av_scrub_job_steps_ran(const AvScrubJob *job)
+{
+    return job->report && json_array_size(json_object_get(job->report, "steps")) > 0;
+}
+
 /* See av-scrub-job.h. */
 AvScrubJob *
 av_scrub_job_begin(const AvScrubContext *ctx, AvPool *pool, AvPoolDevice *dev, GError **error)
@@ -433,7 +440,7 @@ av_scrub_job_finish(const AvScrubContext *ctx, AvScrubJob *job, AvPool **ret_poo
 
         if (!av_pool_transition(pool, dev, AV_DEVICE_STATE_FREE, NULL, NULL, error))
             return FALSE;
-        if (av_scrub_job_is_tenants(job) && profile->restore_driver == AV_RESTORE_ON_RELEASE)
+        if (av_scrub_job_is_tenants(job) && profile && profile->restore_driver == AV_RESTORE_ON_RELEASE)
             g_ptr_array_set_size(dev->companions, 0);
         if (remove && !av_pool_remove(pool, job->identity, "its mdev was removed and scrubbed", error))
             return FALSE;
@@ -461,8 +468,11 @@ av_scrub_job_finish(const AvScrubContext *ctx, AvScrubJob *job, AvPool **ret_poo
         if (!health_quarantined &&
             !av_pool_transition(pool, dev, AV_DEVICE_STATE_QUARANTINED, NULL, job->failure->message, error))
             return FALSE;
-        /* No scrub step ran: what the domain left is still there. */
-        if (job->release_failed)
+        /* No scrub step ran on a device a domain had (its release work
+         * failed, its stick could not be held, its profile is gone, the bind
+         * its steps need failed): what the domain left is still there, and
+         * `quarantine clear` refuses it until a scrub by hand passes. */
+        if (job->release_failed || (av_scrub_job_is_tenants(job) && !av_scrub_job_steps_ran(job)))
             dev->unscrubbed = TRUE;
         av_scrub_job_note(ctx, LOG_ERR, TRUE, "device %s (%s) quarantined: %s", job->identity,
                           job->address ? job->address : "", job->failure->message);

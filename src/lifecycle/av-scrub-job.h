@@ -122,8 +122,10 @@ void av_scrub_job_run(const AvScrubContext *ctx, AvScrubJob *job);
  * as the header says, the certificate journalled before the save, and sets
  * job->result.  FALSE with @error when the outcome cannot be recorded
  * (the pool cannot be opened, read or saved, the device left the pool or
- * is no longer scrubbing): the device stays as the pool has it (scrubbing
- * is scrubbed again by the next worker).  With @ret_pool and @ret_host
+ * is no longer scrubbing, the health check, the move, the removal of an
+ * mdev, the programmed record or the certificate cannot be written): the
+ * device stays as the pool has it, and one left scrubbing is scrubbed
+ * again by the next worker, which the caller starts.  With @ret_pool and @ret_host
  * (both or neither), the pool (still locked) and the host scanned after
  * the scrub (or NULL) are handed to the caller for what it does next. */
 gboolean av_scrub_job_finish(const AvScrubContext *ctx, AvScrubJob *job, AvPool **ret_pool, AvHost **ret_host,
