@@ -14,43 +14,6 @@
 #include "vfio/av-hold.h"
 #include "vfio/av-vfio.h"
 
-/* "release end", before the release is saved: holds the IOMMU group of the
- * PCI device @dev that just became dirty (av-hold.h) when it is on
- * vfio-pci (a managed='yes' device is back on its host driver: the worker
- * binds it to vfio-pci for its scrub and holds it then), so that the kernel
- * refuses it to every domain until its scrub.  A group already open in
- * another process means that someone got the device between QEMU's exit
- * and now: journalled and quarantined with the reason, never freed.
- * Returns TRUE when it changed @pool. */
-static gboolean
-av_hook_release_hold(const AvHookConfig *config, AvPool *pool, AvPoolDevice *dev)
-{
-    g_autoptr(GError) error = NULL;
-    g_autoptr(GError) local = NULL;
-    g_autofree char *driver = NULL;
-    g_autofree char *reason = NULL;
-
-    if (dev->kind != AV_DEVICE_KIND_PCI || dev->iommu_group < 0 || !dev->address)
-        return FALSE;
-    driver = av_vfio_current_driver(config->root, dev->address);
-    if (!av_vfio_device_is_vfio(config->root, dev->address, driver))
-        return FALSE;
-    if (av_hold_take_quick(config->root, config->ops, config->state_dir, dev->iommu_group, dev->address, &error))
-        return FALSE;
-    if (!g_error_matches(error, AV_ERROR, AV_ERROR_IN_USE)) {
-        /* Not held, still dirty: the worker's sweep tries again. */
-        av_hook_log(LOG_ERR, "%s", error->message);
-        return FALSE;
-    }
-    reason = g_strdup_printf("at its release, %s", error->message);
-    if (!av_pool_quarantine_unscrubbed(pool, dev, reason, &local)) {
-        av_hook_log(LOG_ERR, "cannot quarantine %s: %s; it stays dirty", dev->identity, local->message);
-        return FALSE;
-    }
-    av_hook_log(LOG_ERR, "device %s (%s) quarantined: %s", dev->identity, dev->address, reason);
-    return TRUE;
-}
-
 /* "release end", after the release is saved (the devices dirty and held):
  * the on_release command of each released device's profile
  * (av_hook_driver_run()).  A device whose command fails is quarantined with
@@ -126,7 +89,6 @@ av_hook_release(const AvHookConfig *config, const char *domain_uuid, const char 
     g_autofree char *pool_path = g_build_filename(config->state_dir, "pool.json", NULL);
     g_autofree char *quoted = av_domain_quote(domain_name);
     g_autoptr(AvPoolReleaseMark) mark = NULL;
-    gboolean held_changed;
 
     /* No pool: the domain owns nothing, and no state is created for it. */
     if (!g_file_test(pool_path, G_FILE_TEST_EXISTS))
@@ -145,38 +107,33 @@ av_hook_release(const AvHookConfig *config, const char *domain_uuid, const char 
     if (!av_pool_release_owner(pool, domain_uuid, domain_name, "hook", released, &error))
         return av_hook_refusef("cannot release the devices of domain '%s': %s", quoted, error->message);
     av_hook_test_stop(config, "release-journalled");
-    /* Held before the save that makes them dirty: killed in between, a
-     * device is still in use on disk with a hold the next sweep drops, never
-     * dirty without one.  A device this domain got behind accelvirt's back
-     * (dirty or quarantined, another's) and left now is held too: its
-     * group is free again (a quick try, EBUSY is not named: the work of the
-     * hook grows with the domain). */
-    held_changed = FALSE;
+    /* Each released device's IOMMU group was held as it went dirty
+     * (av_pool_release_device()), before the save below.  A device this
+     * domain got behind accelvirt's back (dirty or quarantined, another's)
+     * and left now is held too: its group is free again (a quick try,
+     * EBUSY is not named: the work of the hook grows with the domain). */
     for (guint i = 0; i < av_pool_devices(pool)->len; i++) {
         AvPoolDevice *dev = g_ptr_array_index(av_pool_devices(pool), i);
-        g_autofree char *what = NULL;
-        gboolean mine = dev->state == AV_DEVICE_STATE_DIRTY && dev->owner &&
+        g_autoptr(GError) ignored = NULL;
+        g_autofree char *driver = NULL;
+        gboolean now = g_ptr_array_find(released, dev, NULL);
+        gboolean mine = (dev->state == AV_DEVICE_STATE_DIRTY || now) && dev->owner &&
                         (domain_uuid ? g_strcmp0(dev->owner->domain_uuid, domain_uuid)
                                      : g_strcmp0(dev->owner->domain_name, domain_name)) == 0;
 
-        if (!mine) {
-            g_autoptr(GError) ignored = NULL;
-            g_autofree char *driver = NULL;
+        if (mine) {
+            g_autofree char *what = av_hook_describe_device(dev);
 
-            if (!av_pool_device_wants_hold(dev) || dev->state == AV_DEVICE_STATE_SCRUBBING)
-                continue;
-            driver = av_vfio_current_driver(config->root, dev->address);
-            if (av_vfio_device_is_vfio(config->root, dev->address, driver))
-                av_hold_take_quick(config->root, config->ops, config->state_dir, dev->iommu_group, dev->address,
-                                   &ignored);
-            continue;
+            g_string_append_printf(summary, "%s%s", summary->len ? ", " : "", what);
         }
-        what = av_hook_describe_device(dev);
-        g_string_append_printf(summary, "%s%s", summary->len ? ", " : "", what);
-        if (av_hook_release_hold(config, pool, dev))
-            held_changed = TRUE;
+        if (now || !av_pool_device_wants_hold(dev) || dev->state == AV_DEVICE_STATE_SCRUBBING)
+            continue;
+        driver = av_vfio_current_driver(config->root, dev->address);
+        if (av_vfio_device_is_vfio(config->root, dev->address, driver))
+            av_hold_take_quick(config->root, config->ops, config->state_dir, dev->iommu_group, dev->address,
+                               &ignored);
     }
-    if ((released->len > 0 || held_changed) && !av_pool_save(pool, &error))
+    if (released->len > 0 && !av_pool_save(pool, &error))
         return av_hook_refusef("cannot release the devices of domain '%s': %s", quoted, error->message);
     av_pool_release_mark_done(g_steal_pointer(&mark));
     av_hook_release_drivers(config, pool, released);

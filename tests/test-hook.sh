@@ -1879,6 +1879,13 @@ check "  ... the worker scrubs it through the hold (its command step without it)
     eval "worker && status && st_of free && gone $H2 && [ ! -e '$W/state/holds/40.json' ] && grep -q '0000:17:00.0' '$W/scrub.log'"
 check "  ... freed, a QEMU may open the group (once the driver is vfio-pci again)" \
     eval "! hst status --no-sync | grep -q 'held:' && { [ ! -e '$W/host/dev/vfio/40' ] || qemu_open 40; }"
+check "accelvirt release --force (the CLI's release) holds the device's group as it goes dirty, as release end does (one release for all)" \
+    eval "accepted '$W/vm1.xml' vm1 prepare begin - && hst release --force vm1 >/dev/null && status && st_of dirty && is_holder \"\$(holder 40)\" && ! qemu_open 40 && worker && status && st_of free && [ ! -e '$W/state/holds/40.json' ]"
+check "  ... and with the group open in another process it quarantines the device at once (unscrubbed), never frees it" \
+    eval "accepted '$W/vm1.xml' vm1 prepare begin - && grab 40 && hst release --force vm1 >/dev/null 2>&1 && status && st_of quarantined && json '$W/st.json' \"'open in another process' in [x['reason'] for x in d['devices'] if x['address'] == '0000:17:00.0'][0]\" && [ ! -e '$W/state/holds/40.json' ] && verify"
+ungrab "$W/grab.pid"
+check "  ... a scrub by hand and quarantine clear free it again" \
+    eval "hst reconcile >/dev/null && hst scrub 0000:17:00.0 >/dev/null && hst quarantine clear 0000:17:00.0 >/dev/null && status && st_of free && [ ! -e '$W/state/holds/40.json' ]"
 check "a group some process has open at release end: the device is quarantined with the reason, never freed" \
     eval "accepted '$W/vm1.xml' vm1 prepare begin - && grab 40 && accepted '$W/vm1.xml' vm1 release end - && status && st_of quarantined && json '$W/st.json' \"'open in another process' in [x['reason'] for x in d['devices'] if x['address'] == '0000:17:00.0'][0]\" && [ ! -e '$W/state/holds/40.json' ] && grep -q '\"to\": *\"quarantined\"' '$W/state/journal.jsonl' && verify"
 ungrab "$W/grab.pid"

@@ -1976,6 +1976,25 @@ av_detach_release(const AvCli *cli, const AvRoot *root, const char *uuid, const 
     json_object_set_new(fields, "domain_uuid", json_string(uuid));
     json_object_set_new(fields, "domain_name", json_string(name));
     json_object_set_new(fields, "released", ids);
+    /* The group files taken from the QEMU before the unplug go to holders
+     * first: the kernel's one open file of each group never left a
+     * process that keeps it from other domains, and the release below
+     * (av_pool_release_device(), which holds each group it releases) finds
+     * the group held by accelvirt, not open in this process. */
+    for (guint i = 0; i < units->len; i++) {
+        AvDetachUnit *u = g_ptr_array_index(units, i);
+        const AvPoolDevice *dev = u->identities->len > 0 ? av_pool_find(pool, g_ptr_array_index(u->identities, 0))
+                                                         : NULL;
+        g_autoptr(GError) hold_error = NULL;
+
+        if (u->group_fd < 0 || !gone[i] || !dev || dev->kind != AV_DEVICE_KIND_PCI || dev->iommu_group < 0 ||
+            !dev->owner || g_strcmp0(dev->owner->domain_uuid, uuid) != 0)
+            continue;
+        if (!av_hold_take_fd(root, av_pool_state_dir(pool), u->group, dev->address, u->group_fd, &hold_error))
+            fprintf(stderr, "accelvirt: warning: %s\n", hold_error->message);
+        close(u->group_fd);
+        u->group_fd = -1;
+    }
     for (guint i = 0; i < units->len; i++) {
         const AvDetachUnit *u = g_ptr_array_index(units, i);
 
@@ -1997,32 +2016,6 @@ av_detach_release(const AvCli *cli, const AvRoot *root, const char *uuid, const 
     }
     if (json_array_size(ids) == 0)
         return TRUE;
-    /* The group files taken from the QEMU before the unplug go to holders:
-     * the kernel's one open file of each group never left a process that
-     * keeps it from other domains. */
-    for (guint i = 0; i < units->len; i++) {
-        AvDetachUnit *u = g_ptr_array_index(units, i);
-        const AvPoolDevice *dev = u->identities->len > 0 ? av_pool_find(pool, g_ptr_array_index(u->identities, 0))
-                                                         : NULL;
-        g_autoptr(GError) hold_error = NULL;
-
-        if (u->group_fd < 0 || !gone[i] || !dev || !av_pool_device_wants_hold(dev))
-            continue;
-        if (!av_hold_take_fd(root, av_pool_state_dir(pool), u->group, dev->address, u->group_fd, &hold_error))
-            fprintf(stderr, "accelvirt: warning: %s\n", hold_error->message);
-        close(u->group_fd);
-        u->group_fd = -1;
-    }
-    /* Held at once (QEMU let the group go with the device), before the
-     * save that makes them dirty, not only when the worker's sweep comes:
-     * from here the kernel refuses the device to any other domain until
-     * its scrub is done. */
-    {
-        g_autoptr(GError) hold_error = NULL;
-
-        if (!av_pool_holds_sync(pool, root, av_kernel_ops_for(root), &hold_error))
-            fprintf(stderr, "accelvirt: warning: %s\n", hold_error->message);
-    }
     if (!av_pool_journal_append(pool, "detach", fields, error) || !av_pool_save(pool, error))
         return FALSE;
     av_cli_want_worker();

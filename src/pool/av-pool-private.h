@@ -34,8 +34,8 @@ struct AvPool {
 
     AvJournal journal;           /* its tail is read at the first append (av_journal_prepare()) */
 
-    /* The host its devices are on (av_pool_set_kernel()), borrowed, or NULL. */
-    const AvRoot *root;
+    /* The host its devices are on (av_pool_set_kernel()): its own copy, or NULL. */
+    AvRoot *root;
     const AvKernelOps *ops;
 };
 
@@ -177,12 +177,19 @@ void av_pool_index_after_save(AvPool *pool, GHashTable *names);
 
 /* At the release of @dev (in use, going dirty), before its move is
  * journalled, on the host the pool names (av_pool_set_kernel(); none:
- * nothing): a USB stick is held (av_pool_usb_hold()), an mdev accelvirt
- * created is removed.  What was done goes into @extra, the move's journal
- * fields: "usb_hold" ("deauthorized", "was-deauthorized", "absent") or
- * "usb_hold_error", "mdev_removed" or "mdev_remove_error".  A failure does
- * not stop the release: the device is dirty all the same, the worker's
- * sweep holds it, and its scrub removes the mdev or quarantines it. */
-void av_pool_release_hold(AvPool *pool, AvPoolDevice *dev, json_t *extra);
+ * nothing): a PCI function on vfio-pci gets its IOMMU group held
+ * (av_hold_take_quick()), a USB stick is held (av_pool_usb_hold()), an
+ * mdev accelvirt created is removed.  Held before the move is journalled
+ * and saved: killed in between, the device is still in use on disk with a
+ * hold the next sweep drops, never dirty without one.  What was done goes
+ * into @extra, the move's journal fields: "hold_error", "usb_hold"
+ * ("deauthorized", "was-deauthorized", "absent") or "usb_hold_error",
+ * "mdev_removed" or "mdev_remove_error".  Such a failure does not stop the
+ * release: the device is dirty all the same, the worker's sweep holds it,
+ * and its scrub removes the mdev or quarantines it.  Returns NULL, or
+ * (caller frees) why the device must be quarantined at once: its group is
+ * open in another process, so someone got the device between its
+ * domain's end and now. */
+char *av_pool_release_hold(AvPool *pool, AvPoolDevice *dev, json_t *extra);
 
 G_END_DECLS

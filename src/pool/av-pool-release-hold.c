@@ -29,6 +29,7 @@
 #include <string.h>
 
 #include "util/av-error.h"
+#include "vfio/av-hold.h"
 #include "vfio/av-usb-auth.h"
 #include "vfio/av-vfio.h"
 
@@ -36,8 +37,12 @@
 void
 av_pool_set_kernel(AvPool *pool, const AvRoot *root, const AvKernelOps *ops)
 {
-    pool->root = root;
-    pool->ops = ops;
+    AvRoot *copy = root ? av_root_new(av_root_prefix(root), NULL) : NULL;
+
+    /* A copy: the caller's root may be a temporary one (a whole scan's). */
+    g_clear_pointer(&pool->root, av_root_free);
+    pool->root = copy;
+    pool->ops = copy ? ops : NULL;
 }
 
 /* TRUE when @state is one a device must be held in: dirty, scrubbing,
@@ -226,14 +231,29 @@ av_pool_usb_holds_sync(AvPool *pool, const AvRoot *root, const AvKernelOps *ops,
 }
 
 /* See av-pool-private.h. */
-void
+char *
 av_pool_release_hold(AvPool *pool, AvPoolDevice *dev, json_t *extra)
 {
     g_autoptr(GError) local = NULL;
 
     if (!pool->root || !pool->ops)
-        return;
-    if (dev->kind == AV_DEVICE_KIND_USB) {
+        return NULL;
+    if (dev->kind == AV_DEVICE_KIND_PCI && dev->iommu_group >= 0 && dev->address) {
+        g_autofree char *driver = av_vfio_current_driver(pool->root, dev->address);
+
+        /* A managed='yes' device is back on its host driver: the worker
+         * binds it to vfio-pci for its scrub and holds it then.  The quick
+         * take does not name a process that has the group open (that reads
+         * every process of the host; the hook's work grows with the domain). */
+        if (!av_vfio_device_is_vfio(pool->root, dev->address, driver))
+            return NULL;
+        if (av_hold_take_quick(pool->root, pool->ops, pool->state_dir, dev->iommu_group, dev->address, &local))
+            return NULL;
+        if (g_error_matches(local, AV_ERROR, AV_ERROR_IN_USE))
+            return g_strdup_printf("at its release, %s", local->message);
+        /* Not held, still dirty: the worker's sweep tries again. */
+        json_object_set_new(extra, "hold_error", json_string(local->message));
+    } else if (dev->kind == AV_DEVICE_KIND_USB) {
         const char *done = NULL;
 
         if (av_pool_usb_hold(pool, pool->root, pool->ops, dev, &done, &local))
@@ -246,6 +266,7 @@ av_pool_release_hold(AvPool *pool, AvPoolDevice *dev, json_t *extra)
         else
             json_object_set_new(extra, "mdev_remove_error", json_string(local->message));
     }
+    return NULL;
 }
 
 /* See av-pool.h. */

@@ -40,17 +40,28 @@ av_pool_release_device(AvPool *pool, AvPoolDevice *dev, const char *released_by,
                        GError **error)
 {
     g_autoptr(json_t) extra = json_object();
+    g_autofree char *quarantine = NULL;
 
     *ret_released = FALSE;
     json_object_set_new(extra, "released_by", json_string(released_by));
     if (dev->state == AV_DEVICE_STATE_IN_USE) {
         /* Held before the move is journalled: killed in between, a device
-         * is still in use on disk, de-authorized or its mdev gone, and the
-         * release is done again (a marker, a dead domain), never dirty
-         * without it. */
-        av_pool_release_hold(pool, dev, extra);
+         * is still in use on disk, held, de-authorized or its mdev gone,
+         * and the release is done again (a marker, a dead domain), never
+         * dirty without it. */
+        quarantine = av_pool_release_hold(pool, dev, extra);
         if (!av_pool_transition_event(pool, dev, AV_DEVICE_STATE_DIRTY, NULL, NULL, "transition", extra, error))
             return FALSE;
+        /* Its group open in another process: never freed, the operator
+         * looks at it (its scrub does not clear it). */
+        if (quarantine) {
+            g_autoptr(GError) local = NULL;
+
+            if (av_pool_quarantine_unscrubbed(pool, dev, quarantine, &local))
+                g_warning("device %s (%s) quarantined: %s", dev->identity, dev->address, quarantine);
+            else
+                g_warning("cannot quarantine %s: %s; it stays dirty", dev->identity, local->message);
+        }
     } else if (dev->state == AV_DEVICE_STATE_MISSING && dev->state_before_missing == AV_DEVICE_STATE_IN_USE) {
         /* Gone from the host: when it comes back, it comes back dirty. */
         if (!av_pool_journal_device(pool, "released-while-missing", dev, extra, error))

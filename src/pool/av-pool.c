@@ -1254,6 +1254,8 @@ av_pool_free(AvPool *pool)
     av_journal_clear(&pool->journal);
     g_free(pool->scanned_boot_id);
     g_free(pool->boot_id);
+    if (pool->root)
+        av_root_free(pool->root);
     g_free(pool);
 }
 

@@ -319,8 +319,9 @@ gboolean av_pool_device_wants_hold(const AvPoolDevice *dev);
  * scrub (av-pool-release-hold.c). */
 
 /* Names the host the pool's devices are on, where av_pool_release_device()
- * acts on what it releases (a USB stick de-authorized, an mdev accelvirt
- * created removed): borrowed, they must outlive @pool.  av_pool_upkeep()
+ * acts on what it releases (a PCI function's IOMMU group held, a USB stick
+ * de-authorized, an mdev accelvirt created removed): the pool keeps a copy
+ * of @root; @ops is a static table.  av_pool_upkeep()
  * sets them, so every holder of the write lock has them; a pool without
  * them (a test of the pool alone) changes only itself at a release. */
 void av_pool_set_kernel(AvPool *pool, const AvRoot *root, const AvKernelOps *ops);
@@ -892,7 +893,15 @@ gboolean av_pool_release_owner(AvPool *pool, const char *domain_uuid, const char
 
 /* The same for one device: in-use to dirty (or, missing while in use, to
  * come back dirty); *ret_released says whether it moved (any other state:
- * nothing to release, TRUE and FALSE). */
+ * nothing to release, TRUE and FALSE).  This is the one release of a
+ * device: the hook's, `accelvirt detach`, `release`, `stale --release`,
+ * the audit's and the upkeep's all come here.  On the host
+ * av_pool_set_kernel() names, the device is held before its move is
+ * journalled (a PCI function on vfio-pci: its IOMMU group; a USB stick
+ * de-authorized; an mdev accelvirt created removed); a PCI function whose
+ * group is open in another process (someone got it between its domain's
+ * end and now) is quarantined as unscrubbed at once.  The caller saves,
+ * then asks for the worker. */
 gboolean av_pool_release_device(AvPool *pool, AvPoolDevice *dev, const char *released_by, gboolean *ret_released,
                                 GError **error);
 
