@@ -592,10 +592,7 @@ av_hook_driver_run(const AvHookConfig *config, AvPool *pool, const AvProfile *pr
     bitstream = av_hook_driver_bitstream(config, pool, domain_uuid, identity);
     ok = av_driver_run(&target, point, bitstream, &report, error);
     if (report) {
-        json_object_set_new(report, "identity", av_json_string_or_null(identity));
-        json_object_set_new(report, "domain_name", av_json_string_or_null(domain_name));
-        json_object_set_new(report, "domain_uuid", av_json_string_or_null(domain_uuid));
-        if (!av_pool_journal_append(pool, "driver", report, &journal_error))
+        if (!av_program_journal(pool, "driver", report, identity, domain_name, domain_uuid, "hook", &journal_error))
             av_hook_log(LOG_ERR, "cannot journal the %s command of %s: %s", av_driver_point_to_string(point),
                         address ? address : "(none)", journal_error->message);
     }

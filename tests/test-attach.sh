@@ -457,7 +457,7 @@ rm -f "$T/on_prepare.fail"
 ava detach vg 0000:6b:00.1 >"$T/od1.out" 2>"$T/od1.err"
 echo $? >"$T/od1.rc"
 check "detach runs on_release for the device it released; dirty" \
-    eval "succeeded od1 && grep -q '^assign: 0000:6b:00.1 vg on_release$' '$ALOG' && json '$AS/pool.json' \"[x['state'] for x in d['devices'] if x['address'] == '0000:6b:00.1'] == ['dirty']\""
+    eval "succeeded od1 && grep -q '^assign: 0000:6b:00.1 vg on_release$' '$ALOG' && json '$AS/pool.json' \"[x['state'] for x in d['devices'] if x['address'] == '0000:6b:00.1'] == ['dirty']\" && grep '\"event\": *\"driver\"' '$AS/journal.jsonl' | tail -n1 | python3 -c \"import json,sys; e=json.loads(sys.stdin.read()); assert e['point']=='on_release' and e['by']=='detach' and e['ok'] and e['identity'] and e['domain_uuid'] and 'report' not in e, e\""
 ava attach vg qat-vf >"$T/oa4.out" 2>"$T/oa4.err"
 echo $? >"$T/oa4.rc"
 A4=$(python3 -c "import json,sys; print([x['address'] for x in json.load(open(sys.argv[1]))['devices'] if x['state'] == 'in-use' and x['address'].startswith('0000:6b')][0])" "$AS/pool.json")

@@ -234,7 +234,7 @@ rm -f "$FAIL"
 check "with on_assign: define programs, then runs on_assign with the device, the domain and the bitstream" \
     eval "av2 define '$W/d3.xml' >/dev/null 2>&1 && grep -q '^assign: 0000:6b:00.2 d3 $W/state/bitstreams/$CRC.bit$' '$ALOG' && grep -q '^ACCELVIRT_POINT=on_assign$' '$ALOG' && pool \"dev['0000:6b:00.2']['state'] == 'claimed' and dev['0000:6b:00.2']['programmed']['sha256'] == '$CRC'\""
 check "  ... journalled as a driver event, ok" \
-    journal "[e for e in es if e['event'] == 'driver'][-1]['report']['point'] == 'on_assign' and [e for e in es if e['event'] == 'driver'][-1]['report']['ok']"
+    journal "[e for e in es if e['event'] == 'driver'][-1]['point'] == 'on_assign' and [e for e in es if e['event'] == 'driver'][-1]['ok'] and [e for e in es if e['event'] == 'driver'][-1]['by'] == 'assign'"
 touch "$AFAIL"
 dom "$W/d4.xml" d4 5eed1500-0000-4000-8000-000000000004 'bitstream="crc"'
 check "an on_assign that fails: define fails with one line" \

@@ -334,14 +334,9 @@ av_assign_record(AvPool *pool, const AvOwner *owner, AvAssignJob *job, GError **
         if (!av_pool_journal_append(pool, "program", fields, error))
             return FALSE;
     }
-    if (job->driver_report) {
-        g_autoptr(json_t) fields = json_pack("{s:s,s:s?,s:s?,s:O}", "identity", job->identity, "address",
-                                             job->address, "domain_uuid", owner->domain_uuid, "report",
-                                             job->driver_report);
-
-        if (!av_pool_journal_append(pool, "driver", fields, error))
-            return FALSE;
-    }
+    if (job->driver_report && !av_program_journal(pool, "driver", job->driver_report, job->identity,
+                                                  owner->domain_name, owner->domain_uuid, "assign", error))
+        return FALSE;
     if (!ours && dev && job->program_report &&
         !av_pool_set_programmed(pool, dev, NULL, "a program for another domain ran on it after that domain's claim "
                                 "expired", error))

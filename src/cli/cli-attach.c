@@ -1470,12 +1470,13 @@ av_attach_rollback(AvAttachRun *a, virConnect *conn, virDomain *dom, gboolean pe
 /* Runs the driver command of @point of each device of @items
  * (AvPlacedItem*, borrowed) whose profile has one, for the domain @uuid
  * (@name), without the pool's lock (av_driver_run()), stopping at the
- * first failure; then journals every run ("driver") under the lock.  The
+ * first failure; then journals every run ("driver", av_program_journal(),
+ * with @by: "attach", "attach-rolled-back", "detach") under the lock.  The
  * items whose command ran and passed go to @ret_passed (borrowed; may be
  * NULL), the first failure to @error (FALSE), after the journal. */
 static gboolean
 av_attach_run_drivers(const AvCli *cli, const AvRoot *root, const AvPolicy *policy, const GPtrArray *items,
-                      AvDriverPoint point, const char *uuid, const char *name, GPtrArray *ret_passed,
+                      AvDriverPoint point, const char *uuid, const char *name, const char *by, GPtrArray *ret_passed,
                       GError **error)
 {
     g_autoptr(GPtrArray) reports = g_ptr_array_new_with_free_func((GDestroyNotify)json_decref);
@@ -1511,13 +1512,10 @@ av_attach_run_drivers(const AvCli *cli, const AvRoot *root, const AvPolicy *poli
         pool = av_cli_open_pool(cli, root, AV_POOL_WRITE, error);
         if (!pool)
             return FALSE;
-        for (guint i = 0; i < reports->len; i++) {
-            g_autoptr(json_t) fields = json_pack("{s:s?,s:s,s:O}", "identity", g_ptr_array_index(identities, i),
-                                                 "domain_uuid", uuid, "report", g_ptr_array_index(reports, i));
-
-            if (!av_pool_journal_append(pool, "driver", fields, error))
+        for (guint i = 0; i < reports->len; i++)
+            if (!av_program_journal(pool, "driver", g_ptr_array_index(reports, i), g_ptr_array_index(identities, i),
+                                    name, uuid, by, error))
                 return FALSE;
-        }
         if (!av_pool_save(pool, error))
             return FALSE;
     }
@@ -1540,15 +1538,15 @@ av_attach_drivers(AvAttachRun *a, const AvPolicy *policy, GError **error)
     g_autoptr(GPtrArray) prepared = g_ptr_array_new();
 
     if (av_attach_run_drivers(a->cli, a->root, policy, a->placement->items, AV_DRIVER_ON_PREPARE, a->uuid,
-                              a->domain->name, prepared, error) &&
+                              a->domain->name, "attach", prepared, error) &&
         av_attach_run_drivers(a->cli, a->root, policy, a->placement->items, AV_DRIVER_ON_ASSIGN, a->uuid,
-                              a->domain->name, NULL, error))
+                              a->domain->name, "attach", NULL, error))
         return TRUE;
     if (prepared->len > 0) {
         g_autoptr(GError) undo_error = NULL;
 
         if (!av_attach_run_drivers(a->cli, a->root, policy, prepared, AV_DRIVER_ON_RELEASE, a->uuid,
-                                   a->domain->name, NULL, &undo_error))
+                                   a->domain->name, "attach-rolled-back", NULL, &undo_error))
             fprintf(stderr, "accelvirt: warning: %s\n", undo_error->message);
     }
     return FALSE;
@@ -2059,7 +2057,8 @@ av_detach_on_release(const AvCli *cli, const AvRoot *root, const AvPolicy *polic
             item->mdev_parent = g_strdup(dev->address);
         g_ptr_array_add(one, item);
         g_clear_pointer(&pool, av_pool_free);
-        if (av_attach_run_drivers(cli, root, policy, one, AV_DRIVER_ON_RELEASE, uuid, name, NULL, &failure)) {
+        if (av_attach_run_drivers(cli, root, policy, one, AV_DRIVER_ON_RELEASE, uuid, name, "detach", NULL,
+                                  &failure)) {
             /* Done: the worker does not run it again. */
             pool = av_cli_open_pool(cli, root, AV_POOL_WRITE, &err);
             dev = pool ? av_pool_find(pool, identity) : NULL;

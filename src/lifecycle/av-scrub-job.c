@@ -279,11 +279,9 @@ av_scrub_job_journal_runs(const AvScrubContext *ctx, AvPool *pool, const AvScrub
     g_autoptr(GError) error = NULL;
 
     if (job->on_release) {
-        g_autoptr(json_t) run = json_deep_copy(job->on_release);
-
-        json_object_set_new(run, "identity", json_string(job->identity));
-        json_object_set_new(run, "by", json_string(av_scrub_job_runs_by(ctx)));
-        if (!av_pool_journal_append(pool, "driver", run, &error)) {
+        if (!av_program_journal(pool, "driver", job->on_release, job->identity,
+                                job->owner ? job->owner->domain_name : NULL,
+                                job->owner ? job->owner->domain_uuid : NULL, av_scrub_job_runs_by(ctx), &error)) {
             av_scrub_job_note(ctx, LOG_ERR, FALSE, "cannot journal the on_release run of %s: %s", job->identity,
                               error->message);
             g_clear_error(&error);

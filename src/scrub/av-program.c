@@ -306,3 +306,21 @@ av_driver_run(const AvProgramTarget *target, AvDriverPoint point, const AvBitstr
         *ret_report = g_steal_pointer(&report);
     return ok;
 }
+
+/* See av-program.h. */
+gboolean
+av_program_journal(AvPool *pool, const char *event, const json_t *report, const char *identity,
+                   const char *domain_name, const char *domain_uuid, const char *by, GError **error)
+{
+    g_autoptr(json_t) fields = json_deep_copy(report);
+
+    if (!fields)
+        fields = json_object();
+    json_object_set_new(fields, "identity", av_json_string_or_null(identity));
+    if (domain_name)
+        json_object_set_new(fields, "domain_name", json_string(domain_name));
+    if (domain_uuid)
+        json_object_set_new(fields, "domain_uuid", json_string(domain_uuid));
+    json_object_set_new(fields, "by", json_string(by));
+    return av_pool_journal_append(pool, event, fields, error);
+}

@@ -80,4 +80,15 @@ char **av_program_argv(const AvProgramTarget *target, const AvBitstream *bitstre
 gboolean av_driver_run(const AvProgramTarget *target, AvDriverPoint point, const AvBitstream *bitstream,
                        json_t **ret_report, GError **error);
 
+/* Journals what a program or driver command did (@report: av_program_run()'s
+ * or av_driver_run()'s, borrowed) as one @event entry ("program" or
+ * "driver") of @pool, which the caller holds for writing: the report's own
+ * fields, then the device's @identity, the domain it ran for (@domain_name,
+ * @domain_uuid; either may be NULL, then left out) and @by, what ran it
+ * ("hook", "scrub", "attach", "detach", "assign").  One shape wherever a
+ * command runs: the hook, the worker and every CLI command journal it
+ * here. */
+gboolean av_program_journal(AvPool *pool, const char *event, const json_t *report, const char *identity,
+                            const char *domain_name, const char *domain_uuid, const char *by, GError **error);
+
 G_END_DECLS

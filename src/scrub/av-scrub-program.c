@@ -210,16 +210,8 @@ av_scrub_journal_runs(AvPool *pool, const char *identity, json_t *report, json_t
     json_t *runs[] = { json_is_object(program) ? program : NULL, on_free };
     const char *const events[] = { "program", "driver" };
 
-    for (guint i = 0; i < G_N_ELEMENTS(runs); i++) {
-        g_autoptr(json_t) fields = NULL;
-
-        if (!runs[i])
-            continue;
-        fields = json_deep_copy(runs[i]);
-        json_object_set_new(fields, "identity", json_string(identity));
-        json_object_set_new(fields, "by", json_string(by));
-        if (!av_pool_journal_append(pool, events[i], fields, error))
+    for (guint i = 0; i < G_N_ELEMENTS(runs); i++)
+        if (runs[i] && !av_program_journal(pool, events[i], runs[i], identity, NULL, NULL, by, error))
             return FALSE;
-    }
     return TRUE;
 }
