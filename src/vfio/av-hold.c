@@ -309,7 +309,7 @@ av_hold_list_groups(const char *state_dir)
 
 /* The lock of @group's hold, @state_dir/holds/@group.lock (made, with its
  * directory, when missing), waited for at most AV_HOLD_LOCK_WAIT_MS.  NULL
- * with AV_ERROR_FAILED when another process kept it that long: not
+ * with AV_ERROR_LOCKED when another process kept it that long: not
  * AV_ERROR_IN_USE, which says that a process other than accelvirt has the
  * group, and quarantines the device. */
 static AvLock *
@@ -327,7 +327,7 @@ av_hold_lock(const char *state_dir, int group, GError **error)
     if (lock)
         return lock;
     if (g_error_matches(local, AV_ERROR, AV_ERROR_LOCKED))
-        g_set_error(error, AV_ERROR, AV_ERROR_FAILED,
+        g_set_error(error, AV_ERROR, AV_ERROR_LOCKED,
                     "the hold of IOMMU group %d is being taken or dropped by another accelvirt process (its lock "
                     "'%s' was not free within %d s); try again when it is done", group, path,
                     AV_HOLD_LOCK_WAIT_MS / 1000);

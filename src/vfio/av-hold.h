@@ -123,7 +123,7 @@ int av_hold_boot_id(const AvRoot *root, char **ret_boot_id);
  * @ops->group_open (the fake table on a fake tree).  FALSE with
  * AV_ERROR_IN_USE when another process has the group open, naming it
  * (av_vfio_group_holder()); AV_ERROR_NOT_FOUND when there is no
- * /dev/vfio/@group (no member on vfio-pci); another error (AV_ERROR_FAILED
+ * /dev/vfio/@group (no member on vfio-pci); another error (AV_ERROR_LOCKED, exit status 3: retry,
  * when the group's lock could not be had in time) when the holder cannot be
  * started or recorded (no holder is left behind then).  The caller holds
  * the pool's lock, or the device's scrub lock. */
