@@ -70,8 +70,9 @@ av_hook_config_new(GError **error)
         return NULL;
     }
     config->ops = av_kernel_ops_for(config->root);
-    config->state_dir = g_strdup(state ? state : AV_STATE_DIR);
-    config->policy_dir = g_strdup(policy ? policy : AV_POLICY_DIR);
+    /* Absolute: the worker it starts runs in "/" (av_hook_spawn_worker()). */
+    config->state_dir = g_canonicalize_filename(state ? state : AV_STATE_DIR, NULL);
+    config->policy_dir = g_canonicalize_filename(policy ? policy : AV_POLICY_DIR, NULL);
     config->worker_path = g_strdup(worker ? worker : AV_WORKER_PATH);
     config->lock_timeout_ms = AV_HOOK_LOCK_TIMEOUT_MS;
     if (!av_root_is_host(config->root) && av_hook_getenv("ACCELVIRT_TEST_LOCK_TIMEOUT_MS")) {
@@ -236,6 +237,13 @@ av_hook_spawn_pending_worker(const AvHookConfig *config)
 gboolean
 av_hook_spawn_worker(const AvHookConfig *config, GError **error)
 {
+    /* The worker reads where to act from the environment it inherits and
+     * runs in "/" (av_spawn_detached()): the dirs it is given are the
+     * absolute ones this process acts on. */
+    if (!av_root_is_host(config->root))
+        g_setenv("ACCELVIRT_ROOT", av_root_prefix(config->root), TRUE);
+    g_setenv("ACCELVIRT_STATE_DIR", config->state_dir, TRUE);
+    g_setenv("ACCELVIRT_POLICY_DIR", config->policy_dir, TRUE);
     return av_spawn_detached(config->worker_path, error);
 }
 

@@ -949,6 +949,8 @@ check "accelvirt release vm1 (its QEMU gone): dirty, journalled with the operato
     eval "avw release vm1 | grep -q \"released 0000:e3:00.0 .* of domain 'vm1': dirty, the worker scrubs it\" && wait_state 0000:e3:00.0 free && grep -q 'released_by\": *\"operator ' '$W/state/journal.jsonl'"
 check "accelvirt release --force DEVICE (by address) of a domain that looks alive" \
     eval "echo 1 >'$W/host/run/libvirt/qemu/vm2.pid' && avw release --force 0000:17:00.0 >/dev/null && wait_state 0000:17:00.0 free"
+check "accelvirt release --force with relative --root, --state-dir and --policy-dir: the worker it starts (in /) gets them absolute and frees the device" \
+    eval "hook '$W/vm1.xml' vm1 prepare begin - >/dev/null 2>&1 && wait_state 0000:e3:00.0 in-use && (cd '$W' && ACCELVIRT_WORKER='$ACCELVIRT_WORKER' ACCELVIRT_LOG_FILE='$W/log' '$AV' --root host --policy-dir \"\$(realpath --relative-to='$W' '$POL')\" --state-dir state release --force vm1 >/dev/null) && wait_state 0000:e3:00.0 free"
 check "accelvirt release of something that holds nothing: one line, exit 1" \
     eval "expect_exit 1 avw release vm1 && [ \$(wc -l <'$AV_TMP/err') -eq 1 ]"
 hook "$W/vm1.xml" vm1 prepare begin - >/dev/null 2>&1

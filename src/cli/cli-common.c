@@ -352,13 +352,18 @@ av_cli_spawn_pending_worker(const AvCli *cli)
     if (!av_cli_worker_wanted)
         return;
     av_cli_worker_wanted = FALSE;
-    /* The worker reads where to act from its environment, as the hook's. */
-    if (cli->root)
-        g_setenv("ACCELVIRT_ROOT", cli->root, TRUE);
-    if (cli->state_dir)
-        g_setenv("ACCELVIRT_STATE_DIR", cli->state_dir, TRUE);
-    if (cli->policy_dir)
-        g_setenv("ACCELVIRT_POLICY_DIR", cli->policy_dir, TRUE);
+    /* The worker reads where to act from its environment, as the hook's,
+     * and runs in "/" (av_spawn_detached()): a relative path is made
+     * absolute here, from where this command ran. */
+    const char *const names[] = { "ACCELVIRT_ROOT", "ACCELVIRT_STATE_DIR", "ACCELVIRT_POLICY_DIR" };
+    const char *const values[] = { cli->root, cli->state_dir, cli->policy_dir };
+
+    for (guint i = 0; i < G_N_ELEMENTS(names); i++) {
+        g_autofree char *absolute = values[i] ? g_canonicalize_filename(values[i], NULL) : NULL;
+
+        if (absolute)
+            g_setenv(names[i], absolute, TRUE);
+    }
     if (!worker || !*worker)
         worker = AV_WORKER_PATH;
     if (!av_spawn_detached(worker, &error))
