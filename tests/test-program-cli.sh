@@ -177,7 +177,7 @@ check "  ... the programmer got the device, the library's file and the documente
 check "  ... the pool records what it holds (by define), claimed for d1; the placement record names the bitstream" \
     pool "dev['0000:6b:00.1']['programmed']['sha256'] == '$CRC' and dev['0000:6b:00.1']['programmed']['by'] == 'define' and dev['0000:6b:00.1']['state'] == 'claimed' and dev['0000:6b:00.1']['owner']['domain_uuid'] == '$UUID1' and rec['$UUID1']['devices'][0]['bitstream'] == '$CRC' and rec['$UUID1']['requests'][0]['bitstream'] == 'crc' and rec['$UUID1']['requests'][0]['bitstream_sha256'] == '$CRC'"
 check "  ... journalled: claimed, the program's report, programmed" \
-    journal "[e['event'] for e in es][-3:] == ['claimed', 'program', 'programmed'] and es[-2]['report']['ok'] and es[-2]['recorded'] and es[-1]['by'] == 'define'"
+    journal "[e['event'] for e in es][-3:] == ['claimed', 'program', 'programmed'] and es[-2]['ok'] and es[-2]['recorded'] and es[-2]['by'] == 'assign' and es[-1]['by'] == 'define'"
 check "define again: the device holds it, nothing runs" \
     eval "av define '$W/d1.xml' >'$W/d1b.out' 2>'$W/d1b.err' && grep -q \"0000:6b:00.1 (vf 0 of PF 0000:6b:00.0): already holds 'crc'\" '$W/d1b.out' && [ \"\$(runs)\" = 1 ] && [ ! -s '$W/d1b.err' ]"
 
@@ -218,7 +218,7 @@ dom "$W/d3.xml" d3 "$UUID3" 'bitstream="crc"'
 check "a program that fails: define fails with one line, the domain is not defined" \
     one_line 1 "programming 0000:6b:00.2 with 'crc' failed" av define "$W/d3.xml"
 check "  ... its claim given back dirty (the card may hold part of the image), what it holds unknown, no placement record; journalled not ok" \
-    eval "pool \"dev['0000:6b:00.2']['state'] == 'dirty' and 'programmed' not in dev['0000:6b:00.2'] and 'claim_programmed' not in dev['0000:6b:00.2'] and '$UUID3' not in rec\" && journal \"not [e for e in es if e['event'] == 'program'][-1]['report']['ok']\" && worker_ran"
+    eval "pool \"dev['0000:6b:00.2']['state'] == 'dirty' and 'programmed' not in dev['0000:6b:00.2'] and 'claim_programmed' not in dev['0000:6b:00.2'] and '$UUID3' not in rec\" && journal \"not [e for e in es if e['event'] == 'program'][-1]['ok']\" && worker_ran"
 # The worker scrubs it (scrub "none" here): free again.
 python3 - "$W/state/pool.json" <<'PY'
 import json, sys

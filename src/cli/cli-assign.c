@@ -327,11 +327,11 @@ av_assign_record(AvPool *pool, const AvOwner *owner, AvAssignJob *job, GError **
                     g_strcmp0(dev->owner->domain_uuid, owner->domain_uuid) == 0;
 
     if (job->program_report) {
-        g_autoptr(json_t) fields = json_pack("{s:s,s:s?,s:s?,s:O,s:b}", "identity", job->identity, "address",
-                                             job->address, "domain_uuid", owner->domain_uuid, "report",
-                                             job->program_report, "recorded", ours && job->programmed);
+        g_autoptr(json_t) report = json_deep_copy(job->program_report);
 
-        if (!av_pool_journal_append(pool, "program", fields, error))
+        json_object_set_new(report, "recorded", json_boolean(ours && job->programmed));
+        if (!av_program_journal(pool, "program", report, job->identity, owner->domain_name, owner->domain_uuid,
+                                "assign", error))
             return FALSE;
     }
     if (job->driver_report && !av_program_journal(pool, "driver", job->driver_report, job->identity,
