@@ -69,7 +69,7 @@ av_hook_start(const AvHookConfig *config, const AvDomain *domain)
     policy = av_policy_load_dir(config->policy_dir, &error);
     if (!policy)
         return av_hook_refusef("cannot read the policies: %s", error->message);
-    pool = av_pool_open(config->state_dir, AV_POOL_READ, AV_HOOK_LOCK_TIMEOUT_MS, &error);
+    pool = av_pool_open(config->state_dir, AV_POOL_READ, config->lock_timeout_ms, &error);
     if (!pool)
         return av_hook_refuse(error->message);
 
