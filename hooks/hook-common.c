@@ -21,6 +21,7 @@
 #include "scrub/av-program.h"
 #include "util/av-error.h"
 #include "util/av-json.h"
+#include "util/av-point.h"
 #include "util/av-spawn.h"
 
 #ifndef AV_WORKER_PATH
@@ -75,10 +76,10 @@ av_hook_config_new(GError **error)
     config->policy_dir = g_canonicalize_filename(policy ? policy : AV_POLICY_DIR, NULL);
     config->worker_path = g_strdup(worker ? worker : AV_WORKER_PATH);
     config->lock_timeout_ms = AV_HOOK_LOCK_TIMEOUT_MS;
-    if (!av_root_is_host(config->root) && av_hook_getenv("ACCELVIRT_TEST_LOCK_TIMEOUT_MS")) {
+    if (!av_root_is_host(config->root) && av_point_setting("lock-timeout-ms")) {
         guint64 ms = 0;
 
-        if (g_ascii_string_to_unsigned(av_hook_getenv("ACCELVIRT_TEST_LOCK_TIMEOUT_MS"), 10, 0, G_MAXINT, &ms, NULL))
+        if (g_ascii_string_to_unsigned(av_point_setting("lock-timeout-ms"), 10, 0, G_MAXINT, &ms, NULL))
             config->lock_timeout_ms = (int)ms;
     }
     return g_steal_pointer(&config);
@@ -247,15 +248,12 @@ av_hook_spawn_worker(const AvHookConfig *config, GError **error)
     return av_spawn_detached(config->worker_path, error);
 }
 
-/* Test hook: with a fake root and ACCELVIRT_TEST_STOP=POINT, stops the
- * process (SIGSTOP) at POINT so that a test can kill it there. */
+/* See hook.h: a stop point (util/av-point.h) on a fake root. */
 void
 av_hook_test_stop(const AvHookConfig *config, const char *point)
 {
-    const char *want = g_getenv("ACCELVIRT_TEST_STOP");
-
-    if (want && !av_root_is_host(config->root) && g_str_equal(want, point))
-        raise(SIGSTOP);
+    if (!av_root_is_host(config->root))
+        av_point_stop(point);
 }
 
 /* See hook.h. */
@@ -538,8 +536,8 @@ av_hook_driver_bitstream(const AvHookConfig *config, AvPool *pool, const char *d
 
 /* The hook's budget for driver commands (AV_DRIVER_HOOK_BUDGET_S), one per
  * point, counted from its first command: the monotonic time (µs) it ends,
- * 0 before.  A test on a fake root may make it shorter
- * ($ACCELVIRT_TEST_DRIVER_BUDGET, seconds). */
+ * 0 before.  A test on a fake root may make it shorter (the setting
+ * "driver-budget-s" of util/av-point.h, seconds). */
 static gint64 av_hook_driver_deadline[AV_DRIVER_POINTS];
 
 /* The seconds left of the hook's budget for @point (at least 1), or 0 when
@@ -551,7 +549,7 @@ av_hook_driver_budget_left(const AvHookConfig *config, AvDriverPoint point)
     gint64 left;
 
     if (av_hook_driver_deadline[point] == 0) {
-        const char *test = g_getenv("ACCELVIRT_TEST_DRIVER_BUDGET");
+        const char *test = av_point_setting("driver-budget-s");
         guint64 budget = AV_DRIVER_HOOK_BUDGET_S;
 
         if (test && !av_root_is_host(config->root))

@@ -43,12 +43,12 @@ G_BEGIN_DECLS
 /* Where the programs act, from the environment and the compiled defaults. */
 typedef struct {
     AvRoot *root;
-    const AvKernelOps *ops;      /* the real kernel on "/", the fake one on a tree */
+    const AvKernelOps *ops;      /* av_kernel_ops_for(): the real kernel on "/" */
     char *state_dir;
     char *policy_dir;
     char *worker_path;
-    int lock_timeout_ms;         /* AV_HOOK_LOCK_TIMEOUT_MS; on a fake root, tests may set
-                                  * ACCELVIRT_TEST_LOCK_TIMEOUT_MS */
+    int lock_timeout_ms;         /* AV_HOOK_LOCK_TIMEOUT_MS; on a fake root, a test double
+                                  * may shorten it (util/av-point.h) */
 } AvHookConfig;
 
 void av_hook_config_free(AvHookConfig *config);
@@ -109,9 +109,11 @@ AvHost *av_hook_scan_host(const AvHookConfig *config, const AvPolicy *policy, Av
 AvHost *av_hook_scan_for(const AvHookConfig *config, const AvPolicy *policy, AvPool *pool, const AvDomain *domain,
                          GError **error);
 
-/* Test hook: with a fake root and ACCELVIRT_TEST_STOP=POINT, the program
- * stops itself (SIGSTOP) at POINT, holding what it holds (the pool lock),
- * so that a test can kill it there.  Never on the real root. */
+/* Stop point: on a fake root, a test double (util/av-point.h; the test
+ * builds' $ACCELVIRT_TEST_STOP=POINT) may make the program stop itself
+ * (SIGSTOP) at POINT, holding what it holds (the pool lock), so that a test
+ * can kill it there.  Never on the real root; a no-op in the installed
+ * programs. */
 void av_hook_test_stop(const AvHookConfig *config, const char *point);
 
 /* The worker should run once this program has let the pool go: the hook's

@@ -2,6 +2,7 @@
 #include "config.h"
 
 #include "av-test.h"
+#include "doubles/av-doubles.h"
 
 #include <errno.h>
 #include <string.h>
@@ -22,6 +23,9 @@ void
 av_test_init(int *argc, char ***argv)
 {
     g_test_init(argc, argv, NULL);
+    /* The emulated kernel and the tests' points (its constructor has done
+     * it already: the call is what links it into every unit test). */
+    av_doubles_register();
     av_test_env("AV_TEST_SRCDIR");
     av_test_env("AV_TEST_HOSTS");
 }

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "av-test.h"
+#include "doubles/av-doubles.h"
 #include "policy/av-policy.h"
 #include "scrub/av-scrub.h"
 #include "pool/av-pool.h"

@@ -20,6 +20,7 @@
 #include <libvirt/virterror.h>
 
 #include "av-test.h"
+#include "doubles/av-doubles.h"
 #include "pci/av-pci.h"
 #include "policy/av-policy.h"
 #include "fpga/av-bitstream.h"

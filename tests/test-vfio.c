@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "av-test.h"
+#include "doubles/av-doubles.h"
 #include "pci/av-pci.h"
 #include "policy/av-policy.h"
 #include "util/av-error.h"

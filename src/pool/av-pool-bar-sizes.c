@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "util/av-error.h"
+#include "util/av-point.h"
 #include "util/av-json.h"
 #include "vfio/av-bar-sizes.h"
 #include "vfio/av-hold.h"
@@ -90,7 +91,7 @@ av_pool_bar_restore_one(AvPool *pool, const AvRoot *root, const AvKernelOps *ops
         ok = av_bar_record_restore(root, ops, record, done, &local);
     }
     if (ok)
-        av_test_kill_point_named("bar-restored");
+        av_point_crash_named("bar-restored");
     /* Held again as the pool says (a scrubbing device too: the worker that
      * dropped its hold for the resize is gone). */
     driver = av_vfio_current_driver(root, record->address);

@@ -32,6 +32,7 @@
 #include <unistd.h>
 
 #include "util/av-error.h"
+#include "util/av-point.h"
 #include "util/av-names.h"
 
 #define AV_POOL_INDEX_DIR "domains"
@@ -152,7 +153,7 @@ av_pool_index_build(AvPool *pool, GHashTable *names, GError **error)
     }
     if (!av_pool_index_sync(tmp, error))
         return FALSE;
-    av_test_kill_point();
+    av_point_crash();
     if (rename(tmp, dir) < 0)
         return av_error_errno(error, -errno, "cannot rename '%s' to '%s'", tmp, dir);
     return av_pool_index_sync(pool->state_dir, error);
@@ -215,7 +216,7 @@ av_pool_index_after_save(AvPool *pool, GHashTable *names)
     pool->index_disk = g_hash_table_ref(names);
     if (!have)
         return;
-    av_test_kill_point();
+    av_point_crash();
     g_hash_table_iter_init(&iter, have);
     while (g_hash_table_iter_next(&iter, &key, NULL)) {
         g_autofree char *path = NULL;

@@ -44,6 +44,7 @@
 #include <unistd.h>
 
 #include "util/av-error.h"
+#include "util/av-point.h"
 #include "util/av-file.h"
 #include "util/av-root.h"
 #include "pci/av-pci.h"
@@ -516,7 +517,7 @@ av_zero_resize_up(AvZeroRun *run, json_t *resized, GError **error)
                                       (const AvBarSize *)(gpointer)grow->data, grow->len, error);
     if (!run->record)
         return FALSE;
-    av_test_kill_point_named("bar-recorded");
+    av_point_crash_named("bar-recorded");
 
     /* A resize unbinds the device from vfio-pci: no hold meanwhile. */
     av_zero_close(run);
@@ -548,7 +549,7 @@ av_zero_resize_up(AvZeroRun *run, json_t *resized, GError **error)
             return FALSE;
         }
     }
-    av_test_kill_point_named("bar-grown");
+    av_point_crash_named("bar-grown");
     return TRUE;
 }
 
@@ -565,7 +566,7 @@ av_zero_resize_back(AvZeroRun *run, GError **error)
 
     av_zero_close(run);
     if (run->record)
-        av_test_kill_point_named("bar-zeroed");
+        av_point_crash_named("bar-zeroed");
     for (guint i = 0; i < AV_PCI_BAR_COUNT; i++) {
         g_autoptr(GError) local = NULL;
 
@@ -593,7 +594,7 @@ av_zero_resize_back(AvZeroRun *run, GError **error)
         ok = FALSE;
     }
     if (ok && run->record) {
-        av_test_kill_point_named("bar-back");
+        av_point_crash_named("bar-back");
         ok = av_bar_record_remove(g_steal_pointer(&run->record), error);
     }
     return ok;
@@ -640,7 +641,7 @@ av_zero_resume(AvZeroRun *run, GError **error)
         g_propagate_error(error, g_steal_pointer(&local));
         return FALSE;
     }
-    av_test_kill_point_named("bar-restored");
+    av_point_crash_named("bar-restored");
     return av_bar_record_remove(g_steal_pointer(&record), error);
 }
 

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "av-error.h"
+#include "av-point.h"
 
 struct AvLock {
     int fd;
@@ -60,58 +61,6 @@ av_write_all(int fd, const char *data, gsize len)
     return 0;
 }
 
-/* --- test kill points ----------------------------------------------------------- */
-
-static gboolean av_test_kill_enabled;
-static gint64 av_test_kill_left = -2;    /* -2: not read yet; -1: off */
-
-/* See av-file.h. */
-void
-av_test_kill_points_enable(void)
-{
-    av_test_kill_enabled = TRUE;
-}
-
-/* See av-file.h. */
-gboolean
-av_test_kill_due(void)
-{
-    if (av_test_kill_left == -2) {
-        const char *at = g_getenv("ACCELVIRT_TEST_KILL_AT");
-        guint64 n = 0;
-
-        av_test_kill_left = av_test_kill_enabled && at && g_ascii_string_to_unsigned(at, 10, 0, G_MAXINT, &n, NULL)
-                            ? (gint64)n : -1;
-    }
-    if (av_test_kill_left < 0)
-        return FALSE;
-    return av_test_kill_left-- == 0;
-}
-
-/* See av-file.h. */
-void
-av_test_kill_now(void)
-{
-    kill(getpid(), SIGKILL);
-    _exit(137);
-}
-
-/* See av-file.h. */
-void
-av_test_kill_point(void)
-{
-    if (av_test_kill_due())
-        av_test_kill_now();
-}
-
-/* See av-file.h. */
-void
-av_test_kill_point_named(const char *name)
-{
-    if (av_test_kill_enabled && g_strcmp0(g_getenv("ACCELVIRT_TEST_KILL_AT"), name) == 0)
-        av_test_kill_now();
-}
-
 /* av_file_write_atomic(), and with @hold the file's flock(2) lock, taken
  * before anything is written and kept: its descriptor is returned (a
  * reader that gets the lock knows the writer is gone).  Returns the
@@ -136,7 +85,7 @@ av_file_write_atomic_fd(const char *path, const char *data, gsize len, mode_t mo
         r = -errno;
     if (!hold && close(fd) < 0 && r == 0)
         r = -errno;
-    av_test_kill_point();
+    av_point_crash();
     if (r == 0 && rename(tmp, path) < 0)
         r = -errno;
     if (r < 0) {
@@ -146,7 +95,7 @@ av_file_write_atomic_fd(const char *path, const char *data, gsize len, mode_t mo
         av_error_errno(error, r, "cannot write '%s'", path);
         return -1;
     }
-    av_test_kill_point();
+    av_point_crash();
     r = av_fsync_dir_of(path);
     if (r < 0) {
         if (hold)
@@ -297,12 +246,12 @@ av_file_append_line(const char *path, const char *line, mode_t mode, GError **er
     if (fd < 0)
         return av_error_errno(error, -errno, "cannot open '%s'", path);
     buf = g_strconcat(line, "\n", NULL);
-    av_test_kill_point();
-    if (av_test_kill_due()) {
+    av_point_crash();
+    if (av_point_crash_due()) {
         /* Killed half-way through the line: a torn line for the next writer. */
         if (av_write_all(fd, buf, strlen(buf) / 2) == 0)
             fsync(fd);
-        av_test_kill_now();
+        av_point_die();
     }
     r = av_write_all(fd, buf, strlen(buf));
     if (r == 0 && fsync(fd) < 0)

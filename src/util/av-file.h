@@ -50,26 +50,6 @@ int av_file_open_unheld(const char *path, int *ret_fd);
  * an O_APPEND descriptor, then fsyncs it.  @line must not contain a newline. */
 gboolean av_file_append_line(const char *path, const char *line, mode_t mode, GError **error);
 
-/* Test kill points (the kill storm, tests/storm): a process whose root
- * prefix is not "/" (av_root_new() enables them) and whose environment sets
- * ACCELVIRT_TEST_KILL_AT=N kills itself with SIGKILL at its Nth kill point
- * (counting from 0): before and after every write the fake kernel acts on,
- * before a crash-safe file replaces the old one and after, before a journal
- * line is appended and half-way through it.  Never on the real root. */
-void av_test_kill_points_enable(void);
-/* TRUE when this is the kill point at which to die (the caller may leave a
- * torn write first, then call av_test_kill_now()). */
-gboolean av_test_kill_due(void);
-void av_test_kill_now(void) G_GNUC_NORETURN;
-/* Dies here when this is the kill point. */
-void av_test_kill_point(void);
-/* A named kill point, for tests that must die at one place of a long
- * operation whatever the count of points before it: a process that may
- * have kill points (see above) and whose ACCELVIRT_TEST_KILL_AT is @name
- * kills itself with SIGKILL here.  Named points do not count in the
- * numbering above. */
-void av_test_kill_point_named(const char *name);
-
 /* fsync(2) of the directory @dir, so that the entries made or removed in
  * it last.  0 or -errno. */
 int av_file_fsync_dir(const char *dir);

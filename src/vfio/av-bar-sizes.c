@@ -13,6 +13,7 @@
 
 #include "pci/av-pci.h"
 #include "util/av-error.h"
+#include "util/av-point.h"
 #include "util/av-file.h"
 #include "util/av-json.h"
 #include "vfio/av-vfio.h"
@@ -392,7 +393,7 @@ av_bar_record_remove(AvBarRecord *record, GError **error)
         ok = av_error_errno(error, -errno, "cannot remove the record of the BAR sizes of %s ('%s')",
                             record->address, record->path);
     } else {
-        av_test_kill_point();
+        av_point_crash();
         r = av_file_fsync_dir(dir);
         if (r < 0)
             ok = av_error_errno(error, r, "the record '%s' was removed, but syncing its folder failed",

@@ -2,79 +2,19 @@
  *
  * Driver binding, mdev create/remove and friends are writes to sysfs
  * attributes.  They all go through an AvKernelOps (QEMU's io_ops idea): on the
- * real root ("/") the real table writes the files and the kernel acts; on a
- * fake tree (any other root prefix) there is no kernel behind the files, so
- * the fake table emulates what the kernel would do to the tree, as libvirt's
- * virpcimock does:
+ * real root ("/") the real table writes the files and the kernel acts.  On a
+ * fake tree (any other root prefix) there is no kernel behind the files:
  *
- *   /sys/bus/pci/devices/ADDR/driver_override   stores the value ("\n" clears: "(null)")
- *   /sys/bus/pci/drivers/DRV/unbind  ADDR       removes ADDR's driver link and DRV/ADDR
- *   /sys/bus/pci/drivers/DRV/bind    ADDR       links ADDR to DRV (-ENODEV if DRV/ is absent)
- *   /sys/bus/pci/drivers_probe       ADDR       binds ADDR to its driver_override
- *                                               (no override: -ENODEV)
- *   .../mdev_supported_types/TYPE/create UUID   creates the mdev (directory under the parent,
- *                                               reached through /sys/class/mdev_bus/NAME or
- *                                               /sys/bus/pci/devices/ADDR: a PCI parent or a
- *                                               virtual one such as mtty alike;
- *                                               mdev_type and iommu_group links, the
- *                                               /sys/bus/mdev/devices link, one instance less)
- *   /sys/bus/mdev/devices/UUID/remove "1"       removes it again
- *   /sys/bus/pci/devices/ADDR/resourceN_resize B  with no driver bound (else -EBUSY) and bit B
- *                                               in the file's bitmap (else -EINVAL; the file
- *                                               keeps it): resourceN becomes 2^(B+20) bytes
- *                                               and line N of "resource" ends there
- *
- * and keeps /dev/vfio/GROUP present exactly while a device of GROUP is bound
- * to vfio-pci.  A fake tree may hold a file "sys/.accelvirt-fake-kernel"
- * with lines "fail PATH ERRNO" (such as "fail /sys/bus/pci/drivers_probe 5")
- * to make the emulated kernel fail a write, for rollback tests.
- *
- * Opening a device for scrubbing (device_open and friends) is emulated too:
- *
- *   device_open      the device must exist (else -ENODEV), have an IOMMU group
- *                    (else -ENODEV) and be bound to vfio-pci (else -ENODEV, as
- *                    VFIO_GROUP_GET_DEVICE_FD answers for a device vfio does
- *                    not hold); /dev/vfio/GROUP must exist (else -ENOENT).
- *                    "fail /dev/vfio/GROUP ERRNO" fails it as opening the group
- *                    would ("fail /dev/vfio/40 16": a QEMU holds group 40).
- *                    The handle keeps the group file open, flock()ed (see
- *                    group_open), until device_close; -EBUSY while another
- *                    open file holds that lock.
- *   group_open       opens the tree's regular file /dev/vfio/GROUP (absent:
- *                    -ENOENT; "fail /dev/vfio/GROUP ERRNO" fails it) and
- *                    emulates the kernel's "one open file of a group at a
- *                    time" (vfio_group_fops_open) with flock(LOCK_EX |
- *                    LOCK_NB) on it: a lock belongs to the open file
- *                    description, so it survives fork() and dup() and goes
- *                    when the last fd on it closes; EWOULDBLOCK is -EBUSY.
- *   device_open_held as device_open, through a group file the caller holds
- *                    open already (from group_open): no flock of its own,
- *                    and device_close leaves the held file alone.
- *   device_region    BAR N is the tree's regular file
- *                    /sys/bus/pci/devices/ADDR/resourceN, as sysfs has one per
- *                    BAR: size = the file's size (no file: size 0), offset 0,
- *                    mmap_ok, readable and writable; memory unless the tree's
- *                    "resource" file flags the BAR as I/O (IORESOURCE_IO).
- *   device_reset     appends "VFIO_DEVICE_RESET ADDR" to the tree's file
- *                    "sys/.accelvirt-fake-kernel.log" (created when absent),
- *                    unless "fail VFIO_DEVICE_RESET:ADDR ERRNO" (a glob, as
- *                    "VFIO_DEVICE_RESET:*") fails it ("... 25": -ENOTTY, no
- *                    reset).  device_open appends "VFIO_GROUP_GET_DEVICE_FD
- *                    ADDR" and device_close "close ADDR" to the same log.
- *
- * USB devices have two operations of their own:
- *
- *   usb_reset        USBDEVFS_RESET on /dev/bus/usb/BBB/DDD: the node must
- *                    exist in the tree (else -ENOENT); appends
- *                    "USBDEVFS_RESET BBB/DDD" to the fake kernel's log,
- *                    unless "fail USBDEVFS_RESET:BBB/DDD ERRNO" (a glob, as
- *                    "USBDEVFS_RESET:*") fails it.
- *   /sys/bus/usb/devices/PATH/authorized "0" then "1"
- *                    (a write through the table): "0" stores it and logs
- *                    "USB_DEAUTHORIZE PATH"; "1" after "0" re-enumerates the
- *                    device as the kernel does: a new devnum (one above the
- *                    highest of its bus), its /dev/bus/usb node moved, and
- *                    "USB_AUTHORIZE PATH devnum N" logged.
+ *   - the test builds (tests/bin/, the unit tests: docs/testing.md) register
+ *     the emulated kernel of tests/doubles/av-kernel-fake.c, which does to
+ *     the tree what the kernel would (as libvirt's virpcimock does; its
+ *     list of what it emulates is in tests/doubles/av-doubles.h);
+ *   - the installed programs have no emulated kernel: under a root prefix
+ *     they read the tree (`accelvirt --root COPY list` of a captured host)
+ *     but every operation of the table (av_kernel_ops_none) is refused with
+ *     -EROFS, so nothing is written there, and a command that needs the
+ *     kernel fails with one line ("...: Read-only file system") rather than
+ *     write files that no kernel acts on.
  *
  * Kernel interfaces: Documentation/ABI/testing/sysfs-bus-usb (authorized),
  * include/uapi/linux/usbdevice_fs.h (USBDEVFS_RESET),
@@ -105,13 +45,6 @@ typedef struct {
     gboolean readable;           /* VFIO_REGION_INFO_FLAG_READ: pread works */
     gboolean writable;           /* VFIO_REGION_INFO_FLAG_WRITE: pwrite works */
 } AvRegion;
-
-/* The file of the fake kernel's log of device operations, root-relative
- * (see above); tests read it. */
-#define AV_KERNEL_FAKE_LOG ".accelvirt-fake-kernel.log"
-/* The file under the fake tree's /sys where the fake table records every
- * write, one "PATH VALUE" line each (the value escaped as C does). */
-#define AV_KERNEL_FAKE_WRITES ".accelvirt-fake-kernel.writes"
 
 /* The BAR count of a PCI function: regions 0 to 5 (VFIO_PCI_BAR0_REGION_INDEX
  * to VFIO_PCI_BAR5_REGION_INDEX). */
@@ -164,10 +97,19 @@ typedef struct {
     int (*usb_reset)(const AvRoot *root, guint busnum, guint devnum);
 } AvKernelOps;
 
-/* The table for @root: the real one when the root is "/", else the fake. */
+/* The table for @root: the real one when the root is "/"; else the
+ * double registered with av_kernel_ops_set_double() (the test builds' emulated
+ * kernel), or without one av_kernel_ops_none. */
 const AvKernelOps *av_kernel_ops_for(const AvRoot *root);
 
+/* The hook point of the emulated kernel: the test doubles' constructor
+ * (tests/doubles/av-doubles.c) registers it; production code never calls
+ * this.  @ops is borrowed for the life of the process. */
+void av_kernel_ops_set_double(const AvKernelOps *ops);
+
 extern const AvKernelOps av_kernel_ops_real;
-extern const AvKernelOps av_kernel_ops_fake;
+/* Refuses every operation with -EROFS (device_close frees a handle, of
+ * which it never makes one): a root prefix without the emulated kernel. */
+extern const AvKernelOps av_kernel_ops_none;
 
 G_END_DECLS

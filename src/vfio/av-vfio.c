@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "util/av-error.h"
+#include "util/av-point.h"
 #include "util/av-file.h"
 
 #define AV_VFIO_DRIVER "vfio-pci"
@@ -485,7 +486,7 @@ av_vfio_resize_bar(const AvRoot *root, const AvKernelOps *ops, const char *addre
     if (r < 0)
         return av_error_errno(error, r, "cannot resize BAR %u of '%s': unbinding it from %s failed", bar,
                               address, driver);
-    av_test_kill_point_named("bar-unbound");
+    av_point_crash_named("bar-unbound");
     path = av_sys_path("bus/pci/devices/%s/resource%u_resize", address, bar);
     value = g_strdup_printf("%u", bit);
     resize_r = ops->write(root, path, value);

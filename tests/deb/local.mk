@@ -32,8 +32,10 @@ EXTRA_DIST += \
 tests/deb/test-deb-debian13.log: tests/deb/test-deb.log
 
 # The build tree's accelvirt lists the same fake host, for comparison.
+# The package's programs are the installed ones: the build tree's accelvirt
+# it is compared with is too (AV_TEST_BINDIR, Makefile.am).
 check-deb: accelvirt$(EXEEXT) $(FAKE_HOSTS_STAMP)
-	@$(MAKE) $(AM_MAKEFLAGS) run-tier AV_TIER_TESTS='$(AV_DEB_TESTS)' AV_TIER_SUITE_LOG='$(AV_DEB_SUITE_LOG)'
+	@$(MAKE) $(AM_MAKEFLAGS) run-tier AV_TEST_BINDIR='$(abs_top_builddir)' AV_TIER_TESTS='$(AV_DEB_TESTS)' AV_TIER_SUITE_LOG='$(AV_DEB_SUITE_LOG)'
 
 clean-local: clean-deb
 clean-deb:

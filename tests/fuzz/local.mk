@@ -98,7 +98,7 @@ clean-fuzz:
 .PHONY: clean-fuzz
 
 # The seed corpus made again from the tests' files (read the diff, commit).
-fuzz-corpus: accelvirt$(EXEEXT) accelvirt-hook$(EXEEXT) accelvirt-worker$(EXEEXT) accelvirt-hold$(EXEEXT) $(FAKE_HOSTS_STAMP)
+fuzz-corpus: $(AV_TEST_BUILDS) $(FAKE_HOSTS_STAMP)
 	@$(AM_TESTS_ENVIRONMENT) $(SHELL) $(srcdir)/tests/fuzz/make-corpus.sh
 .PHONY: fuzz-corpus
 

@@ -23,7 +23,7 @@ EXTRA_DIST += \
 	tests/libvirt/build-scrub-image.sh \
 	tests/libvirt/README.md
 
-check-libvirt: accelvirt-hook$(EXEEXT) accelvirt-worker$(EXEEXT) accelvirt-hold$(EXEEXT) accelvirt$(EXEEXT) $(FAKE_HOSTS_STAMP)
+check-libvirt: $(AV_TEST_BUILDS) $(FAKE_HOSTS_STAMP)
 	@$(MAKE) $(AM_MAKEFLAGS) run-tier AV_TIER_TESTS='$(AV_LIBVIRT_TESTS)' AV_TIER_SUITE_LOG='$(AV_LIBVIRT_SUITE_LOG)'
 
 # The tier's results. automake allows one clean-local recipe (in Makefile.am);

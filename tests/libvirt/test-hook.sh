@@ -24,7 +24,8 @@
 #
 # TAP on stdout. Needs root; installs its packages when missing; never skips.
 # Binaries: $ACCELVIRT_HOOK, $ACCELVIRT_WORKER, $ACCELVIRT and $AV_TEST_HOSTS
-# (set by make check-libvirt), else the build tree next to this source tree.
+# (set by make check-libvirt), else the test builds (tests/bin/, with the
+# emulated kernel) of the build tree next to this source tree.
 set -u
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -32,9 +33,9 @@ here=$(cd "$(dirname "$0")" && pwd)
 lv_enter "$0" "$@"
 
 top=$(cd "$here/../.." && pwd)
-HOOK_BIN=${ACCELVIRT_HOOK:-$top/accelvirt-hook}
-WORKER_BIN=${ACCELVIRT_WORKER:-$top/accelvirt-worker}
-AV_BIN=${ACCELVIRT:-$top/accelvirt}
+HOOK_BIN=${ACCELVIRT_HOOK:-$top/tests/bin/accelvirt-hook}
+WORKER_BIN=${ACCELVIRT_WORKER:-$top/tests/bin/accelvirt-worker}
+AV_BIN=${ACCELVIRT:-$top/tests/bin/accelvirt}
 HOSTS=${AV_TEST_HOSTS:-$top/tests/data/hosts}
 PLAN=47
 

@@ -41,9 +41,9 @@ here=$(cd "$(dirname "$0")" && pwd)
 lv_enter "$0" "$@"
 
 top=$(cd "$here/../.." && pwd)
-HOOK_BIN=${ACCELVIRT_HOOK:-$top/accelvirt-hook}
-WORKER_BIN=${ACCELVIRT_WORKER:-$top/accelvirt-worker}
-AV_BIN=${ACCELVIRT:-$top/accelvirt}
+HOOK_BIN=${ACCELVIRT_HOOK:-$top/tests/bin/accelvirt-hook}
+WORKER_BIN=${ACCELVIRT_WORKER:-$top/tests/bin/accelvirt-worker}
+AV_BIN=${ACCELVIRT:-$top/tests/bin/accelvirt}
 HOSTS=${AV_TEST_HOSTS:-$top/tests/data/hosts}
 CACHE=${AV_LV_CACHE:-${AV_TEST_BUILDDIR:-$top/tests}/libvirt/cache}
 TEMPLATE=$top/xml/scrub-vm.xml

@@ -21,7 +21,7 @@ EXTRA_DIST += \
 	tests/placement/scrub-gate.sh \
 	tests/placement/README.md
 
-check-placement: accelvirt-hook$(EXEEXT) accelvirt-worker$(EXEEXT) accelvirt-hold$(EXEEXT) accelvirt$(EXEEXT) $(FAKE_HOSTS_STAMP)
+check-placement: $(AV_TEST_BUILDS) $(FAKE_HOSTS_STAMP)
 	@$(MKDIR_P) tests/placement
 	@$(MAKE) $(AM_MAKEFLAGS) run-tier AV_TIER_TESTS='$(AV_PLACEMENT_TESTS)' AV_TIER_SUITE_LOG='$(AV_PLACEMENT_SUITE_LOG)'
 

@@ -9,7 +9,7 @@ AV_STORM_TESTS = tests/storm/kill-storm.py
 AV_STORM_SUITE_LOG = tests/storm/test-suite.log
 EXTRA_DIST += $(AV_STORM_TESTS) tests/storm/local.mk
 
-check-storm: accelvirt-hook$(EXEEXT) accelvirt-worker$(EXEEXT) accelvirt-hold$(EXEEXT) accelvirt$(EXEEXT) $(FAKE_HOSTS_STAMP)
+check-storm: $(AV_TEST_BUILDS) $(FAKE_HOSTS_STAMP)
 	@rm -f $(AV_STORM_SUITE_LOG) tests/storm/kill-storm.log tests/storm/kill-storm.trs
 	@$(MAKE) $(AM_MAKEFLAGS) $(AV_STORM_SUITE_LOG) VERBOSE=yes \
 	  TESTS='$(AV_STORM_TESTS)' TEST_LOGS='tests/storm/kill-storm.log' TEST_SUITE_LOG='$(AV_STORM_SUITE_LOG)'

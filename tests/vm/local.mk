@@ -40,6 +40,8 @@ EXTRA_DIST += $(VM_RIG_FILES)
 # land in tests/vm/test-vm.{log,trs} and are counted with the others.
 AV_VM_TESTS = tests/vm/test-vm.sh
 AV_VM_SUITE_LOG = tests/vm/test-suite.log
+# The guest's kernel is real and the rig needs no double: it runs the builds
+# that `make install` installs (AV_TEST_BINDIR, Makefile.am), not tests/bin/.
 # bench-zero (an EXTRA_PROGRAM) runs in boot 1 on a real vfio-pci BAR (scenario-basic.sh);
 # boot 2's init runs the command of the built accelvirt-reconcile.service.
 check-vm: accelvirt$(EXEEXT) accelvirt-hook$(EXEEXT) accelvirt-worker$(EXEEXT) accelvirt-hold$(EXEEXT) bench/bench-zero$(EXEEXT) \
@@ -49,7 +51,7 @@ check-vm: accelvirt$(EXEEXT) accelvirt-hook$(EXEEXT) accelvirt-worker$(EXEEXT) a
 	AV_VM_CACHE="$$cache" $(SHELL) $(srcdir)/tests/vm/build.sh "$$cache" >/dev/null && \
 	rm -f $(AV_VM_SUITE_LOG) $(AV_VM_TESTS:.sh=.log) $(AV_VM_TESTS:.sh=.trs) && \
 	AV_VM_CACHE="$$cache" AV_VM_RUN='$(VM_RUN)' \
-	  $(MAKE) $(AM_MAKEFLAGS) $(AV_VM_SUITE_LOG) VERBOSE=yes \
+	  $(MAKE) $(AM_MAKEFLAGS) $(AV_VM_SUITE_LOG) VERBOSE=yes AV_TEST_BINDIR='$(abs_top_builddir)' \
 	  TESTS='$(AV_VM_TESTS)' TEST_LOGS='$(AV_VM_TESTS:.sh=.log)' TEST_SUITE_LOG='$(AV_VM_SUITE_LOG)'
 .PHONY: check-vm
 
