@@ -6,8 +6,8 @@
 # block, are its output.  The commands of one document run in order in one
 # shell (its exports and its files carry from one to the next), in a private
 # copy of a clone: a directory of the source tree's files whose programs
-# accelvirt, accelvirt-hook, accelvirt-worker and accelvirt-hold are the ones
-# the test environment names ($ACCELVIRT, $ACCELVIRT_HOOK, $ACCELVIRT_WORKER,
+# accelvirt, accelvirt-hook, accelvirt-worker and accelvirt-hold (at its top and in
+# tests/bin/, which the tour names) are the ones the test environment names ($ACCELVIRT, $ACCELVIRT_HOOK, $ACCELVIRT_WORKER,
 # $ACCELVIRT_HOLD) and whose tests/data/hosts are make check's fake hosts.
 # One TAP line per command; a command whose output differs prints the
 # unified diff.  AV_TEST_REGENERATE=1 writes the output of each command that
@@ -53,7 +53,7 @@ mkdir -p "$CLONE/tests/data" "$AV_TMP/worker-gate"
 for e in "$TOP"/* "$TOP"/tests/* "$TOP"/tests/data/*; do
     rel=${e#"$TOP"/}
     case $rel in
-    tests | tests/data | tests/data/hosts | policies | accelvirt | accelvirt-hook | accelvirt-worker | accelvirt-hold) continue ;;
+    tests | tests/bin | tests/data | tests/data/hosts | policies | accelvirt | accelvirt-hook | accelvirt-worker | accelvirt-hold) continue ;;
     esac
     [ -e "$CLONE/$rel" ] || ln -s "$e" "$CLONE/$rel"
 done
@@ -76,6 +76,11 @@ touch "$G/done.\$\$"
 exit \$rc
 EOF
 chmod 0755 "$CLONE/accelvirt-worker"
+# The test builds the tour names (tests/bin/): the same programs.
+mkdir -p "$CLONE/tests/bin"
+for p in accelvirt accelvirt-hook accelvirt-worker accelvirt-hold; do
+    ln -s "$CLONE/$p" "$CLONE/tests/bin/$p"
+done
 
 python3 - "$TOP" "$CLONE" "$AV_TMP" "$G" <<'PY'
 import difflib, os, re, subprocess, sys
