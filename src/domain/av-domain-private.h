@@ -1,5 +1,5 @@
-/* accelvirt: what av-domain.c shares with the rest of src/domain (the
- * rewrite), and nothing outside it: the one hostile-safe libxml2 parse and
+/* accelvirt: what av-domain.c, av-strip.c and av-topology.c share with the
+ * rest of src/domain (the rewrite), and nothing outside it: the one hostile-safe libxml2 parse and
  * the strict value formats, the small tree helpers.  Not installed, not for other layers. */
 #pragma once
 
@@ -66,7 +66,8 @@ gboolean av_domain_placed_bitstream(const xmlNode *node, char **ret, GError **er
  * a copy (caller frees), or NULL when absent. */
 char *av_domain_prop(const xmlNode *node, const char *name);
 
-/* ---- shared by av-rewrite.c and av-topology.c ---- */
+/* ---- av-domain.c, for the rewrite (av-rewrite.c and the files of
+ * av-rewrite-private.h) and the topology (av-topology.c) ---- */
 
 /* A decimal without sign, blank or leading zero, at most @max: TRUE and
  * *ret set; FALSE (untouched) otherwise. */
@@ -87,11 +88,15 @@ xmlNode *av_domain_accelerators_find(const xmlNode *root);
  * AV_ERROR_INVALID_INPUT).  Borrowed from @doc. */
 xmlNode *av_domain_root(xmlDoc *doc, GError **error);
 
+/* ---- av-strip.c, for the rewrite and the topology ---- */
+
 /* Removes from the tree of @root everything an earlier placement wrote
  * (av-rewrite.h), as its <av:placement> records it; *ret_changed says
  * whether it removed anything.  FALSE with AV_ERROR_INVALID_INPUT on a
  * malformed record. */
 gboolean av_domain_strip(xmlNode *root, gboolean *ret_changed, GError **error);
+
+/* ---- av-topology.c, for the rewrite (which stands above it) ---- */
 
 /* One <av:topology> element @node, parsed into *ret (the defaults for what
  * it leaves out).  FALSE with AV_ERROR_INVALID_INPUT, one sentence naming
@@ -109,6 +114,8 @@ const AvPlacedNode *av_domain_placed_node(const AvPlacement *placement, int id);
  * already cleared of an earlier placement (so that what accelvirt wrote
  * is never taken for the user's).  Caller frees. */
 AvGuestTopology *av_guest_topology_at(const xmlNode *root, const AvPlacement *placement, GError **error);
+
+/* ---- av-strip.c ---- */
 
 /* QEMU vfio-pci's GPUDirect P2P clique property (hw/vfio/pci.c). */
 #define AV_GPUDIRECT_PROPERTY "x-nv-gpudirect-clique"

@@ -330,6 +330,25 @@ word_in(const char *s, const char *const *words)
     return FALSE;
 }
 
+/* A decimal without sign, blank or leading zero, at most @max. */
+gboolean
+av_domain_decimal_parse(const char *s, guint max, guint *ret)
+{
+    guint64 v = 0;
+
+    if (!s || !*s || (s[0] == '0' && s[1]))
+        return FALSE;
+    for (const char *p = s; *p; p++) {
+        if (!g_ascii_isdigit(*p))
+            return FALSE;
+        v = v * 10 + (guint64)(*p - '0');
+        if (v > max)
+            return FALSE;
+    }
+    *ret = (guint)v;
+    return TRUE;
+}
+
 /* ---- cpusets ---- */
 
 /* Decimal digits at *p, saturating above @limit; FALSE when none. */
@@ -483,6 +502,41 @@ av_domain_vcpu_cpus(const AvDomain *domain, GArray **ret_cpus, gboolean *ret_all
     *ret_cpus = bits_to_array(all, AV_DOMAIN_CPU_MAX);
     *ret_all_pinned = all_pinned;
     return TRUE;
+}
+
+static gint
+compare_uint(gconstpointer a, gconstpointer b)
+{
+    guint x = *(const guint *)a, y = *(const guint *)b;
+
+    return x < y ? -1 : x > y;
+}
+
+/* "0-3,8,10-11" from CPU numbers in any order. */
+char *
+av_domain_cpuset_format(GArray *cpus)
+{
+    g_autoptr(GArray) sorted = g_array_copy(cpus);
+    GString *s = g_string_new(NULL);
+    guint i = 0;
+
+    g_array_sort(sorted, compare_uint);
+    while (i < sorted->len) {
+        guint first = g_array_index(sorted, guint, i), last = first;
+
+        while (i + 1 < sorted->len && g_array_index(sorted, guint, i + 1) <= last + 1) {
+            last = g_array_index(sorted, guint, i + 1);
+            i++;
+        }
+        i++;
+        if (s->len)
+            g_string_append_c(s, ',');
+        if (last == first)
+            g_string_append_printf(s, "%u", first);
+        else
+            g_string_append_printf(s, "%u-%u", first, last);
+    }
+    return g_string_free(s, FALSE);
 }
 
 /* ---- reading stdin ---- */
@@ -780,6 +834,43 @@ text(const xmlNode *node)
 
     xmlFree(v);
     return r;
+}
+
+/* The <av:accelerators> of the first <metadata> (libvirt keeps one element
+ * per namespace), or NULL. */
+xmlNode *
+av_domain_accelerators_find(const xmlNode *root)
+{
+    return av_domain_child_first(av_domain_child_first(root, "metadata", NULL), "accelerators", AV_NS_DOMAIN);
+}
+
+/* The document's root, checked to be <domain>. */
+xmlNode *
+av_domain_root(xmlDoc *doc, GError **error)
+{
+    xmlNode *root = xmlDocGetRootElement(doc);
+
+    if (!root || !av_domain_is_elem(root, "domain", NULL)) {
+        g_autofree char *q = av_domain_quote(root ? (const char *)root->name : NULL);
+
+        av_domain_invalid_at(error, root, "the root element is <%s>%s, not <domain>", q,
+                             root && root->ns ? " in a namespace" : "");
+        return NULL;
+    }
+    return root;
+}
+
+/* Whether the domain's machine is a q35 one (<os><type machine='pc-q35-7.2'>):
+ * a PCI Express machine whose root complex takes no hot-plugged devices
+ * (formatdomain.rst, "PCI Express hot-plug"); i440fx's root bus has
+ * hot-plug slots of its own. */
+gboolean
+av_domain_machine_is_q35(const xmlNode *root)
+{
+    xmlNode *type = av_domain_child_first(av_domain_child_first(root, "os", NULL), "type", NULL);
+    g_autofree char *machine = type ? av_domain_prop(type, "machine") : NULL;
+
+    return machine && strstr(machine, "q35") != NULL;
 }
 
 /* ---- hostdevs ---- */

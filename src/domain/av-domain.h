@@ -29,6 +29,15 @@ G_BEGIN_DECLS
 /* The largest <vcpu> count accepted (bounds the vcpupins array). */
 #define AV_DOMAIN_VCPU_MAX 16384u
 
+/* The aliases of the hostdevs accelvirt writes: "ua-accelvirt-0", "-1", ...
+ * in placement order.  A <hostdev> whose alias is this prefix and digits is
+ * a placement's (a rewrite replaces it); `accelvirt attach --persistent`
+ * writes other aliases after the prefix (the device's address), kept. */
+#define AV_REWRITE_ALIAS_PREFIX "ua-accelvirt-"
+/* The aliases of the empty pcie-root-ports accelvirt writes for
+ * <av:hotplug slots="N"/>: "ua-accelvirt-hotplug0", ... */
+#define AV_REWRITE_HOTPLUG_ALIAS_PREFIX "ua-accelvirt-hotplug"
+
 typedef enum {
     AV_HOSTDEV_PCI,
     AV_HOSTDEV_MDEV,

@@ -64,14 +64,6 @@
 
 G_BEGIN_DECLS
 
-/* The aliases of the hostdevs accelvirt writes: "ua-accelvirt-0", "-1", ...
- * in placement order.  A <hostdev> whose alias is this prefix and digits is
- * a placement's (a rewrite replaces it); `accelvirt attach --persistent`
- * writes other aliases after the prefix (the device's address), kept. */
-#define AV_REWRITE_ALIAS_PREFIX "ua-accelvirt-"
-/* The aliases of the empty pcie-root-ports accelvirt writes for
- * <av:hotplug slots="N"/>: "ua-accelvirt-hotplug0", ... */
-#define AV_REWRITE_HOTPLUG_ALIAS_PREFIX "ua-accelvirt-hotplug"
 /* <av:hotplug slots=> is 1 to this. */
 #define AV_HOTPLUG_SLOTS_MAX 16u
 /* <hyperv><vendor_id value=>: at most 12 characters, no ',' (libvirt). */

@@ -25,8 +25,8 @@
 #include "config.h"
 
 #include "av-topology.h"
+#include "av-domain.h"
 #include "av-domain-private.h"
-#include "av-rewrite.h"
 
 #include <string.h>
 
