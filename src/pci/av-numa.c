@@ -12,6 +12,17 @@
 
 #include "util/av-error.h"
 
+void
+av_numa_node_free(AvNumaNode *node)
+{
+    if (!node)
+        return;
+    g_free(node->cpulist);
+    if (node->cpus)
+        g_array_unref(node->cpus);
+    g_free(node);
+}
+
 /* The value of the "MemTotal:" line of a meminfo file, in KiB, or 0.
  * Node files read "Node 0 MemTotal:       263921276 kB", /proc/meminfo
  * "MemTotal:       263921276 kB". */

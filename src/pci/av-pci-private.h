@@ -6,8 +6,8 @@
 G_BEGIN_DECLS
 
 /* Readers of one attribute @attr of the sysfs directory @dir (a
- * root-relative path), read under @root.  They borrow their arguments and
- * leave *ret untouched on failure. */
+ * root-relative path), read under @root (av-pci-attr.c).  They borrow
+ * their arguments and leave *ret untouched on failure. */
 
 /* Reads a hex number ("0x10de", or "03e7" as USB prints idVendor) no
  * larger than @max into *ret.  Returns 0, -ERANGE above @max, or the

@@ -13,6 +13,21 @@
 
 #include "util/av-error.h"
 
+void
+av_usb_device_free(AvUsbDevice *dev)
+{
+    if (!dev)
+        return;
+    g_free(dev->bus_path);
+    g_free(dev->sysfs_path);
+    g_free(dev->manufacturer);
+    g_free(dev->product);
+    g_free(dev->serial);
+    g_free(dev->speed);
+    g_free(dev->pci_controller);
+    g_free(dev);
+}
+
 /* See av-pci.h. */
 gboolean
 av_usb_bus_path_is_valid(const char *path)
