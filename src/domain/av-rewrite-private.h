@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* accelvirt: what the files of the domain rewrite share (av-rewrite.c,
- * av-rewrite-tree.c, av-requests.c, av-strip.c, av-remap.c), and nothing
- * outside them: the tree edits that keep the document's whitespace, the
- * parse of the requests, the record of what a placement wrote.  av-topology.c,
- * which the rewrite calls, includes none of it.  Not installed, not for
- * other layers. */
+ * av-rewrite-tree.c, av-rewrite-topology.c, av-requests.c, av-strip.c,
+ * av-remap.c), and nothing outside them: the tree edits that keep the
+ * document's whitespace, the parse of the requests, the record of what a
+ * placement wrote, the writing of the guest topology.  av-topology.c, which
+ * the rewrite calls, includes none of it.  Each function is described where
+ * it is defined.  Not installed, not for other layers. */
 #pragma once
 
 #include <glib.h>
@@ -35,6 +36,15 @@ typedef struct {
 
 /* ---- the tree, its whitespace and its output (av-rewrite-tree.c) ---- */
 
+/* libvirt's order of the children of <domain>, <features>, <cputune>,
+ * <hyperv>, <kvm> and <numatune> (for insert_ordered() and ensure_child()). */
+extern const char *const domain_order[];
+extern const char *const features_order[];
+extern const char *const cputune_order[];
+extern const char *const hyperv_order[];
+extern const char *const kvm_order[];
+extern const char *const numatune_order[];
+
 void set_prop(xmlNode *node, const char *name, const char *value);
 xmlNode *new_elem(xmlDoc *doc, xmlNs *ns, const char *name);
 xmlNode *add_elem(xmlNode *parent, const char *name);
@@ -64,6 +74,25 @@ gboolean remove_children(xmlNode *parent, const char *name);
 gboolean wrote_read(const xmlNode *placed, AvWrote *wrote, GError **error);
 xmlNode *override_device(const xmlNode *override, const char *alias);
 xmlNode *override_find(const xmlNode *root);
+
+/* ---- the guest PCIe and NUMA topology written (av-rewrite-topology.c) ---- */
+
+/* Where write_topology() put each placed item: the index of the
+ * controller its hostdev plugs into (G_MAXUINT: where libvirt puts it)
+ * and its guest cell (-1: none). */
+typedef struct {
+    guint *bus;
+    int *cell;
+} AvGuestSlots;
+
+void guest_address_add(xmlNode *node, guint bus, guint slot);
+guint pci_controller_next_index(const xmlNode *devices);
+gboolean write_topology(xmlNode *root, const AvGuestTopology *topology, guint n_items, AvGuestSlots *slots,
+                        const char *unit, GError **error);
+void write_cells(xmlNode *root, const AvGuestTopology *topology, AvWrote *wrote, const char *unit);
+void write_cliques(xmlNode *root, const AvGuestTopology *topology, const AvPlacement *placement, AvWrote *wrote,
+                   const char **made, const char *unit);
+int group_clique(const AvGuestTopology *topology, guint i);
 
 /* ---- the rewrite (av-rewrite.c) ---- */
 

@@ -15,6 +15,32 @@
 
 #define AV_INDENT_DEFAULT "  "
 
+/* libvirt's order of the children of <domain> (virDomainDefFormatInternal),
+ * of <features> (virDomainFeature), of <cputune> and of <hyperv>: a new
+ * element goes after the last sibling that libvirt formats before it. */
+const char *const domain_order[] = {
+    "name", "uuid", "genid", "title", "description", "metadata", "maxMemory", "memory", "currentMemory",
+    "blkiotune", "memtune", "memoryBacking", "vcpu", "vcpus", "iothreads", "iothreadids", "defaultiothread",
+    "cputune", "numatune", "resource", "sysinfo", "bootloader", "bootloader_args", "os", "idmap", "features",
+    "cpu", "clock", "on_poweroff", "on_reboot", "on_crash", "on_lockfailure", "pm", "perf", "devices", NULL,
+};
+const char *const features_order[] = {
+    "acpi", "apic", "pae", "hap", "viridian", "privnet", "hyperv", "kvm", "pvspinlock", "capabilities", "pmu",
+    "vmport", "gic", "smm", "ioapic", "hpt", "vmcoreinfo", "htm", "nested-hv", "msrs", "ccf-assist", "xen",
+    "cfpc", "sbbc", "ibs", "tcg", "async-teardown", NULL,
+};
+const char *const cputune_order[] = {
+    "shares", "period", "quota", "global_period", "global_quota", "emulator_period", "emulator_quota",
+    "iothread_period", "iothread_quota", "vcpupin", "emulatorpin", "iothreadpin", "vcpusched",
+    "iothreadsched", "emulatorsched", "cachetune", "memorytune", NULL,
+};
+const char *const hyperv_order[] = {
+    "relaxed", "vapic", "spinlocks", "vpindex", "runtime", "synic", "stimer", "reset", "vendor_id",
+    "frequencies", "reenlightenment", "tlbflush", "ipi", "evmcs", "avic", NULL,
+};
+const char *const kvm_order[] = { "hidden", "hint-dedicated", "poll-control", "pv-ipi", "dirty-ring", NULL };
+const char *const numatune_order[] = { "memory", "memnode", NULL };
+
 /* ---- small tree helpers ---- */
 
 void
