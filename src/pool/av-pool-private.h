@@ -106,13 +106,17 @@ gboolean av_transition_fail(const AvPoolDevice *dev, AvDeviceState to, GError **
 gboolean av_pool_set_identity_problem(AvPool *pool, AvPoolDevice *dev, const char *problem, GError **error);
 
 
-/* --- loading pool.json (av-pool.c), for the files that load a part of it --- */
+/* --- loading pool.json (av-pool-load.c), for the files that load a part of it:
+ * the store (av-pool.c), the intents, the placement records --- */
 
 typedef struct {
     const char *path;
     const char *data;
     gsize len;
 } AvPoolLoad;
+
+/* What a message about a corrupt pool.json ends with: what to do. */
+extern const char av_corrupt_advice[];
 
 /* Sets an AV_ERROR_CORRUPT_STATE error about the value at the JSON path
  * @jpath ("devices/3/owner"), naming the file, line and column.  Returns
