@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* accelvirt: the helpers that load pool.json strictly (av-pool-private.h,
  * "loading pool.json"), below every file that loads a part of it: the
- * store (av-pool.c), the intents, the placement records. */
+ * store (av-pool-store.c), the intents, the placement records. */
 #include "config.h"
 
 #include "av-pool-private.h"

@@ -39,9 +39,26 @@ struct AvPool {
     const AvKernelOps *ops;
 };
 
+/* --- the pool in memory (av-pool.c) --- */
+
 /* A new device with every field empty: state free, numa_node and iommu_group
  * -1.  Caller frees. */
 AvPoolDevice *av_pool_device_new(void);
+
+/* The order of pool->devices: by identity (strcmp()), for
+ * g_ptr_array_sort(). */
+int av_pool_device_cmp(gconstpointer a, gconstpointer b);
+
+/* TRUE when @address is what a device of @kind records: a PCI address, a
+ * USB bus path, or for an mdev its parent's name (av_mdev_parent_name_is_valid():
+ * a PCI address or a name such as "mtty"). */
+gboolean av_pool_address_is_valid(AvDeviceKind kind, const char *address);
+
+/* The form av_pool_address_is_valid() expects, for messages. */
+const char *av_pool_address_form(AvDeviceKind kind);
+
+/* TRUE when @identity is "mdev:" and a canonical lower-case UUID. */
+gboolean av_identity_is_mdev(const char *identity);
 
 /* Takes over @dev, keeping the devices sorted by identity. */
 void av_pool_add_device(AvPool *pool, AvPoolDevice *dev);
@@ -59,6 +76,8 @@ gint64 av_pool_now(void);
  * differs. */
 gboolean av_owner_compatible(const AvOwner *a, const AvOwner *b);
 
+/* --- the lifecycle (av-pool-lifecycle.c) --- */
+
 /* Quarantines the free, dirty or scrubbing @dev for its health
  * with @reason, journalled as a transition with "health": true; a dirty
  * device, never scrubbed, is marked unscrubbed.  AV_ERROR_STATE for a
@@ -70,22 +89,6 @@ gboolean av_pool_quarantine_health(AvPool *pool, AvPoolDevice *dev, const char *
  * @extra, borrowed, if not NULL), then changes @dev (av-pool-lifecycle.c). */
 gboolean av_pool_transition_event(AvPool *pool, AvPoolDevice *dev, AvDeviceState to, const AvOwner *owner,
                                   const char *reason, const char *event, json_t *extra, GError **error);
-
-/* A marker file of the state dir (release markers, attach marks): a file
- * DIR/HASH-RANDOM.json, HASH the first 32 hex digits of the SHA-256 of
- * @key, holding @content (borrowed), written atomically (mode 0600, DIR
- * made with mode 0700) with its flock(2) lock taken before a byte is
- * written and kept on @fd while the writer lives (av_file_write_atomic_held();
- * readers tell a dead writer's marker with av_file_open_unheld()).  NULL
- * with @error.  Caller closes with av_pool_marker_close(). */
-typedef struct {
-    int fd;
-    char *path;
-} AvPoolMarker;
-AvPoolMarker *av_pool_marker_write(const char *dir, const char *key, json_t *content, GError **error);
-/* Drops the marker's lock (removing the file first when @remove) and frees
- * @marker.  NULL is a no-op. */
-void av_pool_marker_close(AvPoolMarker *marker, gboolean remove);
 
 /* A move outside the lifecycle table that its caller has allowed (such as
  * in-use -> free of av_pool_attach_undo(): the guest never had the
@@ -105,9 +108,27 @@ gboolean av_transition_fail(const AvPoolDevice *dev, AvDeviceState to, GError **
  * (av_pool_device_may_be_freed()). */
 gboolean av_pool_set_identity_problem(AvPool *pool, AvPoolDevice *dev, const char *problem, GError **error);
 
+/* --- marker files (av-pool-upkeep.c) --- */
+
+/* A marker file of the state dir (release markers, attach marks): a file
+ * DIR/HASH-RANDOM.json, HASH the first 32 hex digits of the SHA-256 of
+ * @key, holding @content (borrowed), written atomically (mode 0600, DIR
+ * made with mode 0700) with its flock(2) lock taken before a byte is
+ * written and kept on @fd while the writer lives (av_file_write_atomic_held();
+ * readers tell a dead writer's marker with av_file_open_unheld()).  NULL
+ * with @error.  Caller closes with av_pool_marker_close(). */
+typedef struct {
+    int fd;
+    char *path;
+} AvPoolMarker;
+AvPoolMarker *av_pool_marker_write(const char *dir, const char *key, json_t *content, GError **error);
+/* Drops the marker's lock (removing the file first when @remove) and frees
+ * @marker.  NULL is a no-op. */
+void av_pool_marker_close(AvPoolMarker *marker, gboolean remove);
+
 
 /* --- loading pool.json (av-pool-load.c), for the files that load a part of it:
- * the store (av-pool.c), the intents, the placement records --- */
+ * the store (av-pool-store.c), the intents, the placement records --- */
 
 typedef struct {
     const char *path;
@@ -150,6 +171,9 @@ gboolean av_pool_load_owner(const AvPoolLoad *ld, json_t *v, const char *jpath, 
  * @intents (AvIntent*), strictly. */
 gboolean av_pool_load_intents(const AvPoolLoad *ld, json_t *v, GPtrArray *intents, GError **error);
 
+/* The intents as pool.json's "intents" array. */
+json_t *av_pool_intents_to_json(const GPtrArray *intents);
+
 /* --- placements (av-pool-placement.c) --- */
 
 /* The "placements" member of pool.json (@v, may be NULL: none) into
@@ -158,9 +182,6 @@ gboolean av_pool_load_placements(const AvPoolLoad *ld, json_t *v, GPtrArray *pla
 
 /* The records as pool.json's "placements" array. */
 json_t *av_pool_placements_to_json(const GPtrArray *placements);
-
-/* The intents as pool.json's "intents" array. */
-json_t *av_pool_intents_to_json(const GPtrArray *intents);
 
 /* --- the domain index (av-pool-index.c) --- */
 
