@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* accelvirt attach and detach: the libvirt calls that change a domain, as a
- * table of operations (see cli-attach.c).  The real table calls libvirt; the
+ * table of operations (see cli-hotplug.c), and what the two commands share.  The real table calls libvirt; the
  * test builds register a fake one (tests/doubles/av-hotplug-fake.c) through
  * av_hotplug_ops_set_double(), used on a fake root only (util/av-point.h
  * says how the doubles plug in). */
@@ -8,6 +8,11 @@
 
 #include <glib.h>
 #include <libvirt/libvirt.h>
+
+#include "cli.h"
+#include "domain/av-domain.h"
+#include "policy/av-policy.h"
+#include "util/av-root.h"
 
 G_BEGIN_DECLS
 
@@ -28,6 +33,32 @@ typedef struct {
 
 /* libvirt's. */
 extern const AvHotplugOps av_hotplug_ops_real;
+
+/* The default bound on the wait for a guest to let a device go. */
+#define AV_DETACH_TIMEOUT_S 30
+
+/* The table for @root: the test builds' double on a fake root when one is
+ * registered; else libvirt's (cli-hotplug.c). */
+const AvHotplugOps *av_hotplug_ops_for(const AvRoot *root);
+
+/* What attach and detach share (cli-hotplug.c says more of each). */
+
+/* libvirt's connection with its default event loop registered first (for
+ * DEVICE_REMOVED).  Caller closes. */
+virConnect *av_attach_connect(const AvCli *cli, GError **error);
+
+/* The running domain @name (or UUID), its UUID to @ret_uuid.  Caller frees. */
+virDomain *av_attach_running(virConnect *conn, const char *name, char *ret_uuid, GError **error);
+
+/* The domain's live or (@inactive) persistent XML, parsed.  Caller frees. */
+AvDomain *av_attach_parse(const AvHotplugOps *ops, virDomain *dom, gboolean inactive, GError **error);
+
+/* The driver command of @point of each device of @items for the domain
+ * @uuid (@name), without the pool's lock, then each run journalled with
+ * @by under it; the items whose command passed to @ret_passed. */
+gboolean av_attach_run_drivers(const AvCli *cli, const AvRoot *root, const AvPolicy *policy, const GPtrArray *items,
+                               AvDriverPoint point, const char *uuid, const char *name, const char *by,
+                               GPtrArray *ret_passed, GError **error);
 
 /* The hook point of the fake table: the test doubles' constructor
  * registers it; production code never calls this.  @ops is borrowed for the
