@@ -97,7 +97,7 @@ av_cli_cmd_release(AvCli *cli, int argc, char **argv)
             g_set_error(&err, AV_ERROR, AV_ERROR_IN_USE,
                         "domain '%s' may still run with device %s (libvirt's pid file for it exists, or a process "
                         "holds its IOMMU group): stop it first ('virsh destroy %s'), or release with --force, "
-                        "whose scrub then quarantines a device still held",
+                        "which quarantines at once a device whose IOMMU group a process still holds",
                         dev->owner && dev->owner->domain_name ? dev->owner->domain_name : "?",
                         dev->address ? dev->address : dev->identity,
                         dev->owner && dev->owner->domain_name ? dev->owner->domain_name : "DOMAIN");
