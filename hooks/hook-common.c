@@ -426,16 +426,6 @@ av_hook_scan_for(const AvHookConfig *config, const AvPolicy *policy, AvPool *poo
     return av_hook_scan_devices(config, policy, pool, (const char *const *)addresses->pdata, mdevs, usb, error);
 }
 
-/* See hook.h. */
-gboolean
-av_hook_take(AvPool *pool, AvPoolDevice *dev, const AvOwner *owner, GError **error)
-{
-    if (dev->state == AV_DEVICE_STATE_FREE &&
-        !av_pool_transition(pool, dev, AV_DEVICE_STATE_CLAIMED, owner, NULL, error))
-        return FALSE;
-    return av_pool_transition(pool, dev, AV_DEVICE_STATE_IN_USE, owner, NULL, error);
-}
-
 /* --- describing things to the user ------------------------------------------- */
 
 /* See hook.h. */

@@ -1346,7 +1346,7 @@ av_prepare_commit(AvPrepare *p, GString *summary, GError **error)
     for (guint i = 0; i < p->claims->len; i++) {
         AvPoolDevice *dev = g_ptr_array_index(p->claims, i);
 
-        if (!av_hook_take(p->pool, dev, p->owner, error))
+        if (!av_pool_take(p->pool, dev, p->owner, error))
             return FALSE;
         g_string_append_printf(summary, "%s%s", summary->len ? ", " : "", dev->address);
     }
@@ -1357,7 +1357,7 @@ av_prepare_commit(AvPrepare *p, GString *summary, GError **error)
         if (m->hostdev->type != AV_HOSTDEV_MDEV)
             continue;
         if (dev) {
-            if (!av_hook_take(p->pool, dev, p->owner, error))
+            if (!av_pool_take(p->pool, dev, p->owner, error))
                 return FALSE;
             g_free(dev->address);
             dev->address = g_strdup(m->mdev_parent);

@@ -86,7 +86,7 @@ av_hook_reconnect(const AvHookConfig *config, const AvDomain *domain)
         if (dev->state == AV_DEVICE_STATE_IN_USE)
             continue;
         if (dev->state == AV_DEVICE_STATE_FREE || dev->state == AV_DEVICE_STATE_CLAIMED) {
-            if (!av_hook_take(pool, dev, owner, &error)) {
+            if (!av_pool_take(pool, dev, owner, &error)) {
                 av_hook_log(LOG_ERR, "reconnect: %s", error->message);
                 g_clear_error(&error);
                 continue;

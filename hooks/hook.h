@@ -27,6 +27,7 @@
 #include <glib.h>
 
 #include "domain/av-domain.h"
+#include "lifecycle/av-lifecycle.h"
 #include "policy/av-policy.h"
 #include "pool/av-pool.h"
 #include "util/av-root.h"
@@ -137,9 +138,6 @@ AvOwner *av_hook_owner_new(const AvDomain *domain);
  * a domain does not charge another project.  Caller frees. */
 AvOwner *av_hook_owner_for(const AvDomain *domain, const AvPolicy *policy, const AvPool *pool, GError **error);
 
-/* Moves @dev to in-use for @owner: free -> claimed -> in-use, or claimed ->
- * in-use. */
-gboolean av_hook_take(AvPool *pool, AvPoolDevice *dev, const AvOwner *owner, GError **error);
 
 /* "domain 'vm1' (UUID), Nova project P, user U" or "nobody".  Caller frees. */
 char *av_hook_describe_owner(const AvOwner *owner);

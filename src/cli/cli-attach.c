@@ -899,10 +899,7 @@ av_attach_commit(AvAttachRun *a, AvPool *pool, AvIntent *intent, gboolean persis
                         (const char *)g_ptr_array_index(a->claims, i));
             return FALSE;
         }
-        if (dev->state == AV_DEVICE_STATE_FREE &&
-            !av_pool_transition(pool, dev, AV_DEVICE_STATE_CLAIMED, a->owner, NULL, error))
-            return FALSE;
-        if (!av_pool_transition(pool, dev, AV_DEVICE_STATE_IN_USE, a->owner, NULL, error))
+        if (!av_pool_take(pool, dev, a->owner, error))
             return FALSE;
     }
     for (guint i = 0; i < a->mdevs->len; i++) {

@@ -263,6 +263,16 @@ av_pool_quarantine_marked(AvPool *pool, AvPoolDevice *dev, const char *reason, j
 
 /* See av-pool.h. */
 gboolean
+av_pool_take(AvPool *pool, AvPoolDevice *dev, const AvOwner *owner, GError **error)
+{
+    if (dev->state == AV_DEVICE_STATE_FREE &&
+        !av_pool_transition(pool, dev, AV_DEVICE_STATE_CLAIMED, owner, NULL, error))
+        return FALSE;
+    return av_pool_transition(pool, dev, AV_DEVICE_STATE_IN_USE, owner, NULL, error);
+}
+
+/* See av-pool.h. */
+gboolean
 av_pool_quarantine_unscrubbed(AvPool *pool, AvPoolDevice *dev, const char *reason, GError **error)
 {
     g_autoptr(json_t) extra = json_object();

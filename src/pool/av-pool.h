@@ -275,6 +275,11 @@ AvPoolDevice *av_pool_find_address(const AvPool *pool, AvDeviceKind kind, const 
 gboolean av_pool_transition(AvPool *pool, AvPoolDevice *dev, AvDeviceState to,
                             const AvOwner *owner, const char *reason, GError **error);
 
+/* The prepare's move, the hook's and `accelvirt attach`'s alike: @dev to
+ * in-use for @owner, free -> claimed -> in-use, or claimed -> in-use (each
+ * step an av_pool_transition()). */
+gboolean av_pool_take(AvPool *pool, AvPoolDevice *dev, const AvOwner *owner, GError **error);
+
 /* Quarantines the dirty, scrubbing or quarantined @dev at once with
  * @reason, journalled as a transition with "unscrubbed": true (someone
  * else had its VFIO group open when accelvirt came to hold it:
