@@ -23,7 +23,7 @@
 #include <syslog.h>
 #include <unistd.h>
 
-#include "lifecycle/av-scrub-job.h"
+#include "lifecycle/av-lifecycle.h"
 #include "nova/av-placement-sync.h"
 #include "pool/av-pool.h"
 #include "scrub/av-scrub.h"

@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "lifecycle/av-scrub-job.h"
+#include "lifecycle/av-lifecycle.h"
 #include "scrub/av-scrub.h"
 #include "util/av-error.h"
 #include "util/av-json.h"

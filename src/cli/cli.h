@@ -11,6 +11,7 @@
 #include "pci/av-pci.h"
 #include "policy/av-policy.h"
 #include "fpga/av-bitstream.h"
+#include "lifecycle/av-lifecycle.h"
 #include "place/av-place.h"
 #include "pool/av-pool.h"
 #include "nova/av-placement-sync.h"
