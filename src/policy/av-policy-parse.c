@@ -26,29 +26,6 @@
 
 /* ---- names ---- */
 
-static const char *const attach_names[] = { "vfio-pci", "mdev", "sriov-vf", "usb", NULL };
-static const int attach_values[] = { AV_ATTACH_VFIO_PCI, AV_ATTACH_MDEV, AV_ATTACH_SRIOV_VF, AV_ATTACH_USB };
-
-static const char *const numa_names[] = { "strict", "preferred", "none", NULL };
-static const int numa_values[] = { AV_NUMA_STRICT, AV_NUMA_PREFERRED, AV_NUMA_NONE };
-
-static const char *const allocation_names[] = { "pack", "spread", NULL };
-static const int allocation_values[] = { AV_ALLOCATION_PACK, AV_ALLOCATION_SPREAD };
-
-static const char *const granularity_names[] = { "card", "region", "function", NULL };
-static const int granularity_values[] = { AV_GRANULARITY_CARD, AV_GRANULARITY_REGION, AV_GRANULARITY_FUNCTION };
-
-static const char *const restore_names[] = { "on-release", "keep-vfio", NULL };
-static const int restore_values[] = { AV_RESTORE_ON_RELEASE, AV_RESTORE_KEEP_VFIO };
-
-static const char *const scrub_names[] = { "none", "command", "vfio-zero", "reset", "rom-check", "vm",
-                                           "usb-reset", "usb-reauthorize", "program-base", NULL };
-static const int scrub_values[] = {
-    AV_SCRUB_METHOD_NONE, AV_SCRUB_METHOD_COMMAND, AV_SCRUB_METHOD_VFIO_ZERO,
-    AV_SCRUB_METHOD_RESET, AV_SCRUB_METHOD_ROM_CHECK, AV_SCRUB_METHOD_VM,
-    AV_SCRUB_METHOD_USB_RESET, AV_SCRUB_METHOD_USB_REAUTHORIZE, AV_SCRUB_METHOD_PROGRAM_BASE,
-};
-
 static const char *const program_driver_names[] = { "vfio-pci", "host", NULL };
 static const int program_driver_values[] = { AV_PROGRAM_DRIVER_VFIO, AV_PROGRAM_DRIVER_HOST };
 
@@ -81,90 +58,7 @@ static const char *const nova_standard_classes[] = {
     "PCI_DEVICE", "SRIOV_NET_VF", "VGPU", "VGPU_DISPLAY_HEAD", "PGPU", "FPGA", NULL,
 };
 
-static const char *
-enum_name(const char *const *names, const int *values, int value)
-{
-    for (gsize i = 0; names[i]; i++) {
-        if (values[i] == value)
-            return names[i];
-    }
-    return "unknown";
-}
-
-/* Static lower-case names of the enums, as written in policy files. */
-const char *
-av_attach_to_string(AvAttach attach)
-{
-    return enum_name(attach_names, attach_values, attach);
-}
-
-const char *
-av_numa_policy_to_string(AvNumaPolicy numa)
-{
-    return enum_name(numa_names, numa_values, numa);
-}
-
-const char *
-av_allocation_to_string(AvAllocation allocation)
-{
-    return enum_name(allocation_names, allocation_values, allocation);
-}
-
-const char *
-av_granularity_to_string(AvGranularity granularity)
-{
-    return enum_name(granularity_names, granularity_values, granularity);
-}
-
-const char *
-av_restore_driver_to_string(AvRestoreDriver restore)
-{
-    return enum_name(restore_names, restore_values, restore);
-}
-
-const char *
-av_scrub_method_to_string(AvScrubMethod method)
-{
-    return enum_name(scrub_names, scrub_values, method);
-}
-
 /* ---- error reporting ---- */
-
-/* Sets an AV_ERROR_POLICY error "FILE:LINE:COLUMN: LABEL: message" at the
- * value at @path (at its key when @at_key).  A path that cannot be found
- * (it always can, on text that jansson accepted) falls back on its parents.
- * Returns FALSE. */
-gboolean G_GNUC_PRINTF(5, 6)
-policy_fail(const PolicyParse *pp, const char *path, gboolean at_key, GError **error, const char *fmt, ...)
-{
-    g_autofree char *msg = NULL;
-    g_autofree char *p = g_strdup(path ? path : "");
-    int line = 1, column = 1;
-    va_list ap;
-
-    va_start(ap, fmt);
-    msg = g_strdup_vprintf(fmt, ap);
-    va_end(ap);
-
-    if (!(at_key && av_json_locate_key(pp->data, pp->len, p, &line, &column))) {
-        for (;;) {
-            char *slash;
-
-            if (av_json_locate(pp->data, pp->len, p, &line, &column))
-                break;
-            if (!*p)
-                break;
-            slash = strrchr(p, '/');
-            if (slash)
-                *slash = '\0';
-            else
-                *p = '\0';
-        }
-    }
-    g_set_error(error, AV_ERROR, AV_ERROR_POLICY, "%s:%d:%d: %s%s%s", pp->filename, line, column,
-                pp->label ? pp->label : "", pp->label ? ": " : "", msg);
-    return FALSE;
-}
 
 /* A value as quoted in messages: "the string 'text'", "the number 5", "a
  * list", "true"... */
@@ -213,14 +107,6 @@ static gboolean
 name_in(const char *const *names, const char *name)
 {
     return g_strv_contains(names, name);
-}
-
-char *
-path_join(const char *base, const char *key)
-{
-    g_autofree char *esc = av_json_path_escape(key);
-
-    return *base ? g_strdup_printf("%s/%s", base, esc) : g_strdup(esc);
 }
 
 /* ---- typed getters: each returns FALSE with @error set on a bad value ---- */

@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* accelvirt: what the files of src/policy share, and nothing outside it:
- * the parse's state and its error reporting (av-policy-parse.c), the checks
- * on what it parsed (av-policy-validate.c), the trust of the files that run
- * as root (av-policy-trust.c), the lookup of a profile by name
- * (av-policy-match.c), the expansion of an argv template (av-policy.c).
+ * the parse's state (av-policy-parse.c), the checks on what it parsed
+ * (av-policy-validate.c), the trust of the files that run as root
+ * (av-policy-trust.c), the lookup of a profile by name (av-policy-match.c),
+ * and at the bottom the names of the enums, the parse's error reporting,
+ * ownership and the expansion of an argv template (av-policy-types.c).
  * Not installed, not for other layers: av-policy.h is the API. */
 #pragma once
 
@@ -19,9 +20,6 @@ typedef struct {
     gboolean check_files;     /* check the programs and templates that scrub steps name */
 } PolicyParse;
 
-gboolean policy_fail(const PolicyParse *pp, const char *path, gboolean at_key, GError **error, const char *fmt, ...)
-    G_GNUC_PRINTF(5, 6);
-char *path_join(const char *base, const char *key);
 gboolean type_fail(const PolicyParse *pp, const char *path, const char *display, const char *expected,
                    json_t *v, GError **error);
 gboolean policy_add_data(AvPolicy *policy, const char *filename, const char *data, gsize len, gboolean check_files,
@@ -46,7 +44,25 @@ gboolean check_argv_trusted(const json_t *argv, gboolean is_template, const char
 
 const AvProfile *find_profile(GPtrArray *profiles, const char *name);
 
-/* ---- ownership and argv templates (av-policy.c) ---- */
+/* ---- the bottom: names, error reporting, ownership, argv templates (av-policy-types.c) ---- */
+
+extern const char *const attach_names[];
+extern const int attach_values[];
+extern const char *const numa_names[];
+extern const int numa_values[];
+extern const char *const allocation_names[];
+extern const int allocation_values[];
+extern const char *const granularity_names[];
+extern const int granularity_values[];
+extern const char *const restore_names[];
+extern const int restore_values[];
+extern const char *const scrub_names[];
+extern const int scrub_values[];
+const char *enum_name(const char *const *names, const int *values, int value);
+
+gboolean policy_fail(const PolicyParse *pp, const char *path, gboolean at_key, GError **error, const char *fmt, ...)
+    G_GNUC_PRINTF(5, 6);
+char *path_join(const char *base, const char *key);
 
 void av_scrub_step_free(AvScrubStep *step);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(AvScrubStep, av_scrub_step_free)

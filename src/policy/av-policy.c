@@ -1,9 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* accelvirt: policies, the profiles an operator writes in the policy dir:
- * their ownership, argv templates and the load of the policy directory.
- * The parse (and its inverse, a profile as JSON) is av-policy-parse.c, the
- * checks on what it parsed av-policy-validate.c, the trust of the files
- * that run as root av-policy-trust.c, matching av-policy-match.c. */
+ * a policy's life, argv templates and the load of the policy directory,
+ * the top of src/policy.  The parse (and its inverse, a profile as JSON) is
+ * av-policy-parse.c, the checks on what it parsed av-policy-validate.c, the
+ * trust of the files that run as root av-policy-trust.c, matching
+ * av-policy-match.c; the constructors and frees, the enums' names, the
+ * parse's error reporting and the expansion of one template element, which
+ * they all use, av-policy-types.c. */
 #include "config.h"
 
 #include "av-policy-private.h"
@@ -16,185 +19,6 @@
 #include "util/av-file.h"
 
 #define AV_POLICY_MAX_FILE_SIZE (4u * 1024u * 1024u)
-
-/* ---- ownership ---- */
-
-void
-av_scrub_step_free(AvScrubStep *step)
-{
-    if (!step)
-        return;
-    json_decref(step->options);
-    g_free(step);
-}
-
-void
-av_companion_match_free(AvCompanionMatch *c)
-{
-    if (!c)
-        return;
-    if (c->devices)
-        g_array_unref(c->devices);
-    g_free(c);
-}
-
-AvProfile *
-av_profile_new(void)
-{
-    AvProfile *p = g_new0(AvProfile, 1);
-
-    p->companions = g_ptr_array_new_with_free_func((GDestroyNotify)av_companion_match_free);
-    p->match_devices = g_array_new(FALSE, FALSE, sizeof(guint16));
-    p->match_addresses = g_ptr_array_new_with_free_func(g_free);
-    p->match_mdev_parents = g_ptr_array_new_with_free_func(g_free);
-    p->match_pfs = g_ptr_array_new_with_free_func(g_free);
-    p->scrub = g_ptr_array_new_with_free_func((GDestroyNotify)av_scrub_step_free);
-    p->traits = g_ptr_array_new_with_free_func(g_free);
-    p->health.fatal_aer = p->health.nonfatal_aer = p->health.correctable_aer = -1;
-    p->health.reset_failures = p->health.scrub_failures = -1;
-    p->placement_sync = -1;
-    return p;
-}
-
-/* Frees @profile and everything it owns; NULL is a no-op. */
-void
-av_profile_free(AvProfile *profile)
-{
-    if (!profile)
-        return;
-    g_free(profile->name);
-    g_free(profile->source_file);
-    if (profile->match_devices)
-        g_array_unref(profile->match_devices);
-    if (profile->match_addresses)
-        g_ptr_array_unref(profile->match_addresses);
-    if (profile->match_mdev_parents)
-        g_ptr_array_unref(profile->match_mdev_parents);
-    if (profile->match_pfs)
-        g_ptr_array_unref(profile->match_pfs);
-    if (profile->companions)
-        g_ptr_array_unref(profile->companions);
-    g_free(profile->mdev_type);
-    g_free(profile->vfio_driver);
-    g_free(profile->vgpu_type);
-    if (profile->scrub)
-        g_ptr_array_unref(profile->scrub);
-    g_free(profile->resource_class);
-    if (profile->traits)
-        g_ptr_array_unref(profile->traits);
-    g_free(profile->description);
-    av_program_free(profile->program);
-    for (guint i = 0; i < AV_DRIVER_POINTS; i++)
-        av_driver_command_free(profile->drivers[i]);
-    g_free(profile);
-}
-
-void
-av_program_free(AvProgram *program)
-{
-    if (!program)
-        return;
-    if (program->argv)
-        json_decref(program->argv);
-    if (program->verify)
-        json_decref(program->verify);
-    g_free(program->base);
-    g_free(program);
-}
-
-void
-av_driver_command_free(AvDriverCommand *command)
-{
-    if (!command)
-        return;
-    if (command->argv)
-        json_decref(command->argv);
-    g_free(command);
-}
-
-const char *
-av_driver_point_to_string(AvDriverPoint point)
-{
-    static const char *const names[AV_DRIVER_POINTS] = { "on_prepare", "on_release", "on_assign", "on_free" };
-
-    return (guint)point < AV_DRIVER_POINTS ? names[point] : "?";
-}
-
-/* The value of the placeholder @name ("address" for "{address}") in
- * @values; *ret_known says whether it is a placeholder at all. */
-static const char *
-av_argv_value(const AvArgvValues *values, const char *name, gsize len, gboolean *ret_known)
-{
-    static const struct {
-        const char *name;
-        gsize offset;
-    } table[] = {
-        { "address", G_STRUCT_OFFSET(AvArgvValues, address) },
-        { "card", G_STRUCT_OFFSET(AvArgvValues, card) },
-        { "region", G_STRUCT_OFFSET(AvArgvValues, region) },
-        { "bitstream", G_STRUCT_OFFSET(AvArgvValues, bitstream) },
-        { "sha256", G_STRUCT_OFFSET(AvArgvValues, sha256) },
-        { "function_id", G_STRUCT_OFFSET(AvArgvValues, function_id) },
-        { "identity", G_STRUCT_OFFSET(AvArgvValues, identity) },
-        { "domain_name", G_STRUCT_OFFSET(AvArgvValues, domain_name) },
-        { "domain_uuid", G_STRUCT_OFFSET(AvArgvValues, domain_uuid) },
-        { "profile", G_STRUCT_OFFSET(AvArgvValues, profile) },
-    };
-
-    for (guint i = 0; i < G_N_ELEMENTS(table); i++) {
-        if (strlen(table[i].name) == len && strncmp(table[i].name, name, len) == 0) {
-            *ret_known = TRUE;
-            return values ? G_STRUCT_MEMBER(const char *, values, table[i].offset) : NULL;
-        }
-    }
-    *ret_known = FALSE;
-    return NULL;
-}
-
-/* Expands one element @text of a template into @out; with @values NULL
- * only checks it.  FALSE with AV_ERROR_POLICY naming what is wrong. */
-gboolean
-av_argv_expand_one(const char *text, const AvArgvValues *values, GString *out, GError **error)
-{
-    for (const char *p = text; *p; p++) {
-        const char *end;
-        const char *value;
-        gboolean known = FALSE;
-
-        if (*p == '}') {
-            g_set_error(error, AV_ERROR, AV_ERROR_POLICY, "'%s' has a '}' that closes no placeholder", text);
-            return FALSE;
-        }
-        if (*p != '{') {
-            if (out)
-                g_string_append_c(out, *p);
-            continue;
-        }
-        end = strchr(p + 1, '}');
-        if (!end) {
-            g_set_error(error, AV_ERROR, AV_ERROR_POLICY, "'%s' has a '{' that is not closed", text);
-            return FALSE;
-        }
-        value = av_argv_value(values, p + 1, (gsize)(end - p - 1), &known);
-        if (!known) {
-            g_set_error(error, AV_ERROR, AV_ERROR_POLICY,
-                        "'%s' names the placeholder '%.*s', which is none of {address}, {card}, {region}, "
-                        "{bitstream}, {sha256}, {function_id}, {identity}, {domain_name}, {domain_uuid}, {profile}",
-                        text, (int)(end - p + 1), p);
-            return FALSE;
-        }
-        if (out) {
-            if (!value) {
-                g_set_error(error, AV_ERROR, AV_ERROR_POLICY, "'%s' names '%.*s', which has no value here", text,
-                            (int)(end - p + 1), p);
-                return FALSE;
-            }
-            g_string_append(out, value);
-        }
-        p = end;
-    }
-    return TRUE;
-}
 
 /* See av-policy.h.  With @values NULL, only checks the template (what the
  * policy's parser does): every element a string, braces only around the
@@ -234,18 +58,6 @@ av_policy_new(void)
     policy->files = g_ptr_array_new_with_free_func(g_free);
     policy->profiles = g_ptr_array_new_with_free_func((GDestroyNotify)av_profile_free);
     return policy;
-}
-
-/* Frees @nova; NULL is a no-op. */
-void
-av_nova_settings_free(AvNovaSettings *nova)
-{
-    if (!nova)
-        return;
-    g_free(nova->cloud);
-    g_free(nova->hypervisor_hostname);
-    g_free(nova->source_file);
-    g_free(nova);
 }
 
 /* See av-policy.h. */
