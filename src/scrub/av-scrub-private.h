@@ -79,6 +79,12 @@ gboolean av_scrub_rehold(const AvScrubContext *ctx, gint64 grace_us, GError **er
 /* How long av_scrub_rehold() waits after a "vm" step. */
 #define AV_SCRUB_REHOLD_GRACE_US (2 * G_USEC_PER_SEC)
 
+/* TRUE when the hold of @ctx's held scrub is live (av-scrub-device.c, as the
+ * helpers above). */
+gboolean av_scrub_hold_is_live(const AvScrubContext *ctx);
+/* Marks @ctx's scrub as having lost its hold. */
+void av_scrub_hold_mark_lost(const AvScrubContext *ctx);
+
 gboolean av_scrub_method_vfio_zero(AvScrubContext *ctx, char **ret_message, GError **error);
 gboolean av_scrub_method_reset(AvScrubContext *ctx, char **ret_message, GError **error);
 gboolean av_scrub_method_rom_check(AvScrubContext *ctx, char **ret_message, GError **error);
