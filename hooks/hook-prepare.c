@@ -22,7 +22,6 @@
 #include "util/av-error.h"
 #include "util/av-json.h"
 #include "vfio/av-vfio.h"
-#include "vfio/av-vgpu.h"
 
 /* Frees @m, an element of av_hook_resolve()'s array. */
 static void
@@ -468,27 +467,6 @@ av_prepare_group_free(AvPrepareGroup *g)
     g_free(g);
 }
 
-/* An endpoint the prepare binds to vfio-pci: planned with the driver the
- * scan found it on, then bound (the driver av_vfio_bind() saw). */
-typedef struct {
-    char *address;
-    char *original_driver;       /* or NULL: it had none */
-    char *driver;                /* the vfio driver it goes to: vfio-pci or a variant (av_vfio_choose_driver()) */
-    AvPrepareGroup *group;       /* borrowed */
-    gboolean bound;
-} AvBind;
-
-static void
-av_bind_free(AvBind *b)
-{
-    if (!b)
-        return;
-    g_free(b->address);
-    g_free(b->original_driver);
-    g_free(b->driver);
-    g_free(b);
-}
-
 /* Everything one prepare knows, phase after phase (av_hook_prepare()). */
 typedef struct {
     const AvHookConfig *config;
@@ -500,12 +478,11 @@ typedef struct {
     GPtrArray *managed;          /* AvManaged*: the hostdevs accelvirt manages */
     GPtrArray *groups;           /* AvPrepareGroup*: their IOMMU groups */
     GPtrArray *claims;           /* AvPoolDevice*, borrowed: every pool device of those groups */
-    GPtrArray *binds;            /* AvBind*: the endpoints to bind, in order */
+    AvBinding *binding;          /* what it binds and makes on the host (lifecycle/av-binding.h) */
     AvIntent *intent;            /* the write-ahead record, borrowed from the pool once saved */
     guint vfs_written;           /* how many of the record's VF counts were written (av_prepare_grow()) */
     GPtrArray *grown;            /* char*, borrowed from the domain: the VFs av_prepare_grow() made */
     char *by;                    /* "prepare of domain 'NAME' (UUID)", for the journal */
-    GPtrArray *vgpus;            /* char*: the VFs av_prepare_apply() made a vGPU on ("vgpu_type") */
 } AvPrepare;
 
 static void
@@ -518,10 +495,9 @@ av_prepare_clear(AvPrepare *p)
     g_clear_pointer(&p->managed, g_ptr_array_unref);
     g_clear_pointer(&p->groups, g_ptr_array_unref);
     g_clear_pointer(&p->claims, g_ptr_array_unref);
-    g_clear_pointer(&p->binds, g_ptr_array_unref);
+    g_clear_pointer(&p->binding, av_binding_free);
     g_clear_pointer(&p->grown, g_ptr_array_unref);
     g_clear_pointer(&p->by, g_free);
-    g_clear_pointer(&p->vgpus, g_ptr_array_unref);
 }
 G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC(AvPrepare, av_prepare_clear)
 
@@ -664,6 +640,13 @@ av_hook_prepare_scrub(const AvHookConfig *config, const AvHost *host, const AvPo
                 "used up, the device stays as the pool has it", domain->name,
                 summary->len ? summary->str : "no device");
     return 0;
+}
+
+/* The binding's notes go to the hook's log. */
+static void
+av_prepare_note(gpointer data G_GNUC_UNUSED, int priority, const char *message)
+{
+    av_hook_log(priority, "%s", message);
 }
 
 /* Phase "open": the policies, the pool (what dead processes left put
@@ -1103,53 +1086,19 @@ av_prepare_plan(AvPrepare *p, GError **error)
 {
     g_autoptr(AvIntent) fresh = p->intent ? NULL : av_intent_new(p->domain->uuid, p->domain->name);
     AvIntent *intent = p->intent ? p->intent : fresh;
-    g_autoptr(AvVfioAliases) aliases = NULL;
-    gboolean aliases_read = FALSE;
 
     for (guint i = 0; i < p->groups->len; i++) {
         AvPrepareGroup *g = g_ptr_array_index(p->groups, i);
 
-        for (guint j = 0; g->bind && j < g->members->len; j++) {
-            const char *address = g_ptr_array_index(g->members, j);
-            const AvPciDevice *pci = av_host_find_pci(p->host, address);
-            const AvProfile *profile = pci ? av_policy_match_pci(p->policy, pci) : NULL;
-            g_autofree char *driver = NULL;
-            AvBind *b;
-
-            /* A function already on a vfio driver (vfio-pci or a variant,
-             * the operator's or an earlier tenant's) stays there: an unbind
-             * blocks while a process holds it (av_vfio_bind()). */
-            /* A vGPU VF stays on NVIDIA's driver, its VFIO driver. */
-            if (profile && profile->vgpu_type)
-                continue;
-            if (!aliases_read) {
-                aliases = av_vfio_aliases_load(p->config->root);
-                aliases_read = TRUE;
-            }
-            if (pci && av_pci_driver_is_vfio(pci->driver)) {
-                g_autofree char *wanted = av_vfio_kept_note(p->config->root, aliases, pci->address, pci->driver,
-                                                            profile ? profile->vfio_driver : NULL);
-
-                if (wanted)
-                    av_hook_log(LOG_WARNING, "%s", wanted);
-                continue;
-            }
-            /* The vfio driver each goes to, chosen before anything is
-             * touched: a variant the kernel offers and has not loaded
-             * refuses the prepare here (modules.alias read once). */
-            if (!av_vfio_choose_driver(p->config->root, aliases, address, profile ? profile->vfio_driver : NULL,
-                                       &driver, error))
+        if (!g->bind)
+            continue;
+        /* A vGPU VF stays on NVIDIA's driver: its vGPU is planned with
+         * the claims below. */
+        for (guint j = 0; j < g->members->len; j++)
+            if (!av_binding_plan_endpoint(p->binding, p->host, p->policy, g_ptr_array_index(g->members, j),
+                                          g->group, g->first ? g->first->identity : NULL, FALSE, error))
                 return FALSE;
-            if (pci && g_strcmp0(pci->driver, driver) == 0)
-                continue;
-            b = g_new0(AvBind, 1);
-            b->address = g_strdup(address);
-            b->original_driver = g_strdup(pci ? pci->driver : NULL);
-            b->driver = g_steal_pointer(&driver);
-            b->group = g;
-            g_ptr_array_add(p->binds, b);
-            av_intent_add_bind(intent, b->address, b->original_driver);
-        }
+        av_binding_wait_group(p->binding, g->group);
     }
     /* No new mdev on a parent that still carries a released one. */
     av_pool_mdev_parents_block(p->pool, p->host);
@@ -1163,16 +1112,18 @@ av_prepare_plan(AvPrepare *p, GError **error)
             return FALSE;
         }
         av_hook_note_mdev(p->host, m->mdev_parent, m->profile->mdev_type, m->hostdev->mdev_uuid);
-        av_intent_add_mdev(intent, m->hostdev->mdev_uuid, m->mdev_parent, m->profile->mdev_type);
+        m->mdev = av_binding_add_mdev(p->binding, m->hostdev->mdev_uuid, m->mdev_parent, m->profile->mdev_type,
+                                      m->profile->name, -1);
     }
     for (guint i = 0; i < p->claims->len; i++) {
         const AvPoolDevice *dev = g_ptr_array_index(p->claims, i);
         const AvProfile *profile = dev->profile ? av_policy_find(p->policy, dev->profile) : NULL;
 
         av_intent_add_claim(intent, dev->identity);
-        /* The vGPU av_prepare_apply() makes: a kill after it is undone. */
+        /* The vGPU of each VF of a "vgpu_type" profile, made at "apply": a
+         * type its GPU does not offer refuses the domain in one line. */
         if (profile && profile->vgpu_type && dev->address)
-            av_intent_add_vgpu(intent, dev->address);
+            av_binding_add_vgpu(p->binding, dev->address, profile->vgpu_type, dev->iommu_group);
     }
     for (guint i = 0; i < p->managed->len; i++) {
         const AvManaged *m = g_ptr_array_index(p->managed, i);
@@ -1180,132 +1131,40 @@ av_prepare_plan(AvPrepare *p, GError **error)
         if (m->hostdev->type == AV_HOSTDEV_MDEV)
             av_intent_add_claim(intent, m->identity);
     }
+    av_binding_record(p->binding, intent);
     return av_prepare_record(p, g_steal_pointer(&fresh), "what this prepare will do", error);
 }
 
-/* Phase "apply": binds the planned endpoints, waits for the nodes of their
- * groups, creates the planned mdevs. */
+/* Phase "apply": binds the planned endpoints, makes the vGPUs, waits for
+ * the nodes of their groups, creates the planned mdevs
+ * (av_binding_apply()). */
 static gboolean
 av_prepare_apply(AvPrepare *p, GError **error)
 {
     av_hook_test_stop(p->config, "prepare-planned");
-    for (guint i = 0; i < p->binds->len; i++) {
-        AvBind *b = g_ptr_array_index(p->binds, i);
-        g_autofree char *original = NULL;
-
-        if (!av_vfio_bind(p->config->root, p->config->ops, b->address, b->driver, &original, error))
-            return FALSE;
-        g_free(b->original_driver);
-        b->original_driver = g_steal_pointer(&original);
-        b->bound = TRUE;
-        av_hook_log(LOG_INFO, "bound %s to %s (it was on %s)", b->address, b->driver,
-                    b->original_driver ? b->original_driver : "no driver");
-        if (i == 0)
-            av_hook_test_stop(p->config, "prepare-bound-first");
-    }
-    /* The vGPU of each VF of a "vgpu_type" profile, made now: a type its
-     * GPU does not offer refuses the domain in one line. */
-    p->vgpus = g_ptr_array_new_with_free_func(g_free);
-    for (guint i = 0; i < p->claims->len; i++) {
-        const AvPoolDevice *dev = g_ptr_array_index(p->claims, i);
-        const AvProfile *profile = dev->profile ? av_policy_find(p->policy, dev->profile) : NULL;
-        g_autofree char *name = NULL;
-        guint id = 0;
-
-        if (!profile || !profile->vgpu_type || !dev->address)
-            continue;
-        /* Named before the write: a write whose read-back fails is undone
-         * too (destroying no vGPU is a no-op). */
-        g_ptr_array_add(p->vgpus, g_strdup(dev->address));
-        if (!av_vgpu_set_type(p->config->root, p->config->ops, dev->address, profile->vgpu_type, &id, &name, error))
-            return FALSE;
-        av_hook_log(LOG_INFO, "made a vGPU of type %s (%u) on %s", name, id, dev->address);
-    }
-    for (guint i = 0; i < p->groups->len; i++) {
-        const AvPrepareGroup *g = g_ptr_array_index(p->groups, i);
-
-        if (g->bind && !av_vfio_wait_group_node(p->config->root, g->group, AV_HOOK_VFIO_NODE_TIMEOUT_MS, error))
-            return FALSE;
-    }
+    if (!av_binding_apply(p->binding, AV_HOOK_VFIO_NODE_TIMEOUT_MS, error))
+        return FALSE;
     for (guint i = 0; i < p->managed->len; i++) {
         AvManaged *m = g_ptr_array_index(p->managed, i);
         const AvMdevParent *mp;
 
-        if (m->hostdev->type != AV_HOSTDEV_MDEV || m->mdev_exists)
+        if (!m->mdev)
             continue;
-        if (!av_mdev_create(p->config->root, p->config->ops, m->mdev_parent, m->profile->mdev_type,
-                            m->hostdev->mdev_uuid, error)) {
-            g_prefix_error(error, "cannot create mdev %s (profile '%s'): ", m->hostdev->mdev_uuid, m->profile->name);
-            return FALSE;
-        }
-        m->mdev_created = TRUE;
         mp = av_host_find_mdev_parent(p->host, m->mdev_parent);
         m->pci = mp ? mp->pci : NULL;
         m->mdev_node = mp ? mp->numa_node : -1;
-        av_hook_log(LOG_INFO, "created mdev %s of type %s on %s", m->hostdev->mdev_uuid, m->profile->mdev_type,
-                    m->mdev_parent);
     }
     return TRUE;
 }
 
-/* Undoes what "apply" did, newest first: removes the mdevs it created and
- * gives the endpoints it bound back to their drivers.  Tries everything;
- * FALSE with the first failure. */
+/* Undoes what "apply" did, newest first (av_binding_undo()), then sets
+ * back the VF counts "grow" raised.  Tries everything; FALSE with the
+ * first failure. */
 static gboolean
 av_prepare_undo(AvPrepare *p, GError **error)
 {
-    gboolean ok = TRUE;
+    gboolean ok = av_binding_undo(p->binding, error);
 
-    for (guint i = p->managed ? p->managed->len : 0; i > 0; i--) {
-        const AvManaged *m = g_ptr_array_index(p->managed, i - 1);
-        g_autoptr(GError) local = NULL;
-
-        if (!m->mdev_created)
-            continue;
-        if (!av_mdev_remove(p->config->root, p->config->ops, m->hostdev->mdev_uuid, &local)) {
-            av_hook_log(LOG_ERR, "rollback: cannot remove the mdev %s created by this prepare: %s",
-                        m->hostdev->mdev_uuid, local->message);
-            if (ok)
-                g_propagate_prefixed_error(error, g_steal_pointer(&local), "cannot remove mdev %s: ",
-                                           m->hostdev->mdev_uuid);
-            ok = FALSE;
-        } else {
-            av_hook_log(LOG_INFO, "rollback: removed the mdev %s", m->hostdev->mdev_uuid);
-        }
-    }
-    for (guint i = p->vgpus ? p->vgpus->len : 0; i > 0; i--) {
-        const char *address = g_ptr_array_index(p->vgpus, i - 1);
-        g_autoptr(GError) local = NULL;
-
-        /* No tenant had it: the vGPU this prepare made goes. */
-        if (!av_vgpu_clear_type(p->config->root, p->config->ops, address, NULL, &local)) {
-            av_hook_log(LOG_ERR, "rollback: cannot destroy the vGPU this prepare made on %s: %s", address,
-                        local->message);
-            if (ok)
-                g_propagate_prefixed_error(error, g_steal_pointer(&local), "cannot destroy the vGPU of %s: ",
-                                           address);
-            ok = FALSE;
-        } else {
-            av_hook_log(LOG_INFO, "rollback: destroyed the vGPU made on %s", address);
-        }
-    }
-    for (guint i = p->binds->len; i > 0; i--) {
-        const AvBind *b = g_ptr_array_index(p->binds, i - 1);
-        const char *drv = b->original_driver ? b->original_driver : "no driver";
-        g_autoptr(GError) local = NULL;
-
-        if (!b->bound)
-            continue;
-        if (!av_vfio_restore(p->config->root, p->config->ops, b->address, b->original_driver, &local)) {
-            av_hook_log(LOG_ERR, "rollback: cannot give %s back to %s: %s", b->address, drv, local->message);
-            if (ok)
-                g_propagate_prefixed_error(error, g_steal_pointer(&local), "cannot give %s back to %s: ",
-                                           b->address, drv);
-            ok = FALSE;
-        } else {
-            av_hook_log(LOG_INFO, "rollback: gave %s back to %s", b->address, drv);
-        }
-    }
     for (guint i = p->vfs_written; ok && i > 0; i--) {
         const AvIntentVfs *v = g_ptr_array_index(p->intent->vfs, i - 1);
 
@@ -1327,22 +1186,7 @@ av_prepare_undo(AvPrepare *p, GError **error)
 static gboolean
 av_prepare_commit(AvPrepare *p, GString *summary, GError **error)
 {
-    for (guint i = 0; i < p->binds->len; i++) {
-        const AvBind *b = g_ptr_array_index(p->binds, i);
-        AvPoolDevice *dev = av_pool_find_address(p->pool, AV_DEVICE_KIND_PCI, b->address);
-
-        if (dev) {
-            /* A host driver it was on is what it goes back to.  Found on
-             * vfio-pci or on no driver, the pool's record (made while it was
-             * free) is trusted instead. */
-            if (b->original_driver && !av_pci_driver_is_vfio(b->original_driver)) {
-                g_free(dev->original_driver);
-                dev->original_driver = g_strdup(b->original_driver);
-            }
-        } else if (b->group->first) {
-            av_pool_device_add_companion(b->group->first, b->address, b->original_driver);
-        }
-    }
+    av_binding_commit(p->binding, p->pool);
     for (guint i = 0; i < p->claims->len; i++) {
         AvPoolDevice *dev = g_ptr_array_index(p->claims, i);
 
@@ -1367,7 +1211,7 @@ av_prepare_commit(AvPrepare *p, GString *summary, GError **error)
             if (!dev)
                 return FALSE;
         }
-        dev->created = dev->created || m->mdev_created;
+        dev->created = dev->created || (m->mdev && m->mdev->created);
         dev->numa_node = m->mdev_node;
         g_string_append_printf(summary, "%smdev %s on %s", summary->len ? ", " : "", m->hostdev->mdev_uuid,
                                m->mdev_parent);
@@ -1472,7 +1316,8 @@ av_hook_prepare(const AvHookConfig *config, AvDomain *domain)
     p.domain = domain;
     p.groups = g_ptr_array_new_with_free_func((GDestroyNotify)av_prepare_group_free);
     p.claims = g_ptr_array_new();
-    p.binds = g_ptr_array_new_with_free_func((GDestroyNotify)av_bind_free);
+    p.binding = av_binding_new(config->root, config->ops, av_prepare_note, NULL);
+    p.binding->stop_bound_first = "prepare-bound-first";
     p.grown = g_ptr_array_new();
 
     p.by = g_strdup_printf("prepare of domain '%s' (%s)", domain->name, domain->uuid);

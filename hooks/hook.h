@@ -150,7 +150,8 @@ char *av_hook_describe_device(const AvPoolDevice *dev);
  * owner, and what to do. */
 gboolean av_hook_check_available(const AvPoolDevice *dev, const AvDomain *domain, GError **error);
 
-/* Runs the driver command of @point (on_prepare, on_release: the hook's)
+/* Runs the driver command of @point (the hook's: on_prepare, and the
+ * on_release that undoes it when the prepare is refused)
  * of @profile for the device @address (pool identity @identity)
  * of the domain @domain_name (@domain_uuid), and journals the run in
  * @pool as event "driver" (av_driver_run()'s report, with the identity
@@ -174,7 +175,8 @@ typedef struct {
     char *mdev_parent;           /* mdev: the name (/sys/class/mdev_bus) of the parent it lives on, or
                                   * of the one chosen at prepare: a PCI address, or such as "mtty" */
     int mdev_node;               /* mdev: that parent's NUMA node, -1 unknown */
-    gboolean mdev_created;       /* mdev: created by this prepare */
+    AvBindingMdev *mdev;         /* mdev: the one this prepare creates, or NULL; borrowed from its
+                                  * binding */
     gboolean through_group;      /* PCI: the hostdev names a function no profile pools, which
                                   * shares its IOMMU group with @pooldev: the domain gets the
                                   * group as a whole, or nothing; @pci is @pooldev's function */

@@ -25,6 +25,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <syslog.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -45,7 +46,6 @@
 #include "vfio/av-hold.h"
 #include "vfio/av-kernel.h"
 #include "vfio/av-vfio.h"
-#include "vfio/av-vgpu.h"
 
 /* How long a bound group's /dev/vfio node may take to appear (as the hook). */
 #define AV_ATTACH_VFIO_NODE_TIMEOUT_MS 10000
@@ -356,31 +356,6 @@ av_attach_place(AvHost *host, const AvPolicy *policy, const AvPool *pool, const 
 
 /* --- attach: claim, bind, record ----------------------------------------------------------- */
 
-/* An endpoint attach binds to vfio-pci: a pool device, or an endpoint of its
- * IOMMU group that no profile pools (a companion, such as a GPU's audio
- * function), which moves with the group's first pool device. */
-typedef struct {
-    char *address;
-    char *original_driver;       /* the driver it was on, or NULL: none */
-    char *driver;                /* the vfio driver it goes to (av_vfio_choose_driver()) */
-    char *first;                 /* the identity of the group's first pool device */
-    int group;
-    gboolean pooled;             /* a pool device itself */
-    gboolean bound;
-} AvAttachBind;
-
-static void
-av_attach_bind_free(AvAttachBind *b)
-{
-    if (!b)
-        return;
-    g_free(b->address);
-    g_free(b->original_driver);
-    g_free(b->driver);
-    g_free(b->first);
-    g_free(b);
-}
-
 /* One device plugged into the guest. */
 typedef struct {
     const AvPlacedItem *item;    /* borrowed from the placement */
@@ -402,31 +377,6 @@ av_attach_plug_free(AvAttachPlug *p)
     g_free(p);
 }
 
-/* An mdev attach makes on the parent placement chose (as the hook's
- * prepare does for the mdevs a domain names). */
-typedef struct {
-    char *uuid;
-    char *parent;                /* its name in /sys/class/mdev_bus */
-    char *type;
-    char *identity;              /* "mdev:UUID" */
-    char *profile;
-    int node;
-    gboolean created;
-} AvAttachMdev;
-
-static void
-av_attach_mdev_free(AvAttachMdev *m)
-{
-    if (!m)
-        return;
-    g_free(m->uuid);
-    g_free(m->parent);
-    g_free(m->type);
-    g_free(m->identity);
-    g_free(m->profile);
-    g_free(m);
-}
-
 /* Everything one attach knows. */
 typedef struct {
     const AvCli *cli;
@@ -439,33 +389,10 @@ typedef struct {
     AvPlacement *placement;
     GPtrArray *plugs;            /* AvAttachPlug* */
     GPtrArray *claims;           /* char*: identity of every pool device taken in use, items and group mates */
-    GPtrArray *binds;            /* AvAttachBind*, in bind order */
-    GArray *groups;              /* int: the IOMMU groups bound */
-    GPtrArray *mdevs;            /* AvAttachMdev*: the mdevs to make */
+    AvBinding *binding;          /* what it binds and makes on the host: the endpoints of the groups, the
+                                  * vGPUs and mdevs to make, the groups (lifecycle/av-binding.h) */
     GPtrArray *marks;            /* AvPoolAttachMark* */
-    AvVfioAliases *aliases;      /* modules.alias's vfio_pci: lines, read at the first bind planned */
-    gboolean aliases_read;
-    GPtrArray *vgpus;            /* AvAttachVgpu*: the NVIDIA vGPUs to make on VFs ("vgpu_type") */
 } AvAttachRun;
-
-/* A VF of a "vgpu_type" profile: never bound (it stays on NVIDIA's driver),
- * its vGPU made after the binds (av-vgpu.h). */
-typedef struct {
-    char *address;
-    char *type;                  /* the profile's "vgpu_type" */
-    int group;
-    gboolean made;
-} AvAttachVgpu;
-
-static void
-av_attach_vgpu_free(AvAttachVgpu *v)
-{
-    if (!v)
-        return;
-    g_free(v->address);
-    g_free(v->type);
-    g_free(v);
-}
 
 static void
 av_attach_clear(AvAttachRun *a)
@@ -476,14 +403,20 @@ av_attach_clear(AvAttachRun *a)
     g_clear_pointer(&a->placement, av_placement_free);
     g_clear_pointer(&a->plugs, g_ptr_array_unref);
     g_clear_pointer(&a->claims, g_ptr_array_unref);
-    g_clear_pointer(&a->binds, g_ptr_array_unref);
-    g_clear_pointer(&a->groups, g_array_unref);
-    g_clear_pointer(&a->mdevs, g_ptr_array_unref);
+    g_clear_pointer(&a->binding, av_binding_free);
     g_clear_pointer(&a->marks, g_ptr_array_unref);
-    g_clear_pointer(&a->aliases, av_vfio_aliases_free);
-    g_clear_pointer(&a->vgpus, g_ptr_array_unref);
 }
 G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC(AvAttachRun, av_attach_clear)
+
+/* The binding's notes: a warning goes to standard error; a failure of an
+ * undo is in the error the undo returns, which the caller shows; the
+ * kernel changes themselves are not shown. */
+static void
+av_attach_note(gpointer data G_GNUC_UNUSED, int priority, const char *message)
+{
+    if (priority == LOG_WARNING)
+        fprintf(stderr, "accelvirt: warning: %s\n", message);
+}
 
 /* FALSE (AV_ERROR_IN_USE, one sentence) unless @dev is free or claimed by
  * the domain @uuid. */
@@ -519,17 +452,13 @@ av_attach_plan_group(AvAttachRun *a, AvPool *pool, const AvHost *host, const AvP
     g_autoptr(GPtrArray) members = NULL;
     const char *first = dev->identity;
 
-    for (guint i = 0; i < a->groups->len; i++)
-        if (pci->iommu_group >= 0 && g_array_index(a->groups, int, i) == pci->iommu_group)
-            return TRUE;
+    if (pci->iommu_group >= 0 && av_binding_has_group(a->binding, pci->iommu_group))
+        return TRUE;
     if (!av_vfio_group_check(host, policy, pci, &members, error))
         return FALSE;
     for (guint i = 0; i < members->len; i++) {
         const char *address = g_ptr_array_index(members, i);
         const AvPoolDevice *mate = av_pool_find_address(pool, AV_DEVICE_KIND_PCI, address);
-        const AvPciDevice *mp = av_host_find_pci(host, address);
-        g_autofree char *driver = NULL;
-        AvAttachBind *b;
 
         if (mate) {
             if (!av_attach_check_available(mate, a->uuid, error)) {
@@ -538,49 +467,13 @@ av_attach_plan_group(AvAttachRun *a, AvPool *pool, const AvHost *host, const AvP
             }
             av_attach_add_claim(a, mate->identity);
         }
-        /* Its vfio driver, chosen before anything is touched; one already
-         * on a vfio driver stays there (av_vfio_bind()). */
-        {
-            const AvProfile *mprofile = mp ? av_policy_match_pci(policy, mp) : NULL;
-
-            if (!a->aliases_read) {
-                a->aliases = av_vfio_aliases_load(a->root);
-                a->aliases_read = TRUE;
-            }
-            /* A vGPU VF stays on NVIDIA's driver: its vGPU is made instead. */
-            if (mprofile && mprofile->vgpu_type) {
-                AvAttachVgpu *v = g_new0(AvAttachVgpu, 1);
-
-                v->address = g_strdup(address);
-                v->type = g_strdup(mprofile->vgpu_type);
-                v->group = pci->iommu_group;
-                g_ptr_array_add(a->vgpus, v);
-                continue;
-            }
-            if (mp && av_pci_driver_is_vfio(mp->driver)) {
-                g_autofree char *note = av_vfio_kept_note(a->root, a->aliases, address, mp->driver,
-                                                          mprofile ? mprofile->vfio_driver : NULL);
-
-                if (note)
-                    fprintf(stderr, "accelvirt: warning: %s\n", note);
-                continue;
-            }
-            if (!av_vfio_choose_driver(a->root, a->aliases, address, mprofile ? mprofile->vfio_driver : NULL,
-                                       &driver, error))
-                return FALSE;
-        }
-        if (mp && g_strcmp0(mp->driver, driver) == 0)
-            continue;
-        b = g_new0(AvAttachBind, 1);
-        b->address = g_strdup(address);
-        b->original_driver = g_strdup(mp ? mp->driver : NULL);
-        b->driver = g_steal_pointer(&driver);
-        b->first = g_strdup(mate ? mate->identity : first);
-        b->group = pci->iommu_group;
-        b->pooled = mate != NULL;
-        g_ptr_array_add(a->binds, b);
+        /* Its vfio driver, chosen before anything is touched; a vGPU VF
+         * stays on NVIDIA's driver, its vGPU made instead. */
+        if (!av_binding_plan_endpoint(a->binding, host, policy, address, pci->iommu_group,
+                                      mate ? mate->identity : first, TRUE, error))
+            return FALSE;
     }
-    g_array_append_val(a->groups, pci->iommu_group);
+    av_binding_wait_group(a->binding, pci->iommu_group);
     return TRUE;
 }
 
@@ -607,21 +500,14 @@ av_attach_plan_mdev(AvAttachRun *a, AvPool *pool, const AvHost *host, const AvPl
 {
     const char *parent = item->mdev_parent ? item->mdev_parent : item->pci_address;
     const AvMdevParent *mp = parent ? av_host_find_mdev_parent(host, parent) : NULL;
-    AvAttachMdev *m;
+    const AvBindingMdev *m;
 
     if (!mp || !item->mdev_type || !item->mdev_uuid) {
         g_set_error(error, AV_ERROR, AV_ERROR_NOT_FOUND, "the mdev parent '%s' placement chose is not on this "
                     "host; run 'accelvirt status' and retry", parent ? parent : "?");
         return FALSE;
     }
-    m = g_new0(AvAttachMdev, 1);
-    m->uuid = g_strdup(item->mdev_uuid);
-    m->parent = g_strdup(parent);
-    m->type = g_strdup(item->mdev_type);
-    m->identity = av_pool_identity_mdev(item->mdev_uuid);
-    m->profile = g_strdup(item->profile);
-    m->node = mp->numa_node;
-    g_ptr_array_add(a->mdevs, m);
+    m = av_binding_add_mdev(a->binding, item->mdev_uuid, parent, item->mdev_type, item->profile, mp->numa_node);
     if (av_pool_find(pool, m->identity)) {
         g_set_error(error, AV_ERROR, AV_ERROR_STATE, "mdev %s is in the pool already", m->uuid);
         return FALSE;
@@ -682,140 +568,32 @@ av_attach_plan(AvAttachRun *a, AvPool *pool, const AvHost *host, const AvPolicy 
     return TRUE;
 }
 
-/* Gives the endpoints bound so far back to their drivers, newest first, in
- * the groups @only (-2: every group).  Tries every one; FALSE with the
- * first failure. */
-static gboolean
-av_attach_unbind(AvAttachRun *a, int only, GError **error)
-{
-    gboolean ok = TRUE;
-
-    /* The vGPUs this attach made on VFs of those groups go first: no
-     * tenant had them. */
-    for (guint i = a->vgpus->len; i > 0; i--) {
-        AvAttachVgpu *v = g_ptr_array_index(a->vgpus, i - 1);
-        g_autoptr(GError) local = NULL;
-
-        if (!v->made || (only != -2 && v->group != only))
-            continue;
-        if (!av_vgpu_clear_type(a->root, a->kops, v->address, NULL, &local)) {
-            if (ok)
-                g_propagate_prefixed_error(error, g_steal_pointer(&local), "cannot destroy the vGPU of %s: ",
-                                           v->address);
-            ok = FALSE;
-            continue;
-        }
-        v->made = FALSE;
-    }
-
-    for (guint i = a->binds->len; i > 0; i--) {
-        AvAttachBind *b = g_ptr_array_index(a->binds, i - 1);
-        g_autoptr(GError) local = NULL;
-
-        if (!b->bound || (only != -2 && b->group != only))
-            continue;
-        if (!av_vfio_restore(a->root, a->kops, b->address, b->original_driver, &local)) {
-            if (ok)
-                g_propagate_prefixed_error(error, g_steal_pointer(&local), "cannot give %s back to %s: ",
-                                           b->address, b->original_driver ? b->original_driver : "no driver");
-            ok = FALSE;
-            continue;
-        }
-        b->bound = FALSE;
-    }
-    return ok;
-}
-
-/* Removes the mdevs this attach made (only @identity's when not NULL),
- * newest first.  Tries every one; FALSE with the first failure. */
-static gboolean
-av_attach_unmake(AvAttachRun *a, const char *identity, GError **error)
-{
-    gboolean ok = TRUE;
-
-    for (guint i = a->mdevs->len; i > 0; i--) {
-        AvAttachMdev *m = g_ptr_array_index(a->mdevs, i - 1);
-        g_autoptr(GError) local = NULL;
-
-        if (!m->created || (identity && g_strcmp0(identity, m->identity) != 0))
-            continue;
-        if (!av_mdev_remove(a->root, a->kops, m->uuid, &local)) {
-            if (ok)
-                g_propagate_prefixed_error(error, g_steal_pointer(&local), "cannot remove mdev %s: ", m->uuid);
-            ok = FALSE;
-            continue;
-        }
-        m->created = FALSE;
-    }
-    return ok;
-}
-
-/* Binds the planned endpoints, as the hook's prepare does, after saving a
- * write-ahead record of them (an attach killed half-way is undone by the
- * next holder of the lock: av_pool_intents_undo()).  On failure gives back
- * what it bound and drops the record. */
+/* Records the plan in a write-ahead record and saves it (an attach killed
+ * half-way is undone by the next holder of the lock:
+ * av_pool_intents_undo()), then binds and makes it, as the hook's prepare
+ * does (av_binding_apply()).  On failure undoes what it did and drops the
+ * record. */
 static gboolean
 av_attach_bind(AvAttachRun *a, AvPool *pool, AvIntent **ret_intent, GError **error)
 {
     AvIntent *intent = av_intent_new(a->uuid, a->domain->name);
     g_autoptr(GError) undo = NULL;
 
-    for (guint i = 0; i < a->binds->len; i++) {
-        const AvAttachBind *b = g_ptr_array_index(a->binds, i);
-
-        av_intent_add_bind(intent, b->address, b->original_driver);
-    }
+    av_binding_record(a->binding, intent);
     for (guint i = 0; i < a->claims->len; i++)
         av_intent_add_claim(intent, g_ptr_array_index(a->claims, i));
-    for (guint i = 0; i < a->vgpus->len; i++)
-        av_intent_add_vgpu(intent, ((const AvAttachVgpu *)g_ptr_array_index(a->vgpus, i))->address);
-    for (guint i = 0; i < a->mdevs->len; i++) {
-        const AvAttachMdev *m = g_ptr_array_index(a->mdevs, i);
-
-        av_intent_add_mdev(intent, m->uuid, m->parent, m->type);
-        av_intent_add_claim(intent, m->identity);
-    }
+    for (guint i = 0; i < a->binding->mdevs->len; i++)
+        av_intent_add_claim(intent, ((const AvBindingMdev *)g_ptr_array_index(a->binding->mdevs, i))->identity);
     intent = av_pool_intent_add(pool, intent);
     if (!av_pool_save(pool, error)) {
         av_pool_intent_remove(pool, intent);
         return FALSE;
     }
-    for (guint i = 0; i < a->binds->len; i++) {
-        AvAttachBind *b = g_ptr_array_index(a->binds, i);
-        g_autofree char *original = NULL;
-
-        if (!av_vfio_bind(a->root, a->kops, b->address, b->driver, &original, error))
-            goto fail;
-        g_free(b->original_driver);
-        b->original_driver = g_steal_pointer(&original);
-        b->bound = TRUE;
+    if (av_binding_apply(a->binding, AV_ATTACH_VFIO_NODE_TIMEOUT_MS, error)) {
+        *ret_intent = intent;
+        return TRUE;
     }
-    for (guint i = 0; i < a->vgpus->len; i++) {
-        AvAttachVgpu *v = g_ptr_array_index(a->vgpus, i);
-        g_autofree char *name = NULL;
-        guint id = 0;
-
-        v->made = TRUE;     /* before the write: one whose read-back fails is undone too */
-        if (!av_vgpu_set_type(a->root, a->kops, v->address, v->type, &id, &name, error))
-            goto fail;
-    }
-    for (guint i = 0; i < a->groups->len; i++)
-        if (!av_vfio_wait_group_node(a->root, g_array_index(a->groups, int, i), AV_ATTACH_VFIO_NODE_TIMEOUT_MS,
-                                     error))
-            goto fail;
-    for (guint i = 0; i < a->mdevs->len; i++) {
-        AvAttachMdev *m = g_ptr_array_index(a->mdevs, i);
-
-        if (!av_mdev_create(a->root, a->kops, m->parent, m->type, m->uuid, error)) {
-            g_prefix_error(error, "cannot create mdev %s (profile '%s'): ", m->uuid, m->profile);
-            goto fail;
-        }
-        m->created = TRUE;
-    }
-    *ret_intent = intent;
-    return TRUE;
-fail:
-    if (!av_attach_unmake(a, NULL, &undo) || !av_attach_unbind(a, -2, &undo)) {
+    if (!av_binding_undo(a->binding, &undo)) {
         /* The record stays: the next holder of the lock tries again. */
         char *message = g_strdup_printf("%s (and giving the endpoints back failed: %s; the next accelvirt call "
                                         "tries again)", (*error)->message, undo->message);
@@ -867,30 +645,15 @@ av_attach_commit(AvAttachRun *a, AvPool *pool, AvIntent *intent, gboolean persis
             return FALSE;
         g_ptr_array_add(a->marks, mark);
     }
-    for (guint i = 0; i < a->mdevs->len; i++) {
-        const AvAttachMdev *m = g_ptr_array_index(a->mdevs, i);
+    for (guint i = 0; i < a->binding->mdevs->len; i++) {
+        const AvBindingMdev *m = g_ptr_array_index(a->binding->mdevs, i);
         AvPoolAttachMark *mark = av_pool_attach_mark(a->cli->state_dir, a->uuid, m->identity, error);
 
         if (!mark)
             return FALSE;
         g_ptr_array_add(a->marks, mark);
     }
-    for (guint i = 0; i < a->binds->len; i++) {
-        const AvAttachBind *b = g_ptr_array_index(a->binds, i);
-        AvPoolDevice *dev = b->pooled ? av_pool_find_address(pool, AV_DEVICE_KIND_PCI, b->address)
-                                      : av_pool_find(pool, b->first);
-
-        if (b->pooled) {
-            /* A host driver it was on is what it goes back to; found on
-             * no driver, the pool's record is trusted (as the hook). */
-            if (dev && b->original_driver && !av_pci_driver_is_vfio(b->original_driver)) {
-                g_free(dev->original_driver);
-                dev->original_driver = g_strdup(b->original_driver);
-            }
-        } else if (dev) {
-            av_pool_device_add_companion(dev, b->address, b->original_driver);
-        }
-    }
+    av_binding_commit(a->binding, pool);
     for (guint i = 0; i < a->claims->len; i++) {
         AvPoolDevice *dev = av_pool_find(pool, g_ptr_array_index(a->claims, i));
 
@@ -902,8 +665,8 @@ av_attach_commit(AvAttachRun *a, AvPool *pool, AvIntent *intent, gboolean persis
         if (!av_pool_take(pool, dev, a->owner, error))
             return FALSE;
     }
-    for (guint i = 0; i < a->mdevs->len; i++) {
-        const AvAttachMdev *m = g_ptr_array_index(a->mdevs, i);
+    for (guint i = 0; i < a->binding->mdevs->len; i++) {
+        const AvBindingMdev *m = g_ptr_array_index(a->binding->mdevs, i);
         AvPoolDevice *dev = av_pool_add(pool, AV_DEVICE_KIND_MDEV, m->identity, m->parent, m->profile,
                                         AV_DEVICE_STATE_IN_USE, a->owner, error);
 
@@ -973,21 +736,6 @@ av_attach_guest_may_have(const AvAttachRun *a, const AvPoolDevice *dev, const Av
         }
     }
     return group >= 0 && (holder = av_vfio_group_holder(a->root, group)) != NULL;
-}
-
-/* Drops from @dev the companions that went back to their drivers. */
-static void
-av_attach_drop_companions(const AvAttachRun *a, AvPoolDevice *dev)
-{
-    for (guint i = 0; i < a->binds->len; i++) {
-        const AvAttachBind *b = g_ptr_array_index(a->binds, i);
-
-        if (b->pooled || b->bound || g_strcmp0(b->first, dev->identity) != 0)
-            continue;
-        for (guint j = 0; j < dev->companions->len; j++)
-            if (g_str_equal(((const AvCompanion *)g_ptr_array_index(dev->companions, j))->address, b->address))
-                g_ptr_array_remove_index(dev->companions, j--);
-    }
 }
 
 /* A device of a failed attach that the guest may have had: in use ->
@@ -1063,7 +811,7 @@ av_attach_rollback(AvAttachRun *a, virConnect *conn, virDomain *dom, gboolean pe
             g_strcmp0(dev->owner->domain_uuid, a->uuid) != 0)
             continue; /* released by another accelvirt meanwhile */
         had = av_attach_guest_may_have(a, dev, live);
-        if (!had && dev->kind == AV_DEVICE_KIND_PCI && !av_attach_unbind(a, dev->iommu_group, &local)) {
+        if (!had && dev->kind == AV_DEVICE_KIND_PCI && !av_binding_undo_group(a->binding, dev->iommu_group, &local)) {
             fprintf(stderr, "accelvirt: warning: %s; device %s goes dirty, the worker gives it back\n",
                     local->message, dev->address);
             g_clear_error(&local);
@@ -1074,13 +822,13 @@ av_attach_rollback(AvAttachRun *a, virConnect *conn, virDomain *dom, gboolean pe
                 return FALSE;
             continue;
         }
-        av_attach_drop_companions(a, dev);
+        av_binding_drop_companions(a->binding, dev);
         if (!av_pool_attach_undo(pool, dev, a->uuid, why, error))
             return FALSE;
         json_array_append_new(freed, json_string(dev->identity));
     }
-    for (guint i = 0; i < a->mdevs->len; i++) {
-        const AvAttachMdev *m = g_ptr_array_index(a->mdevs, i);
+    for (guint i = 0; i < a->binding->mdevs->len; i++) {
+        const AvBindingMdev *m = g_ptr_array_index(a->binding->mdevs, i);
         AvPoolDevice *dev = av_pool_find(pool, m->identity);
         gboolean had;
 
@@ -1088,7 +836,7 @@ av_attach_rollback(AvAttachRun *a, virConnect *conn, virDomain *dom, gboolean pe
             g_strcmp0(dev->owner->domain_uuid, a->uuid) != 0)
             continue;
         had = av_attach_guest_may_have(a, dev, live);
-        if (!had && !av_attach_unmake(a, m->identity, &local)) {
+        if (!had && !av_binding_undo_mdev(a->binding, m->identity, &local)) {
             fprintf(stderr, "accelvirt: warning: %s; it goes dirty, the worker removes it\n", local->message);
             g_clear_error(&local);
             had = TRUE;
@@ -1106,6 +854,65 @@ av_attach_rollback(AvAttachRun *a, virConnect *conn, virDomain *dom, gboolean pe
     if (!av_pool_journal_append(pool, "attach-rolled-back", fields, error) || !av_pool_save(pool, error))
         return FALSE;
     *ret_report = json_incref(fields);
+    return TRUE;
+}
+
+/* Runs the driver command of @point of each device of @items
+ * (AvPlacedItem*, borrowed) whose profile has one, for the domain @uuid
+ * (@name), without the pool's lock (av_driver_run()), stopping at the
+ * first failure; then journals every run ("driver", av_program_journal(),
+ * with @by: "attach", "attach-rolled-back") under the lock.  The
+ * items whose command ran and passed go to @ret_passed (borrowed; may be
+ * NULL), the first failure to @error (FALSE), after the journal. */
+static gboolean
+av_attach_run_drivers(const AvCli *cli, const AvRoot *root, const AvPolicy *policy, const GPtrArray *items,
+                      AvDriverPoint point, const char *uuid, const char *name, const char *by, GPtrArray *ret_passed,
+                      GError **error)
+{
+    g_autoptr(GPtrArray) reports = g_ptr_array_new_with_free_func((GDestroyNotify)json_decref);
+    g_autoptr(GPtrArray) identities = g_ptr_array_new();
+    g_autoptr(AvPool) pool = NULL;
+    g_autoptr(GError) failure = NULL;
+
+    for (guint i = 0; i < items->len && !failure; i++) {
+        const AvPlacedItem *item = g_ptr_array_index(items, i);
+        const AvProfile *profile = av_policy_find(policy, item->profile);
+        AvProgramTarget target = { 0 };
+        json_t *report = NULL;
+
+        if (!profile || !profile->drivers[point])
+            continue;
+        target.root = root;
+        target.state_dir = cli->state_dir;
+        target.profile = profile;
+        target.address = item->pci_address ? item->pci_address
+                         : item->mdev_parent ? item->mdev_parent : item->usb_bus_path;
+        target.identity = item->identity;
+        target.domain_name = name;
+        target.domain_uuid = uuid;
+        target.group_fd = -1;
+        if (av_driver_run(&target, point, NULL, &report, &failure) && ret_passed)
+            g_ptr_array_add(ret_passed, (gpointer)item);
+        if (report) {
+            g_ptr_array_add(reports, report);
+            g_ptr_array_add(identities, item->identity);
+        }
+    }
+    if (reports->len > 0) {
+        pool = av_cli_open_pool(cli, root, AV_POOL_WRITE, error);
+        if (!pool)
+            return FALSE;
+        for (guint i = 0; i < reports->len; i++)
+            if (!av_program_journal(pool, "driver", g_ptr_array_index(reports, i), g_ptr_array_index(identities, i),
+                                    name, uuid, by, error))
+                return FALSE;
+        if (!av_pool_save(pool, error))
+            return FALSE;
+    }
+    if (failure) {
+        g_propagate_error(error, g_steal_pointer(&failure));
+        return FALSE;
+    }
     return TRUE;
 }
 
@@ -1258,10 +1065,7 @@ av_cli_cmd_attach(AvCli *cli, int argc, char **argv)
     a.owner = av_attach_owner(a.domain, a.uuid);
     a.plugs = g_ptr_array_new_with_free_func((GDestroyNotify)av_attach_plug_free);
     a.claims = g_ptr_array_new_with_free_func(g_free);
-    a.binds = g_ptr_array_new_with_free_func((GDestroyNotify)av_attach_bind_free);
-    a.groups = g_array_new(FALSE, FALSE, sizeof(int));
-    a.mdevs = g_ptr_array_new_with_free_func((GDestroyNotify)av_attach_mdev_free);
-    a.vgpus = g_ptr_array_new_with_free_func((GDestroyNotify)av_attach_vgpu_free);
+    a.binding = av_binding_new(a.root, a.kops, av_attach_note, NULL);
     a.marks = g_ptr_array_new_with_free_func((GDestroyNotify)av_pool_attach_mark_done);
 
     /* Under the pool's lock: place, claim, bind, record in use, save. */
@@ -1288,7 +1092,7 @@ av_cli_cmd_attach(AvCli *cli, int argc, char **argv)
 
         /* Not saved: the pool on disk is as before, with the record that
          * the next holder of the lock drops. */
-        if (!av_attach_unmake(&a, NULL, &undo) || !av_attach_unbind(&a, -2, &undo))
+        if (!av_binding_undo(a.binding, &undo))
             fprintf(stderr, "accelvirt: warning: %s; the next accelvirt call tries again\n", undo->message);
         return av_cli_fail(err);
     }

@@ -1,8 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* accelvirt attach and detach: the libvirt calls that change a domain
  * (AvHotplugOps, cli-hotplug.h), and what attach and detach share: the
- * connection, the running domain and its XML, the profiles' driver
- * commands.
+ * connection, the running domain and its XML.
  *
  * libvirt's test driver (Debian 12, libvirt 9.0) implements neither
  * virDomainAttachDeviceFlags nor the DEVICE_REMOVED event, so the libvirt
@@ -25,8 +24,6 @@
 #include "cli.h"
 #include "cli-hotplug.h"
 #include "domain/av-domain.h"
-#include "place/av-place.h"
-#include "scrub/av-program.h"
 #include "util/av-error.h"
 #include "util/av-libvirt-casts.h"
 #include "util/av-json.h"
@@ -206,63 +203,4 @@ av_attach_parse(const AvHotplugOps *ops, virDomain *dom, gboolean inactive, GErr
     g_autofree char *xml = ops->xml(dom, inactive, error);
 
     return xml ? av_domain_parse(xml, strlen(xml), error) : NULL;
-}
-
-/* Runs the driver command of @point of each device of @items
- * (AvPlacedItem*, borrowed) whose profile has one, for the domain @uuid
- * (@name), without the pool's lock (av_driver_run()), stopping at the
- * first failure; then journals every run ("driver", av_program_journal(),
- * with @by: "attach", "attach-rolled-back", "detach") under the lock.  The
- * items whose command ran and passed go to @ret_passed (borrowed; may be
- * NULL), the first failure to @error (FALSE), after the journal. */
-gboolean
-av_attach_run_drivers(const AvCli *cli, const AvRoot *root, const AvPolicy *policy, const GPtrArray *items,
-                      AvDriverPoint point, const char *uuid, const char *name, const char *by, GPtrArray *ret_passed,
-                      GError **error)
-{
-    g_autoptr(GPtrArray) reports = g_ptr_array_new_with_free_func((GDestroyNotify)json_decref);
-    g_autoptr(GPtrArray) identities = g_ptr_array_new();
-    g_autoptr(AvPool) pool = NULL;
-    g_autoptr(GError) failure = NULL;
-
-    for (guint i = 0; i < items->len && !failure; i++) {
-        const AvPlacedItem *item = g_ptr_array_index(items, i);
-        const AvProfile *profile = av_policy_find(policy, item->profile);
-        AvProgramTarget target = { 0 };
-        json_t *report = NULL;
-
-        if (!profile || !profile->drivers[point])
-            continue;
-        target.root = root;
-        target.state_dir = cli->state_dir;
-        target.profile = profile;
-        target.address = item->pci_address ? item->pci_address
-                         : item->mdev_parent ? item->mdev_parent : item->usb_bus_path;
-        target.identity = item->identity;
-        target.domain_name = name;
-        target.domain_uuid = uuid;
-        target.group_fd = -1;
-        if (av_driver_run(&target, point, NULL, &report, &failure) && ret_passed)
-            g_ptr_array_add(ret_passed, (gpointer)item);
-        if (report) {
-            g_ptr_array_add(reports, report);
-            g_ptr_array_add(identities, item->identity);
-        }
-    }
-    if (reports->len > 0) {
-        pool = av_cli_open_pool(cli, root, AV_POOL_WRITE, error);
-        if (!pool)
-            return FALSE;
-        for (guint i = 0; i < reports->len; i++)
-            if (!av_program_journal(pool, "driver", g_ptr_array_index(reports, i), g_ptr_array_index(identities, i),
-                                    name, uuid, by, error))
-                return FALSE;
-        if (!av_pool_save(pool, error))
-            return FALSE;
-    }
-    if (failure) {
-        g_propagate_error(error, g_steal_pointer(&failure));
-        return FALSE;
-    }
-    return TRUE;
 }

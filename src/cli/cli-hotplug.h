@@ -53,13 +53,6 @@ virDomain *av_attach_running(virConnect *conn, const char *name, char *ret_uuid,
 /* The domain's live or (@inactive) persistent XML, parsed.  Caller frees. */
 AvDomain *av_attach_parse(const AvHotplugOps *ops, virDomain *dom, gboolean inactive, GError **error);
 
-/* The driver command of @point of each device of @items for the domain
- * @uuid (@name), without the pool's lock, then each run journalled with
- * @by under it; the items whose command passed to @ret_passed. */
-gboolean av_attach_run_drivers(const AvCli *cli, const AvRoot *root, const AvPolicy *policy, const GPtrArray *items,
-                               AvDriverPoint point, const char *uuid, const char *name, const char *by,
-                               GPtrArray *ret_passed, GError **error);
-
 /* The hook point of the fake table: the test doubles' constructor
  * registers it; production code never calls this.  @ops is borrowed for the
  * life of the process. */

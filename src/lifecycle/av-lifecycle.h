@@ -29,25 +29,32 @@
  *   dirty -> scrubbing ->      av_scrub_job_begin(), _run(),  the worker (hook-worker.c) and
  *     free or quarantined      _finish() (av-scrub-job.h)   accelvirt scrub (cli-scrub.c)
  *   dirty/scrubbing ->         av_pool_quarantine_unscrubbed()  a release whose group another
- *     quarantined (unscrubbed)                              process has open (av_pool_release_device()),
- *                                                           a failed on_release (hook-release.c)
+ *     quarantined (unscrubbed)                              process has open (av_pool_release_device())
  *   any -> quarantined         av_pool_quarantine_force()   the audit's and watch's violations
  *                                                           (av-audit.c)
  *   quarantined -> free        av_pool_clear_quarantine()   accelvirt quarantine clear (cli-scrub.c)
  *   any -> missing and back    av_pool_reconcile()          every whole scan (av-pool-reconcile.c)
  *
+ * What the host sees as devices are handed to a domain (the endpoints bound
+ * to a vfio driver, the vGPUs and mdevs made, recorded first in a
+ * write-ahead intent, undone newest first, the companions recorded) is one
+ * binding (av-binding.h), which the hook's prepare (hook-prepare.c) and
+ * accelvirt attach (cli-attach.c) both plan, apply and commit.
+ *
  * The release holds what it releases before the move is journalled (a PCI
  * function's IOMMU group, a USB stick de-authorized, an mdev removed), for
- * every caller alike.  Every driver command and program run is journalled
- * in one shape (av_program_journal(), scrub/av-program.h).
- *
- * Not yet written once: the prepare's binding (the write-ahead intent, the
- * bind to vfio-pci, the companions, the mdevs and VFs, on_prepare) is the
- * hook's (hook-prepare.c) and accelvirt attach's (cli-attach.c), each its
- * own; the on_release command runs at once in the hook's release and in
- * detach, and in the worker's scrub job for the other releases. */
+ * every caller alike, and leaves the profile's on_release command owed
+ * (release_pending): the scrub job runs it, for every release alike, before
+ * any scrub step; failing, the device is quarantined, unscrubbed.  The
+ * on_prepare command runs where the domain gets its devices: under the
+ * pool's lock in the hook's prepare, without it in accelvirt attach (which
+ * then runs on_assign); a refused prepare or a rolled-back attach runs the
+ * on_release of each device whose on_prepare passed, at once, since no
+ * release follows.  Every driver command and program run is journalled in
+ * one shape (av_program_journal(), scrub/av-program.h). */
 #pragma once
 
+#include "lifecycle/av-binding.h"
 #include "lifecycle/av-scrub-job.h"
 #include "pool/av-pool.h"
 #include "scrub/av-program.h"
