@@ -2,7 +2,11 @@
 /* accelvirt: the hook's "release end" (hook.h), which libvirt calls once a
  * domain stopped and its resources were released, also after a failed
  * prepare: the devices the domain owned become dirty and wait for their
- * scrub, their on_release commands run, and the scrub worker is started. */
+ * scrub, and the scrub worker is started.  Their profiles' on_release
+ * commands are the worker's (the scrub job runs the one the release left
+ * owed, release_pending, before any scrub step, as for every release):
+ * libvirt waits for this hook, and every other domain's start and stop for
+ * the pool's lock. */
 #include "config.h"
 
 #include "hook.h"
@@ -13,62 +17,6 @@
 #include "util/av-error.h"
 #include "vfio/av-hold.h"
 #include "vfio/av-vfio.h"
-
-/* "release end", after the release is saved (the devices dirty and held):
- * the on_release command of each released device's profile
- * (av_hook_driver_run()).  A device whose command fails is quarantined with
- * the error (av_pool_quarantine_unscrubbed(): its scrub does not clear it,
- * the operator looks at it), saved at once.  The policies are read only
- * when something was released; unreadable, no command runs (logged): the
- * devices stay dirty, and the worker, which cannot read them either, leaves
- * them so. */
-static void
-av_hook_release_drivers(const AvHookConfig *config, AvPool *pool, GPtrArray *released)
-{
-    g_autoptr(AvPolicy) policy = NULL;
-    g_autoptr(GError) error = NULL;
-    gboolean changed = FALSE;
-
-    if (released->len == 0)
-        return;
-    policy = av_policy_load_dir(config->policy_dir, &error);
-    if (!policy) {
-        av_hook_log(LOG_ERR, "release: cannot read the policies, so no on_release command runs: %s",
-                    error->message);
-        return;
-    }
-    for (guint i = 0; i < released->len; i++) {
-        AvPoolDevice *dev = g_ptr_array_index(released, i);
-        const AvProfile *profile = dev->profile ? av_policy_find(policy, dev->profile) : NULL;
-        g_autoptr(GError) local = NULL;
-        g_autoptr(GError) quarantine_error = NULL;
-        g_autofree char *reason = NULL;
-
-        if (!profile || dev->state != AV_DEVICE_STATE_DIRTY)
-            continue;
-        /* Owed since the save that made it dirty: a hook killed before this
-         * point leaves it to the worker (dev->release_pending). */
-        if (!profile->drivers[AV_DRIVER_ON_RELEASE] ||
-            av_hook_driver_run(config, pool, profile, dev->address, dev->identity,
-                               dev->owner ? dev->owner->domain_name : NULL,
-                               dev->owner ? dev->owner->domain_uuid : NULL, AV_DRIVER_ON_RELEASE, &local)) {
-            changed = changed || dev->release_pending;
-            dev->release_pending = FALSE;
-            continue;
-        }
-        reason = g_strdup_printf("at its release, %s", local->message);
-        if (!av_pool_quarantine_unscrubbed(pool, dev, reason, &quarantine_error)) {
-            av_hook_log(LOG_ERR, "cannot quarantine %s after its on_release command failed (%s): %s; it stays "
-                        "dirty", dev->identity, local->message, quarantine_error->message);
-            continue;
-        }
-        av_hook_log(LOG_ERR, "device %s (%s) quarantined: %s", dev->identity, dev->address, reason);
-        changed = TRUE;
-    }
-    if (changed && !av_pool_save(pool, &error))
-        av_hook_log(LOG_ERR, "cannot save what the on_release commands did: %s; the worker runs them again and "
-                    "quarantines what failed", error->message);
-}
 
 /* "release end": every in-use device this domain owns becomes dirty, the
  * mdevs accelvirt created for it are removed, and the scrub worker is
@@ -136,7 +84,6 @@ av_hook_release(const AvHookConfig *config, const char *domain_uuid, const char 
     if (released->len > 0 && !av_pool_save(pool, &error))
         return av_hook_refusef("cannot release the devices of domain '%s': %s", quoted, error->message);
     av_pool_release_mark_done(g_steal_pointer(&mark));
-    av_hook_release_drivers(config, pool, released);
     /* The mdevs accelvirt created were removed as they went dirty
      * (av_pool_release_device()); one still there is the worker's to remove,
      * or to quarantine, and its parent gets no new mdev meanwhile. */

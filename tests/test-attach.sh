@@ -237,6 +237,41 @@ check "  ... the audio function recorded as its companion" \
     json "$S/pool.json" "[x['companions'] for x in d['devices'] if x['address'] == '0000:98:00.0'] == [[{'address': '0000:98:00.1', 'original_driver': 'snd_hda_intel'}]]"
 check "  ... in the persistent definition too" test -e "$HP/$VM1/ua-accelvirt-0000-98-00-0.config"
 
+# The same card given to a domain by the hook's prepare, on a copy of the
+# host as it was: attach and the hook share one binding
+# (src/lifecycle/av-binding.c), so the host and the pool's record of the
+# card end the same.
+HH="$T/hook-host"
+HS="$T/hook-state"
+cp -a "$AV_TEST_HOSTS/two-socket-8gpu" "$HH"
+mkdir -p "$HS"
+cat >"$T/hook-vm1.xml" <<EOF
+<domain type='kvm'>
+  <name>vm1</name>
+  <uuid>$VM1</uuid>
+  <devices>
+    <hostdev mode='subsystem' type='pci' managed='no'>
+      <source><address domain='0x0000' bus='0x98' slot='0x00' function='0x0'/></source>
+    </hostdev>
+  </devices>
+</domain>
+EOF
+ACCELVIRT_ROOT="$HH" ACCELVIRT_STATE_DIR="$HS" ACCELVIRT_POLICY_DIR="$POL" ACCELVIRT_WORKER="$T/worker.sh" \
+    ACCELVIRT_LOG_FILE="$T/hook.log" "$ACCELVIRT_HOOK" vm1 prepare begin - <"$T/hook-vm1.xml" >"$T/hp1.out" 2>"$T/hp1.err"
+echo $? >"$T/hp1.rc"
+# bound DIR ADDRESS: the driver ADDRESS is on under the host DIR
+bound() { basename "$(readlink "$1/sys/bus/pci/devices/$2/driver")"; }
+# card POOL: the pool's record of the card, one line
+card() {
+    python3 -c '
+import json, sys
+d = [x for x in json.load(open(sys.argv[1]))["devices"] if x["address"] == "0000:98:00.0"][0]
+print(d["state"], d["owner"]["domain_name"], d.get("original_driver"), json.dumps(d.get("companions", []), sort_keys=True))
+' "$1"
+}
+check "the same card through the hook's prepare, on a copy of the host: the card and its audio function on the drivers attach left them on, the pool's record of the card (state, owner, original driver, companions) the same" \
+    eval "succeeded hp1 && [ \"\$(bound '$HH' 0000:98:00.0) \$(bound '$HH' 0000:98:00.1)\" = \"\$(bound '$H' 0000:98:00.0) \$(bound '$H' 0000:98:00.1)\" ] && [ \"\$(card '$HS/pool.json')\" = \"\$(card '$S/pool.json')\" ] && card '$HS/pool.json' | grep -q '^in-use vm1 nvidia .*0000:98:00.1.*snd_hda_intel'"
+
 # --- detach -----------------------------------------------------------------------------
 run d0 detach vm1 0000:17:00.0
 check "detach of another domain's device: one line, exit 2" refused d0 2 "not in use by domain 'vm1'"
@@ -426,6 +461,8 @@ import json, sys
 d = json.load(open(sys.argv[1]))
 for point in ("on_prepare", "on_assign", "on_release"):
     d["profiles"][0][point] = {"argv": [sys.argv[3], "{address}", "{domain_name}"]}
+# its scrub (accelvirt scrub, below) as the emulated kernel can do it
+d["profiles"][0]["scrub"] = [{"method": "reset"}]
 json.dump(d, open(sys.argv[2], "w"))
 ' "$AV_TEST_SRCDIR/place/policies-sriov/10-qat.json" "$AP/10-qat.json" "$T/abin/assign"
 chmod 0755 "$AP" && chmod 0644 "$AP/10-qat.json"
@@ -456,16 +493,22 @@ rm -f "$T/on_prepare.fail"
 : >"$ALOG"
 ava detach vg 0000:6b:00.1 >"$T/od1.out" 2>"$T/od1.err"
 echo $? >"$T/od1.rc"
-check "detach runs on_release for the device it released; dirty" \
-    eval "succeeded od1 && grep -q '^assign: 0000:6b:00.1 vg on_release$' '$ALOG' && json '$AS/pool.json' \"[x['state'] for x in d['devices'] if x['address'] == '0000:6b:00.1'] == ['dirty']\" && grep '\"event\": *\"driver\"' '$AS/journal.jsonl' | tail -n1 | python3 -c \"import json,sys; e=json.loads(sys.stdin.read()); assert e['point']=='on_release' and e['by']=='detach' and e['ok'] and e['identity'] and e['domain_uuid'] and 'report' not in e, e\""
+check "detach releases the device (dirty) and leaves its on_release owed to the scrub, as every release does: not run at detach" \
+    eval "succeeded od1 && ! grep -q 'on_release' '$ALOG' && json '$AS/pool.json' \"[(x['state'], x.get('release_pending')) for x in d['devices'] if x['address'] == '0000:6b:00.1'] == [('dirty', True)]\""
+ava scrub 0000:6b:00.1 >"$T/os1.out" 2>"$T/os1.err"
+echo $? >"$T/os1.rc"
+check "  ... its scrub runs the owed on_release first, journalled with the domain that had it, then frees it" \
+    eval "succeeded os1 && [ \"\$(sed -n 1p '$ALOG')\" = 'assign: 0000:6b:00.1 vg on_release' ] && json '$AS/pool.json' \"[(x['state'], x.get('release_pending')) for x in d['devices'] if x['address'] == '0000:6b:00.1'] == [('free', None)]\" && grep '\"event\": *\"driver\"' '$AS/journal.jsonl' | grep on_release | tail -n1 | python3 -c \"import json,sys; e=json.loads(sys.stdin.read()); assert e['point']=='on_release' and e['by']=='operator' and e['ok'] and e['identity'] and e['domain_name']=='vg' and e['domain_uuid'] and 'report' not in e, e\""
 ava attach vg qat-vf >"$T/oa4.out" 2>"$T/oa4.err"
 echo $? >"$T/oa4.rc"
 A4=$(python3 -c "import json,sys; print([x['address'] for x in json.load(open(sys.argv[1]))['devices'] if x['state'] == 'in-use' and x['address'].startswith('0000:6b')][0])" "$AS/pool.json")
 touch "$T/on_release.fail"
 ava detach vg "$A4" >"$T/od2.out" 2>"$T/od2.err"
 echo $? >"$T/od2.rc"
+ava scrub "$A4" >"$T/os2.out" 2>"$T/os2.err"
+echo $? >"$T/os2.rc"
 rm -f "$T/on_release.fail"
-check "an on_release that fails at detach: detached, a warning, the device quarantined (unscrubbed)" \
-    eval "succeeded oa4 && succeeded od2 && grep -q 'warning: the on_release command' '$T/od2.err' && json '$AS/pool.json' \"[(x['state'], x.get('unscrubbed')) for x in d['devices'] if x['address'] == '$A4'] == [('quarantined', True)]\""
+check "an on_release that fails after a detach: the scrub runs no step and quarantines the device, unscrubbed, the command's error as the reason" \
+    eval "succeeded oa4 && succeeded od2 && [ \"\$(cat '$T/os2.rc')\" != 0 ] && grep -q 'quarantined: at its release, the on_release command' '$T/os2.out' && json '$AS/pool.json' \"[(x['state'], x.get('unscrubbed'), 'on_release' in x['reason']) for x in d['devices'] if x['address'] == '$A4'] == [('quarantined', True, True)]\""
 
 finish

@@ -319,65 +319,6 @@ av_detach_release(const AvCli *cli, const AvRoot *root, const char *uuid, const 
     return TRUE;
 }
 
-/* The profiles' "on_release" driver commands of the devices
- * this detach released (@released: {identity, address, ...}), as the hook
- * runs them at a domain's release: without the lock, once the release is
- * saved; a device whose command fails is quarantined (unscrubbed) with the
- * error, and a warning says so.  The detach itself stands. */
-static void
-av_detach_on_release(const AvCli *cli, const AvRoot *root, const AvPolicy *policy, const char *uuid,
-                     const char *name, json_t *released)
-{
-    size_t i;
-    json_t *r;
-
-    json_array_foreach(released, i, r) {
-        const char *identity = json_string_value(json_object_get(r, "identity"));
-        g_autoptr(GPtrArray) one = g_ptr_array_new_with_free_func((GDestroyNotify)av_placed_item_free);
-        g_autoptr(GError) failure = NULL;
-        g_autoptr(GError) err = NULL;
-        g_autoptr(AvPool) pool = av_cli_open_pool(cli, root, AV_POOL_READ, &err);
-        AvPoolDevice *dev = pool && identity ? av_pool_find(pool, identity) : NULL;
-        AvPlacedItem *item;
-        const AvProfile *profile = dev && dev->profile ? av_policy_find(policy, dev->profile) : NULL;
-
-        if (!profile || !profile->drivers[AV_DRIVER_ON_RELEASE])
-            continue;
-        item = g_new0(AvPlacedItem, 1);
-        item->profile = g_strdup(profile->name);
-        item->identity = g_strdup(identity);
-        item->vf_index = -1;
-        item->numa_node = -1;
-        if (dev->kind == AV_DEVICE_KIND_PCI)
-            item->pci_address = g_strdup(dev->address);
-        else if (dev->kind == AV_DEVICE_KIND_USB)
-            item->usb_bus_path = g_strdup(dev->address);
-        else
-            item->mdev_parent = g_strdup(dev->address);
-        g_ptr_array_add(one, item);
-        g_clear_pointer(&pool, av_pool_free);
-        if (av_attach_run_drivers(cli, root, policy, one, AV_DRIVER_ON_RELEASE, uuid, name, "detach", NULL,
-                                  &failure)) {
-            /* Done: the worker does not run it again. */
-            pool = av_cli_open_pool(cli, root, AV_POOL_WRITE, &err);
-            dev = pool ? av_pool_find(pool, identity) : NULL;
-            if (dev && dev->release_pending) {
-                dev->release_pending = FALSE;
-                if (!av_pool_save(pool, &err))
-                    fprintf(stderr, "accelvirt: warning: %s\n", err->message);
-            }
-            continue;
-        }
-        fprintf(stderr, "accelvirt: warning: %s; %s is quarantined\n", failure->message, identity);
-        pool = av_cli_open_pool(cli, root, AV_POOL_WRITE, &err);
-        dev = pool ? av_pool_find(pool, identity) : NULL;
-        if (!dev || !av_pool_quarantine_unscrubbed(pool, dev, failure->message, &err) ||
-            !av_pool_save(pool, &err))
-            fprintf(stderr, "accelvirt: warning: cannot quarantine %s: %s\n", identity,
-                    err ? err->message : "it left the pool");
-    }
-}
-
 int
 av_cli_cmd_detach(AvCli *cli, int argc, char **argv)
 {
@@ -500,7 +441,6 @@ av_cli_cmd_detach(AvCli *cli, int argc, char **argv)
     av_detach_config(ops, dom, config, units, gone, persistent);
     if (!av_detach_release(cli, root, uuid, live->name, units, gone, released, &err))
         return av_cli_fail(err);
-    av_detach_on_release(cli, root, policy, uuid, live->name, released);
     if (cli->json)
         av_cli_print_json(json_incref(out));
     else

@@ -154,10 +154,10 @@ typedef struct {
                                   * verified, text)}; NULL when never scrubbed.  In pool.json
                                   * ("last_scrub") only when set; kept by every transition */
     gboolean release_pending;    /* released by a domain (in use -> dirty or quarantined) whose release
-                                  * work is not done: its profile's on_release command has not run (issue
-                                  * 15; the hook killed, a release done by a marker, a dead domain, audit).
-                                  * The hook and detach clear it once it ran, the worker runs it first
-                                  * otherwise.  In pool.json ("release_pending") only when set; every move
+                                  * work is not done: its profile's on_release command has not run.  Every
+                                  * release leaves it (the hook's, detach, release, stale, the audit, the
+                                  * upkeep); the scrub job runs the command before any scrub step and
+                                  * clears it once it passed.  In pool.json ("release_pending") only when set; every move
                                   * to free drops it */
     gboolean claim_programmed;   /* claimed, and a program for the claim's domain started on it (define,
                                   * start, attach; not the operator's own): it may hold that tenant's
