@@ -1012,7 +1012,7 @@ av_prepare_check_bitstreams(AvPrepare *p, GError **error)
 /* The @i-th device whose driver commands a prepare runs, in
  * *ret_profile, *ret_address and *ret_identity (borrowed): every pool
  * device it claims (p->claims: PCI functions with their group mates, USB
- * sticks; as the release runs on_release for each), then every mdev of the
+ * sticks; as each is owed its on_release at a release), then every mdev of the
  * domain (its parent and "mdev:UUID").  FALSE for an @i that names none. */
 static gboolean
 av_prepare_driver_device(const AvPrepare *p, guint i, const AvProfile **ret_profile, const char **ret_address,
@@ -1035,6 +1035,28 @@ av_prepare_driver_device(const AvPrepare *p, guint i, const AvProfile **ret_prof
     *ret_address = m->mdev_parent;
     *ret_identity = m->identity;
     return TRUE;
+}
+
+/* Undoes the on_prepare commands of the first @done devices
+ * (av_prepare_driver_device()), newest first: the on_release command of
+ * each whose profile has an on_prepare, under the pool's lock, while the
+ * devices are still bound and none is in use (no release follows a refused
+ * prepare).  A failure is logged: the domain never had the device. */
+static void
+av_prepare_drivers_undo(AvPrepare *p, guint done)
+{
+    for (guint i = done; i > 0; i--) {
+        const AvProfile *profile = NULL;
+        const char *address = NULL, *identity = NULL;
+        g_autoptr(GError) local = NULL;
+
+        if (!av_prepare_driver_device(p, i - 1, &profile, &address, &identity) ||
+            !profile->drivers[AV_DRIVER_ON_PREPARE])
+            continue;
+        if (!av_hook_driver_run(p->config, p->pool, profile, address, identity, p->domain->name, p->domain->uuid,
+                                AV_DRIVER_ON_RELEASE, &local))
+            av_hook_log(LOG_ERR, "rollback: %s", local->message);
+    }
 }
 
 /* Phase "drivers", after "apply" (the devices are bound, the
@@ -1061,18 +1083,7 @@ av_prepare_drivers(AvPrepare *p, GError **error)
     }
     if (done == n)
         return TRUE;
-    for (guint i = done; i > 0; i--) {
-        const AvProfile *profile = NULL;
-        const char *address = NULL, *identity = NULL;
-        g_autoptr(GError) local = NULL;
-
-        if (!av_prepare_driver_device(p, i - 1, &profile, &address, &identity) ||
-            !profile->drivers[AV_DRIVER_ON_PREPARE])
-            continue;
-        if (!av_hook_driver_run(p->config, p->pool, profile, address, identity, p->domain->name, p->domain->uuid,
-                                AV_DRIVER_ON_RELEASE, &local))
-            av_hook_log(LOG_ERR, "rollback: %s", local->message);
-    }
+    av_prepare_drivers_undo(p, done);
     return FALSE;
 }
 
@@ -1345,8 +1356,11 @@ av_hook_prepare(const AvHookConfig *config, AvDomain *domain)
     if (!av_prepare_apply(&p, &error) || !av_prepare_drivers(&p, &error))
         return av_prepare_fail(&p, error, FALSE);
     av_hook_test_stop(config, "prepare-commit");
-    if (!av_prepare_commit(&p, summary, &error))
+    if (!av_prepare_commit(&p, summary, &error)) {
+        /* Every on_prepare passed: each is undone before the binding. */
+        av_prepare_drivers_undo(&p, p.claims->len + p.managed->len);
         return av_prepare_fail(&p, error, TRUE);
+    }
     av_hook_log(LOG_INFO, "prepare: in use by this domain: %s", summary->str);
     return 0;
 }

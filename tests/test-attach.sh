@@ -480,8 +480,12 @@ ava attach vg qat-vf >"$T/oa2.out" 2>"$T/oa2.err"
 echo $? >"$T/oa2.rc"
 check "an on_assign that fails: the attach is rolled back, one line; the device is not free (scrubbed first)" \
     eval "refused oa2 1 \"the on_assign command of profile 'qat-vf' for 0000:6b:00.2 failed\" && json '$AS/pool.json' \"[x['state'] for x in d['devices'] if x['address'] == '0000:6b:00.2'] == ['dirty']\""
-check "  ... its on_prepare passed, so its on_release ran, as the hook's refused prepare runs it" \
-    grep -q '^assign: 0000:6b:00.2 vg on_release$' "$ALOG"
+check "  ... its on_prepare passed: released (dirty), its on_release owed to its scrub, not run without the pool's lock" \
+    eval "! grep -q 'on_release' '$ALOG' && json '$AS/pool.json' \"[x.get('release_pending') for x in d['devices'] if x['address'] == '0000:6b:00.2'] == [True]\""
+ava scrub 0000:6b:00.2 >"$T/os0.out" 2>"$T/os0.err"
+echo $? >"$T/os0.rc"
+check "  ... its scrub runs that on_release, once, then frees it" \
+    eval "succeeded os0 && [ \"\$(grep -c on_release '$ALOG')\" = 1 ] && grep -q '^assign: 0000:6b:00.2 vg on_release$' '$ALOG' && json '$AS/pool.json' \"[x['state'] for x in d['devices'] if x['address'] == '0000:6b:00.2'] == ['free']\""
 rm -f "$T/on_assign.fail"
 touch "$T/on_prepare.fail"
 : >"$ALOG"

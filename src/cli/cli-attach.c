@@ -20,7 +20,7 @@
  *           every step under the lock again: a device the guest never had
  *           goes back to its driver and to free ("attach-rolled-back"); one
  *           it may have had (still in the live XML, or its IOMMU group held)
- *           goes dirty and is scrubbed.
+ *           or whose profile's on_prepare ran goes dirty and is scrubbed.
  */
 #include "config.h"
 
@@ -392,6 +392,7 @@ typedef struct {
     AvBinding *binding;          /* what it binds and makes on the host: the endpoints of the groups, the
                                   * vGPUs and mdevs to make, the groups (lifecycle/av-binding.h) */
     GPtrArray *marks;            /* AvPoolAttachMark* */
+    GPtrArray *prepared;         /* char*, borrowed from the plugs: the identities whose on_prepare passed */
 } AvAttachRun;
 
 static void
@@ -405,6 +406,7 @@ av_attach_clear(AvAttachRun *a)
     g_clear_pointer(&a->claims, g_ptr_array_unref);
     g_clear_pointer(&a->binding, av_binding_free);
     g_clear_pointer(&a->marks, g_ptr_array_unref);
+    g_clear_pointer(&a->prepared, g_ptr_array_unref);
 }
 G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC(AvAttachRun, av_attach_clear)
 
@@ -708,9 +710,10 @@ av_attach_plug(AvAttachRun *a, virDomain *dom, gboolean persistent, GError **err
 }
 
 /* Whether the guest may have had the pool device @dev of this attach: one
- * of its group's plugs (its own, for a USB stick) went in, or is in the
- * live XML @live (NULL: it cannot be told), or a process holds its IOMMU
- * group. */
+ * of its group's plugs (its own, for a USB stick or an mdev) went in, or
+ * had its profile's on_prepare run (which a release undoes: its on_release
+ * is the scrub's, as after every release), or is in the live XML @live
+ * (NULL: it cannot be told), or a process holds its IOMMU group. */
 static gboolean
 av_attach_guest_may_have(const AvAttachRun *a, const AvPoolDevice *dev, const AvDomain *live)
 {
@@ -724,7 +727,7 @@ av_attach_guest_may_have(const AvAttachRun *a, const AvPoolDevice *dev, const Av
 
         if (!(group >= 0 ? p->group == group : g_strcmp0(p->identity, dev->identity) == 0))
             continue;
-        if (p->attached)
+        if (p->attached || g_ptr_array_find_with_equal_func(a->prepared, p->identity, g_str_equal, NULL))
             return TRUE;
         for (guint j = 0; j < live->hostdevs->len; j++) {
             const AvHostdev *h = g_ptr_array_index(live->hostdevs, j);
@@ -861,7 +864,7 @@ av_attach_rollback(AvAttachRun *a, virConnect *conn, virDomain *dom, gboolean pe
  * (AvPlacedItem*, borrowed) whose profile has one, for the domain @uuid
  * (@name), without the pool's lock (av_driver_run()), stopping at the
  * first failure; then journals every run ("driver", av_program_journal(),
- * with @by: "attach", "attach-rolled-back") under the lock.  The
+ * with @by: "attach") under the lock.  The
  * items whose command ran and passed go to @ret_passed (borrowed; may be
  * NULL), the first failure to @error (FALSE), after the journal. */
 static gboolean
@@ -920,26 +923,25 @@ av_attach_run_drivers(const AvCli *cli, const AvRoot *root, const AvPolicy *poli
  * gives the domain, once they are bound and recorded in use and before the
  * hot-plug: "on_prepare", as the hook runs it at a domain's prepare (no
  * hook runs for a hot-plug), then "on_assign".  FALSE with the first
- * failure: the devices whose on_prepare passed get their on_release (as
- * the hook's refused prepare does), and the caller rolls the attach back. */
+ * failure, and the caller rolls the attach back: a device whose on_prepare
+ * passed (a->prepared) is released then, dirty, its on_release owed to its
+ * scrub as after every release.  Run now, without the pool's lock, it
+ * would race the worker, and a device that went free would owe nothing. */
 static gboolean
 av_attach_drivers(AvAttachRun *a, const AvPolicy *policy, GError **error)
 {
     g_autoptr(GPtrArray) prepared = g_ptr_array_new();
+    gboolean ok = av_attach_run_drivers(a->cli, a->root, policy, a->placement->items, AV_DRIVER_ON_PREPARE, a->uuid,
+                                        a->domain->name, "attach", prepared, error);
 
-    if (av_attach_run_drivers(a->cli, a->root, policy, a->placement->items, AV_DRIVER_ON_PREPARE, a->uuid,
-                              a->domain->name, "attach", prepared, error) &&
-        av_attach_run_drivers(a->cli, a->root, policy, a->placement->items, AV_DRIVER_ON_ASSIGN, a->uuid,
-                              a->domain->name, "attach", NULL, error))
-        return TRUE;
-    if (prepared->len > 0) {
-        g_autoptr(GError) undo_error = NULL;
+    for (guint i = 0; i < a->plugs->len; i++) {
+        const AvAttachPlug *p = g_ptr_array_index(a->plugs, i);
 
-        if (!av_attach_run_drivers(a->cli, a->root, policy, prepared, AV_DRIVER_ON_RELEASE, a->uuid,
-                                   a->domain->name, "attach-rolled-back", NULL, &undo_error))
-            fprintf(stderr, "accelvirt: warning: %s\n", undo_error->message);
+        if (g_ptr_array_find(prepared, p->item, NULL))
+            g_ptr_array_add(a->prepared, p->identity);
     }
-    return FALSE;
+    return ok && av_attach_run_drivers(a->cli, a->root, policy, a->placement->items, AV_DRIVER_ON_ASSIGN, a->uuid,
+                                       a->domain->name, "attach", NULL, error);
 }
 
 static void
@@ -1067,6 +1069,7 @@ av_cli_cmd_attach(AvCli *cli, int argc, char **argv)
     a.claims = g_ptr_array_new_with_free_func(g_free);
     a.binding = av_binding_new(a.root, a.kops, av_attach_note, NULL);
     a.marks = g_ptr_array_new_with_free_func((GDestroyNotify)av_pool_attach_mark_done);
+    a.prepared = g_ptr_array_new();
 
     /* Under the pool's lock: place, claim, bind, record in use, save. */
     pool = av_cli_open_synced_pool(cli, &host, &synced_policy, &err);

@@ -23,8 +23,6 @@
 #include "cli.h"
 #include "cli-hotplug.h"
 #include "domain/av-domain.h"
-#include "place/av-place.h"
-#include "scrub/av-program.h"
 #include "util/av-error.h"
 #include "util/av-libvirt-casts.h"
 #include "util/av-json.h"

@@ -273,9 +273,11 @@ av_binding_undo_failed(const AvBinding *b, gboolean *ok, GError **error, GError 
 }
 
 /* The mdevs (only @identity's unless NULL) when @mdevs, then the vGPUs and
- * binds (of @group only unless -1) when @binds, newest first. */
+ * binds (of IOMMU group @group only when @one_group) when @binds, newest
+ * first. */
 static gboolean
-av_binding_undo_some(AvBinding *b, gboolean mdevs, const char *identity, gboolean binds, int group, GError **error)
+av_binding_undo_some(AvBinding *b, gboolean mdevs, const char *identity, gboolean binds, gboolean one_group,
+                     int group, GError **error)
 {
     gboolean ok = TRUE;
 
@@ -297,7 +299,7 @@ av_binding_undo_some(AvBinding *b, gboolean mdevs, const char *identity, gboolea
         AvBindingVgpu *v = g_ptr_array_index(b->vgpus, i - 1);
         GError *local = NULL;
 
-        if (!v->made || (group != -1 && v->group != group))
+        if (!v->made || (one_group && v->group != group))
             continue;
         if (!av_vgpu_clear_type(b->root, b->ops, v->address, NULL, &local)) {
             av_binding_undo_failed(b, &ok, error, local, "cannot destroy the vGPU of %s", v->address);
@@ -311,7 +313,7 @@ av_binding_undo_some(AvBinding *b, gboolean mdevs, const char *identity, gboolea
         const char *drv = bind->original_driver ? bind->original_driver : "no driver";
         GError *local = NULL;
 
-        if (!bind->bound || (group != -1 && bind->group != group))
+        if (!bind->bound || (one_group && bind->group != group))
             continue;
         if (!av_vfio_restore(b->root, b->ops, bind->address, bind->original_driver, &local)) {
             av_binding_undo_failed(b, &ok, error, local, "cannot give %s back to %s", bind->address, drv);
@@ -327,21 +329,21 @@ av_binding_undo_some(AvBinding *b, gboolean mdevs, const char *identity, gboolea
 gboolean
 av_binding_undo(AvBinding *b, GError **error)
 {
-    return av_binding_undo_some(b, TRUE, NULL, TRUE, -1, error);
+    return av_binding_undo_some(b, TRUE, NULL, TRUE, FALSE, -1, error);
 }
 
 /* See av-binding.h. */
 gboolean
 av_binding_undo_group(AvBinding *b, int group, GError **error)
 {
-    return av_binding_undo_some(b, FALSE, NULL, TRUE, group, error);
+    return av_binding_undo_some(b, FALSE, NULL, TRUE, TRUE, group, error);
 }
 
 /* See av-binding.h. */
 gboolean
 av_binding_undo_mdev(AvBinding *b, const char *identity, GError **error)
 {
-    return av_binding_undo_some(b, TRUE, identity, FALSE, -1, error);
+    return av_binding_undo_some(b, TRUE, identity, FALSE, FALSE, -1, error);
 }
 
 /* --- commit -------------------------------------------------------------------------------- */

@@ -17,7 +17,8 @@
  * the lock (av_pool_intents_undo()).  On success av_binding_commit() writes
  * into the pool where each endpoint goes back: a pool device's original
  * driver, a companion's (an endpoint no profile pools, such as a GPU's
- * audio function) on its group's first pool device. */
+ * audio function) on the pool device its caller named for the group (the
+ * hook: the group's first pool device; attach: the device it placed). */
 #pragma once
 
 #include <glib.h>
@@ -43,8 +44,8 @@ typedef struct {
     char *original_driver;       /* planned: the driver the scan found, or NULL: none; once bound, the
                                   * driver av_vfio_bind() took it from */
     char *driver;                /* the vfio driver it goes to (av_vfio_choose_driver()) */
-    char *first;                 /* the identity of its group's first pool device, where it is recorded as
-                                  * a companion when no profile pools it; or NULL */
+    char *first;                 /* the identity of the pool device the caller names for its group, where
+                                  * it is recorded as a companion when no profile pools it; or NULL */
     int group;
     gboolean bound;
 } AvBindingBind;
@@ -90,7 +91,7 @@ void av_binding_free(AvBinding *b);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(AvBinding, av_binding_free)
 
 /* Plans the endpoint @address of IOMMU group @group (@first: the identity
- * of the group's first pool device, or NULL).  A function already on a
+ * of the pool device its companion record goes on, or NULL).  A function already on a
  * vfio driver stays there (an unbind blocks while a process holds it:
  * av_vfio_bind()), noted when its profile names another; a VF of a
  * "vgpu_type" profile stays on NVIDIA's driver, its vGPU planned with
@@ -125,7 +126,8 @@ gboolean av_binding_apply(AvBinding *b, guint timeout_ms, GError **error);
  * drivers.  Tries everything; FALSE with the first failure.  What it undid
  * is marked undone, so a second call redoes only what failed. */
 gboolean av_binding_undo(AvBinding *b, GError **error);
-/* The same for the vGPUs and binds of IOMMU group @group only. */
+/* The same for the vGPUs and binds of IOMMU group @group only (a group
+ * no endpoint was planned in, -1 among them, undoes nothing). */
 gboolean av_binding_undo_group(AvBinding *b, int group, GError **error);
 /* The same for the mdev of pool identity @identity only. */
 gboolean av_binding_undo_mdev(AvBinding *b, const char *identity, GError **error);
@@ -134,7 +136,8 @@ gboolean av_binding_undo_mdev(AvBinding *b, const char *identity, GError **error
  * back: a pool device found on a host driver gets it as its original driver
  * (found on a vfio driver or on none, the pool's record, made while it was
  * free, is trusted instead); an endpoint no profile pools becomes a
- * companion of its group's first pool device.  The caller saves. */
+ * companion of the pool device named @first at its plan.  The caller
+ * saves. */
 void av_binding_commit(const AvBinding *b, AvPool *pool);
 /* Drops from @dev the companions of this binding that went back to their
  * drivers (av_binding_undo_group()). */

@@ -48,10 +48,12 @@
  * any scrub step; failing, the device is quarantined, unscrubbed.  The
  * on_prepare command runs where the domain gets its devices: under the
  * pool's lock in the hook's prepare, without it in accelvirt attach (which
- * then runs on_assign); a refused prepare or a rolled-back attach runs the
- * on_release of each device whose on_prepare passed, at once, since no
- * release follows.  Every driver command and program run is journalled in
- * one shape (av_program_journal(), scrub/av-program.h). */
+ * then runs on_assign).  A refused prepare runs the on_release of each
+ * device whose on_prepare passed, at once, under the lock (no release
+ * follows: the devices were never in use); a rolled-back attach releases
+ * such a device instead (dirty), and its scrub runs the on_release.
+ * Every driver command and program run is journalled in one shape
+ * (av_program_journal(), scrub/av-program.h). */
 #pragma once
 
 #include "lifecycle/av-binding.h"

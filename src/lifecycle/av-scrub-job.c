@@ -220,9 +220,9 @@ av_scrub_job_run(const AvScrubContext *ctx, AvScrubJob *job)
     if (job->release_pending && profile->drivers[AV_DRIVER_ON_RELEASE] &&
         !av_scrub_job_driver(ctx, profile, job, AV_DRIVER_ON_RELEASE, release_bitstream, &job->on_release,
                              &job->failure)) {
-        /* The release work that the hook could not do (killed, a release by
-         * a marker or of a dead domain): failing, the device is quarantined
-         * before any scrub step ran. */
+        /* The release work every release leaves owed (the hook's, detach,
+         * release, stale, the audit, the upkeep; none runs it itself):
+         * failing, the device is quarantined before any scrub step ran. */
         g_prefix_error(&job->failure, "at its release, ");
         job->release_failed = TRUE;
         return;

@@ -21,7 +21,7 @@
 #define AV_SCRUB_VM_TIMEOUT_DEFAULT 600
 #define AV_SCRUB_USB_REAUTHORIZE_TIMEOUT_DEFAULT 10
 #define AV_PROGRAM_TIMEOUT_DEFAULT 600
-#define AV_DRIVER_HOOK_TIMEOUT_DEFAULT 10   /* on_prepare, on_release: in the hook */
+#define AV_DRIVER_HOOK_TIMEOUT_DEFAULT 10   /* on_prepare, on_release: in the hook (bounded) */
 #define AV_DRIVER_TIMEOUT_DEFAULT 300       /* on_assign, on_free */
 
 /* ---- names ---- */

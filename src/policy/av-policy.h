@@ -104,8 +104,10 @@ void av_program_free(AvProgram *program);
 gboolean av_program_names_device(const AvProgram *program);
 
 /* The lifecycle points of a profile's driver commands ("on_prepare",
- * "on_release": in the hook, bounded; "on_assign": in the CLI when it gives a
- * device to a domain; "on_free": in the worker after a verified scrub). */
+ * in the hook, bounded; "on_release": in the scrub job, for every release,
+ * and in the hook, bounded, to undo an on_prepare of a refused prepare;
+ * "on_assign": in the CLI when it gives a device to a domain; "on_free": in
+ * the worker after a verified scrub). */
 typedef enum {
     AV_DRIVER_ON_PREPARE,
     AV_DRIVER_ON_RELEASE,

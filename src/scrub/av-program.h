@@ -85,7 +85,7 @@ gboolean av_driver_run(const AvProgramTarget *target, AvDriverPoint point, const
  * "driver") of @pool, which the caller holds for writing: the report's own
  * fields, then the device's @identity, the domain it ran for (@domain_name,
  * @domain_uuid; either may be NULL, then left out) and @by, what ran it
- * ("hook", "scrub", "operator", "attach", "attach-rolled-back", "assign").  One shape wherever a
+ * ("hook", "scrub", "operator", "attach", "assign").  One shape wherever a
  * command runs: the hook, the worker and every CLI command journal it
  * here. */
 gboolean av_program_journal(AvPool *pool, const char *event, const json_t *report, const char *identity,
