@@ -1153,7 +1153,7 @@ static gboolean
 av_prepare_apply(AvPrepare *p, GError **error)
 {
     av_hook_test_stop(p->config, "prepare-planned");
-    if (!av_binding_apply(p->binding, AV_HOOK_VFIO_NODE_TIMEOUT_MS, error))
+    if (!av_binding_apply(p->binding, error))
         return FALSE;
     for (guint i = 0; i < p->managed->len; i++) {
         AvManaged *m = g_ptr_array_index(p->managed, i);

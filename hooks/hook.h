@@ -38,8 +38,6 @@ G_BEGIN_DECLS
 /* How long a hook waits for the pool lock: hooks of other domains hold it
  * through their prepare, which binds devices and waits for udev. */
 #define AV_HOOK_LOCK_TIMEOUT_MS 60000
-/* How long prepare waits for /dev/vfio/GROUP after a bind. */
-#define AV_HOOK_VFIO_NODE_TIMEOUT_MS 10000
 
 /* Where the programs act, from the environment and the compiled defaults. */
 typedef struct {

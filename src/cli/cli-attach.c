@@ -47,9 +47,6 @@
 #include "vfio/av-kernel.h"
 #include "vfio/av-vfio.h"
 
-/* How long a bound group's /dev/vfio node may take to appear (as the hook). */
-#define AV_ATTACH_VFIO_NODE_TIMEOUT_MS 10000
-/* The driver accelvirt binds endpoints to. */
 /* The user alias of the device at @address (a PCI address or a USB bus
  * path): "ua-accelvirt-" and the address with every character that is no
  * letter or digit as '-' ("ua-accelvirt-0000-65-00-0", "ua-accelvirt-usb-
@@ -591,7 +588,7 @@ av_attach_bind(AvAttachRun *a, AvPool *pool, AvIntent **ret_intent, GError **err
         av_pool_intent_remove(pool, intent);
         return FALSE;
     }
-    if (av_binding_apply(a->binding, AV_ATTACH_VFIO_NODE_TIMEOUT_MS, error)) {
+    if (av_binding_apply(a->binding, error)) {
         *ret_intent = intent;
         return TRUE;
     }

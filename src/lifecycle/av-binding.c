@@ -207,7 +207,7 @@ av_binding_record(const AvBinding *b, AvIntent *intent)
 
 /* See av-binding.h. */
 gboolean
-av_binding_apply(AvBinding *b, guint timeout_ms, GError **error)
+av_binding_apply(AvBinding *b, GError **error)
 {
     for (guint i = 0; i < b->binds->len; i++) {
         AvBindingBind *bind = g_ptr_array_index(b->binds, i);
@@ -235,7 +235,7 @@ av_binding_apply(AvBinding *b, guint timeout_ms, GError **error)
         av_binding_note(b, LOG_INFO, "made a vGPU of type %s (%u) on %s", name, id, v->address);
     }
     for (guint i = 0; i < b->groups->len; i++)
-        if (!av_vfio_wait_group_node(b->root, g_array_index(b->groups, int, i), (int)timeout_ms, error))
+        if (!av_vfio_wait_group_node(b->root, g_array_index(b->groups, int, i), AV_BINDING_VFIO_NODE_TIMEOUT_MS, error))
             return FALSE;
     for (guint i = 0; i < b->mdevs->len; i++) {
         AvBindingMdev *m = g_ptr_array_index(b->mdevs, i);

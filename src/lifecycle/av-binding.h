@@ -32,6 +32,10 @@
 
 G_BEGIN_DECLS
 
+/* How long a bound group's /dev/vfio node may take to appear (udev may be
+ * slow): av_binding_apply() waits this long for each. */
+#define AV_BINDING_VFIO_NODE_TIMEOUT_MS 10000
+
 /* Where a binding's notes go: @priority is a syslog(3) priority.  Every
  * kernel change is noted (LOG_INFO), a function kept on the vfio driver it
  * is on although its profile names another (LOG_WARNING), and each failure
@@ -115,11 +119,12 @@ void av_binding_wait_group(AvBinding *b, int group);
  * caller's. */
 void av_binding_record(const AvBinding *b, AvIntent *intent);
 
-/* Binds the planned endpoints, makes the vGPUs, waits (up to @timeout_ms
- * each) for the nodes of the groups named, creates the mdevs.  FALSE at the
+/* Binds the planned endpoints, makes the vGPUs, waits (up to
+ * AV_BINDING_VFIO_NODE_TIMEOUT_MS each) for the nodes of the groups named,
+ * creates the mdevs.  FALSE at the
  * first failure, what was done so far marked (bound, made, created) for
  * av_binding_undo(). */
-gboolean av_binding_apply(AvBinding *b, guint timeout_ms, GError **error);
+gboolean av_binding_apply(AvBinding *b, GError **error);
 
 /* Undoes what apply did, newest first: removes the mdevs it created,
  * destroys the vGPUs it made, gives the endpoints it bound back to their
