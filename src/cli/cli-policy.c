@@ -2,6 +2,7 @@
 #include "config.h"
 
 #include <stdio.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "pool/av-pool.h"
@@ -168,45 +169,106 @@ av_journal_print_entry(json_t *e)
     printf("%s\n", line->str);
 }
 
+/* What `journal show` picks and keeps: entries are printed as they are
+ * read, or, for --last and --json, kept (the last N only). */
+typedef struct {
+    const char *device;
+    const char *event;
+    guint last;
+    gboolean keep;
+    GQueue kept;
+    guint shown;
+} AvJournalShow;
+
+static gboolean
+av_journal_show_entry(json_t *e, gpointer data)
+{
+    AvJournalShow *show = data;
+
+    if (show->event && g_strcmp0(json_string_value(json_object_get(e, "event")), show->event) != 0)
+        return TRUE;
+    if (show->device && g_strcmp0(json_string_value(json_object_get(e, "identity")), show->device) != 0 &&
+        g_strcmp0(json_string_value(json_object_get(e, "address")), show->device) != 0)
+        return TRUE;
+    show->shown++;
+    if (!show->keep) {
+        av_journal_print_entry(e);
+        return TRUE;
+    }
+    g_queue_push_tail(&show->kept, json_incref(e));
+    if (show->last && show->kept.length > show->last)
+        json_decref(g_queue_pop_head(&show->kept));
+    return TRUE;
+}
+
+/* Read without the pool's lock up to the size the journal had under it,
+ * as verify does, one entry at a time. */
 static int
 av_journal_show(AvCli *cli, const char *device, const char *event, gint last)
 {
     g_autoptr(GError) err = NULL;
     g_autoptr(AvPool) pool = NULL;
-    g_autoptr(GPtrArray) entries = NULL;
-    g_autoptr(GPtrArray) shown = g_ptr_array_new();
-    json_t *arr;
+    AvJournalShow show = { device, event, (guint)last, cli->json || last > 0, G_QUEUE_INIT, 0 };
+    goffset size = 0;
+    gboolean ok;
+    json_t *arr, *e;
 
     pool = av_cli_open_pool(cli, NULL, AV_POOL_READ, &err);
     if (!pool)
         return av_cli_fail(err);
-    if (!av_journal_read(cli->state_dir, &entries, &err))
+    if (!av_journal_size(cli->state_dir, &size, &err))
         return av_cli_fail(err);
-    for (guint i = 0; i < entries->len; i++) {
-        json_t *e = g_ptr_array_index(entries, i);
-
-        if (event && g_strcmp0(json_string_value(json_object_get(e, "event")), event) != 0)
-            continue;
-        if (device && g_strcmp0(json_string_value(json_object_get(e, "identity")), device) != 0 &&
-            g_strcmp0(json_string_value(json_object_get(e, "address")), device) != 0)
-            continue;
-        g_ptr_array_add(shown, e);
-    }
-    if (last > 0 && shown->len > (guint)last)
-        g_ptr_array_remove_range(shown, 0, shown->len - (guint)last);
-    if (cli->json) {
+    g_clear_pointer(&pool, av_pool_free);
+    ok = av_journal_foreach(cli->state_dir, size, av_journal_show_entry, &show, &err);
+    if (ok && cli->json) {
         arr = json_array();
-        for (guint i = 0; i < shown->len; i++)
-            json_array_append(arr, g_ptr_array_index(shown, i));
+        while ((e = g_queue_pop_head(&show.kept)))
+            json_array_append_new(arr, e);
         av_cli_print_json(arr);
         return AV_EXIT_OK;
     }
-    for (guint i = 0; i < shown->len; i++)
-        av_journal_print_entry(g_ptr_array_index(shown, i));
-    if (shown->len == 0)
+    while ((e = g_queue_pop_head(&show.kept))) {
+        if (ok)
+            av_journal_print_entry(e);
+        json_decref(e);
+    }
+    if (!ok)
+        return av_cli_fail(err);
+    if (show.shown == 0)
         printf("No journal entry%s%s%s%s.\n", device ? " of " : "", device ? device : "",
                event ? " with event " : "", event ? event : "");
     return AV_EXIT_OK;
+}
+
+/* A verify's progress on a terminal: one line, rewritten at most twice a
+ * second, wiped at the end. */
+typedef struct {
+    gboolean tty;
+    gboolean shown;
+    gint64 last;                 /* monotonic time of the last line, in us */
+} AvVerifyProgress;
+
+static void
+av_journal_verify_progress(goffset done, goffset total, guint64 entries, gpointer data)
+{
+    AvVerifyProgress *p = data;
+    gint64 now = g_get_monotonic_time();
+
+    if (p->shown && now - p->last < G_USEC_PER_SEC / 2)
+        return;
+    p->last = now;
+    p->shown = TRUE;
+    fprintf(stderr, "\rverifying the journal: %" G_GINT64_FORMAT " of %" G_GINT64_FORMAT " MiB, %" G_GUINT64_FORMAT
+            " entries\033[K", (gint64)(done >> 20), (gint64)(total >> 20), entries);
+    fflush(stderr);
+}
+
+static void
+av_journal_verify_progress_end(AvVerifyProgress *p)
+{
+    if (p->shown)
+        fputs("\r\033[K", stderr);
+    p->shown = FALSE;
 }
 
 int
@@ -214,6 +276,8 @@ av_cli_cmd_journal(AvCli *cli, int argc, char **argv)
 {
     g_autoptr(GError) err = NULL;
     g_autoptr(AvPool) pool = NULL;
+    AvVerifyProgress progress = { 0 };
+    goffset size = 0;
     g_autofree char *event = NULL;
     gint last = 0;
     guint64 entries = 0;
@@ -242,12 +306,24 @@ av_cli_cmd_journal(AvCli *cli, int argc, char **argv)
         return av_cli_usage_error("'journal' needs 'verify' or 'show [DEVICE]'");
     if (event || last)
         return av_cli_usage_error("'--event' and '--last' are options of 'journal show'");
-    /* Under the shared lock, so that no line is read while a writer appends it. */
+    /* The journal's size under the shared lock, when no writer is half-way
+     * through a line; then the lock is let go and that much is verified
+     * without it, so that a long verify never keeps a domain's start
+     * waiting: what is before that size never changes, lines are only
+     * appended after it. */
     pool = av_cli_open_pool(cli, NULL, AV_POOL_READ, &err);
     if (!pool)
         return av_cli_fail(err);
-    if (!av_journal_verify(cli->state_dir, &entries, &err))
+    if (!av_journal_size(cli->state_dir, &size, &err))
         return av_cli_fail(err);
+    g_clear_pointer(&pool, av_pool_free);
+    progress.tty = isatty(STDERR_FILENO);
+    if (!av_journal_verify_part(cli->state_dir, size, progress.tty ? av_journal_verify_progress : NULL, &progress,
+                                &entries, &err)) {
+        av_journal_verify_progress_end(&progress);
+        return av_cli_fail(err);
+    }
+    av_journal_verify_progress_end(&progress);
     if (cli->json) {
         json_t *o = json_object();
 

@@ -71,14 +71,6 @@ av_journal_parse_line(const char *line, gsize len, json_t **ret_entry, guint64 *
     return TRUE;
 }
 
-/* Splits @data into lines; the last element holds what follows the last
- * newline ("" when the data ends with one). */
-static char **
-av_journal_split(const char *data)
-{
-    return g_strsplit(data, "\n", -1);
-}
-
 static gboolean
 av_journal_write_entry(AvJournal *journal, json_t *entry, GError **error)
 {
@@ -114,7 +106,6 @@ av_journal_entry_new(AvJournal *journal, const char *event)
 /* The journal is read backwards in chunks of this size, and a line longer
  * than AV_JOURNAL_MAX_LINE (entries are a few hundred bytes) is refused. */
 #define AV_JOURNAL_CHUNK 4096
-#define AV_JOURNAL_MAX_LINE (16 * 1024 * 1024)
 
 /* Reads the line of @fd that ends at @end (the offset of its newline, or
  * the size of the file for a last line without one): reads backwards from
@@ -367,7 +358,7 @@ av_journal_append(AvJournal *journal, const char *event, json_t *fields, GError 
 }
 
 static gboolean G_GNUC_PRINTF(4, 5)
-av_journal_bad(GError **error, const char *path, guint line, const char *fmt, ...)
+av_journal_bad(GError **error, const char *path, guint64 line, const char *fmt, ...)
 {
     g_autofree char *msg = NULL;
     va_list ap;
@@ -375,146 +366,139 @@ av_journal_bad(GError **error, const char *path, guint line, const char *fmt, ..
     va_start(ap, fmt);
     msg = g_strdup_vprintf(fmt, ap);
     va_end(ap);
-    g_set_error(error, AV_ERROR, AV_ERROR_CORRUPT_STATE, "the journal '%s' is broken at line %u: %s",
+    g_set_error(error, AV_ERROR, AV_ERROR_CORRUPT_STATE, "the journal '%s' is broken at line %" G_GUINT64_FORMAT ": %s",
                 path, line, msg);
     return FALSE;
 }
 
-/* Reads all of the journal @path into *ret_data (NUL-terminated, caller
- * frees) and *ret_len.  Only a regular file is read: a FIFO would block and
- * a device (a link to /dev/zero) would never end.  Returns 0, -ENOENT when
- * there is none, or -1 with @error set. */
-static int
-av_journal_read_file(const char *path, char **ret_data, gsize *ret_len, GError **error)
+/* See av-journal.h. */
+gboolean
+av_journal_size(const char *state_dir, goffset *ret_size, GError **error)
 {
+    g_autofree char *path = g_build_filename(state_dir, AV_JOURNAL_FILE, NULL);
     struct stat st;
-    int fd, e;
 
-    fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
-    if (fd < 0) {
-        e = errno;
-        if (e == ENOENT)
-            return -ENOENT;
-        av_error_errno(error, -e, "cannot read the journal '%s'", path);
-        return -1;
+    if (stat(path, &st) < 0) {
+        if (errno != ENOENT)
+            return av_error_errno(error, -errno, "cannot read the journal '%s'", path);
+        st.st_size = 0;
     }
-    if (fstat(fd, &st) < 0) {
-        e = errno;
-        close(fd);
-        av_error_errno(error, -e, "cannot read the journal '%s'", path);
-        return -1;
+    *ret_size = (goffset)st.st_size;
+    return TRUE;
+}
+
+/* See av-journal.h. */
+gboolean
+av_journal_foreach(const char *state_dir, goffset limit, AvJournalEach each, gpointer data, GError **error)
+{
+    g_autofree char *path = g_build_filename(state_dir, AV_JOURNAL_FILE, NULL);
+    g_autoptr(AvJournalReader) reader = NULL;
+    AvJournalLine line;
+    int r;
+
+    r = av_journal_reader_open(path, 0, limit, &reader, error);
+    if (r < 0)
+        return FALSE;
+    while (r > 0 && (r = av_journal_reader_next(reader, &line, error)) > 0) {
+        g_autoptr(json_t) entry = NULL;
+        guint64 seq;
+
+        if (line.nul) {
+            g_set_error(error, AV_ERROR, AV_ERROR_CORRUPT_STATE,
+                        "the journal '%s' holds a NUL byte at line %" G_GUINT64_FORMAT "; 'accelvirt journal "
+                        "verify' says more", path, line.number);
+            return FALSE;
+        }
+        if (line.data && line.ended && av_journal_parse_line(line.data, line.len, &entry, &seq) &&
+            !each(entry, data))
+            break;
     }
-    if (!S_ISREG(st.st_mode)) {
-        close(fd);
-        g_set_error(error, AV_ERROR, AV_ERROR_CORRUPT_STATE,
-                    "the journal '%s' is not a regular file; move it away", path);
-        return -1;
-    }
-    e = -av_file_read_all(fd, ret_data, ret_len);
-    close(fd);
-    if (e) {
-        av_error_errno(error, -e, "cannot read the journal '%s'", path);
-        return -1;
-    }
-    return 0;
+    return r >= 0;
+}
+
+static gboolean
+av_journal_collect(json_t *entry, gpointer data)
+{
+    g_ptr_array_add(data, json_incref(entry));
+    return TRUE;
 }
 
 /* See av-journal.h. */
 gboolean
 av_journal_read(const char *state_dir, GPtrArray **ret_entries, GError **error)
 {
-    g_autofree char *path = g_build_filename(state_dir, AV_JOURNAL_FILE, NULL);
     g_autoptr(GPtrArray) entries = g_ptr_array_new_with_free_func((GDestroyNotify)json_decref);
-    g_autofree char *data = NULL;
-    g_auto(GStrv) lines = NULL;
-    gsize len = 0;
-    int r;
 
-    r = av_journal_read_file(path, &data, &len, error);
-    if (r < 0 && r != -ENOENT)
+    if (!av_journal_foreach(state_dir, -1, av_journal_collect, entries, error))
         return FALSE;
-    if (r == 0) {
-        if (memchr(data, '\0', len)) {
-            g_set_error(error, AV_ERROR, AV_ERROR_CORRUPT_STATE,
-                        "the journal '%s' holds a NUL byte; 'accelvirt journal verify' says where", path);
-            return FALSE;
-        }
-        lines = av_journal_split(data);
-        for (guint i = 0; lines[i]; i++) {
-            json_t *entry = NULL;
-            guint64 seq;
-
-            if (lines[i][0] && av_journal_parse_line(lines[i], strlen(lines[i]), &entry, &seq))
-                g_ptr_array_add(entries, entry);
-        }
-    }
     *ret_entries = g_steal_pointer(&entries);
     return TRUE;
 }
 
-/* See av-journal.h.  A missing journal has 0 entries.  *ret_entries (may be
- * NULL) gets the number of whole entries ("torn-line" ones included).
- * Errors are AV_ERROR_CORRUPT_STATE naming the line, or AV_ERROR_IO. */
+/* How often a verify tells its progress. */
+#define AV_JOURNAL_PROGRESS_BYTES (8 * 1024 * 1024)
+
+/* See av-journal.h. */
 gboolean
 av_journal_verify(const char *state_dir, guint64 *ret_entries, GError **error)
 {
+    return av_journal_verify_part(state_dir, -1, NULL, NULL, ret_entries, error);
+}
+
+/* See av-journal.h.  A missing journal has 0 entries.  *ret_entries (may be
+ * NULL) gets the number of whole entries ("torn-line" ones included).
+ * Errors are AV_ERROR_CORRUPT_STATE naming the line, or AV_ERROR_IO.  The
+ * lines are checked in order, and the first bad one is named. */
+gboolean
+av_journal_verify_part(const char *state_dir, goffset limit, AvJournalProgress progress, gpointer data,
+                       guint64 *ret_entries, GError **error)
+{
     g_autofree char *path = g_build_filename(state_dir, AV_JOURNAL_FILE, NULL);
-    g_autofree char *data = NULL;
-    g_autofree char *prev = g_strdup("");
-    g_auto(GStrv) lines = NULL;
-    gsize len = 0;
-    guint64 expected = 1, entries = 0;
-    guint n, torn = 0;
+    g_autoptr(AvJournalReader) reader = NULL;
     g_autoptr(GPtrArray) torn_hashes = g_ptr_array_new_with_free_func(g_free);
+    g_autoptr(GChecksum) sum = g_checksum_new(G_CHECKSUM_SHA256);
+    char prev[65] = "";
+    guint64 expected = 1, entries = 0, torn = 0;
+    goffset told = 0;
+    AvJournalLine line;
     int r;
 
-    r = av_journal_read_file(path, &data, &len, error);
-    if (r == -ENOENT) {
-        if (ret_entries)
-            *ret_entries = 0;
-        return TRUE;
-    }
+    r = av_journal_reader_open(path, 0, limit, &reader, error);
     if (r < 0)
         return FALSE;
-    if (memchr(data, '\0', len)) {
-        const char *nul = memchr(data, '\0', len);
-        guint lineno = 1;
-
-        for (const char *p = data; p < nul; p++)
-            lineno += *p == '\n';
-        return av_journal_bad(error, path, lineno, "the line holds a NUL byte");
-    }
-    lines = av_journal_split(data);
-    n = g_strv_length(lines);
-    for (guint i = 0; i < n; i++) {
-        const char *line = lines[i];
-        guint lineno = i + 1;
+    while (r > 0 && (r = av_journal_reader_next(reader, &line, error)) > 0) {
         g_autoptr(json_t) entry = NULL;
+        guint64 lineno = line.number;
         guint64 seq = 0;
         const char *event, *want;
 
-        if (i == n - 1) {
-            if (*line == '\0')
-                break;
+        if (progress && av_journal_reader_offset(reader) - told >= AV_JOURNAL_PROGRESS_BYTES) {
+            told = av_journal_reader_offset(reader);
+            progress(told, av_journal_reader_end(reader), entries, data);
+        }
+        if (line.nul)
+            return av_journal_bad(error, path, lineno, "the line holds a NUL byte");
+        if (!line.ended) {
             /* Torn lines before it are a run the next writer acknowledges
              * with it (a writer killed while it acknowledged them). */
             if (torn)
-                return av_journal_bad(error, path, torn, "not a journal entry, nor are the lines after it, the "
-                                      "last one without a newline (writers killed mid-append); the next writer "
-                                      "ends it and acknowledges them");
+                return av_journal_bad(error, path, torn, "not a journal entry, nor are the lines after "
+                                      "it, the last one without a newline (writers killed mid-append); the "
+                                      "next writer ends it and acknowledges them");
             return av_journal_bad(error, path, lineno, "the last line is torn (no newline at its end: "
                                   "a writer was killed mid-append); the next writer will end it");
         }
-        if (strlen(line) > AV_JOURNAL_MAX_LINE)
+        if (!line.data)
             return av_journal_bad(error, path, lineno, "the line is longer than %d bytes; no accelvirt "
                                   "writes such a line", AV_JOURNAL_MAX_LINE);
-        if (!av_journal_parse_line(line, strlen(line), &entry, &seq)) {
+        g_checksum_reset(sum);
+        g_checksum_update(sum, (const guchar *)line.data, (gssize)line.len);
+        if (!av_journal_parse_line(line.data, line.len, &entry, &seq)) {
             /* A run of torn lines (a writer killed while it acknowledged
              * one): the entry after the run acknowledges them all. */
             if (!torn)
                 torn = lineno;
-            g_free(prev);
-            prev = av_journal_hash(line, strlen(line));
+            g_strlcpy(prev, g_checksum_get_string(sum), sizeof(prev));
             g_ptr_array_add(torn_hashes, g_strdup(prev));
             continue;
         }
@@ -523,7 +507,8 @@ av_journal_verify(const char *state_dir, guint64 *ret_entries, GError **error)
             json_t *at = json_object_get(entry, "line");
             json_t *count = json_object_get(entry, "lines");
             json_t *all = json_object_get(entry, "sha256s");
-            gboolean ok = strcmp(event, "torn-line") == 0 && json_is_integer(at) && json_integer_value(at) == torn;
+            gboolean ok = strcmp(event, "torn-line") == 0 && json_is_integer(at) &&
+                          (guint64)json_integer_value(at) == torn;
 
             if (ok && torn_hashes->len > 1) {
                 ok = json_is_integer(count) && json_integer_value(count) == (json_int_t)torn_hashes->len &&
@@ -547,14 +532,17 @@ av_journal_verify(const char *state_dir, guint64 *ret_entries, GError **error)
         if (strcmp(want, prev) != 0)
             return av_journal_bad(error, path, lineno, "prev is '%s' but the previous line hashes to '%s' "
                                   "(a line was changed, removed or inserted)", want, prev);
-        g_free(prev);
-        prev = av_journal_hash(line, strlen(line));
+        g_strlcpy(prev, g_checksum_get_string(sum), sizeof(prev));
         expected++;
         entries++;
     }
+    if (r < 0)
+        return FALSE;
     if (torn)
         return av_journal_bad(error, path, torn, "not a journal entry (a torn line that no writer has "
                               "recorded yet)");
+    if (progress && reader)
+        progress(av_journal_reader_end(reader), av_journal_reader_end(reader), entries, data);
     if (ret_entries)
         *ret_entries = entries;
     return TRUE;

@@ -68,8 +68,75 @@ char *av_journal_hash(const char *data, gsize len);
  * AV_ERROR_IO. */
 gboolean av_journal_read(const char *state_dir, GPtrArray **ret_entries, GError **error);
 
+/* Called by av_journal_foreach() with each entry (borrowed); FALSE stops. */
+typedef gboolean (*AvJournalEach)(json_t *entry, gpointer data);
+
+/* Hands each whole entry of the journal in @state_dir to @each, oldest
+ * first, reading its first @limit bytes (all when negative) in bounded
+ * memory; torn lines are left out, the chain is not checked.  TRUE
+ * without a journal.  FALSE as av_journal_read() says, after the entries
+ * before a line with a NUL byte were handed on. */
+gboolean av_journal_foreach(const char *state_dir, goffset limit, AvJournalEach each, gpointer data,
+                            GError **error);
+
 /* Checks the hash chain and sequence of the journal in @state_dir.  Returns
  * FALSE with an error naming the first bad line. */
 gboolean av_journal_verify(const char *state_dir, guint64 *ret_entries, GError **error);
+
+/* Told, every few megabytes and once at the end, how far a verify is:
+ * @done of @total bytes, @entries whole entries so far. */
+typedef void (*AvJournalProgress)(goffset done, goffset total, guint64 entries, gpointer data);
+
+/* av_journal_verify() of the journal's first @limit bytes (all of it when
+ * negative), telling @progress (may be NULL) how far it is.  It holds one
+ * block and one line at a time, whatever the journal's size.  A reader
+ * that reads only up to the size the journal had under the pool's lock
+ * needs no lock while it verifies: what a journal holds is never changed,
+ * only appended to. */
+gboolean av_journal_verify_part(const char *state_dir, goffset limit, AvJournalProgress progress, gpointer data,
+                                guint64 *ret_entries, GError **error);
+
+/* The size of the journal in @state_dir in bytes, 0 without one. */
+gboolean av_journal_size(const char *state_dir, goffset *ret_size, GError **error);
+
+/* The longest line a writer writes (entries are a few hundred bytes); a
+ * longer one is never held by a reader. */
+#define AV_JOURNAL_MAX_LINE (16 * 1024 * 1024)
+
+/* One line of the journal, as a reader gives it. */
+typedef struct {
+    const char *data;            /* its bytes, NUL-terminated; NULL when longer than
+                                  * AV_JOURNAL_MAX_LINE; borrowed until the next line */
+    gsize len;                   /* its length in bytes, without the newline */
+    guint64 number;              /* its number, from 1 (from where the reader began) */
+    goffset offset;              /* the file offset of its first byte */
+    gboolean ended;              /* a newline ends it (else it is the last bytes read) */
+    gboolean nul;                /* it holds a NUL byte */
+} AvJournalLine;
+
+/* A reader of the journal's lines, forward, in bounded memory (one block
+ * and one line at a time).  src/journal/av-journal-reader.c. */
+typedef struct AvJournalReader AvJournalReader;
+
+/* Opens the journal file @path to read its lines from byte @offset (the
+ * start of a line) up to byte @limit (the file's size when negative or
+ * larger; what is appended later is not read).  Returns 1 with
+ * *ret_reader, 0 when there is no journal, -1 with @error set: not a
+ * regular file (AV_ERROR_CORRUPT_STATE, a FIFO or a device is never read),
+ * @offset beyond the end, or an I/O error. */
+int av_journal_reader_open(const char *path, goffset offset, goffset limit, AvJournalReader **ret_reader,
+                           GError **error);
+
+/* The next line into *ret_line: 1, 0 at the end, -1 with @error set. */
+int av_journal_reader_next(AvJournalReader *reader, AvJournalLine *ret_line, GError **error);
+
+/* The file offset after the last line returned, where reading stops, and
+ * the file's path. */
+goffset av_journal_reader_offset(const AvJournalReader *reader);
+goffset av_journal_reader_end(const AvJournalReader *reader);
+const char *av_journal_reader_path(const AvJournalReader *reader);
+
+void av_journal_reader_free(AvJournalReader *reader);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(AvJournalReader, av_journal_reader_free)
 
 G_END_DECLS
