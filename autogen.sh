@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # Bootstrap the autotools build: ./autogen.sh && ./configure && make
 set -e
 srcdir=$(dirname "$0")

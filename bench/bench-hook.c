@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* accelvirt benchmark: what the libvirt hook costs (issue 12, item 4).  A
  * measurement, not a test: it prints medians, ratios and whether the
  * issue's goals are met, and never fails on timing (only when a hook call

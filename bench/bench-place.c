@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* accelvirt benchmark: av_place() on synthetic hosts of 10 to 10,000
  * functions.  A measurement, not a test: it prints the median time of a
  * placement for each size, its ratio to the 10-function case, and whether

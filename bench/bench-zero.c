@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* accelvirt benchmark: the vfio-zero core (av_scrub_zero_region()) against a
  * plain memset of the same memory, side by side in one run.  A measurement,
  * not a test: it prints the throughput of each configuration, its ratio to

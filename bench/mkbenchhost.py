@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Generate a fake host for bench/bench-hook: GPUS managed A100s and OTHERS
 other PCI functions.
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* accelvirt: the libvirt QEMU hook, installed as
  * /etc/libvirt/hooks/qemu.d/accelvirt.  See hook.h for libvirt's rules
  * (docs/hooks.rst) and accelvirt(1). */
@@ -12,6 +13,7 @@
 
 #include "domain/av-rewrite.h"
 #include "util/av-error.h"
+#include "util/av-version.h"
 
 /* TRUE when @domain carries a placement accelvirt wrote: an <av:placement>
  * entry with a ua-accelvirt alias.  Anything else (no metadata, a placement
@@ -122,6 +124,15 @@ main(int argc, char **argv)
     int status;
     gsize len = 0;
 
+    /* Only alone: libvirt always passes four arguments, and a domain may
+     * be named "--version"; its prepare must still run. */
+    if (argc == 2 && g_str_equal(argv[1], "--version")) {
+        g_autofree char *text = av_version_text("accelvirt-hook", "not in the hook (it links no libcurl; "
+                                                "'accelvirt placement sync' has it)");
+
+        fputs(text, stdout);
+        return 0;
+    }
     av_hook_log_init();
     if (argc < 4)
         return av_hook_refuse("usage: accelvirt DOMAIN OPERATION SUB-OPERATION EXTRA, with the domain "

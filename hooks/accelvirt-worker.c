@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* accelvirt: the scrub worker, started detached by the hook at "release
  * end" (see hook-worker.c).  Unlike the hook it links libvirt
  * (libaccelvirt-virt.a), for the "vm" scrub method.  It takes no arguments: the root prefix, state

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* accelvirt: what the hook and the worker share: configuration, logging,
  * refusals, owners; and what more than one of the hook's operations uses:
  * the pool opened and the host scanned for them, devices taken, devices

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* accelvirt: the scrub worker (accelvirt-worker only: the hook starts it with
  * av_hook_spawn_worker(), in hook-common.c, and links none of this).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* accelvirt: the libvirt QEMU hook and its scrub worker.
  *
  * libvirt runs /etc/libvirt/hooks/qemu.d/accelvirt as

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* accelvirt tests: shared helpers for the g_test programs. */
 #pragma once
 

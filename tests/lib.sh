@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # accelvirt tests: TAP helpers for the shell tests (sourced).
 #
 #   check NAME CMD... run CMD; "ok" when it exits 0, else "not ok" with its output

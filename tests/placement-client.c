@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* accelvirt tests: drives the Placement client (src/nova/av-placement.c)
  * for tests/test-placement-client.sh:
  *     placement-client CLOUD RP_NAME[,RP_NAME...] RC WANT [BUDGET_MS]

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # accelvirt tests: `accelvirt accounting` on journals written by
 # tests/data/journals/mkjournal.py: totals worked out by hand, the window,
 # the three outputs (CSV parsed back), bad options, an unverified journal.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* accelvirt tests: device time from the journal (src/ledger/av-accounting.c).
  *
  * A synthetic journal, chained as the pool writes it, whose totals are

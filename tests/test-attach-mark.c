@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* accelvirt tests: the marks of attaches in flight and the undo of an
  * attach the guest never had (src/pool/av-pool-attach.c, issue 14). */
 #include "config.h"

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # accelvirt tests: `accelvirt attach` and `accelvirt detach` (issue 14) on
 # the fake two-socket host, against domains of libvirt's test driver
 # (test:///PATH.xml: vm1 running with its vCPUs pinned to node 1, vm0 pinned

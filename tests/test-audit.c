@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* accelvirt tests: the audit of the pool against running domains (issue 14,
  * src/audit/av-audit.c), on fake pools. */
 #include "config.h"

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # accelvirt tests: the bad-input corpus (tests/bad-input/).  Every input is
 # answered by exactly one line on stderr that begins "accelvirt:", a
 # non-zero exit, nothing on stdout, and no state change: the fake host's

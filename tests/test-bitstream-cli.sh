@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # accelvirt tests: the bitstream library's commands (bitstream add, list,
 # remove) and programming a free device by hand (accelvirt program), on a
 # private copy of the fake host sriov-fpga-qat with a fake programmer that

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* accelvirt tests: the bitstream library (src/fpga/av-bitstream.c). */
 #include "config.h"
 

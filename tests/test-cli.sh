@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # accelvirt tests: what users see from the accelvirt command on the fake hosts.
 . "$AV_TEST_SRCDIR/lib.sh"
 

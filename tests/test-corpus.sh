@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # accelvirt tests: a host's ordinary domains pass through accelvirt untouched
 # (issue 19).  tests/data/domains-unmanaged/ holds valid libvirt domain XML
 # written from libvirt's formatdomain documentation (each validates with

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* accelvirt tests: the domain XML reader (src/domain/av-domain.c).
  *
  * The realistic domains are tests/data/domains/NAME.xml: a hand-written libvirt

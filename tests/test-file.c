@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* accelvirt tests: crash-safe files and locks (src/util/av-file.c), and the
  * error codes of a failed syscall and the exit status of each code
  * (av-error.c, av-exit.c). */

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # accelvirt tests: device health (issue 17) on a private copy of the fake
 # host two-socket-8gpu (tests/data/mkhosts.py gives its A100s AER files and
 # a link; 0000:31:00.0 runs at x8 of x16): `accelvirt health` and its

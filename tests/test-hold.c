@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* accelvirt tests: kernel-enforced holds of VFIO groups (issue 14,
  * src/vfio/av-hold.h) on a private copy of a fake host: the fake kernel's
  * "one open file of a group", real holder processes (the accelvirt-hold

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # accelvirt tests: the libvirt hook and its scrub worker on private copies of
 # the fake hosts, with the emulated kernel behind them (the hook picks it for
 # any root other than "/").  libvirtd does not pass ACCELVIRT_*: the hook is

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # accelvirt tests: what the programs link (issue 12, item 1).  libvirt runs
 # the hook for every operation of every domain and waits for it, and the hook
 # must never call libvirt (DESIGN.md): so accelvirt-hook records as NEEDED

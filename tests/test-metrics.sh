@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # accelvirt tests: `accelvirt metrics`, the Prometheus text format 0.0.4,
 # checked by promtool (Debian's "prometheus" package; build-aux/install-deps
 # installs it) and by a parser of our own (names, types, escaping).

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # accelvirt tests: `accelvirt nova config` (issue 18) on the fake hosts of
 # tests/data/mkhosts.py, read-only: the exact nova.conf fragment for
 # vfio-pci (a profile that scrubs, one that does not), sriov-vf (one spec by

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* accelvirt tests: src/nova (issue 18), the rules that policies cannot
  * reach from the command line (the policy loader refuses bad names first),
  * and the build on a fake host: a VF spec never one_time_use, a PF spec

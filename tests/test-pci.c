@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* accelvirt tests: host discovery from sysfs (src/pci) on the fake hosts of
  * tests/data/mkhosts.py and on hostile trees built here. */
 #include "config.h"

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # accelvirt tests: `accelvirt rewrite` and `accelvirt plan --defrag` on the
 # fake hosts, the golden cases of issue 5.  Each case is an input domain
 # tests/place/NAME.in.xml placed with the test policies tests/place/policies

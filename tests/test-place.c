@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* accelvirt tests: placement (src/place/av-place.c) on the fake hosts of
  * tests/data/mkhosts.py, with pools built by av_pool_reconcile() in a
  * temporary state dir and partly held through av_pool_transition(). */

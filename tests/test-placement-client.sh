@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # accelvirt tests: the Placement client (src/nova/av-placement.c, issue 18)
 # against a tiny local server (tests/data/fake-placement.py, python3
 # http.server) standing in for Placement and Keystone: the GET then PUT of

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* accelvirt tests: the Placement sync's pieces that need no server
  * (src/nova): clouds.yaml (lookup order, secure.yaml, trust, each
  * auth_type, the Keystone bodies, the catalog), the wanted values of a pool

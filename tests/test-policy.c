@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* accelvirt tests: policies (src/policy) and the JSON locator (src/util/av-json.c).
  *
  * tests/data/policies/bad/NAME.json must fail to load with the one line of

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* accelvirt tests: the pool (state file, lock, lifecycle, journal, identity,
  * reconciliation). */
 #include "config.h"

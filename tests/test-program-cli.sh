@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # accelvirt tests: requests for a bitstream (issue 15) through rewrite,
 # define and start, on a private copy of the fake host sriov-fpga-qat whose
 # QAT VFs (8086:4941, on their host driver 4xxxvf) stand in for FPGA

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # accelvirt tests: a sysfs tree copied from a real host reads the same as the
 # host itself.  The copy is made now, from this machine's own /sys (read only),
 # by tests/data/capture-host.sh, relative links and all.  Then a copy committed from a

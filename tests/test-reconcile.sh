@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # accelvirt tests: `accelvirt reconcile` after a simulated reboot (issue
 # 17), on private copies of the fake hosts with the emulated kernel: a
 # device in use since before the boot (btime of /proc/stat), a PF whose

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* accelvirt tests: the domain rewrite (src/domain/av-rewrite.c).
  *
  * Golden files, libvirt's qemuxml2xml way: tests/xml/in/NAME.xml with the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* accelvirt tests: the root prefix and link resolution inside it. */
 #include "config.h"
 

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # accelvirt tests: the scrub image's BAR scrubber (scrub/image/accelvirt-scrub-bars,
 # built as a check program) on fake sysfs trees (--sysfs): which functions of a scrub
 # VM it takes for passed through, that it zeroes and reads back every prefetchable

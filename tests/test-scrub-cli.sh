@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # accelvirt tests: enroll (re-enrollment after a firmware update included),
 # scrub by hand, quarantine list/clear (the drivers given back, a failing
 # restore), and the scrub methods "reset" and "rom-check" on private copies

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # accelvirt tests: the scrubbing kernel's contract (scrub/gpu), where
 # configure built it: bad usage exits 2, no CUDA device exits 3 with one
 # line on stderr and nothing on stdout.  With AV_TEST_GPU=1 on a host with

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* accelvirt tests: the scrub method "vfio-zero" (src/scrub/av-scrub-zero.c)
  * and the device operations of the emulated kernel under it (av-kernel.c).
  *

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # accelvirt tests: `accelvirt stale` (issue 17) on a copy of a fake host,
 # with libvirt's test driver (test:///ABSOLUTE/PATH.xml) as the libvirtd:
 # its domains run, are shut off, paused or crashed as the node file says

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # accelvirt tests: the systemd units as built (systemd/*.service, *.timer):
 # `systemd-analyze verify` on copies whose ExecStart names the build tree's
 # accelvirt, and the ordering a later edit must not drop: reconcile runs

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* accelvirt tests: vfio binding, IOMMU group safety and mdevs (src/vfio),
  * on private copies of the fake hosts of tests/data/mkhosts.py with the
  * emulated kernel of av-kernel.c behind the operations table, and on small

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # accelvirt tests: `accelvirt watch` against a private libvirtd (issue 14):
 # libvirt's events reach it, and it survives a restart of the daemon.
 #

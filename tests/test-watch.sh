@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # accelvirt tests: `accelvirt audit` and `accelvirt watch` (issue 14) on a
 # fake host, with libvirt's test driver (test:///ABSOLUTE/PATH.xml) as the
 # libvirtd whose running domains hold <hostdev>s: every domain of a test

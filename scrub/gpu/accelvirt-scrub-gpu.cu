@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* accelvirt-scrub-gpu: the scrubbing kernel (issue 11, item 4).
  *
  * For every CUDA device it sees (or the one --device names), it allocates

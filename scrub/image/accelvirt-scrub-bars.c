@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* accelvirt-scrub-bars: the BAR scrubber of accelvirt's scrub image
  * (scrub/image/build; the image contract of accelvirt-policy(5), method "vm").
  *

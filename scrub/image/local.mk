@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # scrub/image: the recipe of the vm scrub method's image (scrub/image/build, run by
 # hand or by tests/vm/build.sh; not by make), its /init, and its BAR scrubber.
 # `make check` builds accelvirt-scrub-bars as a plain check program (the recipe links it

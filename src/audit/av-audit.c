@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* accelvirt: the audit of the pool against the running domains.
  * See av-audit.h for the rules.
  *

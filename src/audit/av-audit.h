@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* accelvirt: the audit of the pool against the running domains.
  *
  * libvirt runs no hook on device hot-plug (virDomainAttachDevice,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* accelvirt: the command.
  *
  *   accelvirt [GLOBAL OPTIONS] COMMAND [OPTIONS] [ARGS]
@@ -10,7 +11,9 @@
 #include <string.h>
 
 #include "cli.h"
+#include "nova/av-placement.h"
 #include "scrub/av-scrub.h"
+#include "util/av-version.h"
 
 typedef struct {
     const char *name;
@@ -67,7 +70,7 @@ av_print_help(FILE *out)
             "  -c, --connect URI   libvirt URI ($ACCELVIRT_CONNECT, qemu:///system)\n"
             "  --json              machine-readable output\n"
             "  -v, --verbose       debug messages\n"
-            "  --version           print the version\n"
+            "  --version           print the version, the optional parts built in, the license\n"
             "\n"
             "'accelvirt COMMAND --help' shows a command's options; see accelvirt(1).\n");
 }
@@ -101,7 +104,10 @@ main(int argc, char **argv)
     if (!g_option_context_parse(ctx, &argc, &argv, &err))
         return av_cli_usage_error("%s; see 'accelvirt --help'", err->message);
     if (version) {
-        printf("accelvirt %s\n", PACKAGE_VERSION);
+        g_autofree char *placement = av_placement_client_version();
+        g_autofree char *text = av_version_text("accelvirt", placement);
+
+        fputs(text, stdout);
         return AV_EXIT_OK;
     }
     if (help || argc < 2) {

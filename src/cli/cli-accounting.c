@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* accelvirt accounting: device time by domain, project, user, profile or
  * device, from the journal (the definitions are in
  * src/ledger/av-accounting.h and accelvirt(1)). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* accelvirt: giving claimed devices to a domain: programming the
  * ones whose placement says they must hold a bitstream they do not hold,
  * then the profiles' "on_assign" driver commands (accelvirt-policy(5),

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* accelvirt bitstream and program: the bitstream library and programming
  * a device by hand (accelvirt(1), BITSTREAMS).
  *

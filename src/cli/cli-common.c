@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* accelvirt: options, errors and output shared by the commands. */
 #include "config.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* accelvirt rewrite, define, start, undefine and plan: from accelerator
  * requests to a placed domain.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* accelvirt health: every managed PCI device's AER counters,
  * link and failure counts, judged against its profile's "health" limits
  * (accelvirt-policy(5), HEALTH).  Read-only: it reads the pool without

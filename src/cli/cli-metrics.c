@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* accelvirt metrics: the pool, its accounting and its devices' health in
  * the Prometheus text exposition format 0.0.4, for
  * node_exporter's textfile collector.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* accelvirt nova config: what nova.conf needs for the host's managed
  * devices, and a provider config for what it cannot say.  The
  * building and checking are in src/nova/av-nova.c; here only the options,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* accelvirt: `accelvirt placement sync|status`: Placement's
  * "reserved" of the pool's devices kept true by hand, and the view of the
  * state file (src/nova/av-placement-sync.h). */

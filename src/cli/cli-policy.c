@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* accelvirt policy check|show and journal verify. */
 #include "config.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* accelvirt: `accelvirt reconcile`, the pool put right with the host at
  * boot (accelvirt-reconcile.service, before libvirt's daemons) and on a
  * timer (accelvirt-reconcile.timer).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* accelvirt: the operator's release of a domain's devices;
  * `accelvirt reconcile` is in cli-reconcile.c.
  *

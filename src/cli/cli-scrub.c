@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* accelvirt enroll, scrub and quarantine: the operator's side of scrubbing.
  *
  *   enroll [--replace] DEVICE... record the option ROM hash of free or quarantined devices

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* accelvirt stale (seed 004: "computation is done, sometimes GPU
  * is not freed", "stale VMs running after the workload has completed").
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* accelvirt status: the pool, reconciled with the host. */
 #include "config.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* accelvirt audit and accelvirt watch: keeping the pool true
  * when devices are attached to or detached from running domains outside
  * accelvirt.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* accelvirt: the command-line program.  Only this layer (and the hook)
  * decides what to print and how to exit; the layers below return errors. */
 #pragma once

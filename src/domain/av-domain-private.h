@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* accelvirt: what av-domain.c, av-strip.c and av-topology.c share with the
  * rest of src/domain (the rewrite), and nothing outside it: the one hostile-safe libxml2 parse and
  * the strict value formats, the small tree helpers.  Not installed, not for other layers. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* accelvirt: the facts of a libvirt domain XML (see av-domain.h).
  *
  * The document reaches the root-run hook from libvirt, and the CLI from a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* accelvirt: what the hook and the CLI need to know of a libvirt domain XML.
  *
  * Domain XML in, facts out: no sysfs, no libvirt calls.  Every byte is

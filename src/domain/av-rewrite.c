@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* accelvirt: the domain rewrite (see av-rewrite.h).
  *
  * The document is parsed once with the hostile-input rules of av-domain.c

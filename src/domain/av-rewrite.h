@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* accelvirt: the domain rewrite.  XML in, XML out: no sysfs, no libvirt.
  *
  * From a placement (src/pool/av-pool-placement.h) it writes into the domain:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* accelvirt: the guest PCIe and NUMA topology a rewrite writes (see
  * av-topology.h).  Pure: the domain XML's tree and a placement in, an
  * AvGuestTopology out.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* accelvirt: the guest PCIe and NUMA topology a rewrite writes (
  * seed 004: "PCI topology is lost").  Pure: from the domain XML and a
  * placement (its items' host positions and nodes, src/pool/av-pool-placement.h),

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* accelvirt: the bitstream library (see av-bitstream.h).
  *
  * Crash safety: an image is copied to a temporary file in the library's

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* accelvirt: the bitstream library.
  *
  * FPGA images that profiles program into their devices ("program" in

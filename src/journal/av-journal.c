@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* accelvirt: the journal, append-only JSON lines chained by SHA-256.
  *
  * Each line is one compact JSON object:

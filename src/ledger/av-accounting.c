@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* accelvirt: device time from the journal (see av-accounting.h). */
 #include "config.h"
 

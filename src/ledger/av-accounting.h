@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* accelvirt: device time from the journal (`accelvirt
  * accounting`, `accelvirt metrics`).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* accelvirt: the Nova configuration of this host's managed devices (issue
  * 18).  Nova's rules are cited by file from openstack/nova (HEAD 00a0304,
  * 33.0.0-373; release tags 31.0.0 = 2025.1, 32.0.0 = 2025.2). */

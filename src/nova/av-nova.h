@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* accelvirt: what OpenStack Nova's configuration needs for this host's
  * managed devices (`accelvirt nova config`): [pci] device_spec
  * and alias entries, [devices] mdev types, and a provider config for what

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* accelvirt: clouds.yaml and the Keystone v3 token request (see
  * av-openstack.h).  Sources: openstacksdk openstack/config/loader.py (the
  * search path, OS_CLIENT_CONFIG_FILE, secure.yaml merged over clouds.yaml,

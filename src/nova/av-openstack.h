@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* accelvirt: the standard OpenStack client configuration (clouds.yaml,
  * secure.yaml, OS_CLOUD) and the Keystone v3 token request, for the
  * Placement sync.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* accelvirt: the Placement sync (see av-placement-sync.h). */
 #include "config.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* accelvirt: Placement kept true about the pool, level-triggered.
  *
  * For each PCI pool device of a profile with the sync on

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* accelvirt: the Placement client (see av-placement.h).  Sources: the
  * Placement API reference and placement/handlers/inventory.py (GET and PUT
  * of one inventory, the defaults a PUT fills in, 409
@@ -589,4 +590,13 @@ av_placement_set_reserved(AvPlacementClient *client, const char *rp_name, const 
     if (ret_put)
         *ret_put = put;
     return TRUE;
+}
+
+/* See av-placement.h. */
+char *
+av_placement_client_version(void)
+{
+    const curl_version_info_data *info = curl_version_info(CURLVERSION_NOW);
+
+    return g_strdup_printf("built in (libcurl %s)", info && info->version ? info->version : "of unknown version");
 }

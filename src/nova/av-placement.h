@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* accelvirt: a client of OpenStack Placement's REST API, through libcurl,
  * for the Placement sync: find a resource provider by name, read
  * and write one inventory, with the generation conflicts retried.
@@ -89,5 +90,9 @@ gboolean av_placement_put_inventory(AvPlacementClient *client, const char *uuid,
  * errors above; the sentence names the provider. */
 gboolean av_placement_set_reserved(AvPlacementClient *client, const char *rp_name, const char *rc, gint64 want,
                                    AvInventory *ret_inv, gboolean *ret_put, GError **error);
+
+/* What `accelvirt --version` says of this client: "built in (libcurl
+ * VERSION)".  Caller frees. */
+char *av_placement_client_version(void);
 
 G_END_DECLS

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* accelvirt: a PCI function's AER counters and link (see av-health.h).
  *
  * Kernel interfaces: Documentation/ABI/testing/sysfs-bus-pci-devices-aer

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* accelvirt: a PCI function's own health, as the kernel reports it
  *: its AER counters and its link.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* accelvirt: NUMA nodes from sysfs.
  *
  * Documentation/ABI/stable/sysfs-devices-node: /sys/devices/system/node/nodeN

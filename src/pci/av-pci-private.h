@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* accelvirt: internals shared by the files of src/pci. */
 #pragma once
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* accelvirt: PCI discovery from sysfs.
  *
  * Every fact is read under an AvRoot (see util/av-root.h); the kernel

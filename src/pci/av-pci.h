@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* accelvirt: host discovery from sysfs (PCI, USB, NUMA).
  *
  * Everything is read under an AvRoot, so a fake tree or a tree copied from a

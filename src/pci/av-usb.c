@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* accelvirt: USB devices from sysfs.
  *
  * Documentation/ABI/testing/sysfs-bus-usb and the attributes of

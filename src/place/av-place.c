@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* accelvirt: placement, the allocator (see av-place.h for the rules).
  *
  * One call indexes the host and the pool once (O(n): hash tables keyed by

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* accelvirt: placement, the allocator.  Turns a domain's accelerator
  * requests into devices of this host and a NUMA node for its vCPUs.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* accelvirt: policies, the profiles an operator writes in the policy dir.
  *
  * *.json files read in name order; each holds {"profiles": [...]}.  The format

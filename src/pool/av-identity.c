@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* accelvirt: stable identities of pooled devices.
  *
  * A bus address is not an identity: adding a card or a firmware update can

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* accelvirt: attaches in flight.
  *
  * `accelvirt attach` records a device in use by a running domain, saves the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* accelvirt: what a reboot undid that reconcile puts back.
  *
  * After a reboot the kernel probes every device with its host driver:

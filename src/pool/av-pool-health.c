@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* accelvirt: a device's health judged against its profile's limits
  * (see av-pool.h, av_pool_health_check(), and
  * accelvirt-policy(5), HEALTH).  The readings are the kernel's

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* accelvirt: the pool's kernel-enforced holds (av-hold.h).
  *
  * Which devices the kernel must refuse is the pool's to say: dirty,

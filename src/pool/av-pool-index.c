@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* accelvirt: the domain index of the state dir, which lets the hook tell
  * with a stat(2) or two, without the pool's lock and without reading
  * pool.json, that the pool names nothing of a domain.

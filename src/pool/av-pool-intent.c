@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* accelvirt: write-ahead records of a prepare (av-pool.h, "intents").
  *
  * A prepare binds endpoints to vfio-pci and creates mdevs before it may

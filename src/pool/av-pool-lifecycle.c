@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* accelvirt: the lifecycle of a pool device (docs/design.md): the transitions
  * and their journal entries, claims, enrollment, the operator's scrub and
  * quarantine clear, scrub certificates, claim expiry. */

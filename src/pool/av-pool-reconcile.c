@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* accelvirt: reconciling the pool with a scan of the host: devices added,
  * found, readdressed, reprofiled, missing; identities that collide. */
 #include "config.h"

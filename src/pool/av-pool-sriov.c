@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* accelvirt: SR-IOV VFs that accelvirt makes and takes back.
  *
  * A profile with "vfs" (accelvirt-policy(5), MAKING VFS) lets accelvirt

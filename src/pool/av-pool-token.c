@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* accelvirt: scrub tokens.  While a scrub runs on a device, the pool holds
  * a random single-use token and the UUID of the scrub VM's domain made with
  * it: the hook hands the device to that domain only (hooks/hook-prepare.c). */

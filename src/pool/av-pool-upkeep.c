@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* accelvirt: putting right what processes that died left in the pool
  *, before anything else is done under the lock.
  *

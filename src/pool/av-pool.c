@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* accelvirt: the pool in memory: owners and devices, lookups, the
  * journal, and the devices the scan does not bring (mdevs).  Its file,
  * pool.json (strictly loaded, atomically saved) under its lock, is

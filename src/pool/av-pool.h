@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* accelvirt: the pool of managed devices, its lock and its journal.
  *
  * The state dir holds:

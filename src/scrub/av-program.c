@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* accelvirt: programming a device with a bitstream, and a profile's driver
  * commands (see av-program.h). */
 #include "config.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* accelvirt: programming a device with a bitstream of the library, and a
  * profile's driver commands (accelvirt-policy(5), PROGRAMMING and
  * DRIVER COMMANDS).

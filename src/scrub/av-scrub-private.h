@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* accelvirt: what the scrub methods share (src/scrub only). */
 #pragma once
 

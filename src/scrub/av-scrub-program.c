@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* accelvirt: the scrub method "program-base": the profile's base
  * bitstream ("program": {"base": ...}, accelvirt-policy(5), PROGRAMMING)
  * programmed back into the device, so that no tenant's logic survives its

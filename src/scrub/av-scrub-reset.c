@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* accelvirt: the scrub method "reset": a ladder of PCI reset methods.
  *
  * The ladder is the step's "methods" option, or else the device's own

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* accelvirt: the scrub method "rom-check": the option ROM is what it was
  * when the device was enrolled ("firmware is more important than memory",
  * seed 000: a tenant with the device may have reflashed it).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* accelvirt: the scrub methods of USB devices (attach "usb").
  *
  * A stick is held de-authorized from its release until it is freed

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* accelvirt: the scrub method "vm", seed 000's "cleaning image".
  *
  * Boots a short-lived scrub VM as a transient libvirt domain from the step's

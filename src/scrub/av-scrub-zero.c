@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* accelvirt: the scrub method "vfio-zero".
  *
  * Seed 000: "user 1 uses a gpu, relinquishes it, user 2 claims it ... user 2

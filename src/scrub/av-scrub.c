@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* accelvirt: the scrub pipeline and its methods "none" and "command".
  *
  * The other methods ("vfio-zero", "reset", "rom-check", "vm") come with the

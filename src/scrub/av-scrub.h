@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* accelvirt: scrubbing a released device before anyone else may have it.
  *
  * A profile's "scrub" steps run in order; the first that fails stops the

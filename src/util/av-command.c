@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* accelvirt: running an operator's program with a timeout, its output
  * captured (see av-command.h). */
 #include "config.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* accelvirt: running an operator's program (a scrub "command" step, a
  * profile's "program" and its driver commands) with a timeout, its output
  * captured. */

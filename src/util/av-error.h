@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* accelvirt: error domain and codes shared by every layer.
  *
  * Leaf primitives that wrap a syscall return -errno; everything above returns

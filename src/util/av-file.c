@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* accelvirt: crash-safe files and locks. */
 #include "config.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* accelvirt: crash-safe files and locks for the state directory.
  *
  * These act on ordinary host paths (the state dir), never under the root

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* accelvirt: JSON helpers over jansson.
  *
  * jansson parses and validates; it does not say where a value was in the text.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* accelvirt: JSON helpers over jansson. */
 #pragma once
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* accelvirt: strict formats of names that may reach a path or a log. */
 #pragma once
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* accelvirt: the root prefix.
  *
  * Every /sys, /dev and /proc access goes through an AvRoot.  Paths handed to

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* accelvirt: starting a program detached from its caller (the hook's
  * scrub worker; libvirtd must never wait for it, docs/hooks.rst). */
 #include "config.h"

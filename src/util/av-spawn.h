@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* accelvirt: starting a program detached from its caller. */
 #pragma once
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* accelvirt: kernel-enforced holds of VFIO groups (see av-hold.h).
  *
  * The holder is a process of this machine whatever the root prefix (a fake

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* accelvirt: kernel-enforced holds of VFIO groups.
  *
  * The pool refuses a dirty, scrubbing or quarantined device to every domain;

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* accelvirt: the kernel operations table.
  *
  * The real table hands every write to av_root_write_attr(): the kernel does

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* accelvirt: the writes the kernel acts on, as a table of operations.
  *
  * Driver binding, mdev create/remove and friends are writes to sysfs

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* accelvirt: vfio-pci binding, IOMMU group safety, mediated devices.
  *
  * The sequences follow libvirt's virPCIDeviceBindToStub/UnbindFromStub and

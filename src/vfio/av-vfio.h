@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* accelvirt: handing PCI devices to vfio-pci and back, IOMMU group safety,
  * mediated devices.
  *

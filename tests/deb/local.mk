@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # check-deb: the Debian package tier (tests/deb)
 #
 # Builds the .deb from HEAD (git archive: commit first) with

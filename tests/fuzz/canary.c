@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* accelvirt sanitizer build: a program that does one wrong thing on
  * purpose, so that tests/fuzz/test-sanitizers.sh can check that each kind
  * of report reaches tests/fuzz/sanitized-test.sh and fails the test, also

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* accelvirt fuzzing: the helpers of fuzz.h. */
 #include "config.h"
 

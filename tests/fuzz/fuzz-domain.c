@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* accelvirt fuzzing: the domain XML, as the hook and the CLI read it.
  *
  * Every input goes through av_domain_parse_flags() with each flag value,

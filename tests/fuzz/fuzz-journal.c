@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* accelvirt fuzzing: the journal, journal.jsonl of a state dir, as
  * `accelvirt journal verify` checks it (av_journal_verify()) and as the hook
  * appends to it (av_pool_journal_append(), which reads its tail, ends a torn

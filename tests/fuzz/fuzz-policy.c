@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* accelvirt fuzzing: the policy loader, av_policy_add_data(), as
  * `accelvirt policy check` and the hook read a policy file.
  * Properties (av-policy.h):

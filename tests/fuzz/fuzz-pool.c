@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* accelvirt fuzzing: the pool loader, av_pool_open() of a state dir whose
  * pool.json is the input, as `accelvirt status` (read) and the hook (write)
  * open it.

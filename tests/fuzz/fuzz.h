@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* accelvirt fuzzing: what the harnesses share.
  *
  * Each harness (fuzz-*.c) defines LLVMFuzzerTestOneInput(); fuzz-common.c

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # The sanitizer build and the fuzzers (tests/fuzz), included from Makefile.am.
 #
 # configure --enable-sanitizers   every program built with ASan (LSan

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # Makes the seed corpus of the fuzzers (tests/fuzz/corpus/NAME/) again from
 # the project's real files: the tests' and the examples' domain XML and
 # policies, and the pool files and journals that the hook, its worker and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* accelvirt fuzzing: runs a harness over files instead of libFuzzer.
  *
  *   replay-NAME PATH...   each PATH a file or a directory of files

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # The sanitizer build's test runner (LOG_COMPILER of `make check` configured
 # with --enable-sanitizers): runs TEST with every ASan, LSan and UBSan report
 # going to files in $AV_SANITIZER_DIR/NAME/ (log_path), not to stderr: the

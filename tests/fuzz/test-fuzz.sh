@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # make fuzz: each libFuzzer harness over its committed corpus for
 # AV_FUZZ_SECONDS (default 60), AV_FUZZ_JOBS of them at once (default 2).
 # New inputs go to the scratch dir tests/fuzz/run/NAME/new of the build tree,

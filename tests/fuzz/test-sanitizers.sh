@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # The sanitizer build's own check (make check configured with
 # --enable-sanitizers): each kind of report (LeakSanitizer, AddressSanitizer,
 # UndefinedBehaviorSanitizer), from the test's own process and from one

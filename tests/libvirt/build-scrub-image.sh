@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # Build the tiny scrub image of the host libvirt tier (test-scrub-vm.sh) into a
 # cache dir, reusing what is there when its inputs are unchanged:
 #   vmlinux            the Debian kernel, uncompressed: made by tests/vm/build.sh

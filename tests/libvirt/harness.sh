@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # tests/libvirt/harness.sh: a private, real libvirtd for the host libvirt tier.
 # Sourced by bash test scripts (tests/libvirt/test-*.sh).
 #

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # Install what the host libvirt tier (make check-libvirt) needs on Debian 12:
 # the monolithic libvirtd 9.0, virsh, QEMU (TCG is enough) and tini.
 #

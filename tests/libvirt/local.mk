@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # check-libvirt: the host libvirt tier (tests/libvirt)
 #
 # A real libvirtd 9.0 (Debian 12), private to a mount namespace, calls a

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # The host libvirt tier with the real accelvirt hook: a real libvirtd (private,
 # see harness.sh) calls the recording hook (qemu.d/00-record, which keeps
 # proving the sequence) and then the build tree's accelvirt-hook through a

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # The host libvirt tier, scrub method "vm": the real accelvirt worker boots the
 # tiny scrub image (build-scrub-image.sh: the Debian kernel and a busybox
 # initramfs) as a transient TCG domain under the tier's private libvirtd, from

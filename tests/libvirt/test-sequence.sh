@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # The host libvirt tier: a real libvirtd (private, see harness.sh) calls a
 # recording hook (record-hook); this test asserts the exact sequence of hook
 # calls libvirt makes for define, start, destroy, save, restore, a daemon

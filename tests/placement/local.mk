@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # check-placement: the real-Placement tier (tests/placement)
 #
 # Debian 12's real Placement 8.0.0 (python3-placement: placement-api on

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # The placement tier's server (tests/placement/README.md): Debian 12's real
 # Placement 8.0.0 (python3-placement) on 127.0.0.1, in a directory of its own:
 # its placement.conf (noauth2, sqlite), its database, its log and pid.

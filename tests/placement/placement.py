@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """The placement tier's client (tests/placement/README.md): what Nova does in
 Placement, done by hand against the tier's real Placement (noauth2, token
 "admin"), and what the tests read back.

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # The placement tier's scrub "command" step: scrub-gate.sh GATES ADDRESS GROUP
 # (the policy gives GATES; accelvirt appends the address and the IOMMU group).
 # Writes GATES/waiting-ADDRESS, then waits until GATES/open-ADDRESS exists (60 s

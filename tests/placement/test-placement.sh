@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # The placement tier (make check-placement; tests/placement/README.md):
 # Debian 12's real Placement 8.0.0 (python3-placement) on 127.0.0.1, SQLite,
 # noauth2, with the resource providers Nova makes under [pci]

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """accelvirt's kill storm (issue 10): any process may be killed at any
 instruction, and the promise must hold all the same.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # check-storm: the kill storm (tests/storm/kill-storm.py, issue 10).  Not part
 # of `make check` (it runs about 2000 processes, 2 to 3 minutes here): run
 # `make check-storm`; build-aux/quickstart test and CI do.  Its TAP goes

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # Build the VM rig's guest into a cache dir, reusing what is there when its inputs
 # are unchanged:
 #   vmlinux          uncompressed from /boot/vmlinuz-KVER (TCG boots it ~6 s faster)

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # The rig-fpga profile's driver command (tests/vm/fpga-policies/45-fpga.json: on_prepare,
 # run by the hook, and on_free, run by the worker): one line per run in the guest's
 # /var/log/accelvirt-fpga-driver.log, with what accelvirt passes (argv: {address}

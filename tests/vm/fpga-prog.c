@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* fpga-prog: the VM rig's FPGA "programmer" (issue 15). The rig's ivshmem stands in
  * for an FPGA card: its BAR2 (the shared memory) is the card's configuration memory,
  * and a bitstream is programmed by writing its bytes there through VFIO, the way a

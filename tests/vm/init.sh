@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # /init of the VM rig's initramfs (tests/vm). Prints markers on ttyS0, loads the
 # modules, mounts the host root (9p, read-only, tag hostroot) on /host and the
 # writable results share (tag results) on /results, runs the scenario

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # Install what the VM rig (make check-vm) needs, only when something is missing.
 # Debian packages only (the same names on Debian 12 and 13). Run as root (CI does:
 # .ci/run calls this). `install-deps.sh --list` prints the names and installs nothing.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # check-vm: the VM rig (tests/vm). Not part of `make check`: it boots a QEMU guest
 # (TCG, ~1 min) with a real Linux kernel: emulated Intel IOMMU, 2 NUMA nodes, pxb-pcie,
 # ivshmem, edu, a pcie-pci-bridge and the mtty mdev sample. Needs the Debian packages

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # Make the committed fixture tests/data/captured/qemu-q35-viommu.tar.xz: the sysfs of
 # the VM rig's guest (a real Debian 6.1 kernel: emulated Intel IOMMU, 2 NUMA nodes,
 # pxb-pcie, ivshmem, edu, a pcie-pci-bridge whose group is not viable), as

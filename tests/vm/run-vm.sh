@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # Boot the VM rig's guest once (QEMU, TCG) and wait for it to power off.
 #
 # Usage: run-vm.sh RUN_DIR

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Sourced by scenario-e2e.sh (boot 2, libvirtd up, accelvirt's hook installed) before
 # phase V: USB sticks and SR-IOV VFs through the whole lifecycle on the real kernel
 # (issue 13). Uses scenario-e2e.sh's fact, now, elapsed, st, $A, $V, $R. The profiles

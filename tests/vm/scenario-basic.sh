@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # Runs INSIDE the VM rig's guest (busybox sh), copied to the results share as
 # scenario.sh by test-vm.sh. It only acts and records: every line of $R/facts is
 # "KEY VALUE...", and test-vm.sh makes the checks from outside.

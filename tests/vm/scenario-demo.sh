@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # Runs INSIDE the VM rig's guest (busybox sh), copied to the results share as
 # scenario.sh by build-aux/demo. It changes nothing on the guest's devices: it runs
 #   accelvirt list --long

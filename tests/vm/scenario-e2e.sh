@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # Runs INSIDE the VM rig's guest in the end-to-end mode (AV_VM_ROOT=overlay: the host's
 # userland under an overlay, busybox init as PID 1, virtlogd and libvirtd started by
 # init.sh stage2). Copied to the results share as scenario.sh by test-vm.sh.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Sourced by scenario-e2e.sh (boot 2, libvirtd up, accelvirt's hook installed) after
 # scenario-hotplug.sh and before phase V: FPGAs programmed at request time (issue 15)
 # on the real kernel. The node-1 ivshmem (0000:81:00.0) stands in for an FPGA card: its

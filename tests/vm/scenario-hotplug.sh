@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Sourced by scenario-e2e.sh (boot 2, libvirtd up, accelvirt's hook installed) after
 # scenario-accel.sh and before phase V: accelerators attached to and detached from a
 # running domain, and nothing attached behind accelvirt's back (issue 14). Uses

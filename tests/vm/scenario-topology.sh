@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Sourced by scenario-e2e.sh (boot 2, libvirtd up, accelvirt's hook installed) after
 # scenario-fpga.sh and before phase V: the guest PCIe and NUMA topology (issue 16) on
 # the real kernel, with one nested boot. run-vm.sh's switch: root port 0000:40:05.0 >

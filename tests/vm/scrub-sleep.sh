@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # The VM rig's scrub command (tests/vm/hook-policies, method "command"): the worker
 # calls it as scrub-sleep.sh ADDRESS GROUP. It sleeps 2 s (so that `accelvirt status`
 # can be seen saying "scrubbing") and notes the call in $AVVM_SCRUB_LOG when set.

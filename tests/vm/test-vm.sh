@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # The VM rig's tests (TAP). Two boots of the guest (run-vm.sh), on a real Linux kernel
 # (emulated Intel IOMMU, 2 NUMA nodes, pxb-pcie, ivshmem, edu, pcie-pci-bridge, mtty):
 #   1. scenario-basic.sh on the busybox initramfs (~15 s): tests 1-23, then the hook

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* zero-bar: map a PCI BAR through its sysfs resourceN file and zero it, or print
  * what it holds. A stand-in for the real scrubber, used by the VM rig (tests/vm) to
  * prove that bytes written through the BAR in the guest reach the host's backing file.
