@@ -194,7 +194,8 @@ for f in /usr/bin/accelvirt /usr/libexec/accelvirt/accelvirt-hook /usr/libexec/a
 	/usr/share/man/man8/accelvirt-reconcile.service.8.gz /usr/share/man/man8/accelvirt-reconcile.timer.8.gz \
 	/usr/share/man/man1/accelvirt.1.gz /usr/share/man/man5/accelvirt-policy.5.gz \
 	/usr/share/man/man8/accelvirt-hook.8.gz /usr/share/accelvirt/policies/nvidia-datacenter.json \
-	/usr/share/accelvirt/accelvirt-domain.rng /usr/share/doc/accelvirt/copyright /etc/accelvirt/policies/; do
+	/usr/share/accelvirt/accelvirt-domain.rng /usr/share/doc/accelvirt/copyright /etc/accelvirt/policies/ \
+	/usr/share/bash-completion/completions/accelvirt; do
 	awk -v f="$f" '$1 == f { found = 1 } END { exit !found }' "$work/contents" || missing="$missing $f"
 done
 # (a man page that is a .so link is a symlink in the package: dh_installman)
@@ -254,6 +255,10 @@ fi
 check "dpkg -L: the files where Debian expects them" sh -c "chroot '$root' dpkg -L accelvirt | grep -qx /usr/libexec/accelvirt/accelvirt-worker &&
 	chroot '$root' dpkg -L accelvirt | grep -qx /etc/libvirt/hooks/qemu.d/accelvirt &&
 	chroot '$root' dpkg -L accelvirt | grep -qx /usr/share/accelvirt/policies/amd-instinct.json"
+check "accelvirt --version and the hook's say the license; no GPU kernel in Debian's build" sh -c "
+	chroot '$root' accelvirt --version | grep -qx 'License: Apache-2.0 (see LICENSE; https://www.apache.org/licenses/LICENSE-2.0)' &&
+	chroot '$root' accelvirt --version | grep -q '^GPU scrubbing kernel: not built' &&
+	chroot '$root' /etc/libvirt/hooks/qemu.d/accelvirt --version | grep -q '^License: Apache-2.0'"
 check "the qemu.d hook resolves to an executable /usr/libexec/accelvirt/accelvirt-hook" sh -c "
 	[ \"\$(chroot '$root' readlink -f /etc/libvirt/hooks/qemu.d/accelvirt)\" = /usr/libexec/accelvirt/accelvirt-hook ] &&
 	chroot '$root' test -x /etc/libvirt/hooks/qemu.d/accelvirt"
