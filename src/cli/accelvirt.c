@@ -48,6 +48,7 @@ static const AvCommand commands[] = {
     { "bitstream", av_cli_cmd_bitstream, "The library of FPGA images (bitstream add FILE --name NAME | list | remove NAME)" },
     { "program", av_cli_cmd_program, "Program a free device with a bitstream of the library (program DEVICE BITSTREAM)" },
     { "watch", av_cli_cmd_watch, "Keep the pool true at libvirt's device events (watch [--once]): a service" },
+    { "host-validate", av_cli_cmd_host_validate, "Whether this host is ready: IOMMU, vfio, the hook, libvirt, policy, units, ACS, groups (PASS, WARN or FAIL each)" },
 };
 
 static void
@@ -60,7 +61,7 @@ av_print_help(FILE *out)
             "\n"
             "Commands:\n");
     for (gsize i = 0; i < G_N_ELEMENTS(commands); i++)
-        fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].summary);
+        fprintf(out, "  %-13s %s\n", commands[i].name, commands[i].summary);
     fprintf(out,
             "\n"
             "Options (also accepted after the command):\n"

@@ -236,6 +236,7 @@ int av_cli_cmd_attach(AvCli *cli, int argc, char **argv);
 int av_cli_cmd_detach(AvCli *cli, int argc, char **argv);
 int av_cli_cmd_audit(AvCli *cli, int argc, char **argv);
 int av_cli_cmd_watch(AvCli *cli, int argc, char **argv);
+int av_cli_cmd_host_validate(AvCli *cli, int argc, char **argv);
 int av_cli_cmd_bitstream(AvCli *cli, int argc, char **argv);
 int av_cli_cmd_program(AvCli *cli, int argc, char **argv);
 int av_cli_cmd_accounting(AvCli *cli, int argc, char **argv);

@@ -168,11 +168,12 @@ av_config_word(const guint8 *config, gsize off)
 #define AV_PCI_EXT_CAP_ID_DSN 0x0003
 #define AV_PCI_EXT_CAP_MAX_WALK 1024
 
-/* PCIe Base Spec 7.6.3 (extended capability header: ID bits 15:0, version
- * 19:16, next offset 31:20, the low two bits of the offset reserved) and
- * 7.9.3 (Device Serial Number). */
+/* See av-pci.h.  PCIe Base Spec 7.6.3: the extended capability header holds
+ * the ID in bits 15:0, the version in 19:16 and the next offset in 31:20
+ * (its low two bits reserved); a hostile or broken list that loops ends
+ * after AV_PCI_EXT_CAP_MAX_WALK steps. */
 gboolean
-av_pci_config_find_dsn(const guint8 *config, gsize len, guint64 *ret_dsn)
+av_pci_config_find_ext_cap(const guint8 *config, gsize len, guint16 id, gsize *ret_off)
 {
     gsize off = AV_PCI_EXT_CAP_START;
 
@@ -187,12 +188,8 @@ av_pci_config_find_dsn(const guint8 *config, gsize len, guint64 *ret_dsn)
         /* No extended capabilities at all: 0, or all ones from an absent device. */
         if (header == 0 || header == 0xffffffffu)
             return FALSE;
-        if ((header & 0xffff) == AV_PCI_EXT_CAP_ID_DSN) {
-            if (off + 12 > len)
-                return FALSE;
-            if (ret_dsn)
-                *ret_dsn = (guint64)av_config_dword(config, off + 4) |
-                           (guint64)av_config_dword(config, off + 8) << 32;
+        if ((header & 0xffff) == id) {
+            *ret_off = off;
             return TRUE;
         }
         off = (header >> 20) & 0xffc;
@@ -200,6 +197,19 @@ av_pci_config_find_dsn(const guint8 *config, gsize len, guint64 *ret_dsn)
             return FALSE;
     }
     return FALSE;
+}
+
+/* PCIe Base Spec 7.9.3 (Device Serial Number). */
+gboolean
+av_pci_config_find_dsn(const guint8 *config, gsize len, guint64 *ret_dsn)
+{
+    gsize off;
+
+    if (!av_pci_config_find_ext_cap(config, len, AV_PCI_EXT_CAP_ID_DSN, &off) || off + 12 > len)
+        return FALSE;
+    if (ret_dsn)
+        *ret_dsn = (guint64)av_config_dword(config, off + 4) | (guint64)av_config_dword(config, off + 8) << 32;
+    return TRUE;
 }
 
 /* See av-pci.h. */

@@ -371,6 +371,12 @@ gboolean av_cpulist_parse(const char *cpulist, GArray **ret_cpus, GError **error
  * and never outside @len. */
 gboolean av_pci_config_find_dsn(const guint8 *config, gsize len, guint64 *ret_dsn);
 
+/* The offset of the extended capability @id (PCIe: 0x0003 Device Serial
+ * Number, 0x000d Access Control Services) in the @len bytes of
+ * configuration space at @config: TRUE with *ret_off, FALSE when the
+ * device has none (or the space is too short to say: not root). */
+gboolean av_pci_config_find_ext_cap(const guint8 *config, gsize len, guint16 id, gsize *ret_off);
+
 /* The sizes BAR @bar (0-5) of the PCI function @address may be resized to,
  * as the kernel offers them in resourceN_resize
  * (Documentation/ABI/testing/sysfs-bus-pci): a bitmap where bit B set means

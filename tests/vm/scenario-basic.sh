@@ -142,6 +142,9 @@ hook_tests() {
     av_cli list --json > "$R/mf-list.json" 2> "$R/mf-list.err"
     fact mf_list rc=$?
     av_cli list > "$R/mf-list.txt" 2>&1
+    # host-validate on this real kernel: one CHECK=RESULT a line it prints
+    av_cli host-validate > "$R/host-validate.txt" 2>&1
+    fact host_validate rc=$? $(grep -E '^(PASS|WARN|FAIL)  ' "$R/host-validate.txt" | awk '{print $2 "=" $1}' | tr '\n' ' ')
     before="$(mf_state)"
     av_status > "$R/status-mf-0-before.json"
     hook_xml mf.xml avvm-mf 6b1d0c4e-0000-4000-8000-000000000006 "$(pci_hostdev 43 00)"

@@ -470,6 +470,12 @@ EOF
     sed -n '/^(!) Managed devices that cannot be given/,$p' "$B/mf-list.txt" | grep -q "$MF.*$MN.*driver e1000e"
 }
 check "hook, multi-function: accelvirt list marks the ivshmem $MF (profile rig-ivshmem) as impossible to pass through, naming $MN and its driver e1000e (--json passthrough.possible false; the table's (!) list): $(python3 -c 'import json,sys; print([x["passthrough"]["reason"] for x in json.load(open(sys.argv[1]))["pci"] if x["address"] == sys.argv[2]][0][:220])' "$B/mf-list.json" "$MF" 2>/dev/null)" mf_list
+hv_rig() {
+    f=" $(hf host_validate) "
+    echo "$f" | grep -q ' rc=1 ' && echo "$f" | grep -q ' iommu=PASS ' && echo "$f" | grep -q ' groups=FAIL ' &&
+    grep -q "^FAIL  groups .*$MF" "$B/host-validate.txt"
+}
+check "host-validate on the guest's real kernel: the IOMMU on (PASS), the multi-function slot's group not viable (FAIL naming $MF), exit 1 ($(hf host_validate))" hv_rig
 mf_refused() {
     echo "$(hf mf_prepare)" | grep -q '^rc=[1-9][0-9]* lines=1 out=0 ' &&
     grep -q "^accelvirt: .*$MF.*$MN.*driver e1000e" "$B/hook-mf-prepare.err"
