@@ -26,7 +26,8 @@
 #
 # Nested (scenario-e2e.sh boots this kernel and initramfs as a libvirt domain inside
 # the guest; no shares there), by the kernel command line, on every ivshmem's BAR2:
-#   avvm.tenant=TEXT  a tenant: prints AVVM-TENANT-READ ADDR LINE (BAR2's first line
+#   avvm.tenant=TEXT  a tenant: prints AVVM-TENANT-FOUND ADDR nonzero=N (BAR2's bytes
+#                     that are not zero), AVVM-TENANT-READ ADDR LINE (BAR2's first line
 #                     as it found it: zero-bar line; a bitstream's function id when
 #                     accelvirt programmed the device, issue 15), writes TEXT over BAR2
 #                     (zero-bar fill), prints AVVM-TENANT-WROTE ADDR COUNT,
@@ -233,6 +234,7 @@ tenant() {  # tenant TEXT: read, then write TEXT over every ivshmem's BAR2, then
         test "$(cat "$d/vendor"):$(cat "$d/device")" = 0x1af4:0x1110 || continue
         echo 1 > "$d/enable"
         a=$(basename "$d")
+        echo "AVVM-TENANT-FOUND $a nonzero=$(zero-bar sum "$d/resource2")"
         echo "AVVM-TENANT-READ $a $(zero-bar line "$d/resource2")"
         zero-bar fill "$d/resource2" "$1" || echo "AVVM-TENANT-FAILED $a"
         echo "AVVM-TENANT-WROTE $a $(zero-bar count "$d/resource2" "$1")"

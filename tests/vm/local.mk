@@ -24,7 +24,9 @@ VM_RIG_FILES = \
 	tests/vm/scenario-topology.sh \
 	tests/vm/topo-policies \
 	tests/vm/accel-policies \
-	tests/vm/scenario-demo.sh \
+	tests/vm/scenario-demo-e2e.sh \
+	tests/vm/demo-lifecycle.json \
+	tests/vm/demo-wait.sh \
 	tests/vm/demo-policies \
 	tests/vm/hook-policies \
 	tests/vm/scrub-policies \
