@@ -386,9 +386,8 @@ av_check_hugepages(const AvRoot *root, const GPtrArray *managed, GPtrArray *chec
     }
     if (without->len)
         av_check_add(checks, "hugepages", AV_CHECK_WARN,
-                     "reserve them (hugepagesz=1G hugepages=N on the kernel's command line, or "
-                     "/sys/devices/system/node/nodeN/hugepages/*/nr_hugepages) for domains pinned beside their "
-                     "devices",
+                     "reserve them (hugepagesz=1G hugepages=N on the kernel's command line, or each node's "
+                     "nr_hugepages in sysfs) for domains pinned beside their devices",
                      "no hugepage reserved on NUMA node%s %s, where managed devices are", strchr(without->str, ',')
                      ? "s" : "", without->str);
     else
