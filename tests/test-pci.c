@@ -1508,6 +1508,44 @@ test_health_files(void)
     }
 }
 
+/* A VF's index is the first of its PF's virtfnN links (in the listing's
+ * order) that leads to it, whether the scan read the PF before the VF (a
+ * host scan: the PF's links read once) or not (one device, or a VF queued
+ * before its PF). */
+static void
+test_vf_index_order(void)
+{
+    g_autofree char *dir = av_test_host_copy("sriov-fpga-qat");
+    const char *pf_dir = "sys/devices/pci0000:6b/0000:6b:00.0";
+    g_autofree char *link = g_strdup_printf("%s/virtfn10", pf_dir);
+    g_autoptr(GError) err = NULL;
+    g_autoptr(AvRoot) root = NULL;
+    g_autoptr(AvHost) host = NULL;
+    g_autoptr(AvHost) partial = NULL;
+    g_autoptr(AvPciDevice) one = NULL;
+    const char *some[] = { "0000:6b:00.3", "0000:6b:00.0", NULL };
+
+    /* A second link to the VF of virtfn2: "virtfn10" lists first. */
+    av_test_symlink(dir, link, "../0000:6b:00.3");
+    root = av_root_new(dir, &err);
+    g_assert_no_error(err);
+
+    host = av_host_scan(root, &err);
+    g_assert_no_error(err);
+    g_assert_cmpint(get_pci(host, "0000:6b:00.1")->vf_index, ==, 0);
+    g_assert_cmpint(get_pci(host, "0000:6b:00.3")->vf_index, ==, 10);
+    g_assert_cmpint(get_pci(host, "0000:6b:00.4")->vf_index, ==, 3);
+
+    one = av_pci_device_scan(root, "0000:6b:00.3", &err);
+    g_assert_no_error(err);
+    g_assert_cmpint(one->vf_index, ==, 10);
+
+    partial = av_host_scan_devices(root, some, FALSE, &err);
+    g_assert_no_error(err);
+    g_assert_cmpint(get_pci(partial, "0000:6b:00.3")->vf_index, ==, 10);
+    av_test_tmpdir_remove(dir);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -1537,6 +1575,7 @@ main(int argc, char **argv)
     g_test_add_func("/pci/tree/vmd-domain", test_vmd_domain);
     g_test_add_func("/pci/tree/root-containment", test_root_containment);
     g_test_add_func("/pci/tree/hostile", test_hostile_tree);
+    g_test_add_func("/pci/tree/vf-index-order", test_vf_index_order);
     g_test_add_func("/pci/tree/bad-node-cpulist", test_bad_node_cpulist);
     return g_test_run();
 }

@@ -10,14 +10,26 @@
 #include "util/av-error.h"
 #include "util/av-root.h"
 
+/* The resolution the tests below run with: FALSE for the kernel's
+ * (openat2), TRUE for the component walk (ACCELVIRT_TEST_ROOT_RESOLVE). */
+static gboolean test_walk;
+
 static AvRoot *
 new_root(const char *dir)
 {
     g_autoptr(GError) err = NULL;
-    AvRoot *root = av_root_new(dir, &err);
+    AvRoot *root;
 
+    if (test_walk)
+        g_setenv("ACCELVIRT_TEST_ROOT_RESOLVE", "walk", TRUE);
+    else
+        g_unsetenv("ACCELVIRT_TEST_ROOT_RESOLVE");
+    root = av_root_new(dir, &err);
     g_assert_no_error(err);
     g_assert_nonnull(root);
+    /* (The switch acts once a fake tree armed the test points.) */
+    if (!av_root_is_host(root))
+        g_assert_cmpint(av_root_resolves_in_kernel(root), ==, !test_walk);
     return root;
 }
 
@@ -319,6 +331,193 @@ test_write_attr(void)
     av_test_tmpdir_remove(dir);
 }
 
+/* What a hostile tree plants to lead a reader outside the root or to hang
+ * it: each must resolve inside the root, fail cleanly, or be refused. */
+static void
+test_escape(void)
+{
+    g_autofree char *outside = av_test_tmpdir();
+    g_autofree char *dir = av_test_tmpdir();
+    g_autofree char *fifo = g_build_filename(dir, "sys", "devices", "d", "fifo", NULL);
+    g_autofree char *outdir = g_build_filename(outside, "dev", NULL);
+    g_autoptr(AvRoot) root = NULL;
+    g_autofree char *v = NULL, *r = NULL, *name = NULL;
+    char **names = NULL;
+
+    av_test_write(outside, "dev/secret", "outside\n");
+    av_test_write(dir, "sys/devices/d/vendor", "0x10de\n");
+    g_assert_cmpint(mkfifo(fifo, 0600), ==, 0);
+    /* the host's /etc/passwd, absolute and by climbing */
+    av_test_symlink(dir, "sys/passwd", "/etc/passwd");
+    av_test_symlink(dir, "sys/devices/d/up", "../../../../../../../../../../etc/passwd");
+    /* a directory outside, by its host path */
+    av_test_symlink(dir, "sys/outdir", outdir);
+    /* a directory link in the middle of a path, absolute */
+    av_test_symlink(dir, "sys/class/x", "/sys/devices/d");
+    av_test_symlink(dir, "sys/class/f", "../devices/d/fifo");
+    /* loops, direct and through a directory */
+    av_test_symlink(dir, "sys/loop", "loop");
+    av_test_symlink(dir, "sys/a", "b/x");
+    av_test_symlink(dir, "sys/b", "a");
+    /* a chain of 40 links resolves, one of 41 does not (40, as the kernel) */
+    for (int i = 0; i < 41; i++) {
+        g_autofree char *rel = g_strdup_printf("sys/chain/%d", i);
+        g_autofree char *target = i == 0 ? g_strdup("../devices/d/vendor") : g_strdup_printf("%d", i - 1);
+
+        av_test_symlink(dir, rel, target);
+    }
+    root = new_root(dir);
+
+    /* /etc/passwd of the host: not in this root */
+    g_assert_cmpint(av_root_read_attr(root, "/sys/passwd", &v), ==, -ENOENT);
+    g_assert_cmpint(av_root_read_attr(root, "/sys/devices/d/up", &v), ==, -ENOENT);
+    g_assert_cmpint(av_root_read_attr(root, "/../../../../etc/passwd", &v), ==, -ENOENT);
+    g_assert_false(av_root_exists(root, "/sys/passwd"));
+    g_assert_null(v);
+    /* ... and the root's own once there is one */
+    av_test_write(dir, "etc/passwd", "root:x:0:0:inside:/root:/bin/sh\n");
+    g_assert_cmpint(av_root_read_attr(root, "/sys/passwd", &v), ==, 0);
+    g_assert_cmpstr(v, ==, "root:x:0:0:inside:/root:/bin/sh");
+    g_clear_pointer(&v, g_free);
+    g_assert_cmpint(av_root_resolve(root, "/sys/devices/d/up", &r), ==, 0);
+    g_assert_cmpstr(r, ==, "/etc/passwd");
+    g_clear_pointer(&r, g_free);
+    /* ".." at the top is the top */
+    g_assert_cmpint(av_root_resolve(root, "/..", &r), ==, 0);
+    g_assert_cmpstr(r, ==, "/");
+    g_clear_pointer(&r, g_free);
+    g_assert_cmpint(av_root_resolve(root, "/../sys/./devices//d/", &r), ==, 0);
+    g_assert_cmpstr(r, ==, "/sys/devices/d");
+    g_clear_pointer(&r, g_free);
+    g_assert_cmpint(av_root_read_attr(root, "/../../sys/class/x/../d/vendor", &v), ==, 0);
+    g_assert_cmpstr(v, ==, "0x10de");
+    g_clear_pointer(&v, g_free);
+
+    /* the directory outside is not listed, read nor named */
+    g_assert_cmpint(av_root_list_dir(root, "/sys/outdir", &names), ==, -ENOENT);
+    g_assert_cmpint(av_root_read_attr(root, "/sys/outdir/secret", &v), ==, -ENOENT);
+    g_assert_cmpint(av_root_link_name(root, "/sys/outdir", &name), ==, -ENOENT);
+    g_assert_null(names);
+    g_assert_null(name);
+
+    /* through a directory link */
+    g_assert_cmpint(av_root_list_dir(root, "/sys/class/x", &names), ==, 0);
+    g_assert_cmpuint(g_strv_length(names), ==, 3);
+    g_assert_cmpstr(names[0], ==, "fifo");
+    g_assert_cmpstr(names[1], ==, "up");
+    g_assert_cmpstr(names[2], ==, "vendor");
+    g_clear_pointer(&names, g_strfreev);
+    g_assert_cmpint(av_root_link_name(root, "/sys/class/x", &name), ==, 0);
+    g_assert_cmpstr(name, ==, "d");
+    g_clear_pointer(&name, g_free);
+
+    /* loops */
+    g_assert_cmpint(av_root_resolve(root, "/sys/loop", &r), ==, -ELOOP);
+    g_assert_cmpint(av_root_read_attr(root, "/sys/loop", &v), ==, -ELOOP);
+    g_assert_cmpint(av_root_list_dir(root, "/sys/a", &names), ==, -ELOOP);
+    g_assert_cmpint(av_root_link_name(root, "/sys/b", &name), ==, -ELOOP);
+    g_assert_cmpint(av_root_write_attr(root, "/sys/a", "x"), ==, -ELOOP);
+    g_assert_false(av_root_exists(root, "/sys/loop"));
+    g_assert_cmpint(av_root_read_attr(root, "/sys/chain/39", &v), ==, 0);
+    g_assert_cmpstr(v, ==, "0x10de");
+    g_clear_pointer(&v, g_free);
+    g_assert_cmpint(av_root_resolve(root, "/sys/chain/40", &r), ==, -ELOOP);
+    g_assert_cmpint(av_root_read_attr(root, "/sys/chain/40", &v), ==, -ELOOP);
+
+    /* a FIFO planted as an attribute, by its name and through a link:
+     * refused at once, never waited on */
+    g_assert_cmpint(av_root_read_attr(root, "/sys/class/f", &v), ==, -EINVAL);
+    g_assert_cmpint(av_root_read_attr(root, "/sys/class/x/fifo", &v), ==, -EINVAL);
+    g_assert_cmpint(av_root_write_attr(root, "/sys/class/f", "x"), ==, -ENXIO);
+    g_assert_cmpint(av_root_list_dir(root, "/sys/class/f", &names), ==, -ENOTDIR);
+    /* a directory as an attribute, a file as a directory */
+    g_assert_cmpint(av_root_read_attr(root, "/sys/class/x", &v), ==, -EISDIR);
+    g_assert_cmpint(av_root_write_attr(root, "/sys/devices/d", "x"), ==, -EISDIR);
+    g_assert_cmpint(av_root_list_dir(root, "/sys/devices/d/vendor", &names), ==, -ENOTDIR);
+    g_assert_cmpint(av_root_read_attr(root, "/sys/devices/d/vendor/x", &v), ==, -ENOTDIR);
+    g_assert_null(v);
+    g_assert_null(r);
+    g_assert_null(names);
+    g_assert_null(name);
+
+    av_test_tmpdir_remove(dir);
+    av_test_tmpdir_remove(outside);
+}
+
+/* The real root ("/") takes the same path: a link of this host resolves to
+ * its host path. */
+static void
+test_host_resolve(void)
+{
+    g_autofree char *dir = av_test_tmpdir();
+    g_autofree char *real = realpath(dir, NULL);
+    g_autofree char *link = g_build_filename(real, "l", NULL);
+    g_autofree char *link_f = g_build_filename(real, "l", "f", NULL);
+    g_autofree char *want = g_build_filename(real, "d", NULL);
+    g_autofree char *want_f = g_build_filename(real, "d", "f", NULL);
+    g_autoptr(AvRoot) fake = new_root(dir);
+    g_autoptr(AvRoot) host = new_root("/");
+    g_autofree char *r = NULL, *v = NULL;
+
+    /* (The fake root armed the switch for "/" too.) */
+    g_assert_cmpint(av_root_resolves_in_kernel(host), ==, !test_walk);
+    av_test_write(dir, "d/f", "on the host\n");
+    av_test_symlink(dir, "l", "d");
+    g_assert_cmpint(av_root_resolve(host, link, &r), ==, 0);
+    g_assert_cmpstr(r, ==, want);
+    g_clear_pointer(&r, g_free);
+    g_assert_cmpint(av_root_resolve(host, link_f, &r), ==, 0);
+    g_assert_cmpstr(r, ==, want_f);
+    g_assert_cmpint(av_root_read_attr(host, link_f, &v), ==, 0);
+    g_assert_cmpstr(v, ==, "on the host");
+    av_test_tmpdir_remove(dir);
+}
+
+/* The tests of resolution, run twice: by the kernel and by the walk. */
+typedef struct {
+    const char *name;
+    void (*fn)(void);
+} RootCase;
+
+static const RootCase root_cases[] = {
+    { "resolve-inside", test_resolve_inside },
+    { "escape", test_escape },
+    { "read-link", test_read_link },
+    { "read-numbers", test_read_numbers },
+    { "binary-file", test_binary_file },
+    { "special-files", test_special_files },
+    { "write-attr", test_write_attr },
+    { "host-resolve", test_host_resolve },
+};
+
+static void
+run_case(gconstpointer data)
+{
+    const RootCase *c = data;
+    g_autofree char *dir = av_test_tmpdir();
+    g_autoptr(AvRoot) probe = av_root_new(dir, NULL);
+
+    /* A kernel before 5.6, or a seccomp filter: only the walk is there. */
+    g_assert_nonnull(probe);
+    if (!av_root_resolves_in_kernel(probe)) {
+        av_test_tmpdir_remove(dir);
+        g_test_skip("this kernel does not resolve in a root (openat2)");
+        return;
+    }
+    av_test_tmpdir_remove(dir);
+    c->fn();
+}
+
+static void
+run_case_walk(gconstpointer data)
+{
+    const RootCase *c = data;
+
+    test_walk = TRUE;
+    c->fn();
+    test_walk = FALSE;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -326,11 +525,12 @@ main(int argc, char **argv)
     g_test_add_func("/root/kernel-paths", test_kernel_paths);
     g_test_add_func("/root/prefix", test_prefix);
     g_test_add_func("/root/env-default", test_env_default);
-    g_test_add_func("/root/resolve-inside", test_resolve_inside);
-    g_test_add_func("/root/read-link", test_read_link);
-    g_test_add_func("/root/read-numbers", test_read_numbers);
-    g_test_add_func("/root/binary-file", test_binary_file);
-    g_test_add_func("/root/special-files", test_special_files);
-    g_test_add_func("/root/write-attr", test_write_attr);
+    for (guint i = 0; i < G_N_ELEMENTS(root_cases); i++) {
+        g_autofree char *kernel = g_strdup_printf("/root/kernel/%s", root_cases[i].name);
+        g_autofree char *walk = g_strdup_printf("/root/walk/%s", root_cases[i].name);
+
+        g_test_add_data_func(kernel, &root_cases[i], run_case);
+        g_test_add_data_func(walk, &root_cases[i], run_case_walk);
+    }
     return g_test_run();
 }

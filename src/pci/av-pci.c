@@ -280,12 +280,18 @@ av_pci_read_rebar_sizes(const AvRoot *root, const char *address, guint bar, guin
 typedef struct {
     const AvRoot *root;
     GHashTable *slots;    /* "dddd:bb:ss" -> slot name, from /sys/bus/pci/slots */
+    /* PF address -> (VF address -> N of its virtfnN link), for each PF this
+     * scan read: a VF finds its index here rather than resolving every
+     * virtfnN link of its PF again (what made a card of 15 VFs cost 15x15
+     * resolutions). */
+    GHashTable *virtfns;
 } AvPciScan;
 
 static void
 av_pci_scan_clear(AvPciScan *scan)
 {
     g_clear_pointer(&scan->slots, g_hash_table_unref);
+    g_clear_pointer(&scan->virtfns, g_hash_table_unref);
 }
 
 /* Documentation/ABI/testing/sysfs-bus-pci: /sys/bus/pci/slots/N/address
@@ -297,6 +303,7 @@ av_pci_scan_load_slots(AvPciScan *scan)
     g_auto(GStrv) names = NULL;
 
     scan->slots = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
+    scan->virtfns = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, (GDestroyNotify)g_hash_table_unref);
     if (av_root_list_dir(scan->root, dir, &names) < 0)
         return;
     for (guint i = 0; names[i]; i++) {
@@ -464,12 +471,55 @@ av_pci_device_read_iommu_group(const AvRoot *root, AvPciDevice *dev)
 /* Documentation/ABI/testing/sysfs-bus-pci: sriov_totalvfs, sriov_numvfs,
  * sriov_vf_device (the VFs' device id, hex without "0x" as the kernel
  * prints it), and the physfn / virtfnN links between a PF and its VFs. */
-static void
-av_pci_device_read_sriov(const AvRoot *root, AvPciDevice *dev, char **entries)
+/* TRUE when the link name virtfn@a sorts before virtfn@b with strcmp, as a
+ * directory listing does. */
+static gboolean
+av_virtfn_sorts_before(int a, int b)
 {
+    char x[16], y[16];
+
+    g_snprintf(x, sizeof(x), "%d", a);
+    g_snprintf(y, sizeof(y), "%d", b);
+    return strcmp(x, y) < 0;
+}
+
+/* The index of the VF @dev among the virtfnN links of its PF @physfn: the
+ * first link (in the listing's order) that resolves to @dev, or -1.  From
+ * the scan's record of the PF when this scan read it, else from the links. */
+static int
+av_pci_device_find_vf_index(const AvPciScan *scan, const AvPciDevice *dev, const char *physfn)
+{
+    g_autofree char *pf_dir = av_sys_path("bus/pci/devices/%s", physfn);
+    g_auto(GStrv) pf_entries = NULL;
+    GHashTable *vfs = scan->virtfns ? g_hash_table_lookup(scan->virtfns, physfn) : NULL;
+    gpointer idx;
+
+    if (vfs)
+        return g_hash_table_lookup_extended(vfs, dev->address, NULL, &idx) ? GPOINTER_TO_INT(idx) : -1;
+    if (av_root_list_dir(scan->root, pf_dir, &pf_entries) < 0)
+        return -1;
+    for (guint i = 0; pf_entries[i]; i++) {
+        g_autofree char *link = NULL;
+        g_autofree char *vf = NULL;
+        int n;
+
+        if (!g_str_has_prefix(pf_entries[i], "virtfn") || !av_parse_index(pf_entries[i] + 6, &n))
+            continue;
+        link = g_strconcat(pf_dir, "/", pf_entries[i], NULL);
+        if (av_root_link_name(scan->root, link, &vf) == 0 && g_str_equal(vf, dev->address))
+            return n;
+    }
+    return -1;
+}
+
+static void
+av_pci_device_read_sriov(const AvPciScan *scan, AvPciDevice *dev, char **entries)
+{
+    const AvRoot *root = scan->root;
     g_autofree char *physfn_link = g_strconcat(dev->sysfs_path, "/physfn", NULL);
     g_autofree char *physfn = NULL;
     g_autoptr(GArray) indexes = g_array_new(FALSE, FALSE, sizeof(int));
+    GHashTable *vfs = NULL;
 
     if (av_attr_read_uint(root, dev->sysfs_path, "sriov_totalvfs", &dev->sriov_totalvfs) == 0) {
         guint64 vf_device;
@@ -493,9 +543,16 @@ av_pci_device_read_sriov(const AvRoot *root, AvPciDevice *dev, char **entries)
         g_array_append_val(indexes, idx);
     }
     g_array_sort(indexes, av_int_cmp);
+    /* (Recorded for the VFs of this PF, which this scan reads next.) */
+    if (entries && scan->virtfns && !g_hash_table_contains(scan->virtfns, dev->address)) {
+        vfs = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+        g_hash_table_insert(scan->virtfns, g_strdup(dev->address), vfs);
+    }
     for (guint i = 0; i < indexes->len; i++) {
-        g_autofree char *link = g_strdup_printf("%s/virtfn%d", dev->sysfs_path, g_array_index(indexes, int, i));
+        int n = g_array_index(indexes, int, i);
+        g_autofree char *link = g_strdup_printf("%s/virtfn%d", dev->sysfs_path, n);
         g_autofree char *vf = NULL;
+        gpointer seen;
 
         if (av_root_link_name(root, link, &vf) < 0)
             continue;
@@ -503,6 +560,11 @@ av_pci_device_read_sriov(const AvRoot *root, AvPciDevice *dev, char **entries)
             g_debug("ignoring the virtfn link '%s' of '%s' to '%s'", link, dev->address, vf);
             continue;
         }
+        /* Two links to one VF (a hostile tree): the first listed wins, as
+         * in av_pci_device_find_vf_index(). */
+        if (vfs && (!g_hash_table_lookup_extended(vfs, vf, NULL, &seen) ||
+                    av_virtfn_sorts_before(n, GPOINTER_TO_INT(seen))))
+            g_hash_table_insert(vfs, g_strdup(vf), GINT_TO_POINTER(n));
         g_ptr_array_add(dev->virtfns, g_steal_pointer(&vf));
     }
 
@@ -513,26 +575,7 @@ av_pci_device_read_sriov(const AvRoot *root, AvPciDevice *dev, char **entries)
         g_debug("ignoring the physfn link of '%s' to '%s'", dev->address, physfn);
         return;
     }
-    {
-        g_autofree char *pf_dir = av_sys_path("bus/pci/devices/%s", physfn);
-        g_auto(GStrv) pf_entries = NULL;
-
-        if (av_root_list_dir(root, pf_dir, &pf_entries) == 0) {
-            for (guint i = 0; pf_entries[i]; i++) {
-                g_autofree char *link = NULL;
-                g_autofree char *vf = NULL;
-                int idx;
-
-                if (!g_str_has_prefix(pf_entries[i], "virtfn") || !av_parse_index(pf_entries[i] + 6, &idx))
-                    continue;
-                link = g_strconcat(pf_dir, "/", pf_entries[i], NULL);
-                if (av_root_link_name(root, link, &vf) == 0 && g_str_equal(vf, dev->address)) {
-                    dev->vf_index = idx;
-                    break;
-                }
-            }
-        }
-    }
+    dev->vf_index = av_pci_device_find_vf_index(scan, dev, physfn);
     dev->physfn = g_steal_pointer(&physfn);
     /* NVIDIA vGPU on VFs (av-pci-vgpu.c). */
     if (av_pci_vgpu_read(root, dev->address, &dev->vgpu_current, &dev->vgpu_creatable) == 0)
@@ -693,7 +736,7 @@ av_pci_device_scan_one(const AvPciScan *scan, const char *address, const char *s
 
     if (av_root_list_dir(root, sysfs_path, &entries) < 0)
         entries = NULL;
-    av_pci_device_read_sriov(root, dev, entries);
+    av_pci_device_read_sriov(scan, dev, entries);
     av_pci_device_read_mdev(root, dev, entries);
     av_pci_device_read_reset(root, dev);
 

@@ -38,7 +38,7 @@ typedef struct {
     /* Whether the process stops itself (SIGSTOP) at the stop point @name. */
     gboolean (*stop)(const char *name);
     /* A test's value of the setting @name ("lock-timeout-ms",
-     * "driver-budget-s"), or NULL for the program's own. */
+     * "driver-budget-s", "root-resolve"), or NULL for the program's own. */
     const char *(*setting)(const char *name);
 } AvPointOps;
 

@@ -6,12 +6,18 @@
 #include "av-file.h"
 #include "av-point.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
+#ifdef HAVE_LINUX_OPENAT2_H
+#include <linux/openat2.h>
+#endif
 
 #include "av-error.h"
 #include "av-names.h"
@@ -19,10 +25,62 @@
 #define AV_ROOT_MAX_LINKS 40
 #define AV_ROOT_MAX_READ (16u * 1024u * 1024u)
 
+/* How often an openat2() that a rename elsewhere in the tree interrupted
+ * (-EAGAIN, openat2(2)) is tried again before the walk takes over. */
+#define AV_ROOT_OPENAT2_TRIES 4
+
 struct AvRoot {
     char *prefix;   /* canonical, absolute, without a trailing '/' except for "/" */
     gboolean is_host;
+    /* The prefix opened with O_PATH, for openat2(RESOLVE_IN_ROOT); -1 when
+     * the kernel cannot resolve in a root and the component walk does. */
+    int fd;
+    /* The prefix as the kernel names the directory of @fd
+     * (/proc/self/fd/N), to turn a resolved fd back into a root-relative
+     * path; NULL when /proc cannot say (av_root_resolve() then walks). */
+    char *fd_name;
 };
+
+static char *av_root_fd_name(int fd);
+
+/* Opens the prefix for openat2(RESOLVE_IN_ROOT) and tries the call once:
+ * a kernel before 5.6 answers -ENOSYS, a seccomp filter (a container's)
+ * -EPERM or -ENOSYS, one without RESOLVE_IN_ROOT -EINVAL.  The walk stays
+ * for them, and for test builds whose environment asks for it (the setting
+ * "root-resolve" = "walk", tests/doubles/av-points.c). */
+static void
+av_root_open_prefix(AvRoot *root)
+{
+#if defined(HAVE_LINUX_OPENAT2_H) && defined(SYS_openat2)
+    struct open_how how = {
+        .flags = O_PATH | O_DIRECTORY | O_CLOEXEC,
+        .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS,
+    };
+    int fd, probe;
+
+    if (g_strcmp0(av_point_setting("root-resolve"), "walk") == 0)
+        return;
+    fd = open(root->prefix, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return;
+    probe = (int)syscall(SYS_openat2, fd, ".", &how, sizeof(how));
+    if (probe < 0) {
+        g_debug("resolving paths under '%s' by walking them: openat2() answers %s", root->prefix,
+                g_strerror(errno));
+        close(fd);
+        return;
+    }
+    close(probe);
+    root->fd = fd;
+    root->fd_name = av_root_fd_name(fd);
+    /* A canonical prefix names the same directory: anything else (a bind
+     * mount seen by another name) makes the names of resolved fds useless. */
+    if (root->fd_name && !g_str_equal(root->fd_name, root->prefix))
+        g_clear_pointer(&root->fd_name, g_free);
+#else
+    (void)root;
+#endif
+}
 
 AvRoot *
 av_root_new(const char *prefix, GError **error)
@@ -31,9 +89,11 @@ av_root_new(const char *prefix, GError **error)
     g_autofree char *canon = NULL;
     char *real;
 
+    root->fd = -1;
     if (!prefix || !*prefix || g_str_equal(prefix, "/")) {
         root->prefix = g_strdup("/");
         root->is_host = TRUE;
+        av_root_open_prefix(root);
         return g_steal_pointer(&root);
     }
     real = realpath(prefix, NULL);
@@ -55,6 +115,7 @@ av_root_new(const char *prefix, GError **error)
     /* A fake tree: the kill storm's test points may act (never on "/"). */
     if (!root->is_host)
         av_point_arm();
+    av_root_open_prefix(root);
     return g_steal_pointer(&root);
 }
 
@@ -73,6 +134,9 @@ av_root_free(AvRoot *root)
 {
     if (!root)
         return;
+    if (root->fd >= 0)
+        close(root->fd);
+    g_free(root->fd_name);
     g_free(root->prefix);
     g_free(root);
 }
@@ -87,6 +151,12 @@ gboolean
 av_root_is_host(const AvRoot *root)
 {
     return root->is_host;
+}
+
+gboolean
+av_root_resolves_in_kernel(const AvRoot *root)
+{
+    return root->fd >= 0;
 }
 
 static char * G_GNUC_PRINTF(2, 0)
@@ -184,8 +254,11 @@ av_root_join_done(GPtrArray *done)
     return g_string_free(s, FALSE);
 }
 
-int
-av_root_resolve(const AvRoot *root, const char *path, char **ret_resolved)
+/* The component walk: every component lstat()ed and every link read by
+ * hand, under the prefix's path.  What resolves paths where openat2()
+ * cannot; av_root_resolve() describes the result. */
+static int
+av_root_resolve_walk(const AvRoot *root, const char *path, char **ret_resolved)
 {
     g_autoptr(GPtrArray) done = g_ptr_array_new_with_free_func(g_free);
     GQueue todo = G_QUEUE_INIT;
@@ -246,24 +319,132 @@ av_root_resolve(const AvRoot *root, const char *path, char **ret_resolved)
     return 0;
 }
 
-/* Opens the root-relative @path, resolved inside the root, with @flags. */
+/* The root-relative @path as openat2() takes it under the prefix's fd:
+ * relative, without empty and "." components, as the walk skips them ("a/"
+ * and "a/." name the file a there, not -ENOTDIR); "." for the root itself.
+ * The caller frees. */
+static char *
+av_root_relative(const char *path)
+{
+    GString *s = g_string_sized_new(strlen(path));
+
+    for (const char *p = path; *p;) {
+        const char *end = strchrnul(p, '/');
+        gsize len = (gsize)(end - p);
+
+        if (len > 0 && !(len == 1 && *p == '.')) {
+            if (s->len > 0)
+                g_string_append_c(s, '/');
+            g_string_append_len(s, p, (gssize)len);
+        }
+        p = *end ? end + 1 : end;
+    }
+    if (s->len == 0)
+        g_string_append_c(s, '.');
+    return g_string_free(s, FALSE);
+}
+
+/* Opens the root-relative @path, resolved inside the root, with @flags
+ * (O_CLOEXEC added).  By the kernel where it can (openat2(2),
+ * RESOLVE_IN_ROOT: absolute links and ".." stay under the prefix's fd, as
+ * in the walk; RESOLVE_NO_MAGICLINKS: no /proc/PID/fd jump out of it),
+ * else by the walk and an open of the resolved path.  Returns the fd or
+ * -errno: -ENOENT, -ENOTDIR, -ELOOP after 40 links, as the walk. */
 static int
-av_root_open(const AvRoot *root, const char *path, int flags)
+av_root_open_at(const AvRoot *root, const char *path, int flags)
 {
     g_autofree char *resolved = NULL;
     g_autofree char *host = NULL;
-    struct stat st;
     int r, fd;
 
-    r = av_root_resolve(root, path, &resolved);
+    g_return_val_if_fail(path && path[0] == '/', -EINVAL);
+
+#if defined(HAVE_LINUX_OPENAT2_H) && defined(SYS_openat2)
+    if (root->fd >= 0) {
+        g_autofree char *rel = av_root_relative(path);
+        struct open_how how = {
+            .flags = (guint64)(flags | O_CLOEXEC),
+            .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS,
+        };
+
+        for (guint i = 0; i < AV_ROOT_OPENAT2_TRIES; i++) {
+            fd = (int)syscall(SYS_openat2, root->fd, rel, &how, sizeof(how));
+            if (fd >= 0)
+                return fd;
+            if (errno != EAGAIN && errno != EINTR)
+                return -errno;
+        }
+    }
+#endif
+    r = av_root_resolve_walk(root, path, &resolved);
     if (r < 0)
         return r;
     host = av_root_host_path(root, resolved);
+    /* O_NOFOLLOW: the resolved path holds no link, unless one was planted
+     * since; then it is refused, never followed outside. */
+    fd = open(host, flags | O_NOFOLLOW | O_CLOEXEC);
+    return fd < 0 ? -errno : fd;
+}
+
+/* What the kernel names the file of @fd (/proc/self/fd/N), or NULL when
+ * it cannot say (no /proc, a deleted or unreachable file). */
+static char *
+av_root_fd_name(int fd)
+{
+    char link[64], target[PATH_MAX];
+    ssize_t n;
+
+    g_snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+    n = readlink(link, target, sizeof(target));
+    if (n <= 0 || (size_t)n >= sizeof(target) || target[0] != '/')
+        return NULL;
+    target[n] = '\0';
+    if (g_str_has_suffix(target, " (deleted)"))
+        return NULL;
+    return g_strdup(target);
+}
+
+int
+av_root_resolve(const AvRoot *root, const char *path, char **ret_resolved)
+{
+    g_autofree char *name = NULL;
+    const char *rest;
+    int fd;
+
+    g_return_val_if_fail(path && path[0] == '/', -EINVAL);
+
+    if (root->fd < 0 || !root->fd_name)
+        return av_root_resolve_walk(root, path, ret_resolved);
+    fd = av_root_open_at(root, path, O_PATH);
+    if (fd < 0)
+        return fd;
+    name = av_root_fd_name(fd);
+    close(fd);
+    /* The kernel's name of the file, less the prefix's. */
+    if (name && root->is_host)
+        rest = name;
+    else if (name && g_str_has_prefix(name, root->fd_name) &&
+             (name[strlen(root->fd_name)] == '/' || name[strlen(root->fd_name)] == '\0'))
+        rest = name + strlen(root->fd_name);
+    else
+        return av_root_resolve_walk(root, path, ret_resolved);
+    *ret_resolved = g_strdup(*rest ? rest : "/");
+    return 0;
+}
+
+/* Opens the root-relative @path, resolved inside the root, with @flags,
+ * for reading or writing an attribute: regular files only. */
+static int
+av_root_open(const AvRoot *root, const char *path, int flags)
+{
+    struct stat st;
+    int r, fd;
+
     /* O_NONBLOCK so that a FIFO planted in a tree cannot hang us; then only
      * regular files are accepted, as every sysfs attribute is one. */
-    fd = open(host, flags | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+    fd = av_root_open_at(root, path, flags | O_NONBLOCK | O_NOCTTY);
     if (fd < 0)
-        return -errno;
+        return fd;
     if (fstat(fd, &st) < 0) {
         r = -errno;
         close(fd);
@@ -273,8 +454,9 @@ av_root_open(const AvRoot *root, const char *path, int flags)
         close(fd);
         return S_ISDIR(st.st_mode) ? -EISDIR : -EINVAL;
     }
-    /* Back to blocking reads and writes: sysfs attributes may block briefly. */
-    if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) < 0) {
+    /* Back to blocking reads and writes: sysfs attributes may block briefly.
+     * (The status flags are the ones just opened with: no F_GETFL.) */
+    if (fcntl(fd, F_SETFL, (flags | O_NOCTTY) & ~O_NONBLOCK) < 0) {
         r = -errno;
         close(fd);
         return r;
@@ -421,16 +603,12 @@ int
 av_root_link_name(const AvRoot *root, const char *path, char **ret_name)
 {
     g_autofree char *resolved = NULL;
-    g_autofree char *host = NULL;
-    struct stat st;
     int r;
 
+    /* (Resolving found the target: it exists.) */
     r = av_root_resolve(root, path, &resolved);
     if (r < 0)
         return r;
-    host = av_root_host_path(root, resolved);
-    if (lstat(host, &st) < 0)
-        return -errno;
     if (g_str_equal(resolved, "/"))
         return -EINVAL;
     *ret_name = g_path_get_basename(resolved);
@@ -462,12 +640,9 @@ av_root_read_link(const AvRoot *root, const char *path, char **ret_target)
 {
     g_autofree char *dir = NULL;
     g_autofree char *base = NULL;
-    g_autofree char *resolved = NULL;
-    g_autofree char *link = NULL;
-    g_autofree char *host = NULL;
     char target[PATH_MAX];
     ssize_t n;
-    int r;
+    int fd;
 
     g_return_val_if_fail(path && path[0] == '/', -EINVAL);
 
@@ -475,14 +650,15 @@ av_root_read_link(const AvRoot *root, const char *path, char **ret_target)
     if (g_str_equal(base, "/") || g_str_equal(base, ".") || g_str_equal(base, ".."))
         return -EINVAL;
     dir = g_path_get_dirname(path);
-    r = av_root_resolve(root, dir, &resolved);
-    if (r < 0)
-        return r;
-    link = g_build_filename(resolved, base, NULL);
-    host = av_root_host_path(root, link);
-    n = readlink(host, target, sizeof(target));
+    fd = av_root_open_at(root, dir, O_PATH);
+    if (fd < 0)
+        return fd;
+    n = readlinkat(fd, base, target, sizeof(target));
     if (n < 0)
-        return -errno;
+        n = -errno;
+    close(fd);
+    if (n < 0)
+        return (int)n;
     if ((size_t)n >= sizeof(target))
         return -ENAMETOOLONG;
     target[n] = '\0';
@@ -499,32 +675,42 @@ av_strcmp_ptr(gconstpointer a, gconstpointer b)
 int
 av_root_list_dir(const AvRoot *root, const char *path, char ***ret_names)
 {
-    g_autofree char *resolved = NULL;
-    g_autofree char *host = NULL;
     g_autoptr(GPtrArray) names = NULL;
-    GDir *dir;
-    const char *name;
-    GError *err = NULL;
-    int r;
+    int fd;
 
-    r = av_root_resolve(root, path, &resolved);
-    if (r < 0)
-        return r;
-    host = av_root_host_path(root, resolved);
-    dir = g_dir_open(host, 0, &err);
-    if (!dir) {
-        r = err->code == G_FILE_ERROR_NOENT ? -ENOENT :
-            err->code == G_FILE_ERROR_NOTDIR ? -ENOTDIR :
-            err->code == G_FILE_ERROR_ACCES ? -EACCES : -EIO;
-        g_error_free(err);
-        return r;
+    fd = av_root_open_at(root, path, O_RDONLY | O_DIRECTORY | O_NONBLOCK);
+    if (fd < 0)
+        return fd;
+    names = g_ptr_array_new_with_free_func(g_free);
+    /* getdents64(2) on the fd itself: opendir() would stat and fcntl it
+     * again, two calls more for each of the thousands of directories. */
+    for (;;) {
+        guint64 buf[2048];  /* (aligned for struct dirent64) */
+        ssize_t n = getdents64(fd, buf, sizeof(buf));
+
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            int e = errno;
+
+            close(fd);
+            return -e;
+        }
+        if (n == 0)
+            break;
+        for (ssize_t off = 0; off < n;) {
+            const struct dirent64 *entry = (const struct dirent64 *)(gpointer)((char *)buf + off);
+
+            off += entry->d_reclen;
+            if (g_str_equal(entry->d_name, ".") || g_str_equal(entry->d_name, ".."))
+                continue;
+            g_ptr_array_add(names, g_strdup(entry->d_name));
+        }
     }
-    names = g_ptr_array_new();
-    while ((name = g_dir_read_name(dir)))
-        g_ptr_array_add(names, g_strdup(name));
-    g_dir_close(dir);
+    close(fd);
     g_ptr_array_sort(names, av_strcmp_ptr);
     g_ptr_array_add(names, NULL);
+    g_ptr_array_set_free_func(names, NULL);
     *ret_names = (char **)g_ptr_array_free(g_steal_pointer(&names), FALSE);
     return 0;
 }
@@ -532,9 +718,12 @@ av_root_list_dir(const AvRoot *root, const char *path, char ***ret_names)
 gboolean
 av_root_exists(const AvRoot *root, const char *path)
 {
-    g_autofree char *resolved = NULL;
+    int fd = av_root_open_at(root, path, O_PATH);
 
-    return av_root_resolve(root, path, &resolved) == 0;
+    if (fd < 0)
+        return FALSE;
+    close(fd);
+    return TRUE;
 }
 
 int

@@ -12,6 +12,19 @@
  * the prefix.  A tree copied from a real host, with the kernel's relative
  * links, therefore reads the same as the host itself.
  *
+ * How: the AvRoot holds an O_PATH fd of the prefix, and every path is
+ * opened with one openat2(2) under it, RESOLVE_IN_ROOT (the kernel treats
+ * the fd as "/" for absolute links and "..") and RESOLVE_NO_MAGICLINKS;
+ * attributes are read, directories listed and links read through that fd,
+ * and av_root_resolve() names the file it opened (/proc/self/fd/N, less the
+ * prefix).  Where the kernel has no openat2() (before Linux 5.6) or a
+ * seccomp filter refuses it, a walk does the same in user space: each
+ * component lstat()ed and each link read under the prefix's path, as
+ * systemd's chase() does; both give the same answers and errors (-ENOENT,
+ * -ENOTDIR, -ELOOP after 40 links), the same for "/" as for a fake tree.
+ * Test builds take the walk when $ACCELVIRT_TEST_ROOT_RESOLVE is "walk"
+ * (tests/test-root.c runs every case both ways; `make bench` compares them).
+ *
  * This is the only place that spells out "/sys", "/dev" and "/proc": the
  * layers above build paths with av_sys_path(), av_dev_path() and
  * av_proc_path(). */
@@ -41,6 +54,10 @@ const char *av_root_prefix(const AvRoot *root);
 
 /* TRUE when the prefix is "/": the code acts on this very host. */
 gboolean av_root_is_host(const AvRoot *root);
+
+/* TRUE when the kernel resolves paths under @root (openat2(2) with
+ * RESOLVE_IN_ROOT), FALSE when the component walk does (see above). */
+gboolean av_root_resolves_in_kernel(const AvRoot *root);
 
 /* Root-relative paths of kernel interfaces: av_sys_path("bus/pci/devices/%s",
  * addr) gives "/sys/bus/pci/devices/0000:3b:00.0".  The caller frees. */

@@ -14,7 +14,11 @@
  *   ACCELVIRT_TEST_LOCK_TIMEOUT_MS  the setting "lock-timeout-ms": the hook's
  *                                   wait for the pool's lock
  *   ACCELVIRT_TEST_DRIVER_BUDGET    the setting "driver-budget-s": the hook's
- *                                   budget for driver commands, in seconds */
+ *                                   budget for driver commands, in seconds
+ *   ACCELVIRT_TEST_ROOT_RESOLVE     the setting "root-resolve": "walk" makes
+ *                                   a root prefix resolve paths by the
+ *                                   component walk, not openat2() (the tests
+ *                                   of both, the benchmark) */
 #include "config.h"
 
 #include "av-doubles.h"
@@ -55,6 +59,8 @@ av_points_setting(const char *name)
         value = g_getenv("ACCELVIRT_TEST_LOCK_TIMEOUT_MS");
     else if (g_str_equal(name, "driver-budget-s"))
         value = g_getenv("ACCELVIRT_TEST_DRIVER_BUDGET");
+    else if (g_str_equal(name, "root-resolve"))
+        value = g_getenv("ACCELVIRT_TEST_ROOT_RESOLVE");
     return value && *value ? value : NULL;
 }
 
