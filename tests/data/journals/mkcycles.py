@@ -4,11 +4,12 @@
 of checkpoints, and the journals of bench/bench-journal.sh).
 
     mkcycles.py JOURNAL ENTRIES [--seed N] [--devices N] [--domains N]
-                [--start RFC3339] [--hostile] [--remove-all]
+                [--start RFC3339] [--step-max S] [--hostile] [--remove-all]
 
 Continues JOURNAL (created when missing) from its last line: "seq" and "prev"
 go on, times go on from its last entry's (or --start, default
-2026-01-01T00:00:00Z), a few seconds to minutes apart.  Each device goes
+2026-01-01T00:00:00Z, whichever is later), 1 to --step-max seconds apart
+(default 900).  Each device goes
 round free -> claimed -> in-use (attach, detach) -> dirty -> scrubbing ->
 scrub-certificate -> free, or quarantined and later cleared, for owners of
 several Nova projects, users and domains, over three profiles.  --hostile
@@ -38,6 +39,7 @@ def main():
     ap.add_argument("--devices", type=int, default=12)
     ap.add_argument("--domains", type=int, default=40)
     ap.add_argument("--start", default="2026-01-01T00:00:00Z")
+    ap.add_argument("--step-max", type=int, default=900)
     ap.add_argument("--hostile", action="store_true")
     ap.add_argument("--remove-all", action="store_true")
     a = ap.parse_args()
@@ -107,7 +109,7 @@ def main():
             entry("added", {"identity": ident, "kind": "pci", "address": addr(ident), "profile": PROFILES[i % 3],
                             "state": "free", "owner": None})
     while written() < goal and devs:
-        t += rnd.randrange(1, 900)
+        t += rnd.randrange(1, max(a.step_max, 2))
         ident = rnd.choice(sorted(devs))
         d = devs[ident]
         s, who = d["state"], d["owner"]
