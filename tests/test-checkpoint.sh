@@ -190,6 +190,18 @@ open(path, "wb").write(b"".join(l + b"\n" for l in lines))
 PY
 }
 
+# A checkpoint line longer than the finder's 64 KiB blocks (1,500 devices:
+# about 400 KB), read backwards across several of them.
+L="$AV_TMP/long"
+mkdir -p "$L"
+python3 "$MKC" "$L/journal.jsonl" 4000 --devices 1500 --seed 7
+"$AV" --state-dir "$L" journal checkpoint >/dev/null
+retime "$L/journal.jsonl" 1
+python3 "$MKC" "$L/journal.jsonl" 300 --devices 1500 --seed 8
+check "a checkpoint line over several of the finder's blocks is found and serves" \
+    eval "[ \"\$(checkpoints '$L/journal.jsonl' | wc -c)\" -gt 200000 ] && same_metrics '$L' &&
+          [ \"\$(cat '$AV_TMP/from')\" = \$((\$(last_at_seq '$L/journal.jsonl') + 1)) ]"
+
 # --- hostile checkpoints ---
 # A name that holds a checkpoint-like object, newer than the real one: the
 # finder takes only a top-level "event" of "checkpoint".
