@@ -1003,7 +1003,10 @@ av_acct_from_checkpoint(AvAccounting *acct, const char *path, json_t *cp, goffse
         return FALSE;
     if (!av_acct_read_from(acct, path, at, limit, error))
         return FALSE;
-    if (acct->chain_error || acct->mark.offset <= cp_offset) {
+    /* Through the last whole entry: a torn tail after it (a writer killed,
+     * the next one not come yet) is a chain error a whole read reports
+     * too, with the same numbers. */
+    if (!acct->mark.chain_ok || acct->mark.offset <= cp_offset) {
         *ret_why = "the lines after it do not continue the chain from it";
         return FALSE;
     }

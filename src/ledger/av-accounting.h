@@ -161,9 +161,11 @@ json_t *av_acct_sums_to_json(const AvAcctSums *sums);
  * that serves: for a window from the journal's start (@since G_MININT64)
  * only by AV_ACCT_BY_TENANT, at_time before @until; for any other window
  * and grouping, at_time before @since (its devices are all it needs).  A
- * checkpoint is used only when it restores and the lines from its
- * at_offset continue the chain from its at_seq and at_sha256 without a
- * break, through its own line; else the whole journal is read and
+ * checkpoint is used only when the line ending at its at_offset is the
+ * entry at_seq hashing to at_sha256, its state restores, and the lines
+ * from at_offset continue the chain without a break through its own line
+ * to the last whole entry (a torn tail after that is reported as a whole
+ * read reports it); else the whole journal is read and
  * av_accounting_checkpoint_warning() says why.  NULL with @error when the
  * file cannot be read. */
 AvAccounting *av_accounting_read(const char *path, gint64 since, gint64 until, AvAcctBy by, gboolean checkpoints,
