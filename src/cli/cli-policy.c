@@ -222,11 +222,14 @@ av_journal_checkpoint(AvCli *cli, gint64 min_entries)
     g_autoptr(AvPool) pool = NULL;
     g_autoptr(json_t) fields = NULL;
     g_autofree char *path = g_build_filename(cli->state_dir, AV_JOURNAL_FILE, NULL);
+    g_autofree char *warning = NULL;
     guint64 fresh = 0;
     gboolean write;
 
-    if (!av_accounting_checkpoint(path, &fields, &fresh, &err))
+    if (!av_accounting_checkpoint(path, &fields, &fresh, &warning, &err))
         return av_cli_fail(err);
+    if (warning)
+        fprintf(stderr, "accelvirt: warning: %s\n", warning);
     write = fields && fresh >= (guint64)min_entries;
     if (write) {
         pool = av_cli_open_pool(cli, NULL, AV_POOL_WRITE, &err);

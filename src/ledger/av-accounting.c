@@ -1048,7 +1048,8 @@ av_accounting_read(const char *path, gint64 since, gint64 until, AvAcctBy by, gb
 
 /* See av-accounting.h. */
 gboolean
-av_accounting_checkpoint(const char *path, json_t **ret_fields, guint64 *ret_new, GError **error)
+av_accounting_checkpoint(const char *path, json_t **ret_fields, guint64 *ret_new, char **ret_warning,
+                         GError **error)
 {
     g_autoptr(AvAccounting) acct = av_accounting_new(G_MININT64, G_MAXINT64, AV_ACCT_BY_TENANT);
     g_autoptr(json_t) cp = NULL;
@@ -1059,6 +1060,7 @@ av_accounting_checkpoint(const char *path, json_t **ret_fields, guint64 *ret_new
 
     *ret_fields = NULL;
     *ret_new = 0;
+    *ret_warning = NULL;
     /* What is there now: lines appended meanwhile wait for the next one. */
     if (stat(path, &st) < 0) {
         if (errno == ENOENT)
@@ -1073,6 +1075,10 @@ av_accounting_checkpoint(const char *path, json_t **ret_fields, guint64 *ret_new
     } else {
         if (!why && cp)
             return FALSE;
+        if (why)
+            *ret_warning = g_strdup_printf("the journal's checkpoint at seq %" G_GINT64_FORMAT " is not used (%s): "
+                                           "computed from the journal's start instead",
+                                           (gint64)json_integer_value(json_object_get(cp, "at_seq")), why);
         av_accounting_free(acct);
         acct = av_accounting_new(G_MININT64, G_MAXINT64, AV_ACCT_BY_TENANT);
         if (!av_acct_read_from(acct, path, 0, limit, error))

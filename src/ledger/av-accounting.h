@@ -184,9 +184,12 @@ const char *av_accounting_checkpoint_warning(const AvAccounting *acct);
  * a lock (the journal only grows), so the caller takes the pool's
  * exclusive lock only to append them.  *ret_new: the entries after the
  * newest checkpoint's at_seq (all of them without one).  *ret_fields NULL
- * when there is no entry with a time yet.  FALSE with AV_ERROR_CORRUPT_STATE
+ * when there is no entry with a time yet.  *ret_warning (caller frees):
+ * why the newest checkpoint was not started from, or NULL.  FALSE with
+ * AV_ERROR_CORRUPT_STATE
  * when the chain does not verify up to that entry (no checkpoint vouches
  * for a broken chain), or an I/O error. */
-gboolean av_accounting_checkpoint(const char *path, json_t **ret_fields, guint64 *ret_new, GError **error);
+gboolean av_accounting_checkpoint(const char *path, json_t **ret_fields, guint64 *ret_new, char **ret_warning,
+                                  GError **error);
 
 G_END_DECLS
