@@ -10,8 +10,10 @@
 #include <string.h>
 
 #include "av-test.h"
+#include "journal/av-journal-checkpoint.h"
 #include "ledger/av-accounting.h"
 #include "pool/av-pool-private.h"
+#include "util/av-json.h"
 
 /* 2026-11-01T00:00:00Z */
 #define T0 G_GINT64_CONSTANT(1793491200)
@@ -441,6 +443,119 @@ test_by_names(void)
     g_assert_cmpint(by, ==, AV_ACCT_BY_DEVICE);
 }
 
+/* @a and @b counted the same: groups, sums, total, anomalies, entries and
+ * the chain's verdict. */
+static void
+check_same(const AvAccounting *a, const AvAccounting *b)
+{
+    const GPtrArray *ga = av_accounting_groups(a), *gb = av_accounting_groups(b);
+
+    g_assert_cmpuint(ga->len, ==, gb->len);
+    for (guint i = 0; i < ga->len; i++) {
+        const AvAcctGroup *x = g_ptr_array_index(ga, i), *y = g_ptr_array_index(gb, i);
+
+        g_assert_cmpstr(x->key, ==, y->key);
+        g_assert_cmpstr(x->name, ==, y->name);
+        g_assert_cmpmem(&x->sums, sizeof(x->sums), &y->sums, sizeof(y->sums));
+    }
+    g_assert_cmpmem(av_accounting_total(a), sizeof(AvAcctSums), av_accounting_total(b), sizeof(AvAcctSums));
+    for (guint k = 0; k < AV_ACCT_ANOMALIES; k++)
+        g_assert_cmpuint(av_accounting_anomalies(a, k), ==, av_accounting_anomalies(b, k));
+    g_assert_cmpuint(av_accounting_entries(a), ==, av_accounting_entries(b));
+    g_assert_cmpstr(av_accounting_chain_error(a), ==, av_accounting_chain_error(b));
+}
+
+/* A checkpoint written over the synthetic journal, then entries after it,
+ * top-level "checkpoint" entries that are malformed (upper-case hex, an
+ * at_offset past their own line), one nested in another entry and a torn
+ * tail that looks like one: the finder takes the real one, and the
+ * accounting from it counts what a whole read counts (the torn tail's
+ * chain error included), for a window from the start by tenant and for a
+ * window after it by device; a window starting at its at_time does not use
+ * it. */
+static void
+test_checkpoint(void)
+{
+    g_autofree char *dir = av_test_tmpdir();
+    g_autofree char *path = g_build_filename(dir, "journal.jsonl", NULL);
+    g_autoptr(GError) err = NULL;
+    g_autoptr(json_t) fields = NULL;
+    g_autoptr(json_t) found = NULL;
+    g_autofree char *dumped = NULL;
+    g_autofree char *inner = NULL;
+    g_autofree char *upper = g_strnfill(64, 'A');
+    g_autofree char *bad1 = NULL;
+    g_autofree char *bad2 = NULL;
+    g_autofree char *warning = NULL;
+    guint64 fresh = 0, at_seq;
+    goffset cp_offset, offset = 0;
+    Journal j;
+
+    journal_init(&j);
+    journal_synthetic(&j);
+    g_assert_true(g_file_set_contents(path, j.text->str, -1, NULL));
+    g_assert_true(av_accounting_checkpoint(path, &fields, &fresh, &warning, &err));
+    g_assert_null(warning);
+    g_assert_no_error(err);
+    g_assert_nonnull(fields);
+    at_seq = j.seq;
+    g_assert_cmpuint(fresh, ==, at_seq);
+    g_assert_cmpint(json_integer_value(json_object_get(fields, "at_seq")), ==, (json_int_t)at_seq);
+    g_assert_cmpint(json_integer_value(json_object_get(fields, "at_offset")), ==, (json_int_t)j.text->len);
+    dumped = av_json_dump_compact(fields);
+    inner = g_strndup(dumped + 1, strlen(dumped) - 2);
+    cp_offset = (goffset)j.text->len;
+    journal_add(&j, 650, "checkpoint", inner);
+    j_move(&j, 700, "transition", "0a", "claimed", "in-use", OWNER1);
+    j_move(&j, 720, "transition", "0c", "in-use", "dirty", OWNER3);
+    bad1 = g_strdup_printf("\"at_seq\":1,\"at_sha256\":\"%s\",\"at_offset\":1,\"at_time\":\"2026-11-01T00:00:00Z\"",
+                           upper);
+    journal_add(&j, 730, "checkpoint", bad1);
+    bad2 = g_strdup_printf("\"at_seq\":1,\"at_sha256\":\"%s\",\"at_offset\":999999999,"
+                           "\"at_time\":\"2026-11-01T00:00:00Z\"", j.prev);
+    journal_add(&j, 731, "checkpoint", bad2);
+    journal_add(&j, 732, "violation", "\"detail\":{\"event\":\"checkpoint\",\"at_seq\":1,\"at_offset\":1}");
+    g_string_append_printf(j.text, "{\"seq\":99,\"time\":\"2026-11-01T00:00:00Z\",\"prev\":\"\",\"event\":\"checkpoint\"");
+    g_assert_true(g_file_set_contents(path, j.text->str, -1, NULL));
+
+    g_assert_true(av_journal_find_checkpoint(path, G_MAXINT64, &found, &offset, &err));
+    g_assert_nonnull(found);
+    g_assert_cmpint(offset, ==, cp_offset);
+    g_assert_cmpint(json_integer_value(json_object_get(found, "at_seq")), ==, (json_int_t)at_seq);
+    g_clear_pointer(&found, json_decref);
+    g_assert_true(av_journal_find_checkpoint(path, T0 + 650 * MINUTE - 1, &found, &offset, &err));
+    g_assert_null(found);
+
+    {
+        g_autoptr(AvAccounting) a = av_accounting_read(path, G_MININT64, T0 + 1000 * MINUTE, AV_ACCT_BY_TENANT,
+                                                       TRUE, &err);
+        g_autoptr(AvAccounting) b = av_accounting_read(path, G_MININT64, T0 + 1000 * MINUTE, AV_ACCT_BY_TENANT,
+                                                       FALSE, &err);
+
+        g_assert_no_error(err);
+        g_assert_cmpuint(av_accounting_checkpoint_seq(a), ==, at_seq);
+        g_assert_cmpuint(av_accounting_checkpoint_seq(b), ==, 0);
+        g_assert_null(av_accounting_checkpoint_warning(a));
+        g_assert_nonnull(av_accounting_chain_error(a));
+        check_same(a, b);
+    }
+    {
+        g_autoptr(AvAccounting) a = av_accounting_read(path, T0 + 660 * MINUTE, T0 + 1000 * MINUTE,
+                                                       AV_ACCT_BY_DEVICE, TRUE, &err);
+        g_autoptr(AvAccounting) b = av_accounting_read(path, T0 + 660 * MINUTE, T0 + 1000 * MINUTE,
+                                                       AV_ACCT_BY_DEVICE, FALSE, &err);
+        g_autoptr(AvAccounting) at = av_accounting_read(path, T0 + 650 * MINUTE, T0 + 1000 * MINUTE,
+                                                        AV_ACCT_BY_DEVICE, TRUE, &err);
+
+        g_assert_no_error(err);
+        g_assert_cmpuint(av_accounting_checkpoint_seq(a), ==, at_seq);
+        check_same(a, b);
+        g_assert_cmpuint(av_accounting_checkpoint_seq(at), ==, 0);
+    }
+    journal_clear(&j);
+    av_test_tmpdir_remove(dir);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -451,5 +566,6 @@ main(int argc, char **argv)
     g_test_add_func("/accounting/torn-file", test_torn_file);
     g_test_add_func("/accounting/long-journal", test_long_journal);
     g_test_add_func("/accounting/by-names", test_by_names);
+    g_test_add_func("/accounting/checkpoint", test_checkpoint);
     return g_test_run();
 }

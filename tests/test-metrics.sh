@@ -81,10 +81,12 @@ def get(name, **want):
     got = [v for n, l, v in samples if n == name and all(l.get(k) == x for k, x in want.items())]
     assert len(got) == 1, (name, want, got)
     return got[0]
-# escaping: the tenant's names come back exactly
-assert get("accelvirt_device_in_use_seconds_total", domain="u1", domain_name='back\\slash "quoted"\nnewline',
-           project='P "1"', user="U\\1", profile="gpu-passthrough") > 0
-assert get("accelvirt_device_in_use_seconds_total", domain="u2", domain_name="two", project="-", user="-") == 3600
+# escaping: the tenant's names come back exactly; by project, user and
+# profile (no domain label without --per-domain: bounded series)
+assert get("accelvirt_device_in_use_seconds_total", project='P "1"', user="U\\1", profile="gpu-passthrough") > 0
+assert get("accelvirt_device_in_use_seconds_total", project="-", user="-", profile="gpu-passthrough") == 3600
+assert not [l for n, l, v in samples if "domain" in l]
+assert get("accelvirt_journal_checked_from_seq") == 1
 # devices by state: every state of every profile, 0 included
 states = ["free", "claimed", "in-use", "dirty", "scrubbing", "quarantined", "missing"]
 for p, free in (("gpu-passthrough", 6), ("gpu-rtx-a6000", 2), ("usb-ai-stick", 1)):
@@ -104,6 +106,10 @@ for n, l, v in samples:
         mx = get("accelvirt_device_link_max_width", address=l["address"])
         assert get("accelvirt_device_link_degraded", address=l["address"]) == (1 if 0 < v < mx else 0), l
 PY
+check "--per-domain: device-seconds by domain UUID and name too, the tenant's name escaped, promtool passes" \
+    eval "'$AV' --root '$H2' --state-dir '$S' metrics --per-domain >'$AV_TMP/pd.prom' && promtool check metrics <'$AV_TMP/pd.prom' &&
+          grep -qF 'accelvirt_device_in_use_seconds_total{domain=\"u2\",domain_name=\"two\",project=\"-\",user=\"-\",profile=\"gpu-passthrough\"} 3600' '$AV_TMP/pd.prom' &&
+          grep -qF 'domain_name=\"back\\\\slash \\\"quoted\\\"\\nnewline\"' '$AV_TMP/pd.prom'"
 check "each PCI device has its link metrics or a comment saying why not; USB has none" \
     python3 - "$AV_TMP/m.prom" <<'PY'
 import sys

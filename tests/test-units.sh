@@ -22,7 +22,7 @@ check "systemd-analyze is there (build-aux/install-deps installs systemd)" comma
 U="$AV_TMP/units"
 mkdir -p "$U"
 for f in accelvirt-watch.service accelvirt-reconcile.service accelvirt-reconcile.timer; do
-    sed "s|^\(ExecStart=\)[^ ]*/accelvirt |\1$ACCELVIRT |" "$UNITS/$f" >"$U/$f"
+    sed "s|^\(ExecStart=\)[^ ]*/accelvirt |\1$ACCELVIRT |; s|^\(ExecStartPost=-\)[^ ]*/accelvirt |\1$ACCELVIRT |" "$UNITS/$f" >"$U/$f"
 done
 # key UNIT SECTION KEY: the values of KEY in SECTION of UNIT, one word a line.
 key() {
@@ -54,10 +54,14 @@ check "  ... and no PrivateTmp= (systemd removes it when the oneshot stops, unde
     eval "! grep -q '^PrivateTmp=' '$U/accelvirt-reconcile.service' && has accelvirt-reconcile.service Service ProtectSystem strict"
 check "the timer runs the service, wanted by timers.target" \
     eval "has accelvirt-reconcile.timer Timer Unit accelvirt-reconcile.service && has accelvirt-reconcile.timer Install WantedBy timers.target && key accelvirt-reconcile.timer Timer OnUnitActiveSec | grep -q . && key accelvirt-reconcile.timer Timer OnBootSec | grep -q ."
+# posts: the ExecStartPost= lines of the reconcile service, whole.
+posts() { sed -n "/^\[Service\]/,/^\[/p" "$U/accelvirt-reconcile.service" | sed -n 's/^ExecStartPost=//p'; }
+check "ExecStartPost writes a journal checkpoint when 10,000 entries came since the last, before the metrics, its failure ignored" \
+    eval "posts >'$AV_TMP/posts' && head -1 '$AV_TMP/posts' | grep -qxF -- '-$ACCELVIRT journal checkpoint --min-entries 10000' && [ \"\$(wc -l <'$AV_TMP/posts')\" = 2 ]"
 # The metrics line: nothing when ACCELVIRT_METRICS_FILE is unset, the
 # metrics command with the file when it is set (run as systemd would, $$
 # being a literal $).
-post() { key accelvirt-reconcile.service Service ExecStartPost | tr '\n' ' ' | sed "s/^-//; s/ \$//; s/\\\$\\\$/\$/g"; }
+post() { posts | grep ' metrics ' | sed "s/^-//; s/ \$//; s/\\\$\\\$/\$/g"; }
 check "ExecStartPost does nothing when ACCELVIRT_METRICS_FILE is unset" \
     eval "cmd=\$(post) && case \"\$cmd\" in /bin/sh\\ -c\\ *) ;; *) exit 1 ;; esac && script=\$(printf '%s' \"\$cmd\" | sed \"s/^\\/bin\\/sh -c '//; s/'\$//\") && env -u ACCELVIRT_METRICS_FILE sh -c \"\$script\" >'$AV_TMP/p.out' 2>&1 && [ ! -s '$AV_TMP/p.out' ]"
 check "  ... and runs 'accelvirt metrics --output FILE' when it is set" \

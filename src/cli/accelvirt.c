@@ -30,7 +30,7 @@ static const AvCommand commands[] = {
     { "start", av_cli_cmd_start, "Start a defined domain, placing it again if its devices are gone" },
     { "undefine", av_cli_cmd_undefine, "Undefine a domain and give back its reserved devices" },
     { "plan", av_cli_cmd_plan, "Where a domain would go, with its guest topology (plan FILE); fragmentation (plan --defrag)" },
-    { "journal", av_cli_cmd_journal, "Verify the journal's hash chain or show its entries (journal verify|show [DEVICE])" },
+    { "journal", av_cli_cmd_journal, "Verify the journal's hash chain, show its entries or write a checkpoint (journal verify|show [DEVICE]|checkpoint)" },
     { "enroll", av_cli_cmd_enroll, "Record the option ROM hash of free or quarantined devices (enroll [--replace] DEVICE... | --all)" },
     { "scrub", av_cli_cmd_scrub, "Run a device's scrub steps by hand (scrub DEVICE)" },
     { "quarantine", av_cli_cmd_quarantine, "List quarantined devices or clear one (quarantine [list|clear DEVICE])" },

@@ -158,6 +158,7 @@ av_acct_json(const AvAccounting *acct, AvAcctBy by, gint64 since, gint64 until)
     json_object_set_new(o, "by", json_string(av_acct_by_names[by]));
     json_object_set_new(o, "entries", json_integer((json_int_t)av_accounting_entries(acct)));
     json_object_set_new(o, "verified", json_boolean(chain == NULL));
+    json_object_set_new(o, "checked_from_seq", json_integer((json_int_t)av_accounting_checkpoint_seq(acct) + 1));
     json_object_set_new(o, "chain_error", chain ? json_string(chain) : json_null());
     for (guint i = 0; i < groups->len; i++) {
         const AvAcctGroup *g = g_ptr_array_index(groups, i);
@@ -273,11 +274,16 @@ av_cli_cmd_accounting(AvCli *cli, int argc, char **argv)
     pool = av_cli_open_pool(cli, NULL, AV_POOL_READ, &err);
     if (!pool)
         return av_cli_fail(err);
-    acct = av_accounting_new(since, until, by);
+    /* With --since, from the newest checkpoint before it: only the
+     * devices' states are needed for a window that starts after it. */
     path = g_build_filename(cli->state_dir, "journal.jsonl", NULL);
-    if (!av_accounting_read_journal(acct, path, &err))
+    acct = av_accounting_read(path, since, until, by, av_cli_checkpoints_wanted(), &err);
+    if (!acct)
         return av_cli_fail(err);
     g_clear_pointer(&pool, av_pool_free);
+
+    if (av_accounting_checkpoint_warning(acct))
+        fprintf(stderr, "accelvirt: warning: %s\n", av_accounting_checkpoint_warning(acct));
 
     chain = av_accounting_chain_error(acct);
     if (chain)

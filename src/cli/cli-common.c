@@ -208,6 +208,15 @@ av_cli_pool_upkeep(const AvRoot *root, AvPool *pool, json_t **ret_released, GErr
 }
 
 /* See cli.h. */
+gboolean
+av_cli_checkpoints_wanted(void)
+{
+    const char *v = g_getenv("ACCELVIRT_IGNORE_CHECKPOINTS");
+
+    return !v || !*v;
+}
+
+/* See cli.h. */
 AvPool *
 av_cli_open_pool(const AvCli *cli, const AvRoot *root, int mode, GError **error)
 {

@@ -102,20 +102,59 @@ av_metrics_devices(GString *out, GPtrArray *devices)
     }
 }
 
-/* From the accounting of the whole journal: device-seconds by owner, and
- * scrubs (from the scrub certificates) and quarantines by profile. */
-static void
-av_metrics_accounting(GString *out, const AvAccounting *owners, const AvAccounting *profiles)
+static gint
+av_metrics_profile_cmp(gconstpointer a, gconstpointer b)
 {
-    const GPtrArray *g = av_accounting_groups(owners);
-    const GPtrArray *p = av_accounting_groups(profiles);
+    return strcmp((*(AvAcctGroup *const *)a)->profile, (*(AvAcctGroup *const *)b)->profile);
+}
+
+/* The sums of @groups by profile, sorted by profile (one pass gives both
+ * the owners' and the profiles' numbers). */
+static GPtrArray *
+av_metrics_by_profile(const GPtrArray *groups)
+{
+    g_autoptr(GHashTable) seen = g_hash_table_new(g_str_hash, g_str_equal);
+    GPtrArray *out = g_ptr_array_new_with_free_func(g_free);
+
+    for (guint i = 0; i < groups->len; i++) {
+        const AvAcctGroup *a = g_ptr_array_index(groups, i);
+        AvAcctGroup *p = g_hash_table_lookup(seen, a->profile);
+
+        if (!p) {
+            p = g_new0(AvAcctGroup, 1);
+            p->profile = a->profile;     /* borrowed from @groups */
+            g_hash_table_insert(seen, p->profile, p);
+            g_ptr_array_add(out, p);
+        }
+        p->sums.dirty_s += a->sums.dirty_s;
+        p->sums.scrubbing_s += a->sums.scrubbing_s;
+        p->sums.quarantined_s += a->sums.quarantined_s;
+        p->sums.scrubs_passed += a->sums.scrubs_passed;
+        p->sums.scrubs_failed += a->sums.scrubs_failed;
+        p->sums.quarantines += a->sums.quarantines;
+        p->sums.scrub_seconds += a->sums.scrub_seconds;
+    }
+    g_ptr_array_sort(out, av_metrics_profile_cmp);
+    return out;
+}
+
+/* From the accounting of the whole journal (@acct, by tenant, or by owner
+ * with --per-domain): device-seconds by owner, and scrubs (from the scrub
+ * certificates) and quarantines by profile. */
+static void
+av_metrics_accounting(GString *out, const AvAccounting *acct, gboolean per_domain)
+{
+    const GPtrArray *g = av_accounting_groups(acct);
+    g_autoptr(GPtrArray) p = av_metrics_by_profile(g);
+    const char *chain = av_accounting_chain_error(acct);
 
     static const struct {
         const char *name, *help;
         gsize offset;
     } owned[] = {
-        { "device_in_use_seconds_total", "Device-seconds in state in-use by owner (domain UUID and name, Nova "
-          "project and user, profile), from the journal.", G_STRUCT_OFFSET(AvAcctSums, in_use_s) },
+        { "device_in_use_seconds_total", "Device-seconds in state in-use by owner (Nova project and user, "
+          "profile; with --per-domain also domain UUID and name), from the journal.",
+          G_STRUCT_OFFSET(AvAcctSums, in_use_s) },
         { "device_claimed_seconds_total", "Device-seconds in state claimed by owner, from the journal.",
           G_STRUCT_OFFSET(AvAcctSums, claimed_s) },
     };
@@ -124,8 +163,9 @@ av_metrics_accounting(GString *out, const AvAccounting *owners, const AvAccounti
         av_prom_family(out, owned[f].name, "counter", owned[f].help);
         for (guint i = 0; i < g->len; i++) {
             const AvAcctGroup *a = g_ptr_array_index(g, i);
-            const char *labels[] = { "domain", a->domain, "domain_name", a->name ? a->name : "-", "project",
-                                     a->project, "user", a->user, "profile", a->profile, NULL };
+            const char *by_domain[] = { "domain", a->domain, "domain_name", a->name ? a->name : "-", "project",
+                                        a->project, "user", a->user, "profile", a->profile, NULL };
+            const char *const *labels = per_domain ? by_domain : by_domain + 4;
             gint64 seconds;
 
             memcpy(&seconds, (const char *)&a->sums + owned[f].offset, sizeof(seconds));
@@ -170,14 +210,19 @@ av_metrics_accounting(GString *out, const AvAccounting *owners, const AvAccounti
 
         av_prom_u64(out, "quarantines_total", labels, a->sums.quarantines);
     }
-    av_prom_family(out, "journal_verified", "gauge", "1 when the journal's hash chain verified, 0 otherwise.");
-    av_prom_u64(out, "journal_verified", NULL, av_accounting_chain_error(owners) ? 0 : 1);
+    av_prom_family(out, "journal_verified", "gauge", "1 when the journal's hash chain verified from "
+                   "journal_checked_from_seq on (the part read), 0 otherwise.");
+    av_prom_u64(out, "journal_verified", NULL, chain ? 0 : 1);
+    av_prom_family(out, "journal_checked_from_seq", "gauge", "The first journal entry whose chain this run "
+                   "checked: 1 for the whole journal, else the one after the checkpoint it started from (the "
+                   "checkpoint's own line is in the part checked).");
+    av_prom_u64(out, "journal_checked_from_seq", NULL, av_accounting_checkpoint_seq(acct) + 1);
     av_prom_family(out, "journal_anomalies", "gauge",
                    "Journal lines accounting skipped or doubted, by kind (accelvirt(1), accounting).");
     for (guint k = 0; k < AV_ACCT_ANOMALIES; k++) {
         const char *labels[] = { "kind", av_acct_anomaly_id((AvAcctAnomaly)k), NULL };
 
-        av_prom_u64(out, "journal_anomalies", labels, av_accounting_anomalies(owners, (AvAcctAnomaly)k));
+        av_prom_u64(out, "journal_anomalies", labels, av_accounting_anomalies(acct, (AvAcctAnomaly)k));
     }
 }
 
@@ -277,8 +322,8 @@ av_cli_cmd_metrics(AvCli *cli, int argc, char **argv)
     g_autoptr(GError) err = NULL;
     g_autoptr(AvRoot) root = NULL;
     g_autoptr(AvPool) pool = NULL;
-    g_autoptr(AvAccounting) owners = NULL;
-    g_autoptr(AvAccounting) profiles = NULL;
+    g_autoptr(AvAccounting) acct = NULL;
+    gboolean per_domain = FALSE;
     g_autoptr(GString) out = g_string_new(NULL);
     g_autofree char *output = NULL;
     g_autofree char *path = NULL;
@@ -288,6 +333,9 @@ av_cli_cmd_metrics(AvCli *cli, int argc, char **argv)
         { "output", 0, 0, G_OPTION_ARG_FILENAME, &output,
           "Write FILE (mode 0644) atomically instead of standard output (node_exporter's textfile directory)",
           "FILE" },
+        { "per-domain", 0, 0, G_OPTION_ARG_NONE, &per_domain,
+          "Device-seconds by domain (UUID and name) too: one series per domain ever seen, read from the whole "
+          "journal (no checkpoint keeps them)", NULL },
         { NULL },
     };
 
@@ -310,16 +358,18 @@ av_cli_cmd_metrics(AvCli *cli, int argc, char **argv)
     pool = av_cli_open_pool(cli, NULL, AV_POOL_READ, &err);
     if (!pool)
         return av_cli_fail(err);
-    /* Two passes over the journal, one per grouping: each keeps only
-     * devices and groups. */
+    /* One pass, from the newest checkpoint by (project, user, profile),
+     * whose sums give the profiles' too; by domain, from the start. */
     path = g_build_filename(cli->state_dir, "journal.jsonl", NULL);
-    owners = av_accounting_new(G_MININT64, until, AV_ACCT_BY_OWNER);
-    profiles = av_accounting_new(G_MININT64, until, AV_ACCT_BY_PROFILE);
-    if (!av_accounting_read_journal(owners, path, &err) || !av_accounting_read_journal(profiles, path, &err))
+    acct = av_accounting_read(path, G_MININT64, until, per_domain ? AV_ACCT_BY_OWNER : AV_ACCT_BY_TENANT,
+                              av_cli_checkpoints_wanted(), &err);
+    if (!acct)
         return av_cli_fail(err);
+    if (av_accounting_checkpoint_warning(acct))
+        fprintf(stderr, "accelvirt: warning: %s\n", av_accounting_checkpoint_warning(acct));
     devices = av_pool_devices(pool);
     av_metrics_devices(out, devices);
-    av_metrics_accounting(out, owners, profiles);
+    av_metrics_accounting(out, acct, per_domain);
     av_metrics_health(out, root, devices);
     av_metrics_failures(out, devices);
     g_clear_pointer(&pool, av_pool_free);

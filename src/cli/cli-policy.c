@@ -1,11 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* accelvirt policy check|show and journal verify. */
+/* accelvirt policy check|show and journal verify|show|checkpoint. */
 #include "config.h"
 
 #include <stdio.h>
 #include <unistd.h>
 
 #include "cli.h"
+#include "ledger/av-accounting.h"
 #include "pool/av-pool.h"
 #include "scrub/av-scrub.h"
 #include "util/av-json.h"
@@ -272,6 +273,51 @@ av_journal_verify_progress_end(AvVerifyProgress *p)
     p->shown = FALSE;
 }
 
+/* `journal checkpoint`: the state is computed without the lock (the
+ * journal only grows, av_accounting_checkpoint() stops at its last whole
+ * entry); the pool's exclusive lock is taken only to append the entry,
+ * which may then cover an entry older than the journal's tail: readers
+ * feed from its at_offset on. */
+static int
+av_journal_checkpoint(AvCli *cli, gint64 min_entries)
+{
+    g_autoptr(GError) err = NULL;
+    g_autoptr(AvPool) pool = NULL;
+    g_autoptr(json_t) fields = NULL;
+    g_autofree char *path = g_build_filename(cli->state_dir, AV_JOURNAL_FILE, NULL);
+    g_autofree char *warning = NULL;
+    guint64 fresh = 0;
+    gboolean write;
+
+    if (!av_accounting_checkpoint(path, &fields, &fresh, &warning, &err))
+        return av_cli_fail(err);
+    if (warning)
+        fprintf(stderr, "accelvirt: warning: %s\n", warning);
+    write = fields && fresh >= (guint64)min_entries;
+    if (write) {
+        pool = av_cli_open_pool(cli, NULL, AV_POOL_WRITE, &err);
+        if (!pool || !av_pool_journal_append(pool, "checkpoint", fields, &err))
+            return av_cli_fail(err);
+    }
+    if (cli->json) {
+        json_t *o = json_object();
+
+        json_object_set_new(o, "written", json_boolean(write));
+        json_object_set_new(o, "at_seq", write ? json_incref(json_object_get(fields, "at_seq")) : json_null());
+        json_object_set_new(o, "new_entries", json_integer((json_int_t)fresh));
+        av_cli_print_json(o);
+    } else if (write) {
+        printf("Wrote a checkpoint of the journal at seq %" G_GINT64_FORMAT " (%" G_GUINT64_FORMAT
+               " entries after the previous one).\n", (gint64)json_integer_value(json_object_get(fields, "at_seq")),
+               fresh);
+    } else {
+        printf("No checkpoint written: %" G_GUINT64_FORMAT " entries after the previous one, fewer than %"
+               G_GINT64_FORMAT ".\n", fresh, min_entries);
+    }
+    return AV_EXIT_OK;
+}
+
+/* See cli.h. */
 int
 av_cli_cmd_journal(AvCli *cli, int argc, char **argv)
 {
@@ -281,21 +327,40 @@ av_cli_cmd_journal(AvCli *cli, int argc, char **argv)
     goffset size = 0;
     g_autofree char *event = NULL;
     gint last = 0;
+    gint64 min_entries = -1;
     guint64 entries = 0;
     const GOptionEntry show_entries[] = {
         { "event", 0, 0, G_OPTION_ARG_STRING, &event, "Only entries of this event (such as scrub-certificate)",
           "EVENT" },
         { "last", 0, 0, G_OPTION_ARG_INT, &last, "Only the last N entries shown", "N" },
+        { "min-entries", 0, 0, G_OPTION_ARG_INT64, &min_entries,
+          "checkpoint: write one only when at least N entries came after the previous one (default 1)", "N" },
         { NULL },
     };
 
-    if (!av_cli_parse(cli, "journal", "verify | show [DEVICE]",
+    if (!av_cli_parse(cli, "journal", "verify | show [DEVICE] | checkpoint",
                       "verify: check that the journal's entries follow each other (sequence numbers) and that "
                       "each carries the SHA-256 of the one before (tamper evidence).  show: print the entries "
                       "(of one device: its address or identity), a scrub certificate with its result and "
-                      "coverage (how much of the device's memory was cleared).",
+                      "coverage (how much of the device's memory was cleared).  checkpoint: append a "
+                      "\"checkpoint\" entry holding the accounting's state, from which metrics and accounting "
+                      "--since read only what came after it.",
                       show_entries, &argc, &argv))
         return AV_EXIT_USAGE;
+    if (min_entries != -1 && (argc != 2 || !g_str_equal(argv[1], "checkpoint")))
+        return av_cli_usage_error("'--min-entries' is an option of 'journal checkpoint'");
+    if (argc >= 2 && g_str_equal(argv[1], "checkpoint")) {
+        if (argc > 2)
+            return av_cli_usage_error("'journal checkpoint' takes no arguments, got '%s'", argv[2]);
+        if (event || last)
+            return av_cli_usage_error("'--event' and '--last' are options of 'journal show'");
+        if (min_entries == -1)
+            min_entries = 1;
+        if (min_entries < 1)
+            return av_cli_usage_error("'--min-entries' needs a number of entries above 0, got %" G_GINT64_FORMAT,
+                                      min_entries);
+        return av_journal_checkpoint(cli, min_entries);
+    }
     if (argc >= 2 && g_str_equal(argv[1], "show")) {
         if (argc > 3)
             return av_cli_usage_error("'journal show' takes at most one DEVICE, got '%s'", argv[3]);
@@ -304,7 +369,7 @@ av_cli_cmd_journal(AvCli *cli, int argc, char **argv)
         return av_journal_show(cli, argc > 2 ? argv[2] : NULL, event, last);
     }
     if (argc != 2 || !g_str_equal(argv[1], "verify"))
-        return av_cli_usage_error("'journal' needs 'verify' or 'show [DEVICE]'");
+        return av_cli_usage_error("'journal' needs 'verify', 'show [DEVICE]' or 'checkpoint'");
     if (event || last)
         return av_cli_usage_error("'--event' and '--last' are options of 'journal show'");
     /* The journal's size under the shared lock, when no writer is half-way

@@ -222,6 +222,11 @@ int av_cli_cmd_list(AvCli *cli, int argc, char **argv);
 int av_cli_cmd_status(AvCli *cli, int argc, char **argv);
 int av_cli_cmd_policy(AvCli *cli, int argc, char **argv);
 int av_cli_cmd_journal(AvCli *cli, int argc, char **argv);
+
+/* FALSE when ACCELVIRT_IGNORE_CHECKPOINTS is set (not empty): metrics and
+ * accounting then read the whole journal, checkpoints left aside (the
+ * tests compare both ways). */
+gboolean av_cli_checkpoints_wanted(void);
 int av_cli_cmd_rewrite(AvCli *cli, int argc, char **argv);
 int av_cli_cmd_define(AvCli *cli, int argc, char **argv);
 int av_cli_cmd_start(AvCli *cli, int argc, char **argv);

@@ -8,7 +8,9 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 
+#include "journal/av-journal-checkpoint.h"
 #include "pool/av-pool.h"
 #include "util/av-error.h"
 #include "util/av-json.h"
@@ -48,6 +50,16 @@ struct AvAccounting {
     guint64 lineno;
     guint64 torn;                /* the first line of a run of lines that are no entries, or 0 */
     gboolean finished;
+    /* where the last whole entry fed left things (av_acct_stream()): the
+     * point a checkpoint describes */
+    struct {
+        goffset offset;          /* just after its newline; 0: no entry yet */
+        guint64 seq, lineno, not_entry;
+        char *hash;              /* the SHA-256 of its line */
+        gboolean chain_ok;
+    } mark;
+    guint64 checkpoint_seq;      /* the at_seq of the checkpoint started from, or 0 */
+    char *checkpoint_warning;    /* why a checkpoint found was not used, or NULL */
 };
 
 static const char *const av_acct_anomaly_names[AV_ACCT_ANOMALIES] = {
@@ -70,7 +82,7 @@ static const char *const av_acct_quiet_events[] = {
     "clear-failed", "detached-outside", "driver", "enrolled", "health", "identity-changed",
     "identity-problem", "program", "programmed", "programmed-unknown", "quarantine-reason",
     "quarantined-while-missing", "released-while-missing", "rollback-failed", "rolled-back",
-    "torn-line", "vfs-set", "vfs-set-failed", "violation",
+    "torn-line", "checkpoint", "vfs-set", "vfs-set-failed", "violation",
 };
 
 static void
@@ -127,6 +139,8 @@ av_accounting_free(AvAccounting *acct)
     g_hash_table_destroy(acct->groups);
     g_free(acct->prev_hash);
     g_free(acct->chain_error);
+    g_free(acct->mark.hash);
+    g_free(acct->checkpoint_warning);
     g_free(acct);
 }
 
@@ -156,6 +170,7 @@ av_acct_group(AvAccounting *acct, const char *identity, const char *address, con
     case AV_ACCT_BY_USER: key = g_strdup(user); break;
     case AV_ACCT_BY_PROFILE: key = g_strdup(profile); break;
     case AV_ACCT_BY_DEVICE: key = g_strdup(av_acct_or_dash(identity)); break;
+    case AV_ACCT_BY_TENANT: key = g_strjoin("\x1f", project, user, profile, NULL); break;
     case AV_ACCT_BY_OWNER:
     default: key = g_strjoin("\x1f", uuid, project, user, profile, NULL); break;
     }
@@ -165,11 +180,11 @@ av_acct_group(AvAccounting *acct, const char *identity, const char *address, con
         g->key = g_steal_pointer(&key);
         if (acct->by == AV_ACCT_BY_DOMAIN || acct->by == AV_ACCT_BY_OWNER)
             g->domain = g_strdup(uuid);
-        if (acct->by == AV_ACCT_BY_PROJECT || acct->by == AV_ACCT_BY_OWNER)
+        if (acct->by == AV_ACCT_BY_PROJECT || acct->by == AV_ACCT_BY_OWNER || acct->by == AV_ACCT_BY_TENANT)
             g->project = g_strdup(project);
-        if (acct->by == AV_ACCT_BY_USER || acct->by == AV_ACCT_BY_OWNER)
+        if (acct->by == AV_ACCT_BY_USER || acct->by == AV_ACCT_BY_OWNER || acct->by == AV_ACCT_BY_TENANT)
             g->user = g_strdup(user);
-        if (acct->by == AV_ACCT_BY_PROFILE || acct->by == AV_ACCT_BY_OWNER)
+        if (acct->by == AV_ACCT_BY_PROFILE || acct->by == AV_ACCT_BY_OWNER || acct->by == AV_ACCT_BY_TENANT)
             g->profile = g_strdup(profile);
         if (acct->by == AV_ACCT_BY_DEVICE)
             g->device = g_strdup(av_acct_or_dash(identity));
@@ -538,27 +553,27 @@ av_accounting_finish(AvAccounting *acct)
     acct->finished = TRUE;
 }
 
-/* See av-accounting.h.  One line in memory at a time (getline). */
-gboolean
-av_accounting_read_journal(AvAccounting *acct, const char *path, GError **error)
+/* Feeds the lines of @f from @offset (where it stands) until its end, one
+ * line in memory at a time (getline), keeping acct->mark at the last whole
+ * entry.  With a @limit (not G_MAXINT64: a checkpoint's writer, reading
+ * without the lock), stops before the first line that is not ended by a
+ * newline at or before @limit: a writer may be appending it. Returns 0 or
+ * -errno. */
+static int
+av_acct_stream(AvAccounting *acct, FILE *f, goffset offset, goffset limit)
 {
     g_autofree char *line = NULL;
     size_t cap = 0;
     ssize_t n;
-    FILE *f;
 
-    f = fopen(path, "re");
-    if (!f) {
-        if (errno == ENOENT) {
-            av_accounting_finish(acct);
-            return TRUE;
-        }
-        return av_error_errno(error, -errno, "cannot read the journal '%s'", path);
-    }
     while ((n = getline(&line, &cap, f)) >= 0) {
         gsize len = (gsize)n;
         gboolean ended = len > 0 && line[len - 1] == '\n';
+        guint64 entries = acct->entries;
 
+        if (offset + (goffset)n > limit || (!ended && limit != G_MAXINT64))
+            break;
+        offset += (goffset)n;
         if (ended)
             len--;
         if (!ended && len == 0)
@@ -573,14 +588,51 @@ av_accounting_read_journal(AvAccounting *acct, const char *path, GError **error)
             continue;
         }
         av_accounting_feed_line(acct, line, len);
+        if (acct->entries != entries) {
+            acct->mark.offset = offset;
+            acct->mark.seq = acct->next_seq - 1;
+            acct->mark.lineno = acct->lineno;
+            acct->mark.not_entry = acct->anomalies[AV_ACCT_ANOMALY_NOT_ENTRY];
+            g_free(acct->mark.hash);
+            acct->mark.hash = g_strdup(acct->prev_hash);
+            acct->mark.chain_ok = acct->chain_error == NULL;
+        }
     }
-    if (ferror(f)) {
-        int e = errno;
+    return ferror(f) ? -(errno ? errno : EIO) : 0;
+}
 
-        fclose(f);
-        return av_error_errno(error, -e, "cannot read the journal '%s'", path);
+/* Opens @path and feeds it from @offset (av_acct_stream()).  A missing
+ * file is an empty journal. */
+static gboolean
+av_acct_read_from(AvAccounting *acct, const char *path, goffset offset, goffset limit, GError **error)
+{
+    FILE *f;
+    int r;
+
+    f = fopen(path, "re");
+    if (!f) {
+        if (errno == ENOENT)
+            return TRUE;
+        return av_error_errno(error, -errno, "cannot read the journal '%s'", path);
     }
+    if (offset > 0 && fseeko(f, offset, SEEK_SET) < 0) {
+        r = -errno;
+        fclose(f);
+        return av_error_errno(error, r, "cannot read the journal '%s'", path);
+    }
+    r = av_acct_stream(acct, f, offset, limit);
     fclose(f);
+    if (r < 0)
+        return av_error_errno(error, r, "cannot read the journal '%s'", path);
+    return TRUE;
+}
+
+/* See av-accounting.h. */
+gboolean
+av_accounting_read_journal(AvAccounting *acct, const char *path, GError **error)
+{
+    if (!av_acct_read_from(acct, path, 0, G_MAXINT64, error))
+        return FALSE;
     av_accounting_finish(acct);
     return TRUE;
 }
@@ -669,24 +721,393 @@ av_acct_by_from_string(const char *name, AvAcctBy *ret_by)
     return FALSE;
 }
 
+/* The members of AvAcctSums but scrub_seconds, in the order of their JSON. */
+static const struct {
+    const char *name;
+    gsize offset;
+    gboolean seconds;            /* a gint64 of seconds, else a guint64 count */
+} av_acct_sum_fields[] = {
+    { "in_use_s", G_STRUCT_OFFSET(AvAcctSums, in_use_s), TRUE },
+    { "claimed_s", G_STRUCT_OFFSET(AvAcctSums, claimed_s), TRUE },
+    { "dirty_s", G_STRUCT_OFFSET(AvAcctSums, dirty_s), TRUE },
+    { "scrubbing_s", G_STRUCT_OFFSET(AvAcctSums, scrubbing_s), TRUE },
+    { "quarantined_s", G_STRUCT_OFFSET(AvAcctSums, quarantined_s), TRUE },
+    { "claims", G_STRUCT_OFFSET(AvAcctSums, claims), FALSE },
+    { "releases", G_STRUCT_OFFSET(AvAcctSums, releases), FALSE },
+    { "attaches", G_STRUCT_OFFSET(AvAcctSums, attaches), FALSE },
+    { "detaches", G_STRUCT_OFFSET(AvAcctSums, detaches), FALSE },
+    { "scrubs_passed", G_STRUCT_OFFSET(AvAcctSums, scrubs_passed), FALSE },
+    { "scrubs_failed", G_STRUCT_OFFSET(AvAcctSums, scrubs_failed), FALSE },
+    { "quarantines", G_STRUCT_OFFSET(AvAcctSums, quarantines), FALSE },
+};
+
 /* See av-accounting.h. */
 json_t *
 av_acct_sums_to_json(const AvAcctSums *s)
 {
     json_t *o = json_object();
 
-    json_object_set_new(o, "in_use_s", json_integer(s->in_use_s));
-    json_object_set_new(o, "claimed_s", json_integer(s->claimed_s));
-    json_object_set_new(o, "dirty_s", json_integer(s->dirty_s));
-    json_object_set_new(o, "scrubbing_s", json_integer(s->scrubbing_s));
-    json_object_set_new(o, "quarantined_s", json_integer(s->quarantined_s));
-    json_object_set_new(o, "claims", json_integer((json_int_t)s->claims));
-    json_object_set_new(o, "releases", json_integer((json_int_t)s->releases));
-    json_object_set_new(o, "attaches", json_integer((json_int_t)s->attaches));
-    json_object_set_new(o, "detaches", json_integer((json_int_t)s->detaches));
-    json_object_set_new(o, "scrubs_passed", json_integer((json_int_t)s->scrubs_passed));
-    json_object_set_new(o, "scrubs_failed", json_integer((json_int_t)s->scrubs_failed));
-    json_object_set_new(o, "quarantines", json_integer((json_int_t)s->quarantines));
+    for (guint i = 0; i < G_N_ELEMENTS(av_acct_sum_fields); i++) {
+        const char *at = (const char *)s + av_acct_sum_fields[i].offset;
+
+        json_object_set_new(o, av_acct_sum_fields[i].name,
+                            json_integer(av_acct_sum_fields[i].seconds ? (json_int_t) * (const gint64 *)at
+                                                                       : (json_int_t) * (const guint64 *)at));
+    }
     json_object_set_new(o, "scrub_seconds", json_real(s->scrub_seconds));
     return o;
+}
+
+/* --- checkpoints ------------------------------------------------------- */
+
+
+/* @o's sums (av_acct_sums_to_json()'s members) into *ret; FALSE when one
+ * is missing, negative or not a number. */
+static gboolean
+av_acct_sums_from_json(json_t *o, AvAcctSums *ret)
+{
+    json_t *secs = json_object_get(o, "scrub_seconds");
+
+    memset(ret, 0, sizeof(*ret));
+    for (guint i = 0; i < G_N_ELEMENTS(av_acct_sum_fields); i++) {
+        json_t *v = json_object_get(o, av_acct_sum_fields[i].name);
+        char *at = (char *)ret + av_acct_sum_fields[i].offset;
+
+        if (!json_is_integer(v) || json_integer_value(v) < 0)
+            return FALSE;
+        if (av_acct_sum_fields[i].seconds)
+            *(gint64 *)at = json_integer_value(v);
+        else
+            *(guint64 *)at = (guint64)json_integer_value(v);
+    }
+    if (!json_is_number(secs) || !isfinite(json_number_value(secs)) || json_number_value(secs) < 0)
+        return FALSE;
+    ret->scrub_seconds = json_number_value(secs);
+    return TRUE;
+}
+
+static gboolean
+av_acct_string_or_null(json_t *v)
+{
+    return !v || json_is_null(v) || json_is_string(v);
+}
+
+/* Restores the state that the checkpoint entry @cp (av_journal_find_checkpoint()
+ * found it) says the accounting had after its "at_seq", into the fresh
+ * @acct.  Its group sums are restored only for a window from the journal's
+ * start grouped by AV_ACCT_BY_TENANT (what it holds); any other window
+ * must start after its "at_time" (the caller checks), where those sums are
+ * outside it.  FALSE with *ret_why when a member is missing or malformed. */
+static gboolean
+av_acct_restore(AvAccounting *acct, json_t *cp, const char **ret_why)
+{
+    json_t *devices = json_object_get(cp, "devices");
+    json_t *sums = json_object_get(cp, "sums");
+    json_t *an = json_object_get(cp, "anomalies");
+    json_t *entries = json_object_get(cp, "entries");
+    json_t *lines = json_object_get(cp, "lines");
+    json_int_t at_seq = json_integer_value(json_object_get(cp, "at_seq"));
+    gboolean with_sums = acct->since == G_MININT64;
+    json_t *item;
+    size_t i;
+
+    if (!av_journal_checkpoint_time(cp, &acct->last_time)) {
+        *ret_why = "its at_time is no time";
+        return FALSE;
+    }
+    if (!json_is_integer(entries) || json_integer_value(entries) < 1 || json_integer_value(entries) > at_seq ||
+        !json_is_integer(lines) || json_integer_value(lines) < json_integer_value(entries) ||
+        !json_is_object(an) || !json_is_array(devices) || !json_is_array(sums)) {
+        *ret_why = "its entries, lines, anomalies, devices or sums are missing";
+        return FALSE;
+    }
+    for (guint k = 0; k < AV_ACCT_ANOMALIES; k++) {
+        json_t *v = json_object_get(an, av_acct_anomaly_ids[k]);
+
+        if (!json_is_integer(v) || json_integer_value(v) < 0) {
+            *ret_why = "an anomaly count is missing";
+            return FALSE;
+        }
+        acct->anomalies[k] = (guint64)json_integer_value(v);
+    }
+    json_array_foreach(devices, i, item) {
+        const char *identity = json_string_value(json_object_get(item, "identity"));
+        json_t *owner = json_object_get(item, "owner");
+        json_t *since = json_object_get(item, "since");
+        AvAcctDev *dev;
+        AvDeviceState state;
+
+        if (!identity || !*identity || g_hash_table_contains(acct->devices, identity) ||
+            !av_device_state_from_string(json_string_value(json_object_get(item, "state")), &state) ||
+            !json_is_integer(since) || !av_acct_string_or_null(json_object_get(item, "address")) ||
+            !av_acct_string_or_null(json_object_get(item, "profile")) || !(json_is_null(owner) || json_is_object(owner))) {
+            *ret_why = "a device of it is malformed or named twice";
+            return FALSE;
+        }
+        dev = g_new0(AvAcctDev, 1);
+        dev->address = g_strdup(json_string_value(json_object_get(item, "address")));
+        dev->profile = g_strdup(json_string_value(json_object_get(item, "profile")));
+        dev->owner = av_acct_owner_from_json(owner);
+        dev->state = state;
+        dev->since = json_integer_value(since);
+        g_hash_table_insert(acct->devices, g_strdup(identity), dev);
+    }
+    if (with_sums) {
+        g_return_val_if_fail(acct->by == AV_ACCT_BY_TENANT, FALSE);
+        if (!av_acct_sums_from_json(json_object_get(cp, "total"), &acct->total)) {
+            *ret_why = "its total is malformed";
+            return FALSE;
+        }
+        json_array_foreach(sums, i, item) {
+            const char *project = json_string_value(json_object_get(item, "project"));
+            const char *user = json_string_value(json_object_get(item, "user"));
+            const char *profile = json_string_value(json_object_get(item, "profile"));
+            g_autofree char *key = NULL;
+            AvAcctGroup *g;
+
+            if (!project || !user || !profile || !*project || !*user || !*profile) {
+                *ret_why = "a group of its sums is malformed";
+                return FALSE;
+            }
+            key = g_strjoin("\x1f", project, user, profile, NULL);
+            if (g_hash_table_contains(acct->groups, key)) {
+                *ret_why = "a group of its sums is named twice";
+                return FALSE;
+            }
+            g = g_new0(AvAcctGroup, 1);
+            g->key = g_steal_pointer(&key);
+            g->project = g_strdup(project);
+            g->user = g_strdup(user);
+            g->profile = g_strdup(profile);
+            g_hash_table_insert(acct->groups, g->key, g);
+            if (!av_acct_sums_from_json(item, &g->sums)) {
+                *ret_why = "a group of its sums is malformed";
+                return FALSE;
+            }
+        }
+    }
+    acct->entries = (guint64)json_integer_value(entries);
+    acct->lineno = (guint64)json_integer_value(lines);
+    acct->have_time = TRUE;
+    acct->next_seq = (guint64)at_seq + 1;
+    g_free(acct->prev_hash);
+    acct->prev_hash = g_strdup(json_string_value(json_object_get(cp, "at_sha256")));
+    acct->checkpoint_seq = (guint64)at_seq;
+    return TRUE;
+}
+
+static int
+av_acct_strcmp_ptr(const char *const *a, const char *const *b)
+{
+    return strcmp(*a, *b);
+}
+
+/* The members of a checkpoint entry for the state at acct->mark: @acct
+ * was fed from the journal's start (or a checkpoint) grouped by
+ * AV_ACCT_BY_TENANT over all time, and not finished (the open intervals
+ * stay in the devices).  Only entries change the devices, the groups, the
+ * times and every anomaly but "not_entry", so those stand as they were at
+ * the mark. */
+static json_t *
+av_acct_checkpoint_fields(AvAccounting *acct)
+{
+    g_autoptr(GDateTime) dt = g_date_time_new_from_unix_utc(acct->last_time);
+    g_autofree char *at_time = g_date_time_format(dt, "%Y-%m-%dT%H:%M:%SZ");
+    g_autoptr(GPtrArray) ids = g_ptr_array_new();
+    json_t *o = json_object(), *devices = json_array(), *sums = json_array(), *an = json_object();
+    GHashTableIter it;
+    gpointer k, v;
+
+    json_object_set_new(o, "at_seq", json_integer((json_int_t)acct->mark.seq));
+    json_object_set_new(o, "at_sha256", json_string(acct->mark.hash));
+    json_object_set_new(o, "at_offset", json_integer((json_int_t)acct->mark.offset));
+    json_object_set_new(o, "at_time", json_string(at_time));
+    json_object_set_new(o, "entries", json_integer((json_int_t)acct->entries));
+    json_object_set_new(o, "lines", json_integer((json_int_t)acct->mark.lineno));
+    for (guint i = 0; i < AV_ACCT_ANOMALIES; i++)
+        json_object_set_new(an, av_acct_anomaly_ids[i],
+                            json_integer((json_int_t)(i == AV_ACCT_ANOMALY_NOT_ENTRY ? acct->mark.not_entry
+                                                                                    : acct->anomalies[i])));
+    json_object_set_new(o, "anomalies", an);
+    /* Sorted, so that the same state writes the same line. */
+    g_hash_table_iter_init(&it, acct->devices);
+    while (g_hash_table_iter_next(&it, &k, NULL))
+        g_ptr_array_add(ids, k);
+    g_ptr_array_sort(ids, (GCompareFunc)av_acct_strcmp_ptr);
+    for (guint i = 0; i < ids->len; i++) {
+        const AvAcctDev *dev = g_hash_table_lookup(acct->devices, g_ptr_array_index(ids, i));
+        json_t *d = json_object();
+
+        json_object_set_new(d, "identity", json_string(g_ptr_array_index(ids, i)));
+        json_object_set_new(d, "state", json_string(av_device_state_to_string(dev->state)));
+        json_object_set_new(d, "since", json_integer(dev->since));
+        json_object_set_new(d, "address", dev->address ? json_string(dev->address) : json_null());
+        json_object_set_new(d, "profile", dev->profile ? json_string(dev->profile) : json_null());
+        json_object_set_new(d, "owner", av_owner_to_json(dev->owner));
+        json_array_append_new(devices, d);
+    }
+    json_object_set_new(o, "devices", devices);
+    g_ptr_array_set_size(ids, 0);
+    g_hash_table_iter_init(&it, acct->groups);
+    while (g_hash_table_iter_next(&it, &k, &v))
+        g_ptr_array_add(ids, k);
+    g_ptr_array_sort(ids, (GCompareFunc)av_acct_strcmp_ptr);
+    for (guint i = 0; i < ids->len; i++) {
+        const AvAcctGroup *g = g_hash_table_lookup(acct->groups, g_ptr_array_index(ids, i));
+        json_t *s = av_acct_sums_to_json(&g->sums);
+
+        json_object_set_new(s, "project", json_string(g->project));
+        json_object_set_new(s, "user", json_string(g->user));
+        json_object_set_new(s, "profile", json_string(g->profile));
+        json_array_append_new(sums, s);
+    }
+    json_object_set_new(o, "sums", sums);
+    json_object_set_new(o, "total", av_acct_sums_to_json(&acct->total));
+    return o;
+}
+
+/* Feeds @acct (fresh) from the checkpoint @cp at @cp_offset when it can be
+ * trusted, else nothing: FALSE with *ret_why.  Trusted: the line ending
+ * at its "at_offset" is the entry "at_seq" and hashes to "at_sha256", its
+ * state restores (av_acct_restore()), and the lines from "at_offset" on
+ * continue the chain from that line without a break, up to and past the
+ * checkpoint itself (the chain covers its own line when an entry
+ * follows). */
+static gboolean
+av_acct_from_checkpoint(AvAccounting *acct, const char *path, json_t *cp, goffset cp_offset, goffset limit,
+                        const char **ret_why, GError **error)
+{
+    goffset at = (goffset)json_integer_value(json_object_get(cp, "at_offset"));
+    g_autoptr(GError) err = NULL;
+    g_autoptr(json_t) n = NULL;
+    g_autofree char *line = NULL;
+    g_autofree char *hash = NULL;
+    gsize len = 0;
+
+    if (!av_journal_line_before(path, at, &line, &len, &err)) {
+        if (!g_error_matches(err, AV_ERROR, AV_ERROR_CORRUPT_STATE)) {
+            g_propagate_error(error, g_steal_pointer(&err));
+            return FALSE;
+        }
+        *ret_why = "no whole line ends at its at_offset";
+        return FALSE;
+    }
+    hash = av_journal_hash(line, len);
+    n = json_loadb(line, len, JSON_REJECT_DUPLICATES, NULL);
+    if (g_strcmp0(hash, json_string_value(json_object_get(cp, "at_sha256"))) != 0 ||
+        !json_is_integer(json_object_get(n, "seq")) ||
+        json_integer_value(json_object_get(n, "seq")) != json_integer_value(json_object_get(cp, "at_seq"))) {
+        *ret_why = "the line before its at_offset is not the entry at_seq hashing to at_sha256";
+        return FALSE;
+    }
+    if (!av_acct_restore(acct, cp, ret_why))
+        return FALSE;
+    if (!av_acct_read_from(acct, path, at, limit, error))
+        return FALSE;
+    /* Through the last whole entry: a torn tail after it (a writer killed,
+     * the next one not come yet) is a chain error a whole read reports
+     * too, with the same numbers. */
+    if (!acct->mark.chain_ok || acct->mark.offset <= cp_offset) {
+        *ret_why = "the lines after it do not continue the chain from it";
+        return FALSE;
+    }
+    return TRUE;
+}
+
+/* See av-accounting.h. */
+AvAccounting *
+av_accounting_read(const char *path, gint64 since, gint64 until, AvAcctBy by, gboolean checkpoints,
+                   GError **error)
+{
+    g_autoptr(AvAccounting) acct = av_accounting_new(since, until, by);
+    g_autoptr(json_t) cp = NULL;
+    goffset cp_offset = 0;
+    const char *why = NULL;
+
+    /* A checkpoint at or after the window's start would count what it
+     * holds again (from the start: grouped as it holds them only). */
+    if (checkpoints && (since != G_MININT64 || by == AV_ACCT_BY_TENANT)) {
+        if (!av_journal_find_checkpoint(path, (since == G_MININT64 ? until : since) - 1, &cp, &cp_offset, error))
+            return NULL;
+    }
+    if (cp && !av_acct_from_checkpoint(acct, path, cp, cp_offset, G_MAXINT64, &why, error)) {
+        if (!why)
+            return NULL;
+        av_accounting_free(acct);
+        acct = av_accounting_new(since, until, by);
+        acct->checkpoint_warning = g_strdup_printf("the journal's checkpoint at seq %" G_GINT64_FORMAT " is not "
+                                                   "used (%s): read the whole journal instead",
+                                                   (gint64)json_integer_value(json_object_get(cp, "at_seq")), why);
+    }
+    if (!cp || acct->checkpoint_warning) {
+        if (!av_acct_read_from(acct, path, 0, G_MAXINT64, error))
+            return NULL;
+    }
+    av_accounting_finish(acct);
+    return g_steal_pointer(&acct);
+}
+
+/* See av-accounting.h. */
+gboolean
+av_accounting_checkpoint(const char *path, json_t **ret_fields, guint64 *ret_new, char **ret_warning,
+                         GError **error)
+{
+    g_autoptr(AvAccounting) acct = av_accounting_new(G_MININT64, G_MAXINT64, AV_ACCT_BY_TENANT);
+    g_autoptr(json_t) cp = NULL;
+    goffset cp_offset = 0, limit;
+    const char *why = NULL;
+    guint64 from = 0;
+    struct stat st;
+
+    *ret_fields = NULL;
+    *ret_new = 0;
+    *ret_warning = NULL;
+    /* What is there now: lines appended meanwhile wait for the next one. */
+    if (stat(path, &st) < 0) {
+        if (errno == ENOENT)
+            return TRUE;
+        return av_error_errno(error, -errno, "cannot read the journal '%s'", path);
+    }
+    limit = st.st_size;
+    if (!av_journal_find_checkpoint(path, G_MAXINT64, &cp, &cp_offset, error))
+        return FALSE;
+    if (cp && av_acct_from_checkpoint(acct, path, cp, cp_offset, limit, &why, error)) {
+        from = acct->checkpoint_seq;
+    } else {
+        if (!why && cp)
+            return FALSE;
+        if (why)
+            *ret_warning = g_strdup_printf("the journal's checkpoint at seq %" G_GINT64_FORMAT " is not used (%s): "
+                                           "computed from the journal's start instead",
+                                           (gint64)json_integer_value(json_object_get(cp, "at_seq")), why);
+        av_accounting_free(acct);
+        acct = av_accounting_new(G_MININT64, G_MAXINT64, AV_ACCT_BY_TENANT);
+        if (!av_acct_read_from(acct, path, 0, limit, error))
+            return FALSE;
+    }
+    if (!acct->mark.offset || !acct->have_time)
+        return TRUE;
+    if (!acct->mark.chain_ok) {
+        g_set_error(error, AV_ERROR, AV_ERROR_CORRUPT_STATE,
+                    "the journal '%s' does not verify (%s): no checkpoint is written over a broken chain; "
+                    "'accelvirt journal verify' says where", path, acct->chain_error);
+        return FALSE;
+    }
+    *ret_new = acct->mark.seq - from;
+    *ret_fields = av_acct_checkpoint_fields(acct);
+    return TRUE;
+}
+
+/* See av-accounting.h. */
+guint64
+av_accounting_checkpoint_seq(const AvAccounting *acct)
+{
+    return acct->checkpoint_seq;
+}
+
+/* See av-accounting.h. */
+const char *
+av_accounting_checkpoint_warning(const AvAccounting *acct)
+{
+    return acct->checkpoint_warning;
 }

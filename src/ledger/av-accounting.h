@@ -48,7 +48,8 @@ typedef enum {
     AV_ACCT_BY_USER,             /* key: Nova user */
     AV_ACCT_BY_PROFILE,          /* key: profile */
     AV_ACCT_BY_DEVICE,           /* key: device identity; name: its last address */
-    AV_ACCT_BY_OWNER,            /* domain, project, user and profile together (metrics) */
+    AV_ACCT_BY_OWNER,            /* domain, project, user and profile together (metrics --per-domain) */
+    AV_ACCT_BY_TENANT,           /* project, user and profile together (metrics, checkpoints) */
 } AvAcctBy;
 
 /* What a group (or the total) counted. */
@@ -72,12 +73,12 @@ typedef struct {
  * Only the members the grouping uses are set, the others are NULL (name:
  * NULL when no name was seen). */
 typedef struct {
-    char *key;                   /* the group's key ("\x1f"-joined for AV_ACCT_BY_OWNER) */
+    char *key;                   /* the group's key ("\x1f"-joined for AV_ACCT_BY_OWNER, _TENANT) */
     char *domain;                /* domain UUID (by domain, by owner) */
     char *name;                  /* domain name (by domain, by owner) or device address (by device) */
-    char *project;               /* Nova project (by project, by owner) */
-    char *user;                  /* Nova user (by user, by owner) */
-    char *profile;               /* profile (by profile, by owner) */
+    char *project;               /* Nova project (by project, by owner, by tenant) */
+    char *user;                  /* Nova user (by user, by owner, by tenant) */
+    char *profile;               /* profile (by profile, by owner, by tenant) */
     char *device;                /* device identity (by device) */
     AvAcctSums sums;
 } AvAcctGroup;
@@ -144,5 +145,52 @@ gboolean av_acct_by_from_string(const char *name, AvAcctBy *ret_by);
 
 /* @sums as a JSON object (exact seconds; new reference). */
 json_t *av_acct_sums_to_json(const AvAcctSums *sums);
+
+/* Checkpoints (journal/av-journal-checkpoint.h): a "checkpoint" journal
+ * entry holds the accounting's state after the entry "at_seq" (line ending
+ * at byte "at_offset", hashing to "at_sha256", at "at_time", the time as
+ * accounting took it): "entries" and "lines" read so far, "anomalies" (by
+ * av_acct_anomaly_id()), "devices" (each device's identity, state, since,
+ * address, profile and owner: every member of the timeline), and, over all
+ * time up to at_time, "sums" by (project, user, profile) and "total".  Sums
+ * by domain are not kept (one group per domain ever seen, without
+ * bound).  A reader restores it and feeds the journal from "at_offset";
+ * the numbers are the same as from the journal's start. */
+
+/* The accounting of the journal file @path over [@since, @until) grouped
+ * by @by, finished; with @checkpoints, started from the newest checkpoint
+ * that serves: for a window from the journal's start (@since G_MININT64)
+ * only by AV_ACCT_BY_TENANT, at_time before @until; for any other window
+ * and grouping, at_time before @since (its devices are all it needs).  A
+ * checkpoint is used only when the line ending at its at_offset is the
+ * entry at_seq hashing to at_sha256, its state restores, and the lines
+ * from at_offset continue the chain without a break through its own line
+ * to the last whole entry (a torn tail after that is reported as a whole
+ * read reports it); else the whole journal is read and
+ * av_accounting_checkpoint_warning() says why.  NULL with @error when the
+ * file cannot be read. */
+AvAccounting *av_accounting_read(const char *path, gint64 since, gint64 until, AvAcctBy by, gboolean checkpoints,
+                                 GError **error);
+
+/* The at_seq of the checkpoint @acct started from, 0 when it read the
+ * journal from its start: its chain was checked from the next entry on. */
+guint64 av_accounting_checkpoint_seq(const AvAccounting *acct);
+
+/* Why a checkpoint found was not used (a sentence, borrowed), or NULL. */
+const char *av_accounting_checkpoint_warning(const AvAccounting *acct);
+
+/* The members of a new checkpoint entry for the journal file @path, as it
+ * is now (the last whole entry before any torn or half-written tail),
+ * computed from its newest usable checkpoint or its start: reads without
+ * a lock (the journal only grows), so the caller takes the pool's
+ * exclusive lock only to append them.  *ret_new: the entries after the
+ * newest checkpoint's at_seq (all of them without one).  *ret_fields NULL
+ * when there is no entry with a time yet.  *ret_warning (caller frees):
+ * why the newest checkpoint was not started from, or NULL.  FALSE with
+ * AV_ERROR_CORRUPT_STATE
+ * when the chain does not verify up to that entry (no checkpoint vouches
+ * for a broken chain), or an I/O error. */
+gboolean av_accounting_checkpoint(const char *path, json_t **ret_fields, guint64 *ret_new, char **ret_warning,
+                                  GError **error);
 
 G_END_DECLS

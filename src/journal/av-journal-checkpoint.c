@@ -1,0 +1,197 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* accelvirt: the newest checkpoint of the journal, read backwards (see
+ * av-journal-checkpoint.h). */
+#include "config.h"
+
+#include "journal/av-journal-checkpoint.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "util/av-error.h"
+#include "util/av-file.h"
+#include "util/av-json.h"
+
+/* Blocks read backwards; a line longer than AV_JOURNAL_CKPT_MAX_LINE (as
+ * av-journal.c refuses to write) is passed over whole. */
+#define AV_JOURNAL_CKPT_BLOCK (64 * 1024)
+#define AV_JOURNAL_CKPT_MAX_LINE (16 * 1024 * 1024)
+
+/* See av-journal-checkpoint.h. */
+gboolean
+av_journal_checkpoint_time(json_t *entry, gint64 *ret_time)
+{
+    const char *text = json_string_value(json_object_get(entry, "at_time"));
+    g_autoptr(GDateTime) dt = text ? g_date_time_new_from_iso8601(text, NULL) : NULL;
+
+    if (!dt)
+        return FALSE;
+    *ret_time = g_date_time_to_unix(dt);
+    return TRUE;
+}
+
+static gboolean
+av_journal_is_hex64(const char *s)
+{
+    if (!s || strlen(s) != 64)
+        return FALSE;
+    for (; *s; s++)
+        if (!g_ascii_isxdigit(*s) || g_ascii_isupper(*s))
+            return FALSE;
+    return TRUE;
+}
+
+/* The checkpoint of the line @line (@len bytes) starting at @start, or
+ * NULL when it is none or not at or before @max_time.  The substring test
+ * is only a filter: what counts is the top-level "event" of the parsed
+ * entry (a tenant's name may hold "checkpoint" in a nested object). */
+static json_t *
+av_journal_checkpoint_parse(const char *line, gsize len, goffset start, gint64 max_time)
+{
+    static const char needle[] = "\"" AV_JOURNAL_CHECKPOINT_EVENT "\"";
+    g_autoptr(json_t) e = NULL;
+    json_t *seq, *at_seq, *at_offset;
+    gint64 t;
+
+    if (len < sizeof(needle) || !memmem(line, len, needle, sizeof(needle) - 1) || memchr(line, '\0', len))
+        return NULL;
+    e = json_loadb(line, len, JSON_REJECT_DUPLICATES, NULL);
+    if (!json_is_object(e) ||
+        g_strcmp0(json_string_value(json_object_get(e, "event")), AV_JOURNAL_CHECKPOINT_EVENT) != 0)
+        return NULL;
+    seq = json_object_get(e, "seq");
+    at_seq = json_object_get(e, "at_seq");
+    at_offset = json_object_get(e, "at_offset");
+    if (!json_is_integer(seq) || !json_is_string(json_object_get(e, "prev")) ||
+        !json_is_string(json_object_get(e, "time")) || !json_is_integer(at_seq) ||
+        json_integer_value(at_seq) < 1 || json_integer_value(at_seq) >= json_integer_value(seq) ||
+        !av_journal_is_hex64(json_string_value(json_object_get(e, "at_sha256"))) ||
+        !json_is_integer(at_offset) || json_integer_value(at_offset) < 1 ||
+        json_integer_value(at_offset) > start || !av_journal_checkpoint_time(e, &t) || t > max_time)
+        return NULL;
+    return g_steal_pointer(&e);
+}
+
+/* See av-journal-checkpoint.h.  The tail after the last newline is no
+ * whole line yet (a writer mid-append, or torn) and is passed over. */
+gboolean
+av_journal_find_checkpoint(const char *path, gint64 max_time, json_t **ret_entry, goffset *ret_offset,
+                           GError **error)
+{
+    g_autoptr(GByteArray) carry = g_byte_array_new();
+    g_autofree guint8 *block = g_malloc(AV_JOURNAL_CKPT_BLOCK);
+    gboolean have_end = FALSE, skipping = FALSE;
+    struct stat st;
+    goffset pos;
+    int fd, r = 0;
+
+    *ret_entry = NULL;
+    *ret_offset = 0;
+    fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+    if (fd < 0) {
+        if (errno == ENOENT)
+            return TRUE;
+        return av_error_errno(error, -errno, "cannot read the journal '%s'", path);
+    }
+    if (fstat(fd, &st) < 0) {
+        r = -errno;
+        close(fd);
+        return av_error_errno(error, r, "cannot read the journal '%s'", path);
+    }
+    if (!S_ISREG(st.st_mode)) {
+        close(fd);
+        g_set_error(error, AV_ERROR, AV_ERROR_CORRUPT_STATE, "the journal '%s' is not a regular file; move it away",
+                    path);
+        return FALSE;
+    }
+    /* carry: the bytes after the block being read and before the last
+     * newline seen, that is the start of the line it belongs to. */
+    for (pos = st.st_size; pos > 0 && !*ret_entry;) {
+        gsize want = (gsize)MIN((goffset)AV_JOURNAL_CKPT_BLOCK, pos);
+        gsize end;
+
+        r = av_file_pread_all(fd, block, want, pos - (goffset)want);
+        if (r < 0)
+            break;
+        pos -= (goffset)want;
+        end = want;
+        for (gsize i = want; i-- > 0 && !*ret_entry;) {
+            if (block[i] != '\n')
+                continue;
+            /* block[i + 1, end) + carry is a whole line, ended at the
+             * newline seen before (none for the file's tail). */
+            if (have_end && !skipping) {
+                g_byte_array_prepend(carry, block + i + 1, (guint)(end - i - 1));
+                *ret_entry = av_journal_checkpoint_parse((const char *)carry->data, carry->len,
+                                                         pos + (goffset)i + 1, max_time);
+                if (*ret_entry)
+                    *ret_offset = pos + (goffset)i + 1;
+            }
+            g_byte_array_set_size(carry, 0);
+            have_end = TRUE;
+            skipping = FALSE;
+            end = i;
+        }
+        if (!*ret_entry && have_end && !skipping) {
+            g_byte_array_prepend(carry, block, (guint)end);
+            if (carry->len > AV_JOURNAL_CKPT_MAX_LINE) {
+                skipping = TRUE;
+                g_byte_array_set_size(carry, 0);
+            }
+        }
+    }
+    /* The first line of the file is never a checkpoint: one follows the
+     * entry it covers. */
+    close(fd);
+    if (r < 0)
+        return av_error_errno(error, r, "cannot read the journal '%s'", path);
+    return TRUE;
+}
+
+/* See av-journal-checkpoint.h. */
+gboolean
+av_journal_line_before(const char *path, goffset offset, char **ret_line, gsize *ret_len, GError **error)
+{
+    g_autoptr(GByteArray) line = g_byte_array_new();
+    guint8 block[4096];
+    goffset pos = offset - 1;
+    guint8 c = 0;
+    int fd, r;
+
+    fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+    if (fd < 0)
+        return av_error_errno(error, -errno, "cannot read the journal '%s'", path);
+    r = offset < 1 ? -EINVAL : av_file_pread_all(fd, &c, 1, pos);
+    while (r == 0 && c == '\n' && pos > 0) {
+        gsize want = (gsize)MIN((goffset)sizeof(block), pos);
+        const guint8 *nl;
+
+        r = av_file_pread_all(fd, block, want, pos - (goffset)want);
+        if (r < 0)
+            break;
+        nl = memrchr(block, '\n', want);
+        if (nl) {
+            g_byte_array_prepend(line, nl + 1, (guint)(block + want - nl - 1));
+            break;
+        }
+        g_byte_array_prepend(line, block, (guint)want);
+        pos -= (goffset)want;
+        if (line->len > AV_JOURNAL_CKPT_MAX_LINE)
+            r = -EFBIG;
+    }
+    close(fd);
+    if (r == -EINVAL || r == -EFBIG || (r == 0 && c != '\n')) {
+        g_set_error(error, AV_ERROR, AV_ERROR_CORRUPT_STATE,
+                    "no whole line of the journal '%s' ends at byte %" G_GINT64_FORMAT, path, (gint64)offset);
+        return FALSE;
+    }
+    if (r < 0)
+        return av_error_errno(error, r, "cannot read the journal '%s'", path);
+    *ret_len = line->len;
+    g_byte_array_append(line, (const guint8 *)"", 1);
+    *ret_line = (char *)g_byte_array_free(g_steal_pointer(&line), FALSE);
+    return TRUE;
+}
