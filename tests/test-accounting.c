@@ -518,18 +518,18 @@ test_checkpoint(void)
     g_string_append_printf(j.text, "{\"seq\":99,\"time\":\"2026-11-01T00:00:00Z\",\"prev\":\"\",\"event\":\"checkpoint\"");
     g_assert_true(g_file_set_contents(path, j.text->str, -1, NULL));
 
-    g_assert_true(av_journal_find_checkpoint(path, G_MAXINT64, &found, &offset, &err));
+    g_assert_true(av_journal_find_checkpoint(path, -1, G_MAXINT64, &found, &offset, &err));
     g_assert_nonnull(found);
     g_assert_cmpint(offset, ==, cp_offset);
     g_assert_cmpint(json_integer_value(json_object_get(found, "at_seq")), ==, (json_int_t)at_seq);
     g_clear_pointer(&found, json_decref);
-    g_assert_true(av_journal_find_checkpoint(path, T0 + 650 * MINUTE - 1, &found, &offset, &err));
+    g_assert_true(av_journal_find_checkpoint(path, -1, T0 + 650 * MINUTE - 1, &found, &offset, &err));
     g_assert_null(found);
 
     {
-        g_autoptr(AvAccounting) a = av_accounting_read(path, G_MININT64, T0 + 1000 * MINUTE, AV_ACCT_BY_TENANT,
+        g_autoptr(AvAccounting) a = av_accounting_read(path, -1, G_MININT64, T0 + 1000 * MINUTE, AV_ACCT_BY_TENANT,
                                                        TRUE, &err);
-        g_autoptr(AvAccounting) b = av_accounting_read(path, G_MININT64, T0 + 1000 * MINUTE, AV_ACCT_BY_TENANT,
+        g_autoptr(AvAccounting) b = av_accounting_read(path, -1, G_MININT64, T0 + 1000 * MINUTE, AV_ACCT_BY_TENANT,
                                                        FALSE, &err);
 
         g_assert_no_error(err);
@@ -540,11 +540,11 @@ test_checkpoint(void)
         check_same(a, b);
     }
     {
-        g_autoptr(AvAccounting) a = av_accounting_read(path, T0 + 660 * MINUTE, T0 + 1000 * MINUTE,
+        g_autoptr(AvAccounting) a = av_accounting_read(path, -1, T0 + 660 * MINUTE, T0 + 1000 * MINUTE,
                                                        AV_ACCT_BY_DEVICE, TRUE, &err);
-        g_autoptr(AvAccounting) b = av_accounting_read(path, T0 + 660 * MINUTE, T0 + 1000 * MINUTE,
+        g_autoptr(AvAccounting) b = av_accounting_read(path, -1, T0 + 660 * MINUTE, T0 + 1000 * MINUTE,
                                                        AV_ACCT_BY_DEVICE, FALSE, &err);
-        g_autoptr(AvAccounting) at = av_accounting_read(path, T0 + 650 * MINUTE, T0 + 1000 * MINUTE,
+        g_autoptr(AvAccounting) at = av_accounting_read(path, -1, T0 + 650 * MINUTE, T0 + 1000 * MINUTE,
                                                         AV_ACCT_BY_DEVICE, TRUE, &err);
 
         g_assert_no_error(err);

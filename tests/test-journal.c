@@ -157,6 +157,33 @@ test_reader_fifo(void)
     av_test_tmpdir_remove(dir);
 }
 
+/* A journal cut while it is read (writers only append) is an error, never
+ * a shorter verdict. */
+static void
+test_reader_shrunk(void)
+{
+    g_autofree char *dir = av_test_tmpdir();
+    g_autofree char *data = g_malloc(3 * 1024 * 1024);
+    g_autofree char *path = NULL;
+    g_autoptr(AvJournalReader) reader = NULL;
+    g_autoptr(GError) err = NULL;
+    AvJournalLine line;
+    int r;
+
+    for (gsize i = 0; i < 3 * 1024 * 1024; i++)
+        data[i] = i % 100 == 99 ? '\n' : 'x';
+    path = test_write_journal(dir, data, 3 * 1024 * 1024);
+    g_assert_cmpint(av_journal_reader_open(path, 0, -1, &reader, &err), ==, 1);
+    g_assert_cmpint(av_journal_reader_next(reader, &line, &err), ==, 1);
+    g_assert_cmpint(truncate(path, 1024 * 1024 + 500), ==, 0);
+    while ((r = av_journal_reader_next(reader, &line, &err)) > 0)
+        ;
+    g_assert_cmpint(r, ==, -1);
+    g_assert_error(err, AV_ERROR, AV_ERROR_CORRUPT_STATE);
+    g_assert_nonnull(strstr(err->message, "shrank while it was read"));
+    av_test_tmpdir_remove(dir);
+}
+
 static void
 test_progress(goffset done, goffset total, guint64 entries, gpointer data)
 {
@@ -209,6 +236,7 @@ main(int argc, char **argv)
     g_test_add_func("/journal/reader/lines", test_reader_lines);
     g_test_add_func("/journal/reader/long-line", test_reader_long_line);
     g_test_add_func("/journal/reader/fifo", test_reader_fifo);
+    g_test_add_func("/journal/reader/shrunk", test_reader_shrunk);
     g_test_add_func("/journal/verify/limit", test_verify_limit);
     return g_test_run();
 }

@@ -230,6 +230,7 @@ av_cli_cmd_accounting(AvCli *cli, int argc, char **argv)
 {
     g_autoptr(GError) err = NULL;
     g_autoptr(AvPool) pool = NULL;
+    goffset size = 0;
     g_autoptr(AvAccounting) acct = NULL;
     g_autofree char *since_text = NULL, *until_text = NULL, *by_text = NULL;
     g_autofree char *path = NULL;
@@ -269,18 +270,22 @@ av_cli_cmd_accounting(AvCli *cli, int argc, char **argv)
     if (since >= until)
         return av_cli_usage_error("the window is empty: --since must come before --until");
 
-    /* The shared lock: no writer is half-way through a line while it is
-     * read; writers wait for the read (one pass). */
+    /* The journal's size under the shared lock, when no writer is half-way
+     * through a line; then that much is read without it (nothing before it
+     * ever changes), so that a long read never keeps a domain's start
+     * waiting. */
     pool = av_cli_open_pool(cli, NULL, AV_POOL_READ, &err);
     if (!pool)
         return av_cli_fail(err);
+    if (!av_journal_size(cli->state_dir, &size, &err))
+        return av_cli_fail(err);
+    g_clear_pointer(&pool, av_pool_free);
     /* With --since, from the newest checkpoint before it: only the
      * devices' states are needed for a window that starts after it. */
     path = g_build_filename(cli->state_dir, "journal.jsonl", NULL);
-    acct = av_accounting_read(path, since, until, by, av_cli_checkpoints_wanted(), &err);
+    acct = av_accounting_read(path, size, since, until, by, av_cli_checkpoints_wanted(), &err);
     if (!acct)
         return av_cli_fail(err);
-    g_clear_pointer(&pool, av_pool_free);
 
     if (av_accounting_checkpoint_warning(acct))
         fprintf(stderr, "accelvirt: warning: %s\n", av_accounting_checkpoint_warning(acct));

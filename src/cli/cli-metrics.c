@@ -322,6 +322,8 @@ av_cli_cmd_metrics(AvCli *cli, int argc, char **argv)
     g_autoptr(GError) err = NULL;
     g_autoptr(AvRoot) root = NULL;
     g_autoptr(AvPool) pool = NULL;
+    g_autoptr(GString) after = g_string_new(NULL);
+    goffset size = 0;
     g_autoptr(AvAccounting) acct = NULL;
     gboolean per_domain = FALSE;
     g_autoptr(GString) out = g_string_new(NULL);
@@ -354,25 +356,30 @@ av_cli_cmd_metrics(AvCli *cli, int argc, char **argv)
     root = av_root_new_default(cli->root, &err);
     if (!root)
         return av_cli_fail(err);
-    /* The shared lock, for the pool and the journal alike. */
+    /* The pool and the journal's size under the shared lock; the journal
+     * is then read without it up to that size (nothing before it ever
+     * changes), so that a long read never keeps a domain's start waiting. */
     pool = av_cli_open_pool(cli, NULL, AV_POOL_READ, &err);
     if (!pool)
         return av_cli_fail(err);
+    if (!av_journal_size(cli->state_dir, &size, &err))
+        return av_cli_fail(err);
+    devices = av_pool_devices(pool);
+    av_metrics_devices(out, devices);
+    av_metrics_health(after, root, devices);
+    av_metrics_failures(after, devices);
+    g_clear_pointer(&pool, av_pool_free);
     /* One pass, from the newest checkpoint by (project, user, profile),
      * whose sums give the profiles' too; by domain, from the start. */
     path = g_build_filename(cli->state_dir, "journal.jsonl", NULL);
-    acct = av_accounting_read(path, G_MININT64, until, per_domain ? AV_ACCT_BY_OWNER : AV_ACCT_BY_TENANT,
+    acct = av_accounting_read(path, size, G_MININT64, until, per_domain ? AV_ACCT_BY_OWNER : AV_ACCT_BY_TENANT,
                               av_cli_checkpoints_wanted(), &err);
     if (!acct)
         return av_cli_fail(err);
     if (av_accounting_checkpoint_warning(acct))
         fprintf(stderr, "accelvirt: warning: %s\n", av_accounting_checkpoint_warning(acct));
-    devices = av_pool_devices(pool);
-    av_metrics_devices(out, devices);
     av_metrics_accounting(out, acct, per_domain);
-    av_metrics_health(out, root, devices);
-    av_metrics_failures(out, devices);
-    g_clear_pointer(&pool, av_pool_free);
+    g_string_append_len(out, after->str, (gssize)after->len);
 
     if (!output) {
         fwrite(out->str, 1, out->len, stdout);

@@ -78,8 +78,8 @@ av_journal_checkpoint_parse(const char *line, gsize len, goffset start, gint64 m
 /* See av-journal-checkpoint.h.  The tail after the last newline is no
  * whole line yet (a writer mid-append, or torn) and is passed over. */
 gboolean
-av_journal_find_checkpoint(const char *path, gint64 max_time, json_t **ret_entry, goffset *ret_offset,
-                           GError **error)
+av_journal_find_checkpoint(const char *path, goffset limit, gint64 max_time, json_t **ret_entry,
+                           goffset *ret_offset, GError **error)
 {
     g_autoptr(GByteArray) carry = g_byte_array_new();
     g_autofree guint8 *block = g_malloc(AV_JOURNAL_CKPT_BLOCK);
@@ -109,7 +109,7 @@ av_journal_find_checkpoint(const char *path, gint64 max_time, json_t **ret_entry
     }
     /* carry: the bytes after the block being read and before the last
      * newline seen, that is the start of the line it belongs to. */
-    for (pos = st.st_size; pos > 0 && !*ret_entry;) {
+    for (pos = limit >= 0 ? MIN(limit, (goffset)st.st_size) : (goffset)st.st_size; pos > 0 && !*ret_entry;) {
         gsize want = (gsize)MIN((goffset)AV_JOURNAL_CKPT_BLOCK, pos);
         gsize end;
 

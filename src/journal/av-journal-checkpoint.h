@@ -19,7 +19,8 @@ G_BEGIN_DECLS
 
 #define AV_JOURNAL_CHECKPOINT_EVENT "checkpoint"
 
-/* Reads the journal file @path backwards from its end, in blocks (memory
+/* Reads the journal file @path backwards from its end (from byte @limit
+ * when it is not negative: the size read under the pool's lock), in blocks (memory
  * bounded by the longest line, at most 16 MiB), for the newest whole line
  * (newline-ended) whose top-level "event" is "checkpoint", whose fields
  * "at_seq" (>= 1), "at_sha256" (64 hex digits), "at_offset" (not past the
@@ -30,8 +31,8 @@ G_BEGIN_DECLS
  * Sets *ret_entry (caller frees) and *ret_offset (where its line starts),
  * or *ret_entry to NULL when there is none (no journal included).  FALSE
  * with @error only when the file cannot be read. */
-gboolean av_journal_find_checkpoint(const char *path, gint64 max_time, json_t **ret_entry, goffset *ret_offset,
-                                    GError **error);
+gboolean av_journal_find_checkpoint(const char *path, goffset limit, gint64 max_time, json_t **ret_entry,
+                                    goffset *ret_offset, GError **error);
 
 /* The Unix time of the checkpoint @entry's "at_time"; FALSE when it is no
  * RFC 3339 time. */

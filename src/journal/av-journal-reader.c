@@ -96,9 +96,10 @@ av_journal_reader_fill(AvJournalReader *r)
     while (got < 0 && errno == EINTR);
     if (got < 0)
         return -errno;
-    /* The file shrank under the reader: it ends here. */
+    /* The file shrank under the reader: writers only append, so something
+     * else cut it (tampering, a restore); never a quiet shorter verdict. */
     if (got == 0)
-        r->end = r->pos;
+        return -ESTALE;
     r->len += (gsize)got;
     r->pos += got;
     return got;
@@ -145,6 +146,12 @@ av_journal_reader_next(AvJournalReader *r, AvJournalLine *ret_line, GError **err
             r->start = r->len;
         }
         got = av_journal_reader_fill(r);
+        if (got == -ESTALE) {
+            g_set_error(error, AV_ERROR, AV_ERROR_CORRUPT_STATE,
+                        "the journal '%s' shrank while it was read, at byte %" G_GINT64_FORMAT "; writers only "
+                        "append to it: find out what cut it", r->path, (gint64)r->pos);
+            return -1;
+        }
         if (got < 0) {
             av_error_errno(error, (int)got, "cannot read the journal '%s'", r->path);
             return -1;

@@ -10,14 +10,12 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "journal/av-journal.h"
 #include "journal/av-journal-checkpoint.h"
 #include "pool/av-pool.h"
 #include "util/av-error.h"
 #include "util/av-json.h"
 
-/* The longest line read; the journal's writers never write one longer
- * (av-journal.c AV_JOURNAL_MAX_LINE). */
-#define AV_ACCT_MAX_LINE (16 * 1024 * 1024)
 
 /* The most a scrub certificate's "seconds" may say (a year): more is an
  * anomaly, not a scrub time. */
@@ -553,32 +551,29 @@ av_accounting_finish(AvAccounting *acct)
     acct->finished = TRUE;
 }
 
-/* Feeds the lines of @f from @offset (where it stands) until its end, one
- * line in memory at a time (getline), keeping acct->mark at the last whole
- * entry.  With a @limit (not G_MAXINT64: a checkpoint's writer, reading
- * without the lock), stops before the first line that is not ended by a
- * newline at or before @limit: a writer may be appending it. Returns 0 or
- * -errno. */
-static int
-av_acct_stream(AvAccounting *acct, FILE *f, goffset offset, goffset limit)
+/* Feeds the lines of the journal @path from byte @offset up to byte
+ * @limit (its end when negative), one block and one line in memory at a
+ * time (journal/av-journal.h's reader), keeping acct->mark at the last
+ * whole entry.  With @tail_may_grow (a checkpoint's writer, reading without
+ * the lock), a last line not ended by a newline is left out: a writer may
+ * be appending it.  Else it is a torn line, counted as not an entry, as a
+ * line with a NUL or one longer than any writer writes.  A missing file is
+ * an empty journal. */
+static gboolean
+av_acct_read_from(AvAccounting *acct, const char *path, goffset offset, goffset limit, gboolean tail_may_grow,
+                  GError **error)
 {
-    g_autofree char *line = NULL;
-    size_t cap = 0;
-    ssize_t n;
+    g_autoptr(AvJournalReader) reader = NULL;
+    AvJournalLine line;
+    int r;
 
-    while ((n = getline(&line, &cap, f)) >= 0) {
-        gsize len = (gsize)n;
-        gboolean ended = len > 0 && line[len - 1] == '\n';
+    r = av_journal_reader_open(path, offset, limit, &reader, error);
+    while (r > 0 && (r = av_journal_reader_next(reader, &line, error)) > 0) {
         guint64 entries = acct->entries;
 
-        if (offset + (goffset)n > limit || (!ended && limit != G_MAXINT64))
+        if (!line.ended && tail_may_grow)
             break;
-        offset += (goffset)n;
-        if (ended)
-            len--;
-        if (!ended && len == 0)
-            break;
-        if (len > AV_ACCT_MAX_LINE || memchr(line, '\0', len) || !ended) {
+        if (!line.data || line.nul || !line.ended) {
             /* A torn last line, a NUL, a line no writer writes. */
             acct->lineno++;
             acct->anomalies[AV_ACCT_ANOMALY_NOT_ENTRY]++;
@@ -587,9 +582,9 @@ av_acct_stream(AvAccounting *acct, FILE *f, goffset offset, goffset limit)
                                                     acct->lineno);
             continue;
         }
-        av_accounting_feed_line(acct, line, len);
+        av_accounting_feed_line(acct, line.data, line.len);
         if (acct->entries != entries) {
-            acct->mark.offset = offset;
+            acct->mark.offset = av_journal_reader_offset(reader);
             acct->mark.seq = acct->next_seq - 1;
             acct->mark.lineno = acct->lineno;
             acct->mark.not_entry = acct->anomalies[AV_ACCT_ANOMALY_NOT_ENTRY];
@@ -598,40 +593,14 @@ av_acct_stream(AvAccounting *acct, FILE *f, goffset offset, goffset limit)
             acct->mark.chain_ok = acct->chain_error == NULL;
         }
     }
-    return ferror(f) ? -(errno ? errno : EIO) : 0;
-}
-
-/* Opens @path and feeds it from @offset (av_acct_stream()).  A missing
- * file is an empty journal. */
-static gboolean
-av_acct_read_from(AvAccounting *acct, const char *path, goffset offset, goffset limit, GError **error)
-{
-    FILE *f;
-    int r;
-
-    f = fopen(path, "re");
-    if (!f) {
-        if (errno == ENOENT)
-            return TRUE;
-        return av_error_errno(error, -errno, "cannot read the journal '%s'", path);
-    }
-    if (offset > 0 && fseeko(f, offset, SEEK_SET) < 0) {
-        r = -errno;
-        fclose(f);
-        return av_error_errno(error, r, "cannot read the journal '%s'", path);
-    }
-    r = av_acct_stream(acct, f, offset, limit);
-    fclose(f);
-    if (r < 0)
-        return av_error_errno(error, r, "cannot read the journal '%s'", path);
-    return TRUE;
+    return r >= 0;
 }
 
 /* See av-accounting.h. */
 gboolean
 av_accounting_read_journal(AvAccounting *acct, const char *path, GError **error)
 {
-    if (!av_acct_read_from(acct, path, 0, G_MAXINT64, error))
+    if (!av_acct_read_from(acct, path, 0, -1, FALSE, error))
         return FALSE;
     av_accounting_finish(acct);
     return TRUE;
@@ -975,7 +944,7 @@ av_acct_checkpoint_fields(AvAccounting *acct)
  * follows). */
 static gboolean
 av_acct_from_checkpoint(AvAccounting *acct, const char *path, json_t *cp, goffset cp_offset, goffset limit,
-                        const char **ret_why, GError **error)
+                        gboolean tail_may_grow, const char **ret_why, GError **error)
 {
     goffset at = (goffset)json_integer_value(json_object_get(cp, "at_offset"));
     g_autoptr(GError) err = NULL;
@@ -1002,7 +971,7 @@ av_acct_from_checkpoint(AvAccounting *acct, const char *path, json_t *cp, goffse
     }
     if (!av_acct_restore(acct, cp, ret_why))
         return FALSE;
-    if (!av_acct_read_from(acct, path, at, limit, error))
+    if (!av_acct_read_from(acct, path, at, limit, tail_may_grow, error))
         return FALSE;
     /* Through the last whole entry: a torn tail after it (a writer killed,
      * the next one not come yet) is a chain error a whole read reports
@@ -1016,7 +985,7 @@ av_acct_from_checkpoint(AvAccounting *acct, const char *path, json_t *cp, goffse
 
 /* See av-accounting.h. */
 AvAccounting *
-av_accounting_read(const char *path, gint64 since, gint64 until, AvAcctBy by, gboolean checkpoints,
+av_accounting_read(const char *path, goffset limit, gint64 since, gint64 until, AvAcctBy by, gboolean checkpoints,
                    GError **error)
 {
     g_autoptr(AvAccounting) acct = av_accounting_new(since, until, by);
@@ -1027,10 +996,11 @@ av_accounting_read(const char *path, gint64 since, gint64 until, AvAcctBy by, gb
     /* A checkpoint at or after the window's start would count what it
      * holds again (from the start: grouped as it holds them only). */
     if (checkpoints && (since != G_MININT64 || by == AV_ACCT_BY_TENANT)) {
-        if (!av_journal_find_checkpoint(path, (since == G_MININT64 ? until : since) - 1, &cp, &cp_offset, error))
+        if (!av_journal_find_checkpoint(path, limit, (since == G_MININT64 ? until : since) - 1, &cp, &cp_offset,
+                                        error))
             return NULL;
     }
-    if (cp && !av_acct_from_checkpoint(acct, path, cp, cp_offset, G_MAXINT64, &why, error)) {
+    if (cp && !av_acct_from_checkpoint(acct, path, cp, cp_offset, limit, FALSE, &why, error)) {
         if (!why)
             return NULL;
         av_accounting_free(acct);
@@ -1040,7 +1010,7 @@ av_accounting_read(const char *path, gint64 since, gint64 until, AvAcctBy by, gb
                                                    (gint64)json_integer_value(json_object_get(cp, "at_seq")), why);
     }
     if (!cp || acct->checkpoint_warning) {
-        if (!av_acct_read_from(acct, path, 0, G_MAXINT64, error))
+        if (!av_acct_read_from(acct, path, 0, limit, FALSE, error))
             return NULL;
     }
     av_accounting_finish(acct);
@@ -1069,9 +1039,9 @@ av_accounting_checkpoint(const char *path, json_t **ret_fields, guint64 *ret_new
         return av_error_errno(error, -errno, "cannot read the journal '%s'", path);
     }
     limit = st.st_size;
-    if (!av_journal_find_checkpoint(path, G_MAXINT64, &cp, &cp_offset, error))
+    if (!av_journal_find_checkpoint(path, limit, G_MAXINT64, &cp, &cp_offset, error))
         return FALSE;
-    if (cp && av_acct_from_checkpoint(acct, path, cp, cp_offset, limit, &why, error)) {
+    if (cp && av_acct_from_checkpoint(acct, path, cp, cp_offset, limit, TRUE, &why, error)) {
         from = acct->checkpoint_seq;
     } else {
         if (!why && cp)
@@ -1082,7 +1052,7 @@ av_accounting_checkpoint(const char *path, json_t **ret_fields, guint64 *ret_new
                                            (gint64)json_integer_value(json_object_get(cp, "at_seq")), why);
         av_accounting_free(acct);
         acct = av_accounting_new(G_MININT64, G_MAXINT64, AV_ACCT_BY_TENANT);
-        if (!av_acct_read_from(acct, path, 0, limit, error))
+        if (!av_acct_read_from(acct, path, 0, limit, TRUE, error))
             return FALSE;
     }
     if (!acct->mark.offset || !acct->have_time)

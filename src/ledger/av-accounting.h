@@ -157,8 +157,10 @@ json_t *av_acct_sums_to_json(const AvAcctSums *sums);
  * bound).  A reader restores it and feeds the journal from "at_offset";
  * the numbers are the same as from the journal's start. */
 
-/* The accounting of the journal file @path over [@since, @until) grouped
- * by @by, finished; with @checkpoints, started from the newest checkpoint
+/* The accounting of the journal file @path (its first @limit bytes, all
+ * of it when negative: a reader takes the journal's size under the pool's
+ * lock and reads that much without it, as nothing before it ever changes)
+ * over [@since, @until) grouped by @by, finished; with @checkpoints, started from the newest checkpoint
  * that serves: for a window from the journal's start (@since G_MININT64)
  * only by AV_ACCT_BY_TENANT, at_time before @until; for any other window
  * and grouping, at_time before @since (its devices are all it needs).  A
@@ -169,7 +171,8 @@ json_t *av_acct_sums_to_json(const AvAcctSums *sums);
  * read reports it); else the whole journal is read and
  * av_accounting_checkpoint_warning() says why.  NULL with @error when the
  * file cannot be read. */
-AvAccounting *av_accounting_read(const char *path, gint64 since, gint64 until, AvAcctBy by, gboolean checkpoints,
+AvAccounting *av_accounting_read(const char *path, goffset limit, gint64 since, gint64 until, AvAcctBy by,
+                                 gboolean checkpoints,
                                  GError **error);
 
 /* The at_seq of the checkpoint @acct started from, 0 when it read the
