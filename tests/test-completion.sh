@@ -51,10 +51,24 @@ check "detach DOMAIN DEVICE" eval "offers '$devices' --state-dir '$S' detach web
 check "quarantine clear DEVICE, --state-dir=DIR as bash splits it" eval "offers '$devices' --state-dir = '$S' quarantine clear ''"
 check "scrub DEVICE, --state-dir=DIR in one word" eval "offers '$devices' --state-dir='$S' scrub ''"
 check "no pool: no devices, no error" offers "" --state-dir "$AV_TMP/none" scrub ""
-check "journal: verify and show" offers "verify show" journal ""
+check "journal: verify, show and checkpoint" offers "verify show checkpoint" journal ""
 check "--connect: the URIs" offers "qemu:///system qemu:///session" -c ""
 check "--state-dir: directories only" eval "mkdir -p '$AV_TMP/dirs/sa' && touch '$AV_TMP/dirs/sb' && offers '$AV_TMP/dirs/sa' --state-dir '$AV_TMP/dirs/s'"
 check "list takes no argument" offers "" list ""
+
+# Hostile words: a USB stick's serial (part of its identity in the pool) and a
+# domain's name come from a tenant; completion offers them as they are and
+# never runs or globs them.
+mkdir -p "$AV_TMP/evil"
+cat >"$AV_TMP/evil/pool.json" <<EOF
+{"devices": [{"identity": "usb:1234:5678:serial:\$(touch \${IFS}$AV_TMP/PWNED1)", "address": "/*/*"},
+             {"identity": "usb:1234:5678:serial:\`touch $AV_TMP/PWNED2\`", "address": "1-1"}]}
+EOF
+printf '#!/bin/sh\nprintf "%%s\\n" "\$(touch %s/PWNED3)" "/*" "web-1"\n' "$AV_TMP" >"$AV_TMP/bin/virsh"
+check "a hostile serial in the pool: offered as it is, nothing run, nothing globbed" \
+    eval "offers '1-1 /*/* usb:1234:5678:serial:\$(touch\ \${IFS}$AV_TMP/PWNED1) usb:1234:5678:serial:\`touch\ $AV_TMP/PWNED2\`' --state-dir '$AV_TMP/evil' scrub '' 2>/dev/null; [ ! -e '$AV_TMP/PWNED1' ] && [ ! -e '$AV_TMP/PWNED2' ]"
+check "a hostile domain name from virsh: nothing run, nothing globbed" \
+    eval "complete_words attach '' >'$AV_TMP/dom.out'; [ ! -e '$AV_TMP/PWNED3' ] && grep -qxF '/*' '$AV_TMP/dom.out' && grep -qxF 'web-1' '$AV_TMP/dom.out' && [ \$(wc -l <'$AV_TMP/dom.out') = 3 ]"
 check "completion runs nothing that writes: the pool is unchanged" \
     eval "cp '$S/pool.json' '$AV_TMP/before' && complete_words --state-dir '$S' scrub '' >/dev/null && cmp -s '$AV_TMP/before' '$S/pool.json'"
 for c in $commands; do
