@@ -50,6 +50,9 @@ printf '#!/bin/sh\nexit 0\n' >"$H/etc/libvirt/hooks/qemu.d/accelvirt"
 chmod 0755 "$H/etc/libvirt/hooks/qemu.d/accelvirt"
 touch -d '2026-01-01 00:00:00' "$H/etc/libvirt/hooks/qemu.d/accelvirt"
 echo 4242 >"$H/run/virtqemud.pid"
+# the daemon started after the hook was installed (this tree has no
+# /proc/4242/stat: the pid file's time says when)
+touch -d 'now + 1 hour' "$H/run/virtqemud.pid"
 echo virtqemud >"$H/proc/4242/comm"
 printf '           CPU0\n 24:          0   IR-PCI-MSI 1048576-edge      nvme0q0\n' >"$H/proc/interrupts"
 mkdir -p "$H/lib/systemd/system" && touch "$H/lib/systemd/system/accelvirt-reconcile.timer" "$H/lib/systemd/system/accelvirt-watch.service"
@@ -59,14 +62,19 @@ for n in 0 1; do
     mkdir -p "$H/sys/devices/system/node/node$n/hugepages/hugepages-1048576kB"
     echo 16 >"$H/sys/devices/system/node/node$n/hugepages/hugepages-1048576kB/nr_hugepages"
 done
-# A 4 KiB configuration space with ACS (extended capability 0x000d at 0x100,
-# control SV, RR, CR, UF on) for a bridge; $2 = its control word.
+# A 4 KiB configuration space for a bridge: a PCI Express capability at
+# 0x40 saying its port type ($4, default 6: downstream port) and ACS
+# (extended capability 0x000d at 0x100) with capability word $3 (default
+# 0x5f) and control word $2.
 acs_config() {
     python3 -c "
 import struct, sys
 c = bytearray(open(sys.argv[1], 'rb').read()[:256].ljust(4096, b'\0'))
-struct.pack_into('<IHH', c, 0x100, 0x0001000d, 0x005f, int(sys.argv[2], 0))
-open(sys.argv[1], 'wb').write(bytes(c))" "$1" "$2"
+c[0x06] |= 0x10
+c[0x34] = 0x40
+struct.pack_into('<BBH', c, 0x40, 0x10, 0x00, 0x0002 | int(sys.argv[4]) << 4)
+struct.pack_into('<IHH', c, 0x100, 0x0001000d, int(sys.argv[3], 0), int(sys.argv[2], 0))
+open(sys.argv[1], 'wb').write(bytes(c))" "$1" "$2" "${3:-0x5f}" "${4:-6}"
 }
 bridges=$(hv --json | python3 -c "import json,sys,re; d=json.load(sys.stdin); print(' '.join(re.findall(r'[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]', [c for c in d['checks'] if c['check']=='acs'][0]['detail'])))")
 for b in $bridges; do acs_config "$H/sys/bus/pci/devices/$b/config" 0x1d; done
@@ -80,7 +88,7 @@ broken() { # NAME CHECK RESULT WANT-TEXT BREAK UNDO
     eval "$5"; run; check "$1" eval "line $2 $3 && grep -q -- \"$4\" '$AV_TMP/hv.out'"; eval "$6"
 }
 broken "hook installed after the daemon started: WARN, restart it" libvirt WARN "restart it" \
-    "touch '$H/etc/libvirt/hooks/qemu.d/accelvirt'" "touch -d '2026-01-01' '$H/etc/libvirt/hooks/qemu.d/accelvirt'"
+    "touch -d '2026-01-01' '$H/run/virtqemud.pid'" "touch -d 'now + 1 hour' '$H/run/virtqemud.pid'"
 broken "hook not executable: FAIL" hook FAIL "not executable" \
     "chmod 0644 '$H/etc/libvirt/hooks/qemu.d/accelvirt'" "chmod 0755 '$H/etc/libvirt/hooks/qemu.d/accelvirt'"
 broken "hook writable by others: FAIL" hook FAIL "writable by others" \
@@ -98,7 +106,7 @@ broken "no IOMMU group: FAIL, saying to turn it on" iommu FAIL "intel_iommu=on" 
 broken "unsafe interrupts allowed: WARN" interrupt-remapping WARN "allow_unsafe_interrupts=1" \
     "echo Y >'$H/sys/module/vfio_iommu_type1/parameters/allow_unsafe_interrupts'" \
     "echo N >'$H/sys/module/vfio_iommu_type1/parameters/allow_unsafe_interrupts'"
-broken "no interrupt remapped: WARN" interrupt-remapping WARN "no IR- in /proc/interrupts" \
+broken "no interrupt remapped, with managed GPUs: FAIL" interrupt-remapping FAIL "no IR- in /proc/interrupts" \
     "sed -i 's/IR-PCI-MSI/PCI-MSI/' '$H/proc/interrupts'" "sed -i 's/ PCI-MSI/ IR-PCI-MSI/' '$H/proc/interrupts'"
 broken "vfio-pci not loaded, managed GPUs need it: FAIL" vfio FAIL "modprobe vfio-pci" \
     "mv '$H/sys/bus/pci/drivers/vfio-pci' '$AV_TMP/vfio-pci'" "mv '$AV_TMP/vfio-pci' '$H/sys/bus/pci/drivers/vfio-pci'"
@@ -120,6 +128,13 @@ broken "no hugepages on node 1: WARN naming it" hugepages WARN "NUMA node 1, whe
 first=$(echo $bridges | cut -d' ' -f1)
 broken "a port above a GPU with ACS but without redirect: WARN naming it" acs WARN "$first" \
     "acs_config '$H/sys/bus/pci/devices/$first/config' 0x01" "acs_config '$H/sys/bus/pci/devices/$first/config' 0x1d"
+broken "a port that implements only Source Validation, and has it on: it isolates as far as it can (PASS)" acs PASS "isolates it" \
+    "acs_config '$H/sys/bus/pci/devices/$first/config' 0x01 0x01" "acs_config '$H/sys/bus/pci/devices/$first/config' 0x1d"
+broken "an upstream switch port without ACS is not asked for it (PASS)" acs PASS "isolates it" \
+    "acs_config '$H/sys/bus/pci/devices/$first/config' 0x00 0x00 5" "acs_config '$H/sys/bus/pci/devices/$first/config' 0x1d"
+broken "vfio in no-IOMMU mode: FAIL, its groups isolate nothing" iommu FAIL "no-IOMMU mode" \
+    "mkdir -p '$H/sys/module/vfio/parameters' && echo Y >'$H/sys/module/vfio/parameters/enable_unsafe_noiommu_mode'" \
+    "echo N >'$H/sys/module/vfio/parameters/enable_unsafe_noiommu_mode'"
 run
 check "all put back: passes again" rc 0
 

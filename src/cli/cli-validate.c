@@ -12,6 +12,7 @@
  * port without ACS). */
 #include "config.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -22,6 +23,15 @@
 #include "pool/av-pool.h"
 #include "vfio/av-vfio.h"
 #include "util/av-json.h"
+
+/* Where interrupt remapping is what isolates a device's interrupts (x86:
+ * VT-d, AMD-Vi), vfio refuses a group without it; elsewhere (an Arm ITS)
+ * /proc/interrupts shows no IR- and that is no fault. */
+#if defined(__x86_64__) || defined(__i386__)
+#define AV_CHECK_IR_FATAL 1
+#else
+#define AV_CHECK_IR_FATAL 0
+#endif
 
 typedef enum {
     AV_CHECK_PASS,
@@ -82,10 +92,21 @@ av_check_iommu(const AvRoot *root, GPtrArray *checks)
     g_autofree char *ivrs = av_sys_path("firmware/acpi/tables/IVRS");
     g_autofree char *cmdline_path = av_proc_path("cmdline");
     g_autofree char *cmdline = NULL;
+    g_autofree char *noiommu_path = av_sys_path("module/vfio/parameters/enable_unsafe_noiommu_mode");
+    g_autofree char *noiommu = NULL;
     const char *table = av_root_exists(root, dmar) ? " (ACPI DMAR: Intel VT-d)"
                         : av_root_exists(root, ivrs) ? " (ACPI IVRS: AMD-Vi)" : "";
     int n = av_check_count_dir(root, groups);
 
+    (void)av_root_read_attr(root, noiommu_path, &noiommu);
+    if (noiommu && (g_str_equal(noiommu, "Y") || g_str_equal(noiommu, "1"))) {
+        av_check_add(checks, "iommu", AV_CHECK_FAIL,
+                     "turn the IOMMU on and leave vfio's enable_unsafe_noiommu_mode off (modprobe.d, the "
+                     "kernel's command line)",
+                     "vfio runs in no-IOMMU mode (enable_unsafe_noiommu_mode): its %d groups isolate nothing, a "
+                     "guest's device may read and write all of the host's memory", MAX(n, 0));
+        return;
+    }
     if (n > 0) {
         av_check_add(checks, "iommu", AV_CHECK_PASS, NULL, "the IOMMU is on: %d groups%s", n, table);
         return;
@@ -103,7 +124,7 @@ av_check_iommu(const AvRoot *root, GPtrArray *checks)
 /* Interrupt remapping: without it a guest's device could forge interrupts,
  * and vfio_iommu_type1 refuses groups unless allow_unsafe_interrupts. */
 static void
-av_check_interrupts(const AvRoot *root, GPtrArray *checks)
+av_check_interrupts(const AvRoot *root, gboolean wants_pci, GPtrArray *checks)
 {
     g_autofree char *interrupts_path = av_proc_path("interrupts");
     g_autofree char *unsafe_path = av_sys_path("module/vfio_iommu_type1/parameters/allow_unsafe_interrupts");
@@ -128,11 +149,11 @@ av_check_interrupts(const AvRoot *root, GPtrArray *checks)
         av_check_add(checks, "interrupt-remapping", AV_CHECK_PASS, NULL,
                      "interrupts are remapped (IR- in /proc/interrupts)");
     else
-        av_check_add(checks, "interrupt-remapping", AV_CHECK_WARN,
-                     "turn on interrupt remapping (intremap=on, x2APIC in the firmware); on Arm an ITS "
-                     "isolates MSIs and this line may be ignored",
-                     "no interrupt is remapped (no IR- in /proc/interrupts): vfio refuses groups unless "
-                     "allow_unsafe_interrupts is set");
+        av_check_add(checks, "interrupt-remapping", wants_pci && AV_CHECK_IR_FATAL ? AV_CHECK_FAIL : AV_CHECK_WARN,
+                     "turn on interrupt remapping (intremap=on, x2APIC in the firmware)",
+                     "no interrupt is remapped (no IR- in /proc/interrupts): vfio refuses a group unless "
+                     "allow_unsafe_interrupts is set, so %s", wants_pci ? "a managed device's domain fails to start"
+                     : "no device could be passed through");
 }
 
 /* vfio, vfio-pci and a backend (the type1 IOMMU driver or iommufd). */
@@ -196,13 +217,56 @@ av_check_hook(const AvRoot *root, GPtrArray *checks, gint64 *ret_mtime)
                                        : st.st_uid != 0 ? "not root's" : "writable by others than root");
         return;
     }
-    *ret_mtime = (gint64)st.st_mtime;
+    /* When it was installed: dpkg and make install keep a build's mtime,
+     * but the ctime of the qemu.d entry (a link, lstat) and of what it
+     * names is when it was put there. */
+    *ret_mtime = (gint64)st.st_ctime;
+    {
+        g_autofree char *entry = av_root_host_path(root, where);
+        struct stat lst;
+
+        if (lstat(entry, &lst) == 0 && (gint64)lst.st_ctime > *ret_mtime)
+            *ret_mtime = (gint64)lst.st_ctime;
+    }
     if (access(legacy, F_OK) == 0)
         av_check_add(checks, "hook", AV_CHECK_WARN,
                      "make sure that hook binds, unbinds and resets none of the devices accelvirt manages",
                      "%s is installed; another hook, /etc/libvirt/hooks/qemu, runs beside it", where);
     else
         av_check_add(checks, "hook", AV_CHECK_PASS, NULL, "%s is installed", where);
+}
+
+/* When the process @pid started, in Unix seconds: its start in clock ticks
+ * after boot (field 22 of /proc/PID/stat, after the command in parentheses,
+ * which may hold anything) plus the boot time (btime of /proc/stat).
+ * FALSE when /proc cannot say (a tree without them). */
+static gboolean
+av_check_process_start(const AvRoot *root, guint64 pid, gint64 *ret_start)
+{
+    g_autofree char *stat_path = av_proc_path("%" G_GUINT64_FORMAT "/stat", pid);
+    g_autofree char *stat_text = NULL;
+    g_autofree char *boot_path = av_proc_path("stat");
+    g_autofree char *boot_text = NULL;
+    g_auto(GStrv) fields = NULL;
+    const char *after, *btime;
+    char *end = NULL;
+    guint64 ticks = 0, boot = 0;
+    long hz = sysconf(_SC_CLK_TCK);
+
+    if (av_root_read_file(root, stat_path, &stat_text, NULL) < 0 || !(after = strrchr(stat_text, ')')) ||
+        av_root_read_file(root, boot_path, &boot_text, NULL) < 0 || !(btime = strstr(boot_text, "\nbtime ")) ||
+        hz <= 0)
+        return FALSE;
+    /* After ")": state (field 3) ... starttime (field 22), the 20th. */
+    fields = g_strsplit(after + 1, " ", 0);
+    if (g_strv_length(fields) < 21 || !g_ascii_string_to_unsigned(fields[20], 10, 0, G_MAXUINT64, &ticks, NULL))
+        return FALSE;
+    errno = 0;
+    boot = g_ascii_strtoull(btime + 7, &end, 10);
+    if (errno || end == btime + 7 || (*end != '\n' && *end != '\0') || boot > G_MAXINT32 * 4ull)
+        return FALSE;
+    *ret_start = (gint64)(boot + ticks / (guint64)hz);
+    return TRUE;
 }
 
 /* The pid in /run/@name.pid when that process lives, else 0. */
@@ -221,7 +285,8 @@ av_check_daemon_pid(const AvRoot *root, const char *name, gint64 *ret_since)
     comm_path = av_proc_path("%" G_GUINT64_FORMAT "/comm", pid);
     if (av_root_read_attr(root, comm_path, &comm) < 0 || !g_str_has_prefix(comm, name))
         return 0;
-    *ret_since = stat(pid_host, &st) == 0 ? (gint64)st.st_mtime : 0;
+    if (!av_check_process_start(root, pid, ret_since))
+        *ret_since = stat(pid_host, &st) == 0 ? (gint64)st.st_mtime : 0;
     return (gint64)pid;
 }
 
@@ -401,22 +466,69 @@ av_check_hugepages(const AvRoot *root, const GPtrArray *managed, GPtrArray *chec
  * functions below a port. */
 #define AV_ACS_CTRL_ISOLATE 0x001d
 
-/* TRUE when the bridge @address has ACS with isolation on; *ret_known FALSE
- * when its configuration space cannot be read in full (not root). */
-static gboolean
-av_check_bridge_acs(const AvRoot *root, const char *address, gboolean *ret_known)
+#define AV_PCI_CAP_ID_EXP 0x10
+#define AV_PCI_EXP_TYPE_ROOT_PORT 0x4
+#define AV_PCI_EXP_TYPE_DOWNSTREAM 0x6
+
+typedef enum {
+    AV_ACS_NOT_A_PORT,           /* not a root or downstream port: ACS there isolates nothing below */
+    AV_ACS_UNKNOWN,              /* its extended configuration space cannot be read (not root) */
+    AV_ACS_LACKING,
+    AV_ACS_ISOLATES,
+} AvAcsResult;
+
+static guint16
+av_check_word(const char *config, gsize off)
+{
+    return (guint16)((guint8)config[off] | (guint8)config[off + 1] << 8);
+}
+
+/* The PCIe port type of the @len bytes of configuration space at @config
+ * (the PCI Express capability's bits 7:4), or -1: no capability list, no
+ * PCI Express capability, a list that loops (48 steps at most). */
+static int
+av_check_port_type(const char *config, gsize len)
+{
+    gsize off;
+
+    if (len < 0x40 || !(av_check_word(config, 0x06) & 0x10))
+        return -1;
+    off = (guint8)config[0x34] & 0xfc;
+    for (guint walked = 0; walked < 48 && off >= 0x40 && off + 4 <= MIN(len, 256); walked++) {
+        if ((guint8)config[off] == AV_PCI_CAP_ID_EXP)
+            return (av_check_word(config, off + 2) >> 4) & 0xf;
+        off = (guint8)config[off + 1] & 0xfc;
+    }
+    return -1;
+}
+
+/* Whether the bridge @address, when it is a root or downstream port,
+ * isolates the functions below it: ACS with each of Source Validation,
+ * Request and Completion Redirect and Upstream Forwarding that the port
+ * implements turned on (the controls it lacks are not asked of it, as the
+ * kernel's pci_acs_enabled() does not). */
+static AvAcsResult
+av_check_bridge_acs(const AvRoot *root, const char *address)
 {
     g_autofree char *path = av_sys_path("bus/pci/devices/%s/config", address);
     g_autofree char *config = NULL;
     gsize len = 0, off;
+    guint16 want;
+    int type;
 
-    *ret_known = FALSE;
-    if (av_root_read_file(root, path, &config, &len) < 0 || len <= 256)
-        return FALSE;
-    *ret_known = TRUE;
+    if (av_root_read_file(root, path, &config, &len) < 0)
+        return AV_ACS_UNKNOWN;
+    type = av_check_port_type(config, len);
+    if (type != AV_PCI_EXP_TYPE_ROOT_PORT && type != AV_PCI_EXP_TYPE_DOWNSTREAM)
+        return len < 0x40 ? AV_ACS_UNKNOWN : AV_ACS_NOT_A_PORT;
+    if (len <= 256)
+        return AV_ACS_UNKNOWN;
     if (!av_pci_config_find_ext_cap((const guint8 *)config, len, AV_PCI_EXT_CAP_ID_ACS, &off) || off + 8 > len)
-        return FALSE;
-    return (((guint8)config[off + 6] | (guint8)config[off + 7] << 8) & AV_ACS_CTRL_ISOLATE) == AV_ACS_CTRL_ISOLATE;
+        return AV_ACS_LACKING;
+    want = av_check_word(config, off + 4) & AV_ACS_CTRL_ISOLATE;
+    if (!want)
+        return AV_ACS_LACKING;
+    return (av_check_word(config, off + 6) & want) == want ? AV_ACS_ISOLATES : AV_ACS_LACKING;
 }
 
 /* ACS on the ports above managed devices (each bridge once), and each
@@ -429,7 +541,7 @@ av_check_isolation(const AvRoot *root, const AvHost *host, const AvPolicy *polic
     g_autoptr(GString) lacking = g_string_new(NULL);
     g_autoptr(GString) unknown = g_string_new(NULL);
     g_autoptr(GString) bad = g_string_new(NULL);
-    guint viable = 0;
+    guint viable = 0, ports = 0;
 
     for (guint i = 0; i < managed->len; i++) {
         const AvPciDevice *d = g_ptr_array_index(managed, i);
@@ -440,15 +552,18 @@ av_check_isolation(const AvRoot *root, const AvHost *host, const AvPolicy *polic
         /* The bridges above it, each once; a loop in a hostile tree ends. */
         for (guint depth = 0; up && up->parent_bridge && depth < 32; depth++) {
             const char *b = up->parent_bridge;
-            gboolean known;
+            AvAcsResult acs;
 
             up = av_host_find_pci(host, b);
             if (g_hash_table_contains(bridges, b))
                 continue;
             g_hash_table_add(bridges, (gpointer)b);
-            if (!av_check_bridge_acs(root, b, &known))
-                g_string_append_printf(known ? lacking : unknown, "%s%s", (known ? lacking : unknown)->len ? ", "
-                                                                                                         : "", b);
+            acs = av_check_bridge_acs(root, b);
+            if (acs == AV_ACS_ISOLATES)
+                ports++;
+            else if (acs == AV_ACS_LACKING || acs == AV_ACS_UNKNOWN)
+                g_string_append_printf(acs == AV_ACS_LACKING ? lacking : unknown, "%s%s",
+                                       (acs == AV_ACS_LACKING ? lacking : unknown)->len ? ", " : "", b);
         }
         if (av_vfio_group_check(host, policy, d, &members, &err))
             viable++;
@@ -459,15 +574,15 @@ av_check_isolation(const AvRoot *root, const AvHost *host, const AvPolicy *polic
         av_check_add(checks, "acs", AV_CHECK_WARN,
                      "such a port puts the functions below it in one IOMMU group; a card there goes with its "
                      "neighbours or not at all (see the groups line)",
-                     "no ACS isolation on the port%s above managed devices: %s", strchr(lacking->str, ',') ? "s" : "",
+                     "no ACS isolation on the root or downstream port%s above managed devices: %s", strchr(lacking->str, ',') ? "s" : "",
                      lacking->str);
     else if (unknown->len)
         av_check_add(checks, "acs", AV_CHECK_WARN, "run it as root, on the host itself",
                      "cannot read the extended configuration space (past byte 256: root only) of %s",
                      unknown->str);
     else
-        av_check_add(checks, "acs", AV_CHECK_PASS, NULL, "every port above a managed device isolates it (ACS), "
-                     "%u ports", g_hash_table_size(bridges));
+        av_check_add(checks, "acs", AV_CHECK_PASS, NULL, "every root or downstream port above a managed device "
+                     "isolates it (ACS), %u ports", ports);
     if (bad->len)
         av_check_add(checks, "groups", AV_CHECK_FAIL,
                      "'accelvirt list' shows each group; move the card, or change the profile to take the group's "
@@ -516,17 +631,19 @@ av_cli_cmd_host_validate(AvCli *cli, int argc, char **argv)
     if (!host)
         return av_cli_fail(err);
     av_check_iommu(root, checks);
-    av_check_interrupts(root, checks);
     policy = av_check_policy(cli, checks);
+    managed = av_check_managed(host, policy);
+    av_check_interrupts(root, managed->len > 0, checks);
     av_check_vfio(root, host, policy, checks);
     av_check_hook(root, checks, &hook_mtime);
     av_check_daemon(root, checks, hook_mtime);
     av_check_state(cli, checks);
     av_check_units(root, checks);
-    managed = av_check_managed(host, policy);
     av_check_hugepages(root, managed, checks);
-    if (policy)
+    if (policy && managed->len)
         av_check_isolation(root, host, policy, managed, checks);
+    else
+        av_check_add(checks, "groups", AV_CHECK_PASS, NULL, "no managed PCI device to hand to a guest");
 
     for (guint i = 0; i < checks->len; i++)
         counts[((AvCheck *)g_ptr_array_index(checks, i))->result]++;
