@@ -786,6 +786,24 @@ test_journal_chain(void)
         g_assert_error(err, AV_ERROR, AV_ERROR_INVALID_INPUT);
         g_clear_error(&err);
     }
+    /* An entry longer than a line may be is refused, the journal left as
+     * it was: a reader would refuse it, and every writer after it. */
+    {
+        g_autoptr(AvPool) pool = test_open_write(state);
+        g_autofree char *big = g_malloc(17 * 1024 * 1024);
+        g_autoptr(json_t) fields = NULL;
+        g_autofree char *before = test_read(state, "journal.jsonl", NULL);
+        g_autofree char *after = NULL;
+
+        memset(big, 'x', 17 * 1024 * 1024 - 1);
+        big[17 * 1024 * 1024 - 1] = '\0';
+        fields = json_pack("{s:s}", "note", big);
+        g_assert_false(av_pool_journal_append(pool, "checkpoint", fields, &err));
+        g_assert_nonnull(strstr(err->message, "is longer than a line of the journal"));
+        g_clear_error(&err);
+        after = test_read(state, "journal.jsonl", NULL);
+        g_assert_cmpstr(before, ==, after);
+    }
 
     data = test_read(state, "journal.jsonl", NULL);
     /* Changing one byte of line 3 (still a valid entry) breaks the chain at

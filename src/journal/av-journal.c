@@ -82,6 +82,16 @@ av_journal_write_entry(AvJournal *journal, json_t *entry, GError **error)
                     journal->path);
         return FALSE;
     }
+    /* Never a line that readers refuse and that would stop every writer
+     * after it (av_journal_prepare() refuses such a tail): a checkpoint
+     * holding the groups of years of owners could grow that long. */
+    if (strlen(line) > AV_JOURNAL_MAX_LINE) {
+        g_set_error(error, AV_ERROR, AV_ERROR_FAILED, "a '%s' entry of %" G_GSIZE_FORMAT " bytes is longer than a "
+                    "line of the journal '%s' may be (%d bytes); nothing was written",
+                    json_string_value(json_object_get(entry, "event")), strlen(line), journal->path,
+                    AV_JOURNAL_MAX_LINE);
+        return FALSE;
+    }
     if (!av_file_append_line(journal->path, line, 0600, error))
         return FALSE;
     journal->seq = (guint64)json_integer_value(json_object_get(entry, "seq"));
