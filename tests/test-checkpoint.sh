@@ -133,6 +133,27 @@ check "three checkpoints in the journal, each a chained entry" \
           '$AV' --state-dir '$S' journal verify"
 check "metrics after three checkpoints: the same numbers as a whole read, from the newest" \
     eval "same_metrics '$S' && [ \"\$(cat '$AV_TMP/from')\" -gt $CP3 ]"
+check "journal verify --since-checkpoint: only the entries after the newest checkpoint, from at_seq + 1" \
+    eval "'$AV' --state-dir '$S' journal verify --json >'$AV_TMP/vall.json' &&
+          '$AV' --state-dir '$S' journal verify --since-checkpoint --json >'$AV_TMP/vcp.json' &&
+          '$AV' --state-dir '$S' journal verify --since-checkpoint | grep -q \"entries from seq $((CP3 + 1)) (line [0-9]*, after the checkpoint at seq $CP3), chain intact from there; the entries before were not read\\.\$\" &&
+          python3 -c \"import json; a = json.load(open('$AV_TMP/vall.json')); c = json.load(open('$AV_TMP/vcp.json'))
+assert c['from_seq'] == $CP3 + 1 and a['from_seq'] == 1 and c['entries'] == a['entries'] - $CP3, (a, c)\""
+check "... a line changed after the checkpoint fails it, naming the same line as a whole verify" \
+    eval "mkdir -p '$AV_TMP/late' && python3 - '$J' '$AV_TMP/late/journal.jsonl' <<'PY'
+import sys
+lines = open(sys.argv[1]).read().split('\\n')
+k = len(lines) - 3
+lines[k] = lines[k].replace('\"seq\"', '\"seq\" ', 1)
+open(sys.argv[2], 'w').write('\\n'.join(lines))
+PY
+          '$AV' --state-dir '$AV_TMP/late' journal verify 2>'$AV_TMP/l1.err'; [ \$? = 4 ] &&
+          '$AV' --state-dir '$AV_TMP/late' journal verify --since-checkpoint 2>'$AV_TMP/l2.err'; [ \$? = 4 ] &&
+          cmp '$AV_TMP/l1.err' '$AV_TMP/l2.err'"
+check "... without a journal: 0 entries, read from the start" \
+    eval "'$AV' --state-dir '$AV_TMP/nojournal' journal verify --since-checkpoint | grep -q '0 entries, chain intact (no checkpoint yet: read from its start)'"
+check "--since-checkpoint is an option of journal verify only" one_line 2 "an option of 'journal verify'" \
+    "$AV" --state-dir "$S" journal show --since-checkpoint
 check "accounting reads the checkpoint entries as known events (no anomaly of them)" \
     eval "'$AV' --state-dir '$S' accounting --json >'$AV_TMP/k.json' &&
           ACCELVIRT_IGNORE_CHECKPOINTS=1 '$AV' --state-dir '$S' accounting --json >'$AV_TMP/k2.json' &&
@@ -231,6 +252,8 @@ cp "$J" "$M/journal.jsonl"
 edit_checkpoint "$M/journal.jsonl" sha
 check "a checkpoint whose at_sha256 is not the next entry's prev: journal verify passes (it is chained)" \
     "$AV" --state-dir "$M" journal verify
+check "... journal verify --since-checkpoint refuses to start from it (exit 4, one line)" \
+    one_line 4 "does not match its journal" "$AV" --state-dir "$M" journal verify --since-checkpoint
 check "... metrics warn on one line, read the whole journal, and give its numbers" \
     eval "'$AV' --state-dir '$M' metrics >'$AV_TMP/mm.prom' 2>'$AV_TMP/mm.err' &&
           [ \"\$(wc -l <'$AV_TMP/mm.err')\" = 1 ] &&
@@ -251,6 +274,8 @@ mkdir -p "$E"
 cp "$J" "$E/journal.jsonl"
 edit_checkpoint "$E/journal.jsonl" sums
 check "a checkpoint line edited: journal verify fails" expect_exit 4 "$AV" --state-dir "$E" journal verify
+check "... and so does journal verify --since-checkpoint (the chain after the checkpoint covers its line)" \
+    expect_exit 4 "$AV" --state-dir "$E" journal verify --since-checkpoint
 check "... metrics do not take its sums: a warning, the whole read's numbers, journal_verified 0" \
     eval "'$AV' --state-dir '$E' metrics >'$AV_TMP/e1.prom' 2>'$AV_TMP/e1.err'; grep -q 'is not used' '$AV_TMP/e1.err' &&
           grep -q '^accelvirt_journal_checked_from_seq 1\$' '$AV_TMP/e1.prom' && grep -q '^accelvirt_journal_verified 0\$' '$AV_TMP/e1.prom'"

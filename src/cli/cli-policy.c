@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "journal/av-journal-checkpoint.h"
 #include "ledger/av-accounting.h"
 #include "pool/av-pool.h"
 #include "scrub/av-scrub.h"
@@ -318,6 +319,47 @@ av_journal_checkpoint(AvCli *cli, gint64 min_entries)
 }
 
 /* See cli.h. */
+/* Where `journal verify --since-checkpoint` starts: after the newest
+ * checkpoint in the journal's first @size bytes, once the line ending at
+ * its at_offset is the entry at_seq and hashes to at_sha256 (the chain
+ * then goes on from it); from the start when there is none.  A checkpoint
+ * that does not hold is an error: the daily check must not pass on it. */
+static gboolean
+av_journal_verify_start(const char *state_dir, goffset size, AvJournalFrom *from, json_t **ret_cp, GError **error)
+{
+    g_autofree char *path = g_build_filename(state_dir, AV_JOURNAL_FILE, NULL);
+    g_autofree char *line = NULL;
+    g_autofree char *hash = NULL;
+    g_autoptr(json_t) entry = NULL;
+    goffset cp_offset = 0, at;
+    gsize len = 0;
+    json_t *cp;
+
+    if (!av_journal_find_checkpoint(path, size, G_MAXINT64, ret_cp, &cp_offset, error))
+        return FALSE;
+    cp = *ret_cp;
+    if (!cp)
+        return TRUE;
+    at = (goffset)json_integer_value(json_object_get(cp, "at_offset"));
+    if (!json_is_integer(json_object_get(cp, "lines")) || json_integer_value(json_object_get(cp, "lines")) < 1 ||
+        !av_journal_line_before(path, at, &line, &len, NULL) || !(hash = av_journal_hash(line, len)) ||
+        g_strcmp0(hash, json_string_value(json_object_get(cp, "at_sha256"))) != 0 ||
+        !(entry = json_loadb(line, len, JSON_REJECT_DUPLICATES, NULL)) ||
+        !json_is_integer(json_object_get(entry, "seq")) ||
+        json_integer_value(json_object_get(entry, "seq")) != json_integer_value(json_object_get(cp, "at_seq"))) {
+        g_set_error(error, AV_ERROR, AV_ERROR_CORRUPT_STATE,
+                    "the journal's checkpoint at byte %" G_GINT64_FORMAT " does not match its journal (the line "
+                    "ending at its at_offset is not the entry at_seq hashing to at_sha256); 'accelvirt journal "
+                    "verify' without --since-checkpoint says where the chain breaks", (gint64)cp_offset);
+        return FALSE;
+    }
+    from->offset = at;
+    from->line = (guint64)json_integer_value(json_object_get(cp, "lines")) + 1;
+    from->seq = (guint64)json_integer_value(json_object_get(cp, "at_seq")) + 1;
+    from->prev = json_string_value(json_object_get(cp, "at_sha256"));
+    return TRUE;
+}
+
 int
 av_cli_cmd_journal(AvCli *cli, int argc, char **argv)
 {
@@ -329,10 +371,16 @@ av_cli_cmd_journal(AvCli *cli, int argc, char **argv)
     gint last = 0;
     gint64 min_entries = -1;
     guint64 entries = 0;
+    gboolean since_checkpoint = FALSE;
+    AvJournalFrom from = { 0, 1, 1, "" };
+    g_autoptr(json_t) cp = NULL;
     const GOptionEntry show_entries[] = {
         { "event", 0, 0, G_OPTION_ARG_STRING, &event, "Only entries of this event (such as scrub-certificate)",
           "EVENT" },
         { "last", 0, 0, G_OPTION_ARG_INT, &last, "Only the last N entries shown", "N" },
+        { "since-checkpoint", 0, 0, G_OPTION_ARG_NONE, &since_checkpoint,
+          "verify: only what came after the newest checkpoint (the daily check; the whole journal when there is "
+          "none)", NULL },
         { "min-entries", 0, 0, G_OPTION_ARG_INT64, &min_entries,
           "checkpoint: write one only when at least N entries came after the previous one (default 1)", "N" },
         { NULL },
@@ -347,6 +395,8 @@ av_cli_cmd_journal(AvCli *cli, int argc, char **argv)
                       "--since read only what came after it.",
                       show_entries, &argc, &argv))
         return AV_EXIT_USAGE;
+    if (since_checkpoint && (argc != 2 || !g_str_equal(argv[1], "verify")))
+        return av_cli_usage_error("'--since-checkpoint' is an option of 'journal verify'");
     if (min_entries != -1 && (argc != 2 || !g_str_equal(argv[1], "checkpoint")))
         return av_cli_usage_error("'--min-entries' is an option of 'journal checkpoint'");
     if (argc >= 2 && g_str_equal(argv[1], "checkpoint")) {
@@ -383,9 +433,11 @@ av_cli_cmd_journal(AvCli *cli, int argc, char **argv)
     if (!av_journal_size(cli->state_dir, &size, &err))
         return av_cli_fail(err);
     g_clear_pointer(&pool, av_pool_free);
+    if (since_checkpoint && !av_journal_verify_start(cli->state_dir, size, &from, &cp, &err))
+        return av_cli_fail(err);
     progress.tty = isatty(STDERR_FILENO);
-    if (!av_journal_verify_part(cli->state_dir, size, progress.tty ? av_journal_verify_progress : NULL, &progress,
-                                &entries, &err)) {
+    if (!av_journal_verify_from(cli->state_dir, &from, size, progress.tty ? av_journal_verify_progress : NULL,
+                                &progress, &entries, &err)) {
         av_journal_verify_progress_end(&progress);
         return av_cli_fail(err);
     }
@@ -395,9 +447,17 @@ av_cli_cmd_journal(AvCli *cli, int argc, char **argv)
 
         json_object_set_new(o, "valid", json_true());
         json_object_set_new(o, "entries", json_integer((json_int_t)entries));
+        json_object_set_new(o, "from_seq", json_integer((json_int_t)from.seq));
+        json_object_set_new(o, "from_line", json_integer((json_int_t)from.line));
         av_cli_print_json(o);
+    } else if (from.seq > 1) {
+        printf("%s/journal.jsonl: %" G_GUINT64_FORMAT " entries from seq %" G_GUINT64_FORMAT " (line %"
+               G_GUINT64_FORMAT ", after the checkpoint at seq %" G_GINT64_FORMAT "), chain intact from there; "
+               "the entries before were not read.\n", cli->state_dir, entries, from.seq, from.line,
+               (gint64)json_integer_value(json_object_get(cp, "at_seq")));
     } else {
-        printf("%s/journal.jsonl: %" G_GUINT64_FORMAT " entries, chain intact.\n", cli->state_dir, entries);
+        printf("%s/journal.jsonl: %" G_GUINT64_FORMAT " entries, chain intact%s.\n", cli->state_dir, entries,
+               since_checkpoint ? " (no checkpoint yet: read from its start)" : "");
     }
     return AV_EXIT_OK;
 }

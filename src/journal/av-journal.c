@@ -464,22 +464,33 @@ gboolean
 av_journal_verify_part(const char *state_dir, goffset limit, AvJournalProgress progress, gpointer data,
                        guint64 *ret_entries, GError **error)
 {
+    static const AvJournalFrom start = { 0, 1, 1, "" };
+
+    return av_journal_verify_from(state_dir, &start, limit, progress, data, ret_entries, error);
+}
+
+/* See av-journal.h. */
+gboolean
+av_journal_verify_from(const char *state_dir, const AvJournalFrom *from, goffset limit, AvJournalProgress progress,
+                       gpointer data, guint64 *ret_entries, GError **error)
+{
     g_autofree char *path = g_build_filename(state_dir, AV_JOURNAL_FILE, NULL);
     g_autoptr(AvJournalReader) reader = NULL;
     g_autoptr(GPtrArray) torn_hashes = g_ptr_array_new_with_free_func(g_free);
     g_autoptr(GChecksum) sum = g_checksum_new(G_CHECKSUM_SHA256);
     char prev[65] = "";
-    guint64 expected = 1, entries = 0, torn = 0;
+    guint64 expected = from->seq, entries = 0, torn = 0;
     goffset told = 0;
     AvJournalLine line;
     int r;
 
-    r = av_journal_reader_open(path, 0, limit, &reader, error);
+    g_strlcpy(prev, from->prev, sizeof(prev));
+    r = av_journal_reader_open(path, from->offset, limit, &reader, error);
     if (r < 0)
         return FALSE;
     while (r > 0 && (r = av_journal_reader_next(reader, &line, error)) > 0) {
         g_autoptr(json_t) entry = NULL;
-        guint64 lineno = line.number;
+        guint64 lineno = line.number + from->line - 1;
         guint64 seq = 0;
         const char *event, *want;
 

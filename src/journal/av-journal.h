@@ -96,6 +96,22 @@ typedef void (*AvJournalProgress)(goffset done, goffset total, guint64 entries, 
 gboolean av_journal_verify_part(const char *state_dir, goffset limit, AvJournalProgress progress, gpointer data,
                                 guint64 *ret_entries, GError **error);
 
+/* Where a verify starts: byte @offset (the start of a line), which is line
+ * @line of the journal, whose first entry must have seq @seq and carry
+ * @prev, the hex SHA-256 of the line before ("" at the start). */
+typedef struct {
+    goffset offset;
+    guint64 line;
+    guint64 seq;
+    const char *prev;
+} AvJournalFrom;
+
+/* av_journal_verify_part() from @from instead of the journal's start:
+ * `journal verify --since-checkpoint`, from a checkpoint the caller has
+ * checked (its line hashes to what the checkpoint says). */
+gboolean av_journal_verify_from(const char *state_dir, const AvJournalFrom *from, goffset limit,
+                                AvJournalProgress progress, gpointer data, guint64 *ret_entries, GError **error);
+
 /* The size of the journal in @state_dir in bytes, 0 without one. */
 gboolean av_journal_size(const char *state_dir, goffset *ret_size, GError **error);
 
