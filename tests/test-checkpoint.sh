@@ -112,7 +112,7 @@ check "metrics from the checkpoint right after it: the same numbers, checked fro
     eval "same_metrics '$S' && [ \"\$(cat '$AV_TMP/from')\" = $((CP1 + 1)) ]"
 check "--min-entries: no second checkpoint when fewer entries came" \
     eval "'$AV' --state-dir '$S' journal checkpoint --min-entries 10 --json >'$AV_TMP/c.json' &&
-          json '$AV_TMP/c.json' \"d['written'] is False and d['new_entries'] == 1 and d['at_seq'] is None\""
+          json '$AV_TMP/c.json' \"d['written'] is False and d['new_entries'] == 0 and d['at_seq'] is None\""
 python3 "$MKC" "$J" 3000 --hostile --seed 2
 "$AV" --state-dir "$S" journal checkpoint --min-entries 1000 >/dev/null
 retime "$J" 1
@@ -195,10 +195,15 @@ i = max(k for k, l in enumerate(lines)
 e = json.loads(lines[i])
 if what == "sums":
     e["total"]["in_use_s"] += 3600
+elif what == "since":
+    e["devices"][0]["since"] = -9223372036854775808
+    e["devices"][0]["state"] = "in-use"
+elif what == "huge":
+    e["total"]["in_use_s"] = 2 ** 62
 else:
     e["at_sha256"] = "1" * 64
 lines[i] = json.dumps(e, separators=(",", ":")).encode()
-for k in range(i + 1, len(lines)) if what == "sha" else ():
+for k in range(i + 1, len(lines)) if what != "sums" else ():
     try:
         n = json.loads(lines[k])
     except ValueError:
@@ -266,6 +271,20 @@ check "... and journal checkpoint, which then computes from the start, saying wh
     eval "'$AV' --state-dir '$M' journal checkpoint --json >'$AV_TMP/mc.json' 2>'$AV_TMP/mc.err' &&
           grep -qx \"accelvirt: warning: the journal's checkpoint at seq $CP3 is not used (the line before its at_offset is not the entry at_seq hashing to at_sha256): computed from the journal's start instead\" '$AV_TMP/mc.err' && '$AV' --state-dir '$M' journal verify >/dev/null &&
           same_metrics '$M' && [ \"\$(cat '$AV_TMP/from')\" -gt $CP3 ]"
+
+# A checkpoint in the chain whose state could not come from any journal: a
+# device in a state since the smallest 64-bit time (the interval to now
+# would overflow), a total of 2^62 seconds.  Readers do not take it.
+for what in since huge; do
+    X="$AV_TMP/range-$what"
+    mkdir -p "$X"
+    cp "$J" "$X/journal.jsonl"
+    edit_checkpoint "$X/journal.jsonl" "$what"
+    check "a checkpoint whose state is out of range ($what): metrics warn, do not take it, and give the whole read's numbers" \
+        eval "'$AV' --state-dir '$X' journal verify >/dev/null &&
+              '$AV' --state-dir '$X' metrics >'$AV_TMP/r.prom' 2>'$AV_TMP/r.err' && grep -q 'is not used' '$AV_TMP/r.err' &&
+              grep -q '^accelvirt_journal_checked_from_seq 1\$' '$AV_TMP/r.prom' && same_metrics '$X'"
+done
 
 # A checkpoint line edited in place (its sums changed, the chain not
 # rewritten): journal verify names the break, readers do not trust it.

@@ -57,6 +57,7 @@ struct AvAccounting {
         gboolean chain_ok;
     } mark;
     guint64 checkpoint_seq;      /* the at_seq of the checkpoint started from, or 0 */
+    guint64 checkpoint_entries;  /* "checkpoint" entries fed (av_accounting_checkpoint() counts the others) */
     char *checkpoint_warning;    /* why a checkpoint found was not used, or NULL */
 };
 
@@ -108,6 +109,11 @@ av_acct_group_free(AvAcctGroup *g)
     g_free(g->device);
     g_free(g);
 }
+
+/* What a checkpoint may say (av_acct_restore()): a sum of at most 2^53,
+ * a time from 0001-01-01T00:00:00Z on. */
+#define AV_ACCT_MAX_SUM (G_GINT64_CONSTANT(1) << 53)
+#define AV_ACCT_MIN_TIME G_GINT64_CONSTANT(-62135596800)
 
 /* See av-accounting.h. */
 AvAccounting *
@@ -407,6 +413,11 @@ av_acct_entry(AvAccounting *acct, json_t *e, gint64 t)
     const char *event = json_string_value(json_object_get(e, "event"));
     const char *identity = json_string_value(json_object_get(e, "identity"));
     AvAcctDev *dev;
+
+    /* Checkpoints are not what a next checkpoint waits for: an idle host
+     * must not gain one every run. */
+    if (g_str_equal(event, "checkpoint"))
+        acct->checkpoint_entries++;
 
     if (g_str_equal(event, "added") || g_str_equal(event, "removed") || g_str_equal(event, "reprofiled") ||
         g_str_equal(event, "readdressed") || g_str_equal(event, "scrub-certificate") ||
@@ -742,14 +753,17 @@ av_acct_sums_from_json(json_t *o, AvAcctSums *ret)
         json_t *v = json_object_get(o, av_acct_sum_fields[i].name);
         char *at = (char *)ret + av_acct_sum_fields[i].offset;
 
-        if (!json_is_integer(v) || json_integer_value(v) < 0)
+        /* At most 2^53: a whole read of any journal stays far below, and
+         * sums added to it can then never overflow. */
+        if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > AV_ACCT_MAX_SUM)
             return FALSE;
         if (av_acct_sum_fields[i].seconds)
             *(gint64 *)at = json_integer_value(v);
         else
             *(guint64 *)at = (guint64)json_integer_value(v);
     }
-    if (!json_is_number(secs) || !isfinite(json_number_value(secs)) || json_number_value(secs) < 0)
+    if (!json_is_number(secs) || !isfinite(json_number_value(secs)) || json_number_value(secs) < 0 ||
+        json_number_value(secs) > (double)AV_ACCT_MAX_SUM)
         return FALSE;
     ret->scrub_seconds = json_number_value(secs);
     return TRUE;
@@ -806,9 +820,13 @@ av_acct_restore(AvAccounting *acct, json_t *cp, const char **ret_why)
         AvAcctDev *dev;
         AvDeviceState state;
 
+        /* A state entered between year 1 (the earliest RFC 3339 time, as a
+         * whole read parses them) and the checkpoint's at_time: an
+         * interval closed later can then never overflow. */
         if (!identity || !*identity || g_hash_table_contains(acct->devices, identity) ||
             !av_device_state_from_string(json_string_value(json_object_get(item, "state")), &state) ||
-            !json_is_integer(since) || !av_acct_string_or_null(json_object_get(item, "address")) ||
+            !json_is_integer(since) || json_integer_value(since) < AV_ACCT_MIN_TIME ||
+            json_integer_value(since) > acct->last_time || !av_acct_string_or_null(json_object_get(item, "address")) ||
             !av_acct_string_or_null(json_object_get(item, "profile")) || !(json_is_null(owner) || json_is_object(owner))) {
             *ret_why = "a device of it is malformed or named twice";
             return FALSE;
@@ -1063,7 +1081,7 @@ av_accounting_checkpoint(const char *path, json_t **ret_fields, guint64 *ret_new
                     "'accelvirt journal verify' says where", path, acct->chain_error);
         return FALSE;
     }
-    *ret_new = acct->mark.seq - from;
+    *ret_new = acct->mark.seq - from - MIN(acct->checkpoint_entries, acct->mark.seq - from);
     *ret_fields = av_acct_checkpoint_fields(acct);
     return TRUE;
 }

@@ -27,7 +27,7 @@
 
 /* How often an openat2() that a rename elsewhere in the tree interrupted
  * (-EAGAIN, openat2(2)) is tried again before the walk takes over. */
-#define AV_ROOT_OPENAT2_TRIES 4
+#define AV_ROOT_OPENAT2_TRIES 16
 
 struct AvRoot {
     char *prefix;   /* canonical, absolute, without a trailing '/' except for "/" */
@@ -48,37 +48,55 @@ static char *av_root_fd_name(int fd);
  * -EPERM or -ENOSYS, one without RESOLVE_IN_ROOT -EINVAL.  The walk stays
  * for them, and for test builds whose environment asks for it (the setting
  * "root-resolve" = "walk", tests/doubles/av-points.c). */
-static void
-av_root_open_prefix(AvRoot *root)
+static gboolean
+av_root_open_prefix(AvRoot *root, GError **error)
 {
 #if defined(HAVE_LINUX_OPENAT2_H) && defined(SYS_openat2)
     struct open_how how = {
         .flags = O_PATH | O_DIRECTORY | O_CLOEXEC,
         .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS,
     };
+    struct stat by_fd, by_name;
     int fd, probe;
 
     if (g_strcmp0(av_point_setting("root-resolve"), "walk") == 0)
-        return;
-    fd = open(root->prefix, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        return TRUE;
+    /* O_NOFOLLOW: a link swapped in for the prefix since realpath() saw a
+     * directory is refused, not followed (to "/", whose devices a fake
+     * tree's writes would then reach). */
+    fd = open(root->prefix, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0)
-        return;
+        return TRUE;
     probe = (int)syscall(SYS_openat2, fd, ".", &how, sizeof(how));
     if (probe < 0) {
         g_debug("resolving paths under '%s' by walking them: openat2() answers %s", root->prefix,
                 g_strerror(errno));
         close(fd);
-        return;
+        return TRUE;
     }
     close(probe);
-    root->fd = fd;
     root->fd_name = av_root_fd_name(fd);
-    /* A canonical prefix names the same directory: anything else (a bind
-     * mount seen by another name) makes the names of resolved fds useless. */
-    if (root->fd_name && !g_str_equal(root->fd_name, root->prefix))
+    /* The directory opened is the one the canonical prefix names, by what
+     * the kernel calls it and by its inode: a component of the prefix
+     * swapped for a link meanwhile would give another directory, whose fd
+     * every path would then be resolved in. */
+    if ((root->fd_name && !g_str_equal(root->fd_name, root->prefix)) || fstat(fd, &by_fd) < 0 ||
+        stat(root->prefix, &by_name) < 0 || by_fd.st_dev != by_name.st_dev || by_fd.st_ino != by_name.st_ino) {
+        close(fd);
         g_clear_pointer(&root->fd_name, g_free);
+        if (root->is_host)
+            return TRUE;
+        g_set_error(error, AV_ERROR, AV_ERROR_INVALID_INPUT,
+                    "cannot use '%s' as the root prefix: it changed while it was opened (a directory on its "
+                    "way replaced by a link?)", root->prefix);
+        return FALSE;
+    }
+    root->fd = fd;
+    return TRUE;
 #else
     (void)root;
+    (void)error;
+    return TRUE;
 #endif
 }
 
@@ -93,7 +111,7 @@ av_root_new(const char *prefix, GError **error)
     if (!prefix || !*prefix || g_str_equal(prefix, "/")) {
         root->prefix = g_strdup("/");
         root->is_host = TRUE;
-        av_root_open_prefix(root);
+        (void)av_root_open_prefix(root, NULL);
         return g_steal_pointer(&root);
     }
     real = realpath(prefix, NULL);
@@ -115,7 +133,8 @@ av_root_new(const char *prefix, GError **error)
     /* A fake tree: the kill storm's test points may act (never on "/"). */
     if (!root->is_host)
         av_point_arm();
-    av_root_open_prefix(root);
+    if (!av_root_open_prefix(root, error))
+        return NULL;
     return g_steal_pointer(&root);
 }
 
@@ -374,6 +393,13 @@ av_root_open_at(const AvRoot *root, const char *path, int flags)
             if (errno != EAGAIN && errno != EINTR)
                 return -errno;
         }
+        /* Renames racing the lookup (or a lease: EWOULDBLOCK is EAGAIN)
+         * made openat2() give up.  Under a fake tree the walk below is
+         * not safe against a directory swapped for a link meanwhile, and
+         * anyone who may rename in the tree can force this: fail instead.
+         * Under "/" no link leads outside the root. */
+        if (!root->is_host)
+            return -EAGAIN;
     }
 #endif
     r = av_root_resolve_walk(root, path, &resolved);
