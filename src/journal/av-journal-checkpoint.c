@@ -4,6 +4,7 @@
 #include "config.h"
 
 #include "journal/av-journal-checkpoint.h"
+#include "journal/av-journal.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -155,43 +156,25 @@ av_journal_find_checkpoint(const char *path, goffset limit, gint64 max_time, jso
 gboolean
 av_journal_line_before(const char *path, goffset offset, char **ret_line, gsize *ret_len, GError **error)
 {
-    g_autoptr(GByteArray) line = g_byte_array_new();
-    guint8 block[4096];
-    goffset pos = offset - 1;
+    goffset start = 0;
     guint8 c = 0;
     int fd, r;
 
     fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
     if (fd < 0)
         return av_error_errno(error, -errno, "cannot read the journal '%s'", path);
-    r = offset < 1 ? -EINVAL : av_file_pread_all(fd, &c, 1, pos);
-    while (r == 0 && c == '\n' && pos > 0) {
-        gsize want = (gsize)MIN((goffset)sizeof(block), pos);
-        const guint8 *nl;
-
-        r = av_file_pread_all(fd, block, want, pos - (goffset)want);
-        if (r < 0)
-            break;
-        nl = memrchr(block, '\n', want);
-        if (nl) {
-            g_byte_array_prepend(line, nl + 1, (guint)(block + want - nl - 1));
-            break;
-        }
-        g_byte_array_prepend(line, block, (guint)want);
-        pos -= (goffset)want;
-        if (line->len > AV_JOURNAL_CKPT_MAX_LINE)
-            r = -EFBIG;
-    }
+    r = offset < 1 ? -EINVAL : av_file_pread_all(fd, &c, 1, offset - 1);
+    if (r == 0 && c != '\n')
+        r = -EINVAL;
+    if (r == 0)
+        r = av_journal_read_line_ending(fd, offset - 1, &start, ret_line, ret_len);
     close(fd);
-    if (r == -EINVAL || r == -EFBIG || (r == 0 && c != '\n')) {
+    if (r == -EINVAL || r == -EFBIG) {
         g_set_error(error, AV_ERROR, AV_ERROR_CORRUPT_STATE,
                     "no whole line of the journal '%s' ends at byte %" G_GINT64_FORMAT, path, (gint64)offset);
         return FALSE;
     }
     if (r < 0)
         return av_error_errno(error, r, "cannot read the journal '%s'", path);
-    *ret_len = line->len;
-    g_byte_array_append(line, (const guint8 *)"", 1);
-    *ret_line = (char *)g_byte_array_free(g_steal_pointer(&line), FALSE);
     return TRUE;
 }

@@ -114,48 +114,48 @@ av_journal_entry_new(AvJournal *journal, const char *event)
     return entry;
 }
 
-/* The journal is read backwards in chunks of this size, and a line longer
- * than AV_JOURNAL_MAX_LINE (entries are a few hundred bytes) is refused. */
-#define AV_JOURNAL_CHUNK 4096
+/* The journal is read backwards in chunks of this size. */
+#define AV_JOURNAL_CHUNK 65536
 
-/* Reads the line of @fd that ends at @end (the offset of its newline, or
- * the size of the file for a last line without one): reads backwards from
- * @end, a chunk at a time, to the previous newline or the start of the file.
- * Sets *ret_start to the offset of the line's first byte and *ret_line to
- * its bytes, NUL-terminated (caller frees), *ret_len to their number.
- * Returns 0 or -errno (-EFBIG above AV_JOURNAL_MAX_LINE). */
-static int
-av_journal_read_line_before(int fd, goffset end, goffset *ret_start, char **ret_line, gsize *ret_len)
+/* See av-journal.h.  The line's start is found first (memrchr over chunks
+ * read backwards, nothing kept), then the line is read in one pread: the
+ * work is linear in its length, however long. */
+int
+av_journal_read_line_ending(int fd, goffset end, goffset *ret_start, char **ret_line, gsize *ret_len)
 {
-    g_autoptr(GByteArray) line = g_byte_array_new();
+    g_autofree char *line = NULL;
     goffset pos = end;
+    gsize len;
+    int r;
 
     while (pos > 0) {
         guint8 buf[AV_JOURNAL_CHUNK];
         gsize want = (gsize)MIN((goffset)sizeof(buf), pos);
         const guint8 *nl;
-        int r;
 
         r = av_file_pread_all(fd, buf, want, pos - (goffset)want);
         if (r < 0)
             return r;
         nl = memrchr(buf, '\n', want);
         if (nl) {
-            gsize keep = want - (gsize)(nl + 1 - buf);
-
-            g_byte_array_prepend(line, nl + 1, (guint)keep);
-            pos -= (goffset)keep;
+            pos -= (goffset)(want - (gsize)(nl + 1 - buf));
             break;
         }
-        g_byte_array_prepend(line, buf, (guint)want);
         pos -= (goffset)want;
-        if (line->len > AV_JOURNAL_MAX_LINE)
+        if (end - pos > AV_JOURNAL_MAX_LINE)
             return -EFBIG;
     }
+    len = (gsize)(end - pos);
+    if (len > AV_JOURNAL_MAX_LINE)
+        return -EFBIG;
+    line = g_malloc(len + 1);
+    r = av_file_pread_all(fd, line, len, pos);
+    if (r < 0)
+        return r;
+    line[len] = '\0';
     *ret_start = pos;
-    *ret_len = line->len;
-    g_byte_array_append(line, (const guint8 *)"", 1);
-    *ret_line = (char *)g_byte_array_free(g_steal_pointer(&line), FALSE);
+    *ret_len = len;
+    *ret_line = g_steal_pointer(&line);
     return 0;
 }
 
@@ -259,7 +259,7 @@ av_journal_prepare(AvJournal *journal, GError **error)
     r = av_file_pread_all(fd, &c, 1, st.st_size - 1);
     ended = c == '\n';
     if (r == 0)
-        r = av_journal_read_line_before(fd, ended ? st.st_size - 1 : st.st_size, &start, &last, &last_len);
+        r = av_journal_read_line_ending(fd, ended ? st.st_size - 1 : st.st_size, &start, &last, &last_len);
     if (r < 0) {
         close(fd);
         return av_journal_tail_fail(journal, r, error);
@@ -299,7 +299,7 @@ av_journal_prepare(AvJournal *journal, GError **error)
         gsize len = 0;
         goffset line_start = 0;
 
-        r = av_journal_read_line_before(fd, pos - 1, &line_start, &line, &len);
+        r = av_journal_read_line_ending(fd, pos - 1, &line_start, &line, &len);
         pos = line_start;
         if (r == 0 && av_journal_parse_line(line, len, NULL, &seq))
             break;

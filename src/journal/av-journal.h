@@ -58,6 +58,13 @@ gboolean av_journal_prepare(AvJournal *journal, GError **error);
  * lock. */
 gboolean av_journal_append(AvJournal *journal, const char *event, json_t *fields, GError **error);
 
+/* The line of the journal open as @fd that ends at @end (the offset of
+ * its newline, or of the end of a last line without one): *ret_start its
+ * first byte, *ret_line its bytes NUL-terminated (caller frees), *ret_len
+ * their number.  Returns 0 or -errno: -EFBIG for a line longer than
+ * AV_JOURNAL_MAX_LINE.  Read backwards to find its start, then once. */
+int av_journal_read_line_ending(int fd, goffset end, goffset *ret_start, char **ret_line, gsize *ret_len);
+
 /* The hex SHA-256 of @len bytes at @data.  Caller frees. */
 char *av_journal_hash(const char *data, gsize len);
 
