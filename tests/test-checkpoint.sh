@@ -193,7 +193,7 @@ lines = open(path, "rb").read().split(b"\n")[:-1]
 i = max(k for k, l in enumerate(lines)
         if l.startswith(b'{"seq":') and l.endswith(b'}') and json.loads(l)["event"] == "checkpoint")
 e = json.loads(lines[i])
-if what == "sums":
+if what in ("sums", "rechained-sums"):
     e["total"]["in_use_s"] += 3600
 elif what == "since":
     e["devices"][0]["since"] = -9223372036854775808
@@ -255,7 +255,8 @@ M="$AV_TMP/mismatch"
 mkdir -p "$M"
 cp "$J" "$M/journal.jsonl"
 edit_checkpoint "$M/journal.jsonl" sha
-check "a checkpoint whose at_sha256 is not the next entry's prev: journal verify passes (it is chained)" \
+check "a checkpoint whose at_sha256 is not the next entry's prev: chained, but a whole journal verify finds it (exit 4, one line)" \
+    one_line 4 "(the state after seq $CP3) does not hold what the entries before it add up to (at_sha256 differs)" \
     "$AV" --state-dir "$M" journal verify
 check "... journal verify --since-checkpoint refuses to start from it (exit 4, one line)" \
     one_line 4 "does not match its journal" "$AV" --state-dir "$M" journal verify --since-checkpoint
@@ -269,7 +270,7 @@ check "... accounting --since warns the same way and gives the whole read's numb
           grep -q 'is not used' '$AV_TMP/ma.err' && json '$AV_TMP/ma.json' \"d['checked_from_seq'] == 1 and d['verified']\""
 check "... and journal checkpoint, which then computes from the start, saying why" \
     eval "'$AV' --state-dir '$M' journal checkpoint --json >'$AV_TMP/mc.json' 2>'$AV_TMP/mc.err' &&
-          grep -qx \"accelvirt: warning: the journal's checkpoint at seq $CP3 is not used (the line before its at_offset is not the entry at_seq hashing to at_sha256): computed from the journal's start instead\" '$AV_TMP/mc.err' && '$AV' --state-dir '$M' journal verify >/dev/null &&
+          grep -qx \"accelvirt: warning: the journal's checkpoint at seq $CP3 is not used (the line before its at_offset is not the entry at_seq hashing to at_sha256): computed from the journal's start instead\" '$AV_TMP/mc.err' && '$AV' --state-dir '$M' journal verify --since-checkpoint >/dev/null &&
           same_metrics '$M' && [ \"\$(cat '$AV_TMP/from')\" -gt $CP3 ]"
 
 # A checkpoint in the chain whose state could not come from any journal: a
@@ -280,11 +281,27 @@ for what in since huge; do
     mkdir -p "$X"
     cp "$J" "$X/journal.jsonl"
     edit_checkpoint "$X/journal.jsonl" "$what"
-    check "a checkpoint whose state is out of range ($what): metrics warn, do not take it, and give the whole read's numbers" \
-        eval "'$AV' --state-dir '$X' journal verify >/dev/null &&
+    check "a checkpoint whose state is out of range ($what): a whole journal verify finds it; metrics warn, do not take it, and give the whole read's numbers" \
+        eval "'$AV' --state-dir '$X' journal verify 2>'$AV_TMP/rv.err'; [ \$? = 4 ] && grep -q 'does not hold what the entries before it add up to' '$AV_TMP/rv.err' &&
               '$AV' --state-dir '$X' metrics >'$AV_TMP/r.prom' 2>'$AV_TMP/r.err' && grep -q 'is not used' '$AV_TMP/r.err' &&
               grep -q '^accelvirt_journal_checked_from_seq 1\$' '$AV_TMP/r.prom' && same_metrics '$X'"
 done
+
+# A checkpoint whose sums are an hour more than its entries add up to, the
+# chain after it rewritten so that it is intact: only a whole verify, which
+# adds the entries up again, can tell; metrics would take its sums.
+W="$AV_TMP/wrong-sums"
+mkdir -p "$W"
+cp "$J" "$W/journal.jsonl"
+edit_checkpoint "$W/journal.jsonl" rechained-sums
+check "a checkpoint in an intact chain whose sums are wrong: journal verify fails, naming it and what differs" \
+    one_line 4 "(the state after seq $CP3) does not hold what the entries before it add up to (total differs)" \
+    "$AV" --state-dir "$W" journal verify
+check "... journal verify --since-checkpoint does not add up what came before (the whole one does, now and then)" \
+    "$AV" --state-dir "$W" journal verify --since-checkpoint
+check "journal verify of the good journal: its three checkpoints hold" \
+    eval "'$AV' --state-dir '$S' journal verify | grep -q '; 3 checkpoints hold what the entries before them add up to\.\$' &&
+          '$AV' --state-dir '$S' journal verify --json | python3 -c 'import json,sys; assert json.load(sys.stdin)[\"checkpoints_checked\"] == 3'"
 
 # A checkpoint line edited in place (its sums changed, the chain not
 # rewritten): journal verify names the break, readers do not trust it.

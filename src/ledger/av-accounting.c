@@ -1086,6 +1086,90 @@ av_accounting_checkpoint(const char *path, json_t **ret_fields, guint64 *ret_new
     return TRUE;
 }
 
+/* The checkpoint entries of the journal @path's first @limit bytes, in
+ * order (json_t*, caller frees): whole lines whose top-level event is
+ * "checkpoint" and whose at_offset is an integer before their own line;
+ * the substring test first, so that other lines are not parsed. */
+static GPtrArray *
+av_acct_checkpoint_entries(const char *path, goffset limit, GError **error)
+{
+    g_autoptr(GPtrArray) found = g_ptr_array_new_with_free_func((GDestroyNotify)json_decref);
+    g_autoptr(AvJournalReader) reader = NULL;
+    AvJournalLine line;
+    int r;
+
+    r = av_journal_reader_open(path, 0, limit, &reader, error);
+    while (r > 0 && (r = av_journal_reader_next(reader, &line, error)) > 0) {
+        json_t *e, *at;
+
+        if (!line.data || !line.ended || line.nul || !strstr(line.data, "\"event\":\"checkpoint\""))
+            continue;
+        e = json_loadb(line.data, line.len, JSON_REJECT_DUPLICATES, NULL);
+        at = json_object_get(e, "at_offset");
+        if (json_is_object(e) && g_strcmp0(json_string_value(json_object_get(e, "event")), "checkpoint") == 0 &&
+            json_is_integer(at) && json_integer_value(at) > 0 && json_integer_value(at) <= line.offset)
+            g_ptr_array_add(found, e);
+        else
+            json_decref(e);
+    }
+    if (r < 0)
+        return NULL;
+    return g_steal_pointer(&found);
+}
+
+/* See av-accounting.h.  One pass over the journal, its state compared
+ * with each checkpoint's at the checkpoint's at_offset: the journal's
+ * members (seq, time, prev, event) aside, the same fields as `journal
+ * checkpoint` would write there from the start. */
+gboolean
+av_accounting_check_checkpoints(const char *path, goffset limit, guint *ret_checked, char **ret_problem,
+                                GError **error)
+{
+    g_autoptr(AvAccounting) acct = av_accounting_new(G_MININT64, G_MAXINT64, AV_ACCT_BY_TENANT);
+    g_autoptr(GPtrArray) cps = av_acct_checkpoint_entries(path, limit, error);
+    goffset at = 0;
+
+    *ret_checked = 0;
+    *ret_problem = NULL;
+    if (!cps)
+        return FALSE;
+    for (guint i = 0; i < cps->len; i++) {
+        json_t *cp = g_ptr_array_index(cps, i);
+        goffset next = (goffset)json_integer_value(json_object_get(cp, "at_offset"));
+        g_autoptr(json_t) want = json_deep_copy(cp);
+        g_autoptr(json_t) have = NULL;
+        const char *key;
+        json_t *value;
+
+        if (next < at) {
+            *ret_problem = g_strdup_printf("the checkpoint at seq %" G_GINT64_FORMAT " covers less than the one "
+                                           "before it", (gint64)json_integer_value(json_object_get(cp, "seq")));
+            return TRUE;
+        }
+        if (!av_acct_read_from(acct, path, at, next, TRUE, error))
+            return FALSE;
+        at = next;
+        have = av_acct_checkpoint_fields(acct);
+        for (const char *const *k = (const char *const[]){ "seq", "time", "prev", "event", NULL }; *k; k++)
+            json_object_del(want, *k);
+        json_object_foreach(want, key, value) {
+            if (!json_equal(value, json_object_get(have, key)))
+                break;
+        }
+        if (!key && json_object_size(want) != json_object_size(have))
+            key = "its members";
+        if (key) {
+            *ret_problem = g_strdup_printf("the checkpoint at seq %" G_GINT64_FORMAT " (the state after seq %"
+                                           G_GINT64_FORMAT ") does not hold what the entries before it add up to "
+                                           "(%s differs)", (gint64)json_integer_value(json_object_get(cp, "seq")),
+                                           (gint64)json_integer_value(json_object_get(cp, "at_seq")), key);
+            return TRUE;
+        }
+        (*ret_checked)++;
+    }
+    return TRUE;
+}
+
 /* See av-accounting.h. */
 guint64
 av_accounting_checkpoint_seq(const AvAccounting *acct)

@@ -193,6 +193,16 @@ const char *av_accounting_checkpoint_warning(const AvAccounting *acct);
  * AV_ERROR_CORRUPT_STATE
  * when the chain does not verify up to that entry (no checkpoint vouches
  * for a broken chain), or an I/O error. */
+/* Checks every checkpoint entry in the journal @path's first @limit bytes
+ * against the entries before it: the state the accounting reaches from the
+ * journal's start at its at_offset must be what it holds.  *ret_checked
+ * gets how many held; *ret_problem (caller frees) a sentence naming the
+ * first that does not, or NULL.  FALSE with @error when the file cannot be
+ * read.  A whole `journal verify` runs it: nothing else would find a
+ * checkpoint that is in the chain but wrong, whose sums readers take. */
+gboolean av_accounting_check_checkpoints(const char *path, goffset limit, guint *ret_checked, char **ret_problem,
+                                         GError **error);
+
 gboolean av_accounting_checkpoint(const char *path, json_t **ret_fields, guint64 *ret_new, char **ret_warning,
                                   GError **error);
 
