@@ -295,7 +295,7 @@ mkdir -p "$W"
 cp "$J" "$W/journal.jsonl"
 edit_checkpoint "$W/journal.jsonl" rechained-sums
 check "a checkpoint in an intact chain whose sums are wrong: journal verify fails, naming it and what differs" \
-    one_line 4 "(the state after seq $CP3) does not hold what the entries before it add up to (total differs)" \
+    one_line 4 "the checkpoint at seq $((CP3 + 2)) (the state after seq $CP3) does not hold what the entries before it add up to (total differs)" \
     "$AV" --state-dir "$W" journal verify
 check "... journal verify --since-checkpoint does not add up what came before (the whole one does, now and then)" \
     "$AV" --state-dir "$W" journal verify --since-checkpoint

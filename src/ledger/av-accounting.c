@@ -5,10 +5,12 @@
 #include "ledger/av-accounting.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "journal/av-journal.h"
 #include "journal/av-journal-checkpoint.h"
@@ -1086,31 +1088,41 @@ av_accounting_checkpoint(const char *path, json_t **ret_fields, guint64 *ret_new
     return TRUE;
 }
 
+/* Where a checkpoint entry is: its line's end (the offset of its newline)
+ * and its at_offset. */
+typedef struct {
+    goffset end;
+    goffset at;
+} AvAcctCheckpointAt;
+
 /* The checkpoint entries of the journal @path's first @limit bytes, in
- * order (json_t*, caller frees): whole lines whose top-level event is
- * "checkpoint" and whose at_offset is an integer before their own line;
- * the substring test first, so that other lines are not parsed. */
-static GPtrArray *
+ * order: whole lines whose top-level event is "checkpoint" and whose
+ * at_offset is an integer before their own line (the substring test
+ * first, so that other lines are not parsed).  Only where they are is
+ * kept: their lines are read again one at a time. */
+static GArray *
 av_acct_checkpoint_entries(const char *path, goffset limit, GError **error)
 {
-    g_autoptr(GPtrArray) found = g_ptr_array_new_with_free_func((GDestroyNotify)json_decref);
+    g_autoptr(GArray) found = g_array_new(FALSE, FALSE, sizeof(AvAcctCheckpointAt));
     g_autoptr(AvJournalReader) reader = NULL;
     AvJournalLine line;
     int r;
 
     r = av_journal_reader_open(path, 0, limit, &reader, error);
     while (r > 0 && (r = av_journal_reader_next(reader, &line, error)) > 0) {
-        json_t *e, *at;
+        g_autoptr(json_t) e = NULL;
+        json_t *at;
 
         if (!line.data || !line.ended || line.nul || !strstr(line.data, "\"event\":\"checkpoint\""))
             continue;
         e = json_loadb(line.data, line.len, JSON_REJECT_DUPLICATES, NULL);
         at = json_object_get(e, "at_offset");
         if (json_is_object(e) && g_strcmp0(json_string_value(json_object_get(e, "event")), "checkpoint") == 0 &&
-            json_is_integer(at) && json_integer_value(at) > 0 && json_integer_value(at) <= line.offset)
-            g_ptr_array_add(found, e);
-        else
-            json_decref(e);
+            json_is_integer(at) && json_integer_value(at) > 0 && json_integer_value(at) <= line.offset) {
+            AvAcctCheckpointAt where = { line.offset + (goffset)line.len, (goffset)json_integer_value(at) };
+
+            g_array_append_val(found, where);
+        }
     }
     if (r < 0)
         return NULL;
@@ -1126,30 +1138,57 @@ av_accounting_check_checkpoints(const char *path, goffset limit, guint *ret_chec
                                 GError **error)
 {
     g_autoptr(AvAccounting) acct = av_accounting_new(G_MININT64, G_MAXINT64, AV_ACCT_BY_TENANT);
-    g_autoptr(GPtrArray) cps = av_acct_checkpoint_entries(path, limit, error);
+    g_autoptr(GArray) cps = av_acct_checkpoint_entries(path, limit, error);
     goffset at = 0;
+    int fd;
 
     *ret_checked = 0;
     *ret_problem = NULL;
     if (!cps)
         return FALSE;
+    if (cps->len == 0)
+        return TRUE;
+    fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+    if (fd < 0)
+        return av_error_errno(error, -errno, "cannot read the journal '%s'", path);
     for (guint i = 0; i < cps->len; i++) {
-        json_t *cp = g_ptr_array_index(cps, i);
-        goffset next = (goffset)json_integer_value(json_object_get(cp, "at_offset"));
-        g_autoptr(json_t) want = json_deep_copy(cp);
+        const AvAcctCheckpointAt *where = &g_array_index(cps, AvAcctCheckpointAt, i);
+        goffset next = where->at, start = 0;
+        g_autoptr(json_t) want = NULL;
         g_autoptr(json_t) have = NULL;
+        g_autofree char *line = NULL;
+        json_t *cp, *value;
+        json_int_t seq;
         const char *key;
-        json_t *value;
+        gsize len = 0;
+        int r;
+
+        r = av_journal_read_line_ending(fd, where->end, &start, &line, &len);
+        if (r < 0) {
+            close(fd);
+            return av_error_errno(error, r, "cannot read the journal '%s'", path);
+        }
+        want = cp = json_loadb(line, len, JSON_REJECT_DUPLICATES, NULL);
+        if (!json_is_object(cp)) {
+            close(fd);
+            g_set_error(error, AV_ERROR, AV_ERROR_CORRUPT_STATE, "the journal '%s' changed while it was read",
+                        path);
+            return FALSE;
+        }
 
         if (next < at) {
             *ret_problem = g_strdup_printf("the checkpoint at seq %" G_GINT64_FORMAT " covers less than the one "
                                            "before it", (gint64)json_integer_value(json_object_get(cp, "seq")));
+            close(fd);
             return TRUE;
         }
-        if (!av_acct_read_from(acct, path, at, next, TRUE, error))
+        if (!av_acct_read_from(acct, path, at, next, TRUE, error)) {
+            close(fd);
             return FALSE;
+        }
         at = next;
         have = av_acct_checkpoint_fields(acct);
+        seq = json_integer_value(json_object_get(cp, "seq"));
         for (const char *const *k = (const char *const[]){ "seq", "time", "prev", "event", NULL }; *k; k++)
             json_object_del(want, *k);
         json_object_foreach(want, key, value) {
@@ -1161,12 +1200,14 @@ av_accounting_check_checkpoints(const char *path, goffset limit, guint *ret_chec
         if (key) {
             *ret_problem = g_strdup_printf("the checkpoint at seq %" G_GINT64_FORMAT " (the state after seq %"
                                            G_GINT64_FORMAT ") does not hold what the entries before it add up to "
-                                           "(%s differs)", (gint64)json_integer_value(json_object_get(cp, "seq")),
+                                           "(%s differs)", (gint64)seq,
                                            (gint64)json_integer_value(json_object_get(cp, "at_seq")), key);
+            close(fd);
             return TRUE;
         }
         (*ret_checked)++;
     }
+    close(fd);
     return TRUE;
 }
 
