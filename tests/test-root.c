@@ -460,6 +460,7 @@ test_host_resolve(void)
     g_autofree char *r = NULL, *v = NULL;
 
     /* (The fake root armed the switch for "/" too.) */
+    g_assert_nonnull(fake);
     g_assert_cmpint(av_root_resolves_in_kernel(host), ==, !test_walk);
     av_test_write(dir, "d/f", "on the host\n");
     av_test_symlink(dir, "l", "d");
