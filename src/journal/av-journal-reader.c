@@ -113,7 +113,8 @@ av_journal_reader_next(AvJournalReader *r, AvJournalLine *ret_line, GError **err
     gboolean nul = FALSE;
 
     for (;;) {
-        char *held = r->buf + r->start;
+        /* Nothing held before the first block is read (no buffer yet). */
+        char *held = r->buf ? r->buf + r->start : NULL;
         gsize n = r->len - r->start;
         char *nl = n ? memchr(held, '\n', n) : NULL;
         gssize got;
