@@ -13,7 +13,7 @@ av_version_text(const char *program, const char *placement)
 
     g_string_append_printf(text, "%s %s\n", program, PACKAGE_VERSION);
     if (g_str_has_prefix(AV_GPU_SCRUB_BUILT, "yes"))
-        g_string_append_printf(text, "GPU scrubbing kernel: built, %s%s\n", AV_GPU_SCRUB_PATH,
+        g_string_append_printf(text, "GPU scrubbing kernel: built, %s%s\n", AV_PKGLIBEXEC_DIR "/accelvirt-scrub-gpu",
                                &AV_GPU_SCRUB_BUILT[3]);
     else
         g_string_append(text, "GPU scrubbing kernel: not built (configure found no nvcc that compiles it)\n");
