@@ -3,9 +3,11 @@
 #include "config.h"
 
 #include <stdio.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cli.h"
+#include "journal/av-journal-archive.h"
 #include "journal/av-journal-checkpoint.h"
 #include "ledger/av-accounting.h"
 #include "pool/av-pool.h"
@@ -279,27 +281,38 @@ av_journal_verify_progress_end(AvVerifyProgress *p)
  * entry); the pool's exclusive lock is taken only to append the entry,
  * which may then cover an entry older than the journal's tail: readers
  * feed from its at_offset on. */
+static gboolean
+av_journal_checkpoint_write(AvCli *cli, gint64 min_entries, json_t **ret_fields, guint64 *ret_fresh,
+                            gboolean *ret_written, GError **error)
+{
+    g_autoptr(AvPool) pool = NULL;
+    g_autofree char *path = g_build_filename(cli->state_dir, AV_JOURNAL_FILE, NULL);
+    g_autofree char *warning = NULL;
+
+    *ret_written = FALSE;
+    if (!av_accounting_checkpoint(path, ret_fields, ret_fresh, &warning, error))
+        return FALSE;
+    if (warning)
+        fprintf(stderr, "accelvirt: warning: %s\n", warning);
+    if (*ret_fields && *ret_fresh >= (guint64)min_entries) {
+        pool = av_cli_open_pool(cli, NULL, AV_POOL_WRITE, error);
+        if (!pool || !av_pool_journal_append(pool, "checkpoint", *ret_fields, error))
+            return FALSE;
+        *ret_written = TRUE;
+    }
+    return TRUE;
+}
+
 static int
 av_journal_checkpoint(AvCli *cli, gint64 min_entries)
 {
     g_autoptr(GError) err = NULL;
-    g_autoptr(AvPool) pool = NULL;
     g_autoptr(json_t) fields = NULL;
-    g_autofree char *path = g_build_filename(cli->state_dir, AV_JOURNAL_FILE, NULL);
-    g_autofree char *warning = NULL;
     guint64 fresh = 0;
     gboolean write;
 
-    if (!av_accounting_checkpoint(path, &fields, &fresh, &warning, &err))
+    if (!av_journal_checkpoint_write(cli, min_entries, &fields, &fresh, &write, &err))
         return av_cli_fail(err);
-    if (warning)
-        fprintf(stderr, "accelvirt: warning: %s\n", warning);
-    write = fields && fresh >= (guint64)min_entries;
-    if (write) {
-        pool = av_cli_open_pool(cli, NULL, AV_POOL_WRITE, &err);
-        if (!pool || !av_pool_journal_append(pool, "checkpoint", fields, &err))
-            return av_cli_fail(err);
-    }
     if (cli->json) {
         json_t *o = json_object();
 
@@ -360,6 +373,146 @@ av_journal_verify_start(const char *state_dir, goffset size, AvJournalFrom *from
     return TRUE;
 }
 
+/* The live journal.jsonl's size and the time of its first entry (0 when
+ * it has none), of a journal of @size bytes. */
+static gboolean
+av_journal_live_start(const char *state_dir, goffset size, goffset *ret_bytes, gint64 *ret_first, GError **error)
+{
+    g_autofree char *path = g_build_filename(state_dir, AV_JOURNAL_FILE, NULL);
+    g_autoptr(AvJournalReader) reader = NULL;
+    g_autoptr(json_t) e = NULL;
+    AvJournalLine line;
+    struct stat st;
+    int r;
+
+    *ret_bytes = 0;
+    *ret_first = 0;
+    if (stat(path, &st) < 0)
+        return TRUE;
+    *ret_bytes = MIN((goffset)st.st_size, size);
+    r = av_journal_reader_open(path, size - *ret_bytes, size, &reader, error);
+    if (r > 0)
+        r = av_journal_reader_next(reader, &line, error);
+    if (r < 0)
+        return FALSE;
+    if (r > 0 && line.data && (e = json_loadb(line.data, line.len, JSON_REJECT_DUPLICATES, NULL))) {
+        const char *t = json_string_value(json_object_get(e, "time"));
+        g_autoptr(GDateTime) dt = t ? g_date_time_new_from_iso8601(t, NULL) : NULL;
+
+        if (dt)
+            *ret_first = g_date_time_to_unix(dt);
+    }
+    return TRUE;
+}
+
+/* `journal archive`: the entries before the newest checkpoint's at_offset
+ * (one is written first when there is none) move to a segment of
+ * journal.d; see journal/av-journal-archive.h for the two steps.  Only
+ * the cut holds the pool's exclusive lock. */
+static int
+av_journal_archive(AvCli *cli, gint64 min_size, gint64 min_age_days)
+{
+    g_autoptr(GError) err = NULL;
+    g_autoptr(AvPool) pool = NULL;
+    g_autoptr(json_t) cp = NULL;
+    g_autoptr(AvJournalArchive) archive = NULL;
+    AvJournalArchived done = { 0 };
+    AvJournalFrom from = { 0, 1, 1, "" };
+    goffset size = 0, live = 0;
+    gint64 first = 0;
+    gboolean due = TRUE, wrote_checkpoint = FALSE;
+    json_t *fields;
+    int r;
+
+    for (int round = 0; round < 2; round++) {
+        pool = av_cli_open_pool(cli, NULL, AV_POOL_READ, &err);
+        if (!pool || !av_journal_size(cli->state_dir, &size, &err) ||
+            !av_journal_live_start(cli->state_dir, size, &live, &first, &err))
+            return av_cli_fail(err);
+        g_clear_pointer(&pool, av_pool_free);
+        if (round == 0 && (min_size > 0 || min_age_days > 0)) {
+            gint64 now = g_get_real_time() / G_USEC_PER_SEC;
+
+            due = (min_size > 0 && live >= min_size) ||
+                  (min_age_days > 0 && first > 0 && first <= now - min_age_days * 86400);
+        }
+        if (!due || live == 0)
+            break;
+        g_clear_pointer(&cp, json_decref);
+        if (!av_journal_verify_start(cli->state_dir, size, &from, &cp, &err))
+            return av_cli_fail(err);
+        if (cp || round > 0)
+            break;
+        /* No checkpoint yet (a journal of 0.1.0, a host without the
+         * reconcile timer): one now, at the journal's last entry. */
+        {
+            g_autoptr(json_t) cp_fields = NULL;
+            guint64 fresh = 0;
+
+            if (!av_journal_checkpoint_write(cli, 1, &cp_fields, &fresh, &wrote_checkpoint, &err))
+                return av_cli_fail(err);
+        }
+    }
+    r = due && cp ? av_journal_archive_prepare(cli->state_dir, size, from.offset, &archive, &err) : 0;
+    if (r < 0)
+        return av_cli_fail(err);
+    if (r > 0) {
+        pool = av_cli_open_pool(cli, NULL, AV_POOL_WRITE, &err);
+        if (!pool || !av_journal_archive_commit(archive, &done, &err))
+            return av_cli_fail(err);
+        fields = json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:s, s:b}", "segment", done.name,
+                           "first_seq", (json_int_t)done.segment.first_seq, "last_seq",
+                           (json_int_t)done.segment.last_seq, "first_line", (json_int_t)done.segment.first_line,
+                           "last_line", (json_int_t)done.segment.last_line, "offset",
+                           (json_int_t)done.segment.offset, "length", (json_int_t)done.segment.length, "sha256",
+                           done.sha256, "finished", done.finished_only);
+        /* The cut is made: an entry that cannot be written does not undo it. */
+        if (!av_pool_journal_append(pool, "journal-archive", fields, &err)) {
+            fprintf(stderr, "accelvirt: warning: the journal was archived to '%s', but its journal-archive entry "
+                    "was not written: %s\n", done.name, err->message);
+            g_clear_error(&err);
+        }
+        json_decref(fields);
+        g_clear_pointer(&pool, av_pool_free);
+    }
+    if (cli->json) {
+        json_t *o = json_object();
+
+        json_object_set_new(o, "archived", json_boolean(r > 0));
+        json_object_set_new(o, "checkpoint_written", json_boolean(wrote_checkpoint));
+        if (r > 0) {
+            json_object_set_new(o, "segment", json_string(done.name));
+            json_object_set_new(o, "first_seq", json_integer((json_int_t)done.segment.first_seq));
+            json_object_set_new(o, "last_seq", json_integer((json_int_t)done.segment.last_seq));
+            json_object_set_new(o, "bytes", json_integer((json_int_t)done.segment.length));
+            json_object_set_new(o, "compressed_bytes", done.finished_only ? json_null()
+                                                                          : json_integer((json_int_t)done.compressed));
+            json_object_set_new(o, "finished_earlier_archive", json_boolean(done.finished_only));
+        }
+        av_cli_print_json(o);
+    } else if (r > 0 && done.finished_only) {
+        printf("Finished an archive that was stopped: entries %" G_GUINT64_FORMAT " to %" G_GUINT64_FORMAT
+               " were already in %s/%s/; cut them from journal.jsonl.\n", done.segment.first_seq,
+               done.segment.last_seq, cli->state_dir, AV_JOURNAL_SEGMENT_DIR);
+    } else if (r > 0) {
+        printf("Archived entries %" G_GUINT64_FORMAT " to %" G_GUINT64_FORMAT " (%" G_GINT64_FORMAT " bytes, %"
+               G_GINT64_FORMAT " compressed) to %s/%s/%s, read back and compared; journal.jsonl now starts at "
+               "seq %" G_GUINT64_FORMAT ".\n", done.segment.first_seq, done.segment.last_seq,
+               (gint64)done.segment.length, (gint64)done.compressed, cli->state_dir, AV_JOURNAL_SEGMENT_DIR,
+               done.name, done.segment.last_seq + 1);
+    } else if (!due) {
+        g_autofree char *age = first > 0 ? g_strdup_printf(", its first entry %" G_GINT64_FORMAT " days old",
+                                                           (g_get_real_time() / G_USEC_PER_SEC - first) / 86400)
+                                         : g_strdup("");
+
+        printf("Not archived: journal.jsonl holds %" G_GINT64_FORMAT " bytes%s; not yet due.\n", (gint64)live, age);
+    } else {
+        printf("Nothing to archive: journal.jsonl starts at its newest checkpoint.\n");
+    }
+    av_journal_archived_clear(&done);
+    return AV_EXIT_OK;
+}
+
 int
 av_cli_cmd_journal(AvCli *cli, int argc, char **argv)
 {
@@ -375,6 +528,8 @@ av_cli_cmd_journal(AvCli *cli, int argc, char **argv)
     guint checkpoints = 0;
     AvJournalFrom from = { 0, 1, 1, "" };
     g_autoptr(json_t) cp = NULL;
+    g_autofree char *min_size_text = NULL;
+    gint64 min_size = 0, min_age = 0;
     const GOptionEntry show_entries[] = {
         { "event", 0, 0, G_OPTION_ARG_STRING, &event, "Only entries of this event (such as scrub-certificate)",
           "EVENT" },
@@ -384,22 +539,53 @@ av_cli_cmd_journal(AvCli *cli, int argc, char **argv)
           "none)", NULL },
         { "min-entries", 0, 0, G_OPTION_ARG_INT64, &min_entries,
           "checkpoint: write one only when at least N entries came after the previous one (default 1)", "N" },
+        { "min-size", 0, 0, G_OPTION_ARG_STRING, &min_size_text,
+          "archive: only when journal.jsonl holds at least SIZE bytes (K, M, G: powers of 1024)", "SIZE" },
+        { "min-age", 0, 0, G_OPTION_ARG_INT64, &min_age,
+          "archive: only when journal.jsonl's first entry is at least DAYS days old (with --min-size: either)",
+          "DAYS" },
         { NULL },
     };
 
-    if (!av_cli_parse(cli, "journal", "verify | show [DEVICE] | checkpoint",
+    if (!av_cli_parse(cli, "journal", "verify | show [DEVICE] | checkpoint | archive",
                       "verify: check that the journal's entries follow each other (sequence numbers) and that "
                       "each carries the SHA-256 of the one before (tamper evidence).  show: print the entries "
                       "(of one device: its address or identity), a scrub certificate with its result and "
                       "coverage (how much of the device's memory was cleared).  checkpoint: append a "
                       "\"checkpoint\" entry holding the accounting's state, from which metrics and accounting "
-                      "--since read only what came after it.",
+                      "--since read only what came after it.  archive: move the entries before the newest checkpoint into a "
+                      "compressed segment of journal.d (read back and compared first); every reader reads across "
+                      "the segments, and nothing is ever deleted.",
                       show_entries, &argc, &argv))
         return AV_EXIT_USAGE;
     if (since_checkpoint && (argc != 2 || !g_str_equal(argv[1], "verify")))
         return av_cli_usage_error("'--since-checkpoint' is an option of 'journal verify'");
     if (min_entries != -1 && (argc != 2 || !g_str_equal(argv[1], "checkpoint")))
         return av_cli_usage_error("'--min-entries' is an option of 'journal checkpoint'");
+    if ((min_size_text || min_age) && (argc != 2 || !g_str_equal(argv[1], "archive")))
+        return av_cli_usage_error("'--min-size' and '--min-age' are options of 'journal archive'");
+    if (argc >= 2 && g_str_equal(argv[1], "archive")) {
+        if (argc > 2)
+            return av_cli_usage_error("'journal archive' takes no arguments, got '%s'", argv[2]);
+        if (event || last)
+            return av_cli_usage_error("'--event' and '--last' are options of 'journal show'");
+        if (min_size_text) {
+            char *end = NULL;
+            guint64 v;
+            guint shift = 0;
+
+            v = g_ascii_strtoull(min_size_text, &end, 10);
+            if (end && (*end == 'K' || *end == 'M' || *end == 'G'))
+                shift = *end == 'K' ? 10 : *end == 'M' ? 20 : 30, end++;
+            if (!g_ascii_isdigit(min_size_text[0]) || !end || *end || v == 0 || v > ((guint64)G_MAXINT64 >> shift))
+                return av_cli_usage_error("'--min-size' needs a size above 0 such as 512M, got '%s'",
+                                          min_size_text);
+            min_size = (gint64)(v << shift);
+        }
+        if (min_age < 0 || min_age > 100000)
+            return av_cli_usage_error("'--min-age' needs a number of days from 1, got %" G_GINT64_FORMAT, min_age);
+        return av_journal_archive(cli, min_size, min_age);
+    }
     if (argc >= 2 && g_str_equal(argv[1], "checkpoint")) {
         if (argc > 2)
             return av_cli_usage_error("'journal checkpoint' takes no arguments, got '%s'", argv[2]);
@@ -420,7 +606,7 @@ av_cli_cmd_journal(AvCli *cli, int argc, char **argv)
         return av_journal_show(cli, argc > 2 ? argv[2] : NULL, event, last);
     }
     if (argc != 2 || !g_str_equal(argv[1], "verify"))
-        return av_cli_usage_error("'journal' needs 'verify', 'show [DEVICE]' or 'checkpoint'");
+        return av_cli_usage_error("'journal' needs 'verify', 'show [DEVICE]', 'checkpoint' or 'archive'");
     if (event || last)
         return av_cli_usage_error("'--event' and '--last' are options of 'journal show'");
     /* The journal's size under the shared lock, when no writer is half-way

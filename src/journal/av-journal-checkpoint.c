@@ -84,7 +84,10 @@ av_journal_find_checkpoint(const char *path, goffset limit, gint64 max_time, jso
 {
     g_autoptr(GByteArray) carry = g_byte_array_new();
     g_autofree guint8 *block = g_malloc(AV_JOURNAL_CKPT_BLOCK);
+    g_autofree char *state_dir = g_path_get_dirname(path);
     gboolean have_end = FALSE, skipping = FALSE;
+    AvJournalLayout layout;
+    goffset base;
     struct stat st;
     goffset pos;
     int fd, r = 0;
@@ -108,6 +111,16 @@ av_journal_find_checkpoint(const char *path, goffset limit, gint64 max_time, jso
                     path);
         return FALSE;
     }
+    /* Only the live file is searched (an archive keeps the newest
+     * checkpoint in it); offsets are the journal's (av-journal.h). */
+    if (av_journal_layout_load(state_dir, fd, &layout, error) < 0) {
+        close(fd);
+        return FALSE;
+    }
+    base = layout.live_offset;
+    av_journal_layout_clear(&layout);
+    if (limit >= 0)
+        limit = MAX(limit - base, 0);
     /* carry: the bytes after the block being read and before the last
      * newline seen, that is the start of the line it belongs to. */
     for (pos = limit >= 0 ? MIN(limit, (goffset)st.st_size) : (goffset)st.st_size; pos > 0 && !*ret_entry;) {
@@ -127,9 +140,9 @@ av_journal_find_checkpoint(const char *path, goffset limit, gint64 max_time, jso
             if (have_end && !skipping) {
                 g_byte_array_prepend(carry, block + i + 1, (guint)(end - i - 1));
                 *ret_entry = av_journal_checkpoint_parse((const char *)carry->data, carry->len,
-                                                         pos + (goffset)i + 1, max_time);
+                                                         base + pos + (goffset)i + 1, max_time);
                 if (*ret_entry)
-                    *ret_offset = pos + (goffset)i + 1;
+                    *ret_offset = base + pos + (goffset)i + 1;
             }
             g_byte_array_set_size(carry, 0);
             have_end = TRUE;
@@ -144,11 +157,54 @@ av_journal_find_checkpoint(const char *path, goffset limit, gint64 max_time, jso
             }
         }
     }
-    /* The first line of the file is never a checkpoint: one follows the
-     * entry it covers. */
+    /* The live file's first line: a checkpoint there follows the entry
+     * it covers in a segment (at the journal's start there is none). */
+    if (r >= 0 && pos == 0 && !*ret_entry && have_end && !skipping && base > 0) {
+        *ret_entry = av_journal_checkpoint_parse((const char *)carry->data, carry->len, base, max_time);
+        if (*ret_entry)
+            *ret_offset = base;
+    }
     close(fd);
     if (r < 0)
         return av_error_errno(error, r, "cannot read the journal '%s'", path);
+    return TRUE;
+}
+
+/* The line ending at byte @offset - 1 of the journal, in the archived
+ * segment that holds it: read forward from the segment's start. */
+static gboolean
+av_journal_line_before_archived(const char *path, const AvJournalLayout *layout, goffset offset, char **ret_line,
+                                gsize *ret_len, GError **error)
+{
+    g_autoptr(AvJournalReader) reader = NULL;
+    const AvJournalSegment *seg = NULL;
+    AvJournalLine line = { 0 };
+    gboolean have = FALSE;
+    int r;
+
+    for (guint i = 0; i < layout->segments->len && !seg; i++) {
+        const AvJournalSegment *s = &g_array_index(layout->segments, AvJournalSegment, i);
+
+        if (offset > s->offset && offset <= s->offset + s->length)
+            seg = s;
+    }
+    if (!seg) {
+        g_set_error(error, AV_ERROR, AV_ERROR_CORRUPT_STATE,
+                    "no whole line of the journal '%s' ends at byte %" G_GINT64_FORMAT, path, (gint64)offset);
+        return FALSE;
+    }
+    r = av_journal_reader_open(path, seg->offset, offset, &reader, error);
+    while (r > 0 && (r = av_journal_reader_next(reader, &line, error)) > 0)
+        have = TRUE;
+    if (r < 0)
+        return FALSE;
+    if (!have || !line.ended || !line.data || line.offset + (goffset)line.len + 1 != offset) {
+        g_set_error(error, AV_ERROR, AV_ERROR_CORRUPT_STATE,
+                    "no whole line of the journal '%s' ends at byte %" G_GINT64_FORMAT, path, (gint64)offset);
+        return FALSE;
+    }
+    *ret_line = g_strndup(line.data, line.len);
+    *ret_len = line.len;
     return TRUE;
 }
 
@@ -156,18 +212,33 @@ av_journal_find_checkpoint(const char *path, goffset limit, gint64 max_time, jso
 gboolean
 av_journal_line_before(const char *path, goffset offset, char **ret_line, gsize *ret_len, GError **error)
 {
-    goffset start = 0;
+    g_autofree char *state_dir = g_path_get_dirname(path);
+    AvJournalLayout layout;
+    goffset start = 0, local;
     guint8 c = 0;
     int fd, r;
 
     fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
     if (fd < 0)
         return av_error_errno(error, -errno, "cannot read the journal '%s'", path);
-    r = offset < 1 ? -EINVAL : av_file_pread_all(fd, &c, 1, offset - 1);
+    if (av_journal_layout_load(state_dir, fd, &layout, error) < 0) {
+        close(fd);
+        return FALSE;
+    }
+    if (offset <= layout.live_offset) {
+        gboolean ok = av_journal_line_before_archived(path, &layout, offset, ret_line, ret_len, error);
+
+        close(fd);
+        av_journal_layout_clear(&layout);
+        return ok;
+    }
+    local = offset - layout.live_offset;
+    av_journal_layout_clear(&layout);
+    r = av_file_pread_all(fd, &c, 1, local - 1);
     if (r == 0 && c != '\n')
         r = -EINVAL;
     if (r == 0)
-        r = av_journal_read_line_ending(fd, offset - 1, &start, ret_line, ret_len);
+        r = av_journal_read_line_ending(fd, local - 1, &start, ret_line, ret_len);
     close(fd);
     if (r == -EINVAL || r == -EFBIG) {
         g_set_error(error, AV_ERROR, AV_ERROR_CORRUPT_STATE,

@@ -11,6 +11,8 @@
 #include "journal/av-journal.h"
 
 #include <errno.h>
+#include <gio/gio.h>
+#include <gio/gunixinputstream.h>
 #include <fcntl.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -22,10 +24,14 @@
 #define AV_JOURNAL_BLOCK (1024 * 1024)
 
 struct AvJournalReader {
-    int fd;
+    int fd;                      /* the live file, -1 when there is none */
     char *path;
-    goffset end;                 /* the offset where reading stops */
-    goffset pos;                 /* the file offset of buf[len] */
+    AvJournalLayout layout;
+    goffset end;                 /* the journal offset where reading stops */
+    goffset pos;                 /* the journal offset of buf[len] */
+    GInputStream *seg;           /* the segment being read, uncompressed */
+    const AvJournalSegment *seg_at;
+    goffset seg_pos;             /* the journal offset seg is at */
     char *buf;                   /* held bytes: buf[start, len) not yet returned */
     gsize start, len, cap;
     guint64 number;              /* the number of the last line returned */
@@ -37,6 +43,8 @@ av_journal_reader_open(const char *path, goffset offset, goffset limit, AvJourna
                        GError **error)
 {
     g_autoptr(AvJournalReader) r = g_new0(AvJournalReader, 1);
+    g_autofree char *state_dir = g_path_get_dirname(path);
+    goffset size = 0;
     struct stat st;
 
     r->fd = -1;
@@ -44,22 +52,29 @@ av_journal_reader_open(const char *path, goffset offset, goffset limit, AvJourna
     /* O_NONBLOCK: a FIFO in the journal's place must not hang a reader (it
      * is refused below, as anything but a regular file). */
     r->fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
-    if (r->fd < 0) {
-        if (errno == ENOENT)
-            return 0;
+    if (r->fd < 0 && errno != ENOENT) {
         av_error_errno(error, -errno, "cannot read the journal '%s'", path);
         return -1;
     }
-    if (fstat(r->fd, &st) < 0) {
-        av_error_errno(error, -errno, "cannot read the journal '%s'", path);
-        return -1;
+    if (r->fd >= 0) {
+        if (fstat(r->fd, &st) < 0) {
+            av_error_errno(error, -errno, "cannot read the journal '%s'", path);
+            return -1;
+        }
+        if (!S_ISREG(st.st_mode)) {
+            g_set_error(error, AV_ERROR, AV_ERROR_CORRUPT_STATE,
+                        "the journal '%s' is not a regular file; move it away", path);
+            return -1;
+        }
+        size = (goffset)st.st_size;
     }
-    if (!S_ISREG(st.st_mode)) {
-        g_set_error(error, AV_ERROR, AV_ERROR_CORRUPT_STATE,
-                    "the journal '%s' is not a regular file; move it away", path);
+    /* The live file first, then its segments: see av-journal.h. */
+    if (av_journal_layout_load(state_dir, r->fd, &r->layout, error) < 0)
         return -1;
-    }
-    r->end = limit >= 0 ? MIN(limit, (goffset)st.st_size) : (goffset)st.st_size;
+    if (r->fd < 0 && r->layout.segments->len == 0)
+        return 0;
+    size += r->layout.live_offset;
+    r->end = limit >= 0 ? MIN(limit, size) : size;
     if (offset < 0 || offset > r->end) {
         g_set_error(error, AV_ERROR, AV_ERROR_CORRUPT_STATE,
                     "the journal '%s' has no byte %" G_GINT64_FORMAT " (it holds %" G_GINT64_FORMAT ")", path,
@@ -71,10 +86,113 @@ av_journal_reader_open(const char *path, goffset offset, goffset limit, AvJourna
     return 1;
 }
 
-/* Reads the next block into the buffer, after what it holds.  Returns the
- * number of bytes read (0 at the end) or -errno. */
+static gboolean G_GNUC_PRINTF(3, 4)
+av_journal_segment_bad(AvJournalReader *r, GError **error, const char *fmt, ...)
+{
+    g_autofree char *name = av_journal_segment_name(r->seg_at);
+    g_autofree char *msg = NULL;
+    va_list ap;
+
+    va_start(ap, fmt);
+    msg = g_strdup_vprintf(fmt, ap);
+    va_end(ap);
+    g_set_error(error, AV_ERROR, AV_ERROR_CORRUPT_STATE, "the journal's segment '%s/%s' %s; it holds the "
+                "journal's history: restore it from a backup", r->layout.dir, name, msg);
+    return FALSE;
+}
+
+/* Opens the segment that holds byte r->pos, uncompressed, and reads up to
+ * that byte. */
+static gboolean
+av_journal_segment_open(AvJournalReader *r, GError **error)
+{
+    g_autoptr(GConverter) gz = NULL;
+    g_autoptr(GInputStream) raw = NULL;
+    g_autoptr(GError) local = NULL;
+    g_autofree char *name = NULL;
+    g_autofree char *path = NULL;
+    const AvJournalSegment *seg = NULL;
+    struct stat st;
+    goffset skip;
+    int fd;
+
+    g_clear_object(&r->seg);
+    for (guint i = 0; i < r->layout.segments->len && !seg; i++) {
+        const AvJournalSegment *s = &g_array_index(r->layout.segments, AvJournalSegment, i);
+
+        if (r->pos >= s->offset && r->pos < s->offset + s->length)
+            seg = s;
+    }
+    g_assert(seg);
+    r->seg_at = seg;
+    name = av_journal_segment_name(seg);
+    path = g_build_filename(r->layout.dir, name, NULL);
+    fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK | O_NOFOLLOW);
+    if (fd < 0)
+        return av_journal_segment_bad(r, error, "cannot be read: %s", g_strerror(errno));
+    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return av_journal_segment_bad(r, error, "is not a regular file");
+    }
+    raw = g_unix_input_stream_new(fd, TRUE);
+    gz = G_CONVERTER(g_zlib_decompressor_new(G_ZLIB_COMPRESSOR_FORMAT_GZIP));
+    r->seg = g_converter_input_stream_new(raw, gz);
+    r->seg_pos = seg->offset;
+    for (skip = r->pos - seg->offset; skip > 0;) {
+        gssize got = g_input_stream_skip(r->seg, (gsize)MIN(skip, (goffset)AV_JOURNAL_BLOCK), NULL, &local);
+
+        if (got <= 0)
+            return av_journal_segment_bad(r, error, "does not decompress (%s)",
+                                          local ? local->message : "it ends too soon");
+        skip -= got;
+        r->seg_pos += got;
+    }
+    return TRUE;
+}
+
+/* Reads @want bytes at r->pos into @dst from the segment that holds them
+ * (no more than it holds: the caller asks for at most its end).  At its
+ * end, checks that nothing follows and that its last byte is a newline. */
 static gssize
-av_journal_reader_fill(AvJournalReader *r)
+av_journal_segment_read(AvJournalReader *r, char *dst, gsize want, GError **error)
+{
+    g_autoptr(GError) local = NULL;
+    gsize got = 0;
+    char extra;
+
+    if (!r->seg || r->seg_pos != r->pos) {
+        if (!av_journal_segment_open(r, error))
+            return -1;
+    }
+    want = (gsize)MIN((goffset)want, r->seg_at->offset + r->seg_at->length - r->pos);
+    if (!g_input_stream_read_all(r->seg, dst, want, &got, NULL, &local) || got < want) {
+        av_journal_segment_bad(r, error, "%s: it holds fewer bytes than its name says",
+                               local ? local->message : "it ends too soon");
+        return -1;
+    }
+    r->seg_pos += (goffset)got;
+    if (r->seg_pos == r->seg_at->offset + r->seg_at->length) {
+        gsize more = 0;
+
+        if (!g_input_stream_read_all(r->seg, &extra, 1, &more, NULL, &local) || more > 0) {
+            av_journal_segment_bad(r, error, "%s", local ? local->message
+                                                      : "holds more bytes than its name says");
+            return -1;
+        }
+        if (dst[got - 1] != '\n') {
+            av_journal_segment_bad(r, error, "does not end with a whole line");
+            return -1;
+        }
+        g_clear_object(&r->seg);
+    }
+    return (gssize)got;
+}
+
+/* Reads the next block into the buffer, after what it holds: from the
+ * segment that holds r->pos, or the live file.  Returns the number of
+ * bytes read (0 at the end) or -1 with @error set. */
+static gssize
+av_journal_reader_fill(AvJournalReader *r, GError **error)
 {
     gsize want = (gsize)MIN((goffset)AV_JOURNAL_BLOCK, r->end - r->pos);
     gssize got;
@@ -91,15 +209,28 @@ av_journal_reader_fill(AvJournalReader *r)
         r->cap = r->len + want + 1;
         r->buf = g_realloc(r->buf, r->cap);
     }
-    do
-        got = pread(r->fd, r->buf + r->len, want, r->pos);
-    while (got < 0 && errno == EINTR);
-    if (got < 0)
-        return -errno;
-    /* The file shrank under the reader: writers only append, so something
-     * else cut it (tampering, a restore); never a quiet shorter verdict. */
-    if (got == 0)
-        return -ESTALE;
+    if (r->pos < r->layout.live_offset) {
+        got = av_journal_segment_read(r, r->buf + r->len, want, error);
+        if (got < 0)
+            return -1;
+    } else {
+        do
+            got = pread(r->fd, r->buf + r->len, want, r->pos - r->layout.live_offset);
+        while (got < 0 && errno == EINTR);
+        if (got < 0) {
+            av_error_errno(error, -errno, "cannot read the journal '%s'", r->path);
+            return -1;
+        }
+        /* The file shrank under the reader: writers only append, so
+         * something else cut it (tampering, a restore); never a quiet
+         * shorter verdict. */
+        if (got == 0) {
+            g_set_error(error, AV_ERROR, AV_ERROR_CORRUPT_STATE,
+                        "the journal '%s' shrank while it was read, at byte %" G_GINT64_FORMAT "; writers only "
+                        "append to it: find out what cut it", r->path, (gint64)r->pos);
+            return -1;
+        }
+    }
     r->len += (gsize)got;
     r->pos += got;
     return got;
@@ -146,17 +277,9 @@ av_journal_reader_next(AvJournalReader *r, AvJournalLine *ret_line, GError **err
             skipped += n;
             r->start = r->len;
         }
-        got = av_journal_reader_fill(r);
-        if (got == -ESTALE) {
-            g_set_error(error, AV_ERROR, AV_ERROR_CORRUPT_STATE,
-                        "the journal '%s' shrank while it was read, at byte %" G_GINT64_FORMAT "; writers only "
-                        "append to it: find out what cut it", r->path, (gint64)r->pos);
+        got = av_journal_reader_fill(r, error);
+        if (got < 0)
             return -1;
-        }
-        if (got < 0) {
-            av_error_errno(error, (int)got, "cannot read the journal '%s'", r->path);
-            return -1;
-        }
     }
 }
 
@@ -189,6 +312,8 @@ av_journal_reader_free(AvJournalReader *r)
         return;
     if (r->fd >= 0)
         close(r->fd);
+    g_clear_object(&r->seg);
+    av_journal_layout_clear(&r->layout);
     g_free(r->path);
     g_free(r->buf);
     g_free(r);

@@ -72,6 +72,13 @@ av_journal_parse_line(const char *line, gsize len, json_t **ret_entry, guint64 *
     return TRUE;
 }
 
+/* See av-journal.h. */
+gboolean
+av_journal_entry_seq(const char *line, gsize len, guint64 *ret_seq)
+{
+    return av_journal_parse_line(line, len, NULL, ret_seq);
+}
+
 static gboolean
 av_journal_write_entry(AvJournal *journal, json_t *entry, GError **error)
 {
@@ -159,13 +166,14 @@ av_journal_read_line_ending(int fd, goffset end, goffset *ret_start, char **ret_
     return 0;
 }
 
-/* The number of the line starting at @start: 1 + the newlines before it.
+/* The number of the line starting at byte @start of the live file open as
+ * @fd, whose first line is line @first: @first + the newlines before it.
  * Reads everything before @start (in chunks), so only used for a torn
  * line, which needs its number.  Returns 0 or -errno. */
 static int
-av_journal_line_number(int fd, goffset start, guint64 *ret_lineno)
+av_journal_line_number(int fd, goffset start, guint64 first, guint64 *ret_lineno)
 {
-    guint64 lineno = 1;
+    guint64 lineno = first;
     goffset pos = 0;
 
     while (pos < start) {
@@ -309,8 +317,18 @@ av_journal_prepare(AvJournal *journal, GError **error)
             run_start = line_start;
         }
     }
-    if (r == 0)
-        r = av_journal_line_number(fd, run_start, &torn_line);
+    if (r == 0) {
+        /* Numbered as the journal's line, after the archived ones. */
+        g_autofree char *state_dir = g_path_get_dirname(journal->path);
+        AvJournalLayout layout;
+
+        if (av_journal_layout_load(state_dir, fd, &layout, error) < 0) {
+            close(fd);
+            return FALSE;
+        }
+        r = av_journal_line_number(fd, run_start, layout.live_line, &torn_line);
+        av_journal_layout_clear(&layout);
+    }
     close(fd);
     if (r < 0)
         return av_journal_tail_fail(journal, r, error);
@@ -380,22 +398,6 @@ av_journal_bad(GError **error, const char *path, guint64 line, const char *fmt, 
     g_set_error(error, AV_ERROR, AV_ERROR_CORRUPT_STATE, "the journal '%s' is broken at line %" G_GUINT64_FORMAT ": %s",
                 path, line, msg);
     return FALSE;
-}
-
-/* See av-journal.h. */
-gboolean
-av_journal_size(const char *state_dir, goffset *ret_size, GError **error)
-{
-    g_autofree char *path = g_build_filename(state_dir, AV_JOURNAL_FILE, NULL);
-    struct stat st;
-
-    if (stat(path, &st) < 0) {
-        if (errno != ENOENT)
-            return av_error_errno(error, -errno, "cannot read the journal '%s'", path);
-        st.st_size = 0;
-    }
-    *ret_size = (goffset)st.st_size;
-    return TRUE;
 }
 
 /* See av-journal.h. */

@@ -119,8 +119,62 @@ typedef struct {
 gboolean av_journal_verify_from(const char *state_dir, const AvJournalFrom *from, goffset limit,
                                 AvJournalProgress progress, gpointer data, guint64 *ret_entries, GError **error);
 
-/* The size of the journal in @state_dir in bytes, 0 without one. */
+/* The size of the journal in @state_dir in bytes, 0 without one: its
+ * archived segments' bytes and the live file's (offsets in the journal
+ * are counted as if it had never been cut, see below). */
 gboolean av_journal_size(const char *state_dir, goffset *ret_size, GError **error);
+
+/* The journal's layout.  `accelvirt journal archive` moves old entries out
+ * of journal.jsonl into compressed segments in journal.d/ of the state dir
+ * (av-journal-archive.h); the journal is the segments, oldest first, then
+ * journal.jsonl.  Offsets and line numbers are the journal's, as if it had
+ * never been cut: an archive changes none (a checkpoint's at_offset, a
+ * torn-line entry's line stay true).  A reader opens journal.jsonl first,
+ * then lists the segments: the live file it holds tells which of them
+ * come before it (its first entry's seq follows the last one's, or, after
+ * an archive stopped between its segment and its cut, is a segment's
+ * first, whose bytes the live file then still holds). */
+#define AV_JOURNAL_SEGMENT_DIR "journal.d"
+
+/* One archived segment, as its name says. */
+typedef struct {
+    guint64 first_seq, last_seq;     /* its first and last entries */
+    guint64 first_line, last_line;   /* its first and last lines (torn lines count) */
+    goffset offset, length;          /* where its bytes are in the journal, uncompressed */
+} AvJournalSegment;
+
+/* Its file name: journal-FIRSTSEQ-LASTSEQ.lines-FIRST-LAST.bytes-OFFSET+LENGTH.jsonl.gz
+ * (the seqs zero-padded to 12 digits, so that ls sorts them).  Caller frees. */
+char *av_journal_segment_name(const AvJournalSegment *seg);
+
+/* Parses a segment's file name, only in the spelling av_journal_segment_name()
+ * writes; FALSE for anything else. */
+gboolean av_journal_segment_parse(const char *name, AvJournalSegment *ret);
+
+typedef struct {
+    char *dir;                       /* state_dir/journal.d */
+    GArray *segments;                /* AvJournalSegment, those before the live file, oldest first */
+    guint pending;                   /* segments after them that the live file still holds */
+    AvJournalSegment pending_last;   /* the last of those, when there are */
+    goffset live_offset;             /* where the live file starts in the journal */
+    guint64 live_line;               /* the number of its first line */
+} AvJournalLayout;
+
+/* Reads the layout of the journal of @state_dir, whose live file is open as
+ * @live_fd (-1 when there is none).  Returns 0, or -1 with
+ * AV_ERROR_CORRUPT_STATE when the segments do not follow each other from
+ * the journal's start (one missing, renamed, a stray file) or the live
+ * file follows none of them, or AV_ERROR_IO. */
+int av_journal_layout_load(const char *state_dir, int live_fd, AvJournalLayout *ret, GError **error);
+void av_journal_layout_clear(AvJournalLayout *layout);
+
+/* Every segment of journal.d in @state_dir, oldest first (an archive's
+ * temporary files aside), checked to follow each other from the journal's
+ * start, as av_journal_layout_load() says. */
+int av_journal_segments_list(const char *state_dir, GArray **ret_segments, GError **error);
+
+/* The seq of @len bytes at @line when they are a whole journal entry. */
+gboolean av_journal_entry_seq(const char *line, gsize len, guint64 *ret_seq);
 
 /* The longest line a writer writes (entries are a few hundred bytes); a
  * longer one is never held by a reader. */
@@ -132,7 +186,7 @@ typedef struct {
                                   * AV_JOURNAL_MAX_LINE; borrowed until the next line */
     gsize len;                   /* its length in bytes, without the newline */
     guint64 number;              /* its number, from 1 (from where the reader began) */
-    goffset offset;              /* the file offset of its first byte */
+    goffset offset;              /* the journal offset of its first byte */
     gboolean ended;              /* a newline ends it (else it is the last bytes read) */
     gboolean nul;                /* it holds a NUL byte */
 } AvJournalLine;
@@ -141,9 +195,12 @@ typedef struct {
  * and one line at a time).  src/journal/av-journal-reader.c. */
 typedef struct AvJournalReader AvJournalReader;
 
-/* Opens the journal file @path to read its lines from byte @offset (the
- * start of a line) up to byte @limit (the file's size when negative or
- * larger; what is appended later is not read).  Returns 1 with
+/* Opens the journal whose live file is @path (state_dir/journal.jsonl) to
+ * read its lines, its archived segments' and then the live file's, from
+ * byte @offset of the journal (the start of a line) up to byte @limit (its
+ * size when negative or larger; what is appended later is not read).  A
+ * segment is checked as it is read: its bytes, uncompressed, are as many as
+ * its name says and end with a newline.  Returns 1 with
  * *ret_reader, 0 when there is no journal, -1 with @error set: not a
  * regular file (AV_ERROR_CORRUPT_STATE, a FIFO or a device is never read),
  * @offset beyond the end, or an I/O error. */

@@ -83,7 +83,7 @@ static const char *const av_acct_quiet_events[] = {
     "clear-failed", "detached-outside", "driver", "enrolled", "health", "identity-changed",
     "identity-problem", "program", "programmed", "programmed-unknown", "quarantine-reason",
     "quarantined-while-missing", "released-while-missing", "rollback-failed", "rolled-back",
-    "torn-line", "checkpoint", "vfs-set", "vfs-set-failed", "violation",
+    "torn-line", "checkpoint", "journal-archive", "vfs-set", "vfs-set-failed", "violation",
 };
 
 static void
@@ -573,15 +573,32 @@ av_accounting_finish(AvAccounting *acct)
  * line with a NUL or one longer than any writer writes.  A missing file is
  * an empty journal. */
 static gboolean
+av_acct_feed(AvAccounting *acct, AvJournalReader *reader, goffset stop, gboolean tail_may_grow, GError **error);
+
+static gboolean
 av_acct_read_from(AvAccounting *acct, const char *path, goffset offset, goffset limit, gboolean tail_may_grow,
                   GError **error)
 {
     g_autoptr(AvJournalReader) reader = NULL;
-    AvJournalLine line;
     int r;
 
     r = av_journal_reader_open(path, offset, limit, &reader, error);
-    while (r > 0 && (r = av_journal_reader_next(reader, &line, error)) > 0) {
+    if (r <= 0)
+        return r == 0;
+    return av_acct_feed(acct, reader, -1, tail_may_grow, error);
+}
+
+/* Feeds the lines of @reader as av_acct_read_from() says, up to its end
+ * or the first line that starts at or after byte @stop (when not
+ * negative). */
+static gboolean
+av_acct_feed(AvAccounting *acct, AvJournalReader *reader, goffset stop, gboolean tail_may_grow, GError **error)
+{
+    AvJournalLine line;
+    int r = 1;
+
+    while ((stop < 0 || av_journal_reader_offset(reader) < stop) &&
+           (r = av_journal_reader_next(reader, &line, error)) > 0) {
         guint64 entries = acct->entries;
 
         if (!line.ended && tail_may_grow)
@@ -1047,18 +1064,16 @@ av_accounting_checkpoint(const char *path, json_t **ret_fields, guint64 *ret_new
     goffset cp_offset = 0, limit;
     const char *why = NULL;
     guint64 from = 0;
-    struct stat st;
+    g_autofree char *state_dir = g_path_get_dirname(path);
 
     *ret_fields = NULL;
     *ret_new = 0;
     *ret_warning = NULL;
     /* What is there now: lines appended meanwhile wait for the next one. */
-    if (stat(path, &st) < 0) {
-        if (errno == ENOENT)
-            return TRUE;
-        return av_error_errno(error, -errno, "cannot read the journal '%s'", path);
-    }
-    limit = st.st_size;
+    if (!av_journal_size(state_dir, &limit, error))
+        return FALSE;
+    if (limit == 0)
+        return TRUE;
     if (!av_journal_find_checkpoint(path, limit, G_MAXINT64, &cp, &cp_offset, error))
         return FALSE;
     if (cp && av_acct_from_checkpoint(acct, path, cp, cp_offset, limit, TRUE, &why, error)) {
@@ -1139,8 +1154,9 @@ av_accounting_check_checkpoints(const char *path, goffset limit, guint *ret_chec
 {
     g_autoptr(AvAccounting) acct = av_accounting_new(G_MININT64, G_MAXINT64, AV_ACCT_BY_TENANT);
     g_autoptr(GArray) cps = av_acct_checkpoint_entries(path, limit, error);
+    g_autoptr(AvJournalReader) reader = NULL;
+    g_autoptr(AvJournalReader) lines = NULL;
     goffset at = 0;
-    int fd;
 
     *ret_checked = 0;
     *ret_problem = NULL;
@@ -1148,12 +1164,18 @@ av_accounting_check_checkpoints(const char *path, goffset limit, guint *ret_chec
         return FALSE;
     if (cps->len == 0)
         return TRUE;
-    fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
-    if (fd < 0)
-        return av_error_errno(error, -errno, "cannot read the journal '%s'", path);
+    /* Two readers forward, one fed to the accounting and one for the
+     * checkpoints' own lines, so that archived segments are read once. */
+    if (av_journal_reader_open(path, 0, limit, &reader, error) <= 0 ||
+        av_journal_reader_open(path, 0, limit, &lines, error) <= 0) {
+        if (error && !*error)
+            g_set_error(error, AV_ERROR, AV_ERROR_CORRUPT_STATE, "the journal '%s' changed while it was read",
+                        path);
+        return FALSE;
+    }
     for (guint i = 0; i < cps->len; i++) {
         const AvAcctCheckpointAt *where = &g_array_index(cps, AvAcctCheckpointAt, i);
-        goffset next = where->at, start = 0;
+        goffset next = where->at;
         g_autoptr(json_t) want = NULL;
         g_autoptr(json_t) have = NULL;
         g_autofree char *line = NULL;
@@ -1161,16 +1183,19 @@ av_accounting_check_checkpoints(const char *path, goffset limit, guint *ret_chec
         json_int_t seq;
         const char *key;
         gsize len = 0;
+        AvJournalLine l = { 0 };
         int r;
 
-        r = av_journal_read_line_ending(fd, where->end, &start, &line, &len);
-        if (r < 0) {
-            close(fd);
-            return av_error_errno(error, r, "cannot read the journal '%s'", path);
+        while ((r = av_journal_reader_next(lines, &l, error)) > 0 && l.offset + (goffset)l.len < where->end)
+            ;
+        if (r < 0)
+            return FALSE;
+        if (r > 0 && l.data && l.offset + (goffset)l.len == where->end) {
+            line = g_strndup(l.data, l.len);
+            len = l.len;
         }
-        want = cp = json_loadb(line, len, JSON_REJECT_DUPLICATES, NULL);
+        want = cp = line ? json_loadb(line, len, JSON_REJECT_DUPLICATES, NULL) : NULL;
         if (!json_is_object(cp)) {
-            close(fd);
             g_set_error(error, AV_ERROR, AV_ERROR_CORRUPT_STATE, "the journal '%s' changed while it was read",
                         path);
             return FALSE;
@@ -1179,13 +1204,10 @@ av_accounting_check_checkpoints(const char *path, goffset limit, guint *ret_chec
         if (next < at) {
             *ret_problem = g_strdup_printf("the checkpoint at seq %" G_GINT64_FORMAT " covers less than the one "
                                            "before it", (gint64)json_integer_value(json_object_get(cp, "seq")));
-            close(fd);
             return TRUE;
         }
-        if (!av_acct_read_from(acct, path, at, next, TRUE, error)) {
-            close(fd);
+        if (!av_acct_feed(acct, reader, next, TRUE, error))
             return FALSE;
-        }
         at = next;
         have = av_acct_checkpoint_fields(acct);
         seq = json_integer_value(json_object_get(cp, "seq"));
@@ -1202,12 +1224,10 @@ av_accounting_check_checkpoints(const char *path, goffset limit, guint *ret_chec
                                            G_GINT64_FORMAT ") does not hold what the entries before it add up to "
                                            "(%s differs)", (gint64)seq,
                                            (gint64)json_integer_value(json_object_get(cp, "at_seq")), key);
-            close(fd);
             return TRUE;
         }
         (*ret_checked)++;
     }
-    close(fd);
     return TRUE;
 }
 
