@@ -51,7 +51,7 @@ check "detach DOMAIN DEVICE" eval "offers '$devices' --state-dir '$S' detach web
 check "quarantine clear DEVICE, --state-dir=DIR as bash splits it" eval "offers '$devices' --state-dir = '$S' quarantine clear ''"
 check "scrub DEVICE, --state-dir=DIR in one word" eval "offers '$devices' --state-dir='$S' scrub ''"
 check "no pool: no devices, no error" offers "" --state-dir "$AV_TMP/none" scrub ""
-check "journal: verify, show and checkpoint" offers "verify show checkpoint" journal ""
+check "journal: verify, show, checkpoint and archive" offers "verify show checkpoint archive" journal ""
 check "--connect: the URIs" offers "qemu:///system qemu:///session" -c ""
 check "--state-dir: directories only" eval "mkdir -p '$AV_TMP/dirs/sa' && touch '$AV_TMP/dirs/sb' && offers '$AV_TMP/dirs/sa' --state-dir '$AV_TMP/dirs/s'"
 check "list takes no argument" offers "" list ""

@@ -57,7 +57,9 @@ check "the timer runs the service, wanted by timers.target" \
 # posts: the ExecStartPost= lines of the reconcile service, whole.
 posts() { sed -n "/^\[Service\]/,/^\[/p" "$U/accelvirt-reconcile.service" | sed -n 's/^ExecStartPost=//p'; }
 check "ExecStartPost writes a journal checkpoint when 10,000 entries came since the last, before the metrics, its failure ignored" \
-    eval "posts >'$AV_TMP/posts' && head -1 '$AV_TMP/posts' | grep -qxF -- '-$ACCELVIRT journal checkpoint --min-entries 10000' && [ \"\$(wc -l <'$AV_TMP/posts')\" = 2 ]"
+    eval "posts >'$AV_TMP/posts' && head -1 '$AV_TMP/posts' | grep -qxF -- '-$ACCELVIRT journal checkpoint --min-entries 10000' && [ \"\$(wc -l <'$AV_TMP/posts')\" = 3 ]"
+check "ExecStartPost archives the journal only when /etc/default/accelvirt sets a size or an age, after the checkpoint" \
+    eval "sed -n 2p '$AV_TMP/posts' | grep -qF -- 'journal archive \$\${ACCELVIRT_JOURNAL_ARCHIVE_SIZE:+--min-size' && sed -n 2p '$AV_TMP/posts' | grep -qF -- 'ACCELVIRT_JOURNAL_ARCHIVE_DAYS:+--min-age' && sed -n 2p '$AV_TMP/posts' | grep -q '^-/bin/sh -c '"
 # The metrics line: nothing when ACCELVIRT_METRICS_FILE is unset, the
 # metrics command with the file when it is set (run as systemd would, $$
 # being a literal $).

@@ -19,8 +19,38 @@
 
 #include "util/av-error.h"
 #include "util/av-file.h"
+#include "util/av-json.h"
 
 #define AV_SEGMENT_SUFFIX ".jsonl.gz"
+
+/* See av-journal.h. */
+gboolean
+av_journal_entry_parse(const char *line, gsize len, json_t **ret_entry, guint64 *ret_seq)
+{
+    g_autoptr(json_t) entry = NULL;
+    json_t *seq;
+
+    entry = json_loadb(line, len, JSON_REJECT_DUPLICATES, NULL);
+    if (!json_is_object(entry))
+        return FALSE;
+    seq = json_object_get(entry, "seq");
+    if (!json_is_integer(seq) || json_integer_value(seq) < 1 ||
+        !json_is_string(json_object_get(entry, "time")) ||
+        !json_is_string(json_object_get(entry, "prev")) ||
+        !json_is_string(json_object_get(entry, "event")))
+        return FALSE;
+    *ret_seq = (guint64)json_integer_value(seq);
+    if (ret_entry)
+        *ret_entry = g_steal_pointer(&entry);
+    return TRUE;
+}
+
+/* See av-journal.h. */
+gboolean
+av_journal_entry_seq(const char *line, gsize len, guint64 *ret_seq)
+{
+    return av_journal_entry_parse(line, len, NULL, ret_seq);
+}
 
 /* See av-journal.h.  Caller frees. */
 char *

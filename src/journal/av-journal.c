@@ -49,36 +49,6 @@ av_journal_hash(const char *data, gsize len)
     return g_strdup(g_checksum_get_string(sum));
 }
 
-/* The seq of the journal entry @line (@len bytes), or FALSE when the line is
- * not a whole entry (a torn line). */
-static gboolean
-av_journal_parse_line(const char *line, gsize len, json_t **ret_entry, guint64 *ret_seq)
-{
-    g_autoptr(json_t) entry = NULL;
-    json_t *seq;
-
-    entry = json_loadb(line, len, JSON_REJECT_DUPLICATES, NULL);
-    if (!json_is_object(entry))
-        return FALSE;
-    seq = json_object_get(entry, "seq");
-    if (!json_is_integer(seq) || json_integer_value(seq) < 1 ||
-        !json_is_string(json_object_get(entry, "time")) ||
-        !json_is_string(json_object_get(entry, "prev")) ||
-        !json_is_string(json_object_get(entry, "event")))
-        return FALSE;
-    *ret_seq = (guint64)json_integer_value(seq);
-    if (ret_entry)
-        *ret_entry = g_steal_pointer(&entry);
-    return TRUE;
-}
-
-/* See av-journal.h. */
-gboolean
-av_journal_entry_seq(const char *line, gsize len, guint64 *ret_seq)
-{
-    return av_journal_parse_line(line, len, NULL, ret_seq);
-}
-
 static gboolean
 av_journal_write_entry(AvJournal *journal, json_t *entry, GError **error)
 {
@@ -289,7 +259,7 @@ av_journal_prepare(AvJournal *journal, GError **error)
 
     g_free(journal->prev);
     journal->prev = av_journal_hash(last, last_len);
-    if (av_journal_parse_line(last, last_len, NULL, &seq)) {
+    if (av_journal_entry_parse(last, last_len, NULL, &seq)) {
         close(fd);
         journal->seq = seq;
         journal->ready = TRUE;
@@ -309,7 +279,7 @@ av_journal_prepare(AvJournal *journal, GError **error)
 
         r = av_journal_read_line_ending(fd, pos - 1, &line_start, &line, &len);
         pos = line_start;
-        if (r == 0 && av_journal_parse_line(line, len, NULL, &seq))
+        if (r == 0 && av_journal_entry_parse(line, len, NULL, &seq))
             break;
         seq = 0;
         if (r == 0) {
@@ -422,7 +392,7 @@ av_journal_foreach(const char *state_dir, goffset limit, AvJournalEach each, gpo
                         "verify' says more", path, line.number);
             return FALSE;
         }
-        if (line.data && line.ended && av_journal_parse_line(line.data, line.len, &entry, &seq) &&
+        if (line.data && line.ended && av_journal_entry_parse(line.data, line.len, &entry, &seq) &&
             !each(entry, data))
             break;
     }
@@ -517,7 +487,7 @@ av_journal_verify_from(const char *state_dir, const AvJournalFrom *from, goffset
                                   "writes such a line", AV_JOURNAL_MAX_LINE);
         g_checksum_reset(sum);
         g_checksum_update(sum, (const guchar *)line.data, (gssize)line.len);
-        if (!av_journal_parse_line(line.data, line.len, &entry, &seq)) {
+        if (!av_journal_entry_parse(line.data, line.len, &entry, &seq)) {
             /* A run of torn lines (a writer killed while it acknowledged
              * one): the entry after the run acknowledges them all. */
             if (!torn)

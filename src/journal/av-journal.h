@@ -173,7 +173,10 @@ void av_journal_layout_clear(AvJournalLayout *layout);
  * start, as av_journal_layout_load() says. */
 int av_journal_segments_list(const char *state_dir, GArray **ret_segments, GError **error);
 
-/* The seq of @len bytes at @line when they are a whole journal entry. */
+/* The seq of @len bytes at @line when they are a whole journal entry (a
+ * JSON object with a "seq" from 1, a "time", a "prev" and an "event"), and
+ * the entry in *ret_entry (may be NULL; caller frees). */
+gboolean av_journal_entry_parse(const char *line, gsize len, json_t **ret_entry, guint64 *ret_seq);
 gboolean av_journal_entry_seq(const char *line, gsize len, guint64 *ret_seq);
 
 /* The longest line a writer writes (entries are a few hundred bytes); a
