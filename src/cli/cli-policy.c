@@ -338,7 +338,8 @@ av_journal_checkpoint(AvCli *cli, gint64 min_entries)
  * then goes on from it); from the start when there is none.  A checkpoint
  * that does not hold is an error: the daily check must not pass on it. */
 static gboolean
-av_journal_verify_start(const char *state_dir, goffset size, AvJournalFrom *from, json_t **ret_cp, GError **error)
+av_journal_verify_start(const char *state_dir, goffset size, gint64 max_time, AvJournalFrom *from, json_t **ret_cp,
+                        GError **error)
 {
     g_autofree char *path = g_build_filename(state_dir, AV_JOURNAL_FILE, NULL);
     g_autofree char *line = NULL;
@@ -348,7 +349,7 @@ av_journal_verify_start(const char *state_dir, goffset size, AvJournalFrom *from
     gsize len = 0;
     json_t *cp;
 
-    if (!av_journal_find_checkpoint(path, size, G_MAXINT64, ret_cp, &cp_offset, error))
+    if (!av_journal_find_checkpoint(path, size, max_time, ret_cp, &cp_offset, error))
         return FALSE;
     cp = *ret_cp;
     if (!cp)
@@ -410,7 +411,7 @@ av_journal_live_start(const char *state_dir, goffset size, goffset *ret_bytes, g
  * journal.d; see journal/av-journal-archive.h for the two steps.  Only
  * the cut holds the pool's exclusive lock. */
 static int
-av_journal_archive(AvCli *cli, gint64 min_size, gint64 min_age_days)
+av_journal_archive(AvCli *cli, gint64 min_size, gint64 min_age_days, gint64 keep_days)
 {
     g_autoptr(GError) err = NULL;
     g_autoptr(AvPool) pool = NULL;
@@ -439,10 +440,24 @@ av_journal_archive(AvCli *cli, gint64 min_size, gint64 min_age_days)
         if (!due || live == 0)
             break;
         g_clear_pointer(&cp, json_decref);
-        if (!av_journal_verify_start(cli->state_dir, size, &from, &cp, &err))
+        /* The cut: the newest checkpoint at least --keep-days old, so that
+         * the windows of accounting --since within them start from a
+         * checkpoint in journal.jsonl. */
+        if (!av_journal_verify_start(cli->state_dir, size,
+                                     keep_days ? g_get_real_time() / G_USEC_PER_SEC - keep_days * 86400 : G_MAXINT64,
+                                     &from, &cp, &err))
             return av_cli_fail(err);
         if (cp || round > 0)
             break;
+        {
+            g_autoptr(json_t) any = NULL;
+            AvJournalFrom ignored = { 0, 1, 1, "" };
+
+            if (!av_journal_verify_start(cli->state_dir, size, G_MAXINT64, &ignored, &any, &err))
+                return av_cli_fail(err);
+            if (any)
+                break;
+        }
         /* No checkpoint yet (a journal of 0.1.0, a host without the
          * reconcile timer): one now, at the journal's last entry. */
         {
@@ -506,8 +521,12 @@ av_journal_archive(AvCli *cli, gint64 min_size, gint64 min_age_days)
                                          : g_strdup("");
 
         printf("Not archived: journal.jsonl holds %" G_GINT64_FORMAT " bytes%s; not yet due.\n", (gint64)live, age);
+    } else if (!cp) {
+        printf("Nothing to archive: no checkpoint in the journal is %" G_GINT64_FORMAT " days old yet "
+               "(--keep-days).\n", keep_days);
     } else {
-        printf("Nothing to archive: journal.jsonl starts at its newest checkpoint.\n");
+        printf("Nothing to archive: journal.jsonl starts at the newest checkpoint %" G_GINT64_FORMAT
+               " days old (--keep-days).\n", keep_days);
     }
     av_journal_archived_clear(&done);
     return AV_EXIT_OK;
@@ -529,7 +548,7 @@ av_cli_cmd_journal(AvCli *cli, int argc, char **argv)
     AvJournalFrom from = { 0, 1, 1, "" };
     g_autoptr(json_t) cp = NULL;
     g_autofree char *min_size_text = NULL;
-    gint64 min_size = 0, min_age = 0;
+    gint64 min_size = 0, min_age = 0, keep_days = -1;
     const GOptionEntry show_entries[] = {
         { "event", 0, 0, G_OPTION_ARG_STRING, &event, "Only entries of this event (such as scrub-certificate)",
           "EVENT" },
@@ -541,6 +560,10 @@ av_cli_cmd_journal(AvCli *cli, int argc, char **argv)
           "checkpoint: write one only when at least N entries came after the previous one (default 1)", "N" },
         { "min-size", 0, 0, G_OPTION_ARG_STRING, &min_size_text,
           "archive: only when journal.jsonl holds at least SIZE bytes (K, M, G: powers of 1024)", "SIZE" },
+        { "keep-days", 0, 0, G_OPTION_ARG_INT64, &keep_days,
+          "archive: keep in journal.jsonl what came after the newest checkpoint at least DAYS days old "
+          "(default 31, so that accounting --since within a month starts from a checkpoint there; 0: the newest)",
+          "DAYS" },
         { "min-age", 0, 0, G_OPTION_ARG_INT64, &min_age,
           "archive: only when journal.jsonl's first entry is at least DAYS days old (with --min-size: either)",
           "DAYS" },
@@ -562,8 +585,8 @@ av_cli_cmd_journal(AvCli *cli, int argc, char **argv)
         return av_cli_usage_error("'--since-checkpoint' is an option of 'journal verify'");
     if (min_entries != -1 && (argc != 2 || !g_str_equal(argv[1], "checkpoint")))
         return av_cli_usage_error("'--min-entries' is an option of 'journal checkpoint'");
-    if ((min_size_text || min_age) && (argc != 2 || !g_str_equal(argv[1], "archive")))
-        return av_cli_usage_error("'--min-size' and '--min-age' are options of 'journal archive'");
+    if ((min_size_text || min_age || keep_days != -1) && (argc != 2 || !g_str_equal(argv[1], "archive")))
+        return av_cli_usage_error("'--min-size', '--min-age' and '--keep-days' are options of 'journal archive'");
     if (argc >= 2 && g_str_equal(argv[1], "archive")) {
         if (argc > 2)
             return av_cli_usage_error("'journal archive' takes no arguments, got '%s'", argv[2]);
@@ -584,7 +607,12 @@ av_cli_cmd_journal(AvCli *cli, int argc, char **argv)
         }
         if (min_age < 0 || min_age > 100000)
             return av_cli_usage_error("'--min-age' needs a number of days from 1, got %" G_GINT64_FORMAT, min_age);
-        return av_journal_archive(cli, min_size, min_age);
+        if (keep_days == -1)
+            keep_days = 31;
+        if (keep_days < 0 || keep_days > 100000)
+            return av_cli_usage_error("'--keep-days' needs a number of days from 0, got %" G_GINT64_FORMAT,
+                                      keep_days);
+        return av_journal_archive(cli, min_size, min_age, keep_days);
     }
     if (argc >= 2 && g_str_equal(argv[1], "checkpoint")) {
         if (argc > 2)
@@ -620,7 +648,7 @@ av_cli_cmd_journal(AvCli *cli, int argc, char **argv)
     if (!av_journal_size(cli->state_dir, &size, &err))
         return av_cli_fail(err);
     g_clear_pointer(&pool, av_pool_free);
-    if (since_checkpoint && !av_journal_verify_start(cli->state_dir, size, &from, &cp, &err))
+    if (since_checkpoint && !av_journal_verify_start(cli->state_dir, size, G_MAXINT64, &from, &cp, &err))
         return av_cli_fail(err);
     progress.tty = isatty(STDERR_FILENO);
     if (!av_journal_verify_from(cli->state_dir, &from, size, progress.tty ? av_journal_verify_progress : NULL,

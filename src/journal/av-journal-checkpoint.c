@@ -76,6 +76,45 @@ av_journal_checkpoint_parse(const char *line, gsize len, goffset start, gint64 m
     return g_steal_pointer(&e);
 }
 
+/* The newest checkpoint at or before @max_time in the archived segments of
+ * @layout: the newest segment that holds one is read forward (whole lines
+ * with the event's name are parsed, others only searched), older ones only
+ * when it holds none.  Work: the segments read, once each. */
+static gboolean
+av_journal_find_archived_checkpoint(const char *path, const AvJournalLayout *layout, gint64 max_time,
+                                    json_t **ret_entry, goffset *ret_offset, GError **error)
+{
+    static const char needle[] = "\"" AV_JOURNAL_CHECKPOINT_EVENT "\"";
+
+    for (guint i = layout->segments->len; i-- > 0 && !*ret_entry;) {
+        const AvJournalSegment *seg = &g_array_index(layout->segments, AvJournalSegment, i);
+        g_autoptr(AvJournalReader) reader = NULL;
+        AvJournalLine line;
+        int r;
+
+        r = av_journal_reader_open(path, seg->offset, seg->offset + seg->length, &reader, error);
+        while (r > 0 && (r = av_journal_reader_next(reader, &line, error)) > 0) {
+            json_t *e;
+
+            if (!line.data || !line.ended || !memmem(line.data, line.len, needle, sizeof(needle) - 1))
+                continue;
+            e = av_journal_checkpoint_parse(line.data, line.len, line.offset, max_time);
+            if (e) {
+                if (*ret_entry)
+                    json_decref(*ret_entry);
+                *ret_entry = e;
+                *ret_offset = line.offset;
+            }
+        }
+        if (r < 0) {
+            g_clear_pointer(ret_entry, json_decref);
+            *ret_offset = 0;
+            return FALSE;
+        }
+    }
+    return TRUE;
+}
+
 /* See av-journal-checkpoint.h.  The tail after the last newline is no
  * whole line yet (a writer mid-append, or torn) and is passed over. */
 gboolean
@@ -111,14 +150,14 @@ av_journal_find_checkpoint(const char *path, goffset limit, gint64 max_time, jso
                     path);
         return FALSE;
     }
-    /* Only the live file is searched (an archive keeps the newest
-     * checkpoint in it); offsets are the journal's (av-journal.h). */
+    /* The live file backwards, then, when it holds none that serves, the
+     * archived segments (av_journal_find_archived_checkpoint()); offsets
+     * are the journal's (av-journal.h). */
     if (av_journal_layout_load(state_dir, fd, &layout, error) < 0) {
         close(fd);
         return FALSE;
     }
     base = layout.live_offset;
-    av_journal_layout_clear(&layout);
     if (limit >= 0)
         limit = MAX(limit - base, 0);
     /* carry: the bytes after the block being read and before the last
@@ -165,8 +204,16 @@ av_journal_find_checkpoint(const char *path, goffset limit, gint64 max_time, jso
             *ret_offset = base;
     }
     close(fd);
-    if (r < 0)
+    if (r < 0) {
+        av_journal_layout_clear(&layout);
         return av_error_errno(error, r, "cannot read the journal '%s'", path);
+    }
+    if (!*ret_entry && base > 0 &&
+        !av_journal_find_archived_checkpoint(path, &layout, max_time, ret_entry, ret_offset, error)) {
+        av_journal_layout_clear(&layout);
+        return FALSE;
+    }
+    av_journal_layout_clear(&layout);
     return TRUE;
 }
 

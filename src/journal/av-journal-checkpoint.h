@@ -19,9 +19,11 @@ G_BEGIN_DECLS
 
 #define AV_JOURNAL_CHECKPOINT_EVENT "checkpoint"
 
-/* Reads the journal file @path backwards from its end (from byte @limit
- * when it is not negative: the size read under the pool's lock), in blocks (memory
- * bounded by the longest line, at most 16 MiB), for the newest whole line
+/* Reads the journal whose live file is @path backwards from its end (from
+ * byte @limit when it is not negative: the size read under the pool's
+ * lock), in blocks (memory bounded by the longest line, at most 16 MiB),
+ * then, when the live file holds none that serves, its archived segments
+ * (newest first, each read forward), for the newest whole line
  * (newline-ended) whose top-level "event" is "checkpoint", whose fields
  * "at_seq" (>= 1), "at_sha256" (64 hex digits), "at_offset" (not past the
  * checkpoint's own line) and "at_time" (RFC 3339) are well formed, and

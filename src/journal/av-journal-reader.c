@@ -22,6 +22,7 @@
 
 /* The file is read in blocks of this size. */
 #define AV_JOURNAL_BLOCK (1024 * 1024)
+#define AV_JOURNAL_SKIP (64 * 1024)
 
 struct AvJournalReader {
     int fd;                      /* the live file, -1 when there is none */
@@ -32,6 +33,7 @@ struct AvJournalReader {
     GInputStream *seg;           /* the segment being read, uncompressed */
     const AvJournalSegment *seg_at;
     goffset seg_pos;             /* the journal offset seg is at */
+    char *skip_buf;              /* bytes of a segment read to reach an offset in it */
     char *buf;                   /* held bytes: buf[start, len) not yet returned */
     gsize start, len, cap;
     guint64 number;              /* the number of the last line returned */
@@ -138,8 +140,13 @@ av_journal_segment_open(AvJournalReader *r, GError **error)
     gz = G_CONVERTER(g_zlib_decompressor_new(G_ZLIB_COMPRESSOR_FORMAT_GZIP));
     r->seg = g_converter_input_stream_new(raw, gz);
     r->seg_pos = seg->offset;
+    /* Read, not g_input_stream_skip(): a converter stream's skip would
+     * skip its compressed input. */
+    if (!r->skip_buf)
+        r->skip_buf = g_malloc(AV_JOURNAL_SKIP);
     for (skip = r->pos - seg->offset; skip > 0;) {
-        gssize got = g_input_stream_skip(r->seg, (gsize)MIN(skip, (goffset)AV_JOURNAL_BLOCK), NULL, &local);
+        gssize got = g_input_stream_read(r->seg, r->skip_buf, (gsize)MIN(skip, (goffset)AV_JOURNAL_SKIP), NULL,
+                                         &local);
 
         if (got <= 0)
             return av_journal_segment_bad(r, error, "does not decompress (%s)",
@@ -313,6 +320,7 @@ av_journal_reader_free(AvJournalReader *r)
     if (r->fd >= 0)
         close(r->fd);
     g_clear_object(&r->seg);
+    g_free(r->skip_buf);
     av_journal_layout_clear(&r->layout);
     g_free(r->path);
     g_free(r->buf);

@@ -105,7 +105,7 @@ av_journal_segment_parse(const char *name, AvJournalSegment *ret)
         return FALSE;
     p += strlen("bytes-");
     if (!av_segment_number(&p, '+', &offset) || !av_segment_number(&p, '.', &length) ||
-        strcmp(p, AV_SEGMENT_SUFFIX + 1) != 0)
+        strcmp(p, "jsonl.gz") != 0)
         return FALSE;
     seg.offset = (goffset)offset;
     seg.length = (goffset)length;
