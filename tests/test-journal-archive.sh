@@ -159,17 +159,18 @@ check "--keep-days 31 (default): cut after the newest checkpoint at least 31 day
           json '$AV_TMP/d.json' \"d['archived'] is True and d['last_seq'] == $cut_seq\" &&
           '$AV' --state-dir '$D' journal verify >/dev/null"
 since=$(date -u -d '30 days ago' +%Y-%m-%dT%H:%M:%SZ)
+until=$(date -u +%Y-%m-%dT%H:%M:%SZ)
 check "accounting --since 30 days ago then starts from a checkpoint in journal.jsonl, with a whole read's numbers" \
-    eval "'$AV' --state-dir '$D' accounting --since $since --json >'$AV_TMP/d1.json' &&
-          ACCELVIRT_IGNORE_CHECKPOINTS=1 '$AV' --state-dir '$D' accounting --since $since --json >'$AV_TMP/d2.json' &&
+    eval "'$AV' --state-dir '$D' accounting --since $since --until $until --json >'$AV_TMP/d1.json' &&
+          ACCELVIRT_IGNORE_CHECKPOINTS=1 '$AV' --state-dir '$D' accounting --since $since --until $until --json >'$AV_TMP/d2.json' &&
           python3 -c \"import json; a = json.load(open('$AV_TMP/d1.json')); b = json.load(open('$AV_TMP/d2.json'))
 assert a['checked_from_seq'] > $cut_seq and b['checked_from_seq'] == 1, (a['checked_from_seq'], b['checked_from_seq'])
 del a['checked_from_seq'], b['checked_from_seq']
 assert a == b\""
 old_since=$(date -u -d '50 days ago' +%Y-%m-%dT%H:%M:%SZ)
 check "accounting --since 50 days ago: from a checkpoint in the segment, with a whole read's numbers" \
-    eval "'$AV' --state-dir '$D' accounting --since $old_since --json >'$AV_TMP/d1.json' &&
-          ACCELVIRT_IGNORE_CHECKPOINTS=1 '$AV' --state-dir '$D' accounting --since $old_since --json >'$AV_TMP/d2.json' &&
+    eval "'$AV' --state-dir '$D' accounting --since $old_since --until $until --json >'$AV_TMP/d1.json' &&
+          ACCELVIRT_IGNORE_CHECKPOINTS=1 '$AV' --state-dir '$D' accounting --since $old_since --until $until --json >'$AV_TMP/d2.json' &&
           python3 -c \"import json; a = json.load(open('$AV_TMP/d1.json')); b = json.load(open('$AV_TMP/d2.json'))
 assert 1 < a['checked_from_seq'] <= $cut_seq, a['checked_from_seq']
 del a['checked_from_seq'], b['checked_from_seq']
