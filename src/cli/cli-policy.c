@@ -544,7 +544,7 @@ av_cli_cmd_journal(AvCli *cli, int argc, char **argv)
     gint64 min_entries = -1;
     guint64 entries = 0;
     gboolean since_checkpoint = FALSE;
-    guint checkpoints = 0;
+    guint checkpoints = 0, segments = 0;
     AvJournalFrom from = { 0, 1, 1, "" };
     g_autoptr(json_t) cp = NULL;
     g_autofree char *min_size_text = NULL;
@@ -672,11 +672,20 @@ av_cli_cmd_journal(AvCli *cli, int argc, char **argv)
             return av_cli_fail(err);
         }
     }
+    /* The archived segments read (an archive's, see journal archive). */
+    if (!since_checkpoint) {
+        g_autoptr(GArray) segs = NULL;
+
+        if (av_journal_segments_list(cli->state_dir, &segs, &err) < 0)
+            return av_cli_fail(err);
+        segments = segs->len;
+    }
     if (cli->json) {
         json_t *o = json_object();
 
         json_object_set_new(o, "valid", json_true());
         json_object_set_new(o, "entries", json_integer((json_int_t)entries));
+        json_object_set_new(o, "segments", since_checkpoint ? json_null() : json_integer(segments));
         json_object_set_new(o, "from_seq", json_integer((json_int_t)from.seq));
         json_object_set_new(o, "from_line", json_integer((json_int_t)from.line));
         json_object_set_new(o, "checkpoints_checked", since_checkpoint ? json_null() : json_integer(checkpoints));
@@ -693,8 +702,12 @@ av_cli_cmd_journal(AvCli *cli, int argc, char **argv)
                                                               checkpoints == 1 ? "it" : "them")
                                             : g_strdup("");
 
-        printf("%s/journal.jsonl: %" G_GUINT64_FORMAT " entries, chain intact%s%s.\n", cli->state_dir, entries,
-               since_checkpoint ? " (no checkpoint yet: read from its start)" : "", held);
+        g_autofree char *archived = segments ? g_strdup_printf(" (%u archived segment%s of journal.d, then "
+                                                               "journal.jsonl)", segments, segments == 1 ? "" : "s")
+                                             : g_strdup("");
+
+        printf("%s/journal.jsonl: %" G_GUINT64_FORMAT " entries%s, chain intact%s%s.\n", cli->state_dir, entries,
+               archived, since_checkpoint ? " (no checkpoint yet: read from its start)" : "", held);
     }
     return AV_EXIT_OK;
 }
