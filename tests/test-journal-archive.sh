@@ -81,7 +81,7 @@ python3 "$MKC" "$J" 2000 --hostile --seed 12
 "$AV" --state-dir "$S" journal checkpoint >/dev/null
 python3 "$MKC" "$J" 500 --hostile --seed 13
 cp "$J" "$AV_TMP/before.jsonl"
-check "journal archive: one segment, read back, journal.jsonl starts after the newest checkpoint's entry" \
+check "journal archive: one segment, read back, journal.jsonl starts at the entry that the newest checkpoint covers" \
     eval "'$AV' --state-dir '$S' journal archive --keep-days 0 --json >'$AV_TMP/a.json' &&
           json '$AV_TMP/a.json' \"d['archived'] is True and d['first_seq'] == 1 and d['finished_earlier_archive'] is False and not d['checkpoint_written']\" &&
           [ \"\$(ls '$S/journal.d' | wc -l)\" = 1 ] && [ \$(stat -c %s '$J') -lt \$(stat -c %s '$AV_TMP/before.jsonl') ]"
@@ -158,9 +158,9 @@ for line in open(sys.argv[1], "rb"):
 print(best)
 PY
 )
-check "--keep-days 31 (default): cut after the newest checkpoint at least 31 days old" \
+check "--keep-days 31 (default): cut before the entry that the newest checkpoint at least 31 days old covers" \
     eval "'$AV' --state-dir '$D' journal archive --json >'$AV_TMP/d.json' &&
-          json '$AV_TMP/d.json' \"d['archived'] is True and d['last_seq'] == $cut_seq\" &&
+          json '$AV_TMP/d.json' \"d['archived'] is True and d['last_seq'] == $cut_seq - 1\" &&
           '$AV' --state-dir '$D' journal verify >/dev/null"
 since=$(date -u -d '30 days ago' +%Y-%m-%dT%H:%M:%SZ)
 until=$(date -u +%Y-%m-%dT%H:%M:%SZ)

@@ -419,7 +419,7 @@ av_journal_archive(AvCli *cli, gint64 min_size, gint64 min_age_days, gint64 keep
     g_autoptr(AvJournalArchive) archive = NULL;
     AvJournalArchived done = { 0 };
     AvJournalFrom from = { 0, 1, 1, "" };
-    goffset size = 0, live = 0;
+    goffset size = 0, live = 0, cut = 0;
     gint64 first = 0;
     gboolean due = TRUE, wrote_checkpoint = FALSE;
     json_t *fields;
@@ -468,7 +468,19 @@ av_journal_archive(AvCli *cli, gint64 min_size, gint64 min_age_days, gint64 keep
                 return av_cli_fail(err);
         }
     }
-    r = due && cp ? av_journal_archive_prepare(cli->state_dir, size, from.offset, &archive, &err) : 0;
+    /* The cut is before the line of the entry the checkpoint covers, which
+     * stays in journal.jsonl: readers that start from the checkpoint
+     * check that line, and find it there without reading a segment. */
+    if (due && cp) {
+        g_autofree char *path = g_build_filename(cli->state_dir, AV_JOURNAL_FILE, NULL);
+        g_autofree char *line = NULL;
+        gsize len = 0;
+
+        if (!av_journal_line_before(path, from.offset, &line, &len, &err))
+            return av_cli_fail(err);
+        cut = from.offset - (goffset)len - 1;
+    }
+    r = due && cp ? av_journal_archive_prepare(cli->state_dir, size, cut, &archive, &err) : 0;
     if (r < 0)
         return av_cli_fail(err);
     if (r > 0) {

@@ -3,9 +3,11 @@
  * (`accelvirt journal archive`), without losing an entry or the chain.
  *
  * The journal is the segments of journal.d/ and then journal.jsonl
- * (av-journal.h, "the journal's layout").  An archive cuts journal.jsonl at
- * the newest checkpoint's at_offset, so that metrics, accounting --since
- * and verify --since-checkpoint keep reading only the live file:
+ * (av-journal.h, "the journal's layout").  An archive cuts journal.jsonl
+ * before the line of the entry a checkpoint covers (the caller chooses it,
+ * `journal archive --keep-days`), so that metrics, accounting --since and
+ * verify --since-checkpoint starting from it keep reading only the live
+ * file:
  *  1. without the pool's lock: the entries before the cut are written to a
  *     segment (gzip, fsynced, renamed into place, read back and compared)
  *     and those after it, up to the size the caller learnt under the lock,
@@ -38,8 +40,8 @@ typedef struct {
 
 /* Step 1 for the journal of @state_dir, of its first @size bytes (the
  * journal's size learnt under the pool's lock, av_journal_size()), cutting
- * at @cut (the at_offset of its newest checkpoint, which the caller found
- * and checked).  Takes journal.d's own lock (another archive:
+ * at @cut (the start of a whole entry's line: the one a checkpoint covers,
+ * which the caller found and checked).  Takes journal.d's own lock (another archive:
  * AV_ERROR_LOCKED), until av_journal_archive_free().  Returns 1 with
  * *ret_archive, 0 when there is nothing to cut (@cut at or before the live
  * file's start), -1 with @error: the line at @cut is no whole entry, a
