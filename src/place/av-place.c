@@ -51,7 +51,6 @@ struct AvPlaceUnit {
     char *address;               /* card: "DDDD:BB:SS"; region: the PF's address */
     int node;
     GPtrArray *fns;              /* AvPlaceFn*, address order */
-    GPtrArray *regions;          /* cards: AvPlaceUnit* regions, address order; regions: NULL */
     AvPlaceUnit *card;           /* regions: their card */
     const char *root_port;       /* regions: av_host_pci_device_position() of the function, which its VFs */
     const char *switch_port;     /* share; borrowed from the host */
@@ -106,8 +105,6 @@ av_place_unit_free(AvPlaceUnit *unit)
 {
     g_free(unit->address);
     g_ptr_array_unref(unit->fns);
-    if (unit->regions)
-        g_ptr_array_unref(unit->regions);
     g_free(unit);
 }
 
@@ -146,7 +143,7 @@ av_place_card_len(const char *address)
 }
 
 static AvPlaceUnit *
-av_place_unit_new(GPtrArray *list, char *address, int node, gboolean is_card)
+av_place_unit_new(GPtrArray *list, char *address, int node)
 {
     AvPlaceUnit *unit = g_new0(AvPlaceUnit, 1);
 
@@ -154,8 +151,6 @@ av_place_unit_new(GPtrArray *list, char *address, int node, gboolean is_card)
     unit->address = address;
     unit->node = node;
     unit->fns = g_ptr_array_new();
-    if (is_card)
-        unit->regions = g_ptr_array_new();
     g_ptr_array_add(list, unit);
     return unit;
 }
@@ -272,7 +267,7 @@ av_place_ctx_init(AvPlaceCtx *ctx, const AvHost *host, const AvPolicy *policy, c
             /* A VF whose PF the scan lacks: a card of its own. */
             fn_card = region ? region->card
                              : av_place_unit_new(ctx->cards, g_strdup(pci->address),
-                                                 av_place_node_of(host, pci->numa_node), TRUE);
+                                                 av_place_node_of(host, pci->numa_node));
         } else {
             gboolean is_region = (pci->virtfns && pci->virtfns->len > 0) ||
                                  (pci->mdev_types && pci->mdev_types->len > 0);
@@ -283,17 +278,16 @@ av_place_ctx_init(AvPlaceCtx *ctx, const AvHost *host, const AvPolicy *policy, c
             len = av_place_card_len(pci->address);
             if (!card || len != card_len || strncmp(card_address, pci->address, len) != 0) {
                 card = av_place_unit_new(ctx->cards, g_strndup(pci->address, len),
-                                         av_place_node_of(host, pci->numa_node), TRUE);
+                                         av_place_node_of(host, pci->numa_node));
                 card_address = pci->address;
                 card_len = len;
             }
             fn_card = card;
             if (is_region) {
                 region = av_place_unit_new(ctx->regions, g_strdup(pci->address),
-                                           av_place_node_of(host, pci->numa_node), FALSE);
+                                           av_place_node_of(host, pci->numa_node));
                 region->card = card;
                 av_host_pci_device_position(host, pci, &region->root_port, &region->switch_port);
-                g_ptr_array_add(card->regions, region);
                 g_hash_table_insert(region_of, pci->address, region);
             }
             if (!pooled)
