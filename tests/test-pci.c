@@ -1275,6 +1275,79 @@ test_switches_position(void)
 
 /* av_host_find_pci() (a binary search) finds every function of a scan and
  * nothing else. */
+/* av_pci_address_key(): parsed once, the order of av_pci_address_compare():
+ * valid addresses by number (domains past 0xffff too), then the invalid
+ * ones by strcmp() (NULL first, as g_strcmp0() puts it). */
+static void
+test_address_key(void)
+{
+    static const char *const sorted[] = {
+        "0000:00:00.0", "0000:00:00.7", "0000:00:01.0", "0000:00:1f.7", "0000:01:00.0", "0000:ff:1f.7",
+        "0001:00:00.0", "ffff:ff:1f.7", "10000:00:00.0", "10000:e1:00.0", "fffffffe:ff:1f.7",
+        "ffffffff:00:00.0", "ffffffff:ff:1f.7",
+        /* invalid: after every valid one, by strcmp() */
+        NULL, "", "00000:00:00.0", "0000:00:00.8", "0000:3B:00.0", "100000000:00:00.0", "zz",
+    };
+    guint n = G_N_ELEMENTS(sorted);
+    g_autofree guint64 *keys = g_new(guint64, n);
+
+    for (guint i = 0; i < n; i++) {
+        keys[i] = av_pci_address_key(sorted[i]);
+        g_assert_cmpuint(keys[i], !=, 0);
+        if (av_pci_address_is_valid(sorted[i]))
+            g_assert_cmpuint(keys[i], <, AV_PCI_ADDRESS_KEY_INVALID);
+        else
+            g_assert_cmpuint(keys[i], ==, AV_PCI_ADDRESS_KEY_INVALID);
+    }
+    for (guint i = 0; i < n; i++) {
+        for (guint j = 0; j < n; j++) {
+            int k = av_pci_address_key_compare(keys[i], sorted[i], keys[j], sorted[j]);
+            int c = av_pci_address_compare(sorted[i], sorted[j]);
+
+            if ((i < j && k >= 0) || (i == j && k != 0) || (i > j && k <= 0) || (k > 0) != (c > 0) ||
+                (k < 0) != (c < 0))
+                g_error("'%s' and '%s': keys compare as %d, addresses as %d", sorted[i] ? sorted[i] : "(null)",
+                        sorted[j] ? sorted[j] : "(null)", k, c);
+        }
+    }
+    /* Equal keys: the same string, for valid addresses. */
+    g_assert_cmpuint(av_pci_address_key("10000:e1:1c.5"), ==, av_pci_address_key("10000:e1:1c.5"));
+    g_assert_cmpuint(av_pci_address_key("0000:00:00.0"), ==, AV_PCI_ADDRESS_KEY_VALID);
+    g_assert_cmpuint(av_pci_address_key("10000:e1:1c.5"), ==,
+                     AV_PCI_ADDRESS_KEY_VALID | (guint64)0x10000 << 16 | 0xe1 << 8 | 0x1c << 3 | 5);
+}
+
+/* av_host_find_pci() on a host built by hand: some devices without keys
+ * (computed at each lookup), some with, invalid addresses last. */
+static void
+test_find_pci_keys(void)
+{
+    static const char *const addresses[] = {
+        "0000:00:01.0", "0000:3b:00.0", "0000:3b:00.1", "ffff:00:00.0", "10000:e1:00.0", "ffffffff:ff:1f.7",
+        "0000:3B:00.0", "bogus",
+    };
+    g_autoptr(AvHost) host = g_new0(AvHost, 1);
+
+    host->pci = g_ptr_array_new_with_free_func((GDestroyNotify)av_pci_device_free);
+    for (guint i = 0; i < G_N_ELEMENTS(addresses); i++) {
+        AvPciDevice *dev = g_new0(AvPciDevice, 1);
+
+        dev->address = g_strdup(addresses[i]);
+        if (i % 2 == 0)
+            dev->address_key = av_pci_address_key(addresses[i]);
+        g_ptr_array_add(host->pci, dev);
+    }
+    for (guint i = 0; i < G_N_ELEMENTS(addresses); i++) {
+        const AvPciDevice *dev = av_host_find_pci(host, addresses[i]);
+
+        g_assert_nonnull(dev);
+        g_assert_cmpstr(dev->address, ==, addresses[i]);
+    }
+    g_assert_null(av_host_find_pci(host, "0000:3b:00.2"));
+    g_assert_null(av_host_find_pci(host, "10000:e1:00.1"));
+    g_assert_null(av_host_find_pci(host, "bogus2"));
+}
+
 static void
 test_find_pci(void)
 {
@@ -1566,6 +1639,8 @@ main(int argc, char **argv)
     g_test_add_func("/pci/host/trap-shared-group", test_trap_shared_group);
     g_test_add_func("/pci/host/switches/position", test_switches_position);
     g_test_add_func("/pci/host/find", test_find_pci);
+    g_test_add_func("/pci/address/key", test_address_key);
+    g_test_add_func("/pci/host/find-keys", test_find_pci_keys);
     g_test_add_func("/pci/health/hosts", test_health_hosts);
     g_test_add_func("/pci/health/files", test_health_files);
     g_test_add_func("/pci/tree/not-sysfs", test_not_a_sys_tree);

@@ -166,6 +166,72 @@ test_open_write_creates(void)
     av_test_tmpdir_remove(tmp);
 }
 
+/* av_pool_add_device() puts each device where a stable sort would (after
+ * equal identities); av_pool_rekey_device() moves it to its new place;
+ * av_pool_pci_index() answers as av_pool_find_address() does. */
+static void
+test_sorted_insert(void)
+{
+    static const char *const ids[] = { "m", "c", "x", "a", "m", "z", "b", "c", "0", "m" };
+    g_autofree char *state = test_make_pool(0);
+    g_autoptr(AvPool) pool = NULL;
+    g_autoptr(GError) err = NULL;
+    g_autoptr(GHashTable) index = NULL;
+    g_autoptr(GPtrArray) added = g_ptr_array_new();
+    GPtrArray *devices;
+    AvPoolDevice *moved, *gone, *gone2, *gone3;
+
+    pool = av_pool_open(state, AV_POOL_WRITE, 0, &err);
+    g_assert_no_error(err);
+    devices = av_pool_devices(pool);
+    for (guint i = 0; i < G_N_ELEMENTS(ids); i++) {
+        g_autofree char *addr = g_strdup_printf("0000:%02x:00.0", i);
+        AvPoolDevice *dev = test_device(ids[i], addr);
+
+        g_ptr_array_add(added, dev);
+        av_pool_add_device(pool, dev);
+    }
+    g_assert_cmpuint(devices->len, ==, G_N_ELEMENTS(ids));
+    for (guint i = 1; i < devices->len; i++) {
+        const AvPoolDevice *a = g_ptr_array_index(devices, i - 1), *b = g_ptr_array_index(devices, i);
+
+        g_assert_cmpint(strcmp(a->identity, b->identity), <=, 0);
+    }
+    /* The three "m" in the order they came. */
+    g_assert_true(g_ptr_array_index(devices, 5) == g_ptr_array_index(added, 0));
+    g_assert_true(g_ptr_array_index(devices, 6) == g_ptr_array_index(added, 4));
+    g_assert_true(g_ptr_array_index(devices, 7) == g_ptr_array_index(added, 9));
+    /* "x" becomes "d": between "c" and "m". */
+    moved = g_ptr_array_index(added, 2);
+    av_pool_rekey_device(pool, moved, "d");
+    g_assert_cmpuint(devices->len, ==, G_N_ELEMENTS(ids));
+    g_assert_true(g_ptr_array_index(devices, 5) == moved);
+    g_assert_cmpstr(((AvPoolDevice *)g_ptr_array_index(devices, 4))->identity, ==, "c");
+    g_assert_cmpstr(((AvPoolDevice *)g_ptr_array_index(devices, 9))->identity, ==, "z");
+    /* Two records at one address: the present one, else the first missing. */
+    gone = test_device("e-gone", "0000:01:00.0");
+    gone->state = AV_DEVICE_STATE_MISSING;
+    av_pool_add_device(pool, gone);
+    gone2 = test_device("f-gone", "0000:42:00.0");
+    gone2->state = AV_DEVICE_STATE_MISSING;
+    av_pool_add_device(pool, gone2);
+    gone3 = test_device("g-gone", "0000:42:00.0");
+    gone3->state = AV_DEVICE_STATE_MISSING;
+    av_pool_add_device(pool, gone3);
+    index = av_pool_pci_index(pool);
+    for (guint i = 0; i < devices->len; i++) {
+        const AvPoolDevice *dev = g_ptr_array_index(devices, i);
+
+        g_assert_true(g_hash_table_lookup(index, dev->address) ==
+                      av_pool_find_address(pool, AV_DEVICE_KIND_PCI, dev->address));
+    }
+    g_assert_true(g_hash_table_lookup(index, "0000:01:00.0") == g_ptr_array_index(added, 1));
+    g_assert_true(g_hash_table_lookup(index, "0000:42:00.0") == gone2);
+    g_assert_cmpuint(g_hash_table_size(index), ==, G_N_ELEMENTS(ids) + 1);
+    g_clear_pointer(&pool, av_pool_free);
+    test_remove_state(state);
+}
+
 static void
 test_save_load_roundtrip(void)
 {
@@ -3142,6 +3208,7 @@ main(int argc, char **argv)
     g_test_add_func("/pool/open/write-creates", test_open_write_creates);
     g_test_add_func("/pool/save-load", test_save_load_roundtrip);
     g_test_add_func("/pool/domain-index", test_domain_index);
+    g_test_add_func("/pool/sorted-insert", test_sorted_insert);
     g_test_add_func("/pool/corrupt", test_corrupt);
     g_test_add_func("/pool/intents", test_intents);
     g_test_add_func("/pool/corrupt/truncated", test_truncated);

@@ -178,7 +178,7 @@ av_nova_spec_compare(gconstpointer a, gconstpointer b)
     const AvNovaSpec *x = *(AvNovaSpec *const *)a;
     const AvNovaSpec *y = *(AvNovaSpec *const *)b;
 
-    return av_pci_address_compare(x->address, y->address);
+    return av_pci_address_key_compare(x->address_key, x->address, y->address_key, y->address);
 }
 
 static gboolean
@@ -221,6 +221,7 @@ av_nova_add_pci(AvNovaConfig *c, const AvProfile *p, const AvPciDevice *d, GErro
     s = g_new0(AvNovaSpec, 1);
     s->profile = g_strdup(p->name);
     s->address = g_strdup(d->address);
+    s->address_key = av_pci_address_key(s->address);
     s->vendor_id = d->vendor_id;
     s->product_id = d->device_id;
     /* libvirt reports an SR-IOV capable function as a PF, Nova's type-PF. */
@@ -269,6 +270,7 @@ av_nova_add_vf(AvNovaConfig *c, const AvProfile *p, const char *pf, guint16 vend
         s = g_new0(AvNovaSpec, 1);
         s->profile = g_strdup(p->name);
         s->address = g_strdup(pf);
+        s->address_key = av_pci_address_key(s->address);
         s->vendor_id = vendor;
         s->product_id = product;
         s->device_type = "type-VF";

@@ -21,6 +21,7 @@ G_BEGIN_DECLS
 typedef struct {
     char *profile;
     char *address;               /* "0000:81:00.0" */
+    guint64 address_key;         /* av_pci_address_key(@address), for sorting */
     guint16 vendor_id;           /* the device's, for a PF spec its VFs' */
     guint16 product_id;
     const char *device_type;     /* "type-PCI", "type-PF" or "type-VF" (static) */

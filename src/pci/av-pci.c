@@ -113,41 +113,50 @@ gboolean
 av_pci_address_parse(const char *address, guint32 *ret_domain, guint8 *ret_bus, guint8 *ret_slot,
                      guint8 *ret_function)
 {
-    const char *colon;
-    guint64 domain;
+    guint32 domain = 0;
+    const char *p;
 
     if (!av_pci_address_is_valid(address))
         return FALSE;
-    colon = strchr(address, ':');
-    domain = g_ascii_strtoull(address, NULL, 16);
-    *ret_domain = (guint32)domain;
-    *ret_bus = (guint8)(g_ascii_xdigit_value(colon[1]) * 16 + g_ascii_xdigit_value(colon[2]));
-    *ret_slot = (guint8)(g_ascii_xdigit_value(colon[4]) * 16 + g_ascii_xdigit_value(colon[5]));
-    *ret_function = (guint8)g_ascii_xdigit_value(colon[7]);
+    /* 4 to 8 lower-case hex digits, then ':' (checked above). */
+    for (p = address; *p != ':'; p++)
+        domain = domain << 4 | (guint32)g_ascii_xdigit_value(*p);
+    *ret_domain = domain;
+    *ret_bus = (guint8)(g_ascii_xdigit_value(p[1]) * 16 + g_ascii_xdigit_value(p[2]));
+    *ret_slot = (guint8)(g_ascii_xdigit_value(p[4]) * 16 + g_ascii_xdigit_value(p[5]));
+    *ret_function = (guint8)g_ascii_xdigit_value(p[7]);
     return TRUE;
+}
+
+/* See av-pci.h.  Domain 32 bits, bus 8, slot 5, function 3: 48 bits below
+ * the tag. */
+guint64
+av_pci_address_key(const char *address)
+{
+    guint32 domain;
+    guint8 bus, slot, function;
+
+    if (!av_pci_address_parse(address, &domain, &bus, &slot, &function))
+        return AV_PCI_ADDRESS_KEY_INVALID;
+    return AV_PCI_ADDRESS_KEY_VALID | (guint64)domain << 16 | (guint64)bus << 8 | (guint64)slot << 3 | function;
+}
+
+/* See av-pci.h.  Every valid key is below AV_PCI_ADDRESS_KEY_INVALID. */
+int
+av_pci_address_key_compare(guint64 key_a, const char *a, guint64 key_b, const char *b)
+{
+    if (key_a != key_b)
+        return key_a < key_b ? -1 : 1;
+    if (key_a == AV_PCI_ADDRESS_KEY_INVALID)
+        return g_strcmp0(a, b);
+    return 0;
 }
 
 /* See av-pci.h. */
 int
 av_pci_address_compare(const char *a, const char *b)
 {
-    guint32 da, db;
-    guint8 ba, bb, sa, sb, fa, fb;
-    gboolean va = av_pci_address_parse(a, &da, &ba, &sa, &fa);
-    gboolean vb = av_pci_address_parse(b, &db, &bb, &sb, &fb);
-
-    if (!va || !vb) {
-        if (va != vb)
-            return va ? -1 : 1;
-        return g_strcmp0(a, b);
-    }
-    if (da != db)
-        return da < db ? -1 : 1;
-    if (ba != bb)
-        return ba < bb ? -1 : 1;
-    if (sa != sb)
-        return sa < sb ? -1 : 1;
-    return fa < fb ? -1 : fa > fb;
+    return av_pci_address_key_compare(av_pci_address_key(a), a, av_pci_address_key(b), b);
 }
 
 /* Little-endian dword of config space at @off; the caller checks bounds. */
@@ -694,6 +703,7 @@ av_pci_device_scan_one(const AvPciScan *scan, const char *address, const char *s
     const char *slot;
 
     dev->address = g_strdup(address);
+    dev->address_key = av_pci_address_key(address);
     dev->sysfs_path = g_strdup(sysfs_path);
     dev->numa_node = -1;
     dev->iommu_group = -1;
@@ -792,12 +802,19 @@ av_pci_device_scan(const AvRoot *root, const char *address, GError **error)
     return dev;
 }
 
+/* The key of @dev's address: the one the scan set, else computed now. */
+static guint64
+av_pci_device_key(const AvPciDevice *dev)
+{
+    return dev->address_key ? dev->address_key : av_pci_address_key(dev->address);
+}
+
 static gint
 av_pci_device_cmp(gconstpointer a, gconstpointer b)
 {
     const AvPciDevice *x = *(AvPciDevice *const *)a, *y = *(AvPciDevice *const *)b;
 
-    return av_pci_address_compare(x->address, y->address);
+    return av_pci_address_key_compare(av_pci_device_key(x), x->address, av_pci_device_key(y), y->address);
 }
 
 /* TRUE when /sys/kernel/iommu_groups holds at least one numbered group. */
@@ -1205,17 +1222,20 @@ AvPciDevice *
 av_host_find_pci(const AvHost *host, const char *address)
 {
     guint lo = 0, hi;
+    guint64 key;
 
     if (!host || !host->pci || !address)
         return NULL;
     /* A binary search: every scan leaves @pci sorted by
      * av_pci_address_compare(), a total order (invalid addresses after the
-     * valid ones, by strcmp()).  The string itself must match. */
+     * valid ones, by strcmp()), and sets each device's key: @address is
+     * parsed once.  The string itself must match. */
+    key = av_pci_address_key(address);
     hi = host->pci->len;
     while (lo < hi) {
         guint mid = lo + (hi - lo) / 2;
         AvPciDevice *dev = g_ptr_array_index(host->pci, mid);
-        int c = av_pci_address_compare(dev->address, address);
+        int c = av_pci_address_key_compare(av_pci_device_key(dev), dev->address, key, address);
 
         if (c == 0 && g_str_equal(dev->address, address))
             return dev;
@@ -1247,8 +1267,16 @@ gboolean
 av_host_pci_position(const AvHost *host, const char *address, const char **ret_root_port,
                      const char **ret_switch)
 {
+    return av_host_pci_device_position(host, av_host_find_pci(host, address), ret_root_port, ret_switch);
+}
+
+/* See av-pci.h; @dev NULL: unknown. */
+gboolean
+av_host_pci_device_position(const AvHost *host, const AvPciDevice *dev, const char **ret_root_port,
+                            const char **ret_switch)
+{
     const char *chain[AV_PCI_BRIDGE_DEPTH_MAX];
-    const AvPciDevice *dev = av_host_find_pci(host, address);
+    const AvPciDevice *pf;
     const char *parent;
     guint depth = 0;
 
@@ -1259,8 +1287,8 @@ av_host_pci_position(const AvHost *host, const char *address, const char **ret_r
     if (!dev)
         return FALSE;
     /* A VF sits where its PF sits, when the scan holds the PF. */
-    if (dev->physfn && av_host_find_pci(host, dev->physfn))
-        dev = av_host_find_pci(host, dev->physfn);
+    if (dev->physfn && (pf = av_host_find_pci(host, dev->physfn)))
+        dev = pf;
     for (parent = dev->parent_bridge; parent; depth++) {
         const AvPciDevice *bridge;
 

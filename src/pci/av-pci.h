@@ -42,6 +42,8 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(AvMdev, av_mdev_free)
 
 typedef struct {
     char *address;               /* "0000:3b:00.0" (domain:bus:slot.function) */
+    guint64 address_key;         /* av_pci_address_key(@address), set by the scan with @address; 0 when
+                                  * not set (a device built by hand): the lookups compute it then */
     char *sysfs_path;            /* canonical root-relative path: /sys/devices/pci0000:3a/... */
     guint16 vendor_id;
     guint16 device_id;
@@ -333,6 +335,11 @@ AvPciDevice *av_host_find_pci(const AvHost *host, const char *address);
 gboolean av_host_pci_position(const AvHost *host, const char *address, const char **ret_root_port,
                               const char **ret_switch);
 
+/* av_host_pci_position() of @dev, a function of @host (one of @host->pci):
+ * without looking @dev up again. */
+gboolean av_host_pci_device_position(const AvHost *host, const AvPciDevice *dev, const char **ret_root_port,
+                                     const char **ret_switch);
+
 /* TRUE when @address is a canonical PCI address "DDDD:BB:SS.F": lower-case
  * hex, a domain of 4 to 8 digits as the kernel prints it ("%04x": domains
  * above 0xffff, such as those of Intel VMD, "10000:e1:00.0", print wider,
@@ -350,6 +357,20 @@ gboolean av_pci_address_parse(const char *address, guint32 *ret_domain, guint8 *
  * strcmp() would put "10000:00:00.0" before "ffff:00:00.0"); invalid ones
  * come after the valid ones, by strcmp().  Returns <0, 0 or >0. */
 int av_pci_address_compare(const char *a, const char *b);
+
+/* @address parsed once for av_pci_address_key_compare(): a valid address
+ * (av_pci_address_is_valid()) gives AV_PCI_ADDRESS_KEY_VALID with its domain,
+ * bus, slot and function below it, in that order of weight (never 0, and two
+ * valid addresses give the same key only when they are the same string);
+ * anything else, NULL included, AV_PCI_ADDRESS_KEY_INVALID. */
+#define AV_PCI_ADDRESS_KEY_VALID (G_GUINT64_CONSTANT(1) << 48)
+#define AV_PCI_ADDRESS_KEY_INVALID G_MAXUINT64
+guint64 av_pci_address_key(const char *address);
+
+/* av_pci_address_compare(@a, @b) for addresses whose keys
+ * (av_pci_address_key()) are @key_a and @key_b: the strings are read only
+ * when both are invalid. */
+int av_pci_address_key_compare(guint64 key_a, const char *a, guint64 key_b, const char *b);
 
 /* TRUE when @path is a USB device name as sysfs gives it under
  * /sys/bus/usb/devices: "BUS-PORT[.PORT]..." in decimal, such as "1-1.2",

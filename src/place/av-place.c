@@ -41,7 +41,7 @@ typedef struct {
     gboolean taken;              /* taken by the current trial */
     gint8 viable;                /* -1 not checked yet, 0 no, 1 yes */
     char *viable_error;          /* why not, when viable == 0 */
-    const char *root_port;       /* PCI: av_host_pci_position(), borrowed from the host; or NULL */
+    const char *root_port;       /* PCI: av_host_pci_device_position(), borrowed from the host; or NULL */
     const char *switch_port;     /* PCI: the host PCIe switch it sits behind, or NULL */
 } AvPlaceFn;
 
@@ -51,10 +51,12 @@ struct AvPlaceUnit {
     char *address;               /* card: "DDDD:BB:SS"; region: the PF's address */
     int node;
     GPtrArray *fns;              /* AvPlaceFn*, address order */
-    GPtrArray *regions;          /* cards: AvPlaceUnit* regions, address order; regions: NULL */
     AvPlaceUnit *card;           /* regions: their card */
+    const char *root_port;       /* regions: av_host_pci_device_position() of the function, which its VFs */
+    const char *switch_port;     /* share; borrowed from the host */
     guint n_available;
     guint n_taken;
+    guint pass;                  /* the last av_place_pass_new() that met it (av_place_unit_first()) */
 };
 
 /* A device of another request already picked for an mdev in this trial. */
@@ -68,20 +70,34 @@ typedef struct {
     const AvPolicy *policy;
     const AvPool *pool;
     const AvPlaceOptions *options;
-    GPtrArray *fns;              /* AvPlaceFn*, owned: PCI in address order, then USB */
+    AvPlaceFn *fns;              /* owned, one block: PCI in address order, then USB */
+    guint n_fns;
     GPtrArray *cards;            /* AvPlaceUnit*, owned, address order */
     GPtrArray *regions;          /* AvPlaceUnit*, owned, address order */
     GHashTable *by_profile;      /* profile name (borrowed from the pool) -> GPtrArray of AvPlaceFn* */
     GHashTable *shared_groups;   /* PCI address -> AvPlaceFn*, for functions in groups of several devices */
+    GHashTable *pci_index;       /* PCI address -> AvPoolDevice* (av_pool_pci_index()): the pool's records */
     GPtrArray *trial_taken;      /* AvPlaceFn* taken by the current trial */
     GArray *trial_mdevs;         /* AvPlaceMdevPick of the current trial */
+    guint pass;                  /* the last pass over units (av_place_pass_new()) */
 } AvPlaceCtx;
 
-static void
-av_place_fn_free(AvPlaceFn *fn)
+/* A new pass that meets each unit once (av_place_unit_first()), without a
+ * hash table: passes never interleave. */
+static guint
+av_place_pass_new(AvPlaceCtx *ctx)
 {
-    g_free(fn->viable_error);
-    g_free(fn);
+    return ++ctx->pass;
+}
+
+/* TRUE the first time @unit is met in @pass. */
+static gboolean
+av_place_unit_first(AvPlaceUnit *unit, guint pass)
+{
+    if (unit->pass == pass)
+        return FALSE;
+    unit->pass = pass;
+    return TRUE;
 }
 
 static void
@@ -89,8 +105,6 @@ av_place_unit_free(AvPlaceUnit *unit)
 {
     g_free(unit->address);
     g_ptr_array_unref(unit->fns);
-    if (unit->regions)
-        g_ptr_array_unref(unit->regions);
     g_free(unit);
 }
 
@@ -99,7 +113,10 @@ av_place_ctx_clear(AvPlaceCtx *ctx)
 {
     g_clear_pointer(&ctx->by_profile, g_hash_table_unref);
     g_clear_pointer(&ctx->shared_groups, g_hash_table_unref);
-    g_clear_pointer(&ctx->fns, g_ptr_array_unref);
+    g_clear_pointer(&ctx->pci_index, g_hash_table_unref);
+    for (guint i = 0; ctx->fns && i < ctx->n_fns; i++)
+        g_free(ctx->fns[i].viable_error);
+    g_clear_pointer(&ctx->fns, g_free);
     g_clear_pointer(&ctx->cards, g_ptr_array_unref);
     g_clear_pointer(&ctx->regions, g_ptr_array_unref);
     g_clear_pointer(&ctx->trial_taken, g_ptr_array_unref);
@@ -126,7 +143,7 @@ av_place_card_len(const char *address)
 }
 
 static AvPlaceUnit *
-av_place_unit_new(GPtrArray *list, char *address, int node, gboolean is_card)
+av_place_unit_new(GPtrArray *list, char *address, int node)
 {
     AvPlaceUnit *unit = g_new0(AvPlaceUnit, 1);
 
@@ -134,8 +151,6 @@ av_place_unit_new(GPtrArray *list, char *address, int node, gboolean is_card)
     unit->address = address;
     unit->node = node;
     unit->fns = g_ptr_array_new();
-    if (is_card)
-        unit->regions = g_ptr_array_new();
     g_ptr_array_add(list, unit);
     return unit;
 }
@@ -190,13 +205,13 @@ av_place_ctx_init(AvPlaceCtx *ctx, const AvHost *host, const AvPolicy *policy, c
                   const AvPlaceOptions *options)
 {
     GPtrArray *devices = av_pool_devices(pool);
-    g_autoptr(GHashTable) pci_pool = g_hash_table_new(g_str_hash, g_str_equal);
     g_autoptr(GHashTable) usb_pool = g_hash_table_new(g_str_hash, g_str_equal);
     g_autoptr(GHashTable) region_of = g_hash_table_new(g_str_hash, g_str_equal);
     const char *domain_uuid = options ? options->domain_uuid : NULL;
     const char *last_name = NULL;
     GPtrArray *last_list = NULL;
     AvPlaceUnit *card = NULL;
+    AvPlaceUnit *last_region = NULL;
     const char *card_address = NULL;
     gsize card_len = 0;
 
@@ -205,11 +220,13 @@ av_place_ctx_init(AvPlaceCtx *ctx, const AvHost *host, const AvPolicy *policy, c
     ctx->policy = policy;
     ctx->pool = pool;
     ctx->options = options;
-    ctx->fns = g_ptr_array_new_with_free_func((GDestroyNotify)av_place_fn_free);
+    /* At most one for each function and USB device of the host. */
+    ctx->fns = g_new0(AvPlaceFn, host->pci->len + host->usb->len);
     ctx->cards = g_ptr_array_new_with_free_func((GDestroyNotify)av_place_unit_free);
     ctx->regions = g_ptr_array_new_with_free_func((GDestroyNotify)av_place_unit_free);
     ctx->by_profile = g_hash_table_new_full(g_str_hash, g_str_equal, NULL, (GDestroyNotify)g_ptr_array_unref);
     ctx->shared_groups = g_hash_table_new(g_str_hash, g_str_equal);
+    ctx->pci_index = av_pool_pci_index(pool);
     ctx->trial_taken = g_ptr_array_new();
     ctx->trial_mdevs = g_array_new(FALSE, FALSE, sizeof(AvPlaceMdevPick));
 
@@ -218,9 +235,7 @@ av_place_ctx_init(AvPlaceCtx *ctx, const AvHost *host, const AvPolicy *policy, c
 
         if (dev->state == AV_DEVICE_STATE_MISSING || !dev->address)
             continue;
-        if (dev->kind == AV_DEVICE_KIND_PCI)
-            g_hash_table_insert(pci_pool, dev->address, dev);
-        else if (dev->kind == AV_DEVICE_KIND_USB)
+        if (dev->kind == AV_DEVICE_KIND_USB)
             g_hash_table_insert(usb_pool, dev->address, dev);
     }
 
@@ -231,21 +246,28 @@ av_place_ctx_init(AvPlaceCtx *ctx, const AvHost *host, const AvPolicy *policy, c
      * SR-IOV 1.1, 3.3.9). */
     for (guint i = 0; i < host->pci->len; i++) {
         const AvPciDevice *pci = g_ptr_array_index(host->pci, i);
-        AvPoolDevice *pooled = g_hash_table_lookup(pci_pool, pci->address);
+        AvPoolDevice *pooled = g_hash_table_lookup(ctx->pci_index, pci->address);
         AvPlaceUnit *region = NULL;
         AvPlaceUnit *fn_card;
         AvPlaceFn *fn;
 
         if (pci->is_bridge)
             continue;
+        /* A missing record holds its last address only: not this device. */
+        if (pooled && pooled->state == AV_DEVICE_STATE_MISSING)
+            pooled = NULL;
         if (pci->physfn) {
             if (!pooled)
                 continue;
-            region = g_hash_table_lookup(region_of, pci->physfn);
+            /* The VFs of a PF usually follow one another: the last
+             * region found first. */
+            region = last_region && strcmp(last_region->address, pci->physfn) == 0
+                         ? last_region : g_hash_table_lookup(region_of, pci->physfn);
+            last_region = region;
             /* A VF whose PF the scan lacks: a card of its own. */
             fn_card = region ? region->card
                              : av_place_unit_new(ctx->cards, g_strdup(pci->address),
-                                                 av_place_node_of(host, pci->numa_node), TRUE);
+                                                 av_place_node_of(host, pci->numa_node));
         } else {
             gboolean is_region = (pci->virtfns && pci->virtfns->len > 0) ||
                                  (pci->mdev_types && pci->mdev_types->len > 0);
@@ -256,33 +278,38 @@ av_place_ctx_init(AvPlaceCtx *ctx, const AvHost *host, const AvPolicy *policy, c
             len = av_place_card_len(pci->address);
             if (!card || len != card_len || strncmp(card_address, pci->address, len) != 0) {
                 card = av_place_unit_new(ctx->cards, g_strndup(pci->address, len),
-                                         av_place_node_of(host, pci->numa_node), TRUE);
+                                         av_place_node_of(host, pci->numa_node));
                 card_address = pci->address;
                 card_len = len;
             }
             fn_card = card;
             if (is_region) {
                 region = av_place_unit_new(ctx->regions, g_strdup(pci->address),
-                                           av_place_node_of(host, pci->numa_node), FALSE);
+                                           av_place_node_of(host, pci->numa_node));
                 region->card = card;
-                g_ptr_array_add(card->regions, region);
+                av_host_pci_device_position(host, pci, &region->root_port, &region->switch_port);
                 g_hash_table_insert(region_of, pci->address, region);
             }
             if (!pooled)
                 continue;
         }
-        fn = g_new0(AvPlaceFn, 1);
+        fn = &ctx->fns[ctx->n_fns];
         fn->pci = pci;
         fn->pool = pooled;
         fn->card = fn_card;
         fn->region = region;
         fn->node = av_place_node_of(host, pci->numa_node);
         fn->viable = -1;
-        fn->index = ctx->fns->len;
+        fn->index = ctx->n_fns++;
         fn->available = av_place_pool_available(pooled, domain_uuid);
-        /* Unknown (a bridge missing from the scan): no switch, no root port. */
-        av_host_pci_position(host, pci->address, &fn->root_port, &fn->switch_port);
-        g_ptr_array_add(ctx->fns, fn);
+        /* Unknown (a bridge missing from the scan): no switch, no root port.
+         * A region's function and the VFs of its PF sit where it sits. */
+        if (region) {
+            fn->root_port = region->root_port;
+            fn->switch_port = region->switch_port;
+        } else {
+            av_host_pci_device_position(host, pci, &fn->root_port, &fn->switch_port);
+        }
         g_ptr_array_add(fn_card->fns, fn);
         fn_card->n_available += fn->available;
         if (region) {
@@ -300,14 +327,13 @@ av_place_ctx_init(AvPlaceCtx *ctx, const AvHost *host, const AvPolicy *policy, c
 
         if (!pooled)
             continue;
-        fn = g_new0(AvPlaceFn, 1);
+        fn = &ctx->fns[ctx->n_fns];
         fn->usb = usb;
         fn->pool = pooled;
         fn->node = av_place_node_of(host, usb->numa_node);
-        fn->index = ctx->fns->len;
+        fn->index = ctx->n_fns++;
         fn->available = av_place_pool_available(pooled, domain_uuid);
         fn->viable = 1;
-        g_ptr_array_add(ctx->fns, fn);
         av_place_add_to_profile(ctx, fn, &last_name, &last_list);
     }
 }
@@ -497,7 +523,7 @@ av_place_fn_usable(AvPlaceCtx *ctx, AvPlaceReq *r, AvPlaceFn *fn)
     if (fn->pci && !fn->pci->physfn && fn->pci->virtfns && fn->pci->virtfns->len > 0) {
         g_autoptr(GError) busy = NULL;
 
-        if (!av_pool_pf_check_vfs(ctx->pool, ctx->host, fn->pci->address, &busy)) {
+        if (!av_pool_pf_check_vfs_in(ctx->pci_index, ctx->host, fn->pci->address, &busy)) {
             g_free(r->why);
             r->why = g_strdup(busy->message);
             return FALSE;
@@ -507,7 +533,7 @@ av_place_fn_usable(AvPlaceCtx *ctx, AvPlaceReq *r, AvPlaceFn *fn)
     if (fn->pci && fn->pci->physfn) {
         g_autoptr(GError) busy = NULL;
 
-        if (!av_pool_vf_check_pf(ctx->pool, fn->pci, &busy)) {
+        if (!av_pool_vf_check_pf_in(ctx->pci_index, fn->pci, &busy)) {
             g_free(r->why);
             r->why = g_strdup(busy->message);
             return FALSE;
@@ -596,7 +622,7 @@ av_place_pick_functions(AvPlaceCtx *ctx, AvPlaceReq *r, GPtrArray *list, int nod
 {
     AvPlaceOrder order = { r->profile->allocation, prefer, r->req->bitstream_sha256, r->profile->name };
     g_autoptr(GSequence) seq = g_sequence_new(NULL);
-    g_autoptr(GHashTable) seen = g_hash_table_new(NULL, NULL);
+    guint pass = av_place_pass_new(ctx);
     guint wanted = r->req->count;
 
     for (guint i = 0; i < list->len; i++) {
@@ -604,7 +630,7 @@ av_place_pick_functions(AvPlaceCtx *ctx, AvPlaceReq *r, GPtrArray *list, int nod
 
         if (!fn->pci || !fn->available || fn->taken || !av_place_node_ok(node_filter, fn->node))
             continue;
-        if (g_hash_table_add(seen, fn->card))
+        if (av_place_unit_first(fn->card, pass))
             g_sequence_insert_sorted(seq, fn->card, av_place_unit_seq_cmp, &order);
     }
     while (r->picked->len < wanted) {
@@ -666,7 +692,7 @@ static gboolean
 av_place_pick_units(AvPlaceCtx *ctx, AvPlaceReq *r, GPtrArray *list, int node_filter, int prefer)
 {
     g_autoptr(GPtrArray) units = g_ptr_array_new();
-    g_autoptr(GHashTable) seen = g_hash_table_new(NULL, NULL);
+    guint pass = av_place_pass_new(ctx);
     AvPlaceOrder order = { r->profile->allocation, prefer, r->req->bitstream_sha256, r->profile->name };
     guint got = 0;
 
@@ -677,7 +703,7 @@ av_place_pick_units(AvPlaceCtx *ctx, AvPlaceReq *r, GPtrArray *list, int node_fi
         if (!fn->pci)
             continue;
         unit = r->granularity == AV_GRANULARITY_REGION && fn->region ? fn->region : fn->card;
-        if (!g_hash_table_add(seen, unit))
+        if (!av_place_unit_first(unit, pass))
             continue;
         if (unit->n_taken > 0 || unit->n_available < unit->fns->len || !av_place_node_ok(node_filter, unit->node))
             continue;
@@ -871,6 +897,7 @@ static const char *av_place_unit_word(const AvPlaceReq *r, gboolean plural);
 /* The candidates of a request behind one host PCIe switch. */
 typedef struct {
     const char *address;         /* the switch's upstream port, borrowed from the host */
+    guint64 address_key;         /* av_pci_address_key(@address) */
     int node;
     GPtrArray *fns;              /* AvPlaceFn* of the request's profile, in the profile list's order */
     guint free_;                 /* free functions; at card or region granularity, wholly free units */
@@ -903,6 +930,7 @@ av_place_switches(const AvPlaceReq *r, int node_filter)
         if (!sw) {
             sw = g_new0(AvPlaceSwitch, 1);
             sw->address = fn->switch_port;
+            sw->address_key = av_pci_address_key(sw->address);
             sw->node = fn->node;
             sw->fns = g_ptr_array_new();
             g_hash_table_insert(by_address, (gpointer)sw->address, sw);
@@ -936,7 +964,7 @@ av_place_switch_cmp(gconstpointer a, gconstpointer b, gpointer data)
             return x->free_ < y->free_ ? -1 : 1;
         return x->free_ > y->free_ ? -1 : 1;
     }
-    return av_pci_address_compare(x->address, y->address);
+    return av_pci_address_key_compare(x->address_key, x->address, y->address_key, y->address);
 }
 
 static int
@@ -944,7 +972,7 @@ av_place_switch_address_cmp(gconstpointer a, gconstpointer b)
 {
     const AvPlaceSwitch *x = *(AvPlaceSwitch *const *)a, *y = *(AvPlaceSwitch *const *)b;
 
-    return av_pci_address_compare(x->address, y->address);
+    return av_pci_address_key_compare(x->address_key, x->address, y->address_key, y->address);
 }
 
 /* "no PCIe switch of this host has 3 free devices of profile 'x' (switch
@@ -1120,7 +1148,7 @@ static void
 av_place_count(AvPlaceCtx *ctx, AvPlaceReq *r, int node_filter, guint *ret_total, guint *ret_free,
                guint states[AV_DEVICE_STATE_MISSING + 1])
 {
-    g_autoptr(GHashTable) seen = g_hash_table_new(NULL, NULL);
+    guint pass = av_place_pass_new(ctx);
     guint total = 0, free_ = 0;
 
     for (guint i = 0; r->list && i < r->list->len; i++) {
@@ -1145,7 +1173,7 @@ av_place_count(AvPlaceCtx *ctx, AvPlaceReq *r, int node_filter, guint *ret_total
         } else if (r->granularity != AV_GRANULARITY_FUNCTION && fn->pci) {
             AvPlaceUnit *unit = r->granularity == AV_GRANULARITY_REGION && fn->region ? fn->region : fn->card;
 
-            if (!g_hash_table_add(seen, unit))
+            if (!av_place_unit_first(unit, pass))
                 continue;
             total++;
             if (unit->n_available == unit->fns->len) {

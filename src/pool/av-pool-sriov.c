@@ -39,15 +39,23 @@ av_pool_sriov_record(const AvPool *pool, const char *address)
     return av_pool_find_address(pool, AV_DEVICE_KIND_PCI, address);
 }
 
-/* See av-pool.h. */
-gboolean
-av_pool_pf_check_vfs(const AvPool *pool, const AvHost *host, const char *pf_address, GError **error)
+/* The same from @pool, or from @index (av_pool_pci_index()) when not NULL. */
+static const AvPoolDevice *
+av_pool_sriov_record_in(const AvPool *pool, GHashTable *index, const char *address)
+{
+    return index ? g_hash_table_lookup(index, address) : av_pool_sriov_record(pool, address);
+}
+
+/* av_pool_pf_check_vfs(), its records from @pool or @index. */
+static gboolean
+av_pool_pf_check_vfs_at(const AvPool *pool, GHashTable *index, const AvHost *host, const char *pf_address,
+                        GError **error)
 {
     const AvPciDevice *pf = av_host_find_pci(host, pf_address);
 
     for (guint i = 0; pf && pf->virtfns && i < pf->virtfns->len; i++) {
         const char *vf = g_ptr_array_index(pf->virtfns, i);
-        const AvPoolDevice *rec = av_pool_sriov_record(pool, vf);
+        const AvPoolDevice *rec = av_pool_sriov_record_in(pool, index, vf);
 
         if (rec && rec->state != AV_DEVICE_STATE_FREE) {
             g_set_error(error, AV_ERROR, AV_ERROR_IN_USE,
@@ -57,6 +65,20 @@ av_pool_pf_check_vfs(const AvPool *pool, const AvHost *host, const char *pf_addr
         }
     }
     return TRUE;
+}
+
+/* See av-pool.h. */
+gboolean
+av_pool_pf_check_vfs(const AvPool *pool, const AvHost *host, const char *pf_address, GError **error)
+{
+    return av_pool_pf_check_vfs_at(pool, NULL, host, pf_address, error);
+}
+
+/* See av-pool.h. */
+gboolean
+av_pool_pf_check_vfs_in(GHashTable *index, const AvHost *host, const char *pf_address, GError **error)
+{
+    return av_pool_pf_check_vfs_at(NULL, index, host, pf_address, error);
 }
 
 /* The state that counts for the record @rec: a missing device counts as
@@ -117,11 +139,11 @@ av_pool_vf_check_idle(const AvPool *pool, const AvRoot *root, const char *vf, GE
     return TRUE;
 }
 
-/* See av-pool.h. */
-gboolean
-av_pool_vf_check_pf(const AvPool *pool, const AvPciDevice *vf, GError **error)
+/* av_pool_vf_check_pf(), its record from @pool or @index. */
+static gboolean
+av_pool_vf_check_pf_at(const AvPool *pool, GHashTable *index, const AvPciDevice *vf, GError **error)
 {
-    const AvPoolDevice *rec = vf->physfn ? av_pool_sriov_record(pool, vf->physfn) : NULL;
+    const AvPoolDevice *rec = vf->physfn ? av_pool_sriov_record_in(pool, index, vf->physfn) : NULL;
 
     if (rec && rec->state != AV_DEVICE_STATE_FREE) {
         g_set_error(error, AV_ERROR, AV_ERROR_IN_USE, "VF '%s' is not free: its PF '%s' (%s) is %s%s%s; wait until the "
@@ -131,6 +153,20 @@ av_pool_vf_check_pf(const AvPool *pool, const AvPciDevice *vf, GError **error)
         return FALSE;
     }
     return TRUE;
+}
+
+/* See av-pool.h. */
+gboolean
+av_pool_vf_check_pf(const AvPool *pool, const AvPciDevice *vf, GError **error)
+{
+    return av_pool_vf_check_pf_at(pool, NULL, vf, error);
+}
+
+/* See av-pool.h. */
+gboolean
+av_pool_vf_check_pf_in(GHashTable *index, const AvPciDevice *vf, GError **error)
+{
+    return av_pool_vf_check_pf_at(NULL, index, vf, error);
 }
 
 /* See av-pool.h. */

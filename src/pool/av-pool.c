@@ -343,21 +343,45 @@ av_pool_device_cmp(gconstpointer a, gconstpointer b)
     return strcmp(da->identity, db->identity);
 }
 
+/* Puts @dev into the sorted pool->devices after every device that sorts
+ * before it or equal to it: where appending it and sorting (a stable sort)
+ * would. */
+static void
+av_pool_insert_sorted(AvPool *pool, AvPoolDevice *dev)
+{
+    guint lo = 0, hi = pool->devices->len;
+
+    while (lo < hi) {
+        guint mid = lo + (hi - lo) / 2;
+
+        if (av_pool_device_cmp(&pool->devices->pdata[mid], &dev) <= 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    g_ptr_array_insert(pool->devices, (gint)lo, dev);
+}
+
 /* See av-pool-private.h: takes over @dev. */
 void
 av_pool_add_device(AvPool *pool, AvPoolDevice *dev)
 {
-    g_ptr_array_add(pool->devices, dev);
-    g_ptr_array_sort(pool->devices, av_pool_device_cmp);
+    av_pool_insert_sorted(pool, dev);
 }
 
-/* See av-pool-private.h: copies @identity. */
+/* See av-pool-private.h: copies @identity.  @dev leaves its place and goes
+ * in again at its new one. */
 void
 av_pool_rekey_device(AvPool *pool, AvPoolDevice *dev, const char *identity)
 {
+    guint at = 0;
+    gboolean member = g_ptr_array_find(pool->devices, dev, &at);
+
+    g_return_if_fail(member);
+    g_ptr_array_steal_index(pool->devices, at);
     g_free(dev->identity);
     dev->identity = g_strdup(identity);
-    g_ptr_array_sort(pool->devices, av_pool_device_cmp);
+    av_pool_insert_sorted(pool, dev);
 }
 
 /* See av-pool-private.h: frees @dev. */
@@ -413,6 +437,35 @@ av_pool_find_address(const AvPool *pool, AvDeviceKind kind, const char *address)
             missing = dev;
     }
     return missing;
+}
+
+/* See av-pool.h: the first present device at each address, else the first
+ * missing one, as av_pool_find_address() picks.  One pass, last to first,
+ * in which a later insert replaces an earlier one; then the missing devices
+ * (few) where no present one is. */
+GHashTable *
+av_pool_pci_index(const AvPool *pool)
+{
+    GHashTable *index = g_hash_table_new(g_str_hash, g_str_equal);
+    g_autoptr(GPtrArray) missing = g_ptr_array_new();
+
+    for (guint i = pool->devices->len; i-- > 0;) {
+        AvPoolDevice *dev = g_ptr_array_index(pool->devices, i);
+
+        if (dev->kind != AV_DEVICE_KIND_PCI || !dev->address)
+            continue;
+        if (dev->state == AV_DEVICE_STATE_MISSING)
+            g_ptr_array_add(missing, dev);
+        else
+            g_hash_table_insert(index, dev->address, dev);
+    }
+    for (guint i = missing->len; i-- > 0;) {
+        AvPoolDevice *dev = g_ptr_array_index(missing, i);
+
+        if (!g_hash_table_contains(index, dev->address))
+            g_hash_table_insert(index, dev->address, dev);
+    }
+    return index;
 }
 
 /* See av-pool.h.  Requires AV_POOL_WRITE: the chain is only safe under the

@@ -263,6 +263,12 @@ GPtrArray *av_pool_devices(const AvPool *pool);
 AvPoolDevice *av_pool_find(const AvPool *pool, const char *identity);
 AvPoolDevice *av_pool_find_address(const AvPool *pool, AvDeviceKind kind, const char *address);
 
+/* What av_pool_find_address(@pool, AV_DEVICE_KIND_PCI, address) answers, for
+ * every address at once: address -> AvPoolDevice*, both borrowed from
+ * @pool and valid until it changes.  One pass over the pool, for callers
+ * that look up many addresses (the allocator).  Caller unrefs. */
+GHashTable *av_pool_pci_index(const AvPool *pool);
+
 /* Moves @dev to @to, checking the transition against the lifecycle above
  * (AV_ERROR_STATE naming the device, both states and the owner otherwise),
  * setting the owner (a copy of @owner; NULL keeps the current owner for
@@ -867,10 +873,18 @@ gboolean av_pool_pf_check_change(const AvPool *pool, const AvRoot *root, const A
  * holds its VFs, so no VF of it goes to anyone else. */
 gboolean av_pool_vf_check_pf(const AvPool *pool, const AvPciDevice *vf, GError **error);
 
+/* av_pool_vf_check_pf() with the pool's records looked up in @index
+ * (av_pool_pci_index() of the pool). */
+gboolean av_pool_vf_check_pf_in(GHashTable *index, const AvPciDevice *vf, GError **error);
+
 /* FALSE (AV_ERROR_IN_USE, one sentence naming the VF and its state) when a
  * VF of the PF @pf_address is in the pool and not free: the PF is then not
  * handed out whole. */
 gboolean av_pool_pf_check_vfs(const AvPool *pool, const AvHost *host, const char *pf_address, GError **error);
+
+/* av_pool_pf_check_vfs() with the pool's records looked up in @index
+ * (av_pool_pci_index() of the pool). */
+gboolean av_pool_pf_check_vfs_in(GHashTable *index, const AvHost *host, const char *pf_address, GError **error);
 
 /* Records that @dev holds @programmed (taken over; NULL: unknown), with a
  * journal entry "programmed" (identity, address, sha256, name, by,
