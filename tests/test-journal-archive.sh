@@ -275,4 +275,20 @@ sed -i '1d' "$T/journal.jsonl"
 check "journal.jsonl that follows no segment: refused" \
     eval "! '$AV' --state-dir '$T' journal verify 2>'$AV_TMP/t.err' && grep -q 'follows none of the segments' '$AV_TMP/t.err'"
 
+fresh
+head -5 "$AV_TMP/before.jsonl" >"$T/journal.jsonl"
+check "journal.jsonl put back from an old backup (from seq 1, shorter than the segments): refused, the segments not hidden" \
+    eval "! '$AV' --state-dir '$T' journal verify 2>'$AV_TMP/t.err' && grep -q 'holds less than the segments' '$AV_TMP/t.err' &&
+          ! '$AV' --state-dir '$T' accounting >/dev/null 2>&1"
+fresh
+: >"$T/journal.jsonl"
+check "journal.jsonl emptied: readers refuse, naming it" \
+    eval "! '$AV' --state-dir '$T' journal verify 2>'$AV_TMP/t.err' && grep -q 'starts with no entry' '$AV_TMP/t.err'"
+fresh
+rm -f "$T/journal.d/"journal-*
+cp "$AV_TMP/before.jsonl" "$T/journal.jsonl"
+mkfifo "$T/journal.d/$SEG"
+check "a FIFO in the place of the segment an archive would finish: refused, never waited on" \
+    eval "! timeout 30 '$AV' --state-dir '$T' journal archive --keep-days 0 2>'$AV_TMP/t.err' && grep -q 'not a regular file' '$AV_TMP/t.err'"
+
 finish

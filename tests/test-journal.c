@@ -229,6 +229,48 @@ test_verify_limit(void)
     av_test_tmpdir_remove(dir);
 }
 
+/* A writer beside archived segments: a journal.jsonl emptied or removed
+ * must not start again from seq 1 (it would hide the segments from every
+ * reader); a torn line is numbered after the archived lines, found from
+ * the segments' names, and a stray file in journal.d stops no writer. */
+static void
+test_writer_segments(void)
+{
+    g_autofree char *dir = av_test_tmpdir();
+    g_autofree char *segdir = g_build_filename(dir, AV_JOURNAL_SEGMENT_DIR, NULL);
+    g_autofree char *seg = g_build_filename(segdir, "journal-000000000001-000000000003.lines-1-3.bytes-0+300.jsonl.gz",
+                                            NULL);
+    g_autofree char *stray = g_build_filename(segdir, "README", NULL);
+    g_autofree char *path = NULL;
+    g_autofree char *data = NULL;
+    g_autoptr(GError) err = NULL;
+    AvJournal j;
+
+    g_assert_cmpint(mkdir(segdir, 0700), ==, 0);
+    g_assert_true(g_file_set_contents(seg, "", 0, &err));
+    /* Missing, then empty. */
+    for (int round = 0; round < 2; round++) {
+        if (round == 1)
+            g_free(test_write_journal(dir, "", 0));
+        av_journal_init(&j, dir);
+        g_assert_false(av_journal_append(&j, "note", NULL, &err));
+        g_assert_error(err, AV_ERROR, AV_ERROR_CORRUPT_STATE);
+        g_assert_nonnull(strstr(err->message, "is missing or empty"));
+        g_clear_error(&err);
+        av_journal_clear(&j);
+    }
+    g_assert_true(g_file_set_contents(stray, "notes", -1, &err));
+    path = test_write_journal(dir, "{\"seq\":4,\"time\":\"2026-11-29T00:00:00Z\",\"prev\":\"x\",\"event\":\"note\"}\n"
+                              "{\"seq\":5,\"ti", 78);
+    av_journal_init(&j, dir);
+    g_assert_true(av_journal_append(&j, "note", NULL, &err));
+    g_assert_no_error(err);
+    av_journal_clear(&j);
+    g_assert_true(g_file_get_contents(path, &data, NULL, &err));
+    g_assert_nonnull(strstr(data, "\"event\":\"torn-line\",\"line\":5,"));
+    av_test_tmpdir_remove(dir);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -238,5 +280,6 @@ main(int argc, char **argv)
     g_test_add_func("/journal/reader/fifo", test_reader_fifo);
     g_test_add_func("/journal/reader/shrunk", test_reader_shrunk);
     g_test_add_func("/journal/verify/limit", test_verify_limit);
+    g_test_add_func("/journal/writer/segments", test_writer_segments);
     return g_test_run();
 }

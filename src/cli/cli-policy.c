@@ -685,13 +685,8 @@ av_cli_cmd_journal(AvCli *cli, int argc, char **argv)
         }
     }
     /* The archived segments read (an archive's, see journal archive). */
-    if (!since_checkpoint) {
-        g_autoptr(GArray) segs = NULL;
-
-        if (av_journal_segments_list(cli->state_dir, &segs, &err) < 0)
-            return av_cli_fail(err);
-        segments = segs->len;
-    }
+    if (!since_checkpoint && !av_journal_archived_segments(cli->state_dir, &segments, &err))
+        return av_cli_fail(err);
     if (cli->json) {
         json_t *o = json_object();
 

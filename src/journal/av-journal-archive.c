@@ -95,9 +95,17 @@ av_archive_read_back(const char *path, char **ret_sha256, goffset *ret_len, GErr
     goffset len = 0;
     int fd;
 
-    fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    struct stat st;
+
+    fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
     if (fd < 0)
         return av_error_errno(error, -errno, "cannot read back the journal's segment '%s'", path);
+    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        g_set_error(error, AV_ERROR, AV_ERROR_CORRUPT_STATE, "the journal's segment '%s' is not a regular file; "
+                    "move it away", path);
+        return FALSE;
+    }
     raw = g_unix_input_stream_new(fd, TRUE);
     gz = G_CONVERTER(g_zlib_decompressor_new(G_ZLIB_COMPRESSOR_FORMAT_GZIP));
     in = g_converter_input_stream_new(raw, gz);
@@ -385,7 +393,13 @@ av_journal_archive_prepare(const char *state_dir, goffset size, goffset cut, AvJ
             av_error_errno(error, r, "cannot put the journal's segment '%s' in place", final);
             return -1;
         }
-        av_file_fsync_dir(dir);
+        if (av_file_fsync_dir(dir) < 0) {
+            /* The cut must never outlive the segment on a power loss:
+             * none is made (the next archive finishes it). */
+            g_set_error(error, AV_ERROR, AV_ERROR_IO, "cannot fsync '%s' after putting the journal's segment '%s' "
+                        "in place; nothing was cut", dir, a->done.name);
+            return -1;
+        }
         /* Read back: a segment that does not give back what it was
          * given is never trusted with the entries. */
         if (!av_archive_read_back(final, &back, &back_len, error) || back_len != local_cut ||

@@ -77,40 +77,39 @@ av_journal_checkpoint_parse(const char *line, gsize len, goffset start, gint64 m
 }
 
 /* The newest checkpoint at or before @max_time in the archived segments of
- * @layout: the newest segment that holds one is read forward (whole lines
- * with the event's name are parsed, others only searched), older ones only
- * when it holds none.  Work: the segments read, once each. */
+ * @layout, up to byte @limit (when not negative): read forward once, in
+ * one reader (whole lines with the event's name are parsed, others only
+ * searched).  Work: the segments' bytes, once. */
 static gboolean
-av_journal_find_archived_checkpoint(const char *path, const AvJournalLayout *layout, gint64 max_time,
-                                    json_t **ret_entry, goffset *ret_offset, GError **error)
+av_journal_find_archived_checkpoint(const char *path, const AvJournalLayout *layout, goffset limit,
+                                    gint64 max_time, json_t **ret_entry, goffset *ret_offset, GError **error)
 {
     static const char needle[] = "\"" AV_JOURNAL_CHECKPOINT_EVENT "\"";
+    g_autoptr(AvJournalReader) reader = NULL;
+    goffset end = layout->live_offset;
+    AvJournalLine line;
+    int r;
 
-    for (guint i = layout->segments->len; i-- > 0 && !*ret_entry;) {
-        const AvJournalSegment *seg = &g_array_index(layout->segments, AvJournalSegment, i);
-        g_autoptr(AvJournalReader) reader = NULL;
-        AvJournalLine line;
-        int r;
+    if (limit >= 0)
+        end = MIN(end, limit);
+    r = av_journal_reader_open(path, 0, end, &reader, error);
+    while (r > 0 && (r = av_journal_reader_next(reader, &line, error)) > 0) {
+        json_t *e;
 
-        r = av_journal_reader_open(path, seg->offset, seg->offset + seg->length, &reader, error);
-        while (r > 0 && (r = av_journal_reader_next(reader, &line, error)) > 0) {
-            json_t *e;
-
-            if (!line.data || !line.ended || !memmem(line.data, line.len, needle, sizeof(needle) - 1))
-                continue;
-            e = av_journal_checkpoint_parse(line.data, line.len, line.offset, max_time);
-            if (e) {
-                if (*ret_entry)
-                    json_decref(*ret_entry);
-                *ret_entry = e;
-                *ret_offset = line.offset;
-            }
+        if (!line.data || !line.ended || !memmem(line.data, line.len, needle, sizeof(needle) - 1))
+            continue;
+        e = av_journal_checkpoint_parse(line.data, line.len, line.offset, max_time);
+        if (e) {
+            if (*ret_entry)
+                json_decref(*ret_entry);
+            *ret_entry = e;
+            *ret_offset = line.offset;
         }
-        if (r < 0) {
-            g_clear_pointer(ret_entry, json_decref);
-            *ret_offset = 0;
-            return FALSE;
-        }
+    }
+    if (r < 0) {
+        g_clear_pointer(ret_entry, json_decref);
+        *ret_offset = 0;
+        return FALSE;
     }
     return TRUE;
 }
@@ -209,7 +208,8 @@ av_journal_find_checkpoint(const char *path, goffset limit, gint64 max_time, jso
         return av_error_errno(error, r, "cannot read the journal '%s'", path);
     }
     if (!*ret_entry && base > 0 &&
-        !av_journal_find_archived_checkpoint(path, &layout, max_time, ret_entry, ret_offset, error)) {
+        !av_journal_find_archived_checkpoint(path, &layout, limit < 0 ? -1 : limit + base, max_time, ret_entry,
+                                             ret_offset, error)) {
         av_journal_layout_clear(&layout);
         return FALSE;
     }

@@ -75,6 +75,11 @@ av_journal_reader_open(const char *path, goffset offset, goffset limit, AvJourna
         return -1;
     if (r->fd < 0 && r->layout.segments->len == 0)
         return 0;
+    if (size > AV_JOURNAL_MAX_OFFSET) {
+        g_set_error(error, AV_ERROR, AV_ERROR_CORRUPT_STATE, "the journal '%s' is larger than any journal can be",
+                    path);
+        return -1;
+    }
     size += r->layout.live_offset;
     r->end = limit >= 0 ? MIN(limit, size) : size;
     if (offset < 0 || offset > r->end) {

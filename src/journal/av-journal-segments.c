@@ -112,7 +112,7 @@ av_journal_segment_parse(const char *name, AvJournalSegment *ret)
     /* At least one entry and one line each, every line at least a byte. */
     if (seg.first_seq < 1 || seg.last_seq < seg.first_seq || seg.first_line < 1 || seg.last_line < seg.first_line ||
         seg.last_line - seg.first_line < seg.last_seq - seg.first_seq || seg.length < 1 ||
-        (guint64)seg.length < seg.last_line - seg.first_line + 1 || seg.offset > G_MAXINT64 - seg.length)
+        (guint64)seg.length < seg.last_line - seg.first_line + 1 || seg.offset > AV_JOURNAL_MAX_OFFSET - seg.length)
         return FALSE;
     again = av_journal_segment_name(&seg);
     if (strcmp(again, name) != 0)
@@ -265,6 +265,23 @@ av_journal_layout_load(const char *state_dir, int live_fd, AvJournalLayout *ret,
                             dir, last->last_seq);
                 return -1;
             }
+            /* Those segments' bytes must all be in the live file: a live
+             * file started again from seq 1 (emptied, restored from an old
+             * backup) must not hide them. */
+            {
+                struct stat st;
+                const AvJournalSegment *from = &g_array_index(segs, AvJournalSegment, keep);
+
+                if (fstat(live_fd, &st) < 0 ||
+                    (goffset)st.st_size < last->offset + last->length - from->offset) {
+                    g_set_error(error, AV_ERROR, AV_ERROR_CORRUPT_STATE,
+                                "the journal '%s/%s' starts at seq %" G_GUINT64_FORMAT " but holds less than the "
+                                "segments of '%s' from there to seq %" G_GUINT64_FORMAT ": it was emptied or "
+                                "replaced; put back the journal.jsonl that goes with them", state_dir,
+                                AV_JOURNAL_FILE, first_seq, dir, last->last_seq);
+                    return -1;
+                }
+            }
         }
     }
     ret->pending = segs->len - keep;
@@ -309,9 +326,75 @@ av_journal_size(const char *state_dir, goffset *ret_size, GError **error)
             close(fd);
         return FALSE;
     }
-    *ret_size = layout.live_offset + (fd >= 0 ? (goffset)st.st_size : 0);
+    *ret_size = layout.live_offset + (fd >= 0 ? MIN((goffset)st.st_size, AV_JOURNAL_MAX_OFFSET) : 0);
     av_journal_layout_clear(&layout);
     if (fd >= 0)
         close(fd);
+    return TRUE;
+}
+
+/* See av-journal.h. */
+gboolean
+av_journal_live_first_line(const char *state_dir, int live_fd, guint64 *ret_line)
+{
+    g_autofree char *dir = g_build_filename(state_dir, AV_JOURNAL_SEGMENT_DIR, NULL);
+    g_autoptr(GDir) d = g_dir_open(dir, 0, NULL);
+    guint64 first_seq = 0;
+    gboolean any = FALSE;
+    const char *name;
+
+    *ret_line = 1;
+    if (!d)
+        return TRUE;
+    if (av_journal_first_seq(live_fd, &first_seq) < 0)
+        return FALSE;
+    while ((name = g_dir_read_name(d))) {
+        AvJournalSegment seg;
+
+        if (!av_journal_segment_parse(name, &seg))
+            continue;
+        any = TRUE;
+        if (first_seq == seg.last_seq + 1) {
+            *ret_line = seg.last_line + 1;
+            return TRUE;
+        }
+        if (first_seq == seg.first_seq) {
+            *ret_line = seg.first_line;
+            return TRUE;
+        }
+    }
+    return !any && first_seq <= 1;
+}
+
+/* See av-journal.h. */
+gboolean
+av_journal_has_segments(const char *state_dir)
+{
+    g_autofree char *dir = g_build_filename(state_dir, AV_JOURNAL_SEGMENT_DIR, NULL);
+    g_autoptr(GDir) d = g_dir_open(dir, 0, NULL);
+    const char *name;
+
+    while (d && (name = g_dir_read_name(d)))
+        if (name[0] != '.')
+            return TRUE;
+    return FALSE;
+}
+
+/* See av-journal.h. */
+gboolean
+av_journal_archived_segments(const char *state_dir, guint *ret_count, GError **error)
+{
+    g_autofree char *path = g_build_filename(state_dir, AV_JOURNAL_FILE, NULL);
+    AvJournalLayout layout;
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+    int r;
+
+    r = av_journal_layout_load(state_dir, fd, &layout, error);
+    if (fd >= 0)
+        close(fd);
+    if (r < 0)
+        return FALSE;
+    *ret_count = layout.segments->len;
+    av_journal_layout_clear(&layout);
     return TRUE;
 }

@@ -136,6 +136,9 @@ gboolean av_journal_size(const char *state_dir, goffset *ret_size, GError **erro
  * first, whose bytes the live file then still holds). */
 #define AV_JOURNAL_SEGMENT_DIR "journal.d"
 
+/* No journal offset is larger (a segment's name saying more is refused). */
+#define AV_JOURNAL_MAX_OFFSET ((goffset)1 << 60)
+
 /* One archived segment, as its name says. */
 typedef struct {
     guint64 first_seq, last_seq;     /* its first and last entries */
@@ -167,6 +170,21 @@ typedef struct {
  * file follows none of them, or AV_ERROR_IO. */
 int av_journal_layout_load(const char *state_dir, int live_fd, AvJournalLayout *ret, GError **error);
 void av_journal_layout_clear(AvJournalLayout *layout);
+
+/* The number of the live file's first line, for a writer that numbers a
+ * torn line: from the segment it follows (or, after an archive stopped
+ * before its cut, starts with), found by name only; 1 without segments.
+ * FALSE when journal.d holds segments none of which it follows (moved
+ * away): *ret_line is 1 then.  Never fails on a stray file: a writer is not
+ * stopped by what an operator put in journal.d. */
+gboolean av_journal_live_first_line(const char *state_dir, int live_fd, guint64 *ret_line);
+
+/* Whether journal.d in @state_dir holds anything but an archive's own
+ * dot files. */
+gboolean av_journal_has_segments(const char *state_dir);
+
+/* The number of archived segments a reader reads before journal.jsonl. */
+gboolean av_journal_archived_segments(const char *state_dir, guint *ret_count, GError **error);
 
 /* Every segment of journal.d in @state_dir, oldest first (an archive's
  * temporary files aside), checked to follow each other from the journal's
