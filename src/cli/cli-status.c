@@ -302,7 +302,9 @@ av_cli_cmd_status(AvCli *cli, int argc, char **argv)
         if (!pool)
             return av_cli_fail(err);
     } else {
-        pool = av_cli_open_synced_pool(cli, &host, &policy, &err);
+        /* The whole-host scan is taken without the pool's lock: a hook
+         * waits only for the pool's read, update and save. */
+        pool = av_cli_open_synced_pool_scan_first(cli, &host, &policy, &err);
         if (!pool)
             return av_cli_fail(err);
     }

@@ -37,6 +37,46 @@ av_scanned_free(AvScanned *s)
     g_free(s);
 }
 
+/* The key of @identity in the table of av_pool_changed_since().  Caller
+ * frees. */
+static char *
+av_changed_key_identity(const char *identity)
+{
+    return g_strconcat("i:", identity, NULL);
+}
+
+/* The key of the device of @kind at @address there.  Caller frees. */
+static char *
+av_changed_key_address(AvDeviceKind kind, const char *address)
+{
+    return g_strdup_printf("a:%d:%s", (int)kind, address);
+}
+
+/* Adds the keys of @dev (its identity, its address) to @changed. */
+static void
+av_changed_add(GHashTable *changed, const AvPoolDevice *dev)
+{
+    g_hash_table_add(changed, av_changed_key_identity(dev->identity));
+    if (dev->address)
+        g_hash_table_add(changed, av_changed_key_address(dev->kind, dev->address));
+}
+
+/* TRUE when @keep (av_pool_changed_since(), or NULL) names the device of
+ * @kind that presents @identity at @address (either may be NULL). */
+static gboolean
+av_reconcile_kept(GHashTable *keep, AvDeviceKind kind, const char *identity, const char *address)
+{
+    g_autofree char *by_identity = NULL;
+    g_autofree char *by_address = NULL;
+
+    if (!keep)
+        return FALSE;
+    by_identity = identity ? av_changed_key_identity(identity) : NULL;
+    by_address = address ? av_changed_key_address(kind, address) : NULL;
+    return (by_identity && g_hash_table_contains(keep, by_identity)) ||
+           (by_address && g_hash_table_contains(keep, by_address));
+}
+
 /* The devices of @scanned grouped by identity: identity (borrowed) ->
  * GPtrArray of AvScanned* (borrowed, in scan order), only for identities
  * held by more than one device; @ret_order gets those identities (borrowed)
@@ -429,9 +469,10 @@ av_state_out_of_hand(AvDeviceState state)
  * until the operator clears them.  A free device whose identity changes, or
  * that moved to another address (re-enumeration after a hardware change),
  * was in the pool's hands: it is the old story (missing, and a new device).
- * Runs before the scan's devices are applied. */
+ * The devices of @keep (may be NULL) are left alone.  Runs before the
+ * scan's devices are applied. */
 static gboolean
-av_pool_reconcile_anchor(AvPool *pool, GPtrArray *scanned, gboolean *changed, GError **error)
+av_pool_reconcile_anchor(AvPool *pool, GPtrArray *scanned, GHashTable *keep, gboolean *changed, GError **error)
 {
     g_autoptr(GHashTable) ids = g_hash_table_new(g_str_hash, g_str_equal);
     /* Borrowed: re-keying re-sorts the pool's own array. */
@@ -452,7 +493,8 @@ av_pool_reconcile_anchor(AvPool *pool, GPtrArray *scanned, gboolean *changed, GE
         g_autofree char *who = NULL;
         AvScanned *s;
 
-        if (dev->kind == AV_DEVICE_KIND_MDEV || !dev->address)
+        if (dev->kind == AV_DEVICE_KIND_MDEV || !dev->address ||
+            av_reconcile_kept(keep, dev->kind, dev->identity, dev->address))
             continue;
         s = av_scanned_at(scanned, dev->kind, dev->address);
         if (!s || g_str_equal(s->identity, dev->identity))
@@ -525,7 +567,38 @@ av_pool_reconcile_mdev(const AvHost *host, AvPoolDevice *dev, gint64 now, gboole
     }
 }
 
-/* See av-pool.h.  Only devices a profile matches join the pool, and
+/* See av-pool.h. */
+GHashTable *
+av_pool_changed_since(const AvPool *before, const AvPool *now)
+{
+    GHashTable *changed = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+
+    for (guint i = 0; i < before->devices->len; i++) {
+        const AvPoolDevice *was = g_ptr_array_index(before->devices, i);
+        const AvPoolDevice *is = av_pool_find(now, was->identity);
+        g_autoptr(json_t) a = NULL;
+        g_autoptr(json_t) b = NULL;
+
+        if (is) {
+            a = av_pool_device_to_json(was);
+            b = av_pool_device_to_json(is);
+            if (json_equal(a, b))
+                continue;
+            av_changed_add(changed, is);
+        }
+        av_changed_add(changed, was);
+    }
+    for (guint i = 0; i < now->devices->len; i++) {
+        const AvPoolDevice *is = g_ptr_array_index(now->devices, i);
+
+        if (!av_pool_find(before, is->identity))
+            av_changed_add(changed, is);
+    }
+    return changed;
+}
+
+/* av_pool_reconcile() (see av-pool.h), leaving the devices of @keep (may be
+ * NULL) as they are (av_pool_reconcile_except()).  Only devices a profile matches join the pool, and
  * av_policy_match_pci() alone says which: a VF through an "sriov-vf" profile
  * or an "mdev" profile whose type it offers (NVIDIA Ampere cards offer their
  * vGPU types on their VFs), a PF never through an "sriov-vf" one.  Devices
@@ -535,14 +608,15 @@ av_pool_reconcile_mdev(const AvHost *host, AvPoolDevice *dev, gint64 now, gboole
  * "added", "readdressed", "reprofiled" (the matching profile changed),
  * "missing", "found", "removed" and "claim-expired".  On failure (a journal write) the pool
  * may be partly reconciled; the caller must not save it. */
-gboolean
-av_pool_reconcile(AvPool *pool, const AvHost *host, const AvPolicy *policy,
-                  gboolean *ret_changed, GError **error)
+static gboolean
+av_pool_reconcile_keeping(AvPool *pool, const AvHost *host, const AvPolicy *policy, GHashTable *keep,
+                          gboolean *ret_changed, GError **error)
 {
     g_autoptr(GPtrArray) scanned = g_ptr_array_new_with_free_func((GDestroyNotify)av_scanned_free);
     g_autoptr(GHashTable) seen = g_hash_table_new(g_str_hash, g_str_equal);
     g_autoptr(GHashTable) ambiguous = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
     g_autoptr(GPtrArray) gone = g_ptr_array_new();
+    g_autoptr(GPtrArray) left = g_ptr_array_new_with_free_func((GDestroyNotify)av_scanned_free);
     gboolean changed = FALSE;
     gint64 now = av_pool_now();
 
@@ -587,8 +661,20 @@ av_pool_reconcile(AvPool *pool, const AvHost *host, const AvPolicy *policy,
         g_ptr_array_add(scanned, s);
     }
     av_scanned_resolve_collisions(pool, scanned, ambiguous);
+    /* What changed in the pool since the scan began is left to whoever
+     * changed it: the scan may have seen that device before or while it
+     * was changed.  Collisions are told on the whole scan (above). */
+    for (guint i = scanned->len; keep && i > 0; i--) {
+        AvScanned *s = g_ptr_array_index(scanned, i - 1);
 
-    if (!av_pool_reconcile_anchor(pool, scanned, &changed, error))
+        if (!av_reconcile_kept(keep, s->kind, s->identity, s->address))
+            continue;
+        /* Seen all the same: whatever holds that identity is not missing. */
+        g_hash_table_add(seen, s->identity);
+        g_ptr_array_add(left, g_ptr_array_steal_index(scanned, i - 1));
+    }
+
+    if (!av_pool_reconcile_anchor(pool, scanned, keep, &changed, error))
         return FALSE;
     for (guint i = 0; i < scanned->len; i++) {
         AvScanned *s = g_ptr_array_index(scanned, i);
@@ -608,6 +694,8 @@ av_pool_reconcile(AvPool *pool, const AvHost *host, const AvPolicy *policy,
     for (guint i = 0; i < pool->devices->len; i++) {
         AvPoolDevice *dev = g_ptr_array_index(pool->devices, i);
 
+        if (av_reconcile_kept(keep, dev->kind, dev->identity, dev->address))
+            continue;
         if (dev->kind == AV_DEVICE_KIND_MDEV) {
             av_pool_reconcile_mdev(host, dev, now, &changed);
             continue;
@@ -628,7 +716,7 @@ av_pool_reconcile(AvPool *pool, const AvHost *host, const AvPolicy *policy,
     for (guint i = 0; i < pool->devices->len; i++) {
         AvPoolDevice *dev = g_ptr_array_index(pool->devices, i);
 
-        if (dev->identity_problem &&
+        if (dev->identity_problem && !av_reconcile_kept(keep, dev->kind, dev->identity, dev->address) &&
             (dev->state == AV_DEVICE_STATE_FREE || dev->state == AV_DEVICE_STATE_CLAIMED)) {
             if (!av_pool_set_identity_problem(pool, dev, dev->identity_problem, error))
                 return FALSE;
@@ -642,6 +730,21 @@ av_pool_reconcile(AvPool *pool, const AvHost *host, const AvPolicy *policy,
     if (ret_changed)
         *ret_changed = changed;
     return TRUE;
+}
+
+/* See av-pool.h. */
+gboolean
+av_pool_reconcile(AvPool *pool, const AvHost *host, const AvPolicy *policy, gboolean *ret_changed, GError **error)
+{
+    return av_pool_reconcile_keeping(pool, host, policy, NULL, ret_changed, error);
+}
+
+/* See av-pool.h. */
+gboolean
+av_pool_reconcile_except(AvPool *pool, const AvHost *host, const AvPolicy *policy, GHashTable *keep,
+                         gboolean *ret_changed, GError **error)
+{
+    return av_pool_reconcile_keeping(pool, host, policy, keep, ret_changed, error);
 }
 
 /* The reason av_pool_confirm() says no about the device of @kind at

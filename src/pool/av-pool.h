@@ -230,6 +230,10 @@ typedef enum {
  * file, NUL bytes or an overlong line at its end), or AV_ERROR_IO. */
 AvPool *av_pool_open(const char *state_dir, AvPoolMode mode, int timeout_ms, GError **error);
 
+/* Lets go of the shared lock of @pool, opened with AV_POOL_READ: what was
+ * read stays, a snapshot that others may change on disk from now on. */
+void av_pool_unlock(AvPool *pool);
+
 /* Releases the lock and frees the pool, without saving. */
 void av_pool_free(AvPool *pool);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(AvPool, av_pool_free)
@@ -570,6 +574,24 @@ gboolean av_pool_claim(AvPool *pool, AvPoolDevice *dev, const AvOwner *owner, gi
  * AV_POOL_WRITE. */
 gboolean av_pool_reconcile(AvPool *pool, const AvHost *host, const AvPolicy *policy,
                            gboolean *ret_changed, GError **error);
+
+/* The devices that differ between @before, a pool read earlier, and @now,
+ * the same state dir's pool read later: those added, removed or changed in
+ * any recorded field (their pool.json entries differ), each named by its
+ * identity and its address in either pool.  A table for
+ * av_pool_reconcile_except(); caller frees.  Borrows both pools. */
+GHashTable *av_pool_changed_since(const AvPool *before, const AvPool *now);
+
+/* av_pool_reconcile() with a scan @host taken without the pool's lock,
+ * after @before was read: the devices of @keep (av_pool_changed_since() of
+ * @before and @pool) are left as they are, neither updated nor made
+ * missing, and nothing of the scan at their addresses or with their
+ * identities is applied (another accelvirt changed them, and the scan may
+ * have seen them before or during that change; theirs is the newer word).
+ * Collisions of identities are still told on the whole scan.  Everything
+ * else is av_pool_reconcile()'s, which a NULL @keep is. */
+gboolean av_pool_reconcile_except(AvPool *pool, const AvHost *host, const AvPolicy *policy, GHashTable *keep,
+                                  gboolean *ret_changed, GError **error);
 
 /* Whether @pool, as it stands, can be trusted for the functions of the
  * partial scan @host (av_host_scan_devices()) without a whole-host
