@@ -3142,6 +3142,7 @@ test_reconcile_scan_first(void)
     g_autoptr(AvPool) before = NULL;
     g_autoptr(AvOwner) t1 = av_owner_new("8f1c8a3c-58c7-4d5e-9a0b-6c2a1f0e9d11", "tenant1");
     g_autoptr(AvOwner) t2 = av_owner_new("9f1c8a3c-58c7-4d5e-9a0b-6c2a1f0e9d12", "tenant2");
+    g_autoptr(AvPoolScan) scan = NULL;
     g_autoptr(GHashTable) keep = NULL;
     g_autoptr(GError) err = NULL;
     gboolean changed = FALSE;
@@ -3174,7 +3175,8 @@ test_reconcile_scan_first(void)
     g_assert_no_error(err);
 
     keep = av_pool_changed_since(before, pool);
-    g_assert_true(av_pool_reconcile_except(pool, stale, policy, keep, &changed, &err));
+    scan = av_pool_scan_new(stale, policy);
+    g_assert_true(av_pool_reconcile_scan(pool, scan, keep, &changed, &err));
     g_assert_no_error(err);
     g_assert_true(changed);
     /* The hook's claim stands: not missing on the strength of the scan. */

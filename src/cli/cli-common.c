@@ -395,7 +395,7 @@ av_cli_spawn_pending_worker(const AvCli *cli)
 /* av_cli_open_synced_pool(), or with @scan_first
  * av_cli_open_synced_pool_scan_first(): the pool read under the shared lock
  * first, let go of before the scan, the exclusive lock taken after it to
- * apply it to what did not change meanwhile (av_pool_reconcile_except()). */
+ * apply it to what did not change meanwhile (av_pool_reconcile_scan()). */
 static AvPool *
 av_cli_sync_pool(const AvCli *cli, gboolean scan_first, AvHost **ret_host, AvPolicy **ret_policy, GError **error)
 {
@@ -404,6 +404,7 @@ av_cli_sync_pool(const AvCli *cli, gboolean scan_first, AvHost **ret_host, AvPol
     g_autoptr(AvHost) host = NULL;
     g_autoptr(AvPool) before = NULL;
     g_autoptr(AvPool) pool = NULL;
+    g_autoptr(AvPoolScan) scan = NULL;
     g_autoptr(GHashTable) keep = NULL;
     gboolean changed = FALSE;
 
@@ -418,6 +419,7 @@ av_cli_sync_pool(const AvCli *cli, gboolean scan_first, AvHost **ret_host, AvPol
         host = av_host_scan(root, error);
         if (!host)
             return NULL;
+        scan = av_pool_scan_new(host, policy);
     }
     pool = av_cli_open_pool(cli, root, AV_POOL_WRITE, error);
     if (!pool)
@@ -427,11 +429,14 @@ av_cli_sync_pool(const AvCli *cli, gboolean scan_first, AvHost **ret_host, AvPol
         if (g_hash_table_size(keep) > 0)
             g_debug("the pool changed while the host was scanned: %u names of devices left as recorded",
                     g_hash_table_size(keep));
-    } else if (!(host = av_host_scan(root, error))) {
+    } else {
         /* Scanned under the lock: what is recorded is what the host has now. */
-        return NULL;
+        host = av_host_scan(root, error);
+        if (!host)
+            return NULL;
+        scan = av_pool_scan_new(host, policy);
     }
-    if (!av_pool_reconcile_except(pool, host, policy, keep, &changed, error) ||
+    if (!av_pool_reconcile_scan(pool, scan, keep, &changed, error) ||
         (changed && !av_pool_save(pool, error)))
         return NULL;
     if (ret_host)

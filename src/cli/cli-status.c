@@ -308,6 +308,9 @@ av_cli_cmd_status(AvCli *cli, int argc, char **argv)
         if (!pool)
             return av_cli_fail(err);
     }
+    /* What is shown (the holds and drivers of 512 devices take a while) is
+     * read without the lock: the pool as just read or saved. */
+    av_pool_unlock(pool);
     /* For the holds' warning only: which driver a device is on. */
     root = av_root_new_default(cli->root, NULL);
     /* Placement's view: the state file, read without a lock

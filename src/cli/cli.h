@@ -108,7 +108,7 @@ AvPool *av_cli_open_synced_pool(const AvCli *cli, AvHost **ret_host, AvPolicy **
 /* av_cli_open_synced_pool() with the host scanned before the exclusive lock
  * is taken (`status`: a hook never waits behind a whole-host scan): the
  * pool is read under the shared lock first, and the scan is applied only
- * to the devices nobody changed while it ran (av_pool_reconcile_except());
+ * to the devices nobody changed while it ran (av_pool_reconcile_scan());
  * those keep what their last writer recorded.  For commands that only
  * show the result: the scan in *ret_host may be older than the pool. */
 AvPool *av_cli_open_synced_pool_scan_first(const AvCli *cli, AvHost **ret_host, AvPolicy **ret_policy,

@@ -778,8 +778,8 @@ av_pool_open(const char *state_dir, AvPoolMode mode, int timeout_ms, GError **er
 void
 av_pool_unlock(AvPool *pool)
 {
-    g_return_if_fail(pool->mode == AV_POOL_READ);
     g_clear_pointer(&pool->lock, av_lock_release);
+    pool->mode = AV_POOL_READ;
 }
 
 /* Releases the lock and frees @pool without saving.  NULL is a no-op. */
