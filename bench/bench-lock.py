@@ -16,13 +16,16 @@ in the past, no checkpoint: metrics reads it whole).  accelvirt-hook
 GPU, none released: no scrub, no worker) is timed, whole processes, one
 every 20 ms:
   - alone (--alone calls);
-  - while `accelvirt metrics` runs, then `accelvirt journal verify`, then
-    `accelvirt status` (a whole-host scan, taken before the exclusive lock),
-    then `accelvirt reconcile` (which still scans under it), each started
-    once with prepares running until it exits.
+  - while `accelvirt list` runs (the same whole-host scan as status, no
+    lock at all: what a busy CPU alone costs a prepare), then `accelvirt
+    metrics`, `accelvirt journal verify`, `accelvirt status` (its scan
+    taken before the exclusive lock) and `accelvirt reconcile` (which
+    still scans under it), each started once with prepares running until
+    it exits.
 The table gives each command's own time, the prepares' median and maximum,
-and the ratio of the maximum to the median alone: with no waiting behind the
-lock, the maximum stays within a few prepares' time whatever the command.
+and the ratio of the maximum to the median alone; the goal compares each
+maximum with the one during `list`, so that what is left is the wait for
+the lock, not the machine's load (on 2 cores the command itself takes one).
 """
 import argparse
 import os
@@ -144,7 +147,8 @@ def main():
         alone = [t for t in alone if t is not None]
         base_median = statistics.median(alone)
         rows = [("(alone)", None, alone)]
-        for label, cmd in (("metrics", ["metrics"]), ("journal verify", ["journal", "verify"]),
+        for label, cmd in (("list (no lock)", ["list"]), ("metrics", ["metrics"]),
+                           ("journal verify", ["journal", "verify"]),
                            ("status", ["status"]), ("reconcile", ["reconcile"])):
             took, times = b.during([a.cli] + cmd)
             rows.append((label, took, times))
@@ -152,20 +156,24 @@ def main():
               "functions and a journal of %d entries; 'wait' = the slowest prepare / the median alone"
               % (GAP_S * 1000, a.functions, a.entries))
         print("  %-22s %10s %9s %12s %12s %7s" % ("while", "its time", "prepares", "median", "max", "wait"))
-        worst = 0.0
+        worst, worst_label = 0.0, "-"
+        unlocked = max(rows[1][2]) if rows[1][2] else base_median
         for label, took, times in rows:
             if not times:
                 print("  %-22s %8.2f s %9d %12s %12s %7s" % (label, took, 0, "-", "-", "-"))
                 continue
             med, mx = statistics.median(times), max(times)
-            if took is not None and label != "reconcile":
-                worst = max(worst, mx - base_median)
+            if label in ("metrics", "journal verify", "status") and mx - unlocked > worst:
+                worst, worst_label = mx - unlocked, label
             print("  %-22s %10s %9d %9.1f ms %9.1f ms %6.1fx" % (label, "-" if took is None else "%.2f s" % took,
                                                                   len(times), med * 1e3, mx * 1e3, mx / base_median))
         print("  (reconcile still scans the host under the exclusive lock: the contrast)")
-        print("  goal: a prepare waits at most %.0f ms behind metrics, verify and status: the worst waited "
-              "%.0f ms beyond the median alone, %s" % (GOAL_WAIT_S * 1e3, worst * 1e3,
-                                                       "met" if worst <= GOAL_WAIT_S else "NOT met"))
+        if worst > 0:
+            what = "the slowest took %.0f ms more than the slowest during list (%s)" % (worst * 1e3, worst_label)
+        else:
+            what = "none took longer than the slowest during list"
+        print("  goal: a prepare waits at most %.0f ms behind metrics, verify and status: %s, %s"
+              % (GOAL_WAIT_S * 1e3, what, "met" if worst <= GOAL_WAIT_S else "NOT met"))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
