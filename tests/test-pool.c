@@ -3175,6 +3175,10 @@ test_reconcile_scan_first(void)
     g_assert_no_error(err);
 
     keep = av_pool_changed_since(before, pool);
+    /* The claimed device, by identity and address; nothing else. */
+    g_assert_true(g_hash_table_contains(keep, "dsn:10de:20b0:0000000000000100.f0"));
+    g_assert_true(g_hash_table_contains(keep, "0000:17:00.0"));
+    g_assert_cmpuint(g_hash_table_size(keep), ==, 2);
     scan = av_pool_scan_new(stale, policy);
     g_assert_true(av_pool_reconcile_scan(pool, scan, keep, &changed, &err));
     g_assert_no_error(err);
@@ -3194,6 +3198,13 @@ test_reconcile_scan_first(void)
     g_clear_pointer(&keep, g_hash_table_unref);
     keep = av_pool_changed_since(pool, pool);
     g_assert_cmpuint(g_hash_table_size(keep), ==, 0);
+    /* The worker takes the device it scrubbed out of what is left alone. */
+    g_clear_pointer(&keep, g_hash_table_unref);
+    keep = av_pool_changed_since(before, pool);
+    av_pool_changed_forget(keep, "dsn:10de:20b0:0000000000000100.f0", "0000:17:00.0");
+    g_assert_false(g_hash_table_contains(keep, "dsn:10de:20b0:0000000000000100.f0"));
+    g_assert_false(g_hash_table_contains(keep, "0000:17:00.0"));
+    g_assert_true(g_hash_table_contains(keep, "0000:4b:00.0"));
     g_clear_pointer(&pool, av_pool_free);
     test_remove_state(state);
 }
