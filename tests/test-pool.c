@@ -3192,6 +3192,89 @@ test_health_check(void)
     av_test_tmpdir_remove(hostdir);
 }
 
+/* A scan taken without the lock (`status`), applied after another writer
+ * changed the pool: what that writer changed keeps its word (a device it
+ * claimed is not made missing by a scan that could not see it), and the
+ * rest is reconciled as ever (an identity that changed under a tenant is
+ * caught; a device that left is missing). */
+static void
+test_reconcile_scan_first(void)
+{
+    g_autofree char *state = test_make_pool(0);
+    g_autoptr(AvPolicy) policy = test_load_policy(test_collide_policy);
+    g_autoptr(AvHost) host = test_host_empty();
+    g_autoptr(AvHost) stale = test_host_empty();
+    g_autoptr(AvPool) pool = test_open_write(state);
+    g_autoptr(AvPool) before = NULL;
+    g_autoptr(AvOwner) t1 = av_owner_new("8f1c8a3c-58c7-4d5e-9a0b-6c2a1f0e9d11", "tenant1");
+    g_autoptr(AvOwner) t2 = av_owner_new("9f1c8a3c-58c7-4d5e-9a0b-6c2a1f0e9d12", "tenant2");
+    g_autoptr(AvPoolScan) scan = NULL;
+    g_autoptr(GHashTable) keep = NULL;
+    g_autoptr(GError) err = NULL;
+    gboolean changed = FALSE;
+    AvPoolDevice *a, *c;
+
+    test_pci_dsn(host, "0000:17:00.0", 0x20b0, 0x100);
+    test_pci_dsn(host, "0000:31:00.0", 0x20b0, 0x200);
+    test_pci_dsn(host, "0000:4b:00.0", 0x20b0, 0x300);
+    test_reconcile_host(pool, host, policy, TRUE);
+    c = av_pool_find(pool, "dsn:10de:20b0:0000000000000200.f0");
+    test_move(pool, c, AV_DEVICE_STATE_CLAIMED, t2, NULL);
+    test_move(pool, c, AV_DEVICE_STATE_IN_USE, t2, NULL);
+    g_assert_true(av_pool_save(pool, &err));
+    g_assert_no_error(err);
+    g_clear_pointer(&pool, av_pool_free);
+
+    /* `status` reads the pool and lets go of the lock... */
+    before = av_pool_open(state, AV_POOL_READ, 0, &err);
+    g_assert_no_error(err);
+    av_pool_unlock(before);
+    /* ...scans while 0000:17:00.0 is away (a reset), and its tenant's
+     * card at 0000:31:00.0 now presents another serial... */
+    test_pci_dsn(stale, "0000:31:00.0", 0x20b0, 0x222);
+    /* ...while a hook claims 0000:17:00.0 (its own scan saw it there) and
+     * 0000:4b:00.0 leaves for good. */
+    pool = test_open_write(state);
+    a = av_pool_find(pool, "dsn:10de:20b0:0000000000000100.f0");
+    test_move(pool, a, AV_DEVICE_STATE_CLAIMED, t1, NULL);
+    g_assert_true(av_pool_save(pool, &err));
+    g_assert_no_error(err);
+
+    keep = av_pool_changed_since(before, pool);
+    /* The claimed device, by identity and address; nothing else. */
+    g_assert_true(g_hash_table_contains(keep, "dsn:10de:20b0:0000000000000100.f0"));
+    g_assert_true(g_hash_table_contains(keep, "0000:17:00.0"));
+    g_assert_cmpuint(g_hash_table_size(keep), ==, 2);
+    scan = av_pool_scan_new(stale, policy);
+    g_assert_true(av_pool_reconcile_scan(pool, scan, keep, &changed, &err));
+    g_assert_no_error(err);
+    g_assert_true(changed);
+    /* The hook's claim stands: not missing on the strength of the scan. */
+    a = av_pool_find(pool, "dsn:10de:20b0:0000000000000100.f0");
+    g_assert_cmpint(a->state, ==, AV_DEVICE_STATE_CLAIMED);
+    g_assert_cmpstr(a->owner->domain_name, ==, "tenant1");
+    /* The changed identity is caught as by a whole reconcile. */
+    c = test_only_at(pool, "0000:31:00.0");
+    g_assert_cmpstr(c->identity, ==, "dsn:10de:20b0:0000000000000222.f0");
+    g_assert_cmpint(c->state, ==, AV_DEVICE_STATE_IN_USE);
+    g_assert_nonnull(c->identity_problem);
+    g_assert_cmpint(av_pool_find(pool, "dsn:10de:20b0:0000000000000300.f0")->state, ==, AV_DEVICE_STATE_MISSING);
+
+    /* Nothing changed meanwhile: the same as av_pool_reconcile(). */
+    g_clear_pointer(&keep, g_hash_table_unref);
+    keep = av_pool_changed_since(pool, pool);
+    g_assert_cmpuint(g_hash_table_size(keep), ==, 0);
+    /* The worker takes the device it scrubbed out of what is left alone. */
+    g_clear_pointer(&keep, g_hash_table_unref);
+    keep = av_pool_changed_since(before, pool);
+    av_pool_changed_forget(keep, "dsn:10de:20b0:0000000000000100.f0", "0000:17:00.0");
+    g_assert_false(g_hash_table_contains(keep, "dsn:10de:20b0:0000000000000100.f0"));
+    g_assert_false(g_hash_table_contains(keep, "0000:17:00.0"));
+    g_assert_true(g_hash_table_contains(keep, "0000:4b:00.0"));
+    g_clear_pointer(&pool, av_pool_free);
+    test_remove_state(state);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -3237,6 +3320,7 @@ main(int argc, char **argv)
     g_test_add_func("/pool/reconcile/collide/fallback", test_collide_fallback);
     g_test_add_func("/pool/reconcile/identity-changed", test_identity_changed);
     g_test_add_func("/pool/reconcile/identity-copied", test_identity_copied);
+    g_test_add_func("/pool/reconcile/scan-first", test_reconcile_scan_first);
     g_test_add_func("/pool/reconcile/mdev-vf", test_reconcile_mdev_vf);
     g_test_add_func("/pool/identity/vmd", test_identity_vmd);
     g_test_add_func("/pool/claim/expiry", test_claim_expiry);

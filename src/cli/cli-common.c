@@ -216,6 +216,21 @@ av_cli_checkpoints_wanted(void)
     return !v || !*v;
 }
 
+/* FALSE with @error when the devices under @root (may be NULL) are not to be
+ * recorded in the pool of @cli: a fake root prefix without a --state-dir of
+ * its own. */
+static gboolean
+av_cli_pool_root_allowed(const AvCli *cli, const AvRoot *root, GError **error)
+{
+    if (root && !av_root_is_host(root) && !cli->state_dir_explicit) {
+        g_set_error(error, AV_ERROR, AV_ERROR_INVALID_INPUT,
+                    "refusing to record the devices of '%s' in this host's pool %s; "
+                    "give a --state-dir of its own", av_root_prefix(root), cli->state_dir);
+        return FALSE;
+    }
+    return TRUE;
+}
+
 /* See cli.h. */
 AvPool *
 av_cli_open_pool(const AvCli *cli, const AvRoot *root, int mode, GError **error)
@@ -232,12 +247,8 @@ av_cli_open_pool_full(const AvCli *cli, const AvRoot *root, int mode, json_t **r
     AvPool *pool;
 
     mode &= ~AV_CLI_POOL_UPKEEP_LATER;
-    if (mode == AV_POOL_WRITE && root && !av_root_is_host(root) && !cli->state_dir_explicit) {
-        g_set_error(error, AV_ERROR, AV_ERROR_INVALID_INPUT,
-                    "refusing to record the devices of '%s' in this host's pool %s; "
-                    "give a --state-dir of its own", av_root_prefix(root), cli->state_dir);
+    if (mode == AV_POOL_WRITE && !av_cli_pool_root_allowed(cli, root, error))
         return NULL;
-    }
     pool = av_pool_open(cli->state_dir, (AvPoolMode)mode, AV_CLI_LOCK_NOTICE_MS, &err);
     if (!pool && g_error_matches(err, AV_ERROR, AV_ERROR_LOCKED)) {
         fprintf(stderr, "accelvirt: waiting for another accelvirt to release the pool lock...\n");
@@ -381,33 +392,72 @@ av_cli_spawn_pending_worker(const AvCli *cli)
                 "the next one\n", worker, error->message);
 }
 
-/* See cli.h. */
-AvPool *
-av_cli_open_synced_pool(const AvCli *cli, AvHost **ret_host, AvPolicy **ret_policy, GError **error)
+/* av_cli_open_synced_pool(), or with @scan_first
+ * av_cli_open_synced_pool_scan_first(): the pool read under the shared lock
+ * first, let go of before the scan, the exclusive lock taken after it to
+ * apply it to what did not change meanwhile (av_pool_reconcile_scan()). */
+static AvPool *
+av_cli_sync_pool(const AvCli *cli, gboolean scan_first, AvHost **ret_host, AvPolicy **ret_policy, GError **error)
 {
     g_autoptr(AvRoot) root = NULL;
     g_autoptr(AvPolicy) policy = NULL;
     g_autoptr(AvHost) host = NULL;
+    g_autoptr(AvPool) before = NULL;
     g_autoptr(AvPool) pool = NULL;
+    g_autoptr(AvPoolScan) scan = NULL;
+    g_autoptr(GHashTable) keep = NULL;
     gboolean changed = FALSE;
 
-    /* Bad input is found before the pool is touched; the host is scanned
-     * under the lock, so that what is recorded is what the host has now. */
-    if (!av_cli_open(cli, &root, &policy, error))
+    /* Bad input is found before the pool is touched. */
+    if (!av_cli_open(cli, &root, &policy, error) || !av_cli_pool_root_allowed(cli, root, error))
         return NULL;
+    if (scan_first) {
+        before = av_cli_open_pool(cli, root, AV_POOL_READ, error);
+        if (!before)
+            return NULL;
+        av_pool_unlock(before);
+        host = av_host_scan(root, error);
+        if (!host)
+            return NULL;
+        scan = av_pool_scan_new(host, policy);
+    }
     pool = av_cli_open_pool(cli, root, AV_POOL_WRITE, error);
     if (!pool)
         return NULL;
-    host = av_host_scan(root, error);
-    if (!host)
-        return NULL;
-    if (!av_pool_reconcile(pool, host, policy, &changed, error) || (changed && !av_pool_save(pool, error)))
+    if (scan_first) {
+        keep = av_pool_changed_since(before, pool);
+        if (g_hash_table_size(keep) > 0)
+            g_debug("the pool changed while the host was scanned: %u names of devices left as recorded",
+                    g_hash_table_size(keep));
+    } else {
+        /* Scanned under the lock: what is recorded is what the host has now. */
+        host = av_host_scan(root, error);
+        if (!host)
+            return NULL;
+        scan = av_pool_scan_new(host, policy);
+    }
+    if (!av_pool_reconcile_scan(pool, scan, keep, &changed, error) ||
+        (changed && !av_pool_save(pool, error)))
         return NULL;
     if (ret_host)
         *ret_host = g_steal_pointer(&host);
     if (ret_policy)
         *ret_policy = g_steal_pointer(&policy);
     return g_steal_pointer(&pool);
+}
+
+/* See cli.h. */
+AvPool *
+av_cli_open_synced_pool(const AvCli *cli, AvHost **ret_host, AvPolicy **ret_policy, GError **error)
+{
+    return av_cli_sync_pool(cli, FALSE, ret_host, ret_policy, error);
+}
+
+/* See cli.h. */
+AvPool *
+av_cli_open_synced_pool_scan_first(const AvCli *cli, AvHost **ret_host, AvPolicy **ret_policy, GError **error)
+{
+    return av_cli_sync_pool(cli, TRUE, ret_host, ret_policy, error);
 }
 
 /* --- SR-IOV VFs ------------------------------------------------------------------ */

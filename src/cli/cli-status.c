@@ -302,10 +302,15 @@ av_cli_cmd_status(AvCli *cli, int argc, char **argv)
         if (!pool)
             return av_cli_fail(err);
     } else {
-        pool = av_cli_open_synced_pool(cli, &host, &policy, &err);
+        /* The whole-host scan is taken without the pool's lock: a hook
+         * waits only for the pool's read, update and save. */
+        pool = av_cli_open_synced_pool_scan_first(cli, &host, &policy, &err);
         if (!pool)
             return av_cli_fail(err);
     }
+    /* What is shown (the holds and drivers of 512 devices take a while) is
+     * read without the lock: the pool as just read or saved. */
+    av_pool_unlock(pool);
     /* For the holds' warning only: which driver a device is on. */
     root = av_root_new_default(cli->root, NULL);
     /* Placement's view: the state file, read without a lock

@@ -105,6 +105,15 @@ AvPool *av_cli_open_pool_full(const AvCli *cli, const AvRoot *root, int mode, js
  * be NULL; caller frees).  NULL with @error. */
 AvPool *av_cli_open_synced_pool(const AvCli *cli, AvHost **ret_host, AvPolicy **ret_policy, GError **error);
 
+/* av_cli_open_synced_pool() with the host scanned before the exclusive lock
+ * is taken (`status`: a hook never waits behind a whole-host scan): the
+ * pool is read under the shared lock first, and the scan is applied only
+ * to the devices nobody changed while it ran (av_pool_reconcile_scan());
+ * those keep what their last writer recorded.  For commands that only
+ * show the result: the scan in *ret_host may be older than the pool. */
+AvPool *av_cli_open_synced_pool_scan_first(const AvCli *cli, AvHost **ret_host, AvPolicy **ret_policy,
+                                           GError **error);
+
 /* The pool device named @name: its identity, else its PCI address or USB
  * bus path.  NULL with AV_ERROR_NOT_FOUND (one sentence, what to run). */
 AvPoolDevice *av_cli_find_device(AvPool *pool, const char *name, GError **error);

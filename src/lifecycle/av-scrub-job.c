@@ -315,6 +315,11 @@ av_scrub_job_restore(const AvScrubContext *ctx, const AvProfile *profile, AvScru
         av_scrub_restore_rebound(ctx->root, ctx->ops, job->address, job->rebound_from, &job->failure);
 }
 
+/* How long the after-scrub check waits for the pool's shared lock to read
+ * the pool before its scan (a writer holds the exclusive lock for a prepare,
+ * a release or a reconcile: tens of milliseconds to seconds). */
+#define AV_SCRUB_JOB_SNAPSHOT_WAIT_MS 60000
+
 /* See av-scrub-job.h. */
 gboolean
 av_scrub_job_finish(const AvScrubContext *ctx, AvScrubJob *job, AvPool **ret_pool, AvHost **ret_host,
@@ -323,6 +328,9 @@ av_scrub_job_finish(const AvScrubContext *ctx, AvScrubJob *job, AvPool **ret_poo
     g_autoptr(GError) local = NULL;
     g_autoptr(AvHost) host = NULL;
     g_autoptr(AvPool) pool = NULL;
+    g_autoptr(AvPool) before = NULL;
+    g_autoptr(GHashTable) keep = NULL;
+    g_autoptr(AvPoolScan) scan = NULL;
     g_autoptr(json_t) fields = json_object();
     const AvProfile *profile = job->profile ? av_policy_find(ctx->policy, job->profile) : NULL;
     AvDeviceState expected =
@@ -341,18 +349,33 @@ av_scrub_job_finish(const AvScrubContext *ctx, AvScrubJob *job, AvPool **ret_poo
      * identity problem, under its new identity if it took one (found by
      * its address), and any other card whose identity changed or is shared
      * now is caught here too.  The scan runs before the lock is taken: the
-     * lock is held for the reconcile only. */
+     * lock is held for the reconcile only, which leaves what another
+     * writer changed in the pool meanwhile as that writer recorded it
+     * (av_pool_reconcile_scan(): the scan may have seen those devices
+     * before or during the change), but never this device: its identity
+     * is checked whatever happened to its entry.  Without a snapshot (the
+     * pool unreadable now: opening it for the write below says why), the
+     * scan is applied to every device. */
+    before = av_pool_open(ctx->state_dir, AV_POOL_READ, AV_SCRUB_JOB_SNAPSHOT_WAIT_MS, NULL);
+    if (before)
+        av_pool_unlock(before);
     host = av_host_scan(ctx->root, &local);
     if (!host) {
         if (!job->failure)
             g_propagate_prefixed_error(&job->failure, g_steal_pointer(&local),
                                        "cannot check what the device is after its scrub: ");
         g_clear_error(&local);
+    } else {
+        scan = av_pool_scan_new(host, ctx->policy);
     }
     pool = ctx->open_pool(ctx->open_pool_data, error);
     if (!pool)
         return FALSE;
-    if (host && !av_pool_reconcile(pool, host, ctx->policy, &reconciled, &local)) {
+    if (before) {
+        keep = av_pool_changed_since(before, pool);
+        av_pool_changed_forget(keep, job->identity, job->address);
+    }
+    if (scan && !av_pool_reconcile_scan(pool, scan, keep, &reconciled, &local)) {
         if (!job->failure)
             g_propagate_prefixed_error(&job->failure, g_steal_pointer(&local),
                                        "cannot check what the device is after its scrub: ");

@@ -37,6 +37,64 @@ av_scanned_free(AvScanned *s)
     g_free(s);
 }
 
+/* Adds the names of @dev (its identity, its address) to @changed
+ * (av_pool_changed_since()).  An address names whatever device of any kind
+ * is there (a PCI parent and its mdevs alike): more is left alone, never
+ * less. */
+static void
+av_changed_add(GHashTable *changed, const AvPoolDevice *dev)
+{
+    g_hash_table_add(changed, g_strdup(dev->identity));
+    if (dev->address)
+        g_hash_table_add(changed, g_strdup(dev->address));
+}
+
+/* See av-pool.h. */
+void
+av_pool_changed_forget(GHashTable *changed, const char *identity, const char *address)
+{
+    if (identity)
+        g_hash_table_remove(changed, identity);
+    if (address)
+        g_hash_table_remove(changed, address);
+}
+
+/* TRUE when @keep (av_pool_changed_since(), or NULL) names the device that
+ * presents @identity at @address (either may be NULL). */
+static gboolean
+av_reconcile_kept(GHashTable *keep, const char *identity, const char *address)
+{
+    if (!keep || g_hash_table_size(keep) == 0)
+        return FALSE;
+    return (identity && g_hash_table_contains(keep, identity)) || (address && g_hash_table_contains(keep, address));
+}
+
+/* The device of @kind at @address in @at (av_scanned_by_address()), or
+ * NULL.  Borrowed. */
+static AvScanned *
+av_scanned_at(GHashTable *at, AvDeviceKind kind, const char *address)
+{
+    AvScanned *s = g_hash_table_lookup(at, address);
+
+    return s && s->kind == kind ? s : NULL;
+}
+
+/* The devices of @scanned by address (the first of each; a PCI address and
+ * a USB port never look alike).  Caller frees; borrows the devices. */
+static GHashTable *
+av_scanned_by_address(GPtrArray *scanned)
+{
+    GHashTable *at = g_hash_table_new(g_str_hash, g_str_equal);
+
+    for (guint i = 0; i < scanned->len; i++) {
+        AvScanned *s = g_ptr_array_index(scanned, i);
+
+        if (!g_hash_table_contains(at, s->address))
+            g_hash_table_insert(at, (gpointer)s->address, s);
+    }
+    return at;
+}
+
 /* The devices of @scanned grouped by identity: identity (borrowed) ->
  * GPtrArray of AvScanned* (borrowed, in scan order), only for identities
  * held by more than one device; @ret_order gets those identities (borrowed)
@@ -387,19 +445,6 @@ av_pool_reconcile_one(AvPool *pool, const AvScanned *s, gint64 now, gboolean *ch
     return TRUE;
 }
 
-/* The device of @kind at @address in @scanned, or NULL.  Borrowed. */
-static AvScanned *
-av_scanned_at(GPtrArray *scanned, AvDeviceKind kind, const char *address)
-{
-    for (guint i = 0; i < scanned->len; i++) {
-        AvScanned *s = g_ptr_array_index(scanned, i);
-
-        if (s->kind == kind && g_strcmp0(s->address, address) == 0)
-            return s;
-    }
-    return NULL;
-}
-
 /* TRUE when nobody but the pool's own lifecycle may touch a device in
  * @state: it is reserved, with a tenant, unscrubbed, being scrubbed, or
  * set aside by a failed scrub. */
@@ -429,11 +474,13 @@ av_state_out_of_hand(AvDeviceState state)
  * until the operator clears them.  A free device whose identity changes, or
  * that moved to another address (re-enumeration after a hardware change),
  * was in the pool's hands: it is the old story (missing, and a new device).
- * Runs before the scan's devices are applied. */
+ * The devices of @keep (may be NULL) are left alone.  Runs before the
+ * scan's devices are applied. */
 static gboolean
-av_pool_reconcile_anchor(AvPool *pool, GPtrArray *scanned, gboolean *changed, GError **error)
+av_pool_reconcile_anchor(AvPool *pool, GPtrArray *scanned, GHashTable *keep, gboolean *changed, GError **error)
 {
     g_autoptr(GHashTable) ids = g_hash_table_new(g_str_hash, g_str_equal);
+    g_autoptr(GHashTable) at = av_scanned_by_address(scanned);
     /* Borrowed: re-keying re-sorts the pool's own array. */
     g_autoptr(GPtrArray) devices = g_ptr_array_sized_new(pool->devices->len);
 
@@ -452,9 +499,10 @@ av_pool_reconcile_anchor(AvPool *pool, GPtrArray *scanned, gboolean *changed, GE
         g_autofree char *who = NULL;
         AvScanned *s;
 
-        if (dev->kind == AV_DEVICE_KIND_MDEV || !dev->address)
+        if (dev->kind == AV_DEVICE_KIND_MDEV || !dev->address ||
+            av_reconcile_kept(keep, dev->identity, dev->address))
             continue;
-        s = av_scanned_at(scanned, dev->kind, dev->address);
+        s = av_scanned_at(at, dev->kind, dev->address);
         if (!s || g_str_equal(s->identity, dev->identity))
             continue;
         who = dev->owner ? av_owner_describe(dev->owner) : NULL;
@@ -525,39 +573,52 @@ av_pool_reconcile_mdev(const AvHost *host, AvPoolDevice *dev, gint64 now, gboole
     }
 }
 
-/* See av-pool.h.  Only devices a profile matches join the pool, and
- * av_policy_match_pci() alone says which: a VF through an "sriov-vf" profile
- * or an "mdev" profile whose type it offers (NVIDIA Ampere cards offer their
- * vGPU types on their VFs), a PF never through an "sriov-vf" one.  Devices
- * sharing an identity get their fallback identities, or stay out of the pool
- * (see av_scanned_resolve_collisions()); a pooled device whose identity is
- * thus ambiguous becomes missing, with a reason saying so.  Journal events:
- * "added", "readdressed", "reprofiled" (the matching profile changed),
- * "missing", "found", "removed" and "claim-expired".  On failure (a journal write) the pool
- * may be partly reconciled; the caller must not save it. */
-gboolean
-av_pool_reconcile(AvPool *pool, const AvHost *host, const AvPolicy *policy,
-                  gboolean *ret_changed, GError **error)
+/* See av-pool.h. */
+GHashTable *
+av_pool_changed_since(const AvPool *before, const AvPool *now)
 {
-    g_autoptr(GPtrArray) scanned = g_ptr_array_new_with_free_func((GDestroyNotify)av_scanned_free);
-    g_autoptr(GHashTable) seen = g_hash_table_new(g_str_hash, g_str_equal);
-    g_autoptr(GHashTable) ambiguous = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
-    g_autoptr(GPtrArray) gone = g_ptr_array_new();
-    gboolean changed = FALSE;
-    gint64 now = av_pool_now();
+    GHashTable *changed = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
 
-    if (pool->mode != AV_POOL_WRITE) {
-        g_set_error(error, AV_ERROR, AV_ERROR_FAILED,
-                    "cannot reconcile the pool in '%s': it was opened for reading only", pool->state_dir);
-        return FALSE;
-    }
-    /* What a partial scan leaves out is not gone. */
-    if (host->partial) {
-        g_set_error_literal(error, AV_ERROR, AV_ERROR_FAILED,
-                            "cannot reconcile the pool with a scan of some devices only");
-        return FALSE;
-    }
+    for (guint i = 0; i < before->devices->len; i++) {
+        const AvPoolDevice *was = g_ptr_array_index(before->devices, i);
+        const AvPoolDevice *is = av_pool_find(now, was->identity);
+        g_autoptr(json_t) a = NULL;
+        g_autoptr(json_t) b = NULL;
 
+        if (is) {
+            a = av_pool_device_to_json(was);
+            b = av_pool_device_to_json(is);
+            if (json_equal(a, b))
+                continue;
+            av_changed_add(changed, is);
+        }
+        av_changed_add(changed, was);
+    }
+    for (guint i = 0; i < now->devices->len; i++) {
+        const AvPoolDevice *is = g_ptr_array_index(now->devices, i);
+
+        if (!av_pool_find(before, is->identity))
+            av_changed_add(changed, is);
+    }
+    return changed;
+}
+
+/* What av_pool_reconcile() reads of a scan: each device's identities,
+ * matching profile and match ids, computed without the pool. */
+struct _AvPoolScan {
+    const AvHost *host;          /* borrowed */
+    GPtrArray *scanned;          /* AvScanned *; NULL once reconciled */
+};
+
+/* See av-pool.h. */
+AvPoolScan *
+av_pool_scan_new(const AvHost *host, const AvPolicy *policy)
+{
+    AvPoolScan *scan = g_new0(AvPoolScan, 1);
+    GPtrArray *scanned = g_ptr_array_new_with_free_func((GDestroyNotify)av_scanned_free);
+
+    scan->host = host;
+    scan->scanned = scanned;
     for (guint i = 0; host->pci && i < host->pci->len; i++) {
         const AvPciDevice *pci = g_ptr_array_index(host->pci, i);
         AvScanned *s = g_new0(AvScanned, 1);
@@ -586,15 +647,86 @@ av_pool_reconcile(AvPool *pool, const AvHost *host, const AvPolicy *policy,
         s->iommu_group = -1;
         g_ptr_array_add(scanned, s);
     }
-    av_scanned_resolve_collisions(pool, scanned, ambiguous);
+    return scan;
+}
 
-    if (!av_pool_reconcile_anchor(pool, scanned, &changed, error))
+/* See av-pool.h. */
+void
+av_pool_scan_free(AvPoolScan *scan)
+{
+    if (!scan)
+        return;
+    if (scan->scanned)
+        g_ptr_array_unref(scan->scanned);
+    g_free(scan);
+}
+
+/* av_pool_reconcile() (see av-pool.h), leaving the devices of @keep (may be
+ * NULL) as they are (av_pool_reconcile_scan()).  Only devices a profile matches join the pool, and
+ * av_policy_match_pci() alone says which: a VF through an "sriov-vf" profile
+ * or an "mdev" profile whose type it offers (NVIDIA Ampere cards offer their
+ * vGPU types on their VFs), a PF never through an "sriov-vf" one.  Devices
+ * sharing an identity get their fallback identities, or stay out of the pool
+ * (see av_scanned_resolve_collisions()); a pooled device whose identity is
+ * thus ambiguous becomes missing, with a reason saying so.  Journal events:
+ * "added", "readdressed", "reprofiled" (the matching profile changed),
+ * "missing", "found", "removed" and "claim-expired".  On failure (a journal write) the pool
+ * may be partly reconciled; the caller must not save it. */
+static gboolean
+av_pool_reconcile_keeping(AvPool *pool, AvPoolScan *scan, GHashTable *keep, gboolean *ret_changed, GError **error)
+{
+    const AvHost *host = scan->host;
+    g_autoptr(GPtrArray) scanned = g_steal_pointer(&scan->scanned);
+    g_autoptr(GHashTable) pooled = NULL;
+    g_autoptr(GHashTable) seen = g_hash_table_new(g_str_hash, g_str_equal);
+    g_autoptr(GHashTable) ambiguous = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
+    g_autoptr(GPtrArray) gone = g_ptr_array_new();
+    g_autoptr(GPtrArray) left = g_ptr_array_new_with_free_func((GDestroyNotify)av_scanned_free);
+    gboolean changed = FALSE;
+    gint64 now = av_pool_now();
+
+    g_return_val_if_fail(scanned != NULL, FALSE);
+    if (pool->mode != AV_POOL_WRITE) {
+        g_set_error(error, AV_ERROR, AV_ERROR_FAILED,
+                    "cannot reconcile the pool in '%s': it was opened for reading only", pool->state_dir);
         return FALSE;
+    }
+    /* What a partial scan leaves out is not gone. */
+    if (host->partial) {
+        g_set_error_literal(error, AV_ERROR, AV_ERROR_FAILED,
+                            "cannot reconcile the pool with a scan of some devices only");
+        return FALSE;
+    }
+
+    av_scanned_resolve_collisions(pool, scanned, ambiguous);
+    /* What changed in the pool since the scan began is left to whoever
+     * changed it: the scan may have seen that device before or while it
+     * was changed.  Collisions are told on the whole scan (above). */
+    for (guint i = scanned->len; keep && i > 0; i--) {
+        AvScanned *s = g_ptr_array_index(scanned, i - 1);
+
+        if (!av_reconcile_kept(keep, s->identity, s->address))
+            continue;
+        /* Seen all the same: whatever holds that identity is not missing. */
+        g_hash_table_add(seen, s->identity);
+        g_ptr_array_add(left, g_ptr_array_steal_index(scanned, i - 1));
+    }
+
+    if (!av_pool_reconcile_anchor(pool, scanned, keep, &changed, error))
+        return FALSE;
+    /* A device no profile matches and the pool does not know (most of a
+     * host) has nothing to apply: told apart without a search of the pool
+     * per device. */
+    pooled = g_hash_table_new(g_str_hash, g_str_equal);
+    for (guint i = 0; i < pool->devices->len; i++)
+        g_hash_table_add(pooled, ((AvPoolDevice *)g_ptr_array_index(pool->devices, i))->identity);
     for (guint i = 0; i < scanned->len; i++) {
         AvScanned *s = g_ptr_array_index(scanned, i);
         AvPoolDevice *dev;
 
         g_hash_table_add(seen, s->identity);
+        if (!s->profile && !g_hash_table_contains(pooled, s->identity))
+            continue;
         if (!av_pool_reconcile_one(pool, s, now, &changed, error))
             return FALSE;
         dev = s->suspect ? av_pool_find(pool, s->identity) : NULL;
@@ -608,6 +740,8 @@ av_pool_reconcile(AvPool *pool, const AvHost *host, const AvPolicy *policy,
     for (guint i = 0; i < pool->devices->len; i++) {
         AvPoolDevice *dev = g_ptr_array_index(pool->devices, i);
 
+        if (av_reconcile_kept(keep, dev->identity, dev->address))
+            continue;
         if (dev->kind == AV_DEVICE_KIND_MDEV) {
             av_pool_reconcile_mdev(host, dev, now, &changed);
             continue;
@@ -628,7 +762,7 @@ av_pool_reconcile(AvPool *pool, const AvHost *host, const AvPolicy *policy,
     for (guint i = 0; i < pool->devices->len; i++) {
         AvPoolDevice *dev = g_ptr_array_index(pool->devices, i);
 
-        if (dev->identity_problem &&
+        if (dev->identity_problem && !av_reconcile_kept(keep, dev->identity, dev->address) &&
             (dev->state == AV_DEVICE_STATE_FREE || dev->state == AV_DEVICE_STATE_CLAIMED)) {
             if (!av_pool_set_identity_problem(pool, dev, dev->identity_problem, error))
                 return FALSE;
@@ -642,6 +776,22 @@ av_pool_reconcile(AvPool *pool, const AvHost *host, const AvPolicy *policy,
     if (ret_changed)
         *ret_changed = changed;
     return TRUE;
+}
+
+/* See av-pool.h. */
+gboolean
+av_pool_reconcile(AvPool *pool, const AvHost *host, const AvPolicy *policy, gboolean *ret_changed, GError **error)
+{
+    g_autoptr(AvPoolScan) scan = av_pool_scan_new(host, policy);
+
+    return av_pool_reconcile_keeping(pool, scan, NULL, ret_changed, error);
+}
+
+/* See av-pool.h. */
+gboolean
+av_pool_reconcile_scan(AvPool *pool, AvPoolScan *scan, GHashTable *keep, gboolean *ret_changed, GError **error)
+{
+    return av_pool_reconcile_keeping(pool, scan, keep, ret_changed, error);
 }
 
 /* The reason av_pool_confirm() says no about the device of @kind at

@@ -774,6 +774,14 @@ av_pool_open(const char *state_dir, AvPoolMode mode, int timeout_ms, GError **er
     return g_steal_pointer(&pool);
 }
 
+/* See av-pool.h. */
+void
+av_pool_unlock(AvPool *pool)
+{
+    g_clear_pointer(&pool->lock, av_lock_release);
+    pool->mode = AV_POOL_READ;
+}
+
 /* Releases the lock and frees @pool without saving.  NULL is a no-op. */
 void
 av_pool_free(AvPool *pool)

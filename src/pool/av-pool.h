@@ -230,6 +230,11 @@ typedef enum {
  * file, NUL bytes or an overlong line at its end), or AV_ERROR_IO. */
 AvPool *av_pool_open(const char *state_dir, AvPoolMode mode, int timeout_ms, GError **error);
 
+/* Lets go of the lock of @pool: what it holds stays, a snapshot that others
+ * may change on disk from now on, read-only (a pool opened for writing can
+ * no longer be saved, nor its journal written). */
+void av_pool_unlock(AvPool *pool);
+
 /* Releases the lock and frees the pool, without saving. */
 void av_pool_free(AvPool *pool);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(AvPool, av_pool_free)
@@ -576,6 +581,42 @@ gboolean av_pool_claim(AvPool *pool, AvPoolDevice *dev, const AvOwner *owner, gi
  * AV_POOL_WRITE. */
 gboolean av_pool_reconcile(AvPool *pool, const AvHost *host, const AvPolicy *policy,
                            gboolean *ret_changed, GError **error);
+
+/* The devices that differ between @before, a pool read earlier, and @now,
+ * the same state dir's pool read later: those added, removed or changed in
+ * any recorded field (their pool.json entries differ), each named by its
+ * identity and its address in either pool (an address names whatever is
+ * there).  A table for
+ * av_pool_reconcile_scan(); caller frees.  Borrows both pools. */
+GHashTable *av_pool_changed_since(const AvPool *before, const AvPool *now);
+
+/* Takes the device that presents @identity at @address (either may be
+ * NULL) out of @changed (av_pool_changed_since()): a caller that must
+ * reconcile that device whatever happened to its entry (the worker, the
+ * device it scrubbed). */
+void av_pool_changed_forget(GHashTable *changed, const char *identity, const char *address);
+
+/* What av_pool_reconcile() reads of the whole-host scan @host (borrowed;
+ * it and @policy must outlive the result): each device's identities, the
+ * profile that matches it, its match ids.  It needs no pool, so a caller
+ * that scans without the pool's lock computes it without the lock too, and
+ * holds the lock only for av_pool_reconcile_scan().  Caller frees. */
+typedef struct _AvPoolScan AvPoolScan;
+AvPoolScan *av_pool_scan_new(const AvHost *host, const AvPolicy *policy);
+void av_pool_scan_free(AvPoolScan *scan);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(AvPoolScan, av_pool_scan_free)
+
+/* av_pool_reconcile() of @scan (av_pool_scan_new(); used up: reconciled
+ * once), taken without the pool's lock after @before was read: the devices
+ * of @keep (av_pool_changed_since() of @before and @pool) are left as they
+ * are, neither updated nor made missing, and nothing of the scan at their
+ * addresses or with their identities is applied (another accelvirt changed
+ * them, and the scan may have seen them before or during that change;
+ * theirs is the newer word).  Collisions of identities are still told on
+ * the whole scan.  Everything else is av_pool_reconcile()'s, which a NULL
+ * @keep is. */
+gboolean av_pool_reconcile_scan(AvPool *pool, AvPoolScan *scan, GHashTable *keep, gboolean *ret_changed,
+                                GError **error);
 
 /* Whether @pool, as it stands, can be trusted for the functions of the
  * partial scan @host (av_host_scan_devices()) without a whole-host
