@@ -170,11 +170,12 @@ av_pool_load_state(const AvPoolLoad *ld, json_t *obj, const char *jpath, const c
                    AvDeviceState *ret_state, GError **error)
 {
     json_t *v = json_object_get(obj, key);
-    g_autofree char *sub = g_strdup_printf("%s/%s", jpath, key);
 
-    if (!json_is_string(v) || !av_device_state_from_string(json_string_value(v), ret_state))
+    if (!json_is_string(v) || !av_device_state_from_string(json_string_value(v), ret_state)) {
+        g_autofree char *sub = g_strdup_printf("%s/%s", jpath, key);
         return av_pool_load_fail(ld, error, sub, "expected a state (free, claimed, in-use, dirty, "
                                  "scrubbing, quarantined, missing)");
+    }
     return TRUE;
 }
 
