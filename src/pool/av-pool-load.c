@@ -42,7 +42,20 @@ av_pool_load_keys_opt(const AvPoolLoad *ld, json_t *obj, const char *jpath,
 {
     const char *key;
     json_t *value;
+    size_t present = 0;
+    gboolean whole = TRUE;
 
+    /* The common case without a string comparison: every key there, and
+     * no member that is neither a key nor an optional one (the members
+     * counted by lookups).  Otherwise the loops below say what is wrong. */
+    for (guint i = 0; keys[i]; i++) {
+        whole = whole && json_object_get(obj, keys[i]) != NULL;
+        present++;
+    }
+    for (guint i = 0; optional && optional[i]; i++)
+        present += json_object_get(obj, optional[i]) != NULL;
+    if (whole && present == json_object_size(obj))
+        return TRUE;
     json_object_foreach(obj, key, value) {
         if (!g_strv_contains(keys, key) && !(optional && g_strv_contains(optional, key))) {
             g_autofree char *sub = *jpath ? g_strdup_printf("%s/%s", jpath, key) : g_strdup(key);
@@ -70,16 +83,21 @@ av_pool_load_string(const AvPoolLoad *ld, json_t *obj, const char *jpath, const 
                     gboolean nullable, char **ret_value, GError **error)
 {
     json_t *v = json_object_get(obj, key);
-    g_autofree char *sub = g_strdup_printf("%s/%s", jpath, key);
+    g_autofree char *sub = NULL;
 
     if (json_is_null(v) && nullable) {
         *ret_value = NULL;
         return TRUE;
     }
-    if (!json_is_string(v))
+    /* The path only for an error: a load makes thousands of these. */
+    if (!json_is_string(v)) {
+        sub = g_strdup_printf("%s/%s", jpath, key);
         return av_pool_load_fail(ld, error, sub, "expected a string%s", nullable ? " or null" : "");
-    if (json_string_length(v) == 0 || strlen(json_string_value(v)) != json_string_length(v))
+    }
+    if (json_string_length(v) == 0 || strlen(json_string_value(v)) != json_string_length(v)) {
+        sub = g_strdup_printf("%s/%s", jpath, key);
         return av_pool_load_fail(ld, error, sub, "expected a non-empty string without NUL");
+    }
     *ret_value = g_strdup(json_string_value(v));
     return TRUE;
 }
@@ -90,11 +108,12 @@ av_pool_load_int(const AvPoolLoad *ld, json_t *obj, const char *jpath, const cha
                  gint64 min, gint64 max, gint64 *ret_value, GError **error)
 {
     json_t *v = json_object_get(obj, key);
-    g_autofree char *sub = g_strdup_printf("%s/%s", jpath, key);
 
-    if (!json_is_integer(v) || json_integer_value(v) < min || json_integer_value(v) > max)
+    if (!json_is_integer(v) || json_integer_value(v) < min || json_integer_value(v) > max) {
+        g_autofree char *sub = g_strdup_printf("%s/%s", jpath, key);
         return av_pool_load_fail(ld, error, sub, "expected an integer from %" G_GINT64_FORMAT
                                  " to %" G_GINT64_FORMAT, min, max);
+    }
     *ret_value = json_integer_value(v);
     return TRUE;
 }

@@ -147,7 +147,8 @@ gboolean av_pool_load_fail(const AvPoolLoad *ld, GError **error, const char *jpa
     G_GNUC_PRINTF(4, 5);
 
 /* Checks that @obj has exactly the keys @keys (NULL-terminated), plus any
- * of @optional (NULL-terminated, or NULL for none). */
+ * of @optional (NULL-terminated, or NULL for none; none of them a key of
+ * @keys: the members are counted by lookups, each name once). */
 gboolean av_pool_load_keys_opt(const AvPoolLoad *ld, json_t *obj, const char *jpath, const char *const *keys,
                                const char *const *optional, GError **error);
 gboolean av_pool_load_keys(const AvPoolLoad *ld, json_t *obj, const char *jpath, const char *const *keys,

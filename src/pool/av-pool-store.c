@@ -127,6 +127,42 @@ av_pool_to_json(const AvPool *pool)
     return obj;
 }
 
+static int
+av_pool_text_append(const char *buffer, size_t size, void *data)
+{
+    g_string_append_len(data, buffer, size);
+    return 0;
+}
+
+/* See av-pool.h. */
+char *
+av_pool_json_text(const json_t *json)
+{
+    g_autoptr(GString) out = g_string_sized_new(512);
+    const char *key;
+    json_t *value;
+
+    g_string_append_c(out, '{');
+    /* Keys in insertion order (jansson >= 2.8); keys are the pool's own. */
+    json_object_foreach((json_t *)json, key, value) {
+        g_string_append_printf(out, "%s\n\"%s\": ", out->len > 1 ? "," : "", key);
+        if (json_is_array(value) && json_array_size(value) > 0) {
+            g_string_append_c(out, '[');
+            for (size_t i = 0; i < json_array_size(value); i++) {
+                g_string_append(out, i > 0 ? ",\n" : "\n");
+                if (json_dump_callback(json_array_get(value, i), av_pool_text_append, out,
+                                       JSON_PRESERVE_ORDER | JSON_ENCODE_ANY) < 0)
+                    return NULL;
+            }
+            g_string_append(out, "\n]");
+        } else if (json_dump_callback(value, av_pool_text_append, out, JSON_PRESERVE_ORDER | JSON_ENCODE_ANY) < 0) {
+            return NULL;
+        }
+    }
+    g_string_append(out, "\n}\n");
+    return g_string_free(g_steal_pointer(&out), FALSE);
+}
+
 /* --- loading pool.json: the devices, the whole file ----------------------- */
 
 static gboolean
@@ -134,11 +170,12 @@ av_pool_load_state(const AvPoolLoad *ld, json_t *obj, const char *jpath, const c
                    AvDeviceState *ret_state, GError **error)
 {
     json_t *v = json_object_get(obj, key);
-    g_autofree char *sub = g_strdup_printf("%s/%s", jpath, key);
 
-    if (!json_is_string(v) || !av_device_state_from_string(json_string_value(v), ret_state))
+    if (!json_is_string(v) || !av_device_state_from_string(json_string_value(v), ret_state)) {
+        g_autofree char *sub = g_strdup_printf("%s/%s", jpath, key);
         return av_pool_load_fail(ld, error, sub, "expected a state (free, claimed, in-use, dirty, "
                                  "scrubbing, quarantined, missing)");
+    }
     return TRUE;
 }
 
@@ -820,7 +857,7 @@ av_pool_save(AvPool *pool, GError **error)
         return FALSE;
     }
     json = av_pool_to_json(pool);
-    text = av_json_dump_pretty(json);
+    text = av_pool_json_text(json);
     if (!text) {
         g_set_error(error, AV_ERROR, AV_ERROR_FAILED, "cannot serialise the pool of '%s'", pool->state_dir);
         return FALSE;

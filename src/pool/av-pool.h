@@ -742,6 +742,14 @@ const char *av_device_kind_to_string(AvDeviceKind kind);
 json_t *av_pool_device_to_json(const AvPoolDevice *dev);
 json_t *av_pool_to_json(const AvPool *pool);
 
+/* pool.json's text of @json (av_pool_to_json()): each member of the top
+ * object on a line of its own, and each element of an array member (a
+ * device, a write-ahead record, a placement record) on one line, without
+ * indentation (a line of the file is a record: grep finds a device's, and a
+ * load error's line number points at it), with a final newline; NULL when
+ * jansson cannot serialise it.  Caller frees with g_free(). */
+char *av_pool_json_text(const json_t *json);
+
 /* --- write-ahead records of a prepare ---
  *
  * Before the hook touches the kernel at prepare it records in the pool, and
