@@ -45,6 +45,8 @@
 #include <glib.h>
 #include <glib/gstdio.h>
 
+#include "bench-time.h"
+
 /* The goals (never judged as a test). */
 #define GOAL_PLAIN_RATIO 1.5      /* accelvirt-hook / sh hook, domain without hostdevs */
 #define GOAL_PREPARE_RATIO 1.2    /* prepare: 64/1,000 host against 8/50 */
@@ -195,34 +197,6 @@ typedef struct {
     char *tmp;
 } Bench;
 
-static double
-now_s(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static int
-cmp_double(gconstpointer a, gconstpointer b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-
-    return x < y ? -1 : x > y;
-}
-
-static double
-median(GArray *t)
-{
-    g_array_sort(t, cmp_double);
-    if (t->len == 0)
-        return 0;
-    if (t->len % 2)
-        return g_array_index(t, double, t->len / 2);
-    return (g_array_index(t, double, t->len / 2 - 1) + g_array_index(t, double, t->len / 2)) / 2;
-}
-
 /* Runs @argv with @input on stdin (or /dev/null), stdout to @out (or
  * /dev/null), stderr to @err_path; returns the wall time in seconds from
  * before fork to after wait.  Exits the benchmark when the call fails: a
@@ -234,7 +208,7 @@ run(char *const *argv, const char *input, const char *out, const char *err_path)
     int status;
     pid_t pid;
 
-    t0 = now_s();
+    t0 = bench_now_s();
     pid = fork();
     if (pid < 0) {
         perror("bench-hook: fork");
@@ -256,7 +230,7 @@ run(char *const *argv, const char *input, const char *out, const char *err_path)
             exit(1);
         }
     }
-    t1 = now_s();
+    t1 = bench_now_s();
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
         g_autofree char *err = NULL;
 
@@ -494,9 +468,9 @@ main(int argc, char **argv)
             g_array_append_val(t_av, t);
         }
     }
-    m_sh = median(t_sh);
-    m_py = median(t_py);
-    m_av = median(t_av);
+    m_sh = bench_median_of(t_sh);
+    m_py = bench_median_of(t_py);
+    m_av = bench_median_of(t_av);
     {
         struct stat st;
 
@@ -537,8 +511,8 @@ main(int argc, char **argv)
             g_array_append_val(tr, t);
             worker(&b);
         }
-        prepare_ms[h] = median(tp) * 1e3;
-        printf("  %-34s %9.2f ms %9.2f ms %9.2f ms\n", label, prepare_ms[h], median(ts) * 1e3, median(tr) * 1e3);
+        prepare_ms[h] = bench_median_of(tp) * 1e3;
+        printf("  %-34s %9.2f ms %9.2f ms %9.2f ms\n", label, prepare_ms[h], bench_median_of(ts) * 1e3, bench_median_of(tr) * 1e3);
     }
     printf("  prepare, 8/5,000 host against 8/50 (the other functions): %.2fx; 64/1,000 against 8/50: %.2fx; "
            "512/5,000 against 8/50: %.2fx\n",
@@ -587,10 +561,10 @@ main(int argc, char **argv)
                 g_array_append_val(tsw, t);
             }
         }
-        ml = median(tl);
-        ms = median(ts);
-        printf("  %-18s %8.2f s %8.2f s %6.1fx %10.2f s %10.2f s %6.1fx\n", label, ml, median(tlw),
-               median(tlw) / ml, ms, median(tsw), median(tsw) / ms);
+        ml = bench_median_of(tl);
+        ms = bench_median_of(ts);
+        printf("  %-18s %8.2f s %8.2f s %6.1fx %10.2f s %10.2f s %6.1fx\n", label, ml, bench_median_of(tlw),
+               bench_median_of(tlw) / ml, ms, bench_median_of(tsw), bench_median_of(tsw) / ms);
         if (total >= 5000) {
             double goal = total >= LIST_WALK_ONCE ? GOAL_LIST_LARGE_S : GOAL_LIST_S;
 

@@ -339,8 +339,9 @@ av_hook_write_stdout(const char *data, gsize len, GError **error)
  * USB device (a few dozen at most); if the pool agrees
  * with all of them
  * (av_pool_confirm(): reconciled with the whole host in this boot, nothing
- * news), that is all: the whole host is the business of the CLI, the
- * worker and `accelvirt reconcile`, not of every domain's start.
+ * news), that is all: the whole host is the business of the CLI,
+ * `accelvirt reconcile` and the worker when its check after a scrub finds
+ * what the pool does not agree with, not of every domain's start.
  * Otherwise (a function the pool holds is gone, anything the pool does not
  * agree with) the whole host is scanned and the pool reconciled with it.  News are bookkeeping
  * of their own, saved whatever the caller decides (the journal has them

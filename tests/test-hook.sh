@@ -1563,6 +1563,41 @@ check "restore begin of a placed domain reads only its placement's devices: the 
 check "  ... and when its device is taken, placing it again reads the whole host (the A6000 found missing; refused: no A100 free on node 0)" \
     eval "accepted '$W/vm2.xml' vm2 prepare begin - && refused 'cannot be placed again' '$W/placed.xml' placed restore begin - && json '$W/state/pool.json' \"[x['state'] for x in d['devices'] if x['address'] == '0000:b1:00.0'] == ['missing']\""
 
+# The worker's check after a scrub (issue 38): the card, what its identity
+# and group involve, and every card that may present its identity; the rest
+# of the host is the next whole reconcile's.
+world wcheck two-socket-8gpu
+boot "$BOOT1"
+mkdom "$W/vm1.xml" vm1 "$U1" 0000:17:00.0
+mkdom "$W/vm2.xml" vm2 "$U2" 0000:31:00.0
+hook "$W/vm1.xml" vm1 prepare begin - >/dev/null 2>&1
+hook "$W/vm2.xml" vm2 prepare begin - >/dev/null 2>&1
+rm "$W/host/sys/bus/pci/devices/0000:ca:00.0"
+check "the worker frees a scrubbed card after reading what can have changed, not the whole host: a GPU gone elsewhere is still as the pool had it" \
+    eval "accepted '$W/vm1.xml' vm1 release end - && wait_state 0000:17:00.0 free && json '$W/state/pool.json' \"[x['state'] for x in d['devices'] if x['address'] == '0000:ca:00.0'] == ['free']\""
+check "  ... which the next whole reconcile finds missing" \
+    eval "avw status >/dev/null && json '$W/state/pool.json' \"[x['state'] for x in d['devices'] if x['address'] == '0000:ca:00.0'] == ['missing']\""
+# vm2's card copies the DSN of vm1's while vm1 runs: only a check that reads
+# the cards that may present vm1's card's identity sees the copy.
+hook "$W/vm1.xml" vm1 prepare begin - >/dev/null 2>&1
+set_dsn 0000:31:00.0 48b02d1a000001c0
+check "a card presenting the identity of the card being scrubbed is read by the worker's check: the scrubbed card ends as a whole reconcile leaves it (free), the copy with an identity problem" \
+    eval "accepted '$W/vm1.xml' vm1 release end - && wait_state 0000:17:00.0 free && json '$W/state/pool.json' \"[x['identity'] for x in d['devices'] if x['address'] == '0000:17:00.0'] == ['dsn:10de:20f1:48b02d1a000001c0.f0'] and [bool(x.get('identity_problem')) for x in d['devices'] if x['address'] == '0000:31:00.0' and x['state'] != 'missing'] == [True]\""
+check "  ... and vm2's card goes to nobody after its release" \
+    eval "accepted '$W/vm2.xml' vm2 release end - && wait_state 0000:31:00.0 quarantined"
+# The scrubbed card's own DSN changes under its scrub: the whole way.
+hook "$W/vm1.xml" vm1 prepare begin - >/dev/null 2>&1
+set_dsn 0000:17:00.0 48b02d1a0000f00d
+check "a card whose DSN changed during its tenancy is quarantined by the worker's check under its new identity" \
+    eval "accepted '$W/vm1.xml' vm1 release end - && wait_state 0000:17:00.0 quarantined && json '$W/state/pool.json' \"[x['identity'] for x in d['devices'] if x['address'] == '0000:17:00.0' and x['state'] == 'quarantined'] == ['dsn:10de:20f1:48b02d1a0000f00d.f0']\""
+# Its subsystem ids change, its DSN the same (a board of the same chip with a
+# lighter scrub): the identity stays, what the profile's match reads does not.
+mkdom "$W/vm3.xml" vm3 "$U3" 0000:4b:00.0
+hook "$W/vm3.xml" vm3 prepare begin - >/dev/null 2>&1
+echo 0x1234 >"$W/host/sys/bus/pci/devices/0000:4b:00.0/subsystem_device"
+check "a card whose subsystem ids changed during its tenancy, its DSN the same, is quarantined by the worker's check as a whole reconcile quarantines it" \
+    eval "accepted '$W/vm3.xml' vm3 release end - && wait_state 0000:4b:00.0 quarantined && json '$W/state/pool.json' \"['match reads changed' in (x.get('identity_problem') or '') for x in d['devices'] if x['address'] == '0000:4b:00.0'] == [True]\""
+
 # --- an mdev on a parent that is no PCI device: the kernel's mtty sample ---
 world mtty vgpu-mdev
 MT=7c3e5a10-2b4d-4e6f-8a1b-3c5d7e9f0a12

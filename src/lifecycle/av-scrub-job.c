@@ -321,6 +321,47 @@ av_scrub_job_restore(const AvScrubContext *ctx, const AvProfile *profile, AvScru
 #define AV_SCRUB_JOB_SNAPSHOT_WAIT_MS 60000
 
 /* See av-scrub-job.h. */
+AvHost *
+av_scrub_job_scan(const AvRoot *root, const AvScrubJob *job, char ***ret_addresses, GError **error)
+{
+    g_auto(GStrv) presenters = NULL;
+    g_autoptr(GPtrArray) addresses = g_ptr_array_new_with_free_func(g_free);
+    g_autoptr(AvHost) host = NULL;
+
+    /* Without an address to read it at, only the whole host can tell. */
+    if (job->kind == AV_DEVICE_KIND_PCI && !av_pci_address_is_valid(job->address))
+        return av_host_scan(root, error);
+    if (job->kind == AV_DEVICE_KIND_PCI) {
+        presenters = av_pool_identity_presenters(root, job->identity, error);
+        if (!presenters)
+            return NULL;
+        g_ptr_array_add(addresses, g_strdup(job->address));
+        for (guint i = 0; presenters[i]; i++)
+            g_ptr_array_add(addresses, g_strdup(presenters[i]));
+    }
+    g_ptr_array_add(addresses, NULL);
+    host = av_host_scan_devices(root, (const char *const *)addresses->pdata, job->kind == AV_DEVICE_KIND_MDEV, error);
+    if (host && job->kind == AV_DEVICE_KIND_USB && !av_host_scan_devices_usb(root, host, error))
+        return NULL;
+    if (host)
+        *ret_addresses = (char **)g_ptr_array_free(g_steal_pointer(&addresses), FALSE);
+    return g_steal_pointer(&host);
+}
+
+/* See av-scrub-job.h. */
+gboolean
+av_scrub_job_confirm(const AvPool *pool, const AvPolicy *policy, const AvHost *host, char **addresses, char **ret_why)
+{
+    for (guint i = 0; addresses[i]; i++) {
+        if (!av_host_find_pci(host, addresses[i]) && av_pool_find_address(pool, AV_DEVICE_KIND_PCI, addresses[i])) {
+            *ret_why = g_strdup_printf("%s is not on the host", addresses[i]);
+            return FALSE;
+        }
+    }
+    return av_pool_confirm(pool, host, policy, ret_why);
+}
+
+/* See av-scrub-job.h. */
 gboolean
 av_scrub_job_finish(const AvScrubContext *ctx, AvScrubJob *job, AvPool **ret_pool, AvHost **ret_host,
                     GError **error)
@@ -331,6 +372,8 @@ av_scrub_job_finish(const AvScrubContext *ctx, AvScrubJob *job, AvPool **ret_poo
     g_autoptr(AvPool) before = NULL;
     g_autoptr(GHashTable) keep = NULL;
     g_autoptr(AvPoolScan) scan = NULL;
+    g_auto(GStrv) addresses = NULL;
+    g_autofree char *why = NULL;
     g_autoptr(json_t) fields = json_object();
     const AvProfile *profile = job->profile ? av_policy_find(ctx->policy, job->profile) : NULL;
     AvDeviceState expected =
@@ -341,37 +384,56 @@ av_scrub_job_finish(const AvScrubContext *ctx, AvScrubJob *job, AvPool **ret_poo
     AvPoolDevice *dev;
     gboolean ok;
 
-    /* What the host is now, before the device may be freed: a tenant's
-     * firmware may change the card's identity, at once or at the scrub's
-     * reset.  The scrub runs behind libvirt's back, so the pool is
-     * reconciled with the whole host after every scrub (the hook reads only
-     * a domain's devices): a changed identity gives the device its
-     * identity problem, under its new identity if it took one (found by
-     * its address), and any other card whose identity changed or is shared
-     * now is caught here too.  The scan runs before the lock is taken: the
-     * lock is held for the reconcile only, which leaves what another
-     * writer changed in the pool meanwhile as that writer recorded it
-     * (av_pool_reconcile_scan(): the scan may have seen those devices
-     * before or during the change), but never this device: its identity
-     * is checked whatever happened to its entry.  Without a snapshot (the
-     * pool unreadable now: opening it for the write below says why), the
-     * scan is applied to every device. */
+    /* What the device is now, before it may be freed: a tenant's firmware
+     * may change the card's identity, at once or at the scrub's reset.  The
+     * scrub runs behind libvirt's back, so the device is read again here:
+     * with every function that may present its identity, its IOMMU group
+     * and its PF (av_scrub_job_scan()).  When the pool agrees with them
+     * all, a reconcile with the whole host would change nothing that
+     * decides this device's fate; anything else (its identity changed,
+     * another card presents it, a function gone, a new boot) and the pool
+     * is reconciled with the whole host: a changed identity gives the
+     * device its identity problem, under its new identity if it took one
+     * (found by its address), and any other card whose identity changed or
+     * is shared now is caught too.  A change elsewhere on the host is the
+     * next whole reconcile's (the CLI, `accelvirt reconcile`'s timer, a
+     * scrub that finds something).  The scans run before the lock is
+     * taken: the lock is held for the check and the reconcile only, which
+     * leaves what another writer changed in the pool since the snapshot
+     * read first as that writer recorded it (av_pool_reconcile_scan(): the
+     * scan may have seen those devices before or during the change), but
+     * never this device: its identity is checked whatever happened to its
+     * entry.  Without a snapshot (the pool unreadable now: opening it for
+     * the write below says why), the scan is applied to every device. */
     before = av_pool_open(ctx->state_dir, AV_POOL_READ, AV_SCRUB_JOB_SNAPSHOT_WAIT_MS, NULL);
     if (before)
         av_pool_unlock(before);
-    host = av_host_scan(ctx->root, &local);
+    host = av_scrub_job_scan(ctx->root, job, &addresses, &local);
+    if (host && !host->partial)
+        scan = av_pool_scan_new(host, ctx->policy);
+    pool = ctx->open_pool(ctx->open_pool_data, error);
+    if (!pool)
+        return FALSE;
+    if (host && host->partial && !av_scrub_job_confirm(pool, ctx->policy, host, addresses, &why)) {
+        /* The whole host, without the lock meanwhile. */
+        av_scrub_job_note(ctx, LOG_DEBUG, FALSE, "scanning the whole host after the scrub of %s: %s", job->identity,
+                          why);
+        g_clear_pointer(&pool, av_pool_free);
+        g_clear_pointer(&host, av_host_free);
+        host = av_host_scan(ctx->root, &local);
+        if (host)
+            scan = av_pool_scan_new(host, ctx->policy);
+        pool = ctx->open_pool(ctx->open_pool_data, error);
+        if (!pool)
+            return FALSE;
+    }
     if (!host) {
         if (!job->failure)
             g_propagate_prefixed_error(&job->failure, g_steal_pointer(&local),
                                        "cannot check what the device is after its scrub: ");
         g_clear_error(&local);
-    } else {
-        scan = av_pool_scan_new(host, ctx->policy);
     }
-    pool = ctx->open_pool(ctx->open_pool_data, error);
-    if (!pool)
-        return FALSE;
-    if (before) {
+    if (scan && before) {
         keep = av_pool_changed_since(before, pool);
         av_pool_changed_forget(keep, job->identity, job->address);
     }

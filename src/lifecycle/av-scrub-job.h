@@ -16,10 +16,12 @@
  *                          work still owed (on_release), the bind to
  *                          vfio-pci a step needs, the profile's steps, the
  *                          check that the group was let go, on_free
- *   av_scrub_job_finish()  under the pool lock again: a reconcile with the
- *                          whole host (a tenant's firmware may have changed
- *                          the card's identity, at once or at the scrub's
- *                          reset), the drivers given back, the health
+ *   av_scrub_job_finish()  under the pool lock again: the check of what
+ *                          can have changed (a tenant's firmware may have
+ *                          changed the card's identity, at once or at the
+ *                          scrub's reset: av_scrub_job_scan() and
+ *                          av_scrub_job_confirm(), else a reconcile with
+ *                          the whole host), the drivers given back, the health
  *                          check, the move to free or quarantined, the
  *                          certificate in the journal before the save, and
  *                          the kernel-enforced holds brought up to date
@@ -127,8 +129,34 @@ void av_scrub_job_run(const AvScrubContext *ctx, AvScrubJob *job);
  * device stays as the pool has it, and one left scrubbing is scrubbed
  * again by the next worker, which the caller starts.  With @ret_pool and @ret_host
  * (both or neither), the pool (still locked) and the host scanned after
- * the scrub (or NULL) are handed to the caller for what it does next. */
+ * the scrub (or NULL; partial, av_host_scan_devices(), when the check
+ * confirmed it: it holds the device, its group and its PF) are handed to
+ * the caller for what it does next. */
 gboolean av_scrub_job_finish(const AvScrubContext *ctx, AvScrubJob *job, AvPool **ret_pool, AvHost **ret_host,
                              GError **error);
+
+/* The check after a scrub, its read (without the pool lock): the device of
+ * @job with what its identity and IOMMU group involve (its group's
+ * members, its PF, the bridges above it: av_host_scan_devices()), every
+ * PCI function that may present its identity
+ * (av_pool_identity_presenters(): a serial copied onto another card, two
+ * cards swapping theirs), the mdev parents for an mdev, every USB device
+ * for a stick.  Returns a partial host (caller frees), *ret_addresses the
+ * PCI functions asked for (NULL-terminated, caller frees); for a PCI
+ * device without a valid address, the whole host (not partial, no
+ * *ret_addresses); or NULL with @error set. */
+AvHost *av_scrub_job_scan(const AvRoot *root, const AvScrubJob *job, char ***ret_addresses, GError **error);
+
+/* The check after a scrub, its verdict (under the pool lock): TRUE when
+ * @pool agrees with @host and @addresses of av_scrub_job_scan()
+ * (av_pool_confirm(): reconciled with the whole host in this boot, every
+ * function of @host as the pool has it, no two presenting one identity;
+ * and every function of @addresses that the pool has a device at still
+ * there): a reconcile with the whole host would change nothing that
+ * decides the scrubbed device's fate.  Else FALSE with *ret_why (caller
+ * frees): av_scrub_job_finish() then reconciles with the whole host.
+ * Changes nothing. */
+gboolean av_scrub_job_confirm(const AvPool *pool, const AvPolicy *policy, const AvHost *host, char **addresses,
+                              char **ret_why);
 
 G_END_DECLS

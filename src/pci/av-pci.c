@@ -1218,6 +1218,74 @@ av_host_scan(const AvRoot *root, GError **error)
 }
 
 /* See av-pci.h. */
+void
+av_pci_id_read_free(AvPciIdRead *read)
+{
+    if (!read)
+        return;
+    g_free(read->address);
+    g_free(read);
+}
+
+/* See av-pci.h.  The reads are those of av_pci_device_scan_one() and
+ * av_pci_device_read_ids(), through the device's link: "vendor", then
+ * "device" or, without it, the config header's word at 0x02 (0 when that
+ * is unreadable too), and the DSN as av_pci_config_find_dsn() finds it in
+ * "config".  "config" is read only for the functions that match. */
+GPtrArray *
+av_pci_find_by_ids(const AvRoot *root, guint16 vendor, guint16 device, GError **error)
+{
+    g_autoptr(GPtrArray) found = g_ptr_array_new_with_free_func((GDestroyNotify)av_pci_id_read_free);
+    g_autofree char *dir = av_sys_path("bus/pci/devices");
+    g_auto(GStrv) names = NULL;
+    int r = av_root_list_dir(root, dir, &names);
+
+    if (r == -ENOENT)
+        return g_steal_pointer(&found);
+    if (r < 0) {
+        av_error_errno(error, r, "cannot list the PCI devices");
+        return NULL;
+    }
+    for (guint i = 0; names[i]; i++) {
+        g_autofree char *path = NULL;
+        g_autofree char *config = NULL;
+        g_autofree char *config_path = NULL;
+        gsize config_len = 0;
+        AvPciIdRead *read;
+        guint64 v = 0;
+        guint16 id;
+
+        if (!av_pci_address_is_valid(names[i]))
+            continue;
+        path = av_sys_path("bus/pci/devices/%s", names[i]);
+        r = av_attr_read_hex(root, path, "vendor", 0xffff, &v);
+        /* Gone (a dangling link, removed meanwhile): what a scan leaves out. */
+        if (r == -ENOENT || (r == 0 && v != vendor))
+            continue;
+        read = g_new0(AvPciIdRead, 1);
+        read->address = g_strdup(names[i]);
+        g_ptr_array_add(found, read);
+        /* Its vendor id unreadable: what it presents is not known. */
+        if (r < 0)
+            continue;
+        config_path = g_strconcat(path, "/config", NULL);
+        if (av_root_read_file(root, config_path, &config, &config_len) < 0)
+            config_len = 0;
+        if (av_attr_read_hex(root, path, "device", 0xffff, &v) == 0)
+            id = (guint16)v;
+        else
+            id = config_len >= 4 ? av_config_word((const guint8 *)config, 0x02) : 0;
+        if (id != device) {
+            g_ptr_array_remove_index(found, found->len - 1);
+            continue;
+        }
+        read->known = TRUE;
+        read->has_dsn = av_pci_config_find_dsn((const guint8 *)config, config_len, &read->dsn);
+    }
+    return g_steal_pointer(&found);
+}
+
+/* See av-pci.h. */
 AvPciDevice *
 av_host_find_pci(const AvHost *host, const char *address)
 {

@@ -309,6 +309,29 @@ AvMdevParent *av_host_find_mdev(const AvHost *host, const char *uuid);
  * a path. */
 gboolean av_mdev_parent_name_is_valid(const char *name);
 
+/* A PCI function as av_pci_find_by_ids() read it. */
+typedef struct {
+    char *address;
+    gboolean known;              /* its ids were read; FALSE: its "vendor" could not be read (not
+                                  * gone), so what it presents is not known */
+    gboolean has_dsn;            /* with @known: it has a DSN, @dsn (as AvPciDevice has them) */
+    guint64 dsn;
+} AvPciIdRead;
+
+void av_pci_id_read_free(AvPciIdRead *read);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(AvPciIdRead, av_pci_id_read_free)
+
+/* The functions of /sys/bus/pci/devices whose vendor and device ids read
+ * as @vendor and @device, as av_host_scan() reads them, each with its DSN
+ * as av_host_scan() reads it; and every function whose vendor id cannot
+ * be read (known FALSE: its scan tells).  A function gone meanwhile is
+ * left out, as av_host_scan() leaves it out.  Reads a few attributes of
+ * each function rather than scanning it: what a check of one identity
+ * needs to know about the functions that may present it.  Returns a new
+ * array of AvPciIdRead* in the listing's order (caller frees; empty on a
+ * host without a PCI bus) or NULL with @error set. */
+GPtrArray *av_pci_find_by_ids(const AvRoot *root, guint16 vendor, guint16 device, GError **error);
+
 /* The device at @address in @host, or NULL.  Borrowed from @host.  A binary
  * search in @host->pci, sorted by av_pci_address_compare() as every scan
  * leaves it; a miss falls back to a linear search (a host built by hand in

@@ -120,6 +120,51 @@ av_identity_pci(const AvHost *host, const AvPciDevice *dev, gboolean use_dsn)
     return av_identity_pci_own(host, dev, use_dsn);
 }
 
+/* See av-pool.h.  "dsn:VVVV:DDDD:0123456789abcdef.fN[/vfK]" or
+ * "pci:VVVV:DDDD:...": the ids are the first two fields after the form's
+ * name. */
+char **
+av_pool_identity_presenters(const AvRoot *root, const char *identity, GError **error)
+{
+    g_autoptr(GPtrArray) reads = NULL;
+    g_autoptr(GPtrArray) out = g_ptr_array_new_with_free_func(g_free);
+    guint vendor, device;
+    guint64 dsn = 0;
+    gboolean by_dsn;
+    int end = 0;
+
+    by_dsn = identity && g_str_has_prefix(identity, "dsn:");
+    if (!identity || !(by_dsn || g_str_has_prefix(identity, "pci:")) ||
+        strspn(identity + 4, "0123456789abcdef") != 4 || identity[8] != ':' ||
+        strspn(identity + 9, "0123456789abcdef") != 4 || identity[13] != ':' ||
+        sscanf(identity + 4, "%4x:%4x:%n", &vendor, &device, &end) != 2 || end != 10) {
+        g_ptr_array_add(out, NULL);
+        return (char **)g_ptr_array_free(g_steal_pointer(&out), FALSE);
+    }
+    if (by_dsn) {
+        g_autofree char *hex = g_strndup(identity + 14, 16);
+
+        if (strlen(hex) != 16 || strspn(hex, "0123456789abcdef") != 16) {
+            g_ptr_array_add(out, NULL);
+            return (char **)g_ptr_array_free(g_steal_pointer(&out), FALSE);
+        }
+        dsn = g_ascii_strtoull(hex, NULL, 16);
+    }
+    reads = av_pci_find_by_ids(root, (guint16)vendor, (guint16)device, error);
+    if (!reads)
+        return NULL;
+    for (guint i = 0; i < reads->len; i++) {
+        const AvPciIdRead *read = g_ptr_array_index(reads, i);
+        AvPciDevice probe = { .has_dsn = read->has_dsn, .dsn = read->dsn };
+        gboolean tells = av_identity_has_dsn(&probe);
+
+        if (!read->known || (by_dsn ? tells && read->dsn == dsn : !tells))
+            g_ptr_array_add(out, g_strdup(read->address));
+    }
+    g_ptr_array_add(out, NULL);
+    return (char **)g_ptr_array_free(g_steal_pointer(&out), FALSE);
+}
+
 /* See av-pool.h. */
 char *
 av_pool_match_ids_pci(const AvPciDevice *dev)

@@ -834,7 +834,8 @@ av_pool_confirm_entry(const AvPool *pool, AvDeviceKind kind, const char *address
 
 /* The reason av_pool_confirm() says no about the function @pci, which
  * presents @identity, or NULL when the pool agrees
- * (av_pool_confirm_entry(), and the same IOMMU group, and for a free
+ * (av_pool_confirm_entry(), and the same IOMMU group, the same ids a
+ * profile's match reads where the pool recorded them, and for a free
  * device the same host driver).  Caller frees. */
 static char *
 av_pool_confirm_one(const AvPool *pool, const AvPolicy *policy, const AvPciDevice *pci, const char *identity)
@@ -847,6 +848,15 @@ av_pool_confirm_one(const AvPool *pool, const AvPolicy *policy, const AvPciDevic
         return why;
     if (dev->iommu_group != pci->iommu_group)
         return g_strdup_printf("the IOMMU group of %s changed", pci->address);
+    /* What its profile's match reads (av_pool_reconcile_match_changed()):
+     * a change is an identity problem even when the identity and the
+     * profile stay. */
+    if (dev->match_ids) {
+        g_autofree char *match_ids = av_pool_match_ids_pci(pci);
+
+        if (strcmp(dev->match_ids, match_ids) != 0)
+            return g_strdup_printf("what the profile match reads of %s changed", pci->address);
+    }
     if (dev->state == AV_DEVICE_STATE_FREE && pci->driver && !av_pci_driver_is_vfio(pci->driver) &&
         g_strcmp0(dev->original_driver, pci->driver) != 0)
         return g_strdup_printf("%s is on another host driver", pci->address);

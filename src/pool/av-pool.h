@@ -626,7 +626,9 @@ gboolean av_pool_reconcile_scan(AvPool *pool, AvPoolScan *scan, GHashTable *keep
  * address under the identity the function presents now (its own, not a
  * fallback), not missing, the profile av_policy_match_pci() gives (none:
  * no entry, and the identity nowhere in the pool), the same NUMA node and
- * IOMMU group, and for a free device the same host driver, no two of them
+ * IOMMU group, the same ids a profile's match reads (vendor:device,
+ * subsystem, class, revision) where the pool recorded them (match_ids),
+ * and for a free device the same host driver, no two of them
  * presenting one identity (a device outside @host that shares one is not
  * seen: the whole scans of the CLI and `accelvirt reconcile` are); and every mdev
  * of the pool that @host holds on the parent the pool records.  When @host
@@ -665,6 +667,19 @@ gboolean av_pool_unclaim(AvPool *pool, AvPoolDevice *dev, const char *why, const
  * port identities instead.  @host is needed to look up the PF and upstream
  * bridges.  Caller frees. */
 char *av_pool_identity_pci(const AvHost *host, const AvPciDevice *dev);
+
+/* The PCI functions of the host under @root that may present the PCI
+ * identity @identity (a form of av_pool_identity_pci() or its fallback),
+ * read without scanning them (av_pci_find_by_ids()): every function with
+ * the vendor and device ids the identity names (a VF's identity names its
+ * PF's, so its PF's rivals are found), of them, for a DSN form, those with
+ * that DSN, for a slot or path form those without a DSN that tells them
+ * apart; and every function whose ids cannot be read.  Whatever presents
+ * @identity now is among them; a scan of them (av_host_scan_devices()) and
+ * av_pool_confirm() then see any other device sharing it.  Any other
+ * identity (USB, mdev, malformed) has none.  Returns a new NULL-terminated
+ * array of addresses (caller frees) or NULL with @error set. */
+char **av_pool_identity_presenters(const AvRoot *root, const char *identity, GError **error);
 
 /* What a profile's match reads of @dev, as AvPoolDevice.match_ids records it:
  * "VVVV:DDDD SSSS:ssss CCCCCC RR".  Caller frees. */
