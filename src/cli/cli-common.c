@@ -185,14 +185,18 @@ av_cli_open(const AvCli *cli, AvRoot **ret_root, AvPolicy **ret_policy, GError *
     return TRUE;
 }
 
-/* See cli.h. */
-gboolean
-av_cli_pool_upkeep(const AvRoot *root, AvPool *pool, json_t **ret_released, GError **error)
+/* av_cli_pool_upkeep(), telling in *@ret_changed whether it changed the
+ * pool. */
+static gboolean
+av_cli_pool_upkeep_full(const AvRoot *root, AvPool *pool, json_t **ret_released, gboolean *ret_changed,
+                        GError **error)
 {
     g_autoptr(AvPoolUpkeep) upkeep = av_pool_upkeep(pool, root, av_kernel_ops_for(root), error);
 
     if (!upkeep)
         return FALSE;
+    if (ret_changed)
+        *ret_changed = upkeep->changed;
     for (guint i = 0; i < upkeep->notes->len; i++)
         fprintf(stderr, "accelvirt: note: %s\n", (const char *)g_ptr_array_index(upkeep->notes, i));
     for (guint i = 0; i < upkeep->problems->len; i++)
@@ -205,6 +209,13 @@ av_cli_pool_upkeep(const AvRoot *root, AvPool *pool, json_t **ret_released, GErr
     if (ret_released)
         *ret_released = json_incref(upkeep->released);
     return TRUE;
+}
+
+/* See cli.h. */
+gboolean
+av_cli_pool_upkeep(const AvRoot *root, AvPool *pool, json_t **ret_released, GError **error)
+{
+    return av_cli_pool_upkeep_full(root, pool, ret_released, NULL, error);
 }
 
 /* See cli.h. */
@@ -421,14 +432,34 @@ av_cli_sync_pool(const AvCli *cli, gboolean scan_first, AvHost **ret_host, AvPol
             return NULL;
         scan = av_pool_scan_new(host, policy);
     }
-    pool = av_cli_open_pool(cli, root, AV_POOL_WRITE, error);
+    pool = av_cli_open_pool(cli, root, AV_POOL_WRITE | (scan_first ? AV_CLI_POOL_UPKEEP_LATER : 0), error);
     if (!pool)
         return NULL;
     if (scan_first) {
+        gboolean upkept = FALSE;
+
+        /* What other writers changed while the host was scanned, before
+         * this call's own upkeep changes anything. */
         keep = av_pool_changed_since(before, pool);
         if (g_hash_table_size(keep) > 0)
             g_debug("the pool changed while the host was scanned: %u names of devices left as recorded",
                     g_hash_table_size(keep));
+        if (!av_cli_pool_upkeep_full(root, pool, NULL, &upkept, error))
+            return NULL;
+        if (upkept) {
+            /* The upkeep changed the pool (the devices of a previous boot
+             * released, an intent rolled back, which may rebind drivers):
+             * the scan taken before it may not say what the host is now.
+             * Scanned again under the lock, as without scan_first; rare
+             * (the first call after a boot or a crash). */
+            g_clear_pointer(&keep, g_hash_table_unref);
+            g_clear_pointer(&scan, av_pool_scan_free);
+            g_clear_pointer(&host, av_host_free);
+            host = av_host_scan(root, error);
+            if (!host)
+                return NULL;
+            scan = av_pool_scan_new(host, policy);
+        }
     } else {
         /* Scanned under the lock: what is recorded is what the host has now. */
         host = av_host_scan(root, error);
