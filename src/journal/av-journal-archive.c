@@ -189,15 +189,15 @@ fail:
     return FALSE;
 }
 
-/* The SHA-256 of bytes [0, @len) of the live file. */
+/* The SHA-256 of @len bytes of the live file from byte @from. */
 static gboolean
-av_archive_hash_live(AvJournalArchive *a, goffset len, char **ret_sha256, GError **error)
+av_archive_hash_live(AvJournalArchive *a, goffset from, goffset len, char **ret_sha256, GError **error)
 {
     g_autoptr(GChecksum) sum = g_checksum_new(G_CHECKSUM_SHA256);
     g_autofree char *buf = g_malloc(AV_ARCHIVE_BLOCK);
 
-    for (goffset pos = 0; pos < len;) {
-        gsize want = (gsize)MIN((goffset)AV_ARCHIVE_BLOCK, len - pos);
+    for (goffset pos = from; pos < from + len;) {
+        gsize want = (gsize)MIN((goffset)AV_ARCHIVE_BLOCK, from + len - pos);
         int r = av_file_pread_all(a->live_fd, buf, want, pos);
 
         if (r < 0)
@@ -337,23 +337,8 @@ av_journal_archive_prepare(const char *state_dir, goffset size, goffset cut, AvJ
                 continue;
             n = av_journal_segment_name(s);
             p = g_build_filename(dir, n, NULL);
-            {
-                g_autoptr(GChecksum) sum = g_checksum_new(G_CHECKSUM_SHA256);
-                g_autofree char *buf = g_malloc(AV_ARCHIVE_BLOCK);
-
-                for (goffset pos = s->offset - a->base; pos < s->offset - a->base + s->length;) {
-                    gsize w = (gsize)MIN((goffset)AV_ARCHIVE_BLOCK, s->offset - a->base + s->length - pos);
-                    int r = av_file_pread_all(a->live_fd, buf, w, pos);
-
-                    if (r < 0) {
-                        av_error_errno(error, r, "cannot read the journal '%s'", a->live_path);
-                        return -1;
-                    }
-                    g_checksum_update(sum, (const guchar *)buf, (gssize)w);
-                    pos += (goffset)w;
-                }
-                want = g_strdup(g_checksum_get_string(sum));
-            }
+            if (!av_archive_hash_live(a, s->offset - a->base, s->length, &want, error))
+                return -1;
             if (!av_archive_read_back(p, &have, &have_len, error))
                 return -1;
             if (have_len != s->length || strcmp(have, want) != 0) {
@@ -365,7 +350,7 @@ av_journal_archive_prepare(const char *state_dir, goffset size, goffset cut, AvJ
             g_free(a->done.name);
             a->done.name = g_steal_pointer(&n);
         }
-        if (!av_archive_hash_live(a, local_cut, &a->done.sha256, error))
+        if (!av_archive_hash_live(a, 0, local_cut, &a->done.sha256, error))
             return -1;
     } else {
         if (!av_archive_write_segment(a, dir, local_cut, &tmp, &a->done.sha256, &lines, &a->done.compressed, error))
