@@ -88,27 +88,17 @@ static gboolean
 av_archive_read_back(const char *path, char **ret_sha256, goffset *ret_len, GError **error)
 {
     g_autoptr(GChecksum) sum = g_checksum_new(G_CHECKSUM_SHA256);
-    g_autoptr(GInputStream) raw = NULL;
     g_autoptr(GInputStream) in = NULL;
-    g_autoptr(GConverter) gz = NULL;
     g_autofree char *buf = g_malloc(AV_ARCHIVE_BLOCK);
+    const char *why = NULL;
     goffset len = 0;
-    int fd;
 
-    struct stat st;
-
-    fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
-    if (fd < 0)
-        return av_error_errno(error, -errno, "cannot read back the journal's segment '%s'", path);
-    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-        close(fd);
-        g_set_error(error, AV_ERROR, AV_ERROR_CORRUPT_STATE, "the journal's segment '%s' is not a regular file; "
-                    "move it away", path);
+    in = av_journal_segment_stream(path, &why);
+    if (!in) {
+        g_set_error(error, AV_ERROR, AV_ERROR_CORRUPT_STATE, "cannot read back the journal's segment '%s': %s; "
+                    "move it away", path, why);
         return FALSE;
     }
-    raw = g_unix_input_stream_new(fd, TRUE);
-    gz = G_CONVERTER(g_zlib_decompressor_new(G_ZLIB_COMPRESSOR_FORMAT_GZIP));
-    in = g_converter_input_stream_new(raw, gz);
     for (;;) {
         gssize got = g_input_stream_read(in, buf, AV_ARCHIVE_BLOCK, NULL, error);
 

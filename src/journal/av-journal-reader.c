@@ -108,20 +108,41 @@ av_journal_segment_bad(AvJournalReader *r, GError **error, const char *fmt, ...)
     return FALSE;
 }
 
+/* See av-journal.h. */
+GInputStream *
+av_journal_segment_stream(const char *path, const char **ret_why)
+{
+    g_autoptr(GConverter) gz = NULL;
+    g_autoptr(GInputStream) raw = NULL;
+    struct stat st;
+    int fd;
+
+    fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK | O_NOFOLLOW);
+    if (fd < 0) {
+        *ret_why = g_strerror(errno);
+        return NULL;
+    }
+    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        *ret_why = "not a regular file";
+        return NULL;
+    }
+    raw = g_unix_input_stream_new(fd, TRUE);
+    gz = G_CONVERTER(g_zlib_decompressor_new(G_ZLIB_COMPRESSOR_FORMAT_GZIP));
+    return g_converter_input_stream_new(raw, gz);
+}
+
 /* Opens the segment that holds byte r->pos, uncompressed, and reads up to
  * that byte. */
 static gboolean
 av_journal_segment_open(AvJournalReader *r, GError **error)
 {
-    g_autoptr(GConverter) gz = NULL;
-    g_autoptr(GInputStream) raw = NULL;
     g_autoptr(GError) local = NULL;
     g_autofree char *name = NULL;
     g_autofree char *path = NULL;
     const AvJournalSegment *seg = NULL;
-    struct stat st;
+    const char *why = NULL;
     goffset skip;
-    int fd;
 
     g_clear_object(&r->seg);
     for (guint i = 0; i < r->layout.segments->len && !seg; i++) {
@@ -134,16 +155,9 @@ av_journal_segment_open(AvJournalReader *r, GError **error)
     r->seg_at = seg;
     name = av_journal_segment_name(seg);
     path = g_build_filename(r->layout.dir, name, NULL);
-    fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK | O_NOFOLLOW);
-    if (fd < 0)
-        return av_journal_segment_bad(r, error, "cannot be read: %s", g_strerror(errno));
-    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-        close(fd);
-        return av_journal_segment_bad(r, error, "is not a regular file");
-    }
-    raw = g_unix_input_stream_new(fd, TRUE);
-    gz = G_CONVERTER(g_zlib_decompressor_new(G_ZLIB_COMPRESSOR_FORMAT_GZIP));
-    r->seg = g_converter_input_stream_new(raw, gz);
+    r->seg = av_journal_segment_stream(path, &why);
+    if (!r->seg)
+        return av_journal_segment_bad(r, error, "cannot be read: %s", why);
     r->seg_pos = seg->offset;
     /* Read, not g_input_stream_skip(): a converter stream's skip would
      * skip its compressed input. */

@@ -22,6 +22,7 @@
  * acknowledging exactly them as errors, and accepts acknowledged torn lines. */
 #pragma once
 
+#include <gio/gio.h>
 #include <glib.h>
 #include <jansson.h>
 
@@ -170,6 +171,12 @@ typedef struct {
  * file follows none of them, or AV_ERROR_IO. */
 int av_journal_layout_load(const char *state_dir, int live_fd, AvJournalLayout *ret, GError **error);
 void av_journal_layout_clear(AvJournalLayout *layout);
+
+/* The segment file @path, uncompressed as it is read (a GInputStream;
+ * GIO is linked by the readers only, never by the hook): opened without
+ * following a link, a regular file only.  NULL with *ret_why.  In
+ * av-journal-reader.c. */
+GInputStream *av_journal_segment_stream(const char *path, const char **ret_why);
 
 /* The number of the live file's first line, for a writer that numbers a
  * torn line: from the segment it follows (or, after an archive stopped
