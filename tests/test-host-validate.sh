@@ -95,6 +95,12 @@ broken "hook writable by others: FAIL" hook FAIL "writable by others" \
     "chmod 0757 '$H/etc/libvirt/hooks/qemu.d/accelvirt'" "chmod 0755 '$H/etc/libvirt/hooks/qemu.d/accelvirt'"
 broken "another hook beside it: WARN" hook WARN "/etc/libvirt/hooks/qemu, runs beside it" \
     "touch '$H/etc/libvirt/hooks/qemu'" "rm '$H/etc/libvirt/hooks/qemu'"
+broken "qemu.d writable by others: FAIL, naming it" hook FAIL "/etc/libvirt/hooks/qemu.d is not root's alone" \
+    "chmod 0777 '$H/etc/libvirt/hooks/qemu.d'" "chmod 0755 '$H/etc/libvirt/hooks/qemu.d'"
+broken "a directory above the hook not root's: FAIL, naming it" hook FAIL "/etc/libvirt is not root's alone" \
+    "chown 1000 '$H/etc/libvirt'" "chown 0 '$H/etc/libvirt'"
+broken "another hook in qemu.d: WARN, naming it" hook WARN "another hook, /etc/libvirt/hooks/qemu.d/50-other, runs beside it" \
+    "cp -p '$H/etc/libvirt/hooks/qemu.d/accelvirt' '$H/etc/libvirt/hooks/qemu.d/50-other'" "rm '$H/etc/libvirt/hooks/qemu.d/50-other'"
 broken "a pid file of a dead daemon: WARN" libvirt WARN "no libvirt daemon runs" \
     "echo 4243 >'$H/run/virtqemud.pid'" "echo 4242 >'$H/run/virtqemud.pid'"
 broken "libvirtd instead: PASS, named" libvirt PASS "libvirtd (the monolithic daemon) runs" \

@@ -190,6 +190,48 @@ av_check_vfio(const AvRoot *root, const AvHost *host, const AvPolicy *policy, GP
                      wants_pci ? "binding a managed device fails until it is" : "no managed device needs it yet");
 }
 
+/* The first directory from @path's own up to / (within @root) that someone
+ * other than root could change: not root's, or writable by its group or by
+ * others (a sticky directory too: in qemu.d anyone may add a hook that
+ * libvirt runs as root).  NULL when every one is root's alone. */
+static char *
+av_check_hook_dir_chain(const AvRoot *root, const char *path)
+{
+    g_autofree char *dir = g_path_get_dirname(path);
+
+    for (;;) {
+        g_autofree char *host = av_root_host_path(root, dir);
+        struct stat st;
+        char *up;
+
+        if (host && stat(host, &st) == 0 && (st.st_uid != 0 || (st.st_mode & (S_IWGRP | S_IWOTH))))
+            return g_steal_pointer(&dir);
+        if (strcmp(dir, "/") == 0)
+            return NULL;
+        up = g_path_get_dirname(dir);
+        g_free(dir);
+        dir = up;
+    }
+}
+
+/* Another executable in qemu.d: libvirt runs each, in name order, as root. */
+static char *
+av_check_hook_neighbour(const AvRoot *root, const char *dir, const char *ours)
+{
+    g_autofree char *host = av_root_host_path(root, dir);
+    g_autoptr(GDir) d = host ? g_dir_open(host, 0, NULL) : NULL;
+    const char *name;
+
+    while (d && (name = g_dir_read_name(d))) {
+        g_autofree char *entry = g_build_filename(host, name, NULL);
+        struct stat st;
+
+        if (strcmp(name, ours) != 0 && stat(entry, &st) == 0 && S_ISREG(st.st_mode) && (st.st_mode & S_IXUSR))
+            return g_build_filename(dir, name, NULL);
+    }
+    return NULL;
+}
+
 /* The hook where libvirt looks for it, and another hook beside it. */
 static void
 av_check_hook(const AvRoot *root, GPtrArray *checks, gint64 *ret_mtime)
@@ -227,6 +269,31 @@ av_check_hook(const AvRoot *root, GPtrArray *checks, gint64 *ret_mtime)
 
         if (lstat(entry, &lst) == 0 && (gint64)lst.st_ctime > *ret_mtime)
             *ret_mtime = (gint64)lst.st_ctime;
+    }
+    {
+        g_autofree char *open_dir = av_check_hook_dir_chain(root, where);
+
+        if (!open_dir)
+            open_dir = av_check_hook_dir_chain(root, resolved);
+        if (open_dir) {
+            av_check_add(checks, "hook", AV_CHECK_FAIL,
+                         "make every directory above the hook root's and writable by root alone (chown root:root, "
+                         "chmod go-w)",
+                         "%s is not root's alone: whoever can write there can replace or add a hook that libvirt runs "
+                         "as root",
+                         open_dir);
+            return;
+        }
+    }
+    {
+        g_autofree char *neighbour = av_check_hook_neighbour(root, "/etc/libvirt/hooks/qemu.d", "accelvirt");
+
+        if (neighbour) {
+            av_check_add(checks, "hook", AV_CHECK_WARN,
+                         "make sure that hook binds, unbinds and resets none of the devices accelvirt manages",
+                         "%s is installed; another hook, %s, runs beside it", where, neighbour);
+            return;
+        }
     }
     if (access(legacy, F_OK) == 0)
         av_check_add(checks, "hook", AV_CHECK_WARN,
