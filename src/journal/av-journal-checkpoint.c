@@ -114,16 +114,48 @@ av_journal_find_archived_checkpoint(const char *path, const AvJournalLayout *lay
     return TRUE;
 }
 
+/* The live file's line [@start, @end) (@end its newline): a checkpoint
+ * whose time is at most @max_time goes to *ret_entry, at the journal's
+ * offset @base + @start.  @block holds the live file's bytes
+ * [@block_start, @block_end): a line within it is parsed there, another
+ * read whole; a line longer than AV_JOURNAL_CKPT_MAX_LINE is none.  A
+ * negative errno when the read fails. */
+static int
+av_journal_checkpoint_line(int fd, const guint8 *block, goffset block_start, goffset block_end, goffset start,
+                           goffset end, goffset base, gint64 max_time, json_t **ret_entry, goffset *ret_offset)
+{
+    g_autofree guint8 *whole = NULL;
+    const guint8 *data;
+    gsize len = (gsize)(end - start);
+    int r;
+
+    if (end - start > AV_JOURNAL_CKPT_MAX_LINE)
+        return 0;
+    if (start >= block_start && end <= block_end) {
+        data = block + (start - block_start);
+    } else {
+        whole = g_malloc(MAX(len, 1));
+        r = av_file_pread_all(fd, whole, len, start);
+        if (r < 0)
+            return r;
+        data = whole;
+    }
+    *ret_entry = av_journal_checkpoint_parse((const char *)data, len, base + start, max_time);
+    if (*ret_entry)
+        *ret_offset = base + start;
+    return 0;
+}
+
 /* See av-journal-checkpoint.h.  The tail after the last newline is no
  * whole line yet (a writer mid-append, or torn) and is passed over. */
 gboolean
 av_journal_find_checkpoint(const char *path, goffset limit, gint64 max_time, json_t **ret_entry,
                            goffset *ret_offset, GError **error)
 {
-    g_autoptr(GByteArray) carry = g_byte_array_new();
     g_autofree guint8 *block = g_malloc(AV_JOURNAL_CKPT_BLOCK);
     g_autofree char *state_dir = g_path_get_dirname(path);
-    gboolean have_end = FALSE, skipping = FALSE;
+    gboolean have_end = FALSE;
+    goffset line_end = 0, block_end = 0;
     AvJournalLayout layout;
     goffset base;
     struct stat st;
@@ -159,49 +191,36 @@ av_journal_find_checkpoint(const char *path, goffset limit, gint64 max_time, jso
     base = layout.live_offset;
     if (limit >= 0)
         limit = MAX(limit - base, 0);
-    /* carry: the bytes after the block being read and before the last
-     * newline seen, that is the start of the line it belongs to. */
-    for (pos = limit >= 0 ? MIN(limit, (goffset)st.st_size) : (goffset)st.st_size; pos > 0 && !*ret_entry;) {
+    /* Backwards, a block at a time.  line_end: where the line after the
+     * newline being looked for ends (its own newline), once one is seen (a
+     * tail without one is a torn line, passed over).  A line within the
+     * block is parsed there; one that spans blocks is read again whole,
+     * once, when its start is found (so a long line costs its length, not
+     * its length times its blocks). */
+    for (pos = limit >= 0 ? MIN(limit, (goffset)st.st_size) : (goffset)st.st_size; pos > 0 && !*ret_entry && r >= 0;) {
         gsize want = (gsize)MIN((goffset)AV_JOURNAL_CKPT_BLOCK, pos);
-        gsize end;
 
         r = av_file_pread_all(fd, block, want, pos - (goffset)want);
         if (r < 0)
             break;
+        block_end = pos;
         pos -= (goffset)want;
-        end = want;
-        for (gsize i = want; i-- > 0 && !*ret_entry;) {
+        for (gsize i = want; i-- > 0 && !*ret_entry && r >= 0;) {
+            goffset nl = pos + (goffset)i;
+
             if (block[i] != '\n')
                 continue;
-            /* block[i + 1, end) + carry is a whole line, ended at the
-             * newline seen before (none for the file's tail). */
-            if (have_end && !skipping) {
-                g_byte_array_prepend(carry, block + i + 1, (guint)(end - i - 1));
-                *ret_entry = av_journal_checkpoint_parse((const char *)carry->data, carry->len,
-                                                         base + pos + (goffset)i + 1, max_time);
-                if (*ret_entry)
-                    *ret_offset = base + pos + (goffset)i + 1;
-            }
-            g_byte_array_set_size(carry, 0);
+            if (have_end)
+                r = av_journal_checkpoint_line(fd, block, pos, block_end, nl + 1, line_end, base, max_time,
+                                               ret_entry, ret_offset);
             have_end = TRUE;
-            skipping = FALSE;
-            end = i;
-        }
-        if (!*ret_entry && have_end && !skipping) {
-            g_byte_array_prepend(carry, block, (guint)end);
-            if (carry->len > AV_JOURNAL_CKPT_MAX_LINE) {
-                skipping = TRUE;
-                g_byte_array_set_size(carry, 0);
-            }
+            line_end = nl;
         }
     }
     /* The live file's first line: a checkpoint there follows the entry
      * it covers in a segment (at the journal's start there is none). */
-    if (r >= 0 && pos == 0 && !*ret_entry && have_end && !skipping && base > 0) {
-        *ret_entry = av_journal_checkpoint_parse((const char *)carry->data, carry->len, base, max_time);
-        if (*ret_entry)
-            *ret_offset = base;
-    }
+    if (r >= 0 && pos == 0 && !*ret_entry && have_end && base > 0)
+        r = av_journal_checkpoint_line(fd, block, 0, block_end, 0, line_end, base, max_time, ret_entry, ret_offset);
     close(fd);
     if (r < 0) {
         av_journal_layout_clear(&layout);
