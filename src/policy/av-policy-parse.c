@@ -32,7 +32,7 @@ static const int program_driver_values[] = { AV_PROGRAM_DRIVER_VFIO, AV_PROGRAM_
 static const char *const verify_names[] = { "full", "sample", NULL };
 static const char *const reset_method_names[] = { "flr", "pm", "bus", "device_specific", "acpi", NULL };
 
-static const char *const top_keys[] = { "profiles", "description", "nova", NULL };
+static const char *const top_keys[] = { "profiles", "description", "nova", "limits", NULL };
 static const char *const nova_keys[] = { "placement_sync", "cloud", "hypervisor_hostname", "owner_metadata", NULL };
 static const char *const profile_keys[] = {
     "name", "description", "match", "attach", "mdev_type", "numa", "allocation", "granularity",
@@ -1658,6 +1658,7 @@ policy_add_data(AvPolicy *policy, const char *filename, const char *data, gsize 
     PolicyParse pp = { .filename = filename, .data = data, .len = len, .label = NULL, .check_files = check_files };
     g_autoptr(GPtrArray) added = g_ptr_array_new_with_free_func((GDestroyNotify)av_profile_free);
     g_autoptr(AvNovaSettings) nova = NULL;
+    g_autoptr(GPtrArray) limits = NULL;
     g_autoptr(json_t) root = NULL;
     g_autoptr(json_t) none = NULL;
     json_error_t jerr;
@@ -1687,8 +1688,8 @@ policy_add_data(AvPolicy *policy, const char *filename, const char *data, gsize 
     if (!parse_nova(&pp, policy, root, &nova, error))
         return FALSE;
     profiles = json_object_get(root, "profiles");
-    /* A file may hold the "nova" object alone. */
-    if (!profiles && nova)
+    /* A file may hold the "nova" object or the "limits" alone. */
+    if (!profiles && (nova || json_object_get(root, "limits")))
         profiles = none = json_array();
     if (!profiles)
         return policy_fail(&pp, "", FALSE, error, "missing required key 'profiles' (a list of profiles)");
@@ -1702,12 +1703,17 @@ policy_add_data(AvPolicy *policy, const char *filename, const char *data, gsize 
             return FALSE;
         g_ptr_array_add(added, profile);
     }
+    if (!policy_parse_limits(&pp, policy, added, root, &limits, error))
+        return FALSE;
 
     for (i = 0; i < added->len; i++)
         g_ptr_array_add(policy->profiles, g_steal_pointer(&g_ptr_array_index(added, i)));
     g_ptr_array_set_size(added, 0);
     if (nova)
         policy->nova = g_steal_pointer(&nova);
+    if (!policy->limits)
+        policy->limits = g_ptr_array_new_with_free_func((GDestroyNotify)av_limit_free);
+    g_ptr_array_extend_and_steal(policy->limits, g_steal_pointer(&limits));
     g_ptr_array_add(policy->files, g_strdup(filename));
     return TRUE;
 }

@@ -25,6 +25,14 @@ gboolean type_fail(const PolicyParse *pp, const char *path, const char *display,
 gboolean policy_add_data(AvPolicy *policy, const char *filename, const char *data, gsize len, gboolean check_files,
                          GError **error);
 
+/* ---- the top-level "limits" (av-policy-limits.c) ---- */
+
+/* The "limits" of the document @root into *ret_limits (a new array of
+ * AvLimit*, empty when absent); each "profile" must be one of @policy's or
+ * of @added (this file's).  FALSE at the first mistake. */
+gboolean policy_parse_limits(const PolicyParse *pp, const AvPolicy *policy, GPtrArray *added, json_t *root,
+                             GPtrArray **ret_limits, GError **error);
+
 /* ---- the checks on a parsed profile (av-policy-validate.c) ---- */
 
 gboolean nova_name_valid(const char *s);
