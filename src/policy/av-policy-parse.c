@@ -1703,6 +1703,8 @@ policy_add_data(AvPolicy *policy, const char *filename, const char *data, gsize 
             return FALSE;
         g_ptr_array_add(added, profile);
     }
+    /* parse_profile() left its label behind, freed with the profile's parse. */
+    pp.label = NULL;
     if (!policy_parse_limits(&pp, policy, added, root, &limits, error))
         return FALSE;
 
