@@ -8,13 +8,8 @@
 # show the usage; `policy check` refuses bad limits in one line.
 . "$AV_TEST_SRCDIR/lib.sh"
 
-AV=$ACCELVIRT
-HOOK=$ACCELVIRT_HOOK
-W="$AV_TMP/w"
-mkdir -p "$W"
-cp -a "$AV_TEST_HOSTS/two-socket-8gpu" "$W/host"
-POL="$W/policies"
-hook_policies "$POL"
+AV=$ACCELVIRT HOOK=$ACCELVIRT_HOOK W="$AV_TMP/w" POL="$AV_TMP/w/policies"
+mkdir -p "$W" && cp -a "$AV_TEST_HOSTS/two-socket-8gpu" "$W/host" && hook_policies "$POL"
 cat >"$POL/50-limits.json" <<'JSON'
 {"limits": [
   {"owner": {"project": "p1"}, "profile": "test-a100", "max_devices": 1},

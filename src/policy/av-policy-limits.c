@@ -120,26 +120,6 @@ limit_id_valid(const char *s)
     return TRUE;
 }
 
-/* Unknown keys of @obj at @path: one error at the first. */
-static gboolean
-limit_check_keys(const PolicyParse *pp, json_t *obj, const char *path, const char *where,
-                 const char *const *allowed, GError **error)
-{
-    const char *key;
-    json_t *v;
-
-    json_object_foreach(obj, key, v) {
-        if (!g_strv_contains(allowed, key)) {
-            g_autofree char *list = g_strjoinv(", ", (char **)allowed);
-            g_autofree char *kpath = path_join(path, key);
-
-            return policy_fail(pp, kpath, TRUE, error, "unknown key '%s'%s; expected one of: %s", key, where,
-                               list);
-        }
-    }
-    return TRUE;
-}
-
 /* A whole number from 0 to @max at @key of @obj into *ret (-1 absent). */
 static gboolean
 limit_get_count(const PolicyParse *pp, json_t *obj, const char *base, const char *key, gint64 max, gint64 *ret,
@@ -185,13 +165,13 @@ parse_limit(const PolicyParse *pp, const AvPolicy *policy, GPtrArray *added, jso
     if (!json_is_object(obj))
         return policy_fail(pp, base, FALSE, error, "each entry of 'limits' must be an object such as "
                            "{\"owner\": {\"project\": \"...\"}, \"profile\": \"gpu\", \"max_devices\": 1}");
-    if (!limit_check_keys(pp, obj, base, " in a limit", limit_keys, error))
+    if (!check_keys(pp, obj, base, " in a limit", limit_keys, error))
         return FALSE;
     owner = json_object_get(obj, "owner");
     if (!owner || !json_is_object(owner))
         return policy_fail(pp, owner ? opath : base, owner != NULL, error, "a limit needs an 'owner' object "
                            "naming a \"project\" or a \"user\" (or both)");
-    if (!limit_check_keys(pp, owner, opath, " in a limit's owner", owner_keys, error) ||
+    if (!check_keys(pp, owner, opath, " in a limit's owner", owner_keys, error) ||
         !limit_get_id(pp, owner, opath, "project", &limit->project, error) ||
         !limit_get_id(pp, owner, opath, "user", &limit->user, error))
         return FALSE;

@@ -111,25 +111,6 @@ name_in(const char *const *names, const char *name)
 
 /* ---- typed getters: each returns FALSE with @error set on a bad value ---- */
 
-static gboolean
-check_keys(const PolicyParse *pp, json_t *obj, const char *path, const char *where,
-           const char *const *allowed, GError **error)
-{
-    const char *key;
-    json_t *v;
-
-    json_object_foreach(obj, key, v) {
-        if (!name_in(allowed, key)) {
-            g_autofree char *kp = path_join(path, key);
-            g_autofree char *list = names_join(allowed);
-
-            return policy_fail(pp, kp, TRUE, error, "unknown key '%s'%s; expected one of %s",
-                               key, where, list);
-        }
-    }
-    return TRUE;
-}
-
 gboolean
 type_fail(const PolicyParse *pp, const char *path, const char *display, const char *expected,
           json_t *v, GError **error)

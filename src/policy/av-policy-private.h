@@ -72,6 +72,11 @@ gboolean policy_fail(const PolicyParse *pp, const char *path, gboolean at_key, G
     G_GNUC_PRINTF(5, 6);
 char *path_join(const char *base, const char *key);
 
+/* FALSE at the first key of @obj (at the JSON path @path) not in
+ * @allowed: "unknown key 'K'WHERE; expected one of A, B". */
+gboolean check_keys(const PolicyParse *pp, json_t *obj, const char *path, const char *where,
+                    const char *const *allowed, GError **error);
+
 void av_scrub_step_free(AvScrubStep *step);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(AvScrubStep, av_scrub_step_free)
 void av_companion_match_free(AvCompanionMatch *c);
