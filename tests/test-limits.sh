@@ -59,7 +59,7 @@ mkdom "$W/c.xml" vmc 3 p3 u3 31
 mkdom "$W/d.xml" vmd 4 p2 u2 4b
 
 check "accelvirt limits without limits says so" \
-    eval "ACCELVIRT_WORKER=/bin/true '$AV' --root '$W/host' --policy-dir '$W/nopolicies' --state-dir '$W/none' limits | grep -qx 'No limits: the policy has no \"limits\" (accelvirt-policy(5), LIMITS).'"
+    eval "mkdir -m 0755 '$W/nopolicies' && ACCELVIRT_WORKER=/bin/true '$AV' --root '$W/host' --policy-dir '$W/nopolicies' --state-dir '$W/none' limits | grep -qx 'No limits: the policy has no \"limits\" (accelvirt-policy(5), LIMITS).'"
 check "policy check takes the limits and counts them" \
     eval "av policy check >'$W/check.out' && grep -qx '3 limits (.accelvirt limits. shows each owner.s usage).' '$W/check.out'"
 check "p1's first A100: prepared (under max_devices 1)" eval "hook vma prepare begin - <'$W/a.xml'"
