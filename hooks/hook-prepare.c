@@ -1308,6 +1308,30 @@ av_prepare_check_grown(AvPrepare *p, GError **error)
     return TRUE;
 }
 
+/* The policy's "limits" (accelvirt-policy(5), LIMITS): the owner as
+ * charged may hold every managed device of the domain (those it holds
+ * already, claimed at define, counted once).  Reads the pool only. */
+static gboolean
+av_prepare_check_limits(AvPrepare *p, GError **error)
+{
+    g_autofree AvLimitTake *takes = NULL;
+    guint n = 0;
+
+    if (!p->policy->limits || p->policy->limits->len == 0)
+        return TRUE;
+    takes = g_new0(AvLimitTake, p->managed->len + 1);
+    for (guint i = 0; i < p->managed->len; i++) {
+        const AvManaged *m = g_ptr_array_index(p->managed, i);
+
+        if (m->through_group || !m->profile)
+            continue;
+        takes[n].identity = m->pooldev ? m->pooldev->identity : m->identity;
+        takes[n].profile = m->profile->name;
+        n++;
+    }
+    return av_pool_limits_check(p->pool, p->policy->limits, p->owner, takes, n, g_get_real_time() / G_USEC_PER_SEC, error);
+}
+
 /* "prepare begin": claims every managed device under the pool's exclusive
  * lock (held throughout, so that racing hooks serialise), binds PCI devices
  * of managed='no' hostdevs and their IOMMU groups to vfio-pci, creates the
@@ -1350,7 +1374,8 @@ av_hook_prepare(const AvHookConfig *config, AvDomain *domain)
     p.owner = av_hook_owner_for(domain, p.policy, p.pool, &error);
     if (!p.owner)
         return av_prepare_fail(&p, error, FALSE);
-    if (!av_prepare_check(&p, &error) || !av_prepare_check_bitstreams(&p, &error) ||
+    if (!av_prepare_check_limits(&p, &error) || !av_prepare_check(&p, &error) ||
+        !av_prepare_check_bitstreams(&p, &error) ||
         !av_prepare_plan(&p, &error))
         return av_prepare_fail(&p, error, FALSE);
     if (!av_prepare_apply(&p, &error) || !av_prepare_drivers(&p, &error))

@@ -35,6 +35,7 @@ check "every command of accelvirt --help, and only those ($(echo $commands | wc 
     eval "[ \"\$(echo \$commands | wc -w)\" -ge 26 ] && offers '$(echo $commands)' ''"
 check "a command's start" offers "accounting attach audit" a
 check "a command's options, from its --help" offers "--count --connect" attach --c
+check "limits and its --json" eval "offers 'limits' lim && offers '--json' limits --j"
 check "global options before the command" offers "--state-dir" --st
 check "accounting --by: the groupings" offers "domain project user profile device" accounting --by ""
 check "accounting --by=pro (bash splits at '=')" offers "project profile" accounting --by = pro

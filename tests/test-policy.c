@@ -1876,6 +1876,81 @@ test_health_limits(void)
     }
 }
 
+/* The top-level "limits" (accelvirt-policy(5), LIMITS): parsed with their
+ * defaults, a file of limits alone naming a profile of an earlier file,
+ * the owner's match, and what `policy show`'s JSON of them says. */
+static void
+test_limits(void)
+{
+    g_autoptr(AvPolicy) policy = policy_from_text(
+        "{\"profiles\": [{\"name\": \"h100\", \"match\": {\"vendor\": \"0x10de\"}}],"
+        " \"limits\": [{\"owner\": {\"project\": \"p1\"}, \"profile\": \"h100\", \"max_devices\": 1},"
+        " {\"owner\": {\"project\": \"p1\", \"user\": \"u1\"}, \"max_device_hours\": 500, \"period\": \"month\"}]}");
+    static const char more[] = "{\"limits\": [{\"owner\": {\"user\": \"u2\"}, \"profile\": \"h100\", "
+                               "\"max_devices\": 0, \"max_device_hours\": 2, \"period\": \"week\"}]}";
+    g_autoptr(GError) err = NULL;
+    g_autoptr(json_t) j = NULL;
+    const AvLimit *a, *b, *c;
+
+    g_assert_cmpuint(policy->limits->len, ==, 2);
+    a = g_ptr_array_index(policy->limits, 0);
+    b = g_ptr_array_index(policy->limits, 1);
+    g_assert_cmpstr(a->project, ==, "p1");
+    g_assert_null(a->user);
+    g_assert_cmpstr(a->profile, ==, "h100");
+    g_assert_cmpint(a->max_devices, ==, 1);
+    g_assert_cmpint(a->max_device_hours, ==, -1);
+    g_assert_cmpint(a->period, ==, AV_LIMIT_PERIOD_NONE);
+    g_assert_null(b->profile);
+    g_assert_cmpint(b->max_devices, ==, -1);
+    g_assert_cmpint(b->max_device_hours, ==, 500);
+    g_assert_cmpint(b->period, ==, AV_LIMIT_PERIOD_MONTH);
+    g_assert_cmpstr(b->source_file, ==, "test.json");
+
+    /* A project limit counts all its users; a project and user limit that user only. */
+    g_assert_true(av_limit_owner_matches(a, "p1", "anyone"));
+    g_assert_true(av_limit_owner_matches(a, "p1", NULL));
+    g_assert_false(av_limit_owner_matches(a, "p2", "u1"));
+    g_assert_false(av_limit_owner_matches(a, NULL, NULL));
+    g_assert_true(av_limit_owner_matches(b, "p1", "u1"));
+    g_assert_false(av_limit_owner_matches(b, "p1", "u2"));
+
+    /* A file of limits alone names a profile of a file before it. */
+    g_assert_true(av_policy_add_data(policy, "more.json", more, strlen(more), &err));
+    g_assert_no_error(err);
+    g_assert_cmpuint(policy->limits->len, ==, 3);
+    c = g_ptr_array_index(policy->limits, 2);
+    g_assert_cmpstr(c->user, ==, "u2");
+    g_assert_cmpint(c->max_devices, ==, 0);
+    g_assert_cmpint(c->period, ==, AV_LIMIT_PERIOD_WEEK);
+    j = av_limit_to_json(c);
+    g_assert_cmpstr(json_string_value(json_object_get(j, "period")), ==, "week");
+    g_assert_cmpint(json_integer_value(json_object_get(j, "max_device_hours")), ==, 2);
+    g_assert_cmpstr(json_string_value(json_object_get(json_object_get(j, "owner"), "user")), ==, "u2");
+    {
+        g_autofree char *who = av_limit_describe_owner(b);
+
+        g_assert_cmpstr(who, ==, "project 'p1' user 'u1'");
+    }
+}
+
+/* Calendar periods in UTC: the day from 00:00, the ISO week from Monday,
+ * the month from the 1st. */
+static void
+test_limits_period_start(void)
+{
+    /* Sunday 2026-11-29 22:15:00 UTC. */
+    gint64 now = 1795990500;
+
+    g_assert_cmpint(av_limit_period_start(AV_LIMIT_PERIOD_DAY, now), ==, 1795910400);   /* 2026-11-29 */
+    g_assert_cmpint(av_limit_period_start(AV_LIMIT_PERIOD_WEEK, now), ==, 1795392000);  /* Mon 2026-11-23 */
+    g_assert_cmpint(av_limit_period_start(AV_LIMIT_PERIOD_MONTH, now), ==, 1793491200); /* 2026-11-01 */
+    g_assert_cmpint(av_limit_period_start(AV_LIMIT_PERIOD_NONE, now), ==, now);
+    /* A Monday is its own week's start. */
+    g_assert_cmpint(av_limit_period_start(AV_LIMIT_PERIOD_WEEK, 1795392000 + 5), ==, 1795392000);
+    g_assert_cmpstr(av_limit_period_to_string(AV_LIMIT_PERIOD_MONTH), ==, "month");
+}
+
 int
 main(int argc, char **argv)
 {
@@ -1906,6 +1981,8 @@ main(int argc, char **argv)
     g_test_add_func("/policy/trust/program-files", test_trust_program_files);
     g_test_add_func("/policy/duration", test_duration);
     g_test_add_func("/policy/health-limits", test_health_limits);
+    g_test_add_func("/policy/limits", test_limits);
+    g_test_add_func("/policy/limits/period-start", test_limits_period_start);
     add_bad_tests();
     return g_test_run();
 }

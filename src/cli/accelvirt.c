@@ -41,6 +41,7 @@ static const AvCommand commands[] = {
     { "stale", av_cli_cmd_stale, "Devices held by stopped, paused or gone domains, past a lease or claim (stale [--release])" },
     { "health", av_cli_cmd_health, "Each managed device's AER counters, link and failures, against its profile (health [DEVICE])" },
     { "accounting", av_cli_cmd_accounting, "Device-hours by domain, project, user, profile or device, from the journal" },
+    { "limits", av_cli_cmd_limits, "Each owner's devices and device-hours against the policy's limits" },
     { "metrics", av_cli_cmd_metrics, "The pool, scrubs and device health in Prometheus text format (metrics [--output FILE])" },
     { "nova", av_cli_cmd_nova, "What nova.conf needs for the managed devices, checked against Nova's rules (nova config [--provider-config FILE])" },
     { "placement", av_cli_cmd_placement, "Keep Nova's Placement true about the devices (placement sync | status)" },

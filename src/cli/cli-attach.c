@@ -1078,6 +1078,17 @@ av_cli_cmd_attach(AvCli *cli, int argc, char **argv)
     /* Charged as the hook's prepare charges it: the pinned owner. */
     if (!av_pool_owner_resolve(pool, av_policy_owner_metadata_trusted(synced_policy), a.owner, &err))
         return av_cli_fail(err);
+    /* The policy's "limits", before anything changes: @count more devices
+     * of the profile for the owner. */
+    if (synced_policy->limits && synced_policy->limits->len > 0) {
+        g_autofree AvLimitTake *takes = g_new0(AvLimitTake, (gsize)count);
+
+        for (int i = 0; i < count; i++)
+            takes[i].profile = profile->name;
+        if (!av_pool_limits_check(pool, synced_policy->limits, a.owner, takes, (guint)count,
+                                  g_get_real_time() / G_USEC_PER_SEC, &err))
+            return av_cli_fail(err);
+    }
     if (!av_attach_grow_vfs(a.root, synced_policy, pool, &host, profile, (guint)count, a.domain, a.uuid, FALSE,
                             &planned_vfs, &no_vfs_why, &err))
         return av_cli_fail(err);

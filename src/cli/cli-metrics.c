@@ -17,6 +17,7 @@
 #include "ledger/av-accounting.h"
 #include "pool/av-pool.h"
 #include "util/av-file.h"
+#include "util/av-json.h"
 
 /* Appends @value escaped as a label value (tenant-controlled names). */
 static void
@@ -315,6 +316,38 @@ av_metrics_failures(GString *out, GPtrArray *devices)
     }
 }
 
+/* The policy's "limits" and each one's usage (`accelvirt limits`): labels
+ * the limit's owner (project, user: "" when it names none), profile (""
+ * for every profile) and kind, one series per limit of the policy. */
+static void
+av_metrics_limits(GString *out, json_t *rows)
+{
+    static const char *const families[][2] = {
+        { "limit", "A limit of the policy (max_devices: devices; max_device_hours: hours of its period)." },
+        { "limit_usage", "The owner's usage against the limit: devices held, or device-hours of the current "
+                         "period (UTC)." },
+    };
+    json_t *row;
+    gsize i;
+
+    if (json_array_size(rows) == 0)
+        return;
+    for (gsize f = 0; f < G_N_ELEMENTS(families); f++) {
+        av_prom_family(out, families[f][0], "gauge", families[f][1]);
+        json_array_foreach(rows, i, row) {
+            const char *project = json_string_value(json_object_get(row, "project"));
+            const char *user = json_string_value(json_object_get(row, "user"));
+            const char *profile = json_string_value(json_object_get(row, "profile"));
+            const char *labels[] = { "project", project ? project : "", "user", user ? user : "", "profile",
+                                     profile ? profile : "", "kind",
+                                     json_string_value(json_object_get(row, "kind")), NULL };
+            json_t *v = json_object_get(row, f == 0 ? "limit" : "used");
+
+            av_prom_double(out, families[f][0], labels, json_number_value(v));
+        }
+    }
+}
+
 /* See cli.h. */
 int
 av_cli_cmd_metrics(AvCli *cli, int argc, char **argv)
@@ -331,6 +364,8 @@ av_cli_cmd_metrics(AvCli *cli, int argc, char **argv)
     g_autofree char *path = NULL;
     gint64 until = g_get_real_time() / G_USEC_PER_SEC + 1;
     GPtrArray *devices;
+    g_autoptr(AvPolicy) policy = NULL;
+    g_autoptr(GError) policy_err = NULL;
     const GOptionEntry entries[] = {
         { "output", 0, 0, G_OPTION_ARG_FILENAME, &output,
           "Write FILE (mode 0644) atomically instead of standard output (node_exporter's textfile directory)",
@@ -366,6 +401,16 @@ av_cli_cmd_metrics(AvCli *cli, int argc, char **argv)
         return av_cli_fail(err);
     devices = av_pool_devices(pool);
     av_metrics_devices(out, devices);
+    /* The limits, when the policy loads (metrics never fail for it: the
+     * hook and `policy check` say what is wrong). */
+    policy = av_cli_load_policy(cli, &policy_err);
+    if (policy) {
+        g_autoptr(json_t) rows = av_cli_limits_usage(pool, policy, until - 1);
+
+        av_metrics_limits(after, rows);
+    } else {
+        fprintf(stderr, "accelvirt: warning: no limits in the metrics: %s\n", policy_err->message);
+    }
     av_metrics_health(after, root, devices);
     av_metrics_failures(after, devices);
     g_clear_pointer(&pool, av_pool_free);

@@ -40,6 +40,13 @@ av_policy_check(AvCli *cli, const AvPolicy *policy)
         json_object_set_new(o, "valid", json_true());
         json_object_set_new(o, "files", files);
         json_object_set_new(o, "profiles", json_integer(policy->profiles->len));
+        if (policy->limits && policy->limits->len > 0) {
+            json_t *limits = json_array();
+
+            for (guint i = 0; i < policy->limits->len; i++)
+                json_array_append_new(limits, av_limit_to_json(g_ptr_array_index(policy->limits, i)));
+            json_object_set_new(o, "limits", limits);
+        }
         json_object_set_new(o, "warnings", warnings);
         av_cli_print_json(o);
         return AV_EXIT_OK;
@@ -60,6 +67,9 @@ av_policy_check(AvCli *cli, const AvPolicy *policy)
 
         printf("  %-24s  %-9s  %s:%d\n", p->name, av_attach_to_string(p->attach), base, p->source_line);
     }
+    if (policy->limits && policy->limits->len > 0)
+        printf("%u limit%s ('accelvirt limits' shows each owner's usage).\n", policy->limits->len,
+               policy->limits->len == 1 ? "" : "s");
     for (guint i = 0; i < json_array_size(warnings); i++) {
         json_t *w = json_array_get(warnings, i);
 

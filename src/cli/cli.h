@@ -257,6 +257,12 @@ int av_cli_cmd_accounting(AvCli *cli, int argc, char **argv);
 int av_cli_cmd_stale(AvCli *cli, int argc, char **argv);
 int av_cli_cmd_health(AvCli *cli, int argc, char **argv);
 int av_cli_cmd_metrics(AvCli *cli, int argc, char **argv);
+int av_cli_cmd_limits(AvCli *cli, int argc, char **argv);
+
+/* The rows of `accelvirt limits --json` ("limits"): one per limit and kind
+ * of @policy, with the usage @pool holds at @now (cli-limits.c; `metrics`
+ * exports them).  New reference. */
+json_t *av_cli_limits_usage(const AvPool *pool, const AvPolicy *policy, gint64 now);
 int av_cli_cmd_nova(AvCli *cli, int argc, char **argv);
 
 int av_cli_cmd_placement(AvCli *cli, int argc, char **argv);

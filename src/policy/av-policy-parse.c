@@ -32,7 +32,7 @@ static const int program_driver_values[] = { AV_PROGRAM_DRIVER_VFIO, AV_PROGRAM_
 static const char *const verify_names[] = { "full", "sample", NULL };
 static const char *const reset_method_names[] = { "flr", "pm", "bus", "device_specific", "acpi", NULL };
 
-static const char *const top_keys[] = { "profiles", "description", "nova", NULL };
+static const char *const top_keys[] = { "profiles", "description", "nova", "limits", NULL };
 static const char *const nova_keys[] = { "placement_sync", "cloud", "hypervisor_hostname", "owner_metadata", NULL };
 static const char *const profile_keys[] = {
     "name", "description", "match", "attach", "mdev_type", "numa", "allocation", "granularity",
@@ -110,25 +110,6 @@ name_in(const char *const *names, const char *name)
 }
 
 /* ---- typed getters: each returns FALSE with @error set on a bad value ---- */
-
-static gboolean
-check_keys(const PolicyParse *pp, json_t *obj, const char *path, const char *where,
-           const char *const *allowed, GError **error)
-{
-    const char *key;
-    json_t *v;
-
-    json_object_foreach(obj, key, v) {
-        if (!name_in(allowed, key)) {
-            g_autofree char *kp = path_join(path, key);
-            g_autofree char *list = names_join(allowed);
-
-            return policy_fail(pp, kp, TRUE, error, "unknown key '%s'%s; expected one of %s",
-                               key, where, list);
-        }
-    }
-    return TRUE;
-}
 
 gboolean
 type_fail(const PolicyParse *pp, const char *path, const char *display, const char *expected,
@@ -1658,6 +1639,7 @@ policy_add_data(AvPolicy *policy, const char *filename, const char *data, gsize 
     PolicyParse pp = { .filename = filename, .data = data, .len = len, .label = NULL, .check_files = check_files };
     g_autoptr(GPtrArray) added = g_ptr_array_new_with_free_func((GDestroyNotify)av_profile_free);
     g_autoptr(AvNovaSettings) nova = NULL;
+    g_autoptr(GPtrArray) limits = NULL;
     g_autoptr(json_t) root = NULL;
     g_autoptr(json_t) none = NULL;
     json_error_t jerr;
@@ -1687,8 +1669,8 @@ policy_add_data(AvPolicy *policy, const char *filename, const char *data, gsize 
     if (!parse_nova(&pp, policy, root, &nova, error))
         return FALSE;
     profiles = json_object_get(root, "profiles");
-    /* A file may hold the "nova" object alone. */
-    if (!profiles && nova)
+    /* A file may hold the "nova" object or the "limits" alone. */
+    if (!profiles && (nova || json_object_get(root, "limits")))
         profiles = none = json_array();
     if (!profiles)
         return policy_fail(&pp, "", FALSE, error, "missing required key 'profiles' (a list of profiles)");
@@ -1702,12 +1684,19 @@ policy_add_data(AvPolicy *policy, const char *filename, const char *data, gsize 
             return FALSE;
         g_ptr_array_add(added, profile);
     }
+    /* parse_profile() left its label behind, freed with the profile's parse. */
+    pp.label = NULL;
+    if (!policy_parse_limits(&pp, policy, added, root, &limits, error))
+        return FALSE;
 
     for (i = 0; i < added->len; i++)
         g_ptr_array_add(policy->profiles, g_steal_pointer(&g_ptr_array_index(added, i)));
     g_ptr_array_set_size(added, 0);
     if (nova)
         policy->nova = g_steal_pointer(&nova);
+    if (!policy->limits)
+        policy->limits = g_ptr_array_new_with_free_func((GDestroyNotify)av_limit_free);
+    g_ptr_array_extend_and_steal(policy->limits, g_steal_pointer(&limits));
     g_ptr_array_add(policy->files, g_strdup(filename));
     return TRUE;
 }

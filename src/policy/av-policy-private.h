@@ -25,6 +25,14 @@ gboolean type_fail(const PolicyParse *pp, const char *path, const char *display,
 gboolean policy_add_data(AvPolicy *policy, const char *filename, const char *data, gsize len, gboolean check_files,
                          GError **error);
 
+/* ---- the top-level "limits" (av-policy-limits.c) ---- */
+
+/* The "limits" of the document @root into *ret_limits (a new array of
+ * AvLimit*, empty when absent); each "profile" must be one of @policy's or
+ * of @added (this file's).  FALSE at the first mistake. */
+gboolean policy_parse_limits(const PolicyParse *pp, const AvPolicy *policy, GPtrArray *added, json_t *root,
+                             GPtrArray **ret_limits, GError **error);
+
 /* ---- the checks on a parsed profile (av-policy-validate.c) ---- */
 
 gboolean nova_name_valid(const char *s);
@@ -63,6 +71,11 @@ const char *enum_name(const char *const *names, const int *values, int value);
 gboolean policy_fail(const PolicyParse *pp, const char *path, gboolean at_key, GError **error, const char *fmt, ...)
     G_GNUC_PRINTF(5, 6);
 char *path_join(const char *base, const char *key);
+
+/* FALSE at the first key of @obj (at the JSON path @path) not in
+ * @allowed: "unknown key 'K'WHERE; expected one of A, B". */
+gboolean check_keys(const PolicyParse *pp, json_t *obj, const char *path, const char *where,
+                    const char *const *allowed, GError **error);
 
 void av_scrub_step_free(AvScrubStep *step);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(AvScrubStep, av_scrub_step_free)

@@ -324,3 +324,23 @@ av_nova_settings_free(AvNovaSettings *nova)
     g_free(nova->source_file);
     g_free(nova);
 }
+
+/* See av-policy-private.h. */
+gboolean
+check_keys(const PolicyParse *pp, json_t *obj, const char *path, const char *where,
+           const char *const *allowed, GError **error)
+{
+    const char *key;
+    json_t *v;
+
+    json_object_foreach(obj, key, v) {
+        if (!g_strv_contains(allowed, key)) {
+            g_autofree char *kp = path_join(path, key);
+            g_autofree char *list = g_strjoinv(", ", (char **)allowed);
+
+            return policy_fail(pp, kp, TRUE, error, "unknown key '%s'%s; expected one of %s",
+                               key, where, list);
+        }
+    }
+    return TRUE;
+}

@@ -57,6 +57,7 @@ av_policy_new(void)
 
     policy->files = g_ptr_array_new_with_free_func(g_free);
     policy->profiles = g_ptr_array_new_with_free_func((GDestroyNotify)av_profile_free);
+    policy->limits = g_ptr_array_new_with_free_func((GDestroyNotify)av_limit_free);
     return policy;
 }
 
@@ -90,6 +91,8 @@ av_policy_free(AvPolicy *policy)
         g_ptr_array_unref(policy->files);
     if (policy->profiles)
         g_ptr_array_unref(policy->profiles);
+    if (policy->limits)
+        g_ptr_array_unref(policy->limits);
     g_free(policy);
 }
 

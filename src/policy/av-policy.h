@@ -263,11 +263,54 @@ typedef struct {
 void av_nova_settings_free(AvNovaSettings *nova);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(AvNovaSettings, av_nova_settings_free)
 
+/* The period of a "max_device_hours" limit: calendar periods in UTC
+ * (accelvirt-policy(5), LIMITS). */
+typedef enum {
+    AV_LIMIT_PERIOD_NONE,        /* no "period": a "max_devices" limit alone */
+    AV_LIMIT_PERIOD_DAY,         /* from 00:00 UTC */
+    AV_LIMIT_PERIOD_WEEK,        /* from Monday 00:00 UTC (ISO 8601 weeks) */
+    AV_LIMIT_PERIOD_MONTH,       /* from the 1st, 00:00 UTC */
+    AV_LIMIT_PERIODS,
+} AvLimitPeriod;
+
+/* One entry of a policy's top-level "limits" (accelvirt-policy(5),
+ * LIMITS): what the owner's domains may hold on this host. */
+typedef struct {
+    char *project;               /* "owner": {"project"}: the project the devices are charged to, or NULL */
+    char *user;                  /* "owner": {"user"}, or NULL; at least one of the two is set */
+    char *profile;               /* "profile", or NULL: the owner's devices of every profile together */
+    gint64 max_devices;          /* "max_devices", -1 when absent */
+    gint64 max_device_hours;     /* "max_device_hours", -1 when absent */
+    AvLimitPeriod period;        /* "period" (with max_device_hours only), else NONE */
+    char *source_file;           /* the file that has it */
+} AvLimit;
+
+void av_limit_free(AvLimit *limit);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(AvLimit, av_limit_free)
+
+/* "day", "week", "month" ("none" for AV_LIMIT_PERIOD_NONE). */
+const char *av_limit_period_to_string(AvLimitPeriod period);
+
+/* The Unix time the period @period that holds @now began (UTC); @now
+ * itself for AV_LIMIT_PERIOD_NONE. */
+gint64 av_limit_period_start(AvLimitPeriod period, gint64 now);
+
+/* TRUE when @limit's owner is @project and @user: each id the limit names
+ * equals the one given (NULL never equals). */
+gboolean av_limit_owner_matches(const AvLimit *limit, const char *project, const char *user);
+
+/* "project 'P'", "user 'U'" or "project 'P' user 'U'" (caller frees). */
+char *av_limit_describe_owner(const AvLimit *limit);
+
+/* @limit as written in the policy, normalised (new reference). */
+json_t *av_limit_to_json(const AvLimit *limit);
+
 typedef struct {
     char *dir;                   /* the directory read, or NULL */
     GPtrArray *files;            /* char*: files read, in order */
     GPtrArray *profiles;         /* AvProfile*, in file-name order then array order */
     AvNovaSettings *nova;        /* the "nova" object of one file, or NULL */
+    GPtrArray *limits;           /* AvLimit*: the "limits" of every file, in file-name order */
 } AvPolicy;
 
 void av_policy_free(AvPolicy *policy);

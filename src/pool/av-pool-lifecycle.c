@@ -174,6 +174,10 @@ av_pool_transition_do(AvPool *pool, AvPoolDevice *dev, AvDeviceState to, const A
     if (!av_pool_journal_append(pool, event, fields, error))
         return FALSE;
 
+    /* Its owner's device-hours (av-pool-usage.c), saved with the move. */
+    if (from == AV_DEVICE_STATE_IN_USE && to != AV_DEVICE_STATE_IN_USE)
+        av_pool_usage_accrue(pool, dev, av_pool_now());
+
     /* claim_expires survives only while the claim does (through missing). */
     if (!(to == AV_DEVICE_STATE_CLAIMED ||
           (to == AV_DEVICE_STATE_MISSING && from == AV_DEVICE_STATE_CLAIMED)))

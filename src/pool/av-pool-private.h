@@ -23,6 +23,8 @@ struct AvPool {
                                   * (av-pool-intent.c); "intents" in pool.json when not empty */
     GPtrArray *placements;       /* AvPoolPlacement*, owned: what accelvirt placed for each domain
                                   * (av-pool-placement.c); "placements" in pool.json when not empty */
+    GPtrArray *usage;            /* AvPoolUsage*, owned: device-hours of the current periods by owner
+                                  * (av-pool-usage.c); "usage" in pool.json when not empty */
     char *scanned_boot_id;       /* the boot id of the last whole-host reconcile (av_pool_reconcile()),
                                   * "scanned_boot_id" in pool.json when known, or NULL: until a whole
                                   * scan of this boot, no hook trusts the pool for devices it did not
@@ -184,6 +186,34 @@ gboolean av_pool_load_placements(const AvPoolLoad *ld, json_t *v, GPtrArray *pla
 
 /* The records as pool.json's "placements" array. */
 json_t *av_pool_placements_to_json(const GPtrArray *placements);
+
+/* --- per-owner usage (av-pool-usage.c) --- */
+
+/* One entry of pool.json's "usage": the in-use device-seconds an owner's
+ * devices of one profile had in the current @period, those released
+ * (the devices in use now are added on reading). */
+typedef struct {
+    char *project;               /* or NULL */
+    char *user;                  /* or NULL; not both NULL */
+    char *profile;
+    AvLimitPeriod period;        /* day, week or month */
+    gint64 start;                /* Unix seconds: the period's start (av_limit_period_start()) */
+    gint64 in_use_s;
+} AvPoolUsage;
+
+void av_pool_usage_free(AvPoolUsage *usage);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(AvPoolUsage, av_pool_usage_free)
+
+/* Adds the time @dev, in use by its owner since its state_since, was in
+ * use in the current day, week and month (at @now) to @pool's usage, and
+ * drops the entries of earlier periods.  Called by every transition out of
+ * in-use, before it changes @dev; saved with it. */
+void av_pool_usage_accrue(AvPool *pool, const AvPoolDevice *dev, gint64 now);
+
+/* The "usage" member of pool.json (@v, may be NULL) into @usage
+ * (AvPoolUsage*), strictly; and back. */
+gboolean av_pool_load_usage(const AvPoolLoad *ld, json_t *v, GPtrArray *usage, GError **error);
+json_t *av_pool_usage_to_json(const GPtrArray *usage);
 
 /* --- the domain index (av-pool-index.c) --- */
 

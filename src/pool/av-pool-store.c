@@ -122,6 +122,8 @@ av_pool_to_json(const AvPool *pool)
         json_object_set_new(obj, "intents", av_pool_intents_to_json(pool->intents));
     if (pool->placements->len > 0)
         json_object_set_new(obj, "placements", av_pool_placements_to_json(pool->placements));
+    if (pool->usage->len > 0)
+        json_object_set_new(obj, "usage", av_pool_usage_to_json(pool->usage));
     if (pool->scanned_boot_id)
         json_object_set_new(obj, "scanned_boot_id", json_string(pool->scanned_boot_id));
     return obj;
@@ -564,14 +566,15 @@ av_pool_load_device(const AvPoolLoad *ld, json_t *obj, guint index, GError **err
  * @ret_placements (new arrays) and *ret_boot_id (or NULL). */
 static gboolean
 av_pool_load_data(const char *path, const char *data, gsize len, GPtrArray **ret_devices, GPtrArray **ret_intents,
-                  GPtrArray **ret_placements, char **ret_boot_id, GError **error)
+                  GPtrArray **ret_placements, GPtrArray **ret_usage, char **ret_boot_id, GError **error)
 {
     static const char *const keys[] = { "version", "devices", NULL };
-    static const char *const optional[] = { "intents", "placements", "scanned_boot_id", NULL };
+    static const char *const optional[] = { "intents", "placements", "scanned_boot_id", "usage", NULL };
     json_t *boot;
     AvPoolLoad ld = { path, data, len };
     g_autoptr(GPtrArray) intents = g_ptr_array_new_with_free_func((GDestroyNotify)av_intent_free);
     g_autoptr(GPtrArray) placements = g_ptr_array_new_with_free_func((GDestroyNotify)av_pool_placement_free);
+    g_autoptr(GPtrArray) usage = g_ptr_array_new_with_free_func((GDestroyNotify)av_pool_usage_free);
     g_autoptr(GPtrArray) devices = g_ptr_array_new_with_free_func((GDestroyNotify)av_pool_device_free);
     g_autoptr(GHashTable) identities = g_hash_table_new(g_str_hash, g_str_equal);
     g_autoptr(json_t) root = NULL;
@@ -612,7 +615,8 @@ av_pool_load_data(const char *path, const char *data, gsize len, GPtrArray **ret
         }
     }
     if (!av_pool_load_intents(&ld, json_object_get(root, "intents"), intents, error) ||
-        !av_pool_load_placements(&ld, json_object_get(root, "placements"), placements, error))
+        !av_pool_load_placements(&ld, json_object_get(root, "placements"), placements, error) ||
+        !av_pool_load_usage(&ld, json_object_get(root, "usage"), usage, error))
         return FALSE;
     boot = json_object_get(root, "scanned_boot_id");
     if (boot && (!json_is_string(boot) || !av_uuid_is_valid(json_string_value(boot))))
@@ -622,6 +626,7 @@ av_pool_load_data(const char *path, const char *data, gsize len, GPtrArray **ret
     *ret_devices = g_steal_pointer(&devices);
     *ret_intents = g_steal_pointer(&intents);
     *ret_placements = g_steal_pointer(&placements);
+    *ret_usage = g_steal_pointer(&usage);
     return TRUE;
 }
 
@@ -661,6 +666,7 @@ av_pool_new(const char *state_dir, AvPoolMode mode)
     pool->devices = g_ptr_array_new_with_free_func((GDestroyNotify)av_pool_device_free);
     pool->intents = g_ptr_array_new_with_free_func((GDestroyNotify)av_intent_free);
     pool->placements = g_ptr_array_new_with_free_func((GDestroyNotify)av_pool_placement_free);
+    pool->usage = g_ptr_array_new_with_free_func((GDestroyNotify)av_pool_usage_free);
     return pool;
 }
 
@@ -757,6 +763,7 @@ av_pool_open(const char *state_dir, AvPoolMode mode, int timeout_ms, GError **er
     g_autoptr(GPtrArray) devices = NULL;
     g_autoptr(GPtrArray) intents = NULL;
     g_autoptr(GPtrArray) placements = NULL;
+    g_autoptr(GPtrArray) usage = NULL;
     g_autofree char *data = NULL;
     gsize len = 0;
     int r;
@@ -799,12 +806,14 @@ av_pool_open(const char *state_dir, AvPoolMode mode, int timeout_ms, GError **er
         return g_steal_pointer(&pool);
     if (r < 0)
         return NULL;
-    if (!av_pool_load_data(pool->pool_path, data, len, &devices, &intents, &placements, &pool->scanned_boot_id,
+    if (!av_pool_load_data(pool->pool_path, data, len, &devices, &intents, &placements, &usage,
+                           &pool->scanned_boot_id,
                            error))
         return NULL;
     g_ptr_array_extend_and_steal(pool->devices, g_steal_pointer(&devices));
     g_ptr_array_extend_and_steal(pool->intents, g_steal_pointer(&intents));
     g_ptr_array_extend_and_steal(pool->placements, g_steal_pointer(&placements));
+    g_ptr_array_extend_and_steal(pool->usage, g_steal_pointer(&usage));
     g_ptr_array_sort(pool->devices, av_pool_device_cmp);
     if (mode == AV_POOL_WRITE)
         pool->index_disk = av_pool_index_names_of(pool);
@@ -829,6 +838,7 @@ av_pool_free(AvPool *pool)
     g_ptr_array_unref(pool->devices);
     g_ptr_array_unref(pool->intents);
     g_ptr_array_unref(pool->placements);
+    g_ptr_array_unref(pool->usage);
     if (pool->index_disk)
         g_hash_table_unref(pool->index_disk);
     g_free(pool->state_dir);

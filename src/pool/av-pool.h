@@ -1140,4 +1140,32 @@ gboolean av_pool_journal_device(AvPool *pool, const char *event, const AvPoolDev
 gboolean av_pool_quarantine_force(AvPool *pool, AvPoolDevice *dev, const char *reason, json_t *extra,
                                   GError **error);
 
+/* --- the policy's "limits" (av-pool-usage.c; accelvirt-policy(5), LIMITS) --- */
+
+/* One device a domain is about to hold: its pool identity (NULL for one
+ * not in the pool yet, a new mdev) and its profile.  Borrowed. */
+typedef struct {
+    const char *identity;
+    const char *profile;
+} AvLimitTake;
+
+/* What @limit's owner holds now in @pool (devices claimed or in use, a
+ * missing one counted as it was) into *ret_devices, and its in-use
+ * device-seconds of the current period (at @now) into *ret_seconds (0 for
+ * a limit without a period): those recorded at releases in pool.json's
+ * "usage" since the period began, plus the devices in use now.  Reads
+ * the pool only: bounded by the pool, never the journal. */
+void av_pool_limit_usage(const AvPool *pool, const AvLimit *limit, gint64 now, gint64 *ret_devices,
+                         gint64 *ret_seconds);
+
+/* Checks that @owner (as charged: av_pool_owner_resolve()) may hold the
+ * @n_takes devices @takes too: for every limit of @limits (AvLimit*, may be
+ * NULL) that names the owner and the profile of one of them, the devices
+ * held (those among @takes not counted twice) plus those of @takes stay
+ * within "max_devices", and the device-hours of the current period are
+ * below "max_device_hours".  FALSE with AV_ERROR_NO_CAPACITY naming the
+ * first limit passed, its file and the usage.  Changes nothing. */
+gboolean av_pool_limits_check(const AvPool *pool, const GPtrArray *limits, const AvOwner *owner,
+                              const AvLimitTake *takes, guint n_takes, gint64 now, GError **error);
+
 G_END_DECLS
