@@ -764,6 +764,10 @@ json_t *av_pool_to_json(const AvPool *pool);
  * load error's line number points at it), with a final newline; NULL when
  * jansson cannot serialise it.  Caller frees with g_free(). */
 char *av_pool_json_text(const json_t *json);
+/* The same text of @pool, written from its devices without building the
+ * JSON tree (what av_pool_save() writes); NULL when jansson would fail.
+ * Caller frees with g_free(). */
+char *av_pool_text(const AvPool *pool);
 
 /* --- write-ahead records of a prepare ---
  *
