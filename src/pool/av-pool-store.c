@@ -239,11 +239,22 @@ av_pool_text_string(GString *out, const char *s)
 static void
 av_pool_text_key(GString *out, const char *key, gboolean first)
 {
-    if (!first)
-        g_string_append(out, ", ");
-    g_string_append_c(out, '"');
-    g_string_append(out, key);
-    g_string_append(out, "\": ");
+    size_t len = strlen(key);
+    char *at;
+
+    /* One growth, then plain copies: a save writes some 10,000 members. */
+    g_string_set_size(out, out->len + len + 6);
+    at = out->str + out->len - len - 6;
+    if (first) {
+        g_string_truncate(out, out->len - 2);
+    } else {
+        *at++ = ',';
+        *at++ = ' ';
+    }
+    *at++ = '"';
+    memcpy(at, key, len);
+    at += len;
+    memcpy(at, "\": ", 3);
 }
 
 static void
@@ -259,8 +270,19 @@ av_pool_text_string_or_null(GString *out, const char *key, const char *value)
 static void
 av_pool_text_int(GString *out, const char *key, gint64 value)
 {
+    char digits[24];
+    char *d = digits + sizeof(digits);
+    guint64 u = value < 0 ? 0 - (guint64)value : (guint64)value;
+
+    /* By hand: printf made half the cost of a save. */
+    do {
+        *--d = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    if (value < 0)
+        *--d = '-';
     av_pool_text_key(out, key, FALSE);
-    g_string_append_printf(out, "%" G_GINT64_FORMAT, value);
+    g_string_append_len(out, d, digits + sizeof(digits) - d);
 }
 
 /* Whether every string of @dev is one jansson takes (UTF-8; the identity
@@ -568,14 +590,17 @@ av_pool_load_last_scrub(const AvPoolLoad *ld, json_t *obj, const char *jpath, Av
     static const char *const keys[] = { "time", "result", "coverage", NULL };
     static const char *const cov_keys[] = { "cleared", "read_back", "memory", "fraction", "verified", "text", NULL };
     json_t *v = json_object_get(obj, "last_scrub");
-    g_autofree char *sub = g_strdup_printf("%s/last_scrub", jpath);
-    g_autofree char *csub = g_strdup_printf("%s/last_scrub/coverage", jpath);
+    g_autofree char *sub = NULL;
+    g_autofree char *csub = NULL;
     g_autofree char *s = NULL;
     json_t *cov, *memory, *fraction, *verified, *text;
     gint64 n, cleared;
 
+    /* The paths only for a device that has one: a load reads every device. */
     if (!v)
         return TRUE;
+    sub = g_strdup_printf("%s/last_scrub", jpath);
+    csub = g_strdup_printf("%s/last_scrub/coverage", jpath);
     if (!json_is_object(v))
         return av_pool_load_fail(ld, error, sub, "expected an object");
     if (!av_pool_load_keys(ld, v, sub, keys, error) ||
@@ -620,11 +645,12 @@ av_pool_load_programmed(const AvPoolLoad *ld, json_t *obj, const char *jpath, Av
 {
     static const char *const keys[] = { "sha256", "name", "since", "by", "verified", NULL };
     json_t *v = json_object_get(obj, "programmed");
-    g_autofree char *sub = g_strdup_printf("%s/programmed", jpath);
+    g_autofree char *sub = NULL;
     g_autoptr(AvProgrammed) pr = NULL;
 
     if (!v)
         return TRUE;
+    sub = g_strdup_printf("%s/programmed", jpath);
     if (dev->kind != AV_DEVICE_KIND_PCI)
         return av_pool_load_fail(ld, error, sub, "only a PCI device is programmed");
     if (!json_is_object(v))
@@ -660,12 +686,13 @@ av_pool_load_failures(const AvPoolLoad *ld, json_t *obj, const char *jpath, AvPo
 {
     static const char *const keys[] = { "scrub", "reset", "since", NULL };
     json_t *v = json_object_get(obj, "failures");
-    g_autofree char *sub = g_strdup_printf("%s/failures", jpath);
+    g_autofree char *sub = NULL;
     gint64 scrub = 0, reset = 0, since = 0;
 
     dev->failures_since = dev->first_seen;
     if (!v)
         return TRUE;
+    sub = g_strdup_printf("%s/failures", jpath);
     if (!json_is_object(v))
         return av_pool_load_fail(ld, error, sub, "expected an object {\"scrub\", \"reset\", \"since\"}");
     if (!av_pool_load_keys(ld, v, sub, keys, error) ||
@@ -694,13 +721,14 @@ av_pool_load_device(const AvPoolLoad *ld, json_t *obj, guint index, GError **err
                                             "identity_problem", "last_scrub", "unscrubbed", "programmed",
                                             "release_pending", "failures", "in_use_boot_id", "match_ids",
                                             "claim_programmed", NULL };
-    g_autofree char *jpath = g_strdup_printf("devices/%u", index);
-    g_autofree char *owner_path = g_strdup_printf("devices/%u/owner", index);
+    char jpath[32], owner_path[40];
     g_autofree char *kind = NULL;
     g_autoptr(AvPoolDevice) dev = av_pool_device_new();
     gint64 numa = -1, group = -1;
     json_t *before;
 
+    g_snprintf(jpath, sizeof(jpath), "devices/%u", index);
+    g_snprintf(owner_path, sizeof(owner_path), "devices/%u/owner", index);
     if (!json_is_object(obj))
         return av_pool_load_fail(ld, error, jpath, "expected a device object"), NULL;
     if (!av_pool_load_keys_opt(ld, obj, jpath, keys, optional, error))
@@ -827,13 +855,14 @@ av_pool_load_device(const AvPoolLoad *ld, json_t *obj, guint index, GError **err
                                      "in"), NULL;
     }
     if (json_object_get(obj, "match_ids")) {
-        g_autofree char *sub = g_strdup_printf("%s/match_ids", jpath);
-
         if (!av_pool_load_string(ld, obj, jpath, "match_ids", FALSE, &dev->match_ids, error))
             return NULL;
-        if (!av_pool_match_ids_valid(dev->match_ids))
+        if (!av_pool_match_ids_valid(dev->match_ids)) {
+            g_autofree char *sub = g_strdup_printf("%s/match_ids", jpath);
+
             return av_pool_load_fail(ld, error, sub, "expected 'VVVV:DDDD SSSS:ssss CCCCCC RR' (lower-case hex), "
                                      "not '%s'", dev->match_ids), NULL;
+        }
     }
     if (json_object_get(obj, "identity_problem")) {
         AvDeviceState state = dev->state == AV_DEVICE_STATE_MISSING ? dev->state_before_missing : dev->state;
