@@ -1129,10 +1129,22 @@ av_pool_open(const char *state_dir, AvPoolMode mode, int timeout_ms, GError **er
     return g_steal_pointer(&pool);
 }
 
+/* Makes a journal line written with its fsync deferred durable before the
+ * lock goes (av_journal_append()): no other writer may find it pending. */
+static void
+av_pool_sync_journal(AvPool *pool)
+{
+    g_autoptr(GError) error = NULL;
+
+    if (pool->lock && !av_journal_sync(&pool->journal, &error))
+        g_warning("%s", error->message);
+}
+
 /* See av-pool.h. */
 void
 av_pool_unlock(AvPool *pool)
 {
+    av_pool_sync_journal(pool);
     g_clear_pointer(&pool->lock, av_lock_release);
     pool->mode = AV_POOL_READ;
 }
@@ -1143,6 +1155,7 @@ av_pool_free(AvPool *pool)
 {
     if (!pool)
         return;
+    av_pool_sync_journal(pool);
     av_lock_release(pool->lock);
     g_ptr_array_unref(pool->devices);
     g_ptr_array_unref(pool->intents);
@@ -1173,6 +1186,11 @@ av_pool_save(AvPool *pool, GError **error)
                     "cannot save the pool in '%s': it was opened for reading only", pool->state_dir);
         return FALSE;
     }
+    /* Write-ahead: every journal line is durable before the pool that
+     * its transition made (a line whose fsync was deferred is synced
+     * here, av_pool_take()). */
+    if (!av_journal_sync(&pool->journal, error))
+        return FALSE;
     text = av_pool_text(pool);
     if (!text) {
         g_set_error(error, AV_ERROR, AV_ERROR_FAILED, "cannot serialise the pool of '%s'", pool->state_dir);

@@ -289,7 +289,8 @@ gboolean av_pool_transition(AvPool *pool, AvPoolDevice *dev, AvDeviceState to,
 
 /* The prepare's move, the hook's and `accelvirt attach`'s alike: @dev to
  * in-use for @owner, free -> claimed -> in-use, or claimed -> in-use (each
- * step an av_pool_transition()). */
+ * step an av_pool_transition(); the claim's journal line is made durable by
+ * the in-use line's fsync, one fsync for both). */
 gboolean av_pool_take(AvPool *pool, AvPoolDevice *dev, const AvOwner *owner, GError **error);
 
 /* Quarantines the dirty, scrubbing or quarantined @dev at once with

@@ -233,6 +233,28 @@ av_file_open_unheld(const char *path, int *ret_fd)
 gboolean
 av_file_append_line(const char *path, const char *line, mode_t mode, GError **error)
 {
+    return av_file_append_line_full(path, line, mode, TRUE, error);
+}
+
+/* See av-file.h. */
+int
+av_file_fsync_path(const char *path)
+{
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    int r = 0;
+
+    if (fd < 0)
+        return -errno;
+    if (fsync(fd) < 0)
+        r = -errno;
+    close(fd);
+    return r;
+}
+
+/* See av-file.h. */
+gboolean
+av_file_append_line_full(const char *path, const char *line, mode_t mode, gboolean sync, GError **error)
+{
     g_autofree char *buf = NULL;
     gboolean created;
     int fd, r;
@@ -255,7 +277,7 @@ av_file_append_line(const char *path, const char *line, mode_t mode, GError **er
         av_point_die();
     }
     r = av_write_all(fd, buf, strlen(buf));
-    if (r == 0 && fsync(fd) < 0)
+    if (r == 0 && (sync || created) && fsync(fd) < 0)
         r = -errno;
     if (close(fd) < 0 && r == 0)
         r = -errno;
