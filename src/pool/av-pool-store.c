@@ -194,7 +194,8 @@ av_pool_json_text(const json_t *json)
 static void
 av_pool_text_string(GString *out, const char *s)
 {
-    const char *run = s;
+    static const char from[] = "\"\\\b\f\n\r\t", to[] = "\"\\bfnrt";
+    const char *run = s, *at;
 
     g_string_append_c(out, '"');
     for (const char *c = s; *c; c++) {
@@ -204,31 +205,12 @@ av_pool_text_string(GString *out, const char *s)
             continue;
         g_string_append_len(out, run, c - run);
         run = c + 1;
-        switch (u) {
-        case '"':
-            g_string_append(out, "\\\"");
-            break;
-        case '\\':
-            g_string_append(out, "\\\\");
-            break;
-        case '\b':
-            g_string_append(out, "\\b");
-            break;
-        case '\f':
-            g_string_append(out, "\\f");
-            break;
-        case '\n':
-            g_string_append(out, "\\n");
-            break;
-        case '\r':
-            g_string_append(out, "\\r");
-            break;
-        case '\t':
-            g_string_append(out, "\\t");
-            break;
-        default:
+        at = strchr(from, u);
+        if (at) {
+            g_string_append_c(out, '\\');
+            g_string_append_c(out, to[at - from]);
+        } else {
             g_string_append_printf(out, "\\u%04X", (guint)u);
-            break;
         }
     }
     g_string_append(out, run);

@@ -30,19 +30,26 @@ av_fsync_dir_of(const char *path)
     return av_file_fsync_dir(dir);
 }
 
-/* See av-file.h. */
-int
-av_file_fsync_dir(const char *dir)
+/* fsync(2) of @path opened read-only with @flags; 0 or -errno. */
+static int
+av_fsync_open(const char *path, int flags)
 {
     int fd, r = 0;
 
-    fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    fd = open(path, O_RDONLY | O_CLOEXEC | flags);
     if (fd < 0)
         return -errno;
     if (fsync(fd) < 0)
         r = -errno;
     close(fd);
     return r;
+}
+
+/* See av-file.h. */
+int
+av_file_fsync_dir(const char *dir)
+{
+    return av_fsync_open(dir, O_DIRECTORY);
 }
 
 static int
@@ -240,15 +247,7 @@ av_file_append_line(const char *path, const char *line, mode_t mode, GError **er
 int
 av_file_fsync_path(const char *path)
 {
-    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
-    int r = 0;
-
-    if (fd < 0)
-        return -errno;
-    if (fsync(fd) < 0)
-        r = -errno;
-    close(fd);
-    return r;
+    return av_fsync_open(path, O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
 }
 
 /* See av-file.h. */
