@@ -232,6 +232,82 @@ test_sorted_insert(void)
     test_remove_state(state);
 }
 
+/* av_pool_text() (what a save writes, without the JSON tree) gives the
+ * bytes of av_pool_json_text(av_pool_to_json()): every member, jansson's
+ * escapes, and a device with a string jansson refuses written by jansson. */
+static void
+test_save_text_direct(void)
+{
+    g_autofree char *state = test_make_pool(0);
+    g_autoptr(GError) err = NULL;
+    g_autoptr(AvPool) pool = av_pool_open(state, AV_POOL_WRITE, 0, &err);
+    g_autoptr(json_t) json = NULL;
+    g_autofree char *direct = NULL, *tree = NULL, *empty = NULL, *empty_tree = NULL;
+    AvPoolDevice *a, *b, *m, *u;
+
+    g_assert_no_error(err);
+    json = av_pool_to_json(pool);
+    empty = av_pool_text(pool);
+    empty_tree = av_pool_json_text(json);
+    g_assert_cmpstr(empty, ==, empty_tree);
+    g_clear_pointer(&json, json_decref);
+    a = test_device("dsn:00000000000000ab.f0", "0000:5e:00.0");
+    b = test_device("dsn:00000000000000ac.f0", "0000:5f:00.0");
+    m = test_device("mdev:4b20d080-1b54-4048-85b3-a6a62d165c01", "0000:3b:00.0");
+    u = test_device("usb:03e7:2485:serial:0123", "1-1.2");
+    m->kind = AV_DEVICE_KIND_MDEV;
+    m->created = TRUE;
+    u->kind = AV_DEVICE_KIND_USB;
+    av_pool_add_device(pool, a);
+    av_pool_add_device(pool, b);
+    av_pool_add_device(pool, m);
+    av_pool_add_device(pool, u);
+    a->state = AV_DEVICE_STATE_MISSING;
+    a->state_before_missing = AV_DEVICE_STATE_QUARANTINED;
+    a->reason = g_strdup("quote \" backslash \\ controls \b\f\n\r\t\x01\x1f del \x7f slash / é \xe2\x82\xac");
+    a->reason_before_missing = g_strdup("scrub failed");
+    a->owner = av_owner_new("8f1c8a3c-58c7-4d5e-9a0b-6c2a1f0e9d11", "vm \"one\"");
+    a->owner->nova_instance = g_strdup("inst-1");
+    a->owner->nova_project = g_strdup("proj");
+    a->owner->nova_user = g_strdup("user");
+    a->original_driver = g_strdup("nvidia");
+    a->numa_node = -1;
+    a->iommu_group = 42;
+    a->state_since = G_MAXINT64;
+    g_ptr_array_add(a->companions, av_companion_new("0000:5e:00.1", NULL));
+    g_ptr_array_add(a->companions, av_companion_new("0000:5e:00.2", "snd_hda_intel"));
+    a->rom_sha256 = g_strdup(AV_ROM_NONE);
+    a->scrub_token = g_strdup("0123456789abcdef0123456789abcdef");
+    a->scrub_domain = g_strdup("8f1c8a3c-58c7-4d5e-9a0b-6c2a1f0e9d12");
+    a->identity_problem = g_strdup("the serial changed");
+    a->unscrubbed = TRUE;
+    a->last_scrub = json_pack("{s:I, s:s, s:{s:I, s:I, s:n, s:n, s:s, s:s}}", "time", (json_int_t)1700000000,
+                              "result", "quarantined", "coverage", "cleared", (json_int_t)0, "read_back",
+                              (json_int_t)0, "memory", "fraction", "verified", "none", "text", "nothing\n");
+    a->release_pending = TRUE;
+    a->claim_programmed = TRUE;
+    a->in_use_boot_id = g_strdup("0f8e2d3c-1b2a-4c5d-8e9f-a0b1c2d3e4f5");
+    a->match_ids = g_strdup("10de:20f1 10de:145f 030200 a1");
+    a->scrub_failures = 3;
+    a->reset_failures = 1;
+    a->programmed = av_programmed_new("9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08", NULL,
+                                      "fpga-program", "read back \"ok\"");
+    a->programmed->since = 1700000001;
+    /* Not UTF-8: jansson drops the member; the direct writer must agree. */
+    b->reason = g_strdup("bad \xff byte");
+    u->profile = (g_free(u->profile), NULL);
+    u->failures_since = u->first_seen + 5;
+    pool->scanned_boot_id = g_strdup("3f1e0b9a-6c2d-4e8f-9a1b-2c3d4e5f6a7b");
+    json = av_pool_to_json(pool);
+    direct = av_pool_text(pool);
+    tree = av_pool_json_text(json);
+    g_assert_nonnull(direct);
+    g_assert_cmpstr(direct, ==, tree);
+    g_assert_nonnull(strstr(direct, "\\u0001\\u001F del \x7f slash / é"));
+    g_clear_pointer(&pool, av_pool_free);
+    test_remove_state(state);
+}
+
 static void
 test_save_load_roundtrip(void)
 {
@@ -3310,6 +3386,7 @@ main(int argc, char **argv)
     g_test_add_func("/pool/open/read-missing", test_open_read_missing);
     g_test_add_func("/pool/open/write-creates", test_open_write_creates);
     g_test_add_func("/pool/save-load", test_save_load_roundtrip);
+    g_test_add_func("/pool/save-text-direct", test_save_text_direct);
     g_test_add_func("/pool/domain-index", test_domain_index);
     g_test_add_func("/pool/sorted-insert", test_sorted_insert);
     g_test_add_func("/pool/corrupt", test_corrupt);

@@ -29,6 +29,8 @@ av_journal_init(AvJournal *journal, const char *state_dir)
     journal->ready = FALSE;
     journal->seq = 0;
     journal->prev = g_strdup("");
+    journal->defer_sync = FALSE;
+    journal->unsynced = FALSE;
 }
 
 /* See av-journal.h. */
@@ -69,8 +71,12 @@ av_journal_write_entry(AvJournal *journal, json_t *entry, GError **error)
                     AV_JOURNAL_MAX_LINE);
         return FALSE;
     }
-    if (!av_file_append_line(journal->path, line, 0600, error))
+    /* An fsync covers every byte written to the file before it: the lines
+     * of the deferred appends too (one file: nothing renames it while the
+     * caller holds the lock). */
+    if (!av_file_append_line_full(journal->path, line, 0600, !journal->defer_sync, error))
         return FALSE;
+    journal->unsynced = journal->defer_sync;
     journal->seq = (guint64)json_integer_value(json_object_get(entry, "seq"));
     g_free(journal->prev);
     journal->prev = av_journal_hash(line, strlen(line));
@@ -343,7 +349,23 @@ av_journal_prepare(AvJournal *journal, GError **error)
     return TRUE;
 }
 
-/* See av-journal.h.  The line is fsynced before this returns. */
+/* See av-journal.h. */
+gboolean
+av_journal_sync(AvJournal *journal, GError **error)
+{
+    int r;
+
+    if (!journal->unsynced)
+        return TRUE;
+    r = av_file_fsync_path(journal->path);
+    if (r < 0)
+        return av_error_errno(error, r, "cannot sync the journal '%s'", journal->path);
+    journal->unsynced = FALSE;
+    return TRUE;
+}
+
+/* See av-journal.h.  The line is fsynced before this returns unless
+ * @journal->defer_sync. */
 gboolean
 av_journal_append(AvJournal *journal, const char *event, json_t *fields, GError **error)
 {

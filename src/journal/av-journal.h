@@ -36,6 +36,8 @@ typedef struct {
     gboolean ready;              /* the tail was read (av_journal_prepare()) */
     guint64 seq;                 /* seq of the last entry, 0 for none */
     char *prev;                  /* hex SHA-256 of the last line, "" for none */
+    gboolean defer_sync;         /* appends leave their fsync to a later one (av_journal_append()) */
+    gboolean unsynced;           /* a line was written whose fsync is still to come */
 } AvJournal;
 
 /* Sets up @journal for the journal of @state_dir, not yet read. */
@@ -55,9 +57,18 @@ gboolean av_journal_prepare(AvJournal *journal, GError **error);
 
 /* Appends an entry: @event plus the members of @fields (borrowed, a JSON
  * object or NULL; it may not carry "seq", "time", "prev" or "event"),
- * fsynced before this returns.  The caller holds the pool's exclusive
- * lock. */
+ * fsynced before this returns, with every line before it.  While
+ * @journal->defer_sync is set the line is written but not fsynced
+ * (@journal->unsynced then says so): the caller makes it durable with the
+ * next append that syncs, or av_journal_sync(), before anything that relies
+ * on it (a save of the pool it describes) and before it lets the lock go.
+ * The caller holds the pool's exclusive lock. */
 gboolean av_journal_append(AvJournal *journal, const char *event, json_t *fields, GError **error);
+
+/* fsyncs the journal when a line written with defer_sync is not durable
+ * yet; TRUE at once otherwise.  The caller holds the pool's exclusive
+ * lock. */
+gboolean av_journal_sync(AvJournal *journal, GError **error);
 
 /* The line of the journal open as @fd that ends at @end (the offset of
  * its newline, or of the end of a last line without one): *ret_start its

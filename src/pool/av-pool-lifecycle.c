@@ -270,9 +270,25 @@ av_pool_quarantine_marked(AvPool *pool, AvPoolDevice *dev, const char *reason, j
 gboolean
 av_pool_take(AvPool *pool, AvPoolDevice *dev, const AvOwner *owner, GError **error)
 {
-    if (dev->state == AV_DEVICE_STATE_FREE &&
-        !av_pool_transition(pool, dev, AV_DEVICE_STATE_CLAIMED, owner, NULL, error))
-        return FALSE;
+    gboolean ok;
+
+    if (dev->state == AV_DEVICE_STATE_FREE) {
+        /* One fsync for the two entries (issue 38): the claim's line is
+         * written without its own, and the in-use line's fsync right after
+         * it makes both durable.  Write-ahead holds: neither transition is
+         * in pool.json before that fsync (av_pool_save() also syncs a line
+         * still pending, and so does letting the lock go).  Killed between
+         * the two writes, the claim's line is in the page cache (a process
+         * dying loses nothing written); lost only with the power, when the
+         * pool on disk never had the claim either: the journal then does not
+         * say what the pool did not do, and a line cut short there is the
+         * torn line every writer already ends (av_journal_prepare()). */
+        pool->journal.defer_sync = TRUE;
+        ok = av_pool_transition(pool, dev, AV_DEVICE_STATE_CLAIMED, owner, NULL, error);
+        pool->journal.defer_sync = FALSE;
+        if (!ok)
+            return FALSE;
+    }
     return av_pool_transition(pool, dev, AV_DEVICE_STATE_IN_USE, owner, NULL, error);
 }
 

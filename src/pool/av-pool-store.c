@@ -136,6 +136,32 @@ av_pool_text_append(const char *buffer, size_t size, void *data)
     return 0;
 }
 
+/* Appends @value as jansson writes it in pool.json (preserved order, the
+ * default separators ", " and ": "); FALSE when jansson cannot. */
+static gboolean
+av_pool_text_dump(GString *out, const json_t *value)
+{
+    return value && json_dump_callback(value, av_pool_text_append, out, JSON_PRESERVE_ORDER | JSON_ENCODE_ANY) == 0;
+}
+
+/* Appends the member @key (the pool's own, printed as it is) and @value of
+ * the top object: each element of a non-empty array on a line of its own. */
+static gboolean
+av_pool_text_member(GString *out, const char *key, const json_t *value)
+{
+    g_string_append_printf(out, "%s\n\"%s\": ", out->len > 1 ? "," : "", key);
+    if (!json_is_array(value) || json_array_size(value) == 0)
+        return av_pool_text_dump(out, value);
+    g_string_append_c(out, '[');
+    for (size_t i = 0; i < json_array_size(value); i++) {
+        g_string_append(out, i > 0 ? ",\n" : "\n");
+        if (!av_pool_text_dump(out, json_array_get(value, i)))
+            return FALSE;
+    }
+    g_string_append(out, "\n]");
+    return TRUE;
+}
+
 /* See av-pool.h. */
 char *
 av_pool_json_text(const json_t *json)
@@ -147,19 +173,286 @@ av_pool_json_text(const json_t *json)
     g_string_append_c(out, '{');
     /* Keys in insertion order (jansson >= 2.8); keys are the pool's own. */
     json_object_foreach((json_t *)json, key, value) {
-        g_string_append_printf(out, "%s\n\"%s\": ", out->len > 1 ? "," : "", key);
-        if (json_is_array(value) && json_array_size(value) > 0) {
-            g_string_append_c(out, '[');
-            for (size_t i = 0; i < json_array_size(value); i++) {
-                g_string_append(out, i > 0 ? ",\n" : "\n");
-                if (json_dump_callback(json_array_get(value, i), av_pool_text_append, out,
-                                       JSON_PRESERVE_ORDER | JSON_ENCODE_ANY) < 0)
-                    return NULL;
-            }
-            g_string_append(out, "\n]");
-        } else if (json_dump_callback(value, av_pool_text_append, out, JSON_PRESERVE_ORDER | JSON_ENCODE_ANY) < 0) {
+        if (!av_pool_text_member(out, key, value))
             return NULL;
+    }
+    g_string_append(out, "\n}\n");
+    return g_string_free(g_steal_pointer(&out), FALSE);
+}
+
+/* --- writing pool.json without building its JSON tree ----------------------
+ *
+ * A save writes every device, and building each device's jansson object to
+ * dump it cost more than the rest of a prepare at 512 GPUs (issue 38 item
+ * 3).  These write the same bytes as av_pool_json_text(av_pool_to_json())
+ * (test-pool checks it on every pool it loads): jansson's escapes (\" \\ \b
+ * \f \n \r \t, other control characters as \u00XX in upper-case hex, the
+ * rest as it is), its separators, its integers.  A device holding a string
+ * jansson refuses (not UTF-8, or NULL where jansson would need a string) is
+ * written through av_pool_device_to_json() as before, so that its text stays
+ * what jansson made of it. */
+
+/* Appends @s (valid UTF-8) as a JSON string, escaped as jansson does. */
+static void
+av_pool_text_string(GString *out, const char *s)
+{
+    static const char from[] = "\"\\\b\f\n\r\t", to[] = "\"\\bfnrt";
+    const char *run = s, *at;
+
+    g_string_append_c(out, '"');
+    for (const char *c = s; *c; c++) {
+        guchar u = (guchar)*c;
+
+        if (u >= 0x20 && u != '"' && u != '\\')
+            continue;
+        g_string_append_len(out, run, c - run);
+        run = c + 1;
+        at = strchr(from, u);
+        if (at) {
+            g_string_append_c(out, '\\');
+            g_string_append_c(out, to[at - from]);
+        } else {
+            g_string_append_printf(out, "\\u%04X", (guint)u);
         }
+    }
+    g_string_append(out, run);
+    g_string_append_c(out, '"');
+}
+
+/* Appends ", " (unless @first), the member name @key and ": ". */
+static void
+av_pool_text_key(GString *out, const char *key, gboolean first)
+{
+    size_t len = strlen(key);
+    char *at;
+
+    /* One growth, then plain copies: a save writes some 10,000 members. */
+    g_string_set_size(out, out->len + len + 6);
+    at = out->str + out->len - len - 6;
+    if (first) {
+        g_string_truncate(out, out->len - 2);
+    } else {
+        *at++ = ',';
+        *at++ = ' ';
+    }
+    *at++ = '"';
+    memcpy(at, key, len);
+    at += len;
+    memcpy(at, "\": ", 3);
+}
+
+static void
+av_pool_text_string_or_null(GString *out, const char *key, const char *value)
+{
+    av_pool_text_key(out, key, FALSE);
+    if (value)
+        av_pool_text_string(out, value);
+    else
+        g_string_append(out, "null");
+}
+
+static void
+av_pool_text_int(GString *out, const char *key, gint64 value)
+{
+    char digits[24];
+    char *d = digits + sizeof(digits);
+    guint64 u = value < 0 ? 0 - (guint64)value : (guint64)value;
+
+    /* By hand: printf made half the cost of a save. */
+    do {
+        *--d = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    if (value < 0)
+        *--d = '-';
+    av_pool_text_key(out, key, FALSE);
+    g_string_append_len(out, d, digits + sizeof(digits) - d);
+}
+
+/* Whether every string of @dev is one jansson takes (UTF-8; the identity
+ * set), so that av_pool_device_text() may write it. */
+static gboolean
+av_pool_device_text_ok(const AvPoolDevice *dev)
+{
+    const char *const strings[] = {
+        dev->address, dev->profile, dev->reason, dev->reason_before_missing, dev->original_driver,
+        dev->rom_sha256, dev->scrub_token, dev->scrub_domain, dev->identity_problem, dev->in_use_boot_id,
+        dev->match_ids,
+        dev->owner ? dev->owner->domain_uuid : NULL, dev->owner ? dev->owner->domain_name : NULL,
+        dev->owner ? dev->owner->nova_instance : NULL, dev->owner ? dev->owner->nova_project : NULL,
+        dev->owner ? dev->owner->nova_user : NULL,
+    };
+
+    if (!dev->identity || !g_utf8_validate(dev->identity, -1, NULL))
+        return FALSE;
+    for (guint i = 0; i < G_N_ELEMENTS(strings); i++) {
+        if (strings[i] && !g_utf8_validate(strings[i], -1, NULL))
+            return FALSE;
+    }
+    for (guint i = 0; dev->companions && i < dev->companions->len; i++) {
+        const AvCompanion *c = g_ptr_array_index(dev->companions, i);
+
+        if (!c->address || !g_utf8_validate(c->address, -1, NULL) ||
+            (c->original_driver && !g_utf8_validate(c->original_driver, -1, NULL)))
+            return FALSE;
+    }
+    return TRUE;
+}
+
+/* Appends @dev as av_pool_json_text() writes av_pool_device_to_json(@dev);
+ * FALSE when jansson cannot serialise it. */
+static gboolean
+av_pool_device_text(GString *out, const AvPoolDevice *dev)
+{
+    gboolean missing = dev->state == AV_DEVICE_STATE_MISSING;
+    const AvOwner *owner = dev->owner;
+
+    if (!av_pool_device_text_ok(dev)) {
+        g_autoptr(json_t) obj = av_pool_device_to_json(dev);
+
+        return av_pool_text_dump(out, obj);
+    }
+    g_string_append_c(out, '{');
+    av_pool_text_key(out, "identity", TRUE);
+    av_pool_text_string(out, dev->identity);
+    av_pool_text_string_or_null(out, "kind", av_device_kind_to_string(dev->kind));
+    av_pool_text_string_or_null(out, "address", dev->address);
+    av_pool_text_string_or_null(out, "profile", dev->profile);
+    av_pool_text_string_or_null(out, "state", av_device_state_to_string(dev->state));
+    av_pool_text_string_or_null(out, "state_before_missing",
+                                missing ? av_device_state_to_string(dev->state_before_missing) : NULL);
+    av_pool_text_key(out, "owner", FALSE);
+    if (owner) {
+        g_string_append_c(out, '{');
+        av_pool_text_key(out, "domain_uuid", TRUE);
+        if (owner->domain_uuid)
+            av_pool_text_string(out, owner->domain_uuid);
+        else
+            g_string_append(out, "null");
+        av_pool_text_string_or_null(out, "domain_name", owner->domain_name);
+        av_pool_text_string_or_null(out, "nova_instance", owner->nova_instance);
+        av_pool_text_string_or_null(out, "nova_project", owner->nova_project);
+        av_pool_text_string_or_null(out, "nova_user", owner->nova_user);
+        g_string_append_c(out, '}');
+    } else {
+        g_string_append(out, "null");
+    }
+    av_pool_text_int(out, "state_since", dev->state_since);
+    av_pool_text_int(out, "first_seen", dev->first_seen);
+    av_pool_text_int(out, "last_seen", dev->last_seen);
+    av_pool_text_int(out, "claim_expires", dev->claim_expires);
+    av_pool_text_string_or_null(out, "reason", dev->reason);
+    av_pool_text_string_or_null(out, "reason_before_missing", missing ? dev->reason_before_missing : NULL);
+    av_pool_text_string_or_null(out, "original_driver", dev->original_driver);
+    av_pool_text_int(out, "numa_node", dev->numa_node);
+    av_pool_text_int(out, "iommu_group", dev->iommu_group);
+    if (dev->companions && dev->companions->len > 0) {
+        av_pool_text_key(out, "companions", FALSE);
+        g_string_append_c(out, '[');
+        for (guint i = 0; i < dev->companions->len; i++) {
+            const AvCompanion *c = g_ptr_array_index(dev->companions, i);
+
+            g_string_append(out, i > 0 ? ", {" : "{");
+            av_pool_text_key(out, "address", TRUE);
+            av_pool_text_string(out, c->address);
+            av_pool_text_string_or_null(out, "original_driver", c->original_driver);
+            g_string_append_c(out, '}');
+        }
+        g_string_append_c(out, ']');
+    }
+    if (dev->kind == AV_DEVICE_KIND_MDEV) {
+        av_pool_text_key(out, "created", FALSE);
+        g_string_append(out, dev->created ? "true" : "false");
+    }
+    if (dev->rom_sha256)
+        av_pool_text_string_or_null(out, "rom_sha256", dev->rom_sha256);
+    if (dev->scrub_token)
+        av_pool_text_string_or_null(out, "scrub_token", dev->scrub_token);
+    if (dev->scrub_domain)
+        av_pool_text_string_or_null(out, "scrub_domain", dev->scrub_domain);
+    if (dev->identity_problem)
+        av_pool_text_string_or_null(out, "identity_problem", dev->identity_problem);
+    if (dev->unscrubbed) {
+        av_pool_text_key(out, "unscrubbed", FALSE);
+        g_string_append(out, "true");
+    }
+    if (dev->last_scrub) {
+        av_pool_text_key(out, "last_scrub", FALSE);
+        if (!av_pool_text_dump(out, dev->last_scrub))
+            return FALSE;
+    }
+    if (dev->release_pending) {
+        av_pool_text_key(out, "release_pending", FALSE);
+        g_string_append(out, "true");
+    }
+    if (dev->claim_programmed) {
+        av_pool_text_key(out, "claim_programmed", FALSE);
+        g_string_append(out, "true");
+    }
+    if (dev->in_use_boot_id)
+        av_pool_text_string_or_null(out, "in_use_boot_id", dev->in_use_boot_id);
+    if (dev->match_ids)
+        av_pool_text_string_or_null(out, "match_ids", dev->match_ids);
+    /* The rare members of their own, through jansson as
+     * av_pool_device_to_json() builds them. */
+    if (dev->scrub_failures || dev->reset_failures ||
+        (dev->failures_since && dev->failures_since != dev->first_seen) || dev->programmed) {
+        g_autoptr(json_t) obj = av_pool_device_to_json(dev);
+        json_t *failures = json_object_get(obj, "failures");
+        json_t *programmed = json_object_get(obj, "programmed");
+
+        if (failures) {
+            av_pool_text_key(out, "failures", FALSE);
+            if (!av_pool_text_dump(out, failures))
+                return FALSE;
+        }
+        if (programmed) {
+            av_pool_text_key(out, "programmed", FALSE);
+            if (!av_pool_text_dump(out, programmed))
+                return FALSE;
+        }
+    }
+    g_string_append_c(out, '}');
+    return TRUE;
+}
+
+/* See av-pool.h. */
+char *
+av_pool_text(const AvPool *pool)
+{
+    g_autoptr(GString) out = g_string_sized_new(512 + pool->devices->len * 512);
+
+    g_string_append(out, "{\n\"version\": ");
+    g_string_append_printf(out, "%d", AV_POOL_VERSION);
+    g_string_append(out, ",\n\"devices\": ");
+    if (pool->devices->len == 0)
+        g_string_append(out, "[]");
+    else
+        g_string_append_c(out, '[');
+    for (guint i = 0; i < pool->devices->len; i++) {
+        g_string_append(out, i > 0 ? ",\n" : "\n");
+        if (!av_pool_device_text(out, g_ptr_array_index(pool->devices, i)))
+            return NULL;
+    }
+    if (pool->devices->len > 0)
+        g_string_append(out, "\n]");
+    if (pool->intents->len > 0) {
+        g_autoptr(json_t) intents = av_pool_intents_to_json(pool->intents);
+
+        if (!av_pool_text_member(out, "intents", intents))
+            return NULL;
+    }
+    if (pool->placements->len > 0) {
+        g_autoptr(json_t) placements = av_pool_placements_to_json(pool->placements);
+
+        if (!av_pool_text_member(out, "placements", placements))
+            return NULL;
+    }
+    if (pool->scanned_boot_id) {
+        g_autoptr(json_t) boot = json_string(pool->scanned_boot_id);
+
+        if (!av_pool_text_member(out, "scanned_boot_id", boot))
+            return NULL;
     }
     g_string_append(out, "\n}\n");
     return g_string_free(g_steal_pointer(&out), FALSE);
@@ -281,14 +574,17 @@ av_pool_load_last_scrub(const AvPoolLoad *ld, json_t *obj, const char *jpath, Av
     static const char *const keys[] = { "time", "result", "coverage", NULL };
     static const char *const cov_keys[] = { "cleared", "read_back", "memory", "fraction", "verified", "text", NULL };
     json_t *v = json_object_get(obj, "last_scrub");
-    g_autofree char *sub = g_strdup_printf("%s/last_scrub", jpath);
-    g_autofree char *csub = g_strdup_printf("%s/last_scrub/coverage", jpath);
+    g_autofree char *sub = NULL;
+    g_autofree char *csub = NULL;
     g_autofree char *s = NULL;
     json_t *cov, *memory, *fraction, *verified, *text;
     gint64 n, cleared;
 
+    /* The paths only for a device that has one: a load reads every device. */
     if (!v)
         return TRUE;
+    sub = g_strdup_printf("%s/last_scrub", jpath);
+    csub = g_strdup_printf("%s/last_scrub/coverage", jpath);
     if (!json_is_object(v))
         return av_pool_load_fail(ld, error, sub, "expected an object");
     if (!av_pool_load_keys(ld, v, sub, keys, error) ||
@@ -333,11 +629,12 @@ av_pool_load_programmed(const AvPoolLoad *ld, json_t *obj, const char *jpath, Av
 {
     static const char *const keys[] = { "sha256", "name", "since", "by", "verified", NULL };
     json_t *v = json_object_get(obj, "programmed");
-    g_autofree char *sub = g_strdup_printf("%s/programmed", jpath);
+    g_autofree char *sub = NULL;
     g_autoptr(AvProgrammed) pr = NULL;
 
     if (!v)
         return TRUE;
+    sub = g_strdup_printf("%s/programmed", jpath);
     if (dev->kind != AV_DEVICE_KIND_PCI)
         return av_pool_load_fail(ld, error, sub, "only a PCI device is programmed");
     if (!json_is_object(v))
@@ -373,12 +670,13 @@ av_pool_load_failures(const AvPoolLoad *ld, json_t *obj, const char *jpath, AvPo
 {
     static const char *const keys[] = { "scrub", "reset", "since", NULL };
     json_t *v = json_object_get(obj, "failures");
-    g_autofree char *sub = g_strdup_printf("%s/failures", jpath);
+    g_autofree char *sub = NULL;
     gint64 scrub = 0, reset = 0, since = 0;
 
     dev->failures_since = dev->first_seen;
     if (!v)
         return TRUE;
+    sub = g_strdup_printf("%s/failures", jpath);
     if (!json_is_object(v))
         return av_pool_load_fail(ld, error, sub, "expected an object {\"scrub\", \"reset\", \"since\"}");
     if (!av_pool_load_keys(ld, v, sub, keys, error) ||
@@ -407,13 +705,14 @@ av_pool_load_device(const AvPoolLoad *ld, json_t *obj, guint index, GError **err
                                             "identity_problem", "last_scrub", "unscrubbed", "programmed",
                                             "release_pending", "failures", "in_use_boot_id", "match_ids",
                                             "claim_programmed", NULL };
-    g_autofree char *jpath = g_strdup_printf("devices/%u", index);
-    g_autofree char *owner_path = g_strdup_printf("devices/%u/owner", index);
+    char jpath[32], owner_path[40];
     g_autofree char *kind = NULL;
     g_autoptr(AvPoolDevice) dev = av_pool_device_new();
     gint64 numa = -1, group = -1;
     json_t *before;
 
+    g_snprintf(jpath, sizeof(jpath), "devices/%u", index);
+    g_snprintf(owner_path, sizeof(owner_path), "devices/%u/owner", index);
     if (!json_is_object(obj))
         return av_pool_load_fail(ld, error, jpath, "expected a device object"), NULL;
     if (!av_pool_load_keys_opt(ld, obj, jpath, keys, optional, error))
@@ -540,13 +839,14 @@ av_pool_load_device(const AvPoolLoad *ld, json_t *obj, guint index, GError **err
                                      "in"), NULL;
     }
     if (json_object_get(obj, "match_ids")) {
-        g_autofree char *sub = g_strdup_printf("%s/match_ids", jpath);
-
         if (!av_pool_load_string(ld, obj, jpath, "match_ids", FALSE, &dev->match_ids, error))
             return NULL;
-        if (!av_pool_match_ids_valid(dev->match_ids))
+        if (!av_pool_match_ids_valid(dev->match_ids)) {
+            g_autofree char *sub = g_strdup_printf("%s/match_ids", jpath);
+
             return av_pool_load_fail(ld, error, sub, "expected 'VVVV:DDDD SSSS:ssss CCCCCC RR' (lower-case hex), "
                                      "not '%s'", dev->match_ids), NULL;
+        }
     }
     if (json_object_get(obj, "identity_problem")) {
         AvDeviceState state = dev->state == AV_DEVICE_STATE_MISSING ? dev->state_before_missing : dev->state;
@@ -820,10 +1120,22 @@ av_pool_open(const char *state_dir, AvPoolMode mode, int timeout_ms, GError **er
     return g_steal_pointer(&pool);
 }
 
+/* Makes a journal line written with its fsync deferred durable before the
+ * lock goes (av_journal_append()): no other writer may find it pending. */
+static void
+av_pool_sync_journal(AvPool *pool)
+{
+    g_autoptr(GError) error = NULL;
+
+    if (pool->lock && !av_journal_sync(&pool->journal, &error))
+        g_warning("%s", error->message);
+}
+
 /* See av-pool.h. */
 void
 av_pool_unlock(AvPool *pool)
 {
+    av_pool_sync_journal(pool);
     g_clear_pointer(&pool->lock, av_lock_release);
     pool->mode = AV_POOL_READ;
 }
@@ -834,6 +1146,7 @@ av_pool_free(AvPool *pool)
 {
     if (!pool)
         return;
+    av_pool_sync_journal(pool);
     av_lock_release(pool->lock);
     g_ptr_array_unref(pool->devices);
     g_ptr_array_unref(pool->intents);
@@ -857,7 +1170,6 @@ av_pool_free(AvPool *pool)
 gboolean
 av_pool_save(AvPool *pool, GError **error)
 {
-    g_autoptr(json_t) json = NULL;
     g_autofree char *text = NULL;
     g_autoptr(GHashTable) names = NULL;
 
@@ -866,8 +1178,12 @@ av_pool_save(AvPool *pool, GError **error)
                     "cannot save the pool in '%s': it was opened for reading only", pool->state_dir);
         return FALSE;
     }
-    json = av_pool_to_json(pool);
-    text = av_pool_json_text(json);
+    /* Write-ahead: every journal line is durable before the pool that
+     * its transition made (a line whose fsync was deferred is synced
+     * here, av_pool_take()). */
+    if (!av_journal_sync(&pool->journal, error))
+        return FALSE;
+    text = av_pool_text(pool);
     if (!text) {
         g_set_error(error, AV_ERROR, AV_ERROR_FAILED, "cannot serialise the pool of '%s'", pool->state_dir);
         return FALSE;

@@ -289,7 +289,8 @@ gboolean av_pool_transition(AvPool *pool, AvPoolDevice *dev, AvDeviceState to,
 
 /* The prepare's move, the hook's and `accelvirt attach`'s alike: @dev to
  * in-use for @owner, free -> claimed -> in-use, or claimed -> in-use (each
- * step an av_pool_transition()). */
+ * step an av_pool_transition(); the claim's journal line is made durable by
+ * the in-use line's fsync, one fsync for both). */
 gboolean av_pool_take(AvPool *pool, AvPoolDevice *dev, const AvOwner *owner, GError **error);
 
 /* Quarantines the dirty, scrubbing or quarantined @dev at once with
@@ -764,6 +765,10 @@ json_t *av_pool_to_json(const AvPool *pool);
  * load error's line number points at it), with a final newline; NULL when
  * jansson cannot serialise it.  Caller frees with g_free(). */
 char *av_pool_json_text(const json_t *json);
+/* The same text of @pool, written from its devices without building the
+ * JSON tree (what av_pool_save() writes); NULL when jansson would fail.
+ * Caller frees with g_free(). */
+char *av_pool_text(const AvPool *pool);
 
 /* --- write-ahead records of a prepare ---
  *

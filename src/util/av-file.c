@@ -30,19 +30,26 @@ av_fsync_dir_of(const char *path)
     return av_file_fsync_dir(dir);
 }
 
-/* See av-file.h. */
-int
-av_file_fsync_dir(const char *dir)
+/* fsync(2) of @path opened read-only with @flags; 0 or -errno. */
+static int
+av_fsync_open(const char *path, int flags)
 {
     int fd, r = 0;
 
-    fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    fd = open(path, O_RDONLY | O_CLOEXEC | flags);
     if (fd < 0)
         return -errno;
     if (fsync(fd) < 0)
         r = -errno;
     close(fd);
     return r;
+}
+
+/* See av-file.h. */
+int
+av_file_fsync_dir(const char *dir)
+{
+    return av_fsync_open(dir, O_DIRECTORY);
 }
 
 static int
@@ -233,6 +240,20 @@ av_file_open_unheld(const char *path, int *ret_fd)
 gboolean
 av_file_append_line(const char *path, const char *line, mode_t mode, GError **error)
 {
+    return av_file_append_line_full(path, line, mode, TRUE, error);
+}
+
+/* See av-file.h. */
+int
+av_file_fsync_path(const char *path)
+{
+    return av_fsync_open(path, O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
+}
+
+/* See av-file.h. */
+gboolean
+av_file_append_line_full(const char *path, const char *line, mode_t mode, gboolean sync, GError **error)
+{
     g_autofree char *buf = NULL;
     gboolean created;
     int fd, r;
@@ -255,7 +276,7 @@ av_file_append_line(const char *path, const char *line, mode_t mode, GError **er
         av_point_die();
     }
     r = av_write_all(fd, buf, strlen(buf));
-    if (r == 0 && fsync(fd) < 0)
+    if (r == 0 && (sync || created) && fsync(fd) < 0)
         r = -errno;
     if (close(fd) < 0 && r == 0)
         r = -errno;

@@ -51,6 +51,16 @@ int av_file_open_unheld(const char *path, int *ret_fd);
  * an O_APPEND descriptor, then fsyncs it.  @line must not contain a newline. */
 gboolean av_file_append_line(const char *path, const char *line, mode_t mode, GError **error);
 
+/* av_file_append_line() without the fsync of the file when @sync is FALSE
+ * (a file it creates, and its directory, are still fsynced): the caller
+ * makes the line durable later (av_file_fsync_path(), or the fsync of a
+ * later append to the same file, which covers every byte written before). */
+gboolean av_file_append_line_full(const char *path, const char *line, mode_t mode, gboolean sync, GError **error);
+
+/* fsync(2) of the regular file @path, opened without following a link.
+ * Returns 0 or -errno. */
+int av_file_fsync_path(const char *path);
+
 /* fsync(2) of the directory @dir, so that the entries made or removed in
  * it last.  0 or -errno. */
 int av_file_fsync_dir(const char *dir);

@@ -34,8 +34,13 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     av_fuzz_assert((reader == NULL) == (read_err != NULL));
     if (reader) {
         GPtrArray *devices = av_pool_devices(reader);
+        g_autofree char *direct = NULL, *tree = NULL;
 
         before = av_pool_to_json(reader);
+        /* What a save writes is what the JSON tree would give. */
+        direct = av_pool_text(reader);
+        tree = av_pool_json_text(before);
+        av_fuzz_assert(direct && tree && g_str_equal(direct, tree));
         for (guint i = 0; i < devices->len; i++) {
             const AvPoolDevice *dev = g_ptr_array_index(devices, i);
             g_autoptr(json_t) one = av_pool_device_to_json(dev);
