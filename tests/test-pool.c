@@ -298,12 +298,24 @@ test_save_text_direct(void)
     u->profile = (g_free(u->profile), NULL);
     u->failures_since = u->first_seen + 5;
     pool->scanned_boot_id = g_strdup("3f1e0b9a-6c2d-4e8f-9a1b-2c3d4e5f6a7b");
+    {
+        /* The limits' usage record (av-pool-usage.c) is written too. */
+        AvPoolUsage *used = g_new0(AvPoolUsage, 1);
+
+        used->project = g_strdup("proj");
+        used->profile = g_strdup("a100");
+        used->period = AV_LIMIT_PERIOD_MONTH;
+        used->start = 1700000000;
+        used->in_use_s = 3600;
+        g_ptr_array_add(pool->usage, used);
+    }
     json = av_pool_to_json(pool);
     direct = av_pool_text(pool);
     tree = av_pool_json_text(json);
     g_assert_nonnull(direct);
     g_assert_cmpstr(direct, ==, tree);
     g_assert_nonnull(strstr(direct, "\\u0001\\u001F del \x7f slash / é"));
+    g_assert_nonnull(strstr(direct, "\"usage\": "));
     g_clear_pointer(&pool, av_pool_free);
     test_remove_state(state);
 }

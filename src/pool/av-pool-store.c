@@ -448,6 +448,12 @@ av_pool_text(const AvPool *pool)
         if (!av_pool_text_member(out, "placements", placements))
             return NULL;
     }
+    if (pool->usage->len > 0) {
+        g_autoptr(json_t) usage = av_pool_usage_to_json(pool->usage);
+
+        if (!av_pool_text_member(out, "usage", usage))
+            return NULL;
+    }
     if (pool->scanned_boot_id) {
         g_autoptr(json_t) boot = json_string(pool->scanned_boot_id);
 
