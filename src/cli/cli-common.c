@@ -403,12 +403,25 @@ av_cli_spawn_pending_worker(const AvCli *cli)
                 "the next one\n", worker, error->message);
 }
 
-/* av_cli_open_synced_pool(), or with @scan_first
- * av_cli_open_synced_pool_scan_first(): the pool read under the shared lock
- * first, let go of before the scan, the exclusive lock taken after it to
- * apply it to what did not change meanwhile (av_pool_reconcile_scan()). */
-static AvPool *
-av_cli_sync_pool(const AvCli *cli, gboolean scan_first, AvHost **ret_host, AvPolicy **ret_policy, GError **error)
+/* Scans the host into *@host and its reconcile input into *@scan (both
+ * replaced). */
+static gboolean
+av_cli_sync_scan(const AvRoot *root, const AvPolicy *policy, AvHost **host, AvPoolScan **scan, GError **error)
+{
+    g_clear_pointer(scan, av_pool_scan_free);
+    g_clear_pointer(host, av_host_free);
+    *host = av_host_scan(root, error);
+    if (!*host)
+        return FALSE;
+    *scan = av_pool_scan_new(*host, policy);
+    return TRUE;
+}
+
+/* See cli.h.  The pool is read under the shared lock first and let go of
+ * before the scan; the exclusive lock is taken after it to apply it. */
+AvPool *
+av_cli_sync_open(const AvCli *cli, AvCliSync *sync, AvRoot **ret_root, AvHost **ret_host, AvPolicy **ret_policy,
+                 GError **error)
 {
     g_autoptr(AvRoot) root = NULL;
     g_autoptr(AvPolicy) policy = NULL;
@@ -418,58 +431,59 @@ av_cli_sync_pool(const AvCli *cli, gboolean scan_first, AvHost **ret_host, AvPol
     g_autoptr(AvPoolScan) scan = NULL;
     g_autoptr(GHashTable) keep = NULL;
     gboolean changed = FALSE;
+    gboolean upkept = FALSE;
 
+    sync->scanned_first = FALSE;
+    sync->others_changed = FALSE;
     /* Bad input is found before the pool is touched. */
     if (!av_cli_open(cli, &root, &policy, error) || !av_cli_pool_root_allowed(cli, root, error))
         return NULL;
-    if (scan_first) {
-        before = av_cli_open_pool(cli, root, AV_POOL_READ, error);
-        if (!before)
-            return NULL;
-        av_pool_unlock(before);
-        host = av_host_scan(root, error);
-        if (!host)
-            return NULL;
-        scan = av_pool_scan_new(host, policy);
-    }
-    pool = av_cli_open_pool(cli, root, AV_POOL_WRITE | (scan_first ? AV_CLI_POOL_UPKEEP_LATER : 0), error);
+    before = av_cli_open_pool(cli, root, AV_POOL_READ, error);
+    if (!before)
+        return NULL;
+    av_pool_unlock(before);
+    if (!av_cli_sync_scan(root, policy, &host, &scan, error))
+        return NULL;
+    pool = av_cli_open_pool(cli, root, AV_POOL_WRITE | AV_CLI_POOL_UPKEEP_LATER, error);
     if (!pool)
         return NULL;
-    if (scan_first) {
-        gboolean upkept = FALSE;
-
-        /* What other writers changed while the host was scanned, before
-         * this call's own upkeep changes anything. */
-        keep = av_pool_changed_since(before, pool);
-        if (g_hash_table_size(keep) > 0)
-            g_debug("the pool changed while the host was scanned: %u names of devices left as recorded",
-                    g_hash_table_size(keep));
-        if (!av_cli_pool_upkeep_full(root, pool, NULL, &upkept, error))
-            return NULL;
-        if (upkept) {
-            /* The upkeep changed the pool (the devices of a previous boot
-             * released, an intent rolled back, which may rebind drivers):
-             * the scan taken before it may not say what the host is now.
-             * Scanned again under the lock, as without scan_first; rare
-             * (the first call after a boot or a crash). */
-            g_clear_pointer(&keep, g_hash_table_unref);
-            g_clear_pointer(&scan, av_pool_scan_free);
-            g_clear_pointer(&host, av_host_free);
-            host = av_host_scan(root, error);
-            if (!host)
-                return NULL;
-            scan = av_pool_scan_new(host, policy);
-        }
-    } else {
-        /* Scanned under the lock: what is recorded is what the host has now. */
-        host = av_host_scan(root, error);
-        if (!host)
-            return NULL;
-        scan = av_pool_scan_new(host, policy);
-    }
-    if (!av_pool_reconcile_scan(pool, scan, keep, &changed, error) ||
-        (changed && !av_pool_save(pool, error)))
+    /* What other writers changed while the host was scanned, before this
+     * call's own upkeep changes anything. */
+    keep = av_pool_changed_since(before, pool);
+    sync->others_changed = g_hash_table_size(keep) > 0;
+    if (sync->others_changed)
+        g_debug("the pool changed while the host was scanned: %u names of devices", g_hash_table_size(keep));
+    if (!av_cli_pool_upkeep_full(root, pool, sync->ret_released, &upkept, error))
         return NULL;
+    if (upkept || (sync->mode == AV_CLI_SYNC_ACT && sync->others_changed)) {
+        /* Scanned again under the lock, as before the scan went first:
+         *  - the upkeep changed the pool (the devices of a previous boot
+         *    released, an intent rolled back, which may rebind drivers):
+         *    the scan taken before it may not say what the host is now
+         *    (rare: the first call after a boot or a crash);
+         *  - AV_CLI_SYNC_ACT, and another writer changed devices while the
+         *    host was scanned (a prepare bound a group, a release
+         *    rebound a driver, VFs were made): the caller acts on what the
+         *    scan says of drivers, groups, VFs and mdev parents, which must
+         *    be the host's now, not from before that change. */
+        g_clear_pointer(&keep, g_hash_table_unref);
+        if (!av_cli_sync_scan(root, policy, &host, &scan, error))
+            return NULL;
+    } else {
+        /* Nobody changed the pool meanwhile (then the scan is what one
+         * under the lock would read, as far as accelvirt goes: every change
+         * accelvirt makes to a device on the host is recorded in its entry
+         * under this lock), or AV_CLI_SYNC_KEEP: what others changed is
+         * left as they recorded it, the rest gets the scan. */
+        sync->scanned_first = TRUE;
+    }
+    if (sync->before_apply && !sync->before_apply(pool, sync->data, error))
+        return NULL;
+    if (!av_pool_reconcile_scan(pool, scan, keep, &changed, error) ||
+        (changed && !sync->unsaved && !av_pool_save(pool, error)))
+        return NULL;
+    if (ret_root)
+        *ret_root = g_steal_pointer(&root);
     if (ret_host)
         *ret_host = g_steal_pointer(&host);
     if (ret_policy)
@@ -481,14 +495,34 @@ av_cli_sync_pool(const AvCli *cli, gboolean scan_first, AvHost **ret_host, AvPol
 AvPool *
 av_cli_open_synced_pool(const AvCli *cli, AvHost **ret_host, AvPolicy **ret_policy, GError **error)
 {
-    return av_cli_sync_pool(cli, FALSE, ret_host, ret_policy, error);
+    AvCliSync sync = { .mode = AV_CLI_SYNC_ACT };
+
+    return av_cli_sync_open(cli, &sync, NULL, ret_host, ret_policy, error);
+}
+
+/* See cli.h. */
+AvPool *
+av_cli_open_synced_pool_again(const AvCli *cli, gboolean unsaved, AvPolicy **policy, AvHost **ret_host,
+                              GError **error)
+{
+    g_autoptr(AvPolicy) synced = NULL;
+    AvCliSync sync = { .mode = AV_CLI_SYNC_ACT, .unsaved = unsaved };
+    AvPool *pool = av_cli_sync_open(cli, &sync, NULL, ret_host, &synced, error);
+
+    if (!pool)
+        return NULL;
+    g_clear_pointer(policy, av_policy_free);
+    *policy = g_steal_pointer(&synced);
+    return pool;
 }
 
 /* See cli.h. */
 AvPool *
 av_cli_open_synced_pool_scan_first(const AvCli *cli, AvHost **ret_host, AvPolicy **ret_policy, GError **error)
 {
-    return av_cli_sync_pool(cli, TRUE, ret_host, ret_policy, error);
+    AvCliSync sync = { .mode = AV_CLI_SYNC_KEEP };
+
+    return av_cli_sync_open(cli, &sync, NULL, ret_host, ret_policy, error);
 }
 
 /* --- SR-IOV VFs ------------------------------------------------------------------ */
