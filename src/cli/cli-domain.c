@@ -236,6 +236,29 @@ av_cli_check_fits(const AvHost *host, const AvPlacement *placement, const GPtrAr
     return TRUE;
 }
 
+/* The bad input av_cli_place() refuses before it scans or claims (the
+ * domain, its requests, their bitstreams, its UUID), refused before the
+ * pool is reconciled with the host (av_cli_open_synced_pool_again()
+ * journals what the scan finds), so that it changes nothing. */
+static gboolean
+av_cli_place_check(const AvCli *cli, const AvPolicy *policy, const char *xml, gsize len, GError **error)
+{
+    g_autoptr(GPtrArray) bitstreams = g_ptr_array_new_with_free_func((GDestroyNotify)av_bitstream_free);
+    g_autoptr(AvDomain) domain = av_domain_parse(xml, len, error);
+    g_autoptr(GPtrArray) requests = domain ? av_domain_requests_full(xml, len, NULL, error) : NULL;
+    g_autofree char *uuid = NULL;
+    g_autofree char *with_uuid = NULL;
+
+    if (!requests)
+        return FALSE;
+    if (requests->len == 0)
+        return TRUE;
+    if (!av_cli_resolve_bitstreams(policy, cli->state_dir, requests, bitstreams, error))
+        return FALSE;
+    with_uuid = av_domain_ensure_uuid(xml, len, &uuid, error);
+    return with_uuid != NULL;
+}
+
 /* The placed XML of a domain: requests placed on this host, devices claimed
  * for it (with @ttl_s seconds of expiry unless @dry_run, 0: none).  @pool must
  * be open for writing unless @dry_run.  Stores the new XML and the domain's
@@ -731,7 +754,7 @@ av_cli_cmd_rewrite(AvCli *cli, int argc, char **argv)
         pool = av_cli_open_pool(cli, root, AV_POOL_READ, &err);
         if (pool)
             av_pool_unlock(pool);
-    } else {
+    } else if (av_cli_place_check(cli, policy, xml, len, &err)) {
         pool = av_cli_open_synced_pool_again(cli, TRUE, &policy, &host, &err);
     }
     if (!pool)
@@ -857,7 +880,8 @@ av_cli_cmd_define(AvCli *cli, int argc, char **argv)
     conn = av_cli_connect(cli, &err);
     if (!conn)
         return av_cli_fail(err);
-    pool = av_cli_open_synced_pool_again(cli, TRUE, &policy, &host, &err);
+    if (av_cli_place_check(cli, policy, xml, len, &err))
+        pool = av_cli_open_synced_pool_again(cli, TRUE, &policy, &host, &err);
     if (!pool)
         return av_cli_fail(err);
     if (!av_cli_place(cli, root, policy, pool, &host, xml, len, FALSE, ttl, &placed, &uuid, &placement, &bitstreams, NULL,
