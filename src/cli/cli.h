@@ -103,8 +103,13 @@ AvPool *av_cli_open_pool_full(const AvCli *cli, const AvRoot *root, int mode, js
 typedef enum {
     /* For commands that act on what the scan says of devices (drivers,
      * IOMMU groups, VFs, mdev parents: attach, bitstream, define, start,
-     * enroll, quarantine clear): when another writer changed the pool
-     * while the host was scanned, it is scanned again under the lock. */
+     * enroll, quarantine clear): as AV_CLI_SYNC_KEEP, and when another
+     * writer changed devices while the host was scanned, those are read
+     * again under the lock with their groups, PFs, mdev parents and USB
+     * devices (as a hook's prepare reads its domain's), and the scan
+     * brought up to date with them if the pool agrees with what they
+     * present (av_pool_confirm()); else the whole host is scanned again
+     * under the lock. */
     AV_CLI_SYNC_ACT,
     /* For commands that show the result, or act only on what the pool
      * says (status, watch's audit, reconcile, which scans again itself
