@@ -3,8 +3,11 @@
  * boot (accelvirt-reconcile.service, before libvirt's daemons) and on a
  * timer (accelvirt-reconcile.timer).
  *
- * Under the pool's lock, idempotent, journalled, and only on pool devices
- * and the PFs that a profile's "vfs" names:
+ * Under the pool's lock (the host scanned before it, applied to what no
+ * other writer changed meanwhile, as `status` does; scanned again under it
+ * when the steps that act on the host have anything to do), idempotent,
+ * journalled, and only on pool devices and the PFs that a profile's "vfs"
+ * names:
  *   - what every locked call puts right first (av_pool_upkeep()): intents
  *     undone, release markers, devices of domains whose QEMU is gone, and
  *     devices in use in an earlier boot, by boot id (released at once, dirty);

@@ -129,7 +129,8 @@ typedef struct {
     json_t **ret_released;       /* may be NULL: av_cli_open_pool_full()'s */
     gboolean unsaved;            /* the reconcile left for the caller to save (with what it does, on success:
                                   * a command refused as bad input or for capacity changes nothing) */
-    gboolean scanned_first;      /* out: the scan applied (*ret_host) was taken before the lock */
+    gboolean scanned_first;      /* out: the scan applied was taken before the lock (for AV_CLI_SYNC_KEEP,
+                                  * *ret_host is that scan; AV_CLI_SYNC_ACT brings it up to date first) */
     gboolean others_changed;     /* out: another writer changed the pool while the host was scanned */
 } AvCliSync;
 
