@@ -388,10 +388,13 @@ av_cli_cmd_detach(AvCli *cli, int argc, char **argv)
     config = av_attach_parse(ops, dom, TRUE, NULL);
 
     /* What to take out, read under the pool's shared lock, let go before
-     * the wait: the hooks of other domains do not wait for this guest. */
+     * the scan and the wait (hooks take the exclusive lock): the hooks of
+     * other domains wait neither for this guest nor for the scan.  The
+     * release checks each device again under the exclusive lock. */
     pool = av_cli_open_pool(cli, root, AV_POOL_READ, &err);
     if (!pool)
         return av_cli_fail(err);
+    av_pool_unlock(pool);
     host = av_host_scan(root, &err);
     if (!host)
         return av_cli_fail(err);

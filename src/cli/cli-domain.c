@@ -236,6 +236,29 @@ av_cli_check_fits(const AvHost *host, const AvPlacement *placement, const GPtrAr
     return TRUE;
 }
 
+/* The bad input av_cli_place() refuses before it scans or claims (the
+ * domain, its requests, their bitstreams, its UUID), refused before the
+ * pool is reconciled with the host (av_cli_open_synced_pool_again()
+ * journals what the scan finds), so that it changes nothing. */
+static gboolean
+av_cli_place_check(const AvCli *cli, const AvPolicy *policy, const char *xml, gsize len, GError **error)
+{
+    g_autoptr(GPtrArray) bitstreams = g_ptr_array_new_with_free_func((GDestroyNotify)av_bitstream_free);
+    g_autoptr(AvDomain) domain = av_domain_parse(xml, len, error);
+    g_autoptr(GPtrArray) requests = domain ? av_domain_requests_full(xml, len, NULL, error) : NULL;
+    g_autofree char *uuid = NULL;
+    g_autofree char *with_uuid = NULL;
+
+    if (!requests)
+        return FALSE;
+    if (requests->len == 0)
+        return TRUE;
+    if (!av_cli_resolve_bitstreams(policy, cli->state_dir, requests, bitstreams, error))
+        return FALSE;
+    with_uuid = av_domain_ensure_uuid(xml, len, &uuid, error);
+    return with_uuid != NULL;
+}
+
 /* The placed XML of a domain: requests placed on this host, devices claimed
  * for it (with @ttl_s seconds of expiry unless @dry_run, 0: none).  @pool must
  * be open for writing unless @dry_run.  Stores the new XML and the domain's
@@ -243,10 +266,14 @@ av_cli_check_fits(const AvHost *host, const AvPlacement *placement, const GPtrAr
  * name (AvBitstream*, resolved in the library before placing: see
  * av_cli_resolve_bitstreams(); caller frees) and the guest topology the
  * rewrite wrote (av_guest_topology() of the same XML and placement, issue
- * 16; caller frees).  Every ret_ may be NULL but @ret_xml. */
+ * 16; caller frees).  Every ret_ may be NULL but @ret_xml.  *@synced (@synced
+ * may be NULL, and *@synced): the scan @pool was just reconciled with under
+ * its lock (av_cli_sync_open()), used and given back (the host's scan after
+ * VFs were made, if any); NULL: the host is scanned here and @pool (a
+ * scratch copy of it for a dry run) reconciled with it. */
 static gboolean
-av_cli_place(const AvCli *cli, AvRoot *root, AvPolicy *policy, AvPool *pool, const char *xml, gsize len,
-             gboolean dry_run, gint64 ttl_s, char **ret_xml, char **ret_uuid, AvPlacement **ret_placement,
+av_cli_place(const AvCli *cli, AvRoot *root, AvPolicy *policy, AvPool *pool, AvHost **synced, const char *xml,
+             gsize len, gboolean dry_run, gint64 ttl_s, char **ret_xml, char **ret_uuid, AvPlacement **ret_placement,
              GPtrArray **ret_bitstreams, AvGuestTopology **ret_topology, GError **error)
 {
     g_autoptr(AvGuestTopology) topology = NULL;
@@ -316,9 +343,16 @@ av_cli_place(const AvCli *cli, AvRoot *root, AvPolicy *policy, AvPool *pool, con
     if (!with_uuid)
         return FALSE;
 
-    host = av_host_scan(root, error);
-    if (!host)
-        return FALSE;
+    if (synced && *synced) {
+        g_return_val_if_fail(!dry_run, FALSE);
+        host = g_steal_pointer(synced);
+    } else {
+        host = av_host_scan(root, error);
+        if (!host)
+            return FALSE;
+        if (!dry_run && !av_pool_reconcile(pool, host, policy, &changed, error))
+            return FALSE;
+    }
     if (dry_run) {
         /* Reconciled in a scratch copy: what a real run would see. */
         scratch = av_cli_scratch_pool(av_pool_state_dir(pool), &scratch_dir, error);
@@ -326,7 +360,7 @@ av_cli_place(const AvCli *cli, AvRoot *root, AvPolicy *policy, AvPool *pool, con
             goto out;
         pool = scratch;
     }
-    if (!av_pool_reconcile(pool, host, policy, &changed, error))
+    if (dry_run && !av_pool_reconcile(pool, host, policy, &changed, error))
         goto out;
     for (guint i = 0; domain->placed && i < domain->placed->len; i++) {
         const AvPlacedDevice *p = g_ptr_array_index(domain->placed, i);
@@ -398,6 +432,8 @@ av_cli_place(const AvCli *cli, AvRoot *root, AvPolicy *policy, AvPool *pool, con
         *ret_bitstreams = g_steal_pointer(&bitstreams);
     if (ret_topology)
         *ret_topology = g_steal_pointer(&topology);
+    if (synced)
+        *synced = g_steal_pointer(&host);
     ok = TRUE;
 out:
     g_clear_pointer(&scratch, av_pool_free);
@@ -666,6 +702,7 @@ av_cli_cmd_rewrite(AvCli *cli, int argc, char **argv)
     g_autoptr(AvRoot) root = NULL;
     g_autoptr(AvPolicy) policy = NULL;
     g_autoptr(AvPool) pool = NULL;
+    g_autoptr(AvHost) host = NULL;
     g_autoptr(GError) err = NULL;
     g_autofree char *xml = NULL;
     g_autofree char *placed = NULL;
@@ -711,10 +748,18 @@ av_cli_cmd_rewrite(AvCli *cli, int argc, char **argv)
     }
     if (!av_cli_open(cli, &root, &policy, &err))
         return av_cli_fail(err);
-    pool = av_cli_open_pool(cli, root, dry_run ? AV_POOL_READ : AV_POOL_WRITE, &err);
+    if (dry_run) {
+        /* A dry run reads a snapshot: the shared lock goes before its
+         * scan (hooks take the exclusive one). */
+        pool = av_cli_open_pool(cli, root, AV_POOL_READ, &err);
+        if (pool)
+            av_pool_unlock(pool);
+    } else if (av_cli_place_check(cli, policy, xml, len, &err)) {
+        pool = av_cli_open_synced_pool_again(cli, TRUE, &policy, &host, &err);
+    }
     if (!pool)
         return av_cli_fail(err);
-    if (!av_cli_place(cli, root, policy, pool, xml, len, dry_run, ttl, &placed, &uuid, &placement, &bitstreams,
+    if (!av_cli_place(cli, root, policy, pool, &host, xml, len, dry_run, ttl, &placed, &uuid, &placement, &bitstreams,
                       dry_run ? &topology : NULL, &err))
         return av_cli_fail(err);
     if (!dry_run && (project || user) && !av_pool_placement_pin_owner(pool, uuid, project, user))
@@ -787,6 +832,7 @@ av_cli_cmd_define(AvCli *cli, int argc, char **argv)
     g_autoptr(AvRoot) root = NULL;
     g_autoptr(AvPolicy) policy = NULL;
     g_autoptr(AvPool) pool = NULL;
+    g_autoptr(AvHost) host = NULL;
     g_autoptr(AvPlacement) placement = NULL;
     g_autoptr(AvDomain) parsed = NULL;
     g_autoptr(virConnect) conn = NULL;
@@ -816,7 +862,9 @@ av_cli_cmd_define(AvCli *cli, int argc, char **argv)
         g_autoptr(AvGuestTopology) topology = NULL;
 
         pool = av_cli_open_pool(cli, root, AV_POOL_READ, &err);
-        if (!pool || !av_cli_place(cli, root, policy, pool, xml, len, TRUE, 0, &placed, &uuid, &placement,
+        if (pool)
+            av_pool_unlock(pool);  /* a snapshot: the lock goes before the scan */
+        if (!pool || !av_cli_place(cli, root, policy, pool, NULL, xml, len, TRUE, 0, &placed, &uuid, &placement,
                                    &bitstreams, &topology, &err))
             return av_cli_fail(err);
         parsed = av_domain_parse(placed, strlen(placed), NULL);
@@ -832,10 +880,11 @@ av_cli_cmd_define(AvCli *cli, int argc, char **argv)
     conn = av_cli_connect(cli, &err);
     if (!conn)
         return av_cli_fail(err);
-    pool = av_cli_open_pool(cli, root, AV_POOL_WRITE, &err);
+    if (av_cli_place_check(cli, policy, xml, len, &err))
+        pool = av_cli_open_synced_pool_again(cli, TRUE, &policy, &host, &err);
     if (!pool)
         return av_cli_fail(err);
-    if (!av_cli_place(cli, root, policy, pool, xml, len, FALSE, ttl, &placed, &uuid, &placement, &bitstreams, NULL,
+    if (!av_cli_place(cli, root, policy, pool, &host, xml, len, FALSE, ttl, &placed, &uuid, &placement, &bitstreams, NULL,
                       &err))
         return av_cli_fail(err);
     /* Saved with the claims: what the hook charges the devices to. */
@@ -1173,15 +1222,11 @@ av_cli_cmd_start(AvCli *cli, int argc, char **argv)
         return av_cli_fail(err);
 
     if (requests->len > 0) {
-        g_autoptr(AvPool) pool = av_cli_open_pool(cli, root, AV_POOL_WRITE, &err);
         g_autoptr(AvHost) host = NULL;
+        g_autoptr(AvPool) pool = av_cli_open_synced_pool_again(cli, TRUE, &policy, &host, &err);
         g_autoptr(AvOwner) owner = av_owner_new(domain->uuid, domain->name);
-        gboolean changed = FALSE;
 
         if (!pool)
-            return av_cli_fail(err);
-        host = av_host_scan(root, &err);
-        if (!host || !av_pool_reconcile(pool, host, policy, &changed, &err))
             return av_cli_fail(err);
         if (replace || !av_cli_placement_holds(pool, domain)) {
             g_autofree char *placed = NULL;
@@ -1192,7 +1237,7 @@ av_cli_cmd_start(AvCli *cli, int argc, char **argv)
             if (!av_cli_requests_recorded(domain, av_pool_placement_find(pool, domain->uuid), requests, &err))
                 return av_cli_fail(err);
             if (!av_cli_drop_claims(pool, domain->uuid, NULL, &err) ||
-                !av_cli_place(cli, root, policy, pool, xml, strlen(xml), FALSE, AV_CLI_CLAIM_TTL_S,
+                !av_cli_place(cli, root, policy, pool, &host, xml, strlen(xml), FALSE, AV_CLI_CLAIM_TTL_S,
                               &placed, NULL, &placement, &bitstreams, NULL, &err))
                 return av_cli_fail(err);
             if (av_cli_assign_needed(policy, pool, placement->items) &&
@@ -1407,7 +1452,9 @@ av_cli_plan_domain(AvCli *cli, const char *path)
     if (!av_cli_read_xml(path, &xml, &len, &err) || !av_cli_open(cli, &root, &policy, &err))
         return av_cli_fail(err);
     pool = av_cli_open_pool(cli, root, AV_POOL_READ, &err);
-    if (!pool || !av_cli_place(cli, root, policy, pool, xml, len, TRUE, 0, &placed, &uuid, &placement, &bitstreams,
+    if (pool)
+        av_pool_unlock(pool);  /* a snapshot: the lock goes before the scan */
+    if (!pool || !av_cli_place(cli, root, policy, pool, NULL, xml, len, TRUE, 0, &placed, &uuid, &placement, &bitstreams,
                                &topology, &err))
         return av_cli_fail(err);
     parsed = av_domain_parse(placed, strlen(placed), &err);
@@ -1437,6 +1484,9 @@ av_cli_plan_defrag(AvCli *cli)
     pool = av_cli_open_pool(cli, root, AV_POOL_READ, &err);
     if (!pool)
         return av_cli_fail(err);
+    /* A report: the pool as read, the shared lock let go before the scan
+     * (hooks take the exclusive one). */
+    av_pool_unlock(pool);
     host = av_host_scan(root, &err);
     if (!host)
         return av_cli_fail(err);

@@ -3,8 +3,11 @@
  * boot (accelvirt-reconcile.service, before libvirt's daemons) and on a
  * timer (accelvirt-reconcile.timer).
  *
- * Under the pool's lock, idempotent, journalled, and only on pool devices
- * and the PFs that a profile's "vfs" names:
+ * Under the pool's lock (the host scanned before it, applied to what no
+ * other writer changed meanwhile, as `status` does; scanned again under it
+ * when the steps that act on the host have anything to do), idempotent,
+ * journalled, and only on pool devices and the PFs that a profile's "vfs"
+ * names:
  *   - what every locked call puts right first (av_pool_upkeep()): intents
  *     undone, release markers, devices of domains whose QEMU is gone, and
  *     devices in use in an earlier boot, by boot id (released at once, dirty);
@@ -79,10 +82,12 @@ av_reconcile_device(const AvPoolDevice *dev)
 }
 
 /* Claims past their expiry go back to free (av_pool_expire_claims(), as
- * the scan's reconcile would), listed in r->claims_expired. */
+ * the scan's reconcile would), listed in @data's claims_expired (an
+ * AvReconcile; AvCliSync.before_apply). */
 static gboolean
-av_reconcile_claims(AvPool *pool, AvReconcile *r, GError **error)
+av_reconcile_claims(AvPool *pool, gpointer data, GError **error)
 {
+    AvReconcile *r = data;
     gint64 now = g_get_real_time() / G_USEC_PER_SEC;
     gboolean changed = FALSE;
 
@@ -108,8 +113,22 @@ av_reconcile_claims(AvPool *pool, AvReconcile *r, GError **error)
     return TRUE;
 }
 
+/* The profile whose "vfs": N wants more VFs on @pf than it has (at most
+ * sriov_totalvfs; on-demand profiles want 0), with that count in *ret_to;
+ * NULL when none does. */
+static const AvProfile *
+av_reconcile_vfs_wanted(const AvPolicy *policy, const AvPciDevice *pf, guint *ret_to)
+{
+    const AvProfile *profile = av_policy_match_sriov_pf(policy, pf);
+
+    if (!profile || pf->sriov_numvfs >= av_profile_vfs_base(profile))
+        return NULL;
+    *ret_to = MIN(av_profile_vfs_base(profile), pf->sriov_totalvfs);
+    return *ret_to > pf->sriov_numvfs ? profile : NULL;
+}
+
 /* The VF counts that "vfs": N profiles declare, on each PF they make VFs
- * on with fewer (at most sriov_totalvfs; on-demand profiles want 0). */
+ * on with fewer (av_reconcile_vfs_wanted()). */
 static gboolean
 av_reconcile_vfs(const AvRoot *root, const AvPolicy *policy, AvPool *pool, AvHost **host, AvReconcile *r,
                  GError **error)
@@ -118,14 +137,11 @@ av_reconcile_vfs(const AvRoot *root, const AvPolicy *policy, AvPool *pool, AvHos
 
     for (guint i = 0; i < (*host)->pci->len; i++) {
         const AvPciDevice *pf = g_ptr_array_index((*host)->pci, i);
-        const AvProfile *profile = av_policy_match_sriov_pf(policy, pf);
         g_autoptr(GError) err = NULL;
-        guint to;
+        guint to = 0;
+        const AvProfile *profile = av_reconcile_vfs_wanted(policy, pf, &to);
 
-        if (!profile || pf->sriov_numvfs >= av_profile_vfs_base(profile))
-            continue;
-        to = MIN(av_profile_vfs_base(profile), pf->sriov_totalvfs);
-        if (to <= pf->sriov_numvfs)
+        if (!profile)
             continue;
         if (!av_pool_pf_check_change(pool, root, *host, pf, &err) ||
             !av_cli_set_vfs(root, pool, pf->address, profile->name, pf->sriov_numvfs, to, "reconcile", &err)) {
@@ -176,6 +192,28 @@ av_reconcile_group_refusal(const AvPolicy *policy, const AvPool *pool, const AvH
     return NULL;
 }
 
+/* The function of @dev that av_reconcile_keep_vfio() puts back on
+ * vfio-pci, its profile in *ret_profile; NULL when none.  Only what
+ * accelvirt left on vfio-pci: a free device once scrubbed (its last
+ * tenant's release, `accelvirt scrub`), or quarantined.  A device that
+ * never had a tenant stays on its host driver until a prepare binds it. */
+static const AvPciDevice *
+av_reconcile_keep_vfio_wanted(const AvPolicy *policy, const AvHost *host, const AvPoolDevice *dev,
+                              const AvProfile **ret_profile)
+{
+    const AvProfile *profile = dev->profile ? av_policy_find(policy, dev->profile) : NULL;
+    const AvPciDevice *pci;
+
+    if (dev->kind != AV_DEVICE_KIND_PCI || !profile || profile->restore_driver != AV_RESTORE_KEEP_VFIO ||
+        !(dev->state == AV_DEVICE_STATE_QUARANTINED || (dev->state == AV_DEVICE_STATE_FREE && dev->last_scrub)))
+        return NULL;
+    pci = dev->address ? av_host_find_pci(host, dev->address) : NULL;
+    if (!pci || av_pci_driver_is_vfio(pci->driver))
+        return NULL;
+    *ret_profile = profile;
+    return pci;
+}
+
 /* Free (once scrubbed) and quarantined devices of "keep-vfio" profiles
  * that a reboot left on another driver: back on vfio-pci with their IOMMU
  * group, as the hook's prepare binds (av_vfio_group_check(): never a host
@@ -187,23 +225,15 @@ av_reconcile_keep_vfio(const AvRoot *root, const AvPolicy *policy, AvPool *pool,
 {
     for (guint i = 0; i < av_pool_devices(pool)->len; i++) {
         AvPoolDevice *dev = g_ptr_array_index(av_pool_devices(pool), i);
-        const AvProfile *profile = dev->profile ? av_policy_find(policy, dev->profile) : NULL;
-        const AvPciDevice *pci;
+        const AvProfile *profile = NULL;
+        const AvPciDevice *pci = av_reconcile_keep_vfio_wanted(policy, host, dev, &profile);
         g_autoptr(GPtrArray) members = NULL;
         g_autoptr(GError) err = NULL;
         g_autofree char *failure = NULL;
         json_t *bound = NULL;
         json_t *e;
 
-        /* Only what accelvirt left on vfio-pci: a free device once scrubbed
-         * (its last tenant's release, `accelvirt scrub`), or quarantined.
-         * A device that never had a tenant stays on its host driver until
-         * a prepare binds it. */
-        if (dev->kind != AV_DEVICE_KIND_PCI || !profile || profile->restore_driver != AV_RESTORE_KEEP_VFIO ||
-            !(dev->state == AV_DEVICE_STATE_QUARANTINED || (dev->state == AV_DEVICE_STATE_FREE && dev->last_scrub)))
-            continue;
-        pci = dev->address ? av_host_find_pci(host, dev->address) : NULL;
-        if (!pci || av_pci_driver_is_vfio(pci->driver))
+        if (!pci)
             continue;
         if (!av_vfio_group_check(host, policy, pci, &members, &err) ||
             (failure = av_reconcile_group_refusal(policy, pool, host, dev, members))) {
@@ -256,6 +286,18 @@ av_reconcile_health(const AvRoot *root, const AvPolicy *policy, AvPool *pool, Av
     return TRUE;
 }
 
+/* The function of @dev, free, with a vGPU made on it; else NULL. */
+static const AvPciDevice *
+av_reconcile_vgpu_found(const AvHost *host, const AvPoolDevice *dev)
+{
+    const AvPciDevice *pci;
+
+    if (dev->state != AV_DEVICE_STATE_FREE || dev->kind != AV_DEVICE_KIND_PCI || !dev->address)
+        return NULL;
+    pci = av_host_find_pci(host, dev->address);
+    return pci && pci->vgpu_capable && pci->vgpu_current > 0 ? pci : NULL;
+}
+
 /* A free VF with an NVIDIA vGPU made on it: accelvirt destroys every vGPU
  * it made before the VF is free, so someone else made this one (by hand,
  * or for a domain behind accelvirt's back): quarantined, never handed out
@@ -265,14 +307,11 @@ av_reconcile_vgpus(AvPool *pool, const AvHost *host, AvReconcile *r, GError **er
 {
     for (guint i = 0; i < av_pool_devices(pool)->len; i++) {
         AvPoolDevice *dev = g_ptr_array_index(av_pool_devices(pool), i);
-        const AvPciDevice *pci;
+        const AvPciDevice *pci = av_reconcile_vgpu_found(host, dev);
         g_autofree char *reason = NULL;
         json_t *e;
 
-        if (dev->state != AV_DEVICE_STATE_FREE || dev->kind != AV_DEVICE_KIND_PCI || !dev->address)
-            continue;
-        pci = av_host_find_pci(host, dev->address);
-        if (!pci || !pci->vgpu_capable || pci->vgpu_current == 0)
+        if (!pci)
             continue;
         reason = g_strdup_printf("free with an NVIDIA vGPU (type %u) that accelvirt did not make: run 'accelvirt "
                                  "scrub %s' (its last step destroys it), then 'accelvirt quarantine clear %s'",
@@ -284,6 +323,26 @@ av_reconcile_vgpus(AvPool *pool, const AvHost *host, AvReconcile *r, GError **er
         json_array_append_new(r->quarantined, e);
     }
     return TRUE;
+}
+
+/* Whether the steps that act on the host (VFs made, drivers bound, vGPUs
+ * quarantined) have anything to do, as @host says. */
+static gboolean
+av_reconcile_acts(const AvPolicy *policy, const AvPool *pool, const AvHost *host)
+{
+    const AvProfile *profile = NULL;
+    guint to = 0;
+
+    for (guint i = 0; i < host->pci->len; i++)
+        if (av_reconcile_vfs_wanted(policy, g_ptr_array_index(host->pci, i), &to))
+            return TRUE;
+    for (guint i = 0; i < av_pool_devices(pool)->len; i++) {
+        const AvPoolDevice *dev = g_ptr_array_index(av_pool_devices(pool), i);
+
+        if (av_reconcile_keep_vfio_wanted(policy, host, dev, &profile) || av_reconcile_vgpu_found(host, dev))
+            return TRUE;
+    }
+    return FALSE;
 }
 
 /* Dirty devices, and scrubbing ones whose scrub lock nobody holds (their
@@ -404,6 +463,8 @@ av_cli_cmd_reconcile(AvCli *cli, int argc, char **argv)
     guint counts[AV_DEVICE_STATE_MISSING + 1] = { 0 };
     g_autoptr(AvPlacementReport) placement = NULL;
     g_autoptr(GError) placement_error = NULL;
+    AvCliSync sync = { .mode = AV_CLI_SYNC_KEEP, .before_apply = av_reconcile_claims, .data = &r,
+                       .ret_released = &r.released };
     gboolean changed = FALSE;
     guint n_devices;
 
@@ -418,16 +479,28 @@ av_cli_cmd_reconcile(AvCli *cli, int argc, char **argv)
         return AV_EXIT_USAGE;
     if (argc != 1)
         return av_cli_usage_error("reconcile takes no arguments");
-    if (!av_cli_open(cli, &root, &policy, &err))
-        return av_cli_fail(err);
-    pool = av_cli_open_pool_full(cli, root, AV_POOL_WRITE, &r.released, &err);
+    /* The host is scanned before the exclusive lock (the timer runs this
+     * every 15 minutes; a hook never waits behind its scan), then applied
+     * to the devices nobody changed meanwhile; claims expire first. */
+    pool = av_cli_sync_open(cli, &sync, &root, &host, &policy, &err);
     if (!pool)
         return av_cli_fail(err);
     if (!r.released)
         r.released = json_array();
-    if (!av_reconcile_claims(pool, &r, &err) || !(host = av_host_scan(root, &err)) ||
-        !av_pool_reconcile(pool, host, policy, &changed, &err) ||
-        !av_reconcile_vfs(root, policy, pool, &host, &r, &err) ||
+    /* The steps below act on the host (sriov_numvfs written, groups bound
+     * to vfio-pci, devices quarantined for a vGPU) by what the scan says of
+     * PFs, drivers and groups: a scan taken before the lock may be older
+     * than a change another writer made meanwhile, so when the scan says
+     * they have anything to do (after a boot, rarely else) the host is
+     * scanned again under the lock and that scan reconciled, as before the
+     * scan went first.  What the older scan saw nothing to do about waits
+     * for the next reconcile. */
+    if (sync.scanned_first && av_reconcile_acts(policy, pool, host)) {
+        g_clear_pointer(&host, av_host_free);
+        if (!(host = av_host_scan(root, &err)) || !av_pool_reconcile(pool, host, policy, &changed, &err))
+            return av_cli_fail(err);
+    }
+    if (!av_reconcile_vfs(root, policy, pool, &host, &r, &err) ||
         !av_reconcile_keep_vfio(root, policy, pool, host, &r, &err) ||
         !av_reconcile_health(root, policy, pool, &r, &err) || !av_reconcile_vgpus(pool, host, &r, &err) ||
         !av_pool_save(pool, &err))

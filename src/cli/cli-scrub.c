@@ -73,20 +73,6 @@ av_cli_rom_measure(const AvRoot *root, const AvPoolDevice *dev, GError **error)
     return ret;
 }
 
-/* Reconciles @pool with a fresh scan of @root, as `status` does, and saves
- * it when that changed anything, so that what the scan journalled is kept
- * whatever the command does next. */
-static gboolean
-av_cli_sync(const AvRoot *root, const AvPolicy *policy, AvPool *pool, GError **error)
-{
-    g_autoptr(AvHost) host = av_host_scan(root, error);
-    gboolean changed = FALSE;
-
-    if (!host || !av_pool_reconcile(pool, host, policy, &changed, error))
-        return FALSE;
-    return !changed || av_pool_save(pool, error);
-}
-
 /* Takes the scrub lock of the quarantined @dev, which `accelvirt scrub`
  * holds while it runs the steps on a quarantined device without the pool
  * lock, and adds it to @locks; AV_ERROR_LOCKED naming @what when another
@@ -155,10 +141,11 @@ av_cli_cmd_enroll(AvCli *cli, int argc, char **argv)
     for (int i = 1; !all && i < argc; i++)
         if (!av_cli_device_known(cli, argv[i], &err))
             return av_cli_fail(err);
-    pool = av_cli_open_pool(cli, root, AV_POOL_WRITE, &err);
+    /* Reconciled with a scan as `status` does (taken before the exclusive
+     * lock, again under it when another writer changed the pool
+     * meanwhile: the measure reads the ROMs at the addresses it gives). */
+    pool = av_cli_open_synced_pool_again(cli, FALSE, &policy, NULL, &err);
     if (!pool)
-        return av_cli_fail(err);
-    if (!av_cli_sync(root, policy, pool, &err))
         return av_cli_fail(err);
 
     if (all) {
@@ -520,11 +507,11 @@ av_cli_cmd_quarantine(AvCli *cli, int argc, char **argv)
             return av_cli_fail(err);
         if (!av_cli_device_known(cli, argv[2], &err))
             return av_cli_fail(err);
-        pool = av_cli_open_pool(cli, root, AV_POOL_WRITE, &err);
+        /* Its address as the host has it now: the restore writes there
+         * (the scan taken before the exclusive lock, again under it when
+         * another writer changed the pool meanwhile). */
+        pool = av_cli_open_synced_pool_again(cli, FALSE, &policy, NULL, &err);
         if (!pool)
-            return av_cli_fail(err);
-        /* Its address as the host has it now: the restore writes there. */
-        if (!av_cli_sync(root, policy, pool, &err))
             return av_cli_fail(err);
         dev = av_cli_find_device(pool, argv[2], &err);
         if (!dev)

@@ -241,7 +241,7 @@ av_cli_audit_held(const AvCli *cli, const AvRoot *root, AvPool *pool, GError **e
 /* Applies av_pool_audit() to @domains, under the pool's lock, taken now
  * and let go before returning.  @all: @domains are all the running
  * domains; the pool is then reconciled with a whole scan first
- * (av_cli_open_synced_pool()), else only put right (av_cli_open_pool()),
+ * (av_cli_open_synced_pool_scan_first()), else only put right (av_cli_open_pool()),
  * so that the work of one domain's audit grows with the domain.
  * Devices `accelvirt attach`/`detach` have in flight
  * (av_pool_attach_in_flight()) are left to them.  Findings to
@@ -266,7 +266,9 @@ av_cli_audit_apply(const AvCli *cli, const AvRoot *root, const GPtrArray *domain
     if (dry_run)
         pool = av_cli_open_pool(cli, root, AV_POOL_READ, error);
     else if (all)
-        pool = av_cli_open_synced_pool(cli, NULL, NULL, error);
+        /* The audit reads no scan: applied to what nobody changed while
+         * the host was scanned, without the lock. */
+        pool = av_cli_open_synced_pool_scan_first(cli, NULL, NULL, error);
     else
         pool = av_cli_open_pool(cli, root, AV_POOL_WRITE, error);
     if (!pool)

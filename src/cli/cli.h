@@ -98,19 +98,67 @@ gboolean av_cli_pool_upkeep(const AvRoot *root, AvPool *pool, json_t **ret_relea
 AvPool *av_cli_open_pool_full(const AvCli *cli, const AvRoot *root, int mode, json_t **ret_released,
                               GError **error);
 
-/* The pool, opened for writing (av_cli_open_pool(): put right first) and
- * reconciled with a scan of the host taken under its lock, saved when that
- * changed it: what `status` and `reconcile` show; the scan goes to
- * *ret_host and the policies it reconciled with to *ret_policy (either may
+/* How av_cli_sync_open() applies its scan of the host, taken before the
+ * exclusive lock (a hook never waits behind a whole-host scan). */
+typedef enum {
+    /* For commands that act on what the scan says of devices (drivers,
+     * IOMMU groups, VFs, mdev parents: attach, bitstream, define, start,
+     * enroll, quarantine clear): as AV_CLI_SYNC_KEEP, and when another
+     * writer changed devices while the host was scanned, those are read
+     * again under the lock with their groups, PFs, mdev parents and USB
+     * devices (as a hook's prepare reads its domain's), and the scan
+     * brought up to date with them if the pool agrees with what they
+     * present (av_pool_confirm()); else the whole host is scanned again
+     * under the lock. */
+    AV_CLI_SYNC_ACT,
+    /* For commands that show the result, or act only on what the pool
+     * says (status, watch's audit, reconcile, which scans again itself
+     * before it acts on the host): the scan is applied only to the devices
+     * nobody changed while it ran (av_pool_reconcile_scan()); those keep
+     * what their last writer recorded. */
+    AV_CLI_SYNC_KEEP,
+} AvCliSyncMode;
+
+/* The options and results of av_cli_sync_open(). */
+typedef struct {
+    AvCliSyncMode mode;
+    /* Called under the exclusive lock after the upkeep, before the scan is
+     * applied (may be NULL; FALSE with @error fails the call). */
+    gboolean (*before_apply)(AvPool *pool, gpointer data, GError **error);
+    gpointer data;
+    json_t **ret_released;       /* may be NULL: av_cli_open_pool_full()'s */
+    gboolean unsaved;            /* the reconcile left for the caller to save (with what it does, on success:
+                                  * a command refused as bad input or for capacity changes nothing) */
+    gboolean scanned_first;      /* out: the scan applied was taken before the lock (for AV_CLI_SYNC_KEEP,
+                                  * *ret_host is that scan; AV_CLI_SYNC_ACT brings it up to date first) */
+    gboolean others_changed;     /* out: another writer changed the pool while the host was scanned */
+} AvCliSync;
+
+/* The pool, opened for writing (put right first: av_cli_pool_upkeep()) and
+ * reconciled with a scan of the host, saved when that changed it.  The
+ * pool is read under the shared lock, the host scanned with no lock held,
+ * then the exclusive lock taken to apply it as @sync->mode says; the host
+ * is scanned again under the lock when this call's own upkeep changed the
+ * pool (it may have rebound drivers).  The root, the scan and the policies
+ * it reconciled with go to *ret_root, *ret_host and *ret_policy (each may
  * be NULL; caller frees).  NULL with @error. */
+AvPool *av_cli_sync_open(const AvCli *cli, AvCliSync *sync, AvRoot **ret_root, AvHost **ret_host,
+                         AvPolicy **ret_policy, GError **error);
+
+/* av_cli_sync_open() with AV_CLI_SYNC_ACT. */
 AvPool *av_cli_open_synced_pool(const AvCli *cli, AvHost **ret_host, AvPolicy **ret_policy, GError **error);
 
-/* av_cli_open_synced_pool() with the host scanned before the exclusive lock
- * is taken (`status`: a hook never waits behind a whole-host scan): the
- * pool is read under the shared lock first, and the scan is applied only
- * to the devices nobody changed while it ran (av_pool_reconcile_scan());
- * those keep what their last writer recorded.  For commands that only
- * show the result: the scan in *ret_host may be older than the pool. */
+/* av_cli_open_synced_pool() for a caller that loaded the policies
+ * already (av_cli_open(), to refuse bad input first): *@policy is replaced
+ * by the policies the pool was reconciled with; with @unsaved the caller
+ * saves the reconcile (AvCliSync.unsaved).  The commands that claim, bind
+ * or restore by the scan (place, define, start, enroll, quarantine
+ * clear). */
+AvPool *av_cli_open_synced_pool_again(const AvCli *cli, gboolean unsaved, AvPolicy **policy, AvHost **ret_host,
+                                      GError **error);
+
+/* av_cli_sync_open() with AV_CLI_SYNC_KEEP (`status`): the scan in
+ * *ret_host may be older than the pool. */
 AvPool *av_cli_open_synced_pool_scan_first(const AvCli *cli, AvHost **ret_host, AvPolicy **ret_policy,
                                            GError **error);
 
