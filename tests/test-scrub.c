@@ -24,6 +24,7 @@
 #include "doubles/av-doubles.h"
 #include "pci/av-pci.h"
 #include "policy/av-policy.h"
+#include "pool/av-pool.h"
 #include "fpga/av-bitstream.h"
 #include "scrub/av-scrub.h"
 #include "util/av-error.h"
@@ -2204,6 +2205,8 @@ test_usb_runtime_reauthorize(void)
 {
     Fixture f;
     g_autoptr(GError) err = NULL;
+    AvPoolDevice held = { .kind = AV_DEVICE_KIND_USB, .identity = (char *)STICK_ID, .address = (char *)"1-1.2",
+                          .state = AV_DEVICE_STATE_SCRUBBING };
 
     fixture_open(&f, usb_runtime_reauth_policy, FALSE);
     stick_loaded(&f);
@@ -2211,9 +2214,21 @@ test_usb_runtime_reauthorize(void)
     g_assert_nonnull(strstr(err->message, "scrub step 1 (usb-reauthorize) failed"));
     g_assert_nonnull(strstr(err->message, "it still presents 03e7:f63b, one of the runtime_ids of profile 'stick'"));
     g_clear_error(&err);
-    /* Back to its boot loader: the step passes. */
+    /* Nor is it authorized for the next tenant (the move to free). */
+    g_assert_false(av_pool_usb_unhold(f.root, f.ops, &held, &err));
+    g_assert_nonnull(strstr(err->message, "the USB stick " STICK_ID " at 1-1.2 presents 03e7:f63b, not its first "
+                                          "ids: the firmware loaded while a domain held it survived the scrub"));
+    g_clear_error(&err);
+    {
+        g_autofree char *authorized = stick_authorized(&f);
+
+        g_assert_cmpstr(authorized, ==, "0");
+    }
+    /* Back to its boot loader: the step passes, and the stick can be freed. */
     av_test_write(f.dir, STICK_DIR "/idProduct", "2485\n");
     g_assert_true(run_stick(&f, STICK_ID, NULL, &err));
+    g_assert_no_error(err);
+    g_assert_true(av_pool_usb_unhold(f.root, f.ops, &held, &err));
     g_assert_no_error(err);
     fixture_close(&f);
 }

@@ -283,6 +283,10 @@ av_scrub_method_usb_reauthorize(AvScrubContext *ctx, char **ret_message, GError 
         return FALSE;
     }
     if (!av_scrub_usb_wait(ctx, TRUE, "re-authorization", &devnum, error)) {
+        g_autoptr(GError) held = NULL;
+
+        /* Whatever is at the port stays held (the worker's hold does the same). */
+        (void)av_usb_authorized_set(ctx->root, ctx->ops, bus_path, FALSE, NULL, &held);
         *ret_message = g_strdup_printf("de-authorized %s and wrote 1; it did not come back authorized", bus_path);
         return FALSE;
     }
