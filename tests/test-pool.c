@@ -1866,6 +1866,27 @@ test_runtime_host(guint16 product, const char *serial, gboolean partial)
     return host;
 }
 
+/* The stick of @first, in use, then seen as in @changed: its entry takes
+ * @identity with an identity problem ("identity-changed"). */
+static void
+test_runtime_changed(const AvPolicy *policy, const AvHost *first, const AvHost *changed, const char *identity)
+{
+    g_autofree char *state = test_make_pool(0);
+    g_autoptr(AvPool) pool = test_open_write(state);
+    g_autoptr(AvOwner) vm1 = av_owner_new("uuid-1", "vm1");
+    AvPoolDevice *u;
+
+    test_reconcile_host(pool, first, policy, TRUE);
+    u = av_pool_find(pool, "usb:03e7:2485:serial:S1");
+    test_move(pool, u, AV_DEVICE_STATE_CLAIMED, vm1, NULL);
+    test_move(pool, u, AV_DEVICE_STATE_IN_USE, NULL, NULL);
+    test_reconcile_host(pool, changed, policy, TRUE);
+    g_assert_cmpuint(test_count_events(state, "identity-changed"), ==, 1);
+    g_assert_cmpstr(u->identity, ==, identity);
+    g_assert_nonnull(strstr(u->identity_problem, "its identity changed from 'usb:03e7:2485:serial:S1'"));
+    test_remove_state(state);
+}
+
 /* A stick whose firmware changes its ids (issue 34): held, it may present
  * its profile's runtime_ids at its port and keeps its entry; other ids, or
  * the runtime ids with another serial, are an identity change; free, the
@@ -1927,40 +1948,10 @@ test_reconcile_usb_runtime(void)
     g_assert_cmpuint(test_count_events(state, "identity-problem"), ==, 1);
     test_remove_state(state);
 
-    /* In use, other ids at its port: an identity change, as ever. */
-    g_free(state);
-    state = test_make_pool(0);
-    {
-        g_autoptr(AvPool) p2 = test_open_write(state);
-
-        test_reconcile_host(p2, first, policy, TRUE);
-        u = av_pool_find(p2, "usb:03e7:2485:serial:S1");
-        test_move(p2, u, AV_DEVICE_STATE_CLAIMED, vm1, NULL);
-        test_move(p2, u, AV_DEVICE_STATE_IN_USE, NULL, NULL);
-        test_reconcile_host(p2, other, policy, TRUE);
-        g_assert_cmpuint(test_count_events(state, "identity-changed"), ==, 1);
-        g_assert_cmpstr(u->identity, ==, "usb:03e7:1234:serial:S1");
-        g_assert_nonnull(strstr(u->identity_problem, "its identity changed from 'usb:03e7:2485:serial:S1'"));
-    }
-    test_remove_state(state);
-
-    /* In use, the runtime ids with another serial (a tenant's firmware
-     * faking one): not the same stick either. */
-    g_free(state);
-    state = test_make_pool(0);
-    {
-        g_autoptr(AvPool) p3 = test_open_write(state);
-
-        test_reconcile_host(p3, first, policy, TRUE);
-        u = av_pool_find(p3, "usb:03e7:2485:serial:S1");
-        test_move(p3, u, AV_DEVICE_STATE_CLAIMED, vm1, NULL);
-        test_move(p3, u, AV_DEVICE_STATE_IN_USE, NULL, NULL);
-        test_reconcile_host(p3, faked, policy, TRUE);
-        g_assert_cmpuint(test_count_events(state, "identity-changed"), ==, 1);
-        g_assert_cmpstr(u->identity, ==, "usb:03e7:f63b:serial:FAKE");
-        g_assert_nonnull(u->identity_problem);
-    }
-    test_remove_state(state);
+    /* In use, other ids at its port: an identity change, as ever; so are
+     * the runtime ids with another serial (a tenant's firmware faking one). */
+    test_runtime_changed(policy, first, other, "usb:03e7:1234:serial:S1");
+    test_runtime_changed(policy, first, faked, "usb:03e7:f63b:serial:FAKE");
 }
 
 /* Two identical USB sticks with one serial: both pooled, each by its port,
