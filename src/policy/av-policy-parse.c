@@ -1300,6 +1300,13 @@ parse_runtime_ids(const PolicyParse *pp, AvProfile *profile, json_t *obj, const 
                            av_attach_to_string(profile->attach));
     if (!json_is_array(v) || json_array_size(v) == 0)
         return type_fail(pp, rp, "runtime_ids", expected, v, error);
+    /* The hold of a released stick (av_pool_usb_hold()) follows it by its
+     * port and vendor: a stick whose firmware changes its vendor id too
+     * would slip out of it. */
+    if (!profile->match_vendor_set)
+        return policy_fail(pp, rp, FALSE, error,
+                           "'runtime_ids' needs the profile's 'match.vendor': the runtime ids must be of the "
+                           "vendor the profile matches");
     json_array_foreach(v, i, item) {
         g_autofree char *ip = g_strdup_printf("%s/%zu", rp, i);
         g_autofree char *id = g_strdup_printf("runtime_ids[%zu]", i);
@@ -1318,11 +1325,16 @@ parse_runtime_ids(const PolicyParse *pp, AvProfile *profile, json_t *obj, const 
                                "idProduct in 4 hex digits each (such as 03e7:f63b)", t, id);
         vendor = (guint16)g_ascii_strtoull(t, NULL, 16);
         product = (guint16)g_ascii_strtoull(t + 5, NULL, 16);
+        if (vendor != profile->match_vendor)
+            return policy_fail(pp, ip, FALSE, error,
+                               "runtime id '%s' is of another vendor than the profile's match (%04x): a stick "
+                               "whose firmware changes its vendor id is not supported; leave it out", t,
+                               profile->match_vendor);
         if (av_profile_runtime_id(profile, vendor, product))
             return policy_fail(pp, ip, FALSE, error, "'runtime_ids' repeats '%s'", t);
         for (guint j = 0; j < profile->match_devices->len && !taken; j++)
             taken = g_array_index(profile->match_devices, guint16, j) == product;
-        if (taken && (!profile->match_vendor_set || profile->match_vendor == vendor))
+        if (taken)
             return policy_fail(pp, ip, FALSE, error,
                                "runtime id '%s' is one the profile's match takes; a free stick presents only "
                                "its first ids: remove it from 'match' or from 'runtime_ids'", t);
