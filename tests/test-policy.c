@@ -1306,7 +1306,10 @@ test_shipped(void)
     g_assert_cmpuint(av_policy_find(all, "gpu-passthrough")->scrub->len, ==, 3);
     g_assert_cmpint(av_policy_find(all, "qat-vf")->allocation, ==, AV_ALLOCATION_PACK);
     g_assert_cmpint(av_policy_find(all, "usb-ai-stick")->attach, ==, AV_ATTACH_USB);
-    g_assert_cmpuint(av_policy_find(all, "usb-ai-stick")->scrub->len, ==, 0);
+    g_assert_cmpuint(av_policy_find(all, "usb-ai-stick")->scrub->len, ==, 1);
+    g_assert_cmpint(((AvScrubStep *)g_ptr_array_index(av_policy_find(all, "usb-ai-stick")->scrub, 0))->method, ==,
+                    AV_SCRUB_METHOD_USB_POWER_CYCLE);
+    g_assert_true(av_profile_runtime_id(av_policy_find(all, "usb-ai-stick"), 0x03e7, 0xf63b));
 }
 
 static int
