@@ -1619,22 +1619,16 @@ check "  ... the instance is free again and the pool and mdev counts are back" \
 # ports and one without a serial; the hook claims, releases and scrubs them ---
 world usb two-socket-8gpu
 boot_id "$W/host" 3d2c1b0a-9f8e-4d7c-8b6a-5f4e3d2c1b0a
-POL="$AV_TMP/usb-policies"
-hook_policies "$POL"
-cat >"$POL/30-usb.json" <<'USBPOL'
-{
-  "profiles": [
-    {
-      "name": "test-stick",
-      "match": {"vendor": "0x03e7", "device": "0x2485"},
-      "attach": "usb",
-      "numa": "none",
-      "scrub": [{"method": "usb-reset"}, {"method": "usb-reauthorize", "timeout": 5}]
-    }
-  ]
+# usb_policies DIR SCRUB [KEYS]: the hook's test policies in DIR (made the
+# test policies of $POL) and the profile test-stick of the Movidius sticks'
+# first ids, with the scrub steps SCRUB and the further keys KEYS.
+usb_policies() {
+    POL=$1
+    hook_policies "$POL" &&
+        printf '{"profiles": [{"name": "test-stick", "match": {"vendor": "0x03e7", "device": "0x2485"}, "attach": "usb", "numa": "none", %s"scrub": %s}]}\n' "${3:+$3, }" "$2" >"$POL/30-usb.json" &&
+        chmod 0644 "$POL/30-usb.json"
 }
-USBPOL
-chmod 0644 "$POL/30-usb.json"
+usb_policies "$AV_TMP/usb-policies" '[{"method": "usb-reset"}, {"method": "usb-reauthorize", "timeout": 5}]'
 # usb_stick PORT DEVNUM [SERIAL]: a Movidius stick at PORT of bus 1 with
 # its /dev/bus/usb node.  The tree's own stick (1-1.2) is taken out.
 rm -f "$W/host/sys/bus/usb/devices/1-1.2" "$W/host/sys/bus/usb/devices/1-1.2:1.0"
@@ -2240,23 +2234,7 @@ check "a released device whose profile is gone: quarantined unscrubbed, and 'qua
 # (usb-power-cycle) must bring it back to its first ids ---
 world usbrt two-socket-8gpu
 boot_id "$W/host" 3d2c1b0a-9f8e-4d7c-8b6a-5f4e3d2c1b0e
-POL="$AV_TMP/usbrt-policies"
-hook_policies "$POL"
-cat >"$POL/30-usb.json" <<'USBPOL'
-{
-  "profiles": [
-    {
-      "name": "test-stick",
-      "match": {"vendor": "0x03e7", "device": "0x2485"},
-      "runtime_ids": ["03e7:f63b"],
-      "attach": "usb",
-      "numa": "none",
-      "scrub": [{"method": "usb-power-cycle", "timeout": 3}]
-    }
-  ]
-}
-USBPOL
-chmod 0644 "$POL/30-usb.json"
+usb_policies "$AV_TMP/usbrt-policies" '[{"method": "usb-power-cycle", "timeout": 3}]' '"runtime_ids": ["03e7:f63b"]'
 rm -f "$W/host/sys/bus/usb/devices/1-1.2" "$W/host/sys/bus/usb/devices/1-1.2:1.0"
 usb_stick 1-2 5 S1
 usb_stick 1-3 6 S2
