@@ -641,6 +641,55 @@ test_usb_by_ids(Fixture *f, gconstpointer data)
     g_assert_cmpint(stick->state, ==, AV_DEVICE_STATE_QUARANTINED);
 }
 
+/* A stick whose firmware changed its ids (issue 34: "runtime_ids") and
+ * re-enumerated it, in use by domain d: 1-2 presents 03e7:f63b as bus 1
+ * device 9; the hostdev of the domain named @name (@uuid) names the first
+ * ids and the old numbers (bus 1 device 5), which no device presents now.
+ * Runs the audit; returns the stick. */
+static AvPoolDevice *
+audit_reenumerated(Fixture *f, const char *uuid, const char *name)
+{
+    g_autoptr(GPtrArray) usb = g_ptr_array_new_with_free_func((GDestroyNotify)av_usb_device_free);
+    g_autoptr(GError) err = NULL;
+    g_autoptr(AvOwner) owner = av_owner_new(UUID_D, "d");
+    AvPoolDevice *stick;
+    AvAuditDomain *domain;
+
+    g_ptr_array_add(usb, usb_device("1-2", 0x03e7, 0xf63b, "S1", 1, 9));
+    stick = av_pool_add(f->pool, AV_DEVICE_KIND_USB, "usb:03e7:2485:serial:S1", "1-2", "stick",
+                        AV_DEVICE_STATE_IN_USE, owner, &err);
+    g_assert_no_error(err);
+    domain = add_domain(f, uuid, name, -1);
+    av_audit_domain_add_usb(domain, 0x03e7, 0x2485, 1, 5);
+    run_audit(f, usb, NULL, AV_AUDIT_DEFAULT, NULL);
+    return stick;
+}
+
+/* In d's hostdev: still the stick d holds (no finding). */
+static void
+test_usb_reenumerated(Fixture *f, gconstpointer data)
+{
+    AvPoolDevice *stick = audit_reenumerated(f, UUID_D, "d");
+
+    (void)data;
+    g_assert_cmpuint(f->findings->len, ==, 0);
+    g_assert_cmpint(stick->state, ==, AV_DEVICE_STATE_IN_USE);
+}
+
+/* In the hostdev of e, which does not hold it: never d's stick;
+ * unresolved, the stick left as it is. */
+static void
+test_usb_reenumerated_other(Fixture *f, gconstpointer data)
+{
+    AvPoolDevice *stick = audit_reenumerated(f, UUID_E, "e");
+
+    (void)data;
+    g_assert_cmpint(stick->state, ==, AV_DEVICE_STATE_IN_USE);
+    g_assert_cmpuint(f->findings->len, ==, 1);
+    g_assert_cmpint(finding(f, 0)->action, ==, AV_AUDIT_UNRESOLVED);
+    g_assert_nonnull(strstr(finding(f, 0)->detail, "names no device of this host"));
+}
+
 static void
 test_finding_json(Fixture *f, gconstpointer data)
 {
@@ -691,6 +740,8 @@ main(int argc, char **argv)
     ADD("changed-meanwhile", test_changed_meanwhile);
     ADD("mdev-and-usb", test_mdev_and_usb);
     ADD("usb-by-ids", test_usb_by_ids);
+    ADD("usb-reenumerated", test_usb_reenumerated);
+    ADD("usb-reenumerated/other", test_usb_reenumerated_other);
     ADD("finding-json", test_finding_json);
     return g_test_run();
 }

@@ -1619,22 +1619,16 @@ check "  ... the instance is free again and the pool and mdev counts are back" \
 # ports and one without a serial; the hook claims, releases and scrubs them ---
 world usb two-socket-8gpu
 boot_id "$W/host" 3d2c1b0a-9f8e-4d7c-8b6a-5f4e3d2c1b0a
-POL="$AV_TMP/usb-policies"
-hook_policies "$POL"
-cat >"$POL/30-usb.json" <<'USBPOL'
-{
-  "profiles": [
-    {
-      "name": "test-stick",
-      "match": {"vendor": "0x03e7", "device": "0x2485"},
-      "attach": "usb",
-      "numa": "none",
-      "scrub": [{"method": "usb-reset"}, {"method": "usb-reauthorize", "timeout": 5}]
-    }
-  ]
+# usb_policies DIR SCRUB [KEYS]: the hook's test policies in DIR (made the
+# test policies of $POL) and the profile test-stick of the Movidius sticks'
+# first ids, with the scrub steps SCRUB and the further keys KEYS.
+usb_policies() {
+    POL=$1
+    hook_policies "$POL" &&
+        printf '{"profiles": [{"name": "test-stick", "match": {"vendor": "0x03e7", "device": "0x2485"}, "attach": "usb", "numa": "none", %s"scrub": %s}]}\n' "${3:+$3, }" "$2" >"$POL/30-usb.json" &&
+        chmod 0644 "$POL/30-usb.json"
 }
-USBPOL
-chmod 0644 "$POL/30-usb.json"
+usb_policies "$AV_TMP/usb-policies" '[{"method": "usb-reset"}, {"method": "usb-reauthorize", "timeout": 5}]'
 # usb_stick PORT DEVNUM [SERIAL]: a Movidius stick at PORT of bus 1 with
 # its /dev/bus/usb node.  The tree's own stick (1-1.2) is taken out.
 rm -f "$W/host/sys/bus/usb/devices/1-1.2" "$W/host/sys/bus/usb/devices/1-1.2:1.0"
@@ -2234,5 +2228,46 @@ ACCELVIRT_ROOT="$W/host" ACCELVIRT_STATE_DIR="$W/state" ACCELVIRT_POLICY_DIR="$N
     "$REAL_WORKER" </dev/null >/dev/null 2>&1
 check "a released device whose profile is gone: quarantined unscrubbed, and 'quarantine clear' refuses it in one line" \
     eval "json '$W/state/pool.json' \"[(x['state'], x.get('unscrubbed')) for x in d['devices'] if x['address'] == '0000:98:00.0'] == [('quarantined', True)]\" && expect_exit 1 env ACCELVIRT_WORKER=/bin/true '$AV' --root '$W/host' --policy-dir '$NPOL' --state-dir '$W/state' quarantine clear 0000:98:00.0 && grep -q 'no scrub has cleared it since' '$AV_TMP/err' && [ \$(wc -l <'$AV_TMP/err') -eq 1 ]"
+
+# --- a stick whose firmware changes its ids (issue 34): the profile lists
+# them in runtime_ids; held, the stick keeps its entry; its scrub
+# (usb-power-cycle) must bring it back to its first ids ---
+world usbrt two-socket-8gpu
+boot_id "$W/host" 3d2c1b0a-9f8e-4d7c-8b6a-5f4e3d2c1b0e
+usb_policies "$AV_TMP/usbrt-policies" '[{"method": "usb-power-cycle", "timeout": 3}]' '"runtime_ids": ["03e7:f63b"]'
+rm -f "$W/host/sys/bus/usb/devices/1-1.2" "$W/host/sys/bus/usb/devices/1-1.2:1.0"
+usb_stick 1-2 5 S1
+usb_stick 1-3 6 S2
+RT="$W/host/sys/devices/pci0000:00/0000:00:14.0/usb1"
+# usb_port PORT N: the root hub's port N (usb1-portN) of the stick at PORT,
+# with its "disable"; the stick's boot loader presents 2485.
+usb_port() {
+    mkdir -p "$RT/1-0:1.0/usb1-port$2" && echo 0 >"$RT/1-0:1.0/usb1-port$2/disable" &&
+        ln -s "../1-0:1.0/usb1-port$2" "$RT/$1/port" && ln -s "../../$1" "$RT/1-0:1.0/usb1-port$2/device" &&
+        echo 2485 >"$RT/$1/fake_boot_idProduct"
+}
+usb_port 1-2 2
+usb_port 1-3 3
+# usb_problem PORT: the identity problem of the pooled stick at PORT.
+usb_problem() { python3 -c "import json,sys; print(' '.join(x.get('identity_problem') or '-' for x in json.load(open(sys.argv[1]))['devices'] if x['kind']=='usb' and x['address']==sys.argv[2]))" "$W/state/pool.json" "$1"; }
+UR1=$(uuid 41)
+mkusb "$W/rt.xml" rt "$UR1" 1 5
+check "runtime ids: prepare claims the stick at its first ids" \
+    eval "accepted '$W/rt.xml' rt prepare begin - && [ \"\$(usb_state 1-2)\" = in-use ]"
+echo f63b >"$RT/1-2/idProduct"; echo 8 >"$RT/1-2/devnum"
+check "  ... its firmware loaded (03e7:f63b, re-enumerated): reconcile keeps its entry, in use, no identity problem" \
+    eval "avw reconcile >/dev/null 2>'$W/rec.err' && [ \"\$(usb_state 1-2)\" = in-use ] && [ \"\$(usb_problem 1-2)\" = - ] && json '$W/state/pool.json' \"[x['identity'] for x in d['devices'] if x['address'] == '1-2'] == ['usb:03e7:2485:serial:S1']\" && ! grep -q 'identity-changed' '$W/state/journal.jsonl'"
+check "  ... release: the worker cycles its port's power, it is back at 2485, free" \
+    eval "accepted '$W/rt.xml' rt release end - && wait_usb 1-2 free && verify && [ \"\$(cat '$RT/1-2/idProduct')\" = 2485 ] && grep -q 'USB_PORT_OFF usb1-port2 1-2' '$W/host/sys/.accelvirt-fake-kernel.log' && grep -q 'USB_PORT_ON usb1-port2 1-2' '$W/host/sys/.accelvirt-fake-kernel.log' && [ \"\$(cat '$RT/1-0:1.0/usb1-port2/disable')\" = 0 ]"
+check "  ... its certificate says so" \
+    eval "grep '\"event\": *\"scrub-certificate\"' '$W/state/journal.jsonl' | tail -n1 | grep -q 'power of the port of 1-2 switched off and on'"
+DN=$(cat "$RT/1-2/devnum")
+mkusb "$W/rt2.xml" rt2 "$UR1" 1 "$DN"
+touch "$RT/1-2/fake_firmware_survives"
+check "firmware that survives the power cycle: the stick is quarantined, saying it still presents its runtime ids" \
+    eval "accepted '$W/rt2.xml' rt2 prepare begin - && echo f63b >'$RT/1-2/idProduct' && accepted '$W/rt2.xml' rt2 release end - && wait_usb 1-2 quarantined && json '$W/state/pool.json' \"[x['reason'] for x in d['devices'] if x['address'] == '1-2'][0].find('still presents 03e7:f63b, one of the runtime_ids') >= 0\""
+echo f63b >"$RT/1-3/idProduct"
+check "a free stick presenting its runtime ids: quarantined (the firmware survived)" \
+    eval "avw reconcile >/dev/null 2>&1; [ \"\$(usb_state 1-3)\" = quarantined ] && usb_problem 1-3 | grep -q 'one of the runtime_ids of its profile .test-stick., while it was free'"
 
 finish

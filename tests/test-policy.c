@@ -1306,7 +1306,10 @@ test_shipped(void)
     g_assert_cmpuint(av_policy_find(all, "gpu-passthrough")->scrub->len, ==, 3);
     g_assert_cmpint(av_policy_find(all, "qat-vf")->allocation, ==, AV_ALLOCATION_PACK);
     g_assert_cmpint(av_policy_find(all, "usb-ai-stick")->attach, ==, AV_ATTACH_USB);
-    g_assert_cmpuint(av_policy_find(all, "usb-ai-stick")->scrub->len, ==, 0);
+    g_assert_cmpuint(av_policy_find(all, "usb-ai-stick")->scrub->len, ==, 1);
+    g_assert_cmpint(((AvScrubStep *)g_ptr_array_index(av_policy_find(all, "usb-ai-stick")->scrub, 0))->method, ==,
+                    AV_SCRUB_METHOD_USB_POWER_CYCLE);
+    g_assert_true(av_profile_runtime_id(av_policy_find(all, "usb-ai-stick"), 0x03e7, 0xf63b));
 }
 
 static int
@@ -1537,6 +1540,44 @@ test_usb_scrub_methods(void)
     g_assert_cmpint(json_integer_value(json_object_get(s->options, "timeout")), ==, 10);
     s = g_ptr_array_index(p->scrub, 2);
     g_assert_cmpuint(s->timeout_s, ==, 30);
+}
+
+/* A stick whose firmware changes its ids (issue 34): "runtime_ids" and
+ * "usb-power-cycle" (its timeout defaults to 10 s) load, print and load
+ * back; the ids are case-insensitive and printed in lower case. */
+static void
+test_usb_runtime_ids(void)
+{
+    g_autoptr(AvPolicy) policy = policy_from_text(
+        "{\"profiles\": [{\"name\": \"stick\", \"match\": {\"vendor\": \"0x03e7\", \"device\": \"0x2485\"},"
+        " \"attach\": \"usb\", \"runtime_ids\": [\"03E7:F63B\", \"03e7:f63c\"],"
+        " \"scrub\": [{\"method\": \"usb-power-cycle\"}, {\"method\": \"usb-power-cycle\", \"timeout\": 3}]}]}");
+    const AvProfile *p = av_policy_find(policy, "stick");
+    g_autoptr(json_t) j = av_profile_to_json(p);
+    const AvScrubStep *s;
+
+    g_assert_cmpuint(p->runtime_ids->len, ==, 2);
+    g_assert_true(av_profile_runtime_id(p, 0x03e7, 0xf63b));
+    g_assert_true(av_profile_runtime_id(p, 0x03e7, 0xf63c));
+    g_assert_false(av_profile_runtime_id(p, 0x03e7, 0x2485));
+    g_assert_false(av_profile_runtime_id(NULL, 0x03e7, 0xf63b));
+    g_assert_cmpstr(json_string_value(json_array_get(json_object_get(j, "runtime_ids"), 0)), ==, "03e7:f63b");
+    s = g_ptr_array_index(p->scrub, 0);
+    g_assert_cmpint(s->method, ==, AV_SCRUB_METHOD_USB_POWER_CYCLE);
+    g_assert_cmpstr(av_scrub_method_to_string(s->method), ==, "usb-power-cycle");
+    g_assert_cmpuint(s->timeout_s, ==, 10);
+    s = g_ptr_array_index(p->scrub, 1);
+    g_assert_cmpuint(s->timeout_s, ==, 3);
+    check_round_trip(policy);
+    /* A profile without them has none. */
+    {
+        g_autoptr(AvPolicy) plain = policy_from_text(
+            "{\"profiles\": [{\"name\": \"stick\", \"match\": {\"vendor\": \"0x03e7\"}, \"attach\": \"usb\"}]}");
+        g_autoptr(json_t) k = av_profile_to_json(av_policy_find(plain, "stick"));
+
+        g_assert_cmpuint(av_policy_find(plain, "stick")->runtime_ids->len, ==, 0);
+        g_assert_null(json_object_get(k, "runtime_ids"));
+    }
 }
 
 /* ---- programs and driver commands (issue 15) ---- */
@@ -1961,6 +2002,7 @@ main(int argc, char **argv)
     g_test_add_func("/json/dump", test_json_dump);
     g_test_add_func("/policy/good-dir", test_good_dir);
     g_test_add_func("/policy/usb-scrub-methods", test_usb_scrub_methods);
+    g_test_add_func("/policy/usb-runtime-ids", test_usb_runtime_ids);
     g_test_add_func("/policy/load-order", test_load_order);
     g_test_add_func("/policy/duplicate-across-files", test_duplicate_across_files);
     g_test_add_func("/policy/missing-dir", test_missing_dir);

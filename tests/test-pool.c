@@ -1934,6 +1934,114 @@ static const char test_collide_policy[] =
     " \"attach\": \"usb\"}\n"
     "]}\n";
 
+static const char test_runtime_policy[] =
+    "{\"profiles\": [{\"name\": \"stick\", \"match\": {\"vendor\": \"0x03e7\", \"device\": [\"0x2485\"]},"
+    " \"attach\": \"usb\", \"runtime_ids\": [\"03e7:f63b\"]}]}\n";
+
+/* A host whose one stick at 1-1.2 presents @product and @serial, seen in
+ * the boot "boot-1"; @partial: as av_pool_confirm() takes it. */
+static AvHost *
+test_runtime_host(guint16 product, const char *serial, gboolean partial)
+{
+    AvHost *host = test_host_empty();
+    AvUsbDevice *stick = test_usb("1-1.2", serial);
+
+    stick->product_id = product;
+    g_ptr_array_add(host->usb, stick);
+    host->boot_id = g_strdup("boot-1");
+    host->partial = partial;
+    host->usb_scanned = TRUE;
+    return host;
+}
+
+/* The stick of @first, in use, then seen as in @changed: its entry takes
+ * @identity with an identity problem ("identity-changed"). */
+static void
+test_runtime_changed(const AvPolicy *policy, const AvHost *first, const AvHost *changed, const char *identity)
+{
+    g_autofree char *state = test_make_pool(0);
+    g_autoptr(AvPool) pool = test_open_write(state);
+    g_autoptr(AvOwner) vm1 = av_owner_new("uuid-1", "vm1");
+    AvPoolDevice *u;
+
+    test_reconcile_host(pool, first, policy, TRUE);
+    u = av_pool_find(pool, "usb:03e7:2485:serial:S1");
+    test_move(pool, u, AV_DEVICE_STATE_CLAIMED, vm1, NULL);
+    test_move(pool, u, AV_DEVICE_STATE_IN_USE, NULL, NULL);
+    test_reconcile_host(pool, changed, policy, TRUE);
+    g_assert_cmpuint(test_count_events(state, "identity-changed"), ==, 1);
+    g_assert_cmpstr(u->identity, ==, identity);
+    g_assert_nonnull(strstr(u->identity_problem, "its identity changed from 'usb:03e7:2485:serial:S1'"));
+    test_remove_state(state);
+}
+
+/* A stick whose firmware changes its ids (issue 34): held, it may present
+ * its profile's runtime_ids at its port and keeps its entry; other ids, or
+ * the runtime ids with another serial, are an identity change; free, the
+ * runtime ids are an identity problem (the firmware survived). */
+static void
+test_reconcile_usb_runtime(void)
+{
+    g_autofree char *state = test_make_pool(0);
+    g_autoptr(AvPolicy) policy = test_load_policy(test_runtime_policy);
+    g_autoptr(AvHost) first = test_runtime_host(0x2485, "S1", FALSE);
+    g_autoptr(AvHost) loaded = test_runtime_host(0xf63b, "S1", FALSE);
+    g_autoptr(AvHost) loaded_partial = test_runtime_host(0xf63b, "S1", TRUE);
+    g_autoptr(AvHost) other = test_runtime_host(0x1234, "S1", FALSE);
+    g_autoptr(AvHost) faked = test_runtime_host(0xf63b, "FAKE", FALSE);
+    g_autoptr(AvOwner) vm1 = av_owner_new("uuid-1", "vm1");
+    g_autoptr(AvPool) pool = test_open_write(state);
+    AvPoolDevice *u;
+    char *why = NULL;
+
+    test_reconcile_host(pool, first, policy, TRUE);
+    u = av_pool_find(pool, "usb:03e7:2485:serial:S1");
+    g_assert_nonnull(u);
+    test_move(pool, u, AV_DEVICE_STATE_CLAIMED, vm1, NULL);
+    test_move(pool, u, AV_DEVICE_STATE_IN_USE, NULL, NULL);
+
+    /* In use, its firmware loaded: the same entry, nothing to say. */
+    test_reconcile_host(pool, loaded, policy, FALSE);
+    g_assert_cmpuint(av_pool_devices(pool)->len, ==, 1);
+    g_assert_true(av_pool_find(pool, "usb:03e7:2485:serial:S1") == u);
+    g_assert_null(av_pool_find(pool, "usb:03e7:f63b:serial:S1"));
+    g_assert_cmpint(u->state, ==, AV_DEVICE_STATE_IN_USE);
+    g_assert_cmpstr(u->owner->domain_name, ==, "vm1");
+    g_assert_cmpstr(u->profile, ==, "stick");
+    g_assert_null(u->identity_problem);
+    g_assert_null(u->reason);
+    g_assert_cmpuint(test_count_events(state, "identity-changed"), ==, 0);
+    g_assert_cmpuint(test_count_events(state, "missing"), ==, 0);
+    /* The hook's quick check agrees with the pool. */
+    g_assert_true(av_pool_confirm(pool, loaded_partial, policy, &why));
+    g_assert_null(why);
+
+    /* Released, still loaded until its scrub: the same. */
+    test_move(pool, u, AV_DEVICE_STATE_DIRTY, NULL, NULL);
+    test_reconcile_host(pool, loaded, policy, FALSE);
+    g_assert_cmpint(u->state, ==, AV_DEVICE_STATE_DIRTY);
+    g_assert_null(u->identity_problem);
+    /* Scrubbed back to its first ids: free. */
+    test_move(pool, u, AV_DEVICE_STATE_SCRUBBING, NULL, NULL);
+    test_reconcile_host(pool, first, policy, FALSE);
+    test_move(pool, u, AV_DEVICE_STATE_FREE, NULL, NULL);
+    test_reconcile_host(pool, first, policy, FALSE);
+    g_assert_cmpint(u->state, ==, AV_DEVICE_STATE_FREE);
+    /* Free, presenting its runtime ids: the firmware survived, quarantined. */
+    test_reconcile_host(pool, loaded, policy, TRUE);
+    g_assert_true(av_pool_find(pool, "usb:03e7:2485:serial:S1") == u);
+    g_assert_cmpint(u->state, ==, AV_DEVICE_STATE_QUARANTINED);
+    g_assert_nonnull(strstr(u->identity_problem, "it presents 03e7:f63b, one of the runtime_ids of its profile "
+                                                 "'stick', while it was free"));
+    g_assert_cmpuint(test_count_events(state, "identity-problem"), ==, 1);
+    test_remove_state(state);
+
+    /* In use, other ids at its port: an identity change, as ever; so are
+     * the runtime ids with another serial (a tenant's firmware faking one). */
+    test_runtime_changed(policy, first, other, "usb:03e7:1234:serial:S1");
+    test_runtime_changed(policy, first, faked, "usb:03e7:f63b:serial:FAKE");
+}
+
 /* Two identical USB sticks with one serial: both pooled, each by its port,
  * with a warning naming them. */
 static void
@@ -3423,6 +3531,7 @@ main(int argc, char **argv)
     g_test_add_func("/pool/stale-temps", test_stale_temps);
     g_test_add_func("/pool/lock", test_lock_contention);
     g_test_add_func("/pool/reconcile", test_reconcile);
+    g_test_add_func("/pool/reconcile-usb-runtime", test_reconcile_usb_runtime);
     g_test_add_func("/pool/reconcile/fake-hosts", test_reconcile_fake_hosts);
     g_test_add_func("/pool/reconcile/collide/usb", test_collide_usb);
     g_test_add_func("/pool/reconcile/collide/dsn", test_collide_dsn);

@@ -24,6 +24,7 @@
 #include "doubles/av-doubles.h"
 #include "pci/av-pci.h"
 #include "policy/av-policy.h"
+#include "pool/av-pool.h"
 #include "fpga/av-bitstream.h"
 #include "scrub/av-scrub.h"
 #include "util/av-error.h"
@@ -2055,6 +2056,183 @@ test_usb_methods(void)
     fixture_close(&f);
 }
 
+/* ---- USB sticks whose firmware changes their ids (issue 34) ---- */
+
+#define STICK_PORT_DIR "sys/devices/pci0000:00/0000:00:14.0/usb1/1-1/1-1:1.0/1-1-port2"
+
+static const char usb_runtime_policy[] =
+    "{\"profiles\": [{\"name\": \"stick\", \"match\": {\"vendor\": \"0x03e7\", \"device\": \"0x2485\"},"
+    " \"attach\": \"usb\", \"runtime_ids\": [\"03e7:f63b\"],"
+    " \"scrub\": [{\"method\": \"usb-power-cycle\", \"timeout\": 1}]}]}";
+
+static const char usb_runtime_reauth_policy[] =
+    "{\"profiles\": [{\"name\": \"stick\", \"match\": {\"vendor\": \"0x03e7\", \"device\": \"0x2485\"},"
+    " \"attach\": \"usb\", \"runtime_ids\": [\"03e7:f63b\"],"
+    " \"scrub\": [{\"method\": \"usb-reauthorize\", \"timeout\": 1}]}]}";
+
+/* The contents of the tree's file @rel, stripped.  Caller frees. */
+static char *
+tree_read(Fixture *f, const char *rel)
+{
+    g_autofree char *path = g_build_filename(f->dir, rel, NULL);
+    char *text = NULL;
+
+    g_assert_true(g_file_get_contents(path, &text, NULL, NULL));
+    return g_strstrip(text);
+}
+
+/* Links @rel in the tree to @target. */
+static void
+tree_link(Fixture *f, const char *target, const char *rel)
+{
+    g_autofree char *path = g_build_filename(f->dir, rel, NULL);
+
+    g_assert_cmpint(symlink(target, path), ==, 0);
+}
+
+/* The stick's hub port 1-1-port2 of the hub 1-1: the stick's "port" link,
+ * the port's "device" link, and its "disable" when @disable. */
+static void
+stick_port(Fixture *f, gboolean disable)
+{
+    g_autofree char *dir = g_build_filename(f->dir, STICK_PORT_DIR, NULL);
+
+    g_assert_cmpint(g_mkdir_with_parents(dir, 0755), ==, 0);
+    tree_link(f, "../1-1:1.0/1-1-port2", STICK_DIR "/port");
+    tree_link(f, "../../1-1.2", STICK_PORT_DIR "/device");
+    if (disable)
+        av_test_write(f->dir, STICK_PORT_DIR "/disable", "0\n");
+}
+
+/* The stick as a tenant leaves it: its firmware loaded, 03e7:f63b, with
+ * the same serial at the same port; its boot loader's id 2485. */
+static void
+stick_loaded(Fixture *f)
+{
+    av_test_write(f->dir, STICK_DIR "/idProduct", "f63b\n");
+    av_test_write(f->dir, STICK_DIR "/fake_boot_idProduct", "2485\n");
+}
+
+static void
+test_usb_power_cycle(void)
+{
+    Fixture f;
+    g_autoptr(GError) err = NULL;
+    g_autoptr(json_t) report = NULL;
+    g_autofree char *before = NULL;
+    json_t *step;
+
+    fixture_open(&f, usb_runtime_policy, FALSE);
+    stick_loaded(&f);
+    /* No hub port in sysfs: nothing done, said so. */
+    g_assert_false(run_stick(&f, STICK_ID, NULL, &err));
+    g_assert_nonnull(strstr(err->message, "has no hub port in sysfs ('port' link)"));
+    g_clear_error(&err);
+    /* A port without "disable": refused before any write. */
+    stick_port(&f, FALSE);
+    before = fake_log(&f);
+    g_assert_false(run_stick(&f, STICK_ID, NULL, &err));
+    g_assert_nonnull(strstr(err->message, "the hub port 1-1-port2 of the USB device 1-1.2 has no 'disable'"));
+    g_clear_error(&err);
+    {
+        g_autofree char *after = fake_log(&f);
+
+        g_assert_cmpstr(after, ==, before);
+    }
+    /* With it: the stick presenting its runtime ids is found at its port,
+     * the port's power goes off and on, and it is back with its first ids,
+     * re-enumerated, held. */
+    av_test_write(f.dir, STICK_PORT_DIR "/disable", "0\n");
+    g_assert_true(run_stick(&f, STICK_ID, &report, &err));
+    g_assert_no_error(err);
+    step = json_array_get(json_object_get(report, "steps"), 0);
+    g_assert_cmpstr(json_string_value(json_object_get(step, "message")), ==,
+                    "power of the port of 1-1.2 switched off and on (devnum 3 before, 4 after); back with its first "
+                    "ids, de-authorized until it is freed");
+    g_assert_cmpstr(json_string_value(json_object_get(step, "runtime_ids_before")), ==, "03e7:f63b");
+    {
+        g_autofree char *log = fake_log(&f);
+        g_autofree char *writes_path = g_strdup_printf("%s/sys/" AV_KERNEL_FAKE_WRITES, f.dir);
+        g_autofree char *writes = NULL;
+        g_autofree char *product = tree_read(&f, STICK_DIR "/idProduct");
+        g_autofree char *disable = tree_read(&f, STICK_PORT_DIR "/disable");
+        g_autofree char *authorized = stick_authorized(&f);
+        const char *off, *on;
+
+        g_assert_nonnull(strstr(log, "USB_DEAUTHORIZE 1-1.2\nUSB_PORT_OFF 1-1-port2 1-1.2\nUSB_PORT_ON 1-1-port2 "
+                                     "1-1.2\nUSB_AUTHORIZE 1-1.2 devnum 4\nUSB_DEAUTHORIZE 1-1.2\n"));
+        g_assert_true(g_file_get_contents(writes_path, &writes, NULL, NULL));
+        off = strstr(writes, "1-1-port2/disable 1");
+        on = strstr(writes, "1-1-port2/disable 0");
+        g_assert_nonnull(off);
+        g_assert_nonnull(on);
+        g_assert_true(off < on);
+        g_assert_cmpstr(product, ==, "2485");
+        g_assert_cmpstr(disable, ==, "0");
+        g_assert_cmpstr(authorized, ==, "0");
+    }
+    /* Firmware that survives the power cycle (a ganged hub leaves VBUS on):
+     * the step fails, saying the stick still presents its runtime ids. */
+    stick_loaded(&f);
+    av_test_write(f.dir, STICK_DIR "/fake_firmware_survives", "\n");
+    g_assert_false(run_stick(&f, STICK_ID, NULL, &err));
+    g_assert_nonnull(strstr(err->message, "did not come back presenting " STICK_ID));
+    g_assert_nonnull(strstr(err->message, "it still presents 03e7:f63b, one of the runtime_ids of profile 'stick'"));
+    g_clear_error(&err);
+    {
+        g_autofree char *authorized = stick_authorized(&f);
+
+        g_assert_cmpstr(authorized, ==, "0");
+    }
+    /* Other ids at the port (not a runtime id): not this stick, nothing done. */
+    av_test_write(f.dir, STICK_DIR "/idProduct", "1234\n");
+    g_assert_false(run_stick(&f, STICK_ID, NULL, &err));
+    g_assert_nonnull(strstr(err->message, "no USB device presenting " STICK_ID " is at the port"));
+    g_clear_error(&err);
+    /* Runtime ids with another serial (a tenant's firmware faking one): not this stick. */
+    av_test_write(f.dir, STICK_DIR "/idProduct", "f63b\n");
+    av_test_write(f.dir, STICK_DIR "/serial", "FAKED\n");
+    g_assert_false(run_stick(&f, STICK_ID, NULL, &err));
+    g_assert_nonnull(strstr(err->message, "no USB device presenting " STICK_ID " is at the port"));
+    g_clear_error(&err);
+    fixture_close(&f);
+}
+
+/* usb-reauthorize on a stick presenting its runtime ids: found, but one
+ * whose firmware survives the re-authorization fails the step. */
+static void
+test_usb_runtime_reauthorize(void)
+{
+    Fixture f;
+    g_autoptr(GError) err = NULL;
+    AvPoolDevice held = { .kind = AV_DEVICE_KIND_USB, .identity = (char *)STICK_ID, .address = (char *)"1-1.2",
+                          .state = AV_DEVICE_STATE_SCRUBBING };
+
+    fixture_open(&f, usb_runtime_reauth_policy, FALSE);
+    stick_loaded(&f);
+    g_assert_false(run_stick(&f, STICK_ID, NULL, &err));
+    g_assert_nonnull(strstr(err->message, "scrub step 1 (usb-reauthorize) failed"));
+    g_assert_nonnull(strstr(err->message, "it still presents 03e7:f63b, one of the runtime_ids of profile 'stick'"));
+    g_clear_error(&err);
+    /* Nor is it authorized for the next tenant (the move to free). */
+    g_assert_false(av_pool_usb_unhold(f.root, f.ops, &held, &err));
+    g_assert_nonnull(strstr(err->message, "the USB stick " STICK_ID " at 1-1.2 presents 03e7:f63b, not its first "
+                                          "ids: the firmware loaded while a domain held it survived the scrub"));
+    g_clear_error(&err);
+    {
+        g_autofree char *authorized = stick_authorized(&f);
+
+        g_assert_cmpstr(authorized, ==, "0");
+    }
+    /* Back to its boot loader: the step passes, and the stick can be freed. */
+    av_test_write(f.dir, STICK_DIR "/idProduct", "2485\n");
+    g_assert_true(run_stick(&f, STICK_ID, NULL, &err));
+    g_assert_no_error(err);
+    g_assert_true(av_pool_usb_unhold(f.root, f.ops, &held, &err));
+    g_assert_no_error(err);
+    fixture_close(&f);
+}
+
 /* "program-base" (issue 15): the profile's base image must be in the
  * library (in the target's state dir) and fit the device, or the step fails
  * before any program runs (the worker quarantines); one that fits is
@@ -2197,6 +2375,8 @@ main(int argc, char **argv)
     g_test_add_func("/scrub/vm/other-events", test_vm_other_events);
     g_test_add_func("/scrub/kernel/fake-device-ops", test_fake_device_ops);
     g_test_add_func("/scrub/usb/methods", test_usb_methods);
+    g_test_add_func("/scrub/usb/power-cycle", test_usb_power_cycle);
+    g_test_add_func("/scrub/usb/runtime-reauthorize", test_usb_runtime_reauthorize);
     g_test_add_func("/scrub/program-base", test_program_base);
     return g_test_run();
 }

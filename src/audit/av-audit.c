@@ -212,11 +212,53 @@ av_audit_find_usb(const GPtrArray *usb, const AvAuditHostdev *h, char **ret_why)
     return NULL;
 }
 
-/* The pool device that @h names, in *ret_dev (NULL: none of the pool's).
- * FALSE with *ret_why when it cannot be told (USB). */
+static gboolean av_audit_in_use_by(const AvPoolDevice *dev, const AvAuditDomain *domain);
+
+/* The stick @domain holds that its USB hostdev @h names although no device
+ * presents @h's ids and numbers any more: a stick whose firmware changed its
+ * ids and re-enumerated it (a profile's "runtime_ids", av_pool_reconcile()),
+ * which keeps the identity of its first ids.  The only USB entry claimed or
+ * in use by @domain whose identity has @h's vendor and product, at a port of
+ * @h's bus where a device of that vendor presents other ids.  Only ever the
+ * domain's own stick: at worst an unresolved hostdev reads as the stick the
+ * domain holds, never as another's.  NULL when there is none or several. */
+static AvPoolDevice *
+av_audit_find_reenumerated(const AvPool *pool, const GPtrArray *usb, const AvAuditHostdev *h,
+                           const AvAuditDomain *domain)
+{
+    g_autofree char *prefix = g_strdup_printf("usb:%04x:%04x", h->usb_vendor, h->usb_product);
+    GPtrArray *devices = av_pool_devices(pool);
+    AvPoolDevice *found = NULL;
+
+    for (guint i = 0; domain && usb && h->usb_vendor && i < devices->len; i++) {
+        AvPoolDevice *dev = g_ptr_array_index(devices, i);
+        const AvUsbDevice *there = NULL;
+
+        if (dev->kind != AV_DEVICE_KIND_USB || !dev->address || !g_str_has_prefix(dev->identity, prefix) ||
+            !av_audit_in_use_by(dev, domain))
+            continue;
+        for (guint j = 0; j < usb->len && !there; j++) {
+            const AvUsbDevice *u = g_ptr_array_index(usb, j);
+
+            if (g_str_equal(u->bus_path, dev->address))
+                there = u;
+        }
+        if (!there || there->vendor_id != h->usb_vendor || there->product_id == h->usb_product ||
+            (h->usb_bus > 0 && there->busnum != (guint)h->usb_bus))
+            continue;
+        if (found)
+            return NULL;
+        found = dev;
+    }
+    return found;
+}
+
+/* The pool device that @h, a host device of @domain (may be NULL), names,
+ * in *ret_dev (NULL: none of the pool's).  FALSE with *ret_why when it
+ * cannot be told (USB). */
 static gboolean
-av_audit_resolve(const AvPool *pool, const GPtrArray *usb, const AvAuditHostdev *h, AvPoolDevice **ret_dev,
-                 char **ret_why)
+av_audit_resolve(const AvPool *pool, const GPtrArray *usb, const AvAuditDomain *domain, const AvAuditHostdev *h,
+                 AvPoolDevice **ret_dev, char **ret_why)
 {
     *ret_dev = NULL;
     switch (h->kind) {
@@ -233,8 +275,13 @@ av_audit_resolve(const AvPool *pool, const GPtrArray *usb, const AvAuditHostdev 
     case AV_AUDIT_HOSTDEV_USB: {
         const AvUsbDevice *u = av_audit_find_usb(usb, h, ret_why);
 
-        if (!u)
-            return FALSE;
+        if (!u) {
+            *ret_dev = av_audit_find_reenumerated(pool, usb, h, domain);
+            if (!*ret_dev)
+                return FALSE;
+            g_clear_pointer(ret_why, g_free);
+            return TRUE;
+        }
         *ret_dev = av_pool_find_usb(pool, u);
         return TRUE;
     }
@@ -395,7 +442,7 @@ av_audit_domain(const AvPool *pool, const AvAuditDomain *domain, const GPtrArray
         g_autofree char *why = NULL;
         AvPoolDevice *dev = NULL;
 
-        if (!av_audit_resolve(pool, usb, h, &dev, &why)) {
+        if (!av_audit_resolve(pool, usb, domain, h, &dev, &why)) {
             usb_unknown = TRUE;
             av_audit_note(findings, AV_AUDIT_UNRESOLVED, domain, NULL,
                           g_strdup_printf("%s: %s; its USB devices are left as they are", who, why));
@@ -471,7 +518,7 @@ av_audit_named_by_any(const AvPool *pool, const GPtrArray *domains, const GPtrAr
             g_autofree char *why = NULL;
             AvPoolDevice *named = NULL;
 
-            if (av_audit_resolve(pool, usb, g_ptr_array_index(domain->hostdevs, j), &named, &why) &&
+            if (av_audit_resolve(pool, usb, domain, g_ptr_array_index(domain->hostdevs, j), &named, &why) &&
                 named == dev)
                 return TRUE;
         }

@@ -213,6 +213,19 @@ av_profile_names_companion(const AvProfile *profile, const AvPciDevice *dev)
     return FALSE;
 }
 
+/* See av-policy.h. */
+gboolean
+av_profile_runtime_id(const AvProfile *profile, guint16 vendor, guint16 product)
+{
+    guint32 id = (guint32)vendor << 16 | product;
+
+    for (guint i = 0; profile && profile->runtime_ids && i < profile->runtime_ids->len; i++) {
+        if (g_array_index(profile->runtime_ids, guint32, i) == id)
+            return TRUE;
+    }
+    return FALSE;
+}
+
 /* The first "usb" profile that takes the USB device @dev, or NULL.
  * Borrowed from @policy. */
 const AvProfile *

@@ -38,7 +38,7 @@ static const char *const profile_keys[] = {
     "name", "description", "match", "attach", "mdev_type", "numa", "allocation", "granularity",
     "scrub", "restore_driver", "hide_hypervisor", "resource_class", "traits", "companions", "memory", "min_coverage",
     "vfs", "vfs_shrink", "program", "on_prepare", "on_release", "on_assign", "on_free", "max_lease", "health",
-    "placement_sync", "vfio_driver", "vgpu_type", NULL,
+    "placement_sync", "vfio_driver", "vgpu_type", "runtime_ids", NULL,
 };
 static const char *const health_keys[] = {
     "fatal_aer", "nonfatal_aer", "correctable_aer", "degraded_link", "link_speed", "reset_failures", "scrub_failures",
@@ -762,6 +762,7 @@ parse_scrub_step(const PolicyParse *pp, AvProfile *profile, json_t *step, const 
     case AV_SCRUB_METHOD_RESET: allowed = reset_keys; break;
     case AV_SCRUB_METHOD_VM: allowed = vm_keys; break;
     case AV_SCRUB_METHOD_USB_REAUTHORIZE: allowed = reauthorize_keys; break;
+    case AV_SCRUB_METHOD_USB_POWER_CYCLE: allowed = reauthorize_keys; break;
     default: allowed = none_keys; break;
     }
     {
@@ -920,6 +921,7 @@ parse_scrub_step(const PolicyParse *pp, AvProfile *profile, json_t *step, const 
         break;
     }
     case AV_SCRUB_METHOD_USB_REAUTHORIZE:
+    case AV_SCRUB_METHOD_USB_POWER_CYCLE:
         if (!get_timeout(pp, step, path, display, AV_SCRUB_USB_REAUTHORIZE_TIMEOUT_DEFAULT, &s->timeout_s, error))
             return FALSE;
         json_object_set_new(s->options, "timeout", json_integer(s->timeout_s));
@@ -1258,6 +1260,71 @@ parse_health(const PolicyParse *pp, AvProfile *profile, json_t *obj, const char 
     return TRUE;
 }
 
+/* "runtime_ids": ["vvvv:pppp", ...], attach "usb" only: the ids a stick of
+ * the profile may present while a domain holds it (a Movidius stick's
+ * 03e7:f63b once its firmware is loaded).  None of them may be ids the
+ * profile's match takes: a free stick must present its first ids. */
+static gboolean
+parse_runtime_ids(const PolicyParse *pp, AvProfile *profile, json_t *obj, const char *base, GError **error)
+{
+    json_t *v = json_object_get(obj, "runtime_ids");
+    g_autofree char *rp = path_join(base, "runtime_ids");
+    static const char expected[] = "a list of strings such as [\"03e7:f63b\"] (USB idVendor:idProduct in hex)";
+    gsize i;
+    json_t *item;
+
+    if (!v)
+        return TRUE;
+    if (profile->attach != AV_ATTACH_USB)
+        return policy_fail(pp, rp, FALSE, error,
+                           "'runtime_ids' applies to attach 'usb' only, not to attach '%s'; remove it",
+                           av_attach_to_string(profile->attach));
+    if (!json_is_array(v) || json_array_size(v) == 0)
+        return type_fail(pp, rp, "runtime_ids", expected, v, error);
+    /* The hold of a released stick (av_pool_usb_hold()) follows it by its
+     * port and vendor: a stick whose firmware changes its vendor id too
+     * would slip out of it. */
+    if (!profile->match_vendor_set)
+        return policy_fail(pp, rp, FALSE, error,
+                           "'runtime_ids' needs the profile's 'match.vendor': the runtime ids must be of the "
+                           "vendor the profile matches");
+    json_array_foreach(v, i, item) {
+        g_autofree char *ip = g_strdup_printf("%s/%zu", rp, i);
+        g_autofree char *id = g_strdup_printf("runtime_ids[%zu]", i);
+        gboolean taken = profile->match_devices->len == 0;
+        guint16 vendor, product;
+        guint32 value;
+        const char *t;
+
+        if (!json_is_string(item))
+            return type_fail(pp, ip, id, "a string such as \"03e7:f63b\"", item, error);
+        t = json_string_value(item);
+        if (strlen(t) != 9 || strspn(t, "0123456789abcdefABCDEF") != 4 || t[4] != ':' ||
+            strspn(t + 5, "0123456789abcdefABCDEF") != 4)
+            return policy_fail(pp, ip, FALSE, error,
+                               "invalid runtime id '%s' in '%s'; expected vvvv:pppp, the USB idVendor and "
+                               "idProduct in 4 hex digits each (such as 03e7:f63b)", t, id);
+        vendor = (guint16)g_ascii_strtoull(t, NULL, 16);
+        product = (guint16)g_ascii_strtoull(t + 5, NULL, 16);
+        if (vendor != profile->match_vendor)
+            return policy_fail(pp, ip, FALSE, error,
+                               "runtime id '%s' is of another vendor than the profile's match (%04x): a stick "
+                               "whose firmware changes its vendor id is not supported; leave it out", t,
+                               profile->match_vendor);
+        if (av_profile_runtime_id(profile, vendor, product))
+            return policy_fail(pp, ip, FALSE, error, "'runtime_ids' repeats '%s'", t);
+        for (guint j = 0; j < profile->match_devices->len && !taken; j++)
+            taken = g_array_index(profile->match_devices, guint16, j) == product;
+        if (taken)
+            return policy_fail(pp, ip, FALSE, error,
+                               "runtime id '%s' is one the profile's match takes; a free stick presents only "
+                               "its first ids: remove it from 'match' or from 'runtime_ids'", t);
+        value = (guint32)vendor << 16 | product;
+        g_array_append_val(profile->runtime_ids, value);
+    }
+    return TRUE;
+}
+
 static gboolean
 parse_profile(PolicyParse *pp, AvPolicy *policy, GPtrArray *added, json_t *obj, gsize index,
               AvProfile **ret_profile, GError **error)
@@ -1555,6 +1622,9 @@ parse_profile(PolicyParse *pp, AvPolicy *policy, GPtrArray *added, json_t *obj, 
         }
     }
 
+    if (!parse_runtime_ids(pp, profile, obj, base, error))
+        return FALSE;
+
     v = json_object_get(obj, "placement_sync");
     if (v) {
         g_autofree char *sp = path_join(base, "placement_sync");
@@ -1846,6 +1916,16 @@ av_profile_to_json(const AvProfile *profile)
         json_object_set_new(o, "placement_sync", json_boolean(profile->placement_sync == 1));
     if (profile->max_lease_s)
         json_object_set_new(o, "max_lease", json_integer((json_int_t)profile->max_lease_s));
+    if (profile->runtime_ids->len > 0) {
+        json_t *ids = json_array();
+
+        for (guint i = 0; i < profile->runtime_ids->len; i++) {
+            guint32 id = g_array_index(profile->runtime_ids, guint32, i);
+
+            json_array_append_new(ids, json_sprintf("%04x:%04x", id >> 16, id & 0xffff));
+        }
+        json_object_set_new(o, "runtime_ids", ids);
+    }
     if (profile->health.set) {
         const AvHealthLimits *h = &profile->health;
         json_t *health = json_object();

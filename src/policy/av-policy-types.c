@@ -34,11 +34,13 @@ const char *const restore_names[] = { "on-release", "keep-vfio", NULL };
 const int restore_values[] = { AV_RESTORE_ON_RELEASE, AV_RESTORE_KEEP_VFIO };
 
 const char *const scrub_names[] = { "none", "command", "vfio-zero", "reset", "rom-check", "vm",
-                                           "usb-reset", "usb-reauthorize", "program-base", NULL };
+                                           "usb-reset", "usb-reauthorize", "program-base", "usb-power-cycle",
+                                           NULL };
 const int scrub_values[] = {
     AV_SCRUB_METHOD_NONE, AV_SCRUB_METHOD_COMMAND, AV_SCRUB_METHOD_VFIO_ZERO,
     AV_SCRUB_METHOD_RESET, AV_SCRUB_METHOD_ROM_CHECK, AV_SCRUB_METHOD_VM,
     AV_SCRUB_METHOD_USB_RESET, AV_SCRUB_METHOD_USB_REAUTHORIZE, AV_SCRUB_METHOD_PROGRAM_BASE,
+    AV_SCRUB_METHOD_USB_POWER_CYCLE,
 };
 
 const char *
@@ -170,6 +172,7 @@ av_profile_new(void)
     p->health.fatal_aer = p->health.nonfatal_aer = p->health.correctable_aer = -1;
     p->health.reset_failures = p->health.scrub_failures = -1;
     p->placement_sync = -1;
+    p->runtime_ids = g_array_new(FALSE, FALSE, sizeof(guint32));
     return p;
 }
 
@@ -183,6 +186,8 @@ av_profile_free(AvProfile *profile)
     g_free(profile->source_file);
     if (profile->match_devices)
         g_array_unref(profile->match_devices);
+    if (profile->runtime_ids)
+        g_array_unref(profile->runtime_ids);
     if (profile->match_addresses)
         g_ptr_array_unref(profile->match_addresses);
     if (profile->match_mdev_parents)

@@ -158,20 +158,21 @@ av_profile_scrub_warnings(const AvProfile *profile)
 
 /* TRUE when the scrub method @method can act on the devices of @profile:
  * vfio-zero, reset and rom-check act on a whole PCI function, vm hands one
- * to a scrub VM, usb-reset and usb-reauthorize act on a USB device; else
+ * to a scrub VM, usb-reset, usb-reauthorize and usb-power-cycle act on a USB device; else
  * FALSE with @error set (one line saying which methods fit). */
 gboolean
 scrub_method_fits(const PolicyParse *pp, const AvProfile *profile, AvScrubMethod method, const char *method_name,
                   const char *mpath, GError **error)
 {
-    gboolean usb_method = method == AV_SCRUB_METHOD_USB_RESET || method == AV_SCRUB_METHOD_USB_REAUTHORIZE;
+    gboolean usb_method = method == AV_SCRUB_METHOD_USB_RESET || method == AV_SCRUB_METHOD_USB_REAUTHORIZE ||
+                          method == AV_SCRUB_METHOD_USB_POWER_CYCLE;
     gboolean pci_method = method == AV_SCRUB_METHOD_VFIO_ZERO || method == AV_SCRUB_METHOD_RESET ||
                           method == AV_SCRUB_METHOD_ROM_CHECK;
 
     if (profile->attach == AV_ATTACH_USB && (pci_method || method == AV_SCRUB_METHOD_VM))
         return policy_fail(pp, mpath, FALSE, error,
                            "scrub method '%s' %s and cannot be used with attach 'usb'; expected one of none, "
-                           "command, usb-reset, usb-reauthorize", method_name,
+                           "command, usb-reset, usb-reauthorize, usb-power-cycle", method_name,
                            pci_method ? "acts on a whole PCI function" : "hands a whole PCI function to a scrub VM");
     if (profile->attach != AV_ATTACH_USB && usb_method)
         return policy_fail(pp, mpath, FALSE, error,

@@ -52,6 +52,7 @@ typedef enum {
     AV_SCRUB_METHOD_USB_RESET,       /* attach usb only: a port reset through usbfs */
     AV_SCRUB_METHOD_USB_REAUTHORIZE, /* attach usb only: authorized 0 then 1, the device re-enumerates */
     AV_SCRUB_METHOD_PROGRAM_BASE,    /* profiles with "program" and its "base": the base image back, first step */
+    AV_SCRUB_METHOD_USB_POWER_CYCLE, /* attach usb only: the hub port's power off and on ("disable" 1 then 0) */
 } AvScrubMethod;
 
 /* One scrub step: the method and its options (validated, as written plus the
@@ -242,6 +243,9 @@ typedef struct {
     AvDriverCommand *drivers[AV_DRIVER_POINTS]; /* "on_prepare", ...: NULL when absent */
     int placement_sync;          /* "placement_sync": 1 true, 0 false, -1 absent (the policy's "nova"
                                   * says); true only with attach "vfio-pci" or "sriov-vf" */
+    GArray *runtime_ids;         /* guint32 (idVendor << 16 | idProduct): "runtime_ids", attach "usb" only:
+                                  * the ids a stick of the profile may present while a domain holds it
+                                  * (its firmware loaded); never while it is free; empty = none */
 } AvProfile;
 
 void av_profile_free(AvProfile *profile);
@@ -419,6 +423,11 @@ const AvProfile *av_policy_match_mdev_parent(const AvPolicy *policy, const AvMde
  * or ids).  Says nothing of where @dev sits: av_vfio_group_check() also
  * wants it on the card of the profile's device. */
 gboolean av_profile_names_companion(const AvProfile *profile, const AvPciDevice *dev);
+
+/* TRUE when the "usb" profile @profile lists @vendor:@product among its
+ * "runtime_ids" (what a stick of it presents once a tenant loaded its
+ * firmware).  FALSE for NULL. */
+gboolean av_profile_runtime_id(const AvProfile *profile, guint16 vendor, guint16 product);
 
 /* The first "usb" profile matching the USB device @dev, or NULL. */
 const AvProfile *av_policy_match_usb(const AvPolicy *policy, const AvUsbDevice *dev);

@@ -290,6 +290,56 @@ av_pool_find_usb_device_at(const GPtrArray *usb, const char *identity, const cha
     return NULL;
 }
 
+/* See av-pool.h.  The identity is "usb:VVVV:PPPP:serial:S" or
+ * "usb:VVVV:PPPP@port:P" (av_pool_identity_usb_is_valid()). */
+gboolean
+av_pool_usb_is_runtime_of(const AvUsbDevice *usb, const char *identity, const char *bus_path,
+                          const AvProfile *profile)
+{
+    const char *rest;
+
+    if (!usb || !profile || !bus_path || !av_pool_identity_usb_is_valid(identity) ||
+        g_strcmp0(usb->bus_path, bus_path) != 0 || !av_profile_runtime_id(profile, usb->vendor_id, usb->product_id))
+        return FALSE;
+    rest = identity + strlen("usb:VVVV:PPPP");
+    if (g_str_has_prefix(rest, ":serial:"))
+        return g_strcmp0(usb->serial, rest + strlen(":serial:")) == 0;
+    return g_str_equal(rest + strlen("@port:"), bus_path);
+}
+
+/* See av-pool.h. */
+gboolean
+av_pool_usb_runtime_accepted(AvDeviceState state)
+{
+    return state == AV_DEVICE_STATE_CLAIMED || state == AV_DEVICE_STATE_IN_USE || state == AV_DEVICE_STATE_DIRTY ||
+           state == AV_DEVICE_STATE_SCRUBBING || state == AV_DEVICE_STATE_QUARANTINED;
+}
+
+/* See av-pool.h. */
+const AvUsbDevice *
+av_pool_find_usb_device_held(const GPtrArray *usb, const char *identity, const char *bus_path,
+                             const AvProfile *profile, gboolean *ret_runtime)
+{
+    const AvUsbDevice *dev = av_pool_find_usb_device_at(usb, identity, bus_path);
+
+    if (ret_runtime)
+        *ret_runtime = FALSE;
+    if (dev)
+        return dev;
+    for (guint i = 0; usb && profile && i < usb->len; i++) {
+        const AvUsbDevice *u = g_ptr_array_index(usb, i);
+
+        if (g_strcmp0(u->bus_path, bus_path) != 0)
+            continue;
+        if (!av_pool_usb_is_runtime_of(u, identity, bus_path, profile))
+            return NULL;
+        if (ret_runtime)
+            *ret_runtime = TRUE;
+        return u;
+    }
+    return NULL;
+}
+
 /* See av-pool.h. */
 AvPoolDevice *
 av_pool_find_usb(const AvPool *pool, const AvUsbDevice *usb)

@@ -25,6 +25,7 @@ typedef struct {
                                   * device, which another device of this scan presents too; or NULL */
     gboolean keeps;              /* of such devices, the one at the address where the pool knew that
                                   * identity: its identity there never changed, it keeps it */
+    const AvUsbDevice *usb;      /* USB: the device, borrowed from the host; else NULL */
 } AvScanned;
 
 static void
@@ -455,6 +456,40 @@ av_state_out_of_hand(AvDeviceState state)
            state == AV_DEVICE_STATE_SCRUBBING || state == AV_DEVICE_STATE_QUARANTINED;
 }
 
+/* The pooled stick @dev (in @state, its own or the one before it went
+ * missing) presents at its port, as @s, one of its profile's runtime ids
+ * (av_pool_usb_is_runtime_of()).  While a domain holds it, or until its
+ * scrub decides (av_pool_usb_runtime_accepted()), it is the same stick:
+ * @s takes its identity and profile, so that its entry, state, owner and
+ * claims stay.  Free, it keeps its entry too, with an identity problem
+ * (quarantined): the firmware a tenant loaded survived the scrub, or
+ * somebody loaded one on the host. */
+static gboolean
+av_pool_reconcile_usb_runtime(AvPool *pool, const AvPolicy *policy, AvPoolDevice *dev, AvDeviceState state,
+                              AvScanned *s, gboolean *changed, GError **error)
+{
+    g_autofree char *ids = g_strdup_printf("%04x:%04x", s->usb->vendor_id, s->usb->product_id);
+
+    g_free(s->identity);
+    s->identity = g_strdup(dev->identity);
+    s->profile = av_policy_find(policy, dev->profile);
+    if (av_pool_usb_runtime_accepted(state) || dev->identity_problem)
+        return TRUE;
+    {
+        g_autofree char *problem = g_strdup_printf(
+            "it presents %s, one of the runtime_ids of its profile '%s', while it was %s: the firmware loaded "
+            "while a domain held it survived its scrub (or somebody loaded one on the host); power-cycle or "
+            "replug it, check it, then clear its quarantine ('accelvirt quarantine clear %s'); a "
+            "'usb-power-cycle' or 'usb-reauthorize' scrub step brings such a stick back to its first ids",
+            ids, dev->profile, av_device_state_to_string(state), dev->address);
+
+        if (!av_pool_set_identity_problem(pool, dev, problem, error))
+            return FALSE;
+    }
+    *changed = TRUE;
+    return TRUE;
+}
+
 /* Identities that change under the pool (a tenant
  * controls its card's firmware).  For each pooled PCI or USB device E whose
  * address now holds a device S of another identity:
@@ -474,10 +509,14 @@ av_state_out_of_hand(AvDeviceState state)
  * until the operator clears them.  A free device whose identity changes, or
  * that moved to another address (re-enumeration after a hardware change),
  * was in the pool's hands: it is the old story (missing, and a new device).
+ * A USB stick that presents one of its profile's "runtime_ids" at its port
+ * (its firmware loaded: av_pool_usb_is_runtime_of()) is not another device:
+ * see av_pool_reconcile_usb_runtime().
  * The devices of @keep (may be NULL) are left alone.  Runs before the
  * scan's devices are applied. */
 static gboolean
-av_pool_reconcile_anchor(AvPool *pool, GPtrArray *scanned, GHashTable *keep, gboolean *changed, GError **error)
+av_pool_reconcile_anchor(AvPool *pool, const AvPolicy *policy, GPtrArray *scanned, GHashTable *keep,
+                         gboolean *changed, GError **error)
 {
     g_autoptr(GHashTable) ids = g_hash_table_new(g_str_hash, g_str_equal);
     g_autoptr(GHashTable) at = av_scanned_by_address(scanned);
@@ -505,6 +544,12 @@ av_pool_reconcile_anchor(AvPool *pool, GPtrArray *scanned, GHashTable *keep, gbo
         s = av_scanned_at(at, dev->kind, dev->address);
         if (!s || g_str_equal(s->identity, dev->identity))
             continue;
+        if (dev->kind == AV_DEVICE_KIND_USB && !s->suspect &&
+            av_pool_usb_is_runtime_of(s->usb, dev->identity, dev->address, av_policy_find(policy, dev->profile))) {
+            if (!av_pool_reconcile_usb_runtime(pool, policy, dev, state, s, changed, error))
+                return FALSE;
+            continue;
+        }
         who = dev->owner ? av_owner_describe(dev->owner) : NULL;
         if (!av_pool_find(pool, s->identity) && !elsewhere && (av_state_out_of_hand(state) || s->suspect)) {
             /* The same card, another identity: its entry follows it. */
@@ -607,6 +652,7 @@ av_pool_changed_since(const AvPool *before, const AvPool *now)
  * matching profile and match ids, computed without the pool. */
 struct _AvPoolScan {
     const AvHost *host;          /* borrowed */
+    const AvPolicy *policy;      /* borrowed */
     GPtrArray *scanned;          /* AvScanned *; NULL once reconciled */
 };
 
@@ -618,6 +664,7 @@ av_pool_scan_new(const AvHost *host, const AvPolicy *policy)
     GPtrArray *scanned = g_ptr_array_new_with_free_func((GDestroyNotify)av_scanned_free);
 
     scan->host = host;
+    scan->policy = policy;
     scan->scanned = scanned;
     for (guint i = 0; host->pci && i < host->pci->len; i++) {
         const AvPciDevice *pci = g_ptr_array_index(host->pci, i);
@@ -645,6 +692,7 @@ av_pool_scan_new(const AvHost *host, const AvPolicy *policy)
         s->profile = av_policy_match_usb(policy, usb);
         s->numa_node = usb->numa_node;
         s->iommu_group = -1;
+        s->usb = usb;
         g_ptr_array_add(scanned, s);
     }
     return scan;
@@ -712,7 +760,7 @@ av_pool_reconcile_keeping(AvPool *pool, AvPoolScan *scan, GHashTable *keep, gboo
         g_ptr_array_add(left, g_ptr_array_steal_index(scanned, i - 1));
     }
 
-    if (!av_pool_reconcile_anchor(pool, scanned, keep, &changed, error))
+    if (!av_pool_reconcile_anchor(pool, scan->policy, scanned, keep, &changed, error))
         return FALSE;
     /* A device no profile matches and the pool does not know (most of a
      * host) has nothing to apply: told apart without a search of the pool
@@ -920,6 +968,25 @@ av_pool_confirm_usb_all(const AvPool *pool, const AvHost *host, const AvPolicy *
             identity = av_pool_identity_usb_fallback(usb);
         }
 
+        {
+            /* A held stick presenting its runtime ids: as av_pool_reconcile() has it. */
+            const AvPoolDevice *at = av_pool_find_address(pool, AV_DEVICE_KIND_USB, usb->bus_path);
+            const AvProfile *was = at ? av_policy_find(policy, at->profile) : NULL;
+
+            if (at && !g_str_equal(at->identity, identity) && av_pool_usb_runtime_accepted(at->state) &&
+                av_pool_usb_is_runtime_of(usb, at->identity, at->address, was)) {
+                const AvPoolDevice *dev = NULL;
+
+                g_free(identity);
+                identity = g_strdup(at->identity);
+                if (!av_pool_confirm_add(identities, identity,
+                                         av_pool_confirm_entry(pool, AV_DEVICE_KIND_USB, usb->bus_path, identity,
+                                                               was, usb->numa_node, &dev),
+                                         usb->bus_path, ret_why))
+                    return FALSE;
+                continue;
+            }
+        }
         if (!av_pool_confirm_add(identities, identity, av_pool_confirm_usb(pool, policy, usb, identity),
                                  usb->bus_path, ret_why))
             return FALSE;

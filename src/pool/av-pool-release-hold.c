@@ -156,6 +156,26 @@ av_pool_usb_unhold(const AvRoot *root, const AvKernelOps *ops, const AvPoolDevic
         return FALSE;
     u = av_pool_find_usb_device_at(usb, dev->identity, dev->address);
     if (!u) {
+        /* A stick still presenting the ids its firmware gives it
+         * ("runtime_ids"): the firmware survived the scrub. */
+        const AvUsbDevice *there = NULL;
+
+        for (guint i = 0; i < usb->len && !there; i++) {
+            const AvUsbDevice *at = g_ptr_array_index(usb, i);
+
+            if (g_strcmp0(at->bus_path, dev->address) == 0 &&
+                (int)at->vendor_id == av_pool_usb_identity_vendor(dev->identity))
+                there = at;
+        }
+
+        if (there) {
+            g_set_error(error, AV_ERROR, AV_ERROR_NOT_FOUND,
+                        "the USB stick %s at %s presents %04x:%04x, not its first ids: the firmware loaded while a "
+                        "domain held it survived the scrub (a 'usb-power-cycle' or 'usb-reauthorize' step brings "
+                        "such a stick back to its boot loader); it stays held and is not authorized", dev->identity,
+                        dev->address, there->vendor_id, there->product_id);
+            return FALSE;
+        }
         g_set_error(error, AV_ERROR, AV_ERROR_NOT_FOUND,
                     "no USB device presenting %s is at the port the pool recorded (%s), so none is authorized; it "
                     "stays held", dev->identity, dev->address ? dev->address : "no port");

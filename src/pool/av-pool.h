@@ -717,6 +717,30 @@ const AvUsbDevice *av_pool_find_usb_device(const GPtrArray *usb, const char *ide
  * what the scrub methods act on.  Borrowed from @usb. */
 const AvUsbDevice *av_pool_find_usb_device_at(const GPtrArray *usb, const char *identity, const char *bus_path);
 
+/* TRUE when the USB device @usb is the pooled stick @identity (pooled at
+ * the port @bus_path under @profile) presenting one of the profile's
+ * "runtime_ids" (its firmware loaded, re-enumerated): at that very port,
+ * with the same serial when @identity is the serial form (a tenant's
+ * firmware can fake a serial, not the port it is plugged into), and with
+ * ids @profile lists as runtime ids.  Whether those ids are acceptable
+ * depends on the state of the stick (av_pool_usb_runtime_accepted()).
+ * FALSE for NULL arguments. */
+gboolean av_pool_usb_is_runtime_of(const AvUsbDevice *usb, const char *identity, const char *bus_path,
+                                   const AvProfile *profile);
+
+/* TRUE when a stick in @state may present its profile's runtime ids: a
+ * domain holds it (claimed, in-use), or it waits for or runs its scrub
+ * (dirty, scrubbing), whose end decides; a quarantined stick keeps its
+ * entry too.  Never a free stick: the firmware would have survived. */
+gboolean av_pool_usb_runtime_accepted(AvDeviceState state);
+
+/* The USB device of @usb at the port @bus_path presenting @identity
+ * (av_pool_find_usb_device_at()) or, failing that, presenting one of
+ * @profile's runtime ids as that stick (av_pool_usb_is_runtime_of()); NULL
+ * otherwise.  *ret_runtime (may be NULL) says which.  Borrowed from @usb. */
+const AvUsbDevice *av_pool_find_usb_device_held(const GPtrArray *usb, const char *identity, const char *bus_path,
+                                                const AvProfile *profile, gboolean *ret_runtime);
+
 /* The pool device that the USB device @usb presents: its own identity,
  * else the port form the pool gives sticks sharing a serial
  * (av_pool_identity_usb_fallback()); NULL when the pool has neither.

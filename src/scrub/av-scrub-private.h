@@ -92,6 +92,7 @@ gboolean av_scrub_method_rom_check(AvScrubContext *ctx, char **ret_message, GErr
 gboolean av_scrub_method_vm(AvScrubContext *ctx, char **ret_message, GError **error);
 gboolean av_scrub_method_usb_reset(AvScrubContext *ctx, char **ret_message, GError **error);
 gboolean av_scrub_method_usb_reauthorize(AvScrubContext *ctx, char **ret_message, GError **error);
+gboolean av_scrub_method_usb_power_cycle(AvScrubContext *ctx, char **ret_message, GError **error);
 gboolean av_scrub_method_program_base(AvScrubContext *ctx, char **ret_message, GError **error);
 
 /* Puts @func (NULL: none) in the method table for @method and returns what

@@ -24,10 +24,30 @@
  * that it reads 0: the stick is authorized for that moment only.  An
  * unreadable "authorized" is a failure.
  *
- * Both act only on the device at the port the pool recorded (the target's
- * address), and only when it presents the target's identity: never on
- * another device showing the same serial elsewhere.  Otherwise the step
- * fails (the device is quarantined, and stays de-authorized).
+ * "usb-power-cycle": the power of the hub port the stick is plugged into
+ * switched off and on, through the port's "disable"
+ * (Documentation/ABI/testing/sysfs-bus-usb: What: /sys/bus/usb/devices/
+ * .../<hub_interface>/port<X>/disable, reached through the device's "port"
+ * link): 1 disconnects the device and turns the port's power off, 0 turns
+ * it on, and the stick enumerates anew from its boot loader: a firmware a
+ * tenant loaded does not survive, as it may survive a reset or a
+ * re-authorization.  A port without "disable" (an older kernel) fails the
+ * step, saying so.  A hub without per-port power switching (most are
+ * "ganged") still disconnects and disables the port, but may leave VBUS on:
+ * the step then proves only what it checks, that the stick came back with
+ * its first ids.  It waits, up to its "timeout", for the device at that
+ * port to present the target's identity again (with another devnum), then
+ * de-authorizes it again.
+ *
+ * All three act only on the device at the port the pool recorded (the
+ * target's address), and only when it presents the target's identity, or
+ * one of its profile's "runtime_ids" as that very stick
+ * (av_pool_find_usb_device_held(): a stick whose firmware a tenant loaded):
+ * never on another device showing the same serial elsewhere.  Otherwise the
+ * step fails (the device is quarantined, and stays de-authorized).  After
+ * their action the stick must present the target's identity, its first
+ * ids: one still showing runtime ids kept the tenant's firmware, and the
+ * step fails, saying so.
  *
  * Neither clears memory: what they say is exactly what was done. */
 #include "config.h"
@@ -54,9 +74,14 @@ av_scrub_usb_locate(AvScrubContext *ctx, GPtrArray **ret_usb, const AvUsbDevice 
     g_autoptr(GPtrArray) usb = av_host_scan_usb(ctx->root, error);
     const AvUsbDevice *dev;
 
+    gboolean runtime = FALSE;
+
     if (!usb)
         return FALSE;
-    dev = av_pool_find_usb_device_at(usb, ctx->target->identity, ctx->target->address);
+    dev = av_pool_find_usb_device_held(usb, ctx->target->identity, ctx->target->address, ctx->profile, &runtime);
+    if (runtime)
+        json_object_set_new(ctx->entry, "runtime_ids_before",
+                            json_sprintf("%04x:%04x", dev->vendor_id, dev->product_id));
     if (!dev) {
         g_set_error(error, AV_ERROR, AV_ERROR_NOT_FOUND,
                     "no USB device presenting %s is at the port the pool recorded (%s); nothing done to any device",
@@ -66,6 +91,27 @@ av_scrub_usb_locate(AvScrubContext *ctx, GPtrArray **ret_usb, const AvUsbDevice 
     *ret_dev = dev;
     *ret_usb = g_steal_pointer(&usb);
     return TRUE;
+}
+
+/* Why the stick of @ctx is not back at its port with its first ids in
+ * @usb (a scan after the step's action): " (it presents ...)" naming what
+ * is there, or "" when nothing is.  Caller frees. */
+static char *
+av_scrub_usb_why_not_back(AvScrubContext *ctx, const GPtrArray *usb)
+{
+    for (guint i = 0; usb && i < usb->len; i++) {
+        const AvUsbDevice *dev = g_ptr_array_index(usb, i);
+
+        if (g_strcmp0(dev->bus_path, ctx->target->address) != 0)
+            continue;
+        if (av_pool_usb_is_runtime_of(dev, ctx->target->identity, ctx->target->address, ctx->profile))
+            return g_strdup_printf(" (it still presents %04x:%04x, one of the runtime_ids of profile '%s': the "
+                                   "firmware loaded while a domain held it survived)", dev->vendor_id,
+                                   dev->product_id, ctx->profile->name);
+        return g_strdup_printf(" (a device presenting %04x:%04x%s%s is there)", dev->vendor_id, dev->product_id,
+                               dev->serial ? " serial " : "", dev->serial ? dev->serial : "");
+    }
+    return g_strdup("");
 }
 
 /* The facts of @dev in the step's report entry. */
@@ -131,11 +177,13 @@ av_scrub_method_usb_reset(AvScrubContext *ctx, char **ret_message, GError **erro
     }
     dev = av_pool_find_usb_device_at(after, ctx->target->identity, bus_path);
     if (!dev) {
-        *ret_message = g_strdup_printf("usb port reset of %s (bus %u device %u); the device is not back", bus_path,
-                                       busnum, devnum);
+        g_autofree char *why = av_scrub_usb_why_not_back(ctx, after);
+
+        *ret_message = g_strdup_printf("usb port reset of %s (bus %u device %u); the device is not back%s",
+                                       bus_path, busnum, devnum, why);
         g_set_error(error, AV_ERROR, AV_ERROR_NOT_FOUND,
-                    "after the reset of %s no USB device presenting %s is at that port", bus_path,
-                    ctx->target->identity);
+                    "after the reset of %s no USB device presenting %s is at that port%s", bus_path,
+                    ctx->target->identity, why);
         return FALSE;
     }
     if (!av_scrub_usb_keep_held(ctx, dev->bus_path, "after", NULL, error)) {
@@ -149,10 +197,13 @@ av_scrub_method_usb_reset(AvScrubContext *ctx, char **ret_message, GError **erro
 }
 
 /* Waits up to the step's timeout for the device at the target's port to
- * present the target's identity again with "authorized" reading 1, and
- * stores its devnum.  An unreadable "authorized" is not a success. */
+ * present the target's identity again (its first ids), with "authorized"
+ * reading 1 when @authorized, and stores its devnum; @after names what it
+ * comes back from, for the error.  An unreadable "authorized" is not a
+ * success; the error says what is at the port. */
 static gboolean
-av_scrub_usb_wait(AvScrubContext *ctx, guint *ret_devnum, GError **error)
+av_scrub_usb_wait(AvScrubContext *ctx, gboolean authorized_too, const char *after, guint *ret_devnum,
+                  GError **error)
 {
     gint64 deadline = g_get_monotonic_time() + (gint64)MAX(ctx->step->timeout_s, 1) * G_USEC_PER_SEC;
     g_autofree char *last = NULL;
@@ -166,23 +217,25 @@ av_scrub_usb_wait(AvScrubContext *ctx, guint *ret_devnum, GError **error)
 
         if (!usb)
             return FALSE;
-        if (dev) {
-            if (av_usb_authorized_read(ctx->root, dev->bus_path, &authorized, &read_error) &&
-                g_str_equal(authorized, "1")) {
-                *ret_devnum = dev->devnum;
-                return TRUE;
-            }
-            g_free(last);
-            last = read_error ? g_strdup(read_error->message) : g_strdup_printf("'authorized' reads '%s'", authorized);
+        g_free(last);
+        if (!dev) {
+            last = av_scrub_usb_why_not_back(ctx, usb);
+        } else if (!authorized_too || (av_usb_authorized_read(ctx->root, dev->bus_path, &authorized, &read_error) &&
+                                       g_str_equal(authorized, "1"))) {
+            *ret_devnum = dev->devnum;
+            return TRUE;
+        } else {
+            last = read_error ? g_strdup_printf(": %s", read_error->message)
+                              : g_strdup_printf(": 'authorized' reads '%s'", authorized);
         }
         if (g_get_monotonic_time() >= deadline)
             break;
         g_usleep(AV_USB_POLL_US);
     }
     g_set_error(error, AV_ERROR, AV_ERROR_FAILED,
-                "the USB device at %s did not come back presenting %s and authorized within %u s of its "
-                "re-authorization%s%s", ctx->target->address, ctx->target->identity, ctx->step->timeout_s,
-                last ? ": " : "", last ? last : "");
+                "the USB device at %s did not come back presenting %s%s within %u s of its %s%s",
+                ctx->target->address, ctx->target->identity, authorized_too ? " and authorized" : "",
+                ctx->step->timeout_s, after, *last ? last : " (no device is at that port)");
     return FALSE;
 }
 
@@ -229,7 +282,11 @@ av_scrub_method_usb_reauthorize(AvScrubContext *ctx, char **ret_message, GError 
         *ret_message = g_strdup_printf("de-authorized %s; authorizing it again failed", bus_path);
         return FALSE;
     }
-    if (!av_scrub_usb_wait(ctx, &devnum, error)) {
+    if (!av_scrub_usb_wait(ctx, TRUE, "re-authorization", &devnum, error)) {
+        g_autoptr(GError) held = NULL;
+
+        /* Whatever is at the port stays held (the worker's hold does the same). */
+        (void)av_usb_authorized_set(ctx->root, ctx->ops, bus_path, FALSE, NULL, &held);
         *ret_message = g_strdup_printf("de-authorized %s and wrote 1; it did not come back authorized", bus_path);
         return FALSE;
     }
@@ -244,5 +301,120 @@ av_scrub_method_usb_reauthorize(AvScrubContext *ctx, char **ret_message, GError 
     *ret_message = g_strdup_printf("de-authorized and authorized again at %s (devnum %u before, %u after)%s; "
                                    "de-authorized again until it is freed", bus_path, devnum_before, devnum,
                                    devnum != devnum_before ? "; re-enumerated" : "");
+    return TRUE;
+}
+
+/* How long usb-power-cycle keeps the port's power off: long enough for a
+ * stick's own capacitors to drain, so that it starts from its boot loader. */
+#define AV_USB_POWER_OFF_US (1000 * 1000)
+
+/* The root-relative path of the "disable" of the hub port the USB device
+ * @dev is plugged into (its "port" link, Documentation/ABI/testing/
+ * sysfs-bus-usb), resolved inside the root, into *ret_path.  FALSE with
+ * @error when the device has no port link or the port no "disable". */
+static gboolean
+av_scrub_usb_port_disable(AvScrubContext *ctx, const AvUsbDevice *dev, char **ret_path, GError **error)
+{
+    g_autofree char *link = g_strconcat(dev->sysfs_path, "/port", NULL);
+    g_autofree char *port = NULL;
+    g_autofree char *disable = NULL;
+    int r = av_root_resolve(ctx->root, link, &port);
+
+    if (r < 0)
+        return av_error_errno(error, r, "the USB device %s has no hub port in sysfs ('port' link); its power "
+                              "cannot be cycled: use usb-reauthorize instead", dev->bus_path);
+    disable = g_strconcat(port, "/disable", NULL);
+    if (!av_root_exists(ctx->root, disable)) {
+        g_autofree char *name = g_path_get_basename(port);
+
+        g_set_error(error, AV_ERROR, AV_ERROR_FAILED,
+                    "the hub port %s of the USB device %s has no 'disable' (Documentation/ABI/testing/"
+                    "sysfs-bus-usb): its power cannot be switched off and on from the host; nothing done; use "
+                    "usb-reauthorize, or plug the stick into a hub with per-port power switching", name,
+                    dev->bus_path);
+        return FALSE;
+    }
+    *ret_path = g_steal_pointer(&disable);
+    return TRUE;
+}
+
+/* "usb-power-cycle": see above. */
+gboolean
+av_scrub_method_usb_power_cycle(AvScrubContext *ctx, char **ret_message, GError **error)
+{
+    g_autoptr(GPtrArray) usb = NULL;
+    g_autoptr(GPtrArray) off = NULL;
+    const AvUsbDevice *dev = NULL;
+    g_autofree char *bus_path = NULL;
+    g_autofree char *disable = NULL;
+    guint devnum_before, devnum = 0;
+    int r;
+
+    if (!av_scrub_usb_locate(ctx, &usb, &dev, error)) {
+        *ret_message = g_strdup("device not found; its port's power not cycled");
+        return FALSE;
+    }
+    av_scrub_usb_note(ctx, dev);
+    bus_path = g_strdup(dev->bus_path);
+    devnum_before = dev->devnum;
+    if (!av_scrub_usb_port_disable(ctx, dev, &disable, error)) {
+        *ret_message = g_strdup_printf("the port of %s cannot be switched off; nothing done", bus_path);
+        return FALSE;
+    }
+    json_object_set_new(ctx->entry, "port_disable", json_string(disable));
+    if (!av_scrub_usb_keep_held(ctx, bus_path, "before", NULL, error)) {
+        *ret_message = g_strdup_printf("%s could not be de-authorized; its port's power not cycled", bus_path);
+        return FALSE;
+    }
+    r = ctx->ops->write(ctx->root, disable, "1");
+    if (r < 0) {
+        *ret_message = g_strdup_printf("switching off the port of %s failed", bus_path);
+        return av_error_errno(error, r, "cannot write 1 to '%s' (the hub port of the USB device %s)", disable,
+                              bus_path);
+    }
+    /* The kernel disconnects the device before it returns (port.c:
+     * disable_store()): one still there was not switched off. */
+    off = av_host_scan_usb(ctx->root, error);
+    if (!off) {
+        *ret_message = g_strdup_printf("switched off the port of %s; the USB devices cannot be read", bus_path);
+        (void)ctx->ops->write(ctx->root, disable, "0");
+        return FALSE;
+    }
+    for (guint i = 0; i < off->len; i++) {
+        if (g_str_equal(((const AvUsbDevice *)g_ptr_array_index(off, i))->bus_path, bus_path)) {
+            *ret_message = g_strdup_printf("wrote 1 to the port's 'disable' of %s; the device is still there",
+                                           bus_path);
+            g_set_error(error, AV_ERROR, AV_ERROR_FAILED,
+                        "the USB device %s is still connected after 1 was written to '%s': its port was not "
+                        "switched off", bus_path, disable);
+            (void)ctx->ops->write(ctx->root, disable, "0");
+            return FALSE;
+        }
+    }
+    g_usleep(AV_USB_POWER_OFF_US);
+    r = ctx->ops->write(ctx->root, disable, "0");
+    if (r < 0) {
+        *ret_message = g_strdup_printf("switched off the port of %s; switching it on again failed", bus_path);
+        return av_error_errno(error, r, "cannot write 0 to '%s' (the hub port of the USB device %s): the stick "
+                              "stays off until the port is switched on by hand", disable, bus_path);
+    }
+    if (!av_scrub_usb_wait(ctx, FALSE, "port's power coming back", &devnum, error)) {
+        g_autoptr(GError) held = NULL;
+
+        /* Whatever came back stays held (the worker's hold does the same). */
+        (void)av_usb_authorized_set(ctx->root, ctx->ops, bus_path, FALSE, NULL, &held);
+        *ret_message = g_strdup_printf("power of the port of %s switched off and on; it did not come back with "
+                                       "its first ids", bus_path);
+        return FALSE;
+    }
+    if (!av_scrub_usb_keep_held(ctx, bus_path, "after", NULL, error)) {
+        *ret_message = g_strdup_printf("power of the port of %s switched off and on (devnum %u before, %u after); "
+                                       "it could not be de-authorized again", bus_path, devnum_before, devnum);
+        return FALSE;
+    }
+    json_object_set_new(ctx->entry, "devnum_after", json_integer(devnum));
+    *ret_message = g_strdup_printf("power of the port of %s switched off and on (devnum %u before, %u after); back "
+                                   "with its first ids, de-authorized until it is freed", bus_path, devnum_before,
+                                   devnum);
     return TRUE;
 }

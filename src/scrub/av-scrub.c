@@ -311,6 +311,7 @@ static AvScrubMethodFunc av_scrub_methods[] = {
     [AV_SCRUB_METHOD_USB_RESET] = av_scrub_method_usb_reset,
     [AV_SCRUB_METHOD_USB_REAUTHORIZE] = av_scrub_method_usb_reauthorize,
     [AV_SCRUB_METHOD_PROGRAM_BASE] = av_scrub_method_program_base,
+    [AV_SCRUB_METHOD_USB_POWER_CYCLE] = av_scrub_method_usb_power_cycle,
 };
 
 /* See av-scrub-private.h. */

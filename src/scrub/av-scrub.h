@@ -5,7 +5,7 @@
  * pipeline and the device is quarantined with the step and its message.
  * Methods: "none", "command" (an external program given the device's address
  * and IOMMU group, killed at its timeout; its exit status decides),
- * "vfio-zero", "reset", "rom-check", "usb-reset", "usb-reauthorize",
+ * "vfio-zero", "reset", "rom-check", "usb-reset", "usb-reauthorize", "usb-power-cycle",
  * "program-base" (the profile's base bitstream programmed back;
  * av-scrub-program.c) (libaccelvirt.a) and "vm"
  * (av-scrub-vm.c, in libaccelvirt-virt.a: it calls libvirt).  The hook must

@@ -931,19 +931,30 @@ av_fake_usb_reenumerate(const AvRoot *root, const char *devdir)
     return av_fake_log(root, line);
 }
 
+/* Stores the "0" or "1" @value (-EINVAL for anything else) at @resolved:
+ * *ret_arg gets it, *ret_before what was there (NULL when unreadable).
+ * Returns 0 or -errno. */
+static int
+av_fake_put_switch(const AvRoot *root, const char *resolved, const char *value, char **ret_arg, char **ret_before)
+{
+    g_autofree char *arg = av_fake_arg(value);
+
+    if (!g_str_equal(arg, "0") && !g_str_equal(arg, "1"))
+        return -EINVAL;
+    (void)av_root_read_attr(root, resolved, ret_before);
+    *ret_arg = g_steal_pointer(&arg);
+    return av_fake_put(root, resolved, *ret_arg, 0644);
+}
+
 /* "authorized" of the USB device @devdir: "0" stores it and logs it; "1"
  * after "0" re-enumerates the device (av_fake_usb_reenumerate()). */
 static int
 av_fake_usb_authorized(const AvRoot *root, const char *resolved, const char *devdir, const char *value)
 {
-    g_autofree char *arg = av_fake_arg(value);
+    g_autofree char *arg = NULL;
     g_autofree char *before = NULL;
-    int r;
+    int r = av_fake_put_switch(root, resolved, value, &arg, &before);
 
-    if (!g_str_equal(arg, "0") && !g_str_equal(arg, "1"))
-        return -EINVAL;
-    (void)av_root_read_attr(root, resolved, &before);
-    r = av_fake_put(root, resolved, arg, 0644);
     if (r < 0)
         return r;
     if (g_str_equal(arg, "0")) {
@@ -953,6 +964,69 @@ av_fake_usb_authorized(const AvRoot *root, const char *resolved, const char *dev
         return av_fake_log(root, line);
     }
     return g_strcmp0(before, "0") == 0 ? av_fake_usb_reenumerate(root, devdir) : 0;
+}
+
+/* "disable" of the hub port @portdir (Documentation/ABI/testing/
+ * sysfs-bus-usb): "1" disconnects the device the port's "device" link names
+ * (its /sys/bus/usb/devices link is put aside as ".NAME.off", and the
+ * port's "device" link kept) and logs USB_PORT_OFF; "0" after "1" connects
+ * it again: the link back, a new devnum (av_fake_usb_reenumerate()),
+ * "authorized" 1 as the kernel's default gives a new device, and, as a
+ * stick's boot loader does, "idProduct" back to the device's
+ * "fake_boot_idProduct" when it has one and no "fake_firmware_survives".
+ * A port without a device just stores the value. */
+static int
+av_fake_usb_port_disable(const AvRoot *root, const char *resolved, const char *portdir, const char *value)
+{
+    g_autofree char *arg = NULL;
+    g_autofree char *before = NULL;
+    g_autofree char *link = g_strconcat(portdir, "/device", NULL);
+    g_autofree char *devdir = NULL;
+    g_autofree char *name = NULL;
+    g_autofree char *on_rel = NULL, *off_rel = NULL, *on = NULL, *off = NULL, *line = NULL;
+    g_autofree char *port = g_path_get_basename(portdir);
+    int r = av_fake_put_switch(root, resolved, value, &arg, &before);
+
+    if (r < 0)
+        return r;
+    if (av_root_resolve(root, link, &devdir) < 0)
+        return 0;
+    name = g_path_get_basename(devdir);
+    on_rel = av_sys_path("bus/usb/devices/%s", name);
+    off_rel = av_sys_path("bus/usb/devices/.%s.off", name);
+    on = av_root_host_path(root, on_rel);
+    off = av_root_host_path(root, off_rel);
+    if (g_str_equal(arg, "1")) {
+        if (g_strcmp0(before, "1") != 0 && rename(on, off) < 0)
+            return -errno;
+        line = g_strdup_printf("USB_PORT_OFF %s %s", port, name);
+        return av_fake_log(root, line);
+    }
+    if (g_strcmp0(before, "1") != 0)
+        return 0;
+    if (rename(off, on) < 0)
+        return -errno;
+    {
+        g_autofree char *boot_path = g_strconcat(devdir, "/fake_boot_idProduct", NULL);
+        g_autofree char *survives = g_strconcat(devdir, "/fake_firmware_survives", NULL);
+        g_autofree char *product = g_strconcat(devdir, "/idProduct", NULL);
+        g_autofree char *authorized = g_strconcat(devdir, "/authorized", NULL);
+        g_autofree char *boot = NULL;
+
+        if (!av_root_exists(root, survives) && av_root_read_attr(root, boot_path, &boot) == 0) {
+            r = av_fake_put(root, product, boot, 0644);
+            if (r < 0)
+                return r;
+        }
+        r = av_fake_put(root, authorized, "1", 0644);
+        if (r < 0)
+            return r;
+    }
+    line = g_strdup_printf("USB_PORT_ON %s %s", port, name);
+    r = av_fake_log(root, line);
+    if (r < 0)
+        return r;
+    return av_fake_usb_reenumerate(root, devdir);
 }
 
 /* The fake table's write: logs "PATH VALUE" to the tree's
@@ -1196,6 +1270,8 @@ av_kernel_fake_write_do(const AvRoot *root, const char *path, const char *value)
         if (av_root_exists(root, vendor))
             return av_fake_usb_authorized(root, resolved, dir, value);
     }
+    if (g_str_equal(base, "disable") && strstr(dir_base, "-port"))
+        return av_fake_usb_port_disable(root, resolved, dir, value);
     if (g_str_equal(base, "remove")) {
         g_autofree char *type_link = g_strconcat(dir, "/mdev_type", NULL);
 
