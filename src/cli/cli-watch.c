@@ -86,6 +86,8 @@ av_cli_audit_domain_from_xml(const char *uuid, const char *name, const char *xml
         case AV_HOSTDEV_USB:
             av_audit_domain_add_usb(domain, h->usb_vendor, h->usb_product, h->usb_bus, h->usb_device);
             break;
+        case AV_HOSTDEV_NETDEV:
+            break;
         }
     }
     return g_steal_pointer(&domain);
