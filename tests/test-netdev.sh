@@ -78,6 +78,21 @@ check "  ... list --json too" \
 check "  ... its netdevs" json "$W/list.json" \
     "[(x['address'], x['netdevs']) for x in d['pci'] if x['address'] in ('0000:45:00.0', '0000:47:00.0')] == [('0000:45:00.0', ['enp69s0']), ('0000:47:00.0', ['eno1'])]"
 
+# --- placement: accelvirt rewrite writes the free card's interface ---
+cat >"$W/ask.xml" <<'XML'
+<domain type='kvm'><name>ask</name><metadata><av:accelerators xmlns:av="urn:accelvirt:domain:1"><av:request profile="vca"/></av:accelerators></metadata><memory unit='GiB'>4</memory><vcpu>2</vcpu><os><type arch='x86_64' machine='q35'>hvm</type></os><devices/></domain>
+XML
+check "rewrite --dry-run gives the domain a card's interface, direct in passthrough mode" \
+    eval "av rewrite --dry-run '$W/ask.xml' >'$W/ask.out' &&
+          tr -d ' \\n' <'$W/ask.out' | grep -q '<interfacetype=\"direct\"><sourcedev=\"enp69s0\"mode=\"passthrough\"/><modeltype=\"virtio\"/><aliasname=\"ua-accelvirt-0\"/></interface>' &&
+          grep -q 'av:device profile=\"vca\" address=\"0000:45:00.0\" netdev=\"enp69s0\"' '$W/ask.out' && ! grep -q '<hostdev' '$W/ask.out'"
+mv "$DEVS/0000:45:00.0/net/enp69s0" "$W/enp69s0.away"
+check "  ... a card whose driver made no interface is not placed: the other one is" \
+    eval "av rewrite --dry-run '$W/ask.xml' >'$W/ask.out' && grep -q 'source dev=\"enp70s0\"' '$W/ask.out'"
+check "  ... and list marks it (!), saying why" \
+    eval "av list >'$W/list2.txt' && grep -q '^  0000:45:00.0 .* vca (!) ' '$W/list2.txt' && grep -q 'no network interface' '$W/list2.txt'"
+mv "$W/enp69s0.away" "$DEVS/0000:45:00.0/net/enp69s0"
+
 # --- prepare: claimed, left on its host driver ---
 mkdom "$W/vm1.xml" vm1 "$(uuid 1)" "$(direct enp69s0 passthrough)"
 check "prepare of vm1, whose direct interface names enp69s0: the card is in use by vm1" \
@@ -129,6 +144,26 @@ touch "$W/scrub-fail"
 check "a failed scrub command quarantines the card" \
     eval "hook '$W/vm2.xml' vm2 release end - && wait_state 0000:45:00.0 quarantined"
 rm -f "$W/scrub-fail"
+
+# --- audit: a card's interface is its card (libvirt's test driver runs the domains) ---
+STATE="$W/state-audit"
+NODE="$W/node.xml"
+fake_worker
+av status >/dev/null
+hook "$W/vm1.xml" vm1 prepare begin - >/dev/null
+{
+    echo "<node>"
+    printf '<domain type="test"><name>vm1</name><uuid>%s</uuid><memory>1048576</memory><vcpu>1</vcpu><os><type>hvm</type></os><devices>%s</devices></domain>\n' \
+        "$(uuid 1)" "$(direct enp69s0 passthrough)"
+    printf '<domain type="test"><name>out</name><uuid>%s</uuid><memory>1048576</memory><vcpu>1</vcpu><os><type>hvm</type></os><devices>%s</devices></domain>\n' \
+        "$(uuid 5)" "$(direct enp70s0 passthrough)$(direct eno1 bridge)"
+    echo "</node>"
+} >"$NODE"
+check "audit: the interface of a free card given to a domain outside accelvirt is attached-outside; vm1's card stays in use" \
+    eval "av --connect 'test://$NODE' audit --json >'$W/audit.json'"
+check "  ... the findings" json "$W/audit.json" \
+    "[(f['action'], f['domain_name'], f['address']) for f in d['findings']] == [('attached-outside', 'out', '0000:46:00.0')]"
+check "  ... the pool" eval "[ \"\$(state_of 0000:45:00.0)\" = 'in-use vm1 None' ] && [ \"\$(state_of 0000:46:00.0)\" = 'in-use out None' ]"
 
 # --- the policy: what a netdev card cannot do ---
 bad_policy() {

@@ -718,18 +718,27 @@ av_pci_device_read_netdevs(const AvRoot *root, AvPciDevice *dev)
 }
 
 /* See av-pci.h. */
-char *
-av_pci_netdev_first(const AvRoot *root, const char *address)
+GPtrArray *
+av_pci_netdevs(const AvRoot *root, const char *address)
 {
     g_autoptr(AvPciDevice) dev = g_new0(AvPciDevice, 1);
 
+    dev->netdevs = g_ptr_array_new_with_free_func(g_free);
     if (!av_pci_address_is_valid(address))
-        return NULL;
+        return g_steal_pointer(&dev->netdevs);
     dev->address = g_strdup(address);
     dev->sysfs_path = av_sys_path("bus/pci/devices/%s", address);
-    dev->netdevs = g_ptr_array_new_with_free_func(g_free);
     av_pci_device_read_netdevs(root, dev);
-    return dev->netdevs->len ? g_strdup(g_ptr_array_index(dev->netdevs, 0)) : NULL;
+    return g_steal_pointer(&dev->netdevs);
+}
+
+/* See av-pci.h. */
+char *
+av_pci_netdev_first(const AvRoot *root, const char *address)
+{
+    g_autoptr(GPtrArray) names = av_pci_netdevs(root, address);
+
+    return names->len ? g_strdup(g_ptr_array_index(names, 0)) : NULL;
 }
 
 /* Scans the device whose canonical sysfs directory is @sysfs_path. */

@@ -347,6 +347,10 @@ AvPciDevice *av_host_find_pci(const AvHost *host, const char *address);
  * av_netdev_name_is_valid() accepts; NULL when none (caller frees). */
 char *av_pci_netdev_first(const AvRoot *root, const char *address);
 
+/* Every such interface of the PCI function @address, sorted: a new array
+ * of char* (empty when none; caller frees). */
+GPtrArray *av_pci_netdevs(const AvRoot *root, const char *address);
+
 /* The PCI device of @host whose host driver made the network interface
  * @name (its net/ directory lists it exactly), or NULL.  Borrowed from
  * @host. */

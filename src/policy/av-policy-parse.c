@@ -981,9 +981,11 @@ parse_scrub(const PolicyParse *pp, AvProfile *profile, json_t *obj, const char *
     json_t *step;
 
     if (!scrub) {
-        /* the default: a PCI function is reset; an mdev is destroyed by its
+        /* the default: a PCI function is reset (a card of attach netdev on
+         * its host driver, through sysfs); an mdev is destroyed by its
          * parent's driver and a USB device has nothing to reset here */
-        if (profile->attach == AV_ATTACH_VFIO_PCI || profile->attach == AV_ATTACH_SRIOV_VF) {
+        if (profile->attach == AV_ATTACH_VFIO_PCI || profile->attach == AV_ATTACH_SRIOV_VF ||
+            profile->attach == AV_ATTACH_NETDEV) {
             AvScrubStep *s = g_new0(AvScrubStep, 1);
 
             s->method = AV_SCRUB_METHOD_RESET;
