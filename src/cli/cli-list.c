@@ -358,7 +358,8 @@ av_list_print_table(const AvHost *host, const AvPolicy *policy, gboolean managed
         /* The interfaces its host driver made (a card of attach netdev goes
          * to a domain as one of them). */
         for (guint j = 0; d->netdevs && j < d->netdevs->len; j++) {
-            char *more = g_strdup_printf("%s%s %s", name, j ? "," : "  netdev", (const char *)g_ptr_array_index(d->netdevs, j));
+            char *more = g_strdup_printf("%s%s %s", name, j ? "," : "  netdev",
+                                         (const char *)g_ptr_array_index(d->netdevs, j));
 
             g_free(name);
             name = more;
