@@ -17,6 +17,7 @@
 : "${ACCELVIRT_WORKER:?ACCELVIRT_WORKER is not set: run the tests with make check}"
 AV=$ACCELVIRT
 SCRUB="$AV_TEST_SRCDIR/data/netdev-scrub.sh"
+REAL_WORKER=$ACCELVIRT_WORKER
 
 POL="$AV_TMP/policies"
 mkdir -p "$POL"
@@ -144,6 +145,11 @@ touch "$W/scrub-fail"
 check "a failed scrub command quarantines the card" \
     eval "hook '$W/vm2.xml' vm2 release end - && wait_state 0000:45:00.0 quarantined"
 rm -f "$W/scrub-fail"
+check "  ... bound to vfio-pci to keep it from the host while quarantined, as any quarantined device" \
+    eval "[ \"\$(driver_of 0000:45:00.0)\" = vfio-pci ]"
+check "  ... quarantine clear gives it back to e1000e, free" \
+    eval "av quarantine clear 0000:45:00.0 >/dev/null && [ \"\$(driver_of 0000:45:00.0)\" = e1000e ] &&
+          [ \"\$(state_of 0000:45:00.0)\" = 'free None None' ]"
 
 # --- audit: a card's interface is its card (libvirt's test driver runs the domains) ---
 STATE="$W/state-audit"
@@ -164,6 +170,20 @@ check "audit: the interface of a free card given to a domain outside accelvirt i
 check "  ... the findings" json "$W/audit.json" \
     "[(f['action'], f['domain_name'], f['address']) for f in d['findings']] == [('attached-outside', 'out', '0000:46:00.0')]"
 check "  ... the pool" eval "[ \"\$(state_of 0000:45:00.0)\" = 'in-use vm1 None' ] && [ \"\$(state_of 0000:46:00.0)\" = 'in-use out None' ]"
+
+# --- the whole way: rewrite reserves, the rewritten domain starts and releases ---
+STATE="$W/state-define"
+ACCELVIRT_WORKER=$REAL_WORKER
+sed 's|<name>ask</name>|<name>ask</name><uuid>5eed0000-0000-4000-8000-000000000009</uuid>|' "$W/ask.xml" >"$W/ask9.xml"
+check "rewrite reserves the card for the domain (claimed), its interface written" \
+    eval "av rewrite '$W/ask9.xml' >'$W/ask9.out' && [ \"\$(state_of 0000:45:00.0)\" = 'claimed ask None' ] &&
+          grep -q 'source dev=\"enp69s0\" mode=\"passthrough\"' '$W/ask9.out'"
+check "  ... the rewritten domain's prepare, start and restore pass; the card is in use, on e1000e" \
+    eval "hook '$W/ask9.out' ask prepare begin - && hook '$W/ask9.out' ask start begin - &&
+          hook '$W/ask9.out' ask restore begin - >'$W/ask9.restored' && cmp -s '$W/ask9.out' '$W/ask9.restored' &&
+          [ \"\$(state_of 0000:45:00.0)\" = 'in-use ask None' ] && [ \"\$(driver_of 0000:45:00.0)\" = e1000e ]"
+check "  ... its release scrubs and frees the card" \
+    eval "hook '$W/ask9.out' ask release end - && wait_state 0000:45:00.0 free"
 
 # --- the policy: what a netdev card cannot do ---
 bad_policy() {
