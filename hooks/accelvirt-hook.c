@@ -31,14 +31,16 @@ av_hook_is_placed(const AvDomain *domain)
     return FALSE;
 }
 
-/* TRUE when @domain has a hostdev accelvirt may manage (PCI, mdev or USB). */
+/* TRUE when @domain has a hostdev accelvirt may manage (PCI, mdev or USB), or
+ * a direct interface (a card of attach netdev). */
 static gboolean
 av_hook_has_hostdevs(const AvDomain *domain)
 {
     for (guint i = 0; i < domain->hostdevs->len; i++) {
         const AvHostdev *h = g_ptr_array_index(domain->hostdevs, i);
 
-        if (h->type == AV_HOSTDEV_PCI || h->type == AV_HOSTDEV_MDEV || h->type == AV_HOSTDEV_USB)
+        if (h->type == AV_HOSTDEV_PCI || h->type == AV_HOSTDEV_MDEV || h->type == AV_HOSTDEV_USB ||
+            h->type == AV_HOSTDEV_NETDEV)
             return TRUE;
     }
     return FALSE;

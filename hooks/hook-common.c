@@ -404,7 +404,7 @@ av_hook_scan_for(const AvHookConfig *config, const AvPolicy *policy, AvPool *poo
                  GError **error)
 {
     g_autoptr(GPtrArray) addresses = g_ptr_array_new();
-    gboolean mdevs = FALSE, usb = FALSE;
+    gboolean mdevs = FALSE, usb = FALSE, netdevs = FALSE;
 
     for (guint i = 0; i < domain->hostdevs->len; i++) {
         const AvHostdev *h = g_ptr_array_index(domain->hostdevs, i);
@@ -415,6 +415,17 @@ av_hook_scan_for(const AvHookConfig *config, const AvPolicy *policy, AvPool *poo
             usb = TRUE;
         else if (h->type == AV_HOSTDEV_PCI)
             g_ptr_array_add(addresses, h->pci_address);
+        else if (h->type == AV_HOSTDEV_NETDEV)
+            netdevs = TRUE;
+    }
+    /* A direct interface names a network interface, not a device: every
+     * PCI device of the pool is read, whose net/ says which card made it
+     * (av_host_find_netdev()).  The pool's size, not the host's. */
+    for (guint i = 0; netdevs && i < av_pool_devices(pool)->len; i++) {
+        const AvPoolDevice *dev = g_ptr_array_index(av_pool_devices(pool), i);
+
+        if (dev->kind == AV_DEVICE_KIND_PCI && dev->address)
+            g_ptr_array_add(addresses, dev->address);
     }
     /* The PF of each placed VF: the VF may be gone (a reboot), and made
      * again on it (av_prepare_grow()). */

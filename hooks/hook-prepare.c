@@ -327,6 +327,45 @@ av_hook_group_owner(const AvHost *host, const AvPool *pool, const char *address)
     return NULL;
 }
 
+/* The direct interface @h of @domain: the card whose host driver made the
+ * network interface it names (av_host_find_netdev(): exactly a name in the
+ * card's net/), when the pool holds that card.  *ret_m: a new AvManaged
+ * when the card's profile attaches netdev, else NULL (not the pool's, or
+ * a device of no profile that is available to @domain).  FALSE when the
+ * interface names a card the pool gives out otherwise (a vfio-pci card on
+ * its host driver between tenants, say): the domain would get it around
+ * the pool. */
+static gboolean
+av_hook_resolve_netdev(const AvHost *host, const AvPolicy *policy, AvPool *pool, const AvDomain *domain,
+                       const AvHostdev *h, AvManaged **ret_m, GError **error)
+{
+    const AvPciDevice *pci = av_host_find_netdev(host, h->netdev);
+    AvPoolDevice *dev = pci ? av_pool_find_address(pool, AV_DEVICE_KIND_PCI, pci->address) : NULL;
+    const AvProfile *profile;
+    AvManaged *m;
+
+    *ret_m = NULL;
+    if (!dev)
+        return TRUE;
+    profile = dev->profile ? av_policy_find(policy, dev->profile) : NULL;
+    if (!profile || g_strcmp0(dev->reason, "unmanaged") == 0)
+        return av_hook_check_available(dev, domain, error);
+    if (profile->attach != AV_ATTACH_NETDEV) {
+        g_set_error(error, AV_ERROR, AV_ERROR_INVALID_INPUT,
+                    "interface '%s' is the network interface of device %s, which accelvirt gives out with attach "
+                    "'%s' (profile '%s'), not as a network interface; remove the interface from the domain",
+                    h->netdev, dev->address, av_attach_to_string(profile->attach), profile->name);
+        return FALSE;
+    }
+    m = g_new0(AvManaged, 1);
+    m->hostdev = h;
+    m->profile = profile;
+    m->pooldev = dev;
+    m->pci = pci;
+    *ret_m = m;
+    return TRUE;
+}
+
 /* See hook.h. */
 gboolean
 av_hook_resolve(const AvHost *host, const AvPolicy *policy, AvPool *pool, const AvDomain *domain,
@@ -358,6 +397,15 @@ av_hook_resolve(const AvHost *host, const AvPolicy *policy, AvPool *pool, const 
                     return FALSE;
                 }
                 continue;
+            }
+            if (profile->attach == AV_ATTACH_NETDEV) {
+                g_set_error(error, AV_ERROR, AV_ERROR_INVALID_INPUT,
+                            "device %s%s%s is a card of attach netdev (profile '%s'): it stays on its host driver; "
+                            "give the domain its network interface as <interface type='direct'> with mode "
+                            "'passthrough' (accelvirt define does), not the device",
+                            dev->address, through_group ? ", which shares its IOMMU group with " : "",
+                            through_group ? h->pci_address : "", profile->name);
+                return FALSE;
             }
             if (profile->attach == AV_ATTACH_MDEV) {
                 if (through_group)
@@ -399,6 +447,11 @@ av_hook_resolve(const AvHost *host, const AvPolicy *policy, AvPool *pool, const 
             m->profile = profile;
             m->pooldev = dev;
             g_ptr_array_add(managed, m);
+        } else if (h->type == AV_HOSTDEV_NETDEV) {
+            if (!av_hook_resolve_netdev(host, policy, pool, domain, h, &m, error))
+                return FALSE;
+            if (m)
+                g_ptr_array_add(managed, m);
         } else if (h->type == AV_HOSTDEV_MDEV) {
             g_autofree char *identity = av_pool_identity_mdev(h->mdev_uuid);
             AvPoolDevice *dev = av_pool_find(pool, identity);
@@ -869,6 +922,32 @@ av_prepare_check_pending(const AvPool *pool, const char *address, const char *id
     return FALSE;
 }
 
+/* Phase "check" of the direct interface of @m, a card of attach netdev:
+ * its mode is passthrough (the guest alone on the card's interface: in
+ * another mode, macvtap shares it with the host and other guests), and
+ * it is named by no other interface of the domain.  The card is claimed
+ * alone and stays on its host driver: no IOMMU group, no bind. */
+static gboolean
+av_prepare_check_netdev(AvPrepare *p, AvManaged *m, GError **error)
+{
+    if (g_strcmp0(m->hostdev->netdev_mode, "passthrough") != 0) {
+        g_set_error(error, AV_ERROR, AV_ERROR_INVALID_INPUT,
+                    "interface '%s' (device %s, profile '%s') has the mode '%s'; a card of attach netdev goes to "
+                    "one domain alone: write <source dev='%s' mode='passthrough'/>", m->hostdev->netdev,
+                    m->pooldev->address, m->profile->name,
+                    m->hostdev->netdev_mode ? m->hostdev->netdev_mode : "vepa (none written)", m->hostdev->netdev);
+        return FALSE;
+    }
+    if (g_ptr_array_find(p->claims, m->pooldev, NULL)) {
+        g_set_error(error, AV_ERROR, AV_ERROR_INVALID_INPUT,
+                    "device %s (interface '%s') is named twice by the domain; give it once", m->pooldev->address,
+                    m->hostdev->netdev);
+        return FALSE;
+    }
+    g_ptr_array_add(p->claims, m->pooldev);
+    return TRUE;
+}
+
 /* Phase "check", before anything is touched: every managed device is free
  * or claimed for this domain; every IOMMU group of a PCI device is viable
  * (av_vfio_group_check()), and every pool device in it is available too
@@ -916,6 +995,8 @@ av_prepare_check(AvPrepare *p, GError **error)
          * usb-host opens /dev/bus/usb itself). */
         if (m->hostdev->type == AV_HOSTDEV_USB && !g_ptr_array_find(p->claims, m->pooldev, NULL))
             g_ptr_array_add(p->claims, m->pooldev);
+        if (m->hostdev->type == AV_HOSTDEV_NETDEV && !av_prepare_check_netdev(p, m, error))
+            return FALSE;
         if (m->hostdev->type != AV_HOSTDEV_PCI)
             continue;
         if (!m->pci) {

@@ -1580,6 +1580,31 @@ test_usb_runtime_ids(void)
     }
 }
 
+/* Issue 34: attach "netdev" (an IP-over-PCIe card on its host driver):
+ * the name round-trips, the default granularity is function and the
+ * default scrub a reset (through sysfs); reset and command load. */
+static void
+test_netdev_attach(void)
+{
+    g_autoptr(AvPolicy) policy = policy_from_text(
+        "{\"profiles\": ["
+        " {\"name\": \"vca\", \"match\": {\"vendor\": \"0x8086\", \"device\": \"0x2953\"}, \"attach\": \"netdev\"},"
+        " {\"name\": \"vca-cmd\", \"match\": {\"vendor\": \"0x8086\", \"device\": \"0x2954\"}, \"attach\": \"netdev\","
+        "  \"scrub\": [{\"method\": \"reset\"}, {\"method\": \"command\", \"argv\": [\"/usr/bin/true\"]}]}"
+        "]}");
+    const AvProfile *p = av_policy_find(policy, "vca");
+
+    g_assert_nonnull(p);
+    g_assert_cmpint(p->attach, ==, AV_ATTACH_NETDEV);
+    g_assert_cmpstr(av_attach_to_string(p->attach), ==, "netdev");
+    g_assert_cmpint(p->granularity, ==, AV_GRANULARITY_FUNCTION);
+    g_assert_cmpuint(p->scrub->len, ==, 1);     /* default: reset */
+    g_assert_cmpint(((AvScrubStep *)g_ptr_array_index(p->scrub, 0))->method, ==, AV_SCRUB_METHOD_RESET);
+    p = av_policy_find(policy, "vca-cmd");
+    g_assert_nonnull(p);
+    g_assert_cmpuint(p->scrub->len, ==, 2);
+}
+
 /* ---- programs and driver commands (issue 15) ---- */
 
 /* A profile's "program", its driver commands and the scrub method
@@ -2003,6 +2028,7 @@ main(int argc, char **argv)
     g_test_add_func("/policy/good-dir", test_good_dir);
     g_test_add_func("/policy/usb-scrub-methods", test_usb_scrub_methods);
     g_test_add_func("/policy/usb-runtime-ids", test_usb_runtime_ids);
+    g_test_add_func("/policy/netdev-attach", test_netdev_attach);
     g_test_add_func("/policy/load-order", test_load_order);
     g_test_add_func("/policy/duplicate-across-files", test_duplicate_across_files);
     g_test_add_func("/policy/missing-dir", test_missing_dir);

@@ -35,7 +35,9 @@ static const char policy_json[] =
     " {\"name\": \"fpga-function\", \"match\": {\"vendor\": \"0x8086\", \"device\": \"0x0d90\"},"
     "  \"attach\": \"sriov-vf\", \"scrub\": [{\"method\": \"none\"}]},"
     " {\"name\": \"usb-ai-stick\", \"match\": {\"vendor\": \"0x03e7\", \"device\": \"0x2485\"},"
-    "  \"attach\": \"usb\", \"numa\": \"none\", \"scrub\": [{\"method\": \"none\"}]}"
+    "  \"attach\": \"usb\", \"numa\": \"none\", \"scrub\": [{\"method\": \"none\"}]},"
+    " {\"name\": \"vca-netdev\", \"match\": {\"vendor\": \"0x8086\", \"device\": \"0x10d3\"},"
+    "  \"attach\": \"netdev\", \"numa\": \"none\", \"scrub\": [{\"method\": \"reset\"}]}"
     "]}";
 
 static AvPolicy *test_policy;
@@ -143,6 +145,26 @@ case_usb_stick(void)
     AvPlacement *p = placement_new(-1, NULL, 0);
 
     add_usb(p, "usb-ai-stick", "1-1.2", 0x03e7, 0x2485);
+    return p;
+}
+
+/* Issue 34: an IP-over-PCIe card (an e1000e standing in), which the
+ * domain gets as its host driver's interface: <interface type='direct'>
+ * in mode passthrough, no pinning (no NUMA node). */
+static AvPlacement *
+case_netdev_card(void)
+{
+    AvPlacement *p = placement_new(-1, NULL, 0);
+    AvPlacedItem *item = g_new0(AvPlacedItem, 1);
+
+    item->profile = g_strdup("vca-netdev");
+    item->attach = AV_ATTACH_NETDEV;
+    item->identity = g_strdup("pci:8086:10d3:addr:0000:45:00.0");
+    item->pci_address = g_strdup("0000:45:00.0");
+    item->netdev = g_strdup("enp69s0");
+    item->numa_node = -1;
+    item->vf_index = -1;
+    g_ptr_array_add(p->items, item);
     return p;
 }
 
@@ -447,6 +469,7 @@ static const Case cases[] = {
     { "two-gpus", case_two_gpus, FALSE, TRUE },
     { "mdev", case_mdev, FALSE, TRUE },
     { "usb-stick", case_usb_stick, FALSE, TRUE },
+    { "netdev-card", case_netdev_card, FALSE, TRUE },
     { "hide-features", case_hide_features, FALSE, TRUE },
     { "hide-new", case_hide_new, FALSE, TRUE },
     { "user-pinned", case_user_pinned, FALSE, TRUE },

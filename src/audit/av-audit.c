@@ -38,6 +38,7 @@ av_audit_domain_new(const char *uuid, const char *name, gint64 seen_at)
     domain->seen_at = seen_at;
     domain->hostdevs = g_ptr_array_new_with_free_func((GDestroyNotify)av_audit_hostdev_free);
     domain->unresolved = g_ptr_array_new_with_free_func(g_free);
+    domain->netdevs = g_ptr_array_new_with_free_func(g_free);
     return domain;
 }
 
@@ -52,6 +53,7 @@ av_audit_domain_free(AvAuditDomain *domain)
     g_free(domain->unreadable);
     g_ptr_array_unref(domain->hostdevs);
     g_ptr_array_unref(domain->unresolved);
+    g_ptr_array_unref(domain->netdevs);
     g_free(domain);
 }
 

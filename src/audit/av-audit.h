@@ -58,6 +58,9 @@ typedef struct {
     GPtrArray *hostdevs;         /* AvAuditHostdev*, owned */
     char *unreadable;            /* why its live XML could not be read, or NULL: then none of its
                                   * devices is touched (it counts as running, with unknown hostdevs) */
+    GPtrArray *netdevs;          /* char*, owned: the host interfaces its <interface type='direct'>s name;
+                                  * the caller adds the PCI card that made each (attach netdev) as a PCI
+                                  * hostdev before the audit */
     GPtrArray *unresolved;       /* char*, owned: hostdevs of its live XML that name a device the reader
                                   * could not tell; the devices it names are still audited, but none in
                                   * use by it is taken for detached */

@@ -1048,6 +1048,11 @@ av_cli_cmd_attach(AvCli *cli, int argc, char **argv)
     profile = av_policy_find(policy, argv[2]);
     if (!profile)
         return av_cli_usage_error("unknown profile '%s'; 'accelvirt policy show' lists the profiles", argv[2]);
+    /* Not yet: a hot-plugged interface of a card of attach netdev (it
+     * would be a passed-through PCI function here). */
+    if (profile->attach == AV_ATTACH_NETDEV)
+        return av_cli_usage_error("profile '%s' has attach netdev, which 'attach' cannot hot-plug yet; place it with "
+                                  "'accelvirt define' and start the domain", argv[2]);
     conn = av_attach_connect(cli, &err);
     if (!conn)
         return av_cli_fail(err);

@@ -1397,6 +1397,8 @@ av_cli_print_plan(const AvDomain *placed, const char *uuid, const AvPlacement *p
             g_string_append_printf(line, "usb %s", item->usb_bus_path);
         else
             g_string_append_printf(line, "%s", item->pci_address ? item->pci_address : "?");
+        if (item->netdev)
+            g_string_append_printf(line, ", interface %s (direct, passthrough)", item->netdev);
         if (item->numa_node >= 0)
             g_string_append_printf(line, ", host node %d", item->numa_node);
         else

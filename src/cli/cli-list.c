@@ -53,6 +53,13 @@ av_list_passthrough_problem(const AvHost *host, const AvPolicy *policy, const Av
 
     if (!profile || profile->attach == AV_ATTACH_MDEV || profile->attach == AV_ATTACH_USB)
         return NULL;
+    /* A card of attach netdev goes to a domain as its interface, on its
+     * host driver: no IOMMU group to check, an interface to have. */
+    if (profile->attach == AV_ATTACH_NETDEV)
+        return g_strdup(dev->netdevs && dev->netdevs->len > 0
+                            ? ""
+                            : "it has no network interface (net/ is empty): load the card's host driver, which "
+                              "makes it");
     if (!av_vfio_group_check(host, policy, dev, &members, &err))
         return g_strdup(err->message);
     return g_strdup("");
@@ -244,6 +251,9 @@ av_pci_json(const AvPciDevice *dev, const AvProfile *profile, const AvProfile *m
     json_object_set_new(o, "reset", json_boolean(dev->has_reset));
     json_object_set_new(o, "parent_bridge", av_json_string_or_null(dev->parent_bridge));
     json_object_set_new(o, "sysfs_path", json_string(dev->sysfs_path));
+    /* Only when it has some: the interfaces its host driver made. */
+    if (dev->netdevs && dev->netdevs->len > 0)
+        json_object_set_new(o, "netdevs", av_strv_json(dev->netdevs));
     json_object_set_new(o, "profile", profile ? json_string(profile->name) : json_null());
     if (problem) {
         json_t *pt = json_object();
@@ -345,6 +355,15 @@ av_list_print_table(const AvHost *host, const AvPolicy *policy, gboolean managed
         pcol = !p ? g_strdup("-") : problem && *problem ? g_strconcat(p->name, " (!)", NULL) : g_strdup(p->name);
         name = g_strdup_printf("%s%s%s", av_or_dash(d->vendor_name), d->device_name ? " " : "",
                                d->device_name ? d->device_name : "");
+        /* The interfaces its host driver made (a card of attach netdev goes
+         * to a domain as one of them). */
+        for (guint j = 0; d->netdevs && j < d->netdevs->len; j++) {
+            char *more = g_strdup_printf("%s%s %s", name, j ? "," : "  netdev",
+                                         (const char *)g_ptr_array_index(d->netdevs, j));
+
+            g_free(name);
+            name = more;
+        }
         printf("  %-12s  %-9s  %-6s  %-4s  %-5s  %-14s  %-18s  %s\n",
                d->address, id, cls, node, group, av_or_dash(d->driver),
                pcol, name);

@@ -165,6 +165,20 @@ av_status_print_hold(const AvCli *cli, const AvRoot *root, const AvPoolDevice *d
         printf("    hold: none (warning: the kernel would let a domain open it; run 'accelvirt reconcile')\n");
 }
 
+/* A card of attach netdev: the network interface its host driver made
+ * (what a domain gets), read from its net/ now, or that it has none. */
+static void
+av_status_print_netdev(const AvRoot *root, const AvPolicy *policy, const AvPoolDevice *d)
+{
+    const AvProfile *profile = d->profile && policy ? av_policy_find(policy, d->profile) : NULL;
+    g_autofree char *netdev = NULL;
+
+    if (d->kind != AV_DEVICE_KIND_PCI || !profile || profile->attach != AV_ATTACH_NETDEV)
+        return;
+    netdev = av_pci_netdev_first(root, d->address);
+    printf("    netdev: %s\n", netdev ? netdev : "none (its host driver made no interface)");
+}
+
 static void
 av_status_print_table(const AvCli *cli, const AvRoot *root, const AvPool *pool, const AvHost *host,
                       const AvPolicy *policy, gboolean synced, json_t *placement)
@@ -199,6 +213,7 @@ av_status_print_table(const AvCli *cli, const AvRoot *root, const AvPool *pool, 
 
             printf("    usb: %s\n", usb);
         }
+        av_status_print_netdev(root, policy, d);
         if (av_status_vf_index(d) >= 0) {
             const char *pf = av_status_vf_pf(d, host);
 

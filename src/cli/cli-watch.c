@@ -86,6 +86,9 @@ av_cli_audit_domain_from_xml(const char *uuid, const char *name, const char *xml
         case AV_HOSTDEV_USB:
             av_audit_domain_add_usb(domain, h->usb_vendor, h->usb_product, h->usb_bus, h->usb_device);
             break;
+        case AV_HOSTDEV_NETDEV:
+            g_ptr_array_add(domain->netdevs, g_strdup(h->netdev));
+            break;
         }
     }
     return g_steal_pointer(&domain);
@@ -160,6 +163,43 @@ av_cli_audit_read_all(virConnect *conn, GError **error)
     free(doms);
     g_ptr_array_sort(domains, av_cli_audit_domain_compare);
     return g_steal_pointer(&domains);
+}
+
+/* The direct interfaces of @domains as the PCI cards of the pool that made
+ * them (their net/ lists the name): each a PCI hostdev of its domain, so
+ * that the audit sees a card of attach netdev as it sees a passed-through
+ * one (in use by its domain, attached outside accelvirt, detached).  Reads
+ * the pool's PCI devices only, and only when some domain has one. */
+static void
+av_cli_audit_netdevs(const AvRoot *root, const AvPool *pool, const GPtrArray *domains)
+{
+    GPtrArray *devices = av_pool_devices(pool);
+    g_autoptr(GHashTable) owners = NULL;
+
+    for (guint i = 0; i < domains->len; i++) {
+        AvAuditDomain *domain = g_ptr_array_index(domains, i);
+
+        for (guint j = 0; j < domain->netdevs->len; j++) {
+            const char *address;
+
+            if (!owners) {
+                owners = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
+                for (guint k = 0; k < devices->len; k++) {
+                    const AvPoolDevice *dev = g_ptr_array_index(devices, k);
+                    g_autoptr(GPtrArray) names = NULL;
+
+                    if (dev->kind != AV_DEVICE_KIND_PCI || !dev->address)
+                        continue;
+                    names = av_pci_netdevs(root, dev->address);
+                    for (guint n = 0; n < names->len; n++)
+                        g_hash_table_insert(owners, g_strdup(g_ptr_array_index(names, n)), g_strdup(dev->address));
+                }
+            }
+            address = g_hash_table_lookup(owners, g_ptr_array_index(domain->netdevs, j));
+            if (address)
+                av_audit_domain_add_pci(domain, address);
+        }
+    }
 }
 
 /* TRUE when a hostdev of @domains is a USB one: the host's USB devices are
@@ -273,6 +313,7 @@ av_cli_audit_apply(const AvCli *cli, const AvRoot *root, const GPtrArray *domain
         pool = av_cli_open_pool(cli, root, AV_POOL_WRITE, error);
     if (!pool)
         return FALSE;
+    av_cli_audit_netdevs(root, pool, domains);
     *ret_incomplete = FALSE;
     /* A domain whose devices cannot all be told may hold a free device:
      * then even the audit of that one domain looks at the kernel. */

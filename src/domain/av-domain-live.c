@@ -28,6 +28,7 @@
 #include <libxml/tree.h>
 
 #include "util/av-error.h"
+#include "util/av-names.h"
 
 /* A number as libvirt reads one with base 0 (virStrToLong_ui): "0x" hex,
  * a leading 0 octal, else decimal; blanks around it are allowed, a sign is
@@ -111,6 +112,28 @@ live_pci(const xmlNode *address, const char *what, gboolean is_interface, GPtrAr
     dev->usb_device = -1;
     dev->pci_address = g_strdup_printf("%04x:%02x:%02x.%x", (guint)v[0], (guint)v[1], (guint)v[2], (guint)v[3]);
     g_ptr_array_add(list, dev);
+}
+
+/* <interface type='direct'><source dev=>: the host interface it names (a
+ * card of attach netdev may have made it).  A name no card's net/ could
+ * hold (av_netdev_name_is_valid()) names no card: left out. */
+static void
+live_direct(const xmlNode *node, GPtrArray *list)
+{
+    for (xmlNode *c = node->children; c; c = c->next) {
+        g_autofree char *dev_name = live_is(c, "source") ? av_domain_prop(c, "dev") : NULL;
+        AvHostdev *dev;
+
+        if (!av_netdev_name_is_valid(dev_name))
+            continue;
+        dev = g_new0(AvHostdev, 1);
+        dev->type = AV_HOSTDEV_NETDEV;
+        dev->usb_bus = -1;
+        dev->usb_device = -1;
+        dev->netdev = g_steal_pointer(&dev_name);
+        dev->netdev_mode = av_domain_prop(c, "mode");
+        g_ptr_array_add(list, dev);
+    }
 }
 
 /* The addresses of every <source> of a PCI hostdev or hostdev interface
@@ -321,6 +344,8 @@ av_domain_live_hostdevs(const char *xml, gsize len, GPtrArray **ret_hostdevs, GP
 
                 if (type && strcmp(type, "hostdev") == 0)
                     live_pci_sources(c, what, TRUE, list, problems);
+                else if (type && strcmp(type, "direct") == 0)
+                    live_direct(c, list);
             }
         }
     }

@@ -59,6 +59,8 @@ av_hostdev_free(AvHostdev *hostdev)
     g_free(hostdev->pci_address);
     g_free(hostdev->mdev_uuid);
     g_free(hostdev->mdev_model);
+    g_free(hostdev->netdev);
+    g_free(hostdev->netdev_mode);
     g_free(hostdev->alias);
     g_free(hostdev);
 }
@@ -1101,6 +1103,38 @@ hostdev_parse(const xmlNode *node, guint index, GPtrArray *list, GError **error)
     return TRUE;
 }
 
+/* <interface type='direct'><source dev='IFNAME' mode='passthrough'/>: a
+ * host network interface the guest gets through macvtap, which is how a
+ * card of attach "netdev" reaches it (the hook checks the name against the
+ * pool's cards).  A name the kernel would not make, or over IFNAMSIZ, is
+ * refused: it names no card, and it would reach logs. */
+static gboolean
+interface_direct_parse(const xmlNode *node, const char *what, GPtrArray *list, GError **error)
+{
+    g_autoptr(AvHostdev) dev = g_new0(AvHostdev, 1);
+    xmlNode *source = NULL;
+
+    dev->type = AV_HOSTDEV_NETDEV;
+    dev->usb_bus = -1;
+    dev->usb_device = -1;
+    if (!child_unique(node, "source", what, &source, error))
+        return FALSE;
+    if (!source)
+        return av_domain_invalid_at(error, node, "%s: a direct interface needs a <source dev=>", what);
+    dev->netdev = av_domain_prop(source, "dev");
+    if (!av_netdev_name_is_valid(dev->netdev)) {
+        g_autofree char *q = av_domain_quote(dev->netdev);
+
+        return av_domain_invalid_at(error, source, "%s: source dev '%s' is not a network interface name (1 to 15 "
+                                    "letters, digits, '-', '_' or '.')", what, q);
+    }
+    dev->netdev_mode = av_domain_prop(source, "mode");
+    if (!hostdev_alias(node, what, dev, error))
+        return FALSE;
+    g_ptr_array_add(list, g_steal_pointer(&dev));
+    return TRUE;
+}
+
 /* <interface type='hostdev'>: libvirt passes a PCI function (an SR-IOV VF)
  * through just as for a <hostdev>, so the claim checks must see it. */
 static gboolean
@@ -1114,6 +1148,8 @@ interface_parse(const xmlNode *node, guint index, GPtrArray *list, GError **erro
     xmlNode *source = NULL;
     xmlNode *address = NULL;
 
+    if (type && strcmp(type, "direct") == 0)
+        return interface_direct_parse(node, what, list, error);
     if (!type || strcmp(type, "hostdev") != 0)
         return TRUE;
     dev = g_new0(AvHostdev, 1);
@@ -1638,7 +1674,7 @@ peek_device_may_manage(const xmlNode *node)
 
     if (av_domain_is_elem(node, "interface", NULL)) {
         type = av_domain_prop(node, "type");
-        return g_strcmp0(type, "hostdev") == 0;
+        return g_strcmp0(type, "hostdev") == 0 || g_strcmp0(type, "direct") == 0;
     }
     if (!av_domain_is_elem(node, "hostdev", NULL))
         return FALSE;

@@ -43,6 +43,7 @@ typedef enum {
     AV_HOSTDEV_PCI,
     AV_HOSTDEV_MDEV,
     AV_HOSTDEV_USB,
+    AV_HOSTDEV_NETDEV,           /* <interface type='direct'>: a host network interface (macvtap) */
 } AvHostdevType;
 
 typedef struct {
@@ -56,6 +57,9 @@ typedef struct {
     int usb_bus;                 /* USB: <source><address bus= device=/>, -1 if absent */
     int usb_device;
     char *alias;                 /* <alias name=/>, or NULL */
+    char *netdev;                /* netdev: <source dev=>, av_netdev_name_is_valid() */
+    char *netdev_mode;           /* netdev: <source mode=> ("passthrough", "bridge", ...), or NULL (libvirt's
+                                  * default, vepa) */
     gboolean is_interface;       /* PCI from <interface type='hostdev'> (an SR-IOV VF handed over as a NIC),
                                   * not from <hostdev>: libvirt passes it through all the same */
 } AvHostdev;

@@ -157,6 +157,15 @@ placement_check(const AvPlacement *placement, const AvPolicy *policy, GPtrArray 
                                      "SHA-256 only)", i, item->profile, q);
         }
         switch (item->attach) {
+        case AV_ATTACH_NETDEV:
+            if (!av_netdev_name_is_valid(item->netdev)) {
+                g_autofree char *q = av_domain_quote(item->netdev);
+
+                return placement_invalid(error, "card %u of profile '%s' has the network interface '%s' (1 to 15 "
+                                         "letters, digits, '-', '_' or '.')", i, item->profile, q);
+            }
+            /* a card of the pool, named by its PCI address too */
+            G_GNUC_FALLTHROUGH;
         case AV_ATTACH_VFIO_PCI:
         case AV_ATTACH_SRIOV_VF:
             if (!av_domain_pci_address_canonical(item->pci_address, &canonical)) {
@@ -203,14 +212,37 @@ usb_address_set(xmlNode *address, const AvPlacedItem *item)
     set_prop(address, "device", device);
 }
 
-/* The <hostdev> of @item; @guest_bus: the index of the controller it plugs
- * into (slot 0), G_MAXUINT when libvirt chooses. */
+/* The <interface type='direct'> of @item, a card of attach netdev: its
+ * host driver's network interface through macvtap in passthrough mode (the
+ * guest alone on it), a virtio NIC in the guest, where libvirt chooses. */
+static xmlNode *
+interface_new(xmlDoc *doc, const AvPlacedItem *item, const char *alias)
+{
+    xmlNode *interface = new_elem(doc, NULL, "interface");
+    xmlNode *source;
+
+    set_prop(interface, "type", "direct");
+    source = add_elem(interface, "source");
+    set_prop(source, "dev", item->netdev);
+    set_prop(source, "mode", "passthrough");
+    set_prop(add_elem(interface, "model"), "type", "virtio");
+    set_prop(add_elem(interface, "alias"), "name", alias);
+    return interface;
+}
+
+/* The <hostdev> of @item (an <interface> for a card of attach netdev);
+ * @guest_bus: the index of the controller it plugs into (slot 0),
+ * G_MAXUINT when libvirt chooses. */
 static xmlNode *
 hostdev_new(xmlDoc *doc, const AvPlacedItem *item, const char *alias, guint guest_bus)
 {
-    xmlNode *hostdev = new_elem(doc, NULL, "hostdev");
+    xmlNode *hostdev;
     xmlNode *source, *address;
     g_autofree char *canonical = NULL;
+
+    if (item->attach == AV_ATTACH_NETDEV)
+        return interface_new(doc, item, alias);
+    hostdev = new_elem(doc, NULL, "hostdev");
 
     set_prop(hostdev, "mode", "subsystem");
     switch (item->attach) {
@@ -304,6 +336,8 @@ placed_new(xmlDoc *doc, xmlNs *ns, const AvPlacedItem *item, const char *alias, 
         }
         if (item->bitstream)
             set_prop(node, "bitstream", item->bitstream);
+        if (item->attach == AV_ATTACH_NETDEV)
+            set_prop(node, "netdev", item->netdev);
         break;
     }
     if (cell >= 0) {

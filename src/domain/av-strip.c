@@ -369,7 +369,8 @@ av_domain_strip(xmlNode *root, gboolean *ret_changed, GError **error)
             continue;
         for (xmlNode *c = devices->children; c; c = next_dev) {
             next_dev = c->next;
-            if ((av_domain_is_elem(c, "hostdev", NULL) && alias_is_ours(c)) ||
+            if (((av_domain_is_elem(c, "hostdev", NULL) || av_domain_is_elem(c, "interface", NULL)) &&
+                 alias_is_ours(c)) ||
                 (av_domain_is_elem(c, "controller", NULL) && alias_is_topology(c))) {
                 remove_node(c);
                 removed = TRUE;

@@ -202,6 +202,7 @@ av_scrub_job_run(const AvScrubContext *ctx, AvScrubJob *job)
     g_autoptr(AvBitstream) release_bitstream =
         job->release_bitstream ? av_bitstream_lookup(ctx->state_dir, job->release_bitstream, NULL) : NULL;
     g_autofree char *mdev_uuid = job->kind == AV_DEVICE_KIND_MDEV ? g_strdup(job->identity + strlen("mdev:")) : NULL;
+    g_autofree char *netdev = NULL;
     AvScrubTarget target = { .identity = job->identity, .address = job->address, .iommu_group = job->iommu_group,
                              .mdev_uuid = mdev_uuid, .rom_sha256 = job->rom_sha256,
                              .scrub_token = job->scrub_token, .scrub_domain_uuid = job->scrub_domain,
@@ -236,6 +237,10 @@ av_scrub_job_run(const AvScrubContext *ctx, AvScrubJob *job)
     if (job->failure)
         return;
     av_scrub_job_hold_note(ctx, job);
+    if (profile->attach == AV_ATTACH_NETDEV && job->kind == AV_DEVICE_KIND_PCI) {
+        netdev = av_pci_netdev_first(ctx->root, job->address);
+        target.netdev = netdev;
+    }
     if (!av_scrub_run(ctx->root, ctx->ops, profile, &target, &job->report, &job->failure))
         return;
     if (job->kind == AV_DEVICE_KIND_PCI &&

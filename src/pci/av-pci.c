@@ -71,6 +71,8 @@ av_pci_device_free(AvPciDevice *dev)
     g_free(dev->local_cpulist);
     if (dev->iommu_group_members)
         g_ptr_array_unref(dev->iommu_group_members);
+    if (dev->netdevs)
+        g_ptr_array_unref(dev->netdevs);
     g_free(dev->driver);
     g_free(dev->driver_override);
     g_free(dev->physical_slot);
@@ -686,6 +688,59 @@ av_pci_device_read_reset(const AvRoot *root, AvPciDevice *dev)
     dev->has_reset = av_root_exists(root, reset);
 }
 
+static gint
+av_netdev_cmp_ptr(gconstpointer a, gconstpointer b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* Documentation/ABI/testing/sysfs-class-net: a network device's directory
+ * is under its parent's net/ (a PCI function's host driver, such as e1000e,
+ * or a card's host driver that makes a virtual Ethernet for it).  Names
+ * accelvirt would refuse are left out, with a debug line. */
+static void
+av_pci_device_read_netdevs(const AvRoot *root, AvPciDevice *dev)
+{
+    g_autofree char *dir = g_strconcat(dev->sysfs_path, "/net", NULL);
+    g_auto(GStrv) names = NULL;
+
+    if (av_root_list_dir(root, dir, &names) < 0)
+        return;
+    for (guint i = 0; names[i]; i++) {
+        if (!av_netdev_name_is_valid(names[i])) {
+            g_debug("ignoring the network interface name of '%s': not 1 to 15 letters, digits, '-', '_' or '.'",
+                    dev->address);
+            continue;
+        }
+        g_ptr_array_add(dev->netdevs, g_strdup(names[i]));
+    }
+    g_ptr_array_sort(dev->netdevs, av_netdev_cmp_ptr);
+}
+
+/* See av-pci.h. */
+GPtrArray *
+av_pci_netdevs(const AvRoot *root, const char *address)
+{
+    g_autoptr(AvPciDevice) dev = g_new0(AvPciDevice, 1);
+
+    dev->netdevs = g_ptr_array_new_with_free_func(g_free);
+    if (!av_pci_address_is_valid(address))
+        return g_steal_pointer(&dev->netdevs);
+    dev->address = g_strdup(address);
+    dev->sysfs_path = av_sys_path("bus/pci/devices/%s", address);
+    av_pci_device_read_netdevs(root, dev);
+    return g_steal_pointer(&dev->netdevs);
+}
+
+/* See av-pci.h. */
+char *
+av_pci_netdev_first(const AvRoot *root, const char *address)
+{
+    g_autoptr(GPtrArray) names = av_pci_netdevs(root, address);
+
+    return names->len ? g_strdup(g_ptr_array_index(names, 0)) : NULL;
+}
+
 /* Scans the device whose canonical sysfs directory is @sysfs_path. */
 static AvPciDevice *
 av_pci_device_scan_one(const AvPciScan *scan, const char *address, const char *sysfs_path, GError **error)
@@ -712,6 +767,7 @@ av_pci_device_scan_one(const AvPciScan *scan, const char *address, const char *s
     dev->virtfns = g_ptr_array_new_with_free_func(g_free);
     dev->mdev_types = g_ptr_array_new_with_free_func((GDestroyNotify)av_mdev_type_free);
     dev->mdevs = g_ptr_array_new_with_free_func((GDestroyNotify)av_mdev_free);
+    dev->netdevs = g_ptr_array_new_with_free_func(g_free);
 
     /* "config": 64 bytes for users, 256 or 4096 for root. */
     config_path = g_strconcat(sysfs_path, "/config", NULL);
@@ -749,6 +805,7 @@ av_pci_device_scan_one(const AvPciScan *scan, const char *address, const char *s
     av_pci_device_read_sriov(scan, dev, entries);
     av_pci_device_read_mdev(root, dev, entries);
     av_pci_device_read_reset(root, dev);
+    av_pci_device_read_netdevs(root, dev);
 
     /* The upstream bridge is the parent directory when it is a function. */
     parent = g_path_get_dirname(sysfs_path);
@@ -1330,6 +1387,22 @@ av_pci_find_by_ids(const AvRoot *root, guint16 vendor, guint16 device, GError **
         read->has_dsn = av_pci_config_find_dsn((const guint8 *)config, config_len, &read->dsn);
     }
     return g_steal_pointer(&found);
+}
+
+/* See av-pci.h. */
+AvPciDevice *
+av_host_find_netdev(const AvHost *host, const char *name)
+{
+    if (!host || !host->pci || !av_netdev_name_is_valid(name))
+        return NULL;
+    for (guint i = 0; i < host->pci->len; i++) {
+        AvPciDevice *dev = g_ptr_array_index(host->pci, i);
+
+        for (guint j = 0; dev->netdevs && j < dev->netdevs->len; j++)
+            if (g_str_equal(g_ptr_array_index(dev->netdevs, j), name))
+                return dev;
+    }
+    return NULL;
 }
 
 /* See av-pci.h. */

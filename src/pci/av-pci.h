@@ -93,6 +93,10 @@ typedef struct {
     gboolean vgpu_capable;
     guint vgpu_current;          /* its current_vgpu_type: 0 when it has no vGPU */
     GPtrArray *vgpu_creatable;   /* AvVgpuType*: its creatable_vgpu_types now; NULL unless @vgpu_capable */
+    /* network interfaces its host driver made: the names in its net/
+     * directory that av_netdev_name_is_valid() accepts, sorted (empty when
+     * none: no netdev, or not on a network driver) */
+    GPtrArray *netdevs;          /* char* */
 } AvPciDevice;
 
 /* One vGPU type a VF's nvidia/creatable_vgpu_types lists. */
@@ -347,6 +351,20 @@ GPtrArray *av_pci_find_by_ids(const AvRoot *root, guint16 vendor, guint16 device
  * leaves it; a miss falls back to a linear search (a host built by hand in
  * another order). */
 AvPciDevice *av_host_find_pci(const AvHost *host, const char *address);
+
+/* The first network interface (by name) that the host driver of the PCI
+ * function @address made (its net/ directory), of the names
+ * av_netdev_name_is_valid() accepts; NULL when none (caller frees). */
+char *av_pci_netdev_first(const AvRoot *root, const char *address);
+
+/* Every such interface of the PCI function @address, sorted: a new array
+ * of char* (empty when none; caller frees). */
+GPtrArray *av_pci_netdevs(const AvRoot *root, const char *address);
+
+/* The PCI device of @host whose host driver made the network interface
+ * @name (its net/ directory lists it exactly), or NULL.  Borrowed from
+ * @host. */
+AvPciDevice *av_host_find_netdev(const AvHost *host, const char *name);
 
 /* The PCIe position of the function @address of @host, from the
  * parent_bridge links (a scan holds every bridge above a function it

@@ -462,10 +462,29 @@ av_place_fn_cmp(const AvPlaceFn *a, const AvPlaceFn *b, const AvPlaceOrder *orde
     return a->index < b->index ? -1 : a->index > b->index;
 }
 
-/* TRUE when the IOMMU group of @fn can go to a guest; checked once. */
+/* TRUE when @fn is a card of attach netdev (the domain gets its network
+ * interface; it stays on its host driver and takes no IOMMU group). */
+static gboolean
+av_place_fn_is_netdev(const AvPlaceCtx *ctx, const AvPlaceFn *fn)
+{
+    const AvProfile *profile = fn->pool && fn->pool->profile ? av_policy_find(ctx->policy, fn->pool->profile) : NULL;
+
+    return fn->pci && profile && profile->attach == AV_ATTACH_NETDEV;
+}
+
+/* TRUE when the IOMMU group of @fn can go to a guest, or, a card of
+ * attach netdev, when its host driver made its network interface; checked
+ * once. */
 static gboolean
 av_place_fn_viable(AvPlaceCtx *ctx, AvPlaceFn *fn)
 {
+    if (fn->viable < 0 && av_place_fn_is_netdev(ctx, fn)) {
+        fn->viable = fn->pci->netdevs && fn->pci->netdevs->len > 0;
+        if (!fn->viable)
+            fn->viable_error = g_strdup_printf("'%s' has no network interface (its net/ is empty): the card's host "
+                                               "driver, which makes it, is not loaded or not ready",
+                                               fn->pci->address);
+    }
     if (fn->viable < 0) {
         g_autoptr(GPtrArray) members = NULL;
         g_autoptr(GError) error = NULL;
@@ -539,7 +558,8 @@ av_place_fn_usable(AvPlaceCtx *ctx, AvPlaceReq *r, AvPlaceFn *fn)
             return FALSE;
         }
     }
-    av_place_fn_mates(ctx, fn, mates);
+    if (!av_place_fn_is_netdev(ctx, fn))
+        av_place_fn_mates(ctx, fn, mates);
     for (guint i = 0; i < mates->len; i++) {
         AvPlaceFn *mate = g_ptr_array_index(mates, i);
 
@@ -1614,6 +1634,12 @@ av_place_item_from_fn(const AvPlaceCtx *ctx, const AvPlaceFn *fn)
         /* A device of another profile in a whole card: as its profile says,
          * or plain passthrough when that profile is gone. */
         item->attach = profile && profile->attach == AV_ATTACH_SRIOV_VF ? AV_ATTACH_SRIOV_VF : AV_ATTACH_VFIO_PCI;
+        /* A card of attach netdev: its first interface (av_place_fn_viable()
+         * took only one that has some). */
+        if (profile && profile->attach == AV_ATTACH_NETDEV && fn->pci->netdevs && fn->pci->netdevs->len > 0) {
+            item->attach = AV_ATTACH_NETDEV;
+            item->netdev = g_strdup(g_ptr_array_index(fn->pci->netdevs, 0));
+        }
         item->pci_address = g_strdup(fn->pci->address);
         item->root_port = g_strdup(fn->root_port);
         item->switch_port = g_strdup(fn->switch_port);

@@ -168,6 +168,11 @@ av_policy_match_pci(const AvPolicy *policy, const AvPciDevice *dev)
             if (!dev->physfn || !profile_match_pf(p, dev->physfn))
                 continue;
             break;
+        case AV_ATTACH_NETDEV:
+            /* Any function, its interface or not: a card whose host driver
+             * is not loaded yet is the pool's all the same (the hook refuses
+             * it to a domain while it has no interface). */
+            break;
         case AV_ATTACH_MDEV:
             if (!pci_offers_mdev_type(dev, p->mdev_type))
                 continue;

@@ -964,9 +964,11 @@ parse_scrub(const PolicyParse *pp, AvProfile *profile, json_t *obj, const char *
     json_t *step;
 
     if (!scrub) {
-        /* the default: a PCI function is reset; an mdev is destroyed by its
+        /* the default: a PCI function is reset (a card of attach netdev on
+         * its host driver, through sysfs); an mdev is destroyed by its
          * parent's driver and a USB device has nothing to reset here */
-        if (profile->attach == AV_ATTACH_VFIO_PCI || profile->attach == AV_ATTACH_SRIOV_VF) {
+        if (profile->attach == AV_ATTACH_VFIO_PCI || profile->attach == AV_ATTACH_SRIOV_VF ||
+            profile->attach == AV_ATTACH_NETDEV) {
             AvScrubStep *s = g_new0(AvScrubStep, 1);
 
             s->method = AV_SCRUB_METHOD_RESET;
@@ -1481,7 +1483,8 @@ parse_profile(PolicyParse *pp, AvPolicy *policy, GPtrArray *added, json_t *obj, 
         profile->numa = (AvNumaPolicy)numa;
         profile->allocation = (AvAllocation)allocation;
         profile->granularity = (AvGranularity)granularity;
-        if ((profile->attach == AV_ATTACH_SRIOV_VF || profile->attach == AV_ATTACH_USB) &&
+        if ((profile->attach == AV_ATTACH_SRIOV_VF || profile->attach == AV_ATTACH_USB ||
+             profile->attach == AV_ATTACH_NETDEV) &&
             profile->granularity != AV_GRANULARITY_FUNCTION) {
             g_autofree char *gp = path_join(base, "granularity");
             return policy_fail(pp, gp, FALSE, error, "granularity '%s' cannot be used with attach '%s'; expected function",
@@ -1498,7 +1501,8 @@ parse_profile(PolicyParse *pp, AvPolicy *policy, GPtrArray *added, json_t *obj, 
         if (!get_enum(pp, obj, "restore_driver", base, restore_names, restore_values, &restore, error))
             return FALSE;
         profile->restore_driver = (AvRestoreDriver)restore;
-        if (restore == AV_RESTORE_KEEP_VFIO && (profile->attach == AV_ATTACH_USB || profile->attach == AV_ATTACH_MDEV)) {
+        if (restore == AV_RESTORE_KEEP_VFIO && (profile->attach == AV_ATTACH_USB || profile->attach == AV_ATTACH_MDEV ||
+                                                profile->attach == AV_ATTACH_NETDEV)) {
             g_autofree char *rp = path_join(base, "restore_driver");
             return policy_fail(pp, rp, FALSE, error, "restore_driver 'keep-vfio' cannot be used with attach '%s'; expected on-release",
                                av_attach_to_string(profile->attach));
@@ -1552,7 +1556,8 @@ parse_profile(PolicyParse *pp, AvPolicy *policy, GPtrArray *added, json_t *obj, 
             return policy_fail(pp, cp, FALSE, error,
                                "'min_coverage' is out of range: %g; expected a share above 0 and at most 1 (1 = all of "
                                "the device's memory)", profile->min_coverage);
-        if (profile->attach == AV_ATTACH_USB || profile->attach == AV_ATTACH_MDEV)
+        if (profile->attach == AV_ATTACH_USB || profile->attach == AV_ATTACH_MDEV ||
+            profile->attach == AV_ATTACH_NETDEV)
             return policy_fail(pp, cp, FALSE, error,
                                "'min_coverage' cannot be used with attach '%s': only a whole PCI function's memory is "
                                "cleared and counted", av_attach_to_string(profile->attach));

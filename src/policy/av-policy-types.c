@@ -18,8 +18,9 @@
 
 /* ---- names ---- */
 
-const char *const attach_names[] = { "vfio-pci", "mdev", "sriov-vf", "usb", NULL };
-const int attach_values[] = { AV_ATTACH_VFIO_PCI, AV_ATTACH_MDEV, AV_ATTACH_SRIOV_VF, AV_ATTACH_USB };
+const char *const attach_names[] = { "vfio-pci", "mdev", "sriov-vf", "usb", "netdev", NULL };
+const int attach_values[] = { AV_ATTACH_VFIO_PCI, AV_ATTACH_MDEV, AV_ATTACH_SRIOV_VF, AV_ATTACH_USB,
+                              AV_ATTACH_NETDEV };
 
 const char *const numa_names[] = { "strict", "preferred", "none", NULL };
 const int numa_values[] = { AV_NUMA_STRICT, AV_NUMA_PREFERRED, AV_NUMA_NONE };

@@ -169,6 +169,14 @@ scrub_method_fits(const PolicyParse *pp, const AvProfile *profile, AvScrubMethod
     gboolean pci_method = method == AV_SCRUB_METHOD_VFIO_ZERO || method == AV_SCRUB_METHOD_RESET ||
                           method == AV_SCRUB_METHOD_ROM_CHECK;
 
+    /* A card of attach netdev stays on its host driver, whose interface
+     * the domain has: nothing that takes it to vfio-pci. */
+    if (profile->attach == AV_ATTACH_NETDEV && method != AV_SCRUB_METHOD_NONE && method != AV_SCRUB_METHOD_COMMAND &&
+        method != AV_SCRUB_METHOD_RESET)
+        return policy_fail(pp, mpath, FALSE, error,
+                           "scrub method '%s' cannot be used with attach 'netdev': a netdev card stays on its host "
+                           "driver, and '%s' needs %s; expected one of none, command, reset", method_name, method_name,
+                           usb_method ? "a USB device" : "the device on vfio-pci");
     if (profile->attach == AV_ATTACH_USB && (pci_method || method == AV_SCRUB_METHOD_VM))
         return policy_fail(pp, mpath, FALSE, error,
                            "scrub method '%s' %s and cannot be used with attach 'usb'; expected one of none, "

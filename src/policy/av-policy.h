@@ -18,6 +18,9 @@ typedef enum {
     AV_ATTACH_MDEV,
     AV_ATTACH_SRIOV_VF,
     AV_ATTACH_USB,
+    AV_ATTACH_NETDEV,            /* a card reached through a network interface its host driver makes (an
+                                  * IP-over-PCIe card): it stays on that driver; the domain gets the
+                                  * interface as <interface type='direct'> in mode passthrough */
 } AvAttach;
 
 typedef enum {

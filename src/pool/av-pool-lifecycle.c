@@ -560,6 +560,15 @@ av_pool_device_restore(const AvRoot *root, const AvKernelOps *ops, const AvProfi
         return av_pool_usb_unhold(root, ops, dev, error);
     if (dev->kind != AV_DEVICE_KIND_PCI || profile->restore_driver != AV_RESTORE_ON_RELEASE)
         return TRUE;
+    /* A card of attach netdev stays on its host driver through its use
+     * and scrub: nothing to give back, unless a quarantine took it to
+     * vfio-pci (av_scrub_isolate()), which a clear undoes below. */
+    if (profile->attach == AV_ATTACH_NETDEV) {
+        g_autofree char *now = av_vfio_current_driver(root, dev->address);
+
+        if (!av_pci_driver_is_vfio(now))
+            return TRUE;
+    }
     /* NULL: it had no driver, and goes back to none. */
     if (!av_vfio_restore(root, ops, dev->address, dev->original_driver, error)) {
         g_prefix_error(error, "restoring the driver '%s' of %s failed: ",

@@ -66,6 +66,7 @@ av_placed_item_free(AvPlacedItem *item)
     g_free(item->mdev_type);
     g_free(item->mdev_uuid);
     g_free(item->usb_bus_path);
+    g_free(item->netdev);
     g_free(item->root_port);
     g_free(item->switch_port);
     g_free(item);
@@ -147,6 +148,7 @@ av_placed_item_copy(const AvPlacedItem *item)
     copy->mdev_type = g_strdup(item->mdev_type);
     copy->mdev_uuid = g_strdup(item->mdev_uuid);
     copy->usb_bus_path = g_strdup(item->usb_bus_path);
+    copy->netdev = g_strdup(item->netdev);
     copy->usb_vendor = item->usb_vendor;
     copy->usb_product = item->usb_product;
     copy->usb_busnum = item->usb_busnum;
@@ -328,6 +330,8 @@ av_pool_placements_to_json(const GPtrArray *placements)
 
             if (item->bitstream)
                 json_object_set_new(obj, "bitstream", json_string(item->bitstream));
+            if (item->netdev)
+                json_object_set_new(obj, "netdev", json_string(item->netdev));
             json_array_append_new(items, obj);
         }
         json_t *obj = json_pack("{s:s,s:o,s:i,s:o,s:o}", "domain_uuid", record->domain_uuid, "domain_name",
@@ -347,7 +351,8 @@ av_pool_placements_to_json(const GPtrArray *placements)
 static gboolean
 av_pool_load_attach(const char *name, AvAttach *ret_attach)
 {
-    static const AvAttach all[] = { AV_ATTACH_VFIO_PCI, AV_ATTACH_MDEV, AV_ATTACH_SRIOV_VF, AV_ATTACH_USB };
+    static const AvAttach all[] = { AV_ATTACH_VFIO_PCI, AV_ATTACH_MDEV, AV_ATTACH_SRIOV_VF, AV_ATTACH_USB,
+                                    AV_ATTACH_NETDEV };
 
     for (guint i = 0; i < G_N_ELEMENTS(all); i++) {
         if (g_strcmp0(name, av_attach_to_string(all[i])) == 0) {
@@ -457,7 +462,7 @@ av_pool_load_item(const AvPoolLoad *ld, json_t *obj, const char *jpath, GPtrArra
 {
     static const char *const keys[] = { "profile", "attach", "identity", "address", "mdev_uuid", "usb_bus_path",
                                         "numa_node", NULL };
-    static const char *const optional[] = { "bitstream", NULL };
+    static const char *const optional[] = { "bitstream", "netdev", NULL };
     g_autoptr(AvPlacedItem) item = g_new0(AvPlacedItem, 1);
     g_autofree char *attach = NULL;
     gint64 node = -1;
@@ -473,7 +478,8 @@ av_pool_load_item(const AvPoolLoad *ld, json_t *obj, const char *jpath, GPtrArra
         !av_pool_load_string(ld, obj, jpath, "mdev_uuid", TRUE, &item->mdev_uuid, error) ||
         !av_pool_load_string(ld, obj, jpath, "usb_bus_path", TRUE, &item->usb_bus_path, error) ||
         !av_pool_load_int(ld, obj, jpath, "numa_node", -1, G_MAXINT, &node, error) ||
-        !av_pool_load_optional_string(ld, obj, jpath, "bitstream", &item->bitstream, error))
+        !av_pool_load_optional_string(ld, obj, jpath, "bitstream", &item->bitstream, error) ||
+        !av_pool_load_optional_string(ld, obj, jpath, "netdev", &item->netdev, error))
         return FALSE;
     item->numa_node = (int)node;
     if (!av_profile_name_is_valid(item->profile))
@@ -486,6 +492,8 @@ av_pool_load_item(const AvPoolLoad *ld, json_t *obj, const char *jpath, GPtrArra
         bad = "mdev_uuid";
     else if (item->usb_bus_path && !av_usb_bus_path_is_valid(item->usb_bus_path))
         bad = "usb_bus_path";
+    else if (item->netdev && (!av_netdev_name_is_valid(item->netdev) || !item->pci_address))
+        bad = "netdev";
     else if (item->bitstream && (!av_pool_sha256_valid(item->bitstream) || !item->pci_address))
         bad = "bitstream";
     if (bad) {

@@ -59,6 +59,7 @@ typedef struct {
     char *mdev_type;             /* mdev, else NULL */
     char *mdev_uuid;             /* mdev: a fresh UUID, else NULL */
     char *usb_bus_path;          /* usb, else NULL */
+    char *netdev;                /* netdev: the card's network interface (av_netdev_name_is_valid()), else NULL */
     guint16 usb_vendor;          /* usb */
     guint16 usb_product;         /* usb */
     guint usb_busnum;            /* usb: sysfs busnum and devnum of the stick when it was chosen (what

@@ -71,6 +71,10 @@ av_scrub_command(const AvScrubStep *step, const AvScrubTarget *target, guint64 m
     envp = g_environ_setenv(envp, "ACCELVIRT_SCRUB_IDENTITY", target->identity ? target->identity : "", TRUE);
     if (target->mdev_uuid)
         envp = g_environ_setenv(envp, "ACCELVIRT_SCRUB_MDEV_UUID", target->mdev_uuid, TRUE);
+    if (target->netdev)
+        envp = g_environ_setenv(envp, "ACCELVIRT_SCRUB_NETDEV", target->netdev, TRUE);
+    else
+        envp = g_environ_unsetenv(envp, "ACCELVIRT_SCRUB_NETDEV");
     if (memory) {
         g_autofree char *m = g_strdup_printf("%" G_GUINT64_FORMAT, memory);
 
@@ -594,6 +598,11 @@ av_scrub_needs_vfio(const AvProfile *profile)
     /* A vGPU VF stays on NVIDIA's driver, its VFIO driver: a rebind would
      * break the vGPU Manager's hold of it. */
     if (profile->vgpu_type)
+        return FALSE;
+    /* A card of attach netdev stays on the host driver that makes its
+     * interface: its "reset" goes through sysfs (av-scrub-reset.c), its
+     * "command" runs with the card where it is. */
+    if (profile->attach == AV_ATTACH_NETDEV)
         return FALSE;
     for (guint i = 0; profile->scrub && i < profile->scrub->len; i++) {
         const AvScrubStep *step = g_ptr_array_index(profile->scrub, i);

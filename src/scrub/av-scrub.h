@@ -60,6 +60,9 @@ typedef struct {
                                   * then, and without either the step fails */
     const char *original_driver; /* the PCI device's host driver (the pool's original_driver), where a
                                   * "program-base" step of a program with "driver": "host" runs, or NULL */
+    const char *netdev;          /* a card of attach netdev: the network interface its host driver made
+                                  * (av_pci_netdev_first()), which a "command" step gets in
+                                  * ACCELVIRT_SCRUB_NETDEV; NULL when none */
 } AvScrubTarget;
 
 /* What a scrub program prints, one line per device, to say what it cleared

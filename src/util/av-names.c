@@ -190,3 +190,17 @@ av_bitstream_function_id_is_valid(const char *id)
             return FALSE;
     return TRUE;
 }
+
+/* See av-names.h. */
+gboolean
+av_netdev_name_is_valid(const char *name)
+{
+    gsize len = name ? strlen(name) : 0;
+
+    if (len == 0 || len >= AV_NETDEV_NAME_MAX || g_str_equal(name, ".") || g_str_equal(name, ".."))
+        return FALSE;
+    for (const char *p = name; *p; p++)
+        if (!g_ascii_isalnum(*p) && *p != '-' && *p != '_' && *p != '.')
+            return FALSE;
+    return TRUE;
+}

@@ -25,6 +25,14 @@ gboolean av_openstack_id_is_valid(const char *id);
  * accepted before a path is built. */
 gboolean av_mdev_type_id_is_valid(const char *type);
 
+/* TRUE when @name is a network interface name accelvirt accepts: 1 to
+ * IFNAMSIZ - 1 (15) bytes of ASCII letters, digits, '-', '_' and '.', not
+ * "." or "..".  The kernel allows more (dev_valid_name(): anything but '/',
+ * ':' and white space); the names go into domain XML, logs and programs'
+ * environments, so the rest is refused. */
+#define AV_NETDEV_NAME_MAX 16   /* IFNAMSIZ, the NUL included */
+gboolean av_netdev_name_is_valid(const char *name);
+
 /* TRUE when @driver is a PCI driver name such as "nvidia" or
  * "snd_hda_intel" (same rule as av_mdev_type_id_is_valid()). */
 gboolean av_driver_name_is_valid(const char *driver);

@@ -57,7 +57,7 @@ class Pci:
                  subsys=(0, 0), driver=None, group=None, dsn=None, slot=None,
                  reset=None, override=None, port=PCIE_ENDPOINT, flr=False,
                  sriov=None, physfn=None, mdev_types=None, mdevs=None,
-                 multifunction=False, aer=None, link=None, vgpu_types=None, vgpu=False):
+                 multifunction=False, aer=None, link=None, vgpu_types=None, vgpu=False, net=None):
         self.addr = addr
         self.parent = parent
         self.vendor = vendor
@@ -82,6 +82,7 @@ class Pci:
         self.link = link              # (current speed, max speed, current width, max width), or None
         self.vgpu_types = vgpu_types  # a PF: [(id, max, name)] its vGPU Manager supports, or None
         self.vgpu = vgpu              # a VF with NVIDIA's vGPU interface (nvidia/, vfio-dev/)
+        self.net = net or []          # network interfaces its driver made (net/NAME/), such as ["enp69s0"]
 
     @property
     def is_bridge(self):
@@ -378,6 +379,12 @@ def build_pci(t, host):
             pf, index = d.physfn
             t.link(path + "/physfn", dirs[pf])
             t.link(dirs[pf] + "/virtfn%d" % index, path)
+        for i, name in enumerate(d.net):
+            # Documentation/ABI/testing/sysfs-class-net: the interface's
+            # directory under its parent device, linked from /sys/class/net.
+            t.attr(path + "/net/%s/address" % name, "52:54:00:45:00:%02x" % i)
+            t.attr(path + "/net/%s/operstate" % name, "up")
+            t.link("/sys/class/net/" + name, path + "/net/" + name)
         build_health(t, d, path)
         build_vgpu(t, host, d, path)
         build_mdev(t, d, path)
@@ -914,7 +921,30 @@ def switches():
                 devices=devs, node_of=node_of)
 
 
+def netdev_card():
+    # Issue 34: IP-over-PCIe cards (Intel VCA-style), reached through the
+    # network interface their host driver makes.  Two 82574L (e1000e)
+    # functions stand in, as QEMU's e1000e does on the VM rig: each on its
+    # host driver with one interface, behind a root port of its own; a
+    # third NIC is the host's own (no profile matches it).
+    devs = [
+        host_bridge("pci0000:00", group=0),
+        root_port("0000:00:1c.0", "pci0000:00", device=0xA33C, group=11),
+        Pci("0000:45:00.0", "0000:00:1c.0", INTEL, 0x10D3, CLASS_ETHERNET, subsys=(INTEL, 0x0000),
+            driver="e1000e", group=12, reset="flr", flr=True, net=["enp69s0"]),
+        root_port("0000:00:1d.0", "pci0000:00", device=0xA330, group=13),
+        Pci("0000:46:00.0", "0000:00:1d.0", INTEL, 0x10D3, CLASS_ETHERNET, subsys=(INTEL, 0x0000),
+            driver="e1000e", group=14, reset="flr", flr=True, net=["enp70s0"]),
+        root_port("0000:00:1e.0", "pci0000:00", device=0xA331, group=15),
+        Pci("0000:47:00.0", "0000:00:1e.0", INTEL, 0x1593, CLASS_ETHERNET, rev=0x02, subsys=(INTEL, 0x0005),
+            driver="ice", group=16, reset="flr", flr=True, net=["eno1"]),
+    ]
+    return Host(nodes=[Node(0, "0-7", 32657996)], cpus_online="0-7", devices=devs,
+                node_of={"pci0000:00": 0})
+
+
 HOSTS = {
+    "netdev-card": netdev_card,
     "two-socket-8gpu": two_socket_8gpu,
     "sriov-fpga-qat": sriov_fpga_qat,
     "vgpu-mdev": vgpu_mdev,
