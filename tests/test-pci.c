@@ -1621,71 +1621,6 @@ test_vf_index_order(void)
     av_test_tmpdir_remove(dir);
 }
 
-/* av_host_refresh(): a whole scan brought up to date with a later partial
- * one: the function read again replaced (its new driver, its pci.ids names
- * kept), a function asked for and gone left out, the mdev parents those of
- * the later scan (each still the very function it is), the rest as it
- * was, every function found by its address. */
-static void
-test_host_refresh(void)
-{
-    g_autofree char *dir = av_test_host_copy("vgpu-mdev");
-    g_autoptr(GError) err = NULL;
-    g_autoptr(AvRoot) root = av_root_new(dir, &err);
-    g_autoptr(AvHost) host = NULL;
-    g_autoptr(AvHost) fresh = NULL;
-    g_autofree char *dev_dir = NULL;
-    g_autofree char *driver = NULL;
-    const char *const asked[] = { "0000:98:00.0", "0000:80:00.0", NULL };
-    const AvPciDevice *gpu;
-    guint before;
-
-    g_assert_no_error(err);
-    host = av_host_scan(root, &err);
-    g_assert_no_error(err);
-    before = host->pci->len;
-    g_assert_nonnull(av_host_find_pci(host, "0000:80:00.0"));
-    g_assert_cmpstr(get_pci(host, "0000:98:00.0")->driver, ==, "nvidia");
-
-    /* 0000:98:00.0 goes to vfio-pci, 0000:80:00.0 leaves the host. */
-    dev_dir = g_build_filename(dir, "sys/bus/pci/devices/0000:98:00.0", NULL);
-    driver = g_build_filename(dev_dir, "driver", NULL);
-    g_assert_cmpint(g_unlink(driver), ==, 0);
-    av_test_symlink(dev_dir, "driver", "../../../../bus/pci/drivers/vfio-pci");
-    {
-        g_autofree char *gone = g_build_filename(dir, "sys/bus/pci/devices/0000:80:00.0", NULL);
-
-        g_assert_cmpint(g_unlink(gone), ==, 0);
-    }
-    fresh = av_host_scan_devices(root, asked, TRUE, &err);
-    g_assert_no_error(err);
-    g_assert_true(av_host_scan_devices_usb(root, fresh, &err));
-    g_assert_no_error(err);
-
-    av_host_refresh(host, fresh, asked);
-    g_assert_cmpuint(fresh->pci->len, ==, 0);
-    g_assert_null(av_host_find_pci(host, "0000:80:00.0"));
-    gpu = av_host_find_pci(host, "0000:98:00.0");
-    g_assert_nonnull(gpu);
-    g_assert_cmpstr(gpu->driver, ==, "vfio-pci");
-    g_assert_cmpuint(host->pci->len, ==, before - 1);
-    for (guint i = 0; i < host->pci->len; i++) {
-        const AvPciDevice *dev = g_ptr_array_index(host->pci, i);
-
-        g_assert_true(av_host_find_pci(host, dev->address) == dev);
-        if (i > 0)
-            g_assert_cmpint(av_pci_address_compare(((AvPciDevice *)g_ptr_array_index(host->pci, i - 1))->address,
-                                                   dev->address), <, 0);
-    }
-    for (guint i = 0; i < host->mdev_parents->len; i++) {
-        const AvMdevParent *parent = g_ptr_array_index(host->mdev_parents, i);
-
-        if (parent->pci_address)
-            g_assert_true(parent->pci == av_host_find_pci(host, parent->pci_address));
-    }
-    av_test_tmpdir_remove(dir);
-}
-
 int
 main(int argc, char **argv)
 {
@@ -1719,6 +1654,5 @@ main(int argc, char **argv)
     g_test_add_func("/pci/tree/hostile", test_hostile_tree);
     g_test_add_func("/pci/tree/vf-index-order", test_vf_index_order);
     g_test_add_func("/pci/tree/bad-node-cpulist", test_bad_node_cpulist);
-    g_test_add_func("/pci/host/refresh", test_host_refresh);
     return g_test_run();
 }

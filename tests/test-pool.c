@@ -232,6 +232,41 @@ test_sorted_insert(void)
     test_remove_state(state);
 }
 
+/* av_pool_file_changed_since(): a save in between is seen even when it
+ * wrote the same bytes (a prepare that failed and undid itself); reads
+ * alone are not. */
+static void
+test_file_changed_since(void)
+{
+    g_autofree char *state = test_make_pool(2);
+    g_autoptr(GError) err = NULL;
+    g_autoptr(AvPool) before = av_pool_open(state, AV_POOL_READ, 0, &err);
+    g_autoptr(AvPool) again = NULL;
+    g_autoptr(AvPool) writer = NULL;
+    g_autoptr(AvPool) after = NULL;
+
+    g_assert_no_error(err);
+    av_pool_unlock(before);
+    again = av_pool_open(state, AV_POOL_READ, 0, &err);
+    g_assert_no_error(err);
+    g_assert_false(av_pool_file_changed_since(before, again));
+    av_pool_unlock(again);
+    writer = av_pool_open(state, AV_POOL_WRITE, 0, &err);
+    g_assert_no_error(err);
+    g_assert_false(av_pool_file_changed_since(before, writer));
+    g_assert_true(av_pool_save(writer, &err));
+    g_assert_no_error(err);
+    g_clear_pointer(&writer, av_pool_free);
+    after = av_pool_open(state, AV_POOL_READ, 0, &err);
+    g_assert_no_error(err);
+    g_assert_true(av_pool_file_changed_since(before, after));
+    g_assert_true(av_pool_file_changed_since(again, after));
+    g_clear_pointer(&before, av_pool_free);
+    g_clear_pointer(&again, av_pool_free);
+    g_clear_pointer(&after, av_pool_free);
+    test_remove_state(state);
+}
+
 /* av_pool_text() (what a save writes, without the JSON tree) gives the
  * bytes of av_pool_json_text(av_pool_to_json()): every member, jansson's
  * escapes, and a device with a string jansson refuses written by jansson. */
@@ -3507,6 +3542,7 @@ main(int argc, char **argv)
     g_test_add_func("/pool/open/write-creates", test_open_write_creates);
     g_test_add_func("/pool/save-load", test_save_load_roundtrip);
     g_test_add_func("/pool/save-text-direct", test_save_text_direct);
+    g_test_add_func("/pool/file-changed-since", test_file_changed_since);
     g_test_add_func("/pool/domain-index", test_domain_index);
     g_test_add_func("/pool/sorted-insert", test_sorted_insert);
     g_test_add_func("/pool/corrupt", test_corrupt);

@@ -417,58 +417,6 @@ av_cli_sync_scan(const AvRoot *root, const AvPolicy *policy, AvHost **host, AvPo
     return TRUE;
 }
 
-/* AV_CLI_SYNC_ACT when other writers changed the devices of @keep
- * (av_pool_changed_since()) while *@host, a whole scan, was taken without
- * the lock: the caller acts on what *@host says of drivers, groups, VFs and
- * mdev parents, which must be the host's now for what those writers
- * touched.  Those devices are read again under the lock, with what their
- * identities and groups involve (their group members, their PF, the
- * bridges above them), every mdev parent and every USB device
- * (av_host_scan_devices(), as a hook's prepare reads its domain's), and
- * when the pool agrees with that read (av_pool_confirm(): their identities,
- * profiles, nodes, groups, drivers as recorded) it replaces their part of
- * *@host (av_host_refresh()).  Else (an identity changed, a device gone)
- * the whole host is scanned again under the lock and @pool reconciled with
- * it, as before the scan went first.  Sets *@changed when that changed the
- * pool. */
-static gboolean
-av_cli_sync_refresh(const AvRoot *root, const AvPolicy *policy, AvPool *pool, GHashTable *keep, AvHost **host,
-                    gboolean *changed, GError **error)
-{
-    g_autoptr(GPtrArray) addresses = g_ptr_array_new();
-    g_autoptr(AvHost) fresh = NULL;
-    g_autofree char *why = NULL;
-    GHashTableIter iter;
-    gpointer name;
-    gboolean again = FALSE;
-
-    g_hash_table_iter_init(&iter, keep);
-    while (g_hash_table_iter_next(&iter, &name, NULL))
-        if (av_pci_address_is_valid(name))
-            g_ptr_array_add(addresses, name);
-    g_ptr_array_add(addresses, NULL);
-    fresh = av_host_scan_devices(root, (const char *const *)addresses->pdata, TRUE, error);
-    if (!fresh || !av_host_scan_devices_usb(root, fresh, error))
-        return FALSE;
-    for (guint i = 0; i + 1 < addresses->len && !why; i++) {
-        const char *address = g_ptr_array_index(addresses, i);
-
-        if (!av_host_find_pci(fresh, address) && av_pool_find_address(pool, AV_DEVICE_KIND_PCI, address))
-            why = g_strdup_printf("%s is not on the host", address);
-    }
-    if (!why && av_pool_confirm(pool, fresh, policy, &why)) {
-        av_host_refresh(*host, fresh, (const char *const *)addresses->pdata);
-        return TRUE;
-    }
-    g_debug("scanning the whole host again under the lock: %s", why);
-    g_clear_pointer(host, av_host_free);
-    *host = av_host_scan(root, error);
-    if (!*host || !av_pool_reconcile(pool, *host, policy, &again, error))
-        return FALSE;
-    *changed = *changed || again;
-    return TRUE;
-}
-
 /* See cli.h.  The pool is read under the shared lock first and let go of
  * before the scan; the exclusive lock is taken after it to apply it. */
 AvPool *
@@ -487,6 +435,7 @@ av_cli_sync_open(const AvCli *cli, AvCliSync *sync, AvRoot **ret_root, AvHost **
 
     sync->scanned_first = FALSE;
     sync->others_changed = FALSE;
+    sync->others_saved = FALSE;
     /* Bad input is found before the pool is touched. */
     if (!av_cli_open(cli, &root, &policy, error) || !av_cli_pool_root_allowed(cli, root, error))
         return NULL;
@@ -505,31 +454,38 @@ av_cli_sync_open(const AvCli *cli, AvCliSync *sync, AvRoot **ret_root, AvHost **
     sync->others_changed = g_hash_table_size(keep) > 0;
     if (sync->others_changed)
         g_debug("the pool changed while the host was scanned: %u names of devices", g_hash_table_size(keep));
+    /* A command that acts on what the scan says of drivers, groups, VFs
+     * and mdev parents (AV_CLI_SYNC_ACT) needs the host as it is now: when
+     * any writer saved the pool while the host was scanned, even one that
+     * left every device entry as it was (a prepare that bound a group or
+     * grew VFs, failed and undid it: the scan may have read it half-way),
+     * the scan may not say what the host is now. */
+    if (sync->mode == AV_CLI_SYNC_ACT && av_pool_file_changed_since(before, pool))
+        sync->others_saved = TRUE;
     if (!av_cli_pool_upkeep_full(root, pool, sync->ret_released, &upkept, error))
         return NULL;
-    if (upkept) {
-        /* The upkeep changed the pool (the devices of a previous boot
+    if (upkept || sync->others_saved) {
+        /* Or the upkeep changed the pool (the devices of a previous boot
          * released, an intent rolled back, which may rebind drivers): the
          * scan taken before it may not say what the host is now.  Scanned
-         * again under the lock, as before the scan went first (rare: the
-         * first call after a boot or a crash). */
+         * again under the lock, as before the scan went first (the first
+         * call after a boot or a crash; for AV_CLI_SYNC_ACT, one during
+         * which another writer saved). */
         g_clear_pointer(&keep, g_hash_table_unref);
         if (!av_cli_sync_scan(root, policy, &host, &scan, error))
             return NULL;
     } else {
-        /* What others changed is left as they recorded it, the rest gets
-         * the scan: when nobody changed the pool meanwhile, the scan is
-         * what one under the lock would read, as far as accelvirt goes
-         * (every change accelvirt makes to a device on the host is recorded
-         * in its entry, under this lock). */
+        /* What others changed is left as they recorded it (AV_CLI_SYNC_KEEP:
+         * their devices get the next call's scan), the rest gets the scan:
+         * when nobody saved the pool meanwhile, the scan is what one under
+         * the lock would read, as far as accelvirt goes (every change
+         * accelvirt makes to a device on the host happens under this lock
+         * and is saved). */
         sync->scanned_first = TRUE;
     }
     if (sync->before_apply && !sync->before_apply(pool, sync->data, error))
         return NULL;
     if (!av_pool_reconcile_scan(pool, scan, keep, &changed, error))
-        return NULL;
-    if (sync->mode == AV_CLI_SYNC_ACT && sync->scanned_first && sync->others_changed &&
-        !av_cli_sync_refresh(root, policy, pool, keep, &host, &changed, error))
         return NULL;
     if (changed && !sync->unsaved && !av_pool_save(pool, error))
         return NULL;

@@ -103,13 +103,13 @@ AvPool *av_cli_open_pool_full(const AvCli *cli, const AvRoot *root, int mode, js
 typedef enum {
     /* For commands that act on what the scan says of devices (drivers,
      * IOMMU groups, VFs, mdev parents: attach, bitstream, define, start,
-     * enroll, quarantine clear): as AV_CLI_SYNC_KEEP, and when another
-     * writer changed devices while the host was scanned, those are read
-     * again under the lock with their groups, PFs, mdev parents and USB
-     * devices (as a hook's prepare reads its domain's), and the scan
-     * brought up to date with them if the pool agrees with what they
-     * present (av_pool_confirm()); else the whole host is scanned again
-     * under the lock. */
+     * enroll, quarantine clear): the scan taken before the lock is applied
+     * whole when nobody saved the pool while it ran; when anyone did
+     * (av_pool_file_changed_since(): a hook's prepare, even one that failed
+     * and undid what it did to the host), the whole host is scanned again
+     * under the lock, as before the scan went first.  A device another
+     * writer changed may have been read half-way through that change, and
+     * a writer's save does not say every device it touched on the host. */
     AV_CLI_SYNC_ACT,
     /* For commands that show the result, or act only on what the pool
      * says (status, watch's audit, reconcile, which scans again itself
@@ -129,9 +129,11 @@ typedef struct {
     json_t **ret_released;       /* may be NULL: av_cli_open_pool_full()'s */
     gboolean unsaved;            /* the reconcile left for the caller to save (with what it does, on success:
                                   * a command refused as bad input or for capacity changes nothing) */
-    gboolean scanned_first;      /* out: the scan applied was taken before the lock (for AV_CLI_SYNC_KEEP,
-                                  * *ret_host is that scan; AV_CLI_SYNC_ACT brings it up to date first) */
-    gboolean others_changed;     /* out: another writer changed the pool while the host was scanned */
+    gboolean scanned_first;      /* out: the scan applied was taken before the lock (*ret_host is that
+                                  * scan) */
+    gboolean others_changed;     /* out: another writer changed the pool's devices while the host was scanned */
+    gboolean others_saved;       /* out (AV_CLI_SYNC_ACT): another writer saved the pool while the host was
+                                  * scanned, so it was scanned again under the lock */
 } AvCliSync;
 
 /* The pool, opened for writing (put right first: av_cli_pool_upkeep()) and

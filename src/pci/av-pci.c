@@ -1213,53 +1213,6 @@ av_host_scan_devices(const AvRoot *root, const char *const *addresses, gboolean 
     return g_steal_pointer(&host);
 }
 
-/* See av-pci.h. */
-void
-av_host_refresh(AvHost *host, AvHost *fresh, const char *const *addresses)
-{
-    g_autoptr(GHashTable) out = g_hash_table_new(g_str_hash, g_str_equal);
-    g_autoptr(GHashTable) old = g_hash_table_new(g_str_hash, g_str_equal);
-    g_autoptr(GPtrArray) was = NULL;
-
-    g_return_if_fail(fresh->partial && !host->partial);
-    for (guint i = 0; addresses[i]; i++)
-        g_hash_table_add(out, (gpointer)addresses[i]);
-    for (guint i = 0; i < fresh->pci->len; i++)
-        g_hash_table_add(out, ((AvPciDevice *)g_ptr_array_index(fresh->pci, i))->address);
-    /* The mdev parents point at the functions they are: they go first. */
-    g_ptr_array_unref(host->mdev_parents);
-    host->mdev_parents = g_steal_pointer(&fresh->mdev_parents);
-    fresh->mdev_parents = g_ptr_array_new_with_free_func((GDestroyNotify)av_mdev_parent_free);
-    /* What @fresh replaces stays in @was, freed on return. */
-    was = g_steal_pointer(&host->pci);
-    host->pci = g_ptr_array_new_with_free_func((GDestroyNotify)av_pci_device_free);
-    for (guint i = was->len; i > 0; i--) {
-        AvPciDevice *dev = g_ptr_array_index(was, i - 1);
-
-        if (g_hash_table_contains(out, dev->address))
-            g_hash_table_insert(old, dev->address, dev);
-        else
-            g_ptr_array_add(host->pci, g_ptr_array_steal_index(was, i - 1));
-    }
-    while (fresh->pci->len > 0) {
-        AvPciDevice *dev = g_ptr_array_steal_index(fresh->pci, fresh->pci->len - 1);
-        const AvPciDevice *before = g_hash_table_lookup(old, dev->address);
-
-        if (before && !dev->vendor_name && before->vendor_id == dev->vendor_id &&
-            before->device_id == dev->device_id) {
-            dev->vendor_name = g_strdup(before->vendor_name);
-            dev->device_name = g_strdup(before->device_name);
-        }
-        g_ptr_array_add(host->pci, dev);
-    }
-    g_ptr_array_sort(host->pci, av_pci_device_cmp);
-    if (fresh->usb_scanned) {
-        g_ptr_array_unref(host->usb);
-        host->usb = g_steal_pointer(&fresh->usb);
-        fresh->usb = g_ptr_array_new_with_free_func((GDestroyNotify)av_usb_device_free);
-    }
-}
-
 /* Scans the whole host: see av-pci.h.  The caller owns the result. */
 AvHost *
 av_host_scan(const AvRoot *root, GError **error)

@@ -281,16 +281,6 @@ AvHost *av_host_scan(const AvRoot *root, GError **error);
 AvHost *av_host_scan_devices(const AvRoot *root, const char *const *addresses, gboolean mdev_parents,
                              GError **error);
 
-/* Brings the parts of the whole scan @host that @fresh, a partial scan
- * (av_host_scan_devices() of @addresses with mdev_parents, taken later),
- * read up to date: each PCI function of @fresh replaces the one of @host at
- * its address or joins it (names of pci.ids kept from @host when the ids
- * are the same), each of @addresses that @fresh lacks leaves @host (gone
- * meanwhile), @host's mdev parents become @fresh's, and its USB devices
- * too when @fresh holds them all (usb_scanned).  @fresh is emptied (what
- * it held moves to @host); free it after. */
-void av_host_refresh(AvHost *host, AvHost *fresh, const char *const *addresses);
-
 /* Adds every USB device of the host to the partial scan @host (which had
  * none), setting @usb_scanned: /sys/bus/usb/devices is small, so a domain
  * with USB hostdevs reads them all.  FALSE with @error set. */

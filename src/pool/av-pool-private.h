@@ -2,6 +2,8 @@
 /* accelvirt: internals shared by the files of src/pool. */
 #pragma once
 
+#include <sys/stat.h>
+
 #include "av-pool.h"
 #include "journal/av-journal.h"
 #include "util/av-file.h"
@@ -11,6 +13,15 @@ G_BEGIN_DECLS
 #define AV_POOL_FILE "pool.json"
 #define AV_POOL_LOCK_FILE "pool.lock"
 #define AV_POOL_VERSION 1
+
+/* pool.json as a pool read it: see AvPool.loaded. */
+typedef struct {
+    gboolean present;
+    dev_t dev;
+    ino_t ino;
+    off_t size;
+    struct timespec mtime, ctime;
+} AvPoolFileStamp;
 
 struct AvPool {
     char *state_dir;
@@ -36,6 +47,11 @@ struct AvPool {
                                   * then as last saved), for the domain index (av-pool-index.c) */
 
     AvJournal journal;           /* its tail is read at the first append (av_journal_prepare()) */
+
+    /* pool.json as this pool read it (av_pool_file_changed_since()): every
+     * save renames a new file over it, so another save changes its inode,
+     * or its change time, or its size.  present FALSE: there was none. */
+    AvPoolFileStamp loaded;
 
     /* The host its devices are on (av_pool_set_kernel()): its own copy, or NULL. */
     AvRoot *root;

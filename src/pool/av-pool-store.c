@@ -1046,6 +1046,12 @@ av_pool_read_file(AvPool *pool, char **ret_data, gsize *ret_len, GError **error)
         close(fd);
         return -1;
     }
+    pool->loaded.present = TRUE;
+    pool->loaded.dev = st.st_dev;
+    pool->loaded.ino = st.st_ino;
+    pool->loaded.size = st.st_size;
+    pool->loaded.mtime = st.st_mtim;
+    pool->loaded.ctime = st.st_ctim;
     r = av_file_read_all(fd, ret_data, ret_len);
     close(fd);
     if (r < 0) {
@@ -1203,4 +1209,17 @@ av_pool_save(AvPool *pool, GError **error)
         return FALSE;
     av_pool_index_after_save(pool, names);
     return TRUE;
+}
+
+/* See av-pool.h. */
+gboolean
+av_pool_file_changed_since(const AvPool *before, const AvPool *now)
+{
+    const AvPoolFileStamp *a = &before->loaded, *b = &now->loaded;
+
+    if (!a->present || !b->present)
+        return a->present != b->present;
+    return a->dev != b->dev || a->ino != b->ino || a->size != b->size || a->mtime.tv_sec != b->mtime.tv_sec ||
+           a->mtime.tv_nsec != b->mtime.tv_nsec || a->ctime.tv_sec != b->ctime.tv_sec ||
+           a->ctime.tv_nsec != b->ctime.tv_nsec;
 }

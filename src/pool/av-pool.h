@@ -591,6 +591,13 @@ gboolean av_pool_reconcile(AvPool *pool, const AvHost *host, const AvPolicy *pol
  * av_pool_reconcile_scan(); caller frees.  Borrows both pools. */
 GHashTable *av_pool_changed_since(const AvPool *before, const AvPool *now);
 
+/* TRUE when pool.json was saved (by anyone) between the reads of @before
+ * and @now, the same state dir's pool read later: even a save that left
+ * every device as it was (a prepare that changed the host, failed and
+ * undid itself) tells that the host may have changed meanwhile.  By the
+ * file's inode, size, modification and change times as each read it. */
+gboolean av_pool_file_changed_since(const AvPool *before, const AvPool *now);
+
 /* Takes the device that presents @identity at @address (either may be
  * NULL) out of @changed (av_pool_changed_since()): a caller that must
  * reconcile that device whatever happened to its entry (the worker, the
