@@ -1390,8 +1390,9 @@ av_prepare_check_grown(AvPrepare *p, GError **error)
 }
 
 /* The policy's "limits" (accelvirt-policy(5), LIMITS): the owner as
- * charged may hold every managed device of the domain (those it holds
- * already, claimed at define, counted once).  Reads the pool only. */
+ * charged may hold every managed device of the domain, each pool device
+ * once (those it holds already, claimed at define, counted once).  Reads
+ * the pool only. */
 static gboolean
 av_prepare_check_limits(AvPrepare *p, GError **error)
 {
@@ -1404,9 +1405,19 @@ av_prepare_check_limits(AvPrepare *p, GError **error)
     for (guint i = 0; i < p->managed->len; i++) {
         const AvManaged *m = g_ptr_array_index(p->managed, i);
 
-        if (m->through_group || !m->profile)
+        const char *identity = m->pooldev ? m->pooldev->identity : m->identity;
+        gboolean seen = FALSE;
+
+        if (!m->profile)
             continue;
-        takes[n].identity = m->pooldev ? m->pooldev->identity : m->identity;
+        /* A hostdev of a function in a pool device's IOMMU group claims
+         * that device (through_group): it counts, once however many
+         * hostdevs name it or its group. */
+        for (guint t = 0; t < n && !seen; t++)
+            seen = identity && g_strcmp0(takes[t].identity, identity) == 0;
+        if (seen)
+            continue;
+        takes[n].identity = identity;
         takes[n].profile = m->profile->name;
         n++;
     }

@@ -182,4 +182,38 @@ check "policy check: a limit that limits nothing" \
 check "policy check: limits that are no list" \
     bad "'limits' must be a list" '{"limits": {"owner": {"project": "p"}}}'
 
+# A hostdev of a function in a pool device's IOMMU group claims that
+# device: it counts against max_devices, once however many hostdevs name it
+# or its group.  Its own host, policy and state (the A6000s 0000:98:00.0 and
+# 0000:b1:00.0 each share their group with a function .1 the pool does not hold).
+G="$AV_TMP/g"
+mkdir -p "$G" && cp -a "$AV_TEST_HOSTS/two-socket-8gpu" "$G/host" && hook_policies "$G/policies"
+printf '{"limits": [{"owner": {"project": "p4"}, "max_devices": 1}]}\n' >"$G/policies/50-limits.json"
+chmod 0644 "$G/policies/50-limits.json"
+ghook() {
+    ACCELVIRT_ROOT="$G/host" ACCELVIRT_STATE_DIR="$G/state" ACCELVIRT_POLICY_DIR="$G/policies" \
+        ACCELVIRT_WORKER=/bin/true ACCELVIRT_LOG_FILE="$G/log" "$HOOK" "$@"
+}
+# gdom FILE NAME N FUNCTION...: a domain of project p4 with those functions.
+gdom() {
+    f=$1 name=$2 n=$3; shift 3
+    {
+        printf "<domain type='kvm'><name>%s</name><uuid>%s</uuid><memory unit='GiB'>4</memory><vcpu>2</vcpu>\n" \
+            "$name" "$(printf '%08x-0000-4000-8000-%012x' "$n" "$n")"
+        printf "<metadata><nova:instance xmlns:nova='http://openstack.org/xmlns/libvirt/nova/1.1'><nova:owner><nova:user uuid='u4'/><nova:project uuid='p4'/></nova:owner></nova:instance></metadata><devices>\n"
+        for fn in "$@"; do
+            printf "<hostdev mode='subsystem' type='pci' managed='no'><source><address domain='0x0000' bus='0x%s' slot='0x00' function='0x%s'/></source></hostdev>\n" \
+                "${fn%.*}" "${fn#*.}"
+        done
+        printf '</devices></domain>\n'
+    } >"$f"
+}
+gdom "$G/two.xml" vmg2 21 98.1 b1.1
+gdom "$G/one.xml" vmg1 22 98.0 98.1
+check "max_devices counts the devices claimed through their IOMMU group: two A6000s named by their .1 functions refused" \
+    eval "! ghook vmg2 prepare begin - <'$G/two.xml' >'$G/out' 2>'$G/err' && grep -q 'max_devices 1: it holds 0 and this would make 2' '$G/err'"
+check "  ... nothing claimed" eval "! grep -qE '\"state\": \"(claimed|in_use)\"' '$G/state/pool.json'"
+check "  ... one A6000 named by its function and by its group's other function counts once" \
+    eval "ghook vmg1 prepare begin - <'$G/one.xml' 2>'$G/err1' || ! grep -q max_devices '$G/err1'"
+
 finish
