@@ -2260,7 +2260,7 @@ check "  ... its firmware loaded (03e7:f63b, re-enumerated): reconcile keeps its
 check "  ... release: the worker cycles its port's power, it is back at 2485, free" \
     eval "accepted '$W/rt.xml' rt release end - && wait_usb 1-2 free && verify && [ \"\$(cat '$RT/1-2/idProduct')\" = 2485 ] && grep -q 'USB_PORT_OFF usb1-port2 1-2' '$W/host/sys/.accelvirt-fake-kernel.log' && grep -q 'USB_PORT_ON usb1-port2 1-2' '$W/host/sys/.accelvirt-fake-kernel.log' && [ \"\$(cat '$RT/1-0:1.0/usb1-port2/disable')\" = 0 ]"
 check "  ... its certificate says so" \
-    eval "grep '\"event\": *\"scrub-certificate\"' '$W/state/journal.jsonl' | tail -n1 | grep -q 'power of the port of 1-2 switched off and on'"
+    eval "grep '\"event\": *\"scrub-certificate\"' '$W/state/journal.jsonl' | tail -n1 | grep -q 'port of 1-2 disabled and enabled again'"
 DN=$(cat "$RT/1-2/devnum")
 mkusb "$W/rt2.xml" rt2 "$UR1" 1 "$DN"
 touch "$RT/1-2/fake_firmware_survives"

@@ -2147,8 +2147,9 @@ test_usb_power_cycle(void)
     g_assert_no_error(err);
     step = json_array_get(json_object_get(report, "steps"), 0);
     g_assert_cmpstr(json_string_value(json_object_get(step, "message")), ==,
-                    "power of the port of 1-1.2 switched off and on (devnum 3 before, 4 after); back with its first "
-                    "ids, de-authorized until it is freed");
+                    "port of 1-1.2 disabled and enabled again (devnum 3 before, 4 after; its power off meanwhile "
+                    "only where its hub switches each port's power); back with its first ids, de-authorized until "
+                    "it is freed");
     g_assert_cmpstr(json_string_value(json_object_get(step, "runtime_ids_before")), ==, "03e7:f63b");
     {
         g_autofree char *log = fake_log(&f);

@@ -403,17 +403,18 @@ av_scrub_method_usb_power_cycle(AvScrubContext *ctx, char **ret_message, GError 
 
         /* Whatever came back stays held (the worker's hold does the same). */
         (void)av_usb_authorized_set(ctx->root, ctx->ops, bus_path, FALSE, NULL, &held);
-        *ret_message = g_strdup_printf("power of the port of %s switched off and on; it did not come back with "
-                                       "its first ids", bus_path);
+        *ret_message = g_strdup_printf("port of %s disabled and enabled again; it did not come back with its "
+                                       "first ids", bus_path);
         return FALSE;
     }
     if (!av_scrub_usb_keep_held(ctx, bus_path, "after", NULL, error)) {
-        *ret_message = g_strdup_printf("power of the port of %s switched off and on (devnum %u before, %u after); "
-                                       "it could not be de-authorized again", bus_path, devnum_before, devnum);
+        *ret_message = g_strdup_printf("port of %s disabled and enabled again (devnum %u before, %u after); it "
+                                       "could not be de-authorized again", bus_path, devnum_before, devnum);
         return FALSE;
     }
     json_object_set_new(ctx->entry, "devnum_after", json_integer(devnum));
-    *ret_message = g_strdup_printf("power of the port of %s switched off and on (devnum %u before, %u after); back "
+    *ret_message = g_strdup_printf("port of %s disabled and enabled again (devnum %u before, %u after; its "
+                                   "power off meanwhile only where its hub switches each port's power); back "
                                    "with its first ids, de-authorized until it is freed", bus_path, devnum_before,
                                    devnum);
     return TRUE;
