@@ -23,9 +23,9 @@ every 20 ms:
     `accelvirt attach` (one GPU hot-plugged into libvirt's test driver's
     running domain, through the tests' hot-plug double) and `accelvirt
     define` (a domain of one GPU request), each started once with prepares
-    running until it exits.  attach and define act on their scan: what a
-    prepare changed while they scanned is read again under the lock (its
-    device and group, as the prepare read them).  A prepare that asks for
+    running until it exits.  attach and define act on their scan: when a
+    prepare saved the pool while they scanned, they scan the whole host
+    again under the lock.  A prepare that asks for
     the GPU one of them took is refused, and timed all the same: it waited
     for the lock like the others.
 The table gives each command's own time, the prepares' median and maximum,
