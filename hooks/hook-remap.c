@@ -12,6 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <syslog.h>
+#include <fcntl.h>
+#include <unistd.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 
@@ -75,14 +77,31 @@ av_hook_moved_read(FILE *f, off_t from, AvHookMoved *moved)
     moved->end = at;
 }
 
+/* journal.jsonl of @state_dir open for reading, or NULL; O_NONBLOCK: a
+ * FIFO in its place must not hang the hook (refused as not regular). */
+static FILE *
+av_hook_moved_open(const char *state_dir, struct stat *st)
+{
+    g_autofree char *path = g_build_filename(state_dir, "journal.jsonl", NULL);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+    FILE *f;
+
+    if (fd < 0)
+        return NULL;
+    if (fstat(fd, st) < 0 || !S_ISREG(st->st_mode) || !(f = fdopen(fd, "r"))) {
+        close(fd);
+        return NULL;
+    }
+    return f;
+}
+
 /* The lockless read of the live journal of @state_dir, whole.  A journal
  * that cannot be read says nothing moved, as before. */
 static void
 av_hook_moved_load(const char *state_dir, AvHookMoved *moved)
 {
-    g_autofree char *path = g_build_filename(state_dir, "journal.jsonl", NULL);
-    FILE *f = fopen(path, "re");
     struct stat st;
+    FILE *f = av_hook_moved_open(state_dir, &st);
 
     g_hash_table_remove_all(moved->last);
     moved->loaded = TRUE;
@@ -92,11 +111,9 @@ av_hook_moved_load(const char *state_dir, AvHookMoved *moved)
     moved->end = 0;
     if (!f)
         return;
-    if (fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode)) {
-        moved->dev = st.st_dev;
-        moved->ino = st.st_ino;
-        av_hook_moved_read(f, 0, moved);
-    }
+    moved->dev = st.st_dev;
+    moved->ino = st.st_ino;
+    av_hook_moved_read(f, 0, moved);
     fclose(f);
 }
 
@@ -108,31 +125,28 @@ av_hook_moved_load(const char *state_dir, AvHookMoved *moved)
 static gboolean
 av_hook_moved_tail(const char *state_dir, AvHookMoved *moved)
 {
-    g_autofree char *path = g_build_filename(state_dir, "journal.jsonl", NULL);
     FILE *f;
     struct stat st;
     gboolean ok = TRUE;
 
     if (moved->tail_read)
         return TRUE;
-    f = fopen(path, "re");
+    f = av_hook_moved_open(state_dir, &st);
     if (!f) {
         moved->tail_read = TRUE;
         return TRUE;
     }
-    if (fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode)) {
-        if (st.st_dev == moved->dev && st.st_ino == moved->ino && st.st_size >= moved->end &&
-            fseeko(f, moved->end, SEEK_SET) == 0) {
-            av_hook_moved_read(f, moved->end, moved);
-        } else if (!moved->whole) {
-            ok = FALSE;
-        } else {
-            /* Its entries come after those read before, or are the same
-             * ones again in the same order: the last still wins. */
-            moved->dev = st.st_dev;
-            moved->ino = st.st_ino;
-            av_hook_moved_read(f, 0, moved);
-        }
+    if (st.st_dev == moved->dev && st.st_ino == moved->ino && st.st_size >= moved->end &&
+        fseeko(f, moved->end, SEEK_SET) == 0) {
+        av_hook_moved_read(f, moved->end, moved);
+    } else if (!moved->whole) {
+        ok = FALSE;
+    } else {
+        /* Its entries come after those read before, or are the same ones
+         * again in the same order: the last still wins. */
+        moved->dev = st.st_dev;
+        moved->ino = st.st_ino;
+        av_hook_moved_read(f, 0, moved);
     }
     fclose(f);
     moved->tail_read = ok;
