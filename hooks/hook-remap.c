@@ -12,6 +12,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <syslog.h>
+#include <fcntl.h>
+#include <unistd.h>
+#include <sys/stat.h>
+#include <sys/types.h>
 
 #include "domain/av-rewrite.h"
 #include "place/av-place.h"
@@ -24,40 +28,137 @@ av_hook_remap_verb(const char *op)
     return g_str_equal(op, "migrate") ? "migrate" : "restore";
 }
 
-/* The identity of the card the journal of @state_dir last saw leave
- * @address ("readdressed" with old_address @address), or NULL.  Read a line
- * at a time (the journal only grows); only the lines naming that event and
- * address are parsed. */
-static char *
-av_hook_journal_moved(const char *state_dir, const char *address)
+/* What the journal says about cards that left an address ("readdressed"
+ * entries): old_address -> the identity of the card that last left it.
+ * The journal's history is read without the pool's lock (another hook
+ * must never wait behind that read); under the lock only what was
+ * appended after it (av_hook_moved_tail()). */
+typedef struct {
+    GHashTable *last;   /* old_address -> identity */
+    gboolean loaded;    /* the lockless read was made */
+    gboolean tail_read; /* ... and, under the lock, what came after it */
+    gboolean whole;     /* the last pass: read whatever is missing under the lock */
+    dev_t dev;          /* the journal.jsonl read (an archive's cut replaces it) */
+    ino_t ino;
+    off_t end;          /* the end of its last whole line read */
+} AvHookMoved;
+
+/* The hook's remap pass must drop the lock and read the journal first. */
+#define AV_HOOK_REMAP_AGAIN (-1)
+
+/* Reads the lines of @f from its position to its last whole line into
+ * @moved (the journal only grows: the last entry naming an address wins).
+ * Only the lines naming that event are parsed. */
+static void
+av_hook_moved_read(FILE *f, off_t from, AvHookMoved *moved)
 {
-    g_autofree char *path = g_build_filename(state_dir, "journal.jsonl", NULL);
-    g_autofree char *needle = g_strdup_printf("\"old_address\":\"%s\"", address);
-    char *identity = NULL;
     char *line = NULL;
     size_t cap = 0;
-    FILE *f = fopen(path, "re");
+    ssize_t n;
+    off_t at = from;
 
-    if (!f)
-        return NULL;
-    while (getline(&line, &cap, f) > 0) {
+    while ((n = getline(&line, &cap, f)) > 0) {
         g_autoptr(json_t) entry = NULL;
         const char *event, *old, *id;
 
-        if (!strstr(line, "\"readdressed\"") || !strstr(line, needle))
+        if (line[n - 1] != '\n')
+            break;  /* a line being written: the tail under the lock reads it */
+        at += (off_t)n;
+        if (!strstr(line, "\"readdressed\""))
             continue;
-        entry = json_loads(line, 0, NULL);
+        entry = json_loadb(line, (size_t)n, 0, NULL);
         event = json_string_value(json_object_get(entry, "event"));
         old = json_string_value(json_object_get(entry, "old_address"));
         id = json_string_value(json_object_get(entry, "identity"));
-        if (g_strcmp0(event, "readdressed") == 0 && g_strcmp0(old, address) == 0 && id) {
-            g_free(identity);
-            identity = g_strdup(id);
-        }
+        if (g_strcmp0(event, "readdressed") == 0 && old && id)
+            g_hash_table_replace(moved->last, g_strdup(old), g_strdup(id));
     }
     free(line);
+    moved->end = at;
+}
+
+/* journal.jsonl of @state_dir open for reading, or NULL; O_NONBLOCK: a
+ * FIFO in its place must not hang the hook (refused as not regular). */
+static FILE *
+av_hook_moved_open(const char *state_dir, struct stat *st)
+{
+    g_autofree char *path = g_build_filename(state_dir, "journal.jsonl", NULL);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+    FILE *f;
+
+    if (fd < 0)
+        return NULL;
+    if (fstat(fd, st) < 0 || !S_ISREG(st->st_mode) || !(f = fdopen(fd, "r"))) {
+        close(fd);
+        return NULL;
+    }
+    return f;
+}
+
+/* The lockless read of the live journal of @state_dir, whole.  A journal
+ * that cannot be read says nothing moved, as before. */
+static void
+av_hook_moved_load(const char *state_dir, AvHookMoved *moved)
+{
+    struct stat st;
+    FILE *f = av_hook_moved_open(state_dir, &st);
+
+    g_hash_table_remove_all(moved->last);
+    moved->loaded = TRUE;
+    moved->tail_read = FALSE;
+    moved->dev = 0;
+    moved->ino = 0;
+    moved->end = 0;
+    if (!f)
+        return;
+    moved->dev = st.st_dev;
+    moved->ino = st.st_ino;
+    av_hook_moved_read(f, 0, moved);
     fclose(f);
-    return identity;
+}
+
+/* Under the pool's lock: the lines appended since the lockless read (a
+ * bounded tail: what was written meanwhile, this hook's scan's own entries
+ * among them).  FALSE when journal.jsonl was replaced meanwhile (an
+ * archive's cut) and this is not the last pass: the caller drops the lock
+ * and reads it again; on the last pass the new file is read whole. */
+static gboolean
+av_hook_moved_tail(const char *state_dir, AvHookMoved *moved)
+{
+    FILE *f;
+    struct stat st;
+    gboolean ok = TRUE;
+
+    if (moved->tail_read)
+        return TRUE;
+    f = av_hook_moved_open(state_dir, &st);
+    if (!f) {
+        moved->tail_read = TRUE;
+        return TRUE;
+    }
+    if (st.st_dev == moved->dev && st.st_ino == moved->ino && st.st_size >= moved->end &&
+        fseeko(f, moved->end, SEEK_SET) == 0) {
+        av_hook_moved_read(f, moved->end, moved);
+    } else if (!moved->whole) {
+        ok = FALSE;
+    } else {
+        /* Its entries come after those read before, or are the same ones
+         * again in the same order: the last still wins. */
+        moved->dev = st.st_dev;
+        moved->ino = st.st_ino;
+        av_hook_moved_read(f, 0, moved);
+    }
+    fclose(f);
+    moved->tail_read = ok;
+    return ok;
+}
+
+/* The identity of the card the journal last saw leave @address, or NULL
+ * (borrowed from @moved). */
+static const char *
+av_hook_journal_moved(const AvHookMoved *moved, const char *address)
+{
+    return g_hash_table_lookup(moved->last, address);
 }
 
 /* Why the placed PCI device @item of the pool's record (its
@@ -69,7 +170,7 @@ av_hook_journal_moved(const char *state_dir, const char *address)
  * saw leave the recorded address ("readdressed"). */
 static char *
 av_hook_remap_problem(const AvHost *host, const AvPolicy *policy, AvPool *pool, const AvDomain *domain,
-                      int node, const AvPlacedItem *item, const char **ret_address)
+                      const AvHookMoved *moved, int node, const AvPlacedItem *item, const char **ret_address)
 {
     AvPoolDevice *dev = item->identity ? av_pool_find(pool, item->identity) : NULL;
     const AvPciDevice *pci;
@@ -77,8 +178,8 @@ av_hook_remap_problem(const AvHost *host, const AvPolicy *policy, AvPool *pool, 
     g_autoptr(GError) error = NULL;
 
     if ((!dev || dev->state == AV_DEVICE_STATE_MISSING) && item->pci_address) {
-        g_autofree char *moved = av_hook_journal_moved(av_pool_state_dir(pool), item->pci_address);
-        AvPoolDevice *card = moved ? av_pool_find(pool, moved) : NULL;
+        const char *moved_to = av_hook_journal_moved(moved, item->pci_address);
+        AvPoolDevice *card = moved_to ? av_pool_find(pool, moved_to) : NULL;
 
         if (card)
             dev = card;
@@ -218,9 +319,12 @@ av_hook_metadata_disagrees(const AvPoolPlacement *record, const AvPlacement *cur
  * hostdev names; else remapped (av_domain_remap()) to the same cards at
  * their new addresses, or to a new placement of the recorded requests
  * (host-side facts only), which the pool then records.  Nothing is
- * claimed: prepare claims right after. */
-int
-av_hook_remap(const AvHookConfig *config, const AvDomain *domain, const char *xml, gsize len, const char *op)
+ * claimed: prepare claims right after.  One pass under the pool's lock;
+ * AV_HOOK_REMAP_AGAIN, with nothing written, when it needs the journal's
+ * history (a card gone from its address) and @history does not hold it. */
+static int
+av_hook_remap_once(const AvHookConfig *config, const AvDomain *domain, const char *xml, gsize len, const char *op,
+                   AvHookMoved *history)
 {
     const char *verb = av_hook_remap_verb(op);
     g_autoptr(GError) error = NULL;
@@ -254,9 +358,6 @@ av_hook_remap(const AvHookConfig *config, const AvDomain *domain, const char *xm
         return av_hook_write_stdout(xml, len, &error) ? 0 : av_hook_refuse(error->message);
     }
     disagreement = av_hook_metadata_disagrees(record, current, xml_requests);
-    if (disagreement)
-        av_hook_log(LOG_WARNING, "%s: the domain's accelvirt metadata disagrees with what accelvirt recorded when it "
-                    "placed it (%s); it is ignored", verb, disagreement);
 
     /* The devices of the placement where the pool has them: read alone
      * when the pool agrees with them, else the whole host. */
@@ -275,6 +376,21 @@ av_hook_remap(const AvHookConfig *config, const AvDomain *domain, const char *xm
     if (!host)
         return av_hook_refuse(error->message);
     g_clear_pointer(&addresses, g_ptr_array_unref);
+    /* A card no longer where the pool has it is looked for in the
+     * journal's history, which is never read under the lock: the lock goes,
+     * the history is read, and the pass starts again (the caller). */
+    for (guint i = 0; i < record->items->len; i++) {
+        const AvPlacedItem *item = g_ptr_array_index(record->items, i);
+        const AvPoolDevice *dev = item->identity ? av_pool_find(pool, item->identity) : NULL;
+
+        if ((item->attach == AV_ATTACH_VFIO_PCI || item->attach == AV_ATTACH_SRIOV_VF) && item->pci_address &&
+            (!dev || dev->state == AV_DEVICE_STATE_MISSING) &&
+            (!history->loaded || !av_hook_moved_tail(av_pool_state_dir(pool), history)))
+            return AV_HOOK_REMAP_AGAIN;
+    }
+    if (disagreement)
+        av_hook_log(LOG_WARNING, "%s: the domain's accelvirt metadata disagrees with what accelvirt recorded when it "
+                    "placed it (%s); it is ignored", verb, disagreement);
 
     addresses = g_ptr_array_new_with_free_func(g_free);
     for (guint i = 0; i < record->items->len; i++) {
@@ -300,7 +416,7 @@ av_hook_remap(const AvHookConfig *config, const AvDomain *domain, const char *xm
         } else if (item->attach != AV_ATTACH_VFIO_PCI && item->attach != AV_ATTACH_SRIOV_VF)
             continue;
         else
-            why = av_hook_remap_problem(host, policy, pool, domain, record->numa_node, item, &address);
+            why = av_hook_remap_problem(host, policy, pool, domain, history, record->numa_node, item, &address);
         if (why) {
             av_hook_log(LOG_INFO, "%s: %s%s", verb, why, problem ? "" : "; placing the domain again");
             if (!problem)
@@ -399,4 +515,23 @@ av_hook_remap(const AvHookConfig *config, const AvDomain *domain, const char *xm
                                    error->message);
     }
     return av_hook_write_stdout(out, strlen(out), &error) ? 0 : av_hook_refuse(error->message);
+}
+
+/* See hook.h.  At most three passes: the last reads under the lock what
+ * an archive's cut between the lockless read and the lock left unread. */
+int
+av_hook_remap(const AvHookConfig *config, const AvDomain *domain, const char *xml, gsize len, const char *op)
+{
+    AvHookMoved moved = { 0 };
+    int r = AV_HOOK_REMAP_AGAIN;
+
+    moved.last = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
+    for (int pass = 0; pass < 3 && r == AV_HOOK_REMAP_AGAIN; pass++) {
+        if (pass > 0)
+            av_hook_moved_load(config->state_dir, &moved);
+        moved.whole = pass == 2;
+        r = av_hook_remap_once(config, domain, xml, len, op, &moved);
+    }
+    g_hash_table_unref(moved.last);
+    return r == AV_HOOK_REMAP_AGAIN ? av_hook_refuse("cannot read the journal's history of readdressed cards") : r;
 }

@@ -1277,6 +1277,20 @@ check "  ... and migrate begin follows it the same way" \
 check "  ... and prepare of the remapped domain binds the card at its new address" \
     eval "accepted '$W/restored.xml' placed prepare begin - && [ \"\$(driver 0000:70:00.0)\" = vfio-pci ]"
 
+# A record naming an identity the pool does not know (an older placement)
+# follows the card that the journal last saw leave its recorded address;
+# the journal is read without the pool's lock, then its tail under it.
+world readdr2 two-socket-8gpu
+mkplaced "$W/placed.xml" placed "$U4" 0000:17:00.0
+record_placed "$U4" placed "$A100_0" 0000:17:00.0
+check "a placed domain restores unchanged before the hardware change (identity known)" \
+    eval "accepted '$W/placed.xml' placed restore begin - && cmp '$AV_TMP/out' '$W/placed.xml'"
+readdress 0000:17:00.0 0000:70:00.0
+record_placed "$U4" placed dsn:10de:20f1:00000000000000ff.f0 0000:17:00.0
+check "a record of an unknown identity follows the card the journal saw leave its address (its history read, the pass again)" \
+    eval "accepted '$W/placed.xml' placed restore begin - && [ \"\$(srcaddr '$AV_TMP/out')\" = '0000:70:00.0 guest=0x06:0x00' ] && \
+          ! grep -q 'is not on this host' '$W/log' && [ \"\$(grep -c 'moved from 0000:17:00.0 to 0000:70:00.0' '$W/log')\" = 1 ]"
+
 world hand two-socket-8gpu
 mkdom "$W/vgpu.xml" vgpuvm "$U1" mdev:6f2a0b1c-9d8e-4f7a-8b6c-5d4e3f2a1b0c
 check "a placement written without accelvirt's aliases goes through restore begin byte for byte" \

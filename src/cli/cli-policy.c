@@ -286,9 +286,37 @@ av_journal_verify_progress_end(AvVerifyProgress *p)
     p->shown = FALSE;
 }
 
+/* Under the pool's lock, before the checkpoint @fields computed without
+ * it is appended: the line ending at its at_offset is still its at_seq
+ * entry hashing to its at_sha256 (one line read back, however long the
+ * journal).  Entries appended after it are fine; a journal replaced
+ * meanwhile (moved away, restored) is not. */
+static gboolean
+av_journal_checkpoint_holds(const char *path, json_t *fields, GError **error)
+{
+    g_autofree char *line = NULL;
+    g_autofree char *hash = NULL;
+    g_autoptr(json_t) entry = NULL;
+    goffset at = (goffset)json_integer_value(json_object_get(fields, "at_offset"));
+    gsize len = 0;
+
+    if (!av_journal_line_before(path, at, &line, &len, NULL) || !(hash = av_journal_hash(line, len)) ||
+        g_strcmp0(hash, json_string_value(json_object_get(fields, "at_sha256"))) != 0 ||
+        !(entry = json_loadb(line, len, JSON_REJECT_DUPLICATES, NULL)) ||
+        json_integer_value(json_object_get(entry, "seq")) != json_integer_value(json_object_get(fields, "at_seq"))) {
+        g_set_error(error, AV_ERROR, AV_ERROR_STATE,
+                    "the journal '%s' changed while its checkpoint was computed (the line ending at byte %"
+                    G_GINT64_FORMAT " is no longer the entry it covers); nothing was written: run 'accelvirt "
+                    "journal checkpoint' again", path, (gint64)at);
+        return FALSE;
+    }
+    return TRUE;
+}
+
 /* `journal checkpoint`: the state is computed without the lock (the
  * journal only grows, av_accounting_checkpoint() stops at its last whole
- * entry); the pool's exclusive lock is taken only to append the entry,
+ * entry); the pool's exclusive lock is taken only to check that the entry
+ * it covers is still there (av_journal_checkpoint_holds()) and append it,
  * which may then cover an entry older than the journal's tail: readers
  * feed from its at_offset on. */
 static gboolean
@@ -306,7 +334,8 @@ av_journal_checkpoint_write(AvCli *cli, gint64 min_entries, json_t **ret_fields,
         fprintf(stderr, "accelvirt: warning: %s\n", warning);
     if (*ret_fields && *ret_fresh >= (guint64)min_entries) {
         pool = av_cli_open_pool(cli, NULL, AV_POOL_WRITE, error);
-        if (!pool || !av_pool_journal_append(pool, "checkpoint", *ret_fields, error))
+        if (!pool || !av_journal_checkpoint_holds(path, *ret_fields, error) ||
+            !av_pool_journal_append(pool, "checkpoint", *ret_fields, error))
             return FALSE;
         *ret_written = TRUE;
     }
