@@ -336,14 +336,21 @@ av_hook_group_owner(const AvHost *host, const AvPool *pool, const char *address)
  * its host driver between tenants, say): the domain would get it around
  * the pool. */
 static gboolean
-av_hook_resolve_netdev(const AvHost *host, const AvPolicy *policy, AvPool *pool, const AvDomain *domain,
-                       const AvHostdev *h, AvManaged **ret_m, GError **error)
+av_hook_resolve_netdev(const AvHookConfig *config, const AvHost *host, const AvPolicy *policy, AvPool *pool,
+                       const AvDomain *domain, const AvHostdev *h, AvManaged **ret_m, GError **error)
 {
     const AvPciDevice *pci = av_host_find_netdev(host, h->netdev);
-    AvPoolDevice *dev = pci ? av_pool_find_address(pool, AV_DEVICE_KIND_PCI, pci->address) : NULL;
+    g_autofree char *card = NULL;
+    AvPoolDevice *dev;
     const AvProfile *profile;
     AvManaged *m;
 
+    /* Not a primary name in a card's net/: an altname or another name the
+     * kernel resolves (libvirt's macvtap code does), or a card's interface
+     * by its device link; what it resolves to is checked as if named so. */
+    if (!pci && (card = av_hook_netdev_card(config, h->netdev)))
+        pci = av_host_find_pci(host, card);
+    dev = pci ? av_pool_find_address(pool, AV_DEVICE_KIND_PCI, pci->address) : NULL;
     *ret_m = NULL;
     if (!dev)
         return TRUE;
@@ -368,7 +375,7 @@ av_hook_resolve_netdev(const AvHost *host, const AvPolicy *policy, AvPool *pool,
 
 /* See hook.h. */
 gboolean
-av_hook_resolve(const AvHost *host, const AvPolicy *policy, AvPool *pool, const AvDomain *domain,
+av_hook_resolve(const AvHookConfig *config, const AvHost *host, const AvPolicy *policy, AvPool *pool, const AvDomain *domain,
                 GPtrArray **ret_managed, GError **error)
 {
     g_autoptr(GPtrArray) managed = g_ptr_array_new_with_free_func((GDestroyNotify)av_managed_free);
@@ -448,7 +455,7 @@ av_hook_resolve(const AvHost *host, const AvPolicy *policy, AvPool *pool, const 
             m->pooldev = dev;
             g_ptr_array_add(managed, m);
         } else if (h->type == AV_HOSTDEV_NETDEV) {
-            if (!av_hook_resolve_netdev(host, policy, pool, domain, h, &m, error))
+            if (!av_hook_resolve_netdev(config, host, policy, pool, domain, h, &m, error))
                 return FALSE;
             if (m)
                 g_ptr_array_add(managed, m);
@@ -1442,7 +1449,7 @@ av_hook_prepare(const AvHookConfig *config, AvDomain *domain)
         return av_hook_refuse(error->message);
     if (!domain->scrub_token && !av_prepare_grow(&p, &error))
         return av_prepare_fail(&p, error, FALSE);
-    if (!av_hook_resolve(p.host, p.policy, p.pool, domain, &p.managed, &error))
+    if (!av_hook_resolve(p.config, p.host, p.policy, p.pool, domain, &p.managed, &error))
         return av_prepare_fail(&p, error, FALSE);
     if (!av_prepare_check_grown(&p, &error))
         return av_prepare_fail(&p, error, FALSE);

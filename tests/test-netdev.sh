@@ -132,6 +132,28 @@ mkdom "$W/vm4.xml" vm4 "$(uuid 4)" "$(direct eno1 bridge)"
 check "the host's own NIC (no profile) passes through the hook untouched" \
     eval "before=\$(fingerprint) && hook '$W/vm4.xml' vm4 prepare begin - && [ \"\$(fingerprint)\" = \"\$before\" ]"
 
+# --- names the kernel resolves beyond the cards' net/ (review H2, L3) ---
+# What the kernel knows and the fake tree lacks: each interface's ifindex
+# and device link, and an altname of enp70s0 (udev gives one to each NIC on
+# Debian; the kernel lists it only through netlink, the emulated kernel
+# reads fake_altnames).
+i=2
+for n in eno1 enp69s0 enp70s0; do
+    d=$(cd "$W/host/sys/class/net/$n" && pwd -P)
+    echo "$i" >"$d/ifindex"
+    ln -s ../.. "$d/device"
+    i=$((i + 1))
+done
+printf 'enx0016e1000046\n' >"$W/host/sys/class/net/enp70s0/fake_altnames"
+printf 'enx0016e1000045\n' >"$W/host/sys/class/net/enp69s0/fake_altnames"
+vm3_refused "an altname of a free card in mode vepa is refused as the card's own name is (a macvtap never scrubbed)" \
+    "mode 'vepa" '<interface type="direct"><source dev="enx0016e1000046" mode="vepa"/></interface>'
+vm3_refused "  ... an altname of vm1's card is refused: vm1 holds the card" "0000:45:00.0.*vm1" \
+    "$(direct enx0016e1000045 passthrough)"
+mkdom "$W/vm4.xml" vm4 "$(uuid 4)" "$(direct 'br@lan+1' bridge)"
+check "a host NIC named outside accelvirt's character set, of no pool card, passes untouched" \
+    eval "before=\$(fingerprint) && hook '$W/vm4.xml' vm4 prepare begin - && [ \"\$(fingerprint)\" = \"\$before\" ]"
+
 # --- release: scrubbed by the profile's steps, freed ---
 check "release end of vm1: the worker resets the card, runs the command with its interface, frees it" \
     eval "hook '$W/vm1.xml' vm1 release end - && wait_state 0000:45:00.0 free"

@@ -1122,11 +1122,11 @@ interface_direct_parse(const xmlNode *node, const char *what, GPtrArray *list, G
     if (!source)
         return av_domain_invalid_at(error, node, "%s: a direct interface needs a <source dev=>", what);
     dev->netdev = av_domain_prop(source, "dev");
-    if (!av_netdev_name_is_valid(dev->netdev)) {
+    if (!av_netdev_name_kernel_valid(dev->netdev)) {
         g_autofree char *q = av_domain_quote(dev->netdev);
 
         return av_domain_invalid_at(error, source, "%s: source dev '%s' is not a network interface name (1 to 15 "
-                                    "letters, digits, '-', '_' or '.')", what, q);
+                                    "bytes, no '/', ':' or white space)", what, q);
     }
     dev->netdev_mode = av_domain_prop(source, "mode");
     if (!hostdev_alias(node, what, dev, error))

@@ -57,7 +57,7 @@ typedef struct {
     int usb_bus;                 /* USB: <source><address bus= device=/>, -1 if absent */
     int usb_device;
     char *alias;                 /* <alias name=/>, or NULL */
-    char *netdev;                /* netdev: <source dev=>, av_netdev_name_is_valid() */
+    char *netdev;                /* netdev: <source dev=>, av_netdev_name_kernel_valid() */
     char *netdev_mode;           /* netdev: <source mode=> ("passthrough", "bridge", ...), or NULL (libvirt's
                                   * default, vepa) */
     gboolean is_interface;       /* PCI from <interface type='hostdev'> (an SR-IOV VF handed over as a NIC),
