@@ -207,6 +207,32 @@ check "  ... the rewritten domain's prepare, start and restore pass; the card is
 check "  ... its release scrubs and frees the card" \
     eval "hook '$W/ask9.out' ask release end - && wait_state 0000:45:00.0 free"
 
+# --- a card a profile matches that the pool does not hold yet (review M1) ---
+# eno1's card (0000:47:00.0, an ice function) becomes a card of attach
+# netdev by a new policy file, before any reconcile: the hook's scan of a
+# direct interface's card pools it, as that of a PCI hostdev's device does,
+# and the checks apply.
+STATE="$W/state-new"
+ACCELVIRT_WORKER=$REAL_WORKER
+av status >/dev/null
+cat >"$POL/20-nic.json" <<JSON
+{"profiles": [
+  {"name": "nic", "match": {"vendor": "0x8086", "device": "0x1593"}, "attach": "netdev", "numa": "none",
+   "scrub": [{"method": "reset"}]}
+]}
+JSON
+chmod 0644 "$POL/20-nic.json"
+check "a card of a new profile, not pooled yet: not in the pool before the hook runs" eval "[ -z \"\$(state_of 0000:47:00.0)\" ]"
+mkdom "$W/vm7.xml" vm7 "$(uuid 7)" "$(direct eno1 bridge)"
+check "  ... its interface in mode bridge is refused, the card pooled free by the hook's scan" \
+    eval "one_line 1 \"mode 'bridge'.*passthrough\" hook '$W/vm7.xml' vm7 prepare begin - &&
+          [ \"\$(state_of 0000:47:00.0)\" = 'free None None' ]"
+mkdom "$W/vm6.xml" vm6 "$(uuid 6)" "$(direct eno1 passthrough)"
+check "  ... in mode passthrough the domain gets it claimed, in use, on its host driver" \
+    eval "hook '$W/vm6.xml' vm6 prepare begin - && [ \"\$(state_of 0000:47:00.0)\" = 'in-use vm6 None' ] &&
+          [ \"\$(driver_of 0000:47:00.0)\" = ice ]"
+rm -f "$POL/20-nic.json"
+
 # --- the policy: what a netdev card cannot do ---
 bad_policy() {
     d="$AV_TMP/bad-$1"
