@@ -150,6 +150,20 @@ vm3_refused "an altname of a free card in mode vepa is refused as the card's own
     "mode 'vepa" '<interface type="direct"><source dev="enx0016e1000046" mode="vepa"/></interface>'
 vm3_refused "  ... an altname of vm1's card is refused: vm1 holds the card" "0000:45:00.0.*vm1" \
     "$(direct enx0016e1000045 passthrough)"
+# macvtap0: a macvtap made on enp70s0 (another domain's direct interface,
+# say), which <interface type='ethernet'> with managed='no' would open.
+mkdir "$W/host/sys/class/net/macvtap0" "$W/host/sys/class/net/tap0"
+echo 9 >"$W/host/sys/class/net/macvtap0/ifindex"
+echo 10 >"$W/host/sys/class/net/tap0/ifindex"
+ln -s ../enp70s0 "$W/host/sys/class/net/macvtap0/lower_enp70s0"
+ethernet() { printf '<interface type="ethernet"><target dev="%s" managed="no"/></interface>' "$1"; }
+vm3_refused "an ethernet interface opening a macvtap on a pool card is refused (review M2)" \
+    "target 'macvtap0' is or sits on 'enp70s0'.*0000:46:00.0" "$(ethernet macvtap0)"
+vm3_refused "  ... and one naming the card's own interface" "target 'enp70s0' is or sits on 'enp70s0'" \
+    "$(ethernet enp70s0)"
+mkdom "$W/vm4.xml" vm4 "$(uuid 4)" "$(ethernet tap0)"
+check "  ... a tap of no card passes untouched" \
+    eval "before=\$(fingerprint) && hook '$W/vm4.xml' vm4 prepare begin - && [ \"\$(fingerprint)\" = \"\$before\" ]"
 mkdom "$W/vm4.xml" vm4 "$(uuid 4)" "$(direct 'br@lan+1' bridge)"
 check "a host NIC named outside accelvirt's character set, of no pool card, passes untouched" \
     eval "before=\$(fingerprint) && hook '$W/vm4.xml' vm4 prepare begin - && [ \"\$(fingerprint)\" = \"\$before\" ]"
