@@ -31,8 +31,9 @@ av_hook_is_placed(const AvDomain *domain)
     return FALSE;
 }
 
-/* TRUE when @domain has a hostdev accelvirt may manage (PCI, mdev or USB), or
- * a direct interface (a card of attach netdev). */
+/* TRUE when @domain has a hostdev accelvirt may manage (PCI, mdev or USB), a
+ * direct interface (a card of attach netdev), or an ethernet interface's
+ * target (which may sit on a card: av_hook_resolve() checks it). */
 static gboolean
 av_hook_has_hostdevs(const AvDomain *domain)
 {
@@ -43,7 +44,7 @@ av_hook_has_hostdevs(const AvDomain *domain)
             h->type == AV_HOSTDEV_NETDEV)
             return TRUE;
     }
-    return FALSE;
+    return domain->ethernet_targets && domain->ethernet_targets->len > 0;
 }
 
 /* The state dir of the hook's pool, as av_hook_config_new() finds it.

@@ -336,14 +336,21 @@ av_hook_group_owner(const AvHost *host, const AvPool *pool, const char *address)
  * its host driver between tenants, say): the domain would get it around
  * the pool. */
 static gboolean
-av_hook_resolve_netdev(const AvHost *host, const AvPolicy *policy, AvPool *pool, const AvDomain *domain,
-                       const AvHostdev *h, AvManaged **ret_m, GError **error)
+av_hook_resolve_netdev(const AvHookConfig *config, const AvHost *host, const AvPolicy *policy, AvPool *pool,
+                       const AvDomain *domain, const AvHostdev *h, AvManaged **ret_m, GError **error)
 {
     const AvPciDevice *pci = av_host_find_netdev(host, h->netdev);
-    AvPoolDevice *dev = pci ? av_pool_find_address(pool, AV_DEVICE_KIND_PCI, pci->address) : NULL;
+    g_autofree char *card = NULL;
+    AvPoolDevice *dev;
     const AvProfile *profile;
     AvManaged *m;
 
+    /* Not a primary name in a card's net/: an altname or another name the
+     * kernel resolves (libvirt's macvtap code does), or a card's interface
+     * by its device link; what it resolves to is checked as if named so. */
+    if (!pci && (card = av_hook_netdev_card(config, h->netdev)))
+        pci = av_host_find_pci(host, card);
+    dev = pci ? av_pool_find_address(pool, AV_DEVICE_KIND_PCI, pci->address) : NULL;
     *ret_m = NULL;
     if (!dev)
         return TRUE;
@@ -366,13 +373,55 @@ av_hook_resolve_netdev(const AvHost *host, const AvPolicy *policy, AvPool *pool,
     return TRUE;
 }
 
+/* The <interface type='ethernet'> target @target of a domain: refused when
+ * it is a card's interface that the pool holds, or sits on one (a macvtap
+ * or macvlan: its lower_* links), since libvirt opens an existing one as it
+ * is (managed='no') and the domain would reach the card around the pool. */
+static gboolean
+av_hook_check_ethernet(const AvHookConfig *config, AvPool *pool, const char *target, GError **error)
+{
+    g_autofree char *primary = av_hook_netdev_primary(config, target);
+    g_autofree char *dir = NULL;
+    g_auto(GStrv) names = NULL;
+
+    if (!primary)
+        return TRUE;
+    dir = av_sys_path("class/net/%s", primary);
+    if (av_root_list_dir(config->root, dir, &names) < 0)
+        return TRUE;
+    for (gint i = -1; i < 0 || names[i]; i++) {
+        const char *lower = i < 0 ? primary : names[i];
+        g_autofree char *card = NULL;
+        AvPoolDevice *dev;
+
+        if (i >= 0 && !g_str_has_prefix(lower, "lower_"))
+            continue;
+        if (i >= 0)
+            lower += strlen("lower_");
+        card = av_hook_netdev_card(config, lower);
+        dev = card ? av_pool_find_address(pool, AV_DEVICE_KIND_PCI, card) : NULL;
+        if (dev) {
+            g_set_error(error, AV_ERROR, AV_ERROR_INVALID_INPUT,
+                        "<interface type='ethernet'> target '%s' is or sits on '%s', the network interface of "
+                        "device %s, which accelvirt holds: remove the interface from the domain; a card of attach "
+                        "netdev goes to a domain as <interface type='direct'> with mode 'passthrough'",
+                        target, lower, dev->address);
+            return FALSE;
+        }
+    }
+    return TRUE;
+}
+
 /* See hook.h. */
 gboolean
-av_hook_resolve(const AvHost *host, const AvPolicy *policy, AvPool *pool, const AvDomain *domain,
+av_hook_resolve(const AvHookConfig *config, const AvHost *host, const AvPolicy *policy, AvPool *pool, const AvDomain *domain,
                 GPtrArray **ret_managed, GError **error)
 {
     g_autoptr(GPtrArray) managed = g_ptr_array_new_with_free_func((GDestroyNotify)av_managed_free);
 
+    for (guint i = 0; domain->ethernet_targets && i < domain->ethernet_targets->len; i++)
+        if (!av_hook_check_ethernet(config, pool, g_ptr_array_index(domain->ethernet_targets, i), error))
+            return FALSE;
     for (guint i = 0; i < domain->hostdevs->len; i++) {
         const AvHostdev *h = g_ptr_array_index(domain->hostdevs, i);
         AvManaged *m;
@@ -448,7 +497,7 @@ av_hook_resolve(const AvHost *host, const AvPolicy *policy, AvPool *pool, const 
             m->pooldev = dev;
             g_ptr_array_add(managed, m);
         } else if (h->type == AV_HOSTDEV_NETDEV) {
-            if (!av_hook_resolve_netdev(host, policy, pool, domain, h, &m, error))
+            if (!av_hook_resolve_netdev(config, host, policy, pool, domain, h, &m, error))
                 return FALSE;
             if (m)
                 g_ptr_array_add(managed, m);
@@ -1453,7 +1502,7 @@ av_hook_prepare(const AvHookConfig *config, AvDomain *domain)
         return av_hook_refuse(error->message);
     if (!domain->scrub_token && !av_prepare_grow(&p, &error))
         return av_prepare_fail(&p, error, FALSE);
-    if (!av_hook_resolve(p.host, p.policy, p.pool, domain, &p.managed, &error))
+    if (!av_hook_resolve(p.config, p.host, p.policy, p.pool, domain, &p.managed, &error))
         return av_prepare_fail(&p, error, FALSE);
     if (!av_prepare_check_grown(&p, &error))
         return av_prepare_fail(&p, error, FALSE);

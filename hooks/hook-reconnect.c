@@ -43,7 +43,7 @@ av_hook_reconnect(const AvHookConfig *config, const AvDomain *domain)
         g_clear_pointer(&owner->nova_user, g_free);
         av_pool_owner_resolve(pool, FALSE, owner, NULL);
     }
-    if (!av_hook_resolve(host, policy, pool, domain, &managed, &error)) {
+    if (!av_hook_resolve(config, host, policy, pool, domain, &managed, &error)) {
         av_hook_log(LOG_ERR, "reconnect: %s", error->message);
         g_clear_error(&error);
         managed = g_ptr_array_new();

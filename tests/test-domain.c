@@ -804,6 +804,35 @@ test_metadata(void)
 
 /* ---- reading a descriptor ---- */
 
+/* Interfaces the hook checks beyond hostdevs (review M2, L3): an ethernet
+ * interface's target is kept, a direct interface may name any interface the
+ * kernel allows. */
+static void
+test_interfaces_ethernet(void)
+{
+    static const char xml[] =
+        "<domain><name>e</name><devices>"
+        "<interface type='ethernet'><target dev='macvtap3' managed='no'/></interface>"
+        "<interface type='ethernet'><target dev='a/b'/></interface>"
+        "<interface type='ethernet'/>"
+        "<interface type='direct'><source dev='br@lan+1' mode='bridge'/></interface>"
+        "</devices></domain>";
+    static const char bad[] = "<domain><name>e</name><devices><interface type='direct'><source dev='eth:0'/>"
+                              "</interface></devices></domain>";
+    g_autoptr(GError) err = NULL;
+    g_autoptr(AvDomain) dom = av_domain_parse(xml, strlen(xml), &err);
+    g_autoptr(AvDomain) none = NULL;
+
+    g_assert_no_error(err);
+    g_assert_cmpuint(dom->ethernet_targets->len, ==, 1);
+    g_assert_cmpstr(g_ptr_array_index(dom->ethernet_targets, 0), ==, "macvtap3");
+    g_assert_cmpuint(dom->hostdevs->len, ==, 1);
+    g_assert_cmpstr(((const AvHostdev *)g_ptr_array_index(dom->hostdevs, 0))->netdev, ==, "br@lan+1");
+    none = av_domain_parse(bad, strlen(bad), &err);
+    g_assert_null(none);
+    g_assert_error(err, AV_ERROR, AV_ERROR_INVALID_INPUT);
+}
+
 static void
 test_read_fd(void)
 {
@@ -1208,6 +1237,7 @@ main(int argc, char **argv)
     g_test_add_func("/domain/hostile/cputune", test_cputune);
     g_test_add_func("/domain/hostile/metadata", test_metadata);
     g_test_add_func("/domain/read-fd", test_read_fd);
+    g_test_add_func("/domain/interfaces-ethernet", test_interfaces_ethernet);
     g_test_add_func("/domain/live-hostdevs", test_live_hostdevs);
     g_test_add_func("/domain/fuzz", test_fuzz);
     return g_test_run();

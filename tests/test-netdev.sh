@@ -132,6 +132,42 @@ mkdom "$W/vm4.xml" vm4 "$(uuid 4)" "$(direct eno1 bridge)"
 check "the host's own NIC (no profile) passes through the hook untouched" \
     eval "before=\$(fingerprint) && hook '$W/vm4.xml' vm4 prepare begin - && [ \"\$(fingerprint)\" = \"\$before\" ]"
 
+# --- names the kernel resolves beyond the cards' net/ (review H2, L3) ---
+# What the kernel knows and the fake tree lacks: each interface's ifindex
+# and device link, and an altname of enp70s0 (udev gives one to each NIC on
+# Debian; the kernel lists it only through netlink, the emulated kernel
+# reads fake_altnames).
+i=2
+for n in eno1 enp69s0 enp70s0; do
+    d=$(cd "$W/host/sys/class/net/$n" && pwd -P)
+    echo "$i" >"$d/ifindex"
+    ln -s ../.. "$d/device"
+    i=$((i + 1))
+done
+printf 'enx0016e1000046\n' >"$W/host/sys/class/net/enp70s0/fake_altnames"
+printf 'enx0016e1000045\n' >"$W/host/sys/class/net/enp69s0/fake_altnames"
+vm3_refused "an altname of a free card in mode vepa is refused as the card's own name is (a macvtap never scrubbed)" \
+    "mode 'vepa" '<interface type="direct"><source dev="enx0016e1000046" mode="vepa"/></interface>'
+vm3_refused "  ... an altname of vm1's card is refused: vm1 holds the card" "0000:45:00.0.*vm1" \
+    "$(direct enx0016e1000045 passthrough)"
+# macvtap0: a macvtap made on enp70s0 (another domain's direct interface,
+# say), which <interface type='ethernet'> with managed='no' would open.
+mkdir "$W/host/sys/class/net/macvtap0" "$W/host/sys/class/net/tap0"
+echo 9 >"$W/host/sys/class/net/macvtap0/ifindex"
+echo 10 >"$W/host/sys/class/net/tap0/ifindex"
+ln -s ../enp70s0 "$W/host/sys/class/net/macvtap0/lower_enp70s0"
+ethernet() { printf '<interface type="ethernet"><target dev="%s" managed="no"/></interface>' "$1"; }
+vm3_refused "an ethernet interface opening a macvtap on a pool card is refused (review M2)" \
+    "target 'macvtap0' is or sits on 'enp70s0'.*0000:46:00.0" "$(ethernet macvtap0)"
+vm3_refused "  ... and one naming the card's own interface" "target 'enp70s0' is or sits on 'enp70s0'" \
+    "$(ethernet enp70s0)"
+mkdom "$W/vm4.xml" vm4 "$(uuid 4)" "$(ethernet tap0)"
+check "  ... a tap of no card passes untouched" \
+    eval "before=\$(fingerprint) && hook '$W/vm4.xml' vm4 prepare begin - && [ \"\$(fingerprint)\" = \"\$before\" ]"
+mkdom "$W/vm4.xml" vm4 "$(uuid 4)" "$(direct 'br@lan+1' bridge)"
+check "a host NIC named outside accelvirt's character set, of no pool card, passes untouched" \
+    eval "before=\$(fingerprint) && hook '$W/vm4.xml' vm4 prepare begin - && [ \"\$(fingerprint)\" = \"\$before\" ]"
+
 # --- release: scrubbed by the profile's steps, freed ---
 check "release end of vm1: the worker resets the card, runs the command with its interface, frees it" \
     eval "hook '$W/vm1.xml' vm1 release end - && wait_state 0000:45:00.0 free"
@@ -184,6 +220,32 @@ check "  ... the rewritten domain's prepare, start and restore pass; the card is
           [ \"\$(state_of 0000:45:00.0)\" = 'in-use ask None' ] && [ \"\$(driver_of 0000:45:00.0)\" = e1000e ]"
 check "  ... its release scrubs and frees the card" \
     eval "hook '$W/ask9.out' ask release end - && wait_state 0000:45:00.0 free"
+
+# --- a card a profile matches that the pool does not hold yet (review M1) ---
+# eno1's card (0000:47:00.0, an ice function) becomes a card of attach
+# netdev by a new policy file, before any reconcile: the hook's scan of a
+# direct interface's card pools it, as that of a PCI hostdev's device does,
+# and the checks apply.
+STATE="$W/state-new"
+ACCELVIRT_WORKER=$REAL_WORKER
+av status >/dev/null
+cat >"$POL/20-nic.json" <<JSON
+{"profiles": [
+  {"name": "nic", "match": {"vendor": "0x8086", "device": "0x1593"}, "attach": "netdev", "numa": "none",
+   "scrub": [{"method": "reset"}]}
+]}
+JSON
+chmod 0644 "$POL/20-nic.json"
+check "a card of a new profile, not pooled yet: not in the pool before the hook runs" eval "[ -z \"\$(state_of 0000:47:00.0)\" ]"
+mkdom "$W/vm7.xml" vm7 "$(uuid 7)" "$(direct eno1 bridge)"
+check "  ... its interface in mode bridge is refused, the card pooled free by the hook's scan" \
+    eval "one_line 1 \"mode 'bridge'.*passthrough\" hook '$W/vm7.xml' vm7 prepare begin - &&
+          [ \"\$(state_of 0000:47:00.0)\" = 'free None None' ]"
+mkdom "$W/vm6.xml" vm6 "$(uuid 6)" "$(direct eno1 passthrough)"
+check "  ... in mode passthrough the domain gets it claimed, in use, on its host driver" \
+    eval "hook '$W/vm6.xml' vm6 prepare begin - && [ \"\$(state_of 0000:47:00.0)\" = 'in-use vm6 None' ] &&
+          [ \"\$(driver_of 0000:47:00.0)\" = ice ]"
+rm -f "$POL/20-nic.json"
 
 # --- the policy: what a netdev card cannot do ---
 bad_policy() {

@@ -90,6 +90,8 @@ av_domain_free(AvDomain *domain)
     g_free(domain->uuid);
     if (domain->hostdevs)
         g_ptr_array_unref(domain->hostdevs);
+    if (domain->ethernet_targets)
+        g_ptr_array_unref(domain->ethernet_targets);
     g_free(domain->nova_name);
     g_free(domain->nova_user);
     g_free(domain->nova_project);
@@ -1122,11 +1124,11 @@ interface_direct_parse(const xmlNode *node, const char *what, GPtrArray *list, G
     if (!source)
         return av_domain_invalid_at(error, node, "%s: a direct interface needs a <source dev=>", what);
     dev->netdev = av_domain_prop(source, "dev");
-    if (!av_netdev_name_is_valid(dev->netdev)) {
+    if (!av_netdev_name_kernel_valid(dev->netdev)) {
         g_autofree char *q = av_domain_quote(dev->netdev);
 
         return av_domain_invalid_at(error, source, "%s: source dev '%s' is not a network interface name (1 to 15 "
-                                    "letters, digits, '-', '_' or '.')", what, q);
+                                    "bytes, no '/', ':' or white space)", what, q);
     }
     dev->netdev_mode = av_domain_prop(source, "mode");
     if (!hostdev_alias(node, what, dev, error))
@@ -1174,6 +1176,27 @@ interface_parse(const xmlNode *node, guint index, GPtrArray *list, GError **erro
     return TRUE;
 }
 
+/* <interface type='ethernet'>: its <target dev=>, which libvirt opens as it
+ * is when it exists (managed='no': a tap or macvtap made beforehand, such as
+ * another domain's macvtap on a card), so the hook checks what it sits on.
+ * A name the kernel cannot hold names nothing here: left out. */
+static gboolean
+interface_ethernet_parse(const xmlNode *node, guint index, GPtrArray *list, GError **error)
+{
+    g_autofree char *what = g_strdup_printf("interface %u", index);
+    g_autofree char *dev = NULL;
+    xmlNode *target = NULL;
+
+    if (!child_unique(node, "target", what, &target, error))
+        return FALSE;
+    if (!target)
+        return TRUE;
+    dev = av_domain_prop(target, "dev");
+    if (av_netdev_name_kernel_valid(dev))
+        g_ptr_array_add(list, g_steal_pointer(&dev));
+    return TRUE;
+}
+
 /* Every <devices> (libvirt's "./devices/hostdev" selects in all of them). */
 static gboolean
 devices_parse(const xmlNode *root, AvDomain *dom, GError **error)
@@ -1188,8 +1211,14 @@ devices_parse(const xmlNode *root, AvDomain *dom, GError **error)
                 if (!hostdev_parse(c, ++nhostdev, dom->hostdevs, error))
                     return FALSE;
             } else if (av_domain_is_elem(c, "interface", NULL)) {
-                if (!interface_parse(c, ++ninterface, dom->hostdevs, error))
+                g_autofree char *type = av_domain_prop(c, "type");
+
+                if (g_strcmp0(type, "ethernet") == 0) {
+                    if (!interface_ethernet_parse(c, ++ninterface, dom->ethernet_targets, error))
+                        return FALSE;
+                } else if (!interface_parse(c, ++ninterface, dom->hostdevs, error)) {
                     return FALSE;
+                }
             }
         }
     }
@@ -1674,7 +1703,8 @@ peek_device_may_manage(const xmlNode *node)
 
     if (av_domain_is_elem(node, "interface", NULL)) {
         type = av_domain_prop(node, "type");
-        return g_strcmp0(type, "hostdev") == 0 || g_strcmp0(type, "direct") == 0;
+        return g_strcmp0(type, "hostdev") == 0 || g_strcmp0(type, "direct") == 0 ||
+               g_strcmp0(type, "ethernet") == 0;
     }
     if (!av_domain_is_elem(node, "hostdev", NULL))
         return FALSE;
@@ -1772,6 +1802,7 @@ av_domain_parse_flags(const char *xml, gsize len, AvDomainParseFlags flags, GErr
 
     dom = g_new0(AvDomain, 1);
     dom->hostdevs = g_ptr_array_new_with_free_func((GDestroyNotify)av_hostdev_free);
+    dom->ethernet_targets = g_ptr_array_new_with_free_func(g_free);
     dom->placed = g_ptr_array_new_with_free_func((GDestroyNotify)av_placed_device_free);
     dom->placement_node = -1;
 

@@ -57,7 +57,7 @@ typedef struct {
     int usb_bus;                 /* USB: <source><address bus= device=/>, -1 if absent */
     int usb_device;
     char *alias;                 /* <alias name=/>, or NULL */
-    char *netdev;                /* netdev: <source dev=>, av_netdev_name_is_valid() */
+    char *netdev;                /* netdev: <source dev=>, av_netdev_name_kernel_valid() */
     char *netdev_mode;           /* netdev: <source mode=> ("passthrough", "bridge", ...), or NULL (libvirt's
                                   * default, vepa) */
     gboolean is_interface;       /* PCI from <interface type='hostdev'> (an SR-IOV VF handed over as a NIC),
@@ -97,6 +97,10 @@ typedef struct {
     char *name;                  /* <name> */
     char *uuid;                  /* <uuid>, canonical lower case; NULL when absent (a new domain) */
     GPtrArray *hostdevs;         /* AvHostdev*, in document order (devices/hostdev) */
+    /* char*: the <target dev=> of each <interface type='ethernet'> (libvirt
+     * opens an existing tap or macvtap of that name with managed='no'),
+     * av_netdev_name_kernel_valid() names only; NULL or empty when none. */
+    GPtrArray *ethernet_targets;
     /* OpenStack Nova (<metadata><nova:instance>) */
     gboolean is_nova;
     char *nova_name;             /* nova:name */

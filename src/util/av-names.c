@@ -193,6 +193,20 @@ av_bitstream_function_id_is_valid(const char *id)
 
 /* See av-names.h. */
 gboolean
+av_netdev_name_kernel_valid(const char *name)
+{
+    gsize len = name ? strlen(name) : 0;
+
+    if (len == 0 || len >= AV_NETDEV_NAME_MAX || g_str_equal(name, ".") || g_str_equal(name, ".."))
+        return FALSE;
+    for (const char *p = name; *p; p++)
+        if (*p == '/' || *p == ':' || g_ascii_isspace(*p))
+            return FALSE;
+    return TRUE;
+}
+
+/* See av-names.h. */
+gboolean
 av_netdev_name_is_valid(const char *name)
 {
     gsize len = name ? strlen(name) : 0;

@@ -33,6 +33,13 @@ gboolean av_mdev_type_id_is_valid(const char *type);
 #define AV_NETDEV_NAME_MAX 16   /* IFNAMSIZ, the NUL included */
 gboolean av_netdev_name_is_valid(const char *name);
 
+/* TRUE when the kernel may hold an interface named @name (dev_valid_name():
+ * 1 to 15 bytes, not "." or "..", no '/', ':' or white space).  A domain's
+ * direct interface may name a host NIC so (accelvirt passes it through when
+ * it is no pool card's); accelvirt itself only ever writes names that
+ * av_netdev_name_is_valid() accepts. */
+gboolean av_netdev_name_kernel_valid(const char *name);
+
 /* TRUE when @driver is a PCI driver name such as "nvidia" or
  * "snd_hda_intel" (same rule as av_mdev_type_id_is_valid()). */
 gboolean av_driver_name_is_valid(const char *driver);

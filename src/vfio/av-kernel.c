@@ -23,6 +23,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <net/if.h>
+
 #include <linux/usbdevice_fs.h>
 #include <linux/vfio.h>
 
@@ -307,6 +309,20 @@ av_kernel_real_usb_reset(const AvRoot *root, guint busnum, guint devnum)
     return r;
 }
 
+static int
+av_kernel_real_netdev_index(const AvRoot *root, const char *name, guint *ret_index)
+{
+    unsigned int index;
+
+    (void)root;
+    errno = 0;
+    index = if_nametoindex(name);
+    if (index == 0)
+        return errno ? -errno : -ENODEV;
+    *ret_index = index;
+    return 0;
+}
+
 const AvKernelOps av_kernel_ops_real = {
     .name = "real",
     .write = av_kernel_real_write,
@@ -317,6 +333,7 @@ const AvKernelOps av_kernel_ops_real = {
     .device_reset = av_kernel_real_device_reset,
     .device_close = av_kernel_real_device_close,
     .usb_reset = av_kernel_real_usb_reset,
+    .netdev_index = av_kernel_real_netdev_index,
 };
 
 /* --- no kernel: a root prefix without the emulated kernel ---------------------- */
@@ -367,6 +384,15 @@ av_kernel_none_usb_reset(const AvRoot *root, guint busnum, guint devnum)
     return -EROFS;
 }
 
+static int
+av_kernel_none_netdev_index(const AvRoot *root, const char *name, guint *ret_index)
+{
+    (void)root;
+    (void)name;
+    (void)ret_index;
+    return -EROFS;
+}
+
 /* No handle is ever made: these are never reached but for NULL. */
 static int
 av_kernel_none_device_region(AvDeviceHandle *h, guint index, AvRegion *ret_region)
@@ -394,6 +420,7 @@ const AvKernelOps av_kernel_ops_none = {
     .device_reset = av_kernel_none_device_reset,
     .device_close = av_device_handle_free,
     .usb_reset = av_kernel_none_usb_reset,
+    .netdev_index = av_kernel_none_netdev_index,
 };
 
 /* The test builds' emulated kernel, or NULL (av_kernel_ops_set_double()). */

@@ -96,6 +96,12 @@ typedef struct {
      * reset: the kernel re-runs the device's enumeration on the same
      * address).  Returns 0 or -errno (-ENOENT: no such node). */
     int (*usb_reset)(const AvRoot *root, guint busnum, guint devnum);
+    /* The ifindex of the network interface the kernel finds by @name, as
+     * if_nametoindex(3) (SIOCGIFINDEX) does: a primary name or an
+     * alternative name (udev's altnames, "ip link property add"), which
+     * sysfs does not list but which libvirt's macvtap code resolves alike.
+     * Returns 0 or -errno (-ENODEV: no interface of that name). */
+    int (*netdev_index)(const AvRoot *root, const char *name, guint *ret_index);
 } AvKernelOps;
 
 /* The table for @root: the real one when the root is "/"; else the

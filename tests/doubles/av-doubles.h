@@ -89,6 +89,10 @@ G_BEGIN_DECLS
  *                    "USBDEVFS_RESET BBB/DDD" to the fake kernel's log,
  *                    unless "fail USBDEVFS_RESET:BBB/DDD ERRNO" (a glob, as
  *                    "USBDEVFS_RESET:*") fails it.
+ *   netdev_index     if_nametoindex(): sys/class/net/NAME/ifindex, else the
+ *                    ifindex of the interface whose sys/class/net/X/
+ *                    fake_altnames (one name a line) holds NAME (the kernel
+ *                    lists altnames only through netlink); else -ENODEV.
  *   /sys/bus/usb/devices/PATH/authorized "0" then "1"
  *                    (a write through the table): "0" stores it and logs
  *                    "USB_DEAUTHORIZE PATH"; "1" after "0" re-enumerates the

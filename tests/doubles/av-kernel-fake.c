@@ -1513,6 +1513,44 @@ av_kernel_fake_usb_reset(const AvRoot *root, guint busnum, guint devnum)
     return av_fake_log(root, line);
 }
 
+/* The tree's sys/class/net/NAME/ifindex, or that of the interface whose
+ * fake_altnames file (one name a line; the kernel lists altnames only
+ * through netlink) holds @name. */
+static int
+av_kernel_fake_netdev_index(const AvRoot *root, const char *name, guint *ret_index)
+{
+    g_autofree char *net = av_sys_path("class/net");
+    g_auto(GStrv) names = NULL;
+    guint64 v;
+
+    if (!strchr(name, '/') && strcmp(name, ".") != 0 && strcmp(name, "..") != 0) {
+        g_autofree char *path = g_strconcat(net, "/", name, "/ifindex", NULL);
+
+        if (av_root_read_uint(root, path, 10, &v) == 0 && v > 0 && v <= G_MAXUINT) {
+            *ret_index = (guint)v;
+            return 0;
+        }
+    }
+    if (av_root_list_dir(root, net, &names) < 0)
+        return -ENODEV;
+    for (guint i = 0; names[i]; i++) {
+        g_autofree char *alt = g_strconcat(net, "/", names[i], "/fake_altnames", NULL);
+        g_autofree char *path = g_strconcat(net, "/", names[i], "/ifindex", NULL);
+        g_autofree char *contents = NULL;
+        g_auto(GStrv) lines = NULL;
+
+        if (av_root_read_file(root, alt, &contents, NULL) < 0)
+            continue;
+        lines = g_strsplit(contents, "\n", -1);
+        if (g_strv_contains((const char *const *)lines, name) && av_root_read_uint(root, path, 10, &v) == 0 &&
+            v > 0 && v <= G_MAXUINT) {
+            *ret_index = (guint)v;
+            return 0;
+        }
+    }
+    return -ENODEV;
+}
+
 const AvKernelOps av_kernel_ops_fake = {
     .name = "fake",
     .write = av_kernel_fake_write,
@@ -1523,4 +1561,5 @@ const AvKernelOps av_kernel_ops_fake = {
     .device_reset = av_kernel_fake_device_reset,
     .device_close = av_kernel_fake_device_close,
     .usb_reset = av_kernel_fake_usb_reset,
+    .netdev_index = av_kernel_fake_netdev_index,
 };
