@@ -124,6 +124,61 @@ av_hook_usb_check_placed(AvPool *pool, const AvDomain *domain, const AvHostdev *
     return FALSE;
 }
 
+/* The pool device that the host's USB device @usb, which the hostdev @h
+ * of @domain gets, is, in *ret_dev (NULL: none of the pool's).  A device
+ * at a port where the pool has a USB entry is that entry's business
+ * whatever ids it presents: a stick whose firmware changed its ids keeps
+ * the identity of its first ids, so a look-up by identity alone would miss
+ * it.  FALSE with @error when it presents other than the entry's identity,
+ * unless it is one of its profile's runtime ids and @domain runs on it
+ * (in-use, its owner).  No entry at its port: by identity
+ * (av_pool_find_usb()). */
+static gboolean
+av_hook_pool_usb(const AvPolicy *policy, AvPool *pool, const AvDomain *domain, const AvHostdev *h,
+                 const AvUsbDevice *usb, AvPoolDevice **ret_dev, GError **error)
+{
+    AvPoolDevice *dev = av_pool_find_address(pool, AV_DEVICE_KIND_USB, usb->bus_path);
+    const AvProfile *profile = dev && dev->profile ? av_policy_find(policy, dev->profile) : NULL;
+    g_autofree char *what = NULL;
+    g_autofree char *now = NULL;
+    g_autofree char *stick = NULL;
+    g_autofree char *who = NULL;
+
+    *ret_dev = NULL;
+    if (!dev) {
+        *ret_dev = av_pool_find_usb(pool, usb);
+        return TRUE;
+    }
+    switch (av_pool_usb_presents(dev, usb, profile)) {
+    case AV_POOL_USB_SAME:
+        *ret_dev = dev;
+        return TRUE;
+    case AV_POOL_USB_RUNTIME:
+        if (dev->state == AV_DEVICE_STATE_IN_USE && dev->owner &&
+            g_strcmp0(dev->owner->domain_uuid, domain->uuid) == 0) {
+            *ret_dev = dev;
+            return TRUE;
+        }
+        break;
+    case AV_POOL_USB_OTHER:
+    default:
+        break;
+    }
+    what = av_hook_describe_usb_hostdev(h);
+    now = av_hook_describe_usb(usb);
+    stick = av_hook_describe_device(dev);
+    who = av_hook_describe_owner(dev->owner);
+    g_set_error(error, AV_ERROR, AV_ERROR_IN_USE,
+                "%s names %s, which presents %04x:%04x at the port of stick %s (%s, owner %s): %s; only the domain "
+                "running on it may have it, and only while it is in use; check 'accelvirt status' and "
+                "'accelvirt reconcile'", what, now, usb->vendor_id, usb->product_id, stick,
+                av_device_state_to_string(dev->state), who,
+                av_pool_usb_presents(dev, usb, profile) == AV_POOL_USB_RUNTIME
+                    ? "one of the runtime_ids of its profile, a tenant's firmware"
+                    : "not the ids of that stick");
+    return FALSE;
+}
+
 /* The pooled sticks with the vendor and product of the hostdev @h (the
  * identity starts "usb:VVVV:PPPP"), in a new array.  Borrowed from @pool. */
 static GPtrArray *
@@ -173,7 +228,8 @@ av_hook_usb_only_with_ids(const AvHost *host, const AvHostdev *h)
  * more pooled sticks do.  The only pooled stick of those ids, when none of
  * the host has them, so that the refusal says it is missing. */
 static gboolean
-av_hook_usb_by_ids(const AvHost *host, AvPool *pool, const AvHostdev *h, AvPoolDevice **ret_dev, GError **error)
+av_hook_usb_by_ids(const AvHost *host, const AvPolicy *policy, AvPool *pool, const AvDomain *domain,
+                   const AvHostdev *h, AvPoolDevice **ret_dev, GError **error)
 {
     g_autoptr(GString) names = g_string_new(NULL);
     g_autoptr(GPtrArray) pooled_ids = NULL;
@@ -188,7 +244,10 @@ av_hook_usb_by_ids(const AvHost *host, AvPool *pool, const AvHostdev *h, AvPoolD
         if (usb->vendor_id != h->usb_vendor || usb->product_id != h->usb_product)
             continue;
         matches++;
-        pooled = pooled ? pooled : av_pool_find_usb(pool, usb);
+        if (!pooled) {
+            if (!av_hook_pool_usb(policy, pool, domain, h, usb, &pooled, error))
+                return FALSE;
+        }
         one = av_hook_describe_usb(usb);
         g_string_append_printf(names, "%s%s", names->len ? ", " : "", one);
     }
@@ -253,8 +312,8 @@ av_hook_pool_has_usb(AvPool *pool)
  * hostdev of numbers only that name no device is refused while the pool
  * holds a stick (libvirt fails on it anyway). */
 static gboolean
-av_hook_resolve_usb(const AvHost *host, AvPool *pool, const AvDomain *domain, const AvHostdev *h,
-                    AvPoolDevice **ret_dev, GError **error)
+av_hook_resolve_usb(const AvHost *host, const AvPolicy *policy, AvPool *pool, const AvDomain *domain,
+                    const AvHostdev *h, AvPoolDevice **ret_dev, GError **error)
 {
     const AvPlacedDevice *placed = av_hook_find_placed_usb(domain, h);
     const AvUsbDevice *usb = NULL;
@@ -270,7 +329,7 @@ av_hook_resolve_usb(const AvHost *host, AvPool *pool, const AvDomain *domain, co
                         domain->name);
             return FALSE;
         }
-        return av_hook_usb_by_ids(host, pool, h, ret_dev, error);
+        return av_hook_usb_by_ids(host, policy, pool, domain, h, ret_dev, error);
     }
     if (h->usb_bus > 0 && h->usb_device > 0)
         usb = av_host_find_usb_number(host, (guint)h->usb_bus, (guint)h->usb_device);
@@ -278,7 +337,7 @@ av_hook_resolve_usb(const AvHost *host, AvPool *pool, const AvDomain *domain, co
         (!usb || usb->vendor_id != h->usb_vendor || usb->product_id != h->usb_product)) {
         if (placed && !av_hook_usb_check_placed(pool, domain, h, placed, av_hook_usb_only_with_ids(host, h), error))
             return FALSE;
-        return av_hook_usb_by_ids(host, pool, h, ret_dev, error);
+        return av_hook_usb_by_ids(host, policy, pool, domain, h, ret_dev, error);
     }
     if (!usb) {
         if (av_hook_pool_has_usb(pool)) {
@@ -293,8 +352,7 @@ av_hook_resolve_usb(const AvHost *host, AvPool *pool, const AvDomain *domain, co
     }
     if (placed && !av_hook_usb_check_placed(pool, domain, h, placed, usb, error))
         return FALSE;
-    *ret_dev = av_pool_find_usb(pool, usb);
-    return TRUE;
+    return av_hook_pool_usb(policy, pool, domain, h, usb, ret_dev, error);
 }
 
 /* The pool device that owns the IOMMU group of the PCI function
@@ -481,7 +539,7 @@ av_hook_resolve(const AvHookConfig *config, const AvHost *host, const AvPolicy *
             AvPoolDevice *dev = NULL;
             const AvProfile *profile;
 
-            if (!av_hook_resolve_usb(host, pool, domain, h, &dev, error))
+            if (!av_hook_resolve_usb(host, policy, pool, domain, h, &dev, error))
                 return FALSE;
             if (!dev)
                 continue;

@@ -690,6 +690,52 @@ test_usb_reenumerated_other(Fixture *f, gconstpointer data)
     g_assert_nonnull(strstr(finding(f, 0)->detail, "names no device of this host"));
 }
 
+/* The same stick named by what it presents now (its runtime ids, bus 1
+ * device 9) in the hostdev of the domain @name (@uuid): the pool's entry at
+ * its port whatever ids it presents.  Runs the audit; returns the stick. */
+static AvPoolDevice *
+audit_runtime_named(Fixture *f, const char *uuid, const char *name)
+{
+    g_autoptr(GPtrArray) usb = g_ptr_array_new_with_free_func((GDestroyNotify)av_usb_device_free);
+    g_autoptr(GError) err = NULL;
+    g_autoptr(AvOwner) owner = av_owner_new(UUID_D, "d");
+    AvPoolDevice *stick;
+    AvAuditDomain *domain;
+
+    g_ptr_array_add(usb, usb_device("1-2", 0x03e7, 0xf63b, "S1", 1, 9));
+    stick = av_pool_add(f->pool, AV_DEVICE_KIND_USB, "usb:03e7:2485:serial:S1", "1-2", "stick",
+                        AV_DEVICE_STATE_IN_USE, owner, &err);
+    g_assert_no_error(err);
+    domain = add_domain(f, uuid, name, -1);
+    av_audit_domain_add_usb(domain, 0x03e7, 0xf63b, 1, 9);
+    run_audit(f, usb, NULL, AV_AUDIT_DEFAULT, NULL);
+    return stick;
+}
+
+/* d, which holds it, naming it by its runtime ids: its own stick. */
+static void
+test_usb_runtime_holder(Fixture *f, gconstpointer data)
+{
+    AvPoolDevice *stick = audit_runtime_named(f, UUID_D, "d");
+
+    (void)data;
+    g_assert_cmpuint(f->findings->len, ==, 0);
+    g_assert_cmpint(stick->state, ==, AV_DEVICE_STATE_IN_USE);
+}
+
+/* e naming it by its runtime ids: d's stick attached outside accelvirt,
+ * a violation (never "nothing of accelvirt's"). */
+static void
+test_usb_runtime_other(Fixture *f, gconstpointer data)
+{
+    AvPoolDevice *stick = audit_runtime_named(f, UUID_E, "e");
+
+    (void)data;
+    g_assert_cmpuint(f->findings->len, ==, 1);
+    g_assert_cmpint(finding(f, 0)->action, ==, AV_AUDIT_VIOLATION);
+    g_assert_cmpstr(finding(f, 0)->identity, ==, stick->identity);
+}
+
 static void
 test_finding_json(Fixture *f, gconstpointer data)
 {
@@ -742,6 +788,8 @@ main(int argc, char **argv)
     ADD("usb-by-ids", test_usb_by_ids);
     ADD("usb-reenumerated", test_usb_reenumerated);
     ADD("usb-reenumerated/other", test_usb_reenumerated_other);
+    ADD("usb-runtime/holder", test_usb_runtime_holder);
+    ADD("usb-runtime/other", test_usb_runtime_other);
     ADD("finding-json", test_finding_json);
     return g_test_run();
 }

@@ -2283,5 +2283,39 @@ check "firmware that survives the power cycle: the stick is quarantined, saying 
 echo f63b >"$RT/1-3/idProduct"
 check "a free stick presenting its runtime ids: quarantined (the firmware survived)" \
     eval "avw reconcile >/dev/null 2>&1; [ \"\$(usb_state 1-3)\" = quarantined ] && usb_problem 1-3 | grep -q 'one of the runtime_ids of its profile .test-stick., while it was free'"
+# A stick presenting its runtime ids is its entry's business at its port,
+# whatever ids it presents: only the domain running on it may name it so.
+# rtusb FILE NAME UUID VENDOR-PRODUCT-XML ADDRESS-XML: a domain with one USB hostdev.
+rtusb() { printf "<domain type='kvm'><name>%s</name><uuid>%s</uuid><memory unit='GiB'>1</memory><vcpu>1</vcpu><devices><hostdev mode='subsystem' type='usb' managed='no'><source>%s%s</source></hostdev></devices></domain>\n" "$2" "$3" "$4" "$5" >"$1"; }
+RTIDS="<vendor id='0x03e7'/><product id='0xf63b'/>"
+usb_stick 1-5 20 S3
+usb_port 1-5 5
+UR3=$(uuid 43); UR4=$(uuid 44)
+mkusb "$W/rt3.xml" rt3 "$UR3" 1 20
+check "a third stick (1-5), claimed and in use by rt3" \
+    eval "accepted '$W/rt3.xml' rt3 prepare begin - && [ \"\$(usb_state 1-5)\" = in-use ]"
+echo f63b >"$RT/1-5/idProduct"; echo 21 >"$RT/1-5/devnum"; : >"$W/host/dev/bus/usb/001/021"
+rtusb "$W/rt3live.xml" rt3 "$UR3" "$RTIDS" "<address bus='1' device='21'/>"
+rtusb "$W/b-ids.xml" b "$UR4" "$RTIDS" "<address bus='1' device='21'/>"
+rtusb "$W/b-num.xml" b "$UR4" "" "<address bus='1' device='21'/>"
+rtusb "$W/b-free.xml" b "$UR4" "" "<address bus='1' device='$(cat "$RT/1-3/devnum")'/>"
+avw reconcile >/dev/null 2>&1
+cp "$W/state/pool.json" "$W/pool.rt3"
+check "the holder, its stick at its runtime ids (named by them): reconnect agrees, nothing changes" \
+    eval "accepted '$W/rt3live.xml' rt3 reconnect begin - && same_pool '$W/pool.rt3' && ! grep -q 'reconnect: .*1-5' '$W/log'"
+check "another domain naming that stick by its runtime vendor/product (and numbers) while rt3 holds it: refused, nothing changed" \
+    eval "refused \"presents 03e7:f63b at the port of stick USB 1-5 (usb:03e7:2485:serial:S3) (in-use, owner domain 'rt3'.*one of the runtime_ids\" '$W/b-ids.xml' b prepare begin - && same_pool '$W/pool.rt3'"
+check "  ... and by its bus/device numbers alone: refused" \
+    eval "refused 'presents 03e7:f63b at the port of stick USB 1-5' '$W/b-num.xml' b prepare begin - && same_pool '$W/pool.rt3'"
+(ACCELVIRT_WORKER=/bin/true; hook "$W/rt3.xml" rt3 release end -) >/dev/null 2>&1
+cp "$W/state/pool.json" "$W/pool.rt3d"
+check "  ... released (dirty, still at its runtime ids): by its runtime ids, refused" \
+    eval "[ \"\$(usb_state 1-5)\" = dirty ] && refused 'presents 03e7:f63b at the port of stick USB 1-5 .* (dirty, ' '$W/b-ids.xml' b prepare begin - && same_pool '$W/pool.rt3d'"
+check "  ... by its numbers: refused" \
+    eval "refused 'presents 03e7:f63b at the port of stick USB 1-5' '$W/b-num.xml' b prepare begin - && same_pool '$W/pool.rt3d'"
+check "  ... and its former holder may not have it back either" \
+    eval "refused 'presents 03e7:f63b at the port of stick USB 1-5' '$W/rt3live.xml' rt3 prepare begin - && same_pool '$W/pool.rt3d'"
+check "the free stick quarantined for its runtime ids (1-3), named by its numbers: refused" \
+    eval "refused 'presents 03e7:f63b at the port of stick USB 1-3 .* (quarantined, ' '$W/b-free.xml' b prepare begin - && same_pool '$W/pool.rt3d'"
 
 finish

@@ -2077,6 +2077,34 @@ test_reconcile_usb_runtime(void)
     test_runtime_changed(policy, first, faked, "usb:03e7:f63b:serial:FAKE");
 }
 
+/* Claimed (no domain runs on it yet), presenting its runtime ids: foreign
+ * firmware, quarantined with an identity problem as a free stick is. */
+static void
+test_reconcile_usb_runtime_claimed(void)
+{
+    g_autofree char *state = test_make_pool(0);
+    g_autoptr(AvPolicy) policy = test_load_policy(test_runtime_policy);
+    g_autoptr(AvHost) first = test_runtime_host(0x2485, "S1", FALSE);
+    g_autoptr(AvHost) loaded = test_runtime_host(0xf63b, "S1", FALSE);
+    g_autoptr(AvOwner) vm1 = av_owner_new("uuid-1", "vm1");
+    g_autoptr(AvPool) pool = test_open_write(state);
+    AvPoolDevice *u;
+
+    g_assert_false(av_pool_usb_runtime_accepted(AV_DEVICE_STATE_CLAIMED));
+    g_assert_false(av_pool_usb_runtime_accepted(AV_DEVICE_STATE_FREE));
+    g_assert_true(av_pool_usb_runtime_accepted(AV_DEVICE_STATE_IN_USE));
+    test_reconcile_host(pool, first, policy, TRUE);
+    u = av_pool_find(pool, "usb:03e7:2485:serial:S1");
+    g_assert_nonnull(u);
+    test_move(pool, u, AV_DEVICE_STATE_CLAIMED, vm1, NULL);
+    test_reconcile_host(pool, loaded, policy, TRUE);
+    g_assert_true(av_pool_find(pool, "usb:03e7:2485:serial:S1") == u);
+    g_assert_cmpint(u->state, ==, AV_DEVICE_STATE_QUARANTINED);
+    g_assert_nonnull(strstr(u->identity_problem, "it presents 03e7:f63b, one of the runtime_ids of its profile "
+                                                 "'stick', while it was claimed: no domain runs on a claimed stick"));
+    test_remove_state(state);
+}
+
 /* Two identical USB sticks with one serial: both pooled, each by its port,
  * with a warning naming them. */
 static void
@@ -3568,6 +3596,7 @@ main(int argc, char **argv)
     g_test_add_func("/pool/lock", test_lock_contention);
     g_test_add_func("/pool/reconcile", test_reconcile);
     g_test_add_func("/pool/reconcile-usb-runtime", test_reconcile_usb_runtime);
+    g_test_add_func("/pool/reconcile-usb-runtime/claimed", test_reconcile_usb_runtime_claimed);
     g_test_add_func("/pool/reconcile/fake-hosts", test_reconcile_fake_hosts);
     g_test_add_func("/pool/reconcile/collide/usb", test_collide_usb);
     g_test_add_func("/pool/reconcile/collide/dsn", test_collide_dsn);

@@ -284,7 +284,12 @@ av_audit_resolve(const AvPool *pool, const GPtrArray *usb, const AvAuditDomain *
             g_clear_pointer(ret_why, g_free);
             return TRUE;
         }
-        *ret_dev = av_pool_find_usb(pool, u);
+        /* The entry at its port whatever ids it presents (a stick showing
+         * its runtime ids keeps the identity of its first ids): named by a
+         * domain that does not hold it, it is flagged as attached outside. */
+        *ret_dev = av_pool_find_address(pool, AV_DEVICE_KIND_USB, u->bus_path);
+        if (!*ret_dev)
+            *ret_dev = av_pool_find_usb(pool, u);
         return TRUE;
     }
     }

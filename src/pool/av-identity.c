@@ -311,8 +311,25 @@ av_pool_usb_is_runtime_of(const AvUsbDevice *usb, const char *identity, const ch
 gboolean
 av_pool_usb_runtime_accepted(AvDeviceState state)
 {
-    return state == AV_DEVICE_STATE_CLAIMED || state == AV_DEVICE_STATE_IN_USE || state == AV_DEVICE_STATE_DIRTY ||
-           state == AV_DEVICE_STATE_SCRUBBING || state == AV_DEVICE_STATE_QUARANTINED;
+    return state == AV_DEVICE_STATE_IN_USE || state == AV_DEVICE_STATE_DIRTY || state == AV_DEVICE_STATE_SCRUBBING ||
+           state == AV_DEVICE_STATE_QUARANTINED;
+}
+
+/* See av-pool.h. */
+AvPoolUsbPresents
+av_pool_usb_presents(const AvPoolDevice *dev, const AvUsbDevice *usb, const AvProfile *profile)
+{
+    g_autofree char *own = NULL;
+    g_autofree char *port = NULL;
+
+    if (!dev || !usb || dev->kind != AV_DEVICE_KIND_USB || g_strcmp0(dev->address, usb->bus_path) != 0)
+        return AV_POOL_USB_OTHER;
+    own = av_pool_identity_usb(usb);
+    port = av_pool_identity_usb_fallback(usb);
+    if (g_strcmp0(own, dev->identity) == 0 || g_strcmp0(port, dev->identity) == 0)
+        return AV_POOL_USB_SAME;
+    return av_pool_usb_is_runtime_of(usb, dev->identity, dev->address, profile) ? AV_POOL_USB_RUNTIME
+                                                                               : AV_POOL_USB_OTHER;
 }
 
 /* See av-pool.h. */

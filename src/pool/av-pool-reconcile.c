@@ -458,12 +458,12 @@ av_state_out_of_hand(AvDeviceState state)
 
 /* The pooled stick @dev (in @state, its own or the one before it went
  * missing) presents at its port, as @s, one of its profile's runtime ids
- * (av_pool_usb_is_runtime_of()).  While a domain holds it, or until its
+ * (av_pool_usb_is_runtime_of()).  While a domain runs on it, or until its
  * scrub decides (av_pool_usb_runtime_accepted()), it is the same stick:
  * @s takes its identity and profile, so that its entry, state, owner and
- * claims stay.  Free, it keeps its entry too, with an identity problem
- * (quarantined): the firmware a tenant loaded survived the scrub, or
- * somebody loaded one on the host. */
+ * claims stay.  Free or claimed, it keeps its entry too, with an identity
+ * problem (quarantined): the firmware a tenant loaded survived the scrub,
+ * or somebody loaded one on the host (nobody runs on a claimed stick). */
 static gboolean
 av_pool_reconcile_usb_runtime(AvPool *pool, const AvPolicy *policy, AvPoolDevice *dev, AvDeviceState state,
                               AvScanned *s, gboolean *changed, GError **error)
@@ -477,11 +477,14 @@ av_pool_reconcile_usb_runtime(AvPool *pool, const AvPolicy *policy, AvPoolDevice
         return TRUE;
     {
         g_autofree char *problem = g_strdup_printf(
-            "it presents %s, one of the runtime_ids of its profile '%s', while it was %s: the firmware loaded "
-            "while a domain held it survived its scrub (or somebody loaded one on the host); power-cycle or "
+            "it presents %s, one of the runtime_ids of its profile '%s', while it was %s: %s; power-cycle or "
             "replug it, check it, then clear its quarantine ('accelvirt quarantine clear %s'); a "
             "'usb-power-cycle' or 'usb-reauthorize' scrub step brings such a stick back to its first ids",
-            ids, dev->profile, av_device_state_to_string(state), dev->address);
+            ids, dev->profile, av_device_state_to_string(state),
+            state == AV_DEVICE_STATE_CLAIMED
+                ? "no domain runs on a claimed stick yet, so somebody else loaded that firmware"
+                : "the firmware loaded while a domain held it survived its scrub (or somebody loaded one on the host)",
+            dev->address);
 
         if (!av_pool_set_identity_problem(pool, dev, problem, error))
             return FALSE;

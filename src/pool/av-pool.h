@@ -736,9 +736,10 @@ gboolean av_pool_usb_is_runtime_of(const AvUsbDevice *usb, const char *identity,
                                    const AvProfile *profile);
 
 /* TRUE when a stick in @state may present its profile's runtime ids: a
- * domain holds it (claimed, in-use), or it waits for or runs its scrub
- * (dirty, scrubbing), whose end decides; a quarantined stick keeps its
- * entry too.  Never a free stick: the firmware would have survived. */
+ * domain runs on it (in-use), or it waits for or runs its scrub (dirty,
+ * scrubbing), whose end decides; a quarantined stick keeps its entry too.
+ * Never a free stick (the firmware would have survived) nor a claimed one
+ * (no domain runs on it yet: firmware then is foreign). */
 gboolean av_pool_usb_runtime_accepted(AvDeviceState state);
 
 /* The USB device of @usb at the port @bus_path presenting @identity
@@ -747,6 +748,20 @@ gboolean av_pool_usb_runtime_accepted(AvDeviceState state);
  * otherwise.  *ret_runtime (may be NULL) says which.  Borrowed from @usb. */
 const AvUsbDevice *av_pool_find_usb_device_held(const GPtrArray *usb, const char *identity, const char *bus_path,
                                                 const AvProfile *profile, gboolean *ret_runtime);
+
+/* What the USB device @usb of the host, at the port of the pooled stick
+ * @dev (its address), presents of it. */
+typedef enum {
+    AV_POOL_USB_SAME,       /* @dev's own identity (or its port form) */
+    AV_POOL_USB_RUNTIME,    /* one of @profile's runtime ids as @dev (av_pool_usb_is_runtime_of()) */
+    AV_POOL_USB_OTHER,      /* anything else: not @dev, or not at its port */
+} AvPoolUsbPresents;
+
+/* What @usb presents of the pooled stick @dev of @profile (may be NULL:
+ * no runtime ids).  A device at a port where the pool has a USB entry is
+ * that entry's business whatever it presents: callers find the entry by
+ * the port (av_pool_find_address()) and ask this, not by identity alone. */
+AvPoolUsbPresents av_pool_usb_presents(const AvPoolDevice *dev, const AvUsbDevice *usb, const AvProfile *profile);
 
 /* The pool device that the USB device @usb presents: its own identity,
  * else the port form the pool gives sticks sharing a serial
