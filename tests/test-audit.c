@@ -643,11 +643,11 @@ test_usb_by_ids(Fixture *f, gconstpointer data)
 
 /* A stick whose firmware changed its ids (issue 34: "runtime_ids") and
  * re-enumerated it, in use by domain d: 1-2 presents 03e7:f63b as bus 1
- * device 9; the hostdev of the domain named @name (@uuid) names the first
- * ids and the old numbers (bus 1 device 5), which no device presents now.
- * Runs the audit; returns the stick. */
+ * device 9; the hostdev of the domain named @name (@uuid) names
+ * @product (of vendor 03e7) at bus 1 device @devnum.  Runs the audit;
+ * returns the stick. */
 static AvPoolDevice *
-audit_reenumerated(Fixture *f, const char *uuid, const char *name)
+audit_stick_named(Fixture *f, const char *uuid, const char *name, guint16 product, int devnum)
 {
     g_autoptr(GPtrArray) usb = g_ptr_array_new_with_free_func((GDestroyNotify)av_usb_device_free);
     g_autoptr(GError) err = NULL;
@@ -660,9 +660,17 @@ audit_reenumerated(Fixture *f, const char *uuid, const char *name)
                         AV_DEVICE_STATE_IN_USE, owner, &err);
     g_assert_no_error(err);
     domain = add_domain(f, uuid, name, -1);
-    av_audit_domain_add_usb(domain, 0x03e7, 0x2485, 1, 5);
+    av_audit_domain_add_usb(domain, 0x03e7, product, 1, devnum);
     run_audit(f, usb, NULL, AV_AUDIT_DEFAULT, NULL);
     return stick;
+}
+
+/* The hostdev names the first ids and the old numbers (bus 1 device 5),
+ * which no device presents now. */
+static AvPoolDevice *
+audit_reenumerated(Fixture *f, const char *uuid, const char *name)
+{
+    return audit_stick_named(f, uuid, name, 0x2485, 5);
 }
 
 /* In d's hostdev: still the stick d holds (no finding). */
@@ -691,25 +699,11 @@ test_usb_reenumerated_other(Fixture *f, gconstpointer data)
 }
 
 /* The same stick named by what it presents now (its runtime ids, bus 1
- * device 9) in the hostdev of the domain @name (@uuid): the pool's entry at
- * its port whatever ids it presents.  Runs the audit; returns the stick. */
+ * device 9): the pool's entry at its port whatever ids it presents. */
 static AvPoolDevice *
 audit_runtime_named(Fixture *f, const char *uuid, const char *name)
 {
-    g_autoptr(GPtrArray) usb = g_ptr_array_new_with_free_func((GDestroyNotify)av_usb_device_free);
-    g_autoptr(GError) err = NULL;
-    g_autoptr(AvOwner) owner = av_owner_new(UUID_D, "d");
-    AvPoolDevice *stick;
-    AvAuditDomain *domain;
-
-    g_ptr_array_add(usb, usb_device("1-2", 0x03e7, 0xf63b, "S1", 1, 9));
-    stick = av_pool_add(f->pool, AV_DEVICE_KIND_USB, "usb:03e7:2485:serial:S1", "1-2", "stick",
-                        AV_DEVICE_STATE_IN_USE, owner, &err);
-    g_assert_no_error(err);
-    domain = add_domain(f, uuid, name, -1);
-    av_audit_domain_add_usb(domain, 0x03e7, 0xf63b, 1, 9);
-    run_audit(f, usb, NULL, AV_AUDIT_DEFAULT, NULL);
-    return stick;
+    return audit_stick_named(f, uuid, name, 0xf63b, 9);
 }
 
 /* d, which holds it, naming it by its runtime ids: its own stick. */
