@@ -399,53 +399,6 @@ av_hook_scan_host(const AvHookConfig *config, const AvPolicy *policy, AvPool *po
 }
 
 /* See hook.h. */
-char *
-av_hook_netdev_primary(const AvHookConfig *config, const char *name)
-{
-    g_autofree char *net = av_sys_path("class/net");
-    g_auto(GStrv) names = NULL;
-    guint index;
-
-    if (!av_netdev_name_kernel_valid(name))
-        return NULL;
-    if (av_netdev_name_is_valid(name)) {
-        g_autofree char *path = g_strconcat(net, "/", name, NULL);
-
-        if (av_root_exists(config->root, path))
-            return g_strdup(name);
-    }
-    /* An altname (udev gives one to each NIC on Debian), which sysfs does
-     * not list: the kernel's ifindex, matched with each interface's. */
-    if (!config->ops->netdev_index || config->ops->netdev_index(config->root, name, &index) < 0 ||
-        av_root_list_dir(config->root, net, &names) < 0)
-        return NULL;
-    for (guint i = 0; names[i]; i++) {
-        g_autofree char *path = g_strconcat(net, "/", names[i], "/ifindex", NULL);
-        guint64 v;
-
-        if (av_netdev_name_is_valid(names[i]) && av_root_read_uint(config->root, path, 10, &v) == 0 && v == index)
-            return g_strdup(names[i]);
-    }
-    return NULL;
-}
-
-/* See hook.h. */
-char *
-av_hook_netdev_card(const AvHookConfig *config, const char *name)
-{
-    g_autofree char *primary = av_hook_netdev_primary(config, name);
-    g_autofree char *path = NULL;
-    g_autofree char *address = NULL;
-
-    if (!primary)
-        return NULL;
-    path = av_sys_path("class/net/%s/device", primary);
-    if (av_root_link_name(config->root, path, &address) < 0 || !av_pci_address_is_valid(address))
-        return NULL;
-    return g_steal_pointer(&address);
-}
-
-/* See hook.h. */
 AvHost *
 av_hook_scan_for(const AvHookConfig *config, const AvPolicy *policy, AvPool *pool, const AvDomain *domain,
                  GError **error)
@@ -468,7 +421,7 @@ av_hook_scan_for(const AvHookConfig *config, const AvPolicy *policy, AvPool *poo
              * profile matches but that is not pooled yet (hot-plugged, a
              * new policy file) is pooled by this scan, as a PCI hostdev's
              * device is, and so claimed or refused. */
-            char *card = av_hook_netdev_card(config, h->netdev);
+            char *card = av_kernel_netdev_card(config->root, config->ops, h->netdev);
 
             netdevs = TRUE;
             if (card) {

@@ -406,7 +406,7 @@ av_hook_resolve_netdev(const AvHookConfig *config, const AvHost *host, const AvP
     /* Not a primary name in a card's net/: an altname or another name the
      * kernel resolves (libvirt's macvtap code does), or a card's interface
      * by its device link; what it resolves to is checked as if named so. */
-    if (!pci && (card = av_hook_netdev_card(config, h->netdev)))
+    if (!pci && (card = av_kernel_netdev_card(config->root, config->ops, h->netdev)))
         pci = av_host_find_pci(host, card);
     dev = pci ? av_pool_find_address(pool, AV_DEVICE_KIND_PCI, pci->address) : NULL;
     *ret_m = NULL;
@@ -438,7 +438,7 @@ av_hook_resolve_netdev(const AvHookConfig *config, const AvHost *host, const AvP
 static gboolean
 av_hook_check_ethernet(const AvHookConfig *config, AvPool *pool, const char *target, GError **error)
 {
-    g_autofree char *primary = av_hook_netdev_primary(config, target);
+    g_autofree char *primary = av_kernel_netdev_primary(config->root, config->ops, target);
     g_autofree char *dir = NULL;
     g_auto(GStrv) names = NULL;
 
@@ -456,7 +456,7 @@ av_hook_check_ethernet(const AvHookConfig *config, AvPool *pool, const char *tar
             continue;
         if (i >= 0)
             lower += strlen("lower_");
-        card = av_hook_netdev_card(config, lower);
+        card = av_kernel_netdev_card(config->root, config->ops, lower);
         dev = card ? av_pool_find_address(pool, AV_DEVICE_KIND_PCI, card) : NULL;
         if (dev) {
             g_set_error(error, AV_ERROR, AV_ERROR_INVALID_INPUT,

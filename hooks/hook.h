@@ -194,17 +194,6 @@ typedef struct {
 gboolean av_hook_resolve(const AvHookConfig *config, const AvHost *host, const AvPolicy *policy, AvPool *pool, const AvDomain *domain,
                          GPtrArray **ret_managed, GError **error);
 
-/* The primary name of the network interface the kernel finds by @name (a
- * primary name in sysfs' class/net, else an alternative name or any name
- * the kernel resolves: config->ops->netdev_index(), matched with each
- * interface's ifindex), or NULL when none (caller frees). */
-char *av_hook_netdev_primary(const AvHookConfig *config, const char *name);
-
-/* The PCI address of the device whose driver made the interface @name
- * (av_hook_netdev_primary(), then its class/net/NAME/device link), or NULL
- * (no such interface, a virtual one; caller frees). */
-char *av_hook_netdev_card(const AvHookConfig *config, const char *name);
-
 /* The operations.  Each returns the exit status; refusals through
  * av_hook_refuse(). */
 int av_hook_prepare(const AvHookConfig *config, AvDomain *domain);

@@ -207,6 +207,22 @@ check "  ... the findings" json "$W/audit.json" \
     "[(f['action'], f['domain_name'], f['address']) for f in d['findings']] == [('attached-outside', 'out', '0000:46:00.0')]"
 check "  ... the pool" eval "[ \"\$(state_of 0000:45:00.0)\" = 'in-use vm1 None' ] && [ \"\$(state_of 0000:46:00.0)\" = 'in-use out None' ]"
 
+# The same card given outside accelvirt by its altname (review: the audit
+# matched primary names only): attached-outside all the same.
+STATE="$W/state-audit-alt"
+NODE="$W/node-alt.xml"
+av status >/dev/null
+{
+    echo "<node>"
+    printf '<domain type="test"><name>alt</name><uuid>%s</uuid><memory>1048576</memory><vcpu>1</vcpu><os><type>hvm</type></os><devices>%s</devices></domain>\n' \
+        "$(uuid 6)" "$(direct enx0016e1000046 vepa)"
+    echo "</node>"
+} >"$NODE"
+check "audit: a free card's interface named by its altname in a domain outside accelvirt is attached-outside" \
+    eval "av --connect 'test://$NODE' audit --json >'$W/audit-alt.json'"
+check "  ... the finding names the card" json "$W/audit-alt.json" \
+    "[(f['action'], f['domain_name'], f['address']) for f in d['findings']] == [('attached-outside', 'alt', '0000:46:00.0')]"
+
 # --- the whole way: rewrite reserves, the rewritten domain starts and releases ---
 STATE="$W/state-define"
 ACCELVIRT_WORKER=$REAL_WORKER

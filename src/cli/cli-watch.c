@@ -196,8 +196,19 @@ av_cli_audit_netdevs(const AvRoot *root, const AvPool *pool, const GPtrArray *do
                 }
             }
             address = g_hash_table_lookup(owners, g_ptr_array_index(domain->netdevs, j));
-            if (address)
+            if (address) {
                 av_audit_domain_add_pci(domain, address);
+            } else {
+                /* An alternative name (udev's altname), which the kernel
+                 * resolves as libvirt's macvtap code does, and the pool's
+                 * cards' net/ does not list: the card it names, as the
+                 * hook's prepare finds it. */
+                g_autofree char *card = av_kernel_netdev_card(root, av_kernel_ops_for(root),
+                                                              g_ptr_array_index(domain->netdevs, j));
+
+                if (card && av_pool_find_address(pool, AV_DEVICE_KIND_PCI, card))
+                    av_audit_domain_add_pci(domain, card);
+            }
         }
     }
 }

@@ -30,6 +30,7 @@
 
 #include "pci/av-pci.h"
 #include "util/av-file.h"
+#include "util/av-names.h"
 
 AvDeviceHandle *
 av_device_handle_new(const AvRoot *root, const char *address, gboolean fake)
@@ -440,4 +441,51 @@ av_kernel_ops_for(const AvRoot *root)
     if (av_root_is_host(root))
         return &av_kernel_ops_real;
     return av_kernel_ops_double ? av_kernel_ops_double : &av_kernel_ops_none;
+}
+
+/* See av-kernel.h. */
+char *
+av_kernel_netdev_primary(const AvRoot *root, const AvKernelOps *ops, const char *name)
+{
+    g_autofree char *net = av_sys_path("class/net");
+    g_auto(GStrv) names = NULL;
+    guint index;
+
+    if (!av_netdev_name_kernel_valid(name))
+        return NULL;
+    if (av_netdev_name_is_valid(name)) {
+        g_autofree char *path = g_strconcat(net, "/", name, NULL);
+
+        if (av_root_exists(root, path))
+            return g_strdup(name);
+    }
+    /* An altname (udev gives one to each NIC on Debian), which sysfs does
+     * not list: the kernel's ifindex, matched with each interface's. */
+    if (!ops->netdev_index || ops->netdev_index(root, name, &index) < 0 ||
+        av_root_list_dir(root, net, &names) < 0)
+        return NULL;
+    for (guint i = 0; names[i]; i++) {
+        g_autofree char *path = g_strconcat(net, "/", names[i], "/ifindex", NULL);
+        guint64 v;
+
+        if (av_netdev_name_is_valid(names[i]) && av_root_read_uint(root, path, 10, &v) == 0 && v == index)
+            return g_strdup(names[i]);
+    }
+    return NULL;
+}
+
+/* See av-kernel.h. */
+char *
+av_kernel_netdev_card(const AvRoot *root, const AvKernelOps *ops, const char *name)
+{
+    g_autofree char *primary = av_kernel_netdev_primary(root, ops, name);
+    g_autofree char *path = NULL;
+    g_autofree char *address = NULL;
+
+    if (!primary)
+        return NULL;
+    path = av_sys_path("class/net/%s/device", primary);
+    if (av_root_link_name(root, path, &address) < 0 || !av_pci_address_is_valid(address))
+        return NULL;
+    return g_steal_pointer(&address);
 }

@@ -114,6 +114,18 @@ const AvKernelOps *av_kernel_ops_for(const AvRoot *root);
  * this.  @ops is borrowed for the life of the process. */
 void av_kernel_ops_set_double(const AvKernelOps *ops);
 
+/* The primary name of the network interface the kernel finds by @name (a
+ * primary name in sysfs' class/net, else an alternative name or any name
+ * the kernel resolves: @ops' netdev_index, matched with each interface's
+ * ifindex), or NULL when none (caller frees). */
+char *av_kernel_netdev_primary(const AvRoot *root, const AvKernelOps *ops, const char *name);
+
+/* The PCI address of the device whose driver made the interface @name
+ * (av_kernel_netdev_primary(), then its class/net/NAME/device link), or
+ * NULL (no such interface, a virtual one; caller frees).  The hook's
+ * prepare and the audit of watch read a domain's interfaces through it. */
+char *av_kernel_netdev_card(const AvRoot *root, const AvKernelOps *ops, const char *name);
+
 extern const AvKernelOps av_kernel_ops_real;
 /* Refuses every operation with -EROFS (device_close frees a handle, of
  * which it never makes one): a root prefix without the emulated kernel. */
