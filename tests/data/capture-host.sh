@@ -8,7 +8,8 @@
 #
 #   sys/bus/pci/devices/*            links, as they are
 #   sys/devices/pci*/...             PCI functions: only the attributes the scan
-#                                    reads; USB devices; mdev types and mdevs
+#                                    reads, their network interfaces (net/NAME/
+#                                    ifindex); USB devices; mdev types and mdevs
 #   sys/bus/pci/drivers/*/           driver directories and their device links
 #   sys/bus/pci/slots/*/address
 #   sys/kernel/iommu_groups/*/       type and devices/* links
@@ -127,6 +128,7 @@ copy_device_tree() {
         -o -name description \
         -o -name idVendor -o -name idProduct -o -name manufacturer -o -name product \
         -o -name serial -o -name busnum -o -name devnum -o -name speed -o -name bDeviceClass \
+        -o -name ifindex \
         \) -print 2>/dev/null |
     while IFS= read -r f; do
         name=${f##*/}
@@ -147,6 +149,13 @@ copy_device_tree() {
         fi
         parent=${dir%/*}
         case $name in
+            ifindex)
+                # A function's network interfaces: net/NAME, as its driver
+                # made them (the names are what list shows).
+                gparent=${parent%/*}
+                [ "${parent##*/}" = net ] && is_pci_address "${gparent##*/}" && [ -f "$f" ] && [ ! -L "$f" ] &&
+                    copy_file "$f"
+                continue ;;
             mdev_type)
                 is_uuid "$base" && [ -L "$f" ] && copy_link "$f"
                 continue ;;
